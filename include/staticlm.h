@@ -1,0 +1,161 @@
+/*
+ * staticlm — run large language models as statically compiled programs.
+ *
+ * A model file (llama2.c checkpoint or GGUF) is compiled into two static
+ * programs, prefill (max_prompt_len rows) and generate (1 row), that share one
+ * KV cache of fixed capacity. The runtime steers them with data only (attention
+ * mask, position ids, write index); shapes never change after compilation.
+ *
+ * Conventions: every function that can fail returns slm_status; the message
+ * is kept on the handle and read with slm_last_error(). Handles are opaque.
+ */
+#ifndef STATICLM_H
+#define STATICLM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SLM_API __attribute__((visibility("default")))
+#else
+#define SLM_API
+#endif
+
+#define SLM_VERSION "0.1.0"
+
+typedef enum slm_status {
+    SLM_OK = 0,
+    SLM_ERR_IO,          /* a file could not be opened, read, mapped or written */
+    SLM_ERR_FORMAT,      /* a file is malformed: the message names file and field */
+    SLM_ERR_UNSUPPORTED, /* well-formed but not supported (architecture, type) */
+    SLM_ERR_NOMEM,       /* an allocation failed */
+    SLM_ERR_ARG,         /* a caller passed an invalid argument */
+    SLM_ERR_CAPACITY,    /* prompt or generation does not fit the static capacity */
+    SLM_ERR_INTERNAL     /* a bug in staticlm */
+} slm_status;
+
+/* A short constant name for a status code ("ok", "format error", ...). */
+SLM_API const char *slm_status_str(slm_status s);
+
+/* ---- memory hook ------------------------------------------------------ */
+
+/* All heap memory the library uses goes through this allocator. Tests use it
+ * to count allocations (the decode loop must make none) and to fail the Nth. */
+typedef struct slm_allocator {
+    void *(*alloc)(void *ud, size_t size);               /* like malloc */
+    void *(*realloc)(void *ud, void *ptr, size_t size);  /* like realloc */
+    void (*free)(void *ud, void *ptr);                   /* like free */
+    void *ud;
+} slm_allocator;
+
+/* Install an allocator (NULL restores the C library's). Not thread-safe:
+ * call it before creating any handle. */
+SLM_API void slm_set_allocator(const slm_allocator *a);
+
+/* ---- engine ----------------------------------------------------------- */
+
+typedef struct slm_options {
+    const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL = the model's own
+                                   (GGUF) or tokenizer.bin beside the model */
+    int max_prompt_len;         /* prefill rows (default 1024) */
+    int min_response_len;       /* extra KV rows for generation (default 128) */
+    int n_threads;              /* worker threads (0 = all cores) */
+    int verbose;                /* 1: progress and notes on stderr */
+} slm_options;
+
+SLM_API slm_options slm_default_options(void);
+
+typedef struct slm_engine slm_engine;
+
+/* Load a model (llama2.c .bin or .gguf), compile its static programs and
+ * allocate every buffer. *out is set even on failure (unless out of memory),
+ * so slm_last_error(*out) can explain; free it with slm_free. */
+SLM_API slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt);
+SLM_API void slm_free(slm_engine *e);
+SLM_API const char *slm_last_error(const slm_engine *e);
+
+typedef struct slm_info {
+    int dim, hidden_dim, n_layers, n_heads, n_kv_heads, head_dim;
+    int vocab_size, context_len;
+    int max_prompt_len, min_response_len, kv_capacity;
+    int bos_id, eos_id;
+    size_t weight_bytes, kv_bytes, arena_bytes;
+    int prefill_tasks, generate_tasks;
+} slm_info;
+SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
+
+/* ---- tokenizer -------------------------------------------------------- */
+
+/* Encode text into ids[0..cap). Returns the number of ids (which may exceed
+ * cap: then only cap were written), or -1 on error. */
+SLM_API int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int cap);
+/* The text of token `id` following token `prev`, as run.c prints it: byte
+ * tokens become raw bytes, the space after BOS is dropped. Valid until the
+ * engine is freed. Returns "" for an invalid id. */
+SLM_API const char *slm_token_piece(const slm_engine *e, int prev, int id);
+/* 1 when the piece is worth printing (not a lone non-printable byte). */
+SLM_API int slm_piece_printable(const char *piece);
+
+/* ---- runtime: the KV cache and the two programs ------------------------ */
+
+/* Start a new conversation: zero the KV cache and num_stored_tokens. */
+SLM_API void slm_reset(slm_engine *e);
+/* Run the prefill program on n ids (n <= max_prompt_len) appended after the
+ * tokens already stored. *logits (vocab floats, valid until the next call)
+ * are those of the last id. */
+SLM_API slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const float **logits);
+/* Run the generate program on one id. */
+SLM_API slm_status slm_decode(slm_engine *e, int32_t id, const float **logits);
+SLM_API int slm_num_stored(const slm_engine *e);
+SLM_API int slm_capacity(const slm_engine *e);
+
+/* ---- sampling --------------------------------------------------------- */
+
+typedef struct slm_sampling {
+    float temperature; /* 0 = greedy */
+    int top_k;         /* 0 = off */
+    float top_p;       /* 0 or >= 1 = off */
+    uint64_t seed;
+} slm_sampling;
+
+/* Pick a token from logits (modified in place). rng_state is the caller's
+ * generator state, seeded with slm_sampling.seed (0 maps to a fixed value). */
+SLM_API int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rng_state,
+                       void *scratch);
+/* Bytes of scratch slm_sample needs for a vocabulary of n. */
+SLM_API size_t slm_sample_scratch_size(int n);
+
+/* ---- generation (pipeline) -------------------------------------------- */
+
+typedef struct slm_gen_stats {
+    int n_prompt, n_generated;
+    double prefill_ms, decode_ms;
+} slm_gen_stats;
+
+/* Called for each piece: first the prompt's tokens after BOS (is_prompt =
+ * 1), then each generated token. Return non-zero to stop. */
+typedef int (*slm_piece_cb)(void *ud, int id, const char *piece, int is_prompt);
+
+/* Reset, encode prompt (with BOS), prefill, then decode up to n_generate
+ * tokens, calling cb for each. Stops at EOS/BOS unless ignore_eos. Running
+ * out of KV capacity ends generation with SLM_ERR_CAPACITY (the tokens
+ * produced so far were delivered). */
+SLM_API slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate,
+                                const slm_sampling *s, int ignore_eos,
+                                slm_piece_cb cb, void *ud, slm_gen_stats *stats);
+
+/* ---- compiler introspection ------------------------------------------- */
+
+/* Write a readable dump of a compilation stage to a stream (FILE *):
+ * what = "ir" (the stateful graph), "ir-lowered" (after the passes, per
+ * program), "tasks" (the task lists). */
+SLM_API slm_status slm_dump(slm_engine *e, const char *what, void *file);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,314 @@
+/* The staticlm command: run, compile, convert. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "device/kernels.h"
+#include "staticlm.h"
+
+static void usage_main(FILE *f) {
+    fprintf(f,
+            "staticlm %s: run LLMs as statically compiled programs\n"
+            "\n"
+            "usage: staticlm <command> [options]\n"
+            "\n"
+            "commands:\n"
+            "  run       generate text from a prompt (default model: stories260K)\n"
+            "  compile   compile a model into its static programs; print IR and task lists\n"
+            "  convert   convert a llama2.c checkpoint + tokenizer.bin to GGUF\n"
+            "\n"
+            "  staticlm <command> --help   shows the options of a command\n"
+            "  staticlm --version          prints the version\n",
+            SLM_VERSION);
+}
+
+static void usage_run(FILE *f) {
+    fprintf(f,
+            "usage: staticlm run [-m MODEL] [-z TOKENIZER] [-p PROMPT] [-n N] [options]\n"
+            "\n"
+            "Compiles MODEL into prefill and generate programs, prints the prompt as\n"
+            "decoded from its tokens, then streams N generated tokens. Timings go to stderr.\n"
+            "\n"
+            "  -m, --model PATH          llama2.c .bin or .gguf (default: stories260K.bin from\n"
+            "                            ./models or ../shared/models)\n"
+            "  -z, --tokenizer PATH      llama2.c tokenizer.bin (default: the GGUF's own\n"
+            "                            vocabulary, or tokenizer.bin / tok512.bin beside MODEL)\n"
+            "  -p, --prompt TEXT         prompt (default: empty)\n"
+            "  -n, --n-predict N         tokens to generate (default 256)\n"
+            "      --temp T              temperature; 0 = greedy (default 1.0)\n"
+            "      --top-k K             keep the K most likely tokens; 0 = off (default 0)\n"
+            "      --top-p P             nucleus sampling; 0 or 1 = off (default 0.9)\n"
+            "      --seed S              sampling seed (default: time)\n"
+            "      --max-prompt-len L    prefill program rows (default 1024)\n"
+            "      --min-response-len R  KV rows beyond the prompt (default 128); KV capacity\n"
+            "                            = L + R, clamped to the model's context length\n"
+            "      --ignore-eos          do not stop at end-of-sequence\n"
+            "  -t, --threads N           worker threads (accepted; this build runs one)\n"
+            "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+            "  -v, --verbose             print model and program facts to stderr\n"
+            "  -h, --help                this text\n");
+}
+
+static void usage_compile(FILE *f) {
+    fprintf(f,
+            "usage: staticlm compile -m MODEL [-z TOKENIZER] [options]\n"
+            "\n"
+            "Compiles MODEL and prints what each stage produced.\n"
+            "\n"
+            "  -m, --model PATH          model file (.bin or .gguf)\n"
+            "  -z, --tokenizer PATH      llama2.c tokenizer.bin\n"
+            "      --max-prompt-len L    prefill rows (default 1024)\n"
+            "      --min-response-len R  extra KV rows (default 128)\n"
+            "      --dump-ir             the stateful graph (ReadValue/Assign)\n"
+            "      --dump-lowered        each program's graph after the passes\n"
+            "      --dump-tasks          each program's task list with barriers\n"
+            "      --dump-io             each program's inputs and outputs\n"
+            "  -o, --output FILE         write an ELF blob (not in this build yet)\n"
+            "  -h, --help                this text\n");
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* The default model: stories260K + tok512 from ./models or ../shared/models. */
+static int find_default_model(const char **model, const char **tok) {
+    static const char *const dirs[] = {"models", "../shared/models"};
+    static char mbuf[256], tbuf[256];
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        snprintf(mbuf, sizeof mbuf, "%s/stories260K.bin", dirs[i]);
+        snprintf(tbuf, sizeof tbuf, "%s/tok512.bin", dirs[i]);
+        if (file_exists(mbuf) && file_exists(tbuf)) {
+            *model = mbuf;
+            if (!*tok) *tok = tbuf;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* tok512.bin beside a llama2.c model when no tokenizer.bin is there. */
+static const char *tokenizer_beside(const char *model) {
+    static char buf[1100];
+    size_t n = strlen(model);
+    if (n > 5 && !strcmp(model + n - 5, ".gguf")) return NULL;
+    const char *slash = strrchr(model, '/');
+    int dirlen = slash ? (int)(slash - model) + 1 : 0;
+    snprintf(buf, sizeof buf, "%.*stokenizer.bin", dirlen, model);
+    if (file_exists(buf)) return NULL; /* the library finds it */
+    snprintf(buf, sizeof buf, "%.*stok512.bin", dirlen, model);
+    return file_exists(buf) ? buf : NULL;
+}
+
+static int parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "staticlm: %s expects an integer in [%d, %d], got '%s'\n", opt, lo, hi, s);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "staticlm: %s expects a number in [%g, %g], got '%s'\n", opt, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+typedef struct run_args {
+    const char *model, *tok, *prompt, *kernels;
+    int n, ignore_eos, verbose, threads;
+    int dump_ir, dump_lowered, dump_tasks, dump_io;
+    const char *output;
+    slm_options opt;
+    slm_sampling samp;
+} run_args;
+
+/* Parse options shared by run and compile. Returns 1 ok, 0 error, 2 help. */
+static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        int has = i + 1 < argc;
+#define NEXT()                                                                 \
+    (has ? argv[++i] : (fprintf(stderr, "staticlm: %s needs a value\n", o), (char *)NULL))
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 2;
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) { if (!(a->model = NEXT())) return 0; }
+        else if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { if (!(a->tok = NEXT())) return 0; }
+        else if (!strcmp(o, "--max-prompt-len")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 1, 1 << 20, &a->opt.max_prompt_len)) return 0; }
+        else if (!strcmp(o, "--min-response-len")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 20, &a->opt.min_response_len)) return 0; }
+        else if (!is_compile && (!strcmp(o, "-p") || !strcmp(o, "--prompt"))) { if (!(a->prompt = NEXT())) return 0; }
+        else if (!is_compile && (!strcmp(o, "-n") || !strcmp(o, "--n-predict"))) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 24, &a->n)) return 0; }
+        else if (!is_compile && !strcmp(o, "--temp")) { const char *v = NEXT(); if (!v || !parse_float(v, o, 0.0f, 100.0f, &a->samp.temperature)) return 0; }
+        else if (!is_compile && !strcmp(o, "--top-k")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 24, &a->samp.top_k)) return 0; }
+        else if (!is_compile && !strcmp(o, "--top-p")) { const char *v = NEXT(); if (!v || !parse_float(v, o, 0.0f, 1.0f, &a->samp.top_p)) return 0; }
+        else if (!is_compile && !strcmp(o, "--seed")) {
+            const char *v = NEXT();
+            char *end;
+            if (!v) return 0;
+            errno = 0;
+            unsigned long long s = strtoull(v, &end, 10);
+            if (errno || *end || end == v) { fprintf(stderr, "staticlm: --seed expects an integer, got '%s'\n", v); return 0; }
+            a->samp.seed = s;
+        }
+        else if (!is_compile && !strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1024, &a->threads)) return 0; }
+        else if (!strcmp(o, "--kernels")) { if (!(a->kernels = NEXT())) return 0; }
+        else if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) a->verbose = 1;
+        else if (is_compile && !strcmp(o, "--dump-ir")) a->dump_ir = 1;
+        else if (is_compile && !strcmp(o, "--dump-lowered")) a->dump_lowered = 1;
+        else if (is_compile && !strcmp(o, "--dump-tasks")) a->dump_tasks = 1;
+        else if (is_compile && !strcmp(o, "--dump-io")) a->dump_io = 1;
+        else if (is_compile && (!strcmp(o, "-o") || !strcmp(o, "--output"))) { if (!(a->output = NEXT())) return 0; }
+        else {
+            fprintf(stderr, "staticlm: unknown option '%s' (see staticlm %s --help)\n", o, is_compile ? "compile" : "run");
+            return 0;
+        }
+#undef NEXT
+    }
+    return 1;
+}
+
+static slm_engine *load_engine(run_args *a) {
+    if (!a->model) {
+        if (!find_default_model(&a->model, &a->tok)) {
+            fprintf(stderr,
+                    "staticlm: no model given and the default model was not found.\n"
+                    "Looked for stories260K.bin and tok512.bin in ./models and ../shared/models.\n"
+                    "Download both from karpathy's tinyllamas collection on Hugging Face\n"
+                    "(huggingface.co/karpathy/tinyllamas, folder stories260K) into ./models,\n"
+                    "or pass -m MODEL [-z TOKENIZER].\n");
+            return NULL;
+        }
+    }
+    if (!a->tok) a->tok = tokenizer_beside(a->model);
+    if (a->kernels && !slm_kernels_select(a->kernels)) {
+        fprintf(stderr, "staticlm: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n", a->kernels);
+        return NULL;
+    }
+    a->opt.tokenizer_path = a->tok;
+    a->opt.verbose = a->verbose;
+    a->opt.n_threads = a->threads;
+    slm_engine *e = NULL;
+    slm_status s = slm_load(&e, a->model, &a->opt);
+    if (s) {
+        fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    if (a->verbose) {
+        slm_info in;
+        slm_get_info(e, &in);
+        fprintf(stderr,
+                "model: dim %d, hidden %d, layers %d, heads %d/%d, vocab %d, context %d\n"
+                "programs: prefill %d rows (%d tasks), generate 1 row (%d tasks); KV capacity %d\n"
+                "memory: weights %.1f MB (mapped), KV %.1f MB, arena %.1f MB; kernels %s\n",
+                in.dim, in.hidden_dim, in.n_layers, in.n_heads, in.n_kv_heads, in.vocab_size, in.context_len,
+                in.max_prompt_len, in.prefill_tasks, in.generate_tasks, in.kv_capacity, in.weight_bytes / 1e6,
+                in.kv_bytes / 1e6, in.arena_bytes / 1e6, slm_kernels_active()->name);
+    }
+    return e;
+}
+
+static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
+    (void)ud;
+    (void)id;
+    (void)is_prompt;
+    if (slm_piece_printable(piece)) {
+        fputs(piece, stdout);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+    run_args a;
+    memset(&a, 0, sizeof a);
+    a.opt = slm_default_options();
+    a.n = 256;
+    a.samp.temperature = 1.0f;
+    a.samp.top_p = 0.9f;
+    a.samp.seed = 0;
+    a.prompt = "";
+    int r = parse_args(argc, argv, &a, 0);
+    if (r == 2) { usage_run(stdout); return 0; }
+    if (!r) return 2;
+    if (!a.samp.seed) a.samp.seed = (uint64_t)time(NULL);
+    slm_engine *e = load_engine(&a);
+    if (!e) return 1;
+    slm_gen_stats st;
+    slm_status s = slm_generate(e, a.prompt, a.n, &a.samp, a.ignore_eos, print_piece, NULL, &st);
+    printf("\n");
+    fflush(stdout);
+    int rc = 0;
+    if (s) {
+        fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
+        rc = 1;
+    }
+    if (st.n_prompt > 0)
+        fprintf(stderr, "prefill: %d tokens in %.2f ms (%.1f tok/s)\n", st.n_prompt, st.prefill_ms,
+                st.prefill_ms > 0 ? st.n_prompt * 1e3 / st.prefill_ms : 0.0);
+    if (st.n_generated > 1)
+        fprintf(stderr, "decode: %d tokens in %.2f ms (%.1f tok/s)\n", st.n_generated, st.decode_ms,
+                st.decode_ms > 0 ? (st.n_generated - 1) * 1e3 / st.decode_ms : 0.0);
+    slm_free(e);
+    return rc;
+}
+
+static int cmd_compile(int argc, char **argv) {
+    run_args a;
+    memset(&a, 0, sizeof a);
+    a.opt = slm_default_options();
+    int r = parse_args(argc, argv, &a, 1);
+    if (r == 2) { usage_compile(stdout); return 0; }
+    if (!r) return 2;
+    if (a.output) {
+        fprintf(stderr, "staticlm: writing ELF blobs (-o) is not implemented in this build yet\n");
+        return 1;
+    }
+    slm_engine *e = load_engine(&a);
+    if (!e) return 1;
+    int any = a.dump_ir || a.dump_lowered || a.dump_tasks || a.dump_io;
+    if (a.dump_ir) slm_dump(e, "ir", stdout);
+    if (a.dump_lowered) slm_dump(e, "ir-lowered", stdout);
+    if (a.dump_tasks) slm_dump(e, "tasks", stdout);
+    if (a.dump_io || !any) slm_dump(e, "io", stdout);
+    slm_free(e);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage_main(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage_main(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("staticlm %s\n", SLM_VERSION);
+        return 0;
+    }
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
+    if (!strcmp(cmd, "convert")) return slm_cli_convert(argc - 1, argv + 1);
+    fprintf(stderr, "staticlm: unknown command '%s'\n\n", cmd);
+    usage_main(stderr);
+    return 2;
+}

@@ -1,0 +1,104 @@
+/* compiler/ — passes over the IR and lowering to flat task lists.
+ *
+ * Pipeline (each stage printable):
+ *   stateful graph (ReadValue/Assign)
+ *     -> state_to_io      ReadValue -> input past_key_values.L.*, Assign -> output
+ *                         present.L.*, Concat -> kv_view (present stored in place)
+ *     -> specialize(T,C)  prefill: T = max_prompt_len; generate: T = 1; C = capacity
+ *     -> last_row         (prefill) logits only for the last input row
+ *     -> plan memory      every intermediate gets a fixed offset in one arena
+ *     -> lower            one flat array of fixed-size task records with counted
+ *                         barriers between dependent stages
+ * The result (slm_program) holds no pointers into the graph: it is what a
+ * blob stores, plus addresses resolved at load (static) and bind (I/O).
+ */
+#ifndef SLM_COMPILER_H
+#define SLM_COMPILER_H
+
+#include <stdio.h>
+
+#include "device/task.h"
+#include "ir/ir.h"
+#include "ir/ir.h"
+
+typedef struct slm_compile_options {
+    int max_prompt_len;   /* prefill rows T */
+    int min_response_len; /* generate capacity = max_prompt_len + min_response_len */
+    int matmul_tile_cols; /* output columns per matrix task (0 = auto) */
+} slm_compile_options;
+
+/* One program input or output (the article's I/O metadata). */
+typedef struct slm_io_desc {
+    char name[48];       /* "input_ids", "past_key_values.3.key", "logits" */
+    uint8_t role;        /* slm_io_role */
+    uint8_t is_output;   /* 1 for present.* and logits */
+    uint16_t dtype;      /* SLM_I32 or SLM_F32 */
+    int32_t layer;       /* for past/present, else -1 */
+    int32_t rows, cols;  /* static shape */
+} slm_io_desc;
+
+/* A relocation: task `task`'s operand `field` (0..3 = src0, src1, src2, dst)
+ * holds the address of I/O tensor `io` plus the ref's byte offset. */
+typedef struct slm_reloc {
+    uint32_t task;
+    uint16_t field;
+    uint16_t io;
+} slm_reloc;
+
+typedef struct slm_program {
+    char name[16];         /* "prefill" or "generate" */
+    int32_t rows;          /* T: input rows */
+    int32_t kv_capacity;   /* C: KV rows visible to this program */
+    slm_task *tasks;       /* [n_tasks] */
+    int32_t n_tasks;
+    slm_io_desc *io;       /* [n_io] */
+    int32_t n_io;
+    slm_reloc *relocs;     /* [n_relocs], sorted by io */
+    int32_t n_relocs;
+    uint64_t arena_bytes;  /* activation arena this program needs */
+    slm_graph graph;       /* the specialized graph (for dumps; not needed to run) */
+    /* run-time state, set by slm_program_prepare / slm_program_bind (device/) */
+    void **io_ptr;         /* [n_io] bound address of each I/O tensor */
+    int32_t *io_reloc;     /* [n_io + 1] first relocation of each I/O tensor */
+    int32_t io_cache_pos;  /* I/O index of cache_position */
+} slm_program;
+
+/* Compile-time constants shared by the programs (RoPE tables). */
+typedef struct slm_constants {
+    float *rope;           /* [n_pos][head_dim/2][2] (cos, sin) */
+    int32_t rope_pos;      /* n_pos = KV capacity */
+    int32_t rope_pairs;    /* head_dim / 2 */
+    uint64_t bytes;
+} slm_constants;
+
+typedef struct slm_compiled {
+    slm_compile_options opt;
+    slm_model_config cfg;
+    int32_t kv_capacity;   /* rows per layer of the KV buffers */
+    slm_graph stateful;    /* the model's graph before the passes */
+    slm_program prefill, generate;
+    slm_constants consts;
+} slm_compiled;
+
+/* Compile a validated model. On failure everything is freed. */
+slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
+                       slm_err *err);
+void slm_compiled_free(slm_compiled *c);
+
+/* Passes (exposed for tests and dumps). */
+slm_status slm_pass_state_to_io(slm_graph *g, slm_err *err);
+slm_status slm_pass_specialize(slm_graph *g, int rows_t, int rows_c, slm_err *err);
+slm_status slm_pass_last_row(slm_graph *g, slm_err *err);
+/* Lower a specialized graph; weights are referenced by their offset from
+ * weights_base (the mapped file or blob section). */
+slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,
+                     const void *weights_base, uint64_t weights_size, slm_err *err);
+void slm_program_free(slm_program *p);
+
+/* Printing. */
+void slm_program_dump_tasks(const slm_program *p, FILE *f);
+void slm_program_dump_io(const slm_program *p, FILE *f);
+/* Index of the I/O entry with this role (and layer for past/present), or -1. */
+int slm_program_find_io(const slm_program *p, slm_io_role role, int layer);
+
+#endif

@@ -1,0 +1,580 @@
+/* Memory planning and lowering of a specialized graph to a task list, and
+ * the compile driver that produces both programs. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "compiler/compiler.h"
+
+#define ALIGN 64
+
+/* ---- buffers ----------------------------------------------------------- */
+
+/* Where a node's value lives. In-place ops (rope, add, swiglu) and views
+ * (kv_view, outputs) share their input's buffer: `root` names the node that
+ * owns the storage. */
+typedef struct buf {
+    int root;          /* node owning the storage */
+    slm_space space;   /* ARENA or IO */
+    int io;            /* I/O index when space == IO */
+    uint64_t off;      /* arena byte offset */
+    uint64_t size;     /* bytes */
+    int last_use;      /* last node reading any alias of it */
+} buf;
+
+typedef struct lower_ctx {
+    const slm_graph *g;
+    slm_program *p;
+    const slm_compile_options *opt;
+    const uint8_t *wbase;
+    uint64_t wsize;
+    slm_err *err;
+    int *root;         /* [n_nodes] storage root of each node */
+    buf *bufs;         /* [n_nodes] indexed by root */
+    int cap_tasks;
+    /* hazard tracking for the current stage */
+    int stage_start;   /* index of the first task of the current stage */
+    struct region { int obj; uint64_t lo, hi; int write; } *regions;
+    int n_regions, cap_regions;
+} lower_ctx;
+
+static int is_inplace(slm_op op) {
+    return op == SLM_OP_ROPE || op == SLM_OP_ADD || op == SLM_OP_SWIGLU || op == SLM_OP_KV_VIEW ||
+           op == SLM_OP_OUTPUT;
+}
+
+static int io_add(lower_ctx *c, slm_io_role role, int layer, int rows, int cols, uint16_t dtype, int is_out) {
+    slm_program *p = c->p;
+    slm_io_desc *io = slm_realloc(p->io, (size_t)(p->n_io + 1) * sizeof *io);
+    if (!io) return -1;
+    p->io = io;
+    slm_io_desc *d = &io[p->n_io];
+    memset(d, 0, sizeof *d);
+    d->role = (uint8_t)role;
+    d->is_output = (uint8_t)is_out;
+    d->dtype = dtype;
+    d->layer = layer;
+    d->rows = rows;
+    d->cols = cols;
+    switch (role) {
+    case SLM_IO_PAST_KEY: snprintf(d->name, sizeof d->name, "past_key_values.%d.key", layer); break;
+    case SLM_IO_PAST_VALUE: snprintf(d->name, sizeof d->name, "past_key_values.%d.value", layer); break;
+    case SLM_IO_PRESENT_KEY: snprintf(d->name, sizeof d->name, "present.%d.key", layer); break;
+    case SLM_IO_PRESENT_VALUE: snprintf(d->name, sizeof d->name, "present.%d.value", layer); break;
+    default: snprintf(d->name, sizeof d->name, "%s", slm_io_role_name(role)); break;
+    }
+    return p->n_io++;
+}
+
+/* Assign storage: I/O for inputs/outputs, arena offsets (first fit over
+ * live intervals) for everything else. */
+static slm_status plan_memory(lower_ctx *c) {
+    const slm_graph *g = c->g;
+    int n = g->n_nodes;
+    for (int i = 0; i < n; i++) {
+        const slm_node *nd = &g->nodes[i];
+        c->root[i] = i;
+        if (nd->dead) continue;
+        if (is_inplace(nd->op)) c->root[i] = c->root[nd->in[0]];
+        buf *b = &c->bufs[i];
+        b->root = i;
+        b->io = -1;
+        b->last_use = i;
+    }
+    /* I/O: inputs own their storage; outputs turn their root's storage into I/O. */
+    for (int i = 0; i < n; i++) {
+        const slm_node *nd = &g->nodes[i];
+        if (nd->dead) continue;
+        if (nd->op == SLM_OP_INPUT) {
+            int io = io_add(c, nd->role, nd->layer, nd->rows, nd->cols, (uint16_t)nd->dtype, 0);
+            if (io < 0) return SLM_ERR_NOMEM;
+            c->bufs[i].space = SLM_SPACE_IO;
+            c->bufs[i].io = io;
+        } else if (nd->op == SLM_OP_OUTPUT) {
+            int r = c->root[nd->in[0]];
+            if (c->bufs[r].space == SLM_SPACE_IO)
+                return slm_errf(c->err, SLM_ERR_INTERNAL, "output %%%d aliases another I/O", i);
+            int io = io_add(c, nd->role, nd->layer, nd->rows, nd->cols, SLM_F32, 1);
+            if (io < 0) return SLM_ERR_NOMEM;
+            c->bufs[r].space = SLM_SPACE_IO;
+            c->bufs[r].io = io;
+        }
+    }
+    /* liveness */
+    for (int i = 0; i < n; i++) {
+        const slm_node *nd = &g->nodes[i];
+        if (nd->dead) continue;
+        for (int k = 0; k < nd->n_in; k++) {
+            int r = c->root[nd->in[k]];
+            if (c->bufs[r].last_use < i) c->bufs[r].last_use = i;
+        }
+        int r = c->root[i];
+        if (c->bufs[r].last_use < i) c->bufs[r].last_use = i;
+    }
+    /* arena: first fit among live blocks, released after last use */
+    typedef struct { uint64_t lo, hi; int root; } live;
+    live *lv = slm_calloc((size_t)n + 1, sizeof *lv);
+    if (!lv) return SLM_ERR_NOMEM;
+    int n_lv = 0;
+    uint64_t peak = 0;
+    for (int i = 0; i < n; i++) {
+        const slm_node *nd = &g->nodes[i];
+        /* release blocks whose last use is before i */
+        for (int j = 0; j < n_lv;) {
+            if (c->bufs[lv[j].root].last_use < i) lv[j] = lv[--n_lv];
+            else j++;
+        }
+        if (nd->dead || c->root[i] != i || c->bufs[i].space == SLM_SPACE_IO) continue;
+        if (nd->op == SLM_OP_INPUT) continue;
+        uint64_t size = ((uint64_t)nd->rows * (uint64_t)nd->cols * 4 + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+        /* lowest offset that does not overlap a live block */
+        uint64_t off = 0;
+        for (int moved = 1; moved;) {
+            moved = 0;
+            for (int j = 0; j < n_lv; j++)
+                if (off < lv[j].hi && lv[j].lo < off + size) {
+                    off = lv[j].hi;
+                    moved = 1;
+                }
+        }
+        lv[n_lv++] = (live){off, off + size, i};
+        c->bufs[i].space = SLM_SPACE_ARENA;
+        c->bufs[i].off = off;
+        c->bufs[i].size = size;
+        if (off + size > peak) peak = off + size;
+    }
+    slm_xfree(lv);
+    c->p->arena_bytes = peak;
+    return SLM_OK;
+}
+
+/* ---- tasks and barriers -------------------------------------------------- */
+
+static slm_task *new_task(lower_ctx *c, slm_task_op op, int layer) {
+    slm_program *p = c->p;
+    if (p->n_tasks == c->cap_tasks) {
+        int cap = c->cap_tasks ? c->cap_tasks * 2 : 256;
+        slm_task *t = slm_realloc(p->tasks, (size_t)cap * sizeof *t);
+        if (!t) return NULL;
+        p->tasks = t;
+        c->cap_tasks = cap;
+    }
+    slm_task *t = &p->tasks[p->n_tasks++];
+    memset(t, 0, sizeof *t);
+    t->op = (uint8_t)op;
+    t->layer = layer;
+    t->m = c->g->rows_t;
+    return t;
+}
+
+/* A memory object for hazard tracking. past.L.* and present.L.* are the
+ * same memory at run time (present is a view into past). */
+static int hazard_obj(lower_ctx *c, int node, uint64_t *lo, uint64_t *hi) {
+    const buf *b = &c->bufs[c->root[node]];
+    if (b->space == SLM_SPACE_ARENA) {
+        *lo = b->off;
+        *hi = b->off + b->size;
+        return 0;
+    }
+    *lo = 0;
+    *hi = UINT64_MAX;
+    const slm_io_desc *d = &c->p->io[b->io];
+    switch (d->role) {
+    case SLM_IO_PAST_KEY: case SLM_IO_PRESENT_KEY: return 1000 + 2 * d->layer;
+    case SLM_IO_PAST_VALUE: case SLM_IO_PRESENT_VALUE: return 1001 + 2 * d->layer;
+    default: return 100 + b->io;
+    }
+}
+
+static int overlaps(lower_ctx *c, int obj, uint64_t lo, uint64_t hi, int writes_only) {
+    for (int i = 0; i < c->n_regions; i++) {
+        const struct region *r = &c->regions[i];
+        if (r->obj == obj && lo < r->hi && r->lo < hi && (r->write || !writes_only)) return 1;
+    }
+    return 0;
+}
+
+static slm_status add_region(lower_ctx *c, int node, int write) {
+    if (c->n_regions == c->cap_regions) {
+        int cap = c->cap_regions ? c->cap_regions * 2 : 64;
+        struct region *r = slm_realloc(c->regions, (size_t)cap * sizeof *r);
+        if (!r) return SLM_ERR_NOMEM;
+        c->regions = r;
+        c->cap_regions = cap;
+    }
+    struct region *r = &c->regions[c->n_regions++];
+    r->obj = hazard_obj(c, node, &r->lo, &r->hi);
+    r->write = write;
+    return SLM_OK;
+}
+
+/* Before emitting node i: if it reads something written in this stage, or
+ * writes something read or written in this stage, close the stage with a
+ * counted barrier. Then record its accesses. */
+static slm_status stage_for(lower_ctx *c, int i) {
+    const slm_node *nd = &c->g->nodes[i];
+    int need = 0;
+    uint64_t lo, hi;
+    for (int k = 0; k < nd->n_in && !need; k++) {
+        int obj = hazard_obj(c, nd->in[k], &lo, &hi);
+        need = overlaps(c, obj, lo, hi, 1);
+    }
+    if (!need) {
+        int obj = hazard_obj(c, i, &lo, &hi);
+        need = overlaps(c, obj, lo, hi, 0);
+    }
+    if (need && c->p->n_tasks > c->stage_start) {
+        slm_task *b = new_task(c, SLM_T_BARRIER, -1);
+        if (!b) return SLM_ERR_NOMEM;
+        b->count = (uint32_t)(c->p->n_tasks - 1 - c->stage_start);
+        c->stage_start = c->p->n_tasks;
+        c->n_regions = 0;
+    }
+    for (int k = 0; k < nd->n_in; k++)
+        if (add_region(c, nd->in[k], 0)) return SLM_ERR_NOMEM;
+    return add_region(c, i, 1);
+}
+
+/* A reference to node `node`'s storage. */
+static slm_ref ref_node(lower_ctx *c, int node) {
+    const buf *b = &c->bufs[c->root[node]];
+    slm_ref r;
+    memset(&r, 0, sizeof r);
+    r.ld = (uint32_t)c->g->nodes[node].cols;
+    if (b->space == SLM_SPACE_IO) {
+        r.space = SLM_SPACE_IO;
+        r.io = (uint16_t)b->io;
+    } else {
+        r.space = SLM_SPACE_ARENA;
+        r.off = b->off;
+    }
+    return r;
+}
+
+static int ref_is_present(lower_ctx *c, int node) {
+    const buf *b = &c->bufs[c->root[node]];
+    if (b->space != SLM_SPACE_IO) return 0;
+    int role = c->p->io[b->io].role;
+    return role == SLM_IO_PRESENT_KEY || role == SLM_IO_PRESENT_VALUE;
+}
+
+static slm_status ref_weight(lower_ctx *c, const slm_tensor *w, slm_ref *r) {
+    const uint8_t *d = w->data;
+    if (d < c->wbase || (uint64_t)(d - c->wbase) + w->nbytes > c->wsize)
+        return slm_errf(c->err, SLM_ERR_INTERNAL, "tensor '%s' outside the weights region", w->name);
+    memset(r, 0, sizeof *r);
+    r->space = SLM_SPACE_WEIGHTS;
+    r->off = (uint64_t)(d - c->wbase);
+    r->ld = (uint32_t)w->ne[0];
+    return SLM_OK;
+}
+
+static uint16_t row_flags(lower_ctx *c, int node) {
+    uint16_t f = 0;
+    if (c->g->nodes[node].rows == 1 && c->g->rows_t > 1) f |= SLM_TF_ONE_ROW;
+    if (ref_is_present(c, node)) f |= SLM_TF_DST_COMPACT;
+    return f;
+}
+
+static int matmul_tile(lower_ctx *c, int n, int k, uint32_t wtype) {
+    if (c->opt->matmul_tile_cols > 0) return c->opt->matmul_tile_cols;
+    /* keep a weight panel within ~256 KiB (a share of the per-core L2) */
+    uint64_t row = slm_row_bytes(wtype, (uint64_t)k);
+    if (!row) row = (uint64_t)k * 4;
+    uint64_t cols = (256u << 10) / row;
+    if (cols < 16) cols = 16;
+    cols = (cols + 15) & ~(uint64_t)15;
+    if (cols > (uint64_t)n) cols = (uint64_t)n;
+    return (int)cols;
+}
+
+static slm_status lower_node(lower_ctx *c, int i) {
+    const slm_node *nd = &c->g->nodes[i];
+    slm_task *t;
+    slm_status s;
+    switch (nd->op) {
+    case SLM_OP_INPUT: case SLM_OP_OUTPUT: case SLM_OP_KV_VIEW:
+        return SLM_OK; /* no work: storage is bound or aliased */
+    case SLM_OP_READ_VALUE: case SLM_OP_ASSIGN: case SLM_OP_CONCAT:
+        return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: %s left after the state pass", i, slm_op_name(nd->op));
+    default: break;
+    }
+    if ((s = stage_for(c, i))) return s;
+    switch (nd->op) {
+    case SLM_OP_EMBED:
+        if (!(t = new_task(c, SLM_T_EMBED, nd->layer))) return SLM_ERR_NOMEM;
+        t->wtype = (uint8_t)nd->weight->type;
+        t->n = nd->cols;
+        t->k = (int32_t)nd->weight->ne[1];
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_RMSNORM:
+        if (!(t = new_task(c, SLM_T_RMSNORM, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->f0 = nd->eps;
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_MATMUL: {
+        int n = nd->cols, k = c->g->nodes[nd->in[0]].cols;
+        int tile = matmul_tile(c, n, k, nd->weight->type);
+        for (int n0 = 0; n0 < n; n0 += tile) {
+            if (!(t = new_task(c, SLM_T_MATMUL, nd->layer))) return SLM_ERR_NOMEM;
+            t->wtype = (uint8_t)nd->weight->type;
+            t->n = n;
+            t->k = k;
+            t->n0 = n0;
+            t->n1 = n0 + tile < n ? n0 + tile : n;
+            t->flags = row_flags(c, i);
+            t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+            if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+            t->ref[SLM_REF_DST] = ref_node(c, i);
+        }
+        return SLM_OK;
+    }
+    case SLM_OP_ROPE:
+        if (!(t = new_task(c, SLM_T_ROPE, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->n0 = 0;
+        t->n1 = nd->heads;
+        t->c = nd->head_dim;
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[1]);
+        t->ref[SLM_REF_SRC2].space = SLM_SPACE_CONST;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_ATTENTION: {
+        int heads = nd->heads;
+        int per = heads >= 4 ? (heads + 3) / 4 : 1; /* up to 4 tiles of whole heads */
+        for (int h0 = 0; h0 < heads; h0 += per) {
+            if (!(t = new_task(c, SLM_T_ATTENTION, nd->layer))) return SLM_ERR_NOMEM;
+            t->n = nd->cols;
+            t->n0 = h0;
+            t->n1 = h0 + per < heads ? h0 + per : heads;
+            t->a = heads;
+            t->b = nd->kv_heads;
+            t->c = nd->head_dim;
+            t->k = c->g->rows_c;
+            t->flags = row_flags(c, i);
+            for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
+            t->ref[SLM_REF_DST] = ref_node(c, i);
+        }
+        return SLM_OK;
+    }
+    case SLM_OP_ADD: case SLM_OP_SWIGLU:
+        if (!(t = new_task(c, nd->op == SLM_OP_ADD ? SLM_T_ADD : SLM_T_SWIGLU, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->flags = row_flags(c, i);
+        if (nd->op == SLM_OP_ADD) {
+            t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[1]);
+        } else {
+            t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+            t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[1]);
+        }
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_LAST_ROW:
+        if (!(t = new_task(c, SLM_T_COPY_ROW, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    default:
+        return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: cannot lower %s", i, slm_op_name(nd->op));
+    }
+}
+
+static int reloc_cmp(const void *a, const void *b) {
+    const slm_reloc *x = a, *y = b;
+    if (x->io != y->io) return x->io < y->io ? -1 : 1;
+    if (x->task != y->task) return x->task < y->task ? -1 : 1;
+    return (int)x->field - (int)y->field;
+}
+
+slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,
+                     const void *weights_base, uint64_t weights_size, slm_err *err) {
+    lower_ctx c;
+    memset(&c, 0, sizeof c);
+    c.g = g;
+    c.p = p;
+    c.opt = opt;
+    c.wbase = weights_base;
+    c.wsize = weights_size;
+    c.err = err;
+    p->rows = g->rows_t;
+    p->kv_capacity = g->rows_c;
+    slm_status s = SLM_ERR_NOMEM;
+    c.root = slm_calloc((size_t)g->n_nodes + 1, sizeof *c.root);
+    c.bufs = slm_calloc((size_t)g->n_nodes + 1, sizeof *c.bufs);
+    if (!c.root || !c.bufs) goto fail_free_ctx;
+    if ((s = plan_memory(&c))) goto fail_free_ctx;
+    for (int i = 0; i < g->n_nodes; i++) {
+        if (g->nodes[i].dead) continue;
+        if ((s = lower_node(&c, i))) goto fail_free_ctx;
+    }
+    /* the last stage ends with a barrier too: the fence */
+    slm_task *b = new_task(&c, SLM_T_BARRIER, -1);
+    if (!b) { s = SLM_ERR_NOMEM; goto fail_free_ctx; }
+    b->count = (uint32_t)(p->n_tasks - 1 - c.stage_start);
+
+    /* relocation table: every operand bound to an I/O tensor */
+    int n_rel = 0;
+    for (int i = 0; i < p->n_tasks; i++)
+        for (int k = 0; k < SLM_TASK_NREF; k++) n_rel += p->tasks[i].ref[k].space == SLM_SPACE_IO;
+    p->relocs = slm_calloc((size_t)n_rel + 1, sizeof *p->relocs);
+    if (!p->relocs) { s = SLM_ERR_NOMEM; goto fail_free_ctx; }
+    for (int i = 0; i < p->n_tasks; i++)
+        for (int k = 0; k < SLM_TASK_NREF; k++)
+            if (p->tasks[i].ref[k].space == SLM_SPACE_IO)
+                p->relocs[p->n_relocs++] = (slm_reloc){(uint32_t)i, (uint16_t)k, p->tasks[i].ref[k].io};
+    qsort(p->relocs, (size_t)p->n_relocs, sizeof *p->relocs, reloc_cmp);
+    s = SLM_OK;
+fail_free_ctx:
+    if (s && err && err->status == SLM_OK) slm_errf(err, s, "lowering %s: %s", g->name, slm_status_str(s));
+    slm_xfree(c.root);
+    slm_xfree(c.bufs);
+    slm_xfree(c.regions);
+    return s;
+}
+
+void slm_program_free(slm_program *p) {
+    slm_xfree(p->tasks);
+    slm_xfree(p->io);
+    slm_xfree(p->relocs);
+    slm_xfree(p->io_ptr);
+    slm_xfree(p->io_reloc);
+    slm_graph_free(&p->graph);
+    memset(p, 0, sizeof *p);
+}
+
+int slm_program_find_io(const slm_program *p, slm_io_role role, int layer) {
+    for (int i = 0; i < p->n_io; i++)
+        if (p->io[i].role == role && (layer < 0 || p->io[i].layer == layer)) return i;
+    return -1;
+}
+
+/* ---- dumps --------------------------------------------------------------- */
+
+static const char *space_name(int s) {
+    switch (s) {
+    case SLM_SPACE_WEIGHTS: return "W";
+    case SLM_SPACE_CONST: return "K";
+    case SLM_SPACE_ARENA: return "A";
+    case SLM_SPACE_IO: return "IO";
+    default: return "-";
+    }
+}
+
+void slm_program_dump_io(const slm_program *p, FILE *f) {
+    fprintf(f, "program %s: T=%d C=%d tasks=%d arena=%llu bytes\n", p->name, p->rows, p->kv_capacity,
+            p->n_tasks, (unsigned long long)p->arena_bytes);
+    for (int i = 0; i < p->n_io; i++) {
+        const slm_io_desc *d = &p->io[i];
+        fprintf(f, "  %-6s %2d %-26s %s[%d,%d]\n", d->is_output ? "output" : "input", i, d->name,
+                d->dtype == SLM_I32 ? "i32" : "f32", d->rows, d->cols);
+    }
+}
+
+void slm_program_dump_tasks(const slm_program *p, FILE *f) {
+    slm_program_dump_io(p, f);
+    int stage = 0;
+    for (int i = 0; i < p->n_tasks; i++) {
+        const slm_task *t = &p->tasks[i];
+        if (t->op == SLM_T_BARRIER) {
+            fprintf(f, "  %5d barrier count=%u   (end of stage %d)\n", i, t->count, stage++);
+            continue;
+        }
+        fprintf(f, "  %5d %-9s", i, slm_task_op_name(t->op));
+        if (t->layer >= 0) fprintf(f, " L%-2d", t->layer);
+        else fprintf(f, "    ");
+        if (t->op == SLM_T_MATMUL || t->op == SLM_T_EMBED) fprintf(f, " %s", slm_dtype_name(t->wtype));
+        fprintf(f, " n=%d k=%d", t->n, t->k);
+        if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
+        if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
+        if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
+        static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
+        for (int k = 0; k < SLM_TASK_NREF; k++) {
+            const slm_ref *r = &t->ref[k];
+            if (!r->space) continue;
+            if (r->space == SLM_SPACE_IO) fprintf(f, " %s=%s", fn[k], p->io[r->io].name);
+            else fprintf(f, " %s=%s+0x%llx", fn[k], space_name(r->space), (unsigned long long)r->off);
+        }
+        fprintf(f, "\n");
+    }
+}
+
+/* ---- the compile driver -------------------------------------------------- */
+
+static slm_status build_constants(slm_compiled *c, slm_err *err) {
+    const slm_model_config *m = &c->cfg;
+    int pairs = m->head_dim / 2;
+    uint64_t n = (uint64_t)c->kv_capacity * (uint64_t)pairs * 2;
+    c->consts.rope = slm_aligned_alloc((size_t)n * sizeof(float));
+    if (!c->consts.rope) return slm_errf(err, SLM_ERR_NOMEM, "out of memory for RoPE tables");
+    c->consts.rope_pos = c->kv_capacity;
+    c->consts.rope_pairs = pairs;
+    c->consts.bytes = n * sizeof(float);
+    /* the same float arithmetic as llama2.c's run.c, so positions rotate identically */
+    for (int pos = 0; pos < c->kv_capacity; pos++)
+        for (int i = 0; i < pairs; i++) {
+            float freq = 1.0f / powf(m->rope_base, (float)(2 * i) / (float)m->head_dim);
+            float val = (float)pos * freq;
+            c->consts.rope[((size_t)pos * pairs + i) * 2 + 0] = cosf(val);
+            c->consts.rope[((size_t)pos * pairs + i) * 2 + 1] = sinf(val);
+        }
+    return SLM_OK;
+}
+
+static slm_status make_program(slm_compiled *c, slm_program *p, const char *name, int rows_t,
+                               const slm_model_file *m, slm_err *err) {
+    slm_status s;
+    snprintf(p->name, sizeof p->name, "%s", name);
+    if ((s = slm_graph_clone(&p->graph, &c->stateful, name))) return slm_errf(err, s, "out of memory");
+    if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
+    if ((s = slm_pass_specialize(&p->graph, rows_t, c->kv_capacity, err))) return s;
+    if ((s = slm_pass_last_row(&p->graph, err))) return s;
+    return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
+}
+
+slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
+                       slm_err *err) {
+    memset(out, 0, sizeof *out);
+    out->opt = *opt;
+    out->cfg = m->cfg;
+    int ctx = m->cfg.context_len > 0 ? m->cfg.context_len : INT32_MAX;
+    int mpl = opt->max_prompt_len, mrl = opt->min_response_len;
+    if (mpl < 1 || mrl < 0) return slm_errf(err, SLM_ERR_ARG, "max_prompt_len must be >= 1 and min_response_len >= 0");
+    /* Clamp to the model's context length. The response room is kept when
+     * the prompt room can give way; otherwise the response room shrinks. */
+    if (mpl > ctx) mpl = ctx;
+    if (mrl > ctx - mpl) {
+        if (ctx - mrl >= 1) mpl = ctx - mrl;
+        else mrl = ctx - mpl;
+    }
+    out->opt.max_prompt_len = mpl;
+    out->opt.min_response_len = mrl;
+    out->kv_capacity = mpl + mrl;
+    if (out->kv_capacity < 1) out->kv_capacity = 1;
+    slm_status s;
+    slm_graph_init(&out->stateful, "stateful");
+    if ((s = slm_build_llama(&out->stateful, m, err))) goto fail;
+    if ((s = build_constants(out, err))) goto fail;
+    if ((s = make_program(out, &out->prefill, "prefill", mpl, m, err))) goto fail;
+    if ((s = make_program(out, &out->generate, "generate", 1, m, err))) goto fail;
+    return SLM_OK;
+fail:
+    slm_compiled_free(out);
+    return s;
+}
+
+void slm_compiled_free(slm_compiled *c) {
+    slm_graph_free(&c->stateful);
+    slm_program_free(&c->prefill);
+    slm_program_free(&c->generate);
+    slm_aligned_free(c->consts.rope);
+    memset(c, 0, sizeof *c);
+}

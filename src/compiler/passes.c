@@ -1,0 +1,125 @@
+/* Graph passes: state -> I/O, specialization, last-row selection. */
+#include "compiler/compiler.h"
+
+/* ConvertAssignReadValueToReturnsAndInputs, with one change that removes the
+ * article's copy_kvcache: the present rows are not a separate buffer that
+ * the runtime later copies into the past; they are stored in place, at the
+ * write index of the past buffer (kv_view). Requires the pattern
+ *   p = ReadValue(v); c = Concat(p, new); Assign(v, c)
+ * and rewrites it to
+ *   p = Input(past_key_values.L.*); Output(present.L.*) = new; c = kv_view(p, new). */
+slm_status slm_pass_state_to_io(slm_graph *g, slm_err *err) {
+    for (int i = 0; i < g->n_nodes; i++) {
+        slm_node *rv = &g->nodes[i];
+        if (rv->dead || rv->op != SLM_OP_READ_VALUE) continue;
+        int var = rv->var;
+        int concat = -1, assign = -1;
+        for (int j = i + 1; j < g->n_nodes; j++) {
+            slm_node *n = &g->nodes[j];
+            if (n->dead) continue;
+            if (n->op == SLM_OP_CONCAT && n->in[0] == i) {
+                if (concat >= 0)
+                    return slm_errf(err, SLM_ERR_UNSUPPORTED, "state var %d: read by two concats", var);
+                concat = j;
+            } else if (n->op == SLM_OP_ASSIGN && n->var == var) {
+                if (assign >= 0)
+                    return slm_errf(err, SLM_ERR_UNSUPPORTED, "state var %d: assigned twice", var);
+                assign = j;
+            } else {
+                for (int k = 0; k < n->n_in; k++)
+                    if (n->in[k] == i)
+                        return slm_errf(err, SLM_ERR_UNSUPPORTED,
+                                        "state var %d: ReadValue used by %s, not a concat", var,
+                                        slm_op_name(n->op));
+            }
+        }
+        if (concat < 0 || assign < 0 || g->nodes[assign].in[0] != concat)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED,
+                            "state var %d: expected ReadValue -> Concat -> Assign", var);
+        int is_v = var & 1;
+        int layer = var / 2;
+        int fresh = g->nodes[concat].in[1];
+
+        rv->op = SLM_OP_INPUT;
+        rv->role = is_v ? SLM_IO_PAST_VALUE : SLM_IO_PAST_KEY;
+        rv->layer = layer;
+
+        slm_node *as = &g->nodes[assign];
+        as->op = SLM_OP_OUTPUT;
+        as->role = is_v ? SLM_IO_PRESENT_VALUE : SLM_IO_PRESENT_KEY;
+        as->layer = layer;
+        as->in[0] = fresh;
+        as->n_in = 1;
+        as->rows = g->nodes[fresh].rows;
+        as->var = -1;
+
+        g->nodes[concat].op = SLM_OP_KV_VIEW;
+        rv->var = -1;
+    }
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && (g->nodes[i].op == SLM_OP_READ_VALUE || g->nodes[i].op == SLM_OP_ASSIGN))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "node %%%d: unpaired %s", i,
+                            slm_op_name(g->nodes[i].op));
+    return SLM_OK;
+}
+
+slm_status slm_pass_specialize(slm_graph *g, int rows_t, int rows_c, slm_err *err) {
+    if (rows_t <= 0 || rows_c <= 0 || rows_t > rows_c)
+        return slm_errf(err, SLM_ERR_ARG, "specialize: bad rows T=%d C=%d", rows_t, rows_c);
+    for (int i = 0; i < g->n_nodes; i++) {
+        slm_node *n = &g->nodes[i];
+        if (n->rows == SLM_DIM_T) n->rows = rows_t;
+        else if (n->rows == SLM_DIM_C) n->rows = rows_c;
+        if (n->rows <= 0) return slm_errf(err, SLM_ERR_INTERNAL, "specialize: node %%%d has no rows", i);
+    }
+    g->rows_t = rows_t;
+    g->rows_c = rows_c;
+    return SLM_OK;
+}
+
+/* Insert node `nn` before position `at`, renumbering references. */
+static slm_status insert_before(slm_graph *g, int at, const slm_node *nn) {
+    if (slm_graph_add(g, nn) < 0) return SLM_ERR_NOMEM; /* grow by one */
+    memmove(&g->nodes[at + 1], &g->nodes[at], (size_t)(g->n_nodes - 1 - at) * sizeof(slm_node));
+    g->nodes[at] = *nn;
+    for (int i = at + 1; i < g->n_nodes; i++)
+        for (int k = 0; k < g->nodes[i].n_in; k++)
+            if (g->nodes[i].in[k] >= at) g->nodes[i].in[k]++;
+    return SLM_OK;
+}
+
+/* Prefill needs logits of the last input row only (right-aligned padding
+ * puts the newest token there). Select that row before the final norm so the
+ * norm and the LM head run on one row instead of T. */
+slm_status slm_pass_last_row(slm_graph *g, slm_err *err) {
+    int out = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == SLM_OP_OUTPUT && g->nodes[i].role == SLM_IO_LOGITS) out = i;
+    if (out < 0) return slm_errf(err, SLM_ERR_INTERNAL, "last_row: no logits output");
+    int head = g->nodes[out].in[0];
+    if (g->nodes[head].op != SLM_OP_MATMUL) return slm_errf(err, SLM_ERR_INTERNAL, "last_row: logits not from a matmul");
+    int norm = g->nodes[head].in[0];
+    if (g->nodes[norm].op != SLM_OP_RMSNORM) return slm_errf(err, SLM_ERR_INTERNAL, "last_row: no final norm");
+    if (g->rows_t <= 1) return SLM_OK; /* already one row */
+    int x = g->nodes[norm].in[0];
+
+    slm_node sel;
+    memset(&sel, 0, sizeof sel);
+    sel.op = SLM_OP_LAST_ROW;
+    sel.in[0] = x;
+    for (int k = 1; k < 5; k++) sel.in[k] = -1;
+    sel.n_in = 1;
+    sel.rows = 1;
+    sel.cols = g->nodes[x].cols;
+    sel.dtype = SLM_F32;
+    sel.layer = -1;
+    sel.var = -1;
+    slm_status s = insert_before(g, norm, &sel);
+    if (s) return slm_errf(err, s, "out of memory");
+    /* norm moved to norm+1, head to head+1, out to out+1 */
+    g->nodes[norm + 1].in[0] = norm;
+    g->nodes[norm + 1].rows = 1;
+    g->nodes[head + 1].rows = 1;
+    g->nodes[out + 1].rows = 1;
+    return SLM_OK;
+}

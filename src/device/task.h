@@ -1,0 +1,84 @@
+/* device/task.h — the task record: the unit the executor walks.
+ *
+ * A program is a flat array of fixed-size task records. Tasks between two
+ * BARRIER records are independent (they may run on different threads, in
+ * any order); a BARRIER waits until the `count` tasks before it (since the
+ * previous barrier) are done. Nothing loops over layers at run time.
+ *
+ * Operands are references (space, offset) resolved to addresses twice:
+ * static spaces (weights, constants, arena) once at load, I/O tensors at
+ * bind time through the program's relocation table.
+ *
+ * Rows: a task runs over the program's valid input rows [row_begin,
+ * row_end), which the executor derives from cache_position (data, not
+ * shape: padding rows are skipped), unless SLM_TF_ONE_ROW says it works on a
+ * single fixed row 0 (after last_row).
+ */
+#ifndef SLM_TASK_H
+#define SLM_TASK_H
+
+#include <stdint.h>
+
+/* Task kinds. Each is documented once, here. */
+typedef enum slm_task_op {
+    SLM_T_NOP = 0,
+    SLM_T_BARRIER,   /* wait for `count` tasks of the previous stage */
+    SLM_T_COPY_ROW,  /* copy (DMA): dst row 0 = src0 row (m - 1); n floats */
+    SLM_T_EMBED,     /* dst[r, 0:n] = dequant(src1[src0[r]]): src0 = ids (i32),
+                        src1 = table [k = vocab, n] of type wtype */
+    SLM_T_RMSNORM,   /* dst[r] = src0[r] * rsqrt(mean(src0[r]^2) + f0) * src1; n = width */
+    SLM_T_MATMUL,    /* dst[r, n0:n1] = src0[r, 0:k] . src1[n0:n1, 0:k]^T, src1 of type wtype */
+    SLM_T_ROPE,      /* in place on dst rows: rotate pairs (2i, 2i+1) of heads [n0,n1)
+                        by position src1[r] with the cos/sin table src2; c = head_dim */
+    SLM_T_ATTENTION, /* dst[r, heads n0:n1] = softmax(q k^T / sqrt(c)) v, q = src0, K = src1,
+                        V = src2 ([k rows, b*c]), over KV rows j <= src4[r] (cache
+                        position) with src3[j] = 1 (mask); a = heads, b = kv_heads,
+                        c = head_dim, k = KV capacity; online softmax, no scratch */
+    SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
+    SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
+    SLM_T_OP_COUNT
+} slm_task_op;
+
+/* Operand address spaces. */
+typedef enum slm_space {
+    SLM_SPACE_NONE = 0,
+    SLM_SPACE_WEIGHTS, /* model weights (mapped file / blob section) */
+    SLM_SPACE_CONST,   /* compiler constants (RoPE tables) */
+    SLM_SPACE_ARENA,   /* activation arena */
+    SLM_SPACE_IO       /* an I/O tensor of the program: `io` says which */
+} slm_space;
+
+/* Task flags. */
+#define SLM_TF_ONE_ROW 0x1     /* operate on row 0 only (after last_row) */
+#define SLM_TF_DST_COMPACT 0x2 /* dst row index = r - row_begin (present.* views) */
+#define SLM_TF_SRC_COMPACT 0x4 /* src0 row index = r - row_begin */
+
+typedef struct slm_ref {
+    uint8_t space;    /* slm_space */
+    uint8_t pad;
+    uint16_t io;      /* I/O index when space == SLM_SPACE_IO */
+    uint32_t ld;      /* row stride in elements (0 for vectors) */
+    uint64_t off;     /* byte offset within the space / I/O tensor */
+} slm_ref;
+
+#define SLM_TASK_NREF 6 /* src0..src4, dst */
+enum { SLM_REF_SRC0 = 0, SLM_REF_SRC1, SLM_REF_SRC2, SLM_REF_SRC3, SLM_REF_SRC4, SLM_REF_DST };
+
+typedef struct slm_task {
+    uint8_t op;          /* slm_task_op */
+    uint8_t wtype;       /* weight slm_dtype (EMBED, MATMUL) */
+    uint16_t flags;      /* SLM_TF_* */
+    uint32_t count;      /* BARRIER: tasks in the stage before it */
+    int32_t m;           /* program input rows T */
+    int32_t n, k;        /* output width / inner dimension (see each op) */
+    int32_t n0, n1;      /* tile: output columns or heads [n0, n1) */
+    int32_t a, b, c;     /* op-specific integers (see each op) */
+    float f0;            /* RMSNORM eps */
+    int32_t layer;       /* for dumps and per-layer timing; -1 if none */
+    slm_ref ref[SLM_TASK_NREF];   /* operands */
+    void *p[SLM_TASK_NREF];       /* resolved addresses (load / bind time) */
+} slm_task;
+
+const char *slm_task_op_name(int op);
+
+#endif

@@ -1,0 +1,63 @@
+/* format/ — a model file opened and validated: config + named tensors.
+ *
+ * Both loaders produce the same thing: a config and a table of tensors with
+ * GGUF names ("token_embd.weight", "blk.3.attn_q.weight", ...) whose data
+ * point into the read-only mapping of the file. Matrices are [out, in]
+ * row-major, i.e. ne[0] = in (row length), ne[1] = out, as in GGUF.
+ */
+#ifndef SLM_MODEL_H
+#define SLM_MODEL_H
+
+#include "common/common.h"
+#include "common/dtype.h"
+#include "format/gguf.h"
+
+typedef enum slm_model_kind { SLM_MODEL_LLAMA2C = 1, SLM_MODEL_GGUF = 2 } slm_model_kind;
+
+typedef struct slm_model_config {
+    char arch[32];     /* "llama" */
+    int dim;           /* embedding width */
+    int hidden_dim;    /* FFN width */
+    int n_layers;
+    int n_heads;       /* query heads */
+    int n_kv_heads;    /* key/value heads (GQA when < n_heads) */
+    int head_dim;      /* dim / n_heads */
+    int vocab_size;
+    int context_len;   /* trained context length */
+    float rope_base;   /* 10000 for Llama 2 */
+    float norm_eps;    /* RMSNorm epsilon */
+    int tied_embeddings; /* 1: the LM head is token_embd.weight */
+} slm_model_config;
+
+typedef struct slm_tensor {
+    char name[64];
+    uint32_t type;     /* slm_dtype */
+    uint32_t n_dims;
+    int64_t ne[4];     /* ne[0] innermost */
+    const void *data;  /* into the mapping */
+    uint64_t nbytes;
+} slm_tensor;
+
+typedef struct slm_model_file {
+    char path[1024];
+    slm_model_kind kind;
+    slm_map map;            /* the whole file, read-only */
+    slm_model_config cfg;
+    slm_tensor *tensors;    /* [n_tensors] */
+    int n_tensors;
+    slm_gguf *gguf;         /* GGUF metadata (tokenizer etc.); NULL for llama2.c */
+} slm_model_file;
+
+/* Open a model by content (GGUF magic, else llama2.c), validate the config
+ * and every tensor the Llama decoder needs (name, type, shape, bounds). */
+slm_status slm_model_open(slm_model_file *m, const char *path, slm_err *err);
+void slm_model_close(slm_model_file *m);
+const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
+
+/* Loaders (called by slm_model_open). */
+slm_status slm_llama2c_load(slm_model_file *m, slm_err *err);
+slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err);
+/* Checks shared by both loaders: config ranges and required tensors. */
+slm_status slm_model_validate(slm_model_file *m, slm_err *err);
+
+#endif

@@ -1,0 +1,163 @@
+/* The Llama decoder as a stateful graph (what a model converter would emit). */
+#include "ir/ir.h"
+
+typedef struct builder {
+    slm_graph *g;
+    const slm_model_file *m;
+    slm_err *err;
+    int failed;
+} builder;
+
+static int add(builder *b, slm_node n) {
+    if (b->failed) return -1;
+    int id = slm_graph_add(b->g, &n);
+    if (id < 0) b->failed = 1;
+    return id;
+}
+
+static slm_node node(slm_op op, int rows, int cols) {
+    slm_node n;
+    memset(&n, 0, sizeof n);
+    n.op = op;
+    n.rows = rows;
+    n.cols = cols;
+    n.dtype = SLM_F32;
+    n.layer = -1;
+    n.var = -1;
+    for (int i = 0; i < 5; i++) n.in[i] = -1;
+    return n;
+}
+
+static void set_in(slm_node *n, int a, int b2, int c, int d, int e) {
+    int v[5] = {a, b2, c, d, e};
+    n->n_in = 0;
+    for (int i = 0; i < 5; i++) {
+        n->in[i] = v[i];
+        if (v[i] >= 0) n->n_in = i + 1;
+    }
+}
+
+static const slm_tensor *W(builder *b, const char *fmt, int layer) {
+    char name[64];
+    snprintf(name, sizeof name, fmt, layer);
+    const slm_tensor *t = slm_model_tensor(b->m, name);
+    if (!t) {
+        slm_errf(b->err, SLM_ERR_FORMAT, "%s: tensor '%s' missing", slm_basename(b->m->path), name);
+        b->failed = 1;
+    }
+    return t;
+}
+
+static int input(builder *b, slm_io_role role, int rows, uint32_t dtype) {
+    slm_node n = node(SLM_OP_INPUT, rows, 1);
+    n.role = role;
+    n.dtype = dtype;
+    return add(b, n);
+}
+
+static int unary_w(builder *b, slm_op op, int x, const slm_tensor *w, int rows, int cols) {
+    slm_node n = node(op, rows, cols);
+    set_in(&n, x, -1, -1, -1, -1);
+    n.weight = w;
+    return add(b, n);
+}
+
+slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    builder b = {g, m, err, 0};
+    const int T = SLM_DIM_T, C = SLM_DIM_C;
+    const int kv_dim = c->n_kv_heads * c->head_dim;
+
+    int ids = input(&b, SLM_IO_INPUT_IDS, T, SLM_I32);
+    int pos = input(&b, SLM_IO_POSITION_IDS, T, SLM_I32);
+    int cpos = input(&b, SLM_IO_CACHE_POSITION, T, SLM_I32);
+    int mask = input(&b, SLM_IO_ATTENTION_MASK, C, SLM_I32);
+
+    int x = unary_w(&b, SLM_OP_EMBED, ids, W(&b, "token_embd.weight", 0), T, c->dim);
+    for (int l = 0; l < c->n_layers && !b.failed; l++) {
+        slm_node n = node(SLM_OP_RMSNORM, T, c->dim);
+        set_in(&n, x, -1, -1, -1, -1);
+        n.weight = W(&b, "blk.%d.attn_norm.weight", l);
+        n.eps = c->norm_eps;
+        n.layer = l;
+        int xn = add(&b, n);
+
+        int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, c->dim);
+        int k = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_k.weight", l), T, kv_dim);
+        int v = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_v.weight", l), T, kv_dim);
+
+        n = node(SLM_OP_ROPE, T, c->dim);
+        set_in(&n, q, pos, -1, -1, -1);
+        n.heads = c->n_heads;
+        n.head_dim = c->head_dim;
+        q = add(&b, n);
+        n = node(SLM_OP_ROPE, T, kv_dim);
+        set_in(&n, k, pos, -1, -1, -1);
+        n.heads = c->n_kv_heads;
+        n.head_dim = c->head_dim;
+        k = add(&b, n);
+
+        int kv_all[2];
+        int fresh[2] = {k, v};
+        for (int s = 0; s < 2; s++) {
+            n = node(SLM_OP_READ_VALUE, C, kv_dim);
+            n.var = 2 * l + s;
+            n.layer = l;
+            int past = add(&b, n);
+            n = node(SLM_OP_CONCAT, C, kv_dim);
+            set_in(&n, past, fresh[s], -1, -1, -1);
+            n.layer = l;
+            kv_all[s] = add(&b, n);
+            n = node(SLM_OP_ASSIGN, C, kv_dim);
+            set_in(&n, kv_all[s], -1, -1, -1, -1);
+            n.var = 2 * l + s;
+            n.layer = l;
+            add(&b, n);
+        }
+
+        n = node(SLM_OP_ATTENTION, T, c->dim);
+        set_in(&n, q, kv_all[0], kv_all[1], mask, cpos);
+        n.heads = c->n_heads;
+        n.kv_heads = c->n_kv_heads;
+        n.head_dim = c->head_dim;
+        n.layer = l;
+        int att = add(&b, n);
+        int o = unary_w(&b, SLM_OP_MATMUL, att, W(&b, "blk.%d.attn_output.weight", l), T, c->dim);
+        n = node(SLM_OP_ADD, T, c->dim);
+        set_in(&n, x, o, -1, -1, -1);
+        x = add(&b, n);
+
+        n = node(SLM_OP_RMSNORM, T, c->dim);
+        set_in(&n, x, -1, -1, -1, -1);
+        n.weight = W(&b, "blk.%d.ffn_norm.weight", l);
+        n.eps = c->norm_eps;
+        n.layer = l;
+        xn = add(&b, n);
+        int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
+        int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
+        n = node(SLM_OP_SWIGLU, T, c->hidden_dim);
+        set_in(&n, gate, up, -1, -1, -1);
+        int h = add(&b, n);
+        int down = unary_w(&b, SLM_OP_MATMUL, h, W(&b, "blk.%d.ffn_down.weight", l), T, c->dim);
+        n = node(SLM_OP_ADD, T, c->dim);
+        set_in(&n, x, down, -1, -1, -1);
+        x = add(&b, n);
+    }
+    slm_node n = node(SLM_OP_RMSNORM, T, c->dim);
+    set_in(&n, x, -1, -1, -1, -1);
+    n.weight = W(&b, "output_norm.weight", 0);
+    n.eps = c->norm_eps;
+    int xf = add(&b, n);
+    const slm_tensor *head = c->tied_embeddings ? W(&b, "token_embd.weight", 0) : W(&b, "output.weight", 0);
+    int logits = unary_w(&b, SLM_OP_MATMUL, xf, head, T, c->vocab_size);
+    n = node(SLM_OP_OUTPUT, T, c->vocab_size);
+    set_in(&n, logits, -1, -1, -1, -1);
+    n.role = SLM_IO_LOGITS;
+    add(&b, n);
+
+    if (b.failed) {
+        if (err && err->status == SLM_OK) slm_errf(err, SLM_ERR_NOMEM, "out of memory building the graph");
+        return err ? err->status : SLM_ERR_NOMEM;
+    }
+    return SLM_OK;
+}

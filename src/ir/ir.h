@@ -1,0 +1,97 @@
+/* ir/ — the model as a graph of operations.
+ *
+ * A graph is a flat array of nodes in topological order (a node's inputs
+ * always have smaller ids). Shapes are 2-D: rows x cols of f32 (or i32 for
+ * id-like inputs). Rows may be symbolic until specialization:
+ *   SLM_DIM_T  the program's input rows (max_prompt_len for prefill, 1 for generate)
+ *   SLM_DIM_C  the KV capacity in rows
+ * The state of the model (each layer's K and V history) is expressed as in
+ * OpenVINO: ReadValue(var) yields the past, Concat appends this call's rows,
+ * Assign(var, value) stores it back. The compiler's state pass turns each
+ * pair into a program input (past_key_values.L.*) and output (present.L.*).
+ */
+#ifndef SLM_IR_H
+#define SLM_IR_H
+
+#include <stdio.h>
+
+#include "common/common.h"
+#include "format/model.h"
+
+#define SLM_DIM_T (-1)
+#define SLM_DIM_C (-2)
+
+typedef enum slm_op {
+    SLM_OP_INPUT = 1,  /* program input; attr.role says which */
+    SLM_OP_OUTPUT,     /* program output of in[0]; attr.role */
+    SLM_OP_EMBED,      /* in: ids [T] i32 -> [T, dim]; weight: table [vocab, dim] */
+    SLM_OP_RMSNORM,    /* in: x [R, n]; weight: gain [n]; attr.eps */
+    SLM_OP_MATMUL,     /* in: x [R, k]; weight: W [n, k] -> [R, n] */
+    SLM_OP_ROPE,       /* in: x [R, heads*head_dim], pos [T] i32; attr.heads, head_dim */
+    SLM_OP_READ_VALUE, /* state var attr.var -> [C, kv_dim] (the past) */
+    SLM_OP_CONCAT,     /* in: past [C, n], new [T, n] -> [C, n]: new rows after the past */
+    SLM_OP_ASSIGN,     /* in: value; stores it into state var attr.var */
+    SLM_OP_ATTENTION,  /* in: q [T, H*hd], k [C, KV*hd], v [C, KV*hd], mask [C], cache_pos [T] */
+    SLM_OP_ADD,        /* in: a, b -> a + b (same shape) */
+    SLM_OP_SWIGLU,     /* in: gate, up -> silu(gate) * up */
+    SLM_OP_LAST_ROW,   /* in: x [T, n] -> [1, n]: the last input row */
+    SLM_OP_KV_VIEW,    /* (after the state pass) in: past [C, n], present [T, n] -> past, with
+                          present's rows stored in place at the write index: no data moves */
+    SLM_OP_COUNT
+} slm_op;
+
+/* Roles of program inputs/outputs, named as in the article's I/O metadata. */
+typedef enum slm_io_role {
+    SLM_IO_NONE = 0,
+    SLM_IO_INPUT_IDS,      /* [T] i32 token ids (right-aligned; padding rows first) */
+    SLM_IO_POSITION_IDS,   /* [T] i32 RoPE positions (padding rows: 0) */
+    SLM_IO_CACHE_POSITION, /* [T] i32 KV row each input row is stored in; -1 = padding */
+    SLM_IO_ATTENTION_MASK, /* [C] i32 1 = KV row valid (including this call's rows) */
+    SLM_IO_PAST_KEY,       /* [C, kv_dim] f32 past_key_values.L.key */
+    SLM_IO_PAST_VALUE,     /* [C, kv_dim] f32 past_key_values.L.value */
+    SLM_IO_PRESENT_KEY,    /* [T, kv_dim] f32 present.L.key: the valid rows only */
+    SLM_IO_PRESENT_VALUE,  /* [T, kv_dim] f32 present.L.value */
+    SLM_IO_LOGITS,         /* [1, vocab] f32 logits of the last input row */
+    SLM_IO_ROLE_COUNT
+} slm_io_role;
+
+const char *slm_io_role_name(slm_io_role r);
+
+typedef struct slm_node {
+    slm_op op;
+    int in[5];         /* input node ids; -1 unused */
+    int n_in;
+    int rows;          /* > 0, or SLM_DIM_T / SLM_DIM_C until specialized */
+    int cols;
+    uint32_t dtype;    /* SLM_F32 or SLM_I32 */
+    const slm_tensor *weight; /* model tensor for EMBED/RMSNORM/MATMUL, else NULL */
+    /* attributes */
+    slm_io_role role;  /* INPUT/OUTPUT */
+    int layer;         /* layer index, or -1 */
+    int var;           /* READ_VALUE/ASSIGN: state variable id (2*layer + 0 for K, 1 for V) */
+    int heads, kv_heads, head_dim; /* ROPE/ATTENTION */
+    float eps;         /* RMSNORM */
+    int dead;          /* removed by a pass */
+} slm_node;
+
+typedef struct slm_graph {
+    slm_node *nodes;
+    int n_nodes, cap_nodes;
+    int rows_t;        /* value of SLM_DIM_T after specialization (0 before) */
+    int rows_c;        /* value of SLM_DIM_C after specialization */
+    char name[16];     /* "stateful", "prefill", "generate" */
+} slm_graph;
+
+void slm_graph_init(slm_graph *g, const char *name);
+void slm_graph_free(slm_graph *g);
+slm_status slm_graph_clone(slm_graph *dst, const slm_graph *src, const char *name);
+/* Append a node; returns its id or -1 when out of memory. */
+int slm_graph_add(slm_graph *g, const slm_node *n);
+/* Print one line per live node. */
+void slm_graph_dump(const slm_graph *g, FILE *f);
+const char *slm_op_name(slm_op op);
+
+/* Build the stateful Llama decoder graph for a validated model. */
+slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err);
+
+#endif

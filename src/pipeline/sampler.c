@@ -1,0 +1,154 @@
+/* Sampling: greedy, temperature, top-k, top-p, with run.c's generator and
+ * run.c's top-p algorithm so seeded runs match llama2.c. Allocates nothing:
+ * the caller passes scratch of slm_sample_scratch_size(n) bytes. */
+#include <math.h>
+
+#include "common/common.h"
+
+typedef struct prob_index {
+    float prob;
+    int index;
+} prob_index;
+
+/* xorshift64*, as run.c */
+static uint32_t random_u32(uint64_t *state) {
+    *state ^= *state >> 12;
+    *state ^= *state << 25;
+    *state ^= *state >> 27;
+    return (uint32_t)((*state * 0x2545F4914F6CDD1Dull) >> 32);
+}
+
+static float random_f32(uint64_t *state) { return (float)(random_u32(state) >> 8) / 16777216.0f; }
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+static void softmax(float *x, int n) {
+    float maxv = x[0];
+    for (int i = 1; i < n; i++)
+        if (x[i] > maxv) maxv = x[i];
+    float sum = 0.0f;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - maxv);
+        sum += x[i];
+    }
+    for (int i = 0; i < n; i++) x[i] /= sum;
+}
+
+/* Descending by prob; ties keep the lower index first (a total order, so
+ * the result does not depend on the sort algorithm). */
+static int before(const prob_index *a, const prob_index *b) {
+    return a->prob > b->prob || (a->prob == b->prob && a->index < b->index);
+}
+
+/* In-place heapsort (no allocation, unlike some qsort implementations). */
+static void sift(prob_index *a, int start, int n) {
+    int root = start;
+    for (;;) {
+        int child = 2 * root + 1;
+        if (child >= n) return;
+        /* min-heap on `before` puts the "smallest" (last in order) on top */
+        if (child + 1 < n && before(&a[child], &a[child + 1])) child++;
+        if (before(&a[root], &a[child])) {
+            prob_index t = a[root];
+            a[root] = a[child];
+            a[child] = t;
+            root = child;
+        } else {
+            return;
+        }
+    }
+}
+
+static void sort_desc(prob_index *a, int n) {
+    for (int i = n / 2 - 1; i >= 0; i--) sift(a, i, n);
+    for (int end = n - 1; end > 0; end--) {
+        prob_index t = a[0];
+        a[0] = a[end];
+        a[end] = t;
+        sift(a, 0, end);
+    }
+}
+
+static int sample_mult(const float *p, int n, float coin) {
+    float cdf = 0.0f;
+    for (int i = 0; i < n; i++) {
+        cdf += p[i];
+        if (coin < cdf) return i;
+    }
+    return n - 1;
+}
+
+/* run.c's top-p: drop tokens below (1 - topp) / (n - 1), sort, cut where
+ * the cumulative probability first exceeds topp, sample within. */
+static int sample_topp(const float *p, int n, float topp, prob_index *pi, float coin) {
+    int n0 = 0;
+    const float cutoff = (1.0f - topp) / (float)(n - 1);
+    for (int i = 0; i < n; i++)
+        if (p[i] >= cutoff) pi[n0++] = (prob_index){p[i], i};
+    if (n0 == 0) return argmax(p, n);
+    sort_desc(pi, n0);
+    float cum = 0.0f;
+    int last = n0 - 1;
+    for (int i = 0; i < n0; i++) {
+        cum += pi[i].prob;
+        if (cum > topp) {
+            last = i;
+            break;
+        }
+    }
+    float r = coin * cum, cdf = 0.0f;
+    for (int i = 0; i <= last; i++) {
+        cdf += pi[i].prob;
+        if (r < cdf) return pi[i].index;
+    }
+    return pi[last].index;
+}
+
+size_t slm_sample_scratch_size(int n) { return (size_t)(n > 0 ? n : 1) * sizeof(prob_index); }
+
+int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rng, void *scratch) {
+    if (n <= 0) return -1;
+    if (s->temperature <= 0.0f) return argmax(logits, n);
+    for (int i = 0; i < n; i++) logits[i] /= s->temperature;
+    if (s->top_k > 0 && s->top_k < n) {
+        /* keep the k largest logits: sort candidates, softmax over them */
+        prob_index *pi = scratch;
+        for (int i = 0; i < n; i++) pi[i] = (prob_index){logits[i], i};
+        sort_desc(pi, n);
+        const int k = s->top_k;
+        float maxv = pi[0].prob, sum = 0.0f;
+        for (int i = 0; i < k; i++) {
+            pi[i].prob = expf(pi[i].prob - maxv);
+            sum += pi[i].prob;
+        }
+        for (int i = 0; i < k; i++) pi[i].prob /= sum;
+        float coin = random_f32(rng);
+        int last = k - 1;
+        if (s->top_p > 0.0f && s->top_p < 1.0f) {
+            float cum = 0.0f;
+            for (int i = 0; i < k; i++) {
+                cum += pi[i].prob;
+                if (cum > s->top_p) {
+                    last = i;
+                    break;
+                }
+            }
+            coin *= cum < 1.0f ? cum : 1.0f;
+        }
+        float cdf = 0.0f;
+        for (int i = 0; i <= last; i++) {
+            cdf += pi[i].prob;
+            if (coin < cdf) return pi[i].index;
+        }
+        return pi[last].index;
+    }
+    softmax(logits, n);
+    float coin = random_f32(rng);
+    if (s->top_p <= 0.0f || s->top_p >= 1.0f) return sample_mult(logits, n, coin);
+    return sample_topp(logits, n, s->top_p, scratch, coin);
+}

@@ -1,0 +1,44 @@
+/* SentencePiece-style BPE tokenizer as llama2.c's run.c implements it:
+ * BOS, a " " dummy prefix for non-empty text, UTF-8 code points looked up
+ * first, byte fallback (<0xXX> = id of byte tokens), then repeated merges of
+ * the highest-scoring adjacent pair whose concatenation is a token (leftmost
+ * on ties). Token strings hold ' ' where SentencePiece has U+2581.
+ */
+#ifndef SLM_TOKENIZER_H
+#define SLM_TOKENIZER_H
+
+#include "common/common.h"
+#include "format/gguf.h"
+
+typedef struct slm_tokenizer slm_tokenizer;
+
+/* llama2.c tokenizer.bin: int32 max_token_length, then vocab_size records
+ * {f32 score, int32 len, len bytes}. vocab_size comes from the model
+ * (the file does not store it); the file must hold at least that many. */
+slm_status slm_tok_load_llama2c(slm_tokenizer **out, const char *path, int vocab_size,
+                                slm_err *err);
+/* The vocabulary inside a GGUF file (tokenizer.ggml.model = "llama"). */
+slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char *name,
+                             slm_err *err);
+void slm_tok_free(slm_tokenizer *t);
+
+int slm_tok_vocab_size(const slm_tokenizer *t);
+int slm_tok_bos(const slm_tokenizer *t);
+int slm_tok_eos(const slm_tokenizer *t);
+
+/* Encode text. Writes at most cap ids; returns the total number of ids the
+ * text encodes to (> cap means truncated output), or -1 on allocation failure.
+ * add_bos: prepend BOS. The dummy prefix is added for non-empty text. */
+int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int add_eos,
+                   int32_t *ids, int cap);
+/* The piece for `id` after `prev` (run.c's decode): strips the leading space
+ * after BOS, maps <0xXX> to the raw byte. "" for an out-of-range id. */
+const char *slm_tok_decode(const slm_tokenizer *t, int prev, int id);
+/* The raw vocabulary string of id (no byte mapping), its score, and its
+ * SentencePiece type (1 normal, 2 unknown, 3 control, 6 byte; llama2.c files
+ * derive it: 0 unk, 1/2 control, <0xXX> byte). NULL / 0 for a bad id. */
+const char *slm_tok_str(const slm_tokenizer *t, int id);
+float slm_tok_score(const slm_tokenizer *t, int id);
+int slm_tok_type(const slm_tokenizer *t, int id);
+
+#endif

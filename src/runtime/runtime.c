@@ -1,0 +1,161 @@
+#include "runtime/runtime.h"
+
+#include "device/device.h"
+
+static float *kv_layer(slm_runtime *rt, int layer, int is_v) {
+    return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->cap * (size_t)rt->kv_dim;
+}
+
+/* Bind everything that never moves, once. */
+static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err *err) {
+    const slm_model_config *cfg = &rt->comp->cfg;
+    for (int i = 0; i < p->n_io; i++) {
+        const slm_io_desc *d = &p->io[i];
+        void *ptr = NULL;
+        switch (d->role) {
+        case SLM_IO_INPUT_IDS: ptr = rt->input_ids; break;
+        case SLM_IO_POSITION_IDS: ptr = rt->position_ids; break;
+        case SLM_IO_CACHE_POSITION: ptr = rt->cache_position; break;
+        case SLM_IO_ATTENTION_MASK: ptr = rt->mask; break;
+        case SLM_IO_LOGITS: ptr = rt->logits; break;
+        case SLM_IO_PAST_KEY: ptr = kv_layer(rt, d->layer, 0); break;
+        case SLM_IO_PAST_VALUE: ptr = kv_layer(rt, d->layer, 1); break;
+        case SLM_IO_PRESENT_KEY:
+        case SLM_IO_PRESENT_VALUE:
+            if (d->layer < 0 || d->layer >= cfg->n_layers)
+                return slm_errf(err, SLM_ERR_INTERNAL, "%s: bad layer in %s", p->name, d->name);
+            rt->present_io[(prog * cfg->n_layers + d->layer) * 2 + (d->role == SLM_IO_PRESENT_VALUE)] = i;
+            ptr = kv_layer(rt, d->layer, d->role == SLM_IO_PRESENT_VALUE);
+            break;
+        default:
+            return slm_errf(err, SLM_ERR_INTERNAL, "%s: unknown I/O %s", p->name, d->name);
+        }
+        if ((d->role == SLM_IO_PAST_KEY || d->role == SLM_IO_PAST_VALUE) &&
+            (d->layer < 0 || d->layer >= cfg->n_layers || d->rows > rt->cap || d->cols != rt->kv_dim))
+            return slm_errf(err, SLM_ERR_INTERNAL, "%s: %s does not fit the KV buffer", p->name, d->name);
+        slm_program_bind(p, i, ptr);
+    }
+    return SLM_OK;
+}
+
+slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, slm_err *err) {
+    memset(rt, 0, sizeof *rt);
+    rt->comp = c;
+    const slm_model_config *cfg = &c->cfg;
+    rt->cap = c->kv_capacity;
+    rt->kv_dim = cfg->n_kv_heads * cfg->head_dim;
+    rt->kv_bytes = (uint64_t)cfg->n_layers * 2 * (uint64_t)rt->cap * (uint64_t)rt->kv_dim * sizeof(float);
+    rt->arena_bytes = c->prefill.arena_bytes > c->generate.arena_bytes ? c->prefill.arena_bytes : c->generate.arena_bytes;
+    int T = c->prefill.rows;
+    rt->kv = slm_aligned_alloc((size_t)rt->kv_bytes);
+    rt->arena = slm_aligned_alloc((size_t)rt->arena_bytes + 64);
+    rt->input_ids = slm_calloc((size_t)T, sizeof(int32_t));
+    rt->position_ids = slm_calloc((size_t)T, sizeof(int32_t));
+    rt->cache_position = slm_calloc((size_t)T, sizeof(int32_t));
+    rt->mask = slm_calloc((size_t)rt->cap, sizeof(int32_t));
+    rt->logits = slm_aligned_alloc((size_t)cfg->vocab_size * sizeof(float));
+    rt->present_io = slm_calloc((size_t)4 * cfg->n_layers, sizeof(int));
+    if (!rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask ||
+        !rt->logits || !rt->present_io) {
+        slm_rt_free(rt);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the KV cache (%llu bytes) and arena",
+                        (unsigned long long)rt->kv_bytes);
+    }
+    slm_status s;
+    slm_program *progs[2] = {&c->prefill, &c->generate};
+    for (int i = 0; i < 2; i++) {
+        if ((s = slm_program_prepare(progs[i], weights, c->consts.rope, rt->arena, err)) ||
+            (s = bind_static(rt, progs[i], i, err))) {
+            slm_rt_free(rt);
+            return s;
+        }
+    }
+    slm_rt_reset(rt);
+    return SLM_OK;
+}
+
+void slm_rt_free(slm_runtime *rt) {
+    slm_aligned_free(rt->kv);
+    slm_aligned_free(rt->arena);
+    slm_xfree(rt->input_ids);
+    slm_xfree(rt->position_ids);
+    slm_xfree(rt->cache_position);
+    slm_xfree(rt->mask);
+    slm_aligned_free(rt->logits);
+    slm_xfree(rt->present_io);
+    memset(rt, 0, sizeof *rt);
+}
+
+void slm_rt_reset(slm_runtime *rt) {
+    memset(rt->kv, 0, (size_t)rt->kv_bytes);
+    memset(rt->mask, 0, (size_t)rt->cap * sizeof(int32_t));
+    rt->num_stored = 0;
+}
+
+/* The mutable command list: only present.L.* move between calls. */
+static void bind_present(slm_runtime *rt, int prog, slm_program *p, int write_index) {
+    int L = rt->comp->cfg.n_layers;
+    for (int l = 0; l < L; l++)
+        for (int s = 0; s < 2; s++)
+            slm_program_bind(p, rt->present_io[(prog * L + l) * 2 + s],
+                             kv_layer(rt, l, s) + (size_t)write_index * rt->kv_dim);
+}
+
+static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
+    for (int i = 0; i < n; i++)
+        if (ids[i] < 0 || ids[i] >= rt->comp->cfg.vocab_size)
+            return slm_errf(err, SLM_ERR_ARG, "token id %d at %d is outside the vocabulary (%d)", ids[i], i,
+                            rt->comp->cfg.vocab_size);
+    return SLM_OK;
+}
+
+slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
+    slm_program *p = &rt->comp->prefill;
+    const int T = p->rows;
+    if (n < 1) return slm_errf(err, SLM_ERR_ARG, "prefill needs at least one token");
+    if (n > T)
+        return slm_errf(err, SLM_ERR_CAPACITY,
+                        "prompt of %d tokens exceeds max_prompt_len %d (raise --max-prompt-len)", n, T);
+    if (rt->num_stored + n > rt->cap)
+        return slm_errf(err, SLM_ERR_CAPACITY, "KV cache full: %d stored + %d new tokens > capacity %d",
+                        rt->num_stored, n, rt->cap);
+    slm_status s = check_ids(rt, ids, n, err);
+    if (s) return s;
+    /* right-aligned: padding rows first, the newest token in the last row */
+    const int pad = T - n, w = rt->num_stored;
+    for (int i = 0; i < T; i++) {
+        int valid = i >= pad;
+        rt->input_ids[i] = valid ? ids[i - pad] : 0;
+        rt->cache_position[i] = valid ? w + i - pad : -1;
+    }
+    for (int i = 0; i < n; i++) rt->mask[w + i] = 1;
+    /* position = number of valid rows before it (sum(mask) - 1 for the newest) */
+    int before = 0;
+    for (int j = 0; j < w; j++) before += rt->mask[j] != 0;
+    for (int i = 0; i < T; i++) rt->position_ids[i] = i >= pad ? before + i - pad : 0;
+    bind_present(rt, 0, p, w);
+    if ((s = slm_program_run(p))) return slm_errf(err, s, "prefill program failed");
+    rt->num_stored += n;
+    return SLM_OK;
+}
+
+slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
+    slm_program *p = &rt->comp->generate;
+    if (rt->num_stored + 1 > rt->cap)
+        return slm_errf(err, SLM_ERR_CAPACITY,
+                        "KV cache full: %d tokens stored, capacity %d (max_prompt_len + min_response_len); "
+                        "raise --min-response-len", rt->num_stored, rt->cap);
+    slm_status s = check_ids(rt, &id, 1, err);
+    if (s) return s;
+    const int w = rt->num_stored;
+    rt->mask[w] = 1;
+    int valid = 0;
+    for (int j = 0; j < rt->cap; j++) valid += rt->mask[j] != 0;
+    rt->input_ids[0] = id;
+    rt->position_ids[0] = valid - 1; /* sum(mask) - 1 */
+    rt->cache_position[0] = w;
+    bind_present(rt, 1, p, w);
+    if ((s = slm_program_run(p))) return slm_errf(err, s, "generate program failed");
+    rt->num_stored++;
+    return SLM_OK;
+}

@@ -1,0 +1,44 @@
+/* runtime/ — owns the KV cache and steers the two static programs with
+ * data: input ids, position ids, cache positions, the attention mask.
+ *
+ * KV layout: one allocation; for layer L, K is rows [C][kv_dim] at
+ * kv + (2L) * C * kv_dim and V at kv + (2L+1) * C * kv_dim (token-major, so
+ * a view of the first N rows of any capacity is the same memory: a smaller
+ * generate variant reads a prefix, with zero bytes moved).
+ * Both programs' past_key_values.L.* are bound to these buffers once;
+ * present.L.* are views at the write index, rebound per call (the mutable
+ * pointers). Prefill writes its rows where generate reads them: the
+ * article's copy_kvcache does not exist here (kv_bytes_copied stays 0).
+ */
+#ifndef SLM_RUNTIME_H
+#define SLM_RUNTIME_H
+
+#include "compiler/compiler.h"
+
+typedef struct slm_runtime {
+    slm_compiled *comp;     /* not owned */
+    int cap;                /* KV rows per layer */
+    int kv_dim;             /* n_kv_heads * head_dim */
+    float *kv;              /* [n_layers][2][cap][kv_dim] */
+    uint64_t kv_bytes;
+    void *arena;            /* activations, shared by both programs */
+    uint64_t arena_bytes;
+    int32_t *input_ids;     /* [max_prompt_len] */
+    int32_t *position_ids;  /* [max_prompt_len] */
+    int32_t *cache_position;/* [max_prompt_len] */
+    int32_t *mask;          /* [cap] */
+    float *logits;          /* [vocab] */
+    int num_stored;         /* valid KV rows (num_stored_tokens) */
+    uint64_t kv_bytes_copied; /* KV bytes moved between programs: always 0 */
+    int *present_io;        /* [2 programs][n_layers][2] I/O index of present.L.* */
+} slm_runtime;
+
+slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, slm_err *err);
+void slm_rt_free(slm_runtime *rt);
+void slm_rt_reset(slm_runtime *rt);
+/* Append n ids (1 <= n <= max_prompt_len) through the prefill program. */
+slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err);
+/* Append one id through the generate program. */
+slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err);
+
+#endif

@@ -1,0 +1,212 @@
+/* Runtime and compiler properties: no allocation in the decode loop,
+ * capacity errors, reset, the stages of compilation, the sampler. */
+#include <math.h>
+#include <stdint.h>
+
+#include "compiler/compiler.h"
+#include "staticlm.h"
+#include "t.h"
+
+#define MODEL SLM_SHARED_DIR "/models/stories260K.bin"
+#define TOK SLM_SHARED_DIR "/models/tok512.bin"
+
+static long g_allocs, g_frees, g_new; /* calls of alloc+realloc; frees; new blocks */
+static void *count_alloc(void *ud, size_t n) { (void)ud; g_allocs++; g_new++; return malloc(n); }
+static void *count_realloc(void *ud, void *p, size_t n) { (void)ud; g_allocs++; if (!p) g_new++; return realloc(p, n); }
+static void count_free(void *ud, void *p) { (void)ud; g_frees++; free(p); }
+
+static slm_engine *load(int mpl, int mrl) {
+    slm_options o = slm_default_options();
+    o.tokenizer_path = TOK;
+    o.max_prompt_len = mpl;
+    o.min_response_len = mrl;
+    slm_engine *e = NULL;
+    slm_status s = slm_load(&e, MODEL, &o);
+    CHECKF(s == SLM_OK, "load: %s", slm_last_error(e));
+    if (s) { slm_free(e); return NULL; }
+    return e;
+}
+
+static void test_decode_loop_allocates_nothing(void) {
+    slm_allocator a = {count_alloc, count_realloc, count_free, NULL};
+    slm_set_allocator(&a);
+    slm_engine *e = load(32, 160);
+    if (!e) { slm_set_allocator(NULL); return; }
+    CHECK(g_allocs > 0); /* the hook sees the load */
+    int32_t ids[64];
+    int n = slm_tokenize(e, "Once upon a time", 1, ids, 64);
+    CHECK(n > 1 && n < 64);
+    const float *lg;
+    CHECK(slm_prefill(e, ids, n, &lg) == SLM_OK);
+    slm_info info;
+    slm_get_info(e, &info);
+    static float logits[512];
+    static unsigned char scratch[512 * 16];
+    CHECK(slm_sample_scratch_size(info.vocab_size) <= sizeof scratch);
+    slm_sampling samp = {0.8f, 40, 0.9f, 7};
+    uint64_t rng = 7;
+    long before = g_allocs;
+    int prev = ids[n - 1];
+    for (int step = 0; step < 100; step++) {
+        memcpy(logits, lg, sizeof(float) * (size_t)info.vocab_size);
+        int next = slm_sample(logits, info.vocab_size, &samp, &rng, scratch);
+        (void)slm_token_piece(e, prev, next);
+        CHECK(slm_decode(e, next, &lg) == SLM_OK);
+        prev = next;
+    }
+    CHECKF(g_allocs == before, "%ld allocations in 100 decode steps", g_allocs - before);
+    slm_free(e);
+    CHECKF(g_new == g_frees, "leak: %ld blocks allocated, %ld freed", g_new, g_frees);
+    slm_set_allocator(NULL);
+}
+
+static void test_capacity_errors(void) {
+    slm_engine *e = load(8, 4);
+    if (!e) return;
+    CHECK(slm_capacity(e) == 12);
+    int32_t ids[64];
+    int n = slm_tokenize(e, "Once upon a time there was a little girl named Lily", 1, ids, 64);
+    CHECK(n > 8);
+    const float *lg;
+    slm_status s = slm_prefill(e, ids, n, &lg);
+    CHECK(s == SLM_ERR_CAPACITY);
+    CHECKF(strstr(slm_last_error(e), "max_prompt_len") != NULL, "message: %s", slm_last_error(e));
+    CHECK(slm_num_stored(e) == 0); /* nothing was written */
+    CHECK(slm_prefill(e, ids, 8, &lg) == SLM_OK);
+    for (int i = 0; i < 4; i++) CHECK(slm_decode(e, 300, &lg) == SLM_OK);
+    CHECK(slm_num_stored(e) == 12);
+    s = slm_decode(e, 300, &lg);
+    CHECK(s == SLM_ERR_CAPACITY);
+    CHECKF(strstr(slm_last_error(e), "capacity 12") != NULL, "message: %s", slm_last_error(e));
+    slm_reset(e);
+    CHECK(slm_num_stored(e) == 0);
+    CHECK(slm_decode(e, 99999, &lg) == SLM_ERR_ARG);
+    slm_free(e);
+}
+
+/* The generation API reports a capacity overflow after delivering what fit. */
+static int count_cb(void *ud, int id, const char *piece, int is_prompt) {
+    (void)id; (void)piece;
+    if (!is_prompt) (*(int *)ud)++;
+    return 0;
+}
+
+static void test_generate_past_capacity(void) {
+    slm_engine *e = load(16, 8);
+    if (!e) return;
+    int got = 0;
+    slm_sampling g = {0};
+    slm_gen_stats st;
+    slm_status s = slm_generate(e, "Once upon a time", 100, &g, 1, count_cb, &got, &st);
+    CHECK(s == SLM_ERR_CAPACITY);
+    CHECKF(got == slm_capacity(e) - st.n_prompt + 1, "got %d tokens, capacity %d, prompt %d", got, slm_capacity(e), st.n_prompt);
+    slm_free(e);
+}
+
+/* Same tokens after reset: the KV cache and mask are cleared. */
+static void test_reset_reproducible(void) {
+    slm_engine *e = load(16, 64);
+    if (!e) return;
+    int32_t ids[32];
+    int n = slm_tokenize(e, "Lily and Tom", 1, ids, 32);
+    int out[2][20];
+    for (int round = 0; round < 2; round++) {
+        slm_reset(e);
+        const float *lg;
+        CHECK(slm_prefill(e, ids, n, &lg) == SLM_OK);
+        for (int i = 0; i < 20; i++) {
+            int best = 0;
+            for (int j = 1; j < 512; j++) if (lg[j] > lg[best]) best = j;
+            out[round][i] = best;
+            CHECK(slm_decode(e, best, &lg) == SLM_OK);
+        }
+    }
+    CHECK(memcmp(out[0], out[1], sizeof out[0]) == 0);
+    slm_free(e);
+}
+
+/* Chained prefills append rows where the next call reads them. */
+static void test_prefill_appends(void) {
+    slm_engine *a = load(32, 64), *b = load(4, 64);
+    if (!a || !b) { slm_free(a); slm_free(b); return; }
+    int32_t ids[32];
+    int n = slm_tokenize(a, "Once upon a time there was", 1, ids, 32);
+    const float *la, *lb = NULL;
+    CHECK(slm_prefill(a, ids, n, &la) == SLM_OK);
+    for (int i = 0; i < n; i += 4) CHECK(slm_prefill(b, ids + i, n - i < 4 ? n - i : 4, &lb) == SLM_OK);
+    double maxd = 0;
+    for (int j = 0; j < 512 && lb; j++) maxd = fmax(maxd, fabs(la[j] - lb[j]));
+    CHECKF(maxd < 1e-4, "max diff %g", maxd);
+    slm_free(a);
+    slm_free(b);
+}
+
+static void test_dumps_show_stages(void) {
+    slm_engine *e = load(16, 16);
+    if (!e) return;
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(slm_dump(e, "ir", f) == SLM_OK);
+    CHECK(slm_dump(e, "ir-lowered", f) == SLM_OK);
+    CHECK(slm_dump(e, "tasks", f) == SLM_OK);
+    CHECK(slm_dump(e, "nonsense", f) == SLM_ERR_ARG);
+    fclose(f);
+    CHECK(buf && strstr(buf, "ReadValue") && strstr(buf, "Assign"));
+    CHECK(buf && strstr(buf, "past_key_values.4.value") && strstr(buf, "present.0.key"));
+    CHECK(buf && strstr(buf, "kv_view") && strstr(buf, "last_row"));
+    CHECK(buf && strstr(buf, "barrier count=") && strstr(buf, "dst-compact"));
+    free(buf);
+    slm_info in;
+    slm_get_info(e, &in);
+    CHECK(in.prefill_tasks > in.n_layers * 10 && in.generate_tasks > in.n_layers * 10);
+    slm_free(e);
+}
+
+static void test_sampler(void) {
+    float l[8] = {0.1f, 2.0f, -1.0f, 1.9f, 0.0f, 0.0f, 0.0f, 0.0f};
+    unsigned char scratch[8 * 16];
+    slm_sampling g = {0};
+    uint64_t rng = 1;
+    CHECK(slm_sample(l, 8, &g, &rng, scratch) == 1);
+    /* top-k 1 is greedy whatever the temperature */
+    slm_sampling k1 = {1.5f, 1, 0.0f, 3};
+    for (int i = 0; i < 20; i++) {
+        float c[8];
+        memcpy(c, l, sizeof c);
+        CHECK(slm_sample(c, 8, &k1, &rng, scratch) == 1);
+    }
+    /* top-k 2 only ever picks 1 or 3; seeded runs repeat */
+    slm_sampling k2 = {1.0f, 2, 0.0f, 3};
+    int seen[8] = {0}, seq1[50], seq2[50];
+    for (int rep = 0; rep < 2; rep++) {
+        uint64_t r = 42;
+        for (int i = 0; i < 50; i++) {
+            float c[8];
+            memcpy(c, l, sizeof c);
+            int t = slm_sample(c, 8, &k2, &r, scratch);
+            (rep ? seq2 : seq1)[i] = t;
+            seen[t]++;
+        }
+    }
+    CHECK(seen[1] > 0 && seen[3] > 0 && seen[1] + seen[3] == 100);
+    CHECK(memcmp(seq1, seq2, sizeof seq1) == 0);
+    /* top-p small keeps only the top token */
+    slm_sampling p = {1.0f, 0, 0.01f, 3};
+    for (int i = 0; i < 20; i++) {
+        float c[8];
+        memcpy(c, l, sizeof c);
+        CHECK(slm_sample(c, 8, &p, &rng, scratch) == 1);
+    }
+}
+
+int main(void) {
+    T_RUN(test_decode_loop_allocates_nothing);
+    T_RUN(test_capacity_errors);
+    T_RUN(test_generate_past_capacity);
+    T_RUN(test_reset_reproducible);
+    T_RUN(test_prefill_appends);
+    T_RUN(test_dumps_show_stages);
+    T_RUN(test_sampler);
+    T_DONE();
+}
