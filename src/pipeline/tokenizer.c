@@ -343,6 +343,7 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
                              slm_err *err) {
     *out = NULL;
     if (!name) name = "gguf";
+    if (!g) return slm_errf(err, SLM_ERR_ARG, "%s: no GGUF handle", name);
     slm_gguf_str model;
     if (!slm_gguf_get_str(g, "tokenizer.ggml.model", &model))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer.ggml.model: missing or not a string",
@@ -510,7 +511,7 @@ typedef struct tok_work {
     tok_pair *heap; /* candidate pairs, binary max-heap */
     int n_heap;
     char *cat;      /* 2 * max_len bytes for concatenations */
-    char *text;     /* TOK_SPM: the fragment being tokenized */
+    char *text;     /* TOK_SPM: the fragment being tokenized, n + 8 bytes */
     int32_t *ids;   /* output array (caller's) */
     int cap;        /* its capacity */
     int count;      /* ids produced so far (may exceed cap) */
@@ -708,14 +709,16 @@ int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int ad
     size_t sz_sym = max_sym * sizeof(tok_sym);
     size_t sz_heap = 3 * max_sym * sizeof(tok_pair);
     size_t sz_cat = 2 * (size_t)t->max_len + 8;
-    size_t sz_text = t->mode == TOK_SPM ? n + 8 : 0;
-    char *mem = slm_malloc(sz_sym + sz_heap + sz_cat + sz_text);
+    size_t sz_text = n + 8;
+    uint64_t total = (uint64_t)max_sym * (sizeof(tok_sym) + 3 * sizeof(tok_pair)) + sz_cat + sz_text;
+    if (total > SIZE_MAX) return -1; /* 32-bit hosts */
+    char *mem = slm_malloc((size_t)total);
     if (!mem) return -1;
     tok_work w = {0};
     w.sym = (tok_sym *)mem;
     w.heap = (tok_pair *)(mem + sz_sym);
     w.cat = mem + sz_sym + sz_heap;
-    w.text = sz_text ? w.cat + sz_cat : NULL;
+    w.text = w.cat + sz_cat;
     w.ids = ids;
     w.cap = cap;
 
