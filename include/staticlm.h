@@ -88,6 +88,12 @@ typedef struct slm_info {
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 
+/* A string metadata value of the model file (GGUF key, e.g.
+ * "tokenizer.chat_template"), copied NUL-terminated into buf. Returns the
+ * value's length (which may be >= cap: then truncated), or -1 when the key
+ * is absent or not a string (llama2.c files have no metadata). */
+SLM_API long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap);
+
 /* ---- tokenizer -------------------------------------------------------- */
 
 /* Encode text into ids[0..cap). Returns the number of ids (which may exceed

@@ -119,6 +119,18 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
     info->generate_tasks = e->comp.generate.n_tasks;
 }
 
+long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap) {
+    if (!e || !e->loaded || !key || !e->model.gguf) return -1;
+    slm_gguf_str v;
+    if (!slm_gguf_get_str(e->model.gguf, key, &v)) return -1;
+    if (buf && cap) {
+        size_t n = v.len < cap - 1 ? (size_t)v.len : cap - 1;
+        memcpy(buf, v.s, n);
+        buf[n] = 0;
+    }
+    return (long)v.len;
+}
+
 int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int cap) {
     if (!e || !e->loaded || !text) return -1;
     return slm_tok_encode(e->tok, text, add_bos, 0, ids, cap);
