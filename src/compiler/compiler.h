@@ -61,6 +61,10 @@ typedef struct slm_program {
     void **io_ptr;         /* [n_io] bound address of each I/O tensor */
     int32_t *io_reloc;     /* [n_io + 1] first relocation of each I/O tensor */
     int32_t io_cache_pos;  /* I/O index of cache_position */
+    int32_t n_stages;      /* stages (runs of tasks closed by a barrier) */
+    int32_t *stage_first;  /* [n_stages + 1] first task of each stage; the
+                              stage's barrier is task stage_first[s+1] - 1 */
+    int *stage_next;       /* [n_stages] next unclaimed task (atomic, run time) */
 } slm_program;
 
 /* Compile-time constants shared by the programs (RoPE tables). */

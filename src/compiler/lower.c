@@ -447,6 +447,8 @@ void slm_program_free(slm_program *p) {
     slm_xfree(p->relocs);
     slm_xfree(p->io_ptr);
     slm_xfree(p->io_reloc);
+    slm_xfree(p->stage_first);
+    slm_xfree(p->stage_next);
     slm_graph_free(&p->graph);
     memset(p, 0, sizeof *p);
 }

@@ -1,5 +1,14 @@
 /* The task-list executor: a plain loop over fixed-size records, like
- * SQLite's VDBE. Nothing here allocates or looks at the graph. */
+ * SQLite's VDBE, run by a pool of threads that claim the tasks of each
+ * stage and meet at its barrier. Nothing here allocates or looks at the
+ * graph. */
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "common/dtype.h"
 #include "device/device.h"
 #include "device/kernels.h"
@@ -32,6 +41,25 @@ slm_status slm_program_prepare(slm_program *p, const void *weights, const void *
         p->io_reloc[i] = r;
     }
     p->io_cache_pos = (int32_t)slm_program_find_io(p, SLM_IO_CACHE_POSITION, -1);
+    /* stage table: each stage ends with its barrier */
+    int n_stages = 0;
+    for (int i = 0; i < p->n_tasks; i++) n_stages += p->tasks[i].op == SLM_T_BARRIER;
+    if (p->n_tasks == 0 || p->tasks[p->n_tasks - 1].op != SLM_T_BARRIER)
+        return slm_errf(err, SLM_ERR_INTERNAL, "%s: task list does not end with a barrier", p->name);
+    slm_xfree(p->stage_first);
+    slm_xfree(p->stage_next);
+    p->stage_first = slm_calloc((size_t)n_stages + 1, sizeof(int32_t));
+    p->stage_next = slm_calloc((size_t)n_stages + 1, sizeof(int));
+    if (!p->stage_first || !p->stage_next) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    p->n_stages = n_stages;
+    for (int i = 0, s = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].op == SLM_T_BARRIER) {
+            uint32_t n = (uint32_t)(i - p->stage_first[s]);
+            if (p->tasks[i].count != n)
+                return slm_errf(err, SLM_ERR_INTERNAL, "%s: barrier %d counts %u tasks, stage has %u", p->name, i,
+                                p->tasks[i].count, n);
+            p->stage_first[++s] = i + 1;
+        }
     if (p->io_cache_pos < 0) return slm_errf(err, SLM_ERR_INTERNAL, "%s: no cache_position input", p->name);
     for (int i = 0; i < p->n_tasks; i++) {
         slm_task *t = &p->tasks[i];
@@ -78,82 +106,266 @@ static void run_matmul(const slm_task *t, rows rr, slm_dot_fn dot) {
     }
 }
 
-slm_status slm_program_run(const slm_program *p) {
+/* Execute one task. Returns SLM_OK or an error (bad data). */
+static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks) {
+    rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
+    switch (t->op) {
+    case SLM_T_NOP:
+    case SLM_T_BARRIER:
+        return SLM_OK;
+    case SLM_T_COPY_ROW:
+        memcpy(t->p[SLM_REF_DST], row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], t->m - 1),
+               (size_t)t->n * sizeof(float));
+        return SLM_OK;
+    case SLM_T_EMBED: {
+        const int32_t *ids = t->p[SLM_REF_SRC0];
+        const uint64_t wrow = slm_row_bytes(t->wtype, (uint64_t)t->n);
+        for (int r = rr.begin; r < rr.end; r++) {
+            int id = ids[r];
+            if (id < 0 || id >= t->k) return SLM_ERR_ARG;
+            slm_dequantize_row(t->wtype, (const uint8_t *)t->p[SLM_REF_SRC1] + (size_t)id * wrow,
+                               row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
+        }
+        return SLM_OK;
+    }
+    case SLM_T_RMSNORM:
+        for (int r = rr.begin; r < rr.end; r++)
+            slm_k_rmsnorm(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->p[SLM_REF_SRC1],
+                          row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n, t->f0);
+        return SLM_OK;
+    case SLM_T_MATMUL:
+        run_matmul(t, rr, slm_dot_for(ks, t->wtype));
+        return SLM_OK;
+    case SLM_T_ROPE: {
+        const int32_t *pos = t->p[SLM_REF_SRC1];
+        const float *table = t->p[SLM_REF_SRC2];
+        const int pairs = t->c / 2;
+        for (int r = rr.begin; r < rr.end; r++) {
+            int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
+            float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
+            slm_k_rope(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
+        }
+        return SLM_OK;
+    }
+    case SLM_T_ATTENTION: {
+        const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
+        const int group = t->a / t->b;
+        for (int r = rr.begin; r < rr.end; r++) {
+            const float *q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+            float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+            for (int h = t->n0; h < t->n1; h++) {
+                int kvh = h / group;
+                slm_k_attention_head(q + (size_t)h * t->c, (const float *)t->p[SLM_REF_SRC1] + (size_t)kvh * t->c,
+                                     (const float *)t->p[SLM_REF_SRC2] + (size_t)kvh * t->c,
+                                     (int)t->ref[SLM_REF_SRC1].ld, mask, cp[r], t->c, o + (size_t)h * t->c);
+            }
+        }
+        return SLM_OK;
+    }
+    case SLM_T_ADD:
+        for (int r = rr.begin; r < rr.end; r++)
+            slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r),
+                      row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->n);
+        return SLM_OK;
+    case SLM_T_SWIGLU:
+        for (int r = rr.begin; r < rr.end; r++)
+            slm_k_swiglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r),
+                         row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
+                         row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
+        return SLM_OK;
+    default:
+        return SLM_ERR_INTERNAL;
+    }
+}
+
+/* ---- profile ------------------------------------------------------------ */
+
+static int g_profile;
+static uint64_t g_prof_ns[SLM_T_OP_COUNT], g_prof_calls;
+
+void slm_exec_profile(int enable) {
+    g_profile = enable;
+    memset(g_prof_ns, 0, sizeof g_prof_ns);
+    g_prof_calls = 0;
+}
+
+void slm_exec_profile_get(uint64_t ns[SLM_T_OP_COUNT], uint64_t *calls) {
+    memcpy(ns, g_prof_ns, sizeof g_prof_ns);
+    *calls = g_prof_calls;
+}
+
+static inline uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the pool ------------------------------------------------------------ */
+
+#define SPIN_ITERS 20000
+
+struct slm_pool {
+    int n;                    /* threads including the caller */
+    pthread_t *threads;       /* [n - 1] */
+    _Atomic uint32_t job_gen; /* bumped to start a job (futex word) */
+    _Atomic int job_sleepers;
+    _Atomic int quit;
+    slm_program *prog;        /* the job */
+    rows valid;
+    const slm_kernel_set *ks;
+    _Atomic int status;       /* first error of the job */
+    _Atomic uint32_t bar_arrived;
+    _Atomic uint32_t bar_gen; /* futex word of the barrier */
+    _Atomic int bar_sleepers;
+};
+
+static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAIT_PRIVATE, val, NULL, NULL, 0);
+}
+
+static void futex_wake_all(_Atomic uint32_t *addr) {
+    syscall(SYS_futex, (uint32_t *)addr, FUTEX_WAKE_PRIVATE, 0x7fffffff, NULL, NULL, 0);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* Wait until *word != seen: spin, then sleep. */
+static void wait_change(_Atomic uint32_t *word, uint32_t seen, _Atomic int *sleepers) {
+    for (int i = 0; i < SPIN_ITERS; i++) {
+        if (atomic_load_explicit(word, memory_order_acquire) != seen) return;
+        cpu_relax();
+    }
+    while (atomic_load_explicit(word, memory_order_acquire) == seen) {
+        atomic_fetch_add(sleepers, 1);
+        futex_wait(word, seen);
+        atomic_fetch_sub(sleepers, 1);
+    }
+}
+
+static void bump_and_wake(_Atomic uint32_t *word, _Atomic int *sleepers) {
+    atomic_fetch_add_explicit(word, 1, memory_order_acq_rel);
+    if (atomic_load(sleepers) > 0) futex_wake_all(word);
+}
+
+/* Counted barrier: the last of n to arrive releases the others. */
+static void barrier(slm_pool *pool) {
+    if (pool->n == 1) return;
+    uint32_t gen = atomic_load_explicit(&pool->bar_gen, memory_order_acquire);
+    if (atomic_fetch_add_explicit(&pool->bar_arrived, 1, memory_order_acq_rel) == (uint32_t)pool->n - 1) {
+        atomic_store_explicit(&pool->bar_arrived, 0, memory_order_relaxed);
+        bump_and_wake(&pool->bar_gen, &pool->bar_sleepers);
+    } else {
+        wait_change(&pool->bar_gen, gen, &pool->bar_sleepers);
+    }
+}
+
+/* Every thread runs this for a job: claim tasks stage by stage. */
+static void run_stages(slm_pool *pool, slm_program *p, rows valid, const slm_kernel_set *ks, int tid) {
+    const int prof = g_profile && tid == 0;
+    for (int s = 0; s < p->n_stages; s++) {
+        const int first = p->stage_first[s];
+        const int n = p->stage_first[s + 1] - 1 - first;
+        for (;;) {
+            int i = atomic_fetch_add_explicit((_Atomic int *)&p->stage_next[s], 1, memory_order_relaxed);
+            if (i >= n) break;
+            const slm_task *t = &p->tasks[first + i];
+            uint64_t t0 = prof ? now_ns() : 0;
+            slm_status st = exec_task(t, valid, ks);
+            if (prof) g_prof_ns[t->op] += now_ns() - t0;
+            if (st) {
+                int expected = SLM_OK;
+                atomic_compare_exchange_strong(&pool->status, &expected, (int)st);
+            }
+        }
+        uint64_t t0 = prof ? now_ns() : 0;
+        barrier(pool);
+        if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
+    }
+}
+
+static void *worker_main(void *arg) {
+    slm_pool *pool = arg;
+    static _Atomic int next_tid = 1;
+    int tid = atomic_fetch_add(&next_tid, 1);
+    uint32_t seen = 0;
+    for (;;) {
+        wait_change(&pool->job_gen, seen, &pool->job_sleepers);
+        seen = atomic_load_explicit(&pool->job_gen, memory_order_acquire);
+        if (atomic_load(&pool->quit)) break;
+        run_stages(pool, pool->prog, pool->valid, pool->ks, tid);
+    }
+    return NULL;
+}
+
+static int online_cpus(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)(n > 256 ? 256 : n) : 1;
+}
+
+slm_status slm_pool_create(slm_pool **out, int n_threads, slm_err *err) {
+    *out = NULL;
+    if (n_threads <= 0) n_threads = online_cpus();
+    slm_pool *pool = slm_calloc(1, sizeof *pool);
+    if (!pool) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    pool->n = n_threads;
+    if (n_threads > 1) {
+        pool->threads = slm_calloc((size_t)n_threads - 1, sizeof(pthread_t));
+        if (!pool->threads) {
+            slm_xfree(pool);
+            return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        }
+        for (int i = 0; i < n_threads - 1; i++)
+            if (pthread_create(&pool->threads[i], NULL, worker_main, pool) != 0) {
+                pool->n = i + 1; /* join the ones started */
+                slm_pool_free(pool);
+                return slm_errf(err, SLM_ERR_INTERNAL, "cannot start worker thread %d", i + 1);
+            }
+    }
+    *out = pool;
+    return SLM_OK;
+}
+
+void slm_pool_free(slm_pool *pool) {
+    if (!pool) return;
+    if (pool->n > 1) {
+        atomic_store(&pool->quit, 1);
+        bump_and_wake(&pool->job_gen, &pool->job_sleepers);
+        for (int i = 0; i < pool->n - 1; i++) pthread_join(pool->threads[i], NULL);
+    }
+    slm_xfree(pool->threads);
+    slm_xfree(pool);
+}
+
+int slm_pool_size(const slm_pool *pool) { return pool ? pool->n : 1; }
+
+slm_status slm_program_run(slm_program *p, slm_pool *pool) {
     const int32_t *cpos = p->io_ptr[p->io_cache_pos];
     rows valid = {0, p->rows};
     while (valid.begin < p->rows && cpos[valid.begin] < 0) valid.begin++;
     if (valid.begin == p->rows) return SLM_ERR_ARG;
     const slm_kernel_set *ks = slm_kernels_active();
-
-    for (const slm_task *t = p->tasks, *end = p->tasks + p->n_tasks; t < end; t++) {
-        rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
-        switch (t->op) {
-        case SLM_T_NOP:
-        case SLM_T_BARRIER: /* single worker: every earlier task is done */
-            break;
-        case SLM_T_COPY_ROW:
-            memcpy(t->p[SLM_REF_DST], row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], t->m - 1),
-                   (size_t)t->n * sizeof(float));
-            break;
-        case SLM_T_EMBED: {
-            const int32_t *ids = t->p[SLM_REF_SRC0];
-            const uint64_t wrow = slm_row_bytes(t->wtype, (uint64_t)t->n);
-            for (int r = rr.begin; r < rr.end; r++) {
-                int id = ids[r];
-                if (id < 0 || id >= t->k) return SLM_ERR_ARG;
-                slm_dequantize_row(t->wtype, (const uint8_t *)t->p[SLM_REF_SRC1] + (size_t)id * wrow,
-                                   row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
-            }
-            break;
+    for (int s = 0; s < p->n_stages; s++) p->stage_next[s] = 0;
+    if (g_profile) g_prof_calls++;
+    if (!pool || pool->n == 1) {
+        const int prof = g_profile;
+        for (const slm_task *t = p->tasks, *end = p->tasks + p->n_tasks; t < end; t++) {
+            uint64_t t0 = prof ? now_ns() : 0;
+            slm_status st = exec_task(t, valid, ks);
+            if (prof) g_prof_ns[t->op] += now_ns() - t0;
+            if (st) return st;
         }
-        case SLM_T_RMSNORM:
-            for (int r = rr.begin; r < rr.end; r++)
-                slm_k_rmsnorm(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->p[SLM_REF_SRC1],
-                              row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n, t->f0);
-            break;
-        case SLM_T_MATMUL:
-            run_matmul(t, rr, slm_dot_for(ks, t->wtype));
-            break;
-        case SLM_T_ROPE: {
-            const int32_t *pos = t->p[SLM_REF_SRC1];
-            const float *table = t->p[SLM_REF_SRC2];
-            const int pairs = t->c / 2;
-            for (int r = rr.begin; r < rr.end; r++) {
-                int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
-                float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
-                slm_k_rope(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
-            }
-            break;
-        }
-        case SLM_T_ATTENTION: {
-            const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
-            const int group = t->a / t->b;
-            for (int r = rr.begin; r < rr.end; r++) {
-                const float *q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
-                float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
-                for (int h = t->n0; h < t->n1; h++) {
-                    int kvh = h / group;
-                    slm_k_attention_head(q + (size_t)h * t->c, (const float *)t->p[SLM_REF_SRC1] + (size_t)kvh * t->c,
-                                         (const float *)t->p[SLM_REF_SRC2] + (size_t)kvh * t->c,
-                                         (int)t->ref[SLM_REF_SRC1].ld, mask, cp[r], t->c, o + (size_t)h * t->c);
-                }
-            }
-            break;
-        }
-        case SLM_T_ADD:
-            for (int r = rr.begin; r < rr.end; r++)
-                slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r),
-                          row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->n);
-            break;
-        case SLM_T_SWIGLU:
-            for (int r = rr.begin; r < rr.end; r++)
-                slm_k_swiglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r),
-                             row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
-                             row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
-            break;
-        default:
-            return SLM_ERR_INTERNAL;
-        }
+        return SLM_OK;
     }
-    return SLM_OK;
+    pool->prog = p;
+    pool->valid = valid;
+    pool->ks = ks;
+    atomic_store(&pool->status, SLM_OK);
+    bump_and_wake(&pool->job_gen, &pool->job_sleepers);
+    run_stages(pool, p, valid, ks, 0);
+    /* the last stage's barrier: every worker is done with this job */
+    return (slm_status)atomic_load(&pool->status);
 }

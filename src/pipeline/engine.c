@@ -76,7 +76,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                            co.min_response_len != e->comp.opt.min_response_len))
         fprintf(stderr, "note: clamped to the model's context length %d: max_prompt_len %d, min_response_len %d\n",
                 e->model.cfg.context_len, e->comp.opt.max_prompt_len, e->comp.opt.min_response_len);
-    if ((s = slm_rt_init(&e->rt, &e->comp, e->model.map.data, &e->err))) return s;
+    if ((s = slm_rt_init(&e->rt, &e->comp, e->model.map.data, e->opt.n_threads, &e->err))) return s;
     e->sample_scratch = slm_malloc(slm_sample_scratch_size(e->model.cfg.vocab_size));
     if (!e->sample_scratch) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
     e->loaded = 1;

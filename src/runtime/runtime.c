@@ -1,7 +1,5 @@
 #include "runtime/runtime.h"
 
-#include "device/device.h"
-
 static float *kv_layer(slm_runtime *rt, int layer, int is_v) {
     return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->cap * (size_t)rt->kv_dim;
 }
@@ -38,7 +36,7 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
     return SLM_OK;
 }
 
-slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, slm_err *err) {
+slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err) {
     memset(rt, 0, sizeof *rt);
     rt->comp = c;
     const slm_model_config *cfg = &c->cfg;
@@ -62,6 +60,10 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, sl
                         (unsigned long long)rt->kv_bytes);
     }
     slm_status s;
+    if ((s = slm_pool_create(&rt->pool, n_threads, err))) {
+        slm_rt_free(rt);
+        return s;
+    }
     slm_program *progs[2] = {&c->prefill, &c->generate};
     for (int i = 0; i < 2; i++) {
         if ((s = slm_program_prepare(progs[i], weights, c->consts.rope, rt->arena, err)) ||
@@ -75,6 +77,7 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, sl
 }
 
 void slm_rt_free(slm_runtime *rt) {
+    slm_pool_free(rt->pool);
     slm_aligned_free(rt->kv);
     slm_aligned_free(rt->arena);
     slm_xfree(rt->input_ids);
@@ -134,7 +137,7 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
     for (int j = 0; j < w; j++) before += rt->mask[j] != 0;
     for (int i = 0; i < T; i++) rt->position_ids[i] = i >= pad ? before + i - pad : 0;
     bind_present(rt, 0, p, w);
-    if ((s = slm_program_run(p))) return slm_errf(err, s, "prefill program failed");
+    if ((s = slm_program_run(p, rt->pool))) return slm_errf(err, s, "prefill program failed");
     rt->num_stored += n;
     return SLM_OK;
 }
@@ -155,7 +158,7 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
     rt->position_ids[0] = valid - 1; /* sum(mask) - 1 */
     rt->cache_position[0] = w;
     bind_present(rt, 1, p, w);
-    if ((s = slm_program_run(p))) return slm_errf(err, s, "generate program failed");
+    if ((s = slm_program_run(p, rt->pool))) return slm_errf(err, s, "generate program failed");
     rt->num_stored++;
     return SLM_OK;
 }

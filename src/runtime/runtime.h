@@ -14,6 +14,7 @@
 #define SLM_RUNTIME_H
 
 #include "compiler/compiler.h"
+#include "device/device.h"
 
 typedef struct slm_runtime {
     slm_compiled *comp;     /* not owned */
@@ -31,9 +32,11 @@ typedef struct slm_runtime {
     int num_stored;         /* valid KV rows (num_stored_tokens) */
     uint64_t kv_bytes_copied; /* KV bytes moved between programs: always 0 */
     int *present_io;        /* [2 programs][n_layers][2] I/O index of present.L.* */
+    slm_pool *pool;         /* worker threads */
 } slm_runtime;
 
-slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, slm_err *err);
+/* n_threads: workers including the caller (<= 0: one per CPU). */
+slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err);
 void slm_rt_free(slm_runtime *rt);
 void slm_rt_reset(slm_runtime *rt);
 /* Append n ids (1 <= n <= max_prompt_len) through the prefill program. */
