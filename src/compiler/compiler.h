@@ -65,6 +65,7 @@ typedef struct slm_program {
     int32_t *stage_first;  /* [n_stages + 1] first task of each stage; the
                               stage's barrier is task stage_first[s+1] - 1 */
     int *stage_next;       /* [n_stages] next unclaimed task (atomic, run time) */
+    uint64_t scratch_bytes;/* per-thread scratch the tasks need (max over tasks) */
 } slm_program;
 
 /* Compile-time constants shared by the programs (RoPE tables). */

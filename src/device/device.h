@@ -22,6 +22,9 @@ typedef struct slm_pool slm_pool;
 slm_status slm_pool_create(slm_pool **out, int n_threads, slm_err *err);
 void slm_pool_free(slm_pool *pool);
 int slm_pool_size(const slm_pool *pool);
+/* Give every thread at least `bytes` of scratch (64-byte aligned). Load
+ * time only: allocates. */
+slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err);
 
 /* Walk the task list once (on the pool's threads, or the caller alone when
  * pool is NULL). Within a stage, threads claim tasks in order; a barrier

@@ -60,6 +60,11 @@ slm_status slm_program_prepare(slm_program *p, const void *weights, const void *
                                 p->tasks[i].count, n);
             p->stage_first[++s] = i + 1;
         }
+    p->scratch_bytes = 0;
+    for (int i = 0; i < p->n_tasks; i++) {
+        uint64_t b = slm_task_scratch_bytes(&p->tasks[i]);
+        if (b > p->scratch_bytes) p->scratch_bytes = b;
+    }
     if (p->io_cache_pos < 0) return slm_errf(err, SLM_ERR_INTERNAL, "%s: no cache_position input", p->name);
     for (int i = 0; i < p->n_tasks; i++) {
         slm_task *t = &p->tasks[i];
@@ -107,7 +112,8 @@ static void run_matmul(const slm_task *t, rows rr, slm_dot_fn dot) {
 }
 
 /* Execute one task. Returns SLM_OK or an error (bad data). */
-static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks) {
+static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks, void *scratch) {
+    (void)scratch;
     rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
     switch (t->op) {
     case SLM_T_NOP:
@@ -202,7 +208,10 @@ static inline uint64_t now_ns(void) {
 
 /* ---- the pool ------------------------------------------------------------ */
 
-#define SPIN_ITERS 20000
+/* Spin this long at a barrier before sleeping: long enough to cover the
+ * skew of a typical stage, short enough not to steal a core from a peer
+ * that the OS has descheduled. */
+#define SPIN_NS 30000
 
 struct slm_pool {
     int n;                    /* threads including the caller */
@@ -217,6 +226,9 @@ struct slm_pool {
     _Atomic uint32_t bar_arrived;
     _Atomic uint32_t bar_gen; /* futex word of the barrier */
     _Atomic int bar_sleepers;
+    void **scratch;           /* [n] per-thread scratch */
+    void *args;               /* [n] worker_arg */
+    uint64_t scratch_bytes;
 };
 
 static void futex_wait(_Atomic uint32_t *addr, uint32_t val) {
@@ -235,9 +247,15 @@ static inline void cpu_relax(void) {
 
 /* Wait until *word != seen: spin, then sleep. */
 static void wait_change(_Atomic uint32_t *word, uint32_t seen, _Atomic int *sleepers) {
-    for (int i = 0; i < SPIN_ITERS; i++) {
+    uint64_t start = 0;
+    for (int i = 0;; i++) {
         if (atomic_load_explicit(word, memory_order_acquire) != seen) return;
         cpu_relax();
+        if ((i & 63) == 63) {
+            uint64_t t = now_ns();
+            if (!start) start = t;
+            else if (t - start > SPIN_NS) break;
+        }
     }
     while (atomic_load_explicit(word, memory_order_acquire) == seen) {
         atomic_fetch_add(sleepers, 1);
@@ -274,7 +292,7 @@ static void run_stages(slm_pool *pool, slm_program *p, rows valid, const slm_ker
             if (i >= n) break;
             const slm_task *t = &p->tasks[first + i];
             uint64_t t0 = prof ? now_ns() : 0;
-            slm_status st = exec_task(t, valid, ks);
+            slm_status st = exec_task(t, valid, ks, pool->scratch[tid]);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
             if (st) {
                 int expected = SLM_OK;
@@ -287,10 +305,14 @@ static void run_stages(slm_pool *pool, slm_program *p, rows valid, const slm_ker
     }
 }
 
+typedef struct worker_arg {
+    slm_pool *pool;
+    int tid;
+} worker_arg;
+
 static void *worker_main(void *arg) {
-    slm_pool *pool = arg;
-    static _Atomic int next_tid = 1;
-    int tid = atomic_fetch_add(&next_tid, 1);
+    slm_pool *pool = ((worker_arg *)arg)->pool;
+    int tid = ((worker_arg *)arg)->tid;
     uint32_t seen = 0;
     for (;;) {
         wait_change(&pool->job_gen, seen, &pool->job_sleepers);
@@ -312,18 +334,31 @@ slm_status slm_pool_create(slm_pool **out, int n_threads, slm_err *err) {
     slm_pool *pool = slm_calloc(1, sizeof *pool);
     if (!pool) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     pool->n = n_threads;
+    pool->scratch = slm_calloc((size_t)n_threads, sizeof(void *));
+    pool->args = slm_calloc((size_t)n_threads, sizeof(worker_arg));
+    if (!pool->scratch || !pool->args) {
+        slm_xfree(pool->scratch);
+        slm_xfree(pool->args);
+        slm_xfree(pool);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    }
     if (n_threads > 1) {
         pool->threads = slm_calloc((size_t)n_threads - 1, sizeof(pthread_t));
         if (!pool->threads) {
-            slm_xfree(pool);
+            pool->n = 1;
+            slm_pool_free(pool);
             return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
         }
-        for (int i = 0; i < n_threads - 1; i++)
-            if (pthread_create(&pool->threads[i], NULL, worker_main, pool) != 0) {
+        for (int i = 0; i < n_threads - 1; i++) {
+            worker_arg *wa = &((worker_arg *)pool->args)[i + 1];
+            wa->pool = pool;
+            wa->tid = i + 1;
+            if (pthread_create(&pool->threads[i], NULL, worker_main, wa) != 0) {
                 pool->n = i + 1; /* join the ones started */
                 slm_pool_free(pool);
                 return slm_errf(err, SLM_ERR_INTERNAL, "cannot start worker thread %d", i + 1);
             }
+        }
     }
     *out = pool;
     return SLM_OK;
@@ -336,8 +371,23 @@ void slm_pool_free(slm_pool *pool) {
         bump_and_wake(&pool->job_gen, &pool->job_sleepers);
         for (int i = 0; i < pool->n - 1; i++) pthread_join(pool->threads[i], NULL);
     }
+    for (int i = 0; i < pool->n; i++) slm_aligned_free(pool->scratch[i]);
+    slm_xfree(pool->scratch);
+    slm_xfree(pool->args);
     slm_xfree(pool->threads);
     slm_xfree(pool);
+}
+
+slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err) {
+    if (bytes <= pool->scratch_bytes) return SLM_OK;
+    for (int i = 0; i < pool->n; i++) {
+        slm_aligned_free(pool->scratch[i]);
+        pool->scratch[i] = slm_aligned_alloc((size_t)bytes);
+        if (!pool->scratch[i]) return slm_errf(err, SLM_ERR_NOMEM, "out of memory for %llu bytes of scratch",
+                                               (unsigned long long)bytes);
+    }
+    pool->scratch_bytes = bytes;
+    return SLM_OK;
 }
 
 int slm_pool_size(const slm_pool *pool) { return pool ? pool->n : 1; }
@@ -354,7 +404,7 @@ slm_status slm_program_run(slm_program *p, slm_pool *pool) {
         const int prof = g_profile;
         for (const slm_task *t = p->tasks, *end = p->tasks + p->n_tasks; t < end; t++) {
             uint64_t t0 = prof ? now_ns() : 0;
-            slm_status st = exec_task(t, valid, ks);
+            slm_status st = exec_task(t, valid, ks, pool ? pool->scratch[0] : NULL);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
             if (st) return st;
         }

@@ -2,6 +2,7 @@
 #ifndef SLM_KERNELS_H
 #define SLM_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* y = dot(w_row, x) over k elements, w_row of a weight type. */
@@ -22,6 +23,11 @@ const slm_kernel_set *slm_kernels_best(void);
 int slm_kernels_select(const char *name);
 const slm_kernel_set *slm_kernels_active(void);
 slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype);
+
+/* Per-thread scratch bytes a task needs (e.g. activations quantized for
+ * int8 dot products); the runtime allocates the maximum once per thread. */
+struct slm_task;
+size_t slm_task_scratch_bytes(const struct slm_task *t);
 
 /* Reference vector kernels (shared by all sets for now). */
 void slm_k_rmsnorm(const float *x, const float *g, float *y, int n, float eps);

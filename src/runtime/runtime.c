@@ -67,6 +67,7 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     slm_program *progs[2] = {&c->prefill, &c->generate};
     for (int i = 0; i < 2; i++) {
         if ((s = slm_program_prepare(progs[i], weights, c->consts.rope, rt->arena, err)) ||
+            (s = slm_pool_reserve_scratch(rt->pool, progs[i]->scratch_bytes, err)) ||
             (s = bind_static(rt, progs[i], i, err))) {
             slm_rt_free(rt);
             return s;
