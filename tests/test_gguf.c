@@ -22,12 +22,17 @@ static char g_dir[256];
 
 static void tmp_path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", g_dir, name); }
 
+static int no_temp_files(void);
+
 /* ---- a counting allocator ------------------------------------------------ */
 
 static size_t g_live, g_peak; /* bytes */
+static long g_fail_at = -1;    /* fail the allocation with this index (-1: never) */
+static long g_n_allocs;
 
 static void *cnt_alloc(void *ud, size_t n) {
     (void)ud;
+    if (g_n_allocs++ == g_fail_at) return NULL;
     size_t *p = malloc(n + 16);
     if (!p) return NULL;
     p[0] = n;
@@ -44,6 +49,7 @@ static void cnt_free(void *ud, void *q) {
 }
 static void *cnt_realloc(void *ud, void *q, size_t n) {
     if (!q) return cnt_alloc(ud, n);
+    if (g_n_allocs++ == g_fail_at) return NULL;
     size_t *p = (size_t *)((char *)q - 16), old = p[0];
     size_t *r = realloc(p, n + 16);
     if (!r) return NULL;
@@ -140,7 +146,7 @@ static const struct {
     {"output.weight", SLM_Q8_0, 2, 32, 8},
 };
 #define N_TENSORS ((int)(sizeof k_tensors / sizeof k_tensors[0]))
-static const char *const k_tokens[8] = {"<unk>", "<s>", "</s>", "a", "\xe2\x96\x81" "b", "", "cd", "<0x0A>"};
+static const char *const k_tokens[8] = {"<unk>", "<s>", "</s>", "a", ("\xe2\x96\x81" "b"), "", "cd", "<0x0A>"};
 
 static uint8_t tensor_byte(int j, uint64_t i) { return (uint8_t)(j * 31 + i * 7 + (i >> 8)); }
 
@@ -706,6 +712,65 @@ static void test_random_flips(void) {
     free(b.p);
 }
 
+/* Fail the Nth allocation of a GGUF open, load and write: NOMEM, no leak. */
+static void test_alloc_failures(void) {
+    buf b = {0};
+    layout l;
+    opts o = {0};
+    build(&b, &l, &o);
+    int saw_ok = 0;
+    for (long n = 0; n < 64 && !saw_ok; n++) {
+        slm_err err = {0};
+        g_live = g_peak = 0;
+        g_n_allocs = 0;
+        g_fail_at = n;
+        slm_set_allocator(&k_counting);
+        slm_status s = open_image(b.p, b.len, "nomem.gguf", &err);
+        slm_set_allocator(NULL);
+        g_fail_at = -1;
+        CHECKF(s == SLM_OK || s == SLM_ERR_NOMEM, "fail at %ld: %s", n, err.msg);
+        CHECKF(g_live == 0, "fail at %ld: leaked %zu", n, g_live);
+        saw_ok = s == SLM_OK;
+    }
+    CHECK(saw_ok);
+    char path[512];
+    tmp_path(path, sizeof path, "nomem_out.gguf");
+    float x[64] = {0};
+    int64_t ne[2] = {32, 2};
+    saw_ok = 0;
+    for (long n = 0; n < 64 && !saw_ok; n++) {
+        slm_err err = {0};
+        g_live = g_peak = 0;
+        g_n_allocs = 0;
+        g_fail_at = n;
+        slm_set_allocator(&k_counting);
+        slm_gguf_writer *w = slm_gguf_writer_new();
+        slm_status s = SLM_ERR_NOMEM;
+        if (w) {
+            for (int i = 0; i < 40; i++) {
+                char key[32];
+                snprintf(key, sizeof key, "key.%d", i);
+                slm_gguf_set_str(w, key, "some value that takes space");
+            }
+            const char *strs[2] = {"a", "b"};
+            uint64_t lens[2] = {1, 1};
+            slm_gguf_set_arr_str(w, "arr", strs, lens, 2);
+            slm_gguf_add_tensor(w, "t", SLM_F32, 2, ne, x, sizeof x);
+            s = slm_gguf_write(w, path, &err);
+            slm_gguf_writer_free(w);
+        }
+        slm_set_allocator(NULL);
+        g_fail_at = -1;
+        CHECKF(s == SLM_OK || s == SLM_ERR_NOMEM, "writer fail at %ld: %s", n, err.msg);
+        CHECKF(g_live == 0, "writer fail at %ld: leaked %zu", n, g_live);
+        saw_ok = s == SLM_OK;
+    }
+    CHECK(saw_ok);
+    CHECK(no_temp_files());
+    unlink(path);
+    free(b.p);
+}
+
 /* ---- the writer ---------------------------------------------------------- */
 
 static int no_temp_files(void) {
@@ -1099,6 +1164,7 @@ int main(void) {
     T_RUN(test_tensor_corruptions);
     T_RUN(test_model_key_errors);
     T_RUN(test_random_flips);
+    T_RUN(test_alloc_failures);
     T_RUN(test_writer_roundtrip);
     T_RUN(test_writer_errors);
     T_RUN(test_convert_cli_errors);

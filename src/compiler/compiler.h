@@ -21,11 +21,22 @@
 #include "ir/ir.h"
 #include "ir/ir.h"
 
+#define SLM_MAX_VARIANTS 8
+
 typedef struct slm_compile_options {
-    int max_prompt_len;   /* prefill rows T */
-    int min_response_len; /* generate capacity = max_prompt_len + min_response_len */
-    int matmul_tile_cols; /* output columns per matrix task (0 = auto) */
+    int32_t max_prompt_len;   /* rows of the largest prefill program */
+    int32_t min_response_len; /* KV capacity = max_prompt_len + min_response_len */
+    int32_t matmul_tile_cols; /* output columns per matrix task (0 = auto) */
+    /* Variants (beyond the two programs NPUW starts from). Lists of rows
+     * (prefill) and KV capacities (generate); empty = one program each.
+     * The compiler sorts them, clamps them, and always adds the largest. */
+    int32_t n_prefill_variants;
+    int32_t prefill_variants[SLM_MAX_VARIANTS];
+    int32_t n_generate_variants;
+    int32_t generate_variants[SLM_MAX_VARIANTS];
 } slm_compile_options;
+
+typedef enum slm_prog_kind { SLM_PROG_PREFILL = 1, SLM_PROG_GENERATE = 2 } slm_prog_kind;
 
 /* One program input or output (the article's I/O metadata). */
 typedef struct slm_io_desc {
@@ -46,7 +57,8 @@ typedef struct slm_reloc {
 } slm_reloc;
 
 typedef struct slm_program {
-    char name[16];         /* "prefill" or "generate" */
+    char name[24];         /* "prefill.1024", "generate.1152" */
+    uint8_t kind;          /* slm_prog_kind */
     int32_t rows;          /* T: input rows */
     int32_t kv_capacity;   /* C: KV rows visible to this program */
     slm_task *tasks;       /* [n_tasks] */
@@ -81,9 +93,18 @@ typedef struct slm_compiled {
     slm_model_config cfg;
     int32_t kv_capacity;   /* rows per layer of the KV buffers */
     slm_graph stateful;    /* the model's graph before the passes */
-    slm_program prefill, generate;
+    slm_program *progs;    /* [n_progs]: prefill variants by rows ascending, then
+                              generate variants by capacity ascending */
+    int32_t n_progs;
     slm_constants consts;
 } slm_compiled;
+
+/* The smallest prefill program with at least n rows (NULL if none), the
+ * largest prefill program, the smallest generate program with capacity of
+ * at least need rows (NULL if none), and the largest one. */
+slm_program *slm_pick_prefill(slm_compiled *c, int n);
+slm_program *slm_largest(slm_compiled *c, slm_prog_kind kind);
+slm_program *slm_pick_generate(slm_compiled *c, int need);
 
 /* Compile a validated model. On failure everything is freed. */
 slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,

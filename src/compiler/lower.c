@@ -531,15 +531,36 @@ static slm_status build_constants(slm_compiled *c, slm_err *err) {
     return SLM_OK;
 }
 
-static slm_status make_program(slm_compiled *c, slm_program *p, const char *name, int rows_t,
+static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind kind, int rows_t, int cap,
                                const slm_model_file *m, slm_err *err) {
     slm_status s;
-    snprintf(p->name, sizeof p->name, "%s", name);
-    if ((s = slm_graph_clone(&p->graph, &c->stateful, name))) return slm_errf(err, s, "out of memory");
+    p->kind = (uint8_t)kind;
+    snprintf(p->name, sizeof p->name, "%s.%d", kind == SLM_PROG_PREFILL ? "prefill" : "generate",
+             kind == SLM_PROG_PREFILL ? rows_t : cap);
+    if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
     if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
-    if ((s = slm_pass_specialize(&p->graph, rows_t, c->kv_capacity, err))) return s;
+    if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
     if ((s = slm_pass_last_row(&p->graph, err))) return s;
     return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
+}
+
+static int cmp_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sort, clamp to [lo, hi], drop duplicates, make sure hi is present. */
+static int32_t normalize_variants(int32_t *v, int32_t n, int32_t lo, int32_t hi) {
+    if (n < 0) n = 0;
+    if (n > SLM_MAX_VARIANTS - 1) n = SLM_MAX_VARIANTS - 1;
+    for (int i = 0; i < n; i++) v[i] = v[i] < lo ? lo : v[i] > hi ? hi : v[i];
+    v[n++] = hi;
+    qsort(v, (size_t)n, sizeof *v, cmp_i32);
+    int32_t k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+    for (int i = k; i < SLM_MAX_VARIANTS; i++) v[i] = 0;
+    return k;
 }
 
 slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
@@ -560,23 +581,55 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     out->opt.max_prompt_len = mpl;
     out->opt.min_response_len = mrl;
     out->kv_capacity = mpl + mrl;
-    if (out->kv_capacity < 1) out->kv_capacity = 1;
+    slm_compile_options *o = &out->opt;
+    o->n_prefill_variants = normalize_variants(o->prefill_variants, o->n_prefill_variants, 1, mpl);
+    o->n_generate_variants = normalize_variants(o->generate_variants, o->n_generate_variants, 1, out->kv_capacity);
     slm_status s;
     slm_graph_init(&out->stateful, "stateful");
     if ((s = slm_build_llama(&out->stateful, m, err))) goto fail;
     if ((s = build_constants(out, err))) goto fail;
-    if ((s = make_program(out, &out->prefill, "prefill", mpl, m, err))) goto fail;
-    if ((s = make_program(out, &out->generate, "generate", 1, m, err))) goto fail;
+    out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants), sizeof(slm_program));
+    if (!out->progs) {
+        s = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < o->n_prefill_variants; i++, out->n_progs++)
+        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_PREFILL, o->prefill_variants[i],
+                              out->kv_capacity, m, err)))
+            goto fail;
+    for (int i = 0; i < o->n_generate_variants; i++, out->n_progs++)
+        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_GENERATE, 1, o->generate_variants[i], m, err)))
+            goto fail;
     return SLM_OK;
 fail:
+    out->n_progs++; /* free the half-built one too */
     slm_compiled_free(out);
     return s;
 }
 
+slm_program *slm_pick_prefill(slm_compiled *c, int n) {
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].kind == SLM_PROG_PREFILL && c->progs[i].rows >= n) return &c->progs[i];
+    return NULL;
+}
+
+slm_program *slm_pick_generate(slm_compiled *c, int need) {
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].kind == SLM_PROG_GENERATE && c->progs[i].kv_capacity >= need) return &c->progs[i];
+    return NULL;
+}
+
+slm_program *slm_largest(slm_compiled *c, slm_prog_kind kind) {
+    slm_program *best = NULL;
+    for (int i = 0; i < c->n_progs; i++) if (c->progs[i].kind == kind) best = &c->progs[i];
+    return best;
+}
+
 void slm_compiled_free(slm_compiled *c) {
     slm_graph_free(&c->stateful);
-    slm_program_free(&c->prefill);
-    slm_program_free(&c->generate);
+    if (c->progs)
+        for (int i = 0; i < c->n_progs; i++) slm_program_free(&c->progs[i]);
+    slm_xfree(c->progs);
     slm_aligned_free(c->consts.rope);
     memset(c, 0, sizeof *c);
 }

@@ -70,6 +70,8 @@ static const char *const k_type_name[SLM_GGUF_TYPE_COUNT] = {
 
 static const char *type_name(uint32_t t) { return t < SLM_GGUF_TYPE_COUNT ? k_type_name[t] : "?"; }
 
+const char *slm_gguf_type_name(slm_gguf_type t) { return type_name((uint32_t)t); }
+
 /* ---- helpers ------------------------------------------------------------ */
 
 /* A printable, bounded copy of an untrusted string for messages. */
@@ -137,25 +139,27 @@ static uint64_t hash_find(const slm_gguf *g, const uint64_t *tab, uint64_t cap, 
 
 /* ---- parsing ------------------------------------------------------------ */
 
-/* Read a string header and take a view of its bytes. what/idx describe the
- * field for the message ("kv #3 key", "tensor #2 name"). */
-static slm_status read_str(const slm_gguf *g, slm_rd *r, slm_gguf_str *out, const char *what,
+/* Read a string header and take a view of its bytes. `what` names the field
+ * for the message ("kv #3 key"); elem >= 0 adds ": element N". */
+static slm_status read_str(const slm_gguf *g, slm_rd *r, slm_gguf_str *out, const char *what, int64_t elem,
                            slm_err *err) {
     uint64_t len;
     uint64_t at = r->pos;
-    if (!slm_rd_u64(r, &len))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: string length at offset 0x%llx beyond end of file (%llu bytes)",
-                        g->name, what, (unsigned long long)at, (unsigned long long)g->size);
     const uint8_t *p;
-    if (!slm_rd_ptr(r, len, &p)) {
-        r->pos = at;
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: string length %llu at offset 0x%llx beyond end of file (%llu bytes)",
-                        g->name, what, (unsigned long long)len, (unsigned long long)at,
-                        (unsigned long long)g->size);
+    char el[40] = "";
+    int ok_len = slm_rd_u64(r, &len);
+    if (ok_len && slm_rd_ptr(r, len, &p)) {
+        out->s = (const char *)p;
+        out->len = len;
+        return SLM_OK;
     }
-    out->s = (const char *)p;
-    out->len = len;
-    return SLM_OK;
+    r->pos = at;
+    if (elem >= 0) snprintf(el, sizeof el, ": element %lld", (long long)elem);
+    if (!ok_len)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s%s: string length at offset 0x%llx beyond end of file (%llu bytes)",
+                        g->name, what, el, (unsigned long long)at, (unsigned long long)g->size);
+    return slm_errf(err, SLM_ERR_FORMAT, "%s: %s%s: string length %llu at offset 0x%llx beyond end of file (%llu bytes)",
+                    g->name, what, el, (unsigned long long)len, (unsigned long long)at, (unsigned long long)g->size);
 }
 
 static slm_status read_kv(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *err) {
@@ -164,7 +168,7 @@ static slm_status read_kv(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *err) {
     slm_status s;
 
     snprintf(what, sizeof what, "kv #%llu key", (unsigned long long)i);
-    if ((s = read_str(g, r, &kv->key, what, err))) return s;
+    if ((s = read_str(g, r, &kv->key, what, -1, err))) return s;
     snprintf(what, sizeof what, "kv #%llu '%s'", (unsigned long long)i,
              show(kb, sizeof kb, kv->key.s, kv->key.len));
 
@@ -182,7 +186,7 @@ static slm_status read_kv(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *err) {
 
     if (kv->type == SLM_GGUF_STRING) {
         slm_gguf_str v;
-        if ((s = read_str(g, r, &v, what, err))) return s;
+        if ((s = read_str(g, r, &v, what, -1, err))) return s;
         kv->val = (const uint8_t *)v.s;
         kv->n = v.len;
         return SLM_OK;
@@ -221,11 +225,8 @@ static slm_status read_kv(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *err) {
     kv->val = r->p + r->pos;
     kv->strs = slm_calloc(kv->n ? (size_t)kv->n : 1, sizeof *kv->strs);
     if (!kv->strs) return slm_errf(err, SLM_ERR_NOMEM, "%s: %s: out of memory", g->name, what);
-    for (uint64_t j = 0; j < kv->n; j++) {
-        char ew[200];
-        snprintf(ew, sizeof ew, "%s: element %llu", what, (unsigned long long)j);
-        if ((s = read_str(g, r, &kv->strs[j], ew, err))) return s;
-    }
+    for (uint64_t j = 0; j < kv->n; j++)
+        if ((s = read_str(g, r, &kv->strs[j], what, (int64_t)j, err))) return s;
     return SLM_OK;
 }
 
@@ -235,7 +236,7 @@ static slm_status read_tensor_info(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *
     slm_status s;
 
     snprintf(what, sizeof what, "tensor #%llu name", (unsigned long long)i);
-    if ((s = read_str(g, r, &t->name, what, err))) return s;
+    if ((s = read_str(g, r, &t->name, what, -1, err))) return s;
     snprintf(what, sizeof what, "tensor #%llu '%s'", (unsigned long long)i,
              show(nb, sizeof nb, t->name.s, t->name.len));
     if (t->name.len == 0) return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: empty tensor name", g->name, what);

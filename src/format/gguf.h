@@ -101,4 +101,9 @@ slm_status slm_gguf_add_tensor(slm_gguf_writer *w, const char *name, uint32_t ty
 /* Write a GGUF v3 file (alignment 32) atomically (temp file + rename). */
 slm_status slm_gguf_write(slm_gguf_writer *w, const char *path, slm_err *err);
 
+/* ---- additions (format helper) ----------------------------------------- */
+
+/* "u32", "string", "array", ...; "?" for an unknown type. */
+const char *slm_gguf_type_name(slm_gguf_type t);
+
 #endif

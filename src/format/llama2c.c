@@ -12,7 +12,9 @@
  *   freq_cis_real, freq_cis_imag [seq_len, head_size / 2] each (skipped)
  *   wcls [vocab, dim]     only when vocab_size < 0 (unshared classifier)
  * Unlike run.c, every header field and the file size are checked before any
- * weight is referenced. Tensors get GGUF names and point into the mapping.
+ * weight is referenced; the file must end exactly where the layout does (a
+ * wrong field shifts everything after it). Tensors get GGUF names and point
+ * into the mapping.
  */
 #include <stdio.h>
 

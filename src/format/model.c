@@ -55,8 +55,8 @@ static slm_status get_int(const slm_gguf *g, const char *file, const char *key, 
         return SLM_OK;
     }
     if (!slm_gguf_get_i64(g, key, &x))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer (value type %d)", file, key,
-                        (int)slm_gguf_kv_type(g, i));
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer, found %s", file, key,
+                        slm_gguf_type_name(slm_gguf_kv_type(g, i)));
     if (x <= 0 || x > INT32_MAX)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (1..%d)", file, key, (long long)x,
                         INT32_MAX);
@@ -68,8 +68,8 @@ static slm_status get_float(const slm_gguf *g, const char *file, const char *key
     int64_t i = slm_gguf_find(g, key);
     if (i < 0) return SLM_OK; /* keep the default */
     if (!slm_gguf_get_f32(g, key, v))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a float (value type %d)", file, key,
-                        (int)slm_gguf_kv_type(g, i));
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a float, found %s", file, key,
+                        slm_gguf_type_name(slm_gguf_kv_type(g, i)));
     return SLM_OK;
 }
 
@@ -85,7 +85,8 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if (slm_gguf_find(g, "general.architecture") < 0)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key 'general.architecture'", file);
     if (!slm_gguf_get_str(g, "general.architecture", &arch))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string", file);
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string, found %s", file,
+                        slm_gguf_type_name(slm_gguf_kv_type(g, slm_gguf_find(g, "general.architecture"))));
     if (!slm_gguf_str_eq(arch, "llama")) {
         char a[40];
         size_t n = 0;

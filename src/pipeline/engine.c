@@ -115,8 +115,8 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
     info->weight_bytes = (size_t)w;
     info->kv_bytes = (size_t)e->rt.kv_bytes;
     info->arena_bytes = (size_t)e->rt.arena_bytes;
-    info->prefill_tasks = e->comp.prefill.n_tasks;
-    info->generate_tasks = e->comp.generate.n_tasks;
+    info->prefill_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_PREFILL)->n_tasks;
+    info->generate_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_GENERATE)->n_tasks;
 }
 
 long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap) {
@@ -185,7 +185,7 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
     if (!prompt) prompt = "";
     slm_sampling greedy = {0};
     if (!sp) sp = &greedy;
-    const int T = e->comp.prefill.rows;
+    const int T = slm_largest(&e->comp, SLM_PROG_PREFILL)->rows;
     /* encode once to count, then into a buffer of that size */
     int n = slm_tok_encode(e->tok, prompt, 1, 0, NULL, 0);
     if (n < 0) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory encoding the prompt");
@@ -230,14 +230,11 @@ slm_status slm_dump(slm_engine *e, const char *what, void *file) {
     if (!strcmp(what, "ir")) {
         slm_graph_dump(&e->comp.stateful, f);
     } else if (!strcmp(what, "ir-lowered")) {
-        slm_graph_dump(&e->comp.prefill.graph, f);
-        slm_graph_dump(&e->comp.generate.graph, f);
+        for (int i = 0; i < e->comp.n_progs; i++) slm_graph_dump(&e->comp.progs[i].graph, f);
     } else if (!strcmp(what, "tasks")) {
-        slm_program_dump_tasks(&e->comp.prefill, f);
-        slm_program_dump_tasks(&e->comp.generate, f);
+        for (int i = 0; i < e->comp.n_progs; i++) slm_program_dump_tasks(&e->comp.progs[i], f);
     } else if (!strcmp(what, "io")) {
-        slm_program_dump_io(&e->comp.prefill, f);
-        slm_program_dump_io(&e->comp.generate, f);
+        for (int i = 0; i < e->comp.n_progs; i++) slm_program_dump_io(&e->comp.progs[i], f);
     } else {
         return slm_errf(&e->err, SLM_ERR_ARG, "unknown dump '%s' (ir, ir-lowered, tasks, io)", what);
     }

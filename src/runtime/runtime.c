@@ -43,8 +43,13 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     rt->cap = c->kv_capacity;
     rt->kv_dim = cfg->n_kv_heads * cfg->head_dim;
     rt->kv_bytes = (uint64_t)cfg->n_layers * 2 * (uint64_t)rt->cap * (uint64_t)rt->kv_dim * sizeof(float);
-    rt->arena_bytes = c->prefill.arena_bytes > c->generate.arena_bytes ? c->prefill.arena_bytes : c->generate.arena_bytes;
-    int T = c->prefill.rows;
+    rt->arena_bytes = 0;
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].arena_bytes > rt->arena_bytes) rt->arena_bytes = c->progs[i].arena_bytes;
+    const slm_program *big = slm_largest(c, SLM_PROG_PREFILL);
+    if (!big || !slm_largest(c, SLM_PROG_GENERATE))
+        return slm_errf(err, SLM_ERR_INTERNAL, "compiled model lacks a prefill or generate program");
+    int T = big->rows;
     rt->kv = slm_aligned_alloc((size_t)rt->kv_bytes);
     rt->arena = slm_aligned_alloc((size_t)rt->arena_bytes + 64);
     rt->input_ids = slm_calloc((size_t)T, sizeof(int32_t));
@@ -52,7 +57,7 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     rt->cache_position = slm_calloc((size_t)T, sizeof(int32_t));
     rt->mask = slm_calloc((size_t)rt->cap, sizeof(int32_t));
     rt->logits = slm_aligned_alloc((size_t)cfg->vocab_size * sizeof(float));
-    rt->present_io = slm_calloc((size_t)4 * cfg->n_layers, sizeof(int));
+    rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
     if (!rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask ||
         !rt->logits || !rt->present_io) {
         slm_rt_free(rt);
@@ -64,11 +69,11 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
         slm_rt_free(rt);
         return s;
     }
-    slm_program *progs[2] = {&c->prefill, &c->generate};
-    for (int i = 0; i < 2; i++) {
-        if ((s = slm_program_prepare(progs[i], weights, c->consts.rope, rt->arena, err)) ||
-            (s = slm_pool_reserve_scratch(rt->pool, progs[i]->scratch_bytes, err)) ||
-            (s = bind_static(rt, progs[i], i, err))) {
+    for (int i = 0; i < c->n_progs; i++) {
+        slm_program *p = &c->progs[i];
+        if ((s = slm_program_prepare(p, weights, c->consts.rope, rt->arena, err)) ||
+            (s = slm_pool_reserve_scratch(rt->pool, p->scratch_bytes, err)) ||
+            (s = bind_static(rt, p, i, err))) {
             slm_rt_free(rt);
             return s;
         }
@@ -94,11 +99,14 @@ void slm_rt_reset(slm_runtime *rt) {
     memset(rt->kv, 0, (size_t)rt->kv_bytes);
     memset(rt->mask, 0, (size_t)rt->cap * sizeof(int32_t));
     rt->num_stored = 0;
+    rt->gen = NULL;
+    rt->variant_switches = 0;
 }
 
 /* The mutable command list: only present.L.* move between calls. */
-static void bind_present(slm_runtime *rt, int prog, slm_program *p, int write_index) {
+static void bind_present(slm_runtime *rt, slm_program *p, int write_index) {
     int L = rt->comp->cfg.n_layers;
+    int prog = (int)(p - rt->comp->progs);
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
             slm_program_bind(p, rt->present_io[(prog * L + l) * 2 + s],
@@ -114,12 +122,13 @@ static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err 
 }
 
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
-    slm_program *p = &rt->comp->prefill;
-    const int T = p->rows;
     if (n < 1) return slm_errf(err, SLM_ERR_ARG, "prefill needs at least one token");
-    if (n > T)
+    slm_program *p = slm_pick_prefill(rt->comp, n);
+    if (!p)
         return slm_errf(err, SLM_ERR_CAPACITY,
-                        "prompt of %d tokens exceeds max_prompt_len %d (raise --max-prompt-len)", n, T);
+                        "prompt of %d tokens exceeds max_prompt_len %d (raise --max-prompt-len)", n,
+                        slm_largest(rt->comp, SLM_PROG_PREFILL)->rows);
+    const int T = p->rows;
     if (rt->num_stored + n > rt->cap)
         return slm_errf(err, SLM_ERR_CAPACITY, "KV cache full: %d stored + %d new tokens > capacity %d",
                         rt->num_stored, n, rt->cap);
@@ -137,14 +146,14 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
     int before = 0;
     for (int j = 0; j < w; j++) before += rt->mask[j] != 0;
     for (int i = 0; i < T; i++) rt->position_ids[i] = i >= pad ? before + i - pad : 0;
-    bind_present(rt, 0, p, w);
+    bind_present(rt, p, w);
     if ((s = slm_program_run(p, rt->pool))) return slm_errf(err, s, "prefill program failed");
     rt->num_stored += n;
+    rt->gen = NULL; /* pick the generate variant again at the next step */
     return SLM_OK;
 }
 
 slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
-    slm_program *p = &rt->comp->generate;
     if (rt->num_stored + 1 > rt->cap)
         return slm_errf(err, SLM_ERR_CAPACITY,
                         "KV cache full: %d tokens stored, capacity %d (max_prompt_len + min_response_len); "
@@ -152,13 +161,22 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
     slm_status s = check_ids(rt, &id, 1, err);
     if (s) return s;
     const int w = rt->num_stored;
+    if (!rt->gen) {
+        int want = w + rt->comp->opt.min_response_len;
+        rt->gen = slm_pick_generate(rt->comp, want < rt->cap ? want : rt->cap);
+    } else if (rt->gen->kv_capacity < w + 1) {
+        rt->gen = slm_pick_generate(rt->comp, w + 1); /* a larger view of the same KV */
+        rt->variant_switches++;
+    }
+    slm_program *p = rt->gen;
+    if (!p || p->kv_capacity < w + 1) return slm_errf(err, SLM_ERR_INTERNAL, "no generate variant for %d rows", w + 1);
     rt->mask[w] = 1;
     int valid = 0;
-    for (int j = 0; j < rt->cap; j++) valid += rt->mask[j] != 0;
+    for (int j = 0; j < p->kv_capacity; j++) valid += rt->mask[j] != 0;
     rt->input_ids[0] = id;
     rt->position_ids[0] = valid - 1; /* sum(mask) - 1 */
     rt->cache_position[0] = w;
-    bind_present(rt, 1, p, w);
+    bind_present(rt, p, w);
     if ((s = slm_program_run(p, rt->pool))) return slm_errf(err, s, "generate program failed");
     rt->num_stored++;
     return SLM_OK;

@@ -31,7 +31,9 @@ typedef struct slm_runtime {
     float *logits;          /* [vocab] */
     int num_stored;         /* valid KV rows (num_stored_tokens) */
     uint64_t kv_bytes_copied; /* KV bytes moved between programs: always 0 */
-    int *present_io;        /* [2 programs][n_layers][2] I/O index of present.L.* */
+    int *present_io;        /* [n_progs][n_layers][2] I/O index of present.L.* */
+    slm_program *gen;       /* the generate variant in use */
+    int variant_switches;   /* generate variant changes since reset */
     slm_pool *pool;         /* worker threads */
 } slm_runtime;
 
@@ -41,7 +43,10 @@ void slm_rt_free(slm_runtime *rt);
 void slm_rt_reset(slm_runtime *rt);
 /* Append n ids (1 <= n <= max_prompt_len) through the prefill program. */
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err);
-/* Append one id through the generate program. */
+/* Append one id through the generate program: the smallest variant with
+ * room for min(num_stored + min_response_len, capacity) rows is picked at
+ * the first step; when it fills, the next larger one takes over, reading
+ * the same KV memory (no bytes move). */
 slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err);
 
 #endif

@@ -1,12 +1,12 @@
-/* libFuzzer target for the GGUF reader and the GGUF llama loader.
- * Not built by CMake. Build and run:
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc tests/fuzz/fuzz_gguf.c \
- *       src/common/*.c src/format/*.c -lm -o fuzz_gguf
- *   ./fuzz_gguf -max_total_time=60 -rss_limit_mb=2048 CORPUS_DIR
- * Seeds: any GGUF file, e.g. one written by `staticlm convert`.
- * Every input must be rejected with a message or accepted; the fuzzer
- * catches crashes, overreads (the input is an exact-size heap copy),
- * leaks and huge allocations (-malloc_limit_mb). */
+// libFuzzer target for the GGUF reader and the GGUF llama loader.
+// Not built by CMake. Build and run (from the repo root):
+//   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc
+//       tests/fuzz/fuzz_gguf.c src/common/*.c src/format/*.c -lm -o fuzz_gguf
+//   ./fuzz_gguf -max_total_time=60 -rss_limit_mb=2048 -malloc_limit_mb=256 CORPUS_DIR
+// Seeds: small GGUF files, e.g. `staticlm convert` of a tiny checkpoint.
+// Every input must be either accepted or rejected with a message that names
+// the file; the sanitizers catch crashes, overreads (libFuzzer passes an
+// exact-size heap copy), leaks and huge allocations.
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,0 +1,101 @@
+/* pipeline/chat — conversations on the KV cache, shared by `staticlm chat`
+ * and `staticlm serve`.
+ *
+ * A conversation keeps the text its KV rows stand for. Each turn renders the
+ * whole history with the chat template; when that text starts with the text
+ * already in the KV, only the rest is tokenized and prefilled (in chunks of at
+ * most max_prompt_len) onto the stored rows. Otherwise (a template that
+ * rewrites earlier turns, or after /load) the KV is reset and the whole
+ * history is prefilled. When the history does not fit the KV capacity, the
+ * overflow policy applies: "truncate" drops the oldest turns (keeping the
+ * system prompt) and re-prefills; "error" refuses the turn, naming the
+ * tokens needed and the capacity. Built on the public API only.
+ */
+#ifndef SLM_CHAT_H
+#define SLM_CHAT_H
+
+#include <stdint.h>
+
+#include "pipeline/chat_template.h"
+#include "staticlm.h"
+
+/* ---- template choice and tokenization helpers ---------------------------- */
+
+/* Open the chat template: `override` is a built-in name (chatml, llama2,
+ * zephyr, llama3) or a file; NULL = the model's tokenizer.chat_template, or
+ * ChatML when it has none. A template that fails to load or parse falls back
+ * to ChatML; `note` (if non-NULL) then says why ("warning: ..."), and is
+ * otherwise set to a description ("model's chat template"). Never NULL
+ * unless out of memory. */
+slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note, size_t notecap);
+
+/* Text forms of BOS / EOS and a piece -> id map, for tokenizing rendered
+ * conversations: bos/eos text inside the rendering become those ids (a
+ * leading bos text becomes the BOS), and continuation text is tokenized
+ * without SentencePiece's dummy-prefix space. */
+typedef struct slm_chat_tok slm_chat_tok;
+slm_chat_tok *slm_chat_tok_new(slm_engine *e);
+void slm_chat_tok_free(slm_chat_tok *t);
+const char *slm_chat_tok_bos_text(const slm_chat_tok *t);
+const char *slm_chat_tok_eos_text(const slm_chat_tok *t);
+/* Tokenize: start = 1 for a whole prompt (BOS first, as slm_tokenize with
+ * add_bos), 0 for text that continues what the KV already holds. Returns the
+ * count and a slm_malloc'd array in *ids (slm_xfree), or -1. */
+int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids);
+/* Render msgs with template vars for this model (bos/eos text). slm_xfree. */
+char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
+                      int add_generation_prompt, char *err, size_t errcap);
+
+/* ---- conversations ------------------------------------------------------- */
+
+enum { SLM_OVERFLOW_TRUNCATE = 0, SLM_OVERFLOW_ERROR = 1 };
+
+typedef struct slm_chat_cfg {
+    int on_overflow;    /* SLM_OVERFLOW_* */
+    slm_sampling samp;
+    int n_predict;      /* most tokens per reply (0 = until EOS or capacity) */
+    int reserve;        /* KV rows that must stay free for the reply when a
+                           turn starts (0 = min(n_predict, min_response_len), at least 1) */
+} slm_chat_cfg;
+
+typedef struct slm_chat_stats {
+    int turn;           /* 1-based */
+    int kept;           /* KV rows reused from earlier turns */
+    int prefilled;      /* tokens prefilled this turn */
+    int n_stored;       /* KV rows after the prefill */
+    int n_generated;
+    int dropped;        /* messages dropped by the truncate policy */
+    int full;           /* 1: the whole history was (re)prefilled */
+    int cut;            /* 1: the reply stopped at the KV capacity */
+    double ttft_ms, prefill_ms, decode_ms;
+} slm_chat_stats;
+
+typedef struct slm_chat slm_chat;
+
+/* The chat owns neither e nor tm; both must outlive it. */
+slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cfg);
+void slm_chat_free(slm_chat *c);
+
+/* Append a message without running anything (system prompt, /load). */
+int slm_chat_add(slm_chat *c, const char *role, const char *content);
+/* Forget the conversation (keep_system: keep a leading system message) and
+ * reset the KV cache. */
+void slm_chat_clear(slm_chat *c, int keep_system);
+int slm_chat_count(const slm_chat *c);
+const slm_chat_msg *slm_chat_messages(const slm_chat *c);
+
+/* Run one turn: add the user message, prefill what is new, generate the
+ * reply (cb gets each piece; return non-zero to stop) and add it. On an
+ * error the user message is removed again and err says why; SLM_ERR_CAPACITY
+ * when the history does not fit (error policy, or a message too long even
+ * alone). Notes (truncation) go to `note` when non-NULL. */
+slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *ud, slm_chat_stats *st,
+                         char *err, size_t errcap, char *note, size_t notecap);
+
+/* Prefill the history (if needed) and time the first token of the next
+ * reply for `user`, once keeping the KV and once re-prefilling everything.
+ * For `staticlm chat --bench`: leaves the conversation unchanged. */
+slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *kept_ms, double *full_ms,
+                               int *n_new, int *n_full, char *err, size_t errcap);
+
+#endif

@@ -1,0 +1,52 @@
+/* pipeline/chat_template — a Jinja subset interpreter for chat templates.
+ *
+ * Renders the `tokenizer.chat_template` of a model (or a named classic form)
+ * the way Hugging Face's apply_chat_template does: Jinja2 with trim_blocks and
+ * lstrip_blocks, loop controls, and the globals raise_exception, namespace,
+ * range and strftime_now. Supported: {{ }}, {% if/elif/else %}, {% for %}
+ * (tuple unpacking, `if` filter, else, loop.*), {% set %} (also ns.attr and
+ * block form), {% macro %} / call, {% break/continue %}, comments, whitespace
+ * control, literals (strings, numbers, lists, dicts), attribute / item /
+ * slice access, arithmetic, ~, comparisons, in, and/or/not, a if c else b,
+ * tests (defined, none, string, mapping, ...), the common filters and string
+ * / dict methods.
+ *
+ * Templates are untrusted input: parsing and rendering never crash; memory,
+ * output size, nesting depth and loop iterations are bounded.
+ */
+#ifndef SLM_CHAT_TEMPLATE_H
+#define SLM_CHAT_TEMPLATE_H
+
+#include <stddef.h>
+
+typedef struct slm_chat_msg {
+    const char *role;
+    const char *content;
+} slm_chat_msg;
+
+typedef struct slm_tmpl slm_tmpl;
+
+/* Parse template source. Returns NULL on a syntax error or an unsupported
+ * construct, with a message ("line 3: unknown tag 'foo'") in err. */
+slm_tmpl *slm_tmpl_parse(const char *src, char *err, size_t errcap);
+void slm_tmpl_free(slm_tmpl *t);
+
+typedef struct slm_tmpl_vars {
+    const char *bos_token; /* default "" */
+    const char *eos_token; /* default "" */
+    int add_generation_prompt;
+    const char *date_string; /* if set: strftime_now returns this (tests) */
+} slm_tmpl_vars;
+
+/* Render messages. Returns a malloc'd (slm_xfree) NUL-terminated string, or
+ * NULL with err set ("template raised: ..." for raise_exception). */
+char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
+                      const slm_tmpl_vars *vars, char *err, size_t errcap);
+
+/* The source of a built-in template by name: "chatml", "llama2", "zephyr",
+ * "llama3", "phi3", "gemma"; NULL if unknown. */
+const char *slm_tmpl_builtin(const char *name);
+/* The names, comma-separated, for messages. */
+const char *slm_tmpl_builtin_names(void);
+
+#endif
