@@ -34,9 +34,12 @@ typedef struct slm_compile_options {
     int32_t prefill_variants[SLM_MAX_VARIANTS];
     int32_t n_generate_variants;
     int32_t generate_variants[SLM_MAX_VARIANTS];
+    int32_t draft_n;          /* > 0: also a verify program of draft_n + 1 rows */
 } slm_compile_options;
 
-typedef enum slm_prog_kind { SLM_PROG_PREFILL = 1, SLM_PROG_GENERATE = 2 } slm_prog_kind;
+/* PREFILL: logits of the last row; GENERATE: one row; VERIFY: draft_n + 1
+ * rows with logits for every row (speculative decoding). */
+typedef enum slm_prog_kind { SLM_PROG_PREFILL = 1, SLM_PROG_GENERATE = 2, SLM_PROG_VERIFY = 3 } slm_prog_kind;
 
 /* One program input or output (the article's I/O metadata). */
 typedef struct slm_io_desc {
@@ -94,7 +97,7 @@ typedef struct slm_compiled {
     int32_t kv_capacity;   /* rows per layer of the KV buffers */
     slm_graph stateful;    /* the model's graph before the passes */
     slm_program *progs;    /* [n_progs]: prefill variants by rows ascending, then
-                              generate variants by capacity ascending */
+                              generate variants by capacity ascending, then verify */
     int32_t n_progs;
     slm_constants consts;
 } slm_compiled;

@@ -535,12 +535,13 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
                                const slm_model_file *m, slm_err *err) {
     slm_status s;
     p->kind = (uint8_t)kind;
-    snprintf(p->name, sizeof p->name, "%s.%d", kind == SLM_PROG_PREFILL ? "prefill" : "generate",
-             kind == SLM_PROG_PREFILL ? rows_t : cap);
+    snprintf(p->name, sizeof p->name, "%s.%d",
+             kind == SLM_PROG_PREFILL ? "prefill" : kind == SLM_PROG_GENERATE ? "generate" : "verify",
+             kind == SLM_PROG_GENERATE ? cap : rows_t);
     if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
     if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
     if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
-    if ((s = slm_pass_last_row(&p->graph, err))) return s;
+    if (kind != SLM_PROG_VERIFY && (s = slm_pass_last_row(&p->graph, err))) return s;
     return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
 }
 
@@ -588,7 +589,8 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     slm_graph_init(&out->stateful, "stateful");
     if ((s = slm_build_llama(&out->stateful, m, err))) goto fail;
     if ((s = build_constants(out, err))) goto fail;
-    out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants), sizeof(slm_program));
+    if (o->draft_n < 0 || o->draft_n + 1 > mpl) o->draft_n = 0;
+    out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants + 1), sizeof(slm_program));
     if (!out->progs) {
         s = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
         goto fail;
@@ -600,6 +602,11 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     for (int i = 0; i < o->n_generate_variants; i++, out->n_progs++)
         if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_GENERATE, 1, o->generate_variants[i], m, err)))
             goto fail;
+    if (o->draft_n > 0) {
+        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_VERIFY, o->draft_n + 1, out->kv_capacity, m, err)))
+            goto fail;
+        out->n_progs++;
+    }
     return SLM_OK;
 fail:
     out->n_progs++; /* free the half-built one too */

@@ -50,15 +50,19 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     if (!big || !slm_largest(c, SLM_PROG_GENERATE))
         return slm_errf(err, SLM_ERR_INTERNAL, "compiled model lacks a prefill or generate program");
     int T = big->rows;
+    const slm_program *ver = slm_largest(c, SLM_PROG_VERIFY);
+    if (ver && ver->rows > T) T = ver->rows;
+    int logit_rows = ver ? ver->rows : 1;
     rt->kv = slm_aligned_alloc((size_t)rt->kv_bytes);
     rt->arena = slm_aligned_alloc((size_t)rt->arena_bytes + 64);
     rt->input_ids = slm_calloc((size_t)T, sizeof(int32_t));
     rt->position_ids = slm_calloc((size_t)T, sizeof(int32_t));
     rt->cache_position = slm_calloc((size_t)T, sizeof(int32_t));
     rt->mask = slm_calloc((size_t)rt->cap, sizeof(int32_t));
-    rt->logits = slm_aligned_alloc((size_t)cfg->vocab_size * sizeof(float));
+    rt->tokens = slm_calloc((size_t)rt->cap, sizeof(int32_t));
+    rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
-    if (!rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask ||
+    if (!rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask || !rt->tokens ||
         !rt->logits || !rt->present_io) {
         slm_rt_free(rt);
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the KV cache (%llu bytes) and arena",
@@ -78,6 +82,7 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
             return s;
         }
     }
+    rt->chunking = 1;
     slm_rt_reset(rt);
     return SLM_OK;
 }
@@ -90,6 +95,7 @@ void slm_rt_free(slm_runtime *rt) {
     slm_xfree(rt->position_ids);
     slm_xfree(rt->cache_position);
     slm_xfree(rt->mask);
+    slm_xfree(rt->tokens);
     slm_aligned_free(rt->logits);
     slm_xfree(rt->present_io);
     memset(rt, 0, sizeof *rt);
@@ -101,6 +107,7 @@ void slm_rt_reset(slm_runtime *rt) {
     rt->num_stored = 0;
     rt->gen = NULL;
     rt->variant_switches = 0;
+    rt->chunks = 0;
 }
 
 /* The mutable command list: only present.L.* move between calls. */
@@ -121,19 +128,9 @@ static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err 
     return SLM_OK;
 }
 
-slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
-    if (n < 1) return slm_errf(err, SLM_ERR_ARG, "prefill needs at least one token");
-    slm_program *p = slm_pick_prefill(rt->comp, n);
-    if (!p)
-        return slm_errf(err, SLM_ERR_CAPACITY,
-                        "prompt of %d tokens exceeds max_prompt_len %d (raise --max-prompt-len)", n,
-                        slm_largest(rt->comp, SLM_PROG_PREFILL)->rows);
+/* Run one prefill-like program (prefill or verify) on n <= p->rows ids. */
+static slm_status run_rows(slm_runtime *rt, slm_program *p, const int32_t *ids, int n, slm_err *err) {
     const int T = p->rows;
-    if (rt->num_stored + n > rt->cap)
-        return slm_errf(err, SLM_ERR_CAPACITY, "KV cache full: %d stored + %d new tokens > capacity %d",
-                        rt->num_stored, n, rt->cap);
-    slm_status s = check_ids(rt, ids, n, err);
-    if (s) return s;
     /* right-aligned: padding rows first, the newest token in the last row */
     const int pad = T - n, w = rt->num_stored;
     for (int i = 0; i < T; i++) {
@@ -141,16 +138,71 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
         rt->input_ids[i] = valid ? ids[i - pad] : 0;
         rt->cache_position[i] = valid ? w + i - pad : -1;
     }
-    for (int i = 0; i < n; i++) rt->mask[w + i] = 1;
+    for (int i = 0; i < n; i++) {
+        rt->mask[w + i] = 1;
+        rt->tokens[w + i] = ids[i];
+    }
     /* position = number of valid rows before it (sum(mask) - 1 for the newest) */
     int before = 0;
     for (int j = 0; j < w; j++) before += rt->mask[j] != 0;
     for (int i = 0; i < T; i++) rt->position_ids[i] = i >= pad ? before + i - pad : 0;
     bind_present(rt, p, w);
-    if ((s = slm_program_run(p, rt->pool))) return slm_errf(err, s, "prefill program failed");
+    slm_status s = slm_program_run(p, rt->pool);
+    if (s) {
+        for (int i = 0; i < n; i++) rt->mask[w + i] = 0;
+        return slm_errf(err, s, "%s program failed", p->name);
+    }
     rt->num_stored += n;
     rt->gen = NULL; /* pick the generate variant again at the next step */
     return SLM_OK;
+}
+
+slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
+    if (n < 1) return slm_errf(err, SLM_ERR_ARG, "prefill needs at least one token");
+    slm_program *big = slm_largest(rt->comp, SLM_PROG_PREFILL);
+    if (n > big->rows && !rt->chunking)
+        return slm_errf(err, SLM_ERR_CAPACITY,
+                        "prompt of %d tokens exceeds max_prompt_len %d (raise --max-prompt-len)", n, big->rows);
+    if (rt->num_stored + n > rt->cap)
+        return slm_errf(err, SLM_ERR_CAPACITY,
+                        "KV cache full: %d stored + %d new tokens need %d rows, capacity is %d "
+                        "(max_prompt_len + min_response_len)",
+                        rt->num_stored, n, rt->num_stored + n, rt->cap);
+    slm_status s = check_ids(rt, ids, n, err);
+    if (s) return s;
+    /* Chunked prefill: full chunks through the largest program, the rest
+     * through the smallest variant that holds it. Each chunk appends its
+     * rows where the next chunk (and generate) reads them. */
+    while (n > 0) {
+        int m = n > big->rows ? big->rows : n;
+        slm_program *p = slm_pick_prefill(rt->comp, m);
+        if ((s = run_rows(rt, p, ids, m, err))) return s;
+        ids += m;
+        n -= m;
+        rt->chunks++;
+    }
+    return SLM_OK;
+}
+
+slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float **logits, slm_err *err) {
+    slm_program *p = slm_largest(rt->comp, SLM_PROG_VERIFY);
+    if (!p) return slm_errf(err, SLM_ERR_ARG, "no verify program: compile with draft_n > 0");
+    if (n < 1 || n > p->rows) return slm_errf(err, SLM_ERR_ARG, "verify takes 1..%d ids, got %d", p->rows, n);
+    if (rt->num_stored + n > rt->cap)
+        return slm_errf(err, SLM_ERR_CAPACITY, "KV cache full: %d stored + %d new tokens > capacity %d",
+                        rt->num_stored, n, rt->cap);
+    slm_status s = check_ids(rt, ids, n, err);
+    if (s) return s;
+    if ((s = run_rows(rt, p, ids, n, err))) return s;
+    *logits = rt->logits + (size_t)(p->rows - n) * (size_t)rt->comp->cfg.vocab_size;
+    return SLM_OK;
+}
+
+void slm_rt_trim(slm_runtime *rt, int n_keep) {
+    if (n_keep < 0) n_keep = 0;
+    for (int j = n_keep; j < rt->num_stored; j++) rt->mask[j] = 0;
+    if (n_keep < rt->num_stored) rt->num_stored = n_keep;
+    rt->gen = NULL;
 }
 
 slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
@@ -171,6 +223,7 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
     slm_program *p = rt->gen;
     if (!p || p->kv_capacity < w + 1) return slm_errf(err, SLM_ERR_INTERNAL, "no generate variant for %d rows", w + 1);
     rt->mask[w] = 1;
+    rt->tokens[w] = id;
     int valid = 0;
     for (int j = 0; j < p->kv_capacity; j++) valid += rt->mask[j] != 0;
     rt->input_ids[0] = id;

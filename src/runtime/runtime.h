@@ -28,12 +28,15 @@ typedef struct slm_runtime {
     int32_t *position_ids;  /* [max_prompt_len] */
     int32_t *cache_position;/* [max_prompt_len] */
     int32_t *mask;          /* [cap] */
+    int32_t *tokens;        /* [cap] the id stored in each KV row (for the prefix cache) */
     float *logits;          /* [vocab] */
     int num_stored;         /* valid KV rows (num_stored_tokens) */
     uint64_t kv_bytes_copied; /* KV bytes moved between programs: always 0 */
     int *present_io;        /* [n_progs][n_layers][2] I/O index of present.L.* */
     slm_program *gen;       /* the generate variant in use */
     int variant_switches;   /* generate variant changes since reset */
+    int chunking;           /* 1: prompts longer than the largest prefill run in chunks */
+    int chunks;             /* prefill program calls since reset */
     slm_pool *pool;         /* worker threads */
 } slm_runtime;
 
@@ -41,8 +44,15 @@ typedef struct slm_runtime {
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err);
 void slm_rt_free(slm_runtime *rt);
 void slm_rt_reset(slm_runtime *rt);
-/* Append n ids (1 <= n <= max_prompt_len) through the prefill program. */
+/* Append n ids through the prefill programs: the smallest variant that
+ * holds them, or (chunking on) successive chunks of the largest. */
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err);
+/* Append n ids (1 <= n <= verify rows) through the verify program, which
+ * returns logits for every row: *logits points at n rows of vocab floats. */
+slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float **logits, slm_err *err);
+/* Keep the first n_keep rows: num_stored is set back and the mask of the
+ * dropped rows cleared; nothing else is touched (speculative rejection). */
+void slm_rt_trim(slm_runtime *rt, int n_keep);
 /* Append one id through the generate program: the smallest variant with
  * room for min(num_stored + min_response_len, capacity) rows is picked at
  * the first step; when it fills, the next larger one takes over, reading

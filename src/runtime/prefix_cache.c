@@ -1,0 +1,111 @@
+#include "runtime/prefix_cache.h"
+
+void slm_pc_init(slm_prefix_cache *pc, uint64_t limit_bytes) {
+    memset(pc, 0, sizeof *pc);
+    pc->limit_bytes = limit_bytes;
+}
+
+static void drop(slm_prefix_cache *pc, int i) {
+    pc->used_bytes -= pc->e[i].bytes;
+    slm_xfree(pc->e[i].tokens);
+    slm_aligned_free(pc->e[i].kv);
+    pc->e[i] = pc->e[--pc->n];
+}
+
+void slm_pc_free(slm_prefix_cache *pc) {
+    while (pc->n) drop(pc, pc->n - 1);
+    slm_xfree(pc->e);
+    memset(pc, 0, sizeof *pc);
+}
+
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
+    int i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+static size_t rows_bytes(const slm_runtime *rt, int n) { return (size_t)n * (size_t)rt->kv_dim * sizeof(float); }
+
+int slm_pc_store(slm_prefix_cache *pc, const slm_runtime *rt, int n) {
+    if (!pc->limit_bytes || n <= 0 || n > rt->num_stored) return 0;
+    const int L = rt->comp->cfg.n_layers;
+    uint64_t bytes = (uint64_t)2 * (uint64_t)L * rows_bytes(rt, n) + (uint64_t)n * sizeof(int32_t);
+    if (bytes > pc->limit_bytes) return 0;
+    /* an entry that already covers these tokens only needs a touch */
+    for (int i = 0; i < pc->n; i++)
+        if (pc->e[i].n >= n && common_prefix(pc->e[i].tokens, pc->e[i].n, rt->tokens, n) == n) {
+            pc->e[i].last_used = ++pc->clock;
+            return 1;
+        }
+    /* entries that are prefixes of the new one become redundant */
+    for (int i = 0; i < pc->n;)
+        if (pc->e[i].n < n && common_prefix(pc->e[i].tokens, pc->e[i].n, rt->tokens, n) == pc->e[i].n) drop(pc, i);
+        else i++;
+    while (pc->used_bytes + bytes > pc->limit_bytes && pc->n > 0) {
+        int lru = 0;
+        for (int i = 1; i < pc->n; i++)
+            if (pc->e[i].last_used < pc->e[lru].last_used) lru = i;
+        drop(pc, lru);
+        pc->evictions++;
+    }
+    if (pc->n == pc->cap) {
+        int cap = pc->cap ? pc->cap * 2 : 8;
+        slm_pc_entry *ne = slm_realloc(pc->e, (size_t)cap * sizeof *ne);
+        if (!ne) return 0;
+        pc->e = ne;
+        pc->cap = cap;
+    }
+    slm_pc_entry en = {0};
+    en.tokens = slm_malloc((size_t)n * sizeof(int32_t));
+    en.kv = slm_aligned_alloc(2 * (size_t)L * rows_bytes(rt, n));
+    if (!en.tokens || !en.kv) {
+        slm_xfree(en.tokens);
+        slm_aligned_free(en.kv);
+        return 0;
+    }
+    memcpy(en.tokens, rt->tokens, (size_t)n * sizeof(int32_t));
+    for (int l = 0; l < L; l++)
+        for (int s = 0; s < 2; s++)
+            memcpy(en.kv + ((size_t)2 * l + s) * (size_t)n * rt->kv_dim,
+                   rt->kv + ((size_t)2 * l + s) * (size_t)rt->cap * rt->kv_dim, rows_bytes(rt, n));
+    en.n = n;
+    en.bytes = bytes;
+    en.last_used = ++pc->clock;
+    pc->e[pc->n++] = en;
+    pc->used_bytes += bytes;
+    return 1;
+}
+
+int slm_pc_restore(slm_prefix_cache *pc, slm_runtime *rt, const int32_t *ids, int n, int max_rows) {
+    if (!pc->limit_bytes || rt->num_stored != 0 || max_rows <= 0) return 0;
+    int best = -1, best_len = 0;
+    for (int i = 0; i < pc->n; i++) {
+        int c = common_prefix(pc->e[i].tokens, pc->e[i].n, ids, n);
+        if (c > best_len) {
+            best_len = c;
+            best = i;
+        }
+    }
+    if (best_len > max_rows) best_len = max_rows;
+    if (best_len > rt->cap) best_len = rt->cap;
+    if (best < 0 || best_len <= 0) {
+        pc->misses++;
+        return 0;
+    }
+    const slm_pc_entry *en = &pc->e[best];
+    const int L = rt->comp->cfg.n_layers;
+    for (int l = 0; l < L; l++)
+        for (int s = 0; s < 2; s++)
+            memcpy(rt->kv + ((size_t)2 * l + s) * (size_t)rt->cap * rt->kv_dim,
+                   en->kv + ((size_t)2 * l + s) * (size_t)en->n * rt->kv_dim, rows_bytes(rt, best_len));
+    for (int j = 0; j < best_len; j++) {
+        rt->mask[j] = 1;
+        rt->tokens[j] = ids[j];
+    }
+    rt->num_stored = best_len;
+    rt->gen = NULL;
+    pc->e[best].last_used = ++pc->clock;
+    pc->hits++;
+    pc->rows_restored += (uint64_t)best_len;
+    return best_len;
+}
