@@ -637,9 +637,9 @@ static void test_model_key_errors(void) {
     buf b = {0};
     layout l;
     opts o = {0};
-    o.arch = "qwen2";
+    o.arch = "gemma2";
     build(&b, &l, &o);
-    expect_bad_ex(b.p, b.len, "arch qwen2", "corrupt.gguf: architecture 'qwen2' is not supported (supported: llama)",
+    expect_bad_ex(b.p, b.len, "arch gemma2", "corrupt.gguf: architecture 'gemma2' is not supported (supported: llama, mistral, qwen2)",
                   SLM_ERR_UNSUPPORTED);
     static const char *const required[] = {"general.architecture", "llama.embedding_length",
                                            "llama.feed_forward_length", "llama.block_count",

@@ -39,7 +39,7 @@ typedef struct lower_ctx {
 
 static int is_inplace(slm_op op) {
     return op == SLM_OP_ROPE || op == SLM_OP_ADD || op == SLM_OP_SWIGLU || op == SLM_OP_KV_VIEW ||
-           op == SLM_OP_OUTPUT;
+           op == SLM_OP_OUTPUT || op == SLM_OP_BIAS;
 }
 
 static int io_add(lower_ctx *c, slm_io_role role, int layer, int rows, int cols, uint16_t dtype, int is_out) {
@@ -342,7 +342,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->n0 = 0;
         t->n1 = nd->heads;
         t->c = nd->head_dim;
-        t->flags = row_flags(c, i);
+        t->flags = row_flags(c, i) | (nd->neox ? SLM_TF_NEOX : 0);
         t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[1]);
         t->ref[SLM_REF_SRC2].space = SLM_SPACE_CONST;
         t->ref[SLM_REF_DST] = ref_node(c, i);
@@ -359,6 +359,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
             t->b = nd->kv_heads;
             t->c = nd->head_dim;
             t->k = c->g->rows_c;
+            t->window = nd->window;
             t->flags = row_flags(c, i);
             for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
             t->ref[SLM_REF_DST] = ref_node(c, i);
@@ -375,6 +376,13 @@ static slm_status lower_node(lower_ctx *c, int i) {
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
             t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[1]);
         }
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_BIAS:
+        if (!(t = new_task(c, SLM_T_BIAS, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->flags = row_flags(c, i);
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
     case SLM_OP_LAST_ROW:
@@ -498,6 +506,8 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
+        if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");
+        if (t->window) fprintf(f, " window=%d", t->window);
         static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
         for (int k = 0; k < SLM_TASK_NREF; k++) {
             const slm_ref *r = &t->ref[k];
@@ -511,8 +521,15 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
 
 /* ---- the compile driver -------------------------------------------------- */
 
-static slm_status build_constants(slm_compiled *c, slm_err *err) {
+static slm_status build_constants(slm_compiled *c, const slm_model_file *mf, slm_err *err) {
     const slm_model_config *m = &c->cfg;
+    const float *factors = NULL; /* Llama 3: rope_freqs.weight divides each pair's frequency */
+    if (m->rope_freqs) {
+        const slm_tensor *t = slm_model_tensor(mf, "rope_freqs.weight");
+        if (!t || t->type != SLM_F32 || t->ne[0] != m->head_dim / 2)
+            return slm_errf(err, SLM_ERR_FORMAT, "rope_freqs.weight missing or malformed");
+        factors = t->data;
+    }
     int pairs = m->head_dim / 2;
     uint64_t n = (uint64_t)c->kv_capacity * (uint64_t)pairs * 2;
     c->consts.rope = slm_aligned_alloc((size_t)n * sizeof(float));
@@ -520,11 +537,18 @@ static slm_status build_constants(slm_compiled *c, slm_err *err) {
     c->consts.rope_pos = c->kv_capacity;
     c->consts.rope_pairs = pairs;
     c->consts.bytes = n * sizeof(float);
-    /* the same float arithmetic as llama2.c's run.c, so positions rotate identically */
+    /* the same float arithmetic as llama2.c's run.c, so positions rotate
+     * identically; scaling (when the model has it) divides the angle */
     for (int pos = 0; pos < c->kv_capacity; pos++)
         for (int i = 0; i < pairs; i++) {
             float freq = 1.0f / powf(m->rope_base, (float)(2 * i) / (float)m->head_dim);
+            if (factors) {
+                float f;
+                memcpy(&f, factors + i, sizeof f);
+                freq /= f;
+            }
             float val = (float)pos * freq;
+            if (m->rope_scale != 1.0f) val /= m->rope_scale;
             c->consts.rope[((size_t)pos * pairs + i) * 2 + 0] = cosf(val);
             c->consts.rope[((size_t)pos * pairs + i) * 2 + 1] = sinf(val);
         }
@@ -588,7 +612,7 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     slm_status s;
     slm_graph_init(&out->stateful, "stateful");
     if ((s = slm_build_llama(&out->stateful, m, err))) goto fail;
-    if ((s = build_constants(out, err))) goto fail;
+    if ((s = build_constants(out, m, err))) goto fail;
     if (o->draft_n < 0 || o->draft_n + 1 > mpl) o->draft_n = 0;
     out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants + 1), sizeof(slm_program));
     if (!out->progs) {

@@ -25,6 +25,7 @@ const char *slm_task_op_name(int op) {
     case SLM_T_ATTENTION: return "attention";
     case SLM_T_ADD: return "add";
     case SLM_T_SWIGLU: return "swiglu";
+    case SLM_T_BIAS: return "bias";
     default: return "?";
     }
 }
@@ -111,6 +112,20 @@ static void run_matmul(const slm_task *t, rows rr, slm_dot_fn dot) {
     }
 }
 
+/* RoPE in the "neox" layout (Qwen2, GPT-NeoX): pair i is (i, i + d/2). */
+static void rope_neox(float *x, int heads, int head_dim, const float *cs) {
+    const int half = head_dim / 2;
+    for (int h = 0; h < heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            float c = cs[2 * i], s = cs[2 * i + 1];
+            float v0 = v[i], v1 = v[i + half];
+            v[i] = v0 * c - v1 * s;
+            v[i + half] = v0 * s + v1 * c;
+        }
+    }
+}
+
 /* Execute one task. Returns SLM_OK or an error (bad data). */
 static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks, void *scratch) {
     (void)scratch;
@@ -149,7 +164,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
         for (int r = rr.begin; r < rr.end; r++) {
             int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
             float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
-            slm_k_rope(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
+            if (t->flags & SLM_TF_NEOX)
+                rope_neox(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
+            else
+                slm_k_rope(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
         }
         return SLM_OK;
     }
@@ -159,11 +177,17 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
         for (int r = rr.begin; r < rr.end; r++) {
             const float *q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
             float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+            /* sliding window: rows (cp - window, cp]; the window is data-independent
+             * but the row range is steered by the query's cache position */
+            const int last = cp[r];
+            const int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
+            const size_t ld = t->ref[SLM_REF_SRC1].ld;
             for (int h = t->n0; h < t->n1; h++) {
                 int kvh = h / group;
-                slm_k_attention_head(q + (size_t)h * t->c, (const float *)t->p[SLM_REF_SRC1] + (size_t)kvh * t->c,
-                                     (const float *)t->p[SLM_REF_SRC2] + (size_t)kvh * t->c,
-                                     (int)t->ref[SLM_REF_SRC1].ld, mask, cp[r], t->c, o + (size_t)h * t->c);
+                slm_k_attention_head(q + (size_t)h * t->c,
+                                     (const float *)t->p[SLM_REF_SRC1] + (size_t)first * ld + (size_t)kvh * t->c,
+                                     (const float *)t->p[SLM_REF_SRC2] + (size_t)first * ld + (size_t)kvh * t->c,
+                                     (int)ld, mask + first, last - first, t->c, o + (size_t)h * t->c);
             }
         }
         return SLM_OK;
@@ -172,6 +196,12 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
         for (int r = rr.begin; r < rr.end; r++)
             slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r),
                       row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->n);
+        return SLM_OK;
+    case SLM_T_BIAS:
+        for (int r = rr.begin; r < rr.end; r++) {
+            int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
+            slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr), t->p[SLM_REF_SRC1], t->n);
+        }
         return SLM_OK;
     case SLM_T_SWIGLU:
         for (int r = rr.begin; r < rr.end; r++)

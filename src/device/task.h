@@ -36,6 +36,7 @@ typedef enum slm_task_op {
                         c = head_dim, k = KV capacity; online softmax, no scratch */
     SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
     SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
+    SLM_T_BIAS,      /* dst[r] += src1 (a bias vector of n floats), in place */
     SLM_T_OP_COUNT
 } slm_task_op;
 
@@ -52,6 +53,7 @@ typedef enum slm_space {
 #define SLM_TF_ONE_ROW 0x1     /* operate on row 0 only (after last_row) */
 #define SLM_TF_DST_COMPACT 0x2 /* dst row index = r - row_begin (present.* views) */
 #define SLM_TF_SRC_COMPACT 0x4 /* src0 row index = r - row_begin */
+#define SLM_TF_NEOX 0x8        /* ROPE: rotate (i, i + c/2) instead of (2i, 2i+1) */
 
 typedef struct slm_ref {
     uint8_t space;    /* slm_space */
@@ -75,6 +77,8 @@ typedef struct slm_task {
     int32_t a, b, c;     /* op-specific integers (see each op) */
     float f0;            /* RMSNORM eps */
     int32_t layer;       /* for dumps and per-layer timing; -1 if none */
+    int32_t window;      /* ATTENTION: attend to at most this many rows up to the
+                            query's own (sliding window); 0 = all */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses (load / bind time) */
 } slm_task;

@@ -176,6 +176,7 @@ slm_status slm_llama2c_load(slm_model_file *m, slm_err *err) {
     c->vocab_size = (int)vocab;
     c->context_len = (int)seq_len;
     c->rope_base = 10000.0f;
+    c->rope_scale = 1.0f;
     c->norm_eps = 1e-5f;
     c->tied_embeddings = shared;
     m->kind = SLM_MODEL_LLAMA2C;

@@ -87,50 +87,69 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if (!slm_gguf_get_str(g, "general.architecture", &arch))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string, found %s", file,
                         slm_gguf_type_name(slm_gguf_kv_type(g, slm_gguf_find(g, "general.architecture"))));
-    if (!slm_gguf_str_eq(arch, "llama")) {
+    static const char *const archs[] = {"llama", "mistral", "qwen2"};
+    const char *A = NULL;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
+        if (slm_gguf_str_eq(arch, archs[i])) A = archs[i];
+    if (!A) {
         char a[40];
         size_t n = 0;
         for (; n < arch.len && n < sizeof a - 1; n++) {
             unsigned char ch = (unsigned char)arch.s[n];
-            a[n] = ch >= 0x20 && ch < 0x7f && ch != '\'' ? (char)ch : '?';
+            a[n] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
         }
         a[n] = 0;
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture '%s%s' is not supported (supported: llama)", file,
-                        a, arch.len > n ? "..." : "");
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture '%s%s' is not supported (supported: %s)", file,
+                        a, arch.len > n ? "..." : "", SLM_SUPPORTED_ARCHS);
     }
 
     memset(c, 0, sizeof *c);
-    snprintf(c->arch, sizeof c->arch, "llama");
+    snprintf(c->arch, sizeof c->arch, "%s", A);
     c->rope_base = 10000.0f;
     c->norm_eps = 1e-5f;
-    if ((s = get_int(g, file, "llama.embedding_length", 1, &c->dim, err))) return s;
-    if ((s = get_int(g, file, "llama.feed_forward_length", 1, &c->hidden_dim, err))) return s;
-    if ((s = get_int(g, file, "llama.block_count", 1, &c->n_layers, err))) return s;
-    if ((s = get_int(g, file, "llama.attention.head_count", 1, &c->n_heads, err))) return s;
+    c->rope_scale = 1.0f;
+    char key[96];
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    if ((s = get_int(g, file, KEY("embedding_length"), 1, &c->dim, err))) return s;
+    if ((s = get_int(g, file, KEY("feed_forward_length"), 1, &c->hidden_dim, err))) return s;
+    if ((s = get_int(g, file, KEY("block_count"), 1, &c->n_layers, err))) return s;
+    if ((s = get_int(g, file, KEY("attention.head_count"), 1, &c->n_heads, err))) return s;
     c->n_kv_heads = c->n_heads;
-    if ((s = get_int(g, file, "llama.attention.head_count_kv", 0, &c->n_kv_heads, err))) return s;
-    if ((s = get_int(g, file, "llama.context_length", 1, &c->context_len, err))) return s;
-    if ((s = get_float(g, file, "llama.rope.freq_base", &c->rope_base, err))) return s;
-    if ((s = get_float(g, file, "llama.attention.layer_norm_rms_epsilon", &c->norm_eps, err))) return s;
-    c->head_dim = c->dim / c->n_heads;
+    if ((s = get_int(g, file, KEY("attention.head_count_kv"), 0, &c->n_kv_heads, err))) return s;
+    if ((s = get_int(g, file, KEY("context_length"), 1, &c->context_len, err))) return s;
+    if ((s = get_float(g, file, KEY("rope.freq_base"), &c->rope_base, err))) return s;
+    if ((s = get_float(g, file, KEY("attention.layer_norm_rms_epsilon"), &c->norm_eps, err))) return s;
+    if ((s = get_int(g, file, KEY("attention.sliding_window"), 0, &c->sliding_window, err))) return s;
+    slm_gguf_str stype;
+    if (slm_gguf_get_str(g, KEY("rope.scaling.type"), &stype) && slm_gguf_str_eq(stype, "linear")) {
+        float f = 1.0f;
+        if ((s = get_float(g, file, KEY("rope.scaling.factor"), &f, err))) return s;
+        if (!(f >= 1.0f && f <= 1024.0f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (1..1024)", file, key, (double)f);
+        c->rope_scale = f;
+    }
+    c->head_dim = c->n_heads ? c->dim / c->n_heads : 0;
+    c->rope_neox = !strcmp(A, "qwen2");
+    c->qkv_bias = !strcmp(A, "qwen2");
+    c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 
     /* Head sizes other than dim / n_heads, and partial RoPE, are not ours. */
     int key_len = 0, rope_dims = 0;
-    if ((s = get_int(g, file, "llama.attention.key_length", 0, &key_len, err))) return s;
-    if ((s = get_int(g, file, "llama.rope.dimension_count", 0, &rope_dims, err))) return s;
+    if ((s = get_int(g, file, KEY("attention.key_length"), 0, &key_len, err))) return s;
     if (key_len && (c->dim % c->n_heads || key_len != c->head_dim))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'llama.attention.key_length' = %d: only dim / n_heads = %d/%d is supported",
-                        file, key_len, c->dim, c->n_heads);
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: only dim / n_heads = %d/%d is supported",
+                        file, key, key_len, c->dim, c->n_heads);
+    if ((s = get_int(g, file, KEY("rope.dimension_count"), 0, &rope_dims, err))) return s;
     if (rope_dims && (c->dim % c->n_heads || rope_dims != c->head_dim))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'llama.rope.dimension_count' = %d: partial RoPE is not supported (head size %d)",
-                        file, rope_dims, c->head_dim);
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: partial RoPE is not supported (head size %d)",
+                        file, key, rope_dims, c->head_dim);
 
     /* The vocabulary size: the key, else the token list, else token_embd. */
     uint64_t n_tok = 0;
     slm_gguf_type et;
     const slm_gguf_tensor *emb = slm_gguf_find_tensor(g, "token_embd.weight");
-    if (slm_gguf_find(g, "llama.vocab_size") >= 0) {
-        if ((s = get_int(g, file, "llama.vocab_size", 1, &c->vocab_size, err))) return s;
+    if (slm_gguf_find(g, KEY("vocab_size")) >= 0) {
+        if ((s = get_int(g, file, key, 1, &c->vocab_size, err))) return s;
     } else if (slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tok, NULL) && et == SLM_GGUF_STRING) {
         if (n_tok == 0 || n_tok > INT32_MAX)
             return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'tokenizer.ggml.tokens': %llu tokens", file,
@@ -164,6 +183,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     m->n_tensors = (int)nt;
     m->kind = SLM_MODEL_GGUF;
     return SLM_OK;
+#undef KEY
 }
 
 /* ---- validation ----------------------------------------------------------- */
@@ -219,9 +239,9 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     slm_status s;
 
-    if (strcmp(c->arch, "llama") != 0)
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture '%.31s' is not supported (supported: llama)", file,
-                        c->arch);
+    if (strcmp(c->arch, "llama") && strcmp(c->arch, "mistral") && strcmp(c->arch, "qwen2"))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture '%.31s' is not supported (supported: %s)", file,
+                        c->arch, SLM_SUPPORTED_ARCHS);
 #define RANGE(field, lo, hi)                                                                               \
     if (c->field < (lo) || c->field > (hi))                                                                \
     return slm_errf(err, SLM_ERR_FORMAT, "%s: config " #field " = %d is out of range (%d..%d)", file, c->field, \
@@ -233,7 +253,11 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(n_kv_heads, 1, c->n_heads);
     RANGE(vocab_size, 1, 1 << 24);
     RANGE(context_len, 1, 1 << 24);
+    RANGE(sliding_window, 0, 1 << 24);
 #undef RANGE
+    if (!(c->rope_scale >= 1.0f && c->rope_scale <= 1024.0f))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config rope_scale = %g is out of range (1..1024)", file,
+                        (double)c->rope_scale);
     if (c->dim % c->n_heads)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config n_heads = %d does not divide dim = %d", file, c->n_heads,
                         c->dim);
@@ -265,6 +289,26 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
             snprintf(name, sizeof name, k[j].fmt, l);
             if ((s = check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec, err)))
                 return s;
+        }
+    }
+    if (c->qkv_bias)
+        for (int l = 0; l < c->n_layers; l++) {
+            static const char *const bias[3] = {"blk.%d.attn_q.bias", "blk.%d.attn_k.bias", "blk.%d.attn_v.bias"};
+            for (int j = 0; j < 3; j++) {
+                char name[64];
+                snprintf(name, sizeof name, bias[j], l);
+                if ((s = check_tensor(m, file, name, j ? kv_dim : dim, 1, 1, err))) return s;
+            }
+        }
+    if (c->rope_freqs && (s = check_tensor(m, file, "rope_freqs.weight", c->head_dim / 2, 1, 1, err))) return s;
+    if (c->rope_freqs) {
+        const float *f = slm_model_tensor(m, "rope_freqs.weight")->data;
+        for (int i = 0; i < c->head_dim / 2; i++) {
+            float v;
+            memcpy(&v, f + i, sizeof v);
+            if (!(v > 0.0f) || !isfinite(v))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'rope_freqs.weight': element %d = %g (must be positive)",
+                                file, i, (double)v);
         }
     }
     if ((s = check_tensor(m, file, "output_norm.weight", dim, 1, 1, err))) return s;

@@ -27,7 +27,16 @@ typedef struct slm_model_config {
     float rope_base;   /* 10000 for Llama 2 */
     float norm_eps;    /* RMSNorm epsilon */
     int tied_embeddings; /* 1: the LM head is token_embd.weight */
+    int rope_neox;     /* 1: rotate pairs (i, i + head_dim/2) (qwen2); 0: (2i, 2i+1) */
+    int qkv_bias;      /* 1: blk.N.attn_{q,k,v}.bias exist (qwen2) */
+    int sliding_window;/* > 0: attend to at most this many most recent rows */
+    float rope_scale;  /* linear RoPE scaling: positions are divided by it (1 = none) */
+    int rope_freqs;    /* 1: rope_freqs.weight [head_dim/2] divides each pair's frequency
+                          (Llama 3 scaling) */
 } slm_model_config;
+
+/* Architectures staticlm runs (GGUF general.architecture). */
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2"
 
 typedef struct slm_tensor {
     char name[64];

@@ -85,16 +85,23 @@ slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err) 
         int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, c->dim);
         int k = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_k.weight", l), T, kv_dim);
         int v = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_v.weight", l), T, kv_dim);
+        if (c->qkv_bias) {
+            q = unary_w(&b, SLM_OP_BIAS, q, W(&b, "blk.%d.attn_q.bias", l), T, c->dim);
+            k = unary_w(&b, SLM_OP_BIAS, k, W(&b, "blk.%d.attn_k.bias", l), T, kv_dim);
+            v = unary_w(&b, SLM_OP_BIAS, v, W(&b, "blk.%d.attn_v.bias", l), T, kv_dim);
+        }
 
         n = node(SLM_OP_ROPE, T, c->dim);
         set_in(&n, q, pos, -1, -1, -1);
         n.heads = c->n_heads;
         n.head_dim = c->head_dim;
+        n.neox = c->rope_neox;
         q = add(&b, n);
         n = node(SLM_OP_ROPE, T, kv_dim);
         set_in(&n, k, pos, -1, -1, -1);
         n.heads = c->n_kv_heads;
         n.head_dim = c->head_dim;
+        n.neox = c->rope_neox;
         k = add(&b, n);
 
         int kv_all[2];
@@ -120,6 +127,7 @@ slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err) 
         n.heads = c->n_heads;
         n.kv_heads = c->n_kv_heads;
         n.head_dim = c->head_dim;
+        n.window = c->sliding_window;
         n.layer = l;
         int att = add(&b, n);
         int o = unary_w(&b, SLM_OP_MATMUL, att, W(&b, "blk.%d.attn_output.weight", l), T, c->dim);

@@ -8,6 +8,7 @@ static const char *const k_op_names[SLM_OP_COUNT] = {
     [SLM_OP_ASSIGN] = "Assign",       [SLM_OP_ATTENTION] = "attention",
     [SLM_OP_ADD] = "add",             [SLM_OP_SWIGLU] = "swiglu",
     [SLM_OP_LAST_ROW] = "last_row",   [SLM_OP_KV_VIEW] = "kv_view",
+    [SLM_OP_BIAS] = "bias",
 };
 
 static const char *const k_role_names[SLM_IO_ROLE_COUNT] = {
@@ -92,9 +93,12 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         }
         if (n->op == SLM_OP_READ_VALUE || n->op == SLM_OP_ASSIGN)
             fprintf(f, "  var=%s.%d", (n->var & 1) ? "v" : "k", n->var / 2);
-        if (n->op == SLM_OP_ROPE) fprintf(f, "  heads=%d head_dim=%d", n->heads, n->head_dim);
-        if (n->op == SLM_OP_ATTENTION)
+        if (n->op == SLM_OP_ROPE)
+            fprintf(f, "  heads=%d head_dim=%d%s", n->heads, n->head_dim, n->neox ? " neox" : "");
+        if (n->op == SLM_OP_ATTENTION) {
             fprintf(f, "  heads=%d kv_heads=%d head_dim=%d", n->heads, n->kv_heads, n->head_dim);
+            if (n->window) fprintf(f, " window=%d", n->window);
+        }
         if (n->op == SLM_OP_RMSNORM) fprintf(f, "  eps=%g", n->eps);
         fprintf(f, "\n");
     }

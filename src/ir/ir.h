@@ -35,6 +35,7 @@ typedef enum slm_op {
     SLM_OP_ADD,        /* in: a, b -> a + b (same shape) */
     SLM_OP_SWIGLU,     /* in: gate, up -> silu(gate) * up */
     SLM_OP_LAST_ROW,   /* in: x [T, n] -> [1, n]: the last input row */
+    SLM_OP_BIAS,       /* in: x [R, n]; weight: bias [n] -> x + bias (in place) */
     SLM_OP_KV_VIEW,    /* (after the state pass) in: past [C, n], present [T, n] -> past, with
                           present's rows stored in place at the write index: no data moves */
     SLM_OP_COUNT
@@ -70,6 +71,8 @@ typedef struct slm_node {
     int layer;         /* layer index, or -1 */
     int var;           /* READ_VALUE/ASSIGN: state variable id (2*layer + 0 for K, 1 for V) */
     int heads, kv_heads, head_dim; /* ROPE/ATTENTION */
+    int neox;          /* ROPE: rotate (i, i + head_dim/2) instead of (2i, 2i+1) */
+    int window;        /* ATTENTION: sliding window in rows (0 = unlimited) */
     float eps;         /* RMSNORM */
     int dead;          /* removed by a pass */
 } slm_node;

@@ -1,0 +1,284 @@
+/* Architectures: synthetic GGUF models of each supported family (written
+ * with the project's GGUF writer) against the plain reference forward in
+ * ref_forward.h, and the same weights as F16 and Q8_0 giving the same greedy
+ * tokens. */
+#include <math.h>
+#include <unistd.h>
+
+#include "common/dtype.h"
+#include "compiler/compiler.h"
+#include "format/gguf.h"
+#include "format/model.h"
+#include "ref_forward.h"
+#include "runtime/runtime.h"
+#include "t.h"
+
+typedef struct synth {
+    const char *arch;
+    int dim, hidden, layers, heads, kv_heads, vocab, ctx;
+    int tied, bias, window, rope_freqs;
+    float rope_scale, rope_base;
+    float std;        /* weight scale (x 1/sqrt(fan_in)) */
+    int peaked;       /* output.weight row r = 4 x token_embd row perm(r) + noise:
+                         the next token is a strong function of the current one */
+} synth;
+
+static uint64_t g_rng;
+static double urand(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+/* Owned buffers of one file being written. */
+typedef struct bufs {
+    void *p[256];
+    int n;
+} bufs;
+
+static float *g_emb; /* the last token_embd written, as floats */
+
+static slm_status add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, int64_t rows, uint32_t type,
+                        float scale, float bias) {
+    size_t n = (size_t)(cols * rows);
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = bias + scale * nrand();
+    if (!strcmp(name, "token_embd.weight")) {
+        free(g_emb);
+        g_emb = malloc(n * sizeof(float));
+        memcpy(g_emb, f, n * sizeof(float));
+    }
+    if (!strcmp(name, "output.weight") && bias != 0.0f) /* peaked: bias carries the marker */
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++)
+                f[r * cols + c] = 4.0f * g_emb[((r * 37 + 11) % rows) * cols + c] + scale * nrand();
+    int64_t ne[2] = {cols, rows};
+    uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
+    void *data = f;
+    if (type != SLM_F32) {
+        data = malloc((size_t)rb * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) {
+            if (type == SLM_F16)
+                for (int64_t c = 0; c < cols; c++) ((uint16_t *)data)[r * cols + c] = slm_f32_to_f16(f[r * cols + c]);
+            else slm_quantize_row_q8_0(f + r * cols, (uint8_t *)data + r * rb, cols);
+        }
+        free(f);
+    }
+    b->p[b->n++] = data;
+    return slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows);
+}
+
+static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_t seed) {
+    g_rng = seed;
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    bufs b = {.n = 0};
+    char k[96];
+#define K(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
+    slm_gguf_set_str(w, "general.architecture", s->arch);
+    slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)s->dim);
+    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)s->hidden);
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)s->layers);
+    slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)s->heads);
+    slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)s->kv_heads);
+    slm_gguf_set_u32(w, K("context_length"), (uint32_t)s->ctx);
+    slm_gguf_set_f32(w, K("rope.freq_base"), s->rope_base);
+    slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
+    if (s->window) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)s->window);
+    if (s->rope_scale > 1.0f) {
+        slm_gguf_set_str(w, K("rope.scaling.type"), "linear");
+        slm_gguf_set_f32(w, K("rope.scaling.factor"), s->rope_scale);
+    }
+#undef K
+    const int hd = s->dim / s->heads, kvd = hd * s->kv_heads;
+    const float sd = s->std / sqrtf((float)s->dim), sh = s->std / sqrtf((float)s->hidden);
+    add_t(w, &b, "token_embd.weight", s->dim, s->vocab, mtype, 1.0f, 0.0f);
+    if (s->rope_freqs) {
+        float *f = malloc(sizeof(float) * (size_t)(hd / 2));
+        for (int i = 0; i < hd / 2; i++) f[i] = i < hd / 4 ? 1.0f : 1.0f + (float)i; /* long wavelengths slowed */
+        int64_t ne[1] = {hd / 2};
+        b.p[b.n++] = f;
+        slm_gguf_add_tensor(w, "rope_freqs.weight", SLM_F32, 1, ne, f, sizeof(float) * (uint64_t)(hd / 2));
+    }
+    for (int l = 0; l < s->layers; l++) {
+        char n[64];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, l), n)
+        add_t(w, &b, NAME("attn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        add_t(w, &b, NAME("attn_q.weight"), s->dim, s->dim, mtype, sd, 0.0f);
+        add_t(w, &b, NAME("attn_k.weight"), s->dim, kvd, mtype, sd, 0.0f);
+        add_t(w, &b, NAME("attn_v.weight"), s->dim, kvd, mtype, sd, 0.0f);
+        if (s->bias) {
+            add_t(w, &b, NAME("attn_q.bias"), s->dim, 1, SLM_F32, 0.5f, 0.0f);
+            add_t(w, &b, NAME("attn_k.bias"), kvd, 1, SLM_F32, 0.5f, 0.0f);
+            add_t(w, &b, NAME("attn_v.bias"), kvd, 1, SLM_F32, 0.5f, 0.0f);
+        }
+        add_t(w, &b, NAME("attn_output.weight"), s->dim, s->dim, mtype, sd, 0.0f);
+        add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        add_t(w, &b, NAME("ffn_gate.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
+        add_t(w, &b, NAME("ffn_up.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
+        add_t(w, &b, NAME("ffn_down.weight"), s->hidden, s->dim, mtype, sh, 0.0f);
+#undef NAME
+    }
+    add_t(w, &b, "output_norm.weight", s->dim, 1, SLM_F32, 0.1f, 1.0f);
+    if (!s->tied) add_t(w, &b, "output.weight", s->dim, s->vocab, mtype, 2.0f * sd, s->peaked ? 1.0f : 0.0f);
+    slm_err err = {0};
+    slm_status st = slm_gguf_write(w, path, &err);
+    CHECKF(st == SLM_OK, "write %s: %s", path, err.msg);
+    slm_gguf_writer_free(w);
+    for (int i = 0; i < b.n; i++) free(b.p[i]);
+    return st == SLM_OK;
+}
+
+typedef struct rig {
+    slm_model_file m;
+    slm_compiled c;
+    slm_runtime rt;
+    int ok;
+} rig;
+
+static int rig_open(rig *r, const char *path, int mpl, int mrl) {
+    memset(r, 0, sizeof *r);
+    slm_compile_options o;
+    memset(&o, 0, sizeof o);
+    o.max_prompt_len = mpl;
+    o.min_response_len = mrl;
+    slm_err err = {0};
+    if (slm_model_open(&r->m, path, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
+        slm_rt_init(&r->rt, &r->c, r->m.map.data, 1, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        return 0;
+    }
+    return r->ok = 1;
+}
+
+static void rig_close(rig *r) {
+    if (r->ok) slm_rt_free(&r->rt);
+    slm_compiled_free(&r->c);
+    slm_model_close(&r->m);
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Our logits for each position (prefill of `first` ids, then decode)
+ * against the reference; returns the worst relative error. */
+static double compare(const char *path, const int32_t *ids, int n, int first, int mpl) {
+    rig r;
+    if (!rig_open(&r, path, mpl, n)) return INFINITY;
+    const int V = r.c.cfg.vocab_size;
+    float *ref = malloc(sizeof(float) * (size_t)n * V);
+    double worst = 0;
+    if (!ref_forward(&r.m, ids, n, ref)) {
+        CHECKF(0, "reference forward failed on %s", path);
+        worst = INFINITY;
+        goto done;
+    }
+    slm_err err = {0};
+    if (slm_rt_prefill(&r.rt, ids, first, &err)) {
+        CHECKF(0, "prefill: %s", err.msg);
+        worst = INFINITY;
+        goto done;
+    }
+    for (int p = first - 1; p < n; p++) {
+        if (p >= first && slm_rt_decode(&r.rt, ids[p], &err)) {
+            CHECKF(0, "decode: %s", err.msg);
+            worst = INFINITY;
+            break;
+        }
+        double maxd = 0, maxr = 1e-6;
+        for (int i = 0; i < V; i++) {
+            maxd = fmax(maxd, fabs((double)r.rt.logits[i] - ref[(size_t)p * V + i]));
+            maxr = fmax(maxr, fabs(ref[(size_t)p * V + i]));
+        }
+        if (isnan(r.rt.logits[0])) maxd = INFINITY;
+        worst = fmax(worst, maxd / maxr);
+    }
+done:
+    free(ref);
+    rig_close(&r);
+    return worst;
+}
+
+static const synth k_archs[] = {
+    /* llama with GQA, untied head, Llama 3 style rope_freqs */
+    {"llama", 64, 96, 2, 4, 2, 160, 128, 0, 0, 0, 1, 1.0f, 500000.0f, 1.0f, 0},
+    /* qwen2: Q/K/V bias, neox RoPE, tied embeddings */
+    {"qwen2", 64, 96, 2, 4, 1, 160, 128, 1, 1, 0, 0, 1.0f, 1000000.0f, 1.0f, 0},
+    /* mistral: sliding window of 8 rows over a 40-token sequence */
+    {"mistral", 64, 96, 2, 8, 2, 160, 128, 0, 0, 8, 0, 1.0f, 10000.0f, 1.0f, 0},
+    /* llama with linear RoPE scaling */
+    {"llama", 32, 64, 1, 2, 2, 96, 128, 1, 0, 0, 0, 4.0f, 10000.0f, 1.0f, 0},
+};
+
+static void test_arch_vs_reference(void) {
+    int32_t ids[40];
+    g_rng = 99;
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
+    for (size_t a = 0; a < sizeof k_archs / sizeof k_archs[0]; a++) {
+        static const uint32_t types[3] = {SLM_F32, SLM_F16, SLM_Q8_0};
+        for (int t = 0; t < 3; t++) {
+            char path[256];
+            snprintf(path, sizeof path, "arch_%zu_%s.gguf", a, slm_dtype_name(types[t]));
+            if (!write_model(path, &k_archs[a], types[t], 1234 + a)) continue;
+            double e1 = compare(path, ids, 40, 5, 64);  /* prefill 5, decode 35 */
+            double e2 = compare(path, ids, 40, 30, 8);  /* chunked prefill: 30 ids through 8 rows */
+            /* f32/f16: float dot products, only the summation order differs.
+             * q8_0: activations are quantized to int8 blocks for the integer
+             * dot product (as llama.cpp does), ~0.4% per element. */
+            double tol = types[t] == SLM_Q8_0 ? 5e-2 : 1e-4;
+            CHECKF(e1 < tol && e2 < tol, "%s %s: logits rel err %.3g / %.3g vs reference", k_archs[a].arch,
+                   slm_dtype_name(types[t]), e1, e2);
+            unlink(path);
+        }
+    }
+}
+
+static void test_unknown_arch_refused(void) {
+    synth s = k_archs[0];
+    s.arch = "gemma2";
+    if (!write_model("arch_gemma.gguf", &s, SLM_F32, 1)) return;
+    slm_model_file m;
+    slm_err err = {0};
+    slm_status st = slm_model_open(&m, "arch_gemma.gguf", &err);
+    CHECK(st == SLM_ERR_UNSUPPORTED);
+    CHECKF(strstr(err.msg, "gemma2") && strstr(err.msg, "llama, mistral, qwen2"), "message: %s", err.msg);
+    unlink("arch_gemma.gguf");
+}
+
+/* The same weights as F16 and as Q8_0 decode the same greedy tokens. The
+ * model is scaled so that its logits are decisive (a trained model's are;
+ * tiny random ones sit near ties that any rounding flips). */
+static void test_f16_q8_agree(void) {
+    synth s = {"llama", 128, 256, 2, 4, 4, 256, 256, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 1};
+    if (!write_model("agree_f16.gguf", &s, SLM_F16, 77) || !write_model("agree_q8.gguf", &s, SLM_Q8_0, 77)) return;
+    rig a, b;
+    if (rig_open(&a, "agree_f16.gguf", 16, 80) && rig_open(&b, "agree_q8.gguf", 16, 80)) {
+        int32_t prompt[4] = {1, 17, 42, 99};
+        slm_err err = {0};
+        CHECK(slm_rt_prefill(&a.rt, prompt, 4, &err) == SLM_OK && slm_rt_prefill(&b.rt, prompt, 4, &err) == SLM_OK);
+        int same = 0, distinct = 0, seen[256] = {0};
+        for (int i = 0; i < 64; i++) {
+            int ta = argmax(a.rt.logits, 256), tb = argmax(b.rt.logits, 256);
+            if (ta != tb) break;
+            same++;
+            distinct += !seen[ta]++;
+            if (slm_rt_decode(&a.rt, ta, &err) || slm_rt_decode(&b.rt, tb, &err)) break;
+        }
+        CHECKF(same == 64, "F16 and Q8_0 agree for %d of 64 steps", same);
+        CHECKF(distinct >= 8, "only %d distinct tokens: the test model repeats itself", distinct);
+        rig_close(&a);
+        rig_close(&b);
+    }
+    unlink("agree_f16.gguf");
+    unlink("agree_q8.gguf");
+}
+
+int main(void) {
+    T_RUN(test_arch_vs_reference);
+    T_RUN(test_unknown_arch_refused);
+    T_RUN(test_f16_q8_agree);
+    free(g_emb);
+    T_DONE();
+}
