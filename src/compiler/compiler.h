@@ -35,11 +35,19 @@ typedef struct slm_compile_options {
     int32_t n_generate_variants;
     int32_t generate_variants[SLM_MAX_VARIANTS];
     int32_t draft_n;          /* > 0: also a verify program of draft_n + 1 rows */
+    int32_t lm_head_separate; /* 1: the vocabulary projection is its own program */
 } slm_compile_options;
 
 /* PREFILL: logits of the last row; GENERATE: one row; VERIFY: draft_n + 1
- * rows with logits for every row (speculative decoding). */
-typedef enum slm_prog_kind { SLM_PROG_PREFILL = 1, SLM_PROG_GENERATE = 2, SLM_PROG_VERIFY = 3 } slm_prog_kind;
+ * rows with logits for every row (speculative decoding); LMHEAD: hidden
+ * rows -> logits, when the LM head is separate (then the others output
+ * `hidden` instead of `logits`). */
+typedef enum slm_prog_kind {
+    SLM_PROG_PREFILL = 1,
+    SLM_PROG_GENERATE = 2,
+    SLM_PROG_VERIFY = 3,
+    SLM_PROG_LMHEAD = 4
+} slm_prog_kind;
 
 /* One program input or output (the article's I/O metadata). */
 typedef struct slm_io_desc {
@@ -108,6 +116,8 @@ typedef struct slm_compiled {
 slm_program *slm_pick_prefill(slm_compiled *c, int n);
 slm_program *slm_largest(slm_compiled *c, slm_prog_kind kind);
 slm_program *slm_pick_generate(slm_compiled *c, int need);
+/* The lm_head program for `rows` rows (1, or the verify rows); NULL if none. */
+slm_program *slm_pick_lm_head(slm_compiled *c, int rows);
 
 /* Compile a validated model. On failure everything is freed. */
 slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
@@ -118,6 +128,9 @@ void slm_compiled_free(slm_compiled *c);
 slm_status slm_pass_state_to_io(slm_graph *g, slm_err *err);
 slm_status slm_pass_specialize(slm_graph *g, int rows_t, int rows_c, slm_err *err);
 slm_status slm_pass_last_row(slm_graph *g, slm_err *err);
+/* Cut the LM head off: the logits output becomes a `hidden` output of the
+ * final norm's rows. */
+slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);
 /* Lower a specialized graph; weights are referenced by their offset from
  * weights_base (the mapped file or blob section). */
 slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,

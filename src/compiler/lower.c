@@ -559,13 +559,19 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
                                const slm_model_file *m, slm_err *err) {
     slm_status s;
     p->kind = (uint8_t)kind;
-    snprintf(p->name, sizeof p->name, "%s.%d",
-             kind == SLM_PROG_PREFILL ? "prefill" : kind == SLM_PROG_GENERATE ? "generate" : "verify",
-             kind == SLM_PROG_GENERATE ? cap : rows_t);
+    static const char *const names[] = {"", "prefill", "generate", "verify", "lm_head"};
+    snprintf(p->name, sizeof p->name, "%s.%d", names[kind], kind == SLM_PROG_GENERATE ? cap : rows_t);
+    if (kind == SLM_PROG_LMHEAD) {
+        slm_graph_init(&p->graph, p->name);
+        if ((s = slm_build_lm_head(&p->graph, m, err))) return s;
+        if ((s = slm_pass_specialize(&p->graph, rows_t, rows_t, err))) return s;
+        return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
+    }
     if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
     if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
     if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
     if (kind != SLM_PROG_VERIFY && (s = slm_pass_last_row(&p->graph, err))) return s;
+    if (c->opt.lm_head_separate && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
     return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
 }
 
@@ -614,7 +620,7 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     if ((s = slm_build_llama(&out->stateful, m, err))) goto fail;
     if ((s = build_constants(out, m, err))) goto fail;
     if (o->draft_n < 0 || o->draft_n + 1 > mpl) o->draft_n = 0;
-    out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants + 1), sizeof(slm_program));
+    out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants + 3), sizeof(slm_program));
     if (!out->progs) {
         s = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
         goto fail;
@@ -630,6 +636,15 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
         if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_VERIFY, o->draft_n + 1, out->kv_capacity, m, err)))
             goto fail;
         out->n_progs++;
+    }
+    if (o->lm_head_separate) {
+        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, 1, 1, m, err))) goto fail;
+        out->n_progs++;
+        if (o->draft_n > 0) {
+            if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, o->draft_n + 1, o->draft_n + 1, m, err)))
+                goto fail;
+            out->n_progs++;
+        }
     }
     return SLM_OK;
 fail:
@@ -647,6 +662,12 @@ slm_program *slm_pick_prefill(slm_compiled *c, int n) {
 slm_program *slm_pick_generate(slm_compiled *c, int need) {
     for (int i = 0; i < c->n_progs; i++)
         if (c->progs[i].kind == SLM_PROG_GENERATE && c->progs[i].kv_capacity >= need) return &c->progs[i];
+    return NULL;
+}
+
+slm_program *slm_pick_lm_head(slm_compiled *c, int rows) {
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].kind == SLM_PROG_LMHEAD && c->progs[i].rows == rows) return &c->progs[i];
     return NULL;
 }
 

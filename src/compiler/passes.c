@@ -123,3 +123,19 @@ slm_status slm_pass_last_row(slm_graph *g, slm_err *err) {
     g->nodes[out + 1].rows = 1;
     return SLM_OK;
 }
+
+slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err) {
+    int out = -1;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].op == SLM_OP_OUTPUT && g->nodes[i].role == SLM_IO_LOGITS) out = i;
+    if (out < 0) return slm_errf(err, SLM_ERR_INTERNAL, "split_lm_head: no logits output");
+    int head = g->nodes[out].in[0];
+    if (g->nodes[head].op != SLM_OP_MATMUL) return slm_errf(err, SLM_ERR_INTERNAL, "split_lm_head: logits not from a matmul");
+    int x = g->nodes[head].in[0];
+    g->nodes[head].dead = 1;
+    slm_node *o = &g->nodes[out];
+    o->role = SLM_IO_HIDDEN;
+    o->in[0] = x;
+    o->cols = g->nodes[x].cols;
+    return SLM_OK;
+}

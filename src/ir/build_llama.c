@@ -169,3 +169,24 @@ slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err) 
     }
     return SLM_OK;
 }
+
+/* The LM head alone: hidden [T, dim] -> logits [T, vocab]. cache_position
+ * is an input too: the executor takes the valid rows from it. */
+slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    builder b = {g, m, err, 0};
+    int hid = input(&b, SLM_IO_HIDDEN, SLM_DIM_T, SLM_F32);
+    if (hid >= 0) g->nodes[hid].cols = c->dim;
+    input(&b, SLM_IO_CACHE_POSITION, SLM_DIM_T, SLM_I32);
+    const slm_tensor *head = c->tied_embeddings ? W(&b, "token_embd.weight", 0) : W(&b, "output.weight", 0);
+    int logits = unary_w(&b, SLM_OP_MATMUL, hid, head, SLM_DIM_T, c->vocab_size);
+    slm_node n = node(SLM_OP_OUTPUT, SLM_DIM_T, c->vocab_size);
+    set_in(&n, logits, -1, -1, -1, -1);
+    n.role = SLM_IO_LOGITS;
+    add(&b, n);
+    if (b.failed) {
+        if (err && err->status == SLM_OK) slm_errf(err, SLM_ERR_NOMEM, "out of memory building the graph");
+        return err ? err->status : SLM_ERR_NOMEM;
+    }
+    return SLM_OK;
+}

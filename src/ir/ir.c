@@ -22,6 +22,7 @@ static const char *const k_role_names[SLM_IO_ROLE_COUNT] = {
     [SLM_IO_PRESENT_KEY] = "present.key",
     [SLM_IO_PRESENT_VALUE] = "present.value",
     [SLM_IO_LOGITS] = "logits",
+    [SLM_IO_HIDDEN] = "hidden",
 };
 
 const char *slm_op_name(slm_op op) {

@@ -53,6 +53,8 @@ typedef enum slm_io_role {
     SLM_IO_PRESENT_KEY,    /* [T, kv_dim] f32 present.L.key: the valid rows only */
     SLM_IO_PRESENT_VALUE,  /* [T, kv_dim] f32 present.L.value */
     SLM_IO_LOGITS,         /* [1, vocab] f32 logits of the last input row */
+    SLM_IO_HIDDEN,         /* [R, dim] f32 final-norm rows: output of a body program
+                              and input of the lm_head program (LM head separation) */
     SLM_IO_ROLE_COUNT
 } slm_io_role;
 
@@ -96,5 +98,7 @@ const char *slm_op_name(slm_op op);
 
 /* Build the stateful Llama decoder graph for a validated model. */
 slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err);
+/* The vocabulary projection alone (LM head separation). */
+slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err);
 
 #endif

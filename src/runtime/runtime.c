@@ -13,9 +13,13 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
         switch (d->role) {
         case SLM_IO_INPUT_IDS: ptr = rt->input_ids; break;
         case SLM_IO_POSITION_IDS: ptr = rt->position_ids; break;
-        case SLM_IO_CACHE_POSITION: ptr = rt->cache_position; break;
+        case SLM_IO_CACHE_POSITION:
+            /* lm_head.1 reads one always-valid row; lm_head.T (verify) the verify rows */
+            ptr = p->kind == SLM_PROG_LMHEAD && p->rows == 1 ? rt->head_cpos : rt->cache_position;
+            break;
         case SLM_IO_ATTENTION_MASK: ptr = rt->mask; break;
         case SLM_IO_LOGITS: ptr = rt->logits; break;
+        case SLM_IO_HIDDEN: ptr = rt->hidden; break;
         case SLM_IO_PAST_KEY: ptr = kv_layer(rt, d->layer, 0); break;
         case SLM_IO_PAST_VALUE: ptr = kv_layer(rt, d->layer, 1); break;
         case SLM_IO_PRESENT_KEY:
@@ -60,9 +64,11 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     rt->cache_position = slm_calloc((size_t)T, sizeof(int32_t));
     rt->mask = slm_calloc((size_t)rt->cap, sizeof(int32_t));
     rt->tokens = slm_calloc((size_t)rt->cap, sizeof(int32_t));
+    rt->hidden = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->dim * sizeof(float));
+    rt->head_cpos = slm_calloc(1, sizeof(int32_t));
     rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
-    if (!rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask || !rt->tokens ||
+    if (!rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask || !rt->tokens || !rt->hidden || !rt->head_cpos ||
         !rt->logits || !rt->present_io) {
         slm_rt_free(rt);
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the KV cache (%llu bytes) and arena",
@@ -89,6 +95,9 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
 
 void slm_rt_free(slm_runtime *rt) {
     slm_pool_free(rt->pool);
+    slm_pool_free(rt->head_pool);
+    slm_aligned_free(rt->hidden);
+    slm_xfree(rt->head_cpos);
     slm_aligned_free(rt->kv);
     slm_aligned_free(rt->arena);
     slm_xfree(rt->input_ids);
@@ -108,6 +117,30 @@ void slm_rt_reset(slm_runtime *rt) {
     rt->gen = NULL;
     rt->variant_switches = 0;
     rt->chunks = 0;
+    rt->head_runs = 0;
+}
+
+slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err) {
+    slm_pool_free(rt->head_pool);
+    rt->head_pool = NULL;
+    slm_status s = slm_pool_create(&rt->head_pool, n_threads, err);
+    if (s) return s;
+    for (int i = 0; i < rt->comp->n_progs; i++)
+        if (rt->comp->progs[i].kind == SLM_PROG_LMHEAD &&
+            (s = slm_pool_reserve_scratch(rt->head_pool, rt->comp->progs[i].scratch_bytes, err)))
+            return s;
+    return SLM_OK;
+}
+
+/* With the LM head separate: logits for `rows` hidden rows. */
+static slm_status run_head(slm_runtime *rt, int rows, slm_err *err) {
+    if (!rt->comp->opt.lm_head_separate) return SLM_OK;
+    slm_program *h = slm_pick_lm_head(rt->comp, rows);
+    if (!h) return slm_errf(err, SLM_ERR_INTERNAL, "no lm_head program for %d rows", rows);
+    slm_status s = slm_program_run(h, rt->head_pool ? rt->head_pool : rt->pool);
+    if (s) return slm_errf(err, s, "%s program failed", h->name);
+    rt->head_runs++;
+    return SLM_OK;
 }
 
 /* The mutable command list: only present.L.* move between calls. */
@@ -129,7 +162,10 @@ static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err 
 }
 
 /* Run one prefill-like program (prefill or verify) on n <= p->rows ids. */
-static slm_status run_rows(slm_runtime *rt, slm_program *p, const int32_t *ids, int n, slm_err *err) {
+static slm_status run_head(slm_runtime *rt, int rows, slm_err *err);
+
+static slm_status run_rows(slm_runtime *rt, slm_program *p, const int32_t *ids, int n, int need_logits,
+                           slm_err *err) {
     const int T = p->rows;
     /* right-aligned: padding rows first, the newest token in the last row */
     const int pad = T - n, w = rt->num_stored;
@@ -154,7 +190,8 @@ static slm_status run_rows(slm_runtime *rt, slm_program *p, const int32_t *ids, 
     }
     rt->num_stored += n;
     rt->gen = NULL; /* pick the generate variant again at the next step */
-    return SLM_OK;
+    /* the head runs only where logits are needed: not for inner chunks */
+    return need_logits ? run_head(rt, p->kind == SLM_PROG_VERIFY ? p->rows : 1, err) : SLM_OK;
 }
 
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
@@ -176,7 +213,7 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
     while (n > 0) {
         int m = n > big->rows ? big->rows : n;
         slm_program *p = slm_pick_prefill(rt->comp, m);
-        if ((s = run_rows(rt, p, ids, m, err))) return s;
+        if ((s = run_rows(rt, p, ids, m, n == m, err))) return s;
         ids += m;
         n -= m;
         rt->chunks++;
@@ -193,7 +230,7 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
                         rt->num_stored, n, rt->cap);
     slm_status s = check_ids(rt, ids, n, err);
     if (s) return s;
-    if ((s = run_rows(rt, p, ids, n, err))) return s;
+    if ((s = run_rows(rt, p, ids, n, 1, err))) return s;
     *logits = rt->logits + (size_t)(p->rows - n) * (size_t)rt->comp->cfg.vocab_size;
     return SLM_OK;
 }
@@ -231,6 +268,7 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
     rt->cache_position[0] = w;
     bind_present(rt, p, w);
     if ((s = slm_program_run(p, rt->pool))) return slm_errf(err, s, "generate program failed");
+    if ((s = run_head(rt, 1, err))) return s;
     rt->num_stored++;
     return SLM_OK;
 }

@@ -38,6 +38,10 @@ typedef struct slm_runtime {
     int chunking;           /* 1: prompts longer than the largest prefill run in chunks */
     int chunks;             /* prefill program calls since reset */
     slm_pool *pool;         /* worker threads */
+    slm_pool *head_pool;    /* threads of the lm_head program (NULL: pool) */
+    float *hidden;          /* [verify rows or 1][dim] final-norm rows (LM head separate) */
+    int32_t *head_cpos;     /* [1] = {0}: the lm_head.1 program's only row is valid */
+    int head_runs;          /* lm_head program calls since reset */
 } slm_runtime;
 
 /* n_threads: workers including the caller (<= 0: one per CPU). */
@@ -53,6 +57,8 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
 /* Keep the first n_keep rows: num_stored is set back and the mask of the
  * dropped rows cleared; nothing else is touched (speculative rejection). */
 void slm_rt_trim(slm_runtime *rt, int n_keep);
+/* Run the lm_head program on its own n threads (LM head separation). */
+slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err);
 /* Append one id through the generate program: the smallest variant with
  * room for min(num_stored + min_response_len, capacity) rows is picked at
  * the first step; when it fills, the next larger one takes over, reading
