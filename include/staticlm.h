@@ -65,6 +65,9 @@ typedef struct slm_options {
     int min_response_len;       /* extra KV rows for generation (default 128) */
     int n_threads;              /* worker threads (0 = all cores) */
     int verbose;                /* 1: progress and notes on stderr */
+    const char *cache_dir;      /* non-NULL: compile a source model once into a blob in
+                                   this folder (created if missing) and map it on later
+                                   loads; a stale or damaged blob is recompiled */
 } slm_options;
 
 SLM_API slm_options slm_default_options(void);
@@ -76,6 +79,20 @@ typedef struct slm_engine slm_engine;
  * so slm_last_error(*out) can explain; free it with slm_free. */
 SLM_API slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt);
 SLM_API void slm_free(slm_engine *e);
+
+/* ---- blobs (the compiled model as an ELF file; docs/blob.md) ----------- */
+
+/* slm_load detects a blob by its ELF magic: it is mapped, validated and run
+ * without compiling (its tokenizer and compile options are inside it).
+ * Write the programs of an engine loaded from a source model into a blob
+ * (atomically: temporary file + rename). */
+SLM_API slm_status slm_save_blob(slm_engine *e, const char *path);
+/* Print a blob's programs, I/O, task counts, memory needs and identity to
+ * a FILE *; verify_weights also hashes the weights section. On failure the
+ * message goes to errbuf. */
+SLM_API slm_status slm_inspect_blob(const char *path, void *file, int verify_weights, char *errbuf, size_t cap);
+/* What cache mode did at load ("loaded cached blob ...", "... recompiling"); "" otherwise. */
+SLM_API const char *slm_cache_note(const slm_engine *e);
 SLM_API const char *slm_last_error(const slm_engine *e);
 
 typedef struct slm_info {

@@ -4,5 +4,13 @@
 
 /* staticlm convert: llama2.c checkpoint (+ tokenizer.bin) -> GGUF. */
 int slm_cli_convert(int argc, char **argv);
+int slm_cli_chat(int argc, char **argv);
+int slm_cli_serve(int argc, char **argv);
+/* staticlm synth: random-weight GGUF models of real shapes (src/cli/synth.c). */
+int slm_cli_synth(int argc, char **argv);
+/* staticlm bench: prefill/decode tokens/s like llama-bench (src/cli/bench.c). */
+int slm_cli_bench(int argc, char **argv);
+/* staticlm tokenize: token ids of a text (src/cli/tokenize.c). */
+int slm_cli_tokenize(int argc, char **argv);
 
 #endif

@@ -21,6 +21,13 @@ static void usage_main(FILE *f) {
             "  run       generate text from a prompt (default model: stories260K)\n"
             "  compile   compile a model into its static programs; print IR and task lists\n"
             "  convert   convert a llama2.c checkpoint + tokenizer.bin to GGUF\n"
+            "  inspect   print a compiled blob's programs, I/O, memory needs and identity\n"
+            "  bench-startup  time to first token: source model vs cached blob\n"
+            "  synth     write a random-weight GGUF model of a real shape (for benchmarks)\n"
+            "  bench     prefill and decode tokens/s, like llama-bench\n"
+            "  tokenize  print the token ids of a text (GGUF vocab, tokenizer.json, tokenizer.bin)\n"
+            "  chat      a conversation that keeps its KV cache between turns\n"
+            "  serve     an OpenAI-compatible HTTP server (chat and text completions)\n"
             "\n"
             "  staticlm <command> --help   shows the options of a command\n"
             "  staticlm --version          prints the version\n",
@@ -48,6 +55,9 @@ static void usage_run(FILE *f) {
             "      --min-response-len R  KV rows beyond the prompt (default 128); KV capacity\n"
             "                            = L + R, clamped to the model's context length\n"
             "      --ignore-eos          do not stop at end-of-sequence\n"
+            "      --cache-dir DIR       compile MODEL once into a blob in DIR, map it on later\n"
+            "                            runs (recompiled when the model, tokenizer or options\n"
+            "                            change). MODEL may also be a blob (staticlm compile -o)\n"
             "  -t, --threads N           worker threads (accepted; this build runs one)\n"
             "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
             "  -v, --verbose             print model and program facts to stderr\n"
@@ -68,7 +78,8 @@ static void usage_compile(FILE *f) {
             "      --dump-lowered        each program's graph after the passes\n"
             "      --dump-tasks          each program's task list with barriers\n"
             "      --dump-io             each program's inputs and outputs\n"
-            "  -o, --output FILE         write an ELF blob (not in this build yet)\n"
+            "  -o, --output FILE         write the compiled programs, weights and tokenizer\n"
+            "                            as an ELF blob (run -m FILE loads it; docs/blob.md)\n"
             "  -h, --help                this text\n");
 }
 
@@ -135,6 +146,7 @@ typedef struct run_args {
     int n, ignore_eos, verbose, threads;
     int dump_ir, dump_lowered, dump_tasks, dump_io;
     const char *output;
+    const char *cache_dir;
     slm_options opt;
     slm_sampling samp;
 } run_args;
@@ -168,6 +180,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (!is_compile && !strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1024, &a->threads)) return 0; }
         else if (!strcmp(o, "--kernels")) { if (!(a->kernels = NEXT())) return 0; }
+        else if (!is_compile && !strcmp(o, "--cache-dir")) { if (!(a->cache_dir = NEXT())) return 0; }
         else if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) a->verbose = 1;
         else if (is_compile && !strcmp(o, "--dump-ir")) a->dump_ir = 1;
         else if (is_compile && !strcmp(o, "--dump-lowered")) a->dump_lowered = 1;
@@ -201,6 +214,7 @@ static slm_engine *load_engine(run_args *a) {
         return NULL;
     }
     a->opt.tokenizer_path = a->tok;
+    a->opt.cache_dir = a->cache_dir;
     a->opt.verbose = a->verbose;
     a->opt.n_threads = a->threads;
     slm_engine *e = NULL;
@@ -276,18 +290,158 @@ static int cmd_compile(int argc, char **argv) {
     int r = parse_args(argc, argv, &a, 1);
     if (r == 2) { usage_compile(stdout); return 0; }
     if (!r) return 2;
-    if (a.output) {
-        fprintf(stderr, "staticlm: writing ELF blobs (-o) is not implemented in this build yet\n");
-        return 1;
-    }
     slm_engine *e = load_engine(&a);
     if (!e) return 1;
     int any = a.dump_ir || a.dump_lowered || a.dump_tasks || a.dump_io;
+    if (a.output) {
+        if (slm_save_blob(e, a.output)) {
+            fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
+            slm_free(e);
+            return 1;
+        }
+        fprintf(stderr, "wrote %s (staticlm inspect %s)\n", a.output, a.output);
+        if (!any) {
+            slm_free(e);
+            return 0;
+        }
+    }
     if (a.dump_ir) slm_dump(e, "ir", stdout);
     if (a.dump_lowered) slm_dump(e, "ir-lowered", stdout);
     if (a.dump_tasks) slm_dump(e, "tasks", stdout);
     if (a.dump_io || !any) slm_dump(e, "io", stdout);
     slm_free(e);
+    return 0;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    const char *path = NULL;
+    int verify = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            printf("usage: staticlm inspect BLOB [--verify]\n\n"
+                   "Validates BLOB and prints its programs with their I/O, task counts by kind,\n"
+                   "memory needs and identity record. --verify also hashes the weights.\n");
+            return 0;
+        }
+        if (!strcmp(argv[i], "--verify")) verify = 1;
+        else if (!path) path = argv[i];
+        else {
+            fprintf(stderr, "staticlm: inspect takes one blob (see staticlm inspect --help)\n");
+            return 2;
+        }
+    }
+    if (!path) {
+        fprintf(stderr, "usage: staticlm inspect BLOB [--verify]\n");
+        return 2;
+    }
+    char msg[1024];
+    if (slm_inspect_blob(path, stdout, verify, msg, sizeof msg)) {
+        fprintf(stderr, "staticlm: %s\n", msg);
+        return 1;
+    }
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One start: load, then prefill the prompt and sample the first token. */
+static int startup_once(run_args *a, const char *model, double *load_s, double *ttft_s, char *note, size_t cap) {
+    double t0 = now_s();
+    a->opt.tokenizer_path = a->tok;
+    a->opt.n_threads = a->threads;
+    slm_engine *e = NULL;
+    if (slm_load(&e, model, &a->opt)) {
+        fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
+        slm_free(e);
+        return 0;
+    }
+    double t1 = now_s();
+    slm_sampling greedy = {0};
+    slm_status s = slm_generate(e, a->prompt, 1, &greedy, 1, NULL, NULL, NULL);
+    double t2 = now_s();
+    if (s) fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
+    if (note) snprintf(note, cap, "%s", slm_cache_note(e));
+    slm_free(e);
+    *load_s = t1 - t0;
+    *ttft_s = t2 - t0;
+    return s == SLM_OK;
+}
+
+static int cmd_bench_startup(int argc, char **argv) {
+    run_args a;
+    memset(&a, 0, sizeof a);
+    a.opt = slm_default_options();
+    a.prompt = "Once upon a time";
+    int reps = 3;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            printf("usage: staticlm bench-startup -m MODEL --cache-dir DIR [-z TOK] [-p PROMPT] [-r REPS]\n"
+                   "       [--max-prompt-len L] [--min-response-len R] [-t THREADS]\n\n"
+                   "Time to first token (load + prefill of PROMPT + first sample), best of REPS\n"
+                   "(default 3) warm starts each: from the source model (compile), and from the\n"
+                   "blob cached in DIR (identity hash + map + validate). The first cache start,\n"
+                   "which compiles and writes the blob, is timed once.\n");
+            return 0;
+        }
+        if (!v) { fprintf(stderr, "staticlm: %s needs a value\n", o); return 2; }
+        if (!strcmp(o, "-m")) a.model = v;
+        else if (!strcmp(o, "-z")) a.tok = v;
+        else if (!strcmp(o, "-p")) a.prompt = v;
+        else if (!strcmp(o, "--cache-dir")) a.cache_dir = v;
+        else if (!strcmp(o, "-r")) { if (!parse_int(v, o, 1, 100, &reps)) return 2; }
+        else if (!strcmp(o, "-t")) { if (!parse_int(v, o, 0, 1024, &a.threads)) return 2; }
+        else if (!strcmp(o, "--max-prompt-len")) { if (!parse_int(v, o, 1, 1 << 20, &a.opt.max_prompt_len)) return 2; }
+        else if (!strcmp(o, "--min-response-len")) { if (!parse_int(v, o, 0, 1 << 20, &a.opt.min_response_len)) return 2; }
+        else { fprintf(stderr, "staticlm: unknown option '%s' (see staticlm bench-startup --help)\n", o); return 2; }
+        i++;
+    }
+    if (!a.model || !a.cache_dir) {
+        fprintf(stderr, "staticlm: bench-startup needs -m MODEL and --cache-dir DIR\n");
+        return 2;
+    }
+    if (!a.tok) a.tok = tokenizer_beside(a.model);
+    double src_load = 1e30, src_ttft = 1e30, c_load = 1e30, c_ttft = 1e30, b_load = 1e30, b_ttft = 1e30;
+    double first_load, first_ttft, l, t;
+    char note[2400], blob[2400] = "";
+    /* warm the page cache, then the first cache start (compiles, writes) */
+    a.opt.cache_dir = NULL;
+    if (!startup_once(&a, a.model, &l, &t, NULL, 0)) return 1;
+    a.opt.cache_dir = a.cache_dir;
+    if (!startup_once(&a, a.model, &first_load, &first_ttft, note, sizeof note)) return 1;
+    const int compiled = strstr(note, "loaded cached blob") == NULL;
+    for (int r = 0; r < reps; r++) {
+        a.opt.cache_dir = NULL;
+        if (!startup_once(&a, a.model, &l, &t, NULL, 0)) return 1;
+        if (t < src_ttft) { src_ttft = t; src_load = l; }
+        a.opt.cache_dir = a.cache_dir;
+        if (!startup_once(&a, a.model, &l, &t, note, sizeof note)) return 1;
+        if (t < c_ttft) { c_ttft = t; c_load = l; }
+        const char *p = strstr(note, "loaded cached blob ");
+        if (p) snprintf(blob, sizeof blob, "%s", p + strlen("loaded cached blob "));
+        if (blob[0]) {
+            a.opt.cache_dir = NULL;
+            if (!startup_once(&a, blob, &l, &t, NULL, 0)) return 1;
+            if (t < b_ttft) { b_ttft = t; b_load = l; }
+        }
+    }
+    printf("model %s, prompt \"%s\", best of %d warm starts\n", a.model, a.prompt, reps);
+    printf("from source model:   load %8.1f ms, first token %8.1f ms\n", src_load * 1e3, src_ttft * 1e3);
+    printf("first cache start:   load %8.1f ms, first token %8.1f ms (%s)\n", first_load * 1e3, first_ttft * 1e3,
+           compiled ? "compiled and wrote the blob" : "the blob was already cached: use an empty DIR");
+    printf("from cached blob:    load %8.1f ms, first token %8.1f ms (hashes the model for the identity check)\n",
+           c_load * 1e3, c_ttft * 1e3);
+    if (blob[0])
+        printf("from the blob file:  load %8.1f ms, first token %8.1f ms (run -m %s)\n", b_load * 1e3, b_ttft * 1e3,
+               blob);
+    printf("ratio (source / cached blob): load %.2fx, first token %.2fx\n", src_load / c_load, src_ttft / c_ttft);
+    if (blob[0])
+        printf("ratio (source / blob file):   load %.2fx, first token %.2fx\n", src_load / b_load, src_ttft / b_ttft);
     return 0;
 }
 
@@ -308,6 +462,13 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "compile")) return cmd_compile(argc - 1, argv + 1);
     if (!strcmp(cmd, "convert")) return slm_cli_convert(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench-startup")) return cmd_bench_startup(argc - 1, argv + 1);
+    if (!strcmp(cmd, "synth")) return slm_cli_synth(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return slm_cli_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "tokenize")) return slm_cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "chat")) return slm_cli_chat(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return slm_cli_serve(argc - 1, argv + 1);
     fprintf(stderr, "staticlm: unknown command '%s'\n\n", cmd);
     usage_main(stderr);
     return 2;

@@ -3,6 +3,13 @@
 
 #include "dtype.h"
 
+_Static_assert(sizeof(slm_block_q8_0) == 34, "q8_0 block");
+_Static_assert(sizeof(slm_block_q4_0) == 18, "q4_0 block");
+_Static_assert(sizeof(slm_block_q4_1) == 20, "q4_1 block");
+_Static_assert(sizeof(slm_block_q4_K) == 144, "q4_K block");
+_Static_assert(sizeof(slm_block_q5_K) == 176, "q5_K block");
+_Static_assert(sizeof(slm_block_q6_K) == 210, "q6_K block");
+
 static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
     [SLM_F32] = {"f32", 1, 4},       [SLM_F16] = {"f16", 1, 2},
     [SLM_Q4_0] = {"q4_0", 32, 18},   [SLM_Q4_1] = {"q4_1", 32, 20},
@@ -99,6 +106,186 @@ void slm_quantize_row_q8_0(const float *x, void *vy, int64_t n) {
     }
 }
 
+float slm_bf16_to_f32(uint16_t h) {
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+uint16_t slm_f32_to_bf16(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+void slm_quantize_row_q4_0(const float *x, void *vy, int64_t n) {
+    slm_block_q4_0 *y = vy;
+    for (int64_t b = 0; b < n / SLM_QK4_0; b++) {
+        const float *xb = x + b * SLM_QK4_0;
+        float amax = 0.0f, max = 0.0f; /* the value of largest magnitude, with its sign */
+        for (int j = 0; j < SLM_QK4_0; j++)
+            if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+        /* max maps to code 0 (-8 * d): the asymmetric range [-8, 7] covers it exactly */
+        const uint16_t dh = slm_f32_to_f16(max / -8.0f);
+        const float d = slm_f16_to_f32(dh);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = dh;
+        for (int j = 0; j < SLM_QK4_0 / 2; j++) {
+            int q0 = clampi((int)lrintf(xb[j] * id) + 8, 0, 15);
+            int q1 = clampi((int)lrintf(xb[j + 16] * id) + 8, 0, 15);
+            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+void slm_quantize_row_q4_1(const float *x, void *vy, int64_t n) {
+    slm_block_q4_1 *y = vy;
+    for (int64_t b = 0; b < n / SLM_QK4_1; b++) {
+        const float *xb = x + b * SLM_QK4_1;
+        float mn = xb[0], mx = xb[0];
+        for (int j = 1; j < SLM_QK4_1; j++) {
+            if (xb[j] < mn) mn = xb[j];
+            if (xb[j] > mx) mx = xb[j];
+        }
+        y[b].d = slm_f32_to_f16((mx - mn) / 15.0f);
+        y[b].m = slm_f32_to_f16(mn);
+        const float d = slm_f16_to_f32(y[b].d), m = slm_f16_to_f32(y[b].m);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        for (int j = 0; j < SLM_QK4_1 / 2; j++) {
+            int q0 = clampi((int)lrintf((xb[j] - m) * id), 0, 15);
+            int q1 = clampi((int)lrintf((xb[j + 16] - m) * id), 0, 15);
+            y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+/* Q4_K / Q5_K: per sub-block of 32 a scale and a min (x ~ sc * q - mn,
+ * mn >= 0), both quantized to 6 bits against the super-block's d / dmin;
+ * then codes in [0, nmax] against the rounded scales. L gets the codes. */
+static void quantize_k_scales(const float *x, int nmax, uint8_t scales[SLM_K_SCALE_SIZE], uint16_t *dh,
+                              uint16_t *dminh, uint8_t L[SLM_QK_K]) {
+    float sc[8], mn[8], max_sc = 0.0f, max_mn = 0.0f;
+    for (int s = 0; s < 8; s++) {
+        const float *xs = x + 32 * s;
+        float lo = xs[0], hi = xs[0];
+        for (int j = 1; j < 32; j++) {
+            if (xs[j] < lo) lo = xs[j];
+            if (xs[j] > hi) hi = xs[j];
+        }
+        if (lo > 0.0f) lo = 0.0f; /* the min is stored as a non-negative offset */
+        sc[s] = (hi - lo) / (float)nmax;
+        mn[s] = -lo;
+        if (sc[s] > max_sc) max_sc = sc[s];
+        if (mn[s] > max_mn) max_mn = mn[s];
+    }
+    *dh = slm_f32_to_f16(max_sc / 63.0f);
+    *dminh = slm_f32_to_f16(max_mn / 63.0f);
+    const float d = slm_f16_to_f32(*dh), dmin = slm_f16_to_f32(*dminh);
+    uint8_t isc[8], imn[8];
+    for (int s = 0; s < 8; s++) {
+        isc[s] = (uint8_t)(d > 0.0f ? clampi((int)lrintf(sc[s] / d), 0, 63) : 0);
+        imn[s] = (uint8_t)(dmin > 0.0f ? clampi((int)lrintf(mn[s] / dmin), 0, 63) : 0);
+    }
+    memset(scales, 0, SLM_K_SCALE_SIZE);
+    for (int j = 0; j < 8; j++) {
+        if (j < 4) {
+            scales[j] = isc[j];
+            scales[j + 4] = imn[j];
+        } else {
+            scales[j + 4] = (uint8_t)((isc[j] & 0xF) | ((imn[j] & 0xF) << 4));
+            scales[j - 4] |= (uint8_t)((isc[j] >> 4) << 6);
+            scales[j] |= (uint8_t)((imn[j] >> 4) << 6);
+        }
+    }
+    for (int s = 0; s < 8; s++) {
+        uint8_t a, m;
+        slm_get_scale_min_k4(s, scales, &a, &m);
+        const float ds = d * a, ms = dmin * m;
+        const float id = ds > 0.0f ? 1.0f / ds : 0.0f;
+        for (int j = 0; j < 32; j++) L[32 * s + j] = (uint8_t)clampi((int)lrintf((x[32 * s + j] + ms) * id), 0, nmax);
+    }
+}
+
+void slm_quantize_row_q4_K(const float *x, void *vy, int64_t n) {
+    slm_block_q4_K *y = vy;
+    uint8_t L[SLM_QK_K];
+    for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+        quantize_k_scales(x + b * SLM_QK_K, 15, y[b].scales, &y[b].d, &y[b].dmin, L);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) y[b].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+    }
+}
+
+void slm_quantize_row_q5_K(const float *x, void *vy, int64_t n) {
+    slm_block_q5_K *y = vy;
+    uint8_t L[SLM_QK_K];
+    for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+        quantize_k_scales(x + b * SLM_QK_K, 31, y[b].scales, &y[b].d, &y[b].dmin, L);
+        memset(y[b].qh, 0, sizeof y[b].qh);
+        for (int c = 0; c < 4; c++)
+            for (int l = 0; l < 32; l++) {
+                int lo = L[64 * c + l], hi = L[64 * c + 32 + l];
+                y[b].qs[32 * c + l] = (uint8_t)((lo & 0xF) | ((hi & 0xF) << 4));
+                y[b].qh[l] |= (uint8_t)(((lo >> 4) << (2 * c)) | ((hi >> 4) << (2 * c + 1)));
+            }
+    }
+}
+
+void slm_quantize_row_q6_K(const float *x, void *vy, int64_t n) {
+    slm_block_q6_K *y = vy;
+    for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+        const float *xb = x + b * SLM_QK_K;
+        float ssc[16], amax_sc = 0.0f;
+        for (int s = 0; s < 16; s++) {
+            float amax = 0.0f;
+            for (int j = 0; j < 16; j++) amax = fmaxf(amax, fabsf(xb[16 * s + j]));
+            ssc[s] = amax / 31.0f;
+            if (ssc[s] > amax_sc) amax_sc = ssc[s];
+        }
+        y[b].d = slm_f32_to_f16(amax_sc / 127.0f);
+        const float d = slm_f16_to_f32(y[b].d);
+        uint8_t L[SLM_QK_K];
+        for (int s = 0; s < 16; s++) {
+            int sc = d > 0.0f ? clampi((int)lrintf(ssc[s] / d), 0, 127) : 0;
+            y[b].scales[s] = (int8_t)sc;
+            const float ds = d * sc, id = ds > 0.0f ? 1.0f / ds : 0.0f;
+            for (int j = 0; j < 16; j++) L[16 * s + j] = (uint8_t)(clampi((int)lrintf(xb[16 * s + j] * id), -32, 31) + 32);
+        }
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *Lh = L + 128 * h;
+            uint8_t *ql = y[b].ql + 64 * h, *qh = y[b].qh + 32 * h;
+            for (int l = 0; l < 32; l++) {
+                ql[l] = (uint8_t)((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
+                ql[l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
+                qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
+                                  ((Lh[l + 96] >> 4) << 6));
+            }
+        }
+    }
+}
+
+int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
+    const slm_dtype_info *info = slm_dtype_get(t);
+    if (!info || n % info->block) return 0;
+    switch (t) {
+    case SLM_F32: memcpy(vy, x, (size_t)n * 4); return 1;
+    case SLM_F16: for (int64_t i = 0; i < n; i++) ((uint16_t *)vy)[i] = slm_f32_to_f16(x[i]); return 1;
+    case SLM_BF16: for (int64_t i = 0; i < n; i++) ((uint16_t *)vy)[i] = slm_f32_to_bf16(x[i]); return 1;
+    case SLM_Q8_0: slm_quantize_row_q8_0(x, vy, n); return 1;
+    case SLM_Q4_0: slm_quantize_row_q4_0(x, vy, n); return 1;
+    case SLM_Q4_1: slm_quantize_row_q4_1(x, vy, n); return 1;
+    case SLM_Q4_K: slm_quantize_row_q4_K(x, vy, n); return 1;
+    case SLM_Q5_K: slm_quantize_row_q5_K(x, vy, n); return 1;
+    case SLM_Q6_K: slm_quantize_row_q6_K(x, vy, n); return 1;
+    default: return 0;
+    }
+}
+
 int slm_dequantize_row(uint32_t t, const void *vx, float *y, int64_t n) {
     switch (t) {
     case SLM_F32:
@@ -111,10 +298,7 @@ int slm_dequantize_row(uint32_t t, const void *vx, float *y, int64_t n) {
     }
     case SLM_BF16: {
         const uint16_t *x = vx;
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t b = (uint32_t)x[i] << 16;
-            memcpy(&y[i], &b, 4);
-        }
+        for (int64_t i = 0; i < n; i++) y[i] = slm_bf16_to_f32(x[i]);
         return 1;
     }
     case SLM_Q8_0: {
@@ -122,6 +306,73 @@ int slm_dequantize_row(uint32_t t, const void *vx, float *y, int64_t n) {
         for (int64_t b = 0; b < n / SLM_QK8_0; b++) {
             const float d = slm_f16_to_f32(x[b].d);
             for (int j = 0; j < SLM_QK8_0; j++) y[b * SLM_QK8_0 + j] = x[b].qs[j] * d;
+        }
+        return 1;
+    }
+    case SLM_Q4_0: {
+        const slm_block_q4_0 *x = vx;
+        for (int64_t b = 0; b < n / SLM_QK4_0; b++, y += SLM_QK4_0) {
+            const float d = slm_f16_to_f32(x[b].d);
+            for (int j = 0; j < 16; j++) {
+                y[j] = ((x[b].qs[j] & 0xF) - 8) * d;
+                y[j + 16] = ((x[b].qs[j] >> 4) - 8) * d;
+            }
+        }
+        return 1;
+    }
+    case SLM_Q4_1: {
+        const slm_block_q4_1 *x = vx;
+        for (int64_t b = 0; b < n / SLM_QK4_1; b++, y += SLM_QK4_1) {
+            const float d = slm_f16_to_f32(x[b].d), m = slm_f16_to_f32(x[b].m);
+            for (int j = 0; j < 16; j++) {
+                y[j] = (x[b].qs[j] & 0xF) * d + m;
+                y[j + 16] = (x[b].qs[j] >> 4) * d + m;
+            }
+        }
+        return 1;
+    }
+    case SLM_Q4_K:
+    case SLM_Q5_K: {
+        const int five = t == SLM_Q5_K;
+        for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+            const slm_block_q4_K *x4 = (const slm_block_q4_K *)vx + b;
+            const slm_block_q5_K *x5 = (const slm_block_q5_K *)vx + b;
+            const uint8_t *scales = five ? x5->scales : x4->scales, *qs = five ? x5->qs : x4->qs;
+            const float d = slm_f16_to_f32(five ? x5->d : x4->d), dmin = slm_f16_to_f32(five ? x5->dmin : x4->dmin);
+            for (int c = 0; c < 4; c++) {
+                uint8_t sc, m;
+                for (int h = 0; h < 2; h++) {
+                    slm_get_scale_min_k4(2 * c + h, scales, &sc, &m);
+                    const float ds = d * sc, ms = dmin * m;
+                    for (int l = 0; l < 32; l++) {
+                        int q = h ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 0xF;
+                        if (five) q += ((x5->qh[l] >> (2 * c + h)) & 1) << 4;
+                        *y++ = ds * q - ms;
+                    }
+                }
+            }
+        }
+        return 1;
+    }
+    case SLM_Q6_K: {
+        const slm_block_q6_K *x = vx;
+        for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+            const float d = slm_f16_to_f32(x[b].d);
+            for (int h = 0; h < 2; h++, y += 128) {
+                const uint8_t *ql = x[b].ql + 64 * h, *qh = x[b].qh + 32 * h;
+                const int8_t *sc = x[b].scales + 8 * h;
+                for (int l = 0; l < 32; l++) {
+                    const int is = l / 16;
+                    const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+                    const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+                    const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+                    const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+                    y[l] = d * sc[is] * q1;
+                    y[l + 32] = d * sc[is + 2] * q2;
+                    y[l + 64] = d * sc[is + 4] * q3;
+                    y[l + 96] = d * sc[is + 6] * q4;
+                }
+            }
         }
         return 1;
     }

@@ -50,9 +50,85 @@ uint16_t slm_f32_to_f16(float f);
 #define SLM_QK8_0 32
 typedef struct { uint16_t d; int8_t qs[SLM_QK8_0]; } slm_block_q8_0;
 
-/* Reference (scalar) conversions of one row of n elements. */
+/* bfloat16 <-> float (the upper 16 bits of an IEEE single; to-bf16 rounds to
+ * nearest even, NaN stays NaN). */
+float slm_bf16_to_f32(uint16_t h);
+uint16_t slm_f32_to_bf16(float f);
+
+/* GGML block layouts, byte for byte as GGUF stores them (all fields little
+ * endian; scales are IEEE halves stored as uint16_t). In every layout the
+ * value of element i is a linear function of its small integer code. */
+
+/* Q4_0: 32 elements; x = (q - 8) * d, q in [0, 15]. Byte j holds element j
+ * in its low nibble and element j + 16 in its high nibble. */
+#define SLM_QK4_0 32
+typedef struct { uint16_t d; uint8_t qs[SLM_QK4_0 / 2]; } slm_block_q4_0;
+
+/* Q4_1: 32 elements; x = q * d + m, q in [0, 15]; nibbles as Q4_0. */
+#define SLM_QK4_1 32
+typedef struct { uint16_t d, m; uint8_t qs[SLM_QK4_1 / 2]; } slm_block_q4_1;
+
+/* K-quants: super-blocks of 256 elements. */
+#define SLM_QK_K 256
+#define SLM_K_SCALE_SIZE 12
+
+/* Q4_K: 8 sub-blocks of 32; x = d * sc[s] * q - dmin * mn[s], q in [0, 15].
+ * scales[12] packs the eight 6-bit (sc, mn) pairs (slm_get_scale_min_k4).
+ * qs: per 64 elements, 32 bytes: low nibbles elements 0..31, high 32..63. */
+typedef struct {
+    uint16_t d;                          /* super-block scale for sc (f16) */
+    uint16_t dmin;                       /* super-block scale for mn (f16) */
+    uint8_t scales[SLM_K_SCALE_SIZE];    /* 6-bit sc and mn, packed */
+    uint8_t qs[SLM_QK_K / 2];            /* 4-bit codes */
+} slm_block_q4_K;
+
+/* Q5_K: as Q4_K with a fifth bit: q = nibble + 16 * bit; for the 64-element
+ * chunk c, bit 2c of qh[l] belongs to element 64c + l, bit 2c + 1 to
+ * element 64c + 32 + l. q in [0, 31]. */
+typedef struct {
+    uint16_t d;                          /* super-block scale for sc (f16) */
+    uint16_t dmin;                       /* super-block scale for mn (f16) */
+    uint8_t scales[SLM_K_SCALE_SIZE];    /* 6-bit sc and mn, packed */
+    uint8_t qh[SLM_QK_K / 8];            /* fifth bits */
+    uint8_t qs[SLM_QK_K / 2];            /* low 4 bits */
+} slm_block_q5_K;
+
+/* Q6_K: 16 sub-blocks of 16; x = d * scales[i / 16] * (q - 32), q in [0, 63].
+ * Per 128 elements: ql 64 bytes (low nibbles of 0..31 and 32..63, high
+ * nibbles of 64..95 and 96..127), qh 32 bytes (2 bits each of l, l + 32,
+ * l + 64, l + 96 at shifts 0, 2, 4, 6). */
+typedef struct {
+    uint8_t ql[SLM_QK_K / 2];            /* low 4 bits */
+    uint8_t qh[SLM_QK_K / 4];            /* high 2 bits */
+    int8_t scales[SLM_QK_K / 16];        /* 8-bit sub-block scales */
+    uint16_t d;                          /* super-block scale (f16) */
+} slm_block_q6_K;
+
+/* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
+static inline void slm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *mn = q[j + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *mn = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+/* Reference (scalar) conversions of one row of n elements (n a multiple of
+ * the block size). The quantizers are plain round-to-nearest (no search for
+ * the best scale); the output is bit-exact GGML layout. */
 void slm_quantize_row_q8_0(const float *x, void *y, int64_t n);
-/* Dequantize a row of any supported type to float; returns 0 if unsupported. */
+void slm_quantize_row_q4_0(const float *x, void *y, int64_t n);
+void slm_quantize_row_q4_1(const float *x, void *y, int64_t n);
+void slm_quantize_row_q4_K(const float *x, void *y, int64_t n);
+void slm_quantize_row_q5_K(const float *x, void *y, int64_t n);
+void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);
+/* Quantize a row to type t (F32, F16, BF16 and the quantizers above);
+ * returns 0 if unsupported or n is not a multiple of the block size. */
+int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
+/* Dequantize a row of any supported type to float; returns 0 if unsupported
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K are). */
 int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
 
 #endif

@@ -3,6 +3,7 @@
  * stage and meet at its barrier. Nothing here allocates or looks at the
  * graph. */
 #include <linux/futex.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <sys/syscall.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/dtype.h"
+#include "device/attention.h"
 #include "device/device.h"
 #include "device/kernels.h"
 
@@ -100,16 +102,36 @@ static inline float *row_f(void *base, const slm_ref *r, int row) {
     return (float *)base + (size_t)row * r->ld;
 }
 
-static void run_matmul(const slm_task *t, rows rr, slm_dot_fn dot) {
-    const uint64_t wrow = slm_row_bytes(t->wtype, (uint64_t)t->k);
-    const uint8_t *W = t->p[SLM_REF_SRC1];
-    for (int r = rr.begin; r < rr.end; r++) {
-        int sr = (t->flags & SLM_TF_ONE_ROW) ? 0 : r;
-        int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : sr;
-        const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], sr);
-        float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
-        for (int j = t->n0; j < t->n1; j++) y[j] = dot(W + (size_t)j * wrow, x, t->k);
+/* A matrix task: output columns [n0, n1) for every row of rr, as one
+ * slm_mm call (the kernel set quantizes/packs into the thread's scratch). */
+static void run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, void *scratch) {
+    const int one = (t->flags & SLM_TF_ONE_ROW) != 0;
+    const int sr0 = one || (t->flags & SLM_TF_SRC_COMPACT) ? 0 : rr.begin;
+    const int dr0 = (t->flags & SLM_TF_DST_COMPACT) ? 0 : (one ? 0 : rr.begin);
+    slm_mm mm = {
+        .w = t->p[SLM_REF_SRC1],
+        .wrow = slm_row_bytes(t->wtype, (uint64_t)t->k),
+        .wtype = t->wtype,
+        .k = t->k,
+        .n0 = t->n0,
+        .n1 = t->n1,
+        .rows = rr.end - rr.begin,
+        .x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], sr0),
+        .ldx = t->ref[SLM_REF_SRC0].ld,
+        .y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr0),
+        .ldy = t->ref[SLM_REF_DST].ld,
+        .scratch = scratch,
+    };
+    if (mm.rows <= 0) return;
+    if (!scratch && slm_matmul_scratch_bytes(t->wtype, t->k, mm.rows) > 0) {
+        /* no scratch (a pool-less run): float dot products */
+        slm_dot_fn dot = slm_dot_for(ks, t->wtype);
+        for (int i = 0; i < mm.rows; i++)
+            for (int j = mm.n0; j < mm.n1; j++)
+                mm.y[(size_t)i * mm.ldy + j] = dot((const uint8_t *)mm.w + (size_t)j * mm.wrow, mm.x + (size_t)i * mm.ldx, mm.k);
+        return;
     }
+    ks->matmul(&mm);
 }
 
 /* RoPE in the "neox" layout (Qwen2, GPT-NeoX): pair i is (i, i + d/2). */
@@ -128,7 +150,6 @@ static void rope_neox(float *x, int heads, int head_dim, const float *cs) {
 
 /* Execute one task. Returns SLM_OK or an error (bad data). */
 static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks, void *scratch) {
-    (void)scratch;
     rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
     switch (t->op) {
     case SLM_T_NOP:
@@ -144,8 +165,9 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
         for (int r = rr.begin; r < rr.end; r++) {
             int id = ids[r];
             if (id < 0 || id >= t->k) return SLM_ERR_ARG;
-            slm_dequantize_row(t->wtype, (const uint8_t *)t->p[SLM_REF_SRC1] + (size_t)id * wrow,
-                               row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
+            if (!slm_dequantize_row(t->wtype, (const uint8_t *)t->p[SLM_REF_SRC1] + (size_t)id * wrow,
+                                    row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n))
+                return SLM_ERR_INTERNAL;
         }
         return SLM_OK;
     }
@@ -155,7 +177,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
                           row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n, t->f0);
         return SLM_OK;
     case SLM_T_MATMUL:
-        run_matmul(t, rr, slm_dot_for(ks, t->wtype));
+        run_matmul(t, rr, ks, scratch);
         return SLM_OK;
     case SLM_T_ROPE: {
         const int32_t *pos = t->p[SLM_REF_SRC1];
@@ -181,13 +203,28 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
              * but the row range is steered by the query's cache position */
             const int last = cp[r];
             const int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
-            const size_t ld = t->ref[SLM_REF_SRC1].ld;
-            for (int h = t->n0; h < t->n1; h++) {
-                int kvh = h / group;
-                slm_k_attention_head(q + (size_t)h * t->c,
-                                     (const float *)t->p[SLM_REF_SRC1] + (size_t)first * ld + (size_t)kvh * t->c,
-                                     (const float *)t->p[SLM_REF_SRC2] + (size_t)first * ld + (size_t)kvh * t->c,
-                                     (int)ld, mask + first, last - first, t->c, o + (size_t)h * t->c);
+            /* the tile's heads, a run of query heads per KV head (GQA) */
+            for (int h = t->n0; h < t->n1;) {
+                const int kvh = h / group;
+                int h1 = (kvh + 1) * group;
+                if (h1 > t->n1) h1 = t->n1;
+                slm_attn_args a = {
+                    .q = q + (size_t)h * t->c,
+                    .q_stride = (size_t)t->c,
+                    .group = h1 - h,
+                    .head_dim = t->c,
+                    .K = (const float *)t->p[SLM_REF_SRC1] + (size_t)kvh * t->c,
+                    .V = (const float *)t->p[SLM_REF_SRC2] + (size_t)kvh * t->c,
+                    .ld = t->ref[SLM_REF_SRC1].ld,
+                    .mask = mask,
+                    .first = first,
+                    .last = last,
+                    .scale = 1.0f / sqrtf((float)t->c),
+                    .out = o + (size_t)h * t->c,
+                    .out_stride = (size_t)t->c,
+                };
+                slm_attention_group(&a);
+                h = h1;
             }
         }
         return SLM_OK;

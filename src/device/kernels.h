@@ -8,11 +8,37 @@
 /* y = dot(w_row, x) over k elements, w_row of a weight type. */
 typedef float (*slm_dot_fn)(const void *w_row, const float *x, int k);
 
+/* One matrix multiply over a tile of output columns:
+ *   y[i][j] = sum_e x[i][e] * W[j][e]   for i in [0, rows), j in [n0, n1).
+ * Only columns [n0, n1) of each y row are written. */
+typedef struct slm_mm {
+    const void *w;     /* weight matrix [n][k] of wtype; row j at w + j * wrow bytes */
+    uint64_t wrow;     /* bytes per weight row (slm_row_bytes(wtype, k)) */
+    uint32_t wtype;    /* slm_dtype of the weights */
+    int k;             /* inner dimension, elements (a multiple of the block size) */
+    int n0, n1;        /* output columns [n0, n1) */
+    int rows;          /* activation rows, >= 1 */
+    const float *x;    /* activation row i at x + i * ldx */
+    size_t ldx;        /* activation row stride, floats */
+    float *y;          /* output row i at y + i * ldy */
+    size_t ldy;        /* output row stride, floats */
+    void *scratch;     /* >= slm_matmul_scratch_bytes(wtype, k, rows) bytes, 64-byte aligned
+                          (may be NULL when that is 0) */
+} slm_mm;
+
+/* A kernel set's matrix multiply: every type of slm_matmul_supported. Decode
+ * (rows == 1) and prefill (rows > 1) take different paths inside: the
+ * SIMD sets quantize activations to int8 blocks for quantized weights (in
+ * scratch) and keep exact float arithmetic for F32/F16/BF16 weights. */
+typedef void (*slm_matmul_fn)(const slm_mm *mm);
+
 typedef struct slm_kernel_set {
     const char *name;       /* "scalar", "avx2", "avx512" */
-    slm_dot_fn dot_f32;
-    slm_dot_fn dot_f16;
+    slm_dot_fn dot_f32;     /* float dot products (decode, and what run_matmul */
+    slm_dot_fn dot_f16;     /* falls back to without scratch) */
+    slm_dot_fn dot_bf16;
     slm_dot_fn dot_q8_0;
+    slm_matmul_fn matmul;   /* the tiled matrix multiply (slm_mm) */
 } slm_kernel_set;
 
 /* The scalar reference set, and the best set this CPU supports. */
@@ -22,12 +48,45 @@ const slm_kernel_set *slm_kernels_best(void);
  * returns 0 if the CPU lacks it. NULL restores the best. */
 int slm_kernels_select(const char *name);
 const slm_kernel_set *slm_kernels_active(void);
+/* A float-activation dot product for wtype (any supported type; the scalar
+ * reference for the types without a SIMD dot); NULL if unsupported. */
 slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype);
+/* 1 if every set's matmul handles weights of type t: F32, F16, BF16, Q8_0,
+ * Q4_0, Q4_1, Q4_K, Q5_K, Q6_K. */
+int slm_matmul_supported(uint32_t t);
+/* Scratch bytes slm_mm needs for (wtype, k, rows) under any kernel set. */
+size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows);
 
 /* Per-thread scratch bytes a task needs (e.g. activations quantized for
  * int8 dot products); the runtime allocates the maximum once per thread. */
 struct slm_task;
 size_t slm_task_scratch_bytes(const struct slm_task *t);
+
+/* ---- shared by the kernel files (not for other layers) ------------------
+ * Quantized weights as int8 codes: every 32-element block b of a row of a
+ * quantized type reads as  w[e] = d[e / 16] * q[e] + m  (e in 0..31), with
+ * q signed 8-bit. slm_qblock_i8 writes q, d[0..1] and m for block b. */
+void slm_qblock_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2], float *m);
+/* 1 if the type's two half-block scales differ (Q6_K), 2 if it has a min
+ * term (Q4_1, Q4_K, Q5_K), 0 otherwise (Q4_0, Q8_0); -1 if not quantized. */
+int slm_qtype_kind(uint32_t t);
+
+/* Activations as int8 blocks of 32 (the "xq" format): row i of the
+ * quantized activations at q + i * k bytes; block b of row i has scale
+ * d[i * nb + b] and code sum s[i * nb + b] (= d * sum of codes, float);
+ * codes are round(x / d), d = max|x| / 127, stored as code + offset
+ * (offset 128: unsigned bytes, 0: signed). */
+void slm_quantize_act_ref(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d, float *s);
+
+/* Packed weight panel for the int8 matrix kernels: nc columns (16 for
+ * AVX-512, 8 for AVX2) by nb blocks of 32. Block b occupies nc * 52 bytes:
+ *   int8  w[8][nc][4]  codes, 4 consecutive elements per column per group
+ *   int32 corr[2][nc]  -128 * sum of codes of each half block
+ *   float d[2][nc]     half-block scales
+ *   float m[nc]        min term (value = d * q + m)
+ * Columns past `valid` are zero. */
+#define SLM_PANEL_BLOCK_BYTES(nc) ((size_t)(nc) * 52)
+void slm_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb, uint8_t *panel);
 
 /* Reference vector kernels (shared by all sets for now). */
 void slm_k_rmsnorm(const float *x, const float *g, float *y, int n, float eps);

@@ -31,7 +31,59 @@ static float dot_q8_0_ref(const void *w, const float *x, int k) {
     return s;
 }
 
-static const slm_kernel_set k_ref = {"scalar", dot_f32_ref, dot_f16_ref, dot_q8_0_ref};
+static float dot_bf16_ref(const void *w, const float *x, int k) {
+    const uint16_t *a = w;
+    float s = 0.0f;
+    for (int i = 0; i < k; i++) s += slm_bf16_to_f32(a[i]) * x[i];
+    return s;
+}
+
+/* Any other quantized type: dequantize a block at a time, dot in float. */
+#define DOT_REF(name, type)                                                         \
+    static float name(const void *w, const float *x, int k) {                       \
+        const slm_dtype_info *in = slm_dtype_get(type);                             \
+        float buf[SLM_QK_K], s = 0.0f;                                              \
+        for (int i = 0; i < k; i += (int)in->block) {                               \
+            slm_dequantize_row(type, (const uint8_t *)w + (size_t)(i / in->block) * in->bytes, buf, in->block); \
+            float bs = 0.0f;                                                        \
+            for (uint32_t j = 0; j < in->block; j++) bs += buf[j] * x[i + j];       \
+            s += bs;                                                                \
+        }                                                                           \
+        return s;                                                                   \
+    }
+DOT_REF(dot_q4_0_ref, SLM_Q4_0)
+DOT_REF(dot_q4_1_ref, SLM_Q4_1)
+DOT_REF(dot_q4_k_ref, SLM_Q4_K)
+DOT_REF(dot_q5_k_ref, SLM_Q5_K)
+DOT_REF(dot_q6_k_ref, SLM_Q6_K)
+
+static slm_dot_fn ref_dot_for(uint32_t wtype) {
+    switch (wtype) {
+    case SLM_F32: return dot_f32_ref;
+    case SLM_F16: return dot_f16_ref;
+    case SLM_BF16: return dot_bf16_ref;
+    case SLM_Q8_0: return dot_q8_0_ref;
+    case SLM_Q4_0: return dot_q4_0_ref;
+    case SLM_Q4_1: return dot_q4_1_ref;
+    case SLM_Q4_K: return dot_q4_k_ref;
+    case SLM_Q5_K: return dot_q5_k_ref;
+    case SLM_Q6_K: return dot_q6_k_ref;
+    default: return NULL;
+    }
+}
+
+/* The reference matmul: one float dot product per output. */
+static void matmul_ref(const slm_mm *mm) {
+    slm_dot_fn dot = ref_dot_for(mm->wtype);
+    const uint8_t *W = mm->w;
+    for (int i = 0; i < mm->rows; i++) {
+        const float *x = mm->x + (size_t)i * mm->ldx;
+        float *y = mm->y + (size_t)i * mm->ldy;
+        for (int j = mm->n0; j < mm->n1; j++) y[j] = dot(W + (size_t)j * mm->wrow, x, mm->k);
+    }
+}
+
+static const slm_kernel_set k_ref = {"scalar", dot_f32_ref, dot_f16_ref, dot_bf16_ref, dot_q8_0_ref, matmul_ref};
 
 /* SIMD sets live in kernels_x86.c; NULL when not compiled. */
 const slm_kernel_set *slm_kernels_avx2(void);
@@ -71,8 +123,137 @@ slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype) {
     switch (wtype) {
     case SLM_F32: return ks->dot_f32;
     case SLM_F16: return ks->dot_f16;
+    case SLM_BF16: return ks->dot_bf16;
     case SLM_Q8_0: return ks->dot_q8_0;
-    default: return NULL;
+    default: return ref_dot_for(wtype);
+    }
+}
+
+int slm_matmul_supported(uint32_t t) { return ref_dot_for(t) != NULL; }
+
+int slm_qtype_kind(uint32_t t) {
+    switch (t) {
+    case SLM_Q4_0: case SLM_Q8_0: return 0;
+    case SLM_Q6_K: return 1;
+    case SLM_Q4_1: case SLM_Q4_K: case SLM_Q5_K: return 2;
+    default: return -1;
+    }
+}
+
+size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows) {
+    if (slm_qtype_kind(wtype) < 0 || k <= 0 || rows <= 0) return 0;
+    const size_t nb = (size_t)k / 32;
+    /* xq codes, block scales and sums, one panel of 16 columns, alignment slack */
+    return (size_t)rows * (size_t)k + 2 * (size_t)rows * nb * sizeof(float) + nb * SLM_PANEL_BLOCK_BYTES(16) + 4 * 64;
+}
+
+void slm_qblock_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2], float *m) {
+    *m = 0.0f;
+    switch (t) {
+    case SLM_Q8_0: {
+        const slm_block_q8_0 *x = (const slm_block_q8_0 *)row + b;
+        d[0] = d[1] = slm_f16_to_f32(x->d);
+        memcpy(q, x->qs, 32);
+        return;
+    }
+    case SLM_Q4_0: case SLM_Q4_1: {
+        const uint8_t *qs;
+        if (t == SLM_Q4_0) {
+            const slm_block_q4_0 *x = (const slm_block_q4_0 *)row + b;
+            d[0] = d[1] = slm_f16_to_f32(x->d);
+            qs = x->qs;
+        } else {
+            const slm_block_q4_1 *x = (const slm_block_q4_1 *)row + b;
+            d[0] = d[1] = slm_f16_to_f32(x->d);
+            *m = slm_f16_to_f32(x->m);
+            qs = x->qs;
+        }
+        const int off = t == SLM_Q4_0 ? 8 : 0;
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)((qs[j] & 0xF) - off);
+            q[j + 16] = (int8_t)((qs[j] >> 4) - off);
+        }
+        return;
+    }
+    case SLM_Q4_K: case SLM_Q5_K: {
+        const int sb = b / 8, s = b % 8, c = s / 2, h = s % 2;
+        const slm_block_q4_K *x4 = (const slm_block_q4_K *)row + sb;
+        const slm_block_q5_K *x5 = (const slm_block_q5_K *)row + sb;
+        const int five = t == SLM_Q5_K;
+        uint8_t sc, mn;
+        slm_get_scale_min_k4(s, five ? x5->scales : x4->scales, &sc, &mn);
+        d[0] = d[1] = slm_f16_to_f32(five ? x5->d : x4->d) * sc;
+        *m = -(slm_f16_to_f32(five ? x5->dmin : x4->dmin) * mn);
+        const uint8_t *qs = (five ? x5->qs : x4->qs) + 32 * c;
+        for (int l = 0; l < 32; l++) {
+            int v = h ? qs[l] >> 4 : qs[l] & 0xF;
+            if (five) v |= ((x5->qh[l] >> (2 * c + h)) & 1) << 4;
+            q[l] = (int8_t)v;
+        }
+        return;
+    }
+    case SLM_Q6_K: {
+        const slm_block_q6_K *x = (const slm_block_q6_K *)row + b / 8;
+        const int s = b % 8, H = s / 4, Q = s % 4;
+        const float dd = slm_f16_to_f32(x->d);
+        d[0] = dd * x->scales[2 * s];
+        d[1] = dd * x->scales[2 * s + 1];
+        const uint8_t *ql = x->ql + 64 * H + (Q & 1) * 32, *qh = x->qh + 32 * H;
+        const int shl = (Q >> 1) * 4, shh = 2 * Q;
+        for (int l = 0; l < 32; l++) q[l] = (int8_t)((((ql[l] >> shl) & 0xF) | (((qh[l] >> shh) & 3) << 4)) - 32);
+        return;
+    }
+    default:
+        memset(q, 0, 32);
+        d[0] = d[1] = 0.0f;
+        return;
+    }
+}
+
+void slm_quantize_act_ref(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d, float *s) {
+    const int nb = k / 32;
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * ldx;
+        for (int b = 0; b < nb; b++) {
+            float amax = 0.0f;
+            for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(xr[32 * b + j]));
+            const float db = amax / 127.0f, id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            int sum = 0;
+            for (int j = 0; j < 32; j++) {
+                int v = (int)lrintf(xr[32 * b + j] * id);
+                sum += v;
+                q[(size_t)i * k + 32 * b + j] = (uint8_t)(v + offset);
+            }
+            d[(size_t)i * nb + b] = db;
+            s[(size_t)i * nb + b] = db * (float)sum;
+        }
+    }
+}
+
+void slm_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb, uint8_t *panel) {
+    const size_t pb = SLM_PANEL_BLOCK_BYTES(nc);
+    for (int c = 0; c < nc; c++) {
+        const uint8_t *row = c < valid ? w + (size_t)(c0 + c) * wrow : NULL;
+        for (int b = 0; b < nb; b++) {
+            uint8_t *p = panel + (size_t)b * pb;
+            int8_t q[32];
+            float dd[2] = {0.0f, 0.0f}, m = 0.0f;
+            if (row) slm_qblock_i8(t, row, b, q, dd, &m);
+            else memset(q, 0, sizeof q);
+            int32_t s0 = 0, s1 = 0;
+            for (int j = 0; j < 16; j++) {
+                s0 += q[j];
+                s1 += q[j + 16];
+            }
+            for (int g = 0; g < 8; g++) memcpy(p + ((size_t)g * nc + c) * 4, q + 4 * g, 4);
+            int32_t *corr = (int32_t *)(p + (size_t)nc * 32);
+            float *fd = (float *)(p + (size_t)nc * 40), *fm = (float *)(p + (size_t)nc * 48);
+            corr[c] = -128 * s0;
+            corr[nc + c] = -128 * s1;
+            fd[c] = dd[0];
+            fd[nc + c] = dd[1];
+            fm[c] = m;
+        }
     }
 }
 
@@ -140,6 +321,6 @@ void slm_k_attention_head(const float *q, const float *K, const float *V, int ld
 }
 
 size_t slm_task_scratch_bytes(const struct slm_task *t) {
-    (void)t;
-    return 0;
+    if (t->op != SLM_T_MATMUL) return 0;
+    return slm_matmul_scratch_bytes(t->wtype, t->k, (t->flags & SLM_TF_ONE_ROW) ? 1 : (t->m > 0 ? t->m : 1));
 }

@@ -146,6 +146,7 @@ typedef struct P {
     jmp_buf jb;
     char *err;
     size_t errcap;
+    const char *src;
 } P;
 
 static void perr(P *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
@@ -382,7 +383,11 @@ static void lex(P *p, const char *src) {
             while (q > ts && (src[q - 1] == ' ' || src[q - 1] == '\t')) q--;
             if ((q > ts && src[q - 1] == '\n') || (q == ts && line_starting)) te = q;
         }
-        if (te > ts) push_tok(p, (tok){.type = TK_TEXT, .s = src + ts, .n = te - ts, .line = line});
+        if (te > ts) { /* copied: the template owns its text, not the caller's source */
+            char *c = palloc(p, te - ts + 1);
+            memcpy(c, src + ts, te - ts);
+            push_tok(p, (tok){.type = TK_TEXT, .s = c, .n = te - ts, .line = line});
+        }
         line += count_lines(src + i, j - i);
         if (!kind) break;
         i = j + 2 + ((mod == '-' || mod == '+') ? 1 : 0);
@@ -988,6 +993,13 @@ static node *p_body(P *p, const char *const *ends, const char **which) {
     return body;
 }
 
+/* lex + parse; NULL after an error (longjmp lands here, nothing else). */
+static node *parse_protected(P *p) {
+    if (setjmp(p->jb)) return NULL;
+    lex(p, p->src);
+    return p_body(p, NULL, NULL);
+}
+
 slm_tmpl *slm_tmpl_parse(const char *src, char *err, size_t errcap) {
     if (err && errcap) err[0] = 0;
     if (!src) src = "";
@@ -1005,17 +1017,15 @@ slm_tmpl *slm_tmpl_parse(const char *src, char *err, size_t errcap) {
     p->ar = &t->ar;
     p->err = err;
     p->errcap = errcap;
-    if (setjmp(p->jb)) {
-        slm_xfree(p->t);
-        slm_xfree(p);
+    p->src = src;
+    t->body = parse_protected(p);
+    slm_xfree(p->t);
+    slm_xfree(p);
+    if (!t->body) {
         ar_free(&t->ar);
         slm_xfree(t);
         return NULL;
     }
-    lex(p, src);
-    t->body = p_body(p, NULL, NULL);
-    slm_xfree(p->t);
-    slm_xfree(p);
     return t;
 }
 
@@ -1048,6 +1058,9 @@ typedef struct R {
     const slm_tmpl_vars *vars;
     struct { char *p; size_t n, cap; } saved[MAX_DEPTH + 1]; /* outputs of enclosing macros / set blocks */
     int nsaved;
+    const slm_chat_msg *msgs;
+    int n_msgs;
+    const slm_tmpl *tm;
 } R;
 
 static void rerr(R *r, const node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
@@ -2341,6 +2354,34 @@ static void exec_stmt(R *r, const node *n) {
     r->depth--;
 }
 
+/* render; NULL after an error (longjmp lands here). The caller frees the arena. */
+static char *render_protected(R *r) {
+    if (setjmp(r->jb)) {
+        slm_xfree(r->out);
+        r->out = NULL;
+        return NULL;
+    }
+    r->root = r->top = push_frame(r, NULL);
+    vlist *ml = newlist(r, r->n_msgs);
+    for (int i = 0; i < r->n_msgs; i++) {
+        vdict *d = newdict(r, 2);
+        dset_c(r, d, "role", vstr_lit(r->msgs[i].role ? r->msgs[i].role : ""));
+        dset_c(r, d, "content", vstr_lit(r->msgs[i].content ? r->msgs[i].content : ""));
+        lpush(r, ml, (val){.t = V_DICT, .u.d = d});
+    }
+    const slm_tmpl_vars *vars = r->vars;
+    fset(r, r->root, "messages", (val){.t = V_LIST, .u.l = ml});
+    fset(r, r->root, "add_generation_prompt", vbool(vars && vars->add_generation_prompt));
+    fset(r, r->root, "bos_token", vstr_lit(vars && vars->bos_token ? vars->bos_token : ""));
+    fset(r, r->root, "eos_token", vstr_lit(vars && vars->eos_token ? vars->eos_token : ""));
+    exec_body(r, r->tm->body);
+    char *out = r->out;
+    r->out = NULL;
+    if (!out) out = slm_strdup("");
+    if (!out) snprintf(r->err, r->errcap, "out of memory");
+    return out;
+}
+
 char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs, const slm_tmpl_vars *vars,
                       char *err, size_t errcap) {
     char dummy[8];
@@ -2361,31 +2402,13 @@ char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs, c
     r->err = err;
     r->errcap = errcap;
     r->vars = vars;
-    if (setjmp(r->jb)) {
-        slm_xfree(r->out);
-        for (int i = 0; i < r->nsaved; i++) slm_xfree(r->saved[i].p);
-        ar_free(&r->ar);
-        slm_xfree(r);
-        return NULL;
-    }
-    r->root = r->top = push_frame(r, NULL);
-    vlist *ml = newlist(r, n_msgs);
-    for (int i = 0; i < n_msgs; i++) {
-        vdict *d = newdict(r, 2);
-        dset_c(r, d, "role", vstr_lit(msgs[i].role ? msgs[i].role : ""));
-        dset_c(r, d, "content", vstr_lit(msgs[i].content ? msgs[i].content : ""));
-        lpush(r, ml, (val){.t = V_DICT, .u.d = d});
-    }
-    fset(r, r->root, "messages", (val){.t = V_LIST, .u.l = ml});
-    fset(r, r->root, "add_generation_prompt", vbool(vars && vars->add_generation_prompt));
-    fset(r, r->root, "bos_token", vstr_lit(vars && vars->bos_token ? vars->bos_token : ""));
-    fset(r, r->root, "eos_token", vstr_lit(vars && vars->eos_token ? vars->eos_token : ""));
-    exec_body(r, t->body);
-    char *out = r->out;
-    if (!out) out = slm_strdup("");
+    r->msgs = msgs;
+    r->n_msgs = n_msgs;
+    r->tm = t;
+    char *out = render_protected(r);
+    for (int i = 0; i < r->nsaved; i++) slm_xfree(r->saved[i].p);
     ar_free(&r->ar);
     slm_xfree(r);
-    if (!out) snprintf(err, errcap, "out of memory");
     return out;
 }
 

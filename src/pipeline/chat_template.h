@@ -44,7 +44,7 @@ char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
                       const slm_tmpl_vars *vars, char *err, size_t errcap);
 
 /* The source of a built-in template by name: "chatml", "llama2", "zephyr",
- * "llama3", "phi3", "gemma"; NULL if unknown. */
+ * "llama3"; NULL if unknown. */
 const char *slm_tmpl_builtin(const char *name);
 /* The names, comma-separated, for messages. */
 const char *slm_tmpl_builtin_names(void);

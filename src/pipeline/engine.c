@@ -1,9 +1,15 @@
 /* The engine: the public API over the layers (format -> compiler ->
- * device -> runtime), plus the generation loop. */
+ * device -> runtime), plus the generation loop. A model is either compiled
+ * from its source file (llama2.c .bin, GGUF) or loaded from a blob (ELF,
+ * src/blob/); in cache mode (slm_options.cache_dir) the first start compiles
+ * and writes the blob, later starts map it. */
+#include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "blob/blob.h"
 #include "common/common.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
@@ -13,12 +19,19 @@
 struct slm_engine {
     slm_err err;            /* the last error, with its message */
     slm_options opt;
-    slm_model_file model;
+    slm_model_file model;   /* the source model (not from a blob) */
+    slm_blob blob;          /* the mapped blob (from_blob) */
+    int from_blob;
+    slm_model_config cfg;   /* of whichever was loaded */
+    const void *weights;    /* what SLM_SPACE_WEIGHTS offsets are relative to */
     slm_tokenizer *tok;
     slm_compiled comp;
     slm_runtime rt;
     void *sample_scratch;   /* slm_sample_scratch_size(vocab) bytes */
     int loaded;
+    char cache_dir_buf[1024];
+    char tok_path_buf[1024];
+    char note[SLM_ERRLEN + 2048]; /* what cache mode did */
 };
 
 slm_options slm_default_options(void) {
@@ -34,33 +47,42 @@ const char *slm_last_error(const slm_engine *e) {
     return e->err.msg[0] ? e->err.msg : slm_status_str(e->err.status);
 }
 
+const char *slm_cache_note(const slm_engine *e) { return e ? e->note : ""; }
+
 static int file_exists(const char *p) {
     struct stat st;
     return stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-static slm_status load_tokenizer(slm_engine *e) {
-    const slm_options *o = &e->opt;
-    if (o->tokenizer_path)
-        return slm_tok_load_llama2c(&e->tok, o->tokenizer_path, e->model.cfg.vocab_size, &e->err);
-    if (e->model.gguf) return slm_tok_load_gguf(&e->tok, e->model.gguf, slm_basename(e->model.path), &e->err);
-    /* llama2.c: tokenizer.bin beside the model */
-    char path[1100];
-    const char *slash = strrchr(e->model.path, '/');
-    int dirlen = slash ? (int)(slash - e->model.path) + 1 : 0;
-    snprintf(path, sizeof path, "%.*stokenizer.bin", dirlen, e->model.path);
-    if (!file_exists(path))
-        return slm_errf(&e->err, SLM_ERR_ARG, "%s: a llama2.c model needs a tokenizer: pass -z tokenizer.bin",
-                        slm_basename(e->model.path));
-    return slm_tok_load_llama2c(&e->tok, path, e->model.cfg.vocab_size, &e->err);
+/* The tokenizer file a source model uses, if any: -z, else tokenizer.bin
+ * beside a llama2.c model. NULL: the GGUF's own vocabulary (or none). */
+static const char *tokenizer_file(const slm_options *o, const char *model_path, int is_gguf, char *buf, size_t cap) {
+    if (o->tokenizer_path) return o->tokenizer_path;
+    if (is_gguf) return NULL;
+    const char *slash = strrchr(model_path, '/');
+    int dirlen = slash ? (int)(slash - model_path) + 1 : 0;
+    snprintf(buf, cap, "%.*stokenizer.bin", dirlen, model_path);
+    return file_exists(buf) ? buf : NULL;
 }
 
-slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt) {
-    slm_engine *e = slm_calloc(1, sizeof *e);
-    *out = e;
-    if (!e) return SLM_ERR_NOMEM;
-    e->opt = opt ? *opt : slm_default_options();
-    if (!model_path) return slm_errf(&e->err, SLM_ERR_ARG, "no model path");
+static slm_status load_tokenizer(slm_engine *e) {
+    const slm_options *o = &e->opt;
+    char path[1100];
+    const char *tf = tokenizer_file(o, e->model.path, e->model.gguf != NULL, path, sizeof path);
+    if (tf) return slm_tok_load_llama2c(&e->tok, tf, e->model.cfg.vocab_size, &e->err);
+    if (e->model.gguf) return slm_tok_load_gguf(&e->tok, e->model.gguf, slm_basename(e->model.path), &e->err);
+    return slm_errf(&e->err, SLM_ERR_ARG, "%s: a llama2.c model needs a tokenizer: pass -z tokenizer.bin",
+                    slm_basename(e->model.path));
+}
+
+static void compile_options(const slm_options *o, slm_compile_options *co) {
+    memset(co, 0, sizeof *co);
+    co->max_prompt_len = o->max_prompt_len > 0 ? o->max_prompt_len : 1024;
+    co->min_response_len = o->min_response_len >= 0 ? o->min_response_len : 128;
+}
+
+/* Open the source model, its tokenizer, and compile. */
+static slm_status open_source(slm_engine *e, const char *model_path) {
     slm_status s;
     if ((s = slm_model_open(&e->model, model_path, &e->err))) return s;
     if ((s = load_tokenizer(e))) return s;
@@ -68,35 +90,212 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tokenizer has %d tokens but the model's vocabulary is %d",
                         slm_basename(model_path), slm_tok_vocab_size(e->tok), e->model.cfg.vocab_size);
     slm_compile_options co;
-    memset(&co, 0, sizeof co);
-    co.max_prompt_len = e->opt.max_prompt_len > 0 ? e->opt.max_prompt_len : 1024;
-    co.min_response_len = e->opt.min_response_len >= 0 ? e->opt.min_response_len : 128;
+    compile_options(&e->opt, &co);
     if ((s = slm_compile(&e->comp, &e->model, &co, &e->err))) return s;
     if (e->opt.verbose && (co.max_prompt_len != e->comp.opt.max_prompt_len ||
                            co.min_response_len != e->comp.opt.min_response_len))
         fprintf(stderr, "note: clamped to the model's context length %d: max_prompt_len %d, min_response_len %d\n",
                 e->model.cfg.context_len, e->comp.opt.max_prompt_len, e->comp.opt.min_response_len);
-    if ((s = slm_rt_init(&e->rt, &e->comp, e->model.map.data, e->opt.n_threads, &e->err))) return s;
-    e->sample_scratch = slm_malloc(slm_sample_scratch_size(e->model.cfg.vocab_size));
+    e->cfg = e->model.cfg;
+    e->weights = e->model.map.data;
+    e->from_blob = 0;
+    return SLM_OK;
+}
+
+static slm_status open_blob(slm_engine *e, const char *path) {
+    slm_status s = slm_blob_open(&e->blob, path, 0, &e->comp, &e->tok, &e->err);
+    if (s) return s;
+    e->cfg = e->comp.cfg;
+    e->weights = e->blob.weights;
+    e->from_blob = 1;
+    return SLM_OK;
+}
+
+/* Drop whatever open_source / open_blob built (before a retry). */
+static void close_model(slm_engine *e) {
+    slm_compiled_free(&e->comp);
+    slm_tok_free(e->tok);
+    e->tok = NULL;
+    slm_model_close(&e->model);
+    memset(&e->model, 0, sizeof e->model);
+    slm_blob_close(&e->blob);
+    e->from_blob = 0;
+    e->weights = NULL;
+}
+
+/* The identity of (model bytes, tokenizer bytes, requested options, format). */
+static slm_status source_identity(slm_engine *e, const char *model_path, slm_blob_ident *id) {
+    memset(id, 0, sizeof *id);
+    slm_status s;
+    if ((s = slm_hash_file(model_path, &id->model_hash, &id->model_bytes, &e->err))) return s;
+    int is_gguf = 0;
+    FILE *f = fopen(model_path, "rb");
+    if (f) {
+        char m[4];
+        is_gguf = fread(m, 1, 4, f) == 4 && !memcmp(m, "GGUF", 4);
+        fclose(f);
+    }
+    char buf[1100];
+    const char *tf = tokenizer_file(&e->opt, model_path, is_gguf, buf, sizeof buf);
+    if (tf && (s = slm_hash_file(tf, &id->tok_hash, &id->tok_bytes, &e->err))) return s;
+    slm_compile_options co;
+    compile_options(&e->opt, &co);
+    id->options_hash = slm_blob_options_hash(&co);
+    snprintf(id->source, sizeof id->source, "%s", slm_basename(model_path));
+    slm_blob_ident_seal(id);
+    return SLM_OK;
+}
+
+static void progress_tty(void *ud, const char *what, int done, int total) {
+    (void)ud;
+    if (!strcmp(what, "weights"))
+        fprintf(stderr, "\rcompile: weights %d / %d MiB%s", done, total, done == total ? "\n" : "");
+    else
+        fprintf(stderr, "compile: program %d/%d %s written\n", done, total, what);
+    fflush(stderr);
+}
+
+/* The identity fields that must agree for a cached blob to be used. */
+static const char *ident_mismatch(const slm_blob_ident *want, const slm_blob_ident *got) {
+    if (got->format_version != want->format_version) return "format version";
+    if (got->model_hash != want->model_hash || got->model_bytes != want->model_bytes) return "model bytes";
+    if (got->tok_hash != want->tok_hash || got->tok_bytes != want->tok_bytes) return "tokenizer bytes";
+    if (got->options_hash != want->options_hash) return "compile options";
+    if (got->identity != want->identity) return "identity";
+    return NULL;
+}
+
+static slm_status write_blob(slm_engine *e, const char *path, slm_blob_ident *id, int show_progress) {
+    return slm_blob_write(path, &e->comp, &e->model, e->tok, id, show_progress ? progress_tty : NULL, NULL, &e->err);
+}
+
+/* Cache mode: DIR/<model file name>.<identity>.slmblob */
+static slm_status load_cached(slm_engine *e, const char *model_path) {
+    slm_status s;
+    const char *dir = e->opt.cache_dir;
+    slm_blob_ident id;
+    if ((s = source_identity(e, model_path, &id))) return s;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return slm_errf(&e->err, SLM_ERR_IO, "cache dir %s: cannot create: %s", dir, strerror(errno));
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s.%016llx.slmblob", dir, slm_basename(model_path), (unsigned long long)id.identity);
+    const int tty = isatty(2);
+    if (file_exists(path)) {
+        s = open_blob(e, path);
+        const char *why = s ? NULL : ident_mismatch(&id, &e->blob.ident);
+        if (!s && !why) {
+            snprintf(e->note, sizeof e->note, "loaded cached blob %s", path);
+            if (e->opt.verbose) fprintf(stderr, "note: %s\n", e->note);
+            return SLM_OK;
+        }
+        if (s) snprintf(e->note, sizeof e->note, "cached blob refused (%s); recompiling", e->err.msg);
+        else snprintf(e->note, sizeof e->note, "cached blob %s is stale (%s differ); recompiling", path, why);
+        fprintf(stderr, "staticlm: note: %s\n", e->note);
+        close_model(e);
+        memset(&e->err, 0, sizeof e->err);
+    } else {
+        snprintf(e->note, sizeof e->note, "no cached blob for this model and these options; compiling into %s", path);
+        if (tty || e->opt.verbose) fprintf(stderr, "staticlm: note: %s\n", e->note);
+    }
+    if ((s = open_source(e, model_path))) return s;
+    if (tty) fprintf(stderr, "compile: %d programs compiled\n", e->comp.n_progs);
+    slm_err werr = {0};
+    s = slm_blob_write(path, &e->comp, &e->model, e->tok, &id, tty ? progress_tty : NULL, NULL, &werr);
+    if (s) {
+        /* keep running from the source model */
+        size_t n = strlen(e->note);
+        snprintf(e->note + n, sizeof e->note - n, "; writing it failed: %s", werr.msg);
+        fprintf(stderr, "staticlm: note: could not write the cached blob: %s\n", werr.msg);
+        return SLM_OK;
+    }
+    close_model(e);
+    return open_blob(e, path);
+}
+
+slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt) {
+    slm_engine *e = slm_calloc(1, sizeof *e);
+    *out = e;
+    if (!e) return SLM_ERR_NOMEM;
+    e->opt = opt ? *opt : slm_default_options();
+    if (e->opt.cache_dir) {
+        snprintf(e->cache_dir_buf, sizeof e->cache_dir_buf, "%s", e->opt.cache_dir);
+        e->opt.cache_dir = e->cache_dir_buf;
+    }
+    if (e->opt.tokenizer_path) { /* the caller's strings need not outlive the call */
+        snprintf(e->tok_path_buf, sizeof e->tok_path_buf, "%s", e->opt.tokenizer_path);
+        e->opt.tokenizer_path = e->tok_path_buf;
+    }
+    if (!model_path) return slm_errf(&e->err, SLM_ERR_ARG, "no model path");
+    slm_status s;
+    if (slm_blob_is_elf(model_path)) s = open_blob(e, model_path);
+    else if (e->opt.cache_dir && e->opt.cache_dir[0]) s = load_cached(e, model_path);
+    else s = open_source(e, model_path);
+    if (s) return s;
+    if (e->from_blob && e->opt.verbose)
+        fprintf(stderr, "note: running the blob's programs (max_prompt_len %d, min_response_len %d); its "
+                        "tokenizer and options were fixed at compile time\n",
+                e->comp.opt.max_prompt_len, e->comp.opt.min_response_len);
+    if ((s = slm_rt_init(&e->rt, &e->comp, e->weights, e->opt.n_threads, &e->err))) return s;
+    e->sample_scratch = slm_malloc(slm_sample_scratch_size(e->cfg.vocab_size));
     if (!e->sample_scratch) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
     e->loaded = 1;
     return SLM_OK;
+}
+
+slm_status slm_save_blob(slm_engine *e, const char *path) {
+    if (!e || !e->loaded || !path) return SLM_ERR_ARG;
+    if (e->from_blob)
+        return slm_errf(&e->err, SLM_ERR_ARG, "%s: this engine was loaded from a blob; copy that file instead",
+                        path);
+    slm_blob_ident id;
+    memset(&id, 0, sizeof id);
+    id.model_hash = slm_hash64(e->model.map.data, (size_t)e->model.map.size, 0);
+    id.model_bytes = e->model.map.size;
+    slm_status s;
+    char buf[1100];
+    const char *tf = tokenizer_file(&e->opt, e->model.path, e->model.gguf != NULL, buf, sizeof buf);
+    if (tf && (s = slm_hash_file(tf, &id.tok_hash, &id.tok_bytes, &e->err))) return s;
+    slm_compile_options co;
+    compile_options(&e->opt, &co);
+    id.options_hash = slm_blob_options_hash(&co);
+    snprintf(id.source, sizeof id.source, "%s", slm_basename(e->model.path));
+    slm_blob_ident_seal(&id);
+    return write_blob(e, path, &id, isatty(2));
+}
+
+slm_status slm_inspect_blob(const char *path, void *file, int verify_weights, char *errbuf, size_t cap) {
+    slm_err err = {0};
+    slm_blob b;
+    slm_compiled c;
+    slm_tokenizer *tok = NULL;
+    slm_status s = slm_blob_open(&b, path, 0, &c, &tok, &err);
+    if (!s) {
+        slm_blob_print(&b, &c, file);
+        fprintf(file, "tokenizer: %d tokens, bos %d, eos %d\n", slm_tok_vocab_size(tok), slm_tok_bos(tok), slm_tok_eos(tok));
+        if (verify_weights) {
+            s = slm_blob_verify_weights(&b, &err);
+            if (!s) fprintf(file, "weights: hash verified\n");
+        }
+        slm_tok_free(tok);
+        slm_compiled_free(&c);
+        slm_blob_close(&b);
+    }
+    if (s && errbuf && cap) snprintf(errbuf, cap, "%s", err.msg[0] ? err.msg : slm_status_str(s));
+    return s;
 }
 
 void slm_free(slm_engine *e) {
     if (!e) return;
     slm_xfree(e->sample_scratch);
     slm_rt_free(&e->rt);
-    slm_compiled_free(&e->comp);
-    slm_tok_free(e->tok);
-    slm_model_close(&e->model);
+    close_model(e);
     slm_xfree(e);
 }
 
 void slm_get_info(const slm_engine *e, slm_info *info) {
     memset(info, 0, sizeof *info);
     if (!e || !e->loaded) return;
-    const slm_model_config *c = &e->model.cfg;
+    const slm_model_config *c = &e->cfg;
     info->dim = c->dim;
     info->hidden_dim = c->hidden_dim;
     info->n_layers = c->n_layers;
@@ -111,7 +310,9 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
     info->bos_id = slm_tok_bos(e->tok);
     info->eos_id = slm_tok_eos(e->tok);
     uint64_t w = 0;
-    for (int i = 0; i < e->model.n_tensors; i++) w += e->model.tensors[i].nbytes;
+    if (e->from_blob) w = e->blob.weights_size;
+    else
+        for (int i = 0; i < e->model.n_tensors; i++) w += e->model.tensors[i].nbytes;
     info->weight_bytes = (size_t)w;
     info->kv_bytes = (size_t)e->rt.kv_bytes;
     info->arena_bytes = (size_t)e->rt.arena_bytes;
@@ -120,15 +321,23 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
 }
 
 long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap) {
-    if (!e || !e->loaded || !key || !e->model.gguf) return -1;
-    slm_gguf_str v;
-    if (!slm_gguf_get_str(e->model.gguf, key, &v)) return -1;
+    if (!e || !e->loaded || !key) return -1;
+    const char *str;
+    uint64_t len;
+    if (e->from_blob) {
+        if (!slm_blob_meta(&e->blob, key, &str, &len)) return -1;
+    } else {
+        slm_gguf_str v;
+        if (!e->model.gguf || !slm_gguf_get_str(e->model.gguf, key, &v)) return -1;
+        str = v.s;
+        len = v.len;
+    }
     if (buf && cap) {
-        size_t n = v.len < cap - 1 ? (size_t)v.len : cap - 1;
-        memcpy(buf, v.s, n);
+        size_t n = len < cap - 1 ? (size_t)len : cap - 1;
+        memcpy(buf, str, n);
         buf[n] = 0;
     }
-    return (long)v.len;
+    return (long)len;
 }
 
 int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int cap) {
@@ -192,7 +401,7 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
     if (n > T)
         return slm_errf(&e->err, SLM_ERR_CAPACITY,
                         "prompt is %d tokens but max_prompt_len is %d: raise --max-prompt-len (up to the "
-                        "context length %d)", n, T, e->model.cfg.context_len);
+                        "context length %d)", n, T, e->cfg.context_len);
     int32_t *ids = slm_malloc((size_t)n * sizeof(int32_t));
     if (!ids) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
     slm_tok_encode(e->tok, prompt, 1, 0, ids, n);
@@ -204,7 +413,7 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
 
     slm_rt_reset(&e->rt);
     const int bos = slm_tok_bos(e->tok), eos = slm_tok_eos(e->tok);
-    const int V = e->model.cfg.vocab_size;
+    const int V = e->cfg.vocab_size;
     uint64_t rng = sp->seed ? sp->seed : 0x5eed5eedull;
     double t0 = now_ms();
     if (!stop) s = slm_rt_prefill(&e->rt, ids, n, &e->err);
@@ -227,6 +436,8 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
 slm_status slm_dump(slm_engine *e, const char *what, void *file) {
     FILE *f = file;
     if (!e || !e->loaded) return SLM_ERR_ARG;
+    if (e->from_blob && (!strcmp(what, "ir") || !strcmp(what, "ir-lowered")))
+        return slm_errf(&e->err, SLM_ERR_ARG, "dump '%s': a blob keeps no graphs; compile from the source model", what);
     if (!strcmp(what, "ir")) {
         slm_graph_dump(&e->comp.stateful, f);
     } else if (!strcmp(what, "ir-lowered")) {

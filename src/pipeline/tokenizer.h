@@ -41,4 +41,13 @@ const char *slm_tok_str(const slm_tokenizer *t, int id);
 float slm_tok_score(const slm_tokenizer *t, int id);
 int slm_tok_type(const slm_tokenizer *t, int id);
 
+
+/* Serialize the tokenizer (vocabulary, scores, types, special ids, mode)
+ * into *out (slm_malloc'd, *len bytes); slm_tok_load_mem reads it back,
+ * validating every length and id, so that the result encodes and decodes
+ * exactly as the original. Used by the blob's tokenizer section. */
+slm_status slm_tok_save(const slm_tokenizer *t, uint8_t **out, size_t *len, slm_err *err);
+slm_status slm_tok_load_mem(slm_tokenizer **out, const void *data, size_t size, const char *name,
+                            slm_err *err);
+
 #endif

@@ -1,0 +1,115 @@
+/* blob/ — the compiled model as a file: a standard ELF64 object whose
+ * sections hold the weights (page-aligned, in the layout the kernels read),
+ * one task list per program, the constants, the I/O metadata, the
+ * relocations, the tokenizer, the model config and compile options, and an
+ * identity record. docs/blob.md documents every section byte by byte.
+ *
+ * Loading maps the file read-only (MAP_PRIVATE), checks the checksum of
+ * everything before the weights, then validates every section bound,
+ * count, offset and every task operand BEFORE anything uses it; tasks,
+ * I/O tables and relocations are copied to the heap (tasks get patched at
+ * load and bind), the weights stay mapped.
+ */
+#ifndef SLM_BLOB_H
+#define SLM_BLOB_H
+
+#include <stdio.h>
+
+#include "common/common.h"
+#include "compiler/compiler.h"
+#include "format/model.h"
+#include "pipeline/tokenizer.h"
+
+/* Bump whenever the layout of any section, or what the compiler emits for
+ * the same inputs, changes: blobs of another version are recompiled. */
+#define SLM_BLOB_FORMAT_VERSION 1u
+#define SLM_BLOB_PAGE 4096u
+
+/* ---- hashing ------------------------------------------------------------ */
+
+/* A fast 64-bit hash: four lanes of multiply/rotate over 8-byte words
+ * (32 bytes per step), a final avalanche. Streaming. */
+typedef struct slm_hash {
+    uint64_t v[4];
+    uint8_t buf[32];
+    uint32_t nbuf;
+    uint64_t total;
+    uint64_t seed;
+} slm_hash;
+void slm_hash_init(slm_hash *h, uint64_t seed);
+void slm_hash_update(slm_hash *h, const void *data, size_t n);
+uint64_t slm_hash_final(const slm_hash *h);
+uint64_t slm_hash64(const void *data, size_t n, uint64_t seed);
+/* Hash a whole file by reading it (no mapping); *bytes = its size. */
+slm_status slm_hash_file(const char *path, uint64_t *hash, uint64_t *bytes, slm_err *err);
+
+/* ---- identity ----------------------------------------------------------- */
+
+typedef struct slm_blob_ident {
+    uint32_t format_version;
+    uint64_t identity;      /* hash of every field below (the cache key) */
+    uint64_t model_hash, model_bytes;
+    uint64_t tok_hash, tok_bytes; /* 0, 0: tokenizer from the model file */
+    uint64_t options_hash;  /* of the requested compile options */
+    uint64_t weights_hash;  /* of the weights section (checked by inspect --verify) */
+    char source[64];        /* the model file's base name */
+    char compiler[32];      /* "staticlm 0.1.0" */
+} slm_blob_ident;
+
+/* Hash of the requested compile options (every field, fixed order). */
+uint64_t slm_blob_options_hash(const slm_compile_options *o);
+/* Fill format_version, compiler and identity from the other fields. */
+void slm_blob_ident_seal(slm_blob_ident *id);
+
+/* ---- writing ------------------------------------------------------------ */
+
+/* Called once per program written and once per 64 MiB of weights. */
+typedef void (*slm_blob_progress)(void *ud, const char *what, int done, int total);
+
+/* Write c (compiled from m, with tokenizer tok) to path atomically: a
+ * temporary file in the same folder, fsync, rename. The weights the tasks
+ * reference are copied, each tensor page-aligned; the tasks' weight
+ * offsets are rewritten to section offsets. meta: string pairs from the
+ * model file kept for slm_model_meta (may be NULL). */
+slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
+                          const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
+                          void *ud, slm_err *err);
+
+/* ---- loading ------------------------------------------------------------ */
+
+#define SLM_BLOB_NO_CHECKSUM 0x1 /* skip the checksum (fuzzing the validator) */
+
+typedef struct slm_blob {
+    slm_map map;             /* the whole file, read-only (unset for _mem) */
+    const uint8_t *data;     /* file bytes */
+    uint64_t size;
+    char name[128];          /* base name, for messages */
+    const uint8_t *weights;  /* the weights section, in place */
+    uint64_t weights_size;
+    slm_blob_ident ident;
+    const uint8_t *meta;     /* the meta section, in place */
+    uint64_t meta_size;
+    const uint8_t *tensors;  /* the tensor table, in place */
+    uint32_t n_tensors;
+    uint32_t n_sections;
+} slm_blob;
+
+/* 1 when the file starts with the ELF magic. */
+int slm_blob_is_elf(const char *path);
+/* Map and validate path; on success fill comp (heap copies of tasks, I/O,
+ * relocations, constants; consts.rope is heap) and *tok. On failure
+ * everything is released and err names the section and field. */
+slm_status slm_blob_open(slm_blob *b, const char *path, unsigned flags, slm_compiled *comp,
+                         slm_tokenizer **tok, slm_err *err);
+/* The same over bytes in memory (not copied; must outlive b). */
+slm_status slm_blob_open_mem(slm_blob *b, const void *data, uint64_t size, const char *name, unsigned flags,
+                             slm_compiled *comp, slm_tokenizer **tok, slm_err *err);
+void slm_blob_close(slm_blob *b);
+/* A string kept from the model file's metadata; 1 if present. */
+int slm_blob_meta(const slm_blob *b, const char *key, const char **val, uint64_t *len);
+/* Print programs, I/O, task counts by kind, memory needs and identity. */
+void slm_blob_print(const slm_blob *b, const slm_compiled *comp, FILE *f);
+/* Hash the weights section and compare with the identity record. */
+slm_status slm_blob_verify_weights(const slm_blob *b, slm_err *err);
+
+#endif

@@ -1,0 +1,152 @@
+/* The blob's on-disk records (private to blob/). Little endian, fixed
+ * sizes, explicit offsets; docs/blob.md is the reference. */
+#ifndef SLM_BLOB_FORMAT_H
+#define SLM_BLOB_FORMAT_H
+
+#include <elf.h>
+
+#include "blob/blob.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the blob reader and writer assume a little-endian host"
+/* Config record: every field of slm_model_config, in order (96 bytes). */
+static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
+    memset(p, 0, 96);
+    memcpy(p, m->arch, 32);
+    p[31] = 0;
+    int32_t v[8] = {m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len};
+    memcpy(p + 32, v, sizeof v);
+    memcpy(p + 64, &m->rope_base, 4);
+    memcpy(p + 68, &m->norm_eps, 4);
+    int32_t w[4] = {m->tied_embeddings, m->rope_neox, m->qkv_bias, m->sliding_window};
+    memcpy(p + 72, w, sizeof w);
+    memcpy(p + 88, &m->rope_scale, 4);
+    memcpy(p + 92, &m->rope_freqs, 4);
+}
+
+static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {
+    memset(m, 0, sizeof *m);
+    memcpy(m->arch, p, 32);
+    int32_t v[8];
+    memcpy(v, p + 32, sizeof v);
+    m->dim = v[0]; m->hidden_dim = v[1]; m->n_layers = v[2]; m->n_heads = v[3];
+    m->n_kv_heads = v[4]; m->head_dim = v[5]; m->vocab_size = v[6]; m->context_len = v[7];
+    memcpy(&m->rope_base, p + 64, 4);
+    memcpy(&m->norm_eps, p + 68, 4);
+    int32_t w[4];
+    memcpy(w, p + 72, sizeof w);
+    m->tied_embeddings = w[0]; m->rope_neox = w[1]; m->qkv_bias = w[2]; m->sliding_window = w[3];
+    memcpy(&m->rope_scale, p + 88, 4);
+    memcpy(&m->rope_freqs, p + 92, 4);
+}
+
+#endif
+
+/* The serializers below list every field of these structs; a new field
+ * must be added to them (and to docs/blob.md, and the version bumped). */
+_Static_assert(sizeof(slm_compile_options) == 23 * 4, "update blob options record");
+_Static_assert(sizeof(slm_ref) == 16, "update blob task record");
+_Static_assert(sizeof(slm_task) == 56 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * sizeof(void *),
+               "update blob task record");
+_Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
+_Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
+_Static_assert(sizeof(slm_model_config) == 96, "update blob config record");
+_Static_assert(SLM_T_OP_COUNT == 11, "update the blob task validator (blob_read.c check_task)");
+
+#define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */
+#define BLOB_IDENT_SIZE 176
+#define BLOB_IDENT_CHECKSUM_OFF 16
+#define BLOB_PROG_SIZE 72
+#define BLOB_TASK_SIZE 152
+#define BLOB_IO_SIZE 64
+#define BLOB_RELOC_SIZE 8
+#define BLOB_TENSOR_SIZE 120
+#define BLOB_OPTIONS_SIZE (23 * 4)
+/* config record: model config (96), options, kv_capacity, n_progs,
+ * rope_pos, rope_pairs (i32 each), const_bytes (u64, 8-aligned) */
+#define BLOB_CFG_OPTIONS 96
+#define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
+#define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
+#define BLOB_CONFIG_SIZE (BLOB_CFG_CONST_BYTES + 8)
+
+/* Limits a valid blob stays within (beyond them: refused). */
+#define BLOB_MAX_SECTIONS 4096
+#define BLOB_MAX_PROGS (3 * SLM_MAX_VARIANTS)
+#define BLOB_MAX_TASKS (1 << 24)
+#define BLOB_MAX_IO 65535
+#define BLOB_MAX_DIM (1 << 24)
+#define BLOB_MAX_LAYERS 4096
+#define BLOB_MAX_CAPACITY (1 << 22)
+
+static inline void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
+static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }
+static inline void wr16(uint8_t *p, uint16_t v) { memcpy(p, &v, 2); }
+static inline uint32_t rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
+static inline int32_t rdi32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); return v; }
+static inline uint64_t rd64u(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
+static inline uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
+
+/* Options record: every field of slm_compile_options, in order. */
+static inline void blob_put_options(uint8_t *p, const slm_compile_options *o) {
+    int32_t v[23];
+    int k = 0;
+    v[k++] = o->max_prompt_len;
+    v[k++] = o->min_response_len;
+    v[k++] = o->matmul_tile_cols;
+    v[k++] = o->n_prefill_variants;
+    for (int i = 0; i < SLM_MAX_VARIANTS; i++) v[k++] = o->prefill_variants[i];
+    v[k++] = o->n_generate_variants;
+    for (int i = 0; i < SLM_MAX_VARIANTS; i++) v[k++] = o->generate_variants[i];
+    v[k++] = o->draft_n;
+    v[k++] = o->lm_head_separate;
+    memcpy(p, v, sizeof v);
+}
+
+static inline void blob_get_options(const uint8_t *p, slm_compile_options *o) {
+    int32_t v[23];
+    memcpy(v, p, sizeof v);
+    int k = 0;
+    memset(o, 0, sizeof *o);
+    o->max_prompt_len = v[k++];
+    o->min_response_len = v[k++];
+    o->matmul_tile_cols = v[k++];
+    o->n_prefill_variants = v[k++];
+    for (int i = 0; i < SLM_MAX_VARIANTS; i++) o->prefill_variants[i] = v[k++];
+    o->n_generate_variants = v[k++];
+    for (int i = 0; i < SLM_MAX_VARIANTS; i++) o->generate_variants[i] = v[k++];
+    o->draft_n = v[k++];
+    o->lm_head_separate = v[k++];
+}
+
+/* Config record: every field of slm_model_config, in order (96 bytes). */
+static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
+    memset(p, 0, 96);
+    memcpy(p, m->arch, 32);
+    p[31] = 0;
+    int32_t v[8] = {m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len};
+    memcpy(p + 32, v, sizeof v);
+    memcpy(p + 64, &m->rope_base, 4);
+    memcpy(p + 68, &m->norm_eps, 4);
+    int32_t w[4] = {m->tied_embeddings, m->rope_neox, m->qkv_bias, m->sliding_window};
+    memcpy(p + 72, w, sizeof w);
+    memcpy(p + 88, &m->rope_scale, 4);
+    memcpy(p + 92, &m->rope_freqs, 4);
+}
+
+static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {
+    memset(m, 0, sizeof *m);
+    memcpy(m->arch, p, 32);
+    int32_t v[8];
+    memcpy(v, p + 32, sizeof v);
+    m->dim = v[0]; m->hidden_dim = v[1]; m->n_layers = v[2]; m->n_heads = v[3];
+    m->n_kv_heads = v[4]; m->head_dim = v[5]; m->vocab_size = v[6]; m->context_len = v[7];
+    memcpy(&m->rope_base, p + 64, 4);
+    memcpy(&m->norm_eps, p + 68, 4);
+    int32_t w[4];
+    memcpy(w, p + 72, sizeof w);
+    m->tied_embeddings = w[0]; m->rope_neox = w[1]; m->qkv_bias = w[2]; m->sliding_window = w[3];
+    memcpy(&m->rope_scale, p + 88, 4);
+    memcpy(&m->rope_freqs, p + 92, 4);
+}
+
+#endif

@@ -1,0 +1,479 @@
+/* staticlm bench: prompt processing (pp) and token generation (tg) speed,
+ * reported like llama-bench, plus the machine's read bandwidth, decode as a
+ * percent of the bandwidth limit, and where a decode step's time goes.
+ *
+ * pp<P>: reset, then one prefill of P random ids (P rows of the prefill
+ *        program); tokens/s = P / time.
+ * tg<N>: reset, then N decode steps on random ids from an empty cache (as
+ *        llama-bench's tg test); tokens/s = N / time.
+ * Each test runs once untimed (warm-up: pages the weights in) and then -r
+ * times; avg_ts and stddev_ts are the mean and sample standard deviation of
+ * the per-repetition tokens/s (llama-bench's definition).
+ *
+ * Bandwidth: -t threads each sum their slice of a buffer much bigger than the
+ * last-level cache (1 GiB by default); the best of 5 passes. The decode limit
+ * is bandwidth / bytes of weights one decode step reads (every tensor, except
+ * the embedding table of an untied model, of which one row is read).
+ *
+ * Breakdown: one more tg pass with the executor's per-kind profile on
+ * (slm_exec_profile): the caller thread's time per task kind, 'barrier' =
+ * waiting for the other threads at stage ends, 'runtime' = the step's time
+ * outside the task list (binding, mask and position updates, the call). The
+ * fixed overhead of a step is everything but matmul.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/common.h"
+#include "common/dtype.h"
+#include "device/device.h"
+#include "device/kernels.h"
+#include "format/model.h"
+#include "staticlm.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: staticlm bench -m MODEL [-p 512] [-n 128] [-t THREADS] [-r 5] [-o md|jsonl]\n"
+            "\n"
+            "Prompt processing (ppP: one prefill of P random tokens) and token generation\n"
+            "(tgN: N decode steps from an empty cache) in tokens/s, mean +- stddev over -r\n"
+            "repetitions, like llama-bench; then the machine's read bandwidth, decode as a\n"
+            "percent of the bandwidth limit, and the decode step's time by task kind.\n"
+            "\n"
+            "  -m, --model PATH          model file (.gguf or llama2.c .bin)\n"
+            "  -z, --tokenizer PATH      llama2.c tokenizer.bin (llama2.c models only)\n"
+            "  -p, --n-prompt P          prompt tokens for pp (default 512; 0 = skip; clamped to\n"
+            "                            the model's context length)\n"
+            "  -n, --n-gen N             tokens for tg (default 128; 0 = skip)\n"
+            "  -t, --threads T           threads (default: all cores)\n"
+            "  -r, --repetitions R       timed repetitions per test (default 5)\n"
+            "  -o, --output FMT          md (default) or jsonl (one object per test)\n"
+            "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+            "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
+            "      --no-profile          skip the per-kind decode breakdown\n"
+            "  -h, --help                this help\n");
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "staticlm bench: %s expects an integer in [%d, %d], got '%s'\n", opt, lo, hi,
+                s ? s : "(nothing)");
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+/* ---- memory read bandwidth ---------------------------------------------- */
+
+typedef struct bw_job {
+    const uint64_t *p;
+    size_t n; /* uint64 words */
+    uint64_t sum;
+    pthread_barrier_t *start;
+} bw_job;
+
+static uint64_t sum_words(const uint64_t *p, size_t n) {
+    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
+        a4 += p[i + 4], a5 += p[i + 5], a6 += p[i + 6], a7 += p[i + 7];
+    }
+    for (; i < n; i++) a0 += p[i];
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
+}
+
+static void *bw_worker(void *arg) {
+    bw_job *j = arg;
+    pthread_barrier_wait(j->start);
+    j->sum = sum_words(j->p, j->n);
+    return NULL;
+}
+
+/* Best of `passes` multi-threaded reads over `bytes`, in bytes/s; 0 on failure. */
+static double measure_bandwidth(size_t bytes, int threads, int passes) {
+    uint64_t *buf = slm_aligned_alloc(bytes);
+    if (!buf) return 0.0;
+    const size_t words = bytes / 8;
+    for (size_t i = 0; i < words; i++) buf[i] = i; /* fault every page in */
+    bw_job jobs[256];
+    pthread_t tids[256];
+    if (threads > 256) threads = 256;
+    double best = 0.0;
+    volatile uint64_t sink = 0;
+    for (int pass = 0; pass < passes; pass++) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, (unsigned)threads);
+        const size_t per = (words / (size_t)threads) & ~(size_t)7;
+        for (int t = 0; t < threads; t++) {
+            jobs[t].p = buf + (size_t)t * per;
+            jobs[t].n = t == threads - 1 ? words - (size_t)t * per : per;
+            jobs[t].start = &start;
+        }
+        int started = 0;
+        for (int t = 1; t < threads; t++)
+            if (pthread_create(&tids[t], NULL, bw_worker, &jobs[t]) == 0) started++;
+        if (started != threads - 1) { /* cannot start them all: give up */
+            pthread_barrier_destroy(&start);
+            best = 0.0;
+            break;
+        }
+        pthread_barrier_wait(&start);
+        double t0 = now_s();
+        jobs[0].sum = sum_words(jobs[0].p, jobs[0].n);
+        for (int t = 1; t < threads; t++) pthread_join(tids[t], NULL);
+        double dt = now_s() - t0;
+        pthread_barrier_destroy(&start);
+        for (int t = 0; t < threads; t++) sink += jobs[t].sum;
+        if (dt > 0 && bytes / dt > best) best = (double)bytes / dt;
+    }
+    (void)sink;
+    slm_aligned_free(buf);
+    return best;
+}
+
+/* ---- the model file's facts ---------------------------------------------- */
+
+typedef struct model_facts {
+    uint64_t size, params, per_token; /* tensor bytes, elements, bytes a decode step reads */
+    char type[32];                    /* the type holding most matrix bytes, e.g. "Q4_0" */
+    char mix[160];                    /* every type: "q4_0 x154, q6_k x1, f32 x45" */
+} model_facts;
+
+static int model_facts_get(const char *path, model_facts *f) {
+    memset(f, 0, sizeof *f);
+    slm_model_file m;
+    memset(&m, 0, sizeof m);
+    slm_err err;
+    memset(&err, 0, sizeof err);
+    if (slm_model_open(&m, path, &err)) {
+        slm_model_close(&m);
+        return 0;
+    }
+    uint64_t by_type[SLM_DTYPE_COUNT] = {0}, count[SLM_DTYPE_COUNT] = {0};
+    for (int i = 0; i < m.n_tensors; i++) {
+        const slm_tensor *t = &m.tensors[i];
+        uint64_t n = 1;
+        for (uint32_t d = 0; d < t->n_dims && d < 4; d++) n *= (uint64_t)t->ne[d];
+        f->params += n;
+        f->size += t->nbytes;
+        if (t->type < SLM_DTYPE_COUNT) {
+            count[t->type]++;
+            if (t->n_dims >= 2) by_type[t->type] += t->nbytes;
+        }
+        if (!strcmp(t->name, "token_embd.weight") && !m.cfg.tied_embeddings && t->ne[1] > 0)
+            f->per_token += t->nbytes / (uint64_t)t->ne[1]; /* one row */
+        else
+            f->per_token += t->nbytes;
+    }
+    int best = 0;
+    for (int t = 0; t < SLM_DTYPE_COUNT; t++)
+        if (by_type[t] > by_type[best]) best = t;
+    const char *name = slm_dtype_name((uint32_t)best);
+    size_t k = 0;
+    for (; name && name[k] && k + 1 < sizeof f->type; k++)
+        f->type[k] = (char)(name[k] >= 'a' && name[k] <= 'z' ? name[k] - 32 : name[k]);
+    f->type[k] = 0;
+    int o = 0;
+    for (int t = 0; t < SLM_DTYPE_COUNT && o < (int)sizeof f->mix - 24; t++)
+        if (count[t])
+            o += snprintf(f->mix + o, sizeof f->mix - (size_t)o, "%s%s x%llu", o ? ", " : "",
+                          slm_dtype_name((uint32_t)t), (unsigned long long)count[t]);
+    slm_model_close(&m);
+    return 1;
+}
+
+/* ---- statistics ------------------------------------------------------------ */
+
+typedef struct test_result {
+    const char *name; /* "pp" or "tg" */
+    int n_prompt, n_gen, reps;
+    double ts[64];    /* tokens/s per repetition */
+    double ns[64];    /* ns per repetition */
+    double avg_ts, sd_ts, avg_ns, sd_ns;
+} test_result;
+
+static void finish_stats(test_result *r) {
+    double s = 0, s2 = 0, n = 0, n2 = 0;
+    for (int i = 0; i < r->reps; i++) s += r->ts[i], n += r->ns[i];
+    r->avg_ts = s / r->reps;
+    r->avg_ns = n / r->reps;
+    for (int i = 0; i < r->reps; i++) {
+        s2 += (r->ts[i] - r->avg_ts) * (r->ts[i] - r->avg_ts);
+        n2 += (r->ns[i] - r->avg_ns) * (r->ns[i] - r->avg_ns);
+    }
+    r->sd_ts = r->reps > 1 ? sqrt(s2 / (r->reps - 1)) : 0.0;
+    r->sd_ns = r->reps > 1 ? sqrt(n2 / (r->reps - 1)) : 0.0;
+}
+
+static uint64_t g_rand = 0x853c49e6748fea9bull;
+static int32_t rand_id(int vocab) {
+    g_rand ^= g_rand << 13;
+    g_rand ^= g_rand >> 7;
+    g_rand ^= g_rand << 17;
+    return (int32_t)(g_rand % (uint64_t)vocab);
+}
+
+static int run_pp(slm_engine *e, int32_t *ids, int p, int vocab, double *sec) {
+    for (int i = 0; i < p; i++) ids[i] = rand_id(vocab);
+    const float *logits;
+    slm_reset(e);
+    double t0 = now_s();
+    slm_status s = slm_prefill(e, ids, p, &logits);
+    *sec = now_s() - t0;
+    if (s) fprintf(stderr, "staticlm bench: prefill: %s\n", slm_last_error(e));
+    return s == SLM_OK;
+}
+
+static int run_tg(slm_engine *e, int n, int vocab, double *sec) {
+    const float *logits;
+    slm_reset(e);
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+        slm_status s = slm_decode(e, rand_id(vocab), &logits);
+        if (s) {
+            fprintf(stderr, "staticlm bench: decode step %d: %s\n", i, slm_last_error(e));
+            return 0;
+        }
+    }
+    *sec = now_s() - t0;
+    return 1;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') fprintf(f, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20) fprintf(f, "\\u%04x", *s);
+        else fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int slm_cli_bench(int argc, char **argv) {
+    const char *model = NULL, *tok = NULL, *fmt = "md", *kernels = NULL;
+    int p = 512, n = 128, threads = 0, reps = 5, bw_mib = 1024, profile = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int ok = 1;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(o, "--no-profile")) {
+            profile = 0;
+            continue;
+        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) model = v;
+        else if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) tok = v;
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) fmt = v;
+        else if (!strcmp(o, "--kernels")) kernels = v;
+        else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) ok = parse_int(v, o, 0, 1 << 20, &p);
+        else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = parse_int(v, o, 0, 1 << 20, &n);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = parse_int(v, o, 0, 256, &threads);
+        else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = parse_int(v, o, 1, 64, &reps);
+        else if (!strcmp(o, "--bw-mib")) ok = parse_int(v, o, 0, 1 << 16, &bw_mib);
+        else {
+            fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
+            return 2;
+        }
+        if (!ok) return 2;
+        if (!v) {
+            fprintf(stderr, "staticlm bench: %s needs a value\n", o);
+            return 2;
+        }
+        i++;
+    }
+    if (!model) {
+        fprintf(stderr, "staticlm bench: -m MODEL is required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    const int jsonl = !strcmp(fmt, "jsonl");
+    if (!jsonl && strcmp(fmt, "md")) {
+        fprintf(stderr, "staticlm bench: -o expects md or jsonl, got '%s'\n", fmt);
+        return 2;
+    }
+    if (kernels && !slm_kernels_select(kernels)) {
+        fprintf(stderr, "staticlm bench: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n",
+                kernels);
+        return 1;
+    }
+    if (threads <= 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)(c > 256 ? 256 : c) : 1;
+    }
+
+    model_facts mf;
+    if (!model_facts_get(model, &mf)) memset(&mf, 0, sizeof mf);
+
+    /* the bandwidth first, while nothing else of ours runs */
+    double bw = 0.0;
+    if (bw_mib > 0) bw = measure_bandwidth((size_t)bw_mib << 20, threads, 5);
+
+    slm_options opt = slm_default_options();
+    opt.tokenizer_path = tok;
+    opt.max_prompt_len = p > 0 ? p : 1;
+    opt.min_response_len = n;
+    opt.n_threads = threads;
+    slm_engine *e = NULL;
+    if (slm_load(&e, model, &opt)) {
+        fprintf(stderr, "staticlm bench: %s\n", slm_last_error(e));
+        slm_free(e);
+        return 1;
+    }
+    slm_info in;
+    slm_get_info(e, &in);
+    if (p > in.max_prompt_len) {
+        fprintf(stderr, "note: pp%d does not fit the model's context length %d: clamped to pp%d\n", p,
+                in.context_len, in.max_prompt_len);
+        p = in.max_prompt_len;
+    }
+    if (n > in.kv_capacity) {
+        fprintf(stderr, "note: tg%d does not fit the KV capacity %d: clamped to tg%d\n", n, in.kv_capacity,
+                in.kv_capacity);
+        n = in.kv_capacity;
+    }
+    int32_t *ids = slm_malloc(((size_t)p + 1) * sizeof *ids);
+    if (!ids) {
+        slm_free(e);
+        return 1;
+    }
+    const char *kname = slm_kernels_active()->name;
+    const char *base = slm_basename(model);
+    int rc = 1;
+
+    test_result res[2];
+    int n_res = 0;
+    double sec;
+    /* warm-up: pages the weights in, wakes the threads */
+    if (p > 0 && !run_pp(e, ids, p, in.vocab_size, &sec)) goto done;
+    if (n > 0 && !run_tg(e, n < 16 ? n : 16, in.vocab_size, &sec)) goto done;
+    if (p > 0) {
+        test_result *r = &res[n_res++];
+        memset(r, 0, sizeof *r);
+        r->name = "pp", r->n_prompt = p, r->reps = reps;
+        for (int i = 0; i < reps; i++) {
+            if (!run_pp(e, ids, p, in.vocab_size, &sec)) goto done;
+            r->ns[i] = sec * 1e9, r->ts[i] = p / sec;
+        }
+        finish_stats(r);
+    }
+    if (n > 0) {
+        test_result *r = &res[n_res++];
+        memset(r, 0, sizeof *r);
+        r->name = "tg", r->n_gen = n, r->reps = reps;
+        for (int i = 0; i < reps; i++) {
+            if (!run_tg(e, n, in.vocab_size, &sec)) goto done;
+            r->ns[i] = sec * 1e9, r->ts[i] = n / sec;
+        }
+        finish_stats(r);
+    }
+
+    /* the decode breakdown: one more tg pass with the profile on */
+    uint64_t prof_ns[SLM_T_OP_COUNT] = {0}, calls = 0;
+    double prof_wall = 0.0;
+    if (profile && n > 0) {
+        slm_exec_profile(1);
+        if (!run_tg(e, n, in.vocab_size, &prof_wall)) {
+            slm_exec_profile(0);
+            goto done;
+        }
+        slm_exec_profile_get(prof_ns, &calls);
+        slm_exec_profile(0);
+    }
+
+    const double limit = bw > 0 && mf.per_token ? bw / (double)mf.per_token : 0.0;
+    const test_result *tg = n > 0 ? &res[n_res - 1] : NULL;
+    double kinds_ns = 0;
+    for (int k = 0; k < SLM_T_OP_COUNT; k++) kinds_ns += (double)prof_ns[k];
+    const double step_ns = n > 0 ? prof_wall * 1e9 / n : 0, runtime_ns = step_ns - kinds_ns / (n > 0 ? n : 1);
+    const double fixed_ns = step_ns - (n > 0 ? (double)prof_ns[SLM_T_MATMUL] / n : 0);
+
+    if (jsonl) {
+        for (int i = 0; i < n_res; i++) {
+            const test_result *r = &res[i];
+            printf("{\"model_filename\": ");
+            json_str(stdout, model);
+            printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"CPU\", "
+                   "\"kernels\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
+                   "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
+                   mf.type, (unsigned long long)mf.size, (unsigned long long)mf.params, kname, threads,
+                   r->n_prompt, r->n_gen, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
+            for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
+            printf("]");
+            if (r == tg) {
+                printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
+                       "\"pct_of_limit\": %.2f",
+                       bw / 1e9, (unsigned long long)mf.per_token, limit, limit > 0 ? 100.0 * r->avg_ts / limit : 0.0);
+                if (calls) {
+                    printf(", \"profile_ns_per_token\": {");
+                    int first = 1;
+                    for (int k = 0; k < SLM_T_OP_COUNT; k++) {
+                        if (!prof_ns[k]) continue;
+                        printf("%s\"%s\": %.0f", first ? "" : ", ", slm_task_op_name(k), (double)prof_ns[k] / n);
+                        first = 0;
+                    }
+                    printf("%s\"runtime\": %.0f, \"step\": %.0f}, \"fixed_overhead_ns\": %.0f", first ? "" : ", ",
+                           runtime_ns, step_ns, fixed_ns);
+                }
+            }
+            printf("}\n");
+        }
+    } else {
+        printf("| model | size | params | backend | threads | test | t/s |\n");
+        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+        for (int i = 0; i < n_res; i++) {
+            const test_result *r = &res[i];
+            printf("| %s %s | %.2f MiB | %.2f %s | CPU (%s) | %d | %s%d | %.2f ± %.2f |\n", base, mf.type,
+                   mf.size / 1048576.0, mf.params >= 1000000000ull ? mf.params / 1e9 : mf.params / 1e6,
+                   mf.params >= 1000000000ull ? "B" : "M", kname, threads, r->name,
+                   r->n_prompt ? r->n_prompt : r->n_gen, r->avg_ts, r->sd_ts);
+        }
+        printf("\ntensor types: %s\n", mf.mix);
+        if (bw > 0)
+            printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5)\n", bw / 1e9, threads,
+                   bw_mib);
+        if (tg && limit > 0)
+            printf("decode reads %.1f MB of weights per token: bandwidth limit %.1f t/s; tg%d = %.1f%% of it\n",
+                   mf.per_token / 1e6, limit, tg->n_gen, 100.0 * tg->avg_ts / limit);
+        if (tg && calls) {
+            printf("\ndecode step breakdown (one more tg%d pass, profiled; caller thread's time per task kind):\n\n",
+                   n);
+            printf("| kind | us/token | share |\n| --- | ---: | ---: |\n");
+            for (int k = 0; k < SLM_T_OP_COUNT; k++) {
+                if (!prof_ns[k] || k == SLM_T_BARRIER) continue;
+                printf("| %s | %.1f | %.1f%% |\n", slm_task_op_name(k), prof_ns[k] / 1e3 / n,
+                       100.0 * prof_ns[k] / n / step_ns);
+            }
+            printf("| barrier (waiting for other threads) | %.1f | %.1f%% |\n", prof_ns[SLM_T_BARRIER] / 1e3 / n,
+                   100.0 * prof_ns[SLM_T_BARRIER] / n / step_ns);
+            printf("| runtime (outside the task list) | %.1f | %.1f%% |\n", runtime_ns / 1e3,
+                   100.0 * runtime_ns / step_ns);
+            printf("| **step** | %.1f | 100%% |\n", step_ns / 1e3);
+            printf("\nfixed overhead per decode step (everything but matmul): %.1f us (%.1f%%)\n", fixed_ns / 1e3,
+                   100.0 * fixed_ns / step_ns);
+        }
+    }
+    fflush(stdout);
+    rc = 0;
+done:
+    slm_xfree(ids);
+    slm_free(e);
+    return rc;
+}

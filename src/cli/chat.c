@@ -1,0 +1,443 @@
+/* staticlm chat: an interactive conversation on the KV cache; and the option
+ * parsing / model loading shared with staticlm serve (server/server.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "device/kernels.h"
+#include "pipeline/chat.h"
+#include "server/server.h"
+
+#ifdef SLM_HAVE_CJSON
+#include <cjson/cJSON.h>
+#endif
+
+/* ---- shared options ---------------------------------------------------------- */
+
+const char slm_cli_common_help[] =
+    "  -m, --model PATH          llama2.c .bin or .gguf (default: stories260K.bin from\n"
+    "                            ./models or ../shared/models)\n"
+    "  -z, --tokenizer PATH      llama2.c tokenizer.bin (default: the GGUF's own, or\n"
+    "                            tokenizer.bin / tok512.bin beside MODEL)\n"
+    "      --chat-template NAME|FILE  chatml, llama2, zephyr, llama3, or a Jinja file\n"
+    "                            (default: the model's tokenizer.chat_template, else ChatML)\n"
+    "      --temp T              temperature; 0 = greedy (default 0.8)\n"
+    "      --top-k K             keep the K most likely tokens; 0 = off (default 0)\n"
+    "      --top-p P             nucleus sampling; 0 or 1 = off (default 0.9)\n"
+    "      --seed S              sampling seed (default: time)\n"
+    "      --max-prompt-len L    prefill program rows (default 1024)\n"
+    "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
+    "  -t, --threads N           worker threads (0 = all cores)\n"
+    "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+    "  -v, --verbose             model facts and per-turn statistics on stderr\n";
+
+int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "staticlm: %s expects an integer in [%d, %d], got '%s'\n", opt, lo, hi, s);
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "staticlm: %s expects a number in [%g, %g], got '%s'\n", opt, lo, hi, s);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+void slm_cli_common_init(slm_cli_common *c) {
+    memset(c, 0, sizeof *c);
+    c->opt = slm_default_options();
+    c->samp.temperature = 0.8f;
+    c->samp.top_p = 0.9f;
+}
+
+int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
+    const char *o = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+#define VAL()                                                                  \
+    do {                                                                       \
+        if (!v) {                                                              \
+            fprintf(stderr, "staticlm: %s needs a value\n", o);                \
+            return -1;                                                         \
+        }                                                                      \
+        (*i)++;                                                                \
+    } while (0)
+    if (!strcmp(o, "-m") || !strcmp(o, "--model")) { VAL(); c->model = v; return 1; }
+    if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { VAL(); c->tok = v; return 1; }
+    if (!strcmp(o, "--chat-template")) { VAL(); c->chat_template = v; return 1; }
+    if (!strcmp(o, "--kernels")) { VAL(); c->kernels = v; return 1; }
+    if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) { c->verbose = 1; return 1; }
+    if (!strcmp(o, "--max-prompt-len")) { VAL(); return slm_cli_parse_int(v, o, 1, 1 << 20, &c->opt.max_prompt_len) ? 1 : -1; }
+    if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }
+    if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { VAL(); return slm_cli_parse_int(v, o, 0, 1024, &c->threads) ? 1 : -1; }
+    if (!strcmp(o, "--temp")) { VAL(); return parse_float(v, o, 0.0f, 100.0f, &c->samp.temperature) ? 1 : -1; }
+    if (!strcmp(o, "--top-k")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 24, &c->samp.top_k) ? 1 : -1; }
+    if (!strcmp(o, "--top-p")) { VAL(); return parse_float(v, o, 0.0f, 1.0f, &c->samp.top_p) ? 1 : -1; }
+    if (!strcmp(o, "--seed")) {
+        VAL();
+        char *end;
+        errno = 0;
+        unsigned long long s = strtoull(v, &end, 10);
+        if (errno || *end || end == v) {
+            fprintf(stderr, "staticlm: --seed expects an integer, got '%s'\n", v);
+            return -1;
+        }
+        c->samp.seed = s;
+        c->seed_set = 1;
+        return 1;
+    }
+#undef VAL
+    return 0;
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+slm_engine *slm_cli_common_load(slm_cli_common *c) {
+    static char mbuf[256], tbuf[256], bbuf[1100];
+    if (!c->model) {
+        static const char *const dirs[] = {"models", "../shared/models"};
+        for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && !c->model; i++) {
+            snprintf(mbuf, sizeof mbuf, "%s/stories260K.bin", dirs[i]);
+            snprintf(tbuf, sizeof tbuf, "%s/tok512.bin", dirs[i]);
+            if (file_exists(mbuf) && file_exists(tbuf)) {
+                c->model = mbuf;
+                if (!c->tok) c->tok = tbuf;
+            }
+        }
+        if (!c->model) {
+            fprintf(stderr, "staticlm: no model given and stories260K.bin + tok512.bin are not in ./models or "
+                            "../shared/models (see staticlm run --help); pass -m MODEL [-z TOKENIZER]\n");
+            return NULL;
+        }
+    }
+    if (!c->tok) {
+        /* tok512.bin beside a llama2.c model without tokenizer.bin */
+        size_t n = strlen(c->model);
+        if (!(n > 5 && !strcmp(c->model + n - 5, ".gguf"))) {
+            const char *slash = strrchr(c->model, '/');
+            int dl = slash ? (int)(slash - c->model) + 1 : 0;
+            snprintf(bbuf, sizeof bbuf, "%.*stokenizer.bin", dl, c->model);
+            if (!file_exists(bbuf)) {
+                snprintf(bbuf, sizeof bbuf, "%.*stok512.bin", dl, c->model);
+                if (file_exists(bbuf)) c->tok = bbuf;
+            }
+        }
+    }
+    if (c->kernels && !slm_kernels_select(c->kernels)) {
+        fprintf(stderr, "staticlm: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n", c->kernels);
+        return NULL;
+    }
+    c->opt.tokenizer_path = c->tok;
+    c->opt.verbose = c->verbose;
+    c->opt.n_threads = c->threads;
+    slm_engine *e = NULL;
+    slm_status s = slm_load(&e, c->model, &c->opt);
+    if (s) {
+        fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    if (!c->seed_set) c->samp.seed = (uint64_t)time(NULL);
+    if (c->verbose) {
+        slm_info in;
+        slm_get_info(e, &in);
+        fprintf(stderr, "model: %s, vocab %d, context %d; prefill %d rows, KV capacity %d\n", c->model,
+                in.vocab_size, in.context_len, in.max_prompt_len, in.kv_capacity);
+    }
+    return e;
+}
+
+/* ---- chat -------------------------------------------------------------------- */
+
+static void usage_chat(FILE *f) {
+    fprintf(f,
+            "usage: staticlm chat [-m MODEL] [-z TOKENIZER] [--system TEXT] [options]\n"
+            "\n"
+            "A conversation with the model. Each turn prefills only its new tokens onto the\n"
+            "KV cache kept from earlier turns. Reads lines from the terminal (or, when stdin\n"
+            "is not a terminal, one turn per line). Commands:\n"
+            "  /reset        start over (keeps the system prompt)\n"
+            "  /save FILE    write the conversation as JSON\n"
+            "  /load FILE    read a conversation saved with /save (the next turn prefills it)\n"
+            "  /quit         leave (also end of input)\n"
+            "\n"
+            "      --system TEXT         system prompt\n"
+            "  -n, --n-predict N         most tokens per reply (default 256; 0 = until EOS or\n"
+            "                            the KV capacity)\n"
+            "      --on-overflow P       truncate | error: when the history outgrows the KV\n"
+            "                            capacity, drop the oldest turns (keeping the system\n"
+            "                            prompt) and re-prefill, or refuse the turn (default truncate)\n"
+            "      --stats               one line per turn on stderr: tokens prefilled / kept\n"
+            "      --bench               time the second turn's first token with the KV kept vs\n"
+            "                            re-prefilling the whole history, then exit\n"
+            "%s"
+            "  -h, --help                this text\n",
+            slm_cli_common_help);
+}
+
+typedef struct chat_out {
+    int printed;
+} chat_out;
+
+static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
+    chat_out *o = ud;
+    (void)id;
+    (void)is_prompt;
+    if (slm_piece_printable(piece)) {
+        fputs(piece, stdout);
+        fflush(stdout);
+        o->printed = 1;
+    }
+    return 0;
+}
+
+#ifdef SLM_HAVE_CJSON
+static int save_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+    cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "messages");
+    const slm_chat_msg *m = slm_chat_messages(c);
+    for (int i = 0; i < slm_chat_count(c) && arr; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "role", m[i].role);
+        cJSON_AddStringToObject(o, "content", m[i].content);
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *txt = cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!txt) { snprintf(err, errcap, "out of memory"); return 0; }
+    FILE *f = fopen(path, "wb");
+    int ok = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
+    if (f && fclose(f)) ok = 0;
+    cJSON_free(txt);
+    if (!ok) snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
+    return ok;
+}
+
+static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { snprintf(err, errcap, "cannot open '%s': %s", path, strerror(errno)); return 0; }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            if (cap >= (64u << 20)) { free(buf); buf = NULL; break; }
+            char *b = realloc(buf, cap * 2);
+            if (!b) { free(buf); buf = NULL; break; }
+            buf = b;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n - 1, f);
+        if (!k) break;
+        n += k;
+    }
+    fclose(f);
+    if (!buf) { snprintf(err, errcap, "'%s' is too large", path); return 0; }
+    buf[n] = 0;
+    cJSON *root = cJSON_ParseWithLength(buf, n);
+    free(buf);
+    const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "messages") : NULL;
+    int ok = cJSON_IsArray(arr);
+    if (!ok) snprintf(err, errcap, "'%s' is not a saved conversation (an object with a \"messages\" array)", path);
+    const cJSON *it;
+    int idx = 0;
+    if (ok) cJSON_ArrayForEach(it, arr) {
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "role"), *t = cJSON_GetObjectItemCaseSensitive(it, "content");
+        if (!cJSON_IsString(r) || !cJSON_IsString(t) ||
+            (strcmp(r->valuestring, "system") && strcmp(r->valuestring, "user") && strcmp(r->valuestring, "assistant"))) {
+            snprintf(err, errcap, "'%s': message %d needs a role (system, user or assistant) and string content", path, idx);
+            ok = 0;
+            break;
+        }
+        idx++;
+    }
+    if (ok) {
+        slm_chat_clear(c, 0);
+        cJSON_ArrayForEach(it, arr) {
+            if (!slm_chat_add(c, cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring,
+                              cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring)) {
+                snprintf(err, errcap, "out of memory");
+                ok = 0;
+                break;
+            }
+        }
+    }
+    cJSON_Delete(root);
+    return ok;
+}
+#else
+static int save_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+    (void)c; (void)path;
+    snprintf(err, errcap, "/save is not available in this build (built without cJSON)");
+    return 0;
+}
+static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+    (void)c; (void)path;
+    snprintf(err, errcap, "/load is not available in this build (built without cJSON)");
+    return 0;
+}
+#endif
+
+static char *trim_line(char *s) {
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == '\n' || s[n - 1] == '\r')) s[--n] = 0;
+    return s;
+}
+
+static int run_bench(slm_engine *e, slm_chat *c, const char *system) {
+    static const char *const turn1 =
+        "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
+        "friends. One day, she saw a big red ball under a tree. She wanted to play with it, but it was not hers. "
+        "Lily asked her mom if she could play with the ball. Her mom said yes, but she had to give it back when "
+        "she was done. Tell me what happened next.";
+    static const char *const turn2 = "What did Lily do after she gave the ball back?";
+    char err[512] = "", note[512];
+    if (!system) slm_chat_add(c, "system", "You are a storyteller.");
+    slm_chat_stats st;
+    slm_status s = slm_chat_turn(c, turn1, NULL, NULL, &st, err, sizeof err, note, sizeof note);
+    if (s) { fprintf(stderr, "staticlm: bench: %s\n", err); return 1; }
+    double kept = 0, full = 0;
+    int n_new = 0, n_full = 0;
+    s = slm_chat_bench_ttft(c, turn2, 9, &kept, &full, &n_new, &n_full, err, sizeof err);
+    if (s) { fprintf(stderr, "staticlm: %s\n", err); return 1; }
+    slm_info in;
+    slm_get_info(e, &in);
+    printf("chat bench: first turn %d prompt + %d generated tokens; second turn adds %d tokens "
+           "(whole history %d tokens; KV capacity %d)\n",
+           st.prefilled, st.n_generated, n_new, n_full, in.kv_capacity);
+    printf("second-turn time to first token (median of 9): KV kept %.3f ms, re-prefill whole history %.3f ms "
+           "(%.1fx)\n", kept, full, kept > 0 ? full / kept : 0.0);
+    return 0;
+}
+
+int slm_cli_chat(int argc, char **argv) {
+    slm_cli_common cc;
+    slm_cli_common_init(&cc);
+    const char *system = NULL;
+    int n_predict = 256, overflow = SLM_OVERFLOW_TRUNCATE, stats = 0, bench = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        int r = slm_cli_common_opt(&cc, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage_chat(stdout); return 0; }
+        int has = i + 1 < argc;
+        if (!strcmp(o, "--system") && has) system = argv[++i];
+        else if ((!strcmp(o, "-n") || !strcmp(o, "--n-predict")) && has) {
+            if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 24, &n_predict)) return 2;
+        } else if (!strcmp(o, "--on-overflow") && has) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "truncate")) overflow = SLM_OVERFLOW_TRUNCATE;
+            else if (!strcmp(v, "error")) overflow = SLM_OVERFLOW_ERROR;
+            else { fprintf(stderr, "staticlm: --on-overflow expects truncate or error, got '%s'\n", v); return 2; }
+        } else if (!strcmp(o, "--stats")) stats = 1;
+        else if (!strcmp(o, "--bench")) bench = 1;
+        else {
+            fprintf(stderr, "staticlm: %s '%s' (see staticlm chat --help)\n",
+                    (!strcmp(o, "--system") || !strcmp(o, "-n") || !strcmp(o, "--n-predict") || !strcmp(o, "--on-overflow"))
+                        ? "missing value for" : "unknown option", o);
+            return 2;
+        }
+    }
+    if (bench) {
+        cc.samp.temperature = 0.0f;
+        if (n_predict == 256) n_predict = 64;
+    }
+    slm_engine *e = slm_cli_common_load(&cc);
+    if (!e) return 1;
+    char note[512];
+    slm_tmpl *tm = slm_chat_template_open(e, cc.chat_template, note, sizeof note);
+    if (!tm) { fprintf(stderr, "staticlm: out of memory\n"); slm_free(e); return 1; }
+    if (!strncmp(note, "warning", 7)) fprintf(stderr, "staticlm: %s\n", note);
+    else if (cc.verbose || stats) fprintf(stderr, "[chat] %s\n", note);
+    slm_chat_cfg cfg = {0};
+    cfg.on_overflow = overflow;
+    cfg.samp = cc.samp;
+    cfg.n_predict = n_predict;
+    slm_chat *c = slm_chat_new(e, tm, &cfg);
+    if (!c) { fprintf(stderr, "staticlm: out of memory\n"); slm_tmpl_free(tm); slm_free(e); return 1; }
+    if (system) slm_chat_add(c, "system", system);
+    int rc = 0;
+    if (bench) {
+        rc = run_bench(e, c, system);
+        slm_chat_free(c);
+        slm_tmpl_free(tm);
+        slm_free(e);
+        return rc;
+    }
+    int tty = isatty(0);
+    if (tty) fprintf(stderr, "staticlm chat: /reset, /save FILE, /load FILE, /quit\n");
+    char *line = NULL;
+    size_t lcap = 0;
+    for (;;) {
+        if (tty) { fputs("> ", stdout); fflush(stdout); }
+        if (getline(&line, &lcap, stdin) < 0) break;
+        trim_line(line);
+        if (!line[0]) continue;
+        char err[1024] = "";
+        if (line[0] == '/') {
+            if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
+            if (!strcmp(line, "/reset")) {
+                slm_chat_clear(c, 1);
+                fprintf(stderr, "[chat] conversation reset%s\n", slm_chat_count(c) ? " (system prompt kept)" : "");
+                continue;
+            }
+            if (!strncmp(line, "/save ", 6) || !strncmp(line, "/load ", 6)) {
+                const char *path = line + 6;
+                while (*path == ' ') path++;
+                int ok = line[1] == 's' ? save_conv(c, path, err, sizeof err) : load_conv(c, path, err, sizeof err);
+                if (!ok) { fprintf(stderr, "staticlm: %s\n", err); rc = 1; }
+                else fprintf(stderr, "[chat] %s %d messages %s %s\n", line[1] == 's' ? "saved" : "loaded",
+                             slm_chat_count(c), line[1] == 's' ? "to" : "from", path);
+                continue;
+            }
+            if (line[1] != '/') {
+                fprintf(stderr, "staticlm: unknown command '%s' (/reset, /save FILE, /load FILE, /quit; "
+                                "start a message with // to send a literal /)\n", line);
+                continue;
+            }
+        }
+        const char *msg = line[0] == '/' ? line + 1 : line;
+        chat_out out = {0};
+        slm_chat_stats st;
+        slm_status s = slm_chat_turn(c, msg, print_piece, &out, &st, err, sizeof err, note, sizeof note);
+        if (note[0]) fprintf(stderr, "[chat] %s\n", note);
+        if (s && s != SLM_OK && st.turn == 0) {
+            fprintf(stderr, "staticlm: %s\n", err);
+            rc = 1;
+            continue;
+        }
+        fputc('\n', stdout);
+        fflush(stdout);
+        if (s) { fprintf(stderr, "staticlm: %s\n", err); rc = 1; }
+        if (st.cut) fprintf(stderr, "[chat] the reply stopped at the KV capacity (%d)\n", slm_capacity(e));
+        if (stats || cc.verbose)
+            fprintf(stderr,
+                    "[chat] turn=%d prefilled=%d kept=%d stored=%d generated=%d full=%d dropped=%d "
+                    "ttft_ms=%.2f decode_ms=%.2f\n",
+                    st.turn, st.prefilled, st.kept, st.n_stored, st.n_generated, st.full, st.dropped, st.ttft_ms,
+                    st.decode_ms);
+    }
+    free(line);
+    slm_chat_free(c);
+    slm_tmpl_free(tm);
+    slm_free(e);
+    return rc;
+}

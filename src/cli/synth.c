@@ -1,0 +1,582 @@
+/* staticlm synth: random-weight GGUF models of real shapes, for benchmarks
+ * and tests, that staticlm and llama.cpp both load.
+ *
+ * Weights are normal with a small std (0.02 by default), norms are 1.0, all
+ * from a fixed seed (each tensor seeded from the seed and its index, so the
+ * values do not depend on the type). The file carries the metadata a
+ * converted Hugging Face model carries (the llama.cpp keys) and a
+ * SentencePiece vocabulary copied from a vocab file (default
+ * ../shared/vocab/ggml-vocab-llama-spm.gguf, 32000 tokens): a shape with a
+ * bigger vocabulary gets the SPM vocabulary padded with unique normal tokens
+ * "<synth_N>" (never produced by the tokenizer: no merge chain reaches them);
+ * a smaller one (custom shapes) keeps the first N tokens (N >= 259 keeps
+ * <unk>, <s>, </s> and the 256 byte tokens, so any text still encodes).
+ *
+ * Types mirror what llama.cpp writes for each file type:
+ *   f32, f16: every matrix in that type;
+ *   q8_0:     every matrix Q8_0;
+ *   q4_0:     every matrix Q4_0, except the output matrix (output.weight, or
+ *             the tied token_embd.weight) which is Q6_K, or Q8_0 when its
+ *             width is not a multiple of 256 (llama-quant.cpp's rule);
+ * norm vectors (and qwen2's biases, rope_freqs) stay F32. A matrix whose rows
+ * do not fit the block size falls back to F16 (custom shapes only).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "common/common.h"
+#include "common/dtype.h"
+#include "format/gguf.h"
+
+#define SYNTH_SPM_BASE 259 /* <unk>, <s>, </s> and the 256 byte tokens */
+
+typedef struct synth_shape {
+    const char *name, *arch; /* arch: "llama", "qwen2" or "mistral" */
+    int dim, n_layers, n_heads, n_kv_heads, ffn, vocab, ctx;
+    float rope_base, eps;
+    int tied;
+    int llama3_rope; /* rope_freqs.weight (Llama 3.1+ scaling: factor 32, 1, 4, 8192) */
+} synth_shape;
+
+/* Values from each model's config.json on the Hugging Face hub. */
+static const synth_shape k_shapes[] = {
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0},
+    /* a tiny default for tests; every field can be overridden */
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0},
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: staticlm synth --shape NAME --type TYPE -o FILE.gguf [options]\n"
+            "\n"
+            "Write a random-weight GGUF model of a real model's shape (normal weights,\n"
+            "std 0.02; norms 1.0; fixed seed) with a SentencePiece vocabulary, that\n"
+            "staticlm and llama.cpp both load.\n"
+            "\n"
+            "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | custom\n"
+            "  --type TYPE           f32 | f16 | q8_0 | q4_0 (default f16); q4_0 files are mixed as\n"
+            "                        llama.cpp's: output matrix Q6_K (Q8_0 when its width is not a\n"
+            "                        multiple of 256); norms stay f32\n"
+            "  -o, --output FILE     the GGUF file to write (atomically)\n"
+            "      --seed S          weight seed (default 1)\n"
+            "      --arch A          llama | qwen2 | mistral (default: the shape's own; qwen2 adds Q/K/V\n"
+            "                        biases; mistral writes mistral.attention.sliding_window, which\n"
+            "                        staticlm reads; llama.cpp has no 'mistral' architecture)\n"
+            "      --sliding-window N  attention window for --arch mistral (default 4096)\n"
+            "      --std X           weight standard deviation (default 0.02)\n"
+            "      --vocab-file F    GGUF with a llama (SPM) vocabulary (default\n"
+            "                        ../shared/vocab/ggml-vocab-llama-spm.gguf)\n"
+            "      --name NAME       general.name (default: synth-SHAPE)\n"
+            "  overrides (any shape; custom defaults: 64 dim, 2 layers, 4/2 heads, ffn 160, vocab 512):\n"
+            "      --dim N --layers N --heads N --kv-heads N --ffn N --n-vocab N --ctx N\n"
+            "      --rope-base X --eps X --tied | --untied\n"
+            "  -h, --help            this help\n");
+}
+
+/* ---- random numbers ------------------------------------------------------ */
+
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+static void rng_seed(rng *r, uint64_t seed, uint64_t stream) {
+    uint64_t x = seed ^ (stream * 0xD1B54A32D192ED03ull);
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+/* xoshiro256+ */
+static inline uint64_t rng_next(rng *r) {
+    uint64_t *s = r->s;
+    const uint64_t res = s[0] + s[3], t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+/* n normal values with standard deviation std (Box-Muller, pairs). */
+static void rng_normal(rng *r, float *x, int64_t n, float std) {
+    const double two_pi = 6.283185307179586;
+    for (int64_t i = 0; i < n; i += 2) {
+        uint64_t a = rng_next(r), b = rng_next(r);
+        double u1 = ((double)(a >> 11) + 1.0) * (1.0 / 9007199254740993.0); /* (0, 1] */
+        double u2 = (double)(b >> 11) * (1.0 / 9007199254740992.0);
+        double rad = sqrt(-2.0 * log(u1)) * std;
+        x[i] = (float)(rad * cos(two_pi * u2));
+        if (i + 1 < n) x[i + 1] = (float)(rad * sin(two_pi * u2));
+    }
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+static int parse_i(const char *s, const char *opt, long lo, long hi, int *out) {
+    char *end;
+    errno = 0;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "staticlm synth: %s expects an integer in [%ld, %ld], got '%s'\n", opt, lo, hi,
+                s ? s : "(nothing)");
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+static int parse_f(const char *s, const char *opt, float *out) {
+    char *end;
+    errno = 0;
+    float v = s ? strtof(s, &end) : 0.0f;
+    if (!s || errno || *end || end == s || !(v > 0.0f) || !isfinite(v)) {
+        fprintf(stderr, "staticlm synth: %s expects a positive number, got '%s'\n", opt, s ? s : "(nothing)");
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+/* ---- the vocabulary ------------------------------------------------------ */
+
+typedef struct vocab {
+    int n;
+    char **str;
+    uint64_t *len;
+    float *score;
+    int32_t *type;
+    uint32_t bos, eos, unk;
+} vocab;
+
+static void vocab_free(vocab *v) {
+    if (v->str)
+        for (int i = 0; i < v->n; i++) slm_xfree(v->str[i]);
+    slm_xfree(v->str);
+    slm_xfree(v->len);
+    slm_xfree(v->score);
+    slm_xfree(v->type);
+    memset(v, 0, sizeof *v);
+}
+
+static const char *default_vocab_file(void) {
+    static const char *const cands[] = {"../shared/vocab/ggml-vocab-llama-spm.gguf",
+                                        "shared/vocab/ggml-vocab-llama-spm.gguf",
+                                        "../../shared/vocab/ggml-vocab-llama-spm.gguf"};
+    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+        FILE *f = fopen(cands[i], "rb");
+        if (f) {
+            fclose(f);
+            return cands[i];
+        }
+    }
+    return NULL;
+}
+
+/* The first min(n, file) tokens of an SPM vocabulary, padded to n. */
+static int vocab_load(vocab *v, const char *path, int n) {
+    slm_err err;
+    memset(&err, 0, sizeof err);
+    slm_map map;
+    memset(&map, 0, sizeof map);
+    slm_gguf *g = NULL;
+    int ok = 0;
+    memset(v, 0, sizeof *v);
+    if (slm_map_file(&map, path, &err) || slm_gguf_open(&g, map.data, map.size, slm_basename(path), &err)) {
+        fprintf(stderr, "staticlm synth: %s\n", err.msg);
+        goto done;
+    }
+    slm_gguf_str model;
+    slm_gguf_type et;
+    uint64_t n_tok = 0, n_sc = 0, n_ty = 0;
+    const void *sc = NULL, *ty = NULL;
+    if (!slm_gguf_get_str(g, "tokenizer.ggml.model", &model) || !slm_gguf_str_eq(model, "llama")) {
+        fprintf(stderr, "staticlm synth: %s: not a SentencePiece (tokenizer.ggml.model = llama) vocabulary\n", path);
+        goto done;
+    }
+    if (!slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tok, NULL) || et != SLM_GGUF_STRING ||
+        !slm_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &n_sc, &sc) || et != SLM_GGUF_F32 || n_sc != n_tok ||
+        !slm_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n_ty, &ty) || et != SLM_GGUF_I32 || n_ty != n_tok ||
+        n_tok < SYNTH_SPM_BASE) {
+        fprintf(stderr, "staticlm synth: %s: tokens, scores and token_type (at least %d) are needed\n", path,
+                SYNTH_SPM_BASE);
+        goto done;
+    }
+    v->bos = 1, v->eos = 2, v->unk = 0;
+    slm_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &v->bos);
+    slm_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &v->eos);
+    slm_gguf_get_u32(g, "tokenizer.ggml.unknown_token_id", &v->unk);
+    if (v->bos >= (uint32_t)n || v->eos >= (uint32_t)n || v->unk >= (uint32_t)n) {
+        fprintf(stderr, "staticlm synth: %s: special token ids beyond the vocabulary size %d\n", path, n);
+        goto done;
+    }
+    v->n = n;
+    v->str = slm_calloc((size_t)n, sizeof *v->str);
+    v->len = slm_calloc((size_t)n, sizeof *v->len);
+    v->score = slm_calloc((size_t)n, sizeof *v->score);
+    v->type = slm_calloc((size_t)n, sizeof *v->type);
+    if (!v->str || !v->len || !v->score || !v->type) goto nomem;
+    float min_score = 0.0f;
+    for (int i = 0; i < n; i++) {
+        if ((uint64_t)i < n_tok) {
+            slm_gguf_str s;
+            if (!slm_gguf_arr_str(g, "tokenizer.ggml.tokens", (uint64_t)i, &s)) goto done;
+            if (!(v->str[i] = slm_malloc((size_t)s.len + 1))) goto nomem;
+            memcpy(v->str[i], s.s, (size_t)s.len);
+            v->str[i][s.len] = 0;
+            v->len[i] = s.len;
+            memcpy(&v->score[i], (const char *)sc + 4 * (size_t)i, 4);
+            memcpy(&v->type[i], (const char *)ty + 4 * (size_t)i, 4);
+            if (v->score[i] < min_score) min_score = v->score[i];
+        } else {
+            char buf[32];
+            int len = snprintf(buf, sizeof buf, "<synth_%d>", i);
+            if (!(v->str[i] = slm_strdup(buf))) goto nomem;
+            v->len[i] = (uint64_t)len;
+            v->score[i] = min_score - 1.0f - (float)(i - (int)n_tok);
+            v->type[i] = 1; /* normal */
+        }
+    }
+    ok = 1;
+    goto done;
+nomem:
+    fprintf(stderr, "staticlm synth: out of memory for %d tokens\n", n);
+done:
+    if (!ok) vocab_free(v);
+    slm_gguf_close(g);
+    slm_unmap(&map);
+    return ok;
+}
+
+/* ---- tensors ------------------------------------------------------------- */
+
+typedef struct synth {
+    slm_gguf_writer *w;
+    void **bufs;
+    int n_bufs, cap_bufs;
+    uint64_t seed, n_tensors, n_params, n_bytes;
+    float std;
+    float *row; /* scratch row (f32), widest row */
+    uint64_t type_count[SLM_DTYPE_COUNT];
+} synth;
+
+static void *synth_alloc(synth *s, size_t n) {
+    if (s->n_bufs == s->cap_bufs) {
+        int cap = s->cap_bufs ? 2 * s->cap_bufs : 64;
+        void **p = slm_realloc(s->bufs, (size_t)cap * sizeof *p);
+        if (!p) return NULL;
+        s->bufs = p;
+        s->cap_bufs = cap;
+    }
+    void *q = slm_malloc(n ? n : 1);
+    if (q) s->bufs[s->n_bufs++] = q;
+    return q;
+}
+
+/* Add a tensor [ne0, ne1] of `type`: init 0 = normal(std), 1 = ones,
+ * 2 = the given f32 values. */
+static int add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int init, const float *vals) {
+    const uint32_t blk = slm_dtype_get(type)->block;
+    if (ne0 % blk) {
+        fprintf(stderr, "staticlm synth: %s: rows of %lld are not a multiple of %u (%s): writing f16\n", name,
+                (long long)ne0, blk, slm_dtype_name(type));
+        type = SLM_F16;
+    }
+    const uint64_t rb = slm_row_bytes(type, (uint64_t)ne0), nbytes = rb * (uint64_t)ne1;
+    uint8_t *data = synth_alloc(s, (size_t)nbytes);
+    if (!data) {
+        fprintf(stderr, "staticlm synth: out of memory for %s (%llu bytes)\n", name, (unsigned long long)nbytes);
+        return 0;
+    }
+    rng r;
+    rng_seed(&r, s->seed, ++s->n_tensors);
+    for (int64_t i = 0; i < ne1; i++) {
+        float *x = s->row;
+        if (init == 0) rng_normal(&r, x, ne0, s->std);
+        else if (init == 1)
+            for (int64_t j = 0; j < ne0; j++) x[j] = 1.0f;
+        else
+            x = (float *)vals + i * ne0;
+        if (!slm_quantize_row(type, x, data + (uint64_t)i * rb, ne0)) {
+            fprintf(stderr, "staticlm synth: %s: cannot write type %s\n", name, slm_dtype_name(type));
+            return 0;
+        }
+    }
+    int64_t ne[2] = {ne0, ne1};
+    if (slm_gguf_add_tensor(s->w, name, type, ne1 == 1 ? 1 : 2, ne, data, nbytes)) return 0;
+    s->n_params += (uint64_t)(ne0 * ne1);
+    s->n_bytes += nbytes;
+    s->type_count[type]++;
+    return 1;
+}
+
+/* GGUF general.file_type (llama_ftype) and the matrix types of --type. */
+typedef struct synth_type {
+    const char *name;
+    uint32_t matrix, ftype;
+} synth_type;
+static const synth_type k_types[] = {
+    {"f32", SLM_F32, 0}, {"f16", SLM_F16, 1}, {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2},
+};
+
+/* llama-quant.cpp: the output matrix (or the tied embedding) of a Q4_0 file
+ * is Q6_K, or Q8_0 when its width is not a multiple of 256. */
+static uint32_t output_type(uint32_t matrix, int64_t width) {
+    if (matrix != SLM_Q4_0) return matrix;
+    return width % SLM_QK_K ? SLM_Q8_0 : SLM_Q6_K;
+}
+
+/* Llama 3.1+ rope scaling factors, as convert_hf_to_gguf.py writes them. */
+static void llama3_rope_factors(float *f, int head_dim, float base) {
+    const double factor = 32.0, low = 1.0, high = 4.0, old_ctx = 8192.0;
+    const double low_wl = old_ctx / low, high_wl = old_ctx / high;
+    for (int i = 0; i < head_dim / 2; i++) {
+        double freq = 1.0 / pow((double)base, (2.0 * i) / head_dim);
+        double wl = 2.0 * 3.141592653589793 / freq;
+        if (wl < high_wl) f[i] = 1.0f;
+        else if (wl > low_wl) f[i] = (float)factor;
+        else {
+            double smooth = (old_ctx / wl - low) / (high - low);
+            f[i] = (float)(1.0 / ((1.0 - smooth) / factor + smooth));
+        }
+    }
+}
+
+int slm_cli_synth(int argc, char **argv) {
+    const char *shape_name = NULL, *type_name = "f16", *out = NULL, *arch = NULL, *vocab_file = NULL, *name = NULL;
+    synth_shape sh;
+    memset(&sh, 0, sizeof sh);
+    uint64_t seed = 1;
+    float std = 0.02f;
+    /* overrides: -1 = keep */
+    int o_dim = -1, o_layers = -1, o_heads = -1, o_kv = -1, o_ffn = -1, o_vocab = -1, o_ctx = -1, o_tied = -1;
+    float o_rope = -1.0f, o_eps = -1.0f;
+    int window = 4096;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int takes = 1;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(o, "--shape")) shape_name = v;
+        else if (!strcmp(o, "--type")) type_name = v;
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) out = v;
+        else if (!strcmp(o, "--arch")) arch = v;
+        else if (!strcmp(o, "--vocab-file")) vocab_file = v;
+        else if (!strcmp(o, "--name")) name = v;
+        else if (!strcmp(o, "--seed")) {
+            char *end;
+            errno = 0;
+            unsigned long long x = v ? strtoull(v, &end, 10) : 0;
+            if (!v || errno || *end || end == v) {
+                fprintf(stderr, "staticlm synth: --seed expects an integer\n");
+                return 2;
+            }
+            seed = x;
+        } else if (!strcmp(o, "--std")) { if (!parse_f(v, o, &std)) return 2; }
+        else if (!strcmp(o, "--dim")) { if (!parse_i(v, o, 2, 1 << 16, &o_dim)) return 2; }
+        else if (!strcmp(o, "--layers")) { if (!parse_i(v, o, 1, 1024, &o_layers)) return 2; }
+        else if (!strcmp(o, "--heads")) { if (!parse_i(v, o, 1, 1024, &o_heads)) return 2; }
+        else if (!strcmp(o, "--kv-heads")) { if (!parse_i(v, o, 1, 1024, &o_kv)) return 2; }
+        else if (!strcmp(o, "--ffn")) { if (!parse_i(v, o, 1, 1 << 18, &o_ffn)) return 2; }
+        else if (!strcmp(o, "--n-vocab")) { if (!parse_i(v, o, SYNTH_SPM_BASE, 1 << 20, &o_vocab)) return 2; }
+        else if (!strcmp(o, "--ctx")) { if (!parse_i(v, o, 1, 1 << 24, &o_ctx)) return 2; }
+        else if (!strcmp(o, "--sliding-window")) { if (!parse_i(v, o, 1, 1 << 24, &window)) return 2; }
+        else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &o_rope)) return 2; }
+        else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &o_eps)) return 2; }
+        else if (!strcmp(o, "--tied")) { o_tied = 1; takes = 0; }
+        else if (!strcmp(o, "--untied")) { o_tied = 0; takes = 0; }
+        else {
+            fprintf(stderr, "staticlm synth: unknown option '%s' (see staticlm synth --help)\n", o);
+            return 2;
+        }
+        if (takes) {
+            if (!v) {
+                fprintf(stderr, "staticlm synth: %s needs a value\n", o);
+                return 2;
+            }
+            i++;
+        }
+    }
+    if (!shape_name || !out) {
+        fprintf(stderr, "staticlm synth: --shape and -o are required\n\n");
+        usage(stderr);
+        return 2;
+    }
+    const synth_shape *base = NULL;
+    for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
+        if (!strcmp(k_shapes[i].name, shape_name)) base = &k_shapes[i];
+    if (!base) {
+        fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
+                        "qwen2.5-0.5b, custom)\n", shape_name);
+        return 2;
+    }
+    const synth_type *ty = NULL;
+    for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
+        if (!strcmp(k_types[i].name, type_name)) ty = &k_types[i];
+    if (!ty) {
+        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0)\n", type_name);
+        return 2;
+    }
+    sh = *base;
+    if (o_dim > 0) sh.dim = o_dim;
+    if (o_layers > 0) sh.n_layers = o_layers;
+    if (o_heads > 0) sh.n_heads = o_heads;
+    if (o_kv > 0) sh.n_kv_heads = o_kv;
+    if (o_ffn > 0) sh.ffn = o_ffn;
+    if (o_vocab > 0) sh.vocab = o_vocab;
+    if (o_ctx > 0) sh.ctx = o_ctx;
+    if (o_tied >= 0) sh.tied = o_tied;
+    if (o_rope > 0) sh.rope_base = o_rope;
+    if (o_eps > 0) sh.eps = o_eps;
+    if (arch) {
+        if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "mistral")) {
+            fprintf(stderr, "staticlm synth: unknown architecture '%s' (llama, qwen2, mistral)\n", arch);
+            return 2;
+        }
+        sh.arch = arch;
+    }
+    if (sh.dim % sh.n_heads || (sh.dim / sh.n_heads) % 2 || sh.n_heads % sh.n_kv_heads) {
+        fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh.n_heads,
+                sh.n_kv_heads, sh.dim);
+        return 2;
+    }
+    const int head_dim = sh.dim / sh.n_heads, kv_dim = head_dim * sh.n_kv_heads;
+    const int qwen2 = !strcmp(sh.arch, "qwen2");
+    if (!vocab_file && !(vocab_file = default_vocab_file())) {
+        fprintf(stderr, "staticlm synth: no vocabulary: ../shared/vocab/ggml-vocab-llama-spm.gguf not found; "
+                        "pass --vocab-file FILE (a GGUF with a llama/SPM vocabulary)\n");
+        return 1;
+    }
+
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    vocab voc;
+    if (!vocab_load(&voc, vocab_file, sh.vocab)) return 1;
+
+    synth s;
+    memset(&s, 0, sizeof s);
+    s.seed = seed;
+    s.std = std;
+    s.w = slm_gguf_writer_new();
+    int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
+    s.row = slm_malloc(((size_t)widest + 1) * sizeof(float));
+    int rc = 1;
+    if (!s.w || !s.row) {
+        fprintf(stderr, "staticlm synth: out of memory\n");
+        goto done;
+    }
+
+    /* metadata, in the order convert_hf_to_gguf.py writes it */
+    char key[96], gname[128];
+    snprintf(gname, sizeof gname, "synth-%s", sh.name);
+    slm_gguf_writer *w = s.w;
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", sh.arch, suffix), key)
+    slm_gguf_set_str(w, "general.architecture", sh.arch);
+    slm_gguf_set_str(w, "general.type", "model");
+    slm_gguf_set_str(w, "general.name", name ? name : gname);
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)sh.n_layers);
+    slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh.ctx);
+    slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh.dim);
+    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh.ffn);
+    slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh.n_heads);
+    slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh.n_kv_heads);
+    slm_gguf_set_f32(w, K("rope.freq_base"), sh.rope_base);
+    slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh.eps);
+    if (!strcmp(sh.arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)window);
+    if (!qwen2) {
+        slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)head_dim);
+        slm_gguf_set_u32(w, K("attention.value_length"), (uint32_t)head_dim);
+        slm_gguf_set_u32(w, K("vocab_size"), (uint32_t)sh.vocab);
+        slm_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)head_dim);
+    }
+    slm_gguf_set_u32(w, "general.file_type", ty->ftype);
+    if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16) slm_gguf_set_u32(w, "general.quantization_version", 2);
+#undef K
+    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    slm_gguf_set_str(w, "tokenizer.ggml.pre", "default");
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)voc.str, voc.len, (uint64_t)voc.n);
+    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, voc.score, (uint64_t)voc.n);
+    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, voc.type, (uint64_t)voc.n);
+    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", voc.bos);
+    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", voc.eos);
+    slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", voc.unk);
+    slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+
+    /* tensors, in llama.cpp's order */
+    const uint32_t mt = ty->matrix;
+    const uint32_t emb_t = sh.tied ? output_type(mt, sh.dim) : mt;
+    if (!add(&s, "token_embd.weight", emb_t, sh.dim, sh.vocab, 0, NULL)) goto done;
+    if (sh.llama3_rope) {
+        float f[512];
+        if (head_dim / 2 > (int)(sizeof f / sizeof f[0])) goto done;
+        llama3_rope_factors(f, head_dim, sh.rope_base);
+        if (!add(&s, "rope_freqs.weight", SLM_F32, head_dim / 2, 1, 2, f)) goto done;
+    }
+    for (int l = 0; l < sh.n_layers; l++) {
+        char n[64];
+#define T(suffix, type, ne0, ne1, init)                                                        \
+    do {                                                                                       \
+        snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
+        if (!add(&s, n, type, ne0, ne1, init, NULL)) goto done;                                \
+    } while (0)
+        T("attn_norm.weight", SLM_F32, sh.dim, 1, 1);
+        T("attn_q.weight", mt, sh.dim, sh.dim, 0);
+        T("attn_k.weight", mt, sh.dim, kv_dim, 0);
+        T("attn_v.weight", mt, sh.dim, kv_dim, 0);
+        if (qwen2) {
+            T("attn_q.bias", SLM_F32, sh.dim, 1, 0);
+            T("attn_k.bias", SLM_F32, kv_dim, 1, 0);
+            T("attn_v.bias", SLM_F32, kv_dim, 1, 0);
+        }
+        T("attn_output.weight", mt, sh.dim, sh.dim, 0);
+        T("ffn_norm.weight", SLM_F32, sh.dim, 1, 1);
+        T("ffn_gate.weight", mt, sh.dim, sh.ffn, 0);
+        T("ffn_up.weight", mt, sh.dim, sh.ffn, 0);
+        T("ffn_down.weight", mt, sh.ffn, sh.dim, 0);
+#undef T
+    }
+    if (!add(&s, "output_norm.weight", SLM_F32, sh.dim, 1, 1, NULL)) goto done;
+    if (!sh.tied && !add(&s, "output.weight", output_type(mt, sh.dim), sh.dim, sh.vocab, 0, NULL)) goto done;
+
+    slm_err err;
+    memset(&err, 0, sizeof err);
+    if (slm_gguf_write(w, out, &err)) {
+        fprintf(stderr, "staticlm synth: %s\n", err.msg);
+        goto done;
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    fprintf(stderr, "synth: %s %s (%s, %d dim, %d layers, %d/%d heads, ffn %d, vocab %d, %s): %.2f M params, "
+                    "%.1f MiB of tensors, in %.1f s ->  %s\n  tensor types:",
+            sh.name, ty->name, sh.arch, sh.dim, sh.n_layers, sh.n_heads, sh.n_kv_heads, sh.ffn, sh.vocab,
+            sh.tied ? "tied" : "untied", s.n_params / 1e6, s.n_bytes / 1048576.0,
+            (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, out);
+    for (int t = 0; t < SLM_DTYPE_COUNT; t++)
+        if (s.type_count[t]) fprintf(stderr, " %s x%llu", slm_dtype_name((uint32_t)t), (unsigned long long)s.type_count[t]);
+    fprintf(stderr, "\n");
+    rc = 0;
+done:
+    for (int i = 0; i < s.n_bufs; i++) slm_xfree(s.bufs[i]);
+    slm_xfree(s.bufs);
+    slm_xfree(s.row);
+    slm_gguf_writer_free(s.w);
+    vocab_free(&voc);
+    return rc;
+}

@@ -1,0 +1,687 @@
+/* Conversations on the KV cache (see chat.h). Public API only. */
+#include "pipeline/chat.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/common.h"
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* ---- template choice -------------------------------------------------------- */
+
+static char *read_text_file(const char *path, size_t limit) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            size_t nc = cap ? cap * 2 : 8192;
+            if (nc > limit + 4096 + 1) nc = limit + 4096 + 1;
+            char *b = slm_realloc(buf, nc);
+            if (!b) { slm_xfree(buf); fclose(f); return NULL; }
+            buf = b;
+            cap = nc;
+        }
+        size_t k = fread(buf + n, 1, cap - n - 1, f);
+        n += k;
+        if (k == 0 || n > limit) break;
+    }
+    fclose(f);
+    if (n > limit) { slm_xfree(buf); return NULL; }
+    buf[n] = 0;
+    return buf;
+}
+
+slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note, size_t notecap) {
+    char perr[256] = "";
+    char *src = NULL;
+    const char *what = NULL;
+    char dummy[4];
+    if (!note || !notecap) { note = dummy; notecap = sizeof dummy; }
+    note[0] = 0;
+    if (override) {
+        const char *b = slm_tmpl_builtin(override);
+        if (b) {
+            src = slm_strdup(b);
+            what = "built-in";
+        } else {
+            src = read_text_file(override, 1u << 20);
+            what = "file";
+            if (!src) {
+                snprintf(note, notecap,
+                         "warning: chat template '%s' is neither a built-in (%s) nor a readable file "
+                         "(under 1 MiB); using ChatML",
+                         override, slm_tmpl_builtin_names());
+            }
+        }
+    } else if (e) {
+        long n = slm_model_meta(e, "tokenizer.chat_template", NULL, 0);
+        if (n >= 0 && n < (1 << 20)) {
+            src = slm_malloc((size_t)n + 1);
+            if (src) slm_model_meta(e, "tokenizer.chat_template", src, (size_t)n + 1);
+            what = "model's";
+        } else {
+            snprintf(note, notecap, "the model has no chat template; using ChatML");
+        }
+    }
+    slm_tmpl *t = NULL;
+    if (src) {
+        t = slm_tmpl_parse(src, perr, sizeof perr);
+        if (!t) snprintf(note, notecap, "warning: unsupported chat template (%s: %s); using ChatML", what, perr);
+        else snprintf(note, notecap, "chat template: %s%s%s", what, override ? " " : "", override ? override : "");
+        slm_xfree(src);
+    }
+    if (!t) t = slm_tmpl_parse(slm_tmpl_builtin("chatml"), perr, sizeof perr);
+    return t;
+}
+
+/* ---- tokenization ------------------------------------------------------------ */
+
+struct slm_chat_tok {
+    slm_engine *e;
+    char bos[64], eos[64];
+    int bos_id, eos_id, V;
+    /* raw piece -> id, built on first use */
+    char *blob;
+    uint32_t *off;
+    uint32_t *plen;
+    int32_t *slot;
+    uint32_t nslot;
+    int maxlen;
+    int built;
+};
+
+static void trim_copy(char *dst, size_t cap, const char *s) {
+    while (*s == ' ' || *s == '\n' || *s == '\t' || *s == '\r') s++;
+    size_t n = strlen(s);
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\n' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    if (n >= cap) n = 0; /* not a sensible special token text */
+    memcpy(dst, s, n);
+    dst[n] = 0;
+}
+
+slm_chat_tok *slm_chat_tok_new(slm_engine *e) {
+    slm_chat_tok *t = slm_calloc(1, sizeof *t);
+    if (!t) return NULL;
+    slm_info in;
+    slm_get_info(e, &in);
+    t->e = e;
+    t->bos_id = in.bos_id;
+    t->eos_id = in.eos_id;
+    t->V = in.vocab_size;
+    trim_copy(t->bos, sizeof t->bos, slm_token_piece(e, -1, in.bos_id));
+    trim_copy(t->eos, sizeof t->eos, slm_token_piece(e, -1, in.eos_id));
+    if (!strcmp(t->bos, t->eos)) t->eos[0] = 0;
+    return t;
+}
+
+void slm_chat_tok_free(slm_chat_tok *t) {
+    if (!t) return;
+    slm_xfree(t->blob);
+    slm_xfree(t->off);
+    slm_xfree(t->plen);
+    slm_xfree(t->slot);
+    slm_xfree(t);
+}
+
+const char *slm_chat_tok_bos_text(const slm_chat_tok *t) { return t ? t->bos : ""; }
+const char *slm_chat_tok_eos_text(const slm_chat_tok *t) { return t ? t->eos : ""; }
+
+static uint32_t hash_bytes(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static int build_map(slm_chat_tok *t) {
+    if (t->built) return t->built > 0;
+    t->built = -1;
+    int V = t->V;
+    size_t total = 0;
+    for (int i = 0; i < V; i++) total += strlen(slm_token_piece(t->e, -1, i));
+    t->blob = slm_malloc(total + 1);
+    t->off = slm_malloc((size_t)V * sizeof(uint32_t));
+    t->plen = slm_malloc((size_t)V * sizeof(uint32_t));
+    t->nslot = 1;
+    while (t->nslot < (uint32_t)V * 2) t->nslot <<= 1;
+    t->slot = slm_malloc((size_t)t->nslot * sizeof(int32_t));
+    if (!t->blob || !t->off || !t->plen || !t->slot || total > UINT32_MAX) return 0;
+    for (uint32_t i = 0; i < t->nslot; i++) t->slot[i] = -1;
+    size_t o = 0;
+    for (int i = 0; i < V; i++) {
+        const char *p = slm_token_piece(t->e, -1, i);
+        size_t n = strlen(p);
+        memcpy(t->blob + o, p, n);
+        t->off[i] = (uint32_t)o;
+        t->plen[i] = (uint32_t)n;
+        o += n;
+        if ((int)n > t->maxlen) t->maxlen = (int)n;
+    }
+    /* highest id first, first insert wins: char pieces beat byte tokens */
+    for (int i = V - 1; i >= 0; i--) {
+        if (!t->plen[i] || i == t->bos_id || i == t->eos_id) continue;
+        uint32_t h = hash_bytes(t->blob + t->off[i], t->plen[i]) & (t->nslot - 1);
+        int dup = 0;
+        while (t->slot[h] >= 0) {
+            int j = t->slot[h];
+            if (t->plen[j] == t->plen[i] && !memcmp(t->blob + t->off[j], t->blob + t->off[i], t->plen[i])) { dup = 1; break; }
+            h = (h + 1) & (t->nslot - 1);
+        }
+        if (!dup) t->slot[h] = i;
+    }
+    t->built = 1;
+    return 1;
+}
+
+static int lookup_piece(const slm_chat_tok *t, const char *s, size_t n) {
+    uint32_t h = hash_bytes(s, n) & (t->nslot - 1);
+    while (t->slot[h] >= 0) {
+        int j = t->slot[h];
+        if (t->plen[j] == n && !memcmp(t->blob + t->off[j], s, n)) return j;
+        h = (h + 1) & (t->nslot - 1);
+    }
+    return -1;
+}
+
+typedef struct ivec {
+    int32_t *v;
+    int n, cap;
+    int oom;
+} ivec;
+static void iv_push(ivec *v, int32_t x) {
+    if (v->oom) return;
+    if (v->n == v->cap) {
+        int nc = v->cap ? v->cap * 2 : 64;
+        int32_t *nv = slm_realloc(v->v, (size_t)nc * sizeof(int32_t));
+        if (!nv) { v->oom = 1; return; }
+        v->v = nv;
+        v->cap = nc;
+    }
+    v->v[v->n++] = x;
+}
+
+/* slm_tokenize of a NUL-terminated segment, appended to out. */
+static int tok_segment(slm_chat_tok *t, const char *seg, int add_bos, int32_t **ids) {
+    int n = slm_tokenize(t->e, seg, add_bos, NULL, 0);
+    if (n < 0) return -1;
+    *ids = slm_malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!*ids) return -1;
+    slm_tokenize(t->e, seg, add_bos, *ids, n);
+    return n;
+}
+
+/* A continuation segment: tokens whose pieces concatenate to exactly seg
+ * (SentencePiece would add a dummy-prefix space; take it out again). */
+static int tok_continue(slm_chat_tok *t, const char *seg, ivec *out) {
+    int32_t *ids = NULL;
+    int n = tok_segment(t, seg, 0, &ids);
+    if (n < 0) return -1;
+    size_t sl = strlen(seg), cl = 0;
+    for (int i = 0; i < n; i++) cl += strlen(slm_token_piece(t->e, -1, ids[i]));
+    int start = 0, save = out->n;
+    if (cl == sl + 1 && n > 0 && build_map(t)) {
+        const char *p0 = slm_token_piece(t->e, -1, ids[0]);
+        if (p0[0] == ' ') {
+            /* first piece " xyz": replace it with a greedy tokenization of "xyz" */
+            size_t rl = strlen(p0 + 1);
+            const char *rest = p0 + 1;
+            size_t i = 0;
+            while (i < rl) {
+                size_t k = rl - i < (size_t)t->maxlen ? rl - i : (size_t)t->maxlen;
+                int id = -1;
+                for (; k > 0; k--)
+                    if ((id = lookup_piece(t, rest + i, k)) >= 0) break;
+                if (id < 0) break; /* no token for this byte: keep the original */
+                iv_push(out, id);
+                i += k;
+            }
+            if (i == rl) start = 1;
+            else out->n = save;
+        }
+    }
+    for (int i = start; i < n; i++) iv_push(out, ids[i]);
+    slm_xfree(ids);
+    return out->oom ? -1 : 0;
+}
+
+static const char *find_special(const slm_chat_tok *t, const char *s, int *id, size_t *len) {
+    const char *best = NULL;
+    const char *texts[2] = {t->bos, t->eos};
+    int ids[2] = {t->bos_id, t->eos_id};
+    for (int k = 0; k < 2; k++) {
+        if (!texts[k][0]) continue;
+        const char *p = strstr(s, texts[k]);
+        if (p && (!best || p < best)) {
+            best = p;
+            *id = ids[k];
+            *len = strlen(texts[k]);
+        }
+    }
+    return best;
+}
+
+int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids_out) {
+    *ids_out = NULL;
+    if (!t || !text) return -1;
+    ivec out = {0};
+    size_t bl = strlen(t->bos);
+    if (start && bl && !strncmp(text, t->bos, bl)) text += bl;
+    char *buf = slm_strdup(text);
+    if (!buf) return -1;
+    char *s = buf;
+    int first = 1;
+    while (!out.oom) {
+        int sid = -1;
+        size_t slen = 0;
+        char *sp = (char *)find_special(t, s, &sid, &slen);
+        if (sp) *sp = 0;
+        if (first && start) {
+            int32_t *ids = NULL;
+            int n = *s ? tok_segment(t, s, 1, &ids) : 0;
+            if (n < 0) { out.oom = 1; break; }
+            if (!*s) iv_push(&out, t->bos_id);
+            for (int i = 0; i < n; i++) iv_push(&out, ids[i]);
+            slm_xfree(ids);
+        } else if (*s) {
+            if (tok_continue(t, s, &out)) { out.oom = 1; break; }
+        }
+        first = 0;
+        if (!sp) break;
+        iv_push(&out, sid);
+        s = sp + slen;
+    }
+    slm_xfree(buf);
+    if (out.oom) {
+        slm_xfree(out.v);
+        return -1;
+    }
+    if (!out.v) out.v = slm_malloc(sizeof(int32_t));
+    *ids_out = out.v;
+    return out.n;
+}
+
+char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
+                      int add_generation_prompt, char *err, size_t errcap) {
+    slm_tmpl_vars v = {0};
+    v.bos_token = t ? t->bos : "";
+    v.eos_token = t ? t->eos : "";
+    v.add_generation_prompt = add_generation_prompt;
+    return slm_tmpl_render(tm, msgs, n, &v, err, errcap);
+}
+
+/* ---- conversations --------------------------------------------------------- */
+
+struct slm_chat {
+    slm_engine *e;
+    const slm_tmpl *tm;
+    slm_chat_cfg cfg;
+    slm_chat_tok *tok;
+    slm_chat_msg *m;
+    int n, cap;
+    char *kv; /* the text the KV rows stand for */
+    size_t kv_len, kv_cap;
+    int turn;
+    float *logits;
+    void *scratch;
+    slm_info info;
+    uint64_t rng;
+};
+
+slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cfg) {
+    slm_chat *c = slm_calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->e = e;
+    c->tm = tm;
+    c->cfg = *cfg;
+    slm_get_info(e, &c->info);
+    c->tok = slm_chat_tok_new(e);
+    c->logits = slm_malloc((size_t)c->info.vocab_size * sizeof(float));
+    c->scratch = slm_malloc(slm_sample_scratch_size(c->info.vocab_size));
+    c->rng = cfg->samp.seed ? cfg->samp.seed : 0x5eed5eedull;
+    if (!c->tok || !c->logits || !c->scratch) {
+        slm_chat_free(c);
+        return NULL;
+    }
+    slm_reset(e);
+    return c;
+}
+
+void slm_chat_free(slm_chat *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) {
+        slm_xfree((void *)c->m[i].role);
+        slm_xfree((void *)c->m[i].content);
+    }
+    slm_xfree(c->m);
+    slm_xfree(c->kv);
+    slm_chat_tok_free(c->tok);
+    slm_xfree(c->logits);
+    slm_xfree(c->scratch);
+    slm_xfree(c);
+}
+
+int slm_chat_add(slm_chat *c, const char *role, const char *content) {
+    if (c->n == c->cap) {
+        int nc = c->cap ? c->cap * 2 : 8;
+        slm_chat_msg *nm = slm_realloc(c->m, (size_t)nc * sizeof *nm);
+        if (!nm) return 0;
+        c->m = nm;
+        c->cap = nc;
+    }
+    char *r = slm_strdup(role ? role : ""), *t = slm_strdup(content ? content : "");
+    if (!r || !t) {
+        slm_xfree(r);
+        slm_xfree(t);
+        return 0;
+    }
+    c->m[c->n].role = r;
+    c->m[c->n].content = t;
+    c->n++;
+    return 1;
+}
+
+static void drop_msgs(slm_chat *c, int at, int k) {
+    if (k <= 0) return;
+    for (int i = at; i < at + k; i++) {
+        slm_xfree((void *)c->m[i].role);
+        slm_xfree((void *)c->m[i].content);
+    }
+    memmove(c->m + at, c->m + at + k, (size_t)(c->n - at - k) * sizeof *c->m);
+    c->n -= k;
+}
+
+static void kv_forget(slm_chat *c) {
+    slm_reset(c->e);
+    c->kv_len = 0;
+    if (c->kv) c->kv[0] = 0;
+}
+
+void slm_chat_clear(slm_chat *c, int keep_system) {
+    int keep = keep_system && c->n > 0 && !strcmp(c->m[0].role, "system") ? 1 : 0;
+    drop_msgs(c, keep, c->n - keep);
+    kv_forget(c);
+    c->turn = 0;
+}
+
+int slm_chat_count(const slm_chat *c) { return c->n; }
+const slm_chat_msg *slm_chat_messages(const slm_chat *c) { return c->m; }
+
+static int kv_set(slm_chat *c, const char *s, size_t n) {
+    if (n + 1 > c->kv_cap) {
+        size_t nc = c->kv_cap ? c->kv_cap : 1024;
+        while (nc < n + 1) nc *= 2;
+        char *k = slm_realloc(c->kv, nc);
+        if (!k) return 0;
+        c->kv = k;
+        c->kv_cap = nc;
+    }
+    memmove(c->kv, s, n);
+    c->kv[n] = 0;
+    c->kv_len = n;
+    return 1;
+}
+static int kv_append(slm_chat *c, const char *s) {
+    size_t n = strlen(s);
+    if (c->kv_len + n + 1 > c->kv_cap) {
+        size_t nc = c->kv_cap ? c->kv_cap : 1024;
+        while (nc < c->kv_len + n + 1) nc *= 2;
+        char *k = slm_realloc(c->kv, nc);
+        if (!k) return 0;
+        c->kv = k;
+        c->kv_cap = nc;
+    }
+    memcpy(c->kv + c->kv_len, s, n + 1);
+    c->kv_len += n;
+    return 1;
+}
+
+static int reserve_rows(const slm_chat *c) {
+    int r = c->cfg.reserve;
+    if (r <= 0) {
+        r = c->info.min_response_len;
+        if (c->cfg.n_predict > 0 && c->cfg.n_predict < r) r = c->cfg.n_predict;
+    }
+    return r < 1 ? 1 : r;
+}
+
+/* Prefill ids in chunks of max_prompt_len. */
+static slm_status prefill_chunks(slm_chat *c, const int32_t *ids, int n, const float **lg) {
+    int T = c->info.max_prompt_len;
+    for (int off = 0; off < n; off += T) {
+        int k = n - off < T ? n - off : T;
+        slm_status s = slm_prefill(c->e, ids + off, k, lg);
+        if (s) return s;
+    }
+    return SLM_OK;
+}
+
+/* Render the history (with generation prompt) and tokenize what the KV does
+ * not hold yet. *fresh = 1 when the whole text must be prefilled. */
+static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int *fresh, char *err, size_t errcap) {
+    *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err, errcap);
+    if (!*full) return -1;
+    int stored = slm_num_stored(c->e);
+    size_t fl = strlen(*full);
+    *fresh = force_fresh || stored == 0 || c->kv_len == 0 || c->kv_len > fl || memcmp(*full, c->kv, c->kv_len) != 0;
+    int n = *fresh ? slm_chat_tokenize(c->tok, *full, 1, ids) : slm_chat_tokenize(c->tok, *full + c->kv_len, 0, ids);
+    if (n < 0) {
+        snprintf(err, errcap, "out of memory tokenizing the conversation");
+        slm_xfree(*full);
+        *full = NULL;
+    }
+    return n;
+}
+
+slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *ud, slm_chat_stats *st,
+                         char *err, size_t errcap, char *note, size_t notecap) {
+    slm_chat_stats dummy;
+    if (!st) st = &dummy;
+    memset(st, 0, sizeof *st);
+    if (note && notecap) note[0] = 0;
+    if (!slm_chat_add(c, "user", user)) {
+        snprintf(err, errcap, "out of memory");
+        return SLM_ERR_NOMEM;
+    }
+    const int cap = slm_capacity(c->e), reserve = reserve_rows(c);
+    double t0 = now_ms();
+    char *full = NULL;
+    int32_t *ids = NULL;
+    int fresh = 0, n, dropped = 0, first_need = 0;
+    for (;;) {
+        n = prepare(c, dropped > 0, &full, &ids, &fresh, err, errcap);
+        if (n < 0) {
+            drop_msgs(c, c->n - 1, 1);
+            return SLM_ERR_ARG;
+        }
+        int base = fresh ? 0 : slm_num_stored(c->e);
+        if (base + n + reserve <= cap) break;
+        if (!first_need) first_need = base + n;
+        /* does not fit */
+        slm_xfree(ids);
+        slm_xfree(full);
+        ids = NULL;
+        full = NULL;
+        if (c->cfg.on_overflow == SLM_OVERFLOW_ERROR) {
+            snprintf(err, errcap,
+                     "the conversation needs %d tokens (%d in the KV cache + %d new) plus %d for the reply, "
+                     "but the KV capacity is %d (--on-overflow error; /reset starts over)",
+                     base + n, base, n, reserve, cap);
+            drop_msgs(c, c->n - 1, 1);
+            return SLM_ERR_CAPACITY;
+        }
+        int i0 = c->n > 0 && !strcmp(c->m[0].role, "system") ? 1 : 0;
+        if (c->n - i0 <= 1) {
+            snprintf(err, errcap,
+                     "the system prompt and this message alone need %d tokens plus %d for the reply, but the KV capacity is %d",
+                     n + (fresh ? 0 : base), reserve, cap);
+            drop_msgs(c, c->n - 1, 1);
+            return SLM_ERR_CAPACITY;
+        }
+        /* drop the oldest turn: one message, then up to the next user one */
+        int k = 1;
+        while (i0 + k < c->n - 1 && strcmp(c->m[i0 + k].role, "user") != 0) k++;
+        drop_msgs(c, i0, k);
+        dropped += k;
+    }
+    if (dropped && note)
+        snprintf(note, notecap,
+                 "history of %d tokens plus %d for the reply exceeds the KV capacity %d: dropped the %d oldest "
+                 "message(s), re-prefilling %d tokens",
+                 first_need, reserve, cap, dropped, n);
+    if (fresh) kv_forget(c);
+    st->turn = ++c->turn;
+    st->kept = slm_num_stored(c->e);
+    st->prefilled = n;
+    st->full = fresh;
+    st->dropped = dropped;
+    const float *lg = NULL;
+    double tp = now_ms();
+    slm_status s = n > 0 ? prefill_chunks(c, ids, n, &lg) : SLM_ERR_INTERNAL;
+    int prev = n > 0 ? ids[n - 1] : -1;
+    slm_xfree(ids);
+    if (s) {
+        snprintf(err, errcap, "%s", n > 0 ? slm_last_error(c->e) : "nothing to prefill");
+        slm_xfree(full);
+        kv_forget(c);
+        drop_msgs(c, c->n - 1, 1);
+        return s;
+    }
+    st->prefill_ms = now_ms() - tp;
+    st->n_stored = slm_num_stored(c->e);
+    kv_set(c, full, strlen(full));
+    slm_xfree(full);
+
+    /* generate */
+    const int V = c->info.vocab_size;
+    memcpy(c->logits, lg, (size_t)V * sizeof(float));
+    char *reply = NULL;
+    size_t rl = 0, rc = 0;
+    double td = now_ms();
+    for (int g = 0; c->cfg.n_predict <= 0 || g < c->cfg.n_predict; g++) {
+        if (g > 0) {
+            if (slm_num_stored(c->e) >= cap) {
+                st->cut = 1;
+                break;
+            }
+            s = slm_decode(c->e, prev, &lg);
+            if (s) {
+                snprintf(err, errcap, "%s", slm_last_error(c->e));
+                break;
+            }
+            kv_append(c, slm_token_piece(c->e, -1, prev));
+            memcpy(c->logits, lg, (size_t)V * sizeof(float));
+        }
+        int tok = slm_sample(c->logits, V, &c->cfg.samp, &c->rng, c->scratch);
+        if (g == 0) st->ttft_ms = now_ms() - t0;
+        if (tok == c->info.eos_id || tok == c->info.bos_id) break;
+        const char *piece = slm_token_piece(c->e, prev, tok);
+        size_t pl = strlen(piece);
+        if (rl + pl + 1 > rc) {
+            size_t nc = rc ? rc * 2 : 256;
+            while (nc < rl + pl + 1) nc *= 2;
+            char *nr = slm_realloc(reply, nc);
+            if (!nr) break;
+            reply = nr;
+            rc = nc;
+        }
+        memcpy(reply + rl, piece, pl + 1);
+        rl += pl;
+        st->n_generated++;
+        prev = tok;
+        if (cb && cb(ud, tok, piece, 0)) break;
+    }
+    st->decode_ms = now_ms() - td;
+    slm_chat_add(c, "assistant", reply ? reply : "");
+    slm_xfree(reply);
+    if (s) {
+        kv_forget(c);
+        return s;
+    }
+    return SLM_OK;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *kept_ms, double *full_ms,
+                               int *n_new, int *n_full, char *err, size_t errcap) {
+    if (reps < 1) reps = 1;
+    if (reps > 64) reps = 64;
+    if (c->kv_len == 0 || slm_num_stored(c->e) == 0) {
+        snprintf(err, errcap, "bench: run a first turn before timing the second");
+        return SLM_ERR_ARG;
+    }
+    if (!slm_chat_add(c, "user", user)) return SLM_ERR_NOMEM;
+    char *hist = slm_strdup(c->kv);
+    char *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err, errcap);
+    drop_msgs(c, c->n - 1, 1);
+    slm_status s = SLM_OK;
+    double tk[64], tf[64];
+    if (!hist || !full) { s = SLM_ERR_ARG; goto out; }
+    size_t hl = strlen(hist);
+    if (strncmp(full, hist, hl) != 0) {
+        snprintf(err, errcap, "bench: the template re-renders earlier turns differently; KV reuse does not apply");
+        s = SLM_ERR_UNSUPPORTED;
+        goto out;
+    }
+    int32_t *hid = NULL;
+    int nh = slm_chat_tokenize(c->tok, hist, 1, &hid);
+    if (nh < 0) { s = SLM_ERR_NOMEM; goto out; }
+    const int V = c->info.vocab_size;
+    const float *lg;
+    for (int r = 0; r < reps && !s; r++) {
+        /* KV kept: the history is in the KV; tokenize + prefill the new turn */
+        slm_reset(c->e);
+        if ((s = prefill_chunks(c, hid, nh, &lg))) break;
+        uint64_t rng = 1;
+        double t0 = now_ms();
+        int32_t *ids = NULL;
+        int n = slm_chat_tokenize(c->tok, full + hl, 0, &ids);
+        if (n <= 0) { slm_xfree(ids); s = SLM_ERR_INTERNAL; break; }
+        s = prefill_chunks(c, ids, n, &lg);
+        if (!s) {
+            memcpy(c->logits, lg, (size_t)V * sizeof(float));
+            slm_sample(c->logits, V, &c->cfg.samp, &rng, c->scratch);
+        }
+        tk[r] = now_ms() - t0;
+        *n_new = n;
+        slm_xfree(ids);
+        if (s) break;
+        /* re-prefill: reset, tokenize and prefill the whole history */
+        t0 = now_ms();
+        slm_reset(c->e);
+        n = slm_chat_tokenize(c->tok, full, 1, &ids);
+        if (n <= 0) { slm_xfree(ids); s = SLM_ERR_INTERNAL; break; }
+        s = prefill_chunks(c, ids, n, &lg);
+        if (!s) {
+            memcpy(c->logits, lg, (size_t)V * sizeof(float));
+            slm_sample(c->logits, V, &c->cfg.samp, &rng, c->scratch);
+        }
+        tf[r] = now_ms() - t0;
+        *n_full = n;
+        slm_xfree(ids);
+    }
+    slm_xfree(hid);
+    if (s && !err[0]) snprintf(err, errcap, "%s", slm_last_error(c->e));
+    if (!s) {
+        qsort(tk, (size_t)reps, sizeof(double), cmp_d);
+        qsort(tf, (size_t)reps, sizeof(double), cmp_d);
+        *kept_ms = tk[reps / 2];
+        *full_ms = tf[reps / 2];
+    }
+    kv_forget(c);
+out:
+    slm_xfree(hist);
+    slm_xfree(full);
+    return s;
+}

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Build every tests/fuzz/fuzz_*.c as a libFuzzer target (clang, ASan + UBSan)
+# and run each for SECONDS (default 20) on a seed corpus made here.
+#   tests/fuzz/run.sh [SECONDS]
+# Work files go to ${FUZZ_DIR:-build-fuzz}. Exits non-zero if a target fails
+# to build or finds a crash (the reproducer is left in that folder).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SECS=${1:-20}
+OUT=${FUZZ_DIR:-build-fuzz}
+SHARED=${SLM_SHARED_DIR:-../shared}
+CC=${FUZZ_CC:-clang}
+mkdir -p "$OUT"
+if ! command -v "$CC" >/dev/null; then echo "fuzz: $CC not found, skipping"; exit 0; fi
+
+# the library, without the CLI and the server
+LIB=$(ls src/common/*.c src/format/*.c src/ir/*.c src/compiler/*.c src/device/*.c \
+         src/runtime/*.c src/pipeline/*.c src/blob/*.c)
+FLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+       -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -DSLM_SHARED_DIR=\"$SHARED\""
+
+# libraries the library links (as CMakeLists.txt finds them)
+EXTRA_LIBS=""
+for pc in libpcre2-8 libcjson; do
+  if pkg-config --exists "$pc" 2>/dev/null; then
+    EXTRA_LIBS="$EXTRA_LIBS $(pkg-config --libs "$pc")"
+    FLAGS="$FLAGS $(pkg-config --cflags "$pc")"
+  fi
+done
+pkg-config --exists libcjson 2>/dev/null && FLAGS="$FLAGS -DSLM_HAVE_CJSON"
+
+# seeds
+seeds() { # target -> corpus dir
+  local t=$1 d="$OUT/corpus_$1"
+  mkdir -p "$d"
+  case "$t" in
+    fuzz_gguf)
+      [ -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" ] && cp -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" "$d/" ;;
+    fuzz_tokenizer)
+      for f in "$SHARED"/vocab/*.inp; do [ -f "$f" ] && head -c 512 "$f" > "$d/$(basename "$f")"; done ;;
+    fuzz_blob)
+      # a small blob: stories260K with short programs, compiled by the CLI
+      [ -f "$SHARED/models/stories260K.bin" ] || { echo "$d"; return; }
+      local args=(compile -m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin"
+                  --max-prompt-len 4 --min-response-len 4 -o "$d/stories260K.blob")
+      for c in build/staticlm build-asan/staticlm; do
+        [ -x "$c" ] && "$c" "${args[@]}" >/dev/null 2>&1 && break
+      done
+      if [ ! -f "$d/stories260K.blob" ]; then # no (recent) CLI: build one
+        cmake -S . -B "$OUT/cli" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+          cmake --build "$OUT/cli" -j2 --target staticlm_cli >/dev/null &&
+          "$OUT/cli/staticlm" "${args[@]}" >/dev/null 2>&1 || echo "fuzz: could not make a seed blob" >&2
+      fi ;;
+  esac
+  echo "$d"
+}
+
+rc=0
+for src in tests/fuzz/fuzz_*.c; do
+  t=$(basename "$src" .c)
+  echo "== $t: build"
+  # shellcheck disable=SC2086
+  if ! $CC $FLAGS "$src" $LIB $EXTRA_LIBS -lm -lpthread -o "$OUT/$t"; then echo "fuzz: $t failed to build"; rc=1; continue; fi
+  corpus=$(seeds "$t")
+  echo "== $t: run ${SECS}s"
+  maxlen=4096
+  for f in "$corpus"/*; do [ -f "$f" ] && [ "$(stat -c %s "$f")" -gt "$maxlen" ] && maxlen=$(stat -c %s "$f"); done
+  if ! ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1 \
+       "$OUT/$t" -max_total_time="$SECS" -max_len="$maxlen" -rss_limit_mb=4096 -malloc_limit_mb=1024 \
+       -artifact_prefix="$OUT/$t-" -print_final_stats=1 "$corpus" > "$OUT/$t.log" 2>&1; then
+    echo "fuzz: $t FAILED (see $OUT/$t.log)"; tail -40 "$OUT/$t.log"; rc=1
+  else
+    grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/$t.log" | sed "s/^/  $t: /" || true
+  fi
+done
+exit $rc

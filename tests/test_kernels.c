@@ -1,0 +1,393 @@
+/* Kernels: block layouts, quantize/dequantize round trips, and every
+ * weight type x every kernel set on this CPU against a double-precision
+ * reference over a matrix of shapes, rows and column tiles. */
+#include <math.h>
+#include <stdint.h>
+
+#include "common/dtype.h"
+#include "device/kernels.h"
+#include "t.h"
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+static double urand(void) { /* [0, 1) */
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) / 9007199254740992.0;
+}
+static float nrand(void) { /* roughly normal: sum of 4 uniforms */
+    return (float)((urand() + urand() + urand() + urand() - 2.0) * 1.7320508);
+}
+
+static const uint32_t k_types[] = {SLM_F32, SLM_F16, SLM_BF16, SLM_Q8_0, SLM_Q4_0, SLM_Q4_1, SLM_Q4_K, SLM_Q5_K, SLM_Q6_K};
+#define NTYPES (int)(sizeof k_types / sizeof k_types[0])
+static const char *k_sets[] = {"scalar", "avx2", "avx512"};
+
+/* ---- hand-built blocks -------------------------------------------------- */
+
+static void test_blocks_q4_0_q4_1_q8_0(void) {
+    slm_block_q4_0 b4;
+    b4.d = slm_f32_to_f16(0.5f);
+    for (int j = 0; j < 16; j++) b4.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    float y[32];
+    CHECK(slm_dequantize_row(SLM_Q4_0, &b4, y, 32));
+    for (int j = 0; j < 16; j++) {
+        CHECKF(y[j] == 0.5f * (j - 8), "q4_0 y[%d]=%g", j, y[j]);
+        CHECKF(y[j + 16] == 0.5f * (7 - j), "q4_0 y[%d]=%g", j + 16, y[j + 16]);
+    }
+    slm_block_q4_1 b41;
+    b41.d = slm_f32_to_f16(0.25f);
+    b41.m = slm_f32_to_f16(-1.0f);
+    for (int j = 0; j < 16; j++) b41.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    CHECK(slm_dequantize_row(SLM_Q4_1, &b41, y, 32));
+    for (int j = 0; j < 16; j++) {
+        CHECK(y[j] == 0.25f * j - 1.0f);
+        CHECK(y[j + 16] == 0.25f * (15 - j) - 1.0f);
+    }
+    slm_block_q8_0 b8;
+    b8.d = slm_f32_to_f16(2.0f);
+    for (int j = 0; j < 32; j++) b8.qs[j] = (int8_t)(j * 8 - 128);
+    CHECK(slm_dequantize_row(SLM_Q8_0, &b8, y, 32));
+    for (int j = 0; j < 32; j++) CHECK(y[j] == 2.0f * (j * 8 - 128));
+    /* bf16: exact upper halves, round to nearest even */
+    CHECK(slm_bf16_to_f32(0x3f80) == 1.0f);
+    CHECK(slm_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(slm_f32_to_bf16(1.00390625f) == 0x3f80); /* halfway: to even */
+    CHECK(slm_f32_to_bf16(1.01171875f) == 0x3f82); /* halfway: to even (up) */
+    uint16_t bf[3] = {0x4040, 0xc000, 0x0000};
+    CHECK(slm_dequantize_row(SLM_BF16, bf, y, 3));
+    CHECK(y[0] == 3.0f && y[1] == -2.0f && y[2] == 0.0f);
+}
+
+/* Q4_K / Q5_K scales per the GGML spec: bytes 0-3 sc[0..3] (+ high bits of
+ * sc[4..7] in bits 6-7), bytes 4-7 mn[0..3] (+ high bits of mn[4..7]),
+ * bytes 8-11 low nibbles sc[4..7] | mn[4..7] << 4. */
+static const uint8_t k_sc[8] = {1, 2, 3, 4, 5, 40, 7, 63}, k_mn[8] = {0, 1, 2, 3, 17, 5, 6, 33};
+static void pack_k_scales(uint8_t s[12]) {
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)(k_sc[j] | ((k_sc[j + 4] >> 4) << 6));
+        s[j + 4] = (uint8_t)(k_mn[j] | ((k_mn[j + 4] >> 4) << 6));
+        s[j + 8] = (uint8_t)((k_sc[j + 4] & 0xF) | ((k_mn[j + 4] & 0xF) << 4));
+    }
+}
+
+static void test_blocks_k(void) {
+    float y[256];
+    /* Q4_K: element 64c + l has code qs[32c + l] & 15, element 64c + 32 + l code qs[32c + l] >> 4 */
+    slm_block_q4_K k4;
+    k4.d = slm_f32_to_f16(0.5f);
+    k4.dmin = slm_f32_to_f16(0.25f);
+    pack_k_scales(k4.scales);
+    for (int i = 0; i < 128; i++) k4.qs[i] = (uint8_t)((i % 16) | ((15 - i % 16) << 4));
+    CHECK(slm_dequantize_row(SLM_Q4_K, &k4, y, 256));
+    for (int e = 0; e < 256; e++) {
+        int s = e / 32, c = e / 64, l = e % 32, hi = (e % 64) >= 32;
+        int q = hi ? 15 - (32 * c + l) % 16 : (32 * c + l) % 16;
+        float want = 0.5f * k_sc[s] * q - 0.25f * k_mn[s];
+        CHECKF(y[e] == want, "q4_K y[%d]=%g want %g", e, y[e], want);
+    }
+    /* Q5_K: plus bit (2c + hi) of qh[l] as bit 4 */
+    slm_block_q5_K k5;
+    k5.d = slm_f32_to_f16(0.5f);
+    k5.dmin = slm_f32_to_f16(0.25f);
+    pack_k_scales(k5.scales);
+    for (int i = 0; i < 128; i++) k5.qs[i] = (uint8_t)((i % 16) | ((15 - i % 16) << 4));
+    for (int l = 0; l < 32; l++) k5.qh[l] = (uint8_t)(l * 37 + 11);
+    CHECK(slm_dequantize_row(SLM_Q5_K, &k5, y, 256));
+    for (int e = 0; e < 256; e++) {
+        int s = e / 32, c = e / 64, l = e % 32, hi = (e % 64) >= 32;
+        int q = hi ? 15 - (32 * c + l) % 16 : (32 * c + l) % 16;
+        q += ((k5.qh[l] >> (2 * c + hi)) & 1) * 16;
+        float want = 0.5f * k_sc[s] * q - 0.25f * k_mn[s];
+        CHECKF(y[e] == want, "q5_K y[%d]=%g want %g", e, y[e], want);
+    }
+    /* Q6_K: code of element 128h + 32r + l: low nibble of ql[64h + 32(r&1) + l]
+     * (shift 4 for r >= 2), high 2 bits of qh[32h + l] at shift 2r; scale sc[e / 16] */
+    slm_block_q6_K k6;
+    k6.d = slm_f32_to_f16(0.125f);
+    for (int i = 0; i < 16; i++) k6.scales[i] = (int8_t)(i * 9 - 70);
+    for (int i = 0; i < 128; i++) k6.ql[i] = (uint8_t)(i * 29 + 3);
+    for (int i = 0; i < 64; i++) k6.qh[i] = (uint8_t)(i * 53 + 7);
+    CHECK(slm_dequantize_row(SLM_Q6_K, &k6, y, 256));
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, r = (e % 128) / 32, l = e % 32;
+        int lo = (k6.ql[64 * h + 32 * (r & 1) + l] >> (r >= 2 ? 4 : 0)) & 0xF;
+        int hb = (k6.qh[32 * h + l] >> (2 * r)) & 3;
+        float want = 0.125f * k6.scales[e / 16] * ((lo | (hb << 4)) - 32);
+        CHECKF(y[e] == want, "q6_K y[%d]=%g want %g", e, y[e], want);
+    }
+}
+
+/* slm_qblock_i8 (the SIMD packers' view) agrees with dequantize. */
+static void test_qblock_i8(void) {
+    for (int ti = 3; ti < NTYPES; ti++) {
+        const uint32_t t = k_types[ti];
+        const int k = 512;
+        float x[512], y[512];
+        uint8_t buf[2048];
+        for (int i = 0; i < k; i++) x[i] = nrand() + (i % 64 == 5 ? 4.0f : 0.0f);
+        CHECK(slm_quantize_row(t, x, buf, k));
+        CHECK(slm_dequantize_row(t, buf, y, k));
+        int bad = 0;
+        for (int b = 0; b < k / 32; b++) {
+            int8_t q[32];
+            float d[2], m;
+            slm_qblock_i8(t, buf, b, q, d, &m);
+            for (int e = 0; e < 32; e++) bad += fabsf(d[e / 16] * q[e] + m - y[32 * b + e]) > 1e-6f * (1.0f + fabsf(y[32 * b + e]));
+        }
+        CHECKF(bad == 0, "%s: %d elements differ", slm_dtype_name(t), bad);
+    }
+}
+
+/* Round trips: max error per block against the block's (or super-block's)
+ * largest magnitude, and the RMS error against the data's RMS. */
+static void test_round_trip(void) {
+    /* max |err| / amax of the scaling block, rms(err) / rms(x); the data mixes
+     * blocks of scale 1 and 0.01 with outliers of 5, so the RMS ratios are
+     * several times those of plain normal data */
+    static const struct { uint32_t t; int blk; double maxrel, rmsrel; } k_rt[] = {
+        {SLM_F16, 32, 1e-3, 1e-3},      {SLM_BF16, 32, 4e-3, 4e-3},   {SLM_Q8_0, 32, 0.0045, 0.01},
+        {SLM_Q4_0, 32, 0.126, 0.13},    {SLM_Q4_1, 32, 0.07, 0.1},    {SLM_Q4_K, 256, 0.065, 0.1},
+        {SLM_Q5_K, 256, 0.032, 0.055},  {SLM_Q6_K, 256, 0.021, 0.03},
+    };
+    const int n = 4096;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    uint8_t *q = malloc((size_t)n * 4);
+    for (size_t ci = 0; ci < sizeof k_rt / sizeof k_rt[0]; ci++) {
+        for (int i = 0; i < n; i++) x[i] = nrand() * (i % 512 < 256 ? 1.0f : 0.01f) + (i % 97 == 0 ? 5.0f : 0.0f);
+        CHECK(slm_quantize_row(k_rt[ci].t, x, q, n));
+        CHECK(slm_dequantize_row(k_rt[ci].t, q, y, n));
+        double worst = 0, se = 0, sx = 0;
+        for (int b = 0; b < n / k_rt[ci].blk; b++) {
+            double amax = 0;
+            for (int e = 0; e < k_rt[ci].blk; e++) amax = fmax(amax, fabs(x[b * k_rt[ci].blk + e]));
+            for (int e = 0; e < k_rt[ci].blk; e++) {
+                const int i = b * k_rt[ci].blk + e;
+                double err = fabs((double)y[i] - x[i]);
+                if (amax > 0) worst = fmax(worst, err / amax);
+                se += err * err;
+                sx += (double)x[i] * x[i];
+            }
+        }
+        const double rms = sqrt(se / sx);
+        CHECKF(worst <= k_rt[ci].maxrel && rms <= k_rt[ci].rmsrel, "%s: max rel %.4g (bound %.4g), rms rel %.4g (bound %.4g)",
+               slm_dtype_name(k_rt[ci].t), worst, k_rt[ci].maxrel, rms, k_rt[ci].rmsrel);
+        fprintf(stderr, "  %-5s max err/amax %.4f  rms err/rms %.4f\n", slm_dtype_name(k_rt[ci].t), worst, rms);
+    }
+    /* zero blocks stay zero */
+    memset(x, 0, n * sizeof *x);
+    for (size_t ci = 0; ci < sizeof k_rt / sizeof k_rt[0]; ci++) {
+        CHECK(slm_quantize_row(k_rt[ci].t, x, q, 512));
+        CHECK(slm_dequantize_row(k_rt[ci].t, q, y, 512));
+        int nz = 0;
+        for (int i = 0; i < 512; i++) nz += y[i] != 0.0f;
+        CHECKF(nz == 0, "%s: zero row dequantizes to %d non-zeros", slm_dtype_name(k_rt[ci].t), nz);
+    }
+    free(x);
+    free(y);
+    free(q);
+}
+
+/* ---- matmul against the double reference ---------------------------------- */
+
+typedef struct mcase {
+    uint32_t t;
+    int k, n, rows;
+    uint8_t *w;   /* quantized [n][wrow] */
+    double *wd;   /* dequantized [n][k] */
+    float *x;     /* [rows][ldx] */
+    int ldx;
+    double *ref;  /* [rows][n] */
+    double *bound_f, *bound_q; /* per output: float and int8-activation error bounds */
+} mcase;
+
+static void case_make(mcase *c, uint32_t t, int k, int n, int rows) {
+    c->t = t, c->k = k, c->n = n, c->rows = rows;
+    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+    c->w = malloc((size_t)wrow * n);
+    c->wd = malloc(sizeof(double) * k * n);
+    c->ldx = k + 3; /* a row stride that is not the width */
+    c->x = malloc(sizeof(float) * (size_t)c->ldx * rows);
+    c->ref = malloc(sizeof(double) * rows * n);
+    c->bound_f = malloc(sizeof(double) * rows * n);
+    c->bound_q = malloc(sizeof(double) * rows * n);
+    float *row = malloc(sizeof(float) * k), *deq = malloc(sizeof(float) * k);
+    for (int j = 0; j < n; j++) {
+        const float scale = 0.02f * (1.0f + (float)(j % 5));
+        for (int e = 0; e < k; e++) row[e] = nrand() * scale;
+        slm_quantize_row(t, row, c->w + (size_t)j * wrow, k);
+        slm_dequantize_row(t, c->w + (size_t)j * wrow, deq, k);
+        for (int e = 0; e < k; e++) c->wd[(size_t)j * k + e] = deq[e];
+    }
+    for (int i = 0; i < rows; i++)
+        for (int e = 0; e < k; e++) c->x[(size_t)i * c->ldx + e] = nrand() + (e % 61 == 7 ? 6.0f : 0.0f);
+    for (int i = 0; i < rows; i++) {
+        const float *x = c->x + (size_t)i * c->ldx;
+        for (int j = 0; j < n; j++) {
+            const double *w = c->wd + (size_t)j * k;
+            double s = 0, sa = 0, sq = 0;
+            for (int e = 0; e < k; e++) {
+                s += w[e] * x[e];
+                sa += fabs(w[e] * x[e]);
+            }
+            /* int8 activations: |x - dx * round(x / dx)| <= dx / 2, dx = amax / 127 per block of 32 */
+            for (int b = 0; b < k / 32 && k % 32 == 0; b++) {
+                double amax = 0, wa = 0;
+                for (int e = 32 * b; e < 32 * b + 32; e++) amax = fmax(amax, fabs(x[e])), wa += fabs(w[e]);
+                sq += amax / 127.0 / 2.0 * wa;
+            }
+            c->ref[(size_t)i * n + j] = s;
+            c->bound_f[(size_t)i * n + j] = 1e-5 * sa + 1e-30;
+            c->bound_q[(size_t)i * n + j] = sq * 1.0001 + 2e-5 * sa + 1e-30;
+        }
+    }
+    free(row);
+    free(deq);
+}
+
+static void case_free(mcase *c) {
+    free(c->w), free(c->wd), free(c->x), free(c->ref), free(c->bound_f), free(c->bound_q);
+}
+
+static uint8_t *g_scratch;
+static size_t g_scratch_cap;
+
+/* Run one column tile [n0, n1) through the active set; returns failures. */
+static int case_run(const mcase *c, int n0, int n1, const char *set, double *worst_rel) {
+    const int ldy = c->n + 2;
+    float *y = malloc(sizeof(float) * (size_t)ldy * c->rows);
+    for (int i = 0; i < ldy * c->rows; i++) y[i] = -12345.0f;
+    size_t need = slm_matmul_scratch_bytes(c->t, c->k, c->rows);
+    if (need > g_scratch_cap) {
+        free(g_scratch);
+        g_scratch = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        g_scratch_cap = need;
+    }
+    slm_mm mm = {.w = c->w, .wrow = slm_row_bytes(c->t, (uint64_t)c->k), .wtype = c->t, .k = c->k, .n0 = n0, .n1 = n1,
+                 .rows = c->rows, .x = c->x, .ldx = (size_t)c->ldx, .y = y, .ldy = (size_t)ldy, .scratch = g_scratch};
+    slm_kernels_active()->matmul(&mm);
+    const int int8 = strcmp(set, "scalar") != 0 && slm_qtype_kind(c->t) >= 0;
+    int fails = 0;
+    for (int i = 0; i < c->rows; i++)
+        for (int j = 0; j < ldy; j++) {
+            const float got = y[(size_t)i * ldy + j];
+            if (j < n0 || j >= n1) {
+                if (got != -12345.0f) fails++;
+                continue;
+            }
+            const double ref = c->ref[(size_t)i * c->n + j];
+            const double bound = int8 ? c->bound_q[(size_t)i * c->n + j] : c->bound_f[(size_t)i * c->n + j];
+            const double err = fabs(got - ref);
+            if (!(err <= bound)) {
+                if (fails < 3)
+                    fprintf(stderr, "  %s %s k=%d n=%d rows=%d tile=[%d,%d) y[%d][%d]=%.9g ref=%.9g err=%.3g bound=%.3g\n", set,
+                            slm_dtype_name(c->t), c->k, c->n, c->rows, n0, n1, i, j, got, ref, err, bound);
+                fails++;
+            }
+            if (bound > 0 && err / bound > *worst_rel) *worst_rel = err / bound;
+        }
+    free(y);
+    return fails;
+}
+
+static int type_k_ok(uint32_t t, int k) {
+    const slm_dtype_info *in = slm_dtype_get(t);
+    return k % (int)in->block == 0;
+}
+
+static void test_matmul_shapes(void) {
+    static const int ks[] = {1, 7, 33, 172, 32, 64, 96, 256, 288, 512, 768, 2304};
+    static const int ns[] = {1, 3, 16, 17, 64};
+    static const int rows_[] = {1, 2, 5, 8, 33};
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) {
+            fprintf(stderr, "  set %s: not on this CPU, skipped\n", k_sets[si]);
+            continue;
+        }
+        for (int ti = 0; ti < NTYPES; ti++) {
+            const uint32_t t = k_types[ti];
+            int cases = 0, fails = 0;
+            double worst = 0;
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                if (!type_k_ok(t, ks[ki])) continue;
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    for (size_t ri = 0; ri < sizeof rows_ / sizeof rows_[0]; ri++) {
+                        const int k = ks[ki], n = ns[ni], rows = rows_[ri];
+                        if ((size_t)k * n * rows > 3000000) continue; /* keep the largest products out */
+                        mcase c;
+                        case_make(&c, t, k, n, rows);
+                        fails += case_run(&c, 0, n, k_sets[si], &worst);
+                        cases++;
+                        if (n >= 3) { /* odd column tiles */
+                            fails += case_run(&c, 1, n - 1, k_sets[si], &worst);
+                            fails += case_run(&c, n / 2 | 1, n, k_sets[si], &worst);
+                            cases += 2;
+                        }
+                        case_free(&c);
+                    }
+            }
+            CHECKF(fails == 0, "%s %s: %d bad outputs", k_sets[si], slm_dtype_name(t), fails);
+            fprintf(stderr, "  %-6s %-5s %4d tiles, worst err / bound %.3f\n", k_sets[si], slm_dtype_name(t), cases, worst);
+        }
+    }
+    slm_kernels_select(NULL);
+}
+
+/* Big shapes, few rows: the sizes the models use. */
+static void test_matmul_large(void) {
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) continue;
+        for (int ti = 0; ti < NTYPES; ti++) {
+            double worst = 0;
+            int fails = 0;
+            mcase c;
+            case_make(&c, k_types[ti], 2304, 64, 33);
+            fails += case_run(&c, 0, 64, k_sets[si], &worst);
+            fails += case_run(&c, 5, 59, k_sets[si], &worst);
+            case_free(&c);
+            CHECKF(fails == 0, "%s %s: %d bad outputs", k_sets[si], slm_dtype_name(k_types[ti]), fails);
+        }
+    }
+    slm_kernels_select(NULL);
+}
+
+/* Every set picks the same top logit on an LM-head-like product. */
+static void test_same_argmax(void) {
+    const int k = 768, n = 512;
+    for (int ti = 0; ti < NTYPES; ti++) {
+        mcase c;
+        case_make(&c, k_types[ti], k, n, 1);
+        int want = 0;
+        for (int j = 1; j < n; j++)
+            if (c.ref[j] > c.ref[want]) want = j;
+        for (int si = 0; si < 3; si++) {
+            if (!slm_kernels_select(k_sets[si])) continue;
+            float *y = malloc(sizeof(float) * n);
+            size_t need = slm_matmul_scratch_bytes(c.t, k, 1);
+            void *scratch = need ? aligned_alloc(64, (need + 63) & ~(size_t)63) : NULL;
+            slm_mm mm = {.w = c.w, .wrow = slm_row_bytes(c.t, (uint64_t)k), .wtype = c.t, .k = k, .n0 = 0, .n1 = n,
+                         .rows = 1, .x = c.x, .ldx = (size_t)c.ldx, .y = y, .ldy = (size_t)n, .scratch = scratch};
+            slm_kernels_active()->matmul(&mm);
+            int got = 0;
+            for (int j = 1; j < n; j++)
+                if (y[j] > y[got]) got = j;
+            CHECKF(got == want, "%s %s: argmax %d, reference %d", k_sets[si], slm_dtype_name(c.t), got, want);
+            free(y);
+            free(scratch);
+        }
+        case_free(&c);
+    }
+    slm_kernels_select(NULL);
+}
+
+int main(void) {
+    T_RUN(test_blocks_q4_0_q4_1_q8_0);
+    T_RUN(test_blocks_k);
+    T_RUN(test_qblock_i8);
+    T_RUN(test_round_trip);
+    T_RUN(test_matmul_shapes);
+    T_RUN(test_matmul_large);
+    T_RUN(test_same_argmax);
+    free(g_scratch);
+    T_DONE();
+}

@@ -1,0 +1,297 @@
+/* staticlm synth: tiny custom shapes written by the CLI round-trip through
+ * our GGUF reader and the engine (load, generate), the metadata says what
+ * was asked, q4_0 files get llama.cpp's type mix, the vocabulary is copied
+ * (truncated or padded with unique tokens), and a seed gives the same bytes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/common.h"
+#include "format/gguf.h"
+#include "staticlm.h"
+#include "t.h"
+
+#define VOCAB_FILE T_SHARED("vocab/ggml-vocab-llama-spm.gguf")
+
+static char g_dir[256];
+
+static const char *tmp_path(const char *name) {
+    static char buf[4][512];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+    return buf[k];
+}
+
+/* Run `staticlm synth ARGS -o OUT --vocab-file VOCAB`; returns the exit code
+ * (and prints the command's output when it fails unexpectedly). */
+static int synth_run(const char *args, const char *out, int expect_fail) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "\"%s\" synth %s -o \"%s\" --vocab-file \"%s\" >\"%s/synth.log\" 2>&1", SLM_CLI_PATH,
+             args, out, VOCAB_FILE, g_dir);
+    int rc = system(cmd);
+    if (rc != 0 && !expect_fail) {
+        char log[512];
+        snprintf(log, sizeof log, "%s/synth.log", g_dir);
+        char *text = t_read_file(log, NULL);
+        fprintf(stderr, "  synth %s: exit %d\n%s", args, rc, text ? text : "");
+        free(text);
+    }
+    return rc;
+}
+#define synth(args, out) synth_run(args, out, 0)
+#define synth_bad(args, out) synth_run(args, out, 1)
+
+typedef struct opened {
+    slm_map map;
+    slm_gguf *g;
+} opened;
+
+static int open_gguf(opened *o, const char *path) {
+    memset(o, 0, sizeof *o);
+    slm_err err;
+    memset(&err, 0, sizeof err);
+    if (slm_map_file(&o->map, path, &err) || slm_gguf_open(&o->g, o->map.data, o->map.size, path, &err)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        slm_unmap(&o->map);
+        return 0;
+    }
+    return 1;
+}
+
+static void close_gguf(opened *o) {
+    slm_gguf_close(o->g);
+    slm_unmap(&o->map);
+}
+
+static uint32_t u32(const slm_gguf *g, const char *key) {
+    uint32_t v = 0xFFFFFFFFu;
+    slm_gguf_get_u32(g, key, &v);
+    return v;
+}
+
+static int tensor_type(const slm_gguf *g, const char *name) {
+    const slm_gguf_tensor *t = slm_gguf_find_tensor(g, name);
+    return t ? (int)t->type : -1;
+}
+
+static int tok_eq(const slm_gguf *g, uint64_t i, const char *s) {
+    slm_gguf_str v;
+    return slm_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &v) && slm_gguf_str_eq(v, s);
+}
+
+static int count_piece(void *ud, int id, const char *piece, int is_prompt) {
+    (void)id;
+    (void)piece;
+    if (!is_prompt) (*(int *)ud)++;
+    return 0;
+}
+
+/* Load, check the engine's view of the shape, generate n tokens greedily. */
+static void load_and_generate(const char *path, int dim, int layers, int heads, int kv_heads, int ffn, int vocab) {
+    slm_options opt = slm_default_options();
+    opt.max_prompt_len = 16;
+    opt.min_response_len = 16;
+    opt.n_threads = 2;
+    slm_engine *e = NULL;
+    slm_status s = slm_load(&e, path, &opt);
+    CHECKF(s == SLM_OK, "%s", slm_last_error(e));
+    if (s == SLM_OK) {
+        slm_info in;
+        slm_get_info(e, &in);
+        CHECK(in.dim == dim && in.n_layers == layers && in.n_heads == heads && in.n_kv_heads == kv_heads);
+        CHECK(in.hidden_dim == ffn && in.vocab_size == vocab && in.bos_id == 1 && in.eos_id == 2);
+        int n = 0;
+        slm_gen_stats st;
+        s = slm_generate(e, "Once upon a time", 8, NULL, 1, count_piece, &n, &st);
+        CHECKF(s == SLM_OK, "%s", slm_last_error(e));
+        CHECK(n == 8 && st.n_generated == 8 && st.n_prompt > 1);
+    }
+    slm_free(e);
+}
+
+static void test_custom_f32_roundtrip(void) {
+    const char *f = tmp_path("custom-f32.gguf");
+    CHECK(synth("--shape custom --type f32 --seed 7", f) == 0);
+    opened o;
+    if (!open_gguf(&o, f)) {
+        CHECK(0);
+        return;
+    }
+    slm_gguf_str a;
+    CHECK(slm_gguf_get_str(o.g, "general.architecture", &a) && slm_gguf_str_eq(a, "llama"));
+    CHECK(u32(o.g, "llama.embedding_length") == 64 && u32(o.g, "llama.block_count") == 2);
+    CHECK(u32(o.g, "llama.attention.head_count") == 4 && u32(o.g, "llama.attention.head_count_kv") == 2);
+    CHECK(u32(o.g, "llama.feed_forward_length") == 160 && u32(o.g, "llama.vocab_size") == 512);
+    CHECK(u32(o.g, "llama.context_length") == 256 && u32(o.g, "llama.rope.dimension_count") == 16);
+    CHECK(u32(o.g, "general.file_type") == 0);
+    float eps = 0, base = 0;
+    CHECK(slm_gguf_get_f32(o.g, "llama.attention.layer_norm_rms_epsilon", &eps) && fabsf(eps - 1e-5f) < 1e-9f);
+    CHECK(slm_gguf_get_f32(o.g, "llama.rope.freq_base", &base) && base == 10000.0f);
+    slm_gguf_type et;
+    uint64_t n = 0;
+    CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.tokens", &et, &n, NULL) && et == SLM_GGUF_STRING && n == 512);
+    CHECK(tok_eq(o.g, 0, "<unk>") && tok_eq(o.g, 1, "<s>") && tok_eq(o.g, 2, "</s>") && tok_eq(o.g, 3, "<0x00>"));
+    CHECK(u32(o.g, "tokenizer.ggml.bos_token_id") == 1 && u32(o.g, "tokenizer.ggml.eos_token_id") == 2);
+    /* 1 + 9 per layer + output_norm + output */
+    CHECK(slm_gguf_n_tensors(o.g) == 2 + 2 * 9 + 1);
+    CHECK(tensor_type(o.g, "blk.1.ffn_down.weight") == SLM_F32 && tensor_type(o.g, "output.weight") == SLM_F32);
+    /* norms are ones; weights have a small std */
+    const slm_gguf_tensor *t = slm_gguf_find_tensor(o.g, "blk.0.attn_norm.weight");
+    CHECK(t && t->ne[0] == 64 && ((const float *)t->data)[0] == 1.0f && ((const float *)t->data)[63] == 1.0f);
+    t = slm_gguf_find_tensor(o.g, "blk.0.ffn_gate.weight");
+    if (t) {
+        const float *w = t->data;
+        double s = 0, s2 = 0;
+        const int64_t cnt = t->ne[0] * t->ne[1];
+        for (int64_t i = 0; i < cnt; i++) s += w[i], s2 += (double)w[i] * w[i];
+        double mean = s / cnt, sd = sqrt(s2 / cnt - mean * mean);
+        CHECKF(fabs(mean) < 0.002 && fabs(sd - 0.02) < 0.002, "mean %g std %g", mean, sd);
+    }
+    close_gguf(&o);
+    load_and_generate(f, 64, 2, 4, 2, 160, 512);
+}
+
+static void test_same_seed_same_bytes(void) {
+    const char *a = tmp_path("seed-a.gguf"), *b = tmp_path("seed-b.gguf"), *c = tmp_path("seed-c.gguf");
+    CHECK(synth("--shape custom --type q8_0 --seed 3", a) == 0);
+    CHECK(synth("--shape custom --type q8_0 --seed 3", b) == 0);
+    CHECK(synth("--shape custom --type q8_0 --seed 4", c) == 0);
+    size_t la = 0, lb = 0, lc = 0;
+    char *da = t_read_file(a, &la), *db = t_read_file(b, &lb), *dc = t_read_file(c, &lc);
+    CHECK(da && db && dc && la == lb && la == lc);
+    if (da && db && dc && la == lb && la == lc) {
+        CHECK(memcmp(da, db, la) == 0);
+        CHECK(memcmp(da, dc, la) != 0);
+    }
+    free(da);
+    free(db);
+    free(dc);
+    opened o;
+    if (open_gguf(&o, a)) {
+        CHECK(u32(o.g, "general.file_type") == 7 && u32(o.g, "general.quantization_version") == 2);
+        CHECK(tensor_type(o.g, "token_embd.weight") == SLM_Q8_0 && tensor_type(o.g, "output.weight") == SLM_Q8_0);
+        CHECK(tensor_type(o.g, "blk.0.attn_q.weight") == SLM_Q8_0);
+        CHECK(tensor_type(o.g, "blk.0.ffn_norm.weight") == SLM_F32);
+        close_gguf(&o);
+    }
+    load_and_generate(a, 64, 2, 4, 2, 160, 512);
+}
+
+/* Q4_0 files mirror llama.cpp's mix: output Q6_K when its width is a multiple
+ * of 256, else Q8_0; the tied embedding is the output. */
+static void test_q4_0_mix(void) {
+    const char *u = tmp_path("q4-untied.gguf"), *t = tmp_path("q4-tied.gguf");
+    CHECK(synth("--shape custom --type q4_0 --dim 256 --heads 4 --kv-heads 1 --ffn 512 --n-vocab 300 --untied", u) ==
+          0);
+    CHECK(synth("--shape custom --type q4_0 --tied", t) == 0);
+    opened o;
+    if (open_gguf(&o, u)) {
+        CHECK(u32(o.g, "general.file_type") == 2);
+        CHECK(tensor_type(o.g, "token_embd.weight") == SLM_Q4_0);
+        CHECK(tensor_type(o.g, "output.weight") == SLM_Q6_K);
+        CHECK(tensor_type(o.g, "blk.0.attn_k.weight") == SLM_Q4_0 && tensor_type(o.g, "blk.1.ffn_down.weight") == SLM_Q4_0);
+        close_gguf(&o);
+    }
+    if (open_gguf(&o, t)) {
+        CHECK(tensor_type(o.g, "output.weight") == -1);
+        CHECK(tensor_type(o.g, "token_embd.weight") == SLM_Q8_0); /* 64 is not a multiple of 256 */
+        CHECK(tensor_type(o.g, "blk.0.ffn_up.weight") == SLM_Q4_0);
+        close_gguf(&o);
+    }
+    /* the engine runs them once Q4_0/Q6_K weights are supported */
+    const char *files[2] = {u, t};
+    const int dims[2] = {256, 64}, heads[2][2] = {{4, 1}, {4, 2}}, ffn[2] = {512, 160}, voc[2] = {300, 512};
+    for (int i = 0; i < 2; i++) {
+        slm_engine *e = NULL;
+        slm_options opt = slm_default_options();
+        opt.max_prompt_len = 16;
+        opt.min_response_len = 16;
+        slm_status s = slm_load(&e, files[i], &opt);
+        if (s == SLM_ERR_UNSUPPORTED) {
+            fprintf(stderr, "  note: %s not loaded yet: %s\n", files[i], slm_last_error(e));
+            slm_free(e);
+            continue;
+        }
+        slm_free(e);
+        load_and_generate(files[i], dims[i], 2, heads[i][0], heads[i][1], ffn[i], voc[i]);
+    }
+}
+
+/* A vocabulary bigger than the SPM file is padded with unique normal tokens;
+ * the tokenizer and the engine accept it. */
+static void test_padded_vocab(void) {
+    const char *f = tmp_path("padded.gguf");
+    CHECK(synth("--shape custom --type f16 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --layers 1 --n-vocab 32010 --tied",
+                f) == 0);
+    opened o;
+    if (open_gguf(&o, f)) {
+        slm_gguf_type et;
+        uint64_t n = 0;
+        const void *types = NULL;
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.tokens", &et, &n, NULL) && n == 32010);
+        CHECK(tok_eq(o.g, 32000, "<synth_32000>") && tok_eq(o.g, 32009, "<synth_32009>"));
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.token_type", &et, &n, &types) && et == SLM_GGUF_I32 &&
+              n == 32010);
+        if (types) {
+            int32_t ty;
+            memcpy(&ty, (const char *)types + 4 * 32005, 4);
+            CHECK(ty == 1);
+        }
+        CHECK(tensor_type(o.g, "output.weight") == -1 && tensor_type(o.g, "token_embd.weight") == SLM_F16);
+        close_gguf(&o);
+    }
+    load_and_generate(f, 32, 1, 2, 1, 64, 32010);
+}
+
+/* --arch qwen2 adds Q/K/V biases; --arch mistral writes the sliding window. */
+static void test_archs(void) {
+    const char *q = tmp_path("qwen2.gguf"), *m = tmp_path("mistral.gguf");
+    CHECK(synth("--shape custom --arch qwen2 --type q8_0 --tied", q) == 0);
+    CHECK(synth("--shape custom --arch mistral --sliding-window 8 --type f16", m) == 0);
+    opened o;
+    if (open_gguf(&o, q)) {
+        slm_gguf_str a;
+        CHECK(slm_gguf_get_str(o.g, "general.architecture", &a) && slm_gguf_str_eq(a, "qwen2"));
+        CHECK(u32(o.g, "qwen2.embedding_length") == 64 && u32(o.g, "qwen2.attention.head_count_kv") == 2);
+        CHECK(tensor_type(o.g, "blk.1.attn_q.bias") == SLM_F32 && tensor_type(o.g, "blk.1.attn_v.bias") == SLM_F32);
+        const slm_gguf_tensor *t = slm_gguf_find_tensor(o.g, "blk.0.attn_k.bias");
+        CHECK(t && t->ne[0] == 32 && t->n_dims == 1);
+        close_gguf(&o);
+    }
+    if (open_gguf(&o, m)) {
+        slm_gguf_str a;
+        CHECK(slm_gguf_get_str(o.g, "general.architecture", &a) && slm_gguf_str_eq(a, "mistral"));
+        CHECK(u32(o.g, "mistral.attention.sliding_window") == 8 && u32(o.g, "mistral.block_count") == 2);
+        close_gguf(&o);
+    }
+    load_and_generate(q, 64, 2, 4, 2, 160, 512);
+    load_and_generate(m, 64, 2, 4, 2, 160, 512);
+}
+
+static void test_bad_args(void) {
+    const char *f = tmp_path("bad.gguf");
+    CHECK(synth_bad("--shape nosuch --type f16", f) != 0);
+    CHECK(synth_bad("--shape custom --type q5_9", f) != 0);
+    CHECK(synth_bad("--shape custom --heads 3", f) != 0); /* 64 / 3 */
+    CHECK(synth_bad("--shape custom --n-vocab 100", f) != 0); /* < 259: no byte fallback */
+    CHECK(access(f, F_OK) != 0);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/slm-test-synth-%d", (int)getpid());
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p \"%s\"", g_dir);
+    if (system(cmd) != 0) return 1;
+    T_RUN(test_custom_f32_roundtrip);
+    T_RUN(test_same_seed_same_bytes);
+    T_RUN(test_q4_0_mix);
+    T_RUN(test_padded_vocab);
+    T_RUN(test_archs);
+    T_RUN(test_bad_args);
+    snprintf(cmd, sizeof cmd, "rm -rf \"%s\"", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    T_DONE();
+}
