@@ -188,6 +188,16 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
 
 /* ---- validation ----------------------------------------------------------- */
 
+int slm_matrix_type_supported(uint32_t t) {
+    switch (t) {
+    case SLM_F32: case SLM_F16: case SLM_BF16: case SLM_Q8_0: case SLM_Q4_0: case SLM_Q4_1:
+    case SLM_Q4_K: case SLM_Q5_K: case SLM_Q6_K:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 static int fmt_shape(char *buf, size_t cap, const int64_t *ne, uint32_t n_dims) {
     int o = snprintf(buf, cap, "[");
     for (uint32_t d = 0; d < n_dims && o > 0 && (size_t)o < cap; d++)
@@ -216,10 +226,10 @@ static slm_status check_tensor(const slm_model_file *m, const char *file, const 
     if (is_vector && t->type != SLM_F32)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': type %s is not supported for norm weights (f32 only)",
                         file, name, slm_dtype_name(t->type));
-    if (!is_vector && t->type != SLM_F32 && t->type != SLM_F16 && t->type != SLM_Q8_0)
+    if (!is_vector && !slm_matrix_type_supported(t->type))
         return slm_errf(err, SLM_ERR_UNSUPPORTED,
-                        "%s: tensor '%s': type %s is not supported for matrices (supported: f32, f16, q8_0)", file,
-                        name, slm_dtype_name(t->type));
+                        "%s: tensor '%s': type %s is not supported for matrices (supported: %s)", file, name,
+                        slm_dtype_name(t->type), SLM_MATRIX_TYPES);
     uint64_t rows = (uint64_t)ne1, nbytes;
     if (!slm_mul_ok(slm_row_bytes(t->type, (uint64_t)ne0), rows, &nbytes) || nbytes == 0 || nbytes != t->nbytes)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %llu bytes but a %s tensor of this shape needs %llu",

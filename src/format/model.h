@@ -35,6 +35,10 @@ typedef struct slm_model_config {
                           (Llama 3 scaling) */
 } slm_model_config;
 
+/* Weight types the kernels take for matrices (and embedding tables). */
+#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k"
+int slm_matrix_type_supported(uint32_t t);
+
 /* Architectures staticlm runs (GGUF general.architecture). */
 #define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2"
 
