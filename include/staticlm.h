@@ -68,7 +68,23 @@ typedef struct slm_options {
     const char *cache_dir;      /* non-NULL: compile a source model once into a blob in
                                    this folder (created if missing) and map it on later
                                    loads; a stale or damaged blob is recompiled */
+    /* ---- the runtime's answers to static shapes (docs/config.md) ---- */
+    int prefill_variants[8];    /* extra prefill programs of these row counts (0 = none) */
+    int generate_variants[8];   /* extra generate programs of these KV capacities (0 = none) */
+    int no_chunking;            /* 1: refuse prompts longer than max_prompt_len instead of
+                                   prefilling them in chunks */
+    int prefix_cache_mb;        /* > 0: keep KV rows of earlier prompts' prefixes (MiB) */
+    const char *draft_path;     /* speculative decoding: the draft model (same vocabulary) */
+    const char *draft_tokenizer_path; /* its llama2.c tokenizer.bin, if it needs one */
+    int draft_n;                /* tokens the draft proposes per step (default 4) */
+    int lm_head_separate;       /* 1: the vocabulary projection is its own program */
+    int lm_head_threads;        /* its thread count when separate (0 = the body's) */
+    int on_overflow;            /* SLM_ON_OVERFLOW_ERROR (default) or _TRUNCATE */
 } slm_options;
+
+/* What generation does when the KV cache is full. */
+#define SLM_ON_OVERFLOW_ERROR 0    /* stop with SLM_ERR_CAPACITY and a message */
+#define SLM_ON_OVERFLOW_TRUNCATE 1 /* keep BOS + the newest half, re-prefill, go on (said in a note) */
 
 SLM_API slm_options slm_default_options(void);
 
@@ -157,10 +173,15 @@ SLM_API size_t slm_sample_scratch_size(int n);
 typedef struct slm_gen_stats {
     int n_prompt, n_generated;
     double prefill_ms, decode_ms;
+    int n_cached;          /* prompt tokens restored from the prefix cache */
+    int n_drafted, n_accepted; /* speculative decoding: proposed / accepted tokens */
+    int n_truncations;     /* times the overflow policy truncated the context */
 } slm_gen_stats;
 
 /* Called for each piece: first the prompt's tokens after BOS (is_prompt =
- * 1), then each generated token. Return non-zero to stop. */
+ * 1), then each generated token (0). is_prompt = 2 carries a note from the
+ * runtime instead (id -1), e.g. that the overflow policy truncated the
+ * context. Return non-zero to stop. */
 typedef int (*slm_piece_cb)(void *ud, int id, const char *piece, int is_prompt);
 
 /* Reset, encode prompt (with BOS), prefill, then decode up to n_generate

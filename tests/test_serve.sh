@@ -160,7 +160,8 @@ check "healthy after the load" '[ "$(code "$U/health")" = 200 ]'
 check "one log line per request" '[ "$(grep -c "^serve: POST" "$TMP/server.log")" -ge 384 ]'
 
 # ---- clean shutdown (ASan: no leak, no error)
-kill -TERM "$PID"
+# signal the server itself: timeout would forward TERM to its whole process group
+kill -TERM "$SPID"
 rc=0; wait "$PID" || rc=$?
 PID=
 check "server exits 0 on SIGTERM" '[ "$rc" = 0 ]'

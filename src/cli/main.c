@@ -58,8 +58,22 @@ static void usage_run(FILE *f) {
             "      --cache-dir DIR       compile MODEL once into a blob in DIR, map it on later\n"
             "                            runs (recompiled when the model, tokenizer or options\n"
             "                            change). MODEL may also be a blob (staticlm compile -o)\n"
-            "  -t, --threads N           worker threads (accepted; this build runs one)\n"
+            "  -t, --threads N           worker threads (default: one per CPU)\n"
             "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+            "      --prefill-variants L  extra prefill programs, e.g. 16,64,256 (a short prompt\n"
+            "                            runs through the smallest that holds it)\n"
+            "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
+            "                            256,512 (decoding moves up without moving the KV)\n"
+            "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
+            "                            prefill them in chunks)\n"
+            "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU)\n"
+            "      --draft MODEL         speculative decoding with this draft model (greedy)\n"
+            "      --draft-tokenizer T   the draft's tokenizer.bin, if it is a llama2.c model\n"
+            "      --draft-n K           tokens the draft proposes per step (default 4)\n"
+            "      --lm-head-separate    run the vocabulary projection as its own program\n"
+            "      --lm-head-threads N   its thread count (default: the body's)\n"
+            "      --on-overflow P       error (default) | truncate: keep BOS and the newest half\n"
+            "                            of the context when the KV cache is full, and go on\n"
             "  -v, --verbose             print model and program facts to stderr\n"
             "  -h, --help                this text\n");
 }
@@ -78,6 +92,8 @@ static void usage_compile(FILE *f) {
             "      --dump-lowered        each program's graph after the passes\n"
             "      --dump-tasks          each program's task list with barriers\n"
             "      --dump-io             each program's inputs and outputs\n"
+            "      --prefill-variants L, --generate-variants L, --lm-head-separate, --draft M\n"
+            "      [--draft-n K]         shape the programs as for run (see staticlm run --help)\n"
             "  -o, --output FILE         write the compiled programs, weights and tokenizer\n"
             "                            as an ELF blob (run -m FILE loads it; docs/blob.md)\n"
             "  -h, --help                this text\n");
@@ -141,6 +157,25 @@ static int parse_float(const char *s, const char *opt, float lo, float hi, float
     return 1;
 }
 
+/* "16,64,256" into up to 7 positive integers (the rest 0). */
+static int parse_list(const char *s, const char *opt, int out[8]) {
+    int n = 0;
+    memset(out, 0, 8 * sizeof(int));
+    const char *p = s;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (errno || end == p || v < 1 || v > (1 << 20) || n == 7 || (*end && *end != ',')) {
+            fprintf(stderr, "staticlm: %s expects up to 7 comma-separated positive integers, got '%s'\n", opt, s);
+            return 0;
+        }
+        out[n++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return 1;
+}
+
 typedef struct run_args {
     const char *model, *tok, *prompt, *kernels;
     int n, ignore_eos, verbose, threads;
@@ -180,6 +215,25 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (!is_compile && !strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1024, &a->threads)) return 0; }
         else if (!strcmp(o, "--kernels")) { if (!(a->kernels = NEXT())) return 0; }
+        else if (!strcmp(o, "--prefill-variants") || !strcmp(o, "--generate-variants")) {
+            const char *v = NEXT();
+            if (!v || !parse_list(v, o, !strcmp(o, "--prefill-variants") ? a->opt.prefill_variants : a->opt.generate_variants))
+                return 0;
+        }
+        else if (!strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
+        else if (!strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
+        else if (!strcmp(o, "--draft")) { if (!(a->opt.draft_path = NEXT())) return 0; }
+        else if (!strcmp(o, "--draft-tokenizer")) { if (!(a->opt.draft_tokenizer_path = NEXT())) return 0; }
+        else if (!strcmp(o, "--draft-n")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 1, 16, &a->opt.draft_n)) return 0; }
+        else if (!strcmp(o, "--lm-head-separate")) a->opt.lm_head_separate = 1;
+        else if (!strcmp(o, "--lm-head-threads")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1024, &a->opt.lm_head_threads)) return 0; }
+        else if (!strcmp(o, "--on-overflow")) {
+            const char *v = NEXT();
+            if (!v) return 0;
+            if (!strcmp(v, "error")) a->opt.on_overflow = SLM_ON_OVERFLOW_ERROR;
+            else if (!strcmp(v, "truncate")) a->opt.on_overflow = SLM_ON_OVERFLOW_TRUNCATE;
+            else { fprintf(stderr, "staticlm: --on-overflow expects error or truncate, got '%s'\n", v); return 0; }
+        }
         else if (!is_compile && !strcmp(o, "--cache-dir")) { if (!(a->cache_dir = NEXT())) return 0; }
         else if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) a->verbose = 1;
         else if (is_compile && !strcmp(o, "--dump-ir")) a->dump_ir = 1;
@@ -241,7 +295,11 @@ static slm_engine *load_engine(run_args *a) {
 static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
     (void)ud;
     (void)id;
-    (void)is_prompt;
+    if (is_prompt == 2) { /* a note from the runtime (overflow policy) */
+        fflush(stdout);
+        fprintf(stderr, "\n%s\n", piece);
+        return 0;
+    }
     if (slm_piece_printable(piece)) {
         fputs(piece, stdout);
         fflush(stdout);
@@ -279,6 +337,11 @@ static int cmd_run(int argc, char **argv) {
     if (st.n_generated > 1)
         fprintf(stderr, "decode: %d tokens in %.2f ms (%.1f tok/s)\n", st.n_generated, st.decode_ms,
                 st.decode_ms > 0 ? (st.n_generated - 1) * 1e3 / st.decode_ms : 0.0);
+    if (st.n_cached > 0) fprintf(stderr, "prefix cache: %d prompt tokens restored\n", st.n_cached);
+    if (st.n_drafted > 0)
+        fprintf(stderr, "speculative: %d of %d drafted tokens accepted (%.1f%%)\n", st.n_accepted, st.n_drafted,
+                100.0 * st.n_accepted / st.n_drafted);
+    if (st.n_truncations > 0) fprintf(stderr, "overflow: context truncated %d time(s)\n", st.n_truncations);
     slm_free(e);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include "compiler/compiler.h"
 #include "format/model.h"
 #include "pipeline/tokenizer.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
 
 struct slm_engine {
@@ -32,6 +33,9 @@ struct slm_engine {
     char cache_dir_buf[1024];
     char tok_path_buf[1024];
     char note[SLM_ERRLEN + 2048]; /* what cache mode did */
+    slm_engine *draft;      /* speculative decoding: the draft model's engine */
+    slm_prefix_cache pc;    /* KV rows of earlier prompts' prefixes */
+    int32_t *hist;          /* [capacity] token history for the overflow policy */
 };
 
 slm_options slm_default_options(void) {
@@ -79,6 +83,12 @@ static void compile_options(const slm_options *o, slm_compile_options *co) {
     memset(co, 0, sizeof *co);
     co->max_prompt_len = o->max_prompt_len > 0 ? o->max_prompt_len : 1024;
     co->min_response_len = o->min_response_len >= 0 ? o->min_response_len : 128;
+    for (int i = 0; i < 8 && i < SLM_MAX_VARIANTS - 1; i++) {
+        if (o->prefill_variants[i] > 0) co->prefill_variants[co->n_prefill_variants++] = o->prefill_variants[i];
+        if (o->generate_variants[i] > 0) co->generate_variants[co->n_generate_variants++] = o->generate_variants[i];
+    }
+    if (o->draft_path) co->draft_n = o->draft_n > 0 ? o->draft_n : 4;
+    co->lm_head_separate = o->lm_head_separate != 0;
 }
 
 /* Open the source model, its tokenizer, and compile. */
@@ -86,7 +96,9 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
     slm_status s;
     if ((s = slm_model_open(&e->model, model_path, &e->err))) return s;
     if ((s = load_tokenizer(e))) return s;
-    if (slm_tok_vocab_size(e->tok) != e->model.cfg.vocab_size)
+    /* an embedding padded beyond the tokenizer (e.g. Qwen2.5) is fine; fewer rows is not */
+    if (slm_tok_vocab_size(e->tok) > e->model.cfg.vocab_size ||
+        (!slm_tok_is_bpe(e->tok) && slm_tok_vocab_size(e->tok) != e->model.cfg.vocab_size))
         return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tokenizer has %d tokens but the model's vocabulary is %d",
                         slm_basename(model_path), slm_tok_vocab_size(e->tok), e->model.cfg.vocab_size);
     slm_compile_options co;
@@ -236,8 +248,33 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                         "tokenizer and options were fixed at compile time\n",
                 e->comp.opt.max_prompt_len, e->comp.opt.min_response_len);
     if ((s = slm_rt_init(&e->rt, &e->comp, e->weights, e->opt.n_threads, &e->err))) return s;
+    e->rt.chunking = !e->opt.no_chunking;
+    if (e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0 &&
+        (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
+        return s;
     e->sample_scratch = slm_malloc(slm_sample_scratch_size(e->cfg.vocab_size));
-    if (!e->sample_scratch) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
+    e->hist = slm_calloc((size_t)e->rt.cap + 1, sizeof(int32_t));
+    if (!e->sample_scratch || !e->hist) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
+    slm_pc_init(&e->pc, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20);
+    if (e->opt.draft_path) {
+        if (!slm_largest(&e->comp, SLM_PROG_VERIFY))
+            return slm_errf(&e->err, SLM_ERR_ARG, "speculative decoding needs a verify program: this blob was "
+                                                  "compiled without a draft (recompile with --draft)");
+        slm_options d = e->opt;
+        d.draft_path = NULL;
+        d.prefix_cache_mb = 0;
+        d.lm_head_separate = 0;
+        d.tokenizer_path = opt ? opt->draft_tokenizer_path : NULL;
+        if ((s = slm_load(&e->draft, e->opt.draft_path, &d))) {
+            slm_errf(&e->err, s, "draft model: %s", slm_last_error(e->draft));
+            slm_free(e->draft);
+            e->draft = NULL;
+            return s;
+        }
+        if (e->draft->cfg.vocab_size != e->cfg.vocab_size)
+            return slm_errf(&e->err, SLM_ERR_ARG, "draft model: vocabulary of %d tokens, the model has %d",
+                            e->draft->cfg.vocab_size, e->cfg.vocab_size);
+    }
     e->loaded = 1;
     return SLM_OK;
 }
@@ -286,6 +323,9 @@ slm_status slm_inspect_blob(const char *path, void *file, int verify_weights, ch
 
 void slm_free(slm_engine *e) {
     if (!e) return;
+    slm_free(e->draft);
+    slm_pc_free(&e->pc);
+    slm_xfree(e->hist);
     slm_xfree(e->sample_scratch);
     slm_rt_free(&e->rt);
     close_model(e);
@@ -367,9 +407,21 @@ void slm_reset(slm_engine *e) {
 int slm_num_stored(const slm_engine *e) { return e && e->loaded ? e->rt.num_stored : 0; }
 int slm_capacity(const slm_engine *e) { return e && e->loaded ? e->rt.cap : 0; }
 
+/* Prefill through the prefix cache: on an empty KV cache, restore the
+ * longest cached prefix (at most n - 1 rows: one token must run to give
+ * logits), prefill the rest, then remember this prompt's rows. */
+static slm_status engine_prefill(slm_engine *e, const int32_t *ids, int n, int *n_cached) {
+    int got = 0;
+    if (e->pc.limit_bytes && e->rt.num_stored == 0 && n > 1) got = slm_pc_restore(&e->pc, &e->rt, ids, n, n - 1);
+    if (n_cached) *n_cached = got;
+    slm_status s = slm_rt_prefill(&e->rt, ids + got, n - got, &e->err);
+    if (!s && e->pc.limit_bytes && e->rt.num_stored == n) slm_pc_store(&e->pc, &e->rt, n);
+    return s;
+}
+
 slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const float **logits) {
     if (!e || !e->loaded) return SLM_ERR_ARG;
-    slm_status s = slm_rt_prefill(&e->rt, ids, n, &e->err);
+    slm_status s = engine_prefill(e, ids, n, NULL);
     if (logits) *logits = s ? NULL : e->rt.logits;
     return s;
 }
@@ -387,6 +439,120 @@ static double now_ms(void) {
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+static int argmax_f(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* The overflow policy "truncate": keep the first token (BOS) and the newest
+ * half of the context, reset, prefill them again. */
+static slm_status truncate_context(slm_engine *e, slm_piece_cb cb, void *ud, slm_gen_stats *stats) {
+    const int have = e->rt.num_stored, keep = e->rt.cap / 2;
+    if (have < 2 || keep < 2) return slm_errf(&e->err, SLM_ERR_CAPACITY, "KV capacity %d too small to truncate", e->rt.cap);
+    memcpy(e->hist, e->rt.tokens, sizeof(int32_t) * (size_t)have);
+    e->hist[have - keep] = e->hist[0]; /* BOS, then the newest keep - 1 tokens */
+    const int32_t *ids = e->hist + have - keep;
+    char note[200];
+    snprintf(note, sizeof note,
+             "[context full at %d tokens (capacity %d): dropped the oldest %d and re-prefilled %d]", have, e->rt.cap,
+             have - keep, keep);
+    slm_rt_reset(&e->rt);
+    slm_status s = slm_rt_prefill(&e->rt, ids, keep, &e->err);
+    if (!s && cb) cb(ud, -1, note, 2);
+    if (stats) stats->n_truncations++;
+    return s;
+}
+
+/* One decode step with the overflow policy applied. */
+static slm_status step(slm_engine *e, int id, slm_piece_cb cb, void *ud, slm_gen_stats *stats) {
+    if (e->rt.num_stored + 1 > e->rt.cap && e->opt.on_overflow == SLM_ON_OVERFLOW_TRUNCATE) {
+        /* the id to feed is already the last token of history: drop it and feed it after */
+        slm_status s = truncate_context(e, cb, ud, stats);
+        if (s) return s;
+    }
+    return slm_rt_decode(&e->rt, id, &e->err);
+}
+
+/* Greedy speculative decoding: the draft proposes k tokens, the main model
+ * checks them in one verify call; accepted rows stay, rejected rows are
+ * trimmed. Emits through emit(); returns the number of tokens produced. */
+typedef struct gen_ctx {
+    slm_engine *e;
+    slm_piece_cb cb;
+    void *ud;
+    slm_gen_stats *stats;
+    int ignore_eos, stop, produced, limit, prev;
+} gen_ctx;
+
+static int is_stop(const gen_ctx *g, int id) {
+    if (g->ignore_eos) return 0;
+    return id == slm_tok_eos(g->e->tok) || id == slm_tok_bos(g->e->tok) || id == slm_tok_eot(g->e->tok);
+}
+
+/* Deliver one token; returns 0 when generation must end. */
+static int emit(gen_ctx *g, int id) {
+    if (g->produced >= g->limit || g->stop) return 0;
+    if (is_stop(g, id)) {
+        g->stop = 1;
+        return 0;
+    }
+    g->produced++;
+    if (g->stats) g->stats->n_generated++;
+    if (g->cb && g->cb(g->ud, id, slm_tok_decode(g->e->tok, g->prev, id), 0)) g->stop = 1;
+    g->prev = id;
+    return !g->stop && g->produced < g->limit;
+}
+
+static slm_status speculate(gen_ctx *g, int y) {
+    slm_engine *e = g->e, *d = e->draft;
+    const int V = e->cfg.vocab_size;
+    const int K = slm_largest(&e->comp, SLM_PROG_VERIFY)->rows - 1;
+    int32_t prop[SLM_MAX_VARIANTS * 64];
+    slm_status s;
+    for (;;) {
+        int k = K;
+        if (k > g->limit - g->produced) k = g->limit - g->produced;
+        if (e->rt.num_stored + k + 1 > e->rt.cap) k = e->rt.cap - e->rt.num_stored - 1;
+        if (d->rt.num_stored + k > d->rt.cap) k = d->rt.cap - d->rt.num_stored;
+        if (k < 1) { /* no room to speculate: one plain step */
+            if ((s = step(e, y, g->cb, g->ud, g->stats))) return s;
+            y = argmax_f(e->rt.logits, V);
+            if (!emit(g, y)) return SLM_OK;
+            continue;
+        }
+        /* the draft proposes k tokens after y */
+        const int base = e->rt.num_stored, dbase = d->rt.num_stored;
+        int cur = y;
+        for (int i = 0; i < k; i++) {
+            if ((s = slm_rt_decode(&d->rt, cur, &d->err))) return slm_errf(&e->err, s, "draft: %s", d->err.msg);
+            prop[i] = cur = argmax_f(d->rt.logits, V);
+        }
+        /* the main model checks y and the proposals in one call */
+        int32_t ver[SLM_MAX_VARIANTS * 64 + 1];
+        ver[0] = y;
+        memcpy(ver + 1, prop, sizeof(int32_t) * (size_t)k);
+        const float *lg;
+        if ((s = slm_rt_verify(&e->rt, ver, k + 1, &lg, &e->err))) return s;
+        int acc = 0;
+        while (acc < k && argmax_f(lg + (size_t)acc * V, V) == prop[acc]) acc++;
+        const int next = argmax_f(lg + (size_t)acc * V, V);
+        if (g->stats) {
+            g->stats->n_drafted += k;
+            g->stats->n_accepted += acc;
+        }
+        /* keep y and the accepted rows; trim the rest from both caches */
+        slm_rt_trim(&e->rt, base + 1 + acc);
+        slm_rt_trim(&d->rt, dbase + 1 + (acc < k ? acc : k - 1));
+        if (acc == k && (s = slm_rt_decode(&d->rt, prop[k - 1], &d->err))) return slm_errf(&e->err, s, "draft: %s", d->err.msg);
+        for (int i = 0; i < acc; i++)
+            if (!emit(g, prop[i])) return SLM_OK;
+        if (!emit(g, next)) return SLM_OK;
+        y = next;
+    }
+}
+
 slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const slm_sampling *sp,
                         int ignore_eos, slm_piece_cb cb, void *ud, slm_gen_stats *stats) {
     if (stats) memset(stats, 0, sizeof *stats);
@@ -398,10 +564,15 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
     /* encode once to count, then into a buffer of that size */
     int n = slm_tok_encode(e->tok, prompt, 1, 0, NULL, 0);
     if (n < 0) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory encoding the prompt");
-    if (n > T)
+    if (n > T && e->opt.no_chunking)
         return slm_errf(&e->err, SLM_ERR_CAPACITY,
                         "prompt is %d tokens but max_prompt_len is %d: raise --max-prompt-len (up to the "
-                        "context length %d)", n, T, e->cfg.context_len);
+                        "context length %d) or allow chunked prefill", n, T, e->cfg.context_len);
+    if (n > e->rt.cap)
+        return slm_errf(&e->err, SLM_ERR_CAPACITY,
+                        "prompt is %d tokens but the KV capacity is %d (max_prompt_len + min_response_len, "
+                        "at most the context length %d)", n, e->rt.cap, e->cfg.context_len);
+    if (n == 0) return slm_errf(&e->err, SLM_ERR_ARG, "the prompt encodes to no tokens and the vocabulary has no BOS");
     int32_t *ids = slm_malloc((size_t)n * sizeof(int32_t));
     if (!ids) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
     slm_tok_encode(e->tok, prompt, 1, 0, ids, n);
@@ -412,22 +583,33 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
     if (stats) stats->n_prompt = n;
 
     slm_rt_reset(&e->rt);
-    const int bos = slm_tok_bos(e->tok), eos = slm_tok_eos(e->tok);
     const int V = e->cfg.vocab_size;
     uint64_t rng = sp->seed ? sp->seed : 0x5eed5eedull;
     double t0 = now_ms();
-    if (!stop) s = slm_rt_prefill(&e->rt, ids, n, &e->err);
+    int cached = 0;
+    if (!stop) s = engine_prefill(e, ids, n, &cached);
+    if (stats) stats->n_cached = cached;
+    const int use_draft = e->draft && sp->temperature <= 0.0f;
+    if (!stop && !s && use_draft) {
+        slm_rt_reset(&e->draft->rt);
+        if ((s = slm_rt_prefill(&e->draft->rt, ids, n, &e->draft->err)))
+            slm_errf(&e->err, s, "draft: %s", e->draft->err.msg);
+    }
     double t1 = now_ms();
     if (stats) stats->prefill_ms = t1 - t0;
-    int prev = ids[n - 1];
+    gen_ctx g = {e, cb, ud, stats, ignore_eos, stop, 0, n_generate, ids[n - 1]};
     slm_xfree(ids);
-    for (int g = 0; g < n_generate && !s && !stop; g++) {
-        if (g > 0 && (s = slm_rt_decode(&e->rt, prev, &e->err))) break;
-        int next = slm_sample(e->rt.logits, V, sp, &rng, e->sample_scratch);
-        if (!ignore_eos && (next == eos || next == bos)) break;
-        if (stats) stats->n_generated++;
-        if (cb) stop = cb(ud, next, slm_tok_decode(e->tok, prev, next), 0);
-        prev = next;
+    if (!s && !g.stop && n_generate > 0) {
+        if (use_draft) {
+            int y = argmax_f(e->rt.logits, V);
+            if (emit(&g, y)) s = speculate(&g, y);
+        } else {
+            int next = slm_sample(e->rt.logits, V, sp, &rng, e->sample_scratch);
+            while (emit(&g, next)) {
+                if ((s = step(e, next, cb, ud, stats))) break;
+                next = slm_sample(e->rt.logits, V, sp, &rng, e->sample_scratch);
+            }
+        }
     }
     if (stats) stats->decode_ms = now_ms() - t1;
     return s;

@@ -41,9 +41,12 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "pipeline/bpe.h"
 #include "pipeline/tokenizer.h"
 
-enum { TOK_RUNC = 0, TOK_SPM = 1 };
+/* TOK_BPE: byte-level BPE (bpe.c) behind the same interface; only n_vocab,
+ * bos, eos, eot and the bpe fields below are used. */
+enum { TOK_RUNC = 0, TOK_SPM = 1, TOK_BPE = 2 };
 
 /* SentencePiece token types (as GGUF tokenizer.ggml.token_type stores them). */
 enum {
@@ -74,6 +77,13 @@ struct slm_tokenizer {
     int n_special;          /* number of user-defined tokens */
     uint8_t special_first[256]; /* 1: some user-defined token starts with this byte */
     char byte_piece[256][2]; /* decode output for byte tokens: byte, NUL */
+    /* TOK_BPE */
+    slm_bpe *bpe;           /* the byte-level BPE tokenizer */
+    char *pieces;           /* every decoded piece, NUL-terminated */
+    uint32_t *piece_off;    /* [n_vocab] offset of piece i in pieces */
+    uint8_t *lead_space;    /* [n_vocab] 1: the piece's leading space is a dummy prefix
+                               (SentencePiece-flavoured vocabularies) */
+    int eot;                /* end-of-turn id, -1 if none */
 };
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -217,6 +227,10 @@ static slm_status tok_index(slm_tokenizer *t, slm_err *err) {
 
 void slm_tok_free(slm_tokenizer *t) {
     if (!t) return;
+    slm_bpe_free(t->bpe);
+    slm_xfree(t->pieces);
+    slm_xfree(t->piece_off);
+    slm_xfree(t->lead_space);
     slm_xfree(t->blob);
     slm_xfree(t->off);
     slm_xfree(t->len);
@@ -348,11 +362,17 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
     if (!slm_gguf_get_str(g, "tokenizer.ggml.model", &model))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer.ggml.model: missing or not a string",
                         name);
+    if (slm_gguf_str_eq(model, "gpt2")) {
+        slm_bpe *b = NULL;
+        slm_status st = slm_bpe_load_gguf(&b, g, name, err);
+        if (st) return st;
+        return slm_tok_from_bpe(out, b, err);
+    }
     if (!slm_gguf_str_eq(model, "llama")) {
         int n = model.len > 64 ? 64 : (int)model.len;
         return slm_errf(err, SLM_ERR_UNSUPPORTED,
-                        "%s: tokenizer.ggml.model '%.*s' is not supported (only 'llama', "
-                        "SentencePiece BPE)",
+                        "%s: tokenizer.ggml.model '%.*s' is not supported (supported: 'llama' "
+                        "(SentencePiece BPE), 'gpt2' (byte-level BPE))",
                         name, n, model.s);
     }
     slm_gguf_type et;
@@ -459,24 +479,90 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
 int slm_tok_vocab_size(const slm_tokenizer *t) { return t ? t->n_vocab : 0; }
 int slm_tok_bos(const slm_tokenizer *t) { return t ? t->bos : -1; }
 int slm_tok_eos(const slm_tokenizer *t) { return t ? t->eos : -1; }
+int slm_tok_eot(const slm_tokenizer *t) { return t && t->bpe ? t->eot : -1; }
+int slm_tok_is_bpe(const slm_tokenizer *t) { return t && t->bpe; }
 
 const char *slm_tok_str(const slm_tokenizer *t, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return NULL;
+    if (t->bpe) return t->pieces + t->piece_off[id];
     return tok_s(t, id);
 }
 
 float slm_tok_score(const slm_tokenizer *t, int id) {
-    if (!t || id < 0 || id >= t->n_vocab) return 0.0f;
+    if (!t || t->bpe || id < 0 || id >= t->n_vocab) return 0.0f;
     return t->score[id];
 }
 
 int slm_tok_type(const slm_tokenizer *t, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return 0;
+    if (t->bpe) return slm_bpe_token_type(t->bpe, id);
     return t->type[id];
+}
+
+/* Wrap a byte-level BPE tokenizer: decoded pieces as C strings (a piece
+ * with a NUL byte is cut there), which leading spaces are dummy prefixes. */
+slm_status slm_tok_from_bpe(slm_tokenizer **out, slm_bpe *b, slm_err *err) {
+    *out = NULL;
+    const int n = slm_bpe_vocab_size(b);
+    slm_tokenizer *t = slm_calloc(1, sizeof *t);
+    uint64_t total = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        slm_bpe_piece(b, i, &len);
+        total += len + 1;
+    }
+    if (t) {
+        t->pieces = total <= UINT32_MAX ? slm_malloc((size_t)total + 1) : NULL;
+        t->piece_off = slm_calloc((size_t)n + 1, sizeof *t->piece_off);
+        t->lead_space = slm_calloc((size_t)n + 1, 1);
+    }
+    if (!t || !t->pieces || !t->piece_off || !t->lead_space) {
+        slm_tok_free(t);
+        slm_bpe_free(b);
+        return slm_errf(err, SLM_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    t->bpe = b;
+    t->mode = TOK_BPE;
+    t->n_vocab = n;
+    t->bos = slm_bpe_bos(b);
+    t->eos = slm_bpe_eos(b);
+    t->eot = slm_bpe_eot(b);
+    t->unk = slm_bpe_unk(b);
+    uint32_t o = 0;
+    for (int i = 0; i < n; i++) {
+        size_t len;
+        const char *p = slm_bpe_piece(b, i, &len);
+        size_t cut = strnlen(p, len);
+        t->piece_off[i] = o;
+        memcpy(t->pieces + o, p, cut);
+        t->pieces[o + cut] = 0;
+        o += (uint32_t)cut + 1;
+        if (cut > 0 && p[0] == ' ') {
+            char one[8];
+            int32_t id = i;
+            size_t dl = slm_bpe_decode(b, &id, 1, 0, one, sizeof one);
+            t->lead_space[i] = dl + 1 == len;
+        }
+    }
+    *out = t;
+    return SLM_OK;
+}
+
+slm_status slm_tok_load_hf_json(slm_tokenizer **out, const char *path, slm_err *err) {
+    *out = NULL;
+    slm_bpe *b = NULL;
+    slm_status st = slm_bpe_load_hf_json(&b, path, err);
+    if (st) return st;
+    return slm_tok_from_bpe(out, b, err);
 }
 
 const char *slm_tok_decode(const slm_tokenizer *t, int prev, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return "";
+    if (t->bpe) {
+        const char *p = t->pieces + t->piece_off[id];
+        if ((prev < 0 || prev == t->bos) && t->lead_space[id]) p++;
+        return p;
+    }
     const char *piece = tok_s(t, id);
     /* after BOS, sentencepiece's decoder strips the dummy prefix's space */
     if (prev == t->bos && t->add_space_prefix && piece[0] == ' ') piece++;
@@ -699,6 +785,8 @@ int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int ad
                    int32_t *ids, int cap) {
     if (!t) return -1;
     if (!text) text = "";
+    if (t->bpe) /* special-token text matches its token, as llama.cpp's prompts do */
+        return slm_bpe_encode(t->bpe, text, strlen(text), add_bos, add_eos, 1, ids, cap);
     if (!ids || cap < 0) cap = 0;
     size_t n = strlen(text);
     if (n > (size_t)(INT32_MAX / 8)) return -1; /* ids are counted in an int */
@@ -743,6 +831,7 @@ int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int ad
  * Everything else (lookup table, byte ids, " " id, user-defined tokens) is
  * derived again by tok_index. */
 #define TOK_SER_MAGIC 0x544d4c53u
+#define TOK_SER_MAGIC_BPE 0x42504c53u /* "SLPB" */
 #define TOK_SER_VERSION 1u
 
 static void put_u32(uint8_t *p, uint32_t v) {
@@ -760,6 +849,19 @@ slm_status slm_tok_save(const slm_tokenizer *t, uint8_t **out, size_t *len, slm_
     *out = NULL;
     *len = 0;
     if (!t) return slm_errf(err, SLM_ERR_ARG, "tokenizer: nothing to save");
+    if (t->bpe) { /* a BPE record: magic, then bpe.c's own checked format */
+        size_t need = slm_bpe_serialize(t->bpe, NULL, 0);
+        uint8_t *b = need ? slm_malloc(need + 4) : NULL;
+        if (!b) return slm_errf(err, SLM_ERR_NOMEM, "tokenizer: out of memory serializing");
+        put_u32(b, TOK_SER_MAGIC_BPE);
+        if (slm_bpe_serialize(t->bpe, b + 4, need) != need) {
+            slm_xfree(b);
+            return slm_errf(err, SLM_ERR_INTERNAL, "tokenizer: BPE serialization changed size");
+        }
+        *out = b;
+        *len = need + 4;
+        return SLM_OK;
+    }
     uint64_t n = 28;
     for (int i = 0; i < t->n_vocab; i++) n += 12 + (uint64_t)t->len[i];
     uint8_t *b = slm_malloc((size_t)n);
@@ -794,6 +896,12 @@ slm_status slm_tok_load_mem(slm_tokenizer **out, const void *data, size_t size, 
     *out = NULL;
     if (!name) name = "tokenizer";
     const uint8_t *d = data;
+    if (d && size >= 4 && get_u32(d) == TOK_SER_MAGIC_BPE) {
+        slm_bpe *b = NULL;
+        slm_status st = slm_bpe_load_mem(&b, d + 4, size - 4, name, err);
+        if (st) return st;
+        return slm_tok_from_bpe(out, b, err);
+    }
     if (!d || size < 28) return slm_errf(err, SLM_ERR_FORMAT, "%s: header: %zu bytes, need 28", name, size);
     if (get_u32(d) != TOK_SER_MAGIC) return slm_errf(err, SLM_ERR_FORMAT, "%s: magic: not a tokenizer record", name);
     if (get_u32(d + 4) != TOK_SER_VERSION)

@@ -21,6 +21,16 @@ slm_status slm_tok_load_llama2c(slm_tokenizer **out, const char *path, int vocab
 slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char *name,
                              slm_err *err);
 void slm_tok_free(slm_tokenizer *t);
+/* A Hugging Face tokenizer.json (byte-level BPE, or SentencePiece-style BPE). */
+slm_status slm_tok_load_hf_json(slm_tokenizer **out, const char *path, slm_err *err);
+/* Wrap a byte-level BPE tokenizer (takes ownership of b, also on failure).
+ * GGUF vocabularies with tokenizer.ggml.model = "gpt2" load through
+ * slm_tok_load_gguf into this. Encoding lets special-token text match. */
+struct slm_bpe;
+slm_status slm_tok_from_bpe(slm_tokenizer **out, struct slm_bpe *b, slm_err *err);
+/* End-of-turn id (<|eot_id|>, <|im_end|>...), -1 if none; 1 for BPE. */
+int slm_tok_eot(const slm_tokenizer *t);
+int slm_tok_is_bpe(const slm_tokenizer *t);
 
 int slm_tok_vocab_size(const slm_tokenizer *t);
 int slm_tok_bos(const slm_tokenizer *t);
