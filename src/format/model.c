@@ -2,6 +2,7 @@
  * both loaders share (config ranges, required tensors, shapes, types). */
 #include <math.h>
 #include <stdio.h>
+#include <sys/stat.h>
 
 #include "format/model.h"
 
@@ -15,8 +16,10 @@ slm_status slm_model_open(slm_model_file *m, const char *path, slm_err *err) {
         return slm_errf(err, SLM_ERR_ARG, "%s: path too long (%zu bytes, at most %zu)", slm_basename(path),
                         strlen(path), sizeof m->path - 1);
     memcpy(m->path, path, strlen(path) + 1);
-    if ((s = slm_map_file(&m->map, path, err))) return s;
-    if (m->map.size >= 4 && memcmp(m->map.data, "GGUF", 4) == 0) s = slm_gguf_model_load(m, err);
+    struct stat st; /* hf: a folder is a Hugging Face model (config.json + safetensors) */
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) s = slm_hf_model_load(m, err);
+    else if ((s = slm_map_file(&m->map, path, err))) return s;
+    else if (m->map.size >= 4 && memcmp(m->map.data, "GGUF", 4) == 0) s = slm_gguf_model_load(m, err);
     else s = slm_llama2c_load(m, err);
     if (s) goto fail_close_model;
     if ((s = slm_model_validate(m, err))) goto fail_close_model;

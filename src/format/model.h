@@ -12,7 +12,7 @@
 #include "common/dtype.h"
 #include "format/gguf.h"
 
-typedef enum slm_model_kind { SLM_MODEL_LLAMA2C = 1, SLM_MODEL_GGUF = 2 } slm_model_kind;
+typedef enum slm_model_kind { SLM_MODEL_LLAMA2C = 1, SLM_MODEL_GGUF = 2, SLM_MODEL_HF = 3 } slm_model_kind;
 
 typedef struct slm_model_config {
     char arch[32];     /* "llama" */
@@ -59,6 +59,9 @@ typedef struct slm_model_file {
     slm_tensor *tensors;    /* [n_tensors] */
     int n_tensors;
     slm_gguf *gguf;         /* GGUF metadata (tokenizer etc.); NULL for llama2.c */
+    /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"), empty
+     * when the folder has none (or the model is not a folder). */
+    char tokenizer_json[1024];
 } slm_model_file;
 
 /* Open a model by content (GGUF magic, else llama2.c), validate the config
@@ -70,6 +73,18 @@ const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
 /* Loaders (called by slm_model_open). */
 slm_status slm_llama2c_load(slm_model_file *m, slm_err *err);
 slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err);
+/* hf: a Hugging Face folder (m->path): config.json and model.safetensors,
+ * or shards listed by model.safetensors.index.json; llama, mistral, qwen2.
+ * Maps every shard into one reserved address range (m->map covers it all),
+ * converts norm and bias vectors to f32 in an anonymous area at its end, and
+ * names tensors as GGUF does. Needs cJSON (else SLM_ERR_UNSUPPORTED). */
+slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
+/* config.json (len bytes, `name` for messages) -> c. When it asks for
+ * Llama 3 RoPE scaling, *rope_freqs receives head_dim/2 frequency divisors
+ * (slm_malloc'd; as llama.cpp's converter computes rope_freqs.weight) and
+ * c->rope_freqs = 1; otherwise *rope_freqs = NULL. */
+slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
+                               const char *name, slm_err *err);
 /* Checks shared by both loaders: config ranges and required tensors. */
 slm_status slm_model_validate(slm_model_file *m, slm_err *err);
 

@@ -3,8 +3,10 @@
  * from its source file (llama2.c .bin, GGUF) or loaded from a blob (ELF,
  * src/blob/); in cache mode (slm_options.cache_dir) the first start compiles
  * and writes the blob, later starts map it. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -60,9 +62,14 @@ static int file_exists(const char *p) {
 
 /* The tokenizer file a source model uses, if any: -z, else tokenizer.bin
  * beside a llama2.c model. NULL: the GGUF's own vocabulary (or none). */
+static int is_dir(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 static const char *tokenizer_file(const slm_options *o, const char *model_path, int is_gguf, char *buf, size_t cap) {
     if (o->tokenizer_path) return o->tokenizer_path;
-    if (is_gguf) return NULL;
+    if (is_gguf || is_dir(model_path)) return NULL; /* GGUF vocabulary / the folder's tokenizer.json */
     const char *slash = strrchr(model_path, '/');
     int dirlen = slash ? (int)(slash - model_path) + 1 : 0;
     snprintf(buf, cap, "%.*stokenizer.bin", dirlen, model_path);
@@ -75,6 +82,12 @@ static slm_status load_tokenizer(slm_engine *e) {
     const char *tf = tokenizer_file(o, e->model.path, e->model.gguf != NULL, path, sizeof path);
     if (tf) return slm_tok_load_llama2c(&e->tok, tf, e->model.cfg.vocab_size, &e->err);
     if (e->model.gguf) return slm_tok_load_gguf(&e->tok, e->model.gguf, slm_basename(e->model.path), &e->err);
+    if (e->model.kind == SLM_MODEL_HF) {
+        if (!e->model.tokenizer_json[0])
+            return slm_errf(&e->err, SLM_ERR_ARG, "%s: no tokenizer.json in the folder (or pass -z tokenizer.bin)",
+                            slm_basename(e->model.path));
+        return slm_tok_load_hf_json(&e->tok, e->model.tokenizer_json, &e->err);
+    }
     return slm_errf(&e->err, SLM_ERR_ARG, "%s: a llama2.c model needs a tokenizer: pass -z tokenizer.bin",
                     slm_basename(e->model.path));
 }
@@ -136,10 +149,41 @@ static void close_model(slm_engine *e) {
 }
 
 /* The identity of (model bytes, tokenizer bytes, requested options, format). */
+/* A Hugging Face folder's identity: every regular file in it, by name. */
+static int regular_file(const struct dirent *d) { return d->d_name[0] != '.'; }
+
+static slm_status hash_dir(slm_engine *e, const char *dir, uint64_t *hash, uint64_t *bytes) {
+    struct dirent **list = NULL;
+    int n = scandir(dir, &list, regular_file, alphasort);
+    if (n < 0) return slm_errf(&e->err, SLM_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    uint64_t acc = 0x5a17d1a5u, total = 0;
+    slm_status s = SLM_OK;
+    for (int i = 0; i < n; i++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/%s", dir, list[i]->d_name);
+        struct stat st;
+        if (!s && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+            uint64_t h = 0, b = 0;
+            if ((s = slm_hash_file(path, &h, &b, &e->err)) == SLM_OK) {
+                acc = slm_hash64(list[i]->d_name, strlen(list[i]->d_name), acc);
+                acc = slm_hash64(&h, sizeof h, acc);
+                total += b;
+            }
+        }
+        free(list[i]);
+    }
+    free(list);
+    *hash = acc;
+    *bytes = total;
+    return s;
+}
+
 static slm_status source_identity(slm_engine *e, const char *model_path, slm_blob_ident *id) {
     memset(id, 0, sizeof *id);
     slm_status s;
-    if ((s = slm_hash_file(model_path, &id->model_hash, &id->model_bytes, &e->err))) return s;
+    if (is_dir(model_path)) s = hash_dir(e, model_path, &id->model_hash, &id->model_bytes);
+    else s = slm_hash_file(model_path, &id->model_hash, &id->model_bytes, &e->err);
+    if (s) return s;
     int is_gguf = 0;
     FILE *f = fopen(model_path, "rb");
     if (f) {
