@@ -277,12 +277,20 @@ static uint16_t row_flags(lower_ctx *c, int node) {
 
 static int matmul_tile(lower_ctx *c, int n, int k, uint32_t wtype) {
     if (c->opt->matmul_tile_cols > 0) return c->opt->matmul_tile_cols;
-    /* keep a weight panel within ~256 KiB (a share of the per-core L2) */
+    /* Tiles of equal width whose weight panel stays within ~256 KiB (a share
+     * of the per-core L2). One-row programs (decode) get at least 4 tiles
+     * per matmul so that 2 or 4 threads share every matmul evenly; prefill
+     * tiles stay wide (each tile re-reads all activation rows). */
     uint64_t row = slm_row_bytes(wtype, (uint64_t)k);
     if (!row) row = (uint64_t)k * 4;
-    uint64_t cols = (256u << 10) / row;
-    if (cols < 16) cols = 16;
+    uint64_t total = row * (uint64_t)n;
+    uint64_t nt = (total + (256u << 10) - 1) / (256u << 10);
+    const uint64_t min_tiles = c->g->rows_t == 1 ? 4 : 1;
+    if (nt < min_tiles) nt = min_tiles;
+    if (nt > 1 && (nt & 1)) nt++; /* even: two threads finish together */
+    uint64_t cols = ((uint64_t)n + nt - 1) / nt;
     cols = (cols + 15) & ~(uint64_t)15;
+    if (cols < 16) cols = 16;
     if (cols > (uint64_t)n) cols = (uint64_t)n;
     return (int)cols;
 }
