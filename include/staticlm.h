@@ -80,6 +80,7 @@ typedef struct slm_options {
     int lm_head_separate;       /* 1: the vocabulary projection is its own program */
     int lm_head_threads;        /* its thread count when separate (0 = the body's) */
     int on_overflow;            /* SLM_ON_OVERFLOW_ERROR (default) or _TRUNCATE */
+    int tile_kb;                /* weight panel of one matrix task, KiB (0 = L2 / 8) */
 } slm_options;
 
 /* What generation does when the KV cache is full. */

@@ -175,6 +175,7 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(c->opt.max_prompt_len, 1, c->kv_capacity, "max_prompt_len");
     RANGE(c->opt.min_response_len, 0, c->kv_capacity, "min_response_len");
     RANGE(c->opt.lm_head_separate, 0, 0, "lm_head_separate");
+    RANGE(c->opt.tile_kb, 0, 1 << 20, "tile_kb");
     if (c->opt.max_prompt_len + c->opt.min_response_len != c->kv_capacity)
         return bad(r, "section .slm.config: max_prompt_len %d + min_response_len %d != kv_capacity %d", c->opt.max_prompt_len,
                    c->opt.min_response_len, c->kv_capacity);

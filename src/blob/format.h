@@ -44,7 +44,7 @@ static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {
 
 /* The serializers below list every field of these structs; a new field
  * must be added to them (and to docs/blob.md, and the version bumped). */
-_Static_assert(sizeof(slm_compile_options) == 23 * 4, "update blob options record");
+_Static_assert(sizeof(slm_compile_options) == 24 * 4, "update blob options record");
 _Static_assert(sizeof(slm_ref) == 16, "update blob task record");
 _Static_assert(sizeof(slm_task) == 56 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * sizeof(void *),
                "update blob task record");
@@ -61,7 +61,7 @@ _Static_assert(SLM_T_OP_COUNT == 11, "update the blob task validator (blob_read.
 #define BLOB_IO_SIZE 64
 #define BLOB_RELOC_SIZE 8
 #define BLOB_TENSOR_SIZE 120
-#define BLOB_OPTIONS_SIZE (23 * 4)
+#define BLOB_OPTIONS_SIZE (24 * 4)
 /* config record: model config (96), options, kv_capacity, n_progs,
  * rope_pos, rope_pairs (i32 each), const_bytes (u64, 8-aligned) */
 #define BLOB_CFG_OPTIONS 96
@@ -88,7 +88,7 @@ static inline uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); re
 
 /* Options record: every field of slm_compile_options, in order. */
 static inline void blob_put_options(uint8_t *p, const slm_compile_options *o) {
-    int32_t v[23];
+    int32_t v[24];
     int k = 0;
     v[k++] = o->max_prompt_len;
     v[k++] = o->min_response_len;
@@ -99,11 +99,12 @@ static inline void blob_put_options(uint8_t *p, const slm_compile_options *o) {
     for (int i = 0; i < SLM_MAX_VARIANTS; i++) v[k++] = o->generate_variants[i];
     v[k++] = o->draft_n;
     v[k++] = o->lm_head_separate;
+    v[k++] = o->tile_kb;
     memcpy(p, v, sizeof v);
 }
 
 static inline void blob_get_options(const uint8_t *p, slm_compile_options *o) {
-    int32_t v[23];
+    int32_t v[24];
     memcpy(v, p, sizeof v);
     int k = 0;
     memset(o, 0, sizeof *o);
@@ -116,6 +117,7 @@ static inline void blob_get_options(const uint8_t *p, slm_compile_options *o) {
     for (int i = 0; i < SLM_MAX_VARIANTS; i++) o->generate_variants[i] = v[k++];
     o->draft_n = v[k++];
     o->lm_head_separate = v[k++];
+    o->tile_kb = v[k++];
 }
 
 /* Config record: every field of slm_model_config, in order (96 bytes). */

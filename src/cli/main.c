@@ -65,6 +65,8 @@ static void usage_run(FILE *f) {
             "                            runs through the smallest that holds it)\n"
             "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
             "                            256,512 (decoding moves up without moving the KV)\n"
+            "      --tile-kb N           weight panel of one matrix task in KiB, the CPU's\n"
+            "                            scratchpad (default: an eighth of the L2 cache)\n"
             "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
             "                            prefill them in chunks)\n"
             "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU)\n"
@@ -222,6 +224,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
                 return 0;
         }
         else if (!strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
+        else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
         else if (!strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
         else if (!strcmp(o, "--draft")) { if (!(a->opt.draft_path = NEXT())) return 0; }
         else if (!strcmp(o, "--draft-tokenizer")) { if (!(a->opt.draft_tokenizer_path = NEXT())) return 0; }

@@ -36,6 +36,9 @@ typedef struct slm_compile_options {
     int32_t generate_variants[SLM_MAX_VARIANTS];
     int32_t draft_n;          /* > 0: also a verify program of draft_n + 1 rows */
     int32_t lm_head_separate; /* 1: the vocabulary projection is its own program */
+    int32_t tile_kb;          /* weight panel budget of a matrix task, KiB (the CPU's
+                                 "scratchpad"); 0 = an eighth of the L2 cache (the
+                                 compiler stores the value it used) */
 } slm_compile_options;
 
 /* PREFILL: logits of the last row; GENERATE: one row; VERIFY: draft_n + 1

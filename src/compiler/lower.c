@@ -2,6 +2,7 @@
  * the compile driver that produces both programs. */
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "compiler/compiler.h"
 
@@ -284,7 +285,8 @@ static int matmul_tile(lower_ctx *c, int n, int k, uint32_t wtype) {
     uint64_t row = slm_row_bytes(wtype, (uint64_t)k);
     if (!row) row = (uint64_t)k * 4;
     uint64_t total = row * (uint64_t)n;
-    uint64_t nt = (total + (256u << 10) - 1) / (256u << 10);
+    const uint64_t budget = (uint64_t)(c->opt->tile_kb > 0 ? c->opt->tile_kb : 256) << 10;
+    uint64_t nt = (total + budget - 1) / budget;
     const uint64_t min_tiles = c->g->rows_t == 1 ? 4 : 1;
     if (nt < min_tiles) nt = min_tiles;
     if (nt > 1 && (nt & 1)) nt++; /* even: two threads finish together */
@@ -619,6 +621,11 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     }
     out->opt.max_prompt_len = mpl;
     out->opt.min_response_len = mrl;
+    if (out->opt.tile_kb <= 0) { /* an eighth of this CPU's L2: the rest holds activations, scratch */
+        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        out->opt.tile_kb = l2 > 0 ? (int32_t)(l2 / 8 / 1024) : 256;
+        if (out->opt.tile_kb < 32) out->opt.tile_kb = 32;
+    }
     out->kv_capacity = mpl + mrl;
     slm_compile_options *o = &out->opt;
     o->n_prefill_variants = normalize_variants(o->prefill_variants, o->n_prefill_variants, 1, mpl);

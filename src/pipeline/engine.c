@@ -102,6 +102,7 @@ static void compile_options(const slm_options *o, slm_compile_options *co) {
     }
     if (o->draft_path) co->draft_n = o->draft_n > 0 ? o->draft_n : 4;
     co->lm_head_separate = o->lm_head_separate != 0;
+    co->tile_kb = o->tile_kb > 0 ? o->tile_kb : 0;
 }
 
 /* Open the source model, its tokenizer, and compile. */
