@@ -11,14 +11,17 @@
  * the per-repetition tokens/s (llama-bench's definition).
  *
  * Bandwidth: -t threads each sum their slice of a buffer much bigger than the
- * last-level cache (1 GiB by default); the best of 5 passes. The decode limit
+ * last-level cache (1 GiB by default); the best of 5 passes, measured before
+ * and after the tests, the higher one counts. The decode limit
  * is bandwidth / bytes of weights one decode step reads (every tensor, except
  * the embedding table of an untied model, of which one row is read).
  *
  * Breakdown: one more tg pass with the executor's per-kind profile on
- * (slm_exec_profile): the caller thread's time per task kind, 'barrier' =
- * waiting for the other threads at stage ends, 'runtime' = the step's time
- * outside the task list (binding, mask and position updates, the call). The
+ * (slm_exec_profile), reset before each step: the caller thread's time per
+ * task kind, 'barrier' = waiting for the other threads at stage ends,
+ * 'runtime' = the step's time outside the task list (binding, mask and
+ * position updates, the call). Reported as the mean over the steps and as
+ * the median step by wall time (which a busy machine disturbs less). The
  * fixed overhead of a step is everything but matmul.
  */
 #include <errno.h>
@@ -257,6 +260,24 @@ static int run_tg(slm_engine *e, int n, int vocab, double *sec) {
     return 1;
 }
 
+/* One decode step's profile: ns per task kind (caller thread) and wall ns. */
+typedef struct prof {
+    uint64_t ns[SLM_T_OP_COUNT];
+    double wall;
+} prof;
+
+static int prof_cmp(const void *a, const void *b) {
+    double x = ((const prof *)a)->wall, y = ((const prof *)b)->wall;
+    return (x > y) - (x < y);
+}
+
+/* The step's time outside the task list. */
+static double prof_runtime(const prof *p) {
+    double sum = 0;
+    for (int k = 0; k < SLM_T_OP_COUNT; k++) sum += (double)p->ns[k];
+    return p->wall - sum;
+}
+
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
@@ -385,25 +406,52 @@ int slm_cli_bench(int argc, char **argv) {
         finish_stats(r);
     }
 
-    /* the decode breakdown: one more tg pass with the profile on */
-    uint64_t prof_ns[SLM_T_OP_COUNT] = {0}, calls = 0;
-    double prof_wall = 0.0;
+    /* the decode breakdown: one more tg pass, each step profiled on its own
+     * (the mean, and the median step by wall time: robust when other
+     * processes take the cores now and then) */
+    prof pm, pmed;
+    memset(&pm, 0, sizeof pm);
+    memset(&pmed, 0, sizeof pmed);
+    int profiled = 0;
     if (profile && n > 0) {
-        slm_exec_profile(1);
-        if (!run_tg(e, n, in.vocab_size, &prof_wall)) {
+        prof *steps = slm_calloc((size_t)n, sizeof *steps);
+        if (!steps) goto done;
+        const float *logits;
+        slm_reset(e);
+        int ok = 1;
+        for (int i = 0; i < n && ok; i++) {
+            uint64_t calls = 0;
+            slm_exec_profile(1);
+            double t0 = now_s();
+            ok = slm_decode(e, rand_id(in.vocab_size), &logits) == SLM_OK;
+            steps[i].wall = (now_s() - t0) * 1e9;
+            slm_exec_profile_get(steps[i].ns, &calls);
             slm_exec_profile(0);
-            goto done;
         }
-        slm_exec_profile_get(prof_ns, &calls);
-        slm_exec_profile(0);
+        if (ok) {
+            for (int i = 0; i < n; i++) {
+                pm.wall += steps[i].wall / n;
+                for (int k = 0; k < SLM_T_OP_COUNT; k++) pm.ns[k] += steps[i].ns[k];
+            }
+            for (int k = 0; k < SLM_T_OP_COUNT; k++) pm.ns[k] /= (uint64_t)n;
+            qsort(steps, (size_t)n, sizeof *steps, prof_cmp);
+            pmed = steps[n / 2];
+            profiled = 1;
+        } else {
+            fprintf(stderr, "staticlm bench: decode (profile pass): %s\n", slm_last_error(e));
+        }
+        slm_xfree(steps);
+        if (!ok) goto done;
     }
 
+    /* the bandwidth again, after the tests: other processes on the machine
+     * move it; the higher of the two bounds decode more honestly */
+    double bw_after = 0.0;
+    if (bw_mib > 0) bw_after = measure_bandwidth((size_t)bw_mib << 20, threads, 5);
+    const double bw_before = bw;
+    if (bw_after > bw) bw = bw_after;
     const double limit = bw > 0 && mf.per_token ? bw / (double)mf.per_token : 0.0;
     const test_result *tg = n > 0 ? &res[n_res - 1] : NULL;
-    double kinds_ns = 0;
-    for (int k = 0; k < SLM_T_OP_COUNT; k++) kinds_ns += (double)prof_ns[k];
-    const double step_ns = n > 0 ? prof_wall * 1e9 / n : 0, runtime_ns = step_ns - kinds_ns / (n > 0 ? n : 1);
-    const double fixed_ns = step_ns - (n > 0 ? (double)prof_ns[SLM_T_MATMUL] / n : 0);
 
     if (jsonl) {
         for (int i = 0; i < n_res; i++) {
@@ -421,16 +469,16 @@ int slm_cli_bench(int argc, char **argv) {
                 printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
                        "\"pct_of_limit\": %.2f",
                        bw / 1e9, (unsigned long long)mf.per_token, limit, limit > 0 ? 100.0 * r->avg_ts / limit : 0.0);
-                if (calls) {
-                    printf(", \"profile_ns_per_token\": {");
-                    int first = 1;
-                    for (int k = 0; k < SLM_T_OP_COUNT; k++) {
-                        if (!prof_ns[k]) continue;
-                        printf("%s\"%s\": %.0f", first ? "" : ", ", slm_task_op_name(k), (double)prof_ns[k] / n);
-                        first = 0;
+                if (profiled) {
+                    const prof *ps[2] = {&pm, &pmed};
+                    const char *names[2] = {"profile_mean_ns", "profile_median_step_ns"};
+                    for (int j = 0; j < 2; j++) {
+                        printf(", \"%s\": {", names[j]);
+                        for (int k = 0; k < SLM_T_OP_COUNT; k++)
+                            if (ps[j]->ns[k]) printf("\"%s\": %llu, ", slm_task_op_name(k), (unsigned long long)ps[j]->ns[k]);
+                        printf("\"runtime\": %.0f, \"step\": %.0f, \"fixed_overhead\": %.0f}", prof_runtime(ps[j]),
+                               ps[j]->wall, ps[j]->wall - (double)ps[j]->ns[SLM_T_MATMUL]);
                     }
-                    printf("%s\"runtime\": %.0f, \"step\": %.0f}, \"fixed_overhead_ns\": %.0f", first ? "" : ", ",
-                           runtime_ns, step_ns, fixed_ns);
                 }
             }
             printf("}\n");
@@ -447,27 +495,32 @@ int slm_cli_bench(int argc, char **argv) {
         }
         printf("\ntensor types: %s\n", mf.mix);
         if (bw > 0)
-            printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5)\n", bw / 1e9, threads,
-                   bw_mib);
+            printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5 passes; %.1f before the "
+                   "tests, %.1f after)\n",
+                   bw / 1e9, threads, bw_mib, bw_before / 1e9, bw_after / 1e9);
         if (tg && limit > 0)
             printf("decode reads %.1f MB of weights per token: bandwidth limit %.1f t/s; tg%d = %.1f%% of it\n",
                    mf.per_token / 1e6, limit, tg->n_gen, 100.0 * tg->avg_ts / limit);
-        if (tg && calls) {
-            printf("\ndecode step breakdown (one more tg%d pass, profiled; caller thread's time per task kind):\n\n",
+        if (tg && profiled) {
+            printf("\ndecode step by task kind (one more tg%d pass, each step profiled; the caller thread's time):\n\n",
                    n);
-            printf("| kind | us/token | share |\n| --- | ---: | ---: |\n");
+            printf("| kind | mean us/step | share | median step us | share |\n| --- | ---: | ---: | ---: | ---: |\n");
             for (int k = 0; k < SLM_T_OP_COUNT; k++) {
-                if (!prof_ns[k] || k == SLM_T_BARRIER) continue;
-                printf("| %s | %.1f | %.1f%% |\n", slm_task_op_name(k), prof_ns[k] / 1e3 / n,
-                       100.0 * prof_ns[k] / n / step_ns);
+                if ((!pm.ns[k] && !pmed.ns[k]) || k == SLM_T_BARRIER) continue;
+                printf("| %s | %.1f | %.1f%% | %.1f | %.1f%% |\n", slm_task_op_name(k), pm.ns[k] / 1e3,
+                       100.0 * pm.ns[k] / pm.wall, pmed.ns[k] / 1e3, 100.0 * pmed.ns[k] / pmed.wall);
             }
-            printf("| barrier (waiting for other threads) | %.1f | %.1f%% |\n", prof_ns[SLM_T_BARRIER] / 1e3 / n,
-                   100.0 * prof_ns[SLM_T_BARRIER] / n / step_ns);
-            printf("| runtime (outside the task list) | %.1f | %.1f%% |\n", runtime_ns / 1e3,
-                   100.0 * runtime_ns / step_ns);
-            printf("| **step** | %.1f | 100%% |\n", step_ns / 1e3);
-            printf("\nfixed overhead per decode step (everything but matmul): %.1f us (%.1f%%)\n", fixed_ns / 1e3,
-                   100.0 * fixed_ns / step_ns);
+            printf("| barrier (waiting for the other threads) | %.1f | %.1f%% | %.1f | %.1f%% |\n",
+                   pm.ns[SLM_T_BARRIER] / 1e3, 100.0 * pm.ns[SLM_T_BARRIER] / pm.wall, pmed.ns[SLM_T_BARRIER] / 1e3,
+                   100.0 * pmed.ns[SLM_T_BARRIER] / pmed.wall);
+            printf("| runtime (outside the task list) | %.1f | %.1f%% | %.1f | %.1f%% |\n", prof_runtime(&pm) / 1e3,
+                   100.0 * prof_runtime(&pm) / pm.wall, prof_runtime(&pmed) / 1e3,
+                   100.0 * prof_runtime(&pmed) / pmed.wall);
+            printf("| **step** | %.1f | 100%% | %.1f | 100%% |\n", pm.wall / 1e3, pmed.wall / 1e3);
+            const double fm = pm.wall - (double)pm.ns[SLM_T_MATMUL], fmed = pmed.wall - (double)pmed.ns[SLM_T_MATMUL];
+            printf("\nfixed overhead per decode step (everything but matmul): mean %.1f us (%.1f%%), median step "
+                   "%.1f us (%.1f%%)\n",
+                   fm / 1e3, 100.0 * fm / pm.wall, fmed / 1e3, 100.0 * fmed / pmed.wall);
         }
     }
     fflush(stdout);
