@@ -12,6 +12,7 @@
 #include "ref_forward.h"
 #include "runtime/runtime.h"
 #include "t.h"
+#include "rig.h"
 
 typedef struct synth {
     const char *arch;
@@ -128,33 +129,6 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     return st == SLM_OK;
 }
 
-typedef struct rig {
-    slm_model_file m;
-    slm_compiled c;
-    slm_runtime rt;
-    int ok;
-} rig;
-
-static int rig_open(rig *r, const char *path, int mpl, int mrl) {
-    memset(r, 0, sizeof *r);
-    slm_compile_options o;
-    memset(&o, 0, sizeof o);
-    o.max_prompt_len = mpl;
-    o.min_response_len = mrl;
-    slm_err err = {0};
-    if (slm_model_open(&r->m, path, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
-        slm_rt_init(&r->rt, &r->c, r->m.map.data, 1, &err)) {
-        CHECKF(0, "%s: %s", path, err.msg);
-        return 0;
-    }
-    return r->ok = 1;
-}
-
-static void rig_close(rig *r) {
-    if (r->ok) slm_rt_free(&r->rt);
-    slm_compiled_free(&r->c);
-    slm_model_close(&r->m);
-}
 
 static int argmax(const float *x, int n) {
     int b = 0;

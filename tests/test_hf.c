@@ -18,6 +18,7 @@
 #include "runtime/runtime.h"
 #include "staticlm.h"
 #include "t.h"
+#include "rig.h"
 
 static uint64_t g_rng;
 static double urand(void) {
@@ -334,36 +335,6 @@ static int write_gguf(const char *path, const hfm *s, const weights *w) {
 
 /* ---- running ----------------------------------------------------------------- */
 
-typedef struct rig {
-    slm_model_file m;
-    slm_compiled c;
-    slm_runtime rt;
-    int ok;
-} rig;
-
-static int rig_open(rig *r, const char *path, int mpl, int mrl) {
-    memset(r, 0, sizeof *r);
-    slm_compile_options o;
-    memset(&o, 0, sizeof o);
-    o.max_prompt_len = mpl;
-    o.min_response_len = mrl;
-    slm_err err = {0};
-    if (slm_model_open(&r->m, path, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
-        slm_rt_init(&r->rt, &r->c, r->m.map.data, 1, &err)) {
-        CHECKF(0, "%s: %s", path, err.msg);
-        slm_compiled_free(&r->c);
-        slm_model_close(&r->m);
-        return 0;
-    }
-    return r->ok = 1;
-}
-
-static void rig_close(rig *r) {
-    if (r->ok) slm_rt_free(&r->rt);
-    slm_compiled_free(&r->c);
-    slm_model_close(&r->m);
-    r->ok = 0;
-}
 
 static int argmax(const float *x, int n) {
     int b = 0;

@@ -10,39 +10,10 @@
 #include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
 #include "t.h"
+#include "rig.h"
 
-typedef struct rig {
-    slm_model_file m;
-    slm_compiled c;
-    slm_runtime rt;
-    int ok;
-} rig;
 
-static int rig_open(rig *r, const char *model, slm_compile_options o) {
-    memset(r, 0, sizeof *r);
-    slm_err err = {0};
-    if (slm_model_open(&r->m, model, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
-        slm_rt_init(&r->rt, &r->c, r->m.map.data, 1, &err)) {
-        CHECKF(0, "%s: %s", model, err.msg);
-        return 0;
-    }
-    r->ok = 1;
-    return 1;
-}
-
-static void rig_close(rig *r) {
-    if (r->ok) slm_rt_free(&r->rt);
-    slm_compiled_free(&r->c);
-    slm_model_close(&r->m);
-}
-
-static slm_compile_options opts(int mpl, int mrl) {
-    slm_compile_options o;
-    memset(&o, 0, sizeof o);
-    o.max_prompt_len = mpl;
-    o.min_response_len = mrl;
-    return o;
-}
+static slm_compile_options opts(int mpl, int mrl) { return rig_opts(mpl, mrl); }
 
 static int argmax(const float *x, int n) {
     int b = 0;
@@ -77,8 +48,8 @@ static const char *const k_models[] = {SLM_SHARED_DIR "/models/stories260K.bin",
 static void test_chunked_prefill(void) {
     for (int mi = 0; mi < 2; mi++) {
         rig plain, chunked;
-        if (!rig_open(&plain, k_models[mi], opts(160, 64))) continue;
-        if (!rig_open(&chunked, k_models[mi], opts(16, 200))) { rig_close(&plain); continue; }
+        if (!rig_open_opts(&plain, k_models[mi], opts(160, 64))) continue;
+        if (!rig_open_opts(&chunked, k_models[mi], opts(16, 200))) { rig_close(&plain); continue; }
         int32_t ids[150];
         make_ids(ids, 150, 512, 7 + mi);
         int a[40], b[40];
@@ -95,7 +66,7 @@ static void test_chunked_prefill(void) {
 static void test_variants_zero_copy(void) {
     for (int mi = 0; mi < 2; mi++) {
         rig plain, var;
-        if (!rig_open(&plain, k_models[mi], opts(64, 128))) continue;
+        if (!rig_open_opts(&plain, k_models[mi], opts(64, 128))) continue;
         slm_compile_options o = opts(64, 128);
         o.n_prefill_variants = 3;
         o.prefill_variants[0] = 4;
@@ -104,7 +75,7 @@ static void test_variants_zero_copy(void) {
         o.n_generate_variants = 2;
         o.generate_variants[0] = 40;
         o.generate_variants[1] = 80;
-        if (!rig_open(&var, k_models[mi], o)) { rig_close(&plain); continue; }
+        if (!rig_open_opts(&var, k_models[mi], o)) { rig_close(&plain); continue; }
         CHECK(var.c.n_progs == 4 + 3); /* 4, 16, 32, 64 + 40, 80, 192 */
         int32_t ids[12];
         make_ids(ids, 12, 512, 3);
@@ -142,8 +113,8 @@ static void test_variants_zero_copy(void) {
 
 static void test_prefix_cache(void) {
     rig r, plain;
-    if (!rig_open(&r, k_models[1], opts(64, 64))) return;
-    if (!rig_open(&plain, k_models[1], opts(64, 64))) { rig_close(&r); return; }
+    if (!rig_open_opts(&r, k_models[1], opts(64, 64))) return;
+    if (!rig_open_opts(&plain, k_models[1], opts(64, 64))) { rig_close(&r); return; }
     slm_prefix_cache pc;
     slm_pc_init(&pc, 64u << 20);
     int32_t sys[40], req[60];
@@ -196,8 +167,8 @@ static void test_verify_and_trim(void) {
         rig r, plain;
         slm_compile_options o = opts(32, 96);
         o.draft_n = 4;
-        if (!rig_open(&r, k_models[mi], o)) continue;
-        if (!rig_open(&plain, k_models[mi], opts(32, 96))) { rig_close(&r); continue; }
+        if (!rig_open_opts(&r, k_models[mi], o)) continue;
+        if (!rig_open_opts(&plain, k_models[mi], opts(32, 96))) { rig_close(&r); continue; }
         int32_t ids[10];
         make_ids(ids, 10, 512, 5);
         int ref[20];
@@ -243,7 +214,7 @@ static void fill_nan(void *p, size_t bytes) {
 static void test_garbage_padding(void) {
     for (int mi = 0; mi < 2; mi++) {
         rig r;
-        if (!rig_open(&r, k_models[mi], opts(64, 64))) continue;
+        if (!rig_open_opts(&r, k_models[mi], opts(64, 64))) continue;
         int32_t ids[9];
         make_ids(ids, 9, 512, 21);
         int a[30], b[30];
@@ -271,11 +242,11 @@ static void test_garbage_padding(void) {
 static void test_lm_head_separate(void) {
     for (int mi = 0; mi < 2; mi++) {
         rig plain, sep;
-        if (!rig_open(&plain, k_models[mi], opts(16, 128))) continue;
+        if (!rig_open_opts(&plain, k_models[mi], opts(16, 128))) continue;
         slm_compile_options o = opts(16, 128);
         o.lm_head_separate = 1;
         o.draft_n = 3;
-        if (!rig_open(&sep, k_models[mi], o)) { rig_close(&plain); continue; }
+        if (!rig_open_opts(&sep, k_models[mi], o)) { rig_close(&plain); continue; }
         slm_err err = {0};
         CHECK(slm_rt_set_head_threads(&sep.rt, 2, &err) == SLM_OK);
         CHECK(slm_pick_lm_head(&sep.c, 1) && slm_pick_lm_head(&sep.c, 4));

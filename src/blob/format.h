@@ -9,37 +9,6 @@
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the blob reader and writer assume a little-endian host"
-/* Config record: every field of slm_model_config, in order (96 bytes). */
-static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
-    memset(p, 0, 96);
-    memcpy(p, m->arch, 32);
-    p[31] = 0;
-    int32_t v[8] = {m->dim, m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len};
-    memcpy(p + 32, v, sizeof v);
-    memcpy(p + 64, &m->rope_base, 4);
-    memcpy(p + 68, &m->norm_eps, 4);
-    int32_t w[4] = {m->tied_embeddings, m->rope_neox, m->qkv_bias, m->sliding_window};
-    memcpy(p + 72, w, sizeof w);
-    memcpy(p + 88, &m->rope_scale, 4);
-    memcpy(p + 92, &m->rope_freqs, 4);
-}
-
-static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {
-    memset(m, 0, sizeof *m);
-    memcpy(m->arch, p, 32);
-    int32_t v[8];
-    memcpy(v, p + 32, sizeof v);
-    m->dim = v[0]; m->hidden_dim = v[1]; m->n_layers = v[2]; m->n_heads = v[3];
-    m->n_kv_heads = v[4]; m->head_dim = v[5]; m->vocab_size = v[6]; m->context_len = v[7];
-    memcpy(&m->rope_base, p + 64, 4);
-    memcpy(&m->norm_eps, p + 68, 4);
-    int32_t w[4];
-    memcpy(w, p + 72, sizeof w);
-    m->tied_embeddings = w[0]; m->rope_neox = w[1]; m->qkv_bias = w[2]; m->sliding_window = w[3];
-    memcpy(&m->rope_scale, p + 88, 4);
-    memcpy(&m->rope_freqs, p + 92, 4);
-}
-
 #endif
 
 /* The serializers below list every field of these structs; a new field

@@ -70,18 +70,6 @@ static double now_s(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = s ? strtol(s, &end, 10) : 0;
-    if (!s || errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "staticlm bench: %s expects an integer in [%d, %d], got '%s'\n", opt, lo, hi,
-                s ? s : "(nothing)");
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
 
 /* ---- memory read bandwidth ---------------------------------------------- */
 
@@ -304,11 +292,11 @@ int slm_cli_bench(int argc, char **argv) {
         else if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) tok = v;
         else if (!strcmp(o, "-o") || !strcmp(o, "--output")) fmt = v;
         else if (!strcmp(o, "--kernels")) kernels = v;
-        else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) ok = parse_int(v, o, 0, 1 << 20, &p);
-        else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = parse_int(v, o, 0, 1 << 20, &n);
-        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = parse_int(v, o, 0, 256, &threads);
-        else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = parse_int(v, o, 1, 64, &reps);
-        else if (!strcmp(o, "--bw-mib")) ok = parse_int(v, o, 0, 1 << 16, &bw_mib);
+        else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &p);
+        else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &n);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &threads);
+        else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &reps);
+        else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &bw_mib);
         else {
             fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
             return 2;

@@ -36,29 +36,7 @@ const char slm_cli_common_help[] =
     "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
-int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "staticlm: %s expects an integer in [%d, %d], got '%s'\n", opt, lo, hi, s);
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
 
-static int parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "staticlm: %s expects a number in [%g, %g], got '%s'\n", opt, lo, hi, s);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
 
 void slm_cli_common_init(slm_cli_common *c) {
     memset(c, 0, sizeof *c);
@@ -86,9 +64,9 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "--max-prompt-len")) { VAL(); return slm_cli_parse_int(v, o, 1, 1 << 20, &c->opt.max_prompt_len) ? 1 : -1; }
     if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }
     if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { VAL(); return slm_cli_parse_int(v, o, 0, 1024, &c->threads) ? 1 : -1; }
-    if (!strcmp(o, "--temp")) { VAL(); return parse_float(v, o, 0.0f, 100.0f, &c->samp.temperature) ? 1 : -1; }
+    if (!strcmp(o, "--temp")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 100.0f, &c->samp.temperature) ? 1 : -1; }
     if (!strcmp(o, "--top-k")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 24, &c->samp.top_k) ? 1 : -1; }
-    if (!strcmp(o, "--top-p")) { VAL(); return parse_float(v, o, 0.0f, 1.0f, &c->samp.top_p) ? 1 : -1; }
+    if (!strcmp(o, "--top-p")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 1.0f, &c->samp.top_p) ? 1 : -1; }
     if (!strcmp(o, "--seed")) {
         VAL();
         char *end;

@@ -2,6 +2,11 @@
 #ifndef SLM_CLI_H
 #define SLM_CLI_H
 
+/* Parse a whole integer / number option in [lo, hi]; 0 (with a message on
+ * stderr naming opt) when it is not one. */
+int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
+int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
+
 /* staticlm convert: llama2.c checkpoint (+ tokenizer.bin) -> GGUF. */
 int slm_cli_convert(int argc, char **argv);
 int slm_cli_chat(int argc, char **argv);

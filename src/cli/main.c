@@ -136,29 +136,7 @@ static const char *tokenizer_beside(const char *model) {
     return file_exists(buf) ? buf : NULL;
 }
 
-static int parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < lo || v > hi) {
-        fprintf(stderr, "staticlm: %s expects an integer in [%d, %d], got '%s'\n", opt, lo, hi, s);
-        return 0;
-    }
-    *out = (int)v;
-    return 1;
-}
 
-static int parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
-    char *end;
-    errno = 0;
-    float v = strtof(s, &end);
-    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
-        fprintf(stderr, "staticlm: %s expects a number in [%g, %g], got '%s'\n", opt, lo, hi, s);
-        return 0;
-    }
-    *out = v;
-    return 1;
-}
 
 /* "16,64,256" into up to 7 positive integers (the rest 0). */
 static int parse_list(const char *s, const char *opt, int out[8]) {
@@ -199,13 +177,13 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 2;
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) { if (!(a->model = NEXT())) return 0; }
         else if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { if (!(a->tok = NEXT())) return 0; }
-        else if (!strcmp(o, "--max-prompt-len")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 1, 1 << 20, &a->opt.max_prompt_len)) return 0; }
-        else if (!strcmp(o, "--min-response-len")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 20, &a->opt.min_response_len)) return 0; }
+        else if (!strcmp(o, "--max-prompt-len")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 1, 1 << 20, &a->opt.max_prompt_len)) return 0; }
+        else if (!strcmp(o, "--min-response-len")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 20, &a->opt.min_response_len)) return 0; }
         else if (!is_compile && (!strcmp(o, "-p") || !strcmp(o, "--prompt"))) { if (!(a->prompt = NEXT())) return 0; }
-        else if (!is_compile && (!strcmp(o, "-n") || !strcmp(o, "--n-predict"))) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 24, &a->n)) return 0; }
-        else if (!is_compile && !strcmp(o, "--temp")) { const char *v = NEXT(); if (!v || !parse_float(v, o, 0.0f, 100.0f, &a->samp.temperature)) return 0; }
-        else if (!is_compile && !strcmp(o, "--top-k")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 24, &a->samp.top_k)) return 0; }
-        else if (!is_compile && !strcmp(o, "--top-p")) { const char *v = NEXT(); if (!v || !parse_float(v, o, 0.0f, 1.0f, &a->samp.top_p)) return 0; }
+        else if (!is_compile && (!strcmp(o, "-n") || !strcmp(o, "--n-predict"))) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 24, &a->n)) return 0; }
+        else if (!is_compile && !strcmp(o, "--temp")) { const char *v = NEXT(); if (!v || !slm_cli_parse_float(v, o, 0.0f, 100.0f, &a->samp.temperature)) return 0; }
+        else if (!is_compile && !strcmp(o, "--top-k")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 24, &a->samp.top_k)) return 0; }
+        else if (!is_compile && !strcmp(o, "--top-p")) { const char *v = NEXT(); if (!v || !slm_cli_parse_float(v, o, 0.0f, 1.0f, &a->samp.top_p)) return 0; }
         else if (!is_compile && !strcmp(o, "--seed")) {
             const char *v = NEXT();
             char *end;
@@ -216,7 +194,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
             a->samp.seed = s;
         }
         else if (!is_compile && !strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
-        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1024, &a->threads)) return 0; }
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1024, &a->threads)) return 0; }
         else if (!strcmp(o, "--kernels")) { if (!(a->kernels = NEXT())) return 0; }
         else if (!strcmp(o, "--prefill-variants") || !strcmp(o, "--generate-variants")) {
             const char *v = NEXT();
@@ -224,13 +202,13 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
                 return 0;
         }
         else if (!strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
-        else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
-        else if (!strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
+        else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
+        else if (!strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
         else if (!strcmp(o, "--draft")) { if (!(a->opt.draft_path = NEXT())) return 0; }
         else if (!strcmp(o, "--draft-tokenizer")) { if (!(a->opt.draft_tokenizer_path = NEXT())) return 0; }
-        else if (!strcmp(o, "--draft-n")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 1, 16, &a->opt.draft_n)) return 0; }
+        else if (!strcmp(o, "--draft-n")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 1, 16, &a->opt.draft_n)) return 0; }
         else if (!strcmp(o, "--lm-head-separate")) a->opt.lm_head_separate = 1;
-        else if (!strcmp(o, "--lm-head-threads")) { const char *v = NEXT(); if (!v || !parse_int(v, o, 0, 1024, &a->opt.lm_head_threads)) return 0; }
+        else if (!strcmp(o, "--lm-head-threads")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1024, &a->opt.lm_head_threads)) return 0; }
         else if (!strcmp(o, "--on-overflow")) {
             const char *v = NEXT();
             if (!v) return 0;
@@ -461,10 +439,10 @@ static int cmd_bench_startup(int argc, char **argv) {
         else if (!strcmp(o, "-z")) a.tok = v;
         else if (!strcmp(o, "-p")) a.prompt = v;
         else if (!strcmp(o, "--cache-dir")) a.cache_dir = v;
-        else if (!strcmp(o, "-r")) { if (!parse_int(v, o, 1, 100, &reps)) return 2; }
-        else if (!strcmp(o, "-t")) { if (!parse_int(v, o, 0, 1024, &a.threads)) return 2; }
-        else if (!strcmp(o, "--max-prompt-len")) { if (!parse_int(v, o, 1, 1 << 20, &a.opt.max_prompt_len)) return 2; }
-        else if (!strcmp(o, "--min-response-len")) { if (!parse_int(v, o, 0, 1 << 20, &a.opt.min_response_len)) return 2; }
+        else if (!strcmp(o, "-r")) { if (!slm_cli_parse_int(v, o, 1, 100, &reps)) return 2; }
+        else if (!strcmp(o, "-t")) { if (!slm_cli_parse_int(v, o, 0, 1024, &a.threads)) return 2; }
+        else if (!strcmp(o, "--max-prompt-len")) { if (!slm_cli_parse_int(v, o, 1, 1 << 20, &a.opt.max_prompt_len)) return 2; }
+        else if (!strcmp(o, "--min-response-len")) { if (!slm_cli_parse_int(v, o, 0, 1 << 20, &a.opt.min_response_len)) return 2; }
         else { fprintf(stderr, "staticlm: unknown option '%s' (see staticlm bench-startup --help)\n", o); return 2; }
         i++;
     }

@@ -4,6 +4,7 @@
 #ifndef SLM_SERVER_H
 #define SLM_SERVER_H
 
+#include "cli/cli.h"
 #include "staticlm.h"
 
 typedef struct slm_cli_common {
@@ -26,7 +27,5 @@ slm_engine *slm_cli_common_load(slm_cli_common *c);
 /* The help lines for the common options. */
 extern const char slm_cli_common_help[];
 
-/* Parse an integer / float option value, printing a message on error. */
-int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
 
 #endif
