@@ -292,7 +292,17 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         fprintf(stderr, "note: running the blob's programs (max_prompt_len %d, min_response_len %d); its "
                         "tokenizer and options were fixed at compile time\n",
                 e->comp.opt.max_prompt_len, e->comp.opt.min_response_len);
-    if ((s = slm_rt_init(&e->rt, &e->comp, e->weights, e->opt.n_threads, &e->err))) return s;
+    /* auto threads: a tiny model (stories260K) runs faster on one thread than
+     * it synchronizes on two */
+    int threads = e->opt.n_threads;
+    if (threads <= 0) {
+        const slm_model_config *c = &e->cfg;
+        double params = (double)c->vocab_size * c->dim +
+                        (double)c->n_layers * (2.0 * c->dim * c->dim + 2.0 * c->dim * c->n_kv_heads * c->head_dim +
+                                               3.0 * c->dim * c->hidden_dim);
+        if (params < 2e6) threads = 1;
+    }
+    if ((s = slm_rt_init(&e->rt, &e->comp, e->weights, threads, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
     if (e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0 &&
         (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
