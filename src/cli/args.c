@@ -3,8 +3,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "device/kernels.h"
 
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
     char *end = NULL;
@@ -28,4 +31,59 @@ int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, floa
     }
     *out = v;
     return 1;
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+const char *slm_cli_tokenizer_beside(const char *model) {
+    static char buf[1100];
+    struct stat st;
+    size_t n = strlen(model);
+    if ((n > 5 && !strcmp(model + n - 5, ".gguf")) || (stat(model, &st) == 0 && S_ISDIR(st.st_mode))) return NULL;
+    const char *slash = strrchr(model, '/');
+    int dirlen = slash ? (int)(slash - model) + 1 : 0;
+    snprintf(buf, sizeof buf, "%.*stokenizer.bin", dirlen, model);
+    if (file_exists(buf)) return NULL; /* the library finds it */
+    snprintf(buf, sizeof buf, "%.*stok512.bin", dirlen, model);
+    return file_exists(buf) ? buf : NULL;
+}
+
+slm_engine *slm_cli_open(const char **model, const char **tok, const char *kernels, slm_options *opt) {
+    if (!*model) {
+        static const char *const dirs[] = {"models", "../shared/models"};
+        static char mbuf[256], tbuf[256];
+        for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && !*model; i++) {
+            snprintf(mbuf, sizeof mbuf, "%s/stories260K.bin", dirs[i]);
+            snprintf(tbuf, sizeof tbuf, "%s/tok512.bin", dirs[i]);
+            if (file_exists(mbuf) && file_exists(tbuf)) {
+                *model = mbuf;
+                if (!*tok) *tok = tbuf;
+            }
+        }
+        if (!*model) {
+            fprintf(stderr,
+                    "staticlm: no model given and the default model was not found.\n"
+                    "Looked for stories260K.bin and tok512.bin in ./models and ../shared/models.\n"
+                    "Download both from karpathy's tinyllamas collection on Hugging Face\n"
+                    "(huggingface.co/karpathy/tinyllamas, folder stories260K) into ./models,\n"
+                    "or pass -m MODEL [-z TOKENIZER].\n");
+            return NULL;
+        }
+    }
+    if (!*tok) *tok = slm_cli_tokenizer_beside(*model);
+    if (kernels && !slm_kernels_select(kernels)) {
+        fprintf(stderr, "staticlm: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n", kernels);
+        return NULL;
+    }
+    opt->tokenizer_path = *tok;
+    slm_engine *e = NULL;
+    if (slm_load(&e, *model, opt)) {
+        fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    return e;
 }

@@ -84,56 +84,12 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     return 0;
 }
 
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
 slm_engine *slm_cli_common_load(slm_cli_common *c) {
-    static char mbuf[256], tbuf[256], bbuf[1100];
-    if (!c->model) {
-        static const char *const dirs[] = {"models", "../shared/models"};
-        for (size_t i = 0; i < sizeof dirs / sizeof dirs[0] && !c->model; i++) {
-            snprintf(mbuf, sizeof mbuf, "%s/stories260K.bin", dirs[i]);
-            snprintf(tbuf, sizeof tbuf, "%s/tok512.bin", dirs[i]);
-            if (file_exists(mbuf) && file_exists(tbuf)) {
-                c->model = mbuf;
-                if (!c->tok) c->tok = tbuf;
-            }
-        }
-        if (!c->model) {
-            fprintf(stderr, "staticlm: no model given and stories260K.bin + tok512.bin are not in ./models or "
-                            "../shared/models (see staticlm run --help); pass -m MODEL [-z TOKENIZER]\n");
-            return NULL;
-        }
-    }
-    if (!c->tok) {
-        /* tok512.bin beside a llama2.c model without tokenizer.bin */
-        size_t n = strlen(c->model);
-        if (!(n > 5 && !strcmp(c->model + n - 5, ".gguf"))) {
-            const char *slash = strrchr(c->model, '/');
-            int dl = slash ? (int)(slash - c->model) + 1 : 0;
-            snprintf(bbuf, sizeof bbuf, "%.*stokenizer.bin", dl, c->model);
-            if (!file_exists(bbuf)) {
-                snprintf(bbuf, sizeof bbuf, "%.*stok512.bin", dl, c->model);
-                if (file_exists(bbuf)) c->tok = bbuf;
-            }
-        }
-    }
-    if (c->kernels && !slm_kernels_select(c->kernels)) {
-        fprintf(stderr, "staticlm: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n", c->kernels);
-        return NULL;
-    }
-    c->opt.tokenizer_path = c->tok;
     c->opt.verbose = c->verbose;
     c->opt.n_threads = c->threads;
-    slm_engine *e = NULL;
-    slm_status s = slm_load(&e, c->model, &c->opt);
-    if (s) {
-        fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
+    slm_engine *e = slm_cli_open(&c->model, &c->tok, c->kernels, &c->opt);
+    if (!e) return NULL;
     if (!c->seed_set) c->samp.seed = (uint64_t)time(NULL);
     if (c->verbose) {
         slm_info in;

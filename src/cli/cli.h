@@ -7,6 +7,15 @@
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 
+/* Open the model for a command: the default model (stories260K + tok512
+ * from ./models or ../shared/models) when *model is NULL, tok512.bin beside a
+ * llama2.c model when *tok is NULL, the kernel set by name; slm_load with
+ * opt (its tokenizer_path set from *tok). NULL after printing why. */
+#include "staticlm.h"
+slm_engine *slm_cli_open(const char **model, const char **tok, const char *kernels, slm_options *opt);
+/* tok512.bin beside a llama2.c model that has no tokenizer.bin; NULL otherwise. */
+const char *slm_cli_tokenizer_beside(const char *model);
+
 /* staticlm convert: llama2.c checkpoint (+ tokenizer.bin) -> GGUF. */
 int slm_cli_convert(int argc, char **argv);
 int slm_cli_chat(int argc, char **argv);

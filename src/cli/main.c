@@ -102,39 +102,8 @@ static void usage_compile(FILE *f) {
             "  -h, --help                this text\n");
 }
 
-static int file_exists(const char *p) {
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
 
-/* The default model: stories260K + tok512 from ./models or ../shared/models. */
-static int find_default_model(const char **model, const char **tok) {
-    static const char *const dirs[] = {"models", "../shared/models"};
-    static char mbuf[256], tbuf[256];
-    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
-        snprintf(mbuf, sizeof mbuf, "%s/stories260K.bin", dirs[i]);
-        snprintf(tbuf, sizeof tbuf, "%s/tok512.bin", dirs[i]);
-        if (file_exists(mbuf) && file_exists(tbuf)) {
-            *model = mbuf;
-            if (!*tok) *tok = tbuf;
-            return 1;
-        }
-    }
-    return 0;
-}
 
-/* tok512.bin beside a llama2.c model when no tokenizer.bin is there. */
-static const char *tokenizer_beside(const char *model) {
-    static char buf[1100];
-    size_t n = strlen(model);
-    if (n > 5 && !strcmp(model + n - 5, ".gguf")) return NULL;
-    const char *slash = strrchr(model, '/');
-    int dirlen = slash ? (int)(slash - model) + 1 : 0;
-    snprintf(buf, sizeof buf, "%.*stokenizer.bin", dirlen, model);
-    if (file_exists(buf)) return NULL; /* the library finds it */
-    snprintf(buf, sizeof buf, "%.*stok512.bin", dirlen, model);
-    return file_exists(buf) ? buf : NULL;
-}
 
 
 
@@ -233,33 +202,11 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
 }
 
 static slm_engine *load_engine(run_args *a) {
-    if (!a->model) {
-        if (!find_default_model(&a->model, &a->tok)) {
-            fprintf(stderr,
-                    "staticlm: no model given and the default model was not found.\n"
-                    "Looked for stories260K.bin and tok512.bin in ./models and ../shared/models.\n"
-                    "Download both from karpathy's tinyllamas collection on Hugging Face\n"
-                    "(huggingface.co/karpathy/tinyllamas, folder stories260K) into ./models,\n"
-                    "or pass -m MODEL [-z TOKENIZER].\n");
-            return NULL;
-        }
-    }
-    if (!a->tok) a->tok = tokenizer_beside(a->model);
-    if (a->kernels && !slm_kernels_select(a->kernels)) {
-        fprintf(stderr, "staticlm: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n", a->kernels);
-        return NULL;
-    }
-    a->opt.tokenizer_path = a->tok;
     a->opt.cache_dir = a->cache_dir;
     a->opt.verbose = a->verbose;
     a->opt.n_threads = a->threads;
-    slm_engine *e = NULL;
-    slm_status s = slm_load(&e, a->model, &a->opt);
-    if (s) {
-        fprintf(stderr, "staticlm: %s\n", slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
+    slm_engine *e = slm_cli_open(&a->model, &a->tok, a->kernels, &a->opt);
+    if (!e) return NULL;
     if (a->verbose) {
         slm_info in;
         slm_get_info(e, &in);
@@ -450,7 +397,7 @@ static int cmd_bench_startup(int argc, char **argv) {
         fprintf(stderr, "staticlm: bench-startup needs -m MODEL and --cache-dir DIR\n");
         return 2;
     }
-    if (!a.tok) a.tok = tokenizer_beside(a.model);
+    if (!a.tok) a.tok = slm_cli_tokenizer_beside(a.model);
     double src_load = 1e30, src_ttft = 1e30, c_load = 1e30, c_ttft = 1e30, b_load = 1e30, b_ttft = 1e30;
     double first_load, first_ttft, l, t;
     char note[2400], blob[2400] = "";
