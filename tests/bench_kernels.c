@@ -4,7 +4,7 @@
  *           5632x2048, 32000x2048;
  *   prefill (512 rows, 2048x2048): GOP/s (2 ops per multiply-add), whole
  *           matrix in one call and in the compiler's column tiles (each
- *           tile quantizes the activations again).
+ *           tile reusing the quantized activations, as the executor does).
  * Usage: bench_kernels [set] [type...]   (set: avx512|avx2|scalar) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +28,13 @@ static void *xalloc(size_t n) {
 
 /* a weight matrix [n][k] of type t with small random values */
 static uint8_t *make_w(uint32_t t, int n, int k) {
+    if (slm_is_r16(t)) { /* the base type, repacked as the compiler does */
+        uint8_t *w = make_w(slm_r16_base(t), n, k);
+        void *tmp = xalloc(slm_row_bytes(t, (uint64_t)k) * 16);
+        slm_repack_r16(slm_r16_base(t), w, k, n, tmp);
+        free(tmp);
+        return w;
+    }
     const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
     uint8_t *w = xalloc((size_t)wrow * n);
     float *row = malloc(sizeof(float) * k);
@@ -56,7 +63,8 @@ static double run(const slm_mm *mm, int reps) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && !slm_kernels_select(argv[1])) { fprintf(stderr, "set %s not available\n", argv[1]); return 1; }
-    static const uint32_t all[] = {SLM_F32, SLM_F16, SLM_BF16, SLM_Q8_0, SLM_Q4_0, SLM_Q4_1, SLM_Q4_K, SLM_Q5_K, SLM_Q6_K};
+    static const uint32_t all[] = {SLM_F32, SLM_F16, SLM_BF16, SLM_Q8_0, SLM_Q4_0, SLM_Q4_1, SLM_Q4_K, SLM_Q5_K, SLM_Q6_K,
+                                     SLM_Q4_0_R16, SLM_Q6_K_R16};
     uint32_t types[16];
     int nt = 0;
     for (int i = 2; i < argc && nt < 16; i++)
@@ -73,7 +81,7 @@ int main(int argc, char **argv) {
         const uint32_t t = types[ti];
         const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
         static const int ns[] = {2048, 5632, 32000};
-        printf("%-5s |            ", slm_dtype_name(t));
+        printf("%-8s |            ", slm_dtype_name(t));
         for (int i = 0; i < 3; i++) {
             uint8_t *w = make_w(t, ns[i], k);
             void *scratch = xalloc(slm_matmul_scratch_bytes(t, k, 1) + 64);
@@ -101,6 +109,7 @@ int main(int argc, char **argv) {
         for (int n0 = 0; n0 < 2048; n0 += tile) {
             mm.n0 = n0;
             mm.n1 = n0 + tile < 2048 ? n0 + tile : 2048;
+            mm.xq_ready = n0 > 0; /* as the executor: quantized once per thread and stage */
             slm_kernels_active()->matmul(&mm);
         }
         printf(" %6.1f (tile %d)\n", ops / (now_s() - t0) / 1e9, tile);

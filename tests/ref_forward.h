@@ -19,9 +19,8 @@ static float *ref_dequant(const slm_model_file *m, const char *name, int64_t *ro
     if (!t) return NULL;
     int64_t c = t->ne[0], r = t->n_dims > 1 ? t->ne[1] : 1;
     float *out = malloc((size_t)(r * c) * sizeof(float));
-    uint64_t rb = slm_row_bytes(t->type, (uint64_t)c);
-    for (int64_t i = 0; i < r; i++)
-        if (!slm_dequantize_row(t->type, (const uint8_t *)t->data + (size_t)i * rb, out + i * c, c)) {
+    for (int64_t i = 0; i < r; i++) /* repacked or not */
+        if (!slm_dequantize_matrix_row(t->type, t->data, c, i, out + i * c)) {
             free(out);
             return NULL;
         }

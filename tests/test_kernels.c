@@ -266,7 +266,7 @@ static int case_run(const mcase *c, int n0, int n1, const char *set, double *wor
     slm_mm mm = {.w = c->w, .wrow = slm_row_bytes(c->t, (uint64_t)c->k), .wtype = c->t, .k = c->k, .n0 = n0, .n1 = n1,
                  .rows = c->rows, .x = c->x, .ldx = (size_t)c->ldx, .y = y, .ldy = (size_t)ldy, .scratch = g_scratch};
     slm_kernels_active()->matmul(&mm);
-    const int int8 = strcmp(set, "scalar") != 0 && slm_qtype_kind(c->t) >= 0;
+    const int int8 = strcmp(set, "scalar") != 0 && (slm_qtype_kind(c->t) >= 0 || slm_is_r16(c->t));
     int fails = 0;
     for (int i = 0; i < c->rows; i++)
         for (int j = 0; j < ldy; j++) {
@@ -380,6 +380,60 @@ static void test_same_argmax(void) {
     slm_kernels_select(NULL);
 }
 
+/* Repacked matrices: the layout round-trips (every row of a repacked
+ * matrix dequantizes to the original row), and every set's matmul on the
+ * repacked weights meets the same bounds as on the original, for whole
+ * groups, tiles cut inside a group, one row (decode) and many (prefill). */
+static void test_matmul_r16(void) {
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K};
+    static const int ks[] = {32, 96, 256, 768, 2304};
+    static const int ns[] = {16, 48};
+    static const int rows_[] = {1, 2, 7, 8, 9, 33};
+    for (int bi = 0; bi < 2; bi++) {
+        const uint32_t t = base[bi], rt = t == SLM_Q4_0 ? SLM_Q4_0_R16 : SLM_Q6_K_R16;
+        CHECK(slm_repack_type(t, 256, 17) == 0);
+        CHECK(slm_repack_type(SLM_Q8_0, 256, 16) == 0);
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+            if (!type_k_ok(t, ks[ki])) continue;
+            for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+                const int k = ks[ki], n = ns[ni];
+                CHECK(slm_repack_type(t, k, n) == rt);
+                for (size_t ri = 0; ri < sizeof rows_ / sizeof rows_[0]; ri++) {
+                    mcase c;
+                    case_make(&c, t, k, n, rows_[ri]);
+                    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+                    uint8_t *tmp = malloc((size_t)wrow * 16);
+                    slm_repack_r16(t, c.w, k, n, tmp);
+                    free(tmp);
+                    c.t = rt;
+                    if (ri == 0) { /* round trip: bit-exact codes, scales within one rounding */
+                        float *y = malloc(sizeof(float) * k);
+                        int bad = 0;
+                        for (int j = 0; j < n; j++) {
+                            CHECK(slm_dequantize_matrix_row(rt, c.w, k, j, y));
+                            for (int e = 0; e < k; e++)
+                                bad += fabs(y[e] - c.wd[(size_t)j * k + e]) > 1e-6 * fabs(c.wd[(size_t)j * k + e]) + 1e-30;
+                        }
+                        CHECKF(bad == 0, "%s k=%d n=%d: %d elements differ after repacking", slm_dtype_name(rt), k, n, bad);
+                        free(y);
+                    }
+                    for (int si = 0; si < 3; si++) {
+                        if (!slm_kernels_select(k_sets[si])) continue;
+                        double worst = 0;
+                        int fails = case_run(&c, 0, n, k_sets[si], &worst);
+                        fails += case_run(&c, 16, n, k_sets[si], &worst);
+                        fails += case_run(&c, 3, n - 5, k_sets[si], &worst); /* cut inside groups */
+                        CHECKF(fails == 0, "%s %s k=%d n=%d rows=%d: %d bad outputs", k_sets[si], slm_dtype_name(rt), k, n,
+                               rows_[ri], fails);
+                    }
+                    case_free(&c);
+                }
+            }
+        }
+    }
+    slm_kernels_select(NULL);
+}
+
 int main(void) {
     T_RUN(test_blocks_q4_0_q4_1_q8_0);
     T_RUN(test_blocks_k);
@@ -388,6 +442,7 @@ int main(void) {
     T_RUN(test_matmul_shapes);
     T_RUN(test_matmul_large);
     T_RUN(test_same_argmax);
+    T_RUN(test_matmul_r16);
     free(g_scratch);
     T_DONE();
 }

@@ -373,12 +373,15 @@ static slm_status check_task(pctx *q, int ti) {
     case SLM_T_MATMUL: {
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
         NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
-        NEED(slm_dot_for(slm_kernels_ref(), t->wtype) != NULL, "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+        NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
         uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->k);
         NEED(row > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
         NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+        /* repacked weights: whole groups of 16 rows, and a tile reads the groups it cuts */
+        NEED(!slm_is_r16(t->wtype) || t->n % 16 == 0, "task %d (%s): n %d of %s weights not a multiple of 16", ti, op, t->n,
+             slm_dtype_name(t->wtype));
         MAT(R, SLM_REF_SRC0, (uint64_t)t->k, 0);
-        REF(SLM_REF_SRC1, (uint64_t)t->n1 * row, 0);
+        REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
         break;
     }

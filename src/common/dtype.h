@@ -35,7 +35,22 @@ typedef struct slm_dtype_info {
     uint32_t bytes;    /* bytes per block */
 } slm_dtype_info;
 
-/* NULL when the id is unknown. */
+/* Repacked matrix layouts (staticlm's own; a GGUF file never holds them):
+ * 16 consecutive rows of a Q4_0 or Q6_K matrix interleaved so that one
+ * 64-byte vector holds 4 elements of each of the 16 rows (the int8 kernels'
+ * panel layout), with the rows' scales side by side. A row takes the same
+ * bytes as in the base type, so a matrix keeps its size and its offset;
+ * the compiler repacks the matrices of N % 16 == 0 rows (common/repack.c
+ * documents the layout). Row j's data is not contiguous: use
+ * slm_dequantize_matrix_row. */
+#define SLM_R16 0x80u 
+#define SLM_Q4_0_R16 (SLM_R16 | SLM_Q4_0)
+#define SLM_Q6_K_R16 (SLM_R16 | SLM_Q6_K)
+static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
+static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
+
+/* NULL when the id is unknown (the repacked ids are known: same block
+ * and bytes as their base type). */
 const slm_dtype_info *slm_dtype_get(uint32_t t);
 const char *slm_dtype_name(uint32_t t);
 /* Bytes of a row of n elements; 0 when n is not a multiple of the block
@@ -130,5 +145,19 @@ int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
 /* Dequantize a row of any supported type to float; returns 0 if unsupported
  * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K are). */
 int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
+
+/* ---- repacked matrices (common/repack.c) --------------------------------- */
+/* The repacked type for a matrix of n rows of k elements of type t, or 0
+ * when it stays as it is (types other than Q4_0/Q6_K, n % 16 != 0). */
+uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n);
+/* Repack n rows of k elements of type t in place (data holds n * row bytes;
+ * tmp holds 16 * row bytes). Requires slm_repack_type(t, k, n) != 0. */
+void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp);
+/* 32 elements (block b of 32) of row c (0..15) of a 16-row group of a
+ * repacked matrix of width k: codes as signed int8, half-block scales. */
+void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]);
+/* Row j of a matrix (base = row 0, k elements per row) of any type the
+ * kernels take, repacked or not, to float; 0 if unsupported. */
+int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y);
 
 #endif

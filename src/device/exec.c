@@ -102,9 +102,27 @@ static inline float *row_f(void *base, const slm_ref *r, int row) {
     return (float *)base + (size_t)row * r->ld;
 }
 
+/* What the thread's scratch holds: activations quantized for a matrix
+ * task. Within a stage no task writes what another reads, so the matrix
+ * tasks of a stage that read the same rows (the column tiles of one matmul;
+ * Q, K and V; gate and up) quantize them once per thread. Reset at every
+ * barrier. */
+typedef struct xmemo {
+    const float *x;
+    size_t ldx;
+    int k, rows, cls;
+} xmemo;
+
+/* The scratch's activation format: 0 none (float weights), 1 the int8
+ * kernels', 2 the repacked kernels' (signed codes and half-block sums). */
+static int quant_class(uint32_t wtype) {
+    if (slm_is_r16(wtype)) return 2;
+    return slm_qtype_kind(wtype) >= 0 ? 1 : 0;
+}
+
 /* A matrix task: output columns [n0, n1) for every row of rr, as one
  * slm_mm call (the kernel set quantizes/packs into the thread's scratch). */
-static void run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, void *scratch) {
+static void run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, void *scratch, xmemo *memo) {
     const int one = (t->flags & SLM_TF_ONE_ROW) != 0;
     const int sr0 = one || (t->flags & SLM_TF_SRC_COMPACT) ? 0 : rr.begin;
     const int dr0 = (t->flags & SLM_TF_DST_COMPACT) ? 0 : (one ? 0 : rr.begin);
@@ -125,11 +143,21 @@ static void run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, voi
     if (mm.rows <= 0) return;
     if (!scratch && slm_matmul_scratch_bytes(t->wtype, t->k, mm.rows) > 0) {
         /* no scratch (a pool-less run): float dot products */
+        if (slm_is_r16(t->wtype)) {
+            slm_kernels_ref()->matmul(&mm);
+            return;
+        }
         slm_dot_fn dot = slm_dot_for(ks, t->wtype);
         for (int i = 0; i < mm.rows; i++)
             for (int j = mm.n0; j < mm.n1; j++)
                 mm.y[(size_t)i * mm.ldy + j] = dot((const uint8_t *)mm.w + (size_t)j * mm.wrow, mm.x + (size_t)i * mm.ldx, mm.k);
         return;
+    }
+    const int cls = quant_class(t->wtype);
+    if (memo && cls) {
+        mm.xq_ready = memo->x == mm.x && memo->ldx == mm.ldx && memo->k == mm.k && memo->rows == mm.rows &&
+                      memo->cls == cls;
+        *memo = (xmemo){mm.x, mm.ldx, mm.k, mm.rows, cls};
     }
     ks->matmul(&mm);
 }
@@ -149,7 +177,7 @@ static void rope_neox(float *x, int heads, int head_dim, const float *cs) {
 }
 
 /* Execute one task. Returns SLM_OK or an error (bad data). */
-static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks, void *scratch) {
+static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks, void *scratch, xmemo *memo) {
     rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
     switch (t->op) {
     case SLM_T_NOP:
@@ -177,7 +205,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
                           row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n, t->f0);
         return SLM_OK;
     case SLM_T_MATMUL:
-        run_matmul(t, rr, ks, scratch);
+        run_matmul(t, rr, ks, scratch, memo);
         return SLM_OK;
     case SLM_T_ROPE: {
         const int32_t *pos = t->p[SLM_REF_SRC1];
@@ -352,6 +380,7 @@ static void barrier(slm_pool *pool) {
 static void run_stages(slm_pool *pool, slm_program *p, rows valid, const slm_kernel_set *ks, int tid) {
     const int prof = g_profile && tid == 0;
     for (int s = 0; s < p->n_stages; s++) {
+        xmemo memo = {0};
         const int first = p->stage_first[s];
         const int n = p->stage_first[s + 1] - 1 - first;
         for (;;) {
@@ -359,7 +388,7 @@ static void run_stages(slm_pool *pool, slm_program *p, rows valid, const slm_ker
             if (i >= n) break;
             const slm_task *t = &p->tasks[first + i];
             uint64_t t0 = prof ? now_ns() : 0;
-            slm_status st = exec_task(t, valid, ks, pool->scratch[tid]);
+            slm_status st = exec_task(t, valid, ks, pool->scratch[tid], &memo);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
             if (st) {
                 int expected = SLM_OK;
@@ -469,9 +498,11 @@ slm_status slm_program_run(slm_program *p, slm_pool *pool) {
     if (g_profile) g_prof_calls++;
     if (!pool || pool->n == 1) {
         const int prof = g_profile;
+        xmemo memo = {0};
         for (const slm_task *t = p->tasks, *end = p->tasks + p->n_tasks; t < end; t++) {
             uint64_t t0 = prof ? now_ns() : 0;
-            slm_status st = exec_task(t, valid, ks, pool ? pool->scratch[0] : NULL);
+            if (t->op == SLM_T_BARRIER) memo = (xmemo){0};
+            slm_status st = exec_task(t, valid, ks, pool ? pool->scratch[0] : NULL, &memo);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
             if (st) return st;
         }

@@ -72,8 +72,28 @@ static slm_dot_fn ref_dot_for(uint32_t wtype) {
     }
 }
 
+/* Column j of a repacked matrix: float dot over the blocks' codes. */
+static float dot_r16_ref(const slm_mm *mm, int j, const float *x) {
+    const uint8_t *group = (const uint8_t *)mm->w + (size_t)(j / 16) * 16 * mm->wrow;
+    float s = 0.0f;
+    for (int b = 0; b < mm->k / 32; b++) {
+        int8_t q[32];
+        float d[2], h[2] = {0.0f, 0.0f};
+        slm_r16_block_i8(mm->wtype, group, mm->k, j % 16, b, q, d);
+        for (int e = 0; e < 32; e++) h[e / 16] += (float)q[e] * x[32 * b + e];
+        s += d[0] * h[0] + d[1] * h[1];
+    }
+    return s;
+}
+
 /* The reference matmul: one float dot product per output. */
 static void matmul_ref(const slm_mm *mm) {
+    if (slm_is_r16(mm->wtype)) {
+        for (int i = 0; i < mm->rows; i++)
+            for (int j = mm->n0; j < mm->n1; j++)
+                mm->y[(size_t)i * mm->ldy + j] = dot_r16_ref(mm, j, mm->x + (size_t)i * mm->ldx);
+        return;
+    }
     slm_dot_fn dot = ref_dot_for(mm->wtype);
     const uint8_t *W = mm->w;
     for (int i = 0; i < mm->rows; i++) {
@@ -129,7 +149,7 @@ slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype) {
     }
 }
 
-int slm_matmul_supported(uint32_t t) { return ref_dot_for(t) != NULL; }
+int slm_matmul_supported(uint32_t t) { return t == SLM_Q4_0_R16 || t == SLM_Q6_K_R16 || ref_dot_for(t) != NULL; }
 
 int slm_qtype_kind(uint32_t t) {
     switch (t) {
@@ -141,10 +161,12 @@ int slm_qtype_kind(uint32_t t) {
 }
 
 size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows) {
-    if (slm_qtype_kind(wtype) < 0 || k <= 0 || rows <= 0) return 0;
+    if ((slm_qtype_kind(wtype) < 0 && !slm_is_r16(wtype)) || k <= 0 || rows <= 0) return 0;
     const size_t nb = (size_t)k / 32;
-    /* xq codes, block scales and sums, one panel of 16 columns, alignment slack */
-    return (size_t)rows * (size_t)k + 2 * (size_t)rows * nb * sizeof(float) + nb * SLM_PANEL_BLOCK_BYTES(16) + 4 * 64;
+    /* xq codes, block scales and sums, integer sums of half blocks, one
+       panel of 16 columns, alignment slack */
+    return (size_t)rows * (size_t)k + 2 * (size_t)rows * nb * sizeof(float) + 2 * (size_t)rows * nb * sizeof(int32_t) +
+           nb * SLM_PANEL_BLOCK_BYTES(16) + 5 * 64;
 }
 
 void slm_qblock_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2], float *m) {

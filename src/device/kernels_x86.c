@@ -326,6 +326,7 @@ typedef struct qscratch {
     uint8_t *q;     /* [rows][k] codes */
     float *d;       /* [rows][nb] block scales */
     float *s;       /* [rows][nb] block sums (scale * sum of codes) */
+    int32_t *hs;    /* [rows][2 * nb] integer sums of the codes of each half block */
     uint8_t *panel; /* nb * SLM_PANEL_BLOCK_BYTES(16) bytes */
 } qscratch;
 
@@ -337,13 +338,14 @@ static qscratch qscratch_split(void *scratch, int rows, int k) {
     qs.q = align64(scratch);
     qs.d = (float *)align64(qs.q + (size_t)rows * k);
     qs.s = qs.d + (size_t)rows * nb;
-    qs.panel = align64((uint8_t *)(qs.s + (size_t)rows * nb));
+    qs.hs = (int32_t *)align64((uint8_t *)(qs.s + (size_t)rows * nb));
+    qs.panel = align64((uint8_t *)(qs.hs + (size_t)rows * 2 * nb));
     return qs;
 }
 
 /* slm_quantize_act_ref, vectorized (same rounding, same results). */
 AVX512 static void quant_act_avx512(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d,
-                                    float *s) {
+                                    float *s, int32_t *hs) {
     const int nb = k / 32;
     const __m128i off = _mm_set1_epi8((char)(offset ? 0x80 : 0));
     for (int i = 0; i < rows; i++) {
@@ -354,7 +356,9 @@ AVX512 static void quant_act_avx512(const float *x, size_t ldx, int rows, int k,
             const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
             __m512 vid = _mm512_set1_ps(id);
             __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-            int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(i0, i1));
+            const int h0 = _mm512_reduce_add_epi32(i0), h1 = _mm512_reduce_add_epi32(i1), sum = h0 + h1;
+            hs[(size_t)i * 2 * nb + 2 * b] = h0;
+            hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
             uint8_t *qb = q + (size_t)i * k + 32 * b;
             _mm_storeu_si128((__m128i *)qb, _mm_xor_si128(_mm512_cvtepi32_epi8(i0), off));
             _mm_storeu_si128((__m128i *)(qb + 16), _mm_xor_si128(_mm512_cvtepi32_epi8(i1), off));
@@ -364,7 +368,15 @@ AVX512 static void quant_act_avx512(const float *x, size_t ldx, int rows, int k,
     }
 }
 
-AVX2 static void quant_act_avx2(const float *x, size_t ldx, int rows, int k, uint8_t *q, float *d, float *s) {
+AVX2 static inline int hsum_epi32_avx2(__m256i v) {
+    __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0x4e));
+    a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0xb1));
+    return _mm_cvtsi128_si32(a4);
+}
+
+AVX2 static void quant_act_avx2(const float *x, size_t ldx, int rows, int k, uint8_t *q, float *d, float *s,
+                                int32_t *hs) {
     const int nb = k / 32;
     const __m256 signbit = _mm256_set1_ps(-0.0f);
     for (int i = 0; i < rows; i++) {
@@ -381,21 +393,19 @@ AVX2 static void quant_act_avx2(const float *x, size_t ldx, int rows, int k, uin
             const float amax = _mm_cvtss_f32(m4);
             const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
             __m256 vid = _mm256_set1_ps(id);
-            __m256i iv[4], acc = _mm256_setzero_si256();
-            for (int j = 0; j < 4; j++) {
-                iv[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
-                acc = _mm256_add_epi32(acc, iv[j]);
-            }
+            __m256i iv[4];
+            for (int j = 0; j < 4; j++) iv[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
+            const int h0 = hsum_epi32_avx2(_mm256_add_epi32(iv[0], iv[1]));
+            const int h1 = hsum_epi32_avx2(_mm256_add_epi32(iv[2], iv[3]));
+            hs[(size_t)i * 2 * nb + 2 * b] = h0;
+            hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
             /* pack 32 int32 -> 32 int8 in order */
             __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]), p23 = _mm256_packs_epi32(iv[2], iv[3]);
             __m256i p = _mm256_packs_epi16(p01, p23);
             p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
             _mm256_storeu_si256((__m256i *)(q + (size_t)i * k + 32 * b), p);
-            __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
-            a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0x4e));
-            a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0xb1));
             d[(size_t)i * nb + b] = amax / 127.0f;
-            s[(size_t)i * nb + b] = amax / 127.0f * (float)_mm_cvtsi128_si32(a4);
+            s[(size_t)i * nb + b] = amax / 127.0f * (float)(h0 + h1);
         }
     }
 }
@@ -652,6 +662,213 @@ static const mk2_fn k_mk2[3][4] = {
     {mk_avx2_1_2, mk_avx2_2_2, mk_avx2_3_2, mk_avx2_4_2},
 };
 
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16; layout in common/repack.c) -------
+ * R rows x the 16 columns of one group: per block, vector v (elements
+ * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
+ * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
+ * codes' offset (8, or 32 for Q6_K) is folded into the accumulator's start:
+ * -offset * (sum of the activation codes of the half block). Q6_K keeps
+ * one accumulator per half block (per-16 scales). Decode is R = 1. */
+AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int Q6) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i c = _mm512_loadu_si512(lo + 64 * (v / 2));
+    __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+    if (Q6) {
+        const __m512i h = _mm512_loadu_si512(hi + 64 * (v / 4)), m30 = _mm512_set1_epi8(0x30);
+        const int s = v % 4;
+        __m512i t = s < 2 ? _mm512_slli_epi16(h, 4 - 2 * s) : s == 2 ? h : _mm512_srli_epi16(h, 2);
+        w = _mm512_or_si512(w, _mm512_and_si512(t, m30));
+    }
+    return w;
+}
+
+AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
+                                 const int Q6) {
+    const int k = mm->k, nb = k / 32;
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    const uint8_t *lo = grp, *hi = grp + (size_t)nb * 256;
+    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * 256); /* Q4_0 block scales */
+    const int8_t *sc = (const int8_t *)(grp + (size_t)nb * 384);     /* Q6_K sub-block scales */
+    const uint16_t *ds = (const uint16_t *)(grp + (size_t)nb * 416); /* Q6_K super-block scales */
+    const int off = Q6 ? -32 : -8;
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb;
+    const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
+    __m512 acc[8];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    __m512 dsup = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i ia[8], ib[8];
+        for (int r = 0; r < R; r++) {
+            const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
+            if (Q6) {
+                ia[r] = _mm512_set1_epi32(off * h[0]);
+                ib[r] = _mm512_set1_epi32(off * h[1]);
+            } else {
+                ia[r] = _mm512_set1_epi32(off * (h[0] + h[1]));
+            }
+        }
+        const uint8_t *lb = lo + (size_t)b * 256, *hb = hi + (size_t)b * 128;
+        for (int v = 0; v < 8; v++) {
+            const __m512i w = r16_vec_avx512(lb, hb, v, Q6);
+            for (int r = 0; r < R; r++) {
+                const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                if (Q6 && v >= 4) ib[r] = _mm512_dpbusd_epi32(ib[r], w, xv);
+                else ia[r] = _mm512_dpbusd_epi32(ia[r], w, xv);
+            }
+        }
+        if (Q6) {
+            if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ds + (size_t)(b / 8) * 16)));
+            const __m128i s01 = _mm_loadu_si128((const __m128i *)(sc + (size_t)b * 32));
+            const __m128i s11 = _mm_loadu_si128((const __m128i *)(sc + (size_t)b * 32 + 16));
+            const __m512 d0 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s01)));
+            const __m512 d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s11)));
+            for (int r = 0; r < R; r++) {
+                const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[r]), d1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0));
+                acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            }
+        } else {
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dq + (size_t)b * 16)));
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), _mm512_mul_ps(d, _mm512_set1_ps(xd[(size_t)r * nb + b])),
+                                         acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(mm->y + (size_t)(i0 + r) * mm->ldy + j0, cm, acc[r]);
+}
+
+#define R16MK_AVX512(R, Q6)                                                                                  \
+    AVX512 static void r16_mk_avx512_##R##_##Q6(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm) { \
+        r16_mk_avx512(mm, qs, i0, j0, cm, R, Q6);                                                             \
+    }
+#define R16MK_AVX512_ALL(Q6) R16MK_AVX512(1, Q6) R16MK_AVX512(2, Q6) R16MK_AVX512(3, Q6) R16MK_AVX512(4, Q6) \
+    R16MK_AVX512(5, Q6) R16MK_AVX512(6, Q6) R16MK_AVX512(7, Q6) R16MK_AVX512(8, Q6)
+R16MK_AVX512_ALL(0)
+R16MK_AVX512_ALL(1)
+
+typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
+static const r16mk512_fn k_r16mk512[2][8] = {
+    {r16_mk_avx512_1_0, r16_mk_avx512_2_0, r16_mk_avx512_3_0, r16_mk_avx512_4_0, r16_mk_avx512_5_0, r16_mk_avx512_6_0,
+     r16_mk_avx512_7_0, r16_mk_avx512_8_0},
+    {r16_mk_avx512_1_1, r16_mk_avx512_2_1, r16_mk_avx512_3_1, r16_mk_avx512_4_1, r16_mk_avx512_5_1, r16_mk_avx512_6_1,
+     r16_mk_avx512_7_1, r16_mk_avx512_8_1},
+};
+
+/* Groups of 16 columns over [n0, n1) (a group cut by the tile computes all
+ * 16 and stores the tile's); rows in blocks of 8. */
+AVX512 static void r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
+    const int q6 = mm->wtype == SLM_Q6_K_R16;
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
+        const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
+        for (int i0 = 0; i0 < mm->rows; i0 += 8) {
+            const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
+            k_r16mk512[q6][nr - 1](mm, qs, i0, g0, cm);
+        }
+    }
+}
+
+/* AVX2: a group is two halves of 8 columns (bytes 0..31 and 32..63 of each
+ * 64-byte vector); maddubs (u8 weights x s8 activations; |sums| < 2^15) and
+ * madd make the 32-bit dot of 4 elements. */
+AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, int half, int Q6) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i c = _mm256_loadu_si256((const __m256i *)(lo + 64 * (v / 2) + 32 * half));
+    __m256i w = (v & 1) ? _mm256_and_si256(_mm256_srli_epi16(c, 4), m4) : _mm256_and_si256(c, m4);
+    if (Q6) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(hi + 64 * (v / 4) + 32 * half));
+        const int s = v % 4;
+        __m256i t = s == 0 ? _mm256_slli_epi16(h, 4) : s == 1 ? _mm256_slli_epi16(h, 2) : s == 2 ? h : _mm256_srli_epi16(h, 2);
+        w = _mm256_or_si256(w, _mm256_and_si256(t, _mm256_set1_epi8(0x30)));
+    }
+    return w;
+}
+
+AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
+                             const int Q6) {
+    const int k = mm->k, nb = k / 32;
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    const uint8_t *lo = grp, *hi = grp + (size_t)nb * 256;
+    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * 256) + 8 * half;
+    const int8_t *sc = (const int8_t *)(grp + (size_t)nb * 384) + 8 * half;
+    const uint16_t *ds = (const uint16_t *)(grp + (size_t)nb * 416) + 8 * half;
+    const int off = Q6 ? -32 : -8;
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb;
+    const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    __m256 dsup = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i ia[4], ib[4];
+        for (int r = 0; r < R; r++) {
+            const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
+            if (Q6) {
+                ia[r] = _mm256_set1_epi32(off * h[0]);
+                ib[r] = _mm256_set1_epi32(off * h[1]);
+            } else {
+                ia[r] = _mm256_set1_epi32(off * (h[0] + h[1]));
+            }
+        }
+        const uint8_t *lb = lo + (size_t)b * 256, *hb = hi + (size_t)b * 128;
+        for (int v = 0; v < 8; v++) {
+            const __m256i w = r16_vec_avx2(lb, hb, v, half, Q6);
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
+                if (Q6 && v >= 4) ib[r] = _mm256_add_epi32(ib[r], t);
+                else ia[r] = _mm256_add_epi32(ia[r], t);
+            }
+        }
+        if (Q6) {
+            if (b % 8 == 0) dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ds + (size_t)(b / 8) * 16)));
+            const __m256 d0 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + (size_t)b * 32)))));
+            const __m256 d1 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + (size_t)b * 32 + 16)))));
+            for (int r = 0; r < R; r++) {
+                const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), d1, _mm256_mul_ps(_mm256_cvtepi32_ps(ia[r]), d0));
+                acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            }
+        } else {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dq + (size_t)b * 16)));
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(d, _mm256_set1_ps(xd[(size_t)r * nb + b])),
+                                         acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float t[8];
+        _mm256_storeu_ps(t, acc[r]);
+        float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * half;
+        for (int c = a; c < e; c++) y[c] = t[c];
+    }
+}
+
+#define R16MK_AVX2(R, Q6)                                                                                      \
+    AVX2 static void r16_mk_avx2_##R##_##Q6(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
+                                            int e) {                                                         \
+        r16_mk_avx2(mm, qs, i0, j0, half, a, e, R, Q6);                                                      \
+    }
+R16MK_AVX2(1, 0) R16MK_AVX2(2, 0) R16MK_AVX2(3, 0) R16MK_AVX2(4, 0)
+R16MK_AVX2(1, 1) R16MK_AVX2(2, 1) R16MK_AVX2(3, 1) R16MK_AVX2(4, 1)
+
+typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, int, int);
+static const r16mk2_fn k_r16mk2[2][4] = {
+    {r16_mk_avx2_1_0, r16_mk_avx2_2_0, r16_mk_avx2_3_0, r16_mk_avx2_4_0},
+    {r16_mk_avx2_1_1, r16_mk_avx2_2_1, r16_mk_avx2_3_1, r16_mk_avx2_4_1},
+};
+
+AVX2 static void r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
+    const int q6 = mm->wtype == SLM_Q6_K_R16;
+    for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
+        const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
+        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
+            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
+            k_r16mk2[q6][nr - 1](mm, qs, i0, h0 & ~15, (h0 / 8) & 1, a, e);
+        }
+    }
+}
+
 /* ---- the sets' matmul ------------------------------------------------------ */
 
 AVX512 static void qdecode_avx512(const slm_mm *mm, const qscratch *qs) {
@@ -678,12 +895,18 @@ AVX2 static void qdecode_avx2(const slm_mm *mm, const qscratch *qs) {
 
 AVX512 static void matmul_avx512(const slm_mm *mm) {
     const int kind = slm_qtype_kind(mm->wtype);
+    if (slm_is_r16(mm->wtype)) {
+        const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
+        if (!mm->xq_ready) quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 0, qs.q, qs.d, qs.s, qs.hs);
+        r16_matmul_avx512(mm, &qs);
+        return;
+    }
     if (kind < 0) {
         fmatmul_avx512(mm);
         return;
     }
     const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
-    quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 128, qs.q, qs.d, qs.s);
+    if (!mm->xq_ready) quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 128, qs.q, qs.d, qs.s, qs.hs);
     if (mm->rows == 1) {
         qdecode_avx512(mm, &qs);
         return;
@@ -702,12 +925,18 @@ AVX512 static void matmul_avx512(const slm_mm *mm) {
 
 AVX2 static void matmul_avx2(const slm_mm *mm) {
     const int kind = slm_qtype_kind(mm->wtype);
+    if (slm_is_r16(mm->wtype)) {
+        const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
+        if (!mm->xq_ready) quant_act_avx2(mm->x, mm->ldx, mm->rows, mm->k, qs.q, qs.d, qs.s, qs.hs);
+        r16_matmul_avx2(mm, &qs);
+        return;
+    }
     if (kind < 0) {
         fmatmul_avx2(mm);
         return;
     }
     const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
-    quant_act_avx2(mm->x, mm->ldx, mm->rows, mm->k, qs.q, qs.d, qs.s);
+    if (!mm->xq_ready) quant_act_avx2(mm->x, mm->ldx, mm->rows, mm->k, qs.q, qs.d, qs.s, qs.hs);
     if (mm->rows == 1) {
         qdecode_avx2(mm, &qs);
         return;

@@ -274,7 +274,7 @@ static slm_status read_tensor_info(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *
     if (!slm_rd_u32(r, &t->type))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: type beyond end of file (%llu bytes)", g->name, what,
                         (unsigned long long)g->size);
-    const slm_dtype_info *ti = slm_dtype_get(t->type);
+    const slm_dtype_info *ti = t->type < SLM_DTYPE_COUNT ? slm_dtype_get(t->type) : NULL; /* not our repacked ids */
     if (!ti) return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %s: unknown tensor type %u", g->name, what, t->type);
     if ((uint64_t)t->ne[0] % ti->block)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: ne[0] = %lld is not a multiple of the %s block size %u", g->name,

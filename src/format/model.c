@@ -2,6 +2,8 @@
  * both loaders share (config ranges, required tensors, shapes, types). */
 #include <math.h>
 #include <stdio.h>
+#include <errno.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 
 #include "format/model.h"
@@ -191,10 +193,50 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
 
 /* ---- validation ----------------------------------------------------------- */
 
+/* ---- the compiler's weight layout ------------------------------------------- */
+
+slm_status slm_model_repack(slm_model_file *m, slm_err *err) {
+    if (!m->map.data) return SLM_OK; /* e.g. a Hugging Face folder: float weights, nothing to repack */
+    const uint8_t *lo = m->map.data, *hi = lo + m->map.size;
+    int any = 0;
+    for (int i = 0; i < m->n_tensors; i++) {
+        const slm_tensor *t = &m->tensors[i];
+        /* the embedding table is read by row (and is also the LM head when tied): left as is */
+        any |= t->n_dims == 2 && strcmp(t->name, "token_embd.weight") != 0 &&
+               slm_repack_type(t->type, t->ne[0], t->ne[1]) != 0;
+    }
+    if (!any) return SLM_OK;
+    if (mprotect(m->map.data, (size_t)m->map.size, PROT_READ | PROT_WRITE) != 0)
+        return slm_errf(err, SLM_ERR_IO, "%s: cannot make the mapping writable to repack weights: %s",
+                        slm_basename(m->path), strerror(errno));
+    slm_status s = SLM_OK;
+    for (int i = 0; i < m->n_tensors && !s; i++) {
+        slm_tensor *t = &m->tensors[i];
+        const uint32_t rt = t->n_dims == 2 && strcmp(t->name, "token_embd.weight") != 0
+                                ? slm_repack_type(t->type, t->ne[0], t->ne[1]) : 0;
+        if (!rt) continue;
+        const uint8_t *d = t->data;
+        if (d < lo || d > hi || t->nbytes > (uint64_t)(hi - d)) {
+            s = slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor '%s' outside the mapping", slm_basename(m->path), t->name);
+            break;
+        }
+        void *tmp = slm_malloc((size_t)slm_row_bytes(t->type, (uint64_t)t->ne[0]) * 16);
+        if (!tmp) {
+            s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory repacking '%s'", slm_basename(m->path), t->name);
+            break;
+        }
+        slm_repack_r16(t->type, (void *)(uintptr_t)t->data, t->ne[0], t->ne[1], tmp);
+        slm_xfree(tmp);
+        t->type = rt;
+    }
+    mprotect(m->map.data, (size_t)m->map.size, PROT_READ);
+    return s;
+}
+
 int slm_matrix_type_supported(uint32_t t) {
     switch (t) {
     case SLM_F32: case SLM_F16: case SLM_BF16: case SLM_Q8_0: case SLM_Q4_0: case SLM_Q4_1:
-    case SLM_Q4_K: case SLM_Q5_K: case SLM_Q6_K:
+    case SLM_Q4_K: case SLM_Q5_K: case SLM_Q6_K: case SLM_Q4_0_R16: case SLM_Q6_K_R16:
         return 1;
     default:
         return 0;

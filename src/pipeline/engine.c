@@ -109,6 +109,7 @@ static void compile_options(const slm_options *o, slm_compile_options *co) {
 static slm_status open_source(slm_engine *e, const char *model_path) {
     slm_status s;
     if ((s = slm_model_open(&e->model, model_path, &e->err))) return s;
+    if ((s = slm_model_repack(&e->model, &e->err))) return s;
     if ((s = load_tokenizer(e))) return s;
     /* an embedding padded beyond the tokenizer (e.g. Qwen2.5) is fine; fewer rows is not */
     if (slm_tok_vocab_size(e->tok) > e->model.cfg.vocab_size ||
@@ -339,19 +340,10 @@ slm_status slm_save_blob(slm_engine *e, const char *path) {
     if (e->from_blob)
         return slm_errf(&e->err, SLM_ERR_ARG, "%s: this engine was loaded from a blob; copy that file instead",
                         path);
+    /* the identity of the file on disk (the mapping holds repacked weights) */
     slm_blob_ident id;
-    memset(&id, 0, sizeof id);
-    id.model_hash = slm_hash64(e->model.map.data, (size_t)e->model.map.size, 0);
-    id.model_bytes = e->model.map.size;
-    slm_status s;
-    char buf[1100];
-    const char *tf = tokenizer_file(&e->opt, e->model.path, e->model.gguf != NULL, buf, sizeof buf);
-    if (tf && (s = slm_hash_file(tf, &id.tok_hash, &id.tok_bytes, &e->err))) return s;
-    slm_compile_options co;
-    compile_options(&e->opt, &co);
-    id.options_hash = slm_blob_options_hash(&co);
-    snprintf(id.source, sizeof id.source, "%s", slm_basename(e->model.path));
-    slm_blob_ident_seal(&id);
+    slm_status s = source_identity(e, e->model.path, &id);
+    if (s) return s;
     return write_blob(e, path, &id, isatty(2));
 }
 

@@ -1,0 +1,140 @@
+/* Repacked matrices (SLM_Q4_0_R16, SLM_Q6_K_R16): the compiler's
+ * kernel-friendly weight layout.
+ *
+ * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
+ * matrix multiply) form a group of 16 * row_bytes bytes at offset
+ * 16g * row_bytes, the same bytes the rows take in the base type. Inside a
+ * group, for k elements per row, nb = k / 32 blocks, ns = k / 256:
+ *
+ * Q4_0_R16
+ *   u8  codes[nb][4][16][4]  block b, quad g, row c, byte e: the low nibble is
+ *                            the code of element 8g + e, the high nibble that
+ *                            of element 8g + 4 + e (codes 0..15; value =
+ *                            d * (code - 8))
+ *   f16 d[nb][16]            the block scales of the 16 rows
+ * Q6_K_R16
+ *   u8  lo[nb][4][16][4]     the low 4 bits of the codes, laid out as above
+ *   u8  hi[nb][2][16][4]     block b, half h, row c, byte e: bits 2s..2s+1 are
+ *                            the high 2 bits of element 16h + 4s + e (codes
+ *                            0..63; value = d * sc * (code - 32))
+ *   i8  sc[nb][2][16]        the scale of elements 16h .. 16h+15 of block b
+ *   f16 d[ns][16]            the super-block scales
+ *
+ * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
+ * vector v (0..7) of block b, elements 4v .. 4v+3, is the low (v even) or
+ * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
+ * v / 4 moved to bits 4..5. One dot-product instruction (VNNI dpbusd) then
+ * advances 16 output columns by 4 elements, and the scales of 16 columns
+ * are one vector load. */
+#include <string.h>
+
+#include "dtype.h"
+
+uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
+    if (n <= 0 || n % 16 || k <= 0) return 0;
+    if (t == SLM_Q4_0 && k % 32 == 0) return SLM_Q4_0_R16;
+    if (t == SLM_Q6_K && k % 256 == 0) return SLM_Q6_K_R16;
+    return 0;
+}
+
+static inline int q4_0_code(const slm_block_q4_0 *x, int e) {
+    return e < 16 ? x->qs[e] & 0xF : x->qs[e - 16] >> 4;
+}
+
+/* Code (0..63) of element i (0..255) of a Q6_K super-block. */
+static inline int q6_k_code(const slm_block_q6_K *x, int i) {
+    const int s = i / 32, l = i % 32, H = s / 4, Q = s % 4;
+    const int lo = (x->ql[64 * H + (Q & 1) * 32 + l] >> ((Q >> 1) * 4)) & 0xF;
+    const int hi = (x->qh[32 * H + l] >> (2 * Q)) & 3;
+    return lo | hi << 4;
+}
+
+/* Element e (0..31) of a block sits in quad (e / 8), nibble (e / 4) & 1, byte e % 4. */
+static inline void put_nibble(uint8_t *codes, int c, int e, int code) {
+    uint8_t *p = codes + (e / 8) * 64 + c * 4 + e % 4;
+    if ((e / 4) & 1) *p = (uint8_t)((*p & 0x0F) | code << 4);
+    else *p = (uint8_t)((*p & 0xF0) | code);
+}
+
+static inline int get_nibble(const uint8_t *codes, int c, int e) {
+    const uint8_t v = codes[(e / 8) * 64 + c * 4 + e % 4];
+    return ((e / 4) & 1) ? v >> 4 : v & 0xF;
+}
+
+static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    uint8_t *codes = dst, *d = dst + nb * 256;
+    for (int c = 0; c < 16; c++) {
+        const slm_block_q4_0 *row = (const slm_block_q4_0 *)(src + (size_t)c * wrow);
+        for (int64_t b = 0; b < nb; b++) {
+            for (int e = 0; e < 32; e++) put_nibble(codes + b * 256, c, e, q4_0_code(&row[b], e));
+            memcpy(d + b * 32 + 2 * c, &row[b].d, 2);
+        }
+    }
+}
+
+static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const int64_t ns = nb / 8;
+    uint8_t *lo = dst, *hi = dst + nb * 256, *sc = dst + nb * 384, *d = dst + nb * 416;
+    memset(hi, 0, (size_t)nb * 128);
+    for (int c = 0; c < 16; c++) {
+        const slm_block_q6_K *row = (const slm_block_q6_K *)(src + (size_t)c * wrow);
+        for (int64_t s = 0; s < ns; s++) {
+            for (int i = 0; i < 256; i++) {
+                const int64_t b = s * 8 + i / 32;
+                const int e = i % 32, code = q6_k_code(&row[s], i);
+                put_nibble(lo + b * 256, c, e, code & 0xF);
+                hi[b * 128 + (e / 16) * 64 + c * 4 + e % 4] |= (uint8_t)((code >> 4) << (2 * ((e / 4) % 4)));
+            }
+            for (int h = 0; h < 16; h++) sc[(s * 8 + h / 2) * 32 + (h % 2) * 16 + c] = (uint8_t)row[s].scales[h];
+            memcpy(d + s * 32 + 2 * c, &row[s].d, 2);
+        }
+    }
+}
+
+void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
+    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+    const int64_t nb = k / 32;
+    for (int64_t g = 0; g < n / 16; g++) {
+        uint8_t *grp = (uint8_t *)data + (size_t)g * 16 * wrow;
+        memcpy(tmp, grp, (size_t)(16 * wrow));
+        if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
+        else repack_group_q6_k(tmp, wrow, nb, grp);
+    }
+}
+
+void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]) {
+    const uint8_t *g = group;
+    const int64_t nb = k / 32;
+    uint16_t h;
+    if (rt == SLM_Q4_0_R16) {
+        for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(g + b * 256, c, e) - 8);
+        memcpy(&h, g + nb * 256 + b * 32 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
+    const uint8_t *hi = g + nb * 256 + b * 128;
+    for (int e = 0; e < 32; e++) {
+        const int high = (hi[(e / 16) * 64 + c * 4 + e % 4] >> (2 * ((e / 4) % 4))) & 3;
+        q[e] = (int8_t)((get_nibble(g + b * 256, c, e) | high << 4) - 32);
+    }
+    memcpy(&h, g + nb * 416 + (b / 8) * 32 + 2 * c, 2);
+    const float dd = slm_f16_to_f32(h);
+    const int8_t *sc = (const int8_t *)(g + nb * 384 + b * 32);
+    d[0] = dd * sc[c];
+    d[1] = dd * sc[16 + c];
+}
+
+int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y) {
+    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+    if (!wrow) return 0;
+    if (!slm_is_r16(t)) return slm_dequantize_row(t, (const uint8_t *)base + (size_t)j * wrow, y, k);
+    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16) return 0;
+    const uint8_t *group = (const uint8_t *)base + (size_t)(j / 16) * 16 * wrow;
+    for (int64_t b = 0; b < k / 32; b++) {
+        int8_t q[32];
+        float d[2];
+        slm_r16_block_i8(t, group, k, (int)(j % 16), b, q, d);
+        for (int e = 0; e < 32; e++) y[32 * b + e] = d[e / 16] * (float)q[e];
+    }
+    return 1;
+}
