@@ -61,7 +61,7 @@ static slm_status add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t c
         for (int64_t r = 0; r < rows; r++) {
             if (type == SLM_F16)
                 for (int64_t c = 0; c < cols; c++) ((uint16_t *)data)[r * cols + c] = slm_f32_to_f16(f[r * cols + c]);
-            else slm_quantize_row_q8_0(f + r * cols, (uint8_t *)data + r * rb, cols);
+            else slm_quantize_row(type, f + r * cols, (uint8_t *)data + r * rb, cols);
         }
         free(f);
     }
@@ -191,8 +191,9 @@ static void test_arch_vs_reference(void) {
     g_rng = 99;
     for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
     for (size_t a = 0; a < sizeof k_archs / sizeof k_archs[0]; a++) {
-        static const uint32_t types[3] = {SLM_F32, SLM_F16, SLM_Q8_0};
-        for (int t = 0; t < 3; t++) {
+        /* the quantized files' matrices run repacked (SLM_*_R16) */
+        static const uint32_t types[4] = {SLM_F32, SLM_F16, SLM_Q8_0, SLM_Q4_0};
+        for (int t = 0; t < 4; t++) {
             char path[256];
             snprintf(path, sizeof path, "arch_%zu_%s.gguf", a, slm_dtype_name(types[t]));
             if (!write_model(path, &k_archs[a], types[t], 1234 + a)) continue;
@@ -201,7 +202,7 @@ static void test_arch_vs_reference(void) {
             /* f32/f16: float dot products, only the summation order differs.
              * q8_0: activations are quantized to int8 blocks for the integer
              * dot product (as llama.cpp does), ~0.4% per element. */
-            double tol = types[t] == SLM_Q8_0 ? 5e-2 : 1e-4;
+            double tol = types[t] == SLM_Q8_0 || types[t] == SLM_Q4_0 ? 5e-2 : 1e-4;
             CHECKF(e1 < tol && e2 < tol, "%s %s: logits rel err %.3g / %.3g vs reference", k_archs[a].arch,
                    slm_dtype_name(types[t]), e1, e2);
             unlink(path);

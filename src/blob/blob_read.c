@@ -317,6 +317,7 @@ static int mat_ext(uint64_t rows, uint64_t ld, uint64_t w, uint64_t *ext) {
 }
 
 static int embed_type_ok(uint32_t wtype) {
+    if (slm_is_r16(wtype)) return slm_matmul_supported(wtype);
     const slm_dtype_info *di = slm_dtype_get(wtype);
     if (!di || !di->name || di->block == 0 || di->block > 256 || di->bytes > 1024) return 0;
     uint8_t zeros[1024];
@@ -359,6 +360,8 @@ static slm_status check_task(pctx *q, int ti) {
         uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
         NEED(row > 0, "task %d (%s): n %d not a whole number of %s blocks", ti, op, t->n, slm_dtype_name(t->wtype));
         NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+        NEED(!slm_is_r16(t->wtype) || t->k % 16 == 0, "task %d (%s): k %d rows of %s not a multiple of 16", ti, op, t->k,
+             slm_dtype_name(t->wtype));
         REF(SLM_REF_SRC0, R * 4, 0);
         REF(SLM_REF_SRC1, (uint64_t)t->k * row, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);

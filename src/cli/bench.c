@@ -60,6 +60,7 @@ static void usage(FILE *f) {
             "  -o, --output FMT          md (default) or jsonl (one object per test)\n"
             "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
+            "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
             "  -h, --help                this help\n");
 }
@@ -278,7 +279,7 @@ static void json_str(FILE *f, const char *s) {
 
 int slm_cli_bench(int argc, char **argv) {
     const char *model = NULL, *tok = NULL, *fmt = "md", *kernels = NULL;
-    int p = 512, n = 128, threads = 0, reps = 5, bw_mib = 1024, profile = 1;
+    int p = 512, n = 128, threads = 0, reps = 5, bw_mib = 1024, profile = 1, tile_kb = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
@@ -297,6 +298,7 @@ int slm_cli_bench(int argc, char **argv) {
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &threads);
         else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &reps);
         else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &bw_mib);
+        else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &tile_kb);
         else {
             fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
             return 2;
@@ -340,6 +342,7 @@ int slm_cli_bench(int argc, char **argv) {
     opt.max_prompt_len = p > 0 ? p : 1;
     opt.min_response_len = n;
     opt.n_threads = threads;
+    opt.tile_kb = tile_kb;
     slm_engine *e = NULL;
     if (slm_load(&e, model, &opt)) {
         fprintf(stderr, "staticlm bench: %s\n", slm_last_error(e));

@@ -19,11 +19,15 @@
  *                            0..63; value = d * sc * (code - 32))
  *   i8  sc[nb][2][16]        the scale of elements 16h .. 16h+15 of block b
  *   f16 d[ns][16]            the super-block scales
+ * Q8_0_R16
+ *   u8  codes[nb][8][16][4]  block b, vector v, row c, byte e: code of element
+ *                            4v + e plus 128 (value = d * (code - 128))
+ *   f16 d[nb][16]
  *
  * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
  * vector v (0..7) of block b, elements 4v .. 4v+3, is the low (v even) or
  * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
- * v / 4 moved to bits 4..5. One dot-product instruction (VNNI dpbusd) then
+ * v / 4 moved to bits 4..5; for Q8_0 it is bytes 64v .. 64v+63. One dot-product instruction (VNNI dpbusd) then
  * advances 16 output columns by 4 elements, and the scales of 16 columns
  * are one vector load. */
 #include <string.h>
@@ -34,6 +38,7 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (n <= 0 || n % 16 || k <= 0) return 0;
     if (t == SLM_Q4_0 && k % 32 == 0) return SLM_Q4_0_R16;
     if (t == SLM_Q6_K && k % 256 == 0) return SLM_Q6_K_R16;
+    if (t == SLM_Q8_0 && k % 32 == 0) return SLM_Q8_0_R16;
     return 0;
 }
 
@@ -91,6 +96,17 @@ static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
     }
 }
 
+static void repack_group_q8_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    uint8_t *codes = dst, *d = dst + nb * 512;
+    for (int c = 0; c < 16; c++) {
+        const slm_block_q8_0 *row = (const slm_block_q8_0 *)(src + (size_t)c * wrow);
+        for (int64_t b = 0; b < nb; b++) {
+            for (int e = 0; e < 32; e++) codes[b * 512 + (e / 4) * 64 + c * 4 + e % 4] = (uint8_t)(row[b].qs[e] ^ 0x80);
+            memcpy(d + b * 32 + 2 * c, &row[b].d, 2);
+        }
+    }
+}
+
 void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
     const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
     const int64_t nb = k / 32;
@@ -98,6 +114,7 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
         uint8_t *grp = (uint8_t *)data + (size_t)g * 16 * wrow;
         memcpy(tmp, grp, (size_t)(16 * wrow));
         if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
+        else if (t == SLM_Q8_0) repack_group_q8_0(tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
 }
@@ -106,6 +123,12 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
     const uint8_t *g = group;
     const int64_t nb = k / 32;
     uint16_t h;
+    if (rt == SLM_Q8_0_R16) {
+        for (int e = 0; e < 32; e++) q[e] = (int8_t)(g[b * 512 + (e / 4) * 64 + c * 4 + e % 4] ^ 0x80);
+        memcpy(&h, g + nb * 512 + b * 32 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
     if (rt == SLM_Q4_0_R16) {
         for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(g + b * 256, c, e) - 8);
         memcpy(&h, g + nb * 256 + b * 32 + 2 * c, 2);
@@ -128,7 +151,7 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
     const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
     if (!wrow) return 0;
     if (!slm_is_r16(t)) return slm_dequantize_row(t, (const uint8_t *)base + (size_t)j * wrow, y, k);
-    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16) return 0;
+    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16 && t != SLM_Q8_0_R16) return 0;
     const uint8_t *group = (const uint8_t *)base + (size_t)(j / 16) * 16 * wrow;
     for (int64_t b = 0; b < k / 32; b++) {
         int8_t q[32];

@@ -189,12 +189,12 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
         return SLM_OK;
     case SLM_T_EMBED: {
         const int32_t *ids = t->p[SLM_REF_SRC0];
-        const uint64_t wrow = slm_row_bytes(t->wtype, (uint64_t)t->n);
         for (int r = rr.begin; r < rr.end; r++) {
             int id = ids[r];
             if (id < 0 || id >= t->k) return SLM_ERR_ARG;
-            if (!slm_dequantize_row(t->wtype, (const uint8_t *)t->p[SLM_REF_SRC1] + (size_t)id * wrow,
-                                    row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n))
+            /* the table may be repacked (a tied embedding is also the LM head) */
+            if (!slm_dequantize_matrix_row(t->wtype, t->p[SLM_REF_SRC1], t->n, id,
+                                           row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r)))
                 return SLM_ERR_INTERNAL;
         }
         return SLM_OK;

@@ -149,7 +149,9 @@ slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype) {
     }
 }
 
-int slm_matmul_supported(uint32_t t) { return t == SLM_Q4_0_R16 || t == SLM_Q6_K_R16 || ref_dot_for(t) != NULL; }
+int slm_matmul_supported(uint32_t t) {
+    return t == SLM_Q4_0_R16 || t == SLM_Q6_K_R16 || t == SLM_Q8_0_R16 || ref_dot_for(t) != NULL;
+}
 
 int slm_qtype_kind(uint32_t t) {
     switch (t) {

@@ -662,14 +662,17 @@ static const mk2_fn k_mk2[3][4] = {
     {mk_avx2_1_2, mk_avx2_2_2, mk_avx2_3_2, mk_avx2_4_2},
 };
 
-/* ---- repacked weights (Q4_0_R16, Q6_K_R16; layout in common/repack.c) -------
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16; layout in common/repack.c) -
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
  * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
- * codes' offset (8, or 32 for Q6_K) is folded into the accumulator's start:
+ * codes' offset (8; 32 for Q6_K, 128 for Q8_0) is folded into the accumulator's start:
  * -offset * (sum of the activation codes of the half block). Q6_K keeps
  * one accumulator per half block (per-16 scales). Decode is R = 1. */
-AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int Q6) {
+/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16 */
+AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int TY) {
+    if (TY == 2) return _mm512_loadu_si512(lo + 64 * v);
+    const int Q6 = TY == 1;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i c = _mm512_loadu_si512(lo + 64 * (v / 2));
     __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
@@ -683,14 +686,14 @@ AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v
 }
 
 AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
-                                 const int Q6) {
-    const int k = mm->k, nb = k / 32;
+                                 const int TY) {
+    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256; /* code bytes per block */
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const uint8_t *lo = grp, *hi = grp + (size_t)nb * 256;
-    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * 256); /* Q4_0 block scales */
+    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * CB); /* Q4_0/Q8_0 block scales */
     const int8_t *sc = (const int8_t *)(grp + (size_t)nb * 384);     /* Q6_K sub-block scales */
     const uint16_t *ds = (const uint16_t *)(grp + (size_t)nb * 416); /* Q6_K super-block scales */
-    const int off = Q6 ? -32 : -8;
+    const int off = TY == 2 ? -128 : Q6 ? -32 : -8;
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
@@ -708,9 +711,9 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
                 ia[r] = _mm512_set1_epi32(off * (h[0] + h[1]));
             }
         }
-        const uint8_t *lb = lo + (size_t)b * 256, *hb = hi + (size_t)b * 128;
+        const uint8_t *lb = lo + (size_t)b * CB, *hb = hi + (size_t)b * 128;
         for (int v = 0; v < 8; v++) {
-            const __m512i w = r16_vec_avx512(lb, hb, v, Q6);
+            const __m512i w = r16_vec_avx512(lb, hb, v, TY);
             for (int r = 0; r < R; r++) {
                 const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
                 if (Q6 && v >= 4) ib[r] = _mm512_dpbusd_epi32(ib[r], w, xv);
@@ -737,41 +740,45 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
     for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(mm->y + (size_t)(i0 + r) * mm->ldy + j0, cm, acc[r]);
 }
 
-#define R16MK_AVX512(R, Q6)                                                                                  \
-    AVX512 static void r16_mk_avx512_##R##_##Q6(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm) { \
-        r16_mk_avx512(mm, qs, i0, j0, cm, R, Q6);                                                             \
+#define R16MK_AVX512(R, TY)                                                                                  \
+    AVX512 static void r16_mk_avx512_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm) { \
+        r16_mk_avx512(mm, qs, i0, j0, cm, R, TY);                                                             \
     }
-#define R16MK_AVX512_ALL(Q6) R16MK_AVX512(1, Q6) R16MK_AVX512(2, Q6) R16MK_AVX512(3, Q6) R16MK_AVX512(4, Q6) \
-    R16MK_AVX512(5, Q6) R16MK_AVX512(6, Q6) R16MK_AVX512(7, Q6) R16MK_AVX512(8, Q6)
+#define R16MK_AVX512_ALL(TY) R16MK_AVX512(1, TY) R16MK_AVX512(2, TY) R16MK_AVX512(3, TY) R16MK_AVX512(4, TY) \
+    R16MK_AVX512(5, TY) R16MK_AVX512(6, TY) R16MK_AVX512(7, TY) R16MK_AVX512(8, TY)
 R16MK_AVX512_ALL(0)
 R16MK_AVX512_ALL(1)
+R16MK_AVX512_ALL(2)
 
 typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
-static const r16mk512_fn k_r16mk512[2][8] = {
-    {r16_mk_avx512_1_0, r16_mk_avx512_2_0, r16_mk_avx512_3_0, r16_mk_avx512_4_0, r16_mk_avx512_5_0, r16_mk_avx512_6_0,
-     r16_mk_avx512_7_0, r16_mk_avx512_8_0},
-    {r16_mk_avx512_1_1, r16_mk_avx512_2_1, r16_mk_avx512_3_1, r16_mk_avx512_4_1, r16_mk_avx512_5_1, r16_mk_avx512_6_1,
-     r16_mk_avx512_7_1, r16_mk_avx512_8_1},
-};
+#define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
+                       r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY, r16_mk_avx512_7_##TY, r16_mk_avx512_8_##TY}
+static const r16mk512_fn k_r16mk512[3][8] = {R16ROW512(0), R16ROW512(1), R16ROW512(2)};
+
+static int r16_ty(uint32_t t) { return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : 0; }
 
 /* Groups of 16 columns over [n0, n1) (a group cut by the tile computes all
  * 16 and stores the tile's); rows in blocks of 8. */
 AVX512 static void r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
-    const int q6 = mm->wtype == SLM_Q6_K_R16;
+    const int ty = r16_ty(mm->wtype);
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
         const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
         const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
         for (int i0 = 0; i0 < mm->rows; i0 += 8) {
             const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
-            k_r16mk512[q6][nr - 1](mm, qs, i0, g0, cm);
+            k_r16mk512[ty][nr - 1](mm, qs, i0, g0, cm);
         }
     }
 }
 
 /* AVX2: a group is two halves of 8 columns (bytes 0..31 and 32..63 of each
  * 64-byte vector); maddubs (u8 weights x s8 activations; |sums| < 2^15) and
- * madd make the 32-bit dot of 4 elements. */
-AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, int half, int Q6) {
+ * madd make the 32-bit dot of 4 elements. Q8_0 codes would overflow that
+ * (255 * 127 * 2): they are made signed again and take the sign trick. */
+AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, int half, int TY) {
+    if (TY == 2)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(lo + 64 * v + 32 * half)), _mm256_set1_epi8((char)0x80));
+    const int Q6 = TY == 1;
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i c = _mm256_loadu_si256((const __m256i *)(lo + 64 * (v / 2) + 32 * half));
     __m256i w = (v & 1) ? _mm256_and_si256(_mm256_srli_epi16(c, 4), m4) : _mm256_and_si256(c, m4);
@@ -785,14 +792,14 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
 }
 
 AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
-                             const int Q6) {
-    const int k = mm->k, nb = k / 32;
+                             const int TY) {
+    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256;
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const uint8_t *lo = grp, *hi = grp + (size_t)nb * 256;
-    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * 256) + 8 * half;
+    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * CB) + 8 * half;
     const int8_t *sc = (const int8_t *)(grp + (size_t)nb * 384) + 8 * half;
     const uint16_t *ds = (const uint16_t *)(grp + (size_t)nb * 416) + 8 * half;
-    const int off = Q6 ? -32 : -8;
+    const int off = TY == 2 ? 0 : Q6 ? -32 : -8; /* Q8_0: signed codes, no offset */
     const __m256i ones = _mm256_set1_epi16(1);
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
@@ -811,12 +818,12 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
                 ia[r] = _mm256_set1_epi32(off * (h[0] + h[1]));
             }
         }
-        const uint8_t *lb = lo + (size_t)b * 256, *hb = hi + (size_t)b * 128;
+        const uint8_t *lb = lo + (size_t)b * CB, *hb = hi + (size_t)b * 128;
         for (int v = 0; v < 8; v++) {
-            const __m256i w = r16_vec_avx2(lb, hb, v, half, Q6);
+            const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = TY == 2 ? _mm256_abs_epi8(w) : w;
             for (int r = 0; r < R; r++) {
                 const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
-                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones);
+                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, TY == 2 ? _mm256_sign_epi8(xv, w) : xv), ones);
                 if (Q6 && v >= 4) ib[r] = _mm256_add_epi32(ib[r], t);
                 else ia[r] = _mm256_add_epi32(ia[r], t);
             }
@@ -844,22 +851,24 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
     }
 }
 
-#define R16MK_AVX2(R, Q6)                                                                                      \
-    AVX2 static void r16_mk_avx2_##R##_##Q6(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
+#define R16MK_AVX2(R, TY)                                                                                      \
+    AVX2 static void r16_mk_avx2_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
                                             int e) {                                                         \
-        r16_mk_avx2(mm, qs, i0, j0, half, a, e, R, Q6);                                                      \
+        r16_mk_avx2(mm, qs, i0, j0, half, a, e, R, TY);                                                      \
     }
 R16MK_AVX2(1, 0) R16MK_AVX2(2, 0) R16MK_AVX2(3, 0) R16MK_AVX2(4, 0)
 R16MK_AVX2(1, 1) R16MK_AVX2(2, 1) R16MK_AVX2(3, 1) R16MK_AVX2(4, 1)
+R16MK_AVX2(1, 2) R16MK_AVX2(2, 2) R16MK_AVX2(3, 2) R16MK_AVX2(4, 2)
 
 typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, int, int);
-static const r16mk2_fn k_r16mk2[2][4] = {
+static const r16mk2_fn k_r16mk2[3][4] = {
     {r16_mk_avx2_1_0, r16_mk_avx2_2_0, r16_mk_avx2_3_0, r16_mk_avx2_4_0},
     {r16_mk_avx2_1_1, r16_mk_avx2_2_1, r16_mk_avx2_3_1, r16_mk_avx2_4_1},
+    {r16_mk_avx2_1_2, r16_mk_avx2_2_2, r16_mk_avx2_3_2, r16_mk_avx2_4_2},
 };
 
 AVX2 static void r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
-    const int q6 = mm->wtype == SLM_Q6_K_R16;
+    const int q6 = r16_ty(mm->wtype);
     for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
         const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
         for (int i0 = 0; i0 < mm->rows; i0 += 4) {

@@ -195,16 +195,19 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
 
 /* ---- the compiler's weight layout ------------------------------------------- */
 
+/* Matrices a matmul reads: every 2-D tensor but an untied embedding table
+ * (only read by row, where the layout gains nothing). */
+static uint32_t repack_type_of(const slm_model_file *m, const slm_tensor *t) {
+    if (t->n_dims != 2) return 0;
+    if (!m->cfg.tied_embeddings && !strcmp(t->name, "token_embd.weight")) return 0;
+    return slm_repack_type(t->type, t->ne[0], t->ne[1]);
+}
+
 slm_status slm_model_repack(slm_model_file *m, slm_err *err) {
     if (!m->map.data) return SLM_OK; /* e.g. a Hugging Face folder: float weights, nothing to repack */
     const uint8_t *lo = m->map.data, *hi = lo + m->map.size;
     int any = 0;
-    for (int i = 0; i < m->n_tensors; i++) {
-        const slm_tensor *t = &m->tensors[i];
-        /* the embedding table is read by row (and is also the LM head when tied): left as is */
-        any |= t->n_dims == 2 && strcmp(t->name, "token_embd.weight") != 0 &&
-               slm_repack_type(t->type, t->ne[0], t->ne[1]) != 0;
-    }
+    for (int i = 0; i < m->n_tensors; i++) any |= repack_type_of(m, &m->tensors[i]) != 0;
     if (!any) return SLM_OK;
     if (mprotect(m->map.data, (size_t)m->map.size, PROT_READ | PROT_WRITE) != 0)
         return slm_errf(err, SLM_ERR_IO, "%s: cannot make the mapping writable to repack weights: %s",
@@ -212,8 +215,7 @@ slm_status slm_model_repack(slm_model_file *m, slm_err *err) {
     slm_status s = SLM_OK;
     for (int i = 0; i < m->n_tensors && !s; i++) {
         slm_tensor *t = &m->tensors[i];
-        const uint32_t rt = t->n_dims == 2 && strcmp(t->name, "token_embd.weight") != 0
-                                ? slm_repack_type(t->type, t->ne[0], t->ne[1]) : 0;
+        const uint32_t rt = repack_type_of(m, t);
         if (!rt) continue;
         const uint8_t *d = t->data;
         if (d < lo || d > hi || t->nbytes > (uint64_t)(hi - d)) {
@@ -237,6 +239,7 @@ int slm_matrix_type_supported(uint32_t t) {
     switch (t) {
     case SLM_F32: case SLM_F16: case SLM_BF16: case SLM_Q8_0: case SLM_Q4_0: case SLM_Q4_1:
     case SLM_Q4_K: case SLM_Q5_K: case SLM_Q6_K: case SLM_Q4_0_R16: case SLM_Q6_K_R16:
+    case SLM_Q8_0_R16:
         return 1;
     default:
         return 0;
