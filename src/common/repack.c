@@ -1,35 +1,37 @@
-/* Repacked matrices (SLM_Q4_0_R16, SLM_Q6_K_R16): the compiler's
- * kernel-friendly weight layout.
+/* Repacked matrices (SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16): the
+ * compiler's kernel-friendly weight layout.
  *
  * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
  * matrix multiply) form a group of 16 * row_bytes bytes at offset
- * 16g * row_bytes, the same bytes the rows take in the base type. Inside a
- * group, for k elements per row, nb = k / 32 blocks, ns = k / 256:
+ * 16g * row_bytes, the same bytes the rows take in the base type. A group is
+ * one sequence of blocks of 32 elements (k / 32 of them), each holding its
+ * codes and then its scales, so a kernel reads one stream of memory (a
+ * separate stream of scales measured half the DRAM bandwidth: the
+ * prefetchers follow one stream per group well, two poorly):
  *
- * Q4_0_R16
- *   u8  codes[nb][4][16][4]  block b, quad g, row c, byte e: the low nibble is
- *                            the code of element 8g + e, the high nibble that
- *                            of element 8g + 4 + e (codes 0..15; value =
- *                            d * (code - 8))
- *   f16 d[nb][16]            the block scales of the 16 rows
- * Q6_K_R16
- *   u8  lo[nb][4][16][4]     the low 4 bits of the codes, laid out as above
- *   u8  hi[nb][2][16][4]     block b, half h, row c, byte e: bits 2s..2s+1 are
- *                            the high 2 bits of element 16h + 4s + e (codes
- *                            0..63; value = d * sc * (code - 32))
- *   i8  sc[nb][2][16]        the scale of elements 16h .. 16h+15 of block b
- *   f16 d[ns][16]            the super-block scales
- * Q8_0_R16
- *   u8  codes[nb][8][16][4]  block b, vector v, row c, byte e: code of element
- *                            4v + e plus 128 (value = d * (code - 128))
- *   f16 d[nb][16]
+ * Q4_0_R16, 288 bytes per block
+ *   u8  codes[4][16][4]  quad g, row c, byte e: the low nibble is the code of
+ *                        element 8g + e, the high nibble that of element
+ *                        8g + 4 + e (codes 0..15; value = d * (code - 8))
+ *   f16 d[16]            the block scales of the 16 rows
+ * Q8_0_R16, 544 bytes per block
+ *   u8  codes[8][16][4]  vector v, row c, byte e: code of element 4v + e plus
+ *                        128 (value = d * (code - 128))
+ *   f16 d[16]
+ * Q6_K_R16, per super-block of 256 elements: f16 d[16] (the super-block
+ * scales), then 8 blocks of 416 bytes:
+ *   u8  lo[4][16][4]     the low 4 bits of the codes, laid out as Q4_0's
+ *   u8  hi[2][16][4]     half h, row c, byte e: bits 2s..2s+1 are the high 2
+ *                        bits of element 16h + 4s + e (codes 0..63; value =
+ *                        d * sc * (code - 32))
+ *   i8  sc[2][16]        the scale of elements 16h .. 16h+15 of the block
  *
  * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
- * vector v (0..7) of block b, elements 4v .. 4v+3, is the low (v even) or
+ * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
  * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
- * v / 4 moved to bits 4..5; for Q8_0 it is bytes 64v .. 64v+63. One dot-product instruction (VNNI dpbusd) then
- * advances 16 output columns by 4 elements, and the scales of 16 columns
- * are one vector load. */
+ * v / 4 moved to bits 4..5; for Q8_0 it is bytes 64v .. 64v+63. One
+ * dot-product instruction (VNNI dpbusd) then advances 16 output columns by
+ * 4 elements, and the scales of 16 columns are one vector load. */
 #include <string.h>
 
 #include "dtype.h"
@@ -67,42 +69,42 @@ static inline int get_nibble(const uint8_t *codes, int c, int e) {
 }
 
 static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
-    uint8_t *codes = dst, *d = dst + nb * 256;
     for (int c = 0; c < 16; c++) {
         const slm_block_q4_0 *row = (const slm_block_q4_0 *)(src + (size_t)c * wrow);
         for (int64_t b = 0; b < nb; b++) {
-            for (int e = 0; e < 32; e++) put_nibble(codes + b * 256, c, e, q4_0_code(&row[b], e));
-            memcpy(d + b * 32 + 2 * c, &row[b].d, 2);
+            uint8_t *blk = dst + b * 288;
+            for (int e = 0; e < 32; e++) put_nibble(blk, c, e, q4_0_code(&row[b], e));
+            memcpy(blk + 256 + 2 * c, &row[b].d, 2);
         }
     }
 }
 
 static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
     const int64_t ns = nb / 8;
-    uint8_t *lo = dst, *hi = dst + nb * 256, *sc = dst + nb * 384, *d = dst + nb * 416;
-    memset(hi, 0, (size_t)nb * 128);
+    for (int64_t s = 0; s < ns; s++) memset(dst + s * 3360, 0, 3360);
     for (int c = 0; c < 16; c++) {
         const slm_block_q6_K *row = (const slm_block_q6_K *)(src + (size_t)c * wrow);
         for (int64_t s = 0; s < ns; s++) {
+            uint8_t *sup = dst + s * 3360;
+            memcpy(sup + 2 * c, &row[s].d, 2);
             for (int i = 0; i < 256; i++) {
-                const int64_t b = s * 8 + i / 32;
+                uint8_t *blk = sup + 32 + (i / 32) * 416;
                 const int e = i % 32, code = q6_k_code(&row[s], i);
-                put_nibble(lo + b * 256, c, e, code & 0xF);
-                hi[b * 128 + (e / 16) * 64 + c * 4 + e % 4] |= (uint8_t)((code >> 4) << (2 * ((e / 4) % 4)));
+                put_nibble(blk, c, e, code & 0xF);
+                blk[256 + (e / 16) * 64 + c * 4 + e % 4] |= (uint8_t)((code >> 4) << (2 * ((e / 4) % 4)));
             }
-            for (int h = 0; h < 16; h++) sc[(s * 8 + h / 2) * 32 + (h % 2) * 16 + c] = (uint8_t)row[s].scales[h];
-            memcpy(d + s * 32 + 2 * c, &row[s].d, 2);
+            for (int h = 0; h < 16; h++) sup[32 + (h / 2) * 416 + 384 + (h % 2) * 16 + c] = (uint8_t)row[s].scales[h];
         }
     }
 }
 
 static void repack_group_q8_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
-    uint8_t *codes = dst, *d = dst + nb * 512;
     for (int c = 0; c < 16; c++) {
         const slm_block_q8_0 *row = (const slm_block_q8_0 *)(src + (size_t)c * wrow);
         for (int64_t b = 0; b < nb; b++) {
-            for (int e = 0; e < 32; e++) codes[b * 512 + (e / 4) * 64 + c * 4 + e % 4] = (uint8_t)(row[b].qs[e] ^ 0x80);
-            memcpy(d + b * 32 + 2 * c, &row[b].d, 2);
+            uint8_t *blk = dst + b * 544;
+            for (int e = 0; e < 32; e++) blk[(e / 4) * 64 + c * 4 + e % 4] = (uint8_t)(row[b].qs[e] ^ 0x80);
+            memcpy(blk + 512 + 2 * c, &row[b].d, 2);
         }
     }
 }
@@ -121,28 +123,30 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
 
 void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]) {
     const uint8_t *g = group;
-    const int64_t nb = k / 32;
+    (void)k;
     uint16_t h;
     if (rt == SLM_Q8_0_R16) {
-        for (int e = 0; e < 32; e++) q[e] = (int8_t)(g[b * 512 + (e / 4) * 64 + c * 4 + e % 4] ^ 0x80);
-        memcpy(&h, g + nb * 512 + b * 32 + 2 * c, 2);
+        const uint8_t *blk = g + b * 544;
+        for (int e = 0; e < 32; e++) q[e] = (int8_t)(blk[(e / 4) * 64 + c * 4 + e % 4] ^ 0x80);
+        memcpy(&h, blk + 512 + 2 * c, 2);
         d[0] = d[1] = slm_f16_to_f32(h);
         return;
     }
     if (rt == SLM_Q4_0_R16) {
-        for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(g + b * 256, c, e) - 8);
-        memcpy(&h, g + nb * 256 + b * 32 + 2 * c, 2);
+        const uint8_t *blk = g + b * 288;
+        for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(blk, c, e) - 8);
+        memcpy(&h, blk + 256 + 2 * c, 2);
         d[0] = d[1] = slm_f16_to_f32(h);
         return;
     }
-    const uint8_t *hi = g + nb * 256 + b * 128;
+    const uint8_t *sup = g + (b / 8) * 3360, *blk = sup + 32 + (b % 8) * 416;
     for (int e = 0; e < 32; e++) {
-        const int high = (hi[(e / 16) * 64 + c * 4 + e % 4] >> (2 * ((e / 4) % 4))) & 3;
-        q[e] = (int8_t)((get_nibble(g + b * 256, c, e) | high << 4) - 32);
+        const int high = (blk[256 + (e / 16) * 64 + c * 4 + e % 4] >> (2 * ((e / 4) % 4))) & 3;
+        q[e] = (int8_t)((get_nibble(blk, c, e) | high << 4) - 32);
     }
-    memcpy(&h, g + nb * 416 + (b / 8) * 32 + 2 * c, 2);
+    memcpy(&h, sup + 2 * c, 2);
     const float dd = slm_f16_to_f32(h);
-    const int8_t *sc = (const int8_t *)(g + nb * 384 + b * 32);
+    const int8_t *sc = (const int8_t *)(blk + 384);
     d[0] = dd * sc[c];
     d[1] = dd * sc[16 + c];
 }

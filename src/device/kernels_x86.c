@@ -689,10 +689,6 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
                                  const int TY) {
     const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256; /* code bytes per block */
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    const uint8_t *lo = grp, *hi = grp + (size_t)nb * 256;
-    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * CB); /* Q4_0/Q8_0 block scales */
-    const int8_t *sc = (const int8_t *)(grp + (size_t)nb * 384);     /* Q6_K sub-block scales */
-    const uint16_t *ds = (const uint16_t *)(grp + (size_t)nb * 416); /* Q6_K super-block scales */
     const int off = TY == 2 ? -128 : Q6 ? -32 : -8;
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
@@ -711,7 +707,9 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
                 ia[r] = _mm512_set1_epi32(off * (h[0] + h[1]));
             }
         }
-        const uint8_t *lb = lo + (size_t)b * CB, *hb = hi + (size_t)b * 128;
+        /* the block: codes, then scales (Q6_K: after each super-block's d[16]) */
+        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        const uint8_t *hb = lb + 256;
         for (int v = 0; v < 8; v++) {
             const __m512i w = r16_vec_avx512(lb, hb, v, TY);
             for (int r = 0; r < R; r++) {
@@ -721,9 +719,9 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
             }
         }
         if (Q6) {
-            if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(ds + (size_t)(b / 8) * 16)));
-            const __m128i s01 = _mm_loadu_si128((const __m128i *)(sc + (size_t)b * 32));
-            const __m128i s11 = _mm_loadu_si128((const __m128i *)(sc + (size_t)b * 32 + 16));
+            if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + (size_t)(b / 8) * 3360)));
+            const __m128i s01 = _mm_loadu_si128((const __m128i *)(lb + 384));
+            const __m128i s11 = _mm_loadu_si128((const __m128i *)(lb + 400));
             const __m512 d0 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s01)));
             const __m512 d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s11)));
             for (int r = 0; r < R; r++) {
@@ -731,7 +729,7 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
                 acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
             }
         } else {
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(dq + (size_t)b * 16)));
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB)));
             for (int r = 0; r < R; r++)
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), _mm512_mul_ps(d, _mm512_set1_ps(xd[(size_t)r * nb + b])),
                                          acc[r]);
@@ -795,10 +793,6 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
                              const int TY) {
     const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256;
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    const uint8_t *lo = grp, *hi = grp + (size_t)nb * 256;
-    const uint16_t *dq = (const uint16_t *)(grp + (size_t)nb * CB) + 8 * half;
-    const int8_t *sc = (const int8_t *)(grp + (size_t)nb * 384) + 8 * half;
-    const uint16_t *ds = (const uint16_t *)(grp + (size_t)nb * 416) + 8 * half;
     const int off = TY == 2 ? 0 : Q6 ? -32 : -8; /* Q8_0: signed codes, no offset */
     const __m256i ones = _mm256_set1_epi16(1);
     const uint8_t *xq = qs->q + (size_t)i0 * k;
@@ -818,7 +812,8 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
                 ia[r] = _mm256_set1_epi32(off * (h[0] + h[1]));
             }
         }
-        const uint8_t *lb = lo + (size_t)b * CB, *hb = hi + (size_t)b * 128;
+        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        const uint8_t *hb = lb + 256;
         for (int v = 0; v < 8; v++) {
             const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = TY == 2 ? _mm256_abs_epi8(w) : w;
             for (int r = 0; r < R; r++) {
@@ -829,15 +824,17 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
             }
         }
         if (Q6) {
-            if (b % 8 == 0) dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(ds + (size_t)(b / 8) * 16)));
-            const __m256 d0 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + (size_t)b * 32)))));
-            const __m256 d1 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + (size_t)b * 32 + 16)))));
+            if (b % 8 == 0)
+                dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
+            const uint8_t *sc = lb + 384 + 8 * half;
+            const __m256 d0 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+            const __m256 d1 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
             for (int r = 0; r < R; r++) {
                 const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), d1, _mm256_mul_ps(_mm256_cvtepi32_ps(ia[r]), d0));
                 acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
             }
         } else {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(dq + (size_t)b * 16)));
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
             for (int r = 0; r < R; r++)
                 acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(d, _mm256_set1_ps(xd[(size_t)r * nb + b])),
                                          acc[r]);
