@@ -44,36 +44,28 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     return 0;
 }
 
-static inline int q4_0_code(const slm_block_q4_0 *x, int e) {
-    return e < 16 ? x->qs[e] & 0xF : x->qs[e - 16] >> 4;
-}
-
-/* Code (0..63) of element i (0..255) of a Q6_K super-block. */
-static inline int q6_k_code(const slm_block_q6_K *x, int i) {
-    const int s = i / 32, l = i % 32, H = s / 4, Q = s % 4;
-    const int lo = (x->ql[64 * H + (Q & 1) * 32 + l] >> ((Q >> 1) * 4)) & 0xF;
-    const int hi = (x->qh[32 * H + l] >> (2 * Q)) & 3;
-    return lo | hi << 4;
-}
-
 /* Element e (0..31) of a block sits in quad (e / 8), nibble (e / 4) & 1, byte e % 4. */
-static inline void put_nibble(uint8_t *codes, int c, int e, int code) {
-    uint8_t *p = codes + (e / 8) * 64 + c * 4 + e % 4;
-    if ((e / 4) & 1) *p = (uint8_t)((*p & 0x0F) | code << 4);
-    else *p = (uint8_t)((*p & 0xF0) | code);
-}
-
 static inline int get_nibble(const uint8_t *codes, int c, int e) {
     const uint8_t v = codes[(e / 8) * 64 + c * 4 + e % 4];
     return ((e / 4) & 1) ? v >> 4 : v & 0xF;
+}
+
+/* Row c's 32 codes (4 bits each, in the low bits of q) into a block's quads. */
+static inline void put_nibbles(uint8_t *blk, int c, const uint8_t q[32]) {
+    for (int g = 0; g < 4; g++)
+        for (int e = 0; e < 4; e++) blk[g * 64 + c * 4 + e] = (uint8_t)((q[8 * g + e] & 0xF) | (q[8 * g + 4 + e] & 0xF) << 4);
 }
 
 static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
     for (int c = 0; c < 16; c++) {
         const slm_block_q4_0 *row = (const slm_block_q4_0 *)(src + (size_t)c * wrow);
         for (int64_t b = 0; b < nb; b++) {
-            uint8_t *blk = dst + b * 288;
-            for (int e = 0; e < 32; e++) put_nibble(blk, c, e, q4_0_code(&row[b], e));
+            uint8_t *blk = dst + b * 288, q[32];
+            for (int e = 0; e < 16; e++) {
+                q[e] = row[b].qs[e] & 0xF;
+                q[e + 16] = row[b].qs[e] >> 4;
+            }
+            put_nibbles(blk, c, q);
             memcpy(blk + 256 + 2 * c, &row[b].d, 2);
         }
     }
@@ -81,19 +73,33 @@ static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uin
 
 static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
     const int64_t ns = nb / 8;
-    for (int64_t s = 0; s < ns; s++) memset(dst + s * 3360, 0, 3360);
     for (int c = 0; c < 16; c++) {
         const slm_block_q6_K *row = (const slm_block_q6_K *)(src + (size_t)c * wrow);
         for (int64_t s = 0; s < ns; s++) {
-            uint8_t *sup = dst + s * 3360;
-            memcpy(sup + 2 * c, &row[s].d, 2);
-            for (int i = 0; i < 256; i++) {
-                uint8_t *blk = sup + 32 + (i / 32) * 416;
-                const int e = i % 32, code = q6_k_code(&row[s], i);
-                put_nibble(blk, c, e, code & 0xF);
-                blk[256 + (e / 16) * 64 + c * 4 + e % 4] |= (uint8_t)((code >> 4) << (2 * ((e / 4) % 4)));
+            const slm_block_q6_K *x = &row[s];
+            uint8_t *sup = dst + s * 3360, q[256];
+            memcpy(sup + 2 * c, &x->d, 2);
+            for (int H = 0; H < 2; H++) /* the codes in element order (as the dequantizer reads them) */
+                for (int l = 0; l < 32; l++) {
+                    const uint8_t *ql = x->ql + 64 * H, qh = x->qh[32 * H + l];
+                    q[128 * H + l] = (uint8_t)((ql[l] & 0xF) | (qh & 3) << 4);
+                    q[128 * H + l + 32] = (uint8_t)((ql[l + 32] & 0xF) | ((qh >> 2) & 3) << 4);
+                    q[128 * H + l + 64] = (uint8_t)((ql[l] >> 4) | ((qh >> 4) & 3) << 4);
+                    q[128 * H + l + 96] = (uint8_t)((ql[l + 32] >> 4) | ((qh >> 6) & 3) << 4);
+                }
+            for (int bb = 0; bb < 8; bb++) {
+                uint8_t *blk = sup + 32 + bb * 416;
+                const uint8_t *qb = q + 32 * bb;
+                put_nibbles(blk, c, qb);
+                for (int h = 0; h < 2; h++)
+                    for (int e = 0; e < 4; e++) {
+                        uint8_t v = 0;
+                        for (int f = 0; f < 4; f++) v |= (uint8_t)((qb[16 * h + 4 * f + e] >> 4) << (2 * f));
+                        blk[256 + h * 64 + c * 4 + e] = v;
+                    }
+                blk[384 + c] = (uint8_t)x->scales[2 * bb];
+                blk[400 + c] = (uint8_t)x->scales[2 * bb + 1];
             }
-            for (int h = 0; h < 16; h++) sup[32 + (h / 2) * 416 + 384 + (h % 2) * 16 + c] = (uint8_t)row[s].scales[h];
         }
     }
 }
@@ -103,7 +109,8 @@ static void repack_group_q8_0(const uint8_t *src, uint64_t wrow, int64_t nb, uin
         const slm_block_q8_0 *row = (const slm_block_q8_0 *)(src + (size_t)c * wrow);
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *blk = dst + b * 544;
-            for (int e = 0; e < 32; e++) blk[(e / 4) * 64 + c * 4 + e % 4] = (uint8_t)(row[b].qs[e] ^ 0x80);
+            for (int v = 0; v < 8; v++)
+                for (int e = 0; e < 4; e++) blk[v * 64 + c * 4 + e] = (uint8_t)(row[b].qs[4 * v + e] ^ 0x80);
             memcpy(blk + 512 + 2 * c, &row[b].d, 2);
         }
     }

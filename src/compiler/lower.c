@@ -285,7 +285,12 @@ static int matmul_tile(lower_ctx *c, int n, int k, uint32_t wtype) {
     uint64_t row = slm_row_bytes(wtype, (uint64_t)k);
     if (!row) row = (uint64_t)k * 4;
     uint64_t total = row * (uint64_t)n;
-    const uint64_t budget = (uint64_t)(c->opt->tile_kb > 0 ? c->opt->tile_kb : 256) << 10;
+    uint64_t budget = (uint64_t)(c->opt->tile_kb > 0 ? c->opt->tile_kb : 256) << 10;
+    /* One input row (generate): the panel streams through once and is not
+     * reused, so the budget only sets how many tasks share the matrix; 8x
+     * (by default the whole L2) measured ~8% faster decode on TinyLlama
+     * Q4_0 than 1x (fewer claims, fewer restarts of the prefetchers). */
+    if (c->g->rows_t == 1) budget *= 8;
     uint64_t nt = (total + budget - 1) / budget;
     const uint64_t min_tiles = 1;
     if (nt < min_tiles) nt = min_tiles;
