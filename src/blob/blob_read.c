@@ -335,8 +335,12 @@ static slm_status check_task(pctx *q, int ti) {
     uint64_t ext;
     slm_status s;
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
-    if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX))
+    if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
+                               SLM_TF_PRE_SWIGLU))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
+    const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
+    if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
+    if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
     if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE) return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
     if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
@@ -385,6 +389,13 @@ static slm_status check_task(pctx *q, int ti) {
              slm_dtype_name(t->wtype));
         MAT(R, SLM_REF_SRC0, (uint64_t)t->k, 0);
         REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
+        if (pre == SLM_TF_PRE_NORM) { /* rmsnorm gains: k floats in the weights */
+            NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): norm gains must be in the weights", ti, op);
+            NEED(t->f0 >= 0.0f && t->f0 < 1.0f, "task %d (%s): eps %g out of range", ti, op, (double)t->f0);
+            REF(SLM_REF_SRC2, (uint64_t)t->k * 4, 0);
+        } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
+            MAT(R, SLM_REF_SRC2, (uint64_t)t->k, 0);
+        }
         MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
         break;
     }

@@ -131,6 +131,11 @@ void slm_compiled_free(slm_compiled *c);
 slm_status slm_pass_state_to_io(slm_graph *g, slm_err *err);
 slm_status slm_pass_specialize(slm_graph *g, int rows_t, int rows_c, slm_err *err);
 slm_status slm_pass_last_row(slm_graph *g, slm_err *err);
+/* Vertical fusion: an RMSNorm or SwiGLU whose every consumer is a matmul
+ * (reading it as in[0]) becomes those matmuls' input prologue and leaves
+ * the graph: one stage and one barrier fewer, and its output never goes
+ * through memory. */
+slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err);
 /* Cut the LM head off: the logits output becomes a `hidden` output of the
  * final norm's rows. */
 slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);

@@ -347,6 +347,14 @@ static slm_status lower_node(lower_ctx *c, int i) {
             t->flags = row_flags(c, i);
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
             if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+            if (nd->pre == SLM_OP_RMSNORM) {
+                t->flags |= SLM_TF_PRE_NORM;
+                t->f0 = nd->eps;
+                if ((s = ref_weight(c, nd->weight2, &t->ref[SLM_REF_SRC2]))) return s;
+            } else if (nd->pre == SLM_OP_SWIGLU) {
+                t->flags |= SLM_TF_PRE_SWIGLU;
+                t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[1]);
+            }
             t->ref[SLM_REF_DST] = ref_node(c, i);
         }
         return SLM_OK;
@@ -522,6 +530,8 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");
+        if (t->flags & SLM_TF_PRE_NORM) fprintf(f, " pre=rmsnorm(s0,s2)");
+        if (t->flags & SLM_TF_PRE_SWIGLU) fprintf(f, " pre=swiglu(s0,s2)");
         if (t->window) fprintf(f, " window=%d", t->window);
         static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
         for (int k = 0; k < SLM_TASK_NREF; k++) {
@@ -587,6 +597,7 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
     if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
     if (kind != SLM_PROG_VERIFY && (s = slm_pass_last_row(&p->graph, err))) return s;
     if (c->opt.lm_head_separate && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
+    if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
     return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
 }
 

@@ -124,6 +124,40 @@ slm_status slm_pass_last_row(slm_graph *g, slm_err *err) {
     return SLM_OK;
 }
 
+slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
+    (void)err;
+    for (int f = 0; f < g->n_nodes; f++) {
+        slm_node *F = &g->nodes[f];
+        if (F->dead || (F->op != SLM_OP_RMSNORM && F->op != SLM_OP_SWIGLU)) continue;
+        int ok = 1, users = 0;
+        for (int i = 0; i < g->n_nodes && ok; i++) {
+            const slm_node *u = &g->nodes[i];
+            if (u->dead) continue;
+            for (int k = 0; k < u->n_in; k++) {
+                if (u->in[k] != f) continue;
+                users++;
+                if (u->op != SLM_OP_MATMUL || k != 0 || u->pre || u->rows != F->rows) ok = 0;
+            }
+        }
+        if (!ok || !users) continue;
+        for (int i = 0; i < g->n_nodes; i++) {
+            slm_node *u = &g->nodes[i];
+            if (u->dead || u->op != SLM_OP_MATMUL || u->n_in < 1 || u->in[0] != f) continue;
+            u->pre = F->op;
+            u->in[0] = F->in[0];
+            if (F->op == SLM_OP_SWIGLU) {
+                u->in[1] = F->in[1];
+                u->n_in = 2;
+            } else {
+                u->weight2 = F->weight;
+                u->eps = F->eps;
+            }
+        }
+        F->dead = 1;
+    }
+    return SLM_OK;
+}
+
 slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err) {
     int out = -1;
     for (int i = 0; i < g->n_nodes; i++)

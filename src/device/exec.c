@@ -110,7 +110,7 @@ static inline float *row_f(void *base, const slm_ref *r, int row) {
 typedef struct xmemo {
     const float *x;
     size_t ldx;
-    int k, rows, cls;
+    int k, rows, cls, pre;
 } xmemo;
 
 /* The scratch's activation format: 0 none (float weights), 1 the int8
@@ -121,8 +121,10 @@ static int quant_class(uint32_t wtype) {
 }
 
 /* A matrix task: output columns [n0, n1) for every row of rr, as one
- * slm_mm call (the kernel set quantizes/packs into the thread's scratch). */
-static void run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, void *scratch, xmemo *memo) {
+ * slm_mm call (the kernel set quantizes/packs into the thread's scratch).
+ * A fused input prologue (RMSNorm or SwiGLU) first writes the rows it
+ * makes into the front of the scratch; the kernel's scratch follows. */
+static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, void *scratch, xmemo *memo) {
     const int one = (t->flags & SLM_TF_ONE_ROW) != 0;
     const int sr0 = one || (t->flags & SLM_TF_SRC_COMPACT) ? 0 : rr.begin;
     const int dr0 = (t->flags & SLM_TF_DST_COMPACT) ? 0 : (one ? 0 : rr.begin);
@@ -140,26 +142,45 @@ static void run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, voi
         .ldy = t->ref[SLM_REF_DST].ld,
         .scratch = scratch,
     };
-    if (mm.rows <= 0) return;
+    if (mm.rows <= 0) return SLM_OK;
+    const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
+    if (pre && !scratch) return SLM_ERR_INTERNAL; /* the pool sizes scratch for it */
+    const int cls = quant_class(t->wtype);
+    const float *x0 = mm.x;
+    int hit = 0;
+    if (memo && scratch && (cls || pre)) {
+        hit = memo->x == x0 && memo->ldx == mm.ldx && memo->k == mm.k && memo->rows == mm.rows && memo->cls == cls &&
+              memo->pre == pre;
+        *memo = (xmemo){x0, mm.ldx, mm.k, mm.rows, cls, pre};
+    }
+    if (pre) {
+        float *px = scratch;
+        const size_t bytes = ((size_t)mm.rows * (size_t)mm.k * sizeof(float) + 63) & ~(size_t)63;
+        if (!hit)
+            for (int i = 0; i < mm.rows; i++) {
+                const float *xi = x0 + (size_t)i * mm.ldx;
+                if (pre == SLM_TF_PRE_NORM) slm_k_rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
+                else slm_k_swiglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
+            }
+        mm.x = px;
+        mm.ldx = (size_t)mm.k;
+        mm.scratch = (uint8_t *)scratch + bytes;
+    }
     if (!scratch && slm_matmul_scratch_bytes(t->wtype, t->k, mm.rows) > 0) {
         /* no scratch (a pool-less run): float dot products */
         if (slm_is_r16(t->wtype)) {
             slm_kernels_ref()->matmul(&mm);
-            return;
+            return SLM_OK;
         }
         slm_dot_fn dot = slm_dot_for(ks, t->wtype);
         for (int i = 0; i < mm.rows; i++)
             for (int j = mm.n0; j < mm.n1; j++)
                 mm.y[(size_t)i * mm.ldy + j] = dot((const uint8_t *)mm.w + (size_t)j * mm.wrow, mm.x + (size_t)i * mm.ldx, mm.k);
-        return;
+        return SLM_OK;
     }
-    const int cls = quant_class(t->wtype);
-    if (memo && cls) {
-        mm.xq_ready = memo->x == mm.x && memo->ldx == mm.ldx && memo->k == mm.k && memo->rows == mm.rows &&
-                      memo->cls == cls;
-        *memo = (xmemo){mm.x, mm.ldx, mm.k, mm.rows, cls};
-    }
+    mm.xq_ready = hit && cls;
     ks->matmul(&mm);
+    return SLM_OK;
 }
 
 /* RoPE in the "neox" layout (Qwen2, GPT-NeoX): pair i is (i, i + d/2). */
@@ -205,8 +226,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
                           row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n, t->f0);
         return SLM_OK;
     case SLM_T_MATMUL:
-        run_matmul(t, rr, ks, scratch, memo);
-        return SLM_OK;
+        return run_matmul(t, rr, ks, scratch, memo);
     case SLM_T_ROPE: {
         const int32_t *pos = t->p[SLM_REF_SRC1];
         const float *table = t->p[SLM_REF_SRC2];

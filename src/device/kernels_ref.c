@@ -346,5 +346,9 @@ void slm_k_attention_head(const float *q, const float *K, const float *V, int ld
 
 size_t slm_task_scratch_bytes(const struct slm_task *t) {
     if (t->op != SLM_T_MATMUL) return 0;
-    return slm_matmul_scratch_bytes(t->wtype, t->k, (t->flags & SLM_TF_ONE_ROW) ? 1 : (t->m > 0 ? t->m : 1));
+    const int rows = (t->flags & SLM_TF_ONE_ROW) ? 1 : (t->m > 0 ? t->m : 1);
+    size_t pre = 0; /* a fused prologue's rows, in front of the kernel's scratch */
+    if (t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU))
+        pre = ((size_t)rows * (size_t)(t->k > 0 ? t->k : 0) * sizeof(float) + 63) & ~(size_t)63;
+    return pre + slm_matmul_scratch_bytes(t->wtype, t->k, rows);
 }

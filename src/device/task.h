@@ -54,6 +54,8 @@ typedef enum slm_space {
 #define SLM_TF_DST_COMPACT 0x2 /* dst row index = r - row_begin (present.* views) */
 #define SLM_TF_SRC_COMPACT 0x4 /* src0 row index = r - row_begin */
 #define SLM_TF_NEOX 0x8        /* ROPE: rotate (i, i + c/2) instead of (2i, 2i+1) */
+#define SLM_TF_PRE_NORM 0x10   /* MATMUL: the input is rmsnorm(src0) * src2 (weights, k floats), eps f0 */
+#define SLM_TF_PRE_SWIGLU 0x20 /* MATMUL: the input is silu(src0) * src2 (same rows and ld as src0) */
 
 typedef struct slm_ref {
     uint8_t space;    /* slm_space */

@@ -101,6 +101,9 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
             if (n->window) fprintf(f, " window=%d", n->window);
         }
         if (n->op == SLM_OP_RMSNORM) fprintf(f, "  eps=%g", n->eps);
+        if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_RMSNORM)
+            fprintf(f, "  pre=rmsnorm(%s, eps=%g)", n->weight2 ? n->weight2->name : "?", n->eps);
+        if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");
         fprintf(f, "\n");
     }
 }

@@ -75,8 +75,13 @@ typedef struct slm_node {
     int heads, kv_heads, head_dim; /* ROPE/ATTENTION */
     int neox;          /* ROPE: rotate (i, i + head_dim/2) instead of (2i, 2i+1) */
     int window;        /* ATTENTION: sliding window in rows (0 = unlimited) */
-    float eps;         /* RMSNORM */
+    float eps;         /* RMSNORM, and MATMUL with pre == SLM_OP_RMSNORM */
     int dead;          /* removed by a pass */
+    /* MATMUL input prologue (pass fuse_prologues): 0, or SLM_OP_RMSNORM (the
+     * matmul multiplies rmsnorm(in[0]) * weight2 with eps) or SLM_OP_SWIGLU
+     * (silu(in[0]) * in[1]), computed in the matmul's input pass */
+    slm_op pre;
+    const slm_tensor *weight2;
 } slm_node;
 
 typedef struct slm_graph {
