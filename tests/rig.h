@@ -14,11 +14,12 @@ typedef struct rig {
     int ok;
 } rig;
 
-/* Open path, compile with o, start a one-thread runtime. 1 on success. */
+/* Open path (repacking its weights as the engine does), compile with o,
+ * start a one-thread runtime. 1 on success. */
 static inline int rig_open_opts(rig *r, const char *path, slm_compile_options o) {
     memset(r, 0, sizeof *r);
     slm_err err = {0};
-    if (slm_model_open(&r->m, path, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
+    if (slm_model_open(&r->m, path, &err) || slm_model_repack(&r->m, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
         slm_rt_init(&r->rt, &r->c, r->m.map.data, 1, &err)) {
         CHECKF(0, "%s: %s", path, err.msg);
         slm_compiled_free(&r->c);

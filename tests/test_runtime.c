@@ -160,6 +160,16 @@ static void test_dumps_show_stages(void) {
     slm_info in;
     slm_get_info(e, &in);
     CHECK(in.prefill_tasks > in.n_layers * 10 && in.generate_tasks > in.n_layers * 10);
+    /* vertical fusion: every RMSNorm and SwiGLU runs as a matmul's input prologue */
+    buf = NULL;
+    f = open_memstream(&buf, &len);
+    CHECK(slm_dump(e, "tasks", f) == SLM_OK);
+    fclose(f);
+    CHECK(buf && strstr(buf, "pre=rmsnorm(s0,s2)") && strstr(buf, "pre=swiglu(s0,s2)"));
+    CHECK(buf && !strstr(buf, " rmsnorm ") && !strstr(buf, " swiglu "));
+    /* and every RoPE as the Q/K matmul's epilogue */
+    CHECK(buf && strstr(buf, "post=rope(s3,s4)") && !strstr(buf, " rope "));
+    free(buf);
     slm_free(e);
 }
 

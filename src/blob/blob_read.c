@@ -336,12 +336,15 @@ static slm_status check_task(pctx *q, int ti) {
     slm_status s;
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
-                               SLM_TF_PRE_SWIGLU))
+                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
     if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
     if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
-    if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE) return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
+    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0;
+    if (post_rope && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): a rope epilogue on a non-matmul task", ti, op);
+    if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE && !post_rope)
+        return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
     if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
@@ -395,6 +398,15 @@ static slm_status check_task(pctx *q, int ti) {
             REF(SLM_REF_SRC2, (uint64_t)t->k * 4, 0);
         } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
             MAT(R, SLM_REF_SRC2, (uint64_t)t->k, 0);
+        }
+        if (post_rope) { /* as a ROPE task over the tile's columns */
+            const int unit = (t->flags & SLM_TF_NEOX) ? t->c : 2;
+            NEED(t->c >= 2 && t->c % 2 == 0 && t->c / 2 == q->r->c->consts.rope_pairs, "task %d (%s): head_dim c %d != 2 x rope_pairs", ti, op, t->c);
+            NEED(t->n % t->c == 0 && t->n0 % unit == 0 && (t->n1 % unit == 0),
+                 "task %d (%s): tile [%d,%d) of width %d cuts a rotation (head_dim %d)", ti, op, t->n0, t->n1, t->n, t->c);
+            NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_CONST, "task %d (%s): src4 must be the constants", ti, op);
+            REF(SLM_REF_SRC3, R * 4, 0);
+            REF(SLM_REF_SRC4, q->r->const_bytes, 0);
         }
         MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
         break;

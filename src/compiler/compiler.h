@@ -136,6 +136,11 @@ slm_status slm_pass_last_row(slm_graph *g, slm_err *err);
  * the graph: one stage and one barrier fewer, and its output never goes
  * through memory. */
 slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err);
+/* Vertical fusion: a RoPE applied to a matmul's output (its only use)
+ * becomes the matmul's epilogue, rotating each tile's columns as they are
+ * computed (matmul -> RoPE -> attention without a stage between the first
+ * two). */
+slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err);
 /* Cut the LM head off: the logits output becomes a `hidden` output of the
  * final norm's rows. */
 slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);

@@ -337,6 +337,11 @@ static slm_status lower_node(lower_ctx *c, int i) {
     case SLM_OP_MATMUL: {
         int n = nd->cols, k = c->g->nodes[nd->in[0]].cols;
         int tile = matmul_tile(c, n, k, nd->weight->type);
+        if (nd->post == SLM_OP_ROPE) { /* a tile holds whole rotation pairs: whole heads for neox */
+            const int unit = nd->neox ? nd->head_dim : 2;
+            tile = (tile + unit - 1) / unit * unit;
+            if (tile > n) tile = n;
+        }
         for (int n0 = 0; n0 < n; n0 += tile) {
             if (!(t = new_task(c, SLM_T_MATMUL, nd->layer))) return SLM_ERR_NOMEM;
             t->wtype = (uint8_t)nd->weight->type;
@@ -354,6 +359,12 @@ static slm_status lower_node(lower_ctx *c, int i) {
             } else if (nd->pre == SLM_OP_SWIGLU) {
                 t->flags |= SLM_TF_PRE_SWIGLU;
                 t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[1]);
+            }
+            if (nd->post == SLM_OP_ROPE) {
+                t->flags |= SLM_TF_POST_ROPE | (nd->neox ? SLM_TF_NEOX : 0);
+                t->c = nd->head_dim;
+                t->ref[SLM_REF_SRC3] = ref_node(c, nd->in[nd->post_in]);
+                t->ref[SLM_REF_SRC4].space = SLM_SPACE_CONST;
             }
             t->ref[SLM_REF_DST] = ref_node(c, i);
         }
@@ -532,6 +543,7 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");
         if (t->flags & SLM_TF_PRE_NORM) fprintf(f, " pre=rmsnorm(s0,s2)");
         if (t->flags & SLM_TF_PRE_SWIGLU) fprintf(f, " pre=swiglu(s0,s2)");
+        if (t->flags & SLM_TF_POST_ROPE) fprintf(f, " post=rope(s3,s4)");
         if (t->window) fprintf(f, " window=%d", t->window);
         static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
         for (int k = 0; k < SLM_TASK_NREF; k++) {
@@ -598,6 +610,7 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
     if (kind != SLM_PROG_VERIFY && (s = slm_pass_last_row(&p->graph, err))) return s;
     if (c->opt.lm_head_separate && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
+    if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
     return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
 }
 

@@ -158,6 +158,34 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
     return SLM_OK;
 }
 
+slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err) {
+    (void)err;
+    for (int r = 0; r < g->n_nodes; r++) {
+        slm_node *R = &g->nodes[r];
+        if (R->dead || R->op != SLM_OP_ROPE) continue;
+        const int m = R->in[0];
+        slm_node *M = &g->nodes[m];
+        if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->n_in >= 5 || M->rows != R->rows) continue;
+        int users = 0;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (!g->nodes[i].dead)
+                for (int k = 0; k < g->nodes[i].n_in; k++) users += g->nodes[i].in[k] == m;
+        if (users != 1) continue; /* the rope alone reads the matmul's output */
+        M->post = SLM_OP_ROPE;
+        M->post_in = M->n_in;
+        M->in[M->n_in++] = R->in[1];
+        M->heads = R->heads;
+        M->head_dim = R->head_dim;
+        M->neox = R->neox;
+        R->dead = 1;
+        for (int i = 0; i < g->n_nodes; i++) /* the rope's readers read the matmul (the same storage) */
+            if (!g->nodes[i].dead)
+                for (int k = 0; k < g->nodes[i].n_in; k++)
+                    if (g->nodes[i].in[k] == r) g->nodes[i].in[k] = m;
+    }
+    return SLM_OK;
+}
+
 slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err) {
     int out = -1;
     for (int i = 0; i < g->n_nodes; i++)

@@ -120,6 +120,8 @@ static int quant_class(uint32_t wtype) {
     return slm_qtype_kind(wtype) >= 0 ? 1 : 0;
 }
 
+static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy);
+
 /* A matrix task: output columns [n0, n1) for every row of rr, as one
  * slm_mm call (the kernel set quantizes/packs into the thread's scratch).
  * A fused input prologue (RMSNorm or SwiGLU) first writes the rows it
@@ -170,17 +172,43 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
         /* no scratch (a pool-less run): float dot products */
         if (slm_is_r16(t->wtype)) {
             slm_kernels_ref()->matmul(&mm);
-            return SLM_OK;
+        } else {
+            slm_dot_fn dot = slm_dot_for(ks, t->wtype);
+            for (int i = 0; i < mm.rows; i++)
+                for (int j = mm.n0; j < mm.n1; j++)
+                    mm.y[(size_t)i * mm.ldy + j] =
+                        dot((const uint8_t *)mm.w + (size_t)j * mm.wrow, mm.x + (size_t)i * mm.ldx, mm.k);
         }
-        slm_dot_fn dot = slm_dot_for(ks, t->wtype);
-        for (int i = 0; i < mm.rows; i++)
-            for (int j = mm.n0; j < mm.n1; j++)
-                mm.y[(size_t)i * mm.ldy + j] = dot((const uint8_t *)mm.w + (size_t)j * mm.wrow, mm.x + (size_t)i * mm.ldx, mm.k);
-        return SLM_OK;
+    } else {
+        mm.xq_ready = hit && cls;
+        ks->matmul(&mm);
     }
-    mm.xq_ready = hit && cls;
-    ks->matmul(&mm);
+    if (t->flags & SLM_TF_POST_ROPE) rope_epilogue(t, rr, mm.y, mm.ldy);
     return SLM_OK;
+}
+
+static void rope_neox(float *x, int heads, int head_dim, const float *cs);
+
+/* A fused RoPE on the columns [n0, n1) a matrix task just wrote (rows of
+ * y as the matmul wrote them): whole heads for neox, pairs otherwise. */
+static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy) {
+    const int32_t *pos = t->p[SLM_REF_SRC3];
+    const float *table = t->p[SLM_REF_SRC4];
+    const int hd = t->c, pairs = hd / 2;
+    for (int r = rr.begin; r < rr.end; r++) {
+        float *x = y + (size_t)(r - rr.begin) * ldy;
+        const float *cs = table + (size_t)pos[r] * pairs * 2;
+        if (t->flags & SLM_TF_NEOX) {
+            rope_neox(x + t->n0, (t->n1 - t->n0) / hd, hd, cs);
+            continue;
+        }
+        for (int j = t->n0; j + 1 < t->n1; j += 2) {
+            const int i = (j % hd) / 2;
+            const float c = cs[2 * i], s = cs[2 * i + 1], v0 = x[j], v1 = x[j + 1];
+            x[j] = v0 * c - v1 * s;
+            x[j + 1] = v0 * s + v1 * c;
+        }
+    }
 }
 
 /* RoPE in the "neox" layout (Qwen2, GPT-NeoX): pair i is (i, i + d/2). */

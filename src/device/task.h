@@ -56,6 +56,8 @@ typedef enum slm_space {
 #define SLM_TF_NEOX 0x8        /* ROPE: rotate (i, i + c/2) instead of (2i, 2i+1) */
 #define SLM_TF_PRE_NORM 0x10   /* MATMUL: the input is rmsnorm(src0) * src2 (weights, k floats), eps f0 */
 #define SLM_TF_PRE_SWIGLU 0x20 /* MATMUL: the input is silu(src0) * src2 (same rows and ld as src0) */
+#define SLM_TF_POST_ROPE 0x40  /* MATMUL: RoPE on the tile's output columns (head_dim c, NEOX as for
+                                  ROPE; positions src3, table src4) */
 
 typedef struct slm_ref {
     uint8_t space;    /* slm_space */

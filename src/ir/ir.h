@@ -82,6 +82,11 @@ typedef struct slm_node {
      * (silu(in[0]) * in[1]), computed in the matmul's input pass */
     slm_op pre;
     const slm_tensor *weight2;
+    /* MATMUL output epilogue (pass fuse_rope): 0, or SLM_OP_ROPE (heads,
+     * head_dim, neox as a ROPE node; positions are in[post_in]) applied to
+     * the tile's columns right after they are computed */
+    slm_op post;
+    int post_in;
 } slm_node;
 
 typedef struct slm_graph {
