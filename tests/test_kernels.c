@@ -434,6 +434,45 @@ static void test_matmul_r16(void) {
     slm_kernels_select(NULL);
 }
 
+/* RMSNorm and SwiGLU of every set against double precision, over lengths
+ * with tails and gate values from deep negative (exp underflow) to large. */
+static void test_vector_kernels(void) {
+    static const int ns[] = {1, 7, 16, 17, 33, 100, 576, 2048, 5632};
+    float *x = malloc(sizeof(float) * 5632 * 4);
+    float *g = x + 5632, *u = g + 5632, *y = u + 5632;
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) continue;
+        const slm_kernel_set *ks = slm_kernels_active();
+        double worst_n = 0, worst_s = 0;
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            const int n = ns[ni];
+            for (int i = 0; i < n; i++) {
+                x[i] = nrand() * 3.0f;
+                g[i] = i % 11 == 0 ? -100.0f + (float)i / 64.0f : nrand() * 6.0f; /* some far below exp's range */
+                u[i] = nrand();
+            }
+            ks->rmsnorm(x, u, y, n, 1e-5f);
+            double ss = 0;
+            for (int i = 0; i < n; i++) ss += (double)x[i] * x[i];
+            const double inv = 1.0 / sqrt(ss / n + 1e-5);
+            for (int i = 0; i < n; i++) {
+                const double want = (double)u[i] * inv * x[i], err = fabs(y[i] - want) / (fabs(want) + 1e-6);
+                if (err > worst_n) worst_n = err;
+            }
+            ks->swiglu(g, u, y, n);
+            for (int i = 0; i < n; i++) {
+                const double want = (double)g[i] / (1.0 + exp(-(double)g[i])) * u[i];
+                const double err = fabs(y[i] - want) / (fabs(want) + 1e-30);
+                if (err > worst_s && fabs(want) > 1e-30) worst_s = err;
+            }
+        }
+        CHECKF(worst_n < 1e-5 && worst_s < 1e-5, "%s: rmsnorm rel err %.3g, swiglu %.3g", k_sets[si], worst_n, worst_s);
+        fprintf(stderr, "  %-6s rmsnorm rel err %.2g, swiglu %.2g\n", k_sets[si], worst_n, worst_s);
+    }
+    slm_kernels_select(NULL);
+    free(x);
+}
+
 int main(void) {
     T_RUN(test_blocks_q4_0_q4_1_q8_0);
     T_RUN(test_blocks_k);
@@ -443,6 +482,7 @@ int main(void) {
     T_RUN(test_matmul_large);
     T_RUN(test_same_argmax);
     T_RUN(test_matmul_r16);
+    T_RUN(test_vector_kernels);
     free(g_scratch);
     T_DONE();
 }

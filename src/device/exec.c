@@ -161,8 +161,8 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
         if (!hit)
             for (int i = 0; i < mm.rows; i++) {
                 const float *xi = x0 + (size_t)i * mm.ldx;
-                if (pre == SLM_TF_PRE_NORM) slm_k_rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
-                else slm_k_swiglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
+                if (pre == SLM_TF_PRE_NORM) ks->rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
+                else ks->swiglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
             }
         mm.x = px;
         mm.ldx = (size_t)mm.k;
@@ -250,7 +250,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
     }
     case SLM_T_RMSNORM:
         for (int r = rr.begin; r < rr.end; r++)
-            slm_k_rmsnorm(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->p[SLM_REF_SRC1],
+            ks->rmsnorm(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->p[SLM_REF_SRC1],
                           row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n, t->f0);
         return SLM_OK;
     case SLM_T_MATMUL:
@@ -318,7 +318,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
         return SLM_OK;
     case SLM_T_SWIGLU:
         for (int r = rr.begin; r < rr.end; r++)
-            slm_k_swiglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r),
+            ks->swiglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r),
                          row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
                          row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
         return SLM_OK;

@@ -42,6 +42,10 @@ typedef struct slm_kernel_set {
     slm_dot_fn dot_bf16;
     slm_dot_fn dot_q8_0;
     slm_matmul_fn matmul;   /* the tiled matrix multiply (slm_mm) */
+    /* vector kernels (also the matmul input prologues): as slm_k_rmsnorm and
+     * slm_k_swiglu below, up to rounding (SIMD sums, a polynomial exp) */
+    void (*rmsnorm)(const float *x, const float *g, float *y, int n, float eps);
+    void (*swiglu)(const float *gate, const float *up, float *y, int n);
 } slm_kernel_set;
 
 /* The scalar reference set, and the best set this CPU supports. */

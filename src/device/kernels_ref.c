@@ -103,7 +103,8 @@ static void matmul_ref(const slm_mm *mm) {
     }
 }
 
-static const slm_kernel_set k_ref = {"scalar", dot_f32_ref, dot_f16_ref, dot_bf16_ref, dot_q8_0_ref, matmul_ref};
+static const slm_kernel_set k_ref = {"scalar",      dot_f32_ref, dot_f16_ref,   dot_bf16_ref,
+                                     dot_q8_0_ref, matmul_ref,  slm_k_rmsnorm, slm_k_swiglu};
 
 /* SIMD sets live in kernels_x86.c; NULL when not compiled. */
 const slm_kernel_set *slm_kernels_avx2(void);

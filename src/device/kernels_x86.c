@@ -14,6 +14,7 @@
  *   vector holds 4 elements of 16 columns), then a register-blocked
  *   micro-kernel of up to 8 (4) rows x 16 (8) columns runs dpbusd with the
  *   row's 4 codes broadcast; per block and row: cvt + 2 FMAs. */
+#include <math.h>
 #include <string.h>
 
 #include "common/dtype.h"
@@ -958,9 +959,111 @@ AVX2 static void matmul_avx2(const slm_mm *mm) {
     }
 }
 
-static const slm_kernel_set k_avx2 = {"avx2", dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2, dot_q8_0_avx2, matmul_avx2};
-static const slm_kernel_set k_avx512 = {"avx512", dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512, dot_q8_0_avx512,
-                                        matmul_avx512};
+/* ---- vector kernels ---------------------------------------------------------
+ * exp(x) for x <= 0 (silu's exp(-g) after the sign split): x = n ln2 + r,
+ * |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (rel. error < 2e-7),
+ * 2^n by scaling; below -87 the result flushes to 0 (silu(g) = g or 0 there,
+ * as with expf). silu(g) = g / (1 + exp(-g)) for g >= 0 and
+ * g * exp(g) / (1 + exp(g)) for g < 0, so exp never overflows. */
+AVX512 static inline __m512 exp_neg_avx512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), 0);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+AVX512 static void swiglu_avx512(const float *gate, const float *up, float *y, int n) {
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+        const __m512 e = exp_neg_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g))); /* exp(-|g|) */
+        const __m512 one = _mm512_set1_ps(1.0f);
+        const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+        const __m512 num = _mm512_mask_mul_ps(g, neg, g, e); /* g or g e^g */
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(one, e)), u));
+    }
+}
+
+AVX512 static void rmsnorm_avx512(const float *x, const float *g, float *y, int n, float eps) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+        s0 = _mm512_fmadd_ps(a, a, s0);
+        s1 = _mm512_fmadd_ps(b, b, s1);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 a = _mm512_maskz_loadu_ps(m, x + i);
+        s0 = _mm512_fmadd_ps(a, a, s0);
+    }
+    const float ss = 1.0f / sqrtf(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / (float)n + eps);
+    const __m512 vs = _mm512_set1_ps(ss);
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, x + i))));
+    }
+}
+
+AVX2 static inline __m256 exp_neg_avx2(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n: n in [-126, 0] here, built in the exponent field */
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX2 static void swiglu_avx2(const float *gate, const float *up, float *y, int n) {
+    int i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+        const __m256 e = exp_neg_avx2(_mm256_or_ps(g, sign)); /* exp(-|g|) */
+        const __m256 neg = _mm256_cmp_ps(g, zero, _CMP_LT_OQ);
+        const __m256 num = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), neg);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), u));
+    }
+    if (i < n) slm_k_swiglu(gate + i, up + i, y + i, n - i);
+}
+
+AVX2 static void rmsnorm_avx2(const float *x, const float *g, float *y, int n, float eps) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+        s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    float ss = hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) ss += x[i] * x[i];
+    const float sc = 1.0f / sqrtf(ss / (float)n + eps);
+    const __m256 vs = _mm256_set1_ps(sc);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_mul_ps(vs, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] = g[i] * (sc * x[i]);
+}
+
+static const slm_kernel_set k_avx2 = {"avx2",        dot_f32_avx2, dot_f16_avx2, dot_bf16_avx2,
+                                      dot_q8_0_avx2, matmul_avx2,  rmsnorm_avx2, swiglu_avx2};
+static const slm_kernel_set k_avx512 = {"avx512",        dot_f32_avx512, dot_f16_avx512, dot_bf16_avx512,
+                                        dot_q8_0_avx512, matmul_avx512,  rmsnorm_avx512, swiglu_avx512};
 
 const slm_kernel_set *slm_kernels_avx2(void) {
     __builtin_cpu_init();
