@@ -169,6 +169,8 @@ static void test_dumps_show_stages(void) {
     CHECK(buf && !strstr(buf, " rmsnorm ") && !strstr(buf, " swiglu "));
     /* and every RoPE as the Q/K matmul's epilogue */
     CHECK(buf && strstr(buf, "post=rope(s3,s4)") && !strstr(buf, " rope "));
+    /* and every residual add as the epilogue of the matmul before it */
+    CHECK(buf && strstr(buf, "post=add(d)") && !strstr(buf, " add "));
     free(buf);
     slm_free(e);
 }

@@ -336,13 +336,16 @@ static slm_status check_task(pctx *q, int ti) {
     slm_status s;
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
-                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE))
+                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
     if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
     if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
     const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0;
     if (post_rope && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): a rope epilogue on a non-matmul task", ti, op);
+    const int post_add = (t->flags & SLM_TF_POST_ADD) != 0;
+    if (post_add && (t->op != SLM_T_MATMUL || post_rope))
+        return pbad(q, "task %d (%s): an add epilogue on a non-matmul task or with a rope epilogue", ti, op);
     if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE && !post_rope)
         return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
     if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
@@ -399,6 +402,7 @@ static slm_status check_task(pctx *q, int ti) {
         } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
             MAT(R, SLM_REF_SRC2, (uint64_t)t->k, 0);
         }
+        NEED(!post_add || t->n0 % 16 == 0, "task %d (%s): add epilogue on a tile starting at column %d (not a multiple of 16)", ti, op, t->n0);
         if (post_rope) { /* as a ROPE task over the tile's columns */
             const int unit = (t->flags & SLM_TF_NEOX) ? t->c : 2;
             NEED(t->c >= 2 && t->c % 2 == 0 && t->c / 2 == q->r->c->consts.rope_pairs, "task %d (%s): head_dim c %d != 2 x rope_pairs", ti, op, t->c);

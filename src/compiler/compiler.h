@@ -141,6 +141,10 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err);
  * computed (matmul -> RoPE -> attention without a stage between the first
  * two). */
 slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err);
+/* Vertical fusion: a residual ADD of a matmul's output (its only use)
+ * becomes the matmul's epilogue, accumulating each tile into the residual
+ * stream (one stage and barrier fewer). */
+slm_status slm_pass_fuse_residual(slm_graph *g, slm_err *err);
 /* Cut the LM head off: the logits output becomes a `hidden` output of the
  * final norm's rows. */
 slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);

@@ -76,6 +76,7 @@ static slm_status plan_memory(lower_ctx *c) {
         c->root[i] = i;
         if (nd->dead) continue;
         if (is_inplace(nd->op)) c->root[i] = c->root[nd->in[0]];
+        if (nd->op == SLM_OP_MATMUL && nd->post == SLM_OP_ADD) c->root[i] = c->root[nd->in[nd->post_in]];
         buf *b = &c->bufs[i];
         b->root = i;
         b->io = -1;
@@ -340,8 +341,8 @@ static slm_status lower_node(lower_ctx *c, int i) {
     case SLM_OP_MATMUL: {
         int n = nd->cols, k = c->g->nodes[nd->in[0]].cols;
         int tile = matmul_tile(c, n, k, nd->weight->type);
-        if (nd->post == SLM_OP_ROPE) { /* a tile holds whole rotation pairs: whole heads for neox */
-            const int unit = nd->neox ? nd->head_dim : 2;
+        if (nd->post) { /* a tile holds whole rotation pairs (whole heads for neox), or whole groups of 16 */
+            const int unit = nd->post == SLM_OP_ADD ? 16 : nd->neox ? nd->head_dim : 2;
             tile = (tile + unit - 1) / unit * unit;
             if (tile > n) tile = n;
         }
@@ -363,6 +364,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
                 t->flags |= SLM_TF_PRE_SWIGLU;
                 t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[1]);
             }
+            if (nd->post == SLM_OP_ADD) t->flags |= SLM_TF_POST_ADD; /* dst is the residual */
             if (nd->post == SLM_OP_ROPE) {
                 t->flags |= SLM_TF_POST_ROPE | (nd->neox ? SLM_TF_NEOX : 0);
                 t->c = nd->head_dim;
@@ -547,6 +549,7 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->flags & SLM_TF_PRE_NORM) fprintf(f, " pre=rmsnorm(s0,s2)");
         if (t->flags & SLM_TF_PRE_SWIGLU) fprintf(f, " pre=swiglu(s0,s2)");
         if (t->flags & SLM_TF_POST_ROPE) fprintf(f, " post=rope(s3,s4)");
+        if (t->flags & SLM_TF_POST_ADD) fprintf(f, " post=add(d)");
         if (t->window) fprintf(f, " window=%d", t->window);
         static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
         for (int k = 0; k < SLM_TASK_NREF; k++) {
@@ -614,6 +617,7 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
     if (c->opt.lm_head_separate && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
+    if ((s = slm_pass_fuse_residual(&p->graph, err))) return s;
     return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
 }
 

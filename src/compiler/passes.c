@@ -186,6 +186,42 @@ slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err) {
     return SLM_OK;
 }
 
+static int count_users(const slm_graph *g, int node) {
+    int users = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead)
+            for (int k = 0; k < g->nodes[i].n_in; k++) users += g->nodes[i].in[k] == node;
+    return users;
+}
+
+slm_status slm_pass_fuse_residual(slm_graph *g, slm_err *err) {
+    (void)err;
+    for (int a = 0; a < g->n_nodes; a++) {
+        slm_node *A = &g->nodes[a];
+        if (A->dead || A->op != SLM_OP_ADD) continue;
+        const int m = A->in[1], x = A->in[0];
+        slm_node *M = &g->nodes[m];
+        if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->n_in >= 5 || M->rows != A->rows || M->cols != A->cols)
+            continue;
+        if (count_users(g, m) != 1) continue;
+        int ok = 1; /* the matmul must not read x, nor anything between it and the add read x */
+        for (int k = 0; k < M->n_in; k++) ok &= M->in[k] != x;
+        for (int i = m + 1; i < a && ok; i++)
+            if (!g->nodes[i].dead)
+                for (int k = 0; k < g->nodes[i].n_in; k++) ok &= g->nodes[i].in[k] != x;
+        if (!ok) continue;
+        M->post = SLM_OP_ADD;
+        M->post_in = M->n_in;
+        M->in[M->n_in++] = x;
+        A->dead = 1;
+        for (int i = 0; i < g->n_nodes; i++)
+            if (!g->nodes[i].dead)
+                for (int k = 0; k < g->nodes[i].n_in; k++)
+                    if (g->nodes[i].in[k] == a) g->nodes[i].in[k] = m;
+    }
+    return SLM_OK;
+}
+
 slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err) {
     int out = -1;
     for (int i = 0; i < g->n_nodes; i++)

@@ -145,8 +145,10 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
         .scratch = scratch,
     };
     if (mm.rows <= 0) return SLM_OK;
-    const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
-    if (pre && !scratch) return SLM_ERR_INTERNAL; /* the pool sizes scratch for it */
+    const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU), add = (t->flags & SLM_TF_POST_ADD) != 0;
+    if ((pre || add) && !scratch) return SLM_ERR_INTERNAL; /* the pool sizes scratch for them */
+    float *acc_y = mm.y; /* POST_ADD: the residual rows the product is added into */
+    const size_t acc_ld = mm.ldy;
     const int cls = quant_class(t->wtype);
     const float *x0 = mm.x;
     int hit = 0;
@@ -168,6 +170,14 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
         mm.ldx = (size_t)mm.k;
         mm.scratch = (uint8_t *)scratch + bytes;
     }
+    if (add) { /* the product of columns [n0, n1) into a block of scratch after the kernel's */
+        const size_t kb = (slm_matmul_scratch_bytes(t->wtype, t->k, mm.rows) + 63) & ~(size_t)63;
+        mm.w = (const uint8_t *)mm.w + (size_t)t->n0 * mm.wrow; /* n0 % 16 == 0: whole groups */
+        mm.n0 = 0;
+        mm.n1 = t->n1 - t->n0;
+        mm.y = (float *)((uint8_t *)mm.scratch + kb);
+        mm.ldy = (size_t)mm.n1;
+    }
     if (!scratch && slm_matmul_scratch_bytes(t->wtype, t->k, mm.rows) > 0) {
         /* no scratch (a pool-less run): float dot products */
         if (slm_is_r16(t->wtype)) {
@@ -184,6 +194,9 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
         ks->matmul(&mm);
     }
     if (t->flags & SLM_TF_POST_ROPE) rope_epilogue(t, rr, mm.y, mm.ldy);
+    if (add)
+        for (int i = 0; i < mm.rows; i++)
+            slm_k_add(acc_y + (size_t)i * acc_ld + t->n0, mm.y + (size_t)i * mm.ldy, mm.n1);
     return SLM_OK;
 }
 

@@ -351,5 +351,7 @@ size_t slm_task_scratch_bytes(const struct slm_task *t) {
     size_t pre = 0; /* a fused prologue's rows, in front of the kernel's scratch */
     if (t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU))
         pre = ((size_t)rows * (size_t)(t->k > 0 ? t->k : 0) * sizeof(float) + 63) & ~(size_t)63;
-    return pre + slm_matmul_scratch_bytes(t->wtype, t->k, rows);
+    size_t post = 0; /* a fused residual add: the tile's product, after the kernel's scratch */
+    if (t->flags & SLM_TF_POST_ADD) post = (size_t)rows * (size_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 0) * sizeof(float) + 64;
+    return pre + ((slm_matmul_scratch_bytes(t->wtype, t->k, rows) + 63) & ~(size_t)63) + post;
 }

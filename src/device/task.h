@@ -58,6 +58,8 @@ typedef enum slm_space {
 #define SLM_TF_PRE_SWIGLU 0x20 /* MATMUL: the input is silu(src0) * src2 (same rows and ld as src0) */
 #define SLM_TF_POST_ROPE 0x40  /* MATMUL: RoPE on the tile's output columns (head_dim c, NEOX as for
                                   ROPE; positions src3, table src4) */
+#define SLM_TF_POST_ADD 0x80   /* MATMUL: dst[r, n0:n1] += the product (the residual stream); the
+                                  tile starts on a multiple of 16 columns */
 
 typedef struct slm_ref {
     uint8_t space;    /* slm_space */

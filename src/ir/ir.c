@@ -104,6 +104,7 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_RMSNORM)
             fprintf(f, "  pre=rmsnorm(%s, eps=%g)", n->weight2 ? n->weight2->name : "?", n->eps);
         if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");
+        if (n->op == SLM_OP_MATMUL && n->post == SLM_OP_ADD) fprintf(f, "  post=add(into %%%d)", n->in[n->post_in]);
         if (n->op == SLM_OP_MATMUL && n->post == SLM_OP_ROPE)
             fprintf(f, "  post=rope(positions=%%%d, heads=%d head_dim=%d%s)", n->in[n->post_in], n->heads, n->head_dim,
                     n->neox ? " neox" : "");

@@ -82,9 +82,11 @@ typedef struct slm_node {
      * (silu(in[0]) * in[1]), computed in the matmul's input pass */
     slm_op pre;
     const slm_tensor *weight2;
-    /* MATMUL output epilogue (pass fuse_rope): 0, or SLM_OP_ROPE (heads,
+    /* MATMUL output epilogue: 0, SLM_OP_ROPE (pass fuse_rope: heads,
      * head_dim, neox as a ROPE node; positions are in[post_in]) applied to
-     * the tile's columns right after they are computed */
+     * the tile's columns right after they are computed, or SLM_OP_ADD (pass
+     * fuse_residual: the product is added into in[post_in], whose storage
+     * the matmul then owns, as the in-place ADD did) */
     slm_op post;
     int post_in;
 } slm_node;
