@@ -158,6 +158,22 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
     return SLM_OK;
 }
 
+static int count_users(const slm_graph *g, int node) {
+    int users = 0;
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead)
+            for (int k = 0; k < g->nodes[i].n_in; k++) users += g->nodes[i].in[k] == node;
+    return users;
+}
+
+/* Live nodes reading `from` read `to` instead. */
+static void replace_uses(slm_graph *g, int from, int to) {
+    for (int i = 0; i < g->n_nodes; i++)
+        if (!g->nodes[i].dead)
+            for (int k = 0; k < g->nodes[i].n_in; k++)
+                if (g->nodes[i].in[k] == from) g->nodes[i].in[k] = to;
+}
+
 slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err) {
     (void)err;
     for (int r = 0; r < g->n_nodes; r++) {
@@ -166,11 +182,7 @@ slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err) {
         const int m = R->in[0];
         slm_node *M = &g->nodes[m];
         if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->n_in >= 5 || M->rows != R->rows) continue;
-        int users = 0;
-        for (int i = 0; i < g->n_nodes; i++)
-            if (!g->nodes[i].dead)
-                for (int k = 0; k < g->nodes[i].n_in; k++) users += g->nodes[i].in[k] == m;
-        if (users != 1) continue; /* the rope alone reads the matmul's output */
+        if (count_users(g, m) != 1) continue; /* the rope alone reads the matmul's output */
         M->post = SLM_OP_ROPE;
         M->post_in = M->n_in;
         M->in[M->n_in++] = R->in[1];
@@ -178,20 +190,9 @@ slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err) {
         M->head_dim = R->head_dim;
         M->neox = R->neox;
         R->dead = 1;
-        for (int i = 0; i < g->n_nodes; i++) /* the rope's readers read the matmul (the same storage) */
-            if (!g->nodes[i].dead)
-                for (int k = 0; k < g->nodes[i].n_in; k++)
-                    if (g->nodes[i].in[k] == r) g->nodes[i].in[k] = m;
+        replace_uses(g, r, m); /* the rope's readers read the matmul (the same storage) */
     }
     return SLM_OK;
-}
-
-static int count_users(const slm_graph *g, int node) {
-    int users = 0;
-    for (int i = 0; i < g->n_nodes; i++)
-        if (!g->nodes[i].dead)
-            for (int k = 0; k < g->nodes[i].n_in; k++) users += g->nodes[i].in[k] == node;
-    return users;
 }
 
 slm_status slm_pass_fuse_residual(slm_graph *g, slm_err *err) {
@@ -214,10 +215,7 @@ slm_status slm_pass_fuse_residual(slm_graph *g, slm_err *err) {
         M->post_in = M->n_in;
         M->in[M->n_in++] = x;
         A->dead = 1;
-        for (int i = 0; i < g->n_nodes; i++)
-            if (!g->nodes[i].dead)
-                for (int k = 0; k < g->nodes[i].n_in; k++)
-                    if (g->nodes[i].in[k] == a) g->nodes[i].in[k] = m;
+        replace_uses(g, a, m);
     }
     return SLM_OK;
 }
