@@ -266,7 +266,7 @@ static int case_run(const mcase *c, int n0, int n1, const char *set, double *wor
     slm_mm mm = {.w = c->w, .wrow = slm_row_bytes(c->t, (uint64_t)c->k), .wtype = c->t, .k = c->k, .n0 = n0, .n1 = n1,
                  .rows = c->rows, .x = c->x, .ldx = (size_t)c->ldx, .y = y, .ldy = (size_t)ldy, .scratch = g_scratch};
     slm_kernels_active()->matmul(&mm);
-    const int int8 = strcmp(set, "scalar") != 0 && (slm_qtype_kind(c->t) >= 0 || slm_is_r16(c->t));
+    const int int8 = strcmp(set, "scalar") != 0 && (slm_qtype_kind(c->t) >= 0 || (slm_is_r16(c->t) && c->t != SLM_F16_R16));
     int fails = 0;
     for (int i = 0; i < c->rows; i++)
         for (int j = 0; j < ldy; j++) {
@@ -385,11 +385,11 @@ static void test_same_argmax(void) {
  * repacked weights meets the same bounds as on the original, for whole
  * groups, tiles cut inside a group, one row (decode) and many (prefill). */
 static void test_matmul_r16(void) {
-    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0};
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16};
     static const int ks[] = {32, 96, 256, 768, 2304};
     static const int ns[] = {16, 48};
     static const int rows_[] = {1, 2, 7, 8, 9, 33};
-    for (int bi = 0; bi < 3; bi++) {
+    for (int bi = 0; bi < 4; bi++) {
         const uint32_t t = base[bi], rt = SLM_R16 | t;
         CHECK(slm_repack_type(t, 256, 17) == 0);
         CHECK(slm_repack_type(SLM_Q4_K, 256, 16) == 0);

@@ -36,7 +36,7 @@ typedef struct slm_dtype_info {
 } slm_dtype_info;
 
 /* Repacked matrix layouts (staticlm's own; a GGUF file never holds them):
- * 16 consecutive rows of a Q4_0, Q6_K or Q8_0 matrix interleaved so that one
+ * 16 consecutive rows of a Q4_0, Q6_K, Q8_0 or F16 matrix interleaved so that one
  * 64-byte vector holds 4 elements of each of the 16 rows (the int8 kernels'
  * panel layout), with the rows' scales side by side. A row takes the same
  * bytes as in the base type, so a matrix keeps its size and its offset;
@@ -47,6 +47,7 @@ typedef struct slm_dtype_info {
 #define SLM_Q4_0_R16 (SLM_R16 | SLM_Q4_0)
 #define SLM_Q6_K_R16 (SLM_R16 | SLM_Q6_K)
 #define SLM_Q8_0_R16 (SLM_R16 | SLM_Q8_0)
+#define SLM_F16_R16 (SLM_R16 | SLM_F16) /* element e of the 16 rows side by side */
 static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
 static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
 
@@ -149,7 +150,7 @@ int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
 
 /* ---- repacked matrices (common/repack.c) --------------------------------- */
 /* The repacked type for a matrix of n rows of k elements of type t, or 0
- * when it stays as it is (types other than Q4_0/Q6_K/Q8_0, n % 16 != 0). */
+ * when it stays as it is (types other than Q4_0/Q6_K/Q8_0/F16, n % 16 != 0). */
 uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n);
 /* Repack n rows of k elements of type t in place (data holds n * row bytes;
  * tmp holds 16 * row bytes). Requires slm_repack_type(t, k, n) != 0. */

@@ -18,6 +18,9 @@
  *   u8  codes[8][16][4]  vector v, row c, byte e: code of element 4v + e plus
  *                        128 (value = d * (code - 128))
  *   f16 d[16]
+ * F16_R16
+ *   f16 w[k][16]         element e of the 16 rows side by side (one 32-byte load
+ *                        is 16 output columns' weights for one input element)
  * Q6_K_R16, per super-block of 256 elements: f16 d[16] (the super-block
  * scales), then 8 blocks of 416 bytes:
  *   u8  lo[4][16][4]     the low 4 bits of the codes, laid out as Q4_0's
@@ -41,6 +44,7 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_Q4_0 && k % 32 == 0) return SLM_Q4_0_R16;
     if (t == SLM_Q6_K && k % 256 == 0) return SLM_Q6_K_R16;
     if (t == SLM_Q8_0 && k % 32 == 0) return SLM_Q8_0_R16;
+    if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
 
@@ -122,7 +126,12 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
     for (int64_t g = 0; g < n / 16; g++) {
         uint8_t *grp = (uint8_t *)data + (size_t)g * 16 * wrow;
         memcpy(tmp, grp, (size_t)(16 * wrow));
-        if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
+        if (t == SLM_F16) {
+            const uint16_t *src = tmp;
+            uint16_t *dst = (uint16_t *)grp;
+            for (int c = 0; c < 16; c++)
+                for (int64_t e = 0; e < k; e++) dst[e * 16 + c] = src[(size_t)c * (size_t)k + (size_t)e];
+        } else if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
         else if (t == SLM_Q8_0) repack_group_q8_0(tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
@@ -162,8 +171,13 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
     const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
     if (!wrow) return 0;
     if (!slm_is_r16(t)) return slm_dequantize_row(t, (const uint8_t *)base + (size_t)j * wrow, y, k);
-    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16 && t != SLM_Q8_0_R16) return 0;
     const uint8_t *group = (const uint8_t *)base + (size_t)(j / 16) * 16 * wrow;
+    if (t == SLM_F16_R16) {
+        const uint16_t *g = (const uint16_t *)group;
+        for (int64_t e = 0; e < k; e++) y[e] = slm_f16_to_f32(g[e * 16 + j % 16]);
+        return 1;
+    }
+    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16 && t != SLM_Q8_0_R16) return 0;
     for (int64_t b = 0; b < k / 32; b++) {
         int8_t q[32];
         float d[2];

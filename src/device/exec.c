@@ -116,6 +116,7 @@ typedef struct xmemo {
 /* The scratch's activation format: 0 none (float weights), 1 the int8
  * kernels', 2 the repacked kernels' (signed codes and half-block sums). */
 static int quant_class(uint32_t wtype) {
+    if (wtype == SLM_F16_R16) return 0;
     if (slm_is_r16(wtype)) return 2;
     return slm_qtype_kind(wtype) >= 0 ? 1 : 0;
 }

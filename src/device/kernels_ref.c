@@ -76,6 +76,11 @@ static slm_dot_fn ref_dot_for(uint32_t wtype) {
 static float dot_r16_ref(const slm_mm *mm, int j, const float *x) {
     const uint8_t *group = (const uint8_t *)mm->w + (size_t)(j / 16) * 16 * mm->wrow;
     float s = 0.0f;
+    if (mm->wtype == SLM_F16_R16) {
+        const uint16_t *g = (const uint16_t *)group;
+        for (int e = 0; e < mm->k; e++) s += slm_f16_to_f32(g[(size_t)e * 16 + j % 16]) * x[e];
+        return s;
+    }
     for (int b = 0; b < mm->k / 32; b++) {
         int8_t q[32];
         float d[2], h[2] = {0.0f, 0.0f};
@@ -151,7 +156,7 @@ slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype) {
 }
 
 int slm_matmul_supported(uint32_t t) {
-    return t == SLM_Q4_0_R16 || t == SLM_Q6_K_R16 || t == SLM_Q8_0_R16 || ref_dot_for(t) != NULL;
+    return t == SLM_Q4_0_R16 || t == SLM_Q6_K_R16 || t == SLM_Q8_0_R16 || t == SLM_F16_R16 || ref_dot_for(t) != NULL;
 }
 
 int slm_qtype_kind(uint32_t t) {
@@ -164,7 +169,7 @@ int slm_qtype_kind(uint32_t t) {
 }
 
 size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows) {
-    if ((slm_qtype_kind(wtype) < 0 && !slm_is_r16(wtype)) || k <= 0 || rows <= 0) return 0;
+    if ((slm_qtype_kind(wtype) < 0 && !slm_is_r16(wtype)) || wtype == SLM_F16_R16 || k <= 0 || rows <= 0) return 0;
     const size_t nb = (size_t)k / 32;
     /* xq codes, block scales and sums, integer sums of half blocks, one
        panel of 16 columns, alignment slack */

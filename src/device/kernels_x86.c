@@ -876,6 +876,111 @@ AVX2 static void r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     }
 }
 
+/* ---- repacked F16 (F16_R16): exact float FMAs ----------------------------------
+ * R rows x the 16 columns of a group: per input element e, one 32-byte load
+ * converts to the 16 columns' weights and meets the rows' x[e] broadcast.
+ * No horizontal sums, one memory stream per group. Decode (R = 1) keeps 4
+ * accumulators over e to cover the FMA latency. */
+AVX512 INLINE void f16r16_mk_avx512(const slm_mm *mm, int i0, int j0, __mmask16 cm, const int R) {
+    const int k = mm->k;
+    const uint16_t *g = (const uint16_t *)((const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow);
+    const float *x = mm->x + (size_t)i0 * mm->ldx;
+    __m512 acc[8];
+    if (R == 1) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int e = 0;
+        for (; e + 4 <= k; e += 4) {
+            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16))), _mm512_set1_ps(x[e]), a0);
+            a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 1) * 16))), _mm512_set1_ps(x[e + 1]), a1);
+            a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 2) * 16))), _mm512_set1_ps(x[e + 2]), a2);
+            a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 3) * 16))), _mm512_set1_ps(x[e + 3]), a3);
+        }
+        for (; e < k; e++)
+            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16))), _mm512_set1_ps(x[e]), a0);
+        acc[0] = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    } else {
+        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int e = 0; e < k; e++) {
+            const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16)));
+            for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)r * mm->ldx + e]), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(mm->y + (size_t)(i0 + r) * mm->ldy + j0, cm, acc[r]);
+}
+
+#define F16MK_AVX512(R)                                                                            \
+    AVX512 static void f16r16_mk_avx512_##R(const slm_mm *mm, int i0, int j0, __mmask16 cm) { \
+        f16r16_mk_avx512(mm, i0, j0, cm, R);                                                       \
+    }
+F16MK_AVX512(1) F16MK_AVX512(2) F16MK_AVX512(3) F16MK_AVX512(4) F16MK_AVX512(5) F16MK_AVX512(6) F16MK_AVX512(7)
+F16MK_AVX512(8)
+typedef void (*f16mk512_fn)(const slm_mm *, int, int, __mmask16);
+static const f16mk512_fn k_f16mk512[8] = {f16r16_mk_avx512_1, f16r16_mk_avx512_2, f16r16_mk_avx512_3, f16r16_mk_avx512_4,
+                                         f16r16_mk_avx512_5, f16r16_mk_avx512_6, f16r16_mk_avx512_7, f16r16_mk_avx512_8};
+
+AVX512 static void f16r16_matmul_avx512(const slm_mm *mm) {
+    /* column groups in chunks of ~256 KiB of weights, kept in L2 across the rows */
+    const uint64_t group_bytes = mm->wrow * 16 > 0 ? mm->wrow * 16 : 1;
+    int chunk = (int)((256u << 10) / group_bytes) * 16;
+    if (chunk < 16) chunk = 16;
+    for (int c0 = mm->n0 & ~15; c0 < mm->n1; c0 += chunk)
+        for (int i0 = 0; i0 < mm->rows; i0 += 8) {
+            const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
+            for (int g0 = c0; g0 < c0 + chunk && g0 < mm->n1; g0 += 16) {
+                const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
+                k_f16mk512[nr - 1](mm, i0, g0, (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1)));
+            }
+        }
+}
+
+AVX2 INLINE void f16r16_mk_avx2(const slm_mm *mm, int i0, int j0, int half, int a, int e, const int R) {
+    const int k = mm->k;
+    const uint16_t *g = (const uint16_t *)((const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow) + 8 * half;
+    const float *x = mm->x + (size_t)i0 * mm->ldx;
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    if (R == 1) {
+        __m256 a1 = _mm256_setzero_ps();
+        int q = 0;
+        for (; q + 2 <= k; q += 2) {
+            acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16))), _mm256_set1_ps(x[q]), acc[0]);
+            a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)(q + 1) * 16))), _mm256_set1_ps(x[q + 1]), a1);
+        }
+        for (; q < k; q++)
+            acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16))), _mm256_set1_ps(x[q]), acc[0]);
+        acc[0] = _mm256_add_ps(acc[0], a1);
+    } else {
+        for (int q = 0; q < k; q++) {
+            const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16)));
+            for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(w, _mm256_set1_ps(x[(size_t)r * mm->ldx + q]), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float t[8];
+        _mm256_storeu_ps(t, acc[r]);
+        float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * half;
+        for (int c = a; c < e; c++) y[c] = t[c];
+    }
+}
+
+#define F16MK_AVX2(R)                                                                                      \
+    AVX2 static void f16r16_mk_avx2_##R(const slm_mm *mm, int i0, int j0, int half, int a, int e) { \
+        f16r16_mk_avx2(mm, i0, j0, half, a, e, R);                                                         \
+    }
+F16MK_AVX2(1) F16MK_AVX2(2) F16MK_AVX2(3) F16MK_AVX2(4)
+typedef void (*f16mk2_fn)(const slm_mm *, int, int, int, int, int);
+static const f16mk2_fn k_f16mk2[4] = {f16r16_mk_avx2_1, f16r16_mk_avx2_2, f16r16_mk_avx2_3, f16r16_mk_avx2_4};
+
+AVX2 static void f16r16_matmul_avx2(const slm_mm *mm) {
+    for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
+        const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
+        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
+            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
+            k_f16mk2[nr - 1](mm, i0, h0 & ~15, (h0 / 8) & 1, a, e);
+        }
+    }
+}
+
 /* ---- the sets' matmul ------------------------------------------------------ */
 
 AVX512 static void qdecode_avx512(const slm_mm *mm, const qscratch *qs) {
@@ -902,6 +1007,10 @@ AVX2 static void qdecode_avx2(const slm_mm *mm, const qscratch *qs) {
 
 AVX512 static void matmul_avx512(const slm_mm *mm) {
     const int kind = slm_qtype_kind(mm->wtype);
+    if (mm->wtype == SLM_F16_R16) {
+        f16r16_matmul_avx512(mm);
+        return;
+    }
     if (slm_is_r16(mm->wtype)) {
         const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
         if (!mm->xq_ready) quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 0, qs.q, qs.d, qs.s, qs.hs);
@@ -932,6 +1041,10 @@ AVX512 static void matmul_avx512(const slm_mm *mm) {
 
 AVX2 static void matmul_avx2(const slm_mm *mm) {
     const int kind = slm_qtype_kind(mm->wtype);
+    if (mm->wtype == SLM_F16_R16) {
+        f16r16_matmul_avx2(mm);
+        return;
+    }
     if (slm_is_r16(mm->wtype)) {
         const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
         if (!mm->xq_ready) quant_act_avx2(mm->x, mm->ldx, mm->rows, mm->k, qs.q, qs.d, qs.s, qs.hs);
