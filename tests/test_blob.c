@@ -601,6 +601,60 @@ static void test_gguf_meta(void) {
     slm_free(b);
 }
 
+/* Repacked weights: the blob stores the compiler's layout (q4_0_r16,
+ * q6_k_r16, q8_0_r16 for a tied embedding, f16_r16), inspect names it, and
+ * the blob's logits equal the source model's (repacked at load) bit for bit,
+ * in prefill and decode. */
+static void test_repacked_blob(void) {
+    static const struct { const char *args, *want[2]; } k[] = {
+        {"--shape custom --type q4_0 --dim 256 --heads 4 --kv-heads 1 --ffn 512 --n-vocab 320 --untied",
+         {"q4_0_r16 x14", "q6_k_r16 x1"}},
+        {"--shape custom --type q4_0 --tied", {"q4_0_r16", "q8_0_r16 x1"}},
+        {"--shape custom --type f16 --untied", {"f16_r16", NULL}},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        char gguf[300], blob[300], cmd[1200];
+        snprintf(gguf, sizeof gguf, "%s/r%zu.gguf", g_tmp, i);
+        snprintf(blob, sizeof blob, "%s/r%zu.blob", g_tmp, i);
+        snprintf(cmd, sizeof cmd, "\"%s\" synth %s -o \"%s\" --vocab-file \"%s\" >/dev/null 2>&1", SLM_CLI_PATH, k[i].args,
+                 gguf, T_SHARED("vocab/ggml-vocab-llama-spm.gguf"));
+        const int rc = system(cmd);
+        CHECKF(rc == 0, "%s", cmd);
+        if (rc != 0) continue;
+        char *argv[] = {"staticlm", "compile", "-m", gguf, "-o", blob, NULL};
+        CHECK(run_cmd(SLM_CLI_PATH, argv, NULL, NULL) == 0);
+        char *argv2[] = {"staticlm", "inspect", blob, NULL}, *out = NULL;
+        CHECK(run_cmd(SLM_CLI_PATH, argv2, &out, NULL) == 0);
+        for (int w = 0; w < 2; w++)
+            if (k[i].want[w]) CHECKF(out && strstr(out, k[i].want[w]), "%s: inspect lacks '%s'", k[i].args, k[i].want[w]);
+        free(out);
+        slm_engine *a = NULL, *b = NULL;
+        slm_options o = slm_default_options();
+        o.n_threads = 2;
+        o.max_prompt_len = 16;
+        o.min_response_len = 16;
+        const slm_status sa = slm_load(&a, gguf, &o), sb = slm_load(&b, blob, &o);
+        CHECKF(sa == SLM_OK && sb == SLM_OK, "%s: load %s / %s", k[i].args, slm_last_error(a), slm_last_error(b));
+        if (sa || sb) {
+            slm_free(a);
+            slm_free(b);
+            continue;
+        }
+        slm_info in;
+        slm_get_info(a, &in);
+        int32_t ids[5] = {1, 40, 30, 77, 5};
+        const float *la = NULL, *lb = NULL;
+        CHECK(slm_prefill(a, ids, 5, &la) == SLM_OK && slm_prefill(b, ids, 5, &lb) == SLM_OK);
+        if (la && lb) CHECK(memcmp(la, lb, (size_t)in.vocab_size * sizeof(float)) == 0);
+        for (int step = 0; step < 4 && la && lb; step++) {
+            CHECK(slm_decode(a, 10 + step, &la) == SLM_OK && slm_decode(b, 10 + step, &lb) == SLM_OK);
+            if (la && lb) CHECK(memcmp(la, lb, (size_t)in.vocab_size * sizeof(float)) == 0);
+        }
+        slm_free(a);
+        slm_free(b);
+    }
+}
+
 static void cleanup(void) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
@@ -619,6 +673,7 @@ int main(void) {
     T_RUN(test_inspect);
     T_RUN(test_tokenizer_section);
     T_RUN(test_gguf_meta);
+    T_RUN(test_repacked_blob);
     cleanup();
     T_DONE();
 }

@@ -907,4 +907,14 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     fprintf(f, ", constants ");
     print_bytes(f, c->consts.bytes);
     fprintf(f, "\n");
+    /* weight types as stored: repacked matrices show as *_r16 */
+    uint32_t count[256] = {0};
+    for (uint32_t i = 0; i < b->n_tensors; i++) {
+        const uint32_t t = rd32(b->tensors + (size_t)i * BLOB_TENSOR_SIZE + 64);
+        if (t < 256) count[t]++;
+    }
+    fprintf(f, "tensor types:");
+    for (uint32_t t = 0; t < 256; t++)
+        if (count[t]) fprintf(f, " %s x%u", slm_dtype_name(t), count[t]);
+    fprintf(f, "\n");
 }
