@@ -211,10 +211,31 @@ static void test_overflow_policies(void) {
     free(err);
 }
 
+/* `bench -o jsonl`: llama-bench's keys per test, and the decode figures
+ * (bandwidth, limit, read rate, profile) on the tg object. */
+static void test_bench_jsonl(void) {
+    char *argv[] = {"staticlm", "bench", "-m", M("stories260K.bin"), "-z", M("tok512.bin"), "-p", "16", "-n", "8",
+                    "-r", "2", "-t", "1", "-o", "jsonl", "--bw-mib", "16", NULL};
+    int status = 0;
+    char *err = NULL;
+    char *out = run_cli(argv, &status, &err);
+    CHECKF(WIFEXITED(status) && WEXITSTATUS(status) == 0, "bench: %s", err ? err : "");
+    int lines = 0;
+    for (const char *p = out; p && *p; p++) lines += *p == '\n';
+    CHECKF(lines == 2, "bench printed %d lines", lines);
+    static const char *const keys[] = {"\"n_prompt\": 16", "\"n_gen\": 8", "\"avg_ts\": ", "\"stddev_ts\": ",
+                                       "\"samples_ts\": [", "\"bandwidth_gbs\": ", "\"pct_of_limit\": ",
+                                       "\"read_gbs\": ", "\"profile_mean_ns\": {"};
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) CHECKF(out && strstr(out, keys[k]), "no %s", keys[k]);
+    free(out);
+    free(err);
+}
+
 int main(void) {
     T_RUN(test_speculative_matches_golden);
     T_RUN(test_prefix_cache_requests);
     T_RUN(test_option_programs);
     T_RUN(test_overflow_policies);
+    T_RUN(test_bench_jsonl);
     T_DONE();
 }

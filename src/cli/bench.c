@@ -458,8 +458,9 @@ int slm_cli_bench(int argc, char **argv) {
             printf("]");
             if (r == tg) {
                 printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
-                       "\"pct_of_limit\": %.2f",
-                       bw / 1e9, (unsigned long long)mf.per_token, limit, limit > 0 ? 100.0 * r->avg_ts / limit : 0.0);
+                       "\"pct_of_limit\": %.2f, \"read_gbs\": %.3f",
+                       bw / 1e9, (unsigned long long)mf.per_token, limit, limit > 0 ? 100.0 * r->avg_ts / limit : 0.0,
+                       (double)mf.per_token * r->avg_ts / 1e9);
                 if (profiled) {
                     const prof *ps[2] = {&pm, &pmed};
                     const char *names[2] = {"profile_mean_ns", "profile_median_step_ns"};
@@ -489,9 +490,17 @@ int slm_cli_bench(int argc, char **argv) {
             printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5 passes; %.1f before the "
                    "tests, %.1f after)\n",
                    bw / 1e9, threads, bw_mib, bw_before / 1e9, bw_after / 1e9);
-        if (tg && limit > 0)
+        if (tg && limit > 0) {
             printf("decode reads %.1f MB of weights per token: bandwidth limit %.1f t/s; tg%d = %.1f%% of it\n",
                    mf.per_token / 1e6, limit, tg->n_gen, 100.0 * tg->avg_ts / limit);
+            /* the read rate itself: on machines whose bandwidth changes between
+               measurements (a VM's memory placement), the percentage alone misleads */
+            const double rate = mf.per_token * tg->avg_ts;
+            printf("tg%d reads the weights at %.1f GB/s (%.0f%% of the %.1f GB/s before the tests, %.0f%% of the %.1f "
+                   "after)\n",
+                   tg->n_gen, rate / 1e9, bw_before > 0 ? 100.0 * rate / bw_before : 0.0, bw_before / 1e9,
+                   bw_after > 0 ? 100.0 * rate / bw_after : 0.0, bw_after / 1e9);
+        }
         if (tg && profiled) {
             printf("\ndecode step by task kind (one more tg%d pass, each step profiled; the caller thread's time):\n\n",
                    n);
