@@ -10,6 +10,7 @@
 
 #include "common/common.h"
 #include "format/gguf.h"
+#include "format/model.h"
 #include "staticlm.h"
 #include "t.h"
 
@@ -220,6 +221,39 @@ static void test_q4_0_mix(void) {
     }
 }
 
+/* The compiler's repacking of a Q4_0 file's matrices: types become *_r16,
+ * an untied embedding stays, a second call changes nothing; matrices that
+ * share bytes (a malformed file) are refused with their names. */
+static void test_repack_model(void) {
+    const char *f = tmp_path("q4-repack.gguf");
+    CHECK(synth("--shape custom --type q4_0 --dim 256 --heads 4 --kv-heads 1 --ffn 512 --n-vocab 320 --untied", f) == 0);
+    slm_model_file m;
+    slm_err err = {0};
+    if (slm_model_open(&m, f, &err) != SLM_OK) {
+        CHECKF(0, "open: %s", err.msg);
+        return;
+    }
+    CHECK(slm_model_repack(&m, &err) == SLM_OK);
+    CHECK(slm_model_tensor(&m, "blk.0.attn_q.weight")->type == SLM_Q4_0_R16);
+    CHECK(slm_model_tensor(&m, "output.weight")->type == SLM_Q6_K_R16);
+    CHECK(slm_model_tensor(&m, "token_embd.weight")->type == SLM_Q4_0);
+    const slm_tensor *q = slm_model_tensor(&m, "blk.1.attn_q.weight");
+    uint8_t *before = malloc(q->nbytes);
+    memcpy(before, q->data, q->nbytes);
+    CHECK(slm_model_repack(&m, &err) == SLM_OK); /* idempotent */
+    CHECK(memcmp(before, q->data, q->nbytes) == 0);
+    free(before);
+    slm_model_close(&m);
+    if (slm_model_open(&m, f, &err) != SLM_OK) return;
+    slm_tensor *a = (slm_tensor *)slm_model_tensor(&m, "blk.0.attn_output.weight");
+    slm_tensor *b = (slm_tensor *)slm_model_tensor(&m, "blk.1.attn_output.weight");
+    b->data = (const uint8_t *)a->data + 64; /* as if the file's offsets overlapped */
+    memset(&err, 0, sizeof err);
+    CHECK(slm_model_repack(&m, &err) == SLM_ERR_FORMAT);
+    CHECKF(strstr(err.msg, "attn_output.weight") && strstr(err.msg, "share data bytes"), "%s", err.msg);
+    slm_model_close(&m);
+}
+
 /* A vocabulary bigger than the SPM file is padded with unique normal tokens;
  * the tokenizer and the engine accept it. */
 static void test_padded_vocab(void) {
@@ -288,6 +322,7 @@ int main(void) {
     T_RUN(test_custom_f32_roundtrip);
     T_RUN(test_same_seed_same_bytes);
     T_RUN(test_q4_0_mix);
+    T_RUN(test_repack_model);
     T_RUN(test_padded_vocab);
     T_RUN(test_archs);
     T_RUN(test_bad_args);

@@ -158,9 +158,9 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
               memo->pre == pre;
         *memo = (xmemo){x0, mm.ldx, mm.k, mm.rows, cls, pre};
     }
+    const slm_mm_scratch lay = pre || add ? slm_task_scratch_layout(t, mm.rows) : (slm_mm_scratch){0, 0, 0};
     if (pre) {
         float *px = scratch;
-        const size_t bytes = ((size_t)mm.rows * (size_t)mm.k * sizeof(float) + 63) & ~(size_t)63;
         if (!hit)
             for (int i = 0; i < mm.rows; i++) {
                 const float *xi = x0 + (size_t)i * mm.ldx;
@@ -169,14 +169,13 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
             }
         mm.x = px;
         mm.ldx = (size_t)mm.k;
-        mm.scratch = (uint8_t *)scratch + bytes;
+        mm.scratch = (uint8_t *)scratch + lay.pre;
     }
-    if (add) { /* the product of columns [n0, n1) into a block of scratch after the kernel's */
-        const size_t kb = (slm_matmul_scratch_bytes(t->wtype, t->k, mm.rows) + 63) & ~(size_t)63;
+    if (add) { /* the product of columns [n0, n1) into the block after the kernel's scratch */
         mm.w = (const uint8_t *)mm.w + (size_t)t->n0 * mm.wrow; /* n0 % 16 == 0: whole groups */
         mm.n0 = 0;
         mm.n1 = t->n1 - t->n0;
-        mm.y = (float *)((uint8_t *)mm.scratch + kb);
+        mm.y = (float *)((uint8_t *)scratch + lay.pre + lay.kernel);
         mm.ldy = (size_t)mm.n1;
     }
     if (!scratch && slm_matmul_scratch_bytes(t->wtype, t->k, mm.rows) > 0) {

@@ -68,6 +68,15 @@ size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows);
  * int8 dot products); the runtime allocates the maximum once per thread. */
 struct slm_task;
 size_t slm_task_scratch_bytes(const struct slm_task *t);
+/* A matrix task's scratch for `rows` input rows, in order, each a multiple
+ * of 64 bytes: a fused prologue's rows (f32 [rows][k]), the kernel's
+ * scratch (slm_matmul_scratch_bytes), a fused residual add's tile product
+ * (f32 [rows][n1 - n0]). The one place the executor and the pool's sizing
+ * take the layout from. */
+typedef struct slm_mm_scratch {
+    size_t pre, kernel, post;
+} slm_mm_scratch;
+slm_mm_scratch slm_task_scratch_layout(const struct slm_task *t, int rows);
 
 /* ---- shared by the kernel files (not for other layers) ------------------
  * Quantized weights as int8 codes: every 32-element block b of a row of a

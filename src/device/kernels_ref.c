@@ -172,9 +172,10 @@ size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows) {
     if ((slm_qtype_kind(wtype) < 0 && !slm_is_r16(wtype)) || wtype == SLM_F16_R16 || k <= 0 || rows <= 0) return 0;
     const size_t nb = (size_t)k / 32;
     /* xq codes, block scales and sums, integer sums of half blocks, one
-       panel of 16 columns, alignment slack */
+       panel of 16 columns (not for repacked weights: their kernels read the
+       weights in place), alignment slack */
     return (size_t)rows * (size_t)k + 2 * (size_t)rows * nb * sizeof(float) + 2 * (size_t)rows * nb * sizeof(int32_t) +
-           nb * SLM_PANEL_BLOCK_BYTES(16) + 5 * 64;
+           (slm_is_r16(wtype) ? 0 : nb * SLM_PANEL_BLOCK_BYTES(16)) + 5 * 64;
 }
 
 void slm_qblock_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2], float *m) {
@@ -350,13 +351,19 @@ void slm_k_attention_head(const float *q, const float *K, const float *V, int ld
     }
 }
 
+static size_t align64z(size_t n) { return (n + 63) & ~(size_t)63; }
+
+slm_mm_scratch slm_task_scratch_layout(const struct slm_task *t, int rows) {
+    slm_mm_scratch l = {0, 0, 0};
+    if (t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU))
+        l.pre = align64z((size_t)rows * (size_t)(t->k > 0 ? t->k : 0) * sizeof(float));
+    l.kernel = align64z(slm_matmul_scratch_bytes(t->wtype, t->k, rows));
+    if (t->flags & SLM_TF_POST_ADD) l.post = align64z((size_t)rows * (size_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 0) * sizeof(float));
+    return l;
+}
+
 size_t slm_task_scratch_bytes(const struct slm_task *t) {
     if (t->op != SLM_T_MATMUL) return 0;
-    const int rows = (t->flags & SLM_TF_ONE_ROW) ? 1 : (t->m > 0 ? t->m : 1);
-    size_t pre = 0; /* a fused prologue's rows, in front of the kernel's scratch */
-    if (t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU))
-        pre = ((size_t)rows * (size_t)(t->k > 0 ? t->k : 0) * sizeof(float) + 63) & ~(size_t)63;
-    size_t post = 0; /* a fused residual add: the tile's product, after the kernel's scratch */
-    if (t->flags & SLM_TF_POST_ADD) post = (size_t)rows * (size_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 0) * sizeof(float) + 64;
-    return pre + ((slm_matmul_scratch_bytes(t->wtype, t->k, rows) + 63) & ~(size_t)63) + post;
+    const slm_mm_scratch l = slm_task_scratch_layout(t, (t->flags & SLM_TF_ONE_ROW) ? 1 : (t->m > 0 ? t->m : 1));
+    return l.pre + l.kernel + l.post;
 }

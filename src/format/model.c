@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <unistd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -233,8 +234,31 @@ static void *repack_worker(void *arg) {
     }
 }
 
+static int by_data(const void *a, const void *b) {
+    const slm_tensor *x = *(const slm_tensor *const *)a, *y = *(const slm_tensor *const *)b;
+    return (const uint8_t *)x->data < (const uint8_t *)y->data ? -1 : (const uint8_t *)x->data > (const uint8_t *)y->data;
+}
+
 slm_status slm_model_repack(slm_model_file *m, slm_err *err) {
     if (!m->map.data) return SLM_OK; /* e.g. a Hugging Face folder: float weights, nothing to repack */
+    /* Repacking rewrites bytes in place, a tensor per thread: tensors that
+     * share bytes (a malformed file) would corrupt each other, so refuse them. */
+    {
+        const slm_tensor **v = slm_malloc(sizeof *v * (size_t)(m->n_tensors + 1));
+        if (!v) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", slm_basename(m->path));
+        int n = 0;
+        for (int i = 0; i < m->n_tensors; i++)
+            if (repack_type_of(m, &m->tensors[i])) v[n++] = &m->tensors[i];
+        qsort(v, (size_t)n, sizeof *v, by_data);
+        for (int i = 1; i < n; i++)
+            if ((const uint8_t *)v[i - 1]->data + v[i - 1]->nbytes > (const uint8_t *)v[i]->data) {
+                slm_status s = slm_errf(err, SLM_ERR_FORMAT, "%s: tensors '%s' and '%s' share data bytes",
+                                        slm_basename(m->path), v[i - 1]->name, v[i]->name);
+                slm_xfree(v);
+                return s;
+            }
+        slm_xfree(v);
+    }
     const uint8_t *lo = m->map.data, *hi = lo + m->map.size;
     const uint8_t *first = hi, *last = lo; /* the span of the tensors to repack */
     for (int i = 0; i < m->n_tensors; i++) {
