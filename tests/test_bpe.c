@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "format/gguf.h"
-#include "pipeline/bpe.h"
+#include "text/bpe.h"
 #include "t.h"
 
 #define SEP "\n__ggml_vocab_test__\n"

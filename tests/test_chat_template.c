@@ -7,8 +7,8 @@
 #include <dirent.h>
 #include <time.h>
 
-#include "pipeline/chat.h"
-#include "pipeline/chat_template.h"
+#include "engine/chat.h"
+#include "text/chat_template.h"
 #include "t.h"
 
 static const slm_chat_msg CONV[] = {

@@ -15,7 +15,7 @@
 
 #include "format/gguf.h"
 #include "format/model.h"
-#include "pipeline/tokenizer.h"
+#include "text/tokenizer.h"
 #include "t.h"
 
 static char g_dir[256];

@@ -9,7 +9,7 @@
 
 #include "t.h"
 #include "format/gguf.h"
-#include "pipeline/tokenizer.h"
+#include "text/tokenizer.h"
 
 #define TOK512 T_SHARED("models/tok512.bin")
 #define LLAMA2 T_SHARED("models/llama2-tokenizer.bin")

@@ -18,7 +18,7 @@
 #include "common/common.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
-#include "pipeline/tokenizer.h"
+#include "text/tokenizer.h"
 
 /* Bump whenever the layout of any section, or what the compiler emits for
  * the same inputs, changes: blobs of another version are recompiled. */

@@ -10,7 +10,7 @@
 
 #include "cli/cli.h"
 #include "device/kernels.h"
-#include "pipeline/chat.h"
+#include "engine/chat.h"
 #include "server/server.h"
 
 #ifdef SLM_HAVE_CJSON

@@ -12,7 +12,7 @@
 #include "cli/cli.h"
 #include "format/gguf.h"
 #include "format/model.h"
-#include "pipeline/tokenizer.h"
+#include "text/tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,

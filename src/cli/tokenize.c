@@ -13,8 +13,8 @@
 
 #include "cli/cli.h"
 #include "format/gguf.h"
-#include "pipeline/bpe.h"
-#include "pipeline/tokenizer.h"
+#include "text/bpe.h"
+#include "text/tokenizer.h"
 
 static void usage(FILE *f) {
     fprintf(f,

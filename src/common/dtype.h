@@ -40,7 +40,7 @@ typedef struct slm_dtype_info {
  * 64-byte vector holds 4 elements of each of the 16 rows (the int8 kernels'
  * panel layout), with the rows' scales side by side. A row takes the same
  * bytes as in the base type, so a matrix keeps its size and its offset;
- * the compiler repacks the matrices of N % 16 == 0 rows (common/repack.c
+ * the compiler repacks the matrices of N % 16 == 0 rows (compiler/repack.c
  * documents the layout). Row j's data is not contiguous: use
  * slm_dequantize_matrix_row. */
 #define SLM_R16 0x80u 
@@ -148,7 +148,7 @@ int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
  * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K are). */
 int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
 
-/* ---- repacked matrices (common/repack.c) --------------------------------- */
+/* ---- repacked matrices (compiler/repack.c) --------------------------------- */
 /* The repacked type for a matrix of n rows of k elements of type t, or 0
  * when it stays as it is (types other than Q4_0/Q6_K/Q8_0/F16, n % 16 != 0). */
 uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n);

@@ -9,17 +9,16 @@
  *     -> plan memory      every intermediate gets a fixed offset in one arena
  *     -> lower            one flat array of fixed-size task records with counted
  *                         barriers between dependent stages
- * The result (slm_program) holds no pointers into the graph: it is what a
- * blob stores, plus addresses resolved at load (static) and bind (I/O).
+ * The result (slm_program, program/program.h) holds no pointers into the
+ * graph's buffers: it is what a blob stores; the device resolves addresses
+ * in its own copy of the task list (device/device.h).
  */
 #ifndef SLM_COMPILER_H
 #define SLM_COMPILER_H
 
 #include <stdio.h>
 
-#include "device/task.h"
-#include "ir/ir.h"
-#include "ir/ir.h"
+#include "program/program.h"
 
 #define SLM_MAX_VARIANTS 8
 
@@ -41,58 +40,8 @@ typedef struct slm_compile_options {
                                  compiler stores the value it used) */
 } slm_compile_options;
 
-/* PREFILL: logits of the last row; GENERATE: one row; VERIFY: draft_n + 1
- * rows with logits for every row (speculative decoding); LMHEAD: hidden
- * rows -> logits, when the LM head is separate (then the others output
- * `hidden` instead of `logits`). */
-typedef enum slm_prog_kind {
-    SLM_PROG_PREFILL = 1,
-    SLM_PROG_GENERATE = 2,
-    SLM_PROG_VERIFY = 3,
-    SLM_PROG_LMHEAD = 4
-} slm_prog_kind;
 
-/* One program input or output (the article's I/O metadata). */
-typedef struct slm_io_desc {
-    char name[48];       /* "input_ids", "past_key_values.3.key", "logits" */
-    uint8_t role;        /* slm_io_role */
-    uint8_t is_output;   /* 1 for present.* and logits */
-    uint16_t dtype;      /* SLM_I32 or SLM_F32 */
-    int32_t layer;       /* for past/present, else -1 */
-    int32_t rows, cols;  /* static shape */
-} slm_io_desc;
 
-/* A relocation: task `task`'s operand `field` (0..3 = src0, src1, src2, dst)
- * holds the address of I/O tensor `io` plus the ref's byte offset. */
-typedef struct slm_reloc {
-    uint32_t task;
-    uint16_t field;
-    uint16_t io;
-} slm_reloc;
-
-typedef struct slm_program {
-    char name[24];         /* "prefill.1024", "generate.1152" */
-    uint8_t kind;          /* slm_prog_kind */
-    int32_t rows;          /* T: input rows */
-    int32_t kv_capacity;   /* C: KV rows visible to this program */
-    slm_task *tasks;       /* [n_tasks] */
-    int32_t n_tasks;
-    slm_io_desc *io;       /* [n_io] */
-    int32_t n_io;
-    slm_reloc *relocs;     /* [n_relocs], sorted by io */
-    int32_t n_relocs;
-    uint64_t arena_bytes;  /* activation arena this program needs */
-    slm_graph graph;       /* the specialized graph (for dumps; not needed to run) */
-    /* run-time state, set by slm_program_prepare / slm_program_bind (device/) */
-    void **io_ptr;         /* [n_io] bound address of each I/O tensor */
-    int32_t *io_reloc;     /* [n_io + 1] first relocation of each I/O tensor */
-    int32_t io_cache_pos;  /* I/O index of cache_position */
-    int32_t n_stages;      /* stages (runs of tasks closed by a barrier) */
-    int32_t *stage_first;  /* [n_stages + 1] first task of each stage; the
-                              stage's barrier is task stage_first[s+1] - 1 */
-    int *stage_next;       /* [n_stages] next unclaimed task (atomic, run time) */
-    uint64_t scratch_bytes;/* per-thread scratch the tasks need (max over tasks) */
-} slm_program;
 
 /* Compile-time constants shared by the programs (RoPE tables). */
 typedef struct slm_constants {
@@ -152,12 +101,5 @@ slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);
  * weights_base (the mapped file or blob section). */
 slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,
                      const void *weights_base, uint64_t weights_size, slm_err *err);
-void slm_program_free(slm_program *p);
-
-/* Printing. */
-void slm_program_dump_tasks(const slm_program *p, FILE *f);
-void slm_program_dump_io(const slm_program *p, FILE *f);
-/* Index of the I/O entry with this role (and layer for past/present), or -1. */
-int slm_program_find_io(const slm_program *p, slm_io_role role, int layer);
 
 #endif

@@ -488,79 +488,8 @@ fail_free_ctx:
     return s;
 }
 
-void slm_program_free(slm_program *p) {
-    slm_xfree(p->tasks);
-    slm_xfree(p->io);
-    slm_xfree(p->relocs);
-    slm_xfree(p->io_ptr);
-    slm_xfree(p->io_reloc);
-    slm_xfree(p->stage_first);
-    slm_xfree(p->stage_next);
-    slm_graph_free(&p->graph);
-    memset(p, 0, sizeof *p);
-}
 
-int slm_program_find_io(const slm_program *p, slm_io_role role, int layer) {
-    for (int i = 0; i < p->n_io; i++)
-        if (p->io[i].role == role && (layer < 0 || p->io[i].layer == layer)) return i;
-    return -1;
-}
 
-/* ---- dumps --------------------------------------------------------------- */
-
-static const char *space_name(int s) {
-    switch (s) {
-    case SLM_SPACE_WEIGHTS: return "W";
-    case SLM_SPACE_CONST: return "K";
-    case SLM_SPACE_ARENA: return "A";
-    case SLM_SPACE_IO: return "IO";
-    default: return "-";
-    }
-}
-
-void slm_program_dump_io(const slm_program *p, FILE *f) {
-    fprintf(f, "program %s: T=%d C=%d tasks=%d arena=%llu bytes\n", p->name, p->rows, p->kv_capacity,
-            p->n_tasks, (unsigned long long)p->arena_bytes);
-    for (int i = 0; i < p->n_io; i++) {
-        const slm_io_desc *d = &p->io[i];
-        fprintf(f, "  %-6s %2d %-26s %s[%d,%d]\n", d->is_output ? "output" : "input", i, d->name,
-                d->dtype == SLM_I32 ? "i32" : "f32", d->rows, d->cols);
-    }
-}
-
-void slm_program_dump_tasks(const slm_program *p, FILE *f) {
-    slm_program_dump_io(p, f);
-    int stage = 0;
-    for (int i = 0; i < p->n_tasks; i++) {
-        const slm_task *t = &p->tasks[i];
-        if (t->op == SLM_T_BARRIER) {
-            fprintf(f, "  %5d barrier count=%u   (end of stage %d)\n", i, t->count, stage++);
-            continue;
-        }
-        fprintf(f, "  %5d %-9s", i, slm_task_op_name(t->op));
-        if (t->layer >= 0) fprintf(f, " L%-2d", t->layer);
-        else fprintf(f, "    ");
-        if (t->op == SLM_T_MATMUL || t->op == SLM_T_EMBED) fprintf(f, " %s", slm_dtype_name(t->wtype));
-        fprintf(f, " n=%d k=%d", t->n, t->k);
-        if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
-        if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
-        if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
-        if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");
-        if (t->flags & SLM_TF_PRE_NORM) fprintf(f, " pre=rmsnorm(s0,s2)");
-        if (t->flags & SLM_TF_PRE_SWIGLU) fprintf(f, " pre=swiglu(s0,s2)");
-        if (t->flags & SLM_TF_POST_ROPE) fprintf(f, " post=rope(s3,s4)");
-        if (t->flags & SLM_TF_POST_ADD) fprintf(f, " post=add(d)");
-        if (t->window) fprintf(f, " window=%d", t->window);
-        static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
-        for (int k = 0; k < SLM_TASK_NREF; k++) {
-            const slm_ref *r = &t->ref[k];
-            if (!r->space) continue;
-            if (r->space == SLM_SPACE_IO) fprintf(f, " %s=%s", fn[k], p->io[r->io].name);
-            else fprintf(f, " %s=%s+0x%llx", fn[k], space_name(r->space), (unsigned long long)r->off);
-        }
-        fprintf(f, "\n");
-    }
-}
 
 /* ---- the compile driver -------------------------------------------------- */
 

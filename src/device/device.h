@@ -4,16 +4,37 @@
 #ifndef SLM_DEVICE_H
 #define SLM_DEVICE_H
 
-#include "compiler/compiler.h"
+#include <stdatomic.h>
 
-/* Resolve the static operand spaces (weights, constants, arena) once, and
- * build the per-I/O relocation index. Allocates (load time only). */
-slm_status slm_program_prepare(slm_program *p, const void *weights, const void *consts, void *arena,
-                               slm_err *err);
+#include "program/program.h"
+
+/* A program made ready to run: the device's own copy of the task list with
+ * every operand's address resolved (the program itself stays immutable, so
+ * a blob's mapped tasks or one compiled program can back several of these),
+ * and the run-time state of the walk. */
+typedef struct slm_exec {
+    const slm_program *prog; /* not owned */
+    slm_task *tasks;         /* [n_tasks] copy of prog->tasks with p[] resolved */
+    void **io_ptr;           /* [n_io] bound address of each I/O tensor */
+    int32_t *io_reloc;       /* [n_io + 1] first relocation of each I/O tensor */
+    int32_t io_cache_pos;    /* I/O index of cache_position */
+    int32_t n_stages;        /* stages (runs of tasks closed by a barrier) */
+    int32_t *stage_first;    /* [n_stages + 1] first task of each stage; the
+                                stage's barrier is task stage_first[s+1] - 1 */
+    _Atomic int *stage_next; /* [n_stages] next unclaimed task of each stage */
+    uint64_t scratch_bytes;  /* per-thread scratch the tasks need (max over tasks) */
+} slm_exec;
+
+/* Copy p's tasks, resolve the static operand spaces (weights, constants,
+ * arena) once and build the per-I/O relocation index. Allocates (load time
+ * only). On failure x is left empty. */
+slm_status slm_exec_init(slm_exec *x, const slm_program *p, const void *weights, const void *consts, void *arena,
+                         slm_err *err);
+void slm_exec_free(slm_exec *x);
 /* Bind I/O tensor `io` to `ptr`: patches every task operand that refers to
  * it (its relocations). Cheap enough to call per step for the few mutable
  * pointers (present.*). Allocates nothing. */
-void slm_program_bind(slm_program *p, int io, void *ptr);
+void slm_exec_bind(slm_exec *x, int io, void *ptr);
 /* Worker threads. A pool of n runs programs on the caller plus n - 1
  * workers; workers spin briefly, then sleep on a futex, between calls and
  * at barriers. */
@@ -30,7 +51,7 @@ slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err
  * pool is NULL). Within a stage, threads claim tasks in order; a barrier
  * waits for all. Rows to compute come from cache_position (padding rows,
  * cache_position < 0, are skipped). Allocates nothing. */
-slm_status slm_program_run(slm_program *p, slm_pool *pool);
+slm_status slm_exec_run(slm_exec *x, slm_pool *pool);
 
 /* Per-kind time accounting (for bench): when enabled, the caller thread's
  * share of each task kind is summed in ns. */

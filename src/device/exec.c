@@ -15,62 +15,52 @@
 #include "device/device.h"
 #include "device/kernels.h"
 
-const char *slm_task_op_name(int op) {
-    switch (op) {
-    case SLM_T_NOP: return "nop";
-    case SLM_T_BARRIER: return "barrier";
-    case SLM_T_COPY_ROW: return "copy_row";
-    case SLM_T_EMBED: return "embed";
-    case SLM_T_RMSNORM: return "rmsnorm";
-    case SLM_T_MATMUL: return "matmul";
-    case SLM_T_ROPE: return "rope";
-    case SLM_T_ATTENTION: return "attention";
-    case SLM_T_ADD: return "add";
-    case SLM_T_SWIGLU: return "swiglu";
-    case SLM_T_BIAS: return "bias";
-    default: return "?";
-    }
-}
 
-slm_status slm_program_prepare(slm_program *p, const void *weights, const void *consts, void *arena,
-                               slm_err *err) {
-    slm_xfree(p->io_ptr);
-    slm_xfree(p->io_reloc);
-    p->io_ptr = slm_calloc((size_t)p->n_io + 1, sizeof(void *));
-    p->io_reloc = slm_calloc((size_t)p->n_io + 1, sizeof(int32_t));
-    if (!p->io_ptr || !p->io_reloc) return slm_errf(err, SLM_ERR_NOMEM, "out of memory binding %s", p->name);
-    for (int i = 0, r = 0; i <= p->n_io; i++) {
-        while (r < p->n_relocs && p->relocs[r].io < i) r++;
-        p->io_reloc[i] = r;
-    }
-    p->io_cache_pos = (int32_t)slm_program_find_io(p, SLM_IO_CACHE_POSITION, -1);
-    /* stage table: each stage ends with its barrier */
+slm_status slm_exec_init(slm_exec *x, const slm_program *p, const void *weights, const void *consts, void *arena,
+                         slm_err *err) {
+    memset(x, 0, sizeof *x);
+    x->prog = p;
     int n_stages = 0;
     for (int i = 0; i < p->n_tasks; i++) n_stages += p->tasks[i].op == SLM_T_BARRIER;
     if (p->n_tasks == 0 || p->tasks[p->n_tasks - 1].op != SLM_T_BARRIER)
         return slm_errf(err, SLM_ERR_INTERNAL, "%s: task list does not end with a barrier", p->name);
-    slm_xfree(p->stage_first);
-    slm_xfree(p->stage_next);
-    p->stage_first = slm_calloc((size_t)n_stages + 1, sizeof(int32_t));
-    p->stage_next = slm_calloc((size_t)n_stages + 1, sizeof(int));
-    if (!p->stage_first || !p->stage_next) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-    p->n_stages = n_stages;
+    x->tasks = slm_calloc((size_t)p->n_tasks, sizeof *x->tasks);
+    x->io_ptr = slm_calloc((size_t)p->n_io + 1, sizeof(void *));
+    x->io_reloc = slm_calloc((size_t)p->n_io + 1, sizeof(int32_t));
+    x->stage_first = slm_calloc((size_t)n_stages + 1, sizeof(int32_t));
+    x->stage_next = slm_calloc((size_t)n_stages + 1, sizeof *x->stage_next);
+    if (!x->tasks || !x->io_ptr || !x->io_reloc || !x->stage_first || !x->stage_next) {
+        slm_exec_free(x);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory binding %s", p->name);
+    }
+    memcpy(x->tasks, p->tasks, (size_t)p->n_tasks * sizeof *x->tasks);
+    for (int i = 0, r = 0; i <= p->n_io; i++) {
+        while (r < p->n_relocs && p->relocs[r].io < i) r++;
+        x->io_reloc[i] = r;
+    }
+    x->io_cache_pos = (int32_t)slm_program_find_io(p, SLM_IO_CACHE_POSITION, -1);
+    /* stage table: each stage ends with its barrier */
+    x->n_stages = n_stages;
     for (int i = 0, s = 0; i < p->n_tasks; i++)
         if (p->tasks[i].op == SLM_T_BARRIER) {
-            uint32_t n = (uint32_t)(i - p->stage_first[s]);
-            if (p->tasks[i].count != n)
+            uint32_t n = (uint32_t)(i - x->stage_first[s]);
+            if (p->tasks[i].count != n) {
+                slm_exec_free(x);
                 return slm_errf(err, SLM_ERR_INTERNAL, "%s: barrier %d counts %u tasks, stage has %u", p->name, i,
                                 p->tasks[i].count, n);
-            p->stage_first[++s] = i + 1;
+            }
+            x->stage_first[++s] = i + 1;
         }
-    p->scratch_bytes = 0;
     for (int i = 0; i < p->n_tasks; i++) {
         uint64_t b = slm_task_scratch_bytes(&p->tasks[i]);
-        if (b > p->scratch_bytes) p->scratch_bytes = b;
+        if (b > x->scratch_bytes) x->scratch_bytes = b;
     }
-    if (p->io_cache_pos < 0) return slm_errf(err, SLM_ERR_INTERNAL, "%s: no cache_position input", p->name);
+    if (x->io_cache_pos < 0) {
+        slm_exec_free(x);
+        return slm_errf(err, SLM_ERR_INTERNAL, "%s: no cache_position input", p->name);
+    }
     for (int i = 0; i < p->n_tasks; i++) {
-        slm_task *t = &p->tasks[i];
+        slm_task *t = &x->tasks[i];
         for (int k = 0; k < SLM_TASK_NREF; k++) {
             const slm_ref *r = &t->ref[k];
             switch (r->space) {
@@ -84,11 +74,21 @@ slm_status slm_program_prepare(slm_program *p, const void *weights, const void *
     return SLM_OK;
 }
 
-void slm_program_bind(slm_program *p, int io, void *ptr) {
-    p->io_ptr[io] = ptr;
-    for (int r = p->io_reloc[io]; r < p->io_reloc[io + 1]; r++) {
+void slm_exec_free(slm_exec *x) {
+    slm_xfree(x->tasks);
+    slm_xfree(x->io_ptr);
+    slm_xfree(x->io_reloc);
+    slm_xfree(x->stage_first);
+    slm_xfree((void *)x->stage_next);
+    memset(x, 0, sizeof *x);
+}
+
+void slm_exec_bind(slm_exec *x, int io, void *ptr) {
+    const slm_program *p = x->prog;
+    x->io_ptr[io] = ptr;
+    for (int r = x->io_reloc[io]; r < x->io_reloc[io + 1]; r++) {
         const slm_reloc *rl = &p->relocs[r];
-        slm_task *t = &p->tasks[rl->task];
+        slm_task *t = &x->tasks[rl->task];
         t->p[rl->field] = (uint8_t *)ptr + t->ref[rl->field].off;
     }
 }
@@ -375,7 +375,7 @@ struct slm_pool {
     _Atomic uint32_t job_gen; /* bumped to start a job (futex word) */
     _Atomic int job_sleepers;
     _Atomic int quit;
-    slm_program *prog;        /* the job */
+    slm_exec *job;            /* the job */
     rows valid;
     const slm_kernel_set *ks;
     _Atomic int status;       /* first error of the job */
@@ -438,14 +438,14 @@ static void barrier(slm_pool *pool) {
 }
 
 /* Every thread runs this for a job: claim tasks stage by stage. */
-static void run_stages(slm_pool *pool, slm_program *p, rows valid, const slm_kernel_set *ks, int tid) {
+static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel_set *ks, int tid) {
     const int prof = g_profile && tid == 0;
     for (int s = 0; s < p->n_stages; s++) {
         xmemo memo = {0};
         const int first = p->stage_first[s];
         const int n = p->stage_first[s + 1] - 1 - first;
         for (;;) {
-            int i = atomic_fetch_add_explicit((_Atomic int *)&p->stage_next[s], 1, memory_order_relaxed);
+            int i = atomic_fetch_add_explicit(&p->stage_next[s], 1, memory_order_relaxed);
             if (i >= n) break;
             const slm_task *t = &p->tasks[first + i];
             uint64_t t0 = prof ? now_ns() : 0;
@@ -475,7 +475,7 @@ static void *worker_main(void *arg) {
         wait_change(&pool->job_gen, seen, &pool->job_sleepers);
         seen = atomic_load_explicit(&pool->job_gen, memory_order_acquire);
         if (atomic_load(&pool->quit)) break;
-        run_stages(pool, pool->prog, pool->valid, pool->ks, tid);
+        run_stages(pool, pool->job, pool->valid, pool->ks, tid);
     }
     return NULL;
 }
@@ -549,18 +549,19 @@ slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err
 
 int slm_pool_size(const slm_pool *pool) { return pool ? pool->n : 1; }
 
-slm_status slm_program_run(slm_program *p, slm_pool *pool) {
+slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     const int32_t *cpos = p->io_ptr[p->io_cache_pos];
-    rows valid = {0, p->rows};
-    while (valid.begin < p->rows && cpos[valid.begin] < 0) valid.begin++;
-    if (valid.begin == p->rows) return SLM_ERR_ARG;
+    const int T = p->prog->rows;
+    rows valid = {0, T};
+    while (valid.begin < T && cpos[valid.begin] < 0) valid.begin++;
+    if (valid.begin == T) return SLM_ERR_ARG;
     const slm_kernel_set *ks = slm_kernels_active();
-    for (int s = 0; s < p->n_stages; s++) p->stage_next[s] = 0;
+    for (int s = 0; s < p->n_stages; s++) atomic_store_explicit(&p->stage_next[s], 0, memory_order_relaxed);
     if (g_profile) g_prof_calls++;
     if (!pool || pool->n == 1) {
         const int prof = g_profile;
         xmemo memo = {0};
-        for (const slm_task *t = p->tasks, *end = p->tasks + p->n_tasks; t < end; t++) {
+        for (const slm_task *t = p->tasks, *end = p->tasks + p->prog->n_tasks; t < end; t++) {
             uint64_t t0 = prof ? now_ns() : 0;
             if (t->op == SLM_T_BARRIER) memo = (xmemo){0};
             slm_status st = exec_task(t, valid, ks, pool ? pool->scratch[0] : NULL, &memo);
@@ -569,7 +570,7 @@ slm_status slm_program_run(slm_program *p, slm_pool *pool) {
         }
         return SLM_OK;
     }
-    pool->prog = p;
+    pool->job = p;
     pool->valid = valid;
     pool->ks = ks;
     atomic_store(&pool->status, SLM_OK);

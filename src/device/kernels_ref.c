@@ -4,7 +4,7 @@
 
 #include "common/dtype.h"
 #include "device/kernels.h"
-#include "device/task.h"
+#include "program/task.h"
 
 static float dot_f32_ref(const void *w, const float *x, int k) {
     const float *a = w;

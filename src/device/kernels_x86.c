@@ -663,7 +663,7 @@ static const mk2_fn k_mk2[3][4] = {
     {mk_avx2_1_2, mk_avx2_2_2, mk_avx2_3_2, mk_avx2_4_2},
 };
 
-/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16; layout in common/repack.c) -
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16; layout in compiler/repack.c) -
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
  * activation codes broadcast (dpbusd: u8 weights x s8 activations). The

@@ -1,5 +1,8 @@
 #include "runtime/runtime.h"
 
+/* The device's bound copy of program p. */
+static slm_exec *exec_of(slm_runtime *rt, const slm_program *p) { return &rt->exec[p - rt->comp->progs]; }
+
 static float *kv_layer(slm_runtime *rt, int layer, int is_v) {
     return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->cap * (size_t)rt->kv_dim;
 }
@@ -35,7 +38,7 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
         if ((d->role == SLM_IO_PAST_KEY || d->role == SLM_IO_PAST_VALUE) &&
             (d->layer < 0 || d->layer >= cfg->n_layers || d->rows > rt->cap || d->cols != rt->kv_dim))
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: %s does not fit the KV buffer", p->name, d->name);
-        slm_program_bind(p, i, ptr);
+        slm_exec_bind(exec_of(rt, p), i, ptr);
     }
     return SLM_OK;
 }
@@ -68,7 +71,8 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     rt->head_cpos = slm_calloc(1, sizeof(int32_t));
     rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
-    if (!rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask || !rt->tokens || !rt->hidden || !rt->head_cpos ||
+    rt->exec = slm_calloc((size_t)c->n_progs, sizeof *rt->exec);
+    if (!rt->exec || !rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask || !rt->tokens || !rt->hidden || !rt->head_cpos ||
         !rt->logits || !rt->present_io) {
         slm_rt_free(rt);
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the KV cache (%llu bytes) and arena",
@@ -81,8 +85,8 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     }
     for (int i = 0; i < c->n_progs; i++) {
         slm_program *p = &c->progs[i];
-        if ((s = slm_program_prepare(p, weights, c->consts.rope, rt->arena, err)) ||
-            (s = slm_pool_reserve_scratch(rt->pool, p->scratch_bytes, err)) ||
+        if ((s = slm_exec_init(&rt->exec[i], p, weights, c->consts.rope, rt->arena, err)) ||
+            (s = slm_pool_reserve_scratch(rt->pool, rt->exec[i].scratch_bytes, err)) ||
             (s = bind_static(rt, p, i, err))) {
             slm_rt_free(rt);
             return s;
@@ -107,6 +111,9 @@ void slm_rt_free(slm_runtime *rt) {
     slm_xfree(rt->tokens);
     slm_aligned_free(rt->logits);
     slm_xfree(rt->present_io);
+    if (rt->exec)
+        for (int i = 0; i < rt->comp->n_progs; i++) slm_exec_free(&rt->exec[i]);
+    slm_xfree(rt->exec);
     memset(rt, 0, sizeof *rt);
 }
 
@@ -127,7 +134,7 @@ slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err)
     if (s) return s;
     for (int i = 0; i < rt->comp->n_progs; i++)
         if (rt->comp->progs[i].kind == SLM_PROG_LMHEAD &&
-            (s = slm_pool_reserve_scratch(rt->head_pool, rt->comp->progs[i].scratch_bytes, err)))
+            (s = slm_pool_reserve_scratch(rt->head_pool, rt->exec[i].scratch_bytes, err)))
             return s;
     return SLM_OK;
 }
@@ -137,7 +144,7 @@ static slm_status run_head(slm_runtime *rt, int rows, slm_err *err) {
     if (!rt->comp->opt.lm_head_separate) return SLM_OK;
     slm_program *h = slm_pick_lm_head(rt->comp, rows);
     if (!h) return slm_errf(err, SLM_ERR_INTERNAL, "no lm_head program for %d rows", rows);
-    slm_status s = slm_program_run(h, rt->head_pool ? rt->head_pool : rt->pool);
+    slm_status s = slm_exec_run(exec_of(rt, h), rt->head_pool ? rt->head_pool : rt->pool);
     if (s) return slm_errf(err, s, "%s program failed", h->name);
     rt->head_runs++;
     return SLM_OK;
@@ -149,7 +156,7 @@ static void bind_present(slm_runtime *rt, slm_program *p, int write_index) {
     int prog = (int)(p - rt->comp->progs);
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            slm_program_bind(p, rt->present_io[(prog * L + l) * 2 + s],
+            slm_exec_bind(exec_of(rt, p), rt->present_io[(prog * L + l) * 2 + s],
                              kv_layer(rt, l, s) + (size_t)write_index * rt->kv_dim);
 }
 
@@ -183,7 +190,7 @@ static slm_status run_rows(slm_runtime *rt, slm_program *p, const int32_t *ids, 
     for (int j = 0; j < w; j++) before += rt->mask[j] != 0;
     for (int i = 0; i < T; i++) rt->position_ids[i] = i >= pad ? before + i - pad : 0;
     bind_present(rt, p, w);
-    slm_status s = slm_program_run(p, rt->pool);
+    slm_status s = slm_exec_run(exec_of(rt, p), rt->pool);
     if (s) {
         for (int i = 0; i < n; i++) rt->mask[w + i] = 0;
         return slm_errf(err, s, "%s program failed", p->name);
@@ -267,7 +274,7 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
     rt->position_ids[0] = valid - 1; /* sum(mask) - 1 */
     rt->cache_position[0] = w;
     bind_present(rt, p, w);
-    if ((s = slm_program_run(p, rt->pool))) return slm_errf(err, s, "generate program failed");
+    if ((s = slm_exec_run(exec_of(rt, p), rt->pool))) return slm_errf(err, s, "generate program failed");
     if ((s = run_head(rt, 1, err))) return s;
     rt->num_stored++;
     return SLM_OK;

@@ -33,6 +33,7 @@ typedef struct slm_runtime {
     int num_stored;         /* valid KV rows (num_stored_tokens) */
     uint64_t kv_bytes_copied; /* KV bytes moved between programs: always 0 */
     int *present_io;        /* [n_progs][n_layers][2] I/O index of present.L.* */
+    slm_exec *exec;         /* [n_progs] each program bound to these buffers */
     slm_program *gen;       /* the generate variant in use */
     int variant_switches;   /* generate variant changes since reset */
     int chunking;           /* 1: prompts longer than the largest prefill run in chunks */

@@ -46,7 +46,7 @@ int slm_cli_serve(int argc, char **argv) {
 #include <time.h>
 #include <unistd.h>
 
-#include "pipeline/chat.h"
+#include "engine/chat.h"
 
 #define BODY_LIMIT (4u << 20)
 #define MAX_STOP 4

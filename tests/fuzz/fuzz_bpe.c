@@ -8,8 +8,8 @@
  * not crash). Not part of the default build:
  *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
  *     -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DSLM_HAVE_CJSON -Iinclude -Isrc \
- *     -DSLM_SHARED_DIR='"../shared"' tests/fuzz/fuzz_bpe.c src/pipeline/bpe.c \
- *     src/pipeline/bpe_json.c src/common/[a-z]*.c src/format/gguf.c -lpcre2-8 -lcjson -lm -o fuzz_bpe
+ *     -DSLM_SHARED_DIR='"../shared"' tests/fuzz/fuzz_bpe.c src/text/bpe.c \
+ *     src/text/bpe_json.c src/common/[a-z]*.c src/format/gguf.c -lpcre2-8 -lcjson -lm -o fuzz_bpe
  *   ./fuzz_bpe -max_total_time=60 -max_len=4096
  */
 #include <dirent.h>
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "format/gguf.h"
-#include "pipeline/bpe.h"
+#include "text/bpe.h"
 
 #ifndef SLM_SHARED_DIR
 #define SLM_SHARED_DIR "../shared"

@@ -6,7 +6,7 @@
  *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
  *     -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc \
  *     -DSLM_SHARED_DIR='"../shared"' tests/fuzz/fuzz_tokenizer.c \
- *     src/pipeline/tokenizer.c src/common/[a-z]*.c src/format/gguf.c -lm -o fuzz_tokenizer
+ *     src/text/tokenizer.c src/common/[a-z]*.c src/format/gguf.c -lm -o fuzz_tokenizer
  *   ./fuzz_tokenizer -max_total_time=60 -max_len=4096
  */
 #include <stdio.h>
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "format/gguf.h"
-#include "pipeline/tokenizer.h"
+#include "text/tokenizer.h"
 
 #ifndef SLM_SHARED_DIR
 #define SLM_SHARED_DIR "../shared"

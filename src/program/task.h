@@ -1,4 +1,4 @@
-/* device/task.h — the task record: the unit the executor walks.
+/* program/task.h — the task record: the unit the executor walks.
  *
  * A program is a flat array of fixed-size task records. Tasks between two
  * BARRIER records are independent (they may run on different threads, in
@@ -86,9 +86,10 @@ typedef struct slm_task {
     int32_t window;      /* ATTENTION: attend to at most this many rows up to the
                             query's own (sliding window); 0 = all */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
-    void *p[SLM_TASK_NREF];       /* resolved addresses (load / bind time) */
+    void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
+                                     (slm_exec); NULL in a program */
 } slm_task;
 
-const char *slm_task_op_name(int op);
+
 
 #endif

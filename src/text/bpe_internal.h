@@ -3,7 +3,7 @@
 #ifndef SLM_BPE_INTERNAL_H
 #define SLM_BPE_INTERNAL_H
 
-#include "pipeline/bpe.h"
+#include "text/bpe.h"
 
 /* room for n_vocab tokens, blob_size bytes of strings (NULs included) */
 slm_bpe *slm_bpe__alloc(int n_vocab, uint64_t blob_size);

@@ -37,7 +37,7 @@
  * 4 elements, and the scales of 16 columns are one vector load. */
 #include <string.h>
 
-#include "dtype.h"
+#include "common/dtype.h"
 
 uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (n <= 0 || n % 16 || k <= 0) return 0;

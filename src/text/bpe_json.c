@@ -22,8 +22,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "pipeline/bpe.h"
-#include "pipeline/bpe_internal.h"
+#include "text/bpe.h"
+#include "text/bpe_internal.h"
 
 #ifndef SLM_HAVE_CJSON
 

@@ -1,5 +1,5 @@
 /* Conversations on the KV cache (see chat.h). Public API only. */
-#include "pipeline/chat.h"
+#include "engine/chat.h"
 
 #include <stdio.h>
 #include <stdlib.h>

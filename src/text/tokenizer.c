@@ -41,8 +41,8 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "pipeline/bpe.h"
-#include "pipeline/tokenizer.h"
+#include "text/bpe.h"
+#include "text/tokenizer.h"
 
 /* TOK_BPE: byte-level BPE (bpe.c) behind the same interface; only n_vocab,
  * bos, eos, eot and the bpe fields below are used. */

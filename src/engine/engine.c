@@ -15,7 +15,7 @@
 #include "common/common.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
-#include "pipeline/tokenizer.h"
+#include "text/tokenizer.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
 

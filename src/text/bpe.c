@@ -28,7 +28,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "pipeline/bpe.h"
+#include "text/bpe.h"
 
 #define BPE_MAX_VOCAB (1 << 24)
 #define BPE_MAX_MERGES (1 << 25)
@@ -1431,7 +1431,7 @@ fail:
 }
 
 /* ---- shared with bpe_json.c ------------------------------------------- */
-#include "pipeline/bpe_internal.h"
+#include "text/bpe_internal.h"
 
 slm_bpe *slm_bpe__alloc(int n_vocab, uint64_t blob_size) { return bpe_alloc(n_vocab, blob_size); }
 char *slm_bpe__blob(slm_bpe *t) { return t->blob; }

@@ -16,7 +16,7 @@
 
 #include <stdint.h>
 
-#include "pipeline/chat_template.h"
+#include "text/chat_template.h"
 #include "staticlm.h"
 
 /* ---- template choice and tokenization helpers ---------------------------- */

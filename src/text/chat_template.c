@@ -7,7 +7,7 @@
  * per-render arena (freed at once, so nothing leaks on an error: errors
  * longjmp to the entry point).
  */
-#include "pipeline/chat_template.h"
+#include "text/chat_template.h"
 
 #include <setjmp.h>
 #include <stdarg.h>

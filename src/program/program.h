@@ -1,0 +1,72 @@
+/* program/ — the compiled program: what the compiler emits, a blob stores
+ * and the device runs. Immutable once built: the device resolves addresses
+ * in its own copy of the task list (slm_exec, device/device.h), never here.
+ *
+ * A program is a flat array of task records (program/task.h) closed by
+ * counted barriers, its I/O table (the article's I/O metadata) and the
+ * relocations that say which task operand refers to which I/O tensor.
+ */
+#ifndef SLM_PROGRAM_H
+#define SLM_PROGRAM_H
+
+#include <stdio.h>
+
+#include "ir/ir.h"
+#include "program/task.h"
+
+/* PREFILL: logits of the last row; GENERATE: one row; VERIFY: draft_n + 1
+ * rows with logits for every row (speculative decoding); LMHEAD: hidden
+ * rows -> logits, when the LM head is separate (then the others output
+ * `hidden` instead of `logits`). */
+typedef enum slm_prog_kind {
+    SLM_PROG_PREFILL = 1,
+    SLM_PROG_GENERATE = 2,
+    SLM_PROG_VERIFY = 3,
+    SLM_PROG_LMHEAD = 4
+} slm_prog_kind;
+
+/* One program input or output (the article's I/O metadata). */
+typedef struct slm_io_desc {
+    char name[48];       /* "input_ids", "past_key_values.3.key", "logits" */
+    uint8_t role;        /* slm_io_role */
+    uint8_t is_output;   /* 1 for present.* and logits */
+    uint16_t dtype;      /* SLM_I32 or SLM_F32 */
+    int32_t layer;       /* for past/present, else -1 */
+    int32_t rows, cols;  /* static shape */
+} slm_io_desc;
+
+/* A relocation: task `task`'s operand `field` (0..3 = src0, src1, src2, dst)
+ * holds the address of I/O tensor `io` plus the ref's byte offset. */
+typedef struct slm_reloc {
+    uint32_t task;
+    uint16_t field;
+    uint16_t io;
+} slm_reloc;
+
+typedef struct slm_program {
+    char name[24];         /* "prefill.1024", "generate.1152" */
+    uint8_t kind;          /* slm_prog_kind */
+    int32_t rows;          /* T: input rows */
+    int32_t kv_capacity;   /* C: KV rows visible to this program */
+    slm_task *tasks;       /* [n_tasks] */
+    int32_t n_tasks;
+    slm_io_desc *io;       /* [n_io] */
+    int32_t n_io;
+    slm_reloc *relocs;     /* [n_relocs], sorted by io */
+    int32_t n_relocs;
+    uint64_t arena_bytes;  /* activation arena this program needs */
+    slm_graph graph;       /* the specialized graph (for dumps; not needed to run) */
+} slm_program;
+
+void slm_program_free(slm_program *p);
+
+/* Index of the I/O entry with this role (and layer for past/present), or -1. */
+int slm_program_find_io(const slm_program *p, slm_io_role role, int layer);
+/* The short name of a task kind ("matmul", "barrier", ...). */
+const char *slm_task_op_name(int op);
+
+/* Printing (compile --dump-io / --dump-tasks). */
+void slm_program_dump_tasks(const slm_program *p, FILE *f);
+void slm_program_dump_io(const slm_program *p, FILE *f);
+
+#endif
