@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "common/dtype.h"
+#include "compiler/compiler.h"
 #include "device/kernels.h"
 
 static double now_s(void) {

@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include "common/dtype.h"
+#include "compiler/compiler.h"
 #include "device/kernels.h"
 #include "t.h"
 

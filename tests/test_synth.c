@@ -10,6 +10,7 @@
 
 #include "common/common.h"
 #include "format/gguf.h"
+#include "compiler/compiler.h"
 #include "format/model.h"
 #include "staticlm.h"
 #include "t.h"

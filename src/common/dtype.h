@@ -148,13 +148,7 @@ int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
  * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K are). */
 int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
 
-/* ---- repacked matrices (compiler/repack.c) --------------------------------- */
-/* The repacked type for a matrix of n rows of k elements of type t, or 0
- * when it stays as it is (types other than Q4_0/Q6_K/Q8_0/F16, n % 16 != 0). */
-uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n);
-/* Repack n rows of k elements of type t in place (data holds n * row bytes;
- * tmp holds 16 * row bytes). Requires slm_repack_type(t, k, n) != 0. */
-void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp);
+/* ---- repacked matrices (layout: common/layout_r16.c; written by compiler/repack.c) */
 /* 32 elements (block b of 32) of row c (0..15) of a 16-row group of a
  * repacked matrix of width k: codes as signed int8, half-block scales. */
 void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]);

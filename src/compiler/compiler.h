@@ -71,6 +71,19 @@ slm_program *slm_pick_generate(slm_compiled *c, int need);
 /* The lm_head program for `rows` rows (1, or the verify rows); NULL if none. */
 slm_program *slm_pick_lm_head(slm_compiled *c, int rows);
 
+/* The repacked type for a matrix of n rows of k elements of type t, or 0
+ * when it stays as it is (types other than Q4_0/Q6_K/Q8_0/F16, n % 16 != 0). */
+uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n);
+/* Repack n rows of k elements of type t in place (data holds n * row bytes;
+ * tmp holds 16 * row bytes). Requires slm_repack_type(t, k, n) != 0. */
+void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp);
+/* The compiler's weight layout: every matrix a matmul reads (the 2-D
+ * tensors but an untied token embedding) of type Q4_0, Q6_K or Q8_0 with a
+ * multiple of 16 rows is repacked in place into SLM_*_R16 (same size and
+ * offset; the mapping's pages become private copies; the file is
+ * untouched) and its type updated. Idempotent. */
+slm_status slm_model_repack(slm_model_file *m, slm_err *err);
+
 /* Compile a validated model. On failure everything is freed. */
 slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
                        slm_err *err);

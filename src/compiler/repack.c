@@ -1,43 +1,22 @@
-/* Repacked matrices (SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16): the
- * compiler's kernel-friendly weight layout.
- *
- * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
- * matrix multiply) form a group of 16 * row_bytes bytes at offset
- * 16g * row_bytes, the same bytes the rows take in the base type. A group is
- * one sequence of blocks of 32 elements (k / 32 of them), each holding its
- * codes and then its scales, so a kernel reads one stream of memory (a
- * separate stream of scales measured half the DRAM bandwidth: the
- * prefetchers follow one stream per group well, two poorly):
- *
- * Q4_0_R16, 288 bytes per block
- *   u8  codes[4][16][4]  quad g, row c, byte e: the low nibble is the code of
- *                        element 8g + e, the high nibble that of element
- *                        8g + 4 + e (codes 0..15; value = d * (code - 8))
- *   f16 d[16]            the block scales of the 16 rows
- * Q8_0_R16, 544 bytes per block
- *   u8  codes[8][16][4]  vector v, row c, byte e: code of element 4v + e plus
- *                        128 (value = d * (code - 128))
- *   f16 d[16]
- * F16_R16
- *   f16 w[k][16]         element e of the 16 rows side by side (one 32-byte load
- *                        is 16 output columns' weights for one input element)
- * Q6_K_R16, per super-block of 256 elements: f16 d[16] (the super-block
- * scales), then 8 blocks of 416 bytes:
- *   u8  lo[4][16][4]     the low 4 bits of the codes, laid out as Q4_0's
- *   u8  hi[2][16][4]     half h, row c, byte e: bits 2s..2s+1 are the high 2
- *                        bits of element 16h + 4s + e (codes 0..63; value =
- *                        d * sc * (code - 32))
- *   i8  sc[2][16]        the scale of elements 16h .. 16h+15 of the block
- *
- * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
- * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
- * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
- * v / 4 moved to bits 4..5; for Q8_0 it is bytes 64v .. 64v+63. One
- * dot-product instruction (VNNI dpbusd) then advances 16 output columns by
- * 4 elements, and the scales of 16 columns are one vector load. */
+/* Repacking: the compiler rewrites the matrices a matmul reads into the
+ * 16-row interleaved layout defined in common/layout_r16.c (the layout the
+ * kernels and a blob's weights section use). */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "common/dtype.h"
+#include "compiler/compiler.h"
+
+/* Element e (0..31) of a block sits in quad (e / 8), nibble (e / 4) & 1, byte e % 4. */
+static inline int get_nibble(const uint8_t *codes, int c, int e) {
+    const uint8_t v = codes[(e / 8) * 64 + c * 4 + e % 4];
+    return ((e / 4) & 1) ? v >> 4 : v & 0xF;
+}
+
 
 uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (n <= 0 || n % 16 || k <= 0) return 0;
@@ -46,12 +25,6 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_Q8_0 && k % 32 == 0) return SLM_Q8_0_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
-}
-
-/* Element e (0..31) of a block sits in quad (e / 8), nibble (e / 4) & 1, byte e % 4. */
-static inline int get_nibble(const uint8_t *codes, int c, int e) {
-    const uint8_t v = codes[(e / 8) * 64 + c * 4 + e % 4];
-    return ((e / 4) & 1) ? v >> 4 : v & 0xF;
 }
 
 /* Row c's 32 codes (4 bits each, in the low bits of q) into a block's quads. */
@@ -137,52 +110,106 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
     }
 }
 
-void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]) {
-    const uint8_t *g = group;
-    (void)k;
-    uint16_t h;
-    if (rt == SLM_Q8_0_R16) {
-        const uint8_t *blk = g + b * 544;
-        for (int e = 0; e < 32; e++) q[e] = (int8_t)(blk[(e / 4) * 64 + c * 4 + e % 4] ^ 0x80);
-        memcpy(&h, blk + 512 + 2 * c, 2);
-        d[0] = d[1] = slm_f16_to_f32(h);
-        return;
-    }
-    if (rt == SLM_Q4_0_R16) {
-        const uint8_t *blk = g + b * 288;
-        for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(blk, c, e) - 8);
-        memcpy(&h, blk + 256 + 2 * c, 2);
-        d[0] = d[1] = slm_f16_to_f32(h);
-        return;
-    }
-    const uint8_t *sup = g + (b / 8) * 3360, *blk = sup + 32 + (b % 8) * 416;
-    for (int e = 0; e < 32; e++) {
-        const int high = (blk[256 + (e / 16) * 64 + c * 4 + e % 4] >> (2 * ((e / 4) % 4))) & 3;
-        q[e] = (int8_t)((get_nibble(blk, c, e) | high << 4) - 32);
-    }
-    memcpy(&h, sup + 2 * c, 2);
-    const float dd = slm_f16_to_f32(h);
-    const int8_t *sc = (const int8_t *)(blk + 384);
-    d[0] = dd * sc[c];
-    d[1] = dd * sc[16 + c];
+/* ---- the compiler's weight layout ------------------------------------------- */
+
+/* Matrices a matmul reads: every 2-D tensor but an untied embedding table
+ * (only read by row, where the layout gains nothing). */
+static uint32_t repack_type_of(const slm_model_file *m, const slm_tensor *t) {
+    if (t->n_dims != 2) return 0;
+    if (!m->cfg.tied_embeddings && !strcmp(t->name, "token_embd.weight")) return 0;
+    return slm_repack_type(t->type, t->ne[0], t->ne[1]);
 }
 
-int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y) {
-    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
-    if (!wrow) return 0;
-    if (!slm_is_r16(t)) return slm_dequantize_row(t, (const uint8_t *)base + (size_t)j * wrow, y, k);
-    const uint8_t *group = (const uint8_t *)base + (size_t)(j / 16) * 16 * wrow;
-    if (t == SLM_F16_R16) {
-        const uint16_t *g = (const uint16_t *)group;
-        for (int64_t e = 0; e < k; e++) y[e] = slm_f16_to_f32(g[e * 16 + j % 16]);
-        return 1;
+/* Threads share the tensors to repack (a tensor at a time, claimed with a
+ * counter): the work is page faults (private copies) and byte shuffling. */
+typedef struct repack_job {
+    slm_model_file *m;
+    _Atomic int next;
+    _Atomic int failed; /* a temporary buffer could not be allocated */
+} repack_job;
+
+static void *repack_worker(void *arg) {
+    repack_job *j = arg;
+    for (;;) {
+        const int i = atomic_fetch_add(&j->next, 1);
+        if (i >= j->m->n_tensors) return NULL;
+        slm_tensor *t = &j->m->tensors[i];
+        const uint32_t rt = repack_type_of(j->m, t);
+        if (!rt) continue;
+        void *tmp = slm_malloc((size_t)slm_row_bytes(t->type, (uint64_t)t->ne[0]) * 16);
+        if (!tmp) {
+            atomic_store(&j->failed, 1);
+            return NULL;
+        }
+        slm_repack_r16(t->type, (void *)(uintptr_t)t->data, t->ne[0], t->ne[1], tmp);
+        slm_xfree(tmp);
+        t->type = rt;
     }
-    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16 && t != SLM_Q8_0_R16) return 0;
-    for (int64_t b = 0; b < k / 32; b++) {
-        int8_t q[32];
-        float d[2];
-        slm_r16_block_i8(t, group, k, (int)(j % 16), b, q, d);
-        for (int e = 0; e < 32; e++) y[32 * b + e] = d[e / 16] * (float)q[e];
-    }
-    return 1;
 }
+
+static int by_data(const void *a, const void *b) {
+    const slm_tensor *x = *(const slm_tensor *const *)a, *y = *(const slm_tensor *const *)b;
+    return (const uint8_t *)x->data < (const uint8_t *)y->data ? -1 : (const uint8_t *)x->data > (const uint8_t *)y->data;
+}
+
+slm_status slm_model_repack(slm_model_file *m, slm_err *err) {
+    if (!m->map.data) return SLM_OK; /* e.g. a Hugging Face folder: float weights, nothing to repack */
+    /* Repacking rewrites bytes in place, a tensor per thread: tensors that
+     * share bytes (a malformed file) would corrupt each other, so refuse them. */
+    {
+        const slm_tensor **v = slm_malloc(sizeof *v * (size_t)(m->n_tensors + 1));
+        if (!v) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", slm_basename(m->path));
+        int n = 0;
+        for (int i = 0; i < m->n_tensors; i++)
+            if (repack_type_of(m, &m->tensors[i])) v[n++] = &m->tensors[i];
+        qsort(v, (size_t)n, sizeof *v, by_data);
+        for (int i = 1; i < n; i++)
+            if ((const uint8_t *)v[i - 1]->data + v[i - 1]->nbytes > (const uint8_t *)v[i]->data) {
+                slm_status s = slm_errf(err, SLM_ERR_FORMAT, "%s: tensors '%s' and '%s' share data bytes",
+                                        slm_basename(m->path), v[i - 1]->name, v[i]->name);
+                slm_xfree(v);
+                return s;
+            }
+        slm_xfree(v);
+    }
+    const uint8_t *lo = m->map.data, *hi = lo + m->map.size;
+    const uint8_t *first = hi, *last = lo; /* the span of the tensors to repack */
+    for (int i = 0; i < m->n_tensors; i++) {
+        const slm_tensor *t = &m->tensors[i];
+        if (!repack_type_of(m, t)) continue;
+        const uint8_t *d = t->data;
+        if (d < lo || d > hi || t->nbytes > (uint64_t)(hi - d))
+            return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor '%s' outside the mapping", slm_basename(m->path), t->name);
+        if (d < first) first = d;
+        if (d + t->nbytes > last) last = d + t->nbytes;
+    }
+    if (first >= last) return SLM_OK;
+    if (mprotect(m->map.data, (size_t)m->map.size, PROT_READ | PROT_WRITE) != 0)
+        return slm_errf(err, SLM_ERR_IO, "%s: cannot make the mapping writable to repack weights: %s",
+                        slm_basename(m->path), strerror(errno));
+    /* Private copies of the pages up front, in one call: a page first read
+     * (mapped from the file) and then written is copied again and its old
+     * mapping shot down on every CPU of the process, which measured slower
+     * than repacking itself. (Best effort: Linux 5.14+.) */
+#ifdef MADV_POPULATE_WRITE
+    {
+        const long pg = sysconf(_SC_PAGESIZE);
+        const uintptr_t a = (uintptr_t)first & ~(uintptr_t)(pg - 1);
+        madvise((void *)a, (size_t)((uintptr_t)last - a), MADV_POPULATE_WRITE);
+    }
+#endif
+    repack_job job = {.m = m};
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = ncpu > 1 ? (int)(ncpu > 8 ? 8 : ncpu) : 1;
+    pthread_t th[8];
+    int started = 0;
+    for (int i = 1; i < nt; i++)
+        if (pthread_create(&th[started], NULL, repack_worker, &job) == 0) started++;
+    repack_worker(&job);
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    mprotect(m->map.data, (size_t)m->map.size, PROT_READ);
+    if (atomic_load(&job.failed))
+        return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory repacking the weights", slm_basename(m->path));
+    return SLM_OK;
+}
+

@@ -85,12 +85,6 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
  * c->rope_freqs = 1; otherwise *rope_freqs = NULL. */
 slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
                                const char *name, slm_err *err);
-/* The compiler's weight layout: every matrix a matmul reads (the 2-D
- * tensors but an untied token embedding) of type Q4_0, Q6_K or Q8_0 with a
- * multiple of 16 rows is repacked in place into SLM_*_R16 (same size and
- * offset; the mapping's pages become private copies; the file is
- * untouched) and its type updated. Idempotent. */
-slm_status slm_model_repack(slm_model_file *m, slm_err *err);
 /* Checks shared by both loaders: config ranges and required tensors. */
 slm_status slm_model_validate(slm_model_file *m, slm_err *err);
 

@@ -1,0 +1,97 @@
+/* Repacked matrices (SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16): the
+ * compiler's kernel-friendly weight layout.
+ *
+ * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
+ * matrix multiply) form a group of 16 * row_bytes bytes at offset
+ * 16g * row_bytes, the same bytes the rows take in the base type. A group is
+ * one sequence of blocks of 32 elements (k / 32 of them), each holding its
+ * codes and then its scales, so a kernel reads one stream of memory (a
+ * separate stream of scales measured half the DRAM bandwidth: the
+ * prefetchers follow one stream per group well, two poorly):
+ *
+ * Q4_0_R16, 288 bytes per block
+ *   u8  codes[4][16][4]  quad g, row c, byte e: the low nibble is the code of
+ *                        element 8g + e, the high nibble that of element
+ *                        8g + 4 + e (codes 0..15; value = d * (code - 8))
+ *   f16 d[16]            the block scales of the 16 rows
+ * Q8_0_R16, 544 bytes per block
+ *   u8  codes[8][16][4]  vector v, row c, byte e: code of element 4v + e plus
+ *                        128 (value = d * (code - 128))
+ *   f16 d[16]
+ * F16_R16
+ *   f16 w[k][16]         element e of the 16 rows side by side (one 32-byte load
+ *                        is 16 output columns' weights for one input element)
+ * Q6_K_R16, per super-block of 256 elements: f16 d[16] (the super-block
+ * scales), then 8 blocks of 416 bytes:
+ *   u8  lo[4][16][4]     the low 4 bits of the codes, laid out as Q4_0's
+ *   u8  hi[2][16][4]     half h, row c, byte e: bits 2s..2s+1 are the high 2
+ *                        bits of element 16h + 4s + e (codes 0..63; value =
+ *                        d * sc * (code - 32))
+ *   i8  sc[2][16]        the scale of elements 16h .. 16h+15 of the block
+ *
+ * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
+ * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
+ * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
+ * v / 4 moved to bits 4..5; for Q8_0 it is bytes 64v .. 64v+63. One
+ * dot-product instruction (VNNI dpbusd) then advances 16 output columns by
+ * 4 elements, and the scales of 16 columns are one vector load. */
+#include <string.h>
+
+#include "common/dtype.h"
+
+/* Element e (0..31) of a block sits in quad (e / 8), nibble (e / 4) & 1, byte e % 4. */
+static inline int get_nibble(const uint8_t *codes, int c, int e) {
+    const uint8_t v = codes[(e / 8) * 64 + c * 4 + e % 4];
+    return ((e / 4) & 1) ? v >> 4 : v & 0xF;
+}
+
+void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]) {
+    const uint8_t *g = group;
+    (void)k;
+    uint16_t h;
+    if (rt == SLM_Q8_0_R16) {
+        const uint8_t *blk = g + b * 544;
+        for (int e = 0; e < 32; e++) q[e] = (int8_t)(blk[(e / 4) * 64 + c * 4 + e % 4] ^ 0x80);
+        memcpy(&h, blk + 512 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
+    if (rt == SLM_Q4_0_R16) {
+        const uint8_t *blk = g + b * 288;
+        for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(blk, c, e) - 8);
+        memcpy(&h, blk + 256 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
+    const uint8_t *sup = g + (b / 8) * 3360, *blk = sup + 32 + (b % 8) * 416;
+    for (int e = 0; e < 32; e++) {
+        const int high = (blk[256 + (e / 16) * 64 + c * 4 + e % 4] >> (2 * ((e / 4) % 4))) & 3;
+        q[e] = (int8_t)((get_nibble(blk, c, e) | high << 4) - 32);
+    }
+    memcpy(&h, sup + 2 * c, 2);
+    const float dd = slm_f16_to_f32(h);
+    const int8_t *sc = (const int8_t *)(blk + 384);
+    d[0] = dd * sc[c];
+    d[1] = dd * sc[16 + c];
+}
+
+int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y) {
+    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+    if (!wrow) return 0;
+    if (!slm_is_r16(t)) return slm_dequantize_row(t, (const uint8_t *)base + (size_t)j * wrow, y, k);
+    const uint8_t *group = (const uint8_t *)base + (size_t)(j / 16) * 16 * wrow;
+    if (t == SLM_F16_R16) {
+        const uint16_t *g = (const uint16_t *)group;
+        for (int64_t e = 0; e < k; e++) y[e] = slm_f16_to_f32(g[e * 16 + j % 16]);
+        return 1;
+    }
+    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16 && t != SLM_Q8_0_R16) return 0;
+    for (int64_t b = 0; b < k / 32; b++) {
+        int8_t q[32];
+        float d[2];
+        slm_r16_block_i8(t, group, k, (int)(j % 16), b, q, d);
+        for (int e = 0; e < 32; e++) y[32 * b + e] = d[e / 16] * (float)q[e];
+    }
+    return 1;
+}
+
