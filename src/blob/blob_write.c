@@ -258,6 +258,11 @@ slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_mod
     const int n_wt = m->n_tensors;
     const uint8_t *src = m->map.data;
 
+    if (!slm_config_plain(&c->cfg))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED,
+                        "%s: architecture '%s': its features (head size, Q/K norms, soft-capping, per-layer RoPE ...) "
+                        "are not stored in blobs yet; run the model file directly",
+                        path, c->cfg.arch);
     if (c->n_progs < 1 || c->n_progs > BLOB_MAX_PROGS)
         return slm_errf(err, SLM_ERR_ARG, "%s: %d programs (1..%d)", path, c->n_progs, BLOB_MAX_PROGS);
     for (int i = 0; i < c->n_progs; i++)
