@@ -73,10 +73,6 @@ static void ref_rope_ex(double *v, int heads, int hd, int rot, int pos, double b
     }
 }
 
-static void ref_rope(double *v, int heads, int hd, int pos, const slm_model_config *c, const float *factors) {
-    ref_rope_ex(v, heads, hd, hd, pos, c->rope_base, c->rope_scale, c->rope_neox, factors, 0.0);
-}
-
 /* Per-head RMSNorm: each run of hd values on its own, gains g[hd]. */
 static void ref_head_norm(double *x, const float *g, int heads, int hd, double eps) {
     for (int h = 0; h < heads; h++) ref_rmsnorm(x + (size_t)h * hd, g, x + (size_t)h * hd, hd, eps);
@@ -91,7 +87,7 @@ static double ref_softcap(double x, double cap) { return cap > 0 ? cap * tanh(x 
  * and attn_factor, per-layer sliding window and RoPE base/scale, query
  * scale, score and logit soft-capping, post norms, GeGLU, embedding scale.
  * Returns 1 ok. */
-static int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, float *logits, int ctx) {
+static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, float *logits, int ctx) {
     const slm_model_config *c = &m->cfg;
     const int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, F = c->hidden_dim,
               V = c->vocab_size, kvd = KV * hd, L = c->n_layers, QD = H * hd, rot = slm_rope_dims(c);
@@ -177,7 +173,7 @@ static int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, f
                 ref_matvec(w1, xn, g, F, D, NULL);
                 ref_matvec(w3, xn, u, F, D, NULL);
                 for (int i = 0; i < F; i++)
-                    g[i] = c->ffn_gelu ? 0.5 * g[i] * (1.0 + tanh(sqrt(2.0 / M_PI) * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i]
+                    g[i] = c->ffn_gelu ? 0.5 * g[i] * (1.0 + tanh(0.7978845608028654 * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i]
                                        : g[i] / (1.0 + exp(-g[i])) * u[i];
                 ref_matvec(w2, g, o, D, F, NULL);
                 if (c->post_norms) ref_rmsnorm(o, pf, o, D, c->norm_eps);
@@ -199,7 +195,7 @@ static int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, f
 }
 
 /* The same for a context no longer than the model's original one. */
-static int ref_forward(const slm_model_file *m, const int32_t *ids, int n, float *logits) {
+static inline int ref_forward(const slm_model_file *m, const int32_t *ids, int n, float *logits) {
     return ref_forward_ctx(m, ids, n, logits, 0);
 }
 
