@@ -129,8 +129,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 kn = ref_layer(m, "blk.%d.attn_k_norm.weight", l);
             }
             if (c->post_norms) {
-                pa = ref_layer(m, "blk.%d.attn_post_norm.weight", l);
-                pf = ref_layer(m, "blk.%d.ffn_post_norm.weight", l);
+                pa = ref_layer(m, "blk.%d.post_attention_norm.weight", l);
+                pf = ref_layer(m, "blk.%d.post_ffw_norm.weight", l);
             }
             ok = wq && wk && wv && wo && an && fn && w1 && w2 && w3 && (!c->qkv_bias || (bq && bk && bv)) &&
                  (!c->qk_norm || (qn && kn)) && (!c->post_norms || (pa && pf));

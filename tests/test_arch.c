@@ -150,7 +150,7 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_t(w, &b, NAME("attn_k_norm.weight"), hd, 1, SLM_F32, 0.2f, 1.0f);
         }
         add_t(w, &b, NAME("attn_output.weight"), qd, s->dim, mtype, s->std / sqrtf((float)qd), 0.0f);
-        if (gemma) add_t(w, &b, NAME("attn_post_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (gemma) add_t(w, &b, NAME("post_attention_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         if (phi3) { /* fused: gate rows, then up rows */
             add_t(w, &b, NAME("ffn_up.weight"), s->dim, 2 * s->hidden, mtype, sd, 0.0f);
@@ -159,7 +159,7 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_t(w, &b, NAME("ffn_up.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
         }
         add_t(w, &b, NAME("ffn_down.weight"), s->hidden, s->dim, mtype, sh, 0.0f);
-        if (gemma) add_t(w, &b, NAME("ffn_post_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (gemma) add_t(w, &b, NAME("post_ffw_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
 #undef NAME
     }
     add_t(w, &b, "output_norm.weight", s->dim, 1, SLM_F32, 0.1f, 1.0f);

@@ -165,7 +165,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     }
     for (int l = 0; l < c->n_layers; l++) {
         static const char *const qk[2] = {"blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight"};
-        static const char *const post[2] = {"blk.%d.attn_post_norm.weight", "blk.%d.ffn_post_norm.weight"};
+        static const char *const post[2] = {"blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight"};
         for (int j = 0; j < 2; j++) {
             char name[64];
             snprintf(name, sizeof name, qk[j], l);

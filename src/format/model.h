@@ -38,7 +38,7 @@ typedef struct slm_model_config {
      * (GGUF attention.key_length): Q is [n_heads * head_dim]. */
     int rope_dims;     /* rotated dimensions per head (partial rotary); 0 = head_dim */
     int qk_norm;       /* 1: blk.N.attn_{q,k}_norm.weight [head_dim] RMSNorm each head before RoPE */
-    int post_norms;    /* 1: blk.N.attn_post_norm / ffn_post_norm on the branch outputs (gemma) */
+    int post_norms;    /* 1: blk.N.post_attention_norm / post_ffw_norm on the branch outputs (gemma) */
     int ffn_gelu;      /* 1: GeGLU, gelu_tanh(gate) * up, instead of SwiGLU */
     int swa_pattern;   /* sliding window on which layers: 0 = all; n = layer l when l % n < n - 1 */
     int rope_long;     /* LongRoPE: 1 = rope_factors_long.weight, 2 = rope_factors_short.weight

@@ -154,7 +154,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.layer = l;
         int att = add(&b, n);
         int o = unary_w(&b, SLM_OP_MATMUL, att, W(&b, "blk.%d.attn_output.weight", l), T, c->dim);
-        if (c->post_norms) o = rmsnorm(&b, o, W(&b, "blk.%d.attn_post_norm.weight", l), c->dim, 0, l);
+        if (c->post_norms) o = rmsnorm(&b, o, W(&b, "blk.%d.post_attention_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, o, -1, -1, -1);
         x = add(&b, n);
@@ -167,7 +167,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.gelu = c->ffn_gelu;
         int h = add(&b, n);
         int down = unary_w(&b, SLM_OP_MATMUL, h, W(&b, "blk.%d.ffn_down.weight", l), T, c->dim);
-        if (c->post_norms) down = rmsnorm(&b, down, W(&b, "blk.%d.ffn_post_norm.weight", l), c->dim, 0, l);
+        if (c->post_norms) down = rmsnorm(&b, down, W(&b, "blk.%d.post_ffw_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, down, -1, -1, -1);
         x = add(&b, n);
