@@ -306,6 +306,12 @@ static void test_family_config(void) {
         CHECK(c->sliding_window == 6 && slm_layer_swa(c, 0) && !slm_layer_swa(c, 1));
         slm_model_close(&m);
     }
+    synth g2 = *find_synth("gemma2"); /* no window key: llama.cpp's 4096 */
+    g2.window = 0;
+    if (write_model("fam_gemma2.gguf", &g2, SLM_F32, 5) && open_ok(&m, "fam_gemma2.gguf")) {
+        CHECK(m.cfg.sliding_window == 4096 && m.cfg.swa_pattern == 2);
+        slm_model_close(&m);
+    }
     if (write_model("fam_gemma3.gguf", find_synth("gemma3"), SLM_F32, 5) &&
         open_ok(&m, "fam_gemma3.gguf")) {
         const slm_model_config *c = &m.cfg;

@@ -184,6 +184,22 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         const int sd = is_27b ? c->dim / c->n_heads : c->head_dim;
         c->attn_scale = 1.0f / sqrtf((float)sd);
         c->swa_pattern = is_gemma2 ? 2 : 6;
+        /* llama.cpp: gemma2's window is 4096 when the file does not say; a
+         * file may give the layer period (an integer; a per-layer array is
+         * not supported) */
+        if (is_gemma2 && slm_gguf_find(g, KEY("attention.sliding_window")) < 0) c->sliding_window = 4096;
+        if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
+            int64_t pat;
+            if (!slm_gguf_get_i64(g, key, &pat))
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported",
+                                file, key);
+            if (pat < 0 || pat > 65536)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
+                                (long long)pat);
+            /* llama.cpp's set_swa_pattern: 0 = every layer, 1 = none, n = l % n < n - 1 */
+            if (pat == 1) c->sliding_window = 0;
+            else c->swa_pattern = (int)pat;
+        }
     }
     if (is_gemma2) {
         c->attn_softcap = 50.0f; /* llama.cpp's defaults when the keys are absent */
@@ -192,9 +208,13 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
     }
     if (is_gemma3) {
-        if (c->sliding_window > 0) { /* local layers: base 10000, no scaling */
+        if (c->sliding_window > 0) { /* local layers: base 10000 (or the file's), no scaling */
             c->rope_base_swa = 10000.0f;
             c->rope_scale_swa = 1.0f;
+            if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
+            if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key,
+                                (double)c->rope_base_swa);
         } else { /* llama.cpp's non-SWA gemma3 graph caps the logits */
             c->final_softcap = 30.0f;
             if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
