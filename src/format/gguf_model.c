@@ -56,32 +56,35 @@ static void part_of(slm_tensor *dst, const slm_tensor *t, const char *name, int6
 static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
-    for (int l = 0; l < c->n_layers; l++) {
-        char name[64], nq[64], nk[64], nv[64];
-        snprintf(name, sizeof name, "blk.%d.attn_qkv.weight", l);
-        snprintf(nq, sizeof nq, "blk.%d.attn_q.weight", l);
-        slm_tensor *t = (slm_tensor *)slm_model_tensor(m, name);
-        if (t && !slm_model_tensor(m, nq)) {
+    const int n0 = m->n_tensors; /* walk the file's tensors (not n_layers: the config is not validated yet) */
+    for (int i = 0; i < n0; i++) {
+        slm_tensor *t = &m->tensors[i];
+        int l, end = 0;
+        char kind[16];
+        if (sscanf(t->name, "blk.%d.%15[a-z_].weight%n", &l, kind, &end) != 2 || end == 0 || t->name[end] || l < 0)
+            continue;
+        const int qkv = !strcmp(kind, "attn_qkv"), up = !strcmp(kind, "ffn_up");
+        if (!qkv && !up) continue;
+        char name[64], n1[64], n2[64], n3[64];
+        snprintf(name, sizeof name, "%s", t->name);
+        snprintf(n1, sizeof n1, qkv ? "blk.%d.attn_q.weight" : "blk.%d.ffn_gate.weight", l);
+        if (slm_model_tensor(m, n1)) continue; /* not fused */
+        if (qkv) {
             if (t->n_dims != 2 || t->ne[1] != qd + 2 * kvd || t->nbytes % (uint64_t)t->ne[1])
                 return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %lld rows, the config needs %lld (q + k + v)", file,
                                 name, (long long)t->ne[1], (long long)(qd + 2 * kvd));
             if (m->n_tensors + 2 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
-            snprintf(nk, sizeof nk, "blk.%d.attn_k.weight", l);
-            snprintf(nv, sizeof nv, "blk.%d.attn_v.weight", l);
+            snprintf(n2, sizeof n2, "blk.%d.attn_k.weight", l);
+            snprintf(n3, sizeof n3, "blk.%d.attn_v.weight", l);
             const slm_tensor whole = *t;
-            part_of(t, &whole, nq, 0, qd);
-            part_of(&m->tensors[m->n_tensors++], &whole, nk, qd, kvd);
-            part_of(&m->tensors[m->n_tensors++], &whole, nv, qd + kvd, kvd);
-        }
-        snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l);
-        snprintf(nq, sizeof nq, "blk.%d.ffn_gate.weight", l);
-        t = (slm_tensor *)slm_model_tensor(m, name);
-        if (t && !slm_model_tensor(m, nq) && t->n_dims == 2 && t->ne[1] == 2 * (int64_t)c->hidden_dim &&
-            t->nbytes % (uint64_t)t->ne[1] == 0) {
+            part_of(t, &whole, n1, 0, qd);
+            part_of(&m->tensors[m->n_tensors++], &whole, n2, qd, kvd);
+            part_of(&m->tensors[m->n_tensors++], &whole, n3, qd + kvd, kvd);
+        } else if (t->n_dims == 2 && t->ne[1] == 2 * (int64_t)c->hidden_dim && t->nbytes % (uint64_t)t->ne[1] == 0) {
             if (m->n_tensors + 1 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
             const slm_tensor whole = *t;
             part_of(t, &whole, name, c->hidden_dim, c->hidden_dim);
-            part_of(&m->tensors[m->n_tensors++], &whole, nq, 0, c->hidden_dim);
+            part_of(&m->tensors[m->n_tensors++], &whole, n1, 0, c->hidden_dim);
         }
     }
     return SLM_OK;
