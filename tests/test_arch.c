@@ -179,11 +179,29 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
+/* rig_open with a runtime of n_threads threads (the pool's scratch, the
+ * tiles claimed by several threads). */
+static int rig_open_threads(rig *r, const char *path, int mpl, int mrl, int n_threads) {
+    memset(r, 0, sizeof *r);
+    slm_err err = {0};
+    slm_compile_options o = rig_opts(mpl, mrl);
+    if (slm_model_open(&r->m, path, &err) || slm_model_repack(&r->m, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
+        slm_rt_init(&r->rt, &r->c, r->m.map.data, n_threads, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        slm_compiled_free(&r->c);
+        slm_model_close(&r->m);
+        return 0;
+    }
+    return r->ok = 1;
+}
+
+static int g_threads = 1;
+
 /* Our logits for each position (prefill of `first` ids, then decode)
  * against the reference; returns the worst relative error. */
 static double compare(const char *path, const int32_t *ids, int n, int first, int mpl) {
     rig r;
-    if (!rig_open(&r, path, mpl, n)) return INFINITY;
+    if (!rig_open_threads(&r, path, mpl, n, g_threads)) return INFINITY;
     const int V = r.c.cfg.vocab_size;
     float *ref = malloc(sizeof(float) * (size_t)n * V);
     double worst = 0;
@@ -270,6 +288,33 @@ static void test_arch_vs_reference(void) {
             unlink(path);
         }
     }
+}
+
+/* The new families' programs run by three threads give the reference's
+ * logits too (quantized: repacked kernels, per-thread activation memo). */
+static void test_arch_threads(void) {
+    int32_t ids[40];
+    g_rng = 7;
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
+    g_threads = 3;
+    for (int a = 0; a < 4; a++) {
+        const synth *sy = NULL;
+        for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
+            if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
+        static const uint32_t types[2] = {SLM_F32, SLM_Q8_0};
+        for (int t = 0; t < 2; t++) {
+            char path[64];
+            snprintf(path, sizeof path, "thr_%s.gguf", archs[a]);
+            if (!sy || !write_model(path, sy, types[t], 99)) continue;
+            double e1 = compare(path, ids, 40, 13, 64), e2 = compare(path, ids, 40, 30, 8);
+            double tol = types[t] == SLM_F32 ? 1e-4 : 5e-2;
+            CHECKF(e1 < tol && e2 < tol, "%s %s, 3 threads: logits rel err %.3g / %.3g", archs[a], slm_dtype_name(types[t]),
+                   e1, e2);
+            unlink(path);
+        }
+    }
+    g_threads = 1;
 }
 
 static const synth *find_synth(const char *arch) {
@@ -393,6 +438,7 @@ static void test_f16_q8_agree(void) {
 
 int main(void) {
     T_RUN(test_arch_vs_reference);
+    T_RUN(test_arch_threads);
     T_RUN(test_family_config);
     T_RUN(test_unknown_arch_refused);
     T_RUN(test_f16_q8_agree);
