@@ -51,6 +51,8 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
 
 #include <cJSON.h>
 
+#include "common/json.h"
+
 #define HF_MAX_JSON (64u << 20)
 #define HF_MAX_SHARDS 4096
 
@@ -147,6 +149,7 @@ slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const ch
     slm_status s = SLM_OK;
     *rope_freqs = NULL;
     memset(c, 0, sizeof *c);
+    slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", file);
     if (!cJSON_IsObject(root)) {
@@ -459,6 +462,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
     if ((s = read_small(path, shown, 0, &idx_json, &idx_len, err))) goto out;
     const cJSON *wm = NULL;
     if (idx_json) {
+        slm_json_init_hooks();
         index = cJSON_ParseWithLength(idx_json, idx_len);
         if (!index || !cJSON_IsObject(index)) {
             s = slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", shown);
