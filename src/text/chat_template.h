@@ -1,4 +1,4 @@
-/* pipeline/chat_template — a Jinja subset interpreter for chat templates.
+/* text/chat_template — a Jinja subset interpreter for chat templates.
  *
  * Renders the `tokenizer.chat_template` of a model (or a named classic form)
  * the way Hugging Face's apply_chat_template does: Jinja2 with trim_blocks and
