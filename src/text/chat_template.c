@@ -21,23 +21,19 @@ static node *parse_protected(P *p) {
     return jp_body(p, NULL, NULL);
 }
 
-slm_tmpl *slm_tmpl_parse(const char *src, char *err, size_t errcap) {
-    if (err && errcap) err[0] = 0;
+slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err) {
+    slm_errf(err, SLM_OK, "%s", "");
     if (!src) src = "";
     slm_tmpl *t = slm_calloc(1, sizeof *t);
-    if (!t) {
-        if (err && errcap) snprintf(err, errcap, "out of memory");
-        return NULL;
-    }
     P *p = slm_calloc(1, sizeof *p);
-    if (!p) {
+    if (!t || !p) {
         slm_xfree(t);
-        if (err && errcap) snprintf(err, errcap, "out of memory");
+        slm_xfree(p);
+        slm_errf(err, SLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     p->ar = &t->ar;
     p->err = err;
-    p->errcap = errcap;
     p->src = src;
     t->body = parse_protected(p);
     slm_xfree(p->t);
@@ -59,24 +55,18 @@ void slm_tmpl_free(slm_tmpl *t) {
 /* ---- rendering ------------------------------------------------------------ */
 
 char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs, const slm_tmpl_vars *vars,
-                      char *err, size_t errcap) {
-    char dummy[8];
-    if (!err || !errcap) {
-        err = dummy;
-        errcap = sizeof dummy;
-    }
-    err[0] = 0;
+                      slm_err *err) {
+    slm_errf(err, SLM_OK, "%s", "");
     if (!t || n_msgs < 0 || (n_msgs > 0 && !msgs)) {
-        snprintf(err, errcap, "bad arguments");
+        slm_errf(err, SLM_ERR_ARG, "bad arguments");
         return NULL;
     }
     R *r = slm_calloc(1, sizeof *r);
     if (!r) {
-        snprintf(err, errcap, "out of memory");
+        slm_errf(err, SLM_ERR_NOMEM, "out of memory");
         return NULL;
     }
     r->err = err;
-    r->errcap = errcap;
     r->vars = vars;
     r->msgs = msgs;
     r->n_msgs = n_msgs;

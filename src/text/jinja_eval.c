@@ -126,8 +126,7 @@ static val call_func(R *r, const node *n, val fn, args *a) {
     switch ((int)fn.u.i) {
     case F_RAISE: {
         val m = a->np ? jv_to_str(r, a->pos[0]) : vstr_lit("");
-        snprintf(r->err, r->errcap, "template raised: %.*s", (int)(m.u.s.n > 400 ? 400 : m.u.s.n), m.u.s.p);
-        longjmp(r->jb, 2);
+        jv_fail(r, NULL, SLM_ERR_ARG, "template raised: %.*s", (int)(m.u.s.n > 400 ? 400 : m.u.s.n), m.u.s.p);
     }
     case F_NAMESPACE: case F_DICT: {
         vdict *d = jv_dict(r, 4);
@@ -544,6 +543,6 @@ char *je_render(R *r) {
     char *out = r->out;
     r->out = NULL;
     if (!out) out = slm_strdup("");
-    if (!out) snprintf(r->err, r->errcap, "out of memory");
+    if (!out) slm_errf(r->err, SLM_ERR_NOMEM, "out of memory");
     return out;
 }

@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "common/common.h"
 #include "text/chat_template.h"
 
 #define ARENA_LIMIT (64u << 20) /* bytes per template / per render */
@@ -140,8 +141,7 @@ typedef struct P {
     tok *t; /* slm_realloc'd token array */
     int nt, cap, pos, depth;
     jmp_buf jb;
-    char *err;
-    size_t errcap;
+    slm_err *err; /* may be NULL */
     const char *src;
 } P;
 
@@ -163,8 +163,7 @@ typedef struct frame { /* one scope: the root, a loop iteration, a macro call */
 typedef struct R {
     arena ar;
     jmp_buf jb;
-    char *err;
-    size_t errcap;
+    slm_err *err; /* may be NULL */
     char *out; /* slm_realloc'd text being rendered */
     size_t on, ocap;
     frame *top, *root;
@@ -195,7 +194,9 @@ typedef struct args {
 } args;
 
 /* jinja_value.c */
-void jv_err(R *r, const node *n, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+/* Fail the render: "line N: message" (n NULL: no line) with status s. */
+void jv_fail(R *r, const node *n, slm_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5), noreturn));
+#define jv_err(r, n, ...) jv_fail(r, n, SLM_ERR_FORMAT, __VA_ARGS__)
 void *jv_alloc(R *r, size_t n);
 void jv_step(R *r, const node *n);
 val jv_str(R *r, const char *s, size_t n); /* a NUL-terminated copy */

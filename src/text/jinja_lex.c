@@ -14,16 +14,12 @@
 #include "text/jinja_internal.h"
 
 void jx_err(P *p, int line, const char *fmt, ...) {
-    if (p->err && p->errcap) {
-        int k = snprintf(p->err, p->errcap, "line %d: ", line);
-        if (k < 0) k = 0;
-        if ((size_t)k < p->errcap) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(p->err + k, p->errcap - (size_t)k, fmt, ap);
-            va_end(ap);
-        }
-    }
+    char msg[SLM_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    slm_errf(p->err, SLM_ERR_FORMAT, "line %d: %s", line, msg);
     longjmp(p->jb, 1);
 }
 

@@ -43,28 +43,25 @@ void jv_arena_free(arena *a) {
 
 /* ---- errors, memory, the step count ------------------------------------------ */
 
-void jv_err(R *r, const node *n, const char *fmt, ...) {
-    if (r->err && r->errcap) {
-        int k = n ? snprintf(r->err, r->errcap, "line %d: ", n->line) : 0;
-        if (k < 0) k = 0;
-        if ((size_t)k < r->errcap) {
-            va_list ap;
-            va_start(ap, fmt);
-            vsnprintf(r->err + k, r->errcap - (size_t)k, fmt, ap);
-            va_end(ap);
-        }
-    }
+void jv_fail(R *r, const node *n, slm_status s, const char *fmt, ...) {
+    char msg[SLM_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n) slm_errf(r->err, s, "line %d: %s", n->line, msg);
+    else slm_errf(r->err, s, "%s", msg);
     longjmp(r->jb, 1);
 }
 
 void *jv_alloc(R *r, size_t n) {
     void *m = jv_arena_alloc(&r->ar, n);
-    if (!m) jv_err(r, NULL, "template rendering needs too much memory");
+    if (!m) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering needs too much memory");
     return m;
 }
 
 void jv_step(R *r, const node *n) {
-    if (++r->steps > MAX_STEPS) jv_err(r, n, "template runs too long");
+    if (++r->steps > MAX_STEPS) jv_fail(r, n, SLM_ERR_CAPACITY, "template runs too long");
 }
 
 val jv_str(R *r, const char *s, size_t n) {
@@ -171,12 +168,12 @@ val jv_lookup(R *r, const char *name) {
 /* output */
 void jv_emit(R *r, const char *s, size_t n) {
     if (!n) return;
-    if (r->on + n + 1 > OUT_LIMIT) jv_err(r, NULL, "rendered text exceeds %u bytes", OUT_LIMIT);
+    if (r->on + n + 1 > OUT_LIMIT) jv_fail(r, NULL, SLM_ERR_CAPACITY, "rendered text exceeds %u bytes", OUT_LIMIT);
     if (r->on + n + 1 > r->ocap) {
         size_t nc = r->ocap ? r->ocap : 1024;
         while (nc < r->on + n + 1) nc *= 2;
         char *o = slm_realloc(r->out, nc);
-        if (!o) jv_err(r, NULL, "out of memory");
+        if (!o) jv_fail(r, NULL, SLM_ERR_NOMEM, "out of memory");
         r->out = o;
         r->ocap = nc;
     }
