@@ -11,13 +11,18 @@
  * tests (defined, none, string, mapping, ...), the common filters and string
  * / dict methods.
  *
- * Templates are untrusted input: parsing and rendering never crash; memory,
- * output size, nesting depth and loop iterations are bounded.
+ * Templates are untrusted input (GGUF metadata): parsing and rendering never
+ * crash; integer arithmetic is checked; memory, output size and nesting
+ * depth are bounded; every operation is charged to one budget before it is
+ * done (strings and lists by the bytes / elements touched), and a render
+ * also stops at a wall-clock limit or when the caller cancels it.
  */
 #ifndef SLM_CHAT_TEMPLATE_H
 #define SLM_CHAT_TEMPLATE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/common.h"
 
@@ -34,11 +39,20 @@ typedef struct slm_tmpl slm_tmpl;
 slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err);
 void slm_tmpl_free(slm_tmpl *t);
 
+#define SLM_TMPL_BUDGET (1ull << 28) /* cost units: 32 per expression, 16 per element, 1 per byte */
+#define SLM_TMPL_TIME_MS 5000u       /* wall clock per render */
+
+/* Variables and limits of one render (all optional: zero = default). */
 typedef struct slm_tmpl_vars {
     const char *bos_token; /* default "" */
     const char *eos_token; /* default "" */
     int add_generation_prompt;
     const char *date_string; /* if set: strftime_now returns this (tests) */
+    uint64_t budget;         /* cost units; 0 = SLM_TMPL_BUDGET */
+    unsigned time_limit_ms;  /* 0 = SLM_TMPL_TIME_MS */
+    /* if set, read during the render (from any thread): non-zero stops it
+     * with SLM_ERR_CAPACITY "template rendering cancelled" */
+    const _Atomic int *cancel;
 } slm_tmpl_vars;
 
 /* Render messages. Returns a slm_malloc'd (slm_xfree) NUL-terminated string,

@@ -2,6 +2,7 @@
  * jinja_internal.h): tests (`is defined`), filters (`| tojson`) and the
  * methods of strings and mappings (`.strip()`, `.items()`).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,8 +51,8 @@ int jf_test(R *r, const node *n, const char *t, val v, val *argv, int na) {
         if (v.t != V_INT || a0.t != V_INT || a0.u.i == 0) jv_err(r, n, "test 'divisibleby' needs non-zero integers");
         return a0.u.i == -1 ? 1 : v.u.i % a0.u.i == 0;
     }
-    if (!strcmp(t, "equalto") || !strcmp(t, "eq") || !strcmp(t, "sameas")) return jv_equal(v, a0, 0);
-    if (!strcmp(t, "ne")) return !jv_equal(v, a0, 0);
+    if (!strcmp(t, "equalto") || !strcmp(t, "eq") || !strcmp(t, "sameas")) return jv_equal(r, v, a0, 0);
+    if (!strcmp(t, "ne")) return !jv_equal(r, v, a0, 0);
     if (!strcmp(t, "lt")) return jv_compare(r, n, v, a0) < 0;
     if (!strcmp(t, "gt")) return jv_compare(r, n, v, a0) > 0;
     if (!strcmp(t, "le")) return jv_compare(r, n, v, a0) <= 0;
@@ -59,6 +60,7 @@ int jf_test(R *r, const node *n, const char *t, val v, val *argv, int na) {
     if (!strcmp(t, "in")) return jv_contains(r, n, a0, v);
     if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
         if (v.t != V_STR) return 0;
+        jv_charge(r, v.u.s.n);
         for (size_t i = 0; i < v.u.s.n; i++) {
             char c = v.u.s.p[i];
             if (t[0] == 'l' ? (c >= 'A' && c <= 'Z') : (c >= 'a' && c <= 'z')) return 0;
@@ -72,10 +74,16 @@ static int is_ws(char c) { return is_space((unsigned char)c); }
 static val strip_str(R *r, val s, val chars, int left, int right) {
     size_t b = 0, e = s.u.s.n;
     const char *p = s.u.s.p;
-#define IN_SET(c) (chars.t == V_STR ? memchr(chars.u.s.p, (c), chars.u.s.n) != NULL : is_ws(c))
-    if (left) while (b < e && IN_SET(p[b])) b++;
-    if (right) while (e > b && IN_SET(p[e - 1])) e--;
-#undef IN_SET
+    unsigned char set[256] = {0}; /* the bytes to strip */
+    if (chars.t == V_STR) {
+        jv_charge(r, chars.u.s.n);
+        for (size_t i = 0; i < chars.u.s.n; i++) set[(unsigned char)chars.u.s.p[i]] = 1;
+    } else {
+        for (int c = 0; c < 256; c++) set[c] = (unsigned char)is_ws((char)c);
+    }
+    jv_charge(r, s.u.s.n);
+    if (left) while (b < e && set[(unsigned char)p[b]]) b++;
+    if (right) while (e > b && set[(unsigned char)p[e - 1]]) e--;
     return jv_str(r, p + b, e - b); /* a copy: strings stay NUL-terminated */
 }
 
@@ -92,17 +100,53 @@ static val replace_str(R *r, val s, val a, val b, long long count) {
         }
         return jv_sb_val(r, &sb);
     }
-    while (i < s.u.s.n) {
-        if ((count < 0 || done < count) && i + a.u.s.n <= s.u.s.n && !memcmp(s.u.s.p + i, a.u.s.p, a.u.s.n)) {
-            jv_sb_put(r, &sb, b.u.s.p, b.u.s.n);
-            i += a.u.s.n;
-            done++;
-        } else {
-            jv_sb_put(r, &sb, s.u.s.p + i, 1);
-            i++;
-        }
+    /* each byte of s is searched once (jv_find charges it) */
+    while (i < s.u.s.n && (count < 0 || done < count)) {
+        const char *q = jv_find(r, s.u.s.p + i, s.u.s.n - i, a.u.s.p, a.u.s.n);
+        if (!q) break;
+        size_t at = (size_t)(q - s.u.s.p);
+        jv_sb_put(r, &sb, s.u.s.p + i, at - i);
+        jv_sb_put(r, &sb, b.u.s.p, b.u.s.n);
+        i = at + a.u.s.n;
+        done++;
     }
+    jv_sb_put(r, &sb, s.u.s.p + i, s.u.s.n - i);
     return jv_sb_val(r, &sb);
+}
+
+/* s.split(sep=None, maxsplit=-1), as Python */
+static val split_str(R *r, const node *n, val s, val sep, val maxsplit) {
+    vlist *l = jv_list(r, 4);
+    const char *p = s.u.s.p, *e = p + s.u.s.n;
+    long long left = maxsplit.t == V_INT && maxsplit.u.i >= 0 ? maxsplit.u.i : -1;
+    jv_charge(r, s.u.s.n);
+    if (sep.t != V_STR) { /* runs of whitespace; none at the ends */
+        while (p < e && is_ws(*p)) p++;
+        while (p < e) {
+            const char *q = p;
+            if (left != 0) while (q < e && !is_ws(*q)) q++;
+            else q = e;
+            const char *t = q;
+            if (q == e) while (t > p && is_ws(t[-1])) t--; /* the rest, right-stripped */
+            jv_push(r, l, jv_str(r, p, (size_t)(t - p)));
+            if (left > 0) left--;
+            p = q;
+            while (p < e && is_ws(*p)) p++;
+        }
+        return (val){.t = V_LIST, .u.l = l};
+    }
+    if (!sep.u.s.n) jv_err(r, n, "split(): empty separator");
+    for (;;) {
+        const char *q = left != 0 ? jv_find(r, p, (size_t)(e - p), sep.u.s.p, sep.u.s.n) : NULL;
+        if (!q) { /* a suffix of s: NUL-terminated already, no copy */
+            jv_push(r, l, (val){.t = V_STR, .u.s = {p, (size_t)(e - p)}});
+            break;
+        }
+        jv_push(r, l, jv_str(r, p, (size_t)(q - p)));
+        p = q + sep.u.s.n;
+        if (left > 0) left--;
+    }
+    return (val){.t = V_LIST, .u.l = l};
 }
 
 static val case_str(R *r, val s, int mode) { /* 0 lower 1 upper 2 capitalize 3 title */
@@ -135,32 +179,12 @@ val jf_method(R *r, const node *n, val o, const char *name, args *a) {
         if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
             if (a0.t != V_STR) jv_err(r, n, "%s() needs a string", name);
             if (a0.u.s.n > o.u.s.n) return vbool(0);
+            jv_charge(r, a0.u.s.n);
             const char *at = name[0] == 's' ? o.u.s.p : o.u.s.p + o.u.s.n - a0.u.s.n;
             return vbool(!memcmp(at, a0.u.s.p, a0.u.s.n));
         }
-        if (!strcmp(name, "split")) {
-            vlist *l = jv_list(r, 4);
-            const char *p = o.u.s.p, *e = p + o.u.s.n;
-            if (a0.t != V_STR) { /* whitespace split */
-                while (p < e) {
-                    while (p < e && is_ws(*p)) p++;
-                    const char *q = p;
-                    while (q < e && !is_ws(*q)) q++;
-                    if (q > p) jv_push(r, l, jv_str(r, p, (size_t)(q - p)));
-                    p = q;
-                }
-            } else {
-                if (!a0.u.s.n) jv_err(r, n, "split(): empty separator");
-                for (;;) {
-                    const char *q = p;
-                    while (q + a0.u.s.n <= e && memcmp(q, a0.u.s.p, a0.u.s.n)) q++;
-                    if (q + a0.u.s.n > e) { jv_push(r, l, jv_str(r, p, (size_t)(e - p))); break; }
-                    jv_push(r, l, jv_str(r, p, (size_t)(q - p)));
-                    p = q + a0.u.s.n;
-                }
-            }
-            return (val){.t = V_LIST, .u.l = l};
-        }
+        if (!strcmp(name, "split")) return split_str(r, n, o, a0, a1);
+
     } else if (o.t == V_DICT) {
         if (!strcmp(name, "items") || !strcmp(name, "keys") || !strcmp(name, "values")) {
             vlist *l = jv_list(r, o.u.d->n);
@@ -179,11 +203,11 @@ val jf_method(R *r, const node *n, val o, const char *name, args *a) {
         }
         if (!strcmp(name, "get")) {
             if (a0.t != V_STR) return a->np > 1 ? a1 : vnone();
-            val *v = jv_dget(o.u.d, a0.u.s.p, a0.u.s.n);
+            val *v = jv_dget(r, o.u.d, a0.u.s.p, a0.u.s.n);
             return v ? *v : a->np > 1 ? a1 : vnone();
         }
         /* a macro or function stored in a mapping */
-        val *v = jv_dget(o.u.d, name, strlen(name));
+        val *v = jv_dget(r, o.u.d, name, strlen(name));
         if (v && v->t == V_MACRO) return je_call_macro(r, n, v->u.m, a);
     }
     jv_err(r, n, "unsupported method '%s'", name);
@@ -194,7 +218,7 @@ static int attr_test_keep(R *r, const node *n, val item, args *a, int attr_mode,
     int first = 0;
     if (attr_mode) {
         if (a->np < 1 || a->pos[0].t != V_STR) jv_err(r, n, "selectattr/rejectattr need an attribute name");
-        x = je_getattr(item, a->pos[0].u.s.p);
+        x = je_getattr(r, item, a->pos[0].u.s.p);
         first = 1;
     }
     int keep;
@@ -230,6 +254,7 @@ FILTER(f_length) {
     (void)f, (void)a;
     if (v.t == V_STR) {
         long long k = 0;
+        jv_charge(r, v.u.s.n);
         for (size_t i = 0; i < v.u.s.n; i++) k += ((unsigned char)v.u.s.p[i] & 0xC0) != 0x80;
         return vint(k);
     }
@@ -260,9 +285,9 @@ FILTER(f_join) {
     val attr = je_karg(a, "attribute", 1);
     sbuf sb = {0};
     for (int i = 0; i < l->n; i++) {
-        jv_step(r, n);
+        jv_charge(r, COST_ITEM);
         if (i) jv_sb_put(r, &sb, sep.u.s.p, sep.u.s.n);
-        val x = attr.t == V_STR ? je_getattr(l->v[i], attr.u.s.p) : l->v[i];
+        val x = attr.t == V_STR ? je_getattr(r, l->v[i], attr.u.s.p) : l->v[i];
         jv_str_of(r, &sb, x, 0);
     }
     return jv_sb_val(r, &sb);
@@ -271,7 +296,7 @@ FILTER(f_select) { /* select, reject, selectattr, rejectattr */
     vlist *l = je_iter(r, n, v), *o = jv_list(r, l->n);
     int attr_mode = strstr(f, "attr") != NULL, rej = f[0] == 'r';
     for (int i = 0; i < l->n; i++) {
-        jv_step(r, n);
+        jv_charge(r, COST_ITEM);
         if (attr_test_keep(r, n, l->v[i], a, attr_mode, rej)) jv_push(r, o, l->v[i]);
     }
     return (val){.t = V_LIST, .u.l = o};
@@ -281,9 +306,9 @@ FILTER(f_map) {
     vlist *l = je_iter(r, n, v), *o = jv_list(r, l->n);
     val attr = je_karg(a, "attribute", -1), a0 = A0;
     for (int i = 0; i < l->n; i++) {
-        jv_step(r, n);
+        jv_charge(r, COST_ITEM);
         if (attr.t == V_STR) {
-            val x = je_getattr(l->v[i], attr.u.s.p);
+            val x = je_getattr(r, l->v[i], attr.u.s.p);
             if (x.t == V_UNDEF) x = je_karg(a, "default", -1);
             jv_push(r, o, x);
         } else if (a0.t == V_STR) {
@@ -329,21 +354,53 @@ FILTER(f_replace) {
     val c = a->np > 2 ? a->pos[2] : vundef();
     return replace_str(r, v, A0, a->np > 1 ? a->pos[1] : vundef(), c.t == V_INT ? c.u.i : -1);
 }
+/* float -> int as Python's int(): NaN has no value (*ok = 0), infinities and
+ * values past the int64 range overflow (an error: Python would make a big int) */
+static long long float_to_int(R *r, const node *n, double f, int *ok) {
+    *ok = f == f;
+    if (!*ok) return 0;
+    if (!(f > -9223372036854775808.0 - 1024 && f < 9223372036854775808.0)) jv_err(r, n, "integer overflow");
+    return (long long)f; /* truncates; |f| < 2^63 here */
+}
+
+/* the int filter: Jinja2's do_int(value, default=0): int(value), else
+ * int(float(value)), else the default */
 FILTER(f_int) {
-    (void)r, (void)n, (void)f, (void)a;
+    (void)f;
+    val dflt = je_karg(a, "default", 0);
+    if (dflt.t == V_UNDEF) dflt = vint(0);
+    int ok;
     if (v.t == V_INT) return v;
     if (v.t == V_BOOL) return vint(v.u.i);
-    if (v.t == V_FLOAT) return vint(v.u.f > 9e18 || v.u.f < -9e18 ? 0 : (long long)v.u.f);
-    if (v.t == V_STR) {
-        char buf[64];
-        size_t k = v.u.s.n < 63 ? v.u.s.n : 63;
-        memcpy(buf, v.u.s.p, k);
-        buf[k] = 0;
-        char *e;
-        long long x = strtoll(buf, &e, 10);
-        return vint(*e || e == buf ? 0 : x);
+    if (v.t == V_FLOAT) {
+        long long x = float_to_int(r, n, v.u.f, &ok);
+        return ok ? vint(x) : dflt;
     }
-    return vint(0);
+    if (v.t != V_STR || v.u.s.n > 62) return dflt;
+    /* int(): optional whitespace and sign, digits with single '_' between them */
+    char buf[64];
+    size_t k = 0, i = 0, e = v.u.s.n;
+    const char *p = v.u.s.p;
+    while (i < e && is_ws(p[i])) i++;
+    while (e > i && is_ws(p[e - 1])) e--;
+    for (size_t q = i; q < e; q++) {
+        if (p[q] == '_' && q > i && q + 1 < e && p[q - 1] >= '0' && p[q - 1] <= '9' && p[q + 1] >= '0' && p[q + 1] <= '9')
+            continue;
+        buf[k++] = p[q];
+    }
+    buf[k] = 0;
+    char *end;
+    errno = 0;
+    long long x = strtoll(buf, &end, 10);
+    if (k && !*end && end != buf && buf[0] != ' ') {
+        if (errno == ERANGE) jv_err(r, n, "integer overflow");
+        return vint(x);
+    }
+    if (strpbrk(buf, "xXpP")) return dflt; /* strtod's hex floats are not Python's */
+    double d = strtod(buf, &end);
+    if (!k || *end || end == buf) return dflt;
+    x = float_to_int(r, n, d, &ok);
+    return ok ? vint(x) : dflt;
 }
 FILTER(f_float) {
     (void)r, (void)n, (void)f, (void)a;
@@ -359,7 +416,10 @@ FILTER(f_float) {
 }
 FILTER(f_abs) {
     (void)f, (void)a;
-    if (v.t == V_INT) return vint(v.u.i < 0 && v.u.i != (-9223372036854775807LL - 1) ? -v.u.i : v.u.i);
+    if (v.t == V_INT) {
+        if (v.u.i == INT64_MIN) jv_err(r, n, "integer overflow");
+        return vint(v.u.i < 0 ? -v.u.i : v.u.i);
+    }
     if (v.t == V_FLOAT) return (val){.t = V_FLOAT, .u.f = v.u.f < 0 ? -v.u.f : v.u.f};
     jv_err(r, n, "abs needs a number");
 }
@@ -383,9 +443,9 @@ FILTER(f_unique) {
     (void)f, (void)a;
     vlist *l = je_iter(r, n, v), *o = jv_list(r, l->n);
     for (int i = 0; i < l->n; i++) {
-        jv_step(r, n);
+        jv_charge(r, COST_ITEM);
         int seen = 0;
-        for (int j = 0; j < o->n && !seen; j++) seen = jv_equal(o->v[j], l->v[i], 0);
+        for (int j = 0; j < o->n && !seen; j++) seen = jv_equal(r, o->v[j], l->v[i], 0);
         if (!seen) jv_push(r, o, l->v[i]);
     }
     return (val){.t = V_LIST, .u.l = o};

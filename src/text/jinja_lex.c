@@ -5,6 +5,7 @@
  * stream of text runs and the tokens inside {{ }} and {% %}; comments and
  * stripped whitespace vanish here.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,10 +139,10 @@ static int lex_tag(P *p, const char *src, size_t len, size_t *i, int *line, int 
                 t.fv = strtod(buf, NULL);
             } else {
                 t.type = TK_INT;
-                char *end;
-                unsigned long long v = strtoull(buf, &end, 10);
-                (void)end;
-                if (m > 18 || v > (unsigned long long)9223372036854775807LL) jx_err(p, *line, "integer literal too large");
+                errno = 0;
+                unsigned long long v = strtoull(buf, NULL, 10);
+                if (errno == ERANGE || m >= sizeof buf - 1 || v > (unsigned long long)INT64_MAX)
+                    jx_err(p, *line, "integer literal too large");
                 t.iv = (long long)v;
             }
             *i = e;

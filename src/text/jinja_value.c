@@ -3,10 +3,12 @@
  * scopes, the output buffer, conversions to text (str, repr, JSON),
  * truthiness, equality and ordering.
  */
+#define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "text/jinja_internal.h"
@@ -49,6 +51,7 @@ void jv_fail(R *r, const node *n, slm_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!n) n = r->cur;
     if (n) slm_errf(r->err, s, "line %d: %s", n->line, msg);
     else slm_errf(r->err, s, "%s", msg);
     longjmp(r->jb, 1);
@@ -60,11 +63,47 @@ void *jv_alloc(R *r, size_t n) {
     return m;
 }
 
-void jv_step(R *r, const node *n) {
-    if (++r->steps > MAX_STEPS) jv_fail(r, n, SLM_ERR_CAPACITY, "template runs too long");
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void jv_budget_start(R *r, const slm_tmpl_vars *vars) {
+    r->budget = vars && vars->budget ? vars->budget : SLM_TMPL_BUDGET;
+    r->time_ms = vars && vars->time_limit_ms ? vars->time_limit_ms : SLM_TMPL_TIME_MS;
+    r->deadline_ms = now_ms() + (long long)r->time_ms;
+    r->cancel = vars ? vars->cancel : NULL;
+    r->spent = 0;
+    r->check_at = 0; /* the first charge checks the cancel flag */
+}
+
+void jv_budget_check(R *r) {
+    if (r->spent > r->budget)
+        jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its budget of %llu operations",
+                (unsigned long long)r->budget);
+    if (r->cancel && atomic_load(r->cancel)) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
+    if (now_ms() > r->deadline_ms)
+        jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its time limit of %u ms", r->time_ms);
+    r->check_at = r->spent + BUDGET_CHECK_EVERY;
+    if (r->check_at > r->budget) r->check_at = r->budget + 1;
+}
+
+/* glibc's memmem is linear for long needles (two-way) and bounded for short
+ * ones. Charged for the bytes up to the end of the match (all of hay when
+ * absent), once the search is done: one search is at most a string's length,
+ * which the arena bounds. */
+const char *jv_find(R *r, const char *hay, size_t hn, const char *needle, size_t nn) {
+    if (nn == 0) return hay;
+    if (nn > hn) return NULL;
+    const char *q = memmem(hay, hn, needle, nn);
+    jv_charge(r, q ? (size_t)(q - hay) + nn : hn);
+    return q;
 }
 
 val jv_str(R *r, const char *s, size_t n) {
+    if (!n) return vstr_lit(""); /* shared: nothing to allocate */
+    jv_charge(r, n);
     char *c = jv_alloc(r, n + 1);
     if (n) memcpy(c, s, n);
     c[n] = 0;
@@ -79,6 +118,7 @@ vlist *jv_list(R *r, int cap) {
     return l;
 }
 void jv_push(R *r, vlist *l, val x) {
+    jv_charge(r, COST_ITEM);
     if (l->n == l->cap) {
         if (l->cap > (1 << 24)) jv_err(r, NULL, "list too long");
         val *nv = jv_alloc(r, (size_t)l->cap * 2 * sizeof(val));
@@ -97,16 +137,17 @@ vdict *jv_dict(R *r, int cap) {
     d->v = jv_alloc(r, (size_t)d->cap * sizeof(val));
     return d;
 }
-val *jv_dget(vdict *d, const char *k, size_t kn) {
+val *jv_dget(R *r, vdict *d, const char *k, size_t kn) {
+    jv_charge(r, (uint64_t)d->n * COST_ITEM);
     for (int i = 0; i < d->n; i++)
         if (sseq(d->k[i], k, kn)) return &d->v[i];
     return NULL;
 }
 void jv_dset(R *r, vdict *d, sstr k, val x) {
-    val *e = jv_dget(d, k.p, k.n);
+    val *e = jv_dget(r, d, k.p, k.n);
     if (e) { *e = x; return; }
     if (d->n == d->cap) {
-        if (d->cap > (1 << 20)) jv_err(r, NULL, "mapping too large");
+        if (d->cap > (1 << 20)) jv_fail(r, NULL, SLM_ERR_CAPACITY, "mapping too large");
         sstr *nk = jv_alloc(r, (size_t)d->cap * 2 * sizeof(sstr));
         val *nv = jv_alloc(r, (size_t)d->cap * 2 * sizeof(val));
         memcpy(nk, d->k, (size_t)d->n * sizeof(sstr));
@@ -127,14 +168,15 @@ frame *jv_frame(R *r, frame *up) {
     f->up = up;
     return f;
 }
-static val *fget(frame *f, const char *k, size_t kn) {
+static val *fget(R *r, frame *f, const char *k, size_t kn) {
+    jv_charge(r, (uint64_t)f->n * COST_ITEM);
     for (int i = 0; i < f->n; i++)
         if (sseq(f->k[i], k, kn)) return &f->v[i];
     return NULL;
 }
 void jv_fset(R *r, frame *f, const char *k, val x) {
     size_t kn = strlen(k);
-    val *e = fget(f, k, kn);
+    val *e = fget(r, f, k, kn);
     if (e) { *e = x; return; }
     if (f->n == f->cap) {
         int nc = f->cap ? f->cap * 2 : 8;
@@ -154,7 +196,7 @@ void jv_fset(R *r, frame *f, const char *k, val x) {
 
 val jv_lookup(R *r, const char *name) {
     for (frame *f = r->top; f; f = f->up) {
-        val *v = fget(f, name, strlen(name));
+        val *v = fget(r, f, name, strlen(name));
         if (v) return *v;
     }
     static const struct { const char *n; int id; } g[] = {
@@ -168,6 +210,7 @@ val jv_lookup(R *r, const char *name) {
 /* output */
 void jv_emit(R *r, const char *s, size_t n) {
     if (!n) return;
+    jv_charge(r, n);
     if (r->on + n + 1 > OUT_LIMIT) jv_fail(r, NULL, SLM_ERR_CAPACITY, "rendered text exceeds %u bytes", OUT_LIMIT);
     if (r->on + n + 1 > r->ocap) {
         size_t nc = r->ocap ? r->ocap : 1024;
@@ -204,10 +247,11 @@ val jv_out_pop(R *r) {
 
 /* a growable string in the arena */
 void jv_sb_put(R *r, sbuf *b, const char *s, size_t n) {
+    jv_charge(r, n);
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 64;
         while (nc < b->n + n + 1) nc *= 2;
-        if (nc > ARENA_LIMIT) jv_err(r, NULL, "string too long");
+        if (nc > ARENA_LIMIT) jv_fail(r, NULL, SLM_ERR_CAPACITY, "string too long");
         char *q = jv_alloc(r, nc);
         if (b->n) memcpy(q, b->p, b->n);
         b->p = q;
@@ -360,8 +404,9 @@ int jv_truthy(val v) {
 }
 
 
-int jv_equal(val a, val b, int depth) {
+int jv_equal(R *r, val a, val b, int depth) {
     if (depth > MAX_DEPTH) return 0;
+    jv_charge(r, COST_ITEM);
     if (is_num(a) && is_num(b)) {
         if (a.t != V_FLOAT && b.t != V_FLOAT) return a.u.i == b.u.i;
         return num(a) == num(b);
@@ -369,17 +414,20 @@ int jv_equal(val a, val b, int depth) {
     if (a.t != b.t) return 0;
     switch (a.t) {
     case V_UNDEF: case V_NONE: return 1;
-    case V_STR: return a.u.s.n == b.u.s.n && !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
+    case V_STR:
+        if (a.u.s.n != b.u.s.n) return 0;
+        jv_charge(r, a.u.s.n);
+        return !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
     case V_LIST:
         if (a.u.l->n != b.u.l->n) return 0;
         for (int i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
+            if (!jv_equal(r, a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case V_DICT:
         if (a.u.d->n != b.u.d->n) return 0;
         for (int i = 0; i < a.u.d->n; i++) {
-            val *o = jv_dget(b.u.d, a.u.d->k[i].p, a.u.d->k[i].n);
-            if (!o || !jv_equal(a.u.d->v[i], *o, depth + 1)) return 0;
+            val *o = jv_dget(r, b.u.d, a.u.d->k[i].p, a.u.d->k[i].n);
+            if (!o || !jv_equal(r, a.u.d->v[i], *o, depth + 1)) return 0;
         }
         return 1;
     case V_FUNC: return a.u.i == b.u.i;
@@ -396,6 +444,7 @@ int jv_compare(R *r, const node *n, val a, val b) {
     }
     if (a.t == V_STR && b.t == V_STR) {
         size_t m = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+        jv_charge(r, m);
         int c = memcmp(a.u.s.p, b.u.s.p, m);
         if (c) return c < 0 ? -1 : 1;
         return (a.u.s.n > b.u.s.n) - (a.u.s.n < b.u.s.n);
@@ -406,17 +455,14 @@ int jv_compare(R *r, const node *n, val a, val b) {
 int jv_contains(R *r, const node *n, val hay, val x) {
     if (hay.t == V_STR) {
         if (x.t != V_STR) jv_err(r, n, "'in <string>' needs a string on the left");
-        if (!x.u.s.n) return 1;
-        for (size_t i = 0; i + x.u.s.n <= hay.u.s.n; i++)
-            if (!memcmp(hay.u.s.p + i, x.u.s.p, x.u.s.n)) return 1;
-        return 0;
+        return jv_find(r, hay.u.s.p, hay.u.s.n, x.u.s.p, x.u.s.n) != NULL;
     }
     if (hay.t == V_LIST) {
         for (int i = 0; i < hay.u.l->n; i++)
-            if (jv_equal(hay.u.l->v[i], x, 0)) return 1;
+            if (jv_equal(r, hay.u.l->v[i], x, 0)) return 1;
         return 0;
     }
-    if (hay.t == V_DICT) return x.t == V_STR && jv_dget(hay.u.d, x.u.s.p, x.u.s.n) != NULL;
+    if (hay.t == V_DICT) return x.t == V_STR && jv_dget(r, hay.u.d, x.u.s.p, x.u.s.n) != NULL;
     if (hay.t == V_UNDEF) jv_err(r, n, "'in' on an undefined value");
     jv_err(r, n, "'in' needs a string, list or mapping on the right");
 }
