@@ -81,6 +81,8 @@ typedef struct slm_options {
     int lm_head_threads;        /* its thread count when separate (0 = the body's) */
     int on_overflow;            /* SLM_ON_OVERFLOW_ERROR (default) or _TRUNCATE */
     int tile_kb;                /* weight panel of one matrix task, KiB (0 = L2 / 8) */
+    size_t max_prompt_bytes;    /* longest prompt text the tokenizer accepts, bytes (0 = 8 MiB);
+                                   a longer one is refused with SLM_ERR_CAPACITY before any work */
 } slm_options;
 
 /* What generation does when the KV cache is full. */

@@ -48,7 +48,7 @@ static void print_ids(const int32_t *ids, int n) {
 static int run_bpe(const slm_bpe *t, const char *text, size_t len, int add_special, int special) {
     int n = slm_bpe_encode(t, text, len, add_special, add_special, special, NULL, 0);
     if (n < 0) {
-        fprintf(stderr, "staticlm: out of memory\n");
+        fprintf(stderr, "staticlm: %s\n", slm_tok_encode_error(n));
         return 1;
     }
     int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
@@ -65,7 +65,7 @@ static int run_bpe(const slm_bpe *t, const char *text, size_t len, int add_speci
 static int run_spm(const slm_tokenizer *t, const char *text, int add_bos) {
     int n = slm_tok_encode(t, text, add_bos, 0, NULL, 0);
     if (n < 0) {
-        fprintf(stderr, "staticlm: out of memory\n");
+        fprintf(stderr, "staticlm: %s\n", slm_tok_encode_error(n));
         return 1;
     }
     int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);

@@ -24,6 +24,10 @@
 
 #include "text/bpe_internal.h"
 
+#ifdef SLM_HAVE_CJSON
+#include <cjson/cJSON.h>
+#endif
+
 #ifndef SLM_HAVE_CJSON
 
 slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len, const char *config_json,
@@ -38,12 +42,12 @@ slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len,
 }
 
 #else
-#include <cjson/cJSON.h>
 
 #include "common/json.h"
 
 #define GPT2_RE_HF "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define MAX_TOKENS (1 << 24)
+#define ID_SLACK 1024 /* unused ids allowed beyond twice the entries */
 
 static const char k_ws[] = "\xe2\x96\x81";
 
@@ -203,30 +207,51 @@ static void template_specials(const slm_bpe *t, const cJSON *pp, int *bos, int *
     }
 }
 
+static int n_entries(const cJSON *vocab, const cJSON *added) {
+    return cJSON_GetArraySize(vocab) + (cJSON_IsArray(added) ? cJSON_GetArraySize(added) : 0);
+}
+
+/* ids must stay below 2 * entries + ID_SLACK (and MAX_TOKENS) */
+static double id_bound(const cJSON *vocab, const cJSON *added) {
+    double b = 2.0 * n_entries(vocab, added) + ID_SLACK;
+    return b < MAX_TOKENS ? b : MAX_TOKENS;
+}
+
 /* The tokens: model.vocab {string: id} and added_tokens [{id, content,
  * special}]; the vocabulary size is the largest id + 1 (unnamed ids are
  * empty, unused tokens). Creates c->t. */
 static slm_status build_vocab(jctx *c, const cJSON *vocab, const cJSON *added) {
     const char *name = c->name;
     slm_err *err = c->err;
+    /* every table is sized by the largest id: an id may leave gaps (unused
+     * ids), but not make the vocabulary much larger than its entries */
+    const double bound = id_bound(vocab, added);
     double maxid = -1;
     uint64_t blob = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= MAX_TOKENS ||
-            e->valuedouble != (double)(int)e->valuedouble)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: vocab entry '%.64s' has a bad id", name, e->string);
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble != (double)(int)e->valuedouble)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: model.vocab entry '%.64s' has a bad id", name, e->string);
+        if (e->valuedouble >= bound)
+            return slm_errf(err, SLM_ERR_FORMAT,
+                            "%s: model.vocab entry '%.64s' has id %.0f, beyond %.0f (the bound for a vocabulary "
+                            "of %d entries)", name, e->string, e->valuedouble, bound - 1, n_entries(vocab, added));
         if (e->valuedouble > maxid) maxid = e->valuedouble;
         blob += strlen(e->string) + 1;
     }
+    int k = 0;
     cJSON_ArrayForEach(e, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
         const char *ct = jstr(e, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= MAX_TOKENS ||
-            id->valuedouble != (double)(int)id->valuedouble || !ct)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: added token without a valid id and content", name);
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble != (double)(int)id->valuedouble || !ct)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: added_tokens[%d] without a valid id and content", name, k);
+        if (id->valuedouble >= bound)
+            return slm_errf(err, SLM_ERR_FORMAT,
+                            "%s: added_tokens[%d] ('%.64s') has id %.0f, beyond %.0f (the bound for a vocabulary "
+                            "of %d entries)", name, k, ct, id->valuedouble, bound - 1, n_entries(vocab, added));
         if (id->valuedouble > maxid) maxid = id->valuedouble;
         blob += strlen(ct) + 1;
+        k++;
     }
     if (maxid < 0) return slm_errf(err, SLM_ERR_FORMAT, "%s: empty vocabulary", name);
     int n = (int)maxid + 1;
