@@ -15,7 +15,7 @@ enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
 typedef struct job {
     int refs;               /* under a->mu: the queue/worker, the request, the stream */
     srv_request q;          /* what was asked (owned) */
-    int fd;                 /* the client's socket */
+    srv_req *req;           /* the request waiting for it (under a->mu; NULL once it ended) */
     /* progress, under a->mu */
     int state, accepted, cancelled;
     int status;             /* J_FAILED: the HTTP status */
@@ -37,7 +37,7 @@ typedef struct job {
 
 struct srv_api {
     pthread_mutex_t mu;
-    pthread_cond_t work, changed;
+    pthread_cond_t work;
     job *head, *tail;
     int queued, queue_max, stop;
     unsigned long next_id;
@@ -57,7 +57,7 @@ struct srv_api {
 void *srv_worker_main(void *api);
 /* Drop a reference (under a->mu); frees the job at zero. */
 void srv_job_unref(job *j);
-/* Wait on a->changed for at most ms (under a->mu). */
-void srv_cond_wait_ms(srv_api *a, pthread_cond_t *c, int ms);
+/* The job's state or text changed (under a->mu): wake its request. */
+void srv_job_changed(srv_api *a, job *j);
 
 #endif

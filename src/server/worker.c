@@ -10,17 +10,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/common.h"
 
-void srv_cond_wait_ms(srv_api *a, pthread_cond_t *c, int ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(c, &a->mu, &ts);
+void srv_job_changed(srv_api *a, job *j) {
+    (void)a;
+    if (j->req) http_wake(j->req);
 }
 
 void srv_job_unref(job *j) {
@@ -42,7 +37,7 @@ static void job_fail(srv_api *a, job *j, int status, const char *code, const cha
     j->err_code = code;
     j->err_param = param;
     j->state = J_FAILED;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
     va_end(ap);
 }
@@ -60,7 +55,7 @@ static int publish(srv_api *a, job *j, const char *s, size_t n) {
     memcpy(j->text, s, n);
     j->text[n] = 0;
     j->tlen = n;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     return 1;
 }
 
@@ -158,7 +153,7 @@ static void run_job(srv_api *a, job *j) {
     pthread_mutex_lock(&a->mu);
     j->prompt_tokens = n;
     j->accepted = 1;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
 
     slm_reset(e);
@@ -217,7 +212,7 @@ static void run_job(srv_api *a, job *j) {
     j->finish = finish;
     publish(a, j, all ? all : "", alen);
     j->state = J_DONE;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
     slm_xfree(all);
 }
@@ -243,7 +238,7 @@ void *srv_worker_main(void *arg) {
         if (j->cancelled) {
             j->state = J_DONE;
             j->finish = "cancelled";
-            pthread_cond_broadcast(&a->changed);
+            srv_job_changed(a, j);
             srv_job_unref(j);
             continue;
         }
