@@ -216,7 +216,7 @@ static int send_stream(srv_api *a, srv_req *r, job *j) {
 static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_mutex_lock(&a->mu);
     *queued = a->queued;
-    if (a->stop || a->queued >= a->queue_max) {
+    if (a->stop || a->queued + a->running > a->queue_max) {
         pthread_mutex_unlock(&a->mu);
         return 0;
     }
@@ -277,11 +277,12 @@ static int handle_completion(srv_api *a, srv_req *r, int chat) {
 
 static int handle_health(srv_api *a, srv_req *r) {
     pthread_mutex_lock(&a->mu);
-    int q = a->queued;
+    int q = a->queued, run = a->running;
     pthread_mutex_unlock(&a->mu);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", "ok");
     cJSON_AddNumberToObject(o, "queued", q);
+    cJSON_AddNumberToObject(o, "running", run);
     return http_send_json(r, 200, o);
 }
 
@@ -296,17 +297,15 @@ static int handle_models(srv_api *a, srv_req *r) {
     return http_send_json(r, 200, o);
 }
 
-int api_admit(srv_api *a, srv_req *r) {
+int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
     if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions")))
         return 1;
     pthread_mutex_lock(&a->mu);
-    int q = a->queued, full = a->stop || q >= a->queue_max;
+    int q = a->queued, full = a->stop || q + a->running > a->queue_max;
     pthread_mutex_unlock(&a->mu);
-    if (!full) return 1;
-    /* before the body is read, rendered or tokenized */
-    http_send_error(r, 503, "server_error", NULL, "queue_full",
-                    "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
-    return 0;
+    if (full) /* before the body is parsed, rendered or tokenized */
+        snprintf(msg, msgcap, "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
+    return !full;
 }
 
 void api_cancel(srv_api *a, srv_req *r) {
@@ -364,6 +363,12 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
     a->started = (long)time(NULL);
     snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");
     slm_get_info(e, &a->info);
+    size_t longest = 16;
+    for (int id = 0; id < a->info.vocab_size; id++) {
+        size_t l = strlen(slm_token_piece(e, a->info.bos_id == 0 ? 1 : 0, id));
+        if (l > longest) longest = l;
+    }
+    a->max_prompt_bytes = (size_t)slm_capacity(e) * longest * 2;
     a->tok = slm_chat_tok_new(e);
     a->logits = slm_malloc((size_t)a->info.vocab_size * sizeof(float));
     a->scratch = slm_malloc(slm_sample_scratch_size(a->info.vocab_size));

@@ -39,12 +39,14 @@ struct srv_api {
     pthread_mutex_t mu;
     pthread_cond_t work;
     job *head, *tail;
-    int queued, queue_max, stop;
+    int queued, running, queue_max, stop; /* jobs waiting; 1 while the worker runs one */
     unsigned long next_id;
     slm_engine *e;
     const slm_tmpl *tm;
     slm_chat_tok *tok;
     slm_info info;
+    size_t max_prompt_bytes; /* a prompt longer than this cannot fit the KV capacity:
+                                refused without tokenizing (capacity x the longest piece x 2) */
     char model_name[128];
     float *logits;          /* [vocab] the sampler's copy */
     void *scratch;          /* slm_sample_scratch_size(vocab) */

@@ -283,17 +283,45 @@ static const char *header(struct MHD_Connection *c, const char *name) {
     return MHD_lookup_connection_value(c, MHD_HEADER_KIND, name);
 }
 
-/* The checks once the headers are in; 1 = go on reading, 0 = answered. */
+/* A body follows these headers without waiting for a 100 Continue. */
+static int body_coming(struct MHD_Connection *c) {
+    const char *cl = header(c, "Content-Length"), *te = header(c, "Transfer-Encoding"), *ex = header(c, "Expect");
+    if (ex && !strncasecmp(ex, "100-continue", 12)) return 0;
+    return te || (cl && strcmp(cl, "0"));
+}
+
+/* Refuse r (from admit): now, or when a body is on the way, once it has
+ * been read and dropped (answering first makes clients see a reset). 0. */
+static int refuse(srv_req *r, int status, const char *code, const char *hname, const char *hval, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+static int refuse(srv_req *r, int status, const char *code, const char *hname, const char *hval, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    if (status != 413 && body_coming(r->conn)) {
+        vsnprintf(r->defer_msg, sizeof r->defer_msg, fmt, ap);
+        r->defer_status = status;
+        r->defer_code = code;
+        r->defer_hname = hname;
+        r->defer_hval = hval;
+    } else {
+        send_errorv(r, status, status >= 500 ? "server_error" : "invalid_request_error", NULL, code, hname, hval, fmt, ap);
+        r->refused = 1;
+    }
+    va_end(ap);
+    return 0;
+}
+
+/* The checks once the headers are in; 1 = go on reading, 0 = refused. */
 static int admit(slm_server *s, srv_req *r) {
     struct MHD_Connection *c = r->conn;
     const char *host = header(c, "Host"), *origin = header(c, "Origin");
     if (!host_ok(s, host))
-        return !send_error_h(r, 403, "host_not_allowed", NULL, NULL,
+        return refuse(r, 403, "host_not_allowed", NULL, NULL,
                              "Host '%.100s' is not served here (allowed: localhost, 127.0.0.1, [::1], --host, --allow-host)",
                              host);
     r->origin = origin;
     if (!origin_ok(s, origin, host, &r->cors))
-        return !send_error_h(r, 403, "origin_not_allowed", NULL, NULL,
+        return refuse(r, 403, "origin_not_allowed", NULL, NULL,
                              "cross-origin requests from '%.100s' are refused (see --cors-origin)", origin);
     if (!strcmp(r->method, "OPTIONS")) { /* a CORS preflight */
         struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
@@ -305,24 +333,29 @@ static int admit(slm_server *s, srv_req *r) {
             MHD_add_response_header(resp, "Access-Control-Max-Age", "600");
         }
         queue(r, 204, resp);
+        r->refused = 1;
         return 0;
     }
     if (s->cfg.api_key && strcmp(r->path, "/health") && strcmp(r->path, "/v1/health") &&
         !auth_ok(s, header(c, "Authorization")))
-        return !send_error_h(r, 401, "invalid_api_key", "WWW-Authenticate", "Bearer",
+        return refuse(r, 401, "invalid_api_key", "WWW-Authenticate", "Bearer",
                              "a valid API key is required: send 'Authorization: Bearer KEY'");
     const char *ct = header(c, "Content-Type");
     if (ct && (!strncasecmp(ct, "text/plain", 10) || !strncasecmp(ct, "multipart/form-data", 19)))
-        return !send_error_h(r, 415, "unsupported_media_type", NULL, NULL,
+        return refuse(r, 415, "unsupported_media_type", NULL, NULL,
                              "send the JSON body as application/json (form content types are refused)");
     const char *cl = header(c, "Content-Length");
+    unsigned long long n = 0;
     if (cl) {
         char *end;
         errno = 0;
-        unsigned long long n = strtoull(cl, &end, 10);
+        n = strtoull(cl, &end, 10);
         if (errno || *end || n > HTTP_BODY_LIMIT)
-            return !send_error_h(r, 413, "request_too_large", NULL, NULL, "the request body exceeds %u bytes",
-                                 HTTP_BODY_LIMIT);
+            return refuse(r, 413, "request_too_large", NULL, NULL, "the request body exceeds %u bytes", HTTP_BODY_LIMIT);
+    }
+    char msg[200];
+    if (!api_admit(s->api, r, msg, sizeof msg)) return refuse(r, 503, "queue_full", NULL, NULL, "%s", msg);
+    if (n) { /* hold the body's bytes in the budget now (a chunked body: as it comes) */
         pthread_mutex_lock(&s->mu);
         int over = s->body_bytes + n > s->cfg.body_budget;
         if (!over) {
@@ -331,10 +364,9 @@ static int admit(slm_server *s, srv_req *r) {
         }
         pthread_mutex_unlock(&s->mu);
         if (over)
-            return !send_error_h(r, 503, "server_busy", NULL, NULL,
-                                 "the server is busy reading other requests' bodies; retry later");
+            return refuse(r, 503, "server_busy", NULL, NULL, "the server is busy reading other requests' bodies; retry later");
     }
-    return api_admit(s->api, r);
+    return 1;
 }
 
 /* ---- requests --------------------------------------------------------------------- */
@@ -415,12 +447,21 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     if (!r) { /* the headers are in */
         if (!(r = req_new(s, conn, url, method))) return MHD_NO;
         *con_cls = r;
-        r->refused = !admit(s, r); /* then MHD sends that answer and closes the connection */
+        admit(s, r); /* an answer queued now: MHD sends it and closes the connection */
         return MHD_YES;
     }
     if (r->refused) {
         *upload_size = 0;
         return MHD_YES;
+    }
+    if (r->defer_status) { /* drop the body, then answer */
+        if (*upload_size) {
+            r->dropped += *upload_size;
+            *upload_size = 0;
+            return r->dropped > HTTP_BODY_LIMIT ? MHD_NO : MHD_YES;
+        }
+        return send_error_h(r, r->defer_status, r->defer_code, r->defer_hname, r->defer_hval, "%s", r->defer_msg)
+                   ? MHD_YES : MHD_NO;
     }
     if (*upload_size) {
         body_append(s, r, upload_data, *upload_size);
@@ -571,6 +612,18 @@ static void add_name(slm_server *s, const char *n) {
     if (s->n_names < MAX_NAMES) s->names[s->n_names++] = n;
 }
 
+/* libmicrohttpd's messages (a connection closed early, a limit reached:
+ * under attack one a connection) go to stderr with -v only. */
+static void mhd_log(void *cls, const char *fmt, va_list ap) {
+    const slm_server *s = cls;
+    if (!s->cfg.verbose) return;
+    char line[300];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n && line[n - 1] == '\n') line[--n] = 0;
+    fprintf(stderr, "serve: http: %s\n", line);
+}
+
 static struct MHD_Daemon *start_daemon(slm_server *s, const struct sockaddr_in *addr) {
     const slm_server_cfg *c = &s->cfg;
     unsigned limit = (unsigned)c->max_conn;
@@ -579,7 +632,7 @@ static struct MHD_Daemon *start_daemon(slm_server *s, const struct sockaddr_in *
         limit = rl.rlim_cur > 128 ? (unsigned)(rl.rlim_cur - 64) : 64;
     return MHD_start_daemon(
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-        (uint16_t)c->port, NULL, NULL, handler, s, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
+        (uint16_t)c->port, NULL, NULL, handler, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s, MHD_OPTION_SOCK_ADDR, (const struct sockaddr *)addr,
         MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)(c->http_threads > 0 ? c->http_threads : 1),
         MHD_OPTION_CONNECTION_LIMIT, limit, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)c->max_conn_per_ip,

@@ -39,6 +39,12 @@ typedef struct srv_req {
     size_t reserved;        /* bytes of the body budget held */
     int over_budget;
     int refused, handled;   /* answered once the headers were in; api_handle called */
+    /* refused while its body is on the way: the body is read and dropped,
+     * then this answer goes (an answer before the body makes clients see a reset) */
+    int defer_status;
+    const char *defer_code, *defer_hname, *defer_hval;
+    char defer_msg[200];
+    size_t dropped;         /* body bytes dropped */
 } srv_req;
 
 /* What api_handle answers. */
@@ -66,9 +72,10 @@ void http_wake(srv_req *r);
 
 typedef struct srv_api srv_api;
 srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap);
-/* Once the headers are in, before the body is read: 1 = go on; 0 = refused
- * (the answer, e.g. 503 for a full queue, is queued). Nothing costly. */
-int api_admit(srv_api *a, srv_req *r);
+/* Once the headers are in, before the body is read: 1 = go on; 0 = the
+ * queue is full (msg says so; the HTTP layer answers 503 queue_full).
+ * Nothing costly. */
+int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap);
 /* Answer r (its body read in full): HTTP_DONE (answered), HTTP_DROP (drop
  * the connection) or HTTP_WAIT (nothing yet: called again after
  * http_wake). Never blocks: it runs on the threads that poll sockets. */
