@@ -15,7 +15,7 @@ enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
 typedef struct job {
     int refs;               /* under a->mu: the queue/worker, the request, the stream */
     srv_request q;          /* what was asked (owned) */
-    int fd;                 /* the client's socket */
+    srv_req *req;           /* the request waiting for it (under a->mu; NULL once it ended) */
     /* progress, under a->mu */
     int state, accepted, cancelled;
     int status;             /* J_FAILED: the HTTP status */
@@ -37,14 +37,16 @@ typedef struct job {
 
 struct srv_api {
     pthread_mutex_t mu;
-    pthread_cond_t work, changed;
+    pthread_cond_t work;
     job *head, *tail;
-    int queued, queue_max, stop;
+    int queued, running, queue_max, stop; /* jobs waiting; 1 while the worker runs one */
     unsigned long next_id;
     slm_engine *e;
     const slm_tmpl *tm;
     slm_chat_tok *tok;
     slm_info info;
+    size_t max_prompt_bytes; /* a prompt longer than this cannot fit the KV capacity:
+                                refused without tokenizing (capacity x the longest piece x 2) */
     char model_name[128];
     float *logits;          /* [vocab] the sampler's copy */
     void *scratch;          /* slm_sample_scratch_size(vocab) */
@@ -57,7 +59,7 @@ struct srv_api {
 void *srv_worker_main(void *api);
 /* Drop a reference (under a->mu); frees the job at zero. */
 void srv_job_unref(job *j);
-/* Wait on a->changed for at most ms (under a->mu). */
-void srv_cond_wait_ms(srv_api *a, pthread_cond_t *c, int ms);
+/* The job's state or text changed (under a->mu): wake its request. */
+void srv_job_changed(srv_api *a, job *j);
 
 #endif

@@ -10,17 +10,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/common.h"
 
-void srv_cond_wait_ms(srv_api *a, pthread_cond_t *c, int ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(c, &a->mu, &ts);
+void srv_job_changed(srv_api *a, job *j) {
+    (void)a;
+    if (j->req) http_wake(j->req);
 }
 
 void srv_job_unref(job *j) {
@@ -42,7 +37,7 @@ static void job_fail(srv_api *a, job *j, int status, const char *code, const cha
     j->err_code = code;
     j->err_param = param;
     j->state = J_FAILED;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
     va_end(ap);
 }
@@ -60,7 +55,7 @@ static int publish(srv_api *a, job *j, const char *s, size_t n) {
     memcpy(j->text, s, n);
     j->text[n] = 0;
     j->tlen = n;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     return 1;
 }
 
@@ -72,12 +67,51 @@ static int job_cancelled(srv_api *a, job *j) {
     return c;
 }
 
+static void fail_too_long(srv_api *a, job *j, const char *what, long n, int at_least) {
+    job_fail(a, j, 400, "context_length_exceeded", j->q.chat ? "messages" : "prompt",
+             "This model's maximum context length is %d tokens. However, your %s resulted in %s%ld tokens "
+             "(plus at least 1 for the completion).",
+             slm_capacity(a->e), what, at_least ? "more than " : "", n);
+}
+
+/* Tokenize text (slm_malloc'd ids in *ids); the count, or 0 after job_fail.
+ * A text too long to fit in any tokenization is refused untokenized. */
+static int tokenize(srv_api *a, job *j, const char *text, int32_t **ids) {
+    const srv_request *q = &j->q;
+    int n;
+    *ids = NULL;
+    size_t len = strlen(text);
+    if (len > a->max_prompt_bytes) {
+        fail_too_long(a, j, q->chat ? "messages" : "prompt", (long)slm_capacity(a->e), 1);
+        return 0;
+    }
+    if (q->chat) {
+        n = slm_chat_tokenize(a->tok, text, 1, ids);
+    } else {
+        n = slm_tokenize(a->e, text, 1, NULL, 0);
+        if (n > 0 && (*ids = slm_malloc((size_t)n * sizeof(int32_t)))) slm_tokenize(a->e, text, 1, *ids, n);
+        else if (n > 0) n = -1;
+    }
+    if (n <= 0) {
+        slm_xfree(*ids);
+        *ids = NULL;
+        job_fail(a, j, 500, "internal_error", NULL, "could not tokenize the prompt");
+        return 0;
+    }
+    if (n + 1 > slm_capacity(a->e)) {
+        slm_xfree(*ids);
+        *ids = NULL;
+        fail_too_long(a, j, q->chat ? "messages" : "prompt", n, 0);
+        return 0;
+    }
+    return n;
+}
+
 /* The prompt's token ids (slm_xfree'd by the caller); the count, or 0 after
  * job_fail. Chat messages are rendered here, on the worker, after the queue
  * admitted the job: a request the queue turns away costs no rendering. */
 static int job_tokens(srv_api *a, job *j, int32_t **ids) {
     const srv_request *q = &j->q;
-    int n;
     *ids = NULL;
     if (q->chat) {
         char terr[256];
@@ -94,30 +128,11 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
             job_fail(a, j, 499, "cancelled", NULL, "the client went away");
             return 0;
         }
-        n = slm_chat_tokenize(a->tok, prompt, 1, ids);
+        int n = tokenize(a, j, prompt, ids);
         slm_xfree(prompt);
-    } else {
-        n = slm_tokenize(a->e, q->prompt, 1, NULL, 0);
-        if (n > 0 && (*ids = slm_malloc((size_t)n * sizeof(int32_t)))) slm_tokenize(a->e, q->prompt, 1, *ids, n);
-        else if (n > 0) n = -1;
+        return n;
     }
-    if (n <= 0) {
-        slm_xfree(*ids);
-        *ids = NULL;
-        job_fail(a, j, 500, "internal_error", NULL, "could not tokenize the prompt");
-        return 0;
-    }
-    int cap = slm_capacity(a->e);
-    if (n + 1 > cap) {
-        slm_xfree(*ids);
-        *ids = NULL;
-        job_fail(a, j, 400, "context_length_exceeded", q->chat ? "messages" : "prompt",
-                 "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens "
-                 "(plus at least 1 for the completion).",
-                 cap, q->chat ? "messages" : "prompt", n);
-        return 0;
-    }
-    return n;
+    return tokenize(a, j, q->prompt, ids);
 }
 
 /* Where the text all[0..alen) may be published up to: a stop string ends
@@ -158,7 +173,7 @@ static void run_job(srv_api *a, job *j) {
     pthread_mutex_lock(&a->mu);
     j->prompt_tokens = n;
     j->accepted = 1;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
 
     slm_reset(e);
@@ -217,7 +232,7 @@ static void run_job(srv_api *a, job *j) {
     j->finish = finish;
     publish(a, j, all ? all : "", alen);
     j->state = J_DONE;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
     slm_xfree(all);
 }
@@ -243,13 +258,15 @@ void *srv_worker_main(void *arg) {
         if (j->cancelled) {
             j->state = J_DONE;
             j->finish = "cancelled";
-            pthread_cond_broadcast(&a->changed);
+            srv_job_changed(a, j);
             srv_job_unref(j);
             continue;
         }
+        a->running = 1;
         pthread_mutex_unlock(&a->mu);
         run_job(a, j);
         pthread_mutex_lock(&a->mu);
+        a->running = 0;
         srv_job_unref(j);
     }
     pthread_mutex_unlock(&a->mu);
