@@ -8,8 +8,9 @@
  * Loading maps the file read-only (MAP_PRIVATE), checks the checksum of
  * everything before the weights, then validates every section bound,
  * count, offset and every task operand BEFORE anything uses it; tasks,
- * I/O tables, relocations and the constants are copied to the heap (tasks
- * get patched at load and bind), the weights stay mapped.
+ * I/O tables, relocations and the constants are copied to the heap (as
+ * immutable programs; the device resolves its own copy of the tasks), the
+ * weights stay mapped.
  */
 #ifndef SLM_BLOB_H
 #define SLM_BLOB_H
@@ -23,7 +24,7 @@
 
 /* Bump whenever the layout of any section, or what the compiler emits for
  * the same inputs, changes: blobs of another version are recompiled. */
-#define SLM_BLOB_FORMAT_VERSION 3u
+#define SLM_BLOB_FORMAT_VERSION 4u
 #define SLM_BLOB_PAGE 4096u
 
 /* ---- hashing ------------------------------------------------------------ */
