@@ -611,6 +611,8 @@ static void test_repacked_blob(void) {
          {"q4_0_r16 x14", "q6_k_r16 x1"}},
         {"--shape custom --type q4_0 --tied", {"q4_0_r16", "q8_0_r16 x1"}},
         {"--shape custom --type f16 --untied", {"f16_r16", NULL}},
+        {"--shape custom --type q4_k_m --dim 256 --heads 4 --kv-heads 1 --ffn 512 --n-vocab 320 --untied",
+         {"q4_k_r16 x", "q6_k_r16 x"}},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         char gguf[300], blob[300], cmd[1200];

@@ -18,6 +18,11 @@
  *   q4_0:     every matrix Q4_0, except the output matrix (output.weight, or
  *             the tied token_embd.weight) which is Q6_K, or Q8_0 when its
  *             width is not a multiple of 256 (llama-quant.cpp's rule);
+ *   q4_k_m:   as llama.cpp's Q4_K_M: matrices Q4_K; the output matrix Q6_K;
+ *             attn_v and ffn_down Q6_K in the layers use_more_bits picks (the
+ *             first and last eighth, and every third between), else Q4_K; a
+ *             K-quant whose width is not a multiple of 256 falls back as
+ *             llama-quant.cpp's do (Q4_K -> Q5_0, Q6_K -> Q8_0);
  * norm vectors (and qwen2's biases, rope_freqs) stay F32. A matrix whose rows
  * do not fit the block size falls back to F16 (custom shapes only).
  */
@@ -62,8 +67,9 @@ static void usage(FILE *f) {
             "staticlm and llama.cpp both load.\n"
             "\n"
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | custom\n"
-            "  --type TYPE           f32 | f16 | q8_0 | q4_0 (default f16); q4_0 files are mixed as\n"
-            "                        llama.cpp's: output matrix Q6_K (Q8_0 when its width is not a\n"
+            "  --type TYPE           f32 | f16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
+            "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
+            "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
             "                        multiple of 256); norms stay f32\n"
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
@@ -332,14 +338,31 @@ typedef struct synth_type {
     uint32_t matrix, ftype;
 } synth_type;
 static const synth_type k_types[] = {
-    {"f32", SLM_F32, 0}, {"f16", SLM_F16, 1}, {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2},
+    {"f32", SLM_F32, 0}, {"f16", SLM_F16, 1}, {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2}, {"q4_k_m", SLM_Q4_K, 15},
 };
 
-/* llama-quant.cpp: the output matrix (or the tied embedding) of a Q4_0 file
- * is Q6_K, or Q8_0 when its width is not a multiple of 256. */
+/* llama-quant.cpp: a K-quant matrix whose width is not a multiple of 256
+ * falls back to a 32-block type. */
+static uint32_t k_fallback(uint32_t t, int64_t width) {
+    if (width % SLM_QK_K == 0) return t;
+    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
+}
+
+/* llama-quant.cpp: the output matrix (or the tied embedding) of a Q4_0 or
+ * Q4_K_M file is Q6_K, or Q8_0 when its width is not a multiple of 256. */
 static uint32_t output_type(uint32_t matrix, int64_t width) {
-    if (matrix != SLM_Q4_0) return matrix;
-    return width % SLM_QK_K ? SLM_Q8_0 : SLM_Q6_K;
+    if (matrix != SLM_Q4_0 && matrix != SLM_Q4_K) return matrix;
+    return k_fallback(SLM_Q6_K, width);
+}
+
+/* llama-quant.cpp's use_more_bits: the layers whose attn_v / ffn_down a
+ * Q4_K_M file keeps in Q6_K. */
+static int use_more_bits(int l, int n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
+
+/* A layer's matrix type: `more` for attn_v and ffn_down. */
+static uint32_t layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width) {
+    if (matrix != SLM_Q4_K) return matrix;
+    return k_fallback(more && use_more_bits(l, n_layers) ? SLM_Q6_K : SLM_Q4_K, width);
 }
 
 /* Llama 3.1+ rope scaling factors, as convert_hf_to_gguf.py writes them. */
@@ -440,7 +463,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (!strcmp(k_types[i].name, a->type_name)) *ty = &k_types[i];
     if (!*ty) {
-        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0)\n", a->type_name);
+        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0, q4_k_m)\n", a->type_name);
         return 2;
     }
     *sh = *base;
@@ -514,7 +537,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int head_dim = sh->dim / sh->n_heads, kv_dim = head_dim * sh->n_kv_heads;
     const int qwen2 = !strcmp(sh->arch, "qwen2");
     const uint32_t mt = ty->matrix;
-    const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : mt;
+    const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : layer_type(mt, 0, 0, 1, sh->dim);
     if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
     if (sh->llama3_rope) {
         float f[512];
@@ -530,19 +553,23 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         if (!add(s, n, type, ne0, ne1, init, NULL)) return 0;                                  \
     } while (0)
         T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
-        T("attn_q.weight", mt, sh->dim, sh->dim, 0);
-        T("attn_k.weight", mt, sh->dim, kv_dim, 0);
-        T("attn_v.weight", mt, sh->dim, kv_dim, 0);
+        /* widths: dim for all but ffn_down (ffn) */
+        const uint32_t t_in = layer_type(mt, 0, l, sh->n_layers, sh->dim);
+        const uint32_t t_v = layer_type(mt, 1, l, sh->n_layers, sh->dim);
+        const uint32_t t_down = layer_type(mt, 1, l, sh->n_layers, sh->ffn);
+        T("attn_q.weight", t_in, sh->dim, sh->dim, 0);
+        T("attn_k.weight", t_in, sh->dim, kv_dim, 0);
+        T("attn_v.weight", t_v, sh->dim, kv_dim, 0);
         if (qwen2) {
             T("attn_q.bias", SLM_F32, sh->dim, 1, 0);
             T("attn_k.bias", SLM_F32, kv_dim, 1, 0);
             T("attn_v.bias", SLM_F32, kv_dim, 1, 0);
         }
-        T("attn_output.weight", mt, sh->dim, sh->dim, 0);
+        T("attn_output.weight", t_in, sh->dim, sh->dim, 0);
         T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
-        T("ffn_gate.weight", mt, sh->dim, sh->ffn, 0);
-        T("ffn_up.weight", mt, sh->dim, sh->ffn, 0);
-        T("ffn_down.weight", mt, sh->ffn, sh->dim, 0);
+        T("ffn_gate.weight", t_in, sh->dim, sh->ffn, 0);
+        T("ffn_up.weight", t_in, sh->dim, sh->ffn, 0);
+        T("ffn_down.weight", t_down, sh->ffn, sh->dim, 0);
 #undef T
     }
     if (!add(s, "output_norm.weight", SLM_F32, sh->dim, 1, 1, NULL)) return 0;

@@ -4,7 +4,7 @@
  * - F32/F16/BF16: kernels_x86_float.c
  * - quantized, file layout: kernels_x86_dot.c (activations quantized once
  *   per call to int8 blocks in scratch, unless xq_ready)
- * - repacked (r16): kernels_x86_r16.c
+ * - repacked (r16): kernels_x86_r16.c, kernels_x86_r16k.c (Q4_K, Q5_K)
  * The vector kernels are in kernels_x86_vec.c, attention in attention.c. */
 #include "device/attention.h"
 #include "device/kernels_x86.h"
@@ -18,7 +18,8 @@ AVX512 static void matmul_avx512(const slm_mm *mm) {
     if (slm_is_r16(mm->wtype)) {
         const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
         if (!mm->xq_ready) slm_x86_quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 0, qs.q, qs.d, qs.s, qs.hs);
-        slm_x86_r16_matmul_avx512(mm, &qs);
+        if (mm->wtype == SLM_Q4_K_R16 || mm->wtype == SLM_Q5_K_R16) slm_x86_r16k_matmul_avx512(mm, &qs);
+        else slm_x86_r16_matmul_avx512(mm, &qs);
         return;
     }
     if (slm_qtype_kind(mm->wtype) < 0) {
@@ -41,7 +42,8 @@ AVX2 static void matmul_avx2(const slm_mm *mm) {
     }
     const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
     if (!mm->xq_ready) slm_x86_quant_act_avx2(mm->x, mm->ldx, mm->rows, mm->k, qs.q, qs.d, qs.s, qs.hs);
-    if (slm_is_r16(mm->wtype)) slm_x86_r16_matmul_avx2(mm, &qs);
+    if (mm->wtype == SLM_Q4_K_R16 || mm->wtype == SLM_Q5_K_R16) slm_x86_r16k_matmul_avx2(mm, &qs);
+    else if (slm_is_r16(mm->wtype)) slm_x86_r16_matmul_avx2(mm, &qs);
     else slm_x86_qmatmul_avx2(mm, &qs);
 }
 

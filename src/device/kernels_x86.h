@@ -97,6 +97,9 @@ void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs);
 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs);
 void slm_x86_f16r16_matmul_avx2(const slm_mm *mm);
 void slm_x86_f16r16_matmul_avx512(const slm_mm *mm);
+/* kernels_x86_r16k.c: the repacked K-quants with a min term (Q4_K, Q5_K) */
+void slm_x86_r16k_matmul_avx2(const slm_mm *mm, const qscratch *qs);
+void slm_x86_r16k_matmul_avx512(const slm_mm *mm, const qscratch *qs);
 
 #endif
 #endif

@@ -2,7 +2,7 @@
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
-/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16; layout in compiler/repack.c) -
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16; layout in common/layout_r16.c) -
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
  * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
