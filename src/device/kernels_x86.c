@@ -1023,6 +1023,10 @@ AVX512 static void matmul_avx512(const slm_mm *mm) {
     }
     const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
     if (!mm->xq_ready) quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 128, qs.q, qs.d, qs.s, qs.hs);
+    if (slm_quant2_kind(mm->wtype) >= 0 && (mm->rows == 1 || kind == 3)) { /* kernels_x86_quant2.c */
+        slm_quant2_matmul_avx512(mm, qs.q, qs.d, qs.s, qs.hs);
+        return;
+    }
     if (mm->rows == 1) {
         qdecode_avx512(mm, &qs);
         return;
@@ -1057,6 +1061,10 @@ AVX2 static void matmul_avx2(const slm_mm *mm) {
     }
     const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
     if (!mm->xq_ready) quant_act_avx2(mm->x, mm->ldx, mm->rows, mm->k, qs.q, qs.d, qs.s, qs.hs);
+    if (slm_quant2_kind(mm->wtype) >= 0 && (mm->rows == 1 || kind == 3)) { /* kernels_x86_quant2.c */
+        slm_quant2_matmul_avx2(mm, qs.q, qs.d, qs.s, qs.hs);
+        return;
+    }
     if (mm->rows == 1) {
         qdecode_avx2(mm, &qs);
         return;
