@@ -2,7 +2,7 @@
  * Q3_K weights (kernels_quant2_ref.c describes the types' int8 view).
  *
  * The sets' matmul quantizes the activations (int8 blocks of 32, with the
- * integer code sums of each half block) and calls slm_quant2_matmul_* for
+ * integer code sums of each half block) and calls slm_x86_quant2_matmul_* for
  * decode, and for every row count with Q2_K (whose two mins per block the
  * packed panel cannot hold); the other types' prefill runs on the shared
  * panel micro-kernels through slm_qblock_i8. Here, per weight column and
@@ -10,18 +10,9 @@
  * to 32 int8 codes, then per row an integer dot (VNNI dpbusd on AVX-512,
  * maddubs/madd on AVX2) whose lanes 0-3 and 4-7 are the two half blocks,
  * scaled by [d0 dx | d1 dx]; the mins add  dx * (m0 * hs0 + m1 * hs1). */
-#include <string.h>
+#include "device/kernels_x86.h"
 
-#include "common/dtype.h"
-#include "device/kernels.h"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-
-#define AVX2 __attribute__((target("avx2,fma,f16c")))
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
-#define INLINE static inline __attribute__((always_inline))
-
+#ifdef SLM_X86
 /* Q5_1 and Q2_K have min terms (compile-time T: folds away). */
 static inline int has_min(int T) { return T == SLM_Q5_1 || T == SLM_Q2_K; }
 
@@ -100,13 +91,6 @@ AVX2 INLINE __m256i qblock2(const uint8_t *row, int T, int b, float d[2], float 
     }
 }
 
-AVX2 INLINE float hsum8(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 /* Rows [i0, i0 + nr) (nr <= 4), column j. VNNI: the activation codes are
  * unsigned (x + 128); dpbusd(x + 128, q) - dpbusd(128, q) = sum x q. */
 #define QROWS 4
@@ -133,7 +117,7 @@ AVX512 INLINE void col_avx512(const slm_mm *mm, int T, int j, int i0, int nr, co
                 macc[r] += dx * (m[0] * (float)hs[ir * 2 * nb + 2 * b] + m[1] * (float)hs[ir * 2 * nb + 2 * b + 1]);
         }
     }
-    for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum8(acc[r]) + macc[r];
+    for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
 }
 
 /* As above on AVX2 with signed activation codes: maddubs(|q|, x * sign(q)). */
@@ -160,38 +144,27 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const 
                 macc[r] += dx * (m[0] * (float)hs[ir * 2 * nb + 2 * b] + m[1] * (float)hs[ir * 2 * nb + 2 * b + 1]);
         }
     }
-    for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum8(acc[r]) + macc[r];
+    for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
 }
 
-#define QUANT2_MATMUL(ISA, ATTR)                                                                              \
-    ATTR INLINE void matmul_##ISA##_t(const slm_mm *mm, int T, const uint8_t *xq, const float *xd,          \
-                                      const int32_t *hs) {                                                  \
-        for (int j = mm->n0; j < mm->n1; j++)                                                               \
-            for (int i0 = 0; i0 < mm->rows; i0 += QROWS)                                                    \
-                col_##ISA(mm, T, j, i0, mm->rows - i0 < QROWS ? mm->rows - i0 : QROWS, xq, xd, hs);         \
-    }                                                                                                       \
-    ATTR void slm_quant2_matmul_##ISA(const slm_mm *mm, const uint8_t *xq, const float *xd, const float *xs, \
-                                      const int32_t *hs) {                                                  \
-        (void)xs;                                                                                           \
-        switch (mm->wtype) {                                                                                \
-        case SLM_Q5_0: matmul_##ISA##_t(mm, SLM_Q5_0, xq, xd, hs); break;                                   \
-        case SLM_Q5_1: matmul_##ISA##_t(mm, SLM_Q5_1, xq, xd, hs); break;                                   \
-        case SLM_IQ4_NL: matmul_##ISA##_t(mm, SLM_IQ4_NL, xq, xd, hs); break;                               \
-        case SLM_IQ4_XS: matmul_##ISA##_t(mm, SLM_IQ4_XS, xq, xd, hs); break;                               \
-        case SLM_Q2_K: matmul_##ISA##_t(mm, SLM_Q2_K, xq, xd, hs); break;                                   \
-        case SLM_Q3_K: matmul_##ISA##_t(mm, SLM_Q3_K, xq, xd, hs); break;                                   \
-        default: break;                                                                                     \
-        }                                                                                                   \
+#define QUANT2_MATMUL(ISA, ATTR)                                                                      \
+    ATTR INLINE void matmul_##ISA##_t(const slm_mm *mm, int T, const qscratch *qs) {                \
+        for (int j = mm->n0; j < mm->n1; j++)                                                       \
+            for (int i0 = 0; i0 < mm->rows; i0 += QROWS)                                            \
+                col_##ISA(mm, T, j, i0, mm->rows - i0 < QROWS ? mm->rows - i0 : QROWS, qs->q, qs->d, \
+                          qs->hs);                                                                  \
+    }                                                                                               \
+    ATTR void slm_x86_quant2_matmul_##ISA(const slm_mm *mm, const qscratch *qs) {                   \
+        switch (mm->wtype) {                                                                        \
+        case SLM_Q5_0: matmul_##ISA##_t(mm, SLM_Q5_0, qs); break;                                   \
+        case SLM_Q5_1: matmul_##ISA##_t(mm, SLM_Q5_1, qs); break;                                   \
+        case SLM_IQ4_NL: matmul_##ISA##_t(mm, SLM_IQ4_NL, qs); break;                               \
+        case SLM_IQ4_XS: matmul_##ISA##_t(mm, SLM_IQ4_XS, qs); break;                               \
+        case SLM_Q2_K: matmul_##ISA##_t(mm, SLM_Q2_K, qs); break;                                   \
+        case SLM_Q3_K: matmul_##ISA##_t(mm, SLM_Q3_K, qs); break;                                   \
+        default: break;                                                                             \
+        }                                                                                           \
     }
 QUANT2_MATMUL(avx512, AVX512)
 QUANT2_MATMUL(avx2, AVX2)
-
-#else
-void slm_quant2_matmul_avx512(const slm_mm *mm, const uint8_t *xq, const float *xd, const float *xs,
-                              const int32_t *hs) {
-    (void)mm, (void)xq, (void)xd, (void)xs, (void)hs;
-}
-void slm_quant2_matmul_avx2(const slm_mm *mm, const uint8_t *xq, const float *xd, const float *xs, const int32_t *hs) {
-    (void)mm, (void)xq, (void)xd, (void)xs, (void)hs;
-}
 #endif
