@@ -51,6 +51,8 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
 
 #include <cJSON.h>
 
+#include "common/json.h"
+
 #define HF_MAX_JSON (64u << 20)
 #define HF_MAX_SHARDS 4096
 
@@ -211,6 +213,7 @@ slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const ch
     slm_status s = SLM_OK;
     *rope_freqs = NULL;
     memset(c, 0, sizeof *c);
+    slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", file);
     if (!cJSON_IsObject(root)) {
@@ -472,6 +475,7 @@ static slm_status find_shards(hf_load *L) {
                             L->dir);
         return SLM_OK;
     }
+    slm_json_init_hooks();
     L->index = cJSON_ParseWithLength(L->idx_json, idx_len);
     if (!L->index || !cJSON_IsObject(L->index)) return slm_errf(L->err, SLM_ERR_FORMAT, "%s: invalid JSON", shown);
     L->wm = cJSON_GetObjectItemCaseSensitive(L->index, "weight_map");
