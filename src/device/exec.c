@@ -368,7 +368,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
                     .out_stride = (size_t)t->c,
                 };
                 if (t->f1 > 0.0f) attention_softcap(&a, t->f1);
-                else slm_attention_group(&a);
+                else ks->attention(&a);
                 h = h1;
             }
         }

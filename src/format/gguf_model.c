@@ -90,6 +90,90 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
     return SLM_OK;
 }
 
+/* What qwen3, gemma2, gemma3 and phi3 add to the Llama decoder, from
+ * their keys and llama.cpp's rules for what the keys leave out. */
+static slm_status family_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
+    const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
+              is_phi3 = !strcmp(A, "phi3");
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    if (is_qwen3 || is_gemma3) c->qk_norm = 1;
+    if (is_gemma2 || is_gemma3) {
+        /* llama.cpp: embeddings * sqrt(n_embd); the converter already stores
+         * the (1 + w) RMSNorm gains; Q scaled by 1/sqrt(head_dim), but by
+         * 1/sqrt(dim / n_heads) for the 27B models (gemma_pytorch) */
+        c->post_norms = 1;
+        c->ffn_gelu = 1;
+        c->embed_scale = sqrtf((float)c->dim);
+        const int is_27b = (is_gemma2 && c->n_layers == 46) || (is_gemma3 && c->n_layers == 62);
+        const int sd = is_27b ? c->dim / c->n_heads : c->head_dim;
+        c->attn_scale = 1.0f / sqrtf((float)sd);
+        c->swa_pattern = is_gemma2 ? 2 : 6;
+        /* llama.cpp: gemma2's window is 4096 when the file does not say; a
+         * file may give the layer period (an integer; a per-layer array is
+         * not supported) */
+        if (is_gemma2 && slm_gguf_find(g, KEY("attention.sliding_window")) < 0) c->sliding_window = 4096;
+        if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
+            int64_t pat;
+            if (!slm_gguf_get_i64(g, key, &pat))
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported",
+                                file, key);
+            if (pat < 0 || pat > 65536)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
+                                (long long)pat);
+            /* llama.cpp's set_swa_pattern: 0 = every layer, 1 = none, n = l % n < n - 1 */
+            if (pat == 1) c->sliding_window = 0;
+            else c->swa_pattern = (int)pat;
+        }
+    }
+    if (is_gemma2) {
+        c->attn_softcap = 50.0f; /* llama.cpp's defaults when the keys are absent */
+        c->final_softcap = 30.0f;
+        if ((s = get_float(g, file, KEY("attn_logit_softcapping"), &c->attn_softcap, err))) return s;
+        if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
+    }
+    if (is_gemma3) {
+        if (c->sliding_window > 0) { /* local layers: base 10000 (or the file's), no scaling */
+            c->rope_base_swa = 10000.0f;
+            c->rope_scale_swa = 1.0f;
+            if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
+            if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key,
+                                (double)c->rope_base_swa);
+        } else { /* llama.cpp's non-SWA gemma3 graph caps the logits */
+            c->final_softcap = 30.0f;
+            if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
+        }
+    }
+    if (is_phi3) {
+        /* llama.cpp disables Phi-3's sliding window (its converters do not
+         * say which layers use it); so do we, to give the same logits */
+        c->sliding_window = 0;
+        const slm_gguf_tensor *lf = slm_gguf_find_tensor(g, "rope_factors_long.weight"),
+                              *sf = slm_gguf_find_tensor(g, "rope_factors_short.weight");
+        if (lf || sf) {
+            if (!lf || !sf)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'rope_factors_%s.weight' missing (LongRoPE needs both)",
+                                file, lf ? "short" : "long");
+            c->rope_long = 2; /* short, unless the compiler's context exceeds rope_orig_ctx */
+            c->rope_orig_ctx = c->context_len;
+            if ((s = get_int(g, file, KEY("rope.scaling.original_context_length"), 0, &c->rope_orig_ctx, err))) return s;
+        }
+        float af = 0.0f;
+        if ((s = get_float(g, file, KEY("rope.scaling.attn_factor"), &af, err))) return s;
+        if (af != 0.0f && !(af > 0.0f && af < 16.0f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (0..16)", file, key, (double)af);
+        c->rope_attn_factor = af == 1.0f ? 0.0f : af;
+    }
+    if (!(c->attn_softcap >= 0.0f && c->attn_softcap < 1e6f) || !(c->final_softcap >= 0.0f && c->final_softcap < 1e6f))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: soft-capping %g / %g out of range", file, (double)c->attn_softcap,
+                        (double)c->final_softcap);
+
+#undef KEY
+    return SLM_OK;
+}
+
 slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const char *file = slm_basename(m->path);
     slm_model_config *c = &m->cfg;
@@ -175,77 +259,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         c->rope_dims = rope_dims;
     }
 
-    if (is_qwen3 || is_gemma3) c->qk_norm = 1;
-    if (is_gemma2 || is_gemma3) {
-        /* llama.cpp: embeddings * sqrt(n_embd); the converter already stores
-         * the (1 + w) RMSNorm gains; Q scaled by 1/sqrt(head_dim), but by
-         * 1/sqrt(dim / n_heads) for the 27B models (gemma_pytorch) */
-        c->post_norms = 1;
-        c->ffn_gelu = 1;
-        c->embed_scale = sqrtf((float)c->dim);
-        const int is_27b = (is_gemma2 && c->n_layers == 46) || (is_gemma3 && c->n_layers == 62);
-        const int sd = is_27b ? c->dim / c->n_heads : c->head_dim;
-        c->attn_scale = 1.0f / sqrtf((float)sd);
-        c->swa_pattern = is_gemma2 ? 2 : 6;
-        /* llama.cpp: gemma2's window is 4096 when the file does not say; a
-         * file may give the layer period (an integer; a per-layer array is
-         * not supported) */
-        if (is_gemma2 && slm_gguf_find(g, KEY("attention.sliding_window")) < 0) c->sliding_window = 4096;
-        if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
-            int64_t pat;
-            if (!slm_gguf_get_i64(g, key, &pat))
-                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported",
-                                file, key);
-            if (pat < 0 || pat > 65536)
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
-                                (long long)pat);
-            /* llama.cpp's set_swa_pattern: 0 = every layer, 1 = none, n = l % n < n - 1 */
-            if (pat == 1) c->sliding_window = 0;
-            else c->swa_pattern = (int)pat;
-        }
-    }
-    if (is_gemma2) {
-        c->attn_softcap = 50.0f; /* llama.cpp's defaults when the keys are absent */
-        c->final_softcap = 30.0f;
-        if ((s = get_float(g, file, KEY("attn_logit_softcapping"), &c->attn_softcap, err))) return s;
-        if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
-    }
-    if (is_gemma3) {
-        if (c->sliding_window > 0) { /* local layers: base 10000 (or the file's), no scaling */
-            c->rope_base_swa = 10000.0f;
-            c->rope_scale_swa = 1.0f;
-            if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
-            if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key,
-                                (double)c->rope_base_swa);
-        } else { /* llama.cpp's non-SWA gemma3 graph caps the logits */
-            c->final_softcap = 30.0f;
-            if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
-        }
-    }
-    if (is_phi3) {
-        /* llama.cpp disables Phi-3's sliding window (its converters do not
-         * say which layers use it); so do we, to give the same logits */
-        c->sliding_window = 0;
-        const slm_gguf_tensor *lf = slm_gguf_find_tensor(g, "rope_factors_long.weight"),
-                              *sf = slm_gguf_find_tensor(g, "rope_factors_short.weight");
-        if (lf || sf) {
-            if (!lf || !sf)
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'rope_factors_%s.weight' missing (LongRoPE needs both)",
-                                file, lf ? "short" : "long");
-            c->rope_long = 2; /* short, unless the compiler's context exceeds rope_orig_ctx */
-            c->rope_orig_ctx = c->context_len;
-            if ((s = get_int(g, file, KEY("rope.scaling.original_context_length"), 0, &c->rope_orig_ctx, err))) return s;
-        }
-        float af = 0.0f;
-        if ((s = get_float(g, file, KEY("rope.scaling.attn_factor"), &af, err))) return s;
-        if (af != 0.0f && !(af > 0.0f && af < 16.0f))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (0..16)", file, key, (double)af);
-        c->rope_attn_factor = af == 1.0f ? 0.0f : af;
-    }
-    if (!(c->attn_softcap >= 0.0f && c->attn_softcap < 1e6f) || !(c->final_softcap >= 0.0f && c->final_softcap < 1e6f))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: soft-capping %g / %g out of range", file, (double)c->attn_softcap,
-                        (double)c->final_softcap);
+    if ((s = family_params(g, file, A, c, err))) return s;
 
     /* The vocabulary size: the key, else the token list, else token_embd. */
     uint64_t n_tok = 0;
