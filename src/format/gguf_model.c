@@ -222,11 +222,17 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if ((s = get_float(g, file, KEY("attention.layer_norm_rms_epsilon"), &c->norm_eps, err))) return s;
     if ((s = get_int(g, file, KEY("attention.sliding_window"), 0, &c->sliding_window, err))) return s;
     slm_gguf_str stype;
-    if (slm_gguf_get_str(g, KEY("rope.scaling.type"), &stype) && slm_gguf_str_eq(stype, "linear")) {
+    /* llama.cpp reads rope.scaling.factor whatever the type (absent: linear);
+     * YaRN's angle ramp and magnitude are not ours */
+    const int has_type = slm_gguf_get_str(g, KEY("rope.scaling.type"), &stype);
+    if (!has_type || slm_gguf_str_eq(stype, "linear") || slm_gguf_str_eq(stype, "yarn")) {
         float f = 1.0f;
         if ((s = get_float(g, file, KEY("rope.scaling.factor"), &f, err))) return s;
         if (!(f >= 1.0f && f <= 1024.0f))
             return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (1..1024)", file, key, (double)f);
+        if (has_type && slm_gguf_str_eq(stype, "yarn") && f > 1.0f)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s.rope.scaling.type': 'yarn' RoPE scaling is not supported",
+                            file, A);
         c->rope_scale = f;
     }
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
