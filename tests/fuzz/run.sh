@@ -35,6 +35,8 @@ seeds() { # target -> corpus dir
   case "$t" in
     fuzz_gguf)
       [ -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" ] && cp -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" "$d/" ;;
+    fuzz_template)
+      for f in "$SHARED"/templates/*.jinja tests/corpus/templates/*.jinja; do [ -f "$f" ] && cp -f "$f" "$d/"; done ;;
     fuzz_tokenizer)
       for f in "$SHARED"/vocab/*.inp; do [ -f "$f" ] && head -c 512 "$f" > "$d/$(basename "$f")"; done ;;
     fuzz_http) # first byte: 1 = chat, 0 = completions; then the body
