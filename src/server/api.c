@@ -389,6 +389,7 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
 void api_stop(srv_api *a) {
     pthread_mutex_lock(&a->mu);
     a->stop = 1;
+    if (a->current) a->current->cancelled = 1; /* stops its rendering too */
     pthread_cond_broadcast(&a->work);
     pthread_mutex_unlock(&a->mu);
     if (a->worker_started) pthread_join(a->worker, NULL);
