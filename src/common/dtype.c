@@ -25,12 +25,15 @@ static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
 
 static const slm_dtype_info k_q4_0_r16 = {"q4_0_r16", 32, 18}, k_q6_k_r16 = {"q6_k_r16", 256, 210},
                             k_q8_0_r16 = {"q8_0_r16", 32, 34}, k_f16_r16 = {"f16_r16", 1, 2};
+static const slm_dtype_info k_q4_k_r16 = {"q4_k_r16", 256, 144}, k_q5_k_r16 = {"q5_k_r16", 256, 176};
 
 const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_Q4_0_R16) return &k_q4_0_r16;
     if (t == SLM_Q6_K_R16) return &k_q6_k_r16;
     if (t == SLM_Q8_0_R16) return &k_q8_0_r16;
     if (t == SLM_F16_R16) return &k_f16_r16;
+    if (t == SLM_Q4_K_R16) return &k_q4_k_r16;
+    if (t == SLM_Q5_K_R16) return &k_q5_k_r16;
     if (t >= SLM_DTYPE_COUNT || !k_types[t].name) return NULL;
     return &k_types[t];
 }

@@ -289,6 +289,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     else if (e->opt.cache_dir && e->opt.cache_dir[0]) s = load_cached(e, model_path);
     else s = open_source(e, model_path);
     if (s) return s;
+    slm_tok_set_max_input(e->tok, e->opt.max_prompt_bytes);
     if (e->from_blob && e->opt.verbose)
         fprintf(stderr, "note: running the blob's programs (max_prompt_len %d, min_response_len %d); its "
                         "tokenizer and options were fixed at compile time\n",
@@ -610,7 +611,12 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
     const int T = slm_largest(&e->comp, SLM_PROG_PREFILL)->rows;
     /* encode once to count, then into a buffer of that size */
     int n = slm_tok_encode(e->tok, prompt, 1, 0, NULL, 0);
-    if (n < 0) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory encoding the prompt");
+    if (n == SLM_TOK_ETOOLONG)
+        return slm_errf(&e->err, SLM_ERR_CAPACITY, "prompt: %s (%zu bytes; raise max_prompt_bytes)",
+                        slm_tok_encode_error(n), slm_tok_max_input(e->tok));
+    if (n < 0)
+        return slm_errf(&e->err, n == SLM_TOK_ENOMEM ? SLM_ERR_NOMEM : SLM_ERR_CAPACITY, "prompt: %s",
+                        slm_tok_encode_error(n));
     if (n > T && e->opt.no_chunking)
         return slm_errf(&e->err, SLM_ERR_CAPACITY,
                         "prompt is %d tokens but max_prompt_len is %d: raise --max-prompt-len (up to the "
