@@ -5,6 +5,7 @@
  * Face's Jinja settings (trim_blocks, lstrip_blocks). Also: Jinja features
  * one by one, errors, and malformed templates (no crash, no leak). */
 #include <dirent.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "engine/chat.h"
@@ -439,7 +440,17 @@ static void test_hostile(void) {
     }
 }
 
-/* The wall-clock limit and the cancel flag stop a render with a clean error. */
+struct cancel_state {
+    _Atomic int flag; /* as a server would keep it */
+    int after, calls;
+};
+static int cancel_after(void *ud) {
+    struct cancel_state *s = ud;
+    s->calls++;
+    return atomic_load(&s->flag) || (s->after && s->calls >= s->after);
+}
+
+/* The wall-clock limit and the cancel callback stop a render with a clean error. */
 static void test_limits(void) {
     const char *loop = "{% for i in range(3000) %}{% for j in range(20) %}{{ i }}{% endfor %}{% endfor %}";
     slm_err err;
@@ -460,14 +471,22 @@ static void test_limits(void) {
     CHECKF(!r && err.status == SLM_ERR_CAPACITY && strstr(err.msg, "budget of 10000"), "[%s]", r ? "rendered" : err.msg);
     slm_xfree(r);
     v.budget = 0;
-    _Atomic int stop = 1;
-    v.cancel = &stop;
+    /* a flag set before the render stops it at once; one set on the 3rd
+     * check stops it midway */
+    struct cancel_state st = {.flag = 1};
+    v.cancel = cancel_after;
+    v.cancel_ud = &st;
     r = slm_tmpl_render(t, NULL, 0, &v, &err);
     CHECKF(!r && err.status == SLM_ERR_CAPACITY && strstr(err.msg, "cancelled"), "[%s]", r ? "rendered" : err.msg);
+    CHECK(st.calls == 1);
     slm_xfree(r);
-    atomic_store(&stop, 0);
+    st = (struct cancel_state){.after = 3};
     r = slm_tmpl_render(t, NULL, 0, &v, &err);
-    CHECKF(r != NULL, "%s", err.msg);
+    CHECKF(!r && strstr(err.msg, "cancelled") && st.calls == 3, "[%s] after %d checks", r ? "rendered" : err.msg, st.calls);
+    slm_xfree(r);
+    st = (struct cancel_state){0};
+    r = slm_tmpl_render(t, NULL, 0, &v, &err);
+    CHECKF(r != NULL && st.calls > 3, "%s", r ? "few checks" : err.msg);
     slm_xfree(r);
     slm_tmpl_free(t);
 }

@@ -118,7 +118,7 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         /* The place for the renderer's cancel hook: when slm_chat_render takes
          * one, pass job_cancelled(a, j) so that a client that leaves stops
          * its rendering too. */
-        char *prompt = slm_chat_render(a->tm, a->tok, q->msgs, q->nmsgs, 1, terr, sizeof terr);
+        char *prompt = slm_chat_render(a->tm, a->tok, q->msgs, q->nmsgs, 1, NULL, NULL, terr, sizeof terr);
         if (!prompt) {
             job_fail(a, j, 400, "invalid_value", "messages", "the chat template failed: %s", terr);
             return 0;

@@ -16,7 +16,6 @@
 #define SLM_JINJA_INTERNAL_H
 
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -180,7 +179,8 @@ typedef struct R {
     uint64_t spent, budget, check_at; /* cost units (see COST_NODE) */
     long long deadline_ms;            /* CLOCK_MONOTONIC */
     unsigned time_ms;
-    const _Atomic int *cancel;
+    int (*cancel)(void *);
+    void *cancel_ud;
     int depth;
     int ctl; /* 1 break, 2 continue */
     const slm_tmpl_vars *vars;

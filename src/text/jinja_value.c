@@ -74,6 +74,7 @@ void jv_budget_start(R *r, const slm_tmpl_vars *vars) {
     r->time_ms = vars && vars->time_limit_ms ? vars->time_limit_ms : SLM_TMPL_TIME_MS;
     r->deadline_ms = now_ms() + (long long)r->time_ms;
     r->cancel = vars ? vars->cancel : NULL;
+    r->cancel_ud = vars ? vars->cancel_ud : NULL;
     r->spent = 0;
     r->check_at = 0; /* the first charge checks the cancel flag */
 }
@@ -82,7 +83,7 @@ void jv_budget_check(R *r) {
     if (r->spent > r->budget)
         jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its budget of %llu operations",
                 (unsigned long long)r->budget);
-    if (r->cancel && atomic_load(r->cancel)) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
+    if (r->cancel && r->cancel(r->cancel_ud)) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
     if (now_ms() > r->deadline_ms)
         jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its time limit of %u ms", r->time_ms);
     r->check_at = r->spent + BUDGET_CHECK_EVERY;
