@@ -548,25 +548,23 @@ static int read_convs(conv *c, int cap) {
     return nc;
 }
 
-/* Qwen3, Gemma 3, Phi-3 and Phi-4-mini (transcribed) render byte for byte as
- * Jinja2 with Hugging Face's settings (make_goldens.py made the files). */
-static void test_golden_templates(void) {
-    conv cs[MAX_CONV];
-    int nc = read_convs(cs, MAX_CONV), nt = 0;
-    CHECK(nc >= 5);
-    DIR *d = opendir(CORPUS);
-    CHECKF(d != NULL, "cannot open %s", CORPUS);
+/* Render every template in tdir with every conversation; compare with
+ * gdir/NAME.CONV.txt. Returns the number of templates. */
+static int check_goldens(const char *tdir, const char *gdir, const conv *cs, int nc) {
+    int nt = 0;
+    DIR *d = opendir(tdir);
+    CHECKF(d != NULL, "cannot open %s", tdir);
     struct dirent *de;
     while (d && (de = readdir(d))) {
         size_t n = strlen(de->d_name);
         if (n < 7 || strcmp(de->d_name + n - 6, ".jinja")) continue;
         nt++;
         char path[8192];
-        snprintf(path, sizeof path, "%s/%.255s", CORPUS, de->d_name);
+        snprintf(path, sizeof path, "%s/%.255s", tdir, de->d_name);
         char *src = t_read_file(path, NULL);
         CHECKF(src != NULL, "%s", path);
         for (int i = 0; src && i < nc; i++) {
-            snprintf(path, sizeof path, "%s/%.*s.%s.txt", CORPUS, (int)(n - 6 < 255 ? n - 6 : 255), de->d_name, cs[i].name);
+            snprintf(path, sizeof path, "%s/%.*s.%s.txt", gdir, (int)(n - 6 < 255 ? n - 6 : 255), de->d_name, cs[i].name);
             size_t glen = 0;
             char *want = t_read_file(path, &glen);
             CHECKF(want != NULL, "no golden %s", path);
@@ -580,7 +578,18 @@ static void test_golden_templates(void) {
         free(src);
     }
     if (d) closedir(d);
-    CHECK(nt >= 4);
+    return nt;
+}
+
+/* Qwen3, Gemma 3, Phi-3 and Phi-4-mini (transcribed, in the corpus) and the
+ * templates of ../shared/templates render byte for byte as Jinja2 with Hugging
+ * Face's settings (make_goldens.py made the expected files). */
+static void test_golden_templates(void) {
+    conv cs[MAX_CONV];
+    int nc = read_convs(cs, MAX_CONV);
+    CHECK(nc >= 5);
+    CHECK(check_goldens(CORPUS, CORPUS, cs, nc) >= 4);
+    CHECK(check_goldens(T_SHARED("templates"), CORPUS "/shared", cs, nc) >= 7);
     for (int i = 0; i < nc; i++)
         for (int k = 0; k < cs[i].n; k++) {
             free((void *)cs[i].m[k].role);

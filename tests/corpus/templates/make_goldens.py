@@ -6,6 +6,8 @@ loopcontrols extension; raise_exception; tojson as json.dumps with
 ensure_ascii=False; strftime_now fixed to "26 Jul 2024"; messages, tools=None,
 documents=None, add_generation_prompt, bos_token, eos_token.
 A template that raises gives "ERROR: template raised: MESSAGE".
+Also renders the templates of ../shared/templates (when present) into
+shared/NAME.CONV.txt here.
 Run from anywhere: python3 tests/corpus/templates/make_goldens.py
 Needs python3-jinja2 (Debian) or the jinja2 package; no network."""
 import glob
@@ -64,7 +66,11 @@ def main():
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: "26 Jul 2024"
-    for path in sorted(glob.glob(os.path.join(HERE, "*.jinja"))):
+    shared = os.path.join(HERE, "..", "..", "..", "..", "shared", "templates")
+    jobs = [(p, HERE) for p in sorted(glob.glob(os.path.join(HERE, "*.jinja")))]
+    jobs += [(p, os.path.join(HERE, "shared")) for p in sorted(glob.glob(os.path.join(shared, "*.jinja")))]
+    for path, outdir in jobs:
+        os.makedirs(outdir, exist_ok=True)
         with open(path, encoding="utf-8") as f:
             tmpl = env.from_string(f.read())
         stem = os.path.basename(path)[: -len(".jinja")]
@@ -76,7 +82,7 @@ def main():
                 out = "ERROR: template raised: %s" % e
             except TemplateError as e:
                 raise SystemExit("%s / %s: %s" % (stem, name, e))
-            with open(os.path.join(HERE, "%s.%s.txt" % (stem, name)), "w", encoding="utf-8", newline="") as f:
+            with open(os.path.join(outdir, "%s.%s.txt" % (stem, name)), "w", encoding="utf-8", newline="") as f:
                 f.write(out)
 
 
