@@ -321,6 +321,11 @@ static void test_jinja2_semantics(void) {
         {"{{ u | int }}", "ERROR: line 1: int of an undefined value"},
         {"{{ u | tojson }}", "ERROR: line 1: Object of type Undefined is not JSON serializable"},
         {"{{ none | list }}", "ERROR: line 1: cannot iterate over none"},
+        /* as Jinja2 3: an unknown filter or test in an if block fails only when run */
+        {"{% if false %}{{ x | nosuch }}{{ x is nosuchtest }}{% endif %}ok", "ok"},
+        {"{% if true %}{{ x | nosuch }}{% endif %}ok", "ERROR: line 1: unsupported filter 'nosuch'"},
+        /* newlines: \r\n and \r read as \n, in text and in strings */
+        {"a\r\nb\r\n  {% if true %}\r\nc\r{{ \"x\r\ny\" }}{% endif %}\r\n\r\n", "a\nb\nc\nx\ny"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char *r = render_src(cases[i].src, CONV, 4, 1, NULL);

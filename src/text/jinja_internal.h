@@ -148,6 +148,7 @@ typedef struct P {
     arena *ar;
     tok *t; /* slm_realloc'd token array */
     int nt, cap, pos, depth;
+    int in_if; /* inside {% if %} bodies: unknown filters / tests fail when run */
     jmp_buf jb;
     slm_err *err; /* may be NULL */
     const char *src;

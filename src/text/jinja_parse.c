@@ -194,7 +194,8 @@ static node *p_filter(P *p, node *operand) {
     tok *t = peek(p);
     const char *name = expect_ident(p);
     /* dotted filter names are not supported */
-    if (!jf_known_filter(name)) jx_err(p, t->line, "unsupported filter '%s'", name);
+    /* as Jinja2 3: an unknown filter inside an if block fails only when run */
+    if (!p->in_if && !jf_known_filter(name)) jx_err(p, t->line, "unsupported filter '%s'", name);
     node *f = mk(p, E_FILTER, t->line);
     f->a = operand;
     f->s = name;
@@ -254,7 +255,7 @@ static node *p_filter_expr(P *p, node *n) {
             else if (u->type == TK_OP && u->op == OP_EQ) x->s = "eq";
             else if (u->type == TK_OP && u->op == OP_NE) x->s = "ne";
             else jx_err(p, u->line, "expected a test name after 'is'");
-            if (!jf_known_test(x->s)) jx_err(p, u->line, "unsupported test '%s'", x->s);
+            if (!p->in_if && !jf_known_test(x->s)) jx_err(p, u->line, "unsupported test '%s'", x->s);
             if (accept_op(p, '(')) {
                 p_args(p, x);
             } else {
@@ -419,6 +420,7 @@ static node *p_stmt_tag(P *p, int line) {
         node *n = mk(p, S_IF, line);
         n->a = p_expr(p);
         expect_be(p);
+        p->in_if++;
         static const char *const ends[] = {"elif", "else", "endif", NULL};
         const char *w;
         n->b = jp_body(p, ends, &w);
@@ -436,6 +438,7 @@ static node *p_stmt_tag(P *p, int line) {
             static const char *const ends2[] = {"endif", NULL};
             cur->c = jp_body(p, ends2, &w);
         }
+        p->in_if--;
         expect_be(p);
         return n;
     }
