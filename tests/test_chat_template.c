@@ -321,6 +321,8 @@ static void test_jinja2_semantics(void) {
         {"{{ u | int }}", "ERROR: line 1: int of an undefined value"},
         {"{{ u | tojson }}", "ERROR: line 1: Object of type Undefined is not JSON serializable"},
         {"{{ none | list }}", "ERROR: line 1: cannot iterate over none"},
+        {"{{ 5 is in [1, 5] }}|{{ 'a' is in {'a': 1} }}|{{ (1, 'x') }}|{{ ('y',) }}|{{ {'a': 1}.items() | list }}|{{ (3)[1:] is defined }}|{{ '' is upper }}|{{ true is number }}|{{ true is integer }}",
+         "True|True|(1, 'x')|('y',)|[('a', 1)]|False|False|True|False"},
         /* as Jinja2 3: an unknown filter or test in an if block fails only when run */
         {"{% if false %}{{ x | nosuch }}{{ x is nosuchtest }}{% endif %}ok", "ok"},
         {"{% if true %}{{ x | nosuch }}{% endif %}ok", "ERROR: line 1: unsupported filter 'nosuch'"},

@@ -93,7 +93,8 @@ static val do_slice(R *r, const node *n, val o, val a, val b, val c) {
     size_t *cps = NULL;
     if (o.t == V_LIST) len = o.u.l->n;
     else if (o.t == V_STR) cps = cp_offsets(r, o.u.s, &len);
-    else jv_err(r, n, "slice of a value that is not a list or string");
+    else if (o.t == V_UNDEF) jv_err(r, n, "slice of an undefined value");
+    else return vundef(); /* as Jinja2: a failed subscript is undefined */
     int has_lo = a.t != V_UNDEF && a.t != V_NONE, has_hi = b.t != V_UNDEF && b.t != V_NONE;
     long long stp = c.t == V_UNDEF || c.t == V_NONE ? 1 : to_index(r, n, c);
     if (stp == 0) jv_err(r, n, "slice step cannot be zero");
@@ -443,6 +444,7 @@ val je_eval(R *r, const node *n) {
     case E_COND: res = jv_truthy(je_eval(r, n->b)) ? je_eval(r, n->a) : n->c ? je_eval(r, n->c) : vundef(); break;
     case E_LIST: {
         vlist *l = jv_list(r, n->n);
+        l->tuple = n->op == 1;
         for (int i = 0; i < n->n; i++) jv_push(r, l, je_eval(r, n->items[i]));
         res = (val){.t = V_LIST, .u.l = l};
         break;

@@ -34,7 +34,7 @@ int jf_test(R *r, const node *n, const char *t, val v, val *argv, int na) {
     if (!strcmp(t, "undefined")) return v.t == V_UNDEF;
     if (!strcmp(t, "none")) return v.t == V_NONE;
     if (!strcmp(t, "string")) return v.t == V_STR;
-    if (!strcmp(t, "number")) return v.t == V_INT || v.t == V_FLOAT;
+    if (!strcmp(t, "number")) return is_num(v); /* a bool is a number in Python; not an integer */
     if (!strcmp(t, "integer")) return v.t == V_INT;
     if (!strcmp(t, "float")) return v.t == V_FLOAT;
     if (!strcmp(t, "mapping")) return v.t == V_DICT;
@@ -61,13 +61,16 @@ int jf_test(R *r, const node *n, const char *t, val v, val *argv, int na) {
     if (!strcmp(t, "ge")) return jv_compare(r, n, v, a0) >= 0;
     if (!strcmp(t, "in")) return jv_contains(r, n, a0, v);
     if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
+        /* Python's islower / isupper: no cased letter of the other case, and at least one */
         if (v.t != V_STR) return 0;
         jv_charge(r, v.u.s.n);
+        int cased = 0;
         for (size_t i = 0; i < v.u.s.n; i++) {
             char c = v.u.s.p[i];
             if (t[0] == 'l' ? (c >= 'A' && c <= 'Z') : (c >= 'a' && c <= 'z')) return 0;
+            cased |= (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
         }
-        return 1;
+        return cased;
     }
     jv_err(r, n, "unsupported test '%s'", t);
 }
@@ -204,6 +207,7 @@ val jf_method(R *r, const node *n, val o, const char *name, args *a) {
                 else if (name[0] == 'v') jv_push(r, l, o.u.d->v[i]);
                 else {
                     vlist *pr = jv_list(r, 2);
+                    pr->tuple = 1;
                     jv_push(r, pr, k);
                     jv_push(r, pr, o.u.d->v[i]);
                     jv_push(r, l, (val){.t = V_LIST, .u.l = pr});

@@ -80,6 +80,7 @@ typedef struct val {
 struct vlist {
     int n, cap; /* elements */
     val *v;
+    int tuple; /* printed as a Python tuple: (a, b) */
 };
 struct vdict { /* insertion-ordered, linear lookup */
     int n, cap;
@@ -121,7 +122,7 @@ enum {
     S_TEXT, S_OUT, S_IF, S_BODY, S_FOR, S_SET, S_MACRO, S_BREAK, S_CONTINUE
 };
 
-/* One AST node; the meaning of a..d by kind:
+/* One AST node (E_LIST with op 1: a tuple); the meaning of a..d by kind:
  *   E_ATTR a.s   E_ITEM a[b]   E_SLICE a[b:c:d]   E_CALL a(items)   E_FILTER a|s(items)
  *   E_TEST a is [not] s(items)  E_BIN a op b   E_COND a if b else c   E_LIST / E_DICT items
  *   S_IF if a: b else c (c: S_IF for elif, or a body)   S_FOR names in a [if d]: b else c

@@ -146,6 +146,7 @@ static node *p_primary(P *p) {
                 nv_push(p, &v, n, NULL);
                 while (accept_op(p, ',') && !is_op(p, ')')) nv_push(p, &v, p_expr(p), NULL);
                 n = mk(p, E_LIST, t->line);
+                n->op = 1; /* a tuple */
                 n->items = v.v;
                 n->n = v.n;
             }
@@ -261,7 +262,7 @@ static node *p_filter_expr(P *p, node *n) {
             } else {
                 /* one bare argument: `is divisibleby 3`, `is sameas none` */
                 tok *v = peek(p);
-                if (v->type == TK_STR || v->type == TK_INT || v->type == TK_FLOAT ||
+                if (v->type == TK_STR || v->type == TK_INT || v->type == TK_FLOAT || is_op(p, '[') || is_op(p, '{') ||
                     (v->type == TK_NAME && !is_name(p, "and") && !is_name(p, "or") && !is_name(p, "else") &&
                      !is_name(p, "if") && !is_name(p, "is") && !is_name(p, "in") && !is_name(p, "not"))) {
                     nvec a = {0};

@@ -114,6 +114,7 @@ val jv_str(R *r, const char *s, size_t n) {
 vlist *jv_list(R *r, int cap) {
     vlist *l = jv_alloc(r, sizeof *l);
     l->n = 0;
+    l->tuple = 0;
     l->cap = cap > 0 ? cap : 4;
     l->v = jv_alloc(r, (size_t)l->cap * sizeof(val));
     return l;
@@ -332,12 +333,14 @@ static void repr(R *r, sbuf *b, val v, int depth) {
         }
         jv_sb_put(r, b, &q, 1);
     } else if (v.t == V_LIST) {
-        jv_sb_put(r, b, "[", 1);
+        int tup = v.u.l->tuple;
+        jv_sb_put(r, b, tup ? "(" : "[", 1);
         for (int i = 0; i < v.u.l->n; i++) {
             if (i) jv_sb_puts(r, b, ", ");
             repr(r, b, v.u.l->v[i], depth + 1);
         }
-        jv_sb_put(r, b, "]", 1);
+        if (tup && v.u.l->n == 1) jv_sb_put(r, b, ",", 1);
+        jv_sb_put(r, b, tup ? ")" : "]", 1);
     } else if (v.t == V_DICT) {
         jv_sb_put(r, b, "{", 1);
         for (int i = 0; i < v.u.d->n; i++) {
