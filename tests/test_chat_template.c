@@ -481,7 +481,7 @@ static void test_limits(void) {
     /* a flag set before the render stops it at once; one set on the 3rd
      * check stops it midway */
     struct cancel_state st = {.flag = 1};
-    v.cancel = cancel_after;
+    v.cancel_fn = cancel_after;
     v.cancel_ud = &st;
     r = slm_tmpl_render(t, NULL, 0, &v, &err);
     CHECKF(!r && err.status == SLM_ERR_CAPACITY && strstr(err.msg, "cancelled"), "[%s]", r ? "rendered" : err.msg);
@@ -494,6 +494,17 @@ static void test_limits(void) {
     st = (struct cancel_state){0};
     r = slm_tmpl_render(t, NULL, 0, &v, &err);
     CHECKF(r != NULL && st.calls > 3, "%s", r ? "few checks" : err.msg);
+    slm_xfree(r);
+    /* the flag form, as a server keeps it per job */
+    v.cancel_fn = NULL;
+    _Atomic int flag = 1;
+    v.cancel = &flag;
+    r = slm_tmpl_render(t, NULL, 0, &v, &err);
+    CHECKF(!r && strstr(err.msg, "cancelled"), "[%s]", r ? "rendered" : err.msg);
+    slm_xfree(r);
+    atomic_store(&flag, 0);
+    r = slm_tmpl_render(t, NULL, 0, &v, &err);
+    CHECKF(r != NULL, "%s", err.msg);
     slm_xfree(r);
     slm_tmpl_free(t);
 }

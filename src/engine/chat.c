@@ -309,10 +309,8 @@ int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **id
 }
 
 char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                      int add_generation_prompt, int (*cancel)(void *), void *cancel_ud, char *err, size_t errcap) {
+                      int add_generation_prompt, char *err, size_t errcap) {
     slm_tmpl_vars v = {0};
-    v.cancel = cancel;
-    v.cancel_ud = cancel_ud;
     v.bos_token = t ? t->bos : "";
     v.eos_token = t ? t->eos : "";
     v.add_generation_prompt = add_generation_prompt;
@@ -471,7 +469,7 @@ static slm_status prefill_chunks(slm_chat *c, const int32_t *ids, int n, const f
 /* Render the history (with generation prompt) and tokenize what the KV does
  * not hold yet. *fresh = 1 when the whole text must be prefilled. */
 static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int *fresh, char *err, size_t errcap) {
-    *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, NULL, NULL, err, errcap);
+    *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err, errcap);
     if (!*full) return -1;
     int stored = slm_num_stored(c->e);
     size_t fl = strlen(*full);
@@ -628,7 +626,7 @@ slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *
     }
     if (!slm_chat_add(c, "user", user)) return SLM_ERR_NOMEM;
     char *hist = slm_strdup(c->kv);
-    char *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, NULL, NULL, err, errcap);
+    char *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err, errcap);
     drop_msgs(c, c->n - 1, 1);
     slm_status s = SLM_OK;
     double tk[64], tf[64];

@@ -42,11 +42,9 @@ const char *slm_chat_tok_eos_text(const slm_chat_tok *t);
  * add_bos), 0 for text that continues what the KV already holds. Returns the
  * count and a slm_malloc'd array in *ids (slm_xfree), or -1. */
 int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids);
-/* Render msgs with template vars for this model (bos/eos text). slm_xfree.
- * cancel (may be NULL): called with cancel_ud while rendering; non-zero stops
- * the render (see slm_tmpl_vars.cancel). */
+/* Render msgs with template vars for this model (bos/eos text). slm_xfree. */
 char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                      int add_generation_prompt, int (*cancel)(void *), void *cancel_ud, char *err, size_t errcap);
+                      int add_generation_prompt, char *err, size_t errcap);
 
 /* ---- conversations ------------------------------------------------------- */
 

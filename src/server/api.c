@@ -251,15 +251,19 @@ static int completion_progress(srv_api *a, srv_req *r, job *j) {
 
 static int handle_completion(srv_api *a, srv_req *r, int chat) {
     if (r->job) return completion_progress(a, r, r->job);
-    if (r->too_big)
-        return http_send_error(r, 413, "invalid_request_error", NULL, "request_too_large",
-                               "the request body exceeds %u bytes", HTTP_BODY_LIMIT);
+    int ok;
+    if (r->too_big) {
+        ok = http_send_error(r, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
+                             HTTP_BODY_LIMIT);
+        return ok ? HTTP_DONE : HTTP_DROP;
+    }
     job *j = slm_calloc(1, sizeof *j);
-    if (!j) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory");
+    if (!j) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory") ? HTTP_DONE : HTTP_DROP;
     srv_error e;
     if (!srv_request_parse(r->body, r->len, chat, &j->q, &e)) {
         slm_xfree(j);
-        return http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
+        ok = http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
+        return ok ? HTTP_DONE : HTTP_DROP;
     }
     j->created = (long)time(NULL);
     r->stream = j->q.stream;
@@ -267,8 +271,9 @@ static int handle_completion(srv_api *a, srv_req *r, int chat) {
     if (!enqueue(a, r, j, &q)) {
         j->refs = 1;
         srv_job_unref(j);
-        return http_send_error(r, 503, "server_error", NULL, "queue_full",
-                               "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
+        ok = http_send_error(r, 503, "server_error", NULL, "queue_full",
+                             "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
+        return ok ? HTTP_DONE : HTTP_DROP;
     }
     return HTTP_WAIT; /* the worker wakes the request when it accepted, refused or finished the job */
 }
@@ -389,6 +394,7 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
 void api_stop(srv_api *a) {
     pthread_mutex_lock(&a->mu);
     a->stop = 1;
+    if (a->current) a->current->cancelled = 1; /* stops its rendering too */
     pthread_cond_broadcast(&a->work);
     pthread_mutex_unlock(&a->mu);
     if (a->worker_started) pthread_join(a->worker, NULL);

@@ -6,6 +6,7 @@
 #define SLM_SERVER_API_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "server/http.h"
 #include "server/request.h"
@@ -17,7 +18,9 @@ typedef struct job {
     srv_request q;          /* what was asked (owned) */
     srv_req *req;           /* the request waiting for it (under a->mu; NULL once it ended) */
     /* progress, under a->mu */
-    int state, accepted, cancelled;
+    int state, accepted;
+    _Atomic int cancelled;  /* the client left or the server stops; the template
+                               renderer reads it too (slm_tmpl_vars.cancel) */
     int status;             /* J_FAILED: the HTTP status */
     char err[512];
     const char *err_code, *err_param;
@@ -51,6 +54,7 @@ struct srv_api {
     float *logits;          /* [vocab] the sampler's copy */
     void *scratch;          /* slm_sample_scratch_size(vocab) */
     long started;
+    job *current;           /* the job the worker runs, or NULL */
     pthread_t worker;
     int worker_started;
 };

@@ -114,18 +114,31 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
     const srv_request *q = &j->q;
     *ids = NULL;
     if (q->chat) {
-        char terr[256];
-        /* The place for the renderer's cancel hook: when slm_chat_render takes
-         * one, pass job_cancelled(a, j) so that a client that leaves stops
-         * its rendering too. */
-        char *prompt = slm_chat_render(a->tm, a->tok, q->msgs, q->nmsgs, 1, NULL, NULL, terr, sizeof terr);
-        if (!prompt) {
-            job_fail(a, j, 400, "invalid_value", "messages", "the chat template failed: %s", terr);
+        /* as slm_chat_render, with the job's cancel flag: a client that
+         * leaves (or the server stopping) stops the rendering too */
+        slm_tmpl_vars v = {0};
+        v.bos_token = slm_chat_tok_bos_text(a->tok);
+        v.eos_token = slm_chat_tok_eos_text(a->tok);
+        v.add_generation_prompt = 1;
+        v.cancel = &j->cancelled;
+        slm_err terr;
+        char *prompt = slm_tmpl_render(a->tm, q->msgs, q->nmsgs, &v, &terr);
+        if (job_cancelled(a, j)) {
+            int rendered = prompt != NULL;
+            slm_xfree(prompt);
+            pthread_mutex_lock(&a->mu);
+            int stopping = a->stop;
+            pthread_mutex_unlock(&a->mu);
+            if (stopping) {
+                job_fail(a, j, 503, "server_shutting_down", NULL, "the server is shutting down");
+                return 0;
+            }
+            fprintf(stderr, "serve: %s: %s, the client left\n", j->id, rendered ? "rendered" : "rendering stopped");
+            job_fail(a, j, 499, "cancelled", NULL, "the client went away");
             return 0;
         }
-        if (job_cancelled(a, j)) {
-            slm_xfree(prompt);
-            job_fail(a, j, 499, "cancelled", NULL, "the client went away");
+        if (!prompt) {
+            job_fail(a, j, 400, "invalid_value", "messages", "the chat template failed: %s", terr.msg);
             return 0;
         }
         int n = tokenize(a, j, prompt, ids);
@@ -255,9 +268,11 @@ void *srv_worker_main(void *arg) {
             continue;
         }
         j->state = J_RUNNING;
+        a->current = j;
         if (j->cancelled) {
             j->state = J_DONE;
             j->finish = "cancelled";
+            a->current = NULL;
             srv_job_changed(a, j);
             srv_job_unref(j);
             continue;
@@ -267,6 +282,7 @@ void *srv_worker_main(void *arg) {
         run_job(a, j);
         pthread_mutex_lock(&a->mu);
         a->running = 0;
+        a->current = NULL;
         srv_job_unref(j);
     }
     pthread_mutex_unlock(&a->mu);

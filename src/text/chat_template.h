@@ -20,6 +20,7 @@
 #ifndef SLM_CHAT_TEMPLATE_H
 #define SLM_CHAT_TEMPLATE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,11 +50,13 @@ typedef struct slm_tmpl_vars {
     const char *date_string; /* if set: strftime_now returns this (tests) */
     uint64_t budget;         /* cost units; 0 = SLM_TMPL_BUDGET */
     unsigned time_limit_ms;  /* 0 = SLM_TMPL_TIME_MS */
-    /* if set, called with cancel_ud during the render (every 65536 budget
-     * units, from the rendering thread): non-zero stops it with
+    /* Cancellation, read during the render (every 65536 budget units): a
+     * non-zero flag, or cancel_fn(cancel_ud) returning non-zero, stops it with
      * SLM_ERR_CAPACITY "template rendering cancelled" (a server whose client
-     * left). It may read an atomic flag or take a lock. */
-    int (*cancel)(void *cancel_ud);
+     * left). The flag may be set from any thread; cancel_fn runs on the
+     * rendering thread and may take a lock. */
+    const _Atomic int *cancel;
+    int (*cancel_fn)(void *cancel_ud);
     void *cancel_ud;
 } slm_tmpl_vars;
 

@@ -181,7 +181,8 @@ typedef struct R {
     uint64_t spent, budget, check_at; /* cost units (see COST_NODE) */
     long long deadline_ms;            /* CLOCK_MONOTONIC */
     unsigned time_ms;
-    int (*cancel)(void *);
+    const _Atomic int *cancel;
+    int (*cancel_fn)(void *);
     void *cancel_ud;
     int depth;
     int ctl; /* 1 break, 2 continue */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "common/common.h"
@@ -74,6 +75,7 @@ void jv_budget_start(R *r, const slm_tmpl_vars *vars) {
     r->time_ms = vars && vars->time_limit_ms ? vars->time_limit_ms : SLM_TMPL_TIME_MS;
     r->deadline_ms = now_ms() + (long long)r->time_ms;
     r->cancel = vars ? vars->cancel : NULL;
+    r->cancel_fn = vars ? vars->cancel_fn : NULL;
     r->cancel_ud = vars ? vars->cancel_ud : NULL;
     r->spent = 0;
     r->check_at = 0; /* the first charge checks the cancel flag */
@@ -83,7 +85,7 @@ void jv_budget_check(R *r) {
     if (r->spent > r->budget)
         jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its budget of %llu operations",
                 (unsigned long long)r->budget);
-    if (r->cancel && r->cancel(r->cancel_ud)) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
+    if ((r->cancel && atomic_load(r->cancel)) || (r->cancel_fn && r->cancel_fn(r->cancel_ud))) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
     if (now_ms() > r->deadline_ms)
         jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its time limit of %u ms", r->time_ms);
     r->check_at = r->spent + BUDGET_CHECK_EVERY;
