@@ -141,8 +141,10 @@ slm_status slm_bpe__compile_regexes(slm_bpe *t, const char *name, slm_err *err) 
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(code, msg, sizeof msg);
             pcre2_compile_context_free(cc);
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: pre-tokenizer regex %d at offset %zu: %s", name,
-                            i, (size_t)eoff, (const char *)msg);
+            if (code == PCRE2_ERROR_HEAP_FAILED)
+                return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory compiling pre-tokenizer regex %d", name, i);
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: pre-tokenizer regex %d '%.64s' at offset %zu: %s", name, i,
+                            t->regex[i], (size_t)eoff, (const char *)msg);
         }
         (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* interpreter if no JIT */
     }
