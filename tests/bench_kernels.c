@@ -65,10 +65,10 @@ static double run(const slm_mm *mm, int reps) {
 int main(int argc, char **argv) {
     if (argc > 1 && !slm_kernels_select(argv[1])) { fprintf(stderr, "set %s not available\n", argv[1]); return 1; }
     static const uint32_t all[] = {SLM_F32, SLM_F16, SLM_BF16, SLM_Q8_0, SLM_Q4_0, SLM_Q4_1, SLM_Q4_K, SLM_Q5_K, SLM_Q6_K,
-                                     SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16, SLM_F16_R16};
-    uint32_t types[16];
+                                     SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16, SLM_F16_R16, SLM_Q4_K_R16, SLM_Q5_K_R16};
+    uint32_t types[32];
     int nt = 0;
-    for (int i = 2; i < argc && nt < 16; i++)
+    for (int i = 2; i < argc && nt < 32; i++)
         for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
             if (!strcmp(argv[i], slm_dtype_name(all[j]))) types[nt++] = all[j];
     if (!nt) { memcpy(types, all, sizeof all); nt = (int)(sizeof all / sizeof all[0]); }

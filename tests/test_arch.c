@@ -210,6 +210,24 @@ static void test_arch_vs_reference(void) {
     }
 }
 
+/* K-quant files (every matrix Q4_K, Q5_K or Q6_K) run repacked (q4_k_r16,
+ * q5_k_r16, q6_k_r16) against the reference forward on the file's weights. */
+static void test_k_quants_vs_reference(void) {
+    int32_t ids[24];
+    g_rng = 7;
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
+    const synth s = {"llama", 256, 512, 2, 4, 2, 256, 128, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 0};
+    static const uint32_t types[3] = {SLM_Q4_K, SLM_Q5_K, SLM_Q6_K};
+    for (int t = 0; t < 3; t++) {
+        char path[64];
+        snprintf(path, sizeof path, "kq_%s.gguf", slm_dtype_name(types[t]));
+        if (!write_model(path, &s, types[t], 4321)) continue;
+        const double e1 = compare(path, ids, 24, 5, 32), e2 = compare(path, ids, 24, 17, 8);
+        CHECKF(e1 < 5e-2 && e2 < 5e-2, "%s: logits rel err %.3g / %.3g vs reference", slm_dtype_name(types[t]), e1, e2);
+        unlink(path);
+    }
+}
+
 static void test_unknown_arch_refused(void) {
     synth s = k_archs[0];
     s.arch = "gemma2";
@@ -252,6 +270,7 @@ static void test_f16_q8_agree(void) {
 
 int main(void) {
     T_RUN(test_arch_vs_reference);
+    T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);
     T_RUN(test_f16_q8_agree);
     free(g_emb);

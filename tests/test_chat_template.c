@@ -20,19 +20,27 @@ static const slm_chat_msg CONV[] = {
 
 /* Render src; returns malloc'd text or "ERROR: <message>" (malloc'd). */
 static char *render_src(const char *src, const slm_chat_msg *m, int n, int gen, const char *date) {
-    char err[512];
-    slm_tmpl *t = slm_tmpl_parse(src, err, sizeof err);
+    slm_err err;
+    slm_tmpl *t = slm_tmpl_parse(src, &err);
     if (!t) {
-        char *o = malloc(strlen(err) + 16);
-        sprintf(o, "PARSE: %s", err);
+        CHECKF(err.status == SLM_ERR_FORMAT || err.status == SLM_ERR_NOMEM, "status %d", (int)err.status);
+        char *o = malloc(strlen(err.msg) + 16);
+        sprintf(o, "PARSE: %s", err.msg);
         return o;
     }
-    slm_tmpl_vars v = {"<s>", "</s>", gen, date};
-    char *r = slm_tmpl_render(t, m, n, &v, err, sizeof err);
+    slm_tmpl_vars v = {.bos_token = "<s>", .eos_token = "</s>", .add_generation_prompt = gen, .date_string = date};
+    char *r = slm_tmpl_render(t, m, n, &v, &err);
     slm_tmpl_free(t);
     if (!r) {
-        r = malloc(strlen(err) + 16);
-        sprintf(r, "ERROR: %s", err);
+        CHECKF(err.status != SLM_OK && err.msg[0], "status %d [%s]", (int)err.status, err.msg);
+        r = malloc(strlen(err.msg) + 16);
+        sprintf(r, "ERROR: %s", err.msg);
+    } else {
+        /* the renderer's memory is slm_malloc'd; copy into malloc for the callers here */
+        char *c = malloc(strlen(r) + 1);
+        strcpy(c, r);
+        slm_xfree(r);
+        r = c;
     }
     return r;
 }
@@ -317,6 +325,110 @@ static void test_errors(void) {
     }
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Hostile templates (the text comes from untrusted GGUF metadata). Each case
+ * crashed (UB, out-of-bounds read) or ran for minutes before arithmetic was
+ * checked and all work charged to the render budget; each must now give
+ * Python's answer or a clean error, fast. I64MAX / I64MIN are spelled as
+ * expressions because a literal past 18 digits is refused. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+#define MAX_CASE_S 30.0 /* the sanitizers slow the renderer 10-20 times */
+#else
+#define MAX_CASE_S 4.0
+#endif
+#define I64MAX "(922337203685477580*10+7)"
+#define I64MIN "(-922337203685477580*10-8)"
+#define MB_STR "{% set s = 'a' * 1000000 %}{% set t = 'a' * 500000 ~ 'b' %}"
+static void test_hostile(void) {
+    static const struct {
+        const char *src, *expect; /* "ERROR: ..." matches a prefix of the message */
+    } cases[] = {
+        /* slice steps and bounds at the int64 limits: Python's results */
+        {"{{ 'abc'[1::" I64MAX "] }}|{{ [1, 2, 3][::-" I64MAX "] }}|{{ 'abc'[" I64MIN ":] }}|{{ 'abc'[:" I64MAX ":-1] }}|{{ 'h\u00e9llo'[1:3] }}{{ 'h\u00e9llo'[1] }}",
+         "b|[3]|abc||\xc3\xa9l\xc3\xa9"},
+        {"{{ 'abc'[" I64MAX "::" I64MIN "] }}|{{ 'abc'[::" I64MIN "] }}", "c|c"},
+        {"{{ range(1, 10, " I64MAX ") | list }}|{{ range(5, " I64MIN ", -" I64MAX ") | list }}",
+         "[1]|[5, -9223372036854775802]"},
+        {"{{ range(" I64MIN ", " I64MAX ") | length }}", "ERROR: line 1: template exceeds its budget"},
+        {"{{ " I64MIN " // -1 }}", "ERROR: line 1: integer overflow"},
+        {"{{ " I64MIN " % -1 }}|{{ -7 // -1 }}|{{ " I64MIN " // 1 }}", "0|7|-9223372036854775808"},
+        {"{{ -" I64MIN " }}", "ERROR: line 1: integer overflow"},
+        {"{{ " I64MIN " | abs }}", "ERROR: line 1: integer overflow"},
+        {"{{ 'nan' | float | int }}|{{ ('nan' | float) | int(7) }}|{{ '42.7' | int }}|{{ ' 1_000 ' | int }}|{{ 'x' | int }}|{{ 2.9 | int }}",
+         "0|7|42|1000|0|2"},
+        {"{{ 'inf' | float | int }}", "ERROR: line 1: integer overflow"},
+        {"{{ 1e300 | int }}", "ERROR: line 1: integer overflow"},
+        {"{{ 1 ** 100000000000000000 }}|{{ (-1) ** 100000000000000001 }}|{{ 0 ** 100000000000000000 }}|{{ 2 ** 62 }}|{{ 2 ** -1 }}",
+         "1|-1|0|4611686018427387904|0.5"},
+        {"{{ 2 ** 63 }}", "ERROR: line 1: integer overflow"},
+        {"{{ 3 ** 100000000000000000 }}", "ERROR: line 1: integer overflow"},
+        {"{{ '' * 9223372036854775807 }}|{{ 'ab' * -3 }}|", "||"},
+        {"{{ 'x' * " I64MAX " }}", "ERROR: line 1: string too long"},
+        /* megabyte strings: linear searches, charged by the bytes searched */
+        {MB_STR "{{ t in s }}|{{ s.split(t) | length }}|{{ s.replace(t, 'x') | length }}|{{ (s ~ t).split(t) | length }}",
+         "False|1|1000000|2"},
+        {"{% set s = 'a' * 100000 %}{{ s.split('a') | length }}|{{ s.replace('a', '') | length }}", "100001|0"},
+        /* linear work repeated past the budget */
+        {"{% set s = 'a' * 1000000 %}{% for i in range(100000) %}{% if 'b' in s %}x{% endif %}{% endfor %}",
+         "ERROR: line 1: template exceeds its budget"},
+        {"{% set s = 'a' * 1000000 %}{% for i in range(100000) %}{{ s.split('b') | length }}{% endfor %}",
+         "ERROR: line 1: template exceeds its budget"},
+        /* comparisons of a shared structure with 2^40 leaves */
+        {"{% set ns = namespace(a=[1]) %}{% for i in range(40) %}{% set ns.a = [ns.a, ns.a] %}{% endfor %}{{ ns.a == ns.a }}",
+         "ERROR: line 1: template exceeds its budget"},
+        {"{{ range(100000) | unique | length }}", "ERROR: line 1: template exceeds its budget"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        double t0 = now_s();
+        char *r = render_src(cases[i].src, CONV, 4, 1, NULL);
+        double dt = now_s() - t0;
+        const char *x = cases[i].expect;
+        int ok = !strncmp(x, "ERROR: ", 7) ? !strncmp(r, x, strlen(x)) : !strcmp(r, x);
+        CHECKF(ok, "hostile case %zu [%.100s]: got [%.200s], expected [%s]", i, cases[i].src, r, x);
+        /* generous for a loaded machine; the old code took minutes */
+        CHECKF(dt < MAX_CASE_S, "hostile case %zu took %.2f s", i, dt);
+        free(r);
+    }
+}
+
+/* The wall-clock limit and the cancel flag stop a render with a clean error. */
+static void test_limits(void) {
+    const char *loop = "{% for i in range(3000) %}{% for j in range(20) %}{{ i }}{% endfor %}{% endfor %}";
+    slm_err err;
+    slm_tmpl *t = slm_tmpl_parse(loop, &err);
+    CHECK(t != NULL);
+    if (!t) return;
+    slm_tmpl_vars v = {0};
+    char *r = slm_tmpl_render(t, NULL, 0, &v, &err); /* the defaults suffice */
+    CHECKF(r != NULL && strlen(r) > 60000, "%s", r ? "short" : err.msg);
+    slm_xfree(r);
+    v.time_limit_ms = 1;
+    r = slm_tmpl_render(t, NULL, 0, &v, &err);
+    CHECKF(!r && err.status == SLM_ERR_CAPACITY && strstr(err.msg, "time limit of 1 ms"), "[%s]", r ? "rendered" : err.msg);
+    slm_xfree(r);
+    v.time_limit_ms = 0;
+    v.budget = 10000;
+    r = slm_tmpl_render(t, NULL, 0, &v, &err);
+    CHECKF(!r && err.status == SLM_ERR_CAPACITY && strstr(err.msg, "budget of 10000"), "[%s]", r ? "rendered" : err.msg);
+    slm_xfree(r);
+    v.budget = 0;
+    _Atomic int stop = 1;
+    v.cancel = &stop;
+    r = slm_tmpl_render(t, NULL, 0, &v, &err);
+    CHECKF(!r && err.status == SLM_ERR_CAPACITY && strstr(err.msg, "cancelled"), "[%s]", r ? "rendered" : err.msg);
+    slm_xfree(r);
+    atomic_store(&stop, 0);
+    r = slm_tmpl_render(t, NULL, 0, &v, &err);
+    CHECKF(r != NULL, "%s", err.msg);
+    slm_xfree(r);
+    slm_tmpl_free(t);
+}
+
 static void test_open_fallback(void) {
     char note[512];
     slm_tmpl *t = slm_chat_template_open(NULL, "/nonexistent/tmpl.jinja", note, sizeof note);
@@ -325,10 +437,10 @@ static void test_open_fallback(void) {
     if (t) {
         slm_tmpl_vars v = {0};
         v.add_generation_prompt = 1;
-        char err[256];
-        char *r = slm_tmpl_render(t, CONV + 1, 1, &v, err, sizeof err);
-        CHECKF(r && !strcmp(r, "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"), "[%s]", r ? r : err);
-        free(r);
+        slm_err err;
+        char *r = slm_tmpl_render(t, CONV + 1, 1, &v, &err);
+        CHECKF(r && !strcmp(r, "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"), "[%s]", r ? r : err.msg);
+        slm_xfree(r);
         slm_tmpl_free(t);
     }
     t_write_file("/tmp/slm_bad_tmpl.jinja", "{% frobnicate %}", 16);
@@ -349,6 +461,8 @@ int main(void) {
     T_RUN(test_classic_forms);
     T_RUN(test_features);
     T_RUN(test_errors);
+    T_RUN(test_hostile);
+    T_RUN(test_limits);
     T_RUN(test_open_fallback);
     T_DONE();
 }

@@ -386,14 +386,15 @@ static void test_same_argmax(void) {
  * repacked weights meets the same bounds as on the original, for whole
  * groups, tiles cut inside a group, one row (decode) and many (prefill). */
 static void test_matmul_r16(void) {
-    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16};
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K};
     static const int ks[] = {32, 96, 256, 768, 2304};
     static const int ns[] = {16, 48};
     static const int rows_[] = {1, 2, 7, 8, 9, 33};
-    for (int bi = 0; bi < 4; bi++) {
+    for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++) {
         const uint32_t t = base[bi], rt = SLM_R16 | t;
         CHECK(slm_repack_type(t, 256, 17) == 0);
-        CHECK(slm_repack_type(SLM_Q4_K, 256, 16) == 0);
+        CHECK(slm_repack_type(SLM_Q4_1, 256, 16) == 0);
+        CHECK(slm_repack_type(SLM_Q4_K, 96, 16) == 0);
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             if (!type_k_ok(t, ks[ki])) continue;
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {

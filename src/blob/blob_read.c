@@ -1,6 +1,7 @@
 /* Loading a blob: map, check, validate everything, then build the heap
- * copies the runtime patches. Nothing from the file is used before it has
- * been checked; every message names the section and the field. */
+ * copies of the programs (immutable; the device binds its own copies).
+ * Nothing from the file is used before it has been checked; every message
+ * names the section and the field. */
 #include <fcntl.h>
 #include <unistd.h>
 

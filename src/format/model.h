@@ -1,9 +1,10 @@
 /* format/ — a model file opened and validated: config + named tensors.
  *
- * Both loaders produce the same thing: a config and a table of tensors with
- * GGUF names ("token_embd.weight", "blk.3.attn_q.weight", ...) whose data
- * point into the read-only mapping of the file. Matrices are [out, in]
- * row-major, i.e. ne[0] = in (row length), ne[1] = out, as in GGUF.
+ * The three loaders (llama2.c, GGUF, Hugging Face folder) produce the same
+ * thing: a config and a table of tensors with GGUF names
+ * ("token_embd.weight", "blk.3.attn_q.weight", ...) whose data point into
+ * the model's read-only mapping (m->map). Matrices are [out, in] row-major,
+ * i.e. ne[0] = in (row length), ne[1] = out, as in GGUF.
  */
 #ifndef SLM_MODEL_H
 #define SLM_MODEL_H
@@ -15,7 +16,7 @@
 typedef enum slm_model_kind { SLM_MODEL_LLAMA2C = 1, SLM_MODEL_GGUF = 2, SLM_MODEL_HF = 3 } slm_model_kind;
 
 typedef struct slm_model_config {
-    char arch[32];     /* "llama" */
+    char arch[32];     /* "llama", "mistral" or "qwen2" */
     int dim;           /* embedding width */
     int hidden_dim;    /* FFN width */
     int n_layers;
@@ -27,7 +28,8 @@ typedef struct slm_model_config {
     float rope_base;   /* 10000 for Llama 2 */
     float norm_eps;    /* RMSNorm epsilon */
     int tied_embeddings; /* 1: the LM head is token_embd.weight */
-    int rope_neox;     /* 1: rotate pairs (i, i + head_dim/2) (qwen2); 0: (2i, 2i+1) */
+    int rope_neox;     /* 1: rotate pairs (i, i + head_dim/2) (qwen2, every HF folder);
+                          0: (2i, 2i+1) */
     int qkv_bias;      /* 1: blk.N.attn_{q,k,v}.bias exist (qwen2) */
     int sliding_window;/* > 0: attend to at most this many most recent rows */
     float rope_scale;  /* linear RoPE scaling: positions are divided by it (1 = none) */
@@ -36,7 +38,7 @@ typedef struct slm_model_config {
 } slm_model_config;
 
 /* Weight types the kernels take for matrices (and embedding tables). */
-#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k"
+#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs"
 int slm_matrix_type_supported(uint32_t t);
 
 /* Architectures staticlm runs (GGUF general.architecture). */
@@ -46,15 +48,16 @@ typedef struct slm_tensor {
     char name[64];
     uint32_t type;     /* slm_dtype */
     uint32_t n_dims;
-    int64_t ne[4];     /* ne[0] innermost */
-    const void *data;  /* into the mapping */
-    uint64_t nbytes;
+    int64_t ne[4];     /* elements per dim, ne[0] innermost; unused dims = 1 */
+    const void *data;  /* into m->map (HF vectors converted to f32: its anonymous tail) */
+    uint64_t nbytes;   /* bytes at data */
 } slm_tensor;
 
 typedef struct slm_model_file {
     char path[1024];
     slm_model_kind kind;
-    slm_map map;            /* the whole file, read-only */
+    slm_map map;            /* the whole file, read-only; HF: every shard side by side,
+                               then an anonymous area of converted tensors */
     slm_model_config cfg;
     slm_tensor *tensors;    /* [n_tensors] */
     int n_tensors;
@@ -64,8 +67,9 @@ typedef struct slm_model_file {
     char tokenizer_json[1024];
 } slm_model_file;
 
-/* Open a model by content (GGUF magic, else llama2.c), validate the config
- * and every tensor the Llama decoder needs (name, type, shape, bounds). */
+/* Open a model by what path holds (a folder: Hugging Face; GGUF magic; else
+ * llama2.c), validate the config and every tensor the decoder needs (name,
+ * type, shape, bounds). On failure m is closed and err says why. */
 slm_status slm_model_open(slm_model_file *m, const char *path, slm_err *err);
 void slm_model_close(slm_model_file *m);
 const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
@@ -85,7 +89,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
  * c->rope_freqs = 1; otherwise *rope_freqs = NULL. */
 slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
                                const char *name, slm_err *err);
-/* Checks shared by both loaders: config ranges and required tensors. */
+/* Checks shared by every loader: config ranges and required tensors. */
 slm_status slm_model_validate(slm_model_file *m, slm_err *err);
 
 #endif

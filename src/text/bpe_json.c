@@ -43,6 +43,8 @@ slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len,
 
 #else
 
+#include "common/json.h"
+
 #define GPT2_RE_HF "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define MAX_TOKENS (1 << 24)
 #define ID_SLACK 1024 /* unused ids allowed beyond twice the entries */
@@ -408,6 +410,7 @@ slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len,
                                     size_t config_len, const char *name, slm_err *err) {
     *out = NULL;
     if (!name) name = "tokenizer.json";
+    slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();

@@ -1,4 +1,4 @@
-/* pipeline/chat_template — a Jinja subset interpreter for chat templates.
+/* text/chat_template — a Jinja subset interpreter for chat templates.
  *
  * Renders the `tokenizer.chat_template` of a model (or a named classic form)
  * the way Hugging Face's apply_chat_template does: Jinja2 with trim_blocks and
@@ -11,13 +11,20 @@
  * tests (defined, none, string, mapping, ...), the common filters and string
  * / dict methods.
  *
- * Templates are untrusted input: parsing and rendering never crash; memory,
- * output size, nesting depth and loop iterations are bounded.
+ * Templates are untrusted input (GGUF metadata): parsing and rendering never
+ * crash; integer arithmetic is checked; memory, output size and nesting
+ * depth are bounded; every operation is charged to one budget before it is
+ * done (strings and lists by the bytes / elements touched), and a render
+ * also stops at a wall-clock limit or when the caller cancels it.
  */
 #ifndef SLM_CHAT_TEMPLATE_H
 #define SLM_CHAT_TEMPLATE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
 
 typedef struct slm_chat_msg {
     const char *role;
@@ -27,21 +34,33 @@ typedef struct slm_chat_msg {
 typedef struct slm_tmpl slm_tmpl;
 
 /* Parse template source. Returns NULL on a syntax error or an unsupported
- * construct, with a message ("line 3: unknown tag 'foo'") in err. */
-slm_tmpl *slm_tmpl_parse(const char *src, char *err, size_t errcap);
+ * construct, with err (if non-NULL) set: SLM_ERR_FORMAT and a message
+ * ("line 3: unsupported tag 'foo'"), or SLM_ERR_NOMEM. */
+slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err);
 void slm_tmpl_free(slm_tmpl *t);
 
+#define SLM_TMPL_BUDGET (1ull << 28) /* cost units: 32 per expression, 16 per element, 1 per byte */
+#define SLM_TMPL_TIME_MS 5000u       /* wall clock per render */
+
+/* Variables and limits of one render (all optional: zero = default). */
 typedef struct slm_tmpl_vars {
     const char *bos_token; /* default "" */
     const char *eos_token; /* default "" */
     int add_generation_prompt;
     const char *date_string; /* if set: strftime_now returns this (tests) */
+    uint64_t budget;         /* cost units; 0 = SLM_TMPL_BUDGET */
+    unsigned time_limit_ms;  /* 0 = SLM_TMPL_TIME_MS */
+    /* if set, read during the render (from any thread): non-zero stops it
+     * with SLM_ERR_CAPACITY "template rendering cancelled" */
+    const _Atomic int *cancel;
 } slm_tmpl_vars;
 
-/* Render messages. Returns a malloc'd (slm_xfree) NUL-terminated string, or
- * NULL with err set ("template raised: ..." for raise_exception). */
+/* Render messages. Returns a slm_malloc'd (slm_xfree) NUL-terminated string,
+ * or NULL with err (if non-NULL) set: SLM_ERR_ARG "template raised: ..." for
+ * raise_exception, SLM_ERR_CAPACITY when a limit is reached, SLM_ERR_FORMAT
+ * for an error in the template ("line 4: ..."), SLM_ERR_NOMEM. */
 char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
-                      const slm_tmpl_vars *vars, char *err, size_t errcap);
+                      const slm_tmpl_vars *vars, slm_err *err);
 
 /* The source of a built-in template by name: "chatml", "llama2", "zephyr",
  * "llama3"; NULL if unknown. */
