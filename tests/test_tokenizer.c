@@ -1083,8 +1083,7 @@ static void test_loader_alloc_failures(void) {
         slm_unmap(&m);
     }
 #ifdef SLM_HAVE_CJSON
-    /* tokenizer.json: the loader's allocations (cJSON's parse tree uses the
-     * C library's allocator and is not injected) */
+    /* tokenizer.json: cJSON's parse tree goes through slm_malloc too */
     fail_each_allocation("small_bytelevel.json", ld_json, SLM_TESTS_DIR "/corpus/tokenizers/small_bytelevel.json", text);
     fail_each_allocation("small_spm.json", ld_json, SLM_TESTS_DIR "/corpus/tokenizers/small_spm.json", text);
 #endif
