@@ -1089,6 +1089,30 @@ static void test_loader_alloc_failures(void) {
 #endif
 }
 
+/* slm_options.max_prompt_bytes reaches the engine's tokenizer: a longer
+ * prompt is SLM_ERR_CAPACITY with a message naming the option; 0 is 8 MiB */
+static void test_engine_prompt_limit(void) {
+    slm_options o = slm_default_options();
+    CHECK(o.max_prompt_bytes == 0);
+    o.tokenizer_path = TOK512;
+    o.max_prompt_bytes = 64;
+    slm_engine *e = NULL;
+    slm_status st = slm_load(&e, T_SHARED("models/stories260K.bin"), &o);
+    CHECKF(st == SLM_OK, "%s", slm_last_error(e));
+    if (st == SLM_OK) {
+        char p[80];
+        memset(p, 'a', 65);
+        p[65] = 0;
+        st = slm_generate(e, p, 1, NULL, 1, NULL, NULL, NULL);
+        CHECKF(st == SLM_ERR_CAPACITY && strstr(slm_last_error(e), "max_prompt_bytes"), "%d %s", st,
+               slm_last_error(e));
+        CHECK(slm_tokenize(e, p, 1, NULL, 0) == SLM_TOK_ETOOLONG);
+        p[64] = 0;
+        CHECK(slm_generate(e, p, 1, NULL, 1, NULL, NULL, NULL) == SLM_OK);
+    }
+    slm_free(e);
+}
+
 int main(void) {
     T_RUN(test_json_reader);
     T_RUN(test_tokenize_json);
@@ -1105,5 +1129,6 @@ int main(void) {
     T_RUN(test_speed_and_allocs);
     T_RUN(test_input_limit);
     T_RUN(test_loader_alloc_failures);
+    T_RUN(test_engine_prompt_limit);
     T_DONE();
 }
