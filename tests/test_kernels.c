@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "common/cpu.h"
 #include "common/dtype.h"
 #include "compiler/compiler.h"
 #include "device/kernels.h"
@@ -475,7 +476,35 @@ static void test_vector_kernels(void) {
     free(x);
 }
 
+/* Selection: a set is available exactly when the CPU has its features (read
+ * once); each set fills every entry; NULL restores the best. */
+static void test_selection(void) {
+    const slm_cpu *c = slm_cpu_features();
+    CHECK(c == slm_cpu_features());
+    CHECK(slm_kernels_select("scalar") && slm_kernels_active() == slm_kernels_ref());
+    const int want2 = c->avx2 && c->fma && c->f16c;
+    const int want512 = want2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni;
+#if defined(__x86_64__) && defined(__GNUC__)
+    CHECK(slm_kernels_select("avx2") == want2);
+    CHECK(slm_kernels_select("avx512") == want512);
+#else
+    (void)want512;
+    CHECK(!slm_kernels_select("avx2") && !slm_kernels_select("avx512"));
+#endif
+    CHECK(!slm_kernels_select("sse9"));
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) continue;
+        const slm_kernel_set *ks = slm_kernels_active();
+        CHECK(!strcmp(ks->name, k_sets[si]));
+        CHECK(ks->dot_f32 && ks->dot_f16 && ks->dot_bf16 && ks->dot_q8_0 && ks->matmul && ks->rmsnorm && ks->swiglu &&
+              ks->attention);
+    }
+    CHECK(slm_kernels_select(NULL) && slm_kernels_active() == slm_kernels_best());
+    CHECK(!strcmp(slm_kernels_best()->name, want512 ? "avx512" : want2 ? "avx2" : "scalar"));
+}
+
 int main(void) {
+    T_RUN(test_selection);
     T_RUN(test_blocks_q4_0_q4_1_q8_0);
     T_RUN(test_blocks_k);
     T_RUN(test_qblock_i8);
