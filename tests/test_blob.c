@@ -694,6 +694,8 @@ static void test_write_nomem(void) {
     snprintf(ref, sizeof ref, "%s/ref.blob", g_tmp);
     snprintf(path, sizeof path, "%s/nomem.blob", g_tmp);
     CHECK(slm_save_blob(e, ref) == SLM_OK);
+    /* installed after slm_load (the engine's threads are idle: nothing else
+     * allocates now); it frees with free() as the default allocator does */
     const slm_allocator a = {nth_alloc, nth_realloc, nth_free, NULL};
     slm_set_allocator(&a);
     int n, failures = 0, done = 0;

@@ -6,7 +6,8 @@
  *     max_prompt_len-row program,
  *   - time to first token of a second request sharing a long prefix, with
  *     and without the prefix cache.
- * Everything through the public API; one line per measurement. */
+ * The model is driven through the public API only; one line per
+ * measurement. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -69,7 +69,7 @@ slm_dot_fn slm_dot_ref_for(uint32_t wtype) {
     case SLM_Q4_K: return dot_q4_k_ref;
     case SLM_Q5_K: return dot_q5_k_ref;
     case SLM_Q6_K: return dot_q6_k_ref;
-    default: return NULL;
+    default: return slm_quant2_dot_ref(wtype);
     }
 }
 

@@ -38,7 +38,7 @@ typedef struct slm_model_config {
 } slm_model_config;
 
 /* Weight types the kernels take for matrices (and embedding tables). */
-#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k"
+#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs"
 int slm_matrix_type_supported(uint32_t t);
 
 /* Architectures staticlm runs (GGUF general.architecture). */
