@@ -8,6 +8,7 @@
 #include "common/dtype.h"
 #include "compiler/compiler.h"
 #include "device/kernels.h"
+#include "quants_rtn.h"
 #include "t.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -217,7 +218,7 @@ static void case_make(mcase *c, uint32_t t, int k, int n, int rows) {
     for (int j = 0; j < n; j++) {
         const float scale = 0.02f * (1.0f + (float)(j % 5));
         for (int e = 0; e < k; e++) row[e] = nrand() * scale;
-        slm_quantize_row(t, row, c->w + (size_t)j * wrow, k);
+        rtn_quantize_row(t, row, c->w + (size_t)j * wrow, k); /* slm_quantize_row, or a test quantizer */
         slm_dequantize_row(t, c->w + (size_t)j * wrow, deq, k);
         for (int e = 0; e < k; e++) c->wd[(size_t)j * k + e] = deq[e];
     }
@@ -387,14 +388,14 @@ static void test_same_argmax(void) {
  * repacked weights meets the same bounds as on the original, for whole
  * groups, tiles cut inside a group, one row (decode) and many (prefill). */
 static void test_matmul_r16(void) {
-    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K};
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K, SLM_Q5_0, SLM_IQ4_NL};
     static const int ks[] = {32, 96, 256, 768, 2304};
     static const int ns[] = {16, 48};
     static const int rows_[] = {1, 2, 7, 8, 9, 33};
     for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++) {
         const uint32_t t = base[bi], rt = SLM_R16 | t;
         CHECK(slm_repack_type(t, 256, 17) == 0);
-        CHECK(slm_repack_type(SLM_Q4_1, 256, 16) == 0);
+        CHECK(slm_repack_type(SLM_Q4_1, 256, 16) == 0 && slm_repack_type(SLM_Q5_1, 256, 16) == 0);
         CHECK(slm_repack_type(SLM_Q4_K, 96, 16) == 0);
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             if (!type_k_ok(t, ks[ki])) continue;
