@@ -613,6 +613,11 @@ fail_unlink:
 slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
                           const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
                           void *ud, slm_err *err) {
+    if (!slm_config_plain(&c->cfg))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED,
+                        "%s: architecture '%s': its features (head size, Q/K norms, soft-capping, per-layer RoPE ...) "
+                        "are not stored in blobs yet; run the model file directly",
+                        path, c->cfg.arch);
     if (c->n_progs < 1 || c->n_progs > BLOB_MAX_PROGS)
         return slm_errf(err, SLM_ERR_ARG, "%s: %d programs (1..%d)", path, c->n_progs, BLOB_MAX_PROGS);
     for (int i = 0; i < c->n_progs; i++)

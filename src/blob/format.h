@@ -19,7 +19,10 @@ _Static_assert(sizeof(slm_task) == 56 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(sizeof(slm_model_config) == 96, "update blob config record");
+/* The config record holds the first 96 bytes (through rope_freqs); the
+ * family fields after them are not stored: the writer refuses a config
+ * that uses them (slm_config_plain). */
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96, "update blob config record");
 _Static_assert(SLM_T_OP_COUNT == 11, "update the blob task validator (blob_read.c check_task)");
 
 #define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */

@@ -22,7 +22,7 @@ typedef struct slm_model_config {
     int n_layers;
     int n_heads;       /* query heads */
     int n_kv_heads;    /* key/value heads (GQA when < n_heads) */
-    int head_dim;      /* dim / n_heads */
+    int head_dim;      /* per head: dim / n_heads, or the file's key length */
     int vocab_size;
     int context_len;   /* trained context length */
     float rope_base;   /* 10000 for Llama 2 */
@@ -35,14 +35,49 @@ typedef struct slm_model_config {
     float rope_scale;  /* linear RoPE scaling: positions are divided by it (1 = none) */
     int rope_freqs;    /* 1: rope_freqs.weight [head_dim/2] divides each pair's frequency
                           (Llama 3 scaling) */
+    /* Family features (0 = absent / the default, so loaders that know none
+     * of them leave them zero). head_dim above may differ from dim / n_heads
+     * (GGUF attention.key_length): Q is [n_heads * head_dim]. */
+    int rope_dims;     /* rotated dimensions per head (partial rotary); 0 = head_dim */
+    int qk_norm;       /* 1: blk.N.attn_{q,k}_norm.weight [head_dim] RMSNorm each head before RoPE */
+    int post_norms;    /* 1: blk.N.post_attention_norm / post_ffw_norm on the branch outputs (gemma) */
+    int ffn_gelu;      /* 1: GeGLU, gelu_tanh(gate) * up, instead of SwiGLU */
+    int swa_pattern;   /* sliding window on which layers: 0 = all; n = layer l when l % n < n - 1 */
+    int rope_long;     /* LongRoPE: 1 = rope_factors_long.weight, 2 = rope_factors_short.weight
+                          [rope_dims/2] divide each pair's frequency: long when the KV capacity
+                          exceeds rope_orig_ctx (as llama.cpp picks by context size) */
+    int rope_orig_ctx; /* LongRoPE: the original context length */
+    float embed_scale; /* embeddings multiplied by this (gemma: sqrt(dim)); 0 = 1 */
+    float attn_scale;  /* query scale; 0 = 1 / sqrt(head_dim) */
+    float attn_softcap;  /* > 0: scores = cap * tanh(scores / cap) (gemma2) */
+    float final_softcap; /* > 0: logits = cap * tanh(logits / cap) (gemma2) */
+    float rope_base_swa; /* RoPE base of sliding-window layers (gemma3: 10000); 0 = rope_base */
+    float rope_scale_swa;/* linear RoPE scaling of sliding-window layers; 0 = rope_scale */
+    float rope_attn_factor; /* cos/sin multiplier (LongRoPE rope.scaling.attn_factor); 0 = 1 */
 } slm_model_config;
+
+/* Rotated dimensions per head. */
+static inline int slm_rope_dims(const slm_model_config *c) { return c->rope_dims > 0 ? c->rope_dims : c->head_dim; }
+/* 1 when layer l attends through the sliding window. */
+static inline int slm_layer_swa(const slm_model_config *c, int l) {
+    if (c->sliding_window <= 0) return 0;
+    return c->swa_pattern <= 1 ? 1 : l % c->swa_pattern < c->swa_pattern - 1;
+}
+/* 1 when the config uses none of the family features above (what a blob's
+ * config record stores today). */
+static inline int slm_config_plain(const slm_model_config *c) {
+    return slm_rope_dims(c) == c->head_dim && c->head_dim * c->n_heads == c->dim && !c->qk_norm && !c->post_norms &&
+           !c->ffn_gelu && c->swa_pattern <= 1 && !c->rope_long && c->embed_scale == 0.0f && c->attn_scale == 0.0f &&
+           c->attn_softcap == 0.0f && c->final_softcap == 0.0f && c->rope_base_swa == 0.0f && c->rope_scale_swa == 0.0f &&
+           c->rope_attn_factor == 0.0f;
+}
 
 /* Weight types the kernels take for matrices (and embedding tables). */
 #define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs"
 int slm_matrix_type_supported(uint32_t t);
 
 /* Architectures staticlm runs (GGUF general.architecture). */
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3"
 
 typedef struct slm_tensor {
     char name[64];
