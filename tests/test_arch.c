@@ -474,15 +474,16 @@ static void test_family_config(void) {
     unlink("fam_phi3.gguf");
 }
 
-/* K-quant files (every matrix Q4_K, Q5_K or Q6_K) run repacked (q4_k_r16,
- * q5_k_r16, q6_k_r16) against the reference forward on the file's weights. */
+/* Q4_K_M's types (every matrix Q4_K, Q5_K, Q6_K or Q5_0) run repacked
+ * (q4_k_r16, q5_k_r16, q6_k_r16, q5_0_r16) against the reference forward on
+ * the file's weights. */
 static void test_k_quants_vs_reference(void) {
     int32_t ids[24];
     g_rng = 7;
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
     const synth s = {"llama", 256, 512, 2, 4, 2, 256, 128, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f};
-    static const uint32_t types[3] = {SLM_Q4_K, SLM_Q5_K, SLM_Q6_K};
-    for (int t = 0; t < 3; t++) {
+    static const uint32_t types[4] = {SLM_Q4_K, SLM_Q5_K, SLM_Q6_K, SLM_Q5_0};
+    for (int t = 0; t < 4; t++) {
         char path[64];
         snprintf(path, sizeof path, "kq_%s.gguf", slm_dtype_name(types[t]));
         if (!write_model(path, &s, types[t], 4321)) continue;

@@ -224,7 +224,8 @@ static void test_q4_0_mix(void) {
 
 /* Q4_K_M files mirror llama.cpp's mix: Q4_K, with Q6_K for the output and
  * for attn_v / ffn_down of the layers use_more_bits picks (8 layers: 0, 3,
- * 6, 7); they load repacked (q4_k_r16, q6_k_r16) and generate. */
+ * 6, 7); they load repacked (q4_k_r16, q6_k_r16) and generate; K-quant
+ * matrices of other widths fall back to Q5_0 / Q8_0 (q5_0_r16 when repacked). */
 static void test_q4_k_m_mix(void) {
     const char *f = tmp_path("q4km.gguf");
     CHECK(synth("--shape custom --type q4_k_m --dim 256 --heads 4 --kv-heads 1 --ffn 512 --layers 8 --n-vocab 320 "
@@ -256,6 +257,22 @@ static void test_q4_k_m_mix(void) {
         slm_model_close(&m);
     }
     load_and_generate(f, 256, 8, 4, 1, 512, 320);
+    /* widths not a multiple of 256: Q4_K falls back to Q5_0, Q6_K to Q8_0 */
+    const char *g = tmp_path("q4km-64.gguf");
+    CHECK(synth("--shape custom --type q4_k_m --untied", g) == 0);
+    if (open_gguf(&o, g)) {
+        CHECK(tensor_type(o.g, "blk.0.attn_q.weight") == SLM_Q5_0 && tensor_type(o.g, "blk.0.ffn_down.weight") == SLM_Q5_0);
+        /* 2 layers: use_more_bits picks layer 1 */
+        CHECK(tensor_type(o.g, "blk.1.attn_v.weight") == SLM_Q8_0 && tensor_type(o.g, "blk.1.ffn_down.weight") == SLM_Q8_0);
+        CHECK(tensor_type(o.g, "output.weight") == SLM_Q8_0);
+        close_gguf(&o);
+    }
+    if (slm_model_open(&m, g, &err) == SLM_OK) {
+        CHECK(slm_model_repack(&m, &err) == SLM_OK);
+        CHECK(slm_model_tensor(&m, "blk.1.attn_q.weight")->type == SLM_Q5_0_R16);
+        slm_model_close(&m);
+    }
+    load_and_generate(g, 64, 2, 4, 2, 160, 512);
 }
 
 /* The compiler's repacking of a Q4_0 file's matrices: types become *_r16,

@@ -35,6 +35,7 @@ static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
 static const slm_dtype_info k_q4_0_r16 = {"q4_0_r16", 32, 18}, k_q6_k_r16 = {"q6_k_r16", 256, 210},
                             k_q8_0_r16 = {"q8_0_r16", 32, 34}, k_f16_r16 = {"f16_r16", 1, 2};
 static const slm_dtype_info k_q4_k_r16 = {"q4_k_r16", 256, 144}, k_q5_k_r16 = {"q5_k_r16", 256, 176};
+static const slm_dtype_info k_q5_0_r16 = {"q5_0_r16", 32, 22}, k_iq4_nl_r16 = {"iq4_nl_r16", 32, 18};
 
 const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_Q4_0_R16) return &k_q4_0_r16;
@@ -43,6 +44,8 @@ const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_F16_R16) return &k_f16_r16;
     if (t == SLM_Q4_K_R16) return &k_q4_k_r16;
     if (t == SLM_Q5_K_R16) return &k_q5_k_r16;
+    if (t == SLM_Q5_0_R16) return &k_q5_0_r16;
+    if (t == SLM_IQ4_NL_R16) return &k_iq4_nl_r16;
     if (t >= SLM_DTYPE_COUNT || !k_types[t].name) return NULL;
     return &k_types[t];
 }
@@ -159,6 +162,30 @@ void slm_quantize_row_q4_0(const float *x, void *vy, int64_t n) {
             int q1 = clampi((int)lrintf(xb[j + 16] * id) + 8, 0, 15);
             y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
+    }
+}
+
+/* As Q4_0 with 5-bit codes: the value of largest magnitude maps to code 0
+ * (-16 * d); the fifth bits go to qh (bit e for element e). */
+void slm_quantize_row_q5_0(const float *x, void *vy, int64_t n) {
+    slm_block_q5_0 *y = vy;
+    for (int64_t b = 0; b < n / SLM_QK5_0; b++) {
+        const float *xb = x + b * SLM_QK5_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < SLM_QK5_0; j++)
+            if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+        const uint16_t dh = slm_f32_to_f16(max / -16.0f);
+        const float d = slm_f16_to_f32(dh);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        y[b].d = dh;
+        for (int j = 0; j < SLM_QK5_0 / 2; j++) {
+            const int q0 = clampi((int)lrintf(xb[j] * id) + 16, 0, 31);
+            const int q1 = clampi((int)lrintf(xb[j + 16] * id) + 16, 0, 31);
+            y[b].qs[j] = (uint8_t)((q0 & 0xF) | (q1 & 0xF) << 4);
+            qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
+        }
+        for (int i = 0; i < 4; i++) y[b].qh[i] = (uint8_t)(qh >> (8 * i));
     }
 }
 
@@ -298,6 +325,7 @@ int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
     case SLM_Q8_0: slm_quantize_row_q8_0(x, vy, n); return 1;
     case SLM_Q4_0: slm_quantize_row_q4_0(x, vy, n); return 1;
     case SLM_Q4_1: slm_quantize_row_q4_1(x, vy, n); return 1;
+    case SLM_Q5_0: slm_quantize_row_q5_0(x, vy, n); return 1;
     case SLM_Q4_K: slm_quantize_row_q4_K(x, vy, n); return 1;
     case SLM_Q5_K: slm_quantize_row_q5_K(x, vy, n); return 1;
     case SLM_Q6_K: slm_quantize_row_q6_K(x, vy, n); return 1;

@@ -52,6 +52,8 @@ typedef struct slm_dtype_info {
 #define SLM_F16_R16 (SLM_R16 | SLM_F16) /* element e of the 16 rows side by side */
 #define SLM_Q4_K_R16 (SLM_R16 | SLM_Q4_K)
 #define SLM_Q5_K_R16 (SLM_R16 | SLM_Q5_K)
+#define SLM_Q5_0_R16 (SLM_R16 | SLM_Q5_0)
+#define SLM_IQ4_NL_R16 (SLM_R16 | SLM_IQ4_NL)
 static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
 static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
 
@@ -197,6 +199,7 @@ static inline void slm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, ui
 void slm_quantize_row_q8_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_1(const float *x, void *y, int64_t n);
+void slm_quantize_row_q5_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);

@@ -1,6 +1,6 @@
-/* Repacked matrices (SLM_Q4_0_R16, SLM_Q8_0_R16, SLM_Q4_K_R16,
- * SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_F16_R16): the compiler's kernel-friendly
- * weight layout.
+/* Repacked matrices (SLM_Q4_0_R16, SLM_Q5_0_R16, SLM_IQ4_NL_R16,
+ * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_F16_R16): the
+ * compiler's kernel-friendly weight layout.
  *
  * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
  * matrix multiply) form a group of 16 * row_bytes bytes at offset
@@ -15,6 +15,13 @@
  *                        element 8g + e, the high nibble that of element
  *                        8g + 4 + e (codes 0..15; value = d * (code - 8))
  *   f16 d[16]            the block scales of the 16 rows
+ * Q5_0_R16, 352 bytes per block
+ *   u8  codes[4][16][4]  the low 4 bits of the codes, as Q4_0's
+ *   u8  hb[16][4]        row c, byte e, bit v: bit 4 of the code of element
+ *                        4v + e (codes 0..31; value = d * (code - 16))
+ *   f16 d[16]
+ * IQ4_NL_R16, 288 bytes per block: as Q4_0_R16, the codes indices into
+ *   slm_kvalues_iq4nl (value = d * kvalues[code])
  * Q8_0_R16, 544 bytes per block
  *   u8  codes[8][16][4]  vector v, row c, byte e: code of element 4v + e plus
  *                        128 (value = d * (code - 128))
@@ -46,7 +53,8 @@
  * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
  * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
  * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
- * v / 4 moved to bits 4..5 (for Q5_K with bit v of hb moved to bit 4); for
+ * v / 4 moved to bits 4..5 (for Q5_0 and Q5_K with bit v of hb moved to
+ * bit 4; for IQ4_NL looked up in kvalues); for
  * Q8_0 it is bytes 64v .. 64v+63. One
  * dot-product instruction (VNNI dpbusd) then advances 16 output columns by
  * 4 elements, and the scales of 16 columns are one vector load. */
@@ -95,6 +103,21 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
         d[0] = d[1] = slm_f16_to_f32(h);
         return;
     }
+    if (rt == SLM_Q5_0_R16) {
+        const uint8_t *blk = g + b * 352;
+        for (int e = 0; e < 32; e++)
+            q[e] = (int8_t)((get_nibble(blk, c, e) | ((blk[256 + c * 4 + e % 4] >> (e / 4)) & 1) << 4) - 16);
+        memcpy(&h, blk + 320 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
+    if (rt == SLM_IQ4_NL_R16) {
+        const uint8_t *blk = g + b * 288;
+        for (int e = 0; e < 32; e++) q[e] = slm_kvalues_iq4nl[get_nibble(blk, c, e)];
+        memcpy(&h, blk + 256 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
     if (rt == SLM_Q4_0_R16) {
         const uint8_t *blk = g + b * 288;
         for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(blk, c, e) - 8);
@@ -124,7 +147,11 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
         for (int64_t e = 0; e < k; e++) y[e] = slm_f16_to_f32(g[e * 16 + j % 16]);
         return 1;
     }
-    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16 && t != SLM_Q8_0_R16 && t != SLM_Q4_K_R16 && t != SLM_Q5_K_R16) return 0;
+    switch (t) {
+    case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
+    case SLM_Q6_K_R16: break;
+    default: return 0;
+    }
     for (int64_t b = 0; b < k / 32; b++) {
         int8_t q[32];
         float d[2], m;

@@ -25,6 +25,8 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_Q4_K && k % 256 == 0) return SLM_Q4_K_R16;
     if (t == SLM_Q5_K && k % 256 == 0) return SLM_Q5_K_R16;
     if (t == SLM_Q8_0 && k % 32 == 0) return SLM_Q8_0_R16;
+    if (t == SLM_Q5_0 && k % 32 == 0) return SLM_Q5_0_R16;
+    if (t == SLM_IQ4_NL && k % 32 == 0) return SLM_IQ4_NL_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
@@ -46,6 +48,31 @@ static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uin
             }
             put_nibbles(blk, c, q);
             memcpy(blk + 256 + 2 * c, &row[b].d, 2);
+        }
+    }
+}
+
+/* Q5_0 (the fifth bits in hb) and IQ4_NL (the codes are table indices) as Q4_0. */
+static void repack_group_q5_0_iq4_nl(int five, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const size_t bb = five ? 352 : 288, cb = five ? 320 : 256;
+    for (int c = 0; c < 16; c++) {
+        const uint8_t *row = src + (size_t)c * wrow;
+        for (int64_t b = 0; b < nb; b++) {
+            const slm_block_q5_0 *x5 = (const slm_block_q5_0 *)row + b;
+            const slm_block_iq4_nl *xn = (const slm_block_iq4_nl *)row + b;
+            const uint8_t *qs = five ? x5->qs : xn->qs;
+            uint8_t *blk = dst + (size_t)b * bb, q[32];
+            uint32_t qh = 0;
+            if (five) qh = (uint32_t)x5->qh[0] | (uint32_t)x5->qh[1] << 8 | (uint32_t)x5->qh[2] << 16 | (uint32_t)x5->qh[3] << 24;
+            for (int e = 0; e < 32; e++) q[e] = (uint8_t)(((qs[e % 16] >> (4 * (e / 16))) & 0xF) | ((qh >> e) & 1) << 4);
+            put_nibbles(blk, c, q);
+            if (five)
+                for (int e = 0; e < 4; e++) {
+                    uint8_t v = 0;
+                    for (int f = 0; f < 8; f++) v |= (uint8_t)(((q[4 * f + e] >> 4) & 1) << f);
+                    blk[256 + c * 4 + e] = v;
+                }
+            memcpy(blk + cb + 2 * c, five ? &x5->d : &xn->d, 2);
         }
     }
 }
@@ -144,6 +171,7 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
                 for (int64_t e = 0; e < k; e++) dst[e * 16 + c] = src[(size_t)c * (size_t)k + (size_t)e];
         } else if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
         else if (t == SLM_Q8_0) repack_group_q8_0(tmp, wrow, nb, grp);
+        else if (t == SLM_Q5_0 || t == SLM_IQ4_NL) repack_group_q5_0_iq4_nl(t == SLM_Q5_0, tmp, wrow, nb, grp);
         else if (t == SLM_Q4_K || t == SLM_Q5_K) repack_group_k(t == SLM_Q5_K, tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }

@@ -69,7 +69,7 @@ slm_dot_fn slm_dot_ref_for(uint32_t wtype);
 slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype);
 /* 1 if every set's matmul handles weights of type t: F32, F16, BF16, Q8_0,
  * Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, and
- * the repacked Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, F16. */
+ * the repacked Q4_0, Q5_0, IQ4_NL, Q8_0, Q4_K, Q5_K, Q6_K, F16. */
 int slm_matmul_supported(uint32_t t);
 /* Scratch bytes slm_mm needs for (wtype, k, rows) under any kernel set. */
 size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows);

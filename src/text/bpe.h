@@ -61,8 +61,8 @@ slm_status slm_bpe_load_mem(slm_bpe **out, const void *data, size_t size, const 
  * its regexes): a text longer than the tokenizer's max_input is refused
  * before any work; pre-tokenization runs each PCRE2 match under match,
  * depth and heap limits sized to the piece it splits, and the whole text
- * under a time budget of SLM_BPE_PRETOK_BASE_MS + SLM_BPE_PRETOK_NS_PER_BYTE
- * per byte. Normal pre-tokenizers need a small fraction of it (tens of ns
+ * under a budget of the thread's CPU time: SLM_BPE_PRETOK_BASE_MS +
+ * SLM_BPE_PRETOK_NS_PER_BYTE per byte. Normal pre-tokenizers need a small fraction of it (tens of ns
  * per byte); a limit hit is an error, never a silently different split. */
 #define SLM_TOK_DEFAULT_MAX_INPUT ((size_t)8 << 20) /* bytes (8 MiB) */
 #define SLM_BPE_PRETOK_BASE_MS 250

@@ -15,9 +15,8 @@
  *  - BOS/EOS: post_processor TemplateProcessing (a special token before or
  *    after $A), overridden by tokenizer_config.json beside the file
  *    (bos_token, eos_token, add_bos_token, add_eos_token).
- * Anything else is refused with a message naming it. cJSON's own allocator
- * holds the parsed document while loading; the tokenizer itself is built
- * with slm_malloc.
+ * Anything else is refused with a message naming it. The parsed document
+ * (cJSON, through slm_malloc: common/json.h) lives while loading only.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -406,23 +405,44 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
     return slm_bpe__finish(c->t, name, err);
 }
 
+/* cJSON reports an allocation failure as a syntax error. A failed parse is
+ * tried once more: a document that parses then is valid, and the first
+ * failure was memory (said so, not "invalid JSON"). *at: where a real syntax
+ * error is, -1 if unknown. */
+static cJSON *parse_json(const char *s, size_t n, int *oom, long *at) {
+    cJSON *r = cJSON_ParseWithLength(s, n);
+    *oom = 0;
+    *at = -1;
+    if (r) return r;
+    const char *e = cJSON_GetErrorPtr();
+    if (e && e >= s && e <= s + n) *at = (long)(e - s);
+    if ((r = cJSON_ParseWithLength(s, n))) {
+        cJSON_Delete(r);
+        *oom = 1;
+    }
+    return NULL;
+}
+
 slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len, const char *config_json,
                                     size_t config_len, const char *name, slm_err *err) {
     *out = NULL;
     if (!name) name = "tokenizer.json";
     slm_json_init_hooks();
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    int oom;
+    long at;
+    cJSON *root = parse_json(json, len, &oom, &at);
     if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= json && at <= json + len ? (long)(at - json) : -1;
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON (near byte %ld)", name, off);
+        if (oom) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing the JSON", name);
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON (near byte %ld)", name, at);
     }
     cJSON *cfg = NULL;
     if (config_json) {
-        cfg = cJSON_ParseWithLength(config_json, config_len);
+        cfg = parse_json(config_json, config_len, &oom, &at);
         if (!cfg) {
             cJSON_Delete(root);
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer_config.json is not valid JSON", name);
+            if (oom) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing tokenizer_config.json", name);
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer_config.json is not valid JSON (near byte %ld)", name,
+                            at);
         }
     }
     jctx c = {0};

@@ -141,8 +141,10 @@ slm_status slm_bpe__compile_regexes(slm_bpe *t, const char *name, slm_err *err) 
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(code, msg, sizeof msg);
             pcre2_compile_context_free(cc);
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: pre-tokenizer regex %d at offset %zu: %s", name,
-                            i, (size_t)eoff, (const char *)msg);
+            if (code == PCRE2_ERROR_HEAP_FAILED)
+                return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory compiling pre-tokenizer regex %d", name, i);
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: pre-tokenizer regex %d '%.64s' at offset %zu: %s", name, i,
+                            t->regex[i], (size_t)eoff, (const char *)msg);
         }
         (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* interpreter if no JIT */
     }
@@ -169,12 +171,12 @@ static int pieces_add(slm_bpe_pieces *p, int32_t s, int32_t e) {
  * A tokenizer.json brings its own regexes, and a client its text, so each
  * pcre2_match call runs under limits sized to the piece it splits (match
  * steps, backtracking depth, heap for backtracking frames; the JIT stack),
- * and the whole text under a time budget (bpe.h). Hitting any of them is an
- * error (SLM_TOK_EBUDGET): the split would otherwise silently differ. The
- * budget is time rather than a step count because PCRE2 reports no step
- * count: per-call limits stop exponential backtracking within one call, the
- * clock stops work spread over many calls (a lookahead that rescans the
- * rest of the text at every position). */
+ * and the whole text under a budget of CPU time (bpe.h). Hitting any of
+ * them is an error (SLM_TOK_EBUDGET): the split would otherwise silently
+ * differ. The budget is time rather than a step count because PCRE2
+ * reports no step count: per-call limits stop exponential backtracking
+ * within one call, the clock stops work spread over many calls (a
+ * lookahead that rescans the rest of the text at every position). */
 
 #define PRETOK_MATCH_BASE 100000u     /* match() calls of one pcre2_match, plus */
 #define PRETOK_MATCH_PER_BYTE 1000u   /* ... per byte of the piece */
@@ -187,9 +189,12 @@ static int pieces_add(slm_bpe_pieces *p, int32_t s, int32_t e) {
 #define PRETOK_JIT_STACK_MIN (64u << 10)
 #define PRETOK_JIT_STACK_MAX (64u << 20)
 
+/* CPU time of this thread (load on the machine does not eat the budget);
+ * the monotonic clock where that is missing. Not cheap (a system call on
+ * some hosts), so read every PRETOK_CLOCK_EVERY matches. */
 static uint64_t now_ns(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
@@ -198,19 +203,19 @@ void slm_bpe__budget_init(slm_bpe_budget *b, size_t n) {
     b->spent_ns = 0;
 }
 
-/* The clock of one pretokenize call: read every PRETOK_CLOCK_EVERY matches
- * of short pieces (each bounded by its match limit), at every match of a
- * long one (a match may scan all of it). */
-#define PRETOK_CLOCK_EVERY 16
-#define PRETOK_LONG_PIECE 4096
+/* The clock of one pretokenize call, read every PRETOK_CLOCK_EVERY
+ * matches: between two reads, each match is bounded by its match limit
+ * (exponential backtracking) or by the piece it scans (a rescanning
+ * lookahead), so the overshoot is a few such matches. */
+#define PRETOK_CLOCK_EVERY 32
 
 typedef struct clock_run {
     uint64_t start_ns, left_ns; /* this call's start, the budget left then */
     unsigned calls;
 } clock_run;
 
-static int over_budget(clock_run *c, size_t piece_len) {
-    if (piece_len < PRETOK_LONG_PIECE && ++c->calls % PRETOK_CLOCK_EVERY) return 0;
+static int over_budget(clock_run *c) {
+    if (++c->calls % PRETOK_CLOCK_EVERY) return 0;
     return now_ns() - c->start_ns > c->left_ns;
 }
 
@@ -264,7 +269,7 @@ static int split_pieces(const slm_bpe *t, int r, const char *text, const slm_bpe
             int rc = pcre2_match(t->re[r], subj, slen, pos, PCRE2_NO_UTF_CHECK, m->md, m->mc);
             if (rc == PCRE2_ERROR_NOMEMORY) return SLM_TOK_ENOMEM;
             if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) return SLM_TOK_EBUDGET; /* a limit */
-            if (over_budget(clk, slen)) return SLM_TOK_EBUDGET;
+            if (over_budget(clk)) return SLM_TOK_EBUDGET;
             if (rc < 0) break; /* no match: the rest is one piece */
             PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
             PCRE2_SIZE ms = ov[0], me = ov[1];
@@ -303,6 +308,7 @@ int slm_bpe__pretokenize(const slm_bpe *t, const char *text, int n, slm_bpe_piec
     matcher_free(&m);
     slm_xfree(nxt.a);
     b->spent_ns += now_ns() - clk.start_ns;
+    if (!rc && b->spent_ns > b->allowed_ns) rc = SLM_TOK_EBUDGET;
     if (rc) {
         slm_xfree(cur.a);
         return rc;

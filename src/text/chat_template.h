@@ -50,9 +50,14 @@ typedef struct slm_tmpl_vars {
     const char *date_string; /* if set: strftime_now returns this (tests) */
     uint64_t budget;         /* cost units; 0 = SLM_TMPL_BUDGET */
     unsigned time_limit_ms;  /* 0 = SLM_TMPL_TIME_MS */
-    /* if set, read during the render (from any thread): non-zero stops it
-     * with SLM_ERR_CAPACITY "template rendering cancelled" */
+    /* Cancellation, read during the render (every 65536 budget units): a
+     * non-zero flag, or cancel_fn(cancel_ud) returning non-zero, stops it with
+     * SLM_ERR_CAPACITY "template rendering cancelled" (a server whose client
+     * left). The flag may be set from any thread; cancel_fn runs on the
+     * rendering thread and may take a lock. */
     const _Atomic int *cancel;
+    int (*cancel_fn)(void *cancel_ud);
+    void *cancel_ud;
 } slm_tmpl_vars;
 
 /* Render messages. Returns a slm_malloc'd (slm_xfree) NUL-terminated string,

@@ -93,7 +93,8 @@ static val do_slice(R *r, const node *n, val o, val a, val b, val c) {
     size_t *cps = NULL;
     if (o.t == V_LIST) len = o.u.l->n;
     else if (o.t == V_STR) cps = cp_offsets(r, o.u.s, &len);
-    else jv_err(r, n, "slice of a value that is not a list or string");
+    else if (o.t == V_UNDEF) jv_err(r, n, "slice of an undefined value");
+    else return vundef(); /* as Jinja2: a failed subscript is undefined */
     int has_lo = a.t != V_UNDEF && a.t != V_NONE, has_hi = b.t != V_UNDEF && b.t != V_NONE;
     long long stp = c.t == V_UNDEF || c.t == V_NONE ? 1 : to_index(r, n, c);
     if (stp == 0) jv_err(r, n, "slice step cannot be zero");
@@ -131,7 +132,8 @@ vlist *je_iter(R *r, const node *n, val v) {
         }
         return l;
     }
-    if (v.t == V_UNDEF || v.t == V_NONE) jv_err(r, n, "cannot iterate over %s", v.t == V_NONE ? "none" : "an undefined value");
+    if (v.t == V_UNDEF) return jv_list(r, 1); /* Jinja2: an undefined iterates as empty */
+    if (v.t == V_NONE) jv_err(r, n, "cannot iterate over none");
     jv_err(r, n, "value is not iterable");
 }
 void je_args(R *r, const node *n, args *a) {
@@ -360,6 +362,17 @@ static val eval_bin(R *r, const node *n, val a, val b) {
         for (long long i = 0; i < k; i++) jv_sb_put(r, &sb, s.u.s.p, s.u.s.n);
         return jv_sb_val(r, &sb);
     }
+    if (op == '*' && ((a.t == V_LIST && b.t == V_INT) || (a.t == V_INT && b.t == V_LIST))) {
+        vlist *s = a.t == V_LIST ? a.u.l : b.u.l;
+        long long k = a.t == V_INT ? a.u.i : b.u.i;
+        uint64_t total = 0;
+        if (k > 0 && (!slm_mul_ok((uint64_t)k, (uint64_t)s->n, &total) || total > (1u << 24)))
+            jv_fail(r, n, SLM_ERR_CAPACITY, "list too long");
+        vlist *l = jv_list(r, (int)total);
+        for (long long i = 0; i < k && total; i++)
+            for (int j = 0; j < s->n; j++) jv_push(r, l, s->v[j]);
+        return (val){.t = V_LIST, .u.l = l};
+    }
     if (!is_num(a) || !is_num(b)) {
         if (a.t == V_UNDEF || b.t == V_UNDEF) jv_err(r, n, "arithmetic on an undefined value");
         jv_err(r, n, "unsupported operand types for '%c'", op < 256 ? op : '?');
@@ -431,6 +444,7 @@ val je_eval(R *r, const node *n) {
     case E_COND: res = jv_truthy(je_eval(r, n->b)) ? je_eval(r, n->a) : n->c ? je_eval(r, n->c) : vundef(); break;
     case E_LIST: {
         vlist *l = jv_list(r, n->n);
+        l->tuple = n->op == 1;
         for (int i = 0; i < n->n; i++) jv_push(r, l, je_eval(r, n->items[i]));
         res = (val){.t = V_LIST, .u.l = l};
         break;
@@ -468,6 +482,60 @@ static void set_var(R *r, const node *n, val v) {
     }
 }
 
+/* bind a loop item to the targets in frame f (reset first: each iteration
+ * starts with no variables of its own) */
+static void bind_targets(R *r, const node *n, frame *f, val it) {
+    f->n = 0;
+    if (n->n_names == 1) {
+        jv_fset(r, f, n->names[0], it);
+        return;
+    }
+    if (it.t != V_LIST || it.u.l->n != n->n_names) jv_err(r, n, "cannot unpack loop item");
+    for (int k = 0; k < n->n_names; k++) jv_fset(r, f, n->names[k], it.u.l->v[k]);
+}
+
+/* {% for names in a [if d] %} b {% else %} c {% endfor %}. One frame and one
+ * `loop` mapping serve every iteration (Jinja2 also keeps one loop object),
+ * so a long loop costs budget, not memory. */
+static void exec_for(R *r, const node *n) {
+    vlist *src = je_iter(r, n, je_eval(r, n->a));
+    frame *outer = r->top, *f = jv_frame(r, outer);
+    vlist *items = src;
+    if (n->d) { /* the loop filter runs before loop.* are computed */
+        items = jv_list(r, src->n);
+        for (int i = 0; i < src->n; i++) {
+            jv_charge(r, COST_ITEM);
+            bind_targets(r, n, f, src->v[i]);
+            r->top = f;
+            int keep = jv_truthy(je_eval(r, n->d));
+            r->top = outer;
+            if (keep) jv_push(r, items, src->v[i]);
+        }
+    }
+    int len = items->n;
+    vdict *lp = jv_dict(r, 10);
+    for (int i = 0; i < len; i++) {
+        jv_charge(r, COST_ITEM);
+        bind_targets(r, n, f, items->v[i]);
+        jv_dsetc(r, lp, "index", vint(i + 1));
+        jv_dsetc(r, lp, "index0", vint(i));
+        jv_dsetc(r, lp, "revindex", vint(len - i));
+        jv_dsetc(r, lp, "revindex0", vint(len - i - 1));
+        jv_dsetc(r, lp, "first", vbool(i == 0));
+        jv_dsetc(r, lp, "last", vbool(i == len - 1));
+        jv_dsetc(r, lp, "length", vint(len));
+        jv_dsetc(r, lp, "previtem", i > 0 ? items->v[i - 1] : vundef());
+        jv_dsetc(r, lp, "nextitem", i + 1 < len ? items->v[i + 1] : vundef());
+        jv_fset(r, f, "loop", (val){.t = V_DICT, .u.d = lp});
+        r->top = f;
+        je_exec_body(r, n->b);
+        r->top = outer;
+        if (r->ctl == 1) { r->ctl = 0; break; }
+        r->ctl = 0;
+    }
+    if (len == 0 && n->c) je_exec_body(r, n->c);
+}
+
 static void exec_stmt(R *r, const node *n) {
     const node *prev = r->cur;
     r->cur = n;
@@ -500,58 +568,7 @@ static void exec_stmt(R *r, const node *n) {
         if (c) je_exec_body(r, c);
         break;
     }
-    case S_FOR: {
-        vlist *src = je_iter(r, n, je_eval(r, n->a));
-        frame *outer = r->top;
-        /* bind the targets of one item in frame f */
-        vlist *items = src;
-        if (n->d) { /* the loop filter runs before loop.* are computed */
-            items = jv_list(r, src->n);
-            for (int i = 0; i < src->n; i++) {
-                jv_charge(r, COST_ITEM);
-                frame *f = jv_frame(r, outer);
-                r->top = f;
-                if (n->n_names == 1) jv_fset(r, f, n->names[0], src->v[i]);
-                else {
-                    val it = src->v[i];
-                    if (it.t != V_LIST || it.u.l->n != n->n_names) { r->top = outer; jv_err(r, n, "cannot unpack loop item"); }
-                    for (int k = 0; k < n->n_names; k++) jv_fset(r, f, n->names[k], it.u.l->v[k]);
-                }
-                int keep = jv_truthy(je_eval(r, n->d));
-                r->top = outer;
-                if (keep) jv_push(r, items, src->v[i]);
-            }
-        }
-        int len = items->n;
-        for (int i = 0; i < len; i++) {
-            jv_charge(r, COST_ITEM);
-            frame *f = jv_frame(r, outer);
-            val it = items->v[i];
-            if (n->n_names == 1) jv_fset(r, f, n->names[0], it);
-            else {
-                if (it.t != V_LIST || it.u.l->n != n->n_names) jv_err(r, n, "cannot unpack loop item");
-                for (int k = 0; k < n->n_names; k++) jv_fset(r, f, n->names[k], it.u.l->v[k]);
-            }
-            vdict *lp = jv_dict(r, 10);
-            jv_dsetc(r, lp, "index", vint(i + 1));
-            jv_dsetc(r, lp, "index0", vint(i));
-            jv_dsetc(r, lp, "revindex", vint(len - i));
-            jv_dsetc(r, lp, "revindex0", vint(len - i - 1));
-            jv_dsetc(r, lp, "first", vbool(i == 0));
-            jv_dsetc(r, lp, "last", vbool(i == len - 1));
-            jv_dsetc(r, lp, "length", vint(len));
-            if (i > 0) jv_dsetc(r, lp, "previtem", items->v[i - 1]);
-            if (i + 1 < len) jv_dsetc(r, lp, "nextitem", items->v[i + 1]);
-            jv_fset(r, f, "loop", (val){.t = V_DICT, .u.d = lp});
-            r->top = f;
-            je_exec_body(r, n->b);
-            r->top = outer;
-            if (r->ctl == 1) { r->ctl = 0; break; }
-            r->ctl = 0;
-        }
-        if (len == 0 && n->c) je_exec_body(r, n->c);
-        break;
-    }
+    case S_FOR: exec_for(r, n); break;
     case S_SET:
         if (n->a) {
             set_var(r, n, je_eval(r, n->a));
@@ -602,6 +619,9 @@ char *je_render(R *r) {
     jv_fset(r, r->root, "add_generation_prompt", vbool(vars && vars->add_generation_prompt));
     jv_fset(r, r->root, "bos_token", vstr_lit(vars && vars->bos_token ? vars->bos_token : ""));
     jv_fset(r, r->root, "eos_token", vstr_lit(vars && vars->eos_token ? vars->eos_token : ""));
+    /* as Hugging Face's apply_chat_template without tools or documents */
+    jv_fset(r, r->root, "tools", vnone());
+    jv_fset(r, r->root, "documents", vnone());
     je_exec_body(r, r->tm->body);
     char *out = r->out;
     r->out = NULL;

@@ -14,7 +14,7 @@ static const char *const known_filters[] = {
     "trim", "length", "count", "tojson", "join", "list", "selectattr", "rejectattr", "select", "reject",
     "map", "items", "string", "first", "last", "lower", "upper", "default", "d", "replace", "int", "float",
     "abs", "capitalize", "title", "safe", "reverse", "unique", "e", "escape", "indent", "sort", "dictsort",
-    "wordcount", "sum", "min", "max", "round", "center", "batch", NULL};
+    "sum", "min", "max", "round", "wordcount", "center", "batch", NULL}; /* the last three: parsed, fail when run */
 static const char *const known_tests[] = {
     "defined", "undefined", "none", "string", "number", "integer", "float", "mapping", "iterable", "sequence",
     "boolean", "true", "false", "odd", "even", "divisibleby", "equalto", "eq", "ne", "lt", "gt", "le", "ge",
@@ -34,11 +34,13 @@ int jf_test(R *r, const node *n, const char *t, val v, val *argv, int na) {
     if (!strcmp(t, "undefined")) return v.t == V_UNDEF;
     if (!strcmp(t, "none")) return v.t == V_NONE;
     if (!strcmp(t, "string")) return v.t == V_STR;
-    if (!strcmp(t, "number")) return v.t == V_INT || v.t == V_FLOAT;
+    if (!strcmp(t, "number")) return is_num(v); /* a bool is a number in Python; not an integer */
     if (!strcmp(t, "integer")) return v.t == V_INT;
     if (!strcmp(t, "float")) return v.t == V_FLOAT;
     if (!strcmp(t, "mapping")) return v.t == V_DICT;
-    if (!strcmp(t, "iterable") || !strcmp(t, "sequence")) return v.t == V_LIST || v.t == V_DICT || v.t == V_STR;
+    /* an undefined is iterable and a sequence in Jinja2 (it has __iter__ and __len__) */
+    if (!strcmp(t, "iterable") || !strcmp(t, "sequence"))
+        return v.t == V_LIST || v.t == V_DICT || v.t == V_STR || v.t == V_UNDEF;
     if (!strcmp(t, "boolean")) return v.t == V_BOOL;
     if (!strcmp(t, "true")) return v.t == V_BOOL && v.u.i;
     if (!strcmp(t, "false")) return v.t == V_BOOL && !v.u.i;
@@ -59,13 +61,16 @@ int jf_test(R *r, const node *n, const char *t, val v, val *argv, int na) {
     if (!strcmp(t, "ge")) return jv_compare(r, n, v, a0) >= 0;
     if (!strcmp(t, "in")) return jv_contains(r, n, a0, v);
     if (!strcmp(t, "lower") || !strcmp(t, "upper")) {
+        /* Python's islower / isupper: no cased letter of the other case, and at least one */
         if (v.t != V_STR) return 0;
         jv_charge(r, v.u.s.n);
+        int cased = 0;
         for (size_t i = 0; i < v.u.s.n; i++) {
             char c = v.u.s.p[i];
             if (t[0] == 'l' ? (c >= 'A' && c <= 'Z') : (c >= 'a' && c <= 'z')) return 0;
+            cased |= (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
         }
-        return 1;
+        return cased;
     }
     jv_err(r, n, "unsupported test '%s'", t);
 }
@@ -126,9 +131,7 @@ static val split_str(R *r, const node *n, val s, val sep, val maxsplit) {
             const char *q = p;
             if (left != 0) while (q < e && !is_ws(*q)) q++;
             else q = e;
-            const char *t = q;
-            if (q == e) while (t > p && is_ws(t[-1])) t--; /* the rest, right-stripped */
-            jv_push(r, l, jv_str(r, p, (size_t)(t - p)));
+            jv_push(r, l, jv_str(r, p, (size_t)(q - p))); /* the rest keeps trailing space */
             if (left > 0) left--;
             p = q;
             while (p < e && is_ws(*p)) p++;
@@ -149,16 +152,20 @@ static val split_str(R *r, const node *n, val s, val sep, val maxsplit) {
     return (val){.t = V_LIST, .u.l = l};
 }
 
-static val case_str(R *r, val s, int mode) { /* 0 lower 1 upper 2 capitalize 3 title */
+/* ASCII case mapping. mode 0 lower, 1 upper, 2 capitalize, 3 Python's
+ * str.title (a word starts after any non-letter), 4 Jinja2's title filter (a
+ * word starts after whitespace or one of -({[<) */
+static val case_str(R *r, val s, int mode) {
     val o = jv_str(r, s.u.s.p, s.u.s.n);
     char *p = (char *)o.u.s.p;
     int start = 1;
     for (size_t i = 0; i < o.u.s.n; i++) {
         char c = p[i];
-        int up = mode == 1 || ((mode == 2 && i == 0) || (mode == 3 && start));
+        int up = mode == 1 || ((mode == 2 && i == 0) || (mode >= 3 && start));
         if (up && c >= 'a' && c <= 'z') p[i] = (char)(c - 32);
         if (!up && c >= 'A' && c <= 'Z') p[i] = (char)(c + 32);
-        start = !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'));
+        if (mode == 4) start = is_ws(c) || (c && strchr("-({[<", c));
+        else start = !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'));
     }
     return o;
 }
@@ -177,11 +184,17 @@ val jf_method(R *r, const node *n, val o, const char *name, args *a) {
         if (!strcmp(name, "capitalize")) return case_str(r, o, 2);
         if (!strcmp(name, "title")) return case_str(r, o, 3);
         if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
-            if (a0.t != V_STR) jv_err(r, n, "%s() needs a string", name);
-            if (a0.u.s.n > o.u.s.n) return vbool(0);
-            jv_charge(r, a0.u.s.n);
-            const char *at = name[0] == 's' ? o.u.s.p : o.u.s.p + o.u.s.n - a0.u.s.n;
-            return vbool(!memcmp(at, a0.u.s.p, a0.u.s.n));
+            /* a string or a tuple (list) of strings */
+            int na = a0.t == V_LIST ? a0.u.l->n : 1;
+            for (int i = 0; i < na; i++) {
+                val x = a0.t == V_LIST ? a0.u.l->v[i] : a0;
+                if (x.t != V_STR) jv_err(r, n, "%s() needs a string", name);
+                if (x.u.s.n > o.u.s.n) continue;
+                jv_charge(r, x.u.s.n);
+                const char *at = name[0] == 's' ? o.u.s.p : o.u.s.p + o.u.s.n - x.u.s.n;
+                if (!memcmp(at, x.u.s.p, x.u.s.n)) return vbool(1);
+            }
+            return vbool(0);
         }
         if (!strcmp(name, "split")) return split_str(r, n, o, a0, a1);
 
@@ -194,6 +207,7 @@ val jf_method(R *r, const node *n, val o, const char *name, args *a) {
                 else if (name[0] == 'v') jv_push(r, l, o.u.d->v[i]);
                 else {
                     vlist *pr = jv_list(r, 2);
+                    pr->tuple = 1;
                     jv_push(r, pr, k);
                     jv_push(r, pr, o.u.d->v[i]);
                     jv_push(r, l, (val){.t = V_LIST, .u.l = pr});
@@ -340,7 +354,7 @@ FILTER(f_first) { /* first, last */
 FILTER(f_case) { /* lower, upper, capitalize, title */
     (void)n, (void)a;
     v = jv_to_str(r, v);
-    return case_str(r, v, f[0] == 'l' ? 0 : f[0] == 'u' ? 1 : f[0] == 'c' ? 2 : 3);
+    return case_str(r, v, f[0] == 'l' ? 0 : f[0] == 'u' ? 1 : f[0] == 'c' ? 2 : 4);
 }
 FILTER(f_default) {
     (void)r, (void)n, (void)f;
@@ -367,6 +381,7 @@ static long long float_to_int(R *r, const node *n, double f, int *ok) {
  * int(float(value)), else the default */
 FILTER(f_int) {
     (void)f;
+    if (v.t == V_UNDEF) jv_err(r, n, "int of an undefined value");
     val dflt = je_karg(a, "default", 0);
     if (dflt.t == V_UNDEF) dflt = vint(0);
     int ok;
@@ -403,7 +418,8 @@ FILTER(f_int) {
     return ok ? vint(x) : dflt;
 }
 FILTER(f_float) {
-    (void)r, (void)n, (void)f, (void)a;
+    (void)f, (void)a;
+    if (v.t == V_UNDEF) jv_err(r, n, "float of an undefined value");
     if (is_num(v)) return (val){.t = V_FLOAT, .u.f = num(v)};
     if (v.t == V_STR) {
         char buf[64];
@@ -484,6 +500,86 @@ FILTER(f_indent) {
     return jv_sb_val(r, &sb);
 }
 
+/* sorting: a stable merge sort; keys compared with jv_compare, strings
+ * without case unless case_sensitive (Jinja2's default) */
+typedef struct sortkey {
+    val key, item;
+} sortkey;
+
+static int key_cmp(R *r, const node *n, val a, val b, int case_sensitive) {
+    if (case_sensitive || a.t != V_STR || b.t != V_STR) return jv_compare(r, n, a, b);
+    size_t m = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+    jv_charge(r, m);
+    for (size_t i = 0; i < m; i++) {
+        int x = (unsigned char)a.u.s.p[i], y = (unsigned char)b.u.s.p[i];
+        if (x >= 'A' && x <= 'Z') x += 32;
+        if (y >= 'A' && y <= 'Z') y += 32;
+        if (x != y) return x < y ? -1 : 1;
+    }
+    return (a.u.s.n > b.u.s.n) - (a.u.s.n < b.u.s.n);
+}
+
+static void merge_sort(R *r, const node *n, sortkey *v, sortkey *tmp, int len, int cs, int rev) {
+    if (len < 2) return;
+    int h = len / 2;
+    merge_sort(r, n, v, tmp, h, cs, rev);
+    merge_sort(r, n, v + h, tmp, len - h, cs, rev);
+    int i = 0, j = h, k = 0;
+    while (i < h && j < len) {
+        jv_charge(r, COST_ITEM);
+        int c = key_cmp(r, n, v[j].key, v[i].key, cs);
+        if (rev ? c > 0 : c < 0) tmp[k++] = v[j++];
+        else tmp[k++] = v[i++];
+    }
+    while (i < h) tmp[k++] = v[i++];
+    while (j < len) tmp[k++] = v[j++];
+    memcpy(v, tmp, (size_t)len * sizeof *v);
+}
+
+/* sort items by key (-1: the item; 0/1: element of a pair; attr: an attribute) */
+static vlist *sort_items(R *r, const node *n, vlist *l, int elem, val attr, int cs, int rev) {
+    sortkey *v = jv_alloc(r, ((size_t)l->n + 1) * sizeof *v), *tmp = jv_alloc(r, ((size_t)l->n + 1) * sizeof *tmp);
+    for (int i = 0; i < l->n; i++) {
+        val it = l->v[i], k = it;
+        if (attr.t == V_STR) k = je_getattr(r, it, attr.u.s.p);
+        else if (elem >= 0 && it.t == V_LIST && it.u.l->n > elem) k = it.u.l->v[elem];
+        v[i] = (sortkey){k, it};
+    }
+    merge_sort(r, n, v, tmp, l->n, cs, rev);
+    vlist *o = jv_list(r, l->n);
+    for (int i = 0; i < l->n; i++) jv_push(r, o, v[i].item);
+    return o;
+}
+FILTER(f_sort) {
+    (void)f;
+    vlist *l = je_iter(r, n, v);
+    int rev = jv_truthy(je_karg(a, "reverse", 0)), cs = jv_truthy(je_karg(a, "case_sensitive", 1));
+    return (val){.t = V_LIST, .u.l = sort_items(r, n, l, -1, je_karg(a, "attribute", 2), cs, rev)};
+}
+FILTER(f_dictsort) {
+    (void)f;
+    if (v.t != V_DICT) jv_err(r, n, "dictsort needs a mapping");
+    args none = {0};
+    vlist *l = jf_method(r, n, v, "items", &none).u.l;
+    int cs = jv_truthy(je_karg(a, "case_sensitive", 0)), rev = jv_truthy(je_karg(a, "reverse", 2));
+    val by = je_karg(a, "by", 1);
+    int elem = by.t == V_STR && sseq(by.u.s, "value", 5) ? 1 : 0;
+    return (val){.t = V_LIST, .u.l = sort_items(r, n, l, elem, vundef(), cs, rev)};
+}
+FILTER(f_round) { /* round(precision=0, method='common'): a float, ties to even as Python */
+    (void)f;
+    if (!is_num(v)) jv_err(r, n, "round needs a number");
+    val pv = je_karg(a, "precision", 0), mv = je_karg(a, "method", 1);
+    long long p = pv.t == V_INT ? pv.u.i : 0;
+    if (p < 0 || p > 15) p = p < 0 ? 0 : 15;
+    double s = 1, x = num(v);
+    for (long long i = 0; i < p; i++) s *= 10;
+    if (mv.t == V_STR && sseq(mv.u.s, "floor", 5)) x = __builtin_floor(x * s) / s;
+    else if (mv.t == V_STR && sseq(mv.u.s, "ceil", 4)) x = __builtin_ceil(x * s) / s;
+    else x = __builtin_nearbyint(x * s) / s;
+    return (val){.t = V_FLOAT, .u.f = x};
+}
+
 static const struct {
     const char *name;
     val (*fn)(R *, const node *, const char *, val, args *);
@@ -495,6 +591,7 @@ static const struct {
     {"upper", f_case}, {"capitalize", f_case}, {"title", f_case}, {"default", f_default}, {"d", f_default},
     {"replace", f_replace}, {"int", f_int}, {"float", f_float}, {"abs", f_abs}, {"reverse", f_reverse},
     {"unique", f_unique}, {"sum", f_sum}, {"min", f_sum}, {"max", f_sum}, {"indent", f_indent},
+    {"sort", f_sort}, {"dictsort", f_dictsort}, {"round", f_round},
 };
 
 val jf_filter(R *r, const node *n, const char *f, val v, args *a) {

@@ -16,7 +16,6 @@
 #define SLM_JINJA_INTERNAL_H
 
 #include <setjmp.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -81,6 +80,7 @@ typedef struct val {
 struct vlist {
     int n, cap; /* elements */
     val *v;
+    int tuple; /* printed as a Python tuple: (a, b) */
 };
 struct vdict { /* insertion-ordered, linear lookup */
     int n, cap;
@@ -122,7 +122,7 @@ enum {
     S_TEXT, S_OUT, S_IF, S_BODY, S_FOR, S_SET, S_MACRO, S_BREAK, S_CONTINUE
 };
 
-/* One AST node; the meaning of a..d by kind:
+/* One AST node (E_LIST with op 1: a tuple); the meaning of a..d by kind:
  *   E_ATTR a.s   E_ITEM a[b]   E_SLICE a[b:c:d]   E_CALL a(items)   E_FILTER a|s(items)
  *   E_TEST a is [not] s(items)  E_BIN a op b   E_COND a if b else c   E_LIST / E_DICT items
  *   S_IF if a: b else c (c: S_IF for elif, or a body)   S_FOR names in a [if d]: b else c
@@ -149,6 +149,7 @@ typedef struct P {
     arena *ar;
     tok *t; /* slm_realloc'd token array */
     int nt, cap, pos, depth;
+    int in_if; /* inside {% if %} bodies: unknown filters / tests fail when run */
     jmp_buf jb;
     slm_err *err; /* may be NULL */
     const char *src;
@@ -181,6 +182,8 @@ typedef struct R {
     long long deadline_ms;            /* CLOCK_MONOTONIC */
     unsigned time_ms;
     const _Atomic int *cancel;
+    int (*cancel_fn)(void *);
+    void *cancel_ud;
     int depth;
     int ctl; /* 1 break, 2 continue */
     const slm_tmpl_vars *vars;

@@ -214,8 +214,25 @@ static int lex_tag(P *p, const char *src, size_t len, size_t *i, int *line, int 
 }
 
 void jx_lex(P *p, const char *src) {
+    /* as Jinja2: \r\n and \r become \n everywhere, then one trailing
+     * newline goes (keep_trailing_newline = False) */
     size_t len = strlen(src);
-    if (len && src[len - 1] == '\n') len--; /* keep_trailing_newline = False */
+    if (memchr(src, '\r', len)) {
+        char *c = jx_alloc(p, len + 1);
+        size_t m = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (src[i] == '\r') {
+                c[m++] = '\n';
+                if (i + 1 < len && src[i + 1] == '\n') i++;
+            } else {
+                c[m++] = src[i];
+            }
+        }
+        c[m] = 0;
+        src = c;
+        len = m;
+    }
+    if (len && src[len - 1] == '\n') len--;
     size_t i = 0;
     int line = 1, strip_next = 0, line_starting = 1;
     while (i <= len) {

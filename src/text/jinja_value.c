@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <time.h>
 
 #include "common/common.h"
@@ -74,6 +75,8 @@ void jv_budget_start(R *r, const slm_tmpl_vars *vars) {
     r->time_ms = vars && vars->time_limit_ms ? vars->time_limit_ms : SLM_TMPL_TIME_MS;
     r->deadline_ms = now_ms() + (long long)r->time_ms;
     r->cancel = vars ? vars->cancel : NULL;
+    r->cancel_fn = vars ? vars->cancel_fn : NULL;
+    r->cancel_ud = vars ? vars->cancel_ud : NULL;
     r->spent = 0;
     r->check_at = 0; /* the first charge checks the cancel flag */
 }
@@ -82,7 +85,7 @@ void jv_budget_check(R *r) {
     if (r->spent > r->budget)
         jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its budget of %llu operations",
                 (unsigned long long)r->budget);
-    if (r->cancel && atomic_load(r->cancel)) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
+    if ((r->cancel && atomic_load(r->cancel)) || (r->cancel_fn && r->cancel_fn(r->cancel_ud))) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
     if (now_ms() > r->deadline_ms)
         jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its time limit of %u ms", r->time_ms);
     r->check_at = r->spent + BUDGET_CHECK_EVERY;
@@ -113,6 +116,7 @@ val jv_str(R *r, const char *s, size_t n) {
 vlist *jv_list(R *r, int cap) {
     vlist *l = jv_alloc(r, sizeof *l);
     l->n = 0;
+    l->tuple = 0;
     l->cap = cap > 0 ? cap : 4;
     l->v = jv_alloc(r, (size_t)l->cap * sizeof(val));
     return l;
@@ -267,16 +271,34 @@ val jv_sb_val(R *r, sbuf *b) {
     return (val){.t = V_STR, .u.s = {b->p, b->n}};
 }
 
+/* Python's repr(float): the shortest digits that read back as f, fixed
+ * notation for exponents -4..15 (with ".0" on integral values), else d.ddde+XX */
 static void fmt_float(char *buf, size_t cap, double f) {
     if (f != f) { snprintf(buf, cap, "nan"); return; }
-    if (f > 1e308 || f < -1e308) { snprintf(buf, cap, f > 0 ? "inf" : "-inf"); return; }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, f);
-        if (strtod(buf, NULL) == f) break;
+    if (f > 1.7976931348623157e308 || f < -1.7976931348623157e308) { snprintf(buf, cap, f > 0 ? "inf" : "-inf"); return; }
+    char e[48], dg[24];
+    for (int prec = 0; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec, f);
+        if (strtod(e, NULL) == f) break;
     }
-    if (!strpbrk(buf, ".e")) {
-        size_t n = strlen(buf);
-        if (n + 3 <= cap) memcpy(buf + n, ".0", 3);
+    const char *p = e + (e[0] == '-');
+    size_t nd = 0;
+    for (; *p && *p != 'e'; p++)
+        if (*p != '.' && nd < sizeof dg - 1) dg[nd++] = *p;
+    dg[nd] = 0;
+    int x = atoi(p + 1), neg = e[0] == '-';
+    while (nd > 1 && dg[nd - 1] == '0') dg[--nd] = 0; /* %.*e pads no zeros, but be safe */
+    if (x < -4 || x >= 16) {
+        snprintf(buf, cap, "%s%c%s%s%se%c%02d", neg ? "-" : "", dg[0], nd > 1 ? "." : "", dg + 1, "",
+                 x < 0 ? '-' : '+', x < 0 ? -x : x);
+    } else if (x >= 0) {
+        size_t il = (size_t)x + 1;
+        if (nd <= il) snprintf(buf, cap, "%s%s%0*d.0", neg ? "-" : "", dg, (int)(il - nd), 0);
+        else snprintf(buf, cap, "%s%.*s.%s", neg ? "-" : "", (int)il, dg, dg + il);
+        if (nd <= il && il == nd) snprintf(buf, cap, "%s%s.0", neg ? "-" : "", dg);
+    } else {
+        snprintf(buf, cap, "%s0.%0*d%s", neg ? "-" : "", -x - 1, 0, dg);
+        if (x == -1) snprintf(buf, cap, "%s0.%s", neg ? "-" : "", dg);
     }
 }
 
@@ -295,22 +317,32 @@ void jv_str_of(R *r, sbuf *b, val v, int depth) {
 }
 static void repr(R *r, sbuf *b, val v, int depth) {
     if (depth > MAX_DEPTH) jv_err(r, NULL, "value nested too deeply");
-    if (v.t == V_STR) {
-        jv_sb_put(r, b, "'", 1);
-        for (size_t i = 0; i < v.u.s.n; i++) {
-            char c = v.u.s.p[i];
-            if (c == '\'' || c == '\\') { jv_sb_put(r, b, "\\", 1); jv_sb_put(r, b, &c, 1); }
+    if (v.t == V_STR) { /* as Python: '...' unless it holds ' and no " */
+        const char *p = v.u.s.p;
+        size_t n = v.u.s.n;
+        jv_charge(r, n);
+        char q = memchr(p, '\'', n) && !memchr(p, '"', n) ? '"' : '\'';
+        jv_sb_put(r, b, &q, 1);
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)p[i];
+            char esc[8];
+            if (c == q || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; jv_sb_put(r, b, esc, 2); }
             else if (c == '\n') jv_sb_puts(r, b, "\\n");
-            else jv_sb_put(r, b, &c, 1);
+            else if (c == '\r') jv_sb_puts(r, b, "\\r");
+            else if (c == '\t') jv_sb_puts(r, b, "\\t");
+            else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); jv_sb_puts(r, b, esc); }
+            else jv_sb_put(r, b, (const char *)&c, 1);
         }
-        jv_sb_put(r, b, "'", 1);
+        jv_sb_put(r, b, &q, 1);
     } else if (v.t == V_LIST) {
-        jv_sb_put(r, b, "[", 1);
+        int tup = v.u.l->tuple;
+        jv_sb_put(r, b, tup ? "(" : "[", 1);
         for (int i = 0; i < v.u.l->n; i++) {
             if (i) jv_sb_puts(r, b, ", ");
             repr(r, b, v.u.l->v[i], depth + 1);
         }
-        jv_sb_put(r, b, "]", 1);
+        if (tup && v.u.l->n == 1) jv_sb_put(r, b, ",", 1);
+        jv_sb_put(r, b, tup ? ")" : "]", 1);
     } else if (v.t == V_DICT) {
         jv_sb_put(r, b, "{", 1);
         for (int i = 0; i < v.u.d->n; i++) {
@@ -338,7 +370,8 @@ void jv_json(R *r, sbuf *b, val v, int indent, int level) {
     char buf[64];
     if (level > MAX_DEPTH) jv_err(r, NULL, "value nested too deeply");
     switch (v.t) {
-    case V_UNDEF: case V_NONE: jv_sb_puts(r, b, "null"); return;
+    case V_UNDEF: jv_err(r, NULL, "Object of type Undefined is not JSON serializable");
+    case V_NONE: jv_sb_puts(r, b, "null"); return;
     case V_BOOL: jv_sb_puts(r, b, v.u.i ? "true" : "false"); return;
     case V_INT: snprintf(buf, sizeof buf, "%lld", v.u.i); jv_sb_puts(r, b, buf); return;
     case V_FLOAT:
@@ -463,6 +496,6 @@ int jv_contains(R *r, const node *n, val hay, val x) {
         return 0;
     }
     if (hay.t == V_DICT) return x.t == V_STR && jv_dget(r, hay.u.d, x.u.s.p, x.u.s.n) != NULL;
-    if (hay.t == V_UNDEF) jv_err(r, n, "'in' on an undefined value");
+    if (hay.t == V_UNDEF) return 0; /* Jinja2: an undefined iterates as empty */
     jv_err(r, n, "'in' needs a string, list or mapping on the right");
 }
