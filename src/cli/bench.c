@@ -38,6 +38,8 @@
 #include "common/dtype.h"
 #include "device/device.h"
 #include "device/kernels.h"
+#include "blob/blob.h"
+#include "blob/format.h"
 #include "format/model.h"
 #include "staticlm.h"
 
@@ -149,31 +151,73 @@ typedef struct model_facts {
     char mix[160];                    /* every type: "q4_0 x154, q6_k x1, f32 x45" */
 } model_facts;
 
+/* One tensor into the totals (by_type, count: per dtype). */
+static void facts_add(model_facts *f, uint64_t *by_type, uint64_t *count, const char *name, uint32_t type,
+                      uint32_t n_dims, const int64_t *ne, uint64_t nbytes, int tied) {
+    uint64_t n = 1;
+    for (uint32_t d = 0; d < n_dims && d < 4; d++) n *= (uint64_t)ne[d];
+    f->params += n;
+    f->size += nbytes;
+    if (type < SLM_DTYPE_COUNT) {
+        count[type]++;
+        if (n_dims >= 2) by_type[type] += nbytes;
+    }
+    if (!strcmp(name, "token_embd.weight") && !tied && n_dims >= 2 && ne[1] > 0)
+        f->per_token += nbytes / (uint64_t)ne[1]; /* one row */
+    else
+        f->per_token += nbytes;
+}
+
+/* A blob's tensor table (docs/blob.md, .slm.tensors: 120-byte records, a
+ * repacked type is 0x80 | its base type). 0 when it does not open. */
+static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint64_t *count) {
+    slm_blob b;
+    slm_compiled c;
+    slm_tokenizer *tok = NULL;
+    slm_err err;
+    memset(&b, 0, sizeof b);
+    memset(&c, 0, sizeof c);
+    memset(&err, 0, sizeof err);
+    if (slm_blob_open(&b, path, 0, &c, &tok, &err)) return 0;
+    for (uint32_t i = 0; i < b.n_tensors; i++) {
+        const uint8_t *e = b.tensors + (size_t)i * BLOB_TENSOR_SIZE;
+        uint32_t type, n_dims;
+        int64_t ne[4];
+        uint64_t nbytes;
+        memcpy(&type, e + 64, 4);
+        memcpy(&n_dims, e + 68, 4);
+        memcpy(ne, e + 72, sizeof ne);
+        memcpy(&nbytes, e + 112, 8);
+        if (type & 0x80u) type &= 0x7fu;
+        facts_add(f, by_type, count, (const char *)e, type, n_dims, ne, nbytes, c.cfg.tied_embeddings);
+    }
+    slm_tok_free(tok);
+    slm_compiled_free(&c);
+    slm_blob_close(&b);
+    return 1;
+}
+
 static int model_facts_get(const char *path, model_facts *f) {
     memset(f, 0, sizeof *f);
-    slm_model_file m;
-    memset(&m, 0, sizeof m);
-    slm_err err;
-    memset(&err, 0, sizeof err);
-    if (slm_model_open(&m, path, &err)) {
-        slm_model_close(&m);
-        return 0;
-    }
     uint64_t by_type[SLM_DTYPE_COUNT] = {0}, count[SLM_DTYPE_COUNT] = {0};
-    for (int i = 0; i < m.n_tensors; i++) {
-        const slm_tensor *t = &m.tensors[i];
-        uint64_t n = 1;
-        for (uint32_t d = 0; d < t->n_dims && d < 4; d++) n *= (uint64_t)t->ne[d];
-        f->params += n;
-        f->size += t->nbytes;
-        if (t->type < SLM_DTYPE_COUNT) {
-            count[t->type]++;
-            if (t->n_dims >= 2) by_type[t->type] += t->nbytes;
+    if (slm_blob_is_elf(path)) {
+        if (!blob_facts(path, f, by_type, count)) return 0;
+    } else {
+        slm_model_file m;
+        memset(&m, 0, sizeof m);
+        slm_err err;
+        memset(&err, 0, sizeof err);
+        if (slm_model_open(&m, path, &err)) {
+            slm_model_close(&m);
+            return 0;
         }
-        if (!strcmp(t->name, "token_embd.weight") && !m.cfg.tied_embeddings && t->ne[1] > 0)
-            f->per_token += t->nbytes / (uint64_t)t->ne[1]; /* one row */
-        else
-            f->per_token += t->nbytes;
+        for (int i = 0; i < m.n_tensors; i++) {
+            const slm_tensor *t = &m.tensors[i];
+            int64_t ne[4] = {0};
+            for (uint32_t d = 0; d < t->n_dims && d < 4; d++) ne[d] = (int64_t)t->ne[d];
+            facts_add(f, by_type, count, t->name, t->type, t->n_dims, ne, t->nbytes, m.cfg.tied_embeddings);
+        }
+        slm_model_close(&m);
     }
     int best = 0;
     for (int t = 0; t < SLM_DTYPE_COUNT; t++)
@@ -188,7 +232,6 @@ static int model_facts_get(const char *path, model_facts *f) {
         if (count[t])
             o += snprintf(f->mix + o, sizeof f->mix - (size_t)o, "%s%s x%llu", o ? ", " : "",
                           slm_dtype_name((uint32_t)t), (unsigned long long)count[t]);
-    slm_model_close(&m);
     return 1;
 }
 

@@ -111,7 +111,8 @@ int slm_cli_bench_features(int argc, char **argv) {
                    "  decode step: smallest fitting generate variant vs the full-capacity program\n"
                    "  prefill of a --short token prompt (default 20): prefill variants vs one L-row program\n"
                    "  second request sharing a --prefix token prefix (default 400): time to first\n"
-                   "  token with and without the prefix cache\n");
+                   "  token with and without the prefix cache\n"
+                   "  -h, --help                this text\n");
             return 0;
         }
         if (!v) {

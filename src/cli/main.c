@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/cpu.h"
 #include "device/kernels.h"
 #include "staticlm.h"
 
@@ -33,9 +34,37 @@ static void usage_main(FILE *f) {
             "  serve     an OpenAI-compatible HTTP server (chat and text completions)\n"
             "\n"
             "  staticlm <command> --help   shows the options of a command\n"
-            "  staticlm --version          prints the version\n",
+            "  staticlm --version          prints the version, commit, kernel sets and CPU features\n",
             SLM_VERSION);
 }
+
+/* The options run and compile share: the programs' shapes, the runtime
+ * they are built for, the machine. */
+static const char k_program_help[] =
+    "      --max-prompt-len L    prefill program rows (default 1024)\n"
+    "      --min-response-len R  KV rows beyond the prompt (default 128); KV capacity\n"
+    "                            = L + R, clamped to the model's context length\n"
+    "  -t, --threads N           worker threads (default: one per CPU)\n"
+    "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+    "      --prefill-variants L  extra prefill programs, e.g. 16,64,256 (a short prompt\n"
+    "                            runs through the smallest that holds it)\n"
+    "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
+    "                            256,512 (decoding moves up without moving the KV; -v\n"
+    "                            says when)\n"
+    "      --tile-kb N           weight panel of one matrix task in KiB, the CPU's\n"
+    "                            scratchpad (default: an eighth of the L2 cache)\n"
+    "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
+    "                            prefill them in chunks)\n"
+    "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU) for later\n"
+    "                            requests of the same process (chat, serve, the library)\n"
+    "      --draft MODEL         speculative decoding with this draft model (greedy)\n"
+    "      --draft-tokenizer T   the draft's tokenizer.bin, if it is a llama2.c model\n"
+    "      --draft-n K           tokens the draft proposes per step (default 4)\n"
+    "      --lm-head-separate    run the vocabulary projection as its own program\n"
+    "      --lm-head-threads N   its thread count (default: the body's)\n"
+    "      --on-overflow P       error (default) | truncate: keep BOS and the newest half\n"
+    "                            of the context when the KV cache is full, and go on\n"
+    "  -v, --verbose             print model and program facts to stderr\n";
 
 static void usage_run(FILE *f) {
     fprintf(f,
@@ -54,33 +83,13 @@ static void usage_run(FILE *f) {
             "      --top-k K             keep the K most likely tokens; 0 = off (default 0)\n"
             "      --top-p P             nucleus sampling; 0 or 1 = off (default 0.9)\n"
             "      --seed S              sampling seed (default: time)\n"
-            "      --max-prompt-len L    prefill program rows (default 1024)\n"
-            "      --min-response-len R  KV rows beyond the prompt (default 128); KV capacity\n"
-            "                            = L + R, clamped to the model's context length\n"
             "      --ignore-eos          do not stop at end-of-sequence\n"
             "      --cache-dir DIR       compile MODEL once into a blob in DIR, map it on later\n"
             "                            runs (recompiled when the model, tokenizer or options\n"
             "                            change). MODEL may also be a blob (staticlm compile -o)\n"
-            "  -t, --threads N           worker threads (default: one per CPU)\n"
-            "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
-            "      --prefill-variants L  extra prefill programs, e.g. 16,64,256 (a short prompt\n"
-            "                            runs through the smallest that holds it)\n"
-            "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
-            "                            256,512 (decoding moves up without moving the KV)\n"
-            "      --tile-kb N           weight panel of one matrix task in KiB, the CPU's\n"
-            "                            scratchpad (default: an eighth of the L2 cache)\n"
-            "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
-            "                            prefill them in chunks)\n"
-            "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU)\n"
-            "      --draft MODEL         speculative decoding with this draft model (greedy)\n"
-            "      --draft-tokenizer T   the draft's tokenizer.bin, if it is a llama2.c model\n"
-            "      --draft-n K           tokens the draft proposes per step (default 4)\n"
-            "      --lm-head-separate    run the vocabulary projection as its own program\n"
-            "      --lm-head-threads N   its thread count (default: the body's)\n"
-            "      --on-overflow P       error (default) | truncate: keep BOS and the newest half\n"
-            "                            of the context when the KV cache is full, and go on\n"
-            "  -v, --verbose             print model and program facts to stderr\n"
-            "  -h, --help                this text\n");
+            "%s"
+            "  -h, --help                this text\n",
+            k_program_help);
 }
 
 static void usage_compile(FILE *f) {
@@ -91,23 +100,17 @@ static void usage_compile(FILE *f) {
             "\n"
             "  -m, --model PATH          model file (.bin or .gguf)\n"
             "  -z, --tokenizer PATH      llama2.c tokenizer.bin\n"
-            "      --max-prompt-len L    prefill rows (default 1024)\n"
-            "      --min-response-len R  extra KV rows (default 128)\n"
             "      --dump-ir             the stateful graph (ReadValue/Assign)\n"
             "      --dump-lowered        each program's graph after the passes\n"
             "      --dump-tasks          each program's task list with barriers\n"
             "      --dump-io             each program's inputs and outputs\n"
-            "      --prefill-variants L, --generate-variants L, --lm-head-separate, --draft M\n"
-            "      [--draft-n K]         shape the programs as for run (see staticlm run --help)\n"
             "  -o, --output FILE         write the compiled programs, weights and tokenizer\n"
             "                            as an ELF blob (run -m FILE loads it; docs/blob.md)\n"
-            "  -h, --help                this text\n");
+            "The programs are shaped as for run:\n"
+            "%s"
+            "  -h, --help                this text\n",
+            k_program_help);
 }
-
-
-
-
-
 
 /* "16,64,256" into up to 7 positive integers (the rest 0). */
 static int parse_list(const char *s, const char *opt, int out[8]) {
@@ -314,7 +317,9 @@ static int cmd_inspect(int argc, char **argv) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: staticlm inspect BLOB [--verify]\n\n"
                    "Validates BLOB and prints its programs with their I/O, task counts by kind,\n"
-                   "memory needs and identity record. --verify also hashes the weights.\n");
+                   "memory needs and identity record.\n\n"
+                   "      --verify              also hash the weights and compare with the record\n"
+                   "  -h, --help                this text\n");
             return 0;
         }
         if (!strcmp(argv[i], "--verify")) verify = 1;
@@ -380,7 +385,8 @@ static int cmd_bench_startup(int argc, char **argv) {
                    "Time to first token (load + prefill of PROMPT + first sample), best of REPS\n"
                    "(default 3) warm starts each: from the source model (compile), and from the\n"
                    "blob cached in DIR (identity hash + map + validate). The first cache start,\n"
-                   "which compiles and writes the blob, is timed once.\n");
+                   "which compiles and writes the blob, is timed once.\n"
+                   "  -h, --help                this text\n");
             return 0;
         }
         if (!v) { fprintf(stderr, "staticlm: %s needs a value\n", o); return 2; }
@@ -439,6 +445,24 @@ static int cmd_bench_startup(int argc, char **argv) {
     return 0;
 }
 
+#ifndef SLM_GIT_COMMIT
+#define SLM_GIT_COMMIT "unknown"
+#endif
+
+/* The version, the commit it was configured from, the kernel sets compiled
+ * in and the CPU features found (those the sets need). */
+static void print_version(void) {
+    char sets[64];
+    slm_kernels_compiled(sets, sizeof sets);
+    const slm_cpu *c = slm_cpu_features();
+    printf("staticlm %s (commit %s)\n", SLM_VERSION, SLM_GIT_COMMIT);
+    printf("kernels: %s compiled in; %s in use on this CPU\n", sets, slm_kernels_active()->name);
+    printf("cpu: avx2 %s, fma %s, f16c %s, avx512f %s, avx512bw %s, avx512vl %s, avx512dq %s, avx512vnni %s\n",
+           c->avx2 ? "yes" : "no", c->fma ? "yes" : "no", c->f16c ? "yes" : "no", c->avx512f ? "yes" : "no",
+           c->avx512bw ? "yes" : "no", c->avx512vl ? "yes" : "no", c->avx512dq ? "yes" : "no",
+           c->avx512vnni ? "yes" : "no");
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage_main(stderr);
@@ -449,8 +473,8 @@ int main(int argc, char **argv) {
         usage_main(stdout);
         return 0;
     }
-    if (!strcmp(cmd, "--version")) {
-        printf("staticlm %s\n", SLM_VERSION);
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        print_version();
         return 0;
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);

@@ -2,6 +2,7 @@
  * forced by name for tests and benchmarks). Depends on the sets, never the
  * other way round. */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/cpu.h"
@@ -43,6 +44,11 @@ int slm_kernels_select(const char *name) {
     if (!k) return 0;
     atomic_store(&g_active, k);
     return 1;
+}
+
+void slm_kernels_compiled(char *buf, size_t cap) {
+    if (!buf || !cap) return;
+    snprintf(buf, cap, "scalar%s%s", slm_kernels_avx2() ? " avx2" : "", slm_kernels_avx512() ? " avx512" : "");
 }
 
 const slm_kernel_set *slm_kernels_active(void) {

@@ -62,6 +62,9 @@ const slm_kernel_set *slm_kernels_ref(void);
 const slm_kernel_set *slm_kernels_best(void);
 int slm_kernels_select(const char *name);
 const slm_kernel_set *slm_kernels_active(void);
+/* The sets compiled into this build, whether or not this CPU runs them
+ * ("scalar avx2 avx512"), into buf. */
+void slm_kernels_compiled(char *buf, size_t cap);
 /* The reference set's float-activation dot product for wtype; NULL if unsupported. */
 slm_dot_fn slm_dot_ref_for(uint32_t wtype);
 /* A float-activation dot product for wtype (any supported type; the scalar

@@ -1,0 +1,189 @@
+/* The staticlm command as a new user meets it: every option a command's
+ * parser accepts is in its --help, --version says what was built, bench
+ * reads a blob's size and parameter count. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "t.h"
+
+static char g_tmp[256];
+
+static int run_cmd(char *const argv[], char **out, char **errs) {
+    char of[300], ef[300];
+    snprintf(of, sizeof of, "%s/cmd.out", g_tmp);
+    snprintf(ef, sizeof ef, "%s/cmd.err", g_tmp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(of, "w", stdout) || !freopen(ef, "w", stderr)) _exit(127);
+        execv(SLM_CLI_PATH, argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (out) *out = t_read_file(of, NULL);
+    if (errs) *errs = t_read_file(ef, NULL);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
+/* ---- --help lists every option the parser accepts ------------------------ */
+
+/* 1 when opt appears in text as a whole word (not as the start of a longer
+ * option: "--draft" inside "--draft-n" does not count). */
+static int has_word(const char *text, const char *opt) {
+    size_t n = strlen(opt);
+    for (const char *p = strstr(text, opt); p; p = strstr(p + 1, opt)) {
+        char before = p == text ? ' ' : p[-1], after = p[n];
+        int wb = !(before == '-' || (before >= 'a' && before <= 'z'));
+        int wa = !(after == '-' || after == '_' || (after >= 'a' && after <= 'z') || (after >= '0' && after <= '9'));
+        if (wb && wa) return 1;
+    }
+    return 0;
+}
+
+/* The option literals compared with strcmp in the body of the function
+ * whose definition starts with sig in a src/cli file: "-x" / "--xyz" after
+ * `strcmp(NAME, `. skip_guard: lines holding it are skipped (the shared
+ * run/compile parser guards per-command options with is_compile). Returns
+ * the number found; calls check(opt) on each. */
+static int for_each_option(const char *file, const char *sig, const char *skip_guard, const char *help,
+                           const char *cmd) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/../src/cli/%s", SLM_TESTS_DIR, file);
+    char *src = t_read_file(path, NULL);
+    CHECKF(src != NULL, "%s", path);
+    if (!src) return 0;
+    char *body = strstr(src, sig);
+    CHECKF(body != NULL, "%s: no '%s'", file, sig);
+    if (!body) { free(src); return 0; }
+    char *end = strstr(body, "\n}\n");
+    if (end) *end = 0;
+    int found = 0;
+    for (char *p = strstr(body, "strcmp("); p; p = strstr(p + 1, "strcmp(")) {
+        char *comma = strchr(p, ',');
+        if (!comma || comma - p > 24 || comma[1] != ' ' || comma[2] != '"' || comma[3] != '-') continue;
+        char *q = comma + 3, *qe = strchr(q, '"');
+        if (!qe || qe - q > 40) continue;
+        char *ls = p;
+        while (ls > body && ls[-1] != '\n') ls--;
+        char *le = strchr(p, '\n');
+        if (skip_guard) {
+            size_t gl = strlen(skip_guard);
+            int guarded = 0;
+            for (char *g = ls; g && g + gl <= (le ? le : g + gl); g++)
+                if (!strncmp(g, skip_guard, gl) && (g == ls || g[-1] != '!')) { guarded = 1; break; }
+            if (guarded) continue;
+        }
+        char opt[48];
+        snprintf(opt, sizeof opt, "%.*s", (int)(qe - q), q);
+        found++;
+        CHECKF(has_word(help, opt), "staticlm %s --help does not mention %s (accepted in %s)", cmd, opt, file);
+    }
+    free(src);
+    return found;
+}
+
+static char *help_of(const char *cmd) {
+    char *argv[] = {"staticlm", (char *)cmd, "--help", NULL};
+    char *out = NULL;
+    int rc = run_cmd(argv, &out, NULL);
+    CHECKF(rc == 0 && out && out[0], "staticlm %s --help: rc %d", cmd, rc);
+    return out ? out : calloc(1, 1);
+}
+
+static void test_help_lists_every_option(void) {
+    static const struct { const char *cmd, *file, *sig, *skip; int min; } c[] = {
+        {"run", "main.c", "static int parse_args(", "is_compile &&", 25},
+        {"compile", "main.c", "static int parse_args(", "!is_compile &&", 20},
+        {"inspect", "main.c", "static int cmd_inspect(", NULL, 2},
+        {"bench-startup", "main.c", "static int cmd_bench_startup(", NULL, 8},
+        {"convert", "convert.c", "int slm_cli_convert(", NULL, 2},
+        {"synth", "synth.c", "static int parse_args(", NULL, 8},
+        {"tokenize", "tokenize.c", "int slm_cli_tokenize(", NULL, 3},
+        {"bench", "bench.c", "static int parse_args(", NULL, 8},
+        {"bench-features", "bench_features.c", "int slm_cli_bench_features(", NULL, 8},
+        {"chat", "chat.c", "int slm_cli_chat(", NULL, 5},
+        {"chat", "chat.c", "int slm_cli_common_opt(", NULL, 12},
+#ifdef SLM_HAVE_SERVE
+        {"serve", "serve.c", "slm_server_cfg_init(&cfg);", NULL, 9},
+        {"serve", "chat.c", "int slm_cli_common_opt(", NULL, 12},
+#endif
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char *help = help_of(c[i].cmd);
+        int n = for_each_option(c[i].file, c[i].sig, c[i].skip, help, c[i].cmd);
+        /* the extraction itself must see the parser (not pass on nothing) */
+        CHECKF(n >= c[i].min, "%s: %d options found in %s, expected at least %d", c[i].cmd, n, c[i].sig, c[i].min);
+        free(help);
+    }
+    /* the extraction catches a missing option */
+    CHECK(!has_word("  --draft-n K\n", "--draft"));
+    CHECK(has_word("  --draft MODEL\n", "--draft"));
+}
+
+/* ---- --version -------------------------------------------------------------- */
+
+static void test_version(void) {
+    char *argv[] = {"staticlm", "--version", NULL};
+    char *out = NULL;
+    CHECK(run_cmd(argv, &out, NULL) == 0);
+    CHECKF(out && !strncmp(out, "staticlm ", 9), "%s", out ? out : "(none)");
+    CHECKF(out && strstr(out, "commit "), "%s", out ? out : "(none)");
+    CHECKF(out && strstr(out, "kernels: ") && strstr(out, "scalar"), "%s", out ? out : "(none)");
+    CHECKF(out && strstr(out, "cpu: "), "%s", out ? out : "(none)");
+#ifdef SLM_GIT_COMMIT
+    CHECKF(out && strstr(out, SLM_GIT_COMMIT), "%s (expected %s)", out ? out : "(none)", SLM_GIT_COMMIT);
+#endif
+    free(out);
+}
+
+/* ---- bench on a blob ----------------------------------------------------------- */
+
+/* The "| NAME TYPE | SIZE MiB | PARAMS M |" of bench's first table row. */
+static int bench_row(const char *model, char *row, size_t cap) {
+    char *argv[] = {"staticlm", "bench", "-m", (char *)model, "-z", T_SHARED("models/tok512.bin"), "-p", "4",
+                    "-n", "2", "-r", "1", "--bw-mib", "0", "--no-profile", "-t", "1", NULL};
+    char *out = NULL;
+    int rc = run_cmd(argv, &out, NULL);
+    const char *p = out ? strstr(out, "MiB |") : NULL;
+    if (rc || !p) {
+        fprintf(stderr, "bench %s: rc %d\n%s\n", model, rc, out ? out : "");
+        free(out);
+        return 0;
+    }
+    const char *s = p;
+    while (s > out && s[-1] != '\n') s--;
+    s = strchr(s + 1, '|'); /* after the name */
+    const char *e = strstr(p + 5, "|");
+    snprintf(row, cap, "%.*s", s && e && e > s ? (int)(e - s) : 0, s ? s : "");
+    free(out);
+    return 1;
+}
+
+static void test_bench_blob_size(void) {
+    char blob[300];
+    snprintf(blob, sizeof blob, "%s/s.blob", g_tmp);
+    char *argv[] = {"staticlm", "compile", "-m", T_SHARED("models/stories260K.bin"), "-z", T_SHARED("models/tok512.bin"),
+                    "-o", blob, NULL};
+    CHECK(run_cmd(argv, NULL, NULL) == 0);
+    char a[128] = "", b[128] = "";
+    CHECK(bench_row(T_SHARED("models/stories260K.bin"), a, sizeof a));
+    CHECK(bench_row(blob, b, sizeof b));
+    CHECKF(a[0] && !strcmp(a, b), "source '%s' vs blob '%s'", a, b);
+    CHECKF(!strstr(b, "0.00 MiB") && !strstr(b, "0.00 M"), "%s", b);
+}
+
+int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_cli.XXXXXX");
+    if (!mkdtemp(g_tmp)) return 1;
+    T_RUN(test_help_lists_every_option);
+    T_RUN(test_version);
+    T_RUN(test_bench_blob_size);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+    if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);
+    T_DONE();
+}
