@@ -203,6 +203,16 @@ SLM_API slm_status slm_generate(slm_engine *e, const char *prompt, int n_generat
                                 const slm_sampling *s, int ignore_eos,
                                 slm_piece_cb cb, void *ud, slm_gen_stats *stats);
 
+/* Which generate variant decoding runs on (--generate-variants): the KV
+ * capacity of the one in use (0 before the first decode step), and the
+ * last move to a larger one since the last reset: at `at` stored tokens,
+ * from capacity `from` to `to`; `switches` counts the moves. The runtime
+ * records them and prints nothing; a caller may poll between pieces. */
+typedef struct slm_variant_state {
+    int current, switches, at, from, to;
+} slm_variant_state;
+SLM_API void slm_variant_get(const slm_engine *e, slm_variant_state *out);
+
 /* ---- compiler introspection ------------------------------------------- */
 
 /* Write a readable dump of a compilation stage to a stream (FILE *):

@@ -176,12 +176,38 @@ static void test_bench_blob_size(void) {
     CHECKF(!strstr(b, "0.00 MiB") && !strstr(b, "0.00 M"), "%s", b);
 }
 
+/* ---- -v says when decoding moves to a larger generate variant ------------ */
+
+static void test_variant_notes(void) {
+    char *argv[] = {"staticlm", "run", "-m", T_SHARED("models/stories260K.bin"), "-z", T_SHARED("models/tok512.bin"),
+                    "--max-prompt-len", "200", "--min-response-len", "20", "--generate-variants", "32,64,128",
+                    "-n", "200", "--temp", "0", "--ignore-eos", "-p", "Once upon", "-t", "1", "-v", NULL};
+    char *out = NULL, *err = NULL;
+    CHECK(run_cmd(argv, &out, &err) == 0);
+    /* "Once upon" is 3 tokens with BOS: 3 + 20 rows fit the 32-row variant */
+    CHECKF(err && strstr(err, "[generate variant: decoding on capacity 32 of 220]"), "%s", err ? err : "");
+    CHECKF(err && strstr(err, "[generate variant: KV full at 32 stored tokens, moved from capacity 32 to 64]"), "%s",
+           err ? err : "");
+    CHECKF(err && strstr(err, "moved from capacity 64 to 128]"), "%s", err ? err : "");
+    CHECKF(err && strstr(err, "[generate variant: KV full at 128 stored tokens, moved from capacity 128 to 220]"),
+           "%s", err ? err : "");
+    free(out);
+    free(err);
+    /* without -v: no note */
+    argv[sizeof argv / sizeof argv[0] - 2] = NULL;
+    CHECK(run_cmd(argv, &out, &err) == 0);
+    CHECKF(err && !strstr(err, "generate variant"), "%s", err ? err : "");
+    free(out);
+    free(err);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_cli.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
     T_RUN(test_help_lists_every_option);
     T_RUN(test_version);
     T_RUN(test_bench_blob_size);
+    T_RUN(test_variant_notes);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);

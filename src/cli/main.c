@@ -226,14 +226,38 @@ static slm_engine *load_engine(run_args *a) {
     return e;
 }
 
+/* What run's piece callback needs: under -v, the generate variant notes. */
+typedef struct run_out {
+    slm_engine *e;
+    int verbose, kv_capacity;
+    slm_variant_state seen;
+} run_out;
+
+/* Under -v: which generate variant decoding starts on, and each move to a
+ * larger one (the runtime records them; printed between pieces). */
+static void variant_notes(run_out *o) {
+    if (!o || !o->verbose || !o->e) return;
+    slm_variant_state v;
+    slm_variant_get(o->e, &v);
+    if (v.switches > o->seen.switches) {
+        fflush(stdout);
+        fprintf(stderr, "\n[generate variant: KV full at %d stored tokens, moved from capacity %d to %d]\n", v.at,
+                v.from, v.to);
+    } else if (v.current && v.current != o->seen.current && v.current < o->kv_capacity) {
+        fflush(stdout);
+        fprintf(stderr, "\n[generate variant: decoding on capacity %d of %d]\n", v.current, o->kv_capacity);
+    }
+    o->seen = v;
+}
+
 static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
-    (void)ud;
     (void)id;
     if (is_prompt == 2) { /* a note from the runtime (overflow policy) */
         fflush(stdout);
         fprintf(stderr, "\n%s\n", piece);
         return 0;
     }
+    if (!is_prompt) variant_notes(ud);
     if (slm_piece_printable(piece)) {
         fputs(piece, stdout);
         fflush(stdout);
@@ -257,7 +281,15 @@ static int cmd_run(int argc, char **argv) {
     slm_engine *e = load_engine(&a);
     if (!e) return 1;
     slm_gen_stats st;
-    slm_status s = slm_generate(e, a.prompt, a.n, &a.samp, a.ignore_eos, print_piece, NULL, &st);
+    run_out out;
+    memset(&out, 0, sizeof out);
+    out.e = e;
+    out.verbose = a.verbose;
+    slm_info in;
+    slm_get_info(e, &in);
+    out.kv_capacity = in.kv_capacity;
+    slm_status s = slm_generate(e, a.prompt, a.n, &a.samp, a.ignore_eos, print_piece, &out, &st);
+    variant_notes(&out);
     printf("\n");
     fflush(stdout);
     int rc = 0;

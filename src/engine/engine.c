@@ -686,3 +686,13 @@ slm_status slm_dump(slm_engine *e, const char *what, void *file) {
     }
     return SLM_OK;
 }
+
+void slm_variant_get(const slm_engine *e, slm_variant_state *out) {
+    memset(out, 0, sizeof *out);
+    if (!e || !e->loaded) return;
+    out->current = e->rt.gen ? e->rt.gen->kv_capacity : 0;
+    out->switches = e->rt.variant_switches;
+    out->at = e->rt.switch_at;
+    out->from = e->rt.switch_from;
+    out->to = e->rt.switch_to;
+}

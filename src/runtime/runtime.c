@@ -123,6 +123,7 @@ void slm_rt_reset(slm_runtime *rt) {
     rt->num_stored = 0;
     rt->gen = NULL;
     rt->variant_switches = 0;
+    rt->switch_at = rt->switch_from = rt->switch_to = 0;
     rt->chunks = 0;
     rt->head_runs = 0;
 }
@@ -261,8 +262,12 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
         int want = w + rt->comp->opt.min_response_len;
         rt->gen = slm_pick_generate(rt->comp, want < rt->cap ? want : rt->cap);
     } else if (rt->gen->kv_capacity < w + 1) {
+        const int from = rt->gen->kv_capacity;
         rt->gen = slm_pick_generate(rt->comp, w + 1); /* a larger view of the same KV */
         rt->variant_switches++;
+        rt->switch_at = w;
+        rt->switch_from = from;
+        rt->switch_to = rt->gen ? rt->gen->kv_capacity : 0;
     }
     slm_program *p = rt->gen;
     if (!p || p->kv_capacity < w + 1) return slm_errf(err, SLM_ERR_INTERNAL, "no generate variant for %d rows", w + 1);

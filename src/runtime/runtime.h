@@ -36,6 +36,7 @@ typedef struct slm_runtime {
     slm_exec *exec;         /* [n_progs] each program bound to these buffers */
     slm_program *gen;       /* the generate variant in use */
     int variant_switches;   /* generate variant changes since reset */
+    int switch_at, switch_from, switch_to; /* the last: stored rows, capacities */
     int chunking;           /* 1: prompts longer than the largest prefill run in chunks */
     int chunks;             /* prefill program calls since reset */
     slm_pool *pool;         /* worker threads */
