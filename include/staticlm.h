@@ -86,6 +86,9 @@ typedef struct slm_options {
     int tile_kb;                /* weight panel of one matrix task, KiB (0 = L2 / 8) */
     size_t max_prompt_bytes;    /* longest prompt text the tokenizer accepts, bytes (0 = 8 MiB);
                                    a longer one is refused with SLM_ERR_CAPACITY before any work */
+    int verify_cache;           /* cache mode: hash the model and tokenizer files whole even
+                                   when their quick identity (size, times, inode, sampled
+                                   pages) matches a remembered hash (docs/blob.md) */
 } slm_options;
 
 /* What generation does when the KV cache is full. */

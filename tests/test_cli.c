@@ -6,8 +6,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <dirent.h>
 #include <unistd.h>
 
+#include "staticlm.h"
 #include "t.h"
 
 static char g_tmp[256];
@@ -201,6 +203,74 @@ static void test_variant_notes(void) {
     free(err);
 }
 
+/* ---- cache mode: the model's hash is remembered by its quick identity ---- */
+
+/* Load in cache mode; the engine's cache note into note. */
+static int cache_load(const char *dir, int verify, char *note, size_t cap) {
+    slm_options o = slm_default_options();
+    o.tokenizer_path = T_SHARED("models/tok512.bin");
+    o.cache_dir = dir;
+    o.verify_cache = verify;
+    o.n_threads = 1;
+    slm_engine *e = NULL;
+    slm_status s = slm_load(&e, T_SHARED("models/stories260K.bin"), &o);
+    snprintf(note, cap, "%s", s ? slm_last_error(e) : slm_cache_note(e));
+    slm_free(e);
+    return s == SLM_OK;
+}
+
+/* The memo record (".slmhash.*") in dir whose size field is bytes. */
+static int find_record(const char *dir, unsigned long long bytes, char *path, size_t cap, char *text, size_t tcap) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *de;
+    while (!found && (de = readdir(d))) {
+        if (strncmp(de->d_name, ".slmhash.", 9)) continue;
+        snprintf(path, cap, "%s/%s", dir, de->d_name);
+        char *t = t_read_file(path, NULL);
+        unsigned long long h, b;
+        if (t && sscanf(t, "slmhash 1 %llx %llu", &h, &b) == 2 && b == bytes) {
+            snprintf(text, tcap, "%s", t);
+            found = 1;
+        }
+        free(t);
+    }
+    closedir(d);
+    return found;
+}
+
+static void test_cache_hash_memo(void) {
+    char dir[300], note[2400], first[2400], rec[600], good[128], tampered[128];
+    snprintf(dir, sizeof dir, "%s/cache", g_tmp);
+    struct stat st;
+    CHECK(stat(T_SHARED("models/stories260K.bin"), &st) == 0);
+    CHECK(cache_load(dir, 0, note, sizeof note));
+    CHECKF(strstr(note, "compiling into"), "%s", note);
+    /* the shared model has not changed in the last seconds: its hash is kept */
+    CHECK(find_record(dir, (unsigned long long)st.st_size, rec, sizeof rec, good, sizeof good));
+    CHECK(cache_load(dir, 0, first, sizeof first));
+    CHECKF(strstr(first, "loaded cached blob"), "%s", first);
+    /* a record saying another hash is believed: the identity changes, so the
+     * start compiles anew (proof that the model was not rehashed) */
+    unsigned long long h = 0, b = 0;
+    CHECK(sscanf(good, "slmhash 1 %llx %llu", &h, &b) == 2);
+    snprintf(tampered, sizeof tampered, "slmhash 1 %016llx %llu\n", h ^ 1ull, b);
+    CHECK(t_write_file(rec, tampered, strlen(tampered)));
+    CHECK(cache_load(dir, 0, note, sizeof note));
+    CHECKF(strstr(note, "no cached blob") && strstr(note, "compiling into"), "%s", note);
+    /* --verify-cache rehashes: the first blob again, and the record repaired */
+    CHECK(cache_load(dir, 1, note, sizeof note));
+    CHECKF(!strcmp(note, first), "%s vs %s", note, first);
+    char *now = t_read_file(rec, NULL);
+    CHECKF(now && !strcmp(now, good), "%s vs %s", now ? now : "(none)", good);
+    free(now);
+    /* a damaged record is ignored (the model is hashed) */
+    CHECK(t_write_file(rec, "slmhash 1 zz\n", 13));
+    CHECK(cache_load(dir, 0, note, sizeof note));
+    CHECKF(!strcmp(note, first), "%s vs %s", note, first);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_cli.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -208,6 +278,7 @@ int main(void) {
     T_RUN(test_version);
     T_RUN(test_bench_blob_size);
     T_RUN(test_variant_notes);
+    T_RUN(test_cache_hash_memo);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);

@@ -44,6 +44,17 @@ uint64_t slm_hash_final(const slm_hash *h);
 uint64_t slm_hash64(const void *data, size_t n, uint64_t seed);
 /* Hash a whole file by reading it (no mapping); *bytes = its size. */
 slm_status slm_hash_file(const char *path, uint64_t *hash, uint64_t *bytes, slm_err *err);
+/* A file's quick identity: a hash of its size, mtime, ctime, inode and
+ * device, its first and last 64 KiB and 64 pages of 4 KiB spread evenly
+ * between (at most 384 KiB read, whatever the size). It changes when the
+ * file is rewritten, replaced or touched; it stands for the full hash only
+ * where a record made from both says so (engine cache mode). changed_s:
+ * the later of mtime and ctime, in seconds since the epoch. */
+typedef struct slm_file_quick {
+    uint64_t key, bytes;
+    double changed_s;
+} slm_file_quick;
+slm_status slm_hash_file_quick(const char *path, slm_file_quick *q, slm_err *err);
 
 /* ---- identity ----------------------------------------------------------- */
 

@@ -87,6 +87,9 @@ static void usage_run(FILE *f) {
             "      --cache-dir DIR       compile MODEL once into a blob in DIR, map it on later\n"
             "                            runs (recompiled when the model, tokenizer or options\n"
             "                            change). MODEL may also be a blob (staticlm compile -o)\n"
+            "      --verify-cache        hash the model whole to check the cached blob (default:\n"
+            "                            only when its size, times, inode or sampled pages\n"
+            "                            changed since the last full hash)\n"
             "%s"
             "  -h, --help                this text\n",
             k_program_help);
@@ -191,6 +194,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
             else { fprintf(stderr, "staticlm: --on-overflow expects error or truncate, got '%s'\n", v); return 0; }
         }
         else if (!is_compile && !strcmp(o, "--cache-dir")) { if (!(a->cache_dir = NEXT())) return 0; }
+        else if (!is_compile && !strcmp(o, "--verify-cache")) a->opt.verify_cache = 1;
         else if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) a->verbose = 1;
         else if (is_compile && !strcmp(o, "--dump-ir")) a->dump_ir = 1;
         else if (is_compile && !strcmp(o, "--dump-lowered")) a->dump_lowered = 1;
@@ -466,7 +470,7 @@ static int cmd_bench_startup(int argc, char **argv) {
     printf("from source model:   load %8.1f ms, first token %8.1f ms\n", src_load * 1e3, src_ttft * 1e3);
     printf("first cache start:   load %8.1f ms, first token %8.1f ms (%s)\n", first_load * 1e3, first_ttft * 1e3,
            compiled ? "compiled and wrote the blob" : "the blob was already cached: use an empty DIR");
-    printf("from cached blob:    load %8.1f ms, first token %8.1f ms (hashes the model for the identity check)\n",
+    printf("from cached blob:    load %8.1f ms, first token %8.1f ms (quick identity check of the model)\n",
            c_load * 1e3, c_ttft * 1e3);
     if (blob[0])
         printf("from the blob file:  load %8.1f ms, first token %8.1f ms (run -m %s)\n", b_load * 1e3, b_ttft * 1e3,

@@ -15,6 +15,7 @@
 #include "common/common.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
+#include "engine/hash_memo.h"
 #include "text/tokenizer.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
@@ -150,6 +151,20 @@ static void close_model(slm_engine *e) {
     e->weights = NULL;
 }
 
+/* A file's content hash for the identity: in cache mode through the memo
+ * in the cache folder (engine/hash_memo.h; --verify-cache rehashes), else
+ * by reading the file. A stale memo record is said on stderr. */
+static slm_status file_hash(slm_engine *e, const char *path, uint64_t *hash, uint64_t *bytes) {
+    if (!e->opt.cache_dir || !e->opt.cache_dir[0] || (mkdir(e->opt.cache_dir, 0777) != 0 && errno != EEXIST))
+        return slm_hash_file(path, hash, bytes, &e->err);
+    int how = SLM_MEMO_HASHED;
+    slm_status s = slm_memo_hash_file(e->opt.cache_dir, path, e->opt.verify_cache, hash, bytes, &how, &e->err);
+    if (!s && how == SLM_MEMO_STALE)
+        fprintf(stderr, "staticlm: note: %s changed without its size, times or sampled pages changing; rehashed\n",
+                path);
+    return s;
+}
+
 /* The identity of (model bytes, tokenizer bytes, requested options, format). */
 /* A Hugging Face folder's identity: every regular file in it, by name. */
 static int regular_file(const struct dirent *d) { return d->d_name[0] != '.'; }
@@ -166,7 +181,7 @@ static slm_status hash_dir(slm_engine *e, const char *dir, uint64_t *hash, uint6
         struct stat st;
         if (!s && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
             uint64_t h = 0, b = 0;
-            if ((s = slm_hash_file(path, &h, &b, &e->err)) == SLM_OK) {
+            if ((s = file_hash(e, path, &h, &b)) == SLM_OK) {
                 acc = slm_hash64(list[i]->d_name, strlen(list[i]->d_name), acc);
                 acc = slm_hash64(&h, sizeof h, acc);
                 total += b;
@@ -184,7 +199,7 @@ static slm_status source_identity(slm_engine *e, const char *model_path, slm_blo
     memset(id, 0, sizeof *id);
     slm_status s;
     if (is_dir(model_path)) s = hash_dir(e, model_path, &id->model_hash, &id->model_bytes);
-    else s = slm_hash_file(model_path, &id->model_hash, &id->model_bytes, &e->err);
+    else s = file_hash(e, model_path, &id->model_hash, &id->model_bytes);
     if (s) return s;
     int is_gguf = 0;
     FILE *f = fopen(model_path, "rb");
@@ -195,7 +210,7 @@ static slm_status source_identity(slm_engine *e, const char *model_path, slm_blo
     }
     char buf[1100];
     const char *tf = tokenizer_file(&e->opt, model_path, is_gguf, buf, sizeof buf);
-    if (tf && (s = slm_hash_file(tf, &id->tok_hash, &id->tok_bytes, &e->err))) return s;
+    if (tf && (s = file_hash(e, tf, &id->tok_hash, &id->tok_bytes))) return s;
     slm_compile_options co;
     compile_options(&e->opt, &co);
     id->options_hash = slm_blob_options_hash(&co);
