@@ -271,6 +271,30 @@ static void test_cache_hash_memo(void) {
     CHECKF(!strcmp(note, first), "%s vs %s", note, first);
 }
 
+/* ---- bench-features compares only what ran ------------------------------ */
+
+static void test_bench_features_rows(void) {
+    /* capacity 512, prompt 20 + min_response_len 256 = 276 rows: the 256-row
+     * variant does not hold it, so decoding runs on generate.512 both ways */
+    char *argv[] = {"staticlm", "bench-features", "-m", T_SHARED("models/stories260K.bin"), "-z",
+                    T_SHARED("models/tok512.bin"), "-t", "1", "--max-prompt-len", "256", "--min-response-len", "256",
+                    "--prefix", "64", "--steps", "4", "-r", "3", NULL};
+    char *out = NULL;
+    CHECK(run_cmd(argv, &out, NULL) == 0);
+    CHECKF(out && strstr(out, "decode step after a 20-token prompt: no generate variant smaller than the capacity 512"),
+           "%s", out ? out : "");
+    CHECKF(out && !strstr(out, "vs generate."), "%s", out ? out : "");
+    CHECKF(out && strstr(out, "prefill.256 vs prefill.32 | "), "%s", out ? out : "");
+    CHECKF(out && strstr(out, "median (min-max)"), "%s", out ? out : "");
+    free(out);
+    /* the defaults (384 + 128): the 256-row variant holds 20 + 128 rows */
+    char *argv2[] = {"staticlm", "bench-features", "-m", T_SHARED("models/stories260K.bin"), "-z",
+                     T_SHARED("models/tok512.bin"), "-t", "1", "--prefix", "64", "--steps", "4", "-r", "3", NULL};
+    CHECK(run_cmd(argv2, &out, NULL) == 0);
+    CHECKF(out && strstr(out, "generate.512 vs generate.256 | "), "%s", out ? out : "");
+    free(out);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_cli.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -279,6 +303,7 @@ int main(void) {
     T_RUN(test_bench_blob_size);
     T_RUN(test_variant_notes);
     T_RUN(test_cache_hash_memo);
+    T_RUN(test_bench_features_rows);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);

@@ -59,36 +59,67 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
-/* Best-of-reps mean decode step (ms) after a prompt of n ids. */
-static double decode_step_ms(slm_engine *e, const int32_t *ids, int n, int steps, int reps, int vocab) {
-    double best = 1e30;
+/* Per repetition: the mean decode step (ms) after a prompt of n ids, into
+ * ms[0..reps); *cap_used: the generate program's capacity the steps ran
+ * on at the first step (slm_variant_get). 0 on failure. */
+static int decode_step_ms(slm_engine *e, const int32_t *ids, int n, int steps, int reps, int vocab, double *ms,
+                          int *cap_used) {
     for (int r = 0; r < reps; r++) {
         slm_reset(e);
         const float *lg;
-        if (slm_prefill(e, ids, n, &lg)) return -1;
+        if (slm_prefill(e, ids, n, &lg)) return 0;
         int t = argmax(lg, vocab);
         double t0 = now_ms();
         for (int i = 0; i < steps; i++) {
-            if (slm_decode(e, t, &lg)) return -1;
+            if (slm_decode(e, t, &lg)) return 0;
             t = argmax(lg, vocab);
+            if (i == 0) {
+                slm_variant_state v;
+                slm_variant_get(e, &v);
+                *cap_used = v.current;
+            }
         }
-        double ms = (now_ms() - t0) / steps;
-        if (ms < best) best = ms;
+        ms[r] = (now_ms() - t0) / steps;
     }
-    return best;
+    return 1;
 }
 
-static double prefill_ms(slm_engine *e, const int32_t *ids, int n, int reps) {
-    double best = 1e30;
+static int prefill_ms(slm_engine *e, const int32_t *ids, int n, int reps, double *ms) {
     for (int r = 0; r < reps; r++) {
         slm_reset(e);
         const float *lg;
         double t0 = now_ms();
-        if (slm_prefill(e, ids, n, &lg)) return -1;
-        double ms = now_ms() - t0;
-        if (ms < best) best = ms;
+        if (slm_prefill(e, ids, n, &lg)) return 0;
+        ms[r] = now_ms() - t0;
     }
-    return best;
+    return 1;
+}
+
+/* Median, smallest and largest of x[0..n). */
+typedef struct spread {
+    double med, lo, hi;
+} spread;
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static spread spread_of(const double *x, int n) {
+    double s[64];
+    memcpy(s, x, sizeof(double) * (size_t)n);
+    qsort(s, (size_t)n, sizeof(double), cmp_double);
+    spread r = {n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2, s[0], s[n - 1]};
+    return r;
+}
+
+/* One table row: median (min-max) of each side, the ratio of medians and
+ * its range; "within noise" when the two ranges overlap. */
+static void print_row(const char *what, const double *without, const double *with, int reps) {
+    spread a = spread_of(without, reps), b = spread_of(with, reps);
+    printf("| %s | %.3f (%.3f-%.3f) | %.3f (%.3f-%.3f) | %.2fx (%.2f-%.2f)%s |\n", what, a.med, a.lo, a.hi, b.med, b.lo,
+           b.hi, b.med > 0 ? a.med / b.med : 0.0, b.hi > 0 ? a.lo / b.hi : 0.0, b.lo > 0 ? a.hi / b.lo : 0.0,
+           a.lo <= b.hi && b.lo <= a.hi ? ", within noise" : "");
 }
 
 static int parse_int(const char *s, int *out) {
@@ -112,6 +143,8 @@ int slm_cli_bench_features(int argc, char **argv) {
                    "  prefill of a --short token prompt (default 20): prefill variants vs one L-row program\n"
                    "  second request sharing a --prefix token prefix (default 400): time to first\n"
                    "  token with and without the prefix cache\n"
+                   "Each is timed -r times (default 3, at most 64): median and range, and a row\n"
+                   "only where two different programs ran.\n"
                    "  -h, --help                this text\n");
             return 0;
         }
@@ -128,7 +161,7 @@ int slm_cli_bench_features(int argc, char **argv) {
         else if (!strcmp(o, "--short")) ok = parse_int(v, &a.short_prompt);
         else if (!strcmp(o, "--prefix")) ok = parse_int(v, &a.prefix);
         else if (!strcmp(o, "--steps")) ok = parse_int(v, &a.steps);
-        else if (!strcmp(o, "-r")) ok = parse_int(v, &a.reps);
+        else if (!strcmp(o, "-r")) ok = parse_int(v, &a.reps) && a.reps <= 64;
         else {
             fprintf(stderr, "staticlm: unknown option '%s' (see staticlm bench-features --help)\n", o);
             return 2;
@@ -175,19 +208,49 @@ int slm_cli_bench_features(int argc, char **argv) {
     fill_ids(ids, cap, V, 7);
     printf("model %s: capacity %d (max_prompt_len %d + min_response_len %d), %d threads\n\n", a.model, cap, L,
            info.min_response_len, a.threads);
+    printf("%d repetitions each: median (min-max) in ms; saved = ratio of the medians (its range: the\n"
+           "slowest against the fastest); a row is printed only where two different programs ran\n\n",
+           a.reps);
     printf("| measurement | without | with | saved |\n| --- | ---: | ---: | ---: |\n");
+    double w0[64], w1[64];
 
     /* 1. decode step: the largest program vs the smallest fitting variant */
-    double d_big = decode_step_ms(plain, ids, n_short, a.steps, a.reps, V);
-    double d_small = decode_step_ms(var, ids, n_short, a.steps, a.reps, V);
-    printf("| decode step after a %d-token prompt (ms): generate.%d vs smallest fitting variant | %.2f | %.2f | "
-           "%.2fx |\n", n_short, cap, d_big, d_small, d_small > 0 ? d_big / d_small : 0);
+    int cap_big = 0, cap_small = 0;
+    if (!decode_step_ms(plain, ids, n_short, a.steps, a.reps, V, w0, &cap_big) ||
+        !decode_step_ms(var, ids, n_short, a.steps, a.reps, V, w1, &cap_small)) {
+        fprintf(stderr, "staticlm: %s\n", slm_last_error(plain));
+        slm_xfree(ids);
+        goto done;
+    }
+    char what[256];
+    if (cap_small && cap_small < cap_big) {
+        snprintf(what, sizeof what, "decode step after a %d-token prompt: generate.%d vs generate.%d", n_short,
+                 cap_big, cap_small);
+        print_row(what, w0, w1, a.reps);
+    } else {
+        printf("| decode step after a %d-token prompt: no generate variant smaller than the capacity %d holds "
+               "prompt + min_response_len (%d rows; variants are built at 256, 512, ... below the capacity): not "
+               "compared | | | |\n",
+               n_short, cap, n_short + info.min_response_len);
+    }
 
     /* 2. prefill of a short prompt: one L-row program vs prefill variants */
-    double p_big = prefill_ms(plain, ids, n_short, a.reps);
-    double p_small = prefill_ms(var, ids, n_short, a.reps);
-    printf("| prefill of a %d-token prompt (ms): prefill.%d vs prefill variants | %.2f | %.2f | %.2fx |\n", n_short,
-           L, p_big, p_small, p_small > 0 ? p_big / p_small : 0);
+    int rows_small = 0;
+    for (int i = 0; i < 8 && vo.prefill_variants[i]; i++)
+        if (vo.prefill_variants[i] >= n_short && (!rows_small || vo.prefill_variants[i] < rows_small))
+            rows_small = vo.prefill_variants[i];
+    if (rows_small && rows_small < L) {
+        if (!prefill_ms(plain, ids, n_short, a.reps, w0) || !prefill_ms(var, ids, n_short, a.reps, w1)) {
+            fprintf(stderr, "staticlm: %s\n", slm_last_error(plain));
+            slm_xfree(ids);
+            goto done;
+        }
+        snprintf(what, sizeof what, "prefill of a %d-token prompt: prefill.%d vs prefill.%d", n_short, L, rows_small);
+        print_row(what, w0, w1, a.reps);
+    } else {
+        printf("| prefill of a %d-token prompt: no prefill variant smaller than %d rows holds it: not compared "
+               "| | | |\n", n_short, L);
+    }
 
     /* 3. a second request sharing an n_prefix-token prefix */
     int32_t *second = slm_malloc(sizeof(int32_t) * (size_t)(n_prefix + 20));
@@ -198,7 +261,6 @@ int slm_cli_bench_features(int argc, char **argv) {
     memcpy(second, ids, sizeof(int32_t) * (size_t)n_prefix);
     fill_ids(second + n_prefix - 1, 21, V, 99); /* a different tail */
     second[n_prefix - 1] = ids[n_prefix - 1];
-    double t_plain = 1e30, t_cached = 1e30;
     for (int r = 0; r < a.reps; r++) {
         const float *lg;
         slm_reset(plain);
@@ -207,19 +269,18 @@ int slm_cli_bench_features(int argc, char **argv) {
         slm_reset(plain);
         slm_prefill(plain, second, n_prefix + 20, &lg);
         argmax(lg, V);
-        double t1 = now_ms() - t0;
-        if (t1 < t_plain) t_plain = t1;
+        w0[r] = now_ms() - t0;
         slm_reset(pc);
         slm_prefill(pc, ids, n_prefix + 10, &lg);
         t0 = now_ms();
         slm_reset(pc);
         slm_prefill(pc, second, n_prefix + 20, &lg);
         argmax(lg, V);
-        t1 = now_ms() - t0;
-        if (t1 < t_cached) t_cached = t1;
+        w1[r] = now_ms() - t0;
     }
-    printf("| time to first token of a second request sharing %d prompt tokens (ms): prefix cache | %.2f | %.2f | "
-           "%.2fx |\n", n_prefix, t_plain, t_cached, t_cached > 0 ? t_plain / t_cached : 0);
+    snprintf(what, sizeof what, "time to first token of a second request sharing %d prompt tokens: prefix cache",
+             n_prefix);
+    print_row(what, w0, w1, a.reps);
     slm_xfree(second);
     slm_xfree(ids);
     rc = 0;
