@@ -365,9 +365,9 @@ int slm_cli_chat(int argc, char **argv) {
         if (stats || cc.verbose)
             fprintf(stderr,
                     "[chat] turn=%d prefilled=%d kept=%d stored=%d generated=%d full=%d dropped=%d "
-                    "ttft_ms=%.2f decode_ms=%.2f\n",
-                    st.turn, st.prefilled, st.kept, st.n_stored, st.n_generated, st.full, st.dropped, st.ttft_ms,
-                    st.decode_ms);
+                    "cached=%d ttft_ms=%.2f decode_ms=%.2f\n",
+                    st.turn, st.prefilled, st.kept, st.n_stored, st.n_generated, st.full, st.dropped, st.cached,
+                    st.ttft_ms, st.decode_ms);
     }
     free(line);
     slm_chat_free(c);

@@ -93,6 +93,7 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
         }
     }
     rt->chunking = 1;
+    rt->n_seqs = 1;
     slm_rt_reset(rt);
     return SLM_OK;
 }
@@ -126,6 +127,8 @@ void slm_rt_reset(slm_runtime *rt) {
     rt->chunks = 0;
     rt->head_runs = 0;
 }
+
+void slm_rt_select(slm_runtime *rt, int seq) { (void)rt; (void)seq; }
 
 slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err) {
     slm_pool_free(rt->head_pool);

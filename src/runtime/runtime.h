@@ -43,12 +43,17 @@ typedef struct slm_runtime {
     float *hidden;          /* [verify rows or 1][dim] final-norm rows (LM head separate) */
     int32_t *head_cpos;     /* [1] = {0}: the lm_head.1 program's only row is valid */
     int head_runs;          /* lm_head program calls since reset */
+    int n_seqs;             /* KV regions (sequences) */
+    int cur_seq;            /* the one the calls above work on */
 } slm_runtime;
 
 /* n_threads: workers including the caller (<= 0: one per CPU). */
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err);
 void slm_rt_free(slm_runtime *rt);
 void slm_rt_reset(slm_runtime *rt);
+/* Make sequence `seq` (0 <= seq < n_seqs) the one prefill, decode, verify,
+ * trim and reset work on. */
+void slm_rt_select(slm_runtime *rt, int seq);
 /* Append n ids through the prefill programs: the smallest variant that
  * holds them, or (chunking on) successive chunks of the largest. */
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err);

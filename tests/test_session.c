@@ -1,0 +1,277 @@
+/* Sessions: the one generation loop. A session's tokens equal slm_generate's
+ * (run's); feeding a continuation after a reply equals feeding the whole
+ * text; the stop set ends replies at a model's end-of-turn id (a GGUF whose
+ * EOT differs from its EOS) in sessions and chats; stop strings cut the
+ * text; the overflow policies. stories260K + tok512. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/chat.h"
+#include "staticlm.h"
+#include "t.h"
+
+#define M(f) T_SHARED("models/" f)
+
+static char dir[256];
+
+static slm_engine *load(const char *model, const char *tok, slm_options o) {
+    o.tokenizer_path = tok;
+    o.n_threads = 1;
+    slm_engine *e = NULL;
+    if (slm_load(&e, model, &o)) {
+        fprintf(stderr, "  load %s: %s\n", model, slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+typedef struct collect {
+    int ids[1024];
+    int n;
+} collect;
+
+static int collect_cb(void *ud, int id, const char *piece, int is_prompt) {
+    (void)piece;
+    collect *c = ud;
+    if (is_prompt == 0 && c->n < 1024) c->ids[c->n++] = id;
+    return 0;
+}
+
+/* Up to cap tokens of a session after feeding text. */
+static int session_tokens(slm_session *s, const char *text, int flags, int *out, int cap) {
+    if (slm_session_feed_text(s, text, flags)) return -1;
+    int n = 0;
+    for (;;) {
+        int32_t id;
+        if (slm_session_next(s, &id, NULL)) return -1;
+        if (id < 0 || n >= cap) break;
+        out[n++] = id;
+    }
+    return n;
+}
+
+static void test_session_equals_generate(void) {
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), slm_default_options());
+    if (!e) { CHECK(0); return; }
+    slm_sampling g = {0};
+    collect c = {.n = 0};
+    CHECK(slm_generate(e, "Once upon a time", 60, &g, 1, collect_cb, &c, NULL) == SLM_OK);
+    CHECK(c.n == 60);
+    slm_session_cfg cfg = {0};
+    cfg.n_predict = 60;
+    cfg.ignore_eos = 1;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    int got[128];
+    int n = session_tokens(s, "Once upon a time", SLM_FEED_BOS, got, 128);
+    CHECKF(n == 60 && !memcmp(got, c.ids, sizeof(int) * 60), "session %d tokens vs generate %d", n, c.n);
+    CHECK(slm_session_stop_reason(s) == SLM_STOP_LENGTH);
+    slm_session_stats st;
+    slm_session_get_stats(s, &st);
+    CHECK(st.n_generated == 60 && st.n_prefilled > 3);
+    /* the last token is pending: 59 decoded rows after the prompt */
+    CHECKF(slm_session_n_past(s) == st.n_prefilled + 59, "n_past %d prefilled %d", slm_session_n_past(s),
+           st.n_prefilled);
+    /* a second session cannot take the only slot */
+    slm_session *s2 = NULL;
+    CHECK(slm_session_new(e, &cfg, &s2) == SLM_ERR_CAPACITY && s2 == NULL);
+    CHECK(strstr(slm_last_error(e), "KV slots are in use") != NULL);
+
+    /* a continuation equals the whole text fed at once (greedy) */
+    slm_session_reset(s);
+    int a[64], b[64];
+    cfg.n_predict = 10;
+    slm_session_configure(s, &cfg);
+    int na = session_tokens(s, "Lily and Tom", SLM_FEED_BOS, a, 64);
+    CHECK(na == 10);
+    /* reply + " went home" continues: rows kept */
+    slm_session_stats s0, s1;
+    slm_session_get_stats(s, &s0);
+    int nb = session_tokens(s, " They went to the park.", 0, b, 64);
+    slm_session_get_stats(s, &s1);
+    CHECK(nb == 10);
+    CHECKF(s1.n_reused - s0.n_reused == slm_session_n_past(s) - s1.n_prefilled + s0.n_prefilled - 9,
+           "reused %d", s1.n_reused - s0.n_reused);
+    int32_t hist[256];
+    int nh = slm_session_tokens(s, hist, 256);
+    CHECK(nh > 20 && nh < 256);
+    /* the same ids fed whole into a fresh session give the same next tokens */
+    slm_session_reset(s);
+    int nhist = nh - 10; /* without this reply */
+    CHECK(slm_session_feed(s, hist, nhist) == SLM_OK);
+    int cmp[16], k = 0;
+    for (; k < 10; k++) {
+        int32_t id;
+        CHECK(slm_session_next(s, &id, NULL) == SLM_OK);
+        if (id < 0) break;
+        cmp[k] = id;
+    }
+    CHECKF(k == 10 && !memcmp(cmp, b, sizeof(int) * 10), "continuation differs from the whole text");
+    slm_session_free(s);
+    /* the slot is free again */
+    CHECK(slm_session_new(e, &cfg, &s2) == SLM_OK);
+    slm_session_free(s2);
+    slm_free(e);
+}
+
+static void test_stop_strings(void) {
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), slm_default_options());
+    if (!e) { CHECK(0); return; }
+    slm_session_cfg cfg = {0};
+    cfg.n_predict = 80;
+    cfg.ignore_eos = 1;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    int ids[128];
+    session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    size_t len, safe;
+    char full[4096];
+    snprintf(full, sizeof full, "%s", slm_session_text(s, &len, &safe));
+    CHECK(len == safe && len > 40);
+    /* stop at a word from the middle of the text */
+    char word[32];
+    const char *mid = full + len / 2;
+    while (*mid && *mid != ' ') mid++;
+    snprintf(word, sizeof word, "%.6s", mid);
+    const char *stops[] = {word};
+    cfg.stop = stops;
+    cfg.n_stop = 1;
+    slm_session_configure(s, &cfg);
+    slm_session_reset(s);
+    session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    const char *t = slm_session_text(s, &len, &safe);
+    CHECK(slm_session_stop_reason(s) == SLM_STOP_STRING);
+    size_t at = (size_t)(strstr(full, word) - full);
+    CHECKF(len == at && !strncmp(t, full, at) && safe == len, "cut at %zu, want %zu ('%s')", len, at, word);
+    slm_session_free(s);
+    slm_free(e);
+}
+
+/* Patch a converted stories260K GGUF in place: its tokenizer.ggml.bos_token_id
+ * key (BOS then defaults to 1, the same) becomes tokenizer.ggml.eot_token_id
+ * with the value eot. */
+static int make_eot_gguf(const char *path, int eot) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s convert -m %s -z %s -o %s 2>/dev/null", SLM_CLI_PATH, M("stories260K.bin"),
+             M("tok512.bin"), path);
+    if (system(cmd) != 0) return 0;
+    size_t n;
+    char *b = t_read_file(path, &n);
+    if (!b) return 0;
+    const char *key = "tokenizer.ggml.bos_token_id";
+    char *p = NULL;
+    for (size_t i = 0; i + 27 + 8 <= n && !p; i++)
+        if (!memcmp(b + i, key, 27)) p = b + i;
+    int ok = 0;
+    if (p) {
+        memcpy(p, "tokenizer.ggml.eot_token_id", 27);
+        uint32_t type, v = (uint32_t)eot;
+        memcpy(&type, p + 27, 4);
+        if (type == 4) { /* GGUF_TYPE_UINT32 */
+            memcpy(p + 31, &v, 4);
+            ok = t_write_file(path, b, n);
+        }
+    }
+    free(b);
+    return ok;
+}
+
+static void test_eot_stops(void) {
+    char gguf[300];
+    snprintf(gguf, sizeof gguf, "%s/eot.gguf", dir);
+    /* the reply of a chat turn without an EOT, then with its 4th token as EOT */
+    slm_options o = slm_default_options();
+    if (!make_eot_gguf(gguf, 1)) { CHECKF(0, "could not write %s", gguf); return; }
+    slm_engine *e = load(gguf, NULL, o);
+    if (!e) { CHECK(0); return; }
+    slm_tmpl *tm = slm_chat_template_open(e, "chatml", NULL, 0);
+    slm_chat_cfg cc = {0};
+    cc.n_predict = 24;
+    cc.on_overflow = SLM_OVERFLOW_ERROR;
+    slm_chat *c = slm_chat_new(e, tm, &cc);
+    collect r1 = {.n = 0};
+    char err[256], note[256];
+    slm_chat_stats st;
+    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r1, &st, err, sizeof err, note, sizeof note) == SLM_OK);
+    slm_chat_free(c);
+    slm_free(e);
+    CHECKF(r1.n >= 6, "reply of %d tokens", r1.n);
+    if (r1.n < 6) { slm_tmpl_free(tm); return; }
+    int x = -1, at = -1;
+    for (int i = 3; i < r1.n && x < 0; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= r1.ids[j] == r1.ids[i];
+        if (!seen && r1.ids[i] > 2) { x = r1.ids[i]; at = i; }
+    }
+    CHECK(x > 2);
+    if (!make_eot_gguf(gguf, x)) { CHECK(0); slm_tmpl_free(tm); return; }
+    e = load(gguf, NULL, o);
+    if (!e) { CHECK(0); slm_tmpl_free(tm); return; }
+    CHECK(slm_is_stop_token(e, x) && slm_is_stop_token(e, 2));
+    int32_t set[16];
+    int ns = slm_stop_tokens(e, set, 16);
+    CHECKF(ns >= 2, "stop set of %d", ns);
+    /* chat: the reply ends right before the EOT */
+    c = slm_chat_new(e, tm, &cc);
+    collect r2 = {.n = 0};
+    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r2, &st, err, sizeof err, note, sizeof note) == SLM_OK);
+    CHECKF(r2.n == at && !memcmp(r2.ids, r1.ids, sizeof(int) * (size_t)at), "chat reply %d tokens, EOT at %d", r2.n, at);
+    CHECK(slm_session_stop_reason(slm_chat_session(c)) == SLM_STOP_TOKEN);
+    /* the EOT never entered the KV: the next turn keeps every row */
+    slm_chat_free(c);
+    slm_free(e);
+    slm_tmpl_free(tm);
+}
+
+static void test_overflow_policies(void) {
+    slm_options o = slm_default_options();
+    o.max_prompt_len = 16;
+    o.min_response_len = 24; /* capacity 40 */
+    o.on_overflow = SLM_OVERFLOW_ERROR;
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!e) { CHECK(0); return; }
+    slm_session_cfg cfg = {0};
+    cfg.ignore_eos = 1;
+    cfg.n_predict = 100;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    CHECK(slm_session_feed_text(s, "Once upon a time", SLM_FEED_BOS) == SLM_OK);
+    slm_status st = SLM_OK;
+    int n = 0;
+    for (; n < 100; n++) {
+        int32_t id;
+        if ((st = slm_session_next(s, &id, NULL)) || id < 0) break;
+    }
+    CHECKF(st == SLM_ERR_CAPACITY && slm_session_stop_reason(s) == SLM_STOP_CAPACITY, "st %d", st);
+    CHECK(slm_session_n_past(s) == 40);
+    CHECK(strstr(slm_session_error(s), "KV cache full") != NULL);
+    slm_session_free(s);
+    slm_free(e);
+    o.on_overflow = SLM_OVERFLOW_TRUNCATE;
+    e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!e) { CHECK(0); return; }
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    n = 0;
+    int ids[128];
+    n = session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    slm_session_stats ss;
+    slm_session_get_stats(s, &ss);
+    CHECKF(n == 100 && ss.n_truncations >= 2, "n %d truncations %d", n, ss.n_truncations);
+    slm_session_free(s);
+    slm_free(e);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/slm_test_session_%d", (int)getpid());
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+    if (system(cmd) != 0) return 1;
+    T_RUN(test_session_equals_generate);
+    T_RUN(test_stop_strings);
+    T_RUN(test_eot_stops);
+    T_RUN(test_overflow_policies);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) return 1;
+    T_DONE();
+}
