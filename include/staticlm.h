@@ -81,6 +81,9 @@ typedef struct slm_options {
     int lm_head_threads;        /* its thread count when separate (0 = the body's) */
     int on_overflow;            /* an slm_overflow: what decoding does when the KV is full */
     int tile_kb;                /* weight panel of one matrix task, KiB (0 = L2 / 8) */
+    int n_seqs;                 /* sessions at once: KV regions of kv_capacity rows each (0 = 1);
+                                   from a source model, batch programs decode up to 4 of them
+                                   in one walk of the weights */
 } slm_options;
 
 /* What generation does when the KV cache is full (the one overflow policy
@@ -124,6 +127,8 @@ typedef struct slm_info {
     int bos_id, eos_id;
     size_t weight_bytes, kv_bytes, arena_bytes;
     int prefill_tasks, generate_tasks;
+    int n_seqs;     /* KV regions (sessions at once) */
+    int batch_max;  /* sequences one batch program decodes together (0: none) */
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 
@@ -216,6 +221,7 @@ typedef struct slm_session_stats {
     int n_generated;
     int n_drafted, n_accepted; /* speculative decoding */
     int n_truncations;     /* times the overflow policy truncated the context */
+    int n_batched;         /* tokens decoded in a batch program with other sessions */
     double prefill_ms, decode_ms;
     double ttft_ms;        /* the last feed to its first token */
 } slm_session_stats;
@@ -258,6 +264,16 @@ SLM_API const char *slm_session_error(const slm_session *s);
 SLM_API int slm_is_stop_token(const slm_engine *e, int id);
 /* The stop set's ids (returns the count; at most cap written). */
 SLM_API int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap);
+
+/* One decode step for n sessions of the same engine: the tokens they have
+ * pending are decoded together through the batch programs (when the engine
+ * has them; one program call for up to batch_max sessions, the weights read
+ * once), then each session's next token is produced as slm_session_next
+ * would (ids[i], pieces[i]; -1 once a session's reply has ended). A
+ * session's tokens do not depend on which others share its steps. On an
+ * error, statuses[i] (if non-NULL) says which sessions failed. */
+SLM_API slm_status slm_session_next_batch(slm_session *const *ss, int n, int32_t *ids, const char **pieces,
+                                          slm_status *statuses);
 
 /* ---- one-shot generation (over a session) ------------------------------ */
 

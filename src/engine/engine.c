@@ -286,7 +286,15 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                3.0 * c->dim * c->hidden_dim);
         if (params < 2e6) threads = 1;
     }
-    if ((s = slm_rt_init(&e->rt, &e->comp, e->weights, threads, &e->err))) return s;
+    const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
+    if (n_seqs > 1 && !e->from_blob && e->model.map.data) {
+        /* batch programs need the source model; from a blob the sessions decode one by one */
+        static const int batches[] = {2, 4};
+        if ((s = slm_compile_batch(&e->comp, &e->model, n_seqs, batches, 2, &e->err))) return s;
+    } else if (n_seqs > 1 && e->opt.verbose) {
+        fprintf(stderr, "note: %d sessions from a blob decode one by one (blobs hold no batch programs)\n", n_seqs);
+    }
+    if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
     if (e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0 &&
         (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
@@ -322,6 +330,10 @@ slm_status slm_save_blob(slm_engine *e, const char *path) {
     if (e->from_blob)
         return slm_errf(&e->err, SLM_ERR_ARG, "%s: this engine was loaded from a blob; copy that file instead",
                         path);
+    if (e->comp.n_seqs > 1)
+        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED,
+                        "%s: blobs hold single-sequence programs; compile without n_seqs %d (--parallel)", path,
+                        e->comp.n_seqs);
     /* the identity of the file on disk (the mapping holds repacked weights) */
     slm_blob_ident id;
     slm_status s = source_identity(e, e->model.path, &id);
@@ -387,6 +399,8 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
     info->arena_bytes = (size_t)e->rt.arena_bytes;
     info->prefill_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_PREFILL)->n_tasks;
     info->generate_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_GENERATE)->n_tasks;
+    info->n_seqs = e->rt.n_seqs;
+    info->batch_max = e->rt.batch_max;
 }
 
 long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap) {

@@ -663,6 +663,69 @@ emit:
     return SLM_OK;
 }
 
+/* Whether next() would decode s's pending token with a plain step. */
+static int wants_plain_decode(slm_session *s) {
+    if (s->stop || s->qi < s->qn || s->pending < 0) return 0;
+    if (s->cfg.n_predict > 0 && s->produced >= s->cfg.n_predict) return 0;
+    if (s->use_draft) return 0;
+    slm_runtime *rt = rt_of(s);
+    return rt->num_stored + 1 <= rt->cap;
+}
+
+slm_status slm_session_next_batch(slm_session *const *ss, int n, int32_t *ids, const char **pieces,
+                                  slm_status *statuses) {
+    if (n <= 0) return SLM_OK;
+    if (!ss || !ids) return SLM_ERR_ARG;
+    slm_engine *e = ss[0]->e;
+    slm_runtime *rt = &e->rt;
+    const int V = e->cfg.vocab_size;
+    slm_status first = SLM_OK;
+    if (statuses)
+        for (int i = 0; i < n; i++) statuses[i] = SLM_OK;
+    if (rt->batch_max >= 2) {
+        int seqs[64], idx[64], k = 0;
+        int32_t toks[64];
+        for (int i = 0; i <= n; i++) {
+            if (i < n && ss[i]->e == e && wants_plain_decode(ss[i])) {
+                idx[k] = i;
+                seqs[k] = ss[i]->slot;
+                toks[k] = ss[i]->pending;
+                k++;
+            }
+            /* a full batch, or the end with at least two */
+            if (k == rt->batch_max || k == 64 || (i == n && k >= 2)) {
+                const float *lg;
+                double t0 = now_ms();
+                slm_status st = slm_rt_decode_batch(rt, seqs, toks, k, &lg, &e->err);
+                for (int j = 0; j < k; j++) {
+                    slm_session *s = ss[idx[j]];
+                    if (st) {
+                        slm_errf(&s->err, st, "%s", e->err.msg);
+                        if (statuses) statuses[idx[j]] = st;
+                        continue;
+                    }
+                    memcpy(s->logits, lg + (size_t)j * V, (size_t)V * sizeof(float));
+                    s->pending = -1;
+                    s->st.n_batched++;
+                    s->st.decode_ms += (now_ms() - t0) / k;
+                }
+                if (st && !first) first = st;
+                k = 0;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const char *piece = NULL;
+        slm_status st = slm_session_next(ss[i], &ids[i], &piece);
+        if (pieces) pieces[i] = piece;
+        if (st) {
+            if (statuses) statuses[i] = st;
+            if (!first) first = st;
+        }
+    }
+    return first;
+}
+
 /* ---- slm_generate: the one-shot API over a session ------------------------------------------- */
 
 static void gen_note(void *ud, const char *msg) {

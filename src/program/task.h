@@ -33,7 +33,10 @@ typedef enum slm_task_op {
     SLM_T_ATTENTION, /* dst[r, heads n0:n1] = softmax(q k^T / sqrt(c)) v, q = src0, K = src1,
                         V = src2 ([k rows, b*c]), over KV rows j <= src4[r] (cache
                         position) with src3[j] = 1 (mask); a = heads, b = kv_heads,
-                        c = head_dim, k = KV capacity; online softmax, no scratch */
+                        c = head_dim, k = KV rows of one sequence's region: row r
+                        attends within the region holding src4[r], i.e. rows
+                        [src4[r] - src4[r] % k, src4[r]] (k = the KV capacity when
+                        the program holds one sequence); online softmax, no scratch */
     SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
     SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
     SLM_T_BIAS,      /* dst[r] += src1 (a bias vector of n floats), in place */
@@ -60,6 +63,9 @@ typedef enum slm_space {
                                   ROPE; positions src3, table src4) */
 #define SLM_TF_POST_ADD 0x80   /* MATMUL: dst[r, n0:n1] += the product (the residual stream); the
                                   tile starts on a multiple of 16 columns */
+#define SLM_TF_DST_CPOS 0x100  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
+                                  programs store each row's K/V in its own sequence's region;
+                                  a matmul tile starts on a multiple of 16 columns) */
 
 typedef struct slm_ref {
     uint8_t space;    /* slm_space */
