@@ -20,19 +20,27 @@ static const slm_chat_msg CONV[] = {
 
 /* Render src; returns malloc'd text or "ERROR: <message>" (malloc'd). */
 static char *render_src(const char *src, const slm_chat_msg *m, int n, int gen, const char *date) {
-    char err[512];
-    slm_tmpl *t = slm_tmpl_parse(src, err, sizeof err);
+    slm_err err;
+    slm_tmpl *t = slm_tmpl_parse(src, &err);
     if (!t) {
-        char *o = malloc(strlen(err) + 16);
-        sprintf(o, "PARSE: %s", err);
+        CHECKF(err.status == SLM_ERR_FORMAT || err.status == SLM_ERR_NOMEM, "status %d", (int)err.status);
+        char *o = malloc(strlen(err.msg) + 16);
+        sprintf(o, "PARSE: %s", err.msg);
         return o;
     }
     slm_tmpl_vars v = {"<s>", "</s>", gen, date};
-    char *r = slm_tmpl_render(t, m, n, &v, err, sizeof err);
+    char *r = slm_tmpl_render(t, m, n, &v, &err);
     slm_tmpl_free(t);
     if (!r) {
-        r = malloc(strlen(err) + 16);
-        sprintf(r, "ERROR: %s", err);
+        CHECKF(err.status != SLM_OK && err.msg[0], "status %d [%s]", (int)err.status, err.msg);
+        r = malloc(strlen(err.msg) + 16);
+        sprintf(r, "ERROR: %s", err.msg);
+    } else {
+        /* the renderer's memory is slm_malloc'd; copy into malloc for the callers here */
+        char *c = malloc(strlen(r) + 1);
+        strcpy(c, r);
+        slm_xfree(r);
+        r = c;
     }
     return r;
 }
@@ -325,10 +333,10 @@ static void test_open_fallback(void) {
     if (t) {
         slm_tmpl_vars v = {0};
         v.add_generation_prompt = 1;
-        char err[256];
-        char *r = slm_tmpl_render(t, CONV + 1, 1, &v, err, sizeof err);
-        CHECKF(r && !strcmp(r, "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"), "[%s]", r ? r : err);
-        free(r);
+        slm_err err;
+        char *r = slm_tmpl_render(t, CONV + 1, 1, &v, &err);
+        CHECKF(r && !strcmp(r, "<|im_start|>user\nHello!<|im_end|>\n<|im_start|>assistant\n"), "[%s]", r ? r : err.msg);
+        slm_xfree(r);
         slm_tmpl_free(t);
     }
     t_write_file("/tmp/slm_bad_tmpl.jinja", "{% frobnicate %}", 16);

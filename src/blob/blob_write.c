@@ -245,45 +245,39 @@ static slm_status build_meta(const slm_model_file *m, uint8_t **out, uint64_t *s
     return SLM_OK;
 }
 
-slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
-                          const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
-                          void *ud, slm_err *err) {
-    slm_status s = SLM_OK;
-    wctx w;
-    memset(&w, 0, sizeof w);
-    wtensor *wt = NULL;
-    char *tmp = NULL;
-    int fd = -1;
-    uint8_t *prefix = NULL;
-    const int n_wt = m->n_tensors;
-    const uint8_t *src = m->map.data;
+/* Everything the steps of slm_blob_write share. */
+typedef struct blob_job {
+    const char *path;
+    const slm_compiled *c;
+    const slm_model_file *m;
+    const uint8_t *src;        /* the model's mapping */
+    wtensor *wt;               /* the model's tensors, in file order */
+    int n_wt;
+    uint64_t wsize;            /* bytes of the weights section */
+    slm_blob_progress progress;
+    void *ud;
+    slm_err *err;
+} blob_job;
 
-    if (c->n_progs < 1 || c->n_progs > BLOB_MAX_PROGS)
-        return slm_errf(err, SLM_ERR_ARG, "%s: %d programs (1..%d)", path, c->n_progs, BLOB_MAX_PROGS);
-    for (int i = 0; i < c->n_progs; i++)
-        if (c->progs[i].kind != SLM_PROG_PREFILL && c->progs[i].kind != SLM_PROG_GENERATE &&
-            c->progs[i].kind != SLM_PROG_VERIFY)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: program %s: this kind cannot be stored in a blob yet "
-                            "(format %u: prefill, generate, verify)", path, c->progs[i].name, SLM_BLOB_FORMAT_VERSION);
-    /* the tensors referenced by any task, in file order, page-aligned */
-    wt = slm_calloc((size_t)n_wt + 1, sizeof *wt);
-    if (!wt) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+/* Mark the tensors any task references and give each a page-aligned offset
+ * in the weights section (in file order). */
+static slm_status select_weights(blob_job *j) {
+    const int n_wt = j->n_wt;
+    wtensor *wt = j->wt;
     for (int i = 0; i < n_wt; i++) {
-        wt[i].t = &m->tensors[i];
-        wt[i].src = (uint64_t)((const uint8_t *)m->tensors[i].data - src);
+        wt[i].t = &j->m->tensors[i];
+        wt[i].src = (uint64_t)((const uint8_t *)j->m->tensors[i].data - j->src);
     }
     qsort(wt, (size_t)n_wt, sizeof *wt, wt_cmp);
-    for (int pi = 0; pi < c->n_progs; pi++) {
-        const slm_program *p = &c->progs[pi];
+    for (int pi = 0; pi < j->c->n_progs; pi++) {
+        const slm_program *p = &j->c->progs[pi];
         for (int i = 0; i < p->n_tasks; i++)
             for (int k = 0; k < SLM_TASK_NREF; k++)
                 if (p->tasks[i].ref[k].space == SLM_SPACE_WEIGHTS) {
                     wtensor *t = find_tensor(wt, n_wt, p->tasks[i].ref[k].off);
-                    if (!t) {
-                        s = slm_errf(err, SLM_ERR_INTERNAL, "%s: task %d refers to weights outside every tensor",
-                                     p->name, i);
-                        goto out;
-                    }
+                    if (!t)
+                        return slm_errf(j->err, SLM_ERR_INTERNAL, "%s: task %d refers to weights outside every tensor",
+                                        p->name, i);
                     t->used = 1;
                 }
     }
@@ -293,118 +287,128 @@ slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_mod
         wt[i].dst = wsize;
         wsize = align_up(wsize + wt[i].t->nbytes, SLM_BLOB_PAGE);
     }
-    if (wsize == 0) wsize = SLM_BLOB_PAGE; /* never an empty section */
-    /* weights hash (for inspect --verify): the section exactly as written */
-    {
-        slm_hash h;
-        slm_hash_init(&h, 0x77656967ull);
-        static const uint8_t zero[SLM_BLOB_PAGE];
-        uint64_t at = 0;
-        for (int i = 0; i < n_wt; i++) {
-            if (!wt[i].used) continue;
-            slm_hash_update(&h, src + wt[i].src, (size_t)wt[i].t->nbytes);
-            at = wt[i].dst + wt[i].t->nbytes;
-            uint64_t pad = align_up(at, SLM_BLOB_PAGE) - at;
-            slm_hash_update(&h, zero, (size_t)pad);
-            at += pad;
-        }
-        if (at < wsize) slm_hash_update(&h, zero, (size_t)(wsize - at));
-        id->weights_hash = slm_hash_final(&h);
+    j->wsize = wsize ? wsize : SLM_BLOB_PAGE; /* never an empty section */
+    return SLM_OK;
+}
+
+/* The hash of the weights section exactly as written (for inspect --verify). */
+static uint64_t hash_weights(const blob_job *j) {
+    slm_hash h;
+    slm_hash_init(&h, 0x77656967ull);
+    static const uint8_t zero[SLM_BLOB_PAGE];
+    uint64_t at = 0;
+    for (int i = 0; i < j->n_wt; i++) {
+        const wtensor *t = &j->wt[i];
+        if (!t->used) continue;
+        slm_hash_update(&h, j->src + t->src, (size_t)t->t->nbytes);
+        at = t->dst + t->t->nbytes;
+        uint64_t pad = align_up(at, SLM_BLOB_PAGE) - at;
+        slm_hash_update(&h, zero, (size_t)pad);
+        at += pad;
     }
+    if (at < j->wsize) slm_hash_update(&h, zero, (size_t)(j->wsize - at));
+    return slm_hash_final(&h);
+}
 
-    /* ---- the small sections ---- */
-    sb_grow(&w.sym, sizeof(Elf64_Sym)); /* symbol 0: null */
-    sb_grow(&w.str, 1);
-    int si;
-    uint8_t *b;
-    if (!(b = slm_calloc(1, BLOB_IDENT_SIZE))) goto nomem;
+/* Add a section of size bytes (owning data) and a symbol over all of it;
+ * its index, or -1 when out of memory (data is freed). */
+static int add_sect_sym(wctx *w, const char *name, const char *sym, uint64_t align, uint64_t entsize, uint8_t *data,
+                        uint64_t size) {
+    int si = add_sect(w, name, SHT_PROGBITS, align, entsize, data, size);
+    if (si >= 0) add_sym(w, sym, si, 0, size);
+    return si;
+}
+
+/* .slm.ident and .slm.config; *ident_idx = the identity's section. */
+static int add_ident_config(wctx *w, const slm_compiled *c, const slm_blob_ident *id, int *ident_idx) {
+    uint8_t *b = slm_calloc(1, BLOB_IDENT_SIZE);
+    if (!b) return -1;
     put_ident(b, id);
-    if ((si = add_sect(&w, ".slm.ident", SHT_PROGBITS, 8, 0, b, BLOB_IDENT_SIZE)) < 0) goto nomem;
-    add_sym(&w, "identity", si, 0, BLOB_IDENT_SIZE);
-    const int ident_idx = si;
-
-    if (!(b = slm_calloc(1, BLOB_CONFIG_SIZE))) goto nomem;
+    if ((*ident_idx = add_sect_sym(w, ".slm.ident", "identity", 8, 0, b, BLOB_IDENT_SIZE)) < 0) return -1;
+    if (!(b = slm_calloc(1, BLOB_CONFIG_SIZE))) return -1;
     blob_put_config(b, &c->cfg);
     blob_put_options(b + BLOB_CFG_OPTIONS, &c->opt);
     int32_t cv[4] = {c->kv_capacity, c->n_progs, c->consts.rope_pos, c->consts.rope_pairs};
     memcpy(b + BLOB_CFG_TAIL, cv, sizeof cv);
     wr64(b + BLOB_CFG_CONST_BYTES, c->consts.bytes);
-    if ((si = add_sect(&w, ".slm.config", SHT_PROGBITS, 8, 0, b, BLOB_CONFIG_SIZE)) < 0) goto nomem;
-    add_sym(&w, "config", si, 0, BLOB_CONFIG_SIZE);
+    return add_sect_sym(w, ".slm.config", "config", 8, 0, b, BLOB_CONFIG_SIZE) < 0 ? -1 : 0;
+}
 
-    uint8_t *progs = slm_calloc((size_t)c->n_progs, BLOB_PROG_SIZE);
-    if (!progs) goto nomem;
-    const int progs_idx = add_sect(&w, ".slm.programs", SHT_PROGBITS, 8, BLOB_PROG_SIZE, progs,
-                                   (uint64_t)c->n_progs * BLOB_PROG_SIZE);
-    if (progs_idx < 0) goto nomem;
-    add_sym(&w, "programs", progs_idx, 0, (uint64_t)c->n_progs * BLOB_PROG_SIZE);
-    for (int pi = 0; pi < c->n_progs; pi++) {
-        const slm_program *p = &c->progs[pi];
-        char nm[128];
-        int bad = 0;
-        if (p->n_tasks < 1 || p->n_io < 1) {
-            s = slm_errf(err, SLM_ERR_INTERNAL, "%s: empty program", p->name);
-            goto out;
-        }
-        uint8_t *tb = slm_calloc((size_t)p->n_tasks, BLOB_TASK_SIZE);
-        if (!tb) goto nomem;
-        for (int i = 0; i < p->n_tasks; i++) put_task(tb + (size_t)i * BLOB_TASK_SIZE, &p->tasks[i], wt, n_wt, &bad);
-        snprintf(nm, sizeof nm, ".slm.tasks.%s", p->name);
-        int ti = add_sect(&w, nm, SHT_PROGBITS, 8, BLOB_TASK_SIZE, tb, (uint64_t)p->n_tasks * BLOB_TASK_SIZE);
-        if (ti < 0) goto nomem;
-        add_sym(&w, p->name, ti, 0, (uint64_t)p->n_tasks * BLOB_TASK_SIZE);
-        uint8_t *ib = slm_calloc((size_t)p->n_io, BLOB_IO_SIZE);
-        if (!ib) goto nomem;
-        for (int i = 0; i < p->n_io; i++) put_io(ib + (size_t)i * BLOB_IO_SIZE, &p->io[i]);
-        snprintf(nm, sizeof nm, ".slm.io.%s", p->name);
-        int ii = add_sect(&w, nm, SHT_PROGBITS, 8, BLOB_IO_SIZE, ib, (uint64_t)p->n_io * BLOB_IO_SIZE);
-        if (ii < 0) goto nomem;
-        for (int i = 0; i < p->n_io; i++) {
-            snprintf(nm, sizeof nm, "%s.%s", p->name, p->io[i].name);
-            add_sym(&w, nm, ii, (uint64_t)i * BLOB_IO_SIZE, BLOB_IO_SIZE);
-        }
-        uint8_t *rb = slm_calloc((size_t)p->n_relocs + 1, BLOB_RELOC_SIZE);
-        if (!rb) goto nomem;
-        for (int i = 0; i < p->n_relocs; i++) {
-            wr32(rb + 8 * (size_t)i, p->relocs[i].task);
-            wr16(rb + 8 * (size_t)i + 4, p->relocs[i].field);
-            wr16(rb + 8 * (size_t)i + 6, p->relocs[i].io);
-        }
-        snprintf(nm, sizeof nm, ".slm.reloc.%s", p->name);
-        int ri = add_sect(&w, nm, SHT_PROGBITS, 8, BLOB_RELOC_SIZE, rb, (uint64_t)p->n_relocs * BLOB_RELOC_SIZE);
-        if (ri < 0) goto nomem;
-        snprintf(nm, sizeof nm, "%s.relocs", p->name);
-        add_sym(&w, nm, ri, 0, (uint64_t)p->n_relocs * BLOB_RELOC_SIZE);
-        if (bad) {
-            s = slm_errf(err, SLM_ERR_INTERNAL, "%s: a weight reference is outside every tensor", p->name);
-            goto out;
-        }
-        uint8_t *pr = w.s[progs_idx].data + (size_t)pi * BLOB_PROG_SIZE;
-        memcpy(pr, p->name, sizeof p->name);
-        pr[23] = 0;
-        int32_t pv[6] = {p->kind, p->rows, p->kv_capacity, p->n_tasks, p->n_io, p->n_relocs};
-        memcpy(pr + 24, pv, sizeof pv);
-        wr64(pr + 48, p->arena_bytes);
-        /* ELF section indices (ours + 1) */
-        wr32(pr + 56, (uint32_t)ti + 1);
-        wr32(pr + 60, (uint32_t)ii + 1);
-        wr32(pr + 64, (uint32_t)ri + 1);
-        if (progress) progress(ud, p->name, pi + 1, c->n_progs);
+#define BLOB_NOMEM(j) slm_errf((j)->err, SLM_ERR_NOMEM, "%s: out of memory building the blob", (j)->path)
+
+/* One program's sections (.slm.tasks.P, .slm.io.P, .slm.reloc.P) and its
+ * record pr in .slm.programs. */
+static slm_status add_program(wctx *w, const blob_job *j, const slm_program *p, uint8_t *pr) {
+    char nm[128];
+    int bad = 0;
+    if (p->n_tasks < 1 || p->n_io < 1) return slm_errf(j->err, SLM_ERR_INTERNAL, "%s: empty program", p->name);
+    uint8_t *tb = slm_calloc((size_t)p->n_tasks, BLOB_TASK_SIZE);
+    if (!tb) return BLOB_NOMEM(j);
+    for (int i = 0; i < p->n_tasks; i++)
+        put_task(tb + (size_t)i * BLOB_TASK_SIZE, &p->tasks[i], j->wt, j->n_wt, &bad);
+    snprintf(nm, sizeof nm, ".slm.tasks.%s", p->name);
+    int ti = add_sect_sym(w, nm, p->name, 8, BLOB_TASK_SIZE, tb, (uint64_t)p->n_tasks * BLOB_TASK_SIZE);
+    if (ti < 0) return BLOB_NOMEM(j);
+    uint8_t *ib = slm_calloc((size_t)p->n_io, BLOB_IO_SIZE);
+    if (!ib) return BLOB_NOMEM(j);
+    for (int i = 0; i < p->n_io; i++) put_io(ib + (size_t)i * BLOB_IO_SIZE, &p->io[i]);
+    snprintf(nm, sizeof nm, ".slm.io.%s", p->name);
+    int ii = add_sect(w, nm, SHT_PROGBITS, 8, BLOB_IO_SIZE, ib, (uint64_t)p->n_io * BLOB_IO_SIZE);
+    if (ii < 0) return BLOB_NOMEM(j);
+    for (int i = 0; i < p->n_io; i++) {
+        snprintf(nm, sizeof nm, "%s.%s", p->name, p->io[i].name);
+        add_sym(w, nm, ii, (uint64_t)i * BLOB_IO_SIZE, BLOB_IO_SIZE);
     }
+    uint8_t *rb = slm_calloc((size_t)p->n_relocs + 1, BLOB_RELOC_SIZE);
+    if (!rb) return BLOB_NOMEM(j);
+    for (int i = 0; i < p->n_relocs; i++) {
+        wr32(rb + 8 * (size_t)i, p->relocs[i].task);
+        wr16(rb + 8 * (size_t)i + 4, p->relocs[i].field);
+        wr16(rb + 8 * (size_t)i + 6, p->relocs[i].io);
+    }
+    snprintf(nm, sizeof nm, ".slm.reloc.%s", p->name);
+    char sym[128];
+    snprintf(sym, sizeof sym, "%s.relocs", p->name);
+    int ri = add_sect_sym(w, nm, sym, 8, BLOB_RELOC_SIZE, rb, (uint64_t)p->n_relocs * BLOB_RELOC_SIZE);
+    if (ri < 0) return BLOB_NOMEM(j);
+    if (bad) return slm_errf(j->err, SLM_ERR_INTERNAL, "%s: a weight reference is outside every tensor", p->name);
+    memcpy(pr, p->name, sizeof p->name);
+    pr[23] = 0;
+    int32_t pv[6] = {p->kind, p->rows, p->kv_capacity, p->n_tasks, p->n_io, p->n_relocs};
+    memcpy(pr + 24, pv, sizeof pv);
+    wr64(pr + 48, p->arena_bytes);
+    /* ELF section indices (ours + 1) */
+    wr32(pr + 56, (uint32_t)ti + 1);
+    wr32(pr + 60, (uint32_t)ii + 1);
+    wr32(pr + 64, (uint32_t)ri + 1);
+    return SLM_OK;
+}
 
-    if (!(b = slm_malloc((size_t)c->consts.bytes + 1))) goto nomem;
-    memcpy(b, c->consts.rope, (size_t)c->consts.bytes);
-    if ((si = add_sect(&w, ".slm.const", SHT_PROGBITS, 64, 0, b, c->consts.bytes)) < 0) goto nomem;
-    add_sym(&w, "rope", si, 0, c->consts.bytes);
+/* .slm.programs and every program's sections. */
+static slm_status add_programs(wctx *w, const blob_job *j) {
+    const slm_compiled *c = j->c;
+    uint8_t *progs = slm_calloc((size_t)c->n_progs, BLOB_PROG_SIZE);
+    if (!progs) return BLOB_NOMEM(j);
+    const int progs_idx = add_sect_sym(w, ".slm.programs", "programs", 8, BLOB_PROG_SIZE, progs,
+                                       (uint64_t)c->n_progs * BLOB_PROG_SIZE);
+    if (progs_idx < 0) return BLOB_NOMEM(j);
+    for (int pi = 0; pi < c->n_progs; pi++) {
+        /* w->s moves as sections are added: find the record afresh */
+        slm_status s = add_program(w, j, &c->progs[pi], w->s[progs_idx].data + (size_t)pi * BLOB_PROG_SIZE);
+        if (s) return s;
+        if (j->progress) j->progress(j->ud, c->progs[pi].name, pi + 1, c->n_progs);
+    }
+    return SLM_OK;
+}
 
+/* .slm.tensors: one record per tensor written, in file order. */
+static int add_tensor_table(wctx *w, const blob_job *j) {
+    const wtensor *wt = j->wt;
     int n_used = 0;
-    for (int i = 0; i < n_wt; i++) n_used += wt[i].used;
-    if (!(b = slm_calloc((size_t)n_used + 1, BLOB_TENSOR_SIZE))) goto nomem;
-    const int tens_idx = add_sect(&w, ".slm.tensors", SHT_PROGBITS, 8, BLOB_TENSOR_SIZE, b,
-                                  (uint64_t)n_used * BLOB_TENSOR_SIZE);
-    if (tens_idx < 0) goto nomem;
-    add_sym(&w, "tensors", tens_idx, 0, (uint64_t)n_used * BLOB_TENSOR_SIZE);
-    for (int i = 0, k = 0; i < n_wt; i++) {
+    for (int i = 0; i < j->n_wt; i++) n_used += wt[i].used;
+    uint8_t *b = slm_calloc((size_t)n_used + 1, BLOB_TENSOR_SIZE);
+    if (!b) return -1;
+    for (int i = 0, k = 0; i < j->n_wt; i++) {
         if (!wt[i].used) continue;
         uint8_t *q = b + (size_t)k++ * BLOB_TENSOR_SIZE;
         memcpy(q, wt[i].t->name, 64);
@@ -415,71 +419,94 @@ slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_mod
         wr64(q + 104, wt[i].dst);
         wr64(q + 112, wt[i].t->nbytes);
     }
+    return add_sect_sym(w, ".slm.tensors", "tensors", 8, BLOB_TENSOR_SIZE, b, (uint64_t)n_used * BLOB_TENSOR_SIZE);
+}
 
+/* .slm.const, .slm.tensors, .slm.tok, .slm.meta, then .slm.weights (no
+ * data: written from the mapping) with a symbol per tensor;
+ * *weights_idx = its index. */
+static slm_status add_data_sections(wctx *w, const blob_job *j, const slm_tokenizer *tok, int *weights_idx) {
+    const slm_compiled *c = j->c;
+    slm_status s;
+    uint8_t *b = slm_malloc((size_t)c->consts.bytes + 1);
+    if (!b) return BLOB_NOMEM(j);
+    memcpy(b, c->consts.rope, (size_t)c->consts.bytes);
+    if (add_sect_sym(w, ".slm.const", "rope", 64, 0, b, c->consts.bytes) < 0) return BLOB_NOMEM(j);
+    if (add_tensor_table(w, j) < 0) return BLOB_NOMEM(j);
     uint8_t *tokb = NULL;
     size_t tokn = 0;
-    if ((s = slm_tok_save(tok, &tokb, &tokn, err))) goto out;
-    if ((si = add_sect(&w, ".slm.tok", SHT_PROGBITS, 8, 0, tokb, tokn)) < 0) goto nomem;
-    add_sym(&w, "tokenizer", si, 0, tokn);
-
+    if ((s = slm_tok_save(tok, &tokb, &tokn, j->err))) return s;
+    if (add_sect_sym(w, ".slm.tok", "tokenizer", 8, 0, tokb, tokn) < 0) return BLOB_NOMEM(j);
     uint8_t *meta;
     uint64_t metan;
-    if (build_meta(m, &meta, &metan)) goto nomem;
-    if ((si = add_sect(&w, ".slm.meta", SHT_PROGBITS, 8, 0, meta, metan)) < 0) goto nomem;
-    add_sym(&w, "meta", si, 0, metan);
+    if (build_meta(j->m, &meta, &metan)) return BLOB_NOMEM(j);
+    if (add_sect_sym(w, ".slm.meta", "meta", 8, 0, meta, metan) < 0) return BLOB_NOMEM(j);
+    *weights_idx = w->n; /* added last; its symbols refer to it now */
+    for (int i = 0; i < j->n_wt; i++)
+        if (j->wt[i].used) add_sym(w, j->wt[i].t->name, *weights_idx, j->wt[i].dst, j->wt[i].t->nbytes);
+    if (add_sect(w, ".slm.weights", SHT_PROGBITS, SLM_BLOB_PAGE, 0, NULL, j->wsize) != *weights_idx)
+        return BLOB_NOMEM(j);
+    w->s[*weights_idx].flags = SHF_ALLOC;
+    return SLM_OK;
+}
 
-    const int weights_idx = w.n; /* added last; its symbols refer to it now */
-    for (int i = 0; i < n_wt; i++)
-        if (wt[i].used) add_sym(&w, wt[i].t->name, weights_idx, wt[i].dst, wt[i].t->nbytes);
-    if (add_sect(&w, ".slm.weights", SHT_PROGBITS, SLM_BLOB_PAGE, 0, NULL, wsize) != weights_idx) goto nomem;
-    w.s[weights_idx].flags = SHF_ALLOC;
-
-    if (w.sym.oom || w.str.oom) goto nomem;
-    int symtab_idx = add_sect(&w, ".symtab", SHT_SYMTAB, 8, sizeof(Elf64_Sym), w.sym.p, w.sym.n);
-    w.sym.p = NULL;
-    if (symtab_idx < 0) goto nomem;
-    int strtab_idx = add_sect(&w, ".strtab", SHT_STRTAB, 1, 0, w.str.p, w.str.n);
-    w.str.p = NULL;
-    if (strtab_idx < 0) goto nomem;
-    w.s[symtab_idx].link = (uint32_t)strtab_idx + 1;
-    w.s[symtab_idx].info = 1; /* first non-local symbol */
+/* .symtab, .strtab and .shstrtab; *name_off (heap, one per section) = each
+ * section's name in .shstrtab; *shstr_idx = its index. */
+static int add_link_sections(wctx *w, uint32_t **name_off, int *shstr_idx) {
+    *name_off = NULL;
+    if (w->sym.oom || w->str.oom) return -1;
+    int symtab_idx = add_sect(w, ".symtab", SHT_SYMTAB, 8, sizeof(Elf64_Sym), w->sym.p, w->sym.n);
+    w->sym.p = NULL;
+    if (symtab_idx < 0) return -1;
+    int strtab_idx = add_sect(w, ".strtab", SHT_STRTAB, 1, 0, w->str.p, w->str.n);
+    w->str.p = NULL;
+    if (strtab_idx < 0) return -1;
+    w->s[symtab_idx].link = (uint32_t)strtab_idx + 1;
+    w->s[symtab_idx].info = 1; /* first non-local symbol */
     sbuf shs = {0};
     sb_grow(&shs, 1);
-    uint32_t *name_off = slm_calloc((size_t)w.n + 2, sizeof *name_off);
-    if (!name_off) goto nomem;
-    for (int i = 0; i < w.n; i++) name_off[i] = sb_str(&shs, w.s[i].name);
+    uint32_t *off = slm_calloc((size_t)w->n + 2, sizeof *off);
+    if (!off) {
+        slm_xfree(shs.p);
+        return -1;
+    }
+    for (int i = 0; i < w->n; i++) off[i] = sb_str(&shs, w->s[i].name);
     uint32_t shs_name = sb_str(&shs, ".shstrtab");
     if (shs.oom) {
-        slm_xfree(name_off);
+        slm_xfree(off);
         slm_xfree(shs.p);
-        goto nomem;
+        return -1;
     }
-    int shstr_idx = add_sect(&w, ".shstrtab", SHT_STRTAB, 1, 0, shs.p, shs.n);
-    if (shstr_idx < 0) {
-        slm_xfree(name_off);
-        goto nomem;
+    if ((*shstr_idx = add_sect(w, ".shstrtab", SHT_STRTAB, 1, 0, shs.p, shs.n)) < 0) {
+        slm_xfree(off);
+        return -1;
     }
-    name_off[shstr_idx] = shs_name;
+    off[*shstr_idx] = shs_name;
+    *name_off = off;
+    return 0;
+}
 
-    /* ---- layout: header, sections (all but weights), section headers, weights ---- */
+/* Lay out the file: ELF header, the sections but the weights, the section
+ * header table, then the weights at a page boundary. Returns the bytes
+ * before the weights (heap, *woff long, checksum patched in), or NULL when
+ * out of memory. */
+static uint8_t *layout_prefix(wctx *w, const uint32_t *name_off, int weights_idx, int shstr_idx, int ident_idx,
+                              uint64_t *woff_out) {
     uint64_t off = sizeof(Elf64_Ehdr);
-    for (int i = 0; i < w.n; i++) {
+    for (int i = 0; i < w->n; i++) {
         if (i == weights_idx) continue;
-        off = align_up(off, w.s[i].align);
-        w.s[i].off = off;
-        off += w.s[i].size;
+        off = align_up(off, w->s[i].align);
+        w->s[i].off = off;
+        off += w->s[i].size;
     }
     off = align_up(off, 8);
     const uint64_t shoff = off;
-    const int shnum = w.n + 1;
+    const int shnum = w->n + 1;
     off += (uint64_t)shnum * sizeof(Elf64_Shdr);
     const uint64_t woff = align_up(off, SLM_BLOB_PAGE);
-    w.s[weights_idx].off = woff;
-    prefix = slm_calloc(1, (size_t)woff);
-    if (!prefix) {
-        slm_xfree(name_off);
-        goto nomem;
-    }
+    w->s[weights_idx].off = woff;
+    uint8_t *prefix = slm_calloc(1, (size_t)woff);
+    if (!prefix) return NULL;
     Elf64_Ehdr eh;
     memset(&eh, 0, sizeof eh);
     memcpy(eh.e_ident, ELFMAG, SELFMAG);
@@ -496,84 +523,131 @@ slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_mod
     eh.e_shnum = (uint16_t)shnum;
     eh.e_shstrndx = (uint16_t)(shstr_idx + 1);
     memcpy(prefix, &eh, sizeof eh);
-    for (int i = 0; i < w.n; i++) {
+    for (int i = 0; i < w->n; i++) {
         Elf64_Shdr sh;
         memset(&sh, 0, sizeof sh);
         sh.sh_name = name_off[i];
-        sh.sh_type = w.s[i].type;
-        sh.sh_flags = w.s[i].flags;
-        sh.sh_offset = w.s[i].off;
-        sh.sh_size = w.s[i].size;
-        sh.sh_link = w.s[i].link;
-        sh.sh_info = w.s[i].info;
-        sh.sh_addralign = w.s[i].align;
-        sh.sh_entsize = w.s[i].entsize;
+        sh.sh_type = w->s[i].type;
+        sh.sh_flags = w->s[i].flags;
+        sh.sh_offset = w->s[i].off;
+        sh.sh_size = w->s[i].size;
+        sh.sh_link = w->s[i].link;
+        sh.sh_info = w->s[i].info;
+        sh.sh_addralign = w->s[i].align;
+        sh.sh_entsize = w->s[i].entsize;
         memcpy(prefix + shoff + (uint64_t)(i + 1) * sizeof sh, &sh, sizeof sh);
-        if (i != weights_idx && w.s[i].size) memcpy(prefix + w.s[i].off, w.s[i].data, (size_t)w.s[i].size);
+        if (i != weights_idx && w->s[i].size) memcpy(prefix + w->s[i].off, w->s[i].data, (size_t)w->s[i].size);
     }
-    slm_xfree(name_off);
-    wr64(prefix + w.s[ident_idx].off + BLOB_IDENT_CHECKSUM_OFF, slm_hash64(prefix, (size_t)woff, 0x636b736dull));
+    wr64(prefix + w->s[ident_idx].off + BLOB_IDENT_CHECKSUM_OFF, slm_hash64(prefix, (size_t)woff, 0x636b736dull));
+    *woff_out = woff;
+    return prefix;
+}
 
-    /* ---- write: a temporary file beside path, then rename ---- */
+/* The weights section from the mapping, each tensor at its offset, zeros
+ * between; progress every 64 MiB. */
+static slm_status write_weights(int fd, const blob_job *j, const char *tmp) {
+    static const uint8_t zero[SLM_BLOB_PAGE];
+    slm_status s;
+    uint64_t at = 0, last_report = 0;
+    for (int i = 0; i < j->n_wt; i++) {
+        const wtensor *t = &j->wt[i];
+        if (!t->used) continue;
+        if ((s = write_all(fd, zero, t->dst - at, tmp, j->err))) return s;
+        if ((s = write_all(fd, j->src + t->src, t->t->nbytes, tmp, j->err))) return s;
+        at = t->dst + t->t->nbytes;
+        if (j->progress && at - last_report >= (64u << 20)) {
+            last_report = at;
+            j->progress(j->ud, "weights", (int)(at >> 20), (int)(j->wsize >> 20));
+        }
+    }
+    if ((s = write_all(fd, zero, j->wsize - at, tmp, j->err))) return s;
+    if (j->progress) j->progress(j->ud, "weights", (int)(j->wsize >> 20), (int)(j->wsize >> 20));
+    return SLM_OK;
+}
+
+/* Write prefix and the weights to a temporary file beside path, fsync it
+ * and rename it into place; on failure the temporary file is removed. */
+static slm_status write_file(const blob_job *j, const uint8_t *prefix, uint64_t woff) {
+    const char *path = j->path;
+    slm_status s = SLM_OK;
     size_t plen = strlen(path);
-    tmp = slm_malloc(plen + 16);
-    if (!tmp) goto nomem;
+    char *tmp = slm_malloc(plen + 16);
+    if (!tmp) return BLOB_NOMEM(j);
     snprintf(tmp, plen + 16, "%s.tmp.XXXXXX", path);
-    fd = mkstemp(tmp);
+    int fd = mkstemp(tmp);
     if (fd < 0) {
-        s = slm_errf(err, SLM_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+        s = slm_errf(j->err, SLM_ERR_IO, "%s: cannot create a temporary file: %s", path, strerror(errno));
         slm_xfree(tmp);
-        tmp = NULL;
-        goto out;
+        return s;
     }
     (void)fchmod(fd, 0644); /* mkstemp makes 0600; a blob is as readable as a model file */
-    if ((s = write_all(fd, prefix, woff, tmp, err))) goto out;
-    {
-        static const uint8_t zero[SLM_BLOB_PAGE];
-        uint64_t at = 0, last_report = 0;
-        for (int i = 0; i < n_wt; i++) {
-            if (!wt[i].used) continue;
-            if ((s = write_all(fd, zero, wt[i].dst - at, tmp, err))) goto out;
-            if ((s = write_all(fd, src + wt[i].src, wt[i].t->nbytes, tmp, err))) goto out;
-            at = wt[i].dst + wt[i].t->nbytes;
-            if (progress && at - last_report >= (64u << 20)) {
-                last_report = at;
-                progress(ud, "weights", (int)(at >> 20), (int)(wsize >> 20));
-            }
-        }
-        if ((s = write_all(fd, zero, wsize - at, tmp, err))) goto out;
-        if (progress) progress(ud, "weights", (int)(wsize >> 20), (int)(wsize >> 20));
-    }
+    if ((s = write_all(fd, prefix, woff, tmp, j->err))) goto fail_unlink;
+    if ((s = write_weights(fd, j, tmp))) goto fail_unlink;
     if (fsync(fd) != 0) {
-        s = slm_errf(err, SLM_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
-        goto out;
+        s = slm_errf(j->err, SLM_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
+        goto fail_unlink;
     }
-    if (close(fd) != 0) {
-        fd = -1;
-        s = slm_errf(err, SLM_ERR_IO, "%s: close: %s", tmp, strerror(errno));
-        goto out;
-    }
+    int rc = close(fd);
     fd = -1;
+    if (rc != 0) {
+        s = slm_errf(j->err, SLM_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+        goto fail_unlink;
+    }
     if (rename(tmp, path) != 0) {
-        s = slm_errf(err, SLM_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
-        goto out;
+        s = slm_errf(j->err, SLM_ERR_IO, "%s: cannot rename into place: %s", path, strerror(errno));
+        goto fail_unlink;
     }
     slm_xfree(tmp);
-    tmp = NULL;
+    return SLM_OK;
+fail_unlink:
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+    slm_xfree(tmp);
+    return s;
+}
+
+slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
+                          const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
+                          void *ud, slm_err *err) {
+    if (c->n_progs < 1 || c->n_progs > BLOB_MAX_PROGS)
+        return slm_errf(err, SLM_ERR_ARG, "%s: %d programs (1..%d)", path, c->n_progs, BLOB_MAX_PROGS);
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].kind != SLM_PROG_PREFILL && c->progs[i].kind != SLM_PROG_GENERATE &&
+            c->progs[i].kind != SLM_PROG_VERIFY)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: program %s: this kind cannot be stored in a blob yet "
+                            "(format %u: prefill, generate, verify)", path, c->progs[i].name, SLM_BLOB_FORMAT_VERSION);
+    blob_job j = {.path = path, .c = c, .m = m, .src = m->map.data, .n_wt = m->n_tensors,
+                  .progress = progress, .ud = ud, .err = err};
+    slm_status s = SLM_OK;
+    wctx w;
+    memset(&w, 0, sizeof w);
+    uint32_t *name_off = NULL;
+    uint8_t *prefix = NULL;
+    int ident_idx = 0, weights_idx = 0, shstr_idx = 0;
+    uint64_t woff = 0;
+
+    j.wt = slm_calloc((size_t)j.n_wt + 1, sizeof *j.wt);
+    if (!j.wt) return BLOB_NOMEM(&j);
+    if ((s = select_weights(&j))) goto out;
+    id->weights_hash = hash_weights(&j);
+    sb_grow(&w.sym, sizeof(Elf64_Sym)); /* symbol 0: null */
+    sb_grow(&w.str, 1);
+    if (add_ident_config(&w, c, id, &ident_idx) < 0) goto nomem;
+    if ((s = add_programs(&w, &j))) goto out;
+    if ((s = add_data_sections(&w, &j, tok, &weights_idx))) goto out;
+    if (add_link_sections(&w, &name_off, &shstr_idx) < 0) goto nomem;
+    if (!(prefix = layout_prefix(&w, name_off, weights_idx, shstr_idx, ident_idx, &woff))) goto nomem;
+    s = write_file(&j, prefix, woff);
     goto out;
 nomem:
-    s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory building the blob", path);
+    s = BLOB_NOMEM(&j);
 out:
-    if (fd >= 0) close(fd);
-    if (tmp) {
-        unlink(tmp);
-        slm_xfree(tmp);
-    }
     for (int i = 0; i < w.n; i++) slm_xfree(w.s[i].data);
     slm_xfree(w.s);
     slm_xfree(w.sym.p);
     slm_xfree(w.str.p);
+    slm_xfree(name_off);
     slm_xfree(prefix);
-    slm_xfree(wt);
+    slm_xfree(j.wt);
     return s;
 }

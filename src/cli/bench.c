@@ -277,28 +277,44 @@ static void json_str(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-int slm_cli_bench(int argc, char **argv) {
-    const char *model = NULL, *tok = NULL, *fmt = "md", *kernels = NULL;
-    int p = 512, n = 128, threads = 0, reps = 5, bw_mib = 1024, profile = 1, tile_kb = 0;
+/* One bench run: the options, then what was measured. */
+typedef struct bench {
+    const char *model, *tok, *fmt, *kernels;
+    int p, n, threads, reps, bw_mib, profile, tile_kb, jsonl;
+    model_facts mf;
+    double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
+    double limit;                   /* decode tokens/s the bandwidth allows */
+    const char *kname;              /* the kernels in use */
+    test_result res[2];             /* pp, tg (those run) */
+    int n_res;
+    prof pm, pmed;                  /* the decode profile: mean, median step */
+    int profiled;
+} bench;
+
+/* The command line into b; 0: go on, else the exit code (help: 0 too,
+ * with *done set). */
+static int parse_args(bench *b, int argc, char **argv, int *done) {
+    *done = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
+            *done = 1;
             return 0;
         } else if (!strcmp(o, "--no-profile")) {
-            profile = 0;
+            b->profile = 0;
             continue;
-        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) model = v;
-        else if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) tok = v;
-        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) fmt = v;
-        else if (!strcmp(o, "--kernels")) kernels = v;
-        else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &p);
-        else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &n);
-        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &threads);
-        else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &reps);
-        else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &bw_mib);
-        else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &tile_kb);
+        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) b->model = v;
+        else if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) b->tok = v;
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) b->fmt = v;
+        else if (!strcmp(o, "--kernels")) b->kernels = v;
+        else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->p);
+        else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->n);
+        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &b->threads);
+        else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &b->reps);
+        else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &b->bw_mib);
+        else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &b->tile_kb);
         else {
             fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
             return 2;
@@ -310,219 +326,236 @@ int slm_cli_bench(int argc, char **argv) {
         }
         i++;
     }
-    if (!model) {
+    if (!b->model) {
         fprintf(stderr, "staticlm bench: -m MODEL is required\n\n");
         usage(stderr);
         return 2;
     }
-    const int jsonl = !strcmp(fmt, "jsonl");
-    if (!jsonl && strcmp(fmt, "md")) {
-        fprintf(stderr, "staticlm bench: -o expects md or jsonl, got '%s'\n", fmt);
+    b->jsonl = !strcmp(b->fmt, "jsonl");
+    if (!b->jsonl && strcmp(b->fmt, "md")) {
+        fprintf(stderr, "staticlm bench: -o expects md or jsonl, got '%s'\n", b->fmt);
         return 2;
     }
-    if (kernels && !slm_kernels_select(kernels)) {
+    if (b->kernels && !slm_kernels_select(b->kernels)) {
         fprintf(stderr, "staticlm bench: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n",
-                kernels);
+                b->kernels);
         return 1;
     }
-    if (threads <= 0) {
+    if (b->threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
-        threads = c > 0 ? (int)(c > 256 ? 256 : c) : 1;
+        b->threads = c > 0 ? (int)(c > 256 ? 256 : c) : 1;
     }
+    return 0;
+}
 
-    model_facts mf;
-    if (!model_facts_get(model, &mf)) memset(&mf, 0, sizeof mf);
+/* The warm-up, then pp and tg -r times each; 0 when a step failed. */
+static int run_tests(bench *b, slm_engine *e, int32_t *ids, int vocab) {
+    double sec;
+    /* warm-up: pages the weights in, wakes the threads */
+    if (b->p > 0 && !run_pp(e, ids, b->p, vocab, &sec)) return 0;
+    if (b->n > 0 && !run_tg(e, b->n < 16 ? b->n : 16, vocab, &sec)) return 0;
+    if (b->p > 0) {
+        test_result *r = &b->res[b->n_res++];
+        memset(r, 0, sizeof *r);
+        r->name = "pp", r->n_prompt = b->p, r->reps = b->reps;
+        for (int i = 0; i < b->reps; i++) {
+            if (!run_pp(e, ids, b->p, vocab, &sec)) return 0;
+            r->ns[i] = sec * 1e9, r->ts[i] = b->p / sec;
+        }
+        finish_stats(r);
+    }
+    if (b->n > 0) {
+        test_result *r = &b->res[b->n_res++];
+        memset(r, 0, sizeof *r);
+        r->name = "tg", r->n_gen = b->n, r->reps = b->reps;
+        for (int i = 0; i < b->reps; i++) {
+            if (!run_tg(e, b->n, vocab, &sec)) return 0;
+            r->ns[i] = sec * 1e9, r->ts[i] = b->n / sec;
+        }
+        finish_stats(r);
+    }
+    return 1;
+}
 
+/* The decode breakdown: one more tg pass, each step profiled on its own
+ * (the mean, and the median step by wall time: robust when other
+ * processes take the cores now and then). 0 when a step failed. */
+static int profile_decode(bench *b, slm_engine *e, int vocab) {
+    const int n = b->n;
+    prof *steps = slm_calloc((size_t)n, sizeof *steps);
+    if (!steps) return 0;
+    const float *logits;
+    slm_reset(e);
+    int ok = 1;
+    for (int i = 0; i < n && ok; i++) {
+        uint64_t calls = 0;
+        slm_exec_profile(1);
+        double t0 = now_s();
+        ok = slm_decode(e, rand_id(vocab), &logits) == SLM_OK;
+        steps[i].wall = (now_s() - t0) * 1e9;
+        slm_exec_profile_get(steps[i].ns, &calls);
+        slm_exec_profile(0);
+    }
+    if (ok) {
+        for (int i = 0; i < n; i++) {
+            b->pm.wall += steps[i].wall / n;
+            for (int k = 0; k < SLM_T_OP_COUNT; k++) b->pm.ns[k] += steps[i].ns[k];
+        }
+        for (int k = 0; k < SLM_T_OP_COUNT; k++) b->pm.ns[k] /= (uint64_t)n;
+        qsort(steps, (size_t)n, sizeof *steps, prof_cmp);
+        b->pmed = steps[n / 2];
+        b->profiled = 1;
+    } else {
+        fprintf(stderr, "staticlm bench: decode (profile pass): %s\n", slm_last_error(e));
+    }
+    slm_xfree(steps);
+    return ok;
+}
+
+/* One JSON object per test (the tg one with bandwidth and profile). */
+static void print_jsonl(const bench *b) {
+    const test_result *tg = b->n > 0 ? &b->res[b->n_res - 1] : NULL;
+    const model_facts *mf = &b->mf;
+    for (int i = 0; i < b->n_res; i++) {
+        const test_result *r = &b->res[i];
+        printf("{\"model_filename\": ");
+        json_str(stdout, b->model);
+        printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"CPU\", "
+               "\"kernels\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
+               "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
+               mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname, b->threads,
+               r->n_prompt, r->n_gen, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
+        for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
+        printf("]");
+        if (r == tg) {
+            printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
+                   "\"pct_of_limit\": %.2f, \"read_gbs\": %.3f",
+                   b->bw / 1e9, (unsigned long long)mf->per_token, b->limit,
+                   b->limit > 0 ? 100.0 * r->avg_ts / b->limit : 0.0, (double)mf->per_token * r->avg_ts / 1e9);
+            if (b->profiled) {
+                const prof *ps[2] = {&b->pm, &b->pmed};
+                const char *names[2] = {"profile_mean_ns", "profile_median_step_ns"};
+                for (int j = 0; j < 2; j++) {
+                    printf(", \"%s\": {", names[j]);
+                    for (int k = 0; k < SLM_T_OP_COUNT; k++)
+                        if (ps[j]->ns[k]) printf("\"%s\": %llu, ", slm_task_op_name(k), (unsigned long long)ps[j]->ns[k]);
+                    printf("\"runtime\": %.0f, \"step\": %.0f, \"fixed_overhead\": %.0f}", prof_runtime(ps[j]),
+                           ps[j]->wall, ps[j]->wall - (double)ps[j]->ns[SLM_T_MATMUL]);
+                }
+            }
+        }
+        printf("}\n");
+    }
+}
+
+/* The decode step by task kind, as a markdown table. */
+static void print_profile_md(const bench *b) {
+    const prof *pm = &b->pm, *pmed = &b->pmed;
+    printf("\ndecode step by task kind (one more tg%d pass, each step profiled; the caller thread's time):\n\n", b->n);
+    printf("| kind | mean us/step | share | median step us | share |\n| --- | ---: | ---: | ---: | ---: |\n");
+    for (int k = 0; k < SLM_T_OP_COUNT; k++) {
+        if ((!pm->ns[k] && !pmed->ns[k]) || k == SLM_T_BARRIER) continue;
+        printf("| %s | %.1f | %.1f%% | %.1f | %.1f%% |\n", slm_task_op_name(k), pm->ns[k] / 1e3,
+               100.0 * pm->ns[k] / pm->wall, pmed->ns[k] / 1e3, 100.0 * pmed->ns[k] / pmed->wall);
+    }
+    printf("| barrier (waiting for the other threads) | %.1f | %.1f%% | %.1f | %.1f%% |\n",
+           pm->ns[SLM_T_BARRIER] / 1e3, 100.0 * pm->ns[SLM_T_BARRIER] / pm->wall, pmed->ns[SLM_T_BARRIER] / 1e3,
+           100.0 * pmed->ns[SLM_T_BARRIER] / pmed->wall);
+    printf("| runtime (outside the task list) | %.1f | %.1f%% | %.1f | %.1f%% |\n", prof_runtime(pm) / 1e3,
+           100.0 * prof_runtime(pm) / pm->wall, prof_runtime(pmed) / 1e3, 100.0 * prof_runtime(pmed) / pmed->wall);
+    printf("| **step** | %.1f | 100%% | %.1f | 100%% |\n", pm->wall / 1e3, pmed->wall / 1e3);
+    const double fm = pm->wall - (double)pm->ns[SLM_T_MATMUL], fmed = pmed->wall - (double)pmed->ns[SLM_T_MATMUL];
+    printf("\nfixed overhead per decode step (everything but matmul): mean %.1f us (%.1f%%), median step "
+           "%.1f us (%.1f%%)\n",
+           fm / 1e3, 100.0 * fm / pm->wall, fmed / 1e3, 100.0 * fmed / pmed->wall);
+}
+
+/* llama-bench's table, then bandwidth, limit and the profile. */
+static void print_md(const bench *b) {
+    const test_result *tg = b->n > 0 ? &b->res[b->n_res - 1] : NULL;
+    const model_facts *mf = &b->mf;
+    printf("| model | size | params | backend | threads | test | t/s |\n");
+    printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    for (int i = 0; i < b->n_res; i++) {
+        const test_result *r = &b->res[i];
+        printf("| %s %s | %.2f MiB | %.2f %s | CPU (%s) | %d | %s%d | %.2f ± %.2f |\n", slm_basename(b->model),
+               mf->type, mf->size / 1048576.0, mf->params >= 1000000000ull ? mf->params / 1e9 : mf->params / 1e6,
+               mf->params >= 1000000000ull ? "B" : "M", b->kname, b->threads, r->name,
+               r->n_prompt ? r->n_prompt : r->n_gen, r->avg_ts, r->sd_ts);
+    }
+    printf("\ntensor types: %s\n", mf->mix);
+    if (b->bw > 0)
+        printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5 passes; %.1f before the "
+               "tests, %.1f after)\n",
+               b->bw / 1e9, b->threads, b->bw_mib, b->bw_before / 1e9, b->bw_after / 1e9);
+    if (tg && b->limit > 0) {
+        printf("decode reads %.1f MB of weights per token: bandwidth limit %.1f t/s; tg%d = %.1f%% of it\n",
+               mf->per_token / 1e6, b->limit, tg->n_gen, 100.0 * tg->avg_ts / b->limit);
+        /* the read rate itself: on machines whose bandwidth changes between
+           measurements (a VM's memory placement), the percentage alone misleads */
+        const double rate = mf->per_token * tg->avg_ts;
+        printf("tg%d reads the weights at %.1f GB/s (%.0f%% of the %.1f GB/s before the tests, %.0f%% of the %.1f "
+               "after)\n",
+               tg->n_gen, rate / 1e9, b->bw_before > 0 ? 100.0 * rate / b->bw_before : 0.0, b->bw_before / 1e9,
+               b->bw_after > 0 ? 100.0 * rate / b->bw_after : 0.0, b->bw_after / 1e9);
+    }
+    if (tg && b->profiled) print_profile_md(b);
+}
+
+int slm_cli_bench(int argc, char **argv) {
+    bench bb, *b = &bb;
+    memset(b, 0, sizeof *b);
+    b->fmt = "md";
+    b->p = 512, b->n = 128, b->reps = 5, b->bw_mib = 1024, b->profile = 1;
+    int done, rc = parse_args(b, argc, argv, &done);
+    if (rc || done) return rc;
+
+    if (!model_facts_get(b->model, &b->mf)) memset(&b->mf, 0, sizeof b->mf);
     /* the bandwidth first, while nothing else of ours runs */
-    double bw = 0.0;
-    if (bw_mib > 0) bw = measure_bandwidth((size_t)bw_mib << 20, threads, 5);
+    if (b->bw_mib > 0) b->bw = measure_bandwidth((size_t)b->bw_mib << 20, b->threads, 5);
 
     slm_options opt = slm_default_options();
-    opt.tokenizer_path = tok;
-    opt.max_prompt_len = p > 0 ? p : 1;
-    opt.min_response_len = n;
-    opt.n_threads = threads;
-    opt.tile_kb = tile_kb;
+    opt.tokenizer_path = b->tok;
+    opt.max_prompt_len = b->p > 0 ? b->p : 1;
+    opt.min_response_len = b->n;
+    opt.n_threads = b->threads;
+    opt.tile_kb = b->tile_kb;
     slm_engine *e = NULL;
-    if (slm_load(&e, model, &opt)) {
+    if (slm_load(&e, b->model, &opt)) {
         fprintf(stderr, "staticlm bench: %s\n", slm_last_error(e));
         slm_free(e);
         return 1;
     }
     slm_info in;
     slm_get_info(e, &in);
-    if (p > in.max_prompt_len) {
-        fprintf(stderr, "note: pp%d does not fit the model's context length %d: clamped to pp%d\n", p,
+    if (b->p > in.max_prompt_len) {
+        fprintf(stderr, "note: pp%d does not fit the model's context length %d: clamped to pp%d\n", b->p,
                 in.context_len, in.max_prompt_len);
-        p = in.max_prompt_len;
+        b->p = in.max_prompt_len;
     }
-    if (n > in.kv_capacity) {
-        fprintf(stderr, "note: tg%d does not fit the KV capacity %d: clamped to tg%d\n", n, in.kv_capacity,
+    if (b->n > in.kv_capacity) {
+        fprintf(stderr, "note: tg%d does not fit the KV capacity %d: clamped to tg%d\n", b->n, in.kv_capacity,
                 in.kv_capacity);
-        n = in.kv_capacity;
+        b->n = in.kv_capacity;
     }
-    int32_t *ids = slm_malloc(((size_t)p + 1) * sizeof *ids);
+    int32_t *ids = slm_malloc(((size_t)b->p + 1) * sizeof *ids);
     if (!ids) {
         slm_free(e);
         return 1;
     }
-    const char *kname = slm_kernels_active()->name;
-    const char *base = slm_basename(model);
-    int rc = 1;
-
-    test_result res[2];
-    int n_res = 0;
-    double sec;
-    /* warm-up: pages the weights in, wakes the threads */
-    if (p > 0 && !run_pp(e, ids, p, in.vocab_size, &sec)) goto done;
-    if (n > 0 && !run_tg(e, n < 16 ? n : 16, in.vocab_size, &sec)) goto done;
-    if (p > 0) {
-        test_result *r = &res[n_res++];
-        memset(r, 0, sizeof *r);
-        r->name = "pp", r->n_prompt = p, r->reps = reps;
-        for (int i = 0; i < reps; i++) {
-            if (!run_pp(e, ids, p, in.vocab_size, &sec)) goto done;
-            r->ns[i] = sec * 1e9, r->ts[i] = p / sec;
-        }
-        finish_stats(r);
-    }
-    if (n > 0) {
-        test_result *r = &res[n_res++];
-        memset(r, 0, sizeof *r);
-        r->name = "tg", r->n_gen = n, r->reps = reps;
-        for (int i = 0; i < reps; i++) {
-            if (!run_tg(e, n, in.vocab_size, &sec)) goto done;
-            r->ns[i] = sec * 1e9, r->ts[i] = n / sec;
-        }
-        finish_stats(r);
-    }
-
-    /* the decode breakdown: one more tg pass, each step profiled on its own
-     * (the mean, and the median step by wall time: robust when other
-     * processes take the cores now and then) */
-    prof pm, pmed;
-    memset(&pm, 0, sizeof pm);
-    memset(&pmed, 0, sizeof pmed);
-    int profiled = 0;
-    if (profile && n > 0) {
-        prof *steps = slm_calloc((size_t)n, sizeof *steps);
-        if (!steps) goto done;
-        const float *logits;
-        slm_reset(e);
-        int ok = 1;
-        for (int i = 0; i < n && ok; i++) {
-            uint64_t calls = 0;
-            slm_exec_profile(1);
-            double t0 = now_s();
-            ok = slm_decode(e, rand_id(in.vocab_size), &logits) == SLM_OK;
-            steps[i].wall = (now_s() - t0) * 1e9;
-            slm_exec_profile_get(steps[i].ns, &calls);
-            slm_exec_profile(0);
-        }
-        if (ok) {
-            for (int i = 0; i < n; i++) {
-                pm.wall += steps[i].wall / n;
-                for (int k = 0; k < SLM_T_OP_COUNT; k++) pm.ns[k] += steps[i].ns[k];
-            }
-            for (int k = 0; k < SLM_T_OP_COUNT; k++) pm.ns[k] /= (uint64_t)n;
-            qsort(steps, (size_t)n, sizeof *steps, prof_cmp);
-            pmed = steps[n / 2];
-            profiled = 1;
-        } else {
-            fprintf(stderr, "staticlm bench: decode (profile pass): %s\n", slm_last_error(e));
-        }
-        slm_xfree(steps);
-        if (!ok) goto done;
-    }
+    b->kname = slm_kernels_active()->name;
+    rc = 1;
+    if (!run_tests(b, e, ids, in.vocab_size)) goto done;
+    if (b->profile && b->n > 0 && !profile_decode(b, e, in.vocab_size)) goto done;
 
     /* the bandwidth again, after the tests: other processes on the machine
      * move it; the higher of the two bounds decode more honestly */
-    double bw_after = 0.0;
-    if (bw_mib > 0) bw_after = measure_bandwidth((size_t)bw_mib << 20, threads, 5);
-    const double bw_before = bw;
-    if (bw_after > bw) bw = bw_after;
-    const double limit = bw > 0 && mf.per_token ? bw / (double)mf.per_token : 0.0;
-    const test_result *tg = n > 0 ? &res[n_res - 1] : NULL;
-
-    if (jsonl) {
-        for (int i = 0; i < n_res; i++) {
-            const test_result *r = &res[i];
-            printf("{\"model_filename\": ");
-            json_str(stdout, model);
-            printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"CPU\", "
-                   "\"kernels\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
-                   "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
-                   mf.type, (unsigned long long)mf.size, (unsigned long long)mf.params, kname, threads,
-                   r->n_prompt, r->n_gen, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
-            for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
-            printf("]");
-            if (r == tg) {
-                printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
-                       "\"pct_of_limit\": %.2f, \"read_gbs\": %.3f",
-                       bw / 1e9, (unsigned long long)mf.per_token, limit, limit > 0 ? 100.0 * r->avg_ts / limit : 0.0,
-                       (double)mf.per_token * r->avg_ts / 1e9);
-                if (profiled) {
-                    const prof *ps[2] = {&pm, &pmed};
-                    const char *names[2] = {"profile_mean_ns", "profile_median_step_ns"};
-                    for (int j = 0; j < 2; j++) {
-                        printf(", \"%s\": {", names[j]);
-                        for (int k = 0; k < SLM_T_OP_COUNT; k++)
-                            if (ps[j]->ns[k]) printf("\"%s\": %llu, ", slm_task_op_name(k), (unsigned long long)ps[j]->ns[k]);
-                        printf("\"runtime\": %.0f, \"step\": %.0f, \"fixed_overhead\": %.0f}", prof_runtime(ps[j]),
-                               ps[j]->wall, ps[j]->wall - (double)ps[j]->ns[SLM_T_MATMUL]);
-                    }
-                }
-            }
-            printf("}\n");
-        }
-    } else {
-        printf("| model | size | params | backend | threads | test | t/s |\n");
-        printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
-        for (int i = 0; i < n_res; i++) {
-            const test_result *r = &res[i];
-            printf("| %s %s | %.2f MiB | %.2f %s | CPU (%s) | %d | %s%d | %.2f ± %.2f |\n", base, mf.type,
-                   mf.size / 1048576.0, mf.params >= 1000000000ull ? mf.params / 1e9 : mf.params / 1e6,
-                   mf.params >= 1000000000ull ? "B" : "M", kname, threads, r->name,
-                   r->n_prompt ? r->n_prompt : r->n_gen, r->avg_ts, r->sd_ts);
-        }
-        printf("\ntensor types: %s\n", mf.mix);
-        if (bw > 0)
-            printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5 passes; %.1f before the "
-                   "tests, %.1f after)\n",
-                   bw / 1e9, threads, bw_mib, bw_before / 1e9, bw_after / 1e9);
-        if (tg && limit > 0) {
-            printf("decode reads %.1f MB of weights per token: bandwidth limit %.1f t/s; tg%d = %.1f%% of it\n",
-                   mf.per_token / 1e6, limit, tg->n_gen, 100.0 * tg->avg_ts / limit);
-            /* the read rate itself: on machines whose bandwidth changes between
-               measurements (a VM's memory placement), the percentage alone misleads */
-            const double rate = mf.per_token * tg->avg_ts;
-            printf("tg%d reads the weights at %.1f GB/s (%.0f%% of the %.1f GB/s before the tests, %.0f%% of the %.1f "
-                   "after)\n",
-                   tg->n_gen, rate / 1e9, bw_before > 0 ? 100.0 * rate / bw_before : 0.0, bw_before / 1e9,
-                   bw_after > 0 ? 100.0 * rate / bw_after : 0.0, bw_after / 1e9);
-        }
-        if (tg && profiled) {
-            printf("\ndecode step by task kind (one more tg%d pass, each step profiled; the caller thread's time):\n\n",
-                   n);
-            printf("| kind | mean us/step | share | median step us | share |\n| --- | ---: | ---: | ---: | ---: |\n");
-            for (int k = 0; k < SLM_T_OP_COUNT; k++) {
-                if ((!pm.ns[k] && !pmed.ns[k]) || k == SLM_T_BARRIER) continue;
-                printf("| %s | %.1f | %.1f%% | %.1f | %.1f%% |\n", slm_task_op_name(k), pm.ns[k] / 1e3,
-                       100.0 * pm.ns[k] / pm.wall, pmed.ns[k] / 1e3, 100.0 * pmed.ns[k] / pmed.wall);
-            }
-            printf("| barrier (waiting for the other threads) | %.1f | %.1f%% | %.1f | %.1f%% |\n",
-                   pm.ns[SLM_T_BARRIER] / 1e3, 100.0 * pm.ns[SLM_T_BARRIER] / pm.wall, pmed.ns[SLM_T_BARRIER] / 1e3,
-                   100.0 * pmed.ns[SLM_T_BARRIER] / pmed.wall);
-            printf("| runtime (outside the task list) | %.1f | %.1f%% | %.1f | %.1f%% |\n", prof_runtime(&pm) / 1e3,
-                   100.0 * prof_runtime(&pm) / pm.wall, prof_runtime(&pmed) / 1e3,
-                   100.0 * prof_runtime(&pmed) / pmed.wall);
-            printf("| **step** | %.1f | 100%% | %.1f | 100%% |\n", pm.wall / 1e3, pmed.wall / 1e3);
-            const double fm = pm.wall - (double)pm.ns[SLM_T_MATMUL], fmed = pmed.wall - (double)pmed.ns[SLM_T_MATMUL];
-            printf("\nfixed overhead per decode step (everything but matmul): mean %.1f us (%.1f%%), median step "
-                   "%.1f us (%.1f%%)\n",
-                   fm / 1e3, 100.0 * fm / pm.wall, fmed / 1e3, 100.0 * fmed / pmed.wall);
-        }
-    }
+    if (b->bw_mib > 0) b->bw_after = measure_bandwidth((size_t)b->bw_mib << 20, b->threads, 5);
+    b->bw_before = b->bw;
+    if (b->bw_after > b->bw) b->bw = b->bw_after;
+    b->limit = b->bw > 0 && b->mf.per_token ? b->bw / (double)b->mf.per_token : 0.0;
+    if (b->jsonl) print_jsonl(b);
+    else print_md(b);
     fflush(stdout);
     rc = 0;
 done:

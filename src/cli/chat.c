@@ -1,5 +1,5 @@
 /* staticlm chat: an interactive conversation on the KV cache; and the option
- * parsing / model loading shared with staticlm serve (server/server.h). */
+ * parsing / model loading shared with staticlm serve (cli/cli.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,8 +10,8 @@
 
 #include "cli/cli.h"
 #include "device/kernels.h"
+#include "common/json.h"
 #include "engine/chat.h"
-#include "server/server.h"
 
 #ifdef SLM_HAVE_CJSON
 #include <cjson/cJSON.h>
@@ -146,6 +146,7 @@ static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
 
 #ifdef SLM_HAVE_CJSON
 static int save_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+    slm_json_init_hooks();
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "messages");
     const slm_chat_msg *m = slm_chat_messages(c);
     for (int i = 0; i < slm_chat_count(c) && arr; i++) {
@@ -185,6 +186,7 @@ static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
     fclose(f);
     if (!buf) { snprintf(err, errcap, "'%s' is too large", path); return 0; }
     buf[n] = 0;
+    slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(buf, n);
     free(buf);
     const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "messages") : NULL;

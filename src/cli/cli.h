@@ -16,9 +16,31 @@ slm_engine *slm_cli_open(const char **model, const char **tok, const char *kerne
 /* tok512.bin beside a llama2.c model that has no tokenizer.bin; NULL otherwise. */
 const char *slm_cli_tokenizer_beside(const char *model);
 
+/* The options `staticlm chat` and `serve` share (cli/chat.c). */
+typedef struct slm_cli_common {
+    const char *model, *tok, *kernels, *chat_template;
+    int verbose, threads;
+    slm_options opt;
+    slm_sampling samp;
+    int seed_set;
+} slm_cli_common;
+
+void slm_cli_common_init(slm_cli_common *c);
+/* Parse the option at argv[*i] if it is a common one (model, tokenizer,
+ * capacity, threads, kernels, verbose, chat template, sampling). Returns 1
+ * when consumed (advancing *i past its value), 0 when not a common option,
+ * -1 on a bad value (message printed). */
+int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i);
+/* Load the model (default: stories260K from ./models or ../shared/models);
+ * NULL after printing why. */
+slm_engine *slm_cli_common_load(slm_cli_common *c);
+/* The help lines for the common options. */
+extern const char slm_cli_common_help[];
+
 /* staticlm convert: llama2.c checkpoint (+ tokenizer.bin) -> GGUF. */
 int slm_cli_convert(int argc, char **argv);
 int slm_cli_chat(int argc, char **argv);
+/* staticlm serve: the OpenAI-compatible server (src/cli/serve.c, src/server/). */
 int slm_cli_serve(int argc, char **argv);
 /* staticlm synth: random-weight GGUF models of real shapes (src/cli/synth.c). */
 int slm_cli_synth(int argc, char **argv);

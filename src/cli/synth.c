@@ -358,28 +358,32 @@ static void llama3_rope_factors(float *f, int head_dim, float base) {
     }
 }
 
-int slm_cli_synth(int argc, char **argv) {
-    const char *shape_name = NULL, *type_name = "f16", *out = NULL, *arch = NULL, *vocab_file = NULL, *name = NULL;
-    synth_shape sh;
-    memset(&sh, 0, sizeof sh);
-    uint64_t seed = 1;
-    float std = 0.02f;
-    /* overrides: -1 = keep */
-    int o_dim = -1, o_layers = -1, o_heads = -1, o_kv = -1, o_ffn = -1, o_vocab = -1, o_ctx = -1, o_tied = -1;
-    float o_rope = -1.0f, o_eps = -1.0f;
-    int window = 4096;
+/* The command line: the shape's name, type and overrides (-1: keep). */
+typedef struct synth_args {
+    const char *shape_name, *type_name, *out, *arch, *vocab_file, *name;
+    uint64_t seed;
+    float std;
+    int o_dim, o_layers, o_heads, o_kv, o_ffn, o_vocab, o_ctx, o_tied;
+    float o_rope, o_eps;
+    int window;
+} synth_args;
+
+/* argv into a; 0: go on, else the exit code (help: 0 too, with *done set). */
+static int parse_args(synth_args *a, int argc, char **argv, int *done) {
+    *done = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
+            *done = 1;
             return 0;
-        } else if (!strcmp(o, "--shape")) shape_name = v;
-        else if (!strcmp(o, "--type")) type_name = v;
-        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) out = v;
-        else if (!strcmp(o, "--arch")) arch = v;
-        else if (!strcmp(o, "--vocab-file")) vocab_file = v;
-        else if (!strcmp(o, "--name")) name = v;
+        } else if (!strcmp(o, "--shape")) a->shape_name = v;
+        else if (!strcmp(o, "--type")) a->type_name = v;
+        else if (!strcmp(o, "-o") || !strcmp(o, "--output")) a->out = v;
+        else if (!strcmp(o, "--arch")) a->arch = v;
+        else if (!strcmp(o, "--vocab-file")) a->vocab_file = v;
+        else if (!strcmp(o, "--name")) a->name = v;
         else if (!strcmp(o, "--seed")) {
             char *end;
             errno = 0;
@@ -388,20 +392,20 @@ int slm_cli_synth(int argc, char **argv) {
                 fprintf(stderr, "staticlm synth: --seed expects an integer\n");
                 return 2;
             }
-            seed = x;
-        } else if (!strcmp(o, "--std")) { if (!parse_f(v, o, &std)) return 2; }
-        else if (!strcmp(o, "--dim")) { if (!parse_i(v, o, 2, 1 << 16, &o_dim)) return 2; }
-        else if (!strcmp(o, "--layers")) { if (!parse_i(v, o, 1, 1024, &o_layers)) return 2; }
-        else if (!strcmp(o, "--heads")) { if (!parse_i(v, o, 1, 1024, &o_heads)) return 2; }
-        else if (!strcmp(o, "--kv-heads")) { if (!parse_i(v, o, 1, 1024, &o_kv)) return 2; }
-        else if (!strcmp(o, "--ffn")) { if (!parse_i(v, o, 1, 1 << 18, &o_ffn)) return 2; }
-        else if (!strcmp(o, "--n-vocab")) { if (!parse_i(v, o, SYNTH_SPM_BASE, 1 << 20, &o_vocab)) return 2; }
-        else if (!strcmp(o, "--ctx")) { if (!parse_i(v, o, 1, 1 << 24, &o_ctx)) return 2; }
-        else if (!strcmp(o, "--sliding-window")) { if (!parse_i(v, o, 1, 1 << 24, &window)) return 2; }
-        else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &o_rope)) return 2; }
-        else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &o_eps)) return 2; }
-        else if (!strcmp(o, "--tied")) { o_tied = 1; takes = 0; }
-        else if (!strcmp(o, "--untied")) { o_tied = 0; takes = 0; }
+            a->seed = x;
+        } else if (!strcmp(o, "--std")) { if (!parse_f(v, o, &a->std)) return 2; }
+        else if (!strcmp(o, "--dim")) { if (!parse_i(v, o, 2, 1 << 16, &a->o_dim)) return 2; }
+        else if (!strcmp(o, "--layers")) { if (!parse_i(v, o, 1, 1024, &a->o_layers)) return 2; }
+        else if (!strcmp(o, "--heads")) { if (!parse_i(v, o, 1, 1024, &a->o_heads)) return 2; }
+        else if (!strcmp(o, "--kv-heads")) { if (!parse_i(v, o, 1, 1024, &a->o_kv)) return 2; }
+        else if (!strcmp(o, "--ffn")) { if (!parse_i(v, o, 1, 1 << 18, &a->o_ffn)) return 2; }
+        else if (!strcmp(o, "--n-vocab")) { if (!parse_i(v, o, SYNTH_SPM_BASE, 1 << 20, &a->o_vocab)) return 2; }
+        else if (!strcmp(o, "--ctx")) { if (!parse_i(v, o, 1, 1 << 24, &a->o_ctx)) return 2; }
+        else if (!strcmp(o, "--sliding-window")) { if (!parse_i(v, o, 1, 1 << 24, &a->window)) return 2; }
+        else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &a->o_rope)) return 2; }
+        else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &a->o_eps)) return 2; }
+        else if (!strcmp(o, "--tied")) { a->o_tied = 1; takes = 0; }
+        else if (!strcmp(o, "--untied")) { a->o_tied = 0; takes = 0; }
         else {
             fprintf(stderr, "staticlm synth: unknown option '%s' (see staticlm synth --help)\n", o);
             return 2;
@@ -414,51 +418,153 @@ int slm_cli_synth(int argc, char **argv) {
             i++;
         }
     }
-    if (!shape_name || !out) {
+    if (!a->shape_name || !a->out) {
         fprintf(stderr, "staticlm synth: --shape and -o are required\n\n");
         usage(stderr);
         return 2;
     }
+    return 0;
+}
+
+/* The named shape with the overrides, and the type; 0 or the exit code. */
+static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type **ty) {
     const synth_shape *base = NULL;
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
-        if (!strcmp(k_shapes[i].name, shape_name)) base = &k_shapes[i];
+        if (!strcmp(k_shapes[i].name, a->shape_name)) base = &k_shapes[i];
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
-                        "qwen2.5-0.5b, custom)\n", shape_name);
+                        "qwen2.5-0.5b, custom)\n", a->shape_name);
         return 2;
     }
-    const synth_type *ty = NULL;
+    *ty = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
-        if (!strcmp(k_types[i].name, type_name)) ty = &k_types[i];
-    if (!ty) {
-        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0)\n", type_name);
+        if (!strcmp(k_types[i].name, a->type_name)) *ty = &k_types[i];
+    if (!*ty) {
+        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0)\n", a->type_name);
         return 2;
     }
-    sh = *base;
-    if (o_dim > 0) sh.dim = o_dim;
-    if (o_layers > 0) sh.n_layers = o_layers;
-    if (o_heads > 0) sh.n_heads = o_heads;
-    if (o_kv > 0) sh.n_kv_heads = o_kv;
-    if (o_ffn > 0) sh.ffn = o_ffn;
-    if (o_vocab > 0) sh.vocab = o_vocab;
-    if (o_ctx > 0) sh.ctx = o_ctx;
-    if (o_tied >= 0) sh.tied = o_tied;
-    if (o_rope > 0) sh.rope_base = o_rope;
-    if (o_eps > 0) sh.eps = o_eps;
-    if (arch) {
-        if (strcmp(arch, "llama") && strcmp(arch, "qwen2") && strcmp(arch, "mistral")) {
-            fprintf(stderr, "staticlm synth: unknown architecture '%s' (llama, qwen2, mistral)\n", arch);
+    *sh = *base;
+    if (a->o_dim > 0) sh->dim = a->o_dim;
+    if (a->o_layers > 0) sh->n_layers = a->o_layers;
+    if (a->o_heads > 0) sh->n_heads = a->o_heads;
+    if (a->o_kv > 0) sh->n_kv_heads = a->o_kv;
+    if (a->o_ffn > 0) sh->ffn = a->o_ffn;
+    if (a->o_vocab > 0) sh->vocab = a->o_vocab;
+    if (a->o_ctx > 0) sh->ctx = a->o_ctx;
+    if (a->o_tied >= 0) sh->tied = a->o_tied;
+    if (a->o_rope > 0) sh->rope_base = a->o_rope;
+    if (a->o_eps > 0) sh->eps = a->o_eps;
+    if (a->arch) {
+        if (strcmp(a->arch, "llama") && strcmp(a->arch, "qwen2") && strcmp(a->arch, "mistral")) {
+            fprintf(stderr, "staticlm synth: unknown architecture '%s' (llama, qwen2, mistral)\n", a->arch);
             return 2;
         }
-        sh.arch = arch;
+        sh->arch = a->arch;
     }
-    if (sh.dim % sh.n_heads || (sh.dim / sh.n_heads) % 2 || sh.n_heads % sh.n_kv_heads) {
-        fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh.n_heads,
-                sh.n_kv_heads, sh.dim);
+    if (sh->dim % sh->n_heads || (sh->dim / sh->n_heads) % 2 || sh->n_heads % sh->n_kv_heads) {
+        fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh->n_heads,
+                sh->n_kv_heads, sh->dim);
         return 2;
     }
-    const int head_dim = sh.dim / sh.n_heads, kv_dim = head_dim * sh.n_kv_heads;
-    const int qwen2 = !strcmp(sh.arch, "qwen2");
+    return 0;
+}
+
+/* The metadata, in the order convert_hf_to_gguf.py writes it. */
+static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_shape *sh, const synth_type *ty,
+                         const vocab *voc) {
+    const int head_dim = sh->dim / sh->n_heads;
+    char key[96], gname[128];
+    snprintf(gname, sizeof gname, "synth-%s", sh->name);
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", sh->arch, suffix), key)
+    slm_gguf_set_str(w, "general.architecture", sh->arch);
+    slm_gguf_set_str(w, "general.type", "model");
+    slm_gguf_set_str(w, "general.name", a->name ? a->name : gname);
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)sh->n_layers);
+    slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh->ctx);
+    slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
+    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
+    slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh->n_heads);
+    slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_kv_heads);
+    slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
+    slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
+    if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)a->window);
+    if (strcmp(sh->arch, "qwen2")) {
+        slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)head_dim);
+        slm_gguf_set_u32(w, K("attention.value_length"), (uint32_t)head_dim);
+        slm_gguf_set_u32(w, K("vocab_size"), (uint32_t)sh->vocab);
+        slm_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)head_dim);
+    }
+    slm_gguf_set_u32(w, "general.file_type", ty->ftype);
+    if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16) slm_gguf_set_u32(w, "general.quantization_version", 2);
+#undef K
+    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    slm_gguf_set_str(w, "tokenizer.ggml.pre", "default");
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)voc->str, voc->len, (uint64_t)voc->n);
+    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, voc->score, (uint64_t)voc->n);
+    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, voc->type, (uint64_t)voc->n);
+    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", voc->bos);
+    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", voc->eos);
+    slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", voc->unk);
+    slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
+    slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+}
+
+/* The tensors, in llama.cpp's order; 0 when one could not be made. */
+static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
+    const int head_dim = sh->dim / sh->n_heads, kv_dim = head_dim * sh->n_kv_heads;
+    const int qwen2 = !strcmp(sh->arch, "qwen2");
+    const uint32_t mt = ty->matrix;
+    const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : mt;
+    if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
+    if (sh->llama3_rope) {
+        float f[512];
+        if (head_dim / 2 > (int)(sizeof f / sizeof f[0])) return 0;
+        llama3_rope_factors(f, head_dim, sh->rope_base);
+        if (!add(s, "rope_freqs.weight", SLM_F32, head_dim / 2, 1, 2, f)) return 0;
+    }
+    for (int l = 0; l < sh->n_layers; l++) {
+        char n[64];
+#define T(suffix, type, ne0, ne1, init)                                                        \
+    do {                                                                                       \
+        snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
+        if (!add(s, n, type, ne0, ne1, init, NULL)) return 0;                                  \
+    } while (0)
+        T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        T("attn_q.weight", mt, sh->dim, sh->dim, 0);
+        T("attn_k.weight", mt, sh->dim, kv_dim, 0);
+        T("attn_v.weight", mt, sh->dim, kv_dim, 0);
+        if (qwen2) {
+            T("attn_q.bias", SLM_F32, sh->dim, 1, 0);
+            T("attn_k.bias", SLM_F32, kv_dim, 1, 0);
+            T("attn_v.bias", SLM_F32, kv_dim, 1, 0);
+        }
+        T("attn_output.weight", mt, sh->dim, sh->dim, 0);
+        T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        T("ffn_gate.weight", mt, sh->dim, sh->ffn, 0);
+        T("ffn_up.weight", mt, sh->dim, sh->ffn, 0);
+        T("ffn_down.weight", mt, sh->ffn, sh->dim, 0);
+#undef T
+    }
+    if (!add(s, "output_norm.weight", SLM_F32, sh->dim, 1, 1, NULL)) return 0;
+    if (!sh->tied && !add(s, "output.weight", output_type(mt, sh->dim), sh->dim, sh->vocab, 0, NULL)) return 0;
+    return 1;
+}
+
+int slm_cli_synth(int argc, char **argv) {
+    synth_args a;
+    memset(&a, 0, sizeof a);
+    a.type_name = "f16";
+    a.seed = 1;
+    a.std = 0.02f;
+    a.o_dim = a.o_layers = a.o_heads = a.o_kv = a.o_ffn = a.o_vocab = a.o_ctx = a.o_tied = -1;
+    a.o_rope = a.o_eps = -1.0f;
+    a.window = 4096;
+    int done, rc = parse_args(&a, argc, argv, &done);
+    if (rc || done) return rc;
+    synth_shape sh;
+    const synth_type *ty;
+    if ((rc = resolve_shape(&a, &sh, &ty))) return rc;
+    const char *vocab_file = a.vocab_file;
     if (!vocab_file && !(vocab_file = default_vocab_file())) {
         fprintf(stderr, "staticlm synth: no vocabulary: ../shared/vocab/ggml-vocab-llama-spm.gguf not found; "
                         "pass --vocab-file FILE (a GGUF with a llama/SPM vocabulary)\n");
@@ -472,93 +578,22 @@ int slm_cli_synth(int argc, char **argv) {
 
     synth s;
     memset(&s, 0, sizeof s);
-    s.seed = seed;
-    s.std = std;
+    s.seed = a.seed;
+    s.std = a.std;
     s.w = slm_gguf_writer_new();
     int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
     s.row = slm_malloc(((size_t)widest + 1) * sizeof(float));
-    int rc = 1;
+    rc = 1;
     if (!s.w || !s.row) {
         fprintf(stderr, "staticlm synth: out of memory\n");
         goto done;
     }
-
-    /* metadata, in the order convert_hf_to_gguf.py writes it */
-    char key[96], gname[128];
-    snprintf(gname, sizeof gname, "synth-%s", sh.name);
-    slm_gguf_writer *w = s.w;
-#define K(suffix) (snprintf(key, sizeof key, "%s.%s", sh.arch, suffix), key)
-    slm_gguf_set_str(w, "general.architecture", sh.arch);
-    slm_gguf_set_str(w, "general.type", "model");
-    slm_gguf_set_str(w, "general.name", name ? name : gname);
-    slm_gguf_set_u32(w, K("block_count"), (uint32_t)sh.n_layers);
-    slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh.ctx);
-    slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh.dim);
-    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh.ffn);
-    slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh.n_heads);
-    slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh.n_kv_heads);
-    slm_gguf_set_f32(w, K("rope.freq_base"), sh.rope_base);
-    slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh.eps);
-    if (!strcmp(sh.arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)window);
-    if (!qwen2) {
-        slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)head_dim);
-        slm_gguf_set_u32(w, K("attention.value_length"), (uint32_t)head_dim);
-        slm_gguf_set_u32(w, K("vocab_size"), (uint32_t)sh.vocab);
-        slm_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)head_dim);
-    }
-    slm_gguf_set_u32(w, "general.file_type", ty->ftype);
-    if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16) slm_gguf_set_u32(w, "general.quantization_version", 2);
-#undef K
-    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
-    slm_gguf_set_str(w, "tokenizer.ggml.pre", "default");
-    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)voc.str, voc.len, (uint64_t)voc.n);
-    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, voc.score, (uint64_t)voc.n);
-    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, voc.type, (uint64_t)voc.n);
-    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", voc.bos);
-    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", voc.eos);
-    slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", voc.unk);
-    slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
-    slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
-
-    /* tensors, in llama.cpp's order */
-    const uint32_t mt = ty->matrix;
-    const uint32_t emb_t = sh.tied ? output_type(mt, sh.dim) : mt;
-    if (!add(&s, "token_embd.weight", emb_t, sh.dim, sh.vocab, 0, NULL)) goto done;
-    if (sh.llama3_rope) {
-        float f[512];
-        if (head_dim / 2 > (int)(sizeof f / sizeof f[0])) goto done;
-        llama3_rope_factors(f, head_dim, sh.rope_base);
-        if (!add(&s, "rope_freqs.weight", SLM_F32, head_dim / 2, 1, 2, f)) goto done;
-    }
-    for (int l = 0; l < sh.n_layers; l++) {
-        char n[64];
-#define T(suffix, type, ne0, ne1, init)                                                        \
-    do {                                                                                       \
-        snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
-        if (!add(&s, n, type, ne0, ne1, init, NULL)) goto done;                                \
-    } while (0)
-        T("attn_norm.weight", SLM_F32, sh.dim, 1, 1);
-        T("attn_q.weight", mt, sh.dim, sh.dim, 0);
-        T("attn_k.weight", mt, sh.dim, kv_dim, 0);
-        T("attn_v.weight", mt, sh.dim, kv_dim, 0);
-        if (qwen2) {
-            T("attn_q.bias", SLM_F32, sh.dim, 1, 0);
-            T("attn_k.bias", SLM_F32, kv_dim, 1, 0);
-            T("attn_v.bias", SLM_F32, kv_dim, 1, 0);
-        }
-        T("attn_output.weight", mt, sh.dim, sh.dim, 0);
-        T("ffn_norm.weight", SLM_F32, sh.dim, 1, 1);
-        T("ffn_gate.weight", mt, sh.dim, sh.ffn, 0);
-        T("ffn_up.weight", mt, sh.dim, sh.ffn, 0);
-        T("ffn_down.weight", mt, sh.ffn, sh.dim, 0);
-#undef T
-    }
-    if (!add(&s, "output_norm.weight", SLM_F32, sh.dim, 1, 1, NULL)) goto done;
-    if (!sh.tied && !add(&s, "output.weight", output_type(mt, sh.dim), sh.dim, sh.vocab, 0, NULL)) goto done;
+    put_metadata(s.w, &a, &sh, ty, &voc);
+    if (!put_tensors(&s, &sh, ty)) goto done;
 
     slm_err err;
     memset(&err, 0, sizeof err);
-    if (slm_gguf_write(w, out, &err)) {
+    if (slm_gguf_write(s.w, a.out, &err)) {
         fprintf(stderr, "staticlm synth: %s\n", err.msg);
         goto done;
     }
@@ -567,7 +602,7 @@ int slm_cli_synth(int argc, char **argv) {
                     "%.1f MiB of tensors, in %.1f s ->  %s\n  tensor types:",
             sh.name, ty->name, sh.arch, sh.dim, sh.n_layers, sh.n_heads, sh.n_kv_heads, sh.ffn, sh.vocab,
             sh.tied ? "tied" : "untied", s.n_params / 1e6, s.n_bytes / 1048576.0,
-            (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, out);
+            (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9, a.out);
     for (int t = 0; t < SLM_DTYPE_COUNT; t++)
         if (s.type_count[t]) fprintf(stderr, " %s x%llu", slm_dtype_name((uint32_t)t), (unsigned long long)s.type_count[t]);
     fprintf(stderr, "\n");

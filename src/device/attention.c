@@ -7,13 +7,15 @@
  * skipped whole.
  *
  * Variants: AVX-512 (head_dim % 16 == 0), AVX2 (head_dim % 8 == 0), and the
- * scalar reference (any head_dim), chosen at run time with the kernel set.
+ * scalar reference (any head_dim): each an entry of a kernel set
+ * (slm_kernel_set.attention), which falls back to the next for shapes it
+ * does not take.
  */
 #include <math.h>
 #include <string.h>
 
 #include "device/attention.h"
-#include "device/kernels.h"
+#include "device/kernels.h" /* slm_k_attention_head */
 
 #define TILE 32
 #define MAX_GROUP 64
@@ -187,33 +189,15 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
     }
 }
 
-static int has_avx512(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-           __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+AVX2 void slm_attention_avx2(const slm_attn_args *a) {
+    if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 8 == 0) attn_avx2(a);
+    else attn_scalar(a);
 }
-static int has_avx2(void) {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+
+AVX512 void slm_attention_avx512(const slm_attn_args *a) {
+    if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 16 == 0) attn_avx512(a);
+    else slm_attention_avx2(a);
 }
 #endif
 
-void slm_attention_group(const slm_attn_args *a) {
-    const char *ks = slm_kernels_active()->name;
-    if (a->group > MAX_GROUP || a->head_dim > MAX_HD) {
-        attn_scalar(a);
-        return;
-    }
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (a->head_dim % 16 == 0 && !strcmp(ks, "avx512") && has_avx512()) {
-        attn_avx512(a);
-        return;
-    }
-    if (a->head_dim % 8 == 0 && strcmp(ks, "scalar") && has_avx2()) {
-        attn_avx2(a);
-        return;
-    }
-#endif
-    (void)ks;
-    attn_scalar(a);
-}
+void slm_attention_scalar(const slm_attn_args *a) { attn_scalar(a); }

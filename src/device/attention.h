@@ -19,7 +19,14 @@ typedef struct slm_attn_args {
     size_t out_stride;
 } slm_attn_args;
 
-/* The best variant for the active kernel set and head_dim. */
-void slm_attention_group(const slm_attn_args *a);
+/* The kernel sets' attention entries (slm_kernel_set.attention; call it
+ * through the active set). Each takes any head_dim and group: the AVX-512
+ * variant runs head_dim % 16 == 0, the AVX2 variant head_dim % 8 == 0, and
+ * anything else (or group > 64, head_dim > 512) the scalar reference. The
+ * SIMD entries exist on x86-64 only, and run only on a CPU with the set's
+ * features (device/kernels.c). */
+void slm_attention_scalar(const slm_attn_args *a);
+void slm_attention_avx2(const slm_attn_args *a);
+void slm_attention_avx512(const slm_attn_args *a);
 
 #endif

@@ -330,7 +330,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                     .out = o + (size_t)h * t->c,
                     .out_stride = (size_t)t->c,
                 };
-                slm_attention_group(&a);
+                ks->attention(&a);
                 h = h1;
             }
         }

@@ -35,6 +35,8 @@ typedef struct slm_mm {
  * scratch) and keep exact float arithmetic for F32/F16/BF16 weights. */
 typedef void (*slm_matmul_fn)(const slm_mm *mm);
 
+struct slm_attn_args; /* device/attention.h */
+
 typedef struct slm_kernel_set {
     const char *name;       /* "scalar", "avx2", "avx512" */
     slm_dot_fn dot_f32;     /* float dot products (decode, and what run_matmul */
@@ -46,15 +48,22 @@ typedef struct slm_kernel_set {
      * slm_k_swiglu below, up to rounding (SIMD sums, a polynomial exp) */
     void (*rmsnorm)(const float *x, const float *g, float *y, int n, float eps);
     void (*swiglu)(const float *gate, const float *up, float *y, int n);
+    /* attention for one query row of the query heads sharing a KV head
+       (device/attention.h; any head_dim and group, up to rounding) */
+    void (*attention)(const struct slm_attn_args *a);
 } slm_kernel_set;
 
-/* The scalar reference set, and the best set this CPU supports. */
+/* The scalar reference set (kernels_ref.c). */
 const slm_kernel_set *slm_kernels_ref(void);
+/* Selection (kernels.c): the best set this CPU supports (features from
+ * common/cpu.h); force a set by name for tests/benchmarks ("scalar",
+ * "avx2", "avx512"): returns 0 if the CPU lacks it, NULL restores the best;
+ * the active set (the best until one is forced). */
 const slm_kernel_set *slm_kernels_best(void);
-/* Force a set by name for tests/benchmarks ("scalar", "avx2", "avx512");
- * returns 0 if the CPU lacks it. NULL restores the best. */
 int slm_kernels_select(const char *name);
 const slm_kernel_set *slm_kernels_active(void);
+/* The reference set's float-activation dot product for wtype; NULL if unsupported. */
+slm_dot_fn slm_dot_ref_for(uint32_t wtype);
 /* A float-activation dot product for wtype (any supported type; the scalar
  * reference for the types without a SIMD dot); NULL if unsupported. */
 slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype);
@@ -78,7 +87,7 @@ typedef struct slm_mm_scratch {
 } slm_mm_scratch;
 slm_mm_scratch slm_task_scratch_layout(const struct slm_task *t, int rows);
 
-/* ---- shared by the kernel files (not for other layers) ------------------
+/* ---- shared by the kernel files (kernels_util.c; not for other layers) --
  * Quantized weights as int8 codes: every 32-element block b of a row of a
  * quantized type reads as  w[e] = d[e / 16] * q[e] + m  (e in 0..31), with
  * q signed 8-bit. slm_qblock_i8 writes q, d[0..1] and m for block b. */

@@ -41,7 +41,7 @@ static char *read_text_file(const char *path, size_t limit) {
 }
 
 slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note, size_t notecap) {
-    char perr[256] = "";
+    slm_err perr = {0};
     char *src = NULL;
     const char *what = NULL;
     char dummy[4];
@@ -74,12 +74,12 @@ slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note
     }
     slm_tmpl *t = NULL;
     if (src) {
-        t = slm_tmpl_parse(src, perr, sizeof perr);
-        if (!t) snprintf(note, notecap, "warning: unsupported chat template (%s: %s); using ChatML", what, perr);
+        t = slm_tmpl_parse(src, &perr);
+        if (!t) snprintf(note, notecap, "warning: unsupported chat template (%s: %s); using ChatML", what, perr.msg);
         else snprintf(note, notecap, "chat template: %s%s%s", what, override ? " " : "", override ? override : "");
         slm_xfree(src);
     }
-    if (!t) t = slm_tmpl_parse(slm_tmpl_builtin("chatml"), perr, sizeof perr);
+    if (!t) t = slm_tmpl_parse(slm_tmpl_builtin("chatml"), NULL);
     return t;
 }
 
@@ -318,7 +318,10 @@ char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_
     v.bos_token = t ? t->bos : "";
     v.eos_token = t ? t->eos : "";
     v.add_generation_prompt = add_generation_prompt;
-    return slm_tmpl_render(tm, msgs, n, &v, err, errcap);
+    slm_err e;
+    char *out = slm_tmpl_render(tm, msgs, n, &v, &e);
+    if (!out && err && errcap) snprintf(err, errcap, "%s", e.msg);
+    return out;
 }
 
 /* ---- conversations --------------------------------------------------------- */

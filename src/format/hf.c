@@ -51,6 +51,8 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
 
 #include <cJSON.h>
 
+#include "common/json.h"
+
 #define HF_MAX_JSON (64u << 20)
 #define HF_MAX_SHARDS 4096
 
@@ -141,12 +143,77 @@ static slm_status llama3_factors(const cJSON *rs, const char *file, int head_dim
     return SLM_OK;
 }
 
+/* Sliding window: mistral when set; qwen2 only with use_sliding_window,
+ * and then on the layers from max_window_layers on (all of them or none
+ * is what we run). */
+static slm_status parse_window(const cJSON *root, const char *file, const char *A, slm_model_config *c,
+                               slm_err *err) {
+    slm_status s;
+    int win = 0;
+    const cJSON *sw = item(root, "sliding_window");
+    if (sw && !(cJSON_IsNumber(sw) && sw->valuedouble == 0) && (s = cfg_int(root, file, "sliding_window", 0, &win, err)))
+        return s; /* 0 (or null): none */
+    if (!strcmp(A, "mistral")) c->sliding_window = win;
+    else if (!strcmp(A, "qwen2") && win) {
+        int use = 0, mwl = 0;
+        const cJSON *x = item(root, "max_window_layers");
+        if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) return s;
+        if (use && x) {
+            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || floor(x->valuedouble) != x->valuedouble)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'max_window_layers': expected an integer", file);
+            mwl = x->valuedouble >= c->n_layers ? c->n_layers : (int)x->valuedouble;
+        }
+        if (use && mwl > 0 && mwl < c->n_layers)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED,
+                            "%s: key 'max_window_layers' = %d: a sliding window on some layers only is not supported",
+                            file, mwl);
+        if (use && mwl == 0) c->sliding_window = win;
+    }
+    return SLM_OK;
+}
+
+/* rope_scaling: none, "linear" (c->rope_scale) or "llama3" (*rope_freqs,
+ * heap, head_dim/2 divisors; c->rope_freqs = 1). */
+static slm_status parse_rope_scaling(const cJSON *root, const char *file, double theta, slm_model_config *c,
+                                     float **rope_freqs, slm_err *err) {
+    slm_status s;
+    const cJSON *rs = item(root, "rope_scaling");
+    if (!rs) return SLM_OK;
+    if (!cJSON_IsObject(rs)) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': expected an object", file);
+    const cJSON *t = item(rs, "rope_type");
+    if (!t) t = item(rs, "type");
+    const char *ts = t && cJSON_IsString(t) && t->valuestring ? t->valuestring : NULL;
+    if (t && !ts) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': 'rope_type' is not a string", file);
+    if (!ts || !strcmp(ts, "default")) return SLM_OK;
+    if (!strcmp(ts, "linear")) {
+        double f = 1.0;
+        if ((s = cfg_num(rs, file, "factor", &f, err))) return s;
+        if (!(f >= 1.0 && f <= 1024.0))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': factor %g is out of range (1..1024)", file, f);
+        c->rope_scale = (float)f;
+        return SLM_OK;
+    }
+    if (!strcmp(ts, "llama3")) {
+        if (c->dim % c->n_heads || c->head_dim < 2 || c->head_dim % 2 || c->head_dim > (1 << 20))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': head size %d/%d is not an even integer", file,
+                            c->dim, c->n_heads);
+        if ((s = llama3_factors(rs, file, c->head_dim, theta, rope_freqs, err))) return s;
+        c->rope_freqs = 1;
+        return SLM_OK;
+    }
+    char b[64];
+    return slm_errf(err, SLM_ERR_UNSUPPORTED,
+                    "%s: key 'rope_scaling': type '%s' is not supported (supported: linear, llama3)", file,
+                    pstr(ts, b, sizeof b));
+}
+
 slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
                                const char *name, slm_err *err) {
     const char *file = name ? name : "config.json";
     slm_status s = SLM_OK;
     *rope_freqs = NULL;
     memset(c, 0, sizeof *c);
+    slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", file);
     if (!cJSON_IsObject(root)) {
@@ -224,73 +291,8 @@ slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const ch
         goto done;
     }
 
-    /* Sliding window: mistral when set; qwen2 only with use_sliding_window,
-     * and then on the layers from max_window_layers on (all of them or none
-     * is what we run). */
-    int win = 0;
-    const cJSON *sw = item(root, "sliding_window");
-    if (sw && !(cJSON_IsNumber(sw) && sw->valuedouble == 0) && (s = cfg_int(root, file, "sliding_window", 0, &win, err)))
-        goto done; /* 0 (or null): none */
-    if (!strcmp(A, "mistral")) c->sliding_window = win;
-    else if (!strcmp(A, "qwen2") && win) {
-        int use = 0, mwl = 0;
-        const cJSON *x = item(root, "max_window_layers");
-        if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) goto done;
-        if (use && x) {
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || floor(x->valuedouble) != x->valuedouble) {
-                s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'max_window_layers': expected an integer", file);
-                goto done;
-            }
-            mwl = x->valuedouble >= c->n_layers ? c->n_layers : (int)x->valuedouble;
-        }
-        if (use && mwl > 0 && mwl < c->n_layers) {
-            s = slm_errf(err, SLM_ERR_UNSUPPORTED,
-                         "%s: key 'max_window_layers' = %d: a sliding window on some layers only is not supported", file,
-                         mwl);
-            goto done;
-        }
-        if (use && mwl == 0) c->sliding_window = win;
-    }
-
-    const cJSON *rs = item(root, "rope_scaling");
-    if (rs) {
-        if (!cJSON_IsObject(rs)) {
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': expected an object", file);
-            goto done;
-        }
-        const cJSON *t = item(rs, "rope_type");
-        if (!t) t = item(rs, "type");
-        const char *ts = t && cJSON_IsString(t) && t->valuestring ? t->valuestring : NULL;
-        if (t && !ts) {
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': 'rope_type' is not a string", file);
-            goto done;
-        }
-        if (!ts || !strcmp(ts, "default")) {
-            /* none */
-        } else if (!strcmp(ts, "linear")) {
-            double f = 1.0;
-            if ((s = cfg_num(rs, file, "factor", &f, err))) goto done;
-            if (!(f >= 1.0 && f <= 1024.0)) {
-                s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': factor %g is out of range (1..1024)", file, f);
-                goto done;
-            }
-            c->rope_scale = (float)f;
-        } else if (!strcmp(ts, "llama3")) {
-            if (c->dim % c->n_heads || c->head_dim < 2 || c->head_dim % 2 || c->head_dim > (1 << 20)) {
-                s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': head size %d/%d is not an even integer", file,
-                             c->dim, c->n_heads);
-                goto done;
-            }
-            if ((s = llama3_factors(rs, file, c->head_dim, theta, rope_freqs, err))) goto done;
-            c->rope_freqs = 1;
-        } else {
-            char b[64];
-            s = slm_errf(err, SLM_ERR_UNSUPPORTED,
-                         "%s: key 'rope_scaling': type '%s' is not supported (supported: linear, llama3)", file,
-                         pstr(ts, b, sizeof b));
-            goto done;
-        }
-    }
+    if ((s = parse_window(root, file, A, c, err))) goto done;
+    if ((s = parse_rope_scaling(root, file, theta, c, rope_freqs, err))) goto done;
 done:
     cJSON_Delete(root);
     if (s) {
@@ -431,226 +433,212 @@ static int shard_name_ok(const char *s) {
     return n > 0 && n < 256 && !strchr(s, '/') && strcmp(s, ".") && strcmp(s, "..");
 }
 
-slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
-    /* "dir/" -> "dir" so that messages name the folder */
-    size_t pl = strlen(m->path);
-    while (pl > 1 && m->path[pl - 1] == '/') m->path[--pl] = 0;
-    const char *dir = slm_basename(m->path);
-    slm_status s = SLM_OK;
-    char path[1400], shown[320], *cfg_json = NULL, *idx_json = NULL;
-    size_t cfg_len = 0, idx_len = 0;
-    float *rope = NULL;
-    cJSON *index = NULL;
-    shard *sh = NULL;
-    int n_sh = 0;
-    pending *pend = NULL;
-    int n_pend = 0, cap_pend = 0;
-    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+/* A folder being loaded: what the steps of slm_hf_model_load share. */
+typedef struct hf_load {
+    slm_model_file *m;
+    const char *dir;          /* the folder's base name, for messages */
+    char path[1400];          /* scratch: a file in the folder */
+    char idx_shown[320];      /* "folder/model.safetensors.index.json" */
+    char *idx_json;           /* the index (NULL: one model.safetensors) */
+    cJSON *index;
+    const cJSON *wm;          /* the index's weight_map */
+    shard *sh;
+    int n_sh;
+    pending *pend;            /* the tensors taken, in shard order */
+    int n_pend, cap_pend;
+    float *rope;              /* Llama 3 rope_freqs (head_dim/2), or NULL */
+    uint64_t extra;           /* bytes of the anonymous area */
+    uint64_t rope_off;        /* rope_freqs' place in it */
+    uint8_t *ex;              /* the anonymous area, once mapped */
+    slm_err *err;
+} hf_load;
 
-    /* config */
-    snprintf(shown, sizeof shown, "%s/config.json", dir);
-    if ((s = folder_name(m, "config.json", path, sizeof path, err))) goto out;
-    if ((s = read_small(path, shown, 1, &cfg_json, &cfg_len, err))) goto out;
-    if ((s = slm_hf_parse_config(&m->cfg, &rope, cfg_json, cfg_len, shown, err))) goto out;
-
-    /* shards: the index, else model.safetensors */
-    snprintf(shown, sizeof shown, "%s/model.safetensors.index.json", dir);
-    if ((s = folder_name(m, "model.safetensors.index.json", path, sizeof path, err))) goto out;
-    if ((s = read_small(path, shown, 0, &idx_json, &idx_len, err))) goto out;
-    const cJSON *wm = NULL;
-    if (idx_json) {
-        index = cJSON_ParseWithLength(idx_json, idx_len);
-        if (!index || !cJSON_IsObject(index)) {
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", shown);
-            goto out;
-        }
-        wm = cJSON_GetObjectItemCaseSensitive(index, "weight_map");
-        if (!wm || !cJSON_IsObject(wm)) {
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: missing key 'weight_map' (an object)", shown);
-            goto out;
-        }
-        sh = slm_calloc(HF_MAX_SHARDS, sizeof *sh);
-        if (!sh) {
-            s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", shown);
-            goto out;
-        }
-        for (const cJSON *e = wm->child; e; e = e->next) {
-            char b1[64], b2[64];
-            if (!cJSON_IsString(e) || !e->valuestring || !shard_name_ok(e->valuestring)) {
-                s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'weight_map': tensor '%s': expected a file name in the folder",
-                             shown, e->string ? pstr(e->string, b1, sizeof b1) : "?");
-                goto out;
-            }
-            int k = 0;
-            while (k < n_sh && strcmp(sh[k].file, e->valuestring)) k++;
-            if (k == n_sh) {
-                if (n_sh == HF_MAX_SHARDS) {
-                    s = slm_errf(err, SLM_ERR_FORMAT, "%s: more than %d shards", shown, HF_MAX_SHARDS);
-                    goto out;
-                }
-                snprintf(sh[n_sh].file, sizeof sh[n_sh].file, "%s", e->valuestring);
-                snprintf(sh[n_sh].shown, sizeof sh[n_sh].shown, "%s/%s", dir, pstr(e->valuestring, b2, sizeof b2));
-                sh[n_sh].fd = -1;
-                n_sh++;
-            }
-        }
-        if (!n_sh) {
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'weight_map' names no tensor", shown);
-            goto out;
-        }
-    } else {
-        sh = slm_calloc(1, sizeof *sh);
-        if (!sh) {
-            s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", dir);
-            goto out;
-        }
-        snprintf(sh[0].file, sizeof sh[0].file, "model.safetensors");
-        snprintf(sh[0].shown, sizeof sh[0].shown, "%s/model.safetensors", dir);
-        sh[0].fd = -1;
-        n_sh = 1;
-        if ((s = folder_name(m, "model.safetensors", path, sizeof path, err))) goto out;
-        if (access(path, F_OK) != 0) {
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: neither model.safetensors nor model.safetensors.index.json found", dir);
-            goto out;
-        }
+/* The shards: those model.safetensors.index.json names, else
+ * model.safetensors alone. */
+static slm_status find_shards(hf_load *L) {
+    slm_status s;
+    size_t idx_len = 0;
+    const char *shown = L->idx_shown;
+    snprintf(L->idx_shown, sizeof L->idx_shown, "%s/model.safetensors.index.json", L->dir);
+    if ((s = folder_name(L->m, "model.safetensors.index.json", L->path, sizeof L->path, L->err))) return s;
+    if ((s = read_small(L->path, shown, 0, &L->idx_json, &idx_len, L->err))) return s;
+    if (!L->idx_json) {
+        L->sh = slm_calloc(1, sizeof *L->sh);
+        if (!L->sh) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory", L->dir);
+        snprintf(L->sh[0].file, sizeof L->sh[0].file, "model.safetensors");
+        snprintf(L->sh[0].shown, sizeof L->sh[0].shown, "%s/model.safetensors", L->dir);
+        L->sh[0].fd = -1;
+        L->n_sh = 1;
+        if ((s = folder_name(L->m, "model.safetensors", L->path, sizeof L->path, L->err))) return s;
+        if (access(L->path, F_OK) != 0)
+            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: neither model.safetensors nor model.safetensors.index.json found",
+                            L->dir);
+        return SLM_OK;
     }
+    slm_json_init_hooks();
+    L->index = cJSON_ParseWithLength(L->idx_json, idx_len);
+    if (!L->index || !cJSON_IsObject(L->index)) return slm_errf(L->err, SLM_ERR_FORMAT, "%s: invalid JSON", shown);
+    L->wm = cJSON_GetObjectItemCaseSensitive(L->index, "weight_map");
+    if (!L->wm || !cJSON_IsObject(L->wm))
+        return slm_errf(L->err, SLM_ERR_FORMAT, "%s: missing key 'weight_map' (an object)", shown);
+    shard *sh = L->sh = slm_calloc(HF_MAX_SHARDS, sizeof *sh);
+    if (!sh) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory", shown);
+    for (const cJSON *e = L->wm->child; e; e = e->next) {
+        char b1[64], b2[64];
+        if (!cJSON_IsString(e) || !e->valuestring || !shard_name_ok(e->valuestring))
+            return slm_errf(L->err, SLM_ERR_FORMAT,
+                            "%s: key 'weight_map': tensor '%s': expected a file name in the folder", shown,
+                            e->string ? pstr(e->string, b1, sizeof b1) : "?");
+        int k = 0;
+        while (k < L->n_sh && strcmp(sh[k].file, e->valuestring)) k++;
+        if (k < L->n_sh) continue;
+        if (L->n_sh == HF_MAX_SHARDS)
+            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: more than %d shards", shown, HF_MAX_SHARDS);
+        shard *d = &sh[L->n_sh++];
+        snprintf(d->file, sizeof d->file, "%s", e->valuestring);
+        snprintf(d->shown, sizeof d->shown, "%s/%s", L->dir, pstr(e->valuestring, b2, sizeof b2));
+        d->fd = -1;
+    }
+    if (!L->n_sh) return slm_errf(L->err, SLM_ERR_FORMAT, "%s: key 'weight_map' names no tensor", shown);
+    return SLM_OK;
+}
 
-    /* open, map and parse each shard */
-    for (int i = 0; i < n_sh; i++) {
-        shard *d = &sh[i];
-        if ((s = folder_name(m, d->file, path, sizeof path, err))) goto out;
-        d->fd = open(path, O_RDONLY | O_CLOEXEC);
+/* Open, map (on its own, for now) and parse each shard; check that every
+ * tensor the index names is in its shard. */
+static slm_status open_shards(hf_load *L) {
+    slm_status s;
+    for (int i = 0; i < L->n_sh; i++) {
+        shard *d = &L->sh[i];
+        if ((s = folder_name(L->m, d->file, L->path, sizeof L->path, L->err))) return s;
+        d->fd = open(L->path, O_RDONLY | O_CLOEXEC);
         struct stat st;
         if (d->fd < 0 || fstat(d->fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
             const char *why = d->fd < 0 ? strerror(errno) : "not a non-empty regular file";
-            if (idx_json) s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'weight_map': shard '%s' cannot be opened: %s",
-                                       shown, d->shown, why);
-            else s = slm_errf(err, SLM_ERR_IO, "%s: cannot open: %s", d->shown, why);
-            goto out;
+            if (L->idx_json)
+                return slm_errf(L->err, SLM_ERR_FORMAT, "%s: key 'weight_map': shard '%s' cannot be opened: %s",
+                                L->idx_shown, d->shown, why);
+            return slm_errf(L->err, SLM_ERR_IO, "%s: cannot open: %s", d->shown, why);
         }
         d->size = (uint64_t)st.st_size;
         d->tmp = mmap(NULL, (size_t)d->size, PROT_READ, MAP_PRIVATE, d->fd, 0);
         if (d->tmp == MAP_FAILED) {
             d->tmp = NULL;
-            s = slm_errf(err, SLM_ERR_IO, "%s: cannot map: %s", d->shown, strerror(errno));
-            goto out;
+            return slm_errf(L->err, SLM_ERR_IO, "%s: cannot map: %s", d->shown, strerror(errno));
         }
-        if ((s = slm_st_parse(&d->st, d->tmp, d->size, d->shown, err))) goto out;
+        if ((s = slm_st_parse(&d->st, d->tmp, d->size, d->shown, L->err))) return s;
     }
-    /* every tensor the index names is in its shard */
-    for (const cJSON *e = wm ? wm->child : NULL; e; e = e->next) {
+    for (const cJSON *e = L->wm ? L->wm->child : NULL; e; e = e->next) {
         int k = 0;
-        while (strcmp(sh[k].file, e->valuestring)) k++;
-        if (!e->string || !slm_st_find(&sh[k].st, e->string)) {
+        while (strcmp(L->sh[k].file, e->valuestring)) k++;
+        if (!e->string || !slm_st_find(&L->sh[k].st, e->string)) {
             char b[64];
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'weight_map': tensor '%s' is not in shard %s", shown,
-                         e->string ? pstr(e->string, b, sizeof b) : "?", sh[k].shown);
-            goto out;
+            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: key 'weight_map': tensor '%s' is not in shard %s", L->idx_shown,
+                            e->string ? pstr(e->string, b, sizeof b) : "?", L->sh[k].shown);
         }
     }
+    return SLM_OK;
+}
 
-    /* the tensors we take, and what the extra area must hold */
-    uint64_t extra = 0;
-    for (int i = 0; i < n_sh; i++)
-        for (int j = 0; j < sh[i].st.n_tensors; j++) {
-            const slm_st_tensor *t = &sh[i].st.tensors[j];
+/* Take tensor t of shard i (GGUF name gn) and reserve what it needs in
+ * the anonymous area. */
+static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int vec) {
+    const shard *sh = L->sh;
+    char b[64];
+    if (L->n_pend == L->cap_pend) {
+        int nc = L->cap_pend ? L->cap_pend * 2 : 64;
+        pending *np = slm_realloc(L->pend, (size_t)nc * sizeof *np);
+        if (!np) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory", L->dir);
+        L->pend = np;
+        L->cap_pend = nc;
+    }
+    pending *p = &L->pend[L->n_pend++];
+    memset(p, 0, sizeof *p);
+    p->src = t;
+    p->shard = i;
+    snprintf(p->name, sizeof p->name, "%s", gn);
+    uint64_t addr_off = sh[i].st.data_start + t->begin, nbytes = t->end - t->begin;
+    if (vec && t->type != SLM_F32) p->convert = 1, p->extra_bytes = nbytes / 2 * 4;
+    else if (addr_off % elem_size(t->type)) p->convert = 2, p->extra_bytes = nbytes;
+    if (p->convert) {
+        p->extra_off = L->extra;
+        if (!slm_add_ok(L->extra, (p->extra_bytes + 63) & ~(uint64_t)63, &L->extra) || p->extra_bytes > (1ull << 40))
+            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': too large", sh[i].shown, pstr(t->name, b, sizeof b));
+    }
+    /* the same GGUF name twice (across shards) */
+    for (int q = 0; L->n_sh > 1 && q + 1 < L->n_pend; q++)
+        if (!strcmp(L->pend[q].name, gn))
+            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s' is also in %s", sh[i].shown,
+                            pstr(t->name, b, sizeof b), sh[L->pend[q].shard].shown);
+    return SLM_OK;
+}
+
+/* The tensors we take (GGUF names), and what the anonymous area must hold. */
+static slm_status plan_tensors(hf_load *L) {
+    slm_status s;
+    for (int i = 0; i < L->n_sh; i++)
+        for (int j = 0; j < L->sh[i].st.n_tensors; j++) {
+            const slm_st_tensor *t = &L->sh[i].st.tensors[j];
             char gn[64], b[64];
             int vec = 0, r = gguf_name(t->name, gn, sizeof gn, &vec);
             if (r == 2) continue;
-            if (r == 0) {
-                s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': not part of a %s model that staticlm runs",
-                             sh[i].shown, pstr(t->name, b, sizeof b), m->cfg.arch);
-                goto out;
-            }
-            if (!strcmp(gn, "output.weight") && m->cfg.tied_embeddings) continue; /* tie_word_embeddings */
-            if (n_pend == cap_pend) {
-                int nc = cap_pend ? cap_pend * 2 : 64;
-                pending *np = slm_realloc(pend, (size_t)nc * sizeof *np);
-                if (!np) {
-                    s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", dir);
-                    goto out;
-                }
-                pend = np;
-                cap_pend = nc;
-            }
-            pending *p = &pend[n_pend++];
-            memset(p, 0, sizeof *p);
-            p->src = t;
-            p->shard = i;
-            memcpy(p->name, gn, sizeof gn);
-            uint64_t addr_off = sh[i].st.data_start + t->begin, nbytes = t->end - t->begin;
-            if (vec && t->type != SLM_F32) p->convert = 1, p->extra_bytes = nbytes / 2 * 4;
-            else if (addr_off % elem_size(t->type)) p->convert = 2, p->extra_bytes = nbytes;
-            if (p->convert) {
-                p->extra_off = extra;
-                if (!slm_add_ok(extra, (p->extra_bytes + 63) & ~(uint64_t)63, &extra) || p->extra_bytes > (1ull << 40)) {
-                    s = slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': too large", sh[i].shown, pstr(t->name, b, sizeof b));
-                    goto out;
-                }
-            }
-            /* the same GGUF name twice (across shards) */
-            for (int q = 0; n_sh > 1 && q + 1 < n_pend; q++) {
-                if (!strcmp(pend[q].name, gn)) {
-                    s = slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s' is also in %s", sh[i].shown,
-                                 pstr(t->name, b, sizeof b), sh[pend[q].shard].shown);
-                    goto out;
-                }
-            }
+            if (r == 0)
+                return slm_errf(L->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': not part of a %s model that staticlm runs",
+                                L->sh[i].shown, pstr(t->name, b, sizeof b), L->m->cfg.arch);
+            if (!strcmp(gn, "output.weight") && L->m->cfg.tied_embeddings) continue; /* tie_word_embeddings */
+            if ((s = take_tensor(L, i, t, gn, vec))) return s;
         }
-    const uint64_t rope_off = extra;
-    if (rope) extra += (uint64_t)(m->cfg.head_dim / 2) * 4;
+    L->rope_off = L->extra;
+    if (L->rope) L->extra += (uint64_t)(L->m->cfg.head_dim / 2) * 4;
+    return SLM_OK;
+}
 
-    /* one range: shards, then the extra area */
+/* One range: the shards mapped again side by side, then the anonymous
+ * area (L->ex, writable until fill_tensors is done). */
+static slm_status map_range(hf_load *L) {
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    shard *sh = L->sh;
     uint64_t total = 0, pg = (uint64_t)page;
-    for (int i = 0; i < n_sh; i++) {
+    for (int i = 0; i < L->n_sh; i++) {
         sh[i].off = total;
-        if (!slm_add_ok(total, (sh[i].size + pg - 1) / pg * pg, &total)) {
-            s = slm_errf(err, SLM_ERR_FORMAT, "%s: shards too large", dir);
-            goto out;
-        }
+        if (!slm_add_ok(total, (sh[i].size + pg - 1) / pg * pg, &total))
+            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: shards too large", L->dir);
     }
-    const uint64_t extra_at = total, extra_mapped = (extra + pg - 1) / pg * pg;
-    if (!slm_add_ok(total, extra_mapped, &total) || total > SIZE_MAX / 2) {
-        s = slm_errf(err, SLM_ERR_FORMAT, "%s: shards too large", dir);
-        goto out;
-    }
+    const uint64_t extra_at = total, extra_mapped = (L->extra + pg - 1) / pg * pg;
+    if (!slm_add_ok(total, extra_mapped, &total) || total > SIZE_MAX / 2)
+        return slm_errf(L->err, SLM_ERR_FORMAT, "%s: shards too large", L->dir);
     void *base = mmap(NULL, (size_t)total, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (base == MAP_FAILED) {
-        s = slm_errf(err, SLM_ERR_IO, "%s: cannot reserve %llu bytes of address space: %s", dir,
-                     (unsigned long long)total, strerror(errno));
-        goto out;
-    }
-    m->map.data = base; /* from here on slm_unmap (slm_model_close) releases it all */
-    m->map.size = total;
+    if (base == MAP_FAILED)
+        return slm_errf(L->err, SLM_ERR_IO, "%s: cannot reserve %llu bytes of address space: %s", L->dir,
+                        (unsigned long long)total, strerror(errno));
+    L->m->map.data = base; /* from here on slm_unmap (slm_model_close) releases it all */
+    L->m->map.size = total;
     uint8_t *b8 = base;
-    for (int i = 0; i < n_sh; i++) {
+    for (int i = 0; i < L->n_sh; i++) {
         void *p = mmap(b8 + sh[i].off, (size_t)sh[i].size, PROT_READ, MAP_PRIVATE | MAP_FIXED, sh[i].fd, 0);
-        if (p == MAP_FAILED) {
-            s = slm_errf(err, SLM_ERR_IO, "%s: cannot map: %s", sh[i].shown, strerror(errno));
-            goto out;
-        }
+        if (p == MAP_FAILED) return slm_errf(L->err, SLM_ERR_IO, "%s: cannot map: %s", sh[i].shown, strerror(errno));
         slm_st_rebase(&sh[i].st, p);
         munmap(sh[i].tmp, (size_t)sh[i].size);
         sh[i].tmp = NULL;
     }
-    uint8_t *ex = b8 + extra_at;
+    L->ex = b8 + extra_at;
     if (extra_mapped &&
-        mmap(ex, (size_t)extra_mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
-            MAP_FAILED) {
-        s = slm_errf(err, SLM_ERR_IO, "%s: cannot map %llu bytes: %s", dir, (unsigned long long)extra_mapped,
-                     strerror(errno));
-        goto out;
-    }
+        mmap(L->ex, (size_t)extra_mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+            MAP_FAILED)
+        return slm_errf(L->err, SLM_ERR_IO, "%s: cannot map %llu bytes: %s", L->dir, (unsigned long long)extra_mapped,
+                        strerror(errno));
+    return SLM_OK;
+}
 
-    /* the table, converting into the extra area */
-    int n_t = n_pend + (rope ? 1 : 0);
+/* m->tensors from the plan, converting into the anonymous area; then the
+ * area becomes read-only. */
+static slm_status fill_tensors(hf_load *L) {
+    slm_model_file *m = L->m;
+    uint8_t *ex = L->ex;
+    int n_t = L->n_pend + (L->rope ? 1 : 0);
     m->tensors = slm_calloc(n_t ? (size_t)n_t : 1, sizeof *m->tensors);
-    if (!m->tensors) {
-        s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for %d tensors", dir, n_t);
-        goto out;
-    }
-    for (int i = 0; i < n_pend; i++) {
-        const pending *p = &pend[i];
+    if (!m->tensors) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory for %d tensors", L->dir, n_t);
+    for (int i = 0; i < L->n_pend; i++) {
+        const pending *p = &L->pend[i];
         const slm_st_tensor *t = p->src;
         slm_tensor *o = &m->tensors[i];
         memcpy(o->name, p->name, sizeof o->name);
@@ -676,44 +664,69 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
             o->data = ex + p->extra_off;
         }
     }
-    if (rope) {
-        slm_tensor *o = &m->tensors[n_pend];
+    if (L->rope) {
+        slm_tensor *o = &m->tensors[L->n_pend];
         snprintf(o->name, sizeof o->name, "rope_freqs.weight");
         o->type = SLM_F32;
         o->n_dims = 1;
         o->ne[0] = m->cfg.head_dim / 2;
         o->ne[1] = o->ne[2] = o->ne[3] = 1;
         o->nbytes = (uint64_t)o->ne[0] * 4;
-        memcpy(ex + rope_off, rope, (size_t)o->nbytes);
-        o->data = ex + rope_off;
+        memcpy(ex + L->rope_off, L->rope, (size_t)o->nbytes);
+        o->data = ex + L->rope_off;
     }
     m->n_tensors = n_t;
+    const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
+    const uint64_t pg = (uint64_t)page, extra_mapped = (L->extra + pg - 1) / pg * pg;
     if (extra_mapped) mprotect(ex, (size_t)extra_mapped, PROT_READ);
+    return SLM_OK;
+}
+
+slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
+    /* "dir/" -> "dir" so that messages name the folder */
+    size_t pl = strlen(m->path);
+    while (pl > 1 && m->path[pl - 1] == '/') m->path[--pl] = 0;
+    hf_load load, *L = &load;
+    memset(L, 0, sizeof *L);
+    L->m = m;
+    L->dir = slm_basename(m->path);
+    L->err = err;
+    slm_status s;
+    char shown[320], *cfg_json = NULL;
+    size_t cfg_len = 0;
+
+    snprintf(shown, sizeof shown, "%s/config.json", L->dir);
+    if ((s = folder_name(m, "config.json", L->path, sizeof L->path, err))) goto out;
+    if ((s = read_small(L->path, shown, 1, &cfg_json, &cfg_len, err))) goto out;
+    if ((s = slm_hf_parse_config(&m->cfg, &L->rope, cfg_json, cfg_len, shown, err))) goto out;
+    if ((s = find_shards(L)) || (s = open_shards(L)) || (s = plan_tensors(L)) || (s = map_range(L)) ||
+        (s = fill_tensors(L)))
+        goto out;
 
     /* no lm_head: tied */
     if (!slm_model_tensor(m, "output.weight")) m->cfg.tied_embeddings = 1;
     /* Q/K/V biases on a llama/mistral checkpoint are used too */
     if (slm_model_tensor(m, "blk.0.attn_q.bias")) m->cfg.qkv_bias = 1;
-
     /* tokenizer.json beside, for the pipeline */
-    if (folder_name(m, "tokenizer.json", path, sizeof path, NULL) == SLM_OK && strlen(path) < sizeof m->tokenizer_json) {
+    if (folder_name(m, "tokenizer.json", L->path, sizeof L->path, NULL) == SLM_OK &&
+        strlen(L->path) < sizeof m->tokenizer_json) {
         struct stat st;
-        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) memcpy(m->tokenizer_json, path, strlen(path) + 1);
+        if (stat(L->path, &st) == 0 && S_ISREG(st.st_mode)) memcpy(m->tokenizer_json, L->path, strlen(L->path) + 1);
     }
     m->kind = SLM_MODEL_HF;
 
 out:
-    for (int i = 0; sh && i < n_sh; i++) {
-        if (sh[i].tmp) munmap(sh[i].tmp, (size_t)sh[i].size);
-        if (sh[i].fd >= 0) close(sh[i].fd);
-        slm_st_free(&sh[i].st);
+    for (int i = 0; L->sh && i < L->n_sh; i++) {
+        if (L->sh[i].tmp) munmap(L->sh[i].tmp, (size_t)L->sh[i].size);
+        if (L->sh[i].fd >= 0) close(L->sh[i].fd);
+        slm_st_free(&L->sh[i].st);
     }
-    slm_xfree(sh);
-    slm_xfree(pend);
-    slm_xfree(rope);
+    slm_xfree(L->sh);
+    slm_xfree(L->pend);
+    slm_xfree(L->rope);
+    slm_xfree(L->idx_json);
+    cJSON_Delete(L->index);
     slm_xfree(cfg_json);
-    slm_xfree(idx_json);
-    cJSON_Delete(index);
     return s;
 }
 

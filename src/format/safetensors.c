@@ -38,6 +38,8 @@ slm_status slm_st_parse(slm_st *out, const void *data, uint64_t size, const char
 
 #include <cJSON.h>
 
+#include "common/json.h"
+
 /* A name made printable for messages (at most 80 bytes shown). */
 static const char *pname(const char *s, char *buf, size_t cap) {
     size_t n = 0;
@@ -169,6 +171,7 @@ slm_status slm_st_parse(slm_st *out, const void *data, uint64_t size, const char
     if (p[8] != '{')
         return slm_errf(err, SLM_ERR_FORMAT, "%s: header: not a JSON object (first byte 0x%02x)", file, p[8]);
     const char *js = (const char *)p + 8, *end = NULL;
+    slm_json_init_hooks();
     root = cJSON_ParseWithLengthOpts(js, (size_t)hlen, &end, 0);
     if (!root) {
         long at = end && end >= js && end <= js + hlen ? (long)(end - js) : -1;

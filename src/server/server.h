@@ -1,31 +1,40 @@
-/* server/ — `staticlm serve` (an OpenAI-compatible HTTP server), and the
- * option parsing + model loading shared by `staticlm chat` and `serve`
- * (implemented in cli/chat.c). */
+/* server/ — `staticlm serve`: an OpenAI-compatible HTTP server for one
+ * engine. The CLI (cli/serve.c) parses the options into a slm_server_cfg,
+ * opens the engine and the chat template, and starts the server; the
+ * server depends on engine/ and below only.
+ *
+ * Inside: http.c (libmicrohttpd, connection limits, body reading, error
+ * bodies, server-sent-event plumbing) below api.c (the OpenAI endpoints,
+ * JSON responses, the job queue) and worker.c (the generation loop);
+ * request.c parses request bodies. http.h is the seam between them. */
 #ifndef SLM_SERVER_H
 #define SLM_SERVER_H
 
-#include "cli/cli.h"
+#include <stddef.h>
+
+#include "engine/chat.h"
 #include "staticlm.h"
 
-typedef struct slm_cli_common {
-    const char *model, *tok, *kernels, *chat_template;
-    int verbose, threads;
-    slm_options opt;
-    slm_sampling samp;
-    int seed_set;
-} slm_cli_common;
+typedef struct slm_server_cfg {
+    const char *host;       /* IPv4 address to listen on (default 127.0.0.1) */
+    int port;               /* TCP port; 0 = any free port */
+    int queue;              /* requests that may wait behind the running one */
+    const char *model_name; /* the id /v1/models reports */
+    int verbose;
+} slm_server_cfg;
 
-void slm_cli_common_init(slm_cli_common *c);
-/* Parse the option at argv[*i] if it is a common one (model, tokenizer,
- * capacity, threads, kernels, verbose, chat template, sampling). Returns 1
- * when consumed (advancing *i past its value), 0 when not a common option,
- * -1 on a bad value (message printed). */
-int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i);
-/* Load the model (default: stories260K from ./models or ../shared/models);
- * NULL after printing why. */
-slm_engine *slm_cli_common_load(slm_cli_common *c);
-/* The help lines for the common options. */
-extern const char slm_cli_common_help[];
+void slm_server_cfg_init(slm_server_cfg *c);
 
+typedef struct slm_server slm_server;
+
+/* Start serving e (and tm for chat requests) on threads of its own. Neither
+ * is owned; both must outlive the server. NULL with err set when the
+ * address cannot be bound or memory runs out. */
+slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap);
+/* The port it listens on (the one chosen when cfg->port was 0). */
+int slm_server_port(const slm_server *s);
+/* Stop: waiting requests get 503, the running one is cancelled; joins the
+ * threads and frees the server. */
+void slm_server_stop(slm_server *s);
 
 #endif

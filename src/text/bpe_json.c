@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "text/bpe.h"
 #include "text/bpe_internal.h"
 
 #ifndef SLM_HAVE_CJSON
@@ -40,6 +39,8 @@ slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len,
 
 #else
 #include <cjson/cJSON.h>
+
+#include "common/json.h"
 
 #define GPT2_RE_HF "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define MAX_TOKENS (1 << 24)
@@ -202,23 +203,12 @@ static void template_specials(const slm_bpe *t, const cJSON *pp, int *bos, int *
     }
 }
 
-static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
+/* The tokens: model.vocab {string: id} and added_tokens [{id, content,
+ * special}]; the vocabulary size is the largest id + 1 (unnamed ids are
+ * empty, unused tokens). Creates c->t. */
+static slm_status build_vocab(jctx *c, const cJSON *vocab, const cJSON *added) {
     const char *name = c->name;
     slm_err *err = c->err;
-    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
-    if (!cJSON_IsObject(model)) return slm_errf(err, SLM_ERR_FORMAT, "%s: no \"model\" object", name);
-    const char *mty = jstr(model, "type");
-    if (mty && strcmp(mty, "BPE"))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: model type '%s' (only BPE)", name, mty);
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsObject(vocab)) return slm_errf(err, SLM_ERR_FORMAT, "%s: model.vocab missing or not an object", name);
-    if (!cJSON_IsArray(merges)) return slm_errf(err, SLM_ERR_FORMAT, "%s: model.merges missing or not an array", name);
-    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
-    if (added && !cJSON_IsArray(added) && !cJSON_IsNull(added))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: added_tokens is not an array", name);
-
-    /* ids and sizes */
     double maxid = -1;
     uint64_t blob = 0;
     const cJSON *e;
@@ -272,20 +262,27 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
                            jbool(e, "special", 0) ? SLM_BPE_TT_CONTROL : SLM_BPE_TT_USER_DEFINED);
         o += (uint32_t)l + 1;
     }
-    if ((st = slm_bpe__index(t, name, err))) goto done;
+    st = slm_bpe__index(t, name, err);
+done:
+    slm_xfree(seen);
+    return st;
+}
 
-    /* merges */
+/* model.merges: "a b" strings or [a, b] arrays, each naming two tokens. */
+static slm_status build_merges(jctx *c, const cJSON *merges) {
+    const char *name = c->name;
+    slm_bpe *t = c->t;
     int nm = cJSON_GetArraySize(merges);
     int32_t *ml = slm_malloc((size_t)(nm ? nm : 1) * sizeof *ml);
     int32_t *mr = slm_malloc((size_t)(nm ? nm : 1) * sizeof *mr);
     if (!ml || !mr) {
         slm_xfree(ml);
         slm_xfree(mr);
-        st = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", name);
-        goto done;
+        return slm_errf(c->err, SLM_ERR_NOMEM, "%s: out of memory", name);
     }
     slm_bpe__set_merges(t, ml, mr, nm);
     int m = 0;
+    const cJSON *e;
     cJSON_ArrayForEach(e, merges) {
         const char *a = NULL, *b = NULL;
         size_t al = 0, blen = 0;
@@ -306,23 +303,23 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
             al = strlen(a);
             blen = strlen(b);
         }
-        if (!a) {
-            st = slm_errf(err, SLM_ERR_FORMAT, "%s: merge %d is neither \"a b\" nor [a, b]", name, m);
-            goto done;
-        }
+        if (!a) return slm_errf(c->err, SLM_ERR_FORMAT, "%s: merge %d is neither \"a b\" nor [a, b]", name, m);
         ml[m] = slm_bpe__lookup(t, a, al);
         mr[m] = slm_bpe__lookup(t, b, blen);
-        if (ml[m] < 0 || mr[m] < 0) {
-            st = slm_errf(err, SLM_ERR_FORMAT, "%s: merge %d ('%.*s' '%.*s') names a string that is not a token", name,
-                          m, (int)(al > 48 ? 48 : al), a, (int)(blen > 48 ? 48 : blen), b);
-            goto done;
-        }
+        if (ml[m] < 0 || mr[m] < 0)
+            return slm_errf(c->err, SLM_ERR_FORMAT, "%s: merge %d ('%.*s' '%.*s') names a string that is not a token",
+                            name, m, (int)(al > 48 ? 48 : al), a, (int)(blen > 48 ? 48 : blen), b);
         m++;
     }
+    return SLM_OK;
+}
 
-    /* pre-tokenizer, normalizer, mode */
-    if ((st = normalizer(c, cJSON_GetObjectItemCaseSensitive(root, "normalizer")))) goto done;
-    if ((st = pre_tok(c, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer")))) goto done;
+/* normalizer, pre_tokenizer, byte_fallback, decoder -> the mode */
+static slm_status build_mode(jctx *c, const cJSON *root, const cJSON *model) {
+    const char *name = c->name;
+    slm_status st;
+    if ((st = normalizer(c, cJSON_GetObjectItemCaseSensitive(root, "normalizer")))) return st;
+    if ((st = pre_tok(c, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer")))) return st;
     int byte_fallback = jbool(model, "byte_fallback", 0);
     if (byte_fallback) c->spm = 1;
     if (!c->saw_bl) {
@@ -330,20 +327,20 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
         const char *dt = jstr(dec, "type");
         if (dt && !strcmp(dt, "ByteLevel")) c->byte_level = 1;
     }
-    if (c->spm && c->byte_level) {
-        st = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: ByteLevel combined with SentencePiece-style settings", name);
-        goto done;
-    }
-    if (!c->spm && !c->byte_level) {
-        st = slm_errf(err, SLM_ERR_UNSUPPORTED,
-                      "%s: neither ByteLevel nor SentencePiece-style (Metaspace / \"▁\" normalizer / byte_fallback)",
-                      name);
-        goto done;
-    }
-    slm_bpe__set_mode(t, c->byte_level, jbool(model, "ignore_merges", 0), c->add_prefix_space, c->spm ? c->prepend : 0,
-                      c->spm ? c->split : 0, c->spm ? "hf-spm" : "hf-json");
+    if (c->spm && c->byte_level)
+        return slm_errf(c->err, SLM_ERR_UNSUPPORTED, "%s: ByteLevel combined with SentencePiece-style settings", name);
+    if (!c->spm && !c->byte_level)
+        return slm_errf(c->err, SLM_ERR_UNSUPPORTED,
+                        "%s: neither ByteLevel nor SentencePiece-style (Metaspace / \"▁\" normalizer / byte_fallback)",
+                        name);
+    slm_bpe__set_mode(c->t, c->byte_level, jbool(model, "ignore_merges", 0), c->add_prefix_space,
+                      c->spm ? c->prepend : 0, c->spm ? c->split : 0, c->spm ? "hf-spm" : "hf-json");
+    return SLM_OK;
+}
 
-    /* specials */
+/* BOS / EOS / UNK / PAD: post_processor, then tokenizer_config.json */
+static void build_specials(jctx *c, const cJSON *root, const cJSON *model, const cJSON *cfg) {
+    slm_bpe *t = c->t;
     int bos = -1, eos = -1, add_bos = 0, add_eos = 0;
     int unk = find_str(t, jstr(model, "unk_token"));
     template_specials(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), &bos, &add_bos, &eos, &add_eos);
@@ -360,16 +357,35 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
     if (bos < 0) add_bos = 0;
     if (eos < 0) add_eos = 0;
     slm_bpe__set_specials(t, bos, eos, -1, unk, pad, add_bos, add_eos);
-    st = slm_bpe__finish(t, name, err);
-done:
-    slm_xfree(seen);
-    return st;
+}
+
+static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
+    const char *name = c->name;
+    slm_err *err = c->err;
+    const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
+    if (!cJSON_IsObject(model)) return slm_errf(err, SLM_ERR_FORMAT, "%s: no \"model\" object", name);
+    const char *mty = jstr(model, "type");
+    if (mty && strcmp(mty, "BPE"))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: model type '%s' (only BPE)", name, mty);
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!cJSON_IsObject(vocab)) return slm_errf(err, SLM_ERR_FORMAT, "%s: model.vocab missing or not an object", name);
+    if (!cJSON_IsArray(merges)) return slm_errf(err, SLM_ERR_FORMAT, "%s: model.merges missing or not an array", name);
+    const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
+    if (added && !cJSON_IsArray(added) && !cJSON_IsNull(added))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: added_tokens is not an array", name);
+    slm_status st;
+    if ((st = build_vocab(c, vocab, added)) || (st = build_merges(c, merges)) || (st = build_mode(c, root, model)))
+        return st;
+    build_specials(c, root, model, cfg);
+    return slm_bpe__finish(c->t, name, err);
 }
 
 slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len, const char *config_json,
                                     size_t config_len, const char *name, slm_err *err) {
     *out = NULL;
     if (!name) name = "tokenizer.json";
+    slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *at = cJSON_GetErrorPtr();

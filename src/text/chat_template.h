@@ -1,4 +1,4 @@
-/* pipeline/chat_template — a Jinja subset interpreter for chat templates.
+/* text/chat_template — a Jinja subset interpreter for chat templates.
  *
  * Renders the `tokenizer.chat_template` of a model (or a named classic form)
  * the way Hugging Face's apply_chat_template does: Jinja2 with trim_blocks and
@@ -19,6 +19,8 @@
 
 #include <stddef.h>
 
+#include "common/common.h"
+
 typedef struct slm_chat_msg {
     const char *role;
     const char *content;
@@ -27,8 +29,9 @@ typedef struct slm_chat_msg {
 typedef struct slm_tmpl slm_tmpl;
 
 /* Parse template source. Returns NULL on a syntax error or an unsupported
- * construct, with a message ("line 3: unknown tag 'foo'") in err. */
-slm_tmpl *slm_tmpl_parse(const char *src, char *err, size_t errcap);
+ * construct, with err (if non-NULL) set: SLM_ERR_FORMAT and a message
+ * ("line 3: unsupported tag 'foo'"), or SLM_ERR_NOMEM. */
+slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err);
 void slm_tmpl_free(slm_tmpl *t);
 
 typedef struct slm_tmpl_vars {
@@ -38,10 +41,12 @@ typedef struct slm_tmpl_vars {
     const char *date_string; /* if set: strftime_now returns this (tests) */
 } slm_tmpl_vars;
 
-/* Render messages. Returns a malloc'd (slm_xfree) NUL-terminated string, or
- * NULL with err set ("template raised: ..." for raise_exception). */
+/* Render messages. Returns a slm_malloc'd (slm_xfree) NUL-terminated string,
+ * or NULL with err (if non-NULL) set: SLM_ERR_ARG "template raised: ..." for
+ * raise_exception, SLM_ERR_CAPACITY when a limit is reached, SLM_ERR_FORMAT
+ * for an error in the template ("line 4: ..."), SLM_ERR_NOMEM. */
 char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
-                      const slm_tmpl_vars *vars, char *err, size_t errcap);
+                      const slm_tmpl_vars *vars, slm_err *err);
 
 /* The source of a built-in template by name: "chatml", "llama2", "zephyr",
  * "llama3"; NULL if unknown. */

@@ -1,0 +1,109 @@
+/* staticlm serve: parse the options, open the model and the chat template,
+ * run the server (src/server/) until SIGINT or SIGTERM. */
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "engine/chat.h"
+#include "server/server.h"
+
+#ifndef SLM_HAVE_SERVE
+
+int slm_cli_serve(int argc, char **argv) {
+    (void)argc;
+    (void)argv;
+    fprintf(stderr, "staticlm: serve is not available in this build: it needs libmicrohttpd and cJSON at build time\n"
+                    "(Debian: apt-get install libmicrohttpd-dev libcjson-dev, then rebuild)\n");
+    return 1;
+}
+
+#else
+
+#include <pthread.h>
+
+static void usage_serve(FILE *f) {
+    fprintf(f,
+            "usage: staticlm serve [-m MODEL] [-z TOKENIZER] [--host ADDR] [--port N] [--queue N] [options]\n"
+            "\n"
+            "An OpenAI-compatible HTTP server for one model, one request at a time:\n"
+            "  POST /v1/chat/completions   chat (the chat template renders the messages)\n"
+            "  POST /v1/completions        raw prompt (with BOS); default max_tokens 16\n"
+            "  GET  /v1/models, GET /health\n"
+            "Requests take model, max_tokens, temperature, top_p, top_k, seed, stop (a string\n"
+            "or up to 4), stream (server-sent events) and stream_options.include_usage.\n"
+            "One line per request goes to stderr.\n"
+            "\n"
+            "      --host ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
+            "      --port N              TCP port; 0 = any free port (default 8080); the\n"
+            "                            address is printed on stderr\n"
+            "      --queue N             requests that may wait behind the running one; more\n"
+            "                            get 503 (default 8)\n"
+            "%s"
+            "  -h, --help                this text\n",
+            slm_cli_common_help);
+}
+
+int slm_cli_serve(int argc, char **argv) {
+    slm_cli_common cc;
+    slm_cli_common_init(&cc);
+    slm_server_cfg cfg;
+    slm_server_cfg_init(&cfg);
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        int r = slm_cli_common_opt(&cc, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r) continue;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage_serve(stdout); return 0; }
+        int has = i + 1 < argc;
+        if (!strcmp(o, "--host") && has) cfg.host = argv[++i];
+        else if (!strcmp(o, "--port") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 65535, &cfg.port)) return 2; }
+        else if (!strcmp(o, "--queue") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 4096, &cfg.queue)) return 2; }
+        else {
+            fprintf(stderr, "staticlm: unknown option or missing value '%s' (see staticlm serve --help)\n", o);
+            return 2;
+        }
+    }
+    slm_engine *e = slm_cli_common_load(&cc);
+    if (!e) return 1;
+    char note[512];
+    slm_tmpl *tm = slm_chat_template_open(e, cc.chat_template, note, sizeof note);
+    if (!tm) {
+        fprintf(stderr, "staticlm: out of memory\n");
+        slm_free(e);
+        return 1;
+    }
+    if (!strncmp(note, "warning", 7)) fprintf(stderr, "staticlm: %s\n", note);
+    else if (cc.verbose) fprintf(stderr, "serve: %s\n", note);
+    const char *base = strrchr(cc.model, '/');
+    cfg.model_name = base ? base + 1 : cc.model;
+    cfg.verbose = cc.verbose;
+
+    /* signals are taken by sigwait below; the server's threads inherit the mask */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char err[512];
+    int rc = 0;
+    slm_server *s = slm_server_start(e, tm, &cfg, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "staticlm: %s\n", err);
+        rc = 1;
+    } else {
+        fprintf(stderr, "serve: listening on http://%s:%d (model %s, KV capacity %d, queue %d)\n",
+                strcmp(cfg.host, "localhost") ? cfg.host : "127.0.0.1", slm_server_port(s), cfg.model_name,
+                slm_capacity(e), cfg.queue);
+        int sig = 0;
+        sigwait(&set, &sig);
+        fprintf(stderr, "serve: signal %d, shutting down\n", sig);
+        slm_server_stop(s);
+    }
+    slm_tmpl_free(tm);
+    slm_free(e);
+    return rc;
+}
+
+#endif

@@ -1,0 +1,102 @@
+/* Shared by the x86 kernel files (not for other files): target attributes,
+ * small helpers, the int8 scratch, and what each file offers the sets
+ * (kernels_x86.c). Every definition sits behind SLM_X86. */
+#ifndef SLM_KERNELS_X86_H
+#define SLM_KERNELS_X86_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "common/dtype.h"
+#include "device/kernels.h"
+
+/* slm_qtype_kind for a compile-time type (folds in the inlined kernels). */
+static inline int slm_qtype_kind_c(int t) {
+    return t == SLM_Q6_K ? 1 : (t == SLM_Q4_1 || t == SLM_Q4_K || t == SLM_Q5_K) ? 2 : 0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define SLM_X86 1
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+#define INLINE static inline __attribute__((always_inline))
+
+AVX2 static inline float hsum256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+static inline int32_t ld32(const uint8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* ---- int8 activations ------------------------------------------------------ */
+
+/* The scratch of a quantized matmul: xq codes, block scales, block sums,
+ * then the panel (see slm_matmul_scratch_bytes). */
+typedef struct qscratch {
+    uint8_t *q;     /* [rows][k] codes */
+    float *d;       /* [rows][nb] block scales */
+    float *s;       /* [rows][nb] block sums (scale * sum of codes) */
+    int32_t *hs;    /* [rows][2 * nb] integer sums of the codes of each half block */
+    uint8_t *panel; /* nb * SLM_PANEL_BLOCK_BYTES(16) bytes */
+} qscratch;
+
+static inline uint8_t *align64(uint8_t *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+static inline qscratch qscratch_split(void *scratch, int rows, int k) {
+    const size_t nb = (size_t)k / 32;
+    qscratch qs;
+    qs.q = align64(scratch);
+    qs.d = (float *)align64(qs.q + (size_t)rows * k);
+    qs.s = qs.d + (size_t)rows * nb;
+    qs.hs = (int32_t *)align64((uint8_t *)(qs.s + (size_t)rows * nb));
+    qs.panel = align64((uint8_t *)(qs.hs + (size_t)rows * 2 * nb));
+    return qs;
+}
+
+/* ---- what the files offer the sets (kernels_x86.c) ------------------------ */
+
+/* kernels_x86_float.c: float dot products, F32/F16/BF16 matrix multiply */
+float slm_x86_dot_f32_avx2(const void *w, const float *x, int k);
+float slm_x86_dot_f16_avx2(const void *w, const float *x, int k);
+float slm_x86_dot_bf16_avx2(const void *w, const float *x, int k);
+float slm_x86_dot_q8_0_avx2(const void *w, const float *x, int k);
+float slm_x86_dot_f32_avx512(const void *w, const float *x, int k);
+float slm_x86_dot_f16_avx512(const void *w, const float *x, int k);
+float slm_x86_dot_bf16_avx512(const void *w, const float *x, int k);
+float slm_x86_dot_q8_0_avx512(const void *w, const float *x, int k);
+void slm_x86_fmatmul_avx2(const slm_mm *mm);
+void slm_x86_fmatmul_avx512(const slm_mm *mm);
+
+/* kernels_x86_vec.c: vector kernels, activations quantized to int8 blocks
+ * (slm_quantize_act_ref's results; AVX2 always with signed codes) */
+void slm_x86_rmsnorm_avx2(const float *x, const float *g, float *y, int n, float eps);
+void slm_x86_swiglu_avx2(const float *gate, const float *up, float *y, int n);
+void slm_x86_rmsnorm_avx512(const float *x, const float *g, float *y, int n, float eps);
+void slm_x86_swiglu_avx512(const float *gate, const float *up, float *y, int n);
+void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, uint8_t *q, float *d, float *s, int32_t *hs);
+void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d, float *s,
+                              int32_t *hs);
+
+/* kernels_x86_dot.c: quantized weights in their file layout (activations
+ * already in qs: offset 128 for AVX-512, signed for AVX2) */
+void slm_x86_qmatmul_avx2(const slm_mm *mm, const qscratch *qs);
+void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs);
+
+/* kernels_x86_r16.c: repacked weights (activations signed in qs; F16_R16
+ * takes none) */
+void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs);
+void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs);
+void slm_x86_f16r16_matmul_avx2(const slm_mm *mm);
+void slm_x86_f16r16_matmul_avx512(const slm_mm *mm);
+
+#endif
+#endif

@@ -1,0 +1,315 @@
+/* x86 kernels for quantized weights in their file layout (Q8_0, Q4_0, Q4_1,
+ * Q4_K, Q5_K, Q6_K), activations quantized to int8 blocks of 32:
+ * - rows == 1 (decode, memory bound): per weight column a direct walk over
+ *   its blocks: SIMD unpack to int8 codes, integer dot (VNNI dpbusd on
+ *   AVX-512; maddubs/madd on AVX2), one float FMA per block.
+ * - rows > 1 (prefill, compute bound): per 16 (8) output columns the
+ *   weights are unpacked into a panel in scratch (slm_pack_panel: codes
+ *   interleaved 4 bytes per column, so one vector holds 4 elements of 16
+ *   columns), then a register-blocked micro-kernel of up to 8 (4) rows x 16
+ *   (8) columns runs dpbusd with the row's 4 codes broadcast; per block and
+ *   row: cvt + 2 FMAs. */
+#include "device/kernels_x86.h"
+
+#ifdef SLM_X86
+/* ---- weight blocks as int8 codes (decode) ------------------------------------
+ * Block b (32 elements) of a row of type T: codes q (signed), scales of the
+ * two halves d0, d1, min m; value = d[e / 16] * q[e] + m. */
+AVX2 INLINE __m256i nibbles32(const uint8_t *qs16) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs16);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(0x0F));
+}
+
+AVX2 INLINE __m256i qblock(const uint8_t *row, int T, int b, float *d0, float *d1, float *m) {
+    switch (T) {
+    case SLM_Q8_0: {
+        const slm_block_q8_0 *x = (const slm_block_q8_0 *)row + b;
+        *d0 = *d1 = _cvtsh_ss(x->d);
+        return _mm256_loadu_si256((const __m256i *)x->qs);
+    }
+    case SLM_Q4_0: {
+        const slm_block_q4_0 *x = (const slm_block_q4_0 *)row + b;
+        *d0 = *d1 = _cvtsh_ss(x->d);
+        return _mm256_sub_epi8(nibbles32(x->qs), _mm256_set1_epi8(8));
+    }
+    case SLM_Q4_1: {
+        const slm_block_q4_1 *x = (const slm_block_q4_1 *)row + b;
+        *d0 = *d1 = _cvtsh_ss(x->d);
+        *m = _cvtsh_ss(x->m);
+        return nibbles32(x->qs);
+    }
+    case SLM_Q4_K:
+    case SLM_Q5_K: {
+        const int s = b % 8, c = s / 2, h = s % 2;
+        const uint8_t *scales, *qs;
+        uint16_t dh, dmh;
+        const slm_block_q5_K *x5 = (const slm_block_q5_K *)row + b / 8;
+        if (T == SLM_Q4_K) {
+            const slm_block_q4_K *x4 = (const slm_block_q4_K *)row + b / 8;
+            scales = x4->scales, qs = x4->qs, dh = x4->d, dmh = x4->dmin;
+        } else {
+            scales = x5->scales, qs = x5->qs, dh = x5->d, dmh = x5->dmin;
+        }
+        uint8_t sc, mn;
+        slm_get_scale_min_k4(s, scales, &sc, &mn);
+        *d0 = *d1 = _cvtsh_ss(dh) * sc;
+        *m = -(_cvtsh_ss(dmh) * mn);
+        __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
+        v = _mm256_and_si256(_mm256_srli_epi16(v, 4 * h), _mm256_set1_epi8(0x0F));
+        if (T == SLM_Q5_K) {
+            const __m256i bit = _mm256_set1_epi8((char)(1 << (2 * c + h)));
+            __m256i hb = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_loadu_si256((const __m256i *)x5->qh), bit), bit);
+            v = _mm256_or_si256(v, _mm256_and_si256(hb, _mm256_set1_epi8(0x10)));
+        }
+        return v;
+    }
+    default: { /* SLM_Q6_K */
+        const slm_block_q6_K *x = (const slm_block_q6_K *)row + b / 8;
+        const int s = b % 8, H = s / 4, Q = s % 4;
+        const float dd = _cvtsh_ss(x->d);
+        *d0 = dd * x->scales[2 * s];
+        *d1 = dd * x->scales[2 * s + 1];
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(x->ql + 64 * H + (Q & 1) * 32));
+        __m256i hi = _mm256_loadu_si256((const __m256i *)(x->qh + 32 * H));
+        lo = _mm256_and_si256(_mm256_srli_epi16(lo, 4 * (Q >> 1)), _mm256_set1_epi8(0x0F));
+        hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hi, 2 * Q), _mm256_set1_epi8(3)), 4);
+        return _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+    }
+    }
+}
+
+/* Decode: one activation row (xq with offset 128), every column of the tile.
+ * Per block: idot = dpbusd(xq + 128, q) - 128 * sum(q), lanes 0-3 the first
+ * half block and 4-7 the second; times [d0 dx x4 | d1 dx x4]; the min term
+ * m * (dx * sum of codes) is accumulated apart. */
+AVX512 INLINE void qdecode_avx512_t(const slm_mm *mm, int T, const qscratch *qs) {
+    const int nb = mm->k / 32;
+    const __m256i c80 = _mm256_set1_epi8((char)0x80);
+    for (int j = mm->n0; j < mm->n1; j++) {
+        const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
+        __m256 acc = _mm256_setzero_ps();
+        float macc = 0.0f;
+        for (int b = 0; b < nb; b++) {
+            float d0, d1, m = 0.0f;
+            __m256i q = qblock(row, T, b, &d0, &d1, &m);
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + 32 * b));
+            __m256i id = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, q),
+                                          _mm256_dpbusd_epi32(_mm256_setzero_si256(), c80, q));
+            const float dx = qs->d[b];
+            __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
+                                 : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc);
+            if (slm_qtype_kind_c(T) == 2) macc += m * qs->s[b];
+        }
+        mm->y[j] = hsum256(acc) + macc;
+    }
+}
+
+/* AVX2 decode: as above with the sign trick (|q| unsigned times x with q's
+ * sign, maddubs then madd) on signed activation codes. */
+AVX2 INLINE void qdecode_avx2_t(const slm_mm *mm, int T, const qscratch *qs) {
+    const int nb = mm->k / 32;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int j = mm->n0; j < mm->n1; j++) {
+        const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
+        __m256 acc = _mm256_setzero_ps();
+        float macc = 0.0f;
+        for (int b = 0; b < nb; b++) {
+            float d0, d1, m = 0.0f;
+            __m256i q = qblock(row, T, b, &d0, &d1, &m);
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + 32 * b));
+            __m256i id = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);
+            const float dx = qs->d[b];
+            __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
+                                 : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
+            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc);
+            if (slm_qtype_kind_c(T) == 2) macc += m * qs->s[b];
+        }
+        mm->y[j] = hsum256(acc) + macc;
+    }
+}
+
+/* ---- int8 micro-kernels over a packed panel --------------------------------
+ * R rows x NC columns; KIND 0: one scale per block, 1: two half scales,
+ * 2: one scale and a min term. Activation codes: AVX-512 unsigned (+128,
+ * corrected by the panel's corr), AVX2 signed. */
+AVX512 INLINE void mk_avx512(const qscratch *qs, int k, int i0, const uint8_t *panel, float *y, size_t ldy,
+                             __mmask16 cm, const int R, const int KIND) {
+    const int nb = k / 32;
+    const size_t PB = SLM_PANEL_BLOCK_BYTES(16);
+    __m512 acc[8];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = panel + (size_t)b * PB;
+        __m512i ia[8], ib[8];
+        const __m512i c0 = _mm512_load_si512(p + 512), c1 = _mm512_load_si512(p + 576);
+        if (KIND == 1) {
+            for (int r = 0; r < R; r++) ia[r] = c0, ib[r] = c1;
+        } else {
+            const __m512i c = _mm512_add_epi32(c0, c1);
+            for (int r = 0; r < R; r++) ia[r] = c;
+        }
+        for (int g = 0; g < 4; g++) {
+            const __m512i w = _mm512_load_si512(p + 64 * g);
+            for (int r = 0; r < R; r++)
+                ia[r] = _mm512_dpbusd_epi32(ia[r], _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * g)), w);
+        }
+        for (int g = 4; g < 8; g++) {
+            const __m512i w = _mm512_load_si512(p + 64 * g);
+            for (int r = 0; r < R; r++) {
+                const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * g));
+                if (KIND == 1) ib[r] = _mm512_dpbusd_epi32(ib[r], xv, w);
+                else ia[r] = _mm512_dpbusd_epi32(ia[r], xv, w);
+            }
+        }
+        const __m512 d0 = _mm512_load_ps(p + 640);
+        if (KIND == 1) {
+            const __m512 d1 = _mm512_load_ps(p + 704);
+            for (int r = 0; r < R; r++) {
+                __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[r]), d1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0));
+                acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            }
+        } else {
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0),
+                                         _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            if (KIND == 2) {
+                const __m512 m = _mm512_load_ps(p + 768);
+                for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(xs[(size_t)r * nb + b]), acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(y + (size_t)r * ldy, cm, acc[r]);
+}
+
+#define MK_AVX512(R, K)                                                                                   \
+    AVX512 static void mk_avx512_##R##_##K(const qscratch *qs, int k, int i0, const uint8_t *panel, float *y, \
+                                           size_t ldy, __mmask16 cm) {                                    \
+        mk_avx512(qs, k, i0, panel, y, ldy, cm, R, K);                                                    \
+    }
+#define MK_AVX512_ALL(K) MK_AVX512(1, K) MK_AVX512(2, K) MK_AVX512(3, K) MK_AVX512(4, K) \
+    MK_AVX512(5, K) MK_AVX512(6, K) MK_AVX512(7, K) MK_AVX512(8, K)
+MK_AVX512_ALL(0)
+MK_AVX512_ALL(1)
+MK_AVX512_ALL(2)
+
+typedef void (*mk512_fn)(const qscratch *, int, int, const uint8_t *, float *, size_t, __mmask16);
+static const mk512_fn k_mk512[3][8] = {
+    {mk_avx512_1_0, mk_avx512_2_0, mk_avx512_3_0, mk_avx512_4_0, mk_avx512_5_0, mk_avx512_6_0, mk_avx512_7_0, mk_avx512_8_0},
+    {mk_avx512_1_1, mk_avx512_2_1, mk_avx512_3_1, mk_avx512_4_1, mk_avx512_5_1, mk_avx512_6_1, mk_avx512_7_1, mk_avx512_8_1},
+    {mk_avx512_1_2, mk_avx512_2_2, mk_avx512_3_2, mk_avx512_4_2, mk_avx512_5_2, mk_avx512_6_2, mk_avx512_7_2, mk_avx512_8_2},
+};
+
+AVX2 INLINE void mk_avx2(const qscratch *qs, int k, int i0, const uint8_t *panel, float *y, size_t ldy, int nc,
+                         const int R, const int KIND) {
+    const int nb = k / 32;
+    const size_t PB = SLM_PANEL_BLOCK_BYTES(8);
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *p = panel + (size_t)b * PB;
+        __m256i ia[4], ib[4];
+        for (int r = 0; r < R; r++) ia[r] = ib[r] = _mm256_setzero_si256();
+        for (int g = 0; g < 8; g++) {
+            const __m256i w = _mm256_load_si256((const __m256i *)(p + 32 * g)), aw = _mm256_abs_epi8(w);
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * g));
+                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(xv, w)), ones);
+                if (KIND == 1 && g >= 4) ib[r] = _mm256_add_epi32(ib[r], t);
+                else ia[r] = _mm256_add_epi32(ia[r], t);
+            }
+        }
+        const __m256 d0 = _mm256_load_ps((const float *)(p + 320));
+        for (int r = 0; r < R; r++) {
+            __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(ia[r]), d0);
+            if (KIND == 1) f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), _mm256_load_ps((const float *)(p + 352)), f);
+            acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            if (KIND == 2)
+                acc[r] = _mm256_fmadd_ps(_mm256_load_ps((const float *)(p + 384)), _mm256_set1_ps(xs[(size_t)r * nb + b]),
+                                         acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float t[8];
+        _mm256_storeu_ps(t, acc[r]);
+        memcpy(y + (size_t)r * ldy, t, (size_t)nc * sizeof(float));
+    }
+}
+
+#define MK_AVX2(R, K)                                                                                              \
+    AVX2 static void mk_avx2_##R##_##K(const qscratch *qs, int k, int i0, const uint8_t *panel, float *y, size_t ldy, \
+                                       int nc) {                                                                    \
+        mk_avx2(qs, k, i0, panel, y, ldy, nc, R, K);                                                                \
+    }
+#define MK_AVX2_ALL(K) MK_AVX2(1, K) MK_AVX2(2, K) MK_AVX2(3, K) MK_AVX2(4, K)
+MK_AVX2_ALL(0)
+MK_AVX2_ALL(1)
+MK_AVX2_ALL(2)
+
+typedef void (*mk2_fn)(const qscratch *, int, int, const uint8_t *, float *, size_t, int);
+static const mk2_fn k_mk2[3][4] = {
+    {mk_avx2_1_0, mk_avx2_2_0, mk_avx2_3_0, mk_avx2_4_0},
+    {mk_avx2_1_1, mk_avx2_2_1, mk_avx2_3_1, mk_avx2_4_1},
+    {mk_avx2_1_2, mk_avx2_2_2, mk_avx2_3_2, mk_avx2_4_2},
+};
+
+AVX512 static void qdecode_avx512(const slm_mm *mm, const qscratch *qs) {
+    switch (mm->wtype) {
+    case SLM_Q8_0: qdecode_avx512_t(mm, SLM_Q8_0, qs); break;
+    case SLM_Q4_0: qdecode_avx512_t(mm, SLM_Q4_0, qs); break;
+    case SLM_Q4_1: qdecode_avx512_t(mm, SLM_Q4_1, qs); break;
+    case SLM_Q4_K: qdecode_avx512_t(mm, SLM_Q4_K, qs); break;
+    case SLM_Q5_K: qdecode_avx512_t(mm, SLM_Q5_K, qs); break;
+    default: qdecode_avx512_t(mm, SLM_Q6_K, qs); break;
+    }
+}
+
+AVX2 static void qdecode_avx2(const slm_mm *mm, const qscratch *qs) {
+    switch (mm->wtype) {
+    case SLM_Q8_0: qdecode_avx2_t(mm, SLM_Q8_0, qs); break;
+    case SLM_Q4_0: qdecode_avx2_t(mm, SLM_Q4_0, qs); break;
+    case SLM_Q4_1: qdecode_avx2_t(mm, SLM_Q4_1, qs); break;
+    case SLM_Q4_K: qdecode_avx2_t(mm, SLM_Q4_K, qs); break;
+    case SLM_Q5_K: qdecode_avx2_t(mm, SLM_Q5_K, qs); break;
+    default: qdecode_avx2_t(mm, SLM_Q6_K, qs); break;
+    }
+}
+
+AVX512 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs) {
+    if (mm->rows == 1) {
+        qdecode_avx512(mm, qs);
+        return;
+    }
+    const int nb = mm->k / 32, kind = slm_qtype_kind(mm->wtype);
+    for (int j0 = mm->n0; j0 < mm->n1; j0 += 16) {
+        const int nc = mm->n1 - j0 < 16 ? mm->n1 - j0 : 16;
+        slm_pack_panel(mm->wtype, mm->w, mm->wrow, j0, nc, 16, nb, qs->panel);
+        const __mmask16 cm = (__mmask16)((1u << nc) - 1);
+        for (int i0 = 0; i0 < mm->rows; i0 += 8) {
+            const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
+            k_mk512[kind][nr - 1](qs, mm->k, i0, qs->panel, mm->y + (size_t)i0 * mm->ldy + j0, mm->ldy, cm);
+        }
+    }
+}
+
+AVX2 void slm_x86_qmatmul_avx2(const slm_mm *mm, const qscratch *qs) {
+    if (mm->rows == 1) {
+        qdecode_avx2(mm, qs);
+        return;
+    }
+    const int nb = mm->k / 32, kind = slm_qtype_kind(mm->wtype);
+    for (int j0 = mm->n0; j0 < mm->n1; j0 += 8) {
+        const int nc = mm->n1 - j0 < 8 ? mm->n1 - j0 : 8;
+        slm_pack_panel(mm->wtype, mm->w, mm->wrow, j0, nc, 8, nb, qs->panel);
+        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
+            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
+            k_mk2[kind][nr - 1](qs, mm->k, i0, qs->panel, mm->y + (size_t)i0 * mm->ldy + j0, mm->ldy, nc);
+        }
+    }
+}
+#endif

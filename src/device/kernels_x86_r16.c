@@ -1,0 +1,323 @@
+/* x86 kernels for repacked weights (the r16 layouts of common/layout_r16.c). */
+#include "device/kernels_x86.h"
+
+#ifdef SLM_X86
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16; layout in compiler/repack.c) -
+ * R rows x the 16 columns of one group: per block, vector v (elements
+ * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
+ * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
+ * codes' offset (8; 32 for Q6_K, 128 for Q8_0) is folded into the accumulator's start:
+ * -offset * (sum of the activation codes of the half block). Q6_K keeps
+ * one accumulator per half block (per-16 scales). Decode is R = 1. */
+/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16 */
+AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int TY) {
+    if (TY == 2) return _mm512_loadu_si512(lo + 64 * v);
+    const int Q6 = TY == 1;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i c = _mm512_loadu_si512(lo + 64 * (v / 2));
+    __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+    if (Q6) {
+        const __m512i h = _mm512_loadu_si512(hi + 64 * (v / 4)), m30 = _mm512_set1_epi8(0x30);
+        const int s = v % 4;
+        __m512i t = s < 2 ? _mm512_slli_epi16(h, 4 - 2 * s) : s == 2 ? h : _mm512_srli_epi16(h, 2);
+        w = _mm512_or_si512(w, _mm512_and_si512(t, m30));
+    }
+    return w;
+}
+
+AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
+                                 const int TY) {
+    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256; /* code bytes per block */
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    const int off = TY == 2 ? -128 : Q6 ? -32 : -8;
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb;
+    const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
+    __m512 acc[8];
+    for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+    __m512 dsup = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i ia[8], ib[8];
+        for (int r = 0; r < R; r++) {
+            const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
+            if (Q6) {
+                ia[r] = _mm512_set1_epi32(off * h[0]);
+                ib[r] = _mm512_set1_epi32(off * h[1]);
+            } else {
+                ia[r] = _mm512_set1_epi32(off * (h[0] + h[1]));
+            }
+        }
+        /* the block: codes, then scales (Q6_K: after each super-block's d[16]) */
+        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        const uint8_t *hb = lb + 256;
+        for (int v = 0; v < 8; v++) {
+            const __m512i w = r16_vec_avx512(lb, hb, v, TY);
+            for (int r = 0; r < R; r++) {
+                const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                if (Q6 && v >= 4) ib[r] = _mm512_dpbusd_epi32(ib[r], w, xv);
+                else ia[r] = _mm512_dpbusd_epi32(ia[r], w, xv);
+            }
+        }
+        if (Q6) {
+            if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + (size_t)(b / 8) * 3360)));
+            const __m128i s01 = _mm_loadu_si128((const __m128i *)(lb + 384));
+            const __m128i s11 = _mm_loadu_si128((const __m128i *)(lb + 400));
+            const __m512 d0 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s01)));
+            const __m512 d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s11)));
+            for (int r = 0; r < R; r++) {
+                const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[r]), d1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0));
+                acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            }
+        } else {
+            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB)));
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), _mm512_mul_ps(d, _mm512_set1_ps(xd[(size_t)r * nb + b])),
+                                         acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(mm->y + (size_t)(i0 + r) * mm->ldy + j0, cm, acc[r]);
+}
+
+#define R16MK_AVX512(R, TY)                                                                                  \
+    AVX512 static void r16_mk_avx512_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm) { \
+        r16_mk_avx512(mm, qs, i0, j0, cm, R, TY);                                                             \
+    }
+#define R16MK_AVX512_ALL(TY) R16MK_AVX512(1, TY) R16MK_AVX512(2, TY) R16MK_AVX512(3, TY) R16MK_AVX512(4, TY) \
+    R16MK_AVX512(5, TY) R16MK_AVX512(6, TY) R16MK_AVX512(7, TY) R16MK_AVX512(8, TY)
+R16MK_AVX512_ALL(0)
+R16MK_AVX512_ALL(1)
+R16MK_AVX512_ALL(2)
+
+typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
+#define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
+                       r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY, r16_mk_avx512_7_##TY, r16_mk_avx512_8_##TY}
+static const r16mk512_fn k_r16mk512[3][8] = {R16ROW512(0), R16ROW512(1), R16ROW512(2)};
+
+static int r16_ty(uint32_t t) { return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : 0; }
+
+/* Groups of 16 columns over [n0, n1) (a group cut by the tile computes all
+ * 16 and stores the tile's); rows in blocks of 8. */
+AVX512 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
+    const int ty = r16_ty(mm->wtype);
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
+        const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
+        for (int i0 = 0; i0 < mm->rows; i0 += 8) {
+            const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
+            k_r16mk512[ty][nr - 1](mm, qs, i0, g0, cm);
+        }
+    }
+}
+
+/* AVX2: a group is two halves of 8 columns (bytes 0..31 and 32..63 of each
+ * 64-byte vector); maddubs (u8 weights x s8 activations; |sums| < 2^15) and
+ * madd make the 32-bit dot of 4 elements. Q8_0 codes would overflow that
+ * (255 * 127 * 2): they are made signed again and take the sign trick. */
+AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, int half, int TY) {
+    if (TY == 2)
+        return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(lo + 64 * v + 32 * half)), _mm256_set1_epi8((char)0x80));
+    const int Q6 = TY == 1;
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    const __m256i c = _mm256_loadu_si256((const __m256i *)(lo + 64 * (v / 2) + 32 * half));
+    __m256i w = (v & 1) ? _mm256_and_si256(_mm256_srli_epi16(c, 4), m4) : _mm256_and_si256(c, m4);
+    if (Q6) {
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(hi + 64 * (v / 4) + 32 * half));
+        const int s = v % 4;
+        __m256i t = s == 0 ? _mm256_slli_epi16(h, 4) : s == 1 ? _mm256_slli_epi16(h, 2) : s == 2 ? h : _mm256_srli_epi16(h, 2);
+        w = _mm256_or_si256(w, _mm256_and_si256(t, _mm256_set1_epi8(0x30)));
+    }
+    return w;
+}
+
+AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
+                             const int TY) {
+    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256;
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    const int off = TY == 2 ? 0 : Q6 ? -32 : -8; /* Q8_0: signed codes, no offset */
+    const __m256i ones = _mm256_set1_epi16(1);
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb;
+    const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    __m256 dsup = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m256i ia[4], ib[4];
+        for (int r = 0; r < R; r++) {
+            const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
+            if (Q6) {
+                ia[r] = _mm256_set1_epi32(off * h[0]);
+                ib[r] = _mm256_set1_epi32(off * h[1]);
+            } else {
+                ia[r] = _mm256_set1_epi32(off * (h[0] + h[1]));
+            }
+        }
+        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        const uint8_t *hb = lb + 256;
+        for (int v = 0; v < 8; v++) {
+            const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = TY == 2 ? _mm256_abs_epi8(w) : w;
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, TY == 2 ? _mm256_sign_epi8(xv, w) : xv), ones);
+                if (Q6 && v >= 4) ib[r] = _mm256_add_epi32(ib[r], t);
+                else ia[r] = _mm256_add_epi32(ia[r], t);
+            }
+        }
+        if (Q6) {
+            if (b % 8 == 0)
+                dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
+            const uint8_t *sc = lb + 384 + 8 * half;
+            const __m256 d0 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+            const __m256 d1 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
+            for (int r = 0; r < R; r++) {
+                const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), d1, _mm256_mul_ps(_mm256_cvtepi32_ps(ia[r]), d0));
+                acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            }
+        } else {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
+            for (int r = 0; r < R; r++)
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(d, _mm256_set1_ps(xd[(size_t)r * nb + b])),
+                                         acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float t[8];
+        _mm256_storeu_ps(t, acc[r]);
+        float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * half;
+        for (int c = a; c < e; c++) y[c] = t[c];
+    }
+}
+
+#define R16MK_AVX2(R, TY)                                                                                      \
+    AVX2 static void r16_mk_avx2_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
+                                            int e) {                                                         \
+        r16_mk_avx2(mm, qs, i0, j0, half, a, e, R, TY);                                                      \
+    }
+R16MK_AVX2(1, 0) R16MK_AVX2(2, 0) R16MK_AVX2(3, 0) R16MK_AVX2(4, 0)
+R16MK_AVX2(1, 1) R16MK_AVX2(2, 1) R16MK_AVX2(3, 1) R16MK_AVX2(4, 1)
+R16MK_AVX2(1, 2) R16MK_AVX2(2, 2) R16MK_AVX2(3, 2) R16MK_AVX2(4, 2)
+
+typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, int, int);
+static const r16mk2_fn k_r16mk2[3][4] = {
+    {r16_mk_avx2_1_0, r16_mk_avx2_2_0, r16_mk_avx2_3_0, r16_mk_avx2_4_0},
+    {r16_mk_avx2_1_1, r16_mk_avx2_2_1, r16_mk_avx2_3_1, r16_mk_avx2_4_1},
+    {r16_mk_avx2_1_2, r16_mk_avx2_2_2, r16_mk_avx2_3_2, r16_mk_avx2_4_2},
+};
+
+AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
+    const int q6 = r16_ty(mm->wtype);
+    for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
+        const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
+        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
+            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
+            k_r16mk2[q6][nr - 1](mm, qs, i0, h0 & ~15, (h0 / 8) & 1, a, e);
+        }
+    }
+}
+
+/* ---- repacked F16 (F16_R16): exact float FMAs ----------------------------------
+ * R rows x the 16 columns of a group: per input element e, one 32-byte load
+ * converts to the 16 columns' weights and meets the rows' x[e] broadcast.
+ * No horizontal sums, one memory stream per group. Decode (R = 1) keeps 4
+ * accumulators over e to cover the FMA latency. */
+AVX512 INLINE void f16r16_mk_avx512(const slm_mm *mm, int i0, int j0, __mmask16 cm, const int R) {
+    const int k = mm->k;
+    const uint16_t *g = (const uint16_t *)((const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow);
+    const float *x = mm->x + (size_t)i0 * mm->ldx;
+    __m512 acc[8];
+    if (R == 1) {
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int e = 0;
+        for (; e + 4 <= k; e += 4) {
+            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16))), _mm512_set1_ps(x[e]), a0);
+            a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 1) * 16))), _mm512_set1_ps(x[e + 1]), a1);
+            a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 2) * 16))), _mm512_set1_ps(x[e + 2]), a2);
+            a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 3) * 16))), _mm512_set1_ps(x[e + 3]), a3);
+        }
+        for (; e < k; e++)
+            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16))), _mm512_set1_ps(x[e]), a0);
+        acc[0] = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+    } else {
+        for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
+        for (int e = 0; e < k; e++) {
+            const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16)));
+            for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)r * mm->ldx + e]), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(mm->y + (size_t)(i0 + r) * mm->ldy + j0, cm, acc[r]);
+}
+
+#define F16MK_AVX512(R)                                                                            \
+    AVX512 static void f16r16_mk_avx512_##R(const slm_mm *mm, int i0, int j0, __mmask16 cm) { \
+        f16r16_mk_avx512(mm, i0, j0, cm, R);                                                       \
+    }
+F16MK_AVX512(1) F16MK_AVX512(2) F16MK_AVX512(3) F16MK_AVX512(4) F16MK_AVX512(5) F16MK_AVX512(6) F16MK_AVX512(7)
+F16MK_AVX512(8)
+typedef void (*f16mk512_fn)(const slm_mm *, int, int, __mmask16);
+static const f16mk512_fn k_f16mk512[8] = {f16r16_mk_avx512_1, f16r16_mk_avx512_2, f16r16_mk_avx512_3, f16r16_mk_avx512_4,
+                                         f16r16_mk_avx512_5, f16r16_mk_avx512_6, f16r16_mk_avx512_7, f16r16_mk_avx512_8};
+
+AVX512 void slm_x86_f16r16_matmul_avx512(const slm_mm *mm) {
+    /* column groups in chunks of ~256 KiB of weights, kept in L2 across the rows */
+    const uint64_t group_bytes = mm->wrow * 16 > 0 ? mm->wrow * 16 : 1;
+    int chunk = (int)((256u << 10) / group_bytes) * 16;
+    if (chunk < 16) chunk = 16;
+    for (int c0 = mm->n0 & ~15; c0 < mm->n1; c0 += chunk)
+        for (int i0 = 0; i0 < mm->rows; i0 += 8) {
+            const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
+            for (int g0 = c0; g0 < c0 + chunk && g0 < mm->n1; g0 += 16) {
+                const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
+                k_f16mk512[nr - 1](mm, i0, g0, (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1)));
+            }
+        }
+}
+
+AVX2 INLINE void f16r16_mk_avx2(const slm_mm *mm, int i0, int j0, int half, int a, int e, const int R) {
+    const int k = mm->k;
+    const uint16_t *g = (const uint16_t *)((const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow) + 8 * half;
+    const float *x = mm->x + (size_t)i0 * mm->ldx;
+    __m256 acc[4];
+    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
+    if (R == 1) {
+        __m256 a1 = _mm256_setzero_ps();
+        int q = 0;
+        for (; q + 2 <= k; q += 2) {
+            acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16))), _mm256_set1_ps(x[q]), acc[0]);
+            a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)(q + 1) * 16))), _mm256_set1_ps(x[q + 1]), a1);
+        }
+        for (; q < k; q++)
+            acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16))), _mm256_set1_ps(x[q]), acc[0]);
+        acc[0] = _mm256_add_ps(acc[0], a1);
+    } else {
+        for (int q = 0; q < k; q++) {
+            const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16)));
+            for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(w, _mm256_set1_ps(x[(size_t)r * mm->ldx + q]), acc[r]);
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float t[8];
+        _mm256_storeu_ps(t, acc[r]);
+        float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * half;
+        for (int c = a; c < e; c++) y[c] = t[c];
+    }
+}
+
+#define F16MK_AVX2(R)                                                                                      \
+    AVX2 static void f16r16_mk_avx2_##R(const slm_mm *mm, int i0, int j0, int half, int a, int e) { \
+        f16r16_mk_avx2(mm, i0, j0, half, a, e, R);                                                         \
+    }
+F16MK_AVX2(1) F16MK_AVX2(2) F16MK_AVX2(3) F16MK_AVX2(4)
+typedef void (*f16mk2_fn)(const slm_mm *, int, int, int, int, int);
+static const f16mk2_fn k_f16mk2[4] = {f16r16_mk_avx2_1, f16r16_mk_avx2_2, f16r16_mk_avx2_3, f16r16_mk_avx2_4};
+
+AVX2 void slm_x86_f16r16_matmul_avx2(const slm_mm *mm) {
+    for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
+        const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
+        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
+            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
+            k_f16mk2[nr - 1](mm, i0, h0 & ~15, (h0 / 8) & 1, a, e);
+        }
+    }
+}
+
+#endif

@@ -1,0 +1,176 @@
+/* x86 vector kernels: RMSNorm, SwiGLU (a polynomial exp), and activations
+ * quantized to int8 blocks of 32 for the integer matrix kernels. */
+#include <math.h>
+
+#include "device/kernels_x86.h"
+
+#ifdef SLM_X86
+/* slm_quantize_act_ref, vectorized (same rounding, same results). */
+AVX512 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d,
+                                    float *s, int32_t *hs) {
+    const int nb = k / 32;
+    const __m128i off = _mm_set1_epi8((char)(offset ? 0x80 : 0));
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * ldx;
+        for (int b = 0; b < nb; b++) {
+            __m512 v0 = _mm512_loadu_ps(xr + 32 * b), v1 = _mm512_loadu_ps(xr + 32 * b + 16);
+            float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+            const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            __m512 vid = _mm512_set1_ps(id);
+            __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+            const int h0 = _mm512_reduce_add_epi32(i0), h1 = _mm512_reduce_add_epi32(i1), sum = h0 + h1;
+            hs[(size_t)i * 2 * nb + 2 * b] = h0;
+            hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
+            uint8_t *qb = q + (size_t)i * k + 32 * b;
+            _mm_storeu_si128((__m128i *)qb, _mm_xor_si128(_mm512_cvtepi32_epi8(i0), off));
+            _mm_storeu_si128((__m128i *)(qb + 16), _mm_xor_si128(_mm512_cvtepi32_epi8(i1), off));
+            d[(size_t)i * nb + b] = amax / 127.0f;
+            s[(size_t)i * nb + b] = amax / 127.0f * (float)sum;
+        }
+    }
+}
+
+AVX2 static inline int hsum_epi32_avx2(__m256i v) {
+    __m128i a4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0x4e));
+    a4 = _mm_add_epi32(a4, _mm_shuffle_epi32(a4, 0xb1));
+    return _mm_cvtsi128_si32(a4);
+}
+
+AVX2 void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, uint8_t *q, float *d, float *s,
+                                int32_t *hs) {
+    const int nb = k / 32;
+    const __m256 signbit = _mm256_set1_ps(-0.0f);
+    for (int i = 0; i < rows; i++) {
+        const float *xr = x + (size_t)i * ldx;
+        for (int b = 0; b < nb; b++) {
+            __m256 v[4], m = _mm256_setzero_ps();
+            for (int j = 0; j < 4; j++) {
+                v[j] = _mm256_loadu_ps(xr + 32 * b + 8 * j);
+                m = _mm256_max_ps(m, _mm256_andnot_ps(signbit, v[j]));
+            }
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+            const float amax = _mm_cvtss_f32(m4);
+            const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
+            __m256 vid = _mm256_set1_ps(id);
+            __m256i iv[4];
+            for (int j = 0; j < 4; j++) iv[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
+            const int h0 = hsum_epi32_avx2(_mm256_add_epi32(iv[0], iv[1]));
+            const int h1 = hsum_epi32_avx2(_mm256_add_epi32(iv[2], iv[3]));
+            hs[(size_t)i * 2 * nb + 2 * b] = h0;
+            hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
+            /* pack 32 int32 -> 32 int8 in order */
+            __m256i p01 = _mm256_packs_epi32(iv[0], iv[1]), p23 = _mm256_packs_epi32(iv[2], iv[3]);
+            __m256i p = _mm256_packs_epi16(p01, p23);
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(q + (size_t)i * k + 32 * b), p);
+            d[(size_t)i * nb + b] = amax / 127.0f;
+            s[(size_t)i * nb + b] = amax / 127.0f * (float)(h0 + h1);
+        }
+    }
+}
+
+/* ---- vector kernels ---------------------------------------------------------
+ * exp(x) for x <= 0 (silu's exp(-g) after the sign split): x = n ln2 + r,
+ * |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (rel. error < 2e-7),
+ * 2^n by scaling; below -87 the result flushes to 0 (silu(g) = g or 0 there,
+ * as with expf). silu(g) = g / (1 + exp(-g)) for g >= 0 and
+ * g * exp(g) / (1 + exp(g)) for g < 0, so exp never overflows. */
+AVX512 static inline __m512 exp_neg_avx512(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), 0);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
+    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(p, n);
+}
+
+AVX512 void slm_x86_swiglu_avx512(const float *gate, const float *up, float *y, int n) {
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+        const __m512 e = exp_neg_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g))); /* exp(-|g|) */
+        const __m512 one = _mm512_set1_ps(1.0f);
+        const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
+        const __m512 num = _mm512_mask_mul_ps(g, neg, g, e); /* g or g e^g */
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(one, e)), u));
+    }
+}
+
+AVX512 void slm_x86_rmsnorm_avx512(const float *x, const float *g, float *y, int n, float eps) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const __m512 a = _mm512_loadu_ps(x + i), b = _mm512_loadu_ps(x + i + 16);
+        s0 = _mm512_fmadd_ps(a, a, s0);
+        s1 = _mm512_fmadd_ps(b, b, s1);
+    }
+    for (; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 a = _mm512_maskz_loadu_ps(m, x + i);
+        s0 = _mm512_fmadd_ps(a, a, s0);
+    }
+    const float ss = 1.0f / sqrtf(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / (float)n + eps);
+    const __m512 vs = _mm512_set1_ps(ss);
+    for (i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_mul_ps(vs, _mm512_maskz_loadu_ps(m, x + i))));
+    }
+}
+
+AVX2 static inline __m256 exp_neg_avx2(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.428606765330187045e-06f), r);
+    __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+    /* 2^n: n in [-126, 0] here, built in the exponent field */
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+AVX2 void slm_x86_swiglu_avx2(const float *gate, const float *up, float *y, int n) {
+    int i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+        const __m256 e = exp_neg_avx2(_mm256_or_ps(g, sign)); /* exp(-|g|) */
+        const __m256 neg = _mm256_cmp_ps(g, zero, _CMP_LT_OQ);
+        const __m256 num = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), neg);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), u));
+    }
+    if (i < n) slm_k_swiglu(gate + i, up + i, y + i, n - i);
+}
+
+AVX2 void slm_x86_rmsnorm_avx2(const float *x, const float *g, float *y, int n, float eps) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m256 a = _mm256_loadu_ps(x + i), b = _mm256_loadu_ps(x + i + 8);
+        s0 = _mm256_fmadd_ps(a, a, s0);
+        s1 = _mm256_fmadd_ps(b, b, s1);
+    }
+    float ss = hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) ss += x[i] * x[i];
+    const float sc = 1.0f / sqrtf(ss / (float)n + eps);
+    const __m256 vs = _mm256_set1_ps(sc);
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(g + i), _mm256_mul_ps(vs, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] = g[i] * (sc * x[i]);
+}
+
+#endif

@@ -1,0 +1,390 @@
+/* server/api.c — the OpenAI endpoints: GET /health, GET /v1/models,
+ * POST /v1/chat/completions and /v1/completions. A completion request is
+ * parsed (request.c), admitted to the bounded queue (a full queue answers
+ * 503 before any rendering or tokenizing), and answered from what the
+ * worker (worker.c) publishes: one JSON object, or server-sent events. */
+#include "server/api.h"
+
+#ifdef SLM_HAVE_SERVE
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/common.h"
+#include "common/json.h"
+
+/* ---- response bodies ---------------------------------------------------------- */
+
+static cJSON *base_obj(srv_api *a, job *j, const char *object) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", j->id);
+    cJSON_AddStringToObject(o, "object", object);
+    cJSON_AddNumberToObject(o, "created", (double)j->created);
+    cJSON_AddStringToObject(o, "model", a->model_name);
+    return o;
+}
+
+static void add_usage(cJSON *o, job *j) {
+    cJSON *u = cJSON_AddObjectToObject(o, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", j->prompt_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", j->completion_tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", j->prompt_tokens + j->completion_tokens);
+}
+
+/* "data: " + o (consumed) + "\n\n" (slm_xfree); NULL when out of memory. */
+static char *sse_event(cJSON *o) {
+    char *s = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!s) return NULL;
+    size_t sl = strlen(s);
+    char *ev = slm_malloc(sl + 9);
+    if (ev) {
+        memcpy(ev, "data: ", 6);
+        memcpy(ev + 6, s, sl);
+        memcpy(ev + 6 + sl, "\n\n", 3);
+    }
+    cJSON_free(s);
+    return ev;
+}
+
+/* One chunk with text t[0..n) (role: the chat's first; fin: the last), or
+ * the usage chunk. */
+static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, const char *fin, int usage_only) {
+    cJSON *o = base_obj(a, j, j->q.chat ? "chat.completion.chunk" : "text_completion");
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices");
+    if (!usage_only) {
+        cJSON *c0 = cJSON_CreateObject();
+        cJSON_AddNumberToObject(c0, "index", 0);
+        char *clean = t ? srv_utf8_clean(t, n) : NULL;
+        if (j->q.chat) {
+            cJSON *d = cJSON_AddObjectToObject(c0, "delta");
+            if (role) cJSON_AddStringToObject(d, "role", "assistant");
+            if (t) cJSON_AddStringToObject(d, "content", clean ? clean : "");
+        } else {
+            cJSON_AddStringToObject(c0, "text", clean ? clean : "");
+            cJSON_AddNullToObject(c0, "logprobs");
+        }
+        slm_xfree(clean);
+        if (fin) cJSON_AddStringToObject(c0, "finish_reason", fin);
+        else cJSON_AddNullToObject(c0, "finish_reason");
+        cJSON_AddItemToArray(ch, c0);
+    } else {
+        add_usage(o, j);
+    }
+    return sse_event(o);
+}
+
+static char *sse_error(const char *err) {
+    char *msg = srv_utf8_clean(err, strlen(err));
+    cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(e, "message", msg ? msg : "error");
+    cJSON_AddStringToObject(e, "type", "server_error");
+    slm_xfree(msg);
+    return sse_event(o);
+}
+
+/* ---- the event stream ---------------------------------------------------------- */
+
+typedef struct stream_ctx {
+    srv_api *a;
+    job *j;
+} stream_ctx;
+
+/* The next event of the stream into j->pend (phase: 0 role chunk, 1 text,
+ * 2 usage, 3 [DONE], 4 end). 0 = nothing yet, 1 = an event or the end,
+ * -1 = drop the connection. Blocks (stage 1: one thread per connection)
+ * until there is text or the job ends. */
+static int stream_next(srv_api *a, job *j) {
+    if (j->phase == 0) { /* the role chunk (chat) */
+        j->phase = 1;
+        if (j->q.chat && !(j->pend = sse_chunk(a, j, "", 0, 1, NULL, 0))) return -1;
+        return 1;
+    }
+    if (j->phase == 1) {
+        pthread_mutex_lock(&a->mu);
+        while (j->tlen <= j->sent && j->state < J_DONE && !j->cancelled) {
+            srv_cond_wait_ms(a, &a->changed, 200);
+            if (j->tlen <= j->sent && j->state < J_DONE && http_client_gone(j->fd)) j->cancelled = 1;
+        }
+        if (j->cancelled) {
+            pthread_mutex_unlock(&a->mu);
+            return -1;
+        }
+        if (j->tlen > j->sent) {
+            size_t from = j->sent, cn = j->tlen - from;
+            char *copy = slm_malloc(cn + 1);
+            if (copy) memcpy(copy, j->text + from, cn);
+            j->sent = j->tlen;
+            pthread_mutex_unlock(&a->mu);
+            if (!copy) return -1;
+            j->pend = sse_chunk(a, j, copy, cn, 0, NULL, 0);
+            slm_xfree(copy);
+            return j->pend ? 1 : -1;
+        }
+        if (j->state == J_FAILED) {
+            char err[sizeof j->err];
+            memcpy(err, j->err, sizeof err);
+            pthread_mutex_unlock(&a->mu);
+            j->pend = sse_error(err);
+            j->phase = 3;
+        } else { /* done */
+            pthread_mutex_unlock(&a->mu);
+            j->pend = sse_chunk(a, j, j->q.chat ? NULL : "", 0, 0, j->finish ? j->finish : "stop", 0);
+            j->phase = j->q.include_usage ? 2 : 3;
+        }
+    } else if (j->phase == 2) {
+        j->pend = sse_chunk(a, j, NULL, 0, 0, NULL, 1);
+        j->phase = 3;
+    } else if (j->phase == 3) {
+        j->pend = slm_strdup("data: [DONE]\n\n");
+        j->phase = 4;
+    } else {
+        return 1;
+    }
+    return j->pend ? 1 : -1;
+}
+
+static long stream_read(void *cls, char *buf, size_t max) {
+    stream_ctx *sc = cls;
+    job *j = sc->j;
+    for (;;) {
+        if (j->pend && j->poff < j->plen) {
+            size_t k = j->plen - j->poff < max ? j->plen - j->poff : max;
+            memcpy(buf, j->pend + j->poff, k);
+            j->poff += k;
+            return (long)k;
+        }
+        slm_xfree(j->pend);
+        j->pend = NULL;
+        j->plen = j->poff = 0;
+        if (j->phase == 4) return HTTP_STREAM_END;
+        int r = stream_next(sc->a, j);
+        if (r < 0) return HTTP_STREAM_ERROR;
+        if (j->pend) j->plen = strlen(j->pend);
+    }
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *sc = cls;
+    srv_api *a = sc->a;
+    pthread_mutex_lock(&a->mu);
+    if (sc->j->state < J_DONE) sc->j->cancelled = 1;
+    srv_job_unref(sc->j);
+    pthread_mutex_unlock(&a->mu);
+    slm_xfree(sc);
+}
+
+/* ---- completions --------------------------------------------------------------- */
+
+static int send_result(srv_api *a, srv_req *r, job *j) {
+    int chat = j->q.chat;
+    cJSON *res = base_obj(a, j, chat ? "chat.completion" : "text_completion");
+    cJSON *ch = cJSON_AddArrayToObject(res, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c0, "index", 0);
+    char *clean = srv_utf8_clean(j->text ? j->text : "", j->tlen);
+    if (chat) {
+        cJSON *msg = cJSON_AddObjectToObject(c0, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        cJSON_AddStringToObject(msg, "content", clean ? clean : "");
+    } else {
+        cJSON_AddStringToObject(c0, "text", clean ? clean : "");
+        cJSON_AddNullToObject(c0, "logprobs");
+    }
+    slm_xfree(clean);
+    cJSON_AddStringToObject(c0, "finish_reason", j->finish ? j->finish : "stop");
+    cJSON_AddItemToArray(ch, c0);
+    add_usage(res, j);
+    return http_send_json(r, 200, res);
+}
+
+static int send_stream(srv_api *a, srv_req *r, job *j) {
+    stream_ctx *sc = slm_malloc(sizeof *sc);
+    if (!sc) return 0;
+    pthread_mutex_lock(&a->mu);
+    j->refs++; /* the stream's */
+    pthread_mutex_unlock(&a->mu);
+    sc->a = a;
+    sc->j = j;
+    r->status = 200;
+    return http_send_stream(r, stream_read, sc, stream_free);
+}
+
+/* Queue j (taking the request's reference and the queue's); 0 when the
+ * queue is full or the server stops (j untouched). */
+static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
+    pthread_mutex_lock(&a->mu);
+    *queued = a->queued;
+    if (a->stop || a->queued >= a->queue_max) {
+        pthread_mutex_unlock(&a->mu);
+        return 0;
+    }
+    snprintf(j->id, sizeof j->id, "%s-%lu", j->q.chat ? "chatcmpl" : "cmpl", ++a->next_id);
+    if (!j->q.seed_set) j->q.samp.seed = (uint64_t)time(NULL) ^ ((uint64_t)a->next_id << 32);
+    j->refs = 2; /* the worker and this request */
+    j->state = J_QUEUED;
+    if (a->tail) a->tail->next = j;
+    else a->head = j;
+    a->tail = j;
+    a->queued++;
+    r->job = j;
+    pthread_cond_signal(&a->work);
+    pthread_mutex_unlock(&a->mu);
+    return 1;
+}
+
+static int handle_completion(srv_api *a, srv_req *r, int chat) {
+    if (r->too_big)
+        return http_send_error(r, 413, "invalid_request_error", NULL, "request_too_large",
+                               "the request body exceeds %u bytes", HTTP_BODY_LIMIT);
+    job *j = slm_calloc(1, sizeof *j);
+    if (!j) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory");
+    srv_error e;
+    if (!srv_request_parse(r->body, r->len, chat, &j->q, &e)) {
+        slm_xfree(j);
+        return http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
+    }
+    j->fd = r->fd;
+    j->created = (long)time(NULL);
+    r->stream = j->q.stream;
+    int q;
+    if (!enqueue(a, r, j, &q)) {
+        j->refs = 1;
+        srv_job_unref(j);
+        return http_send_error(r, 503, "server_error", NULL, "queue_full",
+                               "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
+    }
+    pthread_mutex_lock(&a->mu);
+    /* wait until the worker accepted (or refused) the job */
+    while ((j->state == J_QUEUED || (j->state == J_RUNNING && !j->accepted)) && !j->cancelled) {
+        srv_cond_wait_ms(a, &a->changed, 200);
+        if ((j->state == J_QUEUED || (j->state == J_RUNNING && !j->accepted)) && http_client_gone(j->fd)) j->cancelled = 1;
+    }
+    if (!j->q.stream) {
+        while (j->state < J_DONE && !j->cancelled) {
+            srv_cond_wait_ms(a, &a->changed, 200);
+            if (j->state < J_DONE && http_client_gone(j->fd)) j->cancelled = 1;
+        }
+    }
+    int cancelled = j->cancelled, state = j->state;
+    pthread_mutex_unlock(&a->mu);
+    if (state == J_FAILED)
+        return http_send_error(r, j->status, j->status >= 500 ? "server_error" : "invalid_request_error", j->err_param,
+                               j->err_code, "%s", j->err);
+    if (cancelled) return 0; /* the client is gone */
+    return j->q.stream ? send_stream(a, r, j) : send_result(a, r, j);
+}
+
+/* ---- routing -------------------------------------------------------------------- */
+
+static int handle_health(srv_api *a, srv_req *r) {
+    pthread_mutex_lock(&a->mu);
+    int q = a->queued;
+    pthread_mutex_unlock(&a->mu);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "status", "ok");
+    cJSON_AddNumberToObject(o, "queued", q);
+    return http_send_json(r, 200, o);
+}
+
+static int handle_models(srv_api *a, srv_req *r) {
+    cJSON *o = cJSON_CreateObject(), *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON_AddStringToObject(m, "id", a->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)a->started);
+    cJSON_AddStringToObject(m, "owned_by", "staticlm");
+    cJSON_AddItemToArray(d, m);
+    return http_send_json(r, 200, o);
+}
+
+int api_handle(srv_api *a, srv_req *r) {
+    const char *url = r->path;
+    int get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
+    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
+        if (!get) return http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use GET %s", url);
+        return handle_health(a, r);
+    }
+    if (!strcmp(url, "/v1/models")) {
+        if (!get) return http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use GET %s", url);
+        return handle_models(a, r);
+    }
+    int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
+    if (chat || comp) {
+        if (!post) return http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
+        return handle_completion(a, r, chat);
+    }
+    return http_send_error(r, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint %s %s", r->method, url);
+}
+
+void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char **fin) {
+    *pt = *ct = 0;
+    *fin = NULL;
+    job *j = r->job;
+    if (!j) return;
+    pthread_mutex_lock(&a->mu);
+    if (j->state < J_DONE || aborted) j->cancelled = 1;
+    *pt = j->prompt_tokens;
+    *ct = j->completion_tokens;
+    *fin = j->finish; /* a static string */
+    srv_job_unref(j);
+    pthread_mutex_unlock(&a->mu);
+    r->job = NULL;
+}
+
+/* ---- life ------------------------------------------------------------------------- */
+
+srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap) {
+    slm_json_init_hooks();
+    srv_api *a = slm_calloc(1, sizeof *a);
+    if (!a) { snprintf(err, errcap, "out of memory"); return NULL; }
+    pthread_mutex_init(&a->mu, NULL);
+    pthread_cond_init(&a->work, NULL);
+    pthread_cond_init(&a->changed, NULL);
+    a->e = e;
+    a->tm = tm;
+    a->queue_max = cfg->queue;
+    a->started = (long)time(NULL);
+    snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");
+    slm_get_info(e, &a->info);
+    a->tok = slm_chat_tok_new(e);
+    a->logits = slm_malloc((size_t)a->info.vocab_size * sizeof(float));
+    a->scratch = slm_malloc(slm_sample_scratch_size(a->info.vocab_size));
+    if (!a->tok || !a->logits || !a->scratch) {
+        snprintf(err, errcap, "out of memory");
+        api_free(a);
+        return NULL;
+    }
+    if (pthread_create(&a->worker, NULL, srv_worker_main, a)) {
+        snprintf(err, errcap, "cannot start the worker thread");
+        api_free(a);
+        return NULL;
+    }
+    a->worker_started = 1;
+    return a;
+}
+
+void api_stop(srv_api *a) {
+    pthread_mutex_lock(&a->mu);
+    a->stop = 1;
+    pthread_cond_broadcast(&a->work);
+    pthread_cond_broadcast(&a->changed);
+    pthread_mutex_unlock(&a->mu);
+    if (a->worker_started) pthread_join(a->worker, NULL);
+    a->worker_started = 0;
+}
+
+void api_free(srv_api *a) {
+    if (!a) return;
+    api_stop(a);
+    slm_xfree(a->logits);
+    slm_xfree(a->scratch);
+    slm_chat_tok_free(a->tok);
+    pthread_cond_destroy(&a->work);
+    pthread_cond_destroy(&a->changed);
+    pthread_mutex_destroy(&a->mu);
+    slm_xfree(a);
+}
+
+#endif /* SLM_HAVE_SERVE */

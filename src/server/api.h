@@ -1,0 +1,63 @@
+/* server/api.h — the job queue shared by the endpoints (api.c) and the
+ * generation worker (worker.c). One engine, batch 1: a request becomes a
+ * job, waits in a bounded queue, and the single worker thread renders,
+ * tokenizes and generates it, publishing text as it goes. */
+#ifndef SLM_SERVER_API_H
+#define SLM_SERVER_API_H
+
+#include <pthread.h>
+
+#include "server/http.h"
+#include "server/request.h"
+
+enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
+
+typedef struct job {
+    int refs;               /* under a->mu: the queue/worker, the request, the stream */
+    srv_request q;          /* what was asked (owned) */
+    int fd;                 /* the client's socket */
+    /* progress, under a->mu */
+    int state, accepted, cancelled;
+    int status;             /* J_FAILED: the HTTP status */
+    char err[512];
+    const char *err_code, *err_param;
+    char *text;             /* the published reply [tlen] + NUL (complete UTF-8, no stop string) */
+    size_t tlen, tcap;
+    int prompt_tokens, completion_tokens;
+    const char *finish;     /* "stop" | "length" | "cancelled" */
+    struct job *next;
+    /* the event stream's writer (one MHD thread at a time) */
+    int phase;
+    size_t sent;
+    char *pend;
+    size_t plen, poff;
+    char id[48];
+    long created;
+} job;
+
+struct srv_api {
+    pthread_mutex_t mu;
+    pthread_cond_t work, changed;
+    job *head, *tail;
+    int queued, queue_max, stop;
+    unsigned long next_id;
+    slm_engine *e;
+    const slm_tmpl *tm;
+    slm_chat_tok *tok;
+    slm_info info;
+    char model_name[128];
+    float *logits;          /* [vocab] the sampler's copy */
+    void *scratch;          /* slm_sample_scratch_size(vocab) */
+    long started;
+    pthread_t worker;
+    int worker_started;
+};
+
+/* worker.c */
+void *srv_worker_main(void *api);
+/* Drop a reference (under a->mu); frees the job at zero. */
+void srv_job_unref(job *j);
+/* Wait on a->changed for at most ms (under a->mu). */
+void srv_cond_wait_ms(srv_api *a, pthread_cond_t *c, int ms);
+
+#endif

@@ -1,0 +1,63 @@
+/* server/http.h — the seam between the HTTP layer (http.c: libmicrohttpd,
+ * connections, bodies, error bodies, event streams) and the request
+ * handling (api.c: endpoints, jobs; worker.c: generation).
+ *
+ * http.c reads a request's body (bounded), then calls api_handle; the API
+ * answers through the http_send_* functions. Nothing above this line knows
+ * libmicrohttpd. */
+#ifndef SLM_SERVER_HTTP_H
+#define SLM_SERVER_HTTP_H
+
+#include <stddef.h>
+#include <time.h>
+
+#include "server/server.h"
+
+#define HTTP_BODY_LIMIT (4u << 20) /* bytes of a request body */
+
+struct MHD_Connection;
+typedef struct cJSON cJSON;
+
+/* One request, as the API sees it. Owned by http.c. */
+typedef struct srv_req {
+    char method[8], path[80];
+    char *body;             /* [len] + NUL; NULL when empty */
+    size_t len, cap;
+    int too_big;            /* the body passed HTTP_BODY_LIMIT (the rest was dropped) */
+    int status, stream;     /* for the log line: the status sent, a stream */
+    void *job;              /* the API's state for this request, or NULL */
+    int fd;                 /* the client's socket (to notice it leaving) */
+    struct MHD_Connection *conn;
+    struct timespec t0;
+} srv_req;
+
+/* ---- answers (http.c); each returns 1 when queued, 0 to drop the connection */
+
+/* Send o (consumed) as application/json. */
+int http_send_json(srv_req *r, int status, cJSON *o);
+/* An OpenAI error body {"error": {"message", "type", "param", "code"}}. */
+int http_send_error(srv_req *r, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* A text/event-stream answer whose bytes come from read(cls, buf, max):
+ * > 0 bytes written, HTTP_STREAM_END, or HTTP_STREAM_ERROR (drops the
+ * connection). free_fn(cls) runs when the answer is done with. */
+enum { HTTP_STREAM_END = -1, HTTP_STREAM_ERROR = -2 };
+typedef long (*http_stream_fn)(void *cls, char *buf, size_t max);
+int http_send_stream(srv_req *r, http_stream_fn read, void *cls, void (*free_fn)(void *cls));
+/* 1 when the peer of socket fd has closed its end (or the socket failed). */
+int http_client_gone(int fd);
+
+/* ---- the request handling (api.c) */
+
+typedef struct srv_api srv_api;
+srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap);
+/* Answer r (its body read in full). 1 = answered, 0 = drop the connection. */
+int api_handle(srv_api *a, srv_req *r);
+/* r is finished (aborted: the client went away): release the API's state;
+ * the token counts and finish reason for the log line go to *pt, *ct, *fin. */
+void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char **fin);
+/* Refuse new work, cancel the running job, answer waiting ones 503. */
+void api_stop(srv_api *a);
+void api_free(srv_api *a);
+
+#endif

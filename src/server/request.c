@@ -1,0 +1,259 @@
+/* server/request.c — OpenAI request bodies -> srv_request (server/request.h). */
+#include "request.h"
+
+#include "common/common.h"
+
+#ifdef SLM_HAVE_CJSON
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/json.h"
+
+static int fail(srv_error *e, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static int fail(srv_error *e, int status, const char *param, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->status = status;
+    e->type = status >= 500 ? "server_error" : "invalid_request_error";
+    e->code = code;
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    return 0;
+}
+
+#define BAD(param, code, ...) fail(e, 400, param, code, __VA_ARGS__)
+#define NOMEM() fail(e, 500, NULL, NULL, "out of memory")
+
+static int is_int(const cJSON *v) {
+    return cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble) && fabs(v->valuedouble) < 9e15;
+}
+
+/* An optional field: NULL when absent or null. */
+static const cJSON *field(const cJSON *o, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+    return v && !cJSON_IsNull(v) ? v : NULL;
+}
+
+static int parse_stop(const cJSON *v, srv_request *q, srv_error *e) {
+    if (cJSON_IsString(v)) {
+        size_t n = strlen(v->valuestring);
+        if (n > SRV_STOP_LEN) return BAD("stop", "invalid_value", "a stop string may have at most %d bytes", SRV_STOP_LEN);
+        if (n && !(q->stop[q->nstop++] = slm_strdup(v->valuestring))) return NOMEM();
+        return 1;
+    }
+    if (!cJSON_IsArray(v)) return BAD("stop", "invalid_type", "'stop' must be a string or an array of strings");
+    const cJSON *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, v) {
+        if (!cJSON_IsString(it) || k >= SRV_MAX_STOP || strlen(it->valuestring) > SRV_STOP_LEN)
+            return BAD("stop", "invalid_type", "'stop' must be a string or an array of at most %d strings of at most %d bytes",
+                       SRV_MAX_STOP, SRV_STOP_LEN);
+        if (it->valuestring[0] && !(q->stop[q->nstop++] = slm_strdup(it->valuestring))) return NOMEM();
+        k++;
+    }
+    return 1;
+}
+
+/* The fields both endpoints take. */
+static int parse_common(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *v;
+    q->samp.temperature = 1.0f;
+    q->samp.top_p = 1.0f;
+    q->max_tokens = q->chat ? 0 : 16;
+    if ((v = field(o, "model")) && !cJSON_IsString(v)) return BAD("model", "invalid_type", "'model' must be a string");
+    const char *mt = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+    if ((v = field(o, mt))) {
+        if (!is_int(v) || v->valuedouble < 1) return BAD(mt, "invalid_type", "'%s' must be an integer >= 1", mt);
+        q->max_tokens = v->valuedouble > 1e9 ? 1000000000 : (int)v->valuedouble;
+    }
+    if ((v = field(o, "temperature"))) {
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 2))
+            return BAD("temperature", "invalid_type", "'temperature' must be a number in [0, 2]");
+        q->samp.temperature = (float)v->valuedouble;
+    }
+    if ((v = field(o, "top_p"))) {
+        if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 1))
+            return BAD("top_p", "invalid_type", "'top_p' must be a number in [0, 1]");
+        q->samp.top_p = (float)v->valuedouble;
+    }
+    if ((v = field(o, "top_k"))) {
+        if (!is_int(v) || v->valuedouble < 0 || v->valuedouble > 1e9)
+            return BAD("top_k", "invalid_type", "'top_k' must be an integer >= 0");
+        q->samp.top_k = (int)v->valuedouble;
+    }
+    if ((v = field(o, "seed"))) {
+        if (!is_int(v)) return BAD("seed", "invalid_type", "'seed' must be an integer");
+        q->samp.seed = (uint64_t)(int64_t)v->valuedouble;
+        q->seed_set = 1;
+    }
+    if ((v = field(o, "n")) && !(is_int(v) && v->valuedouble == 1))
+        return BAD("n", "unsupported_value", "only n = 1 is supported");
+    if ((v = field(o, "stream"))) {
+        if (!cJSON_IsBool(v)) return BAD("stream", "invalid_type", "'stream' must be a boolean");
+        q->stream = cJSON_IsTrue(v);
+    }
+    if ((v = field(o, "stream_options"))) {
+        const cJSON *iu = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "include_usage") : NULL;
+        if (!cJSON_IsObject(v) || (iu && !cJSON_IsBool(iu)))
+            return BAD("stream_options", "invalid_type", "'stream_options' must be an object {\"include_usage\": bool}");
+        q->include_usage = cJSON_IsTrue(iu);
+    }
+    if ((v = field(o, "stop")) && !parse_stop(v, q, e)) return 0;
+    return 1;
+}
+
+/* The text of a message's content: a string or an array of text parts.
+ * NULL with *bad = 1 when it is neither, *bad = 0 when out of memory. */
+static char *content_text(const cJSON *c, int *bad) {
+    *bad = 0;
+    if (cJSON_IsString(c)) return slm_strdup(c->valuestring);
+    if (!c || cJSON_IsNull(c)) return slm_strdup("");
+    if (!cJSON_IsArray(c)) { *bad = 1; return NULL; }
+    size_t n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, c) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(it, "type"), *tx = cJSON_GetObjectItemCaseSensitive(it, "text");
+        if (!cJSON_IsObject(it) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "text") || !cJSON_IsString(tx)) {
+            *bad = 1;
+            return NULL;
+        }
+        n += strlen(tx->valuestring); /* the parts are in the body: no overflow */
+    }
+    char *o = slm_malloc(n + 1);
+    if (!o) return NULL;
+    n = 0;
+    cJSON_ArrayForEach(it, c) {
+        const char *t = cJSON_GetObjectItemCaseSensitive(it, "text")->valuestring;
+        size_t l = strlen(t);
+        memcpy(o + n, t, l);
+        n += l;
+    }
+    o[n] = 0;
+    return o;
+}
+
+static const char *known_role(const char *r) {
+    static const char *const roles[] = {"system", "user", "assistant", "tool"};
+    if (!strcmp(r, "developer")) return "system";
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++)
+        if (!strcmp(r, roles[i])) return roles[i];
+    return NULL;
+}
+
+static int parse_messages(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    int n = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : -1;
+    if (!ms) return BAD("messages", "invalid_value", "'messages' is required");
+    if (n <= 0) return BAD("messages", "invalid_value", "'messages' must be a non-empty array");
+    if (n > SRV_MAX_MESSAGES) return BAD("messages", "invalid_value", "'messages' has more than %d entries", SRV_MAX_MESSAGES);
+    if (!(q->msgs = slm_calloc((size_t)n, sizeof *q->msgs))) return NOMEM();
+    const cJSON *it;
+    cJSON_ArrayForEach(it, ms) {
+        int k = q->nmsgs;
+        char param[48];
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(it, "role");
+        const char *r = cJSON_IsObject(it) && cJSON_IsString(role) ? known_role(role->valuestring) : NULL;
+        if (!r) {
+            snprintf(param, sizeof param, "messages[%d].role", k);
+            return BAD(param, "invalid_value",
+                       "messages[%d] must be an object with a role (system, user, assistant, developer or tool)", k);
+        }
+        int bad;
+        char *txt = content_text(cJSON_GetObjectItemCaseSensitive(it, "content"), &bad);
+        if (!txt) {
+            if (!bad) return NOMEM();
+            snprintf(param, sizeof param, "messages[%d].content", k);
+            return BAD(param, "invalid_value", "messages[%d].content must be a string or an array of text parts", k);
+        }
+        q->msgs[k].role = r;
+        q->msgs[k].content = txt;
+        q->nmsgs++;
+    }
+    return 1;
+}
+
+static int parse_prompt(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
+    if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1 && cJSON_IsString(cJSON_GetArrayItem(pr, 0)))
+        pr = cJSON_GetArrayItem(pr, 0);
+    if (!cJSON_IsString(pr)) return BAD("prompt", "invalid_value", pr ? "'prompt' must be a string" : "'prompt' is required");
+    if (!(q->prompt = slm_strdup(pr->valuestring))) return NOMEM();
+    return 1;
+}
+
+int srv_request_parse(const char *body, size_t len, int chat, srv_request *q, srv_error *e) {
+    memset(q, 0, sizeof *q);
+    memset(e, 0, sizeof *e);
+    q->chat = chat;
+    slm_json_init_hooks();
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body ? body : "", len, &end, 0);
+    if (!o) return BAD(NULL, "invalid_json", "could not parse the request body as JSON");
+    /* one value and nothing after it but white space */
+    const char *stop = (body ? body : "") + len;
+    while (end && end < stop && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    int ok = 1;
+    if (end != stop) ok = BAD(NULL, "invalid_json", "the request body has bytes after its JSON value");
+    else if (!cJSON_IsObject(o)) ok = BAD(NULL, "invalid_json", "the request body must be a JSON object");
+    if (ok) ok = parse_common(o, q, e);
+    if (ok) ok = chat ? parse_messages(o, q, e) : parse_prompt(o, q, e);
+    cJSON_Delete(o);
+    if (!ok) srv_request_free(q);
+    return ok;
+}
+
+void srv_request_free(srv_request *q) {
+    for (int i = 0; i < q->nstop; i++) slm_xfree(q->stop[i]);
+    for (int i = 0; i < q->nmsgs; i++) slm_xfree((void *)q->msgs[i].content);
+    slm_xfree(q->msgs);
+    slm_xfree(q->prompt);
+    int chat = q->chat;
+    memset(q, 0, sizeof *q);
+    q->chat = chat;
+}
+
+#endif /* SLM_HAVE_CJSON */
+
+/* ---- UTF-8 ------------------------------------------------------------------ */
+
+size_t srv_utf8_complete(const char *s, size_t n) {
+    size_t i = n, back = 0;
+    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) { i--; back++; }
+    if (i == 0) return n;
+    unsigned char c = (unsigned char)s[i - 1];
+    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    if (need > 1 && back + 1 < need) return i - 1;
+    return n;
+}
+
+char *srv_utf8_clean(const char *s, size_t n) {
+    if (n > (SIZE_MAX - 1) / 3) return NULL;
+    char *o = slm_malloc(n * 3 + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c < 0xE0) ? 2 : (c >= 0xE0 && c < 0xF0) ? 3 : (c >= 0xF0 && c < 0xF5) ? 4 : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t q = 1; ok && q < len; q++) ok = ((unsigned char)s[i + q] & 0xC0) == 0x80;
+        if (ok && len == 3 && ((c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) || (c == 0xED && (unsigned char)s[i + 1] >= 0xA0))) ok = 0;
+        if (ok && len == 4 && ((c == 0xF0 && (unsigned char)s[i + 1] < 0x90) || (c == 0xF4 && (unsigned char)s[i + 1] >= 0x90))) ok = 0;
+        if (ok) {
+            memcpy(o + k, s + i, len);
+            k += len;
+            i += len;
+        } else {
+            memcpy(o + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+            i++;
+        }
+    }
+    o[k] = 0;
+    return o;
+}

@@ -1,0 +1,56 @@
+/* server/request.h — an OpenAI request body, parsed and validated.
+ *
+ * The JSON of POST /v1/chat/completions or /v1/completions becomes a
+ * srv_request (sampling, limits, stop strings, and the messages or the
+ * prompt, copied) or a srv_error that the HTTP layer sends as an
+ * OpenAI-style error body. Nothing here renders, tokenizes or touches the
+ * engine: parsing is bounded by the body's length (cJSON's nesting limit
+ * bounds its depth), and it compiles on its own (cJSON + common) so that
+ * tests/fuzz/fuzz_http.c can drive it. Also the UTF-8 helpers the
+ * responses use. */
+#ifndef SLM_SERVER_REQUEST_H
+#define SLM_SERVER_REQUEST_H
+
+#include <stddef.h>
+
+#include "text/chat_template.h"
+#include "staticlm.h"
+
+#define SRV_MAX_STOP 4       /* stop strings per request */
+#define SRV_STOP_LEN 256     /* bytes per stop string */
+#define SRV_MAX_MESSAGES 100000
+
+typedef struct srv_request {
+    int chat;                /* 1: chat completion (msgs); 0: completion (prompt) */
+    int stream, include_usage;
+    int max_tokens;          /* 0 = until the KV capacity */
+    slm_sampling samp;       /* seed valid only when seed_set */
+    int seed_set;
+    char *stop[SRV_MAX_STOP];/* non-empty, at most SRV_STOP_LEN bytes; slm_malloc'd */
+    int nstop;
+    slm_chat_msg *msgs;      /* [nmsgs]; role a static string, content slm_malloc'd */
+    int nmsgs;
+    char *prompt;            /* completions: the prompt (slm_malloc'd) */
+} srv_request;
+
+typedef struct srv_error {
+    int status;              /* 400, or 500 when out of memory */
+    const char *type;        /* "invalid_request_error" | "server_error" */
+    const char *code;        /* "invalid_json", "invalid_type", ... or NULL */
+    char param[48];          /* the offending field ("" = none) */
+    char msg[400];
+} srv_error;
+
+/* Parse body[0..len) (any bytes). Returns 1 with *q filled (free with
+ * srv_request_free), or 0 with *e filled and *q empty. The body must be
+ * one JSON object with nothing but white space after it. */
+int srv_request_parse(const char *body, size_t len, int chat, srv_request *q, srv_error *e);
+void srv_request_free(srv_request *q);
+
+/* Length of s[0..n) without a trailing incomplete UTF-8 sequence. */
+size_t srv_utf8_complete(const char *s, size_t n);
+/* A copy of s[0..n) with invalid UTF-8 replaced by U+FFFD (slm_xfree); NULL
+ * when out of memory. */
+char *srv_utf8_clean(const char *s, size_t n);
+
+#endif
