@@ -242,6 +242,14 @@ SLM_API slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n);
 /* The same for text: flags SLM_FEED_*. Text without SLM_FEED_BOS continues
  * the rows: no SentencePiece dummy-prefix space. */
 SLM_API slm_status slm_session_feed_text(slm_session *s, const char *text, int flags);
+/* A new prompt for the session (a new request on a server slot, a
+ * conversation re-rendered whole): its rows come to stand for ids[0..n).
+ * Rows it already holds for a common prefix are kept (at most n - 1: the
+ * last id runs to give logits), the rest dropped; an empty session takes
+ * the longest prefix the engine's prefix cache holds; then the remaining
+ * ids are prefilled, and the prompt offered to the prefix cache. Statistics:
+ * n_reused counts the kept and restored rows. */
+SLM_API slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n);
 /* Whether n more tokens fit (SLM_ERR_CAPACITY with a message if not). */
 SLM_API slm_status slm_session_check_fit(slm_session *s, int n);
 /* The next token: *id >= 0 and its piece (valid until the next call), or

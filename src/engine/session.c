@@ -46,6 +46,7 @@ struct slm_session {
     slm_err err;
     double t_feed;            /* when the last feed started (time to first token) */
     int first_pending;        /* 1 until the first token after a feed is sampled */
+    int offer_pc;             /* the feed completes a prompt (set_prompt): offer it to the prefix cache */
 };
 
 static double now_ms(void) {
@@ -273,7 +274,7 @@ static slm_status prefill(slm_session *s, const int32_t *ids, int n) {
     slm_status st;
     if (e->pc.limit_bytes && rt->num_stored == 0 && n > 1) got = slm_pc_restore(&e->pc, rt, ids, n, n - 1);
     if ((st = slm_rt_prefill(rt, ids + got, n - got, &s->err))) return st;
-    if (e->pc.limit_bytes && rt->num_stored == n) slm_pc_store(&e->pc, rt, n);
+    if (e->pc.limit_bytes && (rt->num_stored == n || s->offer_pc)) slm_pc_store(&e->pc, rt, rt->num_stored);
     s->st.n_cached += got;
     s->st.n_reused += got;
     s->st.n_prefilled += n - got;
@@ -349,6 +350,28 @@ slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n) {
     if (n > 0) s->prev = ids[n - 1];
     reply_clear(s);
     return SLM_OK;
+}
+
+slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n) {
+    if (!s || n < 1 || !ids) return s ? slm_errf(&s->err, SLM_ERR_ARG, "set_prompt: %d ids", n) : SLM_ERR_ARG;
+    slm_runtime *rt = rt_of(s);
+    int keep = 0;
+    while (keep < rt->num_stored && keep < n - 1 && rt->tokens[keep] == ids[keep]) keep++;
+    /* the prefix cache may hold more of it than the session does */
+    if (keep > 0 && s->e->pc.limit_bytes && slm_pc_match(&s->e->pc, ids, n - 1) > keep) keep = 0;
+    if (keep == 0) {
+        slm_session_reset(s);
+    } else {
+        slm_rt_trim(rt, keep);
+        if (s->use_draft && s->e->draft->rt.num_stored > keep) slm_rt_trim(&s->e->draft->rt, keep);
+        s->pending = -1;
+        s->qn = s->qi = 0;
+        s->have_logits = 0;
+    }
+    s->offer_pc = 1;
+    slm_status st = slm_session_feed(s, ids + keep, n - keep);
+    s->offer_pc = 0;
+    return st;
 }
 
 slm_status slm_session_feed_text(slm_session *s, const char *text, int flags) {

@@ -76,6 +76,15 @@ int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
     return 1;
 }
 
+int slm_pc_match(const slm_prefix_cache *pc, const int32_t *ids, int n) {
+    int best = 0;
+    for (int i = 0; pc->limit_bytes && i < pc->n; i++) {
+        int c = common_prefix(pc->e[i].tokens, pc->e[i].n, ids, n);
+        if (c > best) best = c;
+    }
+    return best;
+}
+
 int slm_pc_restore(slm_prefix_cache *pc, slm_runtime *rt, const int32_t *ids, int n, int max_rows) {
     if (!pc->limit_bytes || rt->num_stored != 0 || max_rows <= 0) return 0;
     int best = -1, best_len = 0;

@@ -34,6 +34,8 @@ void slm_pc_free(slm_prefix_cache *pc);
  * the limit is not stored. Returns 1 if stored. Allocates (call between
  * requests, not in the decode loop). */
 int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n);
+/* The longest prefix of ids[0..n) an entry holds (0 = none). */
+int slm_pc_match(const slm_prefix_cache *pc, const int32_t *ids, int n);
 /* After slm_rt_reset: restore the longest cached prefix of ids[0..n) but at
  * most max_rows rows (callers pass n - 1 so one token remains to prefill
  * and produce logits). Returns the number of rows restored (0 = miss). */

@@ -31,6 +31,8 @@ static void add_usage(cJSON *o, job *j) {
     cJSON_AddNumberToObject(u, "prompt_tokens", j->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", j->completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", j->prompt_tokens + j->completion_tokens);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", j->cached_tokens);
 }
 
 /* "data: " + o (consumed) + "\n\n" (slm_xfree); NULL when out of memory. */
@@ -349,13 +351,20 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
     snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");
     slm_get_info(e, &a->info);
     a->tok = slm_chat_tok_new(e);
-    a->logits = slm_malloc((size_t)a->info.vocab_size * sizeof(float));
-    a->scratch = slm_malloc(slm_sample_scratch_size(a->info.vocab_size));
-    if (!a->tok || !a->logits || !a->scratch) {
+    a->n_slots = cfg->parallel > 0 ? cfg->parallel : 1;
+    if (a->n_slots > SRV_MAX_SLOTS) a->n_slots = SRV_MAX_SLOTS;
+    if (a->n_slots > a->info.n_seqs) a->n_slots = a->info.n_seqs;
+    if (!a->tok) {
         snprintf(err, errcap, "out of memory");
         api_free(a);
         return NULL;
     }
+    for (int i = 0; i < a->n_slots; i++)
+        if (slm_session_new(e, NULL, &a->slot_sess[i])) {
+            snprintf(err, errcap, "slot %d: %s", i, slm_last_error(e));
+            api_free(a);
+            return NULL;
+        }
     if (pthread_create(&a->worker, NULL, srv_worker_main, a)) {
         snprintf(err, errcap, "cannot start the worker thread");
         api_free(a);
@@ -378,8 +387,7 @@ void api_stop(srv_api *a) {
 void api_free(srv_api *a) {
     if (!a) return;
     api_stop(a);
-    slm_xfree(a->logits);
-    slm_xfree(a->scratch);
+    for (int i = 0; i < SRV_MAX_SLOTS; i++) slm_session_free(a->slot_sess[i]);
     slm_chat_tok_free(a->tok);
     pthread_cond_destroy(&a->work);
     pthread_cond_destroy(&a->changed);

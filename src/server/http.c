@@ -194,6 +194,7 @@ void slm_server_cfg_init(slm_server_cfg *c) {
     c->host = "127.0.0.1";
     c->port = 8080;
     c->queue = 8;
+    c->parallel = 4;
 }
 
 slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap) {
