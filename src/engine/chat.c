@@ -519,15 +519,16 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
                  "history of %d tokens plus %d for the reply exceeds the KV capacity %d: dropped the %d oldest "
                  "message(s), re-prefilling %d tokens",
                  first_need, reserve, cap, dropped, n);
-    if (fresh) kv_forget(c);
     slm_session_stats s0, s1;
     slm_session_get_stats(c->s, &s0);
     st->turn = ++c->turn;
-    st->kept = slm_session_n_past(c->s);
+    st->kept = fresh ? 0 : slm_session_n_past(c->s);
     st->full = fresh;
     st->dropped = dropped;
     double tp = now_ms();
-    slm_status s = slm_session_feed(c->s, ids, n);
+    /* a whole re-rendered history keeps the rows of the prefix it shares with
+     * what the session holds or the prefix cache has (a system prompt) */
+    slm_status s = fresh ? slm_session_set_prompt(c->s, ids, n) : slm_session_feed(c->s, ids, n);
     slm_xfree(ids);
     if (s) {
         snprintf(err, errcap, "%s", slm_session_error(c->s));
@@ -537,8 +538,8 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
         return s;
     }
     slm_session_get_stats(c->s, &s1);
-    st->prefilled = s1.n_prefilled - s0.n_prefilled + s1.n_cached - s0.n_cached;
-    st->cached = s1.n_cached - s0.n_cached;
+    st->cached = s1.n_reused - s0.n_reused - st->kept;
+    st->prefilled = s1.n_prefilled - s0.n_prefilled + st->cached;
     st->prefill_ms = now_ms() - tp;
     st->n_stored = slm_session_n_past(c->s);
     c->kv_len = 0;
