@@ -320,6 +320,17 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         if (e->draft->cfg.vocab_size != e->cfg.vocab_size)
             return slm_errf(&e->err, SLM_ERR_ARG, "draft model: vocabulary of %d tokens, the model has %d",
                             e->draft->cfg.vocab_size, e->cfg.vocab_size);
+        /* the same ids must mean the same tokens */
+        const int nv = slm_tok_vocab_size(e->tok) < slm_tok_vocab_size(e->draft->tok) ? slm_tok_vocab_size(e->tok)
+                                                                                     : slm_tok_vocab_size(e->draft->tok);
+        for (int i = 0; i < nv; i++) {
+            const char *a = slm_tok_str(e->tok, i), *b = slm_tok_str(e->draft->tok, i);
+            if (!a || !b || strcmp(a, b))
+                return slm_errf(&e->err, SLM_ERR_ARG,
+                                "draft model: its vocabulary differs from the model's (token %d is '%.40s', not "
+                                "'%.40s'); a draft must share the tokenizer",
+                                i, b ? b : "?", a ? a : "?");
+        }
     }
     e->loaded = 1;
     return SLM_OK;
