@@ -61,8 +61,8 @@ SLM_API void slm_set_allocator(const slm_allocator *a);
 typedef struct slm_options {
     const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL = the model's own
                                    (GGUF) or tokenizer.bin beside the model */
-    int max_prompt_len;         /* prefill rows (default 1024) */
-    int min_response_len;       /* extra KV rows for generation (default 128) */
+    int max_prompt_len;         /* prefill rows (0 = 1024) */
+    int min_response_len;       /* extra KV rows for generation (-1 = 128) */
     int n_threads;              /* worker threads (0 = all cores) */
     int verbose;                /* 1: progress and notes on stderr */
     const char *cache_dir;      /* non-NULL: compile a source model once into a blob in
@@ -108,7 +108,11 @@ SLM_API void slm_free(slm_engine *e);
 /* ---- blobs (the compiled model as an ELF file; docs/blob.md) ----------- */
 
 /* slm_load detects a blob by its ELF magic: it is mapped, validated and run
- * without compiling (its tokenizer and compile options are inside it).
+ * without compiling (its tokenizer and compile options are inside it). An
+ * option the blob fixed (tokenizer_path, max_prompt_len, min_response_len,
+ * the variants, draft_n, lm_head_separate, tile_kb) set to anything but what
+ * the blob holds is refused (SLM_ERR_ARG) with a message naming the option
+ * and the blob's value; left at its default it takes the blob's.
  * Write the programs of an engine loaded from a source model into a blob
  * (atomically: temporary file + rename). */
 SLM_API slm_status slm_save_blob(slm_engine *e, const char *path);

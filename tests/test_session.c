@@ -377,6 +377,39 @@ static void test_draft_vocab_refused(void) {
     slm_free(e);
 }
 
+/* Options a blob fixed are honoured or refused by name, never ignored. */
+static void test_blob_options_refused(void) {
+    char blob[300], cmd[2048], err[300];
+    snprintf(blob, sizeof blob, "%s/s.blob", dir);
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s compile -m %s -z %s --max-prompt-len 64 -o %s 2>/dev/null", SLM_CLI_PATH,
+             M("stories260K.bin"), M("tok512.bin"), blob);
+    CHECK(system(cmd) == 0);
+    static const struct { const char *args, *want1, *want2; } k[] = {
+        {"--max-prompt-len 32", "--max-prompt-len 32", "max_prompt_len 64"},
+        {"--min-response-len 7", "--min-response-len 7", "min_response_len 128"},
+        {"-z " M("tok512.bin"), "-z ", "carries its own tokenizer"},
+        {"--lm-head-separate", "--lm-head-separate", "LM head inside"},
+        {"--generate-variants 100", "--generate-variants", "KV capacity 192"},
+        {"--prefill-variants 8", "--prefill-variants", "of 64 rows"},
+        {"--draft " M("stories260K.bin") " --draft-n 2", "--draft-n 2", "draft_n 0"},
+        {"--draft-n 2", "--draft-n 2", "needs a draft model"},
+        {"--lm-head-threads 2", "--lm-head-threads 2", "not a separate program"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s run -m %s %s -n 4 --temp 0 >/dev/null 2>%s", SLM_CLI_PATH, blob, k[i].args, err);
+        int rc = system(cmd);
+        char *e = t_read_file(err, NULL);
+        CHECKF(rc != 0 && e && strstr(e, k[i].want1) && strstr(e, k[i].want2), "%s: rc %d: %s", k[i].args, rc,
+               e ? e : "");
+        free(e);
+    }
+    /* the same values are honoured */
+    snprintf(cmd, sizeof cmd, "%s run -m %s --max-prompt-len 64 --min-response-len 128 -n 4 --temp 0 >/dev/null 2>%s",
+             SLM_CLI_PATH, blob, err);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_test_session_%d", (int)getpid());
     char cmd[300];
@@ -388,6 +421,7 @@ int main(void) {
     T_RUN(test_overflow_policies);
     T_RUN(test_speculative_sampling);
     T_RUN(test_draft_vocab_refused);
+    T_RUN(test_blob_options_refused);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;
     T_DONE();

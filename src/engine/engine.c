@@ -26,8 +26,8 @@
 slm_options slm_default_options(void) {
     slm_options o;
     memset(&o, 0, sizeof o);
-    o.max_prompt_len = 1024;
-    o.min_response_len = 128;
+    o.max_prompt_len = 0;    /* 1024, or what a blob holds */
+    o.min_response_len = -1; /* 128, or what a blob holds */
     return o;
 }
 
@@ -109,6 +109,76 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
     e->cfg = e->model.cfg;
     e->weights = e->model.map.data;
     e->from_blob = 0;
+    return SLM_OK;
+}
+
+/* A list of variants as the compiler keeps it (sorted, clamped, with the
+ * largest added), for comparing with a blob's. */
+static int same_variants(const int *want, const int32_t *have, int n_have, int largest) {
+    slm_compile_options tmp;
+    memset(&tmp, 0, sizeof tmp);
+    int32_t v[SLM_MAX_VARIANTS];
+    int n = 0;
+    for (int i = 0; i < 8 && n < SLM_MAX_VARIANTS - 1; i++)
+        if (want[i] > 0) v[n++] = want[i] < largest ? want[i] : largest;
+    v[n++] = largest;
+    for (int i = 0; i < n; i++) /* sort + unique */
+        for (int j = i + 1; j < n; j++)
+            if (v[j] < v[i]) { int32_t t = v[i]; v[i] = v[j]; v[j] = t; }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+    if (k != n_have) return 0;
+    for (int i = 0; i < k; i++)
+        if (v[i] != have[i]) return 0;
+    return 1;
+}
+
+static void list_str(const int32_t *v, int n, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && o + 12 < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%d", i ? "," : "", v[i]);
+}
+
+/* Options a blob fixed at compile time: honoured (equal) or refused. */
+static slm_status check_blob_options(slm_engine *e, const char *path) {
+    const slm_options *o = &e->opt;
+    const slm_compile_options *b = &e->comp.opt;
+    const char *name = slm_basename(path);
+    char have[128];
+    if (o->tokenizer_path)
+        return slm_errf(&e->err, SLM_ERR_ARG, "-z %s: the blob %s carries its own tokenizer (fixed at compile time); "
+                        "leave -z out or recompile", o->tokenizer_path, name);
+    if (o->max_prompt_len > 0 && o->max_prompt_len != b->max_prompt_len)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--max-prompt-len %d: the blob %s was compiled with max_prompt_len %d "
+                        "(leave the option out or recompile)", o->max_prompt_len, name, b->max_prompt_len);
+    if (o->min_response_len >= 0 && o->min_response_len != b->min_response_len)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--min-response-len %d: the blob %s was compiled with min_response_len %d "
+                        "(leave the option out or recompile)", o->min_response_len, name, b->min_response_len);
+    int any = 0;
+    for (int i = 0; i < 8; i++) any |= o->prefill_variants[i] > 0;
+    if (any && !same_variants(o->prefill_variants, b->prefill_variants, b->n_prefill_variants, b->max_prompt_len)) {
+        list_str(b->prefill_variants, b->n_prefill_variants, have, sizeof have);
+        return slm_errf(&e->err, SLM_ERR_ARG, "--prefill-variants: the blob %s holds prefill programs of %s rows "
+                        "(leave the option out or recompile)", name, have);
+    }
+    any = 0;
+    for (int i = 0; i < 8; i++) any |= o->generate_variants[i] > 0;
+    if (any && !same_variants(o->generate_variants, b->generate_variants, b->n_generate_variants, e->comp.kv_capacity)) {
+        list_str(b->generate_variants, b->n_generate_variants, have, sizeof have);
+        return slm_errf(&e->err, SLM_ERR_ARG, "--generate-variants: the blob %s holds generate programs of KV capacity "
+                        "%s (leave the option out or recompile)", name, have);
+    }
+    if (o->draft_n > 0 && o->draft_n != b->draft_n)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--draft-n %d: the blob %s was compiled with draft_n %d (its verify "
+                        "program checks %d tokens; leave the option out or recompile)", o->draft_n, name, b->draft_n,
+                        b->draft_n + 1);
+    if (o->lm_head_separate && !b->lm_head_separate)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--lm-head-separate: the blob %s was compiled with the LM head inside "
+                        "its programs (recompile with --lm-head-separate)", name);
+    if (o->tile_kb > 0 && o->tile_kb != b->tile_kb)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--tile-kb %d: the blob %s was compiled with tile_kb %d (leave the "
+                        "option out or recompile)", o->tile_kb, name, b->tile_kb);
     return SLM_OK;
 }
 
@@ -267,8 +337,17 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         e->opt.tokenizer_path = e->tok_path_buf;
     }
     if (!model_path) return slm_errf(&e->err, SLM_ERR_ARG, "no model path");
+    /* options that mean nothing alone are refused, not ignored */
+    if (!e->opt.draft_path && e->opt.draft_n > 0)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--draft-n %d: speculative decoding needs a draft model (--draft)",
+                        e->opt.draft_n);
+    if (!e->opt.draft_path && opt && opt->draft_tokenizer_path)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--draft-tokenizer %s: there is no draft model (--draft)",
+                        opt->draft_tokenizer_path);
     slm_status s;
-    if (slm_blob_is_elf(model_path)) s = open_blob(e, model_path);
+    if (slm_blob_is_elf(model_path)) {
+        if (!(s = open_blob(e, model_path))) s = check_blob_options(e, model_path);
+    }
     else if (e->opt.cache_dir && e->opt.cache_dir[0]) s = load_cached(e, model_path);
     else s = open_source(e, model_path);
     if (s) return s;
@@ -296,6 +375,9 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     }
     if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
+    if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--lm-head-threads %d: the LM head is not a separate program "
+                        "(--lm-head-separate)", e->opt.lm_head_threads);
     if (e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0 &&
         (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
         return s;
@@ -307,6 +389,10 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                   "compiled without a draft (recompile with --draft)");
         slm_options d = e->opt;
         d.draft_path = NULL;
+        d.draft_n = 0;
+        d.draft_tokenizer_path = NULL;
+        d.lm_head_threads = 0;
+        d.n_seqs = 1;
         d.prefix_cache_mb = 0;
         d.lm_head_separate = 0;
         /* the draft's tokenizer defaults to the target's */
