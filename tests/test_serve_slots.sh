@@ -33,7 +33,7 @@ H=(-H 'Content-Type: application/json')
 start() {
   local log=$TMP/$1.log
   shift
-  timeout -s TERM 300 "$CLI" serve --host 127.0.0.1 --port 0 "$@" 2>"$log" &
+  timeout -k 20 -s TERM 300 "$CLI" serve --host 127.0.0.1 --port 0 "$@" 2>"$log" &
   PID=$!
   local port=
   for _ in $(seq 1 200); do
@@ -158,5 +158,7 @@ else
   echo "SKIP: EOT check (no python3)"
 fi
 
+check "no sanitizer report in the servers' logs" '! grep -q "Sanitizer\|runtime error" "$TMP"/*.log'
+grep -h -A20 "Sanitizer\|runtime error" "$TMP"/*.log | head -60
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

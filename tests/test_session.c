@@ -265,7 +265,7 @@ static void test_overflow_policies(void) {
 /* Speculative sampling: with temperature > 0 the draft's proposals pass the
  * rejection rule, so the tokens follow the target's distribution. The
  * second token's marginal is computed exactly (sum over the first token of
- * p(t1) p(t2 | t1)) and compared with 3000 seeded runs, speculative and
+ * p(t1) p(t2 | t1)) and compared with 2000 seeded runs, speculative and
  * plain; a poor draft (rand288, random weights) makes most proposals fail,
  * so the residual distribution is exercised. */
 #include <math.h>
@@ -335,14 +335,14 @@ static void test_speculative_sampling(void) {
     CHECK(slm_prefill(plain, ids, n, &lg) == SLM_OK);
     softmax_t(lg, V, 1.0f, p1);
     for (int t1 = 0; t1 < V; t1++) {
-        if (p1[t1] < 1e-7) continue;
+        if (p1[t1] < 1e-5) continue; /* at most 512e-5 of the mass left out */
         ids[n] = t1;
         slm_reset(plain);
         if (slm_prefill(plain, ids, n + 1, &lg)) { CHECK(0); break; }
         softmax_t(lg, V, 1.0f, p2);
         for (int i = 0; i < V; i++) exact[i] += p1[t1] * p2[i];
     }
-    const int runs = 3000;
+    const int runs = 2000;
     int dr = 0, ac = 0, dr0 = 0, ac0 = 0;
     sample_dist(spec, runs, a2, a3, V, &dr, &ac);
     sample_dist(plain, runs, b2, b3, V, &dr0, &ac0);
@@ -351,7 +351,7 @@ static void test_speculative_sampling(void) {
                     "TV(3rd token) speculative vs plain %.4f\n", dr, ac, tv_spec, tv_plain, tv3);
     CHECKF(dr > runs && ac > 0 && ac < dr, "drafted %d accepted %d", dr, ac);
     /* the tolerance: total variation 0.06 for the 2nd token against the exact
-     * marginal (3000 samples: plain sampling measures ~0.01 here), 0.09 for the
+     * marginal (2000 samples: plain sampling measures ~0.01 here), 0.09 for the
      * 3rd between two sampled sets; with this draft nearly every proposal is
      * rejected, so a wrong residual (e.g. sampling p instead of max(0, p - q))
      * shifts the mass the draft's q covers */
