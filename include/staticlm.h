@@ -1,10 +1,13 @@
 /*
  * staticlm — run large language models as statically compiled programs.
  *
- * A model file (llama2.c checkpoint or GGUF) is compiled into two static
- * programs, prefill (max_prompt_len rows) and generate (1 row), that share one
- * KV cache of fixed capacity. The runtime steers them with data only (attention
+ * A model (llama2.c checkpoint, GGUF file or Hugging Face folder) is compiled
+ * into static programs: prefill (max_prompt_len rows, and smaller row counts
+ * on request) and generate (1 row, at the full KV capacity and smaller ones on
+ * request), plus verify and lm_head programs when asked for; all share one KV
+ * cache of fixed capacity. The runtime steers them with data only (attention
  * mask, position ids, write index); shapes never change after compilation.
+ * The compiled programs can be stored as a blob (an ELF file) and mapped back.
  *
  * Conventions: every function that can fail returns slm_status; the message
  * is kept on the handle and read with slm_last_error(). Handles are opaque.
@@ -84,6 +87,8 @@ typedef struct slm_options {
     int n_seqs;                 /* sessions at once: KV regions of kv_capacity rows each (0 = 1);
                                    from a source model, batch programs decode up to 4 of them
                                    in one walk of the weights */
+    size_t max_prompt_bytes;    /* longest prompt text the tokenizer accepts, bytes (0 = 8 MiB);
+                                   a longer one is refused with SLM_ERR_CAPACITY before any work */
 } slm_options;
 
 /* What generation does when the KV cache is full (the one overflow policy
@@ -99,8 +104,9 @@ SLM_API slm_options slm_default_options(void);
 
 typedef struct slm_engine slm_engine;
 
-/* Load a model (llama2.c .bin or .gguf), compile its static programs and
- * allocate every buffer. *out is set even on failure (unless out of memory),
+/* Load a model (llama2.c .bin, .gguf, a Hugging Face folder, or a blob
+ * written by slm_save_blob), compile its static programs (not for a blob)
+ * and allocate every buffer. *out is set even on failure (unless out of memory),
  * so slm_last_error(*out) can explain; free it with slm_free. */
 SLM_API slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt);
 SLM_API void slm_free(slm_engine *e);
@@ -145,7 +151,9 @@ SLM_API long slm_model_meta(const slm_engine *e, const char *key, char *buf, siz
 /* ---- tokenizer -------------------------------------------------------- */
 
 /* Encode text into ids[0..cap). Returns the number of ids (which may exceed
- * cap: then only cap were written), or -1 on error. */
+ * cap: then only cap were written), or below zero on error: -1 out of
+ * memory, -2 the text is longer than max_prompt_bytes, -3 the tokenizer's
+ * pre-tokenizer regexes exceeded their work limits on this text. */
 SLM_API int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int cap);
 /* The text of token `id` following token `prev`, as run.c prints it: byte
  * tokens become raw bytes, the space after BOS is dropped. Valid until the
@@ -158,11 +166,13 @@ SLM_API int slm_piece_printable(const char *piece);
 
 /* Start a new conversation: zero the KV cache and num_stored_tokens. */
 SLM_API void slm_reset(slm_engine *e);
-/* Run the prefill program on n ids (n <= max_prompt_len) appended after the
- * tokens already stored. *logits (vocab floats, valid until the next call)
- * are those of the last id. */
+/* Prefill n ids, appended after the tokens already stored: through the
+ * smallest prefill program that holds them, or, when n > max_prompt_len, in
+ * successive chunks (SLM_ERR_CAPACITY instead with no_chunking, or when the
+ * KV cache cannot hold them). *logits ([vocab] floats, valid until the next
+ * call; NULL on failure) are those of the last id. */
 SLM_API slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const float **logits);
-/* Run the generate program on one id. */
+/* Run a generate program on one id (appended); *logits as for slm_prefill. */
 SLM_API slm_status slm_decode(slm_engine *e, int32_t id, const float **logits);
 SLM_API int slm_num_stored(const slm_engine *e);
 SLM_API int slm_capacity(const slm_engine *e);
@@ -316,7 +326,8 @@ SLM_API slm_status slm_generate(slm_engine *e, const char *prompt, int n_generat
 
 /* Write a readable dump of a compilation stage to a stream (FILE *):
  * what = "ir" (the stateful graph), "ir-lowered" (after the passes, per
- * program), "tasks" (the task lists). */
+ * program), "tasks" (the task lists), "io" (each program's inputs and
+ * outputs). A blob keeps no graphs: "ir" and "ir-lowered" are refused. */
 SLM_API slm_status slm_dump(slm_engine *e, const char *what, void *file);
 
 #ifdef __cplusplus

@@ -14,6 +14,7 @@
 #include "common/dtype.h"
 #include "compiler/compiler.h"
 #include "device/kernels.h"
+#include "quants_rtn.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -42,7 +43,7 @@ static uint8_t *make_w(uint32_t t, int n, int k) {
     uint32_t s = 12345;
     for (int e = 0; e < k; e++) { s = s * 1664525u + 1013904223u; row[e] = ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.1f; }
     for (int j = 0; j < n; j++) {
-        if (j < 64) slm_quantize_row(t, row, w + (size_t)j * wrow, k);
+        if (j < 64) rtn_quantize_row(t, row, w + (size_t)j * wrow, k);
         else memcpy(w + (size_t)j * wrow, w + (size_t)(j % 64) * wrow, wrow);
     }
     free(row);
@@ -65,10 +66,11 @@ static double run(const slm_mm *mm, int reps) {
 int main(int argc, char **argv) {
     if (argc > 1 && !slm_kernels_select(argv[1])) { fprintf(stderr, "set %s not available\n", argv[1]); return 1; }
     static const uint32_t all[] = {SLM_F32, SLM_F16, SLM_BF16, SLM_Q8_0, SLM_Q4_0, SLM_Q4_1, SLM_Q4_K, SLM_Q5_K, SLM_Q6_K,
-                                     SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16, SLM_F16_R16};
-    uint32_t types[16];
+                                     SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16, SLM_F16_R16, SLM_Q4_K_R16, SLM_Q5_K_R16,
+                                     SLM_Q5_0, SLM_Q5_0_R16, SLM_IQ4_NL_R16};
+    uint32_t types[32];
     int nt = 0;
-    for (int i = 2; i < argc && nt < 16; i++)
+    for (int i = 2; i < argc && nt < 32; i++)
         for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
             if (!strcmp(argv[i], slm_dtype_name(all[j]))) types[nt++] = all[j];
     if (!nt) { memcpy(types, all, sizeof all); nt = (int)(sizeof all / sizeof all[0]); }

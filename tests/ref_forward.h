@@ -3,7 +3,8 @@
  * the executor or the kernels. Weights are dequantized with the reference
  * dequantizers. Supports what the architectures need: GQA, Q/K/V bias,
  * adjacent-pair and neox RoPE, rope_freqs factors, linear RoPE scaling,
- * sliding-window attention, tied embeddings. */
+ * sliding-window attention, tied embeddings, and the families' features
+ * (qwen3, gemma2, gemma3, phi3: see ref_forward_ctx). */
 #ifndef SLM_REF_FORWARD_H
 #define SLM_REF_FORWARD_H
 
@@ -51,39 +52,63 @@ static void ref_rmsnorm(const double *x, const float *g, double *y, int n, doubl
     for (int i = 0; i < n; i++) y[i] = g[i] * x[i] * k;
 }
 
-static void ref_rope(double *v, int heads, int hd, int pos, const slm_model_config *c, const float *factors) {
+/* RoPE of `heads` heads at pos with the given base / linear scale: the
+ * first rot dimensions of each head rotate (neox pairs (i, i + rot/2), else
+ * (2i, 2i+1)); factors divide each pair's frequency; cos and sin are
+ * multiplied by attn_factor when it is not 0. */
+static void ref_rope_ex(double *v, int heads, int hd, int rot, int pos, double base, double scale, int neox,
+                        const float *factors, double attn_factor) {
+    const double mul = attn_factor != 0.0 ? attn_factor : 1.0;
     for (int h = 0; h < heads; h++) {
         double *x = v + (size_t)h * hd;
-        for (int i = 0; i < hd / 2; i++) {
-            double freq = pow((double)c->rope_base, -2.0 * i / hd);
+        for (int i = 0; i < rot / 2; i++) {
+            double freq = pow(base, -2.0 * i / rot);
             if (factors) freq /= factors[i];
-            double a = (double)pos / (double)c->rope_scale * freq;
-            int i0 = c->rope_neox ? i : 2 * i, i1 = c->rope_neox ? i + hd / 2 : 2 * i + 1;
+            double a = (double)pos / scale * freq;
+            int i0 = neox ? i : 2 * i, i1 = neox ? i + rot / 2 : 2 * i + 1;
             double x0 = x[i0], x1 = x[i1];
-            x[i0] = x0 * cos(a) - x1 * sin(a);
-            x[i1] = x0 * sin(a) + x1 * cos(a);
+            x[i0] = (x0 * cos(a) - x1 * sin(a)) * mul;
+            x[i1] = (x0 * sin(a) + x1 * cos(a)) * mul;
         }
     }
 }
 
-/* logits[n][vocab] for the sequence ids[0..n) at positions 0..n-1. Returns 1 ok. */
-static int ref_forward(const slm_model_file *m, const int32_t *ids, int n, float *logits) {
+/* Per-head RMSNorm: each run of hd values on its own, gains g[hd]. */
+static void ref_head_norm(double *x, const float *g, int heads, int hd, double eps) {
+    for (int h = 0; h < heads; h++) ref_rmsnorm(x + (size_t)h * hd, g, x + (size_t)h * hd, hd, eps);
+}
+
+static double ref_softcap(double x, double cap) { return cap > 0 ? cap * tanh(x / cap) : x; }
+
+/* logits[n][vocab] for the sequence ids[0..n) at positions 0..n-1, for a
+ * compiled context of ctx rows (LongRoPE picks its factors by it). Every
+ * family feature of the config: head size other than dim / n_heads, Q/K
+ * bias, per-head Q/K norm, partial rotary, rope_freqs / LongRoPE factors
+ * and attn_factor, per-layer sliding window and RoPE base/scale, query
+ * scale, score and logit soft-capping, post norms, GeGLU, embedding scale.
+ * Returns 1 ok. */
+static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, float *logits, int ctx) {
     const slm_model_config *c = &m->cfg;
     const int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, F = c->hidden_dim,
-              V = c->vocab_size, kvd = KV * hd, L = c->n_layers;
+              V = c->vocab_size, kvd = KV * hd, L = c->n_layers, QD = H * hd, rot = slm_rope_dims(c);
     float *emb = ref_dequant(m, "token_embd.weight", NULL, NULL);
     float *out = c->tied_embeddings ? emb : ref_dequant(m, "output.weight", NULL, NULL);
     float *onorm = ref_dequant(m, "output_norm.weight", NULL, NULL);
-    float *factors = c->rope_freqs ? ref_dequant(m, "rope_freqs.weight", NULL, NULL) : NULL;
+    const char *fname = c->rope_freqs ? "rope_freqs.weight"
+                        : !c->rope_long ? NULL
+                        : ctx > c->rope_orig_ctx ? "rope_factors_long.weight"
+                                                 : "rope_factors_short.weight";
+    float *factors = fname ? ref_dequant(m, fname, NULL, NULL) : NULL;
     double *kc = calloc((size_t)L * n * kvd, sizeof(double)), *vc = calloc((size_t)L * n * kvd, sizeof(double));
-    double *x = malloc(sizeof(double) * D), *xn = malloc(sizeof(double) * D), *q = malloc(sizeof(double) * D),
-           *att = malloc(sizeof(double) * D), *o = malloc(sizeof(double) * D), *g = malloc(sizeof(double) * F),
+    double *x = malloc(sizeof(double) * D), *xn = malloc(sizeof(double) * D), *q = malloc(sizeof(double) * QD),
+           *att = malloc(sizeof(double) * QD), *o = malloc(sizeof(double) * D), *g = malloc(sizeof(double) * F),
            *u = malloc(sizeof(double) * F), *sc = malloc(sizeof(double) * n), *lg = malloc(sizeof(double) * V);
-    int ok = emb && out && onorm;
+    int ok = emb && out && onorm && (!fname || factors);
     float *wq = NULL, *wk = NULL, *wv = NULL, *wo = NULL, *an = NULL, *fn = NULL, *w1 = NULL, *w2 = NULL, *w3 = NULL,
-          *bq = NULL, *bk = NULL, *bv = NULL;
+          *bq = NULL, *bk = NULL, *bv = NULL, *qn = NULL, *kn = NULL, *pa = NULL, *pf = NULL;
+    const double qscale = c->attn_scale != 0.0f ? (double)c->attn_scale : 1.0 / sqrt((double)hd);
     for (int p = 0; ok && p < n; p++) {
-        for (int i = 0; i < D; i++) x[i] = emb[(size_t)ids[p] * D + i];
+        for (int i = 0; i < D; i++) x[i] = emb[(size_t)ids[p] * D + i] * (c->embed_scale != 0.0f ? (double)c->embed_scale : 1.0);
         for (int l = 0; ok && l < L; l++) {
             wq = ref_layer(m, "blk.%d.attn_q.weight", l);
             wk = ref_layer(m, "blk.%d.attn_k.weight", l);
@@ -99,23 +124,39 @@ static int ref_forward(const slm_model_file *m, const int32_t *ids, int n, float
                 bk = ref_layer(m, "blk.%d.attn_k.bias", l);
                 bv = ref_layer(m, "blk.%d.attn_v.bias", l);
             }
-            ok = wq && wk && wv && wo && an && fn && w1 && w2 && w3 && (!c->qkv_bias || (bq && bk && bv));
+            if (c->qk_norm) {
+                qn = ref_layer(m, "blk.%d.attn_q_norm.weight", l);
+                kn = ref_layer(m, "blk.%d.attn_k_norm.weight", l);
+            }
+            if (c->post_norms) {
+                pa = ref_layer(m, "blk.%d.post_attention_norm.weight", l);
+                pf = ref_layer(m, "blk.%d.post_ffw_norm.weight", l);
+            }
+            ok = wq && wk && wv && wo && an && fn && w1 && w2 && w3 && (!c->qkv_bias || (bq && bk && bv)) &&
+                 (!c->qk_norm || (qn && kn)) && (!c->post_norms || (pa && pf));
             if (ok) {
                 double *kr = kc + ((size_t)l * n + p) * kvd, *vr = vc + ((size_t)l * n + p) * kvd;
+                const int swa = slm_layer_swa(c, l);
+                const double base = swa && c->rope_base_swa > 0.0f ? c->rope_base_swa : c->rope_base;
+                const double rscale = swa && c->rope_scale_swa > 0.0f ? c->rope_scale_swa : c->rope_scale;
                 ref_rmsnorm(x, an, xn, D, c->norm_eps);
-                ref_matvec(wq, xn, q, D, D, bq);
+                ref_matvec(wq, xn, q, QD, D, bq);
                 ref_matvec(wk, xn, kr, kvd, D, bk);
                 ref_matvec(wv, xn, vr, kvd, D, bv);
-                ref_rope(q, H, hd, p, c, factors);
-                ref_rope(kr, KV, hd, p, c, factors);
-                int first = c->sliding_window > 0 && p + 1 > c->sliding_window ? p + 1 - c->sliding_window : 0;
+                if (c->qk_norm) {
+                    ref_head_norm(q, qn, H, hd, c->norm_eps);
+                    ref_head_norm(kr, kn, KV, hd, c->norm_eps);
+                }
+                ref_rope_ex(q, H, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
+                ref_rope_ex(kr, KV, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
+                int first = swa && p + 1 > c->sliding_window ? p + 1 - c->sliding_window : 0;
                 for (int h = 0; h < H; h++) {
                     int kh = h / (H / KV);
                     double mx = -1e300, sum = 0;
                     for (int t = first; t <= p; t++) {
                         double s = 0;
                         for (int d = 0; d < hd; d++) s += q[h * hd + d] * kc[((size_t)l * n + t) * kvd + kh * hd + d];
-                        sc[t] = s / sqrt((double)hd);
+                        sc[t] = ref_softcap(s * qscale, c->attn_softcap);
                         if (sc[t] > mx) mx = sc[t];
                     }
                     for (int t = first; t <= p; t++) sum += (sc[t] = exp(sc[t] - mx));
@@ -125,28 +166,37 @@ static int ref_forward(const slm_model_file *m, const int32_t *ids, int n, float
                         att[h * hd + d] = a;
                     }
                 }
-                ref_matvec(wo, att, o, D, D, NULL);
+                ref_matvec(wo, att, o, D, QD, NULL);
+                if (c->post_norms) ref_rmsnorm(o, pa, o, D, c->norm_eps);
                 for (int i = 0; i < D; i++) x[i] += o[i];
                 ref_rmsnorm(x, fn, xn, D, c->norm_eps);
                 ref_matvec(w1, xn, g, F, D, NULL);
                 ref_matvec(w3, xn, u, F, D, NULL);
-                for (int i = 0; i < F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+                for (int i = 0; i < F; i++)
+                    g[i] = c->ffn_gelu ? 0.5 * g[i] * (1.0 + tanh(0.7978845608028654 * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i]
+                                       : g[i] / (1.0 + exp(-g[i])) * u[i];
                 ref_matvec(w2, g, o, D, F, NULL);
+                if (c->post_norms) ref_rmsnorm(o, pf, o, D, c->norm_eps);
                 for (int i = 0; i < D; i++) x[i] += o[i];
             }
             free(wq); free(wk); free(wv); free(wo); free(an); free(fn); free(w1); free(w2); free(w3);
-            free(bq); free(bk); free(bv);
-            bq = bk = bv = NULL;
+            free(bq); free(bk); free(bv); free(qn); free(kn); free(pa); free(pf);
+            bq = bk = bv = qn = kn = pa = pf = NULL;
         }
         if (!ok) break;
         ref_rmsnorm(x, onorm, xn, D, c->norm_eps);
         ref_matvec(out, xn, lg, V, D, NULL);
-        for (int i = 0; i < V; i++) logits[(size_t)p * V + i] = (float)lg[i];
+        for (int i = 0; i < V; i++) logits[(size_t)p * V + i] = (float)ref_softcap(lg[i], c->final_softcap);
     }
     if (out != emb) free(out);
     free(emb); free(onorm); free(factors); free(kc); free(vc);
     free(x); free(xn); free(q); free(att); free(o); free(g); free(u); free(sc); free(lg);
     return ok;
+}
+
+/* The same for a context no longer than the model's original one. */
+static inline int ref_forward(const slm_model_file *m, const int32_t *ids, int n, float *logits) {
+    return ref_forward_ctx(m, ids, n, logits, 0);
 }
 
 #endif

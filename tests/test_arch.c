@@ -9,7 +9,9 @@
 #include "compiler/compiler.h"
 #include "format/gguf.h"
 #include "format/model.h"
+#include "blob/blob.h"
 #include "ref_forward.h"
+#include "text/tokenizer.h"
 #include "runtime/runtime.h"
 #include "t.h"
 #include "rig.h"
@@ -22,7 +24,15 @@ typedef struct synth {
     float std;        /* weight scale (x 1/sqrt(fan_in)) */
     int peaked;       /* output.weight row r = 4 x token_embd row perm(r) + noise:
                          the next token is a strong function of the current one */
+    /* family keys (0 = not written) */
+    int head_dim;     /* attention.key_length / value_length */
+    int rope_dims;    /* rope.dimension_count (partial rotary) */
+    float attn_softcap, final_softcap; /* gemma2 *_logit_softcapping */
+    int orig_ctx;     /* phi3: LongRoPE factors and rope.scaling.original_context_length */
+    float attn_factor;/* phi3: rope.scaling.attn_factor */
 } synth;
+
+static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
 
 static uint64_t g_rng;
 static double urand(void) {
@@ -89,8 +99,19 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
         slm_gguf_set_str(w, K("rope.scaling.type"), "linear");
         slm_gguf_set_f32(w, K("rope.scaling.factor"), s->rope_scale);
     }
+    const int hd = s->head_dim ? s->head_dim : s->dim / s->heads, kvd = hd * s->kv_heads, qd = hd * s->heads;
+    const int gemma = is_arch(s, "gemma2") || is_arch(s, "gemma3"), phi3 = is_arch(s, "phi3");
+    const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3");
+    if (s->head_dim) {
+        slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)s->head_dim);
+        slm_gguf_set_u32(w, K("attention.value_length"), (uint32_t)s->head_dim);
+    }
+    if (s->rope_dims) slm_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)s->rope_dims);
+    if (s->attn_softcap > 0.0f) slm_gguf_set_f32(w, K("attn_logit_softcapping"), s->attn_softcap);
+    if (s->final_softcap > 0.0f) slm_gguf_set_f32(w, K("final_logit_softcapping"), s->final_softcap);
+    if (s->orig_ctx) slm_gguf_set_u32(w, K("rope.scaling.original_context_length"), (uint32_t)s->orig_ctx);
+    if (s->attn_factor > 0.0f) slm_gguf_set_f32(w, K("rope.scaling.attn_factor"), s->attn_factor);
 #undef K
-    const int hd = s->dim / s->heads, kvd = hd * s->kv_heads;
     const float sd = s->std / sqrtf((float)s->dim), sh = s->std / sqrtf((float)s->hidden);
     add_t(w, &b, "token_embd.weight", s->dim, s->vocab, mtype, 1.0f, 0.0f);
     if (s->rope_freqs) {
@@ -100,23 +121,47 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
         b.p[b.n++] = f;
         slm_gguf_add_tensor(w, "rope_freqs.weight", SLM_F32, 1, ne, f, sizeof(float) * (uint64_t)(hd / 2));
     }
+    if (s->orig_ctx) { /* LongRoPE: both factor sets, different enough to tell apart */
+        const int rd = s->rope_dims ? s->rope_dims : hd;
+        add_t(w, &b, "rope_factors_long.weight", rd / 2, 1, SLM_F32, 0.0f, 1.0f);
+        add_t(w, &b, "rope_factors_short.weight", rd / 2, 1, SLM_F32, 0.0f, 1.0f);
+        float *lf = b.p[b.n - 2], *sf = b.p[b.n - 1];
+        for (int i = 0; i < rd / 2; i++) {
+            lf[i] = 1.0f + 0.5f * (float)i;
+            sf[i] = 1.0f + 0.05f * (float)i;
+        }
+    }
     for (int l = 0; l < s->layers; l++) {
         char n[64];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, l), n)
         add_t(w, &b, NAME("attn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
-        add_t(w, &b, NAME("attn_q.weight"), s->dim, s->dim, mtype, sd, 0.0f);
-        add_t(w, &b, NAME("attn_k.weight"), s->dim, kvd, mtype, sd, 0.0f);
-        add_t(w, &b, NAME("attn_v.weight"), s->dim, kvd, mtype, sd, 0.0f);
+        if (phi3) { /* fused: Q, K, V rows in one matrix */
+            add_t(w, &b, NAME("attn_qkv.weight"), s->dim, qd + 2 * kvd, mtype, sd, 0.0f);
+        } else {
+            add_t(w, &b, NAME("attn_q.weight"), s->dim, qd, mtype, sd, 0.0f);
+            add_t(w, &b, NAME("attn_k.weight"), s->dim, kvd, mtype, sd, 0.0f);
+            add_t(w, &b, NAME("attn_v.weight"), s->dim, kvd, mtype, sd, 0.0f);
+        }
         if (s->bias) {
-            add_t(w, &b, NAME("attn_q.bias"), s->dim, 1, SLM_F32, 0.5f, 0.0f);
+            add_t(w, &b, NAME("attn_q.bias"), qd, 1, SLM_F32, 0.5f, 0.0f);
             add_t(w, &b, NAME("attn_k.bias"), kvd, 1, SLM_F32, 0.5f, 0.0f);
             add_t(w, &b, NAME("attn_v.bias"), kvd, 1, SLM_F32, 0.5f, 0.0f);
         }
-        add_t(w, &b, NAME("attn_output.weight"), s->dim, s->dim, mtype, sd, 0.0f);
+        if (qk_norm) {
+            add_t(w, &b, NAME("attn_q_norm.weight"), hd, 1, SLM_F32, 0.2f, 1.0f);
+            add_t(w, &b, NAME("attn_k_norm.weight"), hd, 1, SLM_F32, 0.2f, 1.0f);
+        }
+        add_t(w, &b, NAME("attn_output.weight"), qd, s->dim, mtype, s->std / sqrtf((float)qd), 0.0f);
+        if (gemma) add_t(w, &b, NAME("post_attention_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
-        add_t(w, &b, NAME("ffn_gate.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
-        add_t(w, &b, NAME("ffn_up.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
+        if (phi3) { /* fused: gate rows, then up rows */
+            add_t(w, &b, NAME("ffn_up.weight"), s->dim, 2 * s->hidden, mtype, sd, 0.0f);
+        } else {
+            add_t(w, &b, NAME("ffn_gate.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
+            add_t(w, &b, NAME("ffn_up.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
+        }
         add_t(w, &b, NAME("ffn_down.weight"), s->hidden, s->dim, mtype, sh, 0.0f);
+        if (gemma) add_t(w, &b, NAME("post_ffw_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
 #undef NAME
     }
     add_t(w, &b, "output_norm.weight", s->dim, 1, SLM_F32, 0.1f, 1.0f);
@@ -136,15 +181,33 @@ static int argmax(const float *x, int n) {
     return b;
 }
 
+/* rig_open with a runtime of n_threads threads (the pool's scratch, the
+ * tiles claimed by several threads). */
+static int rig_open_threads(rig *r, const char *path, int mpl, int mrl, int n_threads) {
+    memset(r, 0, sizeof *r);
+    slm_err err = {0};
+    slm_compile_options o = rig_opts(mpl, mrl);
+    if (slm_model_open(&r->m, path, &err) || slm_model_repack(&r->m, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
+        slm_rt_init(&r->rt, &r->c, r->m.map.data, n_threads, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        slm_compiled_free(&r->c);
+        slm_model_close(&r->m);
+        return 0;
+    }
+    return r->ok = 1;
+}
+
+static int g_threads = 1;
+
 /* Our logits for each position (prefill of `first` ids, then decode)
  * against the reference; returns the worst relative error. */
 static double compare(const char *path, const int32_t *ids, int n, int first, int mpl) {
     rig r;
-    if (!rig_open(&r, path, mpl, n)) return INFINITY;
+    if (!rig_open_threads(&r, path, mpl, n, g_threads)) return INFINITY;
     const int V = r.c.cfg.vocab_size;
     float *ref = malloc(sizeof(float) * (size_t)n * V);
     double worst = 0;
-    if (!ref_forward(&r.m, ids, n, ref)) {
+    if (!ref_forward_ctx(&r.m, ids, n, ref, r.c.kv_capacity)) {
         CHECKF(0, "reference forward failed on %s", path);
         worst = INFINITY;
         goto done;
@@ -177,13 +240,32 @@ done:
 
 static const synth k_archs[] = {
     /* llama with GQA, untied head, Llama 3 style rope_freqs */
-    {"llama", 64, 96, 2, 4, 2, 160, 128, 0, 0, 0, 1, 1.0f, 500000.0f, 1.0f, 0},
+    {"llama", 64, 96, 2, 4, 2, 160, 128, 0, 0, 0, 1, 1.0f, 500000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
     /* qwen2: Q/K/V bias, neox RoPE, tied embeddings */
-    {"qwen2", 64, 96, 2, 4, 1, 160, 128, 1, 1, 0, 0, 1.0f, 1000000.0f, 1.0f, 0},
+    {"qwen2", 64, 96, 2, 4, 1, 160, 128, 1, 1, 0, 0, 1.0f, 1000000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
     /* mistral: sliding window of 8 rows over a 40-token sequence */
-    {"mistral", 64, 96, 2, 8, 2, 160, 128, 0, 0, 8, 0, 1.0f, 10000.0f, 1.0f, 0},
+    {"mistral", 64, 96, 2, 8, 2, 160, 128, 0, 0, 8, 0, 1.0f, 10000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
     /* llama with linear RoPE scaling */
-    {"llama", 32, 64, 1, 2, 2, 96, 128, 1, 0, 0, 0, 4.0f, 10000.0f, 1.0f, 0},
+    {"llama", 32, 64, 1, 2, 2, 96, 128, 1, 0, 0, 0, 4.0f, 10000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
+    /* qwen3: per-head Q/K RMSNorm, head size 32 with 4 heads over dim 64
+     * (Q is 128 wide, as Qwen3-0.6B's 16 x 128 over 1024), tied */
+    {.arch = "qwen3", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .tied = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .head_dim = 32},
+    /* gemma2: GeGLU, post norms, embedding scale, score and logit caps small
+     * enough to bend, window 6 on layer 0 of 2 (layer 1 global), head size 32 */
+    {.arch = "gemma2", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .tied = 1, .window = 6, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .head_dim = 32,
+     .attn_softcap = 2.0f, .final_softcap = 8.0f},
+    /* gemma3: Q/K norm, window 6 on layers 0-4 (RoPE base 10000), layer 5
+     * global with the file's base 1e6, linear scaling 2 there */
+    {.arch = "gemma3", .dim = 64, .hidden = 96, .layers = 6, .heads = 2, .kv_heads = 1, .vocab = 160, .ctx = 128,
+     .tied = 1, .window = 6, .rope_scale = 2.0f, .rope_base = 1000000.0f, .std = 1.0f, .head_dim = 32},
+    /* phi3 (Phi-4-mini-like): fused QKV and gate/up, partial rotary 24 of 32,
+     * LongRoPE factors (long above 64 rows of context, so the 104-row run
+     * takes the long ones and the 48-row run the short ones), attn_factor */
+    {.arch = "phi3", .dim = 64, .hidden = 96, .layers = 2, .heads = 2, .kv_heads = 1, .vocab = 160, .ctx = 256,
+     .tied = 1, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .rope_dims = 24, .orig_ctx = 64,
+     .attn_factor = 1.19f},
 };
 
 static void test_arch_vs_reference(void) {
@@ -210,23 +292,225 @@ static void test_arch_vs_reference(void) {
     }
 }
 
+/* The new families' programs run by three threads give the reference's
+ * logits too (quantized: repacked kernels, per-thread activation memo). */
+static void test_arch_threads(void) {
+    int32_t ids[40];
+    g_rng = 7;
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
+    g_threads = 3;
+    for (int a = 0; a < 4; a++) {
+        const synth *sy = NULL;
+        for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
+            if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
+        static const uint32_t types[2] = {SLM_F32, SLM_Q8_0};
+        for (int t = 0; t < 2; t++) {
+            char path[64];
+            snprintf(path, sizeof path, "thr_%s.gguf", archs[a]);
+            if (!sy || !write_model(path, sy, types[t], 99)) continue;
+            double e1 = compare(path, ids, 40, 13, 64), e2 = compare(path, ids, 40, 30, 8);
+            double tol = types[t] == SLM_F32 ? 1e-4 : 5e-2;
+            CHECKF(e1 < tol && e2 < tol, "%s %s, 3 threads: logits rel err %.3g / %.3g", archs[a], slm_dtype_name(types[t]),
+                   e1, e2);
+            unlink(path);
+        }
+    }
+    g_threads = 1;
+}
+
+/* A llama2.c tokenizer.bin of n tokens "t0".."t<n-1>" (the blob stores a
+ * tokenizer of the model's vocabulary size). */
+static int write_tok(const char *path, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int32_t maxlen = 8;
+    fwrite(&maxlen, 4, 1, f);
+    for (int i = 0; i < n; i++) {
+        char b[16];
+        int32_t len = (int32_t)snprintf(b, sizeof b, "t%d", i);
+        float score = -(float)i;
+        fwrite(&score, 4, 1, f);
+        fwrite(&len, 4, 1, f);
+        fwrite(b, 1, (size_t)len, f);
+    }
+    return fclose(f) == 0;
+}
+
+/* The new families' programs survive a blob: written, validated, read back
+ * and run, they give the model file's logits bit for bit. */
+static void test_arch_blob_roundtrip(void) {
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
+    int32_t ids[24];
+    g_rng = 11;
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
+    if (!write_tok("arch_tok.bin", 160)) return;
+    for (int a = 0; a < 4; a++) {
+        const synth *sy = NULL;
+        for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
+            if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
+        char path[64], bpath[64];
+        snprintf(path, sizeof path, "blob_%s.gguf", archs[a]);
+        snprintf(bpath, sizeof bpath, "blob_%s.slmblob", archs[a]);
+        if (!sy || !write_model(path, sy, SLM_Q8_0, 5)) continue;
+        rig r;
+        if (!rig_open(&r, path, 8, 24)) continue;
+        slm_err err = {0};
+        slm_tokenizer *tok = NULL, *tok2 = NULL;
+        slm_blob_ident id;
+        memset(&id, 0, sizeof id);
+        slm_blob_ident_seal(&id);
+        slm_blob b;
+        slm_compiled c2;
+        memset(&b, 0, sizeof b);
+        memset(&c2, 0, sizeof c2);
+        int ok = slm_tok_load_llama2c(&tok, "arch_tok.bin", 160, &err) == SLM_OK &&
+                 slm_blob_write(bpath, &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK &&
+                 slm_blob_open(&b, bpath, 0, &c2, &tok2, &err) == SLM_OK;
+        CHECKF(ok, "%s: blob: %s", archs[a], err.msg);
+        if (ok) {
+            CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg)); /* the family fields came back */
+            slm_runtime rt2;
+            if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
+                int same = slm_rt_prefill(&r.rt, ids, 13, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 13, &err) == SLM_OK;
+                const int V = r.c.cfg.vocab_size;
+                for (int p = 13; same && p <= 24; p++) {
+                    same = !memcmp(r.rt.logits, rt2.logits, sizeof(float) * (size_t)V);
+                    if (same && p < 24)
+                        same = slm_rt_decode(&r.rt, ids[p], &err) == SLM_OK && slm_rt_decode(&rt2, ids[p], &err) == SLM_OK;
+                }
+                CHECKF(same, "%s: the blob's logits differ from the model file's", archs[a]);
+                slm_rt_free(&rt2);
+            } else {
+                CHECKF(0, "%s: runtime on the blob: %s", archs[a], err.msg);
+            }
+            slm_blob_close(&b);
+        }
+        slm_compiled_free(&c2);
+        slm_tok_free(tok);
+        slm_tok_free(tok2);
+        rig_close(&r);
+        unlink(path);
+        unlink(bpath);
+    }
+    unlink("arch_tok.bin");
+}
+
+static const synth *find_synth(const char *arch) {
+    for (size_t a = 0; a < sizeof k_archs / sizeof k_archs[0]; a++)
+        if (!strcmp(k_archs[a].arch, arch)) return &k_archs[a];
+    return NULL;
+}
+
+/* Each family's hyperparameters come from the file's keys (not from sizes
+ * built into the loader), with llama.cpp's rules for what the keys leave out. */
+static int open_ok(slm_model_file *m, const char *path) {
+    slm_err err = {0};
+    slm_status st = slm_model_open(m, path, &err);
+    CHECKF(st == SLM_OK, "%s", err.msg);
+    return st == SLM_OK;
+}
+
+static void test_family_config(void) {
+    slm_model_file m;
+    if (write_model("fam_qwen3.gguf", find_synth("qwen3"), SLM_F32, 5) &&
+        open_ok(&m, "fam_qwen3.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->head_dim == 32 && c->n_heads * c->head_dim == 128 && c->dim == 64);
+        CHECK(c->qk_norm && c->rope_neox && !c->qkv_bias && !c->post_norms && !c->ffn_gelu);
+        CHECK(c->rope_base == 1000000.0f && c->attn_scale == 0.0f && c->sliding_window == 0);
+        slm_model_close(&m);
+    }
+    if (write_model("fam_gemma2.gguf", find_synth("gemma2"), SLM_F32, 5) &&
+        open_ok(&m, "fam_gemma2.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->post_norms && c->ffn_gelu && !c->qk_norm && c->rope_neox);
+        CHECK(c->attn_softcap == 2.0f && c->final_softcap == 8.0f);
+        CHECK(fabsf(c->embed_scale - 8.0f) < 1e-6f && fabsf(c->attn_scale - 1.0f / sqrtf(32.0f)) < 1e-7f);
+        CHECK(c->sliding_window == 6 && slm_layer_swa(c, 0) && !slm_layer_swa(c, 1));
+        slm_model_close(&m);
+    }
+    synth g2 = *find_synth("gemma2"); /* no window key: llama.cpp's 4096 */
+    g2.window = 0;
+    if (write_model("fam_gemma2.gguf", &g2, SLM_F32, 5) && open_ok(&m, "fam_gemma2.gguf")) {
+        CHECK(m.cfg.sliding_window == 4096 && m.cfg.swa_pattern == 2);
+        slm_model_close(&m);
+    }
+    if (write_model("fam_gemma3.gguf", find_synth("gemma3"), SLM_F32, 5) &&
+        open_ok(&m, "fam_gemma3.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->post_norms && c->ffn_gelu && c->qk_norm && c->attn_softcap == 0.0f && c->final_softcap == 0.0f);
+        CHECK(c->rope_base == 1000000.0f && c->rope_scale == 2.0f && c->rope_base_swa == 10000.0f && c->rope_scale_swa == 1.0f);
+        int swa = 0;
+        for (int l = 0; l < 6; l++) swa += slm_layer_swa(c, l);
+        CHECK(swa == 5 && !slm_layer_swa(c, 5));
+        slm_model_close(&m);
+    }
+    if (write_model("fam_phi3.gguf", find_synth("phi3"), SLM_F32, 5) &&
+        open_ok(&m, "fam_phi3.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->rope_dims == 24 && slm_rope_dims(c) == 24 && c->head_dim == 32 && c->rope_neox);
+        CHECK(c->rope_long && c->rope_orig_ctx == 64 && fabsf(c->rope_attn_factor - 1.19f) < 1e-6f);
+        /* the fused matrices are gone; their parts are row ranges of them */
+        CHECK(!slm_model_tensor(&m, "blk.0.attn_qkv.weight"));
+        const slm_gguf_tensor *qkv = slm_gguf_find_tensor(m.gguf, "blk.1.attn_qkv.weight"),
+                              *up = slm_gguf_find_tensor(m.gguf, "blk.1.ffn_up.weight");
+        const slm_tensor *q = slm_model_tensor(&m, "blk.1.attn_q.weight"), *k = slm_model_tensor(&m, "blk.1.attn_k.weight"),
+                         *v = slm_model_tensor(&m, "blk.1.attn_v.weight"), *g = slm_model_tensor(&m, "blk.1.ffn_gate.weight"),
+                         *u = slm_model_tensor(&m, "blk.1.ffn_up.weight");
+        CHECK(qkv && up && q && k && v && g && u);
+        if (qkv && up && q && k && v && g && u) {
+            const uint64_t rb = 64 * sizeof(float);
+            CHECK(q->ne[1] == 64 && k->ne[1] == 32 && v->ne[1] == 32 && g->ne[1] == 96 && u->ne[1] == 96);
+            CHECK(q->data == qkv->data && (const uint8_t *)k->data == (const uint8_t *)qkv->data + 64 * rb &&
+                  (const uint8_t *)v->data == (const uint8_t *)qkv->data + 96 * rb);
+            CHECK(g->data == up->data && (const uint8_t *)u->data == (const uint8_t *)up->data + 96 * rb);
+        }
+        slm_model_close(&m);
+    }
+    unlink("fam_qwen3.gguf");
+    unlink("fam_gemma2.gguf");
+    unlink("fam_gemma3.gguf");
+    unlink("fam_phi3.gguf");
+}
+
+/* Q4_K_M's types (every matrix Q4_K, Q5_K, Q6_K or Q5_0) run repacked
+ * (q4_k_r16, q5_k_r16, q6_k_r16, q5_0_r16) against the reference forward on
+ * the file's weights. */
+static void test_k_quants_vs_reference(void) {
+    int32_t ids[24];
+    g_rng = 7;
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
+    const synth s = {"llama", 256, 512, 2, 4, 2, 256, 128, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f};
+    static const uint32_t types[4] = {SLM_Q4_K, SLM_Q5_K, SLM_Q6_K, SLM_Q5_0};
+    for (int t = 0; t < 4; t++) {
+        char path[64];
+        snprintf(path, sizeof path, "kq_%s.gguf", slm_dtype_name(types[t]));
+        if (!write_model(path, &s, types[t], 4321)) continue;
+        const double e1 = compare(path, ids, 24, 5, 32), e2 = compare(path, ids, 24, 17, 8);
+        CHECKF(e1 < 5e-2 && e2 < 5e-2, "%s: logits rel err %.3g / %.3g vs reference", slm_dtype_name(types[t]), e1, e2);
+        unlink(path);
+    }
+}
+
 static void test_unknown_arch_refused(void) {
     synth s = k_archs[0];
-    s.arch = "gemma2";
-    if (!write_model("arch_gemma.gguf", &s, SLM_F32, 1)) return;
+    s.arch = "falcon";
+    if (!write_model("arch_unknown.gguf", &s, SLM_F32, 1)) return;
     slm_model_file m;
     slm_err err = {0};
-    slm_status st = slm_model_open(&m, "arch_gemma.gguf", &err);
+    slm_status st = slm_model_open(&m, "arch_unknown.gguf", &err);
     CHECK(st == SLM_ERR_UNSUPPORTED);
-    CHECKF(strstr(err.msg, "gemma2") && strstr(err.msg, "llama, mistral, qwen2"), "message: %s", err.msg);
-    unlink("arch_gemma.gguf");
+    CHECKF(strstr(err.msg, "falcon") && strstr(err.msg, "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3"), "message: %s",
+           err.msg);
+    unlink("arch_unknown.gguf");
 }
 
 /* The same weights as F16 and as Q8_0 decode the same greedy tokens. The
  * model is scaled so that its logits are decisive (a trained model's are;
  * tiny random ones sit near ties that any rounding flips). */
 static void test_f16_q8_agree(void) {
-    synth s = {"llama", 128, 256, 2, 4, 4, 256, 256, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 1};
+    synth s = {"llama", 128, 256, 2, 4, 4, 256, 256, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 1, 0, 0, 0.0f, 0.0f, 0, 0.0f};
     if (!write_model("agree_f16.gguf", &s, SLM_F16, 77) || !write_model("agree_q8.gguf", &s, SLM_Q8_0, 77)) return;
     rig a, b;
     if (rig_open(&a, "agree_f16.gguf", 16, 80) && rig_open(&b, "agree_q8.gguf", 16, 80)) {
@@ -252,6 +536,10 @@ static void test_f16_q8_agree(void) {
 
 int main(void) {
     T_RUN(test_arch_vs_reference);
+    T_RUN(test_arch_threads);
+    T_RUN(test_family_config);
+    T_RUN(test_arch_blob_roundtrip);
+    T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);
     T_RUN(test_f16_q8_agree);
     free(g_emb);

@@ -611,6 +611,8 @@ static void test_repacked_blob(void) {
          {"q4_0_r16 x14", "q6_k_r16 x1"}},
         {"--shape custom --type q4_0 --tied", {"q4_0_r16", "q8_0_r16 x1"}},
         {"--shape custom --type f16 --untied", {"f16_r16", NULL}},
+        {"--shape custom --type q4_k_m --dim 256 --heads 4 --kv-heads 1 --ffn 512 --n-vocab 320 --untied",
+         {"q4_k_r16 x", "q6_k_r16 x"}},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         char gguf[300], blob[300], cmd[1200];
@@ -662,6 +664,79 @@ static void test_repacked_blob(void) {
     }
 }
 
+/* ---- out of memory while writing ------------------------------------------- */
+
+static long g_fail_left = -1; /* allocations left before one fails; -1: never */
+static void *nth_alloc(void *ud, size_t n) {
+    (void)ud;
+    if (g_fail_left == 0) return NULL;
+    if (g_fail_left > 0) g_fail_left--;
+    return malloc(n);
+}
+static void *nth_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (g_fail_left == 0) return NULL;
+    if (g_fail_left > 0) g_fail_left--;
+    return realloc(p, n);
+}
+static void nth_free(void *ud, void *p) {
+    (void)ud;
+    free(p);
+}
+
+/* slm_save_blob with the Nth allocation failing, for every N until it
+ * succeeds: each failure is SLM_ERR_NOMEM with a message, leaves no file
+ * behind (neither the blob nor its temporary), and the
+ * blob finally written is the one written without failures. */
+static void test_write_nomem(void) {
+    slm_options opt = slm_default_options();
+    opt.tokenizer_path = T_SHARED("models/tok512.bin");
+    opt.max_prompt_len = 32;
+    opt.min_response_len = 16;
+    opt.n_threads = 1;
+    slm_engine *e = NULL;
+    CHECK(slm_load(&e, T_SHARED("models/stories260K.bin"), &opt) == SLM_OK);
+    if (!e) return;
+    char ref[300], path[300];
+    snprintf(ref, sizeof ref, "%s/ref.blob", g_tmp);
+    snprintf(path, sizeof path, "%s/nomem.blob", g_tmp);
+    CHECK(slm_save_blob(e, ref) == SLM_OK);
+    /* installed after slm_load (the engine's threads are idle: nothing else
+     * allocates now); it frees with free() as the default allocator does */
+    const slm_allocator a = {nth_alloc, nth_realloc, nth_free, NULL};
+    slm_set_allocator(&a);
+    int n, failures = 0, done = 0;
+    for (n = 0; n < 100000 && !done; n++) {
+        g_fail_left = n;
+        slm_status s = slm_save_blob(e, path);
+        int failed = g_fail_left == 0; /* the Nth allocation was reached */
+        g_fail_left = -1;
+        if (s == SLM_OK) {
+            done = 1;
+            break;
+        }
+        failures++;
+        CHECKF(s == SLM_ERR_NOMEM && failed, "allocation %d: status %d: %s", n, s, slm_last_error(e));
+        CHECKF(strstr(slm_last_error(e), "out of memory"), "allocation %d: message: %s", n, slm_last_error(e));
+        CHECKF(access(path, F_OK) != 0, "allocation %d: %s written", n, path);
+        DIR *d = opendir(g_tmp);
+        for (struct dirent *de; d && (de = readdir(d));)
+            CHECKF(!strstr(de->d_name, ".tmp."), "allocation %d left %s behind", n, de->d_name);
+        if (d) closedir(d);
+        if (t_checks_failed_) break;
+    }
+    slm_set_allocator(NULL);
+    CHECKF(done && failures > 10, "%d allocations failed, then %s", failures, done ? "written" : "never written");
+    size_t n1 = 0, n2 = 0;
+    char *b1 = t_read_file(ref, &n1), *b2 = t_read_file(path, &n2);
+    CHECK(b1 && b2 && n1 == n2 && !memcmp(b1, b2, n1));
+    free(b1);
+    free(b2);
+    unlink(ref);
+    unlink(path);
+    slm_free(e);
+}
+
 static void cleanup(void) {
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
@@ -681,6 +756,7 @@ int main(void) {
     T_RUN(test_tokenizer_section);
     T_RUN(test_gguf_meta);
     T_RUN(test_repacked_blob);
+    T_RUN(test_write_nomem);
     cleanup();
     T_DONE();
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "format/gguf.h"
@@ -801,6 +802,114 @@ static void test_cli(void) {
     CHECK(run_cli(a) == NULL);
 }
 
+
+/* ---- hostile tokenizers and texts: bounded work, bounded memory ---------- */
+
+/* this thread's CPU time, the clock of the budget (load does not count) */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static slm_bpe *load_corpus(const char *file, slm_err *err) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/corpus/tokenizers/%s", SLM_TESTS_DIR, file);
+    slm_bpe *t = NULL;
+    if (slm_bpe_load_hf_json(&t, path, err)) return NULL;
+    return t;
+}
+
+static void test_hostile(void) {
+    slm_err err = {0};
+    /* ids far beyond the entries: refused before any table is sized by them
+     * (the old loader allocated ~431 MB for id 16777215) */
+    CHECK(load_corpus("vocab_huge_id.json", &err) == NULL);
+    CHECKF(strstr(err.msg, "vocab_huge_id.json") && strstr(err.msg, "model.vocab") && strstr(err.msg, "16777215"),
+           "%s", err.msg);
+    CHECK(load_corpus("added_huge_id.json", &err) == NULL);
+    CHECKF(strstr(err.msg, "added_huge_id.json") && strstr(err.msg, "added_tokens[0]") && strstr(err.msg, "16777215"),
+           "%s", err.msg);
+
+    /* crafted Split regexes, refused at load by the probe: the message
+     * names the file and the pattern */
+    CHECK(load_corpus("split_rescan.json", &err) == NULL);
+    CHECKF(strstr(err.msg, "split_rescan.json") && strstr(err.msg, ".(?=.*$)") && strstr(err.msg, "refused"), "%s",
+           err.msg);
+    CHECK(load_corpus("split_backtrack.json", &err) == NULL);
+    CHECKF(strstr(err.msg, "split_backtrack.json") && strstr(err.msg, "(?:a|a)+b|."), "%s", err.msg);
+
+    /* the same regexes keyed on a character the probe does not try load,
+     * and a 250 KB text of that character is stopped at encode */
+    size_t n = 250000;
+    char *a = malloc(n + 1);
+    a[n] = 0;
+    /* a lookahead that rescans the rest of the text at every position:
+     * quadratic (the old code took minutes); stopped by the CPU budget */
+    memset(a, 'x', n);
+    slm_bpe *t = load_corpus("split_rescan_hidden.json", &err);
+    CHECKF(t != NULL, "%s", err.msg);
+    if (t) {
+        double t0 = now_s();
+        int k = slm_bpe_encode(t, a, n, 0, 0, 0, NULL, 0);
+        double dt = now_s() - t0;
+        CHECKF(k == SLM_TOK_EBUDGET, "encode gave %d", k);
+        double budget = SLM_BPE_PRETOK_BASE_MS * 1e-3 + n * SLM_BPE_PRETOK_NS_PER_BYTE * 1e-9;
+        CHECKF(dt < budget + 1.0, "%.2f s for a budget of %.2f s", dt, budget);
+        /* a short text is well within the budget and splits per character */
+        CHECK(slm_bpe_encode(t, "xyz", 3, 0, 0, 0, NULL, 0) == 3);
+        slm_bpe_free(t);
+    }
+    /* exponential backtracking inside one match: stopped by the match limit */
+    memset(a, 'q', n);
+    t = load_corpus("split_backtrack_hidden.json", &err);
+    CHECKF(t != NULL, "%s", err.msg);
+    if (t) {
+        int k = slm_bpe_encode(t, a, n, 0, 0, 0, NULL, 0);
+        CHECKF(k == SLM_TOK_EBUDGET, "encode gave %d", k);
+        CHECK(slm_bpe_encode(t, "qqw", 3, 0, 0, 0, NULL, 0) == 3); /* one piece of 3 byte tokens */
+        slm_bpe_free(t);
+    }
+    free(a);
+
+    /* the input limit: refused before any work, settable */
+    vocab *v = find_vocab("gpt-2");
+    if (v) {
+        CHECK(slm_bpe_max_input(v->t) == SLM_TOK_DEFAULT_MAX_INPUT);
+        size_t big = SLM_TOK_DEFAULT_MAX_INPUT + 1;
+        char *b = malloc(big);
+        memset(b, ' ', big);
+        double t0 = now_s();
+        CHECK(slm_bpe_encode(v->t, b, big, 0, 0, 0, NULL, 0) == SLM_TOK_ETOOLONG);
+        CHECK(now_s() - t0 < 0.5);
+        slm_bpe_set_max_input(v->t, 10);
+        CHECK(slm_bpe_encode(v->t, b, 11, 0, 0, 0, NULL, 0) == SLM_TOK_ETOOLONG);
+        CHECK(slm_bpe_encode(v->t, b, 10, 0, 0, 0, NULL, 0) > 0);
+        CHECK(strstr(slm_tok_encode_error(SLM_TOK_ETOOLONG), "max_prompt_bytes") != NULL);
+        slm_bpe_set_max_input(v->t, 0);
+        CHECK(slm_bpe_max_input(v->t) == SLM_TOK_DEFAULT_MAX_INPUT);
+        free(b);
+    }
+
+    /* the limits never refuse ordinary text, however long its runs: 1 MiB
+     * of each kind through every vocabulary's pre-tokenizer */
+    static const char *const unit[] = {" ", "a", "7", "\n", " \n", "\xe4\xb8\xad", "Hello, world! ", "\xf0\x9f\xa6\x99"};
+    size_t m = 1 << 20;
+    char *text = malloc(m + 8);
+    for (size_t u = 0; u < sizeof unit / sizeof unit[0]; u++) {
+        size_t ul = strlen(unit[u]), k = 0;
+        while (k + ul <= m) {
+            memcpy(text + k, unit[u], ul);
+            k += ul;
+        }
+        for (int i = 0; i < g_nvocab; i++) {
+            int r = slm_bpe_encode(g_vocab[i].t, text, k, 0, 0, 0, NULL, 0);
+            CHECKF(r > 0, "%s: unit %zu: encode gave %d", g_vocab[i].name, u, r);
+        }
+    }
+    free(text);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_bpe_XXXXXX");
     if (!mkdtemp(g_tmp)) {
@@ -815,6 +924,7 @@ int main(void) {
     T_RUN(test_hf_json);
     T_RUN(test_serialize);
     T_RUN(test_cli);
+    T_RUN(test_hostile);
     for (int i = 0; i < g_nvocab; i++) {
         slm_bpe_free(g_vocab[i].t);
         slm_gguf_close(g_vocab[i].g);

@@ -282,9 +282,16 @@ static void test_validate(void) {
         CHECKF(strstr(err.msg, "val.bin: tensor 'blk.1.ffn_up.weight': shape [16, 39] but the config needs [16, 40]"),
                "%s", err.msg);
         up->ne[1] = 40;
-        up->type = SLM_Q2_K; /* a GGML type the kernels do not take */
+        up->type = SLM_Q8_1; /* a GGML type the kernels do not take: refused with the supported list */
         CHECK(slm_model_validate(&m, &err) == SLM_ERR_UNSUPPORTED);
-        CHECKF(strstr(err.msg, "q2_k") && strstr(err.msg, "q4_k"), "%s", err.msg);
+        CHECKF(strstr(err.msg, "type q8_1 is not supported") && strstr(err.msg, "q4_k") && strstr(err.msg, "q5_0") &&
+                   strstr(err.msg, "q2_k") && strstr(err.msg, "iq4_xs"),
+               "%s", err.msg);
+        /* llama-quantize's types (and its fallbacks for rows not a multiple of 256) are taken */
+        static const uint32_t taken[] = {SLM_Q5_0, SLM_Q5_1, SLM_IQ4_NL, SLM_Q2_K, SLM_Q3_K, SLM_IQ4_XS, SLM_Q4_K};
+        for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++)
+            CHECKF(slm_matrix_type_supported(taken[i]), "%s refused", slm_dtype_name(taken[i]));
+        CHECK(!slm_matrix_type_supported(SLM_Q8_K) && !slm_matrix_type_supported(SLM_I8));
         up->type = SLM_F32;
         slm_tensor *norm = (slm_tensor *)slm_model_tensor(&m, "blk.0.ffn_norm.weight");
         norm->type = SLM_F16;

@@ -619,6 +619,10 @@ static void test_tensor_corruptions(void) {
         bad32(&b, emb->type, bad_types[i], "tensor type", "tensor #0 'token_embd.weight': unknown tensor type");
     bad32(&b, emb->type, SLM_I32, "tensor type", "type i32 is not supported for matrices");
     bad32(&b, k->type, SLM_Q4_K, "tensor type", "not a multiple of the q4_k block size 256");
+    bad32(&b, k->type, SLM_Q2_K, "tensor type", "not a multiple of the q2_k block size 256");
+    bad32(&b, k->type, SLM_IQ4_XS, "tensor type", "not a multiple of the iq4_xs block size 256");
+    bad32(&b, emb->type, SLM_Q8_1, "tensor type", "type q8_1 is not supported for matrices (supported: f32, f16, bf16, "
+          "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs)");
     bad32(&b, norm->type, SLM_F16, "norm type", "f32 only");
     bad64(&b, emb->offset, 1, "offset", "data offset 0x1 is not a multiple of the alignment 32");
     bad64(&b, emb->offset, 16, "offset", "not a multiple of the alignment");
@@ -637,9 +641,9 @@ static void test_model_key_errors(void) {
     buf b = {0};
     layout l;
     opts o = {0};
-    o.arch = "gemma2";
+    o.arch = "falcon";
     build(&b, &l, &o);
-    expect_bad_ex(b.p, b.len, "arch gemma2", "corrupt.gguf: architecture 'gemma2' is not supported (supported: llama, mistral, qwen2)",
+    expect_bad_ex(b.p, b.len, "arch falcon", "corrupt.gguf: architecture 'falcon' is not supported (supported: " SLM_SUPPORTED_ARCHS ")",
                   SLM_ERR_UNSUPPORTED);
     static const char *const required[] = {"general.architecture", "llama.embedding_length",
                                            "llama.feed_forward_length", "llama.block_count",

@@ -4,9 +4,11 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "common/cpu.h"
 #include "common/dtype.h"
 #include "compiler/compiler.h"
 #include "device/kernels.h"
+#include "quants_rtn.h"
 #include "t.h"
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
@@ -216,7 +218,7 @@ static void case_make(mcase *c, uint32_t t, int k, int n, int rows) {
     for (int j = 0; j < n; j++) {
         const float scale = 0.02f * (1.0f + (float)(j % 5));
         for (int e = 0; e < k; e++) row[e] = nrand() * scale;
-        slm_quantize_row(t, row, c->w + (size_t)j * wrow, k);
+        rtn_quantize_row(t, row, c->w + (size_t)j * wrow, k); /* slm_quantize_row, or a test quantizer */
         slm_dequantize_row(t, c->w + (size_t)j * wrow, deq, k);
         for (int e = 0; e < k; e++) c->wd[(size_t)j * k + e] = deq[e];
     }
@@ -386,14 +388,15 @@ static void test_same_argmax(void) {
  * repacked weights meets the same bounds as on the original, for whole
  * groups, tiles cut inside a group, one row (decode) and many (prefill). */
 static void test_matmul_r16(void) {
-    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16};
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K, SLM_Q5_0, SLM_IQ4_NL};
     static const int ks[] = {32, 96, 256, 768, 2304};
     static const int ns[] = {16, 48};
     static const int rows_[] = {1, 2, 7, 8, 9, 33};
-    for (int bi = 0; bi < 4; bi++) {
+    for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++) {
         const uint32_t t = base[bi], rt = SLM_R16 | t;
         CHECK(slm_repack_type(t, 256, 17) == 0);
-        CHECK(slm_repack_type(SLM_Q4_K, 256, 16) == 0);
+        CHECK(slm_repack_type(SLM_Q4_1, 256, 16) == 0 && slm_repack_type(SLM_Q5_1, 256, 16) == 0);
+        CHECK(slm_repack_type(SLM_Q4_K, 96, 16) == 0);
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             if (!type_k_ok(t, ks[ki])) continue;
             for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
@@ -474,7 +477,35 @@ static void test_vector_kernels(void) {
     free(x);
 }
 
+/* Selection: a set is available exactly when the CPU has its features (read
+ * once); each set fills every entry; NULL restores the best. */
+static void test_selection(void) {
+    const slm_cpu *c = slm_cpu_features();
+    CHECK(c == slm_cpu_features());
+    CHECK(slm_kernels_select("scalar") && slm_kernels_active() == slm_kernels_ref());
+    const int want2 = c->avx2 && c->fma && c->f16c;
+    const int want512 = want2 && c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx512vnni;
+#if defined(__x86_64__) && defined(__GNUC__)
+    CHECK(slm_kernels_select("avx2") == want2);
+    CHECK(slm_kernels_select("avx512") == want512);
+#else
+    (void)want512;
+    CHECK(!slm_kernels_select("avx2") && !slm_kernels_select("avx512"));
+#endif
+    CHECK(!slm_kernels_select("sse9"));
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) continue;
+        const slm_kernel_set *ks = slm_kernels_active();
+        CHECK(!strcmp(ks->name, k_sets[si]));
+        CHECK(ks->dot_f32 && ks->dot_f16 && ks->dot_bf16 && ks->dot_q8_0 && ks->matmul && ks->rmsnorm && ks->swiglu &&
+              ks->attention);
+    }
+    CHECK(slm_kernels_select(NULL) && slm_kernels_active() == slm_kernels_best());
+    CHECK(!strcmp(slm_kernels_best()->name, want512 ? "avx512" : want2 ? "avx2" : "scalar"));
+}
+
 int main(void) {
+    T_RUN(test_selection);
     T_RUN(test_blocks_q4_0_q4_1_q8_0);
     T_RUN(test_blocks_k);
     T_RUN(test_qblock_i8);

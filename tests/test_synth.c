@@ -222,6 +222,59 @@ static void test_q4_0_mix(void) {
     }
 }
 
+/* Q4_K_M files mirror llama.cpp's mix: Q4_K, with Q6_K for the output and
+ * for attn_v / ffn_down of the layers use_more_bits picks (8 layers: 0, 3,
+ * 6, 7); they load repacked (q4_k_r16, q6_k_r16) and generate; K-quant
+ * matrices of other widths fall back to Q5_0 / Q8_0 (q5_0_r16 when repacked). */
+static void test_q4_k_m_mix(void) {
+    const char *f = tmp_path("q4km.gguf");
+    CHECK(synth("--shape custom --type q4_k_m --dim 256 --heads 4 --kv-heads 1 --ffn 512 --layers 8 --n-vocab 320 "
+                "--untied", f) == 0);
+    opened o;
+    if (open_gguf(&o, f)) {
+        CHECK(u32(o.g, "general.file_type") == 15);
+        CHECK(tensor_type(o.g, "token_embd.weight") == SLM_Q4_K);
+        CHECK(tensor_type(o.g, "output.weight") == SLM_Q6_K);
+        for (int l = 0; l < 8; l++) {
+            char n[64];
+            const int more = l == 0 || l == 3 || l == 6 || l == 7;
+            snprintf(n, sizeof n, "blk.%d.attn_v.weight", l);
+            CHECKF(tensor_type(o.g, n) == (more ? SLM_Q6_K : SLM_Q4_K), "%s", n);
+            snprintf(n, sizeof n, "blk.%d.ffn_down.weight", l);
+            CHECKF(tensor_type(o.g, n) == (more ? SLM_Q6_K : SLM_Q4_K), "%s", n);
+            snprintf(n, sizeof n, "blk.%d.attn_q.weight", l);
+            CHECKF(tensor_type(o.g, n) == SLM_Q4_K, "%s", n);
+        }
+        close_gguf(&o);
+    }
+    slm_model_file m;
+    slm_err err = {0};
+    if (slm_model_open(&m, f, &err) == SLM_OK) {
+        CHECK(slm_model_repack(&m, &err) == SLM_OK);
+        CHECK(slm_model_tensor(&m, "blk.1.attn_q.weight")->type == SLM_Q4_K_R16);
+        CHECK(slm_model_tensor(&m, "blk.0.ffn_down.weight")->type == SLM_Q6_K_R16);
+        CHECK(slm_model_tensor(&m, "output.weight")->type == SLM_Q6_K_R16);
+        slm_model_close(&m);
+    }
+    load_and_generate(f, 256, 8, 4, 1, 512, 320);
+    /* widths not a multiple of 256: Q4_K falls back to Q5_0, Q6_K to Q8_0 */
+    const char *g = tmp_path("q4km-64.gguf");
+    CHECK(synth("--shape custom --type q4_k_m --untied", g) == 0);
+    if (open_gguf(&o, g)) {
+        CHECK(tensor_type(o.g, "blk.0.attn_q.weight") == SLM_Q5_0 && tensor_type(o.g, "blk.0.ffn_down.weight") == SLM_Q5_0);
+        /* 2 layers: use_more_bits picks layer 1 */
+        CHECK(tensor_type(o.g, "blk.1.attn_v.weight") == SLM_Q8_0 && tensor_type(o.g, "blk.1.ffn_down.weight") == SLM_Q8_0);
+        CHECK(tensor_type(o.g, "output.weight") == SLM_Q8_0);
+        close_gguf(&o);
+    }
+    if (slm_model_open(&m, g, &err) == SLM_OK) {
+        CHECK(slm_model_repack(&m, &err) == SLM_OK);
+        CHECK(slm_model_tensor(&m, "blk.1.attn_q.weight")->type == SLM_Q5_0_R16);
+        slm_model_close(&m);
+    }
+    load_and_generate(g, 64, 2, 4, 2, 160, 512);
+}
+
 /* The compiler's repacking of a Q4_0 file's matrices: types become *_r16,
  * an untied embedding stays, a second call changes nothing; matrices that
  * share bytes (a malformed file) are refused with their names. */
@@ -323,6 +376,7 @@ int main(void) {
     T_RUN(test_custom_f32_roundtrip);
     T_RUN(test_same_seed_same_bytes);
     T_RUN(test_q4_0_mix);
+    T_RUN(test_q4_k_m_mix);
     T_RUN(test_repack_model);
     T_RUN(test_padded_vocab);
     T_RUN(test_archs);

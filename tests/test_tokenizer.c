@@ -935,6 +935,184 @@ static void test_speed_and_allocs(void) {
     free(big);
 }
 
+
+/* The input limit: a text longer than max_input is refused unread (the old
+ * encoder took 69 s and 2.3 GB for a 50 MB prompt); the limit is settable. */
+static void test_input_limit(void) {
+    slm_tokenizer *t = load_bin(TOK512, 512);
+    if (!t) return;
+    CHECK(slm_tok_max_input(t) == SLM_TOK_DEFAULT_MAX_INPUT);
+    size_t big = SLM_TOK_DEFAULT_MAX_INPUT + 1;
+    char *s = malloc(big + 1);
+    memset(s, 'a', big);
+    s[big] = 0;
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    CHECK(slm_tok_encode(t, s, 1, 0, NULL, 0) == SLM_TOK_ETOOLONG);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    CHECK((double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9 < 0.5);
+    slm_tok_set_max_input(t, 100);
+    CHECK(slm_tok_max_input(t) == 100);
+    s[101] = 0;
+    CHECK(slm_tok_encode(t, s, 1, 0, NULL, 0) == SLM_TOK_ETOOLONG);
+    s[100] = 0;
+    CHECK(slm_tok_encode(t, s, 1, 0, NULL, 0) > 1);
+    slm_tok_set_max_input(t, 0);
+    CHECK(slm_tok_max_input(t) == SLM_TOK_DEFAULT_MAX_INPUT);
+    CHECK(strstr(slm_tok_encode_error(SLM_TOK_ETOOLONG), "max_prompt_bytes") != NULL);
+    slm_tok_free(t);
+    /* the byte-level wrapper passes the limit on */
+    gvocab v;
+    slm_err err = {0};
+    if (load_gguf(&v, T_SHARED("vocab/ggml-vocab-gpt-2.gguf"), &err) == SLM_OK) {
+        slm_tok_set_max_input(v.t, 5);
+        CHECK(slm_tok_encode(v.t, "hello world", 0, 0, NULL, 0) == SLM_TOK_ETOOLONG);
+        CHECK(slm_tok_encode(v.t, "hello", 0, 0, NULL, 0) == 1);
+    }
+    free_gguf(&v);
+    free(s);
+}
+
+
+/* ---- allocation failure in every loader -------------------------------- */
+
+/* fails the g_fail_at-th allocation (alloc or realloc) of the loader */
+static void *inj_alloc(void *ud, size_t n) {
+    (void)ud;
+    return ++g_allocs == g_fail_at ? NULL : malloc(n);
+}
+static void *inj_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    return ++g_allocs == g_fail_at ? NULL : realloc(p, n);
+}
+
+typedef slm_status (*loader_fn)(slm_tokenizer **out, const void *arg, slm_err *err);
+
+static slm_status ld_llama2c(slm_tokenizer **out, const void *arg, slm_err *err) {
+    (void)arg;
+    return slm_tok_load_llama2c(out, TOK512, 512, err);
+}
+static slm_status ld_gguf(slm_tokenizer **out, const void *arg, slm_err *err) {
+    return slm_tok_load_gguf(out, (const slm_gguf *)arg, "vocab.gguf", err);
+}
+static slm_status ld_json(slm_tokenizer **out, const void *arg, slm_err *err) {
+    return slm_tok_load_hf_json(out, (const char *)arg, err);
+}
+typedef struct blob_arg {
+    const uint8_t *p;
+    size_t n;
+} blob_arg;
+static slm_status ld_mem(slm_tokenizer **out, const void *arg, slm_err *err) {
+    const blob_arg *b = arg;
+    return slm_tok_load_mem(out, b->p, b->n, "tokenizer section", err);
+}
+
+/* Load once with no failure (the reference ids of `text`, the allocation
+ * count K), then fail allocation 1, 2, ..., K in turn: each load ends in
+ * SLM_ERR_NOMEM with a message and frees what it took (ASan checks), or
+ * (an allocation with a fallback, such as the JIT's) succeeds and encodes
+ * as the reference. */
+static void fail_each_allocation(const char *what, loader_fn ld, const void *arg, const char *text) {
+    slm_allocator inj = {inj_alloc, inj_realloc, count_free, NULL};
+    slm_tokenizer *t = NULL;
+    slm_err err = {0};
+    g_fail_at = 0;
+    g_allocs = 0;
+    slm_set_allocator(&inj);
+    slm_status st = ld(&t, arg, &err);
+    slm_set_allocator(NULL);
+    int total = g_allocs;
+    CHECKF(st == SLM_OK, "%s: %s", what, err.msg);
+    if (st) return;
+    int32_t ref[64], got[64];
+    int nref = slm_tok_encode(t, text, 1, 0, ref, 64);
+    CHECK(nref > 1 && nref <= 64);
+    slm_tok_free(t);
+    int nomem = 0, ok = 0;
+    for (g_fail_at = 1; g_fail_at <= total; g_fail_at++) {
+        g_allocs = 0;
+        t = NULL;
+        memset(&err, 0, sizeof err);
+        slm_set_allocator(&inj);
+        st = ld(&t, arg, &err);
+        slm_set_allocator(NULL);
+        if (st == SLM_OK) {
+            ok++;
+            int n = slm_tok_encode(t, text, 1, 0, got, 64);
+            CHECKF(n == nref && !memcmp(got, ref, (size_t)n * sizeof *got), "%s: fail at %d: loaded but encodes differently",
+                   what, g_fail_at);
+            slm_tok_free(t);
+            continue;
+        }
+        nomem++;
+        CHECKF(st == SLM_ERR_NOMEM && err.msg[0] && !t, "%s: fail at %d of %d: status %d '%s'", what, g_fail_at, total,
+               st, err.msg);
+    }
+    fprintf(stderr, "  %s: %d allocations, each failed in turn: %d out of memory, %d recovered\n", what, total, nomem,
+            ok);
+    CHECK(nomem >= 3);
+}
+
+static void test_loader_alloc_failures(void) {
+    const char *text = "Hello world, hello <tool> again \xc3\xa9 42";
+    fail_each_allocation("llama2.c tokenizer.bin", ld_llama2c, NULL, text);
+    static const char *const ggufs[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf"};
+    for (size_t i = 0; i < sizeof ggufs / sizeof ggufs[0]; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", SLM_SHARED_DIR, ggufs[i]);
+        slm_map m;
+        slm_gguf *g = NULL;
+        slm_err err = {0};
+        if (slm_map_file(&m, path, &err)) continue;
+        if (slm_gguf_open(&g, m.data, m.size, ggufs[i], &err) == SLM_OK) {
+            fail_each_allocation(ggufs[i], ld_gguf, g, text);
+            /* and the blob's serialized form of the same vocabulary */
+            slm_tokenizer *t = NULL;
+            if (slm_tok_load_gguf(&t, g, ggufs[i], &err) == SLM_OK) {
+                blob_arg b = {NULL, 0};
+                uint8_t *buf = NULL;
+                if (slm_tok_save(t, &buf, &b.n, &err) == SLM_OK) {
+                    b.p = buf;
+                    fail_each_allocation("slm_tok_load_mem", ld_mem, &b, text);
+                    slm_xfree(buf);
+                }
+                slm_tok_free(t);
+            }
+            slm_gguf_close(g);
+        }
+        slm_unmap(&m);
+    }
+#ifdef SLM_HAVE_CJSON
+    /* tokenizer.json: cJSON's parse tree goes through slm_malloc too */
+    fail_each_allocation("small_bytelevel.json", ld_json, SLM_TESTS_DIR "/corpus/tokenizers/small_bytelevel.json", text);
+    fail_each_allocation("small_spm.json", ld_json, SLM_TESTS_DIR "/corpus/tokenizers/small_spm.json", text);
+#endif
+}
+
+/* slm_options.max_prompt_bytes reaches the engine's tokenizer: a longer
+ * prompt is SLM_ERR_CAPACITY with a message naming the option; 0 is 8 MiB */
+static void test_engine_prompt_limit(void) {
+    slm_options o = slm_default_options();
+    CHECK(o.max_prompt_bytes == 0);
+    o.tokenizer_path = TOK512;
+    o.max_prompt_bytes = 64;
+    slm_engine *e = NULL;
+    slm_status st = slm_load(&e, T_SHARED("models/stories260K.bin"), &o);
+    CHECKF(st == SLM_OK, "%s", slm_last_error(e));
+    if (st == SLM_OK) {
+        char p[80];
+        memset(p, 'a', 65);
+        p[65] = 0;
+        st = slm_generate(e, p, 1, NULL, 1, NULL, NULL, NULL);
+        CHECKF(st == SLM_ERR_CAPACITY && strstr(slm_last_error(e), "max_prompt_bytes"), "%d %s", st,
+               slm_last_error(e));
+        CHECK(slm_tokenize(e, p, 1, NULL, 0) == SLM_TOK_ETOOLONG);
+        p[64] = 0;
+        CHECK(slm_generate(e, p, 1, NULL, 1, NULL, NULL, NULL) == SLM_OK);
+    }
+    slm_free(e);
+}
+
 int main(void) {
     T_RUN(test_json_reader);
     T_RUN(test_tokenize_json);
@@ -949,5 +1127,8 @@ int main(void) {
     T_RUN(test_malformed);
     T_RUN(test_random_corruption);
     T_RUN(test_speed_and_allocs);
+    T_RUN(test_input_limit);
+    T_RUN(test_loader_alloc_failures);
+    T_RUN(test_engine_prompt_limit);
     T_DONE();
 }

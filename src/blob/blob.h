@@ -1,14 +1,16 @@
 /* blob/ — the compiled model as a file: a standard ELF64 object whose
- * sections hold the weights (page-aligned, in the layout the kernels read),
- * one task list per program, the constants, the I/O metadata, the
- * relocations, the tokenizer, the model config and compile options, and an
- * identity record. docs/blob.md documents every section byte by byte.
+ * sections hold the weights (page-aligned, in the layout the kernels read)
+ * and their tensor table, one task list, I/O table and relocation table per
+ * program, the program table, the constants (RoPE table), the tokenizer,
+ * the model config and compile options, the model's string metadata, and
+ * an identity record. docs/blob.md documents every section byte by byte.
  *
  * Loading maps the file read-only (MAP_PRIVATE), checks the checksum of
  * everything before the weights, then validates every section bound,
  * count, offset and every task operand BEFORE anything uses it; tasks,
- * I/O tables and relocations are copied to the heap (tasks get patched at
- * load and bind), the weights stay mapped.
+ * I/O tables, relocations and the constants are copied to the heap (as
+ * immutable programs; the device resolves its own copy of the tasks), the
+ * weights stay mapped.
  */
 #ifndef SLM_BLOB_H
 #define SLM_BLOB_H
@@ -22,7 +24,7 @@
 
 /* Bump whenever the layout of any section, or what the compiler emits for
  * the same inputs, changes: blobs of another version are recompiled. */
-#define SLM_BLOB_FORMAT_VERSION 3u
+#define SLM_BLOB_FORMAT_VERSION 5u
 #define SLM_BLOB_PAGE 4096u
 
 /* ---- hashing ------------------------------------------------------------ */
@@ -67,10 +69,11 @@ void slm_blob_ident_seal(slm_blob_ident *id);
 typedef void (*slm_blob_progress)(void *ud, const char *what, int done, int total);
 
 /* Write c (compiled from m, with tokenizer tok) to path atomically: a
- * temporary file in the same folder, fsync, rename. The weights the tasks
- * reference are copied, each tensor page-aligned; the tasks' weight
- * offsets are rewritten to section offsets. meta: string pairs from the
- * model file kept for slm_model_meta (may be NULL). */
+ * temporary file in the same folder, fsync, rename (on failure neither is
+ * left). The weights the tasks reference are copied, each tensor
+ * page-aligned; the tasks' weight offsets are rewritten to section offsets.
+ * The string metadata of m's GGUF (if any) is kept for slm_model_meta. id:
+ * sealed by the caller; weights_hash is filled in here. */
 slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
                           const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
                           void *ud, slm_err *err);

@@ -136,7 +136,7 @@ static void put_task(uint8_t *p, const slm_task *t, wtensor *wt, int n_wt, int *
     memcpy(p + 40, &t->f0, 4);
     memcpy(p + 44, &t->layer, 4);
     memcpy(p + 48, &t->window, 4);
-    wr32(p + 52, 0);
+    memcpy(p + 52, &t->f1, 4);
     for (int k = 0; k < SLM_TASK_NREF; k++) {
         const slm_ref *r = &t->ref[k];
         uint8_t *q = p + 56 + 16 * k;
@@ -259,6 +259,8 @@ typedef struct blob_job {
     slm_err *err;
 } blob_job;
 
+#define BLOB_NOMEM(j) slm_errf((j)->err, SLM_ERR_NOMEM, "%s: out of memory building the blob", (j)->path)
+
 /* Mark the tensors any task references and give each a page-aligned offset
  * in the weights section (in file order). */
 static slm_status select_weights(blob_job *j) {
@@ -320,21 +322,22 @@ static int add_sect_sym(wctx *w, const char *name, const char *sym, uint64_t ali
 }
 
 /* .slm.ident and .slm.config; *ident_idx = the identity's section. */
-static int add_ident_config(wctx *w, const slm_compiled *c, const slm_blob_ident *id, int *ident_idx) {
+static slm_status add_ident_config(wctx *w, const blob_job *j, const slm_blob_ident *id, int *ident_idx) {
+    const slm_compiled *c = j->c;
     uint8_t *b = slm_calloc(1, BLOB_IDENT_SIZE);
-    if (!b) return -1;
+    if (!b) return BLOB_NOMEM(j);
     put_ident(b, id);
-    if ((*ident_idx = add_sect_sym(w, ".slm.ident", "identity", 8, 0, b, BLOB_IDENT_SIZE)) < 0) return -1;
-    if (!(b = slm_calloc(1, BLOB_CONFIG_SIZE))) return -1;
+    if ((*ident_idx = add_sect_sym(w, ".slm.ident", "identity", 8, 0, b, BLOB_IDENT_SIZE)) < 0) return BLOB_NOMEM(j);
+    if (!(b = slm_calloc(1, BLOB_CONFIG_SIZE))) return BLOB_NOMEM(j);
     blob_put_config(b, &c->cfg);
     blob_put_options(b + BLOB_CFG_OPTIONS, &c->opt);
     int32_t cv[4] = {c->kv_capacity, c->n_progs, c->consts.rope_pos, c->consts.rope_pairs};
     memcpy(b + BLOB_CFG_TAIL, cv, sizeof cv);
     wr64(b + BLOB_CFG_CONST_BYTES, c->consts.bytes);
-    return add_sect_sym(w, ".slm.config", "config", 8, 0, b, BLOB_CONFIG_SIZE) < 0 ? -1 : 0;
+    blob_put_family(b + BLOB_CFG_FAMILY, &c->cfg);
+    if (add_sect_sym(w, ".slm.config", "config", 8, 0, b, BLOB_CONFIG_SIZE) < 0) return BLOB_NOMEM(j);
+    return SLM_OK;
 }
-
-#define BLOB_NOMEM(j) slm_errf((j)->err, SLM_ERR_NOMEM, "%s: out of memory building the blob", (j)->path)
 
 /* One program's sections (.slm.tasks.P, .slm.io.P, .slm.reloc.P) and its
  * record pr in .slm.programs. */
@@ -402,12 +405,12 @@ static slm_status add_programs(wctx *w, const blob_job *j) {
 }
 
 /* .slm.tensors: one record per tensor written, in file order. */
-static int add_tensor_table(wctx *w, const blob_job *j) {
+static slm_status add_tensor_table(wctx *w, const blob_job *j) {
     const wtensor *wt = j->wt;
     int n_used = 0;
     for (int i = 0; i < j->n_wt; i++) n_used += wt[i].used;
     uint8_t *b = slm_calloc((size_t)n_used + 1, BLOB_TENSOR_SIZE);
-    if (!b) return -1;
+    if (!b) return BLOB_NOMEM(j);
     for (int i = 0, k = 0; i < j->n_wt; i++) {
         if (!wt[i].used) continue;
         uint8_t *q = b + (size_t)k++ * BLOB_TENSOR_SIZE;
@@ -419,7 +422,9 @@ static int add_tensor_table(wctx *w, const blob_job *j) {
         wr64(q + 104, wt[i].dst);
         wr64(q + 112, wt[i].t->nbytes);
     }
-    return add_sect_sym(w, ".slm.tensors", "tensors", 8, BLOB_TENSOR_SIZE, b, (uint64_t)n_used * BLOB_TENSOR_SIZE);
+    if (add_sect_sym(w, ".slm.tensors", "tensors", 8, BLOB_TENSOR_SIZE, b, (uint64_t)n_used * BLOB_TENSOR_SIZE) < 0)
+        return BLOB_NOMEM(j);
+    return SLM_OK;
 }
 
 /* .slm.const, .slm.tensors, .slm.tok, .slm.meta, then .slm.weights (no
@@ -432,7 +437,7 @@ static slm_status add_data_sections(wctx *w, const blob_job *j, const slm_tokeni
     if (!b) return BLOB_NOMEM(j);
     memcpy(b, c->consts.rope, (size_t)c->consts.bytes);
     if (add_sect_sym(w, ".slm.const", "rope", 64, 0, b, c->consts.bytes) < 0) return BLOB_NOMEM(j);
-    if (add_tensor_table(w, j) < 0) return BLOB_NOMEM(j);
+    if ((s = add_tensor_table(w, j))) return s;
     uint8_t *tokb = NULL;
     size_t tokn = 0;
     if ((s = slm_tok_save(tok, &tokb, &tokn, j->err))) return s;
@@ -452,15 +457,15 @@ static slm_status add_data_sections(wctx *w, const blob_job *j, const slm_tokeni
 
 /* .symtab, .strtab and .shstrtab; *name_off (heap, one per section) = each
  * section's name in .shstrtab; *shstr_idx = its index. */
-static int add_link_sections(wctx *w, uint32_t **name_off, int *shstr_idx) {
+static slm_status add_link_sections(wctx *w, const blob_job *j, uint32_t **name_off, int *shstr_idx) {
     *name_off = NULL;
-    if (w->sym.oom || w->str.oom) return -1;
+    if (w->sym.oom || w->str.oom) return BLOB_NOMEM(j);
     int symtab_idx = add_sect(w, ".symtab", SHT_SYMTAB, 8, sizeof(Elf64_Sym), w->sym.p, w->sym.n);
     w->sym.p = NULL;
-    if (symtab_idx < 0) return -1;
+    if (symtab_idx < 0) return BLOB_NOMEM(j);
     int strtab_idx = add_sect(w, ".strtab", SHT_STRTAB, 1, 0, w->str.p, w->str.n);
     w->str.p = NULL;
-    if (strtab_idx < 0) return -1;
+    if (strtab_idx < 0) return BLOB_NOMEM(j);
     w->s[symtab_idx].link = (uint32_t)strtab_idx + 1;
     w->s[symtab_idx].info = 1; /* first non-local symbol */
     sbuf shs = {0};
@@ -468,22 +473,22 @@ static int add_link_sections(wctx *w, uint32_t **name_off, int *shstr_idx) {
     uint32_t *off = slm_calloc((size_t)w->n + 2, sizeof *off);
     if (!off) {
         slm_xfree(shs.p);
-        return -1;
+        return BLOB_NOMEM(j);
     }
     for (int i = 0; i < w->n; i++) off[i] = sb_str(&shs, w->s[i].name);
     uint32_t shs_name = sb_str(&shs, ".shstrtab");
     if (shs.oom) {
         slm_xfree(off);
         slm_xfree(shs.p);
-        return -1;
+        return BLOB_NOMEM(j);
     }
     if ((*shstr_idx = add_sect(w, ".shstrtab", SHT_STRTAB, 1, 0, shs.p, shs.n)) < 0) {
         slm_xfree(off);
-        return -1;
+        return BLOB_NOMEM(j);
     }
     off[*shstr_idx] = shs_name;
     *name_off = off;
-    return 0;
+    return SLM_OK;
 }
 
 /* Lay out the file: ELF header, the sections but the weights, the section
@@ -632,15 +637,12 @@ slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_mod
     id->weights_hash = hash_weights(&j);
     sb_grow(&w.sym, sizeof(Elf64_Sym)); /* symbol 0: null */
     sb_grow(&w.str, 1);
-    if (add_ident_config(&w, c, id, &ident_idx) < 0) goto nomem;
+    if ((s = add_ident_config(&w, &j, id, &ident_idx))) goto out;
     if ((s = add_programs(&w, &j))) goto out;
     if ((s = add_data_sections(&w, &j, tok, &weights_idx))) goto out;
-    if (add_link_sections(&w, &name_off, &shstr_idx) < 0) goto nomem;
-    if (!(prefix = layout_prefix(&w, name_off, weights_idx, shstr_idx, ident_idx, &woff))) goto nomem;
-    s = write_file(&j, prefix, woff);
-    goto out;
-nomem:
-    s = BLOB_NOMEM(&j);
+    if ((s = add_link_sections(&w, &j, &name_off, &shstr_idx))) goto out;
+    if (!(prefix = layout_prefix(&w, name_off, weights_idx, shstr_idx, ident_idx, &woff))) s = BLOB_NOMEM(&j);
+    else s = write_file(&j, prefix, woff);
 out:
     for (int i = 0; i < w.n; i++) slm_xfree(w.s[i].data);
     slm_xfree(w.s);

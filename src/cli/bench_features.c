@@ -6,7 +6,8 @@
  *     max_prompt_len-row program,
  *   - time to first token of a second request sharing a long prefix, with
  *     and without the prefix cache.
- * Everything through the public API; one line per measurement. */
+ * The model is driven through the public API only; one line per
+ * measurement. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "common/common.h"
 #include "staticlm.h"
 
 static double now_ms(void) {
@@ -167,7 +169,7 @@ int slm_cli_bench_features(int argc, char **argv) {
     pc = open_engine(&a, po);
     if (!var || !pc) goto done;
 
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(cap + 1));
+    int32_t *ids = slm_malloc(sizeof(int32_t) * (size_t)(cap + 1));
     if (!ids) goto done;
     fill_ids(ids, cap, V, 7);
     printf("model %s: capacity %d (max_prompt_len %d + min_response_len %d), %d threads\n\n", a.model, cap, L,
@@ -187,9 +189,9 @@ int slm_cli_bench_features(int argc, char **argv) {
            L, p_big, p_small, p_small > 0 ? p_big / p_small : 0);
 
     /* 3. a second request sharing an n_prefix-token prefix */
-    int32_t *second = malloc(sizeof(int32_t) * (size_t)(n_prefix + 20));
+    int32_t *second = slm_malloc(sizeof(int32_t) * (size_t)(n_prefix + 20));
     if (!second) {
-        free(ids);
+        slm_xfree(ids);
         goto done;
     }
     memcpy(second, ids, sizeof(int32_t) * (size_t)n_prefix);
@@ -217,8 +219,8 @@ int slm_cli_bench_features(int argc, char **argv) {
     }
     printf("| time to first token of a second request sharing %d prompt tokens (ms): prefix cache | %.2f | %.2f | "
            "%.2fx |\n", n_prefix, t_plain, t_cached, t_cached > 0 ? t_plain / t_cached : 0);
-    free(second);
-    free(ids);
+    slm_xfree(second);
+    slm_xfree(ids);
     rc = 0;
 done:
     slm_free(plain);

@@ -1,4 +1,6 @@
-/* The staticlm command: run, compile, convert. */
+/* The staticlm command: main() picks the command by its first argument;
+ * run, compile, inspect and bench-startup live here, the others in their
+ * own files (cli.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

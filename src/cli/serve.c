@@ -21,6 +21,8 @@ int slm_cli_serve(int argc, char **argv) {
 #else
 
 #include <pthread.h>
+#include <stdlib.h>
+#include <sys/resource.h>
 
 static void usage_serve(FILE *f) {
     fprintf(f,
@@ -42,6 +44,18 @@ static void usage_serve(FILE *f) {
             "                            KV rows (default 4)\n"
             "      --queue N             requests that may wait for a slot; more get 503\n"
             "                            (default 8)\n"
+            "      --api-key KEY         require 'Authorization: Bearer KEY' on every endpoint\n"
+            "                            but /health (default: $STATICLM_API_KEY, else none)\n"
+            "      --cors-origin ORIGIN  admit browser requests from ORIGIN (e.g.\n"
+            "                            http://localhost:3000; * = any) and answer CORS\n"
+            "                            headers; other Origins get 403\n"
+            "      --allow-host NAME     accept Host: NAME besides localhost, 127.0.0.1, [::1]\n"
+            "                            and --host (repeatable; * = any Host)\n"
+            "      --max-conn N          connections at once (default 512)\n"
+            "      --max-conn-per-ip N   connections at once from one address (default 64)\n"
+            "      --timeout S           close a connection silent for S seconds (default 15)\n"
+            "      --request-timeout S   a request's headers and body must arrive within S\n"
+            "                            seconds (default 30)\n"
             "%s"
             "  -h, --help                this text\n",
             slm_cli_common_help);
@@ -63,12 +77,40 @@ int slm_cli_serve(int argc, char **argv) {
         else if (!strcmp(o, "--port") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 65535, &cfg.port)) return 2; }
         else if (!strcmp(o, "--queue") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 4096, &cfg.queue)) return 2; }
         else if (!strcmp(o, "--parallel") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 64, &cfg.parallel)) return 2; }
+        else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
+        else if (!strcmp(o, "--cors-origin") && has) cfg.cors_origin = argv[++i];
+        else if (!strcmp(o, "--allow-host") && has) {
+            if (cfg.n_allow_hosts >= (int)(sizeof cfg.allow_hosts / sizeof *cfg.allow_hosts)) {
+                fprintf(stderr, "staticlm: at most %d --allow-host\n", (int)(sizeof cfg.allow_hosts / sizeof *cfg.allow_hosts));
+                return 2;
+            }
+            cfg.allow_hosts[cfg.n_allow_hosts++] = argv[++i];
+        }
+        else if (!strcmp(o, "--max-conn") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 65536, &cfg.max_conn)) return 2; }
+        else if (!strcmp(o, "--max-conn-per-ip") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 65536, &cfg.max_conn_per_ip)) return 2; }
+        else if (!strcmp(o, "--timeout") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 86400, &cfg.idle_timeout_s)) return 2; }
+        else if (!strcmp(o, "--request-timeout") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 86400, &cfg.request_timeout_s)) return 2; }
         else {
             fprintf(stderr, "staticlm: unknown option or missing value '%s' (see staticlm serve --help)\n", o);
             return 2;
         }
     }
     cc.opt.n_seqs = cfg.parallel; /* a KV region per slot */
+    if (!cfg.api_key) {
+        const char *k = getenv("STATICLM_API_KEY");
+        if (k && *k) cfg.api_key = k;
+    }
+    if (cfg.api_key && !*cfg.api_key) {
+        fprintf(stderr, "staticlm: --api-key is empty\n");
+        return 2;
+    }
+    /* room for --max-conn sockets */
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (rlim_t)cfg.max_conn + 64) {
+        rlim_t want = (rlim_t)cfg.max_conn + 64;
+        rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
     slm_engine *e = slm_cli_common_load(&cc);
     if (!e) return 1;
     char note[512];
@@ -100,9 +142,10 @@ int slm_cli_serve(int argc, char **argv) {
     } else {
         slm_info in;
         slm_get_info(e, &in);
-        fprintf(stderr, "serve: listening on http://%s:%d (model %s, KV capacity %d, %d slots%s, queue %d)\n",
+        fprintf(stderr, "serve: listening on http://%s:%d (model %s, KV capacity %d, %d slots%s, queue %d%s)\n",
                 strcmp(cfg.host, "localhost") ? cfg.host : "127.0.0.1", slm_server_port(s), cfg.model_name,
-                slm_capacity(e), cfg.parallel, in.batch_max ? "" : " decoded one by one", cfg.queue);
+                slm_capacity(e), cfg.parallel, in.batch_max ? "" : " decoded one by one", cfg.queue,
+                cfg.api_key ? ", API key required" : "");
         int sig = 0;
         sigwait(&set, &sig);
         fprintf(stderr, "serve: signal %d, shutting down\n", sig);

@@ -18,6 +18,11 @@
  *   q4_0:     every matrix Q4_0, except the output matrix (output.weight, or
  *             the tied token_embd.weight) which is Q6_K, or Q8_0 when its
  *             width is not a multiple of 256 (llama-quant.cpp's rule);
+ *   q4_k_m:   as llama.cpp's Q4_K_M: matrices Q4_K; the output matrix Q6_K;
+ *             attn_v and ffn_down Q6_K in the layers use_more_bits picks (the
+ *             first and last eighth, and every third between), else Q4_K; a
+ *             K-quant whose width is not a multiple of 256 falls back as
+ *             llama-quant.cpp's do (Q4_K -> Q5_0, Q6_K -> Q8_0);
  * norm vectors (and qwen2's biases, rope_freqs) stay F32. A matrix whose rows
  * do not fit the block size falls back to F16 (custom shapes only).
  */
@@ -41,16 +46,28 @@ typedef struct synth_shape {
     float rope_base, eps;
     int tied;
     int llama3_rope; /* rope_freqs.weight (Llama 3.1+ scaling: factor 32, 1, 4, 8192) */
+    /* families (0 = the default) */
+    int head_dim;    /* attention.key_length when not dim / n_heads (qwen3, gemma) */
+    int rope_dims;   /* rope.dimension_count below head_dim (phi3: partial rotary) */
+    int window;      /* attention.sliding_window (gemma) */
+    int orig_ctx;    /* phi3: LongRoPE factors for contexts above this */
 } synth_shape;
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0},
+    {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
+    {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
+     .window = 4096},
+    {"gemma-3-1b", "gemma3", 1152, 26, 4, 1, 6912, 262144, 32768, 1000000.0f, 1e-6f, 1, 0, .head_dim = 256,
+     .window = 512},
+    {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
+     .orig_ctx = 4096},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0},
 };
 
 static void usage(FILE *f) {
@@ -61,15 +78,19 @@ static void usage(FILE *f) {
             "std 0.02; norms 1.0; fixed seed) with a SentencePiece vocabulary, that\n"
             "staticlm and llama.cpp both load.\n"
             "\n"
-            "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b | custom\n"
-            "  --type TYPE           f32 | f16 | q8_0 | q4_0 (default f16); q4_0 files are mixed as\n"
-            "                        llama.cpp's: output matrix Q6_K (Q8_0 when its width is not a\n"
+            "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
+            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | custom\n"
+            "  --type TYPE           f32 | f16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
+            "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
+            "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
             "                        multiple of 256); norms stay f32\n"
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
-            "      --arch A          llama | qwen2 | mistral (default: the shape's own; qwen2 adds Q/K/V\n"
-            "                        biases; mistral writes mistral.attention.sliding_window, which\n"
-            "                        staticlm reads; llama.cpp has no 'mistral' architecture)\n"
+            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 (default:\n"
+            "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
+            "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
+            "                        has no 'mistral' architecture; the others write their family's\n"
+            "                        tensors: Q/K norms, post norms, fused phi3 matrices, LongRoPE)\n"
             "      --sliding-window N  attention window for --arch mistral (default 4096)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
             "      --vocab-file F    GGUF with a llama (SPM) vocabulary (default\n"
@@ -332,14 +353,31 @@ typedef struct synth_type {
     uint32_t matrix, ftype;
 } synth_type;
 static const synth_type k_types[] = {
-    {"f32", SLM_F32, 0}, {"f16", SLM_F16, 1}, {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2},
+    {"f32", SLM_F32, 0}, {"f16", SLM_F16, 1}, {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2}, {"q4_k_m", SLM_Q4_K, 15},
 };
 
-/* llama-quant.cpp: the output matrix (or the tied embedding) of a Q4_0 file
- * is Q6_K, or Q8_0 when its width is not a multiple of 256. */
+/* llama-quant.cpp: a K-quant matrix whose width is not a multiple of 256
+ * falls back to a 32-block type. */
+static uint32_t k_fallback(uint32_t t, int64_t width) {
+    if (width % SLM_QK_K == 0) return t;
+    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
+}
+
+/* llama-quant.cpp: the output matrix (or the tied embedding) of a Q4_0 or
+ * Q4_K_M file is Q6_K, or Q8_0 when its width is not a multiple of 256. */
 static uint32_t output_type(uint32_t matrix, int64_t width) {
-    if (matrix != SLM_Q4_0) return matrix;
-    return width % SLM_QK_K ? SLM_Q8_0 : SLM_Q6_K;
+    if (matrix != SLM_Q4_0 && matrix != SLM_Q4_K) return matrix;
+    return k_fallback(SLM_Q6_K, width);
+}
+
+/* llama-quant.cpp's use_more_bits: the layers whose attn_v / ffn_down a
+ * Q4_K_M file keeps in Q6_K. */
+static int use_more_bits(int l, int n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
+
+/* A layer's matrix type: `more` for attn_v and ffn_down. */
+static uint32_t layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width) {
+    if (matrix != SLM_Q4_K) return matrix;
+    return k_fallback(more && use_more_bits(l, n_layers) ? SLM_Q6_K : SLM_Q4_K, width);
 }
 
 /* Llama 3.1+ rope scaling factors, as convert_hf_to_gguf.py writes them. */
@@ -427,20 +465,23 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
 }
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
+static int head_dim_of(const synth_shape *sh) { return sh->head_dim ? sh->head_dim : sh->dim / sh->n_heads; }
+static int rope_dims_of(const synth_shape *sh) { return sh->rope_dims ? sh->rope_dims : head_dim_of(sh); }
+
 static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type **ty) {
     const synth_shape *base = NULL;
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
         if (!strcmp(k_shapes[i].name, a->shape_name)) base = &k_shapes[i];
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
-                        "qwen2.5-0.5b, custom)\n", a->shape_name);
+                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (!strcmp(k_types[i].name, a->type_name)) *ty = &k_types[i];
     if (!*ty) {
-        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0)\n", a->type_name);
+        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0, q4_k_m)\n", a->type_name);
         return 2;
     }
     *sh = *base;
@@ -455,13 +496,22 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->o_rope > 0) sh->rope_base = a->o_rope;
     if (a->o_eps > 0) sh->eps = a->o_eps;
     if (a->arch) {
-        if (strcmp(a->arch, "llama") && strcmp(a->arch, "qwen2") && strcmp(a->arch, "mistral")) {
-            fprintf(stderr, "staticlm synth: unknown architecture '%s' (llama, qwen2, mistral)\n", a->arch);
+        static const char *const archs[] = {"llama", "qwen2", "mistral", "qwen3", "gemma2", "gemma3", "phi3"};
+        int known = 0;
+        for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(a->arch, archs[i]);
+        if (!known) {
+            fprintf(stderr, "staticlm synth: unknown architecture '%s' (llama, qwen2, mistral, qwen3, gemma2, gemma3, "
+                            "phi3)\n", a->arch);
             return 2;
         }
         sh->arch = a->arch;
     }
-    if (sh->dim % sh->n_heads || (sh->dim / sh->n_heads) % 2 || sh->n_heads % sh->n_kv_heads) {
+    if (a->o_dim > 0 || a->o_heads > 0) sh->head_dim = 0; /* a changed shape: dim / heads again */
+    if (a->o_ctx > 0 && sh->orig_ctx > sh->ctx) sh->orig_ctx = sh->ctx;
+    if (!strcmp(sh->arch, "phi3") && sh->rope_dims >= head_dim_of(sh)) sh->rope_dims = 0;
+    if (strcmp(sh->arch, "phi3")) sh->rope_dims = 0;
+    if ((!strcmp(sh->arch, "gemma2") || !strcmp(sh->arch, "gemma3")) && !sh->window) sh->window = 4096;
+    if ((!sh->head_dim && sh->dim % sh->n_heads) || head_dim_of(sh) % 2 || sh->n_heads % sh->n_kv_heads) {
         fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh->n_heads,
                 sh->n_kv_heads, sh->dim);
         return 2;
@@ -470,9 +520,10 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
 }
 
 /* The metadata, in the order convert_hf_to_gguf.py writes it. */
+static int is(const synth_shape *sh, const char *arch) { return !strcmp(sh->arch, arch); }
 static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_shape *sh, const synth_type *ty,
                          const vocab *voc) {
-    const int head_dim = sh->dim / sh->n_heads;
+    const int head_dim = head_dim_of(sh);
     char key[96], gname[128];
     snprintf(gname, sizeof gname, "synth-%s", sh->name);
 #define K(suffix) (snprintf(key, sizeof key, "%s.%s", sh->arch, suffix), key)
@@ -488,11 +539,22 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
     if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)a->window);
+    if (is(sh, "gemma2") || is(sh, "gemma3")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
+    if (is(sh, "gemma2")) { /* gemma-2's config.json values */
+        slm_gguf_set_f32(w, K("attn_logit_softcapping"), 50.0f);
+        slm_gguf_set_f32(w, K("final_logit_softcapping"), 30.0f);
+    }
     if (strcmp(sh->arch, "qwen2")) {
         slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)head_dim);
         slm_gguf_set_u32(w, K("attention.value_length"), (uint32_t)head_dim);
         slm_gguf_set_u32(w, K("vocab_size"), (uint32_t)sh->vocab);
-        slm_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)head_dim);
+        slm_gguf_set_u32(w, K("rope.dimension_count"), (uint32_t)rope_dims_of(sh));
+    }
+    if (is(sh, "phi3") && sh->orig_ctx) { /* LongRoPE: as convert_hf_to_gguf.py's Phi3MiniModel writes it */
+        slm_gguf_set_u32(w, K("rope.scaling.original_context_length"), (uint32_t)sh->orig_ctx);
+        const double scale = (double)sh->ctx / sh->orig_ctx;
+        if (scale > 1.0)
+            slm_gguf_set_f32(w, K("rope.scaling.attn_factor"), (float)sqrt(1.0 + log(scale) / log((double)sh->orig_ctx)));
     }
     slm_gguf_set_u32(w, "general.file_type", ty->ftype);
     if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16) slm_gguf_set_u32(w, "general.quantization_version", 2);
@@ -511,16 +573,29 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
 
 /* The tensors, in llama.cpp's order; 0 when one could not be made. */
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
-    const int head_dim = sh->dim / sh->n_heads, kv_dim = head_dim * sh->n_kv_heads;
-    const int qwen2 = !strcmp(sh->arch, "qwen2");
+    const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
+    const int qwen2 = is(sh, "qwen2"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
+    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3"), rope_dims = rope_dims_of(sh);
     const uint32_t mt = ty->matrix;
-    const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : mt;
+    const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : layer_type(mt, 0, 0, 1, sh->dim);
     if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
     if (sh->llama3_rope) {
         float f[512];
         if (head_dim / 2 > (int)(sizeof f / sizeof f[0])) return 0;
         llama3_rope_factors(f, head_dim, sh->rope_base);
         if (!add(s, "rope_freqs.weight", SLM_F32, head_dim / 2, 1, 2, f)) return 0;
+    }
+    if (phi3 && sh->orig_ctx) { /* LongRoPE factors: short ones near 1, long ones growing with wavelength */
+        float fl[512], fs[512];
+        if (rope_dims / 2 > (int)(sizeof fl / sizeof fl[0])) return 0;
+        const double scale = (double)sh->ctx / sh->orig_ctx;
+        for (int i = 0; i < rope_dims / 2; i++) {
+            const double t = (double)i / (rope_dims / 2 > 1 ? rope_dims / 2 - 1 : 1);
+            fl[i] = (float)(1.0 + (scale > 1.0 ? scale - 1.0 : 0.0) * t * t);
+            fs[i] = (float)(1.0 + 0.05 * t);
+        }
+        if (!add(s, "rope_factors_long.weight", SLM_F32, rope_dims / 2, 1, 2, fl)) return 0;
+        if (!add(s, "rope_factors_short.weight", SLM_F32, rope_dims / 2, 1, 2, fs)) return 0;
     }
     for (int l = 0; l < sh->n_layers; l++) {
         char n[64];
@@ -530,19 +605,38 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         if (!add(s, n, type, ne0, ne1, init, NULL)) return 0;                                  \
     } while (0)
         T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
-        T("attn_q.weight", mt, sh->dim, sh->dim, 0);
-        T("attn_k.weight", mt, sh->dim, kv_dim, 0);
-        T("attn_v.weight", mt, sh->dim, kv_dim, 0);
+        /* widths: dim for all but attn_output (q_dim) and ffn_down (ffn) */
+        const uint32_t t_in = layer_type(mt, 0, l, sh->n_layers, sh->dim);
+        const uint32_t t_v = layer_type(mt, 1, l, sh->n_layers, sh->dim);
+        const uint32_t t_o = layer_type(mt, 0, l, sh->n_layers, q_dim);
+        const uint32_t t_down = layer_type(mt, 1, l, sh->n_layers, sh->ffn);
+        if (phi3) { /* fused, as the phi3 GGUFs store them: Q, K, V rows */
+            T("attn_qkv.weight", t_in, sh->dim, q_dim + 2 * kv_dim, 0);
+        } else {
+            T("attn_q.weight", t_in, sh->dim, q_dim, 0);
+            T("attn_k.weight", t_in, sh->dim, kv_dim, 0);
+            T("attn_v.weight", t_v, sh->dim, kv_dim, 0);
+        }
         if (qwen2) {
-            T("attn_q.bias", SLM_F32, sh->dim, 1, 0);
+            T("attn_q.bias", SLM_F32, q_dim, 1, 0);
             T("attn_k.bias", SLM_F32, kv_dim, 1, 0);
             T("attn_v.bias", SLM_F32, kv_dim, 1, 0);
         }
-        T("attn_output.weight", mt, sh->dim, sh->dim, 0);
+        if (qk_norm) {
+            T("attn_k_norm.weight", SLM_F32, head_dim, 1, 1);
+            T("attn_q_norm.weight", SLM_F32, head_dim, 1, 1);
+        }
+        T("attn_output.weight", t_o, q_dim, sh->dim, 0);
+        if (gemma) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
         T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
-        T("ffn_gate.weight", mt, sh->dim, sh->ffn, 0);
-        T("ffn_up.weight", mt, sh->dim, sh->ffn, 0);
-        T("ffn_down.weight", mt, sh->ffn, sh->dim, 0);
+        if (phi3) { /* fused: gate rows, then up rows */
+            T("ffn_up.weight", t_in, sh->dim, 2 * sh->ffn, 0);
+        } else {
+            T("ffn_gate.weight", t_in, sh->dim, sh->ffn, 0);
+            T("ffn_up.weight", t_in, sh->dim, sh->ffn, 0);
+        }
+        T("ffn_down.weight", t_down, sh->ffn, sh->dim, 0);
+        if (gemma) T("post_ffw_norm.weight", SLM_F32, sh->dim, 1, 1);
 #undef T
     }
     if (!add(s, "output_norm.weight", SLM_F32, sh->dim, 1, 1, NULL)) return 0;
@@ -582,6 +676,7 @@ int slm_cli_synth(int argc, char **argv) {
     s.std = a.std;
     s.w = slm_gguf_writer_new();
     int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
+    if (head_dim_of(&sh) * sh.n_heads > widest) widest = head_dim_of(&sh) * sh.n_heads;
     s.row = slm_malloc(((size_t)widest + 1) * sizeof(float));
     rc = 1;
     if (!s.w || !s.row) {

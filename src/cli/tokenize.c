@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "format/gguf.h"
+#include "format/model.h"
 #include "text/bpe.h"
 #include "text/tokenizer.h"
 
@@ -48,48 +49,48 @@ static void print_ids(const int32_t *ids, int n) {
 static int run_bpe(const slm_bpe *t, const char *text, size_t len, int add_special, int special) {
     int n = slm_bpe_encode(t, text, len, add_special, add_special, special, NULL, 0);
     if (n < 0) {
-        fprintf(stderr, "staticlm: out of memory\n");
+        fprintf(stderr, "staticlm: %s\n", slm_tok_encode_error(n));
         return 1;
     }
-    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    int32_t *ids = slm_malloc(((size_t)n + 1) * sizeof *ids);
     if (!ids) {
         fprintf(stderr, "staticlm: out of memory\n");
         return 1;
     }
     n = slm_bpe_encode(t, text, len, add_special, add_special, special, ids, n);
     print_ids(ids, n);
-    free(ids);
+    slm_xfree(ids);
     return 0;
 }
 
 static int run_spm(const slm_tokenizer *t, const char *text, int add_bos) {
     int n = slm_tok_encode(t, text, add_bos, 0, NULL, 0);
     if (n < 0) {
-        fprintf(stderr, "staticlm: out of memory\n");
+        fprintf(stderr, "staticlm: %s\n", slm_tok_encode_error(n));
         return 1;
     }
-    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    int32_t *ids = slm_malloc(((size_t)n + 1) * sizeof *ids);
     if (!ids) {
         fprintf(stderr, "staticlm: out of memory\n");
         return 1;
     }
     n = slm_tok_encode(t, text, add_bos, 0, ids, n);
     print_ids(ids, n);
-    free(ids);
+    slm_xfree(ids);
     return 0;
 }
 
-/* vocab_size of a llama2.c checkpoint (header: 7 int32, vocab_size 6th,
- * negative when the classifier is separate). */
-static int llama2c_vocab(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
-    int32_t h[7];
-    size_t r = fread(h, sizeof h[0], 7, f);
-    fclose(f);
-    if (r != 7) return -1;
-    int v = h[5] < 0 ? -h[5] : h[5];
-    return v > 0 && v < (1 << 24) ? v : -1;
+/* vocab_size of a model file, read by the model loader (which checks the
+ * header); -1 with the loader's message printed when it cannot. */
+static int model_vocab(const char *path) {
+    slm_model_file m;
+    memset(&m, 0, sizeof m);
+    slm_err err = {0};
+    int v = -1;
+    if (slm_model_open(&m, path, &err)) fprintf(stderr, "staticlm: %s\n", err.msg);
+    else v = m.cfg.vocab_size;
+    slm_model_close(&m);
+    return v;
 }
 
 /* Number of records in a tokenizer.bin (when no model gives vocab_size). */
@@ -154,7 +155,7 @@ int slm_cli_tokenize(int argc, char **argv) {
             fprintf(stderr, "staticlm: %s\n", fe.msg);
             return 1;
         }
-        fbuf = malloc((size_t)fm.size + 1);
+        fbuf = slm_malloc((size_t)fm.size + 1);
         if (!fbuf) {
             slm_unmap(&fm);
             return 1;
@@ -168,7 +169,7 @@ int slm_cli_tokenize(int argc, char **argv) {
     slm_err err = {0};
     int rc = 1;
     if (tokp) { /* llama2.c tokenizer.bin */
-        int nv = model ? llama2c_vocab(model) : llama2c_tok_count(tokp);
+        int nv = model ? model_vocab(model) : llama2c_tok_count(tokp);
         slm_tokenizer *t = NULL;
         if (nv < 0) fprintf(stderr, "staticlm: cannot tell the vocabulary size (from %s)\n", model ? model : tokp);
         else if (slm_tok_load_llama2c(&t, tokp, nv, &err)) fprintf(stderr, "staticlm: %s\n", err.msg);
@@ -210,6 +211,6 @@ int slm_cli_tokenize(int argc, char **argv) {
             slm_unmap(&m);
         }
     }
-    free(fbuf);
+    slm_xfree(fbuf);
     return rc;
 }

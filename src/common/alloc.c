@@ -1,3 +1,6 @@
+/* The allocator hook (slm_set_allocator) and every heap allocation of the
+ * library through it: plain, zeroed (overflow-checked), resized, freed,
+ * duplicated strings, and 64-byte aligned blocks. */
 #include <stdlib.h>
 
 #include "common.h"

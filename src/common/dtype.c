@@ -9,6 +9,14 @@ _Static_assert(sizeof(slm_block_q4_1) == 20, "q4_1 block");
 _Static_assert(sizeof(slm_block_q4_K) == 144, "q4_K block");
 _Static_assert(sizeof(slm_block_q5_K) == 176, "q5_K block");
 _Static_assert(sizeof(slm_block_q6_K) == 210, "q6_K block");
+_Static_assert(sizeof(slm_block_q5_0) == 22, "q5_0 block");
+_Static_assert(sizeof(slm_block_q5_1) == 24, "q5_1 block");
+_Static_assert(sizeof(slm_block_iq4_nl) == 18, "iq4_nl block");
+_Static_assert(sizeof(slm_block_iq4_xs) == 136, "iq4_xs block");
+_Static_assert(sizeof(slm_block_q2_K) == 84, "q2_K block");
+_Static_assert(sizeof(slm_block_q3_K) == 110, "q3_K block");
+
+const int8_t slm_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
     [SLM_F32] = {"f32", 1, 4},       [SLM_F16] = {"f16", 1, 2},
@@ -18,6 +26,7 @@ static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
     [SLM_Q2_K] = {"q2_k", 256, 84},  [SLM_Q3_K] = {"q3_k", 256, 110},
     [SLM_Q4_K] = {"q4_k", 256, 144}, [SLM_Q5_K] = {"q5_k", 256, 176},
     [SLM_Q6_K] = {"q6_k", 256, 210}, [SLM_Q8_K] = {"q8_k", 256, 292},
+    [SLM_IQ4_NL] = {"iq4_nl", 32, 18}, [SLM_IQ4_XS] = {"iq4_xs", 256, 136},
     [SLM_I8] = {"i8", 1, 1},         [SLM_I16] = {"i16", 1, 2},
     [SLM_I32] = {"i32", 1, 4},       [SLM_I64] = {"i64", 1, 8},
     [SLM_F64] = {"f64", 1, 8},       [SLM_BF16] = {"bf16", 1, 2},
@@ -25,12 +34,18 @@ static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
 
 static const slm_dtype_info k_q4_0_r16 = {"q4_0_r16", 32, 18}, k_q6_k_r16 = {"q6_k_r16", 256, 210},
                             k_q8_0_r16 = {"q8_0_r16", 32, 34}, k_f16_r16 = {"f16_r16", 1, 2};
+static const slm_dtype_info k_q4_k_r16 = {"q4_k_r16", 256, 144}, k_q5_k_r16 = {"q5_k_r16", 256, 176};
+static const slm_dtype_info k_q5_0_r16 = {"q5_0_r16", 32, 22}, k_iq4_nl_r16 = {"iq4_nl_r16", 32, 18};
 
 const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_Q4_0_R16) return &k_q4_0_r16;
     if (t == SLM_Q6_K_R16) return &k_q6_k_r16;
     if (t == SLM_Q8_0_R16) return &k_q8_0_r16;
     if (t == SLM_F16_R16) return &k_f16_r16;
+    if (t == SLM_Q4_K_R16) return &k_q4_k_r16;
+    if (t == SLM_Q5_K_R16) return &k_q5_k_r16;
+    if (t == SLM_Q5_0_R16) return &k_q5_0_r16;
+    if (t == SLM_IQ4_NL_R16) return &k_iq4_nl_r16;
     if (t >= SLM_DTYPE_COUNT || !k_types[t].name) return NULL;
     return &k_types[t];
 }
@@ -147,6 +162,30 @@ void slm_quantize_row_q4_0(const float *x, void *vy, int64_t n) {
             int q1 = clampi((int)lrintf(xb[j + 16] * id) + 8, 0, 15);
             y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
+    }
+}
+
+/* As Q4_0 with 5-bit codes: the value of largest magnitude maps to code 0
+ * (-16 * d); the fifth bits go to qh (bit e for element e). */
+void slm_quantize_row_q5_0(const float *x, void *vy, int64_t n) {
+    slm_block_q5_0 *y = vy;
+    for (int64_t b = 0; b < n / SLM_QK5_0; b++) {
+        const float *xb = x + b * SLM_QK5_0;
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < SLM_QK5_0; j++)
+            if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
+        const uint16_t dh = slm_f32_to_f16(max / -16.0f);
+        const float d = slm_f16_to_f32(dh);
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        uint32_t qh = 0;
+        y[b].d = dh;
+        for (int j = 0; j < SLM_QK5_0 / 2; j++) {
+            const int q0 = clampi((int)lrintf(xb[j] * id) + 16, 0, 31);
+            const int q1 = clampi((int)lrintf(xb[j + 16] * id) + 16, 0, 31);
+            y[b].qs[j] = (uint8_t)((q0 & 0xF) | (q1 & 0xF) << 4);
+            qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
+        }
+        for (int i = 0; i < 4; i++) y[b].qh[i] = (uint8_t)(qh >> (8 * i));
     }
 }
 
@@ -286,10 +325,89 @@ int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
     case SLM_Q8_0: slm_quantize_row_q8_0(x, vy, n); return 1;
     case SLM_Q4_0: slm_quantize_row_q4_0(x, vy, n); return 1;
     case SLM_Q4_1: slm_quantize_row_q4_1(x, vy, n); return 1;
+    case SLM_Q5_0: slm_quantize_row_q5_0(x, vy, n); return 1;
     case SLM_Q4_K: slm_quantize_row_q4_K(x, vy, n); return 1;
     case SLM_Q5_K: slm_quantize_row_q5_K(x, vy, n); return 1;
     case SLM_Q6_K: slm_quantize_row_q6_K(x, vy, n); return 1;
     default: return 0;
+    }
+}
+
+/* The types llama-quantize's mixes add (GGML's dequantize_row_q5_0, _q5_1,
+ * _iq4_nl, _iq4_xs, _q2_K, _q3_K: the same products in the same order). */
+static void dequantize_q5(int one, const void *vx, float *y, int64_t n) {
+    for (int64_t b = 0; b < n / SLM_QK5_0; b++, y += SLM_QK5_0) {
+        const slm_block_q5_0 *x0 = (const slm_block_q5_0 *)vx + b;
+        const slm_block_q5_1 *x1 = (const slm_block_q5_1 *)vx + b;
+        const uint8_t *qhb = one ? x1->qh : x0->qh, *qs = one ? x1->qs : x0->qs;
+        const float d = slm_f16_to_f32(one ? x1->d : x0->d), m = one ? slm_f16_to_f32(x1->m) : 0.0f;
+        const uint32_t qh = (uint32_t)qhb[0] | (uint32_t)qhb[1] << 8 | (uint32_t)qhb[2] << 16 | (uint32_t)qhb[3] << 24;
+        for (int j = 0; j < 16; j++) {
+            const int q0 = (qs[j] & 0xF) | (int)((qh >> j) & 1) << 4;
+            const int q1 = (qs[j] >> 4) | (int)((qh >> (j + 16)) & 1) << 4;
+            if (one) {
+                y[j] = q0 * d + m;
+                y[j + 16] = q1 * d + m;
+            } else {
+                y[j] = (q0 - 16) * d;
+                y[j + 16] = (q1 - 16) * d;
+            }
+        }
+    }
+}
+
+static void dequantize_iq4_nl(const void *vx, float *y, int64_t n) {
+    const slm_block_iq4_nl *x = vx;
+    for (int64_t b = 0; b < n / SLM_QK4_NL; b++, y += SLM_QK4_NL) {
+        const float d = slm_f16_to_f32(x[b].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * slm_kvalues_iq4nl[x[b].qs[j] & 0xF];
+            y[j + 16] = d * slm_kvalues_iq4nl[x[b].qs[j] >> 4];
+        }
+    }
+}
+
+static void dequantize_iq4_xs(const void *vx, float *y, int64_t n) {
+    const slm_block_iq4_xs *x = vx;
+    for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+        const float d = slm_f16_to_f32(x[b].d);
+        for (int s = 0; s < 8; s++, y += 32) {
+            const int ls = ((x[b].scales_l[s / 2] >> (4 * (s % 2))) & 0xF) | (((x[b].scales_h >> (2 * s)) & 3) << 4);
+            const float dl = d * (float)(ls - 32);
+            const uint8_t *qs = x[b].qs + 16 * s;
+            for (int j = 0; j < 16; j++) {
+                y[j] = dl * slm_kvalues_iq4nl[qs[j] & 0xF];
+                y[j + 16] = dl * slm_kvalues_iq4nl[qs[j] >> 4];
+            }
+        }
+    }
+}
+
+static void dequantize_q2_K(const void *vx, float *y, int64_t n) {
+    const slm_block_q2_K *x = vx;
+    for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+        const float d = slm_f16_to_f32(x[b].d), dmin = slm_f16_to_f32(x[b].dmin);
+        for (int e = 0; e < SLM_QK_K; e += 16, y += 16) {
+            const int s = e / 16, h = e / 128, j = (e % 128) / 32, l0 = e % 32;
+            const float dl = d * (float)(x[b].scales[s] & 0xF), ml = dmin * (float)(x[b].scales[s] >> 4);
+            for (int l = 0; l < 16; l++) y[l] = dl * (float)((x[b].qs[32 * h + l0 + l] >> (2 * j)) & 3) - ml;
+        }
+    }
+}
+
+static void dequantize_q3_K(const void *vx, float *y, int64_t n) {
+    const slm_block_q3_K *x = vx;
+    for (int64_t b = 0; b < n / SLM_QK_K; b++) {
+        const float d = slm_f16_to_f32(x[b].d);
+        for (int e = 0; e < SLM_QK_K; e += 16, y += 16) {
+            const int s = e / 16, h = e / 128, j = (e % 128) / 32, l0 = e % 32;
+            const float dl = d * (float)(slm_get_scale_q3_k(s, x[b].scales) - 32);
+            for (int l = 0; l < 16; l++) {
+                const int lo = (x[b].qs[32 * h + l0 + l] >> (2 * j)) & 3;
+                const int hi = (x[b].hmask[l0 + l] >> (4 * h + j)) & 1;
+                y[l] = dl * (float)(lo - (hi ? 0 : 4));
+            }
+        }
     }
 }
 
@@ -338,6 +456,11 @@ int slm_dequantize_row(uint32_t t, const void *vx, float *y, int64_t n) {
         }
         return 1;
     }
+    case SLM_Q5_0: case SLM_Q5_1: dequantize_q5(t == SLM_Q5_1, vx, y, n); return 1;
+    case SLM_IQ4_NL: dequantize_iq4_nl(vx, y, n); return 1;
+    case SLM_IQ4_XS: dequantize_iq4_xs(vx, y, n); return 1;
+    case SLM_Q2_K: dequantize_q2_K(vx, y, n); return 1;
+    case SLM_Q3_K: dequantize_q3_K(vx, y, n); return 1;
     case SLM_Q4_K:
     case SLM_Q5_K: {
         const int five = t == SLM_Q5_K;

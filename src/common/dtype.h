@@ -20,6 +20,8 @@ typedef enum slm_dtype {
     SLM_Q5_K = 13,
     SLM_Q6_K = 14,
     SLM_Q8_K = 15,
+    SLM_IQ4_NL = 20,
+    SLM_IQ4_XS = 23,
     SLM_I8 = 24,
     SLM_I16 = 25,
     SLM_I32 = 26,
@@ -48,6 +50,10 @@ typedef struct slm_dtype_info {
 #define SLM_Q6_K_R16 (SLM_R16 | SLM_Q6_K)
 #define SLM_Q8_0_R16 (SLM_R16 | SLM_Q8_0)
 #define SLM_F16_R16 (SLM_R16 | SLM_F16) /* element e of the 16 rows side by side */
+#define SLM_Q4_K_R16 (SLM_R16 | SLM_Q4_K)
+#define SLM_Q5_K_R16 (SLM_R16 | SLM_Q5_K)
+#define SLM_Q5_0_R16 (SLM_R16 | SLM_Q5_0)
+#define SLM_IQ4_NL_R16 (SLM_R16 | SLM_IQ4_NL)
 static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
 static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
 
@@ -121,6 +127,61 @@ typedef struct {
     uint16_t d;                          /* super-block scale (f16) */
 } slm_block_q6_K;
 
+/* Q5_0: 32 elements; x = (q - 16) * d, q in [0, 31]. Nibbles as Q4_0; the
+ * fifth bit of element j is bit j of qh read as a little-endian uint32. */
+#define SLM_QK5_0 32
+typedef struct { uint16_t d; uint8_t qh[4]; uint8_t qs[SLM_QK5_0 / 2]; } slm_block_q5_0;
+
+/* Q5_1: 32 elements; x = q * d + m, q in [0, 31]; bits as Q5_0. */
+#define SLM_QK5_1 32
+typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[SLM_QK5_1 / 2]; } slm_block_q5_1;
+
+/* IQ4_NL: 32 elements; x = d * slm_kvalues_iq4nl[q], q in [0, 15]; nibbles
+ * as Q4_0. */
+#define SLM_QK4_NL 32
+typedef struct { uint16_t d; uint8_t qs[SLM_QK4_NL / 2]; } slm_block_iq4_nl;
+/* The 16 non-linear levels of IQ4_NL / IQ4_XS (GGML's kvalues_iq4nl). */
+extern const int8_t slm_kvalues_iq4nl[16];
+
+/* IQ4_XS: 8 sub-blocks of 32; x = d * (ls[s] - 32) * slm_kvalues_iq4nl[q].
+ * ls[s] is 6 bits: low 4 in nibble s % 2 of scales_l[s / 2], high 2 at bit
+ * 2s of scales_h. qs: 16 bytes per sub-block, nibbles as Q4_0. */
+typedef struct {
+    uint16_t d;                          /* super-block scale (f16) */
+    uint16_t scales_h;                   /* high 2 bits of the 8 scales */
+    uint8_t scales_l[SLM_QK_K / 64];     /* low 4 bits of the 8 scales */
+    uint8_t qs[SLM_QK_K / 2];            /* 4-bit indices */
+} slm_block_iq4_xs;
+
+/* Q2_K: 16 sub-blocks of 16; x = d * (sc & 15) * q - dmin * (sc >> 4),
+ * sc = scales[s], q in [0, 3]. Element 128h + 32j + l (j 0..3, l 0..31)
+ * has its code at bits 2j of qs[32h + l]; its sub-block is its index / 16. */
+typedef struct {
+    uint8_t scales[SLM_QK_K / 16];       /* 4-bit scale | 4-bit min << 4 */
+    uint8_t qs[SLM_QK_K / 4];            /* 2-bit codes */
+    uint16_t d;                          /* super-block scale for scales (f16) */
+    uint16_t dmin;                       /* super-block scale for mins (f16) */
+} slm_block_q2_K;
+
+/* Q3_K: 16 sub-blocks of 16; x = d * (sc[s] - 32) * q, q in [-4, 3]: the
+ * low 2 bits as Q2_K's, minus 4 when the element's hmask bit is clear
+ * (element 128h + 32j + l: bit 4h + j of hmask[l]). The 6-bit sc[s] are
+ * packed in scales[12] (slm_get_scale_q3_k). */
+typedef struct {
+    uint8_t hmask[SLM_QK_K / 8];         /* high bits, inverted sign of -4 */
+    uint8_t qs[SLM_QK_K / 4];            /* low 2 bits */
+    uint8_t scales[12];                  /* 6-bit scales, packed */
+    uint16_t d;                          /* super-block scale (f16) */
+} slm_block_q3_K;
+
+/* The 6-bit scale (0..63, before the -32) of sub-block s (0..15) of a Q3_K
+ * block: low 4 bits in the low nibble of byte s (s < 8) or the high nibble
+ * of byte s - 8; high 2 bits at bit 2 * (s / 4) of byte 8 + s % 4. */
+static inline int slm_get_scale_q3_k(int s, const uint8_t *sc) {
+    const int lo = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4;
+    return lo | (((sc[8 + s % 4] >> (2 * (s / 4))) & 3) << 4);
+}
+
 /* The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block. */
 static inline void slm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, uint8_t *mn) {
     if (j < 4) {
@@ -138,6 +199,7 @@ static inline void slm_get_scale_min_k4(int j, const uint8_t *q, uint8_t *sc, ui
 void slm_quantize_row_q8_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_1(const float *x, void *y, int64_t n);
+void slm_quantize_row_q5_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);
@@ -145,13 +207,15 @@ void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);
  * returns 0 if unsupported or n is not a multiple of the block size. */
 int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
 /* Dequantize a row of any supported type to float; returns 0 if unsupported
- * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q4_K, Q5_K, Q6_K are). */
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
+ * Q5_K, Q6_K, IQ4_XS are). Bit-exact with GGML's dequantize_row_*. */
 int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
 
 /* ---- repacked matrices (layout: common/layout_r16.c; written by compiler/repack.c) */
 /* 32 elements (block b of 32) of row c (0..15) of a 16-row group of a
- * repacked matrix of width k: codes as signed int8, half-block scales. */
-void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]);
+ * repacked matrix of width k: codes as int8, half-block scales and a min
+ * term (value = d[e / 16] * q[e] + m; m is 0 but for Q4_K/Q5_K). */
+void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2], float *m);
 /* Row j of a matrix (base = row 0, k elements per row) of any type the
  * kernels take, repacked or not, to float; 0 if unsupported. */
 int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y);

@@ -1,4 +1,5 @@
-/* Repacked matrices (SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16): the
+/* Repacked matrices (SLM_Q4_0_R16, SLM_Q5_0_R16, SLM_IQ4_NL_R16,
+ * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_F16_R16): the
  * compiler's kernel-friendly weight layout.
  *
  * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
@@ -14,6 +15,13 @@
  *                        element 8g + e, the high nibble that of element
  *                        8g + 4 + e (codes 0..15; value = d * (code - 8))
  *   f16 d[16]            the block scales of the 16 rows
+ * Q5_0_R16, 352 bytes per block
+ *   u8  codes[4][16][4]  the low 4 bits of the codes, as Q4_0's
+ *   u8  hb[16][4]        row c, byte e, bit v: bit 4 of the code of element
+ *                        4v + e (codes 0..31; value = d * (code - 16))
+ *   f16 d[16]
+ * IQ4_NL_R16, 288 bytes per block: as Q4_0_R16, the codes indices into
+ *   slm_kvalues_iq4nl (value = d * kvalues[code])
  * Q8_0_R16, 544 bytes per block
  *   u8  codes[8][16][4]  vector v, row c, byte e: code of element 4v + e plus
  *                        128 (value = d * (code - 128))
@@ -28,11 +36,26 @@
  *                        bits of element 16h + 4s + e (codes 0..63; value =
  *                        d * sc * (code - 32))
  *   i8  sc[2][16]        the scale of elements 16h .. 16h+15 of the block
+ * Q4_K_R16 (2304 bytes) and Q5_K_R16 (2816 bytes), per super-block of 256
+ * elements: a 256-byte header with the 16 rows' scales, then 8 blocks:
+ *   f16 d[16], dmin[16]  the super-block scales and min scales
+ *   u8  sm[8][16]        block s, row c: the low 4 bits of its 6-bit scale,
+ *                        ORed with the low 4 bits of its 6-bit min << 4
+ *   u8  sch[2][16]       bits 2(s % 4) .. +1 of byte [s / 4][c]: the high 2
+ *                        bits of block s's scale
+ *   u8  mnh[2][16]       the same for the mins
+ *   then per block s (elements 32s .. 32s+31):
+ *   u8  codes[4][16][4]  as Q4_0's (codes 0..15; value = d * sc * code -
+ *                        dmin * min)
+ *   u8  hb[16][4]        Q5_K only: row c, byte e, bit v is bit 4 of the
+ *                        code of element 4v + e (codes 0..31)
  *
  * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
  * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
  * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
- * v / 4 moved to bits 4..5; for Q8_0 it is bytes 64v .. 64v+63. One
+ * v / 4 moved to bits 4..5 (for Q5_0 and Q5_K with bit v of hb moved to
+ * bit 4; for IQ4_NL looked up in kvalues); for
+ * Q8_0 it is bytes 64v .. 64v+63. One
  * dot-product instruction (VNNI dpbusd) then advances 16 output columns by
  * 4 elements, and the scales of 16 columns are one vector load. */
 #include <string.h>
@@ -45,14 +68,53 @@ static inline int get_nibble(const uint8_t *codes, int c, int e) {
     return ((e / 4) & 1) ? v >> 4 : v & 0xF;
 }
 
-void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2]) {
+/* Q4_K_R16 / Q5_K_R16: block b's 6-bit scale and min of row c. */
+static void k_scale_min(const uint8_t *hdr, int c, int s, int *sc, int *mn) {
+    const uint8_t sm = hdr[64 + 16 * s + c];
+    *sc = (sm & 0xF) | ((hdr[192 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
+    *mn = (sm >> 4) | ((hdr[224 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
+}
+
+void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2], float *m) {
     const uint8_t *g = group;
     (void)k;
     uint16_t h;
+    *m = 0.0f;
+    if (rt == SLM_Q4_K_R16 || rt == SLM_Q5_K_R16) {
+        const int five = rt == SLM_Q5_K_R16;
+        const uint8_t *sup = g + (b / 8) * (five ? 2816 : 2304), *blk = sup + 256 + (b % 8) * (five ? 320 : 256);
+        for (int e = 0; e < 32; e++) {
+            int v = get_nibble(blk, c, e);
+            if (five) v |= ((blk[256 + c * 4 + e % 4] >> (e / 4)) & 1) << 4;
+            q[e] = (int8_t)v;
+        }
+        int sc, mn;
+        k_scale_min(sup, c, (int)(b % 8), &sc, &mn);
+        memcpy(&h, sup + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h) * (float)sc;
+        memcpy(&h, sup + 32 + 2 * c, 2);
+        *m = -slm_f16_to_f32(h) * (float)mn;
+        return;
+    }
     if (rt == SLM_Q8_0_R16) {
         const uint8_t *blk = g + b * 544;
         for (int e = 0; e < 32; e++) q[e] = (int8_t)(blk[(e / 4) * 64 + c * 4 + e % 4] ^ 0x80);
         memcpy(&h, blk + 512 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
+    if (rt == SLM_Q5_0_R16) {
+        const uint8_t *blk = g + b * 352;
+        for (int e = 0; e < 32; e++)
+            q[e] = (int8_t)((get_nibble(blk, c, e) | ((blk[256 + c * 4 + e % 4] >> (e / 4)) & 1) << 4) - 16);
+        memcpy(&h, blk + 320 + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        return;
+    }
+    if (rt == SLM_IQ4_NL_R16) {
+        const uint8_t *blk = g + b * 288;
+        for (int e = 0; e < 32; e++) q[e] = slm_kvalues_iq4nl[get_nibble(blk, c, e)];
+        memcpy(&h, blk + 256 + 2 * c, 2);
         d[0] = d[1] = slm_f16_to_f32(h);
         return;
     }
@@ -85,12 +147,16 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
         for (int64_t e = 0; e < k; e++) y[e] = slm_f16_to_f32(g[e * 16 + j % 16]);
         return 1;
     }
-    if (t != SLM_Q4_0_R16 && t != SLM_Q6_K_R16 && t != SLM_Q8_0_R16) return 0;
+    switch (t) {
+    case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
+    case SLM_Q6_K_R16: break;
+    default: return 0;
+    }
     for (int64_t b = 0; b < k / 32; b++) {
         int8_t q[32];
-        float d[2];
-        slm_r16_block_i8(t, group, k, (int)(j % 16), b, q, d);
-        for (int e = 0; e < 32; e++) y[32 * b + e] = d[e / 16] * (float)q[e];
+        float d[2], m;
+        slm_r16_block_i8(t, group, k, (int)(j % 16), b, q, d, &m);
+        for (int e = 0; e < 32; e++) y[32 * b + e] = d[e / 16] * (float)q[e] + m;
     }
     return 1;
 }

@@ -1,3 +1,5 @@
+/* A whole file mapped read-only (MAP_PRIVATE), with messages naming the
+ * file; unmapping. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/mman.h>

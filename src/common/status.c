@@ -1,3 +1,5 @@
+/* Status codes by name, the one way to fill an slm_err (slm_errf), and
+ * base names for messages. */
 #include <stdio.h>
 
 #include "common.h"

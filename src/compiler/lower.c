@@ -325,6 +325,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->wtype = (uint8_t)nd->weight->type;
         t->n = nd->cols;
         t->k = (int32_t)nd->weight->ne[1];
+        t->f0 = nd->scale;
         t->flags = row_flags(c, i);
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
         if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
@@ -333,6 +334,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
     case SLM_OP_RMSNORM:
         if (!(t = new_task(c, SLM_T_RMSNORM, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;
+        t->c = nd->group;
         t->f0 = nd->eps;
         t->flags = row_flags(c, i);
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
@@ -362,15 +364,21 @@ static slm_status lower_node(lower_ctx *c, int i) {
                 t->f0 = nd->eps;
                 if ((s = ref_weight(c, nd->weight2, &t->ref[SLM_REF_SRC2]))) return s;
             } else if (nd->pre == SLM_OP_SWIGLU) {
-                t->flags |= SLM_TF_PRE_SWIGLU;
+                t->flags |= SLM_TF_PRE_SWIGLU | (nd->gelu ? SLM_TF_GELU : 0);
                 t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[1]);
             }
             if (nd->post == SLM_OP_ADD) t->flags |= SLM_TF_POST_ADD; /* dst is the residual */
             if (nd->post == SLM_OP_ROPE) {
                 t->flags |= SLM_TF_POST_ROPE | (nd->neox ? SLM_TF_NEOX : 0);
                 t->c = nd->head_dim;
+                t->b = nd->rot;
                 t->ref[SLM_REF_SRC3] = ref_node(c, nd->in[nd->post_in]);
                 t->ref[SLM_REF_SRC4].space = SLM_SPACE_CONST;
+                t->ref[SLM_REF_SRC4].off = (uint64_t)nd->table * c->g->rope_table_bytes;
+            }
+            if (nd->softcap > 0.0f) {
+                t->flags |= SLM_TF_POST_SOFTCAP;
+                t->f1 = nd->softcap;
             }
             t->ref[SLM_REF_DST] = ref_node(c, i);
         }
@@ -382,9 +390,11 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->n0 = 0;
         t->n1 = nd->heads;
         t->c = nd->head_dim;
+        t->b = nd->rot;
         t->flags = row_flags(c, i) | (nd->neox ? SLM_TF_NEOX : 0);
         t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[1]);
         t->ref[SLM_REF_SRC2].space = SLM_SPACE_CONST;
+        t->ref[SLM_REF_SRC2].off = (uint64_t)nd->table * c->g->rope_table_bytes;
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
     case SLM_OP_ATTENTION: {
@@ -400,6 +410,8 @@ static slm_status lower_node(lower_ctx *c, int i) {
             t->c = nd->head_dim;
             t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
             t->window = nd->window;
+            t->f0 = nd->scale;
+            t->f1 = nd->softcap;
             t->flags = row_flags(c, i);
             for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
             t->ref[SLM_REF_DST] = ref_node(c, i);
@@ -409,7 +421,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
     case SLM_OP_ADD: case SLM_OP_SWIGLU:
         if (!(t = new_task(c, nd->op == SLM_OP_ADD ? SLM_T_ADD : SLM_T_SWIGLU, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;
-        t->flags = row_flags(c, i);
+        t->flags = row_flags(c, i) | (nd->op == SLM_OP_SWIGLU && nd->gelu ? SLM_TF_GELU : 0);
         if (nd->op == SLM_OP_ADD) {
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[1]);
         } else {
@@ -508,37 +520,63 @@ fail_free_ctx:
 
 /* ---- the compile driver -------------------------------------------------- */
 
-static slm_status build_constants(slm_compiled *c, const slm_model_file *mf, slm_err *err) {
-    const slm_model_config *m = &c->cfg;
-    const float *factors = NULL; /* Llama 3: rope_freqs.weight divides each pair's frequency */
-    if (m->rope_freqs) {
-        const slm_tensor *t = slm_model_tensor(mf, "rope_freqs.weight");
-        if (!t || t->type != SLM_F32 || t->ne[0] != m->head_dim / 2)
-            return slm_errf(err, SLM_ERR_FORMAT, "rope_freqs.weight missing or malformed");
-        factors = t->data;
-    }
-    int pairs = m->head_dim / 2;
-    uint64_t n = (uint64_t)c->kv_capacity * (uint64_t)pairs * 2;
-    c->consts.rope = slm_aligned_alloc((size_t)n * sizeof(float));
-    if (!c->consts.rope) return slm_errf(err, SLM_ERR_NOMEM, "out of memory for RoPE tables");
-    c->consts.rope_pos = c->kv_capacity;
-    c->consts.rope_pairs = pairs;
-    c->consts.bytes = n * sizeof(float);
-    /* the same float arithmetic as llama2.c's run.c, so positions rotate
-     * identically; scaling (when the model has it) divides the angle */
-    for (int pos = 0; pos < c->kv_capacity; pos++)
+/* One RoPE table: [kv_capacity][rot/2] (cos, sin), in the same float
+ * arithmetic as llama2.c's run.c so positions rotate identically; scaling
+ * (when the model has it) divides the angle, factors (Llama 3 rope_freqs,
+ * LongRoPE) divide each pair's frequency, attn_factor multiplies cos and
+ * sin (LongRoPE's magnitude correction, as ggml's rope applies it). */
+static void rope_table(float *out, int n_pos, int rot, float base, float scale, const float *factors, float attn_factor) {
+    const int pairs = rot / 2;
+    for (int pos = 0; pos < n_pos; pos++)
         for (int i = 0; i < pairs; i++) {
-            float freq = 1.0f / powf(m->rope_base, (float)(2 * i) / (float)m->head_dim);
+            float freq = 1.0f / powf(base, (float)(2 * i) / (float)rot);
             if (factors) {
                 float f;
                 memcpy(&f, factors + i, sizeof f);
                 freq /= f;
             }
             float val = (float)pos * freq;
-            if (m->rope_scale != 1.0f) val /= m->rope_scale;
-            c->consts.rope[((size_t)pos * pairs + i) * 2 + 0] = cosf(val);
-            c->consts.rope[((size_t)pos * pairs + i) * 2 + 1] = sinf(val);
+            if (scale != 1.0f) val /= scale;
+            float cv = cosf(val), sv = sinf(val);
+            if (attn_factor != 0.0f && attn_factor != 1.0f) {
+                cv *= attn_factor;
+                sv *= attn_factor;
+            }
+            out[((size_t)pos * pairs + i) * 2 + 0] = cv;
+            out[((size_t)pos * pairs + i) * 2 + 1] = sv;
         }
+}
+
+static slm_status build_constants(slm_compiled *c, const slm_model_file *mf, slm_err *err) {
+    const slm_model_config *m = &c->cfg;
+    const int rot = slm_rope_dims(m), pairs = rot / 2;
+    const float *factors = NULL;
+    if (m->rope_freqs || m->rope_long) {
+        /* Llama 3: rope_freqs.weight; LongRoPE: the long factors when the KV
+         * capacity (our context size) exceeds the original context, as
+         * llama.cpp picks them by its context size */
+        const char *name = m->rope_freqs ? "rope_freqs.weight"
+                           : c->kv_capacity > m->rope_orig_ctx ? "rope_factors_long.weight"
+                                                               : "rope_factors_short.weight";
+        const slm_tensor *t = slm_model_tensor(mf, name);
+        if (!t || t->type != SLM_F32 || t->ne[0] != pairs)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s missing or malformed", name);
+        factors = t->data;
+    }
+    int n_tables = 1;
+    for (int l = 0; l < m->n_layers; l++)
+        if (slm_rope_table_of(m, l) == 1) n_tables = 2;
+    uint64_t per = (uint64_t)c->kv_capacity * (uint64_t)pairs * 2;
+    uint64_t n = per * (uint64_t)n_tables;
+    c->consts.rope = slm_aligned_alloc((size_t)n * sizeof(float));
+    if (!c->consts.rope) return slm_errf(err, SLM_ERR_NOMEM, "out of memory for RoPE tables");
+    c->consts.rope_pos = c->kv_capacity;
+    c->consts.rope_pairs = pairs;
+    c->consts.bytes = n * sizeof(float);
+    rope_table(c->consts.rope, c->kv_capacity, rot, m->rope_base, m->rope_scale, factors, m->rope_attn_factor);
+    if (n_tables == 2) /* the sliding-window layers' own base and scaling (gemma3) */
+        rope_table(c->consts.rope + per, c->kv_capacity, rot, m->rope_base_swa > 0.0f ? m->rope_base_swa : m->rope_base,
+                   m->rope_scale_swa > 0.0f ? m->rope_scale_swa : m->rope_scale, factors, m->rope_attn_factor);
     return SLM_OK;
 }
 
@@ -555,6 +593,7 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
         return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
     }
     if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
+    p->graph.rope_table_bytes = (uint64_t)c->consts.rope_pos * (uint64_t)c->consts.rope_pairs * 2 * sizeof(float);
     if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
     if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
     if (kind != SLM_PROG_VERIFY && (s = slm_pass_last_row(&p->graph, err))) return s;
@@ -613,7 +652,7 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     o->n_generate_variants = normalize_variants(o->generate_variants, o->n_generate_variants, 1, out->kv_capacity);
     slm_status s;
     slm_graph_init(&out->stateful, "stateful");
-    if ((s = slm_build_llama(&out->stateful, m, err))) goto fail;
+    if ((s = slm_build_decoder(&out->stateful, m, err))) goto fail;
     if ((s = build_constants(out, m, err))) goto fail;
     if (o->draft_n < 0 || o->draft_n + 1 > mpl) o->draft_n = 0;
     out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants + 3), sizeof(slm_program));
@@ -657,6 +696,7 @@ static slm_status make_batch_program(slm_compiled *c, slm_program *p, int rows, 
     p->kind = SLM_PROG_BATCH;
     snprintf(p->name, sizeof p->name, "batch.%d", rows);
     if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
+    p->graph.rope_table_bytes = (uint64_t)c->consts.rope_pos * (uint64_t)c->consts.rope_pairs * 2 * sizeof(float);
     if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
     if ((s = slm_pass_specialize(&p->graph, rows, n_seqs * c->kv_capacity, err))) return s;
     if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;

@@ -129,6 +129,7 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
     for (int f = 0; f < g->n_nodes; f++) {
         slm_node *F = &g->nodes[f];
         if (F->dead || (F->op != SLM_OP_RMSNORM && F->op != SLM_OP_SWIGLU)) continue;
+        if (F->op == SLM_OP_RMSNORM && F->group) continue; /* per-head norms stay tasks */
         int ok = 1, users = 0;
         for (int i = 0; i < g->n_nodes && ok; i++) {
             const slm_node *u = &g->nodes[i];
@@ -148,6 +149,7 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
             if (F->op == SLM_OP_SWIGLU) {
                 u->in[1] = F->in[1];
                 u->n_in = 2;
+                u->gelu = F->gelu;
             } else {
                 u->weight2 = F->weight;
                 u->eps = F->eps;
@@ -181,7 +183,8 @@ slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err) {
         if (R->dead || R->op != SLM_OP_ROPE) continue;
         const int m = R->in[0];
         slm_node *M = &g->nodes[m];
-        if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->n_in >= 5 || M->rows != R->rows) continue;
+        if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->softcap != 0.0f || M->n_in >= 5 || M->rows != R->rows)
+            continue;
         if (count_users(g, m) != 1) continue; /* the rope alone reads the matmul's output */
         M->post = SLM_OP_ROPE;
         M->post_in = M->n_in;
@@ -189,6 +192,8 @@ slm_status slm_pass_fuse_rope(slm_graph *g, slm_err *err) {
         M->heads = R->heads;
         M->head_dim = R->head_dim;
         M->neox = R->neox;
+        M->rot = R->rot;
+        M->table = R->table;
         R->dead = 1;
         replace_uses(g, r, m); /* the rope's readers read the matmul (the same storage) */
     }
@@ -202,7 +207,8 @@ slm_status slm_pass_fuse_residual(slm_graph *g, slm_err *err) {
         if (A->dead || A->op != SLM_OP_ADD) continue;
         const int m = A->in[1], x = A->in[0];
         slm_node *M = &g->nodes[m];
-        if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->n_in >= 5 || M->rows != A->rows || M->cols != A->cols)
+        if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->softcap != 0.0f || M->n_in >= 5 || M->rows != A->rows ||
+            M->cols != A->cols)
             continue;
         if (count_users(g, m) != 1) continue;
         int ok = 1; /* the matmul must not read x, nor anything between it and the add read x */

@@ -22,7 +22,11 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (n <= 0 || n % 16 || k <= 0) return 0;
     if (t == SLM_Q4_0 && k % 32 == 0) return SLM_Q4_0_R16;
     if (t == SLM_Q6_K && k % 256 == 0) return SLM_Q6_K_R16;
+    if (t == SLM_Q4_K && k % 256 == 0) return SLM_Q4_K_R16;
+    if (t == SLM_Q5_K && k % 256 == 0) return SLM_Q5_K_R16;
     if (t == SLM_Q8_0 && k % 32 == 0) return SLM_Q8_0_R16;
+    if (t == SLM_Q5_0 && k % 32 == 0) return SLM_Q5_0_R16;
+    if (t == SLM_IQ4_NL && k % 32 == 0) return SLM_IQ4_NL_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
@@ -44,6 +48,31 @@ static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uin
             }
             put_nibbles(blk, c, q);
             memcpy(blk + 256 + 2 * c, &row[b].d, 2);
+        }
+    }
+}
+
+/* Q5_0 (the fifth bits in hb) and IQ4_NL (the codes are table indices) as Q4_0. */
+static void repack_group_q5_0_iq4_nl(int five, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const size_t bb = five ? 352 : 288, cb = five ? 320 : 256;
+    for (int c = 0; c < 16; c++) {
+        const uint8_t *row = src + (size_t)c * wrow;
+        for (int64_t b = 0; b < nb; b++) {
+            const slm_block_q5_0 *x5 = (const slm_block_q5_0 *)row + b;
+            const slm_block_iq4_nl *xn = (const slm_block_iq4_nl *)row + b;
+            const uint8_t *qs = five ? x5->qs : xn->qs;
+            uint8_t *blk = dst + (size_t)b * bb, q[32];
+            uint32_t qh = 0;
+            if (five) qh = (uint32_t)x5->qh[0] | (uint32_t)x5->qh[1] << 8 | (uint32_t)x5->qh[2] << 16 | (uint32_t)x5->qh[3] << 24;
+            for (int e = 0; e < 32; e++) q[e] = (uint8_t)(((qs[e % 16] >> (4 * (e / 16))) & 0xF) | ((qh >> e) & 1) << 4);
+            put_nibbles(blk, c, q);
+            if (five)
+                for (int e = 0; e < 4; e++) {
+                    uint8_t v = 0;
+                    for (int f = 0; f < 8; f++) v |= (uint8_t)(((q[4 * f + e] >> 4) & 1) << f);
+                    blk[256 + c * 4 + e] = v;
+                }
+            memcpy(blk + cb + 2 * c, five ? &x5->d : &xn->d, 2);
         }
     }
 }
@@ -81,6 +110,42 @@ static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
     }
 }
 
+/* Q4_K / Q5_K: per super-block the rows' scales in a header, then 8 blocks
+ * of codes (and, for Q5_K, their fifth bits). */
+static void repack_group_k(int five, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const int64_t ns = nb / 8;
+    const size_t sup_bytes = five ? 2816 : 2304, blk_bytes = five ? 320 : 256;
+    for (int c = 0; c < 16; c++) {
+        const uint8_t *row = src + (size_t)c * wrow;
+        for (int64_t s = 0; s < ns; s++) {
+            const slm_block_q4_K *x4 = (const slm_block_q4_K *)row + s;
+            const slm_block_q5_K *x5 = (const slm_block_q5_K *)row + s;
+            const uint8_t *scales = five ? x5->scales : x4->scales, *qs = five ? x5->qs : x4->qs;
+            uint8_t *sup = dst + (size_t)s * sup_bytes;
+            memcpy(sup + 2 * c, five ? &x5->d : &x4->d, 2);
+            memcpy(sup + 32 + 2 * c, five ? &x5->dmin : &x4->dmin, 2);
+            for (int bb = 0; bb < 8; bb++) {
+                uint8_t sc, mn, q[32];
+                slm_get_scale_min_k4(bb, scales, &sc, &mn);
+                sup[64 + 16 * bb + c] = (uint8_t)((sc & 0xF) | (mn & 0xF) << 4);
+                if (bb % 4 == 0) sup[192 + 16 * (bb / 4) + c] = sup[224 + 16 * (bb / 4) + c] = 0;
+                sup[192 + 16 * (bb / 4) + c] |= (uint8_t)((sc >> 4) << (2 * (bb % 4)));
+                sup[224 + 16 * (bb / 4) + c] |= (uint8_t)((mn >> 4) << (2 * (bb % 4)));
+                /* block bb = chunk bb / 2 of qs, low (bb even) or high nibbles */
+                uint8_t *blk = sup + 256 + (size_t)bb * blk_bytes;
+                for (int l = 0; l < 32; l++) q[l] = (uint8_t)(qs[32 * (bb / 2) + l] >> (4 * (bb % 2))) & 0xF;
+                put_nibbles(blk, c, q);
+                if (five)
+                    for (int e = 0; e < 4; e++) {
+                        uint8_t v = 0;
+                        for (int f = 0; f < 8; f++) v |= (uint8_t)(((x5->qh[4 * f + e] >> bb) & 1) << f);
+                        blk[256 + c * 4 + e] = v;
+                    }
+            }
+        }
+    }
+}
+
 static void repack_group_q8_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
     for (int c = 0; c < 16; c++) {
         const slm_block_q8_0 *row = (const slm_block_q8_0 *)(src + (size_t)c * wrow);
@@ -106,6 +171,8 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
                 for (int64_t e = 0; e < k; e++) dst[e * 16 + c] = src[(size_t)c * (size_t)k + (size_t)e];
         } else if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
         else if (t == SLM_Q8_0) repack_group_q8_0(tmp, wrow, nb, grp);
+        else if (t == SLM_Q5_0 || t == SLM_IQ4_NL) repack_group_q5_0_iq4_nl(t == SLM_Q5_0, tmp, wrow, nb, grp);
+        else if (t == SLM_Q4_K || t == SLM_Q5_K) repack_group_k(t == SLM_Q5_K, tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
 }

@@ -121,6 +121,19 @@ static int quant_class(uint32_t wtype) {
     return slm_qtype_kind(wtype) >= 0 ? 1 : 0;
 }
 
+/* GeGLU: gelu_tanh(gate) * up (gemma), in plain C. */
+static void geglu(const float *g, const float *u, float *y, int n) {
+    for (int i = 0; i < n; i++) {
+        const float x = g[i];
+        y[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
+    }
+}
+
+/* Soft-capping: cap * tanh(x / cap). */
+static void softcap(float *x, int n, float cap) {
+    for (int i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
 static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy);
 
 /* A matrix task: output columns [n0, n1) for every row of rr, as one
@@ -168,6 +181,8 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
             for (int i = 0; i < mm.rows; i++) {
                 const float *xi = x0 + (size_t)i * mm.ldx;
                 if (pre == SLM_TF_PRE_NORM) ks->rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
+                else if (t->flags & SLM_TF_GELU)
+                    geglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
                 else ks->swiglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
             }
         mm.x = px;
@@ -208,25 +223,28 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
         return SLM_OK;
     }
     if (t->flags & SLM_TF_POST_ROPE) rope_epilogue(t, rr, mm.y, mm.ldy);
+    if (t->flags & SLM_TF_POST_SOFTCAP)
+        for (int i = 0; i < mm.rows; i++) softcap(mm.y + (size_t)i * mm.ldy + mm.n0, mm.n1 - mm.n0, t->f1);
     if (add)
         for (int i = 0; i < mm.rows; i++)
             slm_k_add(acc_y + (size_t)i * acc_ld + t->n0, mm.y + (size_t)i * mm.ldy, mm.n1);
     return SLM_OK;
 }
 
-static void rope_neox(float *x, int heads, int head_dim, const float *cs);
+static void rope_neox(float *x, int heads, int head_dim, int rot, const float *cs);
+
 
 /* A fused RoPE on the columns [n0, n1) a matrix task just wrote (rows of
  * y as the matmul wrote them): whole heads for neox, pairs otherwise. */
 static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy) {
     const int32_t *pos = t->p[SLM_REF_SRC3];
     const float *table = t->p[SLM_REF_SRC4];
-    const int hd = t->c, pairs = hd / 2;
+    const int hd = t->c, rot = t->b > 0 ? t->b : hd, pairs = rot / 2;
     for (int r = rr.begin; r < rr.end; r++) {
         float *x = y + (size_t)(r - rr.begin) * ldy;
         const float *cs = table + (size_t)pos[r] * pairs * 2;
         if (t->flags & SLM_TF_NEOX) {
-            rope_neox(x + t->n0, (t->n1 - t->n0) / hd, hd, cs);
+            rope_neox(x + t->n0, (t->n1 - t->n0) / hd, hd, rot, cs);
             continue;
         }
         for (int j = t->n0; j + 1 < t->n1; j += 2) {
@@ -238,9 +256,11 @@ static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy) {
     }
 }
 
-/* RoPE in the "neox" layout (Qwen2, GPT-NeoX): pair i is (i, i + d/2). */
-static void rope_neox(float *x, int heads, int head_dim, const float *cs) {
-    const int half = head_dim / 2;
+/* RoPE in the "neox" layout (Qwen2, GPT-NeoX): pair i is (i, i + rot/2)
+ * over the first rot dimensions of each head (rot < head_dim: partial
+ * rotary, the rest pass through). */
+static void rope_neox(float *x, int heads, int head_dim, int rot, const float *cs) {
+    const int half = rot / 2;
     for (int h = 0; h < heads; h++) {
         float *v = x + (size_t)h * head_dim;
         for (int i = 0; i < half; i++) {
@@ -249,6 +269,35 @@ static void rope_neox(float *x, int heads, int head_dim, const float *cs) {
             v[i] = v0 * c - v1 * s;
             v[i + half] = v0 * s + v1 * c;
         }
+    }
+}
+
+/* Attention with soft-capped scores (gemma2): cap * tanh(q.k * scale / cap)
+ * before the softmax, one pass with a running max, in plain C. */
+static void attention_softcap(const slm_attn_args *a, float cap) {
+    for (int g = 0; g < a->group; g++) {
+        const float *q = a->q + (size_t)g * a->q_stride;
+        float *o = a->out + (size_t)g * a->out_stride;
+        float m = -INFINITY, l = 0.0f;
+        memset(o, 0, (size_t)a->head_dim * sizeof(float));
+        for (int j = a->first; j <= a->last; j++) {
+            if (!a->mask[j]) continue;
+            const float *k = a->K + (size_t)j * a->ld, *v = a->V + (size_t)j * a->ld;
+            float sc = 0.0f;
+            for (int d = 0; d < a->head_dim; d++) sc += q[d] * k[d];
+            sc = cap * tanhf(sc * a->scale / cap);
+            if (sc > m) {
+                const float corr = m == -INFINITY ? 0.0f : expf(m - sc);
+                l *= corr;
+                for (int d = 0; d < a->head_dim; d++) o[d] *= corr;
+                m = sc;
+            }
+            const float p = expf(sc - m);
+            l += p;
+            for (int d = 0; d < a->head_dim; d++) o[d] += p * v[d];
+        }
+        if (l > 0.0f)
+            for (int d = 0; d < a->head_dim; d++) o[d] /= l;
     }
 }
 
@@ -270,28 +319,34 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             int id = ids[r];
             if (id < 0 || id >= t->k) return SLM_ERR_ARG;
             /* the table may be repacked (a tied embedding is also the LM head) */
-            if (!slm_dequantize_matrix_row(t->wtype, t->p[SLM_REF_SRC1], t->n, id,
-                                           row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r)))
-                return SLM_ERR_INTERNAL;
+            float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+            if (!slm_dequantize_matrix_row(t->wtype, t->p[SLM_REF_SRC1], t->n, id, y)) return SLM_ERR_INTERNAL;
+            if (t->f0 != 0.0f)
+                for (int i = 0; i < t->n; i++) y[i] *= t->f0;
         }
         return SLM_OK;
     }
-    case SLM_T_RMSNORM:
-        for (int r = rr.begin; r < rr.end; r++)
-            ks->rmsnorm(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->p[SLM_REF_SRC1],
-                          row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n, t->f0);
+    case SLM_T_RMSNORM: {
+        const int w = t->c > 0 ? t->c : t->n; /* per-head norms: runs of c columns */
+        for (int r = rr.begin; r < rr.end; r++) {
+            const int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
+            const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+            float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
+            for (int j = 0; j + w <= t->n; j += w) ks->rmsnorm(x + j, t->p[SLM_REF_SRC1], y + j, w, t->f0);
+        }
         return SLM_OK;
+    }
     case SLM_T_MATMUL:
         return run_matmul(t, rr, cpos, ks, scratch, memo);
     case SLM_T_ROPE: {
         const int32_t *pos = t->p[SLM_REF_SRC1];
         const float *table = t->p[SLM_REF_SRC2];
-        const int pairs = t->c / 2;
+        const int rot = t->b > 0 ? t->b : t->c, pairs = rot / 2;
         for (int r = rr.begin; r < rr.end; r++) {
             int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : (t->flags & SLM_TF_DST_CPOS) ? cpos[r] : r;
             float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
             if (t->flags & SLM_TF_NEOX)
-                rope_neox(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
+                rope_neox(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, rot, table + (size_t)pos[r] * pairs * 2);
             else
                 slm_k_rope(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
         }
@@ -326,11 +381,12 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                     .mask = mask,
                     .first = first,
                     .last = last,
-                    .scale = 1.0f / sqrtf((float)t->c),
+                    .scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c),
                     .out = o + (size_t)h * t->c,
                     .out_stride = (size_t)t->c,
                 };
-                ks->attention(&a);
+                if (t->f1 > 0.0f) attention_softcap(&a, t->f1);
+                else ks->attention(&a);
                 h = h1;
             }
         }
@@ -348,6 +404,12 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
         }
         return SLM_OK;
     case SLM_T_SWIGLU:
+        if (t->flags & SLM_TF_GELU) {
+            for (int r = rr.begin; r < rr.end; r++)
+                geglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
+                      row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
+            return SLM_OK;
+        }
         for (int r = rr.begin; r < rr.end; r++)
             ks->swiglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r),
                          row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),

@@ -69,7 +69,7 @@ slm_dot_fn slm_dot_ref_for(uint32_t wtype) {
     case SLM_Q4_K: return dot_q4_k_ref;
     case SLM_Q5_K: return dot_q5_k_ref;
     case SLM_Q6_K: return dot_q6_k_ref;
-    default: return NULL;
+    default: return slm_quant2_dot_ref(wtype);
     }
 }
 
@@ -84,10 +84,13 @@ static float dot_r16_ref(const slm_mm *mm, int j, const float *x) {
     }
     for (int b = 0; b < mm->k / 32; b++) {
         int8_t q[32];
-        float d[2], h[2] = {0.0f, 0.0f};
-        slm_r16_block_i8(mm->wtype, group, mm->k, j % 16, b, q, d);
-        for (int e = 0; e < 32; e++) h[e / 16] += (float)q[e] * x[32 * b + e];
-        s += d[0] * h[0] + d[1] * h[1];
+        float d[2], m, h[2] = {0.0f, 0.0f}, sx = 0.0f;
+        slm_r16_block_i8(mm->wtype, group, mm->k, j % 16, b, q, d, &m);
+        for (int e = 0; e < 32; e++) {
+            h[e / 16] += (float)q[e] * x[32 * b + e];
+            sx += x[32 * b + e];
+        }
+        s += d[0] * h[0] + d[1] * h[1] + m * sx;
     }
     return s;
 }
@@ -124,5 +127,11 @@ static const slm_kernel_set k_ref = {
 const slm_kernel_set *slm_kernels_ref(void) { return &k_ref; }
 
 int slm_matmul_supported(uint32_t t) {
-    return t == SLM_Q4_0_R16 || t == SLM_Q6_K_R16 || t == SLM_Q8_0_R16 || t == SLM_F16_R16 || slm_dot_ref_for(t) != NULL;
+    switch (t) {
+    case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
+    case SLM_Q6_K_R16: case SLM_F16_R16:
+        return 1;
+    default:
+        return slm_is_r16(t) ? 0 : slm_dot_ref_for(t) != NULL;
+    }
 }

@@ -13,7 +13,7 @@ int slm_qtype_kind(uint32_t t) {
     case SLM_Q4_0: case SLM_Q8_0: return 0;
     case SLM_Q6_K: return 1;
     case SLM_Q4_1: case SLM_Q4_K: case SLM_Q5_K: return 2;
-    default: return -1;
+    default: return slm_quant2_kind(t); /* kernels_quant2_ref.c */
     }
 }
 
@@ -83,10 +83,12 @@ void slm_qblock_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2],
         for (int l = 0; l < 32; l++) q[l] = (int8_t)((((ql[l] >> shl) & 0xF) | (((qh[l] >> shh) & 3) << 4)) - 32);
         return;
     }
-    default:
-        memset(q, 0, 32);
-        d[0] = d[1] = 0.0f;
+    default: { /* kernels_quant2_ref.c's types; zeros for Q2_K (two mins) */
+        float m2[2];
+        slm_qblock2_i8(slm_quant2_kind(t) == 3 ? SLM_F32 : t, row, b, q, d, m2);
+        *m = m2[0];
         return;
+    }
     }
 }
 

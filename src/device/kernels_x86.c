@@ -4,12 +4,22 @@
  * - F32/F16/BF16: kernels_x86_float.c
  * - quantized, file layout: kernels_x86_dot.c (activations quantized once
  *   per call to int8 blocks in scratch, unless xq_ready)
- * - repacked (r16): kernels_x86_r16.c
+ * - Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K: kernels_x86_quant2.c (decode;
+ *   Q2_K always), else kernels_x86_dot.c's prefill panel
+ * - repacked (r16): kernels_x86_r16.c, kernels_x86_r16k.c (Q4_K, Q5_K)
  * The vector kernels are in kernels_x86_vec.c, attention in attention.c. */
 #include "device/attention.h"
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
+/* kernels_x86_quant2.c's types at decode, and Q2_K always (its two mins
+ * per block do not fit the packed panel); their prefill otherwise runs on
+ * kernels_x86_dot.c's panel through slm_qblock_i8. */
+static int quant2_direct(const slm_mm *mm) {
+    const int kind = slm_quant2_kind(mm->wtype);
+    return kind >= 0 && (mm->rows == 1 || kind == 3);
+}
+
 AVX512 static void matmul_avx512(const slm_mm *mm) {
     if (mm->wtype == SLM_F16_R16) {
         slm_x86_f16r16_matmul_avx512(mm);
@@ -18,7 +28,8 @@ AVX512 static void matmul_avx512(const slm_mm *mm) {
     if (slm_is_r16(mm->wtype)) {
         const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
         if (!mm->xq_ready) slm_x86_quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 0, qs.q, qs.d, qs.s, qs.hs);
-        slm_x86_r16_matmul_avx512(mm, &qs);
+        if (mm->wtype == SLM_Q4_K_R16 || mm->wtype == SLM_Q5_K_R16) slm_x86_r16k_matmul_avx512(mm, &qs);
+        else slm_x86_r16_matmul_avx512(mm, &qs);
         return;
     }
     if (slm_qtype_kind(mm->wtype) < 0) {
@@ -27,7 +38,8 @@ AVX512 static void matmul_avx512(const slm_mm *mm) {
     }
     const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
     if (!mm->xq_ready) slm_x86_quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 128, qs.q, qs.d, qs.s, qs.hs);
-    slm_x86_qmatmul_avx512(mm, &qs);
+    if (quant2_direct(mm)) slm_x86_quant2_matmul_avx512(mm, &qs);
+    else slm_x86_qmatmul_avx512(mm, &qs);
 }
 
 AVX2 static void matmul_avx2(const slm_mm *mm) {
@@ -41,7 +53,9 @@ AVX2 static void matmul_avx2(const slm_mm *mm) {
     }
     const qscratch qs = qscratch_split(mm->scratch, mm->rows, mm->k);
     if (!mm->xq_ready) slm_x86_quant_act_avx2(mm->x, mm->ldx, mm->rows, mm->k, qs.q, qs.d, qs.s, qs.hs);
-    if (slm_is_r16(mm->wtype)) slm_x86_r16_matmul_avx2(mm, &qs);
+    if (mm->wtype == SLM_Q4_K_R16 || mm->wtype == SLM_Q5_K_R16) slm_x86_r16k_matmul_avx2(mm, &qs);
+    else if (slm_is_r16(mm->wtype)) slm_x86_r16_matmul_avx2(mm, &qs);
+    else if (quant2_direct(mm)) slm_x86_quant2_matmul_avx2(mm, &qs);
     else slm_x86_qmatmul_avx2(mm, &qs);
 }
 

@@ -91,12 +91,21 @@ void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int o
 void slm_x86_qmatmul_avx2(const slm_mm *mm, const qscratch *qs);
 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs);
 
+/* kernels_x86_quant2.c: Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K in their file
+ * layout (activations in qs as for kernels_x86_dot.c): every row of mm, one
+ * column at a time; the sets call it for decode, and for Q2_K always. */
+void slm_x86_quant2_matmul_avx2(const slm_mm *mm, const qscratch *qs);
+void slm_x86_quant2_matmul_avx512(const slm_mm *mm, const qscratch *qs);
+
 /* kernels_x86_r16.c: repacked weights (activations signed in qs; F16_R16
  * takes none) */
 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs);
 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs);
 void slm_x86_f16r16_matmul_avx2(const slm_mm *mm);
 void slm_x86_f16r16_matmul_avx512(const slm_mm *mm);
+/* kernels_x86_r16k.c: the repacked K-quants with a min term (Q4_K, Q5_K) */
+void slm_x86_r16k_matmul_avx2(const slm_mm *mm, const qscratch *qs);
+void slm_x86_r16k_matmul_avx512(const slm_mm *mm, const qscratch *qs);
 
 #endif
 #endif

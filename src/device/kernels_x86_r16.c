@@ -2,20 +2,33 @@
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
-/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16; layout in compiler/repack.c) -
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16;
+ * layout in common/layout_r16.c) ---------------------------------------------
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
  * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
- * codes' offset (8; 32 for Q6_K, 128 for Q8_0) is folded into the accumulator's start:
- * -offset * (sum of the activation codes of the half block). Q6_K keeps
- * one accumulator per half block (per-16 scales). Decode is R = 1. */
-/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16 */
+ * codes' offset (8; 16 for Q5_0, 32 for Q6_K, 128 for Q8_0 and for IQ4_NL,
+ * whose table values are looked up plus 128) is folded into the
+ * accumulator's start: -offset * (sum of the activation codes of the half
+ * block). Q6_K keeps one accumulator per half block (per-16 scales).
+ * Decode is R = 1. */
+/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16 */
+#define R16_CODE_BYTES(TY) ((TY) == 2 ? 512 : (TY) == 3 ? 320 : 256) /* per block, before the scales */
+
 AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int TY) {
     if (TY == 2) return _mm512_loadu_si512(lo + 64 * v);
     const int Q6 = TY == 1;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i c = _mm512_loadu_si512(lo + 64 * (v / 2));
     __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+    if (TY == 3) /* Q5_0: bit v of hb is bit 4 */
+        w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(_mm512_loadu_si512(hi), _mm512_set1_epi8((char)(1 << v))), w,
+                                 _mm512_set1_epi8(0x10));
+    if (TY == 4) { /* IQ4_NL: kvalues + 128 (the byte's sign bit flipped) */
+        const __m512i tbl = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl)),
+                                             _mm512_set1_epi8((char)0x80));
+        w = _mm512_shuffle_epi8(tbl, w);
+    }
     if (Q6) {
         const __m512i h = _mm512_loadu_si512(hi + 64 * (v / 4)), m30 = _mm512_set1_epi8(0x30);
         const int s = v % 4;
@@ -27,9 +40,9 @@ AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v
 
 AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
                                  const int TY) {
-    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256; /* code bytes per block */
+    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    const int off = TY == 2 ? -128 : Q6 ? -32 : -8;
+    const int off = TY == 2 || TY == 4 ? -128 : Q6 ? -32 : TY == 3 ? -16 : -8;
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
@@ -87,13 +100,17 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
 R16MK_AVX512_ALL(0)
 R16MK_AVX512_ALL(1)
 R16MK_AVX512_ALL(2)
+R16MK_AVX512_ALL(3)
+R16MK_AVX512_ALL(4)
 
 typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY, r16_mk_avx512_7_##TY, r16_mk_avx512_8_##TY}
-static const r16mk512_fn k_r16mk512[3][8] = {R16ROW512(0), R16ROW512(1), R16ROW512(2)};
+static const r16mk512_fn k_r16mk512[5][8] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4)};
 
-static int r16_ty(uint32_t t) { return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : 0; }
+static int r16_ty(uint32_t t) {
+    return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4 : 0;
+}
 
 /* Groups of 16 columns over [n0, n1) (a group cut by the tile computes all
  * 16 and stores the tile's); rows in blocks of 8. */
@@ -112,7 +129,8 @@ AVX512 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
 /* AVX2: a group is two halves of 8 columns (bytes 0..31 and 32..63 of each
  * 64-byte vector); maddubs (u8 weights x s8 activations; |sums| < 2^15) and
  * madd make the 32-bit dot of 4 elements. Q8_0 codes would overflow that
- * (255 * 127 * 2): they are made signed again and take the sign trick. */
+ * (255 * 127 * 2): they are made signed again and take the sign trick, as
+ * IQ4_NL's table values do (looked up signed, |value| <= 127). */
 AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, int half, int TY) {
     if (TY == 2)
         return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(lo + 64 * v + 32 * half)), _mm256_set1_epi8((char)0x80));
@@ -120,6 +138,13 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     const __m256i c = _mm256_loadu_si256((const __m256i *)(lo + 64 * (v / 2) + 32 * half));
     __m256i w = (v & 1) ? _mm256_and_si256(_mm256_srli_epi16(c, 4), m4) : _mm256_and_si256(c, m4);
+    if (TY == 3) { /* Q5_0: bit v of hb to bit 4 (16-bit shifts: bit 4 of a byte comes from its own bits) */
+        const __m256i h = _mm256_loadu_si256((const __m256i *)(hi + 32 * half));
+        const __m256i t = v < 4 ? _mm256_slli_epi16(h, 4 - v) : v == 4 ? h : _mm256_srli_epi16(h, v - 4);
+        w = _mm256_or_si256(w, _mm256_and_si256(t, _mm256_set1_epi8(0x10)));
+    }
+    if (TY == 4)
+        w = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl)), w);
     if (Q6) {
         const __m256i h = _mm256_loadu_si256((const __m256i *)(hi + 64 * (v / 4) + 32 * half));
         const int s = v % 4;
@@ -131,9 +156,9 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
 
 AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
                              const int TY) {
-    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = TY == 2 ? 512 : 256;
+    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || TY == 4;
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    const int off = TY == 2 ? 0 : Q6 ? -32 : -8; /* Q8_0: signed codes, no offset */
+    const int off = SIGNED ? 0 : Q6 ? -32 : TY == 3 ? -16 : -8; /* Q8_0, IQ4_NL: signed codes, no offset */
     const __m256i ones = _mm256_set1_epi16(1);
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
@@ -155,10 +180,10 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
         const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
         const uint8_t *hb = lb + 256;
         for (int v = 0; v < 8; v++) {
-            const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = TY == 2 ? _mm256_abs_epi8(w) : w;
+            const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = SIGNED ? _mm256_abs_epi8(w) : w;
             for (int r = 0; r < R; r++) {
                 const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
-                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, TY == 2 ? _mm256_sign_epi8(xv, w) : xv), ones);
+                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, SIGNED ? _mm256_sign_epi8(xv, w) : xv), ones);
                 if (Q6 && v >= 4) ib[r] = _mm256_add_epi32(ib[r], t);
                 else ia[r] = _mm256_add_epi32(ia[r], t);
             }
@@ -196,21 +221,25 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
 R16MK_AVX2(1, 0) R16MK_AVX2(2, 0) R16MK_AVX2(3, 0) R16MK_AVX2(4, 0)
 R16MK_AVX2(1, 1) R16MK_AVX2(2, 1) R16MK_AVX2(3, 1) R16MK_AVX2(4, 1)
 R16MK_AVX2(1, 2) R16MK_AVX2(2, 2) R16MK_AVX2(3, 2) R16MK_AVX2(4, 2)
+R16MK_AVX2(1, 3) R16MK_AVX2(2, 3) R16MK_AVX2(3, 3) R16MK_AVX2(4, 3)
+R16MK_AVX2(1, 4) R16MK_AVX2(2, 4) R16MK_AVX2(3, 4) R16MK_AVX2(4, 4)
 
 typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, int, int);
-static const r16mk2_fn k_r16mk2[3][4] = {
+static const r16mk2_fn k_r16mk2[5][4] = {
     {r16_mk_avx2_1_0, r16_mk_avx2_2_0, r16_mk_avx2_3_0, r16_mk_avx2_4_0},
     {r16_mk_avx2_1_1, r16_mk_avx2_2_1, r16_mk_avx2_3_1, r16_mk_avx2_4_1},
     {r16_mk_avx2_1_2, r16_mk_avx2_2_2, r16_mk_avx2_3_2, r16_mk_avx2_4_2},
+    {r16_mk_avx2_1_3, r16_mk_avx2_2_3, r16_mk_avx2_3_3, r16_mk_avx2_4_3},
+    {r16_mk_avx2_1_4, r16_mk_avx2_2_4, r16_mk_avx2_3_4, r16_mk_avx2_4_4},
 };
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
-    const int q6 = r16_ty(mm->wtype);
+    const int ty = r16_ty(mm->wtype);
     for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
         const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
         for (int i0 = 0; i0 < mm->rows; i0 += 4) {
             const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
-            k_r16mk2[q6][nr - 1](mm, qs, i0, h0 & ~15, (h0 / 8) & 1, a, e);
+            k_r16mk2[ty][nr - 1](mm, qs, i0, h0 & ~15, (h0 / 8) & 1, a, e);
         }
     }
 }

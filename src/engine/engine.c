@@ -351,6 +351,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     else if (e->opt.cache_dir && e->opt.cache_dir[0]) s = load_cached(e, model_path);
     else s = open_source(e, model_path);
     if (s) return s;
+    slm_tok_set_max_input(e->tok, e->opt.max_prompt_bytes);
     if (e->from_blob && e->opt.verbose)
         fprintf(stderr, "note: running the blob's programs (max_prompt_len %d, min_response_len %d); its "
                         "tokenizer and options were fixed at compile time\n",
@@ -614,7 +615,8 @@ int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **id
     const int bos = (flags & SLM_FEED_BOS) != 0;
     if (!(flags & SLM_FEED_SPECIAL) && bos) {
         int n = slm_tok_encode(e->tok, text, 1, 0, NULL, 0);
-        if (n < 0 || !(*ids = slm_malloc((size_t)(n ? n : 1) * sizeof(int32_t)))) return -1;
+        if (n < 0) return n;
+        if (!(*ids = slm_malloc((size_t)(n ? n : 1) * sizeof(int32_t)))) return SLM_TOK_ENOMEM;
         slm_tok_encode(e->tok, text, 1, 0, *ids, n);
         return n;
     }

@@ -378,7 +378,9 @@ slm_status slm_session_feed_text(slm_session *s, const char *text, int flags) {
     if (!s || !text) return SLM_ERR_ARG;
     int32_t *ids = NULL;
     int n = slm_engine_tokenize(s->e, text, flags, &ids);
-    if (n < 0) return slm_errf(&s->err, SLM_ERR_NOMEM, "out of memory tokenizing the prompt");
+    if (n < 0)
+        return slm_errf(&s->err, n == SLM_TOK_ENOMEM ? SLM_ERR_NOMEM : SLM_ERR_CAPACITY, "prompt: %s",
+                        slm_tok_encode_error(n));
     if (n == 0 && s->pending < 0) {
         slm_xfree(ids);
         return slm_errf(&s->err, SLM_ERR_ARG, "the prompt encodes to no tokens and the vocabulary has no BOS");
@@ -775,7 +777,12 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
     if (st) return st;
     int32_t *ids = NULL;
     int n = slm_engine_tokenize(e, prompt, SLM_FEED_BOS, &ids);
-    if (n < 0) st = slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory encoding the prompt");
+    if (n == SLM_TOK_ETOOLONG)
+        st = slm_errf(&e->err, SLM_ERR_CAPACITY, "prompt: %s (%zu bytes; raise max_prompt_bytes)",
+                      slm_tok_encode_error(n), slm_tok_max_input(e->tok));
+    else if (n < 0)
+        st = slm_errf(&e->err, n == SLM_TOK_ENOMEM ? SLM_ERR_NOMEM : SLM_ERR_CAPACITY, "prompt: %s",
+                      slm_tok_encode_error(n));
     else if (n == 0) st = slm_errf(&e->err, SLM_ERR_ARG, "the prompt encodes to no tokens and the vocabulary has no BOS");
     if (!st && (st = slm_session_check_fit(s, n))) slm_errf(&e->err, st, "%s", s->err.msg);
     int stop = 0;

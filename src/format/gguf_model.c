@@ -38,6 +38,142 @@ static slm_status get_float(const slm_gguf *g, const char *file, const char *key
     return SLM_OK;
 }
 
+/* Rows [r0, r0 + n) of matrix t as a tensor of their own, named name. */
+static void part_of(slm_tensor *dst, const slm_tensor *t, const char *name, int64_t r0, int64_t n) {
+    const uint64_t rb = t->ne[1] ? t->nbytes / (uint64_t)t->ne[1] : 0;
+    *dst = *t;
+    snprintf(dst->name, sizeof dst->name, "%s", name);
+    dst->ne[1] = n;
+    dst->data = (const uint8_t *)t->data + (uint64_t)r0 * rb;
+    dst->nbytes = (uint64_t)n * rb;
+}
+
+/* Fused matrices (phi3) become the separate ones the decoder reads, as
+ * row ranges of the same bytes: blk.N.attn_qkv.weight -> attn_q / attn_k /
+ * attn_v (Q rows first, then K, then V), and an ffn_up.weight of twice the
+ * FFN width without an ffn_gate -> ffn_gate (the first half) and ffn_up.
+ * The fused names leave the table (no matrix is listed twice). */
+static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    const int n0 = m->n_tensors; /* walk the file's tensors (not n_layers: the config is not validated yet) */
+    for (int i = 0; i < n0; i++) {
+        slm_tensor *t = &m->tensors[i];
+        int l, end = 0;
+        char kind[16];
+        if (sscanf(t->name, "blk.%d.%15[a-z_].weight%n", &l, kind, &end) != 2 || end == 0 || t->name[end] || l < 0)
+            continue;
+        const int qkv = !strcmp(kind, "attn_qkv"), up = !strcmp(kind, "ffn_up");
+        if (!qkv && !up) continue;
+        char name[64], n1[64], n2[64], n3[64];
+        snprintf(name, sizeof name, "%s", t->name);
+        snprintf(n1, sizeof n1, qkv ? "blk.%d.attn_q.weight" : "blk.%d.ffn_gate.weight", l);
+        if (slm_model_tensor(m, n1)) continue; /* not fused */
+        if (qkv) {
+            if (t->n_dims != 2 || t->ne[1] != qd + 2 * kvd || t->nbytes % (uint64_t)t->ne[1])
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %lld rows, the config needs %lld (q + k + v)", file,
+                                name, (long long)t->ne[1], (long long)(qd + 2 * kvd));
+            if (m->n_tensors + 2 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
+            snprintf(n2, sizeof n2, "blk.%d.attn_k.weight", l);
+            snprintf(n3, sizeof n3, "blk.%d.attn_v.weight", l);
+            const slm_tensor whole = *t;
+            part_of(t, &whole, n1, 0, qd);
+            part_of(&m->tensors[m->n_tensors++], &whole, n2, qd, kvd);
+            part_of(&m->tensors[m->n_tensors++], &whole, n3, qd + kvd, kvd);
+        } else if (t->n_dims == 2 && t->ne[1] == 2 * (int64_t)c->hidden_dim && t->nbytes % (uint64_t)t->ne[1] == 0) {
+            if (m->n_tensors + 1 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
+            const slm_tensor whole = *t;
+            part_of(t, &whole, name, c->hidden_dim, c->hidden_dim);
+            part_of(&m->tensors[m->n_tensors++], &whole, n1, 0, c->hidden_dim);
+        }
+    }
+    return SLM_OK;
+}
+
+/* What qwen3, gemma2, gemma3 and phi3 add to the Llama decoder, from
+ * their keys and llama.cpp's rules for what the keys leave out. */
+static slm_status family_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
+    const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
+              is_phi3 = !strcmp(A, "phi3");
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    if (is_qwen3 || is_gemma3) c->qk_norm = 1;
+    if (is_gemma2 || is_gemma3) {
+        /* llama.cpp: embeddings * sqrt(n_embd); the converter already stores
+         * the (1 + w) RMSNorm gains; Q scaled by 1/sqrt(head_dim), but by
+         * 1/sqrt(dim / n_heads) for the 27B models (gemma_pytorch) */
+        c->post_norms = 1;
+        c->ffn_gelu = 1;
+        c->embed_scale = sqrtf((float)c->dim);
+        const int is_27b = (is_gemma2 && c->n_layers == 46) || (is_gemma3 && c->n_layers == 62);
+        const int sd = is_27b ? c->dim / c->n_heads : c->head_dim;
+        c->attn_scale = 1.0f / sqrtf((float)sd);
+        c->swa_pattern = is_gemma2 ? 2 : 6;
+        /* llama.cpp: gemma2's window is 4096 when the file does not say; a
+         * file may give the layer period (an integer; a per-layer array is
+         * not supported) */
+        if (is_gemma2 && slm_gguf_find(g, KEY("attention.sliding_window")) < 0) c->sliding_window = 4096;
+        if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
+            int64_t pat;
+            if (!slm_gguf_get_i64(g, key, &pat))
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported",
+                                file, key);
+            if (pat < 0 || pat > 65536)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
+                                (long long)pat);
+            /* llama.cpp's set_swa_pattern: 0 = every layer, 1 = none, n = l % n < n - 1 */
+            if (pat == 1) c->sliding_window = 0;
+            else c->swa_pattern = (int)pat;
+        }
+    }
+    if (is_gemma2) {
+        c->attn_softcap = 50.0f; /* llama.cpp's defaults when the keys are absent */
+        c->final_softcap = 30.0f;
+        if ((s = get_float(g, file, KEY("attn_logit_softcapping"), &c->attn_softcap, err))) return s;
+        if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
+    }
+    if (is_gemma3) {
+        if (c->sliding_window > 0) { /* local layers: base 10000 (or the file's), no scaling */
+            c->rope_base_swa = 10000.0f;
+            c->rope_scale_swa = 1.0f;
+            if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
+            if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key,
+                                (double)c->rope_base_swa);
+        } else { /* llama.cpp's non-SWA gemma3 graph caps the logits */
+            c->final_softcap = 30.0f;
+            if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
+        }
+    }
+    if (is_phi3) {
+        /* llama.cpp disables Phi-3's sliding window (its converters do not
+         * say which layers use it); so do we, to give the same logits */
+        c->sliding_window = 0;
+        const slm_gguf_tensor *lf = slm_gguf_find_tensor(g, "rope_factors_long.weight"),
+                              *sf = slm_gguf_find_tensor(g, "rope_factors_short.weight");
+        if (lf || sf) {
+            if (!lf || !sf)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'rope_factors_%s.weight' missing (LongRoPE needs both)",
+                                file, lf ? "short" : "long");
+            c->rope_long = 2; /* short, unless the compiler's context exceeds rope_orig_ctx */
+            c->rope_orig_ctx = c->context_len;
+            if ((s = get_int(g, file, KEY("rope.scaling.original_context_length"), 0, &c->rope_orig_ctx, err))) return s;
+        }
+        float af = 0.0f;
+        if ((s = get_float(g, file, KEY("rope.scaling.attn_factor"), &af, err))) return s;
+        if (af != 0.0f && !(af > 0.0f && af < 16.0f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (0..16)", file, key, (double)af);
+        c->rope_attn_factor = af == 1.0f ? 0.0f : af;
+    }
+    if (!(c->attn_softcap >= 0.0f && c->attn_softcap < 1e6f) || !(c->final_softcap >= 0.0f && c->final_softcap < 1e6f))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: soft-capping %g / %g out of range", file, (double)c->attn_softcap,
+                        (double)c->final_softcap);
+
+#undef KEY
+    return SLM_OK;
+}
+
 slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const char *file = slm_basename(m->path);
     slm_model_config *c = &m->cfg;
@@ -52,7 +188,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if (!slm_gguf_get_str(g, "general.architecture", &arch))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string, found %s", file,
                         slm_gguf_type_name(slm_gguf_kv_type(g, slm_gguf_find(g, "general.architecture"))));
-    static const char *const archs[] = {"llama", "mistral", "qwen2"};
+    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
     const char *A = NULL;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (slm_gguf_str_eq(arch, archs[i])) A = archs[i];
@@ -86,28 +222,50 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if ((s = get_float(g, file, KEY("attention.layer_norm_rms_epsilon"), &c->norm_eps, err))) return s;
     if ((s = get_int(g, file, KEY("attention.sliding_window"), 0, &c->sliding_window, err))) return s;
     slm_gguf_str stype;
-    if (slm_gguf_get_str(g, KEY("rope.scaling.type"), &stype) && slm_gguf_str_eq(stype, "linear")) {
+    /* llama.cpp reads rope.scaling.factor whatever the type (absent: linear);
+     * YaRN's angle ramp and magnitude are not ours */
+    const int has_type = slm_gguf_get_str(g, KEY("rope.scaling.type"), &stype);
+    if (!has_type || slm_gguf_str_eq(stype, "linear") || slm_gguf_str_eq(stype, "yarn")) {
         float f = 1.0f;
         if ((s = get_float(g, file, KEY("rope.scaling.factor"), &f, err))) return s;
         if (!(f >= 1.0f && f <= 1024.0f))
             return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (1..1024)", file, key, (double)f);
+        if (has_type && slm_gguf_str_eq(stype, "yarn") && f > 1.0f)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s.rope.scaling.type': 'yarn' RoPE scaling is not supported",
+                            file, A);
         c->rope_scale = f;
     }
-    c->head_dim = c->n_heads ? c->dim / c->n_heads : 0;
-    c->rope_neox = !strcmp(A, "qwen2");
+    const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
+              is_phi3 = !strcmp(A, "phi3");
+    c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3;
     c->qkv_bias = !strcmp(A, "qwen2");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 
-    /* Head sizes other than dim / n_heads, and partial RoPE, are not ours. */
-    int key_len = 0, rope_dims = 0;
+    /* The head size: the key length when the file gives one (gemma, qwen3:
+     * n_heads * head_dim may differ from dim), else dim / n_heads. */
+    c->head_dim = c->n_heads && c->dim % c->n_heads == 0 ? c->dim / c->n_heads : 0;
+    int key_len = 0, val_len = 0, rope_dims = 0;
     if ((s = get_int(g, file, KEY("attention.key_length"), 0, &key_len, err))) return s;
-    if (key_len && (c->dim % c->n_heads || key_len != c->head_dim))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: only dim / n_heads = %d/%d is supported",
-                        file, key, key_len, c->dim, c->n_heads);
+    if (key_len) c->head_dim = key_len;
+    if ((s = get_int(g, file, KEY("attention.value_length"), 0, &val_len, err))) return s;
+    if (val_len && val_len != c->head_dim)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: value heads other than the key length %d are not supported",
+                        file, key, val_len, c->head_dim);
+    if (!c->head_dim)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: n_heads = %d does not divide dim = %d and no '%s.attention.key_length'",
+                        file, c->n_heads, c->dim, A);
     if ((s = get_int(g, file, KEY("rope.dimension_count"), 0, &rope_dims, err))) return s;
-    if (rope_dims && (c->dim % c->n_heads || rope_dims != c->head_dim))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: partial RoPE is not supported (head size %d)",
-                        file, key, rope_dims, c->head_dim);
+    if (rope_dims && (rope_dims > c->head_dim || rope_dims % 2))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d: must be even and at most the head size %d", file, key,
+                        rope_dims, c->head_dim);
+    if (rope_dims && rope_dims != c->head_dim) {
+        if (!c->rope_neox)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: partial RoPE only with the neox layout", file,
+                            key, rope_dims);
+        c->rope_dims = rope_dims;
+    }
+
+    if ((s = family_params(g, file, A, c, err))) return s;
 
     /* The vocabulary size: the key, else the token list, else token_embd. */
     uint64_t n_tok = 0;
@@ -132,7 +290,14 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     /* The tensor table: every tensor of the file, by its GGUF name. */
     uint64_t nt = slm_gguf_n_tensors(g);
     if (nt > INT32_MAX) return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors", file, (unsigned long long)nt);
-    m->tensors = slm_calloc(nt ? (size_t)nt : 1, sizeof *m->tensors);
+    /* room for the parts of fused matrices (split below) */
+    uint64_t cap = nt + 1;
+    for (uint64_t i = 0; i < nt; i++) {
+        const slm_gguf_str nm = slm_gguf_tensor_at(g, i)->name;
+        if (nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) cap += 2;
+        if (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "ffn_up.weight", 13)) cap += 1;
+    }
+    m->tensors = slm_calloc((size_t)cap, sizeof *m->tensors);
     if (!m->tensors) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for %llu tensors", file, (unsigned long long)nt);
     for (uint64_t i = 0; i < nt; i++) {
         const slm_gguf_tensor *gt = slm_gguf_tensor_at(g, i);
@@ -146,6 +311,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         t->nbytes = gt->nbytes;
     }
     m->n_tensors = (int)nt;
+    if ((s = split_fused(m, file, (int)cap, err))) return s;
     m->kind = SLM_MODEL_GGUF;
     return SLM_OK;
 #undef KEY

@@ -35,8 +35,9 @@ const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name) {
 int slm_matrix_type_supported(uint32_t t) {
     switch (t) {
     case SLM_F32: case SLM_F16: case SLM_BF16: case SLM_Q8_0: case SLM_Q4_0: case SLM_Q4_1:
+    case SLM_Q5_0: case SLM_Q5_1: case SLM_IQ4_NL: case SLM_Q2_K: case SLM_Q3_K: case SLM_IQ4_XS:
     case SLM_Q4_K: case SLM_Q5_K: case SLM_Q6_K: case SLM_Q4_0_R16: case SLM_Q6_K_R16:
-    case SLM_Q8_0_R16: case SLM_F16_R16:
+    case SLM_Q8_0_R16: case SLM_F16_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16:
         return 1;
     default:
         return 0;
@@ -94,7 +95,10 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     slm_status s;
 
-    if (strcmp(c->arch, "llama") && strcmp(c->arch, "mistral") && strcmp(c->arch, "qwen2"))
+    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(c->arch, archs[i]);
+    if (!known)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture '%.31s' is not supported (supported: %s)", file,
                         c->arch, SLM_SUPPORTED_ARCHS);
 #define RANGE(field, lo, hi)                                                                               \
@@ -109,36 +113,50 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(vocab_size, 1, 1 << 24);
     RANGE(context_len, 1, 1 << 24);
     RANGE(sliding_window, 0, 1 << 24);
+    RANGE(swa_pattern, 0, 1 << 16);
+    RANGE(rope_orig_ctx, 0, 1 << 24);
 #undef RANGE
     if (!(c->rope_scale >= 1.0f && c->rope_scale <= 1024.0f))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config rope_scale = %g is out of range (1..1024)", file,
                         (double)c->rope_scale);
-    if (c->dim % c->n_heads)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: config n_heads = %d does not divide dim = %d", file, c->n_heads,
-                        c->dim);
     if (c->n_heads % c->n_kv_heads)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config n_kv_heads = %d does not divide n_heads = %d", file,
                         c->n_kv_heads, c->n_heads);
-    if (c->head_dim != c->dim / c->n_heads || c->head_dim % 2)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: config head_dim = %d (must be dim / n_heads = %d, and even)", file,
-                        c->head_dim, c->dim / c->n_heads);
+    if (c->head_dim < 2 || c->head_dim > 4096 || c->head_dim % 2 || (int64_t)c->head_dim * c->n_heads > (1 << 22))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config head_dim = %d (must be even, 2..4096)", file, c->head_dim);
+    if (c->rope_dims < 0 || c->rope_dims > c->head_dim || c->rope_dims % 2 || (c->rope_dims && c->rope_dims < 2))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config rope_dims = %d (must be even, at most head_dim %d)", file,
+                        c->rope_dims, c->head_dim);
+    if (slm_rope_dims(c) != c->head_dim && !c->rope_neox)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: partial RoPE only with the neox layout", file);
+    if (c->rope_long && c->rope_freqs)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: both rope_freqs.weight and LongRoPE factors", file);
+    {
+        const float f[] = {c->embed_scale, c->attn_scale, c->attn_softcap, c->final_softcap, c->rope_base_swa,
+                           c->rope_scale_swa, c->rope_attn_factor};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (!(f[i] >= 0.0f && f[i] < 1e9f))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: config: a family parameter (#%zu) = %g is out of range", file, i,
+                                (double)f[i]);
+    }
     if (!(c->rope_base > 0.0f) || !isfinite(c->rope_base))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config rope_base = %g (must be positive)", file, (double)c->rope_base);
     if (!(c->norm_eps > 0.0f) || !(c->norm_eps < 1.0f))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config norm_eps = %g (must be in (0, 1))", file, (double)c->norm_eps);
 
-    int64_t dim = c->dim, hid = c->hidden_dim, kv_dim = (int64_t)c->head_dim * c->n_kv_heads, voc = c->vocab_size;
+    int64_t dim = c->dim, hid = c->hidden_dim, kv_dim = (int64_t)c->head_dim * c->n_kv_heads, voc = c->vocab_size,
+            q_dim = (int64_t)c->head_dim * c->n_heads;
     if ((s = check_tensor(m, file, "token_embd.weight", dim, voc, 0, err))) return s;
     for (int l = 0; l < c->n_layers; l++) {
         static const struct { const char *fmt; int ne0, ne1, vec; } k[] = {
-            /* ne in units: 0 dim, 1 kv_dim, 2 hidden */
-            {"blk.%d.attn_norm.weight", 0, -1, 1}, {"blk.%d.attn_q.weight", 0, 0, 0},
+            /* ne in units: 0 dim, 1 kv_dim, 2 hidden, 3 q_dim */
+            {"blk.%d.attn_norm.weight", 0, -1, 1}, {"blk.%d.attn_q.weight", 0, 3, 0},
             {"blk.%d.attn_k.weight", 0, 1, 0},     {"blk.%d.attn_v.weight", 0, 1, 0},
-            {"blk.%d.attn_output.weight", 0, 0, 0}, {"blk.%d.ffn_norm.weight", 0, -1, 1},
+            {"blk.%d.attn_output.weight", 3, 0, 0}, {"blk.%d.ffn_norm.weight", 0, -1, 1},
             {"blk.%d.ffn_gate.weight", 0, 2, 0},   {"blk.%d.ffn_down.weight", 2, 0, 0},
             {"blk.%d.ffn_up.weight", 0, 2, 0},
         };
-        const int64_t unit[3] = {dim, kv_dim, hid};
+        const int64_t unit[4] = {dim, kv_dim, hid, q_dim};
         for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
             char name[64];
             snprintf(name, sizeof name, k[j].fmt, l);
@@ -146,19 +164,43 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
                 return s;
         }
     }
+    for (int l = 0; l < c->n_layers; l++) {
+        static const char *const qk[2] = {"blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight"};
+        static const char *const post[2] = {"blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight"};
+        for (int j = 0; j < 2; j++) {
+            char name[64];
+            snprintf(name, sizeof name, qk[j], l);
+            if (c->qk_norm && (s = check_tensor(m, file, name, c->head_dim, 1, 1, err))) return s;
+            snprintf(name, sizeof name, post[j], l);
+            if (c->post_norms && (s = check_tensor(m, file, name, dim, 1, 1, err))) return s;
+        }
+    }
+    if (c->rope_long)
+        for (int j = 0; j < 2; j++) {
+            const char *name = j ? "rope_factors_short.weight" : "rope_factors_long.weight";
+            if ((s = check_tensor(m, file, name, slm_rope_dims(c) / 2, 1, 1, err))) return s;
+            const float *f = slm_model_tensor(m, name)->data;
+            for (int i = 0; i < slm_rope_dims(c) / 2; i++) {
+                float v;
+                memcpy(&v, f + i, sizeof v);
+                if (!(v > 0.0f) || !isfinite(v))
+                    return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': element %d = %g (must be positive)", file, name, i,
+                                    (double)v);
+            }
+        }
     if (c->qkv_bias)
         for (int l = 0; l < c->n_layers; l++) {
             static const char *const bias[3] = {"blk.%d.attn_q.bias", "blk.%d.attn_k.bias", "blk.%d.attn_v.bias"};
             for (int j = 0; j < 3; j++) {
                 char name[64];
                 snprintf(name, sizeof name, bias[j], l);
-                if ((s = check_tensor(m, file, name, j ? kv_dim : dim, 1, 1, err))) return s;
+                if ((s = check_tensor(m, file, name, j ? kv_dim : q_dim, 1, 1, err))) return s;
             }
         }
-    if (c->rope_freqs && (s = check_tensor(m, file, "rope_freqs.weight", c->head_dim / 2, 1, 1, err))) return s;
+    if (c->rope_freqs && (s = check_tensor(m, file, "rope_freqs.weight", slm_rope_dims(c) / 2, 1, 1, err))) return s;
     if (c->rope_freqs) {
         const float *f = slm_model_tensor(m, "rope_freqs.weight")->data;
-        for (int i = 0; i < c->head_dim / 2; i++) {
+        for (int i = 0; i < slm_rope_dims(c) / 2; i++) {
             float v;
             memcpy(&v, f + i, sizeof v);
             if (!(v > 0.0f) || !isfinite(v))

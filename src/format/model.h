@@ -1,9 +1,10 @@
 /* format/ — a model file opened and validated: config + named tensors.
  *
- * Both loaders produce the same thing: a config and a table of tensors with
- * GGUF names ("token_embd.weight", "blk.3.attn_q.weight", ...) whose data
- * point into the read-only mapping of the file. Matrices are [out, in]
- * row-major, i.e. ne[0] = in (row length), ne[1] = out, as in GGUF.
+ * The three loaders (llama2.c, GGUF, Hugging Face folder) produce the same
+ * thing: a config and a table of tensors with GGUF names
+ * ("token_embd.weight", "blk.3.attn_q.weight", ...) whose data point into
+ * the model's read-only mapping (m->map). Matrices are [out, in] row-major,
+ * i.e. ne[0] = in (row length), ne[1] = out, as in GGUF.
  */
 #ifndef SLM_MODEL_H
 #define SLM_MODEL_H
@@ -15,46 +16,75 @@
 typedef enum slm_model_kind { SLM_MODEL_LLAMA2C = 1, SLM_MODEL_GGUF = 2, SLM_MODEL_HF = 3 } slm_model_kind;
 
 typedef struct slm_model_config {
-    char arch[32];     /* "llama" */
+    char arch[32];     /* "llama", "mistral" or "qwen2" */
     int dim;           /* embedding width */
     int hidden_dim;    /* FFN width */
     int n_layers;
     int n_heads;       /* query heads */
     int n_kv_heads;    /* key/value heads (GQA when < n_heads) */
-    int head_dim;      /* dim / n_heads */
+    int head_dim;      /* per head: dim / n_heads, or the file's key length */
     int vocab_size;
     int context_len;   /* trained context length */
     float rope_base;   /* 10000 for Llama 2 */
     float norm_eps;    /* RMSNorm epsilon */
     int tied_embeddings; /* 1: the LM head is token_embd.weight */
-    int rope_neox;     /* 1: rotate pairs (i, i + head_dim/2) (qwen2); 0: (2i, 2i+1) */
+    int rope_neox;     /* 1: rotate pairs (i, i + head_dim/2) (qwen2, every HF folder);
+                          0: (2i, 2i+1) */
     int qkv_bias;      /* 1: blk.N.attn_{q,k,v}.bias exist (qwen2) */
     int sliding_window;/* > 0: attend to at most this many most recent rows */
     float rope_scale;  /* linear RoPE scaling: positions are divided by it (1 = none) */
     int rope_freqs;    /* 1: rope_freqs.weight [head_dim/2] divides each pair's frequency
                           (Llama 3 scaling) */
+    /* Family features (0 = absent / the default, so loaders that know none
+     * of them leave them zero). head_dim above may differ from dim / n_heads
+     * (GGUF attention.key_length): Q is [n_heads * head_dim]. */
+    int rope_dims;     /* rotated dimensions per head (partial rotary); 0 = head_dim */
+    int qk_norm;       /* 1: blk.N.attn_{q,k}_norm.weight [head_dim] RMSNorm each head before RoPE */
+    int post_norms;    /* 1: blk.N.post_attention_norm / post_ffw_norm on the branch outputs (gemma) */
+    int ffn_gelu;      /* 1: GeGLU, gelu_tanh(gate) * up, instead of SwiGLU */
+    int swa_pattern;   /* sliding window on which layers: 0 = all; n = layer l when l % n < n - 1 */
+    int rope_long;     /* LongRoPE: 1 = rope_factors_long.weight, 2 = rope_factors_short.weight
+                          [rope_dims/2] divide each pair's frequency: long when the KV capacity
+                          exceeds rope_orig_ctx (as llama.cpp picks by context size) */
+    int rope_orig_ctx; /* LongRoPE: the original context length */
+    float embed_scale; /* embeddings multiplied by this (gemma: sqrt(dim)); 0 = 1 */
+    float attn_scale;  /* query scale; 0 = 1 / sqrt(head_dim) */
+    float attn_softcap;  /* > 0: scores = cap * tanh(scores / cap) (gemma2) */
+    float final_softcap; /* > 0: logits = cap * tanh(logits / cap) (gemma2) */
+    float rope_base_swa; /* RoPE base of sliding-window layers (gemma3: 10000); 0 = rope_base */
+    float rope_scale_swa;/* linear RoPE scaling of sliding-window layers; 0 = rope_scale */
+    float rope_attn_factor; /* cos/sin multiplier (LongRoPE rope.scaling.attn_factor); 0 = 1 */
 } slm_model_config;
 
+/* Rotated dimensions per head. */
+static inline int slm_rope_dims(const slm_model_config *c) { return c->rope_dims > 0 ? c->rope_dims : c->head_dim; }
+/* 1 when layer l attends through the sliding window. */
+static inline int slm_layer_swa(const slm_model_config *c, int l) {
+    if (c->sliding_window <= 0) return 0;
+    return c->swa_pattern <= 1 ? 1 : l % c->swa_pattern < c->swa_pattern - 1;
+}
+
 /* Weight types the kernels take for matrices (and embedding tables). */
-#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q4_k, q5_k, q6_k"
+#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs"
 int slm_matrix_type_supported(uint32_t t);
 
 /* Architectures staticlm runs (GGUF general.architecture). */
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3"
 
 typedef struct slm_tensor {
     char name[64];
     uint32_t type;     /* slm_dtype */
     uint32_t n_dims;
-    int64_t ne[4];     /* ne[0] innermost */
-    const void *data;  /* into the mapping */
-    uint64_t nbytes;
+    int64_t ne[4];     /* elements per dim, ne[0] innermost; unused dims = 1 */
+    const void *data;  /* into m->map (HF vectors converted to f32: its anonymous tail) */
+    uint64_t nbytes;   /* bytes at data */
 } slm_tensor;
 
 typedef struct slm_model_file {
     char path[1024];
     slm_model_kind kind;
-    slm_map map;            /* the whole file, read-only */
+    slm_map map;            /* the whole file, read-only; HF: every shard side by side,
+                               then an anonymous area of converted tensors */
     slm_model_config cfg;
     slm_tensor *tensors;    /* [n_tensors] */
     int n_tensors;
@@ -64,8 +94,9 @@ typedef struct slm_model_file {
     char tokenizer_json[1024];
 } slm_model_file;
 
-/* Open a model by content (GGUF magic, else llama2.c), validate the config
- * and every tensor the Llama decoder needs (name, type, shape, bounds). */
+/* Open a model by what path holds (a folder: Hugging Face; GGUF magic; else
+ * llama2.c), validate the config and every tensor the decoder needs (name,
+ * type, shape, bounds). On failure m is closed and err says why. */
 slm_status slm_model_open(slm_model_file *m, const char *path, slm_err *err);
 void slm_model_close(slm_model_file *m);
 const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
@@ -85,7 +116,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
  * c->rope_freqs = 1; otherwise *rope_freqs = NULL. */
 slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
                                const char *name, slm_err *err);
-/* Checks shared by both loaders: config ranges and required tensors. */
+/* Checks shared by every loader: config ranges and required tensors. */
 slm_status slm_model_validate(slm_model_file *m, slm_err *err);
 
 #endif

@@ -13,9 +13,9 @@
  * is never copied: tensors point into the mapping.
  *
  * Needs cJSON (SLM_HAVE_CJSON); without it slm_st_parse returns
- * SLM_ERR_UNSUPPORTED ("built without JSON support"). cJSON's own allocator
- * holds the parsed header while parsing; the result is built with
- * slm_malloc.
+ * SLM_ERR_UNSUPPORTED ("built without JSON support"). The parsed header
+ * (cJSON, whose hooks common/json.c points at slm_malloc) lives only while
+ * parsing; the result is built with slm_malloc.
  */
 #ifndef SLM_SAFETENSORS_H
 #define SLM_SAFETENSORS_H

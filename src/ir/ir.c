@@ -51,6 +51,7 @@ slm_status slm_graph_clone(slm_graph *dst, const slm_graph *src, const char *nam
     dst->n_nodes = dst->cap_nodes = src->n_nodes;
     dst->rows_t = src->rows_t;
     dst->rows_c = src->rows_c;
+    dst->rope_table_bytes = src->rope_table_bytes;
     return SLM_OK;
 }
 
@@ -94,8 +95,16 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         }
         if (n->op == SLM_OP_READ_VALUE || n->op == SLM_OP_ASSIGN)
             fprintf(f, "  var=%s.%d", (n->var & 1) ? "v" : "k", n->var / 2);
-        if (n->op == SLM_OP_ROPE)
+        if (n->op == SLM_OP_ROPE) {
             fprintf(f, "  heads=%d head_dim=%d%s", n->heads, n->head_dim, n->neox ? " neox" : "");
+            if (n->rot) fprintf(f, " rot=%d", n->rot);
+            if (n->table) fprintf(f, " table=%d", n->table);
+        }
+        if (n->op == SLM_OP_EMBED && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
+        if (n->op == SLM_OP_SWIGLU && n->gelu) fprintf(f, "  gelu");
+        if (n->op == SLM_OP_ATTENTION && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
+        if (n->softcap != 0.0f) fprintf(f, "  softcap=%g", n->softcap);
+        if (n->op == SLM_OP_RMSNORM && n->group) fprintf(f, "  group=%d", n->group);
         if (n->op == SLM_OP_ATTENTION) {
             fprintf(f, "  heads=%d kv_heads=%d head_dim=%d", n->heads, n->kv_heads, n->head_dim);
             if (n->window) fprintf(f, " window=%d", n->window);
@@ -106,8 +115,8 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");
         if (n->op == SLM_OP_MATMUL && n->post == SLM_OP_ADD) fprintf(f, "  post=add(into %%%d)", n->in[n->post_in]);
         if (n->op == SLM_OP_MATMUL && n->post == SLM_OP_ROPE)
-            fprintf(f, "  post=rope(positions=%%%d, heads=%d head_dim=%d%s)", n->in[n->post_in], n->heads, n->head_dim,
-                    n->neox ? " neox" : "");
+            fprintf(f, "  post=rope(positions=%%%d, heads=%d head_dim=%d%s rot=%d table=%d)", n->in[n->post_in], n->heads,
+                    n->head_dim, n->neox ? " neox" : "", n->rot ? n->rot : n->head_dim, n->table);
         fprintf(f, "\n");
     }
 }

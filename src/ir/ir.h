@@ -75,6 +75,16 @@ typedef struct slm_node {
     int heads, kv_heads, head_dim; /* ROPE/ATTENTION */
     int neox;          /* ROPE: rotate (i, i + head_dim/2) instead of (2i, 2i+1) */
     int window;        /* ATTENTION: sliding window in rows (0 = unlimited) */
+    int group;         /* RMSNORM: normalize each run of `group` columns alone (per-head
+                          Q/K norm); 0 = the whole row */
+    int rot;           /* ROPE: rotated dimensions per head (partial rotary); 0 = head_dim */
+    int table;         /* ROPE: which RoPE table (per-layer bases): its offset in the
+                          constants is table * graph.rope_table_bytes */
+    int gelu;          /* SWIGLU: gelu_tanh(gate) * up (GeGLU) instead of silu */
+    float scale;       /* EMBED: rows multiplied by it; ATTENTION: query scale; 0 = none /
+                          1 / sqrt(head_dim) */
+    float softcap;     /* ATTENTION: scores -> cap * tanh(scores / cap); MATMUL: the same on
+                          its output (final logits); 0 = none */
     float eps;         /* RMSNORM, and MATMUL with pre == SLM_OP_RMSNORM */
     int dead;          /* removed by a pass */
     /* MATMUL input prologue (pass fuse_prologues): 0, or SLM_OP_RMSNORM (the
@@ -97,6 +107,7 @@ typedef struct slm_graph {
     int rows_t;        /* value of SLM_DIM_T after specialization (0 before) */
     int rows_c;        /* value of SLM_DIM_C after specialization */
     char name[16];     /* "stateful", "prefill", "generate" */
+    uint64_t rope_table_bytes; /* bytes of one RoPE table (set before lowering) */
 } slm_graph;
 
 void slm_graph_init(slm_graph *g, const char *name);
@@ -108,8 +119,13 @@ int slm_graph_add(slm_graph *g, const slm_node *n);
 void slm_graph_dump(const slm_graph *g, FILE *f);
 const char *slm_op_name(slm_op op);
 
-/* Build the stateful Llama decoder graph for a validated model. */
-slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err);
+/* Build the stateful decoder graph for a validated model: the Llama block
+ * and what each family adds (config flags: Q/K bias, Q/K norm, post norms,
+ * GeGLU, soft-capping, embedding scale, per-layer windows and RoPE tables). */
+slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err);
+/* The RoPE table layer l uses: 0 the model's, 1 the sliding-window layers'
+ * own (gemma3: another base) when the config gives them one. */
+int slm_rope_table_of(const slm_model_config *c, int layer);
 /* The vocabulary projection alone (LM head separation). */
 slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err);
 

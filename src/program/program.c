@@ -81,6 +81,8 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->flags & SLM_TF_PRE_SWIGLU) fprintf(f, " pre=swiglu(s0,s2)");
         if (t->flags & SLM_TF_POST_ROPE) fprintf(f, " post=rope(s3,s4)");
         if (t->flags & SLM_TF_POST_ADD) fprintf(f, " post=add(d)");
+        if (t->flags & SLM_TF_GELU) fprintf(f, " gelu");
+        if (t->flags & SLM_TF_POST_SOFTCAP) fprintf(f, " post=softcap(%g)", (double)t->f1);
         if (t->window) fprintf(f, " window=%d", t->window);
         static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
         for (int k = 0; k < SLM_TASK_NREF; k++) {

@@ -24,13 +24,18 @@ typedef enum slm_task_op {
     SLM_T_NOP = 0,
     SLM_T_BARRIER,   /* wait for `count` tasks of the previous stage */
     SLM_T_COPY_ROW,  /* copy (DMA): dst row 0 = src0 row (m - 1); n floats */
-    SLM_T_EMBED,     /* dst[r, 0:n] = dequant(src1[src0[r]]): src0 = ids (i32),
-                        src1 = table [k = vocab, n] of type wtype */
-    SLM_T_RMSNORM,   /* dst[r] = src0[r] * rsqrt(mean(src0[r]^2) + f0) * src1; n = width */
+    SLM_T_EMBED,     /* dst[r, 0:n] = dequant(src1[src0[r]]) (* f0 when f0 != 0): src0 = ids
+                        (i32), src1 = table [k = vocab, n] of type wtype */
+    SLM_T_RMSNORM,   /* dst[r] = src0[r] * rsqrt(mean(src0[r]^2) + f0) * src1; n = width;
+                        c > 0: each run of c columns normalized alone, src1 of c floats
+                        (per-head Q/K norm) */
     SLM_T_MATMUL,    /* dst[r, n0:n1] = src0[r, 0:k] . src1[n0:n1, 0:k]^T, src1 of type wtype */
     SLM_T_ROPE,      /* in place on dst rows: rotate pairs (2i, 2i+1) of heads [n0,n1)
-                        by position src1[r] with the cos/sin table src2; c = head_dim */
-    SLM_T_ATTENTION, /* dst[r, heads n0:n1] = softmax(q k^T / sqrt(c)) v, q = src0, K = src1,
+                        by position src1[r] with the cos/sin table src2; c = head_dim;
+                        b > 0: only the first b dimensions of each head rotate (partial
+                        rotary, neox pairs (i, i + b/2)); the table holds b/2 pairs */
+    SLM_T_ATTENTION, /* dst[r, heads n0:n1] = softmax(q k^T * s) v, s = f0, or 1 / sqrt(c) when
+                        f0 = 0; f1 > 0: scores capped, f1 * tanh(score / f1); q = src0, K = src1,
                         V = src2 ([k rows, b*c]), over KV rows j <= src4[r] (cache
                         position) with src3[j] = 1 (mask); a = heads, b = kv_heads,
                         c = head_dim, k = KV rows of one sequence's region: row r
@@ -63,7 +68,9 @@ typedef enum slm_space {
                                   ROPE; positions src3, table src4) */
 #define SLM_TF_POST_ADD 0x80   /* MATMUL: dst[r, n0:n1] += the product (the residual stream); the
                                   tile starts on a multiple of 16 columns */
-#define SLM_TF_DST_CPOS 0x100  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
+#define SLM_TF_GELU 0x100      /* SWIGLU, or MATMUL with PRE_SWIGLU: gelu_tanh(gate) * up (GeGLU) */
+#define SLM_TF_POST_SOFTCAP 0x200 /* MATMUL: dst[r, n0:n1] = f1 * tanh(product / f1) (final logits) */
+#define SLM_TF_DST_CPOS 0x400  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
                                   programs store each row's K/V in its own sequence's region;
                                   a matmul tile starts on a multiple of 16 columns) */
 
@@ -91,6 +98,7 @@ typedef struct slm_task {
     int32_t layer;       /* for dumps and per-layer timing; -1 if none */
     int32_t window;      /* ATTENTION: attend to at most this many rows up to the
                             query's own (sliding window); 0 = all */
+    float f1;            /* ATTENTION: score soft-cap; MATMUL with POST_SOFTCAP: output cap */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
                                      (slm_exec); NULL in a program */

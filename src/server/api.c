@@ -95,9 +95,8 @@ typedef struct stream_ctx {
 } stream_ctx;
 
 /* The next event of the stream into j->pend (phase: 0 role chunk, 1 text,
- * 2 usage, 3 [DONE], 4 end). 0 = nothing yet, 1 = an event or the end,
- * -1 = drop the connection. Blocks (stage 1: one thread per connection)
- * until there is text or the job ends. */
+ * 2 usage, 3 [DONE], 4 end). 0 = nothing yet, 1 = an event (or the end),
+ * -1 = drop the connection. Never waits. */
 static int stream_next(srv_api *a, job *j) {
     if (j->phase == 0) { /* the role chunk (chat) */
         j->phase = 1;
@@ -106,9 +105,9 @@ static int stream_next(srv_api *a, job *j) {
     }
     if (j->phase == 1) {
         pthread_mutex_lock(&a->mu);
-        while (j->tlen <= j->sent && j->state < J_DONE && !j->cancelled) {
-            srv_cond_wait_ms(a, &a->changed, 200);
-            if (j->tlen <= j->sent && j->state < J_DONE && http_client_gone(j->fd)) j->cancelled = 1;
+        if (j->tlen <= j->sent && j->state < J_DONE && !j->cancelled) {
+            pthread_mutex_unlock(&a->mu);
+            return 0;
         }
         if (j->cancelled) {
             pthread_mutex_unlock(&a->mu);
@@ -164,6 +163,7 @@ static long stream_read(void *cls, char *buf, size_t max) {
         if (j->phase == 4) return HTTP_STREAM_END;
         int r = stream_next(sc->a, j);
         if (r < 0) return HTTP_STREAM_ERROR;
+        if (r == 0) return 0; /* http_wake brings us back */
         if (j->pend) j->plen = strlen(j->pend);
     }
 }
@@ -213,12 +213,20 @@ static int send_stream(srv_api *a, srv_req *r, job *j) {
     return http_send_stream(r, stream_read, sc, stream_free);
 }
 
+/* Whether one more request must be turned away (under a->mu): the jobs
+ * waiting beyond the free slots fill the queue. */
+static int queue_full(const srv_api *a) {
+    int free_slots = a->n_slots - a->running;
+    if (free_slots < 0) free_slots = 0;
+    return a->stop || a->queued >= a->queue_max + free_slots;
+}
+
 /* Queue j (taking the request's reference and the queue's); 0 when the
  * queue is full or the server stops (j untouched). */
 static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_mutex_lock(&a->mu);
     *queued = a->queued;
-    if (a->stop || a->queued >= a->queue_max) {
+    if (queue_full(a)) {
         pthread_mutex_unlock(&a->mu);
         return 0;
     }
@@ -226,6 +234,7 @@ static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     if (!j->q.seed_set) j->q.samp.seed = (uint64_t)time(NULL) ^ ((uint64_t)a->next_id << 32);
     j->refs = 2; /* the worker and this request */
     j->state = J_QUEUED;
+    j->req = r;
     if (a->tail) a->tail->next = j;
     else a->head = j;
     a->tail = j;
@@ -236,57 +245,59 @@ static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     return 1;
 }
 
+/* A request whose job is queued or running: answer when there is an answer. */
+static int completion_progress(srv_api *a, srv_req *r, job *j) {
+    pthread_mutex_lock(&a->mu);
+    int cancelled = j->cancelled, state = j->state, accepted = j->accepted;
+    pthread_mutex_unlock(&a->mu);
+    if (state == J_FAILED)
+        return http_send_error(r, j->status, j->status >= 500 ? "server_error" : "invalid_request_error", j->err_param,
+                               j->err_code, "%s", j->err) ? HTTP_DONE : HTTP_DROP;
+    if (cancelled) return HTTP_DROP; /* the client is gone */
+    if (j->q.stream && (accepted || state == J_DONE)) return send_stream(a, r, j) ? HTTP_DONE : HTTP_DROP;
+    if (state == J_DONE) return send_result(a, r, j) ? HTTP_DONE : HTTP_DROP;
+    return HTTP_WAIT;
+}
+
 static int handle_completion(srv_api *a, srv_req *r, int chat) {
-    if (r->too_big)
-        return http_send_error(r, 413, "invalid_request_error", NULL, "request_too_large",
-                               "the request body exceeds %u bytes", HTTP_BODY_LIMIT);
+    if (r->job) return completion_progress(a, r, r->job);
+    int ok;
+    if (r->too_big) {
+        ok = http_send_error(r, 413, "invalid_request_error", NULL, "request_too_large", "the request body exceeds %u bytes",
+                             HTTP_BODY_LIMIT);
+        return ok ? HTTP_DONE : HTTP_DROP;
+    }
     job *j = slm_calloc(1, sizeof *j);
-    if (!j) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory");
+    if (!j) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory") ? HTTP_DONE : HTTP_DROP;
     srv_error e;
     if (!srv_request_parse(r->body, r->len, chat, &j->q, &e)) {
         slm_xfree(j);
-        return http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
+        ok = http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
+        return ok ? HTTP_DONE : HTTP_DROP;
     }
-    j->fd = r->fd;
     j->created = (long)time(NULL);
     r->stream = j->q.stream;
     int q;
     if (!enqueue(a, r, j, &q)) {
         j->refs = 1;
         srv_job_unref(j);
-        return http_send_error(r, 503, "server_error", NULL, "queue_full",
-                               "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
+        ok = http_send_error(r, 503, "server_error", NULL, "queue_full",
+                             "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
+        return ok ? HTTP_DONE : HTTP_DROP;
     }
-    pthread_mutex_lock(&a->mu);
-    /* wait until the worker accepted (or refused) the job */
-    while ((j->state == J_QUEUED || (j->state == J_RUNNING && !j->accepted)) && !j->cancelled) {
-        srv_cond_wait_ms(a, &a->changed, 200);
-        if ((j->state == J_QUEUED || (j->state == J_RUNNING && !j->accepted)) && http_client_gone(j->fd)) j->cancelled = 1;
-    }
-    if (!j->q.stream) {
-        while (j->state < J_DONE && !j->cancelled) {
-            srv_cond_wait_ms(a, &a->changed, 200);
-            if (j->state < J_DONE && http_client_gone(j->fd)) j->cancelled = 1;
-        }
-    }
-    int cancelled = j->cancelled, state = j->state;
-    pthread_mutex_unlock(&a->mu);
-    if (state == J_FAILED)
-        return http_send_error(r, j->status, j->status >= 500 ? "server_error" : "invalid_request_error", j->err_param,
-                               j->err_code, "%s", j->err);
-    if (cancelled) return 0; /* the client is gone */
-    return j->q.stream ? send_stream(a, r, j) : send_result(a, r, j);
+    return HTTP_WAIT; /* the worker wakes the request when it accepted, refused or finished the job */
 }
 
 /* ---- routing -------------------------------------------------------------------- */
 
 static int handle_health(srv_api *a, srv_req *r) {
     pthread_mutex_lock(&a->mu);
-    int q = a->queued;
+    int q = a->queued, run = a->running;
     pthread_mutex_unlock(&a->mu);
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "status", "ok");
     cJSON_AddNumberToObject(o, "queued", q);
+    cJSON_AddNumberToObject(o, "running", run);
     return http_send_json(r, 200, o);
 }
 
@@ -301,23 +312,40 @@ static int handle_models(srv_api *a, srv_req *r) {
     return http_send_json(r, 200, o);
 }
 
+int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
+    if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions")))
+        return 1;
+    pthread_mutex_lock(&a->mu);
+    int q = a->queued, full = queue_full(a);
+    pthread_mutex_unlock(&a->mu);
+    if (full) /* before the body is parsed, rendered or tokenized */
+        snprintf(msg, msgcap, "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
+    return !full;
+}
+
+void api_cancel(srv_api *a, srv_req *r) {
+    pthread_mutex_lock(&a->mu);
+    if (r->job) ((job *)r->job)->cancelled = 1;
+    pthread_mutex_unlock(&a->mu);
+}
+
 int api_handle(srv_api *a, srv_req *r) {
     const char *url = r->path;
     int get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
-    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health")) {
-        if (!get) return http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use GET %s", url);
-        return handle_health(a, r);
-    }
-    if (!strcmp(url, "/v1/models")) {
-        if (!get) return http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use GET %s", url);
-        return handle_models(a, r);
+    int ok;
+    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health") || !strcmp(url, "/v1/models")) {
+        if (!get) ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use GET %s", url);
+        else ok = !strcmp(url, "/v1/models") ? handle_models(a, r) : handle_health(a, r);
+        return ok ? HTTP_DONE : HTTP_DROP;
     }
     int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
     if (chat || comp) {
-        if (!post) return http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
-        return handle_completion(a, r, chat);
+        if (post) return handle_completion(a, r, chat);
+        ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
+    } else {
+        ok = http_send_error(r, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint %s %s", r->method, url);
     }
-    return http_send_error(r, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint %s %s", r->method, url);
+    return ok ? HTTP_DONE : HTTP_DROP;
 }
 
 void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char **fin) {
@@ -327,6 +355,7 @@ void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char 
     if (!j) return;
     pthread_mutex_lock(&a->mu);
     if (j->state < J_DONE || aborted) j->cancelled = 1;
+    j->req = NULL;
     *pt = j->prompt_tokens;
     *ct = j->completion_tokens;
     *fin = j->finish; /* a static string */
@@ -343,13 +372,18 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
     if (!a) { snprintf(err, errcap, "out of memory"); return NULL; }
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work, NULL);
-    pthread_cond_init(&a->changed, NULL);
     a->e = e;
     a->tm = tm;
     a->queue_max = cfg->queue;
     a->started = (long)time(NULL);
     snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");
     slm_get_info(e, &a->info);
+    size_t longest = 16;
+    for (int id = 0; id < a->info.vocab_size; id++) {
+        size_t l = strlen(slm_token_piece(e, a->info.bos_id == 0 ? 1 : 0, id));
+        if (l > longest) longest = l;
+    }
+    a->max_prompt_bytes = (size_t)slm_capacity(e) * longest * 2;
     a->tok = slm_chat_tok_new(e);
     a->n_slots = cfg->parallel > 0 ? cfg->parallel : 1;
     if (a->n_slots > SRV_MAX_SLOTS) a->n_slots = SRV_MAX_SLOTS;
@@ -377,8 +411,8 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
 void api_stop(srv_api *a) {
     pthread_mutex_lock(&a->mu);
     a->stop = 1;
+    if (a->current) a->current->cancelled = 1; /* stops its rendering too */
     pthread_cond_broadcast(&a->work);
-    pthread_cond_broadcast(&a->changed);
     pthread_mutex_unlock(&a->mu);
     if (a->worker_started) pthread_join(a->worker, NULL);
     a->worker_started = 0;
@@ -390,7 +424,6 @@ void api_free(srv_api *a) {
     for (int i = 0; i < SRV_MAX_SLOTS; i++) slm_session_free(a->slot_sess[i]);
     slm_chat_tok_free(a->tok);
     pthread_cond_destroy(&a->work);
-    pthread_cond_destroy(&a->changed);
     pthread_mutex_destroy(&a->mu);
     slm_xfree(a);
 }

@@ -7,6 +7,7 @@
 #define SLM_SERVER_API_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "server/http.h"
 #include "server/request.h"
@@ -18,9 +19,11 @@ enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
 typedef struct job {
     int refs;               /* under a->mu: the queue/worker, the request, the stream */
     srv_request q;          /* what was asked (owned) */
-    int fd;                 /* the client's socket */
+    srv_req *req;           /* the request waiting for it (under a->mu; NULL once it ended) */
     /* progress, under a->mu */
-    int state, accepted, cancelled;
+    int state, accepted;
+    _Atomic int cancelled;  /* the client left or the server stops; the template
+                               renderer reads it too (slm_tmpl_vars.cancel) */
     int status;             /* J_FAILED: the HTTP status */
     char err[512];
     const char *err_code, *err_param;
@@ -41,20 +44,23 @@ typedef struct job {
 
 struct srv_api {
     pthread_mutex_t mu;
-    pthread_cond_t work, changed;
+    pthread_cond_t work;
     job *head, *tail;
-    int queued, queue_max, stop;
+    int queued, running, queue_max, stop; /* jobs waiting for a slot; slots running a job */
     unsigned long next_id;
     slm_engine *e;
     const slm_tmpl *tm;
     slm_chat_tok *tok;
     slm_info info;
+    size_t max_prompt_bytes; /* a prompt longer than this cannot fit the KV capacity:
+                                refused without tokenizing (capacity x the longest piece x 2) */
     char model_name[128];
     int n_slots;            /* --parallel: sessions decoding together */
     slm_session *slot_sess[SRV_MAX_SLOTS];
     job *slot_job[SRV_MAX_SLOTS]; /* the job each slot runs (NULL: free); under mu */
     int slot_gen0[SRV_MAX_SLOTS]; /* the session's n_generated when the job started */
     long started;
+    job *current;           /* the job the worker runs, or NULL */
     pthread_t worker;
     int worker_started;
 };
@@ -63,7 +69,7 @@ struct srv_api {
 void *srv_worker_main(void *api);
 /* Drop a reference (under a->mu); frees the job at zero. */
 void srv_job_unref(job *j);
-/* Wait on a->changed for at most ms (under a->mu). */
-void srv_cond_wait_ms(srv_api *a, pthread_cond_t *c, int ms);
+/* The job's state or text changed (under a->mu): wake its request. */
+void srv_job_changed(srv_api *a, job *j);
 
 #endif

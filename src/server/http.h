@@ -18,6 +18,8 @@
 struct MHD_Connection;
 typedef struct cJSON cJSON;
 
+struct slm_server;
+
 /* One request, as the API sees it. Owned by http.c. */
 typedef struct srv_req {
     char method[8], path[80];
@@ -28,8 +30,25 @@ typedef struct srv_req {
     void *job;              /* the API's state for this request, or NULL */
     int fd;                 /* the client's socket (to notice it leaving) */
     struct MHD_Connection *conn;
+    struct slm_server *srv;
     struct timespec t0;
+    /* http.c's (under the server's lock) */
+    int suspended, wake;    /* the connection is suspended; a wake-up came while it was not */
+    int cors;               /* answers carry Access-Control-Allow-Origin */
+    const char *origin;     /* the request's Origin (valid while it runs) */
+    size_t reserved;        /* bytes of the body budget held */
+    int over_budget;
+    int refused, handled;   /* answered once the headers were in; api_handle called */
+    /* refused while its body is on the way: the body is read and dropped,
+     * then this answer goes (an answer before the body makes clients see a reset) */
+    int defer_status;
+    const char *defer_code, *defer_hname, *defer_hval;
+    char defer_msg[200];
+    size_t dropped;         /* body bytes dropped */
 } srv_req;
+
+/* What api_handle answers. */
+enum { HTTP_DROP = 0, HTTP_DONE = 1, HTTP_WAIT = 2 };
 
 /* ---- answers (http.c); each returns 1 when queued, 0 to drop the connection */
 
@@ -39,20 +58,30 @@ int http_send_json(srv_req *r, int status, cJSON *o);
 int http_send_error(srv_req *r, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
 /* A text/event-stream answer whose bytes come from read(cls, buf, max):
- * > 0 bytes written, HTTP_STREAM_END, or HTTP_STREAM_ERROR (drops the
+ * > 0 bytes written, 0 = nothing yet (the connection sleeps until
+ * http_wake), HTTP_STREAM_END, or HTTP_STREAM_ERROR (drops the
  * connection). free_fn(cls) runs when the answer is done with. */
 enum { HTTP_STREAM_END = -1, HTTP_STREAM_ERROR = -2 };
 typedef long (*http_stream_fn)(void *cls, char *buf, size_t max);
 int http_send_stream(srv_req *r, http_stream_fn read, void *cls, void (*free_fn)(void *cls));
-/* 1 when the peer of socket fd has closed its end (or the socket failed). */
-int http_client_gone(int fd);
+/* Wake r (from any thread): a request that api_handle answered HTTP_WAIT
+ * gets api_handle again, a stream that had nothing gets read again. */
+void http_wake(srv_req *r);
 
 /* ---- the request handling (api.c) */
 
 typedef struct srv_api srv_api;
 srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap);
-/* Answer r (its body read in full). 1 = answered, 0 = drop the connection. */
+/* Once the headers are in, before the body is read: 1 = go on; 0 = the
+ * queue is full (msg says so; the HTTP layer answers 503 queue_full).
+ * Nothing costly. */
+int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap);
+/* Answer r (its body read in full): HTTP_DONE (answered), HTTP_DROP (drop
+ * the connection) or HTTP_WAIT (nothing yet: called again after
+ * http_wake). Never blocks: it runs on the threads that poll sockets. */
 int api_handle(srv_api *a, srv_req *r);
+/* The client of r is gone (seen while its connection slept): stop its work. */
+void api_cancel(srv_api *a, srv_req *r);
 /* r is finished (aborted: the client went away): release the API's state;
  * the token counts and finish reason for the log line go to *pt, *ct, *fin. */
 void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char **fin);

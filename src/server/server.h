@@ -22,6 +22,19 @@ typedef struct slm_server_cfg {
     int parallel;           /* slots: requests decoded together (at most the engine's n_seqs) */
     const char *model_name; /* the id /v1/models reports */
     int verbose;
+    /* hostile clients: bounded work and memory */
+    int max_conn;           /* connections at once (default 512; at most the open-file limit less 64) */
+    int max_conn_per_ip;    /* connections at once from one client address (default 64) */
+    int idle_timeout_s;     /* a connection silent this long is closed (default 15) */
+    int request_timeout_s;  /* a request's headers and body must arrive within this (default 30) */
+    int http_threads;       /* threads polling the sockets (default 4) */
+    size_t body_budget;     /* bytes of request bodies buffered at once, all clients (default 64 MiB) */
+    /* who may ask */
+    const char *api_key;    /* NULL: none; else every endpoint but /health needs "Authorization: Bearer KEY" */
+    const char *cors_origin;/* NULL: requests with a foreign Origin get 403; else the origin admitted
+                               (answers carry CORS headers); "*" admits any */
+    const char *allow_hosts[8]; /* Host names accepted besides localhost, 127.0.0.1, [::1] and host */
+    int n_allow_hosts;      /* "*" among them accepts any Host */
 } slm_server_cfg;
 
 void slm_server_cfg_init(slm_server_cfg *c);

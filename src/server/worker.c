@@ -14,17 +14,12 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/common.h"
 
-void srv_cond_wait_ms(srv_api *a, pthread_cond_t *c, int ms) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)ms * 1000000L;
-    ts.tv_sec += ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    pthread_cond_timedwait(c, &a->mu, &ts);
+void srv_job_changed(srv_api *a, job *j) {
+    (void)a;
+    if (j->req) http_wake(j->req);
 }
 
 void srv_job_unref(job *j) {
@@ -46,7 +41,7 @@ static void job_fail(srv_api *a, job *j, int status, const char *code, const cha
     j->err_code = code;
     j->err_param = param;
     j->state = J_FAILED;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
     va_end(ap);
 }
@@ -64,7 +59,7 @@ static int publish(srv_api *a, job *j, const char *s, size_t n) {
     memcpy(j->text, s, n);
     j->text[n] = 0;
     j->tlen = n;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     return 1;
 }
 
@@ -76,33 +71,29 @@ static int job_cancelled(srv_api *a, job *j) {
     return c;
 }
 
-/* The prompt's token ids (slm_xfree'd by the caller); the count, or 0 after
- * job_fail. Chat messages are rendered here, on the worker, after the queue
- * admitted the job: a request the queue turns away costs no rendering. */
-static int job_tokens(srv_api *a, job *j, int32_t **ids) {
+static void fail_too_long(srv_api *a, job *j, const char *what, long n, int at_least) {
+    job_fail(a, j, 400, "context_length_exceeded", j->q.chat ? "messages" : "prompt",
+             "This model's maximum context length is %d tokens. However, your %s resulted in %s%ld tokens "
+             "(plus at least 1 for the completion).",
+             slm_capacity(a->e), what, at_least ? "more than " : "", n);
+}
+
+/* Tokenize text (slm_malloc'd ids in *ids); the count, or 0 after job_fail.
+ * A text too long to fit in any tokenization is refused untokenized. */
+static int tokenize(srv_api *a, job *j, const char *text, int32_t **ids) {
     const srv_request *q = &j->q;
     int n;
     *ids = NULL;
+    size_t len = strlen(text);
+    if (len > a->max_prompt_bytes) {
+        fail_too_long(a, j, q->chat ? "messages" : "prompt", (long)slm_capacity(a->e), 1);
+        return 0;
+    }
     if (q->chat) {
-        char terr[256];
-        /* The place for the renderer's cancel hook: when slm_chat_render takes
-         * one, pass job_cancelled(a, j) so that a client that leaves stops
-         * its rendering too. */
-        char *prompt = slm_chat_render(a->tm, a->tok, q->msgs, q->nmsgs, 1, terr, sizeof terr);
-        if (!prompt) {
-            job_fail(a, j, 400, "invalid_value", "messages", "the chat template failed: %s", terr);
-            return 0;
-        }
-        if (job_cancelled(a, j)) {
-            slm_xfree(prompt);
-            job_fail(a, j, 499, "cancelled", NULL, "the client went away");
-            return 0;
-        }
-        n = slm_chat_tokenize(a->tok, prompt, 1, ids);
-        slm_xfree(prompt);
+        n = slm_chat_tokenize(a->tok, text, 1, ids);
     } else {
-        n = slm_tokenize(a->e, q->prompt, 1, NULL, 0);
-        if (n > 0 && (*ids = slm_malloc((size_t)n * sizeof(int32_t)))) slm_tokenize(a->e, q->prompt, 1, *ids, n);
+        n = slm_tokenize(a->e, text, 1, NULL, 0);
+        if (n > 0 && (*ids = slm_malloc((size_t)n * sizeof(int32_t)))) slm_tokenize(a->e, text, 1, *ids, n);
         else if (n > 0) n = -1;
     }
     if (n <= 0) {
@@ -111,17 +102,54 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         job_fail(a, j, 500, "internal_error", NULL, "could not tokenize the prompt");
         return 0;
     }
-    int cap = slm_capacity(a->e);
-    if (n + 1 > cap) {
+    if (n + 1 > slm_capacity(a->e)) {
         slm_xfree(*ids);
         *ids = NULL;
-        job_fail(a, j, 400, "context_length_exceeded", q->chat ? "messages" : "prompt",
-                 "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens "
-                 "(plus at least 1 for the completion).",
-                 cap, q->chat ? "messages" : "prompt", n);
+        fail_too_long(a, j, q->chat ? "messages" : "prompt", n, 0);
         return 0;
     }
     return n;
+}
+
+/* The prompt's token ids (slm_xfree'd by the caller); the count, or 0 after
+ * job_fail. Chat messages are rendered here, on the worker, after the queue
+ * admitted the job: a request the queue turns away costs no rendering. */
+static int job_tokens(srv_api *a, job *j, int32_t **ids) {
+    const srv_request *q = &j->q;
+    *ids = NULL;
+    if (q->chat) {
+        /* as slm_chat_render, with the job's cancel flag: a client that
+         * leaves (or the server stopping) stops the rendering too */
+        slm_tmpl_vars v = {0};
+        v.bos_token = slm_chat_tok_bos_text(a->tok);
+        v.eos_token = slm_chat_tok_eos_text(a->tok);
+        v.add_generation_prompt = 1;
+        v.cancel = &j->cancelled;
+        slm_err terr;
+        char *prompt = slm_tmpl_render(a->tm, q->msgs, q->nmsgs, &v, &terr);
+        if (job_cancelled(a, j)) {
+            int rendered = prompt != NULL;
+            slm_xfree(prompt);
+            pthread_mutex_lock(&a->mu);
+            int stopping = a->stop;
+            pthread_mutex_unlock(&a->mu);
+            if (stopping) {
+                job_fail(a, j, 503, "server_shutting_down", NULL, "the server is shutting down");
+                return 0;
+            }
+            fprintf(stderr, "serve: %s: %s, the client left\n", j->id, rendered ? "rendered" : "rendering stopped");
+            job_fail(a, j, 499, "cancelled", NULL, "the client went away");
+            return 0;
+        }
+        if (!prompt) {
+            job_fail(a, j, 400, "invalid_value", "messages", "the chat template failed: %s", terr.msg);
+            return 0;
+        }
+        int n = tokenize(a, j, prompt, ids);
+        slm_xfree(prompt);
+        return n;
+    }
+    return tokenize(a, j, q->prompt, ids);
 }
 
 /* ---- slots: continuous batching ------------------------------------------------ */
@@ -138,6 +166,7 @@ static int admit(srv_api *a, job **fresh, int *fresh_slot) {
         j->next = NULL;
         j->state = J_RUNNING;
         a->slot_job[i] = j;
+        a->running++;
         fresh[n] = j;
         fresh_slot[n] = i;
         n++;
@@ -150,7 +179,10 @@ static void release(srv_api *a, int i) {
     pthread_mutex_lock(&a->mu);
     job *j = a->slot_job[i];
     a->slot_job[i] = NULL;
-    if (j) srv_job_unref(j);
+    if (j) {
+        a->running--;
+        srv_job_unref(j);
+    }
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -161,7 +193,13 @@ static int start_job(srv_api *a, int i) {
     job *j = a->slot_job[i];
     slm_session *s = a->slot_sess[i];
     int32_t *ids = NULL;
+    pthread_mutex_lock(&a->mu);
+    a->current = j; /* server stop cancels its rendering */
+    pthread_mutex_unlock(&a->mu);
     int n = job_tokens(a, j, &ids);
+    pthread_mutex_lock(&a->mu);
+    a->current = NULL;
+    pthread_mutex_unlock(&a->mu);
     if (!n) {
         release(a, i);
         return 0;
@@ -190,7 +228,7 @@ static int start_job(srv_api *a, int i) {
     j->prompt_tokens = n;
     j->cached_tokens = s1.n_reused - s0.n_reused;
     j->accepted = 1;
-    pthread_cond_broadcast(&a->changed);
+    srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
     return 1;
 }
@@ -218,7 +256,7 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
         publish(a, j, text, len);
         j->state = J_DONE;
-        pthread_cond_broadcast(&a->changed);
+        srv_job_changed(a, j);
     }
     pthread_mutex_unlock(&a->mu);
     if (done) release(a, i);
@@ -237,8 +275,9 @@ void *srv_worker_main(void *arg) {
             if (j && (j->cancelled || a->stop)) {
                 j->finish = "cancelled";
                 j->state = J_DONE;
-                pthread_cond_broadcast(&a->changed);
+                srv_job_changed(a, j);
                 a->slot_job[i] = NULL;
+                a->running--;
                 srv_job_unref(j);
             }
             active += a->slot_job[i] != NULL;
@@ -268,8 +307,9 @@ void *srv_worker_main(void *arg) {
             if (fresh[k]->cancelled) { /* gone while it waited */
                 fresh[k]->finish = "cancelled";
                 fresh[k]->state = J_DONE;
-                pthread_cond_broadcast(&a->changed);
+                srv_job_changed(a, fresh[k]);
                 a->slot_job[fresh_slot[k]] = NULL;
+                a->running--;
                 srv_job_unref(fresh[k]);
                 fresh_slot[k] = -1;
             }

@@ -142,6 +142,7 @@ slm_bpe *slm_bpe__alloc(int n_vocab, uint64_t blob_size) {
     t->n_vocab = n_vocab;
     t->bos = t->eos = t->eot = t->unk = t->pad = -1;
     t->byte_level = 1;
+    t->max_input = SLM_TOK_DEFAULT_MAX_INPUT;
     if (blob_size > SIZE_MAX) {
         slm_xfree(t);
         return NULL;
@@ -454,6 +455,23 @@ int slm_bpe_is_control(const slm_bpe *t, int id) {
     return ty == SLM_BPE_TT_CONTROL || ty == SLM_BPE_TT_UNKNOWN;
 }
 const char *slm_bpe_pre_name(const slm_bpe *t) { return t ? t->pre_name : ""; }
+
+void slm_bpe_set_max_input(slm_bpe *t, size_t bytes) {
+    if (bytes > (size_t)(INT32_MAX / 8)) bytes = (size_t)(INT32_MAX / 8); /* ids are counted in an int */
+    if (t) t->max_input = bytes ? bytes : SLM_TOK_DEFAULT_MAX_INPUT;
+}
+size_t slm_bpe_max_input(const slm_bpe *t) { return t ? t->max_input : 0; }
+
+const char *slm_tok_encode_error(int rc) {
+    switch (rc) {
+    case SLM_TOK_ENOMEM: return "out of memory encoding the text";
+    case SLM_TOK_ETOOLONG: return "the text is longer than the tokenizer's input limit (max_prompt_bytes)";
+    case SLM_TOK_EBUDGET:
+        return "the tokenizer's pre-tokenizer regexes exceeded their work limits on this text (a hostile or "
+               "catastrophically backtracking pattern)";
+    default: return rc < 0 ? "encoding failed" : "";
+    }
+}
 
 /* ---- setters for the loaders -------------------------------------------- */
 

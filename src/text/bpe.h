@@ -57,11 +57,33 @@ size_t slm_bpe_serialize(const slm_bpe *t, void *buf, size_t cap);
 slm_status slm_bpe_load_mem(slm_bpe **out, const void *data, size_t size, const char *name,
                             slm_err *err);
 
+/* Encoding's bounded work (text controls the cost, and a tokenizer.json
+ * its regexes): a text longer than the tokenizer's max_input is refused
+ * before any work; pre-tokenization runs each PCRE2 match under match,
+ * depth and heap limits sized to the piece it splits, and the whole text
+ * under a budget of the thread's CPU time: SLM_BPE_PRETOK_BASE_MS +
+ * SLM_BPE_PRETOK_NS_PER_BYTE per byte. Normal pre-tokenizers need a small fraction of it (tens of ns
+ * per byte); a limit hit is an error, never a silently different split. */
+#define SLM_TOK_DEFAULT_MAX_INPUT ((size_t)8 << 20) /* bytes (8 MiB) */
+#define SLM_BPE_PRETOK_BASE_MS 250
+#define SLM_BPE_PRETOK_NS_PER_BYTE 2000
+/* Encoding results below zero (slm_bpe_encode and slm_tok_encode). */
+#define SLM_TOK_ENOMEM (-1)   /* an allocation failed */
+#define SLM_TOK_ETOOLONG (-2) /* the text is longer than max_input */
+#define SLM_TOK_EBUDGET (-3)  /* a pre-tokenizer regex exceeded its work limits */
+/* A message for a result below zero ("" for others). */
+const char *slm_tok_encode_error(int rc);
+
+/* The longest text (bytes) encode accepts; 0 restores the default
+ * (SLM_TOK_DEFAULT_MAX_INPUT). Not serialized: a blob's user sets it. */
+void slm_bpe_set_max_input(slm_bpe *t, size_t bytes);
+size_t slm_bpe_max_input(const slm_bpe *t);
+
 /* Encode len bytes of text. add_bos / add_eos: 1 to add BOS/EOS when the
  * vocabulary asks for it (add_bos_token / add_eos_token), 0 never;
  * parse_special: let control tokens' text match them. Writes at most cap ids;
  * returns the number of ids the text encodes to (> cap: output truncated),
- * -1 on allocation failure. */
+ * or an SLM_TOK_E* code below zero. */
 int slm_bpe_encode(const slm_bpe *t, const char *text, size_t len, int add_bos, int add_eos,
                    int parse_special, int32_t *ids, int cap);
 /* Decoded bytes of one token (not NUL-terminated in general; *len set).

@@ -37,8 +37,8 @@ static void emit(ids_out *o, int id) {
 
 /* scratch for one encode call */
 typedef struct work {
-    sym *syms;     /* 3n + 4 */
-    cand *heap;    /* 3 * (3n + 4) */
+    sym *syms;     /* n + 4 (byte-level), 3n + 4 (normalized text) */
+    cand *heap;    /* 3 * the symbols */
     int nheap;
     char *buf;     /* byte-encoded word: 2n + 4 */
     char *san;     /* sanitized / normalized text: 3n + 8 */
@@ -197,9 +197,11 @@ static void encode_word_spm(const slm_bpe *t, work *w, const char *text, int n, 
 
 
 /* Encode one fragment (no special tokens in it). first: the fragment starts
- * the text (SentencePiece "first" prepend scheme, ByteLevel add_prefix_space). */
-static int encode_fragment(const slm_bpe *t, work *w, const char *text, int n, int first, ids_out *o) {
-    if (n <= 0) return 1;
+ * the text (SentencePiece "first" prepend scheme, ByteLevel add_prefix_space).
+ * Returns 0 or an SLM_TOK_E* code. */
+static int encode_fragment(const slm_bpe *t, work *w, const char *text, int n, int first, ids_out *o,
+                           slm_bpe_budget *bud) {
+    if (n <= 0) return 0;
     static const char ws[3] = {(char)0xe2, (char)0x96, (char)0x81}; /* U+2581 */
     if (!t->byte_level) {
         /* normalize: " " -> "▁", prepend "▁" */
@@ -219,7 +221,7 @@ static int encode_fragment(const slm_bpe *t, work *w, const char *text, int n, i
         }
         if (!t->spm_split) {
             encode_word_spm(t, w, norm, k, o);
-            return 1;
+            return 0;
         }
         /* Metaspace split: a piece starts at each "▁" */
         int s = 0;
@@ -229,7 +231,7 @@ static int encode_fragment(const slm_bpe *t, work *w, const char *text, int n, i
                 s = i;
             }
         }
-        return 1;
+        return 0;
     }
     const char *src = text;
     if (t->add_prefix_space && first && text[0] != ' ') {
@@ -260,13 +262,14 @@ static int encode_fragment(const slm_bpe *t, work *w, const char *text, int n, i
     }
     map[k] = n;
     slm_bpe_pieces pc;
-    if (slm_bpe__pretokenize(t, san, k, &pc)) return 0;
+    int rc = slm_bpe__pretokenize(t, san, k, &pc, bud);
+    if (rc) return rc;
     for (int p = 0; p < pc.n; p++) {
         int32_t a = map[pc.a[2 * p]], b = map[pc.a[2 * p + 1]];
         encode_word_bytes(t, w, src + a, b - a, o);
     }
     slm_xfree(pc.a);
-    return 1;
+    return 0;
 }
 
 /* A fragment of the text: raw [start, start+len) or a token. */
@@ -353,33 +356,39 @@ oom:
 
 int slm_bpe_encode(const slm_bpe *t, const char *text, size_t len, int add_bos, int add_eos,
                    int parse_special, int32_t *ids, int cap) {
-    if (!t) return -1;
+    if (!t) return SLM_TOK_ENOMEM;
     if (!text) len = 0;
-    if (len > (size_t)(INT32_MAX / 8)) return -1;
+    if (len > t->max_input || len > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG;
     int n = (int)len;
     ids_out o = {ids, ids ? cap : 0, 0};
     if (add_bos && t->add_bos && t->bos >= 0) emit(&o, t->bos);
     frags fr = {0};
-    if (!partition(t, text, n, parse_special, &fr)) return -1;
+    if (!partition(t, text, n, parse_special, &fr)) return SLM_TOK_ENOMEM;
     work w = {0};
     int maxlen = 0;
     for (int f = 0; f < fr.n; f++)
         if (fr.a[f].id < 0 && fr.a[f].len > maxlen) maxlen = fr.a[f].len;
-    int ok = 1;
+    int rc = 0;
+    slm_bpe_budget budget;
+    slm_bpe__budget_init(&budget, len);
     if (maxlen > 0) {
         size_t m = (size_t)maxlen + 1; /* + add_prefix_space */
-        w.syms = slm_malloc((3 * m + 4) * sizeof *w.syms);
-        w.heap = slm_malloc(3 * (3 * m + 4) * sizeof *w.heap);
+        /* a symbol per byte (byte-level) or per byte of the normalized
+         * text (" " -> 3 bytes); a heap entry per pair and 2 per merge */
+        size_t ns = t->byte_level ? m + 4 : 3 * m + 4;
+        w.syms = slm_malloc(ns * sizeof *w.syms);
+        w.heap = slm_malloc(3 * ns * sizeof *w.heap);
         w.buf = slm_malloc(2 * m + 4);
         w.san = slm_malloc(3 * m + 8);
         w.map = slm_malloc((3 * m + 8) * sizeof *w.map);
         w.pfx = slm_malloc(m + 1);
-        if (!w.syms || !w.heap || !w.buf || !w.san || !w.map || !w.pfx) ok = 0;
+        if (!w.syms || !w.heap || !w.buf || !w.san || !w.map || !w.pfx) rc = SLM_TOK_ENOMEM;
     }
     int first = 1;
-    for (int f = 0; ok && f < fr.n; f++) {
+    for (int f = 0; !rc && f < fr.n; f++) {
         if (fr.a[f].id >= 0) emit(&o, fr.a[f].id);
-        else ok = encode_fragment(t, &w, text + fr.a[f].start, fr.a[f].len, first && fr.a[f].start == 0, &o);
+        else
+            rc = encode_fragment(t, &w, text + fr.a[f].start, fr.a[f].len, first && fr.a[f].start == 0, &o, &budget);
         first = 0;
     }
     slm_xfree(w.syms);
@@ -389,7 +398,7 @@ int slm_bpe_encode(const slm_bpe *t, const char *text, size_t len, int add_bos, 
     slm_xfree(w.map);
     slm_xfree(w.pfx);
     slm_xfree(fr.a);
-    if (!ok) return -1;
+    if (rc) return rc;
     if (add_eos && t->add_eos && t->eos >= 0) emit(&o, t->eos);
     return o.n;
 }

@@ -5,7 +5,8 @@
  *                 vocabulary (specials, byte tokens, decoded pieces),
  *                 decoding and accessors
  *   bpe_pretok.c  the named pre-tokenizers' regexes, compiling them
- *                 (PCRE2) and splitting text into pre-tokens
+ *                 (PCRE2) and splitting text into pre-tokens under
+ *                 work limits sized to the text
  *   bpe_vocab.c   loading from GGUF metadata
  *   bpe_json.c    loading from a Hugging Face tokenizer.json
  *   bpe_encode.c  special-token partition and the merge engine
@@ -59,6 +60,9 @@ struct slm_bpe {
     char *regex[BPE_MAX_REGEX];
     pcre2_code *re[BPE_MAX_REGEX];
     pcre2_general_context *gctx;
+
+    /* limits (not serialized: set by the user of a loaded tokenizer) */
+    size_t max_input;      /* longest text encode accepts, bytes */
 
     /* decoding */
     char *dec;             /* decoded pieces */
@@ -122,8 +126,22 @@ typedef struct slm_bpe_pieces {
     int n, cap;
 } slm_bpe_pieces;
 
+/* The time budget of one encode call's pre-tokenization (the merges that
+ * run between fragments are not charged to it). */
+typedef struct slm_bpe_budget {
+    uint64_t allowed_ns; /* for the whole text */
+    uint64_t spent_ns;   /* by earlier fragments */
+} slm_bpe_budget;
+
+/* the budget for a text of n bytes */
+void slm_bpe__budget_init(slm_bpe_budget *b, size_t n);
+
 /* Split text[0, n) (valid UTF-8) into pieces with the regex list; *out is
- * slm_malloc'd (SLM_ERR_NOMEM when that fails). */
-slm_status slm_bpe__pretokenize(const slm_bpe *t, const char *text, int n, slm_bpe_pieces *out);
+ * slm_malloc'd. Returns 0, SLM_TOK_ENOMEM, or SLM_TOK_EBUDGET when a match
+ * hits its limits or the budget runs out. */
+int slm_bpe__pretokenize(const slm_bpe *t, const char *text, int n, slm_bpe_pieces *out, slm_bpe_budget *b);
+/* Try each regex on probe texts at load (untrusted regexes: tokenizer.json);
+ * SLM_ERR_UNSUPPORTED naming the regex when one exceeds its limits. */
+slm_status slm_bpe__probe_regexes(const slm_bpe *t, const char *name, slm_err *err);
 
 #endif

@@ -15,14 +15,17 @@
  *  - BOS/EOS: post_processor TemplateProcessing (a special token before or
  *    after $A), overridden by tokenizer_config.json beside the file
  *    (bos_token, eos_token, add_bos_token, add_eos_token).
- * Anything else is refused with a message naming it. cJSON's own allocator
- * holds the parsed document while loading; the tokenizer itself is built
- * with slm_malloc.
+ * Anything else is refused with a message naming it. The parsed document
+ * (cJSON, through slm_malloc: common/json.h) lives while loading only.
  */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "text/bpe_internal.h"
+
+#ifdef SLM_HAVE_CJSON
+#include <cjson/cJSON.h>
+#endif
 
 #ifndef SLM_HAVE_CJSON
 
@@ -38,12 +41,12 @@ slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len,
 }
 
 #else
-#include <cjson/cJSON.h>
 
 #include "common/json.h"
 
 #define GPT2_RE_HF "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 #define MAX_TOKENS (1 << 24)
+#define ID_SLACK 1024 /* unused ids allowed beyond twice the entries */
 
 static const char k_ws[] = "\xe2\x96\x81";
 
@@ -203,30 +206,51 @@ static void template_specials(const slm_bpe *t, const cJSON *pp, int *bos, int *
     }
 }
 
+static int n_entries(const cJSON *vocab, const cJSON *added) {
+    return cJSON_GetArraySize(vocab) + (cJSON_IsArray(added) ? cJSON_GetArraySize(added) : 0);
+}
+
+/* ids must stay below 2 * entries + ID_SLACK (and MAX_TOKENS) */
+static double id_bound(const cJSON *vocab, const cJSON *added) {
+    double b = 2.0 * n_entries(vocab, added) + ID_SLACK;
+    return b < MAX_TOKENS ? b : MAX_TOKENS;
+}
+
 /* The tokens: model.vocab {string: id} and added_tokens [{id, content,
  * special}]; the vocabulary size is the largest id + 1 (unnamed ids are
  * empty, unused tokens). Creates c->t. */
 static slm_status build_vocab(jctx *c, const cJSON *vocab, const cJSON *added) {
     const char *name = c->name;
     slm_err *err = c->err;
+    /* every table is sized by the largest id: an id may leave gaps (unused
+     * ids), but not make the vocabulary much larger than its entries */
+    const double bound = id_bound(vocab, added);
     double maxid = -1;
     uint64_t blob = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= MAX_TOKENS ||
-            e->valuedouble != (double)(int)e->valuedouble)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: vocab entry '%.64s' has a bad id", name, e->string);
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble != (double)(int)e->valuedouble)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: model.vocab entry '%.64s' has a bad id", name, e->string);
+        if (e->valuedouble >= bound)
+            return slm_errf(err, SLM_ERR_FORMAT,
+                            "%s: model.vocab entry '%.64s' has id %.0f, beyond %.0f (the bound for a vocabulary "
+                            "of %d entries)", name, e->string, e->valuedouble, bound - 1, n_entries(vocab, added));
         if (e->valuedouble > maxid) maxid = e->valuedouble;
         blob += strlen(e->string) + 1;
     }
+    int k = 0;
     cJSON_ArrayForEach(e, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
         const char *ct = jstr(e, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= MAX_TOKENS ||
-            id->valuedouble != (double)(int)id->valuedouble || !ct)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: added token without a valid id and content", name);
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble != (double)(int)id->valuedouble || !ct)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: added_tokens[%d] without a valid id and content", name, k);
+        if (id->valuedouble >= bound)
+            return slm_errf(err, SLM_ERR_FORMAT,
+                            "%s: added_tokens[%d] ('%.64s') has id %.0f, beyond %.0f (the bound for a vocabulary "
+                            "of %d entries)", name, k, ct, id->valuedouble, bound - 1, n_entries(vocab, added));
         if (id->valuedouble > maxid) maxid = id->valuedouble;
         blob += strlen(ct) + 1;
+        k++;
     }
     if (maxid < 0) return slm_errf(err, SLM_ERR_FORMAT, "%s: empty vocabulary", name);
     int n = (int)maxid + 1;
@@ -378,7 +402,26 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
     if ((st = build_vocab(c, vocab, added)) || (st = build_merges(c, merges)) || (st = build_mode(c, root, model)))
         return st;
     build_specials(c, root, model, cfg);
-    return slm_bpe__finish(c->t, name, err);
+    if ((st = slm_bpe__finish(c->t, name, err))) return st;
+    return slm_bpe__probe_regexes(c->t, name, err);
+}
+
+/* cJSON reports an allocation failure as a syntax error. A failed parse is
+ * tried once more: a document that parses then is valid, and the first
+ * failure was memory (said so, not "invalid JSON"). *at: where a real syntax
+ * error is, -1 if unknown. */
+static cJSON *parse_json(const char *s, size_t n, int *oom, long *at) {
+    cJSON *r = cJSON_ParseWithLength(s, n);
+    *oom = 0;
+    *at = -1;
+    if (r) return r;
+    const char *e = cJSON_GetErrorPtr();
+    if (e && e >= s && e <= s + n) *at = (long)(e - s);
+    if ((r = cJSON_ParseWithLength(s, n))) {
+        cJSON_Delete(r);
+        *oom = 1;
+    }
+    return NULL;
 }
 
 slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len, const char *config_json,
@@ -386,18 +429,21 @@ slm_status slm_bpe_load_hf_json_mem(slm_bpe **out, const char *json, size_t len,
     *out = NULL;
     if (!name) name = "tokenizer.json";
     slm_json_init_hooks();
-    cJSON *root = cJSON_ParseWithLength(json, len);
+    int oom;
+    long at;
+    cJSON *root = parse_json(json, len, &oom, &at);
     if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at && at >= json && at <= json + len ? (long)(at - json) : -1;
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON (near byte %ld)", name, off);
+        if (oom) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing the JSON", name);
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON (near byte %ld)", name, at);
     }
     cJSON *cfg = NULL;
     if (config_json) {
-        cfg = cJSON_ParseWithLength(config_json, config_len);
+        cfg = parse_json(config_json, config_len, &oom, &at);
         if (!cfg) {
             cJSON_Delete(root);
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer_config.json is not valid JSON", name);
+            if (oom) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing tokenizer_config.json", name);
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer_config.json is not valid JSON (near byte %ld)", name,
+                            at);
         }
     }
     jctx c = {0};

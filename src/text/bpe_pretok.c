@@ -15,6 +15,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "text/bpe_internal.h"
 
@@ -140,8 +141,10 @@ slm_status slm_bpe__compile_regexes(slm_bpe *t, const char *name, slm_err *err) 
             PCRE2_UCHAR msg[256];
             pcre2_get_error_message(code, msg, sizeof msg);
             pcre2_compile_context_free(cc);
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: pre-tokenizer regex %d at offset %zu: %s", name,
-                            i, (size_t)eoff, (const char *)msg);
+            if (code == PCRE2_ERROR_HEAP_FAILED)
+                return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory compiling pre-tokenizer regex %d", name, i);
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: pre-tokenizer regex %d '%.64s' at offset %zu: %s", name, i,
+                            t->regex[i], (size_t)eoff, (const char *)msg);
         }
         (void)pcre2_jit_compile(t->re[i], PCRE2_JIT_COMPLETE); /* interpreter if no JIT */
     }
@@ -164,48 +167,207 @@ static int pieces_add(slm_bpe_pieces *p, int32_t s, int32_t e) {
     return 1;
 }
 
-/* Pre-tokenize text[0, n) (valid UTF-8): see bpe_internal.h. */
-slm_status slm_bpe__pretokenize(const slm_bpe *t, const char *text, int n, slm_bpe_pieces *out) {
-    slm_bpe_pieces cur = {0}, nxt = {0};
-    pcre2_match_data *md = NULL;
-    *out = cur;
-    if (!pieces_add(&cur, 0, n)) return SLM_ERR_NOMEM;
-    if (t->n_regex && !(md = pcre2_match_data_create(1, t->gctx))) goto oom;
-    for (int r = 0; r < t->n_regex; r++) {
-        nxt.n = 0;
-        for (int p = 0; p < cur.n; p++) {
-            int32_t ps = cur.a[2 * p], pe = cur.a[2 * p + 1];
-            PCRE2_SPTR subj = (PCRE2_SPTR)text + ps;
-            PCRE2_SIZE slen = (PCRE2_SIZE)(pe - ps), pos = 0, last = 0;
-            while (pos <= slen) {
-                int rc = pcre2_match(t->re[r], subj, slen, pos, PCRE2_NO_UTF_CHECK, md, NULL);
-                if (rc < 0) break; /* no match (or a limit hit): the rest is one piece */
-                PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
-                PCRE2_SIZE ms = ov[0], me = ov[1];
-                if (me <= ms) { /* empty match: step one character */
-                    if (ms >= slen) break;
-                    pos = ms + 1;
-                    while (pos < slen && (subj[pos] & 0xc0) == 0x80) pos++;
-                    continue;
-                }
-                if (!pieces_add(&nxt, ps + (int32_t)last, ps + (int32_t)ms) ||
-                    !pieces_add(&nxt, ps + (int32_t)ms, ps + (int32_t)me))
-                    goto oom;
-                last = pos = me;
+/* ---- bounded matching ------------------------------------------------------
+ * A tokenizer.json brings its own regexes, and a client its text, so each
+ * pcre2_match call runs under limits sized to the piece it splits (match
+ * steps, backtracking depth, heap for backtracking frames; the JIT stack),
+ * and the whole text under a budget of CPU time (bpe.h). Hitting any of
+ * them is an error (SLM_TOK_EBUDGET): the split would otherwise silently
+ * differ. The budget is time rather than a step count because PCRE2
+ * reports no step count: per-call limits stop exponential backtracking
+ * within one call, the clock stops work spread over many calls (a
+ * lookahead that rescans the rest of the text at every position). */
+
+#define PRETOK_MATCH_BASE 100000u     /* match() calls of one pcre2_match, plus */
+#define PRETOK_MATCH_PER_BYTE 1000u   /* ... per byte of the piece */
+#define PRETOK_MATCH_MAX 10000000u    /* PCRE2's default */
+#define PRETOK_DEPTH_BASE 10000u
+#define PRETOK_DEPTH_PER_BYTE 16u
+#define PRETOK_HEAP_BASE_KIB 4096u    /* backtracking frames (interpreter), KiB */
+#define PRETOK_HEAP_PER_4_BYTES 1u    /* KiB per 4 bytes of the piece */
+#define PRETOK_HEAP_MAX_KIB (1u << 20)
+#define PRETOK_JIT_STACK_MIN (64u << 10)
+#define PRETOK_JIT_STACK_MAX (64u << 20)
+
+/* CPU time of this thread (load on the machine does not eat the budget);
+ * the monotonic clock where that is missing. Not cheap (a system call on
+ * some hosts), so read every PRETOK_CLOCK_EVERY matches. */
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void slm_bpe__budget_init(slm_bpe_budget *b, size_t n) {
+    b->allowed_ns = (uint64_t)SLM_BPE_PRETOK_BASE_MS * 1000000u + (uint64_t)n * SLM_BPE_PRETOK_NS_PER_BYTE;
+    b->spent_ns = 0;
+}
+
+/* The clock of one pretokenize call, read every PRETOK_CLOCK_EVERY
+ * matches: between two reads, each match is bounded by its match limit
+ * (exponential backtracking) or by the piece it scans (a rescanning
+ * lookahead), so the overshoot is a few such matches. */
+#define PRETOK_CLOCK_EVERY 32
+
+typedef struct clock_run {
+    uint64_t start_ns, left_ns; /* this call's start, the budget left then */
+    unsigned calls;
+} clock_run;
+
+static int over_budget(clock_run *c) {
+    if (++c->calls % PRETOK_CLOCK_EVERY) return 0;
+    return now_ns() - c->start_ns > c->left_ns;
+}
+
+static uint32_t limit_for(uint64_t base, uint64_t per_byte, uint64_t n, uint64_t max) {
+    uint64_t v = base + per_byte * n;
+    return (uint32_t)(v < max ? v : max);
+}
+
+/* the per-call limits for a piece of n bytes */
+static void set_limits(pcre2_match_context *mc, size_t n) {
+    pcre2_set_match_limit(mc, limit_for(PRETOK_MATCH_BASE, PRETOK_MATCH_PER_BYTE, n, PRETOK_MATCH_MAX));
+    pcre2_set_depth_limit(mc, limit_for(PRETOK_DEPTH_BASE, PRETOK_DEPTH_PER_BYTE, n, PRETOK_MATCH_MAX));
+    pcre2_set_heap_limit(mc, limit_for(PRETOK_HEAP_BASE_KIB, PRETOK_HEAP_PER_4_BYTES, n / 4, PRETOK_HEAP_MAX_KIB));
+}
+
+typedef struct matcher {
+    pcre2_match_data *md;
+    pcre2_match_context *mc;
+    pcre2_jit_stack *js;
+} matcher;
+
+static void matcher_free(matcher *m) {
+    if (m->md) pcre2_match_data_free(m->md);
+    if (m->mc) pcre2_match_context_free(m->mc);
+    if (m->js) pcre2_jit_stack_free(m->js);
+}
+
+/* match data, a match context and a JIT stack sized to a text of n bytes */
+static int matcher_init(matcher *m, const slm_bpe *t, size_t n) {
+    memset(m, 0, sizeof *m);
+    m->md = pcre2_match_data_create(1, t->gctx);
+    m->mc = pcre2_match_context_create(t->gctx);
+    if (!m->md || !m->mc) return 0;
+    size_t js = (size_t)limit_for(PRETOK_JIT_STACK_MIN, 64, n, PRETOK_JIT_STACK_MAX);
+    m->js = pcre2_jit_stack_create(PRETOK_JIT_STACK_MIN, js, t->gctx);
+    if (!m->js) return 0;
+    pcre2_jit_stack_assign(m->mc, NULL, m->js);
+    return 1;
+}
+
+/* Split each piece of cur with regex r into nxt. */
+static int split_pieces(const slm_bpe *t, int r, const char *text, const slm_bpe_pieces *cur, slm_bpe_pieces *nxt,
+                        matcher *m, clock_run *clk) {
+    nxt->n = 0;
+    for (int p = 0; p < cur->n; p++) {
+        int32_t ps = cur->a[2 * p], pe = cur->a[2 * p + 1];
+        PCRE2_SPTR subj = (PCRE2_SPTR)text + ps;
+        PCRE2_SIZE slen = (PCRE2_SIZE)(pe - ps), pos = 0, last = 0;
+        set_limits(m->mc, slen);
+        while (pos <= slen) {
+            int rc = pcre2_match(t->re[r], subj, slen, pos, PCRE2_NO_UTF_CHECK, m->md, m->mc);
+            if (rc == PCRE2_ERROR_NOMEMORY) return SLM_TOK_ENOMEM;
+            if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) return SLM_TOK_EBUDGET; /* a limit */
+            if (over_budget(clk)) return SLM_TOK_EBUDGET;
+            if (rc < 0) break; /* no match: the rest is one piece */
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(m->md);
+            PCRE2_SIZE ms = ov[0], me = ov[1];
+            if (me <= ms) { /* empty match: step one character */
+                if (ms >= slen) break;
+                pos = ms + 1;
+                while (pos < slen && (subj[pos] & 0xc0) == 0x80) pos++;
+                continue;
             }
-            if (!pieces_add(&nxt, ps + (int32_t)last, pe)) goto oom;
+            if (!pieces_add(nxt, ps + (int32_t)last, ps + (int32_t)ms) ||
+                !pieces_add(nxt, ps + (int32_t)ms, ps + (int32_t)me))
+                return SLM_TOK_ENOMEM;
+            last = pos = me;
         }
+        if (!pieces_add(nxt, ps + (int32_t)last, pe)) return SLM_TOK_ENOMEM;
+    }
+    return 0;
+}
+
+/* Pre-tokenize text[0, n) (valid UTF-8): see bpe_internal.h. */
+int slm_bpe__pretokenize(const slm_bpe *t, const char *text, int n, slm_bpe_pieces *out, slm_bpe_budget *b) {
+    slm_bpe_pieces cur = {0}, nxt = {0};
+    matcher m = {0};
+    int rc = 0;
+    *out = cur;
+    if (b->spent_ns >= b->allowed_ns) return SLM_TOK_EBUDGET;
+    clock_run clk = {now_ns(), b->allowed_ns - b->spent_ns, 0};
+    if (!pieces_add(&cur, 0, n)) return SLM_TOK_ENOMEM;
+    if (t->n_regex && !matcher_init(&m, t, (size_t)n)) rc = SLM_TOK_ENOMEM;
+    for (int r = 0; !rc && r < t->n_regex; r++) {
+        rc = split_pieces(t, r, text, &cur, &nxt, &m, &clk);
         slm_bpe_pieces tmp = cur;
         cur = nxt;
         nxt = tmp;
     }
-    if (md) pcre2_match_data_free(md);
+    matcher_free(&m);
     slm_xfree(nxt.a);
+    b->spent_ns += now_ns() - clk.start_ns;
+    if (!rc && b->spent_ns > b->allowed_ns) rc = SLM_TOK_EBUDGET;
+    if (rc) {
+        slm_xfree(cur.a);
+        return rc;
+    }
     *out = cur;
-    return SLM_OK;
-oom:
-    if (md) pcre2_match_data_free(md);
+    return 0;
+}
+
+/* ---- load-time probe ------------------------------------------------------
+ * A tokenizer.json's regexes are tried at load on texts of PROBE_BYTES of
+ * one repeated unit each (letters, spaces, digits, newlines, punctuation,
+ * CJK, a sentence), one regex at a time, under PROBE_NS of CPU time each:
+ * ordinary pre-tokenizers take a few ms at most; a regex that backtracks
+ * catastrophically or rescans the text at every position takes far longer
+ * already at this size and is refused by name. Texts the probe misses are
+ * still bounded at encode time. */
+#define PROBE_BYTES (32u << 10)
+#define PROBE_NS 25000000u /* 25 ms */
+
+slm_status slm_bpe__probe_regexes(const slm_bpe *t, const char *name, slm_err *err) {
+    static const char *const unit[] = {"a", " ", "7", "\n", " \n", ".", "a ", "aA1 ", "\xe4\xb8\xad",
+                                       "Hello, world! 42\n"};
+    static const char *const unit_name[] = {"a", "spaces", "7", "newlines", "space-newline", ".", "a-space",
+                                            "aA1-space", "CJK", "a sentence"};
+    if (t->n_regex == 0) return SLM_OK;
+    char *text = slm_malloc(PROBE_BYTES);
+    slm_bpe_pieces cur = {0}, nxt = {0};
+    matcher m = {0};
+    slm_status st = SLM_OK;
+    if (!text || !pieces_add(&cur, 0, 1) || !matcher_init(&m, t, PROBE_BYTES)) {
+        st = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory probing the pre-tokenizer", name);
+        goto done;
+    }
+    for (size_t u = 0; u < sizeof unit / sizeof unit[0] && !st; u++) {
+        size_t ul = strlen(unit[u]), n = 0;
+        while (n + ul <= PROBE_BYTES) {
+            memcpy(text + n, unit[u], ul);
+            n += ul;
+        }
+        cur.a[0] = 0;
+        cur.a[1] = (int32_t)n;
+        cur.n = 1;
+        for (int r = 0; r < t->n_regex && !st; r++) {
+            clock_run clk = {now_ns(), PROBE_NS, 0};
+            int rc = split_pieces(t, r, text, &cur, &nxt, &m, &clk);
+            if (!rc && now_ns() - clk.start_ns > PROBE_NS) rc = SLM_TOK_EBUDGET;
+            if (rc == SLM_TOK_ENOMEM)
+                st = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory probing the pre-tokenizer", name);
+            else if (rc)
+                st = slm_errf(err, SLM_ERR_UNSUPPORTED,
+                              "%s: pre-tokenizer regex %d '%.80s' exceeds its work limits on %zu bytes of %s "
+                              "(catastrophic backtracking or rescanning): refused",
+                              name, r, t->regex[r], n, unit_name[u]);
+        }
+    }
+done:
+    matcher_free(&m);
     slm_xfree(cur.a);
     slm_xfree(nxt.a);
-    return SLM_ERR_NOMEM;
+    slm_xfree(text);
+    return st;
 }

@@ -11,13 +11,18 @@
  * tests (defined, none, string, mapping, ...), the common filters and string
  * / dict methods.
  *
- * Templates are untrusted input: parsing and rendering never crash; memory,
- * output size, nesting depth and loop iterations are bounded.
+ * Templates are untrusted input (GGUF metadata): parsing and rendering never
+ * crash; integer arithmetic is checked; memory, output size and nesting
+ * depth are bounded; every operation is charged to one budget before it is
+ * done (strings and lists by the bytes / elements touched), and a render
+ * also stops at a wall-clock limit or when the caller cancels it.
  */
 #ifndef SLM_CHAT_TEMPLATE_H
 #define SLM_CHAT_TEMPLATE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "common/common.h"
 
@@ -34,11 +39,25 @@ typedef struct slm_tmpl slm_tmpl;
 slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err);
 void slm_tmpl_free(slm_tmpl *t);
 
+#define SLM_TMPL_BUDGET (1ull << 28) /* cost units: 32 per expression, 16 per element, 1 per byte */
+#define SLM_TMPL_TIME_MS 5000u       /* wall clock per render */
+
+/* Variables and limits of one render (all optional: zero = default). */
 typedef struct slm_tmpl_vars {
     const char *bos_token; /* default "" */
     const char *eos_token; /* default "" */
     int add_generation_prompt;
     const char *date_string; /* if set: strftime_now returns this (tests) */
+    uint64_t budget;         /* cost units; 0 = SLM_TMPL_BUDGET */
+    unsigned time_limit_ms;  /* 0 = SLM_TMPL_TIME_MS */
+    /* Cancellation, read during the render (every 65536 budget units): a
+     * non-zero flag, or cancel_fn(cancel_ud) returning non-zero, stops it with
+     * SLM_ERR_CAPACITY "template rendering cancelled" (a server whose client
+     * left). The flag may be set from any thread; cancel_fn runs on the
+     * rendering thread and may take a lock. */
+    const _Atomic int *cancel;
+    int (*cancel_fn)(void *cancel_ud);
+    void *cancel_ud;
 } slm_tmpl_vars;
 
 /* Render messages. Returns a slm_malloc'd (slm_xfree) NUL-terminated string,

@@ -15,60 +15,100 @@ static long long to_index(R *r, const node *n, val v) {
 }
 
 
-val je_getattr(val o, const char *name) {
+val je_getattr(R *r, val o, const char *name) {
     if (o.t == V_DICT) {
-        val *v = jv_dget(o.u.d, name, strlen(name));
+        val *v = jv_dget(r, o.u.d, name, strlen(name));
         return v ? *v : vundef();
     }
     return vundef();
+}
+
+/* byte offsets of the code points of a UTF-8 string (n + 1 entries: the end
+ * last); NULL when every byte is one (ASCII) */
+static size_t *cp_offsets(R *r, sstr s, long long *count) {
+    long long k = 0;
+    jv_charge(r, s.n);
+    for (size_t i = 0; i < s.n; i++) k += ((unsigned char)s.p[i] & 0xC0) != 0x80 || i == 0;
+    *count = k;
+    if ((size_t)k == s.n) return NULL;
+    jv_charge(r, (uint64_t)k * COST_ITEM);
+    size_t *o = jv_alloc(r, ((size_t)k + 1) * sizeof *o);
+    long long j = 0;
+    for (size_t i = 0; i < s.n; i++)
+        if (((unsigned char)s.p[i] & 0xC0) != 0x80 || i == 0) o[j++] = i;
+    o[k] = s.n;
+    return o;
 }
 
 static val getitem(R *r, const node *n, val o, val k) {
     if (o.t == V_DICT) {
         if (k.t != V_STR) return vundef();
-        val *v = jv_dget(o.u.d, k.u.s.p, k.u.s.n);
+        val *v = jv_dget(r, o.u.d, k.u.s.p, k.u.s.n);
         return v ? *v : vundef();
     }
     if (o.t == V_LIST || o.t == V_STR) {
         if (k.t == V_STR) return vundef();
-        long long i = to_index(r, n, k), len = o.t == V_LIST ? o.u.l->n : (long long)o.u.s.n;
+        long long i = to_index(r, n, k), len;
+        size_t *cps = NULL;
+        if (o.t == V_LIST) len = o.u.l->n;
+        else cps = cp_offsets(r, o.u.s, &len);
         if (i < 0) i += len;
         if (i < 0 || i >= len) return vundef();
-        return o.t == V_LIST ? o.u.l->v[i] : jv_str(r, o.u.s.p + i, 1);
+        if (o.t == V_LIST) return o.u.l->v[i];
+        return cps ? jv_str(r, o.u.s.p + cps[i], cps[i + 1] - cps[i]) : jv_str(r, o.u.s.p + i, 1);
     }
     if (o.t == V_UNDEF) jv_err(r, n, "subscript of an undefined value");
     return vundef();
 }
 
+/* Python's slice index adjustment (PySlice_AdjustIndices): clamps start and
+ * stop into the sequence and returns how many items the slice takes. No
+ * arithmetic here can overflow: len < 2^62 and the count is computed from
+ * differences of clamped indices in unsigned arithmetic. */
+static long long slice_count(long long len, int has_lo, long long lo, int has_hi, long long hi, long long step,
+                             long long *start) {
+    if (step > 0) {
+        if (!has_lo) lo = 0;
+        else if (lo < 0) lo = lo + len < 0 ? 0 : lo + len;
+        else if (lo > len) lo = len;
+        if (!has_hi) hi = len;
+        else if (hi < 0) hi = hi + len < 0 ? 0 : hi + len;
+        else if (hi > len) hi = len;
+        *start = lo;
+        return lo < hi ? (long long)(((uint64_t)(hi - lo) - 1) / (uint64_t)step + 1) : 0;
+    }
+    if (!has_lo) lo = len - 1;
+    else if (lo < 0) lo = lo + len < 0 ? -1 : lo + len;
+    else if (lo >= len) lo = len - 1;
+    if (!has_hi) hi = -1;
+    else if (hi < 0) hi = hi + len < 0 ? -1 : hi + len;
+    else if (hi >= len) hi = len - 1;
+    *start = lo;
+    return hi < lo ? (long long)(((uint64_t)(lo - hi) - 1) / (0 - (uint64_t)step) + 1) : 0;
+}
+
+/* o[a:b:c] on a list or a string (by code points, as Python) */
 static val do_slice(R *r, const node *n, val o, val a, val b, val c) {
     long long len;
+    size_t *cps = NULL;
     if (o.t == V_LIST) len = o.u.l->n;
-    else if (o.t == V_STR) len = (long long)o.u.s.n;
-    else jv_err(r, n, "slice of a value that is not a list or string");
+    else if (o.t == V_STR) cps = cp_offsets(r, o.u.s, &len);
+    else if (o.t == V_UNDEF) jv_err(r, n, "slice of an undefined value");
+    else return vundef(); /* as Jinja2: a failed subscript is undefined */
+    int has_lo = a.t != V_UNDEF && a.t != V_NONE, has_hi = b.t != V_UNDEF && b.t != V_NONE;
     long long stp = c.t == V_UNDEF || c.t == V_NONE ? 1 : to_index(r, n, c);
     if (stp == 0) jv_err(r, n, "slice step cannot be zero");
-    long long lo, hi;
-    if (stp > 0) {
-        lo = a.t == V_UNDEF || a.t == V_NONE ? 0 : to_index(r, n, a);
-        hi = b.t == V_UNDEF || b.t == V_NONE ? len : to_index(r, n, b);
-        if (lo < 0) lo += len;
-        if (hi < 0) hi += len;
-        if (lo < 0) lo = 0;
-        if (hi > len) hi = len;
-    } else {
-        lo = a.t == V_UNDEF || a.t == V_NONE ? len - 1 : to_index(r, n, a);
-        hi = b.t == V_UNDEF || b.t == V_NONE ? -1 - len : to_index(r, n, b);
-        if (lo < 0) lo += len;
-        if (hi < 0) hi += len;
-        if (lo >= len) lo = len - 1;
-        if (hi < -1) hi = -1;
-    }
+    long long start, cnt = slice_count(len, has_lo, has_lo ? to_index(r, n, a) : 0, has_hi,
+                                       has_hi ? to_index(r, n, b) : 0, stp, &start);
+    jv_charge(r, (uint64_t)cnt * COST_ITEM);
     sbuf sb = {0};
-    vlist *l = o.t == V_LIST ? jv_list(r, 4) : NULL;
-    for (long long i = lo; stp > 0 ? i < hi : i > hi; i += stp) {
-        jv_step(r, n);
+    vlist *l = o.t == V_LIST ? jv_list(r, (int)(cnt < 4 ? 4 : cnt)) : NULL;
+    for (long long k = 0; k < cnt; k++) {
+        /* start + k * stp stays inside [0, len) */
+        long long i = (long long)((uint64_t)start + (uint64_t)k * (uint64_t)stp);
         if (l) jv_push(r, l, o.u.l->v[i]);
-        else jv_sb_put(r, &sb, o.u.s.p + i, 1);
+        else if (!cps) jv_sb_put(r, &sb, o.u.s.p + i, 1);
+        else jv_sb_put(r, &sb, o.u.s.p + cps[i], cps[i + 1] - cps[i]);
     }
     if (l) return (val){.t = V_LIST, .u.l = l};
     return jv_sb_val(r, &sb);
@@ -92,7 +132,8 @@ vlist *je_iter(R *r, const node *n, val v) {
         }
         return l;
     }
-    if (v.t == V_UNDEF || v.t == V_NONE) jv_err(r, n, "cannot iterate over %s", v.t == V_NONE ? "none" : "an undefined value");
+    if (v.t == V_UNDEF) return jv_list(r, 1); /* Jinja2: an undefined iterates as empty */
+    if (v.t == V_NONE) jv_err(r, n, "cannot iterate over none");
     jv_err(r, n, "value is not iterable");
 }
 void je_args(R *r, const node *n, args *a) {
@@ -126,7 +167,9 @@ static val call_func(R *r, const node *n, val fn, args *a) {
     switch ((int)fn.u.i) {
     case F_RAISE: {
         val m = a->np ? jv_to_str(r, a->pos[0]) : vstr_lit("");
-        jv_fail(r, NULL, SLM_ERR_ARG, "template raised: %.*s", (int)(m.u.s.n > 400 ? 400 : m.u.s.n), m.u.s.p);
+        /* the template's own words, without a line number */
+        slm_errf(r->err, SLM_ERR_ARG, "template raised: %.*s", (int)(m.u.s.n > 400 ? 400 : m.u.s.n), m.u.s.p);
+        longjmp(r->jb, 1);
     }
     case F_NAMESPACE: case F_DICT: {
         vdict *d = jv_dict(r, 4);
@@ -144,11 +187,14 @@ static val call_func(R *r, const node *n, val fn, args *a) {
         else if (a->np >= 2) { lo = a->pos[0].u.i; hi = a->pos[1].u.i; if (a->np > 2) st = a->pos[2].u.i; }
         else jv_err(r, n, "range() needs arguments");
         if (st == 0) jv_err(r, n, "range() step cannot be zero");
-        vlist *l = jv_list(r, 8);
-        for (long long i = lo; st > 0 ? i < hi : i > hi; i += st) {
-            jv_step(r, n);
-            jv_push(r, l, vint(i));
-        }
+        /* the count from unsigned differences: no overflow for any bounds and step */
+        uint64_t cnt = 0;
+        if (st > 0 && lo < hi) cnt = ((uint64_t)hi - (uint64_t)lo - 1) / (uint64_t)st + 1;
+        if (st < 0 && lo > hi) cnt = ((uint64_t)lo - (uint64_t)hi - 1) / (0 - (uint64_t)st) + 1;
+        jv_charge(r, cnt > UINT64_MAX / COST_ITEM ? UINT64_MAX : cnt * COST_ITEM);
+        if (cnt > (1u << 24)) jv_fail(r, n, SLM_ERR_CAPACITY, "range() too long");
+        vlist *l = jv_list(r, (int)cnt);
+        for (uint64_t k = 0; k < cnt; k++) jv_push(r, l, vint((long long)((uint64_t)lo + k * (uint64_t)st)));
         return (val){.t = V_LIST, .u.l = l};
     }
     case F_STRFTIME: {
@@ -192,12 +238,12 @@ static val eval_call(R *r, const node *n) {
     if (n->a->kind == E_ATTR) {
         val o = je_eval(r, n->a->a);
         if (o.t == V_STR || (o.t == V_DICT && !o.u.d->ns)) {
-            val *mm = o.t == V_DICT ? jv_dget(o.u.d, n->a->s, strlen(n->a->s)) : NULL;
+            val *mm = o.t == V_DICT ? jv_dget(r, o.u.d, n->a->s, strlen(n->a->s)) : NULL;
             je_args(r, n, &a);
             if (mm && mm->t == V_MACRO) return je_call_macro(r, n, mm->u.m, &a);
             return jf_method(r, n, o, n->a->s, &a);
         }
-        val fn = je_getattr(o, n->a->s);
+        val fn = je_getattr(r, o, n->a->s);
         je_args(r, n, &a);
         return call_func(r, n, fn, &a);
     }
@@ -211,7 +257,7 @@ static val eval_test(R *r, const node *n) {
     /* `x is defined` must not fail on x.y of undefined x */
     if ((!strcmp(n->s, "defined") || !strcmp(n->s, "undefined")) && n->a->kind == E_ATTR) {
         val o = je_eval(r, n->a->a);
-        v = o.t == V_UNDEF ? vundef() : je_getattr(o, n->a->s);
+        v = o.t == V_UNDEF ? vundef() : je_getattr(r, o, n->a->s);
     } else {
         v = je_eval(r, n->a);
     }
@@ -230,19 +276,28 @@ static val arith_int(R *r, const node *n, int op, long long x, long long y) {
     case '*': ovf = __builtin_mul_overflow(x, y, &z); break;
     case OP_FDIV: case '%':
         if (y == 0) jv_err(r, n, "division by zero");
-        if (y == -1) { ovf = x == (-9223372036854775807LL - 1); z = op == '%' ? 0 : -x; break; }
+        if (y == -1) { /* x // -1 overflows for INT64_MIN; x % -1 is 0 */
+            ovf = op == OP_FDIV && x == INT64_MIN;
+            z = op == '%' || ovf ? 0 : -x;
+            break;
+        }
         z = op == '%' ? x % y : x / y;
         if (op == '%' && z != 0 && ((z < 0) != (y < 0))) z += y;
         if (op == OP_FDIV && (x % y != 0) && ((x < 0) != (y < 0))) z -= 1;
         break;
     case OP_POW:
-        if (y < 0) {
-            val res = {.t = V_FLOAT, .u.f = 1.0};
-            for (long long i = 0; i < -y && i < 2000; i++) res.u.f /= (double)x;
-            return res;
+        if (y < 0) { /* a float, as Python */
+            if (x == 0) jv_err(r, n, "division by zero");
+            return (val){.t = V_FLOAT, .u.f = __builtin_pow((double)x, (double)y)};
         }
+        /* by squaring: at most 63 rounds before the result overflows (a base
+         * that overflows when squared is needed again, so the result would) */
         z = 1;
-        for (long long i = 0; i < y && !ovf; i++) ovf = __builtin_mul_overflow(z, x, &z);
+        for (long long b = x, e = y; e && !ovf; ) {
+            if (e & 1) ovf = __builtin_mul_overflow(z, b, &z);
+            e >>= 1;
+            if (e && !ovf) ovf = __builtin_mul_overflow(b, b, &b);
+        }
         break;
     }
     if (ovf) jv_err(r, n, "integer overflow");
@@ -267,8 +322,8 @@ static val arith_float(R *r, const node *n, int op, double x, double y) {
 static val eval_bin(R *r, const node *n, val a, val b) {
     int op = n->op;
     switch (op) {
-    case OP_EQ: return vbool(jv_equal(a, b, 0));
-    case OP_NE: return vbool(!jv_equal(a, b, 0));
+    case OP_EQ: return vbool(jv_equal(r, a, b, 0));
+    case OP_NE: return vbool(!jv_equal(r, a, b, 0));
     case '<': return vbool(jv_compare(r, n, a, b) < 0);
     case '>': return vbool(jv_compare(r, n, a, b) > 0);
     case OP_LE: return vbool(jv_compare(r, n, a, b) <= 0);
@@ -298,12 +353,25 @@ static val eval_bin(R *r, const node *n, val a, val b) {
     if (op == '*' && ((a.t == V_STR && b.t == V_INT) || (a.t == V_INT && b.t == V_STR))) {
         val s = a.t == V_STR ? a : b;
         long long k = a.t == V_INT ? a.u.i : b.u.i;
+        if (k <= 0 || !s.u.s.n) return jv_str(r, "", 0);
+        uint64_t total;
+        if (!slm_mul_ok((uint64_t)k, s.u.s.n, &total) || total > ARENA_LIMIT)
+            jv_fail(r, n, SLM_ERR_CAPACITY, "string too long");
+        jv_charge(r, total); /* before the work */
         sbuf sb = {0};
-        for (long long i = 0; i < k; i++) {
-            jv_step(r, n);
-            jv_sb_put(r, &sb, s.u.s.p, s.u.s.n);
-        }
+        for (long long i = 0; i < k; i++) jv_sb_put(r, &sb, s.u.s.p, s.u.s.n);
         return jv_sb_val(r, &sb);
+    }
+    if (op == '*' && ((a.t == V_LIST && b.t == V_INT) || (a.t == V_INT && b.t == V_LIST))) {
+        vlist *s = a.t == V_LIST ? a.u.l : b.u.l;
+        long long k = a.t == V_INT ? a.u.i : b.u.i;
+        uint64_t total = 0;
+        if (k > 0 && (!slm_mul_ok((uint64_t)k, (uint64_t)s->n, &total) || total > (1u << 24)))
+            jv_fail(r, n, SLM_ERR_CAPACITY, "list too long");
+        vlist *l = jv_list(r, (int)total);
+        for (long long i = 0; i < k && total; i++)
+            for (int j = 0; j < s->n; j++) jv_push(r, l, s->v[j]);
+        return (val){.t = V_LIST, .u.l = l};
     }
     if (!is_num(a) || !is_num(b)) {
         if (a.t == V_UNDEF || b.t == V_UNDEF) jv_err(r, n, "arithmetic on an undefined value");
@@ -314,8 +382,11 @@ static val eval_bin(R *r, const node *n, val a, val b) {
 }
 
 val je_eval(R *r, const node *n) {
+    const node *prev = r->cur;
+    r->cur = n;
     r->depth++;
     check_depth(r, n);
+    jv_charge(r, COST_NODE);
     val res = vundef();
     switch (n->kind) {
     case E_LIT: res = n->lit; break;
@@ -323,7 +394,7 @@ val je_eval(R *r, const node *n) {
     case E_ATTR: {
         val o = je_eval(r, n->a);
         if (o.t == V_UNDEF) jv_err(r, n, "'%s' of an undefined value", n->s);
-        res = je_getattr(o, n->s);
+        res = je_getattr(r, o, n->s);
         break;
     }
     case E_ITEM: {
@@ -373,6 +444,7 @@ val je_eval(R *r, const node *n) {
     case E_COND: res = jv_truthy(je_eval(r, n->b)) ? je_eval(r, n->a) : n->c ? je_eval(r, n->c) : vundef(); break;
     case E_LIST: {
         vlist *l = jv_list(r, n->n);
+        l->tuple = n->op == 1;
         for (int i = 0; i < n->n; i++) jv_push(r, l, je_eval(r, n->items[i]));
         res = (val){.t = V_LIST, .u.l = l};
         break;
@@ -391,6 +463,7 @@ val je_eval(R *r, const node *n) {
     default: jv_err(r, n, "bad expression node");
     }
     r->depth--;
+    r->cur = prev;
     return res;
 }
 static void exec_stmt(R *r, const node *n);
@@ -409,8 +482,64 @@ static void set_var(R *r, const node *n, val v) {
     }
 }
 
+/* bind a loop item to the targets in frame f (reset first: each iteration
+ * starts with no variables of its own) */
+static void bind_targets(R *r, const node *n, frame *f, val it) {
+    f->n = 0;
+    if (n->n_names == 1) {
+        jv_fset(r, f, n->names[0], it);
+        return;
+    }
+    if (it.t != V_LIST || it.u.l->n != n->n_names) jv_err(r, n, "cannot unpack loop item");
+    for (int k = 0; k < n->n_names; k++) jv_fset(r, f, n->names[k], it.u.l->v[k]);
+}
+
+/* {% for names in a [if d] %} b {% else %} c {% endfor %}. One frame and one
+ * `loop` mapping serve every iteration (Jinja2 also keeps one loop object),
+ * so a long loop costs budget, not memory. */
+static void exec_for(R *r, const node *n) {
+    vlist *src = je_iter(r, n, je_eval(r, n->a));
+    frame *outer = r->top, *f = jv_frame(r, outer);
+    vlist *items = src;
+    if (n->d) { /* the loop filter runs before loop.* are computed */
+        items = jv_list(r, src->n);
+        for (int i = 0; i < src->n; i++) {
+            jv_charge(r, COST_ITEM);
+            bind_targets(r, n, f, src->v[i]);
+            r->top = f;
+            int keep = jv_truthy(je_eval(r, n->d));
+            r->top = outer;
+            if (keep) jv_push(r, items, src->v[i]);
+        }
+    }
+    int len = items->n;
+    vdict *lp = jv_dict(r, 10);
+    for (int i = 0; i < len; i++) {
+        jv_charge(r, COST_ITEM);
+        bind_targets(r, n, f, items->v[i]);
+        jv_dsetc(r, lp, "index", vint(i + 1));
+        jv_dsetc(r, lp, "index0", vint(i));
+        jv_dsetc(r, lp, "revindex", vint(len - i));
+        jv_dsetc(r, lp, "revindex0", vint(len - i - 1));
+        jv_dsetc(r, lp, "first", vbool(i == 0));
+        jv_dsetc(r, lp, "last", vbool(i == len - 1));
+        jv_dsetc(r, lp, "length", vint(len));
+        jv_dsetc(r, lp, "previtem", i > 0 ? items->v[i - 1] : vundef());
+        jv_dsetc(r, lp, "nextitem", i + 1 < len ? items->v[i + 1] : vundef());
+        jv_fset(r, f, "loop", (val){.t = V_DICT, .u.d = lp});
+        r->top = f;
+        je_exec_body(r, n->b);
+        r->top = outer;
+        if (r->ctl == 1) { r->ctl = 0; break; }
+        r->ctl = 0;
+    }
+    if (len == 0 && n->c) je_exec_body(r, n->c);
+}
+
 static void exec_stmt(R *r, const node *n) {
-    jv_step(r, n);
+    const node *prev = r->cur;
+    r->cur = n;
+    jv_charge(r, COST_NODE);
     r->depth++;
     check_depth(r, n);
     switch (n->kind) {
@@ -439,58 +568,7 @@ static void exec_stmt(R *r, const node *n) {
         if (c) je_exec_body(r, c);
         break;
     }
-    case S_FOR: {
-        vlist *src = je_iter(r, n, je_eval(r, n->a));
-        frame *outer = r->top;
-        /* bind the targets of one item in frame f */
-        vlist *items = src;
-        if (n->d) { /* the loop filter runs before loop.* are computed */
-            items = jv_list(r, src->n);
-            for (int i = 0; i < src->n; i++) {
-                jv_step(r, n);
-                frame *f = jv_frame(r, outer);
-                r->top = f;
-                if (n->n_names == 1) jv_fset(r, f, n->names[0], src->v[i]);
-                else {
-                    val it = src->v[i];
-                    if (it.t != V_LIST || it.u.l->n != n->n_names) { r->top = outer; jv_err(r, n, "cannot unpack loop item"); }
-                    for (int k = 0; k < n->n_names; k++) jv_fset(r, f, n->names[k], it.u.l->v[k]);
-                }
-                int keep = jv_truthy(je_eval(r, n->d));
-                r->top = outer;
-                if (keep) jv_push(r, items, src->v[i]);
-            }
-        }
-        int len = items->n;
-        for (int i = 0; i < len; i++) {
-            jv_step(r, n);
-            frame *f = jv_frame(r, outer);
-            val it = items->v[i];
-            if (n->n_names == 1) jv_fset(r, f, n->names[0], it);
-            else {
-                if (it.t != V_LIST || it.u.l->n != n->n_names) jv_err(r, n, "cannot unpack loop item");
-                for (int k = 0; k < n->n_names; k++) jv_fset(r, f, n->names[k], it.u.l->v[k]);
-            }
-            vdict *lp = jv_dict(r, 10);
-            jv_dsetc(r, lp, "index", vint(i + 1));
-            jv_dsetc(r, lp, "index0", vint(i));
-            jv_dsetc(r, lp, "revindex", vint(len - i));
-            jv_dsetc(r, lp, "revindex0", vint(len - i - 1));
-            jv_dsetc(r, lp, "first", vbool(i == 0));
-            jv_dsetc(r, lp, "last", vbool(i == len - 1));
-            jv_dsetc(r, lp, "length", vint(len));
-            if (i > 0) jv_dsetc(r, lp, "previtem", items->v[i - 1]);
-            if (i + 1 < len) jv_dsetc(r, lp, "nextitem", items->v[i + 1]);
-            jv_fset(r, f, "loop", (val){.t = V_DICT, .u.d = lp});
-            r->top = f;
-            je_exec_body(r, n->b);
-            r->top = outer;
-            if (r->ctl == 1) { r->ctl = 0; break; }
-            r->ctl = 0;
-        }
-        if (len == 0 && n->c) je_exec_body(r, n->c);
-        break;
-    }
+    case S_FOR: exec_for(r, n); break;
     case S_SET:
         if (n->a) {
             set_var(r, n, je_eval(r, n->a));
@@ -517,6 +595,7 @@ static void exec_stmt(R *r, const node *n) {
     default: jv_err(r, n, "bad statement node");
     }
     r->depth--;
+    r->cur = prev;
 }
 
 /* render; NULL after an error (longjmp lands here). The caller frees the arena. */
@@ -526,6 +605,7 @@ char *je_render(R *r) {
         r->out = NULL;
         return NULL;
     }
+    jv_budget_start(r, r->vars);
     r->root = r->top = jv_frame(r, NULL);
     vlist *ml = jv_list(r, r->n_msgs);
     for (int i = 0; i < r->n_msgs; i++) {
@@ -539,6 +619,9 @@ char *je_render(R *r) {
     jv_fset(r, r->root, "add_generation_prompt", vbool(vars && vars->add_generation_prompt));
     jv_fset(r, r->root, "bos_token", vstr_lit(vars && vars->bos_token ? vars->bos_token : ""));
     jv_fset(r, r->root, "eos_token", vstr_lit(vars && vars->eos_token ? vars->eos_token : ""));
+    /* as Hugging Face's apply_chat_template without tools or documents */
+    jv_fset(r, r->root, "tools", vnone());
+    jv_fset(r, r->root, "documents", vnone());
     je_exec_body(r, r->tm->body);
     char *out = r->out;
     r->out = NULL;

@@ -25,7 +25,15 @@
 #define ARENA_LIMIT (64u << 20) /* bytes per template / per render */
 #define OUT_LIMIT (16u << 20)   /* rendered text */
 #define MAX_DEPTH 200           /* nesting of expressions, statements, calls */
-#define MAX_STEPS 4000000L      /* statements + loop iterations + filter items */
+/* The cost of a render, in units charged before the work is done: COST_NODE
+ * per expression or statement evaluated, COST_ITEM per list element or
+ * mapping entry made, visited or compared, 1 per byte copied, compared or
+ * searched. One budget (slm_tmpl_vars.budget, default SLM_TMPL_BUDGET) and a
+ * wall-clock limit bound each render; the clock and the cancel flag are read
+ * every BUDGET_CHECK_EVERY units. */
+#define COST_NODE 32
+#define COST_ITEM 16
+#define BUDGET_CHECK_EVERY 65536
 
 /* ---- arena ---------------------------------------------------------------- */
 
@@ -49,7 +57,7 @@ void jv_arena_free(arena *a);
 enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_FUNC, V_MACRO };
 
 typedef struct sstr {
-    const char *p; /* NUL-terminated where the value was made by the renderer */
+    const char *p; /* p[n] == 0 always (used as C strings; a suffix may share the bytes) */
     size_t n;      /* bytes */
 } sstr;
 
@@ -72,6 +80,7 @@ typedef struct val {
 struct vlist {
     int n, cap; /* elements */
     val *v;
+    int tuple; /* printed as a Python tuple: (a, b) */
 };
 struct vdict { /* insertion-ordered, linear lookup */
     int n, cap;
@@ -113,7 +122,7 @@ enum {
     S_TEXT, S_OUT, S_IF, S_BODY, S_FOR, S_SET, S_MACRO, S_BREAK, S_CONTINUE
 };
 
-/* One AST node; the meaning of a..d by kind:
+/* One AST node (E_LIST with op 1: a tuple); the meaning of a..d by kind:
  *   E_ATTR a.s   E_ITEM a[b]   E_SLICE a[b:c:d]   E_CALL a(items)   E_FILTER a|s(items)
  *   E_TEST a is [not] s(items)  E_BIN a op b   E_COND a if b else c   E_LIST / E_DICT items
  *   S_IF if a: b else c (c: S_IF for elif, or a body)   S_FOR names in a [if d]: b else c
@@ -140,6 +149,7 @@ typedef struct P {
     arena *ar;
     tok *t; /* slm_realloc'd token array */
     int nt, cap, pos, depth;
+    int in_if; /* inside {% if %} bodies: unknown filters / tests fail when run */
     jmp_buf jb;
     slm_err *err; /* may be NULL */
     const char *src;
@@ -167,7 +177,13 @@ typedef struct R {
     char *out; /* slm_realloc'd text being rendered */
     size_t on, ocap;
     frame *top, *root;
-    long steps;
+    const node *cur;                 /* the node being evaluated, for messages */
+    uint64_t spent, budget, check_at; /* cost units (see COST_NODE) */
+    long long deadline_ms;            /* CLOCK_MONOTONIC */
+    unsigned time_ms;
+    const _Atomic int *cancel;
+    int (*cancel_fn)(void *);
+    void *cancel_ud;
     int depth;
     int ctl; /* 1 break, 2 continue */
     const slm_tmpl_vars *vars;
@@ -198,12 +214,19 @@ typedef struct args {
 void jv_fail(R *r, const node *n, slm_status s, const char *fmt, ...) __attribute__((format(printf, 4, 5), noreturn));
 #define jv_err(r, n, ...) jv_fail(r, n, SLM_ERR_FORMAT, __VA_ARGS__)
 void *jv_alloc(R *r, size_t n);
-void jv_step(R *r, const node *n);
+void jv_budget_start(R *r, const slm_tmpl_vars *vars);
+void jv_budget_check(R *r); /* fails past the budget, the deadline, or when cancelled */
+static inline void jv_charge(R *r, uint64_t units) {
+    r->spent = units > UINT64_MAX - r->spent ? UINT64_MAX : r->spent + units;
+    if (r->spent >= r->check_at) jv_budget_check(r);
+}
+/* memmem, charged for the bytes searched; NULL if absent */
+const char *jv_find(R *r, const char *hay, size_t hn, const char *needle, size_t nn);
 val jv_str(R *r, const char *s, size_t n); /* a NUL-terminated copy */
 vlist *jv_list(R *r, int cap);
 void jv_push(R *r, vlist *l, val x);
 vdict *jv_dict(R *r, int cap);
-val *jv_dget(vdict *d, const char *k, size_t kn);
+val *jv_dget(R *r, vdict *d, const char *k, size_t kn);
 void jv_dset(R *r, vdict *d, sstr k, val x);
 void jv_dsetc(R *r, vdict *d, const char *k, val x);
 frame *jv_frame(R *r, frame *up);
@@ -219,7 +242,7 @@ void jv_str_of(R *r, sbuf *b, val v, int depth);
 val jv_to_str(R *r, val v);
 void jv_json(R *r, sbuf *b, val v, int indent, int level);
 int jv_truthy(val v);
-int jv_equal(val a, val b, int depth);
+int jv_equal(R *r, val a, val b, int depth);
 int jv_compare(R *r, const node *n, val a, val b);
 int jv_contains(R *r, const node *n, val hay, val x);
 
@@ -228,7 +251,7 @@ val je_eval(R *r, const node *n);
 void je_args(R *r, const node *n, args *a);
 val je_karg(const args *a, const char *name, int pos_index);
 vlist *je_iter(R *r, const node *n, val v);
-val je_getattr(val o, const char *name);
+val je_getattr(R *r, val o, const char *name);
 val je_call_macro(R *r, const node *n, const node *m, args *a);
 void je_exec_body(R *r, const node *b);
 char *je_render(R *r);

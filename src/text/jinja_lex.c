@@ -5,6 +5,7 @@
  * stream of text runs and the tokens inside {{ }} and {% %}; comments and
  * stripped whitespace vanish here.
  */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -138,10 +139,10 @@ static int lex_tag(P *p, const char *src, size_t len, size_t *i, int *line, int 
                 t.fv = strtod(buf, NULL);
             } else {
                 t.type = TK_INT;
-                char *end;
-                unsigned long long v = strtoull(buf, &end, 10);
-                (void)end;
-                if (m > 18 || v > (unsigned long long)9223372036854775807LL) jx_err(p, *line, "integer literal too large");
+                errno = 0;
+                unsigned long long v = strtoull(buf, NULL, 10);
+                if (errno == ERANGE || m >= sizeof buf - 1 || v > (unsigned long long)INT64_MAX)
+                    jx_err(p, *line, "integer literal too large");
                 t.iv = (long long)v;
             }
             *i = e;
@@ -213,8 +214,25 @@ static int lex_tag(P *p, const char *src, size_t len, size_t *i, int *line, int 
 }
 
 void jx_lex(P *p, const char *src) {
+    /* as Jinja2: \r\n and \r become \n everywhere, then one trailing
+     * newline goes (keep_trailing_newline = False) */
     size_t len = strlen(src);
-    if (len && src[len - 1] == '\n') len--; /* keep_trailing_newline = False */
+    if (memchr(src, '\r', len)) {
+        char *c = jx_alloc(p, len + 1);
+        size_t m = 0;
+        for (size_t i = 0; i < len; i++) {
+            if (src[i] == '\r') {
+                c[m++] = '\n';
+                if (i + 1 < len && src[i + 1] == '\n') i++;
+            } else {
+                c[m++] = src[i];
+            }
+        }
+        c[m] = 0;
+        src = c;
+        len = m;
+    }
+    if (len && src[len - 1] == '\n') len--;
     size_t i = 0;
     int line = 1, strip_next = 0, line_starting = 1;
     while (i <= len) {

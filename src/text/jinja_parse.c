@@ -146,6 +146,7 @@ static node *p_primary(P *p) {
                 nv_push(p, &v, n, NULL);
                 while (accept_op(p, ',') && !is_op(p, ')')) nv_push(p, &v, p_expr(p), NULL);
                 n = mk(p, E_LIST, t->line);
+                n->op = 1; /* a tuple */
                 n->items = v.v;
                 n->n = v.n;
             }
@@ -194,7 +195,8 @@ static node *p_filter(P *p, node *operand) {
     tok *t = peek(p);
     const char *name = expect_ident(p);
     /* dotted filter names are not supported */
-    if (!jf_known_filter(name)) jx_err(p, t->line, "unsupported filter '%s'", name);
+    /* as Jinja2 3: an unknown filter inside an if block fails only when run */
+    if (!p->in_if && !jf_known_filter(name)) jx_err(p, t->line, "unsupported filter '%s'", name);
     node *f = mk(p, E_FILTER, t->line);
     f->a = operand;
     f->s = name;
@@ -254,13 +256,13 @@ static node *p_filter_expr(P *p, node *n) {
             else if (u->type == TK_OP && u->op == OP_EQ) x->s = "eq";
             else if (u->type == TK_OP && u->op == OP_NE) x->s = "ne";
             else jx_err(p, u->line, "expected a test name after 'is'");
-            if (!jf_known_test(x->s)) jx_err(p, u->line, "unsupported test '%s'", x->s);
+            if (!p->in_if && !jf_known_test(x->s)) jx_err(p, u->line, "unsupported test '%s'", x->s);
             if (accept_op(p, '(')) {
                 p_args(p, x);
             } else {
                 /* one bare argument: `is divisibleby 3`, `is sameas none` */
                 tok *v = peek(p);
-                if (v->type == TK_STR || v->type == TK_INT || v->type == TK_FLOAT ||
+                if (v->type == TK_STR || v->type == TK_INT || v->type == TK_FLOAT || is_op(p, '[') || is_op(p, '{') ||
                     (v->type == TK_NAME && !is_name(p, "and") && !is_name(p, "or") && !is_name(p, "else") &&
                      !is_name(p, "if") && !is_name(p, "is") && !is_name(p, "in") && !is_name(p, "not"))) {
                     nvec a = {0};
@@ -419,6 +421,7 @@ static node *p_stmt_tag(P *p, int line) {
         node *n = mk(p, S_IF, line);
         n->a = p_expr(p);
         expect_be(p);
+        p->in_if++;
         static const char *const ends[] = {"elif", "else", "endif", NULL};
         const char *w;
         n->b = jp_body(p, ends, &w);
@@ -436,6 +439,7 @@ static node *p_stmt_tag(P *p, int line) {
             static const char *const ends2[] = {"endif", NULL};
             cur->c = jp_body(p, ends2, &w);
         }
+        p->in_if--;
         expect_be(p);
         return n;
     }

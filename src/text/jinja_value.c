@@ -3,10 +3,13 @@
  * scopes, the output buffer, conversions to text (str, repr, JSON),
  * truthiness, equality and ordering.
  */
+#define _GNU_SOURCE /* memmem */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "text/jinja_internal.h"
@@ -49,6 +52,7 @@ void jv_fail(R *r, const node *n, slm_status s, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (!n) n = r->cur;
     if (n) slm_errf(r->err, s, "line %d: %s", n->line, msg);
     else slm_errf(r->err, s, "%s", msg);
     longjmp(r->jb, 1);
@@ -60,11 +64,49 @@ void *jv_alloc(R *r, size_t n) {
     return m;
 }
 
-void jv_step(R *r, const node *n) {
-    if (++r->steps > MAX_STEPS) jv_fail(r, n, SLM_ERR_CAPACITY, "template runs too long");
+static long long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void jv_budget_start(R *r, const slm_tmpl_vars *vars) {
+    r->budget = vars && vars->budget ? vars->budget : SLM_TMPL_BUDGET;
+    r->time_ms = vars && vars->time_limit_ms ? vars->time_limit_ms : SLM_TMPL_TIME_MS;
+    r->deadline_ms = now_ms() + (long long)r->time_ms;
+    r->cancel = vars ? vars->cancel : NULL;
+    r->cancel_fn = vars ? vars->cancel_fn : NULL;
+    r->cancel_ud = vars ? vars->cancel_ud : NULL;
+    r->spent = 0;
+    r->check_at = 0; /* the first charge checks the cancel flag */
+}
+
+void jv_budget_check(R *r) {
+    if (r->spent > r->budget)
+        jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its budget of %llu operations",
+                (unsigned long long)r->budget);
+    if ((r->cancel && atomic_load(r->cancel)) || (r->cancel_fn && r->cancel_fn(r->cancel_ud))) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering cancelled");
+    if (now_ms() > r->deadline_ms)
+        jv_fail(r, NULL, SLM_ERR_CAPACITY, "template exceeds its time limit of %u ms", r->time_ms);
+    r->check_at = r->spent + BUDGET_CHECK_EVERY;
+    if (r->check_at > r->budget) r->check_at = r->budget + 1;
+}
+
+/* glibc's memmem is linear for long needles (two-way) and bounded for short
+ * ones. Charged for the bytes up to the end of the match (all of hay when
+ * absent), once the search is done: one search is at most a string's length,
+ * which the arena bounds. */
+const char *jv_find(R *r, const char *hay, size_t hn, const char *needle, size_t nn) {
+    if (nn == 0) return hay;
+    if (nn > hn) return NULL;
+    const char *q = memmem(hay, hn, needle, nn);
+    jv_charge(r, q ? (size_t)(q - hay) + nn : hn);
+    return q;
 }
 
 val jv_str(R *r, const char *s, size_t n) {
+    if (!n) return vstr_lit(""); /* shared: nothing to allocate */
+    jv_charge(r, n);
     char *c = jv_alloc(r, n + 1);
     if (n) memcpy(c, s, n);
     c[n] = 0;
@@ -74,11 +116,13 @@ val jv_str(R *r, const char *s, size_t n) {
 vlist *jv_list(R *r, int cap) {
     vlist *l = jv_alloc(r, sizeof *l);
     l->n = 0;
+    l->tuple = 0;
     l->cap = cap > 0 ? cap : 4;
     l->v = jv_alloc(r, (size_t)l->cap * sizeof(val));
     return l;
 }
 void jv_push(R *r, vlist *l, val x) {
+    jv_charge(r, COST_ITEM);
     if (l->n == l->cap) {
         if (l->cap > (1 << 24)) jv_err(r, NULL, "list too long");
         val *nv = jv_alloc(r, (size_t)l->cap * 2 * sizeof(val));
@@ -97,16 +141,17 @@ vdict *jv_dict(R *r, int cap) {
     d->v = jv_alloc(r, (size_t)d->cap * sizeof(val));
     return d;
 }
-val *jv_dget(vdict *d, const char *k, size_t kn) {
+val *jv_dget(R *r, vdict *d, const char *k, size_t kn) {
+    jv_charge(r, (uint64_t)d->n * COST_ITEM);
     for (int i = 0; i < d->n; i++)
         if (sseq(d->k[i], k, kn)) return &d->v[i];
     return NULL;
 }
 void jv_dset(R *r, vdict *d, sstr k, val x) {
-    val *e = jv_dget(d, k.p, k.n);
+    val *e = jv_dget(r, d, k.p, k.n);
     if (e) { *e = x; return; }
     if (d->n == d->cap) {
-        if (d->cap > (1 << 20)) jv_err(r, NULL, "mapping too large");
+        if (d->cap > (1 << 20)) jv_fail(r, NULL, SLM_ERR_CAPACITY, "mapping too large");
         sstr *nk = jv_alloc(r, (size_t)d->cap * 2 * sizeof(sstr));
         val *nv = jv_alloc(r, (size_t)d->cap * 2 * sizeof(val));
         memcpy(nk, d->k, (size_t)d->n * sizeof(sstr));
@@ -127,14 +172,15 @@ frame *jv_frame(R *r, frame *up) {
     f->up = up;
     return f;
 }
-static val *fget(frame *f, const char *k, size_t kn) {
+static val *fget(R *r, frame *f, const char *k, size_t kn) {
+    jv_charge(r, (uint64_t)f->n * COST_ITEM);
     for (int i = 0; i < f->n; i++)
         if (sseq(f->k[i], k, kn)) return &f->v[i];
     return NULL;
 }
 void jv_fset(R *r, frame *f, const char *k, val x) {
     size_t kn = strlen(k);
-    val *e = fget(f, k, kn);
+    val *e = fget(r, f, k, kn);
     if (e) { *e = x; return; }
     if (f->n == f->cap) {
         int nc = f->cap ? f->cap * 2 : 8;
@@ -154,7 +200,7 @@ void jv_fset(R *r, frame *f, const char *k, val x) {
 
 val jv_lookup(R *r, const char *name) {
     for (frame *f = r->top; f; f = f->up) {
-        val *v = fget(f, name, strlen(name));
+        val *v = fget(r, f, name, strlen(name));
         if (v) return *v;
     }
     static const struct { const char *n; int id; } g[] = {
@@ -168,6 +214,7 @@ val jv_lookup(R *r, const char *name) {
 /* output */
 void jv_emit(R *r, const char *s, size_t n) {
     if (!n) return;
+    jv_charge(r, n);
     if (r->on + n + 1 > OUT_LIMIT) jv_fail(r, NULL, SLM_ERR_CAPACITY, "rendered text exceeds %u bytes", OUT_LIMIT);
     if (r->on + n + 1 > r->ocap) {
         size_t nc = r->ocap ? r->ocap : 1024;
@@ -204,10 +251,11 @@ val jv_out_pop(R *r) {
 
 /* a growable string in the arena */
 void jv_sb_put(R *r, sbuf *b, const char *s, size_t n) {
+    jv_charge(r, n);
     if (b->n + n + 1 > b->cap) {
         size_t nc = b->cap ? b->cap * 2 : 64;
         while (nc < b->n + n + 1) nc *= 2;
-        if (nc > ARENA_LIMIT) jv_err(r, NULL, "string too long");
+        if (nc > ARENA_LIMIT) jv_fail(r, NULL, SLM_ERR_CAPACITY, "string too long");
         char *q = jv_alloc(r, nc);
         if (b->n) memcpy(q, b->p, b->n);
         b->p = q;
@@ -223,16 +271,34 @@ val jv_sb_val(R *r, sbuf *b) {
     return (val){.t = V_STR, .u.s = {b->p, b->n}};
 }
 
+/* Python's repr(float): the shortest digits that read back as f, fixed
+ * notation for exponents -4..15 (with ".0" on integral values), else d.ddde+XX */
 static void fmt_float(char *buf, size_t cap, double f) {
     if (f != f) { snprintf(buf, cap, "nan"); return; }
-    if (f > 1e308 || f < -1e308) { snprintf(buf, cap, f > 0 ? "inf" : "-inf"); return; }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(buf, cap, "%.*g", prec, f);
-        if (strtod(buf, NULL) == f) break;
+    if (f > 1.7976931348623157e308 || f < -1.7976931348623157e308) { snprintf(buf, cap, f > 0 ? "inf" : "-inf"); return; }
+    char e[48], dg[24];
+    for (int prec = 0; prec <= 17; prec++) {
+        snprintf(e, sizeof e, "%.*e", prec, f);
+        if (strtod(e, NULL) == f) break;
     }
-    if (!strpbrk(buf, ".e")) {
-        size_t n = strlen(buf);
-        if (n + 3 <= cap) memcpy(buf + n, ".0", 3);
+    const char *p = e + (e[0] == '-');
+    size_t nd = 0;
+    for (; *p && *p != 'e'; p++)
+        if (*p != '.' && nd < sizeof dg - 1) dg[nd++] = *p;
+    dg[nd] = 0;
+    int x = atoi(p + 1), neg = e[0] == '-';
+    while (nd > 1 && dg[nd - 1] == '0') dg[--nd] = 0; /* %.*e pads no zeros, but be safe */
+    if (x < -4 || x >= 16) {
+        snprintf(buf, cap, "%s%c%s%s%se%c%02d", neg ? "-" : "", dg[0], nd > 1 ? "." : "", dg + 1, "",
+                 x < 0 ? '-' : '+', x < 0 ? -x : x);
+    } else if (x >= 0) {
+        size_t il = (size_t)x + 1;
+        if (nd <= il) snprintf(buf, cap, "%s%s%0*d.0", neg ? "-" : "", dg, (int)(il - nd), 0);
+        else snprintf(buf, cap, "%s%.*s.%s", neg ? "-" : "", (int)il, dg, dg + il);
+        if (nd <= il && il == nd) snprintf(buf, cap, "%s%s.0", neg ? "-" : "", dg);
+    } else {
+        snprintf(buf, cap, "%s0.%0*d%s", neg ? "-" : "", -x - 1, 0, dg);
+        if (x == -1) snprintf(buf, cap, "%s0.%s", neg ? "-" : "", dg);
     }
 }
 
@@ -251,22 +317,32 @@ void jv_str_of(R *r, sbuf *b, val v, int depth) {
 }
 static void repr(R *r, sbuf *b, val v, int depth) {
     if (depth > MAX_DEPTH) jv_err(r, NULL, "value nested too deeply");
-    if (v.t == V_STR) {
-        jv_sb_put(r, b, "'", 1);
-        for (size_t i = 0; i < v.u.s.n; i++) {
-            char c = v.u.s.p[i];
-            if (c == '\'' || c == '\\') { jv_sb_put(r, b, "\\", 1); jv_sb_put(r, b, &c, 1); }
+    if (v.t == V_STR) { /* as Python: '...' unless it holds ' and no " */
+        const char *p = v.u.s.p;
+        size_t n = v.u.s.n;
+        jv_charge(r, n);
+        char q = memchr(p, '\'', n) && !memchr(p, '"', n) ? '"' : '\'';
+        jv_sb_put(r, b, &q, 1);
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)p[i];
+            char esc[8];
+            if (c == q || c == '\\') { esc[0] = '\\'; esc[1] = (char)c; jv_sb_put(r, b, esc, 2); }
             else if (c == '\n') jv_sb_puts(r, b, "\\n");
-            else jv_sb_put(r, b, &c, 1);
+            else if (c == '\r') jv_sb_puts(r, b, "\\r");
+            else if (c == '\t') jv_sb_puts(r, b, "\\t");
+            else if (c < 0x20 || c == 0x7f) { snprintf(esc, sizeof esc, "\\x%02x", c); jv_sb_puts(r, b, esc); }
+            else jv_sb_put(r, b, (const char *)&c, 1);
         }
-        jv_sb_put(r, b, "'", 1);
+        jv_sb_put(r, b, &q, 1);
     } else if (v.t == V_LIST) {
-        jv_sb_put(r, b, "[", 1);
+        int tup = v.u.l->tuple;
+        jv_sb_put(r, b, tup ? "(" : "[", 1);
         for (int i = 0; i < v.u.l->n; i++) {
             if (i) jv_sb_puts(r, b, ", ");
             repr(r, b, v.u.l->v[i], depth + 1);
         }
-        jv_sb_put(r, b, "]", 1);
+        if (tup && v.u.l->n == 1) jv_sb_put(r, b, ",", 1);
+        jv_sb_put(r, b, tup ? ")" : "]", 1);
     } else if (v.t == V_DICT) {
         jv_sb_put(r, b, "{", 1);
         for (int i = 0; i < v.u.d->n; i++) {
@@ -294,7 +370,8 @@ void jv_json(R *r, sbuf *b, val v, int indent, int level) {
     char buf[64];
     if (level > MAX_DEPTH) jv_err(r, NULL, "value nested too deeply");
     switch (v.t) {
-    case V_UNDEF: case V_NONE: jv_sb_puts(r, b, "null"); return;
+    case V_UNDEF: jv_err(r, NULL, "Object of type Undefined is not JSON serializable");
+    case V_NONE: jv_sb_puts(r, b, "null"); return;
     case V_BOOL: jv_sb_puts(r, b, v.u.i ? "true" : "false"); return;
     case V_INT: snprintf(buf, sizeof buf, "%lld", v.u.i); jv_sb_puts(r, b, buf); return;
     case V_FLOAT:
@@ -360,8 +437,9 @@ int jv_truthy(val v) {
 }
 
 
-int jv_equal(val a, val b, int depth) {
+int jv_equal(R *r, val a, val b, int depth) {
     if (depth > MAX_DEPTH) return 0;
+    jv_charge(r, COST_ITEM);
     if (is_num(a) && is_num(b)) {
         if (a.t != V_FLOAT && b.t != V_FLOAT) return a.u.i == b.u.i;
         return num(a) == num(b);
@@ -369,17 +447,20 @@ int jv_equal(val a, val b, int depth) {
     if (a.t != b.t) return 0;
     switch (a.t) {
     case V_UNDEF: case V_NONE: return 1;
-    case V_STR: return a.u.s.n == b.u.s.n && !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
+    case V_STR:
+        if (a.u.s.n != b.u.s.n) return 0;
+        jv_charge(r, a.u.s.n);
+        return !memcmp(a.u.s.p, b.u.s.p, a.u.s.n);
     case V_LIST:
         if (a.u.l->n != b.u.l->n) return 0;
         for (int i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
+            if (!jv_equal(r, a.u.l->v[i], b.u.l->v[i], depth + 1)) return 0;
         return 1;
     case V_DICT:
         if (a.u.d->n != b.u.d->n) return 0;
         for (int i = 0; i < a.u.d->n; i++) {
-            val *o = jv_dget(b.u.d, a.u.d->k[i].p, a.u.d->k[i].n);
-            if (!o || !jv_equal(a.u.d->v[i], *o, depth + 1)) return 0;
+            val *o = jv_dget(r, b.u.d, a.u.d->k[i].p, a.u.d->k[i].n);
+            if (!o || !jv_equal(r, a.u.d->v[i], *o, depth + 1)) return 0;
         }
         return 1;
     case V_FUNC: return a.u.i == b.u.i;
@@ -396,6 +477,7 @@ int jv_compare(R *r, const node *n, val a, val b) {
     }
     if (a.t == V_STR && b.t == V_STR) {
         size_t m = a.u.s.n < b.u.s.n ? a.u.s.n : b.u.s.n;
+        jv_charge(r, m);
         int c = memcmp(a.u.s.p, b.u.s.p, m);
         if (c) return c < 0 ? -1 : 1;
         return (a.u.s.n > b.u.s.n) - (a.u.s.n < b.u.s.n);
@@ -406,17 +488,14 @@ int jv_compare(R *r, const node *n, val a, val b) {
 int jv_contains(R *r, const node *n, val hay, val x) {
     if (hay.t == V_STR) {
         if (x.t != V_STR) jv_err(r, n, "'in <string>' needs a string on the left");
-        if (!x.u.s.n) return 1;
-        for (size_t i = 0; i + x.u.s.n <= hay.u.s.n; i++)
-            if (!memcmp(hay.u.s.p + i, x.u.s.p, x.u.s.n)) return 1;
-        return 0;
+        return jv_find(r, hay.u.s.p, hay.u.s.n, x.u.s.p, x.u.s.n) != NULL;
     }
     if (hay.t == V_LIST) {
         for (int i = 0; i < hay.u.l->n; i++)
-            if (jv_equal(hay.u.l->v[i], x, 0)) return 1;
+            if (jv_equal(r, hay.u.l->v[i], x, 0)) return 1;
         return 0;
     }
-    if (hay.t == V_DICT) return x.t == V_STR && jv_dget(hay.u.d, x.u.s.p, x.u.s.n) != NULL;
-    if (hay.t == V_UNDEF) jv_err(r, n, "'in' on an undefined value");
+    if (hay.t == V_DICT) return x.t == V_STR && jv_dget(r, hay.u.d, x.u.s.p, x.u.s.n) != NULL;
+    if (hay.t == V_UNDEF) return 0; /* Jinja2: an undefined iterates as empty */
     jv_err(r, n, "'in' needs a string, list or mapping on the right");
 }

@@ -84,6 +84,7 @@ struct slm_tokenizer {
     uint8_t *lead_space;    /* [n_vocab] 1: the piece's leading space is a dummy prefix
                                (SentencePiece-flavoured vocabularies) */
     int eot;                /* end-of-turn id, -1 if none */
+    size_t max_input;       /* longest text encode accepts, bytes */
 };
 
 /* ---- helpers ---------------------------------------------------------- */
@@ -137,6 +138,7 @@ static slm_tokenizer *tok_alloc(int n_vocab, uint64_t blob_size) {
     slm_tokenizer *t = slm_calloc(1, sizeof *t);
     if (!t) return NULL;
     t->n_vocab = n_vocab;
+    t->max_input = SLM_TOK_DEFAULT_MAX_INPUT;
     uint32_t cap = 16;
     while (cap < (uint32_t)n_vocab * 2u) cap <<= 1;
     t->hash_mask = cap - 1;
@@ -523,6 +525,7 @@ slm_status slm_tok_from_bpe(slm_tokenizer **out, slm_bpe *b, slm_err *err) {
     }
     t->bpe = b;
     t->mode = TOK_BPE;
+    t->max_input = slm_bpe_max_input(b);
     t->n_vocab = n;
     t->bos = slm_bpe_bos(b);
     t->eos = slm_bpe_eos(b);
@@ -781,15 +784,25 @@ static void encode_spm(const slm_tokenizer *t, tok_work *w, const char *text, si
     }
 }
 
+void slm_tok_set_max_input(slm_tokenizer *t, size_t bytes) {
+    if (!t) return;
+    if (bytes > (size_t)(INT32_MAX / 8)) bytes = (size_t)(INT32_MAX / 8); /* ids are counted in an int */
+    t->max_input = bytes ? bytes : SLM_TOK_DEFAULT_MAX_INPUT;
+    if (t->bpe) slm_bpe_set_max_input(t->bpe, t->max_input);
+}
+
+size_t slm_tok_max_input(const slm_tokenizer *t) { return t ? t->max_input : 0; }
+
 int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int add_eos,
                    int32_t *ids, int cap) {
-    if (!t) return -1;
+    if (!t) return SLM_TOK_ENOMEM;
     if (!text) text = "";
+    /* the length up to the limit only: a longer text is refused unread */
+    size_t n = strnlen(text, t->max_input + 1);
+    if (n > t->max_input || n > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG; /* ids are counted in an int */
     if (t->bpe) /* special-token text matches its token, as llama.cpp's prompts do */
-        return slm_bpe_encode(t->bpe, text, strlen(text), add_bos, add_eos, 1, ids, cap);
+        return slm_bpe_encode(t->bpe, text, n, add_bos, add_eos, 1, ids, cap);
     if (!ids || cap < 0) cap = 0;
-    size_t n = strlen(text);
-    if (n > (size_t)(INT32_MAX / 8)) return -1; /* ids are counted in an int */
 
     /* one scratch block: symbols, heap (<= 3 pushes per symbol), the
      * concatenation buffer, and (TOK_SPM) a copy of one fragment */
@@ -799,9 +812,9 @@ int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int ad
     size_t sz_cat = 2 * (size_t)t->max_len + 8;
     size_t sz_text = n + 8;
     uint64_t total = (uint64_t)max_sym * (sizeof(tok_sym) + 3 * sizeof(tok_pair)) + sz_cat + sz_text;
-    if (total > SIZE_MAX) return -1; /* 32-bit hosts */
+    if (total > SIZE_MAX) return SLM_TOK_ENOMEM; /* 32-bit hosts */
     char *mem = slm_malloc((size_t)total);
-    if (!mem) return -1;
+    if (!mem) return SLM_TOK_ENOMEM;
     tok_work w = {0};
     w.sym = (tok_sym *)mem;
     w.heap = (tok_pair *)(mem + sz_sym);

@@ -9,6 +9,7 @@
 
 #include "common/common.h"
 #include "format/gguf.h"
+#include "text/bpe.h" /* SLM_TOK_E*, SLM_TOK_DEFAULT_MAX_INPUT, slm_tok_encode_error */
 
 typedef struct slm_tokenizer slm_tokenizer;
 
@@ -36,8 +37,16 @@ int slm_tok_vocab_size(const slm_tokenizer *t);
 int slm_tok_bos(const slm_tokenizer *t);
 int slm_tok_eos(const slm_tokenizer *t);
 
+/* The longest text (bytes) slm_tok_encode accepts: a longer one gives
+ * SLM_TOK_ETOOLONG before any work. 0 restores the default
+ * (SLM_TOK_DEFAULT_MAX_INPUT, 8 MiB); the engine sets
+ * slm_options.max_prompt_bytes here. */
+void slm_tok_set_max_input(slm_tokenizer *t, size_t bytes);
+size_t slm_tok_max_input(const slm_tokenizer *t);
+
 /* Encode text. Writes at most cap ids; returns the total number of ids the
- * text encodes to (> cap means truncated output), or -1 on allocation failure.
+ * text encodes to (> cap means truncated output), or below zero an
+ * SLM_TOK_E* code (text/bpe.h; slm_tok_encode_error says it in words).
  * add_bos: prepend BOS. The dummy prefix is added for non-empty text. */
 int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int add_eos,
                    int32_t *ids, int cap);

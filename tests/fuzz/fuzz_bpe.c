@@ -8,8 +8,11 @@
  * not crash). Not part of the default build:
  *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
  *     -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DSLM_HAVE_CJSON -Iinclude -Isrc \
- *     -DSLM_SHARED_DIR='"../shared"' tests/fuzz/fuzz_bpe.c src/text/bpe.c \
- *     src/text/bpe_json.c src/common/[a-z]*.c src/format/gguf.c -lpcre2-8 -lcjson -lm -o fuzz_bpe
+ *     -DSLM_SHARED_DIR='"../shared"' tests/fuzz/fuzz_bpe.c src/text/bpe*.c \
+ *     src/common/[a-z]*.c src/format/gguf.c -lpcre2-8 -lcjson -lm -o fuzz_bpe
+ * (tests/fuzz/run.sh builds it with the whole library.) A tokenizer.json
+ * from the input encodes under the same bounds as any other: its regexes
+ * cannot make one run slow (bpe.h).
  *   ./fuzz_bpe -max_total_time=60 -max_len=4096
  */
 #include <dirent.h>
@@ -114,7 +117,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     u = NULL;
     if (slm_bpe_load_hf_json_mem(&u, s, size, NULL, 0, "fuzz", &err) == SLM_OK) {
         int n = slm_bpe_encode(u, "hello world", 11, 1, 1, 1, ids, 8);
-        (void)n;
+        if (n < 0 && n != SLM_TOK_EBUDGET) abort(); /* only its regexes may fail it */
         slm_bpe_free(u);
     }
     free(ids);

@@ -35,8 +35,14 @@ seeds() { # target -> corpus dir
   case "$t" in
     fuzz_gguf)
       [ -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" ] && cp -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" "$d/" ;;
+    fuzz_template)
+      for f in "$SHARED"/templates/*.jinja tests/corpus/templates/*.jinja; do [ -f "$f" ] && cp -f "$f" "$d/"; done ;;
     fuzz_tokenizer)
       for f in "$SHARED"/vocab/*.inp; do [ -f "$f" ] && head -c 512 "$f" > "$d/$(basename "$f")"; done ;;
+    fuzz_http) # first byte: 1 = chat, 0 = completions; then the body
+      printf '\001{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":3,"seed":7,"stop":["a","bc"],"stream":true,"stream_options":{"include_usage":true},"n":1,"model":"m"}' > "$d/chat.json"
+      printf '\000{"prompt":["Once upon a time"],"max_completion_tokens":16,"stop":"x"} ' > "$d/completion.json"
+      printf '\001{"messages":[{"role":"developer","content":null},{"role":"tool","content":"\\u00e9\\ud83d\\ude00"}]} junk' > "$d/trailing.json" ;;
     fuzz_blob)
       # a small blob: stories260K with short programs, compiled by the CLI
       [ -f "$SHARED/models/stories260K.bin" ] || { echo "$d"; return; }
@@ -58,8 +64,10 @@ rc=0
 for src in tests/fuzz/fuzz_*.c; do
   t=$(basename "$src" .c)
   echo "== $t: build"
+  # a target may name sources outside the library on a line " * fuzz-sources: FILE..."
+  extra=$(sed -n 's/^ \* fuzz-sources: //p' "$src")
   # shellcheck disable=SC2086
-  if ! $CC $FLAGS "$src" $LIB $EXTRA_LIBS -lm -lpthread -o "$OUT/$t"; then echo "fuzz: $t failed to build"; rc=1; continue; fi
+  if ! $CC $FLAGS "$src" $extra $LIB $EXTRA_LIBS -lm -lpthread -o "$OUT/$t"; then echo "fuzz: $t failed to build"; rc=1; continue; fi
   corpus=$(seeds "$t")
   echo "== $t: run ${SECS}s"
   maxlen=4096

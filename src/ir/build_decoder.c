@@ -1,4 +1,5 @@
-/* The Llama decoder as a stateful graph (what a model converter would emit). */
+/* The decoder as a stateful graph (what a model converter would emit): the
+ * Llama block, with what the other families change switched by the config. */
 #include "ir/ir.h"
 
 typedef struct builder {
@@ -62,47 +63,67 @@ static int unary_w(builder *b, slm_op op, int x, const slm_tensor *w, int rows, 
     return add(b, n);
 }
 
-slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err) {
+int slm_rope_table_of(const slm_model_config *c, int layer) {
+    const int own = (c->rope_base_swa > 0.0f && c->rope_base_swa != c->rope_base) ||
+                    (c->rope_scale_swa > 0.0f && c->rope_scale_swa != c->rope_scale);
+    return own && slm_layer_swa(c, layer) ? 1 : 0;
+}
+
+static int rmsnorm(builder *b, int x, const slm_tensor *w, int cols, int group, int layer) {
+    slm_node n = node(SLM_OP_RMSNORM, SLM_DIM_T, cols);
+    set_in(&n, x, -1, -1, -1, -1);
+    n.weight = w;
+    n.eps = b->m->cfg.norm_eps;
+    n.group = group;
+    n.layer = layer;
+    return add(b, n);
+}
+
+static int rope(builder *b, int x, int pos, int heads, int layer) {
+    const slm_model_config *c = &b->m->cfg;
+    slm_node n = node(SLM_OP_ROPE, SLM_DIM_T, heads * c->head_dim);
+    set_in(&n, x, pos, -1, -1, -1);
+    n.heads = heads;
+    n.head_dim = c->head_dim;
+    n.neox = c->rope_neox;
+    n.rot = slm_rope_dims(c) != c->head_dim ? slm_rope_dims(c) : 0;
+    n.table = slm_rope_table_of(c, layer);
+    n.layer = layer;
+    return add(b, n);
+}
+
+slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     builder b = {g, m, err, 0};
     const int T = SLM_DIM_T, C = SLM_DIM_C;
-    const int kv_dim = c->n_kv_heads * c->head_dim;
+    const int kv_dim = c->n_kv_heads * c->head_dim, q_dim = c->n_heads * c->head_dim;
 
     int ids = input(&b, SLM_IO_INPUT_IDS, T, SLM_I32);
     int pos = input(&b, SLM_IO_POSITION_IDS, T, SLM_I32);
     int cpos = input(&b, SLM_IO_CACHE_POSITION, T, SLM_I32);
     int mask = input(&b, SLM_IO_ATTENTION_MASK, C, SLM_I32);
 
-    int x = unary_w(&b, SLM_OP_EMBED, ids, W(&b, "token_embd.weight", 0), T, c->dim);
+    slm_node n = node(SLM_OP_EMBED, T, c->dim);
+    set_in(&n, ids, -1, -1, -1, -1);
+    n.weight = W(&b, "token_embd.weight", 0);
+    n.scale = c->embed_scale;
+    int x = add(&b, n);
     for (int l = 0; l < c->n_layers && !b.failed; l++) {
-        slm_node n = node(SLM_OP_RMSNORM, T, c->dim);
-        set_in(&n, x, -1, -1, -1, -1);
-        n.weight = W(&b, "blk.%d.attn_norm.weight", l);
-        n.eps = c->norm_eps;
-        n.layer = l;
-        int xn = add(&b, n);
-
-        int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, c->dim);
+        int xn = rmsnorm(&b, x, W(&b, "blk.%d.attn_norm.weight", l), c->dim, 0, l);
+        int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, q_dim);
         int k = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_k.weight", l), T, kv_dim);
         int v = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_v.weight", l), T, kv_dim);
         if (c->qkv_bias) {
-            q = unary_w(&b, SLM_OP_BIAS, q, W(&b, "blk.%d.attn_q.bias", l), T, c->dim);
+            q = unary_w(&b, SLM_OP_BIAS, q, W(&b, "blk.%d.attn_q.bias", l), T, q_dim);
             k = unary_w(&b, SLM_OP_BIAS, k, W(&b, "blk.%d.attn_k.bias", l), T, kv_dim);
             v = unary_w(&b, SLM_OP_BIAS, v, W(&b, "blk.%d.attn_v.bias", l), T, kv_dim);
         }
-
-        n = node(SLM_OP_ROPE, T, c->dim);
-        set_in(&n, q, pos, -1, -1, -1);
-        n.heads = c->n_heads;
-        n.head_dim = c->head_dim;
-        n.neox = c->rope_neox;
-        q = add(&b, n);
-        n = node(SLM_OP_ROPE, T, kv_dim);
-        set_in(&n, k, pos, -1, -1, -1);
-        n.heads = c->n_kv_heads;
-        n.head_dim = c->head_dim;
-        n.neox = c->rope_neox;
-        k = add(&b, n);
+        if (c->qk_norm) { /* each head on its own, before RoPE (qwen3, gemma3) */
+            q = rmsnorm(&b, q, W(&b, "blk.%d.attn_q_norm.weight", l), q_dim, c->head_dim, l);
+            k = rmsnorm(&b, k, W(&b, "blk.%d.attn_k_norm.weight", l), kv_dim, c->head_dim, l);
+        }
+        q = rope(&b, q, pos, c->n_heads, l);
+        k = rope(&b, k, pos, c->n_kv_heads, l);
 
         int kv_all[2];
         int fresh[2] = {k, v};
@@ -122,42 +143,39 @@ slm_status slm_build_llama(slm_graph *g, const slm_model_file *m, slm_err *err) 
             add(&b, n);
         }
 
-        n = node(SLM_OP_ATTENTION, T, c->dim);
+        n = node(SLM_OP_ATTENTION, T, q_dim);
         set_in(&n, q, kv_all[0], kv_all[1], mask, cpos);
         n.heads = c->n_heads;
         n.kv_heads = c->n_kv_heads;
         n.head_dim = c->head_dim;
-        n.window = c->sliding_window;
+        n.window = slm_layer_swa(c, l) ? c->sliding_window : 0;
+        n.scale = c->attn_scale;
+        n.softcap = c->attn_softcap;
         n.layer = l;
         int att = add(&b, n);
         int o = unary_w(&b, SLM_OP_MATMUL, att, W(&b, "blk.%d.attn_output.weight", l), T, c->dim);
+        if (c->post_norms) o = rmsnorm(&b, o, W(&b, "blk.%d.post_attention_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, o, -1, -1, -1);
         x = add(&b, n);
 
-        n = node(SLM_OP_RMSNORM, T, c->dim);
-        set_in(&n, x, -1, -1, -1, -1);
-        n.weight = W(&b, "blk.%d.ffn_norm.weight", l);
-        n.eps = c->norm_eps;
-        n.layer = l;
-        xn = add(&b, n);
+        xn = rmsnorm(&b, x, W(&b, "blk.%d.ffn_norm.weight", l), c->dim, 0, l);
         int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
         int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
         n = node(SLM_OP_SWIGLU, T, c->hidden_dim);
         set_in(&n, gate, up, -1, -1, -1);
+        n.gelu = c->ffn_gelu;
         int h = add(&b, n);
         int down = unary_w(&b, SLM_OP_MATMUL, h, W(&b, "blk.%d.ffn_down.weight", l), T, c->dim);
+        if (c->post_norms) down = rmsnorm(&b, down, W(&b, "blk.%d.post_ffw_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, down, -1, -1, -1);
         x = add(&b, n);
     }
-    slm_node n = node(SLM_OP_RMSNORM, T, c->dim);
-    set_in(&n, x, -1, -1, -1, -1);
-    n.weight = W(&b, "output_norm.weight", 0);
-    n.eps = c->norm_eps;
-    int xf = add(&b, n);
+    int xf = rmsnorm(&b, x, W(&b, "output_norm.weight", 0), c->dim, 0, -1);
     const slm_tensor *head = c->tied_embeddings ? W(&b, "token_embd.weight", 0) : W(&b, "output.weight", 0);
     int logits = unary_w(&b, SLM_OP_MATMUL, xf, head, T, c->vocab_size);
+    if (logits >= 0) g->nodes[logits].softcap = c->final_softcap;
     n = node(SLM_OP_OUTPUT, T, c->vocab_size);
     set_in(&n, logits, -1, -1, -1, -1);
     n.role = SLM_IO_LOGITS;
@@ -180,6 +198,7 @@ slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err
     input(&b, SLM_IO_CACHE_POSITION, SLM_DIM_T, SLM_I32);
     const slm_tensor *head = c->tied_embeddings ? W(&b, "token_embd.weight", 0) : W(&b, "output.weight", 0);
     int logits = unary_w(&b, SLM_OP_MATMUL, hid, head, SLM_DIM_T, c->vocab_size);
+    if (logits >= 0) g->nodes[logits].softcap = c->final_softcap;
     slm_node n = node(SLM_OP_OUTPUT, SLM_DIM_T, c->vocab_size);
     set_in(&n, logits, -1, -1, -1, -1);
     n.role = SLM_IO_LOGITS;

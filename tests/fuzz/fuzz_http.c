@@ -1,0 +1,95 @@
+/* libFuzzer target for the server's request parsing (src/server/request.c):
+ * the input's first byte picks the endpoint (chat or completions), the rest
+ * is the request body (any bytes: invalid JSON, trailing bytes, NULs, deep
+ * nesting, huge numbers). A parse either fails with a 400/500 error that
+ * names a code and a message, or gives a request within its limits: at most
+ * SRV_MAX_STOP non-empty stop strings of at most SRV_STOP_LEN bytes, a
+ * known role for every message, a prompt or messages for its endpoint,
+ * sampling values in range. Also the UTF-8 helpers on the same bytes:
+ * srv_utf8_clean gives valid UTF-8, srv_utf8_complete never grows.
+ * tests/fuzz/run.sh builds it with the sources named on the next line.
+ * fuzz-sources: src/server/request.c
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "server/request.h"
+
+#define CHECK(c) \
+    do {         \
+        if (!(c)) abort(); \
+    } while (0)
+
+/* 1 when s[0..n) is valid UTF-8 (no overlongs, surrogates or > U+10FFFF). */
+static int valid_utf8(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c < 0xE0) ? 2 : (c >= 0xE0 && c < 0xF0) ? 3 : (c >= 0xF0 && c < 0xF5) ? 4 : 0;
+        if (!len || i + len > n) return 0;
+        for (size_t k = 1; k < len; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
+        if (len == 3 && ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0))) return 0;
+        if (len == 4 && ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90))) return 0;
+        i += len;
+    }
+    return 1;
+}
+
+static inline int known_role(const char *r) {
+    return !strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant") || !strcmp(r, "tool");
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    int chat = data[0] & 1;
+    const char *body = (const char *)data + 1;
+    size_t len = size - 1;
+
+#ifdef SLM_HAVE_CJSON /* without cJSON there is no parser (and no server) */
+    srv_request q;
+    srv_error e;
+    if (srv_request_parse(body, len, chat, &q, &e)) {
+        CHECK(q.chat == chat);
+        CHECK(q.nstop >= 0 && q.nstop <= SRV_MAX_STOP);
+        for (int i = 0; i < q.nstop; i++) {
+            size_t l = strlen(q.stop[i]);
+            CHECK(l > 0 && l <= SRV_STOP_LEN);
+        }
+        CHECK(q.max_tokens >= 0 && q.max_tokens <= 1000000000);
+        CHECK(q.samp.temperature >= 0 && q.samp.temperature <= 2);
+        CHECK(q.samp.top_p >= 0 && q.samp.top_p <= 1);
+        CHECK(q.samp.top_k >= 0);
+        CHECK(!q.include_usage || q.include_usage == 1);
+        if (chat) {
+            CHECK(q.nmsgs >= 1 && q.nmsgs <= SRV_MAX_MESSAGES && q.msgs && !q.prompt);
+            for (int i = 0; i < q.nmsgs; i++) {
+                CHECK(known_role(q.msgs[i].role));
+                CHECK(strlen(q.msgs[i].content) <= len); /* contents come from the body */
+            }
+        } else {
+            CHECK(q.prompt && !q.msgs && q.nmsgs == 0);
+            CHECK(strlen(q.prompt) <= len);
+        }
+        srv_request_free(&q);
+        CHECK(!q.msgs && !q.prompt && !q.nstop);
+    } else {
+        CHECK(e.status == 400 || e.status == 500);
+        CHECK(e.type && e.msg[0]);
+        CHECK(e.status == 500 || e.code);
+        CHECK(!q.msgs && !q.prompt && !q.nstop && !q.nmsgs);
+    }
+#else
+    (void)chat;
+#endif
+
+    char *clean = srv_utf8_clean(body, len);
+    if (clean) {
+        CHECK(valid_utf8((const unsigned char *)clean, strlen(clean)));
+        slm_xfree(clean);
+    }
+    size_t k = srv_utf8_complete(body, len);
+    CHECK(k <= len && (len - k) < 4);
+    return 0;
+}

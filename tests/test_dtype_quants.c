@@ -1,0 +1,508 @@
+/* The weight types of llama-quantize's K-quant mixes beyond the main ones:
+ * Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K (its fallbacks for rows that are
+ * not a multiple of 256, and the low-bit K-quants).
+ *  - hand-built blocks: bytes written here from GGML's layouts, the values
+ *    computed here element by element, a few checked against numbers worked
+ *    out by hand;
+ *  - the int8 views of the kernels (slm_qblock2_i8, slm_qblock_i8) against
+ *    the dequantizers;
+ *  - every kernel set's matmul against a double-precision reference over
+ *    shapes, rows, column tiles;
+ *  - synthetic GGUF models (the project's writer) whose matrices are of
+ *    these types, one type per file and all mixed in one, against the plain
+ *    reference forward. */
+#include <math.h>
+#include <stdint.h>
+#include <unistd.h>
+
+#include "common/dtype.h"
+#include "device/kernels.h"
+#include "format/gguf.h"
+#include "format/model.h"
+#include "t.h"
+#include "quants_rtn.h"
+#include "ref_forward.h"
+#include "runtime/runtime.h"
+#include "rig.h"
+
+static const uint32_t k_new[] = {SLM_Q5_0, SLM_Q5_1, SLM_IQ4_NL, SLM_IQ4_XS, SLM_Q2_K, SLM_Q3_K};
+#define NNEW (int)(sizeof k_new / sizeof k_new[0])
+static const char *k_sets[] = {"scalar", "avx2", "avx512"};
+
+/* The IQ4_NL levels, as GGML's kvalues_iq4nl lists them. */
+static const int k_kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull;
+static double urand(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)((urand() + urand() + urand() + urand() - 2.0) * 1.7320508); }
+
+/* ---- hand-built blocks -------------------------------------------------- */
+
+static void test_type_table(void) {
+    static const struct { uint32_t id; const char *name; uint32_t block, bytes; } want[] = {
+        {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},     {10, "q2_k", 256, 84},
+        {11, "q3_k", 256, 110}, {20, "iq4_nl", 32, 18},  {23, "iq4_xs", 256, 136},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const slm_dtype_info *in = slm_dtype_get(want[i].id);
+        CHECKF(in && !strcmp(in->name, want[i].name) && in->block == want[i].block && in->bytes == want[i].bytes,
+               "type %u", want[i].id);
+        CHECK(slm_row_bytes(want[i].id, 768) == (want[i].block == 32 ? 768 / 32 * want[i].bytes : 3 * want[i].bytes));
+    }
+    CHECK(slm_row_bytes(SLM_Q2_K, 576) == 0);
+    for (int i = 0; i < 16; i++) CHECK(slm_kvalues_iq4nl[i] == k_kv[i]);
+}
+
+/* The 5-bit code of element e of a Q5 block: nibble e % 16 of qs (low for
+ * e < 16), fifth bit e of qh. */
+static int q5_code(const uint8_t *qs, const uint8_t *qh, int e) {
+    const int nib = e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4;
+    return nib | (((qh[e / 8] >> (e % 8)) & 1) << 4);
+}
+
+static void test_blocks_q5_iq4nl(void) {
+    float y[32];
+    slm_block_q5_0 b0;
+    b0.d = slm_f32_to_f16(0.5f);
+    for (int j = 0; j < 16; j++) b0.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    const uint8_t qh[4] = {0xA5, 0x3C, 0x0F, 0xF0};
+    memcpy(b0.qh, qh, 4);
+    CHECK(slm_dequantize_row(SLM_Q5_0, &b0, y, 32));
+    for (int e = 0; e < 32; e++)
+        CHECKF(y[e] == 0.5f * (float)(q5_code(b0.qs, qh, e) - 16), "q5_0 y[%d]=%g", e, y[e]);
+    /* by hand: e=1 code 1 (bit 1 of 0xA5 clear); e=16 code 15|16 (bit 0 of 0x0F) */
+    CHECK(y[1] == -7.5f && y[16] == 7.5f && y[0] == 0.0f && y[31] == 0.0f);
+
+    slm_block_q5_1 b1;
+    b1.d = slm_f32_to_f16(0.25f);
+    b1.m = slm_f32_to_f16(-2.0f);
+    memcpy(b1.qs, b0.qs, 16);
+    memcpy(b1.qh, qh, 4);
+    CHECK(slm_dequantize_row(SLM_Q5_1, &b1, y, 32));
+    for (int e = 0; e < 32; e++) CHECKF(y[e] == 0.25f * (float)q5_code(b1.qs, qh, e) - 2.0f, "q5_1 y[%d]=%g", e, y[e]);
+    CHECK(y[1] == -1.75f && y[16] == 5.75f);
+
+    slm_block_iq4_nl bn;
+    bn.d = slm_f32_to_f16(2.0f);
+    for (int j = 0; j < 16; j++) bn.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    CHECK(slm_dequantize_row(SLM_IQ4_NL, &bn, y, 32));
+    for (int j = 0; j < 16; j++) {
+        CHECKF(y[j] == 2.0f * (float)k_kv[j], "iq4_nl y[%d]=%g", j, y[j]);
+        CHECKF(y[j + 16] == 2.0f * (float)k_kv[15 - j], "iq4_nl y[%d]=%g", j + 16, y[j + 16]);
+    }
+    CHECK(y[0] == -254.0f && y[16] == 226.0f);
+}
+
+static void test_block_iq4_xs(void) {
+    static const int ls[8] = {0, 1, 31, 32, 33, 47, 62, 63};
+    slm_block_iq4_xs b;
+    b.d = slm_f32_to_f16(0.125f);
+    /* by hand: scales_l nibbles (ls & 15) in pairs, scales_h 2 bits (ls >> 4) per sub-block */
+    const uint8_t sl[4] = {0x10, 0x0F, 0xF1, 0xFE};
+    memcpy(b.scales_l, sl, 4);
+    b.scales_h = 0xFA90;
+    for (int i = 0; i < 128; i++) b.qs[i] = (uint8_t)(i * 7 + 3);
+    float y[256];
+    CHECK(slm_dequantize_row(SLM_IQ4_XS, &b, y, 256));
+    for (int e = 0; e < 256; e++) {
+        const int s = e / 32, j = e % 32;
+        const int idx = j < 16 ? b.qs[16 * s + j] & 0xF : b.qs[16 * s + j - 16] >> 4;
+        const float want = 0.125f * (float)(ls[s] - 32) * (float)k_kv[idx];
+        CHECKF(y[e] == want, "iq4_xs y[%d]=%g want %g", e, y[e], want);
+    }
+    /* by hand: e=200: sub-block 6 (ls 62), qs[104] = 219 = 0xDB: low nibble 11 -> 38 */
+    CHECK(y[200] == 0.125f * 30.0f * 38.0f);
+}
+
+/* Q2_K / Q3_K: element e = 128h + 32j + l keeps its 2 low bits at bit 2j of
+ * qs[32h + l]; sub-block e / 16. */
+static int k2_low(const uint8_t *qs, int e) { return (qs[32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3; }
+
+static void test_block_q2_K(void) {
+    slm_block_q2_K b;
+    b.d = slm_f32_to_f16(0.5f);
+    b.dmin = slm_f32_to_f16(0.25f);
+    for (int s = 0; s < 16; s++) b.scales[s] = (uint8_t)(s | ((15 - s) << 4));
+    for (int i = 0; i < 64; i++) b.qs[i] = (uint8_t)(i * 37 + 11);
+    float y[256];
+    CHECK(slm_dequantize_row(SLM_Q2_K, &b, y, 256));
+    for (int e = 0; e < 256; e++) {
+        const int s = e / 16;
+        const float want = 0.5f * (float)s * (float)k2_low(b.qs, e) - 0.25f * (float)(15 - s);
+        CHECKF(y[e] == want, "q2_K y[%d]=%g want %g", e, y[e], want);
+    }
+    /* by hand: e=200: s 12, h 1, j 2, l 8: qs[40] = 0xD3, bits 4-5 = 1 -> 0.5*12*1 - 0.25*3 */
+    CHECK(y[200] == 5.25f);
+}
+
+static void test_block_q3_K(void) {
+    int u[16]; /* 6-bit scales before the -32 */
+    for (int s = 0; s < 16; s++) u[s] = (s * 5 + 7) & 63;
+    /* packed by hand: low nibbles of u[0..7] | low nibbles of u[8..15] << 4,
+     * then the high 2 bits of u[i], u[i+4], u[i+8], u[i+12] in byte 8 + i */
+    static const uint8_t packed[12] = {0xF7, 0x4C, 0x91, 0xE6, 0x3B, 0x80, 0xD5, 0x2A, 0x24, 0x38, 0x39, 0x79};
+    for (int s = 0; s < 16; s++) CHECKF(slm_get_scale_q3_k(s, packed) == u[s], "q3_K scale %d", s);
+    slm_block_q3_K b;
+    b.d = slm_f32_to_f16(0.25f);
+    memcpy(b.scales, packed, 12);
+    for (int i = 0; i < 32; i++) b.hmask[i] = (uint8_t)(i * 29 + 5);
+    for (int i = 0; i < 64; i++) b.qs[i] = (uint8_t)(i * 53 + 1);
+    float y[256];
+    CHECK(slm_dequantize_row(SLM_Q3_K, &b, y, 256));
+    for (int e = 0; e < 256; e++) {
+        const int hbit = (b.hmask[e % 32] >> (4 * (e / 128) + (e % 128) / 32)) & 1;
+        const int q = k2_low(b.qs, e) - (hbit ? 0 : 4);
+        const float want = 0.25f * (float)(u[e / 16] - 32) * (float)q;
+        CHECKF(y[e] == want, "q3_K y[%d]=%g want %g", e, y[e], want);
+    }
+    /* by hand: e=150: s 9 (u 52), qs[54] = 47 -> low bits 3, hmask[22] = 131 bit 4 clear -> q = -1 */
+    CHECK(y[150] == -5.0f);
+}
+
+/* ---- the int8 views and the quantizers ---------------------------------- */
+
+static void test_qblock_views(void) {
+    for (int ti = 0; ti < NNEW; ti++) {
+        const uint32_t t = k_new[ti];
+        const int k = 512;
+        float x[512], y[512];
+        uint8_t buf[2048];
+        for (int i = 0; i < k; i++) x[i] = nrand() + (i % 64 == 5 ? 4.0f : 0.0f);
+        CHECK(rtn_quantize_row(t, x, buf, k));
+        CHECK(slm_dequantize_row(t, buf, y, k));
+        int bad2 = 0, bad1 = 0;
+        for (int b = 0; b < k / 32; b++) {
+            int8_t q[32];
+            float d[2], m[2], m1;
+            slm_qblock2_i8(t, buf, b, q, d, m);
+            for (int e = 0; e < 32; e++) bad2 += d[e / 16] * q[e] + m[e / 16] != y[32 * b + e];
+            slm_qblock_i8(t, buf, b, q, d, &m1);
+            if (slm_qtype_kind(t) == 3) continue; /* Q2_K: two mins, not this view */
+            for (int e = 0; e < 32; e++) bad1 += d[e / 16] * q[e] + m1 != y[32 * b + e];
+        }
+        CHECKF(bad2 == 0 && bad1 == 0, "%s: %d / %d elements differ", slm_dtype_name(t), bad2, bad1);
+        CHECK(slm_qtype_kind(t) == slm_quant2_kind(t) && slm_qtype_kind(t) >= 0);
+        CHECK(slm_matmul_supported(t));
+    }
+    CHECK(slm_qtype_kind(SLM_Q5_0) == 0 && slm_qtype_kind(SLM_Q3_K) == 1 && slm_qtype_kind(SLM_Q5_1) == 2 &&
+          slm_qtype_kind(SLM_Q2_K) == 3 && slm_quant2_kind(SLM_Q4_K) == -1);
+}
+
+/* The test quantizers' round-trip error: catches a packing that disagrees
+ * with the dequantizers (errors of whole code steps). */
+static void test_round_trip(void) {
+    static const struct { uint32_t t; int blk; double maxrel; } k_rt[] = {
+        /* symmetric types: the side opposite the largest value clamps one step short */
+        {SLM_Q5_0, 32, 0.065},  {SLM_Q5_1, 32, 0.035},  {SLM_IQ4_NL, 32, 0.12},
+        {SLM_IQ4_XS, 32, 0.2},  {SLM_Q2_K, 16, 0.38},   {SLM_Q3_K, 16, 0.28},
+    };
+    const int n = 4096;
+    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    uint8_t *q = malloc((size_t)n * 4);
+    for (size_t ci = 0; ci < sizeof k_rt / sizeof k_rt[0]; ci++) {
+        for (int i = 0; i < n; i++) x[i] = nrand() * (i % 512 < 256 ? 1.0f : 0.01f) + (i % 97 == 0 ? 5.0f : 0.0f);
+        CHECK(rtn_quantize_row(k_rt[ci].t, x, q, n));
+        CHECK(slm_dequantize_row(k_rt[ci].t, q, y, n));
+        double worst = 0;
+        for (int b = 0; b < n / k_rt[ci].blk; b++) {
+            double amax = 0;
+            for (int e = 0; e < k_rt[ci].blk; e++) amax = fmax(amax, fabs(x[b * k_rt[ci].blk + e]));
+            /* a super-block scale shared with larger sub-blocks quantizes a small sub-block's scale coarsely */
+            double smax = 0;
+            const int sb = slm_dtype_get(k_rt[ci].t)->block, b0 = b * k_rt[ci].blk / sb * sb;
+            for (int e = b0; e < b0 + sb; e++) smax = fmax(smax, fabs(x[e]));
+            for (int e = 0; e < k_rt[ci].blk; e++) {
+                const double err = fabs((double)y[b * k_rt[ci].blk + e] - x[b * k_rt[ci].blk + e]);
+                const double ref = fmax(amax, smax / 32.0);
+                if (ref > 0) worst = fmax(worst, err / ref);
+            }
+        }
+        CHECKF(worst <= k_rt[ci].maxrel, "%s: max err / amax %.4g (bound %.4g)", slm_dtype_name(k_rt[ci].t), worst,
+               k_rt[ci].maxrel);
+        fprintf(stderr, "  %-6s max err/amax %.4f\n", slm_dtype_name(k_rt[ci].t), worst);
+    }
+    free(x);
+    free(y);
+    free(q);
+}
+
+/* ---- matmul against the double reference ---------------------------------- */
+
+typedef struct mcase {
+    uint32_t t;
+    int k, n, rows, ldx;
+    uint8_t *w;
+    double *wd, *ref, *bound_f, *bound_q;
+    float *x;
+} mcase;
+
+static void case_make(mcase *c, uint32_t t, int k, int n, int rows) {
+    c->t = t, c->k = k, c->n = n, c->rows = rows, c->ldx = k + 5;
+    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+    c->w = malloc((size_t)wrow * n);
+    c->wd = malloc(sizeof(double) * k * n);
+    c->x = malloc(sizeof(float) * (size_t)c->ldx * rows);
+    c->ref = malloc(sizeof(double) * rows * n);
+    c->bound_f = malloc(sizeof(double) * rows * n);
+    c->bound_q = malloc(sizeof(double) * rows * n);
+    float *row = malloc(sizeof(float) * k), *deq = malloc(sizeof(float) * k);
+    for (int j = 0; j < n; j++) {
+        const float scale = 0.02f * (1.0f + (float)(j % 5)), shift = j % 3 == 1 ? 0.01f : 0.0f; /* some rows off zero */
+        for (int e = 0; e < k; e++) row[e] = nrand() * scale + shift;
+        rtn_quantize_row(t, row, c->w + (size_t)j * wrow, k);
+        slm_dequantize_row(t, c->w + (size_t)j * wrow, deq, k);
+        for (int e = 0; e < k; e++) c->wd[(size_t)j * k + e] = deq[e];
+    }
+    for (int i = 0; i < rows; i++)
+        for (int e = 0; e < k; e++) c->x[(size_t)i * c->ldx + e] = nrand() + (e % 61 == 7 ? 6.0f : 0.0f) + 0.3f;
+    for (int i = 0; i < rows; i++) {
+        const float *x = c->x + (size_t)i * c->ldx;
+        for (int j = 0; j < n; j++) {
+            const double *w = c->wd + (size_t)j * k;
+            double s = 0, sa = 0, sq = 0;
+            for (int e = 0; e < k; e++) s += w[e] * x[e], sa += fabs(w[e] * x[e]);
+            /* int8 activations: |x - dx round(x / dx)| <= dx / 2, dx = amax / 127 per block of 32 */
+            for (int b = 0; b < k / 32; b++) {
+                double amax = 0, wa = 0;
+                for (int e = 32 * b; e < 32 * b + 32; e++) amax = fmax(amax, fabs(x[e])), wa += fabs(w[e]);
+                sq += amax / 127.0 / 2.0 * wa;
+            }
+            c->ref[(size_t)i * n + j] = s;
+            c->bound_f[(size_t)i * n + j] = 1e-5 * sa + 1e-30;
+            c->bound_q[(size_t)i * n + j] = sq * 1.0001 + 2e-5 * sa + 1e-30;
+        }
+    }
+    free(row);
+    free(deq);
+}
+
+static void case_free(mcase *c) { free(c->w), free(c->wd), free(c->x), free(c->ref), free(c->bound_f), free(c->bound_q); }
+
+static uint8_t *g_scratch;
+static size_t g_scratch_cap;
+
+static int case_run(const mcase *c, int n0, int n1, const char *set, double *worst) {
+    const int ldy = c->n + 2;
+    float *y = malloc(sizeof(float) * (size_t)ldy * c->rows);
+    for (int i = 0; i < ldy * c->rows; i++) y[i] = -12345.0f;
+    const size_t need = slm_matmul_scratch_bytes(c->t, c->k, c->rows);
+    if (need > g_scratch_cap) {
+        free(g_scratch);
+        g_scratch = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        g_scratch_cap = need;
+    }
+    slm_mm mm = {.w = c->w, .wrow = slm_row_bytes(c->t, (uint64_t)c->k), .wtype = c->t, .k = c->k, .n0 = n0, .n1 = n1,
+                 .rows = c->rows, .x = c->x, .ldx = (size_t)c->ldx, .y = y, .ldy = (size_t)ldy, .scratch = g_scratch};
+    slm_kernels_active()->matmul(&mm);
+    const int int8 = strcmp(set, "scalar") != 0;
+    int fails = 0;
+    for (int i = 0; i < c->rows; i++)
+        for (int j = 0; j < ldy; j++) {
+            const float got = y[(size_t)i * ldy + j];
+            if (j < n0 || j >= n1) {
+                fails += got != -12345.0f;
+                continue;
+            }
+            const double ref = c->ref[(size_t)i * c->n + j];
+            const double bound = int8 ? c->bound_q[(size_t)i * c->n + j] : c->bound_f[(size_t)i * c->n + j];
+            const double err = fabs(got - ref);
+            if (!(err <= bound)) {
+                if (fails < 3)
+                    fprintf(stderr, "  %s %s k=%d n=%d rows=%d tile=[%d,%d) y[%d][%d]=%.9g ref=%.9g err=%.3g bound=%.3g\n",
+                            set, slm_dtype_name(c->t), c->k, c->n, c->rows, n0, n1, i, j, got, ref, err, bound);
+                fails++;
+            }
+            if (bound > 0 && err / bound > *worst) *worst = err / bound;
+        }
+    free(y);
+    return fails;
+}
+
+static void test_matmul_shapes(void) {
+    static const int ks[] = {32, 64, 96, 256, 288, 512, 768, 1536};
+    static const int ns[] = {1, 3, 16, 17, 40};
+    static const int rows_[] = {1, 2, 5, 8, 9, 33};
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) {
+            fprintf(stderr, "  set %s: not on this CPU, skipped\n", k_sets[si]);
+            continue;
+        }
+        for (int ti = 0; ti < NNEW; ti++) {
+            const uint32_t t = k_new[ti];
+            int cases = 0, fails = 0;
+            double worst = 0;
+            for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+                if (ks[ki] % (int)slm_dtype_get(t)->block) continue;
+                for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+                    for (size_t ri = 0; ri < sizeof rows_ / sizeof rows_[0]; ri++) {
+                        const int k = ks[ki], n = ns[ni], rows = rows_[ri];
+                        if ((size_t)k * n * rows > 1500000) continue;
+                        mcase c;
+                        case_make(&c, t, k, n, rows);
+                        fails += case_run(&c, 0, n, k_sets[si], &worst);
+                        cases++;
+                        if (n >= 3) {
+                            fails += case_run(&c, 1, n - 1, k_sets[si], &worst);
+                            fails += case_run(&c, n / 2 | 1, n, k_sets[si], &worst);
+                            cases += 2;
+                        }
+                        case_free(&c);
+                    }
+            }
+            CHECKF(fails == 0, "%s %s: %d bad outputs", k_sets[si], slm_dtype_name(t), fails);
+            fprintf(stderr, "  %-6s %-6s %4d tiles, worst err / bound %.3f\n", k_sets[si], slm_dtype_name(t), cases, worst);
+        }
+    }
+    slm_kernels_select(NULL);
+}
+
+/* ---- models of these types against the reference forward ------------------ */
+
+typedef struct bufs {
+    void *p[128];
+    int n;
+} bufs;
+
+static void add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, int64_t rows, uint32_t type, float scale,
+                  float bias) {
+    const size_t n = (size_t)(cols * rows);
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = bias + scale * nrand();
+    const uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
+    void *data = f;
+    if (type != SLM_F32) {
+        data = malloc((size_t)rb * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) CHECK(rtn_quantize_row(type, f + r * cols, (uint8_t *)data + r * rb, cols));
+        free(f);
+    }
+    b->p[b->n++] = data;
+    int64_t ne[2] = {cols, rows};
+    CHECK(slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows) == SLM_OK);
+}
+
+/* A llama model (GQA, untied head) with matrices of types[0..8]: token_embd,
+ * attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down, output. */
+static int write_model(const char *path, const uint32_t types[9], uint64_t seed) {
+    enum { DIM = 256, HID = 512, LAYERS = 2, HEADS = 4, KVH = 2, VOCAB = 96 };
+    g_rng = seed;
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    bufs b = {.n = 0};
+    slm_gguf_set_str(w, "general.architecture", "llama");
+    slm_gguf_set_u32(w, "llama.embedding_length", DIM);
+    slm_gguf_set_u32(w, "llama.feed_forward_length", HID);
+    slm_gguf_set_u32(w, "llama.block_count", LAYERS);
+    slm_gguf_set_u32(w, "llama.attention.head_count", HEADS);
+    slm_gguf_set_u32(w, "llama.attention.head_count_kv", KVH);
+    slm_gguf_set_u32(w, "llama.context_length", 128);
+    slm_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    slm_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    const int kvd = DIM / HEADS * KVH;
+    const float sd = 1.0f / sqrtf((float)DIM), sh = 1.0f / sqrtf((float)HID);
+    add_t(w, &b, "token_embd.weight", DIM, VOCAB, types[0], 1.0f, 0.0f);
+    for (int l = 0; l < LAYERS; l++) {
+        char n[64];
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, l), n)
+        add_t(w, &b, NAME("attn_norm.weight"), DIM, 1, SLM_F32, 0.1f, 1.0f);
+        add_t(w, &b, NAME("attn_q.weight"), DIM, DIM, types[1], sd, 0.0f);
+        add_t(w, &b, NAME("attn_k.weight"), DIM, kvd, types[2], sd, 0.0f);
+        add_t(w, &b, NAME("attn_v.weight"), DIM, kvd, types[3], sd, 0.0f);
+        add_t(w, &b, NAME("attn_output.weight"), DIM, DIM, types[4], sd, 0.0f);
+        add_t(w, &b, NAME("ffn_norm.weight"), DIM, 1, SLM_F32, 0.1f, 1.0f);
+        add_t(w, &b, NAME("ffn_gate.weight"), DIM, HID, types[5], sd, 0.0f);
+        add_t(w, &b, NAME("ffn_up.weight"), DIM, HID, types[6], sd, 0.0f);
+        add_t(w, &b, NAME("ffn_down.weight"), HID, DIM, types[7], sh, 0.0f);
+#undef NAME
+    }
+    add_t(w, &b, "output_norm.weight", DIM, 1, SLM_F32, 0.1f, 1.0f);
+    add_t(w, &b, "output.weight", DIM, VOCAB, types[8], 2.0f * sd, 0.0f);
+    slm_err err = {0};
+    const slm_status st = slm_gguf_write(w, path, &err);
+    CHECKF(st == SLM_OK, "write %s: %s", path, err.msg);
+    slm_gguf_writer_free(w);
+    for (int i = 0; i < b.n; i++) free(b.p[i]);
+    return st == SLM_OK;
+}
+
+/* Our logits at every position (prefill of `first` ids through chunks of
+ * mpl rows, then decode) against the reference; the worst relative error. */
+static double compare(const char *path, const int32_t *ids, int n, int first, int mpl) {
+    rig r;
+    if (!rig_open(&r, path, mpl, n)) return INFINITY;
+    const int V = r.c.cfg.vocab_size;
+    float *ref = malloc(sizeof(float) * (size_t)n * V);
+    double worst = 0;
+    slm_err err = {0};
+    if (!ref_forward(&r.m, ids, n, ref)) {
+        CHECKF(0, "reference forward failed on %s", path);
+        worst = INFINITY;
+    } else if (slm_rt_prefill(&r.rt, ids, first, &err)) {
+        CHECKF(0, "prefill: %s", err.msg);
+        worst = INFINITY;
+    } else {
+        for (int p = first - 1; p < n; p++) {
+            if (p >= first && slm_rt_decode(&r.rt, ids[p], &err)) {
+                CHECKF(0, "decode: %s", err.msg);
+                worst = INFINITY;
+                break;
+            }
+            double maxd = 0, maxr = 1e-6;
+            for (int i = 0; i < V; i++) {
+                maxd = fmax(maxd, fabs((double)r.rt.logits[i] - ref[(size_t)p * V + i]));
+                maxr = fmax(maxr, fabs(ref[(size_t)p * V + i]));
+            }
+            if (isnan(r.rt.logits[0])) maxd = INFINITY;
+            worst = fmax(worst, maxd / maxr);
+        }
+    }
+    free(ref);
+    rig_close(&r);
+    return worst;
+}
+
+static void test_models_vs_reference(void) {
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
+    /* one file per type (all nine matrices of it), then a Q4_K_M-like mix
+     * where Q, K, V (and gate, up) share their quantized input across types */
+    uint32_t files[NNEW + 1][9];
+    for (int ti = 0; ti < NNEW; ti++)
+        for (int m = 0; m < 9; m++) files[ti][m] = k_new[ti];
+    const uint32_t mix[9] = {SLM_Q5_0, SLM_Q5_1, SLM_Q2_K, SLM_IQ4_NL, SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_K, SLM_Q6_K};
+    memcpy(files[NNEW], mix, sizeof mix);
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) continue;
+        for (int f = 0; f <= NNEW; f++) {
+            char path[64];
+            snprintf(path, sizeof path, "quants_%d.gguf", f);
+            if (!write_model(path, files[f], 4321 + (uint64_t)f)) continue;
+            const double e1 = compare(path, ids, 24, 5, 64); /* prefill 5, decode 19 */
+            const double e2 = compare(path, ids, 24, 20, 8); /* 20 ids through chunks of 8 rows */
+            const char *what = f < NNEW ? slm_dtype_name(k_new[f]) : "mix";
+            /* scalar: float dots (summation order only); SIMD: int8 activations */
+            const double tol = si == 0 ? 1e-4 : 5e-2;
+            CHECKF(e1 < tol && e2 < tol, "%s %s: logits rel err %.3g / %.3g vs reference", k_sets[si], what, e1, e2);
+            fprintf(stderr, "  %-6s %-6s logits rel err %.2e / %.2e\n", k_sets[si], what, e1, e2);
+            unlink(path);
+        }
+    }
+    slm_kernels_select(NULL);
+}
+
+int main(void) {
+    T_RUN(test_type_table);
+    T_RUN(test_blocks_q5_iq4nl);
+    T_RUN(test_block_iq4_xs);
+    T_RUN(test_block_q2_K);
+    T_RUN(test_block_q3_K);
+    T_RUN(test_qblock_views);
+    T_RUN(test_round_trip);
+    T_RUN(test_matmul_shapes);
+    T_RUN(test_models_vs_reference);
+    free(g_scratch);
+    T_DONE();
+}
