@@ -329,8 +329,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
     case SLM_T_RMSNORM: {
         const int w = t->c > 0 ? t->c : t->n; /* per-head norms: runs of c columns */
         for (int r = rr.begin; r < rr.end; r++) {
-            const int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
-            const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+            const int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : (t->flags & SLM_TF_DST_CPOS) ? cpos[r] : r;
+            /* in place on a present view: the source row is where the destination row is */
+            const int sr = t->p[SLM_REF_SRC0] == t->p[SLM_REF_DST] ? dr : r;
+            const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], sr);
             float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
             for (int j = 0; j + w <= t->n; j += w) ks->rmsnorm(x + j, t->p[SLM_REF_SRC1], y + j, w, t->f0);
         }
