@@ -131,6 +131,28 @@ static void test_batch_equals_alone_q8_0(void) {
     unlink(path);
 }
 
+/* Random-weight models of other shapes (synth): qwen2 (Q/K/V bias: the
+ * bias and RoPE run as tasks on the present rows) and mistral (sliding
+ * window), repacked Q8_0. */
+static void check_synth(const char *args) {
+    char path[256], cmd[2048];
+    snprintf(path, sizeof path, "/tmp/slm_test_batch_synth_%d.gguf", (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s synth --shape custom %s -o %s --vocab-file %s >/dev/null 2>&1", SLM_CLI_PATH, args,
+             path, T_SHARED("vocab/ggml-vocab-llama-spm.gguf"));
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    int want[NP][NTOK];
+    alone(path, NULL, want);
+    together(path, NULL, 4, 2, want);
+    unlink(path);
+}
+
+static void test_batch_equals_alone_archs(void) {
+    check_synth("--arch qwen2 --type q8_0 --dim 64 --layers 2 --heads 4 --kv-heads 2 --ffn 128 --n-vocab 320 --ctx 256 "
+                "--std 0.5");
+    check_synth("--arch mistral --sliding-window 24 --type f32 --dim 64 --layers 2 --heads 4 --kv-heads 1 --ffn 128 "
+                "--n-vocab 320 --ctx 256 --std 0.5");
+}
+
 static void test_slots_and_errors(void) {
     slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), 2, 1);
     if (!e) { CHECK(0); return; }
@@ -159,6 +181,7 @@ static void test_slots_and_errors(void) {
 int main(void) {
     T_RUN(test_batch_equals_alone_f32);
     T_RUN(test_batch_equals_alone_q8_0);
+    T_RUN(test_batch_equals_alone_archs);
     T_RUN(test_slots_and_errors);
     T_DONE();
 }
