@@ -145,9 +145,10 @@ static void test_version(void) {
 /* ---- bench on a blob ----------------------------------------------------------- */
 
 /* The "| NAME TYPE | SIZE MiB | PARAMS M |" of bench's first table row. */
-static int bench_row(const char *model, char *row, size_t cap) {
-    char *argv[] = {"staticlm", "bench", "-m", (char *)model, "-z", T_SHARED("models/tok512.bin"), "-p", "4",
-                    "-n", "2", "-r", "1", "--bw-mib", "0", "--no-profile", "-t", "1", NULL};
+static int bench_row(const char *model, int blob, char *row, size_t cap) {
+    char *argv[] = {"staticlm", "bench", "-m", (char *)model, "-p", "4", "-n", "2", "-r", "1", "--bw-mib", "0",
+                    "--no-profile", "-t", "1", "-z", T_SHARED("models/tok512.bin"), NULL};
+    if (blob) argv[15] = NULL; /* a blob carries its tokenizer */
     char *out = NULL;
     int rc = run_cmd(argv, &out, NULL);
     const char *p = out ? strstr(out, "MiB |") : NULL;
@@ -172,8 +173,8 @@ static void test_bench_blob_size(void) {
                     "-o", blob, NULL};
     CHECK(run_cmd(argv, NULL, NULL) == 0);
     char a[128] = "", b[128] = "";
-    CHECK(bench_row(T_SHARED("models/stories260K.bin"), a, sizeof a));
-    CHECK(bench_row(blob, b, sizeof b));
+    CHECK(bench_row(T_SHARED("models/stories260K.bin"), 0, a, sizeof a));
+    CHECK(bench_row(blob, 1, b, sizeof b));
     CHECKF(a[0] && !strcmp(a, b), "source '%s' vs blob '%s'", a, b);
     CHECKF(!strstr(b, "0.00 MiB") && !strstr(b, "0.00 M"), "%s", b);
 }

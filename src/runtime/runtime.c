@@ -181,8 +181,8 @@ void slm_rt_reset(slm_runtime *rt) {
 /* The selected sequence's state lives in rt's fields; park saves it into
  * rt->seqs, unpark loads it back. */
 static void park(slm_runtime *rt) {
-    rt->seqs[rt->cur_seq] = (slm_seq_state){rt->num_stored, rt->gen,       rt->variant_switches, rt->chunks,
-                                            rt->head_runs,  rt->switch_at, rt->switch_from,      rt->switch_to};
+    rt->seqs[rt->cur_seq] = (slm_seq_state){rt->num_stored, rt->gen, rt->variant_switches, rt->chunks,
+                                            rt->head_runs, rt->switch_at, rt->switch_from, rt->switch_to};
 }
 
 static void unpark(slm_runtime *rt) {
