@@ -559,10 +559,13 @@ int slm_cli_bench(int argc, char **argv) {
 
     slm_options opt = slm_default_options();
     opt.tokenizer_path = b->tok;
-    opt.max_prompt_len = b->p > 0 ? b->p : 1;
-    opt.min_response_len = b->n;
+    const int is_blob = slm_blob_is_elf(b->model);
+    if (!is_blob) { /* a blob's shapes were fixed at compile time: pp and tg are clamped to them below */
+        opt.max_prompt_len = b->p > 0 ? b->p : 1;
+        opt.min_response_len = b->n;
+    }
+    opt.tile_kb = b->tile_kb; /* a blob refuses another value, naming its own */
     opt.n_threads = b->threads;
-    opt.tile_kb = b->tile_kb;
     slm_engine *e = NULL;
     if (slm_load(&e, b->model, &opt)) {
         fprintf(stderr, "staticlm bench: %s\n", slm_last_error(e));
@@ -572,8 +575,12 @@ int slm_cli_bench(int argc, char **argv) {
     slm_info in;
     slm_get_info(e, &in);
     if (b->p > in.max_prompt_len) {
-        fprintf(stderr, "note: pp%d does not fit the model's context length %d: clamped to pp%d\n", b->p,
-                in.context_len, in.max_prompt_len);
+        if (is_blob)
+            fprintf(stderr, "note: pp%d does not fit the blob's prefill program of %d rows: clamped to pp%d\n", b->p,
+                    in.max_prompt_len, in.max_prompt_len);
+        else
+            fprintf(stderr, "note: pp%d does not fit the model's context length %d: clamped to pp%d\n", b->p,
+                    in.context_len, in.max_prompt_len);
         b->p = in.max_prompt_len;
     }
     if (b->n > in.kv_capacity) {
