@@ -31,6 +31,22 @@ static int run_cmd(char *const argv[], char **out, char **errs) {
     return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
+/* The same with stdout and stderr into one file, as on a terminal. */
+static int run_cmd_shared(char *const argv[], char **both) {
+    char of[300];
+    snprintf(of, sizeof of, "%s/cmd.both", g_tmp);
+    pid_t pid = fork();
+    if (pid == 0) {
+        if (!freopen(of, "w", stdout) || dup2(1, 2) < 0) _exit(127);
+        execv(SLM_CLI_PATH, argv);
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (both) *both = t_read_file(of, NULL);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+}
+
 /* ---- --help lists every option the parser accepts ------------------------ */
 
 /* 1 when opt appears in text as a whole word (not as the start of a longer
@@ -296,6 +312,19 @@ static void test_bench_features_rows(void) {
     free(out);
 }
 
+/* ---- run: the text ends its line before the timings ---------------------- */
+
+static void test_run_text_then_timings(void) {
+    char *argv[] = {"staticlm", "run", "-m", T_SHARED("models/stories260K.bin"), "-z", T_SHARED("models/tok512.bin"),
+                    "-n", "12", "--temp", "0", "-p", "Once upon a time", "-t", "1", NULL};
+    char *both = NULL;
+    CHECK(run_cmd_shared(argv, &both) == 0);
+    const char *p = both ? strstr(both, "prefill: ") : NULL;
+    CHECKF(p && p > both && p[-1] == '\n', "%s", both ? both : "");
+    CHECKF(both && !strncmp(both, "Once upon a time", 16), "%s", both ? both : "");
+    free(both);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_cli.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -305,6 +334,7 @@ int main(void) {
     T_RUN(test_variant_notes);
     T_RUN(test_cache_hash_memo);
     T_RUN(test_bench_features_rows);
+    T_RUN(test_run_text_then_timings);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);

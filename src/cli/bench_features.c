@@ -122,6 +122,41 @@ static void print_row(const char *what, const double *without, const double *wit
            a.lo <= b.hi && b.lo <= a.hi ? ", within noise" : "");
 }
 
+/* The time to first token of a second request sharing n_prefix prompt
+ * tokens with the first, without (plain) and with (pc) the prefix cache;
+ * one table row. 0: out of memory. */
+static int prefix_row(slm_engine *plain, slm_engine *pc, const int32_t *ids, int n_prefix, int reps, int V) {
+    double w0[64], w1[64];
+    char what[256];
+    int32_t *second = slm_malloc(sizeof(int32_t) * (size_t)(n_prefix + 20));
+    if (!second) return 0;
+    memcpy(second, ids, sizeof(int32_t) * (size_t)n_prefix);
+    fill_ids(second + n_prefix - 1, 21, V, 99); /* a different tail */
+    second[n_prefix - 1] = ids[n_prefix - 1];
+    for (int r = 0; r < reps; r++) {
+        const float *lg;
+        slm_reset(plain);
+        slm_prefill(plain, ids, n_prefix + 10, &lg); /* the first request */
+        double t0 = now_ms();
+        slm_reset(plain);
+        slm_prefill(plain, second, n_prefix + 20, &lg);
+        argmax(lg, V);
+        w0[r] = now_ms() - t0;
+        slm_reset(pc);
+        slm_prefill(pc, ids, n_prefix + 10, &lg);
+        t0 = now_ms();
+        slm_reset(pc);
+        slm_prefill(pc, second, n_prefix + 20, &lg);
+        argmax(lg, V);
+        w1[r] = now_ms() - t0;
+    }
+    snprintf(what, sizeof what, "time to first token of a second request sharing %d prompt tokens: prefix cache",
+             n_prefix);
+    print_row(what, w0, w1, reps);
+    slm_xfree(second);
+    return 1;
+}
+
 static int parse_int(const char *s, int *out) {
     char *end;
     errno = 0;
@@ -253,36 +288,9 @@ int slm_cli_bench_features(int argc, char **argv) {
     }
 
     /* 3. a second request sharing an n_prefix-token prefix */
-    int32_t *second = slm_malloc(sizeof(int32_t) * (size_t)(n_prefix + 20));
-    if (!second) {
-        slm_xfree(ids);
-        goto done;
-    }
-    memcpy(second, ids, sizeof(int32_t) * (size_t)n_prefix);
-    fill_ids(second + n_prefix - 1, 21, V, 99); /* a different tail */
-    second[n_prefix - 1] = ids[n_prefix - 1];
-    for (int r = 0; r < a.reps; r++) {
-        const float *lg;
-        slm_reset(plain);
-        slm_prefill(plain, ids, n_prefix + 10, &lg); /* the first request */
-        double t0 = now_ms();
-        slm_reset(plain);
-        slm_prefill(plain, second, n_prefix + 20, &lg);
-        argmax(lg, V);
-        w0[r] = now_ms() - t0;
-        slm_reset(pc);
-        slm_prefill(pc, ids, n_prefix + 10, &lg);
-        t0 = now_ms();
-        slm_reset(pc);
-        slm_prefill(pc, second, n_prefix + 20, &lg);
-        argmax(lg, V);
-        w1[r] = now_ms() - t0;
-    }
-    snprintf(what, sizeof what, "time to first token of a second request sharing %d prompt tokens: prefix cache",
-             n_prefix);
-    print_row(what, w0, w1, a.reps);
-    slm_xfree(second);
+    int ok = prefix_row(plain, pc, ids, n_prefix, a.reps, V);
     slm_xfree(ids);
+    if (!ok) goto done;
     rc = 0;
 done:
     slm_free(plain);

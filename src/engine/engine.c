@@ -103,10 +103,17 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
     slm_compile_options co;
     compile_options(&e->opt, &co);
     if ((s = slm_compile(&e->comp, &e->model, &co, &e->err))) return s;
-    if (e->opt.verbose && (co.max_prompt_len != e->comp.opt.max_prompt_len ||
-                           co.min_response_len != e->comp.opt.min_response_len))
+    const int mpl = e->comp.opt.max_prompt_len, mrl = e->comp.opt.min_response_len, ctx = e->model.cfg.context_len;
+    if ((e->opt.min_response_len >= 0 && mrl < e->opt.min_response_len) ||
+        (e->opt.max_prompt_len > 0 && mpl < e->opt.max_prompt_len)) /* asked for, not granted: always said */
+        fprintf(stderr,
+                "staticlm: note: the model's context length %d bounds the KV capacity: max_prompt_len %d + "
+                "min_response_len %d (asked: %d + %d). Room for the response comes from a lower "
+                "--max-prompt-len; --on-overflow truncate goes on past the capacity\n",
+                ctx, mpl, mrl, co.max_prompt_len, co.min_response_len);
+    else if (e->opt.verbose && (co.max_prompt_len != mpl || co.min_response_len != mrl))
         fprintf(stderr, "note: clamped to the model's context length %d: max_prompt_len %d, min_response_len %d\n",
-                e->model.cfg.context_len, e->comp.opt.max_prompt_len, e->comp.opt.min_response_len);
+                ctx, mpl, mrl);
     e->cfg = e->model.cfg;
     e->weights = e->model.map.data;
     e->from_blob = 0;

@@ -1,3 +1,5 @@
+#include <stdio.h>
+
 #include "runtime/runtime.h"
 
 /* The device's bound copy of program p. */
@@ -340,11 +342,29 @@ void slm_rt_trim(slm_runtime *rt, int n_keep) {
     rt->gen = NULL;
 }
 
+void slm_rt_full_message(const slm_runtime *rt, char *buf, size_t cap) {
+    const int ctx = rt->comp->cfg.context_len;
+    const slm_compile_options *o = &rt->comp->opt;
+    if (ctx > rt->cap)
+        snprintf(buf, cap,
+                 "KV cache full: %d tokens stored, capacity %d (max_prompt_len %d + min_response_len %d); raise "
+                 "--min-response-len (up to %d more rows fit the model's context length %d) or use --on-overflow "
+                 "truncate",
+                 rt->num_stored, rt->cap, o->max_prompt_len, o->min_response_len, ctx - rt->cap, ctx);
+    else
+        snprintf(buf, cap,
+                 "KV cache full: %d tokens stored, capacity %d: the model's context length %d is reached and no "
+                 "option raises it; use --on-overflow truncate (keeps the newest half and goes on) or generate "
+                 "fewer tokens (-n)",
+                 rt->num_stored, rt->cap, ctx > 0 ? ctx : rt->cap);
+}
+
 slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
-    if (rt->num_stored + 1 > rt->cap)
-        return slm_errf(err, SLM_ERR_CAPACITY,
-                        "KV cache full: %d tokens stored, capacity %d (max_prompt_len + min_response_len); "
-                        "raise --min-response-len", rt->num_stored, rt->cap);
+    if (rt->num_stored + 1 > rt->cap) {
+        char msg[400];
+        slm_rt_full_message(rt, msg, sizeof msg);
+        return slm_errf(err, SLM_ERR_CAPACITY, "%s", msg);
+    }
     slm_status s = check_ids(rt, &id, 1, err);
     if (s) return s;
     const int w = rt->num_stored;

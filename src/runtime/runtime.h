@@ -109,5 +109,10 @@ slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err)
  * the first step; when it fills, the next larger one takes over, reading
  * the same KV memory (no bytes move). */
 slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err);
+/* The message for a full KV cache (rows stored, capacity) and what can
+ * still help: a larger --min-response-len while the capacity is below the
+ * model's context length, else nothing but --on-overflow truncate or fewer
+ * tokens. */
+void slm_rt_full_message(const slm_runtime *rt, char *buf, size_t cap);
 
 #endif
