@@ -33,7 +33,7 @@ const char slm_cli_common_help[] =
     "      --max-prompt-len L    prefill program rows (default 1024)\n"
     "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
     "  -t, --threads N           worker threads (0 = all cores)\n"
-    "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+    "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
 

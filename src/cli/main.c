@@ -62,7 +62,7 @@ static void usage_run(FILE *f) {
             "                            runs (recompiled when the model, tokenizer or options\n"
             "                            change). MODEL may also be a blob (staticlm compile -o)\n"
             "  -t, --threads N           worker threads (default: one per CPU)\n"
-            "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+            "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
             "      --prefill-variants L  extra prefill programs, e.g. 16,64,256 (a short prompt\n"
             "                            runs through the smallest that holds it)\n"
             "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
