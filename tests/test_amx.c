@@ -264,6 +264,39 @@ static void test_tile_kernel(void) {
     slm_kernels_select(NULL);
 }
 
+/* The hardware path's AVX-512 unpacking against the layout's own reading
+ * (slm_r16_block_i8), every block of every group. */
+static void test_unpack(void) {
+    if (!slm_kernels_select("avx512")) {
+        fprintf(stderr, "  skipped: no AVX-512 set on this CPU\n");
+        return;
+    }
+    static const uint32_t base[] = {SLM_Q8_0, SLM_Q4_0, SLM_Q4_K, SLM_Q6_K, SLM_Q5_0, SLM_IQ4_NL, SLM_Q5_K};
+    for (size_t bi = 0; bi < sizeof base / sizeof base[0]; bi++) {
+        tcase c;
+        tcase_make(&c, base[bi], 512, 32, 1);
+        const uint64_t wrow = slm_row_bytes(c.rt, 512);
+        int bad = 0;
+        for (int g = 0; g < 2; g++)
+            for (int b = 0; b < 16; b++) {
+                const uint8_t *grp = c.w + (size_t)g * 16 * wrow;
+                _Alignas(64) int8_t bt[512];
+                float wd[2][16], wm[16];
+                slm_amx_unpack_avx512(c.rt, grp, 512, b, bt, wd, wm);
+                for (int col = 0; col < 16; col++) {
+                    int8_t q[32];
+                    float d[2], m;
+                    slm_r16_block_i8(c.rt, grp, 512, col, b, q, d, &m);
+                    for (int e = 0; e < 32; e++) bad += bt[(e / 4) * 64 + col * 4 + e % 4] != q[e];
+                    bad += wd[0][col] != d[0] || wd[1][col] != d[1] || wm[col] != m;
+                }
+            }
+        CHECKF(bad == 0, "%s: %d bytes or scales differ", slm_dtype_name(c.rt), bad);
+        tcase_free(&c);
+    }
+    slm_kernels_select(NULL);
+}
+
 /* Selection: "amx" is the amx set where the CPU and the OS allow it, else
  * the AVX-512 set (the fall-back), else refused; the peak is 0 without AMX. */
 static void test_select(void) {
@@ -289,6 +322,7 @@ int main(void) {
     T_RUN(test_emu_int8);
     T_RUN(test_emu_bf16);
     T_RUN(test_select);
+    T_RUN(test_unpack);
     T_RUN(test_tile_kernel);
     T_DONE();
 }

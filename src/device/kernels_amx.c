@@ -75,6 +75,7 @@ static inline void epi_c(float *acc, const int32_t *ct, const float *wd, float d
 #define T_STORE(t, p, s) slm_amx_emu_stored(t, p, s)
 #define T_DP(c, a, b) slm_amx_emu_dpb(c, a, b, 1, 1)
 #define AMX_EPI epi_c
+#define AMX_UNPACK amx_unpack
 #include "device/kernels_amx_body.h"
 #undef AMX_ATTR
 #undef AMX_NAME
@@ -85,6 +86,7 @@ static inline void epi_c(float *acc, const int32_t *ct, const float *wd, float d
 #undef T_STORE
 #undef T_DP
 #undef AMX_EPI
+#undef AMX_UNPACK
 
 void slm_amx_matmul_emu(const slm_mm *mm) {
     const amx_xq xq = xq_split(mm->scratch, mm->rows, mm->k);
@@ -110,6 +112,77 @@ AMX_TARGET static inline void epi_amx(float *acc, const int32_t *ct, const float
     _mm512_store_ps(acc, a);
 }
 
+/* The r16 block as a signed B tile with AVX-512 (8 vector ops per block):
+ * Q8_0, Q4_0, Q4_K and Q6_K; the other types through amx_unpack. Same
+ * results as amx_unpack (test_amx). */
+static float f16at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return slm_f16_to_f32(h);
+}
+
+AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int b, int8_t bt[512], float wd[2][16],
+                                     float wm[16]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    if (t == SLM_Q8_0_R16) {
+        const uint8_t *blk = grp + (size_t)b * 544;
+        for (int v = 0; v < 8; v++)
+            _mm512_store_si512(bt + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(blk + 64 * v), _mm512_set1_epi8((char)0x80)));
+        for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + 512 + 2 * c), wm[c] = 0.0f;
+        return;
+    }
+    if (t == SLM_Q4_0_R16 || t == SLM_Q4_K_R16) {
+        const int q4k = t == SLM_Q4_K_R16;
+        const uint8_t *sup = grp + (size_t)(b / 8) * 2304;
+        const uint8_t *blk = q4k ? sup + 256 + (size_t)(b % 8) * 256 : grp + (size_t)b * 288;
+        const __m512i off = _mm512_set1_epi8(q4k ? 0 : 8);
+        for (int qd = 0; qd < 4; qd++) {
+            const __m512i c = _mm512_loadu_si512(blk + 64 * qd);
+            _mm512_store_si512(bt + 128 * qd, _mm512_sub_epi8(_mm512_and_si512(c, m4), off));
+            _mm512_store_si512(bt + 128 * qd + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4), off));
+        }
+        if (!q4k) {
+            for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + 256 + 2 * c), wm[c] = 0.0f;
+            return;
+        }
+        const int s = b % 8;
+        for (int c = 0; c < 16; c++) { /* 6-bit scale and min: layout_r16.c's header */
+            const uint8_t sm = sup[64 + 16 * s + c];
+            const int sc = (sm & 0xF) | ((sup[192 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
+            const int mn = (sm >> 4) | ((sup[224 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
+            wd[0][c] = wd[1][c] = f16at(sup + 2 * c) * (float)sc;
+            wm[c] = -f16at(sup + 32 + 2 * c) * (float)mn;
+        }
+        return;
+    }
+    if (t == SLM_Q6_K_R16) {
+        const uint8_t *sup = grp + (size_t)(b / 8) * 3360, *blk = sup + 32 + (size_t)(b % 8) * 416;
+        const __m512i m30 = _mm512_set1_epi8(0x30), off = _mm512_set1_epi8(32);
+        for (int v = 0; v < 8; v++) {
+            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
+            __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+            const __m512i h = _mm512_loadu_si512(blk + 256 + 64 * (v / 4));
+            const int sh = v % 4;
+            const __m512i hv = sh < 2 ? _mm512_slli_epi16(h, 4 - 2 * sh) : sh == 2 ? h : _mm512_srli_epi16(h, 2);
+            w = _mm512_or_si512(w, _mm512_and_si512(hv, m30));
+            _mm512_store_si512(bt + 64 * v, _mm512_sub_epi8(w, off));
+        }
+        const int8_t *sc = (const int8_t *)(blk + 384);
+        for (int c = 0; c < 16; c++) {
+            const float d = f16at(sup + 2 * c);
+            wd[0][c] = d * sc[c];
+            wd[1][c] = d * sc[16 + c];
+            wm[c] = 0.0f;
+        }
+        return;
+    }
+    amx_unpack(t, grp, k, b, bt, wd, wm);
+}
+
+void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
+    amx_unpack_hw(t, grp, k, b, bt, wd, wm);
+}
+
 #define AMX_ATTR AMX_TARGET
 #define AMX_NAME(x) hw_##x
 #define T_CFG(cfg) _tile_loadconfig(cfg)
@@ -119,6 +192,7 @@ AMX_TARGET static inline void epi_amx(float *acc, const int32_t *ct, const float
 #define T_STORE(t, p, s) _tile_stored(t, p, s)
 #define T_DP(c, a, b) _tile_dpbssd(c, a, b)
 #define AMX_EPI epi_amx
+#define AMX_UNPACK amx_unpack_hw
 #include "device/kernels_amx_body.h"
 
 /* The tile path for prefill of the r16 quantized types; the rest (decode:
@@ -201,6 +275,9 @@ double slm_amx_int8_peak(double seconds) {
 }
 #else
 const slm_kernel_set *slm_kernels_amx(void) { return NULL; }
+void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
+    amx_unpack(t, grp, k, b, bt, wd, wm);
+}
 double slm_amx_int8_peak(double seconds) {
     (void)seconds;
     return 0;

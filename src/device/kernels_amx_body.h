@@ -6,6 +6,7 @@
  *   T_LOAD(t, p, stride)          TILELOADD (t a constant)
  *   T_ZERO(t) T_STORE(t, p, s)    TILEZERO, TILESTORED
  *   T_DP(c, a, b)                 TDPBSSD (signed activations x signed weights)
+ *   AMX_UNPACK(t, grp, k, b, bt, wd, wm)  block b of a group as a B tile (amx_unpack)
  *   AMX_EPI(acc, ct, wd, dx, wm, sx)  acc[0..15] += ct[c] * wd[c] * dx (+ wm[c] * sx when wm)
  * Per row step (1-2 tiles of 16 rows) and column step (1-2 groups of 16
  * columns), per weight block of 32: the groups' block unpacked to signed
@@ -36,7 +37,7 @@ AMX_ATTR static void AMX_NAME(tiles)(const slm_mm *mm, const amx_xq *xq) {
             memset(acc, 0, sizeof acc);
             for (int b = 0; b < nb; b++) {
                 for (int j = 0; j < ngt; j++)
-                    amx_unpack(mm->wtype, w + (size_t)(g + j) * 16 * mm->wrow, k, b, bt[j], wd[j], wm[j]);
+                    AMX_UNPACK(mm->wtype, w + (size_t)(g + j) * 16 * mm->wrow, k, b, bt[j], wd[j], wm[j]);
                 for (int h = 0; h < halves; h++) {
                     T_LOAD(6, bt[0] + 256 * h, 64);
                     if (ngt > 1) T_LOAD(7, bt[1] + 256 * h, 64);
