@@ -4,6 +4,7 @@
  * types, shapes, row tails and column tiles cut inside groups. */
 #include <math.h>
 #include <stdint.h>
+#include <unistd.h>
 
 #include "common/cpu.h"
 #include "common/dtype.h"
@@ -13,6 +14,7 @@
 #include "device/kernels.h"
 #include "device/kernels_amx.h"
 #include "quants_rtn.h"
+#include "staticlm.h"
 #include "t.h"
 
 static uint32_t g_rng = 12345;
@@ -317,6 +319,64 @@ static void test_select(void) {
     slm_kernels_select(NULL);
 }
 
+/* The whole engine through the tile path: synthetic Q4_K_M (q4_k_r16,
+ * q6_k_r16, q5_0_r16 and q8_0_r16 matrices), Q4_0 and Q8_0 models, a
+ * prompt's prefill logits on "amx-emu" (the amx set with the emulated
+ * tiles) against "avx512" (both int8 activations: within rounding). */
+static int prefill_logits(const char *path, const char *set, float *out, int vocab) {
+    if (!slm_kernels_select(set)) return 0;
+    slm_options opt = slm_default_options();
+    opt.max_prompt_len = 40, opt.min_response_len = 8, opt.n_threads = 2;
+    slm_engine *e = NULL;
+    int ok = slm_load(&e, path, &opt) == SLM_OK;
+    CHECKF(ok, "%s", slm_last_error(e));
+    if (ok) {
+        int32_t ids[37];
+        for (int i = 0; i < 37; i++) ids[i] = i == 0 ? 1 : 3 + (i * 37) % (vocab - 3);
+        const float *lg = NULL;
+        ok = slm_prefill(e, ids, 37, &lg) == SLM_OK && lg;
+        CHECKF(ok, "%s", slm_last_error(e));
+        if (ok) memcpy(out, lg, sizeof(float) * vocab);
+    }
+    slm_free(e);
+    slm_kernels_select(NULL);
+    return ok;
+}
+
+static void test_engine(void) {
+    if (!slm_kernels_select("amx-emu")) {
+        fprintf(stderr, "  skipped: no AVX-512 set on this CPU (the amx sets delegate decode to it)\n");
+        return;
+    }
+    char dir[128], path[256], cmd[1024];
+    snprintf(dir, sizeof dir, "/tmp/slm-test-amx-%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p \"%s\"", dir);
+    CHECK(system(cmd) == 0);
+    static const char *types[] = {"q4_k_m", "q4_0", "q8_0"};
+    const int vocab = 320;
+    for (int ti = 0; ti < 3; ti++) {
+        snprintf(path, sizeof path, "%s/%s.gguf", dir, types[ti]);
+        snprintf(cmd, sizeof cmd,
+                 "\"%s\" synth --shape custom --type %s --dim 256 --heads 4 --kv-heads 1 --ffn 512 --layers 2 "
+                 "--n-vocab %d --untied --seed 5 -o \"%s\" --vocab-file \"%s\" >/dev/null 2>&1",
+                 SLM_CLI_PATH, types[ti], vocab, path, T_SHARED("vocab/ggml-vocab-llama-spm.gguf"));
+        if (system(cmd) != 0) {
+            CHECKF(0, "synth %s failed", types[ti]);
+            continue;
+        }
+        float *a = malloc(sizeof(float) * vocab), *b = malloc(sizeof(float) * vocab);
+        if (prefill_logits(path, "avx512", a, vocab) && prefill_logits(path, "amx-emu", b, vocab)) {
+            double amax = 0, dmax = 0;
+            for (int i = 0; i < vocab; i++) amax = fmax(amax, fabs(a[i])), dmax = fmax(dmax, fabs((double)a[i] - b[i]));
+            CHECKF(amax > 0 && dmax <= 2e-3 * amax, "%s: logits differ by %.3g (max |logit| %.3g)", types[ti], dmax, amax);
+            fprintf(stderr, "  %s: amx-emu vs avx512 logits: max diff %.3g of max |logit| %.3g\n", types[ti], dmax, amax);
+        }
+        free(a), free(b);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf \"%s\"", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(void) {
     T_RUN(test_plan);
     T_RUN(test_emu_int8);
@@ -324,5 +384,6 @@ int main(void) {
     T_RUN(test_select);
     T_RUN(test_unpack);
     T_RUN(test_tile_kernel);
+    T_RUN(test_engine);
     T_DONE();
 }

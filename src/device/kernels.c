@@ -48,6 +48,7 @@ int slm_kernels_select(const char *name) {
     else if (!strcmp(name, "avx2")) k = avx2_if_supported();
     else if (!strcmp(name, "avx512")) k = avx512_if_supported();
     else if (!strcmp(name, "amx") && !(k = amx_if_supported())) k = avx512_if_supported(); /* the fall-back */
+    else if (!strcmp(name, "amx-emu")) k = avx512_if_supported() ? slm_kernels_amx_emu() : NULL; /* tests */
     if (!k) return 0;
     atomic_store(&g_active, k);
     return 1;

@@ -207,19 +207,36 @@ AMX_TARGET static void matmul_amx(const slm_mm *mm) {
     hw_tiles(mm, &xq);
 }
 
-static slm_kernel_set k_amx;
+/* The same set with the tile kernel on the emulation (tests: the whole
+ * engine through the tile path on a machine without AMX). */
+static void matmul_amx_emu(const slm_mm *mm) {
+    if (mm->rows < 2 || !slm_amx_type(mm->wtype)) slm_kernels_avx512()->matmul(mm);
+    else slm_amx_matmul_emu(mm);
+}
+
+static slm_kernel_set k_amx, k_amx_emu;
 
 static void init_amx(void) {
     k_amx = *slm_kernels_avx512();
     k_amx.name = "amx";
     k_amx.matmul = matmul_amx;
+    k_amx_emu = k_amx;
+    k_amx_emu.name = "amx-emu";
+    k_amx_emu.matmul = matmul_amx_emu;
 }
 
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
 const slm_kernel_set *slm_kernels_amx(void) {
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
     if (!slm_kernels_avx512()) return NULL;
-    pthread_once(&once, init_amx);
+    pthread_once(&g_once, init_amx);
     return &k_amx;
+}
+
+const slm_kernel_set *slm_kernels_amx_emu(void) {
+    if (!slm_kernels_avx512()) return NULL;
+    pthread_once(&g_once, init_amx);
+    return &k_amx_emu;
 }
 
 static double now_s(void) {
@@ -275,6 +292,7 @@ double slm_amx_int8_peak(double seconds) {
 }
 #else
 const slm_kernel_set *slm_kernels_amx(void) { return NULL; }
+const slm_kernel_set *slm_kernels_amx_emu(void) { return NULL; }
 void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
     amx_unpack(t, grp, k, b, bt, wd, wm);
 }

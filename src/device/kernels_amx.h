@@ -11,6 +11,10 @@
 /* The set; NULL when not compiled (not x86-64 gcc/clang). Runs only where
  * slm_cpu_features() has amx_tile, amx_int8 and amx_os (kernels.c). */
 const slm_kernel_set *slm_kernels_amx(void);
+/* The amx set with its tile kernel on the emulation ("amx-emu": slow; for
+ * tests of the whole engine on the tile path where there is no AMX); runs
+ * where the AVX-512 set does; NULL when not compiled. */
+const slm_kernel_set *slm_kernels_amx_emu(void);
 /* 1 if the amx set's tile path takes weights of type t (at rows > 1) */
 int slm_amx_type(uint32_t t);
 /* The same tile kernel compiled against the portable tile emulation
