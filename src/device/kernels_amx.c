@@ -105,7 +105,7 @@ const slm_kernel_set *slm_kernels_avx512(void); /* kernels_x86.c */
 
 #define AMX_TARGET __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 
-AMX_TARGET static inline void epi_amx(float *acc, const int32_t *ct, const float *wd, float dx, const float *wm, float sx) {
+AMX_TARGET static inline __attribute__((always_inline)) void epi_amx(float *acc, const int32_t *ct, const float *wd, float dx, const float *wm, float sx) {
     __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(ct)), _mm512_mul_ps(_mm512_loadu_ps(wd), _mm512_set1_ps(dx)),
                                _mm512_load_ps(acc));
     if (wm) a = _mm512_fmadd_ps(_mm512_loadu_ps(wm), _mm512_set1_ps(sx), a);
@@ -185,9 +185,22 @@ void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[
 
 #define AMX_ATTR AMX_TARGET
 #define AMX_NAME(x) hw_##x
-#define T_CFG(cfg) _tile_loadconfig(cfg)
+/* gcc 12's _tile_loadd and _tile_loadconfig do not tell the compiler they
+ * read memory (tileloadd takes its address in a register; ldtilecfg names 8
+ * of its 64 bytes): without the barrier, stores to the B tile buffer or the
+ * configuration could be sunk past them or dropped as dead. */
+#define AMX_BARRIER() __asm__ volatile("" ::: "memory")
+#define T_CFG(cfg)                                                                                                     \
+    do {                                                                                                               \
+        AMX_BARRIER();                                                                                                 \
+        _tile_loadconfig(cfg);                                                                                         \
+    } while (0)
 #define T_RELEASE() _tile_release()
-#define T_LOAD(t, p, s) _tile_loadd(t, p, s)
+#define T_LOAD(t, p, s)                                                                                                \
+    do {                                                                                                               \
+        AMX_BARRIER();                                                                                                 \
+        _tile_loadd(t, p, s);                                                                                          \
+    } while (0)
 #define T_ZERO(t) _tile_zero(t)
 #define T_STORE(t, p, s) _tile_stored(t, p, s)
 #define T_DP(c, a, b) _tile_dpbssd(c, a, b)
@@ -255,6 +268,7 @@ AMX_TARGET static double peak_run(long reps) {
     }
     _Alignas(64) uint8_t buf[1024];
     for (int i = 0; i < 1024; i++) buf[i] = (uint8_t)(i * 7);
+    AMX_BARRIER();
     _tile_loadconfig(&pl.cfg);
     _tile_loadd(4, buf, 64);
     _tile_loadd(5, buf, 64);
