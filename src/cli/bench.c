@@ -432,7 +432,7 @@ static void print_jsonl(const bench *b) {
                mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname, b->threads,
                r->n_prompt, r->n_gen, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
-        printf("]");
+        printf("], \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
         if (r == tg) {
             printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
                    "\"pct_of_limit\": %.2f, \"read_gbs\": %.3f",
