@@ -112,9 +112,9 @@ AMX_TARGET static inline __attribute__((always_inline)) void epi_amx(float *acc,
     _mm512_store_ps(acc, a);
 }
 
-/* The r16 block as a signed B tile with AVX-512 (8 vector ops per block):
- * Q8_0, Q4_0, Q4_K and Q6_K; the other types through amx_unpack. Same
- * results as amx_unpack (test_amx). */
+/* The r16 block as a signed B tile with AVX-512 (8-16 vector ops per
+ * block), every type of slm_amx_type. Same results as amx_unpack
+ * (test_amx). */
 static float f16at(const uint8_t *p) {
     uint16_t h;
     memcpy(&h, p, 2);
@@ -131,18 +131,27 @@ AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int 
         for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + 512 + 2 * c), wm[c] = 0.0f;
         return;
     }
-    if (t == SLM_Q4_0_R16 || t == SLM_Q4_K_R16) {
-        const int q4k = t == SLM_Q4_K_R16;
-        const uint8_t *sup = grp + (size_t)(b / 8) * 2304;
-        const uint8_t *blk = q4k ? sup + 256 + (size_t)(b % 8) * 256 : grp + (size_t)b * 288;
-        const __m512i off = _mm512_set1_epi8(q4k ? 0 : 8);
-        for (int qd = 0; qd < 4; qd++) {
-            const __m512i c = _mm512_loadu_si512(blk + 64 * qd);
-            _mm512_store_si512(bt + 128 * qd, _mm512_sub_epi8(_mm512_and_si512(c, m4), off));
-            _mm512_store_si512(bt + 128 * qd + 64, _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(c, 4), m4), off));
+    if (t == SLM_Q4_0_R16 || t == SLM_Q4_K_R16 || t == SLM_Q5_0_R16 || t == SLM_Q5_K_R16 || t == SLM_IQ4_NL_R16) {
+        const int kq = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16, five = t == SLM_Q5_0_R16 || t == SLM_Q5_K_R16;
+        const int nl = t == SLM_IQ4_NL_R16;
+        const int cb = five ? 320 : 256; /* code bytes per block (the fifth bits after the nibbles) */
+        const uint8_t *sup = grp + (size_t)(b / 8) * (t == SLM_Q5_K_R16 ? 2816 : 2304);
+        const uint8_t *blk = kq ? sup + 256 + (size_t)(b % 8) * cb : grp + (size_t)b * (cb + 32);
+        const __m512i off = _mm512_set1_epi8((char)(kq || nl ? 0 : five ? 16 : 8));
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl));
+        const __m512i hb = five ? _mm512_loadu_si512(blk + 256) : _mm512_setzero_si512();
+        for (int v = 0; v < 8; v++) {
+            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
+            __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+            if (five) { /* bit v of hb to bit 4 (16-bit shifts: bit 4 of a byte comes from its own bits) */
+                const __m512i h = v < 4 ? _mm512_slli_epi16(hb, 4 - v) : v == 4 ? hb : _mm512_srli_epi16(hb, v - 4);
+                w = _mm512_or_si512(w, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
+            }
+            if (nl) w = _mm512_shuffle_epi8(tbl, w);
+            _mm512_store_si512(bt + 64 * v, _mm512_sub_epi8(w, off));
         }
-        if (!q4k) {
-            for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + 256 + 2 * c), wm[c] = 0.0f;
+        if (!kq) {
+            for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + cb + 2 * c), wm[c] = 0.0f;
             return;
         }
         const int s = b % 8;

@@ -24,7 +24,7 @@ void slm_amx_matmul_emu(const slm_mm *mm);
 /* Block b of the r16 group at grp (16 columns, k elements) as the
  * kernel's signed VNNI-4 B tile (byte 64 v + 4 c + e: element 4v + e of
  * column c) with its scales (value = wd[e / 16][c] * code + wm[c]): the
- * hardware path's unpacking (AVX-512 for Q8_0, Q4_0, Q4_K, Q6_K); for
+ * hardware path's unpacking (AVX-512, every type of slm_amx_type); for
  * tests, on a CPU with the AVX-512 set. */
 void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]);
 /* The matrix engine's measured int8 peak, operations (2 per multiply-add)
