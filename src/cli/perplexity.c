@@ -32,7 +32,10 @@
  * tokens, and report per chunk and at the end the statistics of
  * llama-perplexity: PPL of both, their ratio, mean KL(base || model) with its
  * uncertainty and percentiles, the probability differences of the right
- * token (delta p), and how often both rank the same token first (Same top p).
+ * token (delta p), and how often both rank the same token first (Same top p;
+ * where the base's 16-bit codes tie for first, the model's top token counts
+ * as the same when it is one of them, so a model against its own base scores
+ * 100%; llama-perplexity takes the lowest-numbered tied token instead).
  */
 #include <math.h>
 #include <stdio.h>
@@ -144,16 +147,17 @@ static void kld_row(kld_acc *a, const float *l, int n, const uint16_t *q, int to
     a->nll_base2 += (double)nll_base * nll_base;
     a->nll_nll_base += (double)nll * nll_base;
     double sum = 0.0;
-    int imax_base = 0;
-    float best = 0;
+    uint16_t best = 0;
     for (int i = 0; i < n; i++) {
         const float lpb = hdr[0] * c[i] + hdr[1];
-        if (i == 0 || lpb > best) { best = lpb; imax_base = i; }
+        if (c[i] > best) best = c[i];
         if (lpb > -16.f) sum += expf(lpb) * (lpb - (l[i] - lse));
     }
     a->kld += sum;
     a->kld2 += sum * sum;
-    a->same_top += imax == imax_base;
+    /* the model's top token is (one of) the base's top: the 16-bit codes can tie
+     * where the float logits did not, and then any of the tied tokens counts */
+    a->same_top += c[imax] == best;
     const float pd = expf(-nll) - expf(-nll_base);
     a->pd += pd;
     a->pd2 += (double)pd * pd;
