@@ -47,6 +47,7 @@
 #include "cli/cli.h"
 #include "common/common.h"
 #include "staticlm.h"
+#include "text/bpe.h" /* slm_tok_encode_error */
 
 static void usage(FILE *f) {
     fprintf(f,
@@ -522,7 +523,7 @@ static int32_t *tokenize_file(slm_engine *e, const char *path, int *n) {
     }
     slm_xfree(text);
     if (k < 0) {
-        fprintf(stderr, "staticlm: %s: cannot tokenize: %s\n", path, slm_last_error(e));
+        fprintf(stderr, "staticlm: %s: cannot tokenize: %s\n", path, slm_tok_encode_error(k));
         slm_xfree(ids);
         return NULL;
     }
@@ -537,6 +538,9 @@ static slm_engine *open_engine(ppl_args *a, int n_ctx) {
     opt.min_response_len = n_ctx - opt.max_prompt_len;
     opt.n_threads = a->threads;
     opt.verbose = a->verbose;
+    struct stat st; /* a corpus may be longer than the longest prompt the tokenizer takes by default */
+    if (a->text && !a->kld && stat(a->text, &st) == 0 && st.st_size >= (off_t)(8u << 20))
+        opt.max_prompt_bytes = (size_t)st.st_size + 1;
     slm_engine *e = slm_cli_open(&a->model, &a->tok, a->kernels, &opt);
     if (e && slm_capacity(e) < n_ctx) {
         slm_info info;
