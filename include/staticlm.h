@@ -86,6 +86,10 @@ typedef struct slm_options {
     int tile_kb;                /* weight panel of one matrix task, KiB (0 = L2 / 8) */
     size_t max_prompt_bytes;    /* longest prompt text the tokenizer accepts, bytes (0 = 8 MiB);
                                    a longer one is refused with SLM_ERR_CAPACITY before any work */
+    long long max_memory_mb;    /* memory budget, MiB, for what a model's shapes make the engine
+                                   allocate (KV cache, arena, logits, prefix cache): checked
+                                   before allocating, refused with SLM_ERR_CAPACITY when over;
+                                   0 = 75% of RAM, < 0 = no limit */
 } slm_options;
 
 /* What generation does when the KV cache is full. */

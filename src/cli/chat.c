@@ -33,6 +33,8 @@ const char slm_cli_common_help[] =
     "      --max-prompt-len L    prefill program rows (default 1024)\n"
     "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
     "  -t, --threads N           worker threads (0 = all cores)\n"
+    "      --max-memory N        refuse a model whose KV cache, arena and buffers need\n"
+    "                            more than N MiB (default 75% of RAM; -1 = no limit)\n"
     "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
@@ -64,6 +66,13 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "--max-prompt-len")) { VAL(); return slm_cli_parse_int(v, o, 1, 1 << 20, &c->opt.max_prompt_len) ? 1 : -1; }
     if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }
     if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { VAL(); return slm_cli_parse_int(v, o, 0, 1024, &c->threads) ? 1 : -1; }
+    if (!strcmp(o, "--max-memory")) {
+        VAL();
+        int mb;
+        if (!slm_cli_parse_int(v, o, -1, 1 << 30, &mb)) return -1;
+        c->opt.max_memory_mb = mb;
+        return 1;
+    }
     if (!strcmp(o, "--temp")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 100.0f, &c->samp.temperature) ? 1 : -1; }
     if (!strcmp(o, "--top-k")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 24, &c->samp.top_k) ? 1 : -1; }
     if (!strcmp(o, "--top-p")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 1.0f, &c->samp.top_p) ? 1 : -1; }

@@ -304,6 +304,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                3.0 * c->dim * c->hidden_dim);
         if (params < 2e6) threads = 1;
     }
+    if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
     if ((s = slm_rt_init(&e->rt, &e->comp, e->weights, threads, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
     if (e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0 &&

@@ -46,6 +46,16 @@ typedef struct slm_runtime {
 } slm_runtime;
 
 /* n_threads: workers including the caller (<= 0: one per CPU). */
+/* The memory budget (runtime/budget.c): the bytes the runtime and engine
+ * will allocate for c (KV cache, arena, logits, per-vocabulary buffers,
+ * RoPE tables) plus extra_bytes, into *need (may be NULL); refused with
+ * SLM_ERR_CAPACITY and the numbers, naming `name`, when over the limit:
+ * max_memory_mb MiB, 0 = slm_rt_default_memory_limit(), < 0 = none.
+ * Call before slm_rt_init allocates. */
+slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_memory_mb, uint64_t extra_bytes,
+                         uint64_t *need, slm_err *err);
+/* 75% of the machine's RAM (sysinfo), in bytes; 0 when unknown. */
+uint64_t slm_rt_default_memory_limit(void);
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err);
 void slm_rt_free(slm_runtime *rt);
 void slm_rt_reset(slm_runtime *rt);
