@@ -172,7 +172,10 @@ slm_status slm_st_parse(slm_st *out, const void *data, uint64_t size, const char
         return slm_errf(err, SLM_ERR_FORMAT, "%s: header: not a JSON object (first byte 0x%02x)", file, p[8]);
     const char *js = (const char *)p + 8, *end = NULL;
     slm_json_init_hooks();
+    slm_json_oom_clear();
     root = cJSON_ParseWithLengthOpts(js, (size_t)hlen, &end, 0);
+    if (!root && slm_json_oom())
+        return slm_errf(err, SLM_ERR_NOMEM, "%s: header: out of memory parsing the JSON", file);
     if (!root) {
         long at = end && end >= js && end <= js + hlen ? (long)(end - js) : -1;
         return slm_errf(err, SLM_ERR_FORMAT, "%s: header: invalid JSON (at byte %ld of %llu)", file, at,
