@@ -141,7 +141,9 @@ SLM_API long slm_model_meta(const slm_engine *e, const char *key, char *buf, siz
 /* ---- tokenizer -------------------------------------------------------- */
 
 /* Encode text into ids[0..cap). Returns the number of ids (which may exceed
- * cap: then only cap were written), or -1 on error. */
+ * cap: then only cap were written), or below zero on error: -1 out of
+ * memory, -2 the text is longer than max_prompt_bytes, -3 the tokenizer's
+ * pre-tokenizer regexes exceeded their work limits on this text. */
 SLM_API int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int cap);
 /* The text of token `id` following token `prev`, as run.c prints it: byte
  * tokens become raw bytes, the space after BOS is dropped. Valid until the

@@ -9,7 +9,9 @@
 #include "compiler/compiler.h"
 #include "format/gguf.h"
 #include "format/model.h"
+#include "blob/blob.h"
 #include "ref_forward.h"
+#include "text/tokenizer.h"
 #include "runtime/runtime.h"
 #include "t.h"
 #include "rig.h"
@@ -317,6 +319,83 @@ static void test_arch_threads(void) {
     g_threads = 1;
 }
 
+/* A llama2.c tokenizer.bin of n tokens "t0".."t<n-1>" (the blob stores a
+ * tokenizer of the model's vocabulary size). */
+static int write_tok(const char *path, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int32_t maxlen = 8;
+    fwrite(&maxlen, 4, 1, f);
+    for (int i = 0; i < n; i++) {
+        char b[16];
+        int32_t len = (int32_t)snprintf(b, sizeof b, "t%d", i);
+        float score = -(float)i;
+        fwrite(&score, 4, 1, f);
+        fwrite(&len, 4, 1, f);
+        fwrite(b, 1, (size_t)len, f);
+    }
+    return fclose(f) == 0;
+}
+
+/* The new families' programs survive a blob: written, validated, read back
+ * and run, they give the model file's logits bit for bit. */
+static void test_arch_blob_roundtrip(void) {
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
+    int32_t ids[24];
+    g_rng = 11;
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
+    if (!write_tok("arch_tok.bin", 160)) return;
+    for (int a = 0; a < 4; a++) {
+        const synth *sy = NULL;
+        for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
+            if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
+        char path[64], bpath[64];
+        snprintf(path, sizeof path, "blob_%s.gguf", archs[a]);
+        snprintf(bpath, sizeof bpath, "blob_%s.slmblob", archs[a]);
+        if (!sy || !write_model(path, sy, SLM_Q8_0, 5)) continue;
+        rig r;
+        if (!rig_open(&r, path, 8, 24)) continue;
+        slm_err err = {0};
+        slm_tokenizer *tok = NULL, *tok2 = NULL;
+        slm_blob_ident id;
+        memset(&id, 0, sizeof id);
+        slm_blob_ident_seal(&id);
+        slm_blob b;
+        slm_compiled c2;
+        memset(&b, 0, sizeof b);
+        memset(&c2, 0, sizeof c2);
+        int ok = slm_tok_load_llama2c(&tok, "arch_tok.bin", 160, &err) == SLM_OK &&
+                 slm_blob_write(bpath, &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK &&
+                 slm_blob_open(&b, bpath, 0, &c2, &tok2, &err) == SLM_OK;
+        CHECKF(ok, "%s: blob: %s", archs[a], err.msg);
+        if (ok) {
+            CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg)); /* the family fields came back */
+            slm_runtime rt2;
+            if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
+                int same = slm_rt_prefill(&r.rt, ids, 13, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 13, &err) == SLM_OK;
+                const int V = r.c.cfg.vocab_size;
+                for (int p = 13; same && p <= 24; p++) {
+                    same = !memcmp(r.rt.logits, rt2.logits, sizeof(float) * (size_t)V);
+                    if (same && p < 24)
+                        same = slm_rt_decode(&r.rt, ids[p], &err) == SLM_OK && slm_rt_decode(&rt2, ids[p], &err) == SLM_OK;
+                }
+                CHECKF(same, "%s: the blob's logits differ from the model file's", archs[a]);
+                slm_rt_free(&rt2);
+            } else {
+                CHECKF(0, "%s: runtime on the blob: %s", archs[a], err.msg);
+            }
+            slm_blob_close(&b);
+        }
+        slm_compiled_free(&c2);
+        slm_tok_free(tok);
+        slm_tok_free(tok2);
+        rig_close(&r);
+        unlink(path);
+        unlink(bpath);
+    }
+    unlink("arch_tok.bin");
+}
+
 static const synth *find_synth(const char *arch) {
     for (size_t a = 0; a < sizeof k_archs / sizeof k_archs[0]; a++)
         if (!strcmp(k_archs[a].arch, arch)) return &k_archs[a];
@@ -459,6 +538,7 @@ int main(void) {
     T_RUN(test_arch_vs_reference);
     T_RUN(test_arch_threads);
     T_RUN(test_family_config);
+    T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);
     T_RUN(test_f16_q8_agree);

@@ -831,14 +831,23 @@ static void test_hostile(void) {
     CHECKF(strstr(err.msg, "added_huge_id.json") && strstr(err.msg, "added_tokens[0]") && strstr(err.msg, "16777215"),
            "%s", err.msg);
 
-    /* a 250 KB text against crafted Split regexes */
+    /* crafted Split regexes, refused at load by the probe: the message
+     * names the file and the pattern */
+    CHECK(load_corpus("split_rescan.json", &err) == NULL);
+    CHECKF(strstr(err.msg, "split_rescan.json") && strstr(err.msg, ".(?=.*$)") && strstr(err.msg, "refused"), "%s",
+           err.msg);
+    CHECK(load_corpus("split_backtrack.json", &err) == NULL);
+    CHECKF(strstr(err.msg, "split_backtrack.json") && strstr(err.msg, "(?:a|a)+b|."), "%s", err.msg);
+
+    /* the same regexes keyed on a character the probe does not try load,
+     * and a 250 KB text of that character is stopped at encode */
     size_t n = 250000;
     char *a = malloc(n + 1);
-    memset(a, 'a', n);
     a[n] = 0;
     /* a lookahead that rescans the rest of the text at every position:
-     * quadratic (the old code took ~24 s); stopped by the time budget */
-    slm_bpe *t = load_corpus("split_rescan.json", &err);
+     * quadratic (the old code took minutes); stopped by the CPU budget */
+    memset(a, 'x', n);
+    slm_bpe *t = load_corpus("split_rescan_hidden.json", &err);
     CHECKF(t != NULL, "%s", err.msg);
     if (t) {
         double t0 = now_s();
@@ -848,16 +857,17 @@ static void test_hostile(void) {
         double budget = SLM_BPE_PRETOK_BASE_MS * 1e-3 + n * SLM_BPE_PRETOK_NS_PER_BYTE * 1e-9;
         CHECKF(dt < budget + 1.0, "%.2f s for a budget of %.2f s", dt, budget);
         /* a short text is well within the budget and splits per character */
-        CHECK(slm_bpe_encode(t, "abc", 3, 0, 0, 0, NULL, 0) == 3);
+        CHECK(slm_bpe_encode(t, "xyz", 3, 0, 0, 0, NULL, 0) == 3);
         slm_bpe_free(t);
     }
     /* exponential backtracking inside one match: stopped by the match limit */
-    t = load_corpus("split_backtrack.json", &err);
+    memset(a, 'q', n);
+    t = load_corpus("split_backtrack_hidden.json", &err);
     CHECKF(t != NULL, "%s", err.msg);
     if (t) {
         int k = slm_bpe_encode(t, a, n, 0, 0, 0, NULL, 0);
         CHECKF(k == SLM_TOK_EBUDGET, "encode gave %d", k);
-        CHECK(slm_bpe_encode(t, "aab", 3, 0, 0, 0, NULL, 0) == 3); /* "aab" is one piece of 3 byte tokens */
+        CHECK(slm_bpe_encode(t, "qqw", 3, 0, 0, 0, NULL, 0) == 3); /* one piece of 3 byte tokens */
         slm_bpe_free(t);
     }
     free(a);

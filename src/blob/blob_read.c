@@ -18,6 +18,7 @@ typedef struct rctx {
     uint64_t shstr_size;
     slm_compiled *c;
     uint64_t const_bytes;
+    uint64_t table_bytes;   /* one RoPE table (const_bytes holds one or two) */
 } rctx;
 
 static slm_status bad(rctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -181,9 +182,28 @@ static slm_status read_config(rctx *r, uint32_t si) {
         return bad(r, "section .slm.config: max_prompt_len %d + min_response_len %d != kv_capacity %d", c->opt.max_prompt_len,
                    c->opt.min_response_len, c->kv_capacity);
     if (c->consts.rope_pos != c->kv_capacity) return bad(r, "section .slm.config: rope_pos %d != kv_capacity %d", c->consts.rope_pos, c->kv_capacity);
-    if (c->consts.rope_pairs != m->head_dim / 2) return bad(r, "section .slm.config: rope_pairs %d != head_dim / 2", c->consts.rope_pairs);
-    if (r->const_bytes != (uint64_t)c->kv_capacity * (uint64_t)c->consts.rope_pairs * 8)
-        return bad(r, "section .slm.config: const_bytes %llu != kv_capacity * rope_pairs * 8", (unsigned long long)r->const_bytes);
+    blob_get_family(p + BLOB_CFG_FAMILY, m);
+    for (int i = 56; i < BLOB_FAMILY_SIZE; i++)
+        if (p[BLOB_CFG_FAMILY + i]) return bad(r, "section .slm.config: family record byte %d not zero", i);
+    RANGE(m->rope_dims, 0, m->head_dim, "rope_dims");
+    if (m->rope_dims % 2 || (m->rope_dims && !m->rope_neox)) return bad(r, "section .slm.config: rope_dims %d odd or not neox", m->rope_dims);
+    RANGE(m->qk_norm, 0, 1, "qk_norm");
+    RANGE(m->post_norms, 0, 1, "post_norms");
+    RANGE(m->ffn_gelu, 0, 1, "ffn_gelu");
+    RANGE(m->swa_pattern, 0, 65536, "swa_pattern");
+    RANGE(m->rope_long, 0, 2, "rope_long");
+    RANGE(m->rope_orig_ctx, 0, INT32_MAX, "rope_orig_ctx");
+    {
+        const float f[] = {m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap, m->rope_base_swa,
+                           m->rope_scale_swa, m->rope_attn_factor};
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+            if (!(f[i] >= 0.0f && f[i] < 1e9f)) return bad(r, "section .slm.config: family value %zu (%g) out of range", i, (double)f[i]);
+    }
+    const int rot = m->rope_dims ? m->rope_dims : m->head_dim;
+    if (c->consts.rope_pairs != rot / 2) return bad(r, "section .slm.config: rope_pairs %d != rotated dims / 2 (%d)", c->consts.rope_pairs, rot / 2);
+    r->table_bytes = (uint64_t)c->kv_capacity * (uint64_t)c->consts.rope_pairs * 8;
+    if (r->const_bytes != r->table_bytes && r->const_bytes != 2 * r->table_bytes)
+        return bad(r, "section .slm.config: const_bytes %llu != one or two tables of kv_capacity * rope_pairs * 8", (unsigned long long)r->const_bytes);
     uint64_t kv;
     if (!slm_mul_ok((uint64_t)m->n_layers * 8, (uint64_t)c->kv_capacity, &kv) ||
         !slm_mul_ok(kv, (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim, &kv) || kv > (1ull << 40))
@@ -292,8 +312,8 @@ static slm_status check_ref(pctx *q, int ti, int k, uint64_t ext, int is_dst) {
         if (d->role == SLM_IO_PRESENT_KEY || d->role == SLM_IO_PRESENT_VALUE) {
             /* present.* are views at the write index: only compact writes stay in the KV buffer */
             if (!is_dst || !((t->flags & SLM_TF_DST_COMPACT) || (t->flags & SLM_TF_ONE_ROW)) ||
-                (t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS))
-                return pbad(q, "task %d (%s): %s: %s only as a compact matmul/rope/bias destination", ti, slm_task_op_name(t->op),
+                (t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM))
+                return pbad(q, "task %d (%s): %s: %s only as a compact matmul/rope/bias/rmsnorm destination", ti, slm_task_op_name(t->op),
                             fn[k], d->name);
         }
         break;
@@ -327,6 +347,32 @@ static int embed_type_ok(uint32_t wtype) {
     return slm_dequantize_row(wtype, zeros, out, di->block) != 0;
 }
 
+/* The fields the qwen3 / gemma / phi3 programs use: GeGLU, the logit and
+ * score caps (f1), the embedding and query scales (f0). */
+static slm_status check_family_fields(pctx *q, int ti) {
+    const slm_task *t = &q->p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    if ((t->flags & SLM_TF_GELU) && t->op != SLM_T_SWIGLU && !(t->op == SLM_T_MATMUL && (t->flags & SLM_TF_PRE_SWIGLU)))
+        return pbad(q, "task %d (%s): flag GELU without a swiglu", ti, op);
+    const int post_cap = (t->flags & SLM_TF_POST_SOFTCAP) != 0;
+    if (post_cap && (t->op != SLM_T_MATMUL || (t->flags & (SLM_TF_POST_ADD | SLM_TF_POST_ROPE))))
+        return pbad(q, "task %d (%s): a soft-cap epilogue on a non-matmul task or with another epilogue", ti, op);
+    if (!(t->f1 >= 0.0f && t->f1 < 1e9f) || (post_cap && !(t->f1 > 0.0f)) ||
+        (t->f1 != 0.0f && t->op != SLM_T_ATTENTION && !post_cap))
+        return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
+    if ((t->op == SLM_T_EMBED || t->op == SLM_T_ATTENTION) && !(t->f0 >= 0.0f && t->f0 < 1e9f))
+        return pbad(q, "task %d (%s): scale f0 %g out of range", ti, op, (double)t->f0);
+    return SLM_OK;
+}
+
+/* A rope's rotated dimensions (b, or the head size c): the table's pairs;
+ * only the neox layout rotates part of a head. */
+static int rope_dims_ok(const pctx *q, const slm_task *t) {
+    const int rot = t->b ? t->b : t->c;
+    if (t->b && (t->b < 0 || t->b > t->c || t->b % 2 || !(t->flags & SLM_TF_NEOX))) return 0;
+    return rot / 2 == q->r->c->consts.rope_pairs;
+}
+
 static slm_status check_task(pctx *q, int ti) {
     const slm_program *p = q->p;
     const slm_task *t = &p->tasks[ti];
@@ -337,8 +383,9 @@ static slm_status check_task(pctx *q, int ti) {
     slm_status s;
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
-                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD))
+                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
+    if ((s = check_family_fields(q, ti))) return s;
     const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
     if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
     if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
@@ -380,8 +427,9 @@ static slm_status check_task(pctx *q, int ti) {
     }
     case SLM_T_RMSNORM:
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
-        REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
+        REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     case SLM_T_MATMUL: {
@@ -406,23 +454,25 @@ static slm_status check_task(pctx *q, int ti) {
         NEED(!post_add || t->n0 % 16 == 0, "task %d (%s): add epilogue on a tile starting at column %d (not a multiple of 16)", ti, op, t->n0);
         if (post_rope) { /* as a ROPE task over the tile's columns */
             const int unit = (t->flags & SLM_TF_NEOX) ? t->c : 2;
-            NEED(t->c >= 2 && t->c % 2 == 0 && t->c / 2 == q->r->c->consts.rope_pairs, "task %d (%s): head_dim c %d != 2 x rope_pairs", ti, op, t->c);
+            NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
             NEED(t->n % t->c == 0 && t->n0 % unit == 0 && (t->n1 % unit == 0),
                  "task %d (%s): tile [%d,%d) of width %d cuts a rotation (head_dim %d)", ti, op, t->n0, t->n1, t->n, t->c);
             NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_CONST, "task %d (%s): src4 must be the constants", ti, op);
             REF(SLM_REF_SRC3, R * 4, 0);
-            REF(SLM_REF_SRC4, q->r->const_bytes, 0);
+            NEED(t->ref[SLM_REF_SRC4].off % q->r->table_bytes == 0, "task %d (%s): src4 not at a RoPE table", ti, op);
+            REF(SLM_REF_SRC4, q->r->table_bytes, 0);
         }
         MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
         break;
     }
     case SLM_T_ROPE:
-        NEED(t->c >= 2 && t->c % 2 == 0 && t->c / 2 == q->r->c->consts.rope_pairs, "task %d (%s): head_dim c %d != 2 x rope_pairs", ti, op, t->c);
+        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
         NEED(t->n0 >= 0 && t->n0 < t->n1 && (int64_t)t->n1 * t->c <= t->n && t->n <= BLOB_MAX_DIM,
              "task %d (%s): heads [%d,%d) x %d beyond width %d", ti, op, t->n0, t->n1, t->c, t->n);
         NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_CONST, "task %d (%s): src2 must be the constants", ti, op);
         REF(SLM_REF_SRC1, R * 4, 0);
-        REF(SLM_REF_SRC2, q->r->const_bytes, 0);
+        NEED(t->ref[SLM_REF_SRC2].off % q->r->table_bytes == 0, "task %d (%s): src2 not at a RoPE table", ti, op);
+        REF(SLM_REF_SRC2, q->r->table_bytes, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     case SLM_T_ATTENTION: {
@@ -486,9 +536,7 @@ static slm_status read_tasks(pctx *q, const uint8_t *d) {
         memcpy(&t->f0, e + 40, 4);
         t->layer = rdi32(e + 44);
         t->window = rdi32(e + 48);
-        if (rd32(e + 52) != 0) {
-            return pbad(q, "task %d: reserved field not zero", i);
-        }
+        memcpy(&t->f1, e + 52, 4);
         for (int k = 0; k < SLM_TASK_NREF; k++) {
             const uint8_t *f = e + 56 + 16 * k;
             t->ref[k].space = f[0];

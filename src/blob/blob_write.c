@@ -136,7 +136,7 @@ static void put_task(uint8_t *p, const slm_task *t, wtensor *wt, int n_wt, int *
     memcpy(p + 40, &t->f0, 4);
     memcpy(p + 44, &t->layer, 4);
     memcpy(p + 48, &t->window, 4);
-    wr32(p + 52, 0);
+    memcpy(p + 52, &t->f1, 4);
     for (int k = 0; k < SLM_TASK_NREF; k++) {
         const slm_ref *r = &t->ref[k];
         uint8_t *q = p + 56 + 16 * k;
@@ -334,6 +334,7 @@ static slm_status add_ident_config(wctx *w, const blob_job *j, const slm_blob_id
     int32_t cv[4] = {c->kv_capacity, c->n_progs, c->consts.rope_pos, c->consts.rope_pairs};
     memcpy(b + BLOB_CFG_TAIL, cv, sizeof cv);
     wr64(b + BLOB_CFG_CONST_BYTES, c->consts.bytes);
+    blob_put_family(b + BLOB_CFG_FAMILY, &c->cfg);
     if (add_sect_sym(w, ".slm.config", "config", 8, 0, b, BLOB_CONFIG_SIZE) < 0) return BLOB_NOMEM(j);
     return SLM_OK;
 }
@@ -613,11 +614,6 @@ fail_unlink:
 slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
                           const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
                           void *ud, slm_err *err) {
-    if (!slm_config_plain(&c->cfg))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED,
-                        "%s: architecture '%s': its features (head size, Q/K norms, soft-capping, per-layer RoPE ...) "
-                        "are not stored in blobs yet; run the model file directly",
-                        path, c->cfg.arch);
     if (c->n_progs < 1 || c->n_progs > BLOB_MAX_PROGS)
         return slm_errf(err, SLM_ERR_ARG, "%s: %d programs (1..%d)", path, c->n_progs, BLOB_MAX_PROGS);
     for (int i = 0; i < c->n_progs; i++)

@@ -19,11 +19,10 @@ _Static_assert(sizeof(slm_task) == 56 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-/* The config record holds the first 96 bytes (through rope_freqs); the
- * family fields after them are not stored: the writer refuses a config
- * that uses them (slm_config_plain). */
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96, "update blob config record");
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 56,
+               "update blob config and family records");
 _Static_assert(SLM_T_OP_COUNT == 11, "update the blob task validator (blob_read.c check_task)");
+_Static_assert(SLM_TF_POST_SOFTCAP == 0x200, "update the blob task validator's flags (blob_read.c check_task)");
 
 #define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */
 #define BLOB_IDENT_SIZE 176
@@ -39,7 +38,11 @@ _Static_assert(SLM_T_OP_COUNT == 11, "update the blob task validator (blob_read.
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-#define BLOB_CONFIG_SIZE (BLOB_CFG_CONST_BYTES + 8)
+/* then the family record (56 bytes used of 64): what qwen3, gemma and phi3
+ * add to the config (blob_put_family) */
+#define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
+#define BLOB_FAMILY_SIZE 64
+#define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
 #define BLOB_MAX_SECTIONS 4096
@@ -105,6 +108,29 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
     memcpy(p + 72, w, sizeof w);
     memcpy(p + 88, &m->rope_scale, 4);
     memcpy(p + 92, &m->rope_freqs, 4);
+}
+
+/* Family record: i32 rope_dims, qk_norm, post_norms, ffn_gelu, swa_pattern,
+ * rope_long, rope_orig_ctx; f32 embed_scale, attn_scale, attn_softcap,
+ * final_softcap, rope_base_swa, rope_scale_swa, rope_attn_factor; 8 zero bytes. */
+static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
+    memset(p, 0, BLOB_FAMILY_SIZE);
+    int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
+    memcpy(p, v, sizeof v);
+    float f[7] = {m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap, m->rope_base_swa, m->rope_scale_swa,
+                  m->rope_attn_factor};
+    memcpy(p + 28, f, sizeof f);
+}
+
+static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
+    int32_t v[7];
+    float f[7];
+    memcpy(v, p, sizeof v);
+    memcpy(f, p + 28, sizeof f);
+    m->rope_dims = v[0]; m->qk_norm = v[1]; m->post_norms = v[2]; m->ffn_gelu = v[3];
+    m->swa_pattern = v[4]; m->rope_long = v[5]; m->rope_orig_ctx = v[6];
+    m->embed_scale = f[0]; m->attn_scale = f[1]; m->attn_softcap = f[2]; m->final_softcap = f[3];
+    m->rope_base_swa = f[4]; m->rope_scale_swa = f[5]; m->rope_attn_factor = f[6];
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

@@ -45,9 +45,10 @@ typedef struct slm_compile_options {
 
 /* Compile-time constants shared by the programs (RoPE tables). */
 typedef struct slm_constants {
-    float *rope;           /* [n_pos][head_dim/2][2] (cos, sin) */
+    float *rope;           /* [n_tables][n_pos][rope_pairs][2] (cos, sin): table 1, when
+                              present, is the sliding-window layers' (own base) */
     int32_t rope_pos;      /* n_pos = KV capacity */
-    int32_t rope_pairs;    /* head_dim / 2 */
+    int32_t rope_pairs;    /* rotated dimensions / 2 (head_dim / 2 but for partial rotary) */
     uint64_t bytes;
 } slm_constants;
 

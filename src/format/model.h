@@ -63,14 +63,6 @@ static inline int slm_layer_swa(const slm_model_config *c, int l) {
     if (c->sliding_window <= 0) return 0;
     return c->swa_pattern <= 1 ? 1 : l % c->swa_pattern < c->swa_pattern - 1;
 }
-/* 1 when the config uses none of the family features above (what a blob's
- * config record stores today). */
-static inline int slm_config_plain(const slm_model_config *c) {
-    return slm_rope_dims(c) == c->head_dim && c->head_dim * c->n_heads == c->dim && !c->qk_norm && !c->post_norms &&
-           !c->ffn_gelu && c->swa_pattern <= 1 && !c->rope_long && c->embed_scale == 0.0f && c->attn_scale == 0.0f &&
-           c->attn_softcap == 0.0f && c->final_softcap == 0.0f && c->rope_base_swa == 0.0f && c->rope_scale_swa == 0.0f &&
-           c->rope_attn_factor == 0.0f;
-}
 
 /* Weight types the kernels take for matrices (and embedding tables). */
 #define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs"

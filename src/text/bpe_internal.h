@@ -140,5 +140,8 @@ void slm_bpe__budget_init(slm_bpe_budget *b, size_t n);
  * slm_malloc'd. Returns 0, SLM_TOK_ENOMEM, or SLM_TOK_EBUDGET when a match
  * hits its limits or the budget runs out. */
 int slm_bpe__pretokenize(const slm_bpe *t, const char *text, int n, slm_bpe_pieces *out, slm_bpe_budget *b);
+/* Try each regex on probe texts at load (untrusted regexes: tokenizer.json);
+ * SLM_ERR_UNSUPPORTED naming the regex when one exceeds its limits. */
+slm_status slm_bpe__probe_regexes(const slm_bpe *t, const char *name, slm_err *err);
 
 #endif

@@ -402,7 +402,8 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
     if ((st = build_vocab(c, vocab, added)) || (st = build_merges(c, merges)) || (st = build_mode(c, root, model)))
         return st;
     build_specials(c, root, model, cfg);
-    return slm_bpe__finish(c->t, name, err);
+    if ((st = slm_bpe__finish(c->t, name, err))) return st;
+    return slm_bpe__probe_regexes(c->t, name, err);
 }
 
 /* cJSON reports an allocation failure as a syntax error. A failed parse is

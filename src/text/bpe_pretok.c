@@ -316,3 +316,58 @@ int slm_bpe__pretokenize(const slm_bpe *t, const char *text, int n, slm_bpe_piec
     *out = cur;
     return 0;
 }
+
+/* ---- load-time probe ------------------------------------------------------
+ * A tokenizer.json's regexes are tried at load on texts of PROBE_BYTES of
+ * one repeated unit each (letters, spaces, digits, newlines, punctuation,
+ * CJK, a sentence), one regex at a time, under PROBE_NS of CPU time each:
+ * ordinary pre-tokenizers take a few ms at most; a regex that backtracks
+ * catastrophically or rescans the text at every position takes far longer
+ * already at this size and is refused by name. Texts the probe misses are
+ * still bounded at encode time. */
+#define PROBE_BYTES (32u << 10)
+#define PROBE_NS 25000000u /* 25 ms */
+
+slm_status slm_bpe__probe_regexes(const slm_bpe *t, const char *name, slm_err *err) {
+    static const char *const unit[] = {"a", " ", "7", "\n", " \n", ".", "a ", "aA1 ", "\xe4\xb8\xad",
+                                       "Hello, world! 42\n"};
+    static const char *const unit_name[] = {"a", "spaces", "7", "newlines", "space-newline", ".", "a-space",
+                                            "aA1-space", "CJK", "a sentence"};
+    if (t->n_regex == 0) return SLM_OK;
+    char *text = slm_malloc(PROBE_BYTES);
+    slm_bpe_pieces cur = {0}, nxt = {0};
+    matcher m = {0};
+    slm_status st = SLM_OK;
+    if (!text || !pieces_add(&cur, 0, 1) || !matcher_init(&m, t, PROBE_BYTES)) {
+        st = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory probing the pre-tokenizer", name);
+        goto done;
+    }
+    for (size_t u = 0; u < sizeof unit / sizeof unit[0] && !st; u++) {
+        size_t ul = strlen(unit[u]), n = 0;
+        while (n + ul <= PROBE_BYTES) {
+            memcpy(text + n, unit[u], ul);
+            n += ul;
+        }
+        cur.a[0] = 0;
+        cur.a[1] = (int32_t)n;
+        cur.n = 1;
+        for (int r = 0; r < t->n_regex && !st; r++) {
+            clock_run clk = {now_ns(), PROBE_NS, 0};
+            int rc = split_pieces(t, r, text, &cur, &nxt, &m, &clk);
+            if (!rc && now_ns() - clk.start_ns > PROBE_NS) rc = SLM_TOK_EBUDGET;
+            if (rc == SLM_TOK_ENOMEM)
+                st = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory probing the pre-tokenizer", name);
+            else if (rc)
+                st = slm_errf(err, SLM_ERR_UNSUPPORTED,
+                              "%s: pre-tokenizer regex %d '%.80s' exceeds its work limits on %zu bytes of %s "
+                              "(catastrophic backtracking or rescanning): refused",
+                              name, r, t->regex[r], n, unit_name[u]);
+        }
+    }
+done:
+    matcher_free(&m);
+    slm_xfree(cur.a);
+    slm_xfree(nxt.a);
+    slm_xfree(text);
+    return st;
+}
