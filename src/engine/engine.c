@@ -434,6 +434,11 @@ int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int
     return slm_tok_encode(e->tok, text, add_bos, 0, ids, cap);
 }
 
+int slm_tokenize_masked(slm_engine *e, const char *text, const unsigned char *plain, int add_bos, int32_t *ids, int cap) {
+    if (!e || !e->loaded || !text) return -1;
+    return slm_tok_encode_masked(e->tok, text, plain, add_bos, 0, ids, cap);
+}
+
 const char *slm_token_piece(const slm_engine *e, int prev, int id) {
     if (!e || !e->loaded) return "";
     return slm_tok_decode(e->tok, prev, id);
