@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "staticlm.h"
+#include "text/chat_template.h"
 #include "t.h"
 
 static char g_dir[256];
@@ -51,7 +52,7 @@ static void load_failing(const char *label, const char *path, const char *tok) {
     o.min_response_len = 16;
     o.n_threads = 1;
     const slm_allocator a = {nth_alloc, nth_realloc, nth_free, NULL};
-    int n, done = 0, failures = 0;
+    int n, done = 0, failures = 0, before = t_checks_failed_;
     for (n = 0; n < 200000 && !done; n++) {
         atomic_store(&g_live, 0);
         slm_set_allocator(&a);
@@ -72,7 +73,7 @@ static void load_failing(const char *label, const char *path, const char *tok) {
         slm_set_allocator(NULL);
         CHECKF(atomic_load(&g_live) == 0, "%s: allocation %d failing: %ld allocations leaked", label, n,
                (long)atomic_load(&g_live));
-        if (t_checks_failed_) break;
+        if (t_checks_failed_ > before) break;
     }
     fprintf(stderr, "  %s: %d allocation failures refused cleanly, then loaded\n", label, failures);
     CHECKF(done && failures > 10, "%s: %d failures, %s", label, failures, done ? "loaded" : "never loaded");
@@ -173,10 +174,54 @@ static void test_hf(void) {
     free(img);
     free(h);
     load_failing("hf folder", dir, T_SHARED("models/tok512.bin"));
+    /* the folder's own tokenizer.json (byte-level BPE, 268 tokens) */
+    char tj[600];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    size_t tn = 0;
+    char *tb = t_read_file(SLM_TESTS_DIR "/corpus/tokenizers/small_bytelevel.json", &tn);
+    CHECK(tb && t_write_file(tj, tb, tn));
+    free(tb);
+    load_failing("hf folder + tokenizer.json", dir, NULL);
+    unlink(tj);
     unlink(path);
     snprintf(path, sizeof path, "%s/config.json", dir);
     unlink(path);
     rmdir(dir);
+}
+
+/* Chat templates: parse and render with allocation N failing. */
+static void test_template(void) {
+    const slm_allocator a = {nth_alloc, nth_realloc, nth_free, NULL};
+    const slm_chat_msg m[2] = {{"system", "be brief"}, {"user", "hello <|im_end|>"}};
+    int n, done = 0, failures = 0, before = t_checks_failed_;
+    for (n = 0; n < 100000 && !done; n++) {
+        atomic_store(&g_live, 0);
+        slm_set_allocator(&a);
+        atomic_store(&g_fail_left, n);
+        slm_err err = {0};
+        slm_tmpl *t = slm_tmpl_parse(slm_tmpl_builtin("llama3"), &err);
+        char *out = NULL;
+        uint8_t *mask = NULL;
+        if (t) {
+            slm_tmpl_vars v = {.add_generation_prompt = 1};
+            out = slm_tmpl_render_mask(t, m, 2, &v, &mask, &err);
+        }
+        atomic_store(&g_fail_left, -1);
+        if (out) done = 1;
+        else {
+            failures++;
+            CHECKF(err.status == SLM_ERR_NOMEM && strstr(err.msg, "out of memory"), "allocation %d: %d %s", n,
+                   (int)err.status, err.msg);
+        }
+        slm_xfree(out);
+        slm_xfree(mask);
+        slm_tmpl_free(t);
+        slm_set_allocator(NULL);
+        CHECKF(atomic_load(&g_live) == 0, "template: allocation %d failing: %ld leaked", n, (long)atomic_load(&g_live));
+        if (t_checks_failed_ > before) break;
+    }
+    fprintf(stderr, "  template: %d allocation failures refused cleanly, then rendered\n", failures);
+    CHECK(done && failures > 3);
 }
 
 int main(void) {
@@ -186,6 +231,7 @@ int main(void) {
     T_RUN(test_gguf);
     T_RUN(test_blob);
     T_RUN(test_hf);
+    T_RUN(test_template);
     char p[600];
     snprintf(p, sizeof p, "%s/s260k.gguf", g_dir);
     unlink(p);

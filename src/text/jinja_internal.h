@@ -46,6 +46,7 @@ typedef struct ablk {
 typedef struct arena {
     ablk *head;
     size_t total; /* bytes of all blocks, at most ARENA_LIMIT */
+    int oom;      /* 1: the last NULL was the allocator's (out of memory), not the limit */
 } arena;
 
 /* n bytes, max_align_t aligned, not zeroed; NULL past ARENA_LIMIT. */
@@ -164,6 +165,7 @@ typedef struct P {
 } P;
 
 void jx_err(P *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+void jx_nomem(P *p) __attribute__((noreturn)); /* SLM_ERR_NOMEM "out of memory" */
 void *jx_alloc(P *p, size_t n); /* zeroed, in the template's arena */
 void jx_lex(P *p, const char *src);
 /* Parse statements until {% <one of ends> %} (ends NULL: to the end). */

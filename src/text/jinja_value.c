@@ -21,6 +21,7 @@ void *jv_arena_alloc(arena *a, size_t n) {
         size_t cap = n > 32768 ? n : 32768;
         if (a->total + cap > ARENA_LIMIT) return NULL;
         ablk *b = slm_malloc(sizeof(ablk) + cap);
+        a->oom = !b;
         if (!b) return NULL;
         b->next = a->head;
         b->used = 0;
@@ -60,6 +61,7 @@ void jv_fail(R *r, const node *n, slm_status s, const char *fmt, ...) {
 
 void *jv_alloc(R *r, size_t n) {
     void *m = jv_arena_alloc(&r->ar, n);
+    if (!m && r->ar.oom) jv_fail(r, NULL, SLM_ERR_NOMEM, "out of memory");
     if (!m) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering needs too much memory");
     return m;
 }
