@@ -1,10 +1,13 @@
 /* Allocation failure over the whole load path: slm_load of (a) stories260K
  * (llama2.c + tokenizer.bin), (b) a GGUF converted from it here (GGUF
  * reader, its SentencePiece vocabulary), (c) a blob of that GGUF, (d) a
- * small Hugging Face folder written here, with the Nth allocation failing
- * for every N until the load succeeds. Each failure must be SLM_ERR_NOMEM
- * with a message, and slm_free must give back every allocation (counted
- * here; the ASan build also runs this with leak detection). */
+ * small Hugging Face folder written here (config.json, safetensors; with
+ * tokenizer.bin, then with its own byte-level BPE tokenizer.json), and (e)
+ * a chat template's parse and render, with every allocation from the Nth
+ * on failing, for every N until the load succeeds. Each failure must be
+ * SLM_ERR_NOMEM with a message, and slm_free must give back every
+ * allocation (counted here; the ASan build also runs this with leak
+ * detection). */
 #include <stdatomic.h>
 #include <sys/stat.h>
 #include <unistd.h>
