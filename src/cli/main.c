@@ -73,6 +73,8 @@ static void usage_run(FILE *f) {
             "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
             "                            prefill them in chunks)\n"
             "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU)\n"
+            "      --max-memory N        refuse a model whose KV cache, arena and buffers need more\n"
+            "                            than N MiB (default 75%% of RAM; -1 = no limit)\n"
             "      --draft MODEL         speculative decoding with this draft model (greedy)\n"
             "      --draft-tokenizer T   the draft's tokenizer.bin, if it is a llama2.c model\n"
             "      --draft-n K           tokens the draft proposes per step (default 4)\n"
@@ -175,6 +177,12 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         }
         else if (!strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
         else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
+        else if (!strcmp(o, "--max-memory")) {
+            const char *v = NEXT();
+            int mb;
+            if (!v || !slm_cli_parse_int(v, o, -1, 1 << 30, &mb)) return 0;
+            a->opt.max_memory_mb = mb;
+        }
         else if (!strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
         else if (!strcmp(o, "--draft")) { if (!(a->opt.draft_path = NEXT())) return 0; }
         else if (!strcmp(o, "--draft-tokenizer")) { if (!(a->opt.draft_tokenizer_path = NEXT())) return 0; }

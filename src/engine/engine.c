@@ -374,6 +374,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     } else if (n_seqs > 1 && e->opt.verbose) {
         fprintf(stderr, "note: %d sessions from a blob decode one by one (blobs hold no batch programs)\n", n_seqs);
     }
+    if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, n_seqs, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
     if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
     if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
@@ -524,6 +525,11 @@ long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap)
 int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int cap) {
     if (!e || !e->loaded || !text) return -1;
     return slm_tok_encode(e->tok, text, add_bos, 0, ids, cap);
+}
+
+int slm_tokenize_masked(slm_engine *e, const char *text, const unsigned char *plain, int add_bos, int32_t *ids, int cap) {
+    if (!e || !e->loaded || !text) return -1;
+    return slm_tok_encode_masked(e->tok, text, plain, add_bos, 0, ids, cap);
 }
 
 const char *slm_token_piece(const slm_engine *e, int prev, int id) {
