@@ -173,7 +173,9 @@ SLM_API int slm_piece_printable(const char *piece);
 
 /* ---- runtime: the KV cache and the two programs ------------------------ */
 
-/* Start a new conversation: zero the KV cache and num_stored_tokens. */
+/* The raw calls below work on KV region 0 (the whole KV of a one-sequence
+ * engine); do not mix them with a session that holds region 0.
+ * Start a new conversation: zero the KV cache and num_stored_tokens. */
 SLM_API void slm_reset(slm_engine *e);
 /* Prefill n ids, appended after the tokens already stored: through the
  * smallest prefill program that holds them, or, when n > max_prompt_len, in

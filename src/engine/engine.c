@@ -547,11 +547,18 @@ int slm_piece_printable(const char *piece) {
     return 1;
 }
 
+/* The raw runtime calls work on KV region 0 (sessions select their own). */
 void slm_reset(slm_engine *e) {
-    if (e && e->loaded) slm_rt_reset(&e->rt);
+    if (!e || !e->loaded) return;
+    slm_rt_select(&e->rt, 0);
+    slm_rt_reset(&e->rt);
 }
 
-int slm_num_stored(const slm_engine *e) { return e && e->loaded ? e->rt.num_stored : 0; }
+int slm_num_stored(const slm_engine *e) {
+    if (!e || !e->loaded) return 0;
+    slm_rt_select(&((slm_engine *)e)->rt, 0);
+    return e->rt.num_stored;
+}
 int slm_capacity(const slm_engine *e) { return e && e->loaded ? e->rt.cap : 0; }
 
 /* Prefill through the prefix cache: on an empty KV cache, restore the
@@ -568,6 +575,7 @@ static slm_status engine_prefill(slm_engine *e, const int32_t *ids, int n, int *
 
 slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const float **logits) {
     if (!e || !e->loaded) return SLM_ERR_ARG;
+    slm_rt_select(&e->rt, 0);
     slm_status s = engine_prefill(e, ids, n, NULL);
     if (logits) *logits = s ? NULL : e->rt.logits;
     return s;
@@ -575,6 +583,7 @@ slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const float **l
 
 slm_status slm_decode(slm_engine *e, int32_t id, const float **logits) {
     if (!e || !e->loaded) return SLM_ERR_ARG;
+    slm_rt_select(&e->rt, 0);
     slm_status s = slm_rt_decode(&e->rt, id, &e->err);
     if (logits) *logits = s ? NULL : e->rt.logits;
     return s;
