@@ -48,6 +48,8 @@ int slm_cli_synth(int argc, char **argv);
 int slm_cli_bench(int argc, char **argv);
 /* staticlm tokenize: token ids of a text (src/cli/tokenize.c). */
 int slm_cli_tokenize(int argc, char **argv);
+/* staticlm perplexity: llama-perplexity's PPL and KL divergence (src/cli/perplexity.c). */
+int slm_cli_perplexity(int argc, char **argv);
 
 /* staticlm bench-features: what variants and the prefix cache save (src/cli/bench_features.c). */
 int slm_cli_bench_features(int argc, char **argv);
