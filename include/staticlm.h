@@ -321,7 +321,7 @@ typedef struct slm_gen_stats {
     int n_truncations;     /* times the overflow policy truncated the context */
 } slm_gen_stats;
 
-/* Called for each piece: first the prompt's tokens after BOS (is_prompt =
+/* Called for each piece: first the prompt's tokens but BOS (is_prompt =
  * 1), then each generated token (0). is_prompt = 2 carries a note from the
  * runtime instead (id -1), e.g. that the overflow policy truncated the
  * context. Return non-zero to stop. */

@@ -123,6 +123,7 @@ static void test_help_lists_every_option(void) {
         {"tokenize", "tokenize.c", "int slm_cli_tokenize(", NULL, 3},
         {"bench", "bench.c", "static int parse_args(", NULL, 8},
         {"bench-features", "bench_features.c", "int slm_cli_bench_features(", NULL, 8},
+        {"perplexity", "perplexity.c", "static int parse_args(ppl_args", NULL, 4},
         {"chat", "chat.c", "int slm_cli_chat(", NULL, 5},
         {"chat", "chat.c", "int slm_cli_common_opt(", NULL, 12},
 #ifdef SLM_HAVE_SERVE
@@ -325,6 +326,61 @@ static void test_run_text_then_timings(void) {
     free(both);
 }
 
+/* ---- run: capacity, overflow, prefix cache -------------------------------- */
+
+/* run stories260K with extra options (NULL-terminated, at most 12); stderr into *err. */
+static int run_story(const char *const *extra, char **err) {
+    char *argv[32] = {"staticlm", "run", "-m", T_SHARED("models/stories260K.bin"), "-z", T_SHARED("models/tok512.bin"),
+                      "--temp", "0", "--ignore-eos", "-t", "1", "-p", "Once upon a time"};
+    int n = 13;
+    for (int i = 0; extra[i] && n < 30; i++) argv[n++] = (char *)extra[i];
+    argv[n] = NULL;
+    char *out = NULL;
+    int rc = run_cmd(argv, &out, err);
+    free(out);
+    return rc;
+}
+
+static void test_run_capacity_messages(void) {
+    char *err = NULL;
+    /* at the context length: no option raises the capacity */
+    const char *a[] = {"--min-response-len", "2000", "-n", "600", NULL};
+    CHECK(run_story(a, &err) == 1);
+    CHECKF(err && strstr(err, "context length 512 bounds the KV capacity: max_prompt_len 512 + min_response_len 0"),
+           "%s", err ? err : "");
+    CHECKF(err && strstr(err, "the model's context length 512 is reached and no option raises it"), "%s",
+           err ? err : "");
+    CHECKF(err && !strstr(err, "raise --min-response-len"), "%s", err ? err : "");
+    free(err);
+    /* below it: raising --min-response-len helps, by up to 480 rows */
+    const char *b[] = {"--max-prompt-len", "16", "--min-response-len", "16", "-n", "100", NULL};
+    CHECK(run_story(b, &err) == 1);
+    CHECKF(err && strstr(err, "raise --min-response-len (up to 480 more rows fit the model's context length 512)"),
+           "%s", err ? err : "");
+    CHECKF(err && !strstr(err, "bounds the KV capacity"), "%s", err ? err : "");
+    free(err);
+}
+
+static void test_run_truncate_no_chunking(void) {
+    char *err = NULL;
+    /* capacity 26: each truncation keeps at most the 6 rows one prefill call holds */
+    const char *a[] = {"--max-prompt-len", "6", "--min-response-len", "20", "--no-chunking", "--on-overflow",
+                       "truncate", "-n", "80", NULL};
+    CHECK(run_story(a, &err) == 0);
+    CHECKF(err && !strstr(err, "exceeds max_prompt_len"), "%s", err ? err : "");
+    CHECKF(err && strstr(err, "overflow: context truncated") && strstr(err, "decode: 80 tokens"), "%s",
+           err ? err : "");
+    free(err);
+}
+
+static void test_run_prefix_cache_note(void) {
+    char *err = NULL;
+    const char *a[] = {"--prefix-cache-mb", "8", "-n", "4", NULL};
+    CHECK(run_story(a, &err) == 0);
+    CHECKF(err && strstr(err, "--prefix-cache-mb: one run serves one prompt"), "%s", err ? err : "");
+    free(err);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_cli.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -335,6 +391,9 @@ int main(void) {
     T_RUN(test_cache_hash_memo);
     T_RUN(test_bench_features_rows);
     T_RUN(test_run_text_then_timings);
+    T_RUN(test_run_capacity_messages);
+    T_RUN(test_run_truncate_no_chunking);
+    T_RUN(test_run_prefix_cache_note);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);

@@ -765,6 +765,13 @@ static void byte_char_utf8(int b, char out[3]) {
     }
 }
 
+/* The prompt pieces slm_generate echoes, appended to ud (64 bytes). */
+static int collect_prompt(void *ud, int id, const char *piece, int is_prompt) {
+    (void)id;
+    if (is_prompt == 1 && strlen((char *)ud) + strlen(piece) < 64) strcat((char *)ud, piece);
+    return 0;
+}
+
 /* A folder run through the public API: slm_load(DIR) takes the weights
  * from safetensors and the tokenizer from tokenizer.json. */
 static void test_folder_end_to_end(void) {
@@ -802,6 +809,10 @@ static void test_folder_end_to_end(void) {
         slm_gen_stats gs;
         CHECK(slm_generate(e, "hello", 8, &g, 1, NULL, NULL, &gs) == SLM_OK);
         CHECK(gs.n_generated == 8);
+        /* no BOS in this vocabulary: the echo starts at the first token */
+        char echo[64] = "";
+        CHECK(slm_generate(e, "hello hello", 1, &g, 1, collect_prompt, echo, &gs) == SLM_OK);
+        CHECKF(!strcmp(echo, "hello hello"), "prompt echoed as '%s'", echo);
     }
     slm_free(e);
     free_weights(&w);

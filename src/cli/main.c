@@ -291,6 +291,11 @@ static int cmd_run(int argc, char **argv) {
     if (r == 2) { usage_run(stdout); return 0; }
     if (!r) return 2;
     if (!a.samp.seed) a.samp.seed = (uint64_t)time(NULL);
+    if (a.opt.prefix_cache_mb > 0) { /* nothing to reuse within one prompt */
+        fprintf(stderr, "staticlm: note: --prefix-cache-mb: one run serves one prompt, so its prefix cache would "
+                        "never be hit; it is off (chat, serve and library callers reuse it)\n");
+        a.opt.prefix_cache_mb = 0;
+    }
     slm_engine *e = load_engine(&a);
     if (!e) return 1;
     slm_gen_stats st;

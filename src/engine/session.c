@@ -397,7 +397,12 @@ slm_status slm_session_feed_text(slm_session *s, const char *text, int flags) {
 static slm_status truncate_context(slm_session *s) {
     slm_engine *e = s->e;
     slm_runtime *rt = rt_of(s);
-    const int have = rt->num_stored, keep = rt->cap / 2;
+    const int have = rt->num_stored;
+    int keep = rt->cap / 2;
+    if (e->opt.no_chunking) { /* the re-prefill is one program call then */
+        const int rows = slm_largest(rt->comp, SLM_PROG_PREFILL)->rows;
+        if (keep > rows) keep = rows;
+    }
     if (have < 2 || keep < 2) return slm_errf(&s->err, SLM_ERR_CAPACITY, "KV capacity %d too small to truncate", rt->cap);
     int32_t *hist = slm_malloc((size_t)have * sizeof(int32_t));
     if (!hist) return slm_errf(&s->err, SLM_ERR_NOMEM, "out of memory");
@@ -411,9 +416,10 @@ static slm_status truncate_context(slm_session *s) {
     if (s->use_draft) slm_rt_reset(&e->draft->rt);
     slm_status st = prefill(s, hist + have - keep, keep);
     slm_xfree(hist);
-    if (!st) note(s, msg);
+    if (st) return st;
+    note(s, msg);
     s->st.n_truncations++;
-    return st;
+    return SLM_OK;
 }
 
 /* Decode the pending token (the overflow policy applied): its logits
@@ -425,10 +431,9 @@ static slm_status decode_pending(slm_session *s) {
     if (rt->num_stored + 1 > rt->cap) {
         if (e->opt.on_overflow != SLM_OVERFLOW_TRUNCATE) {
             s->stop = SLM_STOP_CAPACITY;
-            return slm_errf(&s->err, SLM_ERR_CAPACITY,
-                            "KV cache full: %d tokens stored, capacity %d (max_prompt_len + min_response_len); "
-                            "raise --min-response-len or use --on-overflow truncate",
-                            rt->num_stored, rt->cap);
+            char msg[400];
+            slm_rt_full_message(rt, msg, sizeof msg);
+            return slm_errf(&s->err, SLM_ERR_CAPACITY, "%s", msg);
         }
         if ((st = truncate_context(s))) return st;
         rt = rt_of(s);
@@ -786,8 +791,10 @@ slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const
     else if (n == 0) st = slm_errf(&e->err, SLM_ERR_ARG, "the prompt encodes to no tokens and the vocabulary has no BOS");
     if (!st && (st = slm_session_check_fit(s, n))) slm_errf(&e->err, st, "%s", s->err.msg);
     int stop = 0;
-    for (int i = 1; !st && i < n && !stop; i++)
-        if (cb) stop = cb(ud, ids[i], slm_tok_decode(e->tok, ids[i - 1], ids[i]), 1);
+    /* the echo skips BOS only: a vocabulary that adds none (GPT-2, Qwen) starts at the first token */
+    const int first = n > 0 && ids[0] == slm_tok_bos(e->tok) ? 1 : 0;
+    for (int i = first; !st && i < n && !stop; i++)
+        if (cb) stop = cb(ud, ids[i], slm_tok_decode(e->tok, i > 0 ? ids[i - 1] : -1, ids[i]), 1);
     if (stats && n > 0) stats->n_prompt = n;
     if (!st && !stop) {
         st = slm_session_feed(s, ids, n);
