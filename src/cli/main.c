@@ -511,6 +511,9 @@ static void print_version(void) {
            c->avx2 ? "yes" : "no", c->fma ? "yes" : "no", c->f16c ? "yes" : "no", c->avx512f ? "yes" : "no",
            c->avx512bw ? "yes" : "no", c->avx512vl ? "yes" : "no", c->avx512dq ? "yes" : "no",
            c->avx512vnni ? "yes" : "no");
+    printf("cpu: amx-tile %s, amx-int8 %s, amx-bf16 %s; AMX %s%s\n", c->amx_tile ? "yes" : "no",
+           c->amx_int8 ? "yes" : "no", c->amx_bf16 ? "yes" : "no", c->amx_why ? "not usable: " : "usable",
+           c->amx_why ? c->amx_why : "");
 }
 
 int main(int argc, char **argv) {

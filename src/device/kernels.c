@@ -57,7 +57,8 @@ int slm_kernels_select(const char *name) {
 
 void slm_kernels_compiled(char *buf, size_t cap) {
     if (!buf || !cap) return;
-    snprintf(buf, cap, "scalar%s%s", slm_kernels_avx2() ? " avx2" : "", slm_kernels_avx512() ? " avx512" : "");
+    snprintf(buf, cap, "scalar%s%s%s", slm_kernels_avx2() ? " avx2" : "", slm_kernels_avx512() ? " avx512" : "",
+             slm_kernels_amx() ? " amx" : "");
 }
 
 const slm_kernel_set *slm_kernels_active(void) {
