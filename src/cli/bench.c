@@ -62,6 +62,7 @@ static void usage(FILE *f) {
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
+            SLM_CLI_TRACE_HELP
             "  -h, --help                this help\n");
 }
 
@@ -298,6 +299,9 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
+        const int tr = slm_cli_trace_opt(argc, argv, &i);
+        if (tr < 0) return 2;
+        if (tr) continue;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             *done = 1;
@@ -514,6 +518,7 @@ int slm_cli_bench(int argc, char **argv) {
     /* the bandwidth first, while nothing else of ours runs */
     if (b->bw_mib > 0) b->bw = measure_bandwidth((size_t)b->bw_mib << 20, b->threads, 5);
 
+    if (!slm_cli_trace_begin()) return 1;
     slm_options opt = slm_default_options();
     opt.tokenizer_path = b->tok;
     opt.max_prompt_len = b->p > 0 ? b->p : 1;

@@ -13,6 +13,7 @@
 
 #include "blob/blob.h"
 #include "common/common.h"
+#include "common/trace.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
 #include "text/tokenizer.h"
@@ -462,6 +463,8 @@ static slm_status engine_prefill(slm_engine *e, const int32_t *ids, int n, int *
     int got = 0;
     if (e->pc.limit_bytes && e->rt.num_stored == 0 && n > 1) got = slm_pc_restore(&e->pc, &e->rt, ids, n, n - 1);
     if (n_cached) *n_cached = got;
+    if (got > 0)
+        slm_trace_instant("engine", "prefix_cache_hit", &(slm_trace_args){{"rows", "prompt"}, {got, n}, NULL, NULL});
     slm_status s = slm_rt_prefill(&e->rt, ids + got, n - got, &e->err);
     if (!s && e->pc.limit_bytes && e->rt.num_stored == n) slm_pc_store(&e->pc, &e->rt, n);
     return s;
@@ -586,6 +589,8 @@ static slm_status speculate(gen_ctx *g, int y) {
         int acc = 0;
         while (acc < k && argmax_f(lg + (size_t)acc * V, V) == prop[acc]) acc++;
         const int next = argmax_f(lg + (size_t)acc * V, V);
+        slm_trace_instant("engine", acc == k ? "speculative_accept" : "speculative_reject",
+                          &(slm_trace_args){{"drafted", "accepted", "position"}, {k, acc, base}, NULL, NULL});
         if (g->stats) {
             g->stats->n_drafted += k;
             g->stats->n_accepted += acc;

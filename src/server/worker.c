@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "common/trace.h"
 
 void srv_job_changed(srv_api *a, job *j) {
     (void)a;
@@ -279,7 +280,12 @@ void *srv_worker_main(void *arg) {
         }
         a->running = 1;
         pthread_mutex_unlock(&a->mu);
+        slm_trace_name_thread("server worker");
+        const uint64_t t0 = slm_trace_begin();
         run_job(a, j);
+        slm_trace_end("http", "job", t0,
+                      &(slm_trace_args){{"prompt_tokens", "completion_tokens"}, {j->prompt_tokens, j->completion_tokens},
+                                        "finish", j->finish});
         pthread_mutex_lock(&a->mu);
         a->running = 0;
         a->current = NULL;
