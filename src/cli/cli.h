@@ -60,6 +60,9 @@ int slm_cli_bench(int argc, char **argv);
 /* staticlm tokenize: token ids of a text (src/cli/tokenize.c). */
 int slm_cli_tokenize(int argc, char **argv);
 
+/* staticlm trace: the summary and SVG timeline of a --trace file (src/cli/trace.c). */
+int slm_cli_trace(int argc, char **argv);
+
 /* staticlm bench-features: what variants and the prefix cache save (src/cli/bench_features.c). */
 int slm_cli_bench_features(int argc, char **argv);
 

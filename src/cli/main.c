@@ -31,6 +31,7 @@ static void usage_main(FILE *f) {
             "  tokenize  print the token ids of a text (GGUF vocab, tokenizer.json, tokenizer.bin)\n"
             "  chat      a conversation that keeps its KV cache between turns\n"
             "  serve     an OpenAI-compatible HTTP server (chat and text completions)\n"
+            "  trace     summarize a --trace file and draw its timeline (--svg)\n"
             "\n"
             "  staticlm <command> --help   shows the options of a command\n"
             "  staticlm --version          prints the version\n",
@@ -469,6 +470,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "tokenize")) return slm_cli_tokenize(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return slm_cli_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return slm_cli_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "trace")) return slm_cli_trace(argc - 1, argv + 1);
     fprintf(stderr, "staticlm: unknown command '%s'\n\n", cmd);
     usage_main(stderr);
     return 2;
