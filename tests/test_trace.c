@@ -189,9 +189,36 @@ static void test_full_buffer(void) {
     rig_close(&r);
 }
 
+/* The commands: run --trace writes the file at exit, trace summarizes it and draws it. */
+static void test_cli(void) {
+    remove("trace_cli.json");
+    remove("trace_cli.svg");
+    int rc = system(SLM_CLI_PATH " run -m " MODEL " -z " T_SHARED("models/tok512.bin")
+                                 " -n 4 --temp 0 -t 2 --max-prompt-len 16 --trace trace_cli.json > /dev/null 2>&1");
+    CHECK(rc == 0);
+#ifdef SLM_HAVE_CJSON /* the trace command reads the file with cJSON */
+    rc = system(SLM_CLI_PATH " trace trace_cli.json --svg trace_cli.svg > trace_cli.txt 2>&1");
+    CHECK(rc == 0);
+    char *svg = t_read_file("trace_cli.svg", NULL), *txt = t_read_file("trace_cli.txt", NULL);
+    CHECK(svg && strstr(svg, "<svg") && strstr(svg, "</svg>") && strstr(svg, "matmul"));
+    CHECK(txt && strstr(txt, "| matmul |") && strstr(txt, "critical stage: ") && strstr(txt, "exec worker 1"));
+    free(svg);
+    free(txt);
+    /* a file that is not a trace is refused */
+    t_write_file("trace_bad.json", "{\"x\": 1}", 8);
+    rc = system(SLM_CLI_PATH " trace trace_bad.json > /dev/null 2>&1");
+    CHECK(rc != 0);
+#endif
+    remove("trace_cli.json");
+    remove("trace_cli.svg");
+    remove("trace_cli.txt");
+    remove("trace_bad.json");
+}
+
 int main(void) {
     T_RUN(test_off_and_misuse);
     T_RUN(test_tasks_add_up);
     T_RUN(test_full_buffer);
+    T_RUN(test_cli);
     T_DONE();
 }
