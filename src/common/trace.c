@@ -134,6 +134,11 @@ slm_trace_ev *slm_trace_next(void) {
     return e;
 }
 
+int slm_trace_thread_named(void) {
+    const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_relaxed);
+    return tl.gen == gen && (tl.slot < 0 || g.threads[tl.slot].named);
+}
+
 void slm_trace_name_thread(const char *name) {
     if (!slm_trace_enabled()) return;
     const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_relaxed);

@@ -94,6 +94,8 @@ slm_status slm_trace_stop(uint64_t *events, uint64_t *dropped, slm_err *err);
 slm_trace_ev *slm_trace_next(void);
 /* Name this thread in the file (first name wins; copied). */
 void slm_trace_name_thread(const char *name);
+/* 1 when this thread already has a name (or no slot) in the running trace. */
+int slm_trace_thread_named(void);
 /* A stable copy of a short name (program names) for records; load time
  * only (takes a lock). Returns "?" when the table is full. */
 const char *slm_trace_intern(const char *name);

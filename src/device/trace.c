@@ -61,6 +61,7 @@ static void task_bytes(const slm_task *t, int rb, int re, uint64_t *rd, uint64_t
 }
 
 uint64_t slm_exec_trace_start(int tid) {
+    if (slm_trace_thread_named()) return slm_trace_ticks();
     char name[32];
     snprintf(name, sizeof name, tid ? "exec worker %d" : "exec %d (caller)", tid);
     slm_trace_name_thread(name);
