@@ -64,8 +64,8 @@ SLM_API void slm_set_allocator(const slm_allocator *a);
 typedef struct slm_options {
     const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL = the model's own
                                    (GGUF) or tokenizer.bin beside the model */
-    int max_prompt_len;         /* prefill rows (default 1024) */
-    int min_response_len;       /* extra KV rows for generation (default 128) */
+    int max_prompt_len;         /* prefill rows (0 = 1024) */
+    int min_response_len;       /* extra KV rows for generation (-1 = 128) */
     int n_threads;              /* worker threads (0 = all cores) */
     int verbose;                /* 1: progress and notes on stderr */
     const char *cache_dir;      /* non-NULL: compile a source model once into a blob in
@@ -82,15 +82,23 @@ typedef struct slm_options {
     int draft_n;                /* tokens the draft proposes per step (default 4) */
     int lm_head_separate;       /* 1: the vocabulary projection is its own program */
     int lm_head_threads;        /* its thread count when separate (0 = the body's) */
-    int on_overflow;            /* SLM_ON_OVERFLOW_ERROR (default) or _TRUNCATE */
+    int on_overflow;            /* an slm_overflow: what decoding does when the KV is full */
     int tile_kb;                /* weight panel of one matrix task, KiB (0 = L2 / 8) */
+    int n_seqs;                 /* sessions at once: KV regions of kv_capacity rows each (0 = 1);
+                                   from a source model, batch programs decode up to 4 of them
+                                   in one walk of the weights */
     size_t max_prompt_bytes;    /* longest prompt text the tokenizer accepts, bytes (0 = 8 MiB);
                                    a longer one is refused with SLM_ERR_CAPACITY before any work */
 } slm_options;
 
-/* What generation does when the KV cache is full. */
-#define SLM_ON_OVERFLOW_ERROR 0    /* stop with SLM_ERR_CAPACITY and a message */
-#define SLM_ON_OVERFLOW_TRUNCATE 1 /* keep BOS + the newest half, re-prefill, go on (said in a note) */
+/* What generation does when the KV cache is full (the one overflow policy
+ * of run, chat and serve). A conversation (chat, serve) applies it to whole
+ * messages before a turn: truncate drops the oldest turns (keeping the
+ * system prompt), error refuses the turn. */
+typedef enum slm_overflow {
+    SLM_OVERFLOW_ERROR = 0,   /* stop with SLM_ERR_CAPACITY and a message */
+    SLM_OVERFLOW_TRUNCATE = 1 /* keep BOS + the newest half, re-prefill, go on (said in a note) */
+} slm_overflow;
 
 SLM_API slm_options slm_default_options(void);
 
@@ -106,7 +114,11 @@ SLM_API void slm_free(slm_engine *e);
 /* ---- blobs (the compiled model as an ELF file; docs/blob.md) ----------- */
 
 /* slm_load detects a blob by its ELF magic: it is mapped, validated and run
- * without compiling (its tokenizer and compile options are inside it).
+ * without compiling (its tokenizer and compile options are inside it). An
+ * option the blob fixed (tokenizer_path, max_prompt_len, min_response_len,
+ * the variants, draft_n, lm_head_separate, tile_kb) set to anything but what
+ * the blob holds is refused (SLM_ERR_ARG) with a message naming the option
+ * and the blob's value; left at its default it takes the blob's.
  * Write the programs of an engine loaded from a source model into a blob
  * (atomically: temporary file + rename). */
 SLM_API slm_status slm_save_blob(slm_engine *e, const char *path);
@@ -125,6 +137,8 @@ typedef struct slm_info {
     int bos_id, eos_id;
     size_t weight_bytes, kv_bytes, arena_bytes;
     int prefill_tasks, generate_tasks;
+    int n_seqs;     /* KV regions (sessions at once) */
+    int batch_max;  /* sequences one batch program decodes together (0: none) */
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 
@@ -179,7 +193,111 @@ SLM_API int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rn
 /* Bytes of scratch slm_sample needs for a vocabulary of n. */
 SLM_API size_t slm_sample_scratch_size(int n);
 
-/* ---- generation (pipeline) -------------------------------------------- */
+/* ---- sessions: the generation loop ------------------------------------ */
+
+/* A session owns one conversation's KV rows (a slot of the engine's KV
+ * cache) and its generation state. Feed it tokens (a prompt, or text that
+ * continues what its rows hold), then call slm_session_next for each token.
+ * run, chat and serve are thin callers of it. An engine has as many slots as
+ * it was loaded with (slm_options.n_seqs); sessions on different slots may
+ * be fed and stepped one after another (not from two threads at once), and
+ * slm_session_step_batch decodes several in one program call. */
+typedef struct slm_session slm_session;
+
+typedef struct slm_session_cfg {
+    slm_sampling samp;
+    int n_predict;            /* most tokens per reply, counted from the last feed (0 = until a stop) */
+    int ignore_eos;           /* 1: no stop tokens (benchmarks, goldens); stop strings still apply */
+    const char *const *stop;  /* stop strings (copied): the reply ends where one starts */
+    int n_stop;               /* at most 8 */
+    void (*on_note)(void *ud, const char *note); /* the overflow policy's notes (NULL: none) */
+    void *note_ud;
+} slm_session_cfg;
+
+/* Why the reply ended: slm_session_stop_reason. */
+enum {
+    SLM_STOP_NONE = 0,     /* not stopped */
+    SLM_STOP_TOKEN = 1,    /* a token of the stop set (EOS, EOT, the model's end ids) */
+    SLM_STOP_STRING = 2,   /* a stop string */
+    SLM_STOP_LENGTH = 3,   /* n_predict tokens */
+    SLM_STOP_CAPACITY = 4  /* the KV is full (overflow policy error) */
+};
+
+/* Feed flags. */
+#define SLM_FEED_BOS 1     /* a whole prompt: BOS first */
+#define SLM_FEED_SPECIAL 2 /* BOS/EOS text in it becomes those ids (rendered chat templates) */
+
+typedef struct slm_session_stats {
+    int n_prefilled;       /* tokens run through prefill programs */
+    int n_reused;          /* tokens whose KV rows were reused: kept from earlier feeds, or
+                              restored from the prefix cache */
+    int n_cached;          /* of those, restored from the prefix cache */
+    int n_generated;
+    int n_drafted, n_accepted; /* speculative decoding */
+    int n_truncations;     /* times the overflow policy truncated the context */
+    int n_batched;         /* tokens decoded in a batch program with other sessions */
+    double prefill_ms, decode_ms;
+    double ttft_ms;        /* the last feed to its first token */
+} slm_session_stats;
+
+/* A session on a free slot (SLM_ERR_CAPACITY with slm_last_error(e) when
+ * all are taken). cfg may be NULL (greedy, no limit). */
+SLM_API slm_status slm_session_new(slm_engine *e, const slm_session_cfg *cfg, slm_session **out);
+SLM_API void slm_session_free(slm_session *s);
+/* New sampling, limits, stop strings (the KV rows stay). */
+SLM_API slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg);
+/* Forget the rows and the reply. */
+SLM_API void slm_session_reset(slm_session *s);
+/* Append ids (n >= 0) after what the session holds (a token sampled but not
+ * yet decoded goes in first) and run them through the prefill programs (in
+ * chunks when longer than max_prompt_len); the reply text and counters
+ * restart. */
+SLM_API slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n);
+/* The same for text: flags SLM_FEED_*. Text without SLM_FEED_BOS continues
+ * the rows: no SentencePiece dummy-prefix space. */
+SLM_API slm_status slm_session_feed_text(slm_session *s, const char *text, int flags);
+/* A new prompt for the session (a new request on a server slot, a
+ * conversation re-rendered whole): its rows come to stand for ids[0..n).
+ * Rows it already holds for a common prefix are kept (at most n - 1: the
+ * last id runs to give logits), the rest dropped; an empty session takes
+ * the longest prefix the engine's prefix cache holds; then the remaining
+ * ids are prefilled, and the prompt offered to the prefix cache. Statistics:
+ * n_reused counts the kept and restored rows. */
+SLM_API slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n);
+/* Whether n more tokens fit (SLM_ERR_CAPACITY with a message if not). */
+SLM_API slm_status slm_session_check_fit(slm_session *s, int n);
+/* The next token: *id >= 0 and its piece (valid until the next call), or
+ * *id = -1 once the reply has ended (slm_session_stop_reason). A stop token
+ * is not returned. */
+SLM_API slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece);
+SLM_API int slm_session_stop_reason(const slm_session *s);
+/* The reply since the last feed: printable pieces, cut where a stop string
+ * starts. *safe: the length that can no longer change (a tail that may begin
+ * a stop string or a split UTF-8 character is held back until the end). */
+SLM_API const char *slm_session_text(const slm_session *s, size_t *len, size_t *safe);
+/* KV rows held; the tokens they stand for plus a pending one (returns the count). */
+SLM_API int slm_session_n_past(const slm_session *s);
+SLM_API int slm_session_capacity(const slm_session *s);
+SLM_API int slm_session_tokens(const slm_session *s, int32_t *ids, int cap);
+/* Cumulative since the session was made. */
+SLM_API void slm_session_get_stats(const slm_session *s, slm_session_stats *st);
+SLM_API const char *slm_session_error(const slm_session *s);
+/* 1 when id ends generation (the stop set). */
+SLM_API int slm_is_stop_token(const slm_engine *e, int id);
+/* The stop set's ids (returns the count; at most cap written). */
+SLM_API int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap);
+
+/* One decode step for n sessions of the same engine: the tokens they have
+ * pending are decoded together through the batch programs (when the engine
+ * has them; one program call for up to batch_max sessions, the weights read
+ * once), then each session's next token is produced as slm_session_next
+ * would (ids[i], pieces[i]; -1 once a session's reply has ended). A
+ * session's tokens do not depend on which others share its steps. On an
+ * error, statuses[i] (if non-NULL) says which sessions failed. */
+SLM_API slm_status slm_session_next_batch(slm_session *const *ss, int n, int32_t *ids, const char **pieces,
+                                          slm_status *statuses);
+
+/* ---- one-shot generation (over a session) ------------------------------ */
 
 typedef struct slm_gen_stats {
     int n_prompt, n_generated;
@@ -195,10 +313,11 @@ typedef struct slm_gen_stats {
  * context. Return non-zero to stop. */
 typedef int (*slm_piece_cb)(void *ud, int id, const char *piece, int is_prompt);
 
-/* Reset, encode prompt (with BOS), prefill, then decode up to n_generate
- * tokens, calling cb for each. Stops at EOS/BOS unless ignore_eos. Running
- * out of KV capacity ends generation with SLM_ERR_CAPACITY (the tokens
- * produced so far were delivered). */
+/* A session for one prompt: encode it (with BOS), feed it, then up to
+ * n_generate tokens, calling cb for each. Stops at the stop set unless
+ * ignore_eos. Running out of KV capacity (overflow policy error) ends
+ * generation with SLM_ERR_CAPACITY (the tokens produced so far were
+ * delivered). Needs a free slot. */
 SLM_API slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate,
                                 const slm_sampling *s, int ignore_eos,
                                 slm_piece_cb cb, void *ud, slm_gen_stats *stats);

@@ -33,7 +33,7 @@ static int run_chat(const char *input, char **out, char **err, const char *fmt, 
 }
 
 typedef struct turn {
-    int turn, prefilled, kept, stored, generated, full, dropped;
+    int turn, prefilled, kept, stored, generated, full, dropped, cached;
 } turn;
 
 /* The Nth "[chat] turn=" line of err (0-based); 0 if absent. */
@@ -41,8 +41,9 @@ static int get_turn(const char *err, int nth, turn *t) {
     const char *p = err;
     for (int i = 0; (p = strstr(p, "[chat] turn=")); i++, p++) {
         if (i < nth) continue;
-        return sscanf(p, "[chat] turn=%d prefilled=%d kept=%d stored=%d generated=%d full=%d dropped=%d", &t->turn,
-                      &t->prefilled, &t->kept, &t->stored, &t->generated, &t->full, &t->dropped) == 7;
+        return sscanf(p, "[chat] turn=%d prefilled=%d kept=%d stored=%d generated=%d full=%d dropped=%d cached=%d",
+                      &t->turn, &t->prefilled, &t->kept, &t->stored, &t->generated, &t->full, &t->dropped,
+                      &t->cached) == 8;
     }
     return 0;
 }
@@ -96,6 +97,9 @@ static void test_reset_save_load(void) {
     CHECKF(t2.turn == 1 && t2.full == 1 && t2.kept == 0, "after /reset: turn %d full %d kept %d", t2.turn, t2.full, t2.kept);
     /* /reset keeps the system prompt: the same token count as turn 1 (Hello vs Again) within a few tokens */
     CHECKF(abs(t2.prefilled - t1.prefilled) <= 3, "%d vs %d", t2.prefilled, t1.prefilled);
+    /* the system prompt's rows come back from the prefix cache */
+    CHECKF(t1.cached == 0 && t2.cached > 5 && t2.cached < t2.prefilled, "cached %d then %d of %d", t1.cached, t2.cached,
+           t2.prefilled);
     CHECK(strstr(err, "conversation reset (system prompt kept)") != NULL);
     char a[300], b[300];
     snprintf(a, sizeof a, "%s/a.json", dir);

@@ -127,12 +127,19 @@ static void test_prefix_cache(void) {
     slm_rt_reset(&r.rt);
     CHECK(slm_pc_restore(&pc, &r.rt, sys, 40, 39) == 0);
     CHECK(slm_rt_prefill(&r.rt, sys, 40, &err) == SLM_OK);
+    /* storing copies 40 rows of K and V of every layer out of the KV buffer, counted */
+    const uint64_t rows40 = (uint64_t)2 * r.rt.comp->cfg.n_layers * 40 * r.rt.kv_dim * sizeof(float);
+    uint64_t before = r.rt.kv_bytes_copied;
     CHECK(slm_pc_store(&pc, &r.rt, 40) == 1);
-    /* second request shares 40 tokens: restore them, prefill 20 */
+    CHECKF(r.rt.kv_bytes_copied - before == rows40, "store copied %llu bytes, want %llu",
+           (unsigned long long)(r.rt.kv_bytes_copied - before), (unsigned long long)rows40);
+    /* second request shares 40 tokens: restore them (40 rows copied in), prefill 20 */
     int a[30], b[30];
     slm_rt_reset(&r.rt);
+    before = r.rt.kv_bytes_copied;
     int got = slm_pc_restore(&pc, &r.rt, req, 60, 59);
     CHECK(got == 40);
+    CHECK(r.rt.kv_bytes_copied - before == rows40);
     CHECK(slm_rt_prefill(&r.rt, req + got, 60 - got, &err) == SLM_OK);
     for (int i = 0; i < 30; i++) {
         a[i] = argmax(r.rt.logits, 512);

@@ -150,7 +150,7 @@ cat >"$TMP/slow.jinja" <<'EOF'
 {{ m.content }}<|im_end|>
 {% endfor %}<|im_start|>assistant
 EOF
-start queue --queue 0 --chat-template "$TMP/slow.jinja"
+start queue --parallel 1 --queue 0 --chat-template "$TMP/slow.jinja"
 Q_PID=${PIDS[-1]} Q_SPID=$SPID QU=http://127.0.0.1:$PORT
 python3 -c "import json; print(json.dumps({'messages': [{'role': 'user', 'content': 'a ' * 1950000}]}))" >"$TMP/big.json" 2>/dev/null ||
   { printf '{"messages":[{"role":"user","content":"'; head -c 3900000 /dev/zero | tr '\0' 'a'; printf '"}]}'; } >"$TMP/big.json"

@@ -44,6 +44,14 @@ const char *slm_cli_tokenizer_beside(const char *model) {
     struct stat st;
     size_t n = strlen(model);
     if ((n > 5 && !strcmp(model + n - 5, ".gguf")) || (stat(model, &st) == 0 && S_ISDIR(st.st_mode))) return NULL;
+    /* a blob carries its tokenizer (and refuses another) */
+    FILE *f = fopen(model, "rb");
+    if (f) {
+        unsigned char m[4] = {0};
+        const int elf = fread(m, 1, 4, f) == 4 && m[0] == 0x7f && m[1] == 'E' && m[2] == 'L' && m[3] == 'F';
+        fclose(f);
+        if (elf) return NULL;
+    }
     const char *slash = strrchr(model, '/');
     int dirlen = slash ? (int)(slash - model) + 1 : 0;
     snprintf(buf, sizeof buf, "%.*stokenizer.bin", dirlen, model);

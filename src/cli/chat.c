@@ -32,6 +32,8 @@ const char slm_cli_common_help[] =
     "      --seed S              sampling seed (default: time)\n"
     "      --max-prompt-len L    prefill program rows (default 1024)\n"
     "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
+    "      --prefix-cache-mb M   KV rows of shared prompt prefixes kept for reuse, MiB;\n"
+    "                            0 = off (default 64)\n"
     "  -t, --threads N           worker threads (0 = all cores)\n"
     "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
     SLM_CLI_TRACE_HELP
@@ -44,6 +46,7 @@ void slm_cli_common_init(slm_cli_common *c) {
     c->opt = slm_default_options();
     c->samp.temperature = 0.8f;
     c->samp.top_p = 0.9f;
+    c->opt.prefix_cache_mb = 64; /* shared prefixes (a system prompt) are prefilled once */
 }
 
 int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
@@ -66,6 +69,7 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) { c->verbose = 1; return 1; }
     if (!strcmp(o, "--max-prompt-len")) { VAL(); return slm_cli_parse_int(v, o, 1, 1 << 20, &c->opt.max_prompt_len) ? 1 : -1; }
     if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }
+    if (!strcmp(o, "--prefix-cache-mb")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.prefix_cache_mb) ? 1 : -1; }
     if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { VAL(); return slm_cli_parse_int(v, o, 0, 1024, &c->threads) ? 1 : -1; }
     if (!strcmp(o, "--temp")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 100.0f, &c->samp.temperature) ? 1 : -1; }
     if (!strcmp(o, "--top-k")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 24, &c->samp.top_k) ? 1 : -1; }
@@ -371,9 +375,9 @@ int slm_cli_chat(int argc, char **argv) {
         if (stats || cc.verbose)
             fprintf(stderr,
                     "[chat] turn=%d prefilled=%d kept=%d stored=%d generated=%d full=%d dropped=%d "
-                    "ttft_ms=%.2f decode_ms=%.2f\n",
-                    st.turn, st.prefilled, st.kept, st.n_stored, st.n_generated, st.full, st.dropped, st.ttft_ms,
-                    st.decode_ms);
+                    "cached=%d ttft_ms=%.2f decode_ms=%.2f\n",
+                    st.turn, st.prefilled, st.kept, st.n_stored, st.n_generated, st.full, st.dropped, st.cached,
+                    st.ttft_ms, st.decode_ms);
     }
     free(line);
     slm_chat_free(c);

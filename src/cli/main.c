@@ -188,8 +188,8 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (!strcmp(o, "--on-overflow")) {
             const char *v = NEXT();
             if (!v) return 0;
-            if (!strcmp(v, "error")) a->opt.on_overflow = SLM_ON_OVERFLOW_ERROR;
-            else if (!strcmp(v, "truncate")) a->opt.on_overflow = SLM_ON_OVERFLOW_TRUNCATE;
+            if (!strcmp(v, "error")) a->opt.on_overflow = SLM_OVERFLOW_ERROR;
+            else if (!strcmp(v, "truncate")) a->opt.on_overflow = SLM_OVERFLOW_TRUNCATE;
             else { fprintf(stderr, "staticlm: --on-overflow expects error or truncate, got '%s'\n", v); return 0; }
         }
         else if (!is_compile && !strcmp(o, "--cache-dir")) { if (!(a->cache_dir = NEXT())) return 0; }

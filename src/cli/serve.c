@@ -28,7 +28,8 @@ static void usage_serve(FILE *f) {
     fprintf(f,
             "usage: staticlm serve [-m MODEL] [-z TOKENIZER] [--host ADDR] [--port N] [--queue N] [options]\n"
             "\n"
-            "An OpenAI-compatible HTTP server for one model, one request at a time:\n"
+            "An OpenAI-compatible HTTP server for one model; --parallel requests decode\n"
+            "together (one walk of the weights per step), new ones join between steps:\n"
             "  POST /v1/chat/completions   chat (the chat template renders the messages)\n"
             "  POST /v1/completions        raw prompt (with BOS); default max_tokens 16\n"
             "  GET  /v1/models, GET /health\n"
@@ -39,8 +40,10 @@ static void usage_serve(FILE *f) {
             "      --host ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
             "      --port N              TCP port; 0 = any free port (default 8080); the\n"
             "                            address is printed on stderr\n"
-            "      --queue N             requests that may wait behind the running one; more\n"
-            "                            get 503 (default 8)\n"
+            "      --parallel N          slots: requests decoded together, each with its own\n"
+            "                            KV rows (default 4)\n"
+            "      --queue N             requests that may wait for a slot; more get 503\n"
+            "                            (default 8)\n"
             "      --api-key KEY         require 'Authorization: Bearer KEY' on every endpoint\n"
             "                            but /health (default: $STATICLM_API_KEY, else none)\n"
             "      --cors-origin ORIGIN  admit browser requests from ORIGIN (e.g.\n"
@@ -73,6 +76,7 @@ int slm_cli_serve(int argc, char **argv) {
         if (!strcmp(o, "--host") && has) cfg.host = argv[++i];
         else if (!strcmp(o, "--port") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 65535, &cfg.port)) return 2; }
         else if (!strcmp(o, "--queue") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 4096, &cfg.queue)) return 2; }
+        else if (!strcmp(o, "--parallel") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 64, &cfg.parallel)) return 2; }
         else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
         else if (!strcmp(o, "--cors-origin") && has) cfg.cors_origin = argv[++i];
         else if (!strcmp(o, "--allow-host") && has) {
@@ -91,6 +95,7 @@ int slm_cli_serve(int argc, char **argv) {
             return 2;
         }
     }
+    cc.opt.n_seqs = cfg.parallel; /* a KV region per slot */
     if (!cfg.api_key) {
         const char *k = getenv("STATICLM_API_KEY");
         if (k && *k) cfg.api_key = k;
@@ -135,9 +140,12 @@ int slm_cli_serve(int argc, char **argv) {
         fprintf(stderr, "staticlm: %s\n", err);
         rc = 1;
     } else {
-        fprintf(stderr, "serve: listening on http://%s:%d (model %s, KV capacity %d, queue %d%s)\n",
+        slm_info in;
+        slm_get_info(e, &in);
+        fprintf(stderr, "serve: listening on http://%s:%d (model %s, KV capacity %d, %d slots%s, queue %d%s)\n",
                 strcmp(cfg.host, "localhost") ? cfg.host : "127.0.0.1", slm_server_port(s), cfg.model_name,
-                slm_capacity(e), cfg.queue, cfg.api_key ? ", API key required" : "");
+                slm_capacity(e), cfg.parallel, in.batch_max ? "" : " decoded one by one", cfg.queue,
+                cfg.api_key ? ", API key required" : "");
         int sig = 0;
         sigwait(&set, &sig);
         fprintf(stderr, "serve: signal %d, shutting down\n", sig);

@@ -61,6 +61,7 @@ typedef struct slm_compiled {
                               generate variants by capacity ascending, then verify */
     int32_t n_progs;
     slm_constants consts;
+    int32_t n_seqs;        /* KV regions the batch programs address (1: none) */
 } slm_compiled;
 
 /* The smallest prefill program with at least n rows (NULL if none), the
@@ -89,6 +90,14 @@ slm_status slm_model_repack(slm_model_file *m, slm_err *err);
 slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
                        slm_err *err);
 void slm_compiled_free(slm_compiled *c);
+/* Concurrent sequences: append batch programs (kind SLM_PROG_BATCH, named
+ * batch.B) for each B of batches (> 1, <= n_seqs) to a compiled model: one
+ * decode step of B sequences over a KV of n_seqs regions of kv_capacity
+ * rows. The matrix tasks see B rows (one walk of the weights), attention
+ * keeps each row in its own region, K/V rows are stored at their cache
+ * position. Not with a separate LM head (refused). */
+slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seqs, const int *batches, int n_batches,
+                             slm_err *err);
 
 /* Passes (exposed for tests and dumps). */
 slm_status slm_pass_state_to_io(slm_graph *g, slm_err *err);
@@ -115,5 +124,10 @@ slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);
  * weights_base (the mapped file or blob section). */
 slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,
                      const void *weights_base, uint64_t weights_size, slm_err *err);
+/* The same for a batch program: present rows are stored at their cache
+ * position (SLM_TF_DST_CPOS) and attention stays within regions of
+ * seq_rows rows. */
+slm_status slm_lower_batch(slm_program *p, const slm_graph *g, const slm_compile_options *opt, int seq_rows,
+                           const void *weights_base, uint64_t weights_size, slm_err *err);
 
 #endif

@@ -36,6 +36,7 @@ typedef struct lower_ctx {
     int stage_start;   /* index of the first task of the current stage */
     struct region { int obj; uint64_t lo, hi; int write; } *regions;
     int n_regions, cap_regions;
+    int seq_rows;      /* batch programs: KV rows of one sequence's region (0: one sequence) */
 } lower_ctx;
 
 static int is_inplace(slm_op op) {
@@ -273,7 +274,7 @@ static slm_status ref_weight(lower_ctx *c, const slm_tensor *w, slm_ref *r) {
 static uint16_t row_flags(lower_ctx *c, int node) {
     uint16_t f = 0;
     if (c->g->nodes[node].rows == 1 && c->g->rows_t > 1) f |= SLM_TF_ONE_ROW;
-    if (ref_is_present(c, node)) f |= SLM_TF_DST_COMPACT;
+    if (ref_is_present(c, node)) f |= c->seq_rows ? SLM_TF_DST_CPOS : SLM_TF_DST_COMPACT;
     return f;
 }
 
@@ -407,7 +408,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
             t->a = heads;
             t->b = nd->kv_heads;
             t->c = nd->head_dim;
-            t->k = c->g->rows_c;
+            t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
             t->window = nd->window;
             t->f0 = nd->scale;
             t->f1 = nd->softcap;
@@ -454,10 +455,24 @@ static int reloc_cmp(const void *a, const void *b) {
     return (int)x->field - (int)y->field;
 }
 
+static slm_status lower_impl(slm_program *p, const slm_graph *g, const slm_compile_options *opt, int seq_rows,
+                             const void *weights_base, uint64_t weights_size, slm_err *err);
+
 slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,
                      const void *weights_base, uint64_t weights_size, slm_err *err) {
+    return lower_impl(p, g, opt, 0, weights_base, weights_size, err);
+}
+
+slm_status slm_lower_batch(slm_program *p, const slm_graph *g, const slm_compile_options *opt, int seq_rows,
+                           const void *weights_base, uint64_t weights_size, slm_err *err) {
+    return lower_impl(p, g, opt, seq_rows, weights_base, weights_size, err);
+}
+
+static slm_status lower_impl(slm_program *p, const slm_graph *g, const slm_compile_options *opt, int seq_rows,
+                             const void *weights_base, uint64_t weights_size, slm_err *err) {
     lower_ctx c;
     memset(&c, 0, sizeof c);
+    c.seq_rows = seq_rows;
     c.g = g;
     c.p = p;
     c.opt = opt;
@@ -611,6 +626,7 @@ static int32_t normalize_variants(int32_t *v, int32_t n, int32_t lo, int32_t hi)
 slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
                        slm_err *err) {
     memset(out, 0, sizeof *out);
+    out->n_seqs = 1;
     out->opt = *opt;
     out->cfg = m->cfg;
     int ctx = m->cfg.context_len > 0 ? m->cfg.context_len : INT32_MAX;
@@ -670,6 +686,47 @@ fail:
     out->n_progs++; /* free the half-built one too */
     slm_compiled_free(out);
     return s;
+}
+
+/* ---- batch programs (concurrent sequences) -------------------------------- */
+
+static slm_status make_batch_program(slm_compiled *c, slm_program *p, int rows, int n_seqs, const slm_model_file *m,
+                                     slm_err *err) {
+    slm_status s;
+    p->kind = SLM_PROG_BATCH;
+    snprintf(p->name, sizeof p->name, "batch.%d", rows);
+    if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
+    p->graph.rope_table_bytes = (uint64_t)c->consts.rope_pos * (uint64_t)c->consts.rope_pairs * 2 * sizeof(float);
+    if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
+    if ((s = slm_pass_specialize(&p->graph, rows, n_seqs * c->kv_capacity, err))) return s;
+    if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
+    if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
+    if ((s = slm_pass_fuse_residual(&p->graph, err))) return s;
+    return slm_lower_batch(p, &p->graph, &c->opt, c->kv_capacity, m->map.data, m->map.size, err);
+}
+
+slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seqs, const int *batches, int n_batches,
+                             slm_err *err) {
+    if (n_seqs <= 1) return SLM_OK;
+    if (c->opt.lm_head_separate)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "concurrent sequences (%d) with a separate LM head are not supported",
+                        n_seqs);
+    if ((int64_t)n_seqs * c->kv_capacity > (1 << 24))
+        return slm_errf(err, SLM_ERR_ARG, "%d sequences of %d KV rows are too many", n_seqs, c->kv_capacity);
+    int add = 0;
+    for (int i = 0; i < n_batches; i++) add += batches[i] > 1 && batches[i] <= n_seqs;
+    slm_program *np = slm_realloc(c->progs, (size_t)(c->n_progs + add) * sizeof *np);
+    if (!np) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    c->progs = np;
+    memset(c->progs + c->n_progs, 0, (size_t)add * sizeof *np);
+    c->n_seqs = n_seqs;
+    for (int i = 0; i < n_batches; i++) {
+        if (batches[i] <= 1 || batches[i] > n_seqs) continue;
+        slm_status s = make_batch_program(c, &c->progs[c->n_progs], batches[i], n_seqs, m, err);
+        c->n_progs++; /* freed with the others, even half built */
+        if (s) return s;
+    }
+    return SLM_OK;
 }
 
 slm_program *slm_pick_prefill(slm_compiled *c, int n) {

@@ -142,10 +142,12 @@ static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy);
  * slm_mm call (the kernel set quantizes/packs into the thread's scratch).
  * A fused input prologue (RMSNorm or SwiGLU) first writes the rows it
  * makes into the front of the scratch; the kernel's scratch follows. */
-static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *ks, void *scratch, xmemo *memo) {
+static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
+                             xmemo *memo) {
     const int one = (t->flags & SLM_TF_ONE_ROW) != 0;
     const int sr0 = one || (t->flags & SLM_TF_SRC_COMPACT) ? 0 : rr.begin;
-    const int dr0 = (t->flags & SLM_TF_DST_COMPACT) ? 0 : (one ? 0 : rr.begin);
+    const int cp_dst = (t->flags & SLM_TF_DST_CPOS) != 0;
+    const int dr0 = (t->flags & SLM_TF_DST_COMPACT) || cp_dst ? 0 : (one ? 0 : rr.begin);
     slm_mm mm = {
         .w = t->p[SLM_REF_SRC1],
         .wrow = slm_row_bytes(t->wtype, (uint64_t)t->k),
@@ -162,7 +164,8 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
     };
     if (mm.rows <= 0) return SLM_OK;
     const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU), add = (t->flags & SLM_TF_POST_ADD) != 0;
-    if ((pre || add) && !scratch) return SLM_ERR_INTERNAL; /* the pool sizes scratch for them */
+    /* the pool sizes scratch for them; a row-scattered product goes through it like an added one */
+    if ((pre || add || cp_dst) && !scratch) return SLM_ERR_INTERNAL;
     float *acc_y = mm.y; /* POST_ADD: the residual rows the product is added into */
     const size_t acc_ld = mm.ldy;
     const int cls = quant_class(t->wtype);
@@ -173,7 +176,7 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
               memo->pre == pre;
         *memo = (xmemo){x0, mm.ldx, mm.k, mm.rows, cls, pre};
     }
-    const slm_mm_scratch lay = pre || add ? slm_task_scratch_layout(t, mm.rows) : (slm_mm_scratch){0, 0, 0};
+    const slm_mm_scratch lay = pre || add || cp_dst ? slm_task_scratch_layout(t, mm.rows) : (slm_mm_scratch){0, 0, 0};
     if (pre) {
         float *px = scratch;
         if (!hit)
@@ -188,7 +191,7 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
         mm.ldx = (size_t)mm.k;
         mm.scratch = (uint8_t *)scratch + lay.pre;
     }
-    if (add) { /* the product of columns [n0, n1) into the block after the kernel's scratch */
+    if (add || cp_dst) { /* the product of columns [n0, n1) into the block after the kernel's scratch */
         mm.w = (const uint8_t *)mm.w + (size_t)t->n0 * mm.wrow; /* n0 % 16 == 0: whole groups */
         mm.n0 = 0;
         mm.n1 = t->n1 - t->n0;
@@ -209,6 +212,17 @@ static slm_status run_matmul(const slm_task *t, rows rr, const slm_kernel_set *k
     } else {
         mm.xq_ready = hit && cls;
         ks->matmul(&mm);
+    }
+    if (cp_dst) { /* each row to its own KV row (batch programs), rotated there */
+        float *dst = t->p[SLM_REF_DST];
+        const size_t ld = t->ref[SLM_REF_DST].ld;
+        for (int i = 0; i < mm.rows; i++) {
+            const int r = rr.begin + i;
+            float *d = dst + (size_t)cpos[r] * ld;
+            memcpy(d + t->n0, mm.y + (size_t)i * mm.ldy, (size_t)mm.n1 * sizeof(float));
+            if (t->flags & SLM_TF_POST_ROPE) rope_epilogue(t, (rows){r, r + 1}, d, ld);
+        }
+        return SLM_OK;
     }
     if (t->flags & SLM_TF_POST_ROPE) rope_epilogue(t, rr, mm.y, mm.ldy);
     if (t->flags & SLM_TF_POST_SOFTCAP)
@@ -290,7 +304,8 @@ static void attention_softcap(const slm_attn_args *a, float cap) {
 }
 
 /* Execute one task. Returns SLM_OK or an error (bad data). */
-static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set *ks, void *scratch, xmemo *memo) {
+static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
+                            xmemo *memo) {
     rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
     switch (t->op) {
     case SLM_T_NOP:
@@ -316,21 +331,23 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
     case SLM_T_RMSNORM: {
         const int w = t->c > 0 ? t->c : t->n; /* per-head norms: runs of c columns */
         for (int r = rr.begin; r < rr.end; r++) {
-            const int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
-            const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+            const int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : (t->flags & SLM_TF_DST_CPOS) ? cpos[r] : r;
+            /* in place on a present view: the source row is where the destination row is */
+            const int sr = t->p[SLM_REF_SRC0] == t->p[SLM_REF_DST] ? dr : r;
+            const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], sr);
             float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
             for (int j = 0; j + w <= t->n; j += w) ks->rmsnorm(x + j, t->p[SLM_REF_SRC1], y + j, w, t->f0);
         }
         return SLM_OK;
     }
     case SLM_T_MATMUL:
-        return run_matmul(t, rr, ks, scratch, memo);
+        return run_matmul(t, rr, cpos, ks, scratch, memo);
     case SLM_T_ROPE: {
         const int32_t *pos = t->p[SLM_REF_SRC1];
         const float *table = t->p[SLM_REF_SRC2];
         const int rot = t->b > 0 ? t->b : t->c, pairs = rot / 2;
         for (int r = rr.begin; r < rr.end; r++) {
-            int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
+            int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : (t->flags & SLM_TF_DST_CPOS) ? cpos[r] : r;
             float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
             if (t->flags & SLM_TF_NEOX)
                 rope_neox(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, rot, table + (size_t)pos[r] * pairs * 2);
@@ -348,7 +365,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
             /* sliding window: rows (cp - window, cp]; the window is data-independent
              * but the row range is steered by the query's cache position */
             const int last = cp[r];
-            const int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
+            /* within the region of the sequence the row belongs to (batch programs) */
+            const int base = t->k > 0 ? last - last % t->k : 0;
+            int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
+            if (first < base) first = base;
             /* the tile's heads, a run of query heads per KV head (GQA) */
             for (int h = t->n0; h < t->n1;) {
                 const int kvh = h / group;
@@ -383,7 +403,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const slm_kernel_set 
         return SLM_OK;
     case SLM_T_BIAS:
         for (int r = rr.begin; r < rr.end; r++) {
-            int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : r;
+            int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : (t->flags & SLM_TF_DST_CPOS) ? cpos[r] : r;
             slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr), t->p[SLM_REF_SRC1], t->n);
         }
         return SLM_OK;
@@ -516,7 +536,7 @@ static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel
             if (i >= n) break;
             const slm_task *t = &p->tasks[first + i];
             uint64_t t0 = prof ? now_ns() : 0;
-            slm_status st = exec_task(t, valid, ks, pool->scratch[tid], &memo);
+            slm_status st = exec_task(t, valid, p->io_ptr[p->io_cache_pos], ks, pool->scratch[tid], &memo);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
             if (tr) tt = slm_exec_trace_task(p, s, first + i, valid.begin, valid.end, tt);
             if (st) {
@@ -642,7 +662,7 @@ slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
         for (const slm_task *t = p->tasks, *end = p->tasks + p->prog->n_tasks; t < end; t++) {
             uint64_t t0 = prof ? now_ns() : 0;
             if (t->op == SLM_T_BARRIER) memo = (xmemo){0};
-            slm_status st = exec_task(t, valid, ks, pool ? pool->scratch[0] : NULL, &memo);
+            slm_status st = exec_task(t, valid, cpos, ks, pool ? pool->scratch[0] : NULL, &memo);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
             if (tr) /* one thread: a barrier waits for no one, but marks the stage's end */
                 tt = t->op == SLM_T_BARRIER ? slm_exec_trace_barrier(p, stage++, tt)

@@ -269,6 +269,10 @@ static const char *find_special(const slm_chat_tok *t, const char *s, int *id, s
 }
 
 int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids_out) {
+    return slm_chat_tokenize_ex(t, text, start, 1, ids_out);
+}
+
+int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int special, int32_t **ids_out) {
     *ids_out = NULL;
     if (!t || !text) return -1;
     ivec out = {0};
@@ -281,7 +285,7 @@ int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **id
     while (!out.oom) {
         int sid = -1;
         size_t slen = 0;
-        char *sp = (char *)find_special(t, s, &sid, &slen);
+        char *sp = special ? (char *)find_special(t, s, &sid, &slen) : NULL;
         if (sp) *sp = 0;
         if (first && start) {
             int32_t *ids = NULL;
@@ -327,15 +331,13 @@ struct slm_chat {
     const slm_tmpl *tm;
     slm_chat_cfg cfg;
     slm_chat_tok *tok;
+    slm_session *s;
     slm_chat_msg *m;
     int n, cap;
-    char *kv; /* the text the KV rows stand for */
+    char *kv; /* the text the session's rows (and its pending token) stand for */
     size_t kv_len, kv_cap;
     int turn;
-    float *logits;
-    void *scratch;
     slm_info info;
-    uint64_t rng;
 };
 
 slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cfg) {
@@ -346,14 +348,14 @@ slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cf
     c->cfg = *cfg;
     slm_get_info(e, &c->info);
     c->tok = slm_chat_tok_new(e);
-    c->logits = slm_malloc((size_t)c->info.vocab_size * sizeof(float));
-    c->scratch = slm_malloc(slm_sample_scratch_size(c->info.vocab_size));
-    c->rng = cfg->samp.seed ? cfg->samp.seed : 0x5eed5eedull;
-    if (!c->tok || !c->logits || !c->scratch) {
+    slm_session_cfg sc;
+    memset(&sc, 0, sizeof sc);
+    sc.samp = cfg->samp;
+    sc.n_predict = cfg->n_predict;
+    if (!c->tok || slm_session_new(e, &sc, &c->s)) {
         slm_chat_free(c);
         return NULL;
     }
-    slm_reset(e);
     return c;
 }
 
@@ -366,10 +368,11 @@ void slm_chat_free(slm_chat *c) {
     slm_xfree(c->m);
     slm_xfree(c->kv);
     slm_chat_tok_free(c->tok);
-    slm_xfree(c->logits);
-    slm_xfree(c->scratch);
+    slm_session_free(c->s);
     slm_xfree(c);
 }
+
+slm_session *slm_chat_session(slm_chat *c) { return c ? c->s : NULL; }
 
 int slm_chat_add(slm_chat *c, const char *role, const char *content) {
     if (c->n == c->cap) {
@@ -402,7 +405,7 @@ static void drop_msgs(slm_chat *c, int at, int k) {
 }
 
 static void kv_forget(slm_chat *c) {
-    slm_reset(c->e);
+    slm_session_reset(c->s);
     c->kv_len = 0;
     if (c->kv) c->kv[0] = 0;
 }
@@ -417,22 +420,7 @@ void slm_chat_clear(slm_chat *c, int keep_system) {
 int slm_chat_count(const slm_chat *c) { return c->n; }
 const slm_chat_msg *slm_chat_messages(const slm_chat *c) { return c->m; }
 
-static int kv_set(slm_chat *c, const char *s, size_t n) {
-    if (n + 1 > c->kv_cap) {
-        size_t nc = c->kv_cap ? c->kv_cap : 1024;
-        while (nc < n + 1) nc *= 2;
-        char *k = slm_realloc(c->kv, nc);
-        if (!k) return 0;
-        c->kv = k;
-        c->kv_cap = nc;
-    }
-    memmove(c->kv, s, n);
-    c->kv[n] = 0;
-    c->kv_len = n;
-    return 1;
-}
-static int kv_append(slm_chat *c, const char *s) {
-    size_t n = strlen(s);
+static int kv_append(slm_chat *c, const char *s, size_t n) {
     if (c->kv_len + n + 1 > c->kv_cap) {
         size_t nc = c->kv_cap ? c->kv_cap : 1024;
         while (nc < c->kv_len + n + 1) nc *= 2;
@@ -441,8 +429,9 @@ static int kv_append(slm_chat *c, const char *s) {
         c->kv = k;
         c->kv_cap = nc;
     }
-    memcpy(c->kv + c->kv_len, s, n + 1);
+    memmove(c->kv + c->kv_len, s, n);
     c->kv_len += n;
+    c->kv[c->kv_len] = 0;
     return 1;
 }
 
@@ -455,25 +444,16 @@ static int reserve_rows(const slm_chat *c) {
     return r < 1 ? 1 : r;
 }
 
-/* Prefill ids in chunks of max_prompt_len. */
-static slm_status prefill_chunks(slm_chat *c, const int32_t *ids, int n, const float **lg) {
-    int T = c->info.max_prompt_len;
-    for (int off = 0; off < n; off += T) {
-        int k = n - off < T ? n - off : T;
-        slm_status s = slm_prefill(c->e, ids + off, k, lg);
-        if (s) return s;
-    }
-    return SLM_OK;
-}
+/* Rows the session holds, counting a sampled token not yet decoded. */
+static int held(const slm_chat *c) { return slm_session_tokens(c->s, NULL, 0); }
 
-/* Render the history (with generation prompt) and tokenize what the KV does
- * not hold yet. *fresh = 1 when the whole text must be prefilled. */
+/* Render the history (with generation prompt) and tokenize what the session
+ * does not hold yet. *fresh = 1 when the whole text must be prefilled. */
 static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int *fresh, char *err, size_t errcap) {
     *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err, errcap);
     if (!*full) return -1;
-    int stored = slm_num_stored(c->e);
     size_t fl = strlen(*full);
-    *fresh = force_fresh || stored == 0 || c->kv_len == 0 || c->kv_len > fl || memcmp(*full, c->kv, c->kv_len) != 0;
+    *fresh = force_fresh || held(c) == 0 || c->kv_len == 0 || c->kv_len > fl || memcmp(*full, c->kv, c->kv_len) != 0;
     int n = *fresh ? slm_chat_tokenize(c->tok, *full, 1, ids) : slm_chat_tokenize(c->tok, *full + c->kv_len, 0, ids);
     if (n < 0) {
         snprintf(err, errcap, "out of memory tokenizing the conversation");
@@ -493,7 +473,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
         snprintf(err, errcap, "out of memory");
         return SLM_ERR_NOMEM;
     }
-    const int cap = slm_capacity(c->e), reserve = reserve_rows(c);
+    const int cap = slm_session_capacity(c->s), reserve = reserve_rows(c);
     double t0 = now_ms();
     char *full = NULL;
     int32_t *ids = NULL;
@@ -504,7 +484,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
             drop_msgs(c, c->n - 1, 1);
             return SLM_ERR_ARG;
         }
-        int base = fresh ? 0 : slm_num_stored(c->e);
+        int base = fresh ? 0 : held(c);
         if (base + n + reserve <= cap) break;
         if (!first_need) first_need = base + n;
         /* does not fit */
@@ -539,53 +519,52 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
                  "history of %d tokens plus %d for the reply exceeds the KV capacity %d: dropped the %d oldest "
                  "message(s), re-prefilling %d tokens",
                  first_need, reserve, cap, dropped, n);
-    if (fresh) kv_forget(c);
+    slm_session_stats s0, s1;
+    slm_session_get_stats(c->s, &s0);
     st->turn = ++c->turn;
-    st->kept = slm_num_stored(c->e);
-    st->prefilled = n;
+    st->kept = fresh ? 0 : slm_session_n_past(c->s);
     st->full = fresh;
     st->dropped = dropped;
-    const float *lg = NULL;
     double tp = now_ms();
-    slm_status s = n > 0 ? prefill_chunks(c, ids, n, &lg) : SLM_ERR_INTERNAL;
-    int prev = n > 0 ? ids[n - 1] : -1;
+    /* a whole re-rendered history keeps the rows of the prefix it shares with
+     * what the session holds or the prefix cache has (a system prompt) */
+    slm_status s = fresh ? slm_session_set_prompt(c->s, ids, n) : slm_session_feed(c->s, ids, n);
     slm_xfree(ids);
     if (s) {
-        snprintf(err, errcap, "%s", n > 0 ? slm_last_error(c->e) : "nothing to prefill");
+        snprintf(err, errcap, "%s", slm_session_error(c->s));
         slm_xfree(full);
         kv_forget(c);
         drop_msgs(c, c->n - 1, 1);
         return s;
     }
+    slm_session_get_stats(c->s, &s1);
+    st->cached = s1.n_reused - s0.n_reused - st->kept;
+    st->prefilled = s1.n_prefilled - s0.n_prefilled + st->cached;
     st->prefill_ms = now_ms() - tp;
-    st->n_stored = slm_num_stored(c->e);
-    kv_set(c, full, strlen(full));
+    st->n_stored = slm_session_n_past(c->s);
+    c->kv_len = 0;
+    kv_append(c, full, strlen(full));
     slm_xfree(full);
 
-    /* generate */
-    const int V = c->info.vocab_size;
-    memcpy(c->logits, lg, (size_t)V * sizeof(float));
+    /* generate: the session's loop; the reply is every piece it returns */
     char *reply = NULL;
     size_t rl = 0, rc = 0;
     double td = now_ms();
-    for (int g = 0; c->cfg.n_predict <= 0 || g < c->cfg.n_predict; g++) {
-        if (g > 0) {
-            if (slm_num_stored(c->e) >= cap) {
-                st->cut = 1;
-                break;
-            }
-            s = slm_decode(c->e, prev, &lg);
-            if (s) {
-                snprintf(err, errcap, "%s", slm_last_error(c->e));
-                break;
-            }
-            kv_append(c, slm_token_piece(c->e, -1, prev));
-            memcpy(c->logits, lg, (size_t)V * sizeof(float));
-        }
-        int tok = slm_sample(c->logits, V, &c->cfg.samp, &c->rng, c->scratch);
+    for (int g = 0;; g++) {
+        int32_t tok;
+        const char *piece;
+        s = slm_session_next(c->s, &tok, &piece);
         if (g == 0) st->ttft_ms = now_ms() - t0;
-        if (tok == c->info.eos_id || tok == c->info.bos_id) break;
-        const char *piece = slm_token_piece(c->e, prev, tok);
+        if (s) {
+            if (slm_session_stop_reason(c->s) == SLM_STOP_CAPACITY) {
+                st->cut = 1;
+                s = SLM_OK;
+            } else {
+                snprintf(err, errcap, "%s", slm_session_error(c->s));
+            }
+            break;
+        }
+        if (tok < 0) break;
         size_t pl = strlen(piece);
         if (rl + pl + 1 > rc) {
             size_t nc = rc ? rc * 2 : 256;
@@ -598,10 +577,10 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
         memcpy(reply + rl, piece, pl + 1);
         rl += pl;
         st->n_generated++;
-        prev = tok;
         if (cb && cb(ud, tok, piece, 0)) break;
     }
     st->decode_ms = now_ms() - td;
+    kv_append(c, reply ? reply : "", rl);
     slm_chat_add(c, "assistant", reply ? reply : "");
     slm_xfree(reply);
     if (s) {
@@ -616,11 +595,18 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Feed ids and sample the first token (what the time to first token covers). */
+static slm_status feed_first(slm_chat *c, const int32_t *ids, int n) {
+    slm_status s = slm_session_feed(c->s, ids, n);
+    if (!s) s = slm_session_next(c->s, NULL, NULL);
+    return s;
+}
+
 slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *kept_ms, double *full_ms,
                                int *n_new, int *n_full, char *err, size_t errcap) {
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
-    if (c->kv_len == 0 || slm_num_stored(c->e) == 0) {
+    if (c->kv_len == 0 || held(c) == 0) {
         snprintf(err, errcap, "bench: run a first turn before timing the second");
         return SLM_ERR_ARG;
     }
@@ -640,42 +626,31 @@ slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *
     int32_t *hid = NULL;
     int nh = slm_chat_tokenize(c->tok, hist, 1, &hid);
     if (nh < 0) { s = SLM_ERR_NOMEM; goto out; }
-    const int V = c->info.vocab_size;
-    const float *lg;
     for (int r = 0; r < reps && !s; r++) {
         /* KV kept: the history is in the KV; tokenize + prefill the new turn */
-        slm_reset(c->e);
-        if ((s = prefill_chunks(c, hid, nh, &lg))) break;
-        uint64_t rng = 1;
+        slm_session_reset(c->s);
+        if ((s = slm_session_feed(c->s, hid, nh))) break;
         double t0 = now_ms();
         int32_t *ids = NULL;
         int n = slm_chat_tokenize(c->tok, full + hl, 0, &ids);
         if (n <= 0) { slm_xfree(ids); s = SLM_ERR_INTERNAL; break; }
-        s = prefill_chunks(c, ids, n, &lg);
-        if (!s) {
-            memcpy(c->logits, lg, (size_t)V * sizeof(float));
-            slm_sample(c->logits, V, &c->cfg.samp, &rng, c->scratch);
-        }
+        s = feed_first(c, ids, n);
         tk[r] = now_ms() - t0;
         *n_new = n;
         slm_xfree(ids);
         if (s) break;
         /* re-prefill: reset, tokenize and prefill the whole history */
         t0 = now_ms();
-        slm_reset(c->e);
+        slm_session_reset(c->s);
         n = slm_chat_tokenize(c->tok, full, 1, &ids);
         if (n <= 0) { slm_xfree(ids); s = SLM_ERR_INTERNAL; break; }
-        s = prefill_chunks(c, ids, n, &lg);
-        if (!s) {
-            memcpy(c->logits, lg, (size_t)V * sizeof(float));
-            slm_sample(c->logits, V, &c->cfg.samp, &rng, c->scratch);
-        }
+        s = feed_first(c, ids, n);
         tf[r] = now_ms() - t0;
         *n_full = n;
         slm_xfree(ids);
     }
     slm_xfree(hid);
-    if (s && !err[0]) snprintf(err, errcap, "%s", slm_last_error(c->e));
+    if (s && !err[0]) snprintf(err, errcap, "%s", slm_session_error(c->s));
     if (!s) {
         qsort(tk, (size_t)reps, sizeof(double), cmp_d);
         qsort(tf, (size_t)reps, sizeof(double), cmp_d);

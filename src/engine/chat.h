@@ -42,16 +42,16 @@ const char *slm_chat_tok_eos_text(const slm_chat_tok *t);
  * add_bos), 0 for text that continues what the KV already holds. Returns the
  * count and a slm_malloc'd array in *ids (slm_xfree), or -1. */
 int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids);
+/* The same; special = 0 leaves BOS/EOS text as text. */
+int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int special, int32_t **ids);
 /* Render msgs with template vars for this model (bos/eos text). slm_xfree. */
 char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
                       int add_generation_prompt, char *err, size_t errcap);
 
 /* ---- conversations ------------------------------------------------------- */
 
-enum { SLM_OVERFLOW_TRUNCATE = 0, SLM_OVERFLOW_ERROR = 1 };
-
 typedef struct slm_chat_cfg {
-    int on_overflow;    /* SLM_OVERFLOW_* */
+    slm_overflow on_overflow; /* applied to whole messages before a turn */
     slm_sampling samp;
     int n_predict;      /* most tokens per reply (0 = until EOS or capacity) */
     int reserve;        /* KV rows that must stay free for the reply when a
@@ -61,7 +61,8 @@ typedef struct slm_chat_cfg {
 typedef struct slm_chat_stats {
     int turn;           /* 1-based */
     int kept;           /* KV rows reused from earlier turns */
-    int prefilled;      /* tokens prefilled this turn */
+    int prefilled;      /* tokens prefilled this turn (cached ones included) */
+    int cached;         /* of those, restored from the prefix cache */
     int n_stored;       /* KV rows after the prefill */
     int n_generated;
     int dropped;        /* messages dropped by the truncate policy */
@@ -72,9 +73,12 @@ typedef struct slm_chat_stats {
 
 typedef struct slm_chat slm_chat;
 
-/* The chat owns neither e nor tm; both must outlive it. */
+/* The chat owns neither e nor tm; both must outlive it. It takes a session
+ * (a KV slot) of e: NULL when none is free or out of memory. */
 slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cfg);
 void slm_chat_free(slm_chat *c);
+/* Its session (statistics). */
+slm_session *slm_chat_session(slm_chat *c);
 
 /* Append a message without running anything (system prompt, /load). */
 int slm_chat_add(slm_chat *c, const char *role, const char *content);

@@ -19,33 +19,16 @@
 #include "text/tokenizer.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
+#include "engine/engine_internal.h"
+#include "engine/chat.h"
 
-struct slm_engine {
-    slm_err err;            /* the last error, with its message */
-    slm_options opt;
-    slm_model_file model;   /* the source model (not from a blob) */
-    slm_blob blob;          /* the mapped blob (from_blob) */
-    int from_blob;
-    slm_model_config cfg;   /* of whichever was loaded */
-    const void *weights;    /* what SLM_SPACE_WEIGHTS offsets are relative to */
-    slm_tokenizer *tok;
-    slm_compiled comp;
-    slm_runtime rt;
-    void *sample_scratch;   /* slm_sample_scratch_size(vocab) bytes */
-    int loaded;
-    char cache_dir_buf[1024];
-    char tok_path_buf[1024];
-    char note[SLM_ERRLEN + 2048]; /* what cache mode did */
-    slm_engine *draft;      /* speculative decoding: the draft model's engine */
-    slm_prefix_cache pc;    /* KV rows of earlier prompts' prefixes */
-    int32_t *hist;          /* [capacity] token history for the overflow policy */
-};
+
 
 slm_options slm_default_options(void) {
     slm_options o;
     memset(&o, 0, sizeof o);
-    o.max_prompt_len = 1024;
-    o.min_response_len = 128;
+    o.max_prompt_len = 0;    /* 1024, or what a blob holds */
+    o.min_response_len = -1; /* 128, or what a blob holds */
     return o;
 }
 
@@ -127,6 +110,76 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
     e->cfg = e->model.cfg;
     e->weights = e->model.map.data;
     e->from_blob = 0;
+    return SLM_OK;
+}
+
+/* A list of variants as the compiler keeps it (sorted, clamped, with the
+ * largest added), for comparing with a blob's. */
+static int same_variants(const int *want, const int32_t *have, int n_have, int largest) {
+    slm_compile_options tmp;
+    memset(&tmp, 0, sizeof tmp);
+    int32_t v[SLM_MAX_VARIANTS];
+    int n = 0;
+    for (int i = 0; i < 8 && n < SLM_MAX_VARIANTS - 1; i++)
+        if (want[i] > 0) v[n++] = want[i] < largest ? want[i] : largest;
+    v[n++] = largest;
+    for (int i = 0; i < n; i++) /* sort + unique */
+        for (int j = i + 1; j < n; j++)
+            if (v[j] < v[i]) { int32_t t = v[i]; v[i] = v[j]; v[j] = t; }
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
+    if (k != n_have) return 0;
+    for (int i = 0; i < k; i++)
+        if (v[i] != have[i]) return 0;
+    return 1;
+}
+
+static void list_str(const int32_t *v, int n, char *buf, size_t cap) {
+    size_t o = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && o + 12 < cap; i++) o += (size_t)snprintf(buf + o, cap - o, "%s%d", i ? "," : "", v[i]);
+}
+
+/* Options a blob fixed at compile time: honoured (equal) or refused. */
+static slm_status check_blob_options(slm_engine *e, const char *path) {
+    const slm_options *o = &e->opt;
+    const slm_compile_options *b = &e->comp.opt;
+    const char *name = slm_basename(path);
+    char have[128];
+    if (o->tokenizer_path)
+        return slm_errf(&e->err, SLM_ERR_ARG, "-z %s: the blob %s carries its own tokenizer (fixed at compile time); "
+                        "leave -z out or recompile", o->tokenizer_path, name);
+    if (o->max_prompt_len > 0 && o->max_prompt_len != b->max_prompt_len)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--max-prompt-len %d: the blob %s was compiled with max_prompt_len %d "
+                        "(leave the option out or recompile)", o->max_prompt_len, name, b->max_prompt_len);
+    if (o->min_response_len >= 0 && o->min_response_len != b->min_response_len)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--min-response-len %d: the blob %s was compiled with min_response_len %d "
+                        "(leave the option out or recompile)", o->min_response_len, name, b->min_response_len);
+    int any = 0;
+    for (int i = 0; i < 8; i++) any |= o->prefill_variants[i] > 0;
+    if (any && !same_variants(o->prefill_variants, b->prefill_variants, b->n_prefill_variants, b->max_prompt_len)) {
+        list_str(b->prefill_variants, b->n_prefill_variants, have, sizeof have);
+        return slm_errf(&e->err, SLM_ERR_ARG, "--prefill-variants: the blob %s holds prefill programs of %s rows "
+                        "(leave the option out or recompile)", name, have);
+    }
+    any = 0;
+    for (int i = 0; i < 8; i++) any |= o->generate_variants[i] > 0;
+    if (any && !same_variants(o->generate_variants, b->generate_variants, b->n_generate_variants, e->comp.kv_capacity)) {
+        list_str(b->generate_variants, b->n_generate_variants, have, sizeof have);
+        return slm_errf(&e->err, SLM_ERR_ARG, "--generate-variants: the blob %s holds generate programs of KV capacity "
+                        "%s (leave the option out or recompile)", name, have);
+    }
+    if (o->draft_n > 0 && o->draft_n != b->draft_n)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--draft-n %d: the blob %s was compiled with draft_n %d (its verify "
+                        "program checks %d tokens; leave the option out or recompile)", o->draft_n, name, b->draft_n,
+                        b->draft_n + 1);
+    if (o->lm_head_separate && !b->lm_head_separate)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--lm-head-separate: the blob %s was compiled with the LM head inside "
+                        "its programs (recompile with --lm-head-separate)", name);
+    if (o->tile_kb > 0 && o->tile_kb != b->tile_kb)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--tile-kb %d: the blob %s was compiled with tile_kb %d (leave the "
+                        "option out or recompile)", o->tile_kb, name, b->tile_kb);
     return SLM_OK;
 }
 
@@ -285,8 +338,17 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         e->opt.tokenizer_path = e->tok_path_buf;
     }
     if (!model_path) return slm_errf(&e->err, SLM_ERR_ARG, "no model path");
+    /* options that mean nothing alone are refused, not ignored */
+    if (!e->opt.draft_path && e->opt.draft_n > 0)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--draft-n %d: speculative decoding needs a draft model (--draft)",
+                        e->opt.draft_n);
+    if (!e->opt.draft_path && opt && opt->draft_tokenizer_path)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--draft-tokenizer %s: there is no draft model (--draft)",
+                        opt->draft_tokenizer_path);
     slm_status s;
-    if (slm_blob_is_elf(model_path)) s = open_blob(e, model_path);
+    if (slm_blob_is_elf(model_path)) {
+        if (!(s = open_blob(e, model_path))) s = check_blob_options(e, model_path);
+    }
     else if (e->opt.cache_dir && e->opt.cache_dir[0]) s = load_cached(e, model_path);
     else s = open_source(e, model_path);
     if (s) return s;
@@ -305,14 +367,23 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                3.0 * c->dim * c->hidden_dim);
         if (params < 2e6) threads = 1;
     }
-    if ((s = slm_rt_init(&e->rt, &e->comp, e->weights, threads, &e->err))) return s;
+    const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
+    if (n_seqs > 1 && !e->from_blob && e->model.map.data) {
+        /* batch programs need the source model; from a blob the sessions decode one by one */
+        static const int batches[] = {2, 4};
+        if ((s = slm_compile_batch(&e->comp, &e->model, n_seqs, batches, 2, &e->err))) return s;
+    } else if (n_seqs > 1 && e->opt.verbose) {
+        fprintf(stderr, "note: %d sessions from a blob decode one by one (blobs hold no batch programs)\n", n_seqs);
+    }
+    if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
+    if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--lm-head-threads %d: the LM head is not a separate program "
+                        "(--lm-head-separate)", e->opt.lm_head_threads);
     if (e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0 &&
         (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
         return s;
-    e->sample_scratch = slm_malloc(slm_sample_scratch_size(e->cfg.vocab_size));
-    e->hist = slm_calloc((size_t)e->rt.cap + 1, sizeof(int32_t));
-    if (!e->sample_scratch || !e->hist) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
+    slm_engine_build_stop_set(e);
     slm_pc_init(&e->pc, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20);
     if (e->opt.draft_path) {
         if (!slm_largest(&e->comp, SLM_PROG_VERIFY))
@@ -320,9 +391,14 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                   "compiled without a draft (recompile with --draft)");
         slm_options d = e->opt;
         d.draft_path = NULL;
+        d.draft_n = 0;
+        d.draft_tokenizer_path = NULL;
+        d.lm_head_threads = 0;
+        d.n_seqs = 1;
         d.prefix_cache_mb = 0;
         d.lm_head_separate = 0;
-        d.tokenizer_path = opt ? opt->draft_tokenizer_path : NULL;
+        /* the draft's tokenizer defaults to the target's */
+        d.tokenizer_path = opt && opt->draft_tokenizer_path ? opt->draft_tokenizer_path : e->opt.tokenizer_path;
         if ((s = slm_load(&e->draft, e->opt.draft_path, &d))) {
             slm_errf(&e->err, s, "draft model: %s", slm_last_error(e->draft));
             slm_free(e->draft);
@@ -332,6 +408,17 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         if (e->draft->cfg.vocab_size != e->cfg.vocab_size)
             return slm_errf(&e->err, SLM_ERR_ARG, "draft model: vocabulary of %d tokens, the model has %d",
                             e->draft->cfg.vocab_size, e->cfg.vocab_size);
+        /* the same ids must mean the same tokens */
+        const int nv = slm_tok_vocab_size(e->tok) < slm_tok_vocab_size(e->draft->tok) ? slm_tok_vocab_size(e->tok)
+                                                                                     : slm_tok_vocab_size(e->draft->tok);
+        for (int i = 0; i < nv; i++) {
+            const char *a = slm_tok_str(e->tok, i), *b = slm_tok_str(e->draft->tok, i);
+            if (!a || !b || strcmp(a, b))
+                return slm_errf(&e->err, SLM_ERR_ARG,
+                                "draft model: its vocabulary differs from the model's (token %d is '%.40s', not "
+                                "'%.40s'); a draft must share the tokenizer",
+                                i, b ? b : "?", a ? a : "?");
+        }
     }
     e->loaded = 1;
     return SLM_OK;
@@ -342,6 +429,10 @@ slm_status slm_save_blob(slm_engine *e, const char *path) {
     if (e->from_blob)
         return slm_errf(&e->err, SLM_ERR_ARG, "%s: this engine was loaded from a blob; copy that file instead",
                         path);
+    if (e->comp.n_seqs > 1)
+        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED,
+                        "%s: blobs hold single-sequence programs; compile without n_seqs %d (--parallel)", path,
+                        e->comp.n_seqs);
     /* the identity of the file on disk (the mapping holds repacked weights) */
     slm_blob_ident id;
     slm_status s = source_identity(e, e->model.path, &id);
@@ -374,8 +465,8 @@ void slm_free(slm_engine *e) {
     if (!e) return;
     slm_free(e->draft);
     slm_pc_free(&e->pc);
-    slm_xfree(e->hist);
-    slm_xfree(e->sample_scratch);
+    slm_chat_tok_free(e->ctok);
+    slm_xfree(e->slot_used);
     slm_rt_free(&e->rt);
     close_model(e);
     slm_xfree(e);
@@ -407,6 +498,8 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
     info->arena_bytes = (size_t)e->rt.arena_bytes;
     info->prefill_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_PREFILL)->n_tasks;
     info->generate_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_GENERATE)->n_tasks;
+    info->n_seqs = e->rt.n_seqs;
+    info->batch_max = e->rt.batch_max;
 }
 
 long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap) {
@@ -484,195 +577,6 @@ slm_status slm_decode(slm_engine *e, int32_t id, const float **logits) {
     return s;
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int argmax_f(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-/* The overflow policy "truncate": keep the first token (BOS) and the newest
- * half of the context, reset, prefill them again. */
-static slm_status truncate_context(slm_engine *e, slm_piece_cb cb, void *ud, slm_gen_stats *stats) {
-    const int have = e->rt.num_stored, keep = e->rt.cap / 2;
-    if (have < 2 || keep < 2) return slm_errf(&e->err, SLM_ERR_CAPACITY, "KV capacity %d too small to truncate", e->rt.cap);
-    memcpy(e->hist, e->rt.tokens, sizeof(int32_t) * (size_t)have);
-    e->hist[have - keep] = e->hist[0]; /* BOS, then the newest keep - 1 tokens */
-    const int32_t *ids = e->hist + have - keep;
-    char note[200];
-    snprintf(note, sizeof note,
-             "[context full at %d tokens (capacity %d): dropped the oldest %d and re-prefilled %d]", have, e->rt.cap,
-             have - keep, keep);
-    slm_rt_reset(&e->rt);
-    slm_status s = slm_rt_prefill(&e->rt, ids, keep, &e->err);
-    if (!s && cb) cb(ud, -1, note, 2);
-    if (stats) stats->n_truncations++;
-    return s;
-}
-
-/* One decode step with the overflow policy applied. */
-static slm_status step(slm_engine *e, int id, slm_piece_cb cb, void *ud, slm_gen_stats *stats) {
-    if (e->rt.num_stored + 1 > e->rt.cap && e->opt.on_overflow == SLM_ON_OVERFLOW_TRUNCATE) {
-        /* the id to feed is already the last token of history: drop it and feed it after */
-        slm_status s = truncate_context(e, cb, ud, stats);
-        if (s) return s;
-    }
-    return slm_rt_decode(&e->rt, id, &e->err);
-}
-
-/* Greedy speculative decoding: the draft proposes k tokens, the main model
- * checks them in one verify call; accepted rows stay, rejected rows are
- * trimmed. Emits through emit(); returns the number of tokens produced. */
-typedef struct gen_ctx {
-    slm_engine *e;
-    slm_piece_cb cb;
-    void *ud;
-    slm_gen_stats *stats;
-    int ignore_eos, stop, produced, limit, prev;
-} gen_ctx;
-
-static int is_stop(const gen_ctx *g, int id) {
-    if (g->ignore_eos) return 0;
-    return id == slm_tok_eos(g->e->tok) || id == slm_tok_bos(g->e->tok) || id == slm_tok_eot(g->e->tok);
-}
-
-/* Deliver one token; returns 0 when generation must end. */
-static int emit(gen_ctx *g, int id) {
-    if (g->produced >= g->limit || g->stop) return 0;
-    if (is_stop(g, id)) {
-        g->stop = 1;
-        return 0;
-    }
-    g->produced++;
-    if (g->stats) g->stats->n_generated++;
-    if (g->cb && g->cb(g->ud, id, slm_tok_decode(g->e->tok, g->prev, id), 0)) g->stop = 1;
-    g->prev = id;
-    return !g->stop && g->produced < g->limit;
-}
-
-static slm_status speculate(gen_ctx *g, int y) {
-    slm_engine *e = g->e, *d = e->draft;
-    const int V = e->cfg.vocab_size;
-    const int K = slm_largest(&e->comp, SLM_PROG_VERIFY)->rows - 1;
-    int32_t prop[SLM_MAX_VARIANTS * 64];
-    slm_status s;
-    for (;;) {
-        int k = K;
-        if (k > g->limit - g->produced) k = g->limit - g->produced;
-        if (e->rt.num_stored + k + 1 > e->rt.cap) k = e->rt.cap - e->rt.num_stored - 1;
-        if (d->rt.num_stored + k > d->rt.cap) k = d->rt.cap - d->rt.num_stored;
-        if (k < 1) { /* no room to speculate: one plain step */
-            if ((s = step(e, y, g->cb, g->ud, g->stats))) return s;
-            y = argmax_f(e->rt.logits, V);
-            if (!emit(g, y)) return SLM_OK;
-            continue;
-        }
-        /* the draft proposes k tokens after y */
-        const int base = e->rt.num_stored, dbase = d->rt.num_stored;
-        int cur = y;
-        for (int i = 0; i < k; i++) {
-            if ((s = slm_rt_decode(&d->rt, cur, &d->err))) return slm_errf(&e->err, s, "draft: %s", d->err.msg);
-            prop[i] = cur = argmax_f(d->rt.logits, V);
-        }
-        /* the main model checks y and the proposals in one call */
-        int32_t ver[SLM_MAX_VARIANTS * 64 + 1];
-        ver[0] = y;
-        memcpy(ver + 1, prop, sizeof(int32_t) * (size_t)k);
-        const float *lg;
-        if ((s = slm_rt_verify(&e->rt, ver, k + 1, &lg, &e->err))) return s;
-        int acc = 0;
-        while (acc < k && argmax_f(lg + (size_t)acc * V, V) == prop[acc]) acc++;
-        const int next = argmax_f(lg + (size_t)acc * V, V);
-        slm_trace_instant("engine", acc == k ? "speculative_accept" : "speculative_reject",
-                          &(slm_trace_args){{"drafted", "accepted", "position"}, {k, acc, base}, NULL, NULL});
-        if (g->stats) {
-            g->stats->n_drafted += k;
-            g->stats->n_accepted += acc;
-        }
-        /* keep y and the accepted rows; trim the rest from both caches */
-        slm_rt_trim(&e->rt, base + 1 + acc);
-        slm_rt_trim(&d->rt, dbase + 1 + (acc < k ? acc : k - 1));
-        if (acc == k && (s = slm_rt_decode(&d->rt, prop[k - 1], &d->err))) return slm_errf(&e->err, s, "draft: %s", d->err.msg);
-        for (int i = 0; i < acc; i++)
-            if (!emit(g, prop[i])) return SLM_OK;
-        if (!emit(g, next)) return SLM_OK;
-        y = next;
-    }
-}
-
-slm_status slm_generate(slm_engine *e, const char *prompt, int n_generate, const slm_sampling *sp,
-                        int ignore_eos, slm_piece_cb cb, void *ud, slm_gen_stats *stats) {
-    if (stats) memset(stats, 0, sizeof *stats);
-    if (!e || !e->loaded) return SLM_ERR_ARG;
-    if (!prompt) prompt = "";
-    slm_sampling greedy = {0};
-    if (!sp) sp = &greedy;
-    const int T = slm_largest(&e->comp, SLM_PROG_PREFILL)->rows;
-    /* encode once to count, then into a buffer of that size */
-    int n = slm_tok_encode(e->tok, prompt, 1, 0, NULL, 0);
-    if (n == SLM_TOK_ETOOLONG)
-        return slm_errf(&e->err, SLM_ERR_CAPACITY, "prompt: %s (%zu bytes; raise max_prompt_bytes)",
-                        slm_tok_encode_error(n), slm_tok_max_input(e->tok));
-    if (n < 0)
-        return slm_errf(&e->err, n == SLM_TOK_ENOMEM ? SLM_ERR_NOMEM : SLM_ERR_CAPACITY, "prompt: %s",
-                        slm_tok_encode_error(n));
-    if (n > T && e->opt.no_chunking)
-        return slm_errf(&e->err, SLM_ERR_CAPACITY,
-                        "prompt is %d tokens but max_prompt_len is %d: raise --max-prompt-len (up to the "
-                        "context length %d) or allow chunked prefill", n, T, e->cfg.context_len);
-    if (n > e->rt.cap)
-        return slm_errf(&e->err, SLM_ERR_CAPACITY,
-                        "prompt is %d tokens but the KV capacity is %d (max_prompt_len + min_response_len, "
-                        "at most the context length %d)", n, e->rt.cap, e->cfg.context_len);
-    if (n == 0) return slm_errf(&e->err, SLM_ERR_ARG, "the prompt encodes to no tokens and the vocabulary has no BOS");
-    int32_t *ids = slm_malloc((size_t)n * sizeof(int32_t));
-    if (!ids) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
-    slm_tok_encode(e->tok, prompt, 1, 0, ids, n);
-    slm_status s = SLM_OK;
-    int stop = 0;
-    for (int i = 1; i < n && !stop; i++)
-        if (cb) stop = cb(ud, ids[i], slm_tok_decode(e->tok, ids[i - 1], ids[i]), 1);
-    if (stats) stats->n_prompt = n;
-
-    slm_rt_reset(&e->rt);
-    const int V = e->cfg.vocab_size;
-    uint64_t rng = sp->seed ? sp->seed : 0x5eed5eedull;
-    double t0 = now_ms();
-    int cached = 0;
-    if (!stop) s = engine_prefill(e, ids, n, &cached);
-    if (stats) stats->n_cached = cached;
-    const int use_draft = e->draft && sp->temperature <= 0.0f;
-    if (!stop && !s && use_draft) {
-        slm_rt_reset(&e->draft->rt);
-        if ((s = slm_rt_prefill(&e->draft->rt, ids, n, &e->draft->err)))
-            slm_errf(&e->err, s, "draft: %s", e->draft->err.msg);
-    }
-    double t1 = now_ms();
-    if (stats) stats->prefill_ms = t1 - t0;
-    gen_ctx g = {e, cb, ud, stats, ignore_eos, stop, 0, n_generate, ids[n - 1]};
-    slm_xfree(ids);
-    if (!s && !g.stop && n_generate > 0) {
-        if (use_draft) {
-            int y = argmax_f(e->rt.logits, V);
-            if (emit(&g, y)) s = speculate(&g, y);
-        } else {
-            int next = slm_sample(e->rt.logits, V, sp, &rng, e->sample_scratch);
-            while (emit(&g, next)) {
-                if ((s = step(e, next, cb, ud, stats))) break;
-                next = slm_sample(e->rt.logits, V, sp, &rng, e->sample_scratch);
-            }
-        }
-    }
-    if (stats) stats->decode_ms = now_ms() - t1;
-    return s;
-}
-
 slm_status slm_dump(slm_engine *e, const char *what, void *file) {
     FILE *f = file;
     if (!e || !e->loaded) return SLM_ERR_ARG;
@@ -690,4 +594,35 @@ slm_status slm_dump(slm_engine *e, const char *what, void *file) {
         return slm_errf(&e->err, SLM_ERR_ARG, "unknown dump '%s' (ir, ir-lowered, tasks, io)", what);
     }
     return SLM_OK;
+}
+
+/* ---- slots and tokenization for sessions ---------------------------------------- */
+
+int slm_engine_claim_slot(slm_engine *e) {
+    const int n = e->rt.n_seqs > 0 ? e->rt.n_seqs : 1;
+    if (!e->slot_used && !(e->slot_used = slm_calloc((size_t)n, sizeof(int)))) return -1;
+    for (int i = 0; i < n; i++)
+        if (!e->slot_used[i]) {
+            e->slot_used[i] = 1;
+            return i;
+        }
+    return -1;
+}
+
+void slm_engine_release_slot(slm_engine *e, int slot) {
+    if (e && e->slot_used && slot >= 0 && slot < (e->rt.n_seqs > 0 ? e->rt.n_seqs : 1)) e->slot_used[slot] = 0;
+}
+
+int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **ids) {
+    *ids = NULL;
+    const int bos = (flags & SLM_FEED_BOS) != 0;
+    if (!(flags & SLM_FEED_SPECIAL) && bos) {
+        int n = slm_tok_encode(e->tok, text, 1, 0, NULL, 0);
+        if (n < 0) return n;
+        if (!(*ids = slm_malloc((size_t)(n ? n : 1) * sizeof(int32_t)))) return SLM_TOK_ENOMEM;
+        slm_tok_encode(e->tok, text, 1, 0, *ids, n);
+        return n;
+    }
+    if (!e->ctok && !(e->ctok = slm_chat_tok_new(e))) return -1;
+    return slm_chat_tokenize_ex(e->ctok, text, bos, (flags & SLM_FEED_SPECIAL) != 0, ids);
 }

@@ -160,3 +160,52 @@ int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rng, void 
     slm_trace_end("engine", "sample", t0, &(slm_trace_args){{"token", "top_k"}, {id, s->top_k}, NULL, NULL});
     return id;
 }
+
+float slm_random_f32(uint64_t *rng) { return random_f32(rng); }
+
+void slm_sample_dist(float *logits, int n, const slm_sampling *s, void *scratch) {
+    if (n <= 0) return;
+    if (s->temperature <= 0.0f) { /* greedy: all mass on the argmax */
+        int b = argmax(logits, n);
+        for (int i = 0; i < n; i++) logits[i] = i == b ? 1.0f : 0.0f;
+        return;
+    }
+    for (int i = 0; i < n; i++) logits[i] /= s->temperature;
+    softmax(logits, n);
+    const int use_k = s->top_k > 0 && s->top_k < n, use_p = s->top_p > 0.0f && s->top_p < 1.0f;
+    if (!use_k && !use_p) return;
+    /* keep the top k (by probability, ties to the lower id), then the
+     * smallest head whose mass exceeds top_p; renormalize */
+    prob_index *pi = scratch;
+    for (int i = 0; i < n; i++) pi[i] = (prob_index){logits[i], i};
+    sort_desc(pi, n);
+    int keep = use_k ? s->top_k : n;
+    double kept = 0.0;
+    for (int i = 0; i < keep; i++) kept += pi[i].prob;
+    if (use_p) {
+        double cum = 0.0;
+        for (int i = 0; i < keep; i++) {
+            cum += pi[i].prob / kept;
+            if (cum > s->top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+    }
+    double sum = 0.0;
+    for (int i = 0; i < keep; i++) sum += pi[i].prob;
+    for (int i = 0; i < n; i++) logits[i] = 0.0f;
+    for (int i = 0; i < keep; i++) logits[pi[i].index] = (float)(pi[i].prob / sum);
+}
+
+int slm_sample_from(const float *p, int n, uint64_t *rng) {
+    float coin = random_f32(rng);
+    float cdf = 0.0f;
+    int last = 0;
+    for (int i = 0; i < n; i++) {
+        if (p[i] > 0.0f) last = i;
+        cdf += p[i];
+        if (coin < cdf) return i;
+    }
+    return last;
+}

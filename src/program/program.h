@@ -14,7 +14,8 @@
 #include "ir/ir.h"
 #include "program/task.h"
 
-/* PREFILL: logits of the last row; GENERATE: one row; VERIFY: draft_n + 1
+/* PREFILL: logits of the last row; GENERATE: one row; BATCH: one row of
+ * each of B sequences; VERIFY: draft_n + 1
  * rows with logits for every row (speculative decoding); LMHEAD: hidden
  * rows -> logits, when the LM head is separate (then the others output
  * `hidden` instead of `logits`). */
@@ -22,7 +23,10 @@ typedef enum slm_prog_kind {
     SLM_PROG_PREFILL = 1,
     SLM_PROG_GENERATE = 2,
     SLM_PROG_VERIFY = 3,
-    SLM_PROG_LMHEAD = 4
+    SLM_PROG_LMHEAD = 4,
+    SLM_PROG_BATCH = 5    /* one decode step of B sequences (rows = B) over the KV of
+                             n_seqs regions (kv_capacity = n_seqs x region); logits
+                             for every row; not stored in blobs */
 } slm_prog_kind;
 
 /* One program input or output (the article's I/O metadata). */

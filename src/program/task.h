@@ -38,7 +38,10 @@ typedef enum slm_task_op {
                         f0 = 0; f1 > 0: scores capped, f1 * tanh(score / f1); q = src0, K = src1,
                         V = src2 ([k rows, b*c]), over KV rows j <= src4[r] (cache
                         position) with src3[j] = 1 (mask); a = heads, b = kv_heads,
-                        c = head_dim, k = KV capacity; online softmax, no scratch */
+                        c = head_dim, k = KV rows of one sequence's region: row r
+                        attends within the region holding src4[r], i.e. rows
+                        [src4[r] - src4[r] % k, src4[r]] (k = the KV capacity when
+                        the program holds one sequence); online softmax, no scratch */
     SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
     SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
     SLM_T_BIAS,      /* dst[r] += src1 (a bias vector of n floats), in place */
@@ -67,6 +70,9 @@ typedef enum slm_space {
                                   tile starts on a multiple of 16 columns */
 #define SLM_TF_GELU 0x100      /* SWIGLU, or MATMUL with PRE_SWIGLU: gelu_tanh(gate) * up (GeGLU) */
 #define SLM_TF_POST_SOFTCAP 0x200 /* MATMUL: dst[r, n0:n1] = f1 * tanh(product / f1) (final logits) */
+#define SLM_TF_DST_CPOS 0x400  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
+                                  programs store each row's K/V in its own sequence's region;
+                                  a matmul tile starts on a multiple of 16 columns) */
 
 typedef struct slm_ref {
     uint8_t space;    /* slm_space */

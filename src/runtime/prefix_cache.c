@@ -26,7 +26,7 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
 
 static size_t rows_bytes(const slm_runtime *rt, int n) { return (size_t)n * (size_t)rt->kv_dim * sizeof(float); }
 
-int slm_pc_store(slm_prefix_cache *pc, const slm_runtime *rt, int n) {
+int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
     if (!pc->limit_bytes || n <= 0 || n > rt->num_stored) return 0;
     const int L = rt->comp->cfg.n_layers;
     uint64_t bytes = (uint64_t)2 * (uint64_t)L * rows_bytes(rt, n) + (uint64_t)n * sizeof(int32_t);
@@ -66,14 +66,23 @@ int slm_pc_store(slm_prefix_cache *pc, const slm_runtime *rt, int n) {
     memcpy(en.tokens, rt->tokens, (size_t)n * sizeof(int32_t));
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            memcpy(en.kv + ((size_t)2 * l + s) * (size_t)n * rt->kv_dim,
-                   rt->kv + ((size_t)2 * l + s) * (size_t)rt->cap * rt->kv_dim, rows_bytes(rt, n));
+            slm_rt_kv_copy(rt, en.kv + ((size_t)2 * l + s) * (size_t)n * rt->kv_dim, slm_rt_kv_rows(rt, l, s),
+                           rows_bytes(rt, n));
     en.n = n;
     en.bytes = bytes;
     en.last_used = ++pc->clock;
     pc->e[pc->n++] = en;
     pc->used_bytes += bytes;
     return 1;
+}
+
+int slm_pc_match(const slm_prefix_cache *pc, const int32_t *ids, int n) {
+    int best = 0;
+    for (int i = 0; pc->limit_bytes && i < pc->n; i++) {
+        int c = common_prefix(pc->e[i].tokens, pc->e[i].n, ids, n);
+        if (c > best) best = c;
+    }
+    return best;
 }
 
 int slm_pc_restore(slm_prefix_cache *pc, slm_runtime *rt, const int32_t *ids, int n, int max_rows) {
@@ -96,8 +105,8 @@ int slm_pc_restore(slm_prefix_cache *pc, slm_runtime *rt, const int32_t *ids, in
     const int L = rt->comp->cfg.n_layers;
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            memcpy(rt->kv + ((size_t)2 * l + s) * (size_t)rt->cap * rt->kv_dim,
-                   en->kv + ((size_t)2 * l + s) * (size_t)en->n * rt->kv_dim, rows_bytes(rt, best_len));
+            slm_rt_kv_copy(rt, slm_rt_kv_rows(rt, l, s), en->kv + ((size_t)2 * l + s) * (size_t)en->n * rt->kv_dim,
+                           rows_bytes(rt, best_len));
     for (int j = 0; j < best_len; j++) {
         rt->mask[j] = 1;
         rt->tokens[j] = ids[j];

@@ -33,7 +33,9 @@ void slm_pc_free(slm_prefix_cache *pc);
  * tokens rt->tokens[0..n)). Evicts LRU entries to fit; an entry larger than
  * the limit is not stored. Returns 1 if stored. Allocates (call between
  * requests, not in the decode loop). */
-int slm_pc_store(slm_prefix_cache *pc, const slm_runtime *rt, int n);
+int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n);
+/* The longest prefix of ids[0..n) an entry holds (0 = none). */
+int slm_pc_match(const slm_prefix_cache *pc, const int32_t *ids, int n);
 /* After slm_rt_reset: restore the longest cached prefix of ids[0..n) but at
  * most max_rows rows (callers pass n - 1 so one token remains to prefill
  * and produce logits). Returns the number of rows restored (0 = miss). */

@@ -4,9 +4,24 @@
 /* The device's bound copy of program p. */
 static slm_exec *exec_of(slm_runtime *rt, const slm_program *p) { return &rt->exec[p - rt->comp->progs]; }
 
-static float *kv_layer(slm_runtime *rt, int layer, int is_v) {
-    return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->cap * (size_t)rt->kv_dim;
+/* Row 0 of a layer's K or V over all sequences. */
+static float *kv_base(slm_runtime *rt, int layer, int is_v) {
+    return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->n_seqs * (size_t)rt->cap * (size_t)rt->kv_dim;
 }
+
+/* Row 0 of the selected sequence's region of a layer's K or V. */
+static float *kv_layer(slm_runtime *rt, int layer, int is_v) {
+    return kv_base(rt, layer, is_v) + (size_t)rt->cur_seq * (size_t)rt->cap * (size_t)rt->kv_dim;
+}
+
+float *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v) { return kv_layer(rt, layer, is_v); }
+
+void slm_rt_kv_copy(slm_runtime *rt, void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    rt->kv_bytes_copied += bytes;
+}
+
+static int is_batch(const slm_program *p) { return p->kind == SLM_PROG_BATCH; }
 
 /* Bind everything that never moves, once. */
 static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err *err) {
@@ -21,23 +36,30 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
             /* lm_head.1 reads one always-valid row; lm_head.T (verify) the verify rows */
             ptr = p->kind == SLM_PROG_LMHEAD && p->rows == 1 ? rt->head_cpos : rt->cache_position;
             break;
-        case SLM_IO_ATTENTION_MASK: ptr = rt->mask; break;
+        case SLM_IO_ATTENTION_MASK: ptr = is_batch(p) ? rt->mask_all : rt->mask; break;
         case SLM_IO_LOGITS: ptr = rt->logits; break;
         case SLM_IO_HIDDEN: ptr = rt->hidden; break;
-        case SLM_IO_PAST_KEY: ptr = kv_layer(rt, d->layer, 0); break;
-        case SLM_IO_PAST_VALUE: ptr = kv_layer(rt, d->layer, 1); break;
+        case SLM_IO_PAST_KEY:
+        case SLM_IO_PAST_VALUE:
+            if (d->layer < 0 || d->layer >= cfg->n_layers)
+                return slm_errf(err, SLM_ERR_INTERNAL, "%s: bad layer in %s", p->name, d->name);
+            ptr = is_batch(p) ? kv_base(rt, d->layer, d->role == SLM_IO_PAST_VALUE)
+                              : kv_layer(rt, d->layer, d->role == SLM_IO_PAST_VALUE);
+            break;
         case SLM_IO_PRESENT_KEY:
         case SLM_IO_PRESENT_VALUE:
             if (d->layer < 0 || d->layer >= cfg->n_layers)
                 return slm_errf(err, SLM_ERR_INTERNAL, "%s: bad layer in %s", p->name, d->name);
             rt->present_io[(prog * cfg->n_layers + d->layer) * 2 + (d->role == SLM_IO_PRESENT_VALUE)] = i;
-            ptr = kv_layer(rt, d->layer, d->role == SLM_IO_PRESENT_VALUE);
+            /* a batch program writes row cache_position[r] of the whole KV */
+            ptr = is_batch(p) ? kv_base(rt, d->layer, d->role == SLM_IO_PRESENT_VALUE)
+                              : kv_layer(rt, d->layer, d->role == SLM_IO_PRESENT_VALUE);
             break;
         default:
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: unknown I/O %s", p->name, d->name);
         }
         if ((d->role == SLM_IO_PAST_KEY || d->role == SLM_IO_PAST_VALUE) &&
-            (d->layer < 0 || d->layer >= cfg->n_layers || d->rows > rt->cap || d->cols != rt->kv_dim))
+            (d->rows > (is_batch(p) ? rt->n_seqs * rt->cap : rt->cap) || d->cols != rt->kv_dim))
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: %s does not fit the KV buffer", p->name, d->name);
         slm_exec_bind(exec_of(rt, p), i, ptr);
     }
@@ -45,12 +67,27 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
 }
 
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err) {
+    return slm_rt_init_seqs(rt, c, weights, n_threads, 1, err);
+}
+
+slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, int n_seqs,
+                            slm_err *err) {
     memset(rt, 0, sizeof *rt);
     rt->comp = c;
     const slm_model_config *cfg = &c->cfg;
+    if (n_seqs < 1) n_seqs = 1;
+    for (int i = 0; i < c->n_progs; i++)
+        if (is_batch(&c->progs[i])) {
+            if (c->progs[i].kv_capacity != n_seqs * c->kv_capacity)
+                return slm_errf(err, SLM_ERR_ARG, "%s was compiled for %d sequences, not %d", c->progs[i].name,
+                                c->progs[i].kv_capacity / c->kv_capacity, n_seqs);
+            if (c->progs[i].rows > rt->batch_max) rt->batch_max = c->progs[i].rows;
+        }
+    rt->n_seqs = n_seqs;
     rt->cap = c->kv_capacity;
     rt->kv_dim = cfg->n_kv_heads * cfg->head_dim;
-    rt->kv_bytes = (uint64_t)cfg->n_layers * 2 * (uint64_t)rt->cap * (uint64_t)rt->kv_dim * sizeof(float);
+    rt->kv_bytes = (uint64_t)cfg->n_layers * 2 * (uint64_t)n_seqs * (uint64_t)rt->cap * (uint64_t)rt->kv_dim *
+                   sizeof(float);
     rt->arena_bytes = 0;
     for (int i = 0; i < c->n_progs; i++)
         if (c->progs[i].arena_bytes > rt->arena_bytes) rt->arena_bytes = c->progs[i].arena_bytes;
@@ -60,20 +97,25 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
     int T = big->rows;
     const slm_program *ver = slm_largest(c, SLM_PROG_VERIFY);
     if (ver && ver->rows > T) T = ver->rows;
+    if (rt->batch_max > T) T = rt->batch_max;
     int logit_rows = ver ? ver->rows : 1;
+    if (rt->batch_max > logit_rows) logit_rows = rt->batch_max;
     rt->kv = slm_aligned_alloc((size_t)rt->kv_bytes);
     rt->arena = slm_aligned_alloc((size_t)rt->arena_bytes + 64);
     rt->input_ids = slm_calloc((size_t)T, sizeof(int32_t));
     rt->position_ids = slm_calloc((size_t)T, sizeof(int32_t));
     rt->cache_position = slm_calloc((size_t)T, sizeof(int32_t));
-    rt->mask = slm_calloc((size_t)rt->cap, sizeof(int32_t));
-    rt->tokens = slm_calloc((size_t)rt->cap, sizeof(int32_t));
+    rt->mask_all = slm_calloc((size_t)n_seqs * (size_t)rt->cap, sizeof(int32_t));
+    rt->tokens_all = slm_calloc((size_t)n_seqs * (size_t)rt->cap, sizeof(int32_t));
+    rt->seqs = slm_calloc((size_t)n_seqs, sizeof *rt->seqs);
+    rt->mask = rt->mask_all;
+    rt->tokens = rt->tokens_all;
     rt->hidden = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->dim * sizeof(float));
     rt->head_cpos = slm_calloc(1, sizeof(int32_t));
     rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
     rt->exec = slm_calloc((size_t)c->n_progs, sizeof *rt->exec);
-    if (!rt->exec || !rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask || !rt->tokens || !rt->hidden || !rt->head_cpos ||
+    if (!rt->exec || !rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask_all || !rt->tokens_all || !rt->seqs || !rt->hidden || !rt->head_cpos ||
         !rt->logits || !rt->present_io) {
         slm_rt_free(rt);
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the KV cache (%llu bytes) and arena",
@@ -94,7 +136,10 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
         }
     }
     rt->chunking = 1;
-    slm_rt_reset(rt);
+    for (int i = n_seqs - 1; i >= 0; i--) {
+        slm_rt_select(rt, i);
+        slm_rt_reset(rt);
+    }
     return SLM_OK;
 }
 
@@ -108,8 +153,9 @@ void slm_rt_free(slm_runtime *rt) {
     slm_xfree(rt->input_ids);
     slm_xfree(rt->position_ids);
     slm_xfree(rt->cache_position);
-    slm_xfree(rt->mask);
-    slm_xfree(rt->tokens);
+    slm_xfree(rt->mask_all);
+    slm_xfree(rt->tokens_all);
+    slm_xfree(rt->seqs);
     slm_aligned_free(rt->logits);
     slm_xfree(rt->present_io);
     if (rt->exec)
@@ -119,13 +165,53 @@ void slm_rt_free(slm_runtime *rt) {
 }
 
 void slm_rt_reset(slm_runtime *rt) {
-    memset(rt->kv, 0, (size_t)rt->kv_bytes);
+    const size_t region = (size_t)rt->cap * (size_t)rt->kv_dim * sizeof(float);
+    for (int l = 0; l < rt->comp->cfg.n_layers; l++) {
+        memset(kv_layer(rt, l, 0), 0, region);
+        memset(kv_layer(rt, l, 1), 0, region);
+    }
     memset(rt->mask, 0, (size_t)rt->cap * sizeof(int32_t));
     rt->num_stored = 0;
     rt->gen = NULL;
     rt->variant_switches = 0;
     rt->chunks = 0;
     rt->head_runs = 0;
+}
+
+/* The selected sequence's state lives in rt's fields; park saves it into
+ * rt->seqs, unpark loads it back. */
+static void park(slm_runtime *rt) {
+    rt->seqs[rt->cur_seq] = (slm_seq_state){rt->num_stored, rt->gen, rt->variant_switches, rt->chunks, rt->head_runs};
+}
+
+static void unpark(slm_runtime *rt) {
+    const slm_seq_state *n = &rt->seqs[rt->cur_seq];
+    rt->num_stored = n->num_stored;
+    rt->gen = n->gen;
+    rt->variant_switches = n->variant_switches;
+    rt->chunks = n->chunks;
+    rt->head_runs = n->head_runs;
+}
+
+void slm_rt_select(slm_runtime *rt, int seq) {
+    if (seq < 0 || seq >= rt->n_seqs || seq == rt->cur_seq) return;
+    park(rt);
+    rt->cur_seq = seq;
+    unpark(rt);
+    rt->mask = rt->mask_all + (size_t)seq * rt->cap;
+    rt->tokens = rt->tokens_all + (size_t)seq * rt->cap;
+    /* the single-sequence programs see this sequence's region */
+    const int L = rt->comp->cfg.n_layers;
+    for (int i = 0; i < rt->comp->n_progs; i++) {
+        const slm_program *p = &rt->comp->progs[i];
+        if (is_batch(p)) continue;
+        for (int k = 0; k < p->n_io; k++) {
+            const slm_io_desc *d = &p->io[k];
+            if (d->role == SLM_IO_ATTENTION_MASK) slm_exec_bind(&rt->exec[i], k, rt->mask);
+            else if ((d->role == SLM_IO_PAST_KEY || d->role == SLM_IO_PAST_VALUE) && d->layer >= 0 && d->layer < L)
+                slm_exec_bind(&rt->exec[i], k, kv_layer(rt, d->layer, d->role == SLM_IO_PAST_VALUE));
+        }
+    }
 }
 
 slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err) {
@@ -293,5 +379,61 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
     if ((s = run_head(rt, 1, err))) return s;
     rt->num_stored++;
     slm_trace_end("runtime", "decode", t0, &(slm_trace_args){{"position"}, {w}, "program", p->name});
+    return SLM_OK;
+}
+
+slm_status slm_rt_decode_batch(slm_runtime *rt, const int *seqs, const int32_t *ids, int n, const float **logits,
+                               slm_err *err) {
+    slm_program *p = NULL;
+    for (int i = 0; i < rt->comp->n_progs; i++)
+        if (is_batch(&rt->comp->progs[i]) && rt->comp->progs[i].rows >= n &&
+            (!p || rt->comp->progs[i].rows < p->rows))
+            p = &rt->comp->progs[i];
+    if (!p) return slm_errf(err, SLM_ERR_ARG, "no batch program for %d sequences (largest %d)", n, rt->batch_max);
+    const int T = p->rows, pad = T - n;
+    slm_status s = check_ids(rt, ids, n, err);
+    if (s) return s;
+    park(rt);
+    for (int i = 0; i < n; i++) {
+        if (seqs[i] < 0 || seqs[i] >= rt->n_seqs) return slm_errf(err, SLM_ERR_ARG, "sequence %d out of range", seqs[i]);
+        for (int j = 0; j < i; j++)
+            if (seqs[j] == seqs[i]) return slm_errf(err, SLM_ERR_ARG, "sequence %d twice in a batch", seqs[i]);
+        const int w = rt->seqs[seqs[i]].num_stored;
+        if (w + 1 > rt->cap)
+            return slm_errf(err, SLM_ERR_CAPACITY, "KV cache full: sequence %d holds %d tokens, capacity %d", seqs[i], w,
+                            rt->cap);
+    }
+    for (int r = 0; r < pad; r++) {
+        rt->input_ids[r] = 0;
+        rt->position_ids[r] = 0;
+        rt->cache_position[r] = -1;
+    }
+    for (int i = 0; i < n; i++) {
+        slm_seq_state *q = &rt->seqs[seqs[i]];
+        const int base = seqs[i] * rt->cap, w = q->num_stored;
+        int32_t *mask = rt->mask_all + base;
+        mask[w] = 1;
+        rt->tokens_all[base + w] = ids[i];
+        int valid = 0;
+        for (int j = 0; j <= w; j++) valid += mask[j] != 0;
+        const int r = pad + i;
+        rt->input_ids[r] = ids[i];
+        rt->position_ids[r] = valid - 1; /* sum(mask) - 1 of its own sequence */
+        rt->cache_position[r] = base + w;
+    }
+    const uint64_t t0 = slm_trace_begin();
+    if ((s = slm_exec_run(exec_of(rt, p), rt->pool))) {
+        for (int i = 0; i < n; i++) rt->mask_all[seqs[i] * rt->cap + rt->seqs[seqs[i]].num_stored] = 0;
+        return slm_errf(err, s, "%s program failed", p->name);
+    }
+    for (int i = 0; i < n; i++) {
+        slm_seq_state *q = &rt->seqs[seqs[i]];
+        q->num_stored++;
+        /* the single-sequence generate variant is picked again at its next step */
+        q->gen = NULL;
+    }
+    unpark(rt);
+    slm_trace_end("runtime", "decode_batch", t0, &(slm_trace_args){{"sequences"}, {n}, "program", p->name});
+    *logits = rt->logits + (size_t)pad * (size_t)rt->comp->cfg.vocab_size;
     return SLM_OK;
 }

@@ -8,13 +8,33 @@
  * Both programs' past_key_values.L.* are bound to these buffers once;
  * present.L.* are views at the write index, rebound per call (the mutable
  * pointers). Prefill writes its rows where generate reads them: the
- * article's copy_kvcache does not exist here (kv_bytes_copied stays 0).
+ * article's copy_kvcache does not exist here. The only KV copies are the
+ * prefix cache's (into and out of its entries): they go through
+ * slm_rt_kv_copy, which counts them in kv_bytes_copied.
+ *
+ * Sequences: the KV holds n_seqs regions of `cap` rows each; layer L's K is
+ * [n_seqs * cap][kv_dim] at kv + 2L * n_seqs * cap * kv_dim (V follows), and
+ * sequence s owns rows [s * cap, (s + 1) * cap) of it, with the same rows of
+ * the mask and token arrays. The single-sequence programs (prefill,
+ * generate, verify) are bound to the selected sequence's region
+ * (slm_rt_select); a batch program (batch.B, when compiled) sees the whole
+ * KV: row r of it is stored at and attends up to cache_position[r] within
+ * the region that row lies in, so B sequences decode in one walk of the
+ * weights.
  */
 #ifndef SLM_RUNTIME_H
 #define SLM_RUNTIME_H
 
 #include "compiler/compiler.h"
 #include "device/device.h"
+
+/* The per-sequence part of the runtime state (saved while another sequence
+ * is selected). */
+typedef struct slm_seq_state {
+    int num_stored;
+    slm_program *gen;
+    int variant_switches, chunks, head_runs;
+} slm_seq_state;
 
 typedef struct slm_runtime {
     slm_compiled *comp;     /* not owned */
@@ -27,11 +47,15 @@ typedef struct slm_runtime {
     int32_t *input_ids;     /* [max_prompt_len] */
     int32_t *position_ids;  /* [max_prompt_len] */
     int32_t *cache_position;/* [max_prompt_len] */
-    int32_t *mask;          /* [cap] */
-    int32_t *tokens;        /* [cap] the id stored in each KV row (for the prefix cache) */
+    int32_t *mask;          /* [cap] the selected sequence's rows of mask_all */
+    int32_t *tokens;        /* [cap] the id stored in each of its KV rows (prefix cache, overflow) */
+    int32_t *mask_all;      /* [n_seqs * cap] */
+    int32_t *tokens_all;    /* [n_seqs * cap] */
+    slm_seq_state *seqs;    /* [n_seqs] */
+    int batch_max;          /* rows of the largest batch program (0: none) */
     float *logits;          /* [vocab] */
     int num_stored;         /* valid KV rows (num_stored_tokens) */
-    uint64_t kv_bytes_copied; /* KV bytes moved between programs: always 0 */
+    uint64_t kv_bytes_copied; /* KV bytes copied into or out of the KV buffer (slm_rt_kv_copy) */
     int *present_io;        /* [n_progs][n_layers][2] I/O index of present.L.* */
     slm_exec *exec;         /* [n_progs] each program bound to these buffers */
     slm_program *gen;       /* the generate variant in use */
@@ -43,12 +67,30 @@ typedef struct slm_runtime {
     float *hidden;          /* [verify rows or 1][dim] final-norm rows (LM head separate) */
     int32_t *head_cpos;     /* [1] = {0}: the lm_head.1 program's only row is valid */
     int head_runs;          /* lm_head program calls since reset */
+    int n_seqs;             /* KV regions (sequences) */
+    int cur_seq;            /* the one the calls above work on */
 } slm_runtime;
 
-/* n_threads: workers including the caller (<= 0: one per CPU). */
+/* n_threads: workers including the caller (<= 0: one per CPU). One sequence. */
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err);
+/* n_seqs KV regions (c->n_seqs when it has batch programs). */
+slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, int n_seqs,
+                            slm_err *err);
+/* Row 0 of the selected sequence's K (is_v = 0) or V rows of a layer. */
+float *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v);
+/* Every copy into or out of the KV buffer goes through here (counted). */
+void slm_rt_kv_copy(slm_runtime *rt, void *dst, const void *src, size_t bytes);
+/* One decode step for n sequences at once (1 <= n <= batch_max) through
+ * the smallest batch program with room: ids[i] is appended to sequence
+ * seqs[i] (distinct). Logits of sequence seqs[i] are at *logits + i * vocab.
+ * Each sequence's state advances as slm_rt_decode would. */
+slm_status slm_rt_decode_batch(slm_runtime *rt, const int *seqs, const int32_t *ids, int n, const float **logits,
+                               slm_err *err);
 void slm_rt_free(slm_runtime *rt);
 void slm_rt_reset(slm_runtime *rt);
+/* Make sequence `seq` (0 <= seq < n_seqs) the one prefill, decode, verify,
+ * trim and reset work on. */
+void slm_rt_select(slm_runtime *rt, int seq);
 /* Append n ids through the prefill programs: the smallest variant that
  * holds them, or (chunking on) successive chunks of the largest. */
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err);

@@ -31,6 +31,8 @@ static void add_usage(cJSON *o, job *j) {
     cJSON_AddNumberToObject(u, "prompt_tokens", j->prompt_tokens);
     cJSON_AddNumberToObject(u, "completion_tokens", j->completion_tokens);
     cJSON_AddNumberToObject(u, "total_tokens", j->prompt_tokens + j->completion_tokens);
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", j->cached_tokens);
 }
 
 /* "data: " + o (consumed) + "\n\n" (slm_xfree); NULL when out of memory. */
@@ -211,12 +213,20 @@ static int send_stream(srv_api *a, srv_req *r, job *j) {
     return http_send_stream(r, stream_read, sc, stream_free);
 }
 
+/* Whether one more request must be turned away (under a->mu): the jobs
+ * waiting beyond the free slots fill the queue. */
+static int queue_full(const srv_api *a) {
+    int free_slots = a->n_slots - a->running;
+    if (free_slots < 0) free_slots = 0;
+    return a->stop || a->queued >= a->queue_max + free_slots;
+}
+
 /* Queue j (taking the request's reference and the queue's); 0 when the
  * queue is full or the server stops (j untouched). */
 static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_mutex_lock(&a->mu);
     *queued = a->queued;
-    if (a->stop || a->queued + a->running > a->queue_max) {
+    if (queue_full(a)) {
         pthread_mutex_unlock(&a->mu);
         return 0;
     }
@@ -306,7 +316,7 @@ int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
     if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions")))
         return 1;
     pthread_mutex_lock(&a->mu);
-    int q = a->queued, full = a->stop || q + a->running > a->queue_max;
+    int q = a->queued, full = queue_full(a);
     pthread_mutex_unlock(&a->mu);
     if (full) /* before the body is parsed, rendered or tokenized */
         snprintf(msg, msgcap, "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
@@ -375,13 +385,20 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
     }
     a->max_prompt_bytes = (size_t)slm_capacity(e) * longest * 2;
     a->tok = slm_chat_tok_new(e);
-    a->logits = slm_malloc((size_t)a->info.vocab_size * sizeof(float));
-    a->scratch = slm_malloc(slm_sample_scratch_size(a->info.vocab_size));
-    if (!a->tok || !a->logits || !a->scratch) {
+    a->n_slots = cfg->parallel > 0 ? cfg->parallel : 1;
+    if (a->n_slots > SRV_MAX_SLOTS) a->n_slots = SRV_MAX_SLOTS;
+    if (a->n_slots > a->info.n_seqs) a->n_slots = a->info.n_seqs;
+    if (!a->tok) {
         snprintf(err, errcap, "out of memory");
         api_free(a);
         return NULL;
     }
+    for (int i = 0; i < a->n_slots; i++)
+        if (slm_session_new(e, NULL, &a->slot_sess[i])) {
+            snprintf(err, errcap, "slot %d: %s", i, slm_last_error(e));
+            api_free(a);
+            return NULL;
+        }
     if (pthread_create(&a->worker, NULL, srv_worker_main, a)) {
         snprintf(err, errcap, "cannot start the worker thread");
         api_free(a);
@@ -404,8 +421,7 @@ void api_stop(srv_api *a) {
 void api_free(srv_api *a) {
     if (!a) return;
     api_stop(a);
-    slm_xfree(a->logits);
-    slm_xfree(a->scratch);
+    for (int i = 0; i < SRV_MAX_SLOTS; i++) slm_session_free(a->slot_sess[i]);
     slm_chat_tok_free(a->tok);
     pthread_cond_destroy(&a->work);
     pthread_mutex_destroy(&a->mu);

@@ -1,7 +1,8 @@
 /* server/api.h — the job queue shared by the endpoints (api.c) and the
- * generation worker (worker.c). One engine, batch 1: a request becomes a
- * job, waits in a bounded queue, and the single worker thread renders,
- * tokenizes and generates it, publishing text as it goes. */
+ * worker (worker.c). One engine, --parallel slots: a request becomes a job,
+ * waits in a bounded queue until a slot is free, and the worker thread
+ * renders, tokenizes and generates it together with the other slots' jobs,
+ * publishing text as it goes. */
 #ifndef SLM_SERVER_API_H
 #define SLM_SERVER_API_H
 
@@ -12,6 +13,8 @@
 #include "server/request.h"
 
 enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
+
+#define SRV_MAX_SLOTS 64
 
 typedef struct job {
     int refs;               /* under a->mu: the queue/worker, the request, the stream */
@@ -27,6 +30,7 @@ typedef struct job {
     char *text;             /* the published reply [tlen] + NUL (complete UTF-8, no stop string) */
     size_t tlen, tcap;
     int prompt_tokens, completion_tokens;
+    int cached_tokens;      /* prompt tokens whose KV rows were reused (slot or prefix cache) */
     const char *finish;     /* "stop" | "length" | "cancelled" */
     struct job *next;
     /* the event stream's writer (one MHD thread at a time) */
@@ -42,7 +46,7 @@ struct srv_api {
     pthread_mutex_t mu;
     pthread_cond_t work;
     job *head, *tail;
-    int queued, running, queue_max, stop; /* jobs waiting; 1 while the worker runs one */
+    int queued, running, queue_max, stop; /* jobs waiting for a slot; slots running a job */
     unsigned long next_id;
     slm_engine *e;
     const slm_tmpl *tm;
@@ -51,8 +55,10 @@ struct srv_api {
     size_t max_prompt_bytes; /* a prompt longer than this cannot fit the KV capacity:
                                 refused without tokenizing (capacity x the longest piece x 2) */
     char model_name[128];
-    float *logits;          /* [vocab] the sampler's copy */
-    void *scratch;          /* slm_sample_scratch_size(vocab) */
+    int n_slots;            /* --parallel: sessions decoding together */
+    slm_session *slot_sess[SRV_MAX_SLOTS];
+    job *slot_job[SRV_MAX_SLOTS]; /* the job each slot runs (NULL: free); under mu */
+    int slot_gen0[SRV_MAX_SLOTS]; /* the session's n_generated when the job started */
     long started;
     job *current;           /* the job the worker runs, or NULL */
     pthread_t worker;

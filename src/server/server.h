@@ -18,7 +18,8 @@
 typedef struct slm_server_cfg {
     const char *host;       /* IPv4 address to listen on (default 127.0.0.1) */
     int port;               /* TCP port; 0 = any free port */
-    int queue;              /* requests that may wait behind the running one */
+    int queue;              /* requests that may wait for a slot; more get 503 */
+    int parallel;           /* slots: requests decoded together (at most the engine's n_seqs) */
     const char *model_name; /* the id /v1/models reports */
     int verbose;
     /* hostile clients: bounded work and memory */

@@ -1,8 +1,12 @@
-/* server/worker.c — the generation worker: takes jobs from the queue one at a
- * time and runs them on the engine (render the chat template, tokenize,
- * prefill, sample until EOS, a stop string, max_tokens or the KV capacity),
- * publishing the text for the request that waits or streams. This file is
- * the generation loop; the HTTP side never sees it. */
+/* server/worker.c — the worker: keeps --parallel slots, each a session (a
+ * KV region) of the engine. Between decode steps it drops cancelled jobs and
+ * admits queued ones into free slots (continuous batching): renders the chat
+ * template, tokenizes, and sets the slot's prompt (rows of a prefix the slot
+ * or the prefix cache holds are kept). Each step then advances every
+ * running slot by one token through slm_session_next_batch (the sessions'
+ * tokens decoded together, the weights read once) and publishes the text
+ * for the request that waits or streams. The generation loop itself is the
+ * session's (engine/session.c); the HTTP side never sees either. */
 #include "server/api.h"
 
 #ifdef SLM_HAVE_SERVE
@@ -149,149 +153,187 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
     return tokenize(a, j, q->prompt, ids);
 }
 
-/* Where the text all[0..alen) may be published up to: a stop string ends
- * it (*stopped = 1); a tail that could begin one, or a split UTF-8
- * character, is held back. `from` is where the newest piece began. */
-static size_t stop_scan(const srv_request *q, const char *all, size_t alen, size_t from, int *stopped) {
-    size_t safe = alen;
-    for (int i = 0; i < q->nstop; i++) {
-        size_t sl = strlen(q->stop[i]);
-        size_t st = from > sl ? from - sl : 0;
-        for (size_t p = st; p + sl <= alen; p++)
-            if (!memcmp(all + p, q->stop[i], sl)) {
-                if (p < safe) safe = p;
-                *stopped = 1;
-                break;
-            }
+/* ---- slots: continuous batching ------------------------------------------------ */
+
+/* Admit queued jobs into free slots (under a->mu). Returns how many. */
+static int admit(srv_api *a, job **fresh, int *fresh_slot) {
+    int n = 0;
+    for (int i = 0; i < a->n_slots && a->head; i++) {
+        if (a->slot_job[i]) continue;
+        job *j = a->head;
+        a->head = j->next;
+        if (!a->head) a->tail = NULL;
+        a->queued--;
+        j->next = NULL;
+        j->state = J_RUNNING;
+        a->slot_job[i] = j;
+        a->running++;
+        fresh[n] = j;
+        fresh_slot[n] = i;
+        n++;
     }
-    if (*stopped) return safe;
-    for (int i = 0; i < q->nstop; i++) {
-        size_t sl = strlen(q->stop[i]);
-        for (size_t k = sl - 1; k > 0; k--)
-            if (k <= alen && !memcmp(all + alen - k, q->stop[i], k)) {
-                if (alen - k < safe) safe = alen - k;
-                break;
-            }
-    }
-    return srv_utf8_complete(all, safe);
+    return n;
 }
 
-static void run_job(srv_api *a, job *j) {
-    slm_engine *e = a->e;
-    const int V = a->info.vocab_size;
+/* End slot i's job (it is done, failed or cancelled) and free the slot. */
+static void release(srv_api *a, int i) {
+    pthread_mutex_lock(&a->mu);
+    job *j = a->slot_job[i];
+    a->slot_job[i] = NULL;
+    if (j) {
+        a->running--;
+        srv_job_unref(j);
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Start a job on its slot's session: tokens, sampling, limits, prefill
+ * (keeping the rows of a prefix the slot or the prefix cache holds).
+ * 0 when it failed (the job is failed, the slot freed). */
+static int start_job(srv_api *a, int i) {
+    job *j = a->slot_job[i];
+    slm_session *s = a->slot_sess[i];
     int32_t *ids = NULL;
+    pthread_mutex_lock(&a->mu);
+    a->current = j; /* server stop cancels its rendering */
+    pthread_mutex_unlock(&a->mu);
     int n = job_tokens(a, j, &ids);
-    if (!n) return;
-    int max_gen = slm_capacity(e) - n;
-    if (j->q.max_tokens > 0 && j->q.max_tokens < max_gen) max_gen = j->q.max_tokens;
+    pthread_mutex_lock(&a->mu);
+    a->current = NULL;
+    pthread_mutex_unlock(&a->mu);
+    if (!n) {
+        release(a, i);
+        return 0;
+    }
+    slm_session_cfg sc;
+    memset(&sc, 0, sizeof sc);
+    sc.samp = j->q.samp;
+    int max_gen = slm_capacity(a->e) - n;
+    sc.n_predict = j->q.max_tokens > 0 && j->q.max_tokens < max_gen ? j->q.max_tokens : max_gen;
+    sc.stop = (const char *const *)j->q.stop;
+    sc.n_stop = j->q.nstop;
+    slm_session_stats s0, s1;
+    slm_session_get_stats(s, &s0);
+    slm_status st = slm_session_configure(s, &sc);
+    if (!st) st = slm_session_set_prompt(s, ids, n);
+    slm_xfree(ids);
+    if (st) {
+        job_fail(a, j, 500, "internal_error", NULL, "prefill failed: %s", slm_session_error(s));
+        slm_session_reset(s);
+        release(a, i);
+        return 0;
+    }
+    slm_session_get_stats(s, &s1);
+    a->slot_gen0[i] = s1.n_generated;
     pthread_mutex_lock(&a->mu);
     j->prompt_tokens = n;
+    j->cached_tokens = s1.n_reused - s0.n_reused;
     j->accepted = 1;
     srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
+    return 1;
+}
 
-    slm_reset(e);
-    const float *lg = NULL;
-    slm_status s = SLM_OK;
-    const int T = a->info.max_prompt_len;
-    for (int off = 0; off < n && !s && !job_cancelled(a, j); off += T)
-        s = slm_prefill(e, ids + off, n - off < T ? n - off : T, &lg);
-    int prev = ids[n - 1];
-    slm_xfree(ids);
-    char *all = NULL;
-    size_t alen = 0, acap = 0;
-    const char *finish = "length";
-    uint64_t rng = j->q.samp.seed ? j->q.samp.seed : 0x5eed5eedull;
-    int gen = 0, stopped = 0;
-    for (int g = 0; g < max_gen && !s && !stopped; g++) {
-        if (job_cancelled(a, j)) { finish = "cancelled"; break; }
-        if (g > 0 && (s = slm_decode(e, prev, &lg))) break;
-        memcpy(a->logits, lg, (size_t)V * sizeof(float));
-        int tok = slm_sample(a->logits, V, &j->q.samp, &rng, a->scratch);
-        if (tok == a->info.eos_id || tok == a->info.bos_id) { finish = "stop"; break; }
-        gen++;
-        const char *piece = slm_token_piece(e, prev, tok);
-        prev = tok;
-        if (!slm_piece_printable(piece)) continue; /* as staticlm run prints */
-        size_t pl = strlen(piece), from = alen;
-        if (alen + pl + 1 > acap) {
-            size_t nc = acap ? acap * 2 : 256;
-            while (nc < alen + pl + 1) nc *= 2;
-            char *na = slm_realloc(all, nc);
-            if (!na) { s = SLM_ERR_NOMEM; break; }
-            all = na;
-            acap = nc;
-        }
-        memcpy(all + alen, piece, pl + 1);
-        alen += pl;
-        size_t safe = stop_scan(&j->q, all, alen, from, &stopped);
-        if (stopped) {
-            alen = safe;
-            all[alen] = 0;
-            finish = "stop";
-            break;
-        }
-        pthread_mutex_lock(&a->mu);
-        j->completion_tokens = gen;
-        if (safe > j->tlen) publish(a, j, all, safe);
-        pthread_mutex_unlock(&a->mu);
-    }
-    if (s) {
-        slm_xfree(all);
-        job_fail(a, j, 500, "internal_error", NULL, "generation failed: %s", slm_last_error(e));
+/* After a step: publish slot i's new text; finish it when its reply ended. */
+static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
+    job *j = a->slot_job[i];
+    slm_session *s = a->slot_sess[i];
+    slm_session_stats ss;
+    slm_session_get_stats(s, &ss);
+    size_t len, safe;
+    const char *text = slm_session_text(s, &len, &safe);
+    if (st && slm_session_stop_reason(s) != SLM_STOP_CAPACITY) {
+        job_fail(a, j, 500, "internal_error", NULL, "generation failed: %s", slm_session_error(s));
+        slm_session_reset(s);
+        release(a, i);
         return;
     }
     pthread_mutex_lock(&a->mu);
-    j->completion_tokens = gen;
-    j->finish = finish;
-    publish(a, j, all ? all : "", alen);
-    j->state = J_DONE;
-    srv_job_changed(a, j);
+    j->completion_tokens = ss.n_generated - a->slot_gen0[i];
+    if (safe > j->tlen) publish(a, j, text, safe);
+    int done = id < 0 || st;
+    if (done) {
+        int why = slm_session_stop_reason(s);
+        j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
+        publish(a, j, text, len);
+        j->state = J_DONE;
+        srv_job_changed(a, j);
+    }
     pthread_mutex_unlock(&a->mu);
-    slm_xfree(all);
+    if (done) release(a, i);
 }
 
 void *srv_worker_main(void *arg) {
     srv_api *a = arg;
-    pthread_mutex_lock(&a->mu);
+    job *fresh[SRV_MAX_SLOTS];
+    int fresh_slot[SRV_MAX_SLOTS];
     for (;;) {
-        while (!a->head && !a->stop) pthread_cond_wait(&a->work, &a->mu);
-        job *j = a->head;
-        if (!j) break; /* stopping and nothing queued */
-        a->head = j->next;
-        if (!a->head) a->tail = NULL;
-        a->queued--;
+        /* between steps: drop cancelled jobs, admit queued ones into free slots */
+        pthread_mutex_lock(&a->mu);
+        int active = 0;
+        for (int i = 0; i < a->n_slots; i++) {
+            job *j = a->slot_job[i];
+            if (j && (j->cancelled || a->stop)) {
+                j->finish = "cancelled";
+                j->state = J_DONE;
+                srv_job_changed(a, j);
+                a->slot_job[i] = NULL;
+                a->running--;
+                srv_job_unref(j);
+            }
+            active += a->slot_job[i] != NULL;
+        }
+        if (a->stop) {
+            /* waiting requests get 503 */
+            while (a->head) {
+                job *j = a->head;
+                a->head = j->next;
+                a->queued--;
+                pthread_mutex_unlock(&a->mu);
+                job_fail(a, j, 503, "server_shutting_down", NULL, "the server is shutting down");
+                pthread_mutex_lock(&a->mu);
+                srv_job_unref(j);
+            }
+            a->tail = NULL;
+            pthread_mutex_unlock(&a->mu);
+            break;
+        }
+        while (!active && !a->head && !a->stop) pthread_cond_wait(&a->work, &a->mu);
         if (a->stop) {
             pthread_mutex_unlock(&a->mu);
-            job_fail(a, j, 503, "server_shutting_down", NULL, "the server is shutting down");
-            pthread_mutex_lock(&a->mu);
-            srv_job_unref(j);
             continue;
         }
-        j->state = J_RUNNING;
-        a->current = j;
-        if (j->cancelled) {
-            j->state = J_DONE;
-            j->finish = "cancelled";
-            a->current = NULL;
-            srv_job_changed(a, j);
-            srv_job_unref(j);
-            continue;
-        }
-        a->running = 1;
+        int nf = admit(a, fresh, fresh_slot);
+        for (int k = 0; k < nf; k++)
+            if (fresh[k]->cancelled) { /* gone while it waited */
+                fresh[k]->finish = "cancelled";
+                fresh[k]->state = J_DONE;
+                srv_job_changed(a, fresh[k]);
+                a->slot_job[fresh_slot[k]] = NULL;
+                a->running--;
+                srv_job_unref(fresh[k]);
+                fresh_slot[k] = -1;
+            }
         pthread_mutex_unlock(&a->mu);
+        for (int k = 0; k < nf; k++)
+            if (fresh_slot[k] >= 0) start_job(a, fresh_slot[k]);
+        /* one step for every running slot: their pending tokens in one batch program */
+        slm_session *ss[SRV_MAX_SLOTS];
+        int who[SRV_MAX_SLOTS], n = 0;
+        for (int i = 0; i < a->n_slots; i++)
+            if (a->slot_job[i] && a->slot_job[i]->accepted) {
+                ss[n] = a->slot_sess[i];
+                who[n++] = i;
+            }
+        if (!n) continue;
+        int32_t ids[SRV_MAX_SLOTS];
+        slm_status sts[SRV_MAX_SLOTS];
         slm_trace_name_thread("server worker");
         const uint64_t t0 = slm_trace_begin();
-        run_job(a, j);
-        slm_trace_end("http", "job", t0,
-                      &(slm_trace_args){{"prompt_tokens", "completion_tokens"}, {j->prompt_tokens, j->completion_tokens},
-                                        "finish", j->finish});
-        pthread_mutex_lock(&a->mu);
-        a->running = 0;
-        a->current = NULL;
-        srv_job_unref(j);
+        slm_session_next_batch(ss, n, ids, NULL, sts);
+        slm_trace_end("http", "batch_step", t0, &(slm_trace_args){{"slots"}, {n}, NULL, NULL});
+        for (int k = 0; k < n; k++) after_step(a, who[k], ids[k], sts[k]);
     }
-    pthread_mutex_unlock(&a->mu);
     return NULL;
 }
 

@@ -1,0 +1,55 @@
+/* engine/ internals shared by engine.c (loading, the raw runtime calls) and
+ * session.c (the generation loop). Not part of the public API. */
+#ifndef SLM_ENGINE_INTERNAL_H
+#define SLM_ENGINE_INTERNAL_H
+
+#include "blob/blob.h"
+#include "common/common.h"
+#include "compiler/compiler.h"
+#include "format/model.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/runtime.h"
+#include "text/tokenizer.h"
+#include "staticlm.h"
+
+#define SLM_MAX_STOP_IDS 16
+
+struct slm_engine {
+    slm_err err;            /* the last error, with its message */
+    slm_options opt;
+    slm_model_file model;   /* the source model (not from a blob) */
+    slm_blob blob;          /* the mapped blob (from_blob) */
+    int from_blob;
+    slm_model_config cfg;   /* of whichever was loaded */
+    const void *weights;    /* what SLM_SPACE_WEIGHTS offsets are relative to */
+    slm_tokenizer *tok;
+    slm_compiled comp;
+    slm_runtime rt;
+    int loaded;
+    char cache_dir_buf[1024];
+    char tok_path_buf[1024];
+    char note[SLM_ERRLEN + 2048]; /* what cache mode did */
+    slm_engine *draft;      /* speculative decoding: the draft model's engine */
+    slm_prefix_cache pc;    /* KV rows of earlier prompts' prefixes */
+    int32_t stop_ids[SLM_MAX_STOP_IDS]; /* the stop set: EOS, BOS, EOT, the model's end ids */
+    int n_stop_ids;
+    int *slot_used;         /* [rt.n_seqs] 1 = a session holds that KV region */
+    struct slm_session *draft_owner; /* the session that drives the draft */
+    struct slm_chat_tok *ctok; /* special-token and continuation tokenizer (lazy) */
+};
+
+/* session.c */
+void slm_engine_build_stop_set(slm_engine *e);
+/* engine.c */
+int slm_engine_claim_slot(slm_engine *e);
+void slm_engine_release_slot(slm_engine *e, int slot);
+/* Tokenize text by SLM_FEED_* flags into a slm_malloc'd array; -1 on failure. */
+int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **ids);
+/* sampler.c: logits -> the sampling distribution (temperature, top-k,
+ * top-p applied; excluded tokens 0), a draw from a distribution, a uniform
+ * float in [0, 1) from the generator slm_sample uses. */
+void slm_sample_dist(float *logits, int n, const slm_sampling *s, void *scratch);
+int slm_sample_from(const float *p, int n, uint64_t *rng);
+float slm_random_f32(uint64_t *rng);
+
+#endif

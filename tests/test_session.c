@@ -1,0 +1,428 @@
+/* Sessions: the one generation loop. A session's tokens equal slm_generate's
+ * (run's); feeding a continuation after a reply equals feeding the whole
+ * text; the stop set ends replies at a model's end-of-turn id (a GGUF whose
+ * EOT differs from its EOS) in sessions and chats; stop strings cut the
+ * text; the overflow policies. stories260K + tok512. */
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "engine/chat.h"
+#include "staticlm.h"
+#include "t.h"
+
+#define M(f) T_SHARED("models/" f)
+
+static char dir[256];
+
+static slm_engine *load(const char *model, const char *tok, slm_options o) {
+    o.tokenizer_path = tok;
+    o.n_threads = 1;
+    slm_engine *e = NULL;
+    if (slm_load(&e, model, &o)) {
+        fprintf(stderr, "  load %s: %s\n", model, slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+typedef struct collect {
+    int ids[1024];
+    int n;
+} collect;
+
+static int collect_cb(void *ud, int id, const char *piece, int is_prompt) {
+    (void)piece;
+    collect *c = ud;
+    if (is_prompt == 0 && c->n < 1024) c->ids[c->n++] = id;
+    return 0;
+}
+
+/* Up to cap tokens of a session after feeding text. */
+static int session_tokens(slm_session *s, const char *text, int flags, int *out, int cap) {
+    if (slm_session_feed_text(s, text, flags)) return -1;
+    int n = 0;
+    for (;;) {
+        int32_t id;
+        if (slm_session_next(s, &id, NULL)) return -1;
+        if (id < 0 || n >= cap) break;
+        out[n++] = id;
+    }
+    return n;
+}
+
+static void test_session_equals_generate(void) {
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), slm_default_options());
+    if (!e) { CHECK(0); return; }
+    slm_sampling g = {0};
+    collect c = {.n = 0};
+    CHECK(slm_generate(e, "Once upon a time", 60, &g, 1, collect_cb, &c, NULL) == SLM_OK);
+    CHECK(c.n == 60);
+    slm_session_cfg cfg = {0};
+    cfg.n_predict = 60;
+    cfg.ignore_eos = 1;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    int got[128];
+    int n = session_tokens(s, "Once upon a time", SLM_FEED_BOS, got, 128);
+    CHECKF(n == 60 && !memcmp(got, c.ids, sizeof(int) * 60), "session %d tokens vs generate %d", n, c.n);
+    CHECK(slm_session_stop_reason(s) == SLM_STOP_LENGTH);
+    slm_session_stats st;
+    slm_session_get_stats(s, &st);
+    CHECK(st.n_generated == 60 && st.n_prefilled > 3);
+    /* the last token is pending: 59 decoded rows after the prompt */
+    CHECKF(slm_session_n_past(s) == st.n_prefilled + 59, "n_past %d prefilled %d", slm_session_n_past(s),
+           st.n_prefilled);
+    /* a second session cannot take the only slot */
+    slm_session *s2 = NULL;
+    CHECK(slm_session_new(e, &cfg, &s2) == SLM_ERR_CAPACITY && s2 == NULL);
+    CHECK(strstr(slm_last_error(e), "KV slots are in use") != NULL);
+
+    /* a continuation equals the whole text fed at once (greedy) */
+    slm_session_reset(s);
+    int a[64], b[64];
+    cfg.n_predict = 10;
+    slm_session_configure(s, &cfg);
+    int na = session_tokens(s, "Lily and Tom", SLM_FEED_BOS, a, 64);
+    CHECK(na == 10);
+    /* reply + " went home" continues: rows kept */
+    slm_session_stats s0, s1;
+    slm_session_get_stats(s, &s0);
+    int nb = session_tokens(s, " They went to the park.", 0, b, 64);
+    slm_session_get_stats(s, &s1);
+    CHECK(nb == 10);
+    CHECKF(s1.n_reused - s0.n_reused == slm_session_n_past(s) - s1.n_prefilled + s0.n_prefilled - 9,
+           "reused %d", s1.n_reused - s0.n_reused);
+    int32_t hist[256];
+    int nh = slm_session_tokens(s, hist, 256);
+    CHECK(nh > 20 && nh < 256);
+    /* the same ids fed whole into a fresh session give the same next tokens */
+    slm_session_reset(s);
+    int nhist = nh - 10; /* without this reply */
+    CHECK(slm_session_feed(s, hist, nhist) == SLM_OK);
+    int cmp[16], k = 0;
+    for (; k < 10; k++) {
+        int32_t id;
+        CHECK(slm_session_next(s, &id, NULL) == SLM_OK);
+        if (id < 0) break;
+        cmp[k] = id;
+    }
+    CHECKF(k == 10 && !memcmp(cmp, b, sizeof(int) * 10), "continuation differs from the whole text");
+    slm_session_free(s);
+    /* the slot is free again */
+    CHECK(slm_session_new(e, &cfg, &s2) == SLM_OK);
+    slm_session_free(s2);
+    slm_free(e);
+}
+
+static void test_stop_strings(void) {
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), slm_default_options());
+    if (!e) { CHECK(0); return; }
+    slm_session_cfg cfg = {0};
+    cfg.n_predict = 80;
+    cfg.ignore_eos = 1;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    int ids[128];
+    session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    size_t len, safe;
+    char full[4096];
+    snprintf(full, sizeof full, "%s", slm_session_text(s, &len, &safe));
+    CHECK(len == safe && len > 40);
+    /* stop at a word from the middle of the text */
+    char word[32];
+    const char *mid = full + len / 2;
+    while (*mid && *mid != ' ') mid++;
+    snprintf(word, sizeof word, "%.6s", mid);
+    const char *stops[] = {word};
+    cfg.stop = stops;
+    cfg.n_stop = 1;
+    slm_session_configure(s, &cfg);
+    slm_session_reset(s);
+    session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    const char *t = slm_session_text(s, &len, &safe);
+    CHECK(slm_session_stop_reason(s) == SLM_STOP_STRING);
+    size_t at = (size_t)(strstr(full, word) - full);
+    CHECKF(len == at && !strncmp(t, full, at) && safe == len, "cut at %zu, want %zu ('%s')", len, at, word);
+    slm_session_free(s);
+    slm_free(e);
+}
+
+/* Patch a converted stories260K GGUF in place: its tokenizer.ggml.bos_token_id
+ * key (BOS then defaults to 1, the same) becomes tokenizer.ggml.eot_token_id
+ * with the value eot. */
+static int make_eot_gguf(const char *path, int eot) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s convert -m %s -z %s -o %s 2>/dev/null", SLM_CLI_PATH, M("stories260K.bin"),
+             M("tok512.bin"), path);
+    if (system(cmd) != 0) return 0;
+    size_t n;
+    char *b = t_read_file(path, &n);
+    if (!b) return 0;
+    const char *key = "tokenizer.ggml.bos_token_id";
+    char *p = NULL;
+    for (size_t i = 0; i + 27 + 8 <= n && !p; i++)
+        if (!memcmp(b + i, key, 27)) p = b + i;
+    int ok = 0;
+    if (p) {
+        memcpy(p, "tokenizer.ggml.eot_token_id", 27);
+        uint32_t type, v = (uint32_t)eot;
+        memcpy(&type, p + 27, 4);
+        if (type == 4) { /* GGUF_TYPE_UINT32 */
+            memcpy(p + 31, &v, 4);
+            ok = t_write_file(path, b, n);
+        }
+    }
+    free(b);
+    return ok;
+}
+
+static void test_eot_stops(void) {
+    char gguf[300];
+    snprintf(gguf, sizeof gguf, "%s/eot.gguf", dir);
+    /* the reply of a chat turn without an EOT, then with its 4th token as EOT */
+    slm_options o = slm_default_options();
+    if (!make_eot_gguf(gguf, 1)) { CHECKF(0, "could not write %s", gguf); return; }
+    slm_engine *e = load(gguf, NULL, o);
+    if (!e) { CHECK(0); return; }
+    slm_tmpl *tm = slm_chat_template_open(e, "chatml", NULL, 0);
+    slm_chat_cfg cc = {0};
+    cc.n_predict = 24;
+    cc.on_overflow = SLM_OVERFLOW_ERROR;
+    slm_chat *c = slm_chat_new(e, tm, &cc);
+    collect r1 = {.n = 0};
+    char err[256], note[256];
+    slm_chat_stats st;
+    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r1, &st, err, sizeof err, note, sizeof note) == SLM_OK);
+    slm_chat_free(c);
+    slm_free(e);
+    CHECKF(r1.n >= 6, "reply of %d tokens", r1.n);
+    if (r1.n < 6) { slm_tmpl_free(tm); return; }
+    int x = -1, at = -1;
+    for (int i = 3; i < r1.n && x < 0; i++) {
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= r1.ids[j] == r1.ids[i];
+        if (!seen && r1.ids[i] > 2) { x = r1.ids[i]; at = i; }
+    }
+    CHECK(x > 2);
+    if (!make_eot_gguf(gguf, x)) { CHECK(0); slm_tmpl_free(tm); return; }
+    e = load(gguf, NULL, o);
+    if (!e) { CHECK(0); slm_tmpl_free(tm); return; }
+    CHECK(slm_is_stop_token(e, x) && slm_is_stop_token(e, 2));
+    int32_t set[16];
+    int ns = slm_stop_tokens(e, set, 16);
+    CHECKF(ns >= 2, "stop set of %d", ns);
+    /* chat: the reply ends right before the EOT */
+    c = slm_chat_new(e, tm, &cc);
+    collect r2 = {.n = 0};
+    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r2, &st, err, sizeof err, note, sizeof note) == SLM_OK);
+    CHECKF(r2.n == at && !memcmp(r2.ids, r1.ids, sizeof(int) * (size_t)at), "chat reply %d tokens, EOT at %d", r2.n, at);
+    CHECK(slm_session_stop_reason(slm_chat_session(c)) == SLM_STOP_TOKEN);
+    /* the EOT never entered the KV: the next turn keeps every row */
+    slm_chat_free(c);
+    slm_free(e);
+    slm_tmpl_free(tm);
+}
+
+static void test_overflow_policies(void) {
+    slm_options o = slm_default_options();
+    o.max_prompt_len = 16;
+    o.min_response_len = 24; /* capacity 40 */
+    o.on_overflow = SLM_OVERFLOW_ERROR;
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!e) { CHECK(0); return; }
+    slm_session_cfg cfg = {0};
+    cfg.ignore_eos = 1;
+    cfg.n_predict = 100;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    CHECK(slm_session_feed_text(s, "Once upon a time", SLM_FEED_BOS) == SLM_OK);
+    slm_status st = SLM_OK;
+    int n = 0;
+    for (; n < 100; n++) {
+        int32_t id;
+        if ((st = slm_session_next(s, &id, NULL)) || id < 0) break;
+    }
+    CHECKF(st == SLM_ERR_CAPACITY && slm_session_stop_reason(s) == SLM_STOP_CAPACITY, "st %d", st);
+    CHECK(slm_session_n_past(s) == 40);
+    CHECK(strstr(slm_session_error(s), "KV cache full") != NULL);
+    slm_session_free(s);
+    slm_free(e);
+    o.on_overflow = SLM_OVERFLOW_TRUNCATE;
+    e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!e) { CHECK(0); return; }
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    n = 0;
+    int ids[128];
+    n = session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    slm_session_stats ss;
+    slm_session_get_stats(s, &ss);
+    CHECKF(n == 100 && ss.n_truncations >= 2, "n %d truncations %d", n, ss.n_truncations);
+    slm_session_free(s);
+    slm_free(e);
+}
+
+/* Speculative sampling: with temperature > 0 the draft's proposals pass the
+ * rejection rule, so the tokens follow the target's distribution. The
+ * second token's marginal is computed exactly (sum over the first token of
+ * p(t1) p(t2 | t1)) and compared with 2000 seeded runs, speculative and
+ * plain; a poor draft (rand288, random weights) makes most proposals fail,
+ * so the residual distribution is exercised. */
+#include <math.h>
+
+static void softmax_t(const float *lg, int n, float t, double *p) {
+    double m = lg[0], sum = 0;
+    for (int i = 1; i < n; i++)
+        if (lg[i] > m) m = lg[i];
+    for (int i = 0; i < n; i++) sum += p[i] = exp((lg[i] - m) / t);
+    for (int i = 0; i < n; i++) p[i] /= sum;
+}
+
+static double tv(const double *a, const double *b, int n) {
+    double d = 0;
+    for (int i = 0; i < n; i++) d += fabs(a[i] - b[i]);
+    return d / 2;
+}
+
+/* Empirical distribution of the 2nd token (and the 3rd) over runs seeds. */
+static void sample_dist(slm_engine *e, int runs, double *d2, double *d3, int V, int *drafted, int *accepted) {
+    slm_session_cfg cfg = {0};
+    cfg.samp.temperature = 1.0f;
+    cfg.ignore_eos = 1;
+    cfg.n_predict = 3;
+    slm_session *s = NULL;
+    if (slm_session_new(e, &cfg, &s)) { CHECK(0); return; }
+    for (int i = 0; i < V; i++) d2[i] = d3[i] = 0;
+    for (int r = 0; r < runs; r++) {
+        cfg.samp.seed = 1000 + (uint64_t)r * 7919;
+        slm_session_configure(s, &cfg);
+        slm_session_reset(s);
+        int32_t t1, t2, t3;
+        if (slm_session_feed_text(s, "Once upon a time", SLM_FEED_BOS) || slm_session_next(s, &t1, NULL) ||
+            slm_session_next(s, &t2, NULL) || slm_session_next(s, &t3, NULL) || t2 < 0 || t3 < 0) {
+            CHECK(0);
+            break;
+        }
+        d2[t2] += 1.0 / runs;
+        d3[t3] += 1.0 / runs;
+    }
+    slm_session_stats st;
+    slm_session_get_stats(s, &st);
+    *drafted = st.n_drafted;
+    *accepted = st.n_accepted;
+    slm_session_free(s);
+}
+
+static void test_speculative_sampling(void) {
+    slm_options o = slm_default_options();
+    slm_engine *plain = load(M("stories260K.bin"), M("tok512.bin"), o);
+    o.draft_path = M("rand288.bin"); /* its tokenizer defaults to the target's */
+    o.draft_n = 3;
+    slm_engine *spec = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!plain || !spec) { CHECK(0); slm_free(plain); slm_free(spec); return; }
+    slm_info in;
+    slm_get_info(plain, &in);
+    const int V = in.vocab_size;
+    double *exact = calloc((size_t)V, sizeof(double)), *p1 = calloc((size_t)V, sizeof(double)),
+           *p2 = calloc((size_t)V, sizeof(double)), *a2 = calloc((size_t)V, sizeof(double)),
+           *a3 = calloc((size_t)V, sizeof(double)), *b2 = calloc((size_t)V, sizeof(double)),
+           *b3 = calloc((size_t)V, sizeof(double));
+    /* exact: p(t2) = sum over t1 of p(t1) p(t2 | t1) */
+    int32_t ids[64];
+    int n = slm_tokenize(plain, "Once upon a time", 1, ids, 64);
+    const float *lg;
+    slm_reset(plain);
+    CHECK(slm_prefill(plain, ids, n, &lg) == SLM_OK);
+    softmax_t(lg, V, 1.0f, p1);
+    for (int t1 = 0; t1 < V; t1++) {
+        if (p1[t1] < 1e-5) continue; /* at most 512e-5 of the mass left out */
+        ids[n] = t1;
+        slm_reset(plain);
+        if (slm_prefill(plain, ids, n + 1, &lg)) { CHECK(0); break; }
+        softmax_t(lg, V, 1.0f, p2);
+        for (int i = 0; i < V; i++) exact[i] += p1[t1] * p2[i];
+    }
+    const int runs = 2000;
+    int dr = 0, ac = 0, dr0 = 0, ac0 = 0;
+    sample_dist(spec, runs, a2, a3, V, &dr, &ac);
+    sample_dist(plain, runs, b2, b3, V, &dr0, &ac0);
+    double tv_spec = tv(a2, exact, V), tv_plain = tv(b2, exact, V), tv3 = tv(a3, b3, V);
+    fprintf(stderr, "  speculative sampling: %d drafted, %d accepted; TV(2nd token) speculative %.4f, plain %.4f; "
+                    "TV(3rd token) speculative vs plain %.4f\n", dr, ac, tv_spec, tv_plain, tv3);
+    CHECKF(dr > runs && ac > 0 && ac < dr, "drafted %d accepted %d", dr, ac);
+    /* the tolerance: total variation 0.06 for the 2nd token against the exact
+     * marginal (2000 samples: plain sampling measures ~0.01 here), 0.09 for the
+     * 3rd between two sampled sets; with this draft nearly every proposal is
+     * rejected, so a wrong residual (e.g. sampling p instead of max(0, p - q))
+     * shifts the mass the draft's q covers */
+    CHECKF(tv_spec < 0.06 && tv_plain < 0.06, "TV %.4f / %.4f", tv_spec, tv_plain);
+    CHECKF(tv3 < 0.09, "3rd token TV %.4f", tv3);
+    free(exact); free(p1); free(p2); free(a2); free(a3); free(b2); free(b3);
+    slm_free(plain);
+    slm_free(spec);
+}
+
+/* A draft whose vocabulary differs is refused: same size (512), other
+ * tokens (the first 512 of Llama 2's vocabulary). */
+static void test_draft_vocab_refused(void) {
+    slm_options o = slm_default_options();
+    o.draft_path = M("rand288.bin");
+    o.draft_tokenizer_path = M("llama2-tokenizer.bin");
+    o.tokenizer_path = M("tok512.bin");
+    o.n_threads = 1;
+    slm_engine *e = NULL;
+    slm_status st = slm_load(&e, M("stories260K.bin"), &o);
+    CHECKF(st == SLM_ERR_ARG && strstr(slm_last_error(e), "draft model") && strstr(slm_last_error(e), "token"),
+           "%d: %s", st, slm_last_error(e));
+    slm_free(e);
+}
+
+/* Options a blob fixed are honoured or refused by name, never ignored. */
+static void test_blob_options_refused(void) {
+    char blob[300], cmd[2048], err[300];
+    snprintf(blob, sizeof blob, "%s/s.blob", dir);
+    snprintf(err, sizeof err, "%s/err.txt", dir);
+    snprintf(cmd, sizeof cmd, "%s compile -m %s -z %s --max-prompt-len 64 -o %s 2>/dev/null", SLM_CLI_PATH,
+             M("stories260K.bin"), M("tok512.bin"), blob);
+    CHECK(system(cmd) == 0);
+    static const struct { const char *args, *want1, *want2; } k[] = {
+        {"--max-prompt-len 32", "--max-prompt-len 32", "max_prompt_len 64"},
+        {"--min-response-len 7", "--min-response-len 7", "min_response_len 128"},
+        {"-z " M("tok512.bin"), "-z ", "carries its own tokenizer"},
+        {"--lm-head-separate", "--lm-head-separate", "LM head inside"},
+        {"--generate-variants 100", "--generate-variants", "KV capacity 192"},
+        {"--prefill-variants 8", "--prefill-variants", "of 64 rows"},
+        {"--draft " M("stories260K.bin") " --draft-n 2", "--draft-n 2", "draft_n 0"},
+        {"--draft-n 2", "--draft-n 2", "needs a draft model"},
+        {"--lm-head-threads 2", "--lm-head-threads 2", "not a separate program"},
+    };
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s run -m %s %s -n 4 --temp 0 >/dev/null 2>%s", SLM_CLI_PATH, blob, k[i].args, err);
+        int rc = system(cmd);
+        char *e = t_read_file(err, NULL);
+        CHECKF(rc != 0 && e && strstr(e, k[i].want1) && strstr(e, k[i].want2), "%s: rc %d: %s", k[i].args, rc,
+               e ? e : "");
+        free(e);
+    }
+    /* the same values are honoured */
+    snprintf(cmd, sizeof cmd, "%s run -m %s --max-prompt-len 64 --min-response-len 128 -n 4 --temp 0 >/dev/null 2>%s",
+             SLM_CLI_PATH, blob, err);
+    CHECK(system(cmd) == 0);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/slm_test_session_%d", (int)getpid());
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+    if (system(cmd) != 0) return 1;
+    T_RUN(test_session_equals_generate);
+    T_RUN(test_stop_strings);
+    T_RUN(test_eot_stops);
+    T_RUN(test_overflow_policies);
+    T_RUN(test_speculative_sampling);
+    T_RUN(test_draft_vocab_refused);
+    T_RUN(test_blob_options_refused);
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) return 1;
+    T_DONE();
+}
