@@ -153,7 +153,7 @@ static void test_tasks_add_up(void) {
     CHECK(strstr(text ? text : "", "\"traceEvents\"") != NULL);
 #endif
     free(text);
-    remove(path);
+    if (bars == want_bars) remove(path);
     (void)ok;
     rig_close(&r);
 }

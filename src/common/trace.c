@@ -1,6 +1,7 @@
 /* The trace buffer and its writer (common/trace.h). */
 #include <inttypes.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -35,6 +36,7 @@ static struct {
     char path[1024];
 } g;
 static _Atomic uint32_t g_gen; /* bumped per trace (thread-local tags) */
+static _Atomic int g_inside;   /* threads between slm_trace_enter and _leave */
 
 static _Thread_local struct {
     uint32_t gen;               /* g_gen when claimed; 0 = none */
@@ -117,7 +119,10 @@ static void claim_thread(uint32_t gen) {
 }
 
 slm_trace_ev *slm_trace_next(void) {
-    if (!slm_trace_enabled()) return NULL;
+    /* no check of the flag: an executor thread inside a traced run writes
+     * its last records after slm_trace_stop has cleared it (the stop waits
+     * for them); the generic events check the flag themselves */
+    if (!g.ev) return NULL;
     const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_relaxed);
     if (tl.gen != gen) claim_thread(gen);
     if (tl.pos == tl.end) {
@@ -133,6 +138,9 @@ slm_trace_ev *slm_trace_next(void) {
     e->tid = (uint16_t)tl.slot;
     return e;
 }
+
+void slm_trace_enter(void) { atomic_fetch_add_explicit(&g_inside, 1, memory_order_relaxed); }
+void slm_trace_leave(void) { atomic_fetch_sub_explicit(&g_inside, 1, memory_order_release); }
 
 int slm_trace_thread_named(void) {
     const uint32_t gen = atomic_load_explicit(&g_gen, memory_order_relaxed);
@@ -163,6 +171,7 @@ static void fill_gen(slm_trace_ev *e, const char *cat, const char *name, const s
 }
 
 void slm_trace_instant(const char *cat, const char *name, const slm_trace_args *a) {
+    if (!slm_trace_enabled()) return;
     slm_trace_ev *e = slm_trace_next();
     if (!e) return;
     e->t0 = e->t1 = slm_trace_ticks();
@@ -171,7 +180,7 @@ void slm_trace_instant(const char *cat, const char *name, const slm_trace_args *
 }
 
 void slm_trace_end(const char *cat, const char *name, uint64_t t0, const slm_trace_args *a) {
-    if (!t0) return;
+    if (!t0 || !slm_trace_enabled()) return;
     slm_trace_ev *e = slm_trace_next();
     if (!e) return;
     e->t0 = t0;
@@ -181,6 +190,7 @@ void slm_trace_end(const char *cat, const char *name, uint64_t t0, const slm_tra
 }
 
 void slm_trace_end_ns(const char *cat, const char *name, uint64_t t0_ns, const slm_trace_args *a) {
+    if (!slm_trace_enabled()) return;
     slm_trace_ev *e = slm_trace_next();
     if (!e) return;
     e->t0 = t0_ns;
@@ -256,6 +266,12 @@ slm_status slm_trace_stop(uint64_t *events, uint64_t *dropped, slm_err *err) {
     if (dropped) *dropped = 0;
     if (!g.ev) return SLM_OK;
     atomic_store(&slm_trace_flag, 0);
+    /* executor workers may still be writing the last records of the run
+     * their caller has returned from */
+    for (uint64_t t0 = slm_trace_clock_ns(); atomic_load_explicit(&g_inside, memory_order_acquire) > 0;) {
+        if (slm_trace_clock_ns() - t0 > 1000000000u) break;
+        sched_yield();
+    }
     atomic_thread_fence(memory_order_seq_cst);
     const uint64_t tick1 = slm_trace_ticks(), ns1 = slm_trace_clock_ns();
     double upt = 1e-3; /* clock ticks are ns */

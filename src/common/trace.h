@@ -89,9 +89,16 @@ slm_status slm_trace_start(const char *path, int buffer_mb, slm_err *err);
  * receive the counts. A no-op returning SLM_OK when no trace runs. */
 slm_status slm_trace_stop(uint64_t *events, uint64_t *dropped, slm_err *err);
 
-/* This thread's next record (its type and tid not yet set: the caller
- * fills it and sets type last), or NULL when off or full. */
+/* This thread's next record (tid set; the caller fills the rest and sets
+ * type last), or NULL when no trace runs or the buffer is full. Callers
+ * check slm_trace_enabled() first (the executor once per run). */
 slm_trace_ev *slm_trace_next(void);
+/* A thread that records a run on behalf of another (executor workers)
+ * enters before its first record and leaves after its last one;
+ * slm_trace_stop waits (up to a second) until no thread is inside. */
+void slm_trace_enter(void);
+void slm_trace_leave(void);
+
 /* Name this thread in the file (first name wins; copied). */
 void slm_trace_name_thread(const char *name);
 /* 1 when this thread already has a name (or no slot) in the running trace. */

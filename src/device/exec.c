@@ -467,7 +467,6 @@ struct slm_pool {
     _Atomic uint32_t bar_gen; /* futex word of the barrier */
     _Atomic int bar_sleepers;
     int trace;                /* the job is traced (read once by the caller) */
-    _Atomic uint32_t trace_done; /* traced job: workers that wrote their last record */
     void **scratch;           /* [n] per-thread scratch */
     void *args;               /* [n] worker_arg */
     uint64_t scratch_bytes;
@@ -526,7 +525,9 @@ static void barrier(slm_pool *pool) {
 /* Every thread runs this for a job: claim tasks stage by stage. */
 static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel_set *ks, int tid) {
     const int prof = g_profile && tid == 0, tr = pool->trace;
-    uint64_t tt = tr ? slm_exec_trace_start(tid) : 0; /* trace: the end of the last record */
+    /* trace: the end of the last record; entered before the first barrier,
+     * so a trace stopped after the run returns waits for this thread */
+    uint64_t tt = tr ? (slm_trace_enter(), slm_exec_trace_start(tid)) : 0;
     for (int s = 0; s < p->n_stages; s++) {
         xmemo memo = {0};
         const int first = p->stage_first[s];
@@ -549,13 +550,7 @@ static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel
         if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
         if (tr) tt = slm_exec_trace_barrier(p, s, tt);
     }
-    /* trace: the caller returns once every thread has written its last
-     * record (a trace may be written as soon as the run returns) */
-    if (tr && tid) atomic_fetch_add_explicit(&pool->trace_done, 1, memory_order_release);
-    else if (tr) {
-        while (atomic_load_explicit(&pool->trace_done, memory_order_acquire) != (uint32_t)pool->n - 1) cpu_relax();
-        atomic_store_explicit(&pool->trace_done, 0, memory_order_relaxed);
-    }
+    if (tr) slm_trace_leave(); /* this thread's records of the run are written */
 }
 
 typedef struct worker_arg {
