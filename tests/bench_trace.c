@@ -53,7 +53,7 @@ int main(int argc, char **argv) {
     uint64_t events = 0, dropped = 0;
     for (int b = 0; b < blocks; b++)
         for (int traced = 0; traced < 2; traced++) {
-            if (traced && slm_trace_start("bench_trace.json", 256, &err)) {
+            if (traced && slm_trace_start("bench_trace.json", 16, &err)) {
                 fprintf(stderr, "%s\n", err.msg);
                 return 1;
             }
