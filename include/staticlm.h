@@ -89,6 +89,10 @@ typedef struct slm_options {
                                    in one walk of the weights */
     size_t max_prompt_bytes;    /* longest prompt text the tokenizer accepts, bytes (0 = 8 MiB);
                                    a longer one is refused with SLM_ERR_CAPACITY before any work */
+    long long max_memory_mb;    /* memory budget, MiB, for what a model's shapes make the engine
+                                   allocate (KV cache, arena, logits, prefix cache): checked
+                                   before allocating, refused with SLM_ERR_CAPACITY when over;
+                                   0 = 75% of RAM, < 0 = no limit */
 } slm_options;
 
 /* What generation does when the KV cache is full (the one overflow policy
@@ -155,6 +159,11 @@ SLM_API long slm_model_meta(const slm_engine *e, const char *key, char *buf, siz
  * memory, -2 the text is longer than max_prompt_bytes, -3 the tokenizer's
  * pre-tokenizer regexes exceeded their work limits on this text. */
 SLM_API int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int cap);
+/* As slm_tokenize, but special-token text on bytes with plain[i] != 0
+ * (plain: strlen(text) bytes, NULL = none) is tokenized as plain text: a
+ * rendered chat prompt whose message bytes are marked (chat.c). */
+SLM_API int slm_tokenize_masked(slm_engine *e, const char *text, const unsigned char *plain, int add_bos, int32_t *ids,
+                                int cap);
 /* The text of token `id` following token `prev`, as run.c prints it: byte
  * tokens become raw bytes, the space after BOS is dropped. Valid until the
  * engine is freed. Returns "" for an invalid id. */
@@ -164,7 +173,9 @@ SLM_API int slm_piece_printable(const char *piece);
 
 /* ---- runtime: the KV cache and the two programs ------------------------ */
 
-/* Start a new conversation: zero the KV cache and num_stored_tokens. */
+/* The raw calls below work on KV region 0 (the whole KV of a one-sequence
+ * engine); do not mix them with a session that holds region 0.
+ * Start a new conversation: zero the KV cache and num_stored_tokens. */
 SLM_API void slm_reset(slm_engine *e);
 /* Prefill n ids, appended after the tokens already stored: through the
  * smallest prefill program that holds them, or, when n > max_prompt_len, in

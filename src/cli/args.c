@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "common/cpu.h"
 #include "common/trace.h"
 #include "device/kernels.h"
 
@@ -84,9 +85,11 @@ slm_engine *slm_cli_open(const char **model, const char **tok, const char *kerne
     }
     if (!*tok) *tok = slm_cli_tokenizer_beside(*model);
     if (kernels && !slm_kernels_select(kernels)) {
-        fprintf(stderr, "staticlm: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n", kernels);
+        fprintf(stderr, "staticlm: kernels '%s' are not available on this CPU (scalar, avx2, avx512, amx)\n", kernels);
         return NULL;
     }
+    if (kernels && opt->verbose && !strcmp(kernels, "amx") && strcmp(slm_kernels_active()->name, "amx"))
+        fprintf(stderr, "staticlm: no AMX (%s): kernels %s\n", slm_cpu_features()->amx_why, slm_kernels_active()->name);
     opt->tokenizer_path = *tok;
     slm_engine *e = NULL;
     if (slm_load(&e, *model, opt)) {

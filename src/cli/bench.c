@@ -39,9 +39,11 @@
 
 #include "cli/cli.h"
 #include "common/common.h"
+#include "common/cpu.h"
 #include "common/dtype.h"
 #include "device/device.h"
 #include "device/kernels.h"
+#include "device/kernels_amx.h"
 #include "format/model.h"
 #include "staticlm.h"
 
@@ -64,7 +66,7 @@ static void usage(FILE *f) {
             "  -t, --threads T           threads (default: all cores)\n"
             "  -r, --repetitions R       timed repetitions per test (default 5)\n"
             "  -o, --output FMT          md (default) or jsonl (one object per test)\n"
-            "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+            "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
@@ -307,6 +309,7 @@ typedef struct bench {
     int n_res;
     prof pm, pmed;                  /* the decode profile: mean, median step */
     int profiled;
+    double amx_peak;                /* the matrix engine's int8 ops/s on one core (0: none) */
 } bench;
 
 /* The command line into b; 0: go on, else the exit code (help: 0 too,
@@ -359,10 +362,13 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         return 2;
     }
     if (b->kernels && !slm_kernels_select(b->kernels)) {
-        fprintf(stderr, "staticlm bench: kernels '%s' are not available on this CPU (scalar, avx2, avx512)\n",
+        fprintf(stderr, "staticlm bench: kernels '%s' are not available on this CPU (scalar, avx2, avx512, amx)\n",
                 b->kernels);
         return 1;
     }
+    if (b->kernels && !strcmp(b->kernels, "amx") && strcmp(slm_kernels_active()->name, "amx"))
+        fprintf(stderr, "staticlm bench: no AMX (%s): kernels %s\n", slm_cpu_features()->amx_why,
+                slm_kernels_active()->name);
     if (b->threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         b->threads = c > 0 ? (int)(c > 256 ? 256 : c) : 1;
@@ -448,7 +454,7 @@ static void print_jsonl(const bench *b) {
                mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname, b->threads,
                r->n_prompt, r->n_gen, r->n_depth, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
-        printf("]");
+        printf("], \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
         if (r == tg) {
             printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
                    "\"pct_of_limit\": %.2f, \"read_gbs\": %.3f",
@@ -493,6 +499,25 @@ static void print_profile_md(const bench *b) {
 }
 
 /* llama-bench's table, then bandwidth, limit and the profile. */
+/* The matrix engine: its measured peak (kernels_amx.c: a dependent chain
+ * of TDPBUSD on each of 4 accumulator tiles, one core, times the threads)
+ * and prefill's matmul work (2 operations per weight per token) as a share. */
+static void print_amx_md(const bench *b) {
+    if (b->amx_peak <= 0) {
+        const char *why = slm_cpu_features()->amx_why;
+        printf("matrix engine (AMX): none here (%s)\n", why ? why : "not measured");
+        return;
+    }
+    const double peak = b->amx_peak * b->threads;
+    printf("matrix engine (AMX-INT8): %.2f Tops/s measured on one core, %.1f Tops/s for %d threads\n", b->amx_peak / 1e12,
+           peak / 1e12, b->threads);
+    for (int i = 0; i < b->n_res; i++)
+        if (b->res[i].n_prompt && b->mf.params)
+            printf("pp%d does %.2f Tops/s of matmul work (2 x %.0fM params per token): %.1f%% of that peak (kernels %s)\n",
+                   b->res[i].n_prompt, b->res[i].avg_ts * 2.0 * (double)b->mf.params / 1e12, b->mf.params / 1e6,
+                   100.0 * b->res[i].avg_ts * 2.0 * (double)b->mf.params / peak, b->kname);
+}
+
 static void print_md(const bench *b) {
     const test_result *tg = b->n > 0 ? &b->res[b->n_res - 1] : NULL;
     const model_facts *mf = &b->mf;
@@ -523,6 +548,7 @@ static void print_md(const bench *b) {
                tg->n_gen, rate / 1e9, b->bw_before > 0 ? 100.0 * rate / b->bw_before : 0.0, b->bw_before / 1e9,
                b->bw_after > 0 ? 100.0 * rate / b->bw_after : 0.0, b->bw_after / 1e9);
     }
+    print_amx_md(b);
     if (tg && b->profiled) print_profile_md(b);
 }
 
@@ -576,6 +602,7 @@ int slm_cli_bench(int argc, char **argv) {
         return 1;
     }
     b->kname = slm_kernels_active()->name;
+    b->amx_peak = slm_amx_int8_peak(0.2); /* 0 (at once) without AMX */
     rc = 1;
     if (!run_tests(b, e, ids, in.vocab_size)) goto done;
     if (b->profile && b->n > 0 && !profile_decode(b, e, in.vocab_size)) goto done;

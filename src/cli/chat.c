@@ -35,7 +35,9 @@ const char slm_cli_common_help[] =
     "      --prefix-cache-mb M   KV rows of shared prompt prefixes kept for reuse, MiB;\n"
     "                            0 = off (default 64)\n"
     "  -t, --threads N           worker threads (0 = all cores)\n"
-    "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+    "      --max-memory N        refuse a model whose KV cache, arena and buffers need\n"
+    "                            more than N MiB (default 75% of RAM; -1 = no limit)\n"
+    "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
     SLM_CLI_TRACE_HELP
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
@@ -71,6 +73,13 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }
     if (!strcmp(o, "--prefix-cache-mb")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.prefix_cache_mb) ? 1 : -1; }
     if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { VAL(); return slm_cli_parse_int(v, o, 0, 1024, &c->threads) ? 1 : -1; }
+    if (!strcmp(o, "--max-memory")) {
+        VAL();
+        int mb;
+        if (!slm_cli_parse_int(v, o, -1, 1 << 30, &mb)) return -1;
+        c->opt.max_memory_mb = mb;
+        return 1;
+    }
     if (!strcmp(o, "--temp")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 100.0f, &c->samp.temperature) ? 1 : -1; }
     if (!strcmp(o, "--top-k")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 24, &c->samp.top_k) ? 1 : -1; }
     if (!strcmp(o, "--top-p")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 1.0f, &c->samp.top_p) ? 1 : -1; }

@@ -59,6 +59,8 @@ int slm_cli_synth(int argc, char **argv);
 int slm_cli_bench(int argc, char **argv);
 /* staticlm tokenize: token ids of a text (src/cli/tokenize.c). */
 int slm_cli_tokenize(int argc, char **argv);
+/* staticlm perplexity: llama-perplexity's PPL and KL divergence (src/cli/perplexity.c). */
+int slm_cli_perplexity(int argc, char **argv);
 
 /* staticlm trace: the summary and SVG timeline of a --trace file (src/cli/trace.c). */
 int slm_cli_trace(int argc, char **argv);

@@ -28,6 +28,7 @@ static void usage_main(FILE *f) {
             "  synth     write a random-weight GGUF model of a real shape (for benchmarks)\n"
             "  bench     prefill and decode tokens/s, like llama-bench\n"
             "  bench-features  what generate/prefill variants and the prefix cache save\n"
+            "  perplexity  perplexity over a text and KL divergence against a base model\n"
             "  tokenize  print the token ids of a text (GGUF vocab, tokenizer.json, tokenizer.bin)\n"
             "  chat      a conversation that keeps its KV cache between turns\n"
             "  serve     an OpenAI-compatible HTTP server (chat and text completions)\n"
@@ -63,7 +64,7 @@ static void usage_run(FILE *f) {
             "                            runs (recompiled when the model, tokenizer or options\n"
             "                            change). MODEL may also be a blob (staticlm compile -o)\n"
             "  -t, --threads N           worker threads (default: one per CPU)\n"
-            "      --kernels NAME        scalar | avx2 | avx512 (default: best for this CPU)\n"
+            "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
             "      --prefill-variants L  extra prefill programs, e.g. 16,64,256 (a short prompt\n"
             "                            runs through the smallest that holds it)\n"
             "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
@@ -73,6 +74,8 @@ static void usage_run(FILE *f) {
             "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
             "                            prefill them in chunks)\n"
             "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU)\n"
+            "      --max-memory N        refuse a model whose KV cache, arena and buffers need more\n"
+            "                            than N MiB (default 75%% of RAM; -1 = no limit)\n"
             "      --draft MODEL         speculative decoding with this draft model (greedy)\n"
             "      --draft-tokenizer T   the draft's tokenizer.bin, if it is a llama2.c model\n"
             "      --draft-n K           tokens the draft proposes per step (default 4)\n"
@@ -179,6 +182,12 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         }
         else if (!strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
         else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
+        else if (!strcmp(o, "--max-memory")) {
+            const char *v = NEXT();
+            int mb;
+            if (!v || !slm_cli_parse_int(v, o, -1, 1 << 30, &mb)) return 0;
+            a->opt.max_memory_mb = mb;
+        }
         else if (!strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
         else if (!strcmp(o, "--draft")) { if (!(a->opt.draft_path = NEXT())) return 0; }
         else if (!strcmp(o, "--draft-tokenizer")) { if (!(a->opt.draft_tokenizer_path = NEXT())) return 0; }
@@ -468,6 +477,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return slm_cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-features")) return slm_cli_bench_features(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return slm_cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "perplexity")) return slm_cli_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return slm_cli_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return slm_cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "trace")) return slm_cli_trace(argc - 1, argv + 1);

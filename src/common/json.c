@@ -7,10 +7,21 @@
 
 #include "common.h"
 
+static _Thread_local int t_oom; /* an allocation failed since slm_json_oom_clear */
+
+static void *json_malloc(size_t n) {
+    void *p = slm_malloc(n);
+    if (!p) t_oom = 1;
+    return p;
+}
+
+void slm_json_oom_clear(void) { t_oom = 0; }
+int slm_json_oom(void) { return t_oom; }
+
 static void set_hooks(void) {
     /* with these hooks cJSON reallocates by malloc + copy + free: every byte
      * it holds goes through slm_malloc / slm_xfree */
-    cJSON_Hooks h = {slm_malloc, slm_xfree};
+    cJSON_Hooks h = {json_malloc, slm_xfree};
     cJSON_InitHooks(&h);
 }
 

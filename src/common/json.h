@@ -7,6 +7,11 @@
 
 #ifdef SLM_HAVE_CJSON
 void slm_json_init_hooks(void);
+/* cJSON reports a failed allocation as a syntax error: clear the flag before
+ * a parse, and after a failed one slm_json_oom() says 1 when an allocation
+ * of this thread failed meanwhile (out of memory, not invalid JSON). */
+void slm_json_oom_clear(void);
+int slm_json_oom(void);
 #endif
 
 #endif

@@ -7,6 +7,7 @@
 #include "common/cpu.h"
 #include "common/dtype.h"
 #include "device/kernels.h"
+#include "device/kernels_amx.h"
 
 /* The SIMD sets (kernels_x86.c; NULL when not compiled). They run only on a
  * CPU with the features below. */
@@ -25,6 +26,12 @@ static const slm_kernel_set *avx512_if_supported(void) {
                : NULL;
 }
 
+/* AMX (kernels_amx.c): the CPU's tiles and the OS's permission for them */
+static const slm_kernel_set *amx_if_supported(void) {
+    const slm_cpu *c = slm_cpu_features();
+    return c->amx_tile && c->amx_int8 && c->amx_os && avx512_if_supported() ? slm_kernels_amx() : NULL;
+}
+
 static _Atomic(const slm_kernel_set *) g_active;
 
 const slm_kernel_set *slm_kernels_best(void) {
@@ -40,6 +47,8 @@ int slm_kernels_select(const char *name) {
     else if (!strcmp(name, "scalar")) k = slm_kernels_ref();
     else if (!strcmp(name, "avx2")) k = avx2_if_supported();
     else if (!strcmp(name, "avx512")) k = avx512_if_supported();
+    else if (!strcmp(name, "amx") && !(k = amx_if_supported())) k = avx512_if_supported(); /* the fall-back */
+    else if (!strcmp(name, "amx-emu")) k = avx512_if_supported() ? slm_kernels_amx_emu() : NULL; /* tests */
     if (!k) return 0;
     atomic_store(&g_active, k);
     return 1;

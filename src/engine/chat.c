@@ -208,21 +208,22 @@ static void iv_push(ivec *v, int32_t x) {
     v->v[v->n++] = x;
 }
 
-/* slm_tokenize of a NUL-terminated segment, appended to out. */
-static int tok_segment(slm_chat_tok *t, const char *seg, int add_bos, int32_t **ids) {
-    int n = slm_tokenize(t->e, seg, add_bos, NULL, 0);
+/* slm_tokenize of a NUL-terminated segment, appended to out; special-token
+ * text on bytes marked in plain (NULL: none) stays text. */
+static int tok_segment(slm_chat_tok *t, const char *seg, const uint8_t *plain, int add_bos, int32_t **ids) {
+    int n = slm_tokenize_masked(t->e, seg, plain, add_bos, NULL, 0);
     if (n < 0) return -1;
     *ids = slm_malloc((size_t)(n ? n : 1) * sizeof(int32_t));
     if (!*ids) return -1;
-    slm_tokenize(t->e, seg, add_bos, *ids, n);
+    slm_tokenize_masked(t->e, seg, plain, add_bos, *ids, n);
     return n;
 }
 
 /* A continuation segment: tokens whose pieces concatenate to exactly seg
  * (SentencePiece would add a dummy-prefix space; take it out again). */
-static int tok_continue(slm_chat_tok *t, const char *seg, ivec *out) {
+static int tok_continue(slm_chat_tok *t, const char *seg, const uint8_t *plain, ivec *out) {
     int32_t *ids = NULL;
-    int n = tok_segment(t, seg, 0, &ids);
+    int n = tok_segment(t, seg, plain, 0, &ids);
     if (n < 0) return -1;
     size_t sl = strlen(seg), cl = 0;
     for (int i = 0; i < n; i++) cl += strlen(slm_token_piece(t->e, -1, ids[i]));
@@ -252,13 +253,24 @@ static int tok_continue(slm_chat_tok *t, const char *seg, ivec *out) {
     return out->oom ? -1 : 0;
 }
 
-static const char *find_special(const slm_chat_tok *t, const char *s, int *id, size_t *len) {
+/* 1 when any of plain[0, n) is set. */
+static int marked(const uint8_t *plain, size_t n) {
+    for (size_t i = 0; plain && i < n; i++)
+        if (plain[i]) return 1;
+    return 0;
+}
+
+/* The first BOS / EOS text in s whose bytes are not marked in plain (s's
+ * mask; NULL: none): message content never becomes BOS / EOS. */
+static const char *find_special(const slm_chat_tok *t, const char *s, const uint8_t *plain, int *id, size_t *len) {
     const char *best = NULL;
     const char *texts[2] = {t->bos, t->eos};
     int ids[2] = {t->bos_id, t->eos_id};
     for (int k = 0; k < 2; k++) {
         if (!texts[k][0]) continue;
+        const size_t tl = strlen(texts[k]);
         const char *p = strstr(s, texts[k]);
+        while (p && plain && marked(plain + (p - s), tl)) p = strstr(p + 1, texts[k]);
         if (p && (!best || p < best)) {
             best = p;
             *id = ids[k];
@@ -268,16 +280,32 @@ static const char *find_special(const slm_chat_tok *t, const char *s, int *id, s
     return best;
 }
 
+static int tokenize_core(slm_chat_tok *t, const char *text, const uint8_t *plain, int start, int special,
+                         int32_t **ids_out);
+
 int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids_out) {
-    return slm_chat_tokenize_ex(t, text, start, 1, ids_out);
+    return tokenize_core(t, text, NULL, start, 1, ids_out);
 }
 
 int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int special, int32_t **ids_out) {
+    return tokenize_core(t, text, NULL, start, special, ids_out);
+}
+
+int slm_chat_tokenize_masked(slm_chat_tok *t, const char *text, const uint8_t *plain, int start, int32_t **ids_out) {
+    return tokenize_core(t, text, plain, start, 1, ids_out);
+}
+
+/* special = 0: BOS / EOS text is not split out; plain: see slm_chat_tokenize_masked. */
+static int tokenize_core(slm_chat_tok *t, const char *text, const uint8_t *plain, int start, int special,
+                         int32_t **ids_out) {
     *ids_out = NULL;
     if (!t || !text) return -1;
     ivec out = {0};
     size_t bl = strlen(t->bos);
-    if (start && bl && !strncmp(text, t->bos, bl)) text += bl;
+    if (start && bl && !strncmp(text, t->bos, bl) && !marked(plain, bl)) {
+        text += bl;
+        if (plain) plain += bl;
+    }
     char *buf = slm_strdup(text);
     if (!buf) return -1;
     char *s = buf;
@@ -285,17 +313,18 @@ int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int speci
     while (!out.oom) {
         int sid = -1;
         size_t slen = 0;
-        char *sp = special ? (char *)find_special(t, s, &sid, &slen) : NULL;
+        const uint8_t *sm = plain ? plain + (s - buf) : NULL; /* s's mask */
+        char *sp = special ? (char *)find_special(t, s, sm, &sid, &slen) : NULL;
         if (sp) *sp = 0;
         if (first && start) {
             int32_t *ids = NULL;
-            int n = *s ? tok_segment(t, s, 1, &ids) : 0;
+            int n = *s ? tok_segment(t, s, sm, 1, &ids) : 0;
             if (n < 0) { out.oom = 1; break; }
             if (!*s) iv_push(&out, t->bos_id);
             for (int i = 0; i < n; i++) iv_push(&out, ids[i]);
             slm_xfree(ids);
         } else if (*s) {
-            if (tok_continue(t, s, &out)) { out.oom = 1; break; }
+            if (tok_continue(t, s, sm, &out)) { out.oom = 1; break; }
         }
         first = 0;
         if (!sp) break;
@@ -314,12 +343,17 @@ int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int speci
 
 char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
                       int add_generation_prompt, char *err, size_t errcap) {
+    return slm_chat_render_mask(tm, t, msgs, n, add_generation_prompt, NULL, err, errcap);
+}
+
+char *slm_chat_render_mask(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
+                           int add_generation_prompt, uint8_t **mask, char *err, size_t errcap) {
     slm_tmpl_vars v = {0};
     v.bos_token = t ? t->bos : "";
     v.eos_token = t ? t->eos : "";
     v.add_generation_prompt = add_generation_prompt;
     slm_err e;
-    char *out = slm_tmpl_render(tm, msgs, n, &v, &e);
+    char *out = slm_tmpl_render_mask(tm, msgs, n, &v, mask, &e);
     if (!out && err && errcap) snprintf(err, errcap, "%s", e.msg);
     return out;
 }
@@ -450,11 +484,14 @@ static int held(const slm_chat *c) { return slm_session_tokens(c->s, NULL, 0); }
 /* Render the history (with generation prompt) and tokenize what the session
  * does not hold yet. *fresh = 1 when the whole text must be prefilled. */
 static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int *fresh, char *err, size_t errcap) {
-    *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err, errcap);
+    uint8_t *mask = NULL; /* the bytes that come from messages: tokenized as text */
+    *full = slm_chat_render_mask(c->tm, c->tok, c->m, c->n, 1, &mask, err, errcap);
     if (!*full) return -1;
     size_t fl = strlen(*full);
     *fresh = force_fresh || held(c) == 0 || c->kv_len == 0 || c->kv_len > fl || memcmp(*full, c->kv, c->kv_len) != 0;
-    int n = *fresh ? slm_chat_tokenize(c->tok, *full, 1, ids) : slm_chat_tokenize(c->tok, *full + c->kv_len, 0, ids);
+    int n = *fresh ? slm_chat_tokenize_masked(c->tok, *full, mask, 1, ids)
+                   : slm_chat_tokenize_masked(c->tok, *full + c->kv_len, mask ? mask + c->kv_len : NULL, 0, ids);
+    slm_xfree(mask);
     if (n < 0) {
         snprintf(err, errcap, "out of memory tokenizing the conversation");
         slm_xfree(*full);

@@ -44,9 +44,18 @@ const char *slm_chat_tok_eos_text(const slm_chat_tok *t);
 int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids);
 /* The same; special = 0 leaves BOS/EOS text as text. */
 int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int special, int32_t **ids);
+/* As slm_chat_tokenize; text's bytes marked in plain (slm_chat_render_mask's
+ * mask, NULL: none) never yield BOS, EOS or another special token: a
+ * message holding "</s>" or "<|im_end|>" is text. */
+int slm_chat_tokenize_masked(slm_chat_tok *t, const char *text, const uint8_t *plain, int start, int32_t **ids);
 /* Render msgs with template vars for this model (bos/eos text). slm_xfree. */
 char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
                       int add_generation_prompt, char *err, size_t errcap);
+/* ... and *mask (slm_xfree; NULL when no byte comes from a message): the
+ * bytes derived from messages (slm_tmpl_render_mask), for
+ * slm_chat_tokenize_masked. */
+char *slm_chat_render_mask(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
+                           int add_generation_prompt, uint8_t **mask, char *err, size_t errcap);
 
 /* ---- conversations ------------------------------------------------------- */
 

@@ -375,6 +375,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     } else if (n_seqs > 1 && e->opt.verbose) {
         fprintf(stderr, "note: %d sessions from a blob decode one by one (blobs hold no batch programs)\n", n_seqs);
     }
+    if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, n_seqs, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
     if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
     if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
@@ -527,6 +528,11 @@ int slm_tokenize(slm_engine *e, const char *text, int add_bos, int32_t *ids, int
     return slm_tok_encode(e->tok, text, add_bos, 0, ids, cap);
 }
 
+int slm_tokenize_masked(slm_engine *e, const char *text, const unsigned char *plain, int add_bos, int32_t *ids, int cap) {
+    if (!e || !e->loaded || !text) return -1;
+    return slm_tok_encode_masked(e->tok, text, plain, add_bos, 0, ids, cap);
+}
+
 const char *slm_token_piece(const slm_engine *e, int prev, int id) {
     if (!e || !e->loaded) return "";
     return slm_tok_decode(e->tok, prev, id);
@@ -542,11 +548,18 @@ int slm_piece_printable(const char *piece) {
     return 1;
 }
 
+/* The raw runtime calls work on KV region 0 (sessions select their own). */
 void slm_reset(slm_engine *e) {
-    if (e && e->loaded) slm_rt_reset(&e->rt);
+    if (!e || !e->loaded) return;
+    slm_rt_select(&e->rt, 0);
+    slm_rt_reset(&e->rt);
 }
 
-int slm_num_stored(const slm_engine *e) { return e && e->loaded ? e->rt.num_stored : 0; }
+int slm_num_stored(const slm_engine *e) {
+    if (!e || !e->loaded) return 0;
+    slm_rt_select(&((slm_engine *)e)->rt, 0);
+    return e->rt.num_stored;
+}
 int slm_capacity(const slm_engine *e) { return e && e->loaded ? e->rt.cap : 0; }
 
 /* Prefill through the prefix cache: on an empty KV cache, restore the
@@ -565,6 +578,7 @@ static slm_status engine_prefill(slm_engine *e, const int32_t *ids, int n, int *
 
 slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const float **logits) {
     if (!e || !e->loaded) return SLM_ERR_ARG;
+    slm_rt_select(&e->rt, 0);
     slm_status s = engine_prefill(e, ids, n, NULL);
     if (logits) *logits = s ? NULL : e->rt.logits;
     return s;
@@ -572,6 +586,7 @@ slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const float **l
 
 slm_status slm_decode(slm_engine *e, int32_t id, const float **logits) {
     if (!e || !e->loaded) return SLM_ERR_ARG;
+    slm_rt_select(&e->rt, 0);
     slm_status s = slm_rt_decode(&e->rt, id, &e->err);
     if (logits) *logits = s ? NULL : e->rt.logits;
     return s;

@@ -16,6 +16,7 @@
  * A string is u64 len + len bytes; an array is u32 elem type + u64 n + n elems.
  */
 #include <stdio.h>
+#include <time.h>
 
 #include "format/gguf.h"
 
@@ -55,6 +56,7 @@ struct slm_gguf {
     uint64_t kv_hash_cap;     /* power of two >= 2 * n_kv */
     uint64_t *t_hash;         /* [t_hash_cap] tensor index + 1; 0 = empty */
     uint64_t t_hash_cap;
+    uint64_t seed;            /* hash seed, drawn at open */
 };
 
 /* Element sizes of the scalar value types; 0 for string and array. */
@@ -90,13 +92,25 @@ static const char *show(char *buf, size_t cap, const char *s, uint64_t len) {
     return buf;
 }
 
-static uint64_t hash_bytes(const char *s, uint64_t len) {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
+/* The splitmix64 finalizer: every output bit depends on every input bit. */
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* FNV-1a from a per-open seed, then mixed: a file cannot be crafted so that
+ * its names collide in the table (which would make loading quadratic)
+ * without knowing the seed. */
+static uint64_t hash_bytes(uint64_t seed, const char *s, uint64_t len) {
+    uint64_t h = 1469598103934665603ull ^ seed;
     for (uint64_t i = 0; i < len; i++) {
         h ^= (unsigned char)s[i];
         h *= 1099511628211ull;
     }
-    return h;
+    return mix64(h ^ len);
 }
 
 static int str_eq(slm_gguf_str a, slm_gguf_str b) {
@@ -125,7 +139,7 @@ static slm_gguf_str tensor_name_at(const slm_gguf *g, uint64_t i) { return g->te
 static uint64_t hash_slot(const slm_gguf *g, const uint64_t *tab, uint64_t cap, name_at_fn at,
                           slm_gguf_str key) {
     uint64_t mask = cap - 1;
-    uint64_t i = hash_bytes(key.s, key.len) & mask;
+    uint64_t i = hash_bytes(g->seed, key.s, key.len) & mask;
     while (tab[i] && !str_eq(at(g, tab[i] - 1), key)) i = (i + 1) & mask;
     return i;
 }
@@ -321,6 +335,11 @@ slm_status slm_gguf_open(slm_gguf **out, const void *data, uint64_t size, const 
     g->base = data;
     g->size = size;
     snprintf(g->name, sizeof g->name, "%s", name);
+    {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        g->seed = mix64((uint64_t)(uintptr_t)g ^ ((uint64_t)ts.tv_sec << 30) ^ (uint64_t)ts.tv_nsec);
+    }
 
     slm_rd r = {data, size, 0};
     char magic[4];

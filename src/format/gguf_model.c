@@ -68,7 +68,7 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
         char name[64], n1[64], n2[64], n3[64];
         snprintf(name, sizeof name, "%s", t->name);
         snprintf(n1, sizeof n1, qkv ? "blk.%d.attn_q.weight" : "blk.%d.ffn_gate.weight", l);
-        if (slm_model_tensor(m, n1)) continue; /* not fused */
+        if (slm_gguf_find_tensor(m->gguf, n1)) continue; /* not fused (the file's own table: O(1)) */
         if (qkv) {
             if (t->n_dims != 2 || t->ne[1] != qd + 2 * kvd || t->nbytes % (uint64_t)t->ne[1])
                 return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %lld rows, the config needs %lld (q + k + v)", file,

@@ -214,7 +214,9 @@ slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const ch
     *rope_freqs = NULL;
     memset(c, 0, sizeof *c);
     slm_json_init_hooks();
+    slm_json_oom_clear();
     cJSON *root = cJSON_ParseWithLength(json, len);
+    if (!root && slm_json_oom()) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing the JSON", file);
     if (!root) return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", file);
     if (!cJSON_IsObject(root)) {
         s = slm_errf(err, SLM_ERR_FORMAT, "%s: not a JSON object", file);
@@ -476,7 +478,9 @@ static slm_status find_shards(hf_load *L) {
         return SLM_OK;
     }
     slm_json_init_hooks();
+    slm_json_oom_clear();
     L->index = cJSON_ParseWithLength(L->idx_json, idx_len);
+    if (!L->index && slm_json_oom()) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory parsing the JSON", shown);
     if (!L->index || !cJSON_IsObject(L->index)) return slm_errf(L->err, SLM_ERR_FORMAT, "%s: invalid JSON", shown);
     L->wm = cJSON_GetObjectItemCaseSensitive(L->index, "weight_map");
     if (!L->wm || !cJSON_IsObject(L->wm))

@@ -21,13 +21,98 @@ void slm_model_close(slm_model_file *m) {
     slm_xfree(m->tensors);
     m->tensors = NULL;
     m->n_tensors = 0;
+    slm_xfree(m->by_name);
+    m->by_name = NULL;
+    m->n_by_name = 0;
     slm_unmap(&m->map);
 }
 
 const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name) {
+    if (m->by_name && m->n_by_name == m->n_tensors) {
+        int lo = 0, hi = m->n_by_name; /* bisect [lo, hi) */
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            const slm_tensor *t = &m->tensors[m->by_name[mid]];
+            const int c = strcmp(t->name, name);
+            if (c == 0) return t;
+            if (c < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        return NULL;
+    }
     for (int i = 0; i < m->n_tensors; i++)
         if (strcmp(m->tensors[i].name, name) == 0) return &m->tensors[i];
     return NULL;
+}
+
+/* ---- the name index and the byte-overlap check ------------------------------ */
+
+/* Sort keys for qsort: tensor indices by name / by data address (stable on
+ * the index for equal keys, so messages name the earlier tensor first). */
+static _Thread_local const slm_tensor *t_sort_tensors;
+
+static int by_name_cmp(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    const int c = strcmp(t_sort_tensors[i].name, t_sort_tensors[j].name);
+    return c ? c : (i > j) - (i < j);
+}
+
+static int by_addr_cmp(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    const uintptr_t x = (uintptr_t)t_sort_tensors[i].data, y = (uintptr_t)t_sort_tensors[j].data;
+    if (x != y) return (x > y) - (x < y);
+    return (i > j) - (i < j);
+}
+
+/* Refuse tensors whose bytes overlap, whatever their kind: sorted by start
+ * address, each must end before the next begins. O(n log n). */
+static slm_status check_overlap(const slm_model_file *m, const char *file, slm_err *err) {
+    const int n = m->n_tensors;
+    int *ix = slm_malloc(sizeof *ix * (size_t)(n > 0 ? n : 1));
+    if (!ix) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory to sort %d tensors", file, n);
+    for (int i = 0; i < n; i++) ix[i] = i;
+    t_sort_tensors = m->tensors;
+    qsort(ix, (size_t)n, sizeof *ix, by_addr_cmp);
+    t_sort_tensors = NULL;
+    slm_status s = SLM_OK;
+    for (int k = 0; k + 1 < n && !s; k++) {
+        const slm_tensor *a = &m->tensors[ix[k]], *b = &m->tensors[ix[k + 1]];
+        if (!a->data || !b->data || a->nbytes == 0 || b->nbytes == 0) continue;
+        if ((uintptr_t)b->data - (uintptr_t)a->data >= a->nbytes) continue;
+        const uint8_t *base = m->map.data;
+        const int in_map = base && (const uint8_t *)a->data >= base && (const uint8_t *)b->data >= base;
+        s = slm_errf(err, SLM_ERR_FORMAT,
+                     "%s: tensors '%s' (%llu bytes at 0x%llx) and '%s' (%llu bytes at 0x%llx) share data bytes", file,
+                     a->name, (unsigned long long)a->nbytes,
+                     (unsigned long long)(in_map ? (const uint8_t *)a->data - base : 0), b->name,
+                     (unsigned long long)b->nbytes, (unsigned long long)(in_map ? (const uint8_t *)b->data - base : 0));
+    }
+    slm_xfree(ix);
+    return s;
+}
+
+/* Build m->by_name, refusing duplicate names. O(n log n). */
+static slm_status index_tensors(slm_model_file *m, const char *file, slm_err *err) {
+    slm_xfree(m->by_name);
+    m->by_name = NULL;
+    m->n_by_name = 0;
+    const int n = m->n_tensors;
+    int *ix = slm_malloc(sizeof *ix * (size_t)(n > 0 ? n : 1));
+    if (!ix) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the index of %d tensors", file, n);
+    for (int i = 0; i < n; i++) ix[i] = i;
+    t_sort_tensors = m->tensors;
+    qsort(ix, (size_t)n, sizeof *ix, by_name_cmp);
+    t_sort_tensors = NULL;
+    for (int k = 0; k + 1 < n; k++)
+        if (!strcmp(m->tensors[ix[k]].name, m->tensors[ix[k + 1]].name)) {
+            slm_status s = slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s' appears twice (tensors #%d and #%d)", file,
+                                    m->tensors[ix[k]].name, ix[k], ix[k + 1]);
+            slm_xfree(ix);
+            return s;
+        }
+    m->by_name = ix;
+    m->n_by_name = n;
+    return SLM_OK;
 }
 
 /* ---- validation ----------------------------------------------------------- */
@@ -95,6 +180,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     slm_status s;
 
+    if ((s = index_tensors(m, file, err))) return s;
     static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
     int known = 0;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(c->arch, archs[i]);
@@ -210,5 +296,5 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     }
     if ((s = check_tensor(m, file, "output_norm.weight", dim, 1, 1, err))) return s;
     if (!c->tied_embeddings && (s = check_tensor(m, file, "output.weight", dim, voc, 0, err))) return s;
-    return SLM_OK;
+    return check_overlap(m, file, err);
 }

@@ -88,6 +88,9 @@ typedef struct slm_model_file {
     slm_model_config cfg;
     slm_tensor *tensors;    /* [n_tensors] */
     int n_tensors;
+    int *by_name;           /* [n_by_name] tensor indices sorted by name (built by
+                               slm_model_validate; slm_model_tensor bisects it) */
+    int n_by_name;          /* n_tensors when the index is current, else lookups scan */
     slm_gguf *gguf;         /* GGUF metadata (tokenizer etc.); NULL for llama2.c */
     /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"), empty
      * when the folder has none (or the model is not a folder). */
@@ -99,6 +102,8 @@ typedef struct slm_model_file {
  * type, shape, bounds). On failure m is closed and err says why. */
 slm_status slm_model_open(slm_model_file *m, const char *path, slm_err *err);
 void slm_model_close(slm_model_file *m);
+/* A tensor by name: O(log n) once slm_model_validate has indexed the table,
+ * a linear scan before (loaders, a table changed since). NULL when absent. */
 const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
 
 /* Loaders (called by slm_model_open). */
@@ -116,7 +121,9 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
  * c->rope_freqs = 1; otherwise *rope_freqs = NULL. */
 slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
                                const char *name, slm_err *err);
-/* Checks shared by every loader: config ranges and required tensors. */
+/* Checks shared by every loader: the name index (duplicate names refused),
+ * tensors whose bytes overlap refused (whatever their kind), config ranges
+ * and required tensors. */
 slm_status slm_model_validate(slm_model_file *m, slm_err *err);
 
 #endif

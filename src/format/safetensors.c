@@ -11,9 +11,23 @@ void slm_st_free(slm_st *st) {
     slm_xfree(st->tensors);
     st->tensors = NULL;
     st->n_tensors = 0;
+    slm_xfree(st->by_name);
+    st->by_name = NULL;
 }
 
 const slm_st_tensor *slm_st_find(const slm_st *st, const char *name) {
+    if (st->by_name) {
+        int lo = 0, hi = st->n_tensors;
+        while (lo < hi) {
+            const int mid = lo + (hi - lo) / 2;
+            const slm_st_tensor *t = &st->tensors[st->by_name[mid]];
+            const int c = strcmp(t->name, name);
+            if (c == 0) return t;
+            if (c < 0) lo = mid + 1;
+            else hi = mid;
+        }
+        return NULL;
+    }
     for (int i = 0; i < st->n_tensors; i++)
         if (strcmp(st->tensors[i].name, name) == 0) return &st->tensors[i];
     return NULL;
@@ -172,7 +186,10 @@ slm_status slm_st_parse(slm_st *out, const void *data, uint64_t size, const char
         return slm_errf(err, SLM_ERR_FORMAT, "%s: header: not a JSON object (first byte 0x%02x)", file, p[8]);
     const char *js = (const char *)p + 8, *end = NULL;
     slm_json_init_hooks();
+    slm_json_oom_clear();
     root = cJSON_ParseWithLengthOpts(js, (size_t)hlen, &end, 0);
+    if (!root && slm_json_oom())
+        return slm_errf(err, SLM_ERR_NOMEM, "%s: header: out of memory parsing the JSON", file);
     if (!root) {
         long at = end && end >= js && end <= js + hlen ? (long)(end - js) : -1;
         return slm_errf(err, SLM_ERR_FORMAT, "%s: header: invalid JSON (at byte %ld of %llu)", file, at,
@@ -230,6 +247,11 @@ slm_status slm_st_parse(slm_st *out, const void *data, uint64_t size, const char
                          pname(idx[i]->name, pn, sizeof pn));
             goto done;
         }
+    if (!(out->by_name = slm_malloc(sizeof *out->by_name * (size_t)(n ? n : 1)))) {
+        s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for %d tensors", file, n);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) out->by_name[i] = (int)(idx[i] - out->tensors);
     qsort(idx, (size_t)n, sizeof *idx, cmp_begin);
     for (int i = 1; i < n; i++)
         if (idx[i]->begin < idx[i - 1]->end) {

@@ -39,6 +39,7 @@ typedef struct slm_st_tensor {
 typedef struct slm_st {
     slm_st_tensor *tensors; /* in header order */
     int n_tensors;
+    int *by_name;           /* [n_tensors] indices sorted by name (slm_st_find bisects) */
     uint64_t data_start;    /* 8 + header length: where the data area begins */
 } slm_st;
 

@@ -71,6 +71,16 @@ typedef struct slm_runtime {
     int cur_seq;            /* the one the calls above work on */
 } slm_runtime;
 
+/* The memory budget (runtime/budget.c): the bytes the runtime and engine
+ * will allocate for c with n_seqs KV regions (KV cache, arena, logits, per-vocabulary buffers,
+ * RoPE tables) plus extra_bytes, into *need (may be NULL); refused with
+ * SLM_ERR_CAPACITY and the numbers, naming `name`, when over the limit:
+ * max_memory_mb MiB, 0 = slm_rt_default_memory_limit(), < 0 = none.
+ * Call before slm_rt_init / slm_rt_init_seqs allocate. */
+slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_memory_mb, int n_seqs,
+                         uint64_t extra_bytes, uint64_t *need, slm_err *err);
+/* 75% of the machine's RAM (sysinfo), in bytes; 0 when unknown. */
+uint64_t slm_rt_default_memory_limit(void);
 /* n_threads: workers including the caller (<= 0: one per CPU). One sequence. */
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err);
 /* n_seqs KV regions (c->n_seqs when it has batch programs). */

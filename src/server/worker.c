@@ -81,7 +81,7 @@ static void fail_too_long(srv_api *a, job *j, const char *what, long n, int at_l
 
 /* Tokenize text (slm_malloc'd ids in *ids); the count, or 0 after job_fail.
  * A text too long to fit in any tokenization is refused untokenized. */
-static int tokenize(srv_api *a, job *j, const char *text, int32_t **ids) {
+static int tokenize(srv_api *a, job *j, const char *text, const uint8_t *plain, int32_t **ids) {
     const srv_request *q = &j->q;
     int n;
     *ids = NULL;
@@ -91,7 +91,7 @@ static int tokenize(srv_api *a, job *j, const char *text, int32_t **ids) {
         return 0;
     }
     if (q->chat) {
-        n = slm_chat_tokenize(a->tok, text, 1, ids);
+        n = slm_chat_tokenize_masked(a->tok, text, plain, 1, ids); /* message bytes stay text */
     } else {
         n = slm_tokenize(a->e, text, 1, NULL, 0);
         if (n > 0 && (*ids = slm_malloc((size_t)n * sizeof(int32_t)))) slm_tokenize(a->e, text, 1, *ids, n);
@@ -127,10 +127,12 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         v.add_generation_prompt = 1;
         v.cancel = &j->cancelled;
         slm_err terr;
-        char *prompt = slm_tmpl_render(a->tm, q->msgs, q->nmsgs, &v, &terr);
+        uint8_t *mask = NULL; /* the bytes that come from the messages */
+        char *prompt = slm_tmpl_render_mask(a->tm, q->msgs, q->nmsgs, &v, &mask, &terr);
         if (job_cancelled(a, j)) {
             int rendered = prompt != NULL;
             slm_xfree(prompt);
+            slm_xfree(mask);
             pthread_mutex_lock(&a->mu);
             int stopping = a->stop;
             pthread_mutex_unlock(&a->mu);
@@ -146,11 +148,12 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
             job_fail(a, j, 400, "invalid_value", "messages", "the chat template failed: %s", terr.msg);
             return 0;
         }
-        int n = tokenize(a, j, prompt, ids);
+        int n = tokenize(a, j, prompt, mask, ids);
         slm_xfree(prompt);
+        slm_xfree(mask);
         return n;
     }
-    return tokenize(a, j, q->prompt, ids);
+    return tokenize(a, j, q->prompt, NULL, ids);
 }
 
 /* ---- slots: continuous batching ------------------------------------------------ */

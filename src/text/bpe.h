@@ -89,6 +89,11 @@ int slm_bpe_encode(const slm_bpe *t, const char *text, size_t len, int add_bos, 
 /* Decoded bytes of one token (not NUL-terminated in general; *len set).
  * "" (len 0) for an out-of-range id or an unused token. */
 const char *slm_bpe_piece(const slm_bpe *t, int id, size_t *len);
+/* As slm_bpe_encode with parse_special, except that CONTROL and UNKNOWN
+ * tokens do not match where any of their bytes has plain[i] set (plain:
+ * [len] bytes; NULL = none): a chat prompt's message content is text. */
+int slm_bpe_encode_masked(const slm_bpe *t, const char *text, size_t len, const uint8_t *plain, int add_bos,
+                          int add_eos, int32_t *ids, int cap);
 /* Decode ids into out (cap bytes, NUL-terminated when cap > 0). skip_special:
  * leave control/unknown tokens out. SentencePiece-flavoured vocabularies drop
  * the one leading space of the text. Returns the length needed (no NUL). */

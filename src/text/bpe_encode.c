@@ -306,8 +306,18 @@ static const char *find_bytes(const char *h, size_t hn, const char *nd, size_t n
     return NULL;
 }
 
-/* llama.cpp's tokenizer_st_partition. */
-static int partition(const slm_bpe *t, const char *text, int n, int parse_special, frags *out) {
+/* 1 when any of plain[s, s + l) is set. */
+static int any_plain(const uint8_t *plain, int32_t s, size_t l) {
+    if (!plain) return 0;
+    for (size_t i = 0; i < l; i++)
+        if (plain[(size_t)s + i]) return 1;
+    return 0;
+}
+
+/* llama.cpp's tokenizer_st_partition. plain (NULL: none): bytes where
+ * CONTROL and UNKNOWN tokens must not match (message content). */
+static int partition(const slm_bpe *t, const char *text, int n, int parse_special, const uint8_t *plain,
+                     frags *out) {
     frags cur = {0}, nxt = {0};
     if (n > 0 && !frags_add(&cur, -1, 0, n)) return 0;
     for (int si = 0; si < t->n_special; si++) {
@@ -328,17 +338,22 @@ static int partition(const slm_bpe *t, const char *text, int n, int parse_specia
                 if (!frags_add(&nxt, fr.id, 0, 0)) goto oom;
                 continue;
             }
-            int32_t s = fr.start, e = fr.start + fr.len;
+            int32_t s = fr.start, e = fr.start + fr.len, from = s;
+            const int ctl = ty == SLM_BPE_TT_CONTROL || ty == SLM_BPE_TT_UNKNOWN;
             for (;;) {
-                const char *m = find_bytes(text + s, (size_t)(e - s), tx, tl);
+                const char *m = find_bytes(text + from, (size_t)(e - from), tx, tl);
                 if (!m) {
                     if (e > s && !frags_add(&nxt, -1, s, e - s)) goto oom;
                     break;
                 }
                 int32_t ms = (int32_t)(m - text);
+                if (ctl && any_plain(plain, ms, tl)) { /* content's text: stays text */
+                    from = ms + 1;
+                    continue;
+                }
                 if (ms > s && !frags_add(&nxt, -1, s, ms - s)) goto oom;
                 if (!frags_add(&nxt, id, 0, 0)) goto oom;
-                s = ms + (int32_t)tl;
+                s = from = ms + (int32_t)tl;
             }
         }
         frags tmp = cur;
@@ -354,8 +369,21 @@ oom:
     return 0;
 }
 
+static int encode_impl(const slm_bpe *t, const char *text, size_t len, int add_bos, int add_eos, int parse_special,
+                       const uint8_t *plain, int32_t *ids, int cap);
+
 int slm_bpe_encode(const slm_bpe *t, const char *text, size_t len, int add_bos, int add_eos,
                    int parse_special, int32_t *ids, int cap) {
+    return encode_impl(t, text, len, add_bos, add_eos, parse_special, NULL, ids, cap);
+}
+
+int slm_bpe_encode_masked(const slm_bpe *t, const char *text, size_t len, const uint8_t *plain, int add_bos,
+                          int add_eos, int32_t *ids, int cap) {
+    return encode_impl(t, text, len, add_bos, add_eos, 1, plain, ids, cap);
+}
+
+static int encode_impl(const slm_bpe *t, const char *text, size_t len, int add_bos, int add_eos, int parse_special,
+                       const uint8_t *plain, int32_t *ids, int cap) {
     if (!t) return SLM_TOK_ENOMEM;
     if (!text) len = 0;
     if (len > t->max_input || len > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG;
@@ -363,7 +391,7 @@ int slm_bpe_encode(const slm_bpe *t, const char *text, size_t len, int add_bos, 
     ids_out o = {ids, ids ? cap : 0, 0};
     if (add_bos && t->add_bos && t->bos >= 0) emit(&o, t->bos);
     frags fr = {0};
-    if (!partition(t, text, n, parse_special, &fr)) return SLM_TOK_ENOMEM;
+    if (!partition(t, text, n, parse_special, plain, &fr)) return SLM_TOK_ENOMEM;
     work w = {0};
     int maxlen = 0;
     for (int f = 0; f < fr.n; f++)

@@ -406,21 +406,18 @@ static slm_status build(jctx *c, const cJSON *root, const cJSON *cfg) {
     return slm_bpe__probe_regexes(c->t, name, err);
 }
 
-/* cJSON reports an allocation failure as a syntax error. A failed parse is
- * tried once more: a document that parses then is valid, and the first
- * failure was memory (said so, not "invalid JSON"). *at: where a real syntax
- * error is, -1 if unknown. */
+/* cJSON reports an allocation failure as a syntax error: the hooks'
+ * out-of-memory flag (common/json.h) tells them apart. *at: where a real
+ * syntax error is, -1 if unknown. */
 static cJSON *parse_json(const char *s, size_t n, int *oom, long *at) {
+    slm_json_oom_clear();
     cJSON *r = cJSON_ParseWithLength(s, n);
     *oom = 0;
     *at = -1;
     if (r) return r;
     const char *e = cJSON_GetErrorPtr();
     if (e && e >= s && e <= s + n) *at = (long)(e - s);
-    if ((r = cJSON_ParseWithLength(s, n))) {
-        cJSON_Delete(r);
-        *oom = 1;
-    }
+    *oom = slm_json_oom();
     return NULL;
 }
 

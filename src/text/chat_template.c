@@ -56,6 +56,12 @@ void slm_tmpl_free(slm_tmpl *t) {
 
 char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs, const slm_tmpl_vars *vars,
                       slm_err *err) {
+    return slm_tmpl_render_mask(t, msgs, n_msgs, vars, NULL, err);
+}
+
+char *slm_tmpl_render_mask(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs, const slm_tmpl_vars *vars,
+                           uint8_t **mask, slm_err *err) {
+    if (mask) *mask = NULL;
     slm_errf(err, SLM_OK, "%s", "");
     if (!t || n_msgs < 0 || (n_msgs > 0 && !msgs)) {
         slm_errf(err, SLM_ERR_ARG, "bad arguments");
@@ -72,7 +78,16 @@ char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs, c
     r->n_msgs = n_msgs;
     r->tm = t;
     char *out = je_render(r);
-    for (int i = 0; i < r->nsaved; i++) slm_xfree(r->saved[i].p);
+    if (out && mask && r->om) {
+        /* r->om covers [ocap] >= the text; NULL when nothing was tainted */
+        *mask = r->om;
+        r->om = NULL;
+    }
+    slm_xfree(r->om);
+    for (int i = 0; i < r->nsaved; i++) {
+        slm_xfree(r->saved[i].p);
+        slm_xfree(r->saved[i].m);
+    }
     jv_arena_free(&r->ar);
     slm_xfree(r);
     return out;

@@ -67,6 +67,16 @@ typedef struct slm_tmpl_vars {
 char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
                       const slm_tmpl_vars *vars, slm_err *err);
 
+/* Render as slm_tmpl_render, and say which output bytes derive from the
+ * messages' strings (role, content): *mask (slm_malloc'd, at least
+ * strlen(result) bytes, 1 = derived from a message) or NULL when none is.
+ * Taint is conservative: a byte built by a filter, method, slice or
+ * repr from a message string is tainted; concatenation keeps it per byte;
+ * template literals, bos_token / eos_token stay clean. Only untainted bytes
+ * may be tokenized with special-token parsing (slm_tok_encode_masked). */
+char *slm_tmpl_render_mask(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
+                           const slm_tmpl_vars *vars, uint8_t **mask, slm_err *err);
+
 /* The source of a built-in template by name: "chatml", "llama2", "zephyr",
  * "llama3"; NULL if unknown. */
 const char *slm_tmpl_builtin(const char *name);

@@ -55,7 +55,8 @@ static val getitem(R *r, const node *n, val o, val k) {
         if (i < 0) i += len;
         if (i < 0 || i >= len) return vundef();
         if (o.t == V_LIST) return o.u.l->v[i];
-        return cps ? jv_str(r, o.u.s.p + cps[i], cps[i + 1] - cps[i]) : jv_str(r, o.u.s.p + i, 1);
+        val c = cps ? jv_str(r, o.u.s.p + cps[i], cps[i + 1] - cps[i]) : jv_str(r, o.u.s.p + i, 1);
+        return sstr_tainted(o.u.s) ? jv_taint(r, c) : c;
     }
     if (o.t == V_UNDEF) jv_err(r, n, "subscript of an undefined value");
     return vundef();
@@ -111,7 +112,8 @@ static val do_slice(R *r, const node *n, val o, val a, val b, val c) {
         else jv_sb_put(r, &sb, o.u.s.p + cps[i], cps[i + 1] - cps[i]);
     }
     if (l) return (val){.t = V_LIST, .u.l = l};
-    return jv_sb_val(r, &sb);
+    val res = jv_sb_val(r, &sb);
+    return sstr_tainted(o.u.s) ? jv_taint(r, res) : res;
 }
 
 /* iterate: a list, a dict's keys, or a string's characters */
@@ -127,7 +129,8 @@ vlist *je_iter(R *r, const node *n, val v) {
         for (size_t i = 0; i < v.u.s.n;) {
             size_t k = 1;
             while (i + k < v.u.s.n && ((unsigned char)v.u.s.p[i + k] & 0xC0) == 0x80) k++;
-            jv_push(r, l, jv_str(r, v.u.s.p + i, k));
+            val c = jv_str(r, v.u.s.p + i, k);
+            jv_push(r, l, sstr_tainted(v.u.s) ? jv_taint(r, c) : c);
             i += k;
         }
         return l;
@@ -340,8 +343,8 @@ static val eval_bin(R *r, const node *n, val a, val b) {
     }
     if (op == '+' && a.t == V_STR && b.t == V_STR) {
         sbuf sb = {0};
-        jv_sb_put(r, &sb, a.u.s.p, a.u.s.n);
-        jv_sb_put(r, &sb, b.u.s.p, b.u.s.n);
+        jv_sb_put_str(r, &sb, a.u.s);
+        jv_sb_put_str(r, &sb, b.u.s);
         return jv_sb_val(r, &sb);
     }
     if (op == '+' && a.t == V_LIST && b.t == V_LIST) {
@@ -359,7 +362,7 @@ static val eval_bin(R *r, const node *n, val a, val b) {
             jv_fail(r, n, SLM_ERR_CAPACITY, "string too long");
         jv_charge(r, total); /* before the work */
         sbuf sb = {0};
-        for (long long i = 0; i < k; i++) jv_sb_put(r, &sb, s.u.s.p, s.u.s.n);
+        for (long long i = 0; i < k; i++) jv_sb_put_str(r, &sb, s.u.s);
         return jv_sb_val(r, &sb);
     }
     if (op == '*' && ((a.t == V_LIST && b.t == V_INT) || (a.t == V_INT && b.t == V_LIST))) {
@@ -546,11 +549,11 @@ static void exec_stmt(R *r, const node *n) {
     case S_TEXT: jv_emit(r, n->s, n->sn); break;
     case S_OUT: {
         val v = je_eval(r, n->a);
-        if (v.t == V_STR) jv_emit(r, v.u.s.p, v.u.s.n);
+        if (v.t == V_STR) jv_emit_str(r, v.u.s);
         else {
             sbuf sb = {0};
             jv_str_of(r, &sb, v, 0);
-            jv_emit(r, sb.p ? sb.p : "", sb.n);
+            jv_emit_str(r, (sstr){sb.p ? sb.p : "", sb.n, sb.m});
         }
         break;
     }
@@ -603,6 +606,8 @@ char *je_render(R *r) {
     if (setjmp(r->jb)) {
         slm_xfree(r->out);
         r->out = NULL;
+        slm_xfree(r->om);
+        r->om = NULL;
         return NULL;
     }
     jv_budget_start(r, r->vars);
@@ -610,8 +615,9 @@ char *je_render(R *r) {
     vlist *ml = jv_list(r, r->n_msgs);
     for (int i = 0; i < r->n_msgs; i++) {
         vdict *d = jv_dict(r, 2);
-        jv_dsetc(r, d, "role", vstr_lit(r->msgs[i].role ? r->msgs[i].role : ""));
-        jv_dsetc(r, d, "content", vstr_lit(r->msgs[i].content ? r->msgs[i].content : ""));
+        /* the caller's messages are the tainted input */
+        jv_dsetc(r, d, "role", jv_taint(r, vstr_lit(r->msgs[i].role ? r->msgs[i].role : "")));
+        jv_dsetc(r, d, "content", jv_taint(r, vstr_lit(r->msgs[i].content ? r->msgs[i].content : "")));
         jv_push(r, ml, (val){.t = V_DICT, .u.d = d});
     }
     const slm_tmpl_vars *vars = r->vars;

@@ -171,7 +171,25 @@ static val case_str(R *r, val s, int mode) {
 }
 
 
+static val method_impl(R *r, const node *n, val o, const char *name, args *a);
+
+/* Whatever a filter or method makes from tainted input is tainted. */
+static int args_tainted(val v, const args *a) {
+    if (jv_has_taint(v, 0)) return 1;
+    for (int i = 0; i < a->np; i++)
+        if (jv_has_taint(a->pos[i], 0)) return 1;
+    for (int i = 0; i < a->nk; i++)
+        if (jv_has_taint(a->kv[i], 0)) return 1;
+    return 0;
+}
+
 val jf_method(R *r, const node *n, val o, const char *name, args *a) {
+    const int t = args_tainted(o, a);
+    val res = method_impl(r, n, o, name, a);
+    return t ? jv_taint(r, res) : res;
+}
+
+static val method_impl(R *r, const node *n, val o, const char *name, args *a) {
     val a0 = a->np > 0 ? a->pos[0] : vundef(), a1 = a->np > 1 ? a->pos[1] : vundef();
     if (o.t == V_STR) {
         if (!strcmp(name, "strip")) return strip_str(r, o, a0, 1, 1);
@@ -596,6 +614,10 @@ static const struct {
 
 val jf_filter(R *r, const node *n, const char *f, val v, args *a) {
     for (size_t i = 0; i < sizeof FILTERS / sizeof FILTERS[0]; i++)
-        if (!strcmp(FILTERS[i].name, f)) return FILTERS[i].fn(r, n, f, v, a);
+        if (!strcmp(FILTERS[i].name, f)) {
+            const int t = args_tainted(v, a);
+            val res = FILTERS[i].fn(r, n, f, v, a);
+            return t ? jv_taint(r, res) : res;
+        }
     jv_err(r, n, "unsupported filter '%s'", f);
 }

@@ -46,6 +46,7 @@ typedef struct ablk {
 typedef struct arena {
     ablk *head;
     size_t total; /* bytes of all blocks, at most ARENA_LIMIT */
+    int oom;      /* 1: the last NULL was the allocator's (out of memory), not the limit */
 } arena;
 
 /* n bytes, max_align_t aligned, not zeroed; NULL past ARENA_LIMIT. */
@@ -59,7 +60,15 @@ enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_FUNC, V
 typedef struct sstr {
     const char *p; /* p[n] == 0 always (used as C strings; a suffix may share the bytes) */
     size_t n;      /* bytes */
+    /* taint: which bytes derive from message content (chat_template.h's
+     * slm_tmpl_render_mask). NULL: none; JV_TAINT_ALL: every byte; else
+     * [n] bytes, 1 = tainted. */
+    const uint8_t *tm;
 } sstr;
+
+extern const uint8_t jv_taint_all_[1];
+#define JV_TAINT_ALL (jv_taint_all_)
+static inline int sstr_tainted(sstr s) { return s.tm != NULL && s.n > 0; }
 
 typedef struct node node;
 typedef struct vlist vlist;
@@ -89,7 +98,7 @@ struct vdict { /* insertion-ordered, linear lookup */
     int ns; /* a namespace(): attributes may be set */
 };
 
-static inline val vstr_lit(const char *s) { return (val){.t = V_STR, .u.s = {s, strlen(s)}}; }
+static inline val vstr_lit(const char *s) { return (val){.t = V_STR, .u.s = {s, strlen(s), NULL}}; }
 static inline val vbool(int b) { return (val){.t = V_BOOL, .u.i = b != 0}; }
 static inline val vint(long long i) { return (val){.t = V_INT, .u.i = i}; }
 static inline val vnone(void) { return (val){.t = V_NONE}; }
@@ -156,6 +165,7 @@ typedef struct P {
 } P;
 
 void jx_err(P *p, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4), noreturn));
+void jx_nomem(P *p) __attribute__((noreturn)); /* SLM_ERR_NOMEM "out of memory" */
 void *jx_alloc(P *p, size_t n); /* zeroed, in the template's arena */
 void jx_lex(P *p, const char *src);
 /* Parse statements until {% <one of ends> %} (ends NULL: to the end). */
@@ -187,7 +197,8 @@ typedef struct R {
     int depth;
     int ctl; /* 1 break, 2 continue */
     const slm_tmpl_vars *vars;
-    struct { char *p; size_t n, cap; } saved[MAX_DEPTH + 1]; /* outputs of enclosing macros / set blocks */
+    uint8_t *om; /* slm_realloc'd taint of out ([ocap]), NULL while none is tainted */
+    struct { char *p; uint8_t *m; size_t n, cap; } saved[MAX_DEPTH + 1]; /* outputs of enclosing macros / set blocks */
     int nsaved;
     const slm_chat_msg *msgs;
     int n_msgs;
@@ -198,6 +209,7 @@ typedef struct R {
 typedef struct sbuf {
     char *p;
     size_t n, cap;
+    uint8_t *m; /* taint of [n] bytes (arena), NULL while none is tainted */
 } sbuf;
 
 /* call arguments, evaluated: positional then keyword */
@@ -233,6 +245,13 @@ frame *jv_frame(R *r, frame *up);
 void jv_fset(R *r, frame *f, const char *k, val x);
 val jv_lookup(R *r, const char *name);
 void jv_emit(R *r, const char *s, size_t n);
+void jv_emit_str(R *r, sstr s); /* with its taint */
+/* taint: a tainted copy of a string / of every string inside v (conservative:
+ * whatever derives from tainted input is tainted); 1 when v holds taint. */
+val jv_taint(R *r, val v);
+int jv_has_taint(val v, int depth);
+void jv_sb_put_str(R *r, sbuf *b, sstr s); /* with its taint */
+void jv_sb_taint(R *r, sbuf *b, size_t from); /* mark [from, n) tainted */
 void jv_out_push(R *r);
 val jv_out_pop(R *r);
 void jv_sb_put(R *r, sbuf *b, const char *s, size_t n);
@@ -254,7 +273,7 @@ vlist *je_iter(R *r, const node *n, val v);
 val je_getattr(R *r, val o, const char *name);
 val je_call_macro(R *r, const node *n, const node *m, args *a);
 void je_exec_body(R *r, const node *b);
-char *je_render(R *r);
+char *je_render(R *r); /* r->om: the output's taint (NULL: none), the caller's */
 
 /* jinja_filters.c */
 int jf_known_filter(const char *name);

@@ -24,8 +24,14 @@ void jx_err(P *p, int line, const char *fmt, ...) {
     longjmp(p->jb, 1);
 }
 
+void jx_nomem(P *p) {
+    slm_errf(p->err, SLM_ERR_NOMEM, "out of memory");
+    longjmp(p->jb, 1);
+}
+
 void *jx_alloc(P *p, size_t n) {
     void *m = jv_arena_alloc(p->ar, n);
+    if (!m && p->ar->oom) jx_nomem(p);
     if (!m) jx_err(p, 0, "template too large");
     memset(m, 0, n);
     return m;
@@ -38,7 +44,7 @@ static void push_tok(P *p, tok t) {
         int nc = p->cap ? p->cap * 2 : 256;
         if (nc > 4000000) jx_err(p, t.line, "template too large");
         tok *n = slm_realloc(p->t, (size_t)nc * sizeof(tok));
-        if (!n) jx_err(p, t.line, "out of memory");
+        if (!n) jx_nomem(p);
         p->t = n;
         p->cap = nc;
     }

@@ -105,14 +105,14 @@ static node *p_primary(P *p) {
     case TK_STR: {
         n = mk(p, E_LIT, t->line);
         n->lit.t = V_STR;
-        n->lit.u.s = (sstr){t->s, t->n};
+        n->lit.u.s = (sstr){t->s, t->n, NULL};
         /* adjacent string literals concatenate */
         while (peek(p)->type == TK_STR) {
             tok *u = next(p);
             char *c = jx_alloc(p, n->lit.u.s.n + u->n + 1);
             memcpy(c, n->lit.u.s.p, n->lit.u.s.n);
             memcpy(c + n->lit.u.s.n, u->s, u->n);
-            n->lit.u.s = (sstr){c, n->lit.u.s.n + u->n};
+            n->lit.u.s = (sstr){c, n->lit.u.s.n + u->n, NULL};
         }
         return n;
     }

@@ -21,6 +21,7 @@ void *jv_arena_alloc(arena *a, size_t n) {
         size_t cap = n > 32768 ? n : 32768;
         if (a->total + cap > ARENA_LIMIT) return NULL;
         ablk *b = slm_malloc(sizeof(ablk) + cap);
+        a->oom = !b;
         if (!b) return NULL;
         b->next = a->head;
         b->used = 0;
@@ -60,6 +61,7 @@ void jv_fail(R *r, const node *n, slm_status s, const char *fmt, ...) {
 
 void *jv_alloc(R *r, size_t n) {
     void *m = jv_arena_alloc(&r->ar, n);
+    if (!m && r->ar.oom) jv_fail(r, NULL, SLM_ERR_NOMEM, "out of memory");
     if (!m) jv_fail(r, NULL, SLM_ERR_CAPACITY, "template rendering needs too much memory");
     return m;
 }
@@ -163,7 +165,7 @@ void jv_dset(R *r, vdict *d, sstr k, val x) {
     d->k[d->n] = k;
     d->v[d->n++] = x;
 }
-void jv_dsetc(R *r, vdict *d, const char *k, val x) { jv_dset(r, d, (sstr){k, strlen(k)}, x); }
+void jv_dsetc(R *r, vdict *d, const char *k, val x) { jv_dset(r, d, (sstr){k, strlen(k), NULL}, x); }
 
 /* variables */
 frame *jv_frame(R *r, frame *up) {
@@ -194,7 +196,7 @@ void jv_fset(R *r, frame *f, const char *k, val x) {
         f->v = nv;
         f->cap = nc;
     }
-    f->k[f->n] = (sstr){k, kn};
+    f->k[f->n] = (sstr){k, kn, NULL};
     f->v[f->n++] = x;
 }
 
@@ -211,6 +213,56 @@ val jv_lookup(R *r, const char *name) {
     return vundef();
 }
 
+const uint8_t jv_taint_all_[1] = {1};
+
+int jv_has_taint(val v, int depth) {
+    if (depth > MAX_DEPTH) return 1;
+    if (v.t == V_STR) return sstr_tainted(v.u.s);
+    if (v.t == V_LIST)
+        for (int i = 0; i < v.u.l->n; i++)
+            if (jv_has_taint(v.u.l->v[i], depth + 1)) return 1;
+    if (v.t == V_DICT)
+        for (int i = 0; i < v.u.d->n; i++)
+            if (sstr_tainted(v.u.d->k[i]) || jv_has_taint(v.u.d->v[i], depth + 1)) return 1;
+    return 0;
+}
+
+/* Strings are marked whole; lists and dicts are marked in place (what they
+ * hold derives from tainted input: marking more is the safe direction). */
+static void taint_in(R *r, val *v, int depth) {
+    if (depth > MAX_DEPTH) return;
+    if (v->t == V_STR) {
+        if (v->u.s.n) v->u.s.tm = JV_TAINT_ALL;
+    } else if (v->t == V_LIST) {
+        for (int i = 0; i < v->u.l->n; i++) taint_in(r, &v->u.l->v[i], depth + 1);
+    } else if (v->t == V_DICT) {
+        for (int i = 0; i < v->u.d->n; i++) {
+            if (v->u.d->k[i].n) v->u.d->k[i].tm = JV_TAINT_ALL;
+            taint_in(r, &v->u.d->v[i], depth + 1);
+        }
+    }
+}
+val jv_taint(R *r, val v) {
+    taint_in(r, &v, 0);
+    return v;
+}
+
+static void out_mark(R *r, size_t from, size_t n, const uint8_t *tm) {
+    if (!tm || !n) return;
+    if (!r->om) {
+        r->om = slm_calloc(r->ocap ? r->ocap : 1, 1);
+        if (!r->om) jv_fail(r, NULL, SLM_ERR_NOMEM, "out of memory");
+    }
+    if (tm == JV_TAINT_ALL) memset(r->om + from, 1, n);
+    else memcpy(r->om + from, tm, n);
+}
+
+void jv_emit_str(R *r, sstr s) {
+    size_t at = r->on;
+    jv_emit(r, s.p, s.n);
+    out_mark(r, at, s.n, s.tm);
+}
+
 /* output */
 void jv_emit(R *r, const char *s, size_t n) {
     if (!n) return;
@@ -222,6 +274,12 @@ void jv_emit(R *r, const char *s, size_t n) {
         char *o = slm_realloc(r->out, nc);
         if (!o) jv_fail(r, NULL, SLM_ERR_NOMEM, "out of memory");
         r->out = o;
+        if (r->om) {
+            uint8_t *m = slm_realloc(r->om, nc);
+            if (!m) jv_fail(r, NULL, SLM_ERR_NOMEM, "out of memory");
+            memset(m + r->ocap, 0, nc - r->ocap);
+            r->om = m;
+        }
         r->ocap = nc;
     }
     memcpy(r->out + r->on, s, n);
@@ -233,6 +291,8 @@ void jv_emit(R *r, const char *s, size_t n) {
 void jv_out_push(R *r) {
     if (r->nsaved >= MAX_DEPTH) jv_err(r, NULL, "template nested too deeply");
     r->saved[r->nsaved].p = r->out;
+    r->saved[r->nsaved].m = r->om;
+    r->om = NULL;
     r->saved[r->nsaved].n = r->on;
     r->saved[r->nsaved].cap = r->ocap;
     r->nsaved++;
@@ -241,9 +301,17 @@ void jv_out_push(R *r) {
 }
 val jv_out_pop(R *r) {
     val v = jv_str(r, r->out ? r->out : "", r->on);
+    if (r->om && r->on) {
+        uint8_t *m = jv_alloc(r, r->on);
+        memcpy(m, r->om, r->on);
+        v.u.s.tm = m;
+    }
     slm_xfree(r->out);
+    slm_xfree(r->om);
+    r->om = NULL;
     r->nsaved--;
     r->out = r->saved[r->nsaved].p;
+    r->om = r->saved[r->nsaved].m;
     r->on = r->saved[r->nsaved].n;
     r->ocap = r->saved[r->nsaved].cap;
     return v;
@@ -259,6 +327,12 @@ void jv_sb_put(R *r, sbuf *b, const char *s, size_t n) {
         char *q = jv_alloc(r, nc);
         if (b->n) memcpy(q, b->p, b->n);
         b->p = q;
+        if (b->m) {
+            uint8_t *m = jv_alloc(r, nc);
+            memcpy(m, b->m, b->n);
+            memset(m + b->n, 0, nc - b->n);
+            b->m = m;
+        }
         b->cap = nc;
     }
     if (n) memcpy(b->p + b->n, s, n);
@@ -266,9 +340,31 @@ void jv_sb_put(R *r, sbuf *b, const char *s, size_t n) {
     b->p[b->n] = 0;
 }
 void jv_sb_puts(R *r, sbuf *b, const char *s) { jv_sb_put(r, b, s, strlen(s)); }
+void jv_sb_taint(R *r, sbuf *b, size_t from) {
+    if (from >= b->n) return;
+    if (!b->m) {
+        b->m = jv_alloc(r, b->cap);
+        memset(b->m, 0, b->cap);
+    }
+    memset(b->m + from, 1, b->n - from);
+}
+void jv_sb_put_str(R *r, sbuf *b, sstr s) {
+    size_t at = b->n;
+    jv_sb_put(r, b, s.p, s.n);
+    if (!sstr_tainted(s)) return;
+    if (s.tm == JV_TAINT_ALL) {
+        jv_sb_taint(r, b, at);
+        return;
+    }
+    if (!b->m) {
+        b->m = jv_alloc(r, b->cap);
+        memset(b->m, 0, b->cap);
+    }
+    memcpy(b->m + at, s.tm, s.n);
+}
 val jv_sb_val(R *r, sbuf *b) {
     if (!b->p) return jv_str(r, "", 0);
-    return (val){.t = V_STR, .u.s = {b->p, b->n}};
+    return (val){.t = V_STR, .u.s = {b->p, b->n, b->m}};
 }
 
 /* Python's repr(float): the shortest digits that read back as f, fixed
@@ -311,8 +407,13 @@ void jv_str_of(R *r, sbuf *b, val v, int depth) {
     case V_BOOL: jv_sb_puts(r, b, v.u.i ? "True" : "False"); break;
     case V_INT: snprintf(buf, sizeof buf, "%lld", v.u.i); jv_sb_puts(r, b, buf); break;
     case V_FLOAT: fmt_float(buf, sizeof buf, v.u.f); jv_sb_puts(r, b, buf); break;
-    case V_STR: jv_sb_put(r, b, v.u.s.p, v.u.s.n); break;
-    default: repr(r, b, v, depth); break;
+    case V_STR: jv_sb_put_str(r, b, v.u.s); break;
+    default: {
+        size_t at = b->n;
+        repr(r, b, v, depth);
+        if (jv_has_taint(v, 0)) jv_sb_taint(r, b, at);
+        break;
+    }
     }
 }
 static void repr(R *r, sbuf *b, val v, int depth) {

@@ -793,6 +793,16 @@ void slm_tok_set_max_input(slm_tokenizer *t, size_t bytes) {
 
 size_t slm_tok_max_input(const slm_tokenizer *t) { return t ? t->max_input : 0; }
 
+int slm_tok_encode_masked(const slm_tokenizer *t, const char *text, const uint8_t *plain, int add_bos, int add_eos,
+                          int32_t *ids, int cap) {
+    if (!t) return SLM_TOK_ENOMEM;
+    if (!t->bpe || !plain) return slm_tok_encode(t, text, add_bos, add_eos, ids, cap);
+    if (!text) text = "";
+    size_t n = strnlen(text, t->max_input + 1);
+    if (n > t->max_input || n > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG;
+    return slm_bpe_encode_masked(t->bpe, text, n, plain, add_bos, add_eos, ids, cap);
+}
+
 int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int add_eos,
                    int32_t *ids, int cap) {
     if (!t) return SLM_TOK_ENOMEM;

@@ -50,6 +50,14 @@ size_t slm_tok_max_input(const slm_tokenizer *t);
  * add_bos: prepend BOS. The dummy prefix is added for non-empty text. */
 int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int add_eos,
                    int32_t *ids, int cap);
+/* Encode a rendered chat prompt: as slm_tok_encode, but special-token text
+ * lying on bytes with plain[i] set (slm_tmpl_render_mask's mask; NULL =
+ * none) is tokenized as plain text: only the template's own markup yields
+ * control tokens. SentencePiece vocabularies never match control tokens
+ * from text (user-defined ones match anywhere, as llama.cpp does), so only
+ * byte-level BPE needs the mask. */
+int slm_tok_encode_masked(const slm_tokenizer *t, const char *text, const uint8_t *plain, int add_bos, int add_eos,
+                          int32_t *ids, int cap);
 /* The piece for `id` after `prev` (run.c's decode): strips the leading space
  * after BOS, maps <0xXX> to the raw byte. "" for an out-of-range id. */
 const char *slm_tok_decode(const slm_tokenizer *t, int prev, int id);

@@ -1,0 +1,326 @@
+/* The AMX kernel set (device/kernels_amx.h, docs/amx.md): prefill of the
+ * repacked quantized types (the r16 layouts of common/layout_r16.c) on
+ * AMX-INT8 tiles; decode and every other type on the AVX-512 set. The tile
+ * kernel (kernels_amx_body.h) is compiled twice: on the AMX intrinsics and
+ * on the portable emulation (device/amx_emu.c), which the tests check
+ * against the double-precision reference on any machine. */
+#include <pthread.h>
+#include <stddef.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/cpu.h"
+#include "common/dtype.h"
+#include "compiler/amx_plan.h"
+#include "device/amx_emu.h"
+#include "device/kernels_amx.h"
+
+int slm_amx_type(uint32_t t) {
+    switch (t) {
+    case SLM_Q8_0_R16: case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
+    case SLM_Q6_K_R16: return 1;
+    default: return 0;
+    }
+}
+
+/* The int8 activations in a matmul's scratch, laid out as the x86 sets'
+ * (kernels_x86.h, qscratch_split), so a call of the AVX-512 set (decode)
+ * and one of this set read each other's quantized rows (xq_ready). */
+typedef struct amx_xq {
+    uint8_t *q; /* [rows][k] signed codes */
+    float *d;   /* [rows][nb] block scales */
+    float *s;   /* [rows][nb] block sums (scale * sum of codes) */
+    int32_t *hs;
+} amx_xq;
+
+static uint8_t *al64(uint8_t *p) { return (uint8_t *)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+static amx_xq xq_split(void *scratch, int rows, int k) {
+    const size_t nb = (size_t)k / 32;
+    amx_xq x;
+    x.q = al64(scratch);
+    x.d = (float *)al64(x.q + (size_t)rows * k);
+    x.s = x.d + (size_t)rows * nb;
+    x.hs = (int32_t *)al64((uint8_t *)(x.s + (size_t)rows * nb));
+    return x;
+}
+
+/* Block b of the group at grp (16 columns) as a signed VNNI-4 B tile:
+ * byte 64 v + 4 c + e = code of element 4v + e of column c (the r16 byte
+ * order, the codes' offsets removed), and its scales: wd[h][c] for
+ * elements 16h .. 16h+15, wm[c] the min term (value = wd * code + wm). */
+static void amx_unpack(uint32_t t, const uint8_t *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
+    for (int c = 0; c < 16; c++) {
+        int8_t q[32];
+        float d[2], m;
+        slm_r16_block_i8(t, grp, k, c, b, q, d, &m);
+        for (int e = 0; e < 32; e++) bt[(e / 4) * 64 + c * 4 + e % 4] = q[e];
+        wd[0][c] = d[0];
+        wd[1][c] = d[1];
+        wm[c] = m;
+    }
+}
+
+/* ---- the emulated kernel (every machine) ---------------------------------- */
+static inline void epi_c(float *acc, const int32_t *ct, const float *wd, float dx, const float *wm, float sx) {
+    for (int c = 0; c < 16; c++) acc[c] += (float)ct[c] * (wd[c] * dx) + (wm ? wm[c] * sx : 0.0f);
+}
+
+#define AMX_ATTR
+#define AMX_NAME(x) emu_##x
+#define T_CFG(cfg) slm_amx_emu_ldtilecfg(cfg)
+#define T_RELEASE() slm_amx_emu_release()
+#define T_LOAD(t, p, s) slm_amx_emu_loadd(t, p, s)
+#define T_ZERO(t) slm_amx_emu_zero(t)
+#define T_STORE(t, p, s) slm_amx_emu_stored(t, p, s)
+#define T_DP(c, a, b) slm_amx_emu_dpb(c, a, b, 1, 1)
+#define AMX_EPI epi_c
+#define AMX_UNPACK amx_unpack
+#include "device/kernels_amx_body.h"
+#undef AMX_ATTR
+#undef AMX_NAME
+#undef T_CFG
+#undef T_RELEASE
+#undef T_LOAD
+#undef T_ZERO
+#undef T_STORE
+#undef T_DP
+#undef AMX_EPI
+#undef AMX_UNPACK
+
+void slm_amx_matmul_emu(const slm_mm *mm) {
+    const amx_xq xq = xq_split(mm->scratch, mm->rows, mm->k);
+    if (!mm->xq_ready) slm_quantize_act_ref(mm->x, mm->ldx, mm->rows, mm->k, 0, xq.q, xq.d, xq.s);
+    emu_tiles(mm, &xq);
+}
+
+/* ---- the AMX kernel ----------------------------------------------------------- */
+#if defined(__x86_64__) && defined(__GNUC__) && (__GNUC__ >= 11 || defined(__clang__))
+#include <immintrin.h>
+
+#include "device/attention.h"
+#include "device/kernels_x86.h"
+
+const slm_kernel_set *slm_kernels_avx512(void); /* kernels_x86.c */
+
+#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+
+AMX_TARGET static inline __attribute__((always_inline)) void epi_amx(float *acc, const int32_t *ct, const float *wd, float dx, const float *wm, float sx) {
+    __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(ct)), _mm512_mul_ps(_mm512_loadu_ps(wd), _mm512_set1_ps(dx)),
+                               _mm512_load_ps(acc));
+    if (wm) a = _mm512_fmadd_ps(_mm512_loadu_ps(wm), _mm512_set1_ps(sx), a);
+    _mm512_store_ps(acc, a);
+}
+
+/* The r16 block as a signed B tile with AVX-512 (8-16 vector ops per
+ * block), every type of slm_amx_type. Same results as amx_unpack
+ * (test_amx). */
+static float f16at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return slm_f16_to_f32(h);
+}
+
+AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int b, int8_t bt[512], float wd[2][16],
+                                     float wm[16]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    if (t == SLM_Q8_0_R16) {
+        const uint8_t *blk = grp + (size_t)b * 544;
+        for (int v = 0; v < 8; v++)
+            _mm512_store_si512(bt + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(blk + 64 * v), _mm512_set1_epi8((char)0x80)));
+        for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + 512 + 2 * c), wm[c] = 0.0f;
+        return;
+    }
+    if (t == SLM_Q4_0_R16 || t == SLM_Q4_K_R16 || t == SLM_Q5_0_R16 || t == SLM_Q5_K_R16 || t == SLM_IQ4_NL_R16) {
+        const int kq = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16, five = t == SLM_Q5_0_R16 || t == SLM_Q5_K_R16;
+        const int nl = t == SLM_IQ4_NL_R16;
+        const int cb = five ? 320 : 256; /* code bytes per block (the fifth bits after the nibbles) */
+        const uint8_t *sup = grp + (size_t)(b / 8) * (t == SLM_Q5_K_R16 ? 2816 : 2304);
+        const uint8_t *blk = kq ? sup + 256 + (size_t)(b % 8) * cb : grp + (size_t)b * (cb + 32);
+        const __m512i off = _mm512_set1_epi8((char)(kq || nl ? 0 : five ? 16 : 8));
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl));
+        const __m512i hb = five ? _mm512_loadu_si512(blk + 256) : _mm512_setzero_si512();
+        for (int v = 0; v < 8; v++) {
+            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
+            __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+            if (five) { /* bit v of hb to bit 4 (16-bit shifts: bit 4 of a byte comes from its own bits) */
+                const __m512i h = v < 4 ? _mm512_slli_epi16(hb, 4 - v) : v == 4 ? hb : _mm512_srli_epi16(hb, v - 4);
+                w = _mm512_or_si512(w, _mm512_and_si512(h, _mm512_set1_epi8(0x10)));
+            }
+            if (nl) w = _mm512_shuffle_epi8(tbl, w);
+            _mm512_store_si512(bt + 64 * v, _mm512_sub_epi8(w, off));
+        }
+        if (!kq) {
+            for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + cb + 2 * c), wm[c] = 0.0f;
+            return;
+        }
+        const int s = b % 8;
+        for (int c = 0; c < 16; c++) { /* 6-bit scale and min: layout_r16.c's header */
+            const uint8_t sm = sup[64 + 16 * s + c];
+            const int sc = (sm & 0xF) | ((sup[192 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
+            const int mn = (sm >> 4) | ((sup[224 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
+            wd[0][c] = wd[1][c] = f16at(sup + 2 * c) * (float)sc;
+            wm[c] = -f16at(sup + 32 + 2 * c) * (float)mn;
+        }
+        return;
+    }
+    if (t == SLM_Q6_K_R16) {
+        const uint8_t *sup = grp + (size_t)(b / 8) * 3360, *blk = sup + 32 + (size_t)(b % 8) * 416;
+        const __m512i m30 = _mm512_set1_epi8(0x30), off = _mm512_set1_epi8(32);
+        for (int v = 0; v < 8; v++) {
+            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
+            __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+            const __m512i h = _mm512_loadu_si512(blk + 256 + 64 * (v / 4));
+            const int sh = v % 4;
+            const __m512i hv = sh < 2 ? _mm512_slli_epi16(h, 4 - 2 * sh) : sh == 2 ? h : _mm512_srli_epi16(h, 2);
+            w = _mm512_or_si512(w, _mm512_and_si512(hv, m30));
+            _mm512_store_si512(bt + 64 * v, _mm512_sub_epi8(w, off));
+        }
+        const int8_t *sc = (const int8_t *)(blk + 384);
+        for (int c = 0; c < 16; c++) {
+            const float d = f16at(sup + 2 * c);
+            wd[0][c] = d * sc[c];
+            wd[1][c] = d * sc[16 + c];
+            wm[c] = 0.0f;
+        }
+        return;
+    }
+    amx_unpack(t, grp, k, b, bt, wd, wm);
+}
+
+void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
+    amx_unpack_hw(t, grp, k, b, bt, wd, wm);
+}
+
+#define AMX_ATTR AMX_TARGET
+#define AMX_NAME(x) hw_##x
+/* gcc 12's _tile_loadd and _tile_loadconfig do not tell the compiler they
+ * read memory (tileloadd takes its address in a register; ldtilecfg names 8
+ * of its 64 bytes): without the barrier, stores to the B tile buffer or the
+ * configuration could be sunk past them or dropped as dead. */
+#define AMX_BARRIER() __asm__ volatile("" ::: "memory")
+#define T_CFG(cfg)                                                                                                     \
+    do {                                                                                                               \
+        AMX_BARRIER();                                                                                                 \
+        _tile_loadconfig(cfg);                                                                                         \
+    } while (0)
+#define T_RELEASE() _tile_release()
+#define T_LOAD(t, p, s)                                                                                                \
+    do {                                                                                                               \
+        AMX_BARRIER();                                                                                                 \
+        _tile_loadd(t, p, s);                                                                                          \
+    } while (0)
+#define T_ZERO(t) _tile_zero(t)
+#define T_STORE(t, p, s) _tile_stored(t, p, s)
+#define T_DP(c, a, b) _tile_dpbssd(c, a, b)
+#define AMX_EPI epi_amx
+#define AMX_UNPACK amx_unpack_hw
+#include "device/kernels_amx_body.h"
+
+/* The tile path for prefill of the r16 quantized types; the rest (decode:
+ * bandwidth-bound, the tiles gain nothing) on the AVX-512 set. */
+AMX_TARGET static void matmul_amx(const slm_mm *mm) {
+    if (mm->rows < 2 || !slm_amx_type(mm->wtype)) {
+        slm_kernels_avx512()->matmul(mm);
+        return;
+    }
+    const amx_xq xq = xq_split(mm->scratch, mm->rows, mm->k);
+    if (!mm->xq_ready) slm_x86_quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 0, xq.q, xq.d, xq.s, xq.hs);
+    hw_tiles(mm, &xq);
+}
+
+/* The same set with the tile kernel on the emulation (tests: the whole
+ * engine through the tile path on a machine without AMX). */
+static void matmul_amx_emu(const slm_mm *mm) {
+    if (mm->rows < 2 || !slm_amx_type(mm->wtype)) slm_kernels_avx512()->matmul(mm);
+    else slm_amx_matmul_emu(mm);
+}
+
+static slm_kernel_set k_amx, k_amx_emu;
+
+static void init_amx(void) {
+    k_amx = *slm_kernels_avx512();
+    k_amx.name = "amx";
+    k_amx.matmul = matmul_amx;
+    k_amx_emu = k_amx;
+    k_amx_emu.name = "amx-emu";
+    k_amx_emu.matmul = matmul_amx_emu;
+}
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+const slm_kernel_set *slm_kernels_amx(void) {
+    if (!slm_kernels_avx512()) return NULL;
+    pthread_once(&g_once, init_amx);
+    return &k_amx;
+}
+
+const slm_kernel_set *slm_kernels_amx_emu(void) {
+    if (!slm_kernels_avx512()) return NULL;
+    pthread_once(&g_once, init_amx);
+    return &k_amx_emu;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+AMX_TARGET static double peak_run(long reps) {
+    slm_amx_plan pl;
+    slm_amx_plan_make(32, 2, 32, &pl);
+    /* full 16 x 64 tiles: A 16 x 64 int8, B 16 rows (K = 64) */
+    for (int t = 0; t < 8; t++) {
+        pl.cfg.rows[t] = 16;
+        pl.cfg.colsb[t] = 64;
+    }
+    _Alignas(64) uint8_t buf[1024];
+    for (int i = 0; i < 1024; i++) buf[i] = (uint8_t)(i * 7);
+    AMX_BARRIER();
+    _tile_loadconfig(&pl.cfg);
+    _tile_loadd(4, buf, 64);
+    _tile_loadd(5, buf, 64);
+    _tile_loadd(6, buf, 64);
+    _tile_loadd(7, buf, 64);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    const double t0 = now_s();
+    for (long i = 0; i < reps; i++) {
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 7);
+        _tile_dpbusd(2, 5, 6);
+        _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, buf, 64); /* the chains' results are used */
+    const double dt = now_s() - t0;
+    _tile_release();
+    return dt > 0 ? (double)reps * 4 * 16 * 16 * 64 * 2 / dt : 0;
+}
+
+double slm_amx_int8_peak(double seconds) {
+    const slm_cpu *c = slm_cpu_features();
+    if (!(c->amx_tile && c->amx_int8 && c->amx_os)) return 0;
+    long reps = 1000;
+    double best = 0;
+    const double end = now_s() + seconds;
+    do {
+        const double t0 = now_s(), r = peak_run(reps);
+        if (r > best) best = r;
+        if (now_s() - t0 < 0.01) reps *= 2;
+    } while (now_s() < end);
+    return best;
+}
+#else
+const slm_kernel_set *slm_kernels_amx(void) { return NULL; }
+const slm_kernel_set *slm_kernels_amx_emu(void) { return NULL; }
+void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
+    amx_unpack(t, grp, k, b, bt, wd, wm);
+}
+double slm_amx_int8_peak(double seconds) {
+    (void)seconds;
+    return 0;
+}
+#endif
