@@ -38,6 +38,7 @@ const char slm_cli_common_help[] =
     "      --max-memory N        refuse a model whose KV cache, arena and buffers need\n"
     "                            more than N MiB (default 75% of RAM; -1 = no limit)\n"
     "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
+    SLM_CLI_TRACE_HELP
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
 
@@ -61,6 +62,8 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
         }                                                                      \
         (*i)++;                                                                \
     } while (0)
+    const int tr = slm_cli_trace_opt(argc, argv, i);
+    if (tr) return tr;
     if (!strcmp(o, "-m") || !strcmp(o, "--model")) { VAL(); c->model = v; return 1; }
     if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { VAL(); c->tok = v; return 1; }
     if (!strcmp(o, "--chat-template")) { VAL(); c->chat_template = v; return 1; }
@@ -99,6 +102,7 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
 
 
 slm_engine *slm_cli_common_load(slm_cli_common *c) {
+    if (!slm_cli_trace_begin()) return NULL;
     c->opt.verbose = c->verbose;
     c->opt.n_threads = c->threads;
     slm_engine *e = slm_cli_open(&c->model, &c->tok, c->kernels, &c->opt);

@@ -39,6 +39,7 @@
 
 #include "common/common.h"
 #include "common/json.h"
+#include "common/trace.h"
 #include "server/request.h"
 
 #define MAX_NAMES 16 /* Host names allowed */
@@ -498,6 +499,14 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
     int pt, ct, aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
     const char *fin;
     api_done(s->api, r, aborted, &pt, &ct, &fin);
+    if (slm_trace_enabled()) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %s", r->method, r->path);
+        slm_trace_name_thread("http");
+        slm_trace_end_ns("http", "http_request", (uint64_t)r->t0.tv_sec * 1000000000u + (uint64_t)r->t0.tv_nsec,
+                         &(slm_trace_args){{"status", "prompt_tokens", "completion_tokens"}, {r->status, pt, ct},
+                                           "request", what});
+    }
     conn_rec *rec = rec_of(conn);
     pthread_mutex_lock(&s->mu);
     if (rec) {
