@@ -100,6 +100,19 @@ static int for_each_option(const char *file, const char *sig, const char *skip_g
         found++;
         CHECKF(has_word(help, opt), "staticlm %s --help does not mention %s (accepted in %s)", cmd, opt, file);
     }
+    /* options a shared helper accepts for the command (cli/args.c) */
+    const char *tr = strstr(body, "slm_cli_trace_opt(");
+    if (tr) {
+        const char *ls = tr;
+        while (ls > body && ls[-1] != '\n') ls--;
+        int off = skip_guard && !strcmp(skip_guard, "!is_compile &&") && strstr(ls, "is_compile ? 0") &&
+                  strstr(ls, "is_compile ? 0") < tr; /* run only */
+        if (!off) {
+            CHECKF(has_word(help, "--trace"), "staticlm %s --help does not mention --trace", cmd);
+            CHECKF(has_word(help, "--trace-mb"), "staticlm %s --help does not mention --trace-mb", cmd);
+            found += 2;
+        }
+    }
     free(src);
     return found;
 }

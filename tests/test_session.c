@@ -191,9 +191,10 @@ static void test_eot_stops(void) {
     cc.on_overflow = SLM_OVERFLOW_ERROR;
     slm_chat *c = slm_chat_new(e, tm, &cc);
     collect r1 = {.n = 0};
-    char err[256], note[256];
+    slm_err err = {0};
+    char note[256];
     slm_chat_stats st;
-    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r1, &st, err, sizeof err, note, sizeof note) == SLM_OK);
+    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r1, &st, &err, note, sizeof note) == SLM_OK);
     slm_chat_free(c);
     slm_free(e);
     CHECKF(r1.n >= 6, "reply of %d tokens", r1.n);
@@ -215,7 +216,7 @@ static void test_eot_stops(void) {
     /* chat: the reply ends right before the EOT */
     c = slm_chat_new(e, tm, &cc);
     collect r2 = {.n = 0};
-    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r2, &st, err, sizeof err, note, sizeof note) == SLM_OK);
+    CHECK(c && slm_chat_turn(c, "Tell me a story", collect_cb, &r2, &st, &err, note, sizeof note) == SLM_OK);
     CHECKF(r2.n == at && !memcmp(r2.ids, r1.ids, sizeof(int) * (size_t)at), "chat reply %d tokens, EOT at %d", r2.n, at);
     CHECK(slm_session_stop_reason(slm_chat_session(c)) == SLM_STOP_TOKEN);
     /* the EOT never entered the KV: the next turn keeps every row */

@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "common/cpu.h"
+#include "common/trace.h"
 #include "device/kernels.h"
 
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
@@ -97,4 +98,47 @@ slm_engine *slm_cli_open(const char **model, const char **tok, const char *kerne
         return NULL;
     }
     return e;
+}
+
+/* ---- --trace FILE, --trace-mb N (run, chat, bench, serve) ---------------- */
+
+static const char *g_trace_path;
+static int g_trace_mb;
+
+int slm_cli_trace_opt(int argc, char **argv, int *i) {
+    const char *o = argv[*i];
+    if (strcmp(o, "--trace") && strcmp(o, "--trace-mb")) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "staticlm: %s needs a value\n", o);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    if (!strcmp(o, "--trace")) g_trace_path = v;
+    else if (!slm_cli_parse_int(v, o, 1, 1 << 16, &g_trace_mb)) return -1;
+    return 1;
+}
+
+static void trace_end(void) {
+    uint64_t n = 0, dropped = 0;
+    slm_err err = {0};
+    if (slm_trace_stop(&n, &dropped, &err)) {
+        fprintf(stderr, "staticlm: %s\n", err.msg);
+        return;
+    }
+    fprintf(stderr, "trace: %llu events written to %s", (unsigned long long)n, g_trace_path);
+    if (dropped)
+        fprintf(stderr, " (%llu dropped: the buffer was full; raise --trace-mb)", (unsigned long long)dropped);
+    fprintf(stderr, "; staticlm trace %s --svg OUT.svg draws it\n", g_trace_path);
+}
+
+int slm_cli_trace_begin(void) {
+    if (!g_trace_path) return 1;
+    slm_err err = {0};
+    if (slm_trace_start(g_trace_path, g_trace_mb, &err)) {
+        fprintf(stderr, "staticlm: %s\n", err.msg);
+        return 0;
+    }
+    slm_trace_name_thread("main");
+    atexit(trace_end); /* every way out of main writes the file */
+    return 1;
 }

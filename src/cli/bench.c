@@ -6,6 +6,10 @@
  *        program); tokens/s = P / time.
  * tg<N>: reset, then N decode steps on random ids from an empty cache (as
  *        llama-bench's tg test); tokens/s = N / time.
+ * -d D:  before each pp and tg run, D random ids are prefilled (untimed),
+ *        so the test runs with D tokens already in the KV cache
+ *        (llama-bench's n_depth; shown as "pp512 @ d4096", jsonl n_depth).
+ *        The decode breakdown below stays at depth 0.
  * Each test runs once untimed (warm-up: pages the weights in) and then -r
  * times; avg_ts and stddev_ts are the mean and sample standard deviation of
  * the per-repetition tokens/s (llama-bench's definition).
@@ -59,6 +63,8 @@ static void usage(FILE *f) {
             "  -p, --n-prompt P          prompt tokens for pp (default 512; 0 = skip; clamped to\n"
             "                            the model's context length)\n"
             "  -n, --n-gen N             tokens for tg (default 128; 0 = skip)\n"
+            "  -d, --n-depth D           fill the KV cache with D tokens before each pp and tg\n"
+            "                            repetition (untimed), as llama-bench's -d (default 0)\n"
             "  -t, --threads T           threads (default: all cores)\n"
             "  -r, --repetitions R       timed repetitions per test (default 5)\n"
             "  -o, --output FMT          md (default) or jsonl (one object per test)\n"
@@ -66,6 +72,7 @@ static void usage(FILE *f) {
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
+            SLM_CLI_TRACE_HELP
             "  -h, --help                this help\n");
 }
 
@@ -241,7 +248,7 @@ static int model_facts_get(const char *path, model_facts *f) {
 
 typedef struct test_result {
     const char *name; /* "pp" or "tg" */
-    int n_prompt, n_gen, reps;
+    int n_prompt, n_gen, n_depth, reps;
     double ts[64];    /* tokens/s per repetition */
     double ns[64];    /* ns per repetition */
     double avg_ts, sd_ts, avg_ns, sd_ns;
@@ -268,10 +275,21 @@ static int32_t rand_id(int vocab) {
     return (int32_t)(g_rand % (uint64_t)vocab);
 }
 
-static int run_pp(slm_engine *e, int32_t *ids, int p, int vocab, double *sec) {
+/* -d N: reset, then N random ids into the KV cache (untimed, as llama-bench's n_depth). */
+static int fill_depth(slm_engine *e, int32_t *ids, int depth, int vocab) {
+    slm_reset(e);
+    if (depth <= 0) return 1;
+    for (int i = 0; i < depth; i++) ids[i] = rand_id(vocab);
+    const float *logits;
+    slm_status s = slm_prefill(e, ids, depth, &logits);
+    if (s) fprintf(stderr, "staticlm bench: filling the KV cache to depth %d: %s\n", depth, slm_last_error(e));
+    return s == SLM_OK;
+}
+
+static int run_pp(slm_engine *e, int32_t *ids, int p, int depth, int vocab, double *sec) {
+    if (!fill_depth(e, ids, depth, vocab)) return 0;
     for (int i = 0; i < p; i++) ids[i] = rand_id(vocab);
     const float *logits;
-    slm_reset(e);
     double t0 = now_s();
     slm_status s = slm_prefill(e, ids, p, &logits);
     *sec = now_s() - t0;
@@ -279,9 +297,9 @@ static int run_pp(slm_engine *e, int32_t *ids, int p, int vocab, double *sec) {
     return s == SLM_OK;
 }
 
-static int run_tg(slm_engine *e, int n, int vocab, double *sec) {
+static int run_tg(slm_engine *e, int32_t *ids, int n, int depth, int vocab, double *sec) {
     const float *logits;
-    slm_reset(e);
+    if (!fill_depth(e, ids, depth, vocab)) return 0;
     double t0 = now_s();
     for (int i = 0; i < n; i++) {
         slm_status s = slm_decode(e, rand_id(vocab), &logits);
@@ -325,7 +343,7 @@ static void json_str(FILE *f, const char *s) {
 /* One bench run: the options, then what was measured. */
 typedef struct bench {
     const char *model, *tok, *fmt, *kernels;
-    int p, n, threads, reps, bw_mib, profile, tile_kb, jsonl;
+    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl;
     model_facts mf;
     double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
     double limit;                   /* decode tokens/s the bandwidth allows */
@@ -344,6 +362,9 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int ok = 1;
+        const int tr = slm_cli_trace_opt(argc, argv, &i);
+        if (tr < 0) return 2;
+        if (tr) continue;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             usage(stdout);
             *done = 1;
@@ -357,6 +378,7 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--kernels")) b->kernels = v;
         else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->p);
         else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->n);
+        else if (!strcmp(o, "-d") || !strcmp(o, "--n-depth")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->depth);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &b->threads);
         else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &b->reps);
         else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &b->bw_mib);
@@ -401,14 +423,14 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
 static int run_tests(bench *b, slm_engine *e, int32_t *ids, int vocab) {
     double sec;
     /* warm-up: pages the weights in, wakes the threads */
-    if (b->p > 0 && !run_pp(e, ids, b->p, vocab, &sec)) return 0;
-    if (b->n > 0 && !run_tg(e, b->n < 16 ? b->n : 16, vocab, &sec)) return 0;
+    if (b->p > 0 && !run_pp(e, ids, b->p, b->depth, vocab, &sec)) return 0;
+    if (b->n > 0 && !run_tg(e, ids, b->n < 16 ? b->n : 16, b->depth, vocab, &sec)) return 0;
     if (b->p > 0) {
         test_result *r = &b->res[b->n_res++];
         memset(r, 0, sizeof *r);
-        r->name = "pp", r->n_prompt = b->p, r->reps = b->reps;
+        r->name = "pp", r->n_prompt = b->p, r->n_depth = b->depth, r->reps = b->reps;
         for (int i = 0; i < b->reps; i++) {
-            if (!run_pp(e, ids, b->p, vocab, &sec)) return 0;
+            if (!run_pp(e, ids, b->p, b->depth, vocab, &sec)) return 0;
             r->ns[i] = sec * 1e9, r->ts[i] = b->p / sec;
         }
         finish_stats(r);
@@ -416,9 +438,9 @@ static int run_tests(bench *b, slm_engine *e, int32_t *ids, int vocab) {
     if (b->n > 0) {
         test_result *r = &b->res[b->n_res++];
         memset(r, 0, sizeof *r);
-        r->name = "tg", r->n_gen = b->n, r->reps = b->reps;
+        r->name = "tg", r->n_gen = b->n, r->n_depth = b->depth, r->reps = b->reps;
         for (int i = 0; i < b->reps; i++) {
-            if (!run_tg(e, b->n, vocab, &sec)) return 0;
+            if (!run_tg(e, ids, b->n, b->depth, vocab, &sec)) return 0;
             r->ns[i] = sec * 1e9, r->ts[i] = b->n / sec;
         }
         finish_stats(r);
@@ -470,10 +492,10 @@ static void print_jsonl(const bench *b) {
         printf("{\"model_filename\": ");
         json_str(stdout, b->model);
         printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"CPU\", "
-               "\"kernels\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"reps\": %d, "
+               "\"kernels\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"reps\": %d, "
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
                mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname, b->threads,
-               r->n_prompt, r->n_gen, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
+               r->n_prompt, r->n_gen, r->n_depth, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
         printf("], \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
         if (r == tg) {
@@ -546,10 +568,12 @@ static void print_md(const bench *b) {
     printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
     for (int i = 0; i < b->n_res; i++) {
         const test_result *r = &b->res[i];
-        printf("| %s %s | %.2f MiB | %.2f %s | CPU (%s) | %d | %s%d | %.2f ± %.2f |\n", slm_basename(b->model),
+        char depth[32] = "";
+        if (r->n_depth > 0) snprintf(depth, sizeof depth, " @ d%d", r->n_depth);
+        printf("| %s %s | %.2f MiB | %.2f %s | CPU (%s) | %d | %s%d%s | %.2f ± %.2f |\n", slm_basename(b->model),
                mf->type, mf->size / 1048576.0, mf->params >= 1000000000ull ? mf->params / 1e9 : mf->params / 1e6,
                mf->params >= 1000000000ull ? "B" : "M", b->kname, b->threads, r->name,
-               r->n_prompt ? r->n_prompt : r->n_gen, r->avg_ts, r->sd_ts);
+               r->n_prompt ? r->n_prompt : r->n_gen, depth, r->avg_ts, r->sd_ts);
     }
     printf("\ntensor types: %s\n", mf->mix);
     if (b->bw > 0)
@@ -583,12 +607,14 @@ int slm_cli_bench(int argc, char **argv) {
     /* the bandwidth first, while nothing else of ours runs */
     if (b->bw_mib > 0) b->bw = measure_bandwidth((size_t)b->bw_mib << 20, b->threads, 5);
 
+    if (!slm_cli_trace_begin()) return 1;
     slm_options opt = slm_default_options();
     opt.tokenizer_path = b->tok;
     const int is_blob = slm_blob_is_elf(b->model);
     if (!is_blob) { /* a blob's shapes were fixed at compile time: pp and tg are clamped to them below */
-        opt.max_prompt_len = b->p > 0 ? b->p : 1;
-        opt.min_response_len = b->n;
+        /* room for the depth, then the test (llama-bench: n_ctx = n_prompt + n_gen + n_depth) */
+        opt.max_prompt_len = b->p > 0 ? b->p : (b->depth > 0 ? (b->depth < 512 ? b->depth : 512) : 1);
+        opt.min_response_len = b->n + b->depth;
     }
     opt.tile_kb = b->tile_kb; /* a blob refuses another value, naming its own */
     opt.n_threads = b->threads;
@@ -609,12 +635,18 @@ int slm_cli_bench(int argc, char **argv) {
                     in.context_len, in.max_prompt_len);
         b->p = in.max_prompt_len;
     }
+    if (b->depth > 0 && b->depth + (b->p > b->n ? b->p : b->n) > in.kv_capacity) {
+        fprintf(stderr, "staticlm bench: depth %d + the test's %d tokens do not fit the KV capacity %d\n", b->depth,
+                b->p > b->n ? b->p : b->n, in.kv_capacity);
+        slm_free(e);
+        return 1;
+    }
     if (b->n > in.kv_capacity) {
         fprintf(stderr, "note: tg%d does not fit the KV capacity %d: clamped to tg%d\n", b->n, in.kv_capacity,
                 in.kv_capacity);
         b->n = in.kv_capacity;
     }
-    int32_t *ids = slm_malloc(((size_t)b->p + 1) * sizeof *ids);
+    int32_t *ids = slm_malloc(((size_t)(b->p > b->depth ? b->p : b->depth) + 1) * sizeof *ids);
     if (!ids) {
         slm_free(e);
         return 1;

@@ -38,6 +38,7 @@ const char slm_cli_common_help[] =
     "      --max-memory N        refuse a model whose KV cache, arena and buffers need\n"
     "                            more than N MiB (default 75% of RAM; -1 = no limit)\n"
     "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
+    SLM_CLI_TRACE_HELP
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
 
@@ -61,6 +62,8 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
         }                                                                      \
         (*i)++;                                                                \
     } while (0)
+    const int tr = slm_cli_trace_opt(argc, argv, i);
+    if (tr) return tr;
     if (!strcmp(o, "-m") || !strcmp(o, "--model")) { VAL(); c->model = v; return 1; }
     if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { VAL(); c->tok = v; return 1; }
     if (!strcmp(o, "--chat-template")) { VAL(); c->chat_template = v; return 1; }
@@ -99,6 +102,7 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
 
 
 slm_engine *slm_cli_common_load(slm_cli_common *c) {
+    if (!slm_cli_trace_begin()) return NULL;
     c->opt.verbose = c->verbose;
     c->opt.n_threads = c->threads;
     slm_engine *e = slm_cli_open(&c->model, &c->tok, c->kernels, &c->opt);
@@ -158,7 +162,7 @@ static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
 }
 
 #ifdef SLM_HAVE_CJSON
-static int save_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+static int save_conv(slm_chat *c, const char *path, slm_err *err) {
     slm_json_init_hooks();
     cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "messages");
     const slm_chat_msg *m = slm_chat_messages(c);
@@ -170,18 +174,18 @@ static int save_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
     }
     char *txt = cJSON_Print(root);
     cJSON_Delete(root);
-    if (!txt) { snprintf(err, errcap, "out of memory"); return 0; }
+    if (!txt) { slm_errf(err, SLM_ERR_NOMEM, "out of memory"); return 0; }
     FILE *f = fopen(path, "wb");
     int ok = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
     if (f && fclose(f)) ok = 0;
     cJSON_free(txt);
-    if (!ok) snprintf(err, errcap, "cannot write '%s': %s", path, strerror(errno));
+    if (!ok) slm_errf(err, SLM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
     return ok;
 }
 
-static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+static int load_conv(slm_chat *c, const char *path, slm_err *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) { snprintf(err, errcap, "cannot open '%s': %s", path, strerror(errno)); return 0; }
+    if (!f) { slm_errf(err, SLM_ERR_IO, "cannot open '%s': %s", path, strerror(errno)); return 0; }
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {
@@ -197,21 +201,21 @@ static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
         n += k;
     }
     fclose(f);
-    if (!buf) { snprintf(err, errcap, "'%s' is too large", path); return 0; }
+    if (!buf) { slm_errf(err, SLM_ERR_IO, "'%s' is too large", path); return 0; }
     buf[n] = 0;
     slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(buf, n);
     free(buf);
     const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "messages") : NULL;
     int ok = cJSON_IsArray(arr);
-    if (!ok) snprintf(err, errcap, "'%s' is not a saved conversation (an object with a \"messages\" array)", path);
+    if (!ok) slm_errf(err, SLM_ERR_IO, "'%s' is not a saved conversation (an object with a \"messages\" array)", path);
     const cJSON *it;
     int idx = 0;
     if (ok) cJSON_ArrayForEach(it, arr) {
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "role"), *t = cJSON_GetObjectItemCaseSensitive(it, "content");
         if (!cJSON_IsString(r) || !cJSON_IsString(t) ||
             (strcmp(r->valuestring, "system") && strcmp(r->valuestring, "user") && strcmp(r->valuestring, "assistant"))) {
-            snprintf(err, errcap, "'%s': message %d needs a role (system, user or assistant) and string content", path, idx);
+            slm_errf(err, SLM_ERR_IO, "'%s': message %d needs a role (system, user or assistant) and string content", path, idx);
             ok = 0;
             break;
         }
@@ -222,7 +226,7 @@ static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
         cJSON_ArrayForEach(it, arr) {
             if (!slm_chat_add(c, cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring,
                               cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring)) {
-                snprintf(err, errcap, "out of memory");
+                slm_errf(err, SLM_ERR_NOMEM, "out of memory");
                 ok = 0;
                 break;
             }
@@ -232,14 +236,14 @@ static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
     return ok;
 }
 #else
-static int save_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+static int save_conv(slm_chat *c, const char *path, slm_err *err) {
     (void)c; (void)path;
-    snprintf(err, errcap, "/save is not available in this build (built without cJSON)");
+    slm_errf(err, SLM_ERR_IO, "/save is not available in this build (built without cJSON)");
     return 0;
 }
-static int load_conv(slm_chat *c, const char *path, char *err, size_t errcap) {
+static int load_conv(slm_chat *c, const char *path, slm_err *err) {
     (void)c; (void)path;
-    snprintf(err, errcap, "/load is not available in this build (built without cJSON)");
+    slm_errf(err, SLM_ERR_IO, "/load is not available in this build (built without cJSON)");
     return 0;
 }
 #endif
@@ -257,15 +261,16 @@ static int run_bench(slm_engine *e, slm_chat *c, const char *system) {
         "Lily asked her mom if she could play with the ball. Her mom said yes, but she had to give it back when "
         "she was done. Tell me what happened next.";
     static const char *const turn2 = "What did Lily do after she gave the ball back?";
-    char err[512] = "", note[512];
+    slm_err err = {0};
+    char note[512];
     if (!system) slm_chat_add(c, "system", "You are a storyteller.");
     slm_chat_stats st;
-    slm_status s = slm_chat_turn(c, turn1, NULL, NULL, &st, err, sizeof err, note, sizeof note);
-    if (s) { fprintf(stderr, "staticlm: bench: %s\n", err); return 1; }
+    slm_status s = slm_chat_turn(c, turn1, NULL, NULL, &st, &err, note, sizeof note);
+    if (s) { fprintf(stderr, "staticlm: bench: %s\n", err.msg); return 1; }
     double kept = 0, full = 0;
     int n_new = 0, n_full = 0;
-    s = slm_chat_bench_ttft(c, turn2, 9, &kept, &full, &n_new, &n_full, err, sizeof err);
-    if (s) { fprintf(stderr, "staticlm: %s\n", err); return 1; }
+    s = slm_chat_bench_ttft(c, turn2, 9, &kept, &full, &n_new, &n_full, &err);
+    if (s) { fprintf(stderr, "staticlm: %s\n", err.msg); return 1; }
     slm_info in;
     slm_get_info(e, &in);
     printf("chat bench: first turn %d prompt + %d generated tokens; second turn adds %d tokens "
@@ -340,7 +345,7 @@ int slm_cli_chat(int argc, char **argv) {
         if (getline(&line, &lcap, stdin) < 0) break;
         trim_line(line);
         if (!line[0]) continue;
-        char err[1024] = "";
+        slm_err err = {0};
         if (line[0] == '/') {
             if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
             if (!strcmp(line, "/reset")) {
@@ -351,8 +356,8 @@ int slm_cli_chat(int argc, char **argv) {
             if (!strncmp(line, "/save ", 6) || !strncmp(line, "/load ", 6)) {
                 const char *path = line + 6;
                 while (*path == ' ') path++;
-                int ok = line[1] == 's' ? save_conv(c, path, err, sizeof err) : load_conv(c, path, err, sizeof err);
-                if (!ok) { fprintf(stderr, "staticlm: %s\n", err); rc = 1; }
+                int ok = line[1] == 's' ? save_conv(c, path, &err) : load_conv(c, path, &err);
+                if (!ok) { fprintf(stderr, "staticlm: %s\n", err.msg); rc = 1; }
                 else fprintf(stderr, "[chat] %s %d messages %s %s\n", line[1] == 's' ? "saved" : "loaded",
                              slm_chat_count(c), line[1] == 's' ? "to" : "from", path);
                 continue;
@@ -366,16 +371,16 @@ int slm_cli_chat(int argc, char **argv) {
         const char *msg = line[0] == '/' ? line + 1 : line;
         chat_out out = {0};
         slm_chat_stats st;
-        slm_status s = slm_chat_turn(c, msg, print_piece, &out, &st, err, sizeof err, note, sizeof note);
+        slm_status s = slm_chat_turn(c, msg, print_piece, &out, &st, &err, note, sizeof note);
         if (note[0]) fprintf(stderr, "[chat] %s\n", note);
         if (s && s != SLM_OK && st.turn == 0) {
-            fprintf(stderr, "staticlm: %s\n", err);
+            fprintf(stderr, "staticlm: %s\n", err.msg);
             rc = 1;
             continue;
         }
         fputc('\n', stdout);
         fflush(stdout);
-        if (s) { fprintf(stderr, "staticlm: %s\n", err); rc = 1; }
+        if (s) { fprintf(stderr, "staticlm: %s\n", err.msg); rc = 1; }
         if (st.cut) fprintf(stderr, "[chat] the reply stopped at the KV capacity (%d)\n", slm_capacity(e));
         if (stats || cc.verbose)
             fprintf(stderr,

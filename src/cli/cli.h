@@ -7,6 +7,17 @@
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 
+/* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not
+ * one of them (0), bad value (-1, message printed). slm_cli_trace_begin
+ * starts the trace when --trace was given (0 after printing why not); the
+ * file is written at exit. */
+int slm_cli_trace_opt(int argc, char **argv, int *i);
+int slm_cli_trace_begin(void);
+#define SLM_CLI_TRACE_HELP                                                                         \
+    "      --trace FILE          record every task on every thread as a Chrome trace\n"            \
+    "                            (Perfetto, chrome://tracing; staticlm trace FILE --svg OUT)\n"   \
+    "      --trace-mb N          trace buffer in MiB (default 64; events beyond it are dropped)\n"
+
 /* Open the model for a command: the default model (stories260K + tok512
  * from ./models or ../shared/models) when *model is NULL, tok512.bin beside a
  * llama2.c model when *tok is NULL, the kernel set by name; slm_load with
@@ -50,6 +61,9 @@ int slm_cli_bench(int argc, char **argv);
 int slm_cli_tokenize(int argc, char **argv);
 /* staticlm perplexity: llama-perplexity's PPL and KL divergence (src/cli/perplexity.c). */
 int slm_cli_perplexity(int argc, char **argv);
+
+/* staticlm trace: the summary and SVG timeline of a --trace file (src/cli/trace.c). */
+int slm_cli_trace(int argc, char **argv);
 
 /* staticlm bench-features: what variants and the prefix cache save (src/cli/bench_features.c). */
 int slm_cli_bench_features(int argc, char **argv);

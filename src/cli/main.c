@@ -33,6 +33,7 @@ static void usage_main(FILE *f) {
             "  tokenize  print the token ids of a text (GGUF vocab, tokenizer.json, tokenizer.bin)\n"
             "  chat      a conversation that keeps its KV cache between turns\n"
             "  serve     an OpenAI-compatible HTTP server (chat and text completions)\n"
+            "  trace     summarize a --trace file and draw its timeline (--svg)\n"
             "\n"
             "  staticlm <command> --help   shows the options of a command\n"
             "  staticlm --version          prints the version, commit, kernel sets and CPU features\n",
@@ -93,6 +94,7 @@ static void usage_run(FILE *f) {
             "      --verify-cache        hash the model whole to check the cached blob (default:\n"
             "                            only when its size, times, inode or sampled pages\n"
             "                            changed since the last full hash)\n"
+            SLM_CLI_TRACE_HELP
             "%s"
             "  -h, --help                this text\n",
             k_program_help);
@@ -155,6 +157,9 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
 #define NEXT()                                                                 \
     (has ? argv[++i] : (fprintf(stderr, "staticlm: %s needs a value\n", o), (char *)NULL))
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 2;
+        const int tr = is_compile ? 0 : slm_cli_trace_opt(argc, argv, &i);
+        if (tr < 0) return 0;
+        if (tr) continue;
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) { if (!(a->model = NEXT())) return 0; }
         else if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { if (!(a->tok = NEXT())) return 0; }
         else if (!strcmp(o, "--max-prompt-len")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 1, 1 << 20, &a->opt.max_prompt_len)) return 0; }
@@ -296,6 +301,7 @@ static int cmd_run(int argc, char **argv) {
                         "never be hit; it is off (chat, serve and library callers reuse it)\n");
         a.opt.prefix_cache_mb = 0;
     }
+    if (!slm_cli_trace_begin()) return 1;
     slm_engine *e = load_engine(&a);
     if (!e) return 1;
     slm_gen_stats st;
@@ -542,6 +548,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "perplexity")) return slm_cli_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return slm_cli_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return slm_cli_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "trace")) return slm_cli_trace(argc - 1, argv + 1);
     fprintf(stderr, "staticlm: unknown command '%s'\n\n", cmd);
     usage_main(stderr);
     return 2;

@@ -133,11 +133,11 @@ int slm_cli_serve(int argc, char **argv) {
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    char err[512];
+    slm_err err = {0};
     int rc = 0;
-    slm_server *s = slm_server_start(e, tm, &cfg, err, sizeof err);
+    slm_server *s = slm_server_start(e, tm, &cfg, &err);
     if (!s) {
-        fprintf(stderr, "staticlm: %s\n", err);
+        fprintf(stderr, "staticlm: %s\n", err.msg);
         rc = 1;
     } else {
         slm_info in;

@@ -23,6 +23,7 @@ typedef struct slm_exec {
                                 stage's barrier is task stage_first[s+1] - 1 */
     _Atomic int *stage_next; /* [n_stages] next unclaimed task of each stage */
     uint64_t scratch_bytes;  /* per-thread scratch the tasks need (max over tasks) */
+    const char *trace_name;  /* the program's name, interned for trace records */
 } slm_exec;
 
 /* Copy p's tasks, resolve the static operand spaces (weights, constants,
@@ -57,5 +58,12 @@ slm_status slm_exec_run(slm_exec *x, slm_pool *pool);
  * share of each task kind is summed in ns. */
 void slm_exec_profile(int enable);
 void slm_exec_profile_get(uint64_t ns[SLM_T_OP_COUNT], uint64_t *calls);
+
+/* Trace records (device/trace.c; only while slm_trace_enabled()): each
+ * returns the time it closes at, the start of what follows. A task of
+ * stage `stage` at `index` over rows [row_begin, row_end); a barrier wait. */
+uint64_t slm_exec_trace_start(int tid);
+uint64_t slm_exec_trace_task(const slm_exec *x, int stage, int index, int row_begin, int row_end, uint64_t t0);
+uint64_t slm_exec_trace_barrier(const slm_exec *x, int stage, uint64_t t0);
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "common/dtype.h"
+#include "common/trace.h"
 #include "device/attention.h"
 #include "device/device.h"
 #include "device/kernels.h"
@@ -34,6 +35,7 @@ slm_status slm_exec_init(slm_exec *x, const slm_program *p, const void *weights,
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory binding %s", p->name);
     }
     memcpy(x->tasks, p->tasks, (size_t)p->n_tasks * sizeof *x->tasks);
+    x->trace_name = slm_trace_intern(p->name);
     for (int i = 0, r = 0; i <= p->n_io; i++) {
         while (r < p->n_relocs && p->relocs[r].io < i) r++;
         x->io_reloc[i] = r;
@@ -464,6 +466,7 @@ struct slm_pool {
     _Atomic uint32_t bar_arrived;
     _Atomic uint32_t bar_gen; /* futex word of the barrier */
     _Atomic int bar_sleepers;
+    int trace;                /* the job is traced (read once by the caller) */
     void **scratch;           /* [n] per-thread scratch */
     void *args;               /* [n] worker_arg */
     uint64_t scratch_bytes;
@@ -521,7 +524,10 @@ static void barrier(slm_pool *pool) {
 
 /* Every thread runs this for a job: claim tasks stage by stage. */
 static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel_set *ks, int tid) {
-    const int prof = g_profile && tid == 0;
+    const int prof = g_profile && tid == 0, tr = pool->trace;
+    /* trace: the end of the last record; entered before the first barrier,
+     * so a trace stopped after the run returns waits for this thread */
+    uint64_t tt = tr ? (slm_trace_enter(), slm_exec_trace_start(tid)) : 0;
     for (int s = 0; s < p->n_stages; s++) {
         xmemo memo = {0};
         const int first = p->stage_first[s];
@@ -533,6 +539,7 @@ static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel
             uint64_t t0 = prof ? now_ns() : 0;
             slm_status st = exec_task(t, valid, p->io_ptr[p->io_cache_pos], ks, pool->scratch[tid], &memo);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
+            if (tr) tt = slm_exec_trace_task(p, s, first + i, valid.begin, valid.end, tt);
             if (st) {
                 int expected = SLM_OK;
                 atomic_compare_exchange_strong(&pool->status, &expected, (int)st);
@@ -541,7 +548,9 @@ static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel
         uint64_t t0 = prof ? now_ns() : 0;
         barrier(pool);
         if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
+        if (tr) tt = slm_exec_trace_barrier(p, s, tt);
     }
+    if (tr) slm_trace_leave(); /* this thread's records of the run are written */
 }
 
 typedef struct worker_arg {
@@ -641,13 +650,19 @@ slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     for (int s = 0; s < p->n_stages; s++) atomic_store_explicit(&p->stage_next[s], 0, memory_order_relaxed);
     if (g_profile) g_prof_calls++;
     if (!pool || pool->n == 1) {
-        const int prof = g_profile;
+        const int prof = g_profile, tr = slm_trace_enabled();
         xmemo memo = {0};
+        uint64_t tt = tr ? slm_exec_trace_start(0) : 0;
+        int stage = 0;
         for (const slm_task *t = p->tasks, *end = p->tasks + p->prog->n_tasks; t < end; t++) {
             uint64_t t0 = prof ? now_ns() : 0;
             if (t->op == SLM_T_BARRIER) memo = (xmemo){0};
             slm_status st = exec_task(t, valid, cpos, ks, pool ? pool->scratch[0] : NULL, &memo);
             if (prof) g_prof_ns[t->op] += now_ns() - t0;
+            if (tr) /* one thread: a barrier waits for no one, but marks the stage's end */
+                tt = t->op == SLM_T_BARRIER ? slm_exec_trace_barrier(p, stage++, tt)
+                                            : slm_exec_trace_task(p, stage, (int)(t - p->tasks), valid.begin,
+                                                                  valid.end, tt);
             if (st) return st;
         }
         return SLM_OK;
@@ -655,6 +670,7 @@ slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     pool->job = p;
     pool->valid = valid;
     pool->ks = ks;
+    pool->trace = slm_trace_enabled();
     atomic_store(&pool->status, SLM_OK);
     bump_and_wake(&pool->job_gen, &pool->job_sleepers);
     run_stages(pool, p, valid, ks, 0);

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "common/common.h"
+#include "text/bpe.h"
 
 static double now_ms(void) {
     struct timespec ts;
@@ -342,19 +343,19 @@ static int tokenize_core(slm_chat_tok *t, const char *text, const uint8_t *plain
 }
 
 char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                      int add_generation_prompt, char *err, size_t errcap) {
-    return slm_chat_render_mask(tm, t, msgs, n, add_generation_prompt, NULL, err, errcap);
+                      int add_generation_prompt, slm_err *err) {
+    return slm_chat_render_mask(tm, t, msgs, n, add_generation_prompt, NULL, err);
 }
 
 char *slm_chat_render_mask(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                           int add_generation_prompt, uint8_t **mask, char *err, size_t errcap) {
+                           int add_generation_prompt, uint8_t **mask, slm_err *err) {
     slm_tmpl_vars v = {0};
     v.bos_token = t ? t->bos : "";
     v.eos_token = t ? t->eos : "";
     v.add_generation_prompt = add_generation_prompt;
     slm_err e;
     char *out = slm_tmpl_render_mask(tm, msgs, n, &v, mask, &e);
-    if (!out && err && errcap) snprintf(err, errcap, "%s", e.msg);
+    if (!out && err) *err = e;
     return out;
 }
 
@@ -483,9 +484,9 @@ static int held(const slm_chat *c) { return slm_session_tokens(c->s, NULL, 0); }
 
 /* Render the history (with generation prompt) and tokenize what the session
  * does not hold yet. *fresh = 1 when the whole text must be prefilled. */
-static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int *fresh, char *err, size_t errcap) {
+static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int *fresh, slm_err *err) {
     uint8_t *mask = NULL; /* the bytes that come from messages: tokenized as text */
-    *full = slm_chat_render_mask(c->tm, c->tok, c->m, c->n, 1, &mask, err, errcap);
+    *full = slm_chat_render_mask(c->tm, c->tok, c->m, c->n, 1, &mask, err);
     if (!*full) return -1;
     size_t fl = strlen(*full);
     *fresh = force_fresh || held(c) == 0 || c->kv_len == 0 || c->kv_len > fl || memcmp(*full, c->kv, c->kv_len) != 0;
@@ -493,7 +494,8 @@ static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int
                    : slm_chat_tokenize_masked(c->tok, *full + c->kv_len, mask ? mask + c->kv_len : NULL, 0, ids);
     slm_xfree(mask);
     if (n < 0) {
-        snprintf(err, errcap, "out of memory tokenizing the conversation");
+        if (n == -1) slm_errf(err, SLM_ERR_NOMEM, "out of memory tokenizing the conversation");
+        else slm_errf(err, SLM_ERR_CAPACITY, "tokenizing the conversation: %s", slm_tok_encode_error(n));
         slm_xfree(*full);
         *full = NULL;
     }
@@ -501,14 +503,13 @@ static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int
 }
 
 slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *ud, slm_chat_stats *st,
-                         char *err, size_t errcap, char *note, size_t notecap) {
+                         slm_err *err, char *note, size_t notecap) {
     slm_chat_stats dummy;
     if (!st) st = &dummy;
     memset(st, 0, sizeof *st);
     if (note && notecap) note[0] = 0;
     if (!slm_chat_add(c, "user", user)) {
-        snprintf(err, errcap, "out of memory");
-        return SLM_ERR_NOMEM;
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     }
     const int cap = slm_session_capacity(c->s), reserve = reserve_rows(c);
     double t0 = now_ms();
@@ -516,7 +517,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
     int32_t *ids = NULL;
     int fresh = 0, n, dropped = 0, first_need = 0;
     for (;;) {
-        n = prepare(c, dropped > 0, &full, &ids, &fresh, err, errcap);
+        n = prepare(c, dropped > 0, &full, &ids, &fresh, err);
         if (n < 0) {
             drop_msgs(c, c->n - 1, 1);
             return SLM_ERR_ARG;
@@ -530,7 +531,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
         ids = NULL;
         full = NULL;
         if (c->cfg.on_overflow == SLM_OVERFLOW_ERROR) {
-            snprintf(err, errcap,
+            slm_errf(err, SLM_ERR_CAPACITY,
                      "the conversation needs %d tokens (%d in the KV cache + %d new) plus %d for the reply, "
                      "but the KV capacity is %d (--on-overflow error; /reset starts over)",
                      base + n, base, n, reserve, cap);
@@ -539,7 +540,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
         }
         int i0 = c->n > 0 && !strcmp(c->m[0].role, "system") ? 1 : 0;
         if (c->n - i0 <= 1) {
-            snprintf(err, errcap,
+            slm_errf(err, SLM_ERR_CAPACITY,
                      "the system prompt and this message alone need %d tokens plus %d for the reply, but the KV capacity is %d",
                      n + (fresh ? 0 : base), reserve, cap);
             drop_msgs(c, c->n - 1, 1);
@@ -568,7 +569,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
     slm_status s = fresh ? slm_session_set_prompt(c->s, ids, n) : slm_session_feed(c->s, ids, n);
     slm_xfree(ids);
     if (s) {
-        snprintf(err, errcap, "%s", slm_session_error(c->s));
+        slm_errf(err, s, "%s", slm_session_error(c->s));
         slm_xfree(full);
         kv_forget(c);
         drop_msgs(c, c->n - 1, 1);
@@ -597,7 +598,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
                 st->cut = 1;
                 s = SLM_OK;
             } else {
-                snprintf(err, errcap, "%s", slm_session_error(c->s));
+                slm_errf(err, s, "%s", slm_session_error(c->s));
             }
             break;
         }
@@ -640,23 +641,23 @@ static slm_status feed_first(slm_chat *c, const int32_t *ids, int n) {
 }
 
 slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *kept_ms, double *full_ms,
-                               int *n_new, int *n_full, char *err, size_t errcap) {
+                               int *n_new, int *n_full, slm_err *err) {
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
     if (c->kv_len == 0 || held(c) == 0) {
-        snprintf(err, errcap, "bench: run a first turn before timing the second");
+        slm_errf(err, SLM_ERR_ARG, "bench: run a first turn before timing the second");
         return SLM_ERR_ARG;
     }
     if (!slm_chat_add(c, "user", user)) return SLM_ERR_NOMEM;
     char *hist = slm_strdup(c->kv);
-    char *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err, errcap);
+    char *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err);
     drop_msgs(c, c->n - 1, 1);
     slm_status s = SLM_OK;
     double tk[64], tf[64];
     if (!hist || !full) { s = SLM_ERR_ARG; goto out; }
     size_t hl = strlen(hist);
     if (strncmp(full, hist, hl) != 0) {
-        snprintf(err, errcap, "bench: the template re-renders earlier turns differently; KV reuse does not apply");
+        slm_errf(err, SLM_ERR_UNSUPPORTED, "bench: the template re-renders earlier turns differently; KV reuse does not apply");
         s = SLM_ERR_UNSUPPORTED;
         goto out;
     }
@@ -687,7 +688,7 @@ slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *
         slm_xfree(ids);
     }
     slm_xfree(hid);
-    if (s && !err[0]) snprintf(err, errcap, "%s", slm_session_error(c->s));
+    if (s && !err->msg[0]) slm_errf(err, s, "%s", slm_session_error(c->s));
     if (!s) {
         qsort(tk, (size_t)reps, sizeof(double), cmp_d);
         qsort(tf, (size_t)reps, sizeof(double), cmp_d);

@@ -16,6 +16,7 @@
 
 #include <stdint.h>
 
+#include "common/common.h"
 #include "text/chat_template.h"
 #include "staticlm.h"
 
@@ -50,12 +51,12 @@ int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int speci
 int slm_chat_tokenize_masked(slm_chat_tok *t, const char *text, const uint8_t *plain, int start, int32_t **ids);
 /* Render msgs with template vars for this model (bos/eos text). slm_xfree. */
 char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                      int add_generation_prompt, char *err, size_t errcap);
+                      int add_generation_prompt, slm_err *err);
 /* ... and *mask (slm_xfree; NULL when no byte comes from a message): the
  * bytes derived from messages (slm_tmpl_render_mask), for
  * slm_chat_tokenize_masked. */
 char *slm_chat_render_mask(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                           int add_generation_prompt, uint8_t **mask, char *err, size_t errcap);
+                           int add_generation_prompt, uint8_t **mask, slm_err *err);
 
 /* ---- conversations ------------------------------------------------------- */
 
@@ -103,12 +104,12 @@ const slm_chat_msg *slm_chat_messages(const slm_chat *c);
  * when the history does not fit (error policy, or a message too long even
  * alone). Notes (truncation) go to `note` when non-NULL. */
 slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *ud, slm_chat_stats *st,
-                         char *err, size_t errcap, char *note, size_t notecap);
+                         slm_err *err, char *note, size_t notecap);
 
 /* Prefill the history (if needed) and time the first token of the next
  * reply for `user`, once keeping the KV and once re-prefilling everything.
  * For `staticlm chat --bench`: leaves the conversation unchanged. */
 slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *kept_ms, double *full_ms,
-                               int *n_new, int *n_full, char *err, size_t errcap);
+                               int *n_new, int *n_full, slm_err *err);
 
 #endif

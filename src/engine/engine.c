@@ -13,6 +13,7 @@
 
 #include "blob/blob.h"
 #include "common/common.h"
+#include "common/trace.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
 #include "engine/hash_memo.h"
@@ -590,6 +591,8 @@ static slm_status engine_prefill(slm_engine *e, const int32_t *ids, int n, int *
     int got = 0;
     if (e->pc.limit_bytes && e->rt.num_stored == 0 && n > 1) got = slm_pc_restore(&e->pc, &e->rt, ids, n, n - 1);
     if (n_cached) *n_cached = got;
+    if (got > 0)
+        slm_trace_instant("engine", "prefix_cache_hit", &(slm_trace_args){{"rows", "prompt"}, {got, n}, NULL, NULL});
     slm_status s = slm_rt_prefill(&e->rt, ids + got, n - got, &e->err);
     if (!s && e->pc.limit_bytes && e->rt.num_stored == n) slm_pc_store(&e->pc, &e->rt, n);
     return s;

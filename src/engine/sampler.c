@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "common/common.h"
+#include "common/trace.h"
 
 typedef struct prob_index {
     float prob;
@@ -111,7 +112,7 @@ static int sample_topp(const float *p, int n, float topp, prob_index *pi, float 
 
 size_t slm_sample_scratch_size(int n) { return (size_t)(n > 0 ? n : 1) * sizeof(prob_index); }
 
-int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rng, void *scratch) {
+static int sample(float *logits, int n, const slm_sampling *s, uint64_t *rng, void *scratch) {
     if (n <= 0) return -1;
     if (s->temperature <= 0.0f) return argmax(logits, n);
     for (int i = 0; i < n; i++) logits[i] /= s->temperature;
@@ -151,6 +152,13 @@ int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rng, void 
     float coin = random_f32(rng);
     if (s->top_p <= 0.0f || s->top_p >= 1.0f) return sample_mult(logits, n, coin);
     return sample_topp(logits, n, s->top_p, scratch, coin);
+}
+
+int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rng, void *scratch) {
+    const uint64_t t0 = slm_trace_begin();
+    const int id = sample(logits, n, s, rng, scratch);
+    slm_trace_end("engine", "sample", t0, &(slm_trace_args){{"token", "top_k"}, {id, s->top_k}, NULL, NULL});
+    return id;
 }
 
 float slm_random_f32(uint64_t *rng) { return random_f32(rng); }

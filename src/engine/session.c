@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "common/trace.h"
 #include "engine/engine_internal.h"
 
 #define MAX_STOP_STR 8
@@ -273,6 +274,8 @@ static slm_status prefill(slm_session *s, const int32_t *ids, int n) {
     int got = 0;
     slm_status st;
     if (e->pc.limit_bytes && rt->num_stored == 0 && n > 1) got = slm_pc_restore(&e->pc, rt, ids, n, n - 1);
+    if (got > 0)
+        slm_trace_instant("engine", "prefix_cache_hit", &(slm_trace_args){{"rows", "prompt"}, {got, n}, NULL, NULL});
     if ((st = slm_rt_prefill(rt, ids + got, n - got, &s->err))) return st;
     if (e->pc.limit_bytes && (rt->num_stored == n || s->offer_pc)) slm_pc_store(&e->pc, rt, rt->num_stored);
     s->st.n_cached += got;
@@ -524,6 +527,8 @@ static slm_status speculate(slm_session *s, int k) {
             next = slm_sample_from(p, V, &s->rng);
         }
     }
+    slm_trace_instant("engine", acc == k ? "speculative_accept" : "speculative_reject",
+                      &(slm_trace_args){{"drafted", "accepted", "position"}, {k, acc, base}, NULL, NULL});
     s->st.n_drafted += k;
     s->st.n_accepted += acc;
     /* keep y and the accepted rows; trim the rest from both caches */

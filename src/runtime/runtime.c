@@ -1,5 +1,6 @@
 #include <stdio.h>
 
+#include "common/trace.h"
 #include "runtime/runtime.h"
 
 /* The device's bound copy of program p. */
@@ -313,7 +314,10 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
     while (n > 0) {
         int m = n > big->rows ? big->rows : n;
         slm_program *p = slm_pick_prefill(rt->comp, m);
+        const uint64_t t0 = slm_trace_begin();
         if ((s = run_rows(rt, p, ids, m, n == m, err))) return s;
+        slm_trace_end("runtime", "prefill_chunk", t0,
+                      &(slm_trace_args){{"rows", "chunk", "stored"}, {m, rt->chunks, rt->num_stored}, "program", p->name});
         ids += m;
         n -= m;
         rt->chunks++;
@@ -330,7 +334,9 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
                         rt->num_stored, n, rt->cap);
     slm_status s = check_ids(rt, ids, n, err);
     if (s) return s;
+    const uint64_t t0 = slm_trace_begin();
     if ((s = run_rows(rt, p, ids, n, 1, err))) return s;
+    slm_trace_end("runtime", "verify", t0, &(slm_trace_args){{"rows", "stored"}, {n, rt->num_stored}, NULL, NULL});
     *logits = rt->logits + (size_t)(p->rows - n) * (size_t)rt->comp->cfg.vocab_size;
     return SLM_OK;
 }
@@ -338,7 +344,10 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
 void slm_rt_trim(slm_runtime *rt, int n_keep) {
     if (n_keep < 0) n_keep = 0;
     for (int j = n_keep; j < rt->num_stored; j++) rt->mask[j] = 0;
-    if (n_keep < rt->num_stored) rt->num_stored = n_keep;
+    if (n_keep < rt->num_stored) {
+        slm_trace_instant("runtime", "trim", &(slm_trace_args){{"keep", "dropped"}, {n_keep, rt->num_stored - n_keep}, NULL, NULL});
+        rt->num_stored = n_keep;
+    }
     rt->gen = NULL;
 }
 
@@ -378,6 +387,10 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
         rt->switch_at = w;
         rt->switch_from = from;
         rt->switch_to = rt->gen ? rt->gen->kv_capacity : 0;
+        if (rt->gen)
+            slm_trace_instant("runtime", "variant_switch",
+                              &(slm_trace_args){{"from_capacity", "to_capacity", "stored"}, {from, rt->gen->kv_capacity, w},
+                                                "program", rt->gen->name});
     }
     slm_program *p = rt->gen;
     if (!p || p->kv_capacity < w + 1) return slm_errf(err, SLM_ERR_INTERNAL, "no generate variant for %d rows", w + 1);
@@ -389,9 +402,11 @@ slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
     rt->position_ids[0] = valid - 1; /* sum(mask) - 1 */
     rt->cache_position[0] = w;
     bind_present(rt, p, w);
+    const uint64_t t0 = slm_trace_begin();
     if ((s = slm_exec_run(exec_of(rt, p), rt->pool))) return slm_errf(err, s, "generate program failed");
     if ((s = run_head(rt, 1, err))) return s;
     rt->num_stored++;
+    slm_trace_end("runtime", "decode", t0, &(slm_trace_args){{"position"}, {w}, "program", p->name});
     return SLM_OK;
 }
 
@@ -434,6 +449,7 @@ slm_status slm_rt_decode_batch(slm_runtime *rt, const int *seqs, const int32_t *
         rt->position_ids[r] = valid - 1; /* sum(mask) - 1 of its own sequence */
         rt->cache_position[r] = base + w;
     }
+    const uint64_t t0 = slm_trace_begin();
     if ((s = slm_exec_run(exec_of(rt, p), rt->pool))) {
         for (int i = 0; i < n; i++) rt->mask_all[seqs[i] * rt->cap + rt->seqs[seqs[i]].num_stored] = 0;
         return slm_errf(err, s, "%s program failed", p->name);
@@ -445,6 +461,7 @@ slm_status slm_rt_decode_batch(slm_runtime *rt, const int *seqs, const int32_t *
         q->gen = NULL;
     }
     unpark(rt);
+    slm_trace_end("runtime", "decode_batch", t0, &(slm_trace_args){{"sequences"}, {n}, "program", p->name});
     *logits = rt->logits + (size_t)pad * (size_t)rt->comp->cfg.vocab_size;
     return SLM_OK;
 }

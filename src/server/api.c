@@ -366,10 +366,10 @@ void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char 
 
 /* ---- life ------------------------------------------------------------------------- */
 
-srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap) {
+srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, slm_err *err) {
     slm_json_init_hooks();
     srv_api *a = slm_calloc(1, sizeof *a);
-    if (!a) { snprintf(err, errcap, "out of memory"); return NULL; }
+    if (!a) { slm_errf(err, SLM_ERR_NOMEM, "out of memory"); return NULL; }
     pthread_mutex_init(&a->mu, NULL);
     pthread_cond_init(&a->work, NULL);
     a->e = e;
@@ -389,18 +389,18 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, c
     if (a->n_slots > SRV_MAX_SLOTS) a->n_slots = SRV_MAX_SLOTS;
     if (a->n_slots > a->info.n_seqs) a->n_slots = a->info.n_seqs;
     if (!a->tok) {
-        snprintf(err, errcap, "out of memory");
+        slm_errf(err, SLM_ERR_NOMEM, "out of memory");
         api_free(a);
         return NULL;
     }
     for (int i = 0; i < a->n_slots; i++)
         if (slm_session_new(e, NULL, &a->slot_sess[i])) {
-            snprintf(err, errcap, "slot %d: %s", i, slm_last_error(e));
+            slm_errf(err, SLM_ERR_INTERNAL, "slot %d: %s", i, slm_last_error(e));
             api_free(a);
             return NULL;
         }
     if (pthread_create(&a->worker, NULL, srv_worker_main, a)) {
-        snprintf(err, errcap, "cannot start the worker thread");
+        slm_errf(err, SLM_ERR_INTERNAL, "cannot start the worker thread");
         api_free(a);
         return NULL;
     }

@@ -39,6 +39,7 @@
 
 #include "common/common.h"
 #include "common/json.h"
+#include "common/trace.h"
 #include "server/request.h"
 
 #define MAX_NAMES 16 /* Host names allowed */
@@ -498,6 +499,14 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
     int pt, ct, aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
     const char *fin;
     api_done(s->api, r, aborted, &pt, &ct, &fin);
+    if (slm_trace_enabled()) {
+        char what[96];
+        snprintf(what, sizeof what, "%s %s", r->method, r->path);
+        slm_trace_name_thread("http");
+        slm_trace_end_ns("http", "http_request", (uint64_t)r->t0.tv_sec * 1000000000u + (uint64_t)r->t0.tv_nsec,
+                         &(slm_trace_args){{"status", "prompt_tokens", "completion_tokens"}, {r->status, pt, ct},
+                                           "request", what});
+    }
     conn_rec *rec = rec_of(conn);
     pthread_mutex_lock(&s->mu);
     if (rec) {
@@ -642,19 +651,19 @@ static struct MHD_Daemon *start_daemon(slm_server *s, const struct sockaddr_in *
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
 }
 
-slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap) {
+slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, slm_err *err) {
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET;
     addr.sin_port = htons((uint16_t)cfg->port);
     const char *host = cfg->host && strcmp(cfg->host, "localhost") ? cfg->host : "127.0.0.1";
     if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        snprintf(err, errcap, "--host expects an IPv4 address, got '%s'", host);
+        slm_errf(err, SLM_ERR_ARG, "--host expects an IPv4 address, got '%s'", host);
         return NULL;
     }
     slm_json_init_hooks();
     slm_server *s = slm_calloc(1, sizeof *s);
-    if (!s) { snprintf(err, errcap, "out of memory"); return NULL; }
+    if (!s) { slm_errf(err, SLM_ERR_NOMEM, "out of memory"); return NULL; }
     s->cfg = *cfg;
     if (!s->cfg.body_budget) s->cfg.body_budget = HTTP_BODY_LIMIT;
     add_name(s, "localhost");
@@ -664,17 +673,17 @@ slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server
     for (int i = 0; i < cfg->n_allow_hosts && i < 8; i++) add_name(s, cfg->allow_hosts[i]);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->monitor_cv, NULL);
-    if (!(s->api = api_new(e, tm, cfg, err, errcap))) goto fail;
+    if (!(s->api = api_new(e, tm, cfg, err))) goto fail;
     errno = 0;
     if (!(s->d = start_daemon(s, &addr))) {
-        snprintf(err, errcap, "cannot listen on %s:%d (%s)", host, cfg->port,
+        slm_errf(err, SLM_ERR_IO, "cannot listen on %s:%d (%s)", host, cfg->port,
                  errno ? strerror(errno) : "address in use or not available");
         goto fail;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? (int)di->port : cfg->port;
     if (pthread_create(&s->monitor, NULL, monitor_main, s)) {
-        snprintf(err, errcap, "cannot start the monitor thread");
+        slm_errf(err, SLM_ERR_INTERNAL, "cannot start the monitor thread");
         goto fail;
     }
     s->monitor_started = 1;

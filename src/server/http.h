@@ -71,7 +71,7 @@ void http_wake(srv_req *r);
 /* ---- the request handling (api.c) */
 
 typedef struct srv_api srv_api;
-srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap);
+srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, slm_err *err);
 /* Once the headers are in, before the body is read: 1 = go on; 0 = the
  * queue is full (msg says so; the HTTP layer answers 503 queue_full).
  * Nothing costly. */

@@ -44,7 +44,7 @@ typedef struct slm_server slm_server;
 /* Start serving e (and tm for chat requests) on threads of its own. Neither
  * is owned; both must outlive the server. NULL with err set when the
  * address cannot be bound or memory runs out. */
-slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, char *err, size_t errcap);
+slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, slm_err *err);
 /* The port it listens on (the one chosen when cfg->port was 0). */
 int slm_server_port(const slm_server *s);
 /* Stop: waiting requests get 503, the running one is cancelled; joins the

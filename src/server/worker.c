@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "common/trace.h"
 
 void srv_job_changed(srv_api *a, job *j) {
     (void)a;
@@ -330,7 +331,10 @@ void *srv_worker_main(void *arg) {
         if (!n) continue;
         int32_t ids[SRV_MAX_SLOTS];
         slm_status sts[SRV_MAX_SLOTS];
+        slm_trace_name_thread("server worker");
+        const uint64_t t0 = slm_trace_begin();
         slm_session_next_batch(ss, n, ids, NULL, sts);
+        slm_trace_end("http", "batch_step", t0, &(slm_trace_args){{"slots"}, {n}, NULL, NULL});
         for (int k = 0; k < n; k++) after_step(a, who[k], ids[k], sts[k]);
     }
     return NULL;

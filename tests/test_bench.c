@@ -1,0 +1,41 @@
+/* staticlm bench end to end on stories260K: the jsonl fields and -d
+ * (llama-bench's n_depth: the tests run with D tokens already cached). */
+#include "t.h"
+
+#define BENCH SLM_CLI_PATH " bench -m " T_SHARED("models/stories260K.bin") " -z " T_SHARED("models/tok512.bin") \
+                           " -r 1 --no-profile --bw-mib 0 -t 1 "
+
+static void test_depth(void) {
+    int rc = system(BENCH "-p 8 -n 4 -d 20 -o jsonl > bench_d.jsonl 2>/dev/null");
+    CHECK(rc == 0);
+    char *j = t_read_file("bench_d.jsonl", NULL);
+    CHECK(j != NULL);
+    if (j) {
+        /* one line per test, each with n_depth */
+        const char *pp = strstr(j, "\"n_prompt\": 8, \"n_gen\": 0, \"n_depth\": 20");
+        const char *tg = strstr(j, "\"n_prompt\": 0, \"n_gen\": 4, \"n_depth\": 20");
+        CHECK(pp != NULL && tg != NULL && pp < tg);
+        CHECK(strstr(j, "\"avg_ts\": 0.000000") == NULL);
+    }
+    free(j);
+    rc = system(BENCH "-p 8 -n 4 -d 20 > bench_d.md 2>/dev/null");
+    CHECK(rc == 0);
+    char *md = t_read_file("bench_d.md", NULL);
+    CHECK(md && strstr(md, "| pp8 @ d20 |") && strstr(md, "| tg4 @ d20 |"));
+    free(md);
+    /* without -d: depth 0, and llama-bench's plain test names */
+    rc = system(BENCH "-p 8 -n 4 -o jsonl > bench_d.jsonl 2>/dev/null");
+    j = t_read_file("bench_d.jsonl", NULL);
+    CHECK(rc == 0 && j && strstr(j, "\"n_depth\": 0") && !strstr(j, "\"n_depth\": 20"));
+    free(j);
+    /* a depth beyond the model's context is refused */
+    rc = system(BENCH "-p 8 -n 4 -d 100000 > /dev/null 2>&1");
+    CHECK(rc != 0);
+    remove("bench_d.jsonl");
+    remove("bench_d.md");
+}
+
+int main(void) {
+    T_RUN(test_depth);
+    T_DONE();
+}
