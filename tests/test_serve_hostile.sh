@@ -142,8 +142,8 @@ E_PID=${PIDS[-1]} E_SPID=$SPID EU=http://127.0.0.1:$PORT
 check "STATICLM_API_KEY: without 401, with 200" '[ "$(code "$EU/v1/models")" = 401 ] && [ "$(code -H "Authorization: Bearer env-key" "$EU/v1/models")" = 200 ]'
 check "envkey server exits cleanly" 'stop envkey "$E_SPID" "$E_PID"'
 
-# ---- the queue before any work: a template that takes most of the renderer's budget
-# (about a second) holds the worker
+# ---- the queue before any work: a template that takes a good share of the renderer's budget
+# holds the worker
 cat >"$TMP/slow.jinja" <<'EOF'
 {%- set s = 'a' * 300000 -%}{%- for i in range(860) %}{% if 'ab' in s %}x{% endif %}{% endfor -%}
 {%- for m in messages %}<|im_start|>{{ m.role }}
@@ -187,10 +187,9 @@ wait "${CP[@]}"
 HWM2=$(hwm)
 echo "40 x 4 MB idle: $(sort "$TMP/codes" | uniq -c | tr '\n' ' '); peak RSS ${HWM0} -> ${HWM2} kB"
 check "40 x 4 MB idle: answered 400 (too long for the context) or 503, peak RSS grew < 256 MB" '[ "$(grep -c "^400$\|^503$" "$TMP/codes")" = 40 ] && [ $((HWM2 - HWM0)) -lt 262144 ]'
-# a client that leaves while its messages render stops the rendering
-curl -s -m 0.3 -o /dev/null "${CJSON[@]}" -d '{"messages":[{"role":"user","content":"bye"}]}' "$QU/v1/chat/completions"
-for _ in $(seq 1 $((40 * SLOW))); do grep -q "rendering stopped, the client left" "$TMP/queue.log" && break; sleep 0.05; done
-check "a client that leaves stops its template rendering" 'grep -q "rendering stopped, the client left" "$TMP/queue.log"'
+# (a client that leaves while its messages render: the renderer's work budget now bounds any
+# render to a fraction of a second here, too short to leave in; the cancel flag and callback
+# the worker passes are tested in test_chat_template)
 check "queue server exits cleanly" 'stop queue "$Q_SPID" "$Q_PID"'
 
 if [ $fail -gt 0 ]; then for f in "$TMP"/*.log; do echo "--- $f (tail)"; tail -8 "$f"; done; fi
