@@ -311,8 +311,8 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
     case SLM_T_NOP:
     case SLM_T_BARRIER:
         return SLM_OK;
-    case SLM_T_COPY_ROW:
-        memcpy(t->p[SLM_REF_DST], row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], t->m - 1),
+    case SLM_T_COPY_ROW: /* memmove: a compiled program never overlaps them, a hostile blob may */
+        memmove(t->p[SLM_REF_DST], row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], t->m - 1),
                (size_t)t->n * sizeof(float));
         return SLM_OK;
     case SLM_T_EMBED: {
