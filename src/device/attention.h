@@ -24,7 +24,7 @@ typedef struct slm_attn_args {
  * variant runs head_dim % 16 == 0, the AVX2 variant head_dim % 8 == 0, and
  * anything else (or group > 64, head_dim > 512) the scalar reference. The
  * SIMD entries exist on x86-64 only, and run only on a CPU with the set's
- * features (device/kernels.c). */
+ * features (device/kernels_select.c). */
 void slm_attention_scalar(const slm_attn_args *a);
 void slm_attention_avx2(const slm_attn_args *a);
 void slm_attention_avx512(const slm_attn_args *a);

@@ -55,7 +55,7 @@ typedef struct slm_kernel_set {
 
 /* The scalar reference set (kernels_ref.c). */
 const slm_kernel_set *slm_kernels_ref(void);
-/* Selection (kernels.c): the best set this CPU supports (features from
+/* Selection (kernels_select.c): the best set this CPU supports (features from
  * common/cpu.h); force a set by name for tests/benchmarks ("scalar",
  * "avx2", "avx512"): returns 0 if the CPU lacks it, NULL restores the best;
  * the active set (the best until one is forced). */

@@ -101,7 +101,7 @@ void slm_amx_matmul_emu(const slm_mm *mm) {
 #include "device/attention.h"
 #include "device/kernels_x86.h"
 
-const slm_kernel_set *slm_kernels_avx512(void); /* kernels_x86.c */
+const slm_kernel_set *slm_kernels_avx512(void); /* kernels_x86_sets.c */
 
 #define AMX_TARGET __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
 

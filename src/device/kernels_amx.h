@@ -9,7 +9,7 @@
 #include "device/kernels.h"
 
 /* The set; NULL when not compiled (not x86-64 gcc/clang). Runs only where
- * slm_cpu_features() has amx_tile, amx_int8 and amx_os (kernels.c). */
+ * slm_cpu_features() has amx_tile, amx_int8 and amx_os (kernels_select.c). */
 const slm_kernel_set *slm_kernels_amx(void);
 /* The amx set with its tile kernel on the emulation ("amx-emu": slow; for
  * tests of the whole engine on the tile path where there is no AMX); runs

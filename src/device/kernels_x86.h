@@ -1,6 +1,6 @@
 /* Shared by the x86 kernel files (not for other files): target attributes,
  * small helpers, the int8 scratch, and what each file offers the sets
- * (kernels_x86.c). Every definition sits behind SLM_X86. */
+ * (kernels_x86_sets.c). Every definition sits behind SLM_X86. */
 #ifndef SLM_KERNELS_X86_H
 #define SLM_KERNELS_X86_H
 
@@ -62,7 +62,7 @@ static inline qscratch qscratch_split(void *scratch, int rows, int k) {
     return qs;
 }
 
-/* ---- what the files offer the sets (kernels_x86.c) ------------------------ */
+/* ---- what the files offer the sets (kernels_x86_sets.c) ------------------------ */
 
 /* kernels_x86_float.c: float dot products, F32/F16/BF16 matrix multiply */
 float slm_x86_dot_f32_avx2(const void *w, const float *x, int k);

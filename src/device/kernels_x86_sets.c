@@ -1,5 +1,5 @@
 /* The x86 SIMD kernel sets (AVX2+FMA+F16C; AVX-512F/BW/VL/DQ/VNNI),
- * compiled with target attributes; device/kernels.c picks one by the CPU's
+ * compiled with target attributes; device/kernels_select.c picks one by the CPU's
  * features. The matrix multiply dispatches by weight type:
  * - F32/F16/BF16: kernels_x86_float.c
  * - quantized, file layout: kernels_x86_dot.c (activations quantized once

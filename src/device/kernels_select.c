@@ -10,7 +10,7 @@
 #include "device/kernels.h"
 #include "device/kernels_amx.h"
 
-/* The SIMD sets (kernels_x86.c; NULL when not compiled). They run only on a
+/* The SIMD sets (kernels_x86_sets.c; NULL when not compiled). They run only on a
  * CPU with the features below. */
 const slm_kernel_set *slm_kernels_avx2(void);
 const slm_kernel_set *slm_kernels_avx512(void);
