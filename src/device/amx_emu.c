@@ -75,7 +75,7 @@ static void check_dp(int c, int a, int b) {
     if (g_t.colsb[a] % 4 || g_t.colsb[c] % 4) fault("colsb not a multiple of 4");
 }
 
-static int32_t rd32(const uint8_t *p) {
+static int32_t emu_rd32(const uint8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);
     return v;
@@ -89,7 +89,7 @@ void slm_amx_emu_dpb(int c, int a, int b, int sa, int sb) {
         for (int k = 0; k < K; k++)
             for (int n = 0; n < N; n++) {
                 const uint8_t *x = &g_t.t[a][m][4 * k], *y = &g_t.t[b][k][4 * n];
-                uint32_t acc = (uint32_t)rd32(cr + 4 * n);
+                uint32_t acc = (uint32_t)emu_rd32(cr + 4 * n);
                 for (int i = 0; i < 4; i++) {
                     const int32_t xa = sa ? (int8_t)x[i] : x[i], yb = sb ? (int8_t)y[i] : y[i];
                     acc += (uint32_t)(xa * yb);
