@@ -14,27 +14,13 @@
 #include "runtime/runtime.h"
 #include "staticlm.h"
 #include "t.h"
+#include "run_cmd.h"
 
 static char g_tmp[256];
 static char g_blob260[512], g_blob288[512];
 
 /* Run argv (argv[0] = program path), capture stdout and stderr. */
-static int run_cmd(const char *prog, char *const argv[], char **out, char **errs) {
-    char of[300], ef[300];
-    snprintf(of, sizeof of, "%s/cmd.out", g_tmp);
-    snprintf(ef, sizeof ef, "%s/cmd.err", g_tmp);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(of, "w", stdout) || !freopen(ef, "w", stderr)) _exit(127);
-        execv(prog, argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (out) *out = t_read_file(of, NULL);
-    if (errs) *errs = t_read_file(ef, NULL);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+static int run_cmd(const char *prog, char *const argv[], char **out, char **errs) { return t_run_capture(g_tmp, prog, argv, out, errs); }
 
 static int compile_blob(const char *model, const char *tok, const char *out) {
     char *argv[] = {"staticlm", "compile", "-m", (char *)model, "-z", (char *)tok, "-o", (char *)out, NULL};

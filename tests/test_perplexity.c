@@ -12,6 +12,7 @@
 
 #include "staticlm.h"
 #include "t.h"
+#include "run_cmd.h"
 
 #define MODEL T_SHARED("models/stories260K.bin")
 #define TOK T_SHARED("models/tok512.bin")
@@ -20,22 +21,7 @@
 static char g_tmp[256], g_text[320], g_base[320];
 
 /* Run the CLI with args (argv[0] = program path), capture stdout and stderr. */
-static int run_cmd(char *const argv[], char **out, char **errs) {
-    char of[300], ef[300];
-    snprintf(of, sizeof of, "%s/cmd.out", g_tmp);
-    snprintf(ef, sizeof ef, "%s/cmd.err", g_tmp);
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(of, "w", stdout) || !freopen(ef, "w", stderr)) _exit(127);
-        execv(SLM_CLI_PATH, argv);
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    if (out) *out = t_read_file(of, NULL);
-    if (errs) *errs = t_read_file(ef, NULL);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-}
+static int run_cmd(char *const argv[], char **out, char **errs) { return t_run_capture(g_tmp, SLM_CLI_PATH, argv, out, errs); }
 
 /* The five golden texts of stories260K, concatenated (about 1000 tokens). */
 static void test_setup(void) {
