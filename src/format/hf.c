@@ -132,8 +132,8 @@ static int fam_bit(const char *arch) {
  * language_model.lm_head.weight -> lm_head.weight) into buf; NULL for the
  * vision tower and projector (ignored); hf itself otherwise. */
 static const char *strip_multimodal(const char *hf, char *buf, size_t cap) {
-    static const char *const skip[] = {"vision_tower.", "multi_modal_projector.", "model.vision_tower.",
-                                       "model.multi_modal_projector."};
+    static const char *const skip[] = {"vision_tower.", "multi_modal_projector.", "multimodal_projector.",
+                                       "vision_model.", "model.vision_tower.", "model.multi_modal_projector."};
     for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
         if (!strncmp(hf, skip[i], strlen(skip[i]))) return NULL;
     if (!strncmp(hf, "language_model.", 15)) return hf + 15;
