@@ -6,7 +6,8 @@
  * against the same weights written as a GGUF the way llama.cpp's converter
  * would (gemma gains 1 + w, phi3's fused matrices kept fused, LongRoPE
  * factors as tensors, the family keys). Malformed configs of each family
- * are refused with messages that name the file and the key. */
+ * are refused with messages that name the file and the key; every
+ * allocation failure while opening a folder is refused cleanly. */
 #include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "t.h"
 #include "rig.h"
 #include "st_write.h"
+#include "staticlm.h"
 
 static uint64_t g_rng;
 static double urand(void) {
@@ -756,6 +758,78 @@ static void test_folder_malformed(void) {
     rm_dir("hff_bad");
 }
 
+/* ---- allocation failure ---------------------------------------------------------- */
+
+static long g_fail_left = -1, g_live; /* allocations before one fails (-1: never); not yet freed */
+static int take(void) {
+    if (g_fail_left == 0) return 0;
+    if (g_fail_left > 0) g_fail_left--;
+    return 1;
+}
+static void *nth_alloc(void *ud, size_t n) {
+    (void)ud;
+    void *p = take() ? malloc(n) : NULL;
+    g_live += p != NULL;
+    return p;
+}
+static void *nth_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (!take()) return NULL;
+    void *q = realloc(p, n);
+    g_live += q && !p;
+    return q;
+}
+static void nth_free(void *ud, void *p) {
+    (void)ud;
+    g_live -= p != NULL;
+    free(p);
+}
+
+/* slm_model_open(dir) with allocation N failing, N = 0, 1, ... until it
+ * opens: each failure SLM_ERR_NOMEM, nothing left allocated. */
+static void open_failing(const char *name, const fam *s) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "hff_nomem_%s", name);
+    weights w;
+    make_weights(&w, s, 31);
+    CHECK(write_hf(dir, s, &w));
+    const slm_allocator a = {nth_alloc, nth_realloc, nth_free, NULL};
+    int n, done = 0, failures = 0, before = t_checks_failed_;
+    for (n = 0; n < 100000 && !done; n++) {
+        g_live = 0;
+        slm_set_allocator(&a);
+        g_fail_left = n;
+        slm_model_file m;
+        slm_err err = {0};
+        slm_status st = slm_model_open(&m, dir, &err);
+        g_fail_left = -1;
+        if (st == SLM_OK) {
+            done = 1;
+            slm_model_close(&m);
+        } else {
+            failures++;
+            CHECKF(st == SLM_ERR_NOMEM && strstr(err.msg, "out of memory"), "%s: allocation %d: %d %s", name, n, (int)st,
+                   err.msg);
+        }
+        slm_set_allocator(NULL);
+        CHECKF(g_live == 0, "%s: allocation %d failing: %ld leaked", name, n, g_live);
+        if (t_checks_failed_ > before) break;
+    }
+    fprintf(stderr, "  %s: %d allocation failures refused cleanly, then opened\n", name, failures);
+    CHECK(done && failures > 5);
+    free_weights(&w);
+    rm_dir(dir);
+}
+
+static void test_open_nomem(void) {
+    fam p = {.type = "phi3", .D = 32, .F = 48, .L = 2, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 128,
+             .mat = "F16", .vec = "BF16", .untied = 1, .rope_dims = 12, .orig_ctx = 16, .theta = 10000.0f, .shards = 2};
+    open_failing("phi3", &p);
+    fam g = {.type = "gemma3", .D = 32, .F = 48, .L = 3, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 128,
+             .mat = "BF16", .vec = "BF16", .window = 4, .layer_types = 1, .qpas = 16, .theta = 1e6f, .multimodal = 2};
+    open_failing("gemma3", &g);
+}
+
 int main(void) {
     T_RUN(test_config_malformed);
     T_RUN(test_gemma3_sparse_config);
@@ -765,5 +839,6 @@ int main(void) {
     T_RUN(test_gemma3_text);
     T_RUN(test_gemma3_multimodal);
     T_RUN(test_phi3);
+    T_RUN(test_open_nomem);
     T_DONE();
 }
