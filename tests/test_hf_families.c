@@ -830,6 +830,85 @@ static void test_open_nomem(void) {
     open_failing("gemma3", &g);
 }
 
+/* ---- through the public API ------------------------------------------------------ */
+
+/* slm_load(DIR) with the folder's tokenizer.json; its prefill logits
+ * against the reference forward; the engine saved as a blob and loaded
+ * again gives the same logits (the family fields travel in the blob). */
+static void end_to_end(const char *name, const fam *s) {
+    char dir[256], tj[300], blob[300];
+    snprintf(dir, sizeof dir, "hff_e2e_%s", name);
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    snprintf(blob, sizeof blob, "hff_e2e_%s.blob", name);
+    weights w;
+    make_weights(&w, s, 41);
+    CHECK(write_hf(dir, s, &w));
+    size_t tn = 0;
+    char *tb = t_read_file(SLM_TESTS_DIR "/corpus/tokenizers/small_bytelevel.json", &tn);
+    CHECK(tb && t_write_file(tj, tb, tn));
+    free(tb);
+    slm_options o = slm_default_options();
+    o.max_prompt_len = 16;
+    o.min_response_len = 16;
+    o.n_threads = 1;
+    slm_engine *e = NULL, *e2 = NULL;
+    slm_status st = slm_load(&e, dir, &o);
+    CHECKF(st == SLM_OK, "%s: load: %s", name, slm_last_error(e));
+    enum { N = 12 };
+    int32_t ids[N];
+    const int V = s->V;
+    float *l1 = malloc(sizeof(float) * (size_t)V), *ref = malloc(sizeof(float) * (size_t)N * V);
+    int n = st == SLM_OK ? slm_tokenize(e, "hello hello world, hello", 0, ids, N) : 0;
+    CHECKF(n >= 4 && n <= N, "%s: %d tokens", name, n);
+    const float *lg = NULL;
+    if (n >= 4 && n <= N && slm_prefill(e, ids, n, &lg) == SLM_OK && lg) {
+        memcpy(l1, lg, sizeof(float) * (size_t)V);
+        slm_model_file m;
+        slm_err err = {0};
+        CHECKF(slm_model_open(&m, dir, &err) == SLM_OK, "%s", err.msg);
+        CHECK(ref_forward_ctx(&m, ids, n, ref, slm_capacity(e)));
+        slm_model_close(&m);
+        const double er = rel_err(l1, ref + (size_t)(n - 1) * V, V);
+        CHECKF(er < 1e-4, "%s: engine logits rel err %.3g vs reference", name, er);
+        CHECKF(slm_save_blob(e, blob) == SLM_OK, "%s: save: %s", name, slm_last_error(e));
+        slm_options ob = slm_default_options();
+        ob.n_threads = 1;
+        st = slm_load(&e2, blob, &ob);
+        CHECKF(st == SLM_OK, "%s: blob load: %s", name, slm_last_error(e2));
+        if (st == SLM_OK && slm_prefill(e2, ids, n, &lg) == SLM_OK && lg) {
+            const double eb = rel_err(lg, l1, V);
+            CHECKF(eb == 0.0, "%s: blob logits differ (rel %.3g)", name, eb);
+            fprintf(stderr, "  %s: engine rel err %.2g vs reference; blob identical\n", name, er);
+        } else {
+            CHECKF(0, "%s: blob prefill failed", name);
+        }
+    } else {
+        CHECKF(0, "%s: prefill failed: %s", name, e ? slm_last_error(e) : "");
+    }
+    slm_free(e);
+    slm_free(e2);
+    free(l1);
+    free(ref);
+    free_weights(&w);
+    unlink(blob);
+    rm_dir(dir);
+}
+
+static void test_end_to_end(void) {
+    /* 268 tokens: the byte-level tokenizer's */
+    fam g = {.type = "gemma3", .D = 64, .F = 96, .L = 3, .H = 2, .KV = 1, .hd = 32, .V = 268, .ctx = 256,
+             .mat = "BF16", .vec = "BF16", .window = 4, .pattern = 3, .qpas = 32, .linear = 2.0f,
+             .theta = 1000000.0f, .multimodal = 1};
+    end_to_end("gemma3", &g);
+    fam p = {.type = "phi3", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 268, .ctx = 128,
+             .mat = "F16", .vec = "F16", .untied = 1, .rope_dims = 12, .orig_ctx = 16, .theta = 10000.0f};
+    end_to_end("phi3", &p);
+    fam g2 = {.type = "gemma2", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 268, .ctx = 128,
+              .mat = "F16", .vec = "F16", .window = 4, .qpas = 24, .attn_cap = 5.0f, .final_cap = 3.0f,
+              .theta = 10000.0f};
+    end_to_end("gemma2", &g2);
+}
+
 int main(void) {
     T_RUN(test_config_malformed);
     T_RUN(test_gemma3_sparse_config);
@@ -840,5 +919,6 @@ int main(void) {
     T_RUN(test_gemma3_multimodal);
     T_RUN(test_phi3);
     T_RUN(test_open_nomem);
+    T_RUN(test_end_to_end);
     T_DONE();
 }
