@@ -638,6 +638,54 @@ static void test_config_malformed(void) {
 #undef SZ
 }
 
+/* transformers v5's rope_parameters in place of rope_theta / rope_scaling
+ * (flat, or per layer type for gemma3). */
+static void test_rope_parameters(void) {
+#define SZ "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
+           "\"vocab_size\": 100, \"max_position_embeddings\": 128"
+    slm_model_config c;
+    float *f = NULL;
+    slm_err err = {0};
+    const char *q = "{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"default\", "
+                    "\"rope_theta\": 500000.0}}";
+    CHECKF(slm_hf_parse_config(&c, &f, q, strlen(q), "q", &err) == SLM_OK && c.rope_base == 500000.0f && !f, "%s",
+           err.msg);
+    const char *g = "{\"model_type\": \"gemma3_text\", " SZ ", \"sliding_window\": 512, \"rope_parameters\": "
+                    "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, \"rope_theta\": 1000000.0}, "
+                    "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 20000.0}}}";
+    CHECKF(slm_hf_parse_config(&c, &f, g, strlen(g), "g", &err) == SLM_OK && c.rope_base == 1e6f && c.rope_scale == 8.0f &&
+               c.rope_base_swa == 20000.0f && c.rope_scale_swa == 1.0f && c.sliding_window == 512,
+           "%s", err.msg);
+    const char *p = "{\"model_type\": \"phi3\", " SZ ", \"original_max_position_embeddings\": 32, "
+                    "\"rope_parameters\": {\"rope_type\": \"longrope\", \"rope_theta\": 250000.0, "
+                    "\"partial_rotary_factor\": 0.75, \"long_factor\": [1, 2, 3, 4, 5, 6], "
+                    "\"short_factor\": [1, 1, 1, 1, 1, 2]}}";
+    CHECKF(slm_hf_parse_config(&c, &f, p, strlen(p), "p", &err) == SLM_OK && c.rope_base == 250000.0f &&
+               c.rope_dims == 12 && c.rope_long == 2 && f && f[5] == 6.0f && f[11] == 2.0f,
+           "%s", err.msg);
+    free(f);
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_theta\": 1000000.0, \"rope_parameters\": "
+               "{\"rope_type\": \"default\", \"rope_theta\": 500000.0}}", SLM_ERR_FORMAT, "'rope_theta'", "disagree");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}, "
+               "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}", SLM_ERR_FORMAT, "both", NULL);
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
+               SLM_ERR_UNSUPPORTED, "'rope_parameters'", "yarn");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
+               "\"sliding_attention\": {\"rope_theta\": 1e4}}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "gemma3");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
+               "\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2}}}", SLM_ERR_UNSUPPORTED,
+               "'sliding_attention'", "default only");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_local_base_freq\": 10000, \"rope_parameters\": "
+               "{\"full_attention\": {\"rope_theta\": 1e6}, \"sliding_attention\": {\"rope_theta\": 2e4}}}",
+               SLM_ERR_FORMAT, "'rope_local_base_freq'", "disagree");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_parameters\": {\"full_attention\": {}, "
+               "\"chunked\": {}}}", SLM_ERR_FORMAT, "'rope_parameters'", "chunked");
+    expect_cfg("{\"model_type\": \"phi3\", " SZ ", \"original_max_position_embeddings\": 32, \"rope_parameters\": "
+               "{\"rope_type\": \"longrope\", \"long_factor\": [1, 2, 3, 4, 5, 6, 7, 8], \"short_factor\": "
+               "[1, 1, 1, 1, 1, 1, 1, 1], \"long_mscale\": 1}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "long_mscale");
+#undef SZ
+}
+
 /* Gemma 3 4B's text_config as Google ships it: the rest from the defaults. */
 static void test_gemma3_sparse_config(void) {
     const char *j = "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", "
@@ -912,6 +960,7 @@ static void test_end_to_end(void) {
 int main(void) {
     T_RUN(test_config_malformed);
     T_RUN(test_gemma3_sparse_config);
+    T_RUN(test_rope_parameters);
     T_RUN(test_folder_malformed);
     T_RUN(test_qwen3);
     T_RUN(test_gemma2);

@@ -102,6 +102,55 @@ static slm_status cfg_cap(const cJSON *o, const char *file, const char *key, flo
     return SLM_OK;
 }
 
+/* A number given at the top level or in rope_parameters (rp, transformers
+ * v5 moves it there); when both give it they must agree. */
+static slm_status cfg_num2(const cJSON *root, const cJSON *rp, const char *file, const char *key, double *v,
+                           slm_err *err) {
+    double a = NAN, b = NAN;
+    slm_status s;
+    if ((s = cfg_num(root, file, key, &a, err)) || (rp && (s = cfg_num(rp, file, key, &b, err)))) return s;
+    if (!isnan(a) && !isnan(b) && a != b)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: keys '%s' (%g) and 'rope_parameters' '%s' (%g) disagree", file, key, a,
+                        key, b);
+    if (!isnan(b)) *v = b;
+    else if (!isnan(a)) *v = a;
+    return SLM_OK;
+}
+
+/* rope_parameters (transformers v5, in place of rope_theta and
+ * rope_scaling): {rope_type, rope_theta, factor, ...}, or one such object
+ * per layer type {"full_attention": {...}, "sliding_attention": {...}}.
+ * *g: the global layers' object; *l: the sliding layers' (gemma3's local
+ * RoPE; other families' must equal the global one). */
+static slm_status rope_parameters(const cJSON *root, const char *file, fam F, const cJSON **g, const cJSON **l,
+                                  slm_err *err) {
+    *g = *l = NULL;
+    const cJSON *rp = item(root, "rope_parameters");
+    if (!rp) return SLM_OK;
+    if (!cJSON_IsObject(rp)) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_parameters': expected an object", file);
+    if (item(root, "rope_scaling"))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: keys 'rope_scaling' and 'rope_parameters' are both given", file);
+    const cJSON *full = item(rp, "full_attention"), *slide = item(rp, "sliding_attention");
+    if (!full && !slide) {
+        *g = rp;
+        return SLM_OK;
+    }
+    char b[64];
+    for (const cJSON *e = rp->child; e; e = e->next)
+        if (!e->string || (strcmp(e->string, "full_attention") && strcmp(e->string, "sliding_attention")))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_parameters': '%s' beside the per-layer-type entries",
+                            file, e->string ? pstr(e->string, b, sizeof b) : "?");
+    if (!full || !cJSON_IsObject(full) || (slide && !cJSON_IsObject(slide)))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_parameters': 'full_attention' (and 'sliding_attention') "
+                        "must be objects", file);
+    if (slide && F != F_GEMMA3 && !cJSON_Compare(full, slide, 1))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'rope_parameters': a RoPE of its own on sliding layers is "
+                        "supported for gemma3 only", file);
+    *g = full;
+    *l = F == F_GEMMA3 ? slide : NULL;
+    return SLM_OK;
+}
+
 /* Llama 3 RoPE scaling: llama.cpp's converter (LlamaModel, rope_freqs) in
  * float32 as it computes them: freqs = 1 / base^(2i/d); wavelen = 2 pi /
  * freq; below old_ctx/high_freq_factor -> 1; above old_ctx/low_freq_factor ->
@@ -145,16 +194,19 @@ static slm_status llama3_factors(const cJSON *rs, const char *file, int head_dim
  * top level or rope_scaling (equal when both); attention_factor, else
  * sqrt(1 + ln(s) / ln(orig)) for s = max_position_embeddings / orig > 1, as
  * transformers and llama.cpp's converter compute it. */
-static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char *file, slm_model_config *c,
-                                 slm_hf_info *h, slm_err *err) {
+static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char *rk, const char *file,
+                                 slm_model_config *c, slm_hf_info *h, slm_err *err) {
+    /* rope_parameters also holds rope_theta and partial_rotary_factor (read by the caller) */
     static const char *const known[] = {"type", "rope_type", "long_factor", "short_factor",
-                                        "original_max_position_embeddings", "attention_factor"};
+                                        "original_max_position_embeddings", "attention_factor", "rope_theta",
+                                        "partial_rotary_factor"};
+    const size_t n_known = sizeof known / sizeof known[0] - (strcmp(rk, "rope_parameters") ? 2 : 0);
     char b[64];
     for (const cJSON *e = rs->child; e; e = e->next) {
         size_t k = 0;
-        while (k < sizeof known / sizeof known[0] && (!e->string || strcmp(e->string, known[k]))) k++;
-        if (k == sizeof known / sizeof known[0])
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'rope_scaling': longrope key '%s' is not supported", file,
+        while (k < n_known && (!e->string || strcmp(e->string, known[k]))) k++;
+        if (k == n_known)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': longrope key '%s' is not supported", file, rk,
                             e->string ? pstr(e->string, b, sizeof b) : "?");
     }
     slm_status s;
@@ -164,11 +216,10 @@ static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char 
         return s;
     if (orig && orig_rs && orig != orig_rs)
         return slm_errf(err, SLM_ERR_FORMAT,
-                        "%s: keys 'original_max_position_embeddings' (%d) and 'rope_scaling' "
-                        "'original_max_position_embeddings' (%d) disagree", file, orig, orig_rs);
+                        "%s: keys 'original_max_position_embeddings' (%d) and '%s' "
+                        "'original_max_position_embeddings' (%d) disagree", file, orig, rk, orig_rs);
     if (!orig && !orig_rs)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': longrope needs 'original_max_position_embeddings'",
-                        file);
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': longrope needs 'original_max_position_embeddings'", file, rk);
     c->rope_orig_ctx = orig ? orig : orig_rs;
     const int half = slm_rope_dims(c) / 2;
     float *f = slm_malloc(sizeof *f * (size_t)(2 * half));
@@ -179,12 +230,12 @@ static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char 
         const char *key = j ? "short_factor" : "long_factor";
         const cJSON *a = item(rs, key);
         if (!a || !cJSON_IsArray(a) || cJSON_GetArraySize(a) != half)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': '%s' must be an array of %d numbers "
-                            "(rotated dimensions / 2)", file, key, half);
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': '%s' must be an array of %d numbers "
+                            "(rotated dimensions / 2)", file, rk, key, half);
         int i = 0;
         for (const cJSON *e = a->child; e; e = e->next, i++) {
             if (!cJSON_IsNumber(e) || !(e->valuedouble > 0.0 && e->valuedouble < 1e30))
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': '%s'[%d] must be a positive number", file,
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': '%s'[%d] must be a positive number", file, rk,
                                 key, i);
             f[j * half + i] = (float)e->valuedouble;
         }
@@ -193,47 +244,48 @@ static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char 
     if ((s = cfg_num(rs, file, "attention_factor", &af, err))) return s;
     if (!item(rs, "attention_factor")) af = scale > 1.0 ? sqrt(1.0 + log(scale) / log((double)c->rope_orig_ctx)) : 1.0;
     if (!(af > 0.0 && af < 16.0))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': attention factor %g is out of range (0..16)", file,
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': attention factor %g is out of range (0..16)", file, rk,
                         af);
     c->rope_attn_factor = (float)af == 1.0f ? 0.0f : (float)af;
     c->rope_long = 2; /* short, unless the compiler's context exceeds rope_orig_ctx */
     return SLM_OK;
 }
 
-/* rope_scaling: none, "linear" (c->rope_scale), "llama3" (rope_freqs) or,
- * for phi3, "longrope". */
-static slm_status parse_rope_scaling(const cJSON *root, const char *file, fam F, double theta, slm_model_config *c,
-                                     slm_hf_info *h, slm_err *err) {
+/* rope_scaling (or rope_parameters' global object, rp): none, "linear"
+ * (c->rope_scale), "llama3" (rope_freqs) or, for phi3, "longrope". */
+static slm_status parse_rope_scaling(const cJSON *root, const cJSON *rp, const char *file, fam F, double theta,
+                                     slm_model_config *c, slm_hf_info *h, slm_err *err) {
     slm_status s;
-    const cJSON *rs = item(root, "rope_scaling");
+    const cJSON *rs = rp ? rp : item(root, "rope_scaling");
+    const char *rk = rp ? "rope_parameters" : "rope_scaling";
     if (!rs) return SLM_OK;
-    if (!cJSON_IsObject(rs)) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': expected an object", file);
+    if (!cJSON_IsObject(rs)) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an object", file, rk);
     const cJSON *t = item(rs, "rope_type");
     if (!t) t = item(rs, "type");
     const char *ts = t && cJSON_IsString(t) && t->valuestring ? t->valuestring : NULL;
-    if (t && !ts) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': 'rope_type' is not a string", file);
+    if (t && !ts) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': 'rope_type' is not a string", file, rk);
     if (!ts || !strcmp(ts, "default")) return SLM_OK;
     if (!strcmp(ts, "linear")) {
         double f = 1.0;
         if ((s = cfg_num(rs, file, "factor", &f, err))) return s;
         if (!(f >= 1.0 && f <= 1024.0))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': factor %g is out of range (1..1024)", file, f);
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': factor %g is out of range (1..1024)", file, rk, f);
         c->rope_scale = (float)f;
         return SLM_OK;
     }
     if (!strcmp(ts, "llama3")) {
         if (c->head_dim < 2 || c->head_dim % 2 || c->head_dim > (1 << 20))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': head size %d is not an even integer", file,
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': head size %d is not an even integer", file, rk,
                             c->head_dim);
         if ((s = llama3_factors(rs, file, c->head_dim, theta, h, err))) return s;
         c->rope_freqs = 1;
         return SLM_OK;
     }
-    if (F == F_PHI3 && (!strcmp(ts, "longrope") || !strcmp(ts, "su"))) return parse_longrope(root, rs, file, c, h, err);
+    if (F == F_PHI3 && (!strcmp(ts, "longrope") || !strcmp(ts, "su")))
+        return parse_longrope(root, rs, rk, file, c, h, err);
     char b[64];
-    return slm_errf(err, SLM_ERR_UNSUPPORTED,
-                    "%s: key 'rope_scaling': type '%s' is not supported (supported: linear, llama3%s)", file,
-                    pstr(ts, b, sizeof b), F == F_PHI3 ? ", longrope" : "");
+    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': type '%s' is not supported (supported: linear, llama3%s)",
+                    file, rk, pstr(ts, b, sizeof b), F == F_PHI3 ? ", longrope" : "");
 }
 
 /* layer_types (newer transformers): one "full_attention" or
@@ -324,7 +376,8 @@ static slm_status parse_window(const cJSON *root, const char *file, fam F, slm_m
 
 /* What gemma2 / gemma3 add: GeGLU, post norms, scaled embeddings, the query
  * scale from query_pre_attn_scalar, soft-caps, local RoPE. */
-static slm_status gemma_params(const cJSON *root, const char *file, fam F, slm_model_config *c, slm_err *err) {
+static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char *file, fam F, slm_model_config *c,
+                               slm_err *err) {
     slm_status s;
     const cJSON *act = item(root, "hidden_activation");
     if (!act) act = item(root, "hidden_act");
@@ -350,8 +403,19 @@ static slm_status gemma_params(const cJSON *root, const char *file, fam F, slm_m
         (s = cfg_cap(root, file, "final_logit_softcapping", &c->final_softcap, err)))
         return s;
     if (F == F_GEMMA3 && c->sliding_window > 0) { /* local layers: their own base, no scaling */
-        double lb = 10000.0;
+        double lb = 10000.0, lt = NAN;
         if ((s = cfg_num(root, file, "rope_local_base_freq", &lb, err))) return s;
+        if (rp_l) { /* rope_parameters' sliding_attention: plain RoPE with its own base */
+            const cJSON *t = item(rp_l, "rope_type");
+            if (t && (!cJSON_IsString(t) || !t->valuestring || strcmp(t->valuestring, "default")))
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'rope_parameters': 'sliding_attention' scaling is "
+                                "not supported (default only)", file);
+            if ((s = cfg_num(rp_l, file, "rope_theta", &lt, err))) return s;
+            if (!isnan(lt) && item(root, "rope_local_base_freq") && lt != lb)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: keys 'rope_local_base_freq' (%g) and 'rope_parameters' "
+                                "'sliding_attention' 'rope_theta' (%g) disagree", file, lb, lt);
+            if (!isnan(lt)) lb = lt;
+        }
         if (!(lb > 0 && lb < 1e30))
             return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_local_base_freq': %g is out of range", file, lb);
         c->rope_base_swa = (float)lb;
@@ -397,8 +461,8 @@ static slm_status pick_family(const cJSON *top, const char *file, fam *F, const 
 }
 
 /* The sizes every family shares. */
-static slm_status base_params(const cJSON *root, const char *file, fam F, slm_model_config *c, double *theta,
-                              slm_hf_info *h, slm_err *err) {
+static slm_status base_params(const cJSON *root, const cJSON *rp, const char *file, fam F, slm_model_config *c,
+                              double *theta, slm_hf_info *h, slm_err *err) {
     slm_status s;
     const int g3 = F == F_GEMMA3;
     double eps = 1e-6;
@@ -416,7 +480,7 @@ static slm_status base_params(const cJSON *root, const char *file, fam F, slm_mo
     if ((s = cfg_int(root, file, "num_key_value_heads", 0, &c->n_kv_heads, err)) ||
         (s = cfg_int(root, file, "vocab_size", !g3, &c->vocab_size, err)) ||
         (s = cfg_int(root, file, "max_position_embeddings", !g3, &c->context_len, err)) ||
-        (s = cfg_num(root, file, "rope_theta", theta, err)) || (s = cfg_num(root, file, "rms_norm_eps", &eps, err)) ||
+        (s = cfg_num2(root, rp, file, "rope_theta", theta, err)) || (s = cfg_num(root, file, "rms_norm_eps", &eps, err)) ||
         (s = cfg_bool(root, file, "tie_word_embeddings", &tie, err)))
         return s;
     h->vocab_from_embed = c->vocab_size == 0;
@@ -458,11 +522,12 @@ static slm_status base_params(const cJSON *root, const char *file, fam F, slm_mo
 
 /* phi3: fused matrices, partial rotary (partial_rotary_factor x head_dim
  * dimensions rotate, as transformers' Phi3 does). */
-static slm_status phi3_params(const cJSON *root, const char *file, slm_model_config *c, slm_hf_info *h, slm_err *err) {
+static slm_status phi3_params(const cJSON *root, const cJSON *rp, const char *file, slm_model_config *c,
+                              slm_hf_info *h, slm_err *err) {
     slm_status s;
     double prf = 1.0;
     h->fused = 1;
-    if ((s = cfg_num(root, file, "partial_rotary_factor", &prf, err))) return s;
+    if ((s = cfg_num2(root, rp, file, "partial_rotary_factor", &prf, err))) return s;
     if (!(prf > 0.0 && prf <= 1.0))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'partial_rotary_factor': %g is out of range (0..1]", file, prf);
     const int rd = (int)(prf * c->head_dim);
@@ -484,7 +549,7 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     cJSON *top = cJSON_ParseWithLength(json, len);
     if (!top && slm_json_oom()) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing the JSON", file);
     if (!top) return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", file);
-    const cJSON *root = top;
+    const cJSON *root = top, *rp_g = NULL, *rp_l = NULL;
     fam F = F_LLAMA;
     double theta = 10000.0;
     static const char *const arch[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
@@ -494,14 +559,15 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     }
     if ((s = pick_family(top, file, &F, &root, h, err))) goto done;
     snprintf(c->arch, sizeof c->arch, "%s", arch[F]);
-    if ((s = base_params(root, file, F, c, &theta, h, err))) goto done;
+    if ((s = rope_parameters(root, file, F, &rp_g, &rp_l, err))) goto done;
+    if ((s = base_params(root, rp_g, file, F, c, &theta, h, err))) goto done;
     c->qk_norm = F == F_QWEN3;
     h->norm_plus_one = F == F_GEMMA2 || F == F_GEMMA3;
-    if (F == F_PHI3 && (s = phi3_params(root, file, c, h, err))) goto done;
+    if (F == F_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
     if ((s = parse_window(root, file, F, c, err))) goto done;
-    if ((F == F_GEMMA2 || F == F_GEMMA3) && (s = gemma_params(root, file, F, c, err))) goto done;
+    if ((F == F_GEMMA2 || F == F_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
     if (F == F_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
-    if ((s = parse_rope_scaling(root, file, F, theta, c, h, err))) goto done;
+    if ((s = parse_rope_scaling(root, rp_g, file, F, theta, c, h, err))) goto done;
 done:
     cJSON_Delete(top);
     if (s) {
