@@ -64,7 +64,7 @@ SLM_API void slm_set_allocator(const slm_allocator *a);
 /* How the executor's threads meet between stages (slm_options.schedule,
  * --schedule; docs/architecture.md). */
 typedef enum slm_schedule_kind {
-    SLM_SCHEDULE_DEFAULT = 0,    /* the default: counted */
+    SLM_SCHEDULE_DEFAULT = 0,    /* the default: rendezvous (docs/benchmarks.md) */
     SLM_SCHEDULE_RENDEZVOUS = 1, /* every thread waits for every other at each barrier */
     SLM_SCHEDULE_COUNTED = 2     /* a stage waits for its producers only; idle threads prefetch */
 } slm_schedule_kind;

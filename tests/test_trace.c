@@ -150,16 +150,17 @@ static void tasks_add_up(int schedule) {
     for (int i = 0; i < 64; i++) n_tids += tids[i];
     CHECKF(tasks_pre == pre_tasks, "prefill task slices %d, ran %d", tasks_pre, pre_tasks);
     CHECKF(tasks_gen == steps * gen_tasks, "generate task slices %d, ran %d", tasks_gen, steps * gen_tasks);
-    if (counted) /* the waits it had (some, over 7 runs of 3 threads), none without a wait */
-        CHECKF(bars >= 1 && bars <= want_bars + prefetches, "barrier slices %d (%d prefetch slices), at most %d",
+    if (counted) /* the waits it had, none without a wait (on this tiny model the caller may do it all) */
+        CHECKF(bars <= want_bars + prefetches, "barrier slices %d (%d prefetch slices), at most %d",
                bars, prefetches, want_bars + prefetches);
     else
         CHECKF(bars == want_bars && prefetches == 0, "barrier slices %d, want %d", bars, want_bars);
     CHECK(matmuls > 0 && bad == 0);
     CHECK(marks == 1);
     CHECK(decodes == steps);
-    CHECKF(n_tids == THREADS, "%d threads recorded", n_tids);
-    CHECK(named >= THREADS);
+    /* counted: a worker that wakes after the caller has finished a call stays out of it */
+    CHECKF(counted ? n_tids >= 1 && n_tids <= THREADS : n_tids == THREADS, "%d threads recorded", n_tids);
+    CHECK(named >= (counted ? 1 : THREADS));
     cJSON_Delete(root);
 #else
     CHECK(strstr(text ? text : "", "\"traceEvents\"") != NULL);

@@ -34,7 +34,7 @@ int slm_cli_parse_schedule(const char *s, int *out) {
 }
 
 const char *slm_cli_schedule_name(int schedule) {
-    return schedule == SLM_SCHEDULE_RENDEZVOUS ? "rendezvous" : "counted";
+    return schedule == SLM_SCHEDULE_COUNTED ? "counted" : "rendezvous";
 }
 
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out) {

@@ -71,7 +71,7 @@ static void usage(FILE *f) {
             "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
-            "      --schedule S          counted (default) | rendezvous: how threads meet between stages\n"
+            "      --schedule S          rendezvous (default) | counted: how threads meet between stages\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
             SLM_CLI_TRACE_HELP
             "  -h, --help                this help\n");

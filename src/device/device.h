@@ -52,12 +52,15 @@ int slm_pool_size(const slm_pool *pool);
  * time only: allocates. */
 slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err);
 /* The schedule of the pool's runs (an slm_schedule_kind; 0: the default,
- * SLM_SCHEDULE_COUNTED). Rendezvous: every thread meets every other at each
+ * SLM_SCHEDULE_RENDEZVOUS, which measured faster on the 2-core test VM:
+ * docs/benchmarks.md). Rendezvous: every thread meets every other at each
  * barrier; prefetch tasks are skipped. Counted: a thread that has no work
  * left in a stage goes on to the next one, where it waits only for the
  * stage's producers (a completion counter per stage, against the barrier's
  * producer count) and meanwhile runs the stage's prefetch tasks; the
- * threads meet once, at the end of the run. Not while a run is going. */
+ * caller waits, at the end of the run, for the last stage's producers and
+ * for the workers inside the run (a worker that wakes after that stays out).
+ * Not while a run is going. */
 void slm_pool_set_schedule(slm_pool *pool, int schedule);
 int slm_pool_schedule(const slm_pool *pool);
 

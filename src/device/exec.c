@@ -477,7 +477,7 @@ static inline uint64_t now_ns(void) {
 struct slm_pool {
     int n;                    /* threads including the caller */
     pthread_t *threads;       /* [n - 1] */
-    _Atomic uint32_t job_gen; /* bumped to start a job (futex word) */
+    _Atomic uint32_t job_gen; /* changed to start a job (futex word): low bit 1 = a counted job */
     _Atomic int job_sleepers;
     _Atomic int quit;
     slm_exec *job;            /* the job */
@@ -488,7 +488,8 @@ struct slm_pool {
     _Atomic uint32_t bar_gen; /* futex word of the barrier */
     _Atomic int bar_sleepers;
     _Atomic int done_sleepers; /* threads asleep on a stage_done word */
-    _Atomic uint32_t job_exit; /* workers done with the job (counted schedule; futex word) */
+    _Atomic uint32_t job_active; /* workers inside the job (counted schedule; futex word) */
+    _Atomic int job_closed;   /* the caller is done with the job: workers not inside stay out */
     _Atomic int exit_sleepers;
     int schedule;             /* slm_schedule_kind, never DEFAULT */
     int trace;                /* the job is traced (read once by the caller) */
@@ -644,18 +645,32 @@ static void run_counted(slm_pool *pool, slm_exec *p, rows valid, const slm_kerne
                 futex_wake_all(&p->stage_done[s]);
         }
     }
-    if (tid == 0) { /* the fence: the last stage's producers, then every worker out of the job */
+    if (tid == 0) { /* the fence: the last stage's producers, then the job closed and every worker inside out */
         uint64_t t0 = prof ? now_ns() : 0;
         int waited = wait_producers(pool, p, valid, ks, tid, p->n_stages - 1, &tt);
-        for (uint32_t v; (v = atomic_load_explicit(&pool->job_exit, memory_order_acquire)) < (uint32_t)pool->n - 1;) {
-            wait_change(&pool->job_exit, v, &pool->exit_sleepers);
+        atomic_store(&pool->job_closed, 1);
+        for (uint32_t v; (v = atomic_load(&pool->job_active)) > 0;) {
+            wait_change(&pool->job_active, v, &pool->exit_sleepers);
             waited = 1;
         }
         if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
         if (tr && waited) tt = slm_exec_trace_barrier(p, p->n_stages - 1, tt);
     }
     if (tr) slm_trace_leave();
-    if (tid != 0) bump_and_wake(&pool->job_exit, &pool->exit_sleepers);
+}
+
+/* A worker's turn at a counted job. A worker that wakes after the caller
+ * has closed the job (all of it done: a late wake-up, or the thread was
+ * descheduled) stays out, so the caller never waits for a thread to wake;
+ * one inside (it entered before the close) is waited for, and it only
+ * skips claimed stages. Entering and the close are ordered (seq_cst): a
+ * worker either is counted in job_active before the caller reads it or
+ * sees the close. */
+static void counted_turn(slm_pool *pool, int tid) {
+    atomic_fetch_add(&pool->job_active, 1);
+    if (!atomic_load(&pool->job_closed)) run_counted(pool, pool->job, pool->valid, pool->ks, tid);
+    if (atomic_fetch_sub(&pool->job_active, 1) == 1 && atomic_load(&pool->exit_sleepers) > 0)
+        futex_wake_all(&pool->job_active);
 }
 
 typedef struct worker_arg {
@@ -671,7 +686,7 @@ static void *worker_main(void *arg) {
         wait_change(&pool->job_gen, seen, &pool->job_sleepers);
         seen = atomic_load_explicit(&pool->job_gen, memory_order_acquire);
         if (atomic_load(&pool->quit)) break;
-        if (pool->schedule == SLM_SCHEDULE_COUNTED) run_counted(pool, pool->job, pool->valid, pool->ks, tid);
+        if (seen & 1) counted_turn(pool, tid); /* the job's schedule comes with its generation */
         else run_stages(pool, pool->job, pool->valid, pool->ks, tid);
     }
     return NULL;
@@ -688,7 +703,8 @@ slm_status slm_pool_create(slm_pool **out, int n_threads, slm_err *err) {
     slm_pool *pool = slm_calloc(1, sizeof *pool);
     if (!pool) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     pool->n = n_threads;
-    pool->schedule = SLM_SCHEDULE_COUNTED;
+    pool->schedule = SLM_SCHEDULE_RENDEZVOUS;
+    atomic_store(&pool->job_closed, 1);
     pool->scratch = slm_calloc((size_t)n_threads, sizeof(void *));
     pool->args = slm_calloc((size_t)n_threads, sizeof(worker_arg));
     if (!pool->scratch || !pool->args) {
@@ -748,10 +764,10 @@ slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err
 int slm_pool_size(const slm_pool *pool) { return pool ? pool->n : 1; }
 
 void slm_pool_set_schedule(slm_pool *pool, int schedule) {
-    if (pool) pool->schedule = schedule == SLM_SCHEDULE_RENDEZVOUS ? SLM_SCHEDULE_RENDEZVOUS : SLM_SCHEDULE_COUNTED;
+    if (pool) pool->schedule = schedule == SLM_SCHEDULE_COUNTED ? SLM_SCHEDULE_COUNTED : SLM_SCHEDULE_RENDEZVOUS;
 }
 
-int slm_pool_schedule(const slm_pool *pool) { return pool ? pool->schedule : SLM_SCHEDULE_COUNTED; }
+int slm_pool_schedule(const slm_pool *pool) { return pool ? pool->schedule : SLM_SCHEDULE_RENDEZVOUS; }
 
 slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     const int32_t *cpos = p->io_ptr[p->io_cache_pos];
@@ -790,9 +806,15 @@ slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     pool->ks = ks;
     pool->trace = slm_trace_enabled();
     atomic_store(&pool->status, SLM_OK);
-    atomic_store(&pool->job_exit, 0);
-    bump_and_wake(&pool->job_gen, &pool->job_sleepers);
-    if (pool->schedule == SLM_SCHEDULE_COUNTED) run_counted(pool, p, valid, ks, 0);
+    const int counted = pool->schedule == SLM_SCHEDULE_COUNTED;
+    /* a counted job opens after its fields and counters are set (a worker late for the previous
+     * one may enter it early); a rendezvous job stays closed to them: every worker runs it once,
+     * for its own generation */
+    if (counted) atomic_store(&pool->job_closed, 0);
+    const uint32_t g = atomic_load(&pool->job_gen);
+    atomic_store(&pool->job_gen, ((g | 1u) + 1u) | (uint32_t)counted);
+    if (atomic_load(&pool->job_sleepers) > 0) futex_wake_all(&pool->job_gen);
+    if (counted) run_counted(pool, p, valid, ks, 0);
     else run_stages(pool, p, valid, ks, 0);
     /* the last stage's barrier: every worker is done with this job */
     return (slm_status)atomic_load(&pool->status);
