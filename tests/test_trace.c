@@ -150,9 +150,9 @@ static void tasks_add_up(int schedule) {
     for (int i = 0; i < 64; i++) n_tids += tids[i];
     CHECKF(tasks_pre == pre_tasks, "prefill task slices %d, ran %d", tasks_pre, pre_tasks);
     CHECKF(tasks_gen == steps * gen_tasks, "generate task slices %d, ran %d", tasks_gen, steps * gen_tasks);
-    if (counted) /* the waits it had, none without a wait (on this tiny model the caller may do it all) */
-        CHECKF(bars <= want_bars + prefetches, "barrier slices %d (%d prefetch slices), at most %d",
-               bars, prefetches, want_bars + prefetches);
+    if (counted) /* the waits it had and the last producers' wake-ups (on this tiny model the caller may do it all) */
+        CHECKF(bars <= want_bars + prefetches + want_bars / THREADS, "barrier slices %d (%d prefetch slices), at most %d",
+               bars, prefetches, want_bars + prefetches + want_bars / THREADS);
     else
         CHECKF(bars == want_bars && prefetches == 0, "barrier slices %d, want %d", bars, want_bars);
     CHECK(matmuls > 0 && bad == 0);
@@ -210,7 +210,7 @@ static void test_cli(void) {
     remove("trace_cli.json");
     remove("trace_cli.svg");
     int rc = system(SLM_CLI_PATH " run -m " MODEL " -z " T_SHARED("models/tok512.bin")
-                                 " -n 4 --temp 0 -t 2 --max-prompt-len 16 --trace trace_cli.json > /dev/null 2>&1");
+                                 " -n 4 --temp 0 -t 2 --schedule rendezvous --max-prompt-len 16 --trace trace_cli.json > /dev/null 2>&1");
     CHECK(rc == 0);
 #ifdef SLM_HAVE_CJSON /* the trace command reads the file with cJSON */
     rc = system(SLM_CLI_PATH " trace trace_cli.json --svg trace_cli.svg > trace_cli.txt 2>&1");

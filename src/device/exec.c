@@ -641,8 +641,14 @@ static void run_counted(slm_pool *pool, slm_exec *p, rows valid, const slm_kerne
             int i = atomic_fetch_add_explicit(&p->stage_next[s], 1, memory_order_relaxed);
             if (i >= n) break;
             run_one(pool, p, valid, ks, tid, s, first + i, &memo, &tt);
-            if (atomic_fetch_add(&p->stage_done[s], 1) + 1 == (uint32_t)n && atomic_load(&pool->done_sleepers) > 0)
+            /* the last producer wakes the sleepers; the profile and the trace count that as barrier
+             * time (the woken thread may take this one's core, as at a rendezvous release) */
+            uint64_t t0 = prof ? now_ns() : 0;
+            if (atomic_fetch_add(&p->stage_done[s], 1) + 1 == (uint32_t)n && atomic_load(&pool->done_sleepers) > 0) {
                 futex_wake_all(&p->stage_done[s]);
+                if (tr) tt = slm_exec_trace_barrier(p, s, tt);
+            }
+            if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
         }
     }
     if (tid == 0) { /* the fence: the last stage's producers, then the job closed and every worker inside out */
