@@ -494,9 +494,10 @@ static void print_jsonl(const bench *b) {
         printf("{\"model_filename\": ");
         json_str(stdout, b->model);
         printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"CPU\", "
-               "\"kernels\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"reps\": %d, "
+               "\"kernels\": \"%s\", \"schedule\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"reps\": %d, "
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
-               mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname, b->threads,
+               mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname,
+               slm_cli_schedule_name(b->schedule), b->threads,
                r->n_prompt, r->n_gen, r->n_depth, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
         printf("], \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
