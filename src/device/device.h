@@ -1,6 +1,7 @@
 /* device/ — the executor that walks task lists, and the kernels it calls.
  * The CPU stands in for the NPU: the task walker is the management core,
- * matrix tasks are the DPU, vector tasks the SHAVE cores. */
+ * matrix tasks are the DPU, vector tasks the SHAVE cores, transfer tasks
+ * (copies, weight prefetch) the DMA engine: each task's lane says which. */
 #ifndef SLM_DEVICE_H
 #define SLM_DEVICE_H
 
