@@ -21,6 +21,15 @@
 # quantize activations differently) or the argmaxes differ where the top-2
 # gap exceeds the difference.
 #
+# REF=FILE.gguf runs llama.cpp on another file than staticlm: the same
+# weights upcast exactly to F32 (`llama-quantize --allow-requantize
+# MODEL.gguf REF.gguf F32`), since llama.cpp's F16 matrix products round
+# the activations to F16 (relative 2^-11), which alone moves its logits by
+# about 1e-3 of their range; the F32 twin separates that from staticlm's error.
+#
+# LLAMA_ARGS: more options for llama-debug, e.g. "-ctk f32 -ctv f32" to keep
+# its KV cache in F32 as staticlm's default (llama.cpp's is F16).
+#
 # Greedy: `staticlm run --temp 0 -n G` (G = GREEDY, default 32) and
 # `llama-simple -n G` continue the same prompt; their texts must be equal.
 # Exit status 1 on any failure.
@@ -39,6 +48,8 @@ else echo "no $LLAMA/llama-debug or $LLAMA/llama-logits (build one of these llam
 fi
 [ -f "$BUILD/libstaticlm.a" ] || { echo "no $BUILD/libstaticlm.a (cmake --build build)" >&2; exit 2; }
 MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
+REF=${REF:-$MODEL}
+REF=$(cd "$(dirname "$REF")" && pwd)/$(basename "$REF")
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -50,7 +61,7 @@ mkdir -p "$WORK/out"
 head -n 1 "$WORK/dump.txt"
 n=$(tail -n 1 "$WORK/dump.txt")
 [ "$n" -ge 1 ] || { echo "no tokens" >&2; exit 1; }
-name=$(basename "$MODEL" .gguf)
+name=$(basename "$REF" .gguf)
 
 echo "pos  max|diff|  range(llama.cpp)  rel  argmax(staticlm) argmax(llama.cpp) top2-gap"
 bad=0 skipped=0 k=1
@@ -58,12 +69,12 @@ cd "$WORK"
 while [ "$k" -le "$n" ]; do
     text=$(cat "out/prefix_$k.txt")
     if [ "$TOOL" = debug ]; then
-        ok=1; "$LLAMA/llama-debug" -m "$MODEL" -p "$text" --save-logits --logits-output-dir data \
-            -t "${THREADS:-2}" > "llama_$k.txt" 2>&1 || ok=0
+        ok=1; "$LLAMA/llama-debug" -m "$REF" -p "$text" --save-logits --logits-output-dir data \
+            -t "${THREADS:-2}" ${LLAMA_ARGS:-} > "llama_$k.txt" 2>&1 || ok=0
         # its ids: the line after "Token ids (K):", "piece(id) piece(id) ..."
         ids=$(sed -n '/^Token ids (/{n;p;q}' "llama_$k.txt")
     else
-        ok=1; "$LLAMA/llama-logits" -m "$MODEL" "$text" > "llama_$k.txt" 2>&1 || ok=0
+        ok=1; "$LLAMA/llama-logits" -m "$REF" "$text" > "llama_$k.txt" 2>&1 || ok=0
         # its ids, from "Tokenized prompt (K tokens): piece (id)piece (id)..."
         ids=$(grep '^Tokenized prompt' "llama_$k.txt")
     fi
@@ -90,7 +101,7 @@ if [ "$GREEDY" -gt 0 ] && [ -x "$LLAMA/llama-simple" ] && [ -x "$BUILD/staticlm"
     text=$(cat "out/prefix_$n.txt")
     "$BUILD/staticlm" run -m "$MODEL" -p "$text" -n "$GREEDY" --temp 0 --ignore-eos -t "${THREADS:-2}" \
         > slm_greedy.txt 2> slm_greedy.err || { echo "staticlm run failed"; tail -n 3 slm_greedy.err; exit 1; }
-    "$LLAMA/llama-simple" -m "$MODEL" -n "$GREEDY" "$text" > llama_greedy.txt 2> llama_greedy.err \
+    "$LLAMA/llama-simple" -m "$REF" -n "$GREEDY" "$text" > llama_greedy.txt 2> llama_greedy.err \
         || { echo "llama-simple failed"; tail -n 3 llama_greedy.err; exit 1; }
     # what follows the prompt in each output (llama-simple also prints the BOS piece)
     after() { awk -v p="$text" 'BEGIN { RS = "\001" } { i = index($0, p); print (i ? substr($0, i + length(p)) : $0) }' "$1"; }
