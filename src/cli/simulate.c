@@ -226,6 +226,7 @@ static void sum_add(prog_sum *s, const slm_program *p, const slm_sim_result *r) 
         s->tot.bound_ns[l] += r->bound_ns[l];
         s->tot.ops[l] += r->ops[l];
     }
+    for (int i = 0; i < SLM_DTYPE_COUNT; i++) s->tot.matrix_ops_by_type[i] += r->matrix_ops_by_type[i];
     s->tot.overhead_ns += r->overhead_ns;
     s->tot.barrier_ns += r->barrier_ns;
     s->tot.launch_ns += r->launch_ns;
@@ -258,8 +259,9 @@ static double ttft_ns(const slm_sim_profile *p, slm_compiled *c, int n, prog_sum
 static void print_sum(const slm_sim_profile *p, const prog_sum *s) {
     const double ns = s->tot.ns > 0 ? s->tot.ns : 1;
     const int mu = p->matrix_units, vu = p->shared_units ? p->matrix_units : p->vector_units;
-    printf("| %s | %d | %d / %d | %.3f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s |\n", s->prog->name, s->calls,
-           s->tot.tasks, s->tot.stages, s->tot.ns / s->calls * 1e-6, 100.0 * s->tot.busy_ns[SLM_LANE_XFER] / ns,
+    printf("| %s | %d | %d / %d | %.1f | %.2f | %.3f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s |\n", s->prog->name,
+           s->calls, s->tot.tasks, s->tot.stages, (double)s->tot.bytes / s->calls * 1e-6,
+           (s->tot.ops[SLM_LANE_MATRIX] + s->tot.ops[SLM_LANE_VECTOR]) / s->calls * 1e-9, s->tot.ns / s->calls * 1e-6, 100.0 * s->tot.busy_ns[SLM_LANE_XFER] / ns,
            100.0 * s->tot.busy_ns[SLM_LANE_MATRIX] / (ns * mu), 100.0 * s->tot.busy_ns[SLM_LANE_VECTOR] / (ns * vu),
            100.0 * (s->tot.barrier_ns) / ns, slm_sim_bound(&s->tot));
 }
@@ -344,10 +346,18 @@ static int simulate(const sim_args *a, const slm_sim_profile *p, slm_compiled *c
                dec / steps * 1e-6, steps * 1e9 / dec, steps, a->prompt_len, a->prompt_len + steps - 1, first * 1e-6,
                last * 1e-6);
     if (steps < a->gen) printf("(decoding stops at the KV capacity %d)\n", g ? g->kv_capacity : 0);
-    printf("\n| program | calls | tasks / stages | ms per call | transfer | matrix | vector | barriers | bound by |\n"
-           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    printf("\n| program | calls | tasks / stages | MB per call | G ops per call | ms per call | transfer | matrix | vector "
+           "| barriers | bound by |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for (int i = 0; i < 2; i++)
         if (sums[i].calls) print_sum(p, &sums[i]);
+    for (int i = 0; a->verbose && i < 2; i++) {
+        if (!sums[i].calls) continue;
+        printf("%s matrix G ops per call by weight type:", sums[i].prog->name);
+        for (int w = 0; w < SLM_DTYPE_COUNT; w++)
+            if (sums[i].tot.matrix_ops_by_type[w] > 0)
+                printf(" %s %.3f", slm_dtype_name((uint32_t)w), sums[i].tot.matrix_ops_by_type[w] / sums[i].calls * 1e-9);
+        printf("; vector %.3f\n", sums[i].tot.ops[SLM_LANE_VECTOR] / sums[i].calls * 1e-9);
+    }
     printf("\n(lane columns: busy time / (units x wall time); barriers: share of wall time in barrier costs;\n"
            " bound by: the lane busiest per unit in the stages that take the most time)\n");
     if (p->estimate) printf("ESTIMATE: %s is a model built from published figures, not a measurement.\n", p->name);

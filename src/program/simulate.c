@@ -324,6 +324,8 @@ static void run_task(sim_state *s, const slm_task *t, int index, int rows, slm_s
     r->busy_ns[lane] += work + launch;
     r->launch_ns += launch;
     r->ops[lane] += c.ops;
+    if (lane == SLM_LANE_MATRIX && slm_r16_base(t->wtype) < SLM_DTYPE_COUNT)
+        r->matrix_ops_by_type[slm_r16_base(t->wtype)] += c.ops;
     r->bytes += bytes;
     if (xd > 0) trace_task(s->tr, "transfer", "task", 1, xs, xe, s->prog, s->stage, index, t, tr_rows, &c);
     trace_task(s->tr, slm_task_op_name(t->op), "task", unit_tid(p, lane, ui), cs, ce, s->prog, s->stage, index, t,

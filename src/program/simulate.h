@@ -89,6 +89,7 @@ typedef struct slm_sim_result {
     double barrier_ns, launch_ns;
     uint64_t bytes;
     double ops[SLM_LANE_COUNT];
+    double matrix_ops_by_type[SLM_DTYPE_COUNT]; /* matrix ops per base weight type */
     int stages, tasks;
 } slm_sim_result;
 
