@@ -22,7 +22,7 @@
 
 typedef struct sim_args {
     const char *model, *device, *trace, *sweep, *lens_file;
-    int prompt_len, gen, max_prompt_len, min_response_len, tile_kb, trace_steps, verbose;
+    int prompt_len, gen, depth, max_prompt_len, min_response_len, tile_kb, trace_steps, verbose;
     int lens[MAX_LENS], n_lens;     /* the prompt length distribution (sweep) */
     int sweep_at[MAX_LENS], n_sweep; /* the static lengths tried */
 } sim_args;
@@ -43,6 +43,8 @@ static void usage(FILE *f) {
             "                            or a JSON file (default cpu-host)\n"
             "      --prompt-len P        prompt tokens (default 512; 0 = decode from an empty cache)\n"
             "      --gen N               output tokens (default 64)\n"
+            "      --depth D             KV rows already stored before the prompt (a kept\n"
+            "                            conversation or prefix; bench's -d; default 0)\n"
             "      --max-prompt-len L    prefill program rows (default 1024)\n"
             "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
             "      --tile-kb K           weight panel of one matrix task, KiB (default: as run)\n"
@@ -123,6 +125,7 @@ static int parse(int argc, char **argv, sim_args *a) {
         else if (!strcmp(o, "--prompt-lens-file")) a->lens_file = v;
         else if (!strcmp(o, "--prompt-len")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->prompt_len);
         else if (!strcmp(o, "--gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->gen);
+        else if (!strcmp(o, "--depth")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->depth);
         else if (!strcmp(o, "--max-prompt-len")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &a->max_prompt_len);
         else if (!strcmp(o, "--min-response-len")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->min_response_len);
         else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 4, 1 << 20, &a->tile_kb);
@@ -238,7 +241,8 @@ static void sum_add(prog_sum *s, const slm_program *p, const slm_sim_result *r) 
 /* TTFT of a prompt of n tokens: its chunks through the prefill programs,
  * as the runtime runs them (each chunk through the smallest program that
  * holds it, the largest for all but the last). */
-static double ttft_ns(const slm_sim_profile *p, slm_compiled *c, int n, prog_sum *sum, slm_sim_trace *tr) {
+static double ttft_ns(const slm_sim_profile *p, slm_compiled *c, int n, int depth, prog_sum *sum,
+                      slm_sim_trace *tr) {
     double t = 0;
     for (int done = 0; done < n;) {
         slm_program *pr = slm_pick_prefill(c, n - done);
@@ -247,8 +251,8 @@ static double ttft_ns(const slm_sim_profile *p, slm_compiled *c, int n, prog_sum
         const int rows = n - done < pr->rows ? n - done : pr->rows;
         slm_sim_result r;
         if (tr) tr->t0_ns = t;
-        slm_sim_run(p, pr, rows, done, &r, tr);
-        slm_sim_trace_slice(tr, "prefill_chunk", pr->name, t, r.ns, rows, done);
+        slm_sim_run(p, pr, rows, depth + done, &r, tr);
+        slm_sim_trace_slice(tr, "prefill_chunk", pr->name, t, r.ns, rows, depth + done);
         if (sum) sum_add(sum, pr, &r);
         t += r.ns;
         done += rows;
@@ -300,6 +304,11 @@ static void print_stages(const slm_sim_profile *p, const slm_program *prog, int 
 }
 
 static int simulate(const sim_args *a, const slm_sim_profile *p, slm_compiled *c) {
+    if (a->depth + a->prompt_len > c->kv_capacity) {
+        fprintf(stderr, "staticlm: --depth %d + --prompt-len %d exceed the KV capacity %d (raise --min-response-len)\n",
+                a->depth, a->prompt_len, c->kv_capacity);
+        return 2;
+    }
     FILE *tf = NULL;
     slm_sim_trace tr;
     memset(&tr, 0, sizeof tr);
@@ -313,13 +322,13 @@ static int simulate(const sim_args *a, const slm_sim_profile *p, slm_compiled *c
     prog_sum sums[16];
     memset(sums, 0, sizeof sums);
     prog_sum *pre = &sums[0], *gen = &sums[1];
-    const double ttft = a->prompt_len > 0 ? ttft_ns(p, c, a->prompt_len, pre, tf ? &tr : NULL) : 0;
-    slm_program *g = slm_pick_generate(c, a->prompt_len + a->gen);
+    const double ttft = a->prompt_len > 0 ? ttft_ns(p, c, a->prompt_len, a->depth, pre, tf ? &tr : NULL) : 0;
+    slm_program *g = slm_pick_generate(c, a->depth + a->prompt_len + a->gen);
     if (!g) g = slm_largest(c, SLM_PROG_GENERATE);
     double t = ttft, dec = 0, first = 0, last = 0;
     int steps = 0;
     for (int i = 0; g && i < a->gen; i++) {
-        const int depth = a->prompt_len + i;
+        const int depth = a->depth + a->prompt_len + i;
         if (depth >= g->kv_capacity) break;
         slm_sim_result r;
         slm_sim_trace *tp = tf && i < a->trace_steps ? &tr : NULL;
@@ -338,12 +347,13 @@ static int simulate(const sim_args *a, const slm_sim_profile *p, slm_compiled *c
     for (int i = 0; i < c->n_progs; i++) printf("%s%s", i ? ", " : "", c->progs[i].name);
     printf("\n\n");
     if (a->prompt_len > 0)
-        printf("time to first token: %.3f ms (prompt of %d tokens: %d call(s) of %s)\n", ttft * 1e-6, a->prompt_len,
-               pre->calls, pre->prog ? pre->prog->name : "?");
+        printf("time to first token: %.3f ms (prompt of %d tokens after %d stored: %d call(s) of %s)\n", ttft * 1e-6,
+               a->prompt_len, a->depth, pre->calls, pre->prog ? pre->prog->name : "?");
     if (steps)
         printf("time per output token: %.3f ms (%.1f tokens/s; %d tokens at depth %d..%d: first %.3f ms, last %.3f "
                "ms)\n",
-               dec / steps * 1e-6, steps * 1e9 / dec, steps, a->prompt_len, a->prompt_len + steps - 1, first * 1e-6,
+               dec / steps * 1e-6, steps * 1e9 / dec, steps, a->depth + a->prompt_len,
+               a->depth + a->prompt_len + steps - 1, first * 1e-6,
                last * 1e-6);
     if (steps < a->gen) printf("(decoding stops at the KV capacity %d)\n", g ? g->kv_capacity : 0);
     printf("\n| program | calls | tasks / stages | MB per call | G ops per call | ms per call | transfer | matrix | vector "
@@ -361,8 +371,9 @@ static int simulate(const sim_args *a, const slm_sim_profile *p, slm_compiled *c
     printf("\n(lane columns: busy time / (units x wall time); barriers: share of wall time in barrier costs;\n"
            " bound by: the lane busiest per unit in the stages that take the most time)\n");
     if (p->estimate) printf("ESTIMATE: %s is a model built from published figures, not a measurement.\n", p->name);
-    if (a->verbose && pre->prog) print_stages(p, pre->prog, a->prompt_len < pre->prog->rows ? a->prompt_len : pre->prog->rows, 0);
-    if (a->verbose && g && steps) print_stages(p, g, 1, a->prompt_len);
+    if (a->verbose && pre->prog)
+        print_stages(p, pre->prog, a->prompt_len < pre->prog->rows ? a->prompt_len : pre->prog->rows, a->depth);
+    if (a->verbose && g && steps) print_stages(p, g, 1, a->depth + a->prompt_len);
     if (tf) {
         slm_sim_trace_close(&tr);
         if (fclose(tf)) {
@@ -395,7 +406,7 @@ static int sweep(const sim_args *a, const slm_sim_profile *p, slm_model_file *m)
         memset(&c, 0, sizeof c);
         if (!compile_at(m, a, at[j], &c)) return 1;
         double tot = 0, each[MAX_LENS];
-        for (int i = 0; i < a->n_lens; i++) tot += each[i] = ttft_ns(p, &c, a->lens[i], NULL, NULL) * 1e-6;
+        for (int i = 0; i < a->n_lens; i++) tot += each[i] = ttft_ns(p, &c, a->lens[i], 0, NULL, NULL) * 1e-6;
         const int got = c.opt.max_prompt_len;
         slm_compiled_free(&c);
         const double mean = tot / a->n_lens;
