@@ -63,6 +63,7 @@ static void test_profile_parse(void) {
     expect_refused("\"estimate\":true", "\"estimate\":1", "estimate");
     expect_refused("\"units\":1,", "\"units\":1,\"shared_with_matrix\":true,", "vector.units");
     expect_refused("{\"name\"", "{\"colour\":1,\"name\"", "colour");
+    expect_refused("\"launch_ns\"", "\"activation_bytes\":9,\"launch_ns\"", "activation_bytes");
     memset(&err, 0, sizeof err);
     CHECK(slm_sim_profile_parse(&p, "{\"name\":", "broken.json", &err) == SLM_ERR_FORMAT &&
           strstr(err.msg, "broken.json") && strstr(err.msg, "not valid JSON"));
@@ -180,6 +181,10 @@ static void test_attention_cost(void) {
     CHECKF(c.ops == 2.0 * 22 * 37 && c.bytes_read == 7 * 8 * 4 * 2 + 7 * 4 + 4 * 2 * 8 * 4 && c.bytes_written == 256,
            "attention %g ops, %llu read", c.ops, (unsigned long long)c.bytes_read);
     CHECK(slm_sim_lane_of(&t) == SLM_LANE_VECTOR);
+    p.activation_bytes = 2; /* f16 activations and KV: half the bytes */
+    slm_sim_task_cost(&p, &prog, &t, 4, 3, 16, &c);
+    CHECK(c.bytes_read == 7 * 8 * 2 * 2 + 7 * 4 + 4 * 2 * 8 * 2 && c.bytes_written == 128);
+    p.activation_bytes = 0;
     p.static_rows = 1; /* every row over the whole capacity */
     slm_sim_task_cost(&p, &prog, &t, 4, 3, 16, &c);
     CHECK(c.ops == 2.0 * 4 * 16 * 37);

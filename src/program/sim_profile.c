@@ -135,7 +135,7 @@ static slm_status parse_root(const pctx *c, const cJSON *root, slm_sim_profile *
     static const char *const keys[] = {"name",      "description",     "estimate",   "static_rows",    "transfer",
                                        "matrix",    "vector",          "scratchpad_bytes", "tiles_in_flight",
                                        "launch_ns", "barrier_ns",      "call_ns",    "sources",        "calibration",
-                                       NULL};
+                                       "activation_bytes", NULL};
     slm_status s;
     if (!cJSON_IsObject(root)) return bad(c, "(top level)", "must be an object");
     if ((s = only_keys(c, root, "", keys))) return s;
@@ -147,7 +147,7 @@ static slm_status parse_root(const pctx *c, const cJSON *root, slm_sim_profile *
     const cJSON *d = cJSON_GetObjectItemCaseSensitive(root, "description");
     if (d && !cJSON_IsString(d)) return bad(c, "description", "must be a string");
     if (d) snprintf(p->description, sizeof p->description, "%s", d->valuestring);
-    double sb = 0, tif = 2;
+    double sb = 0, tif = 2, ab = 4;
     if ((s = flag(c, root, "estimate", "estimate", &p->estimate)) ||
         (s = flag(c, root, "static_rows", "static_rows", &p->static_rows)) || (s = parse_transfer(c, root, p)) ||
         (s = parse_matrix(c, root, p)) || (s = parse_vector(c, root, p)) ||
@@ -155,8 +155,11 @@ static slm_status parse_root(const pctx *c, const cJSON *root, slm_sim_profile *
         (s = num(c, root, "tiles_in_flight", "tiles_in_flight", 1, 1, 8, &tif)) ||
         (s = num(c, root, "launch_ns", "launch_ns", 1, 0, 1e9, &p->launch_ns)) ||
         (s = num(c, root, "barrier_ns", "barrier_ns", 1, 0, 1e9, &p->barrier_ns)) ||
-        (s = num(c, root, "call_ns", "call_ns", 0, 0, 1e10, &p->call_ns)))
+        (s = num(c, root, "call_ns", "call_ns", 0, 0, 1e10, &p->call_ns)) ||
+        (s = num(c, root, "activation_bytes", "activation_bytes", 0, 1, 8, &ab)))
         return s;
+    if (ab != (int)ab) return bad(c, "activation_bytes", "must be a whole number");
+    p->activation_bytes = (int)ab;
     if (tif != (int)tif) return bad(c, "tiles_in_flight", "must be a whole number");
     p->scratch_bytes = (uint64_t)sb;
     p->tiles_in_flight = (int)tif;

@@ -52,13 +52,17 @@ static int split_pieces(uint64_t buf, uint64_t shared, uint64_t split, uint64_t 
     return (int)(sb * pb);
 }
 
+/* Bytes of an activation or KV element on the device (the engine's f32 unless the profile says). */
+static uint64_t act_elem(const slm_sim_profile *p) { return p->activation_bytes > 0 ? (uint64_t)p->activation_bytes : 4; }
+
 static void matmul_cost(const slm_sim_profile *p, const slm_task *t, int r, slm_sim_cost *c) {
+    const uint64_t E = act_elem(p);
     const uint64_t nt = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : t->n), k = (uint64_t)t->k;
     const uint64_t w = nt * slm_row_bytes(t->wtype, k);
-    uint64_t a = (uint64_t)r * k * 4;
+    uint64_t a = (uint64_t)r * k * E;
     if (t->flags & SLM_TF_PRE_SWIGLU) a *= 2;
     if (t->flags & SLM_TF_PRE_NORM) a += k * 4;
-    const uint64_t out = (uint64_t)r * nt * 4;
+    const uint64_t out = (uint64_t)r * nt * E;
     c->bytes_read = w + a + ((t->flags & SLM_TF_POST_ADD) ? out : 0);
     c->bytes_written = out;
     c->ops = 2.0 * r * (double)nt * (double)k;
@@ -71,6 +75,7 @@ static void matmul_cost(const slm_sim_profile *p, const slm_task *t, int r, slm_
 
 static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, int depth0, int kv_cap,
                            slm_sim_cost *c) {
+    const uint64_t E = act_elem(p);
     const int h = t->n1 > t->n0 ? t->n1 - t->n0 : t->a, hd = t->c > 0 ? t->c : 1;
     const int group = t->a > 0 && t->b > 0 && t->a >= t->b ? t->a / t->b : 1;
     const int kvh = h > 0 ? (t->n0 + h - 1) / group - t->n0 / group + 1 : 0;
@@ -88,8 +93,8 @@ static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, i
         ops += (double)h * d * (4.0 * hd + 5.0);
         if (d > maxd) maxd = d;
     }
-    const uint64_t kv = (uint64_t)maxd * (uint64_t)kvh * (uint64_t)hd * 4 * 2 + (uint64_t)maxd * 4;
-    const uint64_t q = (uint64_t)r * (uint64_t)h * (uint64_t)hd * 4;
+    const uint64_t kv = (uint64_t)maxd * (uint64_t)kvh * (uint64_t)hd * E * 2 + (uint64_t)maxd * 4;
+    const uint64_t q = (uint64_t)r * (uint64_t)h * (uint64_t)hd * E;
     c->bytes_read = kv + q;
     c->bytes_written = q;
     c->ops = ops;
@@ -106,42 +111,42 @@ void slm_sim_task_cost(const slm_sim_profile *p, const slm_program *prog, const 
     memset(c, 0, sizeof *c);
     c->pieces = 1;
     const int r = (t->flags & SLM_TF_ONE_ROW) ? 1 : (p->static_rows && prog ? prog->rows : rows);
-    const uint64_t n = (uint64_t)(t->n > 0 ? t->n : 0), R = (uint64_t)r;
+    const uint64_t n = (uint64_t)(t->n > 0 ? t->n : 0), R = (uint64_t)r, E = act_elem(p);
     switch (t->op) {
     case SLM_T_MATMUL: matmul_cost(p, t, r, c); return;
     case SLM_T_ATTENTION: attention_cost(p, t, r, depth0, kv_cap, c); return;
     case SLM_T_EMBED:
         c->bytes_read = R * slm_row_bytes(t->wtype, n) + R * 4;
-        c->bytes_written = R * n * 4;
+        c->bytes_written = R * n * E;
         c->ops = (double)R * (double)n;
         break;
     case SLM_T_RMSNORM:
-        c->bytes_read = R * n * 4 + (uint64_t)(t->c > 0 ? t->c : (int)n) * 4;
-        c->bytes_written = R * n * 4;
+        c->bytes_read = R * n * E + (uint64_t)(t->c > 0 ? t->c : (int)n) * 4;
+        c->bytes_written = R * n * E;
         c->ops = 4.0 * (double)R * (double)n;
         break;
     case SLM_T_ADD:
     case SLM_T_SWIGLU:
-        c->bytes_read = 2 * R * n * 4;
-        c->bytes_written = R * n * 4;
+        c->bytes_read = 2 * R * n * E;
+        c->bytes_written = R * n * E;
         c->ops = (t->op == SLM_T_SWIGLU ? 8.0 : 1.0) * (double)R * (double)n;
         break;
     case SLM_T_BIAS:
-        c->bytes_read = R * n * 4 + n * 4;
-        c->bytes_written = R * n * 4;
+        c->bytes_read = R * n * E + n * 4;
+        c->bytes_written = R * n * E;
         c->ops = (double)R * (double)n;
         break;
     case SLM_T_ROPE: {
         const uint64_t hd = (uint64_t)(t->c > 0 ? t->c : 1), rot = (uint64_t)(t->b > 0 ? t->b : (int)hd);
         const uint64_t heads = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 1), el = R * heads * hd;
-        c->bytes_read = el * 4 + R * rot * 4;
-        c->bytes_written = el * 4;
+        c->bytes_read = el * E + R * rot * 4;
+        c->bytes_written = el * E;
         c->ops = 3.0 * (double)(R * heads * rot);
         break;
     }
     case SLM_T_COPY_ROW:
-        c->bytes_read = n * 4;
-        c->bytes_written = n * 4;
+        c->bytes_read = n * E;
+        c->bytes_written = n * E;
         break;
     default: return;
     }

@@ -53,6 +53,7 @@ typedef struct slm_sim_profile {
     double launch_ns;              /* per task (and per piece of a split tile) */
     double barrier_ns;             /* per barrier */
     double call_ns;                /* per program call (binding, the runtime's own work) */
+    int activation_bytes;          /* bytes per activation / KV element (0: 4, the engine's f32) */
     int static_rows;               /* 1: padding rows and masked KV rows are computed (static
                                       shapes on the device); 0: skipped (the CPU executor) */
 } slm_sim_profile;
