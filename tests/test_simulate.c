@@ -82,7 +82,7 @@ static void toy(slm_sim_profile *p) {
     snprintf(p->name, sizeof p->name, "toy");
     p->xfer_gbps = 1.0; /* 1 byte per ns */
     p->matrix_units = 2;
-    p->matrix_default_gops = 1.0; /* 1 op per ns */
+    p->matrix_default_gops = 2.0; /* 1 op per ns per unit */
     p->vector_units = 1;
     p->vector_gflops = 0.5;
     p->tiles_in_flight = 1;
@@ -148,6 +148,7 @@ static void test_arithmetic(void) {
     /* one unit, two tiles in flight: the second tile's transfer (its
      * activations kept: 2560 bytes) overlaps the first's compute */
     p.matrix_units = 1;
+    p.matrix_default_gops = 1.0;
     p.tiles_in_flight = 2;
     prog.n_tasks = 2;
     slm_sim_run(&p, &prog, 4, 0, &r, NULL);

@@ -316,7 +316,7 @@ static void run_task(sim_state *s, const slm_task *t, int index, int rows, slm_s
     if (xs < s->dma_free) xs = s->dma_free;
     const double xd = (double)bytes / s->gbps, xe = xs + xd;
     s->dma_free = xe;
-    const double rate = slm_sim_rate(p, lane, t->wtype);
+    const double rate = slm_sim_rate(p, lane, t->wtype) / n_units(p, lane); /* a unit's share */
     const double launch = p->launch_ns * c.pieces, work = rate > 0 ? c.ops / rate : 0.0;
     const double cs = xe > u->free ? xe : u->free, ce = cs + launch + work;
     u->free = ce;

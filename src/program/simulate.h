@@ -63,7 +63,8 @@ typedef struct slm_sim_profile {
 slm_status slm_sim_profile_parse(slm_sim_profile *p, const char *json, const char *file, slm_err *err);
 /* Read and parse a profile file. */
 slm_status slm_sim_profile_load(slm_sim_profile *p, const char *path, slm_err *err);
-/* A lane's rate for a task in operations per ns (0 for the transfer lane). */
+/* A lane's total rate for a task in operations per ns (0 for the transfer
+ * lane); each of its units runs at rate / units. */
 double slm_sim_rate(const slm_sim_profile *p, slm_lane lane, uint32_t wtype);
 
 /* The lane a task's compute runs on (the one place that maps kinds to
