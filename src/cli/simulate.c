@@ -278,8 +278,11 @@ static void print_profile(const slm_sim_profile *p) {
     printf("; matrix %d unit(s), %.0f G ops/s default; vector %d unit(s)%s, %.1f GFLOP/s\n", p->matrix_units,
            p->matrix_default_gops, p->shared_units ? p->matrix_units : p->vector_units,
            p->shared_units ? " (the same cores)" : "", p->vector_gflops);
-    printf("  scratchpad %.0f KiB per unit, %d tile(s) in flight, launch %.2f us, barrier %.2f us, call %.1f us%s\n",
-           p->scratch_bytes / 1024.0, p->tiles_in_flight, p->launch_ns * 1e-3, p->barrier_ns * 1e-3, p->call_ns * 1e-3,
+    char sp[48];
+    if (p->scratch_bytes) snprintf(sp, sizeof sp, "%.0f KiB per unit", p->scratch_bytes / 1024.0);
+    else snprintf(sp, sizeof sp, "unlimited");
+    printf("  scratchpad %s, %d tile(s) in flight, launch %.2f us, barrier %.2f us, call %.1f us%s\n", sp,
+           p->tiles_in_flight, p->launch_ns * 1e-3, p->barrier_ns * 1e-3, p->call_ns * 1e-3,
            p->static_rows ? "; static shapes: padding rows and masked KV rows are computed" : "");
 }
 
