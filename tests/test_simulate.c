@@ -205,11 +205,12 @@ static void test_cli(void) {
     const char *model = SLM_TESTS_DIR "/../models/stories260K.bin";
     char *out = NULL, *errs = NULL;
     char *const a1[] = {"staticlm", "simulate", "-m", (char *)model, "--device", "cpu-host", "--prompt-len", "40",
-                        "--gen", "6", "--max-prompt-len", "16", "--trace", trace, NULL};
+                        "--gen", "6", "--max-prompt-len", "16", "--batch", "2", "--trace", trace, NULL};
     int rc = t_run_capture(dir, SLM_CLI_PATH, a1, &out, &errs);
     CHECKF(rc == 0, "rc %d: %s", rc, errs ? errs : "");
     CHECK(out && strstr(out, "time to first token") && strstr(out, "3 call(s) of prefill.16") &&
-          strstr(out, "time per output token") && strstr(out, "| generate."));
+          strstr(out, "time per output token") && strstr(out, "| generate.") &&
+          strstr(out, "batch of 2 sequences (batch.2)"));
     free(out);
     free(errs);
     char *js = t_read_file(trace, NULL);

@@ -22,7 +22,7 @@
 
 typedef struct sim_args {
     const char *model, *device, *trace, *sweep, *lens_file;
-    int prompt_len, gen, depth, max_prompt_len, min_response_len, tile_kb, trace_steps, verbose;
+    int prompt_len, gen, depth, batch, max_prompt_len, min_response_len, tile_kb, trace_steps, verbose;
     int lens[MAX_LENS], n_lens;     /* the prompt length distribution (sweep) */
     int sweep_at[MAX_LENS], n_sweep; /* the static lengths tried */
 } sim_args;
@@ -45,6 +45,8 @@ static void usage(FILE *f) {
             "      --gen N               output tokens (default 64)\n"
             "      --depth D             KV rows already stored before the prompt (a kept\n"
             "                            conversation or prefix; bench's -d; default 0)\n"
+            "      --batch B             also the batch.B program: B sequences decoding together\n"
+            "                            (serve --parallel), each from depth D + P\n"
             "      --max-prompt-len L    prefill program rows (default 1024)\n"
             "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
             "      --tile-kb K           weight panel of one matrix task, KiB (default: as run)\n"
@@ -126,6 +128,7 @@ static int parse(int argc, char **argv, sim_args *a) {
         else if (!strcmp(o, "--prompt-len")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->prompt_len);
         else if (!strcmp(o, "--gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->gen);
         else if (!strcmp(o, "--depth")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->depth);
+        else if (!strcmp(o, "--batch")) ok = slm_cli_parse_int(v, o, 2, 64, &a->batch);
         else if (!strcmp(o, "--max-prompt-len")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &a->max_prompt_len);
         else if (!strcmp(o, "--min-response-len")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a->min_response_len);
         else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 4, 1 << 20, &a->tile_kb);
@@ -345,6 +348,15 @@ static int simulate(const sim_args *a, const slm_sim_profile *p, slm_compiled *c
         dec += r.ns;
         steps++;
     }
+    prog_sum *bat = &sums[2];
+    const slm_program *bp = NULL;
+    for (int i = 0; a->batch && i < c->n_progs; i++)
+        if (c->progs[i].kind == SLM_PROG_BATCH && c->progs[i].rows == a->batch) bp = &c->progs[i];
+    for (int i = 0; bp && i < a->gen && a->depth + a->prompt_len + i < c->kv_capacity; i++) {
+        slm_sim_result r;
+        slm_sim_run(p, bp, a->batch, a->depth + a->prompt_len + i, &r, NULL);
+        sum_add(bat, bp, &r);
+    }
     print_profile(p);
     printf("model: %s; programs simulated: ", a->model);
     for (int i = 0; i < c->n_progs; i++) printf("%s%s", i ? ", " : "", c->progs[i].name);
@@ -359,11 +371,15 @@ static int simulate(const sim_args *a, const slm_sim_profile *p, slm_compiled *c
                a->depth + a->prompt_len + steps - 1, first * 1e-6,
                last * 1e-6);
     if (steps < a->gen) printf("(decoding stops at the KV capacity %d)\n", g ? g->kv_capacity : 0);
+    if (bat->calls)
+        printf("batch of %d sequences (%s): %.3f ms per step, %.1f tokens/s in all (%.2fx one sequence's)\n", a->batch,
+               bp->name, bat->tot.ns / bat->calls * 1e-6, a->batch * bat->calls * 1e9 / bat->tot.ns,
+               steps && dec > 0 ? (a->batch * bat->calls * 1e9 / bat->tot.ns) / (steps * 1e9 / dec) : 0.0);
     printf("\n| program | calls | tasks / stages | MB per call | G ops per call | ms per call | transfer | matrix | vector "
            "| barriers | bound by |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 3; i++)
         if (sums[i].calls) print_sum(p, &sums[i]);
-    for (int i = 0; a->verbose && i < 2; i++) {
+    for (int i = 0; a->verbose && i < 3; i++) {
         if (!sums[i].calls) continue;
         printf("%s matrix G ops per call by weight type:", sums[i].prog->name);
         for (int w = 0; w < SLM_DTYPE_COUNT; w++)
@@ -460,7 +476,15 @@ int slm_cli_simulate(int argc, char **argv) {
     } else {
         slm_compiled c;
         memset(&c, 0, sizeof c);
-        rc = compile_at(&m, &a, a.max_prompt_len, &c) ? simulate(&a, &prof, &c) : 1;
+        rc = compile_at(&m, &a, a.max_prompt_len, &c) ? 0 : 1;
+        if (!rc && a.batch) {
+            const int bs[1] = {a.batch};
+            if (slm_compile_batch(&c, &m, a.batch, bs, 1, &err)) {
+                fprintf(stderr, "staticlm: %s\n", err.msg);
+                rc = 1;
+            }
+        }
+        if (!rc) rc = simulate(&a, &prof, &c);
         slm_compiled_free(&c);
     }
     slm_model_close(&m);

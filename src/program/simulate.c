@@ -73,7 +73,9 @@ static void matmul_cost(const slm_sim_profile *p, const slm_task *t, int r, slm_
     c->bytes_read += extra;
 }
 
-static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, int depth0, int kv_cap,
+/* Row i attends at position depth0 + i (one sequence), or, in a batch
+ * program (one row per sequence), at depth0 in its own region. */
+static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, int depth0, int kv_cap, int batch,
                            slm_sim_cost *c) {
     const uint64_t E = act_elem(p);
     const int h = t->n1 > t->n0 ? t->n1 - t->n0 : t->a, hd = t->c > 0 ? t->c : 1;
@@ -86,7 +88,7 @@ static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, i
         int d;
         if (p->static_rows) d = region;
         else {
-            const int pos = depth0 + i;
+            const int pos = batch ? depth0 : depth0 + i;
             d = pos % (region > 0 ? region : 1) + 1;
             if (t->window > 0 && d > t->window) d = t->window;
         }
@@ -114,7 +116,7 @@ void slm_sim_task_cost(const slm_sim_profile *p, const slm_program *prog, const 
     const uint64_t n = (uint64_t)(t->n > 0 ? t->n : 0), R = (uint64_t)r, E = act_elem(p);
     switch (t->op) {
     case SLM_T_MATMUL: matmul_cost(p, t, r, c); return;
-    case SLM_T_ATTENTION: attention_cost(p, t, r, depth0, kv_cap, c); return;
+    case SLM_T_ATTENTION: attention_cost(p, t, r, depth0, kv_cap, prog && prog->kind == SLM_PROG_BATCH, c); return;
     case SLM_T_EMBED:
         c->bytes_read = R * slm_row_bytes(t->wtype, n) + R * 4;
         c->bytes_written = R * n * E;
