@@ -379,7 +379,7 @@ static double end_stage(sim_state *s, slm_sim_result *r, double barrier) {
 
 void slm_sim_run(const slm_sim_profile *p, const slm_program *prog, int rows, int depth0, slm_sim_result *r,
                  slm_sim_trace *tr) {
-    static sim_state s; /* large (units); one run at a time */
+    sim_state s; /* about 20 KiB */
     memset(r, 0, sizeof *r);
     memset(&s, 0, sizeof s);
     s.p = p;
