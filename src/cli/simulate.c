@@ -201,11 +201,12 @@ static int load_profile(const char *dev, slm_sim_profile *p) {
     return 0;
 }
 
-static int compile_at(slm_model_file *m, const sim_args *a, int max_prompt_len, slm_compiled *c) {
+static int compile_at(slm_model_file *m, const sim_args *a, int max_prompt_len, int min_response_len,
+                      slm_compiled *c) {
     slm_compile_options co;
     memset(&co, 0, sizeof co);
     co.max_prompt_len = max_prompt_len;
-    co.min_response_len = a->min_response_len;
+    co.min_response_len = min_response_len;
     co.tile_kb = a->tile_kb;
     slm_err err;
     memset(&err, 0, sizeof err);
@@ -410,8 +411,15 @@ static int sweep(const sim_args *a, const slm_sim_profile *p, slm_model_file *m)
     if (n_at) memcpy(at, a->sweep_at, sizeof(int) * (size_t)n_at);
     else
         for (int l = 16; l <= 1024; l *= 2) at[n_at++] = l;
+    /* one KV capacity for every length tried: the longest prompt (or length) + the response */
+    int cap = 0;
+    for (int i = 0; i < a->n_lens; i++)
+        if (a->lens[i] > cap) cap = a->lens[i];
+    for (int j = 0; j < n_at; j++)
+        if (at[j] > cap) cap = at[j];
+    cap += a->min_response_len;
     print_profile(p);
-    printf("model: %s; %d prompt(s): ", a->model, a->n_lens);
+    printf("model: %s; KV capacity %d for every length; %d prompt(s): ", a->model, cap, a->n_lens);
     for (int i = 0; i < a->n_lens; i++) printf("%s%d", i ? "," : "", a->lens[i]);
     printf("\n\n| max_prompt_len | mean TTFT ms |");
     for (int i = 0; i < a->n_lens && i < 8; i++) printf(" P=%d |", a->lens[i]);
@@ -423,7 +431,13 @@ static int sweep(const sim_args *a, const slm_sim_profile *p, slm_model_file *m)
     for (int j = 0; j < n_at; j++) {
         slm_compiled c;
         memset(&c, 0, sizeof c);
-        if (!compile_at(m, a, at[j], &c)) return 1;
+        if (!compile_at(m, a, at[j], cap - at[j], &c)) return 1;
+        if (c.kv_capacity < cap) { /* the model's context length clamped it */
+            fprintf(stderr, "staticlm: the model's context length allows a KV capacity of %d, not %d: shorten "
+                            "--prompt-lens or --min-response-len\n", c.kv_capacity, cap);
+            slm_compiled_free(&c);
+            return 1;
+        }
         double tot = 0, each[MAX_LENS];
         for (int i = 0; i < a->n_lens; i++) tot += each[i] = ttft_ns(p, &c, a->lens[i], 0, NULL, NULL) * 1e-6;
         const int got = c.opt.max_prompt_len;
@@ -476,7 +490,7 @@ int slm_cli_simulate(int argc, char **argv) {
     } else {
         slm_compiled c;
         memset(&c, 0, sizeof c);
-        rc = compile_at(&m, &a, a.max_prompt_len, &c) ? 0 : 1;
+        rc = compile_at(&m, &a, a.max_prompt_len, a.min_response_len, &c) ? 0 : 1;
         if (!rc && a.batch) {
             const int bs[1] = {a.batch};
             if (slm_compile_batch(&c, &m, a.batch, bs, 1, &err)) {
