@@ -61,6 +61,14 @@ SLM_API void slm_set_allocator(const slm_allocator *a);
 
 /* ---- engine ----------------------------------------------------------- */
 
+/* How the executor's threads meet between stages (slm_options.schedule,
+ * --schedule; docs/architecture.md). */
+typedef enum slm_schedule_kind {
+    SLM_SCHEDULE_DEFAULT = 0,    /* the default: rendezvous (docs/benchmarks.md) */
+    SLM_SCHEDULE_RENDEZVOUS = 1, /* every thread waits for every other at each barrier */
+    SLM_SCHEDULE_COUNTED = 2     /* a stage waits for its producers only; idle threads prefetch */
+} slm_schedule_kind;
+
 typedef struct slm_options {
     const char *tokenizer_path; /* llama2.c tokenizer.bin; NULL = the model's own
                                    (GGUF) or tokenizer.bin beside the model */
@@ -96,6 +104,7 @@ typedef struct slm_options {
     int verify_cache;           /* cache mode: hash the model and tokenizer files whole even
                                    when their quick identity (size, times, inode, sampled
                                    pages) matches a remembered hash (docs/blob.md) */
+    int schedule;               /* an slm_schedule_kind: how threads meet between stages */
 } slm_options;
 
 /* What generation does when the KV cache is full (the one overflow policy

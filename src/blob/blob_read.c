@@ -373,6 +373,28 @@ static int rope_dims_ok(const pctx *q, const slm_task *t) {
     return rot / 2 == q->r->c->consts.rope_pairs;
 }
 
+/* A prefetch task: rows [n0, n1) of a matrix in the weights. */
+#define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
+#define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
+static slm_status check_prefetch(pctx *q, int ti, unsigned *usedp) {
+    const slm_task *t = &q->p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    unsigned used = 0;
+    slm_status s;
+    NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
+    NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): rows [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
+    NEED(t->flags == 0 && t->a >= 1 && t->b == 0, "task %d (%s): flags 0x%x / distance %d / b %d invalid", ti, op, t->flags, t->a, t->b);
+    NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+    const uint64_t prow = slm_row_bytes(t->wtype, (uint64_t)t->k);
+    NEED(prow > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
+    NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+    REF(SLM_REF_SRC1, (uint64_t)t->n1 * prow, 0);
+    *usedp |= used;
+    return SLM_OK;
+}
+#undef NEED
+#undef REF
+
 static slm_status check_task(pctx *q, int ti) {
     const slm_program *p = q->p;
     const slm_task *t = &p->tasks[ti];
@@ -406,7 +428,10 @@ static slm_status check_task(pctx *q, int ti) {
 #define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
 #define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
     switch (t->op) {
-    case SLM_T_NOP: case SLM_T_BARRIER: break;
+    case SLM_T_NOP: case SLM_T_BARRIER: break; /* counts: slm_program_check_schedule */
+    case SLM_T_PREFETCH:
+        if ((s = check_prefetch(q, ti, &used))) return s;
+        break;
     case SLM_T_COPY_ROW:
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
         MAT((uint64_t)p->rows, SLM_REF_SRC0, (uint64_t)t->n, 0);
@@ -545,6 +570,9 @@ static slm_status read_tasks(pctx *q, const uint8_t *d) {
             t->ref[k].ld = rd32(f + 4);
             t->ref[k].off = rd64u(f + 8);
         }
+        t->lane = e[152];
+        for (int k = 153; k < BLOB_TASK_SIZE; k++)
+            if (e[k]) return pbad(q, "task %d: reserved byte %d not zero", i, k);
     }
     slm_status s;
     int n_io_refs = 0;
@@ -561,6 +589,8 @@ static slm_status read_tasks(pctx *q, const uint8_t *d) {
         }
     }
     if (p->tasks[p->n_tasks - 1].op != SLM_T_BARRIER) return pbad(q, "task %d: the list does not end with a barrier", p->n_tasks - 1);
+    char why[160];
+    if (slm_program_check_schedule(p, why, sizeof why)) return pbad(q, "%s", why);
     if (p->n_relocs != n_io_refs)
         return pbad(q, "n_relocs %d, but the tasks have %d I/O operands", p->n_relocs, n_io_refs);
     return SLM_OK;

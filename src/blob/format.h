@@ -15,20 +15,20 @@
  * must be added to them (and to docs/blob.md, and the version bumped). */
 _Static_assert(sizeof(slm_compile_options) == 24 * 4, "update blob options record");
 _Static_assert(sizeof(slm_ref) == 16, "update blob task record");
-_Static_assert(sizeof(slm_task) == 56 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * sizeof(void *),
+_Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * sizeof(void *),
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
 _Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 56,
                "update blob config and family records");
-_Static_assert(SLM_T_OP_COUNT == 11, "update the blob task validator (blob_read.c check_task)");
+_Static_assert(SLM_T_OP_COUNT == 12, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200, "update the blob task validator's flags (blob_read.c check_task)");
 
 #define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */
 #define BLOB_IDENT_SIZE 176
 #define BLOB_IDENT_CHECKSUM_OFF 16
 #define BLOB_PROG_SIZE 72
-#define BLOB_TASK_SIZE 152
+#define BLOB_TASK_SIZE 160
 #define BLOB_IO_SIZE 64
 #define BLOB_RELOC_SIZE 8
 #define BLOB_TENSOR_SIZE 120

@@ -23,6 +23,20 @@ int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out) 
     return 1;
 }
 
+int slm_cli_parse_schedule(const char *s, int *out) {
+    if (s && !strcmp(s, "rendezvous")) *out = SLM_SCHEDULE_RENDEZVOUS;
+    else if (s && !strcmp(s, "counted")) *out = SLM_SCHEDULE_COUNTED;
+    else {
+        fprintf(stderr, "staticlm: --schedule expects rendezvous or counted, got '%s'\n", s ? s : "(nothing)");
+        return 0;
+    }
+    return 1;
+}
+
+const char *slm_cli_schedule_name(int schedule) {
+    return schedule == SLM_SCHEDULE_COUNTED ? "counted" : "rendezvous";
+}
+
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
     char *end = NULL;
     errno = 0;

@@ -71,6 +71,7 @@ static void usage(FILE *f) {
             "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
+            "      --schedule S          rendezvous (default) | counted: how threads meet between stages\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
             SLM_CLI_TRACE_HELP
             "  -h, --help                this help\n");
@@ -343,7 +344,7 @@ static void json_str(FILE *f, const char *s) {
 /* One bench run: the options, then what was measured. */
 typedef struct bench {
     const char *model, *tok, *fmt, *kernels;
-    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl;
+    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule;
     model_facts mf;
     double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
     double limit;                   /* decode tokens/s the bandwidth allows */
@@ -383,6 +384,7 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &b->reps);
         else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &b->bw_mib);
         else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &b->tile_kb);
+        else if (!strcmp(o, "--schedule")) ok = slm_cli_parse_schedule(v, &b->schedule);
         else {
             fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
             return 2;
@@ -492,9 +494,10 @@ static void print_jsonl(const bench *b) {
         printf("{\"model_filename\": ");
         json_str(stdout, b->model);
         printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"CPU\", "
-               "\"kernels\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"reps\": %d, "
+               "\"kernels\": \"%s\", \"schedule\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"reps\": %d, "
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
-               mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname, b->threads,
+               mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname,
+               slm_cli_schedule_name(b->schedule), b->threads,
                r->n_prompt, r->n_gen, r->n_depth, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
         printf("], \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
@@ -575,7 +578,7 @@ static void print_md(const bench *b) {
                mf->params >= 1000000000ull ? "B" : "M", b->kname, b->threads, r->name,
                r->n_prompt ? r->n_prompt : r->n_gen, depth, r->avg_ts, r->sd_ts);
     }
-    printf("\ntensor types: %s\n", mf->mix);
+    printf("\ntensor types: %s\nschedule: %s\n", mf->mix, slm_cli_schedule_name(b->schedule));
     if (b->bw > 0)
         printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5 passes; %.1f before the "
                "tests, %.1f after)\n",
@@ -618,6 +621,7 @@ int slm_cli_bench(int argc, char **argv) {
     }
     opt.tile_kb = b->tile_kb; /* a blob refuses another value, naming its own */
     opt.n_threads = b->threads;
+    opt.schedule = b->schedule;
     slm_engine *e = NULL;
     if (slm_load(&e, b->model, &opt)) {
         fprintf(stderr, "staticlm bench: %s\n", slm_last_error(e));

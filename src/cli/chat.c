@@ -38,6 +38,8 @@ const char slm_cli_common_help[] =
     "      --max-memory N        refuse a model whose KV cache, arena and buffers need\n"
     "                            more than N MiB (default 75% of RAM; -1 = no limit)\n"
     "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
+    "      --schedule S          rendezvous (default) | counted: how threads meet\n"
+    "                            between stages (docs/config.md)\n"
     SLM_CLI_TRACE_HELP
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
@@ -68,6 +70,7 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { VAL(); c->tok = v; return 1; }
     if (!strcmp(o, "--chat-template")) { VAL(); c->chat_template = v; return 1; }
     if (!strcmp(o, "--kernels")) { VAL(); c->kernels = v; return 1; }
+    if (!strcmp(o, "--schedule")) { VAL(); return slm_cli_parse_schedule(v, &c->opt.schedule) ? 1 : -1; }
     if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) { c->verbose = 1; return 1; }
     if (!strcmp(o, "--max-prompt-len")) { VAL(); return slm_cli_parse_int(v, o, 1, 1 << 20, &c->opt.max_prompt_len) ? 1 : -1; }
     if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }

@@ -5,6 +5,11 @@
 /* Parse a whole integer / number option in [lo, hi]; 0 (with a message on
  * stderr naming opt) when it is not one. */
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
+/* --schedule rendezvous|counted into an slm_schedule_kind; 0 (with a
+ * message) when it is neither. */
+int slm_cli_parse_schedule(const char *s, int *out);
+/* The name of an slm_schedule_kind ("rendezvous" for the default). */
+const char *slm_cli_schedule_name(int schedule);
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 
 /* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not

@@ -55,6 +55,10 @@ static const char k_program_help[] =
     "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
     "                            256,512 (decoding moves up without moving the KV; -v\n"
     "                            says when)\n"
+    "      --schedule S          how threads meet between stages: rendezvous (default:\n"
+    "                            all threads meet at every barrier) | counted (a stage\n"
+    "                            waits for its producers only, idle threads prefetch\n"
+    "                            the next weights)\n"
     "      --tile-kb N           weight panel of one matrix task in KiB, the CPU's\n"
     "                            scratchpad (default: an eighth of the L2 cache)\n"
     "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
@@ -189,6 +193,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
                 return 0;
         }
         else if (!strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
+        else if (!strcmp(o, "--schedule")) { if (!slm_cli_parse_schedule(NEXT(), &a->opt.schedule)) return 0; }
         else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
         else if (!strcmp(o, "--max-memory")) {
             const char *v = NEXT();

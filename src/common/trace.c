@@ -240,6 +240,10 @@ static void put_event(FILE *f, const slm_trace_ev *e, double upt) {
                     ",\"bytes_written\":%" PRIu64,
                     (int)e->u.task.index, (int)e->u.task.layer, (int)e->u.task.n0, (int)e->u.task.n1,
                     (int)e->u.task.rows, e->u.task.bytes_read, e->u.task.bytes_written);
+        if (e->type == SLM_TRACE_TASK && e->u.task.lane) {
+            fputs(",\"lane\":", f);
+            put_str(f, e->u.task.lane);
+        }
     } else {
         int any = 0;
         for (int i = 0; i < 3; i++)

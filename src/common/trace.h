@@ -49,6 +49,7 @@ typedef struct slm_trace_ev {
             int32_t rows;           /* rows computed */
             uint64_t bytes_read;    /* weights + activations + KV rows */
             uint64_t bytes_written;
+            const char *lane;       /* static: "vector", "matrix", "transfer" (tasks) */
         } task;
         struct {
             const char *k[3]; /* static keys of integer args; NULL: unused */

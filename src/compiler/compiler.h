@@ -120,6 +120,16 @@ slm_status slm_pass_fuse_residual(slm_graph *g, slm_err *err);
 /* Cut the LM head off: the logits output becomes a `hidden` output of the
  * final norm's rows. */
 slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);
+/* The task list's schedule, after lowering: gives every task its lane,
+ * adds PREFETCH (transfer) tasks to the stages of decode programs (rows
+ * <= SLM_PREFETCH_MAX_ROWS) and sets each barrier's producer / consumer
+ * counts (a, b). A stage's prefetch tasks touch the first panels of the
+ * next stage that has matrix tasks (its distance, in stages, in `a`), up
+ * to a quarter of the L2 (tile_kb x 2 KiB) per stage in chunks of tile_kb / 4
+ * KiB; a stage whose next matrix stage is further continues where the one
+ * before it left off. */
+#define SLM_PREFETCH_MAX_ROWS 4
+slm_status slm_pass_schedule(slm_program *p, const slm_compile_options *opt, slm_err *err);
 /* Lower a specialized graph; weights are referenced by their offset from
  * weights_base (the mapped file or blob section). */
 slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,

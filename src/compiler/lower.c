@@ -164,6 +164,7 @@ static slm_task *new_task(lower_ctx *c, slm_task_op op, int layer) {
     slm_task *t = &p->tasks[p->n_tasks++];
     memset(t, 0, sizeof *t);
     t->op = (uint8_t)op;
+    t->lane = slm_task_lane(op);
     t->layer = layer;
     t->m = c->g->rows_t;
     return t;
@@ -494,6 +495,8 @@ static slm_status lower_impl(slm_program *p, const slm_graph *g, const slm_compi
     slm_task *b = new_task(&c, SLM_T_BARRIER, -1);
     if (!b) { s = SLM_ERR_NOMEM; goto fail_free_ctx; }
     b->count = (uint32_t)(p->n_tasks - 1 - c.stage_start);
+    /* lanes, prefetch tasks and the barriers' producer / consumer counts */
+    if ((s = slm_pass_schedule(p, opt, err))) goto fail_free_ctx;
 
     /* relocation table: every operand bound to an I/O tensor */
     int n_rel = 0;

@@ -1,4 +1,5 @@
 /* Graph passes: state -> I/O, specialization, last-row selection. */
+#include "common/dtype.h"
 #include "compiler/compiler.h"
 
 /* ConvertAssignReadValueToReturnsAndInputs, with one change that removes the
@@ -239,5 +240,125 @@ slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err) {
     o->role = SLM_IO_HIDDEN;
     o->in[0] = x;
     o->cols = g->nodes[x].cols;
+    return SLM_OK;
+}
+
+/* ---- schedule: lanes, prefetch tasks, barrier counts ---------------------- */
+
+/* Where the prefetch of a target stage has got to: its next matrix task
+ * and row. */
+typedef struct pf_cursor {
+    int stage, task, row;
+} pf_cursor;
+
+/* The first stage after `s` (stage_first[] holds each stage's first task;
+ * the stage's barrier ends it) with a matrix task, or -1. */
+static int next_matrix_stage(const slm_program *p, const int *first, int n_stages, int s) {
+    for (int t = s + 1; t < n_stages; t++)
+        for (int i = first[t]; i < first[t + 1] - 1; i++)
+            if (p->tasks[i].op == SLM_T_MATMUL) return t;
+    return -1;
+}
+
+/* Emit into out (NULL: count) the prefetch tasks of stage s, advancing
+ * the cursor; returns how many. */
+static int stage_prefetch(const slm_program *p, const int *first, int n_stages, int s, pf_cursor *cur,
+                          uint64_t budget, uint64_t chunk, slm_task *out) {
+    const int t = next_matrix_stage(p, first, n_stages, s);
+    if (t < 0) return 0;
+    if (cur->stage != t) *cur = (pf_cursor){t, first[t], 0};
+    int n = 0;
+    uint64_t left = budget;
+    while (left > 0 && cur->task < first[t + 1] - 1) {
+        const slm_task *m = &p->tasks[cur->task];
+        if (m->op != SLM_T_MATMUL) {
+            cur->task++;
+            continue;
+        }
+        if (cur->row < m->n0) cur->row = m->n0;
+        uint64_t rb = slm_row_bytes(m->wtype, (uint64_t)m->k);
+        if (!rb) rb = (uint64_t)m->k * 4;
+        uint64_t rows = chunk / rb;
+        rows = rows < 16 ? 16 : rows & ~(uint64_t)15;
+        int r1 = cur->row + (int)rows < m->n1 ? cur->row + (int)rows : m->n1;
+        if (out) {
+            slm_task *q = &out[n];
+            memset(q, 0, sizeof *q);
+            q->op = SLM_T_PREFETCH;
+            q->lane = SLM_LANE_TRANSFER;
+            q->wtype = m->wtype;
+            q->m = m->m;
+            q->n = m->n;
+            q->k = m->k;
+            q->n0 = cur->row;
+            q->n1 = r1;
+            q->a = t - s;
+            q->c = cur->task; /* an old index: renumbered by the caller */
+            q->layer = m->layer;
+            q->ref[SLM_REF_SRC1] = m->ref[SLM_REF_SRC1];
+        }
+        n++;
+        const uint64_t got = (uint64_t)(r1 - cur->row) * rb;
+        left = got >= left ? 0 : left - got;
+        cur->row = r1;
+        if (r1 >= m->n1) {
+            cur->task++;
+            cur->row = 0;
+        }
+    }
+    return n;
+}
+
+slm_status slm_pass_schedule(slm_program *p, const slm_compile_options *opt, slm_err *err) {
+    int n_stages = 0;
+    for (int i = 0; i < p->n_tasks; i++) n_stages += p->tasks[i].op == SLM_T_BARRIER;
+    if (n_stages == 0 || p->tasks[p->n_tasks - 1].op != SLM_T_BARRIER)
+        return slm_errf(err, SLM_ERR_INTERNAL, "%s: task list does not end with a barrier", p->name);
+    int *first = slm_calloc((size_t)n_stages + 1, sizeof *first);
+    int *remap = slm_calloc((size_t)p->n_tasks, sizeof *remap);
+    if (!first || !remap) {
+        slm_xfree(first);
+        slm_xfree(remap);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory scheduling %s", p->name);
+    }
+    for (int i = 0, s = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].op == SLM_T_BARRIER) first[++s] = i + 1;
+    const uint64_t kb = (uint64_t)(opt->tile_kb > 0 ? opt->tile_kb : 256);
+    const uint64_t budget = p->rows <= SLM_PREFETCH_MAX_ROWS ? kb * 2 * 1024 : 0, chunk = kb * 1024 / 4;
+    int extra = 0;
+    pf_cursor cur = {-1, 0, 0};
+    for (int s = 0; s < n_stages && budget; s++) extra += stage_prefetch(p, first, n_stages, s, &cur, budget, chunk, NULL);
+    slm_task *nt = slm_calloc((size_t)(p->n_tasks + extra), sizeof *nt);
+    if (!nt) {
+        slm_xfree(first);
+        slm_xfree(remap);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory scheduling %s", p->name);
+    }
+    int n = 0;
+    cur = (pf_cursor){-1, 0, 0};
+    for (int s = 0; s < n_stages; s++) {
+        const int bar = first[s + 1] - 1;
+        for (int i = first[s]; i < bar; i++) {
+            remap[i] = n;
+            nt[n] = p->tasks[i];
+            nt[n++].lane = slm_task_lane(p->tasks[i].op);
+        }
+        const int producers = bar - first[s];
+        if (budget) n += stage_prefetch(p, first, n_stages, s, &cur, budget, chunk, nt + n);
+        remap[bar] = n;
+        nt[n] = p->tasks[bar];
+        nt[n].lane = SLM_LANE_VECTOR;
+        nt[n].count = (uint32_t)(n - remap[first[s]]);
+        nt[n].a = producers;
+        nt[n].b = s + 1 < n_stages ? first[s + 2] - 1 - first[s + 1] : 0;
+        n++;
+    }
+    for (int i = 0; i < n; i++)
+        if (nt[i].op == SLM_T_PREFETCH) nt[i].c = remap[nt[i].c];
+    slm_xfree(p->tasks);
+    p->tasks = nt;
+    p->n_tasks = n;
+    slm_xfree(first);
+    slm_xfree(remap);
     return SLM_OK;
 }

@@ -1,6 +1,7 @@
 /* device/ — the executor that walks task lists, and the kernels it calls.
  * The CPU stands in for the NPU: the task walker is the management core,
- * matrix tasks are the DPU, vector tasks the SHAVE cores. */
+ * matrix tasks are the DPU, vector tasks the SHAVE cores, transfer tasks
+ * (copies, weight prefetch) the DMA engine: each task's lane says which. */
 #ifndef SLM_DEVICE_H
 #define SLM_DEVICE_H
 
@@ -21,7 +22,11 @@ typedef struct slm_exec {
     int32_t n_stages;        /* stages (runs of tasks closed by a barrier) */
     int32_t *stage_first;    /* [n_stages + 1] first task of each stage; the
                                 stage's barrier is task stage_first[s+1] - 1 */
-    _Atomic int *stage_next; /* [n_stages] next unclaimed task of each stage */
+    _Atomic int *stage_next; /* [n_stages] next unclaimed work task of each stage */
+    int32_t *stage_prod;     /* [n_stages] its producers: work tasks (its barrier's a); the
+                                stage's PREFETCH tasks follow them */
+    _Atomic uint32_t *stage_done; /* [n_stages] work tasks finished (counted schedule) */
+    _Atomic int *stage_xfer; /* [n_stages] next unclaimed prefetch task (counted schedule) */
     uint64_t scratch_bytes;  /* per-thread scratch the tasks need (max over tasks) */
     const char *trace_name;  /* the program's name, interned for trace records */
 } slm_exec;
@@ -47,10 +52,23 @@ int slm_pool_size(const slm_pool *pool);
 /* Give every thread at least `bytes` of scratch (64-byte aligned). Load
  * time only: allocates. */
 slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err);
+/* The schedule of the pool's runs (an slm_schedule_kind; 0: the default,
+ * SLM_SCHEDULE_RENDEZVOUS, which measured faster on the 2-core test VM:
+ * docs/benchmarks.md). Rendezvous: every thread meets every other at each
+ * barrier; prefetch tasks are skipped. Counted: a thread that has no work
+ * left in a stage goes on to the next one, where it waits only for the
+ * stage's producers (a completion counter per stage, against the barrier's
+ * producer count) and meanwhile runs the stage's prefetch tasks; the
+ * caller waits, at the end of the run, for the last stage's producers and
+ * for the workers inside the run (a worker that wakes after that stays out).
+ * Not while a run is going. */
+void slm_pool_set_schedule(slm_pool *pool, int schedule);
+int slm_pool_schedule(const slm_pool *pool);
 
 /* Walk the task list once (on the pool's threads, or the caller alone when
- * pool is NULL). Within a stage, threads claim tasks in order; a barrier
- * waits for all. Rows to compute come from cache_position (padding rows,
+ * pool is NULL). Within a stage, threads claim tasks in order; the next
+ * stage starts when the stage's producers are done (the schedule says how
+ * threads wait). One thread: prefetch tasks are skipped. Rows to compute come from cache_position (padding rows,
  * cache_position < 0, are skipped). Allocates nothing. */
 slm_status slm_exec_run(slm_exec *x, slm_pool *pool);
 

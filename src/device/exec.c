@@ -1,7 +1,8 @@
 /* The task-list executor: a plain loop over fixed-size records, like
  * SQLite's VDBE, run by a pool of threads that claim the tasks of each
- * stage and meet at its barrier. Nothing here allocates or looks at the
- * graph. */
+ * stage and either meet at its barrier (rendezvous) or wait only for its
+ * producers, pulling the next weights meanwhile (counted). Nothing here
+ * allocates or looks at the graph. */
 #include <linux/futex.h>
 #include <math.h>
 #include <pthread.h>
@@ -30,7 +31,11 @@ slm_status slm_exec_init(slm_exec *x, const slm_program *p, const void *weights,
     x->io_reloc = slm_calloc((size_t)p->n_io + 1, sizeof(int32_t));
     x->stage_first = slm_calloc((size_t)n_stages + 1, sizeof(int32_t));
     x->stage_next = slm_calloc((size_t)n_stages + 1, sizeof *x->stage_next);
-    if (!x->tasks || !x->io_ptr || !x->io_reloc || !x->stage_first || !x->stage_next) {
+    x->stage_prod = slm_calloc((size_t)n_stages + 1, sizeof *x->stage_prod);
+    x->stage_done = slm_calloc((size_t)n_stages + 1, sizeof *x->stage_done);
+    x->stage_xfer = slm_calloc((size_t)n_stages + 1, sizeof *x->stage_xfer);
+    if (!x->tasks || !x->io_ptr || !x->io_reloc || !x->stage_first || !x->stage_next || !x->stage_prod ||
+        !x->stage_done || !x->stage_xfer) {
         slm_exec_free(x);
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory binding %s", p->name);
     }
@@ -51,8 +56,14 @@ slm_status slm_exec_init(slm_exec *x, const slm_program *p, const void *weights,
                 return slm_errf(err, SLM_ERR_INTERNAL, "%s: barrier %d counts %u tasks, stage has %u", p->name, i,
                                 p->tasks[i].count, n);
             }
+            x->stage_prod[s] = p->tasks[i].a;
             x->stage_first[++s] = i + 1;
         }
+    char why[160];
+    if (slm_program_check_schedule(p, why, sizeof why)) {
+        slm_exec_free(x);
+        return slm_errf(err, SLM_ERR_INTERNAL, "%s: %s", p->name, why);
+    }
     for (int i = 0; i < p->n_tasks; i++) {
         uint64_t b = slm_task_scratch_bytes(&p->tasks[i]);
         if (b > x->scratch_bytes) x->scratch_bytes = b;
@@ -82,6 +93,9 @@ void slm_exec_free(slm_exec *x) {
     slm_xfree(x->io_reloc);
     slm_xfree(x->stage_first);
     slm_xfree((void *)x->stage_next);
+    slm_xfree(x->stage_prod);
+    slm_xfree((void *)x->stage_done);
+    slm_xfree((void *)x->stage_xfer);
     memset(x, 0, sizeof *x);
 }
 
@@ -419,6 +433,13 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                          row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
                          row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
         return SLM_OK;
+    case SLM_T_PREFETCH: { /* rows [n0, n1) of the matrix toward this core's L2 */
+        const uint64_t rb = slm_row_bytes(t->wtype, (uint64_t)t->k);
+        const char *a = (const char *)t->p[SLM_REF_SRC1] + (size_t)t->n0 * rb;
+        const char *e = a + (size_t)(t->n1 - t->n0) * rb;
+        for (; a < e; a += 64) __builtin_prefetch(a, 0, 2);
+        return SLM_OK;
+    }
     default:
         return SLM_ERR_INTERNAL;
     }
@@ -456,7 +477,7 @@ static inline uint64_t now_ns(void) {
 struct slm_pool {
     int n;                    /* threads including the caller */
     pthread_t *threads;       /* [n - 1] */
-    _Atomic uint32_t job_gen; /* bumped to start a job (futex word) */
+    _Atomic uint32_t job_gen; /* changed to start a job (futex word): low bit 1 = a counted job */
     _Atomic int job_sleepers;
     _Atomic int quit;
     slm_exec *job;            /* the job */
@@ -466,6 +487,11 @@ struct slm_pool {
     _Atomic uint32_t bar_arrived;
     _Atomic uint32_t bar_gen; /* futex word of the barrier */
     _Atomic int bar_sleepers;
+    _Atomic int done_sleepers; /* threads asleep on a stage_done word */
+    _Atomic uint32_t job_active; /* workers inside the job (counted schedule; futex word) */
+    _Atomic int job_closed;   /* the caller is done with the job: workers not inside stay out */
+    _Atomic int exit_sleepers;
+    int schedule;             /* slm_schedule_kind, never DEFAULT */
     int trace;                /* the job is traced (read once by the caller) */
     void **scratch;           /* [n] per-thread scratch */
     void *args;               /* [n] worker_arg */
@@ -522,7 +548,8 @@ static void barrier(slm_pool *pool) {
     }
 }
 
-/* Every thread runs this for a job: claim tasks stage by stage. */
+/* Every thread runs this for a job under the rendezvous schedule: claim
+ * tasks stage by stage, meet every thread at each barrier. */
 static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel_set *ks, int tid) {
     const int prof = g_profile && tid == 0, tr = pool->trace;
     /* trace: the end of the last record; entered before the first barrier,
@@ -531,7 +558,7 @@ static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel
     for (int s = 0; s < p->n_stages; s++) {
         xmemo memo = {0};
         const int first = p->stage_first[s];
-        const int n = p->stage_first[s + 1] - 1 - first;
+        const int n = p->stage_prod[s]; /* the work tasks: prefetch tasks are skipped */
         for (;;) {
             int i = atomic_fetch_add_explicit(&p->stage_next[s], 1, memory_order_relaxed);
             if (i >= n) break;
@@ -553,6 +580,105 @@ static void run_stages(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel
     if (tr) slm_trace_leave(); /* this thread's records of the run are written */
 }
 
+/* Run task i of x on thread tid and trace it. */
+static inline void run_one(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel_set *ks, int tid, int s, int i,
+                           xmemo *memo, uint64_t *tt) {
+    const slm_task *t = &p->tasks[i];
+    const int prof = g_profile && tid == 0;
+    uint64_t t0 = prof ? now_ns() : 0;
+    slm_status st = exec_task(t, valid, p->io_ptr[p->io_cache_pos], ks, pool->scratch[tid], memo);
+    if (prof) g_prof_ns[t->op] += now_ns() - t0;
+    if (pool->trace) *tt = slm_exec_trace_task(p, s, i, valid.begin, valid.end, *tt);
+    if (st) {
+        int expected = SLM_OK;
+        atomic_compare_exchange_strong(&pool->status, &expected, (int)st);
+    }
+}
+
+/* Counted schedule: wait until stage s's producers are done, running its
+ * prefetch tasks (the next weights) while there are some. Returns whether
+ * it had to wait. */
+static int wait_producers(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel_set *ks, int tid, int s,
+                          uint64_t *tt) {
+    const uint32_t need = (uint32_t)p->stage_prod[s];
+    uint32_t v = atomic_load_explicit(&p->stage_done[s], memory_order_acquire);
+    if (v >= need) return 0;
+    const int xfer0 = p->stage_first[s] + p->stage_prod[s], n_xfer = p->stage_first[s + 1] - 1 - xfer0;
+    while (v < need) {
+        if (atomic_load_explicit(&p->stage_xfer[s], memory_order_relaxed) < n_xfer) {
+            const int j = atomic_fetch_add_explicit(&p->stage_xfer[s], 1, memory_order_relaxed);
+            if (j < n_xfer) {
+                if (pool->trace) *tt = slm_exec_trace_barrier(p, s, *tt); /* the wait so far */
+                run_one(pool, p, valid, ks, tid, s, xfer0 + j, NULL, tt);
+                v = atomic_load_explicit(&p->stage_done[s], memory_order_acquire);
+                continue;
+            }
+        }
+        wait_change(&p->stage_done[s], v, &pool->done_sleepers);
+        v = atomic_load_explicit(&p->stage_done[s], memory_order_acquire);
+    }
+    return 1;
+}
+
+/* Every thread runs this for a job under the counted schedule. A stage's
+ * work is claimed once its predecessor's producers are done; a thread that
+ * finds a stage's work all claimed goes straight on. Each finished work
+ * task counts in its stage's counter; the last one wakes the sleepers. */
+static void run_counted(slm_pool *pool, slm_exec *p, rows valid, const slm_kernel_set *ks, int tid) {
+    const int prof = g_profile && tid == 0, tr = pool->trace;
+    uint64_t tt = tr ? (slm_trace_enter(), slm_exec_trace_start(tid)) : 0;
+    for (int s = 0; s < p->n_stages; s++) {
+        xmemo memo = {0};
+        const int first = p->stage_first[s], n = p->stage_prod[s];
+        if (atomic_load_explicit(&p->stage_next[s], memory_order_relaxed) >= n) continue;
+        if (s > 0) {
+            uint64_t t0 = prof ? now_ns() : 0;
+            int waited = wait_producers(pool, p, valid, ks, tid, s - 1, &tt);
+            if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
+            if (tr && waited) tt = slm_exec_trace_barrier(p, s - 1, tt);
+        }
+        for (;;) {
+            int i = atomic_fetch_add_explicit(&p->stage_next[s], 1, memory_order_relaxed);
+            if (i >= n) break;
+            run_one(pool, p, valid, ks, tid, s, first + i, &memo, &tt);
+            /* the last producer wakes the sleepers; the profile and the trace count that as barrier
+             * time (the woken thread may take this one's core, as at a rendezvous release) */
+            uint64_t t0 = prof ? now_ns() : 0;
+            if (atomic_fetch_add(&p->stage_done[s], 1) + 1 == (uint32_t)n && atomic_load(&pool->done_sleepers) > 0) {
+                futex_wake_all(&p->stage_done[s]);
+                if (tr) tt = slm_exec_trace_barrier(p, s, tt);
+            }
+            if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
+        }
+    }
+    if (tid == 0) { /* the fence: the last stage's producers, then the job closed and every worker inside out */
+        uint64_t t0 = prof ? now_ns() : 0;
+        int waited = wait_producers(pool, p, valid, ks, tid, p->n_stages - 1, &tt);
+        atomic_store(&pool->job_closed, 1);
+        for (uint32_t v; (v = atomic_load(&pool->job_active)) > 0;) {
+            wait_change(&pool->job_active, v, &pool->exit_sleepers);
+            waited = 1;
+        }
+        if (prof) g_prof_ns[SLM_T_BARRIER] += now_ns() - t0;
+        if (tr && waited) tt = slm_exec_trace_barrier(p, p->n_stages - 1, tt);
+    }
+    if (tr) slm_trace_leave();
+}
+
+/* A worker's turn at a counted job. A worker that wakes after the caller
+ * has closed the job (all of it done: a late wake-up, or the thread was
+ * descheduled) stays out, so the caller never waits for a thread to wake;
+ * one inside (it entered before the close) is waited for, and it only
+ * skips claimed stages. Entering and the close are ordered (seq_cst): a
+ * worker either is counted in job_active before the caller reads it or
+ * sees the close. */
+static void counted_turn(slm_pool *pool, int tid) {
+    atomic_fetch_add(&pool->job_active, 1);
+    if (!atomic_load(&pool->job_closed)) run_counted(pool, pool->job, pool->valid, pool->ks, tid);
+    if (atomic_fetch_sub(&pool->job_active, 1) == 1 && atomic_load(&pool->exit_sleepers) > 0)
+        futex_wake_all(&pool->job_active);
+}
+
 typedef struct worker_arg {
     slm_pool *pool;
     int tid;
@@ -566,7 +692,8 @@ static void *worker_main(void *arg) {
         wait_change(&pool->job_gen, seen, &pool->job_sleepers);
         seen = atomic_load_explicit(&pool->job_gen, memory_order_acquire);
         if (atomic_load(&pool->quit)) break;
-        run_stages(pool, pool->job, pool->valid, pool->ks, tid);
+        if (seen & 1) counted_turn(pool, tid); /* the job's schedule comes with its generation */
+        else run_stages(pool, pool->job, pool->valid, pool->ks, tid);
     }
     return NULL;
 }
@@ -582,6 +709,8 @@ slm_status slm_pool_create(slm_pool **out, int n_threads, slm_err *err) {
     slm_pool *pool = slm_calloc(1, sizeof *pool);
     if (!pool) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     pool->n = n_threads;
+    pool->schedule = SLM_SCHEDULE_RENDEZVOUS;
+    atomic_store(&pool->job_closed, 1);
     pool->scratch = slm_calloc((size_t)n_threads, sizeof(void *));
     pool->args = slm_calloc((size_t)n_threads, sizeof(worker_arg));
     if (!pool->scratch || !pool->args) {
@@ -640,6 +769,12 @@ slm_status slm_pool_reserve_scratch(slm_pool *pool, uint64_t bytes, slm_err *err
 
 int slm_pool_size(const slm_pool *pool) { return pool ? pool->n : 1; }
 
+void slm_pool_set_schedule(slm_pool *pool, int schedule) {
+    if (pool) pool->schedule = schedule == SLM_SCHEDULE_COUNTED ? SLM_SCHEDULE_COUNTED : SLM_SCHEDULE_RENDEZVOUS;
+}
+
+int slm_pool_schedule(const slm_pool *pool) { return pool ? pool->schedule : SLM_SCHEDULE_RENDEZVOUS; }
+
 slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     const int32_t *cpos = p->io_ptr[p->io_cache_pos];
     const int T = p->prog->rows;
@@ -647,7 +782,11 @@ slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     while (valid.begin < T && cpos[valid.begin] < 0) valid.begin++;
     if (valid.begin == T) return SLM_ERR_ARG;
     const slm_kernel_set *ks = slm_kernels_active();
-    for (int s = 0; s < p->n_stages; s++) atomic_store_explicit(&p->stage_next[s], 0, memory_order_relaxed);
+    for (int s = 0; s < p->n_stages; s++) {
+        atomic_store_explicit(&p->stage_next[s], 0, memory_order_relaxed);
+        atomic_store_explicit(&p->stage_done[s], 0, memory_order_relaxed);
+        atomic_store_explicit(&p->stage_xfer[s], 0, memory_order_relaxed);
+    }
     if (g_profile) g_prof_calls++;
     if (!pool || pool->n == 1) {
         const int prof = g_profile, tr = slm_trace_enabled();
@@ -655,6 +794,7 @@ slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
         uint64_t tt = tr ? slm_exec_trace_start(0) : 0;
         int stage = 0;
         for (const slm_task *t = p->tasks, *end = p->tasks + p->prog->n_tasks; t < end; t++) {
+            if (t->op == SLM_T_PREFETCH) continue; /* nothing to overlap with */
             uint64_t t0 = prof ? now_ns() : 0;
             if (t->op == SLM_T_BARRIER) memo = (xmemo){0};
             slm_status st = exec_task(t, valid, cpos, ks, pool ? pool->scratch[0] : NULL, &memo);
@@ -672,8 +812,16 @@ slm_status slm_exec_run(slm_exec *p, slm_pool *pool) {
     pool->ks = ks;
     pool->trace = slm_trace_enabled();
     atomic_store(&pool->status, SLM_OK);
-    bump_and_wake(&pool->job_gen, &pool->job_sleepers);
-    run_stages(pool, p, valid, ks, 0);
+    const int counted = pool->schedule == SLM_SCHEDULE_COUNTED;
+    /* a counted job opens after its fields and counters are set (a worker late for the previous
+     * one may enter it early); a rendezvous job stays closed to them: every worker runs it once,
+     * for its own generation */
+    if (counted) atomic_store(&pool->job_closed, 0);
+    const uint32_t g = atomic_load(&pool->job_gen);
+    atomic_store(&pool->job_gen, ((g | 1u) + 1u) | (uint32_t)counted);
+    if (atomic_load(&pool->job_sleepers) > 0) futex_wake_all(&pool->job_gen);
+    if (counted) run_counted(pool, p, valid, ks, 0);
+    else run_stages(pool, p, valid, ks, 0);
     /* the last stage's barrier: every worker is done with this job */
     return (slm_status)atomic_load(&pool->status);
 }

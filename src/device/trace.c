@@ -50,6 +50,7 @@ static void task_bytes(const slm_task *t, int rb, int re, uint64_t *rd, uint64_t
         r = 2 * rows * (uint64_t)t->n * f;
         w = rows * (uint64_t)t->n * f;
         break;
+    case SLM_T_PREFETCH: r = tile * slm_row_bytes(t->wtype, (uint64_t)t->k); break;
     case SLM_T_BIAS:
         r = rows * (uint64_t)t->n * f + (uint64_t)t->n * f;
         w = rows * (uint64_t)t->n * f;
@@ -85,7 +86,8 @@ uint64_t slm_exec_trace_task(const slm_exec *x, int stage, int index, int row_be
     e->u.task.layer = t->layer;
     e->u.task.n0 = t->n0;
     e->u.task.n1 = t->n1;
-    e->u.task.rows = re - rb;
+    e->u.task.rows = t->op == SLM_T_PREFETCH ? 0 : re - rb;
+    e->u.task.lane = slm_lane_name(t->lane);
     task_bytes(t, rb, re, &e->u.task.bytes_read, &e->u.task.bytes_written);
     e->type = SLM_TRACE_TASK;
     return t1;

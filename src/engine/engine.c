@@ -400,12 +400,14 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, n_seqs, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
     if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
+    slm_pool_set_schedule(e->rt.pool, e->opt.schedule);
     if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
         return slm_errf(&e->err, SLM_ERR_ARG, "--lm-head-threads %d: the LM head is not a separate program "
                         "(--lm-head-separate)", e->opt.lm_head_threads);
     if (e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0 &&
         (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
         return s;
+    slm_pool_set_schedule(e->rt.head_pool, e->opt.schedule); /* NULL: none */
     slm_engine_build_stop_set(e);
     slm_pc_init(&e->pc, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20);
     if (e->opt.draft_path) {

@@ -16,6 +16,16 @@ const char *slm_task_op_name(int op) {
     case SLM_T_ADD: return "add";
     case SLM_T_SWIGLU: return "swiglu";
     case SLM_T_BIAS: return "bias";
+    case SLM_T_PREFETCH: return "prefetch";
+    default: return "?";
+    }
+}
+
+const char *slm_lane_name(int lane) {
+    switch (lane) {
+    case SLM_LANE_VECTOR: return "vector";
+    case SLM_LANE_MATRIX: return "matrix";
+    case SLM_LANE_TRANSFER: return "transfer";
     default: return "?";
     }
 }
@@ -36,6 +46,53 @@ int slm_program_find_io(const slm_program *p, slm_io_role role, int layer) {
     return -1;
 }
 
+
+/* ---- schedule ------------------------------------------------------------- */
+
+int slm_program_check_schedule(const slm_program *p, char *why, size_t len) {
+    int first = 0, prod = 0, prev_bar = -1;
+    for (int i = 0; i < p->n_tasks; i++) {
+        const slm_task *t = &p->tasks[i];
+        const char *op = slm_task_op_name(t->op);
+        const int lane = t->op == SLM_T_BARRIER ? SLM_LANE_VECTOR : slm_task_lane(t->op);
+        if (t->lane != lane)
+            return snprintf(why, len, "task %d (%s): lane %u, this kind runs on the %s lane", i, op, t->lane,
+                            slm_lane_name(lane)), 1;
+        if (t->op == SLM_T_PREFETCH) {
+            if (t->c <= i || t->c >= p->n_tasks)
+                return snprintf(why, len, "task %d (prefetch): target task %d not after it", i, t->c), 1;
+            const slm_task *m = &p->tasks[t->c];
+            if (m->op != SLM_T_MATMUL || m->ref[SLM_REF_SRC1].space != t->ref[SLM_REF_SRC1].space ||
+                m->ref[SLM_REF_SRC1].off != t->ref[SLM_REF_SRC1].off || m->wtype != t->wtype || m->k != t->k ||
+                m->n != t->n || t->n0 < m->n0 || t->n1 > m->n1)
+                return snprintf(why, len, "task %d (prefetch): rows [%d,%d) are not in the matrix tile of task %d", i,
+                                t->n0, t->n1, t->c), 1;
+            int dist = 0;
+            for (int j = i; j < t->c; j++) dist += p->tasks[j].op == SLM_T_BARRIER;
+            if (t->a != dist)
+                return snprintf(why, len, "task %d (prefetch): distance %d, its target is %d stages on", i, t->a, dist), 1;
+            continue;
+        }
+        if (t->op != SLM_T_BARRIER) {
+            if (i - first != prod)
+                return snprintf(why, len, "task %d (%s): a work task after a prefetch task in its stage", i, op), 1;
+            prod++;
+            continue;
+        }
+        if (t->a != prod)
+            return snprintf(why, len, "task %d (barrier): producers %d, the stage has %d work tasks", i, t->a, prod), 1;
+        if (prev_bar >= 0 && p->tasks[prev_bar].b != prod)
+            return snprintf(why, len, "task %d (barrier): consumers %d, the next stage has %d work tasks", prev_bar,
+                            p->tasks[prev_bar].b, prod), 1;
+        prev_bar = i;
+        first = i + 1;
+        prod = 0;
+    }
+    if (prev_bar >= 0 && p->tasks[prev_bar].b != 0)
+        return snprintf(why, len, "task %d (barrier): consumers %d after the last stage", prev_bar,
+                        p->tasks[prev_bar].b), 1;
+    return 0;
+}
 
 /* ---- dumps --------------------------------------------------------------- */
 
@@ -65,15 +122,17 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
     for (int i = 0; i < p->n_tasks; i++) {
         const slm_task *t = &p->tasks[i];
         if (t->op == SLM_T_BARRIER) {
-            fprintf(f, "  %5d barrier count=%u   (end of stage %d)\n", i, t->count, stage++);
+            fprintf(f, "  %5d barrier count=%u producers=%d consumers=%d   (end of stage %d)\n", i, t->count, t->a,
+                    t->b, stage++);
             continue;
         }
-        fprintf(f, "  %5d %-9s", i, slm_task_op_name(t->op));
+        fprintf(f, "  %5d %-9s %c", i, slm_task_op_name(t->op), slm_lane_name(t->lane)[0]);
         if (t->layer >= 0) fprintf(f, " L%-2d", t->layer);
         else fprintf(f, "    ");
-        if (t->op == SLM_T_MATMUL || t->op == SLM_T_EMBED) fprintf(f, " %s", slm_dtype_name(t->wtype));
+        if (t->op == SLM_T_MATMUL || t->op == SLM_T_EMBED || t->op == SLM_T_PREFETCH) fprintf(f, " %s", slm_dtype_name(t->wtype));
         fprintf(f, " n=%d k=%d", t->n, t->k);
-        if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
+        if (t->op == SLM_T_PREFETCH) fprintf(f, " rows=[%d,%d) for=%d distance=%d", t->n0, t->n1, t->c, t->a);
+        else if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");

@@ -68,8 +68,22 @@ void slm_program_free(slm_program *p);
 int slm_program_find_io(const slm_program *p, slm_io_role role, int layer);
 /* The short name of a task kind ("matmul", "barrier", ...). */
 const char *slm_task_op_name(int op);
+/* "vector", "matrix", "transfer". */
+const char *slm_lane_name(int lane);
 
-/* Printing (compile --dump-io / --dump-tasks). */
+/* The schedule of a task list closed by barriers of the right counts:
+ * every task on its kind's lane (barriers on the vector lane), each
+ * stage's work tasks before its prefetch tasks, each barrier's producers
+ * (a) = its stage's work tasks and consumers (b) = the next stage's (0
+ * after the last), each prefetch task's target (c) a matmul over the same
+ * matrix whose tile holds its rows, `a` stages on. 0 when it holds; else 1
+ * with the reason in why. */
+int slm_program_check_schedule(const slm_program *p, char *why, size_t len);
+
+/* Printing (compile --dump-io / --dump-tasks): one line a task, its lane's
+ * initial (v, m, t) after the kind; barriers with their producer and
+ * consumer counts; prefetch tasks with their rows, target task and
+ * distance. */
 void slm_program_dump_tasks(const slm_program *p, FILE *f);
 void slm_program_dump_io(const slm_program *p, FILE *f);
 

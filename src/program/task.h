@@ -2,8 +2,18 @@
  *
  * A program is a flat array of fixed-size task records. Tasks between two
  * BARRIER records are independent (they may run on different threads, in
- * any order); a BARRIER waits until the `count` tasks before it (since the
- * previous barrier) are done. Nothing loops over layers at run time.
+ * any order); a BARRIER closes the `count` tasks before it (since the
+ * previous barrier). Nothing loops over layers at run time.
+ *
+ * Each task names its lane (slm_lane): the unit that would run it on an
+ * NPU — transfer (DMA: copies, weight prefetch), matrix (matmul,
+ * attention), vector (the rest). A stage holds its work tasks first, then
+ * its PREFETCH tasks (transfer lane): hints that touch the weight panels of
+ * a later stage's matrix tasks, run only by a thread that has no work left
+ * while the stage's producers finish (the counted schedule). A barrier
+ * carries its counts: `count` (every task of the stage), `a` = producers
+ * (its work tasks, the ones the next stage waits for) and `b` = consumers
+ * (the next stage's work tasks, 0 after the last stage).
  *
  * Operands are references (space, offset) resolved to addresses twice:
  * static spaces (weights, constants, arena) once at load, I/O tensors at
@@ -22,7 +32,8 @@
 /* Task kinds. Each is documented once, here. */
 typedef enum slm_task_op {
     SLM_T_NOP = 0,
-    SLM_T_BARRIER,   /* wait for `count` tasks of the previous stage */
+    SLM_T_BARRIER,   /* end of a stage of `count` tasks: a = producers (its work tasks),
+                        b = consumers (the next stage's work tasks) */
     SLM_T_COPY_ROW,  /* copy (DMA): dst row 0 = src0 row (m - 1); n floats */
     SLM_T_EMBED,     /* dst[r, 0:n] = dequant(src1[src0[r]]) (* f0 when f0 != 0): src0 = ids
                         (i32), src1 = table [k = vocab, n] of type wtype */
@@ -45,8 +56,20 @@ typedef enum slm_task_op {
     SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
     SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
     SLM_T_BIAS,      /* dst[r] += src1 (a bias vector of n floats), in place */
+    SLM_T_PREFETCH,  /* transfer: touch rows [n0, n1) of the matrix src1 (type wtype,
+                        k columns, n rows) toward the cache; the matrix task c (a
+                        task index) reads them, a = its distance in stages (>= 1);
+                        writes nothing; skipped by the rendezvous schedule */
     SLM_T_OP_COUNT
 } slm_task_op;
+
+/* Lanes (slm_task.lane): what kind of unit runs a task. */
+typedef enum slm_lane {
+    SLM_LANE_VECTOR = 0, /* element-wise and row work: norms, rope, add, embed */
+    SLM_LANE_MATRIX,     /* matmul and attention tiles */
+    SLM_LANE_TRANSFER,   /* data movement: copies and weight prefetch */
+    SLM_LANE_COUNT
+} slm_lane;
 
 /* Operand address spaces. */
 typedef enum slm_space {
@@ -99,11 +122,20 @@ typedef struct slm_task {
     int32_t window;      /* ATTENTION: attend to at most this many rows up to the
                             query's own (sliding window); 0 = all */
     float f1;            /* ATTENTION: score soft-cap; MATMUL with POST_SOFTCAP: output cap */
+    uint8_t lane;        /* slm_lane: set by the compiler, slm_task_lane(op) */
+    uint8_t rsv[7];      /* zero */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
                                      (slm_exec); NULL in a program */
 } slm_task;
 
-
+/* The lane of a task kind. */
+static inline uint8_t slm_task_lane(int op) {
+    switch (op) {
+    case SLM_T_MATMUL: case SLM_T_ATTENTION: return SLM_LANE_MATRIX;
+    case SLM_T_COPY_ROW: case SLM_T_PREFETCH: return SLM_LANE_TRANSFER;
+    default: return SLM_LANE_VECTOR;
+    }
+}
 
 #endif

@@ -1,0 +1,247 @@
+/* The schedule of the task lists (compiler/passes.c slm_pass_schedule,
+ * device/exec.c): the counted schedule gives the rendezvous schedule's
+ * logits bit for bit (2 threads, stories260K and a Q8_0 GGUF of it, prefill
+ * and decode); decode programs hold prefetch tasks on the transfer lane with
+ * the distance the dump shows; barriers carry their producer / consumer
+ * counts; a blob whose counts, lanes or prefetch distances are wrong is
+ * refused. */
+#include <elf.h>
+#include <unistd.h>
+
+#include "t.h"
+#include "rig.h"
+#include "run_cmd.h"
+
+#include "blob/blob.h"
+
+#define M(f) T_SHARED("models/" f)
+#define STEPS 12
+
+static char g_tmp[256];
+
+/* Logits after a 5-token prefill, then after each of STEPS greedy decode
+ * steps, on `threads` threads under `schedule`. */
+static int run_logits(const char *path, int threads, int schedule, float *out, int *vocab) {
+    rig r;
+    memset(&r, 0, sizeof r);
+    slm_err err = {0};
+    slm_compile_options o = rig_opts(16, 32);
+    if (slm_model_open(&r.m, path, &err) || slm_model_repack(&r.m, &err) || slm_compile(&r.c, &r.m, &o, &err) ||
+        slm_rt_init(&r.rt, &r.c, r.m.map.data, threads, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        slm_compiled_free(&r.c);
+        slm_model_close(&r.m);
+        return 0;
+    }
+    r.ok = 1;
+    slm_pool_set_schedule(r.rt.pool, schedule);
+    CHECK(slm_pool_schedule(r.rt.pool) == schedule);
+    const int V = r.c.cfg.vocab_size;
+    *vocab = V;
+    const int32_t ids[5] = {1, 300 % V, 200 % V, 100 % V, 50 % V};
+    slm_status s = slm_rt_prefill(&r.rt, ids, 5, &err);
+    if (!s) memcpy(out, r.rt.logits, (size_t)V * sizeof(float));
+    for (int i = 0; i < STEPS && !s; i++) {
+        int best = 0;
+        for (int j = 1; j < V; j++)
+            if (r.rt.logits[j] > r.rt.logits[best]) best = j;
+        s = slm_rt_decode(&r.rt, best, &err);
+        if (!s) memcpy(out + (size_t)(i + 1) * V, r.rt.logits, (size_t)V * sizeof(float));
+    }
+    CHECKF(s == SLM_OK, "%s: %s", path, err.msg);
+    rig_close(&r);
+    return s == SLM_OK;
+}
+
+static void same_logits(const char *path) {
+    enum { MAXV = 32768 };
+    float *a = calloc((size_t)(STEPS + 1) * MAXV, sizeof(float)), *b = calloc((size_t)(STEPS + 1) * MAXV, sizeof(float));
+    int va = 0, vb = 0;
+    /* twice each, alternating: a thread-order dependence would show */
+    for (int rep = 0; rep < 2; rep++) {
+        if (!run_logits(path, 2, SLM_SCHEDULE_RENDEZVOUS, a, &va) || !run_logits(path, 2, SLM_SCHEDULE_COUNTED, b, &vb))
+            break;
+        CHECK(va == vb && va <= MAXV);
+        CHECKF(!memcmp(a, b, (size_t)(STEPS + 1) * (size_t)va * sizeof(float)), "%s: counted logits differ from rendezvous",
+               path);
+    }
+    /* one thread (prefetch tasks skipped) agrees too */
+    if (run_logits(path, 1, SLM_SCHEDULE_COUNTED, b, &vb))
+        CHECKF(!memcmp(a, b, (size_t)(STEPS + 1) * (size_t)va * sizeof(float)), "%s: one thread differs", path);
+    free(a);
+    free(b);
+}
+
+static void test_same_logits_stories260k(void) { same_logits(M("stories260K.bin")); }
+
+static void test_same_logits_gguf_q8_0(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/s260k_q8_0.gguf", g_tmp);
+    char *argv[] = {"staticlm", "convert", "-m", M("stories260K.bin"), "-z", M("tok512.bin"), "-o", path, "--type", "q8_0", NULL};
+    char *o = NULL, *e = NULL;
+    CHECKF(t_run_capture(g_tmp, SLM_CLI_PATH, argv, &o, &e) == 0, "convert: %s", e ? e : "");
+    free(o);
+    free(e);
+    same_logits(path);
+    unlink(path);
+}
+
+/* The generate program: prefetch tasks on the transfer lane, each naming a
+ * matmul `a` stages on whose tile holds its rows, and the dump shows them;
+ * barriers count their stages' work tasks. */
+static void test_prefetch_tasks(void) {
+    rig r;
+    if (!rig_open(&r, M("stories260K.bin"), 16, 32)) return;
+    const slm_program *gen = slm_largest(&r.c, SLM_PROG_GENERATE), *pre = slm_largest(&r.c, SLM_PROG_PREFILL);
+    int n_pf = 0, n_bad = 0, stage_work = 0, stage = 0;
+    for (int i = 0; i < gen->n_tasks; i++) {
+        const slm_task *t = &gen->tasks[i];
+        if (t->op == SLM_T_BARRIER) {
+            n_bad += t->a != stage_work;
+            stage_work = 0;
+            stage++;
+            continue;
+        }
+        if (t->op != SLM_T_PREFETCH) {
+            stage_work++;
+            n_bad += t->lane != (t->op == SLM_T_MATMUL || t->op == SLM_T_ATTENTION ? SLM_LANE_MATRIX
+                                 : t->op == SLM_T_COPY_ROW                        ? SLM_LANE_TRANSFER
+                                                                                  : SLM_LANE_VECTOR);
+            continue;
+        }
+        n_pf++;
+        int dist = 0;
+        for (int j = i; j < t->c && j < gen->n_tasks; j++) dist += gen->tasks[j].op == SLM_T_BARRIER;
+        n_bad += t->lane != SLM_LANE_TRANSFER || t->a < 1 || t->a != dist || gen->tasks[t->c].op != SLM_T_MATMUL ||
+                 t->n0 < gen->tasks[t->c].n0 || t->n1 > gen->tasks[t->c].n1;
+    }
+    CHECKF(n_pf > 0 && n_bad == 0, "generate: %d prefetch tasks, %d bad records", n_pf, n_bad);
+    for (int i = 0; i < pre->n_tasks; i++) CHECK(pre->tasks[i].op != SLM_T_PREFETCH); /* prefill: none */
+    char why[160];
+    CHECKF(!slm_program_check_schedule(gen, why, sizeof why), "%s", why);
+    /* the dump: one prefetch line per task, with its distance */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    slm_program_dump_tasks(gen, f);
+    fclose(f);
+    int lines = 0, found = 0;
+    for (const char *p = text; (p = strstr(p, " prefetch ")); p++) {
+        lines++;
+        int idx = (int)strtol(p - 7 > text ? p - 7 : text, NULL, 10), d = -1, to = -1;
+        const char *q = strstr(p, "for="), *qd = strstr(p, "distance=");
+        if (q && qd && sscanf(q, "for=%d", &to) == 1 && sscanf(qd, "distance=%d", &d) == 1 && idx >= 0 &&
+            idx < gen->n_tasks && gen->tasks[idx].op == SLM_T_PREFETCH && gen->tasks[idx].a == d && gen->tasks[idx].c == to)
+            found++;
+    }
+    CHECKF(lines == n_pf && found == n_pf, "dump: %d prefetch lines, %d matching, %d tasks", lines, found, n_pf);
+    CHECK(strstr(text, "producers=") && strstr(text, "consumers="));
+    free(text);
+    rig_close(&r);
+}
+
+/* ---- hostile blobs ------------------------------------------------------- */
+
+/* The bytes of section `name` in an ELF image. */
+static uint8_t *section(uint8_t *img, size_t n, const char *prefix, uint64_t *size) {
+    Elf64_Ehdr eh;
+    memcpy(&eh, img, sizeof eh);
+    if (eh.e_shoff + (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > n) return NULL;
+    Elf64_Shdr sh[512];
+    if (eh.e_shnum > 512) return NULL;
+    memcpy(sh, img + eh.e_shoff, eh.e_shnum * sizeof *sh);
+    const char *shstr = (const char *)img + sh[eh.e_shstrndx].sh_offset;
+    for (int i = 1; i < eh.e_shnum; i++)
+        if (!strncmp(shstr + sh[i].sh_name, prefix, strlen(prefix))) {
+            *size = sh[i].sh_size;
+            return img + sh[i].sh_offset;
+        }
+    return NULL;
+}
+
+/* Patch the 32-bit field at `off` of the first task record of kind op in
+ * the generate program by `delta`; the blob (no checksum) must be refused
+ * naming `want`. */
+static void refused_when(const uint8_t *img, size_t n, int op, int off, int32_t delta, int byte, const char *want) {
+    uint8_t *w = malloc(n);
+    memcpy(w, img, n);
+    uint64_t size = 0;
+    uint8_t *t = section(w, n, ".slm.tasks.generate", &size);
+    CHECK(t != NULL && size % 160 == 0);
+    int done = 0;
+    for (uint64_t i = 0; t && i < size / 160 && !done; i++) {
+        uint8_t *rec = t + i * 160;
+        if (rec[0] != op) continue;
+        if (byte) {
+            rec[off] = (uint8_t)(rec[off] + delta);
+        } else {
+            int32_t v;
+            memcpy(&v, rec + off, 4);
+            v += delta;
+            memcpy(rec + off, &v, 4);
+        }
+        done = 1;
+    }
+    CHECKF(done, "no task of kind %d", op);
+    slm_blob b;
+    slm_compiled c;
+    slm_tokenizer *tok = NULL;
+    slm_err err = {0};
+    slm_status s = slm_blob_open_mem(&b, w, n, "hostile.blob", SLM_BLOB_NO_CHECKSUM, &c, &tok, &err);
+    CHECKF(s != SLM_OK && strstr(err.msg, want), "%s: %s", want, s ? err.msg : "accepted");
+    if (!s) {
+        slm_tok_free(tok);
+        slm_compiled_free(&c);
+    }
+    free(w);
+}
+
+static void test_hostile_counts(void) {
+    char blob[512];
+    snprintf(blob, sizeof blob, "%s/s260k.blob", g_tmp);
+    char *argv[] = {"staticlm", "compile", "-m", M("stories260K.bin"), "-z", M("tok512.bin"), "-o", blob, NULL};
+    char *o = NULL, *e = NULL;
+    CHECKF(t_run_capture(g_tmp, SLM_CLI_PATH, argv, &o, &e) == 0, "compile: %s", e ? e : "");
+    free(o);
+    free(e);
+    size_t n = 0;
+    uint8_t *img = (uint8_t *)t_read_file(blob, &n);
+    CHECK(img != NULL);
+    if (!img) return;
+    { /* pristine: loads without the checksum too */
+        slm_blob b;
+        slm_compiled c;
+        slm_tokenizer *tok = NULL;
+        slm_err err = {0};
+        CHECKF(slm_blob_open_mem(&b, img, n, "ok.blob", SLM_BLOB_NO_CHECKSUM, &c, &tok, &err) == SLM_OK, "%s", err.msg);
+        slm_tok_free(tok);
+        slm_compiled_free(&c);
+    }
+    /* task record: op 0, count 4, a 28, b 32, c 36, lane 152 */
+    refused_when(img, n, SLM_T_BARRIER, 28, 1, 0, "producers");
+    refused_when(img, n, SLM_T_BARRIER, 28, -1, 0, "producers");
+    refused_when(img, n, SLM_T_BARRIER, 32, 1, 0, "consumers");
+    refused_when(img, n, SLM_T_BARRIER, 4, 1, 0, "count");
+    refused_when(img, n, SLM_T_PREFETCH, 28, 1, 0, "distance");
+    refused_when(img, n, SLM_T_PREFETCH, 36, -1, 0, "prefetch");
+    refused_when(img, n, SLM_T_MATMUL, 152, 1, 1, "lane");
+    refused_when(img, n, SLM_T_MATMUL, 155, 1, 1, "reserved");
+    free(img);
+    unlink(blob);
+}
+
+int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_schedule.XXXXXX");
+    if (!mkdtemp(g_tmp)) return 1;
+    T_RUN(test_same_logits_stories260k);
+    T_RUN(test_same_logits_gguf_q8_0);
+    T_RUN(test_prefetch_tasks);
+    T_RUN(test_hostile_counts);
+    char f[300];
+    snprintf(f, sizeof f, "%s/cmd.out", g_tmp);
+    unlink(f);
+    snprintf(f, sizeof f, "%s/cmd.err", g_tmp);
+    unlink(f);
+    rmdir(g_tmp);
+    T_DONE();
+}
