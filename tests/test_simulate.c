@@ -48,6 +48,10 @@ static void test_profile_parse(void) {
     CHECK(slm_sim_profile_parse(&p, k_good, "good.json", &err) == SLM_OK);
     CHECK(!strcmp(p.name, "toy") && p.estimate == 1 && p.xfer_gbps == 1.0 && p.matrix_units == 2);
     CHECK(p.matrix_gops[SLM_Q4_0] == 4.0 && p.matrix_default_gops == 1.0 && p.tiles_in_flight == 1);
+    {
+        slm_err e2;
+        CHECK(parse_edit("\"q4_0\":4", "\"attention\":3", &e2) == SLM_OK);
+    }
     CHECK(slm_sim_rate(&p, SLM_LANE_MATRIX, SLM_Q4_0_R16) == 4.0); /* repacked: the base type's rate */
     CHECK(slm_sim_rate(&p, SLM_LANE_MATRIX, SLM_Q8_0) == 1.0);
     expect_refused("\"gbps\":1", "\"gbs\":1", "transfer.gbs");               /* a typo */
@@ -94,6 +98,7 @@ static slm_task mm(int n0, int n1) {
     slm_task t;
     memset(&t, 0, sizeof t);
     t.op = SLM_T_MATMUL;
+    t.lane = SLM_LANE_MATRIX;
     t.wtype = SLM_F32;
     t.n = 64, t.k = 16, t.n0 = n0, t.n1 = n1, t.m = 4, t.layer = 0;
     t.ref[SLM_REF_SRC0].space = SLM_SPACE_ARENA;
@@ -181,6 +186,9 @@ static void test_attention_cost(void) {
     slm_sim_task_cost(&p, &prog, &t, 4, 3, 16, &c);
     CHECKF(c.ops == 2.0 * 22 * 37 && c.bytes_read == 7 * 8 * 4 * 2 + 7 * 4 + 4 * 2 * 8 * 4 && c.bytes_written == 256,
            "attention %g ops, %llu read", c.ops, (unsigned long long)c.bytes_read);
+    t.lane = slm_task_lane(t.op); /* as the compiler sets it */
+    CHECK(slm_sim_lane_of(&t) == SLM_LANE_MATRIX);
+    t.lane = SLM_LANE_VECTOR; /* the record decides */
     CHECK(slm_sim_lane_of(&t) == SLM_LANE_VECTOR);
     p.activation_bytes = 2; /* f16 activations and KV: half the bytes */
     slm_sim_task_cost(&p, &prog, &t, 4, 3, 16, &c);
@@ -189,10 +197,11 @@ static void test_attention_cost(void) {
     p.static_rows = 1; /* every row over the whole capacity */
     slm_sim_task_cost(&p, &prog, &t, 4, 3, 16, &c);
     CHECK(c.ops == 2.0 * 4 * 16 * 37);
-    t.op = SLM_T_MATMUL;
-    CHECK(slm_sim_lane_of(&t) == SLM_LANE_MATRIX);
     t.op = SLM_T_COPY_ROW;
-    CHECK(slm_sim_lane_of(&t) == SLM_LANE_XFER);
+    t.lane = slm_task_lane(t.op);
+    CHECK(slm_sim_lane_of(&t) == SLM_LANE_TRANSFER);
+    t.op = SLM_T_PREFETCH; /* a hint: not charged */
+    CHECK(slm_sim_lane_of(&t) == SLM_LANE_COUNT);
 }
 
 #ifdef SLM_HAVE_CJSON

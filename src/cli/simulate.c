@@ -269,7 +269,7 @@ static void print_sum(const slm_sim_profile *p, const prog_sum *s) {
     const int mu = p->matrix_units, vu = p->shared_units ? p->matrix_units : p->vector_units;
     printf("| %s | %d | %d / %d | %.1f | %.2f | %.3f | %.1f%% | %.1f%% | %.1f%% | %.1f%% | %s |\n", s->prog->name,
            s->calls, s->tot.tasks, s->tot.stages, (double)s->tot.bytes / s->calls * 1e-6,
-           (s->tot.ops[SLM_LANE_MATRIX] + s->tot.ops[SLM_LANE_VECTOR]) / s->calls * 1e-9, s->tot.ns / s->calls * 1e-6, 100.0 * s->tot.busy_ns[SLM_LANE_XFER] / ns,
+           (s->tot.ops[SLM_LANE_MATRIX] + s->tot.ops[SLM_LANE_VECTOR]) / s->calls * 1e-9, s->tot.ns / s->calls * 1e-6, 100.0 * s->tot.busy_ns[SLM_LANE_TRANSFER] / ns,
            100.0 * s->tot.busy_ns[SLM_LANE_MATRIX] / (ns * mu), 100.0 * s->tot.busy_ns[SLM_LANE_VECTOR] / (ns * vu),
            100.0 * (s->tot.barrier_ns) / ns, slm_sim_bound(&s->tot));
 }

@@ -103,12 +103,16 @@ static slm_status parse_matrix(const pctx *c, const cJSON *root, slm_sim_profile
             p->matrix_default_gops = m->valuedouble;
             continue;
         }
+        if (m->string && !strcmp(m->string, "attention")) {
+            p->matrix_attention_gops = m->valuedouble;
+            continue;
+        }
         int t = -1;
         for (int i = 0; i < SLM_DTYPE_COUNT && m->string; i++) {
             const char *n = slm_dtype_name((uint32_t)i);
             if (n && slm_dtype_get((uint32_t)i) && !strcmp(n, m->string)) t = i;
         }
-        if (t < 0) return bad(c, key, "not a weight type (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, ...) or 'default'");
+        if (t < 0) return bad(c, key, "not a weight type (f32, f16, bf16, q8_0, q4_0, q4_k, q6_k, ...), 'attention' or 'default'");
         p->matrix_gops[t] = m->valuedouble;
     }
     if (!(p->matrix_default_gops > 0)) return bad(c, "matrix.gops.default", "missing (the rate of other types)");

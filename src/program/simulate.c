@@ -5,26 +5,9 @@
 
 #include "program/simulate.h"
 
-const char *slm_lane_name(slm_lane l) {
-    static const char *const n[SLM_LANE_COUNT] = {"transfer", "matrix", "vector"};
-    return l >= 0 && l < SLM_LANE_COUNT ? n[l] : "none";
-}
-
-/* The one mapping of task kinds to lanes. (When the task record carries a
- * lane of its own, this is the place to read it.) */
 slm_lane slm_sim_lane_of(const slm_task *t) {
-    switch (t->op) {
-    case SLM_T_MATMUL: return SLM_LANE_MATRIX;
-    case SLM_T_COPY_ROW: return SLM_LANE_XFER;
-    case SLM_T_EMBED:
-    case SLM_T_RMSNORM:
-    case SLM_T_ROPE:
-    case SLM_T_ATTENTION:
-    case SLM_T_ADD:
-    case SLM_T_SWIGLU:
-    case SLM_T_BIAS: return SLM_LANE_VECTOR;
-    default: return SLM_LANE_COUNT;
-    }
+    if (t->op == SLM_T_BARRIER || t->op == SLM_T_NOP || t->op == SLM_T_PREFETCH) return SLM_LANE_COUNT;
+    return t->lane < SLM_LANE_COUNT ? (slm_lane)t->lane : (slm_lane)slm_task_lane(t->op);
 }
 
 double slm_sim_rate(const slm_sim_profile *p, slm_lane lane, uint32_t wtype) {
@@ -167,7 +150,7 @@ static int n_units(const slm_sim_profile *p, slm_lane l) {
 
 /* The trace's thread of a unit: 1 = transfer, 2.. = matrix, then vector. */
 static int unit_tid(const slm_sim_profile *p, slm_lane l, int u) {
-    if (l == SLM_LANE_XFER) return 1;
+    if (l == SLM_LANE_TRANSFER) return 1;
     if (l == SLM_LANE_MATRIX || p->shared_units) return 2 + u;
     return 2 + n_units(p, SLM_LANE_MATRIX) + u;
 }
@@ -297,11 +280,12 @@ static void run_task(sim_state *s, const slm_task *t, int index, int rows, slm_s
     const int tr_rows = (t->flags & SLM_TF_ONE_ROW) ? 1 : (p->static_rows ? s->prog->rows : rows);
     uint64_t bytes = c.bytes_read + c.bytes_written;
     r->tasks++;
-    if (lane == SLM_LANE_XFER || lane == SLM_LANE_COUNT) { /* a transfer alone */
+    if (lane == SLM_LANE_COUNT) return; /* a prefetch hint */
+    if (lane == SLM_LANE_TRANSFER) { /* a transfer alone */
         const double xs = s->dma_free > s->stage_start ? s->dma_free : s->stage_start, d = (double)bytes / s->gbps;
         s->dma_free = xs + d;
         s->stage_xfer += d;
-        r->busy_ns[SLM_LANE_XFER] += d;
+        r->busy_ns[SLM_LANE_TRANSFER] += d;
         r->bytes += bytes;
         trace_task(s->tr, slm_task_op_name(t->op), "task", 1, xs, xs + d, s->prog, s->stage, index, t, tr_rows, &c);
         return;
@@ -318,7 +302,9 @@ static void run_task(sim_state *s, const slm_task *t, int index, int rows, slm_s
     if (xs < s->dma_free) xs = s->dma_free;
     const double xd = (double)bytes / s->gbps, xe = xs + xd;
     s->dma_free = xe;
-    const double rate = slm_sim_rate(p, lane, t->wtype) / n_units(p, lane); /* a unit's share */
+    double rate = slm_sim_rate(p, lane, t->wtype);
+    if (lane == SLM_LANE_MATRIX && t->op != SLM_T_MATMUL && p->matrix_attention_gops > 0) rate = p->matrix_attention_gops;
+    rate /= n_units(p, lane); /* a unit's share */
     const double launch = p->launch_ns * c.pieces, work = rate > 0 ? c.ops / rate : 0.0;
     const double cs = xe > u->free ? xe : u->free, ce = cs + launch + work;
     u->free = ce;
@@ -327,7 +313,7 @@ static void run_task(sim_state *s, const slm_task *t, int index, int rows, slm_s
     u->stage_busy[lane] += work;
     s->stage_xfer += xd;
     s->stage_launch += launch;
-    r->busy_ns[SLM_LANE_XFER] += xd;
+    r->busy_ns[SLM_LANE_TRANSFER] += xd;
     r->busy_ns[lane] += work + launch;
     r->launch_ns += launch;
     r->ops[lane] += c.ops;
@@ -355,7 +341,7 @@ static double end_stage(sim_state *s, slm_sim_result *r, double barrier) {
     const double wall = end - s->stage_start;
     const int units = s->p->shared_units ? s->nm : s->nm + s->nv;
     const double over = s->stage_launch / (units > 0 ? units : 1) + barrier;
-    int b = SLM_LANE_XFER;
+    int b = SLM_LANE_TRANSFER;
     double best = s->stage_xfer;
     if (mbusy > best) b = SLM_LANE_MATRIX, best = mbusy;
     if (vbusy > best) b = SLM_LANE_VECTOR, best = vbusy;
@@ -419,9 +405,9 @@ void slm_sim_run(const slm_sim_profile *p, const slm_program *prog, int rows, in
 }
 
 const char *slm_sim_bound(const slm_sim_result *r) {
-    int b = SLM_LANE_XFER;
+    int b = SLM_LANE_TRANSFER;
     for (int l = 1; l < SLM_LANE_COUNT; l++)
         if (r->bound_ns[l] > r->bound_ns[b]) b = l;
     if (r->overhead_ns > r->bound_ns[b]) return "overhead";
-    return slm_lane_name((slm_lane)b);
+    return slm_lane_name(b);
 }

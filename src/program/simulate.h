@@ -25,12 +25,7 @@
 #include "common/dtype.h"
 #include "program/program.h"
 
-typedef enum slm_lane {
-    SLM_LANE_XFER = 0, /* transfer (DMA) */
-    SLM_LANE_MATRIX,   /* matrix engine (DPU) */
-    SLM_LANE_VECTOR,   /* vector DSPs (SHAVE) */
-    SLM_LANE_COUNT
-} slm_lane;
+/* Lanes: slm_lane of program/task.h (each task record names its own). */
 
 #define SLM_SIM_MAX_UNITS 64
 
@@ -47,6 +42,7 @@ typedef struct slm_sim_profile {
     int shared_units;              /* 1: matrix and vector work run on the same units (CPU cores) */
     double matrix_gops[SLM_DTYPE_COUNT]; /* per base weight type (0: use matrix_default_gops) */
     double matrix_default_gops;
+    double matrix_attention_gops;  /* attention tasks on the matrix lane (0: the default rate) */
     double vector_gflops;
     uint64_t scratch_bytes;        /* per unit */
     int tiles_in_flight;           /* buffers per unit: 1 = no overlap, 2 = double buffering */
@@ -67,8 +63,10 @@ slm_status slm_sim_profile_load(slm_sim_profile *p, const char *path, slm_err *e
  * lane); each of its units runs at rate / units. */
 double slm_sim_rate(const slm_sim_profile *p, slm_lane lane, uint32_t wtype);
 
-/* The lane a task's compute runs on (the one place that maps kinds to
- * lanes). BARRIER and NOP: SLM_LANE_COUNT (none). COPY_ROW: transfer only. */
+/* The lane a task runs on: the record's own (set by the compiler); the one
+ * place the simulator asks. BARRIER, NOP and PREFETCH: SLM_LANE_COUNT (not
+ * charged: the matrix task that reads the weights pays their transfer).
+ * COPY_ROW: the transfer lane alone. */
 slm_lane slm_sim_lane_of(const slm_task *t);
 
 /* One task's cost for a call with `rows` valid input rows whose first is at
@@ -117,6 +115,5 @@ void slm_sim_run(const slm_sim_profile *p, const slm_program *prog, int rows, in
 /* The lane that bounds a result ("transfer", "matrix", "vector", or
  * "overhead" when launches and barriers take the most). */
 const char *slm_sim_bound(const slm_sim_result *r);
-const char *slm_lane_name(slm_lane l);
 
 #endif
