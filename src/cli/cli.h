@@ -70,6 +70,9 @@ int slm_cli_perplexity(int argc, char **argv);
 /* staticlm trace: the summary and SVG timeline of a --trace file (src/cli/trace.c). */
 int slm_cli_trace(int argc, char **argv);
 
+/* staticlm simulate: the programs replayed on a device profile (src/cli/simulate.c). */
+int slm_cli_simulate(int argc, char **argv);
+
 /* staticlm bench-features: what variants and the prefix cache save (src/cli/bench_features.c). */
 int slm_cli_bench_features(int argc, char **argv);
 

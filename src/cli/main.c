@@ -34,6 +34,8 @@ static void usage_main(FILE *f) {
             "  chat      a conversation that keeps its KV cache between turns\n"
             "  serve     an OpenAI-compatible HTTP server (chat and text completions)\n"
             "  trace     summarize a --trace file and draw its timeline (--svg)\n"
+            "  simulate  replay the compiled programs on a device profile (CPU, NPU): TTFT,\n"
+            "            time per token, lane utilisation, the best static prompt length\n"
             "\n"
             "  staticlm <command> --help   shows the options of a command\n"
             "  staticlm --version          prints the version, commit, kernel sets and CPU features\n",
@@ -554,6 +556,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "chat")) return slm_cli_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return slm_cli_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "trace")) return slm_cli_trace(argc - 1, argv + 1);
+    if (!strcmp(cmd, "simulate")) return slm_cli_simulate(argc - 1, argv + 1);
     fprintf(stderr, "staticlm: unknown command '%s'\n\n", cmd);
     usage_main(stderr);
     return 2;
