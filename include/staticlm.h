@@ -96,7 +96,20 @@ typedef struct slm_options {
     int verify_cache;           /* cache mode: hash the model and tokenizer files whole even
                                    when their quick identity (size, times, inode, sampled
                                    pages) matches a remembered hash (docs/blob.md) */
+    int kv_type;                /* an slm_kv_type: the KV cache's element type (a compile
+                                   option: a blob holds one and refuses another) */
 } slm_options;
+
+/* The KV cache's element type (slm_options.kv_type). */
+typedef enum slm_kv_type {
+    SLM_KV_DEFAULT = 0, /* SLM_KV_F16 from a source model; a blob's own type */
+    SLM_KV_F32 = 1,
+    SLM_KV_F16 = 2,     /* IEEE half */
+    SLM_KV_Q8_0 = 3     /* GGML's Q8_0 blocks: 32 int8 and an f16 scale (head_dim % 32 == 0) */
+} slm_kv_type;
+
+/* "f32", "f16", "q8_0" -> an slm_kv_type; -1 for anything else. */
+SLM_API int slm_kv_type_parse(const char *name);
 
 /* What generation does when the KV cache is full (the one overflow policy
  * of run, chat and serve). A conversation (chat, serve) applies it to whole
@@ -146,6 +159,7 @@ typedef struct slm_info {
     int prefill_tasks, generate_tasks;
     int n_seqs;     /* KV regions (sessions at once) */
     int batch_max;  /* sequences one batch program decodes together (0: none) */
+    const char *kv_type; /* the KV cache's element type: "f32", "f16" or "q8_0" */
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 

@@ -95,14 +95,14 @@ static void test_variants_zero_copy(void) {
                     int k = slm_program_find_io(p, SLM_IO_PAST_KEY, l), v = slm_program_find_io(p, SLM_IO_PAST_VALUE, l);
                     CHECK(k >= 0 && v >= 0);
                     if (k < 0 || v < 0) continue;
-                    size_t layer = (size_t)var.rt.cap * (size_t)var.rt.kv_dim;
+                    size_t layer = (size_t)var.rt.cap * var.rt.row_bytes;
                     CHECK(var.rt.exec[pi].io_ptr[k] == var.rt.kv + (2 * (size_t)l) * layer);
                     CHECK(var.rt.exec[pi].io_ptr[v] == var.rt.kv + (2 * (size_t)l + 1) * layer);
                 }
             }
             /* the last step's present.0.key view is the row just written */
             int pk = slm_program_find_io(var.rt.gen, SLM_IO_PRESENT_KEY, 0);
-            CHECK(pk >= 0 && var.rt.exec[var.rt.gen - var.c.progs].io_ptr[pk] == var.rt.kv + (size_t)(var.rt.num_stored - 1) * var.rt.kv_dim);
+            CHECK(pk >= 0 && var.rt.exec[var.rt.gen - var.c.progs].io_ptr[pk] == var.rt.kv + (size_t)(var.rt.num_stored - 1) * var.rt.row_bytes);
         }
         /* the 12-token prompt ran through the 16-row variant */
         CHECK(slm_pick_prefill(&var.c, 12)->rows == 16);

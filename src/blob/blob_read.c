@@ -178,6 +178,8 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(c->opt.min_response_len, 0, c->kv_capacity, "min_response_len");
     RANGE(c->opt.lm_head_separate, 0, 0, "lm_head_separate");
     RANGE(c->opt.tile_kb, 0, 1 << 20, "tile_kb");
+    if (!slm_kv_type_ok(c->opt.kv_type) || (c->opt.kv_type == SLM_Q8_0 && m->head_dim % SLM_QK8_0) || (c->opt.kv_type && m->head_dim > 512))
+        return bad(r, "section .slm.config: kv_type %d with head_dim %d: not f32 (0), f16 (1, head_dim <= 512) or q8_0 (8, head_dim a multiple of 32 up to 512)", c->opt.kv_type, m->head_dim);
     if (c->opt.max_prompt_len + c->opt.min_response_len != c->kv_capacity)
         return bad(r, "section .slm.config: max_prompt_len %d + min_response_len %d != kv_capacity %d", c->opt.max_prompt_len,
                    c->opt.min_response_len, c->kv_capacity);
@@ -231,10 +233,12 @@ static slm_status pbad(pctx *q, const char *fmt, ...) {
     return slm_errf(q->r->err, SLM_ERR_FORMAT, "%s: section %s: %s", q->r->name, q->sec, msg);
 }
 
-static int io_dtype_for(int role) {
+static int io_dtype_for(const pctx *q, int role) {
     switch (role) {
     case SLM_IO_INPUT_IDS: case SLM_IO_POSITION_IDS: case SLM_IO_CACHE_POSITION: case SLM_IO_ATTENTION_MASK:
         return SLM_I32;
+    case SLM_IO_PAST_KEY: case SLM_IO_PAST_VALUE: case SLM_IO_PRESENT_KEY: case SLM_IO_PRESENT_VALUE:
+        return q->r->c->opt.kv_type;
     default: return SLM_F32;
     }
 }
@@ -267,7 +271,7 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         int want_rows = 0, want_cols = 1;
         if (role <= SLM_IO_NONE || role >= SLM_IO_ROLE_COUNT) { s = pbad(q, "I/O %d (%s): role %d unknown", i, io->name, role); break; }
         if (io->is_output != want_out) { s = pbad(q, "I/O %d (%s): is_output %d, want %d", i, io->name, io->is_output, want_out); break; }
-        if (io->dtype != io_dtype_for(role)) { s = pbad(q, "I/O %d (%s): dtype %u, want %s", i, io->name, io->dtype, slm_dtype_name((uint32_t)io_dtype_for(role))); break; }
+        if (io->dtype != io_dtype_for(q, role)) { s = pbad(q, "I/O %d (%s): dtype %u, want %s", i, io->name, io->dtype, slm_dtype_name((uint32_t)io_dtype_for(q, role))); break; }
         if (kvrole ? (io->layer < 0 || io->layer >= L) : io->layer != -1) { s = pbad(q, "I/O %d (%s): layer %d out of range", i, io->name, io->layer); break; }
         switch (role) {
         case SLM_IO_INPUT_IDS: case SLM_IO_POSITION_IDS: case SLM_IO_CACHE_POSITION: want_rows = p->rows; break;
@@ -307,14 +311,15 @@ static slm_status check_ref(pctx *q, int ti, int k, uint64_t ext, int is_dst) {
     case SLM_SPACE_IO: {
         if (rf->io >= p->n_io) return pbad(q, "task %d: %s: I/O index %u >= n_io %d", ti, fn[k], rf->io, p->n_io);
         const slm_io_desc *d = &p->io[rf->io];
-        limit = (uint64_t)d->rows * (uint64_t)d->cols * 4;
+        limit = (uint64_t)d->rows * blob_io_bytes(d->dtype, (uint64_t)d->cols);
         space = d->name;
         if (d->role == SLM_IO_PRESENT_KEY || d->role == SLM_IO_PRESENT_VALUE) {
             /* present.* are views at the write index: only compact writes stay in the KV buffer */
             if (!is_dst || !((t->flags & SLM_TF_DST_COMPACT) || (t->flags & SLM_TF_ONE_ROW)) ||
-                (t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM))
-                return pbad(q, "task %d (%s): %s: %s only as a compact matmul/rope/bias/rmsnorm destination", ti, slm_task_op_name(t->op),
-                            fn[k], d->name);
+                (d->dtype == SLM_F32 ? t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM
+                                     : t->op != SLM_T_KV_STORE))
+                return pbad(q, "task %d (%s): %s: %s only as a compact %s destination", ti, slm_task_op_name(t->op),
+                            fn[k], d->name, d->dtype == SLM_F32 ? "matmul/rope/bias/rmsnorm" : "kv_store");
         }
         break;
     }
@@ -365,6 +370,22 @@ static slm_status check_family_fields(pctx *q, int ti) {
     return SLM_OK;
 }
 
+/* The matmul prologue and epilogue flags: on matmuls only, one of each kind. */
+static slm_status check_prologue_epilogue(pctx *q, int ti) {
+    const slm_task *t = &q->p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
+    if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
+    if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
+    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0;
+    if (post_rope && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): a rope epilogue on a non-matmul task", ti, op);
+    if ((t->flags & SLM_TF_POST_ADD) && (t->op != SLM_T_MATMUL || post_rope))
+        return pbad(q, "task %d (%s): an add epilogue on a non-matmul task or with a rope epilogue", ti, op);
+    if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE && !post_rope)
+        return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
+    return SLM_OK;
+}
+
 /* A rope's rotated dimensions (b, or the head size c): the table's pairs;
  * only the neox layout rotates part of a head. */
 static int rope_dims_ok(const pctx *q, const slm_task *t) {
@@ -385,17 +406,9 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
                                SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
-    if ((s = check_family_fields(q, ti))) return s;
+    if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
     const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
-    if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
-    if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
-    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0;
-    if (post_rope && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): a rope epilogue on a non-matmul task", ti, op);
-    const int post_add = (t->flags & SLM_TF_POST_ADD) != 0;
-    if (post_add && (t->op != SLM_T_MATMUL || post_rope))
-        return pbad(q, "task %d (%s): an add epilogue on a non-matmul task or with a rope epilogue", ti, op);
-    if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE && !post_rope)
-        return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
+    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0, post_add = (t->flags & SLM_TF_POST_ADD) != 0;
     if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
@@ -404,6 +417,7 @@ static slm_status check_task(pctx *q, int ti) {
     const uint64_t C = (uint64_t)p->kv_capacity;
 #define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
 #define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
+#define KVR(rows, k, w, dst) do { NEED(blob_kv_ext(q->p, &t->ref[k], t->wtype, rows, w, &ext), "task %d (%s): operand %d not rows of %s KV", ti, op, k, slm_dtype_name(t->wtype)); REF(k, ext, dst); } while (0)
 #define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
     switch (t->op) {
     case SLM_T_NOP: case SLM_T_BARRIER: break;
@@ -482,10 +496,12 @@ static slm_status check_task(pctx *q, int ti) {
         NEED((uint64_t)t->k == C, "task %d (%s): k %d != program KV capacity %llu", ti, op, t->k, (unsigned long long)C);
         NEED(t->ref[SLM_REF_SRC2].ld == t->ref[SLM_REF_SRC1].ld, "task %d (%s): K and V strides differ", ti, op);
         NEED(t->window >= 0, "task %d (%s): window %d negative", ti, op, t->window);
+        NEED(t->wtype == q->r->c->opt.kv_type && (t->wtype != SLM_Q8_0 || t->c % SLM_QK8_0 == 0),
+             "task %d (%s): KV type %u (head_dim %d), the config's is %d", ti, op, t->wtype, t->c, q->r->c->opt.kv_type);
         const uint64_t w = (uint64_t)t->n1 * (uint64_t)t->c, kvw = (uint64_t)t->b * (uint64_t)t->c;
         MAT(R, SLM_REF_SRC0, w, 0);
-        MAT(C, SLM_REF_SRC1, kvw, 0);
-        MAT(C, SLM_REF_SRC2, kvw, 0);
+        KVR(C, SLM_REF_SRC1, kvw, 0);
+        KVR(C, SLM_REF_SRC2, kvw, 0);
         REF(SLM_REF_SRC3, C * 4, 0);
         REF(SLM_REF_SRC4, R * 4, 0);
         MAT(R, SLM_REF_DST, w, 1);
@@ -500,6 +516,13 @@ static slm_status check_task(pctx *q, int ti) {
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
         REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_KV_STORE:
+        NEED(t->wtype != SLM_F32 && t->wtype == q->r->c->opt.kv_type, "task %d (%s): KV type %u, the config's is %d", ti, op,
+             t->wtype, q->r->c->opt.kv_type);
+        NEED(t->n == m->n_kv_heads * m->head_dim, "task %d (%s): n %d != kv_dim", ti, op, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        KVR(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     case SLM_T_SWIGLU:
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
@@ -516,6 +539,7 @@ static slm_status check_task(pctx *q, int ti) {
 #undef NEED
 #undef REF
 #undef MAT
+#undef KVR
     return SLM_OK;
 }
 

@@ -5,6 +5,12 @@
 /* Parse a whole integer / number option in [lo, hi]; 0 (with a message on
  * stderr naming opt) when it is not one. */
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
+/* --kv-type f32|f16|q8_0 into an slm_kv_type; 0 (and a message) otherwise. */
+int slm_cli_parse_kv_type(const char *s, const char *opt, int *out);
+/* The help line of --kv-type (run, compile, chat, serve, bench, perplexity). */
+#define SLM_CLI_KV_TYPE_HELP                                                              \
+    "      --kv-type T           KV cache element type: f32 | f16 | q8_0 (default f16;\n" \
+    "                            a blob keeps the type it was compiled with)\n"
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 
 /* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not
