@@ -204,6 +204,10 @@ SLM_API slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const f
 SLM_API slm_status slm_decode(slm_engine *e, int32_t id, const float **logits);
 SLM_API int slm_num_stored(const slm_engine *e);
 SLM_API int slm_capacity(const slm_engine *e);
+/* Keep the first n_keep stored tokens (0 <= n_keep <= stored); the later
+ * rows are forgotten as if never appended (bench repetitions at a depth
+ * restore the filled cache this way, as llama-bench restores its state). */
+SLM_API void slm_trim(slm_engine *e, int n_keep);
 
 /* ---- sampling --------------------------------------------------------- */
 

@@ -277,14 +277,23 @@ static int32_t rand_id(int vocab) {
     return (int32_t)(g_rand % (uint64_t)vocab);
 }
 
-/* -d N: reset, then N random ids into the KV cache (untimed, as llama-bench's n_depth). */
+/* -d N: N random ids into the KV cache (untimed, as llama-bench's n_depth).
+ * The first fill is kept: later repetitions trim the cache back to it, as
+ * llama-bench restores its saved state at the same depth. */
+static int g_filled = -1; /* the depth the cache was filled to (-1: none) */
 static int fill_depth(slm_engine *e, int32_t *ids, int depth, int vocab) {
+    if (depth > 0 && g_filled == depth && slm_num_stored(e) >= depth) {
+        slm_trim(e, depth);
+        return 1;
+    }
     slm_reset(e);
+    g_filled = -1;
     if (depth <= 0) return 1;
     for (int i = 0; i < depth; i++) ids[i] = rand_id(vocab);
     const float *logits;
     slm_status s = slm_prefill(e, ids, depth, &logits);
     if (s) fprintf(stderr, "staticlm bench: filling the KV cache to depth %d: %s\n", depth, slm_last_error(e));
+    else g_filled = depth;
     return s == SLM_OK;
 }
 

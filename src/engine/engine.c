@@ -613,6 +613,12 @@ int slm_num_stored(const slm_engine *e) {
     slm_rt_select(&((slm_engine *)e)->rt, 0);
     return e->rt.num_stored;
 }
+void slm_trim(slm_engine *e, int n_keep) {
+    if (!e || !e->loaded) return;
+    slm_rt_select(&e->rt, 0);
+    if (n_keep >= 0 && n_keep <= e->rt.num_stored) slm_rt_trim(&e->rt, n_keep);
+}
+
 int slm_capacity(const slm_engine *e) { return e && e->loaded ? e->rt.cap : 0; }
 
 /* Prefill through the prefix cache: on an empty KV cache, restore the
