@@ -387,7 +387,8 @@ static int write_tok(const char *path, int n) {
 }
 
 /* The new families' programs survive a blob: written, validated, read back
- * and run, they give the model file's logits bit for bit. */
+ * and run, they give the model file's logits bit for bit, with every KV
+ * type (the options record keeps it; the KV I/O and tasks validate in it). */
 static void test_arch_blob_roundtrip(void) {
     static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
     int32_t ids[24];
@@ -402,8 +403,11 @@ static void test_arch_blob_roundtrip(void) {
         snprintf(path, sizeof path, "blob_%s.gguf", archs[a]);
         snprintf(bpath, sizeof bpath, "blob_%s.slmblob", archs[a]);
         if (!sy || !write_model(path, sy, SLM_Q8_0, 5)) continue;
+        static const int kts[3] = {SLM_F32, SLM_F16, SLM_Q8_0};
+        for (int kt = 0; kt < 3; kt++) {
+        g_kv_type = kts[kt];
         rig r;
-        if (!rig_open(&r, path, 8, 24)) continue;
+        if (!rig_open_threads(&r, path, 8, 24, 1)) continue;
         slm_err err = {0};
         slm_tokenizer *tok = NULL, *tok2 = NULL;
         slm_blob_ident id;
@@ -419,6 +423,7 @@ static void test_arch_blob_roundtrip(void) {
         CHECKF(ok, "%s: blob: %s", archs[a], err.msg);
         if (ok) {
             CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg)); /* the family fields came back */
+            CHECK(c2.opt.kv_type == kts[kt]);
             slm_runtime rt2;
             if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
                 int same = slm_rt_prefill(&r.rt, ids, 13, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 13, &err) == SLM_OK;
@@ -439,8 +444,10 @@ static void test_arch_blob_roundtrip(void) {
         slm_tok_free(tok);
         slm_tok_free(tok2);
         rig_close(&r);
-        unlink(path);
         unlink(bpath);
+        }
+        g_kv_type = SLM_F32;
+        unlink(path);
     }
     unlink("arch_tok.bin");
 }

@@ -400,7 +400,7 @@ static void test_blob_options_refused(void) {
     char blob[300], cmd[2048], err[300];
     snprintf(blob, sizeof blob, "%s/s.blob", dir);
     snprintf(err, sizeof err, "%s/err.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s compile -m %s -z %s --max-prompt-len 64 -o %s 2>/dev/null", SLM_CLI_PATH,
+    snprintf(cmd, sizeof cmd, "%s compile -m %s -z %s --max-prompt-len 64 --kv-type f16 -o %s 2>/dev/null", SLM_CLI_PATH,
              M("stories260K.bin"), M("tok512.bin"), blob);
     CHECK(system(cmd) == 0);
     static const struct { const char *args, *want1, *want2; } k[] = {
@@ -413,7 +413,8 @@ static void test_blob_options_refused(void) {
         {"--draft " M("stories260K.bin") " --draft-n 2", "--draft-n 2", "draft_n 0"},
         {"--draft-n 2", "--draft-n 2", "needs a draft model"},
         {"--lm-head-threads 2", "--lm-head-threads 2", "not a separate program"},
-        {"--kv-type q8_0", "--kv-type q8_0", "kv_type f32"},
+        {"--kv-type q8_0", "--kv-type q8_0", "kv_type f16"},
+        {"--kv-type f32", "--kv-type f32", "kv_type f16"},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s run -m %s %s -n 4 --temp 0 >/dev/null 2>%s", SLM_CLI_PATH, blob, k[i].args, err);
@@ -424,7 +425,7 @@ static void test_blob_options_refused(void) {
         free(e);
     }
     /* the same values are honoured */
-    snprintf(cmd, sizeof cmd, "%s run -m %s --max-prompt-len 64 --min-response-len 128 --kv-type f32 -n 4 --temp 0 >/dev/null 2>%s",
+    snprintf(cmd, sizeof cmd, "%s run -m %s --max-prompt-len 64 --min-response-len 128 --kv-type f16 -n 4 --temp 0 >/dev/null 2>%s",
              SLM_CLI_PATH, blob, err);
     CHECK(system(cmd) == 0);
 }

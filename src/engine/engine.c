@@ -25,7 +25,7 @@
 
 /* The KV element type of a source model when the caller leaves it to us
  * (SLM_KV_DEFAULT): chosen by tg at depth 4096 (docs/benchmarks.md). */
-#define SLM_KV_DEFAULT_DTYPE SLM_F32
+#define SLM_KV_DEFAULT_DTYPE SLM_F16
 
 
 
