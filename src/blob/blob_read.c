@@ -937,8 +937,8 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
             (unsigned long long)id->weights_hash);
     fprintf(f, "model: %s, dim %d, hidden %d, layers %d, heads %d/%d, head_dim %d, vocab %d, context %d\n", m->arch, m->dim,
             m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len);
-    fprintf(f, "options: max_prompt_len %d, min_response_len %d, kv_capacity %d", c->opt.max_prompt_len,
-            c->opt.min_response_len, c->kv_capacity);
+    fprintf(f, "options: max_prompt_len %d, min_response_len %d, kv_capacity %d, kv_type %s", c->opt.max_prompt_len,
+            c->opt.min_response_len, c->kv_capacity, slm_dtype_name((uint32_t)c->opt.kv_type));
     if (c->opt.matmul_tile_cols) fprintf(f, ", matmul_tile_cols %d", c->opt.matmul_tile_cols);
     if (c->opt.draft_n) fprintf(f, ", draft_n %d", c->opt.draft_n);
     fprintf(f, "\n");
@@ -965,10 +965,11 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
         for (int k = 0; k < p->n_io; k++) {
             const slm_io_desc *d = &p->io[k];
             fprintf(f, "  %-6s %3d %-28s %s[%d,%d]  %s\n", d->is_output ? "output" : "input", k, d->name,
-                    d->dtype == SLM_I32 ? "i32" : "f32", d->rows, d->cols, slm_io_role_name((slm_io_role)d->role));
+                    d->dtype == SLM_I32 ? "i32" : slm_dtype_name(d->dtype), d->rows, d->cols, slm_io_role_name((slm_io_role)d->role));
         }
     }
-    uint64_t kv = (uint64_t)m->n_layers * 2 * (uint64_t)c->kv_capacity * (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim * 4;
+    uint64_t kv = (uint64_t)m->n_layers * 2 * (uint64_t)c->kv_capacity *
+                  blob_io_bytes((uint32_t)c->opt.kv_type, (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim);
     fprintf(f, "\nmemory: weights ");
     print_bytes(f, b->weights_size);
     fprintf(f, " (mapped, %u tensors), KV cache ", b->n_tensors);
