@@ -10,8 +10,9 @@
  *       then one decode step each). Also prefills all N ids at once and
  *       prints how far its last logits are from the decode path's.
  *   slm_logits compare A.bin B.bin
- *       prints max |a - b|, max |b|, their ratio and both argmaxes of two
- *       f32 logit vectors of the same length.
+ *       prints max |a - b|, the range of b (max - min), their ratio, both
+ *       argmaxes and b's top-2 gap, for two f32 logit vectors of the same
+ *       length.
  */
 #include <math.h>
 #include <stdio.h>
@@ -53,12 +54,21 @@ static int compare(const char *a_path, const char *b_path) {
         free(b);
         return 1;
     }
-    double maxd = 0, maxb = 1e-30;
+    /* max |a - b|, the range of b (max - min), their ratio, both argmaxes, and
+     * b's gap between its two largest logits (a differing argmax counts only
+     * where this gap exceeds the difference) */
+    double maxd = 0, bmax = -INFINITY, bmin = INFINITY;
     for (long i = 0; i < na; i++) {
         maxd = fmax(maxd, fabs((double)a[i] - b[i]));
-        maxb = fmax(maxb, fabs((double)b[i]));
+        bmax = fmax(bmax, b[i]);
+        bmin = fmin(bmin, b[i]);
     }
-    printf("%.6g %.6g %.6g %d %d\n", maxd, maxb, maxd / maxb, argmax(a, na), argmax(b, nb));
+    int ab = argmax(b, nb);
+    double second = -INFINITY;
+    for (long i = 0; i < nb; i++)
+        if (i != ab) second = fmax(second, b[i]);
+    double range = fmax(bmax - bmin, 1e-30);
+    printf("%.6g %.6g %.6g %d %d %.6g\n", maxd, range, maxd / range, argmax(a, na), ab, b[ab] - second);
     free(a);
     free(b);
     return 0;

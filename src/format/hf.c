@@ -1,15 +1,20 @@
 /* Hugging Face folders: config.json + safetensors (one file, or shards named
  * by model.safetensors.index.json) -> slm_model_file with GGUF names, for
- * the llama, mistral and qwen2 families.
+ * the llama, mistral, qwen2, qwen3, gemma2, gemma3 and phi3 families
+ * (config.json itself: hf_config.c).
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
  * (PROT_NONE) for all shards, page-rounded, plus an anonymous area; each
  * shard is mapped again read-only with MAP_FIXED at its place in the range,
  * and the anonymous area receives what must be converted: norm and bias
- * vectors stored as BF16/F16 become F32 (the kernels take f32 vectors), a
- * tensor whose data is not aligned to its element size is copied, and Llama
- * 3 scaling gets its rope_freqs.weight. The range is laid out without gaps,
+ * vectors stored as BF16/F16 become F32 (the kernels take f32 vectors),
+ * gemma's norm gains become 1 + w (as llama.cpp's converter stores them,
+ * added here in f32 as transformers does), a tensor whose data is not
+ * aligned to its element size is copied, Llama 3 scaling gets its
+ * rope_freqs.weight and phi3's LongRoPE its rope_factors_long/short.weight.
+ * phi3's fused qkv_proj and gate_up_proj become attn_q/k/v and
+ * ffn_gate/up as row ranges of the same bytes (no copy). The range is laid out without gaps,
  * so all of m->map is readable, and slm_unmap releases it in one call.
  *
  * HF matrices are [out, in] row-major, which is GGUF's ne {in, out}: nothing
@@ -26,20 +31,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "format/model.h"
+#include "format/hf.h"
 #include "format/safetensors.h"
 
 #ifndef SLM_HAVE_CJSON
-
-slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
-                               const char *name, slm_err *err) {
-    (void)c;
-    (void)json;
-    (void)len;
-    if (rope_freqs) *rope_freqs = NULL;
-    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: built without JSON support (cJSON not found)",
-                    name ? name : "config.json");
-}
 
 slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
     return slm_errf(err, SLM_ERR_UNSUPPORTED,
@@ -55,254 +50,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
 
 #define HF_MAX_JSON (64u << 20)
 #define HF_MAX_SHARDS 4096
-
-/* ---- config.json ----------------------------------------------------------- */
-
-static const cJSON *item(const cJSON *o, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return v && !cJSON_IsNull(v) ? v : NULL; /* null counts as absent */
-}
-
-static slm_status cfg_int(const cJSON *o, const char *file, const char *key, int required, int *v, slm_err *err) {
-    const cJSON *x = item(o, key);
-    if (!x) {
-        if (required) return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key '%s'", file, key);
-        return SLM_OK;
-    }
-    double d = cJSON_IsNumber(x) ? x->valuedouble : NAN;
-    if (!cJSON_IsNumber(x) || !isfinite(d) || floor(d) != d)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer", file, key);
-    if (d < 1 || d > INT32_MAX)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %.17g is out of range (1..%d)", file, key, d, INT32_MAX);
-    *v = (int)d;
-    return SLM_OK;
-}
-
-static slm_status cfg_num(const cJSON *o, const char *file, const char *key, double *v, slm_err *err) {
-    const cJSON *x = item(o, key);
-    if (!x) return SLM_OK;
-    if (!cJSON_IsNumber(x) || !isfinite(x->valuedouble))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a number", file, key);
-    *v = x->valuedouble;
-    return SLM_OK;
-}
-
-static slm_status cfg_bool(const cJSON *o, const char *file, const char *key, int *v, slm_err *err) {
-    const cJSON *x = item(o, key);
-    if (!x) return SLM_OK;
-    if (!cJSON_IsBool(x)) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected true or false", file, key);
-    *v = cJSON_IsTrue(x);
-    return SLM_OK;
-}
-
-/* A string for messages: printable ASCII, at most 40 bytes. */
-static const char *pstr(const char *s, char *buf, size_t cap) {
-    size_t n = 0;
-    for (; s[n] && n + 4 < cap && n < 40; n++) {
-        unsigned char ch = (unsigned char)s[n];
-        buf[n] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
-    }
-    if (s[n]) buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
-    buf[n] = 0;
-    return buf;
-}
-
-/* Llama 3 RoPE scaling: llama.cpp's converter (LlamaModel, rope_freqs) in
- * float32 as it computes them: freqs = 1 / base^(2i/d); wavelen = 2 pi /
- * freq; below old_ctx/high_freq_factor -> 1; above old_ctx/low_freq_factor ->
- * factor; between -> 1 / ((1 - smooth)/factor + smooth), smooth =
- * (old_ctx/wavelen - low)/(high - low). */
-static slm_status llama3_factors(const cJSON *rs, const char *file, int head_dim, double base, float **out,
-                                 slm_err *err) {
-    double factor = 8.0, low = 1.0, high = 4.0, old_ctx = 8192.0;
-    slm_status s;
-    if ((s = cfg_num(rs, file, "factor", &factor, err)) || (s = cfg_num(rs, file, "low_freq_factor", &low, err)) ||
-        (s = cfg_num(rs, file, "high_freq_factor", &high, err)) ||
-        (s = cfg_num(rs, file, "original_max_position_embeddings", &old_ctx, err)))
-        return s;
-    if (!(factor >= 1.0 && factor <= 1024.0) || !(low > 0) || !(high > low) || !(old_ctx >= 1.0 && old_ctx <= 1e9))
-        return slm_errf(err, SLM_ERR_FORMAT,
-                        "%s: key 'rope_scaling': llama3 needs factor in 1..1024, 0 < low_freq_factor < "
-                        "high_freq_factor, original_max_position_embeddings >= 1 (have %g, %g, %g, %g)",
-                        file, factor, low, high, old_ctx);
-    int n = head_dim / 2;
-    float *f = slm_malloc((size_t)n * sizeof *f);
-    if (!f) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", file);
-    const float lo_wl = (float)(old_ctx / low), hi_wl = (float)(old_ctx / high);
-    for (int i = 0; i < n; i++) {
-        float freq = 1.0f / powf((float)base, (float)(2 * i) / (float)head_dim);
-        float wavelen = (float)(2.0 * M_PI) / freq;
-        if (wavelen < hi_wl) f[i] = 1.0f;
-        else if (wavelen > lo_wl) f[i] = (float)factor;
-        else {
-            float smooth = ((float)old_ctx / wavelen - (float)low) / (float)(high - low);
-            f[i] = 1.0f / ((1.0f - smooth) / (float)factor + smooth);
-        }
-    }
-    *out = f;
-    return SLM_OK;
-}
-
-/* Sliding window: mistral when set; qwen2 only with use_sliding_window,
- * and then on the layers from max_window_layers on (all of them or none
- * is what we run). */
-static slm_status parse_window(const cJSON *root, const char *file, const char *A, slm_model_config *c,
-                               slm_err *err) {
-    slm_status s;
-    int win = 0;
-    const cJSON *sw = item(root, "sliding_window");
-    if (sw && !(cJSON_IsNumber(sw) && sw->valuedouble == 0) && (s = cfg_int(root, file, "sliding_window", 0, &win, err)))
-        return s; /* 0 (or null): none */
-    if (!strcmp(A, "mistral")) c->sliding_window = win;
-    else if (!strcmp(A, "qwen2") && win) {
-        int use = 0, mwl = 0;
-        const cJSON *x = item(root, "max_window_layers");
-        if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) return s;
-        if (use && x) {
-            if (!cJSON_IsNumber(x) || x->valuedouble < 0 || floor(x->valuedouble) != x->valuedouble)
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'max_window_layers': expected an integer", file);
-            mwl = x->valuedouble >= c->n_layers ? c->n_layers : (int)x->valuedouble;
-        }
-        if (use && mwl > 0 && mwl < c->n_layers)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED,
-                            "%s: key 'max_window_layers' = %d: a sliding window on some layers only is not supported",
-                            file, mwl);
-        if (use && mwl == 0) c->sliding_window = win;
-    }
-    return SLM_OK;
-}
-
-/* rope_scaling: none, "linear" (c->rope_scale) or "llama3" (*rope_freqs,
- * heap, head_dim/2 divisors; c->rope_freqs = 1). */
-static slm_status parse_rope_scaling(const cJSON *root, const char *file, double theta, slm_model_config *c,
-                                     float **rope_freqs, slm_err *err) {
-    slm_status s;
-    const cJSON *rs = item(root, "rope_scaling");
-    if (!rs) return SLM_OK;
-    if (!cJSON_IsObject(rs)) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': expected an object", file);
-    const cJSON *t = item(rs, "rope_type");
-    if (!t) t = item(rs, "type");
-    const char *ts = t && cJSON_IsString(t) && t->valuestring ? t->valuestring : NULL;
-    if (t && !ts) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': 'rope_type' is not a string", file);
-    if (!ts || !strcmp(ts, "default")) return SLM_OK;
-    if (!strcmp(ts, "linear")) {
-        double f = 1.0;
-        if ((s = cfg_num(rs, file, "factor", &f, err))) return s;
-        if (!(f >= 1.0 && f <= 1024.0))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': factor %g is out of range (1..1024)", file, f);
-        c->rope_scale = (float)f;
-        return SLM_OK;
-    }
-    if (!strcmp(ts, "llama3")) {
-        if (c->dim % c->n_heads || c->head_dim < 2 || c->head_dim % 2 || c->head_dim > (1 << 20))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_scaling': head size %d/%d is not an even integer", file,
-                            c->dim, c->n_heads);
-        if ((s = llama3_factors(rs, file, c->head_dim, theta, rope_freqs, err))) return s;
-        c->rope_freqs = 1;
-        return SLM_OK;
-    }
-    char b[64];
-    return slm_errf(err, SLM_ERR_UNSUPPORTED,
-                    "%s: key 'rope_scaling': type '%s' is not supported (supported: linear, llama3)", file,
-                    pstr(ts, b, sizeof b));
-}
-
-slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
-                               const char *name, slm_err *err) {
-    const char *file = name ? name : "config.json";
-    slm_status s = SLM_OK;
-    *rope_freqs = NULL;
-    memset(c, 0, sizeof *c);
-    slm_json_init_hooks();
-    slm_json_oom_clear();
-    cJSON *root = cJSON_ParseWithLength(json, len);
-    if (!root && slm_json_oom()) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing the JSON", file);
-    if (!root) return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", file);
-    if (!cJSON_IsObject(root)) {
-        s = slm_errf(err, SLM_ERR_FORMAT, "%s: not a JSON object", file);
-        goto done;
-    }
-    const cJSON *mt = item(root, "model_type");
-    if (!mt) {
-        s = slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key 'model_type'", file);
-        goto done;
-    }
-    if (!cJSON_IsString(mt) || !mt->valuestring) {
-        s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'model_type': expected a string", file);
-        goto done;
-    }
-    static const char *const types[] = {"llama", "mistral", "qwen2"};
-    const char *A = NULL;
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++)
-        if (!strcmp(mt->valuestring, types[i])) A = types[i];
-    if (!A) {
-        char b[64];
-        s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: %s)", file,
-                     pstr(mt->valuestring, b, sizeof b), SLM_SUPPORTED_ARCHS);
-        goto done;
-    }
-    snprintf(c->arch, sizeof c->arch, "%s", A);
-    double theta = 10000.0, eps = 1e-6;
-    int tie = 0;
-    if ((s = cfg_int(root, file, "hidden_size", 1, &c->dim, err)) ||
-        (s = cfg_int(root, file, "intermediate_size", 1, &c->hidden_dim, err)) ||
-        (s = cfg_int(root, file, "num_hidden_layers", 1, &c->n_layers, err)) ||
-        (s = cfg_int(root, file, "num_attention_heads", 1, &c->n_heads, err)))
-        goto done;
-    c->n_kv_heads = c->n_heads;
-    if ((s = cfg_int(root, file, "num_key_value_heads", 0, &c->n_kv_heads, err)) ||
-        (s = cfg_int(root, file, "vocab_size", 1, &c->vocab_size, err)) ||
-        (s = cfg_int(root, file, "max_position_embeddings", 1, &c->context_len, err)) ||
-        (s = cfg_num(root, file, "rope_theta", &theta, err)) || (s = cfg_num(root, file, "rms_norm_eps", &eps, err)) ||
-        (s = cfg_bool(root, file, "tie_word_embeddings", &tie, err)))
-        goto done;
-    if (!(theta > 0 && theta < 1e30) || !(eps > 0 && eps < 1)) {
-        s = slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range", file,
-                     !(theta > 0 && theta < 1e30) ? "rope_theta" : "rms_norm_eps",
-                     !(theta > 0 && theta < 1e30) ? theta : eps);
-        goto done;
-    }
-    c->rope_base = (float)theta;
-    c->norm_eps = (float)eps;
-    c->tied_embeddings = tie;
-    c->rope_scale = 1.0f;
-    c->rope_neox = 1; /* HF checkpoints rotate halves; llama.cpp permutes Q/K instead */
-    c->qkv_bias = !strcmp(A, "qwen2");
-    c->head_dim = c->dim / c->n_heads;
-
-    const cJSON *act = item(root, "hidden_act");
-    if (act && (!cJSON_IsString(act) || !act->valuestring || strcmp(act->valuestring, "silu"))) {
-        char b[64];
-        s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'hidden_act': '%s' is not supported (silu only)", file,
-                     cJSON_IsString(act) && act->valuestring ? pstr(act->valuestring, b, sizeof b) : "?");
-        goto done;
-    }
-    int hd = 0;
-    if ((s = cfg_int(root, file, "head_dim", 0, &hd, err))) goto done;
-    if (hd && (c->dim % c->n_heads || hd != c->dim / c->n_heads)) {
-        s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'head_dim' = %d: only hidden_size / num_attention_heads = %d/%d "
-                     "is supported", file, hd, c->dim, c->n_heads);
-        goto done;
-    }
-    int ab = 0, mb = 0;
-    if ((s = cfg_bool(root, file, "attention_bias", &ab, err)) || (s = cfg_bool(root, file, "mlp_bias", &mb, err)))
-        goto done;
-    if ((ab && strcmp(A, "qwen2")) || mb) {
-        s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = true: biases are supported on Q/K/V only (qwen2)",
-                     file, mb ? "mlp_bias" : "attention_bias");
-        goto done;
-    }
-
-    if ((s = parse_window(root, file, A, c, err))) goto done;
-    if ((s = parse_rope_scaling(root, file, theta, c, rope_freqs, err))) goto done;
-done:
-    cJSON_Delete(root);
-    if (s) {
-        slm_xfree(*rope_freqs);
-        *rope_freqs = NULL;
-    }
-    return s;
-}
+#define pstr slm_hf_pstr
 
 /* ---- files ------------------------------------------------------------------ */
 
@@ -365,31 +113,73 @@ typedef struct shard {
     uint64_t off;     /* place in the range */
 } shard;
 
-/* The GGUF name of an HF tensor; 0 when unknown, 2 when ignorable. *vec: a
- * norm or bias vector (must be f32). */
-static int gguf_name(const char *hf, char *out, size_t cap, int *vec) {
-    static const struct { const char *hf, *gg; int vec; } top[] = {
-        {"model.embed_tokens.weight", "token_embd.weight", 0},
-        {"model.norm.weight", "output_norm.weight", 1},
-        {"lm_head.weight", "output.weight", 0},
+/* What an HF tensor is. */
+enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP };
+/* The families (bits), by slm_model_config.arch. */
+enum { B_LLAMA = 1, B_MISTRAL = 2, B_QWEN2 = 4, B_QWEN3 = 8, B_GEMMA2 = 16, B_GEMMA3 = 32, B_PHI3 = 64 };
+#define B_ALL 127
+#define B_GEMMA (B_GEMMA2 | B_GEMMA3)
+
+static int fam_bit(const char *arch) {
+    static const char *const a[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    for (int i = 0; i < 7; i++)
+        if (!strcmp(arch, a[i])) return 1 << i;
+    return 0;
+}
+
+/* Gemma3ForConditionalGeneration: the text model's name without its
+ * prefix (language_model.model.X or model.language_model.X -> model.X;
+ * language_model.lm_head.weight -> lm_head.weight) into buf; NULL for the
+ * vision tower and projector (ignored); hf itself otherwise. */
+static const char *strip_multimodal(const char *hf, char *buf, size_t cap) {
+    static const char *const skip[] = {"vision_tower.", "multi_modal_projector.", "multimodal_projector.",
+                                       "vision_model.", "model.vision_tower.", "model.multi_modal_projector."};
+    for (size_t i = 0; i < sizeof skip / sizeof skip[0]; i++)
+        if (!strncmp(hf, skip[i], strlen(skip[i]))) return NULL;
+    if (!strncmp(hf, "language_model.", 15)) return hf + 15;
+    if (!strncmp(hf, "model.language_model.", 21)) {
+        snprintf(buf, cap, "model.%s", hf + 21);
+        return buf;
+    }
+    return hf;
+}
+
+/* The GGUF name of an HF tensor of the family fb; 0 when unknown (or not
+ * of this family), 2 when ignorable. *kind: K_MAT, K_VEC (a bias: f32),
+ * K_NORM (a gain: f32, gemma's 1 + w), or fused (phi3: the name is the
+ * first part's). */
+static int gguf_name(const char *hf, int fb, int multimodal, char *out, size_t cap, int *kind) {
+    static const struct { const char *hf, *gg; int kind, fams; } top[] = {
+        {"model.embed_tokens.weight", "token_embd.weight", K_MAT, B_ALL},
+        {"model.norm.weight", "output_norm.weight", K_NORM, B_ALL},
+        {"lm_head.weight", "output.weight", K_MAT, B_ALL},
     };
-    static const struct { const char *hf, *gg; int vec; } layer[] = {
-        {"input_layernorm.weight", "attn_norm.weight", 1},
-        {"self_attn.q_proj.weight", "attn_q.weight", 0},
-        {"self_attn.k_proj.weight", "attn_k.weight", 0},
-        {"self_attn.v_proj.weight", "attn_v.weight", 0},
-        {"self_attn.q_proj.bias", "attn_q.bias", 1},
-        {"self_attn.k_proj.bias", "attn_k.bias", 1},
-        {"self_attn.v_proj.bias", "attn_v.bias", 1},
-        {"self_attn.o_proj.weight", "attn_output.weight", 0},
-        {"post_attention_layernorm.weight", "ffn_norm.weight", 1},
-        {"mlp.gate_proj.weight", "ffn_gate.weight", 0},
-        {"mlp.up_proj.weight", "ffn_up.weight", 0},
-        {"mlp.down_proj.weight", "ffn_down.weight", 0},
+    static const struct { const char *hf, *gg; int kind, fams; } layer[] = {
+        {"input_layernorm.weight", "attn_norm.weight", K_NORM, B_ALL},
+        {"self_attn.q_proj.weight", "attn_q.weight", K_MAT, B_ALL & ~B_PHI3},
+        {"self_attn.k_proj.weight", "attn_k.weight", K_MAT, B_ALL & ~B_PHI3},
+        {"self_attn.v_proj.weight", "attn_v.weight", K_MAT, B_ALL & ~B_PHI3},
+        {"self_attn.qkv_proj.weight", "attn_q.weight", K_QKV, B_PHI3},
+        {"self_attn.q_proj.bias", "attn_q.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
+        {"self_attn.k_proj.bias", "attn_k.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
+        {"self_attn.v_proj.bias", "attn_v.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3},
+        {"self_attn.o_proj.weight", "attn_output.weight", K_MAT, B_ALL},
+        {"post_attention_layernorm.weight", "ffn_norm.weight", K_NORM, B_ALL & ~B_GEMMA},
+        {"post_attention_layernorm.weight", "post_attention_norm.weight", K_NORM, B_GEMMA},
+        {"pre_feedforward_layernorm.weight", "ffn_norm.weight", K_NORM, B_GEMMA},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", K_NORM, B_GEMMA},
+        {"mlp.gate_proj.weight", "ffn_gate.weight", K_MAT, B_ALL & ~B_PHI3},
+        {"mlp.up_proj.weight", "ffn_up.weight", K_MAT, B_ALL & ~B_PHI3},
+        {"mlp.gate_up_proj.weight", "ffn_gate.weight", K_GATE_UP, B_PHI3},
+        {"mlp.down_proj.weight", "ffn_down.weight", K_MAT, B_ALL},
     };
+    char buf[160];
+    if (multimodal && !(hf = strip_multimodal(hf, buf, sizeof buf))) return 2;
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (!strcmp(hf, top[i].hf)) {
-            *vec = top[i].vec;
+            *kind = top[i].kind;
             snprintf(out, cap, "%s", top[i].gg);
             return 1;
         }
@@ -403,8 +193,8 @@ static int gguf_name(const char *hf, char *out, size_t cap, int *vec) {
     p++;
     if (!strcmp(p, "self_attn.rotary_emb.inv_freq")) return 2; /* recomputed from the config */
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-        if (!strcmp(p, layer[i].hf)) {
-            *vec = layer[i].vec;
+        if ((layer[i].fams & fb) && !strcmp(p, layer[i].hf)) {
+            *kind = layer[i].kind;
             snprintf(out, cap, "blk.%ld.%s", n, layer[i].gg);
             return 1;
         }
@@ -413,12 +203,15 @@ static int gguf_name(const char *hf, char *out, size_t cap, int *vec) {
 
 static uint32_t elem_size(uint32_t t) { return t == SLM_F32 ? 4 : 2; }
 
-/* One tensor of the result, before placing. */
+/* One tensor of the result, before placing: a whole safetensors tensor or
+ * rows [row0, row0 + rows) of a fused one. */
 typedef struct pending {
     const slm_st_tensor *src;
     char name[64];    /* GGUF name */
     int shard;
-    int convert;      /* 1: to f32; 2: copied as is (misaligned) */
+    int convert;      /* 1: to f32 (plus 1 when add_one); 2: copied as is (misaligned) */
+    int add_one;      /* gemma's RMSNorm gain: 1 + w */
+    int64_t row0, rows; /* rows 0: the whole tensor */
     uint64_t extra_off, extra_bytes;
 } pending;
 
@@ -448,9 +241,10 @@ typedef struct hf_load {
     int n_sh;
     pending *pend;            /* the tensors taken, in shard order */
     int n_pend, cap_pend;
-    float *rope;              /* Llama 3 rope_freqs (head_dim/2), or NULL */
+    slm_hf_info info;         /* config.json beyond the config: rope vectors, prefixes, fused, 1 + w */
+    int n_rope;               /* rope vectors in info.vecs: rope_freqs (1) or LongRoPE long, short (2) */
     uint64_t extra;           /* bytes of the anonymous area */
-    uint64_t rope_off;        /* rope_freqs' place in it */
+    uint64_t rope_off;        /* the rope vectors' place in it */
     uint8_t *ex;              /* the anonymous area, once mapped */
     slm_err *err;
 } hf_load;
@@ -543,9 +337,10 @@ static slm_status open_shards(hf_load *L) {
     return SLM_OK;
 }
 
-/* Take tensor t of shard i (GGUF name gn) and reserve what it needs in
- * the anonymous area. */
-static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int vec) {
+/* Take rows [row0, row0 + rows) of tensor t of shard i (rows 0: all of
+ * it) as GGUF name gn, and reserve what it needs in the anonymous area. */
+static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int kind, int64_t row0,
+                              int64_t rows) {
     const shard *sh = L->sh;
     char b[64];
     if (L->n_pend == L->cap_pend) {
@@ -559,9 +354,14 @@ static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const c
     memset(p, 0, sizeof *p);
     p->src = t;
     p->shard = i;
+    p->row0 = row0;
+    p->rows = rows;
     snprintf(p->name, sizeof p->name, "%s", gn);
     uint64_t addr_off = sh[i].st.data_start + t->begin, nbytes = t->end - t->begin;
-    if (vec && t->type != SLM_F32) p->convert = 1, p->extra_bytes = nbytes / 2 * 4;
+    if (rows) nbytes = nbytes / (uint64_t)t->shape[0] * (uint64_t)rows;
+    p->add_one = kind == K_NORM && L->info.norm_plus_one;
+    if ((kind == K_VEC || kind == K_NORM) && (t->type != SLM_F32 || p->add_one))
+        p->convert = 1, p->extra_bytes = t->type == SLM_F32 ? nbytes : nbytes / 2 * 4;
     else if (addr_off % elem_size(t->type)) p->convert = 2, p->extra_bytes = nbytes;
     if (p->convert) {
         p->extra_off = L->extra;
@@ -576,23 +376,54 @@ static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const c
     return SLM_OK;
 }
 
+/* phi3's fused matrices as row ranges: qkv_proj -> attn_q, attn_k, attn_v
+ * (Q rows, then K, then V); gate_up_proj -> ffn_gate, ffn_up (gate rows
+ * first), as transformers' Phi3 splits them. gn is the first part's name. */
+static slm_status take_fused(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int kind) {
+    const slm_model_config *c = &L->m->cfg;
+    const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim,
+                  F = c->hidden_dim;
+    const int64_t want = kind == K_QKV ? qd + 2 * kvd : 2 * F;
+    char b[64];
+    if (t->n_dims != 2 || t->shape[0] != want)
+        return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': %lld rows, the config needs %lld (%s)",
+                        L->sh[i].shown, pstr(t->name, b, sizeof b), (long long)(t->n_dims ? t->shape[0] : 0),
+                        (long long)want, kind == K_QKV ? "q + k + v" : "2 x intermediate_size");
+    char name[64];
+    int l = atoi(gn + 4); /* "blk.N." */
+    slm_status s;
+    if (kind == K_QKV) {
+        snprintf(name, sizeof name, "blk.%d.attn_k.weight", l);
+        if ((s = take_tensor(L, i, t, gn, K_MAT, 0, qd)) || (s = take_tensor(L, i, t, name, K_MAT, qd, kvd))) return s;
+        snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
+        return take_tensor(L, i, t, name, K_MAT, qd + kvd, kvd);
+    }
+    snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l);
+    if ((s = take_tensor(L, i, t, gn, K_MAT, 0, F))) return s;
+    return take_tensor(L, i, t, name, K_MAT, F, F);
+}
+
 /* The tensors we take (GGUF names), and what the anonymous area must hold. */
 static slm_status plan_tensors(hf_load *L) {
     slm_status s;
+    const int fb = fam_bit(L->m->cfg.arch);
     for (int i = 0; i < L->n_sh; i++)
         for (int j = 0; j < L->sh[i].st.n_tensors; j++) {
             const slm_st_tensor *t = &L->sh[i].st.tensors[j];
             char gn[64], b[64];
-            int vec = 0, r = gguf_name(t->name, gn, sizeof gn, &vec);
+            int kind = K_MAT, r = gguf_name(t->name, fb, L->info.multimodal, gn, sizeof gn, &kind);
             if (r == 2) continue;
             if (r == 0)
                 return slm_errf(L->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': not part of a %s model that staticlm runs",
                                 L->sh[i].shown, pstr(t->name, b, sizeof b), L->m->cfg.arch);
             if (!strcmp(gn, "output.weight") && L->m->cfg.tied_embeddings) continue; /* tie_word_embeddings */
-            if ((s = take_tensor(L, i, t, gn, vec))) return s;
+            if (kind == K_QKV || kind == K_GATE_UP) s = take_fused(L, i, t, gn, kind);
+            else s = take_tensor(L, i, t, gn, kind, 0, 0);
+            if (s) return s;
         }
+    L->n_rope = L->m->cfg.rope_freqs ? 1 : L->m->cfg.rope_long ? 2 : 0;
     L->rope_off = L->extra;
-    if (L->rope) L->extra += (uint64_t)(L->m->cfg.head_dim / 2) * 4;
+    if (L->n_rope) L->extra += (uint64_t)L->info.n_vecs * 4;
     return SLM_OK;
 }
 
@@ -633,56 +464,87 @@ static slm_status map_range(hf_load *L) {
     return SLM_OK;
 }
 
-/* m->tensors from the plan, converting into the anonymous area; then the
- * area becomes read-only. */
+/* A tensor of the result from its plan: converted into the anonymous area
+ * (ex) when it must be. */
+static void fill_one(slm_tensor *o, const pending *p, uint8_t *ex) {
+    const slm_st_tensor *t = p->src;
+    memcpy(o->name, p->name, sizeof o->name);
+    o->type = t->type;
+    o->n_dims = t->n_dims ? t->n_dims : 1;
+    for (int d = 0; d < 4; d++) o->ne[d] = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) o->ne[d] = t->shape[t->n_dims - 1 - d];
+    o->data = t->data;
+    o->nbytes = t->end - t->begin;
+    if (p->rows) { /* a part of a fused matrix */
+        const uint64_t rb = o->nbytes / (uint64_t)t->shape[0];
+        o->ne[1] = p->rows;
+        o->data = (const uint8_t *)t->data + (uint64_t)p->row0 * rb;
+        o->nbytes = (uint64_t)p->rows * rb;
+    }
+    if (p->convert == 1) {
+        float *f = (float *)(ex + p->extra_off);
+        const float one = p->add_one ? 1.0f : 0.0f;
+        uint64_t n = o->nbytes / elem_size(t->type);
+        const uint8_t *src = o->data;
+        for (uint64_t k = 0; k < n; k++) {
+            if (t->type == SLM_F32) {
+                float v;
+                memcpy(&v, src + 4 * k, 4);
+                f[k] = v + one;
+                continue;
+            }
+            uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
+            f[k] = (t->type == SLM_BF16 ? slm_bf16_to_f32(h) : slm_f16_to_f32(h)) + one;
+        }
+        o->type = SLM_F32;
+        o->data = f;
+        o->nbytes = n * 4;
+    } else if (p->convert == 2) {
+        memcpy(ex + p->extra_off, o->data, (size_t)o->nbytes);
+        o->data = ex + p->extra_off;
+    }
+}
+
+/* m->tensors from the plan, converting into the anonymous area, then the
+ * rope vectors (rope_freqs.weight, or rope_factors_long / _short.weight);
+ * then the area becomes read-only. */
 static slm_status fill_tensors(hf_load *L) {
     slm_model_file *m = L->m;
     uint8_t *ex = L->ex;
-    int n_t = L->n_pend + (L->rope ? 1 : 0);
+    int n_t = L->n_pend + L->n_rope;
     m->tensors = slm_calloc(n_t ? (size_t)n_t : 1, sizeof *m->tensors);
     if (!m->tensors) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory for %d tensors", L->dir, n_t);
-    for (int i = 0; i < L->n_pend; i++) {
-        const pending *p = &L->pend[i];
-        const slm_st_tensor *t = p->src;
-        slm_tensor *o = &m->tensors[i];
-        memcpy(o->name, p->name, sizeof o->name);
-        o->type = t->type;
-        o->n_dims = t->n_dims ? t->n_dims : 1;
-        for (int d = 0; d < 4; d++) o->ne[d] = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++) o->ne[d] = t->shape[t->n_dims - 1 - d];
-        o->data = t->data;
-        o->nbytes = t->end - t->begin;
-        if (p->convert == 1) {
-            float *f = (float *)(ex + p->extra_off);
-            uint64_t n = o->nbytes / 2;
-            const uint8_t *src = t->data;
-            for (uint64_t k = 0; k < n; k++) {
-                uint16_t h = (uint16_t)(src[2 * k] | src[2 * k + 1] << 8);
-                f[k] = t->type == SLM_BF16 ? slm_bf16_to_f32(h) : slm_f16_to_f32(h);
-            }
-            o->type = SLM_F32;
-            o->data = f;
-            o->nbytes = n * 4;
-        } else if (p->convert == 2) {
-            memcpy(ex + p->extra_off, t->data, (size_t)o->nbytes);
-            o->data = ex + p->extra_off;
-        }
-    }
-    if (L->rope) {
-        slm_tensor *o = &m->tensors[L->n_pend];
-        snprintf(o->name, sizeof o->name, "rope_freqs.weight");
+    for (int i = 0; i < L->n_pend; i++) fill_one(&m->tensors[i], &L->pend[i], ex);
+    for (int j = 0; j < L->n_rope; j++) {
+        slm_tensor *o = &m->tensors[L->n_pend + j];
+        const int n = L->info.n_vecs / L->n_rope;
+        snprintf(o->name, sizeof o->name, "%s",
+                 L->n_rope == 1 ? "rope_freqs.weight" : j ? "rope_factors_short.weight" : "rope_factors_long.weight");
         o->type = SLM_F32;
         o->n_dims = 1;
-        o->ne[0] = m->cfg.head_dim / 2;
+        o->ne[0] = n;
         o->ne[1] = o->ne[2] = o->ne[3] = 1;
-        o->nbytes = (uint64_t)o->ne[0] * 4;
-        memcpy(ex + L->rope_off, L->rope, (size_t)o->nbytes);
-        o->data = ex + L->rope_off;
+        o->nbytes = (uint64_t)n * 4;
+        memcpy(ex + L->rope_off + o->nbytes * (uint64_t)j, L->info.vecs + (size_t)n * (size_t)j, (size_t)o->nbytes);
+        o->data = ex + L->rope_off + o->nbytes * (uint64_t)j;
     }
     m->n_tensors = n_t;
     const long page = sysconf(_SC_PAGESIZE) > 0 ? sysconf(_SC_PAGESIZE) : 4096;
     const uint64_t pg = (uint64_t)page, extra_mapped = (L->extra + pg - 1) / pg * pg;
     if (extra_mapped) mprotect(ex, (size_t)extra_mapped, PROT_READ);
+    return SLM_OK;
+}
+
+/* vocab_size absent (gemma3's text_config): the embedding's rows. */
+static slm_status vocab_from_embed(hf_load *L) {
+    const slm_tensor *e = slm_model_tensor(L->m, "token_embd.weight");
+    if (!e)
+        return slm_errf(L->err, SLM_ERR_FORMAT, "%s: no 'vocab_size' in config.json and no 'model.embed_tokens.weight'",
+                        L->dir);
+    if (e->n_dims != 2 || e->ne[1] < 1 || e->ne[1] > (1 << 24))
+        return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor 'model.embed_tokens.weight': %lld rows (no 'vocab_size' in "
+                        "config.json to check it)", L->dir, (long long)e->ne[1]);
+    L->m->cfg.vocab_size = (int)e->ne[1];
     return SLM_OK;
 }
 
@@ -702,10 +564,11 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
     snprintf(shown, sizeof shown, "%s/config.json", L->dir);
     if ((s = folder_name(m, "config.json", L->path, sizeof L->path, err))) goto out;
     if ((s = read_small(L->path, shown, 1, &cfg_json, &cfg_len, err))) goto out;
-    if ((s = slm_hf_parse_config(&m->cfg, &L->rope, cfg_json, cfg_len, shown, err))) goto out;
+    if ((s = slm_hf_config(&m->cfg, &L->info, cfg_json, cfg_len, shown, err))) goto out;
     if ((s = find_shards(L)) || (s = open_shards(L)) || (s = plan_tensors(L)) || (s = map_range(L)) ||
         (s = fill_tensors(L)))
         goto out;
+    if (L->info.vocab_from_embed && (s = vocab_from_embed(L))) goto out;
 
     /* no lm_head: tied */
     if (!slm_model_tensor(m, "output.weight")) m->cfg.tied_embeddings = 1;
@@ -727,7 +590,7 @@ out:
     }
     slm_xfree(L->sh);
     slm_xfree(L->pend);
-    slm_xfree(L->rope);
+    slm_xfree(L->info.vecs);
     slm_xfree(L->idx_json);
     cJSON_Delete(L->index);
     slm_xfree(cfg_json);

@@ -16,7 +16,7 @@
 typedef enum slm_model_kind { SLM_MODEL_LLAMA2C = 1, SLM_MODEL_GGUF = 2, SLM_MODEL_HF = 3 } slm_model_kind;
 
 typedef struct slm_model_config {
-    char arch[32];     /* "llama", "mistral" or "qwen2" */
+    char arch[32];     /* "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3" */
     int dim;           /* embedding width */
     int hidden_dim;    /* FFN width */
     int n_layers;
@@ -110,7 +110,9 @@ const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
 slm_status slm_llama2c_load(slm_model_file *m, slm_err *err);
 slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err);
 /* hf: a Hugging Face folder (m->path): config.json and model.safetensors,
- * or shards listed by model.safetensors.index.json; llama, mistral, qwen2.
+ * or shards listed by model.safetensors.index.json; llama, mistral, qwen2,
+ * qwen3, gemma2, gemma3 (gemma3_text, or Gemma3ForConditionalGeneration's
+ * text part), phi3.
  * Maps every shard into one reserved address range (m->map covers it all),
  * converts norm and bias vectors to f32 in an anonymous area at its end, and
  * names tensors as GGUF does. Needs cJSON (else SLM_ERR_UNSUPPORTED). */
@@ -118,7 +120,8 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
 /* config.json (len bytes, `name` for messages) -> c. When it asks for
  * Llama 3 RoPE scaling, *rope_freqs receives head_dim/2 frequency divisors
  * (slm_malloc'd; as llama.cpp's converter computes rope_freqs.weight) and
- * c->rope_freqs = 1; otherwise *rope_freqs = NULL. */
+ * c->rope_freqs = 1; for LongRoPE (phi3) the long then the short factors,
+ * rope_dims/2 each, and c->rope_long = 2; otherwise *rope_freqs = NULL. */
 slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
                                const char *name, slm_err *err);
 /* Checks shared by every loader: the name index (duplicate names refused),

@@ -43,6 +43,12 @@ seeds() { # target -> corpus dir
       printf '\001{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":3,"seed":7,"stop":["a","bc"],"stream":true,"stream_options":{"include_usage":true},"n":1,"model":"m"}' > "$d/chat.json"
       printf '\000{"prompt":["Once upon a time"],"max_completion_tokens":16,"stop":"x"} ' > "$d/completion.json"
       printf '\001{"messages":[{"role":"developer","content":null},{"role":"tool","content":"\\u00e9\\ud83d\\ude00"}]} junk' > "$d/trailing.json" ;;
+    fuzz_safetensors) # the bytes are read as a safetensors image and as config.json
+      printf '{"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "sliding_window": 8, "sliding_window_pattern": 3, "rope_scaling": {"rope_type": "linear", "factor": 2.0}, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]}}' > "$d/gemma3.json"
+      printf '{"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 100, "max_position_embeddings": 128, "query_pre_attn_scalar": 24, "final_logit_softcapping": null, "sliding_window": 4}' > "$d/gemma2.json"
+      printf '{"model_type": "phi3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 128, "partial_rotary_factor": 0.75, "original_max_position_embeddings": 16, "rope_scaling": {"type": "longrope", "long_factor": [1, 2, 3, 4, 5, 6], "short_factor": [1, 1, 1, 1, 1, 1]}}' > "$d/phi3.json"
+      printf '{"model_type": "qwen3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "head_dim": 24, "vocab_size": 100, "max_position_embeddings": 128, "rope_scaling": {"rope_type": "llama3"}}' > "$d/qwen3.json"
+      printf '{"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}' > "$d/gemma3_v5.json" ;;
     fuzz_blob)
       # a small blob: stories260K with short programs, compiled by the CLI
       [ -f "$SHARED/models/stories260K.bin" ] || { echo "$d"; return; }

@@ -1,0 +1,973 @@
+/* Hugging Face folders of the qwen3, gemma2, gemma3 (gemma3_text, and the
+ * text part of Gemma3ForConditionalGeneration) and phi3 families, written
+ * here with tiny random weights (BF16, F16, F32; one file or shards), loaded
+ * with slm_model_open(DIR) and run through the compiled programs; logits at
+ * every position against the double-precision reference forward and
+ * against the same weights written as a GGUF the way llama.cpp's converter
+ * would (gemma gains 1 + w, phi3's fused matrices kept fused, LongRoPE
+ * factors as tensors, the family keys). Malformed configs of each family
+ * are refused with messages that name the file and the key; every
+ * allocation failure while opening a folder is refused cleanly. */
+#include <math.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/dtype.h"
+#include "compiler/compiler.h"
+#include "format/gguf.h"
+#include "format/model.h"
+#include "ref_forward.h"
+#include "runtime/runtime.h"
+#include "t.h"
+#include "rig.h"
+#include "st_write.h"
+#include "staticlm.h"
+
+static uint64_t g_rng;
+static double urand(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+/* ---- a family's folder ------------------------------------------------------ */
+
+typedef struct fam {
+    const char *type;   /* model_type */
+    int D, F, L, H, KV, hd, V, ctx;
+    const char *mat, *vec; /* dtypes of matrices and of norm vectors */
+    int shards, pad;    /* as test_hf.c: shards + index; data area at 8k + pad */
+    int untied;         /* 1: lm_head.weight written */
+    int window;         /* sliding_window (gemma2/3) */
+    int pattern;        /* gemma3 sliding_window_pattern (0: not written) */
+    int layer_types;    /* 1: layer_types written (from window / pattern) */
+    int qpas;           /* query_pre_attn_scalar (gemma) */
+    float attn_cap, final_cap; /* gemma2 soft-caps (written) */
+    float linear;       /* rope_scaling linear factor (> 1) */
+    float theta;
+    int rope_dims;      /* phi3: partial_rotary_factor = rope_dims / hd */
+    int orig_ctx;       /* phi3: LongRoPE with this original context */
+    int multimodal;     /* gemma3: 1 language_model.model.X, 2 model.language_model.X */
+    int sparse;         /* gemma3 multimodal: only the keys Google's configs give (defaults for the rest) */
+    int gguf;           /* 1: also compared with a GGUF twin */
+} fam;
+
+static int is(const fam *s, const char *t) { return !strcmp(s->type, t); }
+static int gemma(const fam *s) { return is(s, "gemma2") || is(s, "gemma3") || is(s, "gemma3_text"); }
+static int gemma3(const fam *s) { return is(s, "gemma3") || is(s, "gemma3_text"); }
+static int phi3(const fam *s) { return is(s, "phi3"); }
+
+typedef struct weights {
+    st_item it[160];
+    float *f[160];
+    int n;
+} weights;
+
+static float round_to(const char *dt, float x) {
+    if (!strcmp(dt, "F16")) return slm_f16_to_f32(slm_f32_to_f16(x));
+    if (!strcmp(dt, "BF16")) return slm_bf16_to_f32(slm_f32_to_bf16(x));
+    return x;
+}
+
+static float *add_w(weights *w, const char *name, const char *dt, int64_t rows, int64_t cols, float scale, float bias) {
+    st_item *t = &w->it[w->n];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = dt;
+    t->n_dims = rows > 0 ? 2 : 1;
+    t->shape[0] = rows > 0 ? rows : cols;
+    t->shape[1] = cols;
+    size_t n = (size_t)((rows > 0 ? rows : 1) * cols);
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = round_to(dt, bias + scale * nrand());
+    t->f = w->f[w->n++] = f;
+    return f;
+}
+
+/* The text model's prefix: "model." or a multimodal one. */
+static const char *prefix(const fam *s) {
+    return s->multimodal == 1 ? "language_model.model." : s->multimodal == 2 ? "model.language_model." : "model.";
+}
+
+static void make_weights(weights *w, const fam *s, uint64_t seed) {
+    g_rng = seed;
+    memset(w, 0, sizeof *w);
+    const int qd = s->hd * s->H, kvd = s->hd * s->KV;
+    const float sd = 1.0f / sqrtf((float)s->D), sh = 1.0f / sqrtf((float)s->F), sq = 1.0f / sqrtf((float)qd);
+    /* gemma's gains are stored as w around 0 (applied as 1 + w); the others around 1 */
+    const float nb = gemma(s) ? 0.0f : 1.0f;
+    char n[128];
+    const char *pre = prefix(s);
+    if (s->multimodal) { /* a vision tower and projector, ignored */
+        add_w(w, s->multimodal == 1 ? "vision_tower.vision_model.embeddings.patch_embedding.bias"
+                                    : "model.vision_tower.vision_model.embeddings.patch_embedding.bias",
+              "F32", 0, 8, 1.0f, 0.0f);
+        add_w(w, s->multimodal == 1 ? "multi_modal_projector.mm_input_projection_weight"
+                                    : "model.multi_modal_projector.mm_input_projection_weight",
+              s->mat, 8, 8, 1.0f, 0.0f);
+    }
+    snprintf(n, sizeof n, "%sembed_tokens.weight", pre);
+    add_w(w, n, s->mat, s->V, s->D, 1.0f, 0.0f);
+    for (int l = 0; l < s->L; l++) {
+#define NM(x) (snprintf(n, sizeof n, "%slayers.%d." x, pre, l), n)
+        add_w(w, NM("input_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        if (phi3(s)) {
+            add_w(w, NM("self_attn.qkv_proj.weight"), s->mat, qd + 2 * kvd, s->D, sd, 0.0f);
+        } else {
+            add_w(w, NM("self_attn.q_proj.weight"), s->mat, qd, s->D, sd, 0.0f);
+            add_w(w, NM("self_attn.k_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
+            add_w(w, NM("self_attn.v_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
+        }
+        if (is(s, "qwen3") || gemma3(s)) {
+            add_w(w, NM("self_attn.q_norm.weight"), s->vec, 0, s->hd, 0.2f, nb);
+            add_w(w, NM("self_attn.k_norm.weight"), s->vec, 0, s->hd, 0.2f, nb);
+        }
+        add_w(w, NM("self_attn.o_proj.weight"), s->mat, s->D, qd, sq, 0.0f);
+        add_w(w, NM("post_attention_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        if (gemma(s)) {
+            add_w(w, NM("pre_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+            add_w(w, NM("post_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        }
+        if (phi3(s)) {
+            add_w(w, NM("mlp.gate_up_proj.weight"), s->mat, 2 * s->F, s->D, sd, 0.0f);
+        } else {
+            add_w(w, NM("mlp.gate_proj.weight"), s->mat, s->F, s->D, sd, 0.0f);
+            add_w(w, NM("mlp.up_proj.weight"), s->mat, s->F, s->D, sd, 0.0f);
+        }
+        add_w(w, NM("mlp.down_proj.weight"), s->mat, s->D, s->F, sh, 0.0f);
+#undef NM
+    }
+    snprintf(n, sizeof n, "%snorm.weight", pre);
+    add_w(w, n, s->vec, 0, s->D, 0.1f, nb);
+    if (s->untied) add_w(w, s->multimodal == 1 ? "language_model.lm_head.weight" : "lm_head.weight", s->mat, s->V, s->D,
+                         2.0f * sd, 0.0f);
+}
+
+static void free_weights(weights *w) {
+    for (int i = 0; i < w->n; i++) free(w->f[i]);
+    w->n = 0;
+}
+
+/* The phi3 attention factor, as transformers and llama.cpp's converter compute it. */
+static double longrope_attn(const fam *s) {
+    double sc = (double)s->ctx / s->orig_ctx;
+    return sc > 1.0 ? sqrt(1.0 + log(sc) / log((double)s->orig_ctx)) : 1.0;
+}
+static double long_f(int i) { return 1.0 + 0.5 * i; }
+static double short_f(int i) { return 1.0 + 0.05 * i; }
+
+/* 1 when layer l slides (gemma2: even layers; gemma3: l % p < p - 1). */
+static int layer_slides(const fam *s, int l) {
+    if (!s->window) return 0;
+    const int p = is(s, "gemma2") ? 2 : s->pattern ? s->pattern : 6;
+    return l % p < p - 1;
+}
+
+/* The text model's keys (text_config for the multimodal one), at o. */
+static int text_keys(char *o, size_t cap, const fam *s) {
+    int n = 0;
+#define P(...) (n += snprintf(o + n, cap - (size_t)n, __VA_ARGS__))
+    P("\"model_type\": \"%s\", \"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d",
+      s->multimodal ? "gemma3_text" : s->type, s->D, s->F, s->L);
+    if (s->sparse) {
+        P(", \"sliding_window\": %d}", s->window);
+        return n;
+    }
+    P(", \"num_attention_heads\": %d, \"num_key_value_heads\": %d, \"head_dim\": %d, \"vocab_size\": %d", s->H, s->KV,
+      s->hd, s->V);
+    P(", \"max_position_embeddings\": %d, \"rope_theta\": %.1f, \"rms_norm_eps\": 1e-06", s->ctx, (double)s->theta);
+    P(", \"tie_word_embeddings\": %s, \"torch_dtype\": \"bfloat16\", \"attention_bias\": false",
+      s->untied ? "false" : "true");
+    if (gemma(s)) {
+        P(", \"hidden_activation\": \"gelu_pytorch_tanh\", \"hidden_act\": \"gelu_pytorch_tanh\"");
+        P(", \"query_pre_attn_scalar\": %d, \"sliding_window\": %d", s->qpas, s->window);
+    } else {
+        P(", \"hidden_act\": \"silu\"");
+    }
+    if (is(s, "gemma2"))
+        P(", \"attn_logit_softcapping\": %.1f, \"final_logit_softcapping\": %.1f", (double)s->attn_cap,
+          (double)s->final_cap);
+    if (gemma3(s))
+        P(", \"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, \"rope_local_base_freq\": 10000.0");
+    if (gemma3(s) && s->pattern) P(", \"sliding_window_pattern\": %d", s->pattern);
+    if (s->layer_types) {
+        P(", \"layer_types\": [");
+        for (int l = 0; l < s->L; l++) P("%s\"%s\"", l ? ", " : "", layer_slides(s, l) ? "sliding_attention" : "full_attention");
+        P("]");
+    }
+    if (is(s, "qwen3")) P(", \"use_sliding_window\": false, \"sliding_window\": null, \"max_window_layers\": %d", s->L);
+    if (s->linear > 1.0f) P(", \"rope_scaling\": {\"factor\": %.1f, \"rope_type\": \"linear\"}", (double)s->linear);
+    if (phi3(s)) {
+        P(", \"sliding_window\": 2047, \"partial_rotary_factor\": %.17g, \"resid_pdrop\": 0.0",
+          (double)s->rope_dims / s->hd);
+        if (s->orig_ctx) {
+            P(", \"original_max_position_embeddings\": %d, \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": [",
+              s->orig_ctx);
+            for (int i = 0; i < s->rope_dims / 2; i++) P("%s%.17g", i ? ", " : "", long_f(i));
+            P("], \"short_factor\": [");
+            for (int i = 0; i < s->rope_dims / 2; i++) P("%s%.17g", i ? ", " : "", short_f(i));
+            P("]}");
+        }
+    }
+    P("}");
+#undef P
+    return n;
+}
+
+static void write_config(const char *dir, const fam *s) {
+    char path[512], buf[8192];
+    int n;
+    if (s->multimodal) {
+        n = snprintf(buf, sizeof buf, "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": "
+                     "\"gemma3\", \"mm_tokens_per_image\": 256, \"vision_config\": {\"model_type\": \"siglip_vision_model\", "
+                     "\"hidden_size\": 8}, \"text_config\": {");
+        n += text_keys(buf + n, sizeof buf - (size_t)n, s);
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "}\n");
+    } else {
+        n = snprintf(buf, sizeof buf, "{\"architectures\": [\"X\"], ");
+        n += text_keys(buf + n, sizeof buf - (size_t)n, s);
+        n += snprintf(buf + n, sizeof buf - (size_t)n, "\n");
+    }
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    t_write_file(path, buf, (size_t)n);
+}
+
+static void rm_dir(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
+}
+
+static int write_hf(const char *dir, const fam *s, const weights *w) {
+    rm_dir(dir);
+    mkdir(dir, 0755);
+    write_config(dir, s);
+    char path[512];
+    if (!s->shards) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        return write_st(path, w->it, w->n, s->pad);
+    }
+    size_t cap = 64 + (size_t)w->n * 200, il = 0;
+    char *idx = malloc(cap);
+    il += (size_t)snprintf(idx, cap, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    int ok = 1;
+    for (int k = 0; k < s->shards; k++) {
+        st_item part[160];
+        int np = 0;
+        for (int i = k; i < w->n; i += s->shards) {
+            part[np++] = w->it[i];
+            il += (size_t)snprintf(idx + il, cap - il, "%s\"%s\": \"model-%05d-of-%05d.safetensors\"",
+                                   il > 60 ? ", " : "", w->it[i].name, k + 1, s->shards);
+        }
+        snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, k + 1, s->shards);
+        ok &= write_st(path, part, np, s->pad);
+    }
+    il += (size_t)snprintf(idx + il, cap - il, "}}\n");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    ok &= t_write_file(path, idx, il);
+    free(idx);
+    return ok;
+}
+
+/* ---- the GGUF twin ------------------------------------------------------------ */
+
+/* The GGUF name llama.cpp's converter gives an HF tensor (after the text
+ * prefix); NULL for the vision tensors. */
+static const char *twin_name(const fam *s, const char *hf, char *out, size_t cap) {
+    const char *pre = prefix(s);
+    if (!strcmp(hf, "lm_head.weight") || !strcmp(hf, "language_model.lm_head.weight")) return "output.weight";
+    if (strncmp(hf, pre, strlen(pre))) return NULL;
+    hf += strlen(pre);
+    if (!strcmp(hf, "embed_tokens.weight")) return "token_embd.weight";
+    if (!strcmp(hf, "norm.weight")) return "output_norm.weight";
+    int l = atoi(hf + 7); /* "layers.N." */
+    const char *rest = strchr(hf + 7, '.') + 1;
+    static const char *const map[][2] = {
+        {"input_layernorm.weight", "attn_norm"}, {"self_attn.q_proj.weight", "attn_q"},
+        {"self_attn.k_proj.weight", "attn_k"}, {"self_attn.v_proj.weight", "attn_v"},
+        {"self_attn.qkv_proj.weight", "attn_qkv"}, {"self_attn.q_norm.weight", "attn_q_norm"},
+        {"self_attn.k_norm.weight", "attn_k_norm"}, {"self_attn.o_proj.weight", "attn_output"},
+        {"pre_feedforward_layernorm.weight", "ffn_norm"}, {"post_feedforward_layernorm.weight", "post_ffw_norm"},
+        {"mlp.gate_proj.weight", "ffn_gate"}, {"mlp.up_proj.weight", "ffn_up"}, {"mlp.gate_up_proj.weight", "ffn_up"},
+        {"mlp.down_proj.weight", "ffn_down"}};
+    const char *to = NULL;
+    if (!strcmp(rest, "post_attention_layernorm.weight")) to = gemma(s) ? "post_attention_norm" : "ffn_norm";
+    for (size_t j = 0; !to && j < sizeof map / sizeof map[0]; j++)
+        if (!strcmp(rest, map[j][0])) to = map[j][1];
+    snprintf(out, cap, "blk.%d.%s.weight", l, to ? to : "?");
+    return out;
+}
+
+static int write_gguf(const char *path, const fam *s, const weights *w) {
+    const char *A = is(s, "gemma3_text") ? "gemma3" : s->type;
+    slm_gguf_writer *g = slm_gguf_writer_new();
+    char k[96];
+#define K(x) (snprintf(k, sizeof k, "%s." x, A), k)
+    slm_gguf_set_str(g, "general.architecture", A);
+    slm_gguf_set_u32(g, K("embedding_length"), (uint32_t)s->D);
+    slm_gguf_set_u32(g, K("feed_forward_length"), (uint32_t)s->F);
+    slm_gguf_set_u32(g, K("block_count"), (uint32_t)s->L);
+    slm_gguf_set_u32(g, K("attention.head_count"), (uint32_t)s->H);
+    slm_gguf_set_u32(g, K("attention.head_count_kv"), (uint32_t)s->KV);
+    slm_gguf_set_u32(g, K("attention.key_length"), (uint32_t)s->hd);
+    slm_gguf_set_u32(g, K("attention.value_length"), (uint32_t)s->hd);
+    slm_gguf_set_u32(g, K("context_length"), (uint32_t)s->ctx);
+    slm_gguf_set_u32(g, K("vocab_size"), (uint32_t)s->V);
+    slm_gguf_set_f32(g, K("rope.freq_base"), s->theta);
+    slm_gguf_set_f32(g, K("attention.layer_norm_rms_epsilon"), 1e-6f);
+    if (s->window) slm_gguf_set_u32(g, K("attention.sliding_window"), (uint32_t)s->window);
+    if (gemma3(s)) {
+        slm_gguf_set_u32(g, K("attention.sliding_window_pattern"), (uint32_t)(s->pattern ? s->pattern : 6));
+        slm_gguf_set_f32(g, K("rope.freq_base_swa"), 10000.0f);
+    }
+    if (is(s, "gemma2")) {
+        slm_gguf_set_f32(g, K("attn_logit_softcapping"), s->attn_cap);
+        slm_gguf_set_f32(g, K("final_logit_softcapping"), s->final_cap);
+    }
+    if (s->linear > 1.0f) {
+        slm_gguf_set_str(g, K("rope.scaling.type"), "linear");
+        slm_gguf_set_f32(g, K("rope.scaling.factor"), s->linear);
+    }
+    if (phi3(s)) slm_gguf_set_u32(g, K("rope.dimension_count"), (uint32_t)s->rope_dims);
+    float *lf = NULL, *sf = NULL;
+    if (s->orig_ctx) {
+        slm_gguf_set_u32(g, K("rope.scaling.original_context_length"), (uint32_t)s->orig_ctx);
+        slm_gguf_set_f32(g, K("rope.scaling.attn_factor"), (float)longrope_attn(s));
+        const int h = s->rope_dims / 2;
+        lf = malloc(sizeof(float) * (size_t)h);
+        sf = malloc(sizeof(float) * (size_t)h);
+        for (int i = 0; i < h; i++) lf[i] = (float)long_f(i), sf[i] = (float)short_f(i);
+        int64_t ne[1] = {h};
+        slm_gguf_add_tensor(g, "rope_factors_long.weight", SLM_F32, 1, ne, lf, sizeof(float) * (uint64_t)h);
+        slm_gguf_add_tensor(g, "rope_factors_short.weight", SLM_F32, 1, ne, sf, sizeof(float) * (uint64_t)h);
+    }
+#undef K
+    void *keep[160];
+    int nk = 0;
+    for (int i = 0; i < w->n; i++) {
+        const st_item *t = &w->it[i];
+        char buf[64];
+        const char *gn = twin_name(s, t->name, buf, sizeof buf);
+        if (!gn) continue;
+        int64_t rows = t->n_dims == 2 ? t->shape[0] : 1, cols = t->n_dims == 2 ? t->shape[1] : t->shape[0];
+        float *f = malloc(sizeof(float) * (size_t)(rows * cols));
+        memcpy(f, t->f, sizeof(float) * (size_t)(rows * cols));
+        if (t->n_dims == 1 && gemma(s)) /* the converter's 1 + w */
+            for (int64_t j = 0; j < cols; j++) f[j] += 1.0f;
+        uint32_t type = t->n_dims == 1 || !strcmp(t->dtype, "F32") ? SLM_F32
+                        : !strcmp(t->dtype, "F16")                 ? SLM_F16
+                                                                   : SLM_BF16;
+        uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
+        void *data = f;
+        if (type != SLM_F32) {
+            data = malloc((size_t)(rb * (uint64_t)rows));
+            for (int64_t r = 0; r < rows; r++) slm_quantize_row(type, f + r * cols, (uint8_t *)data + r * rb, cols);
+            free(f);
+        }
+        keep[nk++] = data;
+        int64_t ne[2] = {cols, rows};
+        slm_gguf_add_tensor(g, gn, type, t->n_dims == 2 ? 2 : 1, ne, data, rb * (uint64_t)rows);
+    }
+    slm_err err = {0};
+    slm_status st = slm_gguf_write(g, path, &err);
+    CHECKF(st == SLM_OK, "write %s: %s", path, err.msg);
+    slm_gguf_writer_free(g);
+    for (int i = 0; i < nk; i++) free(keep[i]);
+    free(lf);
+    free(sf);
+    return st == SLM_OK;
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+static double rel_err(const float *a, const float *b, int n) {
+    double md = 0, mr = 1e-6;
+    for (int i = 0; i < n; i++) {
+        md = fmax(md, fabs((double)a[i] - b[i]));
+        mr = fmax(mr, fabs((double)b[i]));
+    }
+    return isnan(a[0]) ? INFINITY : md / mr;
+}
+
+/* The config the folder must give. */
+static void check_config(const char *name, const fam *s, const rig *a) {
+    const slm_model_config *c = &a->m.cfg;
+    const int g = gemma(s), g3 = gemma3(s);
+    CHECKF(!strcmp(c->arch, g3 ? "gemma3" : s->type) && c->dim == s->D && c->hidden_dim == s->F && c->n_layers == s->L &&
+               c->n_heads == s->H && c->n_kv_heads == s->KV && c->head_dim == s->hd && c->vocab_size == s->V &&
+               c->context_len == s->ctx && c->rope_neox == 1 && c->tied_embeddings == !s->untied,
+           "%s: sizes not as written (arch %s, head_dim %d, vocab %d, ctx %d)", name, c->arch, c->head_dim,
+           c->vocab_size, c->context_len);
+    CHECKF(c->qk_norm == (is(s, "qwen3") || g3) && c->post_norms == g && c->ffn_gelu == g, "%s: family flags", name);
+    CHECKF(c->embed_scale == (g ? sqrtf((float)s->D) : 0.0f), "%s: embed_scale %g", name, (double)c->embed_scale);
+    CHECKF(!g || fabsf(c->attn_scale - 1.0f / sqrtf((float)s->qpas)) < 1e-7f, "%s: attn_scale %g", name,
+           (double)c->attn_scale);
+    CHECKF(c->sliding_window == s->window, "%s: sliding_window %d", name, c->sliding_window);
+    for (int l = 0; l < s->L; l++) CHECKF(slm_layer_swa(c, l) == layer_slides(s, l), "%s: layer %d window", name, l);
+    CHECKF(c->attn_softcap == (is(s, "gemma2") ? s->attn_cap : 0.0f) &&
+               c->final_softcap == (is(s, "gemma2") ? s->final_cap : 0.0f),
+           "%s: soft-caps %g %g", name, (double)c->attn_softcap, (double)c->final_softcap);
+    CHECKF(c->rope_base == s->theta && c->rope_scale == (s->linear > 1.0f ? s->linear : 1.0f), "%s: rope %g x %g", name,
+           (double)c->rope_base, (double)c->rope_scale);
+    CHECKF(!g3 || !s->window || (c->rope_base_swa == 10000.0f && c->rope_scale_swa == 1.0f), "%s: local rope", name);
+    CHECKF(slm_rope_dims(c) == (phi3(s) ? s->rope_dims : s->hd), "%s: rope dims %d", name, slm_rope_dims(c));
+    CHECKF(c->rope_long == (s->orig_ctx ? 2 : 0) && c->rope_orig_ctx == s->orig_ctx &&
+               fabs(c->rope_attn_factor - (s->orig_ctx ? longrope_attn(s) : 0.0)) < 1e-6,
+           "%s: LongRoPE %d %d %g", name, c->rope_long, c->rope_orig_ctx, (double)c->rope_attn_factor);
+    CHECK(a->m.kind == SLM_MODEL_HF && a->m.gguf == NULL);
+}
+
+/* What the loader converted: gemma's gains 1 + w in f32 (inside the
+ * mapping); phi3's parts pointing into the fused bytes. */
+static void check_tensors(const char *name, const fam *s, const rig *a, const weights *w) {
+    const slm_model_file *m = &a->m;
+    char hn[128];
+    snprintf(hn, sizeof hn, "%slayers.1.post_attention_layernorm.weight", prefix(s));
+    const float *src = NULL;
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->it[i].name, hn)) src = w->f[i];
+    const slm_tensor *t = slm_model_tensor(m, gemma(s) ? "blk.1.post_attention_norm.weight" : "blk.1.ffn_norm.weight");
+    CHECKF(src && t && t->type == SLM_F32 && t->ne[0] == s->D && (const uint8_t *)t->data >= (const uint8_t *)m->map.data &&
+               (const uint8_t *)t->data + t->nbytes <= (const uint8_t *)m->map.data + m->map.size,
+           "%s: norm tensor", name);
+    for (int i = 0; src && t && i < s->D; i++) {
+        float v;
+        memcpy(&v, (const float *)t->data + i, 4);
+        CHECKF(v == src[i] + (gemma(s) ? 1.0f : 0.0f), "%s: gain %d = %g, stored %g", name, i, (double)v, (double)src[i]);
+    }
+    if (phi3(s)) {
+        const slm_tensor *q = slm_model_tensor(m, "blk.0.attn_q.weight"), *k = slm_model_tensor(m, "blk.0.attn_k.weight"),
+                         *v = slm_model_tensor(m, "blk.0.attn_v.weight"), *gt = slm_model_tensor(m, "blk.0.ffn_gate.weight"),
+                         *up = slm_model_tensor(m, "blk.0.ffn_up.weight");
+        const uint64_t rb = slm_row_bytes(q ? q->type : SLM_F16, (uint64_t)s->D);
+        CHECKF(q && k && v && gt && up && q->ne[1] == s->H * s->hd && k->ne[1] == s->KV * s->hd &&
+                   (const uint8_t *)k->data == (const uint8_t *)q->data + rb * (uint64_t)(s->H * s->hd) &&
+                   (const uint8_t *)v->data == (const uint8_t *)k->data + rb * (uint64_t)(s->KV * s->hd) &&
+                   (const uint8_t *)up->data == (const uint8_t *)gt->data + rb * (uint64_t)s->F && up->ne[1] == s->F,
+               "%s: fused parts", name);
+        CHECKF(!slm_model_tensor(m, "blk.0.attn_qkv.weight"), "%s: the fused name stays out", name);
+    }
+}
+
+/* Logits of the folder at every position against the reference forward,
+ * and against its GGUF twin. */
+static void check_family(const char *name, const fam *s, uint64_t seed) {
+    char dir[256], gg[256];
+    snprintf(dir, sizeof dir, "hff_%s", name);
+    snprintf(gg, sizeof gg, "hff_%s.gguf", name);
+    weights w;
+    make_weights(&w, s, seed);
+    if (!write_hf(dir, s, &w) || (s->gguf && !write_gguf(gg, s, &w))) {
+        CHECKF(0, "%s: could not write the test files", name);
+        free_weights(&w);
+        return;
+    }
+    enum { N = 24 };
+    int32_t ids[N];
+    g_rng = seed + 1;
+    for (int i = 0; i < N; i++) ids[i] = (int32_t)(urand() * s->V);
+    rig a, b;
+    int oka = rig_open(&a, dir, 8, N + 8), okb = oka && s->gguf && rig_open(&b, gg, 8, N + 8);
+    if (oka && (okb || !s->gguf)) {
+        check_config(name, s, &a);
+        check_tensors(name, s, &a, &w);
+        const int V = s->V;
+        float *ref = malloc(sizeof(float) * (size_t)N * V);
+        CHECK(ref_forward_ctx(&a.m, ids, N, ref, a.c.kv_capacity));
+        CHECKF(!s->orig_ctx || a.c.kv_capacity > s->orig_ctx, "%s: capacity %d does not reach the long factors", name,
+               a.c.kv_capacity);
+        slm_err err = {0};
+        double e_ref = 0, e_gg = 0;
+        CHECK(slm_rt_prefill(&a.rt, ids, 5, &err) == SLM_OK);
+        if (okb) CHECK(slm_rt_prefill(&b.rt, ids, 5, &err) == SLM_OK);
+        for (int p = 4; p < N; p++) {
+            if (p > 4) CHECK(slm_rt_decode(&a.rt, ids[p], &err) == SLM_OK);
+            if (p > 4 && okb) CHECK(slm_rt_decode(&b.rt, ids[p], &err) == SLM_OK);
+            e_ref = fmax(e_ref, rel_err(a.rt.logits, ref + (size_t)p * V, V));
+            if (okb) e_gg = fmax(e_gg, rel_err(a.rt.logits, b.rt.logits, V));
+        }
+        CHECKF(e_ref < 1e-4 && e_gg < 1e-4, "%s: logits rel err %.3g vs reference, %.3g vs GGUF", name, e_ref, e_gg);
+        if (okb) fprintf(stderr, "  %s: rel err %.2g vs reference, %.2g vs GGUF\n", name, e_ref, e_gg);
+        else fprintf(stderr, "  %s: rel err %.2g vs reference\n", name, e_ref);
+        free(ref);
+    }
+    if (oka) rig_close(&a);
+    if (okb) rig_close(&b);
+    free_weights(&w);
+    rm_dir(dir);
+    unlink(gg);
+}
+
+/* qwen3: head size 24 over a 64-wide residual (Q 96 wide), Q/K norms, tied;
+ * BF16 in 3 shards */
+static void test_qwen3(void) {
+    fam s = {.type = "qwen3", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 24, .V = 200, .ctx = 128,
+             .mat = "BF16", .vec = "BF16", .shards = 3, .theta = 1000000.0f, .gguf = 1};
+    check_family("qwen3", &s, 21);
+}
+
+/* gemma2: GeGLU, four norms (1 + w), window 6 on even layers, soft-caps
+ * 5 / 3 (small enough to matter), F16, tied */
+static void test_gemma2(void) {
+    fam s = {.type = "gemma2", .D = 64, .F = 96, .L = 3, .H = 4, .KV = 2, .hd = 32, .V = 256, .ctx = 128,
+             .mat = "F16", .vec = "F16", .window = 6, .qpas = 32, .attn_cap = 5.0f, .final_cap = 3.0f,
+             .theta = 10000.0f, .gguf = 1};
+    check_family("gemma2", &s, 22);
+    /* query_pre_attn_scalar other than head_dim (the 27B's rule, by key),
+     * layer_types, BF16 (no GGUF key says it: the reference only) */
+    fam q = s;
+    q.qpas = 20;
+    q.layer_types = 1;
+    q.mat = q.vec = "BF16";
+    q.gguf = 0;
+    check_family("gemma2_qpas", &q, 23);
+}
+
+/* gemma3_text: Q/K norms, window 5 on 2 of every 3 layers (local RoPE base
+ * 10000 unscaled), global base 1e6 with linear scaling 2; BF16 matrices,
+ * F32 gains (copied to add 1) */
+static void test_gemma3_text(void) {
+    fam s = {.type = "gemma3_text", .D = 64, .F = 96, .L = 4, .H = 4, .KV = 1, .hd = 16, .V = 256, .ctx = 128,
+             .mat = "BF16", .vec = "F32", .window = 5, .pattern = 3, .qpas = 16, .linear = 2.0f,
+             .theta = 1000000.0f, .gguf = 1, .untied = 1};
+    check_family("gemma3_text", &s, 24);
+}
+
+/* Gemma3ForConditionalGeneration: text_config with only the keys Google's
+ * configs give (8 heads, 4 KV heads, head_dim 256, pattern 6, vocab from
+ * the embedding: the class defaults), language_model.model.* names, vision
+ * tensors beside; F32 at a misaligned data area. Then model.language_model.*
+ * names with every key and layer_types. */
+static void test_gemma3_multimodal(void) {
+    fam s = {.type = "gemma3", .D = 64, .F = 96, .L = 2, .H = 8, .KV = 4, .hd = 256, .V = 128, .ctx = 131072,
+             .mat = "F32", .vec = "F32", .pad = 2, .window = 12, .qpas = 256, .theta = 1000000.0f, .multimodal = 1,
+             .sparse = 1, .gguf = 1};
+    check_family("gemma3_mm", &s, 25);
+    fam t = {.type = "gemma3", .D = 64, .F = 96, .L = 3, .H = 2, .KV = 1, .hd = 32, .V = 160, .ctx = 256,
+             .mat = "BF16", .vec = "BF16", .shards = 2, .window = 4, .pattern = 2, .layer_types = 1, .qpas = 32,
+             .theta = 1000000.0f, .multimodal = 2, .untied = 1, .gguf = 1};
+    check_family("gemma3_mm2", &t, 26);
+}
+
+/* phi3 (Phi-4-mini-like): fused qkv_proj and gate_up_proj, partial rotary
+ * 12 of 16, LongRoPE whose long factors the compiled context selects
+ * (original 16 < capacity), attention factor from 128 / 16; F16 matrices,
+ * BF16 gains; the config's sliding_window 2047 ignored */
+static void test_phi3(void) {
+    fam s = {.type = "phi3", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "F16", .vec = "BF16", .untied = 1, .rope_dims = 12, .orig_ctx = 16, .theta = 10000.0f,
+             .gguf = 1};
+    check_family("phi3", &s, 27);
+    fam p = s; /* Phi-3-mini-4k: no rope_scaling, full rotary */
+    p.rope_dims = 16;
+    p.orig_ctx = 0;
+    p.mat = "BF16";
+    check_family("phi3_4k", &p, 28);
+}
+
+/* ---- malformed ------------------------------------------------------------------- */
+
+static void expect_cfg(const char *json, slm_status want, const char *w1, const char *w2) {
+    slm_model_config c;
+    float *f = NULL;
+    slm_err err = {0};
+    slm_status s = slm_hf_parse_config(&c, &f, json, strlen(json), "x/config.json", &err);
+    CHECKF(s == want && (s == SLM_OK || (strstr(err.msg, "x/config.json: ") == err.msg && (!w1 || strstr(err.msg, w1)) &&
+                                         (!w2 || strstr(err.msg, w2)))),
+           "%s: status %d (want %d), '%s'", json, s, want, err.msg);
+    free(f);
+}
+
+static void test_config_malformed(void) {
+#define SZ "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
+           "\"vocab_size\": 100, \"max_position_embeddings\": 128"
+    /* qwen3 */
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"head_dim\": 7}", SLM_ERR_FORMAT, "'head_dim'", "even");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED, "attention_bias", NULL);
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
+               SLM_ERR_UNSUPPORTED, "rope_scaling", "yarn");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"num_key_value_heads\": 3}", SLM_ERR_FORMAT, "num_key_value_heads",
+               "divide");
+    /* gemma2 */
+    expect_cfg("{\"model_type\": \"gemma2\", " SZ ", \"head_dim\": 16}", SLM_ERR_FORMAT, "'query_pre_attn_scalar'",
+               "missing");
+    expect_cfg("{\"model_type\": \"gemma2\", " SZ ", \"query_pre_attn_scalar\": 16}", SLM_ERR_FORMAT, "'head_dim'",
+               "missing");
+    expect_cfg("{\"model_type\": \"gemma2\", " SZ ", \"head_dim\": 16, \"query_pre_attn_scalar\": 16, "
+               "\"hidden_activation\": \"gelu\"}", SLM_ERR_UNSUPPORTED, "'hidden_activation'", "gelu");
+    expect_cfg("{\"model_type\": \"gemma2\", " SZ ", \"head_dim\": 16, \"query_pre_attn_scalar\": 16, "
+               "\"final_logit_softcapping\": \"30\"}", SLM_ERR_FORMAT, "'final_logit_softcapping'", NULL);
+    expect_cfg("{\"model_type\": \"gemma2\", " SZ ", \"head_dim\": 16, \"query_pre_attn_scalar\": 16, "
+               "\"sliding_window\": null, \"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
+               SLM_ERR_FORMAT, "'layer_types'", "layer 0 is 'sliding_attention'");
+    /* gemma3 */
+    expect_cfg("{\"model_type\": \"gemma3\", " SZ "}", SLM_ERR_FORMAT, "'text_config'", NULL);
+    expect_cfg("{\"model_type\": \"gemma3\", \"text_config\": {\"model_type\": \"gemma3_vision\", " SZ "}}",
+               SLM_ERR_UNSUPPORTED, "text_config", "gemma3_vision");
+    expect_cfg("{\"model_type\": \"gemma3\", \"text_config\": {\"hidden_size\": 64, \"num_hidden_layers\": 2}}",
+               SLM_ERR_FORMAT, "'intermediate_size'", "missing");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"sliding_window_pattern\": 0}", SLM_ERR_FORMAT,
+               "'sliding_window_pattern'", "range");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"layer_types\": [\"full_attention\", "
+               "\"sliding_attention\"]}", SLM_ERR_UNSUPPORTED, "'layer_types'", "n - 1");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"sliding_window_pattern\": 2, \"layer_types\": "
+               "[\"full_attention\", \"full_attention\"]}", SLM_ERR_FORMAT, "'layer_types'", "layer 0");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"layer_types\": [\"full_attention\"]}", SLM_ERR_FORMAT,
+               "'layer_types'", "2 strings");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"layer_types\": [\"chunked_attention\", \"full_attention\"]}",
+               SLM_ERR_UNSUPPORTED, "'layer_types'", "element 0");
+    /* phi3 (head size 16: 8 pairs; 0.75 -> 12 rotated, 6 pairs) */
+#define LR(lf, sf, more) "{\"model_type\": \"phi3\", " SZ ", \"partial_rotary_factor\": 0.75, " \
+    "\"original_max_position_embeddings\": 32, \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": " lf \
+    ", \"short_factor\": " sf more "}}"
+    expect_cfg(LR("[1, 2, 3, 4, 5, 6]", "[1, 1, 1, 1, 1, 1]", ""), SLM_OK, NULL, NULL);
+    expect_cfg(LR("[1, 2, 3, 4, 5]", "[1, 1, 1, 1, 1, 1]", ""), SLM_ERR_FORMAT, "'long_factor'", "6 numbers");
+    expect_cfg(LR("[1, 2, 3, 4, 5, 6]", "[1, 1, 1, 1, 1, -1]", ""), SLM_ERR_FORMAT, "'short_factor'[5]", "positive");
+    expect_cfg(LR("[1, 2, 3, 4, 5, 6]", "[1, 1, 1, 1, 1, 1]", ", \"long_mscale\": 1.2"), SLM_ERR_UNSUPPORTED,
+               "long_mscale", NULL);
+    expect_cfg(LR("[1, 2, 3, 4, 5, 6]", "[1, 1, 1, 1, 1, 1]", ", \"original_max_position_embeddings\": 64"),
+               SLM_ERR_FORMAT, "disagree", NULL);
+    expect_cfg("{\"model_type\": \"phi3\", " SZ ", \"rope_scaling\": {\"type\": \"longrope\", \"long_factor\": "
+               "[1, 1, 1, 1, 1, 1, 1, 1], \"short_factor\": [1, 1, 1, 1, 1, 1, 1, 1]}}",
+               SLM_ERR_FORMAT, "'original_max_position_embeddings'", NULL);
+    expect_cfg("{\"model_type\": \"phi3\", " SZ ", \"partial_rotary_factor\": 0.1}", SLM_ERR_FORMAT,
+               "'partial_rotary_factor'", "even");
+    expect_cfg("{\"model_type\": \"phi3\", " SZ ", \"hidden_act\": \"gelu\"}", SLM_ERR_UNSUPPORTED, "'hidden_act'", NULL);
+    expect_cfg("{\"model_type\": \"llama\", " SZ ", \"rope_scaling\": {\"type\": \"longrope\"}}", SLM_ERR_UNSUPPORTED,
+               "longrope", "linear, llama3)");
+#undef LR
+#undef SZ
+}
+
+/* transformers v5's rope_parameters in place of rope_theta / rope_scaling
+ * (flat, or per layer type for gemma3). */
+static void test_rope_parameters(void) {
+#define SZ "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, " \
+           "\"vocab_size\": 100, \"max_position_embeddings\": 128"
+    slm_model_config c;
+    float *f = NULL;
+    slm_err err = {0};
+    const char *q = "{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"default\", "
+                    "\"rope_theta\": 500000.0}}";
+    CHECKF(slm_hf_parse_config(&c, &f, q, strlen(q), "q", &err) == SLM_OK && c.rope_base == 500000.0f && !f, "%s",
+           err.msg);
+    const char *g = "{\"model_type\": \"gemma3_text\", " SZ ", \"sliding_window\": 512, \"rope_parameters\": "
+                    "{\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 8.0, \"rope_theta\": 1000000.0}, "
+                    "\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 20000.0}}}";
+    CHECKF(slm_hf_parse_config(&c, &f, g, strlen(g), "g", &err) == SLM_OK && c.rope_base == 1e6f && c.rope_scale == 8.0f &&
+               c.rope_base_swa == 20000.0f && c.rope_scale_swa == 1.0f && c.sliding_window == 512,
+           "%s", err.msg);
+    const char *p = "{\"model_type\": \"phi3\", " SZ ", \"original_max_position_embeddings\": 32, "
+                    "\"rope_parameters\": {\"rope_type\": \"longrope\", \"rope_theta\": 250000.0, "
+                    "\"partial_rotary_factor\": 0.75, \"long_factor\": [1, 2, 3, 4, 5, 6], "
+                    "\"short_factor\": [1, 1, 1, 1, 1, 2]}}";
+    CHECKF(slm_hf_parse_config(&c, &f, p, strlen(p), "p", &err) == SLM_OK && c.rope_base == 250000.0f &&
+               c.rope_dims == 12 && c.rope_long == 2 && f && f[5] == 6.0f && f[11] == 2.0f,
+           "%s", err.msg);
+    free(f);
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_theta\": 1000000.0, \"rope_parameters\": "
+               "{\"rope_type\": \"default\", \"rope_theta\": 500000.0}}", SLM_ERR_FORMAT, "'rope_theta'", "disagree");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}, "
+               "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}", SLM_ERR_FORMAT, "both", NULL);
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
+               SLM_ERR_UNSUPPORTED, "'rope_parameters'", "yarn");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
+               "\"sliding_attention\": {\"rope_theta\": 1e4}}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "gemma3");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
+               "\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2}}}", SLM_ERR_UNSUPPORTED,
+               "'sliding_attention'", "default only");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_local_base_freq\": 10000, \"rope_parameters\": "
+               "{\"full_attention\": {\"rope_theta\": 1e6}, \"sliding_attention\": {\"rope_theta\": 2e4}}}",
+               SLM_ERR_FORMAT, "'rope_local_base_freq'", "disagree");
+    expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_parameters\": {\"full_attention\": {}, "
+               "\"chunked\": {}}}", SLM_ERR_FORMAT, "'rope_parameters'", "chunked");
+    expect_cfg("{\"model_type\": \"phi3\", " SZ ", \"original_max_position_embeddings\": 32, \"rope_parameters\": "
+               "{\"rope_type\": \"longrope\", \"long_factor\": [1, 2, 3, 4, 5, 6, 7, 8], \"short_factor\": "
+               "[1, 1, 1, 1, 1, 1, 1, 1], \"long_mscale\": 1}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "long_mscale");
+#undef SZ
+}
+
+/* Gemma 3 4B's text_config as Google ships it: the rest from the defaults. */
+static void test_gemma3_sparse_config(void) {
+    const char *j = "{\"architectures\": [\"Gemma3ForConditionalGeneration\"], \"model_type\": \"gemma3\", "
+                    "\"boi_token_index\": 255999, \"text_config\": {\"hidden_size\": 2560, \"intermediate_size\": 10240, "
+                    "\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 34, \"rope_scaling\": {\"factor\": 8.0, "
+                    "\"rope_type\": \"linear\"}, \"sliding_window\": 1024}, \"vision_config\": {\"hidden_size\": 1152}}";
+    slm_model_config c;
+    float *f = NULL;
+    slm_err err = {0};
+    CHECKF(slm_hf_parse_config(&c, &f, j, strlen(j), "g/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECK(!strcmp(c.arch, "gemma3") && c.dim == 2560 && c.hidden_dim == 10240 && c.n_layers == 34 && c.n_heads == 8 &&
+          c.n_kv_heads == 4 && c.head_dim == 256 && c.vocab_size == 0 && c.context_len == 131072 && f == NULL);
+    CHECK(c.sliding_window == 1024 && c.swa_pattern == 6 && c.rope_base == 1e6f && c.rope_scale == 8.0f &&
+          c.rope_base_swa == 10000.0f && c.rope_scale_swa == 1.0f && c.attn_scale == 1.0f / 16 &&
+          c.final_softcap == 0.0f && c.attn_softcap == 0.0f && c.qk_norm && c.post_norms && c.ffn_gelu &&
+          c.norm_eps == 1e-6f);
+    /* Phi-3-mini-128k's shape of key: LongRoPE of the full head, attn factor from 131072 / 4096 */
+    char p[4096];
+    int n = snprintf(p, sizeof p, "{\"model_type\": \"phi3\", \"hidden_size\": 3072, \"intermediate_size\": 8192, "
+                     "\"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 32, "
+                     "\"vocab_size\": 32064, \"max_position_embeddings\": 131072, "
+                     "\"original_max_position_embeddings\": 4096, \"sliding_window\": 262144, "
+                     "\"rope_scaling\": {\"type\": \"su\", \"long_factor\": [");
+    for (int i = 0; i < 48; i++) n += snprintf(p + n, sizeof p - (size_t)n, "%s%g", i ? "," : "", 1.0 + i);
+    n += snprintf(p + n, sizeof p - (size_t)n, "], \"short_factor\": [");
+    for (int i = 0; i < 48; i++) n += snprintf(p + n, sizeof p - (size_t)n, "%s%g", i ? "," : "", 1.0 + 0.01 * i);
+    snprintf(p + n, sizeof p - (size_t)n, "]}}");
+    CHECKF(slm_hf_parse_config(&c, &f, p, strlen(p), "p/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECK(c.rope_long == 2 && c.rope_orig_ctx == 4096 && c.sliding_window == 0 && c.head_dim == 96 && c.rope_dims == 0 &&
+          f && f[0] == 1.0f && f[47] == 48.0f && f[48] == 1.0f && fabsf(f[95] - 1.47f) < 1e-6f &&
+          fabsf(c.rope_attn_factor - (float)sqrt(1 + log(32.0) / log(4096.0))) < 1e-6f);
+    free(f);
+}
+
+/* A folder that slm_model_open refuses with want, and a message holding w1 and w2. */
+static void expect_folder(const char *dir, slm_status want, const char *w1, const char *w2) {
+    slm_model_file m;
+    slm_err err = {0};
+    slm_status s = slm_model_open(&m, dir, &err);
+    CHECKF(s == want, "%s: status %d, want %d (%s)", dir, s, want, err.msg);
+    CHECKF((!w1 || strstr(err.msg, w1)) && (!w2 || strstr(err.msg, w2)), "%s: message '%s' (want '%s', '%s')", dir,
+           err.msg, w1 ? w1 : "", w2 ? w2 : "");
+    if (s == SLM_OK) slm_model_close(&m);
+}
+
+/* Drop tensor `name` from w. */
+static void drop(weights *w, const char *name) {
+    for (int i = 0; i < w->n; i++)
+        if (!strcmp(w->it[i].name, name)) {
+            free(w->f[i]);
+            memmove(&w->it[i], &w->it[i + 1], sizeof w->it[0] * (size_t)(w->n - i - 1));
+            memmove(&w->f[i], &w->f[i + 1], sizeof w->f[0] * (size_t)(w->n - i - 1));
+            w->n--;
+            return;
+        }
+}
+
+/* Tensors a family lacks, or has in the wrong shape, or of another family. */
+static void test_folder_malformed(void) {
+    weights w;
+    fam q = {.type = "qwen3", .D = 32, .F = 64, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+             .mat = "BF16", .vec = "BF16", .theta = 10000.0f};
+    make_weights(&w, &q, 5);
+    drop(&w, "model.layers.0.self_attn.k_norm.weight");
+    write_hf("hff_bad", &q, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "blk.0.attn_k_norm.weight");
+    free_weights(&w);
+
+    fam l = q;
+    l.type = "llama"; /* a qwen3 tensor in a llama folder */
+    l.hd = 16;
+    make_weights(&w, &q, 5);
+    write_hf("hff_bad", &l, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.self_attn.q_norm.weight", "not part of a llama model");
+    free_weights(&w);
+
+    fam g = {.type = "gemma2", .D = 32, .F = 64, .L = 2, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+             .mat = "F16", .vec = "F16", .window = 4, .qpas = 16, .attn_cap = 50, .final_cap = 30, .theta = 10000.0f};
+    make_weights(&w, &g, 6);
+    drop(&w, "model.layers.1.pre_feedforward_layernorm.weight");
+    write_hf("hff_bad", &g, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "blk.1.ffn_norm.weight");
+    free_weights(&w);
+
+    fam m = {.type = "gemma3", .D = 32, .F = 64, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+             .mat = "BF16", .vec = "BF16", .window = 4, .qpas = 16, .theta = 1e6f, .multimodal = 1, .sparse = 1};
+    make_weights(&w, &m, 7); /* the sparse config's 8 heads of 256 do not fit these tensors */
+    write_hf("hff_bad", &m, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "blk.0.attn_q.weight", "[32, 2048]");
+    drop(&w, "language_model.model.embed_tokens.weight"); /* nor is there a vocabulary */
+    write_hf("hff_bad", &m, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "vocab_size", "model.embed_tokens.weight");
+    free_weights(&w);
+    m.multimodal = 0; /* vision tensors in a text-only folder */
+    m.type = "gemma3_text";
+    m.sparse = 0;
+    fam mm = m;
+    mm.multimodal = 2;
+    make_weights(&w, &mm, 7);
+    write_hf("hff_bad", &m, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.vision_tower", "gemma3");
+    free_weights(&w);
+
+    fam p = {.type = "phi3", .D = 32, .F = 64, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+             .mat = "F16", .vec = "F16", .rope_dims = 16, .theta = 10000.0f};
+    make_weights(&w, &p, 8);
+    for (int i = 0; i < w.n; i++) /* a qkv_proj one KV head short */
+        if (strstr(w.it[i].name, "qkv_proj")) w.it[i].shape[0] -= 16;
+    write_hf("hff_bad", &p, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "model.layers.0.self_attn.qkv_proj.weight", "q + k + v");
+    for (int i = 0; i < w.n; i++)
+        if (strstr(w.it[i].name, "qkv_proj")) w.it[i].shape[0] += 16;
+    for (int i = 0; i < w.n; i++) /* gate_up_proj of one intermediate_size */
+        if (strstr(w.it[i].name, "gate_up_proj")) w.it[i].shape[0] = p.F;
+    write_hf("hff_bad", &p, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "gate_up_proj", "2 x intermediate_size");
+    free_weights(&w);
+    rm_dir("hff_bad");
+}
+
+/* ---- allocation failure ---------------------------------------------------------- */
+
+static long g_fail_left = -1, g_live; /* allocations before one fails (-1: never); not yet freed */
+static int take(void) {
+    if (g_fail_left == 0) return 0;
+    if (g_fail_left > 0) g_fail_left--;
+    return 1;
+}
+static void *nth_alloc(void *ud, size_t n) {
+    (void)ud;
+    void *p = take() ? malloc(n) : NULL;
+    g_live += p != NULL;
+    return p;
+}
+static void *nth_realloc(void *ud, void *p, size_t n) {
+    (void)ud;
+    if (!take()) return NULL;
+    void *q = realloc(p, n);
+    g_live += q && !p;
+    return q;
+}
+static void nth_free(void *ud, void *p) {
+    (void)ud;
+    g_live -= p != NULL;
+    free(p);
+}
+
+/* slm_model_open(dir) with allocation N failing, N = 0, 1, ... until it
+ * opens: each failure SLM_ERR_NOMEM, nothing left allocated. */
+static void open_failing(const char *name, const fam *s) {
+    char dir[256];
+    snprintf(dir, sizeof dir, "hff_nomem_%s", name);
+    weights w;
+    make_weights(&w, s, 31);
+    CHECK(write_hf(dir, s, &w));
+    const slm_allocator a = {nth_alloc, nth_realloc, nth_free, NULL};
+    int n, done = 0, failures = 0, before = t_checks_failed_;
+    for (n = 0; n < 100000 && !done; n++) {
+        g_live = 0;
+        slm_set_allocator(&a);
+        g_fail_left = n;
+        slm_model_file m;
+        slm_err err = {0};
+        slm_status st = slm_model_open(&m, dir, &err);
+        g_fail_left = -1;
+        if (st == SLM_OK) {
+            done = 1;
+            slm_model_close(&m);
+        } else {
+            failures++;
+            CHECKF(st == SLM_ERR_NOMEM && strstr(err.msg, "out of memory"), "%s: allocation %d: %d %s", name, n, (int)st,
+                   err.msg);
+        }
+        slm_set_allocator(NULL);
+        CHECKF(g_live == 0, "%s: allocation %d failing: %ld leaked", name, n, g_live);
+        if (t_checks_failed_ > before) break;
+    }
+    fprintf(stderr, "  %s: %d allocation failures refused cleanly, then opened\n", name, failures);
+    CHECK(done && failures > 5);
+    free_weights(&w);
+    rm_dir(dir);
+}
+
+static void test_open_nomem(void) {
+    fam p = {.type = "phi3", .D = 32, .F = 48, .L = 2, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 128,
+             .mat = "F16", .vec = "BF16", .untied = 1, .rope_dims = 12, .orig_ctx = 16, .theta = 10000.0f, .shards = 2};
+    open_failing("phi3", &p);
+    fam g = {.type = "gemma3", .D = 32, .F = 48, .L = 3, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 128,
+             .mat = "BF16", .vec = "BF16", .window = 4, .layer_types = 1, .qpas = 16, .theta = 1e6f, .multimodal = 2};
+    open_failing("gemma3", &g);
+}
+
+/* ---- through the public API ------------------------------------------------------ */
+
+/* slm_load(DIR) with the folder's tokenizer.json; its prefill logits
+ * against the reference forward; the engine saved as a blob and loaded
+ * again gives the same logits (the family fields travel in the blob). */
+static void end_to_end(const char *name, const fam *s) {
+    char dir[256], tj[300], blob[300];
+    snprintf(dir, sizeof dir, "hff_e2e_%s", name);
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", dir);
+    snprintf(blob, sizeof blob, "hff_e2e_%s.blob", name);
+    weights w;
+    make_weights(&w, s, 41);
+    CHECK(write_hf(dir, s, &w));
+    size_t tn = 0;
+    char *tb = t_read_file(SLM_TESTS_DIR "/corpus/tokenizers/small_bytelevel.json", &tn);
+    CHECK(tb && t_write_file(tj, tb, tn));
+    free(tb);
+    slm_options o = slm_default_options();
+    o.max_prompt_len = 16;
+    o.min_response_len = 16;
+    o.n_threads = 1;
+    slm_engine *e = NULL, *e2 = NULL;
+    slm_status st = slm_load(&e, dir, &o);
+    CHECKF(st == SLM_OK, "%s: load: %s", name, slm_last_error(e));
+    enum { N = 12 };
+    int32_t ids[N];
+    const int V = s->V;
+    float *l1 = malloc(sizeof(float) * (size_t)V), *ref = malloc(sizeof(float) * (size_t)N * V);
+    int n = st == SLM_OK ? slm_tokenize(e, "hello hello world, hello", 0, ids, N) : 0;
+    CHECKF(n >= 4 && n <= N, "%s: %d tokens", name, n);
+    const float *lg = NULL;
+    if (n >= 4 && n <= N && slm_prefill(e, ids, n, &lg) == SLM_OK && lg) {
+        memcpy(l1, lg, sizeof(float) * (size_t)V);
+        slm_model_file m;
+        slm_err err = {0};
+        CHECKF(slm_model_open(&m, dir, &err) == SLM_OK, "%s", err.msg);
+        CHECK(ref_forward_ctx(&m, ids, n, ref, slm_capacity(e)));
+        slm_model_close(&m);
+        const double er = rel_err(l1, ref + (size_t)(n - 1) * V, V);
+        CHECKF(er < 1e-4, "%s: engine logits rel err %.3g vs reference", name, er);
+        CHECKF(slm_save_blob(e, blob) == SLM_OK, "%s: save: %s", name, slm_last_error(e));
+        slm_options ob = slm_default_options();
+        ob.n_threads = 1;
+        st = slm_load(&e2, blob, &ob);
+        CHECKF(st == SLM_OK, "%s: blob load: %s", name, slm_last_error(e2));
+        if (st == SLM_OK && slm_prefill(e2, ids, n, &lg) == SLM_OK && lg) {
+            const double eb = rel_err(lg, l1, V);
+            CHECKF(eb == 0.0, "%s: blob logits differ (rel %.3g)", name, eb);
+            fprintf(stderr, "  %s: engine rel err %.2g vs reference; blob identical\n", name, er);
+        } else {
+            CHECKF(0, "%s: blob prefill failed", name);
+        }
+    } else {
+        CHECKF(0, "%s: prefill failed: %s", name, e ? slm_last_error(e) : "");
+    }
+    slm_free(e);
+    slm_free(e2);
+    free(l1);
+    free(ref);
+    free_weights(&w);
+    unlink(blob);
+    rm_dir(dir);
+}
+
+static void test_end_to_end(void) {
+    /* 268 tokens: the byte-level tokenizer's */
+    fam g = {.type = "gemma3", .D = 64, .F = 96, .L = 3, .H = 2, .KV = 1, .hd = 32, .V = 268, .ctx = 256,
+             .mat = "BF16", .vec = "BF16", .window = 4, .pattern = 3, .qpas = 32, .linear = 2.0f,
+             .theta = 1000000.0f, .multimodal = 1};
+    end_to_end("gemma3", &g);
+    fam p = {.type = "phi3", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 268, .ctx = 128,
+             .mat = "F16", .vec = "F16", .untied = 1, .rope_dims = 12, .orig_ctx = 16, .theta = 10000.0f};
+    end_to_end("phi3", &p);
+    fam g2 = {.type = "gemma2", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 268, .ctx = 128,
+              .mat = "F16", .vec = "F16", .window = 4, .qpas = 24, .attn_cap = 5.0f, .final_cap = 3.0f,
+              .theta = 10000.0f};
+    end_to_end("gemma2", &g2);
+}
+
+int main(void) {
+    T_RUN(test_config_malformed);
+    T_RUN(test_gemma3_sparse_config);
+    T_RUN(test_rope_parameters);
+    T_RUN(test_folder_malformed);
+    T_RUN(test_qwen3);
+    T_RUN(test_gemma2);
+    T_RUN(test_gemma3_text);
+    T_RUN(test_gemma3_multimodal);
+    T_RUN(test_phi3);
+    T_RUN(test_open_nomem);
+    T_RUN(test_end_to_end);
+    T_DONE();
+}
