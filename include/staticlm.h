@@ -105,7 +105,20 @@ typedef struct slm_options {
                                    when their quick identity (size, times, inode, sampled
                                    pages) matches a remembered hash (docs/blob.md) */
     int schedule;               /* an slm_schedule_kind: how threads meet between stages */
+    int kv_type;                /* an slm_kv_type: the KV cache's element type (a compile
+                                   option: a blob holds one and refuses another) */
 } slm_options;
+
+/* The KV cache's element type (slm_options.kv_type). */
+typedef enum slm_kv_type {
+    SLM_KV_DEFAULT = 0, /* SLM_KV_F16 from a source model; a blob's own type */
+    SLM_KV_F32 = 1,
+    SLM_KV_F16 = 2,     /* IEEE half */
+    SLM_KV_Q8_0 = 3     /* GGML's Q8_0 blocks: 32 int8 and an f16 scale (head_dim % 32 == 0) */
+} slm_kv_type;
+
+/* "f32", "f16", "q8_0" -> an slm_kv_type; -1 for anything else. */
+SLM_API int slm_kv_type_parse(const char *name);
 
 /* What generation does when the KV cache is full (the one overflow policy
  * of run, chat and serve). A conversation (chat, serve) applies it to whole
@@ -155,6 +168,7 @@ typedef struct slm_info {
     int prefill_tasks, generate_tasks;
     int n_seqs;     /* KV regions (sessions at once) */
     int batch_max;  /* sequences one batch program decodes together (0: none) */
+    const char *kv_type; /* the KV cache's element type: "f32", "f16" or "q8_0" */
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 
@@ -199,6 +213,10 @@ SLM_API slm_status slm_prefill(slm_engine *e, const int32_t *ids, int n, const f
 SLM_API slm_status slm_decode(slm_engine *e, int32_t id, const float **logits);
 SLM_API int slm_num_stored(const slm_engine *e);
 SLM_API int slm_capacity(const slm_engine *e);
+/* Keep the first n_keep stored tokens (0 <= n_keep <= stored); the later
+ * rows are forgotten as if never appended (bench repetitions at a depth
+ * restore the filled cache this way, as llama-bench restores its state). */
+SLM_API void slm_trim(slm_engine *e, int n_keep);
 
 /* ---- sampling --------------------------------------------------------- */
 

@@ -327,6 +327,7 @@ static int prefill_logits(const char *path, const char *set, float *out, int voc
     if (!slm_kernels_select(set)) return 0;
     slm_options opt = slm_default_options();
     opt.max_prompt_len = 40, opt.min_response_len = 8, opt.n_threads = 2;
+    opt.kv_type = SLM_KV_F32; /* the matrix kernels alone differ (f16 K/V would round their differences apart) */
     slm_engine *e = NULL;
     int ok = slm_load(&e, path, &opt) == SLM_OK;
     CHECKF(ok, "%s", slm_last_error(e));

@@ -183,10 +183,13 @@ static int argmax(const float *x, int n) {
 
 /* rig_open with a runtime of n_threads threads (the pool's scratch, the
  * tiles claimed by several threads). */
+static int g_kv_type = SLM_F32; /* the KV cache's element type of the runs below */
+
 static int rig_open_threads(rig *r, const char *path, int mpl, int mrl, int n_threads) {
     memset(r, 0, sizeof *r);
     slm_err err = {0};
     slm_compile_options o = rig_opts(mpl, mrl);
+    o.kv_type = g_kv_type;
     if (slm_model_open(&r->m, path, &err) || slm_model_repack(&r->m, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
         slm_rt_init(&r->rt, &r->c, r->m.map.data, n_threads, &err)) {
         CHECKF(0, "%s: %s", path, err.msg);
@@ -292,6 +295,52 @@ static void test_arch_vs_reference(void) {
     }
 }
 
+/* The KV cache as f16 or q8_0: every family's logits (prefill, decode,
+ * chunked prefill; one thread and three) stay within the type's rounding of
+ * the double-precision reference, on f32 weights so that the KV is the only
+ * rounding. q8_0 needs head_dim % 32 == 0: the 16-wide llama shapes are
+ * refused with a message naming head_dim. */
+static void test_arch_kv_types(void) {
+    int32_t ids[40];
+    g_rng = 77;
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
+    static const int kts[2] = {SLM_F16, SLM_Q8_0};
+    for (size_t a = 0; a < sizeof k_archs / sizeof k_archs[0]; a++) {
+        char path[256];
+        snprintf(path, sizeof path, "arch_kv_%zu.gguf", a);
+        if (!write_model(path, &k_archs[a], SLM_F32, 4321 + a)) continue;
+        const int hd = k_archs[a].head_dim ? k_archs[a].head_dim : k_archs[a].dim / k_archs[a].heads;
+        for (int t = 0; t < 2; t++) {
+            g_kv_type = kts[t];
+            if (kts[t] == SLM_Q8_0 && hd % 32) {
+                slm_model_file m;
+                slm_compiled c;
+                slm_err err = {0};
+                slm_compile_options o = rig_opts(8, 8);
+                o.kv_type = SLM_Q8_0;
+                if (slm_model_open(&m, path, &err) == SLM_OK) {
+                    CHECKF(slm_compile(&c, &m, &o, &err) == SLM_ERR_UNSUPPORTED && strstr(err.msg, "head_dim"),
+                           "%s: q8_0 KV with head_dim %d: %s", k_archs[a].arch, hd, err.msg);
+                    slm_model_close(&m);
+                }
+                continue;
+            }
+            g_threads = t + 1 + (int)(a % 2); /* one to three threads */
+            double e1 = compare(path, ids, 40, 5, 64);
+            double e2 = compare(path, ids, 40, 30, 8);
+            /* f16: 2^-11 relative per K/V element (measured ~2e-4 on the logits);
+               q8_0: 1/254 of each block's largest (~4e-3). Above f32's ~1e-6: the
+               cache really holds the type */
+            const double tol = kts[t] == SLM_F16 ? 1e-3 : 2e-2;
+            CHECKF(e1 < tol && e2 < tol && e1 > 1e-5, "%s KV %s: logits rel err %.3g / %.3g vs reference",
+                   k_archs[a].arch, slm_dtype_name((uint32_t)kts[t]), e1, e2);
+        }
+        unlink(path);
+    }
+    g_kv_type = SLM_F32;
+    g_threads = 1;
+}
+
 /* The new families' programs run by three threads give the reference's
  * logits too (quantized: repacked kernels, per-thread activation memo). */
 static void test_arch_threads(void) {
@@ -338,7 +387,8 @@ static int write_tok(const char *path, int n) {
 }
 
 /* The new families' programs survive a blob: written, validated, read back
- * and run, they give the model file's logits bit for bit. */
+ * and run, they give the model file's logits bit for bit, with every KV
+ * type (the options record keeps it; the KV I/O and tasks validate in it). */
 static void test_arch_blob_roundtrip(void) {
     static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
     int32_t ids[24];
@@ -353,8 +403,11 @@ static void test_arch_blob_roundtrip(void) {
         snprintf(path, sizeof path, "blob_%s.gguf", archs[a]);
         snprintf(bpath, sizeof bpath, "blob_%s.slmblob", archs[a]);
         if (!sy || !write_model(path, sy, SLM_Q8_0, 5)) continue;
+        static const int kts[3] = {SLM_F32, SLM_F16, SLM_Q8_0};
+        for (int kt = 0; kt < 3; kt++) {
+        g_kv_type = kts[kt];
         rig r;
-        if (!rig_open(&r, path, 8, 24)) continue;
+        if (!rig_open_threads(&r, path, 8, 24, 1)) continue;
         slm_err err = {0};
         slm_tokenizer *tok = NULL, *tok2 = NULL;
         slm_blob_ident id;
@@ -370,6 +423,7 @@ static void test_arch_blob_roundtrip(void) {
         CHECKF(ok, "%s: blob: %s", archs[a], err.msg);
         if (ok) {
             CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg)); /* the family fields came back */
+            CHECK(c2.opt.kv_type == kts[kt]);
             slm_runtime rt2;
             if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
                 int same = slm_rt_prefill(&r.rt, ids, 13, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 13, &err) == SLM_OK;
@@ -390,8 +444,10 @@ static void test_arch_blob_roundtrip(void) {
         slm_tok_free(tok);
         slm_tok_free(tok2);
         rig_close(&r);
-        unlink(path);
         unlink(bpath);
+        }
+        g_kv_type = SLM_F32;
+        unlink(path);
     }
     unlink("arch_tok.bin");
 }
@@ -537,6 +593,7 @@ static void test_f16_q8_agree(void) {
 int main(void) {
     T_RUN(test_arch_vs_reference);
     T_RUN(test_arch_threads);
+    T_RUN(test_arch_kv_types);
     T_RUN(test_family_config);
     T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);

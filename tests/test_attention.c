@@ -1,8 +1,11 @@
 /* Attention kernels: every variant against a double-precision reference,
  * over head sizes, GQA group sizes, masks with holes, windows, and NaN in
- * rows the mask rules out. */
+ * rows the mask rules out; and over the KV types (f16, q8_0): against the
+ * reference on the stored values (tight) and on the f32 values (the type's
+ * rounding). */
 #include <math.h>
 
+#include "common/dtype.h"
 #include "device/attention.h"
 #include "device/kernels.h"
 #include "t.h"
@@ -13,7 +16,8 @@ static float frand(void) {
     return (float)((double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
-static void reference(const slm_attn_args *a, double *out) {
+/* K and V: the f32 rows (ld floats apart) the cache was made from. */
+static void reference(const slm_attn_args *a, const float *K, const float *V, double *out) {
     for (int g = 0; g < a->group; g++) {
         const float *q = a->q + (size_t)g * a->q_stride;
         double mx = -INFINITY, sum = 0;
@@ -21,7 +25,7 @@ static void reference(const slm_attn_args *a, double *out) {
         for (int j = a->first; j <= a->last; j++) {
             if (!a->mask[j]) continue;
             double s = 0;
-            for (int d = 0; d < a->head_dim; d++) s += (double)q[d] * a->K[(size_t)j * a->ld + d];
+            for (int d = 0; d < a->head_dim; d++) s += (double)q[d] * K[(size_t)j * a->ld + d];
             s *= a->scale;
             if (s > mx) mx = s;
             any = 1;
@@ -31,10 +35,10 @@ static void reference(const slm_attn_args *a, double *out) {
         for (int j = a->first; j <= a->last; j++) {
             if (!a->mask[j]) continue;
             double s = 0;
-            for (int d = 0; d < a->head_dim; d++) s += (double)q[d] * a->K[(size_t)j * a->ld + d];
+            for (int d = 0; d < a->head_dim; d++) s += (double)q[d] * K[(size_t)j * a->ld + d];
             double p = exp(s * a->scale - mx);
             sum += p;
-            for (int d = 0; d < a->head_dim; d++) out[g * a->head_dim + d] += p * a->V[(size_t)j * a->ld + d];
+            for (int d = 0; d < a->head_dim; d++) out[g * a->head_dim + d] += p * V[(size_t)j * a->ld + d];
         }
         for (int d = 0; d < a->head_dim; d++) out[g * a->head_dim + d] /= sum;
     }
@@ -66,10 +70,11 @@ static void test_variants_match_reference(void) {
                             if (!mask[j])
                                 for (size_t d = 0; d < ld; d++) K[(size_t)j * ld + d] = V[(size_t)j * ld + d] = NAN;
                         }
-                        slm_attn_args a = {q, (size_t)hd, G, hd, K + hd, V + hd, ld, mask,
-                                           variant == 2 && n > 10 ? n - 10 : 0, n - 1, 1.0f / sqrtf((float)hd),
-                                           out, (size_t)hd};
-                        reference(&a, ref);
+                        slm_attn_args a = {.q = q, .q_stride = (size_t)hd, .group = G, .head_dim = hd, .K = K + hd,
+                                           .V = V + hd, .ld = ld, .mask = mask,
+                                           .first = variant == 2 && n > 10 ? n - 10 : 0, .last = n - 1,
+                                           .scale = 1.0f / sqrtf((float)hd), .out = out, .out_stride = (size_t)hd};
+                        reference(&a, K + hd, V + hd, ref);
                         slm_kernels_active()->attention(&a);
                         double worst = 0;
                         for (int i = 0; i < G * hd; i++) {
@@ -85,7 +90,89 @@ static void test_variants_match_reference(void) {
     slm_kernels_select(NULL);
 }
 
+/* Typed caches: rows of ld elements stored as f16 / q8_0; every set reads
+ * them as the reference does on their dequantized values (2e-5), and within
+ * the type's rounding of the f32 result. */
+static void test_kv_types(void) {
+    static const char *const sets[] = {"scalar", "avx2", "avx512"};
+    static const int types[] = {SLM_F16, SLM_Q8_0};
+    static const int hds[] = {32, 64, 128};
+    static const int lens[] = {1, 33, 300};
+    const int kvh = 2, G = 4;
+    for (size_t si = 0; si < 3; si++) {
+        if (!slm_kernels_select(sets[si])) continue;
+        for (size_t ti = 0; ti < 2; ti++)
+            for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+                for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+                    for (int variant = 0; variant < 2; variant++) {
+                        const int kt = types[ti], hd = hds[hi], n = lens[li];
+                        const size_t ld = (size_t)kvh * hd, rb = (size_t)slm_row_bytes((uint32_t)kt, ld);
+                        float *K = malloc(sizeof(float) * ld * n), *V = malloc(sizeof(float) * ld * n);
+                        float *Kd = malloc(sizeof(float) * ld * n), *Vd = malloc(sizeof(float) * ld * n);
+                        uint8_t *Kt = malloc(rb * n), *Vt = malloc(rb * n);
+                        float *q = malloc(sizeof(float) * G * hd), *out = malloc(sizeof(float) * G * hd);
+                        int32_t *mask = malloc(sizeof(int32_t) * n);
+                        double *ref = malloc(sizeof(double) * G * hd), *ref32 = malloc(sizeof(double) * G * hd);
+                        for (size_t i = 0; i < ld * n; i++) { K[i] = 3 * frand(); V[i] = frand(); }
+                        for (int i = 0; i < G * hd; i++) q[i] = frand();
+                        for (int j = 0; j < n; j++) {
+                            mask[j] = variant == 0 || j % 3 != 1;
+                            slm_kernels_active()->kv_store(kt, K + (size_t)j * ld, Kt + (size_t)j * rb, (int)ld);
+                            slm_kernels_active()->kv_store(kt, V + (size_t)j * ld, Vt + (size_t)j * rb, (int)ld);
+                            CHECK(slm_dequantize_row((uint32_t)kt, Kt + (size_t)j * rb, Kd + (size_t)j * ld, (int64_t)ld));
+                            CHECK(slm_dequantize_row((uint32_t)kt, Vt + (size_t)j * rb, Vd + (size_t)j * ld, (int64_t)ld));
+                            if (!mask[j]) memset(Kt + (size_t)j * rb, 0xff, rb); /* NaN halves and scales */
+                        }
+                        const size_t head1 = (size_t)slm_row_bytes((uint32_t)kt, (uint64_t)hd); /* KV head 1 */
+                        slm_attn_args a = {.q = q, .q_stride = (size_t)hd, .group = G, .head_dim = hd,
+                                           .K = Kt + head1, .V = Vt + head1, .ld = ld, .kv_type = kt, .mask = mask,
+                                           .first = 0, .last = n - 1, .scale = 1.0f / sqrtf((float)hd), .out = out,
+                                           .out_stride = (size_t)hd};
+                        reference(&a, Kd + hd, Vd + hd, ref);
+                        reference(&a, K + hd, V + hd, ref32);
+                        slm_kernels_active()->attention(&a);
+                        double worst = 0, worst32 = 0;
+                        for (int i = 0; i < G * hd; i++) {
+                            double e = isnan(out[i]) ? INFINITY : fabs(out[i] - ref[i]);
+                            double e32 = isnan(out[i]) ? INFINITY : fabs(out[i] - ref32[i]);
+                            if (e > worst) worst = e;
+                            if (e32 > worst32) worst32 = e32;
+                        }
+                        /* f16: 2^-11 relative on K (scores up to ~3 x 3 x hd / sqrt(hd)) and V;
+                           q8_0: 1/254 of each block's largest magnitude */
+                        const double tol32 = kt == SLM_F16 ? 5e-3 : 5e-2;
+                        CHECKF(worst < 2e-5 && worst32 < tol32, "%s %s hd %d len %d variant %d: max err %g (stored), %g (f32)",
+                               sets[si], slm_dtype_name((uint32_t)kt), hd, n, variant, worst, worst32);
+                        free(K); free(V); free(Kd); free(Vd); free(Kt); free(Vt); free(q); free(out); free(mask);
+                        free(ref); free(ref32);
+                    }
+    }
+    slm_kernels_select(NULL);
+}
+
+/* The x86 stores write what the reference conversions write (f16: round to
+ * nearest even, both ways). */
+static void test_kv_store_matches_reference(void) {
+    float x[96];
+    for (int i = 0; i < 96; i++) x[i] = 100 * frand();
+    x[5] = 65504.0f * 2; /* overflow to inf */
+    x[6] = 1e-8f;        /* subnormal half */
+    static const int types[] = {SLM_F32, SLM_F16, SLM_Q8_0};
+    if (!slm_kernels_select("avx2")) return; /* the x86 stores need F16C */
+    slm_kernels_select(NULL);
+    for (int ti = 0; ti < 3; ti++) {
+        uint8_t a[96 * 4], b[96 * 4];
+        memset(a, 0, sizeof a);
+        memset(b, 0, sizeof b);
+        slm_kv_store_scalar(types[ti], x, a, 96);
+        slm_kv_store_x86(types[ti], x, b, 96);
+        CHECKF(!memcmp(a, b, sizeof a), "kv_store %s differs from the reference", slm_dtype_name((uint32_t)types[ti]));
+    }
+}
+
 int main(void) {
     T_RUN(test_variants_match_reference);
+    T_RUN(test_kv_types);
+    T_RUN(test_kv_store_matches_reference);
     T_DONE();
 }

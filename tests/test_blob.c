@@ -23,7 +23,8 @@ static char g_blob260[512], g_blob288[512];
 static int run_cmd(const char *prog, char *const argv[], char **out, char **errs) { return t_run_capture(g_tmp, prog, argv, out, errs); }
 
 static int compile_blob(const char *model, const char *tok, const char *out) {
-    char *argv[] = {"staticlm", "compile", "-m", (char *)model, "-z", (char *)tok, "-o", (char *)out, NULL};
+    /* f32 KV: the blobs run the f32 goldens */
+    char *argv[] = {"staticlm", "compile", "-m", (char *)model, "-z", (char *)tok, "-o", (char *)out, "--kv-type", "f32", NULL};
     char *o = NULL, *e = NULL;
     int rc = run_cmd(SLM_CLI_PATH, argv, &o, &e);
     if (rc) fprintf(stderr, "compile failed: %s\n", e ? e : "");

@@ -1,6 +1,7 @@
 /* End to end against llama2.c's run.c goldens (../shared/models/golden):
  * exact text from the CLI, logits from the static programs, and the same
- * tokens whatever max_prompt_len pads to. */
+ * tokens whatever max_prompt_len pads to. The goldens are f32 arithmetic:
+ * every run here asks for an f32 KV cache (the default is f16). */
 #include <math.h>
 #include <stdint.h>
 #include <sys/wait.h>
@@ -86,13 +87,14 @@ static void check_cli_text(const golden_set *gs, int idx, const char *mpl) {
     snprintf(model, sizeof model, SLM_SHARED_DIR "/models/%s", gs->model);
     snprintf(tok, sizeof tok, SLM_SHARED_DIR "/models/tok512.bin");
     snprintf(nbuf, sizeof nbuf, "%d", gs->steps - count_ids(pids) + 1);
-    char *argv[20] = {"staticlm", "run", "-m", model, "-z", tok, "-p", prompt, "-n", nbuf, "--temp", "0", "--ignore-eos", NULL};
+    char *argv[20] = {"staticlm", "run", "-m", model, "-z", tok, "-p", prompt, "-n", nbuf, "--temp", "0", "--ignore-eos",
+                      "--kv-type", "f32", NULL};
     if (mpl) {
-        argv[13] = "--max-prompt-len";
-        argv[14] = (char *)mpl;
-        argv[15] = "--min-response-len";
-        argv[16] = "256";
-        argv[17] = NULL;
+        argv[15] = "--max-prompt-len";
+        argv[16] = (char *)mpl;
+        argv[17] = "--min-response-len";
+        argv[18] = "256";
+        argv[19] = NULL;
     }
     size_t got_len = 0;
     int status = 0;
@@ -152,6 +154,7 @@ static double row_rel_err(const float *a, const float *b, int n) {
 static slm_engine *load(const char *model, int mpl, int mrl) {
     slm_options o = slm_default_options();
     o.tokenizer_path = SLM_SHARED_DIR "/models/tok512.bin";
+    o.kv_type = SLM_KV_F32;
     o.max_prompt_len = mpl;
     o.min_response_len = mrl;
     slm_engine *e = NULL;

@@ -312,6 +312,7 @@ static void test_memory_budget(void) {
     o.tokenizer_path = T_SHARED("models/tok512.bin");
     o.n_threads = 1;
     o.max_memory_mb = 1;
+    o.kv_type = SLM_KV_F32; /* 1.0 MiB of f32 KV alone (f16 halves it) */
     slm_engine *e = NULL;
     slm_status s = slm_load(&e, T_SHARED("models/stories260K.bin"), &o);
     CHECKF(s == SLM_ERR_CAPACITY, "status %d: %s", (int)s, slm_last_error(e));

@@ -72,6 +72,7 @@ static void check_spec(const char *model, const char *dir, int idx, int steps) {
     char *prompt = NULL;
     int nw = golden_tokens(dir, idx, want, 512, &np, &prompt);
     slm_options o = slm_default_options();
+    o.kv_type = SLM_KV_F32; /* the goldens' arithmetic */
     o.draft_path = M("stories260K.bin");
     o.draft_tokenizer_path = M("tok512.bin");
     o.draft_n = 4;

@@ -2,8 +2,11 @@
  * path (one prefill program, one generate program) on stories260K and
  * rand288: chunked prefill, prefill and generate variants (zero KV bytes
  * moved), the prefix cache, verify + trim for speculative decoding, and
- * garbage in padding rows and unused KV rows. */
+ * garbage in padding rows and unused KV rows. All of it again with the KV
+ * cache as f16 (the same models) and q8_0 (random-weight llama and qwen2
+ * models of head_dim 32 from staticlm synth: q8_0 blocks need it). */
 #include <math.h>
+#include <unistd.h>
 
 #include "compiler/compiler.h"
 #include "format/model.h"
@@ -13,7 +16,13 @@
 #include "rig.h"
 
 
-static slm_compile_options opts(int mpl, int mrl) { return rig_opts(mpl, mrl); }
+static int g_kv = SLM_F32; /* the KV type of every program below */
+
+static slm_compile_options opts(int mpl, int mrl) {
+    slm_compile_options o = rig_opts(mpl, mrl);
+    o.kv_type = g_kv;
+    return o;
+}
 
 static int argmax(const float *x, int n) {
     int b = 0;
@@ -43,7 +52,7 @@ static int greedy(rig *r, const int32_t *ids, int n, int steps, int *out) {
     return 1;
 }
 
-static const char *const k_models[] = {SLM_SHARED_DIR "/models/stories260K.bin", SLM_SHARED_DIR "/models/rand288.bin"};
+static const char *k_models[2] = {SLM_SHARED_DIR "/models/stories260K.bin", SLM_SHARED_DIR "/models/rand288.bin"};
 
 static void test_chunked_prefill(void) {
     for (int mi = 0; mi < 2; mi++) {
@@ -95,14 +104,14 @@ static void test_variants_zero_copy(void) {
                     int k = slm_program_find_io(p, SLM_IO_PAST_KEY, l), v = slm_program_find_io(p, SLM_IO_PAST_VALUE, l);
                     CHECK(k >= 0 && v >= 0);
                     if (k < 0 || v < 0) continue;
-                    size_t layer = (size_t)var.rt.cap * (size_t)var.rt.kv_dim;
+                    size_t layer = (size_t)var.rt.cap * var.rt.row_bytes;
                     CHECK(var.rt.exec[pi].io_ptr[k] == var.rt.kv + (2 * (size_t)l) * layer);
                     CHECK(var.rt.exec[pi].io_ptr[v] == var.rt.kv + (2 * (size_t)l + 1) * layer);
                 }
             }
             /* the last step's present.0.key view is the row just written */
             int pk = slm_program_find_io(var.rt.gen, SLM_IO_PRESENT_KEY, 0);
-            CHECK(pk >= 0 && var.rt.exec[var.rt.gen - var.c.progs].io_ptr[pk] == var.rt.kv + (size_t)(var.rt.num_stored - 1) * var.rt.kv_dim);
+            CHECK(pk >= 0 && var.rt.exec[var.rt.gen - var.c.progs].io_ptr[pk] == var.rt.kv + (size_t)(var.rt.num_stored - 1) * var.rt.row_bytes);
         }
         /* the 12-token prompt ran through the 16-row variant */
         CHECK(slm_pick_prefill(&var.c, 12)->rows == 16);
@@ -128,7 +137,8 @@ static void test_prefix_cache(void) {
     CHECK(slm_pc_restore(&pc, &r.rt, sys, 40, 39) == 0);
     CHECK(slm_rt_prefill(&r.rt, sys, 40, &err) == SLM_OK);
     /* storing copies 40 rows of K and V of every layer out of the KV buffer, counted */
-    const uint64_t rows40 = (uint64_t)2 * r.rt.comp->cfg.n_layers * 40 * r.rt.kv_dim * sizeof(float);
+    const uint64_t rows40 = (uint64_t)2 * r.rt.comp->cfg.n_layers * 40 * r.rt.row_bytes;
+    CHECK(r.rt.row_bytes == slm_row_bytes((uint32_t)g_kv, (uint64_t)r.rt.kv_dim));
     uint64_t before = r.rt.kv_bytes_copied;
     CHECK(slm_pc_store(&pc, &r.rt, 40) == 1);
     CHECKF(r.rt.kv_bytes_copied - before == rows40, "store copied %llu bytes, want %llu",
@@ -151,7 +161,7 @@ static void test_prefix_cache(void) {
     CHECK(slm_pc_store(&pc, &r.rt, 60) == 1);
     CHECK(pc.n == 1);
     slm_pc_free(&pc);
-    uint64_t one = (uint64_t)2 * 6 * 30 * 288 * 4 + 30 * 4;
+    uint64_t one = (uint64_t)2 * r.rt.comp->cfg.n_layers * 30 * r.rt.row_bytes + 30 * 4;
     slm_pc_init(&pc, one + one / 2);
     slm_rt_reset(&r.rt);
     CHECK(slm_rt_prefill(&r.rt, req, 30, &err) == SLM_OK);
@@ -280,12 +290,41 @@ static void test_lm_head_separate(void) {
     }
 }
 
-int main(void) {
+static void run_all(void) {
     T_RUN(test_chunked_prefill);
     T_RUN(test_variants_zero_copy);
     T_RUN(test_prefix_cache);
     T_RUN(test_verify_and_trim);
     T_RUN(test_garbage_padding);
     T_RUN(test_lm_head_separate);
+}
+
+/* A random-weight model of head_dim 32 and 512 tokens (staticlm synth). */
+static int synth(char *path, size_t cap, const char *arch) {
+    char cmd[2048];
+    snprintf(path, cap, "/tmp/slm_test_rtf_%s_%d.gguf", arch, (int)getpid());
+    snprintf(cmd, sizeof cmd, "%s synth --shape custom --arch %s --type f32 --dim 64 --layers 2 --heads 2 --kv-heads 1 "
+             "--ffn 128 --n-vocab 512 --ctx 512 --std 0.5 -o %s --vocab-file %s >/dev/null 2>&1", SLM_CLI_PATH, arch,
+             path, SLM_SHARED_DIR "/vocab/ggml-vocab-llama-spm.gguf");
+    const int ok = system(cmd) == 0;
+    CHECKF(ok, "%s", cmd);
+    return ok;
+}
+
+int main(void) {
+    run_all();
+    printf("-- KV f16\n");
+    g_kv = SLM_F16;
+    run_all();
+    char a[256], b[256];
+    if (synth(a, sizeof a, "llama") && synth(b, sizeof b, "qwen2")) {
+        printf("-- KV q8_0 (synth llama, qwen2)\n");
+        k_models[0] = a;
+        k_models[1] = b;
+        g_kv = SLM_Q8_0;
+        run_all();
+    }
+    unlink(a);
+    unlink(b);
     T_DONE();
 }

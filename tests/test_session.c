@@ -225,12 +225,16 @@ static void test_eot_stops(void) {
     slm_tmpl_free(tm);
 }
 
-static void test_overflow_policies(void) {
+/* Both policies, with the KV cache as f32, f16 (stories260K) and q8_0 (a
+ * synth llama of head_dim 32; the prefix-cache and truncation re-prefill
+ * copy rows of the type). */
+static void overflow_policies(const char *model, const char *tok, int kv_type) {
     slm_options o = slm_default_options();
+    o.kv_type = kv_type;
     o.max_prompt_len = 16;
     o.min_response_len = 24; /* capacity 40 */
     o.on_overflow = SLM_OVERFLOW_ERROR;
-    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    slm_engine *e = load(model, tok, o);
     if (!e) { CHECK(0); return; }
     slm_session_cfg cfg = {0};
     cfg.ignore_eos = 1;
@@ -250,7 +254,7 @@ static void test_overflow_policies(void) {
     slm_session_free(s);
     slm_free(e);
     o.on_overflow = SLM_OVERFLOW_TRUNCATE;
-    e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    e = load(model, tok, o);
     if (!e) { CHECK(0); return; }
     CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
     n = 0;
@@ -261,6 +265,19 @@ static void test_overflow_policies(void) {
     CHECKF(n == 100 && ss.n_truncations >= 2, "n %d truncations %d", n, ss.n_truncations);
     slm_session_free(s);
     slm_free(e);
+}
+
+static void test_overflow_policies(void) {
+    overflow_policies(M("stories260K.bin"), M("tok512.bin"), SLM_KV_F32);
+    overflow_policies(M("stories260K.bin"), M("tok512.bin"), SLM_KV_F16);
+    char path[300], cmd[2048];
+    snprintf(path, sizeof path, "%s/synth_kv.gguf", dir);
+    snprintf(cmd, sizeof cmd, "%s synth --shape custom --arch llama --type f32 --dim 64 --layers 2 --heads 2 --kv-heads 1 "
+             "--ffn 128 --n-vocab 320 --ctx 256 --std 0.5 -o %s --vocab-file %s >/dev/null 2>&1", SLM_CLI_PATH, path,
+             T_SHARED("vocab/ggml-vocab-llama-spm.gguf"));
+    CHECKF(system(cmd) == 0, "%s", cmd);
+    overflow_policies(path, NULL, SLM_KV_Q8_0);
+    unlink(path);
 }
 
 /* Speculative sampling: with temperature > 0 the draft's proposals pass the
@@ -383,7 +400,7 @@ static void test_blob_options_refused(void) {
     char blob[300], cmd[2048], err[300];
     snprintf(blob, sizeof blob, "%s/s.blob", dir);
     snprintf(err, sizeof err, "%s/err.txt", dir);
-    snprintf(cmd, sizeof cmd, "%s compile -m %s -z %s --max-prompt-len 64 -o %s 2>/dev/null", SLM_CLI_PATH,
+    snprintf(cmd, sizeof cmd, "%s compile -m %s -z %s --max-prompt-len 64 --kv-type f16 -o %s 2>/dev/null", SLM_CLI_PATH,
              M("stories260K.bin"), M("tok512.bin"), blob);
     CHECK(system(cmd) == 0);
     static const struct { const char *args, *want1, *want2; } k[] = {
@@ -396,6 +413,8 @@ static void test_blob_options_refused(void) {
         {"--draft " M("stories260K.bin") " --draft-n 2", "--draft-n 2", "draft_n 0"},
         {"--draft-n 2", "--draft-n 2", "needs a draft model"},
         {"--lm-head-threads 2", "--lm-head-threads 2", "not a separate program"},
+        {"--kv-type q8_0", "--kv-type q8_0", "kv_type f16"},
+        {"--kv-type f32", "--kv-type f32", "kv_type f16"},
     };
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s run -m %s %s -n 4 --temp 0 >/dev/null 2>%s", SLM_CLI_PATH, blob, k[i].args, err);
@@ -406,7 +425,7 @@ static void test_blob_options_refused(void) {
         free(e);
     }
     /* the same values are honoured */
-    snprintf(cmd, sizeof cmd, "%s run -m %s --max-prompt-len 64 --min-response-len 128 -n 4 --temp 0 >/dev/null 2>%s",
+    snprintf(cmd, sizeof cmd, "%s run -m %s --max-prompt-len 64 --min-response-len 128 --kv-type f16 -n 4 --temp 0 >/dev/null 2>%s",
              SLM_CLI_PATH, blob, err);
     CHECK(system(cmd) == 0);
 }

@@ -16,8 +16,11 @@ static const char *PROMPTS[] = {"Once upon a time", "Lily and Tom went", "The ca
                                 "Sara had a red ball"};
 #define NP 5
 
+static int g_kv = SLM_KV_F32; /* the KV type of the engines below */
+
 static slm_engine *load(const char *model, const char *tok, int n_seqs, int threads) {
     slm_options o = slm_default_options();
+    o.kv_type = g_kv;
     o.tokenizer_path = tok;
     o.n_threads = threads;
     o.n_seqs = n_seqs;
@@ -153,6 +156,18 @@ static void test_batch_equals_alone_archs(void) {
                 "--n-vocab 320 --ctx 256 --std 0.5");
 }
 
+/* Batch programs with the KV cache as f16 (stories260K) and q8_0 (a synth
+ * llama of head_dim 32): the kv_store tasks write each row into its own
+ * sequence's region (DST_CPOS), attention reads the type there. */
+static void test_batch_kv_types(void) {
+    g_kv = SLM_KV_F16;
+    check_model(M("stories260K.bin"), M("tok512.bin"));
+    g_kv = SLM_KV_Q8_0;
+    check_synth("--arch llama --type f32 --dim 64 --layers 2 --heads 2 --kv-heads 1 --ffn 128 --n-vocab 320 --ctx 256 "
+                "--std 0.5");
+    g_kv = SLM_KV_F32;
+}
+
 static void test_slots_and_errors(void) {
     slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), 2, 1);
     if (!e) { CHECK(0); return; }
@@ -182,6 +197,7 @@ int main(void) {
     T_RUN(test_batch_equals_alone_f32);
     T_RUN(test_batch_equals_alone_q8_0);
     T_RUN(test_batch_equals_alone_archs);
+    T_RUN(test_batch_kv_types);
     T_RUN(test_slots_and_errors);
     T_DONE();
 }

@@ -178,6 +178,8 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(c->opt.min_response_len, 0, c->kv_capacity, "min_response_len");
     RANGE(c->opt.lm_head_separate, 0, 0, "lm_head_separate");
     RANGE(c->opt.tile_kb, 0, 1 << 20, "tile_kb");
+    if (!slm_kv_type_ok(c->opt.kv_type) || (c->opt.kv_type == SLM_Q8_0 && m->head_dim % SLM_QK8_0) || (c->opt.kv_type && m->head_dim > 512))
+        return bad(r, "section .slm.config: kv_type %d with head_dim %d: not f32 (0), f16 (1, head_dim <= 512) or q8_0 (8, head_dim a multiple of 32 up to 512)", c->opt.kv_type, m->head_dim);
     if (c->opt.max_prompt_len + c->opt.min_response_len != c->kv_capacity)
         return bad(r, "section .slm.config: max_prompt_len %d + min_response_len %d != kv_capacity %d", c->opt.max_prompt_len,
                    c->opt.min_response_len, c->kv_capacity);
@@ -231,10 +233,12 @@ static slm_status pbad(pctx *q, const char *fmt, ...) {
     return slm_errf(q->r->err, SLM_ERR_FORMAT, "%s: section %s: %s", q->r->name, q->sec, msg);
 }
 
-static int io_dtype_for(int role) {
+static int io_dtype_for(const pctx *q, int role) {
     switch (role) {
     case SLM_IO_INPUT_IDS: case SLM_IO_POSITION_IDS: case SLM_IO_CACHE_POSITION: case SLM_IO_ATTENTION_MASK:
         return SLM_I32;
+    case SLM_IO_PAST_KEY: case SLM_IO_PAST_VALUE: case SLM_IO_PRESENT_KEY: case SLM_IO_PRESENT_VALUE:
+        return q->r->c->opt.kv_type;
     default: return SLM_F32;
     }
 }
@@ -267,7 +271,7 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         int want_rows = 0, want_cols = 1;
         if (role <= SLM_IO_NONE || role >= SLM_IO_ROLE_COUNT) { s = pbad(q, "I/O %d (%s): role %d unknown", i, io->name, role); break; }
         if (io->is_output != want_out) { s = pbad(q, "I/O %d (%s): is_output %d, want %d", i, io->name, io->is_output, want_out); break; }
-        if (io->dtype != io_dtype_for(role)) { s = pbad(q, "I/O %d (%s): dtype %u, want %s", i, io->name, io->dtype, slm_dtype_name((uint32_t)io_dtype_for(role))); break; }
+        if (io->dtype != io_dtype_for(q, role)) { s = pbad(q, "I/O %d (%s): dtype %u, want %s", i, io->name, io->dtype, slm_dtype_name((uint32_t)io_dtype_for(q, role))); break; }
         if (kvrole ? (io->layer < 0 || io->layer >= L) : io->layer != -1) { s = pbad(q, "I/O %d (%s): layer %d out of range", i, io->name, io->layer); break; }
         switch (role) {
         case SLM_IO_INPUT_IDS: case SLM_IO_POSITION_IDS: case SLM_IO_CACHE_POSITION: want_rows = p->rows; break;
@@ -307,14 +311,15 @@ static slm_status check_ref(pctx *q, int ti, int k, uint64_t ext, int is_dst) {
     case SLM_SPACE_IO: {
         if (rf->io >= p->n_io) return pbad(q, "task %d: %s: I/O index %u >= n_io %d", ti, fn[k], rf->io, p->n_io);
         const slm_io_desc *d = &p->io[rf->io];
-        limit = (uint64_t)d->rows * (uint64_t)d->cols * 4;
+        limit = (uint64_t)d->rows * blob_io_bytes(d->dtype, (uint64_t)d->cols);
         space = d->name;
         if (d->role == SLM_IO_PRESENT_KEY || d->role == SLM_IO_PRESENT_VALUE) {
             /* present.* are views at the write index: only compact writes stay in the KV buffer */
             if (!is_dst || !((t->flags & SLM_TF_DST_COMPACT) || (t->flags & SLM_TF_ONE_ROW)) ||
-                (t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM))
-                return pbad(q, "task %d (%s): %s: %s only as a compact matmul/rope/bias/rmsnorm destination", ti, slm_task_op_name(t->op),
-                            fn[k], d->name);
+                (d->dtype == SLM_F32 ? t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM
+                                     : t->op != SLM_T_KV_STORE))
+                return pbad(q, "task %d (%s): %s: %s only as a compact %s destination", ti, slm_task_op_name(t->op),
+                            fn[k], d->name, d->dtype == SLM_F32 ? "matmul/rope/bias/rmsnorm" : "kv_store");
         }
         break;
     }
@@ -365,6 +370,22 @@ static slm_status check_family_fields(pctx *q, int ti) {
     return SLM_OK;
 }
 
+/* The matmul prologue and epilogue flags: on matmuls only, one of each kind. */
+static slm_status check_prologue_epilogue(pctx *q, int ti) {
+    const slm_task *t = &q->p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
+    if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
+    if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
+    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0;
+    if (post_rope && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): a rope epilogue on a non-matmul task", ti, op);
+    if ((t->flags & SLM_TF_POST_ADD) && (t->op != SLM_T_MATMUL || post_rope))
+        return pbad(q, "task %d (%s): an add epilogue on a non-matmul task or with a rope epilogue", ti, op);
+    if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE && !post_rope)
+        return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
+    return SLM_OK;
+}
+
 /* A rope's rotated dimensions (b, or the head size c): the table's pairs;
  * only the neox layout rotates part of a head. */
 static int rope_dims_ok(const pctx *q, const slm_task *t) {
@@ -395,6 +416,56 @@ static slm_status check_prefetch(pctx *q, int ti, unsigned *usedp) {
 #undef NEED
 #undef REF
 
+static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
+    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0, post_add = (t->flags & SLM_TF_POST_ADD) != 0;
+    const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
+    unsigned used = 0;
+    uint64_t ext;
+    slm_status s;
+#define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
+#define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
+#define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
+    NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
+    NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
+    NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+    uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->k);
+    NEED(row > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
+    NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+    /* repacked weights: whole groups of 16 rows, and a tile reads the groups it cuts */
+    NEED(!slm_is_r16(t->wtype) || t->n % 16 == 0, "task %d (%s): n %d of %s weights not a multiple of 16", ti, op, t->n,
+         slm_dtype_name(t->wtype));
+    MAT(R, SLM_REF_SRC0, (uint64_t)t->k, 0);
+    REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
+    if (pre == SLM_TF_PRE_NORM) { /* rmsnorm gains: k floats in the weights */
+        NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): norm gains must be in the weights", ti, op);
+        NEED(t->f0 >= 0.0f && t->f0 < 1.0f, "task %d (%s): eps %g out of range", ti, op, (double)t->f0);
+        REF(SLM_REF_SRC2, (uint64_t)t->k * 4, 0);
+    } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
+        MAT(R, SLM_REF_SRC2, (uint64_t)t->k, 0);
+    }
+    NEED(!post_add || t->n0 % 16 == 0, "task %d (%s): add epilogue on a tile starting at column %d (not a multiple of 16)", ti, op, t->n0);
+    if (post_rope) { /* as a ROPE task over the tile's columns */
+        const int unit = (t->flags & SLM_TF_NEOX) ? t->c : 2;
+        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
+        NEED(t->n % t->c == 0 && t->n0 % unit == 0 && (t->n1 % unit == 0),
+             "task %d (%s): tile [%d,%d) of width %d cuts a rotation (head_dim %d)", ti, op, t->n0, t->n1, t->n, t->c);
+        NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_CONST, "task %d (%s): src4 must be the constants", ti, op);
+        REF(SLM_REF_SRC3, R * 4, 0);
+        NEED(t->ref[SLM_REF_SRC4].off % q->r->table_bytes == 0, "task %d (%s): src4 not at a RoPE table", ti, op);
+        REF(SLM_REF_SRC4, q->r->table_bytes, 0);
+    }
+    MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
+    *usedp |= used;
+    return SLM_OK;
+#undef MAT
+#undef NEED
+#undef REF
+}
+
 static slm_status check_task(pctx *q, int ti) {
     const slm_program *p = q->p;
     const slm_task *t = &p->tasks[ti];
@@ -407,17 +478,7 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
                                SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
-    if ((s = check_family_fields(q, ti))) return s;
-    const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
-    if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
-    if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
-    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0;
-    if (post_rope && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): a rope epilogue on a non-matmul task", ti, op);
-    const int post_add = (t->flags & SLM_TF_POST_ADD) != 0;
-    if (post_add && (t->op != SLM_T_MATMUL || post_rope))
-        return pbad(q, "task %d (%s): an add epilogue on a non-matmul task or with a rope epilogue", ti, op);
-    if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE && !post_rope)
-        return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
+    if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
     if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
@@ -426,6 +487,7 @@ static slm_status check_task(pctx *q, int ti) {
     const uint64_t C = (uint64_t)p->kv_capacity;
 #define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
 #define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
+#define KVR(rows, k, w, dst) do { NEED(blob_kv_ext(q->p, &t->ref[k], t->wtype, rows, w, &ext), "task %d (%s): operand %d not rows of %s KV", ti, op, k, slm_dtype_name(t->wtype)); REF(k, ext, dst); } while (0)
 #define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
     switch (t->op) {
     case SLM_T_NOP: case SLM_T_BARRIER: break; /* counts: slm_program_check_schedule */
@@ -457,39 +519,9 @@ static slm_status check_task(pctx *q, int ti) {
         REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
-    case SLM_T_MATMUL: {
-        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
-        NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
-        NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
-        uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->k);
-        NEED(row > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
-        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
-        /* repacked weights: whole groups of 16 rows, and a tile reads the groups it cuts */
-        NEED(!slm_is_r16(t->wtype) || t->n % 16 == 0, "task %d (%s): n %d of %s weights not a multiple of 16", ti, op, t->n,
-             slm_dtype_name(t->wtype));
-        MAT(R, SLM_REF_SRC0, (uint64_t)t->k, 0);
-        REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
-        if (pre == SLM_TF_PRE_NORM) { /* rmsnorm gains: k floats in the weights */
-            NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): norm gains must be in the weights", ti, op);
-            NEED(t->f0 >= 0.0f && t->f0 < 1.0f, "task %d (%s): eps %g out of range", ti, op, (double)t->f0);
-            REF(SLM_REF_SRC2, (uint64_t)t->k * 4, 0);
-        } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
-            MAT(R, SLM_REF_SRC2, (uint64_t)t->k, 0);
-        }
-        NEED(!post_add || t->n0 % 16 == 0, "task %d (%s): add epilogue on a tile starting at column %d (not a multiple of 16)", ti, op, t->n0);
-        if (post_rope) { /* as a ROPE task over the tile's columns */
-            const int unit = (t->flags & SLM_TF_NEOX) ? t->c : 2;
-            NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
-            NEED(t->n % t->c == 0 && t->n0 % unit == 0 && (t->n1 % unit == 0),
-                 "task %d (%s): tile [%d,%d) of width %d cuts a rotation (head_dim %d)", ti, op, t->n0, t->n1, t->n, t->c);
-            NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_CONST, "task %d (%s): src4 must be the constants", ti, op);
-            REF(SLM_REF_SRC3, R * 4, 0);
-            NEED(t->ref[SLM_REF_SRC4].off % q->r->table_bytes == 0, "task %d (%s): src4 not at a RoPE table", ti, op);
-            REF(SLM_REF_SRC4, q->r->table_bytes, 0);
-        }
-        MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
+    case SLM_T_MATMUL:
+        if ((s = check_matmul(q, ti, &used))) return s;
         break;
-    }
     case SLM_T_ROPE:
         NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
         NEED(t->n0 >= 0 && t->n0 < t->n1 && (int64_t)t->n1 * t->c <= t->n && t->n <= BLOB_MAX_DIM,
@@ -507,10 +539,12 @@ static slm_status check_task(pctx *q, int ti) {
         NEED((uint64_t)t->k == C, "task %d (%s): k %d != program KV capacity %llu", ti, op, t->k, (unsigned long long)C);
         NEED(t->ref[SLM_REF_SRC2].ld == t->ref[SLM_REF_SRC1].ld, "task %d (%s): K and V strides differ", ti, op);
         NEED(t->window >= 0, "task %d (%s): window %d negative", ti, op, t->window);
+        NEED(t->wtype == q->r->c->opt.kv_type && (t->wtype != SLM_Q8_0 || t->c % SLM_QK8_0 == 0),
+             "task %d (%s): KV type %u (head_dim %d), the config's is %d", ti, op, t->wtype, t->c, q->r->c->opt.kv_type);
         const uint64_t w = (uint64_t)t->n1 * (uint64_t)t->c, kvw = (uint64_t)t->b * (uint64_t)t->c;
         MAT(R, SLM_REF_SRC0, w, 0);
-        MAT(C, SLM_REF_SRC1, kvw, 0);
-        MAT(C, SLM_REF_SRC2, kvw, 0);
+        KVR(C, SLM_REF_SRC1, kvw, 0);
+        KVR(C, SLM_REF_SRC2, kvw, 0);
         REF(SLM_REF_SRC3, C * 4, 0);
         REF(SLM_REF_SRC4, R * 4, 0);
         MAT(R, SLM_REF_DST, w, 1);
@@ -525,6 +559,13 @@ static slm_status check_task(pctx *q, int ti) {
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
         REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_KV_STORE:
+        NEED(t->wtype != SLM_F32 && t->wtype == q->r->c->opt.kv_type, "task %d (%s): KV type %u, the config's is %d", ti, op,
+             t->wtype, q->r->c->opt.kv_type);
+        NEED(t->n == m->n_kv_heads * m->head_dim, "task %d (%s): n %d != kv_dim", ti, op, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        KVR(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     case SLM_T_SWIGLU:
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
@@ -541,6 +582,7 @@ static slm_status check_task(pctx *q, int ti) {
 #undef NEED
 #undef REF
 #undef MAT
+#undef KVR
     return SLM_OK;
 }
 
@@ -916,84 +958,4 @@ slm_status slm_blob_verify_weights(const slm_blob *b, slm_err *err) {
         return slm_errf(err, SLM_ERR_FORMAT, "%s: section .slm.weights: hash %016llx, the identity record says %016llx",
                         b->name, (unsigned long long)h, (unsigned long long)b->ident.weights_hash);
     return SLM_OK;
-}
-
-/* ---- inspect ----------------------------------------------------------------- */
-
-static void print_bytes(FILE *f, uint64_t n) {
-    if (n >= (1ull << 30)) fprintf(f, "%.2f GiB", n / 1073741824.0);
-    else if (n >= (1ull << 20)) fprintf(f, "%.2f MiB", n / 1048576.0);
-    else if (n >= 1024) fprintf(f, "%.1f KiB", n / 1024.0);
-    else fprintf(f, "%llu B", (unsigned long long)n);
-}
-
-void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
-    const slm_model_config *m = &c->cfg;
-    const slm_blob_ident *id = &b->ident;
-    fprintf(f, "blob %s: %llu bytes, %u sections, format %u, %s\n", b->name, (unsigned long long)b->size, b->n_sections,
-            id->format_version, id->compiler);
-    fprintf(f, "identity %016llx\n", (unsigned long long)id->identity);
-    fprintf(f, "  source   %s: %llu bytes, hash %016llx\n", id->source, (unsigned long long)id->model_bytes,
-            (unsigned long long)id->model_hash);
-    if (id->tok_bytes)
-        fprintf(f, "  tokenizer file: %llu bytes, hash %016llx\n", (unsigned long long)id->tok_bytes, (unsigned long long)id->tok_hash);
-    else
-        fprintf(f, "  tokenizer: from the model file\n");
-    fprintf(f, "  options  hash %016llx; weights hash %016llx\n", (unsigned long long)id->options_hash,
-            (unsigned long long)id->weights_hash);
-    fprintf(f, "model: %s, dim %d, hidden %d, layers %d, heads %d/%d, head_dim %d, vocab %d, context %d\n", m->arch, m->dim,
-            m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len);
-    fprintf(f, "options: max_prompt_len %d, min_response_len %d, kv_capacity %d", c->opt.max_prompt_len,
-            c->opt.min_response_len, c->kv_capacity);
-    if (c->opt.matmul_tile_cols) fprintf(f, ", matmul_tile_cols %d", c->opt.matmul_tile_cols);
-    if (c->opt.draft_n) fprintf(f, ", draft_n %d", c->opt.draft_n);
-    fprintf(f, "\n");
-    uint64_t arena = 0, scratch = 0;
-    for (int i = 0; i < c->n_progs; i++) {
-        const slm_program *p = &c->progs[i];
-        if (p->arena_bytes > arena) arena = p->arena_bytes;
-        int counts[SLM_T_OP_COUNT] = {0};
-        for (int t = 0; t < p->n_tasks; t++) {
-            counts[p->tasks[t].op]++;
-            uint64_t sb = slm_task_scratch_bytes(&p->tasks[t]);
-            if (sb > scratch) scratch = sb;
-        }
-        fprintf(f, "\nprogram %s: rows %d, KV capacity %d, %d tasks (", p->name, p->rows, p->kv_capacity, p->n_tasks);
-        int first = 1;
-        for (int k = 0; k < SLM_T_OP_COUNT; k++)
-            if (counts[k]) {
-                fprintf(f, "%s%s %d", first ? "" : ", ", slm_task_op_name(k), counts[k]);
-                first = 0;
-            }
-        fprintf(f, "), %d relocations, arena ", p->n_relocs);
-        print_bytes(f, p->arena_bytes);
-        fprintf(f, "\n");
-        for (int k = 0; k < p->n_io; k++) {
-            const slm_io_desc *d = &p->io[k];
-            fprintf(f, "  %-6s %3d %-28s %s[%d,%d]  %s\n", d->is_output ? "output" : "input", k, d->name,
-                    d->dtype == SLM_I32 ? "i32" : "f32", d->rows, d->cols, slm_io_role_name((slm_io_role)d->role));
-        }
-    }
-    uint64_t kv = (uint64_t)m->n_layers * 2 * (uint64_t)c->kv_capacity * (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim * 4;
-    fprintf(f, "\nmemory: weights ");
-    print_bytes(f, b->weights_size);
-    fprintf(f, " (mapped, %u tensors), KV cache ", b->n_tensors);
-    print_bytes(f, kv);
-    fprintf(f, ", arena ");
-    print_bytes(f, arena);
-    fprintf(f, ", scratch per thread ");
-    print_bytes(f, scratch);
-    fprintf(f, ", constants ");
-    print_bytes(f, c->consts.bytes);
-    fprintf(f, "\n");
-    /* weight types as stored: repacked matrices show as *_r16 */
-    uint32_t count[256] = {0};
-    for (uint32_t i = 0; i < b->n_tensors; i++) {
-        const uint32_t t = rd32(b->tensors + (size_t)i * BLOB_TENSOR_SIZE + 64);
-        if (t < 256) count[t]++;
-    }
-    fprintf(f, "tensor types:");
-    for (uint32_t t = 0; t < 256; t++)
-        if (count[t]) fprintf(f, " %s x%u", slm_dtype_name(t), count[t]);
-    fprintf(f, "\n");
 }

@@ -13,7 +13,7 @@
 
 /* The serializers below list every field of these structs; a new field
  * must be added to them (and to docs/blob.md, and the version bumped). */
-_Static_assert(sizeof(slm_compile_options) == 24 * 4, "update blob options record");
+_Static_assert(sizeof(slm_compile_options) == 25 * 4, "update blob options record");
 _Static_assert(sizeof(slm_ref) == 16, "update blob task record");
 _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * sizeof(void *),
                "update blob task record");
@@ -21,7 +21,7 @@ _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
 _Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 56,
                "update blob config and family records");
-_Static_assert(SLM_T_OP_COUNT == 12, "update the blob task validator (blob_read.c check_task)");
+_Static_assert(SLM_T_OP_COUNT == 13, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200, "update the blob task validator's flags (blob_read.c check_task)");
 
 #define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */
@@ -32,7 +32,7 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200, "update the blob task validator's f
 #define BLOB_IO_SIZE 64
 #define BLOB_RELOC_SIZE 8
 #define BLOB_TENSOR_SIZE 120
-#define BLOB_OPTIONS_SIZE (24 * 4)
+#define BLOB_OPTIONS_SIZE (25 * 4)
 /* config record: model config (96), options, kv_capacity, n_progs,
  * rope_pos, rope_pairs (i32 each), const_bytes (u64, 8-aligned) */
 #define BLOB_CFG_OPTIONS 96
@@ -61,9 +61,29 @@ static inline int32_t rdi32(const uint8_t *p) { int32_t v; memcpy(&v, p, 4); ret
 static inline uint64_t rd64u(const uint8_t *p) { uint64_t v; memcpy(&v, p, 8); return v; }
 static inline uint16_t rd16(const uint8_t *p) { uint16_t v; memcpy(&v, p, 2); return v; }
 
+/* Bytes of n elements of an I/O tensor's type (whole q8_0 blocks: the
+ * config's head_dim % 32 is checked; 0 when not whole). */
+static inline uint64_t blob_io_bytes(uint32_t dtype, uint64_t n) {
+    return dtype == SLM_F32 || dtype == SLM_I32 ? n * 4 : slm_row_bytes(dtype, n);
+}
+
+/* Extent in bytes of rows [0, rows) of w elements of the KV type kt with
+ * stride ld elements, on a past/present I/O of p holding that type; 0 when
+ * the reference is anything else. */
+static inline int blob_kv_ext(const slm_program *p, const slm_ref *rf, uint32_t kt, uint64_t rows, uint64_t w,
+                              uint64_t *ext) {
+    if (rf->space != SLM_SPACE_IO || rf->io >= p->n_io || p->io[rf->io].dtype != kt) return 0;
+    if (rows == 0 || w == 0 || (rows > 1 && rf->ld < w)) return 0;
+    const uint64_t rb = blob_io_bytes(kt, rf->ld), wb = blob_io_bytes(kt, w);
+    uint64_t x;
+    if (!rb || !wb || !slm_mul_ok(rows - 1, rb, &x) || !slm_add_ok(x, wb, &x)) return 0;
+    *ext = x;
+    return 1;
+}
+
 /* Options record: every field of slm_compile_options, in order. */
 static inline void blob_put_options(uint8_t *p, const slm_compile_options *o) {
-    int32_t v[24];
+    int32_t v[25];
     int k = 0;
     v[k++] = o->max_prompt_len;
     v[k++] = o->min_response_len;
@@ -75,11 +95,12 @@ static inline void blob_put_options(uint8_t *p, const slm_compile_options *o) {
     v[k++] = o->draft_n;
     v[k++] = o->lm_head_separate;
     v[k++] = o->tile_kb;
+    v[k++] = o->kv_type;
     memcpy(p, v, sizeof v);
 }
 
 static inline void blob_get_options(const uint8_t *p, slm_compile_options *o) {
-    int32_t v[24];
+    int32_t v[25];
     memcpy(v, p, sizeof v);
     int k = 0;
     memset(o, 0, sizeof *o);
@@ -93,6 +114,7 @@ static inline void blob_get_options(const uint8_t *p, slm_compile_options *o) {
     o->draft_n = v[k++];
     o->lm_head_separate = v[k++];
     o->tile_kb = v[k++];
+    o->kv_type = v[k++];
 }
 
 /* Config record: every field of slm_model_config, in order (96 bytes). */

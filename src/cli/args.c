@@ -37,6 +37,16 @@ const char *slm_cli_schedule_name(int schedule) {
     return schedule == SLM_SCHEDULE_COUNTED ? "counted" : "rendezvous";
 }
 
+int slm_cli_parse_kv_type(const char *s, const char *opt, int *out) {
+    const int k = slm_kv_type_parse(s);
+    if (k < 0) {
+        fprintf(stderr, "staticlm: %s expects f32, f16 or q8_0, got '%s'\n", opt, s ? s : "(nothing)");
+        return 0;
+    }
+    *out = k;
+    return 1;
+}
+
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
     char *end = NULL;
     errno = 0;

@@ -72,6 +72,8 @@ static void usage(FILE *f) {
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
             "      --schedule S          rendezvous (default) | counted: how threads meet between stages\n"
+            SLM_CLI_KV_TYPE_HELP
+            "                            (-ctk T too: both K and V take it)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
             SLM_CLI_TRACE_HELP
             "  -h, --help                this help\n");
@@ -276,14 +278,23 @@ static int32_t rand_id(int vocab) {
     return (int32_t)(g_rand % (uint64_t)vocab);
 }
 
-/* -d N: reset, then N random ids into the KV cache (untimed, as llama-bench's n_depth). */
+/* -d N: N random ids into the KV cache (untimed, as llama-bench's n_depth).
+ * The first fill is kept: later repetitions trim the cache back to it, as
+ * llama-bench restores its saved state at the same depth. */
+static int g_filled = -1; /* the depth the cache was filled to (-1: none) */
 static int fill_depth(slm_engine *e, int32_t *ids, int depth, int vocab) {
+    if (depth > 0 && g_filled == depth && slm_num_stored(e) >= depth) {
+        slm_trim(e, depth);
+        return 1;
+    }
     slm_reset(e);
+    g_filled = -1;
     if (depth <= 0) return 1;
     for (int i = 0; i < depth; i++) ids[i] = rand_id(vocab);
     const float *logits;
     slm_status s = slm_prefill(e, ids, depth, &logits);
     if (s) fprintf(stderr, "staticlm bench: filling the KV cache to depth %d: %s\n", depth, slm_last_error(e));
+    else g_filled = depth;
     return s == SLM_OK;
 }
 
@@ -344,11 +355,12 @@ static void json_str(FILE *f, const char *s) {
 /* One bench run: the options, then what was measured. */
 typedef struct bench {
     const char *model, *tok, *fmt, *kernels;
-    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule;
+    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type;
     model_facts mf;
     double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
     double limit;                   /* decode tokens/s the bandwidth allows */
     const char *kname;              /* the kernels in use */
+    const char *kv_name;            /* the KV cache's element type */
     test_result res[2];             /* pp, tg (those run) */
     int n_res;
     prof pm, pmed;                  /* the decode profile: mean, median step */
@@ -385,6 +397,7 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &b->bw_mib);
         else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &b->tile_kb);
         else if (!strcmp(o, "--schedule")) ok = slm_cli_parse_schedule(v, &b->schedule);
+        else if (!strcmp(o, "--kv-type") || !strcmp(o, "-ctk")) ok = slm_cli_parse_kv_type(v, o, &b->kv_type);
         else {
             fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
             return 2;
@@ -500,7 +513,8 @@ static void print_jsonl(const bench *b) {
                slm_cli_schedule_name(b->schedule), b->threads,
                r->n_prompt, r->n_gen, r->n_depth, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
-        printf("], \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
+        printf("], \"type_k\": \"%s\", \"type_v\": \"%s\"", b->kv_name, b->kv_name);
+        printf(", \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
         if (r == tg) {
             printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
                    "\"pct_of_limit\": %.2f, \"read_gbs\": %.3f",
@@ -578,7 +592,7 @@ static void print_md(const bench *b) {
                mf->params >= 1000000000ull ? "B" : "M", b->kname, b->threads, r->name,
                r->n_prompt ? r->n_prompt : r->n_gen, depth, r->avg_ts, r->sd_ts);
     }
-    printf("\ntensor types: %s\nschedule: %s\n", mf->mix, slm_cli_schedule_name(b->schedule));
+    printf("\ntensor types: %s; KV cache: %s\nschedule: %s\n", mf->mix, b->kv_name, slm_cli_schedule_name(b->schedule));
     if (b->bw > 0)
         printf("memory read bandwidth: %.1f GB/s (%d threads, %d MiB buffer, best of 5 passes; %.1f before the "
                "tests, %.1f after)\n",
@@ -620,6 +634,7 @@ int slm_cli_bench(int argc, char **argv) {
         opt.min_response_len = b->n + b->depth;
     }
     opt.tile_kb = b->tile_kb; /* a blob refuses another value, naming its own */
+    opt.kv_type = b->kv_type;
     opt.n_threads = b->threads;
     opt.schedule = b->schedule;
     slm_engine *e = NULL;
@@ -656,6 +671,7 @@ int slm_cli_bench(int argc, char **argv) {
         return 1;
     }
     b->kname = slm_kernels_active()->name;
+    b->kv_name = in.kv_type;
     b->amx_peak = slm_amx_int8_peak(0.2); /* 0 (at once) without AMX */
     rc = 1;
     if (!run_tests(b, e, ids, in.vocab_size)) goto done;

@@ -10,6 +10,12 @@ int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
 int slm_cli_parse_schedule(const char *s, int *out);
 /* The name of an slm_schedule_kind ("rendezvous" for the default). */
 const char *slm_cli_schedule_name(int schedule);
+/* --kv-type f32|f16|q8_0 into an slm_kv_type; 0 (and a message) otherwise. */
+int slm_cli_parse_kv_type(const char *s, const char *opt, int *out);
+/* The help line of --kv-type (run, compile, chat, serve, bench, perplexity). */
+#define SLM_CLI_KV_TYPE_HELP                                                              \
+    "      --kv-type T           KV cache element type: f32 | f16 | q8_0 (default f16;\n" \
+    "                            a blob keeps the type it was compiled with)\n"
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 
 /* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not

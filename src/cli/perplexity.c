@@ -66,6 +66,7 @@ static void usage(FILE *f) {
             "  -c, --ctx-size N            tokens per chunk (default 512)\n"
             "  -b, --batch-size N          prefill rows per program call (default: half a chunk)\n"
             "  -t, --threads N             worker threads (default: one per CPU)\n"
+            "      --kv-type T             KV cache element type: f32 | f16 | q8_0 (default f16)\n"
             "      --chunks N              score at most N chunks (default: all)\n"
             "      --kl-divergence-base F  alone: save the log-probs of the scored tokens to F\n"
             "                              (llama-perplexity's file layout; either tool reads it)\n"
@@ -78,7 +79,7 @@ static void usage(FILE *f) {
 
 typedef struct ppl_args {
     const char *model, *tok, *text, *kernels, *base;
-    int n_ctx, n_batch, threads, n_chunks, kld, verbose;
+    int n_ctx, n_batch, threads, n_chunks, kld, verbose, kv_type;
 } ppl_args;
 
 static double now_s(void) {
@@ -477,6 +478,7 @@ static int parse_args(ppl_args *a, int argc, char **argv) {
         else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) { if (!slm_cli_parse_int(v, o, 4, 1 << 20, &a->n_ctx)) return -1; }
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) { if (!slm_cli_parse_int(v, o, 1, 1 << 20, &a->n_batch)) return -1; }
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { if (!slm_cli_parse_int(v, o, 0, 1024, &a->threads)) return -1; }
+        else if (!strcmp(o, "--kv-type")) { if (!slm_cli_parse_kv_type(v, o, &a->kv_type)) return -1; }
         else if (!strcmp(o, "--chunks")) { if (!slm_cli_parse_int(v, o, 1, 1 << 24, &a->n_chunks)) return -1; }
         else { fprintf(stderr, "staticlm: unknown option '%s' (see staticlm perplexity --help)\n", o); return -1; }
         i++;
@@ -538,6 +540,7 @@ static slm_engine *open_engine(ppl_args *a, int n_ctx) {
     opt.min_response_len = n_ctx - opt.max_prompt_len;
     opt.n_threads = a->threads;
     opt.verbose = a->verbose;
+    opt.kv_type = a->kv_type;
     struct stat st; /* a corpus may be longer than the longest prompt the tokenizer takes by default */
     if (a->text && !a->kld && stat(a->text, &st) == 0 && st.st_size >= (off_t)(8u << 20))
         opt.max_prompt_bytes = (size_t)st.st_size + 1;

@@ -38,7 +38,14 @@ typedef struct slm_compile_options {
     int32_t tile_kb;          /* weight panel budget of a matrix task, KiB (the CPU's
                                  "scratchpad"); 0 = an eighth of the L2 cache (the
                                  compiler stores the value it used) */
+    int32_t kv_type;          /* element type of the KV cache: SLM_F32 (0), SLM_F16 or
+                                 SLM_Q8_0 (common/dtype.h ids); the past/present I/O
+                                 tensors hold it, KV_STORE tasks write it and the
+                                 attention tasks read it */
 } slm_compile_options;
+
+/* 1 when t is a KV element type the programs take (f32, f16, q8_0). */
+static inline int slm_kv_type_ok(int32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_Q8_0; }
 
 
 

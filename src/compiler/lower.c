@@ -44,6 +44,22 @@ static int is_inplace(slm_op op) {
            op == SLM_OP_OUTPUT || op == SLM_OP_BIAS;
 }
 
+/* A present.L.* output when the KV cache holds another type than f32: its
+ * rows are computed in the arena and a KV_STORE task converts them into the
+ * cache (the output owns its I/O storage instead of aliasing its input). */
+static int is_typed_present(const lower_ctx *c, const slm_node *nd) {
+    return c->opt->kv_type != SLM_F32 && nd->op == SLM_OP_OUTPUT &&
+           (nd->role == SLM_IO_PRESENT_KEY || nd->role == SLM_IO_PRESENT_VALUE);
+}
+
+/* The I/O element type of an input or output: the KV type for past/present. */
+static uint16_t io_dtype(const lower_ctx *c, const slm_node *nd) {
+    if (nd->role == SLM_IO_PAST_KEY || nd->role == SLM_IO_PAST_VALUE || nd->role == SLM_IO_PRESENT_KEY ||
+        nd->role == SLM_IO_PRESENT_VALUE)
+        return (uint16_t)c->opt->kv_type;
+    return (uint16_t)(nd->op == SLM_OP_INPUT ? nd->dtype : SLM_F32);
+}
+
 static int io_add(lower_ctx *c, slm_io_role role, int layer, int rows, int cols, uint16_t dtype, int is_out) {
     slm_program *p = c->p;
     slm_io_desc *io = slm_realloc(p->io, (size_t)(p->n_io + 1) * sizeof *io);
@@ -76,7 +92,7 @@ static slm_status plan_memory(lower_ctx *c) {
         const slm_node *nd = &g->nodes[i];
         c->root[i] = i;
         if (nd->dead) continue;
-        if (is_inplace(nd->op)) c->root[i] = c->root[nd->in[0]];
+        if (is_inplace(nd->op) && !is_typed_present(c, nd)) c->root[i] = c->root[nd->in[0]];
         if (nd->op == SLM_OP_MATMUL && nd->post == SLM_OP_ADD) c->root[i] = c->root[nd->in[nd->post_in]];
         buf *b = &c->bufs[i];
         b->root = i;
@@ -88,15 +104,15 @@ static slm_status plan_memory(lower_ctx *c) {
         const slm_node *nd = &g->nodes[i];
         if (nd->dead) continue;
         if (nd->op == SLM_OP_INPUT) {
-            int io = io_add(c, nd->role, nd->layer, nd->rows, nd->cols, (uint16_t)nd->dtype, 0);
+            int io = io_add(c, nd->role, nd->layer, nd->rows, nd->cols, io_dtype(c, nd), 0);
             if (io < 0) return SLM_ERR_NOMEM;
             c->bufs[i].space = SLM_SPACE_IO;
             c->bufs[i].io = io;
         } else if (nd->op == SLM_OP_OUTPUT) {
-            int r = c->root[nd->in[0]];
+            int r = c->root[i]; /* its input's storage, or its own (typed present) */
             if (c->bufs[r].space == SLM_SPACE_IO)
                 return slm_errf(c->err, SLM_ERR_INTERNAL, "output %%%d aliases another I/O", i);
-            int io = io_add(c, nd->role, nd->layer, nd->rows, nd->cols, SLM_F32, 1);
+            int io = io_add(c, nd->role, nd->layer, nd->rows, nd->cols, io_dtype(c, nd), 1);
             if (io < 0) return SLM_ERR_NOMEM;
             c->bufs[r].space = SLM_SPACE_IO;
             c->bufs[r].io = io;
@@ -308,12 +324,29 @@ static int matmul_tile(lower_ctx *c, int n, int k, uint32_t wtype) {
     return (int)cols;
 }
 
+/* A typed present.L.* output: its rows (f32, in the arena) converted to the
+ * KV type into the cache at the write index. */
+static slm_status lower_kv_store(lower_ctx *c, int i) {
+    const slm_node *nd = &c->g->nodes[i];
+    slm_task *t = new_task(c, SLM_T_KV_STORE, nd->layer);
+    if (!t) return SLM_ERR_NOMEM;
+    t->wtype = (uint8_t)c->opt->kv_type;
+    t->n = nd->cols;
+    t->flags = row_flags(c, i);
+    t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+    t->ref[SLM_REF_DST] = ref_node(c, i);
+    return SLM_OK;
+}
+
 static slm_status lower_node(lower_ctx *c, int i) {
     const slm_node *nd = &c->g->nodes[i];
     slm_task *t;
     slm_status s;
     switch (nd->op) {
-    case SLM_OP_INPUT: case SLM_OP_OUTPUT: case SLM_OP_KV_VIEW:
+    case SLM_OP_OUTPUT:
+        if (is_typed_present(c, nd)) break; /* a KV_STORE task */
+        return SLM_OK;
+    case SLM_OP_INPUT: case SLM_OP_KV_VIEW:
         return SLM_OK; /* no work: storage is bound or aliased */
     case SLM_OP_READ_VALUE: case SLM_OP_ASSIGN: case SLM_OP_CONCAT:
         return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: %s left after the state pass", i, slm_op_name(nd->op));
@@ -413,6 +446,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
             t->window = nd->window;
             t->f0 = nd->scale;
             t->f1 = nd->softcap;
+            t->wtype = (uint8_t)c->opt->kv_type;
             t->flags = row_flags(c, i);
             for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
             t->ref[SLM_REF_DST] = ref_node(c, i);
@@ -438,6 +472,8 @@ static slm_status lower_node(lower_ctx *c, int i) {
         if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
+    case SLM_OP_OUTPUT:
+        return lower_kv_store(c, i);
     case SLM_OP_LAST_ROW:
         if (!(t = new_task(c, SLM_T_COPY_ROW, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;
@@ -635,6 +671,14 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     int ctx = m->cfg.context_len > 0 ? m->cfg.context_len : INT32_MAX;
     int mpl = opt->max_prompt_len, mrl = opt->min_response_len;
     if (mpl < 1 || mrl < 0) return slm_errf(err, SLM_ERR_ARG, "max_prompt_len must be >= 1 and min_response_len >= 0");
+    if (!slm_kv_type_ok(opt->kv_type))
+        return slm_errf(err, SLM_ERR_ARG, "kv_type %d: the KV cache holds f32, f16 or q8_0", opt->kv_type);
+    if (opt->kv_type == SLM_Q8_0 && m->cfg.head_dim % SLM_QK8_0)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "--kv-type q8_0: head_dim %d is not a multiple of %d (q8_0 blocks "
+                        "must not straddle heads); use --kv-type f16 or f32", m->cfg.head_dim, SLM_QK8_0);
+    if (opt->kv_type != SLM_F32 && m->cfg.head_dim > 512)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "--kv-type %s: head_dim %d above 512; use --kv-type f32",
+                        slm_dtype_name((uint32_t)opt->kv_type), m->cfg.head_dim);
     /* Clamp to the model's context length. The response room is kept when
      * the prompt room can give way; otherwise the response room shrinks. */
     if (mpl > ctx) mpl = ctx;

@@ -10,10 +10,18 @@
  * scalar reference (any head_dim): each an entry of a kernel set
  * (slm_kernel_set.attention), which falls back to the next for shapes it
  * does not take.
+ *
+ * KV types: the cache holds f32, f16 or q8_0 rows (slm_attn_args.kv_type).
+ * The SIMD variants convert the valid rows of one tile of one KV head to
+ * floats on the stack (F16C / int8 widening), K before the scores and V
+ * after them, and run the f32 arithmetic on that tile: the cache is read
+ * once in its own type, never copied whole. An f32 cache is read in place
+ * (the same instructions as before KV types existed).
  */
 #include <math.h>
 #include <string.h>
 
+#include "common/dtype.h"
 #include "device/attention.h"
 #include "device/kernels.h" /* slm_k_attention_head */
 
@@ -21,20 +29,146 @@
 #define MAX_GROUP 64
 #define MAX_HD 512
 
-/* Scalar reference: the same tiled algorithm, plain C. */
+/* Bytes between KV rows. */
+static size_t kv_row_bytes(const slm_attn_args *a) {
+    return a->kv_type == SLM_F32 ? a->ld * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, a->ld);
+}
+
+/* KV row j of one head as floats: in place (f32) or converted into buf. */
+static const float *kv_row(const slm_attn_args *a, const void *base, int j, float *buf) {
+    const uint8_t *r = (const uint8_t *)base + (size_t)j * kv_row_bytes(a);
+    if (a->kv_type == SLM_F32) return (const float *)(const void *)r;
+    slm_dequantize_row((uint32_t)a->kv_type, r, buf, a->head_dim);
+    return buf;
+}
+
+void slm_attention_plain(const slm_attn_args *a, float cap) {
+    float kb[MAX_HD], vb[MAX_HD];
+    for (int g = 0; g < a->group; g++) {
+        const float *q = a->q + (size_t)g * a->q_stride;
+        float *o = a->out + (size_t)g * a->out_stride;
+        float m = -INFINITY, l = 0.0f;
+        memset(o, 0, (size_t)a->head_dim * sizeof(float));
+        for (int j = a->first; j <= a->last; j++) {
+            if (!a->mask[j]) continue;
+            const float *k = kv_row(a, a->K, j, kb), *v = kv_row(a, a->V, j, vb);
+            float sc = 0.0f;
+            for (int d = 0; d < a->head_dim; d++) sc += q[d] * k[d];
+            sc = cap > 0.0f ? cap * tanhf(sc * a->scale / cap) : sc * a->scale;
+            if (sc > m) {
+                const float corr = m == -INFINITY ? 0.0f : expf(m - sc);
+                l *= corr;
+                for (int d = 0; d < a->head_dim; d++) o[d] *= corr;
+                m = sc;
+            }
+            const float p = expf(sc - m);
+            l += p;
+            for (int d = 0; d < a->head_dim; d++) o[d] += p * v[d];
+        }
+        if (l > 0.0f)
+            for (int d = 0; d < a->head_dim; d++) o[d] /= l;
+    }
+}
+
+/* Scalar reference: the same tiled algorithm, plain C (f32 caches); other
+ * KV types one row at a time. */
 static void attn_scalar(const slm_attn_args *a) {
+    if (a->kv_type != SLM_F32) {
+        slm_attention_plain(a, 0.0f);
+        return;
+    }
     const int G = a->group, hd = a->head_dim;
+    const float *K = a->K, *V = a->V;
     for (int g = 0; g < G; g++)
-        slm_k_attention_head(a->q + (size_t)g * a->q_stride, a->K + (size_t)a->first * a->ld,
-                             a->V + (size_t)a->first * a->ld, (int)a->ld, a->mask + a->first, a->last - a->first, hd,
+        slm_k_attention_head(a->q + (size_t)g * a->q_stride, K + (size_t)a->first * a->ld,
+                             V + (size_t)a->first * a->ld, (int)a->ld, a->mask + a->first, a->last - a->first, hd,
                              a->out + (size_t)g * a->out_stride);
 }
+
+void slm_kv_store_scalar(int kv_type, const float *x, void *y, int n) { slm_quantize_row((uint32_t)kv_type, x, y, n); }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")))
-#define AVX2 __attribute__((target("avx2,fma")))
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+
+/* Rows [j0, j0 + nt) of one KV head (the valid ones) as floats, head_dim
+ * apart, into buf; an f32 cache is returned in place with its own stride. */
+AVX512 static const float *kv_tile512(const slm_attn_args *a, const void *base, int j0, int nt, float *buf, size_t *ld) {
+    if (a->kv_type == SLM_F32) {
+        *ld = a->ld;
+        return (const float *)base + (size_t)j0 * a->ld;
+    }
+    const int hd = a->head_dim;
+    const size_t rb = kv_row_bytes(a);
+    *ld = (size_t)hd;
+    for (int t = 0; t < nt; t++) {
+        if (!a->mask[j0 + t]) continue;
+        const uint8_t *r = (const uint8_t *)base + (size_t)(j0 + t) * rb;
+        float *o = buf + (size_t)t * hd;
+        if (a->kv_type == SLM_F16) {
+            for (int v = 0; v < hd / 16; v++)
+                _mm512_storeu_ps(o + 16 * v, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(r + 32 * v))));
+        } else { /* q8_0: 34-byte blocks, f16 scale then 32 int8 */
+            for (int b = 0; b < hd / 32; b++) {
+                const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+                for (int u = 0; u < 2; u++) {
+                    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + 16 * u)));
+                    _mm512_storeu_ps(o + 32 * b + 16 * u, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
+                }
+            }
+        }
+    }
+    return buf;
+}
+
+AVX2 static const float *kv_tile256(const slm_attn_args *a, const void *base, int j0, int nt, float *buf, size_t *ld) {
+    if (a->kv_type == SLM_F32) {
+        *ld = a->ld;
+        return (const float *)base + (size_t)j0 * a->ld;
+    }
+    const int hd = a->head_dim;
+    const size_t rb = kv_row_bytes(a);
+    *ld = (size_t)hd;
+    for (int t = 0; t < nt; t++) {
+        if (!a->mask[j0 + t]) continue;
+        const uint8_t *r = (const uint8_t *)base + (size_t)(j0 + t) * rb;
+        float *o = buf + (size_t)t * hd;
+        if (a->kv_type == SLM_F16) {
+            for (int v = 0; v < hd / 8; v++)
+                _mm256_storeu_ps(o + 8 * v, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 16 * v))));
+        } else {
+            for (int b = 0; b < hd / 32; b++) {
+                const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
+                uint16_t h;
+                memcpy(&h, blk, 2);
+                const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+                for (int u = 0; u < 4; u++) {
+                    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(blk + 2 + 8 * u)));
+                    _mm256_storeu_ps(o + 32 * b + 8 * u, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+                }
+            }
+        }
+    }
+    return buf;
+}
+
+/* F16C stores of f16 rows; q8_0 through the reference quantizer. */
+AVX2 void slm_kv_store_x86(int kv_type, const float *x, void *y, int n) {
+    if (kv_type != SLM_F16) {
+        slm_quantize_row((uint32_t)kv_type, x, y, n);
+        return;
+    }
+    uint16_t *h = y;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(h + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) h[i] = slm_f32_to_f16(x[i]);
+}
 
 /* exp(x) for x <= 0 (scores minus their max), relative error ~2e-7:
  * x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-6 polynomial. */
@@ -62,19 +196,22 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
         l[g] = 0.0f;
         memset(a->out + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
     }
+    float kvbuf[TILE * MAX_HD] __attribute__((aligned(64))); /* one tile of K, then of V (typed caches) */
     const __m512 scale = _mm512_set1_ps(a->scale);
     for (int j0 = a->first; j0 <= a->last; j0 += TILE) {
         const int nt = a->last + 1 - j0 < TILE ? a->last + 1 - j0 : TILE;
         int any = 0;
         for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
         if (!any) continue; /* the mask rules the whole tile out */
+        size_t kld, vld;
+        const float *kt = kv_tile512(a, a->K, j0, nt, kvbuf, &kld);
         /* scores: each K row once, against every head of the group */
         for (int t = 0; t < nt; t++) {
             if (!a->mask[j0 + t]) {
                 for (int g = 0; g < G; g++) s[g][t] = -INFINITY;
                 continue;
             }
-            const float *k = a->K + (size_t)(j0 + t) * a->ld;
+            const float *k = kt + (size_t)t * kld;
             for (int g = 0; g < G; g++) {
                 const float *q = a->q + (size_t)g * a->q_stride;
                 __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
@@ -82,6 +219,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
                 s[g][t] = _mm512_reduce_add_ps(_mm512_mul_ps(acc, scale));
             }
         }
+        const float *vt = kv_tile512(a, a->V, j0, nt, kvbuf, &vld);
         for (int g = 0; g < G; g++) {
             /* running max / sum / output */
             float tmax = -INFINITY;
@@ -106,7 +244,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
             for (int v = 0; v < nv; v++) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * v), c));
             for (int t = 0; t < nt; t++) {
                 if (!a->mask[j0 + t]) continue;
-                const float *vr = a->V + (size_t)(j0 + t) * a->ld;
+                const float *vr = vt + (size_t)t * vld;
                 __m512 p = _mm512_set1_ps(s[g][t]);
                 for (int v = 0; v < nv; v++)
                     _mm512_storeu_ps(o + 16 * v, _mm512_fmadd_ps(p, _mm512_loadu_ps(vr + 16 * v), _mm512_loadu_ps(o + 16 * v)));
@@ -137,17 +275,20 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
         l[g] = 0.0f;
         memset(a->out + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
     }
+    float kvbuf[TILE * MAX_HD] __attribute__((aligned(32)));
     for (int j0 = a->first; j0 <= a->last; j0 += TILE) {
         const int nt = a->last + 1 - j0 < TILE ? a->last + 1 - j0 : TILE;
         int any = 0;
         for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
         if (!any) continue;
+        size_t kld, vld;
+        const float *kt = kv_tile256(a, a->K, j0, nt, kvbuf, &kld);
         for (int t = 0; t < nt; t++) {
             if (!a->mask[j0 + t]) {
                 for (int g = 0; g < G; g++) s[g][t] = -INFINITY;
                 continue;
             }
-            const float *k = a->K + (size_t)(j0 + t) * a->ld;
+            const float *k = kt + (size_t)t * kld;
             for (int g = 0; g < G; g++) {
                 const float *q = a->q + (size_t)g * a->q_stride;
                 __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
@@ -155,6 +296,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
                 s[g][t] = hsum8(acc) * a->scale;
             }
         }
+        const float *vt = kv_tile256(a, a->V, j0, nt, kvbuf, &vld);
         for (int g = 0; g < G; g++) {
             float tmax = -INFINITY;
             for (int t = 0; t < nt; t++) tmax = s[g][t] > tmax ? s[g][t] : tmax;
@@ -174,7 +316,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
             for (int v = 0; v < nv; v++) _mm256_storeu_ps(o + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(o + 8 * v), c));
             for (int t = 0; t < nt; t++) {
                 if (!a->mask[j0 + t]) continue;
-                const float *vr = a->V + (size_t)(j0 + t) * a->ld;
+                const float *vr = vt + (size_t)t * vld;
                 __m256 p = _mm256_set1_ps(s[g][t]);
                 for (int v = 0; v < nv; v++)
                     _mm256_storeu_ps(o + 8 * v, _mm256_fmadd_ps(p, _mm256_loadu_ps(vr + 8 * v), _mm256_loadu_ps(o + 8 * v)));
@@ -190,14 +332,20 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
 }
 
 AVX2 void slm_attention_avx2(const slm_attn_args *a) {
-    if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 8 == 0) attn_avx2(a);
+    if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 8 == 0 &&
+        (a->kv_type != SLM_Q8_0 || a->head_dim % 32 == 0))
+        attn_avx2(a);
     else attn_scalar(a);
 }
 
 AVX512 void slm_attention_avx512(const slm_attn_args *a) {
-    if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 16 == 0) attn_avx512(a);
+    if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 16 == 0 &&
+        (a->kv_type != SLM_Q8_0 || a->head_dim % 32 == 0))
+        attn_avx512(a);
     else slm_attention_avx2(a);
 }
+#else
+void slm_kv_store_x86(int kv_type, const float *x, void *y, int n) { slm_kv_store_scalar(kv_type, x, y, n); }
 #endif
 
 void slm_attention_scalar(const slm_attn_args *a) { attn_scalar(a); }

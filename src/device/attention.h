@@ -10,8 +10,9 @@ typedef struct slm_attn_args {
     size_t q_stride;      /* floats between the group's query heads (head_dim) */
     int group;            /* query heads sharing this KV head */
     int head_dim;
-    const float *K, *V;   /* row 0 of this KV head's keys / values */
-    size_t ld;            /* floats between KV rows (kv_dim) */
+    const void *K, *V;    /* row 0 of this KV head's keys / values: its first element, of kv_type */
+    size_t ld;            /* elements between KV rows (kv_dim) */
+    int kv_type;          /* SLM_F32 (0), SLM_F16 or SLM_Q8_0 (head_dim % 32 == 0) */
     const int32_t *mask;  /* [>= last + 1] 1 = valid KV row */
     int first, last;      /* KV rows to consider, inclusive (causal limit, window) */
     float scale;          /* 1 / sqrt(head_dim) */
@@ -28,5 +29,16 @@ typedef struct slm_attn_args {
 void slm_attention_scalar(const slm_attn_args *a);
 void slm_attention_avx2(const slm_attn_args *a);
 void slm_attention_avx512(const slm_attn_args *a);
+/* Plain C, one KV row at a time (any KV type, head_dim <= 512 unless f32):
+ * scores capped as cap * tanh(s / cap) when cap > 0 (gemma2), else the
+ * scalar set's attention for f16 / q8_0 caches. */
+void slm_attention_plain(const slm_attn_args *a, float cap);
+
+/* The kernel sets' KV stores (slm_kernel_set.kv_store): n floats of x as
+ * the KV type (SLM_F32, SLM_F16: IEEE half, round to nearest even; SLM_Q8_0:
+ * GGML's blocks, n % 32 == 0) at y. The x86 entries convert halves with
+ * F16C; q8_0 uses the reference quantizer everywhere. */
+void slm_kv_store_scalar(int kv_type, const float *x, void *y, int n);
+void slm_kv_store_x86(int kv_type, const float *x, void *y, int n);
 
 #endif

@@ -288,35 +288,6 @@ static void rope_neox(float *x, int heads, int head_dim, int rot, const float *c
     }
 }
 
-/* Attention with soft-capped scores (gemma2): cap * tanh(q.k * scale / cap)
- * before the softmax, one pass with a running max, in plain C. */
-static void attention_softcap(const slm_attn_args *a, float cap) {
-    for (int g = 0; g < a->group; g++) {
-        const float *q = a->q + (size_t)g * a->q_stride;
-        float *o = a->out + (size_t)g * a->out_stride;
-        float m = -INFINITY, l = 0.0f;
-        memset(o, 0, (size_t)a->head_dim * sizeof(float));
-        for (int j = a->first; j <= a->last; j++) {
-            if (!a->mask[j]) continue;
-            const float *k = a->K + (size_t)j * a->ld, *v = a->V + (size_t)j * a->ld;
-            float sc = 0.0f;
-            for (int d = 0; d < a->head_dim; d++) sc += q[d] * k[d];
-            sc = cap * tanhf(sc * a->scale / cap);
-            if (sc > m) {
-                const float corr = m == -INFINITY ? 0.0f : expf(m - sc);
-                l *= corr;
-                for (int d = 0; d < a->head_dim; d++) o[d] *= corr;
-                m = sc;
-            }
-            const float p = expf(sc - m);
-            l += p;
-            for (int d = 0; d < a->head_dim; d++) o[d] += p * v[d];
-        }
-        if (l > 0.0f)
-            for (int d = 0; d < a->head_dim; d++) o[d] /= l;
-    }
-}
-
 /* Execute one task. Returns SLM_OK or an error (bad data). */
 static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
                             xmemo *memo) {
@@ -388,14 +359,18 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                 const int kvh = h / group;
                 int h1 = (kvh + 1) * group;
                 if (h1 > t->n1) h1 = t->n1;
+                /* the KV head's first element in a row of the KV type */
+                const size_t kv_head_off = t->wtype == SLM_F32 ? (size_t)kvh * t->c * sizeof(float)
+                                                               : (size_t)slm_row_bytes(t->wtype, (uint64_t)kvh * t->c);
                 slm_attn_args a = {
                     .q = q + (size_t)h * t->c,
                     .q_stride = (size_t)t->c,
                     .group = h1 - h,
                     .head_dim = t->c,
-                    .K = (const float *)t->p[SLM_REF_SRC1] + (size_t)kvh * t->c,
-                    .V = (const float *)t->p[SLM_REF_SRC2] + (size_t)kvh * t->c,
+                    .K = (const uint8_t *)t->p[SLM_REF_SRC1] + kv_head_off,
+                    .V = (const uint8_t *)t->p[SLM_REF_SRC2] + kv_head_off,
                     .ld = t->ref[SLM_REF_SRC1].ld,
+                    .kv_type = t->wtype,
                     .mask = mask,
                     .first = first,
                     .last = last,
@@ -403,7 +378,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                     .out = o + (size_t)h * t->c,
                     .out_stride = (size_t)t->c,
                 };
-                if (t->f1 > 0.0f) attention_softcap(&a, t->f1);
+                if (t->f1 > 0.0f) slm_attention_plain(&a, t->f1); /* gemma2's capped scores */
                 else ks->attention(&a);
                 h = h1;
             }
@@ -421,6 +396,15 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr), t->p[SLM_REF_SRC1], t->n);
         }
         return SLM_OK;
+    case SLM_T_KV_STORE: { /* this call's K/V rows into the cache, as its type */
+        const size_t rb = (size_t)slm_row_bytes(t->wtype, t->ref[SLM_REF_DST].ld);
+        for (int r = rr.begin; r < rr.end; r++) {
+            const int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : (t->flags & SLM_TF_DST_CPOS) ? cpos[r] : r;
+            ks->kv_store(t->wtype, row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r),
+                         (uint8_t *)t->p[SLM_REF_DST] + (size_t)dr * rb, t->n);
+        }
+        return SLM_OK;
+    }
     case SLM_T_SWIGLU:
         if (t->flags & SLM_TF_GELU) {
             for (int r = rr.begin; r < rr.end; r++)

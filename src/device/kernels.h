@@ -51,6 +51,9 @@ typedef struct slm_kernel_set {
     /* attention for one query row of the query heads sharing a KV head
        (device/attention.h; any head_dim and group, up to rounding) */
     void (*attention)(const struct slm_attn_args *a);
+    /* n floats stored as the KV type (SLM_F32, SLM_F16, SLM_Q8_0): the KV_STORE
+       task (device/attention.h) */
+    void (*kv_store)(int kv_type, const float *x, void *y, int n);
 } slm_kernel_set;
 
 /* The scalar reference set (kernels_ref.c). */

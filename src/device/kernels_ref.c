@@ -122,6 +122,7 @@ static const slm_kernel_set k_ref = {
     .rmsnorm = slm_k_rmsnorm,
     .swiglu = slm_k_swiglu,
     .attention = slm_attention_scalar,
+    .kv_store = slm_kv_store_scalar,
 };
 
 const slm_kernel_set *slm_kernels_ref(void) { return &k_ref; }

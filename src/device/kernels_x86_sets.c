@@ -69,6 +69,7 @@ static const slm_kernel_set k_avx2 = {
     .rmsnorm = slm_x86_rmsnorm_avx2,
     .swiglu = slm_x86_swiglu_avx2,
     .attention = slm_attention_avx2,
+    .kv_store = slm_kv_store_x86,
 };
 static const slm_kernel_set k_avx512 = {
     .name = "avx512",
@@ -80,6 +81,7 @@ static const slm_kernel_set k_avx512 = {
     .rmsnorm = slm_x86_rmsnorm_avx512,
     .swiglu = slm_x86_swiglu_avx512,
     .attention = slm_attention_avx512,
+    .kv_store = slm_kv_store_x86,
 };
 
 const slm_kernel_set *slm_kernels_avx2(void) { return &k_avx2; }

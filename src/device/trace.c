@@ -41,7 +41,8 @@ static void task_bytes(const slm_task *t, int rb, int re, uint64_t *rd, uint64_t
             const int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
             if (last >= first) kv_rows += (uint64_t)(last - first + 1);
         }
-        r = rows * tile * (uint64_t)t->c * f + kv_rows * 2 * kvh * (uint64_t)t->c * f;
+        const uint64_t kv_head = t->wtype == SLM_F32 ? (uint64_t)t->c * f : slm_row_bytes(t->wtype, (uint64_t)t->c);
+        r = rows * tile * (uint64_t)t->c * f + kv_rows * 2 * kvh * kv_head;
         w = rows * tile * (uint64_t)t->c * f;
         break;
     }
@@ -51,6 +52,10 @@ static void task_bytes(const slm_task *t, int rb, int re, uint64_t *rd, uint64_t
         w = rows * (uint64_t)t->n * f;
         break;
     case SLM_T_PREFETCH: r = tile * slm_row_bytes(t->wtype, (uint64_t)t->k); break;
+    case SLM_T_KV_STORE:
+        r = rows * (uint64_t)t->n * f;
+        w = rows * slm_row_bytes(t->wtype, (uint64_t)t->n);
+        break;
     case SLM_T_BIAS:
         r = rows * (uint64_t)t->n * f + (uint64_t)t->n * f;
         w = rows * (uint64_t)t->n * f;

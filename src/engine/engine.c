@@ -23,6 +23,10 @@
 #include "engine/engine_internal.h"
 #include "engine/chat.h"
 
+/* The KV element type of a source model when the caller leaves it to us
+ * (SLM_KV_DEFAULT): chosen by tg at depth 4096 (docs/benchmarks.md). */
+#define SLM_KV_DEFAULT_DTYPE SLM_F16
+
 
 
 slm_options slm_default_options(void) {
@@ -77,6 +81,25 @@ static slm_status load_tokenizer(slm_engine *e) {
                     slm_basename(e->model.path));
 }
 
+int slm_kv_type_parse(const char *name) {
+    if (!name) return -1;
+    if (!strcmp(name, "f32")) return SLM_KV_F32;
+    if (!strcmp(name, "f16")) return SLM_KV_F16;
+    if (!strcmp(name, "q8_0")) return SLM_KV_Q8_0;
+    return -1;
+}
+
+/* The element type of an slm_kv_type (SLM_KV_DEFAULT: the default for a
+ * source model, chosen by the depth benchmark in docs/benchmarks.md). */
+static int32_t kv_dtype(int kv) {
+    switch (kv) {
+    case SLM_KV_F32: return SLM_F32;
+    case SLM_KV_Q8_0: return SLM_Q8_0;
+    case SLM_KV_F16: return SLM_F16;
+    default: return SLM_KV_DEFAULT_DTYPE;
+    }
+}
+
 static void compile_options(const slm_options *o, slm_compile_options *co) {
     memset(co, 0, sizeof *co);
     co->max_prompt_len = o->max_prompt_len > 0 ? o->max_prompt_len : 1024;
@@ -88,6 +111,7 @@ static void compile_options(const slm_options *o, slm_compile_options *co) {
     if (o->draft_path) co->draft_n = o->draft_n > 0 ? o->draft_n : 4;
     co->lm_head_separate = o->lm_head_separate != 0;
     co->tile_kb = o->tile_kb > 0 ? o->tile_kb : 0;
+    co->kv_type = kv_dtype(o->kv_type);
 }
 
 /* Open the source model, its tokenizer, and compile. */
@@ -185,6 +209,10 @@ static slm_status check_blob_options(slm_engine *e, const char *path) {
     if (o->lm_head_separate && !b->lm_head_separate)
         return slm_errf(&e->err, SLM_ERR_ARG, "--lm-head-separate: the blob %s was compiled with the LM head inside "
                         "its programs (recompile with --lm-head-separate)", name);
+    if (o->kv_type != SLM_KV_DEFAULT && kv_dtype(o->kv_type) != b->kv_type)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--kv-type %s: the blob %s was compiled with kv_type %s (leave the "
+                        "option out or recompile)", slm_dtype_name((uint32_t)kv_dtype(o->kv_type)), name,
+                        slm_dtype_name((uint32_t)b->kv_type));
     if (o->tile_kb > 0 && o->tile_kb != b->tile_kb)
         return slm_errf(&e->err, SLM_ERR_ARG, "--tile-kb %d: the blob %s was compiled with tile_kb %d (leave the "
                         "option out or recompile)", o->tile_kb, name, b->tile_kb);
@@ -364,6 +392,8 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     if (!e->opt.draft_path && e->opt.draft_n > 0)
         return slm_errf(&e->err, SLM_ERR_ARG, "--draft-n %d: speculative decoding needs a draft model (--draft)",
                         e->opt.draft_n);
+    if (e->opt.kv_type < SLM_KV_DEFAULT || e->opt.kv_type > SLM_KV_Q8_0)
+        return slm_errf(&e->err, SLM_ERR_ARG, "kv_type %d: not an slm_kv_type (f32, f16, q8_0)", e->opt.kv_type);
     if (!e->opt.draft_path && opt && opt->draft_tokenizer_path)
         return slm_errf(&e->err, SLM_ERR_ARG, "--draft-tokenizer %s: there is no draft model (--draft)",
                         opt->draft_tokenizer_path);
@@ -520,6 +550,7 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
         for (int i = 0; i < e->model.n_tensors; i++) w += e->model.tensors[i].nbytes;
     info->weight_bytes = (size_t)w;
     info->kv_bytes = (size_t)e->rt.kv_bytes;
+    info->kv_type = slm_dtype_name((uint32_t)e->comp.opt.kv_type);
     info->arena_bytes = (size_t)e->rt.arena_bytes;
     info->prefill_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_PREFILL)->n_tasks;
     info->generate_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_GENERATE)->n_tasks;
@@ -584,6 +615,12 @@ int slm_num_stored(const slm_engine *e) {
     slm_rt_select(&((slm_engine *)e)->rt, 0);
     return e->rt.num_stored;
 }
+void slm_trim(slm_engine *e, int n_keep) {
+    if (!e || !e->loaded) return;
+    slm_rt_select(&e->rt, 0);
+    if (n_keep >= 0 && n_keep <= e->rt.num_stored) slm_rt_trim(&e->rt, n_keep);
+}
+
 int slm_capacity(const slm_engine *e) { return e && e->loaded ? e->rt.cap : 0; }
 
 /* Prefill through the prefix cache: on an empty KV cache, restore the

@@ -17,6 +17,7 @@ const char *slm_task_op_name(int op) {
     case SLM_T_SWIGLU: return "swiglu";
     case SLM_T_BIAS: return "bias";
     case SLM_T_PREFETCH: return "prefetch";
+    case SLM_T_KV_STORE: return "kv_store";
     default: return "?";
     }
 }

@@ -78,7 +78,9 @@ static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, i
         ops += (double)h * d * (4.0 * hd + 5.0);
         if (d > maxd) maxd = d;
     }
-    const uint64_t kv = (uint64_t)maxd * (uint64_t)kvh * (uint64_t)hd * E * 2 + (uint64_t)maxd * 4;
+    /* a KV row of one head: the profile's element size, or the cache's own type (the task's wtype) */
+    const uint64_t kv_row = p->activation_bytes > 0 ? (uint64_t)hd * E : slm_row_bytes(t->wtype, (uint64_t)hd);
+    const uint64_t kv = (uint64_t)maxd * (uint64_t)kvh * kv_row * 2 + (uint64_t)maxd * 4;
     const uint64_t q = (uint64_t)r * (uint64_t)h * (uint64_t)hd * E;
     c->bytes_read = kv + q;
     c->bytes_written = q;
@@ -129,6 +131,11 @@ void slm_sim_task_cost(const slm_sim_profile *p, const slm_program *prog, const 
         c->ops = 3.0 * (double)(R * heads * rot);
         break;
     }
+    case SLM_T_KV_STORE: /* this call's K/V rows converted to the cache's type */
+        c->bytes_read = R * n * E;
+        c->bytes_written = p->activation_bytes > 0 ? R * n * E : R * slm_row_bytes(t->wtype, n);
+        c->ops = 2.0 * (double)R * (double)n;
+        break;
     case SLM_T_COPY_ROW:
         c->bytes_read = n * E;
         c->bytes_written = n * E;

@@ -52,7 +52,8 @@ typedef enum slm_task_op {
                         c = head_dim, k = KV rows of one sequence's region: row r
                         attends within the region holding src4[r], i.e. rows
                         [src4[r] - src4[r] % k, src4[r]] (k = the KV capacity when
-                        the program holds one sequence); online softmax, no scratch */
+                        the program holds one sequence); K and V hold wtype (f32, f16,
+                        q8_0; their ld counts elements); online softmax, no scratch */
     SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
     SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
     SLM_T_BIAS,      /* dst[r] += src1 (a bias vector of n floats), in place */
@@ -60,6 +61,9 @@ typedef enum slm_task_op {
                         k columns, n rows) toward the cache; the matrix task c (a
                         task index) reads them, a = its distance in stages (>= 1);
                         writes nothing; skipped by the rendezvous schedule */
+    SLM_T_KV_STORE,  /* dst[r, 0:n] = src0[r, 0:n] converted to the KV type wtype (f16, q8_0):
+                        the K/V rows of this call into present.* (DST_COMPACT, or DST_CPOS in
+                        batch programs); dst's ld counts elements of wtype */
     SLM_T_OP_COUNT
 } slm_task_op;
 
@@ -110,7 +114,8 @@ enum { SLM_REF_SRC0 = 0, SLM_REF_SRC1, SLM_REF_SRC2, SLM_REF_SRC3, SLM_REF_SRC4,
 
 typedef struct slm_task {
     uint8_t op;          /* slm_task_op */
-    uint8_t wtype;       /* weight slm_dtype (EMBED, MATMUL) */
+    uint8_t wtype;       /* weight slm_dtype (EMBED, MATMUL); KV element type (ATTENTION,
+                            KV_STORE; 0 = f32) */
     uint16_t flags;      /* SLM_TF_* */
     uint32_t count;      /* BARRIER: tasks in the stage before it */
     int32_t m;           /* program input rows T */

@@ -34,8 +34,11 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
     const uint64_t kv_dim = sat_mul((uint64_t)(cfg->n_kv_heads > 0 ? cfg->n_kv_heads : 0),
                                     (uint64_t)(cfg->head_dim > 0 ? cfg->head_dim : 0));
     const uint64_t cap = (uint64_t)(c->kv_capacity > 0 ? c->kv_capacity : 0);
-    const uint64_t kv = sat_mul(sat_mul(sat_mul(sat_mul((uint64_t)(cfg->n_layers > 0 ? cfg->n_layers : 0), 2), cap),
-                                        sat_mul(kv_dim, sizeof(float))),
+    /* a row of the KV type: f32, f16, or q8_0's 34 bytes per 32 elements (f32 when unknown) */
+    const uint32_t kt = slm_kv_type_ok(c->opt.kv_type) ? (uint32_t)c->opt.kv_type : SLM_F32;
+    const slm_dtype_info *ti = slm_dtype_get(kt);
+    const uint64_t row = sat_mul((kv_dim + ti->block - 1) / ti->block, ti->bytes);
+    const uint64_t kv = sat_mul(sat_mul(sat_mul(sat_mul((uint64_t)(cfg->n_layers > 0 ? cfg->n_layers : 0), 2), cap), row),
                                 (uint64_t)n_seqs);
     uint64_t arena = 0;
     int rows = 1;
@@ -56,10 +59,10 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
     const uint64_t limit = deflt ? slm_rt_default_memory_limit() : sat_mul((uint64_t)max_memory_mb, 1u << 20);
     if (limit == 0 || need <= limit) return SLM_OK;
     return slm_errf(err, SLM_ERR_CAPACITY,
-                    "%s: needs %.1f MiB (KV cache %.1f MiB: %d layers x %llu rows x %llu kv_dim x 2 x f32 x %d sequences; arena %.1f "
+                    "%s: needs %.1f MiB (KV cache %.1f MiB: %d layers x %llu rows x %llu kv_dim x 2 x %s x %d sequences; arena %.1f "
                     "MiB; vocabulary %.1f MiB; other %.1f MiB) but the memory limit is %.1f MiB (%s; set --max-memory "
                     "/ max_memory_mb)",
-                    name, mib(need), mib(kv), cfg->n_layers, (unsigned long long)cap, (unsigned long long)kv_dim, n_seqs,
+                    name, mib(need), mib(kv), cfg->n_layers, (unsigned long long)cap, (unsigned long long)kv_dim, slm_dtype_name(kt), n_seqs,
                     mib(arena), mib(vocab), mib(sat_add(sat_add(hidden, c->consts.bytes), extra_bytes)), mib(limit),
                     deflt ? "the default, 75% of RAM" : "max_memory_mb");
 }

@@ -24,7 +24,8 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
-static size_t rows_bytes(const slm_runtime *rt, int n) { return (size_t)n * (size_t)rt->kv_dim * sizeof(float); }
+/* n KV rows of one layer's K or V, in the cache's type (rt->row_bytes each). */
+static size_t rows_bytes(const slm_runtime *rt, int n) { return (size_t)n * rt->row_bytes; }
 
 int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
     if (!pc->limit_bytes || n <= 0 || n > rt->num_stored) return 0;
@@ -66,7 +67,7 @@ int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
     memcpy(en.tokens, rt->tokens, (size_t)n * sizeof(int32_t));
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            slm_rt_kv_copy(rt, en.kv + ((size_t)2 * l + s) * (size_t)n * rt->kv_dim, slm_rt_kv_rows(rt, l, s),
+            slm_rt_kv_copy(rt, (uint8_t *)en.kv + ((size_t)2 * l + s) * rows_bytes(rt, n), slm_rt_kv_rows(rt, l, s),
                            rows_bytes(rt, n));
     en.n = n;
     en.bytes = bytes;
@@ -105,7 +106,7 @@ int slm_pc_restore(slm_prefix_cache *pc, slm_runtime *rt, const int32_t *ids, in
     const int L = rt->comp->cfg.n_layers;
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            slm_rt_kv_copy(rt, slm_rt_kv_rows(rt, l, s), en->kv + ((size_t)2 * l + s) * (size_t)en->n * rt->kv_dim,
+            slm_rt_kv_copy(rt, slm_rt_kv_rows(rt, l, s), (const uint8_t *)en->kv + ((size_t)2 * l + s) * rows_bytes(rt, en->n),
                            rows_bytes(rt, best_len));
     for (int j = 0; j < best_len; j++) {
         rt->mask[j] = 1;

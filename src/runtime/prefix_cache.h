@@ -12,7 +12,7 @@
 typedef struct slm_pc_entry {
     int32_t *tokens;      /* [n] */
     int n;
-    float *kv;            /* [n_layers][2][n][kv_dim] */
+    void *kv;             /* [n_layers][2][n] rows of the KV type (row_bytes each) */
     uint64_t bytes;       /* tokens + kv */
     uint64_t last_used;   /* LRU clock */
 } slm_pc_entry;

@@ -6,17 +6,18 @@
 /* The device's bound copy of program p. */
 static slm_exec *exec_of(slm_runtime *rt, const slm_program *p) { return &rt->exec[p - rt->comp->progs]; }
 
-/* Row 0 of a layer's K or V over all sequences. */
-static float *kv_base(slm_runtime *rt, int layer, int is_v) {
-    return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->n_seqs * (size_t)rt->cap * (size_t)rt->kv_dim;
+/* Row 0 of a layer's K or V over all sequences (rows of row_bytes bytes:
+ * kv_dim elements of the KV type). */
+static uint8_t *kv_base(slm_runtime *rt, int layer, int is_v) {
+    return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->n_seqs * (size_t)rt->cap * rt->row_bytes;
 }
 
 /* Row 0 of the selected sequence's region of a layer's K or V. */
-static float *kv_layer(slm_runtime *rt, int layer, int is_v) {
-    return kv_base(rt, layer, is_v) + (size_t)rt->cur_seq * (size_t)rt->cap * (size_t)rt->kv_dim;
+static uint8_t *kv_layer(slm_runtime *rt, int layer, int is_v) {
+    return kv_base(rt, layer, is_v) + (size_t)rt->cur_seq * (size_t)rt->cap * rt->row_bytes;
 }
 
-float *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v) { return kv_layer(rt, layer, is_v); }
+void *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v) { return kv_layer(rt, layer, is_v); }
 
 void slm_rt_kv_copy(slm_runtime *rt, void *dst, const void *src, size_t bytes) {
     memcpy(dst, src, bytes);
@@ -61,7 +62,8 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: unknown I/O %s", p->name, d->name);
         }
         if ((d->role == SLM_IO_PAST_KEY || d->role == SLM_IO_PAST_VALUE) &&
-            (d->rows > (is_batch(p) ? rt->n_seqs * rt->cap : rt->cap) || d->cols != rt->kv_dim))
+            (d->rows > (is_batch(p) ? rt->n_seqs * rt->cap : rt->cap) || d->cols != rt->kv_dim ||
+             d->dtype != rt->kv_type))
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: %s does not fit the KV buffer", p->name, d->name);
         slm_exec_bind(exec_of(rt, p), i, ptr);
     }
@@ -88,8 +90,12 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     rt->n_seqs = n_seqs;
     rt->cap = c->kv_capacity;
     rt->kv_dim = cfg->n_kv_heads * cfg->head_dim;
-    rt->kv_bytes = (uint64_t)cfg->n_layers * 2 * (uint64_t)n_seqs * (uint64_t)rt->cap * (uint64_t)rt->kv_dim *
-                   sizeof(float);
+    rt->kv_type = c->opt.kv_type;
+    rt->row_bytes = (size_t)slm_row_bytes((uint32_t)rt->kv_type, (uint64_t)rt->kv_dim);
+    if (!slm_kv_type_ok(rt->kv_type) || !rt->row_bytes)
+        return slm_errf(err, SLM_ERR_ARG, "KV type %d with kv_dim %d: not f32, f16 or q8_0 of whole blocks", rt->kv_type,
+                        rt->kv_dim);
+    rt->kv_bytes = (uint64_t)cfg->n_layers * 2 * (uint64_t)n_seqs * (uint64_t)rt->cap * (uint64_t)rt->row_bytes;
     rt->arena_bytes = 0;
     for (int i = 0; i < c->n_progs; i++)
         if (c->progs[i].arena_bytes > rt->arena_bytes) rt->arena_bytes = c->progs[i].arena_bytes;
@@ -167,7 +173,7 @@ void slm_rt_free(slm_runtime *rt) {
 }
 
 void slm_rt_reset(slm_runtime *rt) {
-    const size_t region = (size_t)rt->cap * (size_t)rt->kv_dim * sizeof(float);
+    const size_t region = (size_t)rt->cap * rt->row_bytes;
     for (int l = 0; l < rt->comp->cfg.n_layers; l++) {
         memset(kv_layer(rt, l, 0), 0, region);
         memset(kv_layer(rt, l, 1), 0, region);
@@ -251,7 +257,7 @@ static void bind_present(slm_runtime *rt, slm_program *p, int write_index) {
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
             slm_exec_bind(exec_of(rt, p), rt->present_io[(prog * L + l) * 2 + s],
-                             kv_layer(rt, l, s) + (size_t)write_index * rt->kv_dim);
+                             kv_layer(rt, l, s) + (size_t)write_index * rt->row_bytes);
 }
 
 static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {

@@ -2,7 +2,9 @@
  * data: input ids, position ids, cache positions, the attention mask.
  *
  * KV layout: one allocation; for layer L, K is rows [C][kv_dim] at
- * kv + (2L) * C * kv_dim and V at kv + (2L+1) * C * kv_dim (token-major, so
+ * kv + (2L) * C * row_bytes and V at kv + (2L+1) * C * row_bytes, a row
+ * being kv_dim elements of the KV type (f32, f16 or q8_0 blocks: the
+ * compile option kv_type; every size here is in row_bytes) (token-major, so
  * a view of the first N rows of any capacity is the same memory: a smaller
  * generate variant reads a prefix, with zero bytes moved).
  * Both programs' past_key_values.L.* are bound to these buffers once;
@@ -41,7 +43,9 @@ typedef struct slm_runtime {
     slm_compiled *comp;     /* not owned */
     int cap;                /* KV rows per layer */
     int kv_dim;             /* n_kv_heads * head_dim */
-    float *kv;              /* [n_layers][2][cap][kv_dim] */
+    uint8_t *kv;            /* [n_layers][2][cap] rows of kv_dim elements of kv_type */
+    int kv_type;            /* SLM_F32, SLM_F16 or SLM_Q8_0 (the programs' compile option) */
+    size_t row_bytes;       /* bytes of one K or V row: slm_row_bytes(kv_type, kv_dim) */
     uint64_t kv_bytes;
     void *arena;            /* activations, shared by both programs */
     uint64_t arena_bytes;
@@ -88,8 +92,9 @@ slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, in
 /* n_seqs KV regions (c->n_seqs when it has batch programs). */
 slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, int n_seqs,
                             slm_err *err);
-/* Row 0 of the selected sequence's K (is_v = 0) or V rows of a layer. */
-float *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v);
+/* Row 0 of the selected sequence's K (is_v = 0) or V rows of a layer
+ * (rows of row_bytes bytes). */
+void *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v);
 /* Every copy into or out of the KV buffer goes through here (counted). */
 void slm_rt_kv_copy(slm_runtime *rt, void *dst, const void *src, size_t bytes);
 /* One decode step for n sequences at once (1 <= n <= batch_max) through

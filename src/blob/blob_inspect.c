@@ -1,0 +1,86 @@
+/* staticlm inspect: what a blob holds, explained (programs, I/O, task
+ * counts by kind, memory needs, identity), from a blob already opened and
+ * validated by blob_read.c. */
+#include <stdio.h>
+
+#include "blob/format.h"
+#include "device/kernels.h"
+
+static void print_bytes(FILE *f, uint64_t n) {
+    if (n >= (1ull << 30)) fprintf(f, "%.2f GiB", n / 1073741824.0);
+    else if (n >= (1ull << 20)) fprintf(f, "%.2f MiB", n / 1048576.0);
+    else if (n >= 1024) fprintf(f, "%.1f KiB", n / 1024.0);
+    else fprintf(f, "%llu B", (unsigned long long)n);
+}
+
+void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
+    const slm_model_config *m = &c->cfg;
+    const slm_blob_ident *id = &b->ident;
+    fprintf(f, "blob %s: %llu bytes, %u sections, format %u, %s\n", b->name, (unsigned long long)b->size, b->n_sections,
+            id->format_version, id->compiler);
+    fprintf(f, "identity %016llx\n", (unsigned long long)id->identity);
+    fprintf(f, "  source   %s: %llu bytes, hash %016llx\n", id->source, (unsigned long long)id->model_bytes,
+            (unsigned long long)id->model_hash);
+    if (id->tok_bytes)
+        fprintf(f, "  tokenizer file: %llu bytes, hash %016llx\n", (unsigned long long)id->tok_bytes, (unsigned long long)id->tok_hash);
+    else
+        fprintf(f, "  tokenizer: from the model file\n");
+    fprintf(f, "  options  hash %016llx; weights hash %016llx\n", (unsigned long long)id->options_hash,
+            (unsigned long long)id->weights_hash);
+    fprintf(f, "model: %s, dim %d, hidden %d, layers %d, heads %d/%d, head_dim %d, vocab %d, context %d\n", m->arch, m->dim,
+            m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len);
+    fprintf(f, "options: max_prompt_len %d, min_response_len %d, kv_capacity %d, kv_type %s", c->opt.max_prompt_len,
+            c->opt.min_response_len, c->kv_capacity, slm_dtype_name((uint32_t)c->opt.kv_type));
+    if (c->opt.matmul_tile_cols) fprintf(f, ", matmul_tile_cols %d", c->opt.matmul_tile_cols);
+    if (c->opt.draft_n) fprintf(f, ", draft_n %d", c->opt.draft_n);
+    fprintf(f, "\n");
+    uint64_t arena = 0, scratch = 0;
+    for (int i = 0; i < c->n_progs; i++) {
+        const slm_program *p = &c->progs[i];
+        if (p->arena_bytes > arena) arena = p->arena_bytes;
+        int counts[SLM_T_OP_COUNT] = {0};
+        for (int t = 0; t < p->n_tasks; t++) {
+            counts[p->tasks[t].op]++;
+            uint64_t sb = slm_task_scratch_bytes(&p->tasks[t]);
+            if (sb > scratch) scratch = sb;
+        }
+        fprintf(f, "\nprogram %s: rows %d, KV capacity %d, %d tasks (", p->name, p->rows, p->kv_capacity, p->n_tasks);
+        int first = 1;
+        for (int k = 0; k < SLM_T_OP_COUNT; k++)
+            if (counts[k]) {
+                fprintf(f, "%s%s %d", first ? "" : ", ", slm_task_op_name(k), counts[k]);
+                first = 0;
+            }
+        fprintf(f, "), %d relocations, arena ", p->n_relocs);
+        print_bytes(f, p->arena_bytes);
+        fprintf(f, "\n");
+        for (int k = 0; k < p->n_io; k++) {
+            const slm_io_desc *d = &p->io[k];
+            fprintf(f, "  %-6s %3d %-28s %s[%d,%d]  %s\n", d->is_output ? "output" : "input", k, d->name,
+                    d->dtype == SLM_I32 ? "i32" : slm_dtype_name(d->dtype), d->rows, d->cols, slm_io_role_name((slm_io_role)d->role));
+        }
+    }
+    uint64_t kv = (uint64_t)m->n_layers * 2 * (uint64_t)c->kv_capacity *
+                  blob_io_bytes((uint32_t)c->opt.kv_type, (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim);
+    fprintf(f, "\nmemory: weights ");
+    print_bytes(f, b->weights_size);
+    fprintf(f, " (mapped, %u tensors), KV cache ", b->n_tensors);
+    print_bytes(f, kv);
+    fprintf(f, ", arena ");
+    print_bytes(f, arena);
+    fprintf(f, ", scratch per thread ");
+    print_bytes(f, scratch);
+    fprintf(f, ", constants ");
+    print_bytes(f, c->consts.bytes);
+    fprintf(f, "\n");
+    /* weight types as stored: repacked matrices show as *_r16 */
+    uint32_t count[256] = {0};
+    for (uint32_t i = 0; i < b->n_tensors; i++) {
+        const uint32_t t = rd32(b->tensors + (size_t)i * BLOB_TENSOR_SIZE + 64);
+        if (t < 256) count[t]++;
+    }
+    fprintf(f, "tensor types:");
+    for (uint32_t t = 0; t < 256; t++)
+        if (count[t]) fprintf(f, " %s x%u", slm_dtype_name(t), count[t]);
+    fprintf(f, "\n");
+}
