@@ -3,6 +3,7 @@
 #ifndef SLM_TEST_ST_WRITE_H
 #define SLM_TEST_ST_WRITE_H
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,45 @@ static int write_st(const char *path, const st_item *it, int n, int pad_to) {
     int ok = t_write_file(path, buf, o);
     free(buf);
     free(h);
+    return ok;
+}
+
+/* rm -rf dir (test folders only). */
+static void st_rm_dir(const char *dir) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
+}
+
+/* The weights of a Hugging Face folder: dir/model.safetensors when shards
+ * is 0, else items dealt round-robin over model-K-of-N.safetensors with
+ * model.safetensors.index.json naming each tensor's shard. */
+static int st_write_weights(const char *dir, const st_item *it, int n, int shards, int pad_to) {
+    char path[512];
+    if (!shards) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        return write_st(path, it, n, pad_to);
+    }
+    size_t cap = 64 + (size_t)n * 200, il = 0;
+    char *idx = malloc(cap);
+    st_item *part = malloc(sizeof *part * (size_t)(n > 0 ? n : 1));
+    il += (size_t)snprintf(idx, cap, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+    int ok = idx && part;
+    for (int k = 0; ok && k < shards; k++) {
+        int np = 0;
+        for (int i = k; i < n; i += shards) {
+            part[np++] = it[i];
+            il += (size_t)snprintf(idx + il, cap - il, "%s\"%s\": \"model-%05d-of-%05d.safetensors\"",
+                                   il > 60 ? ", " : "", it[i].name, k + 1, shards);
+        }
+        snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, k + 1, shards);
+        ok &= write_st(path, part, np, pad_to);
+    }
+    il += (size_t)snprintf(idx + il, cap - il, "}}\n");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    ok = ok && t_write_file(path, idx, il);
+    free(part);
+    free(idx);
     return ok;
 }
 

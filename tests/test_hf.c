@@ -137,42 +137,11 @@ static void write_config(const char *dir, const hfm *s, const char *extra) {
     t_write_file(path, buf, (size_t)n);
 }
 
-static void rm_dir(const char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
-}
-
 static int write_hf(const char *dir, const hfm *s, const weights *w) {
-    rm_dir(dir);
+    st_rm_dir(dir);
     mkdir(dir, 0755);
     write_config(dir, s, NULL);
-    char path[512];
-    if (!s->shards) {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        return write_st(path, w->it, w->n, s->pad);
-    }
-    /* round-robin over the shards; the index names each tensor's shard */
-    size_t cap = 64 + (size_t)w->n * 160, il = 0;
-    char *idx = malloc(cap);
-    il += (size_t)snprintf(idx, cap, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
-    int ok = 1;
-    for (int k = 0; k < s->shards; k++) {
-        st_item part[128];
-        int np = 0;
-        for (int i = k; i < w->n; i += s->shards) {
-            part[np++] = w->it[i];
-            il += (size_t)snprintf(idx + il, cap - il, "%s\"%s\": \"model-%05d-of-%05d.safetensors\"",
-                                   il > 60 ? ", " : "", w->it[i].name, k + 1, s->shards);
-        }
-        snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, k + 1, s->shards);
-        ok &= write_st(path, part, np, s->pad);
-    }
-    il += (size_t)snprintf(idx + il, cap - il, "}}\n");
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    ok &= t_write_file(path, idx, il);
-    free(idx);
-    return ok;
+    return st_write_weights(dir, w->it, w->n, s->shards, s->pad);
 }
 
 /* Llama 3 factors, independently (double precision). */
@@ -377,7 +346,7 @@ static void check_model(const char *name, const hfm *s, uint64_t seed, int greed
     if (oka) rig_close(&a);
     if (okb) rig_close(&b);
     free_weights(&w);
-    rm_dir(dir);
+    st_rm_dir(dir);
     unlink(gg);
 }
 
@@ -422,7 +391,7 @@ static void test_tokenizer_path_and_slash(void) {
     CHECK(m.cfg.tied_embeddings == 1 && !slm_model_tensor(&m, "output.weight"));
     slm_model_close(&m);
     free_weights(&w);
-    rm_dir("hf_tok");
+    st_rm_dir("hf_tok");
 }
 
 /* ---- malformed ---------------------------------------------------------------- */
@@ -619,7 +588,7 @@ static void test_folder_malformed(void) {
     free(st);
     free(hb);
     free_weights(&w);
-    rm_dir(d);
+    st_rm_dir(d);
 }
 
 /* A missing norm: validation names the GGUF tensor. */
@@ -642,7 +611,7 @@ static void test_missing_tensor(void) {
     write_hf("hf_miss", &s, &w);
     expect_folder("hf_miss", SLM_ERR_UNSUPPORTED, "hf_miss/model.safetensors", "model.layers.0.self_attn.o_proj.bias");
     free_weights(&w);
-    rm_dir("hf_miss");
+    st_rm_dir("hf_miss");
 }
 
 /* config.json alone */
@@ -764,7 +733,7 @@ static void test_folder_end_to_end(void) {
     }
     slm_free(e);
     free_weights(&w);
-    rm_dir("hf_e2e");
+    st_rm_dir("hf_e2e");
 }
 
 int main(void) {

@@ -231,41 +231,11 @@ static void write_config(const char *dir, const fam *s) {
     t_write_file(path, buf, (size_t)n);
 }
 
-static void rm_dir(const char *dir) {
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
-}
-
 static int write_hf(const char *dir, const fam *s, const weights *w) {
-    rm_dir(dir);
+    st_rm_dir(dir);
     mkdir(dir, 0755);
     write_config(dir, s);
-    char path[512];
-    if (!s->shards) {
-        snprintf(path, sizeof path, "%s/model.safetensors", dir);
-        return write_st(path, w->it, w->n, s->pad);
-    }
-    size_t cap = 64 + (size_t)w->n * 200, il = 0;
-    char *idx = malloc(cap);
-    il += (size_t)snprintf(idx, cap, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
-    int ok = 1;
-    for (int k = 0; k < s->shards; k++) {
-        st_item part[160];
-        int np = 0;
-        for (int i = k; i < w->n; i += s->shards) {
-            part[np++] = w->it[i];
-            il += (size_t)snprintf(idx + il, cap - il, "%s\"%s\": \"model-%05d-of-%05d.safetensors\"",
-                                   il > 60 ? ", " : "", w->it[i].name, k + 1, s->shards);
-        }
-        snprintf(path, sizeof path, "%s/model-%05d-of-%05d.safetensors", dir, k + 1, s->shards);
-        ok &= write_st(path, part, np, s->pad);
-    }
-    il += (size_t)snprintf(idx + il, cap - il, "}}\n");
-    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
-    ok &= t_write_file(path, idx, il);
-    free(idx);
-    return ok;
+    return st_write_weights(dir, w->it, w->n, s->shards, s->pad);
 }
 
 /* ---- the GGUF twin ------------------------------------------------------------ */
@@ -493,7 +463,7 @@ static void check_family(const char *name, const fam *s, uint64_t seed) {
     if (oka) rig_close(&a);
     if (okb) rig_close(&b);
     free_weights(&w);
-    rm_dir(dir);
+    st_rm_dir(dir);
     unlink(gg);
 }
 
@@ -803,7 +773,7 @@ static void test_folder_malformed(void) {
     write_hf("hff_bad", &p, &w);
     expect_folder("hff_bad", SLM_ERR_FORMAT, "gate_up_proj", "2 x intermediate_size");
     free_weights(&w);
-    rm_dir("hff_bad");
+    st_rm_dir("hff_bad");
 }
 
 /* ---- allocation failure ---------------------------------------------------------- */
@@ -866,7 +836,7 @@ static void open_failing(const char *name, const fam *s) {
     fprintf(stderr, "  %s: %d allocation failures refused cleanly, then opened\n", name, failures);
     CHECK(done && failures > 5);
     free_weights(&w);
-    rm_dir(dir);
+    st_rm_dir(dir);
 }
 
 static void test_open_nomem(void) {
@@ -940,7 +910,7 @@ static void end_to_end(const char *name, const fam *s) {
     free(ref);
     free_weights(&w);
     unlink(blob);
-    rm_dir(dir);
+    st_rm_dir(dir);
 }
 
 static void test_end_to_end(void) {
