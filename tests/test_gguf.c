@@ -17,10 +17,11 @@
 #include "format/model.h"
 #include "text/tokenizer.h"
 #include "t.h"
+#include "bytebuf.h"
 
 static char g_dir[256];
 
-static void tmp_path(char *buf, size_t cap, const char *name) { snprintf(buf, cap, "%s/%s", g_dir, name); }
+static void tmp_path(char *out, size_t cap, const char *name) { snprintf(out, cap, "%s/%s", g_dir, name); }
 
 static int no_temp_files(void);
 
@@ -62,29 +63,10 @@ static const slm_allocator k_counting = {cnt_alloc, cnt_realloc, cnt_free, NULL}
 
 /* ---- a byte builder -------------------------------------------------------- */
 
-typedef struct buf {
-    uint8_t *p;
-    size_t len, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n) {
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-    }
-    if (n) memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
 static void put_u8(buf *b, uint8_t v) { put(b, &v, 1); }
 static void put_u16(buf *b, uint16_t v) { put(b, &v, 2); }
-static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
 static void put_f32(buf *b, float v) { put(b, &v, 4); }
 static void put_f64(buf *b, double v) { put(b, &v, 8); }
-static void put_str(buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
 static void set_u32(uint8_t *p, size_t off, uint32_t v) { memcpy(p + off, &v, 4); }
 static void set_u64(uint8_t *p, size_t off, uint64_t v) { memcpy(p + off, &v, 8); }
 static uint64_t get_u64(const uint8_t *p, size_t off) {

@@ -19,31 +19,12 @@
 #include "format/model.h"
 #include "staticlm.h"
 #include "t.h"
+#include "bytebuf.h"
 
 static char g_dir[256];
 
 /* ---- a GGUF builder ---------------------------------------------------------- */
 
-typedef struct buf {
-    uint8_t *p;
-    size_t len, cap;
-} buf;
-
-static void put(buf *b, const void *d, size_t n) {
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        if (!b->p) abort();
-    }
-    if (n) memcpy(b->p + b->len, d, n);
-    b->len += n;
-}
-static void put_u32(buf *b, uint32_t v) { put(b, &v, 4); }
-static void put_u64(buf *b, uint64_t v) { put(b, &v, 8); }
-static void put_str(buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
 static void kv_u32(buf *b, const char *key, uint32_t v) {
     put_str(b, key);
     put_u32(b, SLM_GGUF_U32);
