@@ -394,9 +394,14 @@ static int rope_dims_ok(const pctx *q, const slm_task *t) {
     return rot / 2 == q->r->c->consts.rope_pairs;
 }
 
-/* A prefetch task: rows [n0, n1) of a matrix in the weights. */
+/* The checks every task validator uses: a failed condition returns the message; an operand
+ * is marked used and its extent checked; MAT: rows of a matrix; KVR: rows of the KV cache. */
 #define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
 #define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
+#define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
+#define KVR(rows, k, w, dst) do { NEED(blob_kv_ext(q->p, &t->ref[k], t->wtype, rows, w, &ext), "task %d (%s): operand %d not rows of %s KV", ti, op, k, slm_dtype_name(t->wtype)); REF(k, ext, dst); } while (0)
+
+/* A prefetch task: rows [n0, n1) of a matrix in the weights. */
 static slm_status check_prefetch(pctx *q, int ti, unsigned *usedp) {
     const slm_task *t = &q->p->tasks[ti];
     const char *op = slm_task_op_name(t->op);
@@ -413,8 +418,6 @@ static slm_status check_prefetch(pctx *q, int ti, unsigned *usedp) {
     *usedp |= used;
     return SLM_OK;
 }
-#undef NEED
-#undef REF
 
 static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     const slm_program *p = q->p;
@@ -426,9 +429,6 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     unsigned used = 0;
     uint64_t ext;
     slm_status s;
-#define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
-#define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
-#define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
     NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
     NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
     NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
@@ -461,9 +461,6 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
     *usedp |= used;
     return SLM_OK;
-#undef MAT
-#undef NEED
-#undef REF
 }
 
 static slm_status check_task(pctx *q, int ti) {
@@ -485,10 +482,6 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->op != SLM_T_BARRIER && t->count) return pbad(q, "task %d (%s): count %u on a non-barrier", ti, op, t->count);
     const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
     const uint64_t C = (uint64_t)p->kv_capacity;
-#define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
-#define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
-#define KVR(rows, k, w, dst) do { NEED(blob_kv_ext(q->p, &t->ref[k], t->wtype, rows, w, &ext), "task %d (%s): operand %d not rows of %s KV", ti, op, k, slm_dtype_name(t->wtype)); REF(k, ext, dst); } while (0)
-#define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
     switch (t->op) {
     case SLM_T_NOP: case SLM_T_BARRIER: break; /* counts: slm_program_check_schedule */
     case SLM_T_PREFETCH:
