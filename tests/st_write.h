@@ -4,6 +4,7 @@
 #define SLM_TEST_ST_WRITE_H
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,6 +102,49 @@ static int st_write_weights(const char *dir, const st_item *it, int n, int shard
     free(part);
     free(idx);
     return ok;
+}
+
+/* ---- random weights of a test model ------------------------------------- */
+
+static uint64_t g_rng; /* seed it before a model */
+static double urand(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+/* A folder's tensors and the float values they hold (as rounded to their dtype). */
+typedef struct weights {
+    st_item it[160];
+    float *f[160];
+    int n;
+} weights;
+
+/* x as the dtype stores it */
+static float round_to(const char *dt, float x) {
+    if (!strcmp(dt, "F16")) return slm_f16_to_f32(slm_f32_to_f16(x));
+    if (!strcmp(dt, "BF16")) return slm_bf16_to_f32(slm_f32_to_bf16(x));
+    return x;
+}
+
+/* A [rows, cols] matrix (rows 0: a vector of cols) of bias + scale * N(0, 1), rounded to dt. */
+static float *add_w(weights *w, const char *name, const char *dt, int64_t rows, int64_t cols, float scale, float bias) {
+    st_item *t = &w->it[w->n];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->dtype = dt;
+    t->n_dims = rows > 0 ? 2 : 1;
+    t->shape[0] = rows > 0 ? rows : cols;
+    t->shape[1] = cols;
+    size_t n = (size_t)((rows > 0 ? rows : 1) * cols);
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = round_to(dt, bias + scale * nrand());
+    t->f = w->f[w->n++] = f;
+    return f;
+}
+
+static void free_weights(weights *w) {
+    for (int i = 0; i < w->n; i++) free(w->f[i]);
+    w->n = 0;
 }
 
 #endif

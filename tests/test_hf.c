@@ -21,13 +21,6 @@
 #include "rig.h"
 #include "st_write.h"
 
-static uint64_t g_rng;
-static double urand(void) {
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
-
 /* ---- synthetic HF models -------------------------------------------------- */
 
 typedef struct hfm {
@@ -40,32 +33,6 @@ typedef struct hfm {
     int pad;           /* data area alignment (write_st's pad_to) */
     int peaked;        /* lm_head row r = 4 x embed row perm(r) + noise */
 } hfm;
-
-typedef struct weights {
-    st_item it[128];
-    float *f[128];
-    int n;
-} weights;
-
-static float round_to(const char *dt, float x) {
-    if (!strcmp(dt, "F16")) return slm_f16_to_f32(slm_f32_to_f16(x));
-    if (!strcmp(dt, "BF16")) return slm_bf16_to_f32(slm_f32_to_bf16(x));
-    return x;
-}
-
-static float *add_w(weights *w, const char *name, const char *dt, int64_t rows, int64_t cols, float scale, float bias) {
-    st_item *t = &w->it[w->n];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->dtype = dt;
-    t->n_dims = rows > 0 ? 2 : 1;
-    t->shape[0] = rows > 0 ? rows : cols;
-    t->shape[1] = cols;
-    size_t n = (size_t)((rows > 0 ? rows : 1) * cols);
-    float *f = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) f[i] = round_to(dt, bias + scale * nrand());
-    t->f = w->f[w->n++] = f;
-    return f;
-}
 
 static void make_weights(weights *w, const hfm *s, uint64_t seed) {
     g_rng = seed;
@@ -101,11 +68,6 @@ static void make_weights(weights *w, const hfm *s, uint64_t seed) {
                     head[r * s->D + c] =
                         round_to(s->mat, 4.0f * emb[((r * 37 + 11) % s->V) * s->D + c] + 2.0f * sd * nrand());
     }
-}
-
-static void free_weights(weights *w) {
-    for (int i = 0; i < w->n; i++) free(w->f[i]);
-    w->n = 0;
 }
 
 static void write_config(const char *dir, const hfm *s, const char *extra) {
@@ -247,7 +209,6 @@ static int write_gguf(const char *path, const hfm *s, const weights *w) {
 }
 
 /* ---- running ----------------------------------------------------------------- */
-
 
 static int argmax(const float *x, int n) {
     int b = 0;

@@ -23,13 +23,6 @@
 #include "st_write.h"
 #include "staticlm.h"
 
-static uint64_t g_rng;
-static double urand(void) {
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
-
 /* ---- a family's folder ------------------------------------------------------ */
 
 typedef struct fam {
@@ -56,32 +49,6 @@ static int is(const fam *s, const char *t) { return !strcmp(s->type, t); }
 static int gemma(const fam *s) { return is(s, "gemma2") || is(s, "gemma3") || is(s, "gemma3_text"); }
 static int gemma3(const fam *s) { return is(s, "gemma3") || is(s, "gemma3_text"); }
 static int phi3(const fam *s) { return is(s, "phi3"); }
-
-typedef struct weights {
-    st_item it[160];
-    float *f[160];
-    int n;
-} weights;
-
-static float round_to(const char *dt, float x) {
-    if (!strcmp(dt, "F16")) return slm_f16_to_f32(slm_f32_to_f16(x));
-    if (!strcmp(dt, "BF16")) return slm_bf16_to_f32(slm_f32_to_bf16(x));
-    return x;
-}
-
-static float *add_w(weights *w, const char *name, const char *dt, int64_t rows, int64_t cols, float scale, float bias) {
-    st_item *t = &w->it[w->n];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->dtype = dt;
-    t->n_dims = rows > 0 ? 2 : 1;
-    t->shape[0] = rows > 0 ? rows : cols;
-    t->shape[1] = cols;
-    size_t n = (size_t)((rows > 0 ? rows : 1) * cols);
-    float *f = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) f[i] = round_to(dt, bias + scale * nrand());
-    t->f = w->f[w->n++] = f;
-    return f;
-}
 
 /* The text model's prefix: "model." or a multimodal one. */
 static const char *prefix(const fam *s) {
@@ -140,11 +107,6 @@ static void make_weights(weights *w, const fam *s, uint64_t seed) {
     add_w(w, n, s->vec, 0, s->D, 0.1f, nb);
     if (s->untied) add_w(w, s->multimodal == 1 ? "language_model.lm_head.weight" : "lm_head.weight", s->mat, s->V, s->D,
                          2.0f * sd, 0.0f);
-}
-
-static void free_weights(weights *w) {
-    for (int i = 0; i < w->n; i++) free(w->f[i]);
-    w->n = 0;
 }
 
 /* The phi3 attention factor, as transformers and llama.cpp's converter compute it. */
