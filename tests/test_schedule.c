@@ -21,11 +21,12 @@ static char g_tmp[256];
 
 /* Logits after a 5-token prefill, then after each of STEPS greedy decode
  * steps, on `threads` threads under `schedule`. */
-static int run_logits(const char *path, int threads, int schedule, float *out, int *vocab) {
+static int run_logits_kb(const char *path, int threads, int schedule, int tile_kb, float *out, int *vocab) {
     rig r;
     memset(&r, 0, sizeof r);
     slm_err err = {0};
     slm_compile_options o = rig_opts(16, 32);
+    o.tile_kb = tile_kb;
     if (slm_model_open(&r.m, path, &err) || slm_model_repack(&r.m, &err) || slm_compile(&r.c, &r.m, &o, &err) ||
         slm_rt_init(&r.rt, &r.c, r.m.map.data, threads, &err)) {
         CHECKF(0, "%s: %s", path, err.msg);
@@ -51,6 +52,10 @@ static int run_logits(const char *path, int threads, int schedule, float *out, i
     CHECKF(s == SLM_OK, "%s: %s", path, err.msg);
     rig_close(&r);
     return s == SLM_OK;
+}
+
+static int run_logits(const char *path, int threads, int schedule, float *out, int *vocab) {
+    return run_logits_kb(path, threads, schedule, 0, out, vocab);
 }
 
 static void same_logits(const char *path) {
@@ -138,6 +143,67 @@ static void test_prefetch_tasks(void) {
     CHECK(strstr(text, "producers=") && strstr(text, "consumers="));
     free(text);
     rig_close(&r);
+}
+
+/* Decode tiles (compiler/lower.c matmul_bounds): with a 4 KiB budget the
+ * stories260K matrices get big tiles and a tail of small ones; every
+ * matmul's tiles cover its columns once, in order; each stage of the
+ * generate program runs its biggest panels first; and the logits are those
+ * of the default tiling bit for bit, on 2 threads under both schedules. */
+static void test_decode_tail_tiles(void) {
+    rig r;
+    slm_compile_options o = rig_opts(16, 32);
+    o.tile_kb = 4;
+    if (!rig_open_opts(&r, M("stories260K.bin"), o)) return;
+    const slm_program *gen = slm_largest(&r.c, SLM_PROG_GENERATE);
+    int n_bad = 0, n_tail = 0, n_mm = 0;
+    uint64_t prev = UINT64_MAX;
+    for (int i = 0; i < gen->n_tasks; i++) {
+        const slm_task *t = &gen->tasks[i];
+        if (t->op == SLM_T_BARRIER) {
+            prev = UINT64_MAX;
+            continue;
+        }
+        if (t->op != SLM_T_MATMUL) continue;
+        const uint64_t rb = slm_row_bytes(t->wtype, (uint64_t)t->k), panel = rb * (uint64_t)(t->n1 - t->n0);
+        n_bad += panel > prev; /* biggest first within the stage */
+        prev = panel;
+        n_tail += panel <= 2048 + rb * 15; /* half the budget, rounded up to 16 columns */
+        if (t->n0 != 0) continue;
+        /* the tiles of this matmul (same weights, same destination): columns 0..n once */
+        n_mm++;
+        int covered = 0;
+        for (int want = 0, guard = 0; want < t->n && guard < gen->n_tasks; guard++) {
+            int found = 0;
+            for (int j = i; j < gen->n_tasks && gen->tasks[j].op != SLM_T_BARRIER; j++) {
+                const slm_task *u = &gen->tasks[j];
+                if (u->op == SLM_T_MATMUL && u->p[SLM_REF_SRC1] == t->p[SLM_REF_SRC1] &&
+                    u->ref[SLM_REF_DST].off == t->ref[SLM_REF_DST].off && u->n0 == want) {
+                    want = u->n1;
+                    covered += u->n1 - u->n0;
+                    found = 1;
+                    break;
+                }
+            }
+            if (!found) break;
+        }
+        n_bad += covered != t->n;
+    }
+    CHECKF(n_mm > 0 && n_bad == 0, "generate: %d matmuls, %d bad tiles or orders", n_mm, n_bad);
+    CHECKF(n_tail > n_mm, "generate: %d small tail tiles for %d matmuls", n_tail, n_mm);
+    rig_close(&r);
+    enum { V = 512 };
+    float *a = calloc((size_t)(STEPS + 1) * V, sizeof(float)), *b = calloc((size_t)(STEPS + 1) * V, sizeof(float));
+    int va = 0, vb = 0;
+    for (int sch = SLM_SCHEDULE_RENDEZVOUS; sch <= SLM_SCHEDULE_COUNTED; sch++)
+        if (a && b && run_logits_kb(M("stories260K.bin"), 2, sch, 4, a, &va) &&
+            run_logits_kb(M("stories260K.bin"), 2, sch, 0, b, &vb)) {
+            CHECK(va == V && vb == V);
+            CHECKF(memcmp(a, b, sizeof(float) * (size_t)(STEPS + 1) * V) == 0, "schedule %d: tail tiles change the logits",
+                   sch);
+        }
+    free(a);
+    free(b);
 }
 
 /* ---- hostile blobs ------------------------------------------------------- */
@@ -236,6 +302,7 @@ int main(void) {
     T_RUN(test_same_logits_stories260k);
     T_RUN(test_same_logits_gguf_q8_0);
     T_RUN(test_prefetch_tasks);
+    T_RUN(test_decode_tail_tiles);
     T_RUN(test_hostile_counts);
     char f[300];
     snprintf(f, sizeof f, "%s/cmd.out", g_tmp);

@@ -7,6 +7,7 @@
 #include "compiler/compiler.h"
 
 #define ALIGN 64
+#define MAX_MATMUL_TILES 8192 /* per matmul; the last tile takes the rest */
 
 /* ---- buffers ----------------------------------------------------------- */
 
@@ -295,33 +296,58 @@ static uint16_t row_flags(lower_ctx *c, int node) {
     return f;
 }
 
-static int matmul_tile(lower_ctx *c, int n, int k, uint32_t wtype) {
-    if (c->opt->matmul_tile_cols > 0) return c->opt->matmul_tile_cols;
-    /* Tiles of equal width whose weight panel stays within tile_kb (a share
-     * of the per-core L2), an even number of them when more than one, so two
-     * threads finish a matmul together. (Forcing at least 4 tiles on decode
-     * programs measured no better on SmolLM2: 177-204 vs 186-207 tokens/s.) */
+/* Column bounds of a matmul's tiles: b[0] = 0 < b[1] < ... < b[nt] = n;
+ * returns nt. Tile widths are multiples of unit (whole rotation pairs or
+ * heads, groups of 16) and, unless asked for, of 16.
+ *
+ * Prefill: equal tiles whose weight panel stays within tile_kb (a share of
+ * the per-core L2), an even number when more than one, so two threads
+ * finish a matmul together.
+ *
+ * Decode (one input row): the panel streams through once and is not
+ * reused, so the budget only sets how many tasks share the matrix. Big
+ * tiles (8x the budget: fewer claims, fewer restarts of the prefetchers)
+ * cover all but the last big tile's worth of columns, which is cut into
+ * small tiles (half the budget). The scheduling pass runs a stage's big
+ * tiles first, so the threads share out the small ones at the end of each
+ * stage and arrive at its barrier together whatever their speeds (one
+ * thread of a VM reading 7% slower left the other waiting 77 us at every
+ * gate/up stage with equal tiles). At least two tiles, so both threads of
+ * a typical CPU share every matrix. */
+static int matmul_bounds(lower_ctx *c, int n, int k, uint32_t wtype, int unit, int *b, int max) {
+    int nt = 0;
+    b[nt] = 0;
+    if (c->opt->matmul_tile_cols > 0) { /* as asked, rounded up to the unit */
+        const int w = (c->opt->matmul_tile_cols + unit - 1) / unit * unit;
+        for (int n0 = 0; n0 < n && nt < max; n0 += w) b[++nt] = n0 + w < n ? n0 + w : n;
+        b[nt] = n;
+        return nt;
+    }
+    if (unit < 16) unit = 16;
     uint64_t row = slm_row_bytes(wtype, (uint64_t)k);
     if (!row) row = (uint64_t)k * 4;
-    uint64_t total = row * (uint64_t)n;
-    uint64_t budget = (uint64_t)(c->opt->tile_kb > 0 ? c->opt->tile_kb : 256) << 10;
-    /* One input row (generate): the panel streams through once and is not
-     * reused, so the budget only sets how many tasks share the matrix; 8x
-     * (by default the whole L2) measured ~8% faster decode on TinyLlama
-     * Q4_0 than 1x (fewer claims, fewer restarts of the prefetchers). */
-    if (c->g->rows_t == 1) budget *= 8;
-    uint64_t nt = (total + budget - 1) / budget;
-    /* decode: at least two tiles, so that both threads of a typical CPU
-     * share every matrix (a single tile leaves one waiting at the barrier;
-     * SmolLM2 Q8_0 decode 1.04-1.06x llama.cpp with one, 1.31-1.39x with two) */
-    const uint64_t min_tiles = c->g->rows_t == 1 && n >= 32 ? 2 : 1;
-    if (nt < min_tiles) nt = min_tiles;
-    if (nt > 1 && (nt & 1)) nt++; /* even: two threads finish together */
-    uint64_t cols = ((uint64_t)n + nt - 1) / nt;
-    cols = (cols + 15) & ~(uint64_t)15;
-    if (cols < 16) cols = 16;
-    if (cols > (uint64_t)n) cols = (uint64_t)n;
-    return (int)cols;
+    const uint64_t total = row * (uint64_t)n;
+    const uint64_t budget = (uint64_t)(c->opt->tile_kb > 0 ? c->opt->tile_kb : 256) << 10;
+    const int decode = c->g->rows_t == 1;
+    const uint64_t big_b = decode ? budget * 8 : budget, small_b = budget / 2;
+    uint64_t nb = (total + big_b - 1) / big_b;
+    const uint64_t min_tiles = decode && n >= 32 ? 2 : 1;
+    if (nb < min_tiles) nb = min_tiles;
+    if (nb > 1 && (nb & 1)) nb++; /* even: two threads finish together */
+#define ROUND_COLS(x) ((int)(((x) + (uint64_t)unit - 1) / (uint64_t)unit * (uint64_t)unit))
+    int big = ROUND_COLS(((uint64_t)n + nb - 1) / nb);
+    if (big > n) big = n;
+    /* decode: the columns of the last big tile go into small tiles */
+    int tail = decode && nb > 1 ? n - big * (int)(nb - 1) : 0;
+    if (tail <= 0) tail = 0;
+    int small = ROUND_COLS(small_b / row > 0 ? small_b / row : 1);
+    if (tail > 0 && small >= tail) tail = 0; /* one small tile would be the big one */
+    const int head = n - tail;
+    for (int n0 = 0; n0 < head && nt < max - 1; n0 += big) b[++nt] = n0 + big < head ? n0 + big : head;
+    for (int n0 = head; n0 < n && nt < max - 1; n0 += small) b[++nt] = n0 + small < n ? n0 + small : n;
+#undef ROUND_COLS
+    b[nt] = n;
+    return nt;
 }
 
 /* A typed present.L.* output: its rows (f32, in the arena) converted to the
@@ -377,19 +403,17 @@ static slm_status lower_node(lower_ctx *c, int i) {
         return SLM_OK;
     case SLM_OP_MATMUL: {
         int n = nd->cols, k = c->g->nodes[nd->in[0]].cols;
-        int tile = matmul_tile(c, n, k, nd->weight->type);
-        if (nd->post) { /* a tile holds whole rotation pairs (whole heads for neox), or whole groups of 16 */
-            const int unit = nd->post == SLM_OP_ADD ? 16 : nd->neox ? nd->head_dim : 2;
-            tile = (tile + unit - 1) / unit * unit;
-            if (tile > n) tile = n;
-        }
-        for (int n0 = 0; n0 < n; n0 += tile) {
+        /* a tile holds whole rotation pairs (whole heads for neox), or whole groups of 16 */
+        const int unit = nd->post == SLM_OP_ADD ? 16 : nd->post != SLM_OP_ROPE ? 1 : nd->neox ? nd->head_dim : 2;
+        int bounds[MAX_MATMUL_TILES + 1];
+        const int nt = matmul_bounds(c, n, k, nd->weight->type, unit, bounds, MAX_MATMUL_TILES);
+        for (int j = 0; j < nt; j++) {
             if (!(t = new_task(c, SLM_T_MATMUL, nd->layer))) return SLM_ERR_NOMEM;
             t->wtype = (uint8_t)nd->weight->type;
             t->n = n;
             t->k = k;
-            t->n0 = n0;
-            t->n1 = n0 + tile < n ? n0 + tile : n;
+            t->n0 = bounds[j];
+            t->n1 = bounds[j + 1];
             t->flags = row_flags(c, i);
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
             if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;

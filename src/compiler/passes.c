@@ -309,6 +309,26 @@ static int stage_prefetch(const slm_program *p, const int *first, int n_stages, 
     return n;
 }
 
+/* Weight bytes a task reads (its panel), 0 for tasks without weights. */
+static uint64_t panel_bytes(const slm_task *t) {
+    if (t->op != SLM_T_MATMUL) return 0;
+    return slm_row_bytes(t->wtype, (uint64_t)t->k) * (uint64_t)(t->n1 - t->n0);
+}
+
+/* Decode: a stage's tasks biggest panel first (stable), so the small tail
+ * tiles of its matmuls are claimed last and even out the threads' finish.
+ * The tasks of a stage are independent, so their order is free; a few
+ * dozen per stage, so insertion sort. */
+static void sort_stage(slm_task *t, int n) {
+    for (int i = 1; i < n; i++) {
+        const slm_task x = t[i];
+        const uint64_t bx = panel_bytes(&x);
+        int j = i;
+        for (; j > 0 && panel_bytes(&t[j - 1]) < bx; j--) t[j] = t[j - 1];
+        t[j] = x;
+    }
+}
+
 slm_status slm_pass_schedule(slm_program *p, const slm_compile_options *opt, slm_err *err) {
     int n_stages = 0;
     for (int i = 0; i < p->n_tasks; i++) n_stages += p->tasks[i].op == SLM_T_BARRIER;
@@ -323,6 +343,8 @@ slm_status slm_pass_schedule(slm_program *p, const slm_compile_options *opt, slm
     }
     for (int i = 0, s = 0; i < p->n_tasks; i++)
         if (p->tasks[i].op == SLM_T_BARRIER) first[++s] = i + 1;
+    if (p->rows <= SLM_PREFETCH_MAX_ROWS)
+        for (int s = 0; s < n_stages; s++) sort_stage(p->tasks + first[s], first[s + 1] - 1 - first[s]);
     const uint64_t kb = (uint64_t)(opt->tile_kb > 0 ? opt->tile_kb : 256);
     const uint64_t budget = p->rows <= SLM_PREFETCH_MAX_ROWS ? kb * 2 * 1024 : 0, chunk = kb * 1024 / 4;
     int extra = 0;
