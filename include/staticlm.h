@@ -107,7 +107,18 @@ typedef struct slm_options {
     int schedule;               /* an slm_schedule_kind: how threads meet between stages */
     int kv_type;                /* an slm_kv_type: the KV cache's element type (a compile
                                    option: a blob holds one and refuses another) */
+    int prefetch;               /* an slm_prefetch: weight prefetch in decode programs (a
+                                   compile option: a blob holds one and refuses another) */
 } slm_options;
+
+/* Weight prefetch of the decode programs (slm_options.prefetch): PREFETCH
+ * tasks that idle threads run under the counted schedule, and every decode
+ * matmul streaming its weights a few KiB ahead of its reads. */
+typedef enum slm_prefetch {
+    SLM_PREFETCH_DEFAULT = 0, /* on from a source model; a blob's own choice */
+    SLM_PREFETCH_ON = 1,
+    SLM_PREFETCH_OFF = 2
+} slm_prefetch;
 
 /* The KV cache's element type (slm_options.kv_type). */
 typedef enum slm_kv_type {

@@ -21,12 +21,14 @@ static char g_tmp[256];
 
 /* Logits after a 5-token prefill, then after each of STEPS greedy decode
  * steps, on `threads` threads under `schedule`. */
-static int run_logits_kb(const char *path, int threads, int schedule, int tile_kb, float *out, int *vocab) {
+static int run_logits_kb(const char *path, int threads, int schedule, int tile_kb, int prefetch_off, float *out,
+                         int *vocab) {
     rig r;
     memset(&r, 0, sizeof r);
     slm_err err = {0};
     slm_compile_options o = rig_opts(16, 32);
     o.tile_kb = tile_kb;
+    o.prefetch_off = prefetch_off;
     if (slm_model_open(&r.m, path, &err) || slm_model_repack(&r.m, &err) || slm_compile(&r.c, &r.m, &o, &err) ||
         slm_rt_init(&r.rt, &r.c, r.m.map.data, threads, &err)) {
         CHECKF(0, "%s: %s", path, err.msg);
@@ -55,7 +57,7 @@ static int run_logits_kb(const char *path, int threads, int schedule, int tile_k
 }
 
 static int run_logits(const char *path, int threads, int schedule, float *out, int *vocab) {
-    return run_logits_kb(path, threads, schedule, 0, out, vocab);
+    return run_logits_kb(path, threads, schedule, 0, 0, out, vocab);
 }
 
 static void same_logits(const char *path) {
@@ -73,6 +75,9 @@ static void same_logits(const char *path) {
     /* one thread (prefetch tasks skipped) agrees too */
     if (run_logits(path, 1, SLM_SCHEDULE_COUNTED, b, &vb))
         CHECKF(!memcmp(a, b, (size_t)(STEPS + 1) * (size_t)va * sizeof(float)), "%s: one thread differs", path);
+    /* and without any prefetch */
+    if (run_logits_kb(path, 2, SLM_SCHEDULE_COUNTED, 0, 1, b, &vb))
+        CHECKF(!memcmp(a, b, (size_t)(STEPS + 1) * (size_t)va * sizeof(float)), "%s: prefetch off differs", path);
     free(a);
     free(b);
 }
@@ -196,14 +201,58 @@ static void test_decode_tail_tiles(void) {
     float *a = calloc((size_t)(STEPS + 1) * V, sizeof(float)), *b = calloc((size_t)(STEPS + 1) * V, sizeof(float));
     int va = 0, vb = 0;
     for (int sch = SLM_SCHEDULE_RENDEZVOUS; sch <= SLM_SCHEDULE_COUNTED; sch++)
-        if (a && b && run_logits_kb(M("stories260K.bin"), 2, sch, 4, a, &va) &&
-            run_logits_kb(M("stories260K.bin"), 2, sch, 0, b, &vb)) {
+        if (a && b && run_logits_kb(M("stories260K.bin"), 2, sch, 4, 0, a, &va) &&
+            run_logits_kb(M("stories260K.bin"), 2, sch, 0, 0, b, &vb)) {
             CHECK(va == V && vb == V);
             CHECKF(memcmp(a, b, sizeof(float) * (size_t)(STEPS + 1) * V) == 0, "schedule %d: tail tiles change the logits",
                    sch);
         }
     free(a);
     free(b);
+}
+
+/* Stream prefetch: every matmul of a decode program carries the distance
+ * (a = SLM_STREAM_PREFETCH, shown by the dump), prefill matmuls none;
+ * prefetch_off drops it and the PREFETCH tasks; the logits do not change
+ * (prefetch moves no data a kernel computes with). */
+static int count_stream(const slm_program *p, int *n_mm, int *n_pf) {
+    int n = 0;
+    *n_mm = *n_pf = 0;
+    for (int i = 0; i < p->n_tasks; i++) {
+        *n_mm += p->tasks[i].op == SLM_T_MATMUL;
+        *n_pf += p->tasks[i].op == SLM_T_PREFETCH;
+        n += p->tasks[i].op == SLM_T_MATMUL && p->tasks[i].a == SLM_STREAM_PREFETCH;
+    }
+    return n;
+}
+
+static void test_stream_prefetch(void) {
+    rig r;
+    slm_compile_options o = rig_opts(16, 32);
+    if (!rig_open_opts(&r, M("stories260K.bin"), o)) return;
+    int n_mm = 0, n_pf = 0;
+    const slm_program *gen = slm_largest(&r.c, SLM_PROG_GENERATE), *pre = slm_largest(&r.c, SLM_PROG_PREFILL);
+    const int on = count_stream(gen, &n_mm, &n_pf);
+    CHECKF(on > 0 && on == n_mm && n_pf > 0, "generate: %d of %d matmuls streaming, %d prefetch tasks", on, n_mm, n_pf);
+    CHECKF(count_stream(pre, &n_mm, &n_pf) == 0 && n_mm > 0, "prefill: streaming matmuls");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    slm_program_dump_tasks(gen, f);
+    fclose(f);
+    char want[64];
+    snprintf(want, sizeof want, "stream-prefetch=%d", SLM_STREAM_PREFETCH);
+    int shown = 0;
+    for (const char *q = text; (q = strstr(q, want)); q++) shown++;
+    CHECKF(shown == on, "dump: %d of %d matmuls show %s", shown, on, want);
+    free(text);
+    rig_close(&r);
+    o.prefetch_off = 1;
+    if (!rig_open_opts(&r, M("stories260K.bin"), o)) return;
+    gen = slm_largest(&r.c, SLM_PROG_GENERATE);
+    const int off = count_stream(gen, &n_mm, &n_pf);
+    CHECKF(off == 0 && n_pf == 0 && n_mm > 0, "prefetch off: %d of %d matmuls streaming, %d prefetch tasks", off, n_mm, n_pf);
+    rig_close(&r);
 }
 
 /* ---- hostile blobs ------------------------------------------------------- */
@@ -292,6 +341,14 @@ static void test_hostile_counts(void) {
     refused_when(img, n, SLM_T_PREFETCH, 36, -1, 0, "prefetch");
     refused_when(img, n, SLM_T_MATMUL, 152, 1, 1, "lane");
     refused_when(img, n, SLM_T_MATMUL, 155, 1, 1, "reserved");
+    refused_when(img, n, SLM_T_MATMUL, 28, 32, 0, "stream prefetch"); /* not a multiple of 64 */
+    refused_when(img, n, SLM_T_MATMUL, 28, SLM_STREAM_PREFETCH_MAX, 0, "stream prefetch");
+    /* the options: a blob compiled with prefetch refuses --prefetch off, and the reverse */
+    slm_options op = slm_default_options();
+    op.prefetch = SLM_PREFETCH_OFF;
+    slm_engine *en = NULL;
+    CHECK(slm_load(&en, blob, &op) == SLM_ERR_ARG && strstr(slm_last_error(en), "--prefetch off"));
+    slm_free(en);
     free(img);
     unlink(blob);
 }
@@ -303,6 +360,7 @@ int main(void) {
     T_RUN(test_same_logits_gguf_q8_0);
     T_RUN(test_prefetch_tasks);
     T_RUN(test_decode_tail_tiles);
+    T_RUN(test_stream_prefetch);
     T_RUN(test_hostile_counts);
     char f[300];
     snprintf(f, sizeof f, "%s/cmd.out", g_tmp);

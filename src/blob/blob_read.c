@@ -178,6 +178,7 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(c->opt.min_response_len, 0, c->kv_capacity, "min_response_len");
     RANGE(c->opt.lm_head_separate, 0, 0, "lm_head_separate");
     RANGE(c->opt.tile_kb, 0, 1 << 20, "tile_kb");
+    RANGE(c->opt.prefetch_off, 0, 1, "prefetch_off");
     if (!slm_kv_type_ok(c->opt.kv_type) || (c->opt.kv_type == SLM_Q8_0 && m->head_dim % SLM_QK8_0) || (c->opt.kv_type && m->head_dim > 512))
         return bad(r, "section .slm.config: kv_type %d with head_dim %d: not f32 (0), f16 (1, head_dim <= 512) or q8_0 (8, head_dim a multiple of 32 up to 512)", c->opt.kv_type, m->head_dim);
     if (c->opt.max_prompt_len + c->opt.min_response_len != c->kv_capacity)
@@ -432,6 +433,8 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
     NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
     NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+    NEED(t->a >= 0 && t->a <= SLM_STREAM_PREFETCH_MAX && t->a % 64 == 0,
+         "task %d (%s): stream prefetch distance %d not a multiple of 64 in [0, %d]", ti, op, t->a, SLM_STREAM_PREFETCH_MAX);
     uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->k);
     NEED(row > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
     NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);

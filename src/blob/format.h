@@ -13,7 +13,7 @@
 
 /* The serializers below list every field of these structs; a new field
  * must be added to them (and to docs/blob.md, and the version bumped). */
-_Static_assert(sizeof(slm_compile_options) == 25 * 4, "update blob options record");
+_Static_assert(sizeof(slm_compile_options) == 26 * 4, "update blob options record");
 _Static_assert(sizeof(slm_ref) == 16, "update blob task record");
 _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * sizeof(void *),
                "update blob task record");
@@ -32,7 +32,7 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200, "update the blob task validator's f
 #define BLOB_IO_SIZE 64
 #define BLOB_RELOC_SIZE 8
 #define BLOB_TENSOR_SIZE 120
-#define BLOB_OPTIONS_SIZE (25 * 4)
+#define BLOB_OPTIONS_SIZE (26 * 4)
 /* config record: model config (96), options, kv_capacity, n_progs,
  * rope_pos, rope_pairs (i32 each), const_bytes (u64, 8-aligned) */
 #define BLOB_CFG_OPTIONS 96
@@ -83,7 +83,7 @@ static inline int blob_kv_ext(const slm_program *p, const slm_ref *rf, uint32_t 
 
 /* Options record: every field of slm_compile_options, in order. */
 static inline void blob_put_options(uint8_t *p, const slm_compile_options *o) {
-    int32_t v[25];
+    int32_t v[26];
     int k = 0;
     v[k++] = o->max_prompt_len;
     v[k++] = o->min_response_len;
@@ -96,11 +96,12 @@ static inline void blob_put_options(uint8_t *p, const slm_compile_options *o) {
     v[k++] = o->lm_head_separate;
     v[k++] = o->tile_kb;
     v[k++] = o->kv_type;
+    v[k++] = o->prefetch_off;
     memcpy(p, v, sizeof v);
 }
 
 static inline void blob_get_options(const uint8_t *p, slm_compile_options *o) {
-    int32_t v[25];
+    int32_t v[26];
     memcpy(v, p, sizeof v);
     int k = 0;
     memset(o, 0, sizeof *o);
@@ -115,6 +116,7 @@ static inline void blob_get_options(const uint8_t *p, slm_compile_options *o) {
     o->lm_head_separate = v[k++];
     o->tile_kb = v[k++];
     o->kv_type = v[k++];
+    o->prefetch_off = v[k++];
 }
 
 /* Config record: every field of slm_model_config, in order (96 bytes). */

@@ -47,6 +47,16 @@ int slm_cli_parse_kv_type(const char *s, const char *opt, int *out) {
     return 1;
 }
 
+int slm_cli_parse_prefetch(const char *s, const char *opt, int *out) {
+    if (s && !strcmp(s, "on")) *out = SLM_PREFETCH_ON;
+    else if (s && !strcmp(s, "off")) *out = SLM_PREFETCH_OFF;
+    else {
+        fprintf(stderr, "staticlm: %s expects on or off, got '%s'\n", opt, s ? s : "(nothing)");
+        return 0;
+    }
+    return 1;
+}
+
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
     char *end = NULL;
     errno = 0;

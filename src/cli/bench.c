@@ -73,6 +73,7 @@ static void usage(FILE *f) {
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
             "      --schedule S          rendezvous (default) | counted: how threads meet between stages\n"
             SLM_CLI_KV_TYPE_HELP
+            SLM_CLI_PREFETCH_HELP
             "                            (-ctk T too: both K and V take it)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
             SLM_CLI_TRACE_HELP
@@ -355,7 +356,7 @@ static void json_str(FILE *f, const char *s) {
 /* One bench run: the options, then what was measured. */
 typedef struct bench {
     const char *model, *tok, *fmt, *kernels;
-    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type;
+    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type, prefetch;
     model_facts mf;
     double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
     double limit;                   /* decode tokens/s the bandwidth allows */
@@ -397,6 +398,7 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &b->bw_mib);
         else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &b->tile_kb);
         else if (!strcmp(o, "--schedule")) ok = slm_cli_parse_schedule(v, &b->schedule);
+        else if (!strcmp(o, "--prefetch")) ok = slm_cli_parse_prefetch(v, o, &b->prefetch);
         else if (!strcmp(o, "--kv-type") || !strcmp(o, "-ctk")) ok = slm_cli_parse_kv_type(v, o, &b->kv_type);
         else {
             fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
@@ -635,6 +637,7 @@ int slm_cli_bench(int argc, char **argv) {
     }
     opt.tile_kb = b->tile_kb; /* a blob refuses another value, naming its own */
     opt.kv_type = b->kv_type;
+    opt.prefetch = b->prefetch;
     opt.n_threads = b->threads;
     opt.schedule = b->schedule;
     slm_engine *e = NULL;

@@ -16,6 +16,13 @@ int slm_cli_parse_kv_type(const char *s, const char *opt, int *out);
 #define SLM_CLI_KV_TYPE_HELP                                                              \
     "      --kv-type T           KV cache element type: f32 | f16 | q8_0 (default f16;\n" \
     "                            a blob keeps the type it was compiled with)\n"
+/* --prefetch on|off into an slm_prefetch; 0 (and a message) otherwise. */
+int slm_cli_parse_prefetch(const char *s, const char *opt, int *out);
+#define SLM_CLI_PREFETCH_HELP                                                               \
+    "      --prefetch on|off     weight prefetch in decode (default on: each matrix task\n"   \
+    "                            streams its weights 4 KiB ahead, idle threads of the\n"     \
+    "                            counted schedule touch the next stage's; a blob keeps\n"   \
+    "                            what it was compiled with)\n"
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 
 /* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not

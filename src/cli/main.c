@@ -62,6 +62,7 @@ static const char k_program_help[] =
     "      --tile-kb N           weight panel of one matrix task in KiB, the CPU's\n"
     "                            scratchpad (default: an eighth of the L2 cache)\n"
     SLM_CLI_KV_TYPE_HELP
+    SLM_CLI_PREFETCH_HELP
     "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
     "                            prefill them in chunks)\n"
     "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU) for later\n"
@@ -197,6 +198,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (!strcmp(o, "--schedule")) { if (!slm_cli_parse_schedule(NEXT(), &a->opt.schedule)) return 0; }
         else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
         else if (!strcmp(o, "--kv-type")) { const char *v = NEXT(); if (!v || !slm_cli_parse_kv_type(v, o, &a->opt.kv_type)) return 0; }
+        else if (!strcmp(o, "--prefetch")) { const char *v = NEXT(); if (!v || !slm_cli_parse_prefetch(v, o, &a->opt.prefetch)) return 0; }
         else if (!strcmp(o, "--max-memory")) {
             const char *v = NEXT();
             int mb;

@@ -343,10 +343,13 @@ slm_status slm_pass_schedule(slm_program *p, const slm_compile_options *opt, slm
     }
     for (int i = 0, s = 0; i < p->n_tasks; i++)
         if (p->tasks[i].op == SLM_T_BARRIER) first[++s] = i + 1;
-    if (p->rows <= SLM_PREFETCH_MAX_ROWS)
+    const int decode = p->rows <= SLM_PREFETCH_MAX_ROWS, pf = decode && !opt->prefetch_off;
+    if (decode)
         for (int s = 0; s < n_stages; s++) sort_stage(p->tasks + first[s], first[s + 1] - 1 - first[s]);
+    for (int i = 0; i < p->n_tasks; i++)
+        if (p->tasks[i].op == SLM_T_MATMUL) p->tasks[i].a = pf ? SLM_STREAM_PREFETCH : 0;
     const uint64_t kb = (uint64_t)(opt->tile_kb > 0 ? opt->tile_kb : 256);
-    const uint64_t budget = p->rows <= SLM_PREFETCH_MAX_ROWS ? kb * 2 * 1024 : 0, chunk = kb * 1024 / 4;
+    const uint64_t budget = pf ? kb * 2 * 1024 : 0, chunk = kb * 1024 / 4;
     int extra = 0;
     pf_cursor cur = {-1, 0, 0};
     for (int s = 0; s < n_stages && budget; s++) extra += stage_prefetch(p, first, n_stages, s, &cur, budget, chunk, NULL);

@@ -175,6 +175,7 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
         .y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr0),
         .ldy = t->ref[SLM_REF_DST].ld,
         .scratch = scratch,
+        .pf = t->a,
     };
     if (mm.rows <= 0) return SLM_OK;
     const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU), add = (t->flags & SLM_TF_POST_ADD) != 0;

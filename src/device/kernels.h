@@ -24,6 +24,8 @@ typedef struct slm_mm {
     size_t ldy;        /* output row stride, floats */
     void *scratch;     /* >= slm_matmul_scratch_bytes(wtype, k, rows) bytes, 64-byte aligned
                           (may be NULL when that is 0) */
+    int pf;            /* stream prefetch distance, bytes (0: none): a kernel touches the
+                          weights this far ahead of what it reads (the task's a) */
     int xq_ready;      /* 1: scratch already holds these x rows quantized by a previous
                           call of the same set for weights of the same quantization class
                           (repacked / other quantized): skip quantizing them */

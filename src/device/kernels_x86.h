@@ -31,6 +31,14 @@ AVX2 static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+/* Touch the lines of [p + pf, p + pf + bytes) toward L1: a kernel's weight
+ * stream, pf bytes ahead of its reads (pf 0: nothing). A prefetch never
+ * faults, so the lines beyond a matrix's end cost a wasted request only. */
+static inline void stream_prefetch(const uint8_t *p, int bytes, int pf) {
+    if (pf <= 0) return;
+    for (int l = 0; l < bytes; l += 64) __builtin_prefetch((const char *)p + pf + l, 0, 3);
+}
+
 static inline int32_t ld32(const uint8_t *p) {
     int32_t v;
     memcpy(&v, p, 4);

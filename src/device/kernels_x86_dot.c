@@ -83,7 +83,7 @@ AVX2 INLINE __m256i qblock(const uint8_t *row, int T, int b, float *d0, float *d
  * half block and 4-7 the second; times [d0 dx x4 | d1 dx x4]; the min term
  * m * (dx * sum of codes) is accumulated apart. */
 AVX512 INLINE void qdecode_avx512_t(const slm_mm *mm, int T, const qscratch *qs) {
-    const int nb = mm->k / 32;
+    const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const __m256i c80 = _mm256_set1_epi8((char)0x80);
     for (int j = mm->n0; j < mm->n1; j++) {
         const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
@@ -91,6 +91,7 @@ AVX512 INLINE void qdecode_avx512_t(const slm_mm *mm, int T, const qscratch *qs)
         float macc = 0.0f;
         for (int b = 0; b < nb; b++) {
             float d0, d1, m = 0.0f;
+            stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
             __m256i q = qblock(row, T, b, &d0, &d1, &m);
             __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + 32 * b));
             __m256i id = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, q),
@@ -108,7 +109,7 @@ AVX512 INLINE void qdecode_avx512_t(const slm_mm *mm, int T, const qscratch *qs)
 /* AVX2 decode: as above with the sign trick (|q| unsigned times x with q's
  * sign, maddubs then madd) on signed activation codes. */
 AVX2 INLINE void qdecode_avx2_t(const slm_mm *mm, int T, const qscratch *qs) {
-    const int nb = mm->k / 32;
+    const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int j = mm->n0; j < mm->n1; j++) {
         const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
@@ -116,6 +117,7 @@ AVX2 INLINE void qdecode_avx2_t(const slm_mm *mm, int T, const qscratch *qs) {
         float macc = 0.0f;
         for (int b = 0; b < nb; b++) {
             float d0, d1, m = 0.0f;
+            stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
             __m256i q = qblock(row, T, b, &d0, &d1, &m);
             __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + 32 * b));
             __m256i id = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);

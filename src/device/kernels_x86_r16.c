@@ -63,6 +63,7 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
         /* the block: codes, then scales (Q6_K: after each super-block's d[16]) */
         const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
         const uint8_t *hb = lb + 256;
+        stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
         for (int v = 0; v < 8; v++) {
             const __m512i w = r16_vec_avx512(lb, hb, v, TY);
             for (int r = 0; r < R; r++) {
@@ -179,6 +180,7 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
         }
         const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
         const uint8_t *hb = lb + 256;
+        if (!half) stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf); /* the second half reads the group again */
         for (int v = 0; v < 8; v++) {
             const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = SIGNED ? _mm256_abs_epi8(w) : w;
             for (int r = 0; r < R; r++) {
@@ -258,6 +260,7 @@ AVX512 INLINE void f16r16_mk_avx512(const slm_mm *mm, int i0, int j0, __mmask16 
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         int e = 0;
         for (; e + 4 <= k; e += 4) {
+            stream_prefetch((const uint8_t *)(g + (size_t)e * 16), 128, mm->pf);
             a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16))), _mm512_set1_ps(x[e]), a0);
             a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 1) * 16))), _mm512_set1_ps(x[e + 1]), a1);
             a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 2) * 16))), _mm512_set1_ps(x[e + 2]), a2);
@@ -269,6 +272,7 @@ AVX512 INLINE void f16r16_mk_avx512(const slm_mm *mm, int i0, int j0, __mmask16 
     } else {
         for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
         for (int e = 0; e < k; e++) {
+            if (!(e & 1)) stream_prefetch((const uint8_t *)(g + (size_t)e * 16), 64, mm->pf);
             const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16)));
             for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)r * mm->ldx + e]), acc[r]);
         }
@@ -305,12 +309,14 @@ AVX2 INLINE void f16r16_mk_avx2(const slm_mm *mm, int i0, int j0, int half, int 
     const int k = mm->k;
     const uint16_t *g = (const uint16_t *)((const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow) + 8 * half;
     const float *x = mm->x + (size_t)i0 * mm->ldx;
+    const int pf = half ? 0 : mm->pf; /* the second half reads the group again */
     __m256 acc[4];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     if (R == 1) {
         __m256 a1 = _mm256_setzero_ps();
         int q = 0;
         for (; q + 2 <= k; q += 2) {
+            stream_prefetch((const uint8_t *)(g + (size_t)q * 16), 64, pf);
             acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16))), _mm256_set1_ps(x[q]), acc[0]);
             a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)(q + 1) * 16))), _mm256_set1_ps(x[q + 1]), a1);
         }
@@ -319,6 +325,7 @@ AVX2 INLINE void f16r16_mk_avx2(const slm_mm *mm, int i0, int j0, int half, int 
         acc[0] = _mm256_add_ps(acc[0], a1);
     } else {
         for (int q = 0; q < k; q++) {
+            if (!(q & 1)) stream_prefetch((const uint8_t *)(g + (size_t)q * 16), 64, pf);
             const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16)));
             for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(w, _mm256_set1_ps(x[(size_t)r * mm->ldx + q]), acc[r]);
         }

@@ -43,6 +43,7 @@ AVX512 INLINE void r16k_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, 
     for (int b = 0; b < nb; b++) {
         const int s = b % 8;
         const uint8_t *sup = grp + (size_t)(b / 8) * SB, *blk = sup + 256 + (size_t)s * BB;
+        stream_prefetch(grp + (size_t)b * (SB / 8), SB / 8, mm->pf); /* a header and 8 blocks per super-block */
         if (s == 0) {
             dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sup));
             msup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sup + 32)));
@@ -116,6 +117,7 @@ AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int 
     for (int b = 0; b < nb; b++) {
         const int s = b % 8;
         const uint8_t *sup = grp + (size_t)(b / 8) * SB, *blk = sup + 256 + (size_t)s * BB;
+        if (!half) stream_prefetch(grp + (size_t)b * (SB / 8), SB / 8, mm->pf); /* the second half reads it again */
         if (s == 0) {
             dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
             msup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 32 + 16 * half)));

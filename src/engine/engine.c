@@ -112,6 +112,7 @@ static void compile_options(const slm_options *o, slm_compile_options *co) {
     co->lm_head_separate = o->lm_head_separate != 0;
     co->tile_kb = o->tile_kb > 0 ? o->tile_kb : 0;
     co->kv_type = kv_dtype(o->kv_type);
+    co->prefetch_off = o->prefetch == SLM_PREFETCH_OFF;
 }
 
 /* Open the source model, its tokenizer, and compile. */
@@ -213,6 +214,10 @@ static slm_status check_blob_options(slm_engine *e, const char *path) {
         return slm_errf(&e->err, SLM_ERR_ARG, "--kv-type %s: the blob %s was compiled with kv_type %s (leave the "
                         "option out or recompile)", slm_dtype_name((uint32_t)kv_dtype(o->kv_type)), name,
                         slm_dtype_name((uint32_t)b->kv_type));
+    if (o->prefetch != SLM_PREFETCH_DEFAULT && (o->prefetch == SLM_PREFETCH_OFF) != (b->prefetch_off != 0))
+        return slm_errf(&e->err, SLM_ERR_ARG, "--prefetch %s: the blob %s was compiled with prefetch %s (leave the "
+                        "option out or recompile)", o->prefetch == SLM_PREFETCH_OFF ? "off" : "on", name,
+                        b->prefetch_off ? "off" : "on");
     if (o->tile_kb > 0 && o->tile_kb != b->tile_kb)
         return slm_errf(&e->err, SLM_ERR_ARG, "--tile-kb %d: the blob %s was compiled with tile_kb %d (leave the "
                         "option out or recompile)", o->tile_kb, name, b->tile_kb);
@@ -392,6 +397,8 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     if (!e->opt.draft_path && e->opt.draft_n > 0)
         return slm_errf(&e->err, SLM_ERR_ARG, "--draft-n %d: speculative decoding needs a draft model (--draft)",
                         e->opt.draft_n);
+    if (e->opt.prefetch < SLM_PREFETCH_DEFAULT || e->opt.prefetch > SLM_PREFETCH_OFF)
+        return slm_errf(&e->err, SLM_ERR_ARG, "prefetch %d: not an slm_prefetch (default, on, off)", e->opt.prefetch);
     if (e->opt.kv_type < SLM_KV_DEFAULT || e->opt.kv_type > SLM_KV_Q8_0)
         return slm_errf(&e->err, SLM_ERR_ARG, "kv_type %d: not an slm_kv_type (f32, f16, q8_0)", e->opt.kv_type);
     if (!e->opt.draft_path && opt && opt->draft_tokenizer_path)

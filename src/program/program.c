@@ -134,6 +134,7 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         fprintf(f, " n=%d k=%d", t->n, t->k);
         if (t->op == SLM_T_PREFETCH) fprintf(f, " rows=[%d,%d) for=%d distance=%d", t->n0, t->n1, t->c, t->a);
         else if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
+        if (t->op == SLM_T_MATMUL && t->a > 0) fprintf(f, " stream-prefetch=%d", t->a);
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");

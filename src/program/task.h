@@ -40,7 +40,10 @@ typedef enum slm_task_op {
     SLM_T_RMSNORM,   /* dst[r] = src0[r] * rsqrt(mean(src0[r]^2) + f0) * src1; n = width;
                         c > 0: each run of c columns normalized alone, src1 of c floats
                         (per-head Q/K norm) */
-    SLM_T_MATMUL,    /* dst[r, n0:n1] = src0[r, 0:k] . src1[n0:n1, 0:k]^T, src1 of type wtype */
+    SLM_T_MATMUL,    /* dst[r, n0:n1] = src0[r, 0:k] . src1[n0:n1, 0:k]^T, src1 of type wtype;
+                        a > 0: the kernel touches its weight stream a bytes ahead of its reads
+                        (stream prefetch distance, a multiple of 64 up to
+                        SLM_STREAM_PREFETCH_MAX) */
     SLM_T_ROPE,      /* in place on dst rows: rotate pairs (2i, 2i+1) of heads [n0,n1)
                         by position src1[r] with the cos/sin table src2; c = head_dim;
                         b > 0: only the first b dimensions of each head rotate (partial
@@ -66,6 +69,8 @@ typedef enum slm_task_op {
                         batch programs); dst's ld counts elements of wtype */
     SLM_T_OP_COUNT
 } slm_task_op;
+
+#define SLM_STREAM_PREFETCH_MAX 65536
 
 /* Lanes (slm_task.lane): what kind of unit runs a task. */
 typedef enum slm_lane {
