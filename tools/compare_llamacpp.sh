@@ -27,11 +27,23 @@
 # the activations to F16 (relative 2^-11), which alone moves its logits by
 # about 1e-3 of their range; the F32 twin separates that from staticlm's error.
 #
-# LLAMA_ARGS: more options for llama-debug, e.g. "-ctk f32 -ctv f32" to keep
-# its KV cache in F32 as staticlm's default (llama.cpp's is F16).
+# Both sides compute in F32 by default, so that the figure measures the
+# reading of the model, not roundings: staticlm with an F32 KV cache (KV,
+# default f32; its own default is f16) and llama-debug with
+# LLAMA_BASE="-fa off -ctk f32 -ctv f32". Flash attention must be off:
+# llama.cpp's CPU flash attention (on by default) casts K and V to F16
+# whatever the cache type, rounds Q to F16 and accumulates the weighted V sum
+# in F16 (and, built for a CPU with AVX512-FP16, also the Q.K dot products),
+# which moves its logits by up to about 1e-3 of their range, growing with
+# the position. LLAMA_ARGS: more options for llama-debug, after LLAMA_BASE
+# (later options win), e.g. "-c 512" (a context under a LongRoPE model's
+# original one, as staticlm's default 2N; CTX=C makes staticlm's context C
+# rows instead, e.g. CTX=8192 with LLAMA_ARGS="-c 8192" for the long factors).
 #
-# Greedy: `staticlm run --temp 0 -n G` (G = GREEDY, default 32) and
-# `llama-simple -n G` continue the same prompt; their texts must be equal.
+# Greedy: `staticlm run --temp 0 -n G --kv-type KV` (G = GREEDY, default
+# 32) and `llama-simple -n G` continue the same prompt; their texts must be
+# equal (llama-simple runs with llama.cpp's defaults: flash attention and an
+# F16 KV cache, so a near-tie may part them).
 # Exit status 1 on any failure.
 set -eu
 MODEL=${1:?usage: compare_llamacpp.sh MODEL.gguf LLAMA_BIN_DIR [N] [PROMPT]}
@@ -40,6 +52,9 @@ N=${3:-40}
 PROMPT=${4:-"The quick brown fox jumps over the lazy dog. In the beginning the universe was created; this has made a lot of people very angry and been widely regarded as a bad move. It was a bright cold day in April, and the clocks were striking thirteen."}
 TOL=${TOL:-1e-3}
 GREEDY=${GREEDY:-32}
+KV=${KV:-f32}
+CTX=${CTX:-}
+LLAMA_BASE=${LLAMA_BASE:--fa off -ctk f32 -ctv f32}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${BUILD:-$ROOT/build}
 if [ -x "$LLAMA/llama-debug" ]; then TOOL=debug
@@ -47,6 +62,7 @@ elif [ -x "$LLAMA/llama-logits" ]; then TOOL=logits
 else echo "no $LLAMA/llama-debug or $LLAMA/llama-logits (build one of these llama.cpp targets)" >&2; exit 2
 fi
 [ -f "$BUILD/libstaticlm.a" ] || { echo "no $BUILD/libstaticlm.a (cmake --build build)" >&2; exit 2; }
+BUILD=$(cd "$BUILD" && pwd) # the greedy check runs from a temporary folder
 MODEL=$(cd "$(dirname "$MODEL")" && pwd)/$(basename "$MODEL")
 REF=${REF:-$MODEL}
 REF=$(cd "$(dirname "$REF")" && pwd)/$(basename "$REF")
@@ -57,8 +73,9 @@ LIBS=$(pkg-config --libs libpcre2-8 libcjson 2>/dev/null || pkg-config --libs li
 cc -O2 -std=c11 -I"$ROOT/include" "$ROOT/tools/slm_logits.c" "$BUILD/libstaticlm.a" $LIBS -lm -lpthread \
     -o "$WORK/slm_logits"
 mkdir -p "$WORK/out"
-"$WORK/slm_logits" dump "$MODEL" "$WORK/out" "$N" "$PROMPT" > "$WORK/dump.txt"
+"$WORK/slm_logits" dump "$MODEL" "$WORK/out" "$N" "$PROMPT" "$KV" $CTX > "$WORK/dump.txt"
 head -n 1 "$WORK/dump.txt"
+echo "staticlm: KV $KV${CTX:+, context $CTX}; llama-debug: $LLAMA_BASE ${LLAMA_ARGS:-}"
 n=$(tail -n 1 "$WORK/dump.txt")
 [ "$n" -ge 1 ] || { echo "no tokens" >&2; exit 1; }
 name=$(basename "$REF" .gguf)
@@ -70,7 +87,7 @@ while [ "$k" -le "$n" ]; do
     text=$(cat "out/prefix_$k.txt")
     if [ "$TOOL" = debug ]; then
         ok=1; "$LLAMA/llama-debug" -m "$REF" -p "$text" --save-logits --logits-output-dir data \
-            -t "${THREADS:-2}" ${LLAMA_ARGS:-} > "llama_$k.txt" 2>&1 || ok=0
+            -t "${THREADS:-2}" $LLAMA_BASE ${LLAMA_ARGS:-} > "llama_$k.txt" 2>&1 || ok=0
         # its ids: the line after "Token ids (K):", "piece(id) piece(id) ..."
         ids=$(sed -n '/^Token ids (/{n;p;q}' "llama_$k.txt")
     else
@@ -99,7 +116,7 @@ gbad=0
 if [ "$GREEDY" -gt 0 ] && [ -x "$LLAMA/llama-simple" ] && [ -x "$BUILD/staticlm" ]; then
     # the same prompt text as the compared prefix, continued greedily by both
     text=$(cat "out/prefix_$n.txt")
-    "$BUILD/staticlm" run -m "$MODEL" -p "$text" -n "$GREEDY" --temp 0 --ignore-eos -t "${THREADS:-2}" \
+    "$BUILD/staticlm" run -m "$MODEL" -p "$text" -n "$GREEDY" --temp 0 --ignore-eos --kv-type "$KV" -t "${THREADS:-2}" \
         > slm_greedy.txt 2> slm_greedy.err || { echo "staticlm run failed"; tail -n 3 slm_greedy.err; exit 1; }
     "$LLAMA/llama-simple" -m "$REF" -n "$GREEDY" "$text" > llama_greedy.txt 2> llama_greedy.err \
         || { echo "llama-simple failed"; tail -n 3 llama_greedy.err; exit 1; }

@@ -2,13 +2,16 @@
  * tools/compare_llamacpp.sh (not built by CMake, not run in CI; the script
  * compiles it against build/libstaticlm.a through the public API).
  *
- *   slm_logits dump MODEL OUTDIR N PROMPT
+ *   slm_logits dump MODEL OUTDIR N PROMPT [KV [CTX]]
  *       tokenizes PROMPT (with BOS), keeps the first N ids, and writes
  *       OUTDIR/ids.txt (one id a line), OUTDIR/prefix_K.txt (the text of
  *       ids 1..K-1, what llama.cpp re-tokenizes for the prefix of K ids) and
  *       OUTDIR/slm_K.bin (f32 logits after K ids: prefill of the first id,
- *       then one decode step each). Also prefills all N ids at once and
- *       prints how far its last logits are from the decode path's.
+ *       then one decode step each), with the KV cache's element type KV
+ *       (f32, f16, q8_0, or default: staticlm's default) and a context (KV
+ *       capacity) of CTX rows (default 2N; LongRoPE models pick their long
+ *       factors above their original context). Also prefills all N ids at
+ *       once and prints how far its last logits are from the decode path's.
  *   slm_logits compare A.bin B.bin
  *       prints max |a - b|, the range of b (max - min), their ratio, both
  *       argmaxes and b's top-2 gap, for two f32 logit vectors of the same
@@ -81,10 +84,20 @@ static int write_file(const char *path, const void *p, size_t n) {
     return fclose(f) == 0 && ok;
 }
 
-static int dump(const char *model, const char *dir, int n_max, const char *prompt) {
+static int dump(const char *model, const char *dir, int n_max, const char *prompt, const char *kv, int ctx) {
     slm_options o = slm_default_options();
+    if (kv && strcmp(kv, "default") && (o.kv_type = slm_kv_type_parse(kv)) < 0) {
+        fprintf(stderr, "slm_logits: KV type '%s' (default, f32, f16, q8_0)\n", kv);
+        return 2;
+    }
+    if (ctx && ctx < 2 * n_max) {
+        fprintf(stderr, "slm_logits: context %d below 2N = %d\n", ctx, 2 * n_max);
+        return 2;
+    }
     o.max_prompt_len = n_max;
-    o.min_response_len = n_max; /* KV capacity 2N: keep it under a LongRoPE model's original context */
+    /* KV capacity 2N unless CTX is given: under a LongRoPE model's original
+     * context (short factors); a CTX above it takes the long factors */
+    o.min_response_len = ctx ? ctx - n_max : n_max;
     o.n_threads = 0;
     slm_engine *e = NULL;
     if (slm_load(&e, model, &o)) {
@@ -154,7 +167,8 @@ static int dump(const char *model, const char *dir, int n_max, const char *promp
 
 int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "compare")) return compare(argv[2], argv[3]);
-    if (argc == 6 && !strcmp(argv[1], "dump")) return dump(argv[2], argv[3], atoi(argv[4]), argv[5]);
-    fprintf(stderr, "usage: slm_logits dump MODEL OUTDIR N PROMPT | slm_logits compare A.bin B.bin\n");
+    if (argc >= 6 && argc <= 8 && !strcmp(argv[1], "dump"))
+        return dump(argv[2], argv[3], atoi(argv[4]), argv[5], argc >= 7 ? argv[6] : NULL, argc == 8 ? atoi(argv[7]) : 0);
+    fprintf(stderr, "usage: slm_logits dump MODEL OUTDIR N PROMPT [KV [CTX]] | slm_logits compare A.bin B.bin\n");
     return 2;
 }
