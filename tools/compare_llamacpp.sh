@@ -39,6 +39,8 @@
 # (later options win), e.g. "-c 512" (a context under a LongRoPE model's
 # original one, as staticlm's default 2N; CTX=C makes staticlm's context C
 # rows instead, e.g. CTX=8192 with LLAMA_ARGS="-c 8192" for the long factors).
+# (llama-logits is run as it is, without these options.) What
+# stays: Gemma's GeGLU, whose GELU llama.cpp reads from an F16 table.
 #
 # Greedy: `staticlm run --temp 0 -n G --kv-type KV` (G = GREEDY, default
 # 32) and `llama-simple -n G` continue the same prompt; their texts must be
