@@ -1,6 +1,7 @@
 /* Single-thread matmul throughput per weight type (not a test; built with
  * `cmake --build build --target bench_kernels`):
- *   decode  (rows = 1): GB/s of weights read, for n x k = 2048x2048,
+ *   decode  (rows = 1, the stream prefetch of decode programs): GB/s of
+ *           weights read, for n x k = 2048x2048,
  *           5632x2048, 32000x2048;
  *   prefill (512 rows, 2048x2048): GOP/s (2 ops per multiply-add), whole
  *           matrix in one call and in the compiler's column tiles (each
@@ -89,7 +90,7 @@ int main(int argc, char **argv) {
             uint8_t *w = make_w(t, ns[i], k);
             void *scratch = xalloc(slm_matmul_scratch_bytes(t, k, 1) + 64);
             slm_mm mm = {.w = w, .wrow = wrow, .wtype = t, .k = k, .n0 = 0, .n1 = ns[i], .rows = 1, .x = x, .ldx = k,
-                         .y = y, .ldy = (size_t)ns[i], .scratch = scratch};
+                         .y = y, .ldy = (size_t)ns[i], .scratch = scratch, .pf = SLM_STREAM_PREFETCH};
             double bytes = (double)wrow * ns[i];
             double s = run(&mm, bytes > 1e8 ? 3 : 10);
             printf("%9.1f  ", bytes / s / 1e9);

@@ -20,7 +20,7 @@ int slm_cli_parse_kv_type(const char *s, const char *opt, int *out);
 int slm_cli_parse_prefetch(const char *s, const char *opt, int *out);
 #define SLM_CLI_PREFETCH_HELP                                                               \
     "      --prefetch on|off     weight prefetch in decode (default on: each matrix task\n"   \
-    "                            streams its weights 4 KiB ahead, idle threads of the\n"     \
+    "                            touches its weights 1 and 4 KiB ahead, idle threads of the\n" \
     "                            counted schedule touch the next stage's; a blob keeps\n"   \
     "                            what it was compiled with)\n"
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);

@@ -142,12 +142,13 @@ slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);
  * SLM_STREAM_PREFETCH bytes ahead of its reads (task `a`). prefetch_off
  * drops both kinds of prefetch. */
 #define SLM_PREFETCH_MAX_ROWS 4
-/* Stream prefetch distance of decode matmuls, bytes: a core's own demand
- * reads plus its hardware prefetchers kept ~8.5 GB/s in flight on the
- * 2-core test VM; touching the stream 4 KiB ahead took TinyLlama Q4_0
- * decode from 27.5-28.1 to 34.4-34.7 tokens/s and Q8_0 from 17.6-19.7 to
- * 21.9-22.1 (2 threads); 512 B gained little, 4-16 KiB the same. */
-#define SLM_STREAM_PREFETCH 4096
+/* Stream prefetch distance of decode matmuls, bytes (toward L1; 4x as far
+ * toward L2, device/kernels_x86.h): a core's own demand reads plus its
+ * hardware prefetchers kept ~8.5 GB/s in flight on the 2-core test VM;
+ * touching the stream ahead took TinyLlama Q4_0 decode from 27-28 to 37-39
+ * tokens/s, Q4_K_M from 21-23 to 32-35 and Q8_0 from 18-20 to 21-23 (the
+ * machine's read bandwidth; 2 threads). 1-2 KiB measured alike, 512 B less. */
+#define SLM_STREAM_PREFETCH 1024
 slm_status slm_pass_schedule(slm_program *p, const slm_compile_options *opt, slm_err *err);
 /* Lower a specialized graph; weights are referenced by their offset from
  * weights_base (the mapped file or blob section). */
