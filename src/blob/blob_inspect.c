@@ -33,7 +33,7 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
             c->opt.min_response_len, c->kv_capacity, slm_dtype_name((uint32_t)c->opt.kv_type));
     if (c->opt.matmul_tile_cols) fprintf(f, ", matmul_tile_cols %d", c->opt.matmul_tile_cols);
     if (c->opt.draft_n) fprintf(f, ", draft_n %d", c->opt.draft_n);
-    fprintf(f, "\n");
+    fprintf(f, ", tile_kb %d, prefetch %s\n", c->opt.tile_kb, c->opt.prefetch_off ? "off" : "on");
     uint64_t arena = 0, scratch = 0;
     for (int i = 0; i < c->n_progs; i++) {
         const slm_program *p = &c->progs[i];
