@@ -96,7 +96,7 @@ AVX2 INLINE __m256i qblock2(const uint8_t *row, int T, int b, float d[2], float 
 #define QROWS 4
 AVX512 INLINE void col_avx512(const slm_mm *mm, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
                               const int32_t *hs) {
-    const int nb = mm->k / 32;
+    const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
     const __m256i c80 = _mm256_set1_epi8((char)0x80);
     __m256 acc[QROWS];
@@ -104,6 +104,7 @@ AVX512 INLINE void col_avx512(const slm_mm *mm, int T, int j, int i0, int nr, co
     for (int r = 0; r < QROWS; r++) acc[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
     for (int b = 0; b < nb; b++) {
         float d[2], m[2];
+        stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
         const __m256i q = qblock2(row, T, b, d, m);
         const __m256i corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), c80, q);
         for (int r = 0; r < nr; r++) {
@@ -123,7 +124,7 @@ AVX512 INLINE void col_avx512(const slm_mm *mm, int T, int j, int i0, int nr, co
 /* As above on AVX2 with signed activation codes: maddubs(|q|, x * sign(q)). */
 AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
                           const int32_t *hs) {
-    const int nb = mm->k / 32;
+    const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
     const __m256i ones = _mm256_set1_epi16(1);
     __m256 acc[QROWS];
@@ -131,6 +132,7 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const 
     for (int r = 0; r < QROWS; r++) acc[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
     for (int b = 0; b < nb; b++) {
         float d[2], m[2];
+        stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
         const __m256i q = qblock2(row, T, b, d, m);
         const __m256i aq = _mm256_abs_epi8(q);
         for (int r = 0; r < nr; r++) {
