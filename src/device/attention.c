@@ -93,40 +93,49 @@ void slm_kv_store_scalar(int kv_type, const float *x, void *y, int n) { slm_quan
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
-/* Rows [j0, j0 + nt) of one KV head (the valid ones) as floats, head_dim
- * apart, into buf; an f32 cache is returned in place with its own stride. */
-AVX512 static const float *kv_tile512(const slm_attn_args *a, const void *base, int j0, int nt, float *buf, size_t *ld) {
-    if (a->kv_type == SLM_F32) {
-        *ld = a->ld;
-        return (const float *)base + (size_t)j0 * a->ld;
+/* One f16 or q8_0 KV row of head_dim elements as floats, per instruction set. */
+typedef void (*kv_row_fn)(int kv_type, int hd, const uint8_t *r, float *o);
+
+AVX512 static void kv_row512(int kv_type, int hd, const uint8_t *r, float *o) {
+    if (kv_type == SLM_F16) {
+        for (int v = 0; v < hd / 16; v++)
+            _mm512_storeu_ps(o + 16 * v, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(r + 32 * v))));
+        return;
     }
-    const int hd = a->head_dim;
-    const size_t rb = kv_row_bytes(a);
-    *ld = (size_t)hd;
-    for (int t = 0; t < nt; t++) {
-        if (!a->mask[j0 + t]) continue;
-        const uint8_t *r = (const uint8_t *)base + (size_t)(j0 + t) * rb;
-        float *o = buf + (size_t)t * hd;
-        if (a->kv_type == SLM_F16) {
-            for (int v = 0; v < hd / 16; v++)
-                _mm512_storeu_ps(o + 16 * v, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(r + 32 * v))));
-        } else { /* q8_0: 34-byte blocks, f16 scale then 32 int8 */
-            for (int b = 0; b < hd / 32; b++) {
-                const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-                for (int u = 0; u < 2; u++) {
-                    const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + 16 * u)));
-                    _mm512_storeu_ps(o + 32 * b + 16 * u, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
-                }
-            }
+    for (int b = 0; b < hd / 32; b++) { /* q8_0: 34-byte blocks, f16 scale then 32 int8 */
+        const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
+        uint16_t h;
+        memcpy(&h, blk, 2);
+        const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
+        for (int u = 0; u < 2; u++) {
+            const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + 16 * u)));
+            _mm512_storeu_ps(o + 32 * b + 16 * u, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
         }
     }
-    return buf;
 }
 
-AVX2 static const float *kv_tile256(const slm_attn_args *a, const void *base, int j0, int nt, float *buf, size_t *ld) {
+AVX2 static void kv_row256(int kv_type, int hd, const uint8_t *r, float *o) {
+    if (kv_type == SLM_F16) {
+        for (int v = 0; v < hd / 8; v++)
+            _mm256_storeu_ps(o + 8 * v, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 16 * v))));
+        return;
+    }
+    for (int b = 0; b < hd / 32; b++) {
+        const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
+        uint16_t h;
+        memcpy(&h, blk, 2);
+        const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
+        for (int u = 0; u < 4; u++) {
+            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(blk + 2 + 8 * u)));
+            _mm256_storeu_ps(o + 32 * b + 8 * u, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
+        }
+    }
+}
+
+/* Rows [j0, j0 + nt) of one KV head (the valid ones) as floats, head_dim
+ * apart, into buf; an f32 cache is returned in place with its own stride. */
+static const float *kv_tile(const slm_attn_args *a, const void *base, int j0, int nt, float *buf, size_t *ld,
+                            kv_row_fn row) {
     if (a->kv_type == SLM_F32) {
         *ld = a->ld;
         return (const float *)base + (size_t)j0 * a->ld;
@@ -134,26 +143,8 @@ AVX2 static const float *kv_tile256(const slm_attn_args *a, const void *base, in
     const int hd = a->head_dim;
     const size_t rb = kv_row_bytes(a);
     *ld = (size_t)hd;
-    for (int t = 0; t < nt; t++) {
-        if (!a->mask[j0 + t]) continue;
-        const uint8_t *r = (const uint8_t *)base + (size_t)(j0 + t) * rb;
-        float *o = buf + (size_t)t * hd;
-        if (a->kv_type == SLM_F16) {
-            for (int v = 0; v < hd / 8; v++)
-                _mm256_storeu_ps(o + 8 * v, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 16 * v))));
-        } else {
-            for (int b = 0; b < hd / 32; b++) {
-                const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
-                uint16_t h;
-                memcpy(&h, blk, 2);
-                const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
-                for (int u = 0; u < 4; u++) {
-                    const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(blk + 2 + 8 * u)));
-                    _mm256_storeu_ps(o + 32 * b + 8 * u, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
-                }
-            }
-        }
-    }
+    for (int t = 0; t < nt; t++)
+        if (a->mask[j0 + t]) row(a->kv_type, hd, (const uint8_t *)base + (size_t)(j0 + t) * rb, buf + (size_t)t * hd);
     return buf;
 }
 
@@ -204,7 +195,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
         for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
         if (!any) continue; /* the mask rules the whole tile out */
         size_t kld, vld;
-        const float *kt = kv_tile512(a, a->K, j0, nt, kvbuf, &kld);
+        const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, kv_row512);
         /* scores: each K row once, against every head of the group */
         for (int t = 0; t < nt; t++) {
             if (!a->mask[j0 + t]) {
@@ -219,7 +210,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
                 s[g][t] = _mm512_reduce_add_ps(_mm512_mul_ps(acc, scale));
             }
         }
-        const float *vt = kv_tile512(a, a->V, j0, nt, kvbuf, &vld);
+        const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, kv_row512);
         for (int g = 0; g < G; g++) {
             /* running max / sum / output */
             float tmax = -INFINITY;
@@ -282,7 +273,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
         for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
         if (!any) continue;
         size_t kld, vld;
-        const float *kt = kv_tile256(a, a->K, j0, nt, kvbuf, &kld);
+        const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, kv_row256);
         for (int t = 0; t < nt; t++) {
             if (!a->mask[j0 + t]) {
                 for (int g = 0; g < G; g++) s[g][t] = -INFINITY;
@@ -296,7 +287,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
                 s[g][t] = hsum8(acc) * a->scale;
             }
         }
-        const float *vt = kv_tile256(a, a->V, j0, nt, kvbuf, &vld);
+        const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, kv_row256);
         for (int g = 0; g < G; g++) {
             float tmax = -INFINITY;
             for (int t = 0; t < nt; t++) tmax = s[g][t] > tmax ? s[g][t] : tmax;
