@@ -204,27 +204,10 @@ typedef struct mcase {
     double *bound_f, *bound_q; /* per output: float and int8-activation error bounds */
 } mcase;
 
-static void case_make(mcase *c, uint32_t t, int k, int n, int rows) {
-    c->t = t, c->k = k, c->n = n, c->rows = rows;
-    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
-    c->w = malloc((size_t)wrow * n);
-    c->wd = malloc(sizeof(double) * k * n);
-    c->ldx = k + 3; /* a row stride that is not the width */
-    c->x = malloc(sizeof(float) * (size_t)c->ldx * rows);
-    c->ref = malloc(sizeof(double) * rows * n);
-    c->bound_f = malloc(sizeof(double) * rows * n);
-    c->bound_q = malloc(sizeof(double) * rows * n);
-    float *row = malloc(sizeof(float) * k), *deq = malloc(sizeof(float) * k);
-    for (int j = 0; j < n; j++) {
-        const float scale = 0.02f * (1.0f + (float)(j % 5));
-        for (int e = 0; e < k; e++) row[e] = nrand() * scale;
-        rtn_quantize_row(t, row, c->w + (size_t)j * wrow, k); /* slm_quantize_row, or a test quantizer */
-        slm_dequantize_row(t, c->w + (size_t)j * wrow, deq, k);
-        for (int e = 0; e < k; e++) c->wd[(size_t)j * k + e] = deq[e];
-    }
-    for (int i = 0; i < rows; i++)
-        for (int e = 0; e < k; e++) c->x[(size_t)i * c->ldx + e] = nrand() + (e % 61 == 7 ? 6.0f : 0.0f);
-    for (int i = 0; i < rows; i++) {
+/* The reference and the error bounds of a case whose w / wd / x are set. */
+static void case_ref(mcase *c) {
+    const int k = c->k, n = c->n;
+    for (int i = 0; i < c->rows; i++) {
         const float *x = c->x + (size_t)i * c->ldx;
         for (int j = 0; j < n; j++) {
             const double *w = c->wd + (size_t)j * k;
@@ -244,9 +227,39 @@ static void case_make(mcase *c, uint32_t t, int k, int n, int rows) {
             c->bound_q[(size_t)i * n + j] = sq * 1.0001 + 2e-5 * sa + 1e-30;
         }
     }
+}
+
+/* extreme != 0: every 16 elements of a weight row are -1 then 15 x 0.96875,
+ * which every type quantizes to its largest unsigned code (15, 31, 63) but
+ * one, and the activations are all +extreme: each int8 product is as large
+ * as it can be, so a kernel that lets too many add in 16 bits overflows. */
+static void case_make_ex(mcase *c, uint32_t t, int k, int n, int rows, float extreme) {
+    c->t = t, c->k = k, c->n = n, c->rows = rows;
+    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+    c->w = malloc((size_t)wrow * n);
+    c->wd = malloc(sizeof(double) * k * n);
+    c->ldx = k + 3; /* a row stride that is not the width */
+    c->x = malloc(sizeof(float) * (size_t)c->ldx * rows);
+    c->ref = malloc(sizeof(double) * rows * n);
+    c->bound_f = malloc(sizeof(double) * rows * n);
+    c->bound_q = malloc(sizeof(double) * rows * n);
+    float *row = malloc(sizeof(float) * k), *deq = malloc(sizeof(float) * k);
+    for (int j = 0; j < n; j++) {
+        const float scale = 0.02f * (1.0f + (float)(j % 5));
+        for (int e = 0; e < k; e++) row[e] = extreme != 0 ? scale * (e % 16 ? 0.96875f : -1.0f) : nrand() * scale;
+        rtn_quantize_row(t, row, c->w + (size_t)j * wrow, k); /* slm_quantize_row, or a test quantizer */
+        slm_dequantize_row(t, c->w + (size_t)j * wrow, deq, k);
+        for (int e = 0; e < k; e++) c->wd[(size_t)j * k + e] = deq[e];
+    }
+    for (int i = 0; i < rows; i++)
+        for (int e = 0; e < k; e++)
+            c->x[(size_t)i * c->ldx + e] = extreme != 0 ? extreme : nrand() + (e % 61 == 7 ? 6.0f : 0.0f);
+    case_ref(c);
     free(row);
     free(deq);
 }
+
+static void case_make(mcase *c, uint32_t t, int k, int n, int rows) { case_make_ex(c, t, k, n, rows, 0); }
 
 static void case_free(mcase *c) {
     free(c->w), free(c->wd), free(c->x), free(c->ref), free(c->bound_f), free(c->bound_q);
@@ -438,6 +451,35 @@ static void test_matmul_r16(void) {
     slm_kernels_select(NULL);
 }
 
+/* The int8 products at their largest (every code at its type's maximum,
+ * every activation +-127): the 16-bit partial sums of the r16 kernels stay
+ * in range. Fails if a kernel adds more products in 16 bits than the
+ * type's code width allows. */
+static void test_matmul_r16_extreme(void) {
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q5_0, SLM_Q6_K, SLM_Q4_K, SLM_Q5_K, SLM_Q8_0, SLM_IQ4_NL};
+    static const float xs[] = {3.0f, -3.0f};
+    for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++)
+        for (int xi = 0; xi < 2; xi++) {
+            const uint32_t t = base[bi];
+            const int k = 512, n = 32, rows = 9;
+            mcase c;
+            case_make_ex(&c, t, k, n, rows, xs[xi]);
+            uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
+            slm_repack_r16(t, c.w, k, n, tmp);
+            free(tmp);
+            c.t = SLM_R16 | t;
+            for (int si = 0; si < 3; si++) {
+                if (!slm_kernels_select(k_sets[si])) continue;
+                double worst = 0;
+                const int fails = case_run(&c, 0, n, k_sets[si], &worst) + case_run(&c, 3, n - 5, k_sets[si], &worst);
+                CHECKF(fails == 0, "%s %s extreme codes, x = %g: %d bad outputs (worst err / bound %.3g)", k_sets[si],
+                       slm_dtype_name(c.t), xs[xi], fails, worst);
+            }
+            case_free(&c);
+        }
+    slm_kernels_select(NULL);
+}
+
 /* RMSNorm and SwiGLU of every set against double precision, over lengths
  * with tails and gate values from deep negative (exp underflow) to large. */
 static void test_vector_kernels(void) {
@@ -514,6 +556,7 @@ int main(void) {
     T_RUN(test_matmul_large);
     T_RUN(test_same_argmax);
     T_RUN(test_matmul_r16);
+    T_RUN(test_matmul_r16_extreme);
     T_RUN(test_vector_kernels);
     free(g_scratch);
     T_DONE();

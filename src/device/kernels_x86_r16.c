@@ -155,9 +155,15 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
     return w;
 }
 
+/* Unsigned codes below 16 (Q4_0), 32 (Q5_0), 64 (Q6_K) times |activation|
+ * <= 128 make maddubs pairs below 2 * 15 * 128 (...63 * 128): G of a
+ * block's products add in 16 bits before one madd (G * 2 * (2^c - 1) *
+ * 128 < 2^15 for G = 8, 4, 2), a third fewer multiply-port operations. */
+#define R16_G(TY) ((TY) == 0 ? 8 : (TY) == 3 ? 4 : (TY) == 1 ? 2 : 1)
+
 AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
                              const int TY) {
-    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || TY == 4;
+    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || TY == 4, G = R16_G(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const int off = SIGNED ? 0 : Q6 ? -32 : TY == 3 ? -16 : -8; /* Q8_0, IQ4_NL: signed codes, no offset */
     const __m256i ones = _mm256_set1_epi16(1);
@@ -168,44 +174,47 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
     __m256 dsup = _mm256_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        __m256i ia[4], ib[4];
-        for (int r = 0; r < R; r++) {
-            const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
-            if (Q6) {
-                ia[r] = _mm256_set1_epi32(off * h[0]);
-                ib[r] = _mm256_set1_epi32(off * h[1]);
-            } else {
-                ia[r] = _mm256_set1_epi32(off * (h[0] + h[1]));
-            }
-        }
         const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
         const uint8_t *hb = lb + 256;
         if (!half) stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf); /* the second half reads the group again */
-        for (int v = 0; v < 8; v++) {
-            const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = SIGNED ? _mm256_abs_epi8(w) : w;
-            for (int r = 0; r < R; r++) {
-                const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
-                const __m256i t = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, SIGNED ? _mm256_sign_epi8(xv, w) : xv), ones);
-                if (Q6 && v >= 4) ib[r] = _mm256_add_epi32(ib[r], t);
-                else ia[r] = _mm256_add_epi32(ia[r], t);
-            }
-        }
+        /* the column scales of the block (Q6_K: of its two halves) */
+        __m256 d0, d1 = _mm256_setzero_ps();
         if (Q6) {
             if (b % 8 == 0)
                 dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
             const uint8_t *sc = lb + 384 + 8 * half;
-            const __m256 d0 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
-            const __m256 d1 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
-            for (int r = 0; r < R; r++) {
-                const __m256 f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), d1, _mm256_mul_ps(_mm256_cvtepi32_ps(ia[r]), d0));
-                acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
-            }
+            d0 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+            d1 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
         } else {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
-            for (int r = 0; r < R; r++)
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(d, _mm256_set1_ps(xd[(size_t)r * nb + b])),
-                                         acc[r]);
+            d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
         }
+        __m256i ia[4], s16[4];
+        for (int r = 0; r < R; r++) {
+            const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
+            ia[r] = _mm256_set1_epi32(off * (Q6 ? h[0] : h[0] + h[1]));
+            s16[r] = _mm256_setzero_si256(); /* set at v = 0 */
+        }
+        for (int v = 0; v < 8; v++) {
+            const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = SIGNED ? _mm256_abs_epi8(w) : w;
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                const __m256i p = _mm256_maddubs_epi16(aw, SIGNED ? _mm256_sign_epi8(xv, w) : xv);
+                if (G == 1) {
+                    ia[r] = _mm256_add_epi32(ia[r], _mm256_madd_epi16(p, ones));
+                } else {
+                    s16[r] = v % G ? _mm256_add_epi16(s16[r], p) : p;
+                    if (v % G == G - 1) ia[r] = _mm256_add_epi32(ia[r], _mm256_madd_epi16(s16[r], ones));
+                }
+            }
+            if (Q6 && v == 3) /* the first half block's own scales */
+                for (int r = 0; r < R; r++) {
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(d0, _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r]);
+                    ia[r] = _mm256_set1_epi32(off * hs[(size_t)r * 2 * nb + 2 * b + 1]);
+                }
+        }
+        const __m256 dl = Q6 ? d1 : d0;
+        for (int r = 0; r < R; r++)
+            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(dl, _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r]);
     }
     for (int r = 0; r < R; r++) {
         float t[8];

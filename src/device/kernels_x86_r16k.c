@@ -106,7 +106,7 @@ AVX512 void slm_x86_r16k_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
  * of a group. */
 AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
                               const int Q5) {
-    const int k = mm->k, nb = k / 32, SB = Q5 ? 2816 : 2304, BB = Q5 ? 320 : 256;
+    const int k = mm->k, nb = k / 32, SB = Q5 ? 2816 : 2304, BB = Q5 ? 320 : 256, G = Q5 ? 4 : 8;
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
@@ -122,8 +122,8 @@ AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int 
             dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
             msup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 32 + 16 * half)));
         }
-        __m256i ia[4];
-        for (int r = 0; r < R; r++) ia[r] = _mm256_setzero_si256();
+        __m256i ia[4], s16[4];
+        for (int r = 0; r < R; r++) ia[r] = s16[r] = _mm256_setzero_si256(); /* s16: set at v = 0 */
         const __m256i hb = Q5 ? _mm256_loadu_si256((const __m256i *)(blk + 256 + 32 * half)) : _mm256_setzero_si256();
         for (int v = 0; v < 8; v++) {
             const __m256i c = _mm256_loadu_si256((const __m256i *)(blk + 64 * (v / 2) + 32 * half));
@@ -132,9 +132,11 @@ AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int 
                 const __m256i t = v < 4 ? _mm256_slli_epi16(hb, 4 - v) : v == 4 ? hb : _mm256_srli_epi16(hb, v - 4);
                 w = _mm256_or_si256(w, _mm256_and_si256(t, c16));
             }
-            for (int r = 0; r < R; r++) {
+            for (int r = 0; r < R; r++) { /* G products add in 16 bits: G * 2 * (2^c - 1) * 128 < 2^15 */
                 const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
-                ia[r] = _mm256_add_epi32(ia[r], _mm256_madd_epi16(_mm256_maddubs_epi16(w, xv), ones));
+                const __m256i p = _mm256_maddubs_epi16(w, xv);
+                s16[r] = v % G ? _mm256_add_epi16(s16[r], p) : p;
+                if (v % G == G - 1) ia[r] = _mm256_add_epi32(ia[r], _mm256_madd_epi16(s16[r], ones));
             }
         }
         __m128i sc, mn;
