@@ -340,7 +340,8 @@ static void test_hostile_counts(void) {
     refused_when(img, n, SLM_T_PREFETCH, 28, 1, 0, "distance");
     refused_when(img, n, SLM_T_PREFETCH, 36, -1, 0, "prefetch");
     refused_when(img, n, SLM_T_MATMUL, 152, 1, 1, "lane");
-    refused_when(img, n, SLM_T_MATMUL, 155, 1, 1, "reserved");
+    refused_when(img, n, SLM_T_MATMUL, 157, 1, 1, "reserved");
+    refused_when(img, n, SLM_T_MATMUL, 155, 1, 1, "tiles"); /* a decode task carries no tile plan */
     refused_when(img, n, SLM_T_MATMUL, 28, 32, 0, "stream prefetch"); /* not a multiple of 64 */
     refused_when(img, n, SLM_T_MATMUL, 28, SLM_STREAM_PREFETCH_MAX, 0, "stream prefetch");
     /* the options: a blob compiled with prefetch refuses --prefetch off, and the reverse */

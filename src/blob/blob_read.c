@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "blob/format.h"
+#include "compiler/amx_plan.h"
 #include "device/kernels.h"
 
 typedef struct rctx {
@@ -483,6 +484,9 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
     if (t->op != SLM_T_BARRIER && t->count) return pbad(q, "task %d (%s): count %u on a non-barrier", ti, op, t->count);
+    if (t->op != SLM_T_MATMUL && (t->tiles[0] | t->tiles[1] | t->tiles[2]))
+        return pbad(q, "task %d (%s): tiles %ux%u k=%u on a task that is not a matrix multiply", ti, op, t->tiles[0], t->tiles[1],
+                    t->tiles[2]);
     const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
     const uint64_t C = (uint64_t)p->kv_capacity;
     switch (t->op) {
@@ -515,9 +519,13 @@ static slm_status check_task(pctx *q, int ti) {
         REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
-    case SLM_T_MATMUL:
+    case SLM_T_MATMUL: {
         if ((s = check_matmul(q, ti, &used))) return s;
+        char why[120];
+        if (slm_amx_tiles_check(t->wtype, (int)R, t->n0, t->n1, t->tiles, why, sizeof why))
+            return pbad(q, "task %d (%s): %s", ti, op, why);
         break;
+    }
     case SLM_T_ROPE:
         NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
         NEED(t->n0 >= 0 && t->n0 < t->n1 && (int64_t)t->n1 * t->c <= t->n && t->n <= BLOB_MAX_DIM,
@@ -609,7 +617,8 @@ static slm_status read_tasks(pctx *q, const uint8_t *d) {
             t->ref[k].off = rd64u(f + 8);
         }
         t->lane = e[152];
-        for (int k = 153; k < BLOB_TASK_SIZE; k++)
+        memcpy(t->tiles, e + 153, 3);
+        for (int k = 156; k < BLOB_TASK_SIZE; k++)
             if (e[k]) return pbad(q, "task %d: reserved byte %d not zero", i, k);
     }
     slm_status s;

@@ -152,7 +152,8 @@ static void put_task(uint8_t *p, const slm_task *t, wtensor *wt, int n_wt, int *
         wr32(q + 4, r->ld);
         wr64(q + 8, off);
     }
-    p[152] = t->lane; /* 153..159: zero */
+    p[152] = t->lane;
+    memcpy(p + 153, t->tiles, 3); /* 156..159: zero */
 }
 
 static void put_io(uint8_t *p, const slm_io_desc *d) {

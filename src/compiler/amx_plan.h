@@ -6,6 +6,7 @@
 #ifndef SLM_AMX_PLAN_H
 #define SLM_AMX_PLAN_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* The palette-1 tile configuration LDTILECFG reads (64 bytes). */
@@ -19,7 +20,8 @@ typedef struct slm_amx_cfg {
 
 /* The tile registers of a plan: C (int32 accumulators) 0..3, A
  * (activations) 4..5, B (weights, VNNI-4) 6..7. C tile 2i + j is A tile
- * 4 + i times B tile 6 + j. */
+ * 4 + i times B tile 6 + j; in a 1 x 3 step C tile 2 is A tile 4 times
+ * B tile 5 (slm_amx_btile). */
 enum { SLM_AMX_C0 = 0, SLM_AMX_A0 = 4, SLM_AMX_B0 = 6 };
 
 typedef struct slm_amx_plan {
@@ -32,9 +34,34 @@ typedef struct slm_amx_plan {
 } slm_amx_plan;
 
 /* Plans M rows (>= 1) against n_groups (>= 1) groups of 16 columns over K
- * in scale spans of `span` elements (16 or 32). Returns 0 on a shape it
- * cannot plan. */
+ * in scale spans of `span` elements (16 or 32), in 2 x 2 steps narrowed to
+ * what M and N have (the step of a call whose task carries no plan).
+ * Returns 0 on a shape it cannot plan. */
 int slm_amx_plan_make(int m, int n_groups, int span, slm_amx_plan *p);
+/* The same with a given step of mt row tiles x nt column tiles (one of
+ * slm_amx_step_ok's), narrowed to what M and n_groups have. In a 1 x 3 step
+ * tile 5 is the third B tile (C 0..2, A 4, B 6, 7, 5). */
+int slm_amx_plan_step(int m, int n_groups, int span, int mt, int nt, slm_amx_plan *p);
+/* The steps a kernel runs: 1x1, 1x2, 2x1, 2x2 and 1x3 (C + A + B <= 8). */
+int slm_amx_step_ok(int mt, int nt);
+/* The B tile of column tile j of a step (6, 7, then 5). */
+static inline int slm_amx_btile(int j) { return j < 2 ? SLM_AMX_B0 + j : SLM_AMX_A0 + 1; }
+
+/* ---- the plan of a matrix task, chosen by the compiler (lower.c) and kept
+ * in the task record (slm_task.tiles, blob format 9) ---------------------- */
+/* K elements per tile product of a weight type on the tiles: 32 (a block),
+ * 16 (Q6_K's per-16 scales); 0 for a type the matrix engine does not take. */
+int slm_amx_span(uint32_t wtype);
+/* A prefill matrix task's tiles {mt, nt, kstep} for weights of wtype, m
+ * rows, columns [n0, n1): 2 x 2 where M and N have two tiles each, 1 x 3
+ * where M is one tile (the A tile serves three products), narrower where
+ * they have less; {0, 0, 0} where the matrix engine takes no part (a type
+ * it does not take, one row). */
+void slm_amx_choose(uint32_t wtype, int m, int n0, int n1, uint8_t tiles[3]);
+/* 0 if `tiles` is what a task of (wtype, m, [n0, n1)) may carry: zeros
+ * where slm_amx_choose gives zeros, else a step of slm_amx_step_ok that M
+ * and N fill and the type's span; 1 and the reason in why otherwise. */
+int slm_amx_tiles_check(uint32_t wtype, int m, int n0, int n1, const uint8_t tiles[3], char *why, size_t len);
 /* First row of row tile i: 16 i, except the last, which ends at row M (it
  * overlaps the one before when 16 does not divide M; its rows below
  * 16 i were stored already). */

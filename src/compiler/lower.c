@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "compiler/amx_plan.h"
 #include "compiler/compiler.h"
 
 #define ALIGN 64
@@ -415,6 +416,8 @@ static slm_status lower_node(lower_ctx *c, int i) {
             t->n0 = bounds[j];
             t->n1 = bounds[j + 1];
             t->flags = row_flags(c, i);
+            /* the matrix engine's tile step for this tile (prefill on its types) */
+            slm_amx_choose(t->wtype, (t->flags & SLM_TF_ONE_ROW) ? 1 : t->m, t->n0, t->n1, t->tiles);
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
             if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
             if (nd->pre == SLM_OP_RMSNORM) {

@@ -176,6 +176,7 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
         .ldy = t->ref[SLM_REF_DST].ld,
         .scratch = scratch,
         .pf = t->a,
+        .tiles = {t->tiles[0], t->tiles[1], t->tiles[2]},
     };
     if (mm.rows <= 0) return SLM_OK;
     const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU), add = (t->flags & SLM_TF_POST_ADD) != 0;

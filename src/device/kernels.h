@@ -29,6 +29,8 @@ typedef struct slm_mm {
     int xq_ready;      /* 1: scratch already holds these x rows quantized by a previous
                           call of the same set for weights of the same quantization class
                           (repacked / other quantized): skip quantizing them */
+    uint8_t tiles[3];  /* the task's matrix-engine tile step (slm_task.tiles), or zeros:
+                          the amx set's own choice */
 } slm_mm;
 
 /* A kernel set's matrix multiply: every type of slm_matmul_supported. Decode

@@ -15,13 +15,7 @@
 #include "device/amx_emu.h"
 #include "device/kernels_amx.h"
 
-int slm_amx_type(uint32_t t) {
-    switch (t) {
-    case SLM_Q8_0_R16: case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
-    case SLM_Q6_K_R16: return 1;
-    default: return 0;
-    }
-}
+int slm_amx_type(uint32_t t) { return slm_amx_span(t) != 0; }
 
 /* The int8 activations in a matmul's scratch, laid out as the x86 sets'
  * (kernels_x86.h, qscratch_split), so a call of the AVX-512 set (decode)

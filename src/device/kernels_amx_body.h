@@ -9,7 +9,8 @@
  *   AMX_UNPACK(t, grp, k, b, bt, wd, wm)  block b of a group as a B tile (amx_unpack)
  *   AMX_EPI(acc, ct, wd, dx, wm, sx)  acc[0..15] += ct[c] * wd[c] * dx (+ wm[c] * sx when wm)
  * Per row step (1-2 tiles of 16 rows) and column step (1-2 groups of 16
- * columns), per weight block of 32: the groups' block unpacked to signed
+ * columns, or 3 when the step is one row tile: the task's tiles, chosen
+ * by the compiler), per weight block of 32: the groups' block unpacked to signed
  * VNNI-4 B tiles (8 rows of 64 bytes: row v = elements 4v..4v+3 of the
  * 16 columns, the r16 layout's byte order), per scale span (32, or 16 for
  * Q6_K's per-16 scales) one tile product per C tile, then the int32
@@ -21,13 +22,16 @@ AMX_ATTR static void AMX_NAME(tiles)(const slm_mm *mm, const amx_xq *xq) {
     const int g_first = mm->n0 / 16, g_end = (mm->n1 + 15) / 16;
     const int has_min = mm->wtype == SLM_Q4_K_R16 || mm->wtype == SLM_Q5_K_R16;
     slm_amx_plan pl;
-    if (!slm_amx_plan_make(M, g_end - g_first, span, &pl)) return;
+    /* the compiler's step (the task's tiles), narrowed to this call's rows */
+    if (mm->tiles[2] == span ? !slm_amx_plan_step(M, g_end - g_first, span, mm->tiles[0], mm->tiles[1], &pl)
+                             : !slm_amx_plan_make(M, g_end - g_first, span, &pl))
+        return;
     T_CFG(&pl.cfg);
     const uint8_t *w = mm->w;
-    _Alignas(64) float acc[2][2][16][16];
+    _Alignas(64) float acc[2][3][16][16];
     _Alignas(64) int32_t ct[16][16];
-    _Alignas(64) int8_t bt[2][512];
-    float wd[2][2][16], wm[2][16];
+    _Alignas(64) int8_t bt[3][512];
+    float wd[3][2][16], wm[3][16];
     for (int rt = 0; rt < pl.row_tiles; rt += pl.mt) {
         const int nrt = pl.row_tiles - rt < pl.mt ? pl.row_tiles - rt : pl.mt;
         int r0[2];
@@ -41,6 +45,7 @@ AMX_ATTR static void AMX_NAME(tiles)(const slm_mm *mm, const amx_xq *xq) {
                 for (int h = 0; h < halves; h++) {
                     T_LOAD(6, bt[0] + 256 * h, 64);
                     if (ngt > 1) T_LOAD(7, bt[1] + 256 * h, 64);
+                    if (ngt > 2) T_LOAD(5, bt[2] + 256 * h, 64); /* 1 x 3: tile 5 is the third B */
                     T_LOAD(4, xq->q + (size_t)r0[0] * k + 32 * b + span * h, (size_t)k);
                     if (nrt > 1) T_LOAD(5, xq->q + (size_t)r0[1] * k + 32 * b + span * h, (size_t)k);
                     T_ZERO(0);
@@ -48,6 +53,10 @@ AMX_ATTR static void AMX_NAME(tiles)(const slm_mm *mm, const amx_xq *xq) {
                     if (ngt > 1) {
                         T_ZERO(1);
                         T_DP(1, 4, 7);
+                    }
+                    if (ngt > 2) {
+                        T_ZERO(2);
+                        T_DP(2, 4, 5);
                     }
                     if (nrt > 1) {
                         T_ZERO(2);
@@ -59,10 +68,10 @@ AMX_ATTR static void AMX_NAME(tiles)(const slm_mm *mm, const amx_xq *xq) {
                     }
                     for (int i = 0; i < nrt; i++)
                         for (int j = 0; j < ngt; j++) {
-                            /* tile 2i + j, constant per branch */
+                            /* C tile 2i + j, a constant per branch as the instruction takes it */
                             if (i == 0 && j == 0) T_STORE(0, ct, 64);
-                            else if (i == 0) T_STORE(1, ct, 64);
-                            else if (j == 0) T_STORE(2, ct, 64);
+                            else if (i == 0 && j == 1) T_STORE(1, ct, 64);
+                            else if (i == 0 || j == 0) T_STORE(2, ct, 64); /* (0, 2) of 1 x 3, (1, 0) */
                             else T_STORE(3, ct, 64);
                             for (int r = 0; r < pl.tile_rows; r++) {
                                 const size_t xi = (size_t)(r0[i] + r) * nb + b;

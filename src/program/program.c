@@ -135,6 +135,7 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->op == SLM_T_PREFETCH) fprintf(f, " rows=[%d,%d) for=%d distance=%d", t->n0, t->n1, t->c, t->a);
         else if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
         if (t->op == SLM_T_MATMUL && t->a > 0) fprintf(f, " stream-prefetch=%d", t->a);
+        if (t->op == SLM_T_MATMUL && t->tiles[2]) fprintf(f, " tiles=%ux%u,k%u", t->tiles[0], t->tiles[1], t->tiles[2]);
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");

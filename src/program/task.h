@@ -133,7 +133,10 @@ typedef struct slm_task {
                             query's own (sliding window); 0 = all */
     float f1;            /* ATTENTION: score soft-cap; MATMUL with POST_SOFTCAP: output cap */
     uint8_t lane;        /* slm_lane: set by the compiler, slm_task_lane(op) */
-    uint8_t rsv[7];      /* zero */
+    uint8_t tiles[3];    /* MATMUL of a prefill on the matrix engine's types: the compiler's
+                            tile step {row tiles, 16-column tiles, K per tile product}
+                            (compiler/amx_plan.h); zero otherwise */
+    uint8_t rsv[4];      /* zero */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
                                      (slm_exec); NULL in a program */
