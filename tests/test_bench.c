@@ -1,5 +1,6 @@
-/* staticlm bench end to end on stories260K: the jsonl fields and -d
- * (llama-bench's n_depth: the tests run with D tokens already cached). */
+/* staticlm bench end to end on stories260K: the jsonl fields, -d
+ * (llama-bench's n_depth: the tests run with D tokens already cached) and
+ * the time to first token (--ttft). */
 #include "t.h"
 
 #define BENCH SLM_CLI_PATH " bench -m " T_SHARED("models/stories260K.bin") " -z " T_SHARED("models/tok512.bin") \
@@ -35,7 +36,29 @@ static void test_depth(void) {
     remove("bench_d.md");
 }
 
+/* Time to first token: a prompt of --ttft tokens (clamped to the KV
+ * capacity, stories260K's 512) in chunks of the prefill program; 0 skips. */
+static void test_ttft(void) {
+    int rc = system(BENCH "-p 64 -n 4 --ttft 300 > bench_t.md 2>/dev/null");
+    char *md = t_read_file("bench_t.md", NULL);
+    CHECKF(rc == 0 && md && strstr(md, "time to first token of a 300-token prompt: ") &&
+               strstr(md, "(5 prefill calls of up to 64 rows"),
+           "%s", md ? md : "(no output)");
+    free(md);
+    rc = system(BENCH "-p 8 -n 4 -o jsonl > bench_t.jsonl 2>bench_t.err");
+    char *j = t_read_file("bench_t.jsonl", NULL), *err = t_read_file("bench_t.err", NULL);
+    CHECK(rc == 0 && j && strstr(j, "\"ttft_n_prompt\": 512, \"ttft_ms\": ") && !strstr(j, "\"ttft_ms\": 0.000"));
+    CHECK(err && strstr(err, "a 1000-token prompt does not fit the KV capacity 512"));
+    free(j), free(err);
+    rc = system(BENCH "-p 8 -n 4 --ttft 0 > bench_t.md 2>/dev/null");
+    md = t_read_file("bench_t.md", NULL);
+    CHECK(rc == 0 && md && !strstr(md, "time to first token"));
+    free(md);
+    remove("bench_t.md"), remove("bench_t.jsonl"), remove("bench_t.err");
+}
+
 int main(void) {
     T_RUN(test_depth);
+    T_RUN(test_ttft);
     T_DONE();
 }

@@ -75,6 +75,9 @@ static void usage(FILE *f) {
             SLM_CLI_KV_TYPE_HELP
             SLM_CLI_PREFETCH_HELP
             "                            (-ctk T too: both K and V take it)\n"
+            "      --ttft N              time to first token of an N-token prompt: one prefill from\n"
+            "                            an empty cache, in chunks of the prefill program (default\n"
+            "                            1000; 0 = skip; clamped to the context length)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
             SLM_CLI_TRACE_HELP
             "  -h, --help                this help\n");
@@ -372,7 +375,7 @@ static void json_str(FILE *f, const char *s) {
 /* One bench run: the options, then what was measured. */
 typedef struct bench {
     const char *model, *tok, *fmt, *kernels;
-    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type, prefetch;
+    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type, prefetch, ttft;
     model_facts mf;
     double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
     double limit;                   /* decode tokens/s the bandwidth allows */
@@ -383,6 +386,8 @@ typedef struct bench {
     prof pm, pmed;                  /* the decode profile: mean, median step */
     int profiled;
     double amx_peak;                /* the matrix engine's int8 ops/s on one core (0: none) */
+    double ttft_s;                  /* time to first token of a b->ttft-token prompt (0: not run) */
+    int ttft_chunk;                 /* rows of the prefill program it ran in */
 } bench;
 
 /* The command line into b; 0: go on, else the exit code (help: 0 too,
@@ -412,6 +417,7 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &b->threads);
         else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &b->reps);
         else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &b->bw_mib);
+        else if (!strcmp(o, "--ttft")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->ttft);
         else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &b->tile_kb);
         else if (!strcmp(o, "--schedule")) ok = slm_cli_parse_schedule(v, &b->schedule);
         else if (!strcmp(o, "--prefetch")) ok = slm_cli_parse_prefetch(v, o, &b->prefetch);
@@ -481,6 +487,22 @@ static int run_tests(bench *b, slm_engine *e, int32_t *ids, int vocab) {
     return 1;
 }
 
+/* Time to first token: one prefill of b->ttft random tokens from an empty
+ * cache (the runtime cuts it into chunks of the prefill program). */
+static int run_ttft(bench *b, slm_engine *e, int32_t *ids, int vocab) {
+    if (b->ttft <= 0) return 1;
+    g_filled = -1;
+    if (!fill_depth(e, ids, 0, vocab)) return 0;
+    for (int i = 0; i < b->ttft; i++) ids[i] = rand_id(vocab);
+    const float *logits;
+    const double t0 = now_s();
+    const slm_status s = slm_prefill(e, ids, b->ttft, &logits);
+    b->ttft_s = now_s() - t0;
+    if (s) fprintf(stderr, "staticlm bench: time to first token: %s\n", slm_last_error(e));
+    slm_reset(e);
+    return s == SLM_OK;
+}
+
 /* The decode breakdown: one more tg pass, each step profiled on its own
  * (the mean, and the median step by wall time: robust when other
  * processes take the cores now and then). 0 when a step failed. */
@@ -533,6 +555,7 @@ static void print_jsonl(const bench *b) {
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
         printf("], \"type_k\": \"%s\", \"type_v\": \"%s\"", b->kv_name, b->kv_name);
         printf(", \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
+        if (b->ttft_s > 0) printf(", \"ttft_n_prompt\": %d, \"ttft_ms\": %.3f", b->ttft, b->ttft_s * 1e3);
         if (r == tg) {
             printf(", \"bandwidth_gbs\": %.3f, \"bytes_per_token\": %llu, \"limit_ts\": %.3f, "
                    "\"pct_of_limit\": %.2f, \"read_gbs\": %.3f",
@@ -596,6 +619,13 @@ static void print_amx_md(const bench *b) {
                    100.0 * b->res[i].avg_ts * 2.0 * (double)b->mf.params / peak, b->kname);
 }
 
+static void print_ttft_md(const bench *b) {
+    if (b->ttft_s <= 0) return;
+    const int calls = (b->ttft + b->ttft_chunk - 1) / b->ttft_chunk;
+    printf("time to first token of a %d-token prompt: %.1f ms (%d prefill call%s of up to %d rows, %.1f tokens/s; kernels %s)\n",
+           b->ttft, b->ttft_s * 1e3, calls, calls == 1 ? "" : "s", b->ttft_chunk, b->ttft / b->ttft_s, b->kname);
+}
+
 static void print_md(const bench *b) {
     const test_result *tg = b->n > 0 ? &b->res[b->n_res - 1] : NULL;
     const model_facts *mf = &b->mf;
@@ -627,6 +657,7 @@ static void print_md(const bench *b) {
                b->bw_after > 0 ? 100.0 * rate / b->bw_after : 0.0, b->bw_after / 1e9);
     }
     print_amx_md(b);
+    print_ttft_md(b);
     if (tg && b->profiled) print_profile_md(b);
 }
 
@@ -634,7 +665,7 @@ int slm_cli_bench(int argc, char **argv) {
     bench bb, *b = &bb;
     memset(b, 0, sizeof *b);
     b->fmt = "md";
-    b->p = 512, b->n = 128, b->reps = 5, b->bw_mib = 1024, b->profile = 1;
+    b->p = 512, b->n = 128, b->reps = 5, b->bw_mib = 1024, b->profile = 1, b->ttft = 1000;
     int done, rc = parse_args(b, argc, argv, &done);
     if (rc || done) return rc;
 
@@ -650,6 +681,8 @@ int slm_cli_bench(int argc, char **argv) {
         /* room for the depth, then the test (llama-bench: n_ctx = n_prompt + n_gen + n_depth) */
         opt.max_prompt_len = b->p > 0 ? b->p : (b->depth > 0 ? (b->depth < 512 ? b->depth : 512) : 1);
         opt.min_response_len = b->n + b->depth;
+        /* and room for the time-to-first-token prompt */
+        if (b->ttft > opt.max_prompt_len + opt.min_response_len) opt.min_response_len = b->ttft - opt.max_prompt_len;
     }
     opt.tile_kb = b->tile_kb; /* a blob refuses another value, naming its own */
     opt.kv_type = b->kv_type;
@@ -684,7 +717,14 @@ int slm_cli_bench(int argc, char **argv) {
                 in.kv_capacity);
         b->n = in.kv_capacity;
     }
-    int32_t *ids = slm_malloc(((size_t)(b->p > b->depth ? b->p : b->depth) + 1) * sizeof *ids);
+    if (b->ttft > in.kv_capacity) {
+        fprintf(stderr, "note: a %d-token prompt does not fit the KV capacity %d: time to first token of %d tokens\n", b->ttft,
+                in.kv_capacity, in.kv_capacity);
+        b->ttft = in.kv_capacity;
+    }
+    b->ttft_chunk = in.max_prompt_len;
+    const int most = b->p > b->depth ? (b->p > b->ttft ? b->p : b->ttft) : (b->depth > b->ttft ? b->depth : b->ttft);
+    int32_t *ids = slm_malloc(((size_t)most + 1) * sizeof *ids);
     if (!ids) {
         slm_free(e);
         return 1;
@@ -694,6 +734,7 @@ int slm_cli_bench(int argc, char **argv) {
     b->amx_peak = slm_amx_int8_peak(0.2); /* 0 (at once) without AMX */
     rc = 1;
     if (!run_tests(b, e, ids, in.vocab_size)) goto done;
+    if (!run_ttft(b, e, ids, in.vocab_size)) goto done;
     if (b->profile && b->n > 0 && !profile_decode(b, e, in.vocab_size)) goto done;
 
     /* the bandwidth again, after the tests: other processes on the machine
