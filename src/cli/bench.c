@@ -77,7 +77,8 @@ static void usage(FILE *f) {
             "                            (-ctk T too: both K and V take it)\n"
             "      --ttft N              time to first token of an N-token prompt: one prefill from\n"
             "                            an empty cache, in chunks of the prefill program (default\n"
-            "                            1000; 0 = skip; clamped to the context length)\n"
+            "                            1000; 0 = skip, and skipped with -p 0; clamped to the\n"
+            "                            KV capacity)\n"
             "      --no-profile          skip the per-kind decode breakdown\n"
             SLM_CLI_TRACE_HELP
             "  -h, --help                this help\n");
@@ -668,6 +669,7 @@ int slm_cli_bench(int argc, char **argv) {
     b->p = 512, b->n = 128, b->reps = 5, b->bw_mib = 1024, b->profile = 1, b->ttft = 1000;
     int done, rc = parse_args(b, argc, argv, &done);
     if (rc || done) return rc;
+    if (b->p == 0) b->ttft = 0; /* decode alone: no prefill program of any size to time */
 
     if (!model_facts_get(b->model, &b->mf)) memset(&b->mf, 0, sizeof b->mf);
     /* the bandwidth first, while nothing else of ours runs */
