@@ -23,6 +23,7 @@
 #include "staticlm.h"
 #include "t.h"
 #include "run_cmd.h"
+#include "amx_engine.h"
 
 static uint32_t g_rng = 777;
 static float urand(void) {
@@ -35,7 +36,7 @@ static char g_tmp[256];
 
 /* ---- the choice and its check ----------------------------------------------- */
 static void test_choose(void) {
-    static const uint32_t types[] = {SLM_Q4_0_R16, SLM_Q8_0_R16, SLM_Q6_K_R16, SLM_Q4_K_R16, SLM_F16_R16, SLM_Q4_0, SLM_F32};
+    static const uint32_t types[] = {SLM_Q4_0_R16, SLM_Q8_0_R16, SLM_Q6_K_R16, SLM_Q4_K_R16, SLM_BF16, SLM_F16_R16, SLM_Q4_0, SLM_F32};
     static const int ms[] = {1, 2, 15, 16, 17, 32, 33, 512};
     static const int cols[][2] = {{0, 16}, {0, 32}, {0, 48}, {16, 80}, {3, 40}, {0, 1024}, {5, 9}};
     char why[160];
@@ -56,9 +57,14 @@ static void test_choose(void) {
                 }
                 CHECK(tl[2] == (t == SLM_Q6_K_R16 ? 16 : 32));
                 CHECK(slm_amx_step_ok(tl[0], tl[1]) && tl[0] <= rt && tl[1] <= ng);
-                /* the widest step M and N allow: 2 x 2, or 1 x 3 with one row tile */
+                /* the widest step M and N allow: 2 x 2, or 1 x 3 with one row tile (not BF16) */
+                const int widest = t == SLM_BF16 ? 2 : 3;
                 CHECK(tl[0] == (rt >= 2 ? 2 : 1));
-                CHECK(tl[1] == (rt == 1 ? (ng >= 3 ? 3 : ng) : (ng >= 2 ? 2 : 1)));
+                CHECK(tl[1] == (rt == 1 ? (ng >= widest ? widest : ng) : (ng >= 2 ? 2 : 1)));
+                if (t == SLM_BF16 && rt == 1 && ng >= 3) {
+                    const uint8_t three[3] = {1, 3, 32};
+                    CHECK(slm_amx_tiles_check(t, m, n0, n1, three, why, sizeof why));
+                }
                 /* refused: no plan, a step M or N do not fill, a step that does not fit, a wrong span */
                 const uint8_t none[3] = {0, 0, 0}, tall[3] = {(uint8_t)(rt + 1 > 2 ? 3 : rt + 1), 1, tl[2]};
                 const uint8_t big[3] = {2, 3, tl[2]}, wide[3] = {1, (uint8_t)(ng + 1), tl[2]}, span[3] = {tl[0], tl[1], 48};
@@ -170,18 +176,50 @@ static void test_kernel_steps(void) {
     slm_kernels_select(NULL);
 }
 
+/* The BF16 kernel (TDPBF16PS) in each of its steps: equal bits to its
+ * default step (each output sums its K steps in the same order). */
+static void test_bf16_steps(void) {
+    static const int steps[][2] = {{1, 1}, {1, 2}, {2, 1}, {2, 2}};
+    const int k = 100, n = 48, rmax = 33, ldy = n + 1;
+    uint16_t *w = malloc(sizeof(uint16_t) * k * n);
+    for (int i = 0; i < k * n; i++) w[i] = slm_f32_to_bf16(nrand() * 0.05f);
+    float *x = malloc(sizeof(float) * k * rmax), *y0 = malloc(sizeof(float) * ldy * rmax),
+          *y1 = malloc(sizeof(float) * ldy * rmax);
+    for (int i = 0; i < k * rmax; i++) x[i] = nrand();
+    const size_t need = slm_matmul_scratch_bytes(SLM_BF16, k, rmax);
+    CHECK(need > 0);
+    void *scratch = aligned_alloc(64, (need + 63) & ~(size_t)63);
+    int bad = 0, cases = 0;
+    static const int rows_[] = {2, 16, 17, 33};
+    for (size_t ri = 0; ri < sizeof rows_ / sizeof rows_[0]; ri++) {
+        const int rows = rows_[ri];
+        slm_mm mm = {.w = w, .wrow = (uint64_t)k * 2, .wtype = SLM_BF16, .k = k, .n0 = 3, .n1 = n, .rows = rows, .x = x,
+                     .ldx = (size_t)k, .y = y0, .ldy = (size_t)ldy, .scratch = scratch};
+        for (int i = 0; i < ldy * rmax; i++) y0[i] = y1[i] = -7.0f;
+        slm_amx_matmul_bf16_emu(&mm);
+        for (int si = 0; si < 4; si++) {
+            mm.y = y1;
+            mm.tiles[0] = (uint8_t)steps[si][0], mm.tiles[1] = (uint8_t)steps[si][1], mm.tiles[2] = 32;
+            slm_amx_matmul_bf16_emu(&mm);
+            bad += memcmp(y0, y1, sizeof(float) * ldy * rmax) != 0;
+            cases++;
+        }
+        int touched = 0;
+        for (int i = 0; i < rows; i++) touched += y0[i * ldy + 3] != -7.0f && y0[i * ldy + 2] == -7.0f;
+        CHECK(touched == rows);
+    }
+    CHECKF(bad == 0, "bf16: %d of %d step cases differ", bad, cases);
+    fprintf(stderr, "  bf16      %d step cases equal to the default step\n", cases);
+    free(w), free(x), free(y0), free(y1), free(scratch);
+}
+
 /* ---- the compiler's plan in the dump, the blob and the engine ----------------- */
 static char g_gguf[320], g_blob[320];
 
 static int make_model(void) {
     snprintf(g_gguf, sizeof g_gguf, "%s/q4_0.gguf", g_tmp);
     snprintf(g_blob, sizeof g_blob, "%s/q4_0.blob", g_tmp);
-    char cmd[1200];
-    snprintf(cmd, sizeof cmd,
-             "\"%s\" synth --shape custom --type q4_0 --dim 256 --heads 4 --kv-heads 1 --ffn 512 --layers 2 "
-             "--n-vocab 320 --untied --seed 9 -o \"%s\" --vocab-file \"%s\" >/dev/null 2>&1",
-             SLM_CLI_PATH, g_gguf, T_SHARED("vocab/ggml-vocab-llama-spm.gguf"));
-    return system(cmd) == 0;
+    return amx_synth(g_gguf, "q4_0", "--dim 256 --heads 4 --kv-heads 1", 320, 9);
 }
 
 static void test_dump(void) {
@@ -276,27 +314,6 @@ static void test_blob_tiles(void) {
     free(img);
 }
 
-static int prefill_logits(const char *path, const char *set, float *out, int vocab) {
-    if (!slm_kernels_select(set)) return 0;
-    slm_options opt = slm_default_options();
-    opt.max_prompt_len = 15, opt.min_response_len = 32, opt.n_threads = 2;
-    opt.kv_type = SLM_KV_F32;
-    slm_engine *e = NULL;
-    int ok = slm_load(&e, path, &opt) == SLM_OK;
-    CHECKF(ok, "%s", slm_last_error(e));
-    if (ok) {
-        int32_t ids[37];
-        for (int i = 0; i < 37; i++) ids[i] = i == 0 ? 1 : 3 + (i * 37) % (vocab - 3);
-        const float *lg = NULL;
-        ok = slm_prefill(e, ids, 37, &lg) == SLM_OK && lg;
-        CHECKF(ok, "%s", slm_last_error(e));
-        if (ok) memcpy(out, lg, sizeof(float) * vocab);
-    }
-    slm_free(e);
-    slm_kernels_select(NULL);
-    return ok;
-}
-
 /* 37 tokens in 15-row chunks (one row tile: 1 x 3 steps; a last chunk of 7
  * rows; below the 16 rows where prefill attention goes to tiles, so the
  * matrix kernels alone differ) */
@@ -308,11 +325,12 @@ static void test_engine_chunks(void) {
     slm_kernels_select(NULL);
     const int vocab = 320;
     float *a = malloc(sizeof(float) * vocab), *b = malloc(sizeof(float) * vocab);
-    if (prefill_logits(g_gguf, "avx512", a, vocab) && prefill_logits(g_gguf, "amx-emu", b, vocab)) {
-        double amax = 0, dmax = 0;
-        for (int i = 0; i < vocab; i++) amax = fmax(amax, fabs(a[i])), dmax = fmax(dmax, fabs((double)a[i] - b[i]));
-        CHECKF(amax > 0 && dmax <= 2e-3 * amax, "logits differ by %.3g (max |logit| %.3g)", dmax, amax);
-        fprintf(stderr, "  15-row chunks: amx-emu vs avx512 logits: max diff %.3g of max |logit| %.3g\n", dmax, amax);
+    if (amx_prefill_logits(g_gguf, "avx512", 15, SLM_KV_F32, 37, a, vocab) &&
+        amx_prefill_logits(g_gguf, "amx-emu", 15, SLM_KV_F32, 37, b, vocab)) {
+        double amax;
+        const double d = amx_logit_diff(a, b, vocab, &amax);
+        CHECKF(d <= 2e-3, "logits differ by %.3g of max |logit| %.3g", d, amax);
+        fprintf(stderr, "  15-row chunks: amx-emu vs avx512 logits: max diff %.2g of max |logit| %.3g\n", d, amax);
     }
     free(a), free(b);
 }
@@ -325,6 +343,7 @@ int main(void) {
     T_RUN(test_choose);
     T_RUN(test_steps_cfg);
     T_RUN(test_kernel_steps);
+    T_RUN(test_bf16_steps);
     if (make_model()) {
         T_RUN(test_dump);
         T_RUN(test_blob_tiles);

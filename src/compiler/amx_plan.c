@@ -38,18 +38,21 @@ int slm_amx_span(uint32_t wtype) {
     case SLM_Q8_0_R16: case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
         return 32;
     case SLM_Q6_K_R16: return 16;
+    case SLM_BF16: return 32; /* bf16 elements per TDPBF16PS: 64 bytes of an A row */
     default: return 0;
     }
 }
 
 static int n_groups_of(int n0, int n1) { return n1 > n0 ? (n1 + 15) / 16 - n0 / 16 : 0; }
+/* the widest column step of a type's kernel: the BF16 kernel has no 1 x 3 */
+static int max_nt(uint32_t wtype) { return wtype == SLM_BF16 ? 2 : 3; }
 
 void slm_amx_choose(uint32_t wtype, int m, int n0, int n1, uint8_t tiles[3]) {
     tiles[0] = tiles[1] = tiles[2] = 0;
     const int span = slm_amx_span(wtype), ng = n_groups_of(n0, n1), rt = (m + 15) / 16;
     if (!span || m < 2 || ng < 1) return;
     tiles[0] = (uint8_t)(rt >= 2 ? 2 : 1);
-    tiles[1] = (uint8_t)(rt == 1 && ng >= 3 ? 3 : ng >= 2 ? 2 : 1);
+    tiles[1] = (uint8_t)(rt == 1 && ng >= 3 && max_nt(wtype) >= 3 ? 3 : ng >= 2 ? 2 : 1);
     tiles[2] = (uint8_t)span;
 }
 
@@ -63,7 +66,7 @@ int slm_amx_tiles_check(uint32_t wtype, int m, int n0, int n1, const uint8_t til
         return 0;
     }
     const int rt = (m + 15) / 16, ng = n_groups_of(n0, n1);
-    if (!slm_amx_step_ok(tiles[0], tiles[1]) || tiles[0] > rt || tiles[1] > ng)
+    if (!slm_amx_step_ok(tiles[0], tiles[1]) || tiles[0] > rt || tiles[1] > ng || tiles[1] > max_nt(wtype))
         return snprintf(why, len, "tiles %ux%u: not a step of %d row tiles x %d column tiles", tiles[0], tiles[1], rt, ng), 1;
     if (tiles[2] != want[2])
         return snprintf(why, len, "tiles k=%u, the weights' scale span is %u", tiles[2], want[2]), 1;
@@ -71,6 +74,16 @@ int slm_amx_tiles_check(uint32_t wtype, int m, int n0, int n1, const uint8_t til
 }
 
 int slm_amx_plan_make(int m, int n_groups, int span, slm_amx_plan *p) { return slm_amx_plan_step(m, n_groups, span, 2, 2, p); }
+
+int slm_amx_plan_bf16(int m, int n_groups, int mt, int nt, slm_amx_plan *p) {
+    if (nt > 2 || !slm_amx_plan_step(m, n_groups, 32, mt, nt, p)) return 0; /* the steps and row tiles */
+    for (int i = 0; i < 2; i++) {
+        p->cfg.colsb[SLM_AMX_A0 + i] = 64; /* 32 bf16 of K */
+        p->cfg.rows[SLM_AMX_B0 + i] = 16;  /* VNNI-2: K/2 rows */
+        p->cfg.colsb[SLM_AMX_B0 + i] = 64; /* of 16 columns x 2 bf16 */
+    }
+    return 1; /* C tiles: tile_rows x 16 fp32 (64 bytes), as the int32 ones */
+}
 
 int slm_amx_row_start(const slm_amx_plan *p, int m, int i) {
     (void)p;

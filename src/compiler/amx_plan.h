@@ -49,13 +49,14 @@ static inline int slm_amx_btile(int j) { return j < 2 ? SLM_AMX_B0 + j : SLM_AMX
 
 /* ---- the plan of a matrix task, chosen by the compiler (lower.c) and kept
  * in the task record (slm_task.tiles, blob format 9) ---------------------- */
-/* K elements per tile product of a weight type on the tiles: 32 (a block),
- * 16 (Q6_K's per-16 scales); 0 for a type the matrix engine does not take. */
+/* K elements per tile product of a weight type on the tiles: 32 (a block;
+ * BF16: 32 bf16), 16 (Q6_K's per-16 scales); 0 for a type the matrix
+ * engine does not take. */
 int slm_amx_span(uint32_t wtype);
 /* A prefill matrix task's tiles {mt, nt, kstep} for weights of wtype, m
  * rows, columns [n0, n1): 2 x 2 where M and N have two tiles each, 1 x 3
- * where M is one tile (the A tile serves three products), narrower where
- * they have less; {0, 0, 0} where the matrix engine takes no part (a type
+ * where M is one tile (the A tile serves three products; not BF16, whose
+ * kernel goes to 2 columns), narrower where they have less; {0, 0, 0} where the matrix engine takes no part (a type
  * it does not take, one row). */
 void slm_amx_choose(uint32_t wtype, int m, int n0, int n1, uint8_t tiles[3]);
 /* 0 if `tiles` is what a task of (wtype, m, [n0, n1)) may carry: zeros
@@ -66,5 +67,14 @@ int slm_amx_tiles_check(uint32_t wtype, int m, int n0, int n1, const uint8_t til
  * overlaps the one before when 16 does not divide M; its rows below
  * 16 i were stored already). */
 int slm_amx_row_start(const slm_amx_plan *p, int m, int i);
+/* Plans M rows (>= 1) against n_groups (>= 1) groups of 16 columns for
+ * the AMX-BF16 kernel (TDPBF16PS, docs/amx.md): C tiles fp32 (16 columns,
+ * 64 bytes), A tiles min(M, 16) rows of 32 bf16 (64 bytes), B tiles 16
+ * rows of 64 bytes (VNNI-2: row r holds elements 2r, 2r+1 of each of the 16
+ * columns); kstep 32 (bf16 elements per product). Same tile registers
+ * and row tiles as slm_amx_plan_step (slm_amx_row_start applies), steps
+ * of up to 2 x 2 (mt x nt, narrowed to M and n_groups). Returns 0 on a
+ * shape it cannot plan. */
+int slm_amx_plan_bf16(int m, int n_groups, int mt, int nt, slm_amx_plan *p);
 
 #endif

@@ -20,6 +20,38 @@ typedef struct slm_attn_args {
     size_t out_stride;
 } slm_attn_args;
 
+/* Attention for a block of consecutive query rows of the query heads that
+ * share one KV head (prefill): slm_kernel_set.attention_rows. Row i is the
+ * query row slm_attn_args would take with first[i], last[i]; outputs as
+ * the per-row entry writes them (0 for a row with no valid KV row). */
+#define SLM_ATTN_ROWS_MAX 64
+typedef struct slm_attn_rows {
+    const float *q;       /* head g of row i at q + i * q_ld + g * q_stride: head_dim floats */
+    size_t q_ld;          /* floats between query rows */
+    size_t q_stride;      /* floats between the group's query heads */
+    int rows;             /* query rows, 1..SLM_ATTN_ROWS_MAX */
+    int group;            /* query heads sharing this KV head, >= 1 */
+    int head_dim;
+    const void *K, *V;    /* row 0 of this KV head's keys / values, of kv_type */
+    size_t ld;            /* elements between KV rows (kv_dim) */
+    int kv_type;          /* SLM_F32, SLM_F16 or SLM_Q8_0 */
+    const int32_t *mask;  /* [>= max last + 1] 1 = valid KV row */
+    const int *first;     /* [rows] row i's KV rows [first[i], last[i]], inclusive */
+    const int *last;      /* [rows] */
+    float scale;          /* the query scale (1 / sqrt(head_dim)) */
+    float *out;           /* head g of row i at out + i * out_ld + g * out_stride */
+    size_t out_ld, out_stride;
+} slm_attn_rows;
+
+/* The amx sets' entries (attention_amx.c, docs/amx.md): Q·K^T and P·V on
+ * AMX-BF16 tiles, flash-attention style. Return 1 when done, 0 (nothing
+ * written) for a block they do not take: head_dim % 32 != 0 or > 256, a
+ * q8_0 cache, rows outside 1..SLM_ATTN_ROWS_MAX; the hardware entry also
+ * where the CPU lacks AMX-BF16 (or it is not compiled). The emulated entry
+ * runs the same body on device/amx_emu.c (any machine; tests). */
+int slm_attention_rows_amx(const slm_attn_rows *a);
+int slm_attention_rows_amx_emu(const slm_attn_rows *a);
+
 /* The kernel sets' attention entries (slm_kernel_set.attention; call it
  * through the active set). Each takes any head_dim and group: the AVX-512
  * variant runs head_dim % 16 == 0, the AVX2 variant head_dim % 8 == 0, and

@@ -290,6 +290,104 @@ static void rope_neox(float *x, int heads, int head_dim, int rot, const float *c
     }
 }
 
+/* ---- attention ---------------------------------------------------------- */
+
+/* Row r's KV rows [first, last] in an ATTENTION task: up to its cache
+ * position (causal), within the sliding window, within the region of the
+ * sequence the row belongs to (batch programs: regions of t->k rows). The
+ * window is data-independent but the range is steered by the query's
+ * cache position. */
+static void attn_range(const slm_task *t, const int32_t *cp, int r, int *first, int *last) {
+    *last = cp[r];
+    const int base = t->k > 0 ? *last - *last % t->k : 0;
+    *first = t->window > 0 && *last + 1 > t->window ? *last + 1 - t->window : 0;
+    if (*first < base) *first = base;
+}
+
+/* The task's rows [r0, r1), query heads [h, h1) (one KV head's), one row
+ * at a time: the set's attention, or plain C for gemma2's capped scores. */
+static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, int r0, int r1, int h, int h1, const void *K,
+                         const void *V, float scale) {
+    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
+    for (int r = r0; r < r1; r++) {
+        int first, last;
+        attn_range(t, cp, r, &first, &last);
+        slm_attn_args a = {
+            .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r) + (size_t)h * t->c,
+            .q_stride = (size_t)t->c,
+            .group = h1 - h,
+            .head_dim = t->c,
+            .K = K,
+            .V = V,
+            .ld = t->ref[SLM_REF_SRC1].ld,
+            .kv_type = t->wtype,
+            .mask = mask,
+            .first = first,
+            .last = last,
+            .scale = scale,
+            .out = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)h * t->c,
+            .out_stride = (size_t)t->c,
+        };
+        if (t->f1 > 0.0f) slm_attention_plain(&a, t->f1); /* gemma2's capped scores */
+        else ks->attention(&a);
+    }
+}
+
+/* An ATTENTION task: per run of query heads sharing a KV head (GQA), the
+ * set's block entry (attention_rows: prefill on the amx sets' tiles) over
+ * blocks of up to SLM_ATTN_ROWS_MAX rows of one sequence region, when the
+ * set has one, the scores are uncapped and the call has >= 16 rows (below
+ * that tiles do not pay); otherwise, or for a block the entry declines,
+ * one row at a time. */
+static void run_attention(const slm_task *t, rows rr, const slm_kernel_set *ks) {
+    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
+    const int group = t->a / t->b;
+    const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
+    const int blocks = ks->attention_rows && t->f1 == 0.0f && rr.end - rr.begin >= 16;
+    for (int h = t->n0; h < t->n1;) {
+        const int kvh = h / group;
+        const int h1 = (kvh + 1) * group < t->n1 ? (kvh + 1) * group : t->n1;
+        /* the KV head's first element in a row of the KV type */
+        const size_t kv_head_off = t->wtype == SLM_F32 ? (size_t)kvh * t->c * sizeof(float)
+                                                       : (size_t)slm_row_bytes(t->wtype, (uint64_t)kvh * t->c);
+        const void *K = (const uint8_t *)t->p[SLM_REF_SRC1] + kv_head_off;
+        const void *V = (const uint8_t *)t->p[SLM_REF_SRC2] + kv_head_off;
+        for (int r0 = rr.begin; r0 < rr.end;) {
+            int r1 = rr.end, done = 0;
+            if (blocks) {
+                int first[SLM_ATTN_ROWS_MAX], last[SLM_ATTN_ROWS_MAX], n = 0;
+                /* a block stays inside one sequence region: no row sees another's keys */
+                const int region = t->k > 0 ? cp[r0] / t->k : 0;
+                for (r1 = r0; r1 < rr.end && n < SLM_ATTN_ROWS_MAX && (t->k > 0 ? cp[r1] / t->k : 0) == region; r1++, n++)
+                    attn_range(t, cp, r1, &first[n], &last[n]);
+                const slm_attn_rows ar = {
+                    .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r0) + (size_t)h * t->c,
+                    .q_ld = t->ref[SLM_REF_SRC0].ld,
+                    .q_stride = (size_t)t->c,
+                    .rows = n,
+                    .group = h1 - h,
+                    .head_dim = t->c,
+                    .K = K,
+                    .V = V,
+                    .ld = t->ref[SLM_REF_SRC1].ld,
+                    .kv_type = t->wtype,
+                    .mask = mask,
+                    .first = first,
+                    .last = last,
+                    .scale = scale,
+                    .out = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r0) + (size_t)h * t->c,
+                    .out_ld = t->ref[SLM_REF_DST].ld,
+                    .out_stride = (size_t)t->c,
+                };
+                done = ks->attention_rows(&ar);
+            }
+            if (!done) attn_per_row(t, ks, r0, r1, h, h1, K, V, scale);
+            r0 = r1;
+        }
+        h = h1;
+    }
+}
+
 /* Execute one task. Returns SLM_OK or an error (bad data). */
 static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
                             xmemo *memo) {
@@ -343,50 +441,9 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
         }
         return SLM_OK;
     }
-    case SLM_T_ATTENTION: {
-        const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
-        const int group = t->a / t->b;
-        for (int r = rr.begin; r < rr.end; r++) {
-            const float *q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
-            float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
-            /* sliding window: rows (cp - window, cp]; the window is data-independent
-             * but the row range is steered by the query's cache position */
-            const int last = cp[r];
-            /* within the region of the sequence the row belongs to (batch programs) */
-            const int base = t->k > 0 ? last - last % t->k : 0;
-            int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
-            if (first < base) first = base;
-            /* the tile's heads, a run of query heads per KV head (GQA) */
-            for (int h = t->n0; h < t->n1;) {
-                const int kvh = h / group;
-                int h1 = (kvh + 1) * group;
-                if (h1 > t->n1) h1 = t->n1;
-                /* the KV head's first element in a row of the KV type */
-                const size_t kv_head_off = t->wtype == SLM_F32 ? (size_t)kvh * t->c * sizeof(float)
-                                                               : (size_t)slm_row_bytes(t->wtype, (uint64_t)kvh * t->c);
-                slm_attn_args a = {
-                    .q = q + (size_t)h * t->c,
-                    .q_stride = (size_t)t->c,
-                    .group = h1 - h,
-                    .head_dim = t->c,
-                    .K = (const uint8_t *)t->p[SLM_REF_SRC1] + kv_head_off,
-                    .V = (const uint8_t *)t->p[SLM_REF_SRC2] + kv_head_off,
-                    .ld = t->ref[SLM_REF_SRC1].ld,
-                    .kv_type = t->wtype,
-                    .mask = mask,
-                    .first = first,
-                    .last = last,
-                    .scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c),
-                    .out = o + (size_t)h * t->c,
-                    .out_stride = (size_t)t->c,
-                };
-                if (t->f1 > 0.0f) slm_attention_plain(&a, t->f1); /* gemma2's capped scores */
-                else ks->attention(&a);
-                h = h1;
-            }
-        }
+    case SLM_T_ATTENTION:
+        run_attention(t, rr, ks);
         return SLM_OK;
-    }
     case SLM_T_ADD:
         for (int r = rr.begin; r < rr.end; r++)
             slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r),

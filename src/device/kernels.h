@@ -40,6 +40,7 @@ typedef struct slm_mm {
 typedef void (*slm_matmul_fn)(const slm_mm *mm);
 
 struct slm_attn_args; /* device/attention.h */
+struct slm_attn_rows;
 
 typedef struct slm_kernel_set {
     const char *name;       /* "scalar", "avx2", "avx512" */
@@ -58,6 +59,10 @@ typedef struct slm_kernel_set {
     /* n floats stored as the KV type (SLM_F32, SLM_F16, SLM_Q8_0): the KV_STORE
        task (device/attention.h) */
     void (*kv_store)(int kv_type, const float *x, void *y, int n);
+    /* optional (NULL: the executor runs `attention` per row): attention for
+       a block of query rows of one KV head group (device/attention.h,
+       slm_attn_rows); returns 0, writing nothing, for a block it does not take */
+    int (*attention_rows)(const struct slm_attn_rows *a);
 } slm_kernel_set;
 
 /* The scalar reference set (kernels_ref.c). */

@@ -1,9 +1,11 @@
 /* The AMX kernel set (device/kernels_amx.h, docs/amx.md): prefill of the
  * repacked quantized types (the r16 layouts of common/layout_r16.c) on
- * AMX-INT8 tiles; decode and every other type on the AVX-512 set. The tile
- * kernel (kernels_amx_body.h) is compiled twice: on the AMX intrinsics and
- * on the portable emulation (device/amx_emu.c), which the tests check
- * against the double-precision reference on any machine. */
+ * AMX-INT8 tiles, prefill of BF16 matrices on AMX-BF16 tiles; decode and
+ * every other type on the AVX-512 set. The tile kernels
+ * (kernels_amx_body.h, kernels_amx_bf16_body.h) are compiled twice: on the
+ * AMX intrinsics and on the portable emulation (device/amx_emu.c), which
+ * the tests check against the double-precision reference on any machine. */
+#include <math.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <string.h>
@@ -15,7 +17,7 @@
 #include "device/amx_emu.h"
 #include "device/kernels_amx.h"
 
-int slm_amx_type(uint32_t t) { return slm_amx_span(t) != 0; }
+int slm_amx_type(uint32_t t) { return t != SLM_BF16 && slm_amx_span(t) != 0; }
 
 /* The int8 activations in a matmul's scratch, laid out as the x86 sets'
  * (kernels_x86.h, qscratch_split), so a call of the AVX-512 set (decode)
@@ -55,37 +57,74 @@ static void amx_unpack(uint32_t t, const uint8_t *grp, int k, int b, int8_t bt[5
     }
 }
 
-/* ---- the emulated kernel (every machine) ---------------------------------- */
+/* The BF16 path's scratch (slm_matmul_scratch_bytes): the activations as
+ * three planes of bf16 pieces [3][rows][kpad] after the region where the int8 kernels keep their
+ * quantized activations, so a BF16 matmul between two quantized ones that
+ * read the same rows (exec.c's xq_ready) leaves those codes alone. */
+static uint16_t *bf16_act_at(void *scratch, int k, int rows) {
+    return (uint16_t *)al64((uint8_t *)scratch + slm_matmul_scratch_bytes(SLM_Q8_0_R16, k, rows));
+}
+
+/* x as three bf16 pieces, x = p0 + p1 + p2 exactly for a finite float
+ * (8 + 8 + 8 significant bits; each residual is exact in fp32); an
+ * infinite or NaN x, or one whose p0 rounds to infinity, is p0 alone. */
+static void bf16_split3(float x, uint16_t p[3]) {
+    p[0] = slm_f32_to_bf16(x);
+    p[1] = p[2] = 0;
+    const float h = slm_bf16_to_f32(p[0]);
+    if (!isfinite(h)) return;
+    const float r = x - h;
+    p[1] = slm_f32_to_bf16(r);
+    p[2] = slm_f32_to_bf16(r - slm_bf16_to_f32(p[1]));
+}
+
+void slm_amx_bf16_act(const float *x, size_t ldx, int rows, int k, uint16_t *xb) {
+    const int kpad = (k + 31) & ~31;
+    const size_t plane = (size_t)rows * kpad;
+    for (int i = 0; i < rows; i++)
+        for (int e = 0; e < kpad; e++) {
+            uint16_t p[3] = {0, 0, 0};
+            if (e < k) bf16_split3(x[(size_t)i * ldx + e], p);
+            for (int q = 0; q < 3; q++) xb[q * plane + (size_t)i * kpad + e] = p[q];
+        }
+}
+
+void slm_amx_bf16_unpack(const void *grp, uint64_t wrow, int c0, int c1, int k, int k0, uint16_t bt[512]) {
+    memset(bt, 0, 512 * sizeof *bt);
+    for (int c = c0; c < c1; c++) {
+        const uint8_t *row = (const uint8_t *)grp + (size_t)c * wrow;
+        for (int e = 0; e < 32 && k0 + e < k; e++) memcpy(&bt[(e / 2) * 32 + 2 * c + e % 2], row + 2 * (size_t)(k0 + e), 2);
+    }
+}
+
+/* ---- the emulated kernels (every machine) --------------------------------- */
 static inline void epi_c(float *acc, const int32_t *ct, const float *wd, float dx, const float *wm, float sx) {
     for (int c = 0; c < 16; c++) acc[c] += (float)ct[c] * (wd[c] * dx) + (wm ? wm[c] * sx : 0.0f);
 }
 
-#define AMX_ATTR
-#define AMX_NAME(x) emu_##x
-#define T_CFG(cfg) slm_amx_emu_ldtilecfg(cfg)
-#define T_RELEASE() slm_amx_emu_release()
-#define T_LOAD(t, p, s) slm_amx_emu_loadd(t, p, s)
-#define T_ZERO(t) slm_amx_emu_zero(t)
-#define T_STORE(t, p, s) slm_amx_emu_stored(t, p, s)
-#define T_DP(c, a, b) slm_amx_emu_dpb(c, a, b, 1, 1)
+#define AMX_OPS_EMU
+#include "device/amx_ops.h"
 #define AMX_EPI epi_c
 #define AMX_UNPACK amx_unpack
 #include "device/kernels_amx_body.h"
-#undef AMX_ATTR
-#undef AMX_NAME
-#undef T_CFG
-#undef T_RELEASE
-#undef T_LOAD
-#undef T_ZERO
-#undef T_STORE
-#undef T_DP
+#define BF16_UNPACK slm_amx_bf16_unpack
+#include "device/kernels_amx_bf16_body.h"
+#undef BF16_UNPACK
 #undef AMX_EPI
 #undef AMX_UNPACK
+#define AMX_OPS_DONE
+#include "device/amx_ops.h"
 
 void slm_amx_matmul_emu(const slm_mm *mm) {
     const amx_xq xq = xq_split(mm->scratch, mm->rows, mm->k);
     if (!mm->xq_ready) slm_quantize_act_ref(mm->x, mm->ldx, mm->rows, mm->k, 0, xq.q, xq.d, xq.s);
     emu_tiles(mm, &xq);
+}
+
+void slm_amx_matmul_bf16_emu(const slm_mm *mm) {
+    uint16_t *xb = bf16_act_at(mm->scratch, mm->k, mm->rows);
+    slm_amx_bf16_act(mm->x, mm->ldx, mm->rows, mm->k, xb);
+    emu_bf16_tiles(mm, xb);
 }
 
 /* ---- the AMX kernel ----------------------------------------------------------- */
@@ -97,7 +136,9 @@ void slm_amx_matmul_emu(const slm_mm *mm) {
 
 const slm_kernel_set *slm_kernels_avx512(void); /* kernels_x86_sets.c */
 
-#define AMX_TARGET __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")))
+/* the AMX target of amx_ops.h, for this file's own AVX-512 helpers too */
+#define AMX_TARGET                                                                                                     \
+    __attribute__((target("amx-tile,amx-int8,amx-bf16,avx512f,avx512bw,avx512vl,avx512vnni,avx512bf16,avx2,fma,f16c")))
 
 AMX_TARGET static inline __attribute__((always_inline)) void epi_amx(float *acc, const int32_t *ct, const float *wd, float dx, const float *wm, float sx) {
     __m512 a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(ct)), _mm512_mul_ps(_mm512_loadu_ps(wd), _mm512_set1_ps(dx)),
@@ -186,34 +227,92 @@ void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[
     amx_unpack_hw(t, grp, k, b, bt, wd, wm);
 }
 
-#define AMX_ATTR AMX_TARGET
-#define AMX_NAME(x) hw_##x
-/* gcc 12's _tile_loadd and _tile_loadconfig do not tell the compiler they
- * read memory (tileloadd takes its address in a register; ldtilecfg names 8
- * of its 64 bytes): without the barrier, stores to the B tile buffer or the
- * configuration could be sunk past them or dropped as dead. */
-#define AMX_BARRIER() __asm__ volatile("" ::: "memory")
-#define T_CFG(cfg)                                                                                                     \
-    do {                                                                                                               \
-        AMX_BARRIER();                                                                                                 \
-        _tile_loadconfig(cfg);                                                                                         \
-    } while (0)
-#define T_RELEASE() _tile_release()
-#define T_LOAD(t, p, s)                                                                                                \
-    do {                                                                                                               \
-        AMX_BARRIER();                                                                                                 \
-        _tile_loadd(t, p, s);                                                                                          \
-    } while (0)
-#define T_ZERO(t) _tile_zero(t)
-#define T_STORE(t, p, s) _tile_stored(t, p, s)
-#define T_DP(c, a, b) _tile_dpbssd(c, a, b)
+/* The VNNI-2 B tile with AVX-512: the 16 columns' 32 elements (16 dwords
+ * of 2 bf16 each) as a 16 x 16 dword transpose, the dword-pair in each
+ * lane kept in order. Same bytes as slm_amx_bf16_unpack (test_amx). */
+AMX_TARGET static void bf16_unpack_hw(const void *grp, uint64_t wrow, int c0, int c1, int k, int k0, uint16_t bt[512]) {
+    const int nv = k - k0 < 32 ? k - k0 : 32; /* >= 1 */
+    const __mmask32 m = nv == 32 ? 0xFFFFFFFFu : (__mmask32)((1u << nv) - 1);
+    __m512i r[16], t[16];
+    for (int c = 0; c < 16; c++)
+        r[c] = c >= c0 && c < c1 ? _mm512_maskz_loadu_epi16(m, (const uint8_t *)grp + (size_t)c * wrow + 2 * (size_t)k0)
+                                 : _mm512_setzero_si512();
+    for (int i = 0; i < 8; i++) { /* lane L of t[2i]: (2i, 4L) (2i+1, 4L) (2i, 4L+1) (2i+1, 4L+1) */
+        t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) { /* lane L of r[4i + j]: dword 4L + j of columns 4i .. 4i+3 */
+        r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+        r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+        r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int j = 0; j < 4; j++) { /* row 4L + j: lane L of r[j], r[4 + j], r[8 + j], r[12 + j] */
+        const __m512i p = _mm512_shuffle_i32x4(r[j], r[4 + j], 0x88), q = _mm512_shuffle_i32x4(r[j], r[4 + j], 0xDD);
+        const __m512i p2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0x88), q2 = _mm512_shuffle_i32x4(r[8 + j], r[12 + j], 0xDD);
+        _mm512_store_si512(bt + 32 * j, _mm512_shuffle_i32x4(p, p2, 0x88));
+        _mm512_store_si512(bt + 32 * (4 + j), _mm512_shuffle_i32x4(q, q2, 0x88));
+        _mm512_store_si512(bt + 32 * (8 + j), _mm512_shuffle_i32x4(p, p2, 0xDD));
+        _mm512_store_si512(bt + 32 * (12 + j), _mm512_shuffle_i32x4(q, q2, 0xDD));
+    }
+}
+
+/* The activations as bf16 with AVX-512: round to nearest even as
+ * slm_f32_to_bf16 (NaN stays a quiet NaN), the tail up to kpad zero. */
+AMX_TARGET static inline __m512i bf16_rne16(__m512i u) { /* 16 floats' bits to bf16 in the low halves */
+    const __m512i h = _mm512_srli_epi32(u, 16);
+    const __m512i v = _mm512_srli_epi32(
+        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(h, _mm512_set1_epi32(1)))), 16);
+    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
+    return _mm512_mask_mov_epi32(v, nan, _mm512_or_si512(h, _mm512_set1_epi32(0x40)));
+}
+
+AMX_TARGET static void bf16_act_hw(const float *x, size_t ldx, int rows, int k, uint16_t *xb) {
+    const int kpad = (k + 31) & ~31;
+    const size_t plane = (size_t)rows * kpad;
+    const __m512i expo = _mm512_set1_epi32(0x7F80);
+    for (int i = 0; i < rows; i++)
+        for (int e = 0; e < kpad; e += 16) {
+            const int nv = k - e < 16 ? (k - e > 0 ? k - e : 0) : 16;
+            const __mmask16 m = (__mmask16)((1u << nv) - 1);
+            const __m512 xf = _mm512_maskz_loadu_ps(m, x + (size_t)i * ldx + e);
+            const __m512i v0 = bf16_rne16(_mm512_castps_si512(xf));
+            /* the residuals where p0 is finite (as bf16_split3) */
+            const __mmask16 fin = _mm512_cmpneq_epi32_mask(_mm512_and_si512(v0, expo), expo);
+            const __m512 r1 = _mm512_maskz_sub_ps(fin, xf, _mm512_castsi512_ps(_mm512_slli_epi32(v0, 16)));
+            const __m512i v1 = bf16_rne16(_mm512_castps_si512(r1));
+            const __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_slli_epi32(v1, 16)));
+            const __m512i v2 = bf16_rne16(_mm512_castps_si512(r2));
+            uint16_t *o = xb + (size_t)i * kpad + e;
+            _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(v0));
+            _mm256_storeu_si256((__m256i *)(o + plane), _mm512_cvtepi32_epi16(v1));
+            _mm256_storeu_si256((__m256i *)(o + 2 * plane), _mm512_cvtepi32_epi16(v2));
+        }
+}
+
+void slm_amx_bf16_unpack_avx512(const void *grp, uint64_t wrow, int c0, int c1, int k, int k0, uint16_t bt[512]) {
+    bf16_unpack_hw(grp, wrow, c0, c1, k, k0, bt);
+}
+
+void slm_amx_bf16_act_avx512(const float *x, size_t ldx, int rows, int k, uint16_t *xb) { bf16_act_hw(x, ldx, rows, k, xb); }
+
+#include "device/amx_ops.h"
 #define AMX_EPI epi_amx
 #define AMX_UNPACK amx_unpack_hw
 #include "device/kernels_amx_body.h"
+#define BF16_UNPACK bf16_unpack_hw
+#include "device/kernels_amx_bf16_body.h"
 
-/* The tile path for prefill of the r16 quantized types; the rest (decode:
- * bandwidth-bound, the tiles gain nothing) on the AVX-512 set. */
+/* The tile paths for prefill of the r16 quantized types (AMX-INT8) and of
+ * BF16 matrices (AMX-BF16); the rest (decode: bandwidth-bound, the tiles
+ * gain nothing; F16: bf16 would drop 3 mantissa bits) on the AVX-512 set. */
 AMX_TARGET static void matmul_amx(const slm_mm *mm) {
+    if (mm->rows >= 2 && mm->wtype == SLM_BF16 && mm->scratch && slm_cpu_features()->amx_bf16) {
+        uint16_t *xb = bf16_act_at(mm->scratch, mm->k, mm->rows);
+        bf16_act_hw(mm->x, mm->ldx, mm->rows, mm->k, xb);
+        hw_bf16_tiles(mm, xb);
+        return;
+    }
     if (mm->rows < 2 || !slm_amx_type(mm->wtype)) {
         slm_kernels_avx512()->matmul(mm);
         return;
@@ -226,7 +325,8 @@ AMX_TARGET static void matmul_amx(const slm_mm *mm) {
 /* The same set with the tile kernel on the emulation (tests: the whole
  * engine through the tile path on a machine without AMX). */
 static void matmul_amx_emu(const slm_mm *mm) {
-    if (mm->rows < 2 || !slm_amx_type(mm->wtype)) slm_kernels_avx512()->matmul(mm);
+    if (mm->rows >= 2 && mm->wtype == SLM_BF16 && mm->scratch) slm_amx_matmul_bf16_emu(mm);
+    else if (mm->rows < 2 || !slm_amx_type(mm->wtype)) slm_kernels_avx512()->matmul(mm);
     else slm_amx_matmul_emu(mm);
 }
 
@@ -239,6 +339,8 @@ static void init_amx(void) {
     k_amx_emu = k_amx;
     k_amx_emu.name = "amx-emu";
     k_amx_emu.matmul = matmul_amx_emu;
+    k_amx.attention_rows = slm_attention_rows_amx; /* prefill attention on BF16 tiles */
+    k_amx_emu.attention_rows = slm_attention_rows_amx_emu;
 }
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -313,6 +415,10 @@ const slm_kernel_set *slm_kernels_amx_emu(void) { return NULL; }
 void slm_amx_unpack_avx512(uint32_t t, const void *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
     amx_unpack(t, grp, k, b, bt, wd, wm);
 }
+void slm_amx_bf16_unpack_avx512(const void *grp, uint64_t wrow, int c0, int c1, int k, int k0, uint16_t bt[512]) {
+    slm_amx_bf16_unpack(grp, wrow, c0, c1, k, k0, bt);
+}
+void slm_amx_bf16_act_avx512(const float *x, size_t ldx, int rows, int k, uint16_t *xb) { slm_amx_bf16_act(x, ldx, rows, k, xb); }
 double slm_amx_int8_peak(double seconds) {
     (void)seconds;
     return 0;

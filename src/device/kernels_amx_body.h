@@ -1,11 +1,8 @@
 /* The AMX tile kernel, written once (docs/amx.md). kernels_amx.c includes
  * it twice: with the macros on the intrinsics (AMX hardware) and on the
- * portable emulation (device/amx_emu.h, for tests everywhere). It needs:
- *   AMX_ATTR, AMX_NAME(x)         the function attributes and names
- *   T_CFG(cfg) T_RELEASE()        LDTILECFG, TILERELEASE
- *   T_LOAD(t, p, stride)          TILELOADD (t a constant)
- *   T_ZERO(t) T_STORE(t, p, s)    TILEZERO, TILESTORED
- *   T_DP(c, a, b)                 TDPBSSD (signed activations x signed weights)
+ * portable emulation (device/amx_emu.h, for tests everywhere). It is written against
+ * the tile operations of device/amx_ops.h (AMX_ATTR, AMX_NAME, T_*) and
+ * needs besides:
  *   AMX_UNPACK(t, grp, k, b, bt, wd, wm)  block b of a group as a B tile (amx_unpack)
  *   AMX_EPI(acc, ct, wd, dx, wm, sx)  acc[0..15] += ct[c] * wd[c] * dx (+ wm[c] * sx when wm)
  * Per row step (1-2 tiles of 16 rows) and column step (1-2 groups of 16
@@ -49,21 +46,21 @@ AMX_ATTR static void AMX_NAME(tiles)(const slm_mm *mm, const amx_xq *xq) {
                     T_LOAD(4, xq->q + (size_t)r0[0] * k + 32 * b + span * h, (size_t)k);
                     if (nrt > 1) T_LOAD(5, xq->q + (size_t)r0[1] * k + 32 * b + span * h, (size_t)k);
                     T_ZERO(0);
-                    T_DP(0, 4, 6);
+                    T_DPBSSD(0, 4, 6);
                     if (ngt > 1) {
                         T_ZERO(1);
-                        T_DP(1, 4, 7);
+                        T_DPBSSD(1, 4, 7);
                     }
                     if (ngt > 2) {
                         T_ZERO(2);
-                        T_DP(2, 4, 5);
+                        T_DPBSSD(2, 4, 5);
                     }
                     if (nrt > 1) {
                         T_ZERO(2);
-                        T_DP(2, 5, 6);
+                        T_DPBSSD(2, 5, 6);
                         if (ngt > 1) {
                             T_ZERO(3);
-                            T_DP(3, 5, 7);
+                            T_DPBSSD(3, 5, 7);
                         }
                     }
                     for (int i = 0; i < nrt; i++)

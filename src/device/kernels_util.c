@@ -18,6 +18,14 @@ int slm_qtype_kind(uint32_t t) {
 }
 
 size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows) {
+    if (wtype == SLM_BF16) {
+        /* the amx set's BF16 tile path (rows >= 2; the other sets ignore
+           it): the activations as three bf16 pieces [3][rows][k rounded up to 32], after the
+           region where the int8 kernels keep quantized activations (what
+           exec.c's xq_ready reuses is left alone), alignment slack */
+        if (k <= 0 || rows < 2) return 0;
+        return slm_matmul_scratch_bytes(SLM_Q8_0_R16, k, rows) + 3 * (size_t)rows * (size_t)((k + 31) & ~31) * 2 + 64;
+    }
     if ((slm_qtype_kind(wtype) < 0 && !slm_is_r16(wtype)) || wtype == SLM_F16_R16 || k <= 0 || rows <= 0) return 0;
     const size_t nb = (size_t)k / 32;
     /* xq codes, block scales and sums, integer sums of half blocks, one
