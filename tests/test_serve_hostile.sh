@@ -173,7 +173,11 @@ HWM1=$(hwm)
 echo "40 x 4 MB: $(sort "$TMP/codes" | uniq -c | tr '\n' ' '); peak RSS ${HWM0} -> ${HWM1} kB"
 # the odd one that arrives after the render is admitted, and refused once rendered
 check "40 x 4 MB while busy: 503 ($n503), the rest 400" '[ "$n503" -ge 30 ] && [ "$(grep -c "^400$\|^503$" "$TMP/codes")" = 40 ]'
-check "peak RSS grew by < 64 MB (${HWM0} -> ${HWM1} kB)" '[ $((HWM1 - HWM0)) -lt 65536 ]'
+# the refused ones cost nothing: 64 MB of slack, and as much for each one admitted (the render
+# of the first can end while the 40 arrive, sooner on a fast machine; a 4 MB body parsed and
+# rendered costs ~40 MB under ASan)
+n400=$(grep -c '^400$' "$TMP/codes")
+check "peak RSS grew by < 64 MB x (1 + $n400 admitted) (${HWM0} -> ${HWM1} kB)" '[ $((HWM1 - HWM0)) -lt $((65536 * (1 + n400))) ]'
 wait "$FIRST"
 check "the rendering request completed" 'grep -q "\"finish_reason\"" "$TMP/first"'
 # idle again: 40 x 4 MB at once are read within the body budget, one runs, the rest 503
