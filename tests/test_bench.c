@@ -51,12 +51,17 @@ static void test_ttft(void) {
     CHECK(err && strstr(err, "a 1000-token prompt does not fit the KV capacity 512"));
     free(j), free(err);
     static const char *const skip[] = {BENCH "-p 8 -n 4 --ttft 0 > bench_t.md 2>/dev/null",
-                                       BENCH "-p 0 -n 4 > bench_t.md 2>/dev/null"};
+                                       BENCH "-p 0 -n 4 --ttft 300 > bench_t.md 2>bench_t.err"};
     for (int i = 0; i < 2; i++) {
         rc = system(skip[i]);
         md = t_read_file("bench_t.md", NULL);
         CHECKF(rc == 0 && md && !strstr(md, "time to first token"), "%s", skip[i]);
         free(md);
+        if (i == 1) { /* asked for and not done: said so */
+            char *e = t_read_file("bench_t.err", NULL);
+            CHECK(e && strstr(e, "--ttft 300 needs a prefill program: skipped with -p 0"));
+            free(e);
+        }
     }
     remove("bench_t.md"), remove("bench_t.jsonl"), remove("bench_t.err");
 }

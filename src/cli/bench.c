@@ -389,6 +389,7 @@ typedef struct bench {
     double amx_peak;                /* the matrix engine's int8 ops/s on one core (0: none) */
     double ttft_s;                  /* time to first token of a b->ttft-token prompt (0: not run) */
     int ttft_chunk;                 /* rows of the prefill program it ran in */
+    int ttft_set;                   /* --ttft given */
 } bench;
 
 /* The command line into b; 0: go on, else the exit code (help: 0 too,
@@ -418,7 +419,7 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &b->threads);
         else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &b->reps);
         else if (!strcmp(o, "--bw-mib")) ok = slm_cli_parse_int(v, o, 0, 1 << 16, &b->bw_mib);
-        else if (!strcmp(o, "--ttft")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->ttft);
+        else if (!strcmp(o, "--ttft")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->ttft), b->ttft_set = 1;
         else if (!strcmp(o, "--tile-kb")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &b->tile_kb);
         else if (!strcmp(o, "--schedule")) ok = slm_cli_parse_schedule(v, &b->schedule);
         else if (!strcmp(o, "--prefetch")) ok = slm_cli_parse_prefetch(v, o, &b->prefetch);
@@ -669,7 +670,10 @@ int slm_cli_bench(int argc, char **argv) {
     b->p = 512, b->n = 128, b->reps = 5, b->bw_mib = 1024, b->profile = 1, b->ttft = 1000;
     int done, rc = parse_args(b, argc, argv, &done);
     if (rc || done) return rc;
-    if (b->p == 0) b->ttft = 0; /* decode alone: no prefill program of any size to time */
+    if (b->p == 0 && b->ttft > 0) { /* decode alone: no prefill program of any size to time */
+        if (b->ttft_set) fprintf(stderr, "note: --ttft %d needs a prefill program: skipped with -p 0\n", b->ttft);
+        b->ttft = 0;
+    }
 
     if (!model_facts_get(b->model, &b->mf)) memset(&b->mf, 0, sizeof b->mf);
     /* the bandwidth first, while nothing else of ours runs */
@@ -725,7 +729,8 @@ int slm_cli_bench(int argc, char **argv) {
         b->ttft = in.kv_capacity;
     }
     b->ttft_chunk = in.max_prompt_len;
-    const int most = b->p > b->depth ? (b->p > b->ttft ? b->p : b->ttft) : (b->depth > b->ttft ? b->depth : b->ttft);
+    int most = b->p > b->depth ? b->p : b->depth; /* the ids any test writes */
+    if (b->ttft > most) most = b->ttft;
     int32_t *ids = slm_malloc(((size_t)most + 1) * sizeof *ids);
     if (!ids) {
         slm_free(e);

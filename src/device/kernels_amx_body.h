@@ -15,7 +15,7 @@
 
 AMX_ATTR static void AMX_NAME(tiles)(const slm_mm *mm, const amx_xq *xq) {
     const int k = mm->k, nb = k / 32, M = mm->rows;
-    const int span = mm->wtype == SLM_Q6_K_R16 ? 16 : 32, halves = 32 / span;
+    const int span = slm_amx_span(mm->wtype), halves = 32 / span;
     const int g_first = mm->n0 / 16, g_end = (mm->n1 + 15) / 16;
     const int has_min = mm->wtype == SLM_Q4_K_R16 || mm->wtype == SLM_Q5_K_R16;
     slm_amx_plan pl;
