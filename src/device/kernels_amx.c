@@ -147,15 +147,19 @@ AMX_TARGET static inline __attribute__((always_inline)) void epi_amx(float *acc,
     _mm512_store_ps(acc, a);
 }
 
-/* The r16 block as a signed B tile with AVX-512 (8-16 vector ops per
- * block), every type of slm_amx_type. Same results as amx_unpack
- * (test_amx). */
-static float f16at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-    return slm_f16_to_f32(h);
+/* 16 f16 scales at p as floats (vcvtph2ps: exact, as slm_f16_to_f32) */
+AMX_TARGET static inline __m512 f16x16(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+
+/* wd[0] = wd[1] = d, wm = 0: the types with one scale per block and no min */
+AMX_TARGET static inline void scales_d(__m512 d, float wd[2][16], float wm[16]) {
+    _mm512_storeu_ps(wd[0], d);
+    _mm512_storeu_ps(wd[1], d);
+    _mm512_storeu_ps(wm, _mm512_setzero_ps());
 }
 
+/* The r16 block as a signed B tile with AVX-512 (8-16 vector ops per
+ * block, the scales converted 16 at a time), every type of slm_amx_type. Same results as amx_unpack
+ * (test_amx). */
 AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int b, int8_t bt[512], float wd[2][16],
                                      float wm[16]) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -163,7 +167,7 @@ AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int 
         const uint8_t *blk = grp + (size_t)b * 544;
         for (int v = 0; v < 8; v++)
             _mm512_store_si512(bt + 64 * v, _mm512_xor_si512(_mm512_loadu_si512(blk + 64 * v), _mm512_set1_epi8((char)0x80)));
-        for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + 512 + 2 * c), wm[c] = 0.0f;
+        scales_d(f16x16(blk + 512), wd, wm);
         return;
     }
     if (t == SLM_Q4_0_R16 || t == SLM_Q4_K_R16 || t == SLM_Q5_0_R16 || t == SLM_Q5_K_R16 || t == SLM_IQ4_NL_R16) {
@@ -186,17 +190,23 @@ AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int 
             _mm512_store_si512(bt + 64 * v, _mm512_sub_epi8(w, off));
         }
         if (!kq) {
-            for (int c = 0; c < 16; c++) wd[0][c] = wd[1][c] = f16at(blk + cb + 2 * c), wm[c] = 0.0f;
+            scales_d(f16x16(blk + cb), wd, wm);
             return;
         }
+        /* the 16 columns' 6-bit scale and min of sub-block s (layout_r16.c's header): low
+         * nibbles at 64 + 16 s, two high bits each at 192 / 224 + 16 (s / 4), bits 2 (s % 4) */
         const int s = b % 8;
-        for (int c = 0; c < 16; c++) { /* 6-bit scale and min: layout_r16.c's header */
-            const uint8_t sm = sup[64 + 16 * s + c];
-            const int sc = (sm & 0xF) | ((sup[192 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
-            const int mn = (sm >> 4) | ((sup[224 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
-            wd[0][c] = wd[1][c] = f16at(sup + 2 * c) * (float)sc;
-            wm[c] = -f16at(sup + 32 + 2 * c) * (float)mn;
-        }
+        const __m128i m4b = _mm_set1_epi8(0x0F), m3 = _mm_set1_epi8(3);
+        const __m128i sm = _mm_loadu_si128((const __m128i *)(sup + 64 + 16 * s));
+        const __m128i hs = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)(sup + 192 + 16 * (s / 4))), 2 * (s % 4)), m3);
+        const __m128i hm = _mm_and_si128(_mm_srli_epi16(_mm_loadu_si128((const __m128i *)(sup + 224 + 16 * (s / 4))), 2 * (s % 4)), m3);
+        const __m128i sc = _mm_or_si128(_mm_and_si128(sm, m4b), _mm_slli_epi16(hs, 4)); /* < 64: no carry across bytes */
+        const __m128i mn = _mm_or_si128(_mm_and_si128(_mm_srli_epi16(sm, 4), m4b), _mm_slli_epi16(hm, 4));
+        const __m512 d = _mm512_mul_ps(f16x16(sup), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+        _mm512_storeu_ps(wd[0], d);
+        _mm512_storeu_ps(wd[1], d);
+        /* -(dmin * mn), as the scalar -f16 * (float)mn: the product negated */
+        _mm512_storeu_ps(wm, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(f16x16(sup + 32), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)))));
         return;
     }
     if (t == SLM_Q6_K_R16) {
@@ -211,13 +221,11 @@ AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int 
             w = _mm512_or_si512(w, _mm512_and_si512(hv, m30));
             _mm512_store_si512(bt + 64 * v, _mm512_sub_epi8(w, off));
         }
-        const int8_t *sc = (const int8_t *)(blk + 384);
-        for (int c = 0; c < 16; c++) {
-            const float d = f16at(sup + 2 * c);
-            wd[0][c] = d * sc[c];
-            wd[1][c] = d * sc[16 + c];
-            wm[c] = 0.0f;
-        }
+        /* the two per-16 scales of each column: int8 at 384 (first half) and 400 */
+        const __m512 d = f16x16(sup);
+        _mm512_storeu_ps(wd[0], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 384))))));
+        _mm512_storeu_ps(wd[1], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(blk + 400))))));
+        _mm512_storeu_ps(wm, _mm512_setzero_ps());
         return;
     }
     amx_unpack(t, grp, k, b, bt, wd, wm);
