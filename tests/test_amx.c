@@ -584,6 +584,73 @@ static void test_engine(void) {
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
+/* A BF16 model through the BF16 tile path: synth --type bf16 (every matrix
+ * BF16, norms f32, as llama.cpp's bf16 files), the same 2-layer shape as
+ * above, the last row's logits of a 15- and a 37-token prefill (40-row
+ * programs, f32 KV cache) on "amx-emu" against "avx512" and against
+ * "scalar" (the plain C reference set: an independent float matmul and
+ * attention). All of them keep fp32 numerics here: the tile kernel feeds
+ * the activations as three bf16 pieces (their products exact), and with
+ * no int8 activations in the model no rounding downstream can flip, so
+ * unlike the quantized models above 37 tokens (the split-bf16 tile
+ * attention too) is as tight as 15 (the matmuls alone). Measured, of max
+ * |logit|: amx-emu vs avx512 5.8e-7 (15 tokens) and 5.3e-7 (37), amx-emu vs
+ * scalar 8.2e-7 and 9.6e-7; the two references differ by 9.1e-7 and 7.1e-7
+ * between themselves (fp32 summation order: the scale of every pair).
+ * Tolerance 2e-6, twice the largest pair: the kernel with its smallest
+ * piece dropped moves the logits by 3.0e-6 to 3.8e-6 and fails it, with
+ * the middle one dropped by 2.4e-3. At 15 tokens the per-row attention
+ * and every other kernel are avx512's, so amx-emu's logits differing from
+ * avx512's at all shows the BF16 matmuls took the tile kernel (equal bits
+ * when they go to the AVX-512 path). Where the machine has AMX-BF16 the
+ * "amx" set (the hardware tiles) is held to the same tolerance. */
+static void test_engine_bf16(void) {
+    if (!slm_kernels_select("amx-emu")) {
+        fprintf(stderr, "  skipped: no AVX-512 set on this CPU (the amx sets delegate decode to it)\n");
+        return;
+    }
+    const slm_cpu *cpu = slm_cpu_features();
+    const int hw = slm_kernels_select("amx") && !strcmp(slm_kernels_active()->name, "amx") && cpu->amx_bf16;
+    slm_kernels_select(NULL);
+    if (!hw)
+        fprintf(stderr, "  AMX-BF16 hardware path skipped: %s\n",
+                cpu->amx_why    ? cpu->amx_why
+                : !cpu->amx_bf16 ? "the CPU does not report AMX-BF16"
+                                 : "the amx set is not compiled");
+    char dir[128], path[256], cmd[300];
+    snprintf(dir, sizeof dir, "/tmp/slm-test-amx-bf16-%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p \"%s\"", dir);
+    CHECK(system(cmd) == 0);
+    snprintf(path, sizeof path, "%s/bf16.gguf", dir);
+    const int vocab = 320;
+    const double tol = 2e-6;
+    if (amx_synth(path, "bf16", "--dim 256 --heads 4 --kv-heads 1", vocab, 5)) {
+        float *a = malloc(sizeof(float) * vocab), *r = malloc(sizeof(float) * vocab), *b = malloc(sizeof(float) * vocab);
+        for (int n = 15; n <= 37; n += 22) {
+            if (!amx_prefill_logits(path, "avx512", 40, SLM_KV_F32, n, a, vocab) ||
+                !amx_prefill_logits(path, "scalar", 40, SLM_KV_F32, n, r, vocab))
+                continue;
+            double amax;
+            const double dref = amx_logit_diff(a, r, vocab, &amax);
+            fprintf(stderr, "  bf16, %d tokens: avx512 vs scalar %.2g of max |logit| %.3g\n", n, dref, amax);
+            for (int s = 0; s < 1 + hw; s++) {
+                const char *set = s ? "amx" : "amx-emu";
+                if (!amx_prefill_logits(path, set, 40, SLM_KV_F32, n, b, vocab)) continue;
+                const double da = amx_logit_diff(a, b, vocab, &amax), dr = amx_logit_diff(r, b, vocab, &amax);
+                CHECKF(da <= tol && dr <= tol, "bf16, %d tokens: %s's logits differ from avx512's by %.3g, from scalar's by %.3g of max |logit| %.3g (tolerance %.0e)",
+                       n, set, da, dr, amax, tol);
+                if (n < 16)
+                    CHECKF(memcmp(a, b, sizeof(float) * vocab) != 0,
+                           "bf16, %d tokens: %s's logits are avx512's bit for bit: the BF16 matmuls did not take the tile kernel", n, set);
+                fprintf(stderr, "  bf16, %d tokens: %s vs avx512 %.2g, vs scalar %.2g of max |logit|\n", n, set, da, dr);
+            }
+        }
+        free(a), free(r), free(b);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf \"%s\"", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+}
+
 int main(void) {
     T_RUN(test_plan);
     T_RUN(test_emu_int8);
@@ -595,5 +662,6 @@ int main(void) {
     T_RUN(test_bf16_unpack);
     T_RUN(test_bf16_kernel);
     T_RUN(test_engine);
+    T_RUN(test_engine_bf16);
     T_DONE();
 }

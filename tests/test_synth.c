@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/common.h"
+#include "common/dtype.h"
 #include "format/gguf.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
@@ -275,6 +276,51 @@ static void test_q4_k_m_mix(void) {
     load_and_generate(g, 64, 2, 4, 2, 160, 512);
 }
 
+/* --type bf16: every matrix BF16 (GGUF type 30; file type 32, MOSTLY_BF16,
+ * no quantization_version, as convert_hf_to_gguf.py --outtype bf16 writes
+ * it), norms f32; the values are the f32 file's rounded to bf16 (the same
+ * seed); the compiler keeps the matrices BF16 (no repacking) and the
+ * engine runs the file. */
+static void test_bf16(void) {
+    const char *f = tmp_path("bf16.gguf"), *g = tmp_path("bf16-f32.gguf");
+    CHECK(synth("--shape custom --type bf16 --dim 128 --ffn 256 --n-vocab 300 --untied --seed 9", f) == 0);
+    CHECK(synth("--shape custom --type f32 --dim 128 --ffn 256 --n-vocab 300 --untied --seed 9", g) == 0);
+    opened o, r;
+    if (open_gguf(&o, f)) {
+        CHECK(u32(o.g, "general.file_type") == 32 && u32(o.g, "general.quantization_version") == 0xFFFFFFFFu);
+        static const char *const mats[] = {"token_embd.weight", "blk.0.attn_q.weight", "blk.0.attn_v.weight",
+                                           "blk.1.attn_output.weight", "blk.1.ffn_down.weight", "output.weight"};
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) CHECKF(tensor_type(o.g, mats[i]) == SLM_BF16, "%s", mats[i]);
+        CHECK(tensor_type(o.g, "blk.0.attn_norm.weight") == SLM_F32 && tensor_type(o.g, "output_norm.weight") == SLM_F32);
+        if (open_gguf(&r, g)) {
+            const slm_gguf_tensor *tb = slm_gguf_find_tensor(o.g, "blk.1.ffn_down.weight"),
+                                  *tf = slm_gguf_find_tensor(r.g, "blk.1.ffn_down.weight");
+            CHECK(tb && tf && tb->ne[0] == 256 && tb->ne[1] == 128 && tf->ne[0] == 256 && tf->ne[1] == 128);
+            int bad = 0;
+            for (int64_t i = 0; tb && tf && i < 256 * 128; i++) {
+                uint16_t h;
+                float x;
+                memcpy(&h, (const uint8_t *)tb->data + 2 * i, 2);
+                memcpy(&x, (const uint8_t *)tf->data + 4 * i, 4);
+                bad += h != slm_f32_to_bf16(x);
+            }
+            CHECKF(bad == 0, "%d bf16 values are not the f32 file's rounded", bad);
+            close_gguf(&r);
+        }
+        close_gguf(&o);
+    }
+    slm_model_file m;
+    slm_err err = {0};
+    if (slm_model_open(&m, f, &err) == SLM_OK) {
+        CHECK(slm_model_repack(&m, &err) == SLM_OK);
+        CHECK(slm_model_tensor(&m, "blk.0.attn_q.weight")->type == SLM_BF16);
+        CHECK(slm_model_tensor(&m, "output.weight")->type == SLM_BF16);
+        slm_model_close(&m);
+    } else
+        CHECKF(0, "open: %s", err.msg);
+    load_and_generate(f, 128, 2, 4, 2, 256, 300);
+}
+
 /* The compiler's repacking of a Q4_0 file's matrices: types become *_r16,
  * an untied embedding stays, a second call changes nothing; matrices that
  * share bytes (a malformed file) are refused with their names. */
@@ -377,6 +423,7 @@ int main(void) {
     T_RUN(test_same_seed_same_bytes);
     T_RUN(test_q4_0_mix);
     T_RUN(test_q4_k_m_mix);
+    T_RUN(test_bf16);
     T_RUN(test_repack_model);
     T_RUN(test_padded_vocab);
     T_RUN(test_archs);

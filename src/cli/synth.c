@@ -13,7 +13,9 @@
  * <unk>, <s>, </s> and the 256 byte tokens, so any text still encodes).
  *
  * Types mirror what llama.cpp writes for each file type:
- *   f32, f16: every matrix in that type;
+ *   f32, f16, bf16: every matrix in that type (bf16: GGUF type 30, file type
+ *             32, llama_ftype's MOSTLY_BF16, as convert_hf_to_gguf.py
+ *             --outtype bf16 and llama-quantize ... BF16 write it);
  *   q8_0:     every matrix Q8_0;
  *   q4_0:     every matrix Q4_0, except the output matrix (output.weight, or
  *             the tied token_embd.weight) which is Q6_K, or Q8_0 when its
@@ -80,7 +82,7 @@ static void usage(FILE *f) {
             "\n"
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | custom\n"
-            "  --type TYPE           f32 | f16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
+            "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
             "                        multiple of 256); norms stay f32\n"
@@ -353,7 +355,8 @@ typedef struct synth_type {
     uint32_t matrix, ftype;
 } synth_type;
 static const synth_type k_types[] = {
-    {"f32", SLM_F32, 0}, {"f16", SLM_F16, 1}, {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2}, {"q4_k_m", SLM_Q4_K, 15},
+    {"f32", SLM_F32, 0},  {"f16", SLM_F16, 1},  {"bf16", SLM_BF16, 32},
+    {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2}, {"q4_k_m", SLM_Q4_K, 15},
 };
 
 /* llama-quant.cpp: a K-quant matrix whose width is not a multiple of 256
@@ -481,7 +484,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (!strcmp(k_types[i].name, a->type_name)) *ty = &k_types[i];
     if (!*ty) {
-        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, q8_0, q4_0, q4_k_m)\n", a->type_name);
+        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, bf16, q8_0, q4_0, q4_k_m)\n", a->type_name);
         return 2;
     }
     *sh = *base;
@@ -557,7 +560,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
             slm_gguf_set_f32(w, K("rope.scaling.attn_factor"), (float)sqrt(1.0 + log(scale) / log((double)sh->orig_ctx)));
     }
     slm_gguf_set_u32(w, "general.file_type", ty->ftype);
-    if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16) slm_gguf_set_u32(w, "general.quantization_version", 2);
+    if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16 && ty->matrix != SLM_BF16) slm_gguf_set_u32(w, "general.quantization_version", 2);
 #undef K
     slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
     slm_gguf_set_str(w, "tokenizer.ggml.pre", "default");
