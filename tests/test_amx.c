@@ -542,7 +542,8 @@ static void test_select(void) {
  * q6_k_r16, q5_0_r16 and q8_0_r16 matrices), Q4_0 and Q8_0 models, the
  * last row's logits of an n-token prefill (40-row programs) on "amx-emu"
  * (the amx set with the emulated tiles) against "avx512" (both int8
- * activations; an f32 KV cache: the kernels alone differ). */
+ * activations; an f32 KV cache: the kernels alone differ), and where the
+ * CPU has AMX on "amx" (the hardware tiles) with the same tolerances. */
 /* Two prefills per model. 15 tokens (< 16 rows: the per-row attention,
  * the int8 tile matmuls alone): within rounding, measured <= 1.3e-7 of max
  * |logit|, tolerance 2e-3 as before. 37 tokens (40 rows planned: the 2x2
@@ -563,21 +564,29 @@ static void test_engine(void) {
     snprintf(dir, sizeof dir, "/tmp/slm-test-amx-%d", (int)getpid());
     snprintf(cmd, sizeof cmd, "mkdir -p \"%s\"", dir);
     CHECK(system(cmd) == 0);
+    /* where the CPU and the OS allow AMX, the hardware set too, same tolerances */
+    const int hw = slm_kernels_select("amx") && !strcmp(slm_kernels_active()->name, "amx");
+    slm_kernels_select(NULL);
+    const char *why = slm_cpu_features()->amx_why;
+    if (!hw) fprintf(stderr, "  AMX hardware path skipped: %s\n", why ? why : "the amx set is not compiled");
     static const char *types[] = {"q4_k_m", "q4_0", "q8_0"};
     const int vocab = 320;
     for (int ti = 0; ti < 3; ti++) {
         snprintf(path, sizeof path, "%s/%s.gguf", dir, types[ti]);
         if (!amx_synth(path, types[ti], "--dim 256 --heads 4 --kv-heads 1", vocab, 5)) continue;
         float *a = malloc(sizeof(float) * vocab), *b = malloc(sizeof(float) * vocab);
-        for (int n = 15; n <= 37; n += 22)
-            if (amx_prefill_logits(path, "avx512", 40, SLM_KV_F32, n, a, vocab) &&
-                amx_prefill_logits(path, "amx-emu", 40, SLM_KV_F32, n, b, vocab)) {
+        for (int n = 15; n <= 37; n += 22) {
+            if (!amx_prefill_logits(path, "avx512", 40, SLM_KV_F32, n, a, vocab)) continue;
+            for (int s = 0; s < 1 + hw; s++) {
+                const char *set = s ? "amx" : "amx-emu";
+                if (!amx_prefill_logits(path, set, 40, SLM_KV_F32, n, b, vocab)) continue;
                 double amax;
                 const double d = amx_logit_diff(a, b, vocab, &amax), tol = n < 16 ? 2e-3 : 1.5e-2;
-                CHECKF(d <= tol, "%s, %d tokens: logits differ by %.3g of max |logit| %.3g", types[ti], n, d, amax);
-                fprintf(stderr, "  %s, %d tokens: amx-emu vs avx512 logits: max diff %.2g of max |logit| %.3g\n", types[ti], n,
+                CHECKF(d <= tol, "%s, %d tokens: %s's logits differ by %.3g of max |logit| %.3g", types[ti], n, set, d, amax);
+                fprintf(stderr, "  %s, %d tokens: %s vs avx512 logits: max diff %.2g of max |logit| %.3g\n", types[ti], n, set,
                         d, amax);
             }
+        }
         free(a), free(b);
     }
     snprintf(cmd, sizeof cmd, "rm -rf \"%s\"", dir);
