@@ -140,6 +140,13 @@ void slm_quantize_act_ref(const float *x, size_t ldx, int rows, int k, int offse
 #define SLM_PANEL_BLOCK_BYTES(nc) ((size_t)(nc) * 52)
 void slm_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb, uint8_t *panel);
 
+/* The amx set's panel of one column step (up to 3 groups of 16 columns) of
+ * repacked weights, unpacked once per step and read by every row step
+ * (kernels_amx_body.h): per group and block of 32 a 512-byte signed B tile,
+ * its scales wd[2][16] and min terms wm[16] (floats), 64 bytes of
+ * alignment slack. */
+#define SLM_AMX_PANEL_BYTES(nb) (3 * (size_t)(nb) * (512 + 48 * sizeof(float)) + 64)
+
 /* Reference vector kernels (shared by all sets for now). */
 void slm_k_rmsnorm(const float *x, const float *g, float *y, int n, float eps);
 void slm_k_rope(float *x, int heads, int head_dim, const float *cs);

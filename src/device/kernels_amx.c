@@ -41,6 +41,27 @@ static amx_xq xq_split(void *scratch, int rows, int k) {
     return x;
 }
 
+/* The panel of one column step (SLM_AMX_PANEL_BYTES, after the xq region
+ * of the scratch): per group j < 3 and block b, the B tile, its scales and
+ * min terms (what amx_unpack writes), unpacked once per column step. */
+typedef struct amx_panel {
+    int8_t *bt; /* [3][nb][512] */
+    float *wd;  /* [3][nb][2][16] */
+    float *wm;  /* [3][nb][16] */
+} amx_panel;
+#define AMX_PT(pn, j, b, nb) ((pn)->bt + ((size_t)(j) * (size_t)(nb) + (size_t)(b)) * 512)
+#define AMX_PD(pn, j, b, nb) ((float(*)[16])((pn)->wd + ((size_t)(j) * (size_t)(nb) + (size_t)(b)) * 32))
+#define AMX_PM(pn, j, b, nb) ((pn)->wm + ((size_t)(j) * (size_t)(nb) + (size_t)(b)) * 16)
+
+static amx_panel panel_split(const amx_xq *xq, int rows, int k) {
+    const size_t nb = (size_t)k / 32;
+    amx_panel p;
+    p.bt = (int8_t *)al64((uint8_t *)(xq->hs + 2 * (size_t)rows * nb));
+    p.wd = (float *)(p.bt + 3 * nb * 512);
+    p.wm = p.wd + 3 * nb * 32;
+    return p;
+}
+
 /* Block b of the group at grp (16 columns) as a signed VNNI-4 B tile:
  * byte 64 v + 4 c + e = code of element 4v + e of column c (the r16 byte
  * order, the codes' offsets removed), and its scales: wd[h][c] for
@@ -117,8 +138,9 @@ static inline void epi_c(float *acc, const int32_t *ct, const float *wd, float d
 
 void slm_amx_matmul_emu(const slm_mm *mm) {
     const amx_xq xq = xq_split(mm->scratch, mm->rows, mm->k);
+    const amx_panel pn = panel_split(&xq, mm->rows, mm->k);
     if (!mm->xq_ready) slm_quantize_act_ref(mm->x, mm->ldx, mm->rows, mm->k, 0, xq.q, xq.d, xq.s);
-    emu_tiles(mm, &xq);
+    emu_tiles(mm, &xq, &pn);
 }
 
 void slm_amx_matmul_bf16_emu(const slm_mm *mm) {
@@ -326,8 +348,9 @@ AMX_TARGET static void matmul_amx(const slm_mm *mm) {
         return;
     }
     const amx_xq xq = xq_split(mm->scratch, mm->rows, mm->k);
+    const amx_panel pn = panel_split(&xq, mm->rows, mm->k);
     if (!mm->xq_ready) slm_x86_quant_act_avx512(mm->x, mm->ldx, mm->rows, mm->k, 0, xq.q, xq.d, xq.s, xq.hs);
-    hw_tiles(mm, &xq);
+    hw_tiles(mm, &xq, &pn);
 }
 
 /* The same set with the tile kernel on the emulation (tests: the whole
