@@ -356,45 +356,63 @@ AR_AVX512 static inline __m512 ar_exp(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
-/* As ar_softmax_c, 32 keys of a row at a time; P by ar_exp. The row's
- * max as the plain C one takes it (a NaN score is skipped); its sum of P
- * in another order (the tree of the vector, not the keys' order). */
+/* As ar_softmax_c in three steps, so the rows' chains overlap and nothing
+ * reduces across lanes one row at a time: each row's 32 scores scaled
+ * and masked (16 lanes of maxima per row: the 16 rows' lanes transposed
+ * and taken elementwise give the rows' maxima; a NaN score is skipped, as
+ * the plain C does), then the running max and corr for the 16 rows at
+ * once (by ar_exp), then per row P = ar_exp(s - m) split and stored, its
+ * sums transposed and added into l. The rows' sums of P in another order
+ * than the keys' (the same P, pieces and bits). */
 AR_AVX512 static void ar_softmax_v(const slm_attn_rows *a, ar_block *b, int g, int j0) {
     const __m512 sc = _mm512_set1_ps(a->scale), ninf = _mm512_set1_ps(-INFINITY);
+    __m512 v[16];
     for (int i = 0; i < 16; i++) {
-        const float *s = b->s + i * AR_TILE_KEYS;
-        uint16_t *pr[AR_PIECES] = {b->pb[0] + i * AR_TILE_KEYS, b->pb[1] + i * AR_TILE_KEYS, b->pb[2] + i * AR_TILE_KEYS};
-        b->corr[i] = 1.0f;
+        float *s = b->s + i * AR_TILE_KEYS;
         uint32_t km = 0; /* keys of the tile in the row's range, taken */
         if (i < b->nr) {
             const int lo = b->first[i] - j0 > 0 ? b->first[i] - j0 : 0;
             const int hi = b->last[i] - j0 < AR_TILE_KEYS - 1 ? b->last[i] - j0 : AR_TILE_KEYS - 1;
             if (lo <= hi) km = b->kvm & ((0xFFFFFFFFu >> (31 - (hi - lo))) << lo);
         }
-        __m512 s0 = _mm512_mask_mul_ps(ninf, (__mmask16)km, _mm512_load_ps(s), sc);
-        __m512 s1 = _mm512_mask_mul_ps(ninf, (__mmask16)(km >> 16), _mm512_load_ps(s + 16), sc);
-        float tmax = -INFINITY;
-        if (km) { /* per lane s > m ? s : m (vmaxps' first operand), then across lanes */
-            const __m512 mx = _mm512_max_ps(s1, _mm512_max_ps(s0, ninf));
-            tmax = _mm512_reduce_max_ps(mx);
-        }
-        if (tmax == -INFINITY) { /* nothing of this tile for the row */
+        const __m512 s0 = _mm512_mask_mul_ps(ninf, (__mmask16)km, _mm512_load_ps(s), sc);
+        const __m512 s1 = _mm512_mask_mul_ps(ninf, (__mmask16)(km >> 16), _mm512_load_ps(s + 16), sc);
+        _mm512_store_ps(s, s0);
+        _mm512_store_ps(s + 16, s1);
+        v[i] = _mm512_max_ps(s1, _mm512_max_ps(s0, ninf)); /* per lane s > m ? s : m (vmaxps' first operand) */
+    }
+    ar_tr16(v);
+    __m512 tmax = v[0];
+    for (int j = 1; j < 16; j++) tmax = _mm512_max_ps(v[j], tmax);
+    const __m512 m = _mm512_loadu_ps(b->m[g]);
+    const __mmask16 live = _mm512_cmp_ps_mask(tmax, ninf, _CMP_NEQ_OQ); /* rows with something in this tile */
+    const __m512 mnew = _mm512_mask_max_ps(m, live, tmax, m);           /* tmax > m ? tmax : m */
+    const __mmask16 had = _mm512_cmp_ps_mask(m, ninf, _CMP_NEQ_OQ);
+    const __m512 corr = _mm512_mask_mov_ps(_mm512_set1_ps(1.0f), live,
+                                           _mm512_maskz_mov_ps(had, ar_exp(_mm512_sub_ps(m, mnew))));
+    _mm512_storeu_ps(b->m[g], mnew);
+    _mm512_storeu_ps(b->corr, corr);
+    for (int i = 0; i < 16; i++) {
+        const float *s = b->s + i * AR_TILE_KEYS;
+        uint16_t *pr[AR_PIECES] = {b->pb[0] + i * AR_TILE_KEYS, b->pb[1] + i * AR_TILE_KEYS, b->pb[2] + i * AR_TILE_KEYS};
+        if (!(live >> i & 1)) { /* nothing of this tile for the row */
             for (int x = 0; x < AR_PIECES; x++) _mm512_store_si512(pr[x], _mm512_setzero_si512());
+            v[i] = _mm512_setzero_ps();
             continue;
         }
-        float *m = &b->m[g][i];
-        const float mnew = tmax > *m ? tmax : *m;
-        b->corr[i] = *m == -INFINITY ? 0.0f : expf(*m - mnew);
-        *m = mnew;
-        const __m512 mv = _mm512_set1_ps(mnew);
+        const __m512 mv = _mm512_set1_ps(b->m[g][i]), s0 = _mm512_load_ps(s), s1 = _mm512_load_ps(s + 16);
         /* P = 0 where s is -inf (as the plain C, a NaN score is not) */
         const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s0, ninf, _CMP_NEQ_UQ), ar_exp(_mm512_sub_ps(s0, mv)));
         const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s1, ninf, _CMP_NEQ_UQ), ar_exp(_mm512_sub_ps(s1, mv)));
         __m512i p0[AR_PIECES], p1[AR_PIECES];
-        const __m512 sum = _mm512_add_ps(ar_split16(e0, p0), ar_split16(e1, p1));
+        v[i] = _mm512_add_ps(ar_split16(e0, p0), ar_split16(e1, p1));
         for (int x = 0; x < AR_PIECES; x++) ar_store_piece(pr[x], p0[x]), ar_store_piece(pr[x] + 16, p1[x]);
-        b->l[g][i] = b->l[g][i] * b->corr[i] + _mm512_reduce_add_ps(sum);
     }
+    ar_tr16(v);
+    __m512 sum = v[0];
+    for (int j = 1; j < 16; j++) sum = _mm512_add_ps(sum, v[j]);
+    const __m512 l = _mm512_loadu_ps(b->l[g]);
+    _mm512_storeu_ps(b->l[g], _mm512_mask_add_ps(l, live, _mm512_mul_ps(l, corr), sum));
 }
 
 /* As ar_rescale_c: a multiply, then an add (no fused rounding). */
