@@ -10,9 +10,10 @@
  * the portable emulation (device/amx_emu.c), which test_amx_attention
  * checks against a double-precision reference. The work around the tiles
  * (the splits, K^T and V as B tiles, exp, the rescale) is here twice: in
- * plain C and in AVX-512, with the same bits (but the exp): the hardware
- * body calls the AVX-512 helpers, the emulated one picks them at run time
- * (slm_cpu_features) and keeps plain C for other machines. */
+ * plain C and in AVX-512, with the same bits but for the softmax's (its
+ * exp, the order of its sums): the hardware body calls the AVX-512
+ * helpers, the emulated one picks them at run time (slm_cpu_features) and
+ * keeps plain C for other machines. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -95,8 +96,8 @@ static int ar_takes(const slm_attn_rows *a) {
 
 /* ---- the work around the tiles in plain C (every machine) ------------------ *
  * ar_<step>_c here and ar_<step>_v in AVX-512 below take the same arguments
- * and write the same bits (the softmax's exp aside: expf here, a
- * polynomial there). */
+ * and write the same bits (the softmax aside: expf here, a polynomial
+ * there, and the sums of P in another order). */
 
 /* Q rows [r0, r0 + nr) of heads [h0, h0 + nh) as A tiles of pieces, zero
  * rows past nr. */
