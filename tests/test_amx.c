@@ -551,8 +551,9 @@ static void test_select(void) {
  * with avx512's to fp32 rounding, not bit for bit, and the next layers'
  * int8 activation roundings turn a 1e-6 move into jumps of ~0.5-1% of max
  * |logit| (an exact double attention measured <= 2.3e-6, the same with
- * 1e-6 relative noise 0.86%): measured 0.67% (q4_k_m), 5.1e-8 (q4_0),
- * 0.50% (q8_0); tolerance 1.5%, which still catches a broken tile layout
+ * 1e-6 relative noise 0.86%): measured 0.67% (q4_k_m), 1.4e-7 (q4_0),
+ * 4.9e-6 (q8_0; 0.50% before the AVX-512 softmax's exp moved a rounding);
+ * tolerance 1.5%, which still catches a broken tile layout
  * (10-20%, test_amx_attention). The attention's precision is checked
  * there, against a double reference. */
 static void test_engine(void) {

@@ -52,6 +52,24 @@ typedef struct slm_attn_rows {
 int slm_attention_rows_amx(const slm_attn_rows *a);
 int slm_attention_rows_amx_emu(const slm_attn_rows *a);
 
+/* For test_amx_attention: the emulated entry with the work around the
+ * tiles (the bf16 splits, K^T and V as B tiles, softmax, rescale) in plain
+ * C (vec 0) or in AVX-512 where the CPU has it (vec 1: what
+ * slm_attention_rows_amx_emu does; the hardware entry always). */
+int slm_attention_rows_amx_emu_path(const slm_attn_rows *a, int vec);
+/* x[0..n) as the kernel splits it: three bf16 pieces into p0, p1, p2 and
+ * their fp32 sums; vec 0 plain C, 1 AVX-512 (returns 0 where the CPU has
+ * none or off x86-64, nothing written). */
+int slm_attention_amx_split(const float *x, int n, int vec, uint16_t *p0, uint16_t *p1, uint16_t *p2, float *sum);
+/* The AVX-512 softmax's exp of x[0..n) into y (0: none here). */
+int slm_attention_amx_exp(const float *x, int n, float *y);
+/* K^T and V of the KV tile of 32 keys from row j0 as the kernel's B tiles
+ * (keys with kv[t] == 0 as zeros, never read): kb and vb get the pieces
+ * [piece][head_dim * 32] the cache type has, returned (3 for f32, 2 for
+ * f16; 0 for a block the kernel declines, or vec 1 without AVX-512). */
+int slm_attention_amx_build_kv(const slm_attn_rows *a, int j0, const uint8_t kv[32], int vec, uint16_t *kb,
+                               uint16_t *vb);
+
 /* The kernel sets' attention entries (slm_kernel_set.attention; call it
  * through the active set). Each takes any head_dim and group: the AVX-512
  * variant runs head_dim % 16 == 0, the AVX2 variant head_dim % 8 == 0, and
