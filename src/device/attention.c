@@ -90,6 +90,8 @@ void slm_kv_store_scalar(int kv_type, const float *x, void *y, int n) { slm_quan
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
+#include "device/exp512.h"
+
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
@@ -161,23 +163,6 @@ AVX2 void slm_kv_store_x86(int kv_type, const float *x, void *y, int n) {
     for (; i < n; i++) h[i] = slm_f32_to_f16(x[i]);
 }
 
-/* exp(x) for x <= 0 (scores minus their max), relative error ~2e-7:
- * x = n ln2 + r, |r| <= ln2/2, exp(r) by a degree-6 polynomial. */
-AVX512 static inline __m512 exp512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.3981999507e-3f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
-
 AVX512 static void attn_avx512(const slm_attn_args *a) {
     const int G = a->group, hd = a->head_dim, nv = hd / 16;
     float m[MAX_GROUP], l[MAX_GROUP];
@@ -223,7 +208,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
             for (int t = 0; t < nt; t += 16) {
                 __mmask16 km = (__mmask16)(nt - t >= 16 ? 0xffff : (1u << (nt - t)) - 1);
                 __m512 sv = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), km, &s[g][t]);
-                __m512 p = _mm512_maskz_mov_ps(km, exp512(_mm512_sub_ps(sv, mv)));
+                __m512 p = _mm512_maskz_mov_ps(km, slm_exp512(_mm512_sub_ps(sv, mv)));
                 /* masked rows: exp(-inf) underflows to 0 after the clamp? force it */
                 p = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(sv, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ), p);
                 _mm512_storeu_ps(&s[g][t], p);
