@@ -1,10 +1,12 @@
-/* x86 vector kernels: RMSNorm, SwiGLU (a polynomial exp), and activations
+/* x86 vector kernels: RMSNorm, SwiGLU (device/exp512.h's polynomial exp), and activations
  * quantized to int8 blocks of 32 for the integer matrix kernels. */
 #include <math.h>
 
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
+#include "device/exp512.h"
+
 /* slm_quantize_act_ref, vectorized (same rounding, same results). */
 AVX512 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d,
                                     float *s, int32_t *hs) {
@@ -73,31 +75,15 @@ AVX2 void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, ui
 }
 
 /* ---- vector kernels ---------------------------------------------------------
- * exp(x) for x <= 0 (silu's exp(-g) after the sign split): x = n ln2 + r,
- * |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (rel. error < 2e-7),
- * 2^n by scaling; below -87 the result flushes to 0 (silu(g) = g or 0 there,
- * as with expf). silu(g) = g / (1 + exp(-g)) for g >= 0 and
- * g * exp(g) / (1 + exp(g)) for g < 0, so exp never overflows. */
-AVX512 static inline __m512 exp_neg_avx512(__m512 x) {
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), 0);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.428606765330187045e-06f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n);
-}
+ * silu(g) = g / (1 + exp(-g)) for g >= 0 and g * exp(g) / (1 + exp(g)) for
+ * g < 0, so exp (device/exp512.h, relative error <= 1.2e-7; 0 below about
+ * -104) never overflows. */
 
 AVX512 void slm_x86_swiglu_avx512(const float *gate, const float *up, float *y, int n) {
     for (int i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
         const __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
-        const __m512 e = exp_neg_avx512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g))); /* exp(-|g|) */
+        const __m512 e = slm_exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g))); /* exp(-|g|) */
         const __m512 one = _mm512_set1_ps(1.0f);
         const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
         const __m512 num = _mm512_mask_mul_ps(g, neg, g, e); /* g or g e^g */
