@@ -21,6 +21,7 @@
 #include "t.h"
 #include "rig.h"
 #include "st_write.h"
+#include "hf_twin.h"
 #include "staticlm.h"
 
 /* ---- a family's folder ------------------------------------------------------ */
@@ -285,40 +286,16 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         memcpy(f, t->f, sizeof(float) * (size_t)(rows * cols));
         if (t->n_dims == 1 && gemma(s)) /* the converter's 1 + w */
             for (int64_t j = 0; j < cols; j++) f[j] += 1.0f;
-        uint32_t type = t->n_dims == 1 || !strcmp(t->dtype, "F32") ? SLM_F32
-                        : !strcmp(t->dtype, "F16")                 ? SLM_F16
-                                                                   : SLM_BF16;
-        uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
-        void *data = f;
-        if (type != SLM_F32) {
-            data = malloc((size_t)(rb * (uint64_t)rows));
-            for (int64_t r = 0; r < rows; r++) slm_quantize_row(type, f + r * cols, (uint8_t *)data + r * rb, cols);
-            free(f);
-        }
-        keep[nk++] = data;
-        int64_t ne[2] = {cols, rows};
-        slm_gguf_add_tensor(g, gn, type, t->n_dims == 2 ? 2 : 1, ne, data, rb * (uint64_t)rows);
+        hf_twin_add(g, gn, t, f, keep, &nk);
     }
-    slm_err err = {0};
-    slm_status st = slm_gguf_write(g, path, &err);
-    CHECKF(st == SLM_OK, "write %s: %s", path, err.msg);
-    slm_gguf_writer_free(g);
-    for (int i = 0; i < nk; i++) free(keep[i]);
+    const int ok = hf_twin_write(g, path, keep, nk);
     free(lf);
     free(sf);
-    return st == SLM_OK;
+    return ok;
 }
 
 /* ---- running ------------------------------------------------------------------- */
 
-static double rel_err(const float *a, const float *b, int n) {
-    double md = 0, mr = 1e-6;
-    for (int i = 0; i < n; i++) {
-        md = fmax(md, fabs((double)a[i] - b[i]));
-        mr = fmax(mr, fabs((double)b[i]));
-    }
-    return isnan(a[0]) ? INFINITY : md / mr;
-}
 
 /* The config the folder must give. */
 static void check_config(const char *name, const fam *s, const rig *a) {
@@ -652,16 +629,6 @@ static void test_gemma3_sparse_config(void) {
     free(f);
 }
 
-/* A folder that slm_model_open refuses with want, and a message holding w1 and w2. */
-static void expect_folder(const char *dir, slm_status want, const char *w1, const char *w2) {
-    slm_model_file m;
-    slm_err err = {0};
-    slm_status s = slm_model_open(&m, dir, &err);
-    CHECKF(s == want, "%s: status %d, want %d (%s)", dir, s, want, err.msg);
-    CHECKF((!w1 || strstr(err.msg, w1)) && (!w2 || strstr(err.msg, w2)), "%s: message '%s' (want '%s', '%s')", dir,
-           err.msg, w1 ? w1 : "", w2 ? w2 : "");
-    if (s == SLM_OK) slm_model_close(&m);
-}
 
 /* Drop tensor `name` from w. */
 static void drop(weights *w, const char *name) {
