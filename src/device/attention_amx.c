@@ -23,6 +23,7 @@
 #include "common/dtype.h"
 #include "device/amx_emu.h"
 #include "device/attention.h"
+#include "device/bf16_split.h"
 
 #define AR_TILE_KEYS 32   /* keys per KV tile: the K of one P V product */
 #define AR_MAX_HD 256    /* head_dim bound (K^T and V of one tile: 16 KiB per piece each) */
@@ -31,7 +32,7 @@
 
 /* The state of one block of <= 16 query rows and one pass of heads; on
  * the caller's stack (about 184 KiB), nothing allocated. Every operand is
- * held as its bf16 pieces [0] (largest), [1], [2] (bf16_split); K and V of
+ * held as its bf16 pieces [0] (largest), [1], [2] (device/bf16_split.h); K and V of
  * an f16 cache as [0] and [1] only (ar_kv_pieces). */
 typedef struct ar_block {
     _Alignas(64) uint16_t qb[AR_PIECES][AR_HEAD_DIMS * 16];        /* [head][k step][16 rows][32] bf16 A tiles */
@@ -50,21 +51,6 @@ typedef struct ar_block {
     uint32_t kvm;                                          /* the same as bits */
 } ar_block;
 
-/* x as x0 + x1 + x2, three bf16 rounded to nearest even in turn
- * (common/dtype.h): each remainder is exact in fp32 and each piece takes 8
- * of its bits, so the sum is x exactly for |x| >= 2^-100 (below, the
- * bf16 subnormals lose the last bits); |x1| <= 2^-8 |x|, |x2| <= 2^-16 |x|
- * (x2 = 0 for the 11 bits of an f16). Returns the sum (exact in fp32). A
- * NaN or infinity stays in x0, with x1 = x2 = 0. */
-static inline float bf16_split(float x, uint16_t p[AR_PIECES]) {
-    float sum = 0.0f, r = x;
-    for (int i = 0; i < AR_PIECES; i++) {
-        p[i] = isfinite(r) || i == 0 ? slm_f32_to_bf16(r) : 0;
-        const float f = slm_bf16_to_f32(p[i]);
-        sum += f, r -= f;
-    }
-    return sum;
-}
 
 /* The pieces K and V of a cache type have: an f16 has 11 significant bits,
  * x0 takes 8 (rounded) and x1 the remaining 3 or fewer exactly, x2 = 0 (so
@@ -85,7 +71,7 @@ static inline void kv_split(int kv_type, const uint8_t *row, int d, uint16_t p[A
         memcpy(&h, row + 2 * (size_t)d, 2);
         f = slm_f16_to_f32(h);
     }
-    (void)bf16_split(f, p);
+    (void)slm_bf16_split3(f, p);
 }
 
 /* 1 if the tile kernel takes the block. */
@@ -110,7 +96,7 @@ static void ar_qsplit_c(const slm_attn_rows *a, ar_block *b, int r0, int h0, int
             for (int d = 0; d < D; d++) {
                 const size_t qi = ((size_t)(g * nks + d / 32) * 16 + i) * 32 + d % 32;
                 uint16_t qp[AR_PIECES];
-                (void)bf16_split(q[d], qp);
+                (void)slm_bf16_split3(q[d], qp);
                 for (int x = 0; x < AR_PIECES; x++) b->qb[x][qi] = qp[x];
             }
         }
@@ -169,7 +155,7 @@ static void ar_softmax_c(const slm_attn_rows *a, ar_block *b, int g, int j0) {
         for (int t = 0; t < AR_TILE_KEYS; t++) {
             if (s[t] == -INFINITY) continue; /* P stays 0 */
             uint16_t pp[AR_PIECES];
-            sum += bf16_split(expf(s[t] - mnew), pp);
+            sum += slm_bf16_split3(expf(s[t] - mnew), pp);
             for (int x = 0; x < AR_PIECES; x++) b->pb[x][i * AR_TILE_KEYS + t] = pp[x];
         }
         b->l[g][i] = b->l[g][i] * b->corr[i] + sum;
@@ -212,35 +198,6 @@ static int ar_have_avx512(void) {
     return c->avx512f && c->avx2 && c->fma && c->f16c;
 }
 
-/* 16 floats' bits to bf16 (in the low halves of the dwords, the high
- * halves 0) as slm_f32_to_bf16: round to nearest even, a NaN quiet. */
-AR_AVX512 static inline __m512i ar_rne(__m512i u) {
-    const __m512i h = _mm512_srli_epi32(u, 16);
-    const __m512i v = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(h, _mm512_set1_epi32(1)))), 16);
-    const __mmask16 nan =
-        _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    return _mm512_mask_mov_epi32(v, nan, _mm512_or_si512(h, _mm512_set1_epi32(0x40)));
-}
-
-/* bf16_split of 16 floats: the pieces as ar_rne's dwords, the sums
- * returned (the same operations in the same order: the same bits). x1 and
- * x2 are 0 where x0 is not finite (x is a NaN or infinite, or rounds to
- * infinity). */
-AR_AVX512 static inline __m512 ar_split16(__m512 x, __m512i p[AR_PIECES]) {
-    const __m512i expo = _mm512_set1_epi32(0x7F80);
-    p[0] = ar_rne(_mm512_castps_si512(x));
-    const __m512 f0 = _mm512_castsi512_ps(_mm512_slli_epi32(p[0], 16));
-    const __mmask16 fin = _mm512_cmpneq_epi32_mask(_mm512_and_si512(p[0], expo), expo);
-    const __m512 r1 = _mm512_maskz_sub_ps(fin, x, f0);
-    p[1] = ar_rne(_mm512_castps_si512(r1));
-    const __m512 f1 = _mm512_castsi512_ps(_mm512_slli_epi32(p[1], 16));
-    const __m512 r2 = _mm512_sub_ps(r1, f1);
-    p[2] = ar_rne(_mm512_castps_si512(r2));
-    const __m512 f2 = _mm512_castsi512_ps(_mm512_slli_epi32(p[2], 16));
-    return _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_setzero_ps(), f0), f1), f2);
-}
-
 /* 16 elements of a cache row from element d as floats (vcvtph2ps: the
  * same values as slm_f16_to_f32; a signalling NaN comes out quiet, which
  * the bf16 rounding does anyway). */
@@ -275,7 +232,7 @@ AR_AVX512 static inline void ar_tr16(__m512 r[16]) {
     for (int j = 0; j < 16; j++) r[j] = t[j];
 }
 
-/* 16 pieces (ar_rne's dwords) as 16 bf16 at p. */
+/* 16 pieces (slm_bf16_rne16's dwords) as 16 bf16 at p. */
 AR_AVX512 static inline void ar_store_piece(uint16_t *p, __m512i v) {
     _mm256_storeu_si256((__m256i *)(void *)p, _mm512_cvtepi32_epi16(v));
 }
@@ -294,7 +251,7 @@ AR_AVX512 static void ar_qsplit_v(const slm_attn_rows *a, ar_block *b, int r0, i
             for (int d = 0; d < D; d += 16) {
                 const size_t qi = ((size_t)(g * nks + d / 32) * 16 + i) * 32 + d % 32;
                 __m512i p[AR_PIECES];
-                (void)ar_split16(_mm512_loadu_ps(q + d), p);
+                (void)slm_bf16_split16(_mm512_loadu_ps(q + d), p);
                 for (int x = 0; x < AR_PIECES; x++) ar_store_piece(b->qb[x] + qi, p[x]);
             }
         }
@@ -319,8 +276,8 @@ AR_AVX512 static void ar_build_kv_v(const slm_attn_rows *a, ar_block *b, int j0)
                 ar_tr16(r); /* r[j]: dim 32 ks + 16 half + j of the 16 keys */
                 for (int rr = 0; rr < 8; rr++) {
                     __m512i pe[AR_PIECES], po[AR_PIECES];
-                    (void)ar_split16(r[2 * rr], pe);
-                    (void)ar_split16(r[2 * rr + 1], po);
+                    (void)slm_bf16_split16(r[2 * rr], pe);
+                    (void)slm_bf16_split16(r[2 * rr + 1], po);
                     const size_t ki = (size_t)((ks * 2 + h) * 16 + 8 * half + rr) * 32;
                     for (int x = 0; x < np; x++) _mm512_store_si512(b->kb[x] + ki, ar_pair(pe[x], po[x]));
                 }
@@ -329,8 +286,8 @@ AR_AVX512 static void ar_build_kv_v(const slm_attn_rows *a, ar_block *b, int j0)
         const int t0 = 2 * rr, t1 = 2 * rr + 1;
         for (int dc = 0; dc < D / 16; dc++) {
             __m512i pe[AR_PIECES], po[AR_PIECES];
-            (void)ar_split16(b->kv[t0] ? ar_load16(kt, V + (size_t)t0 * rb, 16 * dc) : _mm512_setzero_ps(), pe);
-            (void)ar_split16(b->kv[t1] ? ar_load16(kt, V + (size_t)t1 * rb, 16 * dc) : _mm512_setzero_ps(), po);
+            (void)slm_bf16_split16(b->kv[t0] ? ar_load16(kt, V + (size_t)t0 * rb, 16 * dc) : _mm512_setzero_ps(), pe);
+            (void)slm_bf16_split16(b->kv[t1] ? ar_load16(kt, V + (size_t)t1 * rb, 16 * dc) : _mm512_setzero_ps(), po);
             const size_t vi = (size_t)(dc * 16 + rr) * 32;
             for (int x = 0; x < np; x++) _mm512_store_si512(b->vb[x] + vi, ar_pair(pe[x], po[x]));
         }
@@ -388,7 +345,7 @@ AR_AVX512 static void ar_softmax_v(const slm_attn_rows *a, ar_block *b, int g, i
         const __m512 e0 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s0, ninf, _CMP_NEQ_UQ), ar_exp(_mm512_sub_ps(s0, mv)));
         const __m512 e1 = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(s1, ninf, _CMP_NEQ_UQ), ar_exp(_mm512_sub_ps(s1, mv)));
         __m512i p0[AR_PIECES], p1[AR_PIECES];
-        v[i] = _mm512_add_ps(ar_split16(e0, p0), ar_split16(e1, p1));
+        v[i] = _mm512_add_ps(slm_bf16_split16(e0, p0), slm_bf16_split16(e1, p1));
         for (int x = 0; x < AR_PIECES; x++) ar_store_piece(pr[x], p0[x]), ar_store_piece(pr[x] + 16, p1[x]);
     }
     ar_tr16(v);
@@ -471,7 +428,7 @@ int slm_attention_rows_amx(const slm_attn_rows *a) {
 #if defined(AR_X86)
 AR_AVX512 static void ar_split_test(const float x[16], uint16_t p[AR_PIECES][16], float sum[16]) {
     __m512i v[AR_PIECES];
-    _mm512_storeu_ps(sum, ar_split16(_mm512_loadu_ps(x), v));
+    _mm512_storeu_ps(sum, slm_bf16_split16(_mm512_loadu_ps(x), v));
     for (int k = 0; k < AR_PIECES; k++) ar_store_piece(p[k], v[k]);
 }
 
@@ -483,7 +440,7 @@ int slm_attention_amx_split(const float *x, int n, int vec, uint16_t *p0, uint16
     if (!vec) {
         for (int i = 0; i < n; i++) {
             uint16_t q[AR_PIECES];
-            sum[i] = bf16_split(x[i], q);
+            sum[i] = slm_bf16_split3(x[i], q);
             for (int k = 0; k < AR_PIECES; k++) p[k][i] = q[k];
         }
         return 1;

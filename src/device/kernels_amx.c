@@ -15,6 +15,7 @@
 #include "common/dtype.h"
 #include "compiler/amx_plan.h"
 #include "device/amx_emu.h"
+#include "device/bf16_split.h"
 #include "device/kernels_amx.h"
 
 int slm_amx_type(uint32_t t) { return t != SLM_BF16 && slm_amx_span(t) != 0; }
@@ -86,26 +87,13 @@ static uint16_t *bf16_act_at(void *scratch, int k, int rows) {
     return (uint16_t *)al64((uint8_t *)scratch + slm_matmul_scratch_bytes(SLM_Q8_0_R16, k, rows));
 }
 
-/* x as three bf16 pieces, x = p0 + p1 + p2 exactly for a finite float
- * (8 + 8 + 8 significant bits; each residual is exact in fp32); an
- * infinite or NaN x, or one whose p0 rounds to infinity, is p0 alone. */
-static void bf16_split3(float x, uint16_t p[3]) {
-    p[0] = slm_f32_to_bf16(x);
-    p[1] = p[2] = 0;
-    const float h = slm_bf16_to_f32(p[0]);
-    if (!isfinite(h)) return;
-    const float r = x - h;
-    p[1] = slm_f32_to_bf16(r);
-    p[2] = slm_f32_to_bf16(r - slm_bf16_to_f32(p[1]));
-}
-
 void slm_amx_bf16_act(const float *x, size_t ldx, int rows, int k, uint16_t *xb) {
     const int kpad = (k + 31) & ~31;
     const size_t plane = (size_t)rows * kpad;
     for (int i = 0; i < rows; i++)
         for (int e = 0; e < kpad; e++) {
             uint16_t p[3] = {0, 0, 0};
-            if (e < k) bf16_split3(x[(size_t)i * ldx + e], p);
+            if (e < k) (void)slm_bf16_split3(x[(size_t)i * ldx + e], p);
             for (int q = 0; q < 3; q++) xb[q * plane + (size_t)i * kpad + e] = p[q];
         }
 }
@@ -289,34 +277,18 @@ AMX_TARGET static void bf16_unpack_hw(const void *grp, uint64_t wrow, int c0, in
 
 /* The activations as bf16 with AVX-512: round to nearest even as
  * slm_f32_to_bf16 (NaN stays a quiet NaN), the tail up to kpad zero. */
-AMX_TARGET static inline __m512i bf16_rne16(__m512i u) { /* 16 floats' bits to bf16 in the low halves */
-    const __m512i h = _mm512_srli_epi32(u, 16);
-    const __m512i v = _mm512_srli_epi32(
-        _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), _mm512_and_si512(h, _mm512_set1_epi32(1)))), 16);
-    const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF)), _mm512_set1_epi32(0x7F800000));
-    return _mm512_mask_mov_epi32(v, nan, _mm512_or_si512(h, _mm512_set1_epi32(0x40)));
-}
-
 AMX_TARGET static void bf16_act_hw(const float *x, size_t ldx, int rows, int k, uint16_t *xb) {
     const int kpad = (k + 31) & ~31;
     const size_t plane = (size_t)rows * kpad;
-    const __m512i expo = _mm512_set1_epi32(0x7F80);
     for (int i = 0; i < rows; i++)
         for (int e = 0; e < kpad; e += 16) {
             const int nv = k - e < 16 ? (k - e > 0 ? k - e : 0) : 16;
             const __mmask16 m = (__mmask16)((1u << nv) - 1);
             const __m512 xf = _mm512_maskz_loadu_ps(m, x + (size_t)i * ldx + e);
-            const __m512i v0 = bf16_rne16(_mm512_castps_si512(xf));
-            /* the residuals where p0 is finite (as bf16_split3) */
-            const __mmask16 fin = _mm512_cmpneq_epi32_mask(_mm512_and_si512(v0, expo), expo);
-            const __m512 r1 = _mm512_maskz_sub_ps(fin, xf, _mm512_castsi512_ps(_mm512_slli_epi32(v0, 16)));
-            const __m512i v1 = bf16_rne16(_mm512_castps_si512(r1));
-            const __m512 r2 = _mm512_sub_ps(r1, _mm512_castsi512_ps(_mm512_slli_epi32(v1, 16)));
-            const __m512i v2 = bf16_rne16(_mm512_castps_si512(r2));
+            __m512i v[3];
+            (void)slm_bf16_split16(xf, v);
             uint16_t *o = xb + (size_t)i * kpad + e;
-            _mm256_storeu_si256((__m256i *)o, _mm512_cvtepi32_epi16(v0));
-            _mm256_storeu_si256((__m256i *)(o + plane), _mm512_cvtepi32_epi16(v1));
-            _mm256_storeu_si256((__m256i *)(o + 2 * plane), _mm512_cvtepi32_epi16(v2));
+            for (int q = 0; q < 3; q++) _mm256_storeu_si256((__m256i *)(o + q * plane), _mm512_cvtepi32_epi16(v[q]));
         }
 }
 
