@@ -170,9 +170,119 @@ static void test_kv_store_matches_reference(void) {
     }
 }
 
+/* The block entry (slm_kernel_set.attention_rows of the avx512 set): rows
+ * with their own KV ranges (causal after some context, a window, rows that
+ * see nothing), holes with NaN behind them, f32 / f16 / q8_0 caches, head
+ * sizes the kernel keeps in registers and others; each row and head against
+ * the double reference on the stored values. Blocks it declines leave the
+ * output alone. */
+static void test_rows_match_reference(void) {
+    if (!slm_kernels_select("avx512")) {
+        fprintf(stderr, "  skipped: no AVX-512 here\n");
+        return;
+    }
+    const slm_kernel_set *ks = slm_kernels_active();
+    CHECK(ks->attention_rows != NULL);
+    if (!ks->attention_rows) return;
+    static const int types[] = {SLM_F32, SLM_F16, SLM_Q8_0};
+    static const int hds[] = {16, 32, 64, 80, 128, 256};
+    static const int groups[] = {1, 3, 8};
+    static const int nrows[] = {1, 16, 17, 64};
+    static const int ctxs[] = {0, 45, 100};
+    const int kvh = 2;
+    int cases = 0;
+    for (size_t ti = 0; ti < 3; ti++)
+        for (size_t hi = 0; hi < sizeof hds / sizeof hds[0]; hi++)
+            for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+                for (size_t ri = 0; ri < sizeof nrows / sizeof nrows[0]; ri++)
+                    for (size_t ci = 0; ci < sizeof ctxs / sizeof ctxs[0]; ci++)
+                        for (int variant = 0; variant < 3; variant++) {
+                            const int kt = types[ti], hd = hds[hi], G = groups[gi], R = nrows[ri], c0 = ctxs[ci];
+                            if (kt == SLM_Q8_0 && hd % 32) continue;
+                            const int n = c0 + R; /* KV rows: the context, then the block's own */
+                            const size_t ld = (size_t)kvh * hd;
+                            const size_t rb = kt == SLM_F32 ? ld * sizeof(float) : (size_t)slm_row_bytes((uint32_t)kt, ld);
+                            float *K = malloc(sizeof(float) * ld * n), *V = malloc(sizeof(float) * ld * n);
+                            float *Kd = malloc(sizeof(float) * ld * n), *Vd = malloc(sizeof(float) * ld * n);
+                            uint8_t *Kt = malloc(rb * n), *Vt = malloc(rb * n);
+                            const size_t qld = (size_t)G * hd + 5; /* rows apart by more than the heads */
+                            float *q = malloc(sizeof(float) * qld * R), *out = malloc(sizeof(float) * qld * R);
+                            int32_t *mask = malloc(sizeof(int32_t) * n);
+                            double *ref = malloc(sizeof(double) * G * hd);
+                            int first[SLM_ATTN_ROWS_MAX], last[SLM_ATTN_ROWS_MAX];
+                            for (size_t i = 0; i < ld * n; i++) { K[i] = 3 * frand(); V[i] = frand(); }
+                            for (size_t i = 0; i < qld * R; i++) q[i] = frand();
+                            for (size_t i = 0; i < qld * R; i++) out[i] = 7.0f;
+                            for (int j = 0; j < n; j++) {
+                                /* variant 1: holes, a run of them too */
+                                mask[j] = variant != 1 || (j % 3 != 1 && !(j >= 20 && j < 60));
+                                if (kt == SLM_F32) {
+                                    memcpy(Kt + (size_t)j * rb, K + (size_t)j * ld, rb);
+                                    memcpy(Vt + (size_t)j * rb, V + (size_t)j * ld, rb);
+                                } else {
+                                    ks->kv_store(kt, K + (size_t)j * ld, Kt + (size_t)j * rb, (int)ld);
+                                    ks->kv_store(kt, V + (size_t)j * ld, Vt + (size_t)j * rb, (int)ld);
+                                }
+                                CHECK(slm_dequantize_row((uint32_t)kt, Kt + (size_t)j * rb, Kd + (size_t)j * ld, (int64_t)ld));
+                                CHECK(slm_dequantize_row((uint32_t)kt, Vt + (size_t)j * rb, Vd + (size_t)j * ld, (int64_t)ld));
+                                if (!mask[j]) { /* NaN behind the mask, in every type */
+                                    memset(Kt + (size_t)j * rb, 0xff, rb);
+                                    memset(Vt + (size_t)j * rb, 0xff, rb);
+                                }
+                            }
+                            for (int i = 0; i < R; i++) {
+                                last[i] = c0 + i; /* causal */
+                                first[i] = variant == 2 ? (last[i] - 37 > 0 ? last[i] - 37 : 0) : 0; /* a window */
+                                if (variant == 2 && i % 5 == 3) first[i] = last[i] + 1; /* sees nothing */
+                            }
+                            const size_t head1 = kt == SLM_F32 ? (size_t)hd * sizeof(float) : (size_t)slm_row_bytes((uint32_t)kt, (uint64_t)hd);
+                            const slm_attn_rows ar = {.q = q, .q_ld = qld, .q_stride = (size_t)hd, .rows = R, .group = G,
+                                                      .head_dim = hd, .K = Kt + head1, .V = Vt + head1, .ld = ld,
+                                                      .kv_type = kt, .mask = mask, .first = first, .last = last,
+                                                      .scale = 1.0f / sqrtf((float)hd), .out = out, .out_ld = qld,
+                                                      .out_stride = (size_t)hd};
+                            CHECKF(ks->attention_rows(&ar) == 1, "declined hd %d", hd);
+                            double worst = 0;
+                            for (int i = 0; i < R; i++) {
+                                slm_attn_args a = {.q = q + (size_t)i * qld, .q_stride = (size_t)hd, .group = G,
+                                                   .head_dim = hd, .ld = ld, .mask = mask, .first = first[i],
+                                                   .last = last[i], .scale = ar.scale};
+                                reference(&a, Kd + hd, Vd + hd, ref);
+                                for (int e = 0; e < G * hd; e++) {
+                                    const float y = out[(size_t)i * qld + e];
+                                    const double d = isnan(y) ? INFINITY : fabs(y - ref[e]);
+                                    if (d > worst) worst = d;
+                                }
+                                for (size_t e = (size_t)G * hd; e < qld; e++) CHECK(out[(size_t)i * qld + e] == 7.0f);
+                            }
+                            CHECKF(worst < 2e-5, "%s hd %d group %d rows %d ctx %d variant %d: max err %g",
+                                   slm_dtype_name((uint32_t)kt), hd, G, R, c0, variant, worst);
+                            cases++;
+                            free(K); free(V); free(Kd); free(Vd); free(Kt); free(Vt); free(q); free(out); free(mask);
+                            free(ref);
+                        }
+    CHECK(cases > 300);
+    /* declined: head_dim not a multiple of 16, or past 256; nothing written */
+    static const int bad[] = {8, 24, 272};
+    for (int b = 0; b < 3; b++) {
+        const int hd = bad[b];
+        float q[272] = {0}, out[272], kv[272] = {0};
+        for (int i = 0; i < 272; i++) out[i] = 7.0f;
+        int32_t mask[1] = {1};
+        int first[1] = {0}, last[1] = {0};
+        const slm_attn_rows ar = {.q = q, .q_ld = 272, .q_stride = (size_t)hd, .rows = 1, .group = 1, .head_dim = hd,
+                                  .K = kv, .V = kv, .ld = (size_t)hd, .kv_type = SLM_F32, .mask = mask, .first = first,
+                                  .last = last, .scale = 1.0f, .out = out, .out_ld = 272, .out_stride = (size_t)hd};
+        CHECKF(ks->attention_rows(&ar) == 0, "hd %d taken", hd);
+        for (int i = 0; i < 272; i++) CHECK(out[i] == 7.0f);
+    }
+    slm_kernels_select(NULL);
+}
+
 int main(void) {
     T_RUN(test_variants_match_reference);
     T_RUN(test_kv_types);
     T_RUN(test_kv_store_matches_reference);
+    T_RUN(test_rows_match_reference);
     T_DONE();
 }

@@ -235,6 +235,233 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
     }
 }
 
+/* ---- the block entry: a block of query rows at once (prefill) ------------
+ *
+ * Per tile of RT keys, K^T (head_dim x RT floats) and V (RT x head_dim) are
+ * converted once on the stack and serve every query row of the block and
+ * every head of the group (the per-row entry converts them per row). The
+ * scores of up to 4 query vectors (a row's head) are formed 32 keys at once
+ * (one FMA per dim against a broadcast query element: no horizontal sums);
+ * the online softmax then takes one max and one sum per vector and tile,
+ * and P V runs two vectors at a time over the tile's V rows (each V load
+ * serves both), with the output in registers for head_dim 64 and 128. The
+ * outputs accumulate in place and are divided by the sums at the end.
+ * Keys a row does not take (mask, causal limit, window) are -inf in its
+ * scores and zero in K^T and V: a NaN behind the mask is never read. */
+#define RT 32
+#define RMAX_HD 256
+#define RMAX_VEC (SLM_ATTN_ROWS_MAX * MAX_GROUP)
+
+/* Keys [j0, j0 + RT) whose bits are set in vm into kt ([hd][RT]) and vt
+ * ([RT][hd]); the others are zeros. */
+AVX512 static void rows_tile512(const slm_attn_rows *a, int j0, uint32_t vm, float *kt, float *vt) {
+    const int hd = a->head_dim;
+    const size_t rb = a->kv_type == SLM_F32 ? a->ld * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, a->ld);
+    float kr[RMAX_HD] __attribute__((aligned(64)));
+    for (int t = 0; t < RT; t++) {
+        float *vr = vt + (size_t)t * hd;
+        if (!(vm >> t & 1u)) {
+            for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = 0.0f;
+            memset(vr, 0, (size_t)hd * sizeof(float));
+            continue;
+        }
+        const uint8_t *kp = (const uint8_t *)a->K + (size_t)(j0 + t) * rb, *vp = (const uint8_t *)a->V + (size_t)(j0 + t) * rb;
+        const float *k = kr;
+        if (a->kv_type == SLM_F32) {
+            k = (const float *)(const void *)kp;
+            memcpy(vr, vp, (size_t)hd * sizeof(float));
+        } else {
+            kv_row512(a->kv_type, hd, kp, kr);
+            kv_row512(a->kv_type, hd, vp, vr);
+        }
+        for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = k[d];
+    }
+}
+
+/* The softmax step of one query vector over a tile: s0, s1 its raw scores
+ * (keys 0..15, 16..31), rm the keys it takes. Updates *m and *l, writes the
+ * weights to p[RT] and returns the factor for the output so far. */
+AVX512 static inline float rows_softmax(__m512 s0, __m512 s1, uint32_t rm, float scale, float *m, float *l,
+                                        float *p) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
+    const __mmask16 k0 = (__mmask16)rm, k1 = (__mmask16)(rm >> 16);
+    s0 = _mm512_mask_mul_ps(ninf, k0, s0, sc);
+    s1 = _mm512_mask_mul_ps(ninf, k1, s1, sc);
+    const float tmax = _mm512_reduce_max_ps(_mm512_max_ps(s0, s1));
+    if (tmax == -INFINITY) { /* every score -inf: as the per-row entry, the tile changes nothing */
+        memset(p, 0, RT * sizeof(float));
+        return 1.0f;
+    }
+    const float mold = *m, mnew = tmax > mold ? tmax : mold;
+    const float corr = mold == -INFINITY ? 0.0f : expf(mold - mnew);
+    *m = mnew;
+    const __m512 mv = _mm512_set1_ps(mnew);
+    const __m512 p0 = _mm512_maskz_mov_ps(k0, slm_exp512(_mm512_sub_ps(s0, mv)));
+    const __m512 p1 = _mm512_maskz_mov_ps(k1, slm_exp512(_mm512_sub_ps(s1, mv)));
+    _mm512_store_ps(p, p0);
+    _mm512_store_ps(p + 16, p1);
+    *l = *l * corr + _mm512_reduce_add_ps(_mm512_add_ps(p0, p1));
+    return corr;
+}
+
+/* o = o * corr + sum over keys t < nt of p[t] V[t], for one or two query
+ * vectors (o1 NULL: one); HD 0 = any head_dim (hd), with the output in
+ * memory, else the output of HD / 16 vectors in registers. */
+AVX512 static inline __attribute__((always_inline)) void rows_pv(const float *vt, int hd, int nt, const int HD,
+                                                                  float *o0, const float *p0, float c0, float *o1,
+                                                                  const float *p1, float c1) {
+    if (HD) {
+        const int nv = HD / 16;
+        __m512 a0[HD ? HD / 16 : 1], a1[HD ? HD / 16 : 1];
+        const __m512 cv0 = _mm512_set1_ps(c0), cv1 = _mm512_set1_ps(c1);
+        for (int v = 0; v < nv; v++) a0[v] = _mm512_mul_ps(_mm512_loadu_ps(o0 + 16 * v), cv0);
+        if (o1)
+            for (int v = 0; v < nv; v++) a1[v] = _mm512_mul_ps(_mm512_loadu_ps(o1 + 16 * v), cv1);
+        for (int t = 0; t < nt; t++) {
+            const float *vr = vt + (size_t)t * HD;
+            const __m512 b0 = _mm512_set1_ps(p0[t]);
+            if (o1) {
+                const __m512 b1 = _mm512_set1_ps(p1[t]);
+                for (int v = 0; v < nv; v++) {
+                    const __m512 x = _mm512_load_ps(vr + 16 * v);
+                    a0[v] = _mm512_fmadd_ps(b0, x, a0[v]);
+                    a1[v] = _mm512_fmadd_ps(b1, x, a1[v]);
+                }
+            } else {
+                for (int v = 0; v < nv; v++) a0[v] = _mm512_fmadd_ps(b0, _mm512_load_ps(vr + 16 * v), a0[v]);
+            }
+        }
+        for (int v = 0; v < nv; v++) _mm512_storeu_ps(o0 + 16 * v, a0[v]);
+        if (o1)
+            for (int v = 0; v < nv; v++) _mm512_storeu_ps(o1 + 16 * v, a1[v]);
+        return;
+    }
+    float *os[2] = {o0, o1};
+    const float *ps[2] = {p0, p1};
+    const float cs[2] = {c0, c1};
+    for (int h = 0; h < (o1 ? 2 : 1); h++) {
+        float *o = os[h];
+        const __m512 cv = _mm512_set1_ps(cs[h]);
+        for (int v = 0; v < hd / 16; v++) {
+            __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(o + 16 * v), cv);
+            for (int t = 0; t < nt; t++)
+                acc = _mm512_fmadd_ps(_mm512_set1_ps(ps[h][t]), _mm512_load_ps(vt + (size_t)t * hd + 16 * v), acc);
+            _mm512_storeu_ps(o + 16 * v, acc);
+        }
+    }
+}
+
+/* NQ (1..4) query vectors against one tile: their scores, softmax steps
+ * and P V. q[h], o[h]: the vectors' queries and outputs; rm[h] their keys;
+ * st[h] the index of their m / l. */
+AVX512 static inline __attribute__((always_inline)) void rows_chunk(const slm_attn_rows *a, const float *kt,
+                                                                     const float *vt, const int NQ, const int HD,
+                                                                     const float *const *q, float *const *o,
+                                                                     const uint32_t *rm, const int *st, float *m,
+                                                                     float *l) {
+    const int hd = HD ? HD : a->head_dim;
+    __m512 s[4][2];
+    for (int h = 0; h < NQ; h++) s[h][0] = s[h][1] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        const __m512 k0 = _mm512_load_ps(kt + (size_t)d * RT), k1 = _mm512_load_ps(kt + (size_t)d * RT + 16);
+        for (int h = 0; h < NQ; h++) {
+            const __m512 b = _mm512_set1_ps(q[h][d]);
+            s[h][0] = _mm512_fmadd_ps(b, k0, s[h][0]);
+            s[h][1] = _mm512_fmadd_ps(b, k1, s[h][1]);
+        }
+    }
+    float p[4][RT] __attribute__((aligned(64)));
+    float corr[4];
+    uint32_t all = 0;
+    for (int h = 0; h < NQ; h++) {
+        corr[h] = rows_softmax(s[h][0], s[h][1], rm[h], a->scale, &m[st[h]], &l[st[h]], p[h]);
+        all |= rm[h];
+    }
+    const int nt = 32 - __builtin_clz(all); /* keys past the last any vector takes add nothing */
+    int h = 0;
+    for (; h + 2 <= NQ; h += 2) rows_pv(vt, hd, nt, HD, o[h], p[h], corr[h], o[h + 1], p[h + 1], corr[h + 1]);
+    if (h < NQ) rows_pv(vt, hd, nt, HD, o[h], p[h], corr[h], NULL, NULL, 0.0f);
+}
+
+AVX512 static void rows_chunk_any(const slm_attn_rows *a, const float *kt, const float *vt, int nq,
+                                  const float *const *q, float *const *o, const uint32_t *rm, const int *st, float *m,
+                                  float *l) {
+#define RC(NQ, HD) rows_chunk(a, kt, vt, NQ, HD, q, o, rm, st, m, l)
+#define RC_HD(HD)                                                                                                  \
+    do {                                                                                                           \
+        switch (nq) {                                                                                              \
+        case 4: RC(4, HD); break;                                                                                  \
+        case 3: RC(3, HD); break;                                                                                  \
+        case 2: RC(2, HD); break;                                                                                  \
+        default: RC(1, HD); break;                                                                                 \
+        }                                                                                                          \
+    } while (0)
+    if (a->head_dim == 64) RC_HD(64);
+    else if (a->head_dim == 128) RC_HD(128);
+    else RC_HD(0);
+#undef RC_HD
+#undef RC
+}
+
+AVX512 int slm_attention_rows_avx512(const slm_attn_rows *a) {
+    const int R = a->rows, G = a->group, hd = a->head_dim;
+    if (R < 1 || R > SLM_ATTN_ROWS_MAX || G < 1 || G > MAX_GROUP || hd < 16 || hd % 16 || hd > RMAX_HD ||
+        !(a->kv_type == SLM_F32 || a->kv_type == SLM_F16 || (a->kv_type == SLM_Q8_0 && hd % 32 == 0)))
+        return 0;
+    float m[RMAX_VEC], l[RMAX_VEC];
+    int jlo = INT32_MAX, jhi = -1;
+    for (int i = 0; i < R; i++) {
+        if (a->first[i] > a->last[i]) continue;
+        jlo = a->first[i] < jlo ? a->first[i] : jlo;
+        jhi = a->last[i] > jhi ? a->last[i] : jhi;
+    }
+    for (int i = 0; i < R; i++)
+        for (int g = 0; g < G; g++) {
+            m[i * G + g] = -INFINITY;
+            l[i * G + g] = 0.0f;
+            memset(a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
+        }
+    float kt[RMAX_HD * RT] __attribute__((aligned(64))), vt[RT * RMAX_HD] __attribute__((aligned(64)));
+    for (int j0 = jlo; j0 <= jhi; j0 += RT) {
+        const int nt = jhi + 1 - j0 < RT ? jhi + 1 - j0 : RT;
+        uint32_t vm = 0;
+        for (int t = 0; t < nt; t++) vm |= (a->mask[j0 + t] != 0) ? 1u << t : 0u;
+        if (!vm) continue; /* the mask rules the whole tile out */
+        rows_tile512(a, j0, vm, kt, vt);
+        const float *q[4];
+        float *o[4];
+        uint32_t rm[4];
+        int st[4], nq = 0;
+        for (int i = 0; i < R; i++) {
+            const int lo = a->first[i] > j0 ? a->first[i] - j0 : 0;
+            const int hi = a->last[i] < j0 + nt - 1 ? a->last[i] - j0 : nt - 1;
+            if (lo > hi) continue;
+            const uint32_t bits = (hi - lo == 31 ? 0xffffffffu : ((1u << (hi - lo + 1)) - 1u)) << lo;
+            if (!(vm & bits)) continue;
+            for (int g = 0; g < G; g++) {
+                q[nq] = a->q + (size_t)i * a->q_ld + (size_t)g * a->q_stride;
+                o[nq] = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
+                rm[nq] = vm & bits;
+                st[nq] = i * G + g;
+                if (++nq == 4) {
+                    rows_chunk_any(a, kt, vt, 4, q, o, rm, st, m, l);
+                    nq = 0;
+                }
+            }
+        }
+        if (nq) rows_chunk_any(a, kt, vt, nq, q, o, rm, st, m, l);
+    }
+    for (int i = 0; i < R; i++)
+        for (int g = 0; g < G; g++) {
+            const float li = l[i * G + g];
+            if (!(li > 0.0f)) continue;
+            float *oo = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
+            const __m512 inv = _mm512_set1_ps(1.0f / li);
+            for (int v = 0; v < hd / 16; v++) _mm512_storeu_ps(oo + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(oo + 16 * v), inv));
+        }
+    return 1;
+}
+
 AVX2 static inline float hsum8(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     x = _mm_add_ps(x, _mm_movehl_ps(x, x));
@@ -322,6 +549,10 @@ AVX512 void slm_attention_avx512(const slm_attn_args *a) {
 }
 #else
 void slm_kv_store_x86(int kv_type, const float *x, void *y, int n) { slm_kv_store_scalar(kv_type, x, y, n); }
+int slm_attention_rows_avx512(const slm_attn_rows *a) {
+    (void)a;
+    return 0;
+}
 #endif
 
 void slm_attention_scalar(const slm_attn_args *a) { attn_scalar(a); }

@@ -50,6 +50,12 @@ typedef struct slm_attn_rows {
  * where the CPU lacks AMX-BF16 (or it is not compiled). The emulated entry
  * runs the same body on device/amx_emu.c (any machine; tests). */
 int slm_attention_rows_amx(const slm_attn_rows *a);
+/* The avx512 set's entry (attention.c): K^T and V of a tile of 32 keys
+ * converted once for the whole block and group, scores 32 keys per FMA,
+ * P V two query vectors per V load. Returns 0 (nothing written) for
+ * head_dim % 16 != 0 or > 256, group > 64, a q8_0 cache with head_dim % 32,
+ * rows outside 1..SLM_ATTN_ROWS_MAX, and off x86-64. */
+int slm_attention_rows_avx512(const slm_attn_rows *a);
 int slm_attention_rows_amx_emu(const slm_attn_rows *a);
 
 /* For test_amx_attention: the emulated entry with the work around the

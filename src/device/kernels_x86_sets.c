@@ -81,6 +81,7 @@ static const slm_kernel_set k_avx512 = {
     .rmsnorm = slm_x86_rmsnorm_avx512,
     .swiglu = slm_x86_swiglu_avx512,
     .attention = slm_attention_avx512,
+    .attention_rows = slm_attention_rows_avx512,
     .kv_store = slm_kv_store_x86,
 };
 
