@@ -334,16 +334,16 @@ static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, int r0, in
 }
 
 /* An ATTENTION task: per run of query heads sharing a KV head (GQA), the
- * set's block entry (attention_rows: prefill on the amx sets' tiles) over
- * blocks of up to SLM_ATTN_ROWS_MAX rows of one sequence region, when the
- * set has one, the scores are uncapped and the call has >= 16 rows (below
- * that tiles do not pay); otherwise, or for a block the entry declines,
- * one row at a time. */
+ * set's block entry (attention_rows: the avx512 set's K^T tiles, the amx
+ * sets' BF16 tiles) over blocks of up to SLM_ATTN_ROWS_MAX rows of one
+ * sequence region, when the set has one, the scores are uncapped and the
+ * call has >= 2 rows (decode's one row keeps the per-row entry); otherwise,
+ * or for a block the entry declines, one row at a time. */
 static void run_attention(const slm_task *t, rows rr, const slm_kernel_set *ks) {
     const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
     const int group = t->a / t->b;
     const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
-    const int blocks = ks->attention_rows && t->f1 == 0.0f && rr.end - rr.begin >= 16;
+    const int blocks = ks->attention_rows && t->f1 == 0.0f && rr.end - rr.begin >= 2;
     for (int h = t->n0; h < t->n1;) {
         const int kvh = h / group;
         const int h1 = (kvh + 1) * group < t->n1 ? (kvh + 1) * group : t->n1;

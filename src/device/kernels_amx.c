@@ -335,6 +335,16 @@ static void matmul_amx_emu(const slm_mm *mm) {
 
 static slm_kernel_set k_amx, k_amx_emu;
 
+/* Prefill attention: blocks of >= 16 rows on the BF16 tiles (below that a
+ * tile is mostly padding), the others and those the tiles decline (a q8_0
+ * cache, head_dim % 32, no AMX-BF16) on the avx512 set's block entry. */
+static int attention_rows_amx(const slm_attn_rows *a) {
+    return (a->rows >= 16 && slm_attention_rows_amx(a)) || slm_attention_rows_avx512(a);
+}
+static int attention_rows_amx_emu(const slm_attn_rows *a) {
+    return (a->rows >= 16 && slm_attention_rows_amx_emu(a)) || slm_attention_rows_avx512(a);
+}
+
 static void init_amx(void) {
     k_amx = *slm_kernels_avx512();
     k_amx.name = "amx";
@@ -342,8 +352,8 @@ static void init_amx(void) {
     k_amx_emu = k_amx;
     k_amx_emu.name = "amx-emu";
     k_amx_emu.matmul = matmul_amx_emu;
-    k_amx.attention_rows = slm_attention_rows_amx; /* prefill attention on BF16 tiles */
-    k_amx_emu.attention_rows = slm_attention_rows_amx_emu;
+    k_amx.attention_rows = attention_rows_amx;
+    k_amx_emu.attention_rows = attention_rows_amx_emu;
 }
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
