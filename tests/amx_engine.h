@@ -54,7 +54,7 @@ static int amx_prefill_logits(const char *path, const char *set, int max_prompt_
 }
 
 /* max |a - b| over max |a| (*amax: max |a|) */
-static double amx_logit_diff(const float *a, const float *b, int n, double *amax) {
+static inline double amx_logit_diff(const float *a, const float *b, int n, double *amax) {
     double am = 0, dm = 0;
     for (int i = 0; i < n; i++) am = fmax(am, fabs(a[i])), dm = fmax(dm, fabs((double)a[i] - b[i]));
     *amax = am;

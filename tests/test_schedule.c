@@ -12,7 +12,9 @@
 #include "rig.h"
 #include "run_cmd.h"
 
+#include "amx_engine.h"
 #include "blob/blob.h"
+#include "program/program.h"
 
 #define M(f) T_SHARED("models/" f)
 #define STEPS 12
@@ -354,6 +356,143 @@ static void test_hostile_counts(void) {
     unlink(blob);
 }
 
+/* ---- attention row parts -------------------------------------------------- */
+
+/* KV rows row r attends to, as the executor counts them (exec.c attn_range). */
+static uint64_t keys_of(const slm_task *t, const int32_t *cp, int r) {
+    const int last = cp[r], base = t->k > 0 ? last - last % t->k : 0;
+    int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
+    if (first < base) first = base;
+    return (uint64_t)(last - first + 1);
+}
+
+/* slm_attn_part_rows: the parts of a task partition its rows in order, and
+ * each holds its share of the work within one row's: causal after 0 or 300
+ * rows of context, a window, one row per sequence (batch regions), every
+ * row count from 1 (more parts than rows: some parts empty). Not a part
+ * (parts 0 or 1, or a part past the last): all rows. */
+static void test_attention_part_rows(void) {
+    static const int counts[] = {1, 2, 5, 63, 64, 100, 512};
+    static const int ctxs[] = {0, 300};
+    int32_t cp[512];
+    int checked = 0;
+    for (int parts = 2; parts <= 9; parts++)
+        for (size_t ni = 0; ni < sizeof counts / sizeof counts[0]; ni++)
+            for (size_t ci = 0; ci < 2; ci++)
+                for (int kind = 0; kind < 3; kind++) { /* causal, window 37, batch regions */
+                    const int n = counts[ni], begin = kind == 2 ? 0 : 3, end = begin + n;
+                    if (end > 512) continue;
+                    slm_task t;
+                    memset(&t, 0, sizeof t);
+                    t.op = SLM_T_ATTENTION;
+                    t.k = kind == 2 ? 1024 : 4096;
+                    t.window = kind == 1 ? 37 : 0;
+                    for (int r = 0; r < end; r++)
+                        cp[r] = kind == 2 ? r * 1024 + (r * 97 + ctxs[ci]) % 1024 : ctxs[ci] + r;
+                    uint64_t total = 0, most = 0;
+                    for (int r = begin; r < end; r++) {
+                        const uint64_t w = keys_of(&t, cp, r);
+                        total += w;
+                        most = w > most ? w : most;
+                    }
+                    int at = begin;
+                    for (int p = 0; p < parts; p++) {
+                        t.tiles[0] = (uint8_t)p;
+                        t.tiles[1] = (uint8_t)parts;
+                        int b, e;
+                        slm_attn_part_rows(&t, cp, begin, end, &b, &e);
+                        CHECKF(b == at && e >= b && e <= end, "parts %d n %d kind %d: part %d is [%d, %d) after %d",
+                               parts, n, kind, p, b, e, at);
+                        uint64_t w = 0;
+                        for (int r = b; r < e; r++) w += keys_of(&t, cp, r);
+                        CHECKF(w * (uint64_t)parts <= total + most * (uint64_t)parts,
+                               "parts %d n %d kind %d: part %d holds %llu of %llu", parts, n, kind, p,
+                               (unsigned long long)w, (unsigned long long)total);
+                        at = e;
+                        checked++;
+                    }
+                    CHECKF(at == end, "parts %d n %d kind %d: the parts end at %d, not %d", parts, n, kind, at, end);
+                }
+    CHECK(checked > 1000);
+    slm_task t;
+    memset(&t, 0, sizeof t);
+    t.op = SLM_T_ATTENTION;
+    t.k = 4096;
+    for (int r = 0; r < 100; r++) cp[r] = r;
+    static const uint8_t whole[][2] = {{0, 0}, {0, 1}, {2, 2}, {5, 3}};
+    for (int i = 0; i < 4; i++) {
+        t.tiles[0] = whole[i][0];
+        t.tiles[1] = whole[i][1];
+        int b = -1, e = -1;
+        slm_attn_part_rows(&t, cp, 10, 90, &b, &e);
+        CHECKF(b == 10 && e == 90, "tiles {%u, %u}: [%d, %d)", whole[i][0], whole[i][1], b, e);
+    }
+}
+
+/* The compiler cuts prefill attention of >= 64 rows into row parts (the
+ * dump shows them; decode and 16-row programs have none), and a prompt
+ * through them gives the logits of the same prompt in 16-row chunks (no
+ * parts) bit for bit: each row's attention is its own (f16 and f32 caches,
+ * head_dim 64 on the avx512 block entry where the CPU has it). */
+static void test_attention_parts_engine(void) {
+    char path[400], blob[400];
+    snprintf(path, sizeof path, "%s/parts.gguf", g_tmp);
+    snprintf(blob, sizeof blob, "%s/parts.blob", g_tmp);
+    const int vocab = 320;
+    if (!amx_synth(path, "q8_0", "--dim 512 --heads 8 --kv-heads 2", vocab, 3)) return;
+    char *argv[] = {"staticlm", "compile", "-m", path, "--max-prompt-len", "64", "--dump-tasks", "-o", blob, NULL};
+    char *out = NULL;
+    CHECK(t_run_capture(g_tmp, SLM_CLI_PATH, argv, &out, NULL) == 0);
+    if (out) {
+        /* 8 heads, 2 KV groups: 2 tiles of one group x 2 parts of the 64 rows */
+        const char *gen = strstr(out, "generate");
+        const char *p1 = strstr(out, "rows=part1/2"), *p2 = strstr(out, "rows=part2/2");
+        CHECKF(p1 && p2 && (!gen || p2 < gen), "no row parts in the 64-row prefill dump");
+        CHECKF(gen && !strstr(gen, "rows=part"), "a decode task carries a row part");
+    }
+    free(out);
+    /* hostile parts: the prefill's first attention task with a part past the last, one part, a
+       third byte; a decode task (one row) with parts: refused, naming the field */
+    size_t n = 0;
+    uint8_t *img = (uint8_t *)t_read_file(blob, &n);
+    uint64_t size = 0;
+    uint8_t *sec = img ? section(img, n, ".slm.tasks.prefill.64", &size) : NULL;
+    uint8_t *att = NULL;
+    for (uint64_t i = 0; sec && i < size / 160 && !att; i++)
+        if (sec[i * 160] == SLM_T_ATTENTION) att = sec + i * 160;
+    CHECKF(att && att[154] == 2, "no attention task with parts in the 64-row prefill");
+    static const uint8_t bad[][3] = {{2, 2, 0}, {0, 1, 0}, {0, 2, 1}};
+    for (int bi = 0; att && bi < 3; bi++) {
+        uint8_t keep[3];
+        memcpy(keep, att + 153, 3);
+        memcpy(att + 153, bad[bi], 3);
+        slm_blob b;
+        slm_compiled c;
+        slm_tokenizer *tok = NULL;
+        slm_err err = {0};
+        const slm_status s = slm_blob_open_mem(&b, img, n, "parts.blob", SLM_BLOB_NO_CHECKSUM, &c, &tok, &err);
+        CHECKF(s != SLM_OK && strstr(err.msg, "row part"), "tiles {%u, %u, %u}: %s", bad[bi][0], bad[bi][1], bad[bi][2],
+               s ? err.msg : "accepted");
+        if (!s) {
+            slm_tok_free(tok);
+            slm_compiled_free(&c);
+        }
+        memcpy(att + 153, keep, 3);
+    }
+    if (img) refused_when(img, n, SLM_T_ATTENTION, 154, 2, 1, "row part");
+    free(img);
+    unlink(blob);
+    const char *sets[] = {"avx512", "scalar"};
+    for (int si = 0; si < 2; si++)
+        for (int kv = SLM_KV_F32; kv <= SLM_KV_F16; kv++) {
+            float a[320], b[320];
+            if (!amx_prefill_logits(path, sets[si], 64, kv, 60, a, vocab) ||
+                !amx_prefill_logits(path, sets[si], 16, kv, 60, b, vocab))
+                continue;
+            CHECKF(!memcmp(a, b, sizeof a), "%s kv %d: 60 tokens through row parts differ from 16-row chunks", sets[si], kv);
+        }
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_schedule.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -363,6 +502,8 @@ int main(void) {
     T_RUN(test_decode_tail_tiles);
     T_RUN(test_stream_prefetch);
     T_RUN(test_hostile_counts);
+    T_RUN(test_attention_part_rows);
+    T_RUN(test_attention_parts_engine);
     char f[300];
     snprintf(f, sizeof f, "%s/cmd.out", g_tmp);
     unlink(f);

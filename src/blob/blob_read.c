@@ -484,7 +484,11 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
     if (t->op != SLM_T_BARRIER && t->count) return pbad(q, "task %d (%s): count %u on a non-barrier", ti, op, t->count);
-    if (t->op != SLM_T_MATMUL && (t->tiles[0] | t->tiles[1] | t->tiles[2]))
+    if (t->op == SLM_T_ATTENTION && (t->tiles[0] | t->tiles[1] | t->tiles[2]) &&
+        !(t->tiles[1] >= 2 && t->tiles[0] < t->tiles[1] && !t->tiles[2] && p->rows >= 2 && !(t->flags & SLM_TF_ONE_ROW)))
+        return pbad(q, "task %d (%s): row part tiles {%u, %u, %u} is not {part < parts, parts >= 2, 0} of a program of several rows",
+                    ti, op, t->tiles[0], t->tiles[1], t->tiles[2]);
+    if (t->op != SLM_T_MATMUL && t->op != SLM_T_ATTENTION && (t->tiles[0] | t->tiles[1] | t->tiles[2]))
         return pbad(q, "task %d (%s): tiles %ux%u k=%u on a task that is not a matrix multiply", ti, op, t->tiles[0], t->tiles[1],
                     t->tiles[2]);
     const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;

@@ -351,6 +351,50 @@ static int matmul_bounds(lower_ctx *c, int n, int k, uint32_t wtype, int unit, i
     return nt;
 }
 
+/* An attention node: tasks of whole heads (prefill: of whole KV groups)
+ * times, in programs of >= 64 rows, row parts of equal work. */
+static slm_status lower_attention(lower_ctx *c, int i, const slm_node *nd) {
+    slm_task *t;
+    const int heads = nd->heads, rows = c->g->rows_t;
+    int per = heads >= 4 ? (heads + 3) / 4 : 1; /* up to 4 tiles of whole heads */
+    int parts = 1;
+    if (rows >= 64 && nd->kv_heads >= 1 && heads % nd->kv_heads == 0) {
+        /* several rows: up to 4 tiles of whole KV groups (a block of rows converts each KV
+           tile once for its group), times row parts of equal work, ~16 tasks in all, each
+           part 32 rows or more on average (the block entry's blocks are up to 64) */
+        const int group = heads / nd->kv_heads, gpt = (nd->kv_heads + 3) / 4;
+        per = gpt * group;
+        const int tiles = (heads + per - 1) / per;
+        parts = (16 + tiles - 1) / tiles;
+        if (parts > rows / 32) parts = rows / 32;
+        if (parts > 255) parts = 255;
+        if (parts < 1) parts = 1;
+    }
+    for (int h0 = 0; h0 < heads; h0 += per)
+        for (int part = 0; part < parts; part++) {
+            if (!(t = new_task(c, SLM_T_ATTENTION, nd->layer))) return SLM_ERR_NOMEM;
+            if (parts > 1) {
+                t->tiles[0] = (uint8_t)part;
+                t->tiles[1] = (uint8_t)parts;
+            }
+            t->n = nd->cols;
+            t->n0 = h0;
+            t->n1 = h0 + per < heads ? h0 + per : heads;
+            t->a = heads;
+            t->b = nd->kv_heads;
+            t->c = nd->head_dim;
+            t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
+            t->window = nd->window;
+            t->f0 = nd->scale;
+            t->f1 = nd->softcap;
+            t->wtype = (uint8_t)c->opt->kv_type;
+            t->flags = row_flags(c, i);
+            for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
+            t->ref[SLM_REF_DST] = ref_node(c, i);
+        }
+    return SLM_OK;
+}
+
 /* A typed present.L.* output: its rows (f32, in the arena) converted to the
  * KV type into the cache at the write index. */
 static slm_status lower_kv_store(lower_ctx *c, int i) {
@@ -458,28 +502,8 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->ref[SLM_REF_SRC2].off = (uint64_t)nd->table * c->g->rope_table_bytes;
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
-    case SLM_OP_ATTENTION: {
-        int heads = nd->heads;
-        int per = heads >= 4 ? (heads + 3) / 4 : 1; /* up to 4 tiles of whole heads */
-        for (int h0 = 0; h0 < heads; h0 += per) {
-            if (!(t = new_task(c, SLM_T_ATTENTION, nd->layer))) return SLM_ERR_NOMEM;
-            t->n = nd->cols;
-            t->n0 = h0;
-            t->n1 = h0 + per < heads ? h0 + per : heads;
-            t->a = heads;
-            t->b = nd->kv_heads;
-            t->c = nd->head_dim;
-            t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
-            t->window = nd->window;
-            t->f0 = nd->scale;
-            t->f1 = nd->softcap;
-            t->wtype = (uint8_t)c->opt->kv_type;
-            t->flags = row_flags(c, i);
-            for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
-            t->ref[SLM_REF_DST] = ref_node(c, i);
-        }
-        return SLM_OK;
-    }
+    case SLM_OP_ATTENTION:
+        return lower_attention(c, i, nd);
     case SLM_OP_ADD: case SLM_OP_SWIGLU:
         if (!(t = new_task(c, nd->op == SLM_OP_ADD ? SLM_T_ADD : SLM_T_SWIGLU, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;

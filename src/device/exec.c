@@ -333,7 +333,8 @@ static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, int r0, in
     }
 }
 
-/* An ATTENTION task: per run of query heads sharing a KV head (GQA), the
+/* An ATTENTION task (its rows: all valid ones, or its row part, cut by the
+ * cache positions: slm_attn_part_rows): per run of query heads sharing a KV head (GQA), the
  * set's block entry (attention_rows: the avx512 set's K^T tiles, the amx
  * sets' BF16 tiles) over blocks of up to SLM_ATTN_ROWS_MAX rows of one
  * sequence region, when the set has one, the scores are uncapped and the
@@ -343,7 +344,9 @@ static void run_attention(const slm_task *t, rows rr, const slm_kernel_set *ks) 
     const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
     const int group = t->a / t->b;
     const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
+    /* decided on the call's rows, not the part's: a row's result does not depend on the parts */
     const int blocks = ks->attention_rows && t->f1 == 0.0f && rr.end - rr.begin >= 2;
+    slm_attn_part_rows(t, cp, rr.begin, rr.end, &rr.begin, &rr.end); /* the task's row part, if any */
     for (int h = t->n0; h < t->n1;) {
         const int kvh = h / group;
         const int h1 = (kvh + 1) * group < t->n1 ? (kvh + 1) * group : t->n1;

@@ -80,7 +80,8 @@ uint64_t slm_exec_trace_task(const slm_exec *x, int stage, int index, int row_be
     if (!e) return t1;
     const slm_task *t = &x->tasks[index];
     const int one = (t->flags & SLM_TF_ONE_ROW) != 0;
-    const int rb = one ? 0 : row_begin, re = one ? 1 : row_end;
+    int rb = one ? 0 : row_begin, re = one ? 1 : row_end;
+    if (t->op == SLM_T_ATTENTION && t->p[SLM_REF_SRC4]) slm_attn_part_rows(t, t->p[SLM_REF_SRC4], rb, re, &rb, &re);
     e->t0 = t0;
     e->t1 = t1;
     e->name = slm_task_op_name(t->op);

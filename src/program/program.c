@@ -3,6 +3,34 @@
 
 #include "common/dtype.h"
 
+/* KV rows row r attends to (at least 1): exec.c's attn_range, counted. */
+static uint64_t attn_keys(const slm_task *t, const int32_t *cp, int r) {
+    const int last = cp[r];
+    if (last < 0) return 1;
+    int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
+    const int base = t->k > 0 ? last - last % t->k : 0;
+    if (first < base) first = base;
+    return (uint64_t)(last - first + 1);
+}
+
+void slm_attn_part_rows(const slm_task *t, const int32_t *cp, int begin, int end, int *b, int *e) {
+    *b = begin;
+    *e = end;
+    const int parts = t->op == SLM_T_ATTENTION ? t->tiles[1] : 0, part = t->tiles[0];
+    if (parts < 2 || part >= parts || begin >= end) return;
+    uint64_t total = 0;
+    for (int r = begin; r < end; r++) total += attn_keys(t, cp, r);
+    /* part p starts at the first row whose work before it reaches p / parts of the total */
+    const uint64_t lo = total * (uint64_t)part, hi = total * (uint64_t)(part + 1);
+    uint64_t before = 0;
+    int r = begin;
+    for (; r < end && before * (uint64_t)parts < lo; r++) before += attn_keys(t, cp, r);
+    *b = r;
+    if (part + 1 == parts) return;
+    for (; r < end && before * (uint64_t)parts < hi; r++) before += attn_keys(t, cp, r);
+    *e = r;
+}
+
 const char *slm_task_op_name(int op) {
     switch (op) {
     case SLM_T_NOP: return "nop";
@@ -136,6 +164,7 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         else if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
         if (t->op == SLM_T_MATMUL && t->a > 0) fprintf(f, " stream-prefetch=%d", t->a);
         if (t->op == SLM_T_MATMUL && t->tiles[2]) fprintf(f, " tiles=%ux%u,k%u", t->tiles[0], t->tiles[1], t->tiles[2]);
+        if (t->op == SLM_T_ATTENTION && t->tiles[1]) fprintf(f, " rows=part%u/%u", t->tiles[0] + 1u, t->tiles[1]);
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");

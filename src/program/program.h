@@ -68,6 +68,15 @@ void slm_program_free(slm_program *p);
 int slm_program_find_io(const slm_program *p, slm_io_role role, int layer);
 /* The short name of a task kind ("matmul", "barrier", ...). */
 const char *slm_task_op_name(int op);
+/* The rows [*b, *e) of [begin, end) an ATTENTION task takes: all of them,
+ * or for a row part (tiles[1] >= 2) part tiles[0], cut where the KV rows
+ * attended so far reach part / parts of the rows' total (each row's count
+ * from its cache position cp[r], its sequence's region of k rows and the
+ * window: causal rows late in a prompt attend to more, so the parts hold
+ * equal work, not equal rows). cp is runtime data: it steers the cut, the
+ * task and its operands stay as compiled. The parts of one task list
+ * partition [begin, end). */
+void slm_attn_part_rows(const slm_task *t, const int32_t *cp, int begin, int end, int *b, int *e);
 /* "vector", "matrix", "transfer". */
 const char *slm_lane_name(int lane);
 

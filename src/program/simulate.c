@@ -1,6 +1,7 @@
 /* The simulator: task costs, lanes, the replay of a program call and its
  * trace (program/simulate.h, docs/simulate.md). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "program/simulate.h"
@@ -66,8 +67,20 @@ static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, i
     const int kvh = h > 0 ? (t->n0 + h - 1) / group - t->n0 / group + 1 : 0;
     const int region = t->k > 0 ? t->k : kv_cap;
     double ops = 0;
-    int maxd = 0;
-    for (int i = 0; i < r; i++) {
+    int maxd = 0, i0 = 0, i1 = r;
+    if (t->tiles[1] >= 2 && r > 0) { /* a row part: its rows, by the executor's rule over these positions */
+        int32_t *cp = malloc((size_t)r * sizeof(int32_t));
+        if (cp) {
+            const int reg = region > 0 ? region : 1;
+            for (int i = 0; i < r; i++)
+                cp[i] = p->static_rows ? reg - 1 : batch ? i * reg + depth0 % reg : depth0 + i;
+            slm_task u = *t;
+            u.k = p->static_rows || batch ? reg : t->k;
+            slm_attn_part_rows(&u, cp, 0, r, &i0, &i1);
+            free(cp);
+        }
+    }
+    for (int i = i0; i < i1; i++) {
         int d;
         if (p->static_rows) d = region;
         else {
@@ -81,7 +94,7 @@ static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, i
     /* a KV row of one head: the profile's element size, or the cache's own type (the task's wtype) */
     const uint64_t kv_row = p->activation_bytes > 0 ? (uint64_t)hd * E : slm_row_bytes(t->wtype, (uint64_t)hd);
     const uint64_t kv = (uint64_t)maxd * (uint64_t)kvh * kv_row * 2 + (uint64_t)maxd * 4;
-    const uint64_t q = (uint64_t)r * (uint64_t)h * (uint64_t)hd * E;
+    const uint64_t q = (uint64_t)(i1 - i0) * (uint64_t)h * (uint64_t)hd * E;
     c->bytes_read = kv + q;
     c->bytes_written = q;
     c->ops = ops;

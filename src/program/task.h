@@ -135,7 +135,10 @@ typedef struct slm_task {
     uint8_t lane;        /* slm_lane: set by the compiler, slm_task_lane(op) */
     uint8_t tiles[3];    /* MATMUL of a prefill on the matrix engine's types: the compiler's
                             tile step {row tiles, 16-column tiles, K per tile product}
-                            (compiler/amx_plan.h); zero otherwise */
+                            (compiler/amx_plan.h); ATTENTION of a program of several
+                            rows: {part, parts, 0}, the task takes part `part` of `parts`
+                            (2..255) of the valid rows, cut at equal shares of the KV rows
+                            they attend to (slm_attn_part_rows); zero otherwise */
     uint8_t rsv[4];      /* zero */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
