@@ -20,8 +20,9 @@
 #include "text/tokenizer.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
+#include "engine/engine.h"
 #include "engine/engine_internal.h"
-#include "engine/chat.h"
+#include "text/chat_tok.h"
 
 /* The KV element type of a source model when the caller leaves it to us
  * (SLM_KV_DEFAULT): chosen by tg at depth 4096 (docs/benchmarks.md). */
@@ -600,6 +601,8 @@ const char *slm_token_piece(const slm_engine *e, int prev, int id) {
     return slm_tok_decode(e->tok, prev, id);
 }
 
+const slm_tokenizer *slm_engine_tokenizer(const slm_engine *e) { return e && e->loaded ? e->tok : NULL; }
+
 int slm_piece_printable(const char *piece) {
     if (!piece || !piece[0]) return 0;
     if (piece[1] == '\0') {
@@ -716,6 +719,6 @@ int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **id
         slm_tok_encode(e->tok, text, 1, 0, *ids, n);
         return n;
     }
-    if (!e->ctok && !(e->ctok = slm_chat_tok_new(e))) return -1;
+    if (!e->ctok && !(e->ctok = slm_chat_tok_new(e->tok))) return -1;
     return slm_chat_tokenize_ex(e->ctok, text, bos, (flags & SLM_FEED_SPECIAL) != 0, ids);
 }

@@ -14,6 +14,7 @@
 
 #include "common/common.h"
 #include "common/json.h"
+#include "engine/engine.h"
 
 /* ---- response bodies ---------------------------------------------------------- */
 
@@ -384,7 +385,7 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
         if (l > longest) longest = l;
     }
     a->max_prompt_bytes = (size_t)slm_capacity(e) * longest * 2;
-    a->tok = slm_chat_tok_new(e);
+    a->tok = slm_chat_tok_new(slm_engine_tokenizer(e));
     a->n_slots = cfg->parallel > 0 ? cfg->parallel : 1;
     if (a->n_slots > SRV_MAX_SLOTS) a->n_slots = SRV_MAX_SLOTS;
     if (a->n_slots > a->info.n_seqs) a->n_slots = a->info.n_seqs;

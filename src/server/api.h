@@ -11,6 +11,7 @@
 
 #include "server/http.h"
 #include "server/request.h"
+#include "text/chat_tok.h"
 
 enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
 
