@@ -2,7 +2,9 @@
  * POST /v1/chat/completions and /v1/completions. A completion request is
  * parsed (request.c), admitted to the bounded queue (a full queue answers
  * 503 before any rendering or tokenizing), and answered from what the
- * worker (worker.c) publishes: one JSON object, or server-sent events. */
+ * worker (worker.c) publishes: one JSON object, or server-sent events.
+ * The transport (http.c) reaches api_admit, api_handle, api_cancel,
+ * api_done and api_stop only as the handlers server.c gives it. */
 #include "server/api.h"
 
 #ifdef SLM_HAVE_SERVE
