@@ -1,6 +1,7 @@
 /* Sessions: one conversation's KV rows and generation state, and the one
  * generation loop of staticlm (run, chat and serve call it; see
- * include/staticlm.h).
+ * include/staticlm.h). It stands on engine.c (the KV slots, the stop set,
+ * tokenizing text feeds) and calls nothing above it.
  *
  * A session feeds tokens (prefill, continuing what its KV rows hold) and
  * then produces one token per slm_session_next: it samples from the logits
