@@ -6,10 +6,11 @@
  * match only on unmarked bytes. */
 #include <unistd.h>
 
-#include "engine/chat.h"
+#include "engine/engine.h"
 #include "staticlm.h"
 #include "text/bpe.h"
 #include "text/chat_template.h"
+#include "text/chat_tok.h"
 #include "text/tokenizer.h"
 #include "t.h"
 
@@ -176,7 +177,7 @@ static void test_engine_chat_tokenize(void) {
     o.n_threads = 1;
     slm_engine *e = NULL;
     CHECKF(slm_load(&e, T_SHARED("models/stories260K.bin"), &o) == SLM_OK, "%s", slm_last_error(e));
-    slm_chat_tok *ct = e ? slm_chat_tok_new(e) : NULL;
+    slm_chat_tok *ct = e ? slm_chat_tok_new(slm_engine_tokenizer(e)) : NULL;
     CHECK(ct != NULL);
     if (!ct) { slm_free(e); return; }
     slm_err err = {0};

@@ -1,4 +1,4 @@
-/* pipeline/chat — conversations on the KV cache, shared by `staticlm chat`
+/* engine/chat — conversations on the KV cache, shared by `staticlm chat`
  * and `staticlm serve`.
  *
  * A conversation keeps the text its KV rows stand for. Each turn renders the
@@ -9,7 +9,8 @@
  * history is prefilled. When the history does not fit the KV capacity, the
  * overflow policy applies: "truncate" drops the oldest turns (keeping the
  * system prompt) and re-prefills; "error" refuses the turn, naming the
- * tokens needed and the capacity. Built on the public API only.
+ * tokens needed and the capacity. Built on the public API, with the
+ * engine's tokenizer (engine/engine.h) for text/chat_tok.h.
  */
 #ifndef SLM_CHAT_H
 #define SLM_CHAT_H
@@ -20,7 +21,7 @@
 #include "text/chat_template.h"
 #include "staticlm.h"
 
-/* ---- template choice and tokenization helpers ---------------------------- */
+/* ---- template choice ------------------------------------------------------ */
 
 /* Open the chat template: `override` is a built-in name (chatml, llama2,
  * zephyr, llama3) or a file; NULL = the model's tokenizer.chat_template, or
@@ -29,34 +30,6 @@
  * otherwise set to a description ("model's chat template"). Never NULL
  * unless out of memory. */
 slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note, size_t notecap);
-
-/* Text forms of BOS / EOS and a piece -> id map, for tokenizing rendered
- * conversations: bos/eos text inside the rendering become those ids (a
- * leading bos text becomes the BOS), and continuation text is tokenized
- * without SentencePiece's dummy-prefix space. */
-typedef struct slm_chat_tok slm_chat_tok;
-slm_chat_tok *slm_chat_tok_new(slm_engine *e);
-void slm_chat_tok_free(slm_chat_tok *t);
-const char *slm_chat_tok_bos_text(const slm_chat_tok *t);
-const char *slm_chat_tok_eos_text(const slm_chat_tok *t);
-/* Tokenize: start = 1 for a whole prompt (BOS first, as slm_tokenize with
- * add_bos), 0 for text that continues what the KV already holds. Returns the
- * count and a slm_malloc'd array in *ids (slm_xfree), or -1. */
-int slm_chat_tokenize(slm_chat_tok *t, const char *text, int start, int32_t **ids);
-/* The same; special = 0 leaves BOS/EOS text as text. */
-int slm_chat_tokenize_ex(slm_chat_tok *t, const char *text, int start, int special, int32_t **ids);
-/* As slm_chat_tokenize; text's bytes marked in plain (slm_chat_render_mask's
- * mask, NULL: none) never yield BOS, EOS or another special token: a
- * message holding "</s>" or "<|im_end|>" is text. */
-int slm_chat_tokenize_masked(slm_chat_tok *t, const char *text, const uint8_t *plain, int start, int32_t **ids);
-/* Render msgs with template vars for this model (bos/eos text). slm_xfree. */
-char *slm_chat_render(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                      int add_generation_prompt, slm_err *err);
-/* ... and *mask (slm_xfree; NULL when no byte comes from a message): the
- * bytes derived from messages (slm_tmpl_render_mask), for
- * slm_chat_tokenize_masked. */
-char *slm_chat_render_mask(const slm_tmpl *tm, const slm_chat_tok *t, const slm_chat_msg *msgs, int n,
-                           int add_generation_prompt, uint8_t **mask, slm_err *err);
 
 /* ---- conversations ------------------------------------------------------- */
 

@@ -1,8 +1,11 @@
 /* The engine: the public API over the layers (format -> compiler ->
- * device -> runtime), plus the generation loop. A model is either compiled
- * from its source file (llama2.c .bin, GGUF) or loaded from a blob (ELF,
- * src/blob/); in cache mode (slm_options.cache_dir) the first start compiles
- * and writes the blob, later starts map it. */
+ * device -> runtime): loading, the stop set, the raw runtime calls, and
+ * what sessions take from it (KV slots, tokenizing their feeds through
+ * text/chat_tok.h). The bottom of engine/: session.c (sessions, the
+ * generation loop) and chat.c (conversations) stand on it. A model is
+ * either compiled from its source file (llama2.c .bin, GGUF) or loaded
+ * from a blob (ELF, src/blob/); in cache mode (slm_options.cache_dir) the
+ * first start compiles and writes the blob, later starts map it. */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -20,8 +23,9 @@
 #include "text/tokenizer.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
+#include "engine/engine.h"
 #include "engine/engine_internal.h"
-#include "engine/chat.h"
+#include "text/chat_tok.h"
 
 /* The KV element type of a source model when the caller leaves it to us
  * (SLM_KV_DEFAULT): chosen by tg at depth 4096 (docs/benchmarks.md). */
@@ -379,6 +383,62 @@ static slm_status load_cached(slm_engine *e, const char *model_path) {
     return open_blob(e, path);
 }
 
+/* ---- the stop set ------------------------------------------------------------ */
+
+/* The ids that end a reply (slm_load builds it once). */
+static void build_stop_set(slm_engine *e) {
+    e->n_stop_ids = 0;
+    const int V = e->cfg.vocab_size;
+#define ADD_STOP(id)                                                                                \
+    do {                                                                                            \
+        int id_ = (id), dup_ = 0;                                                                   \
+        for (int k_ = 0; k_ < e->n_stop_ids; k_++) dup_ |= e->stop_ids[k_] == id_;                  \
+        if (id_ >= 0 && id_ < V && !dup_ && e->n_stop_ids < SLM_MAX_STOP_IDS) e->stop_ids[e->n_stop_ids++] = id_; \
+    } while (0)
+    ADD_STOP(slm_tok_eos(e->tok));
+    ADD_STOP(slm_tok_bos(e->tok)); /* llama2.c's run.c stops at BOS too */
+    ADD_STOP(slm_tok_eot(e->tok));
+    /* GGUF: every id the model lists as an end of generation */
+    if (!e->from_blob && e->model.gguf) {
+        slm_gguf_type et;
+        uint64_t n = 0;
+        const void *data = NULL;
+        if (slm_gguf_get_arr(e->model.gguf, "tokenizer.ggml.eos_token_ids", &et, &n, &data) &&
+            (et == SLM_GGUF_U32 || et == SLM_GGUF_I32))
+            for (uint64_t i = 0; i < n && i < 64; i++) {
+                int32_t v;
+                memcpy(&v, (const uint8_t *)data + 4 * i, 4);
+                ADD_STOP(v);
+            }
+        uint32_t v32;
+        if (slm_gguf_get_u32(e->model.gguf, "tokenizer.ggml.eot_token_id", &v32)) ADD_STOP((int)v32);
+        if (slm_gguf_get_u32(e->model.gguf, "tokenizer.ggml.eom_token_id", &v32)) ADD_STOP((int)v32);
+    }
+    /* the families' end-of-turn tokens, by their text (control tokens only) */
+    static const char *const names[] = {"<|im_end|>", "<end_of_turn>", "<|end|>", "<|eot_id|>", "<|eom_id|>",
+                                        "<|endoftext|>"};
+    for (int id = 0; id < V; id++) {
+        const char *s = slm_tok_str(e->tok, id);
+        if (!s || s[0] != '<') continue;
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (!strcmp(s, names[k])) ADD_STOP(id);
+    }
+#undef ADD_STOP
+}
+
+int slm_is_stop_token(const slm_engine *e, int id) {
+    if (!e) return 0;
+    for (int k = 0; k < e->n_stop_ids; k++)
+        if (e->stop_ids[k] == id) return 1;
+    return 0;
+}
+
+int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap) {
+    if (!e) return 0;
+    for (int k = 0; k < e->n_stop_ids && k < cap; k++) ids[k] = e->stop_ids[k];
+    return e->n_stop_ids;
+}
+
 slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt) {
     slm_engine *e = slm_calloc(1, sizeof *e);
     *out = e;
@@ -445,7 +505,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
         return s;
     slm_pool_set_schedule(e->rt.head_pool, e->opt.schedule); /* NULL: none */
-    slm_engine_build_stop_set(e);
+    build_stop_set(e);
     slm_pc_init(&e->pc, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20);
     if (e->opt.draft_path) {
         if (!slm_largest(&e->comp, SLM_PROG_VERIFY))
@@ -600,6 +660,8 @@ const char *slm_token_piece(const slm_engine *e, int prev, int id) {
     return slm_tok_decode(e->tok, prev, id);
 }
 
+const slm_tokenizer *slm_engine_tokenizer(const slm_engine *e) { return e && e->loaded ? e->tok : NULL; }
+
 int slm_piece_printable(const char *piece) {
     if (!piece || !piece[0]) return 0;
     if (piece[1] == '\0') {
@@ -716,6 +778,6 @@ int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **id
         slm_tok_encode(e->tok, text, 1, 0, *ids, n);
         return n;
     }
-    if (!e->ctok && !(e->ctok = slm_chat_tok_new(e))) return -1;
+    if (!e->ctok && !(e->ctok = slm_chat_tok_new(e->tok))) return -1;
     return slm_chat_tokenize_ex(e->ctok, text, bos, (flags & SLM_FEED_SPECIAL) != 0, ids);
 }

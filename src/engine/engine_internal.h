@@ -1,5 +1,7 @@
-/* engine/ internals shared by engine.c (loading, the raw runtime calls) and
- * session.c (the generation loop). Not part of the public API. */
+/* engine/ internals shared by engine.c (loading, the stop set, the KV
+ * slots, tokenizing feeds, the raw runtime calls) and session.c (sessions
+ * and the generation loop, above engine.c: it calls down, never back).
+ * Not part of the public API. */
 #ifndef SLM_ENGINE_INTERNAL_H
 #define SLM_ENGINE_INTERNAL_H
 
@@ -38,9 +40,7 @@ struct slm_engine {
     struct slm_chat_tok *ctok; /* special-token and continuation tokenizer (lazy) */
 };
 
-/* session.c */
-void slm_engine_build_stop_set(slm_engine *e);
-/* engine.c */
+/* engine.c: the KV regions sessions hold, and tokenizing their feeds */
 int slm_engine_claim_slot(slm_engine *e);
 void slm_engine_release_slot(slm_engine *e, int slot);
 /* Tokenize text by SLM_FEED_* flags into a slm_malloc'd array; -1 on failure. */

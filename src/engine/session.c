@@ -1,6 +1,7 @@
 /* Sessions: one conversation's KV rows and generation state, and the one
  * generation loop of staticlm (run, chat and serve call it; see
- * include/staticlm.h).
+ * include/staticlm.h). It stands on engine.c (the KV slots, the stop set,
+ * tokenizing text feeds) and calls nothing above it.
  *
  * A session feeds tokens (prefill, continuing what its KV rows hold) and
  * then produces one token per slm_session_next: it samples from the logits
@@ -54,61 +55,6 @@ static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-/* ---- the stop set ------------------------------------------------------------ */
-
-void slm_engine_build_stop_set(slm_engine *e) {
-    e->n_stop_ids = 0;
-    const int V = e->cfg.vocab_size;
-#define ADD_STOP(id)                                                                                \
-    do {                                                                                            \
-        int id_ = (id), dup_ = 0;                                                                   \
-        for (int k_ = 0; k_ < e->n_stop_ids; k_++) dup_ |= e->stop_ids[k_] == id_;                  \
-        if (id_ >= 0 && id_ < V && !dup_ && e->n_stop_ids < SLM_MAX_STOP_IDS) e->stop_ids[e->n_stop_ids++] = id_; \
-    } while (0)
-    ADD_STOP(slm_tok_eos(e->tok));
-    ADD_STOP(slm_tok_bos(e->tok)); /* llama2.c's run.c stops at BOS too */
-    ADD_STOP(slm_tok_eot(e->tok));
-    /* GGUF: every id the model lists as an end of generation */
-    if (!e->from_blob && e->model.gguf) {
-        slm_gguf_type et;
-        uint64_t n = 0;
-        const void *data = NULL;
-        if (slm_gguf_get_arr(e->model.gguf, "tokenizer.ggml.eos_token_ids", &et, &n, &data) &&
-            (et == SLM_GGUF_U32 || et == SLM_GGUF_I32))
-            for (uint64_t i = 0; i < n && i < 64; i++) {
-                int32_t v;
-                memcpy(&v, (const uint8_t *)data + 4 * i, 4);
-                ADD_STOP(v);
-            }
-        uint32_t v32;
-        if (slm_gguf_get_u32(e->model.gguf, "tokenizer.ggml.eot_token_id", &v32)) ADD_STOP((int)v32);
-        if (slm_gguf_get_u32(e->model.gguf, "tokenizer.ggml.eom_token_id", &v32)) ADD_STOP((int)v32);
-    }
-    /* the families' end-of-turn tokens, by their text (control tokens only) */
-    static const char *const names[] = {"<|im_end|>", "<end_of_turn>", "<|end|>", "<|eot_id|>", "<|eom_id|>",
-                                        "<|endoftext|>"};
-    for (int id = 0; id < V; id++) {
-        const char *s = slm_tok_str(e->tok, id);
-        if (!s || s[0] != '<') continue;
-        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
-            if (!strcmp(s, names[k])) ADD_STOP(id);
-    }
-#undef ADD_STOP
-}
-
-int slm_is_stop_token(const slm_engine *e, int id) {
-    if (!e) return 0;
-    for (int k = 0; k < e->n_stop_ids; k++)
-        if (e->stop_ids[k] == id) return 1;
-    return 0;
-}
-
-int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap) {
-    if (!e) return 0;
-    for (int k = 0; k < e->n_stop_ids && k < cap; k++) ids[k] = e->stop_ids[k];
-    return e->n_stop_ids;
 }
 
 /* ---- life cycle ---------------------------------------------------------------- */

@@ -2,7 +2,9 @@
  * POST /v1/chat/completions and /v1/completions. A completion request is
  * parsed (request.c), admitted to the bounded queue (a full queue answers
  * 503 before any rendering or tokenizing), and answered from what the
- * worker (worker.c) publishes: one JSON object, or server-sent events. */
+ * worker (worker.c) publishes: one JSON object, or server-sent events.
+ * The transport (http.c) reaches api_admit, api_handle, api_cancel,
+ * api_done and api_stop only as the handlers server.c gives it. */
 #include "server/api.h"
 
 #ifdef SLM_HAVE_SERVE
@@ -14,6 +16,7 @@
 
 #include "common/common.h"
 #include "common/json.h"
+#include "engine/engine.h"
 
 /* ---- response bodies ---------------------------------------------------------- */
 
@@ -384,7 +387,7 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
         if (l > longest) longest = l;
     }
     a->max_prompt_bytes = (size_t)slm_capacity(e) * longest * 2;
-    a->tok = slm_chat_tok_new(e);
+    a->tok = slm_chat_tok_new(slm_engine_tokenizer(e));
     a->n_slots = cfg->parallel > 0 ? cfg->parallel : 1;
     if (a->n_slots > SRV_MAX_SLOTS) a->n_slots = SRV_MAX_SLOTS;
     if (a->n_slots > a->info.n_seqs) a->n_slots = a->info.n_seqs;

@@ -13,7 +13,9 @@
  * Policy before any body is read: the Host header on an allow-list (DNS
  * rebinding), a foreign Origin refused unless admitted with CORS, browser
  * form bodies (text/plain, multipart) refused, the API key, and the queue
- * (api_admit). Then api.c answers. */
+ * (the admit handler). Then the application's handlers answer (http.h): the
+ * transport knows no endpoint. Its life (http_new, http_listen, http_stop,
+ * http_free) is server.c's to drive. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* POLLRDHUP */
 #endif
@@ -54,10 +56,12 @@ typedef struct conn_rec {
     srv_req *req;          /* the request under way, or NULL */
 } conn_rec;
 
-struct slm_server {
+struct http_server {
     struct MHD_Daemon *d;
-    srv_api *api;
+    http_handlers h;       /* the application */
     slm_server_cfg cfg;
+    struct sockaddr_in addr; /* cfg's host and port */
+    const char *host;      /* that address in words, for messages */
     int port;
     pthread_mutex_t mu;    /* conns, body_bytes, each srv_req's http fields */
     conn_rec *conns;
@@ -95,7 +99,7 @@ static int client_gone(int fd) {
 /* Suspend r's connection (from its handler or content reader); a wake-up
  * that came meanwhile resumes it at once. */
 static void http_suspend(srv_req *r) {
-    slm_server *s = r->srv;
+    http_server *s = r->srv;
     MHD_suspend_connection(r->conn);
     pthread_mutex_lock(&s->mu);
     int wake = r->wake;
@@ -106,7 +110,7 @@ static void http_suspend(srv_req *r) {
 }
 
 void http_wake(srv_req *r) {
-    slm_server *s = r->srv;
+    http_server *s = r->srv;
     pthread_mutex_lock(&s->mu);
     int resume = r->suspended;
     r->suspended = 0;
@@ -227,7 +231,7 @@ int http_send_stream(srv_req *r, http_stream_fn read, void *cls, void (*free_fn)
 
 /* The Host header: an allowed name, with this server's port (or none for
  * port 80). A request without one (HTTP/1.0) passes: browsers always send it. */
-static int host_ok(const slm_server *s, const char *h) {
+static int host_ok(const http_server *s, const char *h) {
     if (!h || s->any_host) return 1;
     const char *colon;
     size_t nl;
@@ -257,7 +261,7 @@ static int host_ok(const slm_server *s, const char *h) {
 /* An Origin header (a browser's request): the admitted CORS origin, or
  * this server itself (http:// + its allowed Host). *cors: answer with CORS
  * headers. */
-static int origin_ok(const slm_server *s, const char *origin, const char *host, int *cors) {
+static int origin_ok(const http_server *s, const char *origin, const char *host, int *cors) {
     *cors = 0;
     if (!origin) return 1;
     const char *co = s->cfg.cors_origin;
@@ -269,7 +273,7 @@ static int origin_ok(const slm_server *s, const char *origin, const char *host, 
 }
 
 /* "Bearer KEY", compared in time independent of where it differs. */
-static int auth_ok(const slm_server *s, const char *h) {
+static int auth_ok(const http_server *s, const char *h) {
     const char *key = s->cfg.api_key;
     if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
     h += 7;
@@ -313,7 +317,7 @@ static int refuse(srv_req *r, int status, const char *code, const char *hname, c
 }
 
 /* The checks once the headers are in; 1 = go on reading, 0 = refused. */
-static int admit(slm_server *s, srv_req *r) {
+static int admit(http_server *s, srv_req *r) {
     struct MHD_Connection *c = r->conn;
     const char *host = header(c, "Host"), *origin = header(c, "Origin");
     if (!host_ok(s, host))
@@ -355,7 +359,7 @@ static int admit(slm_server *s, srv_req *r) {
             return refuse(r, 413, "request_too_large", NULL, NULL, "the request body exceeds %u bytes", HTTP_BODY_LIMIT);
     }
     char msg[200];
-    if (!api_admit(s->api, r, msg, sizeof msg)) return refuse(r, 503, "queue_full", NULL, NULL, "%s", msg);
+    if (!s->h.admit(s->h.ud, r, msg, sizeof msg)) return refuse(r, 503, "queue_full", NULL, NULL, "%s", msg);
     if (n) { /* hold the body's bytes in the budget now (a chunked body: as it comes) */
         pthread_mutex_lock(&s->mu);
         int over = s->body_bytes + n > s->cfg.body_budget;
@@ -374,7 +378,7 @@ static int admit(slm_server *s, srv_req *r) {
 
 /* Append upload bytes to r's body; past HTTP_BODY_LIMIT or the budget they
  * are dropped (and the request refused once read). */
-static void body_append(slm_server *s, srv_req *r, const char *data, size_t n) {
+static void body_append(http_server *s, srv_req *r, const char *data, size_t n) {
     if (r->too_big || r->over_budget) return;
     if (r->len + n > HTTP_BODY_LIMIT) {
         r->too_big = 1;
@@ -408,7 +412,7 @@ static void body_append(slm_server *s, srv_req *r, const char *data, size_t n) {
 }
 
 /* The body is no longer needed: free it and give its budget back. */
-static void body_release(slm_server *s, srv_req *r) {
+static void body_release(http_server *s, srv_req *r) {
     slm_xfree(r->body);
     r->body = NULL;
     r->len = r->cap = 0;
@@ -423,7 +427,7 @@ static conn_rec *rec_of(struct MHD_Connection *c) {
     return ci ? ci->socket_context : NULL;
 }
 
-static srv_req *req_new(slm_server *s, struct MHD_Connection *conn, const char *url, const char *method) {
+static srv_req *req_new(http_server *s, struct MHD_Connection *conn, const char *url, const char *method) {
     srv_req *r = slm_calloc(1, sizeof *r);
     if (!r) return NULL;
     snprintf(r->method, sizeof r->method, "%s", method);
@@ -442,7 +446,7 @@ static srv_req *req_new(slm_server *s, struct MHD_Connection *conn, const char *
 
 static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                const char *version, const char *upload_data, size_t *upload_size, void **con_cls) {
-    slm_server *s = cls;
+    http_server *s = cls;
     (void)version;
     srv_req *r = *con_cls;
     if (!r) { /* the headers are in */
@@ -482,7 +486,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         res = send_error_h(r, 503, "server_busy", NULL, NULL,
                            "the server is busy reading other requests' bodies; retry later") ? HTTP_DONE : HTTP_DROP;
     else
-        res = api_handle(s->api, r);
+        res = s->h.handle(s->h.ud, r);
     if (first) body_release(s, r);
     if (res == HTTP_WAIT) {
         http_suspend(r);
@@ -492,13 +496,13 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    slm_server *s = cls;
+    http_server *s = cls;
     srv_req *r = *con_cls;
     if (!r) return;
     *con_cls = NULL;
     int pt, ct, aborted = toe != MHD_REQUEST_TERMINATED_COMPLETED_OK;
     const char *fin;
-    api_done(s->api, r, aborted, &pt, &ct, &fin);
+    s->h.done(s->h.ud, r, aborted, &pt, &ct, &fin);
     if (slm_trace_enabled()) {
         char what[96];
         snprintf(what, sizeof what, "%s %s", r->method, r->path);
@@ -523,7 +527,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 }
 
 static void notify_conn(void *cls, struct MHD_Connection *conn, void **ctx, enum MHD_ConnectionNotificationCode code) {
-    slm_server *s = cls;
+    http_server *s = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
         conn_rec *rec = slm_calloc(1, sizeof *rec);
         *ctx = rec;
@@ -554,7 +558,7 @@ static void notify_conn(void *cls, struct MHD_Connection *conn, void **ctx, enum
  * after the deadline; cancel and wake sleeping requests whose client left
  * (MHD does not watch a suspended connection). With all = 1 (stopping),
  * wake every sleeping request. */
-static void monitor_pass(slm_server *s, int all) {
+static void monitor_pass(http_server *s, int all) {
     enum { BATCH = 64 };
     srv_req *gone[BATCH];
     int ng = 0;
@@ -575,13 +579,13 @@ static void monitor_pass(slm_server *s, int all) {
     }
     pthread_mutex_unlock(&s->mu);
     for (int i = 0; i < ng; i++) { /* still suspended, so still alive */
-        api_cancel(s->api, gone[i]);
+        s->h.cancel(s->h.ud, gone[i]);
         MHD_resume_connection(gone[i]->conn);
     }
 }
 
 static void *monitor_main(void *arg) {
-    slm_server *s = arg;
+    http_server *s = arg;
     pthread_mutex_lock(&s->mu);
     while (!s->stopping) {
         struct timespec ts;
@@ -599,23 +603,9 @@ static void *monitor_main(void *arg) {
     return NULL;
 }
 
-/* ---- the server -------------------------------------------------------------------- */
+/* ---- the transport's life ---------------------------------------------------------- */
 
-void slm_server_cfg_init(slm_server_cfg *c) {
-    memset(c, 0, sizeof *c);
-    c->host = "127.0.0.1";
-    c->port = 8080;
-    c->queue = 8;
-    c->parallel = 4;
-    c->max_conn = 512;
-    c->max_conn_per_ip = 64;
-    c->idle_timeout_s = 15;
-    c->request_timeout_s = 30;
-    c->http_threads = 4;
-    c->body_budget = (size_t)64 << 20;
-}
-
-static void add_name(slm_server *s, const char *n) {
+static void add_name(http_server *s, const char *n) {
     if (!strcmp(n, "*")) s->any_host = 1;
     for (int i = 0; i < s->n_names; i++)
         if (!strcasecmp(s->names[i], n)) return;
@@ -625,7 +615,7 @@ static void add_name(slm_server *s, const char *n) {
 /* libmicrohttpd's messages (a connection closed early, a limit reached:
  * under attack one a connection) go to stderr with -v only. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    const slm_server *s = cls;
+    const http_server *s = cls;
     if (!s->cfg.verbose) return;
     char line[300];
     vsnprintf(line, sizeof line, fmt, ap);
@@ -634,7 +624,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     fprintf(stderr, "serve: http: %s\n", line);
 }
 
-static struct MHD_Daemon *start_daemon(slm_server *s, const struct sockaddr_in *addr) {
+static struct MHD_Daemon *start_daemon(http_server *s, const struct sockaddr_in *addr) {
     const slm_server_cfg *c = &s->cfg;
     unsigned limit = (unsigned)c->max_conn;
     struct rlimit rl;
@@ -651,7 +641,7 @@ static struct MHD_Daemon *start_daemon(slm_server *s, const struct sockaddr_in *
         MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
 }
 
-slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, slm_err *err) {
+http_server *http_new(const slm_server_cfg *cfg, slm_err *err) {
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
     addr.sin_family = AF_INET;
@@ -662,9 +652,11 @@ slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server
         return NULL;
     }
     slm_json_init_hooks();
-    slm_server *s = slm_calloc(1, sizeof *s);
+    http_server *s = slm_calloc(1, sizeof *s);
     if (!s) { slm_errf(err, SLM_ERR_NOMEM, "out of memory"); return NULL; }
     s->cfg = *cfg;
+    s->addr = addr;
+    s->host = host;
     if (!s->cfg.body_budget) s->cfg.body_budget = HTTP_BODY_LIMIT;
     add_name(s, "localhost");
     add_name(s, "127.0.0.1");
@@ -673,36 +665,31 @@ slm_server *slm_server_start(slm_engine *e, const slm_tmpl *tm, const slm_server
     for (int i = 0; i < cfg->n_allow_hosts && i < 8; i++) add_name(s, cfg->allow_hosts[i]);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->monitor_cv, NULL);
-    if (!(s->api = api_new(e, tm, cfg, err))) goto fail;
-    errno = 0;
-    if (!(s->d = start_daemon(s, &addr))) {
-        slm_errf(err, SLM_ERR_IO, "cannot listen on %s:%d (%s)", host, cfg->port,
-                 errno ? strerror(errno) : "address in use or not available");
-        goto fail;
-    }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? (int)di->port : cfg->port;
-    if (pthread_create(&s->monitor, NULL, monitor_main, s)) {
-        slm_errf(err, SLM_ERR_INTERNAL, "cannot start the monitor thread");
-        goto fail;
-    }
-    s->monitor_started = 1;
     return s;
-fail:
-    if (s->d) {
-        api_stop(s->api);
-        MHD_stop_daemon(s->d);
-    }
-    api_free(s->api);
-    pthread_cond_destroy(&s->monitor_cv);
-    pthread_mutex_destroy(&s->mu);
-    slm_xfree(s);
-    return NULL;
 }
 
-int slm_server_port(const slm_server *s) { return s->port; }
+slm_status http_listen(http_server *s, const http_handlers *h, slm_err *err) {
+    s->h = *h;
+    errno = 0;
+    if (!(s->d = start_daemon(s, &s->addr)))
+        return slm_errf(err, SLM_ERR_IO, "cannot listen on %s:%d (%s)", s->host, s->cfg.port,
+                        errno ? strerror(errno) : "address in use or not available");
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? (int)di->port : s->cfg.port;
+    if (pthread_create(&s->monitor, NULL, monitor_main, s)) {
+        slm_errf(err, SLM_ERR_INTERNAL, "cannot start the monitor thread");
+        s->h.stop(s->h.ud); /* the application first, as in http_stop */
+        MHD_stop_daemon(s->d);
+        s->d = NULL;
+        return SLM_ERR_INTERNAL;
+    }
+    s->monitor_started = 1;
+    return SLM_OK;
+}
 
-static int n_suspended(slm_server *s) {
+int http_port(const http_server *s) { return s->port; }
+
+static int n_suspended(http_server *s) {
     int n = 0;
     pthread_mutex_lock(&s->mu);
     for (conn_rec *c = s->conns; c; c = c->next) n += c->req && c->req->suspended;
@@ -710,10 +697,9 @@ static int n_suspended(slm_server *s) {
     return n;
 }
 
-void slm_server_stop(slm_server *s) {
-    if (!s) return;
+void http_stop(http_server *s) {
     MHD_socket lfd = MHD_quiesce_daemon(s->d); /* no new connections */
-    api_stop(s->api);         /* queued jobs fail 503, the running one stops: their requests wake */
+    s->h.stop(s->h.ud);       /* the application answers what waits: those requests wake */
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     pthread_cond_signal(&s->monitor_cv);
@@ -725,8 +711,12 @@ void slm_server_stop(slm_server *s) {
         usleep(10000);
     }
     MHD_stop_daemon(s->d);
+    s->d = NULL;
     if (lfd != MHD_INVALID_SOCKET) close(lfd); /* quiesce handed it to us */
-    api_free(s->api);
+}
+
+void http_free(http_server *s) {
+    if (!s) return;
     pthread_cond_destroy(&s->monitor_cv);
     pthread_mutex_destroy(&s->mu);
     slm_xfree(s);

@@ -3,39 +3,20 @@
  * opens the engine and the chat template, and starts the server; the
  * server depends on engine/ and below only.
  *
- * Inside: http.c (libmicrohttpd, connection limits, body reading, error
- * bodies, server-sent-event plumbing) below api.c (the OpenAI endpoints,
- * JSON responses, the job queue) and worker.c (the generation loop);
- * request.c parses request bodies. http.h is the seam between them. */
+ * Inside, top down: server.c (this header: start and stop) makes the API
+ * (api.c: the OpenAI endpoints, JSON responses, the job queue) and the
+ * transport (http.c: libmicrohttpd, connection limits, body reading, error
+ * bodies, server-sent-event plumbing), and starts the transport with the
+ * API's handlers (http.h), so http.c knows no endpoint; api.c starts the
+ * worker (worker.c: the generation loop), which wakes requests through
+ * http.h. request.c parses request bodies; config.h holds slm_server_cfg. */
 #ifndef SLM_SERVER_H
 #define SLM_SERVER_H
 
-#include <stddef.h>
-
-#include "engine/chat.h"
+#include "common/common.h"
+#include "server/config.h"
+#include "text/chat_template.h"
 #include "staticlm.h"
-
-typedef struct slm_server_cfg {
-    const char *host;       /* IPv4 address to listen on (default 127.0.0.1) */
-    int port;               /* TCP port; 0 = any free port */
-    int queue;              /* requests that may wait for a slot; more get 503 */
-    int parallel;           /* slots: requests decoded together (at most the engine's n_seqs) */
-    const char *model_name; /* the id /v1/models reports */
-    int verbose;
-    /* hostile clients: bounded work and memory */
-    int max_conn;           /* connections at once (default 512; at most the open-file limit less 64) */
-    int max_conn_per_ip;    /* connections at once from one client address (default 64) */
-    int idle_timeout_s;     /* a connection silent this long is closed (default 15) */
-    int request_timeout_s;  /* a request's headers and body must arrive within this (default 30) */
-    int http_threads;       /* threads polling the sockets (default 4) */
-    size_t body_budget;     /* bytes of request bodies buffered at once, all clients (default 64 MiB) */
-    /* who may ask */
-    const char *api_key;    /* NULL: none; else every endpoint but /health needs "Authorization: Bearer KEY" */
-    const char *cors_origin;/* NULL: requests with a foreign Origin get 403; else the origin admitted
-                               (answers carry CORS headers); "*" admits any */
-    const char *allow_hosts[8]; /* Host names accepted besides localhost, 127.0.0.1, [::1] and host */
-    int n_allow_hosts;      /* "*" among them accepts any Host */
-} slm_server_cfg;
 
 void slm_server_cfg_init(slm_server_cfg *c);
 

@@ -7,7 +7,7 @@
  * tokens decoded together, the weights read once) and publishes the text
  * for the request that waits or streams. The generation loop itself is the
  * session's (engine/session.c); the HTTP side never sees either. */
-#include "server/api.h"
+#include "server/jobs.h"
 
 #ifdef SLM_HAVE_SERVE
 

@@ -1,0 +1,80 @@
+/* server/jobs.h — the job queue shared by the endpoints (api.c) and the
+ * worker (worker.c). One engine, --parallel slots: a request becomes a job,
+ * waits in a bounded queue until a slot is free, and the worker thread
+ * renders, tokenizes and generates it together with the other slots' jobs,
+ * publishing text as it goes. */
+#ifndef SLM_SERVER_JOBS_H
+#define SLM_SERVER_JOBS_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "common/common.h"
+#include "server/http.h"
+#include "server/request.h"
+#include "text/chat_template.h"
+#include "text/chat_tok.h"
+#include "staticlm.h"
+
+enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
+
+#define SRV_MAX_SLOTS 64
+
+typedef struct job {
+    int refs;               /* under a->mu: the queue/worker, the request, the stream */
+    srv_request q;          /* what was asked (owned) */
+    srv_req *req;           /* the request waiting for it (under a->mu; NULL once it ended) */
+    /* progress, under a->mu */
+    int state, accepted;
+    _Atomic int cancelled;  /* the client left or the server stops; the template
+                               renderer reads it too (slm_tmpl_vars.cancel) */
+    int status;             /* J_FAILED: the HTTP status */
+    char err[512];
+    const char *err_code, *err_param;
+    char *text;             /* the published reply [tlen] + NUL (complete UTF-8, no stop string) */
+    size_t tlen, tcap;
+    int prompt_tokens, completion_tokens;
+    int cached_tokens;      /* prompt tokens whose KV rows were reused (slot or prefix cache) */
+    const char *finish;     /* "stop" | "length" | "cancelled" */
+    struct job *next;
+    /* the event stream's writer (one MHD thread at a time) */
+    int phase;
+    size_t sent;
+    char *pend;
+    size_t plen, poff;
+    char id[48];
+    long created;
+} job;
+
+typedef struct srv_api srv_api;
+struct srv_api {
+    pthread_mutex_t mu;
+    pthread_cond_t work;
+    job *head, *tail;
+    int queued, running, queue_max, stop; /* jobs waiting for a slot; slots running a job */
+    unsigned long next_id;
+    slm_engine *e;
+    const slm_tmpl *tm;
+    slm_chat_tok *tok;
+    slm_info info;
+    size_t max_prompt_bytes; /* a prompt longer than this cannot fit the KV capacity:
+                                refused without tokenizing (capacity x the longest piece x 2) */
+    char model_name[128];
+    int n_slots;            /* --parallel: sessions decoding together */
+    slm_session *slot_sess[SRV_MAX_SLOTS];
+    job *slot_job[SRV_MAX_SLOTS]; /* the job each slot runs (NULL: free); under mu */
+    int slot_gen0[SRV_MAX_SLOTS]; /* the session's n_generated when the job started */
+    long started;
+    job *current;           /* the job the worker runs, or NULL */
+    pthread_t worker;
+    int worker_started;
+};
+
+/* worker.c */
+void *srv_worker_main(void *api);
+/* Drop a reference (under a->mu); frees the job at zero. */
+void srv_job_unref(job *j);
+/* The job's state or text changed (under a->mu): wake its request. */
+void srv_job_changed(srv_api *a, job *j);
+
+#endif
