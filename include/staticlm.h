@@ -316,6 +316,17 @@ SLM_API slm_status slm_session_feed_text(slm_session *s, const char *text, int f
  * ids are prefilled, and the prompt offered to the prefix cache. Statistics:
  * n_reused counts the kept and restored rows. */
 SLM_API slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n);
+/* slm_session_set_prompt in steps, for a server whose other sessions keep
+ * decoding while a long prompt goes in: the same rows kept or restored from
+ * the prefix cache, then at most `budget` (>= 1) of the remaining ids
+ * prefilled now; each slm_session_prompt_step prefills the next `budget`.
+ * *left (may be NULL): the ids still to prefill; at 0 the session stands
+ * as after set_prompt (the same logits and statistics; the prompt offered
+ * to the prefix cache), and may be sampled. Before that slm_session_next
+ * refuses; a feed or a reset drops what is left. A prompt whose remainder
+ * fits the budget takes set_prompt's path. */
+SLM_API slm_status slm_session_begin_prompt(slm_session *s, const int32_t *ids, int n, int budget, int *left);
+SLM_API slm_status slm_session_prompt_step(slm_session *s, int budget, int *left);
 /* Whether n more tokens fit (SLM_ERR_CAPACITY with a message if not). */
 SLM_API slm_status slm_session_check_fit(slm_session *s, int n);
 /* The next token: *id >= 0 and its piece (valid until the next call), or

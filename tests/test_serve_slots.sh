@@ -119,6 +119,27 @@ check "the server saw it go" 'grep -q "client gone" "$TMP/one.log"'
 grep -q "client gone" "$TMP/one.log" || tail -3 "$TMP/one.log"
 stop
 
+# ---- a long prompt while another slot decodes goes in in pieces (--prefill-chunk),
+# and its reply still equals run's
+start chunk "${BIGM[@]}" --parallel 2 --prefill-chunk 8 --max-prompt-len 64 --min-response-len 960 -v
+# a stream decoding on one slot (the KV capacity, 256, gives it ~250 steps): the long prompt is sent
+# once its first tokens are out
+curl -s -N -m 120 "${H[@]}" -d '{"prompt":"Once","max_tokens":600,"temperature":0,"stream":true}' "$U/v1/completions" -o "$TMP/k1" &
+W=($!)
+for _ in $(seq 1 500); do grep -q '"text":"[^"]' "$TMP/k1" 2>/dev/null && break; sleep 0.01; done
+LP="Once upon a time there was a little girl who lived in a small house near the woods with her mother and her dog"
+curl -s -m 120 "${H[@]}" -d "{\"prompt\":\"$LP\",\"max_tokens\":12,\"temperature\":0}" "$U/v1/completions" -o "$TMP/k2"
+wait "${W[@]}"
+"$CLI" run "${BIGM[@]}" --max-prompt-len 64 --min-response-len 960 -p "$LP" -n 12 --temp 0 2>/dev/null >"$TMP/kr"
+want=$(head -c -1 "$TMP/kr" | tr '\n' '\1' | sed "s/^ *$LP//" | sed 's/\x01/\\n/g')
+got=$(text_of "$TMP/k2")
+check "a prompt prefilled in pieces beside a decoding slot replies as run does" '[ -n "$got" ] && [ "$got" = "$want" ]'
+[ "$got" = "$want" ] || { echo "  got:  $got"; echo "  want: $want"; }
+pieces=$(grep -o 'went in in [0-9]* pieces' "$TMP/chunk.log" | head -1 | grep -o '[0-9]*')
+check "the long prompt went in in pieces of 8 tokens (${pieces:-none})" '[ -n "$pieces" ] && [ "$pieces" -ge 3 ]'
+check "the decoding slot's stream completed" 'grep -q "\"finish_reason\":\"length\"" "$TMP/k1"'
+stop
+
 # ---- a model whose EOT differs from its EOS: generation stops at the EOT
 if command -v python3 >/dev/null; then
   "$CLI" convert "${MODEL[@]}" -o "$TMP/eot.gguf" 2>/dev/null

@@ -115,6 +115,125 @@ static void test_session_equals_generate(void) {
     slm_free(e);
 }
 
+/* 20 greedy tokens after a prompt put in with set_prompt (budget 0) or in
+ * steps of the given budgets (cycled); the session's statistics after it. */
+static int g_steps; /* prompt steps after begin_prompt in the last stepped() */
+static int stepped(slm_session *s, const int32_t *ids, int n, const int *budgets, int nb, int32_t *out,
+                   slm_session_stats *st) {
+    g_steps = 0;
+    slm_session_stats s0;
+    slm_session_get_stats(s, &s0);
+    if (!nb) {
+        if (slm_session_set_prompt(s, ids, n)) return 0;
+    } else {
+        int left = -1, k = 0, steps = 0;
+        if (slm_session_begin_prompt(s, ids, n, budgets[k++ % nb], &left)) return 0;
+        while (left > 0) {
+            int32_t id;
+            /* not all in yet: no token */
+            CHECK(slm_session_next(s, &id, NULL) == SLM_ERR_ARG && strstr(slm_session_error(s), "not all prefilled"));
+            const int before = left;
+            if (slm_session_prompt_step(s, budgets[k++ % nb], &left)) return 0;
+            CHECK(left < before);
+            steps++;
+        }
+        g_steps = steps;
+    }
+    for (int i = 0; i < 20; i++)
+        if (slm_session_next(s, &out[i], NULL) || out[i] < 0) return 0;
+    slm_session_get_stats(s, st);
+    st->n_prefilled -= s0.n_prefilled;
+    st->n_reused -= s0.n_reused;
+    st->n_cached -= s0.n_cached;
+    return 1;
+}
+
+/* A prompt put in in steps (slm_session_begin_prompt, then
+ * slm_session_prompt_step) gives set_prompt's tokens and statistics: from
+ * an empty session, over rows a session keeps (a longer prompt after a
+ * shorter one), and from the prefix cache (rows restored up front, over
+ * the whole prompt); a feed drops what is left. */
+static void test_stepped_prompt(void) {
+    slm_options o = slm_default_options();
+    o.prefix_cache_mb = 16;
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!e) { CHECK(0); return; }
+    int32_t ids[200];
+    const int n = slm_tokenize(e, "Once upon a time, there was a little girl named Lily. She loved to play outside in the "
+                                  "sun with her friends. One day, she saw a big red ball in the park.", 1, ids, 200);
+    CHECK(n > 30 && n < 200);
+    slm_session_cfg cfg = {0};
+    cfg.ignore_eos = 1;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    if (!s) { slm_free(e); return; }
+    static const int b1[] = {7}, b2[] = {1, 3, 100}, b3[] = {16};
+    const int *bs[] = {NULL, b1, b2, b3};
+    const int nbs[] = {0, 1, 3, 1};
+    int32_t want[20], got[20];
+    slm_session_stats sw, sg;
+    /* from empty (prefix cache off for this engine: o2) */
+    slm_options o2 = slm_default_options();
+    slm_engine *e2 = load(M("stories260K.bin"), M("tok512.bin"), o2);
+    slm_session *s2 = NULL;
+    CHECK(e2 && slm_session_new(e2, &cfg, &s2) == SLM_OK);
+    for (int v = 0; s2 && v < 4; v++) {
+        slm_session_reset(s2);
+        CHECK(stepped(s2, ids, n, bs[v], nbs[v], v ? got : want, v ? &sg : &sw));
+        CHECK(!v || g_steps >= 2);
+        if (v)
+            CHECKF(!memcmp(got, want, sizeof want) && sg.n_prefilled == sw.n_prefilled && sg.n_reused == sw.n_reused,
+                   "budgets %d: tokens %s, prefilled %d / %d, reused %d / %d", v, memcmp(got, want, sizeof want) ? "differ" : "equal",
+                   sg.n_prefilled, sw.n_prefilled, sg.n_reused, sw.n_reused);
+    }
+    /* rows kept: a prompt of n - 10 ids, then the whole one in steps, against set_prompt the same way */
+    for (int v = 0; s2 && v < 4; v++) {
+        slm_session_reset(s2);
+        int32_t tmp[20];
+        slm_session_stats t;
+        CHECK(stepped(s2, ids, n - 10, NULL, 0, tmp, &t));
+        CHECK(stepped(s2, ids, n, bs[v], nbs[v], v ? got : want, v ? &sg : &sw));
+        CHECK(sw.n_reused >= n - 11);
+        if (v)
+            CHECKF(!memcmp(got, want, sizeof want) && sg.n_prefilled == sw.n_prefilled && sg.n_reused == sw.n_reused,
+                   "kept rows, budgets %d: prefilled %d / %d, reused %d / %d", v, sg.n_prefilled, sw.n_prefilled,
+                   sg.n_reused, sw.n_reused);
+    }
+    slm_session_free(s2);
+    slm_free(e2);
+    /* the prefix cache: the prompt stored once, then restored whole before the steps */
+    CHECK(stepped(s, ids, n, NULL, 0, want, &sw));
+    for (int v = 1; v < 4; v++) {
+        slm_session_reset(s);
+        CHECK(stepped(s, ids, n, bs[v], nbs[v], got, &sg));
+        CHECKF(sg.n_cached >= n - 1 - 16 && !memcmp(got, want, sizeof want), "prefix cache, budgets %d: cached %d of %d",
+               v, sg.n_cached, n);
+    }
+    /* ... and a longer prompt over a cached prefix, in steps of 5 */
+    int32_t longer[220];
+    memcpy(longer, ids, sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < 12; i++) longer[n + i] = ids[5 + i];
+    slm_session_reset(s);
+    CHECK(stepped(s, longer, n + 12, b1, 1, got, &sg) && g_steps >= 1);
+    /* the stepped prompt was offered to the cache whole: set_prompt restores all but its end */
+    slm_session_reset(s);
+    CHECK(stepped(s, longer, n + 12, NULL, 0, want, &sw));
+    CHECKF(sw.n_cached >= n + 12 - 1 - 16 && sw.n_cached > sg.n_cached && !memcmp(got, want, sizeof want),
+           "the stepped prompt's rows: cached %d then %d of %d", sg.n_cached, sw.n_cached, n + 12);
+    slm_session_reset(s);
+    for (int i = 0; i < 12; i++) longer[n + i] = ids[20 + i]; /* a tail the cache has not seen */
+    int left = 0;
+    CHECK(slm_session_begin_prompt(s, longer, n + 12, 5, &left) == SLM_OK && left > 0 && left <= 13);
+    /* a feed drops what is left */
+    CHECK(slm_session_feed(s, ids, 3) == SLM_OK);
+    CHECK(slm_session_prompt_step(s, 5, &left) == SLM_ERR_ARG && left == 0);
+    int32_t id;
+    CHECK(slm_session_next(s, &id, NULL) == SLM_OK && id >= 0);
+    CHECK(slm_session_begin_prompt(s, ids, n, 0, &left) == SLM_ERR_ARG);
+    slm_session_free(s);
+    slm_free(e);
+}
+
 static void test_stop_strings(void) {
     slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), slm_default_options());
     if (!e) { CHECK(0); return; }
@@ -437,6 +556,7 @@ int main(void) {
     if (system(cmd) != 0) return 1;
     T_RUN(test_session_equals_generate);
     T_RUN(test_stop_strings);
+    T_RUN(test_stepped_prompt);
     T_RUN(test_eot_stops);
     T_RUN(test_overflow_policies);
     T_RUN(test_speculative_sampling);

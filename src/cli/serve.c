@@ -44,6 +44,10 @@ static void usage_serve(FILE *f) {
             "                            KV rows (default 4)\n"
             "      --queue N             requests that may wait for a slot; more get 503\n"
             "                            (default 8)\n"
+            "      --prefill-chunk N     while other slots decode, a new prompt is prefilled\n"
+            "                            N tokens between their steps, so their streams do not\n"
+            "                            stall for a long prompt (default 128; 0 = the whole\n"
+            "                            prompt before the next step)\n"
             "      --api-key KEY         require 'Authorization: Bearer KEY' on every endpoint\n"
             "                            but /health (default: $STATICLM_API_KEY, else none)\n"
             "      --cors-origin ORIGIN  admit browser requests from ORIGIN (e.g.\n"
@@ -77,6 +81,7 @@ int slm_cli_serve(int argc, char **argv) {
         else if (!strcmp(o, "--port") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 65535, &cfg.port)) return 2; }
         else if (!strcmp(o, "--queue") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 4096, &cfg.queue)) return 2; }
         else if (!strcmp(o, "--parallel") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 64, &cfg.parallel)) return 2; }
+        else if (!strcmp(o, "--prefill-chunk") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 20, &cfg.prefill_chunk)) return 2; }
         else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
         else if (!strcmp(o, "--cors-origin") && has) cfg.cors_origin = argv[++i];
         else if (!strcmp(o, "--allow-host") && has) {

@@ -49,6 +49,9 @@ struct slm_session {
     double t_feed;            /* when the last feed started (time to first token) */
     int first_pending;        /* 1 until the first token after a feed is sampled */
     int offer_pc;             /* the feed completes a prompt (set_prompt): offer it to the prefix cache */
+    int no_pc_store;          /* a stepped prompt's piece before the last: offer nothing yet */
+    int32_t *rest;            /* a stepped prompt (slm_session_begin_prompt): the ids still to prefill */
+    int rest_n, rest_i;       /* [rest_i, rest_n) of rest are left */
 };
 
 static double now_ms(void) {
@@ -127,8 +130,15 @@ slm_status slm_session_new(slm_engine *e, const slm_session_cfg *cfg, slm_sessio
     return SLM_OK;
 }
 
+static void rest_drop(slm_session *s) {
+    slm_xfree(s->rest);
+    s->rest = NULL;
+    s->rest_n = s->rest_i = 0;
+}
+
 void slm_session_free(slm_session *s) {
     if (!s) return;
+    rest_drop(s);
     if (s->e->draft_owner == s) s->e->draft_owner = NULL;
     slm_engine_release_slot(s->e, s->slot);
     clear_stop_strings(s);
@@ -154,6 +164,7 @@ static void reply_clear(slm_session *s) {
 
 void slm_session_reset(slm_session *s) {
     if (!s) return;
+    rest_drop(s);
     slm_rt_reset(rt_of(s));
     if (s->use_draft) slm_rt_reset(&s->e->draft->rt);
     s->have_logits = 0;
@@ -223,7 +234,7 @@ static slm_status prefill(slm_session *s, const int32_t *ids, int n) {
     if (got > 0)
         slm_trace_instant("engine", "prefix_cache_hit", &(slm_trace_args){{"rows", "prompt"}, {got, n}, NULL, NULL});
     if ((st = slm_rt_prefill(rt, ids + got, n - got, &s->err))) return st;
-    if (e->pc.limit_bytes && (rt->num_stored == n || s->offer_pc)) slm_pc_store(&e->pc, rt, rt->num_stored);
+    if (e->pc.limit_bytes && !s->no_pc_store && (rt->num_stored == n || s->offer_pc)) slm_pc_store(&e->pc, rt, rt->num_stored);
     s->st.n_cached += got;
     s->st.n_reused += got;
     s->st.n_prefilled += n - got;
@@ -268,10 +279,14 @@ slm_status slm_session_check_fit(slm_session *s, int n) {
     return SLM_OK;
 }
 
-slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n) {
-    if (!s) return SLM_ERR_ARG;
+/* cont: the next piece of a stepped prompt (its rows are not "reused", the
+ * time to first token runs from the prompt's start). */
+static slm_status feed_ids(slm_session *s, const int32_t *ids, int n, int cont) {
     slm_runtime *rt = rt_of(s);
-    s->t_feed = now_ms();
+    if (!cont) {
+        rest_drop(s);
+        s->t_feed = now_ms();
+    }
     s->first_pending = 1;
     if (n < 0 || (n > 0 && !ids)) return slm_errf(&s->err, SLM_ERR_ARG, "feed: %d ids", n);
     s->qn = s->qi = 0;
@@ -288,7 +303,7 @@ slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n) {
         if (n) memcpy(buf + 1, ids, (size_t)n * sizeof(int32_t));
         run = buf;
     }
-    s->st.n_reused += rt->num_stored;
+    if (!cont) s->st.n_reused += rt->num_stored;
     slm_status st = prefill(s, run, total);
     slm_xfree(buf);
     if (st) {
@@ -301,8 +316,15 @@ slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n) {
     return SLM_OK;
 }
 
-slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n) {
-    if (!s || n < 1 || !ids) return s ? slm_errf(&s->err, SLM_ERR_ARG, "set_prompt: %d ids", n) : SLM_ERR_ARG;
+slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n) {
+    if (!s) return SLM_ERR_ARG;
+    return feed_ids(s, ids, n, 0);
+}
+
+/* The rows a new prompt keeps: its common prefix with what the session holds
+ * (at most n - 1), unless the prefix cache holds more of it; the session is
+ * trimmed (or reset) to them. Returns the count. */
+static int prompt_keep(slm_session *s, const int32_t *ids, int n) {
     slm_runtime *rt = rt_of(s);
     int keep = 0;
     while (keep < rt->num_stored && keep < n - 1 && rt->tokens[keep] == ids[keep]) keep++;
@@ -317,9 +339,68 @@ slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n) {
         s->qn = s->qi = 0;
         s->have_logits = 0;
     }
+    return keep;
+}
+
+slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n) {
+    if (!s || n < 1 || !ids) return s ? slm_errf(&s->err, SLM_ERR_ARG, "set_prompt: %d ids", n) : SLM_ERR_ARG;
+    const int keep = prompt_keep(s, ids, n);
     s->offer_pc = 1;
     slm_status st = slm_session_feed(s, ids + keep, n - keep);
     s->offer_pc = 0;
+    return st;
+}
+
+slm_status slm_session_prompt_step(slm_session *s, int budget, int *left) {
+    if (left) *left = 0;
+    if (!s) return SLM_ERR_ARG;
+    if (budget < 1) return slm_errf(&s->err, SLM_ERR_ARG, "prompt step: budget %d", budget);
+    if (s->rest_i >= s->rest_n) return slm_errf(&s->err, SLM_ERR_ARG, "prompt step: no prompt is being prefilled");
+    const int m = s->rest_n - s->rest_i < budget ? s->rest_n - s->rest_i : budget;
+    const int last = s->rest_i + m == s->rest_n;
+    s->offer_pc = last;
+    s->no_pc_store = !last;
+    slm_status st = feed_ids(s, s->rest + s->rest_i, m, 1);
+    s->offer_pc = s->no_pc_store = 0;
+    if (st) {
+        rest_drop(s);
+        return st;
+    }
+    s->rest_i += m;
+    if (left) *left = s->rest_n - s->rest_i;
+    if (last) rest_drop(s);
+    return SLM_OK;
+}
+
+slm_status slm_session_begin_prompt(slm_session *s, const int32_t *ids, int n, int budget, int *left) {
+    if (left) *left = 0;
+    if (!s || n < 1 || !ids) return s ? slm_errf(&s->err, SLM_ERR_ARG, "begin_prompt: %d ids", n) : SLM_ERR_ARG;
+    if (budget < 1) return slm_errf(&s->err, SLM_ERR_ARG, "begin_prompt: budget %d", budget);
+    int keep = prompt_keep(s, ids, n);
+    if (n - keep <= budget) return slm_session_set_prompt(s, ids, n); /* all of it now: set_prompt's path */
+    slm_engine *e = s->e;
+    slm_runtime *rt = rt_of(s);
+    rest_drop(s);
+    s->t_feed = now_ms();
+    slm_status cs = slm_session_check_fit(s, n - keep);
+    if (cs) return cs;
+    s->st.n_reused += rt->num_stored;
+    if (e->pc.limit_bytes && rt->num_stored == 0) { /* as prefill() does, over the whole prompt */
+        const int got = slm_pc_restore(&e->pc, rt, ids, n, n - 1);
+        if (got > 0) {
+            slm_trace_instant("engine", "prefix_cache_hit", &(slm_trace_args){{"rows", "prompt"}, {got, n}, NULL, NULL});
+            s->st.n_cached += got;
+            s->st.n_reused += got;
+            keep = got;
+        }
+    }
+    if (!(s->rest = slm_malloc((size_t)(n - keep) * sizeof(int32_t)))) return slm_errf(&s->err, SLM_ERR_NOMEM, "out of memory");
+    memcpy(s->rest, ids + keep, (size_t)(n - keep) * sizeof(int32_t));
+    s->rest_n = n - keep;
+    s->rest_i = 0;
+    const double t = s->t_feed;
+    slm_status st = slm_session_prompt_step(s, budget, left);
+    s->t_feed = t;
     return st;
 }
 
@@ -582,6 +663,9 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
     *id = -1;
     *piece = "";
     if (!s) return SLM_ERR_ARG;
+    if (s->rest_i < s->rest_n)
+        return slm_errf(&s->err, SLM_ERR_ARG, "the prompt is not all prefilled yet (%d ids left: slm_session_prompt_step)",
+                        s->rest_n - s->rest_i);
     slm_engine *e = s->e;
     const int V = e->cfg.vocab_size;
     if (s->stop) return SLM_OK;

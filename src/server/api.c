@@ -378,6 +378,8 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
     a->e = e;
     a->tm = tm;
     a->queue_max = cfg->queue;
+    a->prefill_chunk = cfg->prefill_chunk;
+    a->verbose = cfg->verbose;
     a->started = (long)time(NULL);
     snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");
     slm_get_info(e, &a->info);

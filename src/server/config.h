@@ -13,6 +13,8 @@ typedef struct slm_server_cfg {
     int port;               /* TCP port; 0 = any free port */
     int queue;              /* requests that may wait for a slot; more get 503 */
     int parallel;           /* slots: requests decoded together (at most the engine's n_seqs) */
+    int prefill_chunk;      /* while other slots decode, a new prompt goes in this many tokens
+                               per decode step (default 128); 0 = whole, before the next step */
     const char *model_name; /* the id /v1/models reports */
     int verbose;
     /* hostile clients: bounded work and memory */

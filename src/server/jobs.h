@@ -64,6 +64,12 @@ struct srv_api {
     slm_session *slot_sess[SRV_MAX_SLOTS];
     job *slot_job[SRV_MAX_SLOTS]; /* the job each slot runs (NULL: free); under mu */
     int slot_gen0[SRV_MAX_SLOTS]; /* the session's n_generated when the job started */
+    int slot_left[SRV_MAX_SLOTS]; /* prompt ids still to prefill (slm_session_prompt_step) */
+    int slot_reused0[SRV_MAX_SLOTS]; /* the session's n_reused when the job started */
+    int slot_prompt[SRV_MAX_SLOTS];  /* the job's prompt tokens */
+    int slot_pieces[SRV_MAX_SLOTS];  /* prefill calls its prompt took so far */
+    int prefill_chunk;      /* --prefill-chunk (0: whole prompts) */
+    int verbose;
     long started;
     job *current;           /* the job the worker runs, or NULL */
     pthread_t worker;

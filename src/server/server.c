@@ -23,6 +23,7 @@ void slm_server_cfg_init(slm_server_cfg *c) {
     c->port = 8080;
     c->queue = 8;
     c->parallel = 4;
+    c->prefill_chunk = 128;
     c->max_conn = 512;
     c->max_conn_per_ip = 64;
     c->idle_timeout_s = 15;

@@ -2,7 +2,11 @@
  * KV region) of the engine. Between decode steps it drops cancelled jobs and
  * admits queued ones into free slots (continuous batching): renders the chat
  * template, tokenizes, and sets the slot's prompt (rows of a prefix the slot
- * or the prefix cache holds are kept). Each step then advances every
+ * or the prefix cache holds are kept); while other slots decode, prompts go
+ * in --prefill-chunk tokens per step (slm_session_begin_prompt /
+ * _prompt_step), so a long prompt does not stall their streams for its
+ * whole prefill, and the slot joins the steps once its prompt is in. Each
+ * step then advances every
  * running slot by one token through slm_session_next_batch (the sessions'
  * tokens decoded together, the weights read once) and publishes the text
  * for the request that waits or streams. The generation loop itself is the
@@ -11,6 +15,7 @@
 
 #ifdef SLM_HAVE_SERVE
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -190,10 +195,29 @@ static void release(srv_api *a, int i) {
     pthread_mutex_unlock(&a->mu);
 }
 
-/* Start a job on its slot's session: tokens, sampling, limits, prefill
- * (keeping the rows of a prefix the slot or the prefix cache holds).
- * 0 when it failed (the job is failed, the slot freed). */
-static int start_job(srv_api *a, int i) {
+/* Slot i's prompt is in: its job joins the decode steps. */
+static void accept_job(srv_api *a, int i) {
+    job *j = a->slot_job[i];
+    slm_session_stats s1;
+    slm_session_get_stats(a->slot_sess[i], &s1);
+    a->slot_gen0[i] = s1.n_generated;
+    pthread_mutex_lock(&a->mu);
+    j->prompt_tokens = a->slot_prompt[i];
+    j->cached_tokens = s1.n_reused - a->slot_reused0[i];
+    j->accepted = 1;
+    srv_job_changed(a, j);
+    pthread_mutex_unlock(&a->mu);
+    if (a->verbose && a->slot_pieces[i] > 1)
+        fprintf(stderr, "serve: slot %d: a prompt of %d tokens went in in %d pieces between other slots' steps\n", i,
+                a->slot_prompt[i], a->slot_pieces[i]);
+}
+
+/* Start a job on its slot's session: tokens, sampling, limits, and the
+ * prompt (keeping the rows of a prefix the slot or the prefix cache holds),
+ * at most *budget of its tokens prefilled now (the rest by prompt_steps;
+ * *budget is lowered by what ran). 0 when it failed (the job is failed,
+ * the slot freed). */
+static int start_job(srv_api *a, int i, int *budget) {
     job *j = a->slot_job[i];
     slm_session *s = a->slot_sess[i];
     int32_t *ids = NULL;
@@ -217,8 +241,11 @@ static int start_job(srv_api *a, int i) {
     sc.n_stop = j->q.nstop;
     slm_session_stats s0, s1;
     slm_session_get_stats(s, &s0);
+    a->slot_reused0[i] = s0.n_reused;
+    a->slot_prompt[i] = n;
+    int left = 0;
     slm_status st = slm_session_configure(s, &sc);
-    if (!st) st = slm_session_set_prompt(s, ids, n);
+    if (!st) st = slm_session_begin_prompt(s, ids, n, *budget > 0 ? *budget : 1, &left);
     slm_xfree(ids);
     if (st) {
         job_fail(a, j, 500, "internal_error", NULL, "prefill failed: %s", slm_session_error(s));
@@ -227,14 +254,35 @@ static int start_job(srv_api *a, int i) {
         return 0;
     }
     slm_session_get_stats(s, &s1);
-    a->slot_gen0[i] = s1.n_generated;
-    pthread_mutex_lock(&a->mu);
-    j->prompt_tokens = n;
-    j->cached_tokens = s1.n_reused - s0.n_reused;
-    j->accepted = 1;
-    srv_job_changed(a, j);
-    pthread_mutex_unlock(&a->mu);
+    const int ran = s1.n_prefilled - s0.n_prefilled;
+    *budget = *budget - ran > 0 ? *budget - ran : 0;
+    a->slot_left[i] = left;
+    a->slot_pieces[i] = 1;
+    if (!left) accept_job(a, i);
     return 1;
+}
+
+/* The slots whose prompts are still going in, oldest slot first: up to
+ * budget more of their tokens. */
+static void prompt_steps(srv_api *a, int budget) {
+    for (int i = 0; i < a->n_slots && budget > 0; i++) {
+        if (!a->slot_job[i] || a->slot_left[i] <= 0) continue;
+        slm_session *s = a->slot_sess[i];
+        const int m = a->slot_left[i] < budget ? a->slot_left[i] : budget;
+        int left = 0;
+        slm_status st = slm_session_prompt_step(s, m, &left);
+        if (st) {
+            a->slot_left[i] = 0;
+            job_fail(a, a->slot_job[i], 500, "internal_error", NULL, "prefill failed: %s", slm_session_error(s));
+            slm_session_reset(s);
+            release(a, i);
+            continue;
+        }
+        budget -= a->slot_left[i] - left;
+        a->slot_left[i] = left;
+        a->slot_pieces[i]++;
+        if (!left) accept_job(a, i);
+    }
 }
 
 /* After a step: publish slot i's new text; finish it when its reply ended. */
@@ -281,6 +329,7 @@ void *srv_worker_main(void *arg) {
                 j->state = J_DONE;
                 srv_job_changed(a, j);
                 a->slot_job[i] = NULL;
+                a->slot_left[i] = 0;
                 a->running--;
                 srv_job_unref(j);
             }
@@ -306,6 +355,11 @@ void *srv_worker_main(void *arg) {
             pthread_mutex_unlock(&a->mu);
             continue;
         }
+        /* a prompt goes in whole, unless slots are decoding: then --prefill-chunk tokens of
+           prompts per step, so that their streams go on while a long prompt is read */
+        int decoding = 0;
+        for (int i = 0; i < a->n_slots; i++) decoding |= a->slot_job[i] && a->slot_job[i]->accepted;
+        int budget = decoding && a->prefill_chunk > 0 ? a->prefill_chunk : INT_MAX;
         int nf = admit(a, fresh, fresh_slot);
         for (int k = 0; k < nf; k++)
             if (fresh[k]->cancelled) { /* gone while it waited */
@@ -319,7 +373,8 @@ void *srv_worker_main(void *arg) {
             }
         pthread_mutex_unlock(&a->mu);
         for (int k = 0; k < nf; k++)
-            if (fresh_slot[k] >= 0) start_job(a, fresh_slot[k]);
+            if (fresh_slot[k] >= 0) start_job(a, fresh_slot[k], &budget);
+        prompt_steps(a, budget);
         /* one step for every running slot: their pending tokens in one batch program */
         slm_session *ss[SRV_MAX_SLOTS];
         int who[SRV_MAX_SLOTS], n = 0;
