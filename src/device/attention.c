@@ -9,7 +9,9 @@
  * Variants: AVX-512 (head_dim % 16 == 0), AVX2 (head_dim % 8 == 0), and the
  * scalar reference (any head_dim): each an entry of a kernel set
  * (slm_kernel_set.attention), which falls back to the next for shapes it
- * does not take.
+ * does not take. Prefill also has the avx512 set's block entry
+ * (slm_attention_rows_avx512, slm_kernel_set.attention_rows, below): a
+ * block of query rows against K^T tiles converted once for all of them.
  *
  * KV types: the cache holds f32, f16 or q8_0 rows (slm_attn_args.kv_type).
  * The SIMD variants convert the valid rows of one tile of one KV head to
