@@ -9,7 +9,7 @@
  * -d D:  before each pp and tg run, D random ids are prefilled (untimed),
  *        so the test runs with D tokens already in the KV cache
  *        (llama-bench's n_depth; shown as "pp512 @ d4096", jsonl n_depth).
- *        The decode breakdown below stays at depth 0.
+ *        The decode breakdown below runs at the same depth.
  * Each test runs once untimed (warm-up: pages the weights in) and then -r
  * times; avg_ts and stddev_ts are the mean and sample standard deviation of
  * the per-repetition tokens/s (llama-bench's definition).
@@ -508,13 +508,12 @@ static int run_ttft(bench *b, slm_engine *e, int32_t *ids, int vocab) {
 /* The decode breakdown: one more tg pass, each step profiled on its own
  * (the mean, and the median step by wall time: robust when other
  * processes take the cores now and then). 0 when a step failed. */
-static int profile_decode(bench *b, slm_engine *e, int vocab) {
+static int profile_decode(bench *b, slm_engine *e, int32_t *ids, int vocab) {
     const int n = b->n;
     prof *steps = slm_calloc((size_t)n, sizeof *steps);
     if (!steps) return 0;
     const float *logits;
-    slm_reset(e);
-    int ok = 1;
+    int ok = fill_depth(e, ids, b->depth, vocab); /* at the tests' depth, as they ran */
     for (int i = 0; i < n && ok; i++) {
         uint64_t calls = 0;
         slm_exec_profile(1);
@@ -742,7 +741,7 @@ int slm_cli_bench(int argc, char **argv) {
     rc = 1;
     if (!run_tests(b, e, ids, in.vocab_size)) goto done;
     if (!run_ttft(b, e, ids, in.vocab_size)) goto done;
-    if (b->profile && b->n > 0 && !profile_decode(b, e, in.vocab_size)) goto done;
+    if (b->profile && b->n > 0 && !profile_decode(b, e, ids, in.vocab_size)) goto done;
 
     /* the bandwidth again, after the tests: other processes on the machine
      * move it; the higher of the two bounds decode more honestly */

@@ -544,6 +544,7 @@ AVX2 void slm_attention_avx2(const slm_attn_args *a) {
 }
 
 AVX512 void slm_attention_avx512(const slm_attn_args *a) {
+    if (slm_attention_decode_avx512(a)) return; /* attention_decode.c: head_dim % 16, <= 256 */
     if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 16 == 0 &&
         (a->kv_type != SLM_Q8_0 || a->head_dim % 32 == 0))
         attn_avx512(a);

@@ -57,6 +57,14 @@ int slm_attention_rows_amx(const slm_attn_rows *a);
  * rows outside 1..SLM_ATTN_ROWS_MAX, and off x86-64. */
 int slm_attention_rows_avx512(const slm_attn_rows *a);
 int slm_attention_rows_amx_emu(const slm_attn_rows *a);
+/* The avx512 set's per-row entry for head_dim % 16 == 0 up to 256, group
+ * <= 64 (attention_decode.c): K and V tiles of 8192 / head_dim keys (32 ..
+ * 128) converted once for the group, 16 keys' scores per transposing
+ * reduction, one softmax step per head and tile, outputs of up to 4 heads
+ * in registers, the next tile prefetched. Returns 0 (nothing written) for other shapes, a KV
+ * type other than f32 / f16 / q8_0 (head_dim % 32), and off x86-64;
+ * slm_attention_avx512 then runs its own loop. */
+int slm_attention_decode_avx512(const slm_attn_args *a);
 
 /* For test_amx_attention: the emulated entry with the work around the
  * tiles (the bf16 splits, K^T and V as B tiles, softmax, rescale) in plain
