@@ -493,6 +493,108 @@ static void test_attention_parts_engine(void) {
         }
 }
 
+/* slm_attn_part_keys: the runs of a row's KV rows partition [first, last]
+ * in order, each of n / parts or one more rows (empty ones when fewer). */
+static void test_key_parts_split(void) {
+    for (int n = 0; n <= 40; n++)
+        for (int parts = 2; parts <= 8; parts++) {
+            const int first = 7, last = first + n - 1;
+            int next = first, ok = 1;
+            for (int p = 0; p < parts; p++) {
+                int b, e;
+                slm_attn_part_keys(first, last, p, parts, &b, &e);
+                ok &= b == next && e - b >= n / parts && e - b <= n / parts + 1;
+                next = e;
+            }
+            CHECKF(ok && next == last + 1, "%d rows in %d parts", n, parts);
+        }
+}
+
+/* Logits of a 20-token prefill and then of each of `steps` decode steps of
+ * the model at path (tokenizer tok, or its own) with a KV capacity of 64 +
+ * resp rows, under kernel set `set` and KV type kv, into
+ * out[(steps + 1) * vocab]. */
+static int key_parts_logits(const char *path, const char *tok, const char *set, int resp, int kv, int steps, float *out,
+                            int vocab) {
+    if (!slm_kernels_select(set)) return 0;
+    slm_options opt = slm_default_options();
+    opt.tokenizer_path = tok;
+    opt.max_prompt_len = 64, opt.min_response_len = resp, opt.n_threads = 2, opt.kv_type = kv;
+    slm_engine *e = NULL;
+    int ok = slm_load(&e, path, &opt) == SLM_OK;
+    CHECKF(ok, "%s", slm_last_error(e));
+    int32_t ids[20];
+    for (int i = 0; i < 20; i++) ids[i] = i == 0 ? 1 : 3 + (i * 37) % (vocab - 3);
+    const float *lg = NULL;
+    ok = ok && slm_prefill(e, ids, 20, &lg) == SLM_OK;
+    if (ok) memcpy(out, lg, sizeof(float) * vocab);
+    for (int s = 0; ok && s < steps; s++) {
+        ok = slm_decode(e, 3 + (s * 53) % (vocab - 3), &lg) == SLM_OK;
+        if (ok) memcpy(out + (size_t)(s + 1) * vocab, lg, sizeof(float) * vocab);
+    }
+    CHECKF(ok, "%s: %s", set, slm_last_error(e));
+    slm_free(e);
+    slm_kernels_select(NULL);
+    return ok;
+}
+
+/* Decode attention in key parts (capacity >= 256): the dump shows the parts
+ * and their merge; decode logits within float rounding of the same steps
+ * through tasks of heads (a capacity under 256), for every kernel set and
+ * KV type; a blob whose key parts or merge are wrong is refused. */
+static void test_key_parts_engine(void) {
+    char blob[400], synth[400];
+    snprintf(blob, sizeof blob, "%s/keys.blob", g_tmp);
+    snprintf(synth, sizeof synth, "%s/keys.gguf", g_tmp);
+    char *argv[] = {"staticlm", "compile", "-m", M("stories260K.bin"), "-z", M("tok512.bin"), "--max-prompt-len", "64",
+                    "--min-response-len", "448", "--dump-tasks", "-o", blob, NULL};
+    char *out = NULL;
+    CHECK(t_run_capture(g_tmp, SLM_CLI_PATH, argv, &out, NULL) == 0);
+    const char *gen = out ? strstr(out, "program generate") : NULL;
+    CHECKF(gen && strstr(gen, "keys=part4/4") && strstr(gen, "attn_merge") && strstr(gen, "parts=4"),
+           "no key parts / merge in the decode dump of capacity 512");
+    CHECKF(out && (!gen || !strstr(out, "keys=part") || strstr(out, "keys=part") > gen), "a prefill task carries key parts");
+    free(out);
+    size_t n = 0;
+    uint8_t *img = (uint8_t *)t_read_file(blob, &n);
+    if (img) {
+        refused_when(img, n, SLM_T_ATTENTION, 153, 4, 1, "key parts");      /* part 4 of 4 */
+        refused_when(img, n, SLM_T_ATTN_MERGE, 154, 1, 1, "beyond arena");  /* 5 parts: beyond the partials */
+        refused_when(img, n, SLM_T_ATTN_MERGE, 153, 1, 1, "not {0, parts"); /* a part byte */
+    }
+    free(img);
+    unlink(blob);
+    /* stories260K (head_dim 8: the AVX2 and scalar loops) and a head_dim 64 model (the
+       AVX-512 decode entry), groups of 4 */
+    const int have_synth = amx_synth(synth, "f32", "--dim 512 --heads 8 --kv-heads 2", 320, 5); /* f32: no int8 rounding to flip */
+    const struct { const char *path, *tok; int vocab, kv_max; } models[] = {
+        {M("stories260K.bin"), M("tok512.bin"), 512, SLM_KV_F16}, {synth, NULL, 320, SLM_KV_Q8_0}};
+    enum { STEPS_K = 150, VOC = 512 };
+    float *a = malloc(sizeof(float) * (STEPS_K + 1) * VOC), *b = malloc(sizeof(float) * (STEPS_K + 1) * VOC);
+    const char *sets[] = {"avx512", "avx2", "scalar"};
+    for (int mi = 0; mi < 2 && a && b; mi++)
+        for (int si = 0; si < 3 && (mi == 0 || have_synth); si++)
+            for (int kv = SLM_KV_F32; kv <= models[mi].kv_max; kv++) {
+                const int V = models[mi].vocab;
+                if (!key_parts_logits(models[mi].path, models[mi].tok, sets[si], 448, kv, STEPS_K, a, V) ||
+                    !key_parts_logits(models[mi].path, models[mi].tok, sets[si], 128, kv, STEPS_K, b, V))
+                    continue;
+                double worst = 0, amax = 0;
+                for (int s = 0; s <= STEPS_K; s++) {
+                    const double d = amx_logit_diff(a + (size_t)s * V, b + (size_t)s * V, V, &amax);
+                    if (d > worst) worst = d;
+                }
+                /* the sums' order differs: float rounding, carried through 150 steps of KV */
+                const double tol = mi == 0 ? 1e-3 : 1e-4; /* f16 weights, 5 layers / f32 weights, 2 layers */
+                CHECKF(worst < tol, "model %d %s kv %d: key parts vs heads: %g of max |logit|", mi, sets[si], kv, worst);
+                CHECKF(memcmp(a, b, sizeof(float) * V) == 0, "model %d %s kv %d: the prefill logits differ", mi, sets[si], kv);
+                if (mi == 1 && si == 0) printf("  key parts vs heads (head_dim 64, avx512, kv %d): %.2g\n", kv, worst);
+            }
+    free(a);
+    free(b);
+    unlink(synth);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_schedule.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -504,6 +606,8 @@ int main(void) {
     T_RUN(test_hostile_counts);
     T_RUN(test_attention_part_rows);
     T_RUN(test_attention_parts_engine);
+    T_RUN(test_key_parts_split);
+    T_RUN(test_key_parts_engine);
     char f[300];
     snprintf(f, sizeof f, "%s/cmd.out", g_tmp);
     unlink(f);

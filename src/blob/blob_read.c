@@ -477,18 +477,25 @@ static slm_status check_task(pctx *q, int ti) {
     slm_status s;
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
-                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP))
+                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP |
+                               SLM_TF_KEY_PARTS))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
     if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
     if (t->op != SLM_T_BARRIER && t->count) return pbad(q, "task %d (%s): count %u on a non-barrier", ti, op, t->count);
-    if (t->op == SLM_T_ATTENTION && (t->tiles[0] | t->tiles[1] | t->tiles[2]) &&
+    if ((t->flags & SLM_TF_KEY_PARTS) &&
+        (t->op != SLM_T_ATTENTION || t->tiles[1] < 2 || t->tiles[0] >= t->tiles[1] || t->tiles[2] || t->f1 != 0.0f))
+        return pbad(q, "task %d (%s): key parts {%u, %u, %u} not {part < parts, parts >= 2, 0} of an uncapped attention", ti, op,
+                    t->tiles[0], t->tiles[1], t->tiles[2]);
+    if (t->op == SLM_T_ATTN_MERGE && (t->tiles[0] || t->tiles[1] < 2 || t->tiles[2]))
+        return pbad(q, "task %d (%s): tiles {%u, %u, %u} not {0, parts >= 2, 0}", ti, op, t->tiles[0], t->tiles[1], t->tiles[2]);
+    if (t->op == SLM_T_ATTENTION && !(t->flags & SLM_TF_KEY_PARTS) && (t->tiles[0] | t->tiles[1] | t->tiles[2]) &&
         !(t->tiles[1] >= 2 && t->tiles[0] < t->tiles[1] && !t->tiles[2] && p->rows >= 2 && !(t->flags & SLM_TF_ONE_ROW)))
         return pbad(q, "task %d (%s): row part tiles {%u, %u, %u} is not {part < parts, parts >= 2, 0} of a program of several rows",
                     ti, op, t->tiles[0], t->tiles[1], t->tiles[2]);
-    if (t->op != SLM_T_MATMUL && t->op != SLM_T_ATTENTION && (t->tiles[0] | t->tiles[1] | t->tiles[2]))
+    if (t->op != SLM_T_MATMUL && t->op != SLM_T_ATTENTION && t->op != SLM_T_ATTN_MERGE && (t->tiles[0] | t->tiles[1] | t->tiles[2]))
         return pbad(q, "task %d (%s): tiles %ux%u k=%u on a task that is not a matrix multiply", ti, op, t->tiles[0], t->tiles[1],
                     t->tiles[2]);
     const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
@@ -555,7 +562,20 @@ static slm_status check_task(pctx *q, int ti) {
         KVR(C, SLM_REF_SRC2, kvw, 0);
         REF(SLM_REF_SRC3, C * 4, 0);
         REF(SLM_REF_SRC4, R * 4, 0);
-        MAT(R, SLM_REF_DST, w, 1);
+        if (t->flags & SLM_TF_KEY_PARTS) { /* the partials: parts x heads x (head_dim + 2) a row */
+            NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): key parts' partials not in the arena", ti, op);
+            MAT(R, SLM_REF_DST, (uint64_t)t->tiles[1] * (uint64_t)t->a * (uint64_t)(t->c + 2), 1);
+        } else {
+            MAT(R, SLM_REF_DST, w, 1);
+        }
+        break;
+    }
+    case SLM_T_ATTN_MERGE: {
+        NEED(t->a >= 1 && t->c >= 1 && (int64_t)t->a * t->c <= BLOB_MAX_DIM, "task %d (%s): heads a %d x head_dim c %d out of range", ti, op, t->a, t->c);
+        NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->a, "task %d (%s): heads [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->a);
+        NEED(t->ref[SLM_REF_SRC0].space == SLM_SPACE_ARENA, "task %d (%s): partials not in the arena", ti, op);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->tiles[1] * (uint64_t)t->a * (uint64_t)(t->c + 2), 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n1 * (uint64_t)t->c, 1);
         break;
     }
     case SLM_T_ADD:

@@ -21,8 +21,8 @@ _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
 _Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 56,
                "update blob config and family records");
-_Static_assert(SLM_T_OP_COUNT == 13, "update the blob task validator (blob_read.c check_task)");
-_Static_assert(SLM_TF_POST_SOFTCAP == 0x200, "update the blob task validator's flags (blob_read.c check_task)");
+_Static_assert(SLM_T_OP_COUNT == 14, "update the blob task validator (blob_read.c check_task)");
+_Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800, "update the blob task validator's flags (blob_read.c check_task)");
 
 #define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */
 #define BLOB_IDENT_SIZE 176

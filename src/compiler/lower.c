@@ -39,7 +39,26 @@ typedef struct lower_ctx {
     struct region { int obj; uint64_t lo, hi; int write; } *regions;
     int n_regions, cap_regions;
     int seq_rows;      /* batch programs: KV rows of one sequence's region (0: one sequence) */
+    uint64_t parts_off; /* arena offset of the attention key parts' partials (after the
+                           planned buffers; one buffer serves every layer in turn) */
 } lower_ctx;
+
+/* Hazard object of the key parts' partials buffer (not a node's storage). */
+#define PARTIALS_OBJ (-7)
+
+/* Decode attention in parts of the KV rows (flash-decoding): programs of a
+ * few rows (generate, batch decode) whose sequences hold >= 256 KV rows get
+ * capacity / 128 parts, at most 8, over all heads, and a merge task in the
+ * next stage. A part reads whole KV rows (every KV head) of its run, where a
+ * task of KV heads reads a few lines of each, and the parts keep every
+ * thread busy whatever the KV heads (3 KV heads left one of 2 threads idle a
+ * third of each attention stage). 0: tasks of heads, no merge. */
+static int key_parts(const lower_ctx *c, const slm_node *nd) {
+    const int region = c->seq_rows ? c->seq_rows : c->g->rows_c;
+    if (c->g->rows_t > 16 || region < 256 || nd->softcap > 0.0f) return 0;
+    const int parts = region / 128;
+    return parts > 8 ? 8 : parts;
+}
 
 static int is_inplace(slm_op op) {
     return op == SLM_OP_ROPE || op == SLM_OP_ADD || op == SLM_OP_SWIGLU || op == SLM_OP_KV_VIEW ||
@@ -164,7 +183,16 @@ static slm_status plan_memory(lower_ctx *c) {
         if (off + size > peak) peak = off + size;
     }
     slm_xfree(lv);
-    c->p->arena_bytes = peak;
+    /* the key parts' partials: rows x parts x heads x (head_dim + 2) floats */
+    uint64_t partials = 0;
+    for (int i = 0; i < n; i++) {
+        const slm_node *nd = &g->nodes[i];
+        const int parts = !nd->dead && nd->op == SLM_OP_ATTENTION ? key_parts(c, nd) : 0;
+        const uint64_t b = (uint64_t)g->rows_t * (uint64_t)parts * (uint64_t)nd->heads * (uint64_t)(nd->head_dim + 2) * 4;
+        if (b > partials) partials = b;
+    }
+    c->parts_off = (peak + ALIGN - 1) & ~(uint64_t)(ALIGN - 1);
+    c->p->arena_bytes = partials ? c->parts_off + partials : peak;
     return SLM_OK;
 }
 
@@ -224,10 +252,30 @@ static slm_status add_region(lower_ctx *c, int node, int write) {
         c->cap_regions = cap;
     }
     struct region *r = &c->regions[c->n_regions++];
-    r->obj = hazard_obj(c, node, &r->lo, &r->hi);
+    if (node < 0) { /* the key parts' partials buffer */
+        r->obj = PARTIALS_OBJ;
+        r->lo = 0;
+        r->hi = UINT64_MAX;
+    } else {
+        r->obj = hazard_obj(c, node, &r->lo, &r->hi);
+    }
     r->write = write;
     return SLM_OK;
 }
+
+/* End the current stage (if it holds tasks) with a counted barrier. */
+static slm_status close_stage(lower_ctx *c) {
+    if (c->p->n_tasks == c->stage_start) return SLM_OK;
+    slm_task *b = new_task(c, SLM_T_BARRIER, -1);
+    if (!b) return SLM_ERR_NOMEM;
+    b->count = (uint32_t)(c->p->n_tasks - 1 - c->stage_start);
+    c->stage_start = c->p->n_tasks;
+    c->n_regions = 0;
+    return SLM_OK;
+}
+
+/* A region of the partials buffer (its whole extent). */
+static slm_status add_partials_region(lower_ctx *c, int write) { return add_region(c, -1, write); }
 
 /* Before emitting node i: if it reads something written in this stage, or
  * writes something read or written in this stage, close the stage with a
@@ -244,13 +292,7 @@ static slm_status stage_for(lower_ctx *c, int i) {
         int obj = hazard_obj(c, i, &lo, &hi);
         need = overlaps(c, obj, lo, hi, 0);
     }
-    if (need && c->p->n_tasks > c->stage_start) {
-        slm_task *b = new_task(c, SLM_T_BARRIER, -1);
-        if (!b) return SLM_ERR_NOMEM;
-        b->count = (uint32_t)(c->p->n_tasks - 1 - c->stage_start);
-        c->stage_start = c->p->n_tasks;
-        c->n_regions = 0;
-    }
+    if (need && close_stage(c)) return SLM_ERR_NOMEM;
     for (int k = 0; k < nd->n_in; k++)
         if (add_region(c, nd->in[k], 0)) return SLM_ERR_NOMEM;
     return add_region(c, i, 1);
@@ -351,6 +393,53 @@ static int matmul_bounds(lower_ctx *c, int n, int k, uint32_t wtype, int unit, i
     return nt;
 }
 
+/* An attention node in key parts (key_parts): the parts into the partials
+ * buffer, a barrier, the merge into the node's storage. */
+static slm_status lower_attention_keys(lower_ctx *c, int i, const slm_node *nd) {
+    const int heads = nd->heads, parts = key_parts(c, nd);
+    slm_ref partials;
+    memset(&partials, 0, sizeof partials);
+    partials.space = SLM_SPACE_ARENA;
+    partials.off = c->parts_off;
+    partials.ld = (uint32_t)(parts * heads * (nd->head_dim + 2));
+    /* the previous layer's merge read the buffer: it must be done (it is, stages ago) */
+    if (overlaps(c, PARTIALS_OBJ, 0, UINT64_MAX, 0) && close_stage(c)) return SLM_ERR_NOMEM;
+    if (add_partials_region(c, 1)) return SLM_ERR_NOMEM;
+    for (int part = 0; part < parts; part++) {
+        slm_task *t = new_task(c, SLM_T_ATTENTION, nd->layer);
+        if (!t) return SLM_ERR_NOMEM;
+        t->tiles[0] = (uint8_t)part;
+        t->tiles[1] = (uint8_t)parts;
+        t->n = nd->cols;
+        t->n0 = 0;
+        t->n1 = heads;
+        t->a = heads;
+        t->b = nd->kv_heads;
+        t->c = nd->head_dim;
+        t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
+        t->window = nd->window;
+        t->f0 = nd->scale;
+        t->wtype = (uint8_t)c->opt->kv_type;
+        t->flags = (uint16_t)(row_flags(c, i) | SLM_TF_KEY_PARTS);
+        for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
+        t->ref[SLM_REF_DST] = partials;
+    }
+    if (close_stage(c)) return SLM_ERR_NOMEM;
+    slm_task *t = new_task(c, SLM_T_ATTN_MERGE, nd->layer);
+    if (!t) return SLM_ERR_NOMEM;
+    t->tiles[1] = (uint8_t)parts;
+    t->n = nd->cols;
+    t->n0 = 0;
+    t->n1 = heads;
+    t->a = heads;
+    t->c = nd->head_dim;
+    t->flags = row_flags(c, i);
+    t->ref[SLM_REF_SRC0] = partials;
+    t->ref[SLM_REF_DST] = ref_node(c, i);
+    if (add_partials_region(c, 0) || add_region(c, i, 1)) return SLM_ERR_NOMEM;
+    return SLM_OK;
+}
+
 /* An attention node: tasks of whole heads (prefill: of whole KV groups)
  * times, in programs of >= 64 rows, row parts of equal work. */
 static slm_status lower_attention(lower_ctx *c, int i, const slm_node *nd) {
@@ -358,6 +447,7 @@ static slm_status lower_attention(lower_ctx *c, int i, const slm_node *nd) {
     const int heads = nd->heads, rows = c->g->rows_t;
     int per = heads >= 4 ? (heads + 3) / 4 : 1; /* up to 4 tiles of whole heads */
     int parts = 1;
+    if (key_parts(c, nd)) return lower_attention_keys(c, i, nd);
     if (rows >= 64 && nd->kv_heads >= 1 && heads % nd->kv_heads == 0) {
         /* several rows: up to 4 tiles of whole KV groups (a block of rows converts each KV
            tile once for its group), times row parts of equal work, ~16 tasks in all, each

@@ -69,13 +69,18 @@ void slm_attention_plain(const slm_attn_args *a, float cap) {
         }
         if (l > 0.0f)
             for (int d = 0; d < a->head_dim; d++) o[d] /= l;
+        if (a->ml) {
+            a->ml[2 * g] = m;
+            a->ml[2 * g + 1] = l;
+        }
     }
 }
 
 /* Scalar reference: the same tiled algorithm, plain C (f32 caches); other
  * KV types one row at a time. */
 static void attn_scalar(const slm_attn_args *a) {
-    if (a->kv_type != SLM_F32) {
+    /* slm_k_attention_head scales by 1 / sqrt(head_dim) and keeps its softmax state */
+    if (a->kv_type != SLM_F32 || a->ml || a->scale != 1.0f / sqrtf((float)a->head_dim)) {
         slm_attention_plain(a, 0.0f);
         return;
     }
@@ -229,6 +234,8 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
             }
         }
     }
+    if (a->ml)
+        for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
     for (int g = 0; g < G; g++) {
         if (!(l[g] > 0.0f)) continue;
         float *o = a->out + (size_t)g * a->out_stride;
@@ -528,6 +535,8 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
             }
         }
     }
+    if (a->ml)
+        for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
     for (int g = 0; g < G; g++) {
         if (!(l[g] > 0.0f)) continue;
         float *o = a->out + (size_t)g * a->out_stride;

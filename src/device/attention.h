@@ -18,6 +18,10 @@ typedef struct slm_attn_args {
     float scale;          /* 1 / sqrt(head_dim) */
     float *out;           /* group rows of head_dim outputs, out_stride apart */
     size_t out_stride;
+    float *ml;            /* NULL, or [2 * group]: each head's softmax state, for merging
+                             parts of the KV rows (decode key parts): ml[2g] the max score
+                             (scaled, capped: the exponent's), ml[2g + 1] the sum of exp(score
+                             - max) over the keys taken; -inf and 0 when the head took none */
 } slm_attn_args;
 
 /* Attention for a block of consecutive query rows of the query heads that

@@ -300,6 +300,8 @@ AVX512 int slm_attention_decode_avx512(const slm_attn_args *a) {
         const float *vt = dec_tile(a, a->V, &k, vbuf, &vld);
         dec_pv_group(a, vt, vld, k.nk, (const float (*)[DT_MAX])p, corr);
     }
+    if (a->ml)
+        for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
     for (int g = 0; g < G; g++) {
         if (!(l[g] > 0.0f)) continue;
         float *o = a->out + (size_t)g * a->out_stride;

@@ -340,7 +340,97 @@ static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, int r0, in
  * sequence region, when the set has one, the scores are uncapped and the
  * call has >= 2 rows (decode's one row keeps the per-row entry); otherwise,
  * or for a block the entry declines, one row at a time. */
+/* A KEY_PARTS task: part tiles[0] of each row's KV rows, every head of
+ * [n0, n1), into the partials (outputs, then max and sum, per head). */
+static void run_attention_keys(const slm_task *t, rows rr, const slm_kernel_set *ks) {
+    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
+    const int group = t->a / t->b, part = t->tiles[0], parts = t->tiles[1], w = t->c + 2;
+    const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
+    float ml[2 * 64];
+    for (int r = rr.begin; r < rr.end; r++) {
+        int first, last, b, e;
+        attn_range(t, cp, r, &first, &last);
+        slm_attn_part_keys(first, last, part, parts, &b, &e);
+        float *pr = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)part * t->a * w;
+        for (int h = t->n0; h < t->n1;) {
+            const int kvh = h / group;
+            int h1 = (kvh + 1) * group < t->n1 ? (kvh + 1) * group : t->n1;
+            if (h1 - h > 64) h1 = h + 64;
+            if (b >= e) { /* no KV rows in this part: nothing to merge */
+                for (int g = h; g < h1; g++) {
+                    memset(pr + (size_t)g * w, 0, (size_t)t->c * sizeof(float));
+                    pr[(size_t)g * w + t->c] = -INFINITY;
+                    pr[(size_t)g * w + t->c + 1] = 0.0f;
+                }
+                h = h1;
+                continue;
+            }
+            const size_t kv_head_off = t->wtype == SLM_F32 ? (size_t)kvh * t->c * sizeof(float)
+                                                           : (size_t)slm_row_bytes(t->wtype, (uint64_t)kvh * t->c);
+            slm_attn_args a = {
+                .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r) + (size_t)h * t->c,
+                .q_stride = (size_t)t->c,
+                .group = h1 - h,
+                .head_dim = t->c,
+                .K = (const uint8_t *)t->p[SLM_REF_SRC1] + kv_head_off,
+                .V = (const uint8_t *)t->p[SLM_REF_SRC2] + kv_head_off,
+                .ld = t->ref[SLM_REF_SRC1].ld,
+                .kv_type = t->wtype,
+                .mask = mask,
+                .first = b,
+                .last = e - 1,
+                .scale = scale,
+                .out = pr + (size_t)h * w,
+                .out_stride = (size_t)w,
+                .ml = ml,
+            };
+            ks->attention(&a);
+            for (int g = h; g < h1; g++) {
+                pr[(size_t)g * w + t->c] = ml[2 * (g - h)];
+                pr[(size_t)g * w + t->c + 1] = ml[2 * (g - h) + 1];
+            }
+            h = h1;
+        }
+    }
+}
+
+/* ATTN_MERGE: each head's parts weighted by sum * exp(max - the largest). */
+static void run_attn_merge(const slm_task *t, rows rr) {
+    const int parts = t->tiles[1], w = t->c + 2;
+    for (int r = rr.begin; r < rr.end; r++) {
+        const float *pr = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+        float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+        for (int h = t->n0; h < t->n1; h++) {
+            float mx = -INFINITY, sum = 0.0f, f[256];
+            for (int p = 0; p < parts && p < 256; p++) {
+                const float m = pr[((size_t)p * t->a + h) * w + t->c];
+                if (m > mx) mx = m;
+            }
+            float *y = o + (size_t)h * t->c;
+            memset(y, 0, (size_t)t->c * sizeof(float));
+            if (mx == -INFINITY) continue; /* no part took a key: 0, as the unsplit kernels */
+            for (int p = 0; p < parts && p < 256; p++) {
+                const float *x = pr + ((size_t)p * t->a + h) * w;
+                const float l = x[t->c + 1];
+                f[p] = l > 0.0f ? l * expf(x[t->c] - mx) : 0.0f;
+                sum += f[p];
+            }
+            for (int p = 0; p < parts && p < 256; p++) {
+                if (f[p] == 0.0f) continue;
+                const float *x = pr + ((size_t)p * t->a + h) * w;
+                for (int d = 0; d < t->c; d++) y[d] += f[p] * x[d];
+            }
+            if (sum > 0.0f)
+                for (int d = 0; d < t->c; d++) y[d] /= sum;
+        }
+    }
+}
+
 static void run_attention(const slm_task *t, rows rr, const slm_kernel_set *ks) {
+    if (t->flags & SLM_TF_KEY_PARTS) {
+        run_attention_keys(t, rr, ks);
+        return;
+    }
     const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
     const int group = t->a / t->b;
     const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
@@ -446,6 +536,9 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
     }
     case SLM_T_ATTENTION:
         run_attention(t, rr, ks);
+        return SLM_OK;
+    case SLM_T_ATTN_MERGE:
+        run_attn_merge(t, rr);
         return SLM_OK;
     case SLM_T_ADD:
         for (int r = rr.begin; r < rr.end; r++)

@@ -38,7 +38,13 @@ static void task_bytes(const slm_task *t, int rb, int re, uint64_t *rd, uint64_t
         uint64_t kv_rows = 0;
         for (int i = rb; i < re && cp; i++) {
             const int last = cp[i];
-            const int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
+            int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
+            if (t->flags & SLM_TF_KEY_PARTS) { /* its run of the row's KV rows */
+                int b, e;
+                slm_attn_part_keys(first, last, t->tiles[0], t->tiles[1], &b, &e);
+                if (e > b) kv_rows += (uint64_t)(e - b);
+                continue;
+            }
             if (last >= first) kv_rows += (uint64_t)(last - first + 1);
         }
         const uint64_t kv_head = t->wtype == SLM_F32 ? (uint64_t)t->c * f : slm_row_bytes(t->wtype, (uint64_t)t->c);
@@ -46,6 +52,10 @@ static void task_bytes(const slm_task *t, int rb, int re, uint64_t *rd, uint64_t
         w = rows * tile * (uint64_t)t->c * f;
         break;
     }
+    case SLM_T_ATTN_MERGE: /* the heads' partials of every part, the merged outputs */
+        r = rows * (uint64_t)t->tiles[1] * tile * (uint64_t)(t->c + 2) * 4;
+        w = rows * tile * (uint64_t)t->c * f;
+        break;
     case SLM_T_ADD:
     case SLM_T_SWIGLU:
         r = 2 * rows * (uint64_t)t->n * f;

@@ -16,7 +16,8 @@ static uint64_t attn_keys(const slm_task *t, const int32_t *cp, int r) {
 void slm_attn_part_rows(const slm_task *t, const int32_t *cp, int begin, int end, int *b, int *e) {
     *b = begin;
     *e = end;
-    const int parts = t->op == SLM_T_ATTENTION ? t->tiles[1] : 0, part = t->tiles[0];
+    /* key parts take every row (a part of each row's keys) */
+    const int parts = t->op == SLM_T_ATTENTION && !(t->flags & SLM_TF_KEY_PARTS) ? t->tiles[1] : 0, part = t->tiles[0];
     if (parts < 2 || part >= parts || begin >= end) return;
     uint64_t total = 0;
     for (int r = begin; r < end; r++) total += attn_keys(t, cp, r);
@@ -46,6 +47,7 @@ const char *slm_task_op_name(int op) {
     case SLM_T_BIAS: return "bias";
     case SLM_T_PREFETCH: return "prefetch";
     case SLM_T_KV_STORE: return "kv_store";
+    case SLM_T_ATTN_MERGE: return "attn_merge";
     default: return "?";
     }
 }
@@ -164,7 +166,9 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         else if (t->n1) fprintf(f, " tile=[%d,%d)", t->n0, t->n1);
         if (t->op == SLM_T_MATMUL && t->a > 0) fprintf(f, " stream-prefetch=%d", t->a);
         if (t->op == SLM_T_MATMUL && t->tiles[2]) fprintf(f, " tiles=%ux%u,k%u", t->tiles[0], t->tiles[1], t->tiles[2]);
-        if (t->op == SLM_T_ATTENTION && t->tiles[1]) fprintf(f, " rows=part%u/%u", t->tiles[0] + 1u, t->tiles[1]);
+        if (t->op == SLM_T_ATTENTION && t->tiles[1])
+            fprintf(f, " %s=part%u/%u", (t->flags & SLM_TF_KEY_PARTS) ? "keys" : "rows", t->tiles[0] + 1u, t->tiles[1]);
+        if (t->op == SLM_T_ATTN_MERGE) fprintf(f, " parts=%u", t->tiles[1]);
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");

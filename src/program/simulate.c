@@ -68,7 +68,8 @@ static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, i
     const int region = t->k > 0 ? t->k : kv_cap;
     double ops = 0;
     int maxd = 0, i0 = 0, i1 = r;
-    if (t->tiles[1] >= 2 && r > 0) { /* a row part: its rows, by the executor's rule over these positions */
+    const int kparts = (t->flags & SLM_TF_KEY_PARTS) && t->tiles[1] >= 2 ? t->tiles[1] : 1;
+    if (kparts == 1 && t->tiles[1] >= 2 && r > 0) { /* a row part: its rows, by the executor's rule over these positions */
         int32_t *cp = malloc((size_t)r * sizeof(int32_t));
         if (cp) {
             const int reg = region > 0 ? region : 1;
@@ -88,6 +89,7 @@ static void attention_cost(const slm_sim_profile *p, const slm_task *t, int r, i
             d = pos % (region > 0 ? region : 1) + 1;
             if (t->window > 0 && d > t->window) d = t->window;
         }
+        d = (d + kparts - 1) / kparts; /* a key part: its run of the row's KV rows */
         ops += (double)h * d * (4.0 * hd + 5.0);
         if (d > maxd) maxd = d;
     }
@@ -149,6 +151,13 @@ void slm_sim_task_cost(const slm_sim_profile *p, const slm_program *prog, const 
         c->bytes_written = p->activation_bytes > 0 ? R * n * E : R * slm_row_bytes(t->wtype, n);
         c->ops = 2.0 * (double)R * (double)n;
         break;
+    case SLM_T_ATTN_MERGE: { /* every part's outputs, max and sum of the heads; the merged outputs */
+        const uint64_t heads = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 1), hd = (uint64_t)(t->c > 0 ? t->c : 1);
+        c->bytes_read = R * (uint64_t)t->tiles[1] * heads * (hd + 2) * 4;
+        c->bytes_written = R * heads * hd * E;
+        c->ops = 2.0 * (double)(R * (uint64_t)t->tiles[1] * heads * hd);
+        break;
+    }
     case SLM_T_COPY_ROW:
         c->bytes_read = n * E;
         c->bytes_written = n * E;

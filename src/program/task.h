@@ -56,7 +56,13 @@ typedef enum slm_task_op {
                         attends within the region holding src4[r], i.e. rows
                         [src4[r] - src4[r] % k, src4[r]] (k = the KV capacity when
                         the program holds one sequence); K and V hold wtype (f32, f16,
-                        q8_0; their ld counts elements); online softmax, no scratch */
+                        q8_0; their ld counts elements); online softmax, no scratch.
+                        KEY_PARTS (decode programs): tiles = {part, parts, 0}; the task
+                        takes part `part` of each row's KV rows cut in `parts` runs of
+                        equal length, and dst is the partials buffer: per row, per part,
+                        per head h (all a of them), head_dim outputs then the softmax max and
+                        sum (c + 2 floats; ld = parts * a * (c + 2)), which an
+                        ATTN_MERGE task of the next stage combines */
     SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
     SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
     SLM_T_BIAS,      /* dst[r] += src1 (a bias vector of n floats), in place */
@@ -67,6 +73,10 @@ typedef enum slm_task_op {
     SLM_T_KV_STORE,  /* dst[r, 0:n] = src0[r, 0:n] converted to the KV type wtype (f16, q8_0):
                         the K/V rows of this call into present.* (DST_COMPACT, or DST_CPOS in
                         batch programs); dst's ld counts elements of wtype */
+    SLM_T_ATTN_MERGE, /* dst[r, heads n0:n1] = the KEY_PARTS partials of row r in src0 (ld =
+                        parts * a * (c + 2), tiles[1] = parts) merged: each part's outputs
+                        weighted by its sum times exp(its max - the largest), divided by
+                        the weighted sums; a = heads, c = head_dim */
     SLM_T_OP_COUNT
 } slm_task_op;
 
@@ -102,6 +112,7 @@ typedef enum slm_space {
                                   tile starts on a multiple of 16 columns */
 #define SLM_TF_GELU 0x100      /* SWIGLU, or MATMUL with PRE_SWIGLU: gelu_tanh(gate) * up (GeGLU) */
 #define SLM_TF_POST_SOFTCAP 0x200 /* MATMUL: dst[r, n0:n1] = f1 * tanh(product / f1) (final logits) */
+#define SLM_TF_KEY_PARTS 0x800 /* ATTENTION: a part of the KV rows into partials (see ATTENTION) */
 #define SLM_TF_DST_CPOS 0x400  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
                                   programs store each row's K/V in its own sequence's region;
                                   a matmul tile starts on a multiple of 16 columns) */
@@ -138,17 +149,30 @@ typedef struct slm_task {
                             (compiler/amx_plan.h); ATTENTION of a program of several
                             rows: {part, parts, 0}, the task takes part `part` of `parts`
                             (2..255) of the valid rows, cut at equal shares of the KV rows
-                            they attend to (slm_attn_part_rows); zero otherwise */
+                            they attend to (slm_attn_part_rows); with KEY_PARTS (a decode
+                            program): {part, parts, 0} of each row's KV rows
+                            (slm_attn_part_keys); ATTN_MERGE: {0, parts, 0}; zero otherwise */
     uint8_t rsv[4];      /* zero */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
                                      (slm_exec); NULL in a program */
 } slm_task;
 
+/* Row r's KV rows [first, last] cut in `parts` runs of equal length (the
+ * first ones one longer): run `part`'s [*b, *e), empty when there are fewer
+ * rows than parts. The KEY_PARTS attention tasks' split (runtime data: the
+ * row's position steers it; every part's task exists whatever the length). */
+static inline void slm_attn_part_keys(int first, int last, int part, int parts, int *b, int *e) {
+    const int n = last >= first ? last - first + 1 : 0, q = n / parts, rem = n % parts;
+    *b = first + part * q + (part < rem ? part : rem);
+    *e = *b + q + (part < rem ? 1 : 0);
+}
+
 /* The lane of a task kind. */
 static inline uint8_t slm_task_lane(int op) {
     switch (op) {
     case SLM_T_MATMUL: case SLM_T_ATTENTION: return SLM_LANE_MATRIX;
+    /* ATTN_MERGE: a few multiply-adds per output, the vector lane */
     case SLM_T_COPY_ROW: case SLM_T_PREFETCH: return SLM_LANE_TRANSFER;
     default: return SLM_LANE_VECTOR;
     }
