@@ -393,6 +393,28 @@ static int matmul_bounds(lower_ctx *c, int n, int k, uint32_t wtype, int unit, i
     return nt;
 }
 
+/* An attention task of node i over heads [h0, h1): the node's fields and
+ * operands (dst: the node's storage; a key part replaces it). */
+static slm_task *attention_task(lower_ctx *c, int i, const slm_node *nd, int h0, int h1) {
+    slm_task *t = new_task(c, SLM_T_ATTENTION, nd->layer);
+    if (!t) return NULL;
+    t->n = nd->cols;
+    t->n0 = h0;
+    t->n1 = h1;
+    t->a = nd->heads;
+    t->b = nd->kv_heads;
+    t->c = nd->head_dim;
+    t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
+    t->window = nd->window;
+    t->f0 = nd->scale;
+    t->f1 = nd->softcap;
+    t->wtype = (uint8_t)c->opt->kv_type;
+    t->flags = row_flags(c, i);
+    for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
+    t->ref[SLM_REF_DST] = ref_node(c, i);
+    return t;
+}
+
 /* An attention node in key parts (key_parts): the parts into the partials
  * buffer, a barrier, the merge into the node's storage. */
 static slm_status lower_attention_keys(lower_ctx *c, int i, const slm_node *nd) {
@@ -406,22 +428,11 @@ static slm_status lower_attention_keys(lower_ctx *c, int i, const slm_node *nd) 
     if (overlaps(c, PARTIALS_OBJ, 0, UINT64_MAX, 0) && close_stage(c)) return SLM_ERR_NOMEM;
     if (add_partials_region(c, 1)) return SLM_ERR_NOMEM;
     for (int part = 0; part < parts; part++) {
-        slm_task *t = new_task(c, SLM_T_ATTENTION, nd->layer);
+        slm_task *t = attention_task(c, i, nd, 0, heads);
         if (!t) return SLM_ERR_NOMEM;
         t->tiles[0] = (uint8_t)part;
         t->tiles[1] = (uint8_t)parts;
-        t->n = nd->cols;
-        t->n0 = 0;
-        t->n1 = heads;
-        t->a = heads;
-        t->b = nd->kv_heads;
-        t->c = nd->head_dim;
-        t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
-        t->window = nd->window;
-        t->f0 = nd->scale;
-        t->wtype = (uint8_t)c->opt->kv_type;
-        t->flags = (uint16_t)(row_flags(c, i) | SLM_TF_KEY_PARTS);
-        for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
+        t->flags |= SLM_TF_KEY_PARTS;
         t->ref[SLM_REF_DST] = partials;
     }
     if (close_stage(c)) return SLM_ERR_NOMEM;
@@ -462,25 +473,11 @@ static slm_status lower_attention(lower_ctx *c, int i, const slm_node *nd) {
     }
     for (int h0 = 0; h0 < heads; h0 += per)
         for (int part = 0; part < parts; part++) {
-            if (!(t = new_task(c, SLM_T_ATTENTION, nd->layer))) return SLM_ERR_NOMEM;
+            if (!(t = attention_task(c, i, nd, h0, h0 + per < heads ? h0 + per : heads))) return SLM_ERR_NOMEM;
             if (parts > 1) {
                 t->tiles[0] = (uint8_t)part;
                 t->tiles[1] = (uint8_t)parts;
             }
-            t->n = nd->cols;
-            t->n0 = h0;
-            t->n1 = h0 + per < heads ? h0 + per : heads;
-            t->a = heads;
-            t->b = nd->kv_heads;
-            t->c = nd->head_dim;
-            t->k = c->seq_rows ? c->seq_rows : c->g->rows_c;
-            t->window = nd->window;
-            t->f0 = nd->scale;
-            t->f1 = nd->softcap;
-            t->wtype = (uint8_t)c->opt->kv_type;
-            t->flags = row_flags(c, i);
-            for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
-            t->ref[SLM_REF_DST] = ref_node(c, i);
         }
     return SLM_OK;
 }

@@ -98,30 +98,13 @@ void slm_kv_store_scalar(int kv_type, const float *x, void *y, int n) { slm_quan
 #include <immintrin.h>
 
 #include "device/exp512.h"
+#include "device/kv_row512.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 
 /* One f16 or q8_0 KV row of head_dim elements as floats, per instruction set. */
 typedef void (*kv_row_fn)(int kv_type, int hd, const uint8_t *r, float *o);
-
-AVX512 static void kv_row512(int kv_type, int hd, const uint8_t *r, float *o) {
-    if (kv_type == SLM_F16) {
-        for (int v = 0; v < hd / 16; v++)
-            _mm512_storeu_ps(o + 16 * v, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(r + 32 * v))));
-        return;
-    }
-    for (int b = 0; b < hd / 32; b++) { /* q8_0: 34-byte blocks, f16 scale then 32 int8 */
-        const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
-        uint16_t h;
-        memcpy(&h, blk, 2);
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-        for (int u = 0; u < 2; u++) {
-            const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + 16 * u)));
-            _mm512_storeu_ps(o + 32 * b + 16 * u, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
-        }
-    }
-}
 
 AVX2 static void kv_row256(int kv_type, int hd, const uint8_t *r, float *o) {
     if (kv_type == SLM_F16) {
@@ -187,7 +170,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
         for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
         if (!any) continue; /* the mask rules the whole tile out */
         size_t kld, vld;
-        const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, kv_row512);
+        const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, slm_kv_row512);
         /* scores: each K row once, against every head of the group */
         for (int t = 0; t < nt; t++) {
             if (!a->mask[j0 + t]) {
@@ -202,7 +185,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
                 s[g][t] = _mm512_reduce_add_ps(_mm512_mul_ps(acc, scale));
             }
         }
-        const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, kv_row512);
+        const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, slm_kv_row512);
         for (int g = 0; g < G; g++) {
             /* running max / sum / output */
             float tmax = -INFINITY;
@@ -280,8 +263,8 @@ AVX512 static void rows_tile512(const slm_attn_rows *a, int j0, uint32_t vm, flo
             k = (const float *)(const void *)kp;
             memcpy(vr, vp, (size_t)hd * sizeof(float));
         } else {
-            kv_row512(a->kv_type, hd, kp, kr);
-            kv_row512(a->kv_type, hd, vp, vr);
+            slm_kv_row512(a->kv_type, hd, kp, kr);
+            slm_kv_row512(a->kv_type, hd, vp, vr);
         }
         for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = k[d];
     }

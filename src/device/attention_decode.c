@@ -31,6 +31,7 @@
 #include <immintrin.h>
 
 #include "device/exp512.h"
+#include "device/kv_row512.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INL inline __attribute__((always_inline))
@@ -51,25 +52,6 @@ static size_t dec_row_bytes(const slm_attn_args *a, uint64_t n) {
     return a->kv_type == SLM_F32 ? (size_t)n * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, n);
 }
 
-/* One f16 or q8_0 row of hd elements as floats. */
-AVX512 static INL void dec_row(int kv_type, int hd, const uint8_t *r, float *o) {
-    if (kv_type == SLM_F16) {
-        for (int v = 0; v < hd / 16; v++)
-            _mm512_storeu_ps(o + 16 * v, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(r + 32 * v))));
-        return;
-    }
-    for (int b = 0; b < hd / 32; b++) { /* q8_0: 34-byte blocks, f16 scale then 32 int8 */
-        const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
-        uint16_t h;
-        memcpy(&h, blk, 2);
-        const __m512 d = _mm512_set1_ps(_cvtsh_ss(h));
-        for (int u = 0; u < 2; u++) {
-            const __m512i q = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(blk + 2 + 16 * u)));
-            _mm512_storeu_ps(o + 32 * b + 16 * u, _mm512_mul_ps(_mm512_cvtepi32_ps(q), d));
-        }
-    }
-}
-
 /* The tile's rows as floats hd apart in buf: the rows the row takes
  * converted (or copied, f32), the others zeros. Returns the rows and their
  * stride: an f32 tile with every row valid is read in place. */
@@ -87,7 +69,7 @@ AVX512 static const float *dec_tile(const slm_attn_args *a, const void *base, co
         const uint8_t *r = (const uint8_t *)base + (size_t)(k->j0 + t) * rb;
         if (!(k->vm[t / 16] >> (t % 16) & 1u)) memset(o, 0, (size_t)hd * sizeof(float));
         else if (a->kv_type == SLM_F32) memcpy(o, r, (size_t)hd * sizeof(float));
-        else dec_row(a->kv_type, hd, r, o);
+        else slm_kv_row512(a->kv_type, hd, r, o);
     }
     return buf;
 }
