@@ -403,7 +403,7 @@ static void test_same_argmax(void) {
 static void test_matmul_r16(void) {
     static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K, SLM_Q5_0, SLM_IQ4_NL};
     static const int ks[] = {32, 96, 256, 768, 2304};
-    static const int ns[] = {16, 48};
+    static const int ns[] = {16, 48, 80}; /* 80: a step of 3 groups, then one of 2 (prefill) */
     static const int rows_[] = {1, 2, 7, 8, 9, 33, 121}; /* 121 at k = 2304 only */
     for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++) {
         const uint32_t t = base[bi], rt = SLM_R16 | t;
@@ -462,7 +462,7 @@ static void test_matmul_r16_extreme(void) {
     for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++)
         for (int xi = 0; xi < 2; xi++) {
             const uint32_t t = base[bi];
-            const int k = 512, n = 32, rows = 9;
+            const int k = 512, n = 32, rows = xi ? 9 : 33; /* 33: the prefill panel (kernels_x86_r16p.c) */
             mcase c;
             case_make_ex(&c, t, k, n, rows, xs[xi]);
             uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);

@@ -146,6 +146,14 @@ void slm_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int val
  * its scales wd[2][16] and min terms wm[16] (floats), 64 bytes of
  * alignment slack. */
 #define SLM_AMX_PANEL_BYTES(nb) (3 * (size_t)(nb) * (512 + 48 * sizeof(float)) + 64)
+/* The AVX-512 prefill panel of repacked weights (kernels_x86_r16p.c), in the
+ * same region: per group (up to 3) and block, the 512 code bytes
+ * (unsigned, as dpbusd takes them) and two vectors of 16 float scales. */
+#define SLM_R16P_BLOCK_BYTES 640
+/* After that region, for repacked weights: the integer start of each
+ * row's block accumulators (the codes' offset times the activation codes'
+ * sum; two per block for Q6_K's halves) and alignment slack. */
+#define SLM_R16_OFS_BYTES(rows, nb) (2 * (size_t)(rows) * (size_t)(nb) * sizeof(int32_t) + 64)
 
 /* Reference vector kernels (shared by all sets for now). */
 void slm_k_rmsnorm(const float *x, const float *g, float *y, int n, float eps);

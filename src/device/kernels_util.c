@@ -32,9 +32,11 @@ size_t slm_matmul_scratch_bytes(uint32_t wtype, int k, int rows) {
        panel of 16 columns (not for repacked weights: their kernels read the
        weights in place), alignment slack; then, for repacked weights, the
        amx set's unpacked B tiles of one column step (SLM_AMX_PANEL_BYTES:
-       the other sets ignore it) */
+       the other sets ignore it; the AVX-512 set's prefill panel lies in the
+       same bytes) and the accumulator starts of kernels_x86_r16p.c */
     return (size_t)rows * (size_t)k + 2 * (size_t)rows * nb * sizeof(float) + 2 * (size_t)rows * nb * sizeof(int32_t) +
-           (slm_is_r16(wtype) ? SLM_AMX_PANEL_BYTES(nb) : nb * SLM_PANEL_BLOCK_BYTES(16)) + 5 * 64;
+           (slm_is_r16(wtype) ? SLM_AMX_PANEL_BYTES(nb) + SLM_R16_OFS_BYTES(rows, nb) : nb * SLM_PANEL_BLOCK_BYTES(16)) +
+           5 * 64;
 }
 
 void slm_qblock_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2], float *m) {

@@ -120,6 +120,14 @@ void slm_x86_f16r16_matmul_avx512(const slm_mm *mm);
 /* kernels_x86_r16k.c: the repacked K-quants with a min term (Q4_K, Q5_K) */
 void slm_x86_r16k_matmul_avx2(const slm_mm *mm, const qscratch *qs);
 void slm_x86_r16k_matmul_avx512(const slm_mm *mm, const qscratch *qs);
+/* The prefill panel of the group at column j0 (SLM_R16P_BLOCK_BYTES a block,
+ * kernels_x86_r16p.c): r16.c for Q4_0, Q5_0, IQ4_NL, Q8_0, Q6_K; r16k.c for
+ * Q4_K, Q5_K. */
+void slm_x86_r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan);
+void slm_x86_r16kp_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan);
+/* kernels_x86_r16p.c: prefill (rows >= 16) of every repacked quantized
+ * type, up to 3 groups at once from the panel */
+void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs);
 
 #endif
 #endif

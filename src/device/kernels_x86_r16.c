@@ -38,11 +38,10 @@ AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v
     return w;
 }
 
-/* PAN: the group's code vectors come unpacked from pan (r16_unpack_avx512:
- * 512 bytes a block, the bytes r16_vec_avx512 gives) instead of being
- * unpacked per block of rows; the scales are read in place either way. */
+/* The codes are unpacked per block of rows (decode and short prefills;
+ * kernels_x86_r16p.c takes 16 rows or more from a panel). */
 AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
-                                 const int TY, const int PAN, const uint8_t *pan) {
+                                 const int TY) {
     const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const int off = TY == 2 || TY == 4 ? -128 : Q6 ? -32 : TY == 3 ? -16 : -8;
@@ -66,9 +65,9 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
         /* the block: codes, then scales (Q6_K: after each super-block's d[16]) */
         const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
         const uint8_t *hb = lb + 256;
-        if (!PAN) stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
+        stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
         for (int v = 0; v < 8; v++) {
-            const __m512i w = PAN ? _mm512_load_si512(pan + (size_t)b * 512 + 64 * v) : r16_vec_avx512(lb, hb, v, TY);
+            const __m512i w = r16_vec_avx512(lb, hb, v, TY);
             for (int r = 0; r < R; r++) {
                 const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
                 if (Q6 && v >= 4) ib[r] = _mm512_dpbusd_epi32(ib[r], w, xv);
@@ -95,11 +94,9 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
     for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(mm->y + (size_t)(i0 + r) * mm->ldy + j0, cm, acc[r]);
 }
 
-#define R16MK_AVX512(R, TY)                                                                                  \
-    AVX512 static void r16_mk_avx512_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, \
-                                                const uint8_t *pan) {                                         \
-        if (pan) r16_mk_avx512(mm, qs, i0, j0, cm, R, TY, 1, pan);                                           \
-        else r16_mk_avx512(mm, qs, i0, j0, cm, R, TY, 0, NULL);                                              \
+#define R16MK_AVX512(R, TY)                                                                                     \
+    AVX512 static void r16_mk_avx512_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm) { \
+        r16_mk_avx512(mm, qs, i0, j0, cm, R, TY);                                                               \
     }
 #define R16MK_AVX512_ALL(TY) R16MK_AVX512(1, TY) R16MK_AVX512(2, TY) R16MK_AVX512(3, TY) R16MK_AVX512(4, TY) \
     R16MK_AVX512(5, TY) R16MK_AVX512(6, TY) R16MK_AVX512(7, TY) R16MK_AVX512(8, TY)
@@ -109,7 +106,7 @@ R16MK_AVX512_ALL(2)
 R16MK_AVX512_ALL(3)
 R16MK_AVX512_ALL(4)
 
-typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16, const uint8_t *);
+typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY, r16_mk_avx512_7_##TY, r16_mk_avx512_8_##TY}
 static const r16mk512_fn k_r16mk512[5][8] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4)};
@@ -118,46 +115,57 @@ static int r16_ty(uint32_t t) {
     return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4 : 0;
 }
 
-/* A group's code vectors, every block, unpacked once into pan (512 bytes
- * a block) for the row blocks of a prefill to load. */
-AVX512 INLINE void r16_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, const int TY) {
+/* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
+ * block): the 8 code vectors r16_vec_avx512 gives, then the 16 columns'
+ * float scales (Q6_K: of the block's two halves, the super-block scale
+ * times the 8-bit one, as r16_mk_avx512 makes them). */
+AVX512 INLINE void r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, const int TY) {
     const int nb = mm->k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    __m512 dsup = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
         stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
-        for (int v = 0; v < 8; v++) _mm512_store_si512(pan + (size_t)b * 512 + 64 * v, r16_vec_avx512(lb, lb + 256, v, TY));
+        for (int v = 0; v < 8; v++) _mm512_store_si512(pb + 64 * v, r16_vec_avx512(lb, lb + 256, v, TY));
+        if (Q6) {
+            if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + (size_t)(b / 8) * 3360)));
+            const __m128i s0 = _mm_loadu_si128((const __m128i *)(lb + 384)), s1 = _mm_loadu_si128((const __m128i *)(lb + 400));
+            _mm512_store_ps(pb + 512, _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0))));
+            _mm512_store_ps(pb + 576, _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1))));
+        } else {
+            _mm512_store_ps(pb + 512, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB))));
+        }
     }
 }
 
-AVX512 static void r16_unpack_any(const slm_mm *mm, int j0, uint8_t *pan, int ty) {
-    switch (ty) {
-    case 0: r16_unpack_avx512(mm, j0, pan, 0); break;
-    case 1: r16_unpack_avx512(mm, j0, pan, 1); break;
-    case 3: r16_unpack_avx512(mm, j0, pan, 3); break;
-    default: r16_unpack_avx512(mm, j0, pan, 4); break;
+AVX512 void slm_x86_r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
+    switch (r16_ty(mm->wtype)) {
+    case 0: r16p_unpack_avx512(mm, j0, pan, 0); break;
+    case 1: r16p_unpack_avx512(mm, j0, pan, 1); break;
+    case 2: r16p_unpack_avx512(mm, j0, pan, 2); break;
+    case 3: r16p_unpack_avx512(mm, j0, pan, 3); break;
+    default: r16p_unpack_avx512(mm, j0, pan, 4); break;
     }
 }
 
 /* Groups of 16 columns over [n0, n1) (a group cut by the tile computes all
- * 16 and stores the tile's); rows in blocks of 8. With 16 rows or more the
- * 4- and 6-bit codes of a group are unpacked once into the scratch's panel
- * (SLM_AMX_PANEL_BYTES holds one group's nb x 512 bytes) instead of once
- * per block of rows (one core, 512 x 2048 x 2048: Q4_0 ~365 -> ~460 GOP/s);
- * Q8_0's codes are loaded in place. Rows go in blocks of 6 (Q4_0 ~460 ->
- * ~510, Q8_0 ~440 -> ~490 against 8 here, Zen 5), Q6_K's in blocks of 4
- * (~186 -> ~420 with the panel). */
+ * 16 and stores the tile's); rows in blocks of 6 (Q6_K: 4, its two
+ * accumulators a row spill beyond), against 8 here: Q4_0 ~460 -> ~510,
+ * Q8_0 ~440 -> ~490 (Zen 5). 16 rows or more take kernels_x86_r16p.c. */
 AVX512 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
+    if (mm->rows >= 16 && qs->panel) {
+        slm_x86_r16p_matmul_avx512(mm, qs);
+        return;
+    }
     const int ty = r16_ty(mm->wtype);
-    uint8_t *pan = mm->rows >= 16 && ty != 2 && qs->panel ? qs->panel : NULL;
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
         const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
         const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
-        if (pan) r16_unpack_any(mm, g0, pan, ty);
-        const int rb = ty == 1 ? 4 : 6; /* Q6_K keeps two accumulators a row: more rows spill (~2x slower) */
+        const int rb = ty == 1 ? 4 : 6;
         for (int i0 = 0; i0 < mm->rows; i0 += rb) {
             const int nr = mm->rows - i0 < rb ? mm->rows - i0 : rb;
-            k_r16mk512[ty][nr - 1](mm, qs, i0, g0, cm, pan);
+            k_r16mk512[ty][nr - 1](mm, qs, i0, g0, cm);
         }
     }
 }

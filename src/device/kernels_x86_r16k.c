@@ -88,10 +88,45 @@ typedef void (*r16kmk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask
                         r16k_mk_avx512_5_##Q5, r16k_mk_avx512_6_##Q5, r16k_mk_avx512_7_##Q5, r16k_mk_avx512_8_##Q5}
 static const r16kmk512_fn k_r16kmk512[2][8] = {R16KROW512(0), R16KROW512(1)};
 
+/* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
+ * block): the 8 code vectors (v: elements 4v..4v+3 of the 16 columns), then
+ * the 16 columns' d * sc and dmin * mn as floats. */
+AVX512 void slm_x86_r16kp_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
+    const int Q5 = mm->wtype == SLM_Q5_K_R16, nb = mm->k / 32, SB = Q5 ? 2816 : 2304, BB = Q5 ? 320 : 256;
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(0x10);
+    __m512 dsup = _mm512_setzero_ps(), msup = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const int s = b % 8;
+        const uint8_t *sup = grp + (size_t)(b / 8) * SB, *blk = sup + 256 + (size_t)s * BB;
+        uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
+        stream_prefetch(grp + (size_t)b * (SB / 8), SB / 8, mm->pf);
+        if (s == 0) {
+            dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sup));
+            msup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sup + 32)));
+        }
+        const __m512i hb = Q5 ? _mm512_loadu_si512(blk + 256) : _mm512_setzero_si512();
+        for (int v = 0; v < 8; v++) {
+            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
+            __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+            if (Q5) w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << v))), w, c16);
+            _mm512_store_si512(pb + 64 * v, w);
+        }
+        __m128i sc, mn;
+        k_scales_u8(sup, s, 0, &sc, &mn, 1);
+        _mm512_store_ps(pb + 512, _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc))));
+        _mm512_store_ps(pb + 576, _mm512_mul_ps(msup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn))));
+    }
+}
+
 /* Groups of 16 columns over [n0, n1) (a group cut by the tile computes all
  * 16 and stores the tile's); rows in blocks of 6 (one core, 512 x 2048 x
  * 2048: Q4_K ~360 -> ~500 GOP/s, Q5_K ~295 -> ~450 against blocks of 8). */
 AVX512 void slm_x86_r16k_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
+    if (mm->rows >= 16 && qs->panel) { /* from the panel: kernels_x86_r16p.c */
+        slm_x86_r16p_matmul_avx512(mm, qs);
+        return;
+    }
     const int q5 = mm->wtype == SLM_Q5_K_R16;
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
         const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;

@@ -1,0 +1,153 @@
+/* AVX-512 prefill (rows >= 16) of the repacked quantized weights (every r16
+ * type but F16_R16; layouts in common/layout_r16.c).
+ *
+ * A column step of G <= 3 groups (16 G columns) is unpacked once into the
+ * scratch's panel (SLM_R16P_BLOCK_BYTES a group and block: the 8 unsigned
+ * code vectors dpbusd takes, and the columns' float scales: r16.c and r16k.c
+ * write it); then every block of R rows reads it. Per block of 32 elements
+ * and vector v (elements 4v..4v+3 of a group's 16 columns), each row's 4
+ * activation codes are broadcast once and meet the G code vectors, so a
+ * block of rows loads G + R vectors per G R dot products (one group: 1 + R
+ * per R) and G R integer chains cover dpbusd's latency.
+ *
+ * Three kinds of block sum:
+ *  0 Q4_0, Q5_0, IQ4_NL, Q8_0: one accumulator per row and group, started
+ *    at -offset * (the block's activation code sum), scaled by d * dx;
+ *  1 Q6_K: one per half block (scales per 16), each started at -32 * the
+ *    half's sum: (d0 * i0 + d1 * i1) * dx;
+ *  2 Q4_K, Q5_K: one, no offset: (d sc) * dx * idot - (dmin mn) * (dx sum).
+ * The starts are computed once per call for all rows (ofs, after the
+ * panel: SLM_R16_OFS_BYTES) and broadcast from memory. The float steps are
+ * those of the per-group kernels (r16_mk_avx512, r16k_mk_avx512) in the same
+ * order, so both give the same bits. One core of a Xeon (Sapphire Rapids,
+ * KVM), 512 x 2048 x 2048 Q4_0: ~310 -> ~420 GOP/s against the one-group
+ * kernel with its starts made per block (docs/benchmarks.md). */
+#include "device/kernels_x86.h"
+
+#ifdef SLM_X86
+AVX512 INLINE void r16p_mk(const slm_mm *mm, const qscratch *qs, const int32_t *ofs, const uint8_t *pan, int i0,
+                           int j0, const __mmask16 *cm, const int R, const int G, const int KIND) {
+    const int k = mm->k, nb = k / 32, NO = KIND == 1 ? 2 : 1;
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
+    const int32_t *os = ofs ? ofs + (size_t)i0 * NO * nb : NULL;
+    __m512 acc[3][6];
+    for (int g = 0; g < G; g++)
+        for (int r = 0; r < R; r++) acc[g][r] = _mm512_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        __m512i ia[3][6], ib[3][6];
+        for (int r = 0; r < R; r++) {
+            const __m512i o0 = KIND == 2 ? _mm512_setzero_si512() : _mm512_set1_epi32(os[(size_t)r * NO * nb + NO * b]);
+            const __m512i o1 = KIND == 1 ? _mm512_set1_epi32(os[(size_t)r * NO * nb + NO * b + 1]) : o0;
+            for (int g = 0; g < G; g++) {
+                ia[g][r] = o0;
+                if (KIND == 1) ib[g][r] = o1;
+            }
+        }
+        for (int v = 0; v < 8; v++) {
+            __m512i w[3];
+            for (int g = 0; g < G; g++)
+                w[g] = _mm512_load_si512(pan + ((size_t)g * nb + b) * SLM_R16P_BLOCK_BYTES + 64 * v);
+            for (int r = 0; r < R; r++) {
+                const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                for (int g = 0; g < G; g++) {
+                    if (KIND == 1 && v >= 4) ib[g][r] = _mm512_dpbusd_epi32(ib[g][r], w[g], xv);
+                    else ia[g][r] = _mm512_dpbusd_epi32(ia[g][r], w[g], xv);
+                }
+            }
+        }
+        for (int g = 0; g < G; g++) {
+            const float *pd = (const float *)(pan + ((size_t)g * nb + b) * SLM_R16P_BLOCK_BYTES + 512);
+            const __m512 d0 = _mm512_load_ps(pd);
+            const __m512 d1 = KIND ? _mm512_load_ps(pd + 16) : d0;
+            for (int r = 0; r < R; r++) {
+                const __m512 dx = _mm512_set1_ps(xd[(size_t)r * nb + b]);
+                if (KIND == 1) {
+                    const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[g][r]), d1,
+                                                     _mm512_mul_ps(_mm512_cvtepi32_ps(ia[g][r]), d0));
+                    acc[g][r] = _mm512_fmadd_ps(f, dx, acc[g][r]);
+                } else {
+                    acc[g][r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[g][r]), _mm512_mul_ps(d0, dx), acc[g][r]);
+                    if (KIND == 2) acc[g][r] = _mm512_fnmadd_ps(d1, _mm512_set1_ps(xs[(size_t)r * nb + b]), acc[g][r]);
+                }
+            }
+        }
+    }
+    for (int r = 0; r < R; r++) {
+        float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0;
+        for (int g = 0; g < G; g++) _mm512_mask_storeu_ps(y + 16 * g, cm[g], acc[g][r]);
+    }
+}
+
+typedef void (*r16p_fn)(const slm_mm *, const qscratch *, const int32_t *, const uint8_t *, int, int, const __mmask16 *);
+#define R16P_MK(R, G, KIND)                                                                                      \
+    AVX512 static void r16p_mk_##R##_##G##_##KIND(const slm_mm *mm, const qscratch *qs, const int32_t *ofs,      \
+                                                  const uint8_t *pan, int i0, int j0, const __mmask16 *cm) {    \
+        r16p_mk(mm, qs, ofs, pan, i0, j0, cm, R, G, KIND);                                                       \
+    }
+/* rows per block for G groups: 4 x 3 and 6 x 2 and 6 x 1 groups (kinds 0 and
+   2: at most 12 integer and 12 float accumulators), 4 x 2 and 4 x 1 (Q6_K:
+   two integer accumulators a row and group) */
+#define R16P_ROWS(G, KIND) R16P_MK(1, G, KIND) R16P_MK(2, G, KIND) R16P_MK(3, G, KIND) R16P_MK(4, G, KIND)
+#define R16P_ROWS6(G, KIND) R16P_ROWS(G, KIND) R16P_MK(5, G, KIND) R16P_MK(6, G, KIND)
+R16P_ROWS6(1, 0) R16P_ROWS6(2, 0) R16P_ROWS(3, 0)
+R16P_ROWS(1, 1) R16P_ROWS(2, 1)
+R16P_ROWS6(1, 2) R16P_ROWS6(2, 2) R16P_ROWS(3, 2)
+#define R16P_T4(G, KIND) {r16p_mk_1_##G##_##KIND, r16p_mk_2_##G##_##KIND, r16p_mk_3_##G##_##KIND, r16p_mk_4_##G##_##KIND, NULL, NULL}
+#define R16P_T6(G, KIND) {r16p_mk_1_##G##_##KIND, r16p_mk_2_##G##_##KIND, r16p_mk_3_##G##_##KIND, r16p_mk_4_##G##_##KIND, \
+                          r16p_mk_5_##G##_##KIND, r16p_mk_6_##G##_##KIND}
+static const r16p_fn k_r16p[3][3][6] = {
+    {R16P_T6(1, 0), R16P_T6(2, 0), R16P_T4(3, 0)},
+    {R16P_T4(1, 1), R16P_T4(2, 1), {NULL}},
+    {R16P_T6(1, 2), R16P_T6(2, 2), R16P_T4(3, 2)},
+};
+static const int k_r16p_gmax[3] = {3, 2, 3};
+static const int k_r16p_rows[3][3] = {{6, 6, 4}, {4, 4, 0}, {6, 6, 4}};
+
+AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
+    const uint32_t t = mm->wtype;
+    const int kind = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16 ? 2 : t == SLM_Q6_K_R16 ? 1 : 0;
+    const int nb = mm->k / 32, rows = mm->rows;
+    uint8_t *pan = qs->panel;
+    int32_t *ofs = NULL;
+    if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
+        ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
+        const int off = t == SLM_Q8_0_R16 || t == SLM_IQ4_NL_R16 ? -128 : kind == 1 ? -32 : t == SLM_Q5_0_R16 ? -16 : -8;
+        const size_t n = (size_t)rows * nb;
+        const __m512i vo = _mm512_set1_epi32(off);
+        size_t i = 0;
+        if (kind == 1) { /* both halves: hs as it is */
+            for (; i + 16 <= 2 * n; i += 16)
+                _mm512_storeu_si512(ofs + i, _mm512_mullo_epi32(_mm512_loadu_si512(qs->hs + i), vo));
+            for (; i < 2 * n; i++) ofs[i] = off * qs->hs[i];
+        } else { /* the two halves' sums added */
+            const __m512i ev = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+            const __m512i od = _mm512_add_epi32(ev, _mm512_set1_epi32(1));
+            for (; i + 16 <= n; i += 16) {
+                const __m512i a = _mm512_loadu_si512(qs->hs + 2 * i), c = _mm512_loadu_si512(qs->hs + 2 * i + 16);
+                const __m512i sum = _mm512_add_epi32(_mm512_permutex2var_epi32(a, ev, c), _mm512_permutex2var_epi32(a, od, c));
+                _mm512_storeu_si512(ofs + i, _mm512_mullo_epi32(sum, vo));
+            }
+            for (; i < n; i++) ofs[i] = off * (qs->hs[2 * i] + qs->hs[2 * i + 1]);
+        }
+    }
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1;) {
+        const int left = (mm->n1 - g0 + 15) / 16;
+        const int G = left < k_r16p_gmax[kind] ? left : k_r16p_gmax[kind], rb = k_r16p_rows[kind][G - 1];
+        __mmask16 cm[3];
+        for (int g = 0; g < G; g++) {
+            const int c0 = g0 + 16 * g;
+            const int a = mm->n0 > c0 ? mm->n0 - c0 : 0, e = mm->n1 - c0 < 16 ? mm->n1 - c0 : 16;
+            cm[g] = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
+            uint8_t *pg = pan + (size_t)g * nb * SLM_R16P_BLOCK_BYTES;
+            if (kind == 2) slm_x86_r16kp_unpack_avx512(mm, c0, pg);
+            else slm_x86_r16p_unpack_avx512(mm, c0, pg);
+        }
+        for (int i0 = 0; i0 < rows; i0 += rb) {
+            const int nr = rows - i0 < rb ? rows - i0 : rb;
+            k_r16p[kind][G - 1][nr - 1](mm, qs, ofs, pan, i0, g0, cm);
+        }
+        g0 += 16 * G;
+    }
+}
+#endif
