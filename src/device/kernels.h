@@ -155,6 +155,11 @@ void slm_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int val
  * sum; two per block for Q6_K's halves) and alignment slack. */
 #define SLM_R16_OFS_BYTES(rows, nb) (2 * (size_t)(rows) * (size_t)(nb) * sizeof(int32_t) + 64)
 
+/* The int8 dot-product peak of AVX-512 VNNI, operations (2 per
+ * multiply-add) per second on one core: 12 independent chains of vpdpbusd
+ * for about `seconds` (kernels_x86_dot.c). 0 without AVX-512 VNNI. */
+double slm_vnni_int8_peak(double seconds);
+
 /* Reference vector kernels (shared by all sets for now). */
 void slm_k_rmsnorm(const float *x, const float *g, float *y, int n, float eps);
 void slm_k_rope(float *x, int heads, int head_dim, const float *cs);
