@@ -606,9 +606,8 @@ static void print_profile_md(const bench *b) {
 }
 
 /* llama-bench's table, then bandwidth, limit and the profile. */
-/* The matrix engine: its measured peak (kernels_amx.c: a dependent chain
- * of TDPBUSD on each of 4 accumulator tiles, one core, times the threads)
- * and prefill's matmul work (2 operations per weight per token) as a share. */
+/* Prefill's matmul work (2 operations per weight per token) as a share of
+ * an int8 peak (ops/s for all threads). */
 static void print_peak_share(const bench *b, double peak) {
     for (int i = 0; i < b->n_res; i++)
         if (b->res[i].n_prompt && b->mf.params)
@@ -627,6 +626,9 @@ static void print_vnni_md(const bench *b) {
     print_peak_share(b, peak);
 }
 
+/* The matrix engine: its measured peak (kernels_amx.c: a dependent chain
+ * of TDPBUSD on each of 4 accumulator tiles, one core, times the threads)
+ * and prefill's matmul work as a share. */
 static void print_amx_md(const bench *b) {
     if (b->amx_peak <= 0) {
         const char *why = slm_cpu_features()->amx_why;

@@ -38,6 +38,13 @@ AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v
     return w;
 }
 
+/* Q6_K block lb's two half-block scales of the 16 columns: the super-block
+ * scale dsup times the 8-bit ones. */
+AVX512 INLINE void r16_q6_scales_avx512(const uint8_t *lb, __m512 dsup, __m512 *d0, __m512 *d1) {
+    *d0 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(lb + 384)))));
+    *d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(lb + 400)))));
+}
+
 /* The codes are unpacked per block of rows (decode and short prefills;
  * kernels_x86_r16p.c takes 16 rows or more from a panel). */
 AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
@@ -48,11 +55,11 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
-    __m512 acc[8];
+    __m512 acc[6];
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     __m512 dsup = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        __m512i ia[8], ib[8];
+        __m512i ia[6], ib[6];
         for (int r = 0; r < R; r++) {
             const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
             if (Q6) {
@@ -76,10 +83,8 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
         }
         if (Q6) {
             if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + (size_t)(b / 8) * 3360)));
-            const __m128i s01 = _mm_loadu_si128((const __m128i *)(lb + 384));
-            const __m128i s11 = _mm_loadu_si128((const __m128i *)(lb + 400));
-            const __m512 d0 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s01)));
-            const __m512 d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s11)));
+            __m512 d0, d1;
+            r16_q6_scales_avx512(lb, dsup, &d0, &d1);
             for (int r = 0; r < R; r++) {
                 const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[r]), d1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0));
                 acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
@@ -99,7 +104,7 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
         r16_mk_avx512(mm, qs, i0, j0, cm, R, TY);                                                               \
     }
 #define R16MK_AVX512_ALL(TY) R16MK_AVX512(1, TY) R16MK_AVX512(2, TY) R16MK_AVX512(3, TY) R16MK_AVX512(4, TY) \
-    R16MK_AVX512(5, TY) R16MK_AVX512(6, TY) R16MK_AVX512(7, TY) R16MK_AVX512(8, TY)
+    R16MK_AVX512(5, TY) R16MK_AVX512(6, TY)
 R16MK_AVX512_ALL(0)
 R16MK_AVX512_ALL(1)
 R16MK_AVX512_ALL(2)
@@ -108,8 +113,8 @@ R16MK_AVX512_ALL(4)
 
 typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
-                       r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY, r16_mk_avx512_7_##TY, r16_mk_avx512_8_##TY}
-static const r16mk512_fn k_r16mk512[5][8] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4)};
+                       r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY}
+static const r16mk512_fn k_r16mk512[5][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4)};
 
 static int r16_ty(uint32_t t) {
     return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4 : 0;
@@ -130,9 +135,10 @@ AVX512 INLINE void r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, co
         for (int v = 0; v < 8; v++) _mm512_store_si512(pb + 64 * v, r16_vec_avx512(lb, lb + 256, v, TY));
         if (Q6) {
             if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + (size_t)(b / 8) * 3360)));
-            const __m128i s0 = _mm_loadu_si128((const __m128i *)(lb + 384)), s1 = _mm_loadu_si128((const __m128i *)(lb + 400));
-            _mm512_store_ps(pb + 512, _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s0))));
-            _mm512_store_ps(pb + 576, _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(s1))));
+            __m512 d0, d1;
+            r16_q6_scales_avx512(lb, dsup, &d0, &d1);
+            _mm512_store_ps(pb + 512, d0);
+            _mm512_store_ps(pb + 576, d1);
         } else {
             _mm512_store_ps(pb + 512, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB))));
         }

@@ -29,6 +29,24 @@ INLINE void k_scales_u8(const uint8_t *sup, int s, int off, __m128i *sc, __m128i
                        _mm_slli_epi16(_mm_and_si128(_mm_srl_epi16(mh, _mm_cvtsi32_si128(n)), c3), 4));
 }
 
+/* Code vector v of a block (elements 4v..4v+3 of the 16 columns; Q5_K: the
+ * fifth bit from hb), as dpbusd takes it. */
+AVX512 INLINE __m512i r16k_vec_avx512(const uint8_t *blk, __m512i hb, int v, const int Q5) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
+    __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+    if (Q5) w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << v))), w, _mm512_set1_epi8(0x10));
+    return w;
+}
+
+/* Block s's 16 columns' d * sc and dmin * mn (dsup, msup: the super-block's). */
+AVX512 INLINE void r16k_scales_avx512(const uint8_t *sup, int s, __m512 dsup, __m512 msup, __m512 *dsc, __m512 *dmn) {
+    __m128i sc, mn;
+    k_scales_u8(sup, s, 0, &sc, &mn, 1);
+    *dsc = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+    *dmn = _mm512_mul_ps(msup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+}
+
 AVX512 INLINE void r16k_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
                                   const int Q5) {
     const int k = mm->k, nb = k / 32, SB = Q5 ? 2816 : 2304, BB = Q5 ? 320 : 256;
@@ -36,7 +54,6 @@ AVX512 INLINE void r16k_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, 
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(0x10);
     __m512 acc[8];
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
     __m512 dsup = _mm512_setzero_ps(), msup = _mm512_setzero_ps();
@@ -52,19 +69,15 @@ AVX512 INLINE void r16k_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, 
         for (int r = 0; r < R; r++) ia[r] = ib[r] = _mm512_setzero_si512();
         const __m512i hb = Q5 ? _mm512_loadu_si512(blk + 256) : _mm512_setzero_si512();
         for (int v = 0; v < 8; v++) {
-            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
-            __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
-            if (Q5) w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << v))), w, c16);
+            const __m512i w = r16k_vec_avx512(blk, hb, v, Q5);
             for (int r = 0; r < R; r++) {
                 const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
                 if (SPLIT && v >= 4) ib[r] = _mm512_dpbusd_epi32(ib[r], w, xv);
                 else ia[r] = _mm512_dpbusd_epi32(ia[r], w, xv);
             }
         }
-        __m128i sc, mn;
-        k_scales_u8(sup, s, 0, &sc, &mn, 1);
-        const __m512 dsc = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
-        const __m512 dmn = _mm512_mul_ps(msup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)));
+        __m512 dsc, dmn;
+        r16k_scales_avx512(sup, s, dsup, msup, &dsc, &dmn);
         for (int r = 0; r < R; r++) {
             const __m512i id = SPLIT ? _mm512_add_epi32(ia[r], ib[r]) : ia[r];
             acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), _mm512_mul_ps(dsc, _mm512_set1_ps(xd[(size_t)r * nb + b])), acc[r]);
@@ -94,7 +107,6 @@ static const r16kmk512_fn k_r16kmk512[2][8] = {R16KROW512(0), R16KROW512(1)};
 AVX512 void slm_x86_r16kp_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
     const int Q5 = mm->wtype == SLM_Q5_K_R16, nb = mm->k / 32, SB = Q5 ? 2816 : 2304, BB = Q5 ? 320 : 256;
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    const __m512i m4 = _mm512_set1_epi8(0x0F), c16 = _mm512_set1_epi8(0x10);
     __m512 dsup = _mm512_setzero_ps(), msup = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const int s = b % 8;
@@ -106,16 +118,11 @@ AVX512 void slm_x86_r16kp_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) 
             msup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sup + 32)));
         }
         const __m512i hb = Q5 ? _mm512_loadu_si512(blk + 256) : _mm512_setzero_si512();
-        for (int v = 0; v < 8; v++) {
-            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
-            __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
-            if (Q5) w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(hb, _mm512_set1_epi8((char)(1 << v))), w, c16);
-            _mm512_store_si512(pb + 64 * v, w);
-        }
-        __m128i sc, mn;
-        k_scales_u8(sup, s, 0, &sc, &mn, 1);
-        _mm512_store_ps(pb + 512, _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc))));
-        _mm512_store_ps(pb + 576, _mm512_mul_ps(msup, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn))));
+        for (int v = 0; v < 8; v++) _mm512_store_si512(pb + 64 * v, Q5 ? r16k_vec_avx512(blk, hb, v, 1) : r16k_vec_avx512(blk, hb, v, 0));
+        __m512 dsc, dmn;
+        r16k_scales_avx512(sup, s, dsup, msup, &dsc, &dmn);
+        _mm512_store_ps(pb + 512, dsc);
+        _mm512_store_ps(pb + 576, dmn);
     }
 }
 
