@@ -452,6 +452,64 @@ static void test_matmul_r16(void) {
     slm_kernels_select(NULL);
 }
 
+/* Up to SLM_MM_DECODE_ROWS rows (the batch programs' decode), each output
+ * row has the bits of a one-row call on that row alone: every weight type
+ * in its file layout and repacked, every set, whole and cut tiles. A
+ * sequence decoded beside others then gives the tokens it gives alone. */
+static void test_matmul_rows_alone(void) {
+    static const uint32_t types[] = {SLM_F32, SLM_F16,  SLM_BF16, SLM_Q8_0,  SLM_Q4_0,   SLM_Q4_1, SLM_Q5_0, SLM_Q5_1,
+                                     SLM_Q4_K, SLM_Q5_K, SLM_Q6_K, SLM_Q2_K, SLM_Q3_K, SLM_IQ4_NL, SLM_IQ4_XS};
+    const int k = 768, n = 48, ldy = n + 1;
+    float *y1 = malloc(sizeof(float) * n), *yr = malloc(sizeof(float) * (size_t)ldy * SLM_MM_DECODE_ROWS);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
+        for (int packed = 0; packed < 2; packed++) {
+            const uint32_t t = types[ti], rt = packed ? slm_repack_type(t, k, n) : t;
+            if (!rt) continue; /* no repacked layout for this type */
+            mcase c;
+            case_make(&c, t, k, n, SLM_MM_DECODE_ROWS);
+            if (packed) {
+                uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
+                slm_repack_r16(t, c.w, k, n, tmp);
+                free(tmp);
+            }
+            size_t need = slm_matmul_scratch_bytes(rt, k, SLM_MM_DECODE_ROWS);
+            void *scratch = need ? aligned_alloc(64, (need + 63) & ~(size_t)63) : NULL;
+            for (int si = 0; si < 3; si++) {
+                if (!slm_kernels_select(k_sets[si])) continue;
+                int bad = 0;
+                for (int rows = 2; rows <= SLM_MM_DECODE_ROWS; rows++)
+                    for (int cut = 0; cut < 2; cut++) {
+                        const int n0 = cut ? 3 : 0, n1 = cut ? n - 5 : n;
+                        slm_mm mm = {.w = c.w, .wrow = slm_row_bytes(t, (uint64_t)k), .wtype = rt, .k = k, .n0 = n0,
+                                     .n1 = n1, .rows = rows, .x = c.x, .ldx = (size_t)c.ldx, .y = yr,
+                                     .ldy = (size_t)ldy, .scratch = scratch};
+                        slm_kernels_active()->matmul(&mm);
+                        for (int i = 0; i < rows; i++) {
+                            slm_mm one = mm;
+                            one.rows = 1, one.x = c.x + (size_t)i * c.ldx, one.y = y1, one.ldy = (size_t)n;
+                            slm_kernels_active()->matmul(&one);
+                            for (int j = n0; j < n1; j++) {
+                                const float a = y1[j], b = yr[(size_t)i * ldy + j];
+                                if (memcmp(&a, &b, sizeof a) != 0) {
+                                    if (bad < 3)
+                                        fprintf(stderr, "  %s %s rows=%d tile=[%d,%d) y[%d][%d]: %.9g in %d rows, %.9g alone\n",
+                                                k_sets[si], slm_dtype_name(rt), rows, n0, n1, i, j, b, rows, a);
+                                    bad++;
+                                }
+                            }
+                        }
+                    }
+                CHECKF(bad == 0, "%s %s: %d outputs of a multi-row call differ from the row alone", k_sets[si],
+                       slm_dtype_name(rt), bad);
+            }
+            free(scratch);
+            case_free(&c);
+        }
+    free(y1);
+    free(yr);
+    slm_kernels_select(NULL);
+}
+
 /* The int8 products at their largest (every code at its type's maximum,
  * every activation +-127): the 16-bit partial sums of the r16 kernels stay
  * in range. Fails if a kernel adds more products in 16 bits than the
@@ -558,6 +616,7 @@ int main(void) {
     T_RUN(test_same_argmax);
     T_RUN(test_matmul_r16);
     T_RUN(test_matmul_r16_extreme);
+    T_RUN(test_matmul_rows_alone);
     T_RUN(test_vector_kernels);
     free(g_scratch);
     T_DONE();

@@ -34,9 +34,14 @@ typedef struct slm_mm {
 } slm_mm;
 
 /* A kernel set's matrix multiply: every type of slm_matmul_supported. Decode
- * (rows == 1) and prefill (rows > 1) take different paths inside: the
+ * (rows <= SLM_MM_DECODE_ROWS) and prefill take different paths inside: the
  * SIMD sets quantize activations to int8 blocks for quantized weights (in
- * scratch) and keep exact float arithmetic for F32/F16/BF16 weights. */
+ * scratch) and keep exact float arithmetic for F32/F16/BF16 weights.
+ * Up to SLM_MM_DECODE_ROWS rows, each output row has the bits that row gets
+ * in a one-row call (the same operations in the same order), whatever the
+ * other rows hold: a batch program's sequence decodes exactly as it would
+ * alone (tests/test_kernels.c checks it for every type and set). */
+#define SLM_MM_DECODE_ROWS 4
 typedef void (*slm_matmul_fn)(const slm_mm *mm);
 
 struct slm_attn_args; /* device/attention.h */

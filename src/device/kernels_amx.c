@@ -306,16 +306,17 @@ void slm_amx_bf16_act_avx512(const float *x, size_t ldx, int rows, int k, uint16
 #include "device/kernels_amx_bf16_body.h"
 
 /* The tile paths for prefill of the r16 quantized types (AMX-INT8) and of
- * BF16 matrices (AMX-BF16); the rest (decode: bandwidth-bound, the tiles
- * gain nothing; F16: bf16 would drop 3 mantissa bits) on the AVX-512 set. */
+ * BF16 matrices (AMX-BF16); the rest (decode up to SLM_MM_DECODE_ROWS rows:
+ * bandwidth-bound, the tiles gain nothing, and each row keeps the bits it
+ * gets alone; F16: bf16 would drop 3 mantissa bits) on the AVX-512 set. */
 AMX_TARGET static void matmul_amx(const slm_mm *mm) {
-    if (mm->rows >= 2 && mm->wtype == SLM_BF16 && mm->scratch && slm_cpu_features()->amx_bf16) {
+    if (mm->rows > SLM_MM_DECODE_ROWS && mm->wtype == SLM_BF16 && mm->scratch && slm_cpu_features()->amx_bf16) {
         uint16_t *xb = bf16_act_at(mm->scratch, mm->k, mm->rows);
         bf16_act_hw(mm->x, mm->ldx, mm->rows, mm->k, xb);
         hw_bf16_tiles(mm, xb);
         return;
     }
-    if (mm->rows < 2 || !slm_amx_type(mm->wtype)) {
+    if (mm->rows <= SLM_MM_DECODE_ROWS || !slm_amx_type(mm->wtype)) {
         slm_kernels_avx512()->matmul(mm);
         return;
     }
@@ -328,8 +329,8 @@ AMX_TARGET static void matmul_amx(const slm_mm *mm) {
 /* The same set with the tile kernel on the emulation (tests: the whole
  * engine through the tile path on a machine without AMX). */
 static void matmul_amx_emu(const slm_mm *mm) {
-    if (mm->rows >= 2 && mm->wtype == SLM_BF16 && mm->scratch) slm_amx_matmul_bf16_emu(mm);
-    else if (mm->rows < 2 || !slm_amx_type(mm->wtype)) slm_kernels_avx512()->matmul(mm);
+    if (mm->rows > SLM_MM_DECODE_ROWS && mm->wtype == SLM_BF16 && mm->scratch) slm_amx_matmul_bf16_emu(mm);
+    else if (mm->rows <= SLM_MM_DECODE_ROWS || !slm_amx_type(mm->wtype)) slm_kernels_avx512()->matmul(mm);
     else slm_amx_matmul_emu(mm);
 }
 

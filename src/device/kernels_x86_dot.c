@@ -1,9 +1,10 @@
 /* x86 kernels for quantized weights in their file layout (Q8_0, Q4_0, Q4_1,
  * Q4_K, Q5_K, Q6_K), activations quantized to int8 blocks of 32:
- * - rows == 1 (decode, memory bound): per weight column a direct walk over
- *   its blocks: SIMD unpack to int8 codes, integer dot (VNNI dpbusd on
- *   AVX-512; maddubs/madd on AVX2), one float FMA per block.
- * - rows > 1 (prefill, compute bound): per 16 (8) output columns the
+ * - rows <= SLM_MM_DECODE_ROWS (decode, memory bound): per weight column a
+ *   direct walk over its blocks: SIMD unpack to int8 codes, per row an
+ *   integer dot (VNNI dpbusd on AVX-512; maddubs/madd on AVX2) and one float
+ *   FMA per block.
+ * - more rows (prefill, compute bound): per 16 (8) output columns the
  *   weights are unpacked into a panel in scratch (slm_pack_panel: codes
  *   interleaved 4 bytes per column, so one vector holds 4 elements of 16
  *   columns), then a register-blocked micro-kernel of up to 8 (4) rows x 16
@@ -81,56 +82,64 @@ AVX2 INLINE __m256i qblock(const uint8_t *row, int T, int b, float *d0, float *d
     }
 }
 
-/* Decode: one activation row (xq with offset 128), every column of the tile.
- * Per block: idot = dpbusd(xq + 128, q) - 128 * sum(q), lanes 0-3 the first
- * half block and 4-7 the second; times [d0 dx x4 | d1 dx x4]; the min term
- * m * (dx * sum of codes) is accumulated apart. */
-AVX512 INLINE void qdecode_avx512_t(const slm_mm *mm, int T, const qscratch *qs) {
+/* Decode: R <= SLM_MM_DECODE_ROWS activation rows (xq with offset 128),
+ * every column of the tile; each block is unpacked once for the rows.
+ * Per block and row: idot = dpbusd(xq + 128, q) - 128 * sum(q), lanes 0-3
+ * the first half block and 4-7 the second; times [d0 dx x4 | d1 dx x4];
+ * the min term m * (dx * sum of codes) is accumulated apart. A row's
+ * operations do not depend on R (kernels.h: a batch row decodes as alone). */
+AVX512 INLINE void qdecode_avx512_t(const slm_mm *mm, int T, const qscratch *qs, const int R) {
     const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const __m256i c80 = _mm256_set1_epi8((char)0x80);
     for (int j = mm->n0; j < mm->n1; j++) {
         const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
-        __m256 acc = _mm256_setzero_ps();
-        float macc = 0.0f;
+        __m256 acc[SLM_MM_DECODE_ROWS];
+        float macc[SLM_MM_DECODE_ROWS];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
         for (int b = 0; b < nb; b++) {
             float d0, d1, m = 0.0f;
             stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
-            __m256i q = qblock(row, T, b, &d0, &d1, &m);
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + 32 * b));
-            __m256i id = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, q),
-                                          _mm256_dpbusd_epi32(_mm256_setzero_si256(), c80, q));
-            const float dx = qs->d[b];
-            __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
-                                 : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc);
-            if (slm_qtype_kind_c(T) == 2) macc += m * qs->s[b];
+            const __m256i q = qblock(row, T, b, &d0, &d1, &m);
+            const __m256i corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), c80, q);
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + (size_t)r * mm->k + 32 * b));
+                const __m256i id = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, q), corr);
+                const float dx = qs->d[(size_t)r * nb + b];
+                const __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
+                                           : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc[r]);
+                if (slm_qtype_kind_c(T) == 2) macc[r] += m * qs->s[(size_t)r * nb + b];
+            }
         }
-        mm->y[j] = hsum256(acc) + macc;
+        for (int r = 0; r < R; r++) mm->y[(size_t)r * mm->ldy + j] = hsum256(acc[r]) + macc[r];
     }
 }
 
 /* AVX2 decode: as above with the sign trick (|q| unsigned times x with q's
  * sign, maddubs then madd) on signed activation codes. */
-AVX2 INLINE void qdecode_avx2_t(const slm_mm *mm, int T, const qscratch *qs) {
+AVX2 INLINE void qdecode_avx2_t(const slm_mm *mm, int T, const qscratch *qs, const int R) {
     const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const __m256i ones = _mm256_set1_epi16(1);
     for (int j = mm->n0; j < mm->n1; j++) {
         const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
-        __m256 acc = _mm256_setzero_ps();
-        float macc = 0.0f;
+        __m256 acc[SLM_MM_DECODE_ROWS];
+        float macc[SLM_MM_DECODE_ROWS];
+        for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps(), macc[r] = 0.0f;
         for (int b = 0; b < nb; b++) {
             float d0, d1, m = 0.0f;
             stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
-            __m256i q = qblock(row, T, b, &d0, &d1, &m);
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + 32 * b));
-            __m256i id = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(q), _mm256_sign_epi8(xv, q)), ones);
-            const float dx = qs->d[b];
-            __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
-                                 : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
-            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc);
-            if (slm_qtype_kind_c(T) == 2) macc += m * qs->s[b];
+            const __m256i q = qblock(row, T, b, &d0, &d1, &m), aq = _mm256_abs_epi8(q);
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + (size_t)r * mm->k + 32 * b));
+                const __m256i id = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xv, q)), ones);
+                const float dx = qs->d[(size_t)r * nb + b];
+                const __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
+                                           : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc[r]);
+                if (slm_qtype_kind_c(T) == 2) macc[r] += m * qs->s[(size_t)r * nb + b];
+            }
         }
-        mm->y[j] = hsum256(acc) + macc;
+        for (int r = 0; r < R; r++) mm->y[(size_t)r * mm->ldy + j] = hsum256(acc[r]) + macc[r];
     }
 }
 
@@ -263,30 +272,39 @@ static const mk2_fn k_mk2[3][4] = {
     {mk_avx2_1_2, mk_avx2_2_2, mk_avx2_3_2, mk_avx2_4_2},
 };
 
+/* Rows 1..SLM_MM_DECODE_ROWS as constants (registers), per weight type. */
+_Static_assert(SLM_MM_DECODE_ROWS == 4, "qdecode's row cases");
+#define QDECODE(ISA, T)                                            \
+    switch (mm->rows) {                                            \
+    case 1: qdecode_##ISA##_t(mm, T, qs, 1); break;                \
+    case 2: qdecode_##ISA##_t(mm, T, qs, 2); break;                \
+    case 3: qdecode_##ISA##_t(mm, T, qs, 3); break;                \
+    default: qdecode_##ISA##_t(mm, T, qs, 4); break;               \
+    }
 AVX512 static void qdecode_avx512(const slm_mm *mm, const qscratch *qs) {
     switch (mm->wtype) {
-    case SLM_Q8_0: qdecode_avx512_t(mm, SLM_Q8_0, qs); break;
-    case SLM_Q4_0: qdecode_avx512_t(mm, SLM_Q4_0, qs); break;
-    case SLM_Q4_1: qdecode_avx512_t(mm, SLM_Q4_1, qs); break;
-    case SLM_Q4_K: qdecode_avx512_t(mm, SLM_Q4_K, qs); break;
-    case SLM_Q5_K: qdecode_avx512_t(mm, SLM_Q5_K, qs); break;
-    default: qdecode_avx512_t(mm, SLM_Q6_K, qs); break;
+    case SLM_Q8_0: QDECODE(avx512, SLM_Q8_0); break;
+    case SLM_Q4_0: QDECODE(avx512, SLM_Q4_0); break;
+    case SLM_Q4_1: QDECODE(avx512, SLM_Q4_1); break;
+    case SLM_Q4_K: QDECODE(avx512, SLM_Q4_K); break;
+    case SLM_Q5_K: QDECODE(avx512, SLM_Q5_K); break;
+    default: QDECODE(avx512, SLM_Q6_K); break;
     }
 }
 
 AVX2 static void qdecode_avx2(const slm_mm *mm, const qscratch *qs) {
     switch (mm->wtype) {
-    case SLM_Q8_0: qdecode_avx2_t(mm, SLM_Q8_0, qs); break;
-    case SLM_Q4_0: qdecode_avx2_t(mm, SLM_Q4_0, qs); break;
-    case SLM_Q4_1: qdecode_avx2_t(mm, SLM_Q4_1, qs); break;
-    case SLM_Q4_K: qdecode_avx2_t(mm, SLM_Q4_K, qs); break;
-    case SLM_Q5_K: qdecode_avx2_t(mm, SLM_Q5_K, qs); break;
-    default: qdecode_avx2_t(mm, SLM_Q6_K, qs); break;
+    case SLM_Q8_0: QDECODE(avx2, SLM_Q8_0); break;
+    case SLM_Q4_0: QDECODE(avx2, SLM_Q4_0); break;
+    case SLM_Q4_1: QDECODE(avx2, SLM_Q4_1); break;
+    case SLM_Q4_K: QDECODE(avx2, SLM_Q4_K); break;
+    case SLM_Q5_K: QDECODE(avx2, SLM_Q5_K); break;
+    default: QDECODE(avx2, SLM_Q6_K); break;
     }
 }
 
 AVX512 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs) {
-    if (mm->rows == 1) {
+    if (mm->rows <= SLM_MM_DECODE_ROWS) {
         qdecode_avx512(mm, qs);
         return;
     }
@@ -303,7 +321,7 @@ AVX512 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs) {
 }
 
 AVX2 void slm_x86_qmatmul_avx2(const slm_mm *mm, const qscratch *qs) {
-    if (mm->rows == 1) {
+    if (mm->rows <= SLM_MM_DECODE_ROWS) {
         qdecode_avx2(mm, qs);
         return;
     }

@@ -307,26 +307,30 @@ AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
 /* ---- repacked F16 (F16_R16): exact float FMAs ----------------------------------
  * R rows x the 16 columns of a group: per input element e, one 32-byte load
  * converts to the 16 columns' weights and meets the rows' x[e] broadcast.
- * No horizontal sums, one memory stream per group. Decode (R = 1) keeps 4
- * accumulators over e to cover the FMA latency. */
+ * No horizontal sums, one memory stream per group. Decode (R up to
+ * SLM_MM_DECODE_ROWS) keeps 4 accumulators a row over e (AVX2: 2) to cover
+ * the FMA latency, the same for every R (a batch row decodes as alone). */
 AVX512 INLINE void f16r16_mk_avx512(const slm_mm *mm, int i0, int j0, __mmask16 cm, const int R) {
     const int k = mm->k;
     const uint16_t *g = (const uint16_t *)((const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow);
     const float *x = mm->x + (size_t)i0 * mm->ldx;
     __m512 acc[8];
-    if (R == 1) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    if (R <= SLM_MM_DECODE_ROWS) {
+        __m512 a[SLM_MM_DECODE_ROWS][4];
+        for (int r = 0; r < R; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
         int e = 0;
         for (; e + 4 <= k; e += 4) {
             stream_prefetch((const uint8_t *)(g + (size_t)e * 16), 128, mm->pf);
-            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16))), _mm512_set1_ps(x[e]), a0);
-            a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 1) * 16))), _mm512_set1_ps(x[e + 1]), a1);
-            a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 2) * 16))), _mm512_set1_ps(x[e + 2]), a2);
-            a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + 3) * 16))), _mm512_set1_ps(x[e + 3]), a3);
+            for (int c = 0; c < 4; c++) {
+                const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)(e + c) * 16)));
+                for (int r = 0; r < R; r++) a[r][c] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)r * mm->ldx + e + c]), a[r][c]);
+            }
         }
-        for (; e < k; e++)
-            a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16))), _mm512_set1_ps(x[e]), a0);
-        acc[0] = _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
+        for (; e < k; e++) {
+            const __m512 w = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + (size_t)e * 16)));
+            for (int r = 0; r < R; r++) a[r][0] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(size_t)r * mm->ldx + e]), a[r][0]);
+        }
+        for (int r = 0; r < R; r++) acc[r] = _mm512_add_ps(_mm512_add_ps(a[r][0], a[r][1]), _mm512_add_ps(a[r][2], a[r][3]));
     } else {
         for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
         for (int e = 0; e < k; e++) {
@@ -370,17 +374,24 @@ AVX2 INLINE void f16r16_mk_avx2(const slm_mm *mm, int i0, int j0, int half, int 
     const int pf = half ? 0 : mm->pf; /* the second half reads the group again */
     __m256 acc[4];
     for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    if (R == 1) {
-        __m256 a1 = _mm256_setzero_ps();
+    if (R <= SLM_MM_DECODE_ROWS) {
+        __m256 a1[SLM_MM_DECODE_ROWS];
+        for (int r = 0; r < R; r++) a1[r] = _mm256_setzero_ps();
         int q = 0;
         for (; q + 2 <= k; q += 2) {
             stream_prefetch((const uint8_t *)(g + (size_t)q * 16), 64, pf);
-            acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16))), _mm256_set1_ps(x[q]), acc[0]);
-            a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)(q + 1) * 16))), _mm256_set1_ps(x[q + 1]), a1);
+            const __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16)));
+            const __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)(q + 1) * 16)));
+            for (int r = 0; r < R; r++) {
+                acc[r] = _mm256_fmadd_ps(w0, _mm256_set1_ps(x[(size_t)r * mm->ldx + q]), acc[r]);
+                a1[r] = _mm256_fmadd_ps(w1, _mm256_set1_ps(x[(size_t)r * mm->ldx + q + 1]), a1[r]);
+            }
         }
-        for (; q < k; q++)
-            acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16))), _mm256_set1_ps(x[q]), acc[0]);
-        acc[0] = _mm256_add_ps(acc[0], a1);
+        for (; q < k; q++) {
+            const __m256 w = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + (size_t)q * 16)));
+            for (int r = 0; r < R; r++) acc[r] = _mm256_fmadd_ps(w, _mm256_set1_ps(x[(size_t)r * mm->ldx + q]), acc[r]);
+        }
+        for (int r = 0; r < R; r++) acc[r] = _mm256_add_ps(acc[r], a1[r]);
     } else {
         for (int q = 0; q < k; q++) {
             if (!(q & 1)) stream_prefetch((const uint8_t *)(g + (size_t)q * 16), 64, pf);

@@ -12,12 +12,13 @@
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
-/* kernels_x86_quant2.c's types at decode, and Q2_K always (its two mins
- * per block do not fit the packed panel); their prefill otherwise runs on
- * kernels_x86_dot.c's panel through slm_qblock_i8. */
+/* kernels_x86_quant2.c's types at decode (up to SLM_MM_DECODE_ROWS rows:
+ * its column kernel gives each row the bits it gets alone), and Q2_K always
+ * (its two mins per block do not fit the packed panel); their prefill
+ * otherwise runs on kernels_x86_dot.c's panel through slm_qblock_i8. */
 static int quant2_direct(const slm_mm *mm) {
     const int kind = slm_quant2_kind(mm->wtype);
-    return kind >= 0 && (mm->rows == 1 || kind == 3);
+    return kind >= 0 && (mm->rows <= SLM_MM_DECODE_ROWS || kind == 3);
 }
 
 AVX512 static void matmul_avx512(const slm_mm *mm) {
