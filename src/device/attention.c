@@ -98,6 +98,7 @@ void slm_kv_store_scalar(int kv_type, const float *x, void *y, int n) { slm_quan
 #include <immintrin.h>
 
 #include "device/exp512.h"
+#include "device/kv_row256.h"
 #include "device/kv_row512.h"
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
@@ -105,24 +106,6 @@ void slm_kv_store_scalar(int kv_type, const float *x, void *y, int n) { slm_quan
 
 /* One f16 or q8_0 KV row of head_dim elements as floats, per instruction set. */
 typedef void (*kv_row_fn)(int kv_type, int hd, const uint8_t *r, float *o);
-
-AVX2 static void kv_row256(int kv_type, int hd, const uint8_t *r, float *o) {
-    if (kv_type == SLM_F16) {
-        for (int v = 0; v < hd / 8; v++)
-            _mm256_storeu_ps(o + 8 * v, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(r + 16 * v))));
-        return;
-    }
-    for (int b = 0; b < hd / 32; b++) {
-        const uint8_t *blk = r + (size_t)b * sizeof(slm_block_q8_0);
-        uint16_t h;
-        memcpy(&h, blk, 2);
-        const __m256 d = _mm256_set1_ps(_cvtsh_ss(h));
-        for (int u = 0; u < 4; u++) {
-            const __m256i q = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)(blk + 2 + 8 * u)));
-            _mm256_storeu_ps(o + 32 * b + 8 * u, _mm256_mul_ps(_mm256_cvtepi32_ps(q), d));
-        }
-    }
-}
 
 /* Rows [j0, j0 + nt) of one KV head (the valid ones) as floats, head_dim
  * apart, into buf; an f32 cache is returned in place with its own stride. */
@@ -477,7 +460,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
         for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
         if (!any) continue;
         size_t kld, vld;
-        const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, kv_row256);
+        const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, slm_kv_row256);
         for (int t = 0; t < nt; t++) {
             if (!a->mask[j0 + t]) {
                 for (int g = 0; g < G; g++) s[g][t] = -INFINITY;
@@ -491,7 +474,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
                 s[g][t] = hsum8(acc) * a->scale;
             }
         }
-        const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, kv_row256);
+        const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, slm_kv_row256);
         for (int g = 0; g < G; g++) {
             float tmax = -INFINITY;
             for (int t = 0; t < nt; t++) tmax = s[g][t] > tmax ? s[g][t] : tmax;
@@ -529,6 +512,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
 }
 
 AVX2 void slm_attention_avx2(const slm_attn_args *a) {
+    if (slm_attention_decode_avx2(a)) return; /* attention_decode_avx2.c: head_dim % 8, <= 256 */
     if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 8 == 0 &&
         (a->kv_type != SLM_Q8_0 || a->head_dim % 32 == 0))
         attn_avx2(a);

@@ -69,6 +69,12 @@ int slm_attention_rows_amx_emu(const slm_attn_rows *a);
  * type other than f32 / f16 / q8_0 (head_dim % 32), and off x86-64;
  * slm_attention_avx512 then runs its own loop. */
 int slm_attention_decode_avx512(const slm_attn_args *a);
+/* The same steps at 8 lanes, the avx2 set's per-row entry for head_dim % 8
+ * == 0 up to 256, group <= 64 (attention_decode_avx2.c): 8 keys' scores per
+ * transposing reduction, outputs of one head 64 dims at a time in
+ * registers (two heads per V load for head_dim <= 32). Returns 0 as above;
+ * slm_attention_avx2 then runs its own loop. */
+int slm_attention_decode_avx2(const slm_attn_args *a);
 
 /* For test_amx_attention: the emulated entry with the work around the
  * tiles (the bf16 splits, K^T and V as B tiles, softmax, rescale) in plain
