@@ -46,8 +46,10 @@ static void reference(const slm_attn_args *a, const float *K, const float *V, do
 
 static void test_variants_match_reference(void) {
     static const char *const sets[] = {"scalar", "avx2", "avx512"};
-    /* head_dim: the decode entry's 1, 2, 3, 4 (registers), 5, 8 (registers) and 16 vectors,
-       and the fallbacks; groups: its chunks of 4 heads (hd 64) and 2 (hd 128) and their rests */
+    /* head_dim: the AVX-512 decode entry's 1, 2, 3, 4 (registers), 5, 8 (registers) and 16
+       vectors, the AVX2 entry's head pairs (hd <= 32), 64-dim chunks and their tails (48, 80),
+       and the fallbacks; groups: the chunks of 4 heads (hd 64) and 2 (hd 128, AVX2 hd <= 32)
+       and their rests */
     static const int hds[] = {8, 16, 32, 48, 64, 80, 128, 256, 6};
     static const int groups[] = {1, 2, 3, 4, 5, 8};
     static const int lens[] = {1, 5, 31, 32, 33, 100, 700};
