@@ -8,7 +8,12 @@
  *   - Per tile of 8192 / head_dim keys (32 .. 128), the K rows (f16 / q8_0
  *     converted to f32 on the stack; an f32 cache in place) serve every
  *     head of the group; the next tile's K and V rows are prefetched (the
- *     rows of one KV head are a stride the hardware follows late).
+ *     rows of one KV head are a stride the hardware follows late). A whole
+ *     tile of an f16 cache is read in place by groups up to DIRECT_GROUP,
+ *     each vector converted where an FMA takes it: storing the converted
+ *     tile and loading it back cost more than a conversion per head (one
+ *     core, Zen 5, head_dim 64, 2048 keys: group 1 33 -> 15 us, group 3
+ *     40 -> 26, group 8 about even, group 16 slower).
  *   - Scores: one FMA chain per key and head over the head's vectors, 16
  *     keys side by side, then one transposing reduction of the 16 chains
  *     into one vector of 16 scores (46 shuffles and adds per 16 keys, not a
@@ -40,6 +45,7 @@
 #define DT_FLOATS 8192 /* floats of one converted tile */
 #define DMAX_HD 256    /* head_dim this entry takes */
 #define DMAX_GROUP 64
+#define DIRECT_GROUP 8 /* groups up to this read an f16 cache in place */
 
 /* Keys j0 .. j0 + nk - 1 the row takes, one bit each (vm[c] for keys 16c ..). */
 typedef struct dec_keys {
@@ -47,6 +53,19 @@ typedef struct dec_keys {
     uint16_t vm[DT_MAX / 16];
     int all;  /* every key of the tile valid */
 } dec_keys;
+
+/* Rows of K or V: row t at base + t * stride bytes, f32 (a converted tile,
+ * or an f32 cache in place) or f16 (an f16 cache in place). */
+typedef struct dec_rows {
+    const uint8_t *base;
+    size_t stride;
+} dec_rows;
+
+/* Vector v (16 elements) of a K or V row, f16 rows converted on the way. */
+AVX512 static INL __m512 ldrow(const void *row, int v, const int F16) {
+    return F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + 16 * v)))
+               : _mm512_loadu_ps((const float *)row + 16 * v);
+}
 
 static size_t dec_row_bytes(const slm_attn_args *a, uint64_t n) {
     return a->kv_type == SLM_F32 ? (size_t)n * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, n);
@@ -107,30 +126,30 @@ AVX512 static INL __m512 hsum16(const __m512 x[16]) {
     return _mm512_permutexvar_ps(idx, r);
 }
 
-/* Scores of 16 keys (rows kt, kld apart) against one head's query q, NV
+/* Scores of 16 keys (rows kp[0..15]) against one head's query q, NV
  * vectors (a constant where the caller makes it one). */
-AVX512 static INL __m512 dec_scores16(const float *q, const float *kt, size_t kld, const int NV) {
+AVX512 static INL __m512 dec_scores16(const float *q, dec_rows kr, const int NV, const int F16) {
     __m512 qv[16], x[16];
 #pragma GCC unroll 16
     for (int v = 0; v < NV; v++) qv[v] = _mm512_loadu_ps(q + 16 * v);
 #pragma GCC unroll 16
     for (int t = 0; t < 16; t++) {
-        const float *k = kt + (size_t)t * kld;
-        __m512 s = _mm512_mul_ps(qv[0], _mm512_loadu_ps(k));
+        const uint8_t *k = kr.base + (size_t)t * kr.stride;
+        __m512 s = _mm512_mul_ps(qv[0], ldrow(k, 0, F16));
 #pragma GCC unroll 16
-        for (int v = 1; v < NV; v++) s = _mm512_fmadd_ps(qv[v], _mm512_loadu_ps(k + 16 * v), s);
+        for (int v = 1; v < NV; v++) s = _mm512_fmadd_ps(qv[v], ldrow(k, v, F16), s);
         x[t] = s;
     }
     return hsum16(x);
 }
 
 /* The same with any number of vectors, the query read from memory. */
-AVX512 static __m512 dec_scores16_any(const float *q, const float *kt, size_t kld, int nv) {
+AVX512 static INL __m512 dec_scores16_any(const float *q, dec_rows kr, int nv, const int F16) {
     __m512 x[16];
     for (int t = 0; t < 16; t++) {
-        const float *k = kt + (size_t)t * kld;
-        __m512 s = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
-        for (int v = 1; v < nv; v++) s = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * v), _mm512_loadu_ps(k + 16 * v), s);
+        const uint8_t *k = kr.base + (size_t)t * kr.stride;
+        __m512 s = _mm512_mul_ps(_mm512_loadu_ps(q), ldrow(k, 0, F16));
+        for (int v = 1; v < nv; v++) s = _mm512_fmadd_ps(_mm512_loadu_ps(q + 16 * v), ldrow(k, v, F16), s);
         x[t] = s;
     }
     return hsum16(x);
@@ -138,19 +157,24 @@ AVX512 static __m512 dec_scores16_any(const float *q, const float *kt, size_t kl
 
 /* One head over a tile: its scores (scaled; keys not taken -inf) into p,
  * their max returned. */
-AVX512 static INL float dec_head_scores(const float *q, const float *kt, size_t kld, const dec_keys *k, float scale,
-                                        int nv, float *p) {
+AVX512 static INL float dec_head_scores_t(const float *q, dec_rows kr, const dec_keys *k, float scale, int nv,
+                                          float *p, const int F16) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(scale);
     __m512 mx = ninf;
     for (int c = 0; c < k->nk / 16; c++) {
-        const float *kc = kt + (size_t)16 * c * kld;
-        __m512 s = nv == 4 ? dec_scores16(q, kc, kld, 4) : nv == 8 ? dec_scores16(q, kc, kld, 8)
-                                                                    : dec_scores16_any(q, kc, kld, nv);
+        const dec_rows kc = {kr.base + (size_t)16 * c * kr.stride, kr.stride};
+        __m512 s = nv == 4 ? dec_scores16(q, kc, 4, F16) : nv == 8 ? dec_scores16(q, kc, 8, F16)
+                                                                    : dec_scores16_any(q, kc, nv, F16);
         s = _mm512_mask_mul_ps(ninf, (__mmask16)k->vm[c], s, sc);
         mx = _mm512_max_ps(mx, s);
         _mm512_storeu_ps(p + 16 * c, s);
     }
     return _mm512_reduce_max_ps(mx);
+}
+
+AVX512 static float dec_head_scores(const float *q, dec_rows kr, const dec_keys *k, float scale, int nv, float *p,
+                                    int f16) {
+    return f16 ? dec_head_scores_t(q, kr, k, scale, nv, p, 1) : dec_head_scores_t(q, kr, k, scale, nv, p, 0);
 }
 
 /* The online softmax of one head over a tile: its scores p (max tmax) into
@@ -174,8 +198,8 @@ AVX512 static INL float dec_softmax(const dec_keys *k, float tmax, float *m, flo
 
 /* o[g] = o[g] * corr[g] + sum_t p[g][t] V[t] for the GC heads from g0, the
  * outputs in registers over the tile. */
-AVX512 static INL void dec_pv(const slm_attn_args *a, const float *vt, size_t vld, int nk, const float (*p)[DT_MAX],
-                              const float *corr, int g0, const int GC, const int NV) {
+AVX512 static INL void dec_pv(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX],
+                              const float *corr, int g0, const int GC, const int NV, const int F16) {
     __m512 o[4][16];
 #pragma GCC unroll 4
     for (int g = 0; g < GC; g++) {
@@ -185,13 +209,12 @@ AVX512 static INL void dec_pv(const slm_attn_args *a, const float *vt, size_t vl
         for (int v = 0; v < NV; v++) o[g][v] = _mm512_mul_ps(_mm512_loadu_ps(out + 16 * v), c);
     }
     for (int t = 0; t < nk; t++) {
-        const float *vr = vt + (size_t)t * vld;
         __m512 pv[4];
 #pragma GCC unroll 4
         for (int g = 0; g < GC; g++) pv[g] = _mm512_set1_ps(p[g0 + g][t]);
 #pragma GCC unroll 16
         for (int v = 0; v < NV; v++) {
-            const __m512 x = _mm512_loadu_ps(vr + 16 * v);
+            const __m512 x = ldrow(vr.base + (size_t)t * vr.stride, v, F16);
 #pragma GCC unroll 4
             for (int g = 0; g < GC; g++) o[g][v] = _mm512_fmadd_ps(pv[g], x, o[g][v]);
         }
@@ -205,37 +228,43 @@ AVX512 static INL void dec_pv(const slm_attn_args *a, const float *vt, size_t vl
 }
 
 /* The same with any number of vectors (head_dim 16 .. 256), one head. */
-AVX512 static void dec_pv_any(const slm_attn_args *a, const float *vt, size_t vld, int nk, const float (*p)[DT_MAX],
-                              const float *corr, int g) {
+AVX512 static INL void dec_pv_any(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX],
+                                  const float *corr, int g, const int F16) {
     const int nv = a->head_dim / 16;
     float *out = a->out + (size_t)g * a->out_stride;
     __m512 o[16];
     const __m512 c = _mm512_set1_ps(corr[g]);
     for (int v = 0; v < nv; v++) o[v] = _mm512_mul_ps(_mm512_loadu_ps(out + 16 * v), c);
     for (int t = 0; t < nk; t++) {
-        const float *vr = vt + (size_t)t * vld;
         const __m512 pv = _mm512_set1_ps(p[g][t]);
-        for (int v = 0; v < nv; v++) o[v] = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vr + 16 * v), o[v]);
+        const uint8_t *r = vr.base + (size_t)t * vr.stride;
+        for (int v = 0; v < nv; v++) o[v] = _mm512_fmadd_ps(pv, ldrow(r, v, F16), o[v]);
     }
     for (int v = 0; v < nv; v++) _mm512_storeu_ps(out + 16 * v, o[v]);
 }
 
 /* P V of every head of the group, in chunks whose outputs fit the registers. */
-AVX512 static void dec_pv_group(const slm_attn_args *a, const float *vt, size_t vld, int nk, const float (*p)[DT_MAX],
-                                const float *corr) {
+AVX512 static INL void dec_pv_group_t(const slm_attn_args *a, dec_rows vr, int nk,
+                                      const float (*p)[DT_MAX], const float *corr, const int F16) {
     const int G = a->group, nv = a->head_dim / 16;
     int g = 0;
     if (nv == 4) {
-        for (; g + 4 <= G; g += 4) dec_pv(a, vt, vld, nk, p, corr, g, 4, 4);
-        if (G - g == 3) dec_pv(a, vt, vld, nk, p, corr, g, 3, 4);
-        else if (G - g == 2) dec_pv(a, vt, vld, nk, p, corr, g, 2, 4);
-        else if (G - g == 1) dec_pv(a, vt, vld, nk, p, corr, g, 1, 4);
+        for (; g + 4 <= G; g += 4) dec_pv(a, vr, nk, p, corr, g, 4, 4, F16);
+        if (G - g == 3) dec_pv(a, vr, nk, p, corr, g, 3, 4, F16);
+        else if (G - g == 2) dec_pv(a, vr, nk, p, corr, g, 2, 4, F16);
+        else if (G - g == 1) dec_pv(a, vr, nk, p, corr, g, 1, 4, F16);
     } else if (nv == 8) {
-        for (; g + 2 <= G; g += 2) dec_pv(a, vt, vld, nk, p, corr, g, 2, 8);
-        if (G - g == 1) dec_pv(a, vt, vld, nk, p, corr, g, 1, 8);
+        for (; g + 2 <= G; g += 2) dec_pv(a, vr, nk, p, corr, g, 2, 8, F16);
+        if (G - g == 1) dec_pv(a, vr, nk, p, corr, g, 1, 8, F16);
     } else {
-        for (; g < G; g++) dec_pv_any(a, vt, vld, nk, p, corr, g);
+        for (; g < G; g++) dec_pv_any(a, vr, nk, p, corr, g, F16);
     }
+}
+
+AVX512 static void dec_pv_group(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX],
+                                const float *corr, int f16) {
+    if (f16) dec_pv_group_t(a, vr, nk, p, corr, 1);
+    else dec_pv_group_t(a, vr, nk, p, corr, 0);
 }
 
 AVX512 int slm_attention_decode_avx512(const slm_attn_args *a) {
@@ -248,6 +277,9 @@ AVX512 int slm_attention_decode_avx512(const slm_attn_args *a) {
     float m[DMAX_GROUP], l[DMAX_GROUP], corr[DMAX_GROUP];
     float p[DMAX_GROUP][DT_MAX] __attribute__((aligned(64)));
     float kbuf[DT_FLOATS] __attribute__((aligned(64))), vbuf[DT_FLOATS] __attribute__((aligned(64)));
+    /* an f16 cache read in place by a small group: converting each K vector once per head costs
+       less than converting the tile once, storing it and reading it back */
+    const int direct_f16 = a->kv_type == SLM_F16 && G <= DIRECT_GROUP;
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
@@ -265,11 +297,20 @@ AVX512 int slm_attention_decode_avx512(const slm_attn_args *a) {
         if (!n) continue; /* the mask rules the whole tile out */
         k.all = n == k.nk;
         dec_prefetch(a, j0 + dt, j0 + 2 * dt);
-        size_t kld, vld;
-        const float *kt = dec_tile(a, a->K, &k, kbuf, &kld);
+        /* a whole tile of an f16 cache, small group: read in place */
+        const int direct = direct_f16 && k.all;
+        const size_t rb = dec_row_bytes(a, a->ld);
+        dec_rows kr, vr = {(const uint8_t *)a->V + (size_t)j0 * rb, rb};
+        if (direct) {
+            kr = (dec_rows){(const uint8_t *)a->K + (size_t)j0 * rb, rb};
+        } else {
+            size_t kld;
+            kr.base = (const uint8_t *)dec_tile(a, a->K, &k, kbuf, &kld);
+            kr.stride = kld * sizeof(float);
+        }
         int any = 0;
         for (int g = 0; g < G; g++) {
-            const float tmax = dec_head_scores(a->q + (size_t)g * a->q_stride, kt, kld, &k, a->scale, nv, p[g]);
+            const float tmax = dec_head_scores(a->q + (size_t)g * a->q_stride, kr, &k, a->scale, nv, p[g], direct);
             if (tmax == -INFINITY) { /* every score -inf: the head's output stays (a NaN goes on) */
                 memset(p[g], 0, sizeof p[g]);
                 corr[g] = 1.0f;
@@ -279,8 +320,12 @@ AVX512 int slm_attention_decode_avx512(const slm_attn_args *a) {
             any = 1;
         }
         if (!any) continue;
-        const float *vt = dec_tile(a, a->V, &k, vbuf, &vld);
-        dec_pv_group(a, vt, vld, k.nk, (const float (*)[DT_MAX])p, corr);
+        if (!direct) {
+            size_t vld;
+            vr.base = (const uint8_t *)dec_tile(a, a->V, &k, vbuf, &vld);
+            vr.stride = vld * sizeof(float);
+        }
+        dec_pv_group(a, vr, k.nk, (const float (*)[DT_MAX])p, corr, direct);
     }
     if (a->ml)
         for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];

@@ -4,7 +4,8 @@
  * entry (attention_decode.c) at 8 lanes and 16 registers:
  *   - Per tile of 8192 / head_dim keys (32 .. 128), the K rows (f16 / q8_0
  *     converted to f32 on the stack; an f32 cache in place) serve every
- *     head of the group; the next tile's K and V rows are prefetched.
+ *     head of the group; the next tile's K and V rows are prefetched. A
+ *     whole tile of an f16 cache is read in place by groups up to 8.
  *   - Scores: one FMA chain per key and head, 8 keys side by side, then one
  *     transposing reduction of the 8 chains into one vector of 8 scores
  *     (6 horizontal adds, 2 lane permutes and an add per 8 keys).
@@ -33,6 +34,7 @@
 #define DT_FLOATS 8192 /* floats of one converted tile */
 #define DMAX_HD 256    /* head_dim this entry takes */
 #define DMAX_GROUP 64
+#define DIRECT_GROUP 8 /* groups up to this read an f16 cache in place */
 
 /* Keys j0 .. j0 + nk - 1 the row takes, one bit each (vm[c] for keys 8c ..). */
 typedef struct dec_keys {
@@ -40,6 +42,19 @@ typedef struct dec_keys {
     uint8_t vm[DT_MAX / 8];
     int all; /* every key of the tile valid */
 } dec_keys;
+
+/* Rows of K or V: row t at base + t * stride bytes, f32 (a converted tile,
+ * or an f32 cache in place) or f16 (an f16 cache in place). */
+typedef struct dec_rows {
+    const uint8_t *base;
+    size_t stride;
+} dec_rows;
+
+/* Vector v (8 elements) of a K or V row, f16 rows converted on the way. */
+AVX2 static INL __m256 ldrow(const uint8_t *row, int v, const int F16) {
+    return F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 16 * v)))
+               : _mm256_loadu_ps((const float *)(const void *)row + 8 * v);
+}
 
 static size_t dec_row_bytes(const slm_attn_args *a, uint64_t n) {
     return a->kv_type == SLM_F32 ? (size_t)n * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, n);
@@ -91,21 +106,17 @@ AVX2 static INL __m256 hsum8x8(const __m256 x[8]) {
 
 /* Scores of 8 keys (rows kt, kld apart) against one head's query q, nv
  * vectors (a constant where the caller makes it one). */
-AVX2 static INL __m256 dec_scores8(const float *q, const float *kt, size_t kld, const int nv) {
+AVX2 static INL __m256 dec_scores8(const float *q, dec_rows kr, const int nv, const int F16) {
     __m256 x[8];
 #pragma GCC unroll 8
     for (int t = 0; t < 8; t++) {
-        const float *k = kt + (size_t)t * kld;
-        __m256 s = _mm256_mul_ps(_mm256_loadu_ps(q), _mm256_loadu_ps(k));
+        const uint8_t *k = kr.base + (size_t)t * kr.stride;
+        __m256 s = _mm256_mul_ps(_mm256_loadu_ps(q), ldrow(k, 0, F16));
 #pragma GCC unroll 32
-        for (int v = 1; v < nv; v++) s = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * v), _mm256_loadu_ps(k + 8 * v), s);
+        for (int v = 1; v < nv; v++) s = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * v), ldrow(k, v, F16), s);
         x[t] = s;
     }
     return hsum8x8(x);
-}
-
-AVX2 static __m256 dec_scores8_any(const float *q, const float *kt, size_t kld, int nv) {
-    return dec_scores8(q, kt, kld, nv);
 }
 
 /* The lanes of 8 keys that the row takes (bit t of vm: key t). */
@@ -116,14 +127,14 @@ AVX2 static INL __m256 key_mask(uint8_t vm) {
 
 /* One head over a tile: its scores (scaled; keys not taken -inf) into p,
  * their max returned. */
-AVX2 static float dec_head_scores(const float *q, const float *kt, size_t kld, const dec_keys *k, float scale, int nv,
-                                  float *p) {
+AVX2 static INL float dec_head_scores_t(const float *q, dec_rows kr, const dec_keys *k, float scale, int nv,
+                                        float *p, const int F16) {
     const __m256 ninf = _mm256_set1_ps(-INFINITY), sc = _mm256_set1_ps(scale);
     __m256 mx = ninf;
     for (int c = 0; c < k->nk / 8; c++) {
-        const float *kc = kt + (size_t)8 * c * kld;
-        __m256 s = nv == 8 ? dec_scores8(q, kc, kld, 8) : nv == 16 ? dec_scores8(q, kc, kld, 16)
-                 : nv == 4 ? dec_scores8(q, kc, kld, 4) : dec_scores8_any(q, kc, kld, nv);
+        const dec_rows kc = {kr.base + (size_t)8 * c * kr.stride, kr.stride};
+        __m256 s = nv == 8 ? dec_scores8(q, kc, 8, F16) : nv == 16 ? dec_scores8(q, kc, 16, F16)
+                 : nv == 4 ? dec_scores8(q, kc, 4, F16) : dec_scores8(q, kc, nv, F16);
         s = _mm256_blendv_ps(ninf, _mm256_mul_ps(s, sc), key_mask(k->vm[c]));
         mx = _mm256_max_ps(mx, s);
         _mm256_storeu_ps(p + 8 * c, s);
@@ -132,6 +143,11 @@ AVX2 static float dec_head_scores(const float *q, const float *kt, size_t kld, c
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
     return _mm_cvtss_f32(m4);
+}
+
+AVX2 static float dec_head_scores(const float *q, dec_rows kr, const dec_keys *k, float scale, int nv, float *p,
+                                  int f16) {
+    return f16 ? dec_head_scores_t(q, kr, k, scale, nv, p, 1) : dec_head_scores_t(q, kr, k, scale, nv, p, 0);
 }
 
 AVX2 static INL float hsum8(__m256 v) {
@@ -161,8 +177,8 @@ AVX2 static float dec_softmax(const dec_keys *k, float tmax, float *m, float *l,
 
 /* Dims [d0, d0 + 8 NV) of o[g] = o[g] * corr[g] + sum_t p[g][t] V[t] for
  * the GC heads from g0, in registers over the tile. */
-AVX2 static INL void dec_pv(const slm_attn_args *a, const float *vt, size_t vld, int nk, const float (*p)[DT_MAX],
-                            const float *corr, int g0, int d0, const int GC, const int NV) {
+AVX2 static INL void dec_pv(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX], const float *corr,
+                            int g0, int d0, const int GC, const int NV, const int F16) {
     __m256 o[2][8];
 #pragma GCC unroll 2
     for (int g = 0; g < GC; g++) {
@@ -172,13 +188,13 @@ AVX2 static INL void dec_pv(const slm_attn_args *a, const float *vt, size_t vld,
         for (int v = 0; v < NV; v++) o[g][v] = _mm256_mul_ps(_mm256_loadu_ps(out + 8 * v), c);
     }
     for (int t = 0; t < nk; t++) {
-        const float *vr = vt + (size_t)t * vld + d0;
+        const uint8_t *r = vr.base + (size_t)t * vr.stride + (size_t)d0 * (F16 ? 2 : 4);
         __m256 pv[2];
 #pragma GCC unroll 2
         for (int g = 0; g < GC; g++) pv[g] = _mm256_set1_ps(p[g0 + g][t]);
 #pragma GCC unroll 8
         for (int v = 0; v < NV; v++) {
-            const __m256 x = _mm256_loadu_ps(vr + 8 * v);
+            const __m256 x = ldrow(r, v, F16);
 #pragma GCC unroll 2
             for (int g = 0; g < GC; g++) o[g][v] = _mm256_fmadd_ps(pv[g], x, o[g][v]);
         }
@@ -191,41 +207,47 @@ AVX2 static INL void dec_pv(const slm_attn_args *a, const float *vt, size_t vld,
     }
 }
 
-/* Runtime-width pieces: one head, NV < 8 vectors from d0 (head_dim's tail
- * past its 64-dim chunks), or two heads of NV <= 4 vectors. */
-AVX2 static void dec_pv_1(const slm_attn_args *a, const float *vt, size_t vld, int nk, const float (*p)[DT_MAX],
-                          const float *corr, int g, int d0, int nv) {
+/* Runtime-width pieces: one head, NV <= 8 vectors from d0 (a 64-dim chunk or
+ * head_dim's tail), or two heads of NV <= 4 vectors. */
+AVX2 static INL void dec_pv_1(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX],
+                              const float *corr, int g, int d0, int nv, const int F16) {
     switch (nv) {
-    case 1: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 1); break;
-    case 2: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 2); break;
-    case 3: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 3); break;
-    case 4: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 4); break;
-    case 5: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 5); break;
-    case 6: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 6); break;
-    case 7: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 7); break;
-    default: dec_pv(a, vt, vld, nk, p, corr, g, d0, 1, 8); break;
+    case 1: dec_pv(a, vr, nk, p, corr, g, d0, 1, 1, F16); break;
+    case 2: dec_pv(a, vr, nk, p, corr, g, d0, 1, 2, F16); break;
+    case 3: dec_pv(a, vr, nk, p, corr, g, d0, 1, 3, F16); break;
+    case 4: dec_pv(a, vr, nk, p, corr, g, d0, 1, 4, F16); break;
+    case 5: dec_pv(a, vr, nk, p, corr, g, d0, 1, 5, F16); break;
+    case 6: dec_pv(a, vr, nk, p, corr, g, d0, 1, 6, F16); break;
+    case 7: dec_pv(a, vr, nk, p, corr, g, d0, 1, 7, F16); break;
+    default: dec_pv(a, vr, nk, p, corr, g, d0, 1, 8, F16); break;
     }
 }
 
-AVX2 static void dec_pv_2(const slm_attn_args *a, const float *vt, size_t vld, int nk, const float (*p)[DT_MAX],
-                          const float *corr, int g, int nv) {
+AVX2 static INL void dec_pv_2(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX],
+                              const float *corr, int g, int nv, const int F16) {
     switch (nv) {
-    case 1: dec_pv(a, vt, vld, nk, p, corr, g, 0, 2, 1); break;
-    case 2: dec_pv(a, vt, vld, nk, p, corr, g, 0, 2, 2); break;
-    case 3: dec_pv(a, vt, vld, nk, p, corr, g, 0, 2, 3); break;
-    default: dec_pv(a, vt, vld, nk, p, corr, g, 0, 2, 4); break;
+    case 1: dec_pv(a, vr, nk, p, corr, g, 0, 2, 1, F16); break;
+    case 2: dec_pv(a, vr, nk, p, corr, g, 0, 2, 2, F16); break;
+    case 3: dec_pv(a, vr, nk, p, corr, g, 0, 2, 3, F16); break;
+    default: dec_pv(a, vr, nk, p, corr, g, 0, 2, 4, F16); break;
     }
 }
 
 /* P V of every head of the group. */
-AVX2 static void dec_pv_group(const slm_attn_args *a, const float *vt, size_t vld, int nk, const float (*p)[DT_MAX],
-                              const float *corr) {
+AVX2 static INL void dec_pv_group_t(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX],
+                                    const float *corr, const int F16) {
     const int G = a->group, nv = a->head_dim / 8;
     int g = 0;
     if (nv <= 4)
-        for (; g + 2 <= G; g += 2) dec_pv_2(a, vt, vld, nk, p, corr, g, nv);
+        for (; g + 2 <= G; g += 2) dec_pv_2(a, vr, nk, p, corr, g, nv, F16);
     for (; g < G; g++)
-        for (int v0 = 0; v0 < nv; v0 += 8) dec_pv_1(a, vt, vld, nk, p, corr, g, 8 * v0, nv - v0 < 8 ? nv - v0 : 8);
+        for (int v0 = 0; v0 < nv; v0 += 8) dec_pv_1(a, vr, nk, p, corr, g, 8 * v0, nv - v0 < 8 ? nv - v0 : 8, F16);
+}
+
+AVX2 static void dec_pv_group(const slm_attn_args *a, dec_rows vr, int nk, const float (*p)[DT_MAX],
+                              const float *corr, int f16) {
+    if (f16) dec_pv_group_t(a, vr, nk, p, corr, 1);
+    else dec_pv_group_t(a, vr, nk, p, corr, 0);
 }
 
 AVX2 int slm_attention_decode_avx2(const slm_attn_args *a) {
@@ -238,6 +260,9 @@ AVX2 int slm_attention_decode_avx2(const slm_attn_args *a) {
     float m[DMAX_GROUP], l[DMAX_GROUP], corr[DMAX_GROUP];
     float p[DMAX_GROUP][DT_MAX] __attribute__((aligned(32)));
     float kbuf[DT_FLOATS] __attribute__((aligned(32))), vbuf[DT_FLOATS] __attribute__((aligned(32)));
+    /* an f16 cache read in place by a small group: converting each K vector once per head costs
+       less than converting the tile once, storing it and reading it back */
+    const int direct_f16 = a->kv_type == SLM_F16 && G <= DIRECT_GROUP;
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
@@ -255,11 +280,20 @@ AVX2 int slm_attention_decode_avx2(const slm_attn_args *a) {
         if (!n) continue; /* the mask rules the whole tile out */
         k.all = n == k.nk;
         dec_prefetch(a, j0 + dt, j0 + 2 * dt);
-        size_t kld, vld;
-        const float *kt = dec_tile(a, a->K, &k, kbuf, &kld);
+        /* a whole tile of an f16 cache, small group: read in place */
+        const int direct = direct_f16 && k.all;
+        const size_t rb = dec_row_bytes(a, a->ld);
+        dec_rows kr, vr = {(const uint8_t *)a->V + (size_t)j0 * rb, rb};
+        if (direct) {
+            kr = (dec_rows){(const uint8_t *)a->K + (size_t)j0 * rb, rb};
+        } else {
+            size_t kld;
+            kr.base = (const uint8_t *)dec_tile(a, a->K, &k, kbuf, &kld);
+            kr.stride = kld * sizeof(float);
+        }
         int any = 0;
         for (int g = 0; g < G; g++) {
-            const float tmax = dec_head_scores(a->q + (size_t)g * a->q_stride, kt, kld, &k, a->scale, nv, p[g]);
+            const float tmax = dec_head_scores(a->q + (size_t)g * a->q_stride, kr, &k, a->scale, nv, p[g], direct);
             if (tmax == -INFINITY) { /* every score -inf: the head's output stays (a NaN goes on) */
                 memset(p[g], 0, sizeof p[g]);
                 corr[g] = 1.0f;
@@ -269,8 +303,12 @@ AVX2 int slm_attention_decode_avx2(const slm_attn_args *a) {
             any = 1;
         }
         if (!any) continue;
-        const float *vt = dec_tile(a, a->V, &k, vbuf, &vld);
-        dec_pv_group(a, vt, vld, k.nk, (const float (*)[DT_MAX])p, corr);
+        if (!direct) {
+            size_t vld;
+            vr.base = (const uint8_t *)dec_tile(a, a->V, &k, vbuf, &vld);
+            vr.stride = vld * sizeof(float);
+        }
+        dec_pv_group(a, vr, k.nk, (const float (*)[DT_MAX])p, corr, direct);
     }
     if (a->ml)
         for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
