@@ -41,70 +41,16 @@
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #define INL inline __attribute__((always_inline))
 
-#define DT_MAX 128     /* keys per tile: DT_FLOATS / head_dim, 32 .. 128 */
-#define DT_FLOATS 8192 /* floats of one converted tile */
-#define DMAX_HD 256    /* head_dim this entry takes */
-#define DMAX_GROUP 64
-#define DIRECT_GROUP 8 /* groups up to this read an f16 cache in place */
-
-/* Keys j0 .. j0 + nk - 1 the row takes, one bit each (vm[c] for keys 16c ..). */
-typedef struct dec_keys {
-    int j0, nk;
-    uint16_t vm[DT_MAX / 16];
-    int all;  /* every key of the tile valid */
-} dec_keys;
-
-/* Rows of K or V: row t at base + t * stride bytes, f32 (a converted tile,
- * or an f32 cache in place) or f16 (an f16 cache in place). */
-typedef struct dec_rows {
-    const uint8_t *base;
-    size_t stride;
-} dec_rows;
+#define DEC_ATTR AVX512
+#define DEC_LANES 16
+#define DEC_VM_T uint16_t
+#define DEC_KV_ROW slm_kv_row512
+#include "device/attention_decode_tile.h"
 
 /* Vector v (16 elements) of a K or V row, f16 rows converted on the way. */
-AVX512 static INL __m512 ldrow(const void *row, int v, const int F16) {
-    return F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)((const uint16_t *)row + 16 * v)))
-               : _mm512_loadu_ps((const float *)row + 16 * v);
-}
-
-static size_t dec_row_bytes(const slm_attn_args *a, uint64_t n) {
-    return a->kv_type == SLM_F32 ? (size_t)n * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, n);
-}
-
-/* The tile's rows as floats hd apart in buf: the rows the row takes
- * converted (or copied, f32), the others zeros. Returns the rows and their
- * stride: an f32 tile with every row valid is read in place. */
-AVX512 static const float *dec_tile(const slm_attn_args *a, const void *base, const dec_keys *k, float *buf,
-                                    size_t *ld) {
-    const int hd = a->head_dim;
-    if (a->kv_type == SLM_F32 && k->all) {
-        *ld = a->ld;
-        return (const float *)base + (size_t)k->j0 * a->ld;
-    }
-    const size_t rb = dec_row_bytes(a, a->ld);
-    *ld = (size_t)hd;
-    for (int t = 0; t < k->nk; t++) {
-        float *o = buf + (size_t)t * hd;
-        const uint8_t *r = (const uint8_t *)base + (size_t)(k->j0 + t) * rb;
-        if (!(k->vm[t / 16] >> (t % 16) & 1u)) memset(o, 0, (size_t)hd * sizeof(float));
-        else if (a->kv_type == SLM_F32) memcpy(o, r, (size_t)hd * sizeof(float));
-        else slm_kv_row512(a->kv_type, hd, r, o);
-    }
-    return buf;
-}
-
-/* Touch K and V rows [j0, j1) toward L2: the rows of one KV head are a few
- * lines of each cache row, a stride the hardware prefetchers follow late. */
-AVX512 static void dec_prefetch(const slm_attn_args *a, int j0, int j1) {
-    const size_t rb = dec_row_bytes(a, a->ld), hb = dec_row_bytes(a, (uint64_t)a->head_dim);
-    if (j1 > a->last + 1) j1 = a->last + 1;
-    for (int j = j0; j < j1; j++) {
-        const char *k = (const char *)a->K + (size_t)j * rb, *v = (const char *)a->V + (size_t)j * rb;
-        for (size_t o = 0; o < hb; o += 64) {
-            _mm_prefetch(k + o, _MM_HINT_T1);
-            _mm_prefetch(v + o, _MM_HINT_T1);
-        }
-    }
+AVX512 static INL __m512 ldrow(const uint8_t *row, int v, const int F16) {
+    return F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * v)))
+               : _mm512_loadu_ps((const float *)(const void *)row + 16 * v);
 }
 
 /* r[t] = the sum of the lanes of x[t], t < 16: pairs of 256-bit halves,
@@ -267,76 +213,14 @@ AVX512 static void dec_pv_group(const slm_attn_args *a, dec_rows vr, int nk, con
     else dec_pv_group_t(a, vr, nk, p, corr, 0);
 }
 
-AVX512 int slm_attention_decode_avx512(const slm_attn_args *a) {
-    const int G = a->group, hd = a->head_dim, nv = hd / 16;
-    if (G < 1 || G > DMAX_GROUP || hd % 16 || hd > DMAX_HD || (a->kv_type == SLM_Q8_0 && hd % 32) ||
-        (a->kv_type != SLM_F32 && a->kv_type != SLM_F16 && a->kv_type != SLM_Q8_0))
-        return 0;
-    /* keys per tile: a converted tile of K (or V) stays DT_FLOATS, a multiple of 32 */
-    const int dt = DT_FLOATS / hd >= DT_MAX ? DT_MAX : DT_FLOATS / hd / 32 * 32;
-    float m[DMAX_GROUP], l[DMAX_GROUP], corr[DMAX_GROUP];
-    float p[DMAX_GROUP][DT_MAX] __attribute__((aligned(64)));
-    float kbuf[DT_FLOATS] __attribute__((aligned(64))), vbuf[DT_FLOATS] __attribute__((aligned(64)));
-    /* an f16 cache read in place by a small group: converting each K vector once per head costs
-       less than converting the tile once, storing it and reading it back */
-    const int direct_f16 = a->kv_type == SLM_F16 && G <= DIRECT_GROUP;
-    for (int g = 0; g < G; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-        memset(a->out + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
-    }
-    dec_prefetch(a, a->first, a->first + dt);
-    for (int j0 = a->first; j0 <= a->last; j0 += dt) {
-        dec_keys k = {.j0 = j0, .nk = a->last + 1 - j0 < dt ? (a->last + 16 - j0) / 16 * 16 : dt};
-        int n = 0;
-        for (int t = 0; t < k.nk; t++) {
-            const int take = j0 + t <= a->last && a->mask[j0 + t];
-            k.vm[t / 16] = (uint16_t)((t % 16 ? k.vm[t / 16] : 0) | (take ? 1u : 0u) << (t % 16));
-            n += take;
-        }
-        if (!n) continue; /* the mask rules the whole tile out */
-        k.all = n == k.nk;
-        dec_prefetch(a, j0 + dt, j0 + 2 * dt);
-        /* a whole tile of an f16 cache, small group: read in place */
-        const int direct = direct_f16 && k.all;
-        const size_t rb = dec_row_bytes(a, a->ld);
-        dec_rows kr, vr = {(const uint8_t *)a->V + (size_t)j0 * rb, rb};
-        if (direct) {
-            kr = (dec_rows){(const uint8_t *)a->K + (size_t)j0 * rb, rb};
-        } else {
-            size_t kld;
-            kr.base = (const uint8_t *)dec_tile(a, a->K, &k, kbuf, &kld);
-            kr.stride = kld * sizeof(float);
-        }
-        int any = 0;
-        for (int g = 0; g < G; g++) {
-            const float tmax = dec_head_scores(a->q + (size_t)g * a->q_stride, kr, &k, a->scale, nv, p[g], direct);
-            if (tmax == -INFINITY) { /* every score -inf: the head's output stays (a NaN goes on) */
-                memset(p[g], 0, sizeof p[g]);
-                corr[g] = 1.0f;
-                continue;
-            }
-            corr[g] = dec_softmax(&k, tmax, &m[g], &l[g], p[g]);
-            any = 1;
-        }
-        if (!any) continue;
-        if (!direct) {
-            size_t vld;
-            vr.base = (const uint8_t *)dec_tile(a, a->V, &k, vbuf, &vld);
-            vr.stride = vld * sizeof(float);
-        }
-        dec_pv_group(a, vr, k.nk, (const float (*)[DT_MAX])p, corr, direct);
-    }
-    if (a->ml)
-        for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
-    for (int g = 0; g < G; g++) {
-        if (!(l[g] > 0.0f)) continue;
-        float *o = a->out + (size_t)g * a->out_stride;
-        const __m512 inv = _mm512_set1_ps(1.0f / l[g]);
-        for (int v = 0; v < nv; v++) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * v), inv));
-    }
-    return 1;
+/* o[0..hd) *= inv. */
+AVX512 static void dec_normalize(float *o, int hd, float inv) {
+    const __m512 iv = _mm512_set1_ps(inv);
+    for (int v = 0; v < hd / 16; v++) _mm512_storeu_ps(o + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * v), iv));
 }
+
+#define DEC_NAME slm_attention_decode_avx512
+#include "device/attention_decode_body.h"
 #else
 int slm_attention_decode_avx512(const slm_attn_args *a) {
     (void)a;
