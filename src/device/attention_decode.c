@@ -47,6 +47,14 @@
 #define DEC_KV_ROW slm_kv_row512
 #include "device/attention_decode_tile.h"
 
+/* Bit t: key t of these 16 is taken (t < n, 1 <= n <= 16, and mask[t] != 0);
+ * the mask past n is not read. */
+AVX512 static INL uint16_t dec_take(const int32_t *mask, int n) {
+    const __mmask16 lim = (__mmask16)(n >= 16 ? 0xffffu : (1u << n) - 1u);
+    const __m512i m = _mm512_maskz_loadu_epi32(lim, mask);
+    return (uint16_t)_mm512_mask_cmpneq_epi32_mask(lim, m, _mm512_setzero_si512());
+}
+
 /* Vector v (16 elements) of a K or V row, f16 rows converted on the way. */
 AVX512 static INL __m512 ldrow(const uint8_t *row, int v, const int F16) {
     return F16 ? _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(row + 32 * v)))

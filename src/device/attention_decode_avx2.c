@@ -36,6 +36,14 @@
 #define DEC_KV_ROW slm_kv_row256
 #include "device/attention_decode_tile.h"
 
+/* Bit t: key t of these 8 is taken (t < n, 1 <= n <= 8, and mask[t] != 0);
+ * the mask past n is not read. */
+AVX2 static INL uint8_t dec_take(const int32_t *mask, int n) {
+    const __m256i lim = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i zero = _mm256_cmpeq_epi32(_mm256_maskload_epi32(mask, lim), _mm256_setzero_si256());
+    return (uint8_t)(_mm256_movemask_ps(_mm256_castsi256_ps(lim)) & ~_mm256_movemask_ps(_mm256_castsi256_ps(zero)));
+}
+
 /* Vector v (8 elements) of a K or V row, f16 rows converted on the way. */
 AVX2 static INL __m256 ldrow(const uint8_t *row, int v, const int F16) {
     return F16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(row + 16 * v)))

@@ -1,6 +1,7 @@
 /* The per-row decode attention entries' shared second half: the walk over
  * tiles that calls the includer's vector steps. Include after
  * attention_decode_tile.h and the definitions of
+ *   DEC_VM_T dec_take(const int32_t *mask, int n)   (bit t: t < n and mask[t] != 0)
  *   float dec_head_scores(q, dec_rows kr, const dec_keys *, scale, nv, p, f16)
  *   float dec_softmax(const dec_keys *, tmax, float *m, float *l, float *p)
  *   void dec_pv_group(a, dec_rows vr, nk, p, corr, f16)
@@ -28,11 +29,10 @@ DEC_ATTR int DEC_NAME(const slm_attn_args *a) {
     for (int j0 = a->first; j0 <= a->last; j0 += dt) {
         dec_keys k = {.j0 = j0, .nk = a->last + 1 - j0 < dt ? (a->last + DEC_LANES - j0) / DEC_LANES * DEC_LANES : dt};
         int n = 0;
-        for (int t = 0; t < k.nk; t++) {
-            const int take = j0 + t <= a->last && a->mask[j0 + t];
-            const int c = t / DEC_LANES, b = t % DEC_LANES;
-            k.vm[c] = (DEC_VM_T)((b ? k.vm[c] : 0u) | (take ? 1u : 0u) << b);
-            n += take;
+        for (int c = 0; c < k.nk / DEC_LANES; c++) { /* keys past last: not taken, their mask not read */
+            const int left = a->last + 1 - (j0 + DEC_LANES * c);
+            k.vm[c] = dec_take(a->mask + j0 + DEC_LANES * c, left < DEC_LANES ? left : DEC_LANES);
+            n += __builtin_popcount(k.vm[c]);
         }
         if (!n) continue; /* the mask rules the whole tile out */
         k.all = n == k.nk;
