@@ -63,8 +63,8 @@ int slm_attention_rows_avx512(const slm_attn_rows *a);
 int slm_attention_rows_amx_emu(const slm_attn_rows *a);
 /* The avx512 set's per-row entry for head_dim % 16 == 0 up to 256, group
  * <= 64 (attention_decode.c): K and V tiles of 8192 / head_dim keys (32 ..
- * 128) converted once for the group (read in place from an f16 cache by
- * groups up to 8), 16 keys' scores per transposing
+ * 128) converted once for the group (read in place from an f16 cache, K
+ * 16 rows at a time into an L1 chunk for two heads or more), 16 keys' scores per transposing
  * reduction, one softmax step per head and tile, outputs of up to 4 heads
  * in registers, the next tile prefetched. Returns 0 (nothing written) for other shapes, a KV
  * type other than f32 / f16 / q8_0 (head_dim % 32), and off x86-64;

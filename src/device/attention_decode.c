@@ -9,11 +9,12 @@
  *     converted to f32 on the stack; an f32 cache in place) serve every
  *     head of the group; the next tile's K and V rows are prefetched (the
  *     rows of one KV head are a stride the hardware follows late). A whole
- *     tile of an f16 cache is read in place by groups up to DIRECT_GROUP,
- *     each vector converted where an FMA takes it: storing the converted
- *     tile and loading it back cost more than a conversion per head (one
- *     core, Zen 5, head_dim 64, 2048 keys: group 1 33 -> 15 us, group 3
- *     40 -> 26, group 8 about even, group 16 slower).
+ *     tile of an f16 cache is read in place: V vectors converted where the
+ *     FMAs take them, K rows 16 at a time into a chunk in L1 that every
+ *     head's scores read (one head: converted in the FMA). Converting the
+ *     whole tile, storing it and loading it back cost more (one core, Zen
+ *     5, head_dim 64, 2048 keys: group 1 33 -> 14 us, 3 40 -> 21, 8 57 ->
+ *     ~42, 16 84 -> ~68).
  *   - Scores: one FMA chain per key and head over the head's vectors, 16
  *     keys side by side, then one transposing reduction of the 16 chains
  *     into one vector of 16 scores (46 shuffles and adds per 16 keys, not a
@@ -126,9 +127,38 @@ AVX512 static INL float dec_head_scores_t(const float *q, dec_rows kr, const dec
     return _mm512_reduce_max_ps(mx);
 }
 
-AVX512 static float dec_head_scores(const float *q, dec_rows kr, const dec_keys *k, float scale, int nv, float *p,
-                                    int f16) {
-    return f16 ? dec_head_scores_t(q, kr, k, scale, nv, p, 1) : dec_head_scores_t(q, kr, k, scale, nv, p, 0);
+/* Every head's scores of the tile (dec_scores in attention_decode_body.h).
+ * f16 rows in place: one head converts in its FMAs; more convert each 16
+ * rows once into kc for all of them. */
+AVX512 static void dec_scores(const slm_attn_args *a, dec_rows kr, const dec_keys *k, int nv, float (*p)[DT_MAX],
+                              float *tmax, int f16) {
+    const int G = a->group, hd = a->head_dim;
+    if (!f16 || G == 1) {
+        for (int g = 0; g < G; g++)
+            tmax[g] = f16 ? dec_head_scores_t(a->q + (size_t)g * a->q_stride, kr, k, a->scale, nv, p[g], 1)
+                          : dec_head_scores_t(a->q + (size_t)g * a->q_stride, kr, k, a->scale, nv, p[g], 0);
+        return;
+    }
+    float kc[16 * DMAX_HD] __attribute__((aligned(64)));
+    const dec_rows kcr = {(const uint8_t *)kc, (size_t)hd * sizeof(float)};
+    const __m512 ninf = _mm512_set1_ps(-INFINITY), sc = _mm512_set1_ps(a->scale);
+    __m512 mx[DMAX_GROUP];
+    for (int g = 0; g < G; g++) mx[g] = ninf;
+    for (int c = 0; c < k->nk / 16; c++) {
+        for (int t = 0; t < 16; t++) {
+            const uint8_t *r = kr.base + (size_t)(16 * c + t) * kr.stride;
+            for (int v = 0; v < nv; v++) _mm512_store_ps(kc + (size_t)t * hd + 16 * v, ldrow(r, v, 1));
+        }
+        for (int g = 0; g < G; g++) {
+            const float *q = a->q + (size_t)g * a->q_stride;
+            __m512 s = nv == 4 ? dec_scores16(q, kcr, 4, 0) : nv == 8 ? dec_scores16(q, kcr, 8, 0)
+                                                                       : dec_scores16_any(q, kcr, nv, 0);
+            s = _mm512_mask_mul_ps(ninf, (__mmask16)k->vm[c], s, sc);
+            mx[g] = _mm512_max_ps(mx[g], s);
+            _mm512_storeu_ps(p[g] + 16 * c, s);
+        }
+    }
+    for (int g = 0; g < G; g++) tmax[g] = _mm512_reduce_max_ps(mx[g]);
 }
 
 /* The online softmax of one head over a tile: its scores p (max tmax) into

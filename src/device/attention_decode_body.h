@@ -2,7 +2,8 @@
  * tiles that calls the includer's vector steps. Include after
  * attention_decode_tile.h and the definitions of
  *   DEC_VM_T dec_take(const int32_t *mask, int n)   (bit t: t < n and mask[t] != 0)
- *   float dec_head_scores(q, dec_rows kr, const dec_keys *, scale, nv, p, f16)
+ *   void dec_scores(a, dec_rows kr, const dec_keys *, nv, float (*p)[DT_MAX], float *tmax, f16)
+ *     (every head's scaled scores of the tile into p, -inf for keys not taken, their maxes)
  *   float dec_softmax(const dec_keys *, tmax, float *m, float *l, float *p)
  *   void dec_pv_group(a, dec_rows vr, nk, p, corr, f16)
  *   void dec_normalize(float *o, int hd, float inv)
@@ -17,9 +18,7 @@ DEC_ATTR int DEC_NAME(const slm_attn_args *a) {
     float m[DMAX_GROUP], l[DMAX_GROUP], corr[DMAX_GROUP];
     float p[DMAX_GROUP][DT_MAX] __attribute__((aligned(64)));
     float kbuf[DT_FLOATS] __attribute__((aligned(64))), vbuf[DT_FLOATS] __attribute__((aligned(64)));
-    /* an f16 cache read in place by a small group: converting each K vector once per head costs
-       less than converting the tile once, storing it and reading it back */
-    const int direct_f16 = a->kv_type == SLM_F16 && G <= DIRECT_GROUP;
+    float tmax[DMAX_GROUP];
     for (int g = 0; g < G; g++) {
         m[g] = -INFINITY;
         l[g] = 0.0f;
@@ -37,8 +36,9 @@ DEC_ATTR int DEC_NAME(const slm_attn_args *a) {
         if (!n) continue; /* the mask rules the whole tile out */
         k.all = n == k.nk;
         dec_prefetch(a, j0 + dt, j0 + 2 * dt);
-        /* a whole tile of an f16 cache, small group: read in place */
-        const int direct = direct_f16 && k.all;
+        /* a whole tile of an f16 cache is read in place: converting the tile, storing it and
+           reading it back cost more than converting each vector where it is used */
+        const int direct = a->kv_type == SLM_F16 && k.all;
         const size_t rb = dec_row_bytes(a, a->ld);
         dec_rows kr, vr = {(const uint8_t *)a->V + (size_t)j0 * rb, rb};
         if (direct) {
@@ -49,14 +49,14 @@ DEC_ATTR int DEC_NAME(const slm_attn_args *a) {
             kr.stride = kld * sizeof(float);
         }
         int any = 0;
+        dec_scores(a, kr, &k, nv, p, tmax, direct);
         for (int g = 0; g < G; g++) {
-            const float tmax = dec_head_scores(a->q + (size_t)g * a->q_stride, kr, &k, a->scale, nv, p[g], direct);
-            if (tmax == -INFINITY) { /* every score -inf: the head's output stays (a NaN goes on) */
+            if (tmax[g] == -INFINITY) { /* every score -inf: the head's output stays (a NaN goes on) */
                 memset(p[g], 0, sizeof p[g]);
                 corr[g] = 1.0f;
                 continue;
             }
-            corr[g] = dec_softmax(&k, tmax, &m[g], &l[g], p[g]);
+            corr[g] = dec_softmax(&k, tmax[g], &m[g], &l[g], p[g]);
             any = 1;
         }
         if (!any) continue;

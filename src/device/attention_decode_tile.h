@@ -13,7 +13,6 @@
 #define DT_FLOATS 8192 /* floats of one converted tile */
 #define DMAX_HD 256    /* head_dim these entries take */
 #define DMAX_GROUP 64
-#define DIRECT_GROUP 8 /* groups up to this read a whole tile of an f16 cache in place */
 
 /* Keys j0 .. j0 + nk - 1 the row takes, one bit each (vm[c] for keys
  * DEC_LANES * c ..). */
