@@ -510,6 +510,58 @@ static void test_matmul_rows_alone(void) {
     slm_kernels_select(NULL);
 }
 
+/* Prefill rows of the repacked quantized types (the panel kernels of
+ * kernels_x86_r16p.c from 16 rows on) give each row the bits of a one-row
+ * call: a prompt's last row prefilled has the logits it has decoded. */
+static void test_matmul_prefill_rows_alone(void) {
+    static const uint32_t types[] = {SLM_Q4_0, SLM_Q5_0, SLM_Q6_K, SLM_Q4_K, SLM_Q5_K, SLM_Q8_0, SLM_IQ4_NL};
+    const int k = 768, n = 48, ldy = n + 1, rows = 19;
+    float *y1 = malloc(sizeof(float) * n), *yr = malloc(sizeof(float) * (size_t)ldy * rows);
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const uint32_t t = types[ti], rt = slm_repack_type(t, k, n);
+        CHECK(rt != 0);
+        if (!rt) continue;
+        mcase c;
+        case_make(&c, t, k, n, rows);
+        uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
+        slm_repack_r16(t, c.w, k, n, tmp);
+        free(tmp);
+        const size_t need = slm_matmul_scratch_bytes(rt, k, rows);
+        void *scratch = aligned_alloc(64, (need + 63) & ~(size_t)63);
+        for (int si = 0; si < 3; si++) {
+            if (!slm_kernels_select(k_sets[si])) continue;
+            int bad = 0;
+            for (int cut = 0; cut < 3; cut++) {
+                const int n0 = cut == 1 ? 3 : cut == 2 ? 8 : 0, n1 = cut == 1 ? n - 5 : cut == 2 ? 40 : n;
+                slm_mm mm = {.w = c.w, .wrow = slm_row_bytes(t, (uint64_t)k), .wtype = rt, .k = k, .n0 = n0, .n1 = n1,
+                             .rows = rows, .x = c.x, .ldx = (size_t)c.ldx, .y = yr, .ldy = (size_t)ldy, .scratch = scratch};
+                slm_kernels_active()->matmul(&mm);
+                for (int i = 0; i < rows; i++) {
+                    slm_mm one = mm;
+                    one.rows = 1, one.x = c.x + (size_t)i * c.ldx, one.y = y1, one.ldy = (size_t)n;
+                    slm_kernels_active()->matmul(&one);
+                    for (int j = n0; j < n1; j++) {
+                        const float a = y1[j], b = yr[(size_t)i * ldy + j];
+                        if (memcmp(&a, &b, sizeof a) != 0) {
+                            if (bad < 3)
+                                fprintf(stderr, "  %s %s tile=[%d,%d) y[%d][%d]: %.9g in %d rows, %.9g alone\n", k_sets[si],
+                                        slm_dtype_name(rt), n0, n1, i, j, b, rows, a);
+                            bad++;
+                        }
+                    }
+                }
+            }
+            CHECKF(bad == 0, "%s %s: %d outputs of a %d-row call differ from the row alone", k_sets[si], slm_dtype_name(rt),
+                   bad, rows);
+        }
+        free(scratch);
+        case_free(&c);
+    }
+    free(y1);
+    free(yr);
+    slm_kernels_select(NULL);
+}
+
 /* The int8 products at their largest (every code at its type's maximum,
  * every activation +-127): the 16-bit partial sums of the r16 kernels stay
  * in range. Fails if a kernel adds more products in 16 bits than the
@@ -617,6 +669,7 @@ int main(void) {
     T_RUN(test_matmul_r16);
     T_RUN(test_matmul_r16_extreme);
     T_RUN(test_matmul_rows_alone);
+    T_RUN(test_matmul_prefill_rows_alone);
     T_RUN(test_vector_kernels);
     free(g_scratch);
     T_DONE();

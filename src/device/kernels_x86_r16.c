@@ -273,6 +273,44 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
     }
 }
 
+/* The prefill panel of one group for the AVX2 panel kernel (kernels_x86_r16p.c;
+ * Q4_0, Q5_0, Q6_K: unsigned codes): the bytes slm_x86_r16p_unpack_avx512
+ * writes, made a half (8 columns) at a time as r16_mk_avx2 makes them, so both
+ * kernels compute the same bits. */
+AVX2 INLINE void r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan, const int TY) {
+    const int nb = mm->k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY);
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
+        stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
+        for (int half = 0; half < 2; half++) {
+            for (int v = 0; v < 8; v++)
+                _mm256_store_si256((__m256i *)(pb + 64 * v + 32 * half), r16_vec_avx2(lb, lb + 256, v, half, TY));
+            float *pd = (float *)(pb + 512) + 8 * half;
+            if (Q6) {
+                if (b % 8 == 0)
+                    dsup[half] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
+                const uint8_t *sc = lb + 384 + 8 * half;
+                _mm256_store_ps(pd, _mm256_mul_ps(dsup[half], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc)))));
+                _mm256_store_ps(pd + 16, _mm256_mul_ps(dsup[half], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16))))));
+            } else {
+                _mm256_store_ps(pd, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half))));
+            }
+        }
+    }
+}
+
+AVX2 int slm_x86_r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
+    switch (r16_ty(mm->wtype)) {
+    case 0: r16p_unpack_avx2(mm, j0, pan, 0); return 1;
+    case 1: r16p_unpack_avx2(mm, j0, pan, 1); return 1;
+    case 3: r16p_unpack_avx2(mm, j0, pan, 3); return 1;
+    default: return 0; /* Q8_0, IQ4_NL: signed codes (maddubs would saturate on unsigned ones) */
+    }
+}
+
 #define R16MK_AVX2(R, TY)                                                                                      \
     AVX2 static void r16_mk_avx2_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
                                             int e) {                                                         \
@@ -294,6 +332,7 @@ static const r16mk2_fn k_r16mk2[5][4] = {
 };
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
+    if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */
     const int ty = r16_ty(mm->wtype);
     for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
         const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;

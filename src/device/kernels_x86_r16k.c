@@ -199,6 +199,43 @@ AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int 
     }
 }
 
+/* The prefill panel of one group for the AVX2 panel kernel
+ * (kernels_x86_r16p.c): slm_x86_r16kp_unpack_avx512's bytes, made a half at
+ * a time as r16k_mk_avx2 makes them (the same bits). */
+AVX2 void slm_x86_r16kp_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
+    const int Q5 = mm->wtype == SLM_Q5_K_R16, nb = mm->k / 32, SB = Q5 ? 2816 : 2304, BB = Q5 ? 320 : 256;
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), c16 = _mm256_set1_epi8(0x10);
+    __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, msup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b = 0; b < nb; b++) {
+        const int s = b % 8;
+        const uint8_t *sup = grp + (size_t)(b / 8) * SB, *blk = sup + 256 + (size_t)s * BB;
+        uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
+        stream_prefetch(grp + (size_t)b * (SB / 8), SB / 8, mm->pf);
+        for (int half = 0; half < 2; half++) {
+            if (s == 0) {
+                dsup[half] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
+                msup[half] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 32 + 16 * half)));
+            }
+            const __m256i hb = Q5 ? _mm256_loadu_si256((const __m256i *)(blk + 256 + 32 * half)) : _mm256_setzero_si256();
+            for (int v = 0; v < 8; v++) {
+                const __m256i c = _mm256_loadu_si256((const __m256i *)(blk + 64 * (v / 2) + 32 * half));
+                __m256i w = (v & 1) ? _mm256_and_si256(_mm256_srli_epi16(c, 4), m4) : _mm256_and_si256(c, m4);
+                if (Q5) {
+                    const __m256i t = v < 4 ? _mm256_slli_epi16(hb, 4 - v) : v == 4 ? hb : _mm256_srli_epi16(hb, v - 4);
+                    w = _mm256_or_si256(w, _mm256_and_si256(t, c16));
+                }
+                _mm256_store_si256((__m256i *)(pb + 64 * v + 32 * half), w);
+            }
+            __m128i sc, mn;
+            k_scales_u8(sup, s, 8 * half, &sc, &mn, 0);
+            float *pd = (float *)(pb + 512) + 8 * half;
+            _mm256_store_ps(pd, _mm256_mul_ps(dsup[half], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc))));
+            _mm256_store_ps(pd + 16, _mm256_mul_ps(msup[half], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn))));
+        }
+    }
+}
+
 #define R16KMK_AVX2(R, Q5)                                                                                       \
     AVX2 static void r16k_mk_avx2_##R##_##Q5(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
                                              int e) {                                                          \
@@ -214,6 +251,7 @@ static const r16kmk2_fn k_r16kmk2[2][4] = {
 };
 
 AVX2 void slm_x86_r16k_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
+    if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */
     const int q5 = mm->wtype == SLM_Q5_K_R16;
     for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
         const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;

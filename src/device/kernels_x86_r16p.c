@@ -150,4 +150,135 @@ AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
         g0 += 16 * G;
     }
 }
+
+/* ---- AVX2: the same panel, maddubs ---------------------------------------------
+ * Unsigned codes only (Q4_0, Q5_0, Q6_K, Q4_K, Q5_K: below 64, so u8 x s8
+ * pairs stay far from int16 saturation; Q8_0 and IQ4_NL keep kernels_x86_r16.c).
+ * A block of R rows x one group (two 8-column halves): per vector v each row's
+ * 4 activation codes are broadcast once and meet both halves; GS products
+ * add in 16 bits before one madd (GS * 2 * (2^c - 1) * 128 < 2^15: 8 for
+ * 4-bit codes, 4 for 5-bit, 2 for 6-bit), as r16_mk_avx2 and r16k_mk_avx2 do,
+ * with the same float steps in the same order: the same bits. Against those
+ * kernels (the codes unpacked per block of 4 rows and half, their state
+ * spilled) this loads 2 + R vectors per 2 R maddubs and keeps the integer
+ * sums in registers. */
+AVX2 INLINE void r16p_mk_avx2(const slm_mm *mm, const qscratch *qs, const int32_t *ofs, const uint8_t *pan, int i0,
+                              int j0, const int *ha, const int *he, const int R, const int KIND, const int GS) {
+    const int k = mm->k, nb = k / 32, NO = KIND == 1 ? 2 : 1;
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
+    const int32_t *os = ofs ? ofs + (size_t)i0 * NO * nb : NULL;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[3][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
+        const float *pd = (const float *)(pb + 512);
+        __m256i ia[3][2], s16[3][2];
+        for (int r = 0; r < R; r++) ia[r][0] = ia[r][1] = s16[r][0] = s16[r][1] = _mm256_setzero_si256(); /* set at v = 0 */
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            const __m256i w0 = _mm256_load_si256((const __m256i *)(pb + 64 * v));
+            const __m256i w1 = _mm256_load_si256((const __m256i *)(pb + 64 * v + 32));
+            const int first = v % GS == GS - 1 && (v == GS - 1 || (KIND == 1 && v == 4 + GS - 1));
+#pragma GCC unroll 3
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                const __m256i p0 = _mm256_maddubs_epi16(w0, xv), p1 = _mm256_maddubs_epi16(w1, xv);
+                s16[r][0] = v % GS ? _mm256_add_epi16(s16[r][0], p0) : p0;
+                s16[r][1] = v % GS ? _mm256_add_epi16(s16[r][1], p1) : p1;
+                /* a chain, not a tree: GCC reassociates integer sums into a tree
+                   that keeps all 8 products of a block live (spilled) */
+                __asm__("" : "+x"(s16[r][0]), "+x"(s16[r][1]));
+                if (v % GS == GS - 1) {
+                    const __m256i m0 = _mm256_madd_epi16(s16[r][0], ones), m1 = _mm256_madd_epi16(s16[r][1], ones);
+                    if (first) {
+                        const __m256i st = KIND == 2 ? _mm256_setzero_si256()
+                                                     : _mm256_set1_epi32(os[(size_t)r * NO * nb + NO * b + (KIND == 1 && v >= 4)]);
+                        ia[r][0] = _mm256_add_epi32(st, m0);
+                        ia[r][1] = _mm256_add_epi32(st, m1);
+                    } else {
+                        ia[r][0] = _mm256_add_epi32(ia[r][0], m0);
+                        ia[r][1] = _mm256_add_epi32(ia[r][1], m1);
+                    }
+                }
+            }
+            if (KIND == 1 && v == 3) /* Q6_K: the first half block's own scales */
+                for (int r = 0; r < R; r++) {
+                    const __m256 dx = _mm256_set1_ps(xd[(size_t)r * nb + b]);
+                    for (int h = 0; h < 2; h++)
+                        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(_mm256_load_ps(pd + 8 * h), dx), acc[r][h]);
+                }
+        }
+        const float *pl = KIND == 1 ? pd + 16 : pd;
+        for (int r = 0; r < R; r++) {
+            const __m256 dx = _mm256_set1_ps(xd[(size_t)r * nb + b]);
+            for (int h = 0; h < 2; h++) {
+                acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(_mm256_load_ps(pl + 8 * h), dx), acc[r][h]);
+                if (KIND == 2)
+                    acc[r][h] = _mm256_fnmadd_ps(_mm256_load_ps(pd + 16 + 8 * h), _mm256_set1_ps(xs[(size_t)r * nb + b]), acc[r][h]);
+            }
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < 2; h++) {
+            float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * h;
+            if (ha[h] == 0 && he[h] == 8) {
+                _mm256_storeu_ps(y, acc[r][h]);
+            } else {
+                float t[8];
+                _mm256_storeu_ps(t, acc[r][h]);
+                for (int c = ha[h]; c < he[h]; c++) y[c] = t[c];
+            }
+        }
+}
+
+typedef void (*r16p2_fn)(const slm_mm *, const qscratch *, const int32_t *, const uint8_t *, int, int, const int *,
+                         const int *);
+#define R16P2_MK(R, KIND, GS)                                                                                      \
+    AVX2 static void r16p2_mk_##R##_##KIND##_##GS(const slm_mm *mm, const qscratch *qs, const int32_t *ofs,         \
+                                                  const uint8_t *pan, int i0, int j0, const int *ha, const int *he) { \
+        r16p_mk_avx2(mm, qs, ofs, pan, i0, j0, ha, he, R, KIND, GS);                                                 \
+    }
+#define R16P2_ROWS(KIND, GS) R16P2_MK(1, KIND, GS) R16P2_MK(2, KIND, GS) R16P2_MK(3, KIND, GS)
+#define R16P2_T(KIND, GS) {r16p2_mk_1_##KIND##_##GS, r16p2_mk_2_##KIND##_##GS, r16p2_mk_3_##KIND##_##GS}
+R16P2_ROWS(0, 8) R16P2_ROWS(0, 4) R16P2_ROWS(1, 2) R16P2_ROWS(2, 8) R16P2_ROWS(2, 4)
+/* [Q4_0, Q5_0, Q6_K, Q4_K, Q5_K][rows - 1]: blocks of 3 rows (6 float and 6
+   16-bit accumulators; 2 and 4 rows measured slower for every type, Zen 3) */
+static const r16p2_fn k_r16p2[5][3] = {R16P2_T(0, 8), R16P2_T(0, 4), R16P2_T(1, 2), R16P2_T(2, 8), R16P2_T(2, 4)};
+
+AVX2 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
+    const uint32_t t = mm->wtype;
+    const int ty = t == SLM_Q4_0_R16 ? 0 : t == SLM_Q5_0_R16 ? 1 : t == SLM_Q6_K_R16 ? 2 : t == SLM_Q4_K_R16 ? 3
+                 : t == SLM_Q5_K_R16 ? 4 : -1;
+    if (ty < 0 || mm->rows < 16 || !qs->panel) return 0;
+    const int kind = ty == 2 ? 1 : ty >= 3 ? 2 : 0, nb = mm->k / 32, rows = mm->rows, rb = 3;
+    uint8_t *pan = qs->panel;
+    int32_t *ofs = NULL;
+    if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
+        ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
+        const int off = kind == 1 ? -32 : ty == 1 ? -16 : -8;
+        const size_t n = (size_t)rows * nb;
+        if (kind == 1)
+            for (size_t i = 0; i < 2 * n; i++) ofs[i] = off * qs->hs[i];
+        else
+            for (size_t i = 0; i < n; i++) ofs[i] = off * (qs->hs[2 * i] + qs->hs[2 * i + 1]);
+    }
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        int ha[2], he[2];
+        for (int h = 0; h < 2; h++) {
+            const int c0 = g0 + 8 * h;
+            ha[h] = mm->n0 > c0 ? mm->n0 - c0 : 0;
+            he[h] = mm->n1 - c0 < 8 ? mm->n1 - c0 : 8;
+            if (he[h] < ha[h]) he[h] = ha[h];
+        }
+        if (kind == 2) slm_x86_r16kp_unpack_avx2(mm, g0, pan);
+        else slm_x86_r16p_unpack_avx2(mm, g0, pan);
+        for (int i0 = 0; i0 < rows; i0 += rb) {
+            const int nr = rows - i0 < rb ? rows - i0 : rb;
+            k_r16p2[ty][nr - 1](mm, qs, ofs, pan, i0, g0, ha, he);
+        }
+    }
+    return 1;
+}
 #endif
