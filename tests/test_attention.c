@@ -4,6 +4,7 @@
  * reference on the stored values (tight) and on the f32 values (the type's
  * rounding). */
 #include <math.h>
+#include <string.h>
 
 #include "common/dtype.h"
 #include "device/attention.h"
@@ -178,22 +179,23 @@ static void test_kv_store_matches_reference(void) {
     }
 }
 
-/* The block entry (slm_kernel_set.attention_rows of the avx512 set): rows
+/* The block entries (slm_kernel_set.attention_rows of the avx512 and avx2 sets): rows
  * with their own KV ranges (causal after some context, a window, rows that
  * see nothing), holes with NaN behind them, f32 / f16 / q8_0 caches, head
  * sizes the kernel keeps in registers and others; each row and head against
  * the double reference on the stored values. Blocks it declines leave the
  * output alone. */
-static void test_rows_match_reference(void) {
-    if (!slm_kernels_select("avx512")) {
-        fprintf(stderr, "  skipped: no AVX-512 here\n");
+static void rows_match_reference(const char *set) {
+    if (!slm_kernels_select(set)) {
+        fprintf(stderr, "  %s skipped: not on this CPU\n", set);
         return;
     }
+    const int lanes = strcmp(set, "avx2") ? 16 : 8; /* head_dim a multiple of this */
     const slm_kernel_set *ks = slm_kernels_active();
     CHECK(ks->attention_rows != NULL);
     if (!ks->attention_rows) return;
     static const int types[] = {SLM_F32, SLM_F16, SLM_Q8_0};
-    static const int hds[] = {16, 32, 64, 80, 128, 256};
+    static const int hds[] = {8, 16, 24, 32, 64, 80, 128, 256};
     static const int groups[] = {1, 3, 8};
     static const int nrows[] = {1, 16, 17, 64};
     static const int ctxs[] = {0, 45, 100};
@@ -206,7 +208,7 @@ static void test_rows_match_reference(void) {
                     for (size_t ci = 0; ci < sizeof ctxs / sizeof ctxs[0]; ci++)
                         for (int variant = 0; variant < 3; variant++) {
                             const int kt = types[ti], hd = hds[hi], G = groups[gi], R = nrows[ri], c0 = ctxs[ci];
-                            if (kt == SLM_Q8_0 && hd % 32) continue;
+                            if ((kt == SLM_Q8_0 && hd % 32) || hd % lanes) continue;
                             const int n = c0 + R; /* KV rows: the context, then the block's own */
                             const size_t ld = (size_t)kvh * hd;
                             const size_t rb = kt == SLM_F32 ? ld * sizeof(float) : (size_t)slm_row_bytes((uint32_t)kt, ld);
@@ -263,15 +265,15 @@ static void test_rows_match_reference(void) {
                                 }
                                 for (size_t e = (size_t)G * hd; e < qld; e++) CHECK(out[(size_t)i * qld + e] == 7.0f);
                             }
-                            CHECKF(worst < 2e-5, "%s hd %d group %d rows %d ctx %d variant %d: max err %g",
+                            CHECKF(worst < 2e-5, "%s %s hd %d group %d rows %d ctx %d variant %d: max err %g", set,
                                    slm_dtype_name((uint32_t)kt), hd, G, R, c0, variant, worst);
                             cases++;
                             free(K); free(V); free(Kd); free(Vd); free(Kt); free(Vt); free(q); free(out); free(mask);
                             free(ref);
                         }
     CHECK(cases > 300);
-    /* declined: head_dim not a multiple of 16, or past 256; nothing written */
-    static const int bad[] = {8, 24, 272};
+    /* declined: head_dim not a multiple of the lanes, or past 256; nothing written */
+    const int bad[] = {lanes / 2, lanes + 4, 256 + lanes};
     for (int b = 0; b < 3; b++) {
         const int hd = bad[b];
         float q[272] = {0}, out[272], kv[272] = {0};
@@ -281,10 +283,15 @@ static void test_rows_match_reference(void) {
         const slm_attn_rows ar = {.q = q, .q_ld = 272, .q_stride = (size_t)hd, .rows = 1, .group = 1, .head_dim = hd,
                                   .K = kv, .V = kv, .ld = (size_t)hd, .kv_type = SLM_F32, .mask = mask, .first = first,
                                   .last = last, .scale = 1.0f, .out = out, .out_ld = 272, .out_stride = (size_t)hd};
-        CHECKF(ks->attention_rows(&ar) == 0, "hd %d taken", hd);
+        CHECKF(ks->attention_rows(&ar) == 0, "%s hd %d taken", set, hd);
         for (int i = 0; i < 272; i++) CHECK(out[i] == 7.0f);
     }
     slm_kernels_select(NULL);
+}
+
+static void test_rows_match_reference(void) {
+    rows_match_reference("avx512");
+    rows_match_reference("avx2");
 }
 
 int main(void) {

@@ -60,6 +60,12 @@ int slm_attention_rows_amx(const slm_attn_rows *a);
  * head_dim % 16 != 0 or > 256, group > 64, a q8_0 cache with head_dim % 32,
  * rows outside 1..SLM_ATTN_ROWS_MAX, and off x86-64. */
 int slm_attention_rows_avx512(const slm_attn_rows *a);
+/* The avx2 set's entry (attention_rows_avx2.c): the same steps at 8 lanes
+ * (tiles of 32 keys converted once, scores of two query vectors per K^T
+ * load, P V 64 dims at a time in registers). Returns 0 (nothing written)
+ * for head_dim % 8 != 0 or > 256, group > 64, a q8_0 cache with head_dim %
+ * 32, rows outside 1..SLM_ATTN_ROWS_MAX, and off x86-64. */
+int slm_attention_rows_avx2(const slm_attn_rows *a);
 int slm_attention_rows_amx_emu(const slm_attn_rows *a);
 /* The avx512 set's per-row entry for head_dim % 16 == 0 up to 256, group
  * <= 64 (attention_decode.c): K and V tiles of 8192 / head_dim keys (32 ..

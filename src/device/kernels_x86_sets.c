@@ -70,6 +70,7 @@ static const slm_kernel_set k_avx2 = {
     .rmsnorm = slm_x86_rmsnorm_avx2,
     .swiglu = slm_x86_swiglu_avx2,
     .attention = slm_attention_avx2,
+    .attention_rows = slm_attention_rows_avx2,
     .kv_store = slm_kv_store_x86,
 };
 static const slm_kernel_set k_avx512 = {

@@ -1,0 +1,232 @@
+/* The avx2 set's block entry (slm_kernel_set.attention_rows, prefill): a
+ * block of query rows of one KV head group against their KV rows, the steps
+ * of the avx512 entry (attention.c) at 8 lanes and 16 registers:
+ *   - Per tile of 32 keys, K^T (head_dim x 32 floats) and V (32 x head_dim)
+ *     are converted once on the stack (f16 / q8_0 rows through
+ *     slm_kv_row256; f32 copied) and serve every row of the block and every
+ *     head of the group. The per-row entry (attention_decode_avx2.c) reads
+ *     them again for each row.
+ *   - Scores of two query vectors (a row's heads) 32 keys at once: per dim,
+ *     one broadcast query element meets the 4 K^T vectors (8 FMA chains, no
+ *     horizontal sums).
+ *   - Online softmax per vector and tile with the vector exp (kv_row256.h).
+ *   - P V: the output 64 dims at a time in 8 registers over the tile's V
+ *     rows, each V load one FMA.
+ * Keys a row does not take (mask, causal limit, window) are -inf in its
+ * scores and zero in K^T and V: a NaN behind the mask is never read. The
+ * outputs accumulate in place and are divided by the sums at the end. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "common/dtype.h"
+#include "device/attention.h"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#include "device/kv_row256.h"
+
+#define AVX2 __attribute__((target("avx2,fma,f16c")))
+#define INL inline __attribute__((always_inline))
+
+#define RT 32 /* keys per tile */
+#define RMAX_HD 256
+#define RMAX_GROUP 64
+#define RMAX_VEC (SLM_ATTN_ROWS_MAX * RMAX_GROUP)
+
+/* Keys [j0, j0 + RT) whose bits are set in vm into kt ([hd][RT]) and vt
+ * ([RT][hd]); the others are zeros. */
+AVX2 static void tile256(const slm_attn_rows *a, int j0, uint32_t vm, float *kt, float *vt) {
+    const int hd = a->head_dim;
+    const size_t rb = a->kv_type == SLM_F32 ? a->ld * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, a->ld);
+    float kr[RMAX_HD] __attribute__((aligned(32)));
+    for (int t = 0; t < RT; t++) {
+        float *vr = vt + (size_t)t * hd;
+        if (!(vm >> t & 1u)) {
+            for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = 0.0f;
+            memset(vr, 0, (size_t)hd * sizeof(float));
+            continue;
+        }
+        const uint8_t *kp = (const uint8_t *)a->K + (size_t)(j0 + t) * rb, *vp = (const uint8_t *)a->V + (size_t)(j0 + t) * rb;
+        const float *k = kr;
+        if (a->kv_type == SLM_F32) {
+            k = (const float *)(const void *)kp;
+            memcpy(vr, vp, (size_t)hd * sizeof(float));
+        } else {
+            slm_kv_row256(a->kv_type, hd, kp, kr);
+            slm_kv_row256(a->kv_type, hd, vp, vr);
+        }
+        for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = k[d];
+    }
+}
+
+AVX2 static INL float hmax8(__m256 v) {
+    __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_max_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+AVX2 static INL float hsum8(__m256 v) {
+    __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+    x = _mm_add_ss(x, _mm_movehdup_ps(x));
+    return _mm_cvtss_f32(x);
+}
+
+/* Lanes of keys 8c..8c+7 that rm takes: all ones, else zero. */
+AVX2 static INL __m256 keys8(uint32_t rm, int c) {
+    const __m256i bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256i m = _mm256_and_si256(_mm256_set1_epi32((int)((rm >> (8 * c)) & 0xffu)), bit);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(m, bit));
+}
+
+/* The softmax step of one query vector over a tile: s[4] its raw scores, rm
+ * the keys it takes. Updates *m and *l, writes the weights to p[RT] (0 for
+ * the keys it does not take) and returns the factor for the output so far. */
+AVX2 static INL float softmax8(const __m256 *s, uint32_t rm, float scale, float *m, float *l, float *p) {
+    const __m256 ninf = _mm256_set1_ps(-INFINITY), sc = _mm256_set1_ps(scale);
+    __m256 x[4], k[4];
+    for (int c = 0; c < 4; c++) {
+        k[c] = keys8(rm, c);
+        x[c] = _mm256_blendv_ps(ninf, _mm256_mul_ps(s[c], sc), k[c]);
+    }
+    const float tmax = hmax8(_mm256_max_ps(_mm256_max_ps(x[0], x[1]), _mm256_max_ps(x[2], x[3])));
+    if (tmax == -INFINITY) { /* every score -inf: the tile changes nothing */
+        memset(p, 0, RT * sizeof(float));
+        return 1.0f;
+    }
+    const float mold = *m, mnew = tmax > mold ? tmax : mold;
+    const float corr = mold == -INFINITY ? 0.0f : expf(mold - mnew);
+    *m = mnew;
+    const __m256 mv = _mm256_set1_ps(mnew);
+    __m256 sum = _mm256_setzero_ps();
+    for (int c = 0; c < 4; c++) {
+        const __m256 e = _mm256_and_ps(k[c], slm_exp256(_mm256_sub_ps(x[c], mv)));
+        _mm256_store_ps(p + 8 * c, e);
+        sum = _mm256_add_ps(sum, e);
+    }
+    *l = *l * corr + hsum8(sum);
+    return corr;
+}
+
+/* o = o * corr + sum over keys t < nt of p[t] V[t], 64 dims (8 vectors) at
+ * a time in registers, then the rest 8 at a time. */
+AVX2 static INL void pv8(const float *vt, int hd, int nt, float *o, const float *p, float corr) {
+    const __m256 cv = _mm256_set1_ps(corr);
+    int d0 = 0;
+    for (; d0 + 64 <= hd; d0 += 64) {
+        __m256 acc[8];
+        for (int v = 0; v < 8; v++) acc[v] = _mm256_mul_ps(_mm256_loadu_ps(o + d0 + 8 * v), cv);
+        for (int t = 0; t < nt; t++) {
+            const __m256 b = _mm256_set1_ps(p[t]);
+            const float *vr = vt + (size_t)t * hd + d0;
+            for (int v = 0; v < 8; v++) acc[v] = _mm256_fmadd_ps(b, _mm256_load_ps(vr + 8 * v), acc[v]);
+        }
+        for (int v = 0; v < 8; v++) _mm256_storeu_ps(o + d0 + 8 * v, acc[v]);
+    }
+    for (; d0 < hd; d0 += 8) {
+        __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(o + d0), cv);
+        for (int t = 0; t < nt; t++) acc = _mm256_fmadd_ps(_mm256_set1_ps(p[t]), _mm256_load_ps(vt + (size_t)t * hd + d0), acc);
+        _mm256_storeu_ps(o + d0, acc);
+    }
+}
+
+/* NQ (1 or 2) query vectors against one tile: their scores, softmax steps
+ * and P V. q[h], o[h]: the vectors' queries and outputs; rm[h] their keys;
+ * st[h] the index of their m / l. */
+AVX2 static INL void chunk8(const slm_attn_rows *a, const float *kt, const float *vt, const int NQ,
+                            const float *const *q, float *const *o, const uint32_t *rm, const int *st, float *m,
+                            float *l) {
+    const int hd = a->head_dim;
+    __m256 s[2][4];
+    for (int h = 0; h < NQ; h++)
+        for (int c = 0; c < 4; c++) s[h][c] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d++) {
+        const float *kd = kt + (size_t)d * RT;
+        const __m256 k0 = _mm256_load_ps(kd), k1 = _mm256_load_ps(kd + 8), k2 = _mm256_load_ps(kd + 16),
+                     k3 = _mm256_load_ps(kd + 24);
+        for (int h = 0; h < NQ; h++) {
+            const __m256 b = _mm256_set1_ps(q[h][d]);
+            s[h][0] = _mm256_fmadd_ps(b, k0, s[h][0]);
+            s[h][1] = _mm256_fmadd_ps(b, k1, s[h][1]);
+            s[h][2] = _mm256_fmadd_ps(b, k2, s[h][2]);
+            s[h][3] = _mm256_fmadd_ps(b, k3, s[h][3]);
+        }
+    }
+    float p[2][RT] __attribute__((aligned(32)));
+    float corr[2];
+    uint32_t all = 0;
+    for (int h = 0; h < NQ; h++) {
+        corr[h] = softmax8(s[h], rm[h], a->scale, &m[st[h]], &l[st[h]], p[h]);
+        all |= rm[h];
+    }
+    const int nt = 32 - __builtin_clz(all); /* keys past the last any vector takes add nothing */
+    for (int h = 0; h < NQ; h++) pv8(vt, hd, nt, o[h], p[h], corr[h]);
+}
+
+AVX2 int slm_attention_rows_avx2(const slm_attn_rows *a) {
+    const int R = a->rows, G = a->group, hd = a->head_dim;
+    if (R < 1 || R > SLM_ATTN_ROWS_MAX || G < 1 || G > RMAX_GROUP || hd < 8 || hd % 8 || hd > RMAX_HD ||
+        !(a->kv_type == SLM_F32 || a->kv_type == SLM_F16 || (a->kv_type == SLM_Q8_0 && hd % 32 == 0)))
+        return 0;
+    float m[RMAX_VEC], l[RMAX_VEC];
+    int jlo = INT32_MAX, jhi = -1;
+    for (int i = 0; i < R; i++) {
+        if (a->first[i] > a->last[i]) continue;
+        jlo = a->first[i] < jlo ? a->first[i] : jlo;
+        jhi = a->last[i] > jhi ? a->last[i] : jhi;
+    }
+    for (int i = 0; i < R; i++)
+        for (int g = 0; g < G; g++) {
+            m[i * G + g] = -INFINITY;
+            l[i * G + g] = 0.0f;
+            memset(a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
+        }
+    float kt[RMAX_HD * RT] __attribute__((aligned(32))), vt[RT * RMAX_HD] __attribute__((aligned(32)));
+    for (int j0 = jlo; j0 <= jhi; j0 += RT) {
+        const int nt = jhi + 1 - j0 < RT ? jhi + 1 - j0 : RT;
+        uint32_t vm = 0;
+        for (int t = 0; t < nt; t++) vm |= (a->mask[j0 + t] != 0) ? 1u << t : 0u;
+        if (!vm) continue; /* the mask rules the whole tile out */
+        tile256(a, j0, vm, kt, vt);
+        const float *q[2];
+        float *o[2];
+        uint32_t rm[2];
+        int st[2], nq = 0;
+        for (int i = 0; i < R; i++) {
+            const int lo = a->first[i] > j0 ? a->first[i] - j0 : 0;
+            const int hi = a->last[i] < j0 + nt - 1 ? a->last[i] - j0 : nt - 1;
+            if (lo > hi) continue;
+            const uint32_t bits = (hi - lo == 31 ? 0xffffffffu : ((1u << (hi - lo + 1)) - 1u)) << lo;
+            if (!(vm & bits)) continue;
+            for (int g = 0; g < G; g++) {
+                q[nq] = a->q + (size_t)i * a->q_ld + (size_t)g * a->q_stride;
+                o[nq] = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
+                rm[nq] = vm & bits;
+                st[nq] = i * G + g;
+                if (++nq == 2) {
+                    chunk8(a, kt, vt, 2, q, o, rm, st, m, l);
+                    nq = 0;
+                }
+            }
+        }
+        if (nq) chunk8(a, kt, vt, 1, q, o, rm, st, m, l);
+    }
+    for (int i = 0; i < R; i++)
+        for (int g = 0; g < G; g++) {
+            const float li = l[i * G + g];
+            if (!(li > 0.0f)) continue;
+            float *oo = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
+            const __m256 inv = _mm256_set1_ps(1.0f / li);
+            for (int v = 0; v < hd / 8; v++) _mm256_storeu_ps(oo + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(oo + 8 * v), inv));
+        }
+    return 1;
+}
+#else
+int slm_attention_rows_avx2(const slm_attn_rows *a) {
+    (void)a;
+    return 0;
+}
+#endif
