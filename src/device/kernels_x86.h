@@ -51,6 +51,17 @@ static inline int32_t ld32(const uint8_t *p) {
     return v;
 }
 
+/* The columns [ha[h], he[h]) of the two 8-column halves of the group at g0
+ * that the tile [n0, n1) takes (he = ha: none); the AVX2 kernels. */
+static inline void halves_cut(const slm_mm *mm, int g0, int *ha, int *he) {
+    for (int h = 0; h < 2; h++) {
+        const int c0 = g0 + 8 * h;
+        ha[h] = mm->n0 > c0 ? mm->n0 - c0 : 0;
+        he[h] = mm->n1 - c0 < 8 ? mm->n1 - c0 : 8;
+        if (he[h] < ha[h]) he[h] = ha[h];
+    }
+}
+
 /* ---- int8 activations ------------------------------------------------------ */
 
 /* The scratch of a quantized matmul: xq codes, block scales, block sums,

@@ -210,8 +210,12 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
  * 128 < 2^15 for G = 8, 4, 2), a third fewer multiply-port operations. */
 #define R16_G(TY) ((TY) == 0 ? 8 : (TY) == 3 ? 4 : (TY) == 1 ? 2 : 1)
 
-AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
-                             const int TY) {
+/* R rows x NH halves of the group at j0, from half h0 (NH 2: h0 0, the
+ * whole group in one pass over its bytes: decode). ha[h], he[h]: the
+ * columns of half h0 + h to store. The float steps of a row and column do
+ * not depend on R or NH: every call gives the same bits. */
+AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int h0, const int *ha, const int *he,
+                             const int R, const int NH, const int TY) {
     const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || TY == 4, G = R16_G(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const int off = SIGNED ? 0 : Q6 ? -32 : TY == 3 ? -16 : -8; /* Q8_0, IQ4_NL: signed codes, no offset */
@@ -219,58 +223,76 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    __m256 dsup = _mm256_setzero_ps();
+    __m256 acc[4][2];
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++) acc[r][h] = _mm256_setzero_ps();
+    __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < nb; b++) {
         const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
         const uint8_t *hb = lb + 256;
-        if (!half) stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf); /* the second half reads the group again */
+        if (!h0) stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf); /* a call on the second half reads the group again */
         /* the column scales of the block (Q6_K: of its two halves) */
-        __m256 d0, d1 = _mm256_setzero_ps();
-        if (Q6) {
-            if (b % 8 == 0)
-                dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
-            const uint8_t *sc = lb + 384 + 8 * half;
-            d0 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
-            d1 = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
-        } else {
-            d0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
+        __m256 d0[2], d1[2];
+        for (int h = 0; h < NH; h++) {
+            const int half = h0 + h;
+            d1[h] = _mm256_setzero_ps();
+            if (Q6) {
+                if (b % 8 == 0)
+                    dsup[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
+                const uint8_t *sc = lb + 384 + 8 * half;
+                d0[h] = _mm256_mul_ps(dsup[h], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+                d1[h] = _mm256_mul_ps(dsup[h], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
+            } else {
+                d0[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
+            }
         }
-        __m256i ia[4], s16[4];
+        __m256i ia[4][2], s16[4][2];
         for (int r = 0; r < R; r++) {
-            const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
-            ia[r] = _mm256_set1_epi32(off * (Q6 ? h[0] : h[0] + h[1]));
-            s16[r] = _mm256_setzero_si256(); /* set at v = 0 */
+            const int32_t *hr = hs + (size_t)r * 2 * nb + 2 * b;
+            for (int h = 0; h < NH; h++) {
+                ia[r][h] = _mm256_set1_epi32(off * (Q6 ? hr[0] : hr[0] + hr[1]));
+                s16[r][h] = _mm256_setzero_si256(); /* set at v = 0 */
+            }
         }
+#pragma GCC unroll 8
         for (int v = 0; v < 8; v++) {
-            const __m256i w = r16_vec_avx2(lb, hb, v, half, TY), aw = SIGNED ? _mm256_abs_epi8(w) : w;
+            __m256i w[2], aw[2];
+            for (int h = 0; h < NH; h++) {
+                w[h] = r16_vec_avx2(lb, hb, v, h0 + h, TY);
+                aw[h] = SIGNED ? _mm256_abs_epi8(w[h]) : w[h];
+            }
             for (int r = 0; r < R; r++) {
                 const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
-                const __m256i p = _mm256_maddubs_epi16(aw, SIGNED ? _mm256_sign_epi8(xv, w) : xv);
-                if (G == 1) {
-                    ia[r] = _mm256_add_epi32(ia[r], _mm256_madd_epi16(p, ones));
-                } else {
-                    s16[r] = v % G ? _mm256_add_epi16(s16[r], p) : p;
-                    if (v % G == G - 1) ia[r] = _mm256_add_epi32(ia[r], _mm256_madd_epi16(s16[r], ones));
+                for (int h = 0; h < NH; h++) {
+                    const __m256i p = _mm256_maddubs_epi16(aw[h], SIGNED ? _mm256_sign_epi8(xv, w[h]) : xv);
+                    if (G == 1) {
+                        ia[r][h] = _mm256_add_epi32(ia[r][h], _mm256_madd_epi16(p, ones));
+                    } else {
+                        s16[r][h] = v % G ? _mm256_add_epi16(s16[r][h], p) : p;
+                        __asm__("" : "+x"(s16[r][h])); /* a chain, not a tree (kernels_x86_r16p.c) */
+                        if (v % G == G - 1) ia[r][h] = _mm256_add_epi32(ia[r][h], _mm256_madd_epi16(s16[r][h], ones));
+                    }
                 }
             }
             if (Q6 && v == 3) /* the first half block's own scales */
-                for (int r = 0; r < R; r++) {
-                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(d0, _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r]);
-                    ia[r] = _mm256_set1_epi32(off * hs[(size_t)r * 2 * nb + 2 * b + 1]);
-                }
+                for (int r = 0; r < R; r++)
+                    for (int h = 0; h < NH; h++) {
+                        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(d0[h], _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r][h]);
+                        ia[r][h] = _mm256_set1_epi32(off * hs[(size_t)r * 2 * nb + 2 * b + 1]);
+                    }
         }
-        const __m256 dl = Q6 ? d1 : d0;
         for (int r = 0; r < R; r++)
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(dl, _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r]);
+            for (int h = 0; h < NH; h++)
+                acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(Q6 ? d1[h] : d0[h], _mm256_set1_ps(xd[(size_t)r * nb + b])),
+                                            acc[r][h]);
     }
-    for (int r = 0; r < R; r++) {
-        float t[8];
-        _mm256_storeu_ps(t, acc[r]);
-        float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * half;
-        for (int c = a; c < e; c++) y[c] = t[c];
-    }
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++) {
+            float t[8];
+            _mm256_storeu_ps(t, acc[r][h]);
+            float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * (h0 + h);
+            for (int c = ha[h]; c < he[h]; c++) y[c] = t[c];
+        }
 }
 
 /* The prefill panel of one group for the AVX2 panel kernel (kernels_x86_r16p.c;
@@ -311,34 +333,37 @@ AVX2 int slm_x86_r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
     }
 }
 
-#define R16MK_AVX2(R, TY)                                                                                      \
-    AVX2 static void r16_mk_avx2_##R##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
-                                            int e) {                                                         \
-        r16_mk_avx2(mm, qs, i0, j0, half, a, e, R, TY);                                                      \
+#define R16MK_AVX2(R, NH, TY)                                                                                  \
+    AVX2 static void r16_mk_avx2_##R##_##NH##_##TY(const slm_mm *mm, const qscratch *qs, int i0, int j0, int h0,     \
+                                                   const int *ha, const int *he) {                                 \
+        r16_mk_avx2(mm, qs, i0, j0, h0, ha, he, R, NH, TY);                                                        \
     }
-R16MK_AVX2(1, 0) R16MK_AVX2(2, 0) R16MK_AVX2(3, 0) R16MK_AVX2(4, 0)
-R16MK_AVX2(1, 1) R16MK_AVX2(2, 1) R16MK_AVX2(3, 1) R16MK_AVX2(4, 1)
-R16MK_AVX2(1, 2) R16MK_AVX2(2, 2) R16MK_AVX2(3, 2) R16MK_AVX2(4, 2)
-R16MK_AVX2(1, 3) R16MK_AVX2(2, 3) R16MK_AVX2(3, 3) R16MK_AVX2(4, 3)
-R16MK_AVX2(1, 4) R16MK_AVX2(2, 4) R16MK_AVX2(3, 4) R16MK_AVX2(4, 4)
+#define R16MK_AVX2_ALL(TY) R16MK_AVX2(1, 2, TY) R16MK_AVX2(2, 1, TY) R16MK_AVX2(3, 1, TY) R16MK_AVX2(4, 1, TY)
+R16MK_AVX2_ALL(0)
+R16MK_AVX2_ALL(1)
+R16MK_AVX2_ALL(2)
+R16MK_AVX2_ALL(3)
+R16MK_AVX2_ALL(4)
 
-typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, int, int);
-static const r16mk2_fn k_r16mk2[5][4] = {
-    {r16_mk_avx2_1_0, r16_mk_avx2_2_0, r16_mk_avx2_3_0, r16_mk_avx2_4_0},
-    {r16_mk_avx2_1_1, r16_mk_avx2_2_1, r16_mk_avx2_3_1, r16_mk_avx2_4_1},
-    {r16_mk_avx2_1_2, r16_mk_avx2_2_2, r16_mk_avx2_3_2, r16_mk_avx2_4_2},
-    {r16_mk_avx2_1_3, r16_mk_avx2_2_3, r16_mk_avx2_3_3, r16_mk_avx2_4_3},
-    {r16_mk_avx2_1_4, r16_mk_avx2_2_4, r16_mk_avx2_3_4, r16_mk_avx2_4_4},
-};
+typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
+/* [type][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
+#define R16ROW2(TY) {r16_mk_avx2_1_2_##TY, r16_mk_avx2_2_1_##TY, r16_mk_avx2_3_1_##TY, r16_mk_avx2_4_1_##TY}
+static const r16mk2_fn k_r16mk2[5][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4)};
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */
     const int ty = r16_ty(mm->wtype);
-    for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
-        const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        int ha[2], he[2];
+        halves_cut(mm, g0, ha, he);
         for (int i0 = 0; i0 < mm->rows; i0 += 4) {
             const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
-            k_r16mk2[ty][nr - 1](mm, qs, i0, h0 & ~15, (h0 / 8) & 1, a, e);
+            if (nr == 1) {
+                k_r16mk2[ty][0](mm, qs, i0, g0, 0, ha, he);
+                continue;
+            }
+            for (int h = 0; h < 2; h++)
+                if (ha[h] < he[h]) k_r16mk2[ty][nr - 1](mm, qs, i0, g0, h, ha + h, he + h);
         }
     }
 }

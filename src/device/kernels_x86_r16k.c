@@ -145,58 +145,74 @@ AVX512 void slm_x86_r16k_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     }
 }
 
-/* AVX2: one half (8 columns: bytes 32 half .. +31 of each 64-byte vector)
- * of a group. */
-AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, int e, const int R,
-                              const int Q5) {
+/* AVX2: R rows x NH halves (8 columns: bytes 32 half .. +31 of each 64-byte
+ * vector) of the group at j0, from half h0 (NH 2, h0 0: the whole group in
+ * one pass, decode); ha[h], he[h] the columns of half h0 + h to store. The
+ * float steps of a row and column do not depend on R or NH. */
+AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int h0, const int *ha, const int *he,
+                              const int R, const int NH, const int Q5) {
     const int k = mm->k, nb = k / 32, SB = Q5 ? 2816 : 2304, BB = Q5 ? 320 : 256, G = Q5 ? 4 : 8;
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
     const __m256i m4 = _mm256_set1_epi8(0x0F), c16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
-    __m256 acc[4];
-    for (int r = 0; r < R; r++) acc[r] = _mm256_setzero_ps();
-    __m256 dsup = _mm256_setzero_ps(), msup = _mm256_setzero_ps();
+    __m256 acc[4][2];
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++) acc[r][h] = _mm256_setzero_ps();
+    __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, msup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < nb; b++) {
         const int s = b % 8;
         const uint8_t *sup = grp + (size_t)(b / 8) * SB, *blk = sup + 256 + (size_t)s * BB;
-        if (!half) stream_prefetch(grp + (size_t)b * (SB / 8), SB / 8, mm->pf); /* the second half reads it again */
-        if (s == 0) {
-            dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
-            msup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 32 + 16 * half)));
+        if (!h0) stream_prefetch(grp + (size_t)b * (SB / 8), SB / 8, mm->pf); /* a call on the second half reads it again */
+        __m256i hb[2], ia[4][2], s16[4][2];
+        for (int h = 0; h < NH; h++) {
+            const int half = h0 + h;
+            if (s == 0) {
+                dsup[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
+                msup[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 32 + 16 * half)));
+            }
+            hb[h] = Q5 ? _mm256_loadu_si256((const __m256i *)(blk + 256 + 32 * half)) : _mm256_setzero_si256();
+            for (int r = 0; r < R; r++) ia[r][h] = s16[r][h] = _mm256_setzero_si256(); /* s16: set at v = 0 */
         }
-        __m256i ia[4], s16[4];
-        for (int r = 0; r < R; r++) ia[r] = s16[r] = _mm256_setzero_si256(); /* s16: set at v = 0 */
-        const __m256i hb = Q5 ? _mm256_loadu_si256((const __m256i *)(blk + 256 + 32 * half)) : _mm256_setzero_si256();
+#pragma GCC unroll 8
         for (int v = 0; v < 8; v++) {
-            const __m256i c = _mm256_loadu_si256((const __m256i *)(blk + 64 * (v / 2) + 32 * half));
-            __m256i w = (v & 1) ? _mm256_and_si256(_mm256_srli_epi16(c, 4), m4) : _mm256_and_si256(c, m4);
-            if (Q5) { /* bit v of hb to bit 4 (16-bit shifts: bit 4 of a byte comes from its own bits) */
-                const __m256i t = v < 4 ? _mm256_slli_epi16(hb, 4 - v) : v == 4 ? hb : _mm256_srli_epi16(hb, v - 4);
-                w = _mm256_or_si256(w, _mm256_and_si256(t, c16));
+            __m256i w[2];
+            for (int h = 0; h < NH; h++) {
+                const __m256i c = _mm256_loadu_si256((const __m256i *)(blk + 64 * (v / 2) + 32 * (h0 + h)));
+                w[h] = (v & 1) ? _mm256_and_si256(_mm256_srli_epi16(c, 4), m4) : _mm256_and_si256(c, m4);
+                if (Q5) { /* bit v of hb to bit 4 (16-bit shifts: bit 4 of a byte comes from its own bits) */
+                    const __m256i t = v < 4 ? _mm256_slli_epi16(hb[h], 4 - v) : v == 4 ? hb[h] : _mm256_srli_epi16(hb[h], v - 4);
+                    w[h] = _mm256_or_si256(w[h], _mm256_and_si256(t, c16));
+                }
             }
             for (int r = 0; r < R; r++) { /* G products add in 16 bits: G * 2 * (2^c - 1) * 128 < 2^15 */
                 const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
-                const __m256i p = _mm256_maddubs_epi16(w, xv);
-                s16[r] = v % G ? _mm256_add_epi16(s16[r], p) : p;
-                if (v % G == G - 1) ia[r] = _mm256_add_epi32(ia[r], _mm256_madd_epi16(s16[r], ones));
+                for (int h = 0; h < NH; h++) {
+                    const __m256i p = _mm256_maddubs_epi16(w[h], xv);
+                    s16[r][h] = v % G ? _mm256_add_epi16(s16[r][h], p) : p;
+                    __asm__("" : "+x"(s16[r][h])); /* a chain, not a tree (kernels_x86_r16p.c) */
+                    if (v % G == G - 1) ia[r][h] = _mm256_add_epi32(ia[r][h], _mm256_madd_epi16(s16[r][h], ones));
+                }
             }
         }
-        __m128i sc, mn;
-        k_scales_u8(sup, s, 8 * half, &sc, &mn, 0);
-        const __m256 dsc = _mm256_mul_ps(dsup, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
-        const __m256 dmn = _mm256_mul_ps(msup, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
-        for (int r = 0; r < R; r++) {
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(dsc, _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r]);
-            acc[r] = _mm256_fnmadd_ps(dmn, _mm256_set1_ps(xs[(size_t)r * nb + b]), acc[r]);
+        for (int h = 0; h < NH; h++) {
+            __m128i sc, mn;
+            k_scales_u8(sup, s, 8 * (h0 + h), &sc, &mn, 0);
+            const __m256 dsc = _mm256_mul_ps(dsup[h], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)));
+            const __m256 dmn = _mm256_mul_ps(msup[h], _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)));
+            for (int r = 0; r < R; r++) {
+                acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(dsc, _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r][h]);
+                acc[r][h] = _mm256_fnmadd_ps(dmn, _mm256_set1_ps(xs[(size_t)r * nb + b]), acc[r][h]);
+            }
         }
     }
-    for (int r = 0; r < R; r++) {
-        float t[8];
-        _mm256_storeu_ps(t, acc[r]);
-        float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * half;
-        for (int c = a; c < e; c++) y[c] = t[c];
-    }
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++) {
+            float t[8];
+            _mm256_storeu_ps(t, acc[r][h]);
+            float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * (h0 + h);
+            for (int c = ha[h]; c < he[h]; c++) y[c] = t[c];
+        }
 }
 
 /* The prefill panel of one group for the AVX2 panel kernel
@@ -236,28 +252,35 @@ AVX2 void slm_x86_r16kp_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
     }
 }
 
-#define R16KMK_AVX2(R, Q5)                                                                                       \
-    AVX2 static void r16k_mk_avx2_##R##_##Q5(const slm_mm *mm, const qscratch *qs, int i0, int j0, int half, int a, \
-                                             int e) {                                                          \
-        r16k_mk_avx2(mm, qs, i0, j0, half, a, e, R, Q5);                                                       \
+#define R16KMK_AVX2(R, NH, Q5)                                                                                   \
+    AVX2 static void r16k_mk_avx2_##R##_##NH##_##Q5(const slm_mm *mm, const qscratch *qs, int i0, int j0, int h0,      \
+                                                    const int *ha, const int *he) {                                  \
+        r16k_mk_avx2(mm, qs, i0, j0, h0, ha, he, R, NH, Q5);                                                         \
     }
-R16KMK_AVX2(1, 0) R16KMK_AVX2(2, 0) R16KMK_AVX2(3, 0) R16KMK_AVX2(4, 0)
-R16KMK_AVX2(1, 1) R16KMK_AVX2(2, 1) R16KMK_AVX2(3, 1) R16KMK_AVX2(4, 1)
+R16KMK_AVX2(1, 2, 0) R16KMK_AVX2(2, 1, 0) R16KMK_AVX2(3, 1, 0) R16KMK_AVX2(4, 1, 0)
+R16KMK_AVX2(1, 2, 1) R16KMK_AVX2(2, 1, 1) R16KMK_AVX2(3, 1, 1) R16KMK_AVX2(4, 1, 1)
 
-typedef void (*r16kmk2_fn)(const slm_mm *, const qscratch *, int, int, int, int, int);
+typedef void (*r16kmk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
+/* [Q5][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
 static const r16kmk2_fn k_r16kmk2[2][4] = {
-    {r16k_mk_avx2_1_0, r16k_mk_avx2_2_0, r16k_mk_avx2_3_0, r16k_mk_avx2_4_0},
-    {r16k_mk_avx2_1_1, r16k_mk_avx2_2_1, r16k_mk_avx2_3_1, r16k_mk_avx2_4_1},
+    {r16k_mk_avx2_1_2_0, r16k_mk_avx2_2_1_0, r16k_mk_avx2_3_1_0, r16k_mk_avx2_4_1_0},
+    {r16k_mk_avx2_1_2_1, r16k_mk_avx2_2_1_1, r16k_mk_avx2_3_1_1, r16k_mk_avx2_4_1_1},
 };
 
 AVX2 void slm_x86_r16k_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */
     const int q5 = mm->wtype == SLM_Q5_K_R16;
-    for (int h0 = mm->n0 & ~7; h0 < mm->n1; h0 += 8) {
-        const int a = mm->n0 > h0 ? mm->n0 - h0 : 0, e = mm->n1 - h0 < 8 ? mm->n1 - h0 : 8;
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        int ha[2], he[2];
+        halves_cut(mm, g0, ha, he);
         for (int i0 = 0; i0 < mm->rows; i0 += 4) {
             const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
-            k_r16kmk2[q5][nr - 1](mm, qs, i0, h0 & ~15, (h0 / 8) & 1, a, e);
+            if (nr == 1) {
+                k_r16kmk2[q5][0](mm, qs, i0, g0, 0, ha, he);
+                continue;
+            }
+            for (int h = 0; h < 2; h++)
+                if (ha[h] < he[h]) k_r16kmk2[q5][nr - 1](mm, qs, i0, g0, h, ha + h, he + h);
         }
     }
 }

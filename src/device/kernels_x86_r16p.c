@@ -266,12 +266,7 @@ AVX2 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     }
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
         int ha[2], he[2];
-        for (int h = 0; h < 2; h++) {
-            const int c0 = g0 + 8 * h;
-            ha[h] = mm->n0 > c0 ? mm->n0 - c0 : 0;
-            he[h] = mm->n1 - c0 < 8 ? mm->n1 - c0 : 8;
-            if (he[h] < ha[h]) he[h] = ha[h];
-        }
+        halves_cut(mm, g0, ha, he);
         if (kind == 2) slm_x86_r16kp_unpack_avx2(mm, g0, pan);
         else slm_x86_r16p_unpack_avx2(mm, g0, pan);
         for (int i0 = 0; i0 < rows; i0 += rb) {
