@@ -1,6 +1,7 @@
 /* staticlm bench end to end on stories260K: the jsonl fields, -d
  * (llama-bench's n_depth: the tests run with D tokens already cached), the
- * time to first token (--ttft) and the vector units' int8 peak. */
+ * time to first token (--ttft), the vector units' int8 peak and the model
+ * column's type name. */
 #include "t.h"
 
 #include "common/cpu.h"
@@ -99,7 +100,25 @@ static void test_vnni_peak(void) {
     remove("bench_v.jsonl"), remove("bench_v.md");
 }
 
+/* The model column names the file's type as llama-quantize wrote it
+ * (general.file_type), as llama-bench does: a small Q4_K_M file has every
+ * matrix in the Q5_0 fallback (widths below 256), so the largest type alone
+ * would say Q5_0. */
+static void test_file_type_name(void) {
+    int rc = system(SLM_CLI_PATH " synth --shape custom --type q4_k_m -o bench_f.gguf --vocab-file "
+                    T_SHARED("vocab/ggml-vocab-llama-spm.gguf") " > /dev/null 2>&1");
+    CHECK(rc == 0);
+    rc = system(SLM_CLI_PATH " bench -m bench_f.gguf -p 4 -n 0 -r 1 --no-profile --bw-mib 0 --ttft 0 -t 1 "
+                             "> bench_f.md 2>/dev/null");
+    char *md = t_read_file("bench_f.md", NULL);
+    CHECKF(rc == 0 && md && strstr(md, "| bench_f.gguf Q4_K_M |") && strstr(md, "q5_0 x"), "%s",
+           md ? md : "(no output)");
+    free(md);
+    remove("bench_f.gguf"), remove("bench_f.md");
+}
+
 int main(void) {
+    T_RUN(test_file_type_name);
     T_RUN(test_depth);
     T_RUN(test_vnni_peak);
     T_RUN(test_ttft);

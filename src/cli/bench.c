@@ -182,7 +182,8 @@ static double measure_bandwidth(size_t bytes, int threads, int passes) {
 
 typedef struct model_facts {
     uint64_t size, params, per_token; /* tensor bytes, elements, bytes a decode step reads */
-    char type[32];                    /* the type holding most matrix bytes, e.g. "Q4_0" */
+    char type[32];                    /* the file's type (general.file_type, e.g. "Q4_K_M"), else the type
+                                         holding most matrix bytes, e.g. "Q4_0" */
     char mix[160];                    /* every type: "q4_0 x154, q6_k x1, f32 x45" */
 } model_facts;
 
@@ -232,9 +233,25 @@ static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint6
     return 1;
 }
 
+/* llama_ftype's name (GGUF general.file_type, as llama-quantize writes it),
+ * NULL for a value it does not define. A Q4_K_M file holds most of its bytes
+ * in Q5_0 or Q6_K when its widths are not multiples of 256, so the largest
+ * type alone would name it wrongly. */
+static const char *ftype_name(uint32_t ft) {
+    static const char *const names[] = {
+        [0] = "F32",      [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",     [8] = "Q5_0",
+        [9] = "Q5_1",     [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L",  [14] = "Q4_K_S",
+        [15] = "Q4_K_M",  [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K",   [19] = "IQ2_XXS", [20] = "IQ2_XS",
+        [21] = "Q2_K_S",  [22] = "IQ3_XS", [23] = "IQ3_XXS", [24] = "IQ1_S", [25] = "IQ4_NL",  [26] = "IQ3_S",
+        [27] = "IQ3_M",   [28] = "IQ2_S",  [29] = "IQ2_M",  [30] = "IQ4_XS", [31] = "IQ1_M",   [32] = "BF16",
+    };
+    return ft < sizeof names / sizeof names[0] ? names[ft] : NULL;
+}
+
 static int model_facts_get(const char *path, model_facts *f) {
     memset(f, 0, sizeof *f);
     uint64_t by_type[SLM_DTYPE_COUNT] = {0}, count[SLM_DTYPE_COUNT] = {0};
+    const char *fname = NULL;
     if (slm_blob_is_elf(path)) {
         if (!blob_facts(path, f, by_type, count)) return 0;
     } else {
@@ -246,6 +263,8 @@ static int model_facts_get(const char *path, model_facts *f) {
             slm_model_close(&m);
             return 0;
         }
+        uint32_t ft;
+        if (m.gguf && slm_gguf_get_u32(m.gguf, "general.file_type", &ft)) fname = ftype_name(ft);
         for (int i = 0; i < m.n_tensors; i++) {
             const slm_tensor *t = &m.tensors[i];
             int64_t ne[4] = {0};
@@ -257,7 +276,7 @@ static int model_facts_get(const char *path, model_facts *f) {
     int best = 0;
     for (int t = 0; t < SLM_DTYPE_COUNT; t++)
         if (by_type[t] > by_type[best]) best = t;
-    const char *name = slm_dtype_name((uint32_t)best);
+    const char *name = fname ? fname : slm_dtype_name((uint32_t)best);
     size_t k = 0;
     for (; name && name[k] && k + 1 < sizeof f->type; k++)
         f->type[k] = (char)(name[k] >= 'a' && name[k] <= 'z' ? name[k] - 32 : name[k]);
