@@ -7,7 +7,15 @@
  *   float dec_softmax(const dec_keys *, tmax, float *m, float *l, float *p)
  *   void dec_pv_group(a, dec_rows vr, nk, p, corr, f16)
  *   void dec_normalize(float *o, int hd, float inv)
- * with DEC_NAME the entry's name (nv: vectors of DEC_LANES floats a head). */
+ * with DEC_NAME the entry's name (nv: vectors of DEC_LANES floats a head).
+ * The last argument of dec_scores and dec_pv_group (direct) says how the
+ * rows are read: 0 floats (a converted tile, or an f32 cache), 1 an f16
+ * cache in place, 2 a q8_0 cache in place (groups up to DEC_Q8_DIRECT, 0
+ * unless the includer defines it: each head converts the V vectors it
+ * takes again, which costs more than the converted tile for many heads). */
+#ifndef DEC_Q8_DIRECT
+#define DEC_Q8_DIRECT 0
+#endif
 DEC_ATTR int DEC_NAME(const slm_attn_args *a) {
     const int G = a->group, hd = a->head_dim, nv = hd / DEC_LANES;
     if (G < 1 || G > DMAX_GROUP || hd % DEC_LANES || hd > DMAX_HD || (a->kv_type == SLM_Q8_0 && hd % 32) ||
@@ -36,9 +44,10 @@ DEC_ATTR int DEC_NAME(const slm_attn_args *a) {
         if (!n) continue; /* the mask rules the whole tile out */
         k.all = n == k.nk;
         dec_prefetch(a, j0 + dt, j0 + 2 * dt);
-        /* a whole tile of an f16 cache is read in place: converting the tile, storing it and
-           reading it back cost more than converting each vector where it is used */
-        const int direct = a->kv_type == SLM_F16 && k.all;
+        /* a whole tile of an f16 (or, where the includer takes it, q8_0) cache is read in place:
+           converting the tile, storing it and reading it back cost more than converting each
+           vector where it is used. direct: 0 the rows are floats, 1 f16 in place, 2 q8_0 */
+        const int direct = !k.all ? 0 : a->kv_type == SLM_F16 ? 1 : a->kv_type == SLM_Q8_0 && G <= DEC_Q8_DIRECT ? 2 : 0;
         const size_t rb = dec_row_bytes(a, a->ld);
         dec_rows kr, vr = {(const uint8_t *)a->V + (size_t)j0 * rb, rb};
         if (direct) {
