@@ -452,6 +452,27 @@ static void test_matmul_r16(void) {
     slm_kernels_select(NULL);
 }
 
+/* Each row of mm (just run) against a one-row call on that row alone, into
+ * y1 (n floats): returns bad plus the outputs whose bits differ, each told
+ * on stderr while the count is under 3 (bad carries it across calls). */
+static int rows_alone_check(const slm_mm *mm, const mcase *c, int n, float *y1, const char *set, int bad) {
+    for (int i = 0; i < mm->rows; i++) {
+        slm_mm one = *mm;
+        one.rows = 1, one.x = c->x + (size_t)i * c->ldx, one.y = y1, one.ldy = (size_t)n;
+        slm_kernels_active()->matmul(&one);
+        for (int j = mm->n0; j < mm->n1; j++) {
+            const float a = y1[j], b = mm->y[(size_t)i * mm->ldy + j];
+            if (memcmp(&a, &b, sizeof a) != 0) {
+                if (bad < 3)
+                    fprintf(stderr, "  %s %s rows=%d tile=[%d,%d) y[%d][%d]: %.9g in %d rows, %.9g alone\n", set,
+                            slm_dtype_name(mm->wtype), mm->rows, mm->n0, mm->n1, i, j, b, mm->rows, a);
+                bad++;
+            }
+        }
+    }
+    return bad;
+}
+
 /* Up to SLM_MM_DECODE_ROWS rows (the batch programs' decode), each output
  * row has the bits of a one-row call on that row alone: every weight type
  * in its file layout and repacked, every set, whole and cut tiles. A
@@ -484,20 +505,7 @@ static void test_matmul_rows_alone(void) {
                                      .n1 = n1, .rows = rows, .x = c.x, .ldx = (size_t)c.ldx, .y = yr,
                                      .ldy = (size_t)ldy, .scratch = scratch};
                         slm_kernels_active()->matmul(&mm);
-                        for (int i = 0; i < rows; i++) {
-                            slm_mm one = mm;
-                            one.rows = 1, one.x = c.x + (size_t)i * c.ldx, one.y = y1, one.ldy = (size_t)n;
-                            slm_kernels_active()->matmul(&one);
-                            for (int j = n0; j < n1; j++) {
-                                const float a = y1[j], b = yr[(size_t)i * ldy + j];
-                                if (memcmp(&a, &b, sizeof a) != 0) {
-                                    if (bad < 3)
-                                        fprintf(stderr, "  %s %s rows=%d tile=[%d,%d) y[%d][%d]: %.9g in %d rows, %.9g alone\n",
-                                                k_sets[si], slm_dtype_name(rt), rows, n0, n1, i, j, b, rows, a);
-                                    bad++;
-                                }
-                            }
-                        }
+                        bad = rows_alone_check(&mm, &c, n, y1, k_sets[si], bad);
                     }
                 CHECKF(bad == 0, "%s %s: %d outputs of a multi-row call differ from the row alone", k_sets[si],
                        slm_dtype_name(rt), bad);
@@ -536,20 +544,7 @@ static void test_matmul_prefill_rows_alone(void) {
                 slm_mm mm = {.w = c.w, .wrow = slm_row_bytes(t, (uint64_t)k), .wtype = rt, .k = k, .n0 = n0, .n1 = n1,
                              .rows = rows, .x = c.x, .ldx = (size_t)c.ldx, .y = yr, .ldy = (size_t)ldy, .scratch = scratch};
                 slm_kernels_active()->matmul(&mm);
-                for (int i = 0; i < rows; i++) {
-                    slm_mm one = mm;
-                    one.rows = 1, one.x = c.x + (size_t)i * c.ldx, one.y = y1, one.ldy = (size_t)n;
-                    slm_kernels_active()->matmul(&one);
-                    for (int j = n0; j < n1; j++) {
-                        const float a = y1[j], b = yr[(size_t)i * ldy + j];
-                        if (memcmp(&a, &b, sizeof a) != 0) {
-                            if (bad < 3)
-                                fprintf(stderr, "  %s %s tile=[%d,%d) y[%d][%d]: %.9g in %d rows, %.9g alone\n", k_sets[si],
-                                        slm_dtype_name(rt), n0, n1, i, j, b, rows, a);
-                            bad++;
-                        }
-                    }
-                }
+                bad = rows_alone_check(&mm, &c, n, y1, k_sets[si], bad);
             }
             CHECKF(bad == 0, "%s %s: %d outputs of a %d-row call differ from the row alone", k_sets[si], slm_dtype_name(rt),
                    bad, rows);

@@ -222,36 +222,13 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
  * serves both), with the output in registers for head_dim 64 and 128. The
  * outputs accumulate in place and are divided by the sums at the end.
  * Keys a row does not take (mask, causal limit, window) are -inf in its
- * scores and zero in K^T and V: a NaN behind the mask is never read. */
-#define RT 32
-#define RMAX_HD 256
-#define RMAX_VEC (SLM_ATTN_ROWS_MAX * MAX_GROUP)
-
-/* Keys [j0, j0 + RT) whose bits are set in vm into kt ([hd][RT]) and vt
- * ([RT][hd]); the others are zeros. */
-AVX512 static void rows_tile512(const slm_attn_rows *a, int j0, uint32_t vm, float *kt, float *vt) {
-    const int hd = a->head_dim;
-    const size_t rb = a->kv_type == SLM_F32 ? a->ld * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, a->ld);
-    float kr[RMAX_HD] __attribute__((aligned(64)));
-    for (int t = 0; t < RT; t++) {
-        float *vr = vt + (size_t)t * hd;
-        if (!(vm >> t & 1u)) {
-            for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = 0.0f;
-            memset(vr, 0, (size_t)hd * sizeof(float));
-            continue;
-        }
-        const uint8_t *kp = (const uint8_t *)a->K + (size_t)(j0 + t) * rb, *vp = (const uint8_t *)a->V + (size_t)(j0 + t) * rb;
-        const float *k = kr;
-        if (a->kv_type == SLM_F32) {
-            k = (const float *)(const void *)kp;
-            memcpy(vr, vp, (size_t)hd * sizeof(float));
-        } else {
-            slm_kv_row512(a->kv_type, hd, kp, kr);
-            slm_kv_row512(a->kv_type, hd, vp, vr);
-        }
-        for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = k[d];
-    }
-}
+ * scores and zero in K^T and V: a NaN behind the mask is never read. The
+ * tile conversion and the walk are attention_rows_tile.h's and
+ * attention_rows_body.h's, shared with the avx2 entry. */
+#define ROWS_ATTR AVX512
+#define ROWS_LANES 16
+#define ROWS_KV_ROW slm_kv_row512
+#include "device/attention_rows_tile.h"
 
 /* The softmax step of one query vector over a tile: s0, s1 its raw scores
  * (keys 0..15, 16..31), rm the keys it takes. Updates *m and *l, writes the
@@ -378,64 +355,15 @@ AVX512 static void rows_chunk_any(const slm_attn_rows *a, const float *kt, const
 #undef RC
 }
 
-AVX512 int slm_attention_rows_avx512(const slm_attn_rows *a) {
-    const int R = a->rows, G = a->group, hd = a->head_dim;
-    if (R < 1 || R > SLM_ATTN_ROWS_MAX || G < 1 || G > MAX_GROUP || hd < 16 || hd % 16 || hd > RMAX_HD ||
-        !(a->kv_type == SLM_F32 || a->kv_type == SLM_F16 || (a->kv_type == SLM_Q8_0 && hd % 32 == 0)))
-        return 0;
-    float m[RMAX_VEC], l[RMAX_VEC];
-    int jlo = INT32_MAX, jhi = -1;
-    for (int i = 0; i < R; i++) {
-        if (a->first[i] > a->last[i]) continue;
-        jlo = a->first[i] < jlo ? a->first[i] : jlo;
-        jhi = a->last[i] > jhi ? a->last[i] : jhi;
-    }
-    for (int i = 0; i < R; i++)
-        for (int g = 0; g < G; g++) {
-            m[i * G + g] = -INFINITY;
-            l[i * G + g] = 0.0f;
-            memset(a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
-        }
-    float kt[RMAX_HD * RT] __attribute__((aligned(64))), vt[RT * RMAX_HD] __attribute__((aligned(64)));
-    for (int j0 = jlo; j0 <= jhi; j0 += RT) {
-        const int nt = jhi + 1 - j0 < RT ? jhi + 1 - j0 : RT;
-        uint32_t vm = 0;
-        for (int t = 0; t < nt; t++) vm |= (a->mask[j0 + t] != 0) ? 1u << t : 0u;
-        if (!vm) continue; /* the mask rules the whole tile out */
-        rows_tile512(a, j0, vm, kt, vt);
-        const float *q[4];
-        float *o[4];
-        uint32_t rm[4];
-        int st[4], nq = 0;
-        for (int i = 0; i < R; i++) {
-            const int lo = a->first[i] > j0 ? a->first[i] - j0 : 0;
-            const int hi = a->last[i] < j0 + nt - 1 ? a->last[i] - j0 : nt - 1;
-            if (lo > hi) continue;
-            const uint32_t bits = (hi - lo == 31 ? 0xffffffffu : ((1u << (hi - lo + 1)) - 1u)) << lo;
-            if (!(vm & bits)) continue;
-            for (int g = 0; g < G; g++) {
-                q[nq] = a->q + (size_t)i * a->q_ld + (size_t)g * a->q_stride;
-                o[nq] = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
-                rm[nq] = vm & bits;
-                st[nq] = i * G + g;
-                if (++nq == 4) {
-                    rows_chunk_any(a, kt, vt, 4, q, o, rm, st, m, l);
-                    nq = 0;
-                }
-            }
-        }
-        if (nq) rows_chunk_any(a, kt, vt, nq, q, o, rm, st, m, l);
-    }
-    for (int i = 0; i < R; i++)
-        for (int g = 0; g < G; g++) {
-            const float li = l[i * G + g];
-            if (!(li > 0.0f)) continue;
-            float *oo = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
-            const __m512 inv = _mm512_set1_ps(1.0f / li);
-            for (int v = 0; v < hd / 16; v++) _mm512_storeu_ps(oo + 16 * v, _mm512_mul_ps(_mm512_loadu_ps(oo + 16 * v), inv));
-        }
-    return 1;
+/* o *= inv, the block entry's end: the outputs over their sums. */
+AVX512 static inline __attribute__((always_inline)) void rows_normalize(float *o, int hd, float inv) {
+    const __m512 v = _mm512_set1_ps(inv);
+    for (int i = 0; i < hd / 16; i++) _mm512_storeu_ps(o + 16 * i, _mm512_mul_ps(_mm512_loadu_ps(o + 16 * i), v));
 }
+
+#define ROWS_NAME slm_attention_rows_avx512
+#define ROWS_NQ 4
+#include "device/attention_rows_body.h"
 
 AVX2 static inline float hsum8(__m256 v) {
     __m128 x = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

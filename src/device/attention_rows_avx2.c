@@ -14,7 +14,10 @@
  *     rows, each V load one FMA.
  * Keys a row does not take (mask, causal limit, window) are -inf in its
  * scores and zero in K^T and V: a NaN behind the mask is never read. The
- * outputs accumulate in place and are divided by the sums at the end. */
+ * outputs accumulate in place and are divided by the sums at the end. The
+ * tile conversion and the walk over tiles, rows and heads are the avx512
+ * entry's (attention_rows_tile.h, attention_rows_body.h); the vector steps
+ * are this file's. */
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -30,36 +33,10 @@
 #define AVX2 __attribute__((target("avx2,fma,f16c")))
 #define INL inline __attribute__((always_inline))
 
-#define RT 32 /* keys per tile */
-#define RMAX_HD 256
-#define RMAX_GROUP 64
-#define RMAX_VEC (SLM_ATTN_ROWS_MAX * RMAX_GROUP)
-
-/* Keys [j0, j0 + RT) whose bits are set in vm into kt ([hd][RT]) and vt
- * ([RT][hd]); the others are zeros. */
-AVX2 static void tile256(const slm_attn_rows *a, int j0, uint32_t vm, float *kt, float *vt) {
-    const int hd = a->head_dim;
-    const size_t rb = a->kv_type == SLM_F32 ? a->ld * sizeof(float) : (size_t)slm_row_bytes((uint32_t)a->kv_type, a->ld);
-    float kr[RMAX_HD] __attribute__((aligned(32)));
-    for (int t = 0; t < RT; t++) {
-        float *vr = vt + (size_t)t * hd;
-        if (!(vm >> t & 1u)) {
-            for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = 0.0f;
-            memset(vr, 0, (size_t)hd * sizeof(float));
-            continue;
-        }
-        const uint8_t *kp = (const uint8_t *)a->K + (size_t)(j0 + t) * rb, *vp = (const uint8_t *)a->V + (size_t)(j0 + t) * rb;
-        const float *k = kr;
-        if (a->kv_type == SLM_F32) {
-            k = (const float *)(const void *)kp;
-            memcpy(vr, vp, (size_t)hd * sizeof(float));
-        } else {
-            slm_kv_row256(a->kv_type, hd, kp, kr);
-            slm_kv_row256(a->kv_type, hd, vp, vr);
-        }
-        for (int d = 0; d < hd; d++) kt[(size_t)d * RT + t] = k[d];
-    }
-}
+#define ROWS_ATTR AVX2
+#define ROWS_LANES 8
+#define ROWS_KV_ROW slm_kv_row256
+#include "device/attention_rows_tile.h"
 
 AVX2 static INL float hmax8(__m256 v) {
     __m128 x = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -166,64 +143,24 @@ AVX2 static INL void chunk8(const slm_attn_rows *a, const float *kt, const float
     for (int h = 0; h < NQ; h++) pv8(vt, hd, nt, o[h], p[h], corr[h]);
 }
 
-AVX2 int slm_attention_rows_avx2(const slm_attn_rows *a) {
-    const int R = a->rows, G = a->group, hd = a->head_dim;
-    if (R < 1 || R > SLM_ATTN_ROWS_MAX || G < 1 || G > RMAX_GROUP || hd < 8 || hd % 8 || hd > RMAX_HD ||
-        !(a->kv_type == SLM_F32 || a->kv_type == SLM_F16 || (a->kv_type == SLM_Q8_0 && hd % 32 == 0)))
-        return 0;
-    float m[RMAX_VEC], l[RMAX_VEC];
-    int jlo = INT32_MAX, jhi = -1;
-    for (int i = 0; i < R; i++) {
-        if (a->first[i] > a->last[i]) continue;
-        jlo = a->first[i] < jlo ? a->first[i] : jlo;
-        jhi = a->last[i] > jhi ? a->last[i] : jhi;
-    }
-    for (int i = 0; i < R; i++)
-        for (int g = 0; g < G; g++) {
-            m[i * G + g] = -INFINITY;
-            l[i * G + g] = 0.0f;
-            memset(a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
-        }
-    float kt[RMAX_HD * RT] __attribute__((aligned(32))), vt[RT * RMAX_HD] __attribute__((aligned(32)));
-    for (int j0 = jlo; j0 <= jhi; j0 += RT) {
-        const int nt = jhi + 1 - j0 < RT ? jhi + 1 - j0 : RT;
-        uint32_t vm = 0;
-        for (int t = 0; t < nt; t++) vm |= (a->mask[j0 + t] != 0) ? 1u << t : 0u;
-        if (!vm) continue; /* the mask rules the whole tile out */
-        tile256(a, j0, vm, kt, vt);
-        const float *q[2];
-        float *o[2];
-        uint32_t rm[2];
-        int st[2], nq = 0;
-        for (int i = 0; i < R; i++) {
-            const int lo = a->first[i] > j0 ? a->first[i] - j0 : 0;
-            const int hi = a->last[i] < j0 + nt - 1 ? a->last[i] - j0 : nt - 1;
-            if (lo > hi) continue;
-            const uint32_t bits = (hi - lo == 31 ? 0xffffffffu : ((1u << (hi - lo + 1)) - 1u)) << lo;
-            if (!(vm & bits)) continue;
-            for (int g = 0; g < G; g++) {
-                q[nq] = a->q + (size_t)i * a->q_ld + (size_t)g * a->q_stride;
-                o[nq] = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
-                rm[nq] = vm & bits;
-                st[nq] = i * G + g;
-                if (++nq == 2) {
-                    chunk8(a, kt, vt, 2, q, o, rm, st, m, l);
-                    nq = 0;
-                }
-            }
-        }
-        if (nq) chunk8(a, kt, vt, 1, q, o, rm, st, m, l);
-    }
-    for (int i = 0; i < R; i++)
-        for (int g = 0; g < G; g++) {
-            const float li = l[i * G + g];
-            if (!(li > 0.0f)) continue;
-            float *oo = a->out + (size_t)i * a->out_ld + (size_t)g * a->out_stride;
-            const __m256 inv = _mm256_set1_ps(1.0f / li);
-            for (int v = 0; v < hd / 8; v++) _mm256_storeu_ps(oo + 8 * v, _mm256_mul_ps(_mm256_loadu_ps(oo + 8 * v), inv));
-        }
-    return 1;
+/* nq (1 or 2) query vectors: chunk8 at a constant count keeps its scores
+ * in registers. */
+AVX2 static INL void rows_chunk_any(const slm_attn_rows *a, const float *kt, const float *vt, int nq,
+                                    const float *const *q, float *const *o, const uint32_t *rm, const int *st,
+                                    float *m, float *l) {
+    if (nq == 2) chunk8(a, kt, vt, 2, q, o, rm, st, m, l);
+    else chunk8(a, kt, vt, 1, q, o, rm, st, m, l);
 }
+
+/* o *= inv, the entry's end: the outputs over their sums. */
+AVX2 static INL void rows_normalize(float *o, int hd, float inv) {
+    const __m256 v = _mm256_set1_ps(inv);
+    for (int i = 0; i < hd / 8; i++) _mm256_storeu_ps(o + 8 * i, _mm256_mul_ps(_mm256_loadu_ps(o + 8 * i), v));
+}
+
+#define ROWS_NAME slm_attention_rows_avx2
+#define ROWS_NQ 2
+#include "device/attention_rows_body.h"
 #else
 int slm_attention_rows_avx2(const slm_attn_rows *a) {
     (void)a;
