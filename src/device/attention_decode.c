@@ -47,7 +47,7 @@
 #define DEC_VM_T uint16_t
 #define DEC_KV_ROW slm_kv_row512
 /* a q8_0 tile in place up to 8 heads (one core, Zen 5, head_dim 64, 2048 keys:
-   group 1 19.2 -> 10.8 us, 3 25.9 -> 18.3, 8 41.9 -> 37.3; 16 73 -> 90) */
+   group 1 19.2 -> 10.8 us, 3 27 -> 21, 8 44 -> 41; 16 73 -> 90) */
 #define DEC_Q8_DIRECT 8
 #include "device/attention_decode_tile.h"
 
@@ -140,8 +140,8 @@ AVX512 static INL float dec_head_scores_t(const float *q, dec_rows kr, const dec
 }
 
 /* Every head's scores of the tile (dec_scores in attention_decode_body.h).
- * f16 rows in place: one head converts in its FMAs; more convert each 16
- * rows once into kc for all of them, as q8_0 rows in place always are. */
+ * f16 and q8_0 rows in place: one head converts in its FMAs; more convert
+ * each 16 rows once into kc for all of them. */
 AVX512 static void dec_scores(const slm_attn_args *a, dec_rows kr, const dec_keys *k, int nv, float (*p)[DT_MAX],
                               float *tmax, int f16) {
     const int G = a->group, hd = a->head_dim;

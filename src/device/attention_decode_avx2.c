@@ -124,7 +124,7 @@ AVX2 static INL float dec_head_scores_t(const float *q, dec_rows kr, const dec_k
 AVX2 static void dec_scores(const slm_attn_args *a, dec_rows kr, const dec_keys *k, int nv, float (*p)[DT_MAX],
                             float *tmax, int f16) {
     const int G = a->group, hd = a->head_dim;
-    if (!f16 || (f16 == 1 && G <= 8) || G == 1) {
+    if (!f16 || G <= 8) { /* q8_0 rows come in place only for one head (DEC_Q8_DIRECT) */
         for (int g = 0; g < G; g++)
             tmax[g] = f16 == 2 ? dec_head_scores_t(a->q + (size_t)g * a->q_stride, kr, k, a->scale, nv, p[g], 2)
                     : f16      ? dec_head_scores_t(a->q + (size_t)g * a->q_stride, kr, k, a->scale, nv, p[g], 1)
@@ -139,9 +139,7 @@ AVX2 static void dec_scores(const slm_attn_args *a, dec_rows kr, const dec_keys 
     for (int c = 0; c < k->nk / 8; c++) {
         for (int t = 0; t < 8; t++) {
             const uint8_t *r = kr.base + (size_t)(8 * c + t) * kr.stride;
-            if (f16 == 2) slm_kv_row256(SLM_Q8_0, hd, r, kc + (size_t)t * hd);
-            else
-                for (int v = 0; v < nv; v++) _mm256_store_ps(kc + (size_t)t * hd + 8 * v, ldrow(r, v, 1));
+            for (int v = 0; v < nv; v++) _mm256_store_ps(kc + (size_t)t * hd + 8 * v, ldrow(r, v, 1));
         }
         for (int g = 0; g < G; g++) {
             const float *q = a->q + (size_t)g * a->q_stride;
