@@ -1,5 +1,5 @@
 /* Repacked matrices (SLM_Q4_0_R16, SLM_Q5_0_R16, SLM_IQ4_NL_R16,
- * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_F16_R16): the
+ * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_Q3_K_R16, SLM_F16_R16): the
  * compiler's kernel-friendly weight layout.
  *
  * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
@@ -49,6 +49,19 @@
  *                        dmin * min)
  *   u8  hb[16][4]        Q5_K only: row c, byte e, bit v is bit 4 of the
  *                        code of element 4v + e (codes 0..31)
+ * Q3_K_R16 (1760 bytes), per super-block of 256 elements: a 96-byte header,
+ *   f16 d[16]            the super-block scales
+ *   u8  sch[4][16]       byte [j / 4][c], bits 2(j % 4) .. +1: the high 2 bits
+ *                        of the 6-bit scale of sub-block j (elements 16j ..
+ *                        16j+15) of row c
+ *   then 8 blocks of 208 bytes:
+ *   u8  lo[2][16][4]     as Q6_K's hi: half h, row c, byte e: bits 2s..2s+1
+ *                        are the low 2 bits of the code of element 16h + 4s + e
+ *   u8  hb[16][4]        as Q5_0's: row c, byte e, bit v is bit 2 of the code
+ *                        of element 4v + e (codes 0..7; value = d * (sc - 32)
+ *                        * (code - 4))
+ *   u8  scl[16]          row c: the low 4 bits of the scales of the block's
+ *                        two halves (the first half in the low nibble)
  *
  * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
  * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
@@ -94,6 +107,23 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
         d[0] = d[1] = slm_f16_to_f32(h) * (float)sc;
         memcpy(&h, sup + 32 + 2 * c, 2);
         *m = -slm_f16_to_f32(h) * (float)mn;
+        return;
+    }
+    if (rt == SLM_Q3_K_R16) {
+        const uint8_t *sup = g + (b / 8) * 1760, *blk = sup + 96 + (b % 8) * 208;
+        for (int e = 0; e < 32; e++) {
+            const int lo = (blk[(e / 16) * 64 + c * 4 + e % 4] >> (2 * ((e / 4) % 4))) & 3;
+            const int hi = (blk[128 + c * 4 + e % 4] >> (e / 4)) & 1;
+            q[e] = (int8_t)((lo | hi << 2) - 4);
+        }
+        memcpy(&h, sup + 2 * c, 2);
+        const float dd = slm_f16_to_f32(h);
+        const int s = (int)(b % 8);
+        for (int i = 0; i < 2; i++) {
+            const int j = 2 * s + i;
+            const int sc = ((blk[192 + c] >> (4 * i)) & 0xF) | ((sup[32 + 16 * (j / 4) + c] >> (2 * (j % 4))) & 3) << 4;
+            d[i] = dd * (float)(sc - 32);
+        }
         return;
     }
     if (rt == SLM_Q8_0_R16) {
@@ -149,7 +179,7 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
     }
     switch (t) {
     case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
-    case SLM_Q6_K_R16: break;
+    case SLM_Q6_K_R16: case SLM_Q3_K_R16: break;
     default: return 0;
     }
     for (int64_t b = 0; b < k / 32; b++) {

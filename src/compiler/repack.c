@@ -27,6 +27,7 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_Q8_0 && k % 32 == 0) return SLM_Q8_0_R16;
     if (t == SLM_Q5_0 && k % 32 == 0) return SLM_Q5_0_R16;
     if (t == SLM_IQ4_NL && k % 32 == 0) return SLM_IQ4_NL_R16;
+    if (t == SLM_Q3_K && k % 256 == 0) return SLM_Q3_K_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
@@ -110,6 +111,47 @@ static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
     }
 }
 
+/* Q3_K: per super-block the rows' d and the scales' high bits in a header,
+ * then 8 blocks of low code bits, third bits and the scales' low bits. */
+static void repack_group_q3_k(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const int64_t ns = nb / 8;
+    for (int c = 0; c < 16; c++) {
+        const slm_block_q3_K *row = (const slm_block_q3_K *)(src + (size_t)c * wrow);
+        for (int64_t s = 0; s < ns; s++) {
+            const slm_block_q3_K *x = &row[s];
+            uint8_t *sup = dst + s * 1760;
+            memcpy(sup + 2 * c, &x->d, 2);
+            for (int j = 0; j < 16; j++) {
+                const int sc = slm_get_scale_q3_k(j, x->scales);
+                if (j % 4 == 0) sup[32 + 16 * (j / 4) + c] = 0;
+                sup[32 + 16 * (j / 4) + c] |= (uint8_t)((sc >> 4) << (2 * (j % 4)));
+                uint8_t *blk = sup + 96 + (j / 2) * 208;
+                if (j % 2 == 0) blk[192 + c] = (uint8_t)(sc & 0xF);
+                else blk[192 + c] |= (uint8_t)((sc & 0xF) << 4);
+            }
+            for (int bb = 0; bb < 8; bb++) {
+                uint8_t *blk = sup + 96 + bb * 208, q[32];
+                const int h = bb / 4, j = bb % 4; /* as the dequantizer reads them */
+                for (int l = 0; l < 32; l++) {
+                    const int lo = (x->qs[32 * h + l] >> (2 * j)) & 3, hi = (x->hmask[l] >> (4 * h + j)) & 1;
+                    q[l] = (uint8_t)(lo | hi << 2);
+                }
+                for (int hh = 0; hh < 2; hh++)
+                    for (int e = 0; e < 4; e++) {
+                        uint8_t v = 0;
+                        for (int f = 0; f < 4; f++) v |= (uint8_t)((q[16 * hh + 4 * f + e] & 3) << (2 * f));
+                        blk[hh * 64 + c * 4 + e] = v;
+                    }
+                for (int e = 0; e < 4; e++) {
+                    uint8_t v = 0;
+                    for (int f = 0; f < 8; f++) v |= (uint8_t)(((q[4 * f + e] >> 2) & 1) << f);
+                    blk[128 + c * 4 + e] = v;
+                }
+            }
+        }
+    }
+}
+
 /* Q4_K / Q5_K: per super-block the rows' scales in a header, then 8 blocks
  * of codes (and, for Q5_K, their fifth bits). */
 static void repack_group_k(int five, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
@@ -173,6 +215,7 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
         else if (t == SLM_Q8_0) repack_group_q8_0(tmp, wrow, nb, grp);
         else if (t == SLM_Q5_0 || t == SLM_IQ4_NL) repack_group_q5_0_iq4_nl(t == SLM_Q5_0, tmp, wrow, nb, grp);
         else if (t == SLM_Q4_K || t == SLM_Q5_K) repack_group_k(t == SLM_Q5_K, tmp, wrow, nb, grp);
+        else if (t == SLM_Q3_K) repack_group_q3_k(tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
 }

@@ -2,18 +2,30 @@
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
-/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16;
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16, Q3_K_R16;
  * layout in common/layout_r16.c) ---------------------------------------------
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
  * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
- * codes' offset (8; 16 for Q5_0, 32 for Q6_K, 128 for Q8_0 and for IQ4_NL,
- * whose table values are looked up plus 128) is folded into the
+ * codes' offset (8; 16 for Q5_0, 32 for Q6_K, 4 for Q3_K, 128 for Q8_0 and
+ * for IQ4_NL, whose table values are looked up plus 128) is folded into the
  * accumulator's start: -offset * (sum of the activation codes of the half
- * block). Q6_K keeps one accumulator per half block (per-16 scales).
- * Decode is R = 1. */
-/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16 */
+ * block). Q6_K and Q3_K keep one accumulator per half block (per-16
+ * scales). Decode is R = 1. */
+/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16, 5 Q3_K_R16 */
 #define R16_CODE_BYTES(TY) ((TY) == 2 ? 512 : (TY) == 3 ? 320 : 256) /* per block, before the scales */
+#define R16_HALVES(TY) ((TY) == 1 || (TY) == 5) /* per-16 scales: an accumulator a half block */
+#define R16_OFF(TY) ((TY) == 2 || (TY) == 4 ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : -8)
+/* the super-block (Q6_K, Q3_K: bytes, header) and block (bytes) of block b */
+#define R16_SUP_BYTES(TY) ((TY) == 1 ? 3360 : 1760)
+#define R16_HDR_BYTES(TY) ((TY) == 1 ? 32 : 96)
+#define R16_BLK_BYTES(TY) ((TY) == 1 ? 416 : (TY) == 5 ? 208 : R16_CODE_BYTES(TY) + 32)
+#define R16_HI_OFS(TY) ((TY) == 5 ? 128 : 256) /* the high bits after the low ones */
+static inline const uint8_t *r16_block(const uint8_t *grp, int b, const int TY) {
+    if (R16_HALVES(TY))
+        return grp + (size_t)(b / 8) * R16_SUP_BYTES(TY) + R16_HDR_BYTES(TY) + (size_t)(b % 8) * R16_BLK_BYTES(TY);
+    return grp + (size_t)b * R16_BLK_BYTES(TY);
+}
 
 AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int TY) {
     if (TY == 2) return _mm512_loadu_si512(lo + 64 * v);
@@ -45,13 +57,49 @@ AVX512 INLINE void r16_q6_scales_avx512(const uint8_t *lb, __m512 dsup, __m512 *
     *d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(lb + 400)))));
 }
 
+/* Q3_K_R16 vector v: 2 low bits from lo, bit 2 from bit v of hb (codes 0..7). */
+AVX512 INLINE __m512i r16_q3_vec_avx512(const uint8_t *lo, const uint8_t *hb, int v) {
+    const __m512i l = _mm512_loadu_si512(lo + 64 * (v / 4));
+    const int s = v % 4;
+    const __m512i w = _mm512_and_si512(s ? _mm512_srli_epi16(l, 2 * s) : l, _mm512_set1_epi8(3));
+    return _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(_mm512_loadu_si512(hb), _mm512_set1_epi8((char)(1 << v))), w,
+                                _mm512_set1_epi8(4));
+}
+
+/* Q3_K_R16 block s (0..7) of super-block sup: the two half-block scales of
+ * the 16 columns, dsup * (6-bit scale - 32). */
+AVX512 INLINE void r16_q3_scales_avx512(const uint8_t *sup, const uint8_t *lb, int s, __m512 dsup, __m512 *d0, __m512 *d1) {
+    const __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(lb + 192)));
+    __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sup + 32 + 16 * (s / 2))));
+    if (s % 2) h = _mm512_srli_epi32(h, 4);
+    const __m512i m4 = _mm512_set1_epi32(0xF), m30 = _mm512_set1_epi32(0x30), k32 = _mm512_set1_epi32(32);
+    const __m512i s0 = _mm512_or_si512(_mm512_and_si512(l, m4), _mm512_and_si512(_mm512_slli_epi32(h, 4), m30));
+    const __m512i s1 = _mm512_or_si512(_mm512_srli_epi32(l, 4), _mm512_and_si512(_mm512_slli_epi32(h, 2), m30));
+    *d0 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_sub_epi32(s0, k32)));
+    *d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_sub_epi32(s1, k32)));
+}
+
+/* A block's code vector v, every type. */
+AVX512 INLINE __m512i r16_code_avx512(const uint8_t *lb, int v, const int TY) {
+    return TY == 5 ? r16_q3_vec_avx512(lb, lb + R16_HI_OFS(TY), v) : r16_vec_avx512(lb, lb + R16_HI_OFS(TY), v, TY);
+}
+
+/* The half-block scales of block b (Q6_K, Q3_K); dsup is loaded at each super-block. */
+AVX512 INLINE void r16_half_scales_avx512(const uint8_t *grp, const uint8_t *lb, int b, __m512 *dsup, __m512 *d0,
+                                          __m512 *d1, const int TY) {
+    const uint8_t *sup = grp + (size_t)(b / 8) * R16_SUP_BYTES(TY);
+    if (b % 8 == 0) *dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sup));
+    if (TY == 5) r16_q3_scales_avx512(sup, lb, b % 8, *dsup, d0, d1);
+    else r16_q6_scales_avx512(lb, *dsup, d0, d1);
+}
+
 /* The codes are unpacked per block of rows (decode and short prefills;
  * kernels_x86_r16p.c takes 16 rows or more from a panel). */
 AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, int j0, __mmask16 cm, const int R,
                                  const int TY) {
-    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY);
+    const int k = mm->k, nb = k / 32, Q6 = R16_HALVES(TY), CB = R16_CODE_BYTES(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    const int off = TY == 2 || TY == 4 ? -128 : Q6 ? -32 : TY == 3 ? -16 : -8;
+    const int off = R16_OFF(TY);
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
@@ -69,12 +117,11 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
                 ia[r] = _mm512_set1_epi32(off * (h[0] + h[1]));
             }
         }
-        /* the block: codes, then scales (Q6_K: after each super-block's d[16]) */
-        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
-        const uint8_t *hb = lb + 256;
-        stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
+        /* the block: codes, then scales (Q6_K, Q3_K: after each super-block's header) */
+        const uint8_t *lb = r16_block(grp, b, TY);
+        stream_prefetch(lb, R16_BLK_BYTES(TY), mm->pf);
         for (int v = 0; v < 8; v++) {
-            const __m512i w = r16_vec_avx512(lb, hb, v, TY);
+            const __m512i w = r16_code_avx512(lb, v, TY);
             for (int r = 0; r < R; r++) {
                 const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
                 if (Q6 && v >= 4) ib[r] = _mm512_dpbusd_epi32(ib[r], w, xv);
@@ -82,9 +129,8 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
             }
         }
         if (Q6) {
-            if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + (size_t)(b / 8) * 3360)));
             __m512 d0, d1;
-            r16_q6_scales_avx512(lb, dsup, &d0, &d1);
+            r16_half_scales_avx512(grp, lb, b, &dsup, &d0, &d1, TY);
             for (int r = 0; r < R; r++) {
                 const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[r]), d1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0));
                 acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
@@ -110,14 +156,17 @@ R16MK_AVX512_ALL(1)
 R16MK_AVX512_ALL(2)
 R16MK_AVX512_ALL(3)
 R16MK_AVX512_ALL(4)
+R16MK_AVX512_ALL(5)
 
 typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY}
-static const r16mk512_fn k_r16mk512[5][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4)};
+static const r16mk512_fn k_r16mk512[6][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2),
+                                             R16ROW512(3), R16ROW512(4), R16ROW512(5)};
 
 static int r16_ty(uint32_t t) {
-    return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4 : 0;
+    return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4
+         : t == SLM_Q3_K_R16 ? 5 : 0;
 }
 
 /* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
@@ -125,18 +174,17 @@ static int r16_ty(uint32_t t) {
  * float scales (Q6_K: of the block's two halves, the super-block scale
  * times the 8-bit one, as r16_mk_avx512 makes them). */
 AVX512 INLINE void r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, const int TY) {
-    const int nb = mm->k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY);
+    const int nb = mm->k / 32, Q6 = R16_HALVES(TY), CB = R16_CODE_BYTES(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     __m512 dsup = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
-        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        const uint8_t *lb = r16_block(grp, b, TY);
         uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
-        stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
-        for (int v = 0; v < 8; v++) _mm512_store_si512(pb + 64 * v, r16_vec_avx512(lb, lb + 256, v, TY));
+        stream_prefetch(lb, R16_BLK_BYTES(TY), mm->pf);
+        for (int v = 0; v < 8; v++) _mm512_store_si512(pb + 64 * v, r16_code_avx512(lb, v, TY));
         if (Q6) {
-            if (b % 8 == 0) dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + (size_t)(b / 8) * 3360)));
             __m512 d0, d1;
-            r16_q6_scales_avx512(lb, dsup, &d0, &d1);
+            r16_half_scales_avx512(grp, lb, b, &dsup, &d0, &d1, TY);
             _mm512_store_ps(pb + 512, d0);
             _mm512_store_ps(pb + 576, d1);
         } else {
@@ -151,7 +199,8 @@ AVX512 void slm_x86_r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
     case 1: r16p_unpack_avx512(mm, j0, pan, 1); break;
     case 2: r16p_unpack_avx512(mm, j0, pan, 2); break;
     case 3: r16p_unpack_avx512(mm, j0, pan, 3); break;
-    default: r16p_unpack_avx512(mm, j0, pan, 4); break;
+    case 4: r16p_unpack_avx512(mm, j0, pan, 4); break;
+    default: r16p_unpack_avx512(mm, j0, pan, 5); break;
     }
 }
 
@@ -168,7 +217,7 @@ AVX512 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
         const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
         const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
-        const int rb = ty == 1 ? 4 : 6;
+        const int rb = ty == 1 || ty == 5 ? 4 : 6;
         for (int i0 = 0; i0 < mm->rows; i0 += rb) {
             const int nr = mm->rows - i0 < rb ? mm->rows - i0 : rb;
             k_r16mk512[ty][nr - 1](mm, qs, i0, g0, cm);
@@ -204,11 +253,49 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
     return w;
 }
 
+/* Q3_K_R16: a half's code vector v (2 low bits, bit v of hb to bit 2; 16-bit
+ * shifts: bit 2 of a byte comes from its own bits) and a half's two scales. */
+AVX2 INLINE __m256i r16_q3_vec_avx2(const uint8_t *lo, const uint8_t *hb, int v, int half) {
+    const __m256i l = _mm256_loadu_si256((const __m256i *)(lo + 64 * (v / 4) + 32 * half));
+    const int s = v % 4;
+    const __m256i w = _mm256_and_si256(s ? _mm256_srli_epi16(l, 2 * s) : l, _mm256_set1_epi8(3));
+    const __m256i h = _mm256_loadu_si256((const __m256i *)(hb + 32 * half));
+    const __m256i t = v < 2 ? _mm256_slli_epi16(h, 2 - v) : v == 2 ? h : _mm256_srli_epi16(h, v - 2);
+    return _mm256_or_si256(w, _mm256_and_si256(t, _mm256_set1_epi8(0x04)));
+}
+
+AVX2 INLINE __m256i r16_code_avx2(const uint8_t *lb, int v, int half, const int TY) {
+    return TY == 5 ? r16_q3_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half) : r16_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half, TY);
+}
+
+/* The half-block scales of block b of half `half` (8 columns; Q6_K, Q3_K);
+ * dsup is loaded at each super-block. */
+AVX2 INLINE void r16_half_scales_avx2(const uint8_t *grp, const uint8_t *lb, int b, int half, __m256 *dsup, __m256 *d0,
+                                      __m256 *d1, const int TY) {
+    const uint8_t *sup = grp + (size_t)(b / 8) * R16_SUP_BYTES(TY);
+    if (b % 8 == 0) *dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
+    if (TY == 5) {
+        const int s = b % 8;
+        const __m256i l = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(lb + 192 + 8 * half)));
+        __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sup + 32 + 16 * (s / 2) + 8 * half)));
+        if (s % 2) h = _mm256_srli_epi32(h, 4);
+        const __m256i m4 = _mm256_set1_epi32(0xF), m30 = _mm256_set1_epi32(0x30), k32 = _mm256_set1_epi32(32);
+        const __m256i s0 = _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_and_si256(_mm256_slli_epi32(h, 4), m30));
+        const __m256i s1 = _mm256_or_si256(_mm256_srli_epi32(l, 4), _mm256_and_si256(_mm256_slli_epi32(h, 2), m30));
+        *d0 = _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_sub_epi32(s0, k32)));
+        *d1 = _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_sub_epi32(s1, k32)));
+    } else {
+        const uint8_t *sc = lb + 384 + 8 * half;
+        *d0 = _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
+        *d1 = _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
+    }
+}
+
 /* Unsigned codes below 16 (Q4_0), 32 (Q5_0), 64 (Q6_K) times |activation|
  * <= 128 make maddubs pairs below 2 * 15 * 128 (...63 * 128): G of a
  * block's products add in 16 bits before one madd (G * 2 * (2^c - 1) *
  * 128 < 2^15 for G = 8, 4, 2), a third fewer multiply-port operations. */
-#define R16_G(TY) ((TY) == 0 ? 8 : (TY) == 3 ? 4 : (TY) == 1 ? 2 : 1)
+#define R16_G(TY) ((TY) == 0 ? 8 : (TY) == 3 || (TY) == 5 ? 4 : (TY) == 1 ? 2 : 1) /* Q3_K: 4, the half's end */
 
 /* R rows x NH halves of the group at j0, from half h0 (NH 2: h0 0, the
  * whole group in one pass over its bytes: decode). ha[h], he[h]: the
@@ -216,9 +303,9 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
  * not depend on R or NH: every call gives the same bits. */
 AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int h0, const int *ha, const int *he,
                              const int R, const int NH, const int TY) {
-    const int k = mm->k, nb = k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || TY == 4, G = R16_G(TY);
+    const int k = mm->k, nb = k / 32, Q6 = R16_HALVES(TY), CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || TY == 4, G = R16_G(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    const int off = SIGNED ? 0 : Q6 ? -32 : TY == 3 ? -16 : -8; /* Q8_0, IQ4_NL: signed codes, no offset */
+    const int off = SIGNED ? 0 : R16_OFF(TY); /* Q8_0, IQ4_NL: signed codes, no offset */
     const __m256i ones = _mm256_set1_epi16(1);
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb;
@@ -228,20 +315,15 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
         for (int h = 0; h < NH; h++) acc[r][h] = _mm256_setzero_ps();
     __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < nb; b++) {
-        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
-        const uint8_t *hb = lb + 256;
-        if (!h0) stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf); /* a call on the second half reads the group again */
+        const uint8_t *lb = r16_block(grp, b, TY);
+        if (!h0) stream_prefetch(lb, R16_BLK_BYTES(TY), mm->pf); /* a call on the second half reads the group again */
         /* the column scales of the block (Q6_K: of its two halves) */
         __m256 d0[2], d1[2];
         for (int h = 0; h < NH; h++) {
             const int half = h0 + h;
             d1[h] = _mm256_setzero_ps();
             if (Q6) {
-                if (b % 8 == 0)
-                    dsup[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
-                const uint8_t *sc = lb + 384 + 8 * half;
-                d0[h] = _mm256_mul_ps(dsup[h], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc))));
-                d1[h] = _mm256_mul_ps(dsup[h], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16)))));
+                r16_half_scales_avx2(grp, lb, b, half, &dsup[h], &d0[h], &d1[h], TY);
             } else {
                 d0[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
             }
@@ -258,7 +340,7 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
         for (int v = 0; v < 8; v++) {
             __m256i w[2], aw[2];
             for (int h = 0; h < NH; h++) {
-                w[h] = r16_vec_avx2(lb, hb, v, h0 + h, TY);
+                w[h] = r16_code_avx2(lb, v, h0 + h, TY);
                 aw[h] = SIGNED ? _mm256_abs_epi8(w[h]) : w[h];
             }
             for (int r = 0; r < R; r++) {
@@ -300,23 +382,22 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
  * writes, made a half (8 columns) at a time as r16_mk_avx2 makes them, so both
  * kernels compute the same bits. */
 AVX2 INLINE void r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan, const int TY) {
-    const int nb = mm->k / 32, Q6 = TY == 1, CB = R16_CODE_BYTES(TY);
+    const int nb = mm->k / 32, Q6 = R16_HALVES(TY), CB = R16_CODE_BYTES(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < nb; b++) {
-        const uint8_t *lb = Q6 ? grp + (size_t)(b / 8) * 3360 + 32 + (size_t)(b % 8) * 416 : grp + (size_t)b * (CB + 32);
+        const uint8_t *lb = r16_block(grp, b, TY);
         uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
-        stream_prefetch(lb, Q6 ? 416 : CB + 32, mm->pf);
+        stream_prefetch(lb, R16_BLK_BYTES(TY), mm->pf);
         for (int half = 0; half < 2; half++) {
             for (int v = 0; v < 8; v++)
-                _mm256_store_si256((__m256i *)(pb + 64 * v + 32 * half), r16_vec_avx2(lb, lb + 256, v, half, TY));
+                _mm256_store_si256((__m256i *)(pb + 64 * v + 32 * half), r16_code_avx2(lb, v, half, TY));
             float *pd = (float *)(pb + 512) + 8 * half;
             if (Q6) {
-                if (b % 8 == 0)
-                    dsup[half] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 3360 + 16 * half)));
-                const uint8_t *sc = lb + 384 + 8 * half;
-                _mm256_store_ps(pd, _mm256_mul_ps(dsup[half], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)sc)))));
-                _mm256_store_ps(pd + 16, _mm256_mul_ps(dsup[half], _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(sc + 16))))));
+                __m256 d0, d1;
+                r16_half_scales_avx2(grp, lb, b, half, &dsup[half], &d0, &d1, TY);
+                _mm256_store_ps(pd, d0);
+                _mm256_store_ps(pd + 16, d1);
             } else {
                 _mm256_store_ps(pd, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half))));
             }
@@ -329,6 +410,7 @@ AVX2 int slm_x86_r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
     case 0: r16p_unpack_avx2(mm, j0, pan, 0); return 1;
     case 1: r16p_unpack_avx2(mm, j0, pan, 1); return 1;
     case 3: r16p_unpack_avx2(mm, j0, pan, 3); return 1;
+    case 5: r16p_unpack_avx2(mm, j0, pan, 5); return 1;
     default: return 0; /* Q8_0, IQ4_NL: signed codes (maddubs would saturate on unsigned ones) */
     }
 }
@@ -344,11 +426,12 @@ R16MK_AVX2_ALL(1)
 R16MK_AVX2_ALL(2)
 R16MK_AVX2_ALL(3)
 R16MK_AVX2_ALL(4)
+R16MK_AVX2_ALL(5)
 
 typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
 /* [type][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
 #define R16ROW2(TY) {r16_mk_avx2_1_2_##TY, r16_mk_avx2_2_1_##TY, r16_mk_avx2_3_1_##TY, r16_mk_avx2_4_1_##TY}
-static const r16mk2_fn k_r16mk2[5][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4)};
+static const r16mk2_fn k_r16mk2[6][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4), R16ROW2(5)};
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */

@@ -13,8 +13,8 @@
  * Three kinds of block sum:
  *  0 Q4_0, Q5_0, IQ4_NL, Q8_0: one accumulator per row and group, started
  *    at -offset * (the block's activation code sum), scaled by d * dx;
- *  1 Q6_K: one per half block (scales per 16), each started at -32 * the
- *    half's sum: (d0 * i0 + d1 * i1) * dx;
+ *  1 Q6_K, Q3_K: one per half block (scales per 16), each started at -32
+ *    (Q3_K: -4) * the half's sum: (d0 * i0 + d1 * i1) * dx;
  *  2 Q4_K, Q5_K: one, no offset: (d sc) * dx * idot - (dmin mn) * (dx sum).
  * The starts are computed once per call for all rows (ofs, after the
  * panel: SLM_R16_OFS_BYTES) and broadcast from memory. The float steps are
@@ -106,13 +106,14 @@ static const int k_r16p_rows[3][3] = {{6, 6, 4}, {4, 4, 0}, {6, 6, 4}};
 
 AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     const uint32_t t = mm->wtype;
-    const int kind = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16 ? 2 : t == SLM_Q6_K_R16 ? 1 : 0;
+    const int kind = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16 ? 2 : t == SLM_Q6_K_R16 || t == SLM_Q3_K_R16 ? 1 : 0;
     const int nb = mm->k / 32, rows = mm->rows;
     uint8_t *pan = qs->panel;
     int32_t *ofs = NULL;
     if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
         ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
-        const int off = t == SLM_Q8_0_R16 || t == SLM_IQ4_NL_R16 ? -128 : kind == 1 ? -32 : t == SLM_Q5_0_R16 ? -16 : -8;
+        const int off = t == SLM_Q8_0_R16 || t == SLM_IQ4_NL_R16 ? -128 : t == SLM_Q3_K_R16 ? -4 : kind == 1 ? -32
+                      : t == SLM_Q5_0_R16 ? -16 : -8;
         const size_t n = (size_t)rows * nb;
         const __m512i vo = _mm512_set1_epi32(off);
         size_t i = 0;
@@ -242,22 +243,23 @@ typedef void (*r16p2_fn)(const slm_mm *, const qscratch *, const int32_t *, cons
     }
 #define R16P2_ROWS(KIND, GS) R16P2_MK(1, KIND, GS) R16P2_MK(2, KIND, GS) R16P2_MK(3, KIND, GS)
 #define R16P2_T(KIND, GS) {r16p2_mk_1_##KIND##_##GS, r16p2_mk_2_##KIND##_##GS, r16p2_mk_3_##KIND##_##GS}
-R16P2_ROWS(0, 8) R16P2_ROWS(0, 4) R16P2_ROWS(1, 2) R16P2_ROWS(2, 8) R16P2_ROWS(2, 4)
-/* [Q4_0, Q5_0, Q6_K, Q4_K, Q5_K][rows - 1]: blocks of 3 rows (6 float and 6
-   16-bit accumulators; 2 and 4 rows measured slower for every type, Zen 3) */
-static const r16p2_fn k_r16p2[5][3] = {R16P2_T(0, 8), R16P2_T(0, 4), R16P2_T(1, 2), R16P2_T(2, 8), R16P2_T(2, 4)};
+R16P2_ROWS(0, 8) R16P2_ROWS(0, 4) R16P2_ROWS(1, 2) R16P2_ROWS(2, 8) R16P2_ROWS(2, 4) R16P2_ROWS(1, 4)
+/* [Q4_0, Q5_0, Q6_K, Q4_K, Q5_K, Q3_K][rows - 1]: blocks of 3 rows (6 float
+   and 6 16-bit accumulators; 2 and 4 rows measured slower for every type, Zen 3) */
+static const r16p2_fn k_r16p2[6][3] = {R16P2_T(0, 8), R16P2_T(0, 4), R16P2_T(1, 2), R16P2_T(2, 8), R16P2_T(2, 4),
+                                       R16P2_T(1, 4)};
 
 AVX2 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     const uint32_t t = mm->wtype;
     const int ty = t == SLM_Q4_0_R16 ? 0 : t == SLM_Q5_0_R16 ? 1 : t == SLM_Q6_K_R16 ? 2 : t == SLM_Q4_K_R16 ? 3
-                 : t == SLM_Q5_K_R16 ? 4 : -1;
+                 : t == SLM_Q5_K_R16 ? 4 : t == SLM_Q3_K_R16 ? 5 : -1;
     if (ty < 0 || mm->rows < 16 || !qs->panel) return 0;
-    const int kind = ty == 2 ? 1 : ty >= 3 ? 2 : 0, nb = mm->k / 32, rows = mm->rows, rb = 3;
+    const int kind = ty == 2 || ty == 5 ? 1 : ty >= 3 ? 2 : 0, nb = mm->k / 32, rows = mm->rows, rb = 3;
     uint8_t *pan = qs->panel;
     int32_t *ofs = NULL;
     if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
         ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
-        const int off = kind == 1 ? -32 : ty == 1 ? -16 : -8;
+        const int off = ty == 5 ? -4 : kind == 1 ? -32 : ty == 1 ? -16 : -8;
         const size_t n = (size_t)rows * nb;
         if (kind == 1)
             for (size_t i = 0; i < 2 * n; i++) ofs[i] = off * qs->hs[i];
