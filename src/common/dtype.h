@@ -55,6 +55,7 @@ typedef struct slm_dtype_info {
 #define SLM_Q5_0_R16 (SLM_R16 | SLM_Q5_0)
 #define SLM_IQ4_NL_R16 (SLM_R16 | SLM_IQ4_NL)
 #define SLM_Q3_K_R16 (SLM_R16 | SLM_Q3_K)
+#define SLM_IQ4_XS_R16 (SLM_R16 | SLM_IQ4_XS)
 static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
 static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
 

@@ -1,5 +1,6 @@
 /* Repacked matrices (SLM_Q4_0_R16, SLM_Q5_0_R16, SLM_IQ4_NL_R16,
- * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_Q3_K_R16, SLM_F16_R16): the
+ * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_Q3_K_R16,
+ * SLM_IQ4_XS_R16, SLM_F16_R16): the
  * compiler's kernel-friendly weight layout.
  *
  * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
@@ -62,6 +63,13 @@
  *                        * (code - 4))
  *   u8  scl[16]          row c: the low 4 bits of the scales of the block's
  *                        two halves (the first half in the low nibble)
+ * IQ4_XS_R16 (2176 bytes), per super-block of 256 elements: a 128-byte header,
+ *   f16 d[16]            the super-block scales
+ *   u8  scl[4][16]       byte [s / 2][c], bits 4(s % 2) .. +3: the low 4 bits
+ *                        of block s's 6-bit scale ls of row c
+ *   u8  sch[2][16]       byte [s / 4][c], bits 2(s % 4) .. +1: its high 2 bits
+ *   then 8 blocks of 256 bytes: the codes, as IQ4_NL_R16's (value = d *
+ *   (ls - 32) * kvalues[code])
  *
  * So 64 bytes of codes hold 4 consecutive elements of each of the 16 rows:
  * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
@@ -126,6 +134,15 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
         }
         return;
     }
+    if (rt == SLM_IQ4_XS_R16) {
+        const uint8_t *sup = g + (b / 8) * 2176, *blk = sup + 128 + (b % 8) * 256;
+        const int s = (int)(b % 8);
+        for (int e = 0; e < 32; e++) q[e] = slm_kvalues_iq4nl[get_nibble(blk, c, e)];
+        memcpy(&h, sup + 2 * c, 2);
+        const int ls = ((sup[32 + 16 * (s / 2) + c] >> (4 * (s % 2))) & 0xF) | ((sup[96 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
+        d[0] = d[1] = slm_f16_to_f32(h) * (float)(ls - 32);
+        return;
+    }
     if (rt == SLM_Q8_0_R16) {
         const uint8_t *blk = g + b * 544;
         for (int e = 0; e < 32; e++) q[e] = (int8_t)(blk[(e / 4) * 64 + c * 4 + e % 4] ^ 0x80);
@@ -179,7 +196,7 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
     }
     switch (t) {
     case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
-    case SLM_Q6_K_R16: case SLM_Q3_K_R16: break;
+    case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: break;
     default: return 0;
     }
     for (int64_t b = 0; b < k / 32; b++) {

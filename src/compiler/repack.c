@@ -28,6 +28,7 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_Q5_0 && k % 32 == 0) return SLM_Q5_0_R16;
     if (t == SLM_IQ4_NL && k % 32 == 0) return SLM_IQ4_NL_R16;
     if (t == SLM_Q3_K && k % 256 == 0) return SLM_Q3_K_R16;
+    if (t == SLM_IQ4_XS && k % 256 == 0) return SLM_IQ4_XS_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
@@ -106,6 +107,33 @@ static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
                     }
                 blk[384 + c] = (uint8_t)x->scales[2 * bb];
                 blk[400 + c] = (uint8_t)x->scales[2 * bb + 1];
+            }
+        }
+    }
+}
+
+/* IQ4_XS: per super-block the rows' d and 6-bit block scales in a header,
+ * then 8 blocks of codes as IQ4_NL's. */
+static void repack_group_iq4_xs(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const int64_t ns = nb / 8;
+    for (int c = 0; c < 16; c++) {
+        const slm_block_iq4_xs *row = (const slm_block_iq4_xs *)(src + (size_t)c * wrow);
+        for (int64_t s = 0; s < ns; s++) {
+            const slm_block_iq4_xs *x = &row[s];
+            uint8_t *sup = dst + s * 2176;
+            memcpy(sup + 2 * c, &x->d, 2);
+            for (int bb = 0; bb < 8; bb++) {
+                const int lo = (x->scales_l[bb / 2] >> (4 * (bb % 2))) & 0xF, hi = (x->scales_h >> (2 * bb)) & 3;
+                if (bb % 2 == 0) sup[32 + 16 * (bb / 2) + c] = 0;
+                sup[32 + 16 * (bb / 2) + c] |= (uint8_t)(lo << (4 * (bb % 2)));
+                if (bb % 4 == 0) sup[96 + 16 * (bb / 4) + c] = 0;
+                sup[96 + 16 * (bb / 4) + c] |= (uint8_t)(hi << (2 * (bb % 4)));
+                uint8_t q[32];
+                for (int e = 0; e < 16; e++) {
+                    q[e] = x->qs[16 * bb + e] & 0xF;
+                    q[e + 16] = x->qs[16 * bb + e] >> 4;
+                }
+                put_nibbles(sup + 128 + bb * 256, c, q);
             }
         }
     }
@@ -216,6 +244,7 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
         else if (t == SLM_Q5_0 || t == SLM_IQ4_NL) repack_group_q5_0_iq4_nl(t == SLM_Q5_0, tmp, wrow, nb, grp);
         else if (t == SLM_Q4_K || t == SLM_Q5_K) repack_group_k(t == SLM_Q5_K, tmp, wrow, nb, grp);
         else if (t == SLM_Q3_K) repack_group_q3_k(tmp, wrow, nb, grp);
+        else if (t == SLM_IQ4_XS) repack_group_iq4_xs(tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
 }

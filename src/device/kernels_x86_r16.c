@@ -2,27 +2,30 @@
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
-/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16, Q3_K_R16;
+/* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16, Q3_K_R16,
+ * IQ4_XS_R16;
  * layout in common/layout_r16.c) ---------------------------------------------
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
  * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
  * codes' offset (8; 16 for Q5_0, 32 for Q6_K, 4 for Q3_K, 128 for Q8_0 and
- * for IQ4_NL, whose table values are looked up plus 128) is folded into the
+ * for IQ4_NL and IQ4_XS, whose table values are looked up plus 128) is folded into the
  * accumulator's start: -offset * (sum of the activation codes of the half
  * block). Q6_K and Q3_K keep one accumulator per half block (per-16
  * scales). Decode is R = 1. */
-/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16, 5 Q3_K_R16 */
+/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16, 5 Q3_K_R16, 6 IQ4_XS_R16 */
 #define R16_CODE_BYTES(TY) ((TY) == 2 ? 512 : (TY) == 3 ? 320 : 256) /* per block, before the scales */
 #define R16_HALVES(TY) ((TY) == 1 || (TY) == 5) /* per-16 scales: an accumulator a half block */
-#define R16_OFF(TY) ((TY) == 2 || (TY) == 4 ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : -8)
-/* the super-block (Q6_K, Q3_K: bytes, header) and block (bytes) of block b */
-#define R16_SUP_BYTES(TY) ((TY) == 1 ? 3360 : 1760)
-#define R16_HDR_BYTES(TY) ((TY) == 1 ? 32 : 96)
-#define R16_BLK_BYTES(TY) ((TY) == 1 ? 416 : (TY) == 5 ? 208 : R16_CODE_BYTES(TY) + 32)
+#define R16_TABLE(TY) ((TY) == 4 || (TY) == 6) /* codes index slm_kvalues_iq4nl */
+#define R16_OFF(TY) ((TY) == 2 || R16_TABLE(TY) ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : -8)
+/* the super-block (Q6_K, Q3_K, IQ4_XS: bytes, header) and block (bytes) of block b */
+#define R16_SUPER(TY) ((TY) == 1 || (TY) == 5 || (TY) == 6)
+#define R16_SUP_BYTES(TY) ((TY) == 1 ? 3360 : (TY) == 5 ? 1760 : 2176)
+#define R16_HDR_BYTES(TY) ((TY) == 1 ? 32 : (TY) == 5 ? 96 : 128)
+#define R16_BLK_BYTES(TY) ((TY) == 1 ? 416 : (TY) == 5 ? 208 : (TY) == 6 ? 256 : R16_CODE_BYTES(TY) + 32)
 #define R16_HI_OFS(TY) ((TY) == 5 ? 128 : 256) /* the high bits after the low ones */
 static inline const uint8_t *r16_block(const uint8_t *grp, int b, const int TY) {
-    if (R16_HALVES(TY))
+    if (R16_SUPER(TY))
         return grp + (size_t)(b / 8) * R16_SUP_BYTES(TY) + R16_HDR_BYTES(TY) + (size_t)(b % 8) * R16_BLK_BYTES(TY);
     return grp + (size_t)b * R16_BLK_BYTES(TY);
 }
@@ -36,7 +39,7 @@ AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v
     if (TY == 3) /* Q5_0: bit v of hb is bit 4 */
         w = _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(_mm512_loadu_si512(hi), _mm512_set1_epi8((char)(1 << v))), w,
                                  _mm512_set1_epi8(0x10));
-    if (TY == 4) { /* IQ4_NL: kvalues + 128 (the byte's sign bit flipped) */
+    if (R16_TABLE(TY)) { /* IQ4_NL, IQ4_XS: kvalues + 128 (the byte's sign bit flipped) */
         const __m512i tbl = _mm512_xor_si512(_mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl)),
                                              _mm512_set1_epi8((char)0x80));
         w = _mm512_shuffle_epi8(tbl, w);
@@ -77,6 +80,21 @@ AVX512 INLINE void r16_q3_scales_avx512(const uint8_t *sup, const uint8_t *lb, i
     const __m512i s1 = _mm512_or_si512(_mm512_srli_epi32(l, 4), _mm512_and_si512(_mm512_slli_epi32(h, 2), m30));
     *d0 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_sub_epi32(s0, k32)));
     *d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_sub_epi32(s1, k32)));
+}
+
+/* IQ4_XS_R16: block b's scales of the 16 columns, dsup * (6-bit ls - 32);
+ * dsup is loaded at each super-block. */
+AVX512 INLINE __m512 r16_xs_scale_avx512(const uint8_t *grp, int b, __m512 *dsup) {
+    const uint8_t *sup = grp + (size_t)(b / 8) * 2176;
+    const int s = b % 8;
+    if (s == 0) *dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sup));
+    __m512i l = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sup + 32 + 16 * (s / 2))));
+    __m512i h = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(sup + 96 + 16 * (s / 4))));
+    if (s % 2) l = _mm512_srli_epi32(l, 4);
+    h = _mm512_srli_epi32(h, 2 * (s % 4));
+    const __m512i ls = _mm512_or_si512(_mm512_and_si512(l, _mm512_set1_epi32(0xF)),
+                                       _mm512_and_si512(_mm512_slli_epi32(h, 4), _mm512_set1_epi32(0x30)));
+    return _mm512_mul_ps(*dsup, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
 }
 
 /* A block's code vector v, every type. */
@@ -136,7 +154,7 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
                 acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
             }
         } else {
-            const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB)));
+            const __m512 d = TY == 6 ? r16_xs_scale_avx512(grp, b, &dsup) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB)));
             for (int r = 0; r < R; r++)
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), _mm512_mul_ps(d, _mm512_set1_ps(xd[(size_t)r * nb + b])),
                                          acc[r]);
@@ -157,16 +175,17 @@ R16MK_AVX512_ALL(2)
 R16MK_AVX512_ALL(3)
 R16MK_AVX512_ALL(4)
 R16MK_AVX512_ALL(5)
+R16MK_AVX512_ALL(6)
 
 typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY}
-static const r16mk512_fn k_r16mk512[6][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2),
-                                             R16ROW512(3), R16ROW512(4), R16ROW512(5)};
+static const r16mk512_fn k_r16mk512[7][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3),
+                                             R16ROW512(4), R16ROW512(5), R16ROW512(6)};
 
 static int r16_ty(uint32_t t) {
     return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4
-         : t == SLM_Q3_K_R16 ? 5 : 0;
+         : t == SLM_Q3_K_R16 ? 5 : t == SLM_IQ4_XS_R16 ? 6 : 0;
 }
 
 /* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
@@ -188,7 +207,8 @@ AVX512 INLINE void r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, co
             _mm512_store_ps(pb + 512, d0);
             _mm512_store_ps(pb + 576, d1);
         } else {
-            _mm512_store_ps(pb + 512, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB))));
+            _mm512_store_ps(pb + 512, TY == 6 ? r16_xs_scale_avx512(grp, b, &dsup)
+                                              : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB))));
         }
     }
 }
@@ -200,7 +220,8 @@ AVX512 void slm_x86_r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
     case 2: r16p_unpack_avx512(mm, j0, pan, 2); break;
     case 3: r16p_unpack_avx512(mm, j0, pan, 3); break;
     case 4: r16p_unpack_avx512(mm, j0, pan, 4); break;
-    default: r16p_unpack_avx512(mm, j0, pan, 5); break;
+    case 5: r16p_unpack_avx512(mm, j0, pan, 5); break;
+    default: r16p_unpack_avx512(mm, j0, pan, 6); break;
     }
 }
 
@@ -242,7 +263,7 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
         const __m256i t = v < 4 ? _mm256_slli_epi16(h, 4 - v) : v == 4 ? h : _mm256_srli_epi16(h, v - 4);
         w = _mm256_or_si256(w, _mm256_and_si256(t, _mm256_set1_epi8(0x10)));
     }
-    if (TY == 4)
+    if (R16_TABLE(TY))
         w = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl)), w);
     if (Q6) {
         const __m256i h = _mm256_loadu_si256((const __m256i *)(hi + 64 * (v / 4) + 32 * half));
@@ -262,6 +283,21 @@ AVX2 INLINE __m256i r16_q3_vec_avx2(const uint8_t *lo, const uint8_t *hb, int v,
     const __m256i h = _mm256_loadu_si256((const __m256i *)(hb + 32 * half));
     const __m256i t = v < 2 ? _mm256_slli_epi16(h, 2 - v) : v == 2 ? h : _mm256_srli_epi16(h, v - 2);
     return _mm256_or_si256(w, _mm256_and_si256(t, _mm256_set1_epi8(0x04)));
+}
+
+/* IQ4_XS_R16: block b's scales of half `half` (8 columns); dsup is loaded at
+ * each super-block. */
+AVX2 INLINE __m256 r16_xs_scale_avx2(const uint8_t *grp, int b, int half, __m256 *dsup) {
+    const uint8_t *sup = grp + (size_t)(b / 8) * 2176;
+    const int s = b % 8;
+    if (s == 0) *dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
+    __m256i l = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sup + 32 + 16 * (s / 2) + 8 * half)));
+    __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sup + 96 + 16 * (s / 4) + 8 * half)));
+    if (s % 2) l = _mm256_srli_epi32(l, 4);
+    h = _mm256_srli_epi32(h, 2 * (s % 4));
+    const __m256i ls = _mm256_or_si256(_mm256_and_si256(l, _mm256_set1_epi32(0xF)),
+                                       _mm256_and_si256(_mm256_slli_epi32(h, 4), _mm256_set1_epi32(0x30)));
+    return _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
 }
 
 AVX2 INLINE __m256i r16_code_avx2(const uint8_t *lb, int v, int half, const int TY) {
@@ -303,7 +339,7 @@ AVX2 INLINE void r16_half_scales_avx2(const uint8_t *grp, const uint8_t *lb, int
  * not depend on R or NH: every call gives the same bits. */
 AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j0, int h0, const int *ha, const int *he,
                              const int R, const int NH, const int TY) {
-    const int k = mm->k, nb = k / 32, Q6 = R16_HALVES(TY), CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || TY == 4, G = R16_G(TY);
+    const int k = mm->k, nb = k / 32, Q6 = R16_HALVES(TY), CB = R16_CODE_BYTES(TY), SIGNED = TY == 2 || R16_TABLE(TY), G = R16_G(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const int off = SIGNED ? 0 : R16_OFF(TY); /* Q8_0, IQ4_NL: signed codes, no offset */
     const __m256i ones = _mm256_set1_epi16(1);
@@ -325,7 +361,8 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
             if (Q6) {
                 r16_half_scales_avx2(grp, lb, b, half, &dsup[h], &d0[h], &d1[h], TY);
             } else {
-                d0[h] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
+                d0[h] = TY == 6 ? r16_xs_scale_avx2(grp, b, half, &dsup[h])
+                                : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
             }
         }
         __m256i ia[4][2], s16[4][2];
@@ -427,11 +464,12 @@ R16MK_AVX2_ALL(2)
 R16MK_AVX2_ALL(3)
 R16MK_AVX2_ALL(4)
 R16MK_AVX2_ALL(5)
+R16MK_AVX2_ALL(6)
 
 typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
 /* [type][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
 #define R16ROW2(TY) {r16_mk_avx2_1_2_##TY, r16_mk_avx2_2_1_##TY, r16_mk_avx2_3_1_##TY, r16_mk_avx2_4_1_##TY}
-static const r16mk2_fn k_r16mk2[6][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4), R16ROW2(5)};
+static const r16mk2_fn k_r16mk2[7][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4), R16ROW2(5), R16ROW2(6)};
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */

@@ -112,7 +112,7 @@ AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     int32_t *ofs = NULL;
     if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
         ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
-        const int off = t == SLM_Q8_0_R16 || t == SLM_IQ4_NL_R16 ? -128 : t == SLM_Q3_K_R16 ? -4 : kind == 1 ? -32
+        const int off = t == SLM_Q8_0_R16 || t == SLM_IQ4_NL_R16 || t == SLM_IQ4_XS_R16 ? -128 : t == SLM_Q3_K_R16 ? -4 : kind == 1 ? -32
                       : t == SLM_Q5_0_R16 ? -16 : -8;
         const size_t n = (size_t)rows * nb;
         const __m512i vo = _mm512_set1_epi32(off);
