@@ -291,10 +291,10 @@ static void test_unpack(void) {
                 slm_amx_unpack_avx512(c.rt, grp, 512, b, bt, wd, wm);
                 for (int col = 0; col < 16; col++) {
                     int8_t q[32];
-                    float d[2], m;
-                    slm_r16_block_i8(c.rt, grp, 512, col, b, q, d, &m);
+                    float d[2], m[2];
+                    slm_r16_block_i8(c.rt, grp, 512, col, b, q, d, m);
                     for (int e = 0; e < 32; e++) bad += bt[(e / 4) * 64 + col * 4 + e % 4] != q[e];
-                    bad += wd[0][col] != d[0] || wd[1][col] != d[1] || wm[col] != m;
+                    bad += wd[0][col] != d[0] || wd[1][col] != d[1] || wm[col] != m[0];
                 }
             }
         CHECKF(bad == 0, "%s: %d bytes or scales differ", slm_dtype_name(c.rt), bad);

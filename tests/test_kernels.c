@@ -402,7 +402,7 @@ static void test_same_argmax(void) {
  * groups, tiles cut inside a group, one row (decode) and many (prefill). */
 static void test_matmul_r16(void) {
     static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K, SLM_Q5_0, SLM_IQ4_NL,
-                                    SLM_Q3_K, SLM_IQ4_XS};
+                                    SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K};
     static const int ks[] = {32, 96, 256, 768, 2304};
     static const int ns[] = {16, 48, 80}; /* 80: a step of 3 groups, then one of 2 (prefill) */
     static const int rows_[] = {1, 2, 7, 8, 9, 33, 121}; /* 121 at k = 2304 only */
@@ -524,7 +524,7 @@ static void test_matmul_rows_alone(void) {
  * call: a prompt's last row prefilled has the logits it has decoded. */
 static void test_matmul_prefill_rows_alone(void) {
     static const uint32_t types[] = {SLM_Q4_0, SLM_Q5_0, SLM_Q6_K, SLM_Q4_K, SLM_Q5_K, SLM_Q8_0, SLM_IQ4_NL, SLM_Q3_K,
-                                     SLM_IQ4_XS};
+                                     SLM_IQ4_XS, SLM_Q2_K};
     const int k = 768, n = 48, ldy = n + 1, rows = 19;
     float *y1 = malloc(sizeof(float) * n), *yr = malloc(sizeof(float) * (size_t)ldy * rows);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {

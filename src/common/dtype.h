@@ -56,6 +56,7 @@ typedef struct slm_dtype_info {
 #define SLM_IQ4_NL_R16 (SLM_R16 | SLM_IQ4_NL)
 #define SLM_Q3_K_R16 (SLM_R16 | SLM_Q3_K)
 #define SLM_IQ4_XS_R16 (SLM_R16 | SLM_IQ4_XS)
+#define SLM_Q2_K_R16 (SLM_R16 | SLM_Q2_K)
 static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
 static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
 
@@ -217,7 +218,7 @@ int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
 /* 32 elements (block b of 32) of row c (0..15) of a 16-row group of a
  * repacked matrix of width k: codes as int8, half-block scales and a min
  * term (value = d[e / 16] * q[e] + m; m is 0 but for Q4_K/Q5_K). */
-void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2], float *m);
+void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2], float m[2]);
 /* Row j of a matrix (base = row 0, k elements per row) of any type the
  * kernels take, repacked or not, to float; 0 if unsupported. */
 int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y);

@@ -1,6 +1,6 @@
 /* Repacked matrices (SLM_Q4_0_R16, SLM_Q5_0_R16, SLM_IQ4_NL_R16,
  * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_Q3_K_R16,
- * SLM_IQ4_XS_R16, SLM_F16_R16): the
+ * SLM_IQ4_XS_R16, SLM_Q2_K_R16, SLM_F16_R16): the
  * compiler's kernel-friendly weight layout.
  *
  * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
@@ -63,6 +63,13 @@
  *                        * (code - 4))
  *   u8  scl[16]          row c: the low 4 bits of the scales of the block's
  *                        two halves (the first half in the low nibble)
+ * Q2_K_R16 (1344 bytes), per super-block of 256 elements: a 64-byte header,
+ *   f16 d[16], dmin[16]  the super-block scales and min scales
+ *   then 8 blocks of 160 bytes:
+ *   u8  lo[2][16][4]     as Q3_K_R16's (codes 0..3)
+ *   u8  sm[2][16]        half h, row c: the 4-bit scale of elements 16h ..
+ *                        16h+15, ORed with their 4-bit min << 4 (value =
+ *                        d * sc * code - dmin * min)
  * IQ4_XS_R16 (2176 bytes), per super-block of 256 elements: a 128-byte header,
  *   f16 d[16]            the super-block scales
  *   u8  scl[4][16]       byte [s / 2][c], bits 4(s % 2) .. +3: the low 4 bits
@@ -96,11 +103,11 @@ static void k_scale_min(const uint8_t *hdr, int c, int s, int *sc, int *mn) {
     *mn = (sm >> 4) | ((hdr[224 + 16 * (s / 4) + c] >> (2 * (s % 4))) & 3) << 4;
 }
 
-void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2], float *m) {
+void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2], float m[2]) {
     const uint8_t *g = group;
     (void)k;
     uint16_t h;
-    *m = 0.0f;
+    m[0] = m[1] = 0.0f;
     if (rt == SLM_Q4_K_R16 || rt == SLM_Q5_K_R16) {
         const int five = rt == SLM_Q5_K_R16;
         const uint8_t *sup = g + (b / 8) * (five ? 2816 : 2304), *blk = sup + 256 + (b % 8) * (five ? 320 : 256);
@@ -114,7 +121,7 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
         memcpy(&h, sup + 2 * c, 2);
         d[0] = d[1] = slm_f16_to_f32(h) * (float)sc;
         memcpy(&h, sup + 32 + 2 * c, 2);
-        *m = -slm_f16_to_f32(h) * (float)mn;
+        m[0] = m[1] = -slm_f16_to_f32(h) * (float)mn;
         return;
     }
     if (rt == SLM_Q3_K_R16) {
@@ -131,6 +138,20 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
             const int j = 2 * s + i;
             const int sc = ((blk[192 + c] >> (4 * i)) & 0xF) | ((sup[32 + 16 * (j / 4) + c] >> (2 * (j % 4))) & 3) << 4;
             d[i] = dd * (float)(sc - 32);
+        }
+        return;
+    }
+    if (rt == SLM_Q2_K_R16) {
+        const uint8_t *sup = g + (b / 8) * 1344, *blk = sup + 64 + (b % 8) * 160;
+        for (int e = 0; e < 32; e++) q[e] = (int8_t)((blk[(e / 16) * 64 + c * 4 + e % 4] >> (2 * ((e / 4) % 4))) & 3);
+        memcpy(&h, sup + 2 * c, 2);
+        const float dd = slm_f16_to_f32(h);
+        memcpy(&h, sup + 32 + 2 * c, 2);
+        const float dm = slm_f16_to_f32(h);
+        for (int i = 0; i < 2; i++) {
+            const uint8_t sm = blk[128 + 16 * i + c];
+            d[i] = dd * (float)(sm & 0xF);
+            m[i] = -(dm * (float)(sm >> 4));
         }
         return;
     }
@@ -196,14 +217,14 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
     }
     switch (t) {
     case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
-    case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: break;
+    case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16: break;
     default: return 0;
     }
     for (int64_t b = 0; b < k / 32; b++) {
         int8_t q[32];
-        float d[2], m;
-        slm_r16_block_i8(t, group, k, (int)(j % 16), b, q, d, &m);
-        for (int e = 0; e < 32; e++) y[32 * b + e] = d[e / 16] * (float)q[e] + m;
+        float d[2], m[2];
+        slm_r16_block_i8(t, group, k, (int)(j % 16), b, q, d, m);
+        for (int e = 0; e < 32; e++) y[32 * b + e] = d[e / 16] * (float)q[e] + m[e / 16];
     }
     return 1;
 }

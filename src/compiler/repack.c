@@ -29,6 +29,7 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_IQ4_NL && k % 32 == 0) return SLM_IQ4_NL_R16;
     if (t == SLM_Q3_K && k % 256 == 0) return SLM_Q3_K_R16;
     if (t == SLM_IQ4_XS && k % 256 == 0) return SLM_IQ4_XS_R16;
+    if (t == SLM_Q2_K && k % 256 == 0) return SLM_Q2_K_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
@@ -107,6 +108,34 @@ static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
                     }
                 blk[384 + c] = (uint8_t)x->scales[2 * bb];
                 blk[400 + c] = (uint8_t)x->scales[2 * bb + 1];
+            }
+        }
+    }
+}
+
+/* Q2_K: per super-block the rows' d and dmin in a header, then 8 blocks of
+ * codes and their halves' scale | min << 4 bytes. */
+static void repack_group_q2_k(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const int64_t ns = nb / 8;
+    for (int c = 0; c < 16; c++) {
+        const slm_block_q2_K *row = (const slm_block_q2_K *)(src + (size_t)c * wrow);
+        for (int64_t s = 0; s < ns; s++) {
+            const slm_block_q2_K *x = &row[s];
+            uint8_t *sup = dst + s * 1344;
+            memcpy(sup + 2 * c, &x->d, 2);
+            memcpy(sup + 32 + 2 * c, &x->dmin, 2);
+            for (int bb = 0; bb < 8; bb++) {
+                uint8_t *blk = sup + 64 + bb * 160, q[32];
+                const int h = bb / 4, j = bb % 4; /* as the dequantizer reads them */
+                for (int l = 0; l < 32; l++) q[l] = (uint8_t)((x->qs[32 * h + l] >> (2 * j)) & 3);
+                for (int hh = 0; hh < 2; hh++) {
+                    for (int e = 0; e < 4; e++) {
+                        uint8_t v = 0;
+                        for (int f = 0; f < 4; f++) v |= (uint8_t)(q[16 * hh + 4 * f + e] << (2 * f));
+                        blk[hh * 64 + c * 4 + e] = v;
+                    }
+                    blk[128 + 16 * hh + c] = x->scales[2 * bb + hh];
+                }
             }
         }
     }
@@ -245,6 +274,7 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
         else if (t == SLM_Q4_K || t == SLM_Q5_K) repack_group_k(t == SLM_Q5_K, tmp, wrow, nb, grp);
         else if (t == SLM_Q3_K) repack_group_q3_k(tmp, wrow, nb, grp);
         else if (t == SLM_IQ4_XS) repack_group_iq4_xs(tmp, wrow, nb, grp);
+        else if (t == SLM_Q2_K) repack_group_q2_k(tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
 }

@@ -155,6 +155,9 @@ void slm_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int val
  * same region: per group (up to 3) and block, the 512 code bytes
  * (unsigned, as dpbusd takes them) and two vectors of 16 float scales. */
 #define SLM_R16P_BLOCK_BYTES 640
+/* Q2_K's (two vectors of scales and two of mins a block): its steps of up
+   to 2 groups stay inside the region */
+#define SLM_R16P_BLOCK2_BYTES 768
 /* After that region, for repacked weights: the integer start of each
  * row's block accumulators (the codes' offset times the activation codes'
  * sum; two per block for Q6_K's halves) and alignment slack. */

@@ -70,12 +70,12 @@ static amx_panel panel_split(const amx_xq *xq, int rows, int k) {
 static void amx_unpack(uint32_t t, const uint8_t *grp, int k, int b, int8_t bt[512], float wd[2][16], float wm[16]) {
     for (int c = 0; c < 16; c++) {
         int8_t q[32];
-        float d[2], m;
-        slm_r16_block_i8(t, grp, k, c, b, q, d, &m);
+        float d[2], m[2]; /* the types the tiles take have one min a block */
+        slm_r16_block_i8(t, grp, k, c, b, q, d, m);
         for (int e = 0; e < 32; e++) bt[(e / 4) * 64 + c * 4 + e % 4] = q[e];
         wd[0][c] = d[0];
         wd[1][c] = d[1];
-        wm[c] = m;
+        wm[c] = m[0];
     }
 }
 

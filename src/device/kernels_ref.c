@@ -84,13 +84,13 @@ static float dot_r16_ref(const slm_mm *mm, int j, const float *x) {
     }
     for (int b = 0; b < mm->k / 32; b++) {
         int8_t q[32];
-        float d[2], m, h[2] = {0.0f, 0.0f}, sx = 0.0f;
-        slm_r16_block_i8(mm->wtype, group, mm->k, j % 16, b, q, d, &m);
+        float d[2], m[2], h[2] = {0.0f, 0.0f}, sx[2] = {0.0f, 0.0f};
+        slm_r16_block_i8(mm->wtype, group, mm->k, j % 16, b, q, d, m);
         for (int e = 0; e < 32; e++) {
             h[e / 16] += (float)q[e] * x[32 * b + e];
-            sx += x[32 * b + e];
+            sx[e / 16] += x[32 * b + e];
         }
-        s += d[0] * h[0] + d[1] * h[1] + m * sx;
+        s += d[0] * h[0] + d[1] * h[1] + m[0] * sx[0] + m[1] * sx[1];
     }
     return s;
 }
@@ -130,7 +130,7 @@ const slm_kernel_set *slm_kernels_ref(void) { return &k_ref; }
 int slm_matmul_supported(uint32_t t) {
     switch (t) {
     case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
-    case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_F16_R16:
+    case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16: case SLM_F16_R16:
         return 1;
     default:
         return slm_is_r16(t) ? 0 : slm_dot_ref_for(t) != NULL;

@@ -3,7 +3,7 @@
 
 #ifdef SLM_X86
 /* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16, Q3_K_R16,
- * IQ4_XS_R16;
+ * IQ4_XS_R16, Q2_K_R16;
  * layout in common/layout_r16.c) ---------------------------------------------
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
@@ -11,18 +11,22 @@
  * codes' offset (8; 16 for Q5_0, 32 for Q6_K, 4 for Q3_K, 128 for Q8_0 and
  * for IQ4_NL and IQ4_XS, whose table values are looked up plus 128) is folded into the
  * accumulator's start: -offset * (sum of the activation codes of the half
- * block). Q6_K and Q3_K keep one accumulator per half block (per-16
- * scales). Decode is R = 1. */
-/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16, 5 Q3_K_R16, 6 IQ4_XS_R16 */
+ * block). Q6_K, Q3_K and Q2_K keep one accumulator per half block (per-16
+ * scales); Q2_K's codes have no offset but a min per half block: -dmin * min
+ * * (the half's activation code sum), in float. Decode is R = 1. */
+/* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16, 5 Q3_K_R16, 6 IQ4_XS_R16,
+   7 Q2_K_R16 */
 #define R16_CODE_BYTES(TY) ((TY) == 2 ? 512 : (TY) == 3 ? 320 : 256) /* per block, before the scales */
-#define R16_HALVES(TY) ((TY) == 1 || (TY) == 5) /* per-16 scales: an accumulator a half block */
+#define R16_HALVES(TY) ((TY) == 1 || (TY) == 5 || (TY) == 7) /* per-16 scales: an accumulator a half block */
 #define R16_TABLE(TY) ((TY) == 4 || (TY) == 6) /* codes index slm_kvalues_iq4nl */
-#define R16_OFF(TY) ((TY) == 2 || R16_TABLE(TY) ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : -8)
+#define R16_OFF(TY) ((TY) == 2 || R16_TABLE(TY) ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : (TY) == 7 ? 0 : -8)
 /* the super-block (Q6_K, Q3_K, IQ4_XS: bytes, header) and block (bytes) of block b */
-#define R16_SUPER(TY) ((TY) == 1 || (TY) == 5 || (TY) == 6)
-#define R16_SUP_BYTES(TY) ((TY) == 1 ? 3360 : (TY) == 5 ? 1760 : 2176)
-#define R16_HDR_BYTES(TY) ((TY) == 1 ? 32 : (TY) == 5 ? 96 : 128)
-#define R16_BLK_BYTES(TY) ((TY) == 1 ? 416 : (TY) == 5 ? 208 : (TY) == 6 ? 256 : R16_CODE_BYTES(TY) + 32)
+#define R16_SUPER(TY) ((TY) == 1 || (TY) == 5 || (TY) == 6 || (TY) == 7)
+#define R16_SUP_BYTES(TY) ((TY) == 1 ? 3360 : (TY) == 5 ? 1760 : (TY) == 6 ? 2176 : 1344)
+#define R16_HDR_BYTES(TY) ((TY) == 1 ? 32 : (TY) == 5 ? 96 : (TY) == 6 ? 128 : 64)
+#define R16_BLK_BYTES(TY) \
+    ((TY) == 1 ? 416 : (TY) == 5 ? 208 : (TY) == 6 ? 256 : (TY) == 7 ? 160 : R16_CODE_BYTES(TY) + 32)
+#define R16_PANEL_BB(TY) ((TY) == 7 ? SLM_R16P_BLOCK2_BYTES : SLM_R16P_BLOCK_BYTES)
 #define R16_HI_OFS(TY) ((TY) == 5 ? 128 : 256) /* the high bits after the low ones */
 static inline const uint8_t *r16_block(const uint8_t *grp, int b, const int TY) {
     if (R16_SUPER(TY))
@@ -97,18 +101,37 @@ AVX512 INLINE __m512 r16_xs_scale_avx512(const uint8_t *grp, int b, __m512 *dsup
     return _mm512_mul_ps(*dsup, _mm512_cvtepi32_ps(_mm512_sub_epi32(ls, _mm512_set1_epi32(32))));
 }
 
-/* A block's code vector v, every type. */
+/* A block's code vector v, every type (Q2_K: Q3_K's low bits alone). */
 AVX512 INLINE __m512i r16_code_avx512(const uint8_t *lb, int v, const int TY) {
+    if (TY == 7) {
+        const __m512i l = _mm512_loadu_si512(lb + 64 * (v / 4));
+        return _mm512_and_si512(v % 4 ? _mm512_srli_epi16(l, 2 * (v % 4)) : l, _mm512_set1_epi8(3));
+    }
     return TY == 5 ? r16_q3_vec_avx512(lb, lb + R16_HI_OFS(TY), v) : r16_vec_avx512(lb, lb + R16_HI_OFS(TY), v, TY);
 }
 
-/* The half-block scales of block b (Q6_K, Q3_K); dsup is loaded at each super-block. */
-AVX512 INLINE void r16_half_scales_avx512(const uint8_t *grp, const uint8_t *lb, int b, __m512 *dsup, __m512 *d0,
-                                          __m512 *d1, const int TY) {
+/* The half-block scales of block b (Q6_K, Q3_K, Q2_K; Q2_K's mins dmin *
+ * min in m0, m1); dsup (Q2_K: and dmsup) is loaded at each super-block. */
+AVX512 INLINE void r16_half_scales_avx512(const uint8_t *grp, const uint8_t *lb, int b, __m512 *dsup, __m512 *dmsup,
+                                          __m512 *d0, __m512 *d1, __m512 *m0, __m512 *m1, const int TY) {
     const uint8_t *sup = grp + (size_t)(b / 8) * R16_SUP_BYTES(TY);
-    if (b % 8 == 0) *dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sup));
-    if (TY == 5) r16_q3_scales_avx512(sup, lb, b % 8, *dsup, d0, d1);
-    else r16_q6_scales_avx512(lb, *dsup, d0, d1);
+    if (b % 8 == 0) {
+        *dsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sup));
+        if (TY == 7) *dmsup = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sup + 32)));
+    }
+    if (TY == 7) {
+        const __m512i a = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(lb + 128)));
+        const __m512i c = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(lb + 144)));
+        const __m512i m4 = _mm512_set1_epi32(0xF);
+        *d0 = _mm512_mul_ps(*dsup, _mm512_cvtepi32_ps(_mm512_and_si512(a, m4)));
+        *d1 = _mm512_mul_ps(*dsup, _mm512_cvtepi32_ps(_mm512_and_si512(c, m4)));
+        *m0 = _mm512_mul_ps(*dmsup, _mm512_cvtepi32_ps(_mm512_srli_epi32(a, 4)));
+        *m1 = _mm512_mul_ps(*dmsup, _mm512_cvtepi32_ps(_mm512_srli_epi32(c, 4)));
+    } else if (TY == 5) {
+        r16_q3_scales_avx512(sup, lb, b % 8, *dsup, d0, d1);
+    } else {
+        r16_q6_scales_avx512(lb, *dsup, d0, d1);
+    }
 }
 
 /* The codes are unpacked per block of rows (decode and short prefills;
@@ -123,7 +146,7 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
     __m512 acc[6];
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
-    __m512 dsup = _mm512_setzero_ps();
+    __m512 dsup = _mm512_setzero_ps(), dmsup = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         __m512i ia[6], ib[6];
         for (int r = 0; r < R; r++) {
@@ -147,10 +170,15 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
             }
         }
         if (Q6) {
-            __m512 d0, d1;
-            r16_half_scales_avx512(grp, lb, b, &dsup, &d0, &d1, TY);
+            __m512 d0, d1, m0 = _mm512_setzero_ps(), m1 = _mm512_setzero_ps();
+            r16_half_scales_avx512(grp, lb, b, &dsup, &dmsup, &d0, &d1, &m0, &m1, TY);
             for (int r = 0; r < R; r++) {
-                const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[r]), d1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0));
+                __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[r]), d1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0));
+                if (TY == 7) { /* the mins, as kernels_x86_r16p.c's kind 3 */
+                    const int32_t *h = hs + (size_t)r * 2 * nb + 2 * b;
+                    f = _mm512_fnmadd_ps(m0, _mm512_set1_ps((float)h[0]), f);
+                    f = _mm512_fnmadd_ps(m1, _mm512_set1_ps((float)h[1]), f);
+                }
                 acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
             }
         } else {
@@ -176,16 +204,17 @@ R16MK_AVX512_ALL(3)
 R16MK_AVX512_ALL(4)
 R16MK_AVX512_ALL(5)
 R16MK_AVX512_ALL(6)
+R16MK_AVX512_ALL(7)
 
 typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY}
-static const r16mk512_fn k_r16mk512[7][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3),
-                                             R16ROW512(4), R16ROW512(5), R16ROW512(6)};
+static const r16mk512_fn k_r16mk512[8][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3),
+                                             R16ROW512(4), R16ROW512(5), R16ROW512(6), R16ROW512(7)};
 
 static int r16_ty(uint32_t t) {
     return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4
-         : t == SLM_Q3_K_R16 ? 5 : t == SLM_IQ4_XS_R16 ? 6 : 0;
+         : t == SLM_Q3_K_R16 ? 5 : t == SLM_IQ4_XS_R16 ? 6 : t == SLM_Q2_K_R16 ? 7 : 0;
 }
 
 /* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
@@ -195,15 +224,19 @@ static int r16_ty(uint32_t t) {
 AVX512 INLINE void r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, const int TY) {
     const int nb = mm->k / 32, Q6 = R16_HALVES(TY), CB = R16_CODE_BYTES(TY);
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
-    __m512 dsup = _mm512_setzero_ps();
+    __m512 dsup = _mm512_setzero_ps(), dmsup = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         const uint8_t *lb = r16_block(grp, b, TY);
-        uint8_t *pb = pan + (size_t)b * SLM_R16P_BLOCK_BYTES;
+        uint8_t *pb = pan + (size_t)b * R16_PANEL_BB(TY);
         stream_prefetch(lb, R16_BLK_BYTES(TY), mm->pf);
         for (int v = 0; v < 8; v++) _mm512_store_si512(pb + 64 * v, r16_code_avx512(lb, v, TY));
         if (Q6) {
-            __m512 d0, d1;
-            r16_half_scales_avx512(grp, lb, b, &dsup, &d0, &d1, TY);
+            __m512 d0, d1, m0, m1;
+            r16_half_scales_avx512(grp, lb, b, &dsup, &dmsup, &d0, &d1, &m0, &m1, TY);
+            if (TY == 7) {
+                _mm512_store_ps(pb + 640, m0);
+                _mm512_store_ps(pb + 704, m1);
+            }
             _mm512_store_ps(pb + 512, d0);
             _mm512_store_ps(pb + 576, d1);
         } else {
@@ -221,7 +254,8 @@ AVX512 void slm_x86_r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
     case 3: r16p_unpack_avx512(mm, j0, pan, 3); break;
     case 4: r16p_unpack_avx512(mm, j0, pan, 4); break;
     case 5: r16p_unpack_avx512(mm, j0, pan, 5); break;
-    default: r16p_unpack_avx512(mm, j0, pan, 6); break;
+    case 6: r16p_unpack_avx512(mm, j0, pan, 6); break;
+    default: r16p_unpack_avx512(mm, j0, pan, 7); break;
     }
 }
 
@@ -238,7 +272,7 @@ AVX512 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
         const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
         const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
-        const int rb = ty == 1 || ty == 5 ? 4 : 6;
+        const int rb = ty == 1 || ty == 5 || ty == 7 ? 4 : 6;
         for (int i0 = 0; i0 < mm->rows; i0 += rb) {
             const int nr = mm->rows - i0 < rb ? mm->rows - i0 : rb;
             k_r16mk512[ty][nr - 1](mm, qs, i0, g0, cm);
@@ -300,7 +334,21 @@ AVX2 INLINE __m256 r16_xs_scale_avx2(const uint8_t *grp, int b, int half, __m256
     return _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_sub_epi32(ls, _mm256_set1_epi32(32))));
 }
 
+/* Q2_K_R16: block b's mins dmin * min of half `half`'s two half blocks. */
+AVX2 INLINE void r16_q2_mins_avx2(const uint8_t *grp, const uint8_t *lb, int b, int half, __m256 *dmsup, __m256 *m0,
+                                  __m256 *m1) {
+    if (b % 8 == 0) *dmsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + (size_t)(b / 8) * 1344 + 32 + 16 * half)));
+    *m0 = _mm256_mul_ps(*dmsup, _mm256_cvtepi32_ps(_mm256_srli_epi32(
+                                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(lb + 128 + 8 * half))), 4)));
+    *m1 = _mm256_mul_ps(*dmsup, _mm256_cvtepi32_ps(_mm256_srli_epi32(
+                                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(lb + 144 + 8 * half))), 4)));
+}
+
 AVX2 INLINE __m256i r16_code_avx2(const uint8_t *lb, int v, int half, const int TY) {
+    if (TY == 7) {
+        const __m256i l = _mm256_loadu_si256((const __m256i *)(lb + 64 * (v / 4) + 32 * half));
+        return _mm256_and_si256(v % 4 ? _mm256_srli_epi16(l, 2 * (v % 4)) : l, _mm256_set1_epi8(3));
+    }
     return TY == 5 ? r16_q3_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half) : r16_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half, TY);
 }
 
@@ -310,7 +358,13 @@ AVX2 INLINE void r16_half_scales_avx2(const uint8_t *grp, const uint8_t *lb, int
                                       __m256 *d1, const int TY) {
     const uint8_t *sup = grp + (size_t)(b / 8) * R16_SUP_BYTES(TY);
     if (b % 8 == 0) *dsup = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sup + 16 * half)));
-    if (TY == 5) {
+    if (TY == 7) { /* the scales; the mins are r16_q2_mins_avx2's */
+        const __m256i m4 = _mm256_set1_epi32(0xF);
+        *d0 = _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_and_si256(
+                                     _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(lb + 128 + 8 * half))), m4)));
+        *d1 = _mm256_mul_ps(*dsup, _mm256_cvtepi32_ps(_mm256_and_si256(
+                                     _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(lb + 144 + 8 * half))), m4)));
+    } else if (TY == 5) {
         const int s = b % 8;
         const __m256i l = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(lb + 192 + 8 * half)));
         __m256i h = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(sup + 32 + 16 * (s / 2) + 8 * half)));
@@ -331,7 +385,7 @@ AVX2 INLINE void r16_half_scales_avx2(const uint8_t *grp, const uint8_t *lb, int
  * <= 128 make maddubs pairs below 2 * 15 * 128 (...63 * 128): G of a
  * block's products add in 16 bits before one madd (G * 2 * (2^c - 1) *
  * 128 < 2^15 for G = 8, 4, 2), a third fewer multiply-port operations. */
-#define R16_G(TY) ((TY) == 0 ? 8 : (TY) == 3 || (TY) == 5 ? 4 : (TY) == 1 ? 2 : 1) /* Q3_K: 4, the half's end */
+#define R16_G(TY) ((TY) == 0 ? 8 : (TY) == 3 || (TY) == 5 || (TY) == 7 ? 4 : (TY) == 1 ? 2 : 1) /* Q3_K, Q2_K: 4, the half's end */
 
 /* R rows x NH halves of the group at j0, from half h0 (NH 2: h0 0, the
  * whole group in one pass over its bytes: decode). ha[h], he[h]: the
@@ -349,17 +403,18 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
     __m256 acc[4][2];
     for (int r = 0; r < R; r++)
         for (int h = 0; h < NH; h++) acc[r][h] = _mm256_setzero_ps();
-    __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 dsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, dmsup[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int b = 0; b < nb; b++) {
         const uint8_t *lb = r16_block(grp, b, TY);
         if (!h0) stream_prefetch(lb, R16_BLK_BYTES(TY), mm->pf); /* a call on the second half reads the group again */
-        /* the column scales of the block (Q6_K: of its two halves) */
-        __m256 d0[2], d1[2];
+        /* the column scales of the block (Q6_K, Q3_K, Q2_K: of its two halves; Q2_K's mins) */
+        __m256 d0[2], d1[2], m0[2], m1[2];
         for (int h = 0; h < NH; h++) {
             const int half = h0 + h;
-            d1[h] = _mm256_setzero_ps();
+            d1[h] = m0[h] = m1[h] = _mm256_setzero_ps();
             if (Q6) {
                 r16_half_scales_avx2(grp, lb, b, half, &dsup[h], &d0[h], &d1[h], TY);
+                if (TY == 7) r16_q2_mins_avx2(grp, lb, b, half, &dmsup[h], &m0[h], &m1[h]);
             } else {
                 d0[h] = TY == 6 ? r16_xs_scale_avx2(grp, b, half, &dsup[h])
                                 : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
@@ -396,14 +451,21 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
             if (Q6 && v == 3) /* the first half block's own scales */
                 for (int r = 0; r < R; r++)
                     for (int h = 0; h < NH; h++) {
-                        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(d0[h], _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r][h]);
+                        const float dx = xd[(size_t)r * nb + b];
+                        acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(d0[h], _mm256_set1_ps(dx)), acc[r][h]);
+                        if (TY == 7)
+                            acc[r][h] = _mm256_fnmadd_ps(m0[h], _mm256_set1_ps(dx * (float)hs[(size_t)r * 2 * nb + 2 * b]), acc[r][h]);
                         ia[r][h] = _mm256_set1_epi32(off * hs[(size_t)r * 2 * nb + 2 * b + 1]);
                     }
         }
         for (int r = 0; r < R; r++)
-            for (int h = 0; h < NH; h++)
-                acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(Q6 ? d1[h] : d0[h], _mm256_set1_ps(xd[(size_t)r * nb + b])),
+            for (int h = 0; h < NH; h++) {
+                const float dx = xd[(size_t)r * nb + b];
+                acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(Q6 ? d1[h] : d0[h], _mm256_set1_ps(dx)),
                                             acc[r][h]);
+                if (TY == 7)
+                    acc[r][h] = _mm256_fnmadd_ps(m1[h], _mm256_set1_ps(dx * (float)hs[(size_t)r * 2 * nb + 2 * b + 1]), acc[r][h]);
+            }
     }
     for (int r = 0; r < R; r++)
         for (int h = 0; h < NH; h++) {
@@ -465,11 +527,13 @@ R16MK_AVX2_ALL(3)
 R16MK_AVX2_ALL(4)
 R16MK_AVX2_ALL(5)
 R16MK_AVX2_ALL(6)
+R16MK_AVX2_ALL(7)
 
 typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
 /* [type][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
 #define R16ROW2(TY) {r16_mk_avx2_1_2_##TY, r16_mk_avx2_2_1_##TY, r16_mk_avx2_3_1_##TY, r16_mk_avx2_4_1_##TY}
-static const r16mk2_fn k_r16mk2[7][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4), R16ROW2(5), R16ROW2(6)};
+static const r16mk2_fn k_r16mk2[8][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3),
+                                         R16ROW2(4), R16ROW2(5), R16ROW2(6), R16ROW2(7)};
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */

@@ -15,7 +15,10 @@
  *    at -offset * (the block's activation code sum), scaled by d * dx;
  *  1 Q6_K, Q3_K: one per half block (scales per 16), each started at -32
  *    (Q3_K: -4) * the half's sum: (d0 * i0 + d1 * i1) * dx;
- *  2 Q4_K, Q5_K: one, no offset: (d sc) * dx * idot - (dmin mn) * (dx sum).
+ *  2 Q4_K, Q5_K: one, no offset: (d sc) * dx * idot - (dmin mn) * (dx sum);
+ *  3 Q2_K: one per half block, no offset, a min per half (the panel block
+ *    is SLM_R16P_BLOCK2_BYTES: scales and mins of both halves):
+ *    (d0 * i0 + d1 * i1 - m0 * hs0 - m1 * hs1) * dx.
  * The starts are computed once per call for all rows (ofs, after the
  * panel: SLM_R16_OFS_BYTES) and broadcast from memory. The float steps are
  * those of the per-group kernels (r16_mk_avx512, r16k_mk_avx512) in the same
@@ -27,42 +30,49 @@
 #ifdef SLM_X86
 AVX512 INLINE void r16p_mk(const slm_mm *mm, const qscratch *qs, const int32_t *ofs, const uint8_t *pan, int i0,
                            int j0, const __mmask16 *cm, const int R, const int G, const int KIND) {
-    const int k = mm->k, nb = k / 32, NO = KIND == 1 ? 2 : 1;
+    const int k = mm->k, nb = k / 32, NO = KIND == 1 ? 2 : 1, HALF = KIND == 1 || KIND == 3;
+    const size_t PB = KIND == 3 ? SLM_R16P_BLOCK2_BYTES : SLM_R16P_BLOCK_BYTES;
     const uint8_t *xq = qs->q + (size_t)i0 * k;
     const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
-    const int32_t *os = ofs ? ofs + (size_t)i0 * NO * nb : NULL;
+    const int32_t *os = ofs ? ofs + (size_t)i0 * NO * nb : NULL, *hs = qs->hs + (size_t)i0 * 2 * nb;
     __m512 acc[3][6];
     for (int g = 0; g < G; g++)
         for (int r = 0; r < R; r++) acc[g][r] = _mm512_setzero_ps();
     for (int b = 0; b < nb; b++) {
         __m512i ia[3][6], ib[3][6];
         for (int r = 0; r < R; r++) {
-            const __m512i o0 = KIND == 2 ? _mm512_setzero_si512() : _mm512_set1_epi32(os[(size_t)r * NO * nb + NO * b]);
+            const __m512i o0 = KIND >= 2 ? _mm512_setzero_si512() : _mm512_set1_epi32(os[(size_t)r * NO * nb + NO * b]);
             const __m512i o1 = KIND == 1 ? _mm512_set1_epi32(os[(size_t)r * NO * nb + NO * b + 1]) : o0;
             for (int g = 0; g < G; g++) {
                 ia[g][r] = o0;
-                if (KIND == 1) ib[g][r] = o1;
+                if (HALF) ib[g][r] = o1;
             }
         }
         for (int v = 0; v < 8; v++) {
             __m512i w[3];
             for (int g = 0; g < G; g++)
-                w[g] = _mm512_load_si512(pan + ((size_t)g * nb + b) * SLM_R16P_BLOCK_BYTES + 64 * v);
+                w[g] = _mm512_load_si512(pan + ((size_t)g * nb + b) * PB + 64 * v);
             for (int r = 0; r < R; r++) {
                 const __m512i xv = _mm512_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
                 for (int g = 0; g < G; g++) {
-                    if (KIND == 1 && v >= 4) ib[g][r] = _mm512_dpbusd_epi32(ib[g][r], w[g], xv);
+                    if (HALF && v >= 4) ib[g][r] = _mm512_dpbusd_epi32(ib[g][r], w[g], xv);
                     else ia[g][r] = _mm512_dpbusd_epi32(ia[g][r], w[g], xv);
                 }
             }
         }
         for (int g = 0; g < G; g++) {
-            const float *pd = (const float *)(pan + ((size_t)g * nb + b) * SLM_R16P_BLOCK_BYTES + 512);
+            const float *pd = (const float *)(pan + ((size_t)g * nb + b) * PB + 512);
             const __m512 d0 = _mm512_load_ps(pd);
             const __m512 d1 = KIND ? _mm512_load_ps(pd + 16) : d0;
             for (int r = 0; r < R; r++) {
                 const __m512 dx = _mm512_set1_ps(xd[(size_t)r * nb + b]);
-                if (KIND == 1) {
+                if (KIND == 3) { /* the float steps of r16_mk_avx512's Q2_K */
+                    __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[g][r]), d1,
+                                               _mm512_mul_ps(_mm512_cvtepi32_ps(ia[g][r]), d0));
+                    f = _mm512_fnmadd_ps(_mm512_load_ps(pd + 32), _mm512_set1_ps((float)hs[(size_t)r * 2 * nb + 2 * b]), f);
+                    f = _mm512_fnmadd_ps(_mm512_load_ps(pd + 48), _mm512_set1_ps((float)hs[(size_t)r * 2 * nb + 2 * b + 1]), f);
+                    acc[g][r] = _mm512_fmadd_ps(f, dx, acc[g][r]);
+                } else if (KIND == 1) {
                     const __m512 f = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[g][r]), d1,
                                                      _mm512_mul_ps(_mm512_cvtepi32_ps(ia[g][r]), d0));
                     acc[g][r] = _mm512_fmadd_ps(f, dx, acc[g][r]);
@@ -93,24 +103,27 @@ typedef void (*r16p_fn)(const slm_mm *, const qscratch *, const int32_t *, const
 R16P_ROWS6(1, 0) R16P_ROWS6(2, 0) R16P_ROWS(3, 0)
 R16P_ROWS(1, 1) R16P_ROWS(2, 1)
 R16P_ROWS6(1, 2) R16P_ROWS6(2, 2) R16P_ROWS(3, 2)
+R16P_ROWS(1, 3) R16P_ROWS(2, 3)
 #define R16P_T4(G, KIND) {r16p_mk_1_##G##_##KIND, r16p_mk_2_##G##_##KIND, r16p_mk_3_##G##_##KIND, r16p_mk_4_##G##_##KIND, NULL, NULL}
 #define R16P_T6(G, KIND) {r16p_mk_1_##G##_##KIND, r16p_mk_2_##G##_##KIND, r16p_mk_3_##G##_##KIND, r16p_mk_4_##G##_##KIND, \
                           r16p_mk_5_##G##_##KIND, r16p_mk_6_##G##_##KIND}
-static const r16p_fn k_r16p[3][3][6] = {
+static const r16p_fn k_r16p[4][3][6] = {
     {R16P_T6(1, 0), R16P_T6(2, 0), R16P_T4(3, 0)},
     {R16P_T4(1, 1), R16P_T4(2, 1), {NULL}},
     {R16P_T6(1, 2), R16P_T6(2, 2), R16P_T4(3, 2)},
+    {R16P_T4(1, 3), R16P_T4(2, 3), {NULL}},
 };
-static const int k_r16p_gmax[3] = {3, 2, 3};
-static const int k_r16p_rows[3][3] = {{6, 6, 4}, {4, 4, 0}, {6, 6, 4}};
+static const int k_r16p_gmax[4] = {3, 2, 3, 2};
+static const int k_r16p_rows[4][3] = {{6, 6, 4}, {4, 4, 0}, {6, 6, 4}, {4, 4, 0}};
 
 AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     const uint32_t t = mm->wtype;
-    const int kind = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16 ? 2 : t == SLM_Q6_K_R16 || t == SLM_Q3_K_R16 ? 1 : 0;
+    const int kind = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16 ? 2 : t == SLM_Q6_K_R16 || t == SLM_Q3_K_R16 ? 1
+                   : t == SLM_Q2_K_R16 ? 3 : 0;
     const int nb = mm->k / 32, rows = mm->rows;
     uint8_t *pan = qs->panel;
     int32_t *ofs = NULL;
-    if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
+    if (kind < 2) { /* the accumulators' starts: -offset * the activation codes' sums */
         ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
         const int off = t == SLM_Q8_0_R16 || t == SLM_IQ4_NL_R16 || t == SLM_IQ4_XS_R16 ? -128 : t == SLM_Q3_K_R16 ? -4 : kind == 1 ? -32
                       : t == SLM_Q5_0_R16 ? -16 : -8;
@@ -140,7 +153,7 @@ AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
             const int c0 = g0 + 16 * g;
             const int a = mm->n0 > c0 ? mm->n0 - c0 : 0, e = mm->n1 - c0 < 16 ? mm->n1 - c0 : 16;
             cm[g] = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
-            uint8_t *pg = pan + (size_t)g * nb * SLM_R16P_BLOCK_BYTES;
+            uint8_t *pg = pan + (size_t)g * nb * (kind == 3 ? SLM_R16P_BLOCK2_BYTES : SLM_R16P_BLOCK_BYTES);
             if (kind == 2) slm_x86_r16kp_unpack_avx512(mm, c0, pg);
             else slm_x86_r16p_unpack_avx512(mm, c0, pg);
         }
