@@ -114,7 +114,16 @@ static void test_file_type_name(void) {
     CHECKF(rc == 0 && md && strstr(md, "| bench_f.gguf Q4_K_M |") && strstr(md, "q5_0 x"), "%s",
            md ? md : "(no output)");
     free(md);
-    remove("bench_f.gguf"), remove("bench_f.md");
+    /* a blob compiled from it keeps the name (.slm.meta holds general.file_type) */
+    rc = system(SLM_CLI_PATH " compile -m bench_f.gguf --max-prompt-len 8 --min-response-len 8 -o bench_f.blob "
+                             "> /dev/null 2>&1");
+    CHECK(rc == 0);
+    rc = system(SLM_CLI_PATH " bench -m bench_f.blob -p 4 -n 0 -r 1 --no-profile --bw-mib 0 --ttft 0 -t 1 "
+                             "> bench_f.md 2>/dev/null");
+    md = t_read_file("bench_f.md", NULL);
+    CHECKF(rc == 0 && md && strstr(md, "| bench_f.blob Q4_K_M |"), "%s", md ? md : "(no output)");
+    free(md);
+    remove("bench_f.gguf"), remove("bench_f.blob"), remove("bench_f.md");
 }
 
 int main(void) {

@@ -236,6 +236,21 @@ static slm_status build_meta(const slm_model_file *m, uint8_t **out, uint64_t *s
             memcpy(p + 8 + k.len, v.s, (size_t)v.len);
             count++;
         }
+        /* llama_ftype (u32 in the GGUF), in decimal: bench names a blob's type by it */
+        uint32_t ft;
+        if (slm_gguf_get_u32(m->gguf, "general.file_type", &ft)) {
+            static const char key[] = "general.file_type";
+            char val[16];
+            const int vl = snprintf(val, sizeof val, "%u", (unsigned)ft);
+            uint8_t *p = sb_grow(&b, 8 + sizeof key - 1 + (size_t)vl);
+            if (p) {
+                wr32(p, (uint32_t)(sizeof key - 1));
+                memcpy(p + 4, key, sizeof key - 1);
+                wr32(p + 4 + sizeof key - 1, (uint32_t)vl);
+                memcpy(p + 8 + sizeof key - 1, val, (size_t)vl);
+                count++;
+            }
+        }
     }
     if (b.oom) {
         slm_xfree(b.p);

@@ -206,7 +206,9 @@ static void facts_add(model_facts *f, uint64_t *by_type, uint64_t *count, const 
 
 /* A blob's tensor table (docs/blob.md, .slm.tensors: 120-byte records, a
  * repacked type is 0x80 | its base type). 0 when it does not open. */
-static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint64_t *count) {
+static const char *ftype_name(uint32_t ft);
+
+static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint64_t *count, const char **fname) {
     slm_blob b;
     slm_compiled c;
     slm_tokenizer *tok = NULL;
@@ -215,6 +217,16 @@ static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint6
     memset(&c, 0, sizeof c);
     memset(&err, 0, sizeof err);
     if (slm_blob_open(&b, path, 0, &c, &tok, &err)) return 0;
+    const char *v;
+    uint64_t vl;
+    if (slm_blob_meta(&b, "general.file_type", &v, &vl) && vl > 0 && vl < 12) { /* the GGUF's u32, in decimal */
+        char num[12];
+        memcpy(num, v, (size_t)vl);
+        num[vl] = 0;
+        char *end;
+        const unsigned long ft = strtoul(num, &end, 10);
+        if (*end == 0 && ft <= UINT32_MAX) *fname = ftype_name((uint32_t)ft);
+    }
     for (uint32_t i = 0; i < b.n_tensors; i++) {
         const uint8_t *e = b.tensors + (size_t)i * BLOB_TENSOR_SIZE;
         uint32_t type, n_dims;
@@ -253,7 +265,7 @@ static int model_facts_get(const char *path, model_facts *f) {
     uint64_t by_type[SLM_DTYPE_COUNT] = {0}, count[SLM_DTYPE_COUNT] = {0};
     const char *fname = NULL;
     if (slm_blob_is_elf(path)) {
-        if (!blob_facts(path, f, by_type, count)) return 0;
+        if (!blob_facts(path, f, by_type, count, &fname)) return 0;
     } else {
         slm_model_file m;
         memset(&m, 0, sizeof m);
