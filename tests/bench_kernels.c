@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     static const uint32_t all[] = {SLM_F32, SLM_F16, SLM_BF16, SLM_Q8_0, SLM_Q4_0, SLM_Q4_1, SLM_Q4_K, SLM_Q5_K, SLM_Q6_K,
                                      SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16, SLM_F16_R16, SLM_Q4_K_R16, SLM_Q5_K_R16,
                                      SLM_Q5_0, SLM_Q5_0_R16, SLM_IQ4_NL_R16, SLM_Q2_K, SLM_Q3_K, SLM_IQ4_XS, SLM_Q3_K_R16, SLM_IQ4_XS_R16,
-                                     SLM_Q2_K_R16};
+                                     SLM_Q2_K_R16, SLM_Q5_1, SLM_Q4_1_R16, SLM_Q5_1_R16};
     uint32_t types[32];
     int nt = 0;
     for (int i = 2; i < argc && nt < 32; i++)

@@ -402,14 +402,15 @@ static void test_same_argmax(void) {
  * groups, tiles cut inside a group, one row (decode) and many (prefill). */
 static void test_matmul_r16(void) {
     static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K, SLM_Q5_0, SLM_IQ4_NL,
-                                    SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K};
+                                    SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_1, SLM_Q5_1};
     static const int ks[] = {32, 96, 256, 768, 2304};
     static const int ns[] = {16, 48, 80}; /* 80: a step of 3 groups, then one of 2 (prefill) */
     static const int rows_[] = {1, 2, 7, 8, 9, 33, 121}; /* 121 at k = 2304 only */
     for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++) {
         const uint32_t t = base[bi], rt = SLM_R16 | t;
         CHECK(slm_repack_type(t, 256, 17) == 0);
-        CHECK(slm_repack_type(SLM_Q4_1, 256, 16) == 0 && slm_repack_type(SLM_Q5_1, 256, 16) == 0);
+        CHECK(slm_repack_type(SLM_Q4_1, 256, 16) == SLM_Q4_1_R16 && slm_repack_type(SLM_Q5_1, 256, 16) == SLM_Q5_1_R16);
+        CHECK(slm_repack_type(SLM_Q5_1, 48, 16) == 0 && slm_repack_type(SLM_Q3_K, 288, 16) == 0);
         CHECK(slm_repack_type(SLM_Q4_K, 96, 16) == 0);
         for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
             if (!type_k_ok(t, ks[ki])) continue;
@@ -524,7 +525,7 @@ static void test_matmul_rows_alone(void) {
  * call: a prompt's last row prefilled has the logits it has decoded. */
 static void test_matmul_prefill_rows_alone(void) {
     static const uint32_t types[] = {SLM_Q4_0, SLM_Q5_0, SLM_Q6_K, SLM_Q4_K, SLM_Q5_K, SLM_Q8_0, SLM_IQ4_NL, SLM_Q3_K,
-                                     SLM_IQ4_XS, SLM_Q2_K};
+                                     SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_1, SLM_Q5_1};
     const int k = 768, n = 48, ldy = n + 1, rows = 19;
     float *y1 = malloc(sizeof(float) * n), *yr = malloc(sizeof(float) * (size_t)ldy * rows);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {

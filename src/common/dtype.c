@@ -37,7 +37,8 @@ static const slm_dtype_info k_q4_0_r16 = {"q4_0_r16", 32, 18}, k_q6_k_r16 = {"q6
 static const slm_dtype_info k_q4_k_r16 = {"q4_k_r16", 256, 144}, k_q5_k_r16 = {"q5_k_r16", 256, 176};
 static const slm_dtype_info k_q5_0_r16 = {"q5_0_r16", 32, 22}, k_iq4_nl_r16 = {"iq4_nl_r16", 32, 18};
 static const slm_dtype_info k_q3_k_r16 = {"q3_k_r16", 256, 110}, k_iq4_xs_r16 = {"iq4_xs_r16", 256, 136};
-static const slm_dtype_info k_q2_k_r16 = {"q2_k_r16", 256, 84};
+static const slm_dtype_info k_q2_k_r16 = {"q2_k_r16", 256, 84}, k_q4_1_r16 = {"q4_1_r16", 32, 20},
+                            k_q5_1_r16 = {"q5_1_r16", 32, 24};
 
 const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_Q4_0_R16) return &k_q4_0_r16;
@@ -51,6 +52,8 @@ const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_Q3_K_R16) return &k_q3_k_r16;
     if (t == SLM_IQ4_XS_R16) return &k_iq4_xs_r16;
     if (t == SLM_Q2_K_R16) return &k_q2_k_r16;
+    if (t == SLM_Q4_1_R16) return &k_q4_1_r16;
+    if (t == SLM_Q5_1_R16) return &k_q5_1_r16;
     if (t >= SLM_DTYPE_COUNT || !k_types[t].name) return NULL;
     return &k_types[t];
 }

@@ -57,6 +57,8 @@ typedef struct slm_dtype_info {
 #define SLM_Q3_K_R16 (SLM_R16 | SLM_Q3_K)
 #define SLM_IQ4_XS_R16 (SLM_R16 | SLM_IQ4_XS)
 #define SLM_Q2_K_R16 (SLM_R16 | SLM_Q2_K)
+#define SLM_Q4_1_R16 (SLM_R16 | SLM_Q4_1)
+#define SLM_Q5_1_R16 (SLM_R16 | SLM_Q5_1)
 static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
 static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
 

@@ -1,6 +1,6 @@
 /* Repacked matrices (SLM_Q4_0_R16, SLM_Q5_0_R16, SLM_IQ4_NL_R16,
  * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_Q3_K_R16,
- * SLM_IQ4_XS_R16, SLM_Q2_K_R16, SLM_F16_R16): the
+ * SLM_IQ4_XS_R16, SLM_Q2_K_R16, SLM_Q4_1_R16, SLM_Q5_1_R16, SLM_F16_R16): the
  * compiler's kernel-friendly weight layout.
  *
  * Rows 16g .. 16g+15 of a matrix (the 16 output columns c = 0..15 of a
@@ -21,6 +21,10 @@
  *   u8  hb[16][4]        row c, byte e, bit v: bit 4 of the code of element
  *                        4v + e (codes 0..31; value = d * (code - 16))
  *   f16 d[16]
+ * Q4_1_R16, 320 bytes per block, and Q5_1_R16, 384: as Q4_0_R16 and
+ *   Q5_0_R16 (codes 0..15, 0..31), then
+ *   f16 d[16], m[16]     the block scales and mins of the 16 rows (value =
+ *                        d * code + m)
  * IQ4_NL_R16, 288 bytes per block: as Q4_0_R16, the codes indices into
  *   slm_kvalues_iq4nl (value = d * kvalues[code])
  * Q8_0_R16, 544 bytes per block
@@ -171,6 +175,17 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
         d[0] = d[1] = slm_f16_to_f32(h);
         return;
     }
+    if (rt == SLM_Q4_1_R16 || rt == SLM_Q5_1_R16) {
+        const int five = rt == SLM_Q5_1_R16;
+        const uint8_t *blk = g + b * (five ? 384 : 320), *sc = blk + (five ? 320 : 256);
+        for (int e = 0; e < 32; e++)
+            q[e] = (int8_t)(get_nibble(blk, c, e) | (five ? ((blk[256 + c * 4 + e % 4] >> (e / 4)) & 1) << 4 : 0));
+        memcpy(&h, sc + 2 * c, 2);
+        d[0] = d[1] = slm_f16_to_f32(h);
+        memcpy(&h, sc + 32 + 2 * c, 2);
+        m[0] = m[1] = slm_f16_to_f32(h);
+        return;
+    }
     if (rt == SLM_Q5_0_R16) {
         const uint8_t *blk = g + b * 352;
         for (int e = 0; e < 32; e++)
@@ -217,7 +232,8 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j
     }
     switch (t) {
     case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
-    case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16: break;
+    case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16:
+    case SLM_Q4_1_R16: case SLM_Q5_1_R16: break;
     default: return 0;
     }
     for (int64_t b = 0; b < k / 32; b++) {

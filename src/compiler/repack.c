@@ -30,6 +30,8 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_Q3_K && k % 256 == 0) return SLM_Q3_K_R16;
     if (t == SLM_IQ4_XS && k % 256 == 0) return SLM_IQ4_XS_R16;
     if (t == SLM_Q2_K && k % 256 == 0) return SLM_Q2_K_R16;
+    if (t == SLM_Q4_1 && k % 32 == 0) return SLM_Q4_1_R16;
+    if (t == SLM_Q5_1 && k % 32 == 0) return SLM_Q5_1_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
@@ -76,6 +78,32 @@ static void repack_group_q5_0_iq4_nl(int five, const uint8_t *src, uint64_t wrow
                     blk[256 + c * 4 + e] = v;
                 }
             memcpy(blk + cb + 2 * c, five ? &x5->d : &xn->d, 2);
+        }
+    }
+}
+
+/* Q4_1 and Q5_1 as Q4_0 and Q5_0, the mins after the scales. */
+static void repack_group_q4_1_q5_1(int five, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const size_t bb = five ? 384 : 320, cb = five ? 320 : 256;
+    for (int c = 0; c < 16; c++) {
+        const uint8_t *row = src + (size_t)c * wrow;
+        for (int64_t b = 0; b < nb; b++) {
+            const slm_block_q5_1 *x5 = (const slm_block_q5_1 *)row + b;
+            const slm_block_q4_1 *x4 = (const slm_block_q4_1 *)row + b;
+            const uint8_t *qs = five ? x5->qs : x4->qs;
+            uint8_t *blk = dst + (size_t)b * bb, q[32];
+            uint32_t qh = 0;
+            if (five) qh = (uint32_t)x5->qh[0] | (uint32_t)x5->qh[1] << 8 | (uint32_t)x5->qh[2] << 16 | (uint32_t)x5->qh[3] << 24;
+            for (int e = 0; e < 32; e++) q[e] = (uint8_t)(((qs[e % 16] >> (4 * (e / 16))) & 0xF) | ((qh >> e) & 1) << 4);
+            put_nibbles(blk, c, q);
+            if (five)
+                for (int e = 0; e < 4; e++) {
+                    uint8_t v = 0;
+                    for (int f = 0; f < 8; f++) v |= (uint8_t)(((q[4 * f + e] >> 4) & 1) << f);
+                    blk[256 + c * 4 + e] = v;
+                }
+            memcpy(blk + cb + 2 * c, five ? &x5->d : &x4->d, 2);
+            memcpy(blk + cb + 32 + 2 * c, five ? &x5->m : &x4->m, 2);
         }
     }
 }
@@ -275,6 +303,7 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
         else if (t == SLM_Q3_K) repack_group_q3_k(tmp, wrow, nb, grp);
         else if (t == SLM_IQ4_XS) repack_group_iq4_xs(tmp, wrow, nb, grp);
         else if (t == SLM_Q2_K) repack_group_q2_k(tmp, wrow, nb, grp);
+        else if (t == SLM_Q4_1 || t == SLM_Q5_1) repack_group_q4_1_q5_1(t == SLM_Q5_1, tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
 }

@@ -3,7 +3,7 @@
 
 #ifdef SLM_X86
 /* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16, Q3_K_R16,
- * IQ4_XS_R16, Q2_K_R16;
+ * IQ4_XS_R16, Q2_K_R16, Q4_1_R16, Q5_1_R16;
  * layout in common/layout_r16.c) ---------------------------------------------
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
@@ -13,19 +13,22 @@
  * accumulator's start: -offset * (sum of the activation codes of the half
  * block). Q6_K, Q3_K and Q2_K keep one accumulator per half block (per-16
  * scales); Q2_K's codes have no offset but a min per half block: -dmin * min
- * * (the half's activation code sum), in float. Decode is R = 1. */
+ * * (the half's activation code sum), in float; Q4_1 and Q5_1 (the codes of
+ * Q4_0, Q5_0, no offset) a min per block: + m * (the block's activation sum),
+ * as Q4_K's in kernels_x86_r16k.c. Decode is R = 1. */
 /* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16, 5 Q3_K_R16, 6 IQ4_XS_R16,
-   7 Q2_K_R16 */
-#define R16_CODE_BYTES(TY) ((TY) == 2 ? 512 : (TY) == 3 ? 320 : 256) /* per block, before the scales */
+   7 Q2_K_R16, 8 Q4_1_R16, 9 Q5_1_R16 */
+#define R16_CODE_BYTES(TY) ((TY) == 2 ? 512 : (TY) == 3 || (TY) == 9 ? 320 : 256) /* per block, before the scales */
+#define R16_MIN1(TY) ((TY) == 8 || (TY) == 9) /* f16 m[16] after d[16]: value = d * code + m */
 #define R16_HALVES(TY) ((TY) == 1 || (TY) == 5 || (TY) == 7) /* per-16 scales: an accumulator a half block */
 #define R16_TABLE(TY) ((TY) == 4 || (TY) == 6) /* codes index slm_kvalues_iq4nl */
-#define R16_OFF(TY) ((TY) == 2 || R16_TABLE(TY) ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : (TY) == 7 ? 0 : -8)
+#define R16_OFF(TY) ((TY) == 2 || R16_TABLE(TY) ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : (TY) == 7 || R16_MIN1(TY) ? 0 : -8)
 /* the super-block (Q6_K, Q3_K, IQ4_XS: bytes, header) and block (bytes) of block b */
 #define R16_SUPER(TY) ((TY) == 1 || (TY) == 5 || (TY) == 6 || (TY) == 7)
 #define R16_SUP_BYTES(TY) ((TY) == 1 ? 3360 : (TY) == 5 ? 1760 : (TY) == 6 ? 2176 : 1344)
 #define R16_HDR_BYTES(TY) ((TY) == 1 ? 32 : (TY) == 5 ? 96 : (TY) == 6 ? 128 : 64)
 #define R16_BLK_BYTES(TY) \
-    ((TY) == 1 ? 416 : (TY) == 5 ? 208 : (TY) == 6 ? 256 : (TY) == 7 ? 160 : R16_CODE_BYTES(TY) + 32)
+    ((TY) == 1 ? 416 : (TY) == 5 ? 208 : (TY) == 6 ? 256 : (TY) == 7 ? 160 : R16_CODE_BYTES(TY) + 32 + 32 * R16_MIN1(TY))
 #define R16_PANEL_BB(TY) ((TY) == 7 ? SLM_R16P_BLOCK2_BYTES : SLM_R16P_BLOCK_BYTES)
 #define R16_HI_OFS(TY) ((TY) == 5 ? 128 : 256) /* the high bits after the low ones */
 static inline const uint8_t *r16_block(const uint8_t *grp, int b, const int TY) {
@@ -107,6 +110,7 @@ AVX512 INLINE __m512i r16_code_avx512(const uint8_t *lb, int v, const int TY) {
         const __m512i l = _mm512_loadu_si512(lb + 64 * (v / 4));
         return _mm512_and_si512(v % 4 ? _mm512_srli_epi16(l, 2 * (v % 4)) : l, _mm512_set1_epi8(3));
     }
+    if (R16_MIN1(TY)) return r16_vec_avx512(lb, lb + 256, v, TY == 9 ? 3 : 0);
     return TY == 5 ? r16_q3_vec_avx512(lb, lb + R16_HI_OFS(TY), v) : r16_vec_avx512(lb, lb + R16_HI_OFS(TY), v, TY);
 }
 
@@ -142,7 +146,7 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
     const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
     const int off = R16_OFF(TY);
     const uint8_t *xq = qs->q + (size_t)i0 * k;
-    const float *xd = qs->d + (size_t)i0 * nb;
+    const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
     __m512 acc[6];
     for (int r = 0; r < R; r++) acc[r] = _mm512_setzero_ps();
@@ -183,9 +187,14 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
             }
         } else {
             const __m512 d = TY == 6 ? r16_xs_scale_avx512(grp, b, &dsup) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB)));
-            for (int r = 0; r < R; r++)
+            /* Q4_1, Q5_1: -m, as the panel keeps it (kernels_x86_r16p.c's kind 2) */
+            const __m512 nm = R16_MIN1(TY) ? _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB + 32))))
+                                           : _mm512_setzero_ps();
+            for (int r = 0; r < R; r++) {
                 acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), _mm512_mul_ps(d, _mm512_set1_ps(xd[(size_t)r * nb + b])),
                                          acc[r]);
+                if (R16_MIN1(TY)) acc[r] = _mm512_fnmadd_ps(nm, _mm512_set1_ps(xs[(size_t)r * nb + b]), acc[r]);
+            }
         }
     }
     for (int r = 0; r < R; r++) _mm512_mask_storeu_ps(mm->y + (size_t)(i0 + r) * mm->ldy + j0, cm, acc[r]);
@@ -205,16 +214,19 @@ R16MK_AVX512_ALL(4)
 R16MK_AVX512_ALL(5)
 R16MK_AVX512_ALL(6)
 R16MK_AVX512_ALL(7)
+R16MK_AVX512_ALL(8)
+R16MK_AVX512_ALL(9)
 
 typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY}
-static const r16mk512_fn k_r16mk512[8][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3),
-                                             R16ROW512(4), R16ROW512(5), R16ROW512(6), R16ROW512(7)};
+static const r16mk512_fn k_r16mk512[10][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4),
+                                              R16ROW512(5), R16ROW512(6), R16ROW512(7), R16ROW512(8), R16ROW512(9)};
 
 static int r16_ty(uint32_t t) {
     return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4
-         : t == SLM_Q3_K_R16 ? 5 : t == SLM_IQ4_XS_R16 ? 6 : t == SLM_Q2_K_R16 ? 7 : 0;
+         : t == SLM_Q3_K_R16 ? 5 : t == SLM_IQ4_XS_R16 ? 6 : t == SLM_Q2_K_R16 ? 7 : t == SLM_Q4_1_R16 ? 8
+         : t == SLM_Q5_1_R16 ? 9 : 0;
 }
 
 /* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
@@ -242,6 +254,8 @@ AVX512 INLINE void r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, co
         } else {
             _mm512_store_ps(pb + 512, TY == 6 ? r16_xs_scale_avx512(grp, b, &dsup)
                                               : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB))));
+            if (R16_MIN1(TY))
+                _mm512_store_ps(pb + 576, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB + 32)))));
         }
     }
 }
@@ -255,7 +269,9 @@ AVX512 void slm_x86_r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
     case 4: r16p_unpack_avx512(mm, j0, pan, 4); break;
     case 5: r16p_unpack_avx512(mm, j0, pan, 5); break;
     case 6: r16p_unpack_avx512(mm, j0, pan, 6); break;
-    default: r16p_unpack_avx512(mm, j0, pan, 7); break;
+    case 7: r16p_unpack_avx512(mm, j0, pan, 7); break;
+    case 8: r16p_unpack_avx512(mm, j0, pan, 8); break;
+    default: r16p_unpack_avx512(mm, j0, pan, 9); break;
     }
 }
 
@@ -349,6 +365,7 @@ AVX2 INLINE __m256i r16_code_avx2(const uint8_t *lb, int v, int half, const int 
         const __m256i l = _mm256_loadu_si256((const __m256i *)(lb + 64 * (v / 4) + 32 * half));
         return _mm256_and_si256(v % 4 ? _mm256_srli_epi16(l, 2 * (v % 4)) : l, _mm256_set1_epi8(3));
     }
+    if (R16_MIN1(TY)) return r16_vec_avx2(lb, lb + 256, v, half, TY == 9 ? 3 : 0);
     return TY == 5 ? r16_q3_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half) : r16_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half, TY);
 }
 
@@ -385,7 +402,8 @@ AVX2 INLINE void r16_half_scales_avx2(const uint8_t *grp, const uint8_t *lb, int
  * <= 128 make maddubs pairs below 2 * 15 * 128 (...63 * 128): G of a
  * block's products add in 16 bits before one madd (G * 2 * (2^c - 1) *
  * 128 < 2^15 for G = 8, 4, 2), a third fewer multiply-port operations. */
-#define R16_G(TY) ((TY) == 0 ? 8 : (TY) == 3 || (TY) == 5 || (TY) == 7 ? 4 : (TY) == 1 ? 2 : 1) /* Q3_K, Q2_K: 4, the half's end */
+#define R16_G(TY) \
+    ((TY) == 0 || (TY) == 8 ? 8 : (TY) == 3 || (TY) == 5 || (TY) == 7 || (TY) == 9 ? 4 : (TY) == 1 ? 2 : 1) /* Q3_K, Q2_K: 4, the half's end */
 
 /* R rows x NH halves of the group at j0, from half h0 (NH 2: h0 0, the
  * whole group in one pass over its bytes: decode). ha[h], he[h]: the
@@ -398,7 +416,7 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
     const int off = SIGNED ? 0 : R16_OFF(TY); /* Q8_0, IQ4_NL: signed codes, no offset */
     const __m256i ones = _mm256_set1_epi16(1);
     const uint8_t *xq = qs->q + (size_t)i0 * k;
-    const float *xd = qs->d + (size_t)i0 * nb;
+    const float *xd = qs->d + (size_t)i0 * nb, *xs = qs->s + (size_t)i0 * nb;
     const int32_t *hs = qs->hs + (size_t)i0 * 2 * nb;
     __m256 acc[4][2];
     for (int r = 0; r < R; r++)
@@ -418,6 +436,8 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
             } else {
                 d0[h] = TY == 6 ? r16_xs_scale_avx2(grp, b, half, &dsup[h])
                                 : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
+                if (R16_MIN1(TY)) /* -m, as the AVX2 panel keeps it */
+                    m0[h] = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 32 + 16 * half))));
             }
         }
         __m256i ia[4][2], s16[4][2];
@@ -465,6 +485,7 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
                                             acc[r][h]);
                 if (TY == 7)
                     acc[r][h] = _mm256_fnmadd_ps(m1[h], _mm256_set1_ps(dx * (float)hs[(size_t)r * 2 * nb + 2 * b + 1]), acc[r][h]);
+                if (R16_MIN1(TY)) acc[r][h] = _mm256_fnmadd_ps(m0[h], _mm256_set1_ps(xs[(size_t)r * nb + b]), acc[r][h]);
             }
     }
     for (int r = 0; r < R; r++)
@@ -499,6 +520,8 @@ AVX2 INLINE void r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan, const 
                 _mm256_store_ps(pd + 16, d1);
             } else {
                 _mm256_store_ps(pd, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half))));
+                if (R16_MIN1(TY))
+                    _mm256_store_ps(pd + 16, _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 32 + 16 * half)))));
             }
         }
     }
@@ -510,6 +533,8 @@ AVX2 int slm_x86_r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
     case 1: r16p_unpack_avx2(mm, j0, pan, 1); return 1;
     case 3: r16p_unpack_avx2(mm, j0, pan, 3); return 1;
     case 5: r16p_unpack_avx2(mm, j0, pan, 5); return 1;
+    case 8: r16p_unpack_avx2(mm, j0, pan, 8); return 1;
+    case 9: r16p_unpack_avx2(mm, j0, pan, 9); return 1;
     default: return 0; /* Q8_0, IQ4_NL: signed codes (maddubs would saturate on unsigned ones) */
     }
 }
@@ -528,12 +553,14 @@ R16MK_AVX2_ALL(4)
 R16MK_AVX2_ALL(5)
 R16MK_AVX2_ALL(6)
 R16MK_AVX2_ALL(7)
+R16MK_AVX2_ALL(8)
+R16MK_AVX2_ALL(9)
 
 typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
 /* [type][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
 #define R16ROW2(TY) {r16_mk_avx2_1_2_##TY, r16_mk_avx2_2_1_##TY, r16_mk_avx2_3_1_##TY, r16_mk_avx2_4_1_##TY}
-static const r16mk2_fn k_r16mk2[8][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3),
-                                         R16ROW2(4), R16ROW2(5), R16ROW2(6), R16ROW2(7)};
+static const r16mk2_fn k_r16mk2[10][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4),
+                                          R16ROW2(5), R16ROW2(6), R16ROW2(7), R16ROW2(8), R16ROW2(9)};
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */

@@ -118,7 +118,8 @@ static const int k_r16p_rows[4][3] = {{6, 6, 4}, {4, 4, 0}, {6, 6, 4}, {4, 4, 0}
 
 AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     const uint32_t t = mm->wtype;
-    const int kind = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16 ? 2 : t == SLM_Q6_K_R16 || t == SLM_Q3_K_R16 ? 1
+    const int kq = t == SLM_Q4_K_R16 || t == SLM_Q5_K_R16; /* the panel written by kernels_x86_r16k.c */
+    const int kind = kq || t == SLM_Q4_1_R16 || t == SLM_Q5_1_R16 ? 2 : t == SLM_Q6_K_R16 || t == SLM_Q3_K_R16 ? 1
                    : t == SLM_Q2_K_R16 ? 3 : 0;
     const int nb = mm->k / 32, rows = mm->rows;
     uint8_t *pan = qs->panel;
@@ -154,7 +155,7 @@ AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
             const int a = mm->n0 > c0 ? mm->n0 - c0 : 0, e = mm->n1 - c0 < 16 ? mm->n1 - c0 : 16;
             cm[g] = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
             uint8_t *pg = pan + (size_t)g * nb * (kind == 3 ? SLM_R16P_BLOCK2_BYTES : SLM_R16P_BLOCK_BYTES);
-            if (kind == 2) slm_x86_r16kp_unpack_avx512(mm, c0, pg);
+            if (kq) slm_x86_r16kp_unpack_avx512(mm, c0, pg);
             else slm_x86_r16p_unpack_avx512(mm, c0, pg);
         }
         for (int i0 = 0; i0 < rows; i0 += rb) {
@@ -265,9 +266,11 @@ static const r16p2_fn k_r16p2[6][3] = {R16P2_T(0, 8), R16P2_T(0, 4), R16P2_T(1, 
 AVX2 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     const uint32_t t = mm->wtype;
     const int ty = t == SLM_Q4_0_R16 ? 0 : t == SLM_Q5_0_R16 ? 1 : t == SLM_Q6_K_R16 ? 2 : t == SLM_Q4_K_R16 ? 3
-                 : t == SLM_Q5_K_R16 ? 4 : t == SLM_Q3_K_R16 ? 5 : -1;
+                 : t == SLM_Q5_K_R16 ? 4 : t == SLM_Q3_K_R16 ? 5 : t == SLM_Q4_1_R16 ? 6 : t == SLM_Q5_1_R16 ? 7 : -1;
     if (ty < 0 || mm->rows < 16 || !qs->panel) return 0;
-    const int kind = ty == 2 || ty == 5 ? 1 : ty >= 3 ? 2 : 0, nb = mm->k / 32, rows = mm->rows, rb = 3;
+    /* Q4_1, Q5_1: the kernels of Q4_K, Q5_K (kind 2, the same 16-bit group), their own panel writer */
+    const int row = ty == 6 ? 3 : ty == 7 ? 4 : ty;
+    const int kind = ty == 2 || ty == 5 ? 1 : row >= 3 ? 2 : 0, nb = mm->k / 32, rows = mm->rows, rb = 3;
     uint8_t *pan = qs->panel;
     int32_t *ofs = NULL;
     if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
@@ -282,11 +285,11 @@ AVX2 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
         int ha[2], he[2];
         halves_cut(mm, g0, ha, he);
-        if (kind == 2) slm_x86_r16kp_unpack_avx2(mm, g0, pan);
+        if (ty == 3 || ty == 4) slm_x86_r16kp_unpack_avx2(mm, g0, pan);
         else slm_x86_r16p_unpack_avx2(mm, g0, pan);
         for (int i0 = 0; i0 < rows; i0 += rb) {
             const int nr = rows - i0 < rb ? rows - i0 : rb;
-            k_r16p2[ty][nr - 1](mm, qs, ofs, pan, i0, g0, ha, he);
+            k_r16p2[row][nr - 1](mm, qs, ofs, pan, i0, g0, ha, he);
         }
     }
     return 1;
