@@ -57,19 +57,21 @@ static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uin
     }
 }
 
-/* Q5_0 (the fifth bits in hb) and IQ4_NL (the codes are table indices) as Q4_0. */
-static void repack_group_q5_0_iq4_nl(int five, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
-    const size_t bb = five ? 352 : 288, cb = five ? 320 : 256;
+/* Q5_0 (the fifth bits in hb), IQ4_NL (the codes are table indices), Q4_1
+ * and Q5_1 (the mins after the scales) as Q4_0. */
+static void repack_group_small(uint32_t t, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    const int five = t == SLM_Q5_0 || t == SLM_Q5_1, mins = t == SLM_Q4_1 || t == SLM_Q5_1;
+    const size_t cb = five ? 320 : 256, bb = cb + 32 + 32 * (size_t)mins;
+    const size_t sb = (size_t)slm_row_bytes(t, 32); /* bytes per source block */
     for (int c = 0; c < 16; c++) {
         const uint8_t *row = src + (size_t)c * wrow;
         for (int64_t b = 0; b < nb; b++) {
-            const slm_block_q5_0 *x5 = (const slm_block_q5_0 *)row + b;
-            const slm_block_iq4_nl *xn = (const slm_block_iq4_nl *)row + b;
-            const uint8_t *qs = five ? x5->qs : xn->qs;
+            const uint8_t *x = row + (size_t)b * sb; /* f16 d, [f16 m], [u8 qh[4]], u8 qs[16] */
+            const uint8_t *qh = x + 2 + 2 * mins, *qs = qh + 4 * five;
             uint8_t *blk = dst + (size_t)b * bb, q[32];
-            uint32_t qh = 0;
-            if (five) qh = (uint32_t)x5->qh[0] | (uint32_t)x5->qh[1] << 8 | (uint32_t)x5->qh[2] << 16 | (uint32_t)x5->qh[3] << 24;
-            for (int e = 0; e < 32; e++) q[e] = (uint8_t)(((qs[e % 16] >> (4 * (e / 16))) & 0xF) | ((qh >> e) & 1) << 4);
+            uint32_t h = 0;
+            if (five) h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+            for (int e = 0; e < 32; e++) q[e] = (uint8_t)(((qs[e % 16] >> (4 * (e / 16))) & 0xF) | ((h >> e) & 1) << 4);
             put_nibbles(blk, c, q);
             if (five)
                 for (int e = 0; e < 4; e++) {
@@ -77,33 +79,8 @@ static void repack_group_q5_0_iq4_nl(int five, const uint8_t *src, uint64_t wrow
                     for (int f = 0; f < 8; f++) v |= (uint8_t)(((q[4 * f + e] >> 4) & 1) << f);
                     blk[256 + c * 4 + e] = v;
                 }
-            memcpy(blk + cb + 2 * c, five ? &x5->d : &xn->d, 2);
-        }
-    }
-}
-
-/* Q4_1 and Q5_1 as Q4_0 and Q5_0, the mins after the scales. */
-static void repack_group_q4_1_q5_1(int five, const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
-    const size_t bb = five ? 384 : 320, cb = five ? 320 : 256;
-    for (int c = 0; c < 16; c++) {
-        const uint8_t *row = src + (size_t)c * wrow;
-        for (int64_t b = 0; b < nb; b++) {
-            const slm_block_q5_1 *x5 = (const slm_block_q5_1 *)row + b;
-            const slm_block_q4_1 *x4 = (const slm_block_q4_1 *)row + b;
-            const uint8_t *qs = five ? x5->qs : x4->qs;
-            uint8_t *blk = dst + (size_t)b * bb, q[32];
-            uint32_t qh = 0;
-            if (five) qh = (uint32_t)x5->qh[0] | (uint32_t)x5->qh[1] << 8 | (uint32_t)x5->qh[2] << 16 | (uint32_t)x5->qh[3] << 24;
-            for (int e = 0; e < 32; e++) q[e] = (uint8_t)(((qs[e % 16] >> (4 * (e / 16))) & 0xF) | ((qh >> e) & 1) << 4);
-            put_nibbles(blk, c, q);
-            if (five)
-                for (int e = 0; e < 4; e++) {
-                    uint8_t v = 0;
-                    for (int f = 0; f < 8; f++) v |= (uint8_t)(((q[4 * f + e] >> 4) & 1) << f);
-                    blk[256 + c * 4 + e] = v;
-                }
-            memcpy(blk + cb + 2 * c, five ? &x5->d : &x4->d, 2);
-            memcpy(blk + cb + 32 + 2 * c, five ? &x5->m : &x4->m, 2);
+            memcpy(blk + cb + 2 * c, x, 2);
+            if (mins) memcpy(blk + cb + 32 + 2 * c, x + 2, 2);
         }
     }
 }
@@ -298,12 +275,11 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
                 for (int64_t e = 0; e < k; e++) dst[e * 16 + c] = src[(size_t)c * (size_t)k + (size_t)e];
         } else if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
         else if (t == SLM_Q8_0) repack_group_q8_0(tmp, wrow, nb, grp);
-        else if (t == SLM_Q5_0 || t == SLM_IQ4_NL) repack_group_q5_0_iq4_nl(t == SLM_Q5_0, tmp, wrow, nb, grp);
+        else if (t == SLM_Q5_0 || t == SLM_IQ4_NL || t == SLM_Q4_1 || t == SLM_Q5_1) repack_group_small(t, tmp, wrow, nb, grp);
         else if (t == SLM_Q4_K || t == SLM_Q5_K) repack_group_k(t == SLM_Q5_K, tmp, wrow, nb, grp);
         else if (t == SLM_Q3_K) repack_group_q3_k(tmp, wrow, nb, grp);
         else if (t == SLM_IQ4_XS) repack_group_iq4_xs(tmp, wrow, nb, grp);
         else if (t == SLM_Q2_K) repack_group_q2_k(tmp, wrow, nb, grp);
-        else if (t == SLM_Q4_1 || t == SLM_Q5_1) repack_group_q4_1_q5_1(t == SLM_Q5_1, tmp, wrow, nb, grp);
         else repack_group_q6_k(tmp, wrow, nb, grp);
     }
 }
