@@ -204,10 +204,23 @@ static void facts_add(model_facts *f, uint64_t *by_type, uint64_t *count, const 
         f->per_token += nbytes;
 }
 
+/* llama_ftype's name (GGUF general.file_type, as llama-quantize writes it),
+ * NULL for a value it does not define. A Q4_K_M file holds most of its bytes
+ * in Q5_0 or Q6_K when its widths are not multiples of 256, so the largest
+ * type alone would name it wrongly. */
+static const char *ftype_name(uint32_t ft) {
+    static const char *const names[] = {
+        [0] = "F32",      [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",     [8] = "Q5_0",
+        [9] = "Q5_1",     [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L",  [14] = "Q4_K_S",
+        [15] = "Q4_K_M",  [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K",   [19] = "IQ2_XXS", [20] = "IQ2_XS",
+        [21] = "Q2_K_S",  [22] = "IQ3_XS", [23] = "IQ3_XXS", [24] = "IQ1_S", [25] = "IQ4_NL",  [26] = "IQ3_S",
+        [27] = "IQ3_M",   [28] = "IQ2_S",  [29] = "IQ2_M",  [30] = "IQ4_XS", [31] = "IQ1_M",   [32] = "BF16",
+    };
+    return ft < sizeof names / sizeof names[0] ? names[ft] : NULL;
+}
+
 /* A blob's tensor table (docs/blob.md, .slm.tensors: 120-byte records, a
  * repacked type is 0x80 | its base type). 0 when it does not open. */
-static const char *ftype_name(uint32_t ft);
-
 static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint64_t *count, const char **fname) {
     slm_blob b;
     slm_compiled c;
@@ -243,21 +256,6 @@ static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint6
     slm_compiled_free(&c);
     slm_blob_close(&b);
     return 1;
-}
-
-/* llama_ftype's name (GGUF general.file_type, as llama-quantize writes it),
- * NULL for a value it does not define. A Q4_K_M file holds most of its bytes
- * in Q5_0 or Q6_K when its widths are not multiples of 256, so the largest
- * type alone would name it wrongly. */
-static const char *ftype_name(uint32_t ft) {
-    static const char *const names[] = {
-        [0] = "F32",      [1] = "F16",     [2] = "Q4_0",    [3] = "Q4_1",    [7] = "Q8_0",     [8] = "Q5_0",
-        [9] = "Q5_1",     [10] = "Q2_K",   [11] = "Q3_K_S", [12] = "Q3_K_M", [13] = "Q3_K_L",  [14] = "Q4_K_S",
-        [15] = "Q4_K_M",  [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K",   [19] = "IQ2_XXS", [20] = "IQ2_XS",
-        [21] = "Q2_K_S",  [22] = "IQ3_XS", [23] = "IQ3_XXS", [24] = "IQ1_S", [25] = "IQ4_NL",  [26] = "IQ3_S",
-        [27] = "IQ3_M",   [28] = "IQ2_S",  [29] = "IQ2_M",  [30] = "IQ4_XS", [31] = "IQ1_M",   [32] = "BF16",
-    };
-    return ft < sizeof names / sizeof names[0] ? names[ft] : NULL;
 }
 
 static int model_facts_get(const char *path, model_facts *f) {

@@ -42,6 +42,18 @@ static inline void put_nibbles(uint8_t *blk, int c, const uint8_t q[32]) {
         for (int e = 0; e < 4; e++) blk[g * 64 + c * 4 + e] = (uint8_t)((q[8 * g + e] & 0xF) | (q[8 * g + 4 + e] & 0xF) << 4);
 }
 
+/* Row c's 32 2-bit fields (bits sh..sh+1 of q) into two half blocks of
+ * 64 bytes at hi: half h, row c, byte e, bits 2f..2f+1 = element 16h + 4f + e
+ * (Q6_K's high bits, Q3_K's and Q2_K's low bits). */
+static inline void put_crumbs(uint8_t *hi, int c, const uint8_t q[32], int sh) {
+    for (int h = 0; h < 2; h++)
+        for (int e = 0; e < 4; e++) {
+            uint8_t v = 0;
+            for (int f = 0; f < 4; f++) v |= (uint8_t)(((q[16 * h + 4 * f + e] >> sh) & 3) << (2 * f));
+            hi[h * 64 + c * 4 + e] = v;
+        }
+}
+
 static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
     for (int c = 0; c < 16; c++) {
         const slm_block_q4_0 *row = (const slm_block_q4_0 *)(src + (size_t)c * wrow);
@@ -105,12 +117,7 @@ static void repack_group_q6_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
                 uint8_t *blk = sup + 32 + bb * 416;
                 const uint8_t *qb = q + 32 * bb;
                 put_nibbles(blk, c, qb);
-                for (int h = 0; h < 2; h++)
-                    for (int e = 0; e < 4; e++) {
-                        uint8_t v = 0;
-                        for (int f = 0; f < 4; f++) v |= (uint8_t)((qb[16 * h + 4 * f + e] >> 4) << (2 * f));
-                        blk[256 + h * 64 + c * 4 + e] = v;
-                    }
+                put_crumbs(blk + 256, c, qb, 4);
                 blk[384 + c] = (uint8_t)x->scales[2 * bb];
                 blk[400 + c] = (uint8_t)x->scales[2 * bb + 1];
             }
@@ -133,14 +140,8 @@ static void repack_group_q2_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
                 uint8_t *blk = sup + 64 + bb * 160, q[32];
                 const int h = bb / 4, j = bb % 4; /* as the dequantizer reads them */
                 for (int l = 0; l < 32; l++) q[l] = (uint8_t)((x->qs[32 * h + l] >> (2 * j)) & 3);
-                for (int hh = 0; hh < 2; hh++) {
-                    for (int e = 0; e < 4; e++) {
-                        uint8_t v = 0;
-                        for (int f = 0; f < 4; f++) v |= (uint8_t)(q[16 * hh + 4 * f + e] << (2 * f));
-                        blk[hh * 64 + c * 4 + e] = v;
-                    }
-                    blk[128 + 16 * hh + c] = x->scales[2 * bb + hh];
-                }
+                put_crumbs(blk, c, q, 0);
+                for (int hh = 0; hh < 2; hh++) blk[128 + 16 * hh + c] = x->scales[2 * bb + hh];
             }
         }
     }
@@ -198,12 +199,7 @@ static void repack_group_q3_k(const uint8_t *src, uint64_t wrow, int64_t nb, uin
                     const int lo = (x->qs[32 * h + l] >> (2 * j)) & 3, hi = (x->hmask[l] >> (4 * h + j)) & 1;
                     q[l] = (uint8_t)(lo | hi << 2);
                 }
-                for (int hh = 0; hh < 2; hh++)
-                    for (int e = 0; e < 4; e++) {
-                        uint8_t v = 0;
-                        for (int f = 0; f < 4; f++) v |= (uint8_t)((q[16 * hh + 4 * f + e] & 3) << (2 * f));
-                        blk[hh * 64 + c * 4 + e] = v;
-                    }
+                put_crumbs(blk, c, q, 0);
                 for (int e = 0; e < 4; e++) {
                     uint8_t v = 0;
                     for (int f = 0; f < 8; f++) v |= (uint8_t)(((q[4 * f + e] >> 2) & 1) << f);

@@ -67,11 +67,15 @@ AVX512 INLINE void r16_q6_scales_avx512(const uint8_t *lb, __m512 dsup, __m512 *
     *d1 = _mm512_mul_ps(dsup, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(lb + 400)))));
 }
 
+/* Q2_K_R16 / Q3_K_R16 vector v's 2 low bits: field v % 4 of half v / 4 of lo. */
+AVX512 INLINE __m512i r16_lo2_vec_avx512(const uint8_t *lo, int v) {
+    const __m512i l = _mm512_loadu_si512(lo + 64 * (v / 4));
+    return _mm512_and_si512(v % 4 ? _mm512_srli_epi16(l, 2 * (v % 4)) : l, _mm512_set1_epi8(3));
+}
+
 /* Q3_K_R16 vector v: 2 low bits from lo, bit 2 from bit v of hb (codes 0..7). */
 AVX512 INLINE __m512i r16_q3_vec_avx512(const uint8_t *lo, const uint8_t *hb, int v) {
-    const __m512i l = _mm512_loadu_si512(lo + 64 * (v / 4));
-    const int s = v % 4;
-    const __m512i w = _mm512_and_si512(s ? _mm512_srli_epi16(l, 2 * s) : l, _mm512_set1_epi8(3));
+    const __m512i w = r16_lo2_vec_avx512(lo, v);
     return _mm512_mask_add_epi8(w, _mm512_test_epi8_mask(_mm512_loadu_si512(hb), _mm512_set1_epi8((char)(1 << v))), w,
                                 _mm512_set1_epi8(4));
 }
@@ -106,10 +110,7 @@ AVX512 INLINE __m512 r16_xs_scale_avx512(const uint8_t *grp, int b, __m512 *dsup
 
 /* A block's code vector v, every type (Q2_K: Q3_K's low bits alone). */
 AVX512 INLINE __m512i r16_code_avx512(const uint8_t *lb, int v, const int TY) {
-    if (TY == 7) {
-        const __m512i l = _mm512_loadu_si512(lb + 64 * (v / 4));
-        return _mm512_and_si512(v % 4 ? _mm512_srli_epi16(l, 2 * (v % 4)) : l, _mm512_set1_epi8(3));
-    }
+    if (TY == 7) return r16_lo2_vec_avx512(lb, v);
     if (R16_MIN1(TY)) return r16_vec_avx512(lb, lb + 256, v, TY == 9 ? 3 : 0);
     return TY == 5 ? r16_q3_vec_avx512(lb, lb + R16_HI_OFS(TY), v) : r16_vec_avx512(lb, lb + R16_HI_OFS(TY), v, TY);
 }
@@ -326,10 +327,13 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
 
 /* Q3_K_R16: a half's code vector v (2 low bits, bit v of hb to bit 2; 16-bit
  * shifts: bit 2 of a byte comes from its own bits) and a half's two scales. */
-AVX2 INLINE __m256i r16_q3_vec_avx2(const uint8_t *lo, const uint8_t *hb, int v, int half) {
+AVX2 INLINE __m256i r16_lo2_vec_avx2(const uint8_t *lo, int v, int half) {
     const __m256i l = _mm256_loadu_si256((const __m256i *)(lo + 64 * (v / 4) + 32 * half));
-    const int s = v % 4;
-    const __m256i w = _mm256_and_si256(s ? _mm256_srli_epi16(l, 2 * s) : l, _mm256_set1_epi8(3));
+    return _mm256_and_si256(v % 4 ? _mm256_srli_epi16(l, 2 * (v % 4)) : l, _mm256_set1_epi8(3));
+}
+
+AVX2 INLINE __m256i r16_q3_vec_avx2(const uint8_t *lo, const uint8_t *hb, int v, int half) {
+    const __m256i w = r16_lo2_vec_avx2(lo, v, half);
     const __m256i h = _mm256_loadu_si256((const __m256i *)(hb + 32 * half));
     const __m256i t = v < 2 ? _mm256_slli_epi16(h, 2 - v) : v == 2 ? h : _mm256_srli_epi16(h, v - 2);
     return _mm256_or_si256(w, _mm256_and_si256(t, _mm256_set1_epi8(0x04)));
@@ -361,10 +365,7 @@ AVX2 INLINE void r16_q2_mins_avx2(const uint8_t *grp, const uint8_t *lb, int b, 
 }
 
 AVX2 INLINE __m256i r16_code_avx2(const uint8_t *lb, int v, int half, const int TY) {
-    if (TY == 7) {
-        const __m256i l = _mm256_loadu_si256((const __m256i *)(lb + 64 * (v / 4) + 32 * half));
-        return _mm256_and_si256(v % 4 ? _mm256_srli_epi16(l, 2 * (v % 4)) : l, _mm256_set1_epi8(3));
-    }
+    if (TY == 7) return r16_lo2_vec_avx2(lb, v, half);
     if (R16_MIN1(TY)) return r16_vec_avx2(lb, lb + 256, v, half, TY == 9 ? 3 : 0);
     return TY == 5 ? r16_q3_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half) : r16_vec_avx2(lb, lb + R16_HI_OFS(TY), v, half, TY);
 }

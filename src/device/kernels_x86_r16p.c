@@ -10,12 +10,12 @@
  * block of rows loads G + R vectors per G R dot products (one group: 1 + R
  * per R) and G R integer chains cover dpbusd's latency.
  *
- * Three kinds of block sum:
- *  0 Q4_0, Q5_0, IQ4_NL, Q8_0: one accumulator per row and group, started
+ * Four kinds of block sum:
+ *  0 Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q8_0: one accumulator per row and group, started
  *    at -offset * (the block's activation code sum), scaled by d * dx;
  *  1 Q6_K, Q3_K: one per half block (scales per 16), each started at -32
  *    (Q3_K: -4) * the half's sum: (d0 * i0 + d1 * i1) * dx;
- *  2 Q4_K, Q5_K: one, no offset: (d sc) * dx * idot - (dmin mn) * (dx sum);
+ *  2 Q4_K, Q5_K (Q4_1, Q5_1: d, -m): one, no offset: (d sc) * dx * idot - (dmin mn) * (dx sum);
  *  3 Q2_K: one per half block, no offset, a min per half (the panel block
  *    is SLM_R16P_BLOCK2_BYTES: scales and mins of both halves):
  *    (d0 * i0 + d1 * i1 - m0 * hs0 - m1 * hs1) * dx.
