@@ -1,6 +1,6 @@
 /* Round-to-nearest quantizers for the tests of Q5_0, Q5_1, IQ4_NL, IQ4_XS,
- * Q2_K and Q3_K: written from GGML's block layouts (common/dtype.h) with no
- * search for the best scales (the engine only reads these types; a test
+ * Q2_K, Q3_K and the i-quants IQ2_XXS .. IQ1_M: written from GGML's block
+ * layouts (common/dtype.h) with no search for the best scales (the engine only reads these types; a test
  * needs weights of them). rtn_quantize_row returns 0 for other types. */
 #ifndef SLM_TESTS_QUANTS_RTN_H
 #define SLM_TESTS_QUANTS_RTN_H
@@ -136,6 +136,220 @@ static inline void rtn_q3_K(const float *x, slm_block_q3_K *y) {
     }
 }
 
+/* ---- the i-quants (IQ2_XXS .. IQ1_M): nearest grid entry per group -------
+ * A scale per sub-block maps its largest magnitude onto the grid's largest
+ * level; each group of 8 (4 for the IQ3 grids) takes the entry nearest its
+ * magnitudes, the signs come from x; where only 7 sign bits are stored the
+ * smallest element gives up its sign to keep the count of negatives even. */
+
+/* Index of the entry of grid (n entries of 8 bytes) nearest a[0..7]. */
+static inline int rtn_iq_near8(const uint64_t *grid, int n, const float *a) {
+    int best = 0;
+    float be = INFINITY;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *g = (const uint8_t *)&grid[i];
+        float e = 0.0f;
+        for (int j = 0; j < 8; j++) e += (a[j] - g[j]) * (a[j] - g[j]);
+        if (e < be) be = e, best = i;
+    }
+    return best;
+}
+
+static inline int rtn_iq_near4(const uint32_t *grid, int n, const float *a) {
+    int best = 0;
+    float be = INFINITY;
+    for (int i = 0; i < n; i++) {
+        const uint8_t *g = (const uint8_t *)&grid[i];
+        float e = 0.0f;
+        for (int j = 0; j < 4; j++) e += (a[j] - g[j]) * (a[j] - g[j]);
+        if (e < be) be = e, best = i;
+    }
+    return best;
+}
+
+/* Sign bits of x[0..7] (bit j: x[j] < 0); with even, the smallest element's
+ * bit flipped where the count is odd (its sign is then wrong). */
+static inline unsigned rtn_iq_signs(const float *x, int even) {
+    unsigned s = 0;
+    int small = 0;
+    for (int j = 0; j < 8; j++) {
+        if (x[j] < 0.0f) s |= 1u << j;
+        if (fabsf(x[j]) < fabsf(x[small])) small = j;
+    }
+    if (even && __builtin_parity(s)) s ^= 1u << small;
+    return s;
+}
+
+static inline float rtn_amax(const float *x, int n) {
+    float a = 0.0f;
+    for (int i = 0; i < n; i++) a = fmaxf(a, fabsf(x[i]));
+    return a;
+}
+
+/* A 4-bit scale ls of the IQ2/IQ3 form d * (0.5 + ls) * f nearest want. */
+static inline int rtn_iq_ls(float want, float d, float f) {
+    return d > 0.0f ? rtn_clamp((int)lrintf(want / (d * f) - 0.5f), 0, 15) : 0;
+}
+
+/* Group l's magnitudes over dl (zero where dl is). */
+static inline void rtn_iq_mag(const float *x, float dl, float *a, int n) {
+    for (int j = 0; j < n; j++) a[j] = dl > 0.0f ? fabsf(x[j]) / dl : 0.0f;
+}
+
+/* IQ2_XXS, IQ2_XS, IQ2_S: grid levels up to 43, dl = d * (0.5 + ls) / 4
+ * per sub-block (IQ2_XXS) or per 16 elements. */
+static inline void rtn_iq2(uint32_t t, const float *x, void *yv) {
+    const slm_iq_grids *g = slm_iq_grids_get();
+    float want[16], top = 0.0f;
+    for (int h = 0; h < 16; h++) {
+        want[h] = t == SLM_IQ2_XXS ? rtn_amax(x + 32 * (h / 2), 32) / 43.0f : rtn_amax(x + 16 * h, 16) / 43.0f;
+        top = fmaxf(top, want[h]);
+    }
+    const uint16_t dh = slm_f32_to_f16(top * 4.0f / 15.5f);
+    const float d = slm_f16_to_f32(dh);
+    int ls[16];
+    for (int h = 0; h < 16; h++) ls[h] = rtn_iq_ls(want[h], d, 0.25f);
+    slm_block_iq2_xxs *a = yv;
+    slm_block_iq2_xs *b = yv;
+    slm_block_iq2_s *c = yv;
+    if (t == SLM_IQ2_XXS) a->d = dh;
+    else if (t == SLM_IQ2_XS) b->d = dh;
+    else c->d = dh, memset(c->qh, 0, sizeof c->qh);
+    for (int s = 0; s < 8; s++) {
+        uint32_t w0 = 0, w1 = (uint32_t)ls[2 * s] << 28;
+        if (t != SLM_IQ2_XXS) {
+            const uint8_t sc = (uint8_t)(ls[2 * s] | ls[2 * s + 1] << 4);
+            if (t == SLM_IQ2_XS) b->scales[s] = sc;
+            else c->scales[s] = sc;
+        }
+        for (int l = 0; l < 4; l++) {
+            const float *xg = x + 32 * s + 8 * l;
+            const float dl = d * (0.5f + (float)ls[t == SLM_IQ2_XXS ? 2 * s : 2 * s + l / 2]) * 0.25f;
+            float m[8];
+            rtn_iq_mag(xg, dl, m, 8);
+            const unsigned sg = rtn_iq_signs(xg, t != SLM_IQ2_S);
+            if (t == SLM_IQ2_XXS) {
+                w0 |= (uint32_t)rtn_iq_near8(g->iq2xxs, 256, m) << (8 * l);
+                w1 |= (sg & 127) << (7 * l);
+            } else if (t == SLM_IQ2_XS) {
+                b->qs[4 * s + l] = (uint16_t)(rtn_iq_near8(g->iq2xs, 512, m) | (sg & 127) << 9);
+            } else {
+                const int idx = rtn_iq_near8(g->iq2s, 1024, m);
+                c->qs[4 * s + l] = (uint8_t)idx;
+                c->qh[s] |= (uint8_t)((idx >> 8) << (2 * l));
+                c->qs[32 + 4 * s + l] = (uint8_t)sg;
+            }
+        }
+        if (t == SLM_IQ2_XXS) memcpy(a->qs + 4 * s, (uint32_t[2]){w0, w1}, 8);
+    }
+}
+
+/* IQ3_XXS: levels up to 62, dl = d * (0.5 + ls) / 2; IQ3_S: levels up to
+ * 15, dl = d * (1 + 2 * nibble). */
+static inline void rtn_iq3(uint32_t t, const float *x, void *yv) {
+    const slm_iq_grids *g = slm_iq_grids_get();
+    const int xxs = t == SLM_IQ3_XXS;
+    float want[8], top = 0.0f;
+    for (int s = 0; s < 8; s++) top = fmaxf(top, want[s] = rtn_amax(x + 32 * s, 32) / (xxs ? 62.0f : 15.0f));
+    const uint16_t dh = slm_f32_to_f16(xxs ? top * 2.0f / 15.5f : top / 31.0f);
+    const float d = slm_f16_to_f32(dh);
+    slm_block_iq3_xxs *a = yv;
+    slm_block_iq3_s *b = yv;
+    if (xxs) a->d = dh;
+    else b->d = dh, memset(b->qh, 0, sizeof b->qh), memset(b->scales, 0, sizeof b->scales);
+    for (int s = 0; s < 8; s++) {
+        const int ls = xxs ? rtn_iq_ls(want[s], d, 0.5f)
+                           : (d > 0.0f ? rtn_clamp((int)lrintf((want[s] / d - 1.0f) / 2.0f), 0, 15) : 0);
+        const float dl = xxs ? d * (0.5f + (float)ls) * 0.5f : d * (float)(1 + 2 * ls);
+        uint32_t w = (uint32_t)ls << 28;
+        if (!xxs) b->scales[s / 2] |= (uint8_t)(ls << (4 * (s % 2)));
+        for (int l = 0; l < 4; l++) {
+            const float *xg = x + 32 * s + 8 * l;
+            float m[8];
+            rtn_iq_mag(xg, dl, m, 8);
+            const unsigned sg = rtn_iq_signs(xg, xxs);
+            for (int hf = 0; hf < 2; hf++) {
+                const int idx = xxs ? rtn_iq_near4(g->iq3xxs, 256, m + 4 * hf) : rtn_iq_near4(g->iq3s, 512, m + 4 * hf);
+                if (xxs) a->qs[8 * s + 2 * l + hf] = (uint8_t)idx;
+                else {
+                    b->qs[8 * s + 2 * l + hf] = (uint8_t)idx;
+                    b->qh[s] |= (uint8_t)((idx >> 8) << (2 * l + hf));
+                }
+            }
+            if (xxs) w |= (sg & 127) << (7 * l);
+            else b->signs[4 * s + l] = (uint8_t)sg;
+        }
+        if (xxs) memcpy(a->qs + 64 + 4 * s, &w, 4);
+    }
+}
+
+/* Group of 8 of an IQ1 type: the entry and delta sign (1: -1/8) nearest
+ * x / dl; returns the squared error, *idx the entry. */
+static inline float rtn_iq1_group(const float *x, float dl, int neg, int *idx) {
+    const slm_iq_grids *g = slm_iq_grids_get();
+    const float delta = neg ? -0.125f : 0.125f;
+    float be = INFINITY;
+    for (int i = 0; i < 2048; i++) {
+        const int8_t *gr = (const int8_t *)&g->iq1s8[i];
+        float e = 0.0f;
+        for (int j = 0; j < 8; j++) {
+            const float v = dl * ((float)(gr[j] / 8) + delta) - x[j];
+            e += v * v;
+        }
+        if (e < be) be = e, *idx = i;
+    }
+    return be;
+}
+
+/* IQ1_S: dl = d * (2u + 1) per sub-block, one delta sign per sub-block. */
+static inline void rtn_iq1_s(const float *x, slm_block_iq1_s *y) {
+    float want[8], top = 0.0f;
+    for (int s = 0; s < 8; s++) top = fmaxf(top, want[s] = rtn_amax(x + 32 * s, 32) / 1.125f);
+    y->d = slm_f32_to_f16(top / 15.0f);
+    const float d = slm_f16_to_f32(y->d);
+    for (int s = 0; s < 8; s++) {
+        const int u = d > 0.0f ? rtn_clamp((int)lrintf((want[s] / d - 1.0f) / 2.0f), 0, 7) : 0;
+        const float dl = d * (float)(2 * u + 1);
+        int best[2][4];
+        float err[2] = {0.0f, 0.0f};
+        for (int neg = 0; neg < 2; neg++)
+            for (int l = 0; l < 4; l++) err[neg] += rtn_iq1_group(x + 32 * s + 8 * l, dl, neg, &best[neg][l]);
+        const int neg = err[1] < err[0];
+        uint16_t qh = (uint16_t)(u << 12 | neg << 15);
+        for (int l = 0; l < 4; l++) {
+            y->qs[4 * s + l] = (uint8_t)best[neg][l];
+            qh |= (uint16_t)((best[neg][l] >> 8) << (3 * l));
+        }
+        y->qh[s] = qh;
+    }
+}
+
+/* IQ1_M: dl = d * (2 s3 + 1) per 16 elements, a delta sign per group; d's
+ * f16 bits in the top nibbles of the four scale words. */
+static inline void rtn_iq1_m(const float *x, slm_block_iq1_m *y) {
+    float want[16], top = 0.0f;
+    for (int h = 0; h < 16; h++) top = fmaxf(top, want[h] = rtn_amax(x + 16 * h, 16) / 1.125f);
+    const uint16_t dh = slm_f32_to_f16(top / 15.0f);
+    const float d = slm_f16_to_f32(dh);
+    uint16_t sc[4] = {0, 0, 0, 0};
+    memset(y->qh, 0, sizeof y->qh);
+    for (int h = 0; h < 16; h++) {
+        const int s3 = d > 0.0f ? rtn_clamp((int)lrintf((want[h] / d - 1.0f) / 2.0f), 0, 7) : 0;
+        sc[h / 4] |= (uint16_t)(s3 << (3 * (h % 4)));
+        const float dl = d * (float)(2 * s3 + 1);
+        for (int l2 = 0; l2 < 2; l2++) {
+            const int grp = 2 * h + l2; /* group of 8: sub-block grp / 4, l = grp % 4 */
+            int i0 = 0, i1 = 0;
+            const float e0 = rtn_iq1_group(x + 8 * grp, dl, 0, &i0), e1 = rtn_iq1_group(x + 8 * grp, dl, 1, &i1);
+            const int neg = e1 < e0, idx = neg ? i1 : i0;
+            y->qs[grp] = (uint8_t)idx;
+            y->qh[grp / 2] |= (uint8_t)(((idx >> 8) | neg << 3) << (4 * (grp % 2)));
+        }
+    }
+    for (int i = 0; i < 4; i++) sc[i] |= (uint16_t)(((dh >> (4 * i)) & 0xF) << 12);
+    memcpy(y->scales, sc, 8);
+}
+
 /* One row of n elements (a multiple of the type's block) of type t. */
 static inline int rtn_quantize_row(uint32_t t, const float *x, void *y, int64_t n) {
     const slm_dtype_info *in = slm_dtype_get(t);
@@ -150,6 +364,10 @@ static inline int rtn_quantize_row(uint32_t t, const float *x, void *y, int64_t 
         case SLM_IQ4_XS: rtn_iq4_xs(xb, yb); break;
         case SLM_Q2_K: rtn_q2_K(xb, yb); break;
         case SLM_Q3_K: rtn_q3_K(xb, yb); break;
+        case SLM_IQ2_XXS: case SLM_IQ2_XS: case SLM_IQ2_S: rtn_iq2(t, xb, yb); break;
+        case SLM_IQ3_XXS: case SLM_IQ3_S: rtn_iq3(t, xb, yb); break;
+        case SLM_IQ1_S: rtn_iq1_s(xb, yb); break;
+        case SLM_IQ1_M: rtn_iq1_m(xb, yb); break;
         default: return slm_quantize_row(t, x, y, n);
         }
     }

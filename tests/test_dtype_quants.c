@@ -20,12 +20,15 @@
 #include "format/gguf.h"
 #include "format/model.h"
 #include "t.h"
+#include "golden_iq.h"
 #include "quants_rtn.h"
 #include "ref_forward.h"
 #include "runtime/runtime.h"
 #include "rig.h"
 
-static const uint32_t k_new[] = {SLM_Q5_0, SLM_Q5_1, SLM_IQ4_NL, SLM_IQ4_XS, SLM_Q2_K, SLM_Q3_K};
+static const uint32_t k_new[] = {SLM_Q5_0,    SLM_Q5_1,   SLM_IQ4_NL, SLM_IQ4_XS,  SLM_Q2_K,
+                                 SLM_Q3_K,    SLM_IQ2_XXS, SLM_IQ2_XS, SLM_IQ2_S, SLM_IQ3_XXS,
+                                 SLM_IQ3_S, SLM_IQ1_S,  SLM_IQ1_M};
 #define NNEW (int)(sizeof k_new / sizeof k_new[0])
 static const char *k_sets[] = {"scalar", "avx2", "avx512"};
 
@@ -47,6 +50,9 @@ static void test_type_table(void) {
     static const struct { uint32_t id; const char *name; uint32_t block, bytes; } want[] = {
         {6, "q5_0", 32, 22},    {7, "q5_1", 32, 24},     {10, "q2_k", 256, 84},
         {11, "q3_k", 256, 110}, {20, "iq4_nl", 32, 18},  {23, "iq4_xs", 256, 136},
+        {16, "iq2_xxs", 256, 66}, {17, "iq2_xs", 256, 74}, {22, "iq2_s", 256, 82},
+        {18, "iq3_xxs", 256, 98}, {21, "iq3_s", 256, 110}, {19, "iq1_s", 256, 50},
+        {29, "iq1_m", 256, 56},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const slm_dtype_info *in = slm_dtype_get(want[i].id);
@@ -164,6 +170,54 @@ static void test_block_q3_K(void) {
     CHECK(y[150] == -5.0f);
 }
 
+/* ---- the i-quants against GGML's reference (tests/golden_iq.h) ----------- */
+
+/* Blocks llama-quantize wrote, against the values gguf-py's dequantizer (an
+ * implementation with its own copy of the grids) gives: the dequantizer, the
+ * int8 view of the kernels, and a dot product of every kernel set. */
+static void test_golden_iq(void) {
+    const int ng = (int)(sizeof g_iq_golden / sizeof g_iq_golden[0]);
+    CHECK(ng == 7);
+    for (int gi = 0; gi < ng; gi++) {
+        const uint32_t t = g_iq_golden[gi].type;
+        const float *want = g_iq_golden[gi].vals;
+        CHECKF(!strcmp(slm_dtype_name(t), g_iq_golden[gi].name), "type %u", t);
+        float y[512];
+        CHECK(slm_dequantize_row(t, g_iq_golden[gi].bytes, y, 512));
+        double amax = 0;
+        for (int e = 0; e < 512; e++) amax = fmax(amax, fabs(want[e]));
+        int bad = 0, badv = 0;
+        for (int e = 0; e < 512; e++) bad += fabs((double)y[e] - want[e]) > 1e-6 * amax;
+        for (int b = 0; b < 16; b++) {
+            int8_t q[32];
+            float d[2], m[2];
+            slm_qblock2_i8(t, g_iq_golden[gi].bytes, b, q, d, m);
+            for (int e = 0; e < 32; e++) badv += fabs((double)(d[e / 16] * q[e] + m[e / 16]) - want[32 * b + e]) > 1e-6 * amax;
+        }
+        CHECKF(bad == 0 && badv == 0, "%s: %d values, %d int8-view values differ from GGML's", g_iq_golden[gi].name, bad,
+               badv);
+        CHECKF(amax > 0, "%s: an all-zero fixture", g_iq_golden[gi].name);
+        /* one matmul column per set over the two blocks (decode, 1 row) */
+        float x[512];
+        double ref = 0, sa = 0;
+        for (int e = 0; e < 512; e++) x[e] = nrand(), ref += (double)want[e] * x[e], sa += fabs((double)want[e] * x[e]);
+        for (int si = 0; si < 3; si++) {
+            if (!slm_kernels_select(k_sets[si])) continue;
+            const size_t need = slm_matmul_scratch_bytes(t, 512, 1);
+            uint8_t *scr = aligned_alloc(64, (need + 64) & ~(size_t)63);
+            float out[1] = {0};
+            slm_mm mm = {.w = g_iq_golden[gi].bytes, .wrow = slm_row_bytes(t, 512), .wtype = t, .k = 512, .n0 = 0,
+                         .n1 = 1, .rows = 1, .x = x, .ldx = 512, .y = out, .ldy = 1, .scratch = scr};
+            slm_kernels_active()->matmul(&mm);
+            /* int8 activations: within 1% of the sum of |w x| */
+            const double tol = si == 0 ? 1e-5 * sa : 1e-2 * sa;
+            CHECKF(fabs(out[0] - ref) <= tol, "%s %s: dot %.6g vs %.6g", k_sets[si], g_iq_golden[gi].name, out[0], ref);
+            free(scr);
+        }
+        slm_kernels_select(NULL);
+    }
+}
+
 /* ---- the int8 views and the quantizers ---------------------------------- */
 
 static void test_qblock_views(void) {
@@ -196,10 +250,18 @@ static void test_qblock_views(void) {
 /* The test quantizers' round-trip error: catches a packing that disagrees
  * with the dequantizers (errors of whole code steps). */
 static void test_round_trip(void) {
-    static const struct { uint32_t t; int blk; double maxrel; } k_rt[] = {
+    /* maxrel: the worst |error| / the block's amax; rms: the row's RMS error
+       over its RMS (0: not checked), both measured here with some margin */
+    static const struct { uint32_t t; int blk; double maxrel, rms; } k_rt[] = {
         /* symmetric types: the side opposite the largest value clamps one step short */
-        {SLM_Q5_0, 32, 0.065},  {SLM_Q5_1, 32, 0.035},  {SLM_IQ4_NL, 32, 0.12},
-        {SLM_IQ4_XS, 32, 0.2},  {SLM_Q2_K, 16, 0.38},   {SLM_Q3_K, 16, 0.28},
+        {SLM_Q5_0, 32, 0.065, 0},  {SLM_Q5_1, 32, 0.035, 0},  {SLM_IQ4_NL, 32, 0.12, 0},
+        {SLM_IQ4_XS, 32, 0.2, 0},  {SLM_Q2_K, 16, 0.38, 0},   {SLM_Q3_K, 16, 0.28, 0},
+        /* i-quants: a group of 8 takes the nearest of a few hundred grid
+           points (no zero level in the IQ2/IQ3 grids), so one element can be
+           far off; a packing that disagrees with the dequantizer shows in the RMS */
+        {SLM_IQ2_XXS, 32, 1.0, 0.45}, {SLM_IQ2_XS, 16, 1.1, 0.4}, {SLM_IQ2_S, 16, 0.55, 0.35},
+        {SLM_IQ3_XXS, 32, 0.9, 0.3}, {SLM_IQ3_S, 32, 0.25, 0.2}, {SLM_IQ1_S, 32, 0.8, 0.72},
+        {SLM_IQ1_M, 16, 1.0, 0.6},
     };
     const int n = 4096;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
@@ -208,7 +270,7 @@ static void test_round_trip(void) {
         for (int i = 0; i < n; i++) x[i] = nrand() * (i % 512 < 256 ? 1.0f : 0.01f) + (i % 97 == 0 ? 5.0f : 0.0f);
         CHECK(rtn_quantize_row(k_rt[ci].t, x, q, n));
         CHECK(slm_dequantize_row(k_rt[ci].t, q, y, n));
-        double worst = 0;
+        double worst = 0, se = 0, sx = 0;
         for (int b = 0; b < n / k_rt[ci].blk; b++) {
             double amax = 0;
             for (int e = 0; e < k_rt[ci].blk; e++) amax = fmax(amax, fabs(x[b * k_rt[ci].blk + e]));
@@ -222,9 +284,15 @@ static void test_round_trip(void) {
                 if (ref > 0) worst = fmax(worst, err / ref);
             }
         }
+        /* the RMS over the rows' large-scale half (the small half's scales are coarse) */
+        for (int i = 0; i < n; i++)
+            if (i % 512 < 256) se += ((double)y[i] - x[i]) * ((double)y[i] - x[i]), sx += (double)x[i] * x[i];
+        const double rms = sqrt(se / sx);
         CHECKF(worst <= k_rt[ci].maxrel, "%s: max err / amax %.4g (bound %.4g)", slm_dtype_name(k_rt[ci].t), worst,
                k_rt[ci].maxrel);
-        fprintf(stderr, "  %-6s max err/amax %.4f\n", slm_dtype_name(k_rt[ci].t), worst);
+        CHECKF(k_rt[ci].rms == 0 || rms <= k_rt[ci].rms, "%s: rms err %.4g (bound %.4g)", slm_dtype_name(k_rt[ci].t),
+               rms, k_rt[ci].rms);
+        fprintf(stderr, "  %-7s max err/amax %.4f, rms err %.4f\n", slm_dtype_name(k_rt[ci].t), worst, rms);
     }
     free(x);
     free(y);
@@ -469,20 +537,23 @@ static void test_models_vs_reference(void) {
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
     /* one file per type (all nine matrices of it), then a Q4_K_M-like mix
      * where Q, K, V (and gate, up) share their quantized input across types */
-    uint32_t files[NNEW + 1][9];
+    uint32_t files[NNEW + 2][9];
     for (int ti = 0; ti < NNEW; ti++)
         for (int m = 0; m < 9; m++) files[ti][m] = k_new[ti];
     const uint32_t mix[9] = {SLM_Q5_0, SLM_Q5_1, SLM_Q2_K, SLM_IQ4_NL, SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_K, SLM_Q6_K};
     memcpy(files[NNEW], mix, sizeof mix);
+    /* an IQ2_M / IQ1_M-like mix of the i-quants */
+    const uint32_t imix[9] = {SLM_IQ3_S, SLM_IQ2_S, SLM_IQ3_XXS, SLM_IQ4_XS, SLM_IQ2_XS, SLM_IQ1_M, SLM_IQ1_S, SLM_IQ2_XXS, SLM_Q5_K};
+    memcpy(files[NNEW + 1], imix, sizeof imix);
     for (int si = 0; si < 3; si++) {
         if (!slm_kernels_select(k_sets[si])) continue;
-        for (int f = 0; f <= NNEW; f++) {
+        for (int f = 0; f <= NNEW + 1; f++) {
             char path[64];
             snprintf(path, sizeof path, "quants_%d.gguf", f);
             if (!write_model(path, files[f], 4321 + (uint64_t)f)) continue;
             const double e1 = compare(path, ids, 24, 5, 64); /* prefill 5, decode 19 */
             const double e2 = compare(path, ids, 24, 20, 8); /* 20 ids through chunks of 8 rows */
-            const char *what = f < NNEW ? slm_dtype_name(k_new[f]) : "mix";
+            const char *what = f < NNEW ? slm_dtype_name(k_new[f]) : f == NNEW ? "mix" : "imix";
             /* scalar: float dots (summation order only); SIMD: int8 activations */
             const double tol = si == 0 ? 1e-4 : 5e-2;
             CHECKF(e1 < tol && e2 < tol, "%s %s: logits rel err %.3g / %.3g vs reference", k_sets[si], what, e1, e2);
@@ -499,6 +570,7 @@ int main(void) {
     T_RUN(test_block_iq4_xs);
     T_RUN(test_block_q2_K);
     T_RUN(test_block_q3_K);
+    T_RUN(test_golden_iq);
     T_RUN(test_qblock_views);
     T_RUN(test_round_trip);
     T_RUN(test_matmul_shapes);

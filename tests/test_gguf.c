@@ -604,7 +604,10 @@ static void test_tensor_corruptions(void) {
     bad32(&b, k->type, SLM_Q2_K, "tensor type", "not a multiple of the q2_k block size 256");
     bad32(&b, k->type, SLM_IQ4_XS, "tensor type", "not a multiple of the iq4_xs block size 256");
     bad32(&b, emb->type, SLM_Q8_1, "tensor type", "type q8_1 is not supported for matrices (supported: f32, f16, bf16, "
-          "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs)");
+          "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, iq2_xxs, iq2_xs, iq2_s, "
+          "iq3_xxs, iq3_s, iq1_s, iq1_m)");
+    bad32(&b, k->type, SLM_IQ2_XXS, "tensor type", "not a multiple of the iq2_xxs block size 256");
+    bad32(&b, k->type, SLM_IQ1_M, "tensor type", "not a multiple of the iq1_m block size 256");
     bad32(&b, norm->type, SLM_F16, "norm type", "f32 only");
     bad64(&b, emb->offset, 1, "offset", "data offset 0x1 is not a multiple of the alignment 32");
     bad64(&b, emb->offset, 16, "offset", "not a multiple of the alignment");

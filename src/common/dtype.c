@@ -27,6 +27,10 @@ static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
     [SLM_Q4_K] = {"q4_k", 256, 144}, [SLM_Q5_K] = {"q5_k", 256, 176},
     [SLM_Q6_K] = {"q6_k", 256, 210}, [SLM_Q8_K] = {"q8_k", 256, 292},
     [SLM_IQ4_NL] = {"iq4_nl", 32, 18}, [SLM_IQ4_XS] = {"iq4_xs", 256, 136},
+    [SLM_IQ2_XXS] = {"iq2_xxs", 256, 66}, [SLM_IQ2_XS] = {"iq2_xs", 256, 74},
+    [SLM_IQ2_S] = {"iq2_s", 256, 82}, [SLM_IQ3_XXS] = {"iq3_xxs", 256, 98},
+    [SLM_IQ3_S] = {"iq3_s", 256, 110}, [SLM_IQ1_S] = {"iq1_s", 256, 50},
+    [SLM_IQ1_M] = {"iq1_m", 256, 56},
     [SLM_I8] = {"i8", 1, 1},         [SLM_I16] = {"i16", 1, 2},
     [SLM_I32] = {"i32", 1, 4},       [SLM_I64] = {"i64", 1, 8},
     [SLM_F64] = {"f64", 1, 8},       [SLM_BF16] = {"bf16", 1, 2},
@@ -469,6 +473,8 @@ int slm_dequantize_row(uint32_t t, const void *vx, float *y, int64_t n) {
     case SLM_IQ4_XS: dequantize_iq4_xs(vx, y, n); return 1;
     case SLM_Q2_K: dequantize_q2_K(vx, y, n); return 1;
     case SLM_Q3_K: dequantize_q3_K(vx, y, n); return 1;
+    case SLM_IQ2_XXS: case SLM_IQ2_XS: case SLM_IQ2_S: case SLM_IQ3_XXS: case SLM_IQ3_S: case SLM_IQ1_S:
+    case SLM_IQ1_M: return slm_dequantize_iq(t, vx, y, n);
     case SLM_Q4_K:
     case SLM_Q5_K: {
         const int five = t == SLM_Q5_K;

@@ -20,13 +20,20 @@ typedef enum slm_dtype {
     SLM_Q5_K = 13,
     SLM_Q6_K = 14,
     SLM_Q8_K = 15,
+    SLM_IQ2_XXS = 16,
+    SLM_IQ2_XS = 17,
+    SLM_IQ3_XXS = 18,
+    SLM_IQ1_S = 19,
     SLM_IQ4_NL = 20,
+    SLM_IQ3_S = 21,
+    SLM_IQ2_S = 22,
     SLM_IQ4_XS = 23,
     SLM_I8 = 24,
     SLM_I16 = 25,
     SLM_I32 = 26,
     SLM_I64 = 27,
     SLM_F64 = 28,
+    SLM_IQ1_M = 29,
     SLM_BF16 = 30,
     SLM_DTYPE_COUNT = 40
 } slm_dtype;
@@ -178,6 +185,68 @@ typedef struct {
     uint8_t scales[12];                  /* 6-bit scales, packed */
     uint16_t d;                          /* super-block scale (f16) */
 } slm_block_q3_K;
+
+/* ---- the i-quants of 1.5-3.4 bits (common/dtype_iq.c) --------------------
+ * Super-blocks of 256 elements in 8 sub-blocks of 32; codes index grids of
+ * 8 (IQ2, IQ1) or 4 (IQ3) values. Sign bytes: bit j negates element j of a
+ * group of 8; where only 7 bits are stored (IQ2_XXS, IQ2_XS, IQ3_XXS) the
+ * eighth makes the count of negatives even (slm_iq_signs). */
+typedef struct slm_iq_grids {
+    uint64_t iq2xxs[256], iq2xs[512], iq2s[1024]; /* 8 bytes each, values 8, 25, 43 */
+    uint32_t iq3xxs[256], iq3s[512];              /* 4 bytes: 4..62; 1..15 odd */
+    uint64_t iq1s8[2048];                         /* 8 int8 each: 8 x the grid's -1, 0, 1 */
+} slm_iq_grids;
+/* The expanded grids (built once, thread-safe); slm_iq_grids_fast is the
+ * kernels' inline form (one load once they are built). */
+const slm_iq_grids *slm_iq_grids_get(void);
+extern const slm_iq_grids *_Atomic slm_iq_grids_built;
+static inline const slm_iq_grids *slm_iq_grids_fast(void) {
+    const slm_iq_grids *g = __atomic_load_n(&slm_iq_grids_built, __ATOMIC_ACQUIRE);
+    return g ? g : slm_iq_grids_get();
+}
+static inline uint8_t slm_iq_signs(unsigned s7) {
+    return (uint8_t)(s7 | (unsigned)__builtin_parity(s7) << 7);
+}
+
+/* IQ2_XXS (2.06 bpw): per sub-block s, 8 bytes at qs + 4s: bytes 0-3 index
+ * iq2xxs for the 4 groups of 8; the next 32 bits hold 4 x 7 sign bits
+ * (group l at bit 7l) and the scale ls in bits 28-31:
+ *   x = d * (0.5 + ls) / 4 * grid * sign. */
+typedef struct { uint16_t d; uint16_t qs[SLM_QK_K / 8]; } slm_block_iq2_xxs;
+/* IQ2_XS (2.31 bpw): qs[4s + l]: grid index (iq2xs, 9 bits) | 7 sign bits
+ * << 9; scales[s]: low nibble for groups 0-1, high for 2-3. */
+typedef struct { uint16_t d; uint16_t qs[SLM_QK_K / 8]; uint8_t scales[SLM_QK_K / 32]; } slm_block_iq2_xs;
+/* IQ2_S (2.56 bpw): qs[4s + l] the low 8 bits of an iq2s index, bits 2l,
+ * 2l+1 of qh[s] its high 2; qs[32 + 4s + l] the 8 sign bits; scales as
+ * IQ2_XS. */
+typedef struct { uint16_t d; uint8_t qs[SLM_QK_K / 4]; uint8_t qh[SLM_QK_K / 32]; uint8_t scales[SLM_QK_K / 32]; } slm_block_iq2_s;
+/* IQ3_XXS (3.06 bpw): qs[0..63] iq3xxs indices (two per group of 8); at
+ * qs + 64 + 4s, 32 bits as IQ2_XXS's second word: x = d * (0.5 + ls) / 2 *
+ * grid * sign. */
+typedef struct { uint16_t d; uint8_t qs[3 * SLM_QK_K / 8]; } slm_block_iq3_xxs;
+/* IQ3_S (3.44 bpw): qs[8s + i] the low 8 bits of an iq3s index, bit i of
+ * qh[s] the ninth; signs[4s + l] the sign bits of group l; scales: a nibble
+ * per sub-block (low for even s): x = d * (1 + 2 * nibble) * grid * sign. */
+typedef struct {
+    uint16_t d;
+    uint8_t qs[SLM_QK_K / 4];
+    uint8_t qh[SLM_QK_K / 32];
+    uint8_t signs[SLM_QK_K / 8];
+    uint8_t scales[SLM_QK_K / 64];
+} slm_block_iq3_s;
+/* IQ1_S (1.56 bpw): index of group l of sub-block s: qs[4s + l] | bits 3l..
+ * 3l+2 of qh[s] << 8 (iq1s, values -1, 0, 1); qh[s] bits 12-14 the scale u,
+ * bit 15 the delta's sign: x = d * (2u + 1) * (grid +- 1/8). */
+typedef struct { uint16_t d; uint8_t qs[SLM_QK_K / 8]; uint16_t qh[SLM_QK_K / 32]; } slm_block_iq1_s;
+/* IQ1_M (1.75 bpw): no d field: its f16 bits are the top nibbles of the
+ * four 16-bit scale words (slm_iq1_m_scale); 3-bit scales per 16 elements
+ * (word s / 2, bits 6 (s % 2) and 6 (s % 2) + 3); qh[2s + l / 2] >> 4 (l % 2):
+ * index bits 8-10 in bits 0-2, the delta's sign (per group of 8) in bit 3. */
+typedef struct { uint8_t qs[SLM_QK_K / 8]; uint8_t qh[SLM_QK_K / 16]; uint8_t scales[SLM_QK_K / 32]; } slm_block_iq1_m;
+float slm_iq1_m_scale(const slm_block_iq1_m *x);
+/* Dequantize n elements (a multiple of 256) of an i-quant above; 0 for any
+ * other type. */
+int slm_dequantize_iq(uint32_t t, const void *x, float *y, int64_t n);
 
 /* The 6-bit scale (0..63, before the -32) of sub-block s (0..15) of a Q3_K
  * block: low 4 bits in the low nibble of byte s (s < 8) or the high nibble

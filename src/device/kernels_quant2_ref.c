@@ -10,6 +10,13 @@
  *   Q3_K    q in [-4, 3]                two half scales       kind 1
  *   Q5_1    q in [0, 31]                one scale, one min    kind 2
  *   Q2_K    q in [0, 3]                 two scales, two mins  kind 3
+ *   IQ2_XXS grid * sign in +-{8, 25, 43} one scale       kind 0
+ *   IQ3_XXS grid * sign in +-[4, 62]   one scale             kind 0
+ *   IQ3_S   grid * sign in +-[1, 15]   one scale             kind 0
+ *   IQ1_S   8 grid +- 1 in [-9, 9]     one scale (d / 8)     kind 0
+ *   IQ2_XS, IQ2_S  as IQ2_XXS          two half scales       kind 1
+ *   IQ1_M   8 grid +- 1                two half scales (/ 8) kind 1
+ * (IQ1's delta of +-1/8 per group of 8 is exact in codes scaled by 8.)
  * Kinds 0-2 fit the int8 panel of slm_pack_panel (slm_qblock_i8); kind 3
  * does not (the panel has one min per block), and the SIMD sets run its
  * rows through their decode kernels (kernels_x86_quant2.c), which take the
@@ -22,7 +29,8 @@
 int slm_quant2_kind(uint32_t t) {
     switch (t) {
     case SLM_Q5_0: case SLM_IQ4_NL: case SLM_IQ4_XS: return 0;
-    case SLM_Q3_K: return 1;
+    case SLM_IQ2_XXS: case SLM_IQ3_XXS: case SLM_IQ3_S: case SLM_IQ1_S: return 0;
+    case SLM_Q3_K: case SLM_IQ2_XS: case SLM_IQ2_S: case SLM_IQ1_M: return 1;
     case SLM_Q5_1: return 2;
     case SLM_Q2_K: return 3;
     default: return -1;
@@ -33,9 +41,100 @@ static uint32_t le32(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
+/* 8 grid bytes times the signs of bits 0-7 of sg. */
+static void signed8(int8_t *q, const uint8_t *grid, unsigned sg) {
+    for (int j = 0; j < 8; j++) q[j] = (int8_t)((sg >> j) & 1 ? -(int)grid[j] : (int)grid[j]);
+}
+
+/* Block b of an i-quant row (common/dtype.h describes the layouts). */
+static void qblock_iq(uint32_t t, const void *row, int b, int8_t q[32], float d[2]) {
+    const slm_iq_grids *g = slm_iq_grids_fast();
+    const int s = b % 8;
+    switch (t) {
+    case SLM_IQ2_XXS: {
+        const slm_block_iq2_xxs *x = (const slm_block_iq2_xxs *)row + b / 8;
+        uint32_t a[2];
+        memcpy(a, x->qs + 4 * s, 8);
+        d[0] = d[1] = slm_f16_to_f32(x->d) * (0.5f + (float)(a[1] >> 28)) * 0.25f;
+        for (int l = 0; l < 4; l++)
+            signed8(q + 8 * l, (const uint8_t *)&g->iq2xxs[(a[0] >> (8 * l)) & 255], slm_iq_signs((a[1] >> (7 * l)) & 127));
+        return;
+    }
+    case SLM_IQ2_XS: case SLM_IQ2_S: {
+        const slm_block_iq2_xs *x = (const slm_block_iq2_xs *)row + b / 8;
+        const slm_block_iq2_s *y = (const slm_block_iq2_s *)row + b / 8;
+        const int sc = t == SLM_IQ2_XS ? x->scales[s] : y->scales[s];
+        const float dd = slm_f16_to_f32(t == SLM_IQ2_XS ? x->d : y->d);
+        d[0] = dd * (0.5f + (float)(sc & 0xF)) * 0.25f;
+        d[1] = dd * (0.5f + (float)(sc >> 4)) * 0.25f;
+        for (int l = 0; l < 4; l++) {
+            if (t == SLM_IQ2_XS) {
+                const uint16_t c = x->qs[4 * s + l];
+                signed8(q + 8 * l, (const uint8_t *)&g->iq2xs[c & 511], slm_iq_signs(c >> 9));
+            } else {
+                const int idx = y->qs[4 * s + l] | ((y->qh[s] << (8 - 2 * l)) & 0x300);
+                signed8(q + 8 * l, (const uint8_t *)&g->iq2s[idx], y->qs[32 + 4 * s + l]);
+            }
+        }
+        return;
+    }
+    case SLM_IQ3_XXS: {
+        const slm_block_iq3_xxs *x = (const slm_block_iq3_xxs *)row + b / 8;
+        uint32_t a;
+        memcpy(&a, x->qs + 64 + 4 * s, 4);
+        d[0] = d[1] = slm_f16_to_f32(x->d) * (0.5f + (float)(a >> 28)) * 0.5f;
+        for (int l = 0; l < 4; l++) {
+            uint8_t gr[8];
+            memcpy(gr, &g->iq3xxs[x->qs[8 * s + 2 * l]], 4);
+            memcpy(gr + 4, &g->iq3xxs[x->qs[8 * s + 2 * l + 1]], 4);
+            signed8(q + 8 * l, gr, slm_iq_signs((a >> (7 * l)) & 127));
+        }
+        return;
+    }
+    case SLM_IQ3_S: {
+        const slm_block_iq3_s *x = (const slm_block_iq3_s *)row + b / 8;
+        d[0] = d[1] = slm_f16_to_f32(x->d) * (float)(1 + 2 * ((x->scales[s / 2] >> (4 * (s % 2))) & 0xF));
+        const uint8_t *qs = x->qs + 8 * s, qh = x->qh[s];
+        for (int l = 0; l < 4; l++) {
+            uint8_t gr[8];
+            memcpy(gr, &g->iq3s[qs[2 * l] | ((qh << (8 - 2 * l)) & 256)], 4);
+            memcpy(gr + 4, &g->iq3s[qs[2 * l + 1] | ((qh << (7 - 2 * l)) & 256)], 4);
+            signed8(q + 8 * l, gr, x->signs[4 * s + l]);
+        }
+        return;
+    }
+    case SLM_IQ1_S: {
+        const slm_block_iq1_s *x = (const slm_block_iq1_s *)row + b / 8;
+        const unsigned qh = x->qh[s];
+        d[0] = d[1] = slm_f16_to_f32(x->d) * (float)(2 * ((qh >> 12) & 7) + 1) * 0.125f;
+        const int delta = qh & 0x8000 ? -1 : 1;
+        for (int l = 0; l < 4; l++) {
+            const int8_t *gr = (const int8_t *)&g->iq1s8[x->qs[4 * s + l] | (((qh >> (3 * l)) & 7) << 8)];
+            for (int j = 0; j < 8; j++) q[8 * l + j] = (int8_t)(gr[j] + delta);
+        }
+        return;
+    }
+    default: { /* SLM_IQ1_M */
+        const slm_block_iq1_m *x = (const slm_block_iq1_m *)row + b / 8;
+        uint16_t sc[4];
+        memcpy(sc, x->scales, 8);
+        const float dd = slm_iq1_m_scale(x) * 0.125f;
+        for (int i = 0; i < 2; i++) d[i] = dd * (float)(2 * ((sc[s / 2] >> (6 * (s % 2) + 3 * i)) & 7) + 1);
+        for (int l = 0; l < 4; l++) {
+            const int h = x->qh[2 * s + l / 2] >> (4 * (l % 2));
+            const int8_t *gr = (const int8_t *)&g->iq1s8[x->qs[4 * s + l] | ((h & 7) << 8)];
+            for (int j = 0; j < 8; j++) q[8 * l + j] = (int8_t)(gr[j] + (h & 8 ? -1 : 1));
+        }
+        return;
+    }
+    }
+}
+
 void slm_qblock2_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2], float m[2]) {
     m[0] = m[1] = 0.0f;
     switch (t) {
+    case SLM_IQ2_XXS: case SLM_IQ2_XS: case SLM_IQ2_S: case SLM_IQ3_XXS: case SLM_IQ3_S: case SLM_IQ1_S:
+    case SLM_IQ1_M: qblock_iq(t, row, b, q, d); return;
     case SLM_Q5_0: case SLM_Q5_1: {
         const uint8_t *qs, *qhb;
         if (t == SLM_Q5_0) {
@@ -129,6 +228,13 @@ DOT2(dot_iq4_nl_ref, SLM_IQ4_NL)
 DOT2(dot_iq4_xs_ref, SLM_IQ4_XS)
 DOT2(dot_q2_k_ref, SLM_Q2_K)
 DOT2(dot_q3_k_ref, SLM_Q3_K)
+DOT2(dot_iq2_xxs_ref, SLM_IQ2_XXS)
+DOT2(dot_iq2_xs_ref, SLM_IQ2_XS)
+DOT2(dot_iq2_s_ref, SLM_IQ2_S)
+DOT2(dot_iq3_xxs_ref, SLM_IQ3_XXS)
+DOT2(dot_iq3_s_ref, SLM_IQ3_S)
+DOT2(dot_iq1_s_ref, SLM_IQ1_S)
+DOT2(dot_iq1_m_ref, SLM_IQ1_M)
 
 slm_dot_fn slm_quant2_dot_ref(uint32_t t) {
     switch (t) {
@@ -138,6 +244,13 @@ slm_dot_fn slm_quant2_dot_ref(uint32_t t) {
     case SLM_IQ4_XS: return dot_iq4_xs_ref;
     case SLM_Q2_K: return dot_q2_k_ref;
     case SLM_Q3_K: return dot_q3_k_ref;
+    case SLM_IQ2_XXS: return dot_iq2_xxs_ref;
+    case SLM_IQ2_XS: return dot_iq2_xs_ref;
+    case SLM_IQ2_S: return dot_iq2_s_ref;
+    case SLM_IQ3_XXS: return dot_iq3_xxs_ref;
+    case SLM_IQ3_S: return dot_iq3_s_ref;
+    case SLM_IQ1_S: return dot_iq1_s_ref;
+    case SLM_IQ1_M: return dot_iq1_m_ref;
     default: return NULL;
     }
 }

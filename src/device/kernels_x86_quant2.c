@@ -1,5 +1,5 @@
-/* AVX2 and AVX-512 int8 kernels for Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K and
- * Q3_K weights (kernels_quant2_ref.c describes the types' int8 view).
+/* AVX2 and AVX-512 int8 kernels for Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K
+ * and the i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) (kernels_quant2_ref.c describes the types' int8 view).
  *
  * The sets' matmul quantizes the activations (int8 blocks of 32, with the
  * integer code sums of each half block) and calls slm_x86_quant2_matmul_* for
@@ -31,6 +31,113 @@ AVX2 INLINE __m256i bits32(const uint8_t *p) {
     const __m256i sel = _mm256_set1_epi64x(0x8040201008040201ll); /* bit e % 8 */
     const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32((int)v), which);
     return _mm256_cmpeq_epi8(_mm256_and_si256(bytes, sel), sel);
+}
+
+/* Bytes of v negated where bit e of sg is set. */
+AVX2 INLINE __m256i sign32(__m256i v, uint32_t sg) {
+    const __m256i neg = bits32((const uint8_t *)&sg);
+    return _mm256_sub_epi8(_mm256_xor_si256(v, neg), neg);
+}
+
+/* 4 x 7 sign bits (group l at bit 7l) as 32, each byte's eighth bit the
+ * parity of its seven (slm_iq_signs). */
+INLINE uint32_t signs7x4(uint32_t a) {
+    uint32_t s = 0;
+    for (int l = 0; l < 4; l++) s |= (uint32_t)slm_iq_signs((a >> (7 * l)) & 127) << (8 * l);
+    return s;
+}
+
+/* Block b of an i-quant row (common/dtype.h gives the layouts; kernels_quant2_ref.c
+ * the int8 view): grid entries gathered by index, then signed (IQ2, IQ3) or
+ * offset by the delta (IQ1: codes 8 grid +- 1). */
+AVX2 INLINE __m256i qblock_iq(const uint8_t *row, int T, int b, float d[2]) {
+    const slm_iq_grids *g = slm_iq_grids_fast();
+    const int s = b % 8;
+    switch (T) {
+    case SLM_IQ2_XXS: {
+        const slm_block_iq2_xxs *x = (const slm_block_iq2_xxs *)row + b / 8;
+        uint32_t a[2];
+        memcpy(a, x->qs + 4 * s, 8);
+        d[0] = d[1] = _cvtsh_ss(x->d) * (0.5f + (float)(a[1] >> 28)) * 0.25f;
+        const __m256i v = _mm256_set_epi64x((long long)g->iq2xxs[a[0] >> 24], (long long)g->iq2xxs[(a[0] >> 16) & 255],
+                                            (long long)g->iq2xxs[(a[0] >> 8) & 255], (long long)g->iq2xxs[a[0] & 255]);
+        return sign32(v, signs7x4(a[1]));
+    }
+    case SLM_IQ2_XS: {
+        const slm_block_iq2_xs *x = (const slm_block_iq2_xs *)row + b / 8;
+        const float dd = _cvtsh_ss(x->d);
+        d[0] = dd * (0.5f + (float)(x->scales[s] & 0xF)) * 0.25f;
+        d[1] = dd * (0.5f + (float)(x->scales[s] >> 4)) * 0.25f;
+        const uint16_t *qs = x->qs + 4 * s;
+        const __m256i v = _mm256_set_epi64x((long long)g->iq2xs[qs[3] & 511], (long long)g->iq2xs[qs[2] & 511],
+                                            (long long)g->iq2xs[qs[1] & 511], (long long)g->iq2xs[qs[0] & 511]);
+        uint32_t sg = 0;
+        for (int l = 0; l < 4; l++) sg |= (uint32_t)slm_iq_signs(qs[l] >> 9) << (8 * l);
+        return sign32(v, sg);
+    }
+    case SLM_IQ2_S: {
+        const slm_block_iq2_s *x = (const slm_block_iq2_s *)row + b / 8;
+        const float dd = _cvtsh_ss(x->d);
+        d[0] = dd * (0.5f + (float)(x->scales[s] & 0xF)) * 0.25f;
+        d[1] = dd * (0.5f + (float)(x->scales[s] >> 4)) * 0.25f;
+        const uint8_t *qs = x->qs + 4 * s;
+        const int qh = x->qh[s];
+        const __m256i v = _mm256_set_epi64x(
+            (long long)g->iq2s[qs[3] | ((qh << 2) & 0x300)], (long long)g->iq2s[qs[2] | ((qh << 4) & 0x300)],
+            (long long)g->iq2s[qs[1] | ((qh << 6) & 0x300)], (long long)g->iq2s[qs[0] | ((qh << 8) & 0x300)]);
+        uint32_t sg;
+        memcpy(&sg, x->qs + 32 + 4 * s, 4);
+        return sign32(v, sg);
+    }
+    case SLM_IQ3_XXS: {
+        const slm_block_iq3_xxs *x = (const slm_block_iq3_xxs *)row + b / 8;
+        uint32_t a;
+        memcpy(&a, x->qs + 64 + 4 * s, 4);
+        d[0] = d[1] = _cvtsh_ss(x->d) * (0.5f + (float)(a >> 28)) * 0.5f;
+        const uint8_t *qs = x->qs + 8 * s;
+        const __m256i v = _mm256_set_epi32((int)g->iq3xxs[qs[7]], (int)g->iq3xxs[qs[6]], (int)g->iq3xxs[qs[5]],
+                                           (int)g->iq3xxs[qs[4]], (int)g->iq3xxs[qs[3]], (int)g->iq3xxs[qs[2]],
+                                           (int)g->iq3xxs[qs[1]], (int)g->iq3xxs[qs[0]]);
+        return sign32(v, signs7x4(a));
+    }
+    case SLM_IQ3_S: {
+        const slm_block_iq3_s *x = (const slm_block_iq3_s *)row + b / 8;
+        d[0] = d[1] = _cvtsh_ss(x->d) * (float)(1 + 2 * ((x->scales[s / 2] >> (4 * (s % 2))) & 0xF));
+        const uint8_t *qs = x->qs + 8 * s;
+        const int qh = x->qh[s];
+#define IQ3S(i) (int)g->iq3s[qs[i] | ((qh << (8 - (i))) & 256)]
+        const __m256i v = _mm256_set_epi32(IQ3S(7), IQ3S(6), IQ3S(5), IQ3S(4), IQ3S(3), IQ3S(2), IQ3S(1), IQ3S(0));
+#undef IQ3S
+        uint32_t sg;
+        memcpy(&sg, x->signs + 4 * s, 4);
+        return sign32(v, sg);
+    }
+    case SLM_IQ1_S: {
+        const slm_block_iq1_s *x = (const slm_block_iq1_s *)row + b / 8;
+        const unsigned qh = x->qh[s];
+        d[0] = d[1] = _cvtsh_ss(x->d) * (float)(2 * ((qh >> 12) & 7) + 1) * 0.125f;
+        const uint8_t *qs = x->qs + 4 * s;
+        const __m256i v = _mm256_set_epi64x(
+            (long long)g->iq1s8[qs[3] | ((qh >> 1) & 0x700)], (long long)g->iq1s8[qs[2] | ((qh << 2) & 0x700)],
+            (long long)g->iq1s8[qs[1] | ((qh << 5) & 0x700)], (long long)g->iq1s8[qs[0] | ((qh << 8) & 0x700)]);
+        return _mm256_add_epi8(v, _mm256_set1_epi8(qh & 0x8000 ? -1 : 1));
+    }
+    default: { /* SLM_IQ1_M */
+        const slm_block_iq1_m *x = (const slm_block_iq1_m *)row + b / 8;
+        uint16_t sc[4];
+        memcpy(sc, x->scales, 8);
+        const float dd = slm_iq1_m_scale(x) * 0.125f;
+        for (int i = 0; i < 2; i++) d[i] = dd * (float)(2 * ((sc[s / 2] >> (6 * (s % 2) + 3 * i)) & 7) + 1);
+        const uint8_t *qs = x->qs + 4 * s;
+        const unsigned h = x->qh[2 * s] | (unsigned)x->qh[2 * s + 1] << 8; /* group l: bits 4l..4l+3 */
+        const __m256i v = _mm256_set_epi64x(
+            (long long)g->iq1s8[qs[3] | ((h >> 4) & 0x700)], (long long)g->iq1s8[qs[2] | (h & 0x700)],
+            (long long)g->iq1s8[qs[1] | ((h << 4) & 0x700)], (long long)g->iq1s8[qs[0] | ((h << 8) & 0x700)]);
+        /* delta -1 where the group's bit 3 is set, else +1 */
+        const __m256i neg = _mm256_set_epi64x(h & 0x8000 ? -1 : 0, h & 0x800 ? -1 : 0, h & 0x80 ? -1 : 0, h & 0x8 ? -1 : 0);
+        return _mm256_add_epi8(v, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
+    }
+    }
 }
 
 /* Block b of a row of type T: 32 int8 codes; d[2], m[2] per half block. */
@@ -77,6 +184,8 @@ AVX2 INLINE __m256i qblock2(const uint8_t *row, int T, int b, float d[2], float 
         const __m256i v = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * h));
         return _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), _mm256_set1_epi8(3));
     }
+    case SLM_IQ2_XXS: case SLM_IQ2_XS: case SLM_IQ2_S: case SLM_IQ3_XXS: case SLM_IQ3_S: case SLM_IQ1_S:
+    case SLM_IQ1_M: return qblock_iq(row, T, b, d);
     default: { /* SLM_Q3_K */
         const slm_block_q3_K *x = (const slm_block_q3_K *)row + b / 8;
         const int s = b % 8, h = s / 4, j = s % 4;
@@ -164,6 +273,13 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const 
         case SLM_IQ4_XS: matmul_##ISA##_t(mm, SLM_IQ4_XS, qs); break;                               \
         case SLM_Q2_K: matmul_##ISA##_t(mm, SLM_Q2_K, qs); break;                                   \
         case SLM_Q3_K: matmul_##ISA##_t(mm, SLM_Q3_K, qs); break;                                   \
+        case SLM_IQ2_XXS: matmul_##ISA##_t(mm, SLM_IQ2_XXS, qs); break;                             \
+        case SLM_IQ2_XS: matmul_##ISA##_t(mm, SLM_IQ2_XS, qs); break;                               \
+        case SLM_IQ2_S: matmul_##ISA##_t(mm, SLM_IQ2_S, qs); break;                                 \
+        case SLM_IQ3_XXS: matmul_##ISA##_t(mm, SLM_IQ3_XXS, qs); break;                             \
+        case SLM_IQ3_S: matmul_##ISA##_t(mm, SLM_IQ3_S, qs); break;                                 \
+        case SLM_IQ1_S: matmul_##ISA##_t(mm, SLM_IQ1_S, qs); break;                                 \
+        case SLM_IQ1_M: matmul_##ISA##_t(mm, SLM_IQ1_M, qs); break;                                 \
         default: break;                                                                             \
         }                                                                                           \
     }
