@@ -195,6 +195,7 @@ typedef struct slm_iq_grids {
     uint64_t iq2xxs[256], iq2xs[512], iq2s[1024]; /* 8 bytes each, values 8, 25, 43 */
     uint32_t iq3xxs[256], iq3s[512];              /* 4 bytes: 4..62; 1..15 odd */
     uint64_t iq1s8[2048];                         /* 8 int8 each: 8 x the grid's -1, 0, 1 */
+    uint64_t sign7[128]; /* 7 sign bits as 8 byte masks (0xFF: negative), the eighth by parity */
 } slm_iq_grids;
 /* The expanded grids (built once, thread-safe); slm_iq_grids_fast is the
  * kernels' inline form (one load once they are built). */

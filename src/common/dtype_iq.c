@@ -451,6 +451,12 @@ static void expand(void) {
     for (int i = 0; i < 256; i++) g_grids.iq3xxs[i] = expand4(k_iq3xxs[i], l3xxs);
     for (int i = 0; i < 512; i++) g_grids.iq3s[i] = expand4(k_iq3s[i], l3s);
     for (int i = 0; i < 2048; i++) g_grids.iq1s8[i] = expand8(k_iq1s[i], l1);
+    for (unsigned i = 0; i < 128; i++) {
+        const uint8_t sg = slm_iq_signs(i);
+        uint64_t m = 0;
+        for (int j = 0; j < 8; j++) m |= (uint64_t)((sg >> j) & 1 ? 0xFF : 0) << (8 * j);
+        g_grids.sign7[i] = m;
+    }
     __atomic_store_n(&slm_iq_grids_built, &g_grids, __ATOMIC_RELEASE);
 }
 

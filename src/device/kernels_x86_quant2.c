@@ -39,12 +39,14 @@ AVX2 INLINE __m256i sign32(__m256i v, uint32_t sg) {
     return _mm256_sub_epi8(_mm256_xor_si256(v, neg), neg);
 }
 
-/* 4 x 7 sign bits (group l at bit 7l) as 32, each byte's eighth bit the
- * parity of its seven (slm_iq_signs). */
-INLINE uint32_t signs7x4(uint32_t a) {
-    uint32_t s = 0;
-    for (int l = 0; l < 4; l++) s |= (uint32_t)slm_iq_signs((a >> (7 * l)) & 127) << (8 * l);
-    return s;
+/* Bytes of v negated where the byte of neg is 0xFF. */
+AVX2 INLINE __m256i negate_where(__m256i v, __m256i neg) { return _mm256_sub_epi8(_mm256_xor_si256(v, neg), neg); }
+
+/* 4 x 7 sign bits (group l at bit 7l) as byte masks, each group's eighth
+ * by parity (slm_iq_signs). */
+AVX2 INLINE __m256i signs7x4(const slm_iq_grids *g, uint32_t a) {
+    return _mm256_set_epi64x((long long)g->sign7[(a >> 21) & 127], (long long)g->sign7[(a >> 14) & 127],
+                             (long long)g->sign7[(a >> 7) & 127], (long long)g->sign7[a & 127]);
 }
 
 /* Block b of an i-quant row (common/dtype.h gives the layouts; kernels_quant2_ref.c
@@ -61,7 +63,7 @@ AVX2 INLINE __m256i qblock_iq(const uint8_t *row, int T, int b, float d[2]) {
         d[0] = d[1] = _cvtsh_ss(x->d) * (0.5f + (float)(a[1] >> 28)) * 0.25f;
         const __m256i v = _mm256_set_epi64x((long long)g->iq2xxs[a[0] >> 24], (long long)g->iq2xxs[(a[0] >> 16) & 255],
                                             (long long)g->iq2xxs[(a[0] >> 8) & 255], (long long)g->iq2xxs[a[0] & 255]);
-        return sign32(v, signs7x4(a[1]));
+        return negate_where(v, signs7x4(g, a[1]));
     }
     case SLM_IQ2_XS: {
         const slm_block_iq2_xs *x = (const slm_block_iq2_xs *)row + b / 8;
@@ -71,9 +73,9 @@ AVX2 INLINE __m256i qblock_iq(const uint8_t *row, int T, int b, float d[2]) {
         const uint16_t *qs = x->qs + 4 * s;
         const __m256i v = _mm256_set_epi64x((long long)g->iq2xs[qs[3] & 511], (long long)g->iq2xs[qs[2] & 511],
                                             (long long)g->iq2xs[qs[1] & 511], (long long)g->iq2xs[qs[0] & 511]);
-        uint32_t sg = 0;
-        for (int l = 0; l < 4; l++) sg |= (uint32_t)slm_iq_signs(qs[l] >> 9) << (8 * l);
-        return sign32(v, sg);
+        const __m256i neg = _mm256_set_epi64x((long long)g->sign7[qs[3] >> 9], (long long)g->sign7[qs[2] >> 9],
+                                              (long long)g->sign7[qs[1] >> 9], (long long)g->sign7[qs[0] >> 9]);
+        return negate_where(v, neg);
     }
     case SLM_IQ2_S: {
         const slm_block_iq2_s *x = (const slm_block_iq2_s *)row + b / 8;
@@ -98,7 +100,7 @@ AVX2 INLINE __m256i qblock_iq(const uint8_t *row, int T, int b, float d[2]) {
         const __m256i v = _mm256_set_epi32((int)g->iq3xxs[qs[7]], (int)g->iq3xxs[qs[6]], (int)g->iq3xxs[qs[5]],
                                            (int)g->iq3xxs[qs[4]], (int)g->iq3xxs[qs[3]], (int)g->iq3xxs[qs[2]],
                                            (int)g->iq3xxs[qs[1]], (int)g->iq3xxs[qs[0]]);
-        return sign32(v, signs7x4(a));
+        return negate_where(v, signs7x4(g, a));
     }
     case SLM_IQ3_S: {
         const slm_block_iq3_s *x = (const slm_block_iq3_s *)row + b / 8;
@@ -258,12 +260,19 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const 
     for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
 }
 
+/* The row count of a call is a constant of col_* (1-4, so its accumulators
+ * stay in registers: a loop-carried chain through memory costs a store
+ * forward per block). */
 #define QUANT2_MATMUL(ISA, ATTR)                                                                      \
     ATTR INLINE void matmul_##ISA##_t(const slm_mm *mm, int T, const qscratch *qs) {                \
         for (int j = mm->n0; j < mm->n1; j++)                                                       \
-            for (int i0 = 0; i0 < mm->rows; i0 += QROWS)                                            \
-                col_##ISA(mm, T, j, i0, mm->rows - i0 < QROWS ? mm->rows - i0 : QROWS, qs->q, qs->d, \
-                          qs->hs);                                                                  \
+            for (int i0 = 0; i0 < mm->rows; i0 += QROWS) {                                          \
+                const int nr = mm->rows - i0 < QROWS ? mm->rows - i0 : QROWS;                       \
+                if (nr == 1) col_##ISA(mm, T, j, i0, 1, qs->q, qs->d, qs->hs);                      \
+                else if (nr == 2) col_##ISA(mm, T, j, i0, 2, qs->q, qs->d, qs->hs);                 \
+                else if (nr == 3) col_##ISA(mm, T, j, i0, 3, qs->q, qs->d, qs->hs);                 \
+                else col_##ISA(mm, T, j, i0, 4, qs->q, qs->d, qs->hs);                              \
+            }                                                                                       \
     }                                                                                               \
     ATTR void slm_x86_quant2_matmul_##ISA(const slm_mm *mm, const qscratch *qs) {                   \
         switch (mm->wtype) {                                                                        \
