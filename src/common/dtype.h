@@ -200,7 +200,7 @@ typedef struct slm_iq_grids {
 /* The expanded grids (built once, thread-safe); slm_iq_grids_fast is the
  * kernels' inline form (one load once they are built). */
 const slm_iq_grids *slm_iq_grids_get(void);
-extern const slm_iq_grids *_Atomic slm_iq_grids_built;
+extern const slm_iq_grids *slm_iq_grids_built; /* read and written with __atomic builtins */
 static inline const slm_iq_grids *slm_iq_grids_fast(void) {
     const slm_iq_grids *g = __atomic_load_n(&slm_iq_grids_built, __ATOMIC_ACQUIRE);
     return g ? g : slm_iq_grids_get();

@@ -427,7 +427,7 @@ static const uint16_t k_iq1s[2048] = {
 
 static slm_iq_grids g_grids;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-const slm_iq_grids *_Atomic slm_iq_grids_built;
+const slm_iq_grids *slm_iq_grids_built;
 
 static uint64_t expand8(uint16_t c, const uint8_t lv[3]) {
     uint64_t v = 0;
