@@ -245,6 +245,15 @@ typedef struct { uint16_t d; uint8_t qs[SLM_QK_K / 8]; uint16_t qh[SLM_QK_K / 32
  * index bits 8-10 in bits 0-2, the delta's sign (per group of 8) in bit 3. */
 typedef struct { uint8_t qs[SLM_QK_K / 8]; uint8_t qh[SLM_QK_K / 16]; uint8_t scales[SLM_QK_K / 32]; } slm_block_iq1_m;
 float slm_iq1_m_scale(const slm_block_iq1_m *x);
+static inline uint16_t slm_iq1_m_scale_bits(const slm_block_iq1_m *x) { /* the f16 bits, for inline use */
+    const uint8_t *s = x->scales; /* the top nibble of each little-endian word */
+    return (uint16_t)((s[1] >> 4) | (s[3] & 0xF0) | (s[5] >> 4) << 8 | (s[7] & 0xF0) << 8);
+}
+/* 1 for the grid i-quants above (IQ2_XXS .. IQ1_M), 0 otherwise. */
+static inline int slm_iq_is(uint32_t t) {
+    return t == SLM_IQ2_XXS || t == SLM_IQ2_XS || t == SLM_IQ2_S || t == SLM_IQ3_XXS || t == SLM_IQ3_S ||
+           t == SLM_IQ1_S || t == SLM_IQ1_M;
+}
 /* Dequantize n elements (a multiple of 256) of an i-quant above; 0 for any
  * other type. */
 int slm_dequantize_iq(uint32_t t, const void *x, float *y, int64_t n);

@@ -577,9 +577,7 @@ static void deq_iq1_m(const slm_iq_grids *g, const slm_block_iq1_m *x, float *y)
 }
 
 float slm_iq1_m_scale(const slm_block_iq1_m *x) {
-    uint16_t sc[4];
-    memcpy(sc, x->scales, 8);
-    return f16((uint16_t)((sc[0] >> 12) | ((sc[1] >> 8) & 0x00F0) | ((sc[2] >> 4) & 0x0F00) | (sc[3] & 0xF000)));
+    return f16(slm_iq1_m_scale_bits(x));
 }
 
 int slm_dequantize_iq(uint32_t t, const void *vx, float *y, int64_t n) {

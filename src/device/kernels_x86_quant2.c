@@ -52,8 +52,7 @@ AVX2 INLINE __m256i signs7x4(const slm_iq_grids *g, uint32_t a) {
 /* Block b of an i-quant row (common/dtype.h gives the layouts; kernels_quant2_ref.c
  * the int8 view): grid entries gathered by index, then signed (IQ2, IQ3) or
  * offset by the delta (IQ1: codes 8 grid +- 1). */
-AVX2 INLINE __m256i qblock_iq(const uint8_t *row, int T, int b, float d[2]) {
-    const slm_iq_grids *g = slm_iq_grids_fast();
+AVX2 INLINE __m256i qblock_iq(const slm_iq_grids *g, const uint8_t *row, int T, int b, float d[2]) {
     const int s = b % 8;
     switch (T) {
     case SLM_IQ2_XXS: {
@@ -128,7 +127,7 @@ AVX2 INLINE __m256i qblock_iq(const uint8_t *row, int T, int b, float d[2]) {
         const slm_block_iq1_m *x = (const slm_block_iq1_m *)row + b / 8;
         uint16_t sc[4];
         memcpy(sc, x->scales, 8);
-        const float dd = slm_iq1_m_scale(x) * 0.125f;
+        const float dd = _cvtsh_ss(slm_iq1_m_scale_bits(x)) * 0.125f; /* inline: a call spills the accumulators */
         for (int i = 0; i < 2; i++) d[i] = dd * (float)(2 * ((sc[s / 2] >> (6 * (s % 2) + 3 * i)) & 7) + 1);
         const uint8_t *qs = x->qs + 4 * s;
         const unsigned h = x->qh[2 * s] | (unsigned)x->qh[2 * s + 1] << 8; /* group l: bits 4l..4l+3 */
@@ -143,7 +142,7 @@ AVX2 INLINE __m256i qblock_iq(const uint8_t *row, int T, int b, float d[2]) {
 }
 
 /* Block b of a row of type T: 32 int8 codes; d[2], m[2] per half block. */
-AVX2 INLINE __m256i qblock2(const uint8_t *row, int T, int b, float d[2], float m[2]) {
+AVX2 INLINE __m256i qblock2(const slm_iq_grids *g, const uint8_t *row, int T, int b, float d[2], float m[2]) {
     m[0] = m[1] = 0.0f;
     switch (T) {
     case SLM_Q5_0: {
@@ -187,7 +186,7 @@ AVX2 INLINE __m256i qblock2(const uint8_t *row, int T, int b, float d[2], float 
         return _mm256_and_si256(_mm256_srli_epi16(v, 2 * j), _mm256_set1_epi8(3));
     }
     case SLM_IQ2_XXS: case SLM_IQ2_XS: case SLM_IQ2_S: case SLM_IQ3_XXS: case SLM_IQ3_S: case SLM_IQ1_S:
-    case SLM_IQ1_M: return qblock_iq(row, T, b, d);
+    case SLM_IQ1_M: return qblock_iq(g, row, T, b, d);
     default: { /* SLM_Q3_K */
         const slm_block_q3_K *x = (const slm_block_q3_K *)row + b / 8;
         const int s = b % 8, h = s / 4, j = s % 4;
@@ -205,7 +204,7 @@ AVX2 INLINE __m256i qblock2(const uint8_t *row, int T, int b, float d[2], float 
 /* Rows [i0, i0 + nr) (nr <= 4), column j. VNNI: the activation codes are
  * unsigned (x + 128); dpbusd(x + 128, q) - dpbusd(128, q) = sum x q. */
 #define QROWS 4
-AVX512 INLINE void col_avx512(const slm_mm *mm, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
+AVX512 INLINE void col_avx512(const slm_mm *mm, const slm_iq_grids *g, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
                               const int32_t *hs) {
     const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
@@ -216,7 +215,7 @@ AVX512 INLINE void col_avx512(const slm_mm *mm, int T, int j, int i0, int nr, co
     for (int b = 0; b < nb; b++) {
         float d[2], m[2];
         stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
-        const __m256i q = qblock2(row, T, b, d, m);
+        const __m256i q = qblock2(g, row, T, b, d, m);
         const __m256i corr = _mm256_dpbusd_epi32(_mm256_setzero_si256(), c80, q);
         for (int r = 0; r < nr; r++) {
             const size_t ir = (size_t)(i0 + r);
@@ -233,7 +232,7 @@ AVX512 INLINE void col_avx512(const slm_mm *mm, int T, int j, int i0, int nr, co
 }
 
 /* As above on AVX2 with signed activation codes: maddubs(|q|, x * sign(q)). */
-AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
+AVX2 INLINE void col_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
                           const int32_t *hs) {
     const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
     const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
@@ -244,7 +243,7 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const 
     for (int b = 0; b < nb; b++) {
         float d[2], m[2];
         stream_prefetch(row + (size_t)b * bb, bb, mm->pf); /* columns are consecutive rows: one stream */
-        const __m256i q = qblock2(row, T, b, d, m);
+        const __m256i q = qblock2(g, row, T, b, d, m);
         const __m256i aq = _mm256_abs_epi8(q);
         for (int r = 0; r < nr; r++) {
             const size_t ir = (size_t)(i0 + r);
@@ -265,13 +264,14 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, int T, int j, int i0, int nr, const 
  * forward per block). */
 #define QUANT2_MATMUL(ISA, ATTR)                                                                      \
     ATTR INLINE void matmul_##ISA##_t(const slm_mm *mm, int T, const qscratch *qs) {                \
+        const slm_iq_grids *g = slm_iq_is(T) ? slm_iq_grids_get() : NULL; /* once, not per block */ \
         for (int j = mm->n0; j < mm->n1; j++)                                                       \
             for (int i0 = 0; i0 < mm->rows; i0 += QROWS) {                                          \
                 const int nr = mm->rows - i0 < QROWS ? mm->rows - i0 : QROWS;                       \
-                if (nr == 1) col_##ISA(mm, T, j, i0, 1, qs->q, qs->d, qs->hs);                      \
-                else if (nr == 2) col_##ISA(mm, T, j, i0, 2, qs->q, qs->d, qs->hs);                 \
-                else if (nr == 3) col_##ISA(mm, T, j, i0, 3, qs->q, qs->d, qs->hs);                 \
-                else col_##ISA(mm, T, j, i0, 4, qs->q, qs->d, qs->hs);                              \
+                if (nr == 1) col_##ISA(mm, g, T, j, i0, 1, qs->q, qs->d, qs->hs);                      \
+                else if (nr == 2) col_##ISA(mm, g, T, j, i0, 2, qs->q, qs->d, qs->hs);                 \
+                else if (nr == 3) col_##ISA(mm, g, T, j, i0, 3, qs->q, qs->d, qs->hs);                 \
+                else col_##ISA(mm, g, T, j, i0, 4, qs->q, qs->d, qs->hs);                              \
             }                                                                                       \
     }                                                                                               \
     ATTR void slm_x86_quant2_matmul_##ISA(const slm_mm *mm, const qscratch *qs) {                   \
