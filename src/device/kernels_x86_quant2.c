@@ -231,6 +231,153 @@ AVX512 INLINE void col_avx512(const slm_mm *mm, const slm_iq_grids *g, int T, in
     for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
 }
 
+/* ---- a super-block per step (the types of 256-element super-blocks) ----
+ * The 16 half-block scales of a super-block (qblock2's d[] of its blocks s =
+ * 0..7, half-block h = 2s + i at lane h) come out of one vector computation
+ * instead of scalar work per block; the per-block integer dots then run two
+ * blocks to a 512-bit vector. Each scale lane holds the value qblock2
+ * computes (power-of-two factors applied in either order are exact). */
+static inline int sb_type(int T) { return T == SLM_Q2_K || T == SLM_Q3_K || T == SLM_IQ4_XS || slm_iq_is(T); }
+
+/* Lane h of the result: lane h / 2 of v (each block's value to both halves). */
+AVX512 INLINE __m512i dup2_epi32(__m512i v) {
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7), v);
+}
+/* Lane h: lane h / 4 of v. */
+AVX512 INLINE __m512i dup4_epi32(__m512i v) {
+    return _mm512_permutexvar_epi32(_mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), v);
+}
+/* Lane h: the 4-bit field of byte h / 2 of p (low nibble for even h). */
+AVX512 INLINE __m512i nib16_epi32(const uint8_t *p) {
+    const __m512i b = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p))); /* 8 bytes */
+    return _mm512_and_si512(_mm512_srlv_epi32(dup2_epi32(b), _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4)),
+                            _mm512_set1_epi32(0xF));
+}
+
+/* Half-block scales of super-block x (type T); *mins the half-block mins
+ * (Q2_K; zero otherwise). */
+AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
+    *mins = _mm512_setzero_ps();
+    const __m512 half = _mm512_set1_ps(0.5f);
+    switch (T) {
+    case SLM_Q2_K: {
+        const slm_block_q2_K *b = (const slm_block_q2_K *)x;
+        const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)b->scales));
+        *mins = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(sc, 4)), _mm512_set1_ps(-_cvtsh_ss(b->dmin)));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_and_si512(sc, _mm512_set1_epi32(0xF))), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    case SLM_Q3_K: {
+        const slm_block_q3_K *b = (const slm_block_q3_K *)x;
+        int32_t ls[16];
+        for (int h = 0; h < 16; h++) ls[h] = slm_get_scale_q3_k(h, b->scales) - 32;
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(ls)), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    case SLM_IQ4_XS: {
+        const slm_block_iq4_xs *b = (const slm_block_iq4_xs *)x;
+        uint32_t l4;
+        memcpy(&l4, b->scales_l, 4);
+        const __m512i lo = _mm512_and_si512(
+            _mm512_srlv_epi32(dup4_epi32(_mm512_castsi128_si512(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)l4)))),
+                              _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4)),
+            _mm512_set1_epi32(0xF));
+        const __m512i hi = _mm512_and_si512(
+            _mm512_srlv_epi32(_mm512_set1_epi32(b->scales_h), _mm512_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14)),
+            _mm512_set1_epi32(3));
+        const __m512i ls = _mm512_sub_epi32(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 4)), _mm512_set1_epi32(32));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(ls), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    case SLM_IQ2_XXS: { /* the scale in the top 4 bits of each block's second word */
+        const slm_block_iq2_xxs *b = (const slm_block_iq2_xxs *)x;
+        const __m512i a = _mm512_permutexvar_epi32(_mm512_setr_epi32(1, 1, 3, 3, 5, 5, 7, 7, 9, 9, 11, 11, 13, 13, 15, 15),
+                                                   _mm512_loadu_si512(b->qs));
+        return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(a, 28)), half),
+                             _mm512_set1_ps(_cvtsh_ss(b->d) * 0.25f));
+    }
+    case SLM_IQ2_XS:
+    case SLM_IQ2_S: {
+        const uint16_t d16 = T == SLM_IQ2_XS ? ((const slm_block_iq2_xs *)x)->d : ((const slm_block_iq2_s *)x)->d;
+        const uint8_t *sc = T == SLM_IQ2_XS ? ((const slm_block_iq2_xs *)x)->scales : ((const slm_block_iq2_s *)x)->scales;
+        return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(nib16_epi32(sc)), half), _mm512_set1_ps(_cvtsh_ss(d16) * 0.25f));
+    }
+    case SLM_IQ3_XXS: {
+        const slm_block_iq3_xxs *b = (const slm_block_iq3_xxs *)x;
+        const __m512i a = dup2_epi32(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(b->qs + 64))));
+        return _mm512_mul_ps(_mm512_add_ps(_mm512_cvtepi32_ps(_mm512_srli_epi32(a, 28)), half),
+                             _mm512_set1_ps(_cvtsh_ss(b->d) * 0.5f));
+    }
+    case SLM_IQ3_S: {
+        const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
+        uint32_t s4;
+        memcpy(&s4, b->scales, 4);
+        const __m512i v = _mm512_and_si512(
+            _mm512_srlv_epi32(dup4_epi32(_mm512_castsi128_si512(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)s4)))),
+                              _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4)),
+            _mm512_set1_epi32(0xF));
+        const __m512i ls = _mm512_add_epi32(_mm512_slli_epi32(v, 1), _mm512_set1_epi32(1));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(ls), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    case SLM_IQ1_S: {
+        const slm_block_iq1_s *b = (const slm_block_iq1_s *)x;
+        const __m512i qh = dup2_epi32(_mm512_castsi256_si512(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)b->qh))));
+        const __m512i u = _mm512_and_si512(_mm512_srli_epi32(qh, 12), _mm512_set1_epi32(7));
+        const __m512i ls = _mm512_add_epi32(_mm512_slli_epi32(u, 1), _mm512_set1_epi32(1));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(ls), _mm512_set1_ps(_cvtsh_ss(b->d) * 0.125f));
+    }
+    default: { /* SLM_IQ1_M: 3-bit fields of the four scale words, 12 bits per word */
+        const slm_block_iq1_m *b = (const slm_block_iq1_m *)x;
+        const __m512i w = dup4_epi32(_mm512_castsi128_si512(_mm_cvtepu16_epi32(_mm_loadl_epi64((const __m128i *)b->scales))));
+        const __m512i u = _mm512_and_si512(
+            _mm512_srlv_epi32(w, _mm512_setr_epi32(0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9, 0, 3, 6, 9)), _mm512_set1_epi32(7));
+        const __m512i ls = _mm512_add_epi32(_mm512_slli_epi32(u, 1), _mm512_set1_epi32(1));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(ls), _mm512_set1_ps(_cvtsh_ss(slm_iq1_m_scale_bits(b)) * 0.125f));
+    }
+    }
+}
+
+/* Rows [i0, i0 + nr) (nr <= 4), column j, a super-block per step: the same
+ * integer dots as col_avx512, scaled from the super-block's scale vector. */
+AVX512 INLINE void col_sb_avx512(const slm_mm *mm, const slm_iq_grids *g, int T, int j, int i0, int nr,
+                                 const uint8_t *xq, const float *xd, const int32_t *hs) {
+    const int nb = mm->k / 32, nsb = nb / 8, sbb = (int)(mm->wrow / (uint64_t)nsb);
+    const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
+    const __m512i c80 = _mm512_set1_epi8((char)0x80);
+    const __m512i dup2 = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i quad = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    __m512 acc[QROWS], macc[QROWS];
+    for (int r = 0; r < QROWS; r++) acc[r] = macc[r] = _mm512_setzero_ps();
+    for (int sb = 0; sb < nsb; sb++) {
+        const uint8_t *x = row + (size_t)sb * sbb;
+        stream_prefetch(x, sbb, mm->pf);
+        __m512 mins;
+        const __m512 ds = sb_scales(T, x, &mins);
+        __m512 sc[QROWS];
+        for (int r = 0; r < nr; r++) {
+            const size_t ir = (size_t)(i0 + r);
+            const __m512 dx = _mm512_permutexvar_ps(dup2, _mm512_castps256_ps512(_mm256_loadu_ps(xd + ir * nb + 8 * sb)));
+            sc[r] = _mm512_mul_ps(ds, dx);
+            if (has_min(T))
+                macc[r] = _mm512_fmadd_ps(_mm512_mul_ps(mins, _mm512_cvtepi32_ps(_mm512_loadu_si512(hs + ir * 2 * nb + 16 * sb))), dx,
+                                          macc[r]);
+        }
+        for (int p = 0; p < 4; p++) { /* blocks 2p, 2p + 1 */
+            float d[2], m[2]; /* qblock2's scales: unused here (dead code) */
+            const int b = 8 * sb + 2 * p;
+            const __m256i q0 = qblock2(g, row, T, b, d, m), q1 = qblock2(g, row, T, b + 1, d, m);
+            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+            const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, q);
+            const __m512i idx = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * p));
+            for (int r = 0; r < nr; r++) {
+                const size_t ir = (size_t)(i0 + r);
+                const __m512i xv = _mm512_loadu_si512(xq + ir * (size_t)mm->k + 32 * (size_t)b);
+                const __m512i id = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), xv, q), corr);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), _mm512_permutexvar_ps(idx, sc[r]), acc[r]);
+            }
+        }
+    }
+    for (int r = 0; r < nr; r++)
+        mm->y[(size_t)(i0 + r) * mm->ldy + j] = _mm512_reduce_add_ps(acc[r]) + (has_min(T) ? _mm512_reduce_add_ps(macc[r]) : 0.0f);
+}
+
 /* As above on AVX2 with signed activation codes: maddubs(|q|, x * sign(q)). */
 AVX2 INLINE void col_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
                           const int32_t *hs) {
@@ -259,19 +406,26 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int j,
     for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
 }
 
+static inline int no_sb(int T) { (void)T; return 0; }
+
 /* The row count of a call is a constant of col_* (1-4, so its accumulators
  * stay in registers: a loop-carried chain through memory costs a store
  * forward per block). */
-#define QUANT2_MATMUL(ISA, ATTR)                                                                      \
+#define QUANT2_MATMUL(ISA, ATTR, SB, COLSB)                                                                      \
     ATTR INLINE void matmul_##ISA##_t(const slm_mm *mm, int T, const qscratch *qs) {                \
         const slm_iq_grids *g = slm_iq_is(T) ? slm_iq_grids_get() : NULL; /* once, not per block */ \
         for (int j = mm->n0; j < mm->n1; j++)                                                       \
             for (int i0 = 0; i0 < mm->rows; i0 += QROWS) {                                          \
                 const int nr = mm->rows - i0 < QROWS ? mm->rows - i0 : QROWS;                       \
-                if (nr == 1) col_##ISA(mm, g, T, j, i0, 1, qs->q, qs->d, qs->hs);                      \
-                else if (nr == 2) col_##ISA(mm, g, T, j, i0, 2, qs->q, qs->d, qs->hs);                 \
-                else if (nr == 3) col_##ISA(mm, g, T, j, i0, 3, qs->q, qs->d, qs->hs);                 \
-                else col_##ISA(mm, g, T, j, i0, 4, qs->q, qs->d, qs->hs);                              \
+                if (SB(T)) {                                                                        \
+                    if (nr == 1) COLSB(mm, g, T, j, i0, 1, qs->q, qs->d, qs->hs);                   \
+                    else if (nr == 2) COLSB(mm, g, T, j, i0, 2, qs->q, qs->d, qs->hs);              \
+                    else if (nr == 3) COLSB(mm, g, T, j, i0, 3, qs->q, qs->d, qs->hs);              \
+                    else COLSB(mm, g, T, j, i0, 4, qs->q, qs->d, qs->hs);                           \
+                } else if (nr == 1) col_##ISA(mm, g, T, j, i0, 1, qs->q, qs->d, qs->hs);            \
+                else if (nr == 2) col_##ISA(mm, g, T, j, i0, 2, qs->q, qs->d, qs->hs);              \
+                else if (nr == 3) col_##ISA(mm, g, T, j, i0, 3, qs->q, qs->d, qs->hs);              \
+                else col_##ISA(mm, g, T, j, i0, 4, qs->q, qs->d, qs->hs);                           \
             }                                                                                       \
     }                                                                                               \
     ATTR void slm_x86_quant2_matmul_##ISA(const slm_mm *mm, const qscratch *qs) {                   \
@@ -292,6 +446,6 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int j,
         default: break;                                                                             \
         }                                                                                           \
     }
-QUANT2_MATMUL(avx512, AVX512)
-QUANT2_MATMUL(avx2, AVX2)
+QUANT2_MATMUL(avx512, AVX512, sb_type, col_sb_avx512)
+QUANT2_MATMUL(avx2, AVX2, no_sb, col_avx2)
 #endif
