@@ -135,7 +135,8 @@ AVX2 INLINE __m256i qblock_iq(const slm_iq_grids *g, const uint8_t *row, int T, 
             (long long)g->iq1s8[qs[3] | ((h >> 4) & 0x700)], (long long)g->iq1s8[qs[2] | (h & 0x700)],
             (long long)g->iq1s8[qs[1] | ((h << 4) & 0x700)], (long long)g->iq1s8[qs[0] | ((h << 8) & 0x700)]);
         /* delta -1 where the group's bit 3 is set, else +1 */
-        const __m256i neg = _mm256_set_epi64x(h & 0x8000 ? -1 : 0, h & 0x800 ? -1 : 0, h & 0x80 ? -1 : 0, h & 0x8 ? -1 : 0);
+        const __m256i hb = _mm256_setr_epi64x(0x8, 0x80, 0x800, 0x8000);
+        const __m256i neg = _mm256_cmpeq_epi64(_mm256_and_si256(_mm256_set1_epi64x(h), hb), hb);
         return _mm256_add_epi8(v, _mm256_or_si256(neg, _mm256_set1_epi8(1)));
     }
     }
@@ -334,6 +335,48 @@ AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
     }
 }
 
+AVX512 INLINE __m512i negate_where512(__m512i v, __m512i neg) { return _mm512_sub_epi8(_mm512_xor_si512(v, neg), neg); }
+
+/* Blocks 2p and 2p + 1 of super-block x (an i-quant) as 64 int8 codes: the
+ * grid entries of a pair of blocks gathered at once (16 dwords or 8 qwords
+ * per gather), signs as a byte mask register where all 8 bits are stored. */
+AVX512 INLINE __m512i qpair_iq(const slm_iq_grids *g, const uint8_t *x, int T, int p) {
+    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    switch (T) {
+    case SLM_IQ3_S: {
+        const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
+        uint16_t qh;
+        memcpy(&qh, b->qh + 2 * p, 2);
+        const __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(qh), lane), _mm512_set1_epi32(1)), 8);
+        const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + 16 * p))), hi);
+        const __m512i v = _mm512_i32gather_epi32(idx, (const void *)g->iq3s, 4);
+        uint64_t sg;
+        memcpy(&sg, b->signs + 8 * p, 8);
+        return _mm512_mask_sub_epi8(v, (__mmask64)sg, _mm512_setzero_si512(), v);
+    }
+    case SLM_IQ2_S: { /* grid entries as qblock_iq, the 64 sign bits as a mask */
+        const slm_block_iq2_s *b = (const slm_block_iq2_s *)x;
+        __m256i v[2];
+        for (int i = 0; i < 2; i++) {
+            const uint8_t *qs = b->qs + 8 * p + 4 * i;
+            const int qh = b->qh[2 * p + i];
+            v[i] = _mm256_set_epi64x(
+                (long long)g->iq2s[qs[3] | ((qh << 2) & 0x300)], (long long)g->iq2s[qs[2] | ((qh << 4) & 0x300)],
+                (long long)g->iq2s[qs[1] | ((qh << 6) & 0x300)], (long long)g->iq2s[qs[0] | ((qh << 8) & 0x300)]);
+        }
+        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(v[0]), v[1], 1);
+        uint64_t sg;
+        memcpy(&sg, b->qs + 32 + 8 * p, 8);
+        return _mm512_mask_sub_epi8(w, (__mmask64)sg, _mm512_setzero_si512(), w);
+    }
+    default: {
+        float d[2], m[2];
+        const __m256i q0 = qblock2(g, x, T, 2 * p, d, m), q1 = qblock2(g, x, T, 2 * p + 1, d, m);
+        return _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+    }
+    }
+}
+
 /* Rows [i0, i0 + nr) (nr <= 4), column j, a super-block per step: the same
  * integer dots as col_avx512, scaled from the super-block's scale vector. */
 AVX512 INLINE void col_sb_avx512(const slm_mm *mm, const slm_iq_grids *g, int T, int j, int i0, int nr,
@@ -360,10 +403,8 @@ AVX512 INLINE void col_sb_avx512(const slm_mm *mm, const slm_iq_grids *g, int T,
                                           macc[r]);
         }
         for (int p = 0; p < 4; p++) { /* blocks 2p, 2p + 1 */
-            float d[2], m[2]; /* qblock2's scales: unused here (dead code) */
             const int b = 8 * sb + 2 * p;
-            const __m256i q0 = qblock2(g, row, T, b, d, m), q1 = qblock2(g, row, T, b + 1, d, m);
-            const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(q0), q1, 1);
+            const __m512i q = qpair_iq(g, x, T, p);
             const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, q);
             const __m512i idx = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * p));
             for (int r = 0; r < nr; r++) {
