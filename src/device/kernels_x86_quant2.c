@@ -255,6 +255,16 @@ AVX512 INLINE __m512i nib16_epi32(const uint8_t *p) {
                             _mm512_set1_epi32(0xF));
 }
 
+/* Lane h: the nibble of block h / 2 among the 8 nibbles of the 4 bytes at p
+ * (block s: nibble s % 2 of byte s / 2), as IQ4_XS's low scale bits and IQ3_S's scales. */
+AVX512 INLINE __m512i nib8x2_epi32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_and_si512(_mm512_srlv_epi32(dup4_epi32(_mm512_castsi128_si512(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)v)))),
+                                              _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4)),
+                            _mm512_set1_epi32(0xF));
+}
+
 /* Half-block scales of super-block x (type T); *mins the half-block mins
  * (Q2_K; zero otherwise). */
 AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
@@ -275,12 +285,7 @@ AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
     }
     case SLM_IQ4_XS: {
         const slm_block_iq4_xs *b = (const slm_block_iq4_xs *)x;
-        uint32_t l4;
-        memcpy(&l4, b->scales_l, 4);
-        const __m512i lo = _mm512_and_si512(
-            _mm512_srlv_epi32(dup4_epi32(_mm512_castsi128_si512(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)l4)))),
-                              _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4)),
-            _mm512_set1_epi32(0xF));
+        const __m512i lo = nib8x2_epi32(b->scales_l);
         const __m512i hi = _mm512_and_si512(
             _mm512_srlv_epi32(_mm512_set1_epi32(b->scales_h), _mm512_setr_epi32(0, 0, 2, 2, 4, 4, 6, 6, 8, 8, 10, 10, 12, 12, 14, 14)),
             _mm512_set1_epi32(3));
@@ -308,12 +313,7 @@ AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
     }
     case SLM_IQ3_S: {
         const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
-        uint32_t s4;
-        memcpy(&s4, b->scales, 4);
-        const __m512i v = _mm512_and_si512(
-            _mm512_srlv_epi32(dup4_epi32(_mm512_castsi128_si512(_mm_cvtepu8_epi32(_mm_cvtsi32_si128((int)s4)))),
-                              _mm512_setr_epi32(0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4, 0, 0, 4, 4)),
-            _mm512_set1_epi32(0xF));
+        const __m512i v = nib8x2_epi32(b->scales);
         const __m512i ls = _mm512_add_epi32(_mm512_slli_epi32(v, 1), _mm512_set1_epi32(1));
         return _mm512_mul_ps(_mm512_cvtepi32_ps(ls), _mm512_set1_ps(_cvtsh_ss(b->d)));
     }
