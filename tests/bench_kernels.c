@@ -6,10 +6,13 @@
  *   prefill (512 rows, 2048x2048): GOP/s (2 ops per multiply-add), whole
  *           matrix in one call and in the compiler's column tiles (each
  *           tile reusing the quantized activations, as the executor does).
- * Usage: bench_kernels [set] [type...]   (set: avx512|avx2|scalar) */
+ *   -d: decode only, 5632x2048, best of 7: ns per block of 32 elements.
+ * Usage: bench_kernels [set] [-d] [type...]   (set: avx512|avx2|scalar;
+ * type names as slm_dtype_name, any case) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "common/dtype.h"
@@ -29,8 +32,28 @@ static void *xalloc(size_t n) {
     return p;
 }
 
+/* An i-quant matrix of random bytes (every bit pattern of a block is valid;
+ * there is no round-to-nearest quantizer for them), with each super-block's
+ * f16 scale set to 1/64 so that no value is infinite or NaN. */
+static uint8_t *make_w_iq(uint32_t t, int n, int k) {
+    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k), bytes = slm_dtype_get(t)->bytes;
+    uint8_t *w = xalloc((size_t)wrow * n);
+    uint64_t s = 0x9e3779b97f4a7c15ull;
+    for (size_t i = 0; i < (size_t)wrow * n; i++) { s = s * 6364136223846793005ull + 1442695040888963407ull; w[i] = (uint8_t)(s >> 56); }
+    const uint16_t d = 0x2400; /* 1/64 */
+    for (uint8_t *b = w; b < w + (size_t)wrow * n; b += bytes) {
+        if (t == SLM_IQ1_M) { /* the f16 bits in the top nibbles of the four scale words */
+            uint8_t *sc = ((slm_block_iq1_m *)b)->scales;
+            sc[1] = (uint8_t)((sc[1] & 0x0F) | (d & 0xF) << 4), sc[3] = (uint8_t)((sc[3] & 0x0F) | (d & 0xF0));
+            sc[5] = (uint8_t)((sc[5] & 0x0F) | (d >> 8 & 0xF) << 4), sc[7] = (uint8_t)((sc[7] & 0x0F) | (d >> 8 & 0xF0));
+        } else memcpy(b, &d, 2); /* the others start with d */
+    }
+    return w;
+}
+
 /* a weight matrix [n][k] of type t with small random values */
 static uint8_t *make_w(uint32_t t, int n, int k) {
+    if (slm_iq_is(t)) return make_w_iq(t, n, k);
     if (slm_is_r16(t)) { /* the base type, repacked as the compiler does */
         uint8_t *w = make_w(slm_r16_base(t), n, k);
         void *tmp = xalloc(slm_row_bytes(t, (uint64_t)k) * 16);
@@ -69,14 +92,41 @@ int main(int argc, char **argv) {
     static const uint32_t all[] = {SLM_F32, SLM_F16, SLM_BF16, SLM_Q8_0, SLM_Q4_0, SLM_Q4_1, SLM_Q4_K, SLM_Q5_K, SLM_Q6_K,
                                      SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16, SLM_F16_R16, SLM_Q4_K_R16, SLM_Q5_K_R16,
                                      SLM_Q5_0, SLM_Q5_0_R16, SLM_IQ4_NL_R16, SLM_Q2_K, SLM_Q3_K, SLM_IQ4_XS, SLM_Q3_K_R16, SLM_IQ4_XS_R16,
-                                     SLM_Q2_K_R16, SLM_Q5_1, SLM_Q4_1_R16, SLM_Q5_1_R16};
-    uint32_t types[32];
-    int nt = 0;
-    for (int i = 2; i < argc && nt < 32; i++)
+                                     SLM_Q2_K_R16, SLM_Q5_1, SLM_Q4_1_R16, SLM_Q5_1_R16, SLM_IQ2_XXS, SLM_IQ2_XS, SLM_IQ2_S,
+                                     SLM_IQ3_XXS, SLM_IQ3_S, SLM_IQ1_S, SLM_IQ1_M};
+    uint32_t types[64];
+    int nt = 0, decode_only = 0;
+    for (int i = 2; i < argc && nt < 64; i++) {
+        if (!strcmp(argv[i], "-d")) { decode_only = 1; continue; }
+        int found = 0;
         for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
-            if (!strcmp(argv[i], slm_dtype_name(all[j]))) types[nt++] = all[j];
+            if (!strcasecmp(argv[i], slm_dtype_name(all[j]))) types[nt++] = all[j], found = 1;
+        if (!found) { fprintf(stderr, "unknown type %s\n", argv[i]); return 1; }
+    }
     if (!nt) { memcpy(types, all, sizeof all); nt = (int)(sizeof all / sizeof all[0]); }
     printf("kernel set: %s (1 thread)\n", slm_kernels_active()->name);
+    if (decode_only) { /* one activation row, 5632x2048, best of 7 */
+        const int k = 2048, n = 5632;
+        float *x = xalloc(sizeof(float) * k), *y = xalloc(sizeof(float) * n);
+        for (int i = 0; i < k; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+        printf("%-10s | decode 5632x2048: ns per block of 32, GB/s\n", "type");
+        for (int ti = 0; ti < nt; ti++) {
+            const uint32_t t = types[ti];
+            const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+            uint8_t *w = make_w(t, n, k);
+            void *scratch = xalloc(slm_matmul_scratch_bytes(t, k, 1) + 64);
+            slm_mm mm = {.w = w, .wrow = wrow, .wtype = t, .k = k, .n0 = 0, .n1 = n, .rows = 1, .x = x, .ldx = k,
+                         .y = y, .ldy = (size_t)n, .scratch = scratch, .pf = SLM_STREAM_PREFETCH};
+            const double s = run(&mm, 7);
+            printf("%-10s | %8.2f  %8.1f\n", slm_dtype_name(t), s * 1e9 / ((double)n * k / 32), (double)wrow * n / s / 1e9);
+            fflush(stdout);
+            free(w);
+            free(scratch);
+        }
+        free(x);
+        free(y);
+        return 0;
+    }
     printf("%-5s | decode GB/s 2048x2048  5632x2048  32000x2048 | prefill 512x2048x2048 GOP/s whole  tiled\n", "type");
     const int k = 2048, rows = 512;
     float *x = xalloc(sizeof(float) * (size_t)rows * k);

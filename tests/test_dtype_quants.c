@@ -429,6 +429,73 @@ static void test_matmul_shapes(void) {
     slm_kernels_select(NULL);
 }
 
+/* The decode kernels (kernels_x86_quant2.c, 1-4 rows) against a reference
+ * on the int8 activations they take (slm_x86_quant_act_*: codes
+ * round(x * 127 / amax) to nearest even, scale amax / 127 per block of 32),
+ * within 1e-5 of the sum of |w x|: the int8 bounds of case_run pass a
+ * half-block scale a few % off, this does not. Each row also has the bits
+ * of a one-row call on it alone. */
+static void test_decode_int8_exact(void) {
+    const int k = 768, n = 19, rows = 4;
+    for (int si = 1; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) continue;
+        for (int ti = 0; ti < NNEW; ti++) {
+            const uint32_t t = k_new[ti];
+            mcase c;
+            case_make(&c, t, k, n, rows);
+            double *ref = malloc(sizeof(double) * rows * n), *sa = malloc(sizeof(double) * rows * n);
+            for (int i = 0; i < rows; i++)
+                for (int j = 0; j < n; j++) {
+                    const float *x = c.x + (size_t)i * c.ldx;
+                    double s = 0, a = 0;
+                    for (int b = 0; b < k / 32; b++) {
+                        float amax = 0.0f;
+                        for (int e = 32 * b; e < 32 * b + 32; e++) amax = fmaxf(amax, fabsf(x[e]));
+                        const float id = amax > 0.0f ? 127.0f / amax : 0.0f, dx = amax / 127.0f;
+                        double sb = 0, ab = 0;
+                        for (int e = 32 * b; e < 32 * b + 32; e++) {
+                            const float xs = x[e] * id; /* one rounding, as the kernels' multiply */
+                            const double w = c.wd[(size_t)j * k + e], q = (double)nearbyintf(xs);
+                            sb += w * q, ab += fabs(w * q);
+                        }
+                        s += dx * sb, a += dx * ab;
+                    }
+                    ref[(size_t)i * n + j] = s, sa[(size_t)i * n + j] = a;
+                }
+            const size_t need = slm_matmul_scratch_bytes(t, k, rows);
+            uint8_t *scr = aligned_alloc(64, (need + 64) & ~(size_t)63);
+            float y[4 * 19], y1[19];
+            int bad = 0, diff = 0;
+            double worst = 0;
+            for (int nr = 1; nr <= rows; nr++) {
+                slm_mm mm = {.w = c.w, .wrow = slm_row_bytes(t, (uint64_t)k), .wtype = t, .k = k, .n0 = 0, .n1 = n,
+                             .rows = nr, .x = c.x, .ldx = (size_t)c.ldx, .y = y, .ldy = (size_t)n, .scratch = scr};
+                slm_kernels_active()->matmul(&mm);
+                for (int i = 0; i < nr; i++) {
+                    slm_mm one = mm;
+                    one.rows = 1, one.x = c.x + (size_t)i * c.ldx, one.y = y1;
+                    slm_kernels_active()->matmul(&one);
+                    for (int j = 0; j < n; j++) {
+                        const float got = y[(size_t)i * n + j];
+                        const double err = fabs(got - ref[(size_t)i * n + j]), tol = 1e-5 * sa[(size_t)i * n + j] + 1e-30;
+                        worst = fmax(worst, err / tol);
+                        if (!(err <= tol) && bad++ < 3)
+                            fprintf(stderr, "  %s %s rows=%d y[%d][%d]=%.9g int8 ref=%.9g\n", k_sets[si], slm_dtype_name(t), nr, i, j,
+                                    got, ref[(size_t)i * n + j]);
+                        diff += memcmp(&got, &y1[j], sizeof got) != 0;
+                    }
+                }
+            }
+            CHECKF(bad == 0 && diff == 0, "%s %s: %d outputs off the int8 reference, %d differ from the row alone", k_sets[si],
+                   slm_dtype_name(t), bad, diff);
+            fprintf(stderr, "  %-6s %-7s worst err / tol %.3f\n", k_sets[si], slm_dtype_name(t), worst);
+            free(scr), free(ref), free(sa);
+            case_free(&c);
+        }
+    }
+    slm_kernels_select(NULL);
+}
+
 /* ---- models of these types against the reference forward ------------------ */
 
 typedef struct bufs {
@@ -574,6 +641,7 @@ int main(void) {
     T_RUN(test_qblock_views);
     T_RUN(test_round_trip);
     T_RUN(test_matmul_shapes);
+    T_RUN(test_decode_int8_exact);
     T_RUN(test_models_vs_reference);
     free(g_scratch);
     T_DONE();

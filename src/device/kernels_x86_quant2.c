@@ -9,7 +9,10 @@
  * group of up to 4 activation rows: each block is unpacked once with SIMD
  * to 32 int8 codes, then per row an integer dot (VNNI dpbusd on AVX-512,
  * maddubs/madd on AVX2) whose lanes 0-3 and 4-7 are the two half blocks,
- * scaled by [d0 dx | d1 dx]; the mins add  dx * (m0 * hs0 + m1 * hs1). */
+ * scaled by [d0 dx | d1 dx]; the mins add  dx * (m0 * hs0 + m1 * hs1).
+ * The types of 256-element super-blocks (Q2_K, Q3_K, IQ4_XS, the i-quants)
+ * take a super-block per step instead: its 16 half-block scales from one
+ * vector computation (col_sb_avx512, col_sb_avx2). */
 #include "device/kernels_x86.h"
 
 #ifdef SLM_X86
@@ -335,8 +338,6 @@ AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
     }
 }
 
-AVX512 INLINE __m512i negate_where512(__m512i v, __m512i neg) { return _mm512_sub_epi8(_mm512_xor_si512(v, neg), neg); }
-
 /* Blocks 2p and 2p + 1 of super-block x (an i-quant) as 64 int8 codes: the
  * grid entries of a pair of blocks gathered at once (16 dwords or 8 qwords
  * per gather), signs as a byte mask register where all 8 bits are stored. */
@@ -447,7 +448,240 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int j,
     for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
 }
 
-static inline int no_sb(int T) { (void)T; return 0; }
+/* ---- AVX2: a super-block per step ----
+ * The 16 half-block scales as integers (int16 lane h = half block h), a
+ * power of two and the f16 d folded into one float per super-block: Q2_K,
+ * Q3_K, IQ4_XS their 4- or 6-bit scales; IQ2_XXS/XS/S and IQ3_XXS 2 ls + 1
+ * (the (0.5 + ls) of the format, halved into d); IQ3_S, IQ1_S, IQ1_M 2 ls + 1.
+ * Each block's integer dot takes its two scales in the madd (in place of
+ * ones; a lane is at most 2 x 32258 x 32 < 2^21, exact in 32 bits and as a
+ * float), so a block's float work per row is one convert and one FMA by the
+ * activation block's scale. *d the factor, *mins the Q2_K mins (int16 lane
+ * h), *dmin their factor. */
+/* Each 32-bit lane's low 16 bits to both its halves (a block's scale to its two half blocks). */
+AVX2 INLINE __m256i dup16_epi32(__m256i v) {
+    return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+/* 2 v + 1 */
+AVX2 INLINE __m256i odd_epi32(__m256i v) { return _mm256_add_epi32(_mm256_add_epi32(v, v), _mm256_set1_epi32(1)); }
+
+/* Lane s: the 4-bit field s of the 32 bits at p (block s's nibble: IQ4_XS's low scale bits, IQ3_S's scales). */
+AVX2 INLINE __m256i nib8_epi32(const uint8_t *p) {
+    return _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(ld32(p)), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+                            _mm256_set1_epi32(0xF));
+}
+
+AVX2 INLINE __m256i sb_scales16(int T, const uint8_t *x, float *d, __m256i *mins, float *dmin) {
+    *mins = _mm256_setzero_si256(), *dmin = 0.0f;
+    const __m128i f = _mm_set1_epi8(0x0F);
+    switch (T) {
+    case SLM_Q2_K: {
+        const slm_block_q2_K *b = (const slm_block_q2_K *)x;
+        const __m128i v = _mm_loadu_si128((const __m128i *)b->scales);
+        *mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(v, 4), f));
+        *d = _cvtsh_ss(b->d), *dmin = _cvtsh_ss(b->dmin);
+        return _mm256_cvtepu8_epi16(_mm_and_si128(v, f));
+    }
+    case SLM_Q3_K: { /* slm_get_scale_q3_k: low nibbles of scales[0..7] then their high ones, 2 bits from scales[8 + h % 4] */
+        const slm_block_q3_K *b = (const slm_block_q3_K *)x;
+        const __m128i v = _mm_loadl_epi64((const __m128i *)b->scales);
+        const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(v, f), _mm_and_si128(_mm_srli_epi16(v, 4), f));
+        const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(ld32(b->scales + 8)), _mm_setr_epi32(0, 2, 4, 6)),
+                                         _mm_set1_epi8(3));
+        *d = _cvtsh_ss(b->d);
+        return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
+    }
+    case SLM_IQ4_XS: {
+        const slm_block_iq4_xs *b = (const slm_block_iq4_xs *)x;
+        const __m256i hi = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32(b->scales_h), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)), _mm256_set1_epi32(3));
+        *d = _cvtsh_ss(b->d);
+        return dup16_epi32(_mm256_sub_epi32(_mm256_or_si256(nib8_epi32(b->scales_l), _mm256_slli_epi32(hi, 4)), _mm256_set1_epi32(32)));
+    }
+    case SLM_IQ2_XXS: { /* the scale in the top 4 bits of each block's second word (odd dwords) */
+        const slm_block_iq2_xxs *b = (const slm_block_iq2_xxs *)x;
+        const __m256 lo = _mm256_loadu_ps((const float *)b->qs), hi = _mm256_loadu_ps((const float *)(b->qs + 16));
+        const __m256i a = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1))), 0xD8);
+        *d = _cvtsh_ss(b->d) * 0.125f;
+        return dup16_epi32(odd_epi32(_mm256_srli_epi32(a, 28)));
+    }
+    case SLM_IQ2_XS:
+    case SLM_IQ2_S: { /* a nibble per half block */
+        const uint16_t d16 = T == SLM_IQ2_XS ? ((const slm_block_iq2_xs *)x)->d : ((const slm_block_iq2_s *)x)->d;
+        const uint8_t *sc = T == SLM_IQ2_XS ? ((const slm_block_iq2_xs *)x)->scales : ((const slm_block_iq2_s *)x)->scales;
+        const __m128i v = _mm_loadl_epi64((const __m128i *)sc);
+        const __m128i n = _mm_unpacklo_epi8(_mm_and_si128(v, f), _mm_and_si128(_mm_srli_epi16(v, 4), f));
+        *d = _cvtsh_ss(d16) * 0.125f;
+        return _mm256_cvtepu8_epi16(_mm_add_epi8(_mm_add_epi8(n, n), _mm_set1_epi8(1)));
+    }
+    case SLM_IQ3_XXS: {
+        const slm_block_iq3_xxs *b = (const slm_block_iq3_xxs *)x;
+        *d = _cvtsh_ss(b->d) * 0.25f;
+        return dup16_epi32(odd_epi32(_mm256_srli_epi32(_mm256_loadu_si256((const __m256i *)(b->qs + 64)), 28)));
+    }
+    case SLM_IQ3_S: {
+        const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
+        *d = _cvtsh_ss(b->d);
+        return dup16_epi32(odd_epi32(nib8_epi32(b->scales)));
+    }
+    case SLM_IQ1_S: {
+        const slm_block_iq1_s *b = (const slm_block_iq1_s *)x;
+        const __m256i qh = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)b->qh));
+        *d = _cvtsh_ss(b->d) * 0.125f;
+        return dup16_epi32(odd_epi32(_mm256_and_si256(_mm256_srli_epi32(qh, 12), _mm256_set1_epi32(7))));
+    }
+    default: { /* SLM_IQ1_M: lane h = bits 3 (h % 4) of word h / 4, shifted to the top by a multiply */
+        const slm_block_iq1_m *b = (const slm_block_iq1_m *)x;
+        uint64_t w;
+        memcpy(&w, b->scales, 8);
+        const __m256i wv = _mm256_shuffle_epi8(_mm256_set1_epi64x((long long)w),
+                                               _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, /* word h / 4 */
+                                                                4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7));
+        const __m256i top = _mm256_setr_epi16(4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8, 4096, 512, 64, 8);
+        const __m256i u = _mm256_and_si256(_mm256_srli_epi16(_mm256_mullo_epi16(wv, top), 12), _mm256_set1_epi16(7));
+        *d = _cvtsh_ss(slm_iq1_m_scale_bits(b)) * 0.125f;
+        return _mm256_add_epi16(_mm256_add_epi16(u, u), _mm256_set1_epi16(1));
+    }
+    }
+}
+
+/* IQ3_S: the super-block's 64 grid indices (low byte | ninth bit << 8)
+ * computed with vectors into idx, blocks 4p + t's 8 at 32p + 8 [0, 2, 1,
+ * 3][t] (unpack order): 3 scalar operations per index cost more than a
+ * load from idx (IQ2_S's, IQ1_S's and IQ1_M's 4 indices per block measured
+ * slower this way). Other types: nothing. */
+AVX2 INLINE void sb_index16(int T, const uint8_t *x, uint16_t *idx) {
+    if (T != SLM_IQ3_S) return;
+    const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
+    for (int p = 0; p < 2; p++) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
+        const __m256i hi = _mm256_and_si256(bits32(b->qh + 4 * p), _mm256_set1_epi8(1));
+        _mm256_store_si256((__m256i *)(idx + 32 * p), _mm256_unpacklo_epi8(lo, hi));
+        _mm256_store_si256((__m256i *)(idx + 32 * p + 16), _mm256_unpackhi_epi8(lo, hi));
+    }
+}
+
+/* Block s of super-block x as magnitudes *u (unsigned bytes) and *sg, whose
+ * byte signs are the codes' (sign_epi8(x, sg): the activations signed as
+ * the codes); Q2_K's codes are unsigned, *sg unset. The i-quant grids are
+ * positive: u the grid, sg +-1 from the sign bits. */
+AVX2 INLINE void qsb_avx2(const slm_iq_grids *g, const uint8_t *x, const uint16_t *idx, int T, int s, __m256i *u, __m256i *sg) {
+    const __m256i one = _mm256_set1_epi8(1);
+    switch (T) {
+    case SLM_Q2_K: {
+        const slm_block_q2_K *b = (const slm_block_q2_K *)x;
+        *u = _mm256_and_si256(_mm256_srli_epi16(_mm256_loadu_si256((const __m256i *)(b->qs + 32 * (s / 4))), 2 * (s % 4)),
+                              _mm256_set1_epi8(3));
+        return;
+    }
+    case SLM_IQ2_XXS: {
+        const slm_block_iq2_xxs *b = (const slm_block_iq2_xxs *)x;
+        uint32_t a[2];
+        memcpy(a, b->qs + 4 * s, 8);
+        *u = _mm256_set_epi64x((long long)g->iq2xxs[a[0] >> 24], (long long)g->iq2xxs[(a[0] >> 16) & 255],
+                               (long long)g->iq2xxs[(a[0] >> 8) & 255], (long long)g->iq2xxs[a[0] & 255]);
+        *sg = _mm256_or_si256(signs7x4(g, a[1]), one);
+        return;
+    }
+    case SLM_IQ2_XS: {
+        const slm_block_iq2_xs *b = (const slm_block_iq2_xs *)x;
+        const uint16_t *qs = b->qs + 4 * s;
+        *u = _mm256_set_epi64x((long long)g->iq2xs[qs[3] & 511], (long long)g->iq2xs[qs[2] & 511],
+                               (long long)g->iq2xs[qs[1] & 511], (long long)g->iq2xs[qs[0] & 511]);
+        *sg = _mm256_or_si256(_mm256_set_epi64x((long long)g->sign7[qs[3] >> 9], (long long)g->sign7[qs[2] >> 9],
+                                                (long long)g->sign7[qs[1] >> 9], (long long)g->sign7[qs[0] >> 9]),
+                              one);
+        return;
+    }
+    case SLM_IQ2_S: {
+        const slm_block_iq2_s *b = (const slm_block_iq2_s *)x;
+        const uint8_t *qs = b->qs + 4 * s;
+        const int qh = b->qh[s];
+        *u = _mm256_set_epi64x(
+            (long long)g->iq2s[qs[3] | ((qh << 2) & 0x300)], (long long)g->iq2s[qs[2] | ((qh << 4) & 0x300)],
+            (long long)g->iq2s[qs[1] | ((qh << 6) & 0x300)], (long long)g->iq2s[qs[0] | ((qh << 8) & 0x300)]);
+        *sg = _mm256_or_si256(bits32(b->qs + 32 + 4 * s), one);
+        return;
+    }
+    case SLM_IQ3_XXS: {
+        const slm_block_iq3_xxs *b = (const slm_block_iq3_xxs *)x;
+        const uint8_t *qs = b->qs + 8 * s;
+        *u = _mm256_set_epi32((int)g->iq3xxs[qs[7]], (int)g->iq3xxs[qs[6]], (int)g->iq3xxs[qs[5]], (int)g->iq3xxs[qs[4]],
+                              (int)g->iq3xxs[qs[3]], (int)g->iq3xxs[qs[2]], (int)g->iq3xxs[qs[1]], (int)g->iq3xxs[qs[0]]);
+        *sg = _mm256_or_si256(signs7x4(g, (uint32_t)ld32(b->qs + 64 + 4 * s)), one);
+        return;
+    }
+    case SLM_IQ3_S: { /* the indices from sb_index16 */
+        const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
+        const uint16_t *ix = idx + 32 * (s / 4) + 8 * ((s & 1) * 2 + (s & 2) / 2);
+        *u = _mm256_set_epi32((int)g->iq3s[ix[7]], (int)g->iq3s[ix[6]], (int)g->iq3s[ix[5]], (int)g->iq3s[ix[4]],
+                              (int)g->iq3s[ix[3]], (int)g->iq3s[ix[2]], (int)g->iq3s[ix[1]], (int)g->iq3s[ix[0]]);
+        *sg = _mm256_or_si256(bits32(b->signs + 4 * s), one);
+        return;
+    }
+    default: { /* Q3_K, IQ4_XS, IQ1_S, IQ1_M: signed codes */
+        float d[2], m[2];
+        const __m256i q = qblock2(g, x, T, s, d, m);
+        *u = _mm256_abs_epi8(q), *sg = q;
+        return;
+    }
+    }
+}
+
+/* Rows [i0, i0 + nr) (nr <= 4), column j, a super-block per step on AVX2:
+ * per row and block madd(maddubs(u, x signed as q), the block's two
+ * scales) in 32 bits, times the activation block's scale into the
+ * super-block's sum, which takes the factor d once; Q2_K's mins against
+ * the half blocks' code sums, a vector per super-block. */
+AVX2 INLINE void col_sb_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int j, int i0, int nr, const uint8_t *xq,
+                             const float *xd, const int32_t *hs) {
+    const int nb = mm->k / 32, nsb = nb / 8, sbb = (int)(mm->wrow / (uint64_t)nsb);
+    const uint8_t *row = (const uint8_t *)mm->w + (size_t)j * mm->wrow;
+    __m256 acc[QROWS];
+    for (int r = 0; r < QROWS; r++) acc[r] = _mm256_setzero_ps();
+    for (int sb = 0; sb < nsb; sb++) {
+        const uint8_t *x = row + (size_t)sb * sbb;
+        stream_prefetch(x, sbb, mm->pf);
+        float d, dmin;
+        __m256i mins;
+        const __m256i sc = sb_scales16(T, x, &d, &mins, &dmin);
+        _Alignas(32) uint16_t idx[64];
+        sb_index16(T, x, idx);
+        /* dword 2t + i of ta (blocks 0-3) and tb (4-7): half block 2t + i's scale in both 16-bit halves */
+        const __m256i sp = _mm256_permute4x64_epi64(sc, 0xD8);
+        const __m256i ta = _mm256_unpacklo_epi16(sp, sp), tb = _mm256_unpackhi_epi16(sp, sp);
+        if (has_min(T)) { /* lane t of the 16-bit sums (packs then restore the order): block t's m0 hs0 + m1 hs1 */
+            for (int r = 0; r < nr; r++) {
+                const size_t ir = (size_t)(i0 + r);
+                const int32_t *h = hs + ir * 2 * nb + 16 * sb;
+                const __m256i h16 = _mm256_permute4x64_epi64(
+                    _mm256_packs_epi32(_mm256_loadu_si256((const __m256i *)h), _mm256_loadu_si256((const __m256i *)(h + 8))), 0xD8);
+                const __m256 dx = _mm256_mul_ps(_mm256_loadu_ps(xd + ir * nb + 8 * sb), _mm256_set1_ps(-dmin));
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(h16, mins)), dx, acc[r]);
+            }
+        }
+        __m256 asb[QROWS];
+#pragma GCC unroll 8
+        for (int s = 0; s < 8; s++) {
+            const int b = 8 * sb + s;
+            __m256i u, sg = _mm256_setzero_si256();
+            qsb_avx2(g, x, idx, T, s, &u, &sg);
+            const int t = 2 * (s % 4);
+            const __m256i scb = _mm256_permutevar8x32_epi32(s < 4 ? ta : tb, _mm256_setr_epi32(t, t, t, t, t + 1, t + 1, t + 1, t + 1));
+            for (int r = 0; r < nr; r++) {
+                const size_t ir = (size_t)(i0 + r);
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + ir * (size_t)mm->k + 32 * (size_t)b));
+                const __m256i p = T == SLM_Q2_K ? _mm256_maddubs_epi16(u, xv) : _mm256_maddubs_epi16(u, _mm256_sign_epi8(xv, sg));
+                const __m256 f = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, scb));
+                const __m256 dx = _mm256_broadcast_ss(xd + ir * nb + b);
+                asb[r] = s == 0 ? _mm256_mul_ps(f, dx) : _mm256_fmadd_ps(f, dx, asb[r]);
+            }
+        }
+        for (int r = 0; r < nr; r++) acc[r] = _mm256_fmadd_ps(asb[r], _mm256_set1_ps(d), acc[r]);
+    }
+    for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]);
+}
 
 /* The row count of a call is a constant of col_* (1-4, so its accumulators
  * stay in registers: a loop-carried chain through memory costs a store
@@ -488,5 +722,5 @@ static inline int no_sb(int T) { (void)T; return 0; }
         }                                                                                           \
     }
 QUANT2_MATMUL(avx512, AVX512, sb_type, col_sb_avx512)
-QUANT2_MATMUL(avx2, AVX2, no_sb, col_avx2)
+QUANT2_MATMUL(avx2, AVX2, sb_type, col_sb_avx2)
 #endif
