@@ -45,6 +45,19 @@ AVX2 INLINE __m256i sign32(__m256i v, uint32_t sg) {
 /* Bytes of v negated where the byte of neg is 0xFF. */
 AVX2 INLINE __m256i negate_where(__m256i v, __m256i neg) { return _mm256_sub_epi8(_mm256_xor_si256(v, neg), neg); }
 
+/* The sign bytes (slm_iq_signs) of the 4 x 7 sign bits (group l at bit 7l)
+ * of the low and of the high 32 bits of a (bits 28-31 ignored): 8 bytes,
+ * each group's 7 bits and their parity as its eighth, with scalar shifts
+ * (in place of 8 table loads and the vector inserts). */
+static inline uint64_t signs7x8_bits(uint64_t a) {
+    const uint64_t b = (a & 0x0000007F0000007Full) | (a << 1 & 0x00007F0000007F00ull) | (a << 2 & 0x007F0000007F0000ull) |
+                       (a << 3 & 0x7F0000007F000000ull);
+    uint64_t t = b ^ (b >> 4); /* bit 0 of each byte: the parity of its 8 bits (bit 7 is 0) */
+    t ^= t >> 2;
+    t ^= t >> 1;
+    return b | (t & 0x0101010101010101ull) << 7;
+}
+
 /* 4 x 7 sign bits (group l at bit 7l) as byte masks, each group's eighth
  * by parity (slm_iq_signs). */
 AVX2 INLINE __m256i signs7x4(const slm_iq_grids *g, uint32_t a) {
@@ -268,6 +281,32 @@ AVX512 INLINE __m512i nib8x2_epi32(const uint8_t *p) {
                             _mm512_set1_epi32(0xF));
 }
 
+/* IQ3_S: the super-block's 64 grid indices (low byte | ninth bit << 8)
+ * computed with vectors into idx, blocks 4p + t's 8 at 32p + 8 [0, 2, 1,
+ * 3][t] (unpack order): 3 scalar operations per index cost more than a
+ * load from idx (IQ2_S's, IQ1_S's and IQ1_M's 4 indices per block measured
+ * slower this way). Other types: nothing. */
+AVX2 INLINE void sb_index16(int T, const uint8_t *x, uint16_t *idx) {
+    if (T != SLM_IQ3_S) return;
+    const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
+    for (int p = 0; p < 2; p++) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
+        const __m256i hi = _mm256_and_si256(bits32(b->qh + 4 * p), _mm256_set1_epi8(1));
+        _mm256_store_si256((__m256i *)(idx + 32 * p), _mm256_unpacklo_epi8(lo, hi));
+        _mm256_store_si256((__m256i *)(idx + 32 * p + 16), _mm256_unpackhi_epi8(lo, hi));
+    }
+}
+
+/* Q3_K's 16 scales minus 32 as bytes (slm_get_scale_q3_k: the low nibbles
+ * of scales[0..7], then their high ones; 2 bits from scales[8 + h % 4] at
+ * 2 (h / 4)). */
+AVX2 INLINE __m128i q3k_scales_epi8(const uint8_t *sc) {
+    const __m128i f = _mm_set1_epi8(0x0F), v = _mm_loadl_epi64((const __m128i *)sc);
+    const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(v, f), _mm_and_si128(_mm_srli_epi16(v, 4), f));
+    const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(ld32(sc + 8)), _mm_setr_epi32(0, 2, 4, 6)), _mm_set1_epi8(3));
+    return _mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32));
+}
+
 /* Half-block scales of super-block x (type T); *mins the half-block mins
  * (Q2_K; zero otherwise). */
 AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
@@ -282,9 +321,7 @@ AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
     }
     case SLM_Q3_K: {
         const slm_block_q3_K *b = (const slm_block_q3_K *)x;
-        int32_t ls[16];
-        for (int h = 0; h < 16; h++) ls[h] = slm_get_scale_q3_k(h, b->scales) - 32;
-        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_loadu_si512(ls)), _mm512_set1_ps(_cvtsh_ss(b->d)));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q3k_scales_epi8(b->scales))), _mm512_set1_ps(_cvtsh_ss(b->d)));
     }
     case SLM_IQ4_XS: {
         const slm_block_iq4_xs *b = (const slm_block_iq4_xs *)x;
@@ -339,21 +376,24 @@ AVX512 INLINE __m512 sb_scales(int T, const uint8_t *x, __m512 *mins) {
 }
 
 /* Blocks 2p and 2p + 1 of super-block x (an i-quant) as 64 int8 codes: the
- * grid entries of a pair of blocks gathered at once (16 dwords or 8 qwords
- * per gather), signs as a byte mask register where all 8 bits are stored. */
-AVX512 INLINE __m512i qpair_iq(const slm_iq_grids *g, const uint8_t *x, int T, int p) {
-    const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+ * grid entries loaded by index (IQ3_S's indices from sb_index16), signs as
+ * a byte mask register (IQ3_XXS's parity bits by signs7x8_bits; a scalar
+ * mask measured slower for IQ2_XXS, whose blocks do less other work). */
+AVX512 INLINE __m512i qpair_iq(const slm_iq_grids *g, const uint8_t *x, const uint16_t *idx, int T, int p) {
     switch (T) {
-    case SLM_IQ3_S: {
+    case SLM_IQ3_S: { /* grid dwords by the indices of sb_index16 (a 16-dword gather measured slower) */
         const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
-        uint16_t qh;
-        memcpy(&qh, b->qh + 2 * p, 2);
-        const __m512i hi = _mm512_slli_epi32(_mm512_and_si512(_mm512_srlv_epi32(_mm512_set1_epi32(qh), lane), _mm512_set1_epi32(1)), 8);
-        const __m512i idx = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(b->qs + 16 * p))), hi);
-        const __m512i v = _mm512_i32gather_epi32(idx, (const void *)g->iq3s, 4);
+        __m256i v[2];
+        for (int i = 0; i < 2; i++) {
+            const int t = (2 * p + i) % 4;
+            const uint16_t *ix = idx + 32 * (p / 2) + 8 * ((t & 1) * 2 + (t & 2) / 2);
+            v[i] = _mm256_set_epi32((int)g->iq3s[ix[7]], (int)g->iq3s[ix[6]], (int)g->iq3s[ix[5]], (int)g->iq3s[ix[4]],
+                                    (int)g->iq3s[ix[3]], (int)g->iq3s[ix[2]], (int)g->iq3s[ix[1]], (int)g->iq3s[ix[0]]);
+        }
+        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(v[0]), v[1], 1);
         uint64_t sg;
         memcpy(&sg, b->signs + 8 * p, 8);
-        return _mm512_mask_sub_epi8(v, (__mmask64)sg, _mm512_setzero_si512(), v);
+        return _mm512_mask_sub_epi8(w, (__mmask64)sg, _mm512_setzero_si512(), w);
     }
     case SLM_IQ2_S: { /* grid entries as qblock_iq, the 64 sign bits as a mask */
         const slm_block_iq2_s *b = (const slm_block_iq2_s *)x;
@@ -369,6 +409,19 @@ AVX512 INLINE __m512i qpair_iq(const slm_iq_grids *g, const uint8_t *x, int T, i
         uint64_t sg;
         memcpy(&sg, b->qs + 32 + 8 * p, 8);
         return _mm512_mask_sub_epi8(w, (__mmask64)sg, _mm512_setzero_si512(), w);
+    }
+    case SLM_IQ3_XXS: { /* the signs as a mask register */
+        const slm_block_iq3_xxs *b = (const slm_block_iq3_xxs *)x;
+        __m256i v[2];
+        for (int i = 0; i < 2; i++) {
+            const uint8_t *qs = b->qs + 16 * p + 8 * i;
+            v[i] = _mm256_set_epi32((int)g->iq3xxs[qs[7]], (int)g->iq3xxs[qs[6]], (int)g->iq3xxs[qs[5]], (int)g->iq3xxs[qs[4]],
+                                    (int)g->iq3xxs[qs[3]], (int)g->iq3xxs[qs[2]], (int)g->iq3xxs[qs[1]], (int)g->iq3xxs[qs[0]]);
+        }
+        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(v[0]), v[1], 1);
+        uint64_t a;
+        memcpy(&a, b->qs + 64 + 8 * p, 8);
+        return _mm512_mask_sub_epi8(w, (__mmask64)signs7x8_bits(a), _mm512_setzero_si512(), w);
     }
     default: {
         float d[2], m[2];
@@ -394,6 +447,8 @@ AVX512 INLINE void col_sb_avx512(const slm_mm *mm, const slm_iq_grids *g, int T,
         stream_prefetch(x, sbb, mm->pf);
         __m512 mins;
         const __m512 ds = sb_scales(T, x, &mins);
+        _Alignas(32) uint16_t idx[64];
+        sb_index16(T, x, idx);
         __m512 sc[QROWS];
         for (int r = 0; r < nr; r++) {
             const size_t ir = (size_t)(i0 + r);
@@ -405,14 +460,14 @@ AVX512 INLINE void col_sb_avx512(const slm_mm *mm, const slm_iq_grids *g, int T,
         }
         for (int p = 0; p < 4; p++) { /* blocks 2p, 2p + 1 */
             const int b = 8 * sb + 2 * p;
-            const __m512i q = qpair_iq(g, x, T, p);
+            const __m512i q = qpair_iq(g, x, idx, T, p);
             const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c80, q);
-            const __m512i idx = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * p));
+            const __m512i lanes = _mm512_add_epi32(quad, _mm512_set1_epi32(4 * p));
             for (int r = 0; r < nr; r++) {
                 const size_t ir = (size_t)(i0 + r);
                 const __m512i xv = _mm512_loadu_si512(xq + ir * (size_t)mm->k + 32 * (size_t)b);
                 const __m512i id = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), xv, q), corr);
-                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), _mm512_permutexvar_ps(idx, sc[r]), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(id), _mm512_permutexvar_ps(lanes, sc[r]), acc[r]);
             }
         }
     }
@@ -483,14 +538,10 @@ AVX2 INLINE __m256i sb_scales16(int T, const uint8_t *x, float *d, __m256i *mins
         *d = _cvtsh_ss(b->d), *dmin = _cvtsh_ss(b->dmin);
         return _mm256_cvtepu8_epi16(_mm_and_si128(v, f));
     }
-    case SLM_Q3_K: { /* slm_get_scale_q3_k: low nibbles of scales[0..7] then their high ones, 2 bits from scales[8 + h % 4] */
+    case SLM_Q3_K: {
         const slm_block_q3_K *b = (const slm_block_q3_K *)x;
-        const __m128i v = _mm_loadl_epi64((const __m128i *)b->scales);
-        const __m128i lo = _mm_unpacklo_epi64(_mm_and_si128(v, f), _mm_and_si128(_mm_srli_epi16(v, 4), f));
-        const __m128i hi = _mm_and_si128(_mm_srlv_epi32(_mm_set1_epi32(ld32(b->scales + 8)), _mm_setr_epi32(0, 2, 4, 6)),
-                                         _mm_set1_epi8(3));
         *d = _cvtsh_ss(b->d);
-        return _mm256_cvtepi8_epi16(_mm_sub_epi8(_mm_or_si128(lo, _mm_slli_epi16(hi, 4)), _mm_set1_epi8(32)));
+        return _mm256_cvtepi8_epi16(q3k_scales_epi8(b->scales));
     }
     case SLM_IQ4_XS: {
         const slm_block_iq4_xs *b = (const slm_block_iq4_xs *)x;
@@ -546,22 +597,6 @@ AVX2 INLINE __m256i sb_scales16(int T, const uint8_t *x, float *d, __m256i *mins
     }
 }
 
-/* IQ3_S: the super-block's 64 grid indices (low byte | ninth bit << 8)
- * computed with vectors into idx, blocks 4p + t's 8 at 32p + 8 [0, 2, 1,
- * 3][t] (unpack order): 3 scalar operations per index cost more than a
- * load from idx (IQ2_S's, IQ1_S's and IQ1_M's 4 indices per block measured
- * slower this way). Other types: nothing. */
-AVX2 INLINE void sb_index16(int T, const uint8_t *x, uint16_t *idx) {
-    if (T != SLM_IQ3_S) return;
-    const slm_block_iq3_s *b = (const slm_block_iq3_s *)x;
-    for (int p = 0; p < 2; p++) {
-        const __m256i lo = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * p));
-        const __m256i hi = _mm256_and_si256(bits32(b->qh + 4 * p), _mm256_set1_epi8(1));
-        _mm256_store_si256((__m256i *)(idx + 32 * p), _mm256_unpacklo_epi8(lo, hi));
-        _mm256_store_si256((__m256i *)(idx + 32 * p + 16), _mm256_unpackhi_epi8(lo, hi));
-    }
-}
-
 /* Block s of super-block x as magnitudes *u (unsigned bytes) and *sg, whose
  * byte signs are the codes' (sign_epi8(x, sg): the activations signed as
  * the codes); Q2_K's codes are unsigned, *sg unset. The i-quant grids are
@@ -581,7 +616,7 @@ AVX2 INLINE void qsb_avx2(const slm_iq_grids *g, const uint8_t *x, const uint16_
         memcpy(a, b->qs + 4 * s, 8);
         *u = _mm256_set_epi64x((long long)g->iq2xxs[a[0] >> 24], (long long)g->iq2xxs[(a[0] >> 16) & 255],
                                (long long)g->iq2xxs[(a[0] >> 8) & 255], (long long)g->iq2xxs[a[0] & 255]);
-        *sg = _mm256_or_si256(signs7x4(g, a[1]), one);
+        *sg = _mm256_or_si256(signs7x4(g, a[1]), one); /* signs7x8_bits measured slower here */
         return;
     }
     case SLM_IQ2_XS: {
@@ -609,7 +644,10 @@ AVX2 INLINE void qsb_avx2(const slm_iq_grids *g, const uint8_t *x, const uint16_
         const uint8_t *qs = b->qs + 8 * s;
         *u = _mm256_set_epi32((int)g->iq3xxs[qs[7]], (int)g->iq3xxs[qs[6]], (int)g->iq3xxs[qs[5]], (int)g->iq3xxs[qs[4]],
                               (int)g->iq3xxs[qs[3]], (int)g->iq3xxs[qs[2]], (int)g->iq3xxs[qs[1]], (int)g->iq3xxs[qs[0]]);
-        *sg = _mm256_or_si256(signs7x4(g, (uint32_t)ld32(b->qs + 64 + 4 * s)), one);
+        uint64_t a;
+        memcpy(&a, b->qs + 64 + 8 * (s / 2), 8); /* both blocks of the pair: computed once when unrolled */
+        const uint32_t sb8 = (uint32_t)(signs7x8_bits(a) >> 32 * (s % 2));
+        *sg = _mm256_or_si256(bits32((const uint8_t *)&sb8), one);
         return;
     }
     case SLM_IQ3_S: { /* the indices from sb_index16 */
