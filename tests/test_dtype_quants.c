@@ -16,7 +16,9 @@
 #include <unistd.h>
 
 #include "common/dtype.h"
+#include "common/cpu.h"
 #include "device/kernels.h"
+#include "device/kernels_x86.h"
 #include "format/gguf.h"
 #include "format/model.h"
 #include "t.h"
@@ -429,6 +431,46 @@ static void test_matmul_shapes(void) {
     slm_kernels_select(NULL);
 }
 
+/* The x86 sets' SIMD panel writer (kernels_x86_quant2.c) against the scalar
+ * slm_pack_panel, byte for byte: every type of quant2 kinds 0-2, panels of
+ * 8 and 16 columns, whole and cut (valid < nc) at a matrix edge. */
+static void test_pack_panel_simd(void) {
+#ifdef SLM_X86
+    const slm_cpu *cpu = slm_cpu_features();
+    if (!(cpu->avx2 && cpu->fma && cpu->f16c)) {
+        printf("  skip: no AVX2 (the SIMD panel writer needs it)\n");
+        return;
+    }
+    const int k = 512, n = 19, nb = k / 32;
+    float row[512];
+    for (int ti = 0; ti < NNEW; ti++) {
+        const uint32_t t = k_new[ti];
+        const int kind = slm_quant2_kind(t);
+        if (kind < 0 || kind > 2) continue;
+        const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
+        uint8_t *w = malloc((size_t)wrow * n);
+        for (int j = 0; j < n; j++) {
+            for (int e = 0; e < k; e++) row[e] = nrand() * 0.02f * (1.0f + (float)(j % 4)) + (j % 3 == 1 ? 0.01f : 0.0f);
+            rtn_quantize_row(t, row, w + (size_t)j * wrow, k);
+        }
+        for (int nc = 8; nc <= 16; nc += 8) {
+            const size_t bytes = (size_t)nb * SLM_PANEL_BLOCK_BYTES(nc);
+            uint8_t *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
+            for (int c0 = 0; c0 < n; c0 += nc) {
+                const int valid = n - c0 < nc ? n - c0 : nc;
+                memset(a, 0xA5, bytes), memset(b, 0x5A, bytes);
+                slm_pack_panel(t, w, wrow, c0, valid, nc, nb, a);
+                slm_x86_quant2_pack_panel(t, w, wrow, c0, valid, nc, nb, b);
+                CHECKF(!memcmp(a, b, bytes), "%s nc=%d c0=%d valid=%d: the SIMD panel differs from slm_pack_panel",
+                       slm_dtype_name(t), nc, c0, valid);
+            }
+            free(a), free(b);
+        }
+        free(w);
+    }
+#endif
+}
+
 /* The decode kernels (kernels_x86_quant2.c, 1-4 rows) against a reference
  * on the int8 activations they take (slm_x86_quant_act_*: codes
  * round(x * 127 / amax) to nearest even, scale amax / 127 per block of 32),
@@ -642,6 +684,7 @@ int main(void) {
     T_RUN(test_round_trip);
     T_RUN(test_matmul_shapes);
     T_RUN(test_decode_int8_exact);
+    T_RUN(test_pack_panel_simd);
     T_RUN(test_models_vs_reference);
     free(g_scratch);
     T_DONE();

@@ -121,6 +121,9 @@ void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs);
  * column at a time; the sets call it for decode, and for Q2_K always. */
 void slm_x86_quant2_matmul_avx2(const slm_mm *mm, const qscratch *qs);
 void slm_x86_quant2_matmul_avx512(const slm_mm *mm, const qscratch *qs);
+/* slm_pack_panel's bytes for the types of quant2 kinds 0-2 (AVX2; both sets'
+ * prefill panels, nc = 8 or 16 columns), each block unpacked with SIMD. */
+void slm_x86_quant2_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb, uint8_t *panel);
 
 /* kernels_x86_r16.c: repacked weights (activations signed in qs; F16_R16
  * takes none) */

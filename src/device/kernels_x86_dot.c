@@ -303,6 +303,15 @@ AVX2 static void qdecode_avx2(const slm_mm *mm, const qscratch *qs) {
     }
 }
 
+/* The panel writer: SIMD for the quant2 types (kinds 0-2), the scalar one for
+ * the file-layout types (rare: the compiler repacks their matrices whose row
+ * count is a multiple of 16). */
+static void pack(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb, uint8_t *panel) {
+    const int kind = slm_quant2_kind(t);
+    if (kind >= 0 && kind <= 2) slm_x86_quant2_pack_panel(t, w, wrow, c0, valid, nc, nb, panel);
+    else slm_pack_panel(t, w, wrow, c0, valid, nc, nb, panel);
+}
+
 AVX512 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs) {
     if (mm->rows <= SLM_MM_DECODE_ROWS) {
         qdecode_avx512(mm, qs);
@@ -311,7 +320,7 @@ AVX512 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs) {
     const int nb = mm->k / 32, kind = slm_qtype_kind(mm->wtype);
     for (int j0 = mm->n0; j0 < mm->n1; j0 += 16) {
         const int nc = mm->n1 - j0 < 16 ? mm->n1 - j0 : 16;
-        slm_pack_panel(mm->wtype, mm->w, mm->wrow, j0, nc, 16, nb, qs->panel);
+        pack(mm->wtype, mm->w, mm->wrow, j0, nc, 16, nb, qs->panel);
         const __mmask16 cm = (__mmask16)((1u << nc) - 1);
         for (int i0 = 0; i0 < mm->rows; i0 += 8) {
             const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
@@ -328,7 +337,7 @@ AVX2 void slm_x86_qmatmul_avx2(const slm_mm *mm, const qscratch *qs) {
     const int nb = mm->k / 32, kind = slm_qtype_kind(mm->wtype);
     for (int j0 = mm->n0; j0 < mm->n1; j0 += 8) {
         const int nc = mm->n1 - j0 < 8 ? mm->n1 - j0 : 8;
-        slm_pack_panel(mm->wtype, mm->w, mm->wrow, j0, nc, 8, nb, qs->panel);
+        pack(mm->wtype, mm->w, mm->wrow, j0, nc, 8, nb, qs->panel);
         for (int i0 = 0; i0 < mm->rows; i0 += 4) {
             const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
             k_mk2[kind][nr - 1](qs, mm->k, i0, qs->panel, mm->y + (size_t)i0 * mm->ldy + j0, mm->ldy, nc);

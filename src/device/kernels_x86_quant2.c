@@ -761,4 +761,77 @@ AVX2 INLINE void col_sb_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int
     }
 QUANT2_MATMUL(avx512, AVX512, sb_type, col_sb_avx512)
 QUANT2_MATMUL(avx2, AVX2, sb_type, col_sb_avx2)
+/* ---- the prefill panel (kernels_x86_dot.c's micro-kernels) ----
+ * slm_pack_panel's bytes (kernels.h: SLM_PANEL_BLOCK_BYTES) for the types of
+ * quant2 kinds 0-2, each block unpacked with qblock2 instead of the scalar
+ * reference's per-element loops (with 128 prompt rows the scalar unpack took
+ * more than half of an IQ2_XXS file's prefill): per block, 8 columns' codes
+ * as 8 vectors, transposed in registers to the panel's 4-byte groups; the
+ * half-block code sums (corr) from the transposed groups. */
+AVX2 INLINE void transpose8x8_epi32(__m256i v[8]) {
+    __m256i a[8], b[8];
+    for (int i = 0; i < 8; i += 2) {
+        a[i] = _mm256_unpacklo_epi32(v[i], v[i + 1]);
+        a[i + 1] = _mm256_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        b[i] = _mm256_unpacklo_epi64(a[i], a[i + 2]);
+        b[i + 1] = _mm256_unpackhi_epi64(a[i], a[i + 2]);
+        b[i + 2] = _mm256_unpacklo_epi64(a[i + 1], a[i + 3]);
+        b[i + 3] = _mm256_unpackhi_epi64(a[i + 1], a[i + 3]);
+    }
+    for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x20);
+        v[i + 4] = _mm256_permute2x128_si256(b[i], b[i + 4], 0x31);
+    }
+}
+
+AVX2 INLINE void pack_panel_t(const slm_iq_grids *g, int T, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb,
+                              uint8_t *panel) {
+    const size_t pb = SLM_PANEL_BLOCK_BYTES(nc);
+    const __m256i one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        uint8_t *p = panel + (size_t)b * pb;
+        int32_t *corr = (int32_t *)(p + (size_t)nc * 32);
+        float *fd = (float *)(p + (size_t)nc * 40), *fm = (float *)(p + (size_t)nc * 48);
+        for (int h = 0; h < nc; h += 8) {
+            __m256i v[8];
+            for (int c = 0; c < 8; c++) {
+                const int col = h + c;
+                float d[2] = {0.0f, 0.0f}, m[2] = {0.0f, 0.0f};
+                v[c] = col < valid ? qblock2(g, w + (size_t)(c0 + col) * wrow, T, b, d, m) : _mm256_setzero_si256();
+                fd[col] = d[0], fd[nc + col] = d[1], fm[col] = m[0];
+            }
+            transpose8x8_epi32(v);
+            __m256i s0 = _mm256_setzero_si256(), s1 = s0;
+            for (int q = 0; q < 8; q++) {
+                _mm256_storeu_si256((__m256i *)(p + (size_t)q * nc * 4 + 4 * h), v[q]);
+                const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(one8, v[q]), one16); /* lane c: its 4 codes' sum */
+                if (q < 4) s0 = _mm256_add_epi32(s0, s);
+                else s1 = _mm256_add_epi32(s1, s);
+            }
+            _mm256_storeu_si256((__m256i *)(corr + h), _mm256_mullo_epi32(s0, _mm256_set1_epi32(-128)));
+            _mm256_storeu_si256((__m256i *)(corr + nc + h), _mm256_mullo_epi32(s1, _mm256_set1_epi32(-128)));
+        }
+    }
+}
+
+AVX2 void slm_x86_quant2_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb, uint8_t *panel) {
+    const slm_iq_grids *g = slm_iq_is(t) ? slm_iq_grids_get() : NULL;
+    switch (t) {
+    case SLM_Q5_0: pack_panel_t(g, SLM_Q5_0, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_Q5_1: pack_panel_t(g, SLM_Q5_1, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ4_NL: pack_panel_t(g, SLM_IQ4_NL, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ4_XS: pack_panel_t(g, SLM_IQ4_XS, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_Q3_K: pack_panel_t(g, SLM_Q3_K, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ2_XXS: pack_panel_t(g, SLM_IQ2_XXS, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ2_XS: pack_panel_t(g, SLM_IQ2_XS, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ2_S: pack_panel_t(g, SLM_IQ2_S, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ3_XXS: pack_panel_t(g, SLM_IQ3_XXS, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ3_S: pack_panel_t(g, SLM_IQ3_S, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ1_S: pack_panel_t(g, SLM_IQ1_S, w, wrow, c0, valid, nc, nb, panel); break;
+    case SLM_IQ1_M: pack_panel_t(g, SLM_IQ1_M, w, wrow, c0, valid, nc, nb, panel); break;
+    default: slm_pack_panel(t, w, wrow, c0, valid, nc, nb, panel); break; /* Q2_K and the rest: the scalar writer */
+    }
+}
 #endif
