@@ -149,7 +149,9 @@ static inline int rtn_iq_near8(const uint64_t *grid, int n, const float *a) {
     for (int i = 0; i < n; i++) {
         const uint8_t *g = (const uint8_t *)&grid[i];
         float e = 0.0f;
-        for (int j = 0; j < 8; j++) e += (a[j] - g[j]) * (a[j] - g[j]);
+        for (int j = 0; j < 4; j++) e += (a[j] - g[j]) * (a[j] - g[j]);
+        if (e >= be) continue; /* the sum only grows: this entry cannot be nearer (the same index as without) */
+        for (int j = 4; j < 8; j++) e += (a[j] - g[j]) * (a[j] - g[j]);
         if (e < be) be = e, best = i;
     }
     return best;
