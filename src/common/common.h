@@ -78,5 +78,7 @@ slm_status slm_map_file(slm_map *m, const char *path, slm_err *err);
 void slm_unmap(slm_map *m);
 /* Base name of a path, for messages. */
 const char *slm_basename(const char *path);
+/* Length of s[0..n) without a trailing incomplete UTF-8 sequence. */
+size_t slm_utf8_complete(const char *s, size_t n);
 
 #endif

@@ -123,6 +123,43 @@ static const float *kv_tile(const slm_attn_args *a, const void *base, int j0, in
     return buf;
 }
 
+/* The running state of the group's heads: max -inf, sum 0, output 0. */
+static void attn_begin(const slm_attn_args *a, float *m, float *l) {
+    for (int g = 0; g < a->group; g++) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+        memset(a->out + (size_t)g * a->out_stride, 0, (size_t)a->head_dim * sizeof(float));
+    }
+}
+
+/* The rows of the tile at j0 (at most TILE), 0 when the mask rules out
+ * every one of them. */
+static inline int tile_rows(const slm_attn_args *a, int j0) {
+    const int nt = a->last + 1 - j0 < TILE ? a->last + 1 - j0 : TILE;
+    int any = 0;
+    for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
+    return any ? nt : 0;
+}
+
+/* One head's scores s[0..nt) of a tile against its running max *m: 0 when
+ * every score is -inf (the tile changes nothing), else the new max in *m
+ * and in *corr the factor for the sum and output so far. */
+static inline int tile_max(const float *s, int nt, float *m, float *corr) {
+    float tmax = -INFINITY;
+    for (int t = 0; t < nt; t++) tmax = s[t] > tmax ? s[t] : tmax;
+    if (tmax == -INFINITY) return 0;
+    const float mnew = tmax > *m ? tmax : *m;
+    *corr = *m == -INFINITY ? 0.0f : expf(*m - mnew);
+    *m = mnew;
+    return 1;
+}
+
+/* The softmax state out (slm_attn_args.ml), where asked for. */
+static void attn_store_ml(const slm_attn_args *a, const float *m, const float *l) {
+    if (a->ml)
+        for (int g = 0; g < a->group; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
+}
+
 /* F16C stores of f16 rows; q8_0 through the reference quantizer. */
 AVX2 void slm_kv_store_x86(int kv_type, const float *x, void *y, int n) {
     if (kv_type != SLM_F16) {
@@ -140,18 +177,12 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
     const int G = a->group, hd = a->head_dim, nv = hd / 16;
     float m[MAX_GROUP], l[MAX_GROUP];
     float s[MAX_GROUP][TILE] __attribute__((aligned(64)));
-    for (int g = 0; g < G; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-        memset(a->out + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
-    }
+    attn_begin(a, m, l);
     float kvbuf[TILE * MAX_HD] __attribute__((aligned(64))); /* one tile of K, then of V (typed caches) */
     const __m512 scale = _mm512_set1_ps(a->scale);
     for (int j0 = a->first; j0 <= a->last; j0 += TILE) {
-        const int nt = a->last + 1 - j0 < TILE ? a->last + 1 - j0 : TILE;
-        int any = 0;
-        for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
-        if (!any) continue; /* the mask rules the whole tile out */
+        const int nt = tile_rows(a, j0);
+        if (!nt) continue; /* the mask rules the whole tile out */
         size_t kld, vld;
         const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, slm_kv_row512);
         /* scores: each K row once, against every head of the group */
@@ -171,13 +202,9 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
         const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, slm_kv_row512);
         for (int g = 0; g < G; g++) {
             /* running max / sum / output */
-            float tmax = -INFINITY;
-            for (int t = 0; t < nt; t++) tmax = s[g][t] > tmax ? s[g][t] : tmax;
-            if (tmax == -INFINITY) continue;
-            const float mnew = tmax > m[g] ? tmax : m[g];
-            const float corr = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew);
-            m[g] = mnew;
-            __m512 mv = _mm512_set1_ps(mnew), sum = _mm512_setzero_ps();
+            float corr;
+            if (!tile_max(s[g], nt, &m[g], &corr)) continue;
+            __m512 mv = _mm512_set1_ps(m[g]), sum = _mm512_setzero_ps();
             for (int t = 0; t < nt; t += 16) {
                 __mmask16 km = (__mmask16)(nt - t >= 16 ? 0xffff : (1u << (nt - t)) - 1);
                 __m512 sv = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), km, &s[g][t]);
@@ -200,8 +227,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
             }
         }
     }
-    if (a->ml)
-        for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
+    attn_store_ml(a, m, l);
     for (int g = 0; g < G; g++) {
         if (!(l[g] > 0.0f)) continue;
         float *o = a->out + (size_t)g * a->out_stride;
@@ -376,17 +402,11 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
     const int G = a->group, hd = a->head_dim, nv = hd / 8;
     float m[MAX_GROUP], l[MAX_GROUP];
     float s[MAX_GROUP][TILE];
-    for (int g = 0; g < G; g++) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-        memset(a->out + (size_t)g * a->out_stride, 0, (size_t)hd * sizeof(float));
-    }
+    attn_begin(a, m, l);
     float kvbuf[TILE * MAX_HD] __attribute__((aligned(32)));
     for (int j0 = a->first; j0 <= a->last; j0 += TILE) {
-        const int nt = a->last + 1 - j0 < TILE ? a->last + 1 - j0 : TILE;
-        int any = 0;
-        for (int t = 0; t < nt; t++) any |= a->mask[j0 + t];
-        if (!any) continue;
+        const int nt = tile_rows(a, j0);
+        if (!nt) continue;
         size_t kld, vld;
         const float *kt = kv_tile(a, a->K, j0, nt, kvbuf, &kld, slm_kv_row256);
         for (int t = 0; t < nt; t++) {
@@ -404,12 +424,9 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
         }
         const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, slm_kv_row256);
         for (int g = 0; g < G; g++) {
-            float tmax = -INFINITY;
-            for (int t = 0; t < nt; t++) tmax = s[g][t] > tmax ? s[g][t] : tmax;
-            if (tmax == -INFINITY) continue;
-            const float mnew = tmax > m[g] ? tmax : m[g];
-            const float corr = m[g] == -INFINITY ? 0.0f : expf(m[g] - mnew);
-            m[g] = mnew;
+            float corr;
+            if (!tile_max(s[g], nt, &m[g], &corr)) continue;
+            const float mnew = m[g];
             float sum = 0.0f;
             for (int t = 0; t < nt; t++) {
                 float p = s[g][t] == -INFINITY ? 0.0f : expf(s[g][t] - mnew);
@@ -429,8 +446,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
             }
         }
     }
-    if (a->ml)
-        for (int g = 0; g < G; g++) a->ml[2 * g] = m[g], a->ml[2 * g + 1] = l[g];
+    attn_store_ml(a, m, l);
     for (int g = 0; g < G; g++) {
         if (!(l[g] > 0.0f)) continue;
         float *o = a->out + (size_t)g * a->out_stride;

@@ -87,6 +87,59 @@ static inline qscratch qscratch_split(void *scratch, int rows, int k) {
     return qs;
 }
 
+/* ---- the repacked kernels' walk (kernels_x86_r16.c, kernels_x86_r16k.c) ---- */
+
+/* AVX-512: R rows (mk[R - 1]) x the columns cm of the group at j0. */
+typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int i0, int j0, __mmask16 cm);
+/* AVX2: R rows (mk[R - 1]) x NH halves of the group at j0 from half h0,
+ * ha[h], he[h] the columns of half h0 + h to store. */
+typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int i0, int j0, int h0, const int *ha, const int *he);
+
+/* Groups of 16 columns over [n0, n1) (a group cut by the tile computes all
+ * 16 and stores the tile's), rows in blocks of rb (mk[rb - 1] the largest). */
+static inline void r16_walk_avx512(const slm_mm *mm, const qscratch *qs, const r16mk512_fn *mk, int rb) {
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
+        const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
+        for (int i0 = 0; i0 < mm->rows; i0 += rb) {
+            const int nr = mm->rows - i0 < rb ? mm->rows - i0 : rb;
+            mk[nr - 1](mm, qs, i0, g0, cm);
+        }
+    }
+}
+
+/* The results of an AVX2 micro-kernel: acc[r][h] the 8 columns of half
+ * h0 + h of the group at j0 in row i0 + r, of which [ha[h], he[h]) are
+ * stored. */
+AVX2 INLINE void r16_store_avx2(const slm_mm *mm, __m256 acc[][2], int i0, int j0, int h0, const int *ha, const int *he,
+                                const int R, const int NH) {
+    for (int r = 0; r < R; r++)
+        for (int h = 0; h < NH; h++) {
+            float t[8];
+            _mm256_storeu_ps(t, acc[r][h]);
+            float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * (h0 + h);
+            for (int c = ha[h]; c < he[h]; c++) y[c] = t[c];
+        }
+}
+
+/* The AVX2 walk: groups as two halves of 8 columns, rows in blocks of 4;
+ * one row takes both halves in one pass (mk[0]), more rows a half at a time. */
+static inline void r16_walk_avx2(const slm_mm *mm, const qscratch *qs, const r16mk2_fn *mk) {
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        int ha[2], he[2];
+        halves_cut(mm, g0, ha, he);
+        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
+            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
+            if (nr == 1) {
+                mk[0](mm, qs, i0, g0, 0, ha, he);
+                continue;
+            }
+            for (int h = 0; h < 2; h++)
+                if (ha[h] < he[h]) mk[nr - 1](mm, qs, i0, g0, h, ha + h, he + h);
+        }
+    }
+}
+
 /* ---- what the files offer the sets (kernels_x86_sets.c) ------------------------ */
 
 /* kernels_x86_float.c: float dot products, F32/F16/BF16 matrix multiply */

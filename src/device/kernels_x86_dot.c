@@ -82,6 +82,17 @@ AVX2 INLINE __m256i qblock(const uint8_t *row, int T, int b, float *d0, float *d
     }
 }
 
+/* Row r's integer dot id with block b (lanes 0-3 and 4-7 the two half
+ * blocks) into the row's sums: acc += id [d0 dx | d1 dx], *macc += the min
+ * term m (dx * sum of codes) (kind 2). */
+AVX2 INLINE void qdecode_block(int T, __m256i id, float d0, float d1, float m, const qscratch *qs, int nb, int b, int r,
+                               __m256 *acc, float *macc) {
+    const float dx = qs->d[(size_t)r * nb + b];
+    const __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx) : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, *acc);
+    if (slm_qtype_kind_c(T) == 2) *macc += m * qs->s[(size_t)r * nb + b];
+}
+
 /* Decode: R <= SLM_MM_DECODE_ROWS activation rows (xq with offset 128),
  * every column of the tile; each block is unpacked once for the rows.
  * Per block and row: idot = dpbusd(xq + 128, q) - 128 * sum(q), lanes 0-3
@@ -104,11 +115,7 @@ AVX512 INLINE void qdecode_avx512_t(const slm_mm *mm, int T, const qscratch *qs,
             for (int r = 0; r < R; r++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + (size_t)r * mm->k + 32 * b));
                 const __m256i id = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, q), corr);
-                const float dx = qs->d[(size_t)r * nb + b];
-                const __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
-                                           : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc[r]);
-                if (slm_qtype_kind_c(T) == 2) macc[r] += m * qs->s[(size_t)r * nb + b];
+                qdecode_block(T, id, d0, d1, m, qs, nb, b, r, &acc[r], &macc[r]);
             }
         }
         for (int r = 0; r < R; r++) mm->y[(size_t)r * mm->ldy + j] = hsum256(acc[r]) + macc[r];
@@ -132,11 +139,7 @@ AVX2 INLINE void qdecode_avx2_t(const slm_mm *mm, int T, const qscratch *qs, con
             for (int r = 0; r < R; r++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(qs->q + (size_t)r * mm->k + 32 * b));
                 const __m256i id = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xv, q)), ones);
-                const float dx = qs->d[(size_t)r * nb + b];
-                const __m256 sc = d0 == d1 ? _mm256_set1_ps(d0 * dx)
-                                           : _mm256_set_m128(_mm_set1_ps(d1 * dx), _mm_set1_ps(d0 * dx));
-                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc[r]);
-                if (slm_qtype_kind_c(T) == 2) macc[r] += m * qs->s[(size_t)r * nb + b];
+                qdecode_block(T, id, d0, d1, m, qs, nb, b, r, &acc[r], &macc[r]);
             }
         }
         for (int r = 0; r < R; r++) mm->y[(size_t)r * mm->ldy + j] = hsum256(acc[r]) + macc[r];
@@ -200,8 +203,8 @@ AVX512 INLINE void mk_avx512(const qscratch *qs, int k, int i0, const uint8_t *p
 
 #define MK_AVX512(R, K)                                                                                   \
     AVX512 static void mk_avx512_##R##_##K(const qscratch *qs, int k, int i0, const uint8_t *panel, float *y, \
-                                           size_t ldy, __mmask16 cm) {                                    \
-        mk_avx512(qs, k, i0, panel, y, ldy, cm, R, K);                                                    \
+                                           size_t ldy, int nc) {                                          \
+        mk_avx512(qs, k, i0, panel, y, ldy, (__mmask16)((1u << nc) - 1), R, K);                           \
     }
 #define MK_AVX512_ALL(K) MK_AVX512(1, K) MK_AVX512(2, K) MK_AVX512(3, K) MK_AVX512(4, K) \
     MK_AVX512(5, K) MK_AVX512(6, K) MK_AVX512(7, K) MK_AVX512(8, K)
@@ -209,8 +212,9 @@ MK_AVX512_ALL(0)
 MK_AVX512_ALL(1)
 MK_AVX512_ALL(2)
 
-typedef void (*mk512_fn)(const qscratch *, int, int, const uint8_t *, float *, size_t, __mmask16);
-static const mk512_fn k_mk512[3][8] = {
+/* A micro-kernel of either set: R rows x the first nc columns of the panel. */
+typedef void (*mk_fn)(const qscratch *, int k, int i0, const uint8_t *panel, float *y, size_t ldy, int nc);
+static const mk_fn k_mk512[3][8] = {
     {mk_avx512_1_0, mk_avx512_2_0, mk_avx512_3_0, mk_avx512_4_0, mk_avx512_5_0, mk_avx512_6_0, mk_avx512_7_0, mk_avx512_8_0},
     {mk_avx512_1_1, mk_avx512_2_1, mk_avx512_3_1, mk_avx512_4_1, mk_avx512_5_1, mk_avx512_6_1, mk_avx512_7_1, mk_avx512_8_1},
     {mk_avx512_1_2, mk_avx512_2_2, mk_avx512_3_2, mk_avx512_4_2, mk_avx512_5_2, mk_avx512_6_2, mk_avx512_7_2, mk_avx512_8_2},
@@ -265,8 +269,7 @@ MK_AVX2_ALL(0)
 MK_AVX2_ALL(1)
 MK_AVX2_ALL(2)
 
-typedef void (*mk2_fn)(const qscratch *, int, int, const uint8_t *, float *, size_t, int);
-static const mk2_fn k_mk2[3][4] = {
+static const mk_fn k_mk2[3][4] = {
     {mk_avx2_1_0, mk_avx2_2_0, mk_avx2_3_0, mk_avx2_4_0},
     {mk_avx2_1_1, mk_avx2_2_1, mk_avx2_3_1, mk_avx2_4_1},
     {mk_avx2_1_2, mk_avx2_2_2, mk_avx2_3_2, mk_avx2_4_2},
@@ -312,37 +315,28 @@ static void pack(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid,
     else slm_pack_panel(t, w, wrow, c0, valid, nc, nb, panel);
 }
 
-AVX512 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs) {
-    if (mm->rows <= SLM_MM_DECODE_ROWS) {
-        qdecode_avx512(mm, qs);
-        return;
-    }
-    const int nb = mm->k / 32, kind = slm_qtype_kind(mm->wtype);
-    for (int j0 = mm->n0; j0 < mm->n1; j0 += 16) {
-        const int nc = mm->n1 - j0 < 16 ? mm->n1 - j0 : 16;
-        pack(mm->wtype, mm->w, mm->wrow, j0, nc, 16, nb, qs->panel);
-        const __mmask16 cm = (__mmask16)((1u << nc) - 1);
-        for (int i0 = 0; i0 < mm->rows; i0 += 8) {
-            const int nr = mm->rows - i0 < 8 ? mm->rows - i0 : 8;
-            k_mk512[kind][nr - 1](qs, mm->k, i0, qs->panel, mm->y + (size_t)i0 * mm->ldy + j0, mm->ldy, cm);
+/* Prefill: panels of `cols` columns, each packed once, against rows in
+ * blocks of `rows` (mk[rows - 1] the largest micro-kernel). */
+static void qprefill(const slm_mm *mm, const qscratch *qs, int cols, int rows, const mk_fn *mk) {
+    const int nb = mm->k / 32;
+    for (int j0 = mm->n0; j0 < mm->n1; j0 += cols) {
+        const int nc = mm->n1 - j0 < cols ? mm->n1 - j0 : cols;
+        pack(mm->wtype, mm->w, mm->wrow, j0, nc, cols, nb, qs->panel);
+        for (int i0 = 0; i0 < mm->rows; i0 += rows) {
+            const int nr = mm->rows - i0 < rows ? mm->rows - i0 : rows;
+            mk[nr - 1](qs, mm->k, i0, qs->panel, mm->y + (size_t)i0 * mm->ldy + j0, mm->ldy, nc);
         }
     }
 }
 
+AVX512 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs) {
+    if (mm->rows <= SLM_MM_DECODE_ROWS) qdecode_avx512(mm, qs);
+    else qprefill(mm, qs, 16, 8, k_mk512[slm_qtype_kind(mm->wtype)]);
+}
+
 AVX2 void slm_x86_qmatmul_avx2(const slm_mm *mm, const qscratch *qs) {
-    if (mm->rows <= SLM_MM_DECODE_ROWS) {
-        qdecode_avx2(mm, qs);
-        return;
-    }
-    const int nb = mm->k / 32, kind = slm_qtype_kind(mm->wtype);
-    for (int j0 = mm->n0; j0 < mm->n1; j0 += 8) {
-        const int nc = mm->n1 - j0 < 8 ? mm->n1 - j0 : 8;
-        pack(mm->wtype, mm->w, mm->wrow, j0, nc, 8, nb, qs->panel);
-        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
-            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
-            k_mk2[kind][nr - 1](qs, mm->k, i0, qs->panel, mm->y + (size_t)i0 * mm->ldy + j0, mm->ldy, nc);
-        }
-    }
+    if (mm->rows <= SLM_MM_DECODE_ROWS) qdecode_avx2(mm, qs);
+    else qprefill(mm, qs, 8, 4, k_mk2[slm_qtype_kind(mm->wtype)]);
 }
 /* The AVX-512 VNNI int8 peak on one core (kernels.h): 12 independent
  * chains of vpdpbusd (latency 5 at up to 2 a cycle needs 10), in named

@@ -218,9 +218,21 @@ AVX2 INLINE __m256i qblock2(const slm_iq_grids *g, const uint8_t *row, int T, in
     }
 }
 
+#define QROWS 4
+
+/* Row ir's integer dot id with block b (lanes 0-3 and 4-7 the two half
+ * blocks, d[2], m[2] qblock2's) into the row's sums: acc += id [d0 dx | d1 dx],
+ * *macc += the mins' term (has_min). */
+AVX2 INLINE void col_block(int T, __m256i id, const float d[2], const float m[2], const float *xd, const int32_t *hs, int nb,
+                           int b, size_t ir, __m256 *acc, float *macc) {
+    const float dx = xd[ir * nb + b];
+    const __m256 sc = _mm256_set_m128(_mm_set1_ps(d[1] * dx), _mm_set1_ps(d[0] * dx));
+    *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, *acc);
+    if (has_min(T)) *macc += dx * (m[0] * (float)hs[ir * 2 * nb + 2 * b] + m[1] * (float)hs[ir * 2 * nb + 2 * b + 1]);
+}
+
 /* Rows [i0, i0 + nr) (nr <= 4), column j. VNNI: the activation codes are
  * unsigned (x + 128); dpbusd(x + 128, q) - dpbusd(128, q) = sum x q. */
-#define QROWS 4
 AVX512 INLINE void col_avx512(const slm_mm *mm, const slm_iq_grids *g, int T, int j, int i0, int nr, const uint8_t *xq, const float *xd,
                               const int32_t *hs) {
     const int nb = mm->k / 32, bb = (int)(mm->wrow / (uint64_t)nb);
@@ -238,11 +250,7 @@ AVX512 INLINE void col_avx512(const slm_mm *mm, const slm_iq_grids *g, int T, in
             const size_t ir = (size_t)(i0 + r);
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + ir * (size_t)mm->k + 32 * (size_t)b));
             const __m256i id = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, q), corr);
-            const float dx = xd[ir * nb + b];
-            const __m256 sc = _mm256_set_m128(_mm_set1_ps(d[1] * dx), _mm_set1_ps(d[0] * dx));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc[r]);
-            if (has_min(T))
-                macc[r] += dx * (m[0] * (float)hs[ir * 2 * nb + 2 * b] + m[1] * (float)hs[ir * 2 * nb + 2 * b + 1]);
+            col_block(T, id, d, m, xd, hs, nb, b, ir, &acc[r], &macc[r]);
         }
     }
     for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
@@ -493,11 +501,7 @@ AVX2 INLINE void col_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int j,
             const size_t ir = (size_t)(i0 + r);
             const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + ir * (size_t)mm->k + 32 * (size_t)b));
             const __m256i id = _mm256_madd_epi16(_mm256_maddubs_epi16(aq, _mm256_sign_epi8(xv, q)), ones);
-            const float dx = xd[ir * nb + b];
-            const __m256 sc = _mm256_set_m128(_mm_set1_ps(d[1] * dx), _mm_set1_ps(d[0] * dx));
-            acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(id), sc, acc[r]);
-            if (has_min(T))
-                macc[r] += dx * (m[0] * (float)hs[ir * 2 * nb + 2 * b] + m[1] * (float)hs[ir * 2 * nb + 2 * b + 1]);
+            col_block(T, id, d, m, xd, hs, nb, b, ir, &acc[r], &macc[r]);
         }
     }
     for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]) + macc[r];
@@ -721,9 +725,18 @@ AVX2 INLINE void col_sb_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int
     for (int r = 0; r < nr; r++) mm->y[(size_t)(i0 + r) * mm->ldy + j] = hsum256(acc[r]);
 }
 
+/* The types of this file but Q2_K (whose two mins per block the packed
+ * panel cannot hold): X(type, arg) for each, as the cases of the switches
+ * that make the type a constant of a kernel (its own type switches fold
+ * away): the matmul's (with Q2_K) and the panel writer's. */
+#define QUANT2_PANEL_TYPES(X, A)                                                                          \
+    X(SLM_Q5_0, A) X(SLM_Q5_1, A) X(SLM_IQ4_NL, A) X(SLM_IQ4_XS, A) X(SLM_Q3_K, A) X(SLM_IQ2_XXS, A) \
+    X(SLM_IQ2_XS, A) X(SLM_IQ2_S, A) X(SLM_IQ3_XXS, A) X(SLM_IQ3_S, A) X(SLM_IQ1_S, A) X(SLM_IQ1_M, A)
+
 /* The row count of a call is a constant of col_* (1-4, so its accumulators
  * stay in registers: a loop-carried chain through memory costs a store
  * forward per block). */
+#define MATMUL_CASE(T, ISA) case T: matmul_##ISA##_t(mm, T, qs); break;
 #define QUANT2_MATMUL(ISA, ATTR, SB, COLSB)                                                                      \
     ATTR INLINE void matmul_##ISA##_t(const slm_mm *mm, int T, const qscratch *qs) {                \
         const slm_iq_grids *g = slm_iq_is(T) ? slm_iq_grids_get() : NULL; /* once, not per block */ \
@@ -743,24 +756,14 @@ AVX2 INLINE void col_sb_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int
     }                                                                                               \
     ATTR void slm_x86_quant2_matmul_##ISA(const slm_mm *mm, const qscratch *qs) {                   \
         switch (mm->wtype) {                                                                        \
-        case SLM_Q5_0: matmul_##ISA##_t(mm, SLM_Q5_0, qs); break;                                   \
-        case SLM_Q5_1: matmul_##ISA##_t(mm, SLM_Q5_1, qs); break;                                   \
-        case SLM_IQ4_NL: matmul_##ISA##_t(mm, SLM_IQ4_NL, qs); break;                               \
-        case SLM_IQ4_XS: matmul_##ISA##_t(mm, SLM_IQ4_XS, qs); break;                               \
-        case SLM_Q2_K: matmul_##ISA##_t(mm, SLM_Q2_K, qs); break;                                   \
-        case SLM_Q3_K: matmul_##ISA##_t(mm, SLM_Q3_K, qs); break;                                   \
-        case SLM_IQ2_XXS: matmul_##ISA##_t(mm, SLM_IQ2_XXS, qs); break;                             \
-        case SLM_IQ2_XS: matmul_##ISA##_t(mm, SLM_IQ2_XS, qs); break;                               \
-        case SLM_IQ2_S: matmul_##ISA##_t(mm, SLM_IQ2_S, qs); break;                                 \
-        case SLM_IQ3_XXS: matmul_##ISA##_t(mm, SLM_IQ3_XXS, qs); break;                             \
-        case SLM_IQ3_S: matmul_##ISA##_t(mm, SLM_IQ3_S, qs); break;                                 \
-        case SLM_IQ1_S: matmul_##ISA##_t(mm, SLM_IQ1_S, qs); break;                                 \
-        case SLM_IQ1_M: matmul_##ISA##_t(mm, SLM_IQ1_M, qs); break;                                 \
+            QUANT2_PANEL_TYPES(MATMUL_CASE, ISA)                                                    \
+            MATMUL_CASE(SLM_Q2_K, ISA)                                                              \
         default: break;                                                                             \
         }                                                                                           \
     }
 QUANT2_MATMUL(avx512, AVX512, sb_type, col_sb_avx512)
 QUANT2_MATMUL(avx2, AVX2, sb_type, col_sb_avx2)
+#undef MATMUL_CASE
 /* ---- the prefill panel (kernels_x86_dot.c's micro-kernels) ----
  * slm_pack_panel's bytes (kernels.h: SLM_PANEL_BLOCK_BYTES) for the types of
  * quant2 kinds 0-2, each block unpacked with qblock2 instead of the scalar
@@ -818,20 +821,11 @@ AVX2 INLINE void pack_panel_t(const slm_iq_grids *g, int T, const uint8_t *w, ui
 
 AVX2 void slm_x86_quant2_pack_panel(uint32_t t, const uint8_t *w, uint64_t wrow, int c0, int valid, int nc, int nb, uint8_t *panel) {
     const slm_iq_grids *g = slm_iq_is(t) ? slm_iq_grids_get() : NULL;
+#define PACK_CASE(T, A) case T: pack_panel_t(g, T, w, wrow, c0, valid, nc, nb, panel); break;
     switch (t) {
-    case SLM_Q5_0: pack_panel_t(g, SLM_Q5_0, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_Q5_1: pack_panel_t(g, SLM_Q5_1, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ4_NL: pack_panel_t(g, SLM_IQ4_NL, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ4_XS: pack_panel_t(g, SLM_IQ4_XS, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_Q3_K: pack_panel_t(g, SLM_Q3_K, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ2_XXS: pack_panel_t(g, SLM_IQ2_XXS, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ2_XS: pack_panel_t(g, SLM_IQ2_XS, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ2_S: pack_panel_t(g, SLM_IQ2_S, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ3_XXS: pack_panel_t(g, SLM_IQ3_XXS, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ3_S: pack_panel_t(g, SLM_IQ3_S, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ1_S: pack_panel_t(g, SLM_IQ1_S, w, wrow, c0, valid, nc, nb, panel); break;
-    case SLM_IQ1_M: pack_panel_t(g, SLM_IQ1_M, w, wrow, c0, valid, nc, nb, panel); break;
+        QUANT2_PANEL_TYPES(PACK_CASE, 0)
     default: slm_pack_panel(t, w, wrow, c0, valid, nc, nb, panel); break; /* Q2_K and the rest: the scalar writer */
     }
+#undef PACK_CASE
 }
 #endif

@@ -218,7 +218,6 @@ R16MK_AVX512_ALL(7)
 R16MK_AVX512_ALL(8)
 R16MK_AVX512_ALL(9)
 
-typedef void (*r16mk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY}
 static const r16mk512_fn k_r16mk512[10][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4),
@@ -286,15 +285,7 @@ AVX512 void slm_x86_r16_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
         return;
     }
     const int ty = r16_ty(mm->wtype);
-    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
-        const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
-        const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
-        const int rb = ty == 1 || ty == 5 || ty == 7 ? 4 : 6;
-        for (int i0 = 0; i0 < mm->rows; i0 += rb) {
-            const int nr = mm->rows - i0 < rb ? mm->rows - i0 : rb;
-            k_r16mk512[ty][nr - 1](mm, qs, i0, g0, cm);
-        }
-    }
+    r16_walk_avx512(mm, qs, k_r16mk512[ty], ty == 1 || ty == 5 || ty == 7 ? 4 : 6);
 }
 
 /* AVX2: a group is two halves of 8 columns (bytes 0..31 and 32..63 of each
@@ -489,13 +480,7 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
                 if (R16_MIN1(TY)) acc[r][h] = _mm256_fnmadd_ps(m0[h], _mm256_set1_ps(xs[(size_t)r * nb + b]), acc[r][h]);
             }
     }
-    for (int r = 0; r < R; r++)
-        for (int h = 0; h < NH; h++) {
-            float t[8];
-            _mm256_storeu_ps(t, acc[r][h]);
-            float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * (h0 + h);
-            for (int c = ha[h]; c < he[h]; c++) y[c] = t[c];
-        }
+    r16_store_avx2(mm, acc, i0, j0, h0, ha, he, R, NH);
 }
 
 /* The prefill panel of one group for the AVX2 panel kernel (kernels_x86_r16p.c;
@@ -557,7 +542,6 @@ R16MK_AVX2_ALL(7)
 R16MK_AVX2_ALL(8)
 R16MK_AVX2_ALL(9)
 
-typedef void (*r16mk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
 /* [type][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
 #define R16ROW2(TY) {r16_mk_avx2_1_2_##TY, r16_mk_avx2_2_1_##TY, r16_mk_avx2_3_1_##TY, r16_mk_avx2_4_1_##TY}
 static const r16mk2_fn k_r16mk2[10][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4),
@@ -565,20 +549,7 @@ static const r16mk2_fn k_r16mk2[10][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R1
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */
-    const int ty = r16_ty(mm->wtype);
-    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
-        int ha[2], he[2];
-        halves_cut(mm, g0, ha, he);
-        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
-            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
-            if (nr == 1) {
-                k_r16mk2[ty][0](mm, qs, i0, g0, 0, ha, he);
-                continue;
-            }
-            for (int h = 0; h < 2; h++)
-                if (ha[h] < he[h]) k_r16mk2[ty][nr - 1](mm, qs, i0, g0, h, ha + h, he + h);
-        }
-    }
+    r16_walk_avx2(mm, qs, k_r16mk2[r16_ty(mm->wtype)]);
 }
 
 /* ---- repacked F16 (F16_R16): exact float FMAs ----------------------------------

@@ -96,10 +96,9 @@ AVX512 INLINE void r16k_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, 
 R16KMK_AVX512_ALL(0)
 R16KMK_AVX512_ALL(1)
 
-typedef void (*r16kmk512_fn)(const slm_mm *, const qscratch *, int, int, __mmask16);
 #define R16KROW512(Q5) {r16k_mk_avx512_1_##Q5, r16k_mk_avx512_2_##Q5, r16k_mk_avx512_3_##Q5, r16k_mk_avx512_4_##Q5, \
                         r16k_mk_avx512_5_##Q5, r16k_mk_avx512_6_##Q5, r16k_mk_avx512_7_##Q5, r16k_mk_avx512_8_##Q5}
-static const r16kmk512_fn k_r16kmk512[2][8] = {R16KROW512(0), R16KROW512(1)};
+static const r16mk512_fn k_r16kmk512[2][8] = {R16KROW512(0), R16KROW512(1)};
 
 /* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
  * block): the 8 code vectors (v: elements 4v..4v+3 of the 16 columns), then
@@ -134,15 +133,8 @@ AVX512 void slm_x86_r16k_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
         slm_x86_r16p_matmul_avx512(mm, qs);
         return;
     }
-    const int q5 = mm->wtype == SLM_Q5_K_R16;
-    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
-        const int a = mm->n0 > g0 ? mm->n0 - g0 : 0, e = mm->n1 - g0 < 16 ? mm->n1 - g0 : 16;
-        const __mmask16 cm = (__mmask16)(((1u << e) - 1) & ~((1u << a) - 1));
-        for (int i0 = 0; i0 < mm->rows; i0 += 6) { /* 6-row blocks: ~1.4x 8-row ones here (Zen 5) */
-            const int nr = mm->rows - i0 < 6 ? mm->rows - i0 : 6;
-            k_r16kmk512[q5][nr - 1](mm, qs, i0, g0, cm);
-        }
-    }
+    /* 6-row blocks: ~1.4x 8-row ones here (Zen 5) */
+    r16_walk_avx512(mm, qs, k_r16kmk512[mm->wtype == SLM_Q5_K_R16], 6);
 }
 
 /* AVX2: R rows x NH halves (8 columns: bytes 32 half .. +31 of each 64-byte
@@ -206,13 +198,7 @@ AVX2 INLINE void r16k_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int 
             }
         }
     }
-    for (int r = 0; r < R; r++)
-        for (int h = 0; h < NH; h++) {
-            float t[8];
-            _mm256_storeu_ps(t, acc[r][h]);
-            float *y = mm->y + (size_t)(i0 + r) * mm->ldy + j0 + 8 * (h0 + h);
-            for (int c = ha[h]; c < he[h]; c++) y[c] = t[c];
-        }
+    r16_store_avx2(mm, acc, i0, j0, h0, ha, he, R, NH);
 }
 
 /* The prefill panel of one group for the AVX2 panel kernel
@@ -260,28 +246,14 @@ AVX2 void slm_x86_r16kp_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
 R16KMK_AVX2(1, 2, 0) R16KMK_AVX2(2, 1, 0) R16KMK_AVX2(3, 1, 0) R16KMK_AVX2(4, 1, 0)
 R16KMK_AVX2(1, 2, 1) R16KMK_AVX2(2, 1, 1) R16KMK_AVX2(3, 1, 1) R16KMK_AVX2(4, 1, 1)
 
-typedef void (*r16kmk2_fn)(const slm_mm *, const qscratch *, int, int, int, const int *, const int *);
 /* [Q5][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
-static const r16kmk2_fn k_r16kmk2[2][4] = {
+static const r16mk2_fn k_r16kmk2[2][4] = {
     {r16k_mk_avx2_1_2_0, r16k_mk_avx2_2_1_0, r16k_mk_avx2_3_1_0, r16k_mk_avx2_4_1_0},
     {r16k_mk_avx2_1_2_1, r16k_mk_avx2_2_1_1, r16k_mk_avx2_3_1_1, r16k_mk_avx2_4_1_1},
 };
 
 AVX2 void slm_x86_r16k_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */
-    const int q5 = mm->wtype == SLM_Q5_K_R16;
-    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
-        int ha[2], he[2];
-        halves_cut(mm, g0, ha, he);
-        for (int i0 = 0; i0 < mm->rows; i0 += 4) {
-            const int nr = mm->rows - i0 < 4 ? mm->rows - i0 : 4;
-            if (nr == 1) {
-                k_r16kmk2[q5][0](mm, qs, i0, g0, 0, ha, he);
-                continue;
-            }
-            for (int h = 0; h < 2; h++)
-                if (ha[h] < he[h]) k_r16kmk2[q5][nr - 1](mm, qs, i0, g0, h, ha + h, he + h);
-        }
-    }
+    r16_walk_avx2(mm, qs, k_r16kmk2[mm->wtype == SLM_Q5_K_R16]);
 }
 #endif

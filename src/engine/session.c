@@ -571,17 +571,6 @@ static slm_status speculate(slm_session *s, int k) {
     return SLM_OK;
 }
 
-/* Length of s[0..n) without a trailing incomplete UTF-8 sequence. */
-static size_t utf8_complete(const char *s, size_t n) {
-    size_t i = n, back = 0;
-    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) { i--; back++; }
-    if (i == 0) return n;
-    unsigned char c = (unsigned char)s[i - 1];
-    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (need > 1 && back + 1 < need) return i - 1;
-    return n;
-}
-
 /* Append piece to the reply text; find stop strings. 1 = a stop string ended it. */
 static int add_text(slm_session *s, const char *piece) {
     if (!slm_piece_printable(piece)) return 0; /* as staticlm run prints */
@@ -622,7 +611,7 @@ static int add_text(slm_session *s, const char *piece) {
                 break;
             }
     }
-    s->safe = utf8_complete(s->out, safe);
+    s->safe = slm_utf8_complete(s->out, safe);
     return 0;
 }
 

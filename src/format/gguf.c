@@ -176,15 +176,25 @@ static slm_status read_str(const slm_gguf *g, slm_rd *r, slm_gguf_str *out, cons
                     g->name, what, el, (unsigned long long)len, (unsigned long long)at, (unsigned long long)g->size);
 }
 
+/* The name of item i (a kv's key, a tensor's name); what[cap] names the
+ * place in messages, while read ("kv #3 key") and after ("kv #3
+ * 'general.name'"). */
+static slm_status read_name(const slm_gguf *g, slm_rd *r, const char *item, uint64_t i, const char *field,
+                            slm_gguf_str *name, char *what, size_t cap, slm_err *err) {
+    char nb[72];
+    slm_status s;
+    snprintf(what, cap, "%s #%llu %s", item, (unsigned long long)i, field);
+    if ((s = read_str(g, r, name, what, -1, err))) return s;
+    snprintf(what, cap, "%s #%llu '%s'", item, (unsigned long long)i, show(nb, sizeof nb, name->s, name->len));
+    return SLM_OK;
+}
+
 static slm_status read_kv(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *err) {
     gguf_kv *kv = &g->kv[i];
-    char what[160], kb[72];
+    char what[160];
     slm_status s;
 
-    snprintf(what, sizeof what, "kv #%llu key", (unsigned long long)i);
-    if ((s = read_str(g, r, &kv->key, what, -1, err))) return s;
-    snprintf(what, sizeof what, "kv #%llu '%s'", (unsigned long long)i,
-             show(kb, sizeof kb, kv->key.s, kv->key.len));
+    if ((s = read_name(g, r, "kv", i, "key", &kv->key, what, sizeof what, err))) return s;
 
     uint64_t slot = hash_slot(g, g->kv_hash, g->kv_hash_cap, kv_key_at, kv->key);
     if (g->kv_hash[slot])
@@ -246,13 +256,10 @@ static slm_status read_kv(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *err) {
 
 static slm_status read_tensor_info(slm_gguf *g, slm_rd *r, uint64_t i, slm_err *err) {
     slm_gguf_tensor *t = &g->tensors[i];
-    char what[160], nb[72];
+    char what[160];
     slm_status s;
 
-    snprintf(what, sizeof what, "tensor #%llu name", (unsigned long long)i);
-    if ((s = read_str(g, r, &t->name, what, -1, err))) return s;
-    snprintf(what, sizeof what, "tensor #%llu '%s'", (unsigned long long)i,
-             show(nb, sizeof nb, t->name.s, t->name.len));
+    if ((s = read_name(g, r, "tensor", i, "name", &t->name, what, sizeof what, err))) return s;
     if (t->name.len == 0) return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: empty tensor name", g->name, what);
     if (t->name.len >= GGUF_MAX_NAME)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: name is %llu bytes (at most %u)", g->name, what,

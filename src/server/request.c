@@ -222,15 +222,7 @@ void srv_request_free(srv_request *q) {
 
 /* ---- UTF-8 ------------------------------------------------------------------ */
 
-size_t srv_utf8_complete(const char *s, size_t n) {
-    size_t i = n, back = 0;
-    while (i > 0 && back < 4 && ((unsigned char)s[i - 1] & 0xC0) == 0x80) { i--; back++; }
-    if (i == 0) return n;
-    unsigned char c = (unsigned char)s[i - 1];
-    size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    if (need > 1 && back + 1 < need) return i - 1;
-    return n;
-}
+size_t srv_utf8_complete(const char *s, size_t n) { return slm_utf8_complete(s, n); }
 
 char *srv_utf8_clean(const char *s, size_t n) {
     if (n > (SIZE_MAX - 1) / 3) return NULL;

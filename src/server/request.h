@@ -47,7 +47,8 @@ typedef struct srv_error {
 int srv_request_parse(const char *body, size_t len, int chat, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);
 
-/* Length of s[0..n) without a trailing incomplete UTF-8 sequence. */
+/* Length of s[0..n) without a trailing incomplete UTF-8 sequence
+ * (slm_utf8_complete). */
 size_t srv_utf8_complete(const char *s, size_t n);
 /* A copy of s[0..n) with invalid UTF-8 replaced by U+FFFD (slm_xfree); NULL
  * when out of memory. */
