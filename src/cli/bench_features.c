@@ -168,7 +168,7 @@ static int parse_int(const char *s, int *out) {
 
 int slm_cli_bench_features(int argc, char **argv) {
     bf_args a = {NULL, NULL, 0, 1024, 128, 20, 400, 16, 3};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
             printf("usage: staticlm bench-features -m MODEL [-z TOK] [-t N] [--max-prompt-len L]\n"
@@ -205,7 +205,6 @@ int slm_cli_bench_features(int argc, char **argv) {
             fprintf(stderr, "staticlm: %s: bad value '%s'\n", o, v);
             return 2;
         }
-        i++;
     }
     if (!a.model) {
         fprintf(stderr, "staticlm: bench-features needs -m MODEL\n");

@@ -443,7 +443,7 @@ static int cmd_bench_startup(int argc, char **argv) {
     a.opt = slm_default_options();
     a.prompt = "Once upon a time";
     int reps = 3;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) { /* an option and its value */
         const char *o = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
@@ -466,7 +466,6 @@ static int cmd_bench_startup(int argc, char **argv) {
         else if (!strcmp(o, "--max-prompt-len")) { if (!slm_cli_parse_int(v, o, 1, 1 << 20, &a.opt.max_prompt_len)) return 2; }
         else if (!strcmp(o, "--min-response-len")) { if (!slm_cli_parse_int(v, o, 0, 1 << 20, &a.opt.min_response_len)) return 2; }
         else { fprintf(stderr, "staticlm: unknown option '%s' (see staticlm bench-startup --help)\n", o); return 2; }
-        i++;
     }
     if (!a.model || !a.cache_dir) {
         fprintf(stderr, "staticlm: bench-startup needs -m MODEL and --cache-dir DIR\n");

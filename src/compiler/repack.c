@@ -11,13 +11,6 @@
 
 #include "compiler/compiler.h"
 
-/* Element e (0..31) of a block sits in quad (e / 8), nibble (e / 4) & 1, byte e % 4. */
-static inline int get_nibble(const uint8_t *codes, int c, int e) {
-    const uint8_t v = codes[(e / 8) * 64 + c * 4 + e % 4];
-    return ((e / 4) & 1) ? v >> 4 : v & 0xF;
-}
-
-
 uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (n <= 0 || n % 16 || k <= 0) return 0;
     if (t == SLM_Q4_0 && k % 32 == 0) return SLM_Q4_0_R16;

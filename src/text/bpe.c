@@ -390,7 +390,8 @@ slm_status slm_bpe__finish(slm_bpe *t, const char *name, slm_err *err) {
         static const char *const eot_names[] = {
             "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>",
             "<|end_of_text|>", "<EOT>", "_<EOT>", "[EOT]",
-            "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>", "<end_of_utterance>"};
+            /* <｜end▁of▁sentence｜>, in octal escapes (a hex escape would run on into "end") */
+            "<\357\275\234end\342\226\201of\342\226\201sentence\357\275\234>", "<end_of_utterance>"};
         for (size_t i = 0; i < sizeof eot_names / sizeof eot_names[0] && t->eot < 0; i++)
             t->eot = slm_bpe__lookup(t, eot_names[i], strlen(eot_names[i]));
     }

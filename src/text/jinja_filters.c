@@ -142,7 +142,7 @@ static val split_str(R *r, const node *n, val s, val sep, val maxsplit) {
     for (;;) {
         const char *q = left != 0 ? jv_find(r, p, (size_t)(e - p), sep.u.s.p, sep.u.s.n) : NULL;
         if (!q) { /* a suffix of s: NUL-terminated already, no copy */
-            jv_push(r, l, (val){.t = V_STR, .u.s = {p, (size_t)(e - p)}});
+            jv_push(r, l, (val){.t = V_STR, .u.s = {.p = p, .n = (size_t)(e - p)}});
             break;
         }
         jv_push(r, l, jv_str(r, p, (size_t)(q - p)));

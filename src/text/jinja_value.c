@@ -112,7 +112,7 @@ val jv_str(R *r, const char *s, size_t n) {
     char *c = jv_alloc(r, n + 1);
     if (n) memcpy(c, s, n);
     c[n] = 0;
-    return (val){.t = V_STR, .u.s = {c, n}};
+    return (val){.t = V_STR, .u.s = {.p = c, .n = n}};
 }
 
 vlist *jv_list(R *r, int cap) {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Build every tests/fuzz/fuzz_*.c as a libFuzzer target (clang, ASan + UBSan)
-# and run each for SECONDS (default 20) on a seed corpus made here.
+# and run each for SECONDS (default 20) on a seed corpus made here. The
+# library is compiled with clang's -Wall -Wextra -Werror here, so CI holds
+# both compilers' warnings (the main build uses gcc).
 #   tests/fuzz/run.sh [SECONDS]
 # Work files go to ${FUZZ_DIR:-build-fuzz}. Exits non-zero if a target fails
 # to build or finds a crash (the reproducer is left in that folder).
@@ -15,7 +17,7 @@ if ! command -v "$CC" >/dev/null; then echo "fuzz: $CC not found, skipping"; exi
 
 # the library, without the CLI and the server
 LIB=$(ls src/*/*.c | grep -v -e "^src/cli/" -e "^src/server/")
-FLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+FLAGS="-std=c11 -g -O1 -Wall -Wextra -Wshadow -Wno-unused-parameter -Werror -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
        -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -Iinclude -Isrc -DSLM_SHARED_DIR=\"$SHARED\""
 
 # libraries the library links (as CMakeLists.txt finds them)
