@@ -147,8 +147,10 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                     ref_head_norm(q, qn, H, hd, c->norm_eps);
                     ref_head_norm(kr, kn, KV, hd, c->norm_eps);
                 }
-                ref_rope_ex(q, H, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
-                ref_rope_ex(kr, KV, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
+                if (c->nope_step <= 0 || (l + 1) % c->nope_step != 0) { /* smollm3: no RoPE on every fourth layer */
+                    ref_rope_ex(q, H, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
+                    ref_rope_ex(kr, KV, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
+                }
                 int first = swa && p + 1 > c->sliding_window ? p + 1 - c->sliding_window : 0;
                 for (int h = 0; h < H; h++) {
                     int kh = h / (H / KV);

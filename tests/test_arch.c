@@ -269,6 +269,10 @@ static const synth k_archs[] = {
     {.arch = "phi3", .dim = 64, .hidden = 96, .layers = 2, .heads = 2, .kv_heads = 1, .vocab = 160, .ctx = 256,
      .tied = 1, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .rope_dims = 24, .orig_ctx = 64,
      .attn_factor = 1.19f},
+    /* smollm3: llama with no RoPE on every fourth layer (layer 3 of 4 here;
+     * llama.cpp's fixed step), GQA, head size 32, tied */
+    {.arch = "smollm3", .dim = 64, .hidden = 96, .layers = 4, .heads = 2, .kv_heads = 1, .vocab = 160, .ctx = 128,
+     .tied = 1, .rope_scale = 1.0f, .rope_base = 5000000.0f, .std = 1.0f},
 };
 
 static void test_arch_vs_reference(void) {
@@ -347,9 +351,9 @@ static void test_arch_threads(void) {
     int32_t ids[40];
     g_rng = 7;
     for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
-    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
     g_threads = 3;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < 5; a++) {
         const synth *sy = NULL;
         for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
             if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
@@ -390,12 +394,12 @@ static int write_tok(const char *path, int n) {
  * and run, they give the model file's logits bit for bit, with every KV
  * type (the options record keeps it; the KV I/O and tasks validate in it). */
 static void test_arch_blob_roundtrip(void) {
-    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3"};
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
     int32_t ids[24];
     g_rng = 11;
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
     if (!write_tok("arch_tok.bin", 160)) return;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < 5; a++) {
         const synth *sy = NULL;
         for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
             if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
@@ -524,6 +528,14 @@ static void test_family_config(void) {
         }
         slm_model_close(&m);
     }
+    if (write_model("fam_smollm3.gguf", find_synth("smollm3"), SLM_F32, 5) &&
+        open_ok(&m, "fam_smollm3.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->nope_step == 4 && !c->rope_neox && !c->qk_norm && !c->post_norms && c->tied_embeddings);
+        CHECK(slm_layer_rope(c, 0) && slm_layer_rope(c, 2) && !slm_layer_rope(c, 3) && !slm_layer_rope(c, 7));
+        slm_model_close(&m);
+    }
+    unlink("fam_smollm3.gguf");
     unlink("fam_qwen3.gguf");
     unlink("fam_gemma2.gguf");
     unlink("fam_gemma3.gguf");
@@ -557,7 +569,7 @@ static void test_unknown_arch_refused(void) {
     slm_err err = {0};
     slm_status st = slm_model_open(&m, "arch_unknown.gguf", &err);
     CHECK(st == SLM_ERR_UNSUPPORTED);
-    CHECKF(strstr(err.msg, "falcon") && strstr(err.msg, "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3"), "message: %s",
+    CHECKF(strstr(err.msg, "falcon") && strstr(err.msg, "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3"), "message: %s",
            err.msg);
     unlink("arch_unknown.gguf");
 }

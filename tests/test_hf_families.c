@@ -158,6 +158,11 @@ static int text_keys(char *o, size_t cap, const fam *s) {
         P("]");
     }
     if (is(s, "qwen3")) P(", \"use_sliding_window\": false, \"sliding_window\": null, \"max_window_layers\": %d", s->L);
+    if (is(s, "smollm3")) { /* as SmolLM3-3B's config: 1 = the layer rotates, every fourth does not */
+        P(", \"use_sliding_window\": false, \"sliding_window\": null, \"no_rope_layer_interval\": 4, \"no_rope_layers\": [");
+        for (int l = 0; l < s->L; l++) P("%s%d", l ? ", " : "", (l + 1) % 4 != 0);
+        P("]");
+    }
     if (s->linear > 1.0f) P(", \"rope_scaling\": {\"factor\": %.1f, \"rope_type\": \"linear\"}", (double)s->linear);
     if (phi3(s)) {
         P(", \"sliding_window\": 2047, \"partial_rotary_factor\": %.17g, \"resid_pdrop\": 0.0",
@@ -322,6 +327,7 @@ static void check_config(const char *name, const fam *s, const rig *a) {
     CHECKF(c->rope_long == (s->orig_ctx ? 2 : 0) && c->rope_orig_ctx == s->orig_ctx &&
                fabs(c->rope_attn_factor - (s->orig_ctx ? longrope_attn(s) : 0.0)) < 1e-6,
            "%s: LongRoPE %d %d %g", name, c->rope_long, c->rope_orig_ctx, (double)c->rope_attn_factor);
+    CHECKF(c->nope_step == (is(s, "smollm3") ? 4 : 0), "%s: nope_step %d", name, c->nope_step);
     CHECK(a->m.kind == SLM_MODEL_HF && a->m.gguf == NULL);
 }
 
@@ -414,6 +420,15 @@ static void test_qwen3(void) {
     check_family("qwen3", &s, 21);
 }
 
+/* smollm3: llama's tensors, no RoPE on layers 3 and 7 of 8 (no_rope_layers),
+ * GQA, BF16, tied; the reference forward takes the loaded config, so the
+ * config check above is what holds the no-RoPE layers to the file */
+static void test_smollm3(void) {
+    fam s = {.type = "smollm3", .D = 64, .F = 96, .L = 8, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "BF16", .vec = "BF16", .theta = 5000000.0f};
+    check_family("smollm3", &s, 31);
+}
+
 /* gemma2: GeGLU, four norms (1 + w), window 6 on even layers, soft-caps
  * 5 / 3 (small enough to matter), F16, tied */
 static void test_gemma2(void) {
@@ -496,6 +511,15 @@ static void test_config_malformed(void) {
                SLM_ERR_UNSUPPORTED, "rope_scaling", "yarn");
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"num_key_value_heads\": 3}", SLM_ERR_FORMAT, "num_key_value_heads",
                "divide");
+    /* smollm3: llama.cpp's fixed step of 4 is what runs */
+    expect_cfg("{\"model_type\": \"smollm3\", " SZ ", \"no_rope_layer_interval\": 3}", SLM_ERR_UNSUPPORTED,
+               "no_rope_layer_interval", "only 4");
+    expect_cfg("{\"model_type\": \"smollm3\", " SZ ", \"no_rope_layers\": [1, 0]}", SLM_ERR_UNSUPPORTED, "no_rope_layers",
+               "layer 1 has no RoPE");
+    expect_cfg("{\"model_type\": \"smollm3\", " SZ ", \"no_rope_layers\": [1]}", SLM_ERR_FORMAT, "no_rope_layers",
+               "list of 2");
+    expect_cfg("{\"model_type\": \"smollm3\", " SZ ", \"no_rope_layers\": [1, 2]}", SLM_ERR_FORMAT, "no_rope_layers",
+               "item 1");
     /* gemma2 */
     expect_cfg("{\"model_type\": \"gemma2\", " SZ ", \"head_dim\": 16}", SLM_ERR_FORMAT, "'query_pre_attn_scalar'",
                "missing");
@@ -863,6 +887,7 @@ int main(void) {
     T_RUN(test_rope_parameters);
     T_RUN(test_folder_malformed);
     T_RUN(test_qwen3);
+    T_RUN(test_smollm3);
     T_RUN(test_gemma2);
     T_RUN(test_gemma3_text);
     T_RUN(test_gemma3_multimodal);

@@ -12,7 +12,8 @@
 #   tools/check_shapes.sh STATICLM LLAMA_BIN_DIR WORKDIR [SHAPE...]
 #
 # SHAPE: smollm2-135m qwen2.5-0.5b qwen3-0.6b llama-3.2-1b gemma-3-1b
-# phi-4-mini (default: all; phi-4-mini's F16 file is 7.7 GB). TYPES (default
+# phi-4-mini smollm3-3b (default: all but smollm3-3b; phi-4-mini's F16 file
+# is 7.7 GB, smollm3-3b's 6.2 GB). TYPES (default
 # "f16 q8_0 q4_k_m") picks the files. Exit status 1 when any command failed.
 set -u
 SLM=${1:?usage: check_shapes.sh STATICLM LLAMA_BIN_DIR WORKDIR [SHAPE...]}

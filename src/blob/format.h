@@ -19,7 +19,7 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 56,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 60,
                "update blob config and family records");
 _Static_assert(SLM_T_OP_COUNT == 14, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800, "update the blob task validator's flags (blob_read.c check_task)");
@@ -136,7 +136,8 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
 
 /* Family record: i32 rope_dims, qk_norm, post_norms, ffn_gelu, swa_pattern,
  * rope_long, rope_orig_ctx; f32 embed_scale, attn_scale, attn_softcap,
- * final_softcap, rope_base_swa, rope_scale_swa, rope_attn_factor; 8 zero bytes. */
+ * final_softcap, rope_base_swa, rope_scale_swa, rope_attn_factor; i32
+ * nope_step (0 in blobs written before it: every layer rotates); 4 zero bytes. */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memset(p, 0, BLOB_FAMILY_SIZE);
     int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
@@ -144,6 +145,7 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     float f[7] = {m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap, m->rope_base_swa, m->rope_scale_swa,
                   m->rope_attn_factor};
     memcpy(p + 28, f, sizeof f);
+    memcpy(p + 56, &m->nope_step, 4);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
@@ -155,6 +157,7 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
     m->swa_pattern = v[4]; m->rope_long = v[5]; m->rope_orig_ctx = v[6];
     m->embed_scale = f[0]; m->attn_scale = f[1]; m->attn_softcap = f[2]; m->final_softcap = f[3];
     m->rope_base_swa = f[4]; m->rope_scale_swa = f[5]; m->rope_attn_factor = f[6];
+    memcpy(&m->nope_step, p + 56, 4);
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

@@ -68,6 +68,7 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0},
     /* a tiny default for tests; every field can be overridden */
     {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0},
 };
@@ -81,18 +82,19 @@ static void usage(FILE *f) {
             "staticlm and llama.cpp both load.\n"
             "\n"
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
-            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | custom\n"
+            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
             "                        multiple of 256); norms stay f32\n"
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
-            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 (default:\n"
+            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
             "                        has no 'mistral' architecture; the others write their family's\n"
-            "                        tensors: Q/K norms, post norms, fused phi3 matrices, LongRoPE)\n"
+            "                        tensors: Q/K norms, post norms, fused phi3 matrices, LongRoPE;\n"
+            "                        smollm3 is llama's tensors, no RoPE on every fourth layer)\n"
             "      --sliding-window N  attention window for --arch mistral (default 4096)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
             "      --vocab-file F    GGUF with a llama (SPM) vocabulary (default\n"
@@ -477,7 +479,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         if (!strcmp(k_shapes[i].name, a->shape_name)) base = &k_shapes[i];
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
-                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, custom)\n", a->shape_name);
+                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -499,12 +501,12 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->o_rope > 0) sh->rope_base = a->o_rope;
     if (a->o_eps > 0) sh->eps = a->o_eps;
     if (a->arch) {
-        static const char *const archs[] = {"llama", "qwen2", "mistral", "qwen3", "gemma2", "gemma3", "phi3"};
+        static const char *const archs[] = {"llama", "qwen2", "mistral", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
         int known = 0;
         for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(a->arch, archs[i]);
         if (!known) {
             fprintf(stderr, "staticlm synth: unknown architecture '%s' (llama, qwen2, mistral, qwen3, gemma2, gemma3, "
-                            "phi3)\n", a->arch);
+                            "phi3, smollm3)\n", a->arch);
             return 2;
         }
         sh->arch = a->arch;

@@ -90,7 +90,7 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
     return SLM_OK;
 }
 
-/* What qwen3, gemma2, gemma3 and phi3 add to the Llama decoder, from
+/* What qwen3, gemma2, gemma3, phi3 and smollm3 add to the Llama decoder, from
  * their keys and llama.cpp's rules for what the keys leave out. */
 static slm_status family_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
@@ -99,6 +99,8 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
     slm_status s;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
     if (is_qwen3 || is_gemma3) c->qk_norm = 1;
+    /* smollm3: every fourth layer without RoPE (llama.cpp fixes the step at 4; no key says it) */
+    if (!strcmp(A, "smollm3")) c->nope_step = 4;
     if (is_gemma2 || is_gemma3) {
         /* llama.cpp: embeddings * sqrt(n_embd); the converter already stores
          * the (1 + w) RMSNorm gains; Q scaled by 1/sqrt(head_dim), but by
@@ -188,7 +190,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if (!slm_gguf_get_str(g, "general.architecture", &arch))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string, found %s", file,
                         slm_gguf_type_name(slm_gguf_kv_type(g, slm_gguf_find(g, "general.architecture"))));
-    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
     const char *A = NULL;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
         if (slm_gguf_str_eq(arch, archs[i])) A = archs[i];

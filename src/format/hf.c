@@ -1,6 +1,6 @@
 /* Hugging Face folders: config.json + safetensors (one file, or shards named
  * by model.safetensors.index.json) -> slm_model_file with GGUF names, for
- * the llama, mistral, qwen2, qwen3, gemma2, gemma3 and phi3 families
+ * the llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3 and smollm3 families
  * (config.json itself: hf_config.c).
  *
  * One mapping for many shards: each shard is first mapped on its own and its
@@ -116,13 +116,13 @@ typedef struct shard {
 /* What an HF tensor is. */
 enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP };
 /* The families (bits), by slm_model_config.arch. */
-enum { B_LLAMA = 1, B_MISTRAL = 2, B_QWEN2 = 4, B_QWEN3 = 8, B_GEMMA2 = 16, B_GEMMA3 = 32, B_PHI3 = 64 };
-#define B_ALL 127
+enum { B_LLAMA = 1, B_MISTRAL = 2, B_QWEN2 = 4, B_QWEN3 = 8, B_GEMMA2 = 16, B_GEMMA3 = 32, B_PHI3 = 64, B_SMOLLM3 = 128 };
+#define B_ALL 255
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
 
 static int fam_bit(const char *arch) {
-    static const char *const a[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
-    for (int i = 0; i < 7; i++)
+    static const char *const a[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
+    for (int i = 0; i < 8; i++)
         if (!strcmp(arch, a[i])) return 1 << i;
     return 0;
 }

@@ -48,7 +48,7 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *info, const char *jso
 
 #define pstr slm_hf_pstr
 
-typedef enum fam { F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA2, F_GEMMA3, F_PHI3 } fam;
+typedef enum fam { F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA2, F_GEMMA3, F_PHI3, F_SMOLLM3 } fam;
 
 static const cJSON *item(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -424,6 +424,35 @@ static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char 
     return SLM_OK;
 }
 
+/* smollm3: no_rope_layers[l] is 1 where layer l rotates Q and K, 0 where
+ * it does not; llama.cpp runs every no_rope_layer_interval-th layer (4, its
+ * fixed step) without RoPE, so the list must say the same or the folder is
+ * refused (an absent list: the interval's pattern). */
+static slm_status smollm3_params(const cJSON *root, const char *file, slm_model_config *c, slm_err *err) {
+    slm_status s;
+    int step = 4;
+    if ((s = cfg_int(root, file, "no_rope_layer_interval", 0, &step, err))) return s;
+    if (step != 4)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'no_rope_layer_interval': %d (only 4, as llama.cpp runs "
+                        "smollm3, is supported)", file, step);
+    c->nope_step = step;
+    const cJSON *nr = item(root, "no_rope_layers");
+    if (!nr || cJSON_IsNull(nr)) return SLM_OK;
+    if (!cJSON_IsArray(nr) || cJSON_GetArraySize(nr) != c->n_layers)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'no_rope_layers': expected a list of %d integers (one a layer)",
+                        file, c->n_layers);
+    int l = 0;
+    for (const cJSON *e = nr->child; e; e = e->next, l++) {
+        if (!cJSON_IsNumber(e) || (e->valuedouble != 0 && e->valuedouble != 1))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'no_rope_layers': item %d is not 0 or 1", file, l);
+        if ((e->valuedouble != 0) != slm_layer_rope(c, l))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'no_rope_layers': layer %d %s RoPE, where every %dth "
+                            "layer without it is what is supported", file, l, e->valuedouble != 0 ? "has" : "has no",
+                            step);
+    }
+    return SLM_OK;
+}
+
 /* The family of model_type (and, for gemma3, the text_config object that
  * holds its keys). */
 static slm_status pick_family(const cJSON *top, const char *file, fam *F, const cJSON **root, slm_hf_info *h,
@@ -431,6 +460,7 @@ static slm_status pick_family(const cJSON *top, const char *file, fam *F, const 
     static const struct { const char *type; fam f; } types[] = {
         {"llama", F_LLAMA}, {"mistral", F_MISTRAL}, {"qwen2", F_QWEN2}, {"qwen3", F_QWEN3},
         {"gemma2", F_GEMMA2}, {"gemma3", F_GEMMA3}, {"gemma3_text", F_GEMMA3}, {"phi3", F_PHI3},
+        {"smollm3", F_SMOLLM3},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -441,7 +471,7 @@ static slm_status pick_family(const cJSON *top, const char *file, fam *F, const 
     while (i < sizeof types / sizeof types[0] && strcmp(mt->valuestring, types[i].type)) i++;
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
-                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3)", file,
+                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3)", file,
                         pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -552,7 +582,7 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     const cJSON *root = top, *rp_g = NULL, *rp_l = NULL;
     fam F = F_LLAMA;
     double theta = 10000.0;
-    static const char *const arch[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    static const char *const arch[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
     if (!cJSON_IsObject(top)) {
         s = slm_errf(err, SLM_ERR_FORMAT, "%s: not a JSON object", file);
         goto done;
@@ -564,6 +594,7 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     c->qk_norm = F == F_QWEN3;
     h->norm_plus_one = F == F_GEMMA2 || F == F_GEMMA3;
     if (F == F_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
+    if (F == F_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
     if ((s = parse_window(root, file, F, c, err))) goto done;
     if ((F == F_GEMMA2 || F == F_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
     if (F == F_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */

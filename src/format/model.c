@@ -183,7 +183,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     slm_status s;
 
     if ((s = index_tensors(m, file, err))) return s;
-    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3"};
+    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
     int known = 0;
     for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(c->arch, archs[i]);
     if (!known)
@@ -203,6 +203,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(sliding_window, 0, 1 << 24);
     RANGE(swa_pattern, 0, 1 << 16);
     RANGE(rope_orig_ctx, 0, 1 << 24);
+    RANGE(nope_step, 0, 1 << 16);
 #undef RANGE
     if (!(c->rope_scale >= 1.0f && c->rope_scale <= 1024.0f))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config rope_scale = %g is out of range (1..1024)", file,

@@ -54,6 +54,8 @@ typedef struct slm_model_config {
     float rope_base_swa; /* RoPE base of sliding-window layers (gemma3: 10000); 0 = rope_base */
     float rope_scale_swa;/* linear RoPE scaling of sliding-window layers; 0 = rope_scale */
     float rope_attn_factor; /* cos/sin multiplier (LongRoPE rope.scaling.attn_factor); 0 = 1 */
+    int nope_step;     /* no RoPE on layer l where (l + 1) % nope_step == 0 (smollm3: 4, llama.cpp's
+                          n_no_rope_layer_step); 0 = RoPE on every layer */
 } slm_model_config;
 
 /* Rotated dimensions per head. */
@@ -64,12 +66,15 @@ static inline int slm_layer_swa(const slm_model_config *c, int l) {
     return c->swa_pattern <= 1 ? 1 : l % c->swa_pattern < c->swa_pattern - 1;
 }
 
+/* 1 when layer l rotates Q and K (RoPE). */
+static inline int slm_layer_rope(const slm_model_config *c, int l) { return c->nope_step <= 0 || (l + 1) % c->nope_step != 0; }
+
 /* Weight types the kernels take for matrices (and embedding tables). */
 #define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m"
 int slm_matrix_type_supported(uint32_t t);
 
 /* Architectures staticlm runs (GGUF general.architecture). */
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3"
 
 typedef struct slm_tensor {
     char name[64];

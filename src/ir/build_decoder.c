@@ -122,8 +122,10 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
             q = rmsnorm(&b, q, W(&b, "blk.%d.attn_q_norm.weight", l), q_dim, c->head_dim, l);
             k = rmsnorm(&b, k, W(&b, "blk.%d.attn_k_norm.weight", l), kv_dim, c->head_dim, l);
         }
-        q = rope(&b, q, pos, c->n_heads, l);
-        k = rope(&b, k, pos, c->n_kv_heads, l);
+        if (slm_layer_rope(c, l)) { /* smollm3: every fourth layer has none */
+            q = rope(&b, q, pos, c->n_heads, l);
+            k = rope(&b, k, pos, c->n_kv_heads, l);
+        }
 
         int kv_all[2];
         int fresh[2] = {k, v};
