@@ -622,6 +622,22 @@ static void test_tensor_corruptions(void) {
     free(b.p);
 }
 
+/* The one architecture list: every name found again by slm_arch_find, the
+ * message string SLM_SUPPORTED_ARCHS the same names in the same order. */
+static void test_arch_list(void) {
+    char joined[256] = "";
+    for (int a = 0; a < SLM_ARCH_COUNT; a++) {
+        const char *n = slm_arch_name(a);
+        CHECKF(n && slm_arch_find(n, strlen(n)) == a, "arch %d", a);
+        if (!n) continue;
+        if (a) strcat(joined, ", ");
+        strcat(joined, n);
+    }
+    CHECKF(!strcmp(joined, SLM_SUPPORTED_ARCHS), "'%s' vs '%s'", joined, SLM_SUPPORTED_ARCHS);
+    CHECK(slm_arch_name(-1) == NULL && slm_arch_name(SLM_ARCH_COUNT) == NULL);
+    CHECK(slm_arch_find("llam", 4) < 0 && slm_arch_find("llamas", 6) < 0 && slm_arch_find("qwen3xyz", 5) == SLM_ARCH_QWEN3);
+}
+
 static void test_model_key_errors(void) {
     buf b = {0};
     layout l;
@@ -1151,6 +1167,7 @@ int main(void) {
     T_RUN(test_header_corruptions);
     T_RUN(test_kv_corruptions);
     T_RUN(test_tensor_corruptions);
+    T_RUN(test_arch_list);
     T_RUN(test_model_key_errors);
     T_RUN(test_random_flips);
     T_RUN(test_alloc_failures);

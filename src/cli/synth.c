@@ -39,6 +39,7 @@
 #include "common/common.h"
 #include "common/dtype.h"
 #include "format/gguf.h"
+#include "format/model.h"
 
 #define SYNTH_SPM_BASE 259 /* <unk>, <s>, </s> and the 256 byte tokens */
 
@@ -501,12 +502,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->o_rope > 0) sh->rope_base = a->o_rope;
     if (a->o_eps > 0) sh->eps = a->o_eps;
     if (a->arch) {
-        static const char *const archs[] = {"llama", "qwen2", "mistral", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
-        int known = 0;
-        for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(a->arch, archs[i]);
-        if (!known) {
-            fprintf(stderr, "staticlm synth: unknown architecture '%s' (llama, qwen2, mistral, qwen3, gemma2, gemma3, "
-                            "phi3, smollm3)\n", a->arch);
+        if (slm_arch_find(a->arch, strlen(a->arch)) < 0) {
+            fprintf(stderr, "staticlm synth: unknown architecture '%s' (" SLM_SUPPORTED_ARCHS ")\n", a->arch);
             return 2;
         }
         sh->arch = a->arch;

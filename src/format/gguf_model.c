@@ -190,10 +190,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if (!slm_gguf_get_str(g, "general.architecture", &arch))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string, found %s", file,
                         slm_gguf_type_name(slm_gguf_kv_type(g, slm_gguf_find(g, "general.architecture"))));
-    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
-    const char *A = NULL;
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++)
-        if (slm_gguf_str_eq(arch, archs[i])) A = archs[i];
+    const char *A = slm_arch_name(slm_arch_find(arch.s, arch.len));
     if (!A) {
         char a[40];
         size_t n = 0;

@@ -116,15 +116,17 @@ typedef struct shard {
 /* What an HF tensor is. */
 enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP };
 /* The families (bits), by slm_model_config.arch. */
-enum { B_LLAMA = 1, B_MISTRAL = 2, B_QWEN2 = 4, B_QWEN3 = 8, B_GEMMA2 = 16, B_GEMMA3 = 32, B_PHI3 = 64, B_SMOLLM3 = 128 };
-#define B_ALL 255
+enum {
+    B_LLAMA = 1 << SLM_ARCH_LLAMA, B_MISTRAL = 1 << SLM_ARCH_MISTRAL, B_QWEN2 = 1 << SLM_ARCH_QWEN2,
+    B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3,
+    B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3,
+};
+#define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
 
 static int fam_bit(const char *arch) {
-    static const char *const a[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
-    for (int i = 0; i < 8; i++)
-        if (!strcmp(arch, a[i])) return 1 << i;
-    return 0;
+    const int a = slm_arch_find(arch, strlen(arch));
+    return a < 0 ? 0 : 1 << a;
 }
 
 /* Gemma3ForConditionalGeneration: the text model's name without its

@@ -48,7 +48,6 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *info, const char *jso
 
 #define pstr slm_hf_pstr
 
-typedef enum fam { F_LLAMA, F_MISTRAL, F_QWEN2, F_QWEN3, F_GEMMA2, F_GEMMA3, F_PHI3, F_SMOLLM3 } fam;
 
 static const cJSON *item(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -122,7 +121,7 @@ static slm_status cfg_num2(const cJSON *root, const cJSON *rp, const char *file,
  * per layer type {"full_attention": {...}, "sliding_attention": {...}}.
  * *g: the global layers' object; *l: the sliding layers' (gemma3's local
  * RoPE; other families' must equal the global one). */
-static slm_status rope_parameters(const cJSON *root, const char *file, fam F, const cJSON **g, const cJSON **l,
+static slm_status rope_parameters(const cJSON *root, const char *file, slm_arch F, const cJSON **g, const cJSON **l,
                                   slm_err *err) {
     *g = *l = NULL;
     const cJSON *rp = item(root, "rope_parameters");
@@ -143,11 +142,11 @@ static slm_status rope_parameters(const cJSON *root, const char *file, fam F, co
     if (!full || !cJSON_IsObject(full) || (slide && !cJSON_IsObject(slide)))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_parameters': 'full_attention' (and 'sliding_attention') "
                         "must be objects", file);
-    if (slide && F != F_GEMMA3 && !cJSON_Compare(full, slide, 1))
+    if (slide && F != SLM_ARCH_GEMMA3 && !cJSON_Compare(full, slide, 1))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'rope_parameters': a RoPE of its own on sliding layers is "
                         "supported for gemma3 only", file);
     *g = full;
-    *l = F == F_GEMMA3 ? slide : NULL;
+    *l = F == SLM_ARCH_GEMMA3 ? slide : NULL;
     return SLM_OK;
 }
 
@@ -253,7 +252,7 @@ static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char 
 
 /* rope_scaling (or rope_parameters' global object, rp): none, "linear"
  * (c->rope_scale), "llama3" (rope_freqs) or, for phi3, "longrope". */
-static slm_status parse_rope_scaling(const cJSON *root, const cJSON *rp, const char *file, fam F, double theta,
+static slm_status parse_rope_scaling(const cJSON *root, const cJSON *rp, const char *file, slm_arch F, double theta,
                                      slm_model_config *c, slm_hf_info *h, slm_err *err) {
     slm_status s;
     const cJSON *rs = rp ? rp : item(root, "rope_scaling");
@@ -281,18 +280,18 @@ static slm_status parse_rope_scaling(const cJSON *root, const cJSON *rp, const c
         c->rope_freqs = 1;
         return SLM_OK;
     }
-    if (F == F_PHI3 && (!strcmp(ts, "longrope") || !strcmp(ts, "su")))
+    if (F == SLM_ARCH_PHI3 && (!strcmp(ts, "longrope") || !strcmp(ts, "su")))
         return parse_longrope(root, rs, rk, file, c, h, err);
     char b[64];
     return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': type '%s' is not supported (supported: linear, llama3%s)",
-                    file, rk, pstr(ts, b, sizeof b), F == F_PHI3 ? ", longrope" : "");
+                    file, rk, pstr(ts, b, sizeof b), F == SLM_ARCH_PHI3 ? ", longrope" : "");
 }
 
 /* layer_types (newer transformers): one "full_attention" or
  * "sliding_attention" per layer. Gemma without sliding_window_pattern takes
  * its period from it (n - 1 sliding layers of every n); then every family's
  * list must agree with what the other keys say. */
-static slm_status check_layer_types(const cJSON *root, const char *file, fam F, int has_pattern, slm_model_config *c,
+static slm_status check_layer_types(const cJSON *root, const char *file, slm_arch F, int has_pattern, slm_model_config *c,
                                     slm_err *err) {
     const cJSON *lt = item(root, "layer_types");
     if (!lt) return SLM_OK;
@@ -311,7 +310,7 @@ static slm_status check_layer_types(const cJSON *root, const char *file, fam F, 
         }
         n_swa += swa[l] = v[0] == 's';
     }
-    if ((F == F_GEMMA2 || F == F_GEMMA3) && !has_pattern && c->sliding_window > 0) {
+    if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && !has_pattern && c->sliding_window > 0) {
         int p = 0; /* 0: all sliding; else the first period that fits */
         if (n_swa == 0) c->sliding_window = 0;
         for (int q = 2; n_swa && n_swa < c->n_layers && q <= c->n_layers + 1 && !p; q++) {
@@ -341,14 +340,14 @@ out:
  * use_sliding_window, and then on the layers from max_window_layers on (all
  * of them or none is what we run); gemma2 on even layers, gemma3 on n - 1
  * of every n (sliding_window_pattern); phi3's is ignored as llama.cpp does. */
-static slm_status parse_window(const cJSON *root, const char *file, fam F, slm_model_config *c, slm_err *err) {
+static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, slm_model_config *c, slm_err *err) {
     slm_status s;
-    int win = F == F_GEMMA2 || F == F_GEMMA3 ? 4096 : 0, has_pattern = 0;
+    int win = F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3 ? 4096 : 0, has_pattern = 0;
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     if (sw && (cJSON_IsNull(sw) || (cJSON_IsNumber(sw) && sw->valuedouble == 0))) win = 0; /* none */
     else if ((s = cfg_int(root, file, "sliding_window", 0, &win, err))) return s;
-    if (F == F_MISTRAL) c->sliding_window = win;
-    else if ((F == F_QWEN2 || F == F_QWEN3) && win) {
+    if (F == SLM_ARCH_MISTRAL) c->sliding_window = win;
+    else if ((F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN3) && win) {
         int use = 0, mwl = 0;
         const cJSON *x = item(root, "max_window_layers");
         if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) return s;
@@ -362,11 +361,11 @@ static slm_status parse_window(const cJSON *root, const char *file, fam F, slm_m
                             "%s: key 'max_window_layers' = %d: a sliding window on some layers only is not supported",
                             file, mwl);
         if (use && mwl == 0) c->sliding_window = win;
-    } else if (F == F_GEMMA2 || F == F_GEMMA3) {
+    } else if (F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) {
         c->sliding_window = win;
-        c->swa_pattern = F == F_GEMMA2 ? 2 : 6;
+        c->swa_pattern = F == SLM_ARCH_GEMMA2 ? 2 : 6;
         int pat = 0;
-        if (F == F_GEMMA3 && (s = cfg_int(root, file, "sliding_window_pattern", 0, &pat, err))) return s;
+        if (F == SLM_ARCH_GEMMA3 && (s = cfg_int(root, file, "sliding_window_pattern", 0, &pat, err))) return s;
         if (pat > 65536) return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'sliding_window_pattern': %d is too large", file, pat);
         if (pat) has_pattern = 1, c->swa_pattern = pat;
         if (c->swa_pattern == 1) c->sliding_window = 0; /* (l + 1) % 1 != 0 never holds: no layer slides */
@@ -376,7 +375,7 @@ static slm_status parse_window(const cJSON *root, const char *file, fam F, slm_m
 
 /* What gemma2 / gemma3 add: GeGLU, post norms, scaled embeddings, the query
  * scale from query_pre_attn_scalar, soft-caps, local RoPE. */
-static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char *file, fam F, slm_model_config *c,
+static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char *file, slm_arch F, slm_model_config *c,
                                slm_err *err) {
     slm_status s;
     const cJSON *act = item(root, "hidden_activation");
@@ -390,19 +389,19 @@ static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char 
     }
     c->post_norms = 1;
     c->ffn_gelu = 1;
-    c->qk_norm = F == F_GEMMA3;
+    c->qk_norm = F == SLM_ARCH_GEMMA3;
     c->embed_scale = sqrtf((float)c->dim);
-    int qpas = F == F_GEMMA3 ? 256 : 0;
-    if ((s = cfg_int(root, file, "query_pre_attn_scalar", F == F_GEMMA2, &qpas, err))) return s;
+    int qpas = F == SLM_ARCH_GEMMA3 ? 256 : 0;
+    if ((s = cfg_int(root, file, "query_pre_attn_scalar", F == SLM_ARCH_GEMMA2, &qpas, err))) return s;
     c->attn_scale = (float)(1.0 / sqrt((double)qpas));
-    if (F == F_GEMMA2) {
+    if (F == SLM_ARCH_GEMMA2) {
         c->attn_softcap = 50.0f; /* Gemma2Config's defaults */
         c->final_softcap = 30.0f;
     }
     if ((s = cfg_cap(root, file, "attn_logit_softcapping", &c->attn_softcap, err)) ||
         (s = cfg_cap(root, file, "final_logit_softcapping", &c->final_softcap, err)))
         return s;
-    if (F == F_GEMMA3 && c->sliding_window > 0) { /* local layers: their own base, no scaling */
+    if (F == SLM_ARCH_GEMMA3 && c->sliding_window > 0) { /* local layers: their own base, no scaling */
         double lb = 10000.0, lt = NAN;
         if ((s = cfg_num(root, file, "rope_local_base_freq", &lb, err))) return s;
         if (rp_l) { /* rope_parameters' sliding_attention: plain RoPE with its own base */
@@ -455,12 +454,12 @@ static slm_status smollm3_params(const cJSON *root, const char *file, slm_model_
 
 /* The family of model_type (and, for gemma3, the text_config object that
  * holds its keys). */
-static slm_status pick_family(const cJSON *top, const char *file, fam *F, const cJSON **root, slm_hf_info *h,
+static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, const cJSON **root, slm_hf_info *h,
                               slm_err *err) {
-    static const struct { const char *type; fam f; } types[] = {
-        {"llama", F_LLAMA}, {"mistral", F_MISTRAL}, {"qwen2", F_QWEN2}, {"qwen3", F_QWEN3},
-        {"gemma2", F_GEMMA2}, {"gemma3", F_GEMMA3}, {"gemma3_text", F_GEMMA3}, {"phi3", F_PHI3},
-        {"smollm3", F_SMOLLM3},
+    static const struct { const char *type; slm_arch f; } types[] = {
+        {"llama", SLM_ARCH_LLAMA}, {"mistral", SLM_ARCH_MISTRAL}, {"qwen2", SLM_ARCH_QWEN2}, {"qwen3", SLM_ARCH_QWEN3},
+        {"gemma2", SLM_ARCH_GEMMA2}, {"gemma3", SLM_ARCH_GEMMA3}, {"gemma3_text", SLM_ARCH_GEMMA3}, {"phi3", SLM_ARCH_PHI3},
+        {"smollm3", SLM_ARCH_SMOLLM3},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -491,10 +490,10 @@ static slm_status pick_family(const cJSON *top, const char *file, fam *F, const 
 }
 
 /* The sizes every family shares. */
-static slm_status base_params(const cJSON *root, const cJSON *rp, const char *file, fam F, slm_model_config *c,
+static slm_status base_params(const cJSON *root, const cJSON *rp, const char *file, slm_arch F, slm_model_config *c,
                               double *theta, slm_hf_info *h, slm_err *err) {
     slm_status s;
-    const int g3 = F == F_GEMMA3;
+    const int g3 = F == SLM_ARCH_GEMMA3;
     double eps = 1e-6;
     int tie = 0;
     *theta = g3 ? 1e6 : 10000.0;
@@ -526,20 +525,20 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
     c->tied_embeddings = tie;
     c->rope_scale = 1.0f;
     c->rope_neox = 1; /* HF checkpoints rotate halves; llama.cpp permutes Q/K instead */
-    c->qkv_bias = F == F_QWEN2;
+    c->qkv_bias = F == SLM_ARCH_QWEN2;
     /* the head size: head_dim when given (qwen3, gemma, Mistral-Nemo), else hidden / heads */
     c->head_dim = g3 ? 256 : c->dim % c->n_heads == 0 ? c->dim / c->n_heads : 0;
-    if ((s = cfg_int(root, file, "head_dim", F == F_GEMMA2, &c->head_dim, err))) return s;
+    if ((s = cfg_int(root, file, "head_dim", F == SLM_ARCH_GEMMA2, &c->head_dim, err))) return s;
     if (c->head_dim < 2 || c->head_dim % 2 || c->head_dim > 4096)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'head_dim': head size %d (hidden_size %d / %d heads) must be "
                         "even, 2..4096", file, c->head_dim, c->dim, c->n_heads);
     int ab = 0, mb = 0;
     if ((s = cfg_bool(root, file, "attention_bias", &ab, err)) || (s = cfg_bool(root, file, "mlp_bias", &mb, err)))
         return s;
-    if ((ab && F != F_QWEN2) || mb)
+    if ((ab && F != SLM_ARCH_QWEN2) || mb)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = true: biases are supported on Q/K/V only (qwen2)",
                         file, mb ? "mlp_bias" : "attention_bias");
-    if (F != F_GEMMA2 && F != F_GEMMA3) {
+    if (F != SLM_ARCH_GEMMA2 && F != SLM_ARCH_GEMMA3) {
         const cJSON *act = item(root, "hidden_act");
         if (act && (!cJSON_IsString(act) || !act->valuestring || strcmp(act->valuestring, "silu"))) {
             char b[64];
@@ -580,24 +579,23 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     if (!top && slm_json_oom()) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory parsing the JSON", file);
     if (!top) return slm_errf(err, SLM_ERR_FORMAT, "%s: invalid JSON", file);
     const cJSON *root = top, *rp_g = NULL, *rp_l = NULL;
-    fam F = F_LLAMA;
+    slm_arch F = SLM_ARCH_LLAMA;
     double theta = 10000.0;
-    static const char *const arch[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
     if (!cJSON_IsObject(top)) {
         s = slm_errf(err, SLM_ERR_FORMAT, "%s: not a JSON object", file);
         goto done;
     }
     if ((s = pick_family(top, file, &F, &root, h, err))) goto done;
-    snprintf(c->arch, sizeof c->arch, "%s", arch[F]);
+    snprintf(c->arch, sizeof c->arch, "%s", slm_arch_name(F));
     if ((s = rope_parameters(root, file, F, &rp_g, &rp_l, err))) goto done;
     if ((s = base_params(root, rp_g, file, F, c, &theta, h, err))) goto done;
-    c->qk_norm = F == F_QWEN3;
-    h->norm_plus_one = F == F_GEMMA2 || F == F_GEMMA3;
-    if (F == F_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
-    if (F == F_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
+    c->qk_norm = F == SLM_ARCH_QWEN3;
+    h->norm_plus_one = F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3;
+    if (F == SLM_ARCH_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
+    if (F == SLM_ARCH_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
     if ((s = parse_window(root, file, F, c, err))) goto done;
-    if ((F == F_GEMMA2 || F == F_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
-    if (F == F_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
+    if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
+    if (F == SLM_ARCH_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
     if ((s = parse_rope_scaling(root, rp_g, file, F, theta, c, h, err))) goto done;
 done:
     cJSON_Delete(top);

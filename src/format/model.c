@@ -117,6 +117,20 @@ static slm_status index_tensors(slm_model_file *m, const char *file, slm_err *er
 
 /* ---- validation ----------------------------------------------------------- */
 
+static const char *const arch_names[SLM_ARCH_COUNT] = {
+    [SLM_ARCH_LLAMA] = "llama", [SLM_ARCH_MISTRAL] = "mistral", [SLM_ARCH_QWEN2] = "qwen2",
+    [SLM_ARCH_QWEN3] = "qwen3", [SLM_ARCH_GEMMA2] = "gemma2",   [SLM_ARCH_GEMMA3] = "gemma3",
+    [SLM_ARCH_PHI3] = "phi3",   [SLM_ARCH_SMOLLM3] = "smollm3",
+};
+
+const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
+
+int slm_arch_find(const char *name, size_t len) {
+    for (int a = 0; a < SLM_ARCH_COUNT; a++)
+        if (strlen(arch_names[a]) == len && !memcmp(arch_names[a], name, len)) return a;
+    return -1;
+}
+
 int slm_matrix_type_supported(uint32_t t) {
     switch (t) {
     case SLM_F32: case SLM_F16: case SLM_BF16: case SLM_Q8_0: case SLM_Q4_0: case SLM_Q4_1:
@@ -183,10 +197,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     slm_status s;
 
     if ((s = index_tensors(m, file, err))) return s;
-    static const char *const archs[] = {"llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
-    int known = 0;
-    for (size_t i = 0; i < sizeof archs / sizeof archs[0]; i++) known |= !strcmp(c->arch, archs[i]);
-    if (!known)
+    if (slm_arch_find(c->arch, strnlen(c->arch, sizeof c->arch)) < 0)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture '%.31s' is not supported (supported: %s)", file,
                         c->arch, SLM_SUPPORTED_ARCHS);
 #define RANGE(field, lo, hi)                                                                               \

@@ -16,7 +16,7 @@
 typedef enum slm_model_kind { SLM_MODEL_LLAMA2C = 1, SLM_MODEL_GGUF = 2, SLM_MODEL_HF = 3 } slm_model_kind;
 
 typedef struct slm_model_config {
-    char arch[32];     /* "llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3" or "phi3" */
+    char arch[32];     /* one of slm_arch_name(): "llama", "qwen2", ... */
     int dim;           /* embedding width */
     int hidden_dim;    /* FFN width */
     int n_layers;
@@ -73,8 +73,26 @@ static inline int slm_layer_rope(const slm_model_config *c, int l) { return c->n
 #define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m"
 int slm_matrix_type_supported(uint32_t t);
 
-/* Architectures staticlm runs (GGUF general.architecture). */
+/* Architectures staticlm runs, by their GGUF general.architecture (which
+ * slm_model_config.arch holds). The one list every loader, the HF folder
+ * families and synth use; SLM_SUPPORTED_ARCHS is the same names for messages
+ * (test_model checks that they agree). */
+typedef enum slm_arch {
+    SLM_ARCH_LLAMA,
+    SLM_ARCH_MISTRAL,
+    SLM_ARCH_QWEN2,
+    SLM_ARCH_QWEN3,
+    SLM_ARCH_GEMMA2,
+    SLM_ARCH_GEMMA3,
+    SLM_ARCH_PHI3,
+    SLM_ARCH_SMOLLM3,
+    SLM_ARCH_COUNT
+} slm_arch;
 #define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3"
+/* The name of a (NULL when out of range). */
+const char *slm_arch_name(int a);
+/* The architecture called name[0..len) (not NUL-terminated), or -1. */
+int slm_arch_find(const char *name, size_t len);
 
 typedef struct slm_tensor {
     char name[64];
