@@ -57,14 +57,31 @@ static void ref_rmsnorm(const double *x, const float *g, double *y, int n, doubl
  * (2i, 2i+1)); factors divide each pair's frequency; cos and sin are
  * multiplied by attn_factor when it is not 0. */
 static void ref_rope_ex(double *v, int heads, int hd, int rot, int pos, double base, double scale, int neox,
-                        const float *factors, double attn_factor) {
+                        const float *factors, double attn_factor, const slm_model_config *yarn) {
     const double mul = attn_factor != 0.0 ? attn_factor : 1.0;
+    /* YaRN as transformers computes it: each pair's inverse frequency blends
+     * the interpolated (/ scale) and original ones by the extrapolation
+     * factor, 1 below the correction range and 0 above it */
+    double lo = 0, hi = 0;
+    if (yarn && yarn->rope_yarn) {
+        const double two_pi = 6.283185307179586;
+        lo = floor(rot * log(yarn->rope_orig_ctx / (yarn->yarn_beta_fast * two_pi)) / (2 * log(base)));
+        hi = ceil(rot * log(yarn->rope_orig_ctx / (yarn->yarn_beta_slow * two_pi)) / (2 * log(base)));
+        lo = fmax(lo, 0);
+        hi = fmin(hi, rot - 1);
+        if (hi == lo) hi += 0.001;
+    }
     for (int h = 0; h < heads; h++) {
         double *x = v + (size_t)h * hd;
         for (int i = 0; i < rot / 2; i++) {
             double freq = pow(base, -2.0 * i / rot);
             if (factors) freq /= factors[i];
             double a = (double)pos / scale * freq;
+            if (yarn && yarn->rope_yarn) {
+                const double ramp = fmin(1, fmax(0, (i - lo) / (hi - lo)));
+                const double ef = (1 - ramp) * yarn->yarn_ext_factor;
+                a = (double)pos * (freq / scale * (1 - ef) + freq * ef);
+            }
             int i0 = neox ? i : 2 * i, i1 = neox ? i + rot / 2 : 2 * i + 1;
             double x0 = x[i0], x1 = x[i1];
             x[i0] = (x0 * cos(a) - x1 * sin(a)) * mul;
@@ -148,8 +165,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                     ref_head_norm(kr, kn, KV, hd, c->norm_eps);
                 }
                 if (c->nope_step <= 0 || (l + 1) % c->nope_step != 0) { /* smollm3: no RoPE on every fourth layer */
-                    ref_rope_ex(q, H, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
-                    ref_rope_ex(kr, KV, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor);
+                    ref_rope_ex(q, H, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor, c);
+                    ref_rope_ex(kr, KV, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor, c);
                 }
                 int first = swa && p + 1 > c->sliding_window ? p + 1 - c->sliding_window : 0;
                 for (int h = 0; h < H; h++) {

@@ -30,6 +30,8 @@ typedef struct synth {
     float attn_softcap, final_softcap; /* gemma2 *_logit_softcapping */
     int orig_ctx;     /* phi3: LongRoPE factors and rope.scaling.original_context_length */
     float attn_factor;/* phi3: rope.scaling.attn_factor */
+    int yarn_orig;    /* > 0: rope.scaling.type yarn (factor rope_scale) with this original context */
+    float beta_fast, beta_slow, ext_factor, yarn_attn; /* its optional keys (0 = not written) */
 } synth;
 
 static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
@@ -96,9 +98,14 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (s->window) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)s->window);
     if (s->rope_scale > 1.0f) {
-        slm_gguf_set_str(w, K("rope.scaling.type"), "linear");
+        slm_gguf_set_str(w, K("rope.scaling.type"), s->yarn_orig ? "yarn" : "linear");
         slm_gguf_set_f32(w, K("rope.scaling.factor"), s->rope_scale);
     }
+    if (s->yarn_orig) slm_gguf_set_u32(w, K("rope.scaling.original_context_length"), (uint32_t)s->yarn_orig);
+    if (s->beta_fast > 0.0f) slm_gguf_set_f32(w, K("rope.scaling.yarn_beta_fast"), s->beta_fast);
+    if (s->beta_slow > 0.0f) slm_gguf_set_f32(w, K("rope.scaling.yarn_beta_slow"), s->beta_slow);
+    if (s->ext_factor > 0.0f) slm_gguf_set_f32(w, K("rope.scaling.yarn_ext_factor"), s->ext_factor);
+    if (s->yarn_attn > 0.0f) slm_gguf_set_f32(w, K("rope.scaling.yarn_attn_factor"), s->yarn_attn);
     const int hd = s->head_dim ? s->head_dim : s->dim / s->heads, kvd = hd * s->kv_heads, qd = hd * s->heads;
     const int gemma = is_arch(s, "gemma2") || is_arch(s, "gemma3"), phi3 = is_arch(s, "phi3");
     const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3");
@@ -243,13 +250,17 @@ done:
 
 static const synth k_archs[] = {
     /* llama with GQA, untied head, Llama 3 style rope_freqs */
-    {"llama", 64, 96, 2, 4, 2, 160, 128, 0, 0, 0, 1, 1.0f, 500000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
+    {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+      .rope_freqs = 1, .rope_scale = 1.0f, .rope_base = 500000.0f, .std = 1.0f},
     /* qwen2: Q/K/V bias, neox RoPE, tied embeddings */
-    {"qwen2", 64, 96, 2, 4, 1, 160, 128, 1, 1, 0, 0, 1.0f, 1000000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
+    {.arch = "qwen2", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 1, .vocab = 160, .ctx = 128,
+      .tied = 1, .bias = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f},
     /* mistral: sliding window of 8 rows over a 40-token sequence */
-    {"mistral", 64, 96, 2, 8, 2, 160, 128, 0, 0, 8, 0, 1.0f, 10000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
+    {.arch = "mistral", .dim = 64, .hidden = 96, .layers = 2, .heads = 8, .kv_heads = 2, .vocab = 160, .ctx = 128,
+      .window = 8, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f},
     /* llama with linear RoPE scaling */
-    {"llama", 32, 64, 1, 2, 2, 96, 128, 1, 0, 0, 0, 4.0f, 10000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f},
+    {.arch = "llama", .dim = 32, .hidden = 64, .layers = 1, .heads = 2, .kv_heads = 2, .vocab = 96, .ctx = 128,
+      .tied = 1, .rope_scale = 4.0f, .rope_base = 10000.0f, .std = 1.0f},
     /* qwen3: per-head Q/K RMSNorm, head size 32 with 4 heads over dim 64
      * (Q is 128 wide, as Qwen3-0.6B's 16 x 128 over 1024), tied */
     {.arch = "qwen3", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
@@ -273,6 +284,16 @@ static const synth k_archs[] = {
      * llama.cpp's fixed step), GQA, head size 32, tied */
     {.arch = "smollm3", .dim = 64, .hidden = 96, .layers = 4, .heads = 2, .kv_heads = 1, .vocab = 160, .ctx = 128,
      .tied = 1, .rope_scale = 1.0f, .rope_base = 5000000.0f, .std = 1.0f},
+    /* qwen3 with YaRN (Qwen3's long-context setting, factor 4): pairs 0..1
+     * keep their angle, 2..4 ramp, 5.. are interpolated (orig_ctx 64,
+     * base 10000, 32 wide heads); magnitude 1 + 0.1 ln 4 */
+    {.arch = "qwen3", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 256,
+     .tied = 1, .rope_scale = 4.0f, .rope_base = 10000.0f, .std = 1.0f, .head_dim = 32, .yarn_orig = 64},
+    /* llama (adjacent pairs) with YaRN and every optional key: beta_fast 4,
+     * beta_slow 2, half the ramp, the file's magnitude */
+    {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 2, .kv_heads = 2, .vocab = 160, .ctx = 256,
+     .rope_scale = 8.0f, .rope_base = 10000.0f, .std = 1.0f, .yarn_orig = 32, .beta_fast = 4.0f, .beta_slow = 2.0f,
+     .ext_factor = 0.5f, .yarn_attn = 1.3f},
 };
 
 static void test_arch_vs_reference(void) {
@@ -471,6 +492,50 @@ static int open_ok(slm_model_file *m, const char *path) {
     return st == SLM_OK;
 }
 
+/* The k_archs entry with YaRN of family arch. */
+static const synth *find_yarn(const char *arch) {
+    for (size_t a = 0; a < sizeof k_archs / sizeof k_archs[0]; a++)
+        if (!strcmp(k_archs[a].arch, arch) && k_archs[a].yarn_orig) return &k_archs[a];
+    return NULL;
+}
+
+/* YaRN's keys: the defaults (betas 32 and 1, the whole ramp, magnitude
+ * 1 + 0.1 ln(factor)) and the file's own; a factor of 1 is no scaling;
+ * refused beside gemma3's RoPE of its own on sliding layers. */
+static void test_yarn_config(void) {
+    slm_model_file m;
+    if (write_model("yarn_q3.gguf", find_yarn("qwen3"), SLM_F32, 5) && open_ok(&m, "yarn_q3.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->rope_yarn == 1 && c->rope_scale == 4.0f && c->rope_orig_ctx == 64 && !c->rope_long);
+        CHECK(c->yarn_beta_fast == 32.0f && c->yarn_beta_slow == 1.0f && c->yarn_ext_factor == 1.0f);
+        CHECKF(fabsf(c->rope_attn_factor - (1.0f + 0.1f * logf(4.0f))) < 1e-6f, "%g", (double)c->rope_attn_factor);
+        slm_model_close(&m);
+    }
+    if (write_model("yarn_ll.gguf", find_yarn("llama"), SLM_F32, 5) && open_ok(&m, "yarn_ll.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->rope_yarn == 1 && c->rope_scale == 8.0f && c->rope_orig_ctx == 32);
+        CHECK(c->yarn_beta_fast == 4.0f && c->yarn_beta_slow == 2.0f && c->yarn_ext_factor == 0.5f);
+        CHECK(c->rope_attn_factor == 1.3f);
+        slm_model_close(&m);
+    }
+    synth one = *find_yarn("qwen3");
+    one.rope_scale = 1.0f; /* "yarn" with factor 1: no scaling at all */
+    if (write_model("yarn_q3.gguf", &one, SLM_F32, 5) && open_ok(&m, "yarn_q3.gguf")) {
+        CHECK(!m.cfg.rope_yarn && m.cfg.rope_scale == 1.0f && m.cfg.rope_attn_factor == 0.0f);
+        slm_model_close(&m);
+    }
+    synth g3 = *find_synth("gemma3");
+    g3.yarn_orig = 64;
+    if (write_model("yarn_g3.gguf", &g3, SLM_F32, 5)) {
+        slm_err err = {0};
+        CHECK(slm_model_open(&m, "yarn_g3.gguf", &err) == SLM_ERR_UNSUPPORTED);
+        CHECKF(strstr(err.msg, "yarn_g3.gguf") && strstr(err.msg, "YaRN") && strstr(err.msg, "sliding"), "%s", err.msg);
+    }
+    unlink("yarn_q3.gguf");
+    unlink("yarn_ll.gguf");
+    unlink("yarn_g3.gguf");
+}
+
 static void test_family_config(void) {
     slm_model_file m;
     if (write_model("fam_qwen3.gguf", find_synth("qwen3"), SLM_F32, 5) &&
@@ -549,7 +614,8 @@ static void test_k_quants_vs_reference(void) {
     int32_t ids[24];
     g_rng = 7;
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
-    const synth s = {"llama", 256, 512, 2, 4, 2, 256, 128, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 0, 0, 0, 0.0f, 0.0f, 0, 0.0f};
+    const synth s = {.arch = "llama", .dim = 256, .hidden = 512, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 256, .ctx = 128,
+        .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f};
     static const uint32_t types[4] = {SLM_Q4_K, SLM_Q5_K, SLM_Q6_K, SLM_Q5_0};
     for (int t = 0; t < 4; t++) {
         char path[64];
@@ -578,7 +644,8 @@ static void test_unknown_arch_refused(void) {
  * model is scaled so that its logits are decisive (a trained model's are;
  * tiny random ones sit near ties that any rounding flips). */
 static void test_f16_q8_agree(void) {
-    synth s = {"llama", 128, 256, 2, 4, 4, 256, 256, 0, 0, 0, 0, 1.0f, 10000.0f, 1.0f, 1, 0, 0, 0.0f, 0.0f, 0, 0.0f};
+    synth s = {.arch = "llama", .dim = 128, .hidden = 256, .layers = 2, .heads = 4, .kv_heads = 4, .vocab = 256, .ctx = 256,
+        .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .peaked = 1};
     if (!write_model("agree_f16.gguf", &s, SLM_F16, 77) || !write_model("agree_q8.gguf", &s, SLM_Q8_0, 77)) return;
     rig a, b;
     if (rig_open(&a, "agree_f16.gguf", 16, 80) && rig_open(&b, "agree_q8.gguf", 16, 80)) {
@@ -607,6 +674,7 @@ int main(void) {
     T_RUN(test_arch_threads);
     T_RUN(test_arch_kv_types);
     T_RUN(test_family_config);
+    T_RUN(test_yarn_config);
     T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);

@@ -445,9 +445,9 @@ static void test_folder_malformed(void) {
     expect_folder(d, SLM_ERR_UNSUPPORTED, "'gemma' is not supported", "llama, mistral, qwen2");
     t_write_file(p, "{\"model_type\": \"llama\",", 23);
     expect_folder(d, SLM_ERR_FORMAT, "hf_bad/config.json", "JSON");
-    snprintf(cfg, sizeof cfg, "%.*s, \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}", (int)(strrchr(orig, '}') - orig), orig);
+    snprintf(cfg, sizeof cfg, "%.*s, \"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4}}", (int)(strrchr(orig, '}') - orig), orig);
     t_write_file(p, cfg, strlen(cfg));
-    expect_folder(d, SLM_ERR_UNSUPPORTED, "rope_scaling", "yarn");
+    expect_folder(d, SLM_ERR_UNSUPPORTED, "rope_scaling", "'dynamic' is not supported");
     /* head_dim other than hidden / heads is read (Mistral-Nemo); these tensors do not fit it */
     snprintf(cfg, sizeof cfg, "%.*s, \"head_dim\": 8}", (int)(strrchr(orig, '}') - orig), orig);
     t_write_file(p, cfg, strlen(cfg));

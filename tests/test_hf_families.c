@@ -41,6 +41,8 @@ typedef struct fam {
     float theta;
     int rope_dims;      /* phi3: partial_rotary_factor = rope_dims / hd */
     int orig_ctx;       /* phi3: LongRoPE with this original context */
+    float yarn;         /* rope_scaling yarn factor (> 1), with original context yarn_orig */
+    int yarn_orig;
     int multimodal;     /* gemma3: 1 language_model.model.X, 2 model.language_model.X */
     int sparse;         /* gemma3 multimodal: only the keys Google's configs give (defaults for the rest) */
     int gguf;           /* 1: also compared with a GGUF twin */
@@ -164,6 +166,9 @@ static int text_keys(char *o, size_t cap, const fam *s) {
         P("]");
     }
     if (s->linear > 1.0f) P(", \"rope_scaling\": {\"factor\": %.1f, \"rope_type\": \"linear\"}", (double)s->linear);
+    if (s->yarn > 1.0f) /* as Qwen3's model card says to add for long contexts */
+        P(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": %.1f, \"original_max_position_embeddings\": %d}",
+          (double)s->yarn, s->yarn_orig);
     if (phi3(s)) {
         P(", \"sliding_window\": 2047, \"partial_rotary_factor\": %.17g, \"resid_pdrop\": 0.0",
           (double)s->rope_dims / s->hd);
@@ -265,6 +270,11 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         slm_gguf_set_str(g, K("rope.scaling.type"), "linear");
         slm_gguf_set_f32(g, K("rope.scaling.factor"), s->linear);
     }
+    if (s->yarn > 1.0f) { /* what llama.cpp's converter writes for it */
+        slm_gguf_set_str(g, K("rope.scaling.type"), "yarn");
+        slm_gguf_set_f32(g, K("rope.scaling.factor"), s->yarn);
+        slm_gguf_set_u32(g, K("rope.scaling.original_context_length"), (uint32_t)s->yarn_orig);
+    }
     if (phi3(s)) slm_gguf_set_u32(g, K("rope.dimension_count"), (uint32_t)s->rope_dims);
     float *lf = NULL, *sf = NULL;
     if (s->orig_ctx) {
@@ -320,13 +330,17 @@ static void check_config(const char *name, const fam *s, const rig *a) {
     CHECKF(c->attn_softcap == (is(s, "gemma2") ? s->attn_cap : 0.0f) &&
                c->final_softcap == (is(s, "gemma2") ? s->final_cap : 0.0f),
            "%s: soft-caps %g %g", name, (double)c->attn_softcap, (double)c->final_softcap);
-    CHECKF(c->rope_base == s->theta && c->rope_scale == (s->linear > 1.0f ? s->linear : 1.0f), "%s: rope %g x %g", name,
+    CHECKF(c->rope_base == s->theta &&
+               c->rope_scale == (s->linear > 1.0f ? s->linear : s->yarn > 1.0f ? s->yarn : 1.0f), "%s: rope %g x %g", name,
            (double)c->rope_base, (double)c->rope_scale);
     CHECKF(!g3 || !s->window || (c->rope_base_swa == 10000.0f && c->rope_scale_swa == 1.0f), "%s: local rope", name);
     CHECKF(slm_rope_dims(c) == (phi3(s) ? s->rope_dims : s->hd), "%s: rope dims %d", name, slm_rope_dims(c));
-    CHECKF(c->rope_long == (s->orig_ctx ? 2 : 0) && c->rope_orig_ctx == s->orig_ctx &&
-               fabs(c->rope_attn_factor - (s->orig_ctx ? longrope_attn(s) : 0.0)) < 1e-6,
-           "%s: LongRoPE %d %d %g", name, c->rope_long, c->rope_orig_ctx, (double)c->rope_attn_factor);
+    CHECKF(c->rope_long == (s->orig_ctx ? 2 : 0) && c->rope_orig_ctx == (s->orig_ctx ? s->orig_ctx : s->yarn_orig) &&
+               fabs(c->rope_attn_factor - (s->orig_ctx ? longrope_attn(s) : s->yarn > 1.0f ? 1 + 0.1 * log(s->yarn) : 0.0)) < 1e-6,
+           "%s: LongRoPE / YaRN %d %d %g", name, c->rope_long, c->rope_orig_ctx, (double)c->rope_attn_factor);
+    CHECKF(c->rope_yarn == (s->yarn > 1.0f) && (!c->rope_yarn || (c->yarn_beta_fast == 32.0f && c->yarn_beta_slow == 1.0f &&
+                                                                 c->yarn_ext_factor == 1.0f)),
+           "%s: YaRN %d", name, c->rope_yarn);
     CHECKF(c->nope_step == (is(s, "smollm3") ? 4 : 0), "%s: nope_step %d", name, c->nope_step);
     CHECK(a->m.kind == SLM_MODEL_HF && a->m.gguf == NULL);
 }
@@ -420,6 +434,15 @@ static void test_qwen3(void) {
     check_family("qwen3", &s, 21);
 }
 
+/* qwen3 with YaRN factor 4 over an original context of 32 (head size 16:
+ * pairs 0-1 keep their angle, 2-3 ramp, 4-7 are interpolated), F16; the
+ * GGUF twin carries what llama.cpp's converter writes for it */
+static void test_qwen3_yarn(void) {
+    fam s = {.type = "qwen3", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "F16", .vec = "F16", .theta = 10000.0f, .yarn = 4.0f, .yarn_orig = 32, .gguf = 1};
+    check_family("qwen3-yarn", &s, 23);
+}
+
 /* smollm3: llama's tensors, no RoPE on layers 3 and 7 of 8 (no_rope_layers),
  * GQA, BF16, tied; the reference forward takes the loaded config, so the
  * config check above is what holds the no-RoPE layers to the file */
@@ -507,8 +530,16 @@ static void test_config_malformed(void) {
     /* qwen3 */
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"head_dim\": 7}", SLM_ERR_FORMAT, "'head_dim'", "even");
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED, "attention_bias", NULL);
-    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
-               SLM_ERR_UNSUPPORTED, "rope_scaling", "yarn");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+               "\"truncate\": false}}", SLM_ERR_UNSUPPORTED, "rope_scaling", "truncate false");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+               "\"extrapolation_factor\": 0.5}}", SLM_ERR_UNSUPPORTED, "rope_scaling", "extrapolation_factor");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+               "\"finetuned\": true}}", SLM_ERR_UNSUPPORTED, "rope_scaling", "'finetuned'");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 0.5}}",
+               SLM_ERR_FORMAT, "rope_scaling", "1..1024");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+               "\"beta_fast\": -3}}", SLM_ERR_FORMAT, "rope_scaling", "beta_fast");
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"num_key_value_heads\": 3}", SLM_ERR_FORMAT, "num_key_value_heads",
                "divide");
     /* smollm3: llama.cpp's fixed step of 4 is what runs */
@@ -566,7 +597,7 @@ static void test_config_malformed(void) {
                "'partial_rotary_factor'", "even");
     expect_cfg("{\"model_type\": \"phi3\", " SZ ", \"hidden_act\": \"gelu\"}", SLM_ERR_UNSUPPORTED, "'hidden_act'", NULL);
     expect_cfg("{\"model_type\": \"llama\", " SZ ", \"rope_scaling\": {\"type\": \"longrope\"}}", SLM_ERR_UNSUPPORTED,
-               "longrope", "linear, llama3)");
+               "longrope", "linear, llama3, yarn)");
 #undef LR
 #undef SZ
 }
@@ -601,8 +632,10 @@ static void test_rope_parameters(void) {
                "{\"rope_type\": \"default\", \"rope_theta\": 500000.0}}", SLM_ERR_FORMAT, "'rope_theta'", "disagree");
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2}, "
                "\"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2}}", SLM_ERR_FORMAT, "both", NULL);
-    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4}}",
-               SLM_ERR_UNSUPPORTED, "'rope_parameters'", "yarn");
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+               "\"rope_theta\": 1e6, \"original_max_position_embeddings\": 64}}", SLM_OK, NULL, NULL);
+    expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, "
+               "\"rope_theta\": 1e6, \"low_freq_factor\": 1}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "'low_freq_factor'");
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
                "\"sliding_attention\": {\"rope_theta\": 1e4}}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "gemma3");
     expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
@@ -887,6 +920,7 @@ int main(void) {
     T_RUN(test_rope_parameters);
     T_RUN(test_folder_malformed);
     T_RUN(test_qwen3);
+    T_RUN(test_qwen3_yarn);
     T_RUN(test_smollm3);
     T_RUN(test_gemma2);
     T_RUN(test_gemma3_text);

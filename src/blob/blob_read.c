@@ -187,7 +187,7 @@ static slm_status read_config(rctx *r, uint32_t si) {
                    c->opt.min_response_len, c->kv_capacity);
     if (c->consts.rope_pos != c->kv_capacity) return bad(r, "section .slm.config: rope_pos %d != kv_capacity %d", c->consts.rope_pos, c->kv_capacity);
     blob_get_family(p + BLOB_CFG_FAMILY, m);
-    for (int i = 60; i < BLOB_FAMILY_SIZE; i++)
+    for (int i = 76; i < BLOB_FAMILY_SIZE; i++)
         if (p[BLOB_CFG_FAMILY + i]) return bad(r, "section .slm.config: family record byte %d not zero", i);
     RANGE(m->rope_dims, 0, m->head_dim, "rope_dims");
     if (m->rope_dims % 2 || (m->rope_dims && !m->rope_neox)) return bad(r, "section .slm.config: rope_dims %d odd or not neox", m->rope_dims);
@@ -198,9 +198,11 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->rope_long, 0, 2, "rope_long");
     RANGE(m->rope_orig_ctx, 0, INT32_MAX, "rope_orig_ctx");
     RANGE(m->nope_step, 0, 65536, "nope_step");
+    RANGE(m->rope_yarn, 0, 1, "rope_yarn");
     {
         const float f[] = {m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap, m->rope_base_swa,
-                           m->rope_scale_swa, m->rope_attn_factor};
+                           m->rope_scale_swa, m->rope_attn_factor, m->yarn_beta_fast, m->yarn_beta_slow,
+                           m->yarn_ext_factor};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
             if (!(f[i] >= 0.0f && f[i] < 1e9f)) return bad(r, "section .slm.config: family value %zu (%g) out of range", i, (double)f[i]);
     }

@@ -19,7 +19,7 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 60,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 76,
                "update blob config and family records");
 _Static_assert(SLM_T_OP_COUNT == 14, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800, "update the blob task validator's flags (blob_read.c check_task)");
@@ -38,10 +38,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800, "updat
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-/* then the family record (56 bytes used of 64): what qwen3, gemma and phi3
- * add to the config (blob_put_family) */
+/* then the family record (76 bytes used of 80): what the families add to
+ * the config (blob_put_family) */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
-#define BLOB_FAMILY_SIZE 64
+#define BLOB_FAMILY_SIZE 80
 #define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -137,7 +137,8 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
 /* Family record: i32 rope_dims, qk_norm, post_norms, ffn_gelu, swa_pattern,
  * rope_long, rope_orig_ctx; f32 embed_scale, attn_scale, attn_softcap,
  * final_softcap, rope_base_swa, rope_scale_swa, rope_attn_factor; i32
- * nope_step (0 in blobs written before it: every layer rotates); 4 zero bytes. */
+ * nope_step, rope_yarn; f32 yarn_beta_fast, yarn_beta_slow, yarn_ext_factor;
+ * 4 zero bytes. */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memset(p, 0, BLOB_FAMILY_SIZE);
     int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
@@ -146,6 +147,9 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
                   m->rope_attn_factor};
     memcpy(p + 28, f, sizeof f);
     memcpy(p + 56, &m->nope_step, 4);
+    memcpy(p + 60, &m->rope_yarn, 4);
+    const float y[3] = {m->yarn_beta_fast, m->yarn_beta_slow, m->yarn_ext_factor};
+    memcpy(p + 64, y, sizeof y);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
@@ -158,6 +162,10 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
     m->embed_scale = f[0]; m->attn_scale = f[1]; m->attn_softcap = f[2]; m->final_softcap = f[3];
     m->rope_base_swa = f[4]; m->rope_scale_swa = f[5]; m->rope_attn_factor = f[6];
     memcpy(&m->nope_step, p + 56, 4);
+    memcpy(&m->rope_yarn, p + 60, 4);
+    float y[3];
+    memcpy(y, p + 64, sizeof y);
+    m->yarn_beta_fast = y[0]; m->yarn_beta_slow = y[1]; m->yarn_ext_factor = y[2];
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

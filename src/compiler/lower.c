@@ -702,8 +702,27 @@ fail_free_ctx:
  * (when the model has it) divides the angle, factors (Llama 3 rope_freqs,
  * LongRoPE) divide each pair's frequency, attn_factor multiplies cos and
  * sin (LongRoPE's magnitude correction, as ggml's rope applies it). */
-static void rope_table(float *out, int n_pos, int rot, float base, float scale, const float *factors, float attn_factor) {
+/* YaRN's correction dimension: the pair index whose wavelength makes n_rot
+ * turns in orig_ctx positions (llama.cpp's ggml_rope_yarn_corr_dim,
+ * transformers' find_correction_dim). */
+static float yarn_corr_dim(int rot, int orig_ctx, float n_rot, float base) {
+    return (float)rot * logf((float)orig_ctx / (n_rot * 2.0f * (float)M_PI)) / (2.0f * logf(base));
+}
+
+/* cos/sin of every position and rotated pair. freq_i = base^(-2i/rot)
+ * (divided by the file's factor when given); the angle is pos * freq_i /
+ * scale, or with YaRN the mix of that and pos * freq_i by the ramp over
+ * [low, high] pairs; both times the magnitude attn_factor. */
+static void rope_table(float *out, int n_pos, int rot, float base, float scale, const float *factors, float attn_factor,
+                       const slm_model_config *m) {
     const int pairs = rot / 2;
+    float low = 0.0f, high = 0.0f;
+    if (m->rope_yarn) {
+        low = floorf(yarn_corr_dim(rot, m->rope_orig_ctx, m->yarn_beta_fast, base));
+        high = ceilf(yarn_corr_dim(rot, m->rope_orig_ctx, m->yarn_beta_slow, base));
+        if (low < 0.0f) low = 0.0f;
+        if (high > (float)(rot - 1)) high = (float)(rot - 1);
+    }
     for (int pos = 0; pos < n_pos; pos++)
         for (int i = 0; i < pairs; i++) {
             float freq = 1.0f / powf(base, (float)(2 * i) / (float)rot);
@@ -712,8 +731,14 @@ static void rope_table(float *out, int n_pos, int rot, float base, float scale, 
                 memcpy(&f, factors + i, sizeof f);
                 freq /= f;
             }
-            float val = (float)pos * freq;
+            const float extrap = (float)pos * freq;
+            float val = extrap;
             if (scale != 1.0f) val /= scale;
+            if (m->rope_yarn) {
+                float y = ((float)i - low) / fmaxf(0.001f, high - low);
+                const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * m->yarn_ext_factor;
+                val = val * (1.0f - mix) + extrap * mix;
+            }
             float cv = cosf(val), sv = sinf(val);
             if (attn_factor != 0.0f && attn_factor != 1.0f) {
                 cv *= attn_factor;
@@ -750,10 +775,10 @@ static slm_status build_constants(slm_compiled *c, const slm_model_file *mf, slm
     c->consts.rope_pos = c->kv_capacity;
     c->consts.rope_pairs = pairs;
     c->consts.bytes = n * sizeof(float);
-    rope_table(c->consts.rope, c->kv_capacity, rot, m->rope_base, m->rope_scale, factors, m->rope_attn_factor);
+    rope_table(c->consts.rope, c->kv_capacity, rot, m->rope_base, m->rope_scale, factors, m->rope_attn_factor, m);
     if (n_tables == 2) /* the sliding-window layers' own base and scaling (gemma3) */
         rope_table(c->consts.rope + per, c->kv_capacity, rot, m->rope_base_swa > 0.0f ? m->rope_base_swa : m->rope_base,
-                   m->rope_scale_swa > 0.0f ? m->rope_scale_swa : m->rope_scale, factors, m->rope_attn_factor);
+                   m->rope_scale_swa > 0.0f ? m->rope_scale_swa : m->rope_scale, factors, m->rope_attn_factor, m);
     return SLM_OK;
 }
 

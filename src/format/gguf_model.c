@@ -90,6 +90,39 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
     return SLM_OK;
 }
 
+/* YaRN (rope.scaling.type "yarn" with a factor above 1): the original
+ * context (rope.scaling.original_context_length, else the trained one), the
+ * correction range (yarn_beta_fast / yarn_beta_slow rotations, 32 and 1), the
+ * ramp's weight (yarn_ext_factor, 1) and the magnitude: yarn_attn_factor,
+ * else 0.1 ln(factor) + 1. These are transformers' YaRN parameters, which
+ * llama.cpp's converter writes when the model's config gives them; llama.cpp
+ * itself reads them for grok only and uses the defaults for these families,
+ * so a file that sets them is where the two differ. */
+static slm_status yarn_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, float *mag,
+                              slm_err *err) {
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    c->rope_yarn = 1;
+    c->rope_orig_ctx = c->context_len;
+    if ((s = get_int(g, file, KEY("rope.scaling.original_context_length"), 0, &c->rope_orig_ctx, err))) return s;
+    c->yarn_beta_fast = 32.0f;
+    c->yarn_beta_slow = 1.0f;
+    c->yarn_ext_factor = 1.0f;
+    *mag = 1.0f + 0.1f * logf(c->rope_scale);
+    if ((s = get_float(g, file, KEY("rope.scaling.yarn_beta_fast"), &c->yarn_beta_fast, err)) ||
+        (s = get_float(g, file, KEY("rope.scaling.yarn_beta_slow"), &c->yarn_beta_slow, err)) ||
+        (s = get_float(g, file, KEY("rope.scaling.yarn_ext_factor"), &c->yarn_ext_factor, err)) ||
+        (s = get_float(g, file, KEY("rope.scaling.yarn_attn_factor"), mag, err)))
+        return s;
+    if (!(*mag > 0.0f && *mag < 16.0f))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (0..16)", file, key, (double)*mag);
+    if (slm_gguf_find(g, KEY("rope.scaling.yarn_log_multiplier")) >= 0)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': DeepSeek's YaRN magnitude is not supported", file, key);
+    return SLM_OK;
+}
+#undef KEY
+
 /* What qwen3, gemma2, gemma3, phi3 and smollm3 add to the Llama decoder, from
  * their keys and llama.cpp's rules for what the keys leave out. */
 static slm_status family_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
@@ -162,11 +195,6 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
             c->rope_orig_ctx = c->context_len;
             if ((s = get_int(g, file, KEY("rope.scaling.original_context_length"), 0, &c->rope_orig_ctx, err))) return s;
         }
-        float af = 0.0f;
-        if ((s = get_float(g, file, KEY("rope.scaling.attn_factor"), &af, err))) return s;
-        if (af != 0.0f && !(af > 0.0f && af < 16.0f))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (0..16)", file, key, (double)af);
-        c->rope_attn_factor = af == 1.0f ? 0.0f : af;
     }
     if (!(c->attn_softcap >= 0.0f && c->attn_softcap < 1e6f) || !(c->final_softcap >= 0.0f && c->final_softcap < 1e6f))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: soft-capping %g / %g out of range", file, (double)c->attn_softcap,
@@ -221,18 +249,25 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if ((s = get_float(g, file, KEY("attention.layer_norm_rms_epsilon"), &c->norm_eps, err))) return s;
     if ((s = get_int(g, file, KEY("attention.sliding_window"), 0, &c->sliding_window, err))) return s;
     slm_gguf_str stype;
-    /* llama.cpp reads rope.scaling.factor whatever the type (absent: linear);
-     * YaRN's angle ramp and magnitude are not ours */
+    /* llama.cpp reads rope.scaling.factor whatever the type (absent: linear) */
     const int has_type = slm_gguf_get_str(g, KEY("rope.scaling.type"), &stype);
+    float mag = 1.0f; /* the cos/sin magnitude */
     if (!has_type || slm_gguf_str_eq(stype, "linear") || slm_gguf_str_eq(stype, "yarn")) {
         float f = 1.0f;
         if ((s = get_float(g, file, KEY("rope.scaling.factor"), &f, err))) return s;
         if (!(f >= 1.0f && f <= 1024.0f))
             return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (1..1024)", file, key, (double)f);
-        if (has_type && slm_gguf_str_eq(stype, "yarn") && f > 1.0f)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s.rope.scaling.type': 'yarn' RoPE scaling is not supported",
-                            file, A);
         c->rope_scale = f;
+        if (has_type && slm_gguf_str_eq(stype, "yarn") && f > 1.0f && (s = yarn_params(g, file, A, c, &mag, err)))
+            return s;
+    }
+    {   /* every family: cos and sin times rope.scaling.attn_factor (LongRoPE's magnitude), as llama.cpp */
+        float af = 1.0f;
+        if ((s = get_float(g, file, KEY("rope.scaling.attn_factor"), &af, err))) return s;
+        if (!(af > 0.0f && af < 16.0f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (0..16)", file, key, (double)af);
+        mag *= af;
+        c->rope_attn_factor = mag == 1.0f ? 0.0f : mag;
     }
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
               is_phi3 = !strcmp(A, "phi3");

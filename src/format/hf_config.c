@@ -187,6 +187,72 @@ static slm_status llama3_factors(const cJSON *rs, const char *file, int head_dim
     return SLM_OK;
 }
 
+/* Every key of the scaling object rs (named rk) is one of known (NULL-ended)
+ * or, in rope_parameters, rope_theta or partial_rotary_factor: a key we do
+ * not read is refused rather than ignored. */
+static slm_status known_keys(const cJSON *rs, const char *rk, const char *file, const char *type,
+                             const char *const *known, slm_err *err) {
+    const int rp = !strcmp(rk, "rope_parameters");
+    char b[64];
+    for (const cJSON *e = rs->child; e; e = e->next) {
+        int ok = e->string && rp && (!strcmp(e->string, "rope_theta") || !strcmp(e->string, "partial_rotary_factor"));
+        for (size_t k = 0; !ok && e->string && known[k]; k++) ok = !strcmp(e->string, known[k]);
+        if (!ok)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': %s key '%s' is not supported", file, rk, type,
+                            e->string ? pstr(e->string, b, sizeof b) : "?");
+    }
+    return SLM_OK;
+}
+
+/* YaRN (rope_type "yarn"), as transformers computes it: factor; the
+ * original context from the object, else max_position_embeddings;
+ * beta_fast / beta_slow (32 / 1 when absent or 0); the magnitude
+ * attention_factor, else get_mscale(factor, mscale) / get_mscale(factor,
+ * mscale_all_dim) when both are given, else 0.1 ln(factor) + 1. truncate
+ * false and an extrapolation_factor other than 1 (which transformers does
+ * not read) are refused. A factor of 1 is no scaling. */
+static slm_status parse_yarn(const cJSON *rs, const char *rk, const char *file, slm_model_config *c, slm_err *err) {
+    static const char *const known[] = {"type", "rope_type", "factor", "original_max_position_embeddings", "beta_fast",
+                                        "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate",
+                                        "extrapolation_factor", NULL};
+    slm_status s;
+    if ((s = known_keys(rs, rk, file, "yarn", known, err))) return s;
+    double f = NAN, bf = 0, bs = 0, af = NAN, ms = 0, msa = 0, ext = 1;
+    int orig = c->context_len, trunc = 1;
+    if ((s = cfg_num(rs, file, "factor", &f, err)) || (s = cfg_num(rs, file, "beta_fast", &bf, err)) ||
+        (s = cfg_num(rs, file, "beta_slow", &bs, err)) || (s = cfg_num(rs, file, "attention_factor", &af, err)) ||
+        (s = cfg_num(rs, file, "mscale", &ms, err)) || (s = cfg_num(rs, file, "mscale_all_dim", &msa, err)) ||
+        (s = cfg_num(rs, file, "extrapolation_factor", &ext, err)) || (s = cfg_bool(rs, file, "truncate", &trunc, err)) ||
+        (s = cfg_int(rs, file, "original_max_position_embeddings", 0, &orig, err)))
+        return s;
+    if (!(f >= 1.0 && f <= 1024.0))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': yarn needs a factor in 1..1024 (have %g)", file, rk, f);
+    if (!trunc || ext != 1.0)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': yarn with %s is not supported", file, rk,
+                        !trunc ? "truncate false" : "an extrapolation_factor other than 1");
+    if (bf == 0) bf = 32;
+    if (bs == 0) bs = 1;
+    if (!(bf > 0 && bf < 1e6) || !(bs > 0 && bs < 1e6))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': yarn beta_fast %g / beta_slow %g must be positive", file,
+                        rk, bf, bs);
+    if (f == 1.0) return SLM_OK;
+    if (isnan(af)) {
+        const double m1 = ms != 0 && msa != 0 ? ms : 1, m2 = ms != 0 && msa != 0 ? msa : 0;
+        af = (0.1 * m1 * log(f) + 1.0) / (m2 != 0 ? 0.1 * m2 * log(f) + 1.0 : 1.0);
+    }
+    if (!(af > 0.0 && af < 16.0))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': yarn attention factor %g is out of range (0..16)", file, rk,
+                        af);
+    c->rope_scale = (float)f;
+    c->rope_yarn = 1;
+    c->rope_orig_ctx = orig;
+    c->yarn_beta_fast = (float)bf;
+    c->yarn_beta_slow = (float)bs;
+    c->yarn_ext_factor = 1.0f;
+    c->rope_attn_factor = (float)af == 1.0f ? 0.0f : (float)af;
+    return SLM_OK;
+}
+
 /* LongRoPE (phi3: rope_scaling type "longrope", or "su" as older files
  * say): long_factor and short_factor (rope_dims/2 each) as
  * rope_factors_long / rope_factors_short; the original context from the
@@ -197,18 +263,9 @@ static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char 
                                  slm_model_config *c, slm_hf_info *h, slm_err *err) {
     /* rope_parameters also holds rope_theta and partial_rotary_factor (read by the caller) */
     static const char *const known[] = {"type", "rope_type", "long_factor", "short_factor",
-                                        "original_max_position_embeddings", "attention_factor", "rope_theta",
-                                        "partial_rotary_factor"};
-    const size_t n_known = sizeof known / sizeof known[0] - (strcmp(rk, "rope_parameters") ? 2 : 0);
-    char b[64];
-    for (const cJSON *e = rs->child; e; e = e->next) {
-        size_t k = 0;
-        while (k < n_known && (!e->string || strcmp(e->string, known[k]))) k++;
-        if (k == n_known)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': longrope key '%s' is not supported", file, rk,
-                            e->string ? pstr(e->string, b, sizeof b) : "?");
-    }
+                                        "original_max_position_embeddings", "attention_factor", NULL};
     slm_status s;
+    if ((s = known_keys(rs, rk, file, "longrope", known, err))) return s;
     int orig = 0, orig_rs = 0;
     if ((s = cfg_int(root, file, "original_max_position_embeddings", 0, &orig, err)) ||
         (s = cfg_int(rs, file, "original_max_position_embeddings", 0, &orig_rs, err)))
@@ -251,7 +308,7 @@ static slm_status parse_longrope(const cJSON *root, const cJSON *rs, const char 
 }
 
 /* rope_scaling (or rope_parameters' global object, rp): none, "linear"
- * (c->rope_scale), "llama3" (rope_freqs) or, for phi3, "longrope". */
+ * (c->rope_scale), "llama3" (rope_freqs), "yarn" or, for phi3, "longrope". */
 static slm_status parse_rope_scaling(const cJSON *root, const cJSON *rp, const char *file, slm_arch F, double theta,
                                      slm_model_config *c, slm_hf_info *h, slm_err *err) {
     slm_status s;
@@ -282,8 +339,9 @@ static slm_status parse_rope_scaling(const cJSON *root, const cJSON *rp, const c
     }
     if (F == SLM_ARCH_PHI3 && (!strcmp(ts, "longrope") || !strcmp(ts, "su")))
         return parse_longrope(root, rs, rk, file, c, h, err);
+    if (!strcmp(ts, "yarn")) return parse_yarn(rs, rk, file, c, err);
     char b[64];
-    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': type '%s' is not supported (supported: linear, llama3%s)",
+    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': type '%s' is not supported (supported: linear, llama3, yarn%s)",
                     file, rk, pstr(ts, b, sizeof b), F == SLM_ARCH_PHI3 ? ", longrope" : "");
 }
 

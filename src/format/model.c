@@ -231,6 +231,23 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: partial RoPE only with the neox layout", file);
     if (c->rope_long && c->rope_freqs)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: both rope_freqs.weight and LongRoPE factors", file);
+    if (c->rope_yarn) {
+        if (c->rope_yarn != 1 || c->rope_long || c->rope_freqs || !(c->rope_scale > 1.0f))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with a factor of 1, with rope_freqs or "
+                            "with LongRoPE factors", file);
+        if (c->rope_base_swa > 0.0f || c->rope_scale_swa > 0.0f)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with a RoPE of its own on sliding layers",
+                            file);
+        if (c->rope_orig_ctx < 1)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN RoPE scaling without the original context length", file);
+        if (!(c->yarn_beta_fast > 0.0f && c->yarn_beta_fast < 1e6f) ||
+            !(c->yarn_beta_slow > 0.0f && c->yarn_beta_slow < 1e6f) ||
+            !(c->yarn_ext_factor >= 0.0f && c->yarn_ext_factor <= 1.0f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN beta_fast %g, beta_slow %g (must be positive), "
+                            "extrapolation factor %g (0..1)", file, (double)c->yarn_beta_fast,
+                            (double)c->yarn_beta_slow, (double)c->yarn_ext_factor);
+    } else if (c->yarn_beta_fast != 0.0f || c->yarn_beta_slow != 0.0f || c->yarn_ext_factor != 0.0f)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN parameters without YaRN", file);
     {
         const float f[] = {c->embed_scale, c->attn_scale, c->attn_softcap, c->final_softcap, c->rope_base_swa,
                            c->rope_scale_swa, c->rope_attn_factor};

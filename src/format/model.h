@@ -56,6 +56,15 @@ typedef struct slm_model_config {
     float rope_attn_factor; /* cos/sin multiplier (LongRoPE rope.scaling.attn_factor); 0 = 1 */
     int nope_step;     /* no RoPE on layer l where (l + 1) % nope_step == 0 (smollm3: 4, llama.cpp's
                           n_no_rope_layer_step); 0 = RoPE on every layer */
+    /* YaRN (rope.scaling.type "yarn", HF rope_type "yarn"): each pair's angle
+     * mixes the interpolated one (positions / rope_scale) and the original,
+     * ramping over the pairs between the correction dimensions of
+     * yarn_beta_fast and yarn_beta_slow rotations in rope_orig_ctx positions;
+     * the magnitude (0.1 ln(factor) + 1, or the file's attention factor) is
+     * in rope_attn_factor. */
+    int rope_yarn;     /* 1: YaRN; needs rope_scale > 1 and rope_orig_ctx */
+    float yarn_beta_fast, yarn_beta_slow; /* rotations (32 and 1 by default) */
+    float yarn_ext_factor; /* the ramp's weight (1 by default) */
 } slm_model_config;
 
 /* Rotated dimensions per head. */
