@@ -131,8 +131,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
             wk = ref_layer(m, "blk.%d.attn_k.weight", l);
             wv = ref_layer(m, "blk.%d.attn_v.weight", l);
             wo = ref_layer(m, "blk.%d.attn_output.weight", l);
-            an = ref_layer(m, "blk.%d.attn_norm.weight", l);
-            fn = ref_layer(m, "blk.%d.ffn_norm.weight", l);
+            an = c->no_pre_norms ? NULL : ref_layer(m, "blk.%d.attn_norm.weight", l);
+            fn = c->no_pre_norms ? NULL : ref_layer(m, "blk.%d.ffn_norm.weight", l);
             w1 = ref_layer(m, "blk.%d.ffn_gate.weight", l);
             w2 = ref_layer(m, "blk.%d.ffn_down.weight", l);
             w3 = ref_layer(m, "blk.%d.ffn_up.weight", l);
@@ -149,24 +149,31 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 pa = ref_layer(m, "blk.%d.post_attention_norm.weight", l);
                 pf = ref_layer(m, "blk.%d.post_ffw_norm.weight", l);
             }
-            ok = wq && wk && wv && wo && an && fn && w1 && w2 && w3 && (!c->qkv_bias || (bq && bk && bv)) &&
+            ok = wq && wk && wv && wo && ((an && fn) || c->no_pre_norms) && w1 && w2 && w3 && (!c->qkv_bias || (bq && bk && bv)) &&
                  (!c->qk_norm || (qn && kn)) && (!c->post_norms || (pa && pf));
             if (ok) {
                 double *kr = kc + ((size_t)l * n + p) * kvd, *vr = vc + ((size_t)l * n + p) * kvd;
                 const int swa = slm_layer_swa(c, l);
                 const double base = swa && c->rope_base_swa > 0.0f ? c->rope_base_swa : c->rope_base;
                 const double rscale = swa && c->rope_scale_swa > 0.0f ? c->rope_scale_swa : c->rope_scale;
-                ref_rmsnorm(x, an, xn, D, c->norm_eps);
+                if (an) ref_rmsnorm(x, an, xn, D, c->norm_eps);
+                else memcpy(xn, x, sizeof(double) * D); /* olmo2: no pre-norm */
                 ref_matvec(wq, xn, q, QD, D, bq);
                 ref_matvec(wk, xn, kr, kvd, D, bk);
                 ref_matvec(wv, xn, vr, kvd, D, bv);
-                if (c->qk_norm) {
+                if (c->qk_norm == 2) { /* olmo2: the whole rows */
+                    ref_rmsnorm(q, qn, q, QD, c->norm_eps);
+                    ref_rmsnorm(kr, kn, kr, kvd, c->norm_eps);
+                } else if (c->qk_norm) {
                     ref_head_norm(q, qn, H, hd, c->norm_eps);
                     ref_head_norm(kr, kn, KV, hd, c->norm_eps);
                 }
                 if (c->nope_step <= 0 || (l + 1) % c->nope_step != 0) { /* smollm3: no RoPE on every fourth layer */
-                    ref_rope_ex(q, H, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor, c);
-                    ref_rope_ex(kr, KV, hd, rot, p, base, rscale, c->rope_neox, factors, c->rope_attn_factor, c);
+                    /* with YaRN, sliding layers of their own RoPE rotate plainly (olmo3) */
+                    const int plain = swa && c->rope_yarn && (c->rope_base_swa > 0.0f || c->rope_scale_swa > 0.0f);
+                    const double af = plain ? 0.0 : c->rope_attn_factor;
+                    ref_rope_ex(q, H, hd, rot, p, base, rscale, c->rope_neox, factors, af, plain ? NULL : c);
+                    ref_rope_ex(kr, KV, hd, rot, p, base, rscale, c->rope_neox, factors, af, plain ? NULL : c);
                 }
                 int first = swa && p + 1 > c->sliding_window ? p + 1 - c->sliding_window : 0;
                 for (int h = 0; h < H; h++) {
@@ -188,7 +195,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 ref_matvec(wo, att, o, D, QD, NULL);
                 if (c->post_norms) ref_rmsnorm(o, pa, o, D, c->norm_eps);
                 for (int i = 0; i < D; i++) x[i] += o[i];
-                ref_rmsnorm(x, fn, xn, D, c->norm_eps);
+                if (fn) ref_rmsnorm(x, fn, xn, D, c->norm_eps);
+                else memcpy(xn, x, sizeof(double) * D);
                 ref_matvec(w1, xn, g, F, D, NULL);
                 ref_matvec(w3, xn, u, F, D, NULL);
                 for (int i = 0; i < F; i++)

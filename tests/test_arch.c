@@ -32,6 +32,8 @@ typedef struct synth {
     float attn_factor;/* phi3: rope.scaling.attn_factor */
     int yarn_orig;    /* > 0: rope.scaling.type yarn (factor rope_scale) with this original context */
     float beta_fast, beta_slow, ext_factor, yarn_attn; /* its optional keys (0 = not written) */
+    int swa_list;     /* olmo2: attention.sliding_window_pattern as the converter's per-layer list
+                         (2: layer 1 global too, which llama.cpp would not run) */
 } synth;
 
 static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
@@ -97,6 +99,11 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     slm_gguf_set_f32(w, K("rope.freq_base"), s->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (s->window) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)s->window);
+    if (s->swa_list) { /* Olmo 3: every fourth layer global */
+        uint8_t pat[64];
+        for (int l = 0; l < s->layers && l < 64; l++) pat[l] = (l + 1) % 4 != 0 && !(s->swa_list == 2 && l == 1);
+        slm_gguf_set_arr(w, K("attention.sliding_window_pattern"), SLM_GGUF_BOOL, pat, (uint64_t)s->layers);
+    }
     if (s->rope_scale > 1.0f) {
         slm_gguf_set_str(w, K("rope.scaling.type"), s->yarn_orig ? "yarn" : "linear");
         slm_gguf_set_f32(w, K("rope.scaling.factor"), s->rope_scale);
@@ -108,7 +115,8 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     if (s->yarn_attn > 0.0f) slm_gguf_set_f32(w, K("rope.scaling.yarn_attn_factor"), s->yarn_attn);
     const int hd = s->head_dim ? s->head_dim : s->dim / s->heads, kvd = hd * s->kv_heads, qd = hd * s->heads;
     const int gemma = is_arch(s, "gemma2") || is_arch(s, "gemma3"), phi3 = is_arch(s, "phi3");
-    const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3");
+    const int olmo2 = is_arch(s, "olmo2");
+    const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3") || olmo2;
     if (s->head_dim) {
         slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)s->head_dim);
         slm_gguf_set_u32(w, K("attention.value_length"), (uint32_t)s->head_dim);
@@ -141,7 +149,7 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     for (int l = 0; l < s->layers; l++) {
         char n[64];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, l), n)
-        add_t(w, &b, NAME("attn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (!olmo2) add_t(w, &b, NAME("attn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         if (phi3) { /* fused: Q, K, V rows in one matrix */
             add_t(w, &b, NAME("attn_qkv.weight"), s->dim, qd + 2 * kvd, mtype, sd, 0.0f);
         } else {
@@ -154,13 +162,13 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_t(w, &b, NAME("attn_k.bias"), kvd, 1, SLM_F32, 0.5f, 0.0f);
             add_t(w, &b, NAME("attn_v.bias"), kvd, 1, SLM_F32, 0.5f, 0.0f);
         }
-        if (qk_norm) {
-            add_t(w, &b, NAME("attn_q_norm.weight"), hd, 1, SLM_F32, 0.2f, 1.0f);
-            add_t(w, &b, NAME("attn_k_norm.weight"), hd, 1, SLM_F32, 0.2f, 1.0f);
+        if (qk_norm) { /* olmo2: whole Q and K rows */
+            add_t(w, &b, NAME("attn_q_norm.weight"), olmo2 ? qd : hd, 1, SLM_F32, 0.2f, 1.0f);
+            add_t(w, &b, NAME("attn_k_norm.weight"), olmo2 ? kvd : hd, 1, SLM_F32, 0.2f, 1.0f);
         }
         add_t(w, &b, NAME("attn_output.weight"), qd, s->dim, mtype, s->std / sqrtf((float)qd), 0.0f);
-        if (gemma) add_t(w, &b, NAME("post_attention_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
-        add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (gemma || olmo2) add_t(w, &b, NAME("post_attention_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (!olmo2) add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         if (phi3) { /* fused: gate rows, then up rows */
             add_t(w, &b, NAME("ffn_up.weight"), s->dim, 2 * s->hidden, mtype, sd, 0.0f);
         } else {
@@ -168,7 +176,7 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_t(w, &b, NAME("ffn_up.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
         }
         add_t(w, &b, NAME("ffn_down.weight"), s->hidden, s->dim, mtype, sh, 0.0f);
-        if (gemma) add_t(w, &b, NAME("post_ffw_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (gemma || olmo2) add_t(w, &b, NAME("post_ffw_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
 #undef NAME
     }
     add_t(w, &b, "output_norm.weight", s->dim, 1, SLM_F32, 0.1f, 1.0f);
@@ -289,6 +297,15 @@ static const synth k_archs[] = {
      * base 10000, 32 wide heads); magnitude 1 + 0.1 ln 4 */
     {.arch = "qwen3", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 256,
      .tied = 1, .rope_scale = 4.0f, .rope_base = 10000.0f, .std = 1.0f, .head_dim = 32, .yarn_orig = 64},
+    /* olmo2 (OLMo 2): no pre-norms, Q/K norms over the whole rows, post
+     * norms, neox RoPE, untied */
+    {.arch = "olmo2", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .rope_scale = 1.0f, .rope_base = 500000.0f, .std = 1.0f},
+    /* olmo2 as Olmo 3: window 6 on layers 0-2 (the converter's per-layer
+     * list), layer 3 global with YaRN factor 4; the window layers rotate
+     * plainly (llama.cpp's rule) */
+    {.arch = "olmo2", .dim = 64, .hidden = 96, .layers = 4, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 256,
+     .window = 6, .rope_scale = 4.0f, .rope_base = 10000.0f, .std = 1.0f, .yarn_orig = 64, .swa_list = 1},
     /* llama (adjacent pairs) with YaRN and every optional key: beta_fast 4,
      * beta_slow 2, half the ramp, the file's magnitude */
     {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 2, .kv_heads = 2, .vocab = 160, .ctx = 256,
@@ -501,7 +518,7 @@ static const synth *find_yarn(const char *arch) {
 
 /* YaRN's keys: the defaults (betas 32 and 1, the whole ramp, magnitude
  * 1 + 0.1 ln(factor)) and the file's own; a factor of 1 is no scaling;
- * refused beside gemma3's RoPE of its own on sliding layers. */
+ * beside gemma3's local RoPE (kept plain); refused with Llama 3 factors. */
 static void test_yarn_config(void) {
     slm_model_file m;
     if (write_model("yarn_q3.gguf", find_yarn("qwen3"), SLM_F32, 5) && open_ok(&m, "yarn_q3.gguf")) {
@@ -524,16 +541,60 @@ static void test_yarn_config(void) {
         CHECK(!m.cfg.rope_yarn && m.cfg.rope_scale == 1.0f && m.cfg.rope_attn_factor == 0.0f);
         slm_model_close(&m);
     }
-    synth g3 = *find_synth("gemma3");
+    synth g3 = *find_synth("gemma3"); /* the local layers keep plain RoPE, as llama.cpp runs them */
     g3.yarn_orig = 64;
-    if (write_model("yarn_g3.gguf", &g3, SLM_F32, 5)) {
+    if (write_model("yarn_g3.gguf", &g3, SLM_F32, 5) && open_ok(&m, "yarn_g3.gguf")) {
+        CHECK(m.cfg.rope_yarn && m.cfg.rope_scale == 2.0f && m.cfg.rope_scale_swa == 1.0f);
+        slm_model_close(&m);
+    }
+    synth l3 = *find_synth("llama"); /* Llama 3 factors and YaRN: refused */
+    l3.rope_scale = 2.0f;
+    l3.yarn_orig = 64;
+    if (write_model("yarn_g3.gguf", &l3, SLM_F32, 5)) {
         slm_err err = {0};
         CHECK(slm_model_open(&m, "yarn_g3.gguf", &err) == SLM_ERR_UNSUPPORTED);
-        CHECKF(strstr(err.msg, "yarn_g3.gguf") && strstr(err.msg, "YaRN") && strstr(err.msg, "sliding"), "%s", err.msg);
+        CHECKF(strstr(err.msg, "yarn_g3.gguf") && strstr(err.msg, "YaRN") && strstr(err.msg, "rope_freqs"), "%s", err.msg);
     }
     unlink("yarn_q3.gguf");
     unlink("yarn_ll.gguf");
     unlink("yarn_g3.gguf");
+}
+
+/* olmo2's keys: OLMo 2 (no window) and Olmo 3 (window on three layers of
+ * four, from the converter's list; a list of another pattern is refused
+ * naming the layer, since llama.cpp runs period 4 whatever it says). */
+static void test_olmo2_config(void) {
+    slm_model_file m;
+    const synth *o2 = find_synth("olmo2"), *o3 = find_yarn("olmo2");
+    if (write_model("fam_olmo2.gguf", o2, SLM_F32, 5) && open_ok(&m, "fam_olmo2.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->qk_norm == 2 && c->no_pre_norms && c->post_norms && c->rope_neox && !c->ffn_gelu && !c->tied_embeddings);
+        CHECK(c->sliding_window == 0 && c->rope_base_swa == 0.0f && !c->rope_yarn);
+        CHECK(!slm_model_tensor(&m, "blk.0.attn_norm.weight") && slm_model_tensor(&m, "blk.0.attn_q_norm.weight")->ne[0] == 64);
+        slm_model_close(&m);
+    }
+    if (write_model("fam_olmo2.gguf", o3, SLM_F32, 5) && open_ok(&m, "fam_olmo2.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->sliding_window == 6 && c->swa_pattern == 4 && c->rope_base_swa == 10000.0f && c->rope_scale_swa == 1.0f);
+        CHECK(slm_layer_swa(c, 0) && slm_layer_swa(c, 2) && !slm_layer_swa(c, 3) && slm_rope_table_of(c, 0) == 1 &&
+              slm_rope_table_of(c, 3) == 0);
+        CHECK(c->rope_yarn && c->rope_scale == 4.0f && c->rope_orig_ctx == 64);
+        slm_model_close(&m);
+    }
+    synth bad = *o3; /* 8 layers: the list says period 4, so layer 7 global; with 5 layers, layer 4 slides */
+    bad.layers = 5;
+    if (write_model("fam_olmo2.gguf", &bad, SLM_F32, 5) && open_ok(&m, "fam_olmo2.gguf")) {
+        CHECK(slm_layer_swa(&m.cfg, 4) && !slm_layer_swa(&m.cfg, 3));
+        slm_model_close(&m);
+    }
+    bad.swa_list = 2;
+    if (write_model("fam_olmo2.gguf", &bad, SLM_F32, 5)) {
+        slm_err err = {0};
+        CHECK(slm_model_open(&m, "fam_olmo2.gguf", &err) == SLM_ERR_UNSUPPORTED);
+        CHECKF(strstr(err.msg, "fam_olmo2.gguf") && strstr(err.msg, "sliding_window_pattern") && strstr(err.msg, "layer 1"),
+               "%s", err.msg);
+    }
+    unlink("fam_olmo2.gguf");
 }
 
 static void test_family_config(void) {
@@ -675,6 +736,7 @@ int main(void) {
     T_RUN(test_arch_kv_types);
     T_RUN(test_family_config);
     T_RUN(test_yarn_config);
+    T_RUN(test_olmo2_config);
     T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);

@@ -187,11 +187,10 @@ static slm_status read_config(rctx *r, uint32_t si) {
                    c->opt.min_response_len, c->kv_capacity);
     if (c->consts.rope_pos != c->kv_capacity) return bad(r, "section .slm.config: rope_pos %d != kv_capacity %d", c->consts.rope_pos, c->kv_capacity);
     blob_get_family(p + BLOB_CFG_FAMILY, m);
-    for (int i = 76; i < BLOB_FAMILY_SIZE; i++)
-        if (p[BLOB_CFG_FAMILY + i]) return bad(r, "section .slm.config: family record byte %d not zero", i);
     RANGE(m->rope_dims, 0, m->head_dim, "rope_dims");
     if (m->rope_dims % 2 || (m->rope_dims && !m->rope_neox)) return bad(r, "section .slm.config: rope_dims %d odd or not neox", m->rope_dims);
-    RANGE(m->qk_norm, 0, 1, "qk_norm");
+    RANGE(m->qk_norm, 0, 2, "qk_norm");
+    RANGE(m->no_pre_norms, 0, 1, "no_pre_norms");
     RANGE(m->post_norms, 0, 1, "post_norms");
     RANGE(m->ffn_gelu, 0, 1, "ffn_gelu");
     RANGE(m->swa_pattern, 0, 65536, "swa_pattern");

@@ -714,10 +714,10 @@ static float yarn_corr_dim(int rot, int orig_ctx, float n_rot, float base) {
  * scale, or with YaRN the mix of that and pos * freq_i by the ramp over
  * [low, high] pairs; both times the magnitude attn_factor. */
 static void rope_table(float *out, int n_pos, int rot, float base, float scale, const float *factors, float attn_factor,
-                       const slm_model_config *m) {
+                       const slm_model_config *m, int yarn) {
     const int pairs = rot / 2;
     float low = 0.0f, high = 0.0f;
-    if (m->rope_yarn) {
+    if (yarn) {
         low = floorf(yarn_corr_dim(rot, m->rope_orig_ctx, m->yarn_beta_fast, base));
         high = ceilf(yarn_corr_dim(rot, m->rope_orig_ctx, m->yarn_beta_slow, base));
         if (low < 0.0f) low = 0.0f;
@@ -734,7 +734,7 @@ static void rope_table(float *out, int n_pos, int rot, float base, float scale, 
             const float extrap = (float)pos * freq;
             float val = extrap;
             if (scale != 1.0f) val /= scale;
-            if (m->rope_yarn) {
+            if (yarn) {
                 float y = ((float)i - low) / fmaxf(0.001f, high - low);
                 const float mix = (1.0f - fminf(1.0f, fmaxf(0.0f, y))) * m->yarn_ext_factor;
                 val = val * (1.0f - mix) + extrap * mix;
@@ -775,10 +775,14 @@ static slm_status build_constants(slm_compiled *c, const slm_model_file *mf, slm
     c->consts.rope_pos = c->kv_capacity;
     c->consts.rope_pairs = pairs;
     c->consts.bytes = n * sizeof(float);
-    rope_table(c->consts.rope, c->kv_capacity, rot, m->rope_base, m->rope_scale, factors, m->rope_attn_factor, m);
-    if (n_tables == 2) /* the sliding-window layers' own base and scaling (gemma3) */
+    rope_table(c->consts.rope, c->kv_capacity, rot, m->rope_base, m->rope_scale, factors, m->rope_attn_factor, m,
+               m->rope_yarn);
+    /* the sliding-window layers' own base and scaling (gemma3, olmo3); with
+     * YaRN on the global layers they keep plain RoPE, magnitude 1 (llama.cpp) */
+    if (n_tables == 2)
         rope_table(c->consts.rope + per, c->kv_capacity, rot, m->rope_base_swa > 0.0f ? m->rope_base_swa : m->rope_base,
-                   m->rope_scale_swa > 0.0f ? m->rope_scale_swa : m->rope_scale, factors, m->rope_attn_factor, m);
+                   m->rope_scale_swa > 0.0f ? m->rope_scale_swa : m->rope_scale, factors,
+                   m->rope_yarn ? 0.0f : m->rope_attn_factor, m, 0);
     return SLM_OK;
 }
 

@@ -123,6 +123,54 @@ static slm_status yarn_params(const slm_gguf *g, const char *file, const char *A
 }
 #undef KEY
 
+/* Olmo 3's sliding window (olmo2 files with attention.sliding_window):
+ * llama.cpp's period of 4 (window on layer l when l % 4 < 3), or an integer
+ * attention.sliding_window_pattern; the per-layer list llama.cpp's converter
+ * writes (true = sliding) is not read by llama.cpp, which runs period 4, so
+ * it must say the same. The sliding layers rotate with rope.freq_base_swa
+ * (else the base), unscaled. */
+static slm_status olmo2_window(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    c->swa_pattern = 4;
+    if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
+        int64_t pat;
+        slm_gguf_type et;
+        uint64_t n;
+        const void *data;
+        if (slm_gguf_get_i64(g, key, &pat)) {
+            if (pat < 0 || pat > 65536)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
+                                (long long)pat);
+            if (pat == 1) c->sliding_window = 0; /* no layer slides */
+            else c->swa_pattern = (int)pat;
+        } else if (slm_gguf_get_arr(g, key, &et, &n, &data) && (et == SLM_GGUF_BOOL || et == SLM_GGUF_U8)) {
+            if (n != (uint64_t)c->n_layers)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %llu entries for %d layers", file, key,
+                                (unsigned long long)n, c->n_layers);
+            for (int l = 0; l < c->n_layers; l++) {
+                const int slides = ((const uint8_t *)data)[l] != 0;
+                if (slides != slm_layer_swa(c, l))
+                    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': layer %d %s the window; llama.cpp runs "
+                                    "every fourth layer without it, and so does staticlm", file, key, l,
+                                    slides ? "has" : "has no");
+            }
+        } else
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer or a list of booleans", file, key);
+    }
+    if (c->sliding_window > 0) {
+        c->rope_base_swa = c->rope_base;
+        c->rope_scale_swa = 1.0f;
+        if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
+        if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key,
+                            (double)c->rope_base_swa);
+    }
+    return SLM_OK;
+#undef KEY
+}
+
 /* What qwen3, gemma2, gemma3, phi3 and smollm3 add to the Llama decoder, from
  * their keys and llama.cpp's rules for what the keys leave out. */
 static slm_status family_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
@@ -180,6 +228,14 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
             c->final_softcap = 30.0f;
             if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
         }
+    }
+    if (!strcmp(A, "olmo2")) {
+        /* OLMo 2 / Olmo 3: no pre-norms, Q/K RMSNorm over whole rows, post
+         * norms; Olmo 3's window on three layers of every four */
+        c->qk_norm = 2;
+        c->no_pre_norms = 1;
+        c->post_norms = 1;
+        if (c->sliding_window > 0 && (s = olmo2_window(g, file, A, c, err))) return s;
     }
     if (is_phi3) {
         /* llama.cpp disables Phi-3's sliding window (its converters do not
@@ -271,7 +327,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
               is_phi3 = !strcmp(A, "phi3");
-    c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3;
+    c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2");
     c->qkv_bias = !strcmp(A, "qwen2");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 

@@ -120,7 +120,7 @@ static slm_status index_tensors(slm_model_file *m, const char *file, slm_err *er
 static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_LLAMA] = "llama", [SLM_ARCH_MISTRAL] = "mistral", [SLM_ARCH_QWEN2] = "qwen2",
     [SLM_ARCH_QWEN3] = "qwen3", [SLM_ARCH_GEMMA2] = "gemma2",   [SLM_ARCH_GEMMA3] = "gemma3",
-    [SLM_ARCH_PHI3] = "phi3",   [SLM_ARCH_SMOLLM3] = "smollm3",
+    [SLM_ARCH_PHI3] = "phi3",   [SLM_ARCH_SMOLLM3] = "smollm3", [SLM_ARCH_OLMO2] = "olmo2",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -215,7 +215,11 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(swa_pattern, 0, 1 << 16);
     RANGE(rope_orig_ctx, 0, 1 << 24);
     RANGE(nope_step, 0, 1 << 16);
+    RANGE(qk_norm, 0, 2);
+    RANGE(no_pre_norms, 0, 1);
 #undef RANGE
+    if (c->no_pre_norms && !c->post_norms)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config: no pre-norms and no post norms", file);
     if (!(c->rope_scale >= 1.0f && c->rope_scale <= 1024.0f))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config rope_scale = %g is out of range (1..1024)", file,
                         (double)c->rope_scale);
@@ -235,9 +239,9 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         if (c->rope_yarn != 1 || c->rope_long || c->rope_freqs || !(c->rope_scale > 1.0f))
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with a factor of 1, with rope_freqs or "
                             "with LongRoPE factors", file);
-        if (c->rope_base_swa > 0.0f || c->rope_scale_swa > 0.0f)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with a RoPE of its own on sliding layers",
-                            file);
+        /* the sliding layers' own table stays plain RoPE (olmo3, as llama.cpp runs it) */
+        if (c->rope_scale_swa != 0.0f && c->rope_scale_swa != 1.0f)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with scaled RoPE on sliding layers", file);
         if (c->rope_orig_ctx < 1)
             return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN RoPE scaling without the original context length", file);
         if (!(c->yarn_beta_fast > 0.0f && c->yarn_beta_fast < 1e6f) ||
@@ -276,6 +280,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         const int64_t unit[4] = {dim, kv_dim, hid, q_dim};
         for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
             char name[64];
+            if (c->no_pre_norms && k[j].vec) continue;
             snprintf(name, sizeof name, k[j].fmt, l);
             if ((s = check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec, err)))
                 return s;
@@ -287,7 +292,8 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         for (int j = 0; j < 2; j++) {
             char name[64];
             snprintf(name, sizeof name, qk[j], l);
-            if (c->qk_norm && (s = check_tensor(m, file, name, c->head_dim, 1, 1, err))) return s;
+            const int64_t qk_len = c->qk_norm == 2 ? (j ? kv_dim : q_dim) : c->head_dim;
+            if (c->qk_norm && (s = check_tensor(m, file, name, qk_len, 1, 1, err))) return s;
             snprintf(name, sizeof name, post[j], l);
             if (c->post_norms && (s = check_tensor(m, file, name, dim, 1, 1, err))) return s;
         }

@@ -39,7 +39,10 @@ typedef struct slm_model_config {
      * of them leave them zero). head_dim above may differ from dim / n_heads
      * (GGUF attention.key_length): Q is [n_heads * head_dim]. */
     int rope_dims;     /* rotated dimensions per head (partial rotary); 0 = head_dim */
-    int qk_norm;       /* 1: blk.N.attn_{q,k}_norm.weight [head_dim] RMSNorm each head before RoPE */
+    int qk_norm;       /* 1: blk.N.attn_{q,k}_norm.weight [head_dim] RMSNorm each head before RoPE;
+                          2: [q_dim] / [kv_dim] RMSNorm the whole Q and K rows (olmo2) */
+    int no_pre_norms;  /* 1: no attn_norm / ffn_norm: Q/K/V and the FFN read the residual itself, the
+                          post norms normalize the branch outputs (olmo2) */
     int post_norms;    /* 1: blk.N.post_attention_norm / post_ffw_norm on the branch outputs (gemma) */
     int ffn_gelu;      /* 1: GeGLU, gelu_tanh(gate) * up, instead of SwiGLU */
     int swa_pattern;   /* sliding window on which layers: 0 = all; n = layer l when l % n < n - 1 */
@@ -95,9 +98,10 @@ typedef enum slm_arch {
     SLM_ARCH_GEMMA3,
     SLM_ARCH_PHI3,
     SLM_ARCH_SMOLLM3,
+    SLM_ARCH_OLMO2,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */

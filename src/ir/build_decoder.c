@@ -109,7 +109,8 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
     n.scale = c->embed_scale;
     int x = add(&b, n);
     for (int l = 0; l < c->n_layers && !b.failed; l++) {
-        int xn = rmsnorm(&b, x, W(&b, "blk.%d.attn_norm.weight", l), c->dim, 0, l);
+        /* olmo2: no pre-norm, Q/K/V read the residual itself */
+        int xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.attn_norm.weight", l), c->dim, 0, l);
         int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, q_dim);
         int k = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_k.weight", l), T, kv_dim);
         int v = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_v.weight", l), T, kv_dim);
@@ -118,9 +119,10 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
             k = unary_w(&b, SLM_OP_BIAS, k, W(&b, "blk.%d.attn_k.bias", l), T, kv_dim);
             v = unary_w(&b, SLM_OP_BIAS, v, W(&b, "blk.%d.attn_v.bias", l), T, kv_dim);
         }
-        if (c->qk_norm) { /* each head on its own, before RoPE (qwen3, gemma3) */
-            q = rmsnorm(&b, q, W(&b, "blk.%d.attn_q_norm.weight", l), q_dim, c->head_dim, l);
-            k = rmsnorm(&b, k, W(&b, "blk.%d.attn_k_norm.weight", l), kv_dim, c->head_dim, l);
+        if (c->qk_norm) { /* before RoPE: each head on its own (qwen3, gemma3), or whole rows (olmo2) */
+            const int group = c->qk_norm == 2 ? 0 : c->head_dim;
+            q = rmsnorm(&b, q, W(&b, "blk.%d.attn_q_norm.weight", l), q_dim, group, l);
+            k = rmsnorm(&b, k, W(&b, "blk.%d.attn_k_norm.weight", l), kv_dim, group, l);
         }
         if (slm_layer_rope(c, l)) { /* smollm3: every fourth layer has none */
             q = rope(&b, q, pos, c->n_heads, l);
@@ -161,7 +163,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         set_in(&n, x, o, -1, -1, -1);
         x = add(&b, n);
 
-        xn = rmsnorm(&b, x, W(&b, "blk.%d.ffn_norm.weight", l), c->dim, 0, l);
+        xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.ffn_norm.weight", l), c->dim, 0, l);
         int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
         int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
         n = node(SLM_OP_SWIGLU, T, c->hidden_dim);
