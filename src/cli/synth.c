@@ -54,14 +54,16 @@ typedef struct synth_shape {
     int rope_dims;   /* rope.dimension_count below head_dim (phi3: partial rotary) */
     int window;      /* attention.sliding_window (gemma) */
     int orig_ctx;    /* phi3: LongRoPE factors for contexts above this */
+    float yarn;      /* YaRN factor (olmo2 as Olmo 3: global layers), original context yarn_orig */
+    int yarn_orig;
 } synth_shape;
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -69,9 +71,11 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0},
+    {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
+     .yarn = 8.0f, .yarn_orig = 8192},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0},
 };
 
 static void usage(FILE *f) {
@@ -83,20 +87,25 @@ static void usage(FILE *f) {
             "staticlm and llama.cpp both load.\n"
             "\n"
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
-            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b | custom\n"
+            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b | olmo-3-7b |\n"
+            "                        custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
             "                        multiple of 256); norms stay f32\n"
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
-            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 (default:\n"
+            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2\n"
+            "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
             "                        has no 'mistral' architecture; the others write their family's\n"
             "                        tensors: Q/K norms, post norms, fused phi3 matrices, LongRoPE;\n"
-            "                        smollm3 is llama's tensors, no RoPE on every fourth layer)\n"
-            "      --sliding-window N  attention window for --arch mistral (default 4096)\n"
+            "                        smollm3 is llama's tensors, no RoPE on every fourth layer; olmo2 has no\n"
+            "                        pre-norms, whole-row Q/K norms, post norms; olmo-3-7b adds the window\n"
+            "                        on three layers of four and YaRN 8 on the others)\n"
+            "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
+            "                        (default: the shape's; olmo2 shapes without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
             "      --vocab-file F    GGUF with a llama (SPM) vocabulary (default\n"
             "                        ../shared/vocab/ggml-vocab-llama-spm.gguf)\n"
@@ -480,7 +489,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         if (!strcmp(k_shapes[i].name, a->shape_name)) base = &k_shapes[i];
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
-                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, custom)\n", a->shape_name);
+                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, olmo-3-7b, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -513,6 +522,10 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (!strcmp(sh->arch, "phi3") && sh->rope_dims >= head_dim_of(sh)) sh->rope_dims = 0;
     if (strcmp(sh->arch, "phi3")) sh->rope_dims = 0;
     if ((!strcmp(sh->arch, "gemma2") || !strcmp(sh->arch, "gemma3")) && !sh->window) sh->window = 4096;
+    if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gemma2") && strcmp(sh->arch, "gemma3")) sh->window = 0;
+    else if (a->window) sh->window = a->window;
+    if (strcmp(sh->arch, "olmo2")) sh->yarn = 0.0f, sh->yarn_orig = 0;
+    if (sh->yarn_orig > sh->ctx) sh->yarn_orig = sh->ctx;
     if ((!sh->head_dim && sh->dim % sh->n_heads) || head_dim_of(sh) % 2 || sh->n_heads % sh->n_kv_heads) {
         fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh->n_heads,
                 sh->n_kv_heads, sh->dim);
@@ -540,8 +553,23 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_kv_heads);
     slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
-    if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)a->window);
+    if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)(a->window ? a->window : 4096));
     if (is(sh, "gemma2") || is(sh, "gemma3")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
+    if (is(sh, "olmo2") && sh->window) { /* Olmo 3, as llama.cpp's converter writes it: a per-layer list */
+        slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
+        uint8_t pat[1024];
+        const int n = sh->n_layers < 1024 ? sh->n_layers : 1024;
+        for (int l = 0; l < n; l++) pat[l] = (l + 1) % 4 != 0;
+        slm_gguf_set_arr(w, K("attention.sliding_window_pattern"), SLM_GGUF_BOOL, pat, (uint64_t)n);
+    }
+    if (sh->yarn > 1.0f) { /* Olmo 3's rope_scaling, every key as its config.json gives it */
+        slm_gguf_set_str(w, K("rope.scaling.type"), "yarn");
+        slm_gguf_set_f32(w, K("rope.scaling.factor"), sh->yarn);
+        slm_gguf_set_u32(w, K("rope.scaling.original_context_length"), (uint32_t)sh->yarn_orig);
+        slm_gguf_set_f32(w, K("rope.scaling.yarn_attn_factor"), 1.0f + 0.1f * logf(sh->yarn));
+        slm_gguf_set_f32(w, K("rope.scaling.yarn_beta_fast"), 32.0f);
+        slm_gguf_set_f32(w, K("rope.scaling.yarn_beta_slow"), 1.0f);
+    }
     if (is(sh, "gemma2")) { /* gemma-2's config.json values */
         slm_gguf_set_f32(w, K("attn_logit_softcapping"), 50.0f);
         slm_gguf_set_f32(w, K("final_logit_softcapping"), 30.0f);
@@ -577,7 +605,8 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
     const int qwen2 = is(sh, "qwen2"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
-    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3"), rope_dims = rope_dims_of(sh);
+    const int olmo2 = is(sh, "olmo2");
+    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || olmo2, rope_dims = rope_dims_of(sh);
     const uint32_t mt = ty->matrix;
     const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : layer_type(mt, 0, 0, 1, sh->dim);
     if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
@@ -606,7 +635,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
         if (!add(s, n, type, ne0, ne1, init, NULL)) return 0;                                  \
     } while (0)
-        T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (!olmo2) T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
         /* widths: dim for all but attn_output (q_dim) and ffn_down (ffn) */
         const uint32_t t_in = layer_type(mt, 0, l, sh->n_layers, sh->dim);
         const uint32_t t_v = layer_type(mt, 1, l, sh->n_layers, sh->dim);
@@ -624,13 +653,13 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T("attn_k.bias", SLM_F32, kv_dim, 1, 0);
             T("attn_v.bias", SLM_F32, kv_dim, 1, 0);
         }
-        if (qk_norm) {
-            T("attn_k_norm.weight", SLM_F32, head_dim, 1, 1);
-            T("attn_q_norm.weight", SLM_F32, head_dim, 1, 1);
+        if (qk_norm) { /* olmo2: over the whole Q and K rows */
+            T("attn_k_norm.weight", SLM_F32, olmo2 ? kv_dim : head_dim, 1, 1);
+            T("attn_q_norm.weight", SLM_F32, olmo2 ? q_dim : head_dim, 1, 1);
         }
         T("attn_output.weight", t_o, q_dim, sh->dim, 0);
-        if (gemma) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
-        T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (gemma || olmo2) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (!olmo2) T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
         if (phi3) { /* fused: gate rows, then up rows */
             T("ffn_up.weight", t_in, sh->dim, 2 * sh->ffn, 0);
         } else {
@@ -638,7 +667,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T("ffn_up.weight", t_in, sh->dim, sh->ffn, 0);
         }
         T("ffn_down.weight", t_down, sh->ffn, sh->dim, 0);
-        if (gemma) T("post_ffw_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (gemma || olmo2) T("post_ffw_norm.weight", SLM_F32, sh->dim, 1, 1);
 #undef T
     }
     if (!add(s, "output_norm.weight", SLM_F32, sh->dim, 1, 1, NULL)) return 0;
@@ -654,7 +683,6 @@ int slm_cli_synth(int argc, char **argv) {
     a.std = 0.02f;
     a.o_dim = a.o_layers = a.o_heads = a.o_kv = a.o_ffn = a.o_vocab = a.o_ctx = a.o_tied = -1;
     a.o_rope = a.o_eps = -1.0f;
-    a.window = 4096;
     int done, rc = parse_args(&a, argc, argv, &done);
     if (rc || done) return rc;
     synth_shape sh;
