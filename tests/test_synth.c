@@ -403,6 +403,29 @@ static void test_archs(void) {
     }
     load_and_generate(q, 64, 2, 4, 2, 160, 512);
     load_and_generate(m, 64, 2, 4, 2, 160, 512);
+    /* olmo-3-7b's family at the custom size: no pre-norms, whole-row Q/K
+     * norms, the window as a per-layer list, YaRN's keys */
+    const char *o3 = tmp_path("olmo3.gguf");
+    CHECK(synth("--shape olmo-3-7b --dim 64 --heads 4 --kv-heads 2 --ffn 160 --layers 4 --n-vocab 512 --ctx 256 "
+                "--sliding-window 8 --type f16", o3) == 0);
+    if (open_gguf(&o, o3)) {
+        slm_gguf_str a, y;
+        CHECK(slm_gguf_get_str(o.g, "general.architecture", &a) && slm_gguf_str_eq(a, "olmo2"));
+        CHECK(u32(o.g, "olmo2.attention.sliding_window") == 8);
+        CHECK(slm_gguf_get_str(o.g, "olmo2.rope.scaling.type", &y) && slm_gguf_str_eq(y, "yarn"));
+        CHECK(u32(o.g, "olmo2.rope.scaling.original_context_length") == 256); /* 8192, cut to the context */
+        slm_gguf_type et;
+        uint64_t n = 0;
+        const void *d = NULL;
+        CHECK(slm_gguf_get_arr(o.g, "olmo2.attention.sliding_window_pattern", &et, &n, &d) && et == SLM_GGUF_BOOL &&
+              n == 4 && ((const uint8_t *)d)[2] == 1 && ((const uint8_t *)d)[3] == 0);
+        CHECK(tensor_type(o.g, "blk.0.attn_norm.weight") == -1 && tensor_type(o.g, "blk.0.post_ffw_norm.weight") == SLM_F32);
+        const slm_gguf_tensor *t = slm_gguf_find_tensor(o.g, "blk.0.attn_q_norm.weight"),
+                              *k = slm_gguf_find_tensor(o.g, "blk.0.attn_k_norm.weight");
+        CHECK(t && t->ne[0] == 64 && k && k->ne[0] == 32);
+        close_gguf(&o);
+    }
+    load_and_generate(o3, 64, 4, 4, 2, 160, 512);
 }
 
 static void test_bad_args(void) {
