@@ -8,8 +8,9 @@
  * 8 heads, 4 KV heads, head_dim 256, query_pre_attn_scalar 256, rope_theta
  * 1e6, rope_local_base_freq 10000, sliding_window 4096, pattern 6; Gemma2
  * soft-caps 50 / 30; Olmo2Config / Olmo3Config: rms_norm_eps 1e-5, Olmo 3's
- * sliding_window 4096), as llama.cpp's converter takes them; gemma3's
- * vocabulary is then the embedding's rows. A key that would change the
+ * sliding_window 4096), as llama.cpp's converter takes them (but for Olmo 3
+ * without sliding_window, where it writes no window); gemma3's vocabulary is
+ * then the embedding's rows. A key that would change the
  * computation in a way we do not run (an activation, a bias, a RoPE scaling
  * type, a layer pattern) is refused by name, and so are keys that disagree.
  */
@@ -424,8 +425,7 @@ static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, 
         c->swa_pattern = 4;
         c->rope_base_swa = c->rope_base;
         c->rope_scale_swa = 1.0f;
-    }
-    else if ((F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN3) && win) {
+    } else if ((F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN3) && win) {
         int use = 0, mwl = 0;
         const cJSON *x = item(root, "max_window_layers");
         if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) return s;
