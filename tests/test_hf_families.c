@@ -1,5 +1,6 @@
-/* Hugging Face folders of the qwen3, gemma2, gemma3 (gemma3_text, and the
- * text part of Gemma3ForConditionalGeneration) and phi3 families, written
+/* Hugging Face folders of the qwen3, smollm3, gemma2, gemma3 (gemma3_text,
+ * and the text part of Gemma3ForConditionalGeneration), phi3 and olmo2
+ * (OLMo 2, and Olmo 3 with its window and YaRN) families, written
  * here with tiny random weights (BF16, F16, F32; one file or shards), loaded
  * with slm_model_open(DIR) and run through the compiled programs; logits at
  * every position against the double-precision reference forward and
@@ -32,7 +33,7 @@ typedef struct fam {
     const char *mat, *vec; /* dtypes of matrices and of norm vectors */
     int shards, pad;    /* as test_hf.c: shards + index; data area at 8k + pad */
     int untied;         /* 1: lm_head.weight written */
-    int window;         /* sliding_window (gemma2/3) */
+    int window;         /* sliding_window (gemma2/3, olmo3) */
     int pattern;        /* gemma3 sliding_window_pattern (0: not written) */
     int layer_types;    /* 1: layer_types written (from window / pattern) */
     int qpas;           /* query_pre_attn_scalar (gemma) */
@@ -52,6 +53,7 @@ static int is(const fam *s, const char *t) { return !strcmp(s->type, t); }
 static int gemma(const fam *s) { return is(s, "gemma2") || is(s, "gemma3") || is(s, "gemma3_text"); }
 static int gemma3(const fam *s) { return is(s, "gemma3") || is(s, "gemma3_text"); }
 static int phi3(const fam *s) { return is(s, "phi3"); }
+static int olmo(const fam *s) { return is(s, "olmo2") || is(s, "olmo3"); }
 
 /* The text model's prefix: "model." or a multimodal one. */
 static const char *prefix(const fam *s) {
@@ -79,7 +81,7 @@ static void make_weights(weights *w, const fam *s, uint64_t seed) {
     add_w(w, n, s->mat, s->V, s->D, 1.0f, 0.0f);
     for (int l = 0; l < s->L; l++) {
 #define NM(x) (snprintf(n, sizeof n, "%slayers.%d." x, pre, l), n)
-        add_w(w, NM("input_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        if (!olmo(s)) add_w(w, NM("input_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
         if (phi3(s)) {
             add_w(w, NM("self_attn.qkv_proj.weight"), s->mat, qd + 2 * kvd, s->D, sd, 0.0f);
         } else {
@@ -87,16 +89,14 @@ static void make_weights(weights *w, const fam *s, uint64_t seed) {
             add_w(w, NM("self_attn.k_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
             add_w(w, NM("self_attn.v_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
         }
-        if (is(s, "qwen3") || gemma3(s)) {
-            add_w(w, NM("self_attn.q_norm.weight"), s->vec, 0, s->hd, 0.2f, nb);
-            add_w(w, NM("self_attn.k_norm.weight"), s->vec, 0, s->hd, 0.2f, nb);
+        if (is(s, "qwen3") || gemma3(s) || olmo(s)) { /* olmo2: over whole rows (q_dim, kv_dim) */
+            add_w(w, NM("self_attn.q_norm.weight"), s->vec, 0, olmo(s) ? qd : s->hd, 0.2f, nb);
+            add_w(w, NM("self_attn.k_norm.weight"), s->vec, 0, olmo(s) ? kvd : s->hd, 0.2f, nb);
         }
         add_w(w, NM("self_attn.o_proj.weight"), s->mat, s->D, qd, sq, 0.0f);
         add_w(w, NM("post_attention_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
-        if (gemma(s)) {
-            add_w(w, NM("pre_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
-            add_w(w, NM("post_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
-        }
+        if (gemma(s)) add_w(w, NM("pre_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        if (gemma(s) || olmo(s)) add_w(w, NM("post_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
         if (phi3(s)) {
             add_w(w, NM("mlp.gate_up_proj.weight"), s->mat, 2 * s->F, s->D, sd, 0.0f);
         } else {
@@ -120,10 +120,11 @@ static double longrope_attn(const fam *s) {
 static double long_f(int i) { return 1.0 + 0.5 * i; }
 static double short_f(int i) { return 1.0 + 0.05 * i; }
 
-/* 1 when layer l slides (gemma2: even layers; gemma3: l % p < p - 1). */
+/* 1 when layer l slides (gemma2: even layers; gemma3: l % p < p - 1;
+ * olmo3: l % 4 < 3). */
 static int layer_slides(const fam *s, int l) {
     if (!s->window) return 0;
-    const int p = is(s, "gemma2") ? 2 : s->pattern ? s->pattern : 6;
+    const int p = is(s, "gemma2") ? 2 : is(s, "olmo3") ? 4 : s->pattern ? s->pattern : 6;
     return l % p < p - 1;
 }
 
@@ -154,6 +155,7 @@ static int text_keys(char *o, size_t cap, const fam *s) {
     if (gemma3(s))
         P(", \"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, \"rope_local_base_freq\": 10000.0");
     if (gemma3(s) && s->pattern) P(", \"sliding_window_pattern\": %d", s->pattern);
+    if (is(s, "olmo3")) P(", \"sliding_window\": %d", s->window);
     if (s->layer_types) {
         P(", \"layer_types\": [");
         for (int l = 0; l < s->L; l++) P("%s\"%s\"", l ? ", " : "", layer_slides(s, l) ? "sliding_attention" : "full_attention");
@@ -233,7 +235,8 @@ static const char *twin_name(const fam *s, const char *hf, char *out, size_t cap
         {"mlp.gate_proj.weight", "ffn_gate"}, {"mlp.up_proj.weight", "ffn_up"}, {"mlp.gate_up_proj.weight", "ffn_up"},
         {"mlp.down_proj.weight", "ffn_down"}};
     const char *to = NULL;
-    if (!strcmp(rest, "post_attention_layernorm.weight")) to = gemma(s) ? "post_attention_norm" : "ffn_norm";
+    if (!strcmp(rest, "post_attention_layernorm.weight"))
+        to = gemma(s) || olmo(s) ? "post_attention_norm" : "ffn_norm";
     for (size_t j = 0; !to && j < sizeof map / sizeof map[0]; j++)
         if (!strcmp(rest, map[j][0])) to = map[j][1];
     snprintf(out, cap, "blk.%d.%s.weight", l, to ? to : "?");
@@ -241,7 +244,7 @@ static const char *twin_name(const fam *s, const char *hf, char *out, size_t cap
 }
 
 static int write_gguf(const char *path, const fam *s, const weights *w) {
-    const char *A = is(s, "gemma3_text") ? "gemma3" : s->type;
+    const char *A = is(s, "gemma3_text") ? "gemma3" : olmo(s) ? "olmo2" : s->type;
     slm_gguf_writer *g = slm_gguf_writer_new();
     char k[96];
 #define K(x) (snprintf(k, sizeof k, "%s." x, A), k)
@@ -261,6 +264,11 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
     if (gemma3(s)) {
         slm_gguf_set_u32(g, K("attention.sliding_window_pattern"), (uint32_t)(s->pattern ? s->pattern : 6));
         slm_gguf_set_f32(g, K("rope.freq_base_swa"), 10000.0f);
+    }
+    if (is(s, "olmo3") && s->window) { /* the converter's per-layer list from layer_types (true: sliding) */
+        uint8_t pat[64];
+        for (int l = 0; l < s->L && l < 64; l++) pat[l] = (uint8_t)layer_slides(s, l);
+        slm_gguf_set_arr(g, K("attention.sliding_window_pattern"), SLM_GGUF_BOOL, pat, (uint64_t)s->L);
     }
     if (is(s, "gemma2")) {
         slm_gguf_set_f32(g, K("attn_logit_softcapping"), s->attn_cap);
@@ -315,13 +323,16 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
 /* The config the folder must give. */
 static void check_config(const char *name, const fam *s, const rig *a) {
     const slm_model_config *c = &a->m.cfg;
-    const int g = gemma(s), g3 = gemma3(s);
-    CHECKF(!strcmp(c->arch, g3 ? "gemma3" : s->type) && c->dim == s->D && c->hidden_dim == s->F && c->n_layers == s->L &&
+    const int g = gemma(s), g3 = gemma3(s), o = olmo(s);
+    CHECKF(!strcmp(c->arch, g3 ? "gemma3" : o ? "olmo2" : s->type) && c->dim == s->D && c->hidden_dim == s->F && c->n_layers == s->L &&
                c->n_heads == s->H && c->n_kv_heads == s->KV && c->head_dim == s->hd && c->vocab_size == s->V &&
                c->context_len == s->ctx && c->rope_neox == 1 && c->tied_embeddings == !s->untied,
            "%s: sizes not as written (arch %s, head_dim %d, vocab %d, ctx %d)", name, c->arch, c->head_dim,
            c->vocab_size, c->context_len);
-    CHECKF(c->qk_norm == (is(s, "qwen3") || g3) && c->post_norms == g && c->ffn_gelu == g, "%s: family flags", name);
+    CHECKF(c->qk_norm == (o ? 2 : is(s, "qwen3") || g3) && c->post_norms == (g || o) && c->ffn_gelu == g &&
+               c->no_pre_norms == o && c->norm_eps == 1e-6f,
+           "%s: family flags (qk_norm %d, post_norms %d, no_pre_norms %d, eps %g)", name, c->qk_norm, c->post_norms,
+           c->no_pre_norms, (double)c->norm_eps);
     CHECKF(c->embed_scale == (g ? sqrtf((float)s->D) : 0.0f), "%s: embed_scale %g", name, (double)c->embed_scale);
     CHECKF(!g || fabsf(c->attn_scale - 1.0f / sqrtf((float)s->qpas)) < 1e-7f, "%s: attn_scale %g", name,
            (double)c->attn_scale);
@@ -333,7 +344,10 @@ static void check_config(const char *name, const fam *s, const rig *a) {
     CHECKF(c->rope_base == s->theta &&
                c->rope_scale == (s->linear > 1.0f ? s->linear : s->yarn > 1.0f ? s->yarn : 1.0f), "%s: rope %g x %g", name,
            (double)c->rope_base, (double)c->rope_scale);
-    CHECKF(!g3 || !s->window || (c->rope_base_swa == 10000.0f && c->rope_scale_swa == 1.0f), "%s: local rope", name);
+    /* the sliding layers' RoPE: gemma3's own base; olmo3's the global base, both unscaled */
+    const int local = (g3 || is(s, "olmo3")) && s->window;
+    CHECKF(c->rope_base_swa == (!local ? 0.0f : g3 ? 10000.0f : s->theta) && c->rope_scale_swa == (local ? 1.0f : 0.0f),
+           "%s: local rope %g x %g", name, (double)c->rope_base_swa, (double)c->rope_scale_swa);
     CHECKF(slm_rope_dims(c) == (phi3(s) ? s->rope_dims : s->hd), "%s: rope dims %d", name, slm_rope_dims(c));
     CHECKF(c->rope_long == (s->orig_ctx ? 2 : 0) && c->rope_orig_ctx == (s->orig_ctx ? s->orig_ctx : s->yarn_orig) &&
                fabs(c->rope_attn_factor - (s->orig_ctx ? longrope_attn(s) : s->yarn > 1.0f ? 1 + 0.1 * log(s->yarn) : 0.0)) < 1e-6,
@@ -354,7 +368,8 @@ static void check_tensors(const char *name, const fam *s, const rig *a, const we
     const float *src = NULL;
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->it[i].name, hn)) src = w->f[i];
-    const slm_tensor *t = slm_model_tensor(m, gemma(s) ? "blk.1.post_attention_norm.weight" : "blk.1.ffn_norm.weight");
+    const slm_tensor *t =
+        slm_model_tensor(m, gemma(s) || olmo(s) ? "blk.1.post_attention_norm.weight" : "blk.1.ffn_norm.weight");
     CHECKF(src && t && t->type == SLM_F32 && t->ne[0] == s->D && (const uint8_t *)t->data >= (const uint8_t *)m->map.data &&
                (const uint8_t *)t->data + t->nbytes <= (const uint8_t *)m->map.data + m->map.size,
            "%s: norm tensor", name);
@@ -362,6 +377,14 @@ static void check_tensors(const char *name, const fam *s, const rig *a, const we
         float v;
         memcpy(&v, (const float *)t->data + i, 4);
         CHECKF(v == src[i] + (gemma(s) ? 1.0f : 0.0f), "%s: gain %d = %g, stored %g", name, i, (double)v, (double)src[i]);
+    }
+    if (olmo(s)) { /* Q/K norms over whole rows; no pre-norms, so no ffn_norm (and no attn_norm) */
+        const slm_tensor *qn = slm_model_tensor(m, "blk.1.attn_q_norm.weight"),
+                         *kn = slm_model_tensor(m, "blk.1.attn_k_norm.weight"),
+                         *pf = slm_model_tensor(m, "blk.1.post_ffw_norm.weight");
+        CHECKF(qn && kn && pf && qn->ne[0] == s->H * s->hd && kn->ne[0] == s->KV * s->hd && pf->ne[0] == s->D &&
+                   !slm_model_tensor(m, "blk.1.ffn_norm.weight") && !slm_model_tensor(m, "blk.1.attn_norm.weight"),
+               "%s: olmo2 norms", name);
     }
     if (phi3(s)) {
         const slm_tensor *q = slm_model_tensor(m, "blk.0.attn_q.weight"), *k = slm_model_tensor(m, "blk.0.attn_k.weight"),
@@ -511,6 +534,33 @@ static void test_phi3(void) {
     check_family("phi3_4k", &p, 28);
 }
 
+/* OLMo 2: no pre-norms, Q/K norms over the whole 64 / 32 wide rows, the
+ * norms after attention and FFN; untied (Olmo2Config's default), BF16 in
+ * 2 shards, F32 gains */
+static void test_olmo2(void) {
+    fam s = {.type = "olmo2", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "BF16", .vec = "F32", .shards = 2, .untied = 1, .theta = 500000.0f, .gguf = 1};
+    check_family("olmo2", &s, 51);
+}
+
+/* Olmo 3: window 5 on layers 0-2 of 4 (layer_types written; the GGUF twin
+ * the converter's per-layer list), layer 3 global with YaRN factor 4 over
+ * an original context of 32 while the sliding layers rotate plainly (base
+ * 1e5 on both, not gemma3's local 10000); F16,
+ * BF16 gains. Then without layer_types (the period-4 default). */
+static void test_olmo3(void) {
+    fam s = {.type = "olmo3", .D = 64, .F = 96, .L = 4, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "F16", .vec = "BF16", .untied = 1, .window = 5, .layer_types = 1, .theta = 100000.0f, .yarn = 4.0f,
+             .yarn_orig = 32, .gguf = 1};
+    check_family("olmo3", &s, 52);
+    fam t = s; /* no layer_types, tied, BF16: the reference only */
+    t.layer_types = 0;
+    t.untied = 0;
+    t.mat = "BF16";
+    t.gguf = 0;
+    check_family("olmo3_nolt", &t, 53);
+}
+
 /* ---- malformed ------------------------------------------------------------------- */
 
 static void expect_cfg(const char *json, slm_status want, const char *w1, const char *w2) {
@@ -599,6 +649,62 @@ static void test_config_malformed(void) {
     expect_cfg("{\"model_type\": \"llama\", " SZ ", \"rope_scaling\": {\"type\": \"longrope\"}}", SLM_ERR_UNSUPPORTED,
                "longrope", "linear, llama3, yarn)");
 #undef LR
+    /* olmo2 / olmo3 (4 layers: the window on 0-2) */
+    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "smollm3, olmo2, olmo3)");
+    expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
+               "'attention_bias' = true", NULL);
+    expect_cfg("{\"model_type\": \"olmo3\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
+               "'attention_bias' = true", NULL);
+    expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"hidden_act\": \"gelu\"}", SLM_ERR_UNSUPPORTED, "'hidden_act'",
+               "silu only");
+    expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"sliding_window\": 4096}", SLM_ERR_UNSUPPORTED,
+               "'sliding_window'", "olmo3");
+    expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"sliding_window\": null, \"layer_types\": "
+               "[\"full_attention\", \"sliding_attention\"]}", SLM_ERR_FORMAT, "'layer_types'", "layer 1");
+#define O3(lt) "{\"model_type\": \"olmo3\", \"hidden_size\": 64, \"intermediate_size\": 96, " \
+    "\"num_hidden_layers\": 4, \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 128, " \
+    "\"sliding_window\": 16, \"layer_types\": " lt "}"
+#define SL "\"sliding_attention\""
+#define FU "\"full_attention\""
+    expect_cfg(O3("[" SL ", " SL ", " SL ", " FU "]"), SLM_OK, NULL, NULL);
+    expect_cfg(O3("[" SL ", " FU ", " SL ", " FU "]"), SLM_ERR_UNSUPPORTED, "'layer_types'", "layer 1 is 'full_attention'");
+    expect_cfg(O3("[" SL ", " SL ", " SL ", " SL "]"), SLM_ERR_UNSUPPORTED, "'layer_types'",
+               "layer 3 is 'sliding_attention'");
+    expect_cfg(O3("[" FU ", " FU ", " FU ", " FU "]"), SLM_ERR_UNSUPPORTED, "'layer_types'", "layer 0");
+    expect_cfg(O3("[" SL ", " SL ", " SL "]"), SLM_ERR_FORMAT, "'layer_types'", "4 strings");
+#undef FU
+#undef SL
+#undef O3
+#undef SZ
+}
+
+/* olmo2 / olmo3 configs: Olmo2Config's and Olmo3Config's defaults (eps
+ * 1e-5, untied, Olmo 3's window 4096 on three layers of four without
+ * layer_types), and the local layers' plain RoPE beside YaRN. */
+static void test_olmo_config(void) {
+#define SZ "\"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 8, \"num_attention_heads\": 4, " \
+           "\"num_key_value_heads\": 2, \"vocab_size\": 100, \"max_position_embeddings\": 128"
+    slm_model_config c;
+    float *f = NULL;
+    slm_err err = {0};
+    const char *o2 = "{\"model_type\": \"olmo2\", " SZ ", \"rope_theta\": 500000}";
+    CHECKF(slm_hf_parse_config(&c, &f, o2, strlen(o2), "o", &err) == SLM_OK, "%s", err.msg);
+    CHECK(!strcmp(c.arch, "olmo2") && c.qk_norm == 2 && c.no_pre_norms == 1 && c.post_norms == 1 && c.rope_neox == 1 &&
+          c.norm_eps == 1e-5f && !c.tied_embeddings && c.sliding_window == 0 && c.head_dim == 16 && c.n_kv_heads == 2 &&
+          c.rope_base == 500000.0f && c.rope_base_swa == 0.0f && !c.ffn_gelu && c.embed_scale == 0.0f && !f);
+    const char *o3 = "{\"model_type\": \"olmo3\", " SZ ", \"rms_norm_eps\": 1e-6, \"rope_scaling\": {\"rope_type\": "
+                     "\"yarn\", \"factor\": 8.0, \"original_max_position_embeddings\": 64, \"attention_factor\": 1.2, "
+                     "\"beta_fast\": 32, \"beta_slow\": 1}}";
+    CHECKF(slm_hf_parse_config(&c, &f, o3, strlen(o3), "o", &err) == SLM_OK, "%s", err.msg);
+    CHECK(!strcmp(c.arch, "olmo2") && c.qk_norm == 2 && c.no_pre_norms == 1 && c.post_norms == 1 &&
+          c.norm_eps == 1e-6f && c.sliding_window == 4096 && c.swa_pattern == 4 && c.rope_base == 10000.0f &&
+          c.rope_base_swa == 10000.0f && c.rope_scale_swa == 1.0f && c.rope_yarn == 1 && c.rope_scale == 8.0f &&
+          c.rope_orig_ctx == 64 && c.rope_attn_factor == 1.2f && !f);
+    for (int l = 0; l < 8; l++) CHECKF(slm_layer_swa(&c, l) == (l % 4 < 3), "olmo3 layer %d", l);
+    const char *o3n = "{\"model_type\": \"olmo3\", " SZ ", \"sliding_window\": null}"; /* no window */
+    CHECKF(slm_hf_parse_config(&c, &f, o3n, strlen(o3n), "o", &err) == SLM_OK, "%s", err.msg);
+    CHECK(c.sliding_window == 0 && c.rope_base_swa == 0.0f && c.rope_scale_swa == 0.0f);
+    for (int l = 0; l < 8; l++) CHECK(!slm_layer_swa(&c, l));
 #undef SZ
 }
 
@@ -759,6 +865,35 @@ static void test_folder_malformed(void) {
     write_hf("hff_bad", &p, &w);
     expect_folder("hff_bad", SLM_ERR_FORMAT, "gate_up_proj", "2 x intermediate_size");
     free_weights(&w);
+
+    fam o = {.type = "olmo2", .D = 32, .F = 64, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+             .mat = "BF16", .vec = "BF16", .untied = 1, .theta = 10000.0f};
+    make_weights(&w, &o, 9);
+    add_w(&w, "model.layers.0.input_layernorm.weight", "BF16", 0, o.D, 0.1f, 1.0f); /* llama's pre-norm */
+    write_hf("hff_bad", &o, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.input_layernorm.weight", "not part of a olmo2 model");
+    l.type = "llama"; /* olmo2's post-FFW norm in a llama folder */
+    drop(&w, "model.layers.0.self_attn.q_norm.weight");
+    drop(&w, "model.layers.0.self_attn.k_norm.weight");
+    write_hf("hff_bad", &l, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.post_feedforward_layernor",
+                  "not part of a llama model");
+    free_weights(&w);
+    fam oh = o; /* Q norm of one head (qwen3's), where olmo2 norms the whole row */
+    oh.type = "qwen3";
+    make_weights(&w, &oh, 9);
+    drop(&w, "model.layers.0.input_layernorm.weight");
+    add_w(&w, "model.layers.0.post_feedforward_layernorm.weight", "BF16", 0, o.D, 0.1f, 1.0f);
+    drop(&w, "model.layers.0.self_attn.k_norm.weight");
+    add_w(&w, "model.layers.0.self_attn.k_norm.weight", "BF16", 0, o.KV * o.hd, 0.1f, 1.0f);
+    write_hf("hff_bad", &o, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "blk.0.attn_q_norm.weight", "[32]");
+    drop(&w, "model.layers.0.post_feedforward_layernorm.weight"); /* without the post-FFW norm */
+    drop(&w, "model.layers.0.self_attn.q_norm.weight");
+    add_w(&w, "model.layers.0.self_attn.q_norm.weight", "BF16", 0, o.H * o.hd, 0.1f, 1.0f);
+    write_hf("hff_bad", &o, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "blk.0.post_ffw_norm.weight");
+    free_weights(&w);
     st_rm_dir("hff_bad");
 }
 
@@ -917,6 +1052,7 @@ static void test_end_to_end(void) {
 int main(void) {
     T_RUN(test_config_malformed);
     T_RUN(test_gemma3_sparse_config);
+    T_RUN(test_olmo_config);
     T_RUN(test_rope_parameters);
     T_RUN(test_folder_malformed);
     T_RUN(test_qwen3);
@@ -926,6 +1062,8 @@ int main(void) {
     T_RUN(test_gemma3_text);
     T_RUN(test_gemma3_multimodal);
     T_RUN(test_phi3);
+    T_RUN(test_olmo2);
+    T_RUN(test_olmo3);
     T_RUN(test_open_nomem);
     T_RUN(test_end_to_end);
     T_DONE();

@@ -1,13 +1,16 @@
 /* Hugging Face config.json -> slm_model_config, for the llama, mistral,
  * qwen2, qwen3, gemma2, gemma3 (gemma3_text, or the text_config of
- * Gemma3ForConditionalGeneration) and phi3 families.
+ * Gemma3ForConditionalGeneration), phi3, smollm3 and olmo2 (OLMo 2's
+ * olmo2, Olmo 3's olmo3) families.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
  * 8 heads, 4 KV heads, head_dim 256, query_pre_attn_scalar 256, rope_theta
  * 1e6, rope_local_base_freq 10000, sliding_window 4096, pattern 6; Gemma2
- * soft-caps 50 / 30), as llama.cpp's converter takes them; gemma3's
- * vocabulary is then the embedding's rows. A key that would change the
+ * soft-caps 50 / 30; Olmo2Config / Olmo3Config: rms_norm_eps 1e-5, Olmo 3's
+ * sliding_window 4096), as llama.cpp's converter takes them (but for Olmo 3
+ * without sliding_window, where it writes no window); gemma3's vocabulary is
+ * then the embedding's rows. A key that would change the
  * computation in a way we do not run (an activation, a bias, a RoPE scaling
  * type, a layer pattern) is refused by name, and so are keys that disagree.
  */
@@ -384,7 +387,12 @@ static slm_status check_layer_types(const cJSON *root, const char *file, slm_arc
         c->swa_pattern = p;
     }
     for (l = 0; l < c->n_layers; l++)
-        if (swa[l] != slm_layer_swa(c, l)) {
+        if (F == SLM_ARCH_OLMO2 && c->sliding_window > 0 && swa[l] != slm_layer_swa(c, l)) {
+            s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'layer_types': layer %d is '%s'; llama.cpp runs olmo3 "
+                         "with the window on three layers of every four (the fourth full), and so does staticlm",
+                         file, l, swa[l] ? "sliding_attention" : "full_attention");
+            goto out;
+        } else if (swa[l] != slm_layer_swa(c, l)) {
             s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'layer_types': layer %d is '%s' but the other keys make it %s",
                          file, l, swa[l] ? "sliding_attention" : "full_attention", swa[l] ? "full" : "sliding");
             goto out;
@@ -397,15 +405,27 @@ out:
 /* The sliding window: mistral when set; qwen2/qwen3 only with
  * use_sliding_window, and then on the layers from max_window_layers on (all
  * of them or none is what we run); gemma2 on even layers, gemma3 on n - 1
- * of every n (sliding_window_pattern); phi3's is ignored as llama.cpp does. */
-static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, slm_model_config *c, slm_err *err) {
+ * of every n (sliding_window_pattern); olmo3 on three layers of every four
+ * (llama.cpp's fixed period; layer_types must say the same), its sliding
+ * layers with plain RoPE of the global base (the global ones take
+ * rope_scaling), olmo2 none; phi3's is ignored as llama.cpp does. */
+static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, int olmo3, slm_model_config *c,
+                               slm_err *err) {
     slm_status s;
-    int win = F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3 ? 4096 : 0, has_pattern = 0;
+    int win = F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3 || olmo3 ? 4096 : 0, has_pattern = 0;
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
     if (sw && (cJSON_IsNull(sw) || (cJSON_IsNumber(sw) && sw->valuedouble == 0))) win = 0; /* none */
     else if ((s = cfg_int(root, file, "sliding_window", 0, &win, err))) return s;
+    if (F == SLM_ARCH_OLMO2 && !olmo3 && win)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'sliding_window': OLMo 2 (model_type olmo2) has no window "
+                        "(olmo3 does)", file);
     if (F == SLM_ARCH_MISTRAL) c->sliding_window = win;
-    else if ((F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN3) && win) {
+    else if (olmo3 && win) {
+        c->sliding_window = win;
+        c->swa_pattern = 4;
+        c->rope_base_swa = c->rope_base;
+        c->rope_scale_swa = 1.0f;
+    } else if ((F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN3) && win) {
         int use = 0, mwl = 0;
         const cJSON *x = item(root, "max_window_layers");
         if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) return s;
@@ -517,7 +537,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     static const struct { const char *type; slm_arch f; } types[] = {
         {"llama", SLM_ARCH_LLAMA}, {"mistral", SLM_ARCH_MISTRAL}, {"qwen2", SLM_ARCH_QWEN2}, {"qwen3", SLM_ARCH_QWEN3},
         {"gemma2", SLM_ARCH_GEMMA2}, {"gemma3", SLM_ARCH_GEMMA3}, {"gemma3_text", SLM_ARCH_GEMMA3}, {"phi3", SLM_ARCH_PHI3},
-        {"smollm3", SLM_ARCH_SMOLLM3},
+        {"smollm3", SLM_ARCH_SMOLLM3}, {"olmo2", SLM_ARCH_OLMO2}, {"olmo3", SLM_ARCH_OLMO2},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -528,7 +548,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     while (i < sizeof types / sizeof types[0] && strcmp(mt->valuestring, types[i].type)) i++;
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
-                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3)", file,
+                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3)", file,
                         pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -552,7 +572,7 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
                               double *theta, slm_hf_info *h, slm_err *err) {
     slm_status s;
     const int g3 = F == SLM_ARCH_GEMMA3;
-    double eps = 1e-6;
+    double eps = F == SLM_ARCH_OLMO2 ? 1e-5 : 1e-6; /* Olmo2Config / Olmo3Config: 1e-5 */
     int tie = 0;
     *theta = g3 ? 1e6 : 10000.0;
     c->n_heads = g3 ? 8 : 0;
@@ -639,19 +659,26 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     const cJSON *root = top, *rp_g = NULL, *rp_l = NULL;
     slm_arch F = SLM_ARCH_LLAMA;
     double theta = 10000.0;
+    int olmo3 = 0;
     if (!cJSON_IsObject(top)) {
         s = slm_errf(err, SLM_ERR_FORMAT, "%s: not a JSON object", file);
         goto done;
     }
     if ((s = pick_family(top, file, &F, &root, h, err))) goto done;
+    olmo3 = F == SLM_ARCH_OLMO2 && !strcmp(item(top, "model_type")->valuestring, "olmo3");
     snprintf(c->arch, sizeof c->arch, "%s", slm_arch_name(F));
     if ((s = rope_parameters(root, file, F, &rp_g, &rp_l, err))) goto done;
     if ((s = base_params(root, rp_g, file, F, c, &theta, h, err))) goto done;
     c->qk_norm = F == SLM_ARCH_QWEN3;
+    if (F == SLM_ARCH_OLMO2) { /* OLMo 2 / Olmo 3: Q/K RMSNorm over whole rows, norms after attention and FFN only */
+        c->qk_norm = 2;
+        c->no_pre_norms = 1;
+        c->post_norms = 1;
+    }
     h->norm_plus_one = F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3;
     if (F == SLM_ARCH_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
     if (F == SLM_ARCH_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
-    if ((s = parse_window(root, file, F, c, err))) goto done;
+    if ((s = parse_window(root, file, F, olmo3, c, err))) goto done;
     if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
     if (F == SLM_ARCH_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
     if ((s = parse_rope_scaling(root, rp_g, file, F, theta, c, h, err))) goto done;
