@@ -743,7 +743,21 @@ static void test_rope_parameters(void) {
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, "
                "\"rope_theta\": 1e6, \"low_freq_factor\": 1}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "'low_freq_factor'");
     expect_cfg("{\"model_type\": \"qwen3\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
-               "\"sliding_attention\": {\"rope_theta\": 1e4}}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "gemma3");
+               "\"sliding_attention\": {\"rope_theta\": 1e4}}}", SLM_ERR_UNSUPPORTED, "'rope_parameters'", "gemma3 and olmo3");
+    /* Olmo 3 as transformers v5 writes it: YaRN on the full layers, plain RoPE of the same base on the sliding ones */
+    const char *o3 = "{\"model_type\": \"olmo3\", " SZ ", \"sliding_window\": 16, \"rope_parameters\": {\"full_attention\": "
+                     "{\"rope_type\": \"yarn\", \"factor\": 8.0, \"rope_theta\": 500000.0, "
+                     "\"original_max_position_embeddings\": 64}, \"sliding_attention\": {\"rope_type\": \"default\", "
+                     "\"rope_theta\": 500000.0}}}";
+    CHECKF(slm_hf_parse_config(&c, &f, o3, strlen(o3), "o", &err) == SLM_OK && c.rope_base == 5e5f && c.rope_yarn &&
+               c.rope_scale == 8.0f && c.rope_orig_ctx == 64 && c.rope_base_swa == 5e5f && c.rope_scale_swa == 1.0f &&
+               c.sliding_window == 16 && c.swa_pattern == 4 && !f,
+           "%s", err.msg);
+    expect_cfg("{\"model_type\": \"olmo3\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
+               "\"sliding_attention\": {\"rope_theta\": 1e4}}}", SLM_ERR_UNSUPPORTED, "'sliding_attention'", "global rope_theta");
+    expect_cfg("{\"model_type\": \"olmo3\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
+               "\"sliding_attention\": {\"rope_type\": \"yarn\", \"factor\": 2}}}", SLM_ERR_UNSUPPORTED, "'sliding_attention'",
+               "'factor'");
     expect_cfg("{\"model_type\": \"gemma3_text\", " SZ ", \"rope_parameters\": {\"full_attention\": {\"rope_theta\": 1e6}, "
                "\"sliding_attention\": {\"rope_type\": \"linear\", \"factor\": 2}}}", SLM_ERR_UNSUPPORTED,
                "'sliding_attention'", "default only");

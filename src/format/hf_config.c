@@ -145,9 +145,22 @@ static slm_status rope_parameters(const cJSON *root, const char *file, slm_arch 
     if (!full || !cJSON_IsObject(full) || (slide && !cJSON_IsObject(slide)))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'rope_parameters': 'full_attention' (and 'sliding_attention') "
                         "must be objects", file);
-    if (slide && F != SLM_ARCH_GEMMA3 && !cJSON_Compare(full, slide, 1))
+    if (slide && F == SLM_ARCH_OLMO2 && !cJSON_Compare(full, slide, 1)) {
+        /* Olmo 3: the sliding layers rotate plainly with the global base (what
+         * parse_window sets up); their entry may say only that */
+        const cJSON *t = item(slide, "rope_type"), *th = item(slide, "rope_theta"), *gth = item(full, "rope_theta");
+        for (const cJSON *e = slide->child; e; e = e->next)
+            if (!e->string || (strcmp(e->string, "rope_type") && strcmp(e->string, "rope_theta")))
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'rope_parameters': 'sliding_attention' key '%s' is "
+                                "not supported (olmo3's sliding layers rotate plainly)", file,
+                                e->string ? pstr(e->string, b, sizeof b) : "?");
+        if ((t && (!cJSON_IsString(t) || strcmp(t->valuestring, "default"))) ||
+            (th && (!cJSON_IsNumber(th) || !gth || !cJSON_IsNumber(gth) || th->valuedouble != gth->valuedouble)))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'rope_parameters': 'sliding_attention' must be plain "
+                            "RoPE ('default') with the global rope_theta", file);
+    } else if (slide && F != SLM_ARCH_GEMMA3 && !cJSON_Compare(full, slide, 1))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'rope_parameters': a RoPE of its own on sliding layers is "
-                        "supported for gemma3 only", file);
+                        "supported for gemma3 and olmo3 only", file);
     *g = full;
     *l = F == SLM_ARCH_GEMMA3 ? slide : NULL;
     return SLM_OK;
