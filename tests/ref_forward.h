@@ -193,6 +193,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                     }
                 }
                 ref_matvec(wo, att, o, D, QD, NULL);
+                if (c->residual_scale != 0.0f) /* granite */
+                    for (int i = 0; i < D; i++) o[i] *= c->residual_scale;
                 if (c->post_norms) ref_rmsnorm(o, pa, o, D, c->norm_eps);
                 for (int i = 0; i < D; i++) x[i] += o[i];
                 if (fn) ref_rmsnorm(x, fn, xn, D, c->norm_eps);
@@ -203,6 +205,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                     g[i] = c->ffn_gelu ? 0.5 * g[i] * (1.0 + tanh(0.7978845608028654 * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i]
                                        : g[i] / (1.0 + exp(-g[i])) * u[i];
                 ref_matvec(w2, g, o, D, F, NULL);
+                if (c->residual_scale != 0.0f)
+                    for (int i = 0; i < D; i++) o[i] *= c->residual_scale;
                 if (c->post_norms) ref_rmsnorm(o, pf, o, D, c->norm_eps);
                 for (int i = 0; i < D; i++) x[i] += o[i];
             }
@@ -213,7 +217,9 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
         if (!ok) break;
         ref_rmsnorm(x, onorm, xn, D, c->norm_eps);
         ref_matvec(out, xn, lg, V, D, NULL);
-        for (int i = 0; i < V; i++) logits[(size_t)p * V + i] = (float)ref_softcap(lg[i], c->final_softcap);
+        for (int i = 0; i < V; i++)
+            logits[(size_t)p * V + i] =
+                (float)ref_softcap(c->logit_scale != 0.0f ? lg[i] / c->logit_scale : lg[i], c->final_softcap);
     }
     if (out != emb) free(out);
     free(emb); free(onorm); free(factors); free(kc); free(vc);

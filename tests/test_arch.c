@@ -32,6 +32,7 @@ typedef struct synth {
     float attn_factor;/* phi3: rope.scaling.attn_factor */
     int yarn_orig;    /* > 0: rope.scaling.type yarn (factor rope_scale) with this original context */
     float beta_fast, beta_slow, ext_factor, yarn_attn; /* its optional keys (0 = not written) */
+    float granite[4]; /* granite: embedding_scale, attention.scale, residual_scale, logit_scale */
     int swa_list;     /* olmo2: attention.sliding_window_pattern as the converter's per-layer list
                          (2: layer 1 global too, which llama.cpp would not run) */
 } synth;
@@ -99,6 +100,12 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     slm_gguf_set_f32(w, K("rope.freq_base"), s->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (s->window) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)s->window);
+    if (is_arch(s, "granite")) {
+        slm_gguf_set_f32(w, K("embedding_scale"), s->granite[0]);
+        slm_gguf_set_f32(w, K("attention.scale"), s->granite[1]);
+        slm_gguf_set_f32(w, K("residual_scale"), s->granite[2]);
+        if (s->granite[3] > 0.0f) slm_gguf_set_f32(w, K("logit_scale"), s->granite[3]);
+    }
     if (s->swa_list) { /* Olmo 3: every fourth layer global */
         uint8_t pat[64];
         for (int l = 0; l < s->layers && l < 64; l++) pat[l] = (l + 1) % 4 != 0 && !(s->swa_list == 2 && l == 1);
@@ -306,6 +313,11 @@ static const synth k_archs[] = {
      * plainly (llama.cpp's rule) */
     {.arch = "olmo2", .dim = 64, .hidden = 96, .layers = 4, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 256,
      .window = 6, .rope_scale = 4.0f, .rope_base = 10000.0f, .std = 1.0f, .yarn_orig = 64, .swa_list = 1},
+    /* granite: llama with muP multipliers (embedding 3, residual 0.5, logits
+     * / 4, query scale 1/16 instead of 1/4: Granite 3's 12 / 0.22 drown the
+     * attention in the embeddings, and the KV types' rounding with it), GQA, tied */
+    {.arch = "granite", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .tied = 1, .rope_scale = 1.0f, .rope_base = 10000000.0f, .std = 1.0f, .granite = {3.0f, 0.0625f, 0.5f, 4.0f}},
     /* llama (adjacent pairs) with YaRN and every optional key: beta_fast 4,
      * beta_slow 2, half the ramp, the file's magnitude */
     {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 2, .kv_heads = 2, .vocab = 160, .ctx = 256,
@@ -654,6 +666,20 @@ static void test_family_config(void) {
         }
         slm_model_close(&m);
     }
+    if (write_model("fam_granite.gguf", find_synth("granite"), SLM_F32, 5) && open_ok(&m, "fam_granite.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->embed_scale == 3.0f && c->attn_scale == 0.0625f && c->residual_scale == 0.5f && c->logit_scale == 4.0f);
+        CHECK(!c->rope_neox && !c->qk_norm && !c->post_norms && c->tied_embeddings);
+        slm_model_close(&m);
+    }
+    synth gr = *find_synth("granite"); /* llama.cpp requires logit_scale */
+    gr.granite[3] = 0.0f;
+    if (write_model("fam_granite.gguf", &gr, SLM_F32, 5)) {
+        slm_err err = {0};
+        CHECK(slm_model_open(&m, "fam_granite.gguf", &err) == SLM_ERR_FORMAT);
+        CHECKF(strstr(err.msg, "fam_granite.gguf") && strstr(err.msg, "granite.logit_scale"), "%s", err.msg);
+    }
+    unlink("fam_granite.gguf");
     if (write_model("fam_smollm3.gguf", find_synth("smollm3"), SLM_F32, 5) &&
         open_ok(&m, "fam_smollm3.gguf")) {
         const slm_model_config *c = &m.cfg;

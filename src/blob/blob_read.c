@@ -191,6 +191,9 @@ static slm_status read_config(rctx *r, uint32_t si) {
     if (m->rope_dims % 2 || (m->rope_dims && !m->rope_neox)) return bad(r, "section .slm.config: rope_dims %d odd or not neox", m->rope_dims);
     RANGE(m->qk_norm, 0, 2, "qk_norm");
     RANGE(m->no_pre_norms, 0, 1, "no_pre_norms");
+    if (!(m->residual_scale >= 0.0f && m->residual_scale < 1e9f) || !(m->logit_scale >= 0.0f && m->logit_scale < 1e9f))
+        return bad(r, "section .slm.config: residual_scale %g / logit_scale %g out of range", (double)m->residual_scale,
+                   (double)m->logit_scale);
     RANGE(m->post_norms, 0, 1, "post_norms");
     RANGE(m->ffn_gelu, 0, 1, "ffn_gelu");
     RANGE(m->swa_pattern, 0, 65536, "swa_pattern");
@@ -369,6 +372,9 @@ static slm_status check_family_fields(pctx *q, int ti) {
     if (!(t->f1 >= 0.0f && t->f1 < 1e9f) || (post_cap && !(t->f1 > 0.0f)) ||
         (t->f1 != 0.0f && t->op != SLM_T_ATTENTION && !post_cap))
         return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
+    const int post_scale = (t->flags & SLM_TF_POST_SCALE) != 0;
+    if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) || (!post_scale && t->f2 != 0.0f))
+        return pbad(q, "task %d (%s): scale f2 %g out of range for this task", ti, op, (double)t->f2);
     if ((t->op == SLM_T_EMBED || t->op == SLM_T_ATTENTION) && !(t->f0 >= 0.0f && t->f0 < 1e9f))
         return pbad(q, "task %d (%s): scale f0 %g out of range", ti, op, (double)t->f0);
     return SLM_OK;
@@ -480,7 +486,7 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
                                SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP |
-                               SLM_TF_KEY_PARTS))
+                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
     if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
@@ -644,8 +650,7 @@ static slm_status read_tasks(pctx *q, const uint8_t *d) {
         }
         t->lane = e[152];
         memcpy(t->tiles, e + 153, 3);
-        for (int k = 156; k < BLOB_TASK_SIZE; k++)
-            if (e[k]) return pbad(q, "task %d: reserved byte %d not zero", i, k);
+        memcpy(&t->f2, e + 156, 4);
     }
     slm_status s;
     int n_io_refs = 0;

@@ -153,7 +153,8 @@ static void put_task(uint8_t *p, const slm_task *t, wtensor *wt, int n_wt, int *
         wr64(q + 8, off);
     }
     p[152] = t->lane;
-    memcpy(p + 153, t->tiles, 3); /* 156..159: zero */
+    memcpy(p + 153, t->tiles, 3);
+    memcpy(p + 156, &t->f2, 4);
 }
 
 static void put_io(uint8_t *p, const slm_io_desc *d) {

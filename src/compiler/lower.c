@@ -572,6 +572,10 @@ static slm_status lower_node(lower_ctx *c, int i) {
                 t->flags |= SLM_TF_POST_SOFTCAP;
                 t->f1 = nd->softcap;
             }
+            if (nd->scale != 0.0f && nd->scale != 1.0f) { /* granite: residual / logit scale */
+                t->flags |= SLM_TF_POST_SCALE;
+                t->f2 = nd->scale;
+            }
             t->ref[SLM_REF_DST] = ref_node(c, i);
         }
         return SLM_OK;

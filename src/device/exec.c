@@ -229,6 +229,11 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
         mm.xq_ready = hit && cls;
         ks->matmul(&mm);
     }
+    if (t->flags & SLM_TF_POST_SCALE) /* granite: the branch's residual scale, the logits' divisor */
+        for (int i = 0; i < mm.rows; i++) {
+            float *yi = mm.y + (size_t)i * mm.ldy;
+            for (int j = mm.n0; j < mm.n1; j++) yi[j] *= t->f2;
+        }
     if (cp_dst) { /* each row to its own KV row (batch programs), rotated there */
         float *dst = t->p[SLM_REF_DST];
         const size_t ld = t->ref[SLM_REF_DST].ld;

@@ -229,6 +229,35 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
             if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
         }
     }
+    if (!strcmp(A, "granite")) {
+        /* IBM Granite (3.x, 4.x dense): llama with muP multipliers; llama.cpp
+         * requires logit_scale and reads the others when present */
+        float es = 0.0f, as = 0.0f, rs = 0.0f, ls = 0.0f;
+        int finetuned = 1;
+        if ((s = get_float(g, file, KEY("embedding_scale"), &es, err)) ||
+            (s = get_float(g, file, KEY("attention.scale"), &as, err)) ||
+            (s = get_float(g, file, KEY("residual_scale"), &rs, err)))
+            return s;
+        if (slm_gguf_find(g, KEY("logit_scale")) < 0)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key '%s'", file, key);
+        if ((s = get_float(g, file, key, &ls, err))) return s;
+        const float v[4] = {es, as, rs, ls};
+        static const char *const nm[4] = {"embedding_scale", "attention.scale", "residual_scale", "logit_scale"};
+        for (int i = 0; i < 4; i++)
+            if (!(v[i] >= 0.0f && v[i] < 1e6f) || (i == 3 && !(v[i] > 0.0f)))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s.%s': %g is out of range", file, A, nm[i], (double)v[i]);
+        c->embed_scale = es;
+        c->attn_scale = as;
+        c->residual_scale = rs;
+        c->logit_scale = ls == 1.0f ? 0.0f : ls;
+        /* llama.cpp: rope.scaling.finetuned false switches RoPE off */
+        if (slm_gguf_find(g, KEY("rope.scaling.finetuned")) >= 0) {
+            if (!slm_gguf_get_bool(g, key, &finetuned))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a boolean", file, key);
+            if (!finetuned)
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': granite without RoPE is not supported", file, key);
+        }
+    }
     if (!strcmp(A, "olmo2")) {
         /* OLMo 2 / Olmo 3: no pre-norms, Q/K RMSNorm over whole rows, post
          * norms; Olmo 3's window on three layers of every four */

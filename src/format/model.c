@@ -121,6 +121,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_LLAMA] = "llama", [SLM_ARCH_MISTRAL] = "mistral", [SLM_ARCH_QWEN2] = "qwen2",
     [SLM_ARCH_QWEN3] = "qwen3", [SLM_ARCH_GEMMA2] = "gemma2",   [SLM_ARCH_GEMMA3] = "gemma3",
     [SLM_ARCH_PHI3] = "phi3",   [SLM_ARCH_SMOLLM3] = "smollm3", [SLM_ARCH_OLMO2] = "olmo2",
+    [SLM_ARCH_GRANITE] = "granite",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -254,7 +255,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN parameters without YaRN", file);
     {
         const float f[] = {c->embed_scale, c->attn_scale, c->attn_softcap, c->final_softcap, c->rope_base_swa,
-                           c->rope_scale_swa, c->rope_attn_factor};
+                           c->rope_scale_swa, c->rope_attn_factor, c->residual_scale, c->logit_scale};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
             if (!(f[i] >= 0.0f && f[i] < 1e9f))
                 return slm_errf(err, SLM_ERR_FORMAT, "%s: config: a family parameter (#%zu) = %g is out of range", file, i,

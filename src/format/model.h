@@ -41,6 +41,9 @@ typedef struct slm_model_config {
     int rope_dims;     /* rotated dimensions per head (partial rotary); 0 = head_dim */
     int qk_norm;       /* 1: blk.N.attn_{q,k}_norm.weight [head_dim] RMSNorm each head before RoPE;
                           2: [q_dim] / [kv_dim] RMSNorm the whole Q and K rows (olmo2) */
+    float residual_scale; /* granite: the attention and FFN branch outputs times this before their
+                             residual add; 0 = 1 */
+    float logit_scale;    /* granite: logits divided by this; 0 = 1 */
     int no_pre_norms;  /* 1: no attn_norm / ffn_norm: Q/K/V and the FFN read the residual itself, the
                           post norms normalize the branch outputs (olmo2) */
     int post_norms;    /* 1: blk.N.post_attention_norm / post_ffw_norm on the branch outputs (gemma) */
@@ -99,9 +102,10 @@ typedef enum slm_arch {
     SLM_ARCH_PHI3,
     SLM_ARCH_SMOLLM3,
     SLM_ARCH_OLMO2,
+    SLM_ARCH_GRANITE,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */

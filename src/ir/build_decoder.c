@@ -158,6 +158,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.layer = l;
         int att = add(&b, n);
         int o = unary_w(&b, SLM_OP_MATMUL, att, W(&b, "blk.%d.attn_output.weight", l), T, c->dim);
+        if (o >= 0) g->nodes[o].scale = c->residual_scale; /* granite */
         if (c->post_norms) o = rmsnorm(&b, o, W(&b, "blk.%d.post_attention_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, o, -1, -1, -1);
@@ -171,6 +172,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.gelu = c->ffn_gelu;
         int h = add(&b, n);
         int down = unary_w(&b, SLM_OP_MATMUL, h, W(&b, "blk.%d.ffn_down.weight", l), T, c->dim);
+        if (down >= 0) g->nodes[down].scale = c->residual_scale;
         if (c->post_norms) down = rmsnorm(&b, down, W(&b, "blk.%d.post_ffw_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, down, -1, -1, -1);
@@ -179,7 +181,10 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
     int xf = rmsnorm(&b, x, W(&b, "output_norm.weight", 0), c->dim, 0, -1);
     const slm_tensor *head = c->tied_embeddings ? W(&b, "token_embd.weight", 0) : W(&b, "output.weight", 0);
     int logits = unary_w(&b, SLM_OP_MATMUL, xf, head, T, c->vocab_size);
-    if (logits >= 0) g->nodes[logits].softcap = c->final_softcap;
+    if (logits >= 0) {
+        g->nodes[logits].softcap = c->final_softcap;
+        g->nodes[logits].scale = c->logit_scale > 0.0f ? 1.0f / c->logit_scale : 0.0f; /* granite */
+    }
     n = node(SLM_OP_OUTPUT, T, c->vocab_size);
     set_in(&n, logits, -1, -1, -1, -1);
     n.role = SLM_IO_LOGITS;
@@ -202,7 +207,10 @@ slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err
     input(&b, SLM_IO_CACHE_POSITION, SLM_DIM_T, SLM_I32);
     const slm_tensor *head = c->tied_embeddings ? W(&b, "token_embd.weight", 0) : W(&b, "output.weight", 0);
     int logits = unary_w(&b, SLM_OP_MATMUL, hid, head, SLM_DIM_T, c->vocab_size);
-    if (logits >= 0) g->nodes[logits].softcap = c->final_softcap;
+    if (logits >= 0) {
+        g->nodes[logits].softcap = c->final_softcap;
+        g->nodes[logits].scale = c->logit_scale > 0.0f ? 1.0f / c->logit_scale : 0.0f; /* granite */
+    }
     slm_node n = node(SLM_OP_OUTPUT, SLM_DIM_T, c->vocab_size);
     set_in(&n, logits, -1, -1, -1, -1);
     n.role = SLM_IO_LOGITS;

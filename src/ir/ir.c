@@ -102,7 +102,7 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         }
         if (n->op == SLM_OP_EMBED && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
         if (n->op == SLM_OP_SWIGLU && n->gelu) fprintf(f, "  gelu");
-        if (n->op == SLM_OP_ATTENTION && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
+        if ((n->op == SLM_OP_ATTENTION || n->op == SLM_OP_MATMUL) && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
         if (n->softcap != 0.0f) fprintf(f, "  softcap=%g", n->softcap);
         if (n->op == SLM_OP_RMSNORM && n->group) fprintf(f, "  group=%d", n->group);
         if (n->op == SLM_OP_ATTENTION) {

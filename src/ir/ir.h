@@ -81,8 +81,8 @@ typedef struct slm_node {
     int table;         /* ROPE: which RoPE table (per-layer bases): its offset in the
                           constants is table * graph.rope_table_bytes */
     int gelu;          /* SWIGLU: gelu_tanh(gate) * up (GeGLU) instead of silu */
-    float scale;       /* EMBED: rows multiplied by it; ATTENTION: query scale; 0 = none /
-                          1 / sqrt(head_dim) */
+    float scale;       /* EMBED: rows multiplied by it; ATTENTION: query scale; MATMUL: the product
+                          multiplied by it (granite); 0 = none / 1 / sqrt(head_dim) / none */
     float softcap;     /* ATTENTION: scores -> cap * tanh(scores / cap); MATMUL: the same on
                           its output (final logits); 0 = none */
     float eps;         /* RMSNORM, and MATMUL with pre == SLM_OP_RMSNORM */

@@ -113,6 +113,7 @@ typedef enum slm_space {
 #define SLM_TF_GELU 0x100      /* SWIGLU, or MATMUL with PRE_SWIGLU: gelu_tanh(gate) * up (GeGLU) */
 #define SLM_TF_POST_SOFTCAP 0x200 /* MATMUL: dst[r, n0:n1] = f1 * tanh(product / f1) (final logits) */
 #define SLM_TF_KEY_PARTS 0x800 /* ATTENTION: a part of the KV rows into partials (see ATTENTION) */
+#define SLM_TF_POST_SCALE 0x1000 /* MATMUL: the product times f2, before the other epilogues (granite) */
 #define SLM_TF_DST_CPOS 0x400  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
                                   programs store each row's K/V in its own sequence's region;
                                   a matmul tile starts on a multiple of 16 columns) */
@@ -152,7 +153,8 @@ typedef struct slm_task {
                             they attend to (slm_attn_part_rows); with KEY_PARTS (a decode
                             program): {part, parts, 0} of each row's KV rows
                             (slm_attn_part_keys); ATTN_MERGE: {0, parts, 0}; zero otherwise */
-    uint8_t rsv[4];      /* zero */
+    float f2;            /* MATMUL with POST_SCALE: the product is multiplied by it (granite's
+                            residual and logit scales); 0 otherwise */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
                                      (slm_exec); NULL in a program */
