@@ -426,6 +426,19 @@ static void test_archs(void) {
         close_gguf(&o);
     }
     load_and_generate(o3, 64, 4, 4, 2, 160, 512);
+    /* granite: Granite 3's multipliers as the converter's keys */
+    const char *gr = tmp_path("granite.gguf");
+    CHECK(synth("--shape granite-3.3-2b --dim 64 --heads 4 --kv-heads 2 --ffn 160 --layers 2 --n-vocab 512 --ctx 256 "
+                "--type q8_0", gr) == 0);
+    if (open_gguf(&o, gr)) {
+        float v[4] = {0};
+        CHECK(slm_gguf_get_f32(o.g, "granite.embedding_scale", &v[0]) && v[0] == 12.0f);
+        CHECK(slm_gguf_get_f32(o.g, "granite.attention.scale", &v[1]) && v[1] == 0.015625f);
+        CHECK(slm_gguf_get_f32(o.g, "granite.residual_scale", &v[2]) && v[2] == 0.22f);
+        CHECK(slm_gguf_get_f32(o.g, "granite.logit_scale", &v[3]) && v[3] == 8.0f);
+        close_gguf(&o);
+    }
+    load_and_generate(gr, 64, 2, 4, 2, 160, 512);
 }
 
 static void test_bad_args(void) {

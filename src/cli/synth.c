@@ -56,14 +56,15 @@ typedef struct synth_shape {
     int orig_ctx;    /* phi3: LongRoPE factors for contexts above this */
     float yarn;      /* YaRN factor (olmo2 as Olmo 3: global layers), original context yarn_orig */
     int yarn_orig;
+    float mup[4];    /* granite: embedding, attention, residual multipliers, logits scaling */
 } synth_shape;
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -71,11 +72,13 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
+    {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, 1e-5f, 1, 0,
+     .mup = {12.0f, 0.015625f, 0.22f, 8.0f}},
     {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
      .yarn = 8.0f, .yarn_orig = 8192},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
 };
 
 static void usage(FILE *f) {
@@ -87,15 +90,16 @@ static void usage(FILE *f) {
             "staticlm and llama.cpp both load.\n"
             "\n"
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
-            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b | olmo-3-7b |\n"
-            "                        custom\n"
+            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
+            "                        granite-3.3-2b | olmo-3-7b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
             "                        multiple of 256); norms stay f32\n"
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
-            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2\n"
+            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
+            "                        granite\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -103,7 +107,8 @@ static void usage(FILE *f) {
             "                        tensors: Q/K norms, post norms, fused phi3 matrices, LongRoPE;\n"
             "                        smollm3 is llama's tensors, no RoPE on every fourth layer; olmo2 has no\n"
             "                        pre-norms, whole-row Q/K norms, post norms; olmo-3-7b adds the window\n"
-            "                        on three layers of four and YaRN 8 on the others)\n"
+            "                        on three layers of four and YaRN 8 on the others; granite writes the\n"
+            "                        shape's multipliers, Granite 3's for other shapes)\n"
             "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
             "                        (default: the shape's; olmo2 shapes without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
@@ -489,7 +494,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         if (!strcmp(k_shapes[i].name, a->shape_name)) base = &k_shapes[i];
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
-                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, olmo-3-7b, custom)\n", a->shape_name);
+                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
+                        "custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -525,6 +531,10 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gemma2") && strcmp(sh->arch, "gemma3")) sh->window = 0;
     else if (a->window) sh->window = a->window;
     if (strcmp(sh->arch, "olmo2")) sh->yarn = 0.0f, sh->yarn_orig = 0;
+    if (!strcmp(sh->arch, "granite") && !(sh->mup[3] > 0.0f)) { /* Granite 3's multipliers */
+        const float g3[4] = {12.0f, 0.015625f, 0.22f, 8.0f};
+        memcpy(sh->mup, g3, sizeof g3);
+    }
     if (sh->yarn_orig > sh->ctx) sh->yarn_orig = sh->ctx;
     if ((!sh->head_dim && sh->dim % sh->n_heads) || head_dim_of(sh) % 2 || sh->n_heads % sh->n_kv_heads) {
         fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh->n_heads,
@@ -561,6 +571,12 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         const int n = sh->n_layers < 1024 ? sh->n_layers : 1024;
         for (int l = 0; l < n; l++) pat[l] = (l + 1) % 4 != 0;
         slm_gguf_set_arr(w, K("attention.sliding_window_pattern"), SLM_GGUF_BOOL, pat, (uint64_t)n);
+    }
+    if (is(sh, "granite")) { /* as llama.cpp's converter writes Granite's multipliers */
+        slm_gguf_set_f32(w, K("embedding_scale"), sh->mup[0]);
+        slm_gguf_set_f32(w, K("attention.scale"), sh->mup[1]);
+        slm_gguf_set_f32(w, K("residual_scale"), sh->mup[2]);
+        slm_gguf_set_f32(w, K("logit_scale"), sh->mup[3]);
     }
     if (sh->yarn > 1.0f) { /* Olmo 3's rope_scaling, every key as its config.json gives it */
         slm_gguf_set_str(w, K("rope.scaling.type"), "yarn");
