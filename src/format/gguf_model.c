@@ -123,6 +123,81 @@ static slm_status yarn_params(const slm_gguf *g, const char *file, const char *A
 }
 #undef KEY
 
+/* attention.sliding_window_pattern (key) beside a default period in
+ * c->swa_pattern: an integer sets the period (1: no layer slides); a
+ * per-layer list (true = sliding), as llama.cpp's converters write it, is
+ * not read by llama.cpp, which keeps the default, so it must say the same
+ * or the file is refused naming the layer. Absent: the default. */
+static slm_status window_pattern(const slm_gguf *g, const char *file, const char *key, slm_model_config *c,
+                                 slm_err *err) {
+    if (slm_gguf_find(g, key) < 0) return SLM_OK;
+    int64_t pat;
+    slm_gguf_type et;
+    uint64_t n;
+    const void *data;
+    if (slm_gguf_get_i64(g, key, &pat)) {
+        if (pat < 0 || pat > 65536)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
+                            (long long)pat);
+        if (pat == 1) c->sliding_window = 0; /* no layer slides */
+        else c->swa_pattern = (int)pat;
+        return SLM_OK;
+    }
+    if (!slm_gguf_get_arr(g, key, &et, &n, &data) || (et != SLM_GGUF_BOOL && et != SLM_GGUF_U8))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer or a list of booleans", file, key);
+    if (n != (uint64_t)c->n_layers)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %llu entries for %d layers", file, key, (unsigned long long)n,
+                        c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        const int slides = ((const uint8_t *)data)[l] != 0;
+        if (slides != slm_layer_swa(c, l))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': layer %d %s the window; llama.cpp runs the "
+                            "window on %d of every %d layers, and so does staticlm", file, key, l,
+                            slides ? "has" : "has no", c->swa_pattern - 1, c->swa_pattern);
+    }
+    return SLM_OK;
+}
+
+/* EXAONE 4: no pre-norms, per-head Q/K norms, post norms (llama.cpp's
+ * exaone4). Its window is llama.cpp's rule for the 64-layer 32B only: three
+ * layers of four (an integer attention.sliding_window_pattern must say 4)
+ * with RoPE (base rope.freq_base_swa, else the base), every fourth layer
+ * global without RoPE; other depths have no window and RoPE everywhere.
+ * Multi-token-prediction layers (nextn_predict_layers) are refused. */
+static slm_status exaone4_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c,
+                                 slm_err *err) {
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    c->qk_norm = 1;
+    c->no_pre_norms = 1;
+    c->post_norms = 1;
+    int64_t nextn = 0;
+    if (slm_gguf_find(g, KEY("nextn_predict_layers")) >= 0 && !slm_gguf_get_i64(g, key, &nextn))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer", file, key);
+    if (nextn != 0)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': multi-token-prediction layers are not supported",
+                        file, key);
+    if (c->n_layers != 64) {
+        c->sliding_window = 0;
+        return SLM_OK;
+    }
+    if (c->sliding_window <= 0) c->sliding_window = 4096;
+    c->swa_pattern = 4;
+    c->nope_step = 4;
+    if ((s = window_pattern(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
+    if (c->swa_pattern != 4 || c->sliding_window == 0) /* the global layers' missing RoPE follows the period */
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only a period of 4 is supported", file, key);
+    const float base = c->rope_base;
+    c->rope_base_swa = base;
+    if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
+    if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key, (double)c->rope_base_swa);
+    if (c->rope_base_swa == base) c->rope_base_swa = 0.0f; /* the global table serves */
+    return SLM_OK;
+#undef KEY
+}
+
 /* Olmo 3's sliding window (olmo2 files with attention.sliding_window):
  * llama.cpp's period of 4 (window on layer l when l % 4 < 3), or an integer
  * attention.sliding_window_pattern; the per-layer list llama.cpp's converter
@@ -134,31 +209,7 @@ static slm_status olmo2_window(const slm_gguf *g, const char *file, const char *
     slm_status s;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
     c->swa_pattern = 4;
-    if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
-        int64_t pat;
-        slm_gguf_type et;
-        uint64_t n;
-        const void *data;
-        if (slm_gguf_get_i64(g, key, &pat)) {
-            if (pat < 0 || pat > 65536)
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
-                                (long long)pat);
-            if (pat == 1) c->sliding_window = 0; /* no layer slides */
-            else c->swa_pattern = (int)pat;
-        } else if (slm_gguf_get_arr(g, key, &et, &n, &data) && (et == SLM_GGUF_BOOL || et == SLM_GGUF_U8)) {
-            if (n != (uint64_t)c->n_layers)
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %llu entries for %d layers", file, key,
-                                (unsigned long long)n, c->n_layers);
-            for (int l = 0; l < c->n_layers; l++) {
-                const int slides = ((const uint8_t *)data)[l] != 0;
-                if (slides != slm_layer_swa(c, l))
-                    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': layer %d %s the window; llama.cpp runs "
-                                    "every fourth layer without it, and so does staticlm", file, key, l,
-                                    slides ? "has" : "has no");
-            }
-        } else
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer or a list of booleans", file, key);
-    }
+    if ((s = window_pattern(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
     if (c->sliding_window > 0) {
         c->rope_base_swa = c->rope_base;
         c->rope_scale_swa = 1.0f;
@@ -258,6 +309,7 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
                 return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': granite without RoPE is not supported", file, key);
         }
     }
+    if (!strcmp(A, "exaone4") && (s = exaone4_params(g, file, A, c, err))) return s;
     if (!strcmp(A, "olmo2")) {
         /* OLMo 2 / Olmo 3: no pre-norms, Q/K RMSNorm over whole rows, post
          * norms; Olmo 3's window on three layers of every four */
@@ -356,7 +408,8 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
               is_phi3 = !strcmp(A, "phi3");
-    c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2");
+    c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2") ||
+                   !strcmp(A, "exaone") || !strcmp(A, "exaone4");
     c->qkv_bias = !strcmp(A, "qwen2");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 

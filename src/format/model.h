@@ -103,9 +103,11 @@ typedef enum slm_arch {
     SLM_ARCH_SMOLLM3,
     SLM_ARCH_OLMO2,
     SLM_ARCH_GRANITE,
+    SLM_ARCH_EXAONE,
+    SLM_ARCH_EXAONE4,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
