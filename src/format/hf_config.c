@@ -564,8 +564,8 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     while (i < sizeof types / sizeof types[0] && strcmp(mt->valuestring, types[i].type)) i++;
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
-                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite)", file,
-                        pstr(mt->valuestring, b, sizeof b));
+                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite)",
+                        file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
     if (!strcmp(mt->valuestring, "gemma3")) { /* Gemma3ForConditionalGeneration: the text part */
