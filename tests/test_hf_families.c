@@ -1,12 +1,12 @@
 /* Hugging Face folders of the qwen3, smollm3, gemma2, gemma3 (gemma3_text,
- * and the text part of Gemma3ForConditionalGeneration), phi3 and olmo2
- * (OLMo 2, and Olmo 3 with its window and YaRN) families, written
+ * and the text part of Gemma3ForConditionalGeneration), phi3, olmo2
+ * (OLMo 2, and Olmo 3 with its window and YaRN) and granite families, written
  * here with tiny random weights (BF16, F16, F32; one file or shards), loaded
  * with slm_model_open(DIR) and run through the compiled programs; logits at
  * every position against the double-precision reference forward and
  * against the same weights written as a GGUF the way llama.cpp's converter
  * would (gemma gains 1 + w, phi3's fused matrices kept fused, LongRoPE
- * factors as tensors, the family keys). Malformed configs of each family
+ * factors as tensors, granite's Q/K rows permuted, the family keys). Malformed configs of each family
  * are refused with messages that name the file and the key; every
  * allocation failure while opening a folder is refused cleanly. */
 #include <math.h>
@@ -46,6 +46,8 @@ typedef struct fam {
     int yarn_orig;
     int multimodal;     /* gemma3: 1 language_model.model.X, 2 model.language_model.X */
     int sparse;         /* gemma3 multimodal: only the keys Google's configs give (defaults for the rest) */
+    float mul[4];       /* granite: embedding_multiplier, attention_multiplier, residual_multiplier,
+                           logits_scaling (0: not written) */
     int gguf;           /* 1: also compared with a GGUF twin */
 } fam;
 
@@ -54,6 +56,17 @@ static int gemma(const fam *s) { return is(s, "gemma2") || is(s, "gemma3") || is
 static int gemma3(const fam *s) { return is(s, "gemma3") || is(s, "gemma3_text"); }
 static int phi3(const fam *s) { return is(s, "phi3"); }
 static int olmo(const fam *s) { return is(s, "olmo2") || is(s, "olmo3"); }
+static int granite(const fam *s) { return is(s, "granite"); }
+static const char *const granite_keys[4] = {"embedding_multiplier", "attention_multiplier", "residual_multiplier",
+                                            "logits_scaling"};
+
+/* What the config must say for granite's multiplier i: the value written,
+ * else GraniteConfig's 1.0; stored as 0 when 1, but for the query scale
+ * (i = 1: 0 would mean 1/sqrt(head_dim)). */
+static float granite_want(const fam *s, int i) {
+    const float v = s->mul[i] != 0.0f ? s->mul[i] : 1.0f;
+    return v == 1.0f && i != 1 ? 0.0f : v;
+}
 
 /* The text model's prefix: "model." or a multimodal one. */
 static const char *prefix(const fam *s) {
@@ -156,6 +169,9 @@ static int text_keys(char *o, size_t cap, const fam *s) {
         P(", \"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, \"rope_local_base_freq\": 10000.0");
     if (gemma3(s) && s->pattern) P(", \"sliding_window_pattern\": %d", s->pattern);
     if (is(s, "olmo3")) P(", \"sliding_window\": %d", s->window);
+    for (int i = 0; granite(s) && i < 4; i++)
+        if (s->mul[i] != 0.0f) P(", \"%s\": %.9g", granite_keys[i], (double)s->mul[i]);
+    if (granite(s)) P(", \"mlp_bias\": false, \"attention_dropout\": 0.0");
     if (s->layer_types) {
         P(", \"layer_types\": [");
         for (int l = 0; l < s->L; l++) P("%s\"%s\"", l ? ", " : "", layer_slides(s, l) ? "sliding_attention" : "full_attention");
@@ -284,6 +300,12 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         slm_gguf_set_u32(g, K("rope.scaling.original_context_length"), (uint32_t)s->yarn_orig);
     }
     if (phi3(s)) slm_gguf_set_u32(g, K("rope.dimension_count"), (uint32_t)s->rope_dims);
+    if (granite(s)) { /* the converter's keys, each written when the config gives it */
+        static const char *const gk[4] = {"granite.embedding_scale", "granite.attention.scale", "granite.residual_scale",
+                                          "granite.logit_scale"};
+        for (int i = 0; i < 4; i++)
+            if (s->mul[i] != 0.0f) slm_gguf_set_f32(g, gk[i], s->mul[i]);
+    }
     float *lf = NULL, *sf = NULL;
     if (s->orig_ctx) {
         slm_gguf_set_u32(g, K("rope.scaling.original_context_length"), (uint32_t)s->orig_ctx);
@@ -309,6 +331,14 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         memcpy(f, t->f, sizeof(float) * (size_t)(rows * cols));
         if (t->n_dims == 1 && gemma(s)) /* the converter's 1 + w */
             for (int64_t j = 0; j < cols; j++) f[j] += 1.0f;
+        const int isq = strstr(t->name, "q_proj") != NULL, isk = strstr(t->name, "k_proj") != NULL;
+        if (granite(s) && (isq || isk)) /* as llama: row h*hd + 2i + j <- h*hd + j*hd/2 + i (GGUF rotates pairs) */
+            for (int h = 0; h < (isq ? s->H : s->KV); h++)
+                for (int i2 = 0; i2 < s->hd / 2; i2++)
+                    for (int j = 0; j < 2; j++)
+                        memcpy(f + ((size_t)h * s->hd + 2 * i2 + j) * (size_t)cols,
+                               t->f + ((size_t)h * s->hd + (size_t)j * s->hd / 2 + i2) * (size_t)cols,
+                               sizeof(float) * (size_t)cols);
         hf_twin_add(g, gn, t, f, keep, &nk);
     }
     const int ok = hf_twin_write(g, path, keep, nk);
@@ -333,9 +363,14 @@ static void check_config(const char *name, const fam *s, const rig *a) {
                c->no_pre_norms == o && c->norm_eps == 1e-6f,
            "%s: family flags (qk_norm %d, post_norms %d, no_pre_norms %d, eps %g)", name, c->qk_norm, c->post_norms,
            c->no_pre_norms, (double)c->norm_eps);
-    CHECKF(c->embed_scale == (g ? sqrtf((float)s->D) : 0.0f), "%s: embed_scale %g", name, (double)c->embed_scale);
-    CHECKF(!g || fabsf(c->attn_scale - 1.0f / sqrtf((float)s->qpas)) < 1e-7f, "%s: attn_scale %g", name,
-           (double)c->attn_scale);
+    CHECKF(c->embed_scale == (g ? sqrtf((float)s->D) : granite(s) ? granite_want(s, 0) : 0.0f), "%s: embed_scale %g",
+           name, (double)c->embed_scale);
+    CHECKF(g ? fabsf(c->attn_scale - 1.0f / sqrtf((float)s->qpas)) < 1e-7f
+             : c->attn_scale == (granite(s) ? granite_want(s, 1) : 0.0f),
+           "%s: attn_scale %g", name, (double)c->attn_scale);
+    CHECKF(c->residual_scale == (granite(s) ? granite_want(s, 2) : 0.0f) &&
+               c->logit_scale == (granite(s) ? granite_want(s, 3) : 0.0f),
+           "%s: residual_scale %g, logit_scale %g", name, (double)c->residual_scale, (double)c->logit_scale);
     CHECKF(c->sliding_window == s->window, "%s: sliding_window %d", name, c->sliding_window);
     for (int l = 0; l < s->L; l++) CHECKF(slm_layer_swa(c, l) == layer_slides(s, l), "%s: layer %d window", name, l);
     CHECKF(c->attn_softcap == (is(s, "gemma2") ? s->attn_cap : 0.0f) &&
@@ -561,6 +596,33 @@ static void test_olmo3(void) {
     check_family("olmo3_nolt", &t, 53);
 }
 
+/* granite: llama's tensors with muP multipliers (embedding 3, query scale
+ * 0.0625 in place of 1/4, residual 0.5, logits / 4: values that move the
+ * logits, where Granite's own 12 / 0.22 would leave attention little say),
+ * GQA, tied, BF16; the GGUF twin with Q/K rows permuted as llama.cpp's
+ * converter does and its four keys. Then F16, untied, 2 shards, linear RoPE
+ * scaling. Then no multiplier at all: GraniteConfig's 1.0 each, which for
+ * the query scale is 1.0 itself, not 1/sqrt(head_dim) (the reference only:
+ * llama.cpp's converter writes no key and llama.cpp then takes
+ * 1/sqrt(head_dim)). */
+static void test_granite(void) {
+    fam s = {.type = "granite", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "BF16", .vec = "BF16", .theta = 10000000.0f, .mul = {3.0f, 0.0625f, 0.5f, 4.0f}, .gguf = 1};
+    check_family("granite", &s, 61);
+    fam u = s;
+    u.mat = "F16";
+    u.vec = "F32";
+    u.untied = 1;
+    u.shards = 2;
+    u.linear = 2.0f;
+    u.mul[0] = 0.5f, u.mul[1] = 0.125f, u.mul[2] = 1.5f, u.mul[3] = 0.25f;
+    check_family("granite_f16", &u, 62);
+    fam d = s;
+    d.mul[0] = d.mul[1] = d.mul[2] = d.mul[3] = 0.0f;
+    d.gguf = 0;
+    check_family("granite_defaults", &d, 63);
+}
+
 /* ---- malformed ------------------------------------------------------------------- */
 
 static void expect_cfg(const char *json, slm_status want, const char *w1, const char *w2) {
@@ -650,7 +712,7 @@ static void test_config_malformed(void) {
                "longrope", "linear, llama3, yarn)");
 #undef LR
     /* olmo2 / olmo3 (4 layers: the window on 0-2) */
-    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "smollm3, olmo2, olmo3)");
+    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "smollm3, olmo2, olmo3, granite)");
     expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
                "'attention_bias' = true", NULL);
     expect_cfg("{\"model_type\": \"olmo3\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
@@ -675,7 +737,62 @@ static void test_config_malformed(void) {
 #undef FU
 #undef SL
 #undef O3
+    /* granite */
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"mlp_bias\": true}", SLM_ERR_UNSUPPORTED, "'mlp_bias' = true",
+               NULL);
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
+               "'attention_bias' = true", NULL);
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"hidden_act\": \"gelu\"}", SLM_ERR_UNSUPPORTED, "'hidden_act'",
+               "silu only");
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"head_dim\": 32}", SLM_ERR_UNSUPPORTED, "'head_dim' = 32",
+               "hidden_size / num_attention_heads");
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"head_dim\": 16}", SLM_OK, NULL, NULL);
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"logits_scaling\": 0}", SLM_ERR_FORMAT, "'logits_scaling'",
+               "out of range");
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"attention_multiplier\": -0.5}", SLM_ERR_FORMAT,
+               "'attention_multiplier'", "out of range");
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"embedding_multiplier\": \"12\"}", SLM_ERR_FORMAT,
+               "'embedding_multiplier'", "a number");
+    expect_cfg("{\"model_type\": \"granite\", " SZ ", \"residual_multiplier\": 1e7}", SLM_ERR_FORMAT,
+               "'residual_multiplier'", "out of range");
 #undef SZ
+}
+
+/* granite configs: Granite 3.x 2B's shape of keys (the multipliers as
+ * written, the query scale not 1/sqrt(head_dim)); without them
+ * GraniteConfig's defaults (query scale 1.0, the rest none). */
+static void test_granite_config(void) {
+    const char *j = "{\"architectures\": [\"GraniteForCausalLM\"], \"model_type\": \"granite\", \"hidden_size\": 2048, "
+                    "\"intermediate_size\": 8192, \"num_hidden_layers\": 40, \"num_attention_heads\": 32, "
+                    "\"num_key_value_heads\": 8, \"vocab_size\": 49159, \"max_position_embeddings\": 131072, "
+                    "\"rope_theta\": 10000000.0, \"rope_scaling\": null, \"rms_norm_eps\": 1e-05, "
+                    "\"tie_word_embeddings\": true, \"attention_bias\": false, \"mlp_bias\": false, \"hidden_act\": "
+                    "\"silu\", \"attention_dropout\": 0.0, \"embedding_multiplier\": 12.0, \"attention_multiplier\": "
+                    "0.015625, \"residual_multiplier\": 0.22, \"logits_scaling\": 8.0}";
+    slm_model_config c;
+    float *f = NULL;
+    slm_err err = {0};
+    CHECKF(slm_hf_parse_config(&c, &f, j, strlen(j), "g/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECK(!strcmp(c.arch, "granite") && c.dim == 2048 && c.n_heads == 32 && c.n_kv_heads == 8 && c.head_dim == 64 &&
+          c.vocab_size == 49159 && c.rope_base == 1e7f && c.norm_eps == 1e-5f && c.tied_embeddings && c.rope_neox == 1 &&
+          !c.qkv_bias && !c.qk_norm && !c.post_norms && !c.ffn_gelu && !f);
+    CHECKF(c.embed_scale == 12.0f && c.attn_scale == 0.015625f && c.residual_scale == 0.22f && c.logit_scale == 8.0f,
+           "granite multipliers %g %g %g %g", (double)c.embed_scale, (double)c.attn_scale, (double)c.residual_scale,
+           (double)c.logit_scale);
+    const char *d = "{\"model_type\": \"granite\", \"hidden_size\": 64, \"intermediate_size\": 96, "
+                    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100, "
+                    "\"max_position_embeddings\": 128}";
+    CHECKF(slm_hf_parse_config(&c, &f, d, strlen(d), "g/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECKF(c.embed_scale == 0.0f && c.attn_scale == 1.0f && c.residual_scale == 0.0f && c.logit_scale == 0.0f &&
+               c.head_dim == 16 && c.n_kv_heads == 4 && !f,
+           "granite defaults %g %g %g %g", (double)c.embed_scale, (double)c.attn_scale, (double)c.residual_scale,
+           (double)c.logit_scale);
+    const char *o = "{\"model_type\": \"granite\", \"hidden_size\": 64, \"intermediate_size\": 96, "
+                    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"vocab_size\": 100, "
+                    "\"max_position_embeddings\": 128, \"embedding_multiplier\": 1, \"attention_multiplier\": 1, "
+                    "\"residual_multiplier\": 1, \"logits_scaling\": 1}";
+    CHECKF(slm_hf_parse_config(&c, &f, o, strlen(o), "g/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECK(c.embed_scale == 0.0f && c.attn_scale == 1.0f && c.residual_scale == 0.0f && c.logit_scale == 0.0f);
 }
 
 /* olmo2 / olmo3 configs: Olmo2Config's and Olmo3Config's defaults (eps
@@ -908,6 +1025,17 @@ static void test_folder_malformed(void) {
     write_hf("hff_bad", &o, &w);
     expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "blk.0.post_ffw_norm.weight");
     free_weights(&w);
+    fam gr = {.type = "granite", .D = 32, .F = 64, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+              .mat = "BF16", .vec = "BF16", .theta = 10000.0f, .mul = {2.0f, 0.1f, 0.5f, 2.0f}};
+    make_weights(&w, &gr, 10);
+    add_w(&w, "model.layers.0.self_attn.q_proj.bias", "BF16", 0, gr.H * gr.hd, 0.1f, 0.0f); /* no biases in granite */
+    write_hf("hff_bad", &gr, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.self_attn.q_proj.bias", "not part of a granite model");
+    drop(&w, "model.layers.0.self_attn.q_proj.bias");
+    drop(&w, "model.layers.0.post_attention_layernorm.weight"); /* llama's FFN pre-norm is required */
+    write_hf("hff_bad", &gr, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "blk.0.ffn_norm.weight");
+    free_weights(&w);
     st_rm_dir("hff_bad");
 }
 
@@ -1061,12 +1189,16 @@ static void test_end_to_end(void) {
               .mat = "F16", .vec = "F16", .window = 4, .qpas = 24, .attn_cap = 5.0f, .final_cap = 3.0f,
               .theta = 10000.0f};
     end_to_end("gemma2", &g2);
+    fam gr = {.type = "granite", .D = 64, .F = 96, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 268, .ctx = 128,
+              .mat = "BF16", .vec = "BF16", .theta = 10000.0f, .mul = {3.0f, 0.0625f, 0.5f, 4.0f}};
+    end_to_end("granite", &gr);
 }
 
 int main(void) {
     T_RUN(test_config_malformed);
     T_RUN(test_gemma3_sparse_config);
     T_RUN(test_olmo_config);
+    T_RUN(test_granite_config);
     T_RUN(test_rope_parameters);
     T_RUN(test_folder_malformed);
     T_RUN(test_qwen3);
@@ -1078,6 +1210,7 @@ int main(void) {
     T_RUN(test_phi3);
     T_RUN(test_olmo2);
     T_RUN(test_olmo3);
+    T_RUN(test_granite);
     T_RUN(test_open_nomem);
     T_RUN(test_end_to_end);
     T_DONE();

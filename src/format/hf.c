@@ -1,7 +1,8 @@
 /* Hugging Face folders: config.json + safetensors (one file, or shards named
  * by model.safetensors.index.json) -> slm_model_file with GGUF names, for
- * the llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3 and olmo2
- * (OLMo 2, Olmo 3) families (config.json itself: hf_config.c).
+ * the llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2
+ * (OLMo 2, Olmo 3) and granite families (config.json itself: hf_config.c).
+ * granite's tensors are llama's, without biases.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved

@@ -1,15 +1,17 @@
 /* Hugging Face config.json -> slm_model_config, for the llama, mistral,
  * qwen2, qwen3, gemma2, gemma3 (gemma3_text, or the text_config of
- * Gemma3ForConditionalGeneration), phi3, smollm3 and olmo2 (OLMo 2's
- * olmo2, Olmo 3's olmo3) families.
+ * Gemma3ForConditionalGeneration), phi3, smollm3, olmo2 (OLMo 2's
+ * olmo2, Olmo 3's olmo3) and granite (IBM Granite, dense) families.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
  * 8 heads, 4 KV heads, head_dim 256, query_pre_attn_scalar 256, rope_theta
  * 1e6, rope_local_base_freq 10000, sliding_window 4096, pattern 6; Gemma2
  * soft-caps 50 / 30; Olmo2Config / Olmo3Config: rms_norm_eps 1e-5, Olmo 3's
- * sliding_window 4096), as llama.cpp's converter takes them (but for Olmo 3
- * without sliding_window, where it writes no window); gemma3's vocabulary is
+ * sliding_window 4096; GraniteConfig: every multiplier 1.0), as llama.cpp's
+ * converter takes them (but for Olmo 3 without sliding_window, where it
+ * writes no window, and granite without attention_multiplier, where
+ * llama.cpp falls back to 1/sqrt(head_dim)); gemma3's vocabulary is
  * then the embedding's rows. A key that would change the
  * computation in a way we do not run (an activation, a bias, a RoPE scaling
  * type, a layer pattern) is refused by name, and so are keys that disagree.
@@ -551,6 +553,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         {"llama", SLM_ARCH_LLAMA}, {"mistral", SLM_ARCH_MISTRAL}, {"qwen2", SLM_ARCH_QWEN2}, {"qwen3", SLM_ARCH_QWEN3},
         {"gemma2", SLM_ARCH_GEMMA2}, {"gemma3", SLM_ARCH_GEMMA3}, {"gemma3_text", SLM_ARCH_GEMMA3}, {"phi3", SLM_ARCH_PHI3},
         {"smollm3", SLM_ARCH_SMOLLM3}, {"olmo2", SLM_ARCH_OLMO2}, {"olmo3", SLM_ARCH_OLMO2},
+        {"granite", SLM_ARCH_GRANITE},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -561,8 +564,8 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     while (i < sizeof types / sizeof types[0] && strcmp(mt->valuestring, types[i].type)) i++;
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
-                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3)", file,
-                        pstr(mt->valuestring, b, sizeof b));
+                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite)",
+                        file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
     if (!strcmp(mt->valuestring, "gemma3")) { /* Gemma3ForConditionalGeneration: the text part */
@@ -658,6 +661,37 @@ static slm_status phi3_params(const cJSON *root, const cJSON *rp, const char *fi
     return SLM_OK;
 }
 
+/* granite (GraniteForCausalLM): llama with muP multipliers, each 1.0 when
+ * absent (GraniteConfig's defaults): embedding_multiplier (embeddings times
+ * it), attention_multiplier (the query scale itself, in place of
+ * 1/sqrt(head_dim): transformers' GraniteAttention scales by it, so an
+ * absent key is a scale of 1.0), residual_multiplier (both branch outputs
+ * times it before their residual add), logits_scaling (logits divided by
+ * it). A multiplier of 1 other than the query scale is stored as 0 (none).
+ * The head size is hidden / heads: llama.cpp's converter drops head_dim for
+ * granite, so one that differs is refused rather than run two ways. */
+static slm_status granite_params(const cJSON *root, const char *file, slm_model_config *c, slm_err *err) {
+    static const char *const keys[4] = {"embedding_multiplier", "attention_multiplier", "residual_multiplier",
+                                        "logits_scaling"};
+    double v[4] = {1.0, 1.0, 1.0, 1.0};
+    slm_status s;
+    for (int i = 0; i < 4; i++) {
+        if ((s = cfg_num(root, file, keys[i], &v[i], err))) return s;
+        if (!(v[i] > 0.0 && v[i] < 1e6) || (float)v[i] == 0.0f)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (above 0, below 1e6)", file, keys[i],
+                            v[i]);
+    }
+    if (item(root, "head_dim") && c->head_dim * c->n_heads != c->dim)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'head_dim' = %d: granite's head size is hidden_size / "
+                        "num_attention_heads (llama.cpp's converter ignores head_dim)", file, c->head_dim);
+    const float es = (float)v[0], rs = (float)v[2], ls = (float)v[3];
+    c->embed_scale = es == 1.0f ? 0.0f : es;
+    c->attn_scale = (float)v[1];
+    c->residual_scale = rs == 1.0f ? 0.0f : rs;
+    c->logit_scale = ls == 1.0f ? 0.0f : ls;
+    return SLM_OK;
+}
+
 slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, size_t len, const char *name,
                          slm_err *err) {
     const char *file = name ? name : "config.json";
@@ -691,6 +725,7 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     h->norm_plus_one = F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3;
     if (F == SLM_ARCH_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
     if (F == SLM_ARCH_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
+    if (F == SLM_ARCH_GRANITE && (s = granite_params(root, file, c, err))) goto done;
     if ((s = parse_window(root, file, F, olmo3, c, err))) goto done;
     if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
     if (F == SLM_ARCH_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
