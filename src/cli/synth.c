@@ -99,7 +99,7 @@ static void usage(FILE *f) {
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
-            "                        granite\n"
+            "                        granite | exaone | exaone4\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -108,7 +108,9 @@ static void usage(FILE *f) {
             "                        smollm3 is llama's tensors, no RoPE on every fourth layer; olmo2 has no\n"
             "                        pre-norms, whole-row Q/K norms, post norms; olmo-3-7b adds the window\n"
             "                        on three layers of four and YaRN 8 on the others; granite writes the\n"
-            "                        shape's multipliers, Granite 3's for other shapes)\n"
+            "                        shape's multipliers, Granite 3's for other shapes; exaone is llama's\n"
+            "                        tensors with neox RoPE; exaone4 as olmo2 with per-head Q/K norms and\n"
+            "                        the window (--sliding-window) on three layers of four)\n"
             "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
             "                        (default: the shape's; olmo2 shapes without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
@@ -528,7 +530,9 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (!strcmp(sh->arch, "phi3") && sh->rope_dims >= head_dim_of(sh)) sh->rope_dims = 0;
     if (strcmp(sh->arch, "phi3")) sh->rope_dims = 0;
     if ((!strcmp(sh->arch, "gemma2") || !strcmp(sh->arch, "gemma3")) && !sh->window) sh->window = 4096;
-    if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gemma2") && strcmp(sh->arch, "gemma3")) sh->window = 0;
+    if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gemma2") && strcmp(sh->arch, "gemma3") &&
+        strcmp(sh->arch, "exaone4"))
+        sh->window = 0;
     else if (a->window) sh->window = a->window;
     if (strcmp(sh->arch, "olmo2")) sh->yarn = 0.0f, sh->yarn_orig = 0;
     if (!strcmp(sh->arch, "granite") && !(sh->mup[3] > 0.0f)) { /* Granite 3's multipliers */
@@ -565,7 +569,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
     if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)(a->window ? a->window : 4096));
     if (is(sh, "gemma2") || is(sh, "gemma3")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
-    if (is(sh, "olmo2") && sh->window) { /* Olmo 3, as llama.cpp's converter writes it: a per-layer list */
+    if ((is(sh, "olmo2") || is(sh, "exaone4")) && sh->window) { /* as llama.cpp's converters write it: a per-layer list */
         slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
         uint8_t pat[1024];
         const int n = sh->n_layers < 1024 ? sh->n_layers : 1024;
@@ -621,8 +625,8 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
     const int qwen2 = is(sh, "qwen2"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
-    const int olmo2 = is(sh, "olmo2");
-    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || olmo2, rope_dims = rope_dims_of(sh);
+    const int olmo2 = is(sh, "olmo2"), post_only = olmo2 || is(sh, "exaone4");
+    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || post_only, rope_dims = rope_dims_of(sh);
     const uint32_t mt = ty->matrix;
     const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : layer_type(mt, 0, 0, 1, sh->dim);
     if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
@@ -651,7 +655,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
         if (!add(s, n, type, ne0, ne1, init, NULL)) return 0;                                  \
     } while (0)
-        if (!olmo2) T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (!post_only) T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
         /* widths: dim for all but attn_output (q_dim) and ffn_down (ffn) */
         const uint32_t t_in = layer_type(mt, 0, l, sh->n_layers, sh->dim);
         const uint32_t t_v = layer_type(mt, 1, l, sh->n_layers, sh->dim);
@@ -674,8 +678,8 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T("attn_q_norm.weight", SLM_F32, olmo2 ? q_dim : head_dim, 1, 1);
         }
         T("attn_output.weight", t_o, q_dim, sh->dim, 0);
-        if (gemma || olmo2) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
-        if (!olmo2) T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (gemma || post_only) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (!post_only) T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
         if (phi3) { /* fused: gate rows, then up rows */
             T("ffn_up.weight", t_in, sh->dim, 2 * sh->ffn, 0);
         } else {
@@ -683,7 +687,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T("ffn_up.weight", t_in, sh->dim, sh->ffn, 0);
         }
         T("ffn_down.weight", t_down, sh->ffn, sh->dim, 0);
-        if (gemma || olmo2) T("post_ffw_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (gemma || post_only) T("post_ffw_norm.weight", SLM_F32, sh->dim, 1, 1);
 #undef T
     }
     if (!add(s, "output_norm.weight", SLM_F32, sh->dim, 1, 1, NULL)) return 0;
