@@ -932,8 +932,8 @@ static void test_exaone4_config(void) {
     slm_err err = {0};
     const char *d = E4(64, "");
     CHECKF(slm_hf_parse_config(&c, &f, d, strlen(d), "e", &err) == SLM_OK, "%s", err.msg);
-    CHECK(!strcmp(c.arch, "exaone4") && c.qk_norm == 1 && c.no_pre_norms == 1 && c.post_norms == 1 && c.rope_neox == 1 &&
-          c.norm_eps == 1e-5f && !c.tied_embeddings && c.sliding_window == 4096 && c.swa_pattern == 4 &&
+    CHECK(!strcmp(c.arch, "exaone4") && c.qk_norm == 1 && c.no_pre_norms == 1 && c.post_norms == 1 &&
+          c.rope_neox == 1 && c.norm_eps == 1e-5f && !c.tied_embeddings && c.sliding_window == 4096 && c.swa_pattern == 4 &&
           c.nope_step == 4 && c.rope_base_swa == 0.0f && c.rope_scale_swa == 0.0f && !c.ffn_gelu && !f);
     for (int l = 0; l < 64; l++)
         CHECKF(slm_layer_swa(&c, l) == (l % 4 < 3) && slm_layer_rope(&c, l) == (l % 4 < 3), "exaone4 layer %d", l);
@@ -1194,7 +1194,8 @@ static void test_folder_malformed(void) {
     make_weights(&w, &e, 11);
     add_w(&w, "model.layers.0.input_layernorm.weight", "BF16", 0, e.D, 0.1f, 1.0f); /* llama's pre-norm */
     write_hf("hff_bad", &e, &w);
-    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.input_layernorm.weight", "not part of a exaone4 model");
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.input_layernorm.weight",
+                  "not part of a exaone4 model");
     drop(&w, "model.layers.0.input_layernorm.weight");
     add_w(&w, "model.layers.0.pre_feedforward_layernorm.weight", "BF16", 0, e.D, 0.1f, 1.0f); /* gemma's */
     write_hf("hff_bad", &e, &w);
@@ -1202,7 +1203,8 @@ static void test_folder_malformed(void) {
     drop(&w, "model.layers.0.pre_feedforward_layernorm.weight");
     l.type = "llama"; /* exaone4's per-head Q/K norms and post norms in a llama folder */
     write_hf("hff_bad", &l, &w);
-    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.self_attn.q_norm.weight", "not part of a llama model");
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.self_attn.q_norm.weight",
+                  "not part of a llama model");
     drop(&w, "model.layers.0.self_attn.k_norm.weight"); /* olmo2's whole-row K norm */
     add_w(&w, "model.layers.0.self_attn.k_norm.weight", "BF16", 0, e.KV * e.hd * 2, 0.1f, 1.0f);
     write_hf("hff_bad", &e, &w);
