@@ -113,10 +113,15 @@ static double urand(void) {
 }
 static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
 
-/* A folder's tensors and the float values they hold (as rounded to their dtype). */
+/* A folder's tensors and the float values they hold (as rounded to their
+ * dtype); a test of deep models may define ST_MAX_TENSORS larger before
+ * including this. */
+#ifndef ST_MAX_TENSORS
+#define ST_MAX_TENSORS 160
+#endif
 typedef struct weights {
-    st_item it[160];
-    float *f[160];
+    st_item it[ST_MAX_TENSORS];
+    float *f[ST_MAX_TENSORS];
     int n;
 } weights;
 

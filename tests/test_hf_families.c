@@ -1,12 +1,15 @@
 /* Hugging Face folders of the qwen3, smollm3, gemma2, gemma3 (gemma3_text,
  * and the text part of Gemma3ForConditionalGeneration), phi3, olmo2
- * (OLMo 2, and Olmo 3 with its window and YaRN) and granite families, written
+ * (OLMo 2, and Olmo 3 with its window and YaRN), granite and exaone4
+ * (EXAONE 4.0, at 64 layers with its window and global layers without
+ * RoPE) families, written
  * here with tiny random weights (BF16, F16, F32; one file or shards), loaded
  * with slm_model_open(DIR) and run through the compiled programs; logits at
  * every position against the double-precision reference forward and
  * against the same weights written as a GGUF the way llama.cpp's converter
  * would (gemma gains 1 + w, phi3's fused matrices kept fused, LongRoPE
- * factors as tensors, granite's Q/K rows permuted, the family keys). Malformed configs of each family
+ * factors as tensors, llama3's rope_freqs, granite's Q/K rows permuted, the
+ * family keys). Malformed configs of each family
  * are refused with messages that name the file and the key; every
  * allocation failure while opening a folder is refused cleanly. */
 #include <math.h>
@@ -21,6 +24,7 @@
 #include "runtime/runtime.h"
 #include "t.h"
 #include "rig.h"
+#define ST_MAX_TENSORS 720 /* exaone4 at 64 layers: 11 tensors a layer */
 #include "st_write.h"
 #include "hf_twin.h"
 #include "staticlm.h"
@@ -33,12 +37,15 @@ typedef struct fam {
     const char *mat, *vec; /* dtypes of matrices and of norm vectors */
     int shards, pad;    /* as test_hf.c: shards + index; data area at 8k + pad */
     int untied;         /* 1: lm_head.weight written */
-    int window;         /* sliding_window (gemma2/3, olmo3) */
+    int window;         /* sliding_window (gemma2/3, olmo3, exaone4: written, read at 64 layers only) */
+    const char *swp;    /* exaone4: sliding_window_pattern as a string ("LLLG") */
     int pattern;        /* gemma3 sliding_window_pattern (0: not written) */
     int layer_types;    /* 1: layer_types written (from window / pattern) */
     int qpas;           /* query_pre_attn_scalar (gemma) */
     float attn_cap, final_cap; /* gemma2 soft-caps (written) */
     float linear;       /* rope_scaling linear factor (> 1) */
+    float llama3;       /* rope_scaling llama3 factor (> 1), over an original context of llama3_orig */
+    int llama3_orig;
     float theta;
     int rope_dims;      /* phi3: partial_rotary_factor = rope_dims / hd */
     int orig_ctx;       /* phi3: LongRoPE with this original context */
@@ -57,6 +64,9 @@ static int gemma3(const fam *s) { return is(s, "gemma3") || is(s, "gemma3_text")
 static int phi3(const fam *s) { return is(s, "phi3"); }
 static int olmo(const fam *s) { return is(s, "olmo2") || is(s, "olmo3"); }
 static int granite(const fam *s) { return is(s, "granite"); }
+static int exaone4(const fam *s) { return is(s, "exaone4"); }
+/* no pre-norms: the norms after attention and FFN only */
+static int post_only(const fam *s) { return olmo(s) || exaone4(s); }
 static const char *const granite_keys[4] = {"embedding_multiplier", "attention_multiplier", "residual_multiplier",
                                             "logits_scaling"};
 
@@ -94,7 +104,7 @@ static void make_weights(weights *w, const fam *s, uint64_t seed) {
     add_w(w, n, s->mat, s->V, s->D, 1.0f, 0.0f);
     for (int l = 0; l < s->L; l++) {
 #define NM(x) (snprintf(n, sizeof n, "%slayers.%d." x, pre, l), n)
-        if (!olmo(s)) add_w(w, NM("input_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        if (!post_only(s)) add_w(w, NM("input_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
         if (phi3(s)) {
             add_w(w, NM("self_attn.qkv_proj.weight"), s->mat, qd + 2 * kvd, s->D, sd, 0.0f);
         } else {
@@ -102,14 +112,14 @@ static void make_weights(weights *w, const fam *s, uint64_t seed) {
             add_w(w, NM("self_attn.k_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
             add_w(w, NM("self_attn.v_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
         }
-        if (is(s, "qwen3") || gemma3(s) || olmo(s)) { /* olmo2: over whole rows (q_dim, kv_dim) */
+        if (is(s, "qwen3") || gemma3(s) || post_only(s)) { /* olmo2: over whole rows (q_dim, kv_dim) */
             add_w(w, NM("self_attn.q_norm.weight"), s->vec, 0, olmo(s) ? qd : s->hd, 0.2f, nb);
             add_w(w, NM("self_attn.k_norm.weight"), s->vec, 0, olmo(s) ? kvd : s->hd, 0.2f, nb);
         }
         add_w(w, NM("self_attn.o_proj.weight"), s->mat, s->D, qd, sq, 0.0f);
         add_w(w, NM("post_attention_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
         if (gemma(s)) add_w(w, NM("pre_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
-        if (gemma(s) || olmo(s)) add_w(w, NM("post_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        if (gemma(s) || post_only(s)) add_w(w, NM("post_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
         if (phi3(s)) {
             add_w(w, NM("mlp.gate_up_proj.weight"), s->mat, 2 * s->F, s->D, sd, 0.0f);
         } else {
@@ -133,12 +143,30 @@ static double longrope_attn(const fam *s) {
 static double long_f(int i) { return 1.0 + 0.5 * i; }
 static double short_f(int i) { return 1.0 + 0.05 * i; }
 
-/* 1 when layer l slides (gemma2: even layers; gemma3: l % p < p - 1;
- * olmo3: l % 4 < 3). */
-static int layer_slides(const fam *s, int l) {
+/* 1 when the config says layer l slides (gemma2: even layers; gemma3:
+ * l % p < p - 1; olmo3: l % 4 < 3; exaone4: as its pattern string, else
+ * l % 4 < 3). */
+static int cfg_slides(const fam *s, int l) {
     if (!s->window) return 0;
-    const int p = is(s, "gemma2") ? 2 : is(s, "olmo3") ? 4 : s->pattern ? s->pattern : 6;
+    if (exaone4(s) && s->swp) return s->swp[(size_t)l % strlen(s->swp)] == 'L';
+    const int p = is(s, "gemma2") ? 2 : is(s, "olmo3") || exaone4(s) ? 4 : s->pattern ? s->pattern : 6;
     return l % p < p - 1;
+}
+
+/* exaone4: the window runs at 64 layers only (llama.cpp's rule) */
+static int runs_window(const fam *s) { return s->window && (!exaone4(s) || s->L == 64); }
+
+/* 1 when layer l runs with the window. */
+static int layer_slides(const fam *s, int l) { return runs_window(s) && cfg_slides(s, l); }
+
+/* llama3's rope_freqs factor of pair i, as llama.cpp's converter computes it (float32) */
+static float llama3_f(const fam *s, int i) {
+    const float freq = 1.0f / powf(s->theta, (float)(2 * i) / (float)s->hd), wavelen = 6.2831853071795865f / freq;
+    const float old = (float)s->llama3_orig, lo_wl = old / 1.0f, hi_wl = old / 4.0f;
+    if (wavelen < hi_wl) return 1.0f;
+    if (wavelen > lo_wl) return s->llama3;
+    const float smooth = (old / wavelen - 1.0f) / (4.0f - 1.0f);
+    return 1.0f / ((1.0f - smooth) / s->llama3 + smooth);
 }
 
 /* The text model's keys (text_config for the multimodal one), at o. */
@@ -169,12 +197,17 @@ static int text_keys(char *o, size_t cap, const fam *s) {
         P(", \"attn_logit_softcapping\": null, \"final_logit_softcapping\": null, \"rope_local_base_freq\": 10000.0");
     if (gemma3(s) && s->pattern) P(", \"sliding_window_pattern\": %d", s->pattern);
     if (is(s, "olmo3")) P(", \"sliding_window\": %d", s->window);
+    if (exaone4(s)) {
+        if (s->window) P(", \"sliding_window\": %d", s->window);
+        else P(", \"sliding_window\": null");
+        if (s->swp) P(", \"sliding_window_pattern\": \"%s\"", s->swp);
+    }
     for (int i = 0; granite(s) && i < 4; i++)
         if (s->mul[i] != 0.0f) P(", \"%s\": %.9g", granite_keys[i], (double)s->mul[i]);
     if (granite(s)) P(", \"mlp_bias\": false, \"attention_dropout\": 0.0");
     if (s->layer_types) {
         P(", \"layer_types\": [");
-        for (int l = 0; l < s->L; l++) P("%s\"%s\"", l ? ", " : "", layer_slides(s, l) ? "sliding_attention" : "full_attention");
+        for (int l = 0; l < s->L; l++) P("%s\"%s\"", l ? ", " : "", cfg_slides(s, l) ? "sliding_attention" : "full_attention");
         P("]");
     }
     if (is(s, "qwen3")) P(", \"use_sliding_window\": false, \"sliding_window\": null, \"max_window_layers\": %d", s->L);
@@ -184,6 +217,9 @@ static int text_keys(char *o, size_t cap, const fam *s) {
         P("]");
     }
     if (s->linear > 1.0f) P(", \"rope_scaling\": {\"factor\": %.1f, \"rope_type\": \"linear\"}", (double)s->linear);
+    if (s->llama3 > 1.0f) /* as EXAONE 4.0 32B's */
+        P(", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": %.1f, \"low_freq_factor\": 1.0, "
+          "\"high_freq_factor\": 4.0, \"original_max_position_embeddings\": %d}", (double)s->llama3, s->llama3_orig);
     if (s->yarn > 1.0f) /* as Qwen3's model card says to add for long contexts */
         P(", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": %.1f, \"original_max_position_embeddings\": %d}",
           (double)s->yarn, s->yarn_orig);
@@ -252,7 +288,7 @@ static const char *twin_name(const fam *s, const char *hf, char *out, size_t cap
         {"mlp.down_proj.weight", "ffn_down"}};
     const char *to = NULL;
     if (!strcmp(rest, "post_attention_layernorm.weight"))
-        to = gemma(s) || olmo(s) ? "post_attention_norm" : "ffn_norm";
+        to = gemma(s) || post_only(s) ? "post_attention_norm" : "ffn_norm";
     for (size_t j = 0; !to && j < sizeof map / sizeof map[0]; j++)
         if (!strcmp(rest, map[j][0])) to = map[j][1];
     snprintf(out, cap, "blk.%d.%s.weight", l, to ? to : "?");
@@ -281,9 +317,11 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         slm_gguf_set_u32(g, K("attention.sliding_window_pattern"), (uint32_t)(s->pattern ? s->pattern : 6));
         slm_gguf_set_f32(g, K("rope.freq_base_swa"), 10000.0f);
     }
-    if (is(s, "olmo3") && s->window) { /* the converter's per-layer list from layer_types (true: sliding) */
+    if ((is(s, "olmo3") && s->window) || (exaone4(s) && s->window && (s->layer_types || s->swp))) {
+        /* the converter's per-layer list (true: sliding) from layer_types or,
+         * for exaone4, the pattern string; written at any depth */
         uint8_t pat[64];
-        for (int l = 0; l < s->L && l < 64; l++) pat[l] = (uint8_t)layer_slides(s, l);
+        for (int l = 0; l < s->L && l < 64; l++) pat[l] = (uint8_t)cfg_slides(s, l);
         slm_gguf_set_arr(g, K("attention.sliding_window_pattern"), SLM_GGUF_BOOL, pat, (uint64_t)s->L);
     }
     if (is(s, "gemma2")) {
@@ -306,7 +344,14 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         for (int i = 0; i < 4; i++)
             if (s->mul[i] != 0.0f) slm_gguf_set_f32(g, gk[i], s->mul[i]);
     }
-    float *lf = NULL, *sf = NULL;
+    float *lf = NULL, *sf = NULL, *rf = NULL;
+    if (s->llama3 > 1.0f) { /* the converter's rope_freqs (exaone4 computes it as llama does) */
+        const int h = s->hd / 2;
+        rf = malloc(sizeof(float) * (size_t)h);
+        for (int i = 0; i < h; i++) rf[i] = llama3_f(s, i);
+        int64_t ne[1] = {h};
+        slm_gguf_add_tensor(g, "rope_freqs.weight", SLM_F32, 1, ne, rf, sizeof(float) * (uint64_t)h);
+    }
     if (s->orig_ctx) {
         slm_gguf_set_u32(g, K("rope.scaling.original_context_length"), (uint32_t)s->orig_ctx);
         slm_gguf_set_f32(g, K("rope.scaling.attn_factor"), (float)longrope_attn(s));
@@ -319,7 +364,7 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         slm_gguf_add_tensor(g, "rope_factors_short.weight", SLM_F32, 1, ne, sf, sizeof(float) * (uint64_t)h);
     }
 #undef K
-    void *keep[160];
+    void *keep[ST_MAX_TENSORS];
     int nk = 0;
     for (int i = 0; i < w->n; i++) {
         const st_item *t = &w->it[i];
@@ -344,6 +389,7 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
     const int ok = hf_twin_write(g, path, keep, nk);
     free(lf);
     free(sf);
+    free(rf);
     return ok;
 }
 
@@ -353,14 +399,14 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
 /* The config the folder must give. */
 static void check_config(const char *name, const fam *s, const rig *a) {
     const slm_model_config *c = &a->m.cfg;
-    const int g = gemma(s), g3 = gemma3(s), o = olmo(s);
+    const int g = gemma(s), g3 = gemma3(s), o = olmo(s), e4 = exaone4(s);
     CHECKF(!strcmp(c->arch, g3 ? "gemma3" : o ? "olmo2" : s->type) && c->dim == s->D && c->hidden_dim == s->F && c->n_layers == s->L &&
                c->n_heads == s->H && c->n_kv_heads == s->KV && c->head_dim == s->hd && c->vocab_size == s->V &&
                c->context_len == s->ctx && c->rope_neox == 1 && c->tied_embeddings == !s->untied,
            "%s: sizes not as written (arch %s, head_dim %d, vocab %d, ctx %d)", name, c->arch, c->head_dim,
            c->vocab_size, c->context_len);
-    CHECKF(c->qk_norm == (o ? 2 : is(s, "qwen3") || g3) && c->post_norms == (g || o) && c->ffn_gelu == g &&
-               c->no_pre_norms == o && c->norm_eps == 1e-6f,
+    CHECKF(c->qk_norm == (o ? 2 : is(s, "qwen3") || g3 || e4) && c->post_norms == (g || o || e4) && c->ffn_gelu == g &&
+               c->no_pre_norms == (o || e4) && c->norm_eps == 1e-6f,
            "%s: family flags (qk_norm %d, post_norms %d, no_pre_norms %d, eps %g)", name, c->qk_norm, c->post_norms,
            c->no_pre_norms, (double)c->norm_eps);
     CHECKF(c->embed_scale == (g ? sqrtf((float)s->D) : granite(s) ? granite_want(s, 0) : 0.0f), "%s: embed_scale %g",
@@ -371,7 +417,7 @@ static void check_config(const char *name, const fam *s, const rig *a) {
     CHECKF(c->residual_scale == (granite(s) ? granite_want(s, 2) : 0.0f) &&
                c->logit_scale == (granite(s) ? granite_want(s, 3) : 0.0f),
            "%s: residual_scale %g, logit_scale %g", name, (double)c->residual_scale, (double)c->logit_scale);
-    CHECKF(c->sliding_window == s->window, "%s: sliding_window %d", name, c->sliding_window);
+    CHECKF(c->sliding_window == (runs_window(s) ? s->window : 0), "%s: sliding_window %d", name, c->sliding_window);
     for (int l = 0; l < s->L; l++) CHECKF(slm_layer_swa(c, l) == layer_slides(s, l), "%s: layer %d window", name, l);
     CHECKF(c->attn_softcap == (is(s, "gemma2") ? s->attn_cap : 0.0f) &&
                c->final_softcap == (is(s, "gemma2") ? s->final_cap : 0.0f),
@@ -390,7 +436,12 @@ static void check_config(const char *name, const fam *s, const rig *a) {
     CHECKF(c->rope_yarn == (s->yarn > 1.0f) && (!c->rope_yarn || (c->yarn_beta_fast == 32.0f && c->yarn_beta_slow == 1.0f &&
                                                                  c->yarn_ext_factor == 1.0f)),
            "%s: YaRN %d", name, c->rope_yarn);
-    CHECKF(c->nope_step == (is(s, "smollm3") ? 4 : 0), "%s: nope_step %d", name, c->nope_step);
+    /* smollm3, and exaone4 at 64 layers: every fourth layer without RoPE */
+    CHECKF(c->nope_step == (is(s, "smollm3") || (e4 && s->L == 64) ? 4 : 0), "%s: nope_step %d", name, c->nope_step);
+    for (int l = 0; l < s->L; l++)
+        CHECKF(slm_layer_rope(c, l) == !((is(s, "smollm3") || (e4 && s->L == 64)) && l % 4 == 3), "%s: layer %d RoPE",
+               name, l);
+    CHECKF(c->rope_freqs == (s->llama3 > 1.0f), "%s: rope_freqs %d", name, c->rope_freqs);
     CHECK(a->m.kind == SLM_MODEL_HF && a->m.gguf == NULL);
 }
 
@@ -404,7 +455,7 @@ static void check_tensors(const char *name, const fam *s, const rig *a, const we
     for (int i = 0; i < w->n; i++)
         if (!strcmp(w->it[i].name, hn)) src = w->f[i];
     const slm_tensor *t =
-        slm_model_tensor(m, gemma(s) || olmo(s) ? "blk.1.post_attention_norm.weight" : "blk.1.ffn_norm.weight");
+        slm_model_tensor(m, gemma(s) || post_only(s) ? "blk.1.post_attention_norm.weight" : "blk.1.ffn_norm.weight");
     CHECKF(src && t && t->type == SLM_F32 && t->ne[0] == s->D && (const uint8_t *)t->data >= (const uint8_t *)m->map.data &&
                (const uint8_t *)t->data + t->nbytes <= (const uint8_t *)m->map.data + m->map.size,
            "%s: norm tensor", name);
@@ -413,13 +464,15 @@ static void check_tensors(const char *name, const fam *s, const rig *a, const we
         memcpy(&v, (const float *)t->data + i, 4);
         CHECKF(v == src[i] + (gemma(s) ? 1.0f : 0.0f), "%s: gain %d = %g, stored %g", name, i, (double)v, (double)src[i]);
     }
-    if (olmo(s)) { /* Q/K norms over whole rows; no pre-norms, so no ffn_norm (and no attn_norm) */
+    if (post_only(s)) { /* olmo2's Q/K norms over whole rows, exaone4's per head; no pre-norms, so no
+                           ffn_norm (and no attn_norm) */
         const slm_tensor *qn = slm_model_tensor(m, "blk.1.attn_q_norm.weight"),
                          *kn = slm_model_tensor(m, "blk.1.attn_k_norm.weight"),
                          *pf = slm_model_tensor(m, "blk.1.post_ffw_norm.weight");
-        CHECKF(qn && kn && pf && qn->ne[0] == s->H * s->hd && kn->ne[0] == s->KV * s->hd && pf->ne[0] == s->D &&
+        const int qw = olmo(s) ? s->H * s->hd : s->hd, kw = olmo(s) ? s->KV * s->hd : s->hd;
+        CHECKF(qn && kn && pf && qn->ne[0] == qw && kn->ne[0] == kw && pf->ne[0] == s->D &&
                    !slm_model_tensor(m, "blk.1.ffn_norm.weight") && !slm_model_tensor(m, "blk.1.attn_norm.weight"),
-               "%s: olmo2 norms", name);
+               "%s: %s norms", name, s->type);
     }
     if (phi3(s)) {
         const slm_tensor *q = slm_model_tensor(m, "blk.0.attn_q.weight"), *k = slm_model_tensor(m, "blk.0.attn_k.weight"),
@@ -623,6 +676,46 @@ static void test_granite(void) {
     check_family("granite_defaults", &d, 63);
 }
 
+/* EXAONE 4.0 at a shallow depth (the 1.2B's kind): no window and RoPE on
+ * every layer, though the config gives sliding_window 5, the pattern
+ * "LLLG" and layer_types, which llama.cpp reads at 64 layers only (the
+ * GGUF twin carries the converter's keys for them, ignored as well); per
+ * head Q/K norms, the norms after attention and FFN only; BF16 in 2 shards,
+ * F32 gains, untied. */
+static void test_exaone4(void) {
+    fam s = {.type = "exaone4", .D = 64, .F = 96, .L = 4, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "BF16", .vec = "F32", .shards = 2, .untied = 1, .window = 5, .swp = "LLLG", .layer_types = 1,
+             .theta = 1000000.0f, .gguf = 1};
+    check_family("exaone4", &s, 71);
+    fam n = s; /* the 1.2B's keys: no window at all; tied, F16 */
+    n.window = 0;
+    n.swp = NULL;
+    n.untied = 0;
+    n.shards = 0;
+    n.mat = "F16";
+    check_family("exaone4_nowin", &n, 72);
+}
+
+/* EXAONE 4.0 at 64 layers (the 32B's depth, tiny widths): window 5 on the
+ * layers l % 4 < 3 (24 positions cross it), layers 3, 7, ... global and
+ * without RoPE; llama3 RoPE scaling over an original context of 32 (head
+ * size 16, base 1e4: pair 0 kept, pair 1 ramped, the rest scaled);
+ * sliding_window_pattern "LLLG" and layer_types; F16 matrices, F32 gains.
+ * The GGUF twin: the converter's per-layer list and rope_freqs. Then the
+ * pattern string alone (no layer_types), tied, F32. */
+static void test_exaone4_deep(void) {
+    fam s = {.type = "exaone4", .D = 32, .F = 64, .L = 64, .H = 2, .KV = 1, .hd = 16, .V = 100, .ctx = 128,
+             .mat = "F16", .vec = "F32", .untied = 1, .window = 5, .swp = "LLLG", .layer_types = 1,
+             .theta = 10000.0f, .llama3 = 8.0f, .llama3_orig = 32, .gguf = 1};
+    check_family("exaone4_64", &s, 73);
+    fam t = s;
+    t.layer_types = 0;
+    t.untied = 0;
+    t.mat = "F32";
+    t.llama3 = 0.0f;
+    check_family("exaone4_64_swp", &t, 74);
+}
+
 /* ---- malformed ------------------------------------------------------------------- */
 
 static void expect_cfg(const char *json, slm_status want, const char *w1, const char *w2) {
@@ -712,7 +805,7 @@ static void test_config_malformed(void) {
                "longrope", "linear, llama3, yarn)");
 #undef LR
     /* olmo2 / olmo3 (4 layers: the window on 0-2) */
-    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "smollm3, olmo2, olmo3, granite)");
+    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "olmo2, olmo3, granite, exaone4)");
     expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
                "'attention_bias' = true", NULL);
     expect_cfg("{\"model_type\": \"olmo3\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
@@ -823,6 +916,77 @@ static void test_olmo_config(void) {
     CHECK(c.sliding_window == 0 && c.rope_base_swa == 0.0f && c.rope_scale_swa == 0.0f);
     for (int l = 0; l < 8; l++) CHECK(!slm_layer_swa(&c, l));
 #undef SZ
+}
+
+/* exaone4 configs: Exaone4Config's defaults (eps 1e-5, untied; at 64
+ * layers the window 4096 with the fourth layers global without RoPE);
+ * llama.cpp's window rule (64 layers only: the pattern must be three local
+ * layers and one global, repeating, else refused naming the layer; other
+ * depths ignore the window keys). */
+static void test_exaone4_config(void) {
+#define E4(L, more) "{\"model_type\": \"exaone4\", \"hidden_size\": 32, \"intermediate_size\": 64, " \
+    "\"num_hidden_layers\": " #L ", \"num_attention_heads\": 2, \"num_key_value_heads\": 1, \"head_dim\": 16, " \
+    "\"vocab_size\": 100, \"max_position_embeddings\": 128" more "}"
+    slm_model_config c;
+    float *f = NULL;
+    slm_err err = {0};
+    const char *d = E4(64, "");
+    CHECKF(slm_hf_parse_config(&c, &f, d, strlen(d), "e", &err) == SLM_OK, "%s", err.msg);
+    CHECK(!strcmp(c.arch, "exaone4") && c.qk_norm == 1 && c.no_pre_norms == 1 && c.post_norms == 1 &&
+          c.rope_neox == 1 && c.norm_eps == 1e-5f && !c.tied_embeddings && c.sliding_window == 4096 && c.swa_pattern == 4 &&
+          c.nope_step == 4 && c.rope_base_swa == 0.0f && c.rope_scale_swa == 0.0f && !c.ffn_gelu && !f);
+    for (int l = 0; l < 64; l++)
+        CHECKF(slm_layer_swa(&c, l) == (l % 4 < 3) && slm_layer_rope(&c, l) == (l % 4 < 3), "exaone4 layer %d", l);
+    /* as EXAONE 4.0 32B's config says it (null window: llama.cpp's 4096 still) */
+    const char *b = E4(64, ", \"sliding_window\": null, \"sliding_window_pattern\": \"LLLG\", \"rope_scaling\": "
+                           "{\"factor\": 16.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, "
+                           "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}");
+    CHECKF(slm_hf_parse_config(&c, &f, b, strlen(b), "e", &err) == SLM_OK, "%s", err.msg);
+    CHECK(c.sliding_window == 4096 && c.nope_step == 4 && c.rope_freqs == 1 && f && f[0] == 1.0f && f[7] == 16.0f);
+    free(f);
+    f = NULL;
+    /* the 1.2B's depth: whatever the window keys say, none runs and every layer rotates */
+    const char *s = E4(30, ", \"sliding_window\": 4096, \"sliding_window_pattern\": \"LLGG\", \"layer_types\": "
+                           "[\"sliding_attention\"]");
+    CHECKF(slm_hf_parse_config(&c, &f, s, strlen(s), "e", &err) == SLM_OK, "%s", err.msg);
+    CHECK(c.sliding_window == 0 && c.nope_step == 0 && c.n_layers == 30);
+    expect_cfg(E4(30, ", \"sliding_window\": 0, \"sliding_window_pattern\": 1"), SLM_OK, NULL, NULL);
+    /* refusals */
+    expect_cfg(E4(2, ", \"attention_bias\": true"), SLM_ERR_UNSUPPORTED, "'attention_bias' = true", NULL);
+    expect_cfg(E4(64, ", \"attention_bias\": true"), SLM_ERR_UNSUPPORTED, "'attention_bias' = true", NULL);
+    expect_cfg(E4(2, ", \"hidden_act\": \"gelu\""), SLM_ERR_UNSUPPORTED, "'hidden_act'", "silu only");
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": \"LLGG\""), SLM_ERR_UNSUPPORTED, "'sliding_window_pattern'",
+               "layer 2 is global");
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": \"LLLLG\""), SLM_ERR_UNSUPPORTED, "'sliding_window_pattern'",
+               "layer 3 is local");
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": \"LLLGLLLGLLLGLLLL\""), SLM_ERR_UNSUPPORTED,
+               "'sliding_window_pattern'", "layer 15 is local");
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": 2"), SLM_ERR_UNSUPPORTED, "'sliding_window_pattern'",
+               "layer 1 is global");
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": 4"), SLM_OK, NULL, NULL);
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": \"LLLGLLLG\""), SLM_OK, NULL, NULL);
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": \"LLXG\""), SLM_ERR_FORMAT, "'sliding_window_pattern'",
+               "letters L");
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": \"\""), SLM_ERR_FORMAT, "'sliding_window_pattern'", "letters L");
+    expect_cfg(E4(64, ", \"sliding_window_pattern\": 0"), SLM_ERR_FORMAT, "'sliding_window_pattern'", "range");
+    expect_cfg(E4(64, ", \"sliding_window\": 0"), SLM_ERR_FORMAT, "'sliding_window'", "range");
+    expect_cfg(E4(64, ", \"layer_types\": [\"full_attention\"]"), SLM_ERR_FORMAT, "'layer_types'", "64 strings");
+    char lt[4096];
+    for (int bad = 0; bad < 2; bad++) { /* layer 41 global (or layer 43 local) where the period says otherwise */
+        int n = snprintf(lt, sizeof lt, "{\"model_type\": \"exaone4\", \"hidden_size\": 32, \"intermediate_size\": "
+                         "64, \"num_hidden_layers\": 64, \"num_attention_heads\": 2, \"vocab_size\": 100, "
+                         "\"max_position_embeddings\": 128, \"sliding_window\": 8, \"layer_types\": [");
+        for (int l = 0; l < 64; l++) {
+            const int slides = bad == 0 && l == 41 ? 0 : bad == 1 && l == 43 ? 1 : l % 4 < 3;
+            n += snprintf(lt + n, sizeof lt - (size_t)n, "%s\"%s\"", l ? ", " : "",
+                          slides ? "sliding_attention" : "full_attention");
+        }
+        snprintf(lt + n, sizeof lt - (size_t)n, "]}");
+        expect_cfg(lt, SLM_ERR_UNSUPPORTED, "'layer_types'",
+                   bad == 0 ? "layer 41 is 'full_attention'; llama.cpp runs exaone4 at 64 layers"
+                            : "layer 43 is 'sliding_attention'");
+    }
+#undef E4
 }
 
 /* transformers v5's rope_parameters in place of rope_theta / rope_scaling
@@ -1025,6 +1189,32 @@ static void test_folder_malformed(void) {
     write_hf("hff_bad", &o, &w);
     expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "blk.0.post_ffw_norm.weight");
     free_weights(&w);
+    fam e = {.type = "exaone4", .D = 32, .F = 64, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+             .mat = "BF16", .vec = "BF16", .untied = 1, .theta = 10000.0f};
+    make_weights(&w, &e, 11);
+    add_w(&w, "model.layers.0.input_layernorm.weight", "BF16", 0, e.D, 0.1f, 1.0f); /* llama's pre-norm */
+    write_hf("hff_bad", &e, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.input_layernorm.weight",
+                  "not part of a exaone4 model");
+    drop(&w, "model.layers.0.input_layernorm.weight");
+    add_w(&w, "model.layers.0.pre_feedforward_layernorm.weight", "BF16", 0, e.D, 0.1f, 1.0f); /* gemma's */
+    write_hf("hff_bad", &e, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.pre_feedforward_layernor", "not part of a exaone4");
+    drop(&w, "model.layers.0.pre_feedforward_layernorm.weight");
+    l.type = "llama"; /* exaone4's per-head Q/K norms and post norms in a llama folder */
+    write_hf("hff_bad", &l, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.self_attn.q_norm.weight",
+                  "not part of a llama model");
+    drop(&w, "model.layers.0.self_attn.k_norm.weight"); /* olmo2's whole-row K norm */
+    add_w(&w, "model.layers.0.self_attn.k_norm.weight", "BF16", 0, e.KV * e.hd * 2, 0.1f, 1.0f);
+    write_hf("hff_bad", &e, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "blk.0.attn_k_norm.weight", "[16]");
+    drop(&w, "model.layers.0.self_attn.k_norm.weight");
+    add_w(&w, "model.layers.0.self_attn.k_norm.weight", "BF16", 0, e.hd, 0.1f, 1.0f);
+    drop(&w, "model.layers.0.post_feedforward_layernorm.weight"); /* the post-FFW norm is required */
+    write_hf("hff_bad", &e, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "blk.0.post_ffw_norm.weight");
+    free_weights(&w);
     fam gr = {.type = "granite", .D = 32, .F = 64, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
               .mat = "BF16", .vec = "BF16", .theta = 10000.0f, .mul = {2.0f, 0.1f, 0.5f, 2.0f}};
     make_weights(&w, &gr, 10);
@@ -1199,6 +1389,7 @@ int main(void) {
     T_RUN(test_gemma3_sparse_config);
     T_RUN(test_olmo_config);
     T_RUN(test_granite_config);
+    T_RUN(test_exaone4_config);
     T_RUN(test_rope_parameters);
     T_RUN(test_folder_malformed);
     T_RUN(test_qwen3);
@@ -1211,6 +1402,8 @@ int main(void) {
     T_RUN(test_olmo2);
     T_RUN(test_olmo3);
     T_RUN(test_granite);
+    T_RUN(test_exaone4);
+    T_RUN(test_exaone4_deep);
     T_RUN(test_open_nomem);
     T_RUN(test_end_to_end);
     T_DONE();

@@ -1,8 +1,9 @@
 /* Hugging Face folders: config.json + safetensors (one file, or shards named
  * by model.safetensors.index.json) -> slm_model_file with GGUF names, for
  * the llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2
- * (OLMo 2, Olmo 3) and granite families (config.json itself: hf_config.c).
- * granite's tensors are llama's, without biases.
+ * (OLMo 2, Olmo 3), granite and exaone4 (EXAONE 4.0) families (config.json
+ * itself: hf_config.c). granite's tensors are llama's, without biases;
+ * exaone4's are olmo2's with Q/K norms of one head.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -121,9 +122,11 @@ enum {
     B_LLAMA = 1 << SLM_ARCH_LLAMA, B_MISTRAL = 1 << SLM_ARCH_MISTRAL, B_QWEN2 = 1 << SLM_ARCH_QWEN2,
     B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3,
     B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3, B_OLMO2 = 1 << SLM_ARCH_OLMO2,
+    B_EXAONE4 = 1 << SLM_ARCH_EXAONE4,
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
+#define B_POST_ONLY (B_OLMO2 | B_EXAONE4) /* no pre-norms: the norms after attention and FFN only */
 
 static int fam_bit(const char *arch) {
     const int a = slm_arch_find(arch, strlen(arch));
@@ -151,9 +154,9 @@ static const char *strip_multimodal(const char *hf, char *buf, size_t cap) {
  * of this family), 2 when ignorable. *kind: K_MAT, K_VEC (a bias: f32),
  * K_NORM (a gain: f32, gemma's 1 + w), or fused (phi3: the name is the
  * first part's). post_attention_layernorm is the FFN's pre-norm in the
- * llama-like families but the norm of the attention's output in gemma and
- * olmo2 (which has no pre-norms: no input_layernorm, and Q/K norms over
- * whole q_dim / kv_dim rows). */
+ * llama-like families but the norm of the attention's output in gemma,
+ * olmo2 and exaone4 (which have no pre-norms: no input_layernorm; olmo2's
+ * Q/K norms are over whole q_dim / kv_dim rows, exaone4's per head). */
 static int gguf_name(const char *hf, int fb, int multimodal, char *out, size_t cap, int *kind) {
     static const struct { const char *hf, *gg; int kind, fams; } top[] = {
         {"model.embed_tokens.weight", "token_embd.weight", K_MAT, B_ALL},
@@ -161,7 +164,7 @@ static int gguf_name(const char *hf, int fb, int multimodal, char *out, size_t c
         {"lm_head.weight", "output.weight", K_MAT, B_ALL},
     };
     static const struct { const char *hf, *gg; int kind, fams; } layer[] = {
-        {"input_layernorm.weight", "attn_norm.weight", K_NORM, B_ALL & ~B_OLMO2},
+        {"input_layernorm.weight", "attn_norm.weight", K_NORM, B_ALL & ~B_POST_ONLY},
         {"self_attn.q_proj.weight", "attn_q.weight", K_MAT, B_ALL & ~B_PHI3},
         {"self_attn.k_proj.weight", "attn_k.weight", K_MAT, B_ALL & ~B_PHI3},
         {"self_attn.v_proj.weight", "attn_v.weight", K_MAT, B_ALL & ~B_PHI3},
@@ -169,13 +172,13 @@ static int gguf_name(const char *hf, int fb, int multimodal, char *out, size_t c
         {"self_attn.q_proj.bias", "attn_q.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
         {"self_attn.k_proj.bias", "attn_k.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
         {"self_attn.v_proj.bias", "attn_v.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
-        {"self_attn.q_norm.weight", "attn_q_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_OLMO2},
-        {"self_attn.k_norm.weight", "attn_k_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_OLMO2},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY},
         {"self_attn.o_proj.weight", "attn_output.weight", K_MAT, B_ALL},
-        {"post_attention_layernorm.weight", "ffn_norm.weight", K_NORM, B_ALL & ~(B_GEMMA | B_OLMO2)},
-        {"post_attention_layernorm.weight", "post_attention_norm.weight", K_NORM, B_GEMMA | B_OLMO2},
+        {"post_attention_layernorm.weight", "ffn_norm.weight", K_NORM, B_ALL & ~(B_GEMMA | B_POST_ONLY)},
+        {"post_attention_layernorm.weight", "post_attention_norm.weight", K_NORM, B_GEMMA | B_POST_ONLY},
         {"pre_feedforward_layernorm.weight", "ffn_norm.weight", K_NORM, B_GEMMA},
-        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", K_NORM, B_GEMMA | B_OLMO2},
+        {"post_feedforward_layernorm.weight", "post_ffw_norm.weight", K_NORM, B_GEMMA | B_POST_ONLY},
         {"mlp.gate_proj.weight", "ffn_gate.weight", K_MAT, B_ALL & ~B_PHI3},
         {"mlp.up_proj.weight", "ffn_up.weight", K_MAT, B_ALL & ~B_PHI3},
         {"mlp.gate_up_proj.weight", "ffn_gate.weight", K_GATE_UP, B_PHI3},

@@ -1,20 +1,22 @@
 /* Hugging Face config.json -> slm_model_config, for the llama, mistral,
  * qwen2, qwen3, gemma2, gemma3 (gemma3_text, or the text_config of
  * Gemma3ForConditionalGeneration), phi3, smollm3, olmo2 (OLMo 2's
- * olmo2, Olmo 3's olmo3) and granite (IBM Granite, dense) families.
+ * olmo2, Olmo 3's olmo3), granite (IBM Granite, dense) and exaone4
+ * (EXAONE 4.0) families.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
  * 8 heads, 4 KV heads, head_dim 256, query_pre_attn_scalar 256, rope_theta
  * 1e6, rope_local_base_freq 10000, sliding_window 4096, pattern 6; Gemma2
- * soft-caps 50 / 30; Olmo2Config / Olmo3Config: rms_norm_eps 1e-5, Olmo 3's
- * sliding_window 4096; GraniteConfig: every multiplier 1.0), as llama.cpp's
- * converter takes them (but for Olmo 3 without sliding_window, where it
- * writes no window, and granite without attention_multiplier, where
- * llama.cpp falls back to 1/sqrt(head_dim)); gemma3's vocabulary is
- * then the embedding's rows. A key that would change the
- * computation in a way we do not run (an activation, a bias, a RoPE scaling
- * type, a layer pattern) is refused by name, and so are keys that disagree.
+ * soft-caps 50 / 30; Olmo2Config / Olmo3Config / Exaone4Config: rms_norm_eps
+ * 1e-5, Olmo 3's sliding_window 4096; GraniteConfig: every multiplier 1.0),
+ * as llama.cpp's converter takes them (but for Olmo 3 without
+ * sliding_window, where it writes no window, and granite without
+ * attention_multiplier, where llama.cpp falls back to 1/sqrt(head_dim));
+ * gemma3's vocabulary is then the embedding's rows. A key that would change
+ * the computation in a way we do not run (an activation, a bias, a RoPE
+ * scaling type, a layer pattern) is refused by name, and so are keys that
+ * disagree.
  */
 #include <math.h>
 #include <stdio.h>
@@ -402,10 +404,12 @@ static slm_status check_layer_types(const cJSON *root, const char *file, slm_arc
         c->swa_pattern = p;
     }
     for (l = 0; l < c->n_layers; l++)
-        if (F == SLM_ARCH_OLMO2 && c->sliding_window > 0 && swa[l] != slm_layer_swa(c, l)) {
-            s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'layer_types': layer %d is '%s'; llama.cpp runs olmo3 "
-                         "with the window on three layers of every four (the fourth full), and so does staticlm",
-                         file, l, swa[l] ? "sliding_attention" : "full_attention");
+        if ((F == SLM_ARCH_OLMO2 || F == SLM_ARCH_EXAONE4) && c->sliding_window > 0 && swa[l] != slm_layer_swa(c, l)) {
+            s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'layer_types': layer %d is '%s'; llama.cpp runs %s "
+                         "with the window on three layers of every four (the fourth full%s), and so does staticlm",
+                         file, l, swa[l] ? "sliding_attention" : "full_attention",
+                         F == SLM_ARCH_EXAONE4 ? "exaone4 at 64 layers" : "olmo3",
+                         F == SLM_ARCH_EXAONE4 ? ", without RoPE" : "");
             goto out;
         } else if (swa[l] != slm_layer_swa(c, l)) {
             s = slm_errf(err, SLM_ERR_FORMAT, "%s: key 'layer_types': layer %d is '%s' but the other keys make it %s",
@@ -464,6 +468,45 @@ static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, 
         if (c->swa_pattern == 1) c->sliding_window = 0; /* (l + 1) % 1 != 0 never holds: no layer slides */
     }
     return check_layer_types(root, file, F, has_pattern, c, err);
+}
+
+/* EXAONE 4.0's window, by llama.cpp's rule: only at 64 layers (the 32B)
+ * the window (sliding_window; 4096 when absent or null, as llama.cpp takes
+ * it when the converter writes no key) on the three layers of every four
+ * with l % 4 < 3, rotating with the global base and scaling, and every
+ * fourth layer global without RoPE. layer_types and sliding_window_pattern
+ * (EXAONE's string such as "LLLG", L local and G global, repeated over the
+ * layers; or an integer n: n - 1 local layers of every n, as transformers
+ * and the converter read it) must say the same, else the folder is refused
+ * naming the layer. At any other depth (the 1.2B's 30 layers) llama.cpp
+ * runs no window and RoPE on every layer whatever these keys say, and so
+ * do we: they are not read there. */
+static slm_status exaone4_window(const cJSON *root, const char *file, slm_model_config *c, slm_err *err) {
+    if (c->n_layers != 64) return SLM_OK;
+    slm_status s;
+    int win = 4096;
+    if ((s = cfg_int(root, file, "sliding_window", 0, &win, err))) return s;
+    c->sliding_window = win;
+    c->swa_pattern = 4;
+    c->nope_step = 4;
+    const cJSON *p = item(root, "sliding_window_pattern");
+    if (p) {
+        const char *ps = cJSON_IsString(p) ? p->valuestring : NULL;
+        const size_t n = ps ? strlen(ps) : 0;
+        int period = 0;
+        if (ps && (!n || n > 65536 || strspn(ps, "LG") != n))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'sliding_window_pattern': expected letters L (local) and "
+                            "G (global), or an integer", file);
+        if (!ps && (s = cfg_int(root, file, "sliding_window_pattern", 0, &period, err))) return s;
+        for (int l = 0; l < c->n_layers; l++) {
+            const int slides = ps ? ps[(size_t)l % n] == 'L' : (l + 1) % period != 0;
+            if (slides != slm_layer_swa(c, l))
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'sliding_window_pattern': layer %d is %s; llama.cpp "
+                                "runs exaone4 at 64 layers with the window on three layers of every four (the fourth "
+                                "global, without RoPE), and so does staticlm", file, l, slides ? "local" : "global");
+        }
+    }
+    return check_layer_types(root, file, SLM_ARCH_EXAONE4, 0, c, err);
 }
 
 /* What gemma2 / gemma3 add: GeGLU, post norms, scaled embeddings, the query
@@ -553,7 +596,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         {"llama", SLM_ARCH_LLAMA}, {"mistral", SLM_ARCH_MISTRAL}, {"qwen2", SLM_ARCH_QWEN2}, {"qwen3", SLM_ARCH_QWEN3},
         {"gemma2", SLM_ARCH_GEMMA2}, {"gemma3", SLM_ARCH_GEMMA3}, {"gemma3_text", SLM_ARCH_GEMMA3}, {"phi3", SLM_ARCH_PHI3},
         {"smollm3", SLM_ARCH_SMOLLM3}, {"olmo2", SLM_ARCH_OLMO2}, {"olmo3", SLM_ARCH_OLMO2},
-        {"granite", SLM_ARCH_GRANITE},
+        {"granite", SLM_ARCH_GRANITE}, {"exaone4", SLM_ARCH_EXAONE4},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -564,7 +607,8 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     while (i < sizeof types / sizeof types[0] && strcmp(mt->valuestring, types[i].type)) i++;
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
-                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite)",
+                        "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
+                        "exaone4)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -588,7 +632,8 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
                               double *theta, slm_hf_info *h, slm_err *err) {
     slm_status s;
     const int g3 = F == SLM_ARCH_GEMMA3;
-    double eps = F == SLM_ARCH_OLMO2 ? 1e-5 : 1e-6; /* Olmo2Config / Olmo3Config: 1e-5 */
+    /* Olmo2Config / Olmo3Config / Exaone4Config: 1e-5 */
+    double eps = F == SLM_ARCH_OLMO2 || F == SLM_ARCH_EXAONE4 ? 1e-5 : 1e-6;
     int tie = 0;
     *theta = g3 ? 1e6 : 10000.0;
     c->n_heads = g3 ? 8 : 0;
@@ -717,8 +762,10 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     if ((s = rope_parameters(root, file, F, &rp_g, &rp_l, err))) goto done;
     if ((s = base_params(root, rp_g, file, F, c, &theta, h, err))) goto done;
     c->qk_norm = F == SLM_ARCH_QWEN3;
-    if (F == SLM_ARCH_OLMO2) { /* OLMo 2 / Olmo 3: Q/K RMSNorm over whole rows, norms after attention and FFN only */
-        c->qk_norm = 2;
+    if (F == SLM_ARCH_OLMO2 || F == SLM_ARCH_EXAONE4) {
+        /* OLMo 2 / Olmo 3: Q/K RMSNorm over whole rows; EXAONE 4.0: per head;
+         * both: norms after attention and FFN only */
+        c->qk_norm = F == SLM_ARCH_OLMO2 ? 2 : 1;
         c->no_pre_norms = 1;
         c->post_norms = 1;
     }
@@ -726,7 +773,8 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     if (F == SLM_ARCH_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
     if (F == SLM_ARCH_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
     if (F == SLM_ARCH_GRANITE && (s = granite_params(root, file, c, err))) goto done;
-    if ((s = parse_window(root, file, F, olmo3, c, err))) goto done;
+    if ((s = F == SLM_ARCH_EXAONE4 ? exaone4_window(root, file, c, err) : parse_window(root, file, F, olmo3, c, err)))
+        goto done;
     if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
     if (F == SLM_ARCH_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
     if ((s = parse_rope_scaling(root, rp_g, file, F, theta, c, h, err))) goto done;
