@@ -21,7 +21,7 @@ static float *ref_dequant(const slm_model_file *m, const char *name, int64_t *ro
     int64_t c = t->ne[0], r = t->n_dims > 1 ? t->ne[1] : 1;
     float *out = malloc((size_t)(r * c) * sizeof(float));
     for (int64_t i = 0; i < r; i++) /* repacked or not */
-        if (!slm_dequantize_matrix_row(t->type, t->data, c, i, out + i * c)) {
+        if (!slm_dequantize_matrix_row(t->type, t->data, c, t->ne[1], i, out + i * c)) {
             free(out);
             return NULL;
         }

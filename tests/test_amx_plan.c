@@ -305,9 +305,9 @@ static void test_blob_tiles(void) {
     e[154] = 2;
     CHECKF(!open_nochk(img, n, msg, sizeof msg) && strstr(msg, "not a matrix multiply"), "tiles on a non-matmul: %s", msg);
     e[154] = 0;
-    e[157] = 1;
-    CHECKF(!open_nochk(img, n, msg, sizeof msg) && strstr(msg, "reserved byte 157"), "reserved byte: %s", msg);
-    e[157] = 0;
+    e[159] = 1; /* f2 (bytes 156..159) on a task without the output-scale flag */
+    CHECKF(!open_nochk(img, n, msg, sizeof msg) && strstr(msg, "scale f2"), "f2 without its flag: %s", msg);
+    e[159] = 0;
     char ok_msg[512];
     CHECKF(open_nochk(img, n, ok_msg, sizeof ok_msg), "restored: %s", ok_msg);
     fprintf(stderr, "  %d prefill matrix tasks carry tiles; wrong tiles refused (last: \"%s\")\n", with, msg);

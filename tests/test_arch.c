@@ -316,7 +316,7 @@ static const synth k_archs[] = {
     /* granite: llama with muP multipliers (embedding 3, residual 0.5, logits
      * / 4, query scale 1/16 instead of 1/4: Granite 3's 12 / 0.22 drown the
      * attention in the embeddings, and the KV types' rounding with it), GQA, tied */
-    {.arch = "granite", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+    {.arch = "granite", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 163, .ctx = 128,
      .tied = 1, .rope_scale = 1.0f, .rope_base = 10000000.0f, .std = 1.0f, .granite = {3.0f, 0.0625f, 0.5f, 4.0f}},
     /* exaone (EXAONE 3.5): llama's tensors with neox RoPE, GQA, untied */
     {.arch = "exaone", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,

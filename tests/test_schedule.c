@@ -342,7 +342,7 @@ static void test_hostile_counts(void) {
     refused_when(img, n, SLM_T_PREFETCH, 28, 1, 0, "distance");
     refused_when(img, n, SLM_T_PREFETCH, 36, -1, 0, "prefetch");
     refused_when(img, n, SLM_T_MATMUL, 152, 1, 1, "lane");
-    refused_when(img, n, SLM_T_MATMUL, 157, 1, 1, "reserved");
+    refused_when(img, n, SLM_T_MATMUL, 159, 1, 1, "scale f2"); /* bytes 156..159: f2, 0 without flag 0x1000 */
     refused_when(img, n, SLM_T_MATMUL, 155, 1, 1, "tiles"); /* a decode task carries no tile plan */
     refused_when(img, n, SLM_T_MATMUL, 28, 32, 0, "stream prefetch"); /* not a multiple of 64 */
     refused_when(img, n, SLM_T_MATMUL, 28, SLM_STREAM_PREFETCH_MAX, 0, "stream prefetch");

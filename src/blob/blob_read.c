@@ -448,8 +448,8 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     NEED(row > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
     NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
     /* repacked weights: whole groups of 16 rows, and a tile reads the groups it cuts */
-    NEED(!slm_is_r16(t->wtype) || t->n % 16 == 0, "task %d (%s): n %d of %s weights not a multiple of 16", ti, op, t->n,
-         slm_dtype_name(t->wtype));
+    NEED(!slm_is_r16(t->wtype) || t->n1 <= t->n / 16 * 16, "task %d (%s): tile [%d,%d) of %s weights beyond the %d "
+         "repacked rows", ti, op, t->n0, t->n1, slm_dtype_name(t->wtype), t->n / 16 * 16);
     MAT(R, SLM_REF_SRC0, (uint64_t)t->k, 0);
     REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
     if (pre == SLM_TF_PRE_NORM) { /* rmsnorm gains: k floats in the weights */
@@ -524,7 +524,7 @@ static slm_status check_task(pctx *q, int ti) {
         uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
         NEED(row > 0, "task %d (%s): n %d not a whole number of %s blocks", ti, op, t->n, slm_dtype_name(t->wtype));
         NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
-        NEED(!slm_is_r16(t->wtype) || t->k % 16 == 0, "task %d (%s): k %d rows of %s not a multiple of 16", ti, op, t->k,
+        NEED(!slm_is_r16(t->wtype) || t->k >= 16, "task %d (%s): k %d rows of %s under 16", ti, op, t->k,
              slm_dtype_name(t->wtype));
         REF(SLM_REF_SRC0, R * 4, 0);
         REF(SLM_REF_SRC1, (uint64_t)t->k * row, 0);

@@ -49,8 +49,10 @@ typedef struct slm_dtype_info {
  * 64-byte vector holds 4 elements of each of the 16 rows (the int8 kernels'
  * panel layout), with the rows' scales side by side. A row takes the same
  * bytes as in the base type, so a matrix keeps its size and its offset;
- * the compiler repacks the matrices of N % 16 == 0 rows (compiler/repack.c
- * documents the layout). Row j's data is not contiguous: use
+ * the compiler repacks the matrices of N >= 16 rows (compiler/repack.c
+ * documents the layout): the first N - N % 16 rows in groups of 16, the
+ * last N % 16 rows (a vocabulary of 49159 or 100278) left in the base
+ * layout after them. Row j's data is not contiguous: use
  * slm_dequantize_matrix_row. */
 #define SLM_R16 0x80u 
 #define SLM_Q4_0_R16 (SLM_R16 | SLM_Q4_0)
@@ -300,8 +302,9 @@ int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
  * repacked matrix of width k: codes as int8, half-block scales and a min
  * term (value = d[e / 16] * q[e] + m; m is 0 but for Q4_K/Q5_K). */
 void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t b, int8_t q[32], float d[2], float m[2]);
-/* Row j of a matrix (base = row 0, k elements per row) of any type the
- * kernels take, repacked or not, to float; 0 if unsupported. */
-int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y);
+/* Row j of a matrix of n rows (base = row 0, k elements per row) of any
+ * type the kernels take, repacked or not (a repacked one's last n % 16 rows
+ * are in the base layout), to float; 0 if unsupported. */
+int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t n, int64_t j, float *y);
 
 #endif

@@ -220,10 +220,11 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
     d[1] = dd * sc[16 + c];
 }
 
-int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t j, float *y) {
+int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t n, int64_t j, float *y) {
     const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
     if (!wrow) return 0;
-    if (!slm_is_r16(t)) return slm_dequantize_row(t, (const uint8_t *)base + (size_t)j * wrow, y, k);
+    if (!slm_is_r16(t) || j >= n / 16 * 16) /* a repacked matrix's last n % 16 rows: the base layout */
+        return slm_dequantize_row(slm_r16_base(t), (const uint8_t *)base + (size_t)j * wrow, y, k);
     const uint8_t *group = (const uint8_t *)base + (size_t)(j / 16) * 16 * wrow;
     if (t == SLM_F16_R16) {
         const uint16_t *g = (const uint16_t *)group;

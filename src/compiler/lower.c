@@ -538,10 +538,14 @@ static slm_status lower_node(lower_ctx *c, int i) {
         /* a tile holds whole rotation pairs (whole heads for neox), or whole groups of 16 */
         const int unit = nd->post == SLM_OP_ADD ? 16 : nd->post != SLM_OP_ROPE ? 1 : nd->neox ? nd->head_dim : 2;
         int bounds[MAX_MATMUL_TILES + 1];
-        const int nt = matmul_bounds(c, n, k, nd->weight->type, unit, bounds, MAX_MATMUL_TILES);
+        /* a repacked matrix's last n % 16 rows are in the base layout: a tile
+         * of their own, of the base type */
+        const int r16_tail = slm_is_r16(nd->weight->type) ? n % 16 : 0;
+        int nt = matmul_bounds(c, n - r16_tail, k, nd->weight->type, unit, bounds, MAX_MATMUL_TILES - 1);
+        if (r16_tail) bounds[++nt] = n;
         for (int j = 0; j < nt; j++) {
             if (!(t = new_task(c, SLM_T_MATMUL, nd->layer))) return SLM_ERR_NOMEM;
-            t->wtype = (uint8_t)nd->weight->type;
+            t->wtype = (uint8_t)(r16_tail && j == nt - 1 ? slm_r16_base(nd->weight->type) : nd->weight->type);
             t->n = n;
             t->k = k;
             t->n0 = bounds[j];

@@ -12,7 +12,7 @@
 #include "compiler/compiler.h"
 
 uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
-    if (n <= 0 || n % 16 || k <= 0) return 0;
+    if (n < 16 || k <= 0) return 0; /* n % 16 rows at the end stay as they are */
     if (t == SLM_Q4_0 && k % 32 == 0) return SLM_Q4_0_R16;
     if (t == SLM_Q6_K && k % 256 == 0) return SLM_Q6_K_R16;
     if (t == SLM_Q4_K && k % 256 == 0) return SLM_Q4_K_R16;

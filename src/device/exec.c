@@ -505,7 +505,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             if (id < 0 || id >= t->k) return SLM_ERR_ARG;
             /* the table may be repacked (a tied embedding is also the LM head) */
             float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
-            if (!slm_dequantize_matrix_row(t->wtype, t->p[SLM_REF_SRC1], t->n, id, y)) return SLM_ERR_INTERNAL;
+            if (!slm_dequantize_matrix_row(t->wtype, t->p[SLM_REF_SRC1], t->n, t->k, id, y)) return SLM_ERR_INTERNAL;
             if (t->f0 != 0.0f)
                 for (int i = 0; i < t->n; i++) y[i] *= t->f0;
         }
