@@ -158,6 +158,19 @@ static slm_status window_pattern(const slm_gguf *g, const char *file, const char
     return SLM_OK;
 }
 
+/* The sliding-window layers' RoPE base: rope.freq_base_swa, else dflt
+ * (gemma3: 10000; olmo2, exaone4: the model's base). */
+static slm_status swa_base(const slm_gguf *g, const char *file, const char *A, float dflt, float *out, slm_err *err) {
+    char key[96];
+    snprintf(key, sizeof key, "%s.rope.freq_base_swa", A);
+    *out = dflt;
+    slm_status s = get_float(g, file, key, out, err);
+    if (s) return s;
+    if (!(*out > 0.0f) || !isfinite(*out))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key, (double)*out);
+    return SLM_OK;
+}
+
 /* EXAONE 4: no pre-norms, per-head Q/K norms, post norms (llama.cpp's
  * exaone4). Its window is llama.cpp's rule for the 64-layer 32B only: three
  * layers of four (an integer attention.sliding_window_pattern must say 4)
@@ -188,12 +201,8 @@ static slm_status exaone4_params(const slm_gguf *g, const char *file, const char
     if ((s = window_pattern(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
     if (c->swa_pattern != 4 || c->sliding_window == 0) /* the global layers' missing RoPE follows the period */
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only a period of 4 is supported", file, key);
-    const float base = c->rope_base;
-    c->rope_base_swa = base;
-    if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
-    if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key, (double)c->rope_base_swa);
-    if (c->rope_base_swa == base) c->rope_base_swa = 0.0f; /* the global table serves */
+    if ((s = swa_base(g, file, A, c->rope_base, &c->rope_base_swa, err))) return s;
+    if (c->rope_base_swa == c->rope_base) c->rope_base_swa = 0.0f; /* the global table serves */
     return SLM_OK;
 #undef KEY
 }
@@ -211,12 +220,8 @@ static slm_status olmo2_window(const slm_gguf *g, const char *file, const char *
     c->swa_pattern = 4;
     if ((s = window_pattern(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
     if (c->sliding_window > 0) {
-        c->rope_base_swa = c->rope_base;
         c->rope_scale_swa = 1.0f;
-        if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
-        if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key,
-                            (double)c->rope_base_swa);
+        if ((s = swa_base(g, file, A, c->rope_base, &c->rope_base_swa, err))) return s;
     }
     return SLM_OK;
 #undef KEY
@@ -269,12 +274,8 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
     }
     if (is_gemma3) {
         if (c->sliding_window > 0) { /* local layers: base 10000 (or the file's), no scaling */
-            c->rope_base_swa = 10000.0f;
             c->rope_scale_swa = 1.0f;
-            if ((s = get_float(g, file, KEY("rope.freq_base_swa"), &c->rope_base_swa, err))) return s;
-            if (!(c->rope_base_swa > 0.0f) || !isfinite(c->rope_base_swa))
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g (must be positive)", file, key,
-                                (double)c->rope_base_swa);
+            if ((s = swa_base(g, file, A, 10000.0f, &c->rope_base_swa, err))) return s;
         } else { /* llama.cpp's non-SWA gemma3 graph caps the logits */
             c->final_softcap = 30.0f;
             if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
