@@ -280,6 +280,10 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
 static uint32_t repack_type_of(const slm_model_file *m, const slm_tensor *t) {
     if (t->n_dims != 2) return 0;
     if (!m->cfg.tied_embeddings && !strcmp(t->name, "token_embd.weight")) return 0;
+    /* rows not a multiple of 16 (tail rows left as they are): the vocabulary
+     * matrix only, whose tiles carry no RoPE epilogue that a cut inside a
+     * head would break */
+    if (t->ne[1] % 16 && strcmp(t->name, "output.weight") && strcmp(t->name, "token_embd.weight")) return 0;
     return slm_repack_type(t->type, t->ne[0], t->ne[1]);
 }
 
