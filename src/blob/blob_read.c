@@ -201,6 +201,9 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->rope_orig_ctx, 0, INT32_MAX, "rope_orig_ctx");
     RANGE(m->nope_step, 0, 65536, "nope_step");
     RANGE(m->rope_yarn, 0, 1, "rope_yarn");
+    RANGE(m->n_experts, 0, 1024, "n_experts");
+    RANGE(m->n_experts_used, m->n_experts ? 1 : 0, m->n_experts < 64 ? m->n_experts : 64, "n_experts_used");
+    RANGE(m->expert_norm, 0, 1, "expert_norm");
     {
         const float f[] = {m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap, m->rope_base_swa,
                            m->rope_scale_swa, m->rope_attn_factor, m->yarn_beta_fast, m->yarn_beta_slow,
@@ -373,7 +376,8 @@ static slm_status check_family_fields(pctx *q, int ti) {
         (t->f1 != 0.0f && t->op != SLM_T_ATTENTION && !post_cap))
         return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
     const int post_scale = (t->flags & SLM_TF_POST_SCALE) != 0;
-    if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) || (!post_scale && t->f2 != 0.0f))
+    if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) ||
+        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE))
         return pbad(q, "task %d (%s): scale f2 %g out of range for this task", ti, op, (double)t->f2);
     if ((t->op == SLM_T_EMBED || t->op == SLM_T_ATTENTION) && !(t->f0 >= 0.0f && t->f0 < 1e9f))
         return pbad(q, "task %d (%s): scale f0 %g out of range", ti, op, (double)t->f0);
@@ -450,14 +454,29 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     /* repacked weights: whole groups of 16 rows, and a tile reads the groups it cuts */
     NEED(!slm_is_r16(t->wtype) || t->n1 <= t->n / 16 * 16, "task %d (%s): tile [%d,%d) of %s weights beyond the %d "
          "repacked rows", ti, op, t->n0, t->n1, slm_dtype_name(t->wtype), t->n / 16 * 16);
-    MAT(R, SLM_REF_SRC0, (uint64_t)t->k, 0);
+    const int expert = (t->flags & SLM_TF_EXPERT) != 0, gather = (t->flags & SLM_TF_EXPERT_GATHER) != 0;
+    NEED(!gather || expert, "task %d (%s): flag EXPERT_GATHER without EXPERT", ti, op);
+    /* an expert's rows: the c * m (row, slot) pairs of the program; its table: the route's */
+    uint64_t RX = R;
+    if (expert) {
+        NEED(!(t->flags & (SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_DST_CPOS | SLM_TF_PRE_NORM |
+                           SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_POST_SOFTCAP | SLM_TF_POST_SCALE | SLM_TF_GELU)) &&
+             (gather ? pre == 0 : pre == SLM_TF_PRE_SWIGLU),
+             "task %d (%s): expert flags 0x%x: gather, or the swiglu prologue, and nothing else", ti, op, t->flags);
+        NEED(t->c >= 1 && t->c <= 64 && t->window >= t->c && t->window <= 1024 && t->b >= 0 && t->b < t->window,
+             "task %d (%s): expert %d of %d, %d used: out of range", ti, op, t->b, t->window, t->c);
+        NEED(t->ref[SLM_REF_SRC3].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
+        REF(SLM_REF_SRC3, (SLM_MOE_EXPERT(p->rows, t->c, t->b) + 2) * 4, 0);
+        RX = R * (uint64_t)t->c;
+    }
+    MAT(gather ? R : RX, SLM_REF_SRC0, (uint64_t)t->k, 0);
     REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
     if (pre == SLM_TF_PRE_NORM) { /* rmsnorm gains: k floats in the weights */
         NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): norm gains must be in the weights", ti, op);
         NEED(t->f0 >= 0.0f && t->f0 < 1.0f, "task %d (%s): eps %g out of range", ti, op, (double)t->f0);
         REF(SLM_REF_SRC2, (uint64_t)t->k * 4, 0);
     } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
-        MAT(R, SLM_REF_SRC2, (uint64_t)t->k, 0);
+        MAT(RX, SLM_REF_SRC2, (uint64_t)t->k, 0);
     }
     NEED(!post_add || t->n0 % 16 == 0, "task %d (%s): add epilogue on a tile starting at column %d (not a multiple of 16)", ti, op, t->n0);
     if (post_rope) { /* as a ROPE task over the tile's columns */
@@ -470,7 +489,7 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
         NEED(t->ref[SLM_REF_SRC4].off % q->r->table_bytes == 0, "task %d (%s): src4 not at a RoPE table", ti, op);
         REF(SLM_REF_SRC4, q->r->table_bytes, 0);
     }
-    MAT(R, SLM_REF_DST, (uint64_t)t->n1, 1);
+    MAT(RX, SLM_REF_DST, (uint64_t)t->n1, 1);
     *usedp |= used;
     return SLM_OK;
 }
@@ -486,10 +505,11 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
                                SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP |
-                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE))
+                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
-    if (t->window && t->op != SLM_T_ATTENTION) return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
+    if (t->window && t->op != SLM_T_ATTENTION && !(t->flags & SLM_TF_EXPERT))
+        return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
     if (t->op != SLM_T_BARRIER && t->count) return pbad(q, "task %d (%s): count %u on a non-barrier", ti, op, t->count);
@@ -602,6 +622,24 @@ static slm_status check_task(pctx *q, int ti) {
         NEED(t->n == m->n_kv_heads * m->head_dim, "task %d (%s): n %d != kv_dim", ti, op, t->n);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
         KVR(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_MOE_ROUTE: /* the router's logits [R, E] -> the routing table */
+        NEED(t->n >= 1 && t->n <= 1024 && t->c >= 1 && t->c <= 64 && t->c <= t->n && (t->a == 0 || t->a == 1) &&
+             !(t->flags & ~(unsigned)SLM_TF_ONE_ROW) && !(t->flags & SLM_TF_ONE_ROW),
+             "task %d (%s): %d experts, %d used, norm %d, flags 0x%x out of range", ti, op, t->n, t->c, t->a, t->flags);
+        NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        REF(SLM_REF_DST, (SLM_MOE_EXPERT(p->rows, t->c, t->n)) * 4, 1);
+        break;
+    case SLM_T_MOE_COMBINE: /* the experts' down rows [R * c, n] into dst [R, n] */
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->c >= 1 && t->c <= 64 && !t->flags,
+             "task %d (%s): n %d / used %d / flags 0x%x out of range", ti, op, t->n, t->c, t->flags);
+        NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
+        NEED(t->f2 >= 0.0f && t->f2 < 1e9f, "task %d (%s): scale f2 %g out of range", ti, op, (double)t->f2);
+        NEED(t->ref[SLM_REF_SRC3].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
+        MAT(R * (uint64_t)t->c, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        REF(SLM_REF_SRC3, SLM_MOE_EXPERT(p->rows, t->c, 0) * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     case SLM_T_SWIGLU:
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);

@@ -19,10 +19,11 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 88,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 100,
                "update blob config and family records");
-_Static_assert(SLM_T_OP_COUNT == 14, "update the blob task validator (blob_read.c check_task)");
-_Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000,
+_Static_assert(SLM_T_OP_COUNT == 16, "update the blob task validator (blob_read.c check_task)");
+_Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000 &&
+                   SLM_TF_EXPERT == 0x2000 && SLM_TF_EXPERT_GATHER == 0x4000,
                "update the blob task validator's flags (blob_read.c check_task)");
 
 #define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */
@@ -39,10 +40,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-/* then the family record (88 bytes): what the families add to
+/* then the family record (100 bytes): what the families add to
  * the config (blob_put_family) */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
-#define BLOB_FAMILY_SIZE 88
+#define BLOB_FAMILY_SIZE 100
 #define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -139,7 +140,8 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
  * rope_long, rope_orig_ctx; f32 embed_scale, attn_scale, attn_softcap,
  * final_softcap, rope_base_swa, rope_scale_swa, rope_attn_factor; i32
  * nope_step, rope_yarn; f32 yarn_beta_fast, yarn_beta_slow, yarn_ext_factor;
- * i32 no_pre_norms; f32 residual_scale, logit_scale (granite). */
+ * i32 no_pre_norms; f32 residual_scale, logit_scale (granite); i32 n_experts,
+ * n_experts_used, expert_norm (MoE). */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memset(p, 0, BLOB_FAMILY_SIZE);
     int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
@@ -154,6 +156,8 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memcpy(p + 76, &m->no_pre_norms, 4);
     memcpy(p + 80, &m->residual_scale, 4);
     memcpy(p + 84, &m->logit_scale, 4);
+    const int32_t e[3] = {m->n_experts, m->n_experts_used, m->expert_norm};
+    memcpy(p + 88, e, sizeof e);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
@@ -173,6 +177,9 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
     memcpy(&m->no_pre_norms, p + 76, 4);
     memcpy(&m->residual_scale, p + 80, 4);
     memcpy(&m->logit_scale, p + 84, 4);
+    int32_t e[3];
+    memcpy(e, p + 88, sizeof e);
+    m->n_experts = e[0]; m->n_experts_used = e[1]; m->expert_norm = e[2];
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

@@ -57,14 +57,15 @@ typedef struct synth_shape {
     float yarn;      /* YaRN factor (olmo2 as Olmo 3: global layers), original context yarn_orig */
     int yarn_orig;
     float mup[4];    /* granite: embedding, attention, residual multipliers, logits scaling */
+    int experts, experts_used, expert_ffn; /* MoE: experts, used per token, their width (0: ffn) */
 } synth_shape;
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -72,13 +73,19 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
     {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, 1e-5f, 1, 0,
      .mup = {12.0f, 0.015625f, 0.22f, 8.0f}},
     {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
      .yarn = 8.0f, .yarn_orig = 8192},
+    {"qwen3-30b-a3b", "qwen3moe", 2048, 48, 32, 4, 6144, 151936, 40960, 1000000.0f, 1e-6f, 0, 0, .head_dim = 128,
+     .experts = 128, .experts_used = 8, .expert_ffn = 768},
+    {"olmoe-1b-7b", "olmoe", 2048, 16, 16, 16, 1024, 50304, 4096, 10000.0f, 1e-5f, 0, 0, .experts = 64,
+     .experts_used = 8},
+    {"mixtral-8x7b", "llama", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f, 1e-5f, 0, 0, .experts = 8,
+     .experts_used = 2},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
 };
 
 static void usage(FILE *f) {
@@ -91,7 +98,8 @@ static void usage(FILE *f) {
             "\n"
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
-            "                        granite-3.3-2b | olmo-3-7b | custom\n"
+            "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
+            "                        mixtral-8x7b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
@@ -99,7 +107,7 @@ static void usage(FILE *f) {
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
-            "                        granite | exaone | exaone4\n"
+            "                        granite | exaone | exaone4 | qwen3moe | olmoe\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -111,6 +119,9 @@ static void usage(FILE *f) {
             "                        shape's multipliers, Granite 3's for other shapes; exaone is llama's\n"
             "                        tensors with neox RoPE; exaone4 as olmo2 with per-head Q/K norms and\n"
             "                        the window (--sliding-window) on three layers of four)\n"
+            "      --experts N       a mixture of N experts (llama, qwen3moe, olmoe; default: the shape's),\n"
+            "      --experts-used K  K of them per token (default: the shape's, else 2), each of width\n"
+            "      --expert-ffn N    (default: qwen3moe's shape's, else --ffn)\n"
             "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
             "                        (default: the shape's; olmo2 shapes without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
@@ -333,14 +344,24 @@ static void *synth_alloc(synth *s, size_t n) {
 
 /* Add a tensor [ne0, ne1] of `type`: init 0 = normal(std), 1 = ones,
  * 2 = the given f32 values. */
+static int add_n(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int init,
+                 const float *vals);
 static int add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int init, const float *vals) {
+    return add_n(s, name, type, ne0, ne1, 1, init, vals);
+}
+/* A 3-D tensor [ne0, ne1, ne2] of normal weights (the experts' matrices). */
+static int add3(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2) {
+    return add_n(s, name, type, ne0, ne1, ne2, 0, NULL);
+}
+static int add_n(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int init,
+                 const float *vals) {
     const uint32_t blk = slm_dtype_get(type)->block;
     if (ne0 % blk) {
         fprintf(stderr, "staticlm synth: %s: rows of %lld are not a multiple of %u (%s): writing f16\n", name,
                 (long long)ne0, blk, slm_dtype_name(type));
         type = SLM_F16;
     }
-    const uint64_t rb = slm_row_bytes(type, (uint64_t)ne0), nbytes = rb * (uint64_t)ne1;
+    const uint64_t rb = slm_row_bytes(type, (uint64_t)ne0), nbytes = rb * (uint64_t)ne1 * (uint64_t)ne2;
     uint8_t *data = synth_alloc(s, (size_t)nbytes);
     if (!data) {
         fprintf(stderr, "staticlm synth: out of memory for %s (%llu bytes)\n", name, (unsigned long long)nbytes);
@@ -348,7 +369,7 @@ static int add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t n
     }
     rng r;
     rng_seed(&r, s->seed, ++s->n_tensors);
-    for (int64_t i = 0; i < ne1; i++) {
+    for (int64_t i = 0; i < ne1 * ne2; i++) {
         float *x = s->row;
         if (init == 0) rng_normal(&r, x, ne0, s->std);
         else if (init == 1)
@@ -360,9 +381,9 @@ static int add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t n
             return 0;
         }
     }
-    int64_t ne[2] = {ne0, ne1};
-    if (slm_gguf_add_tensor(s->w, name, type, ne1 == 1 ? 1 : 2, ne, data, nbytes)) return 0;
-    s->n_params += (uint64_t)(ne0 * ne1);
+    int64_t ne[3] = {ne0, ne1, ne2};
+    if (slm_gguf_add_tensor(s->w, name, type, ne2 > 1 ? 3 : ne1 == 1 ? 1 : 2, ne, data, nbytes)) return 0;
+    s->n_params += (uint64_t)(ne0 * ne1 * ne2);
     s->n_bytes += nbytes;
     s->type_count[type]++;
     return 1;
@@ -426,6 +447,7 @@ typedef struct synth_args {
     int o_dim, o_layers, o_heads, o_kv, o_ffn, o_vocab, o_ctx, o_tied;
     float o_rope, o_eps;
     int window;
+    int experts, experts_used, expert_ffn;
 } synth_args;
 
 /* argv into a; 0: go on, else the exit code (help: 0 too, with *done set). */
@@ -461,6 +483,9 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--ffn")) { if (!parse_i(v, o, 1, 1 << 18, &a->o_ffn)) return 2; }
         else if (!strcmp(o, "--n-vocab")) { if (!parse_i(v, o, SYNTH_SPM_BASE, 1 << 20, &a->o_vocab)) return 2; }
         else if (!strcmp(o, "--ctx")) { if (!parse_i(v, o, 1, 1 << 24, &a->o_ctx)) return 2; }
+        else if (!strcmp(o, "--experts")) { if (!parse_i(v, o, 1, 1024, &a->experts)) return 2; }
+        else if (!strcmp(o, "--experts-used")) { if (!parse_i(v, o, 1, 64, &a->experts_used)) return 2; }
+        else if (!strcmp(o, "--expert-ffn")) { if (!parse_i(v, o, 1, 1 << 18, &a->expert_ffn)) return 2; }
         else if (!strcmp(o, "--sliding-window")) { if (!parse_i(v, o, 1, 1 << 24, &a->window)) return 2; }
         else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &a->o_rope)) return 2; }
         else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &a->o_eps)) return 2; }
@@ -485,6 +510,8 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
     }
     return 0;
 }
+
+static int is_moe_arch(const char *a) { return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe"); }
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
 static int head_dim_of(const synth_shape *sh) { return sh->head_dim ? sh->head_dim : sh->dim / sh->n_heads; }
@@ -540,6 +567,19 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         memcpy(sh->mup, g3, sizeof g3);
     }
     if (sh->yarn_orig > sh->ctx) sh->yarn_orig = sh->ctx;
+    if (a->experts) sh->experts = a->experts;
+    if (a->experts_used) sh->experts_used = a->experts_used;
+    if (a->expert_ffn) sh->expert_ffn = a->expert_ffn;
+    if ((is_moe_arch(sh->arch) && !sh->experts) || (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama"))) {
+        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe and olmoe"
+                                                                           : "needs --experts");
+        return 2;
+    }
+    if (sh->experts && !sh->experts_used) sh->experts_used = sh->experts < 2 ? sh->experts : 2;
+    if (sh->experts_used > sh->experts) {
+        fprintf(stderr, "staticlm synth: --experts-used %d is more than the %d experts\n", sh->experts_used, sh->experts);
+        return 2;
+    }
     if ((!sh->head_dim && sh->dim % sh->n_heads) || head_dim_of(sh) % 2 || sh->n_heads % sh->n_kv_heads) {
         fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh->n_heads,
                 sh->n_kv_heads, sh->dim);
@@ -575,6 +615,12 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         const int n = sh->n_layers < 1024 ? sh->n_layers : 1024;
         for (int l = 0; l < n; l++) pat[l] = (l + 1) % 4 != 0;
         slm_gguf_set_arr(w, K("attention.sliding_window_pattern"), SLM_GGUF_BOOL, pat, (uint64_t)n);
+    }
+    if (sh->experts) { /* as llama.cpp's converters write them */
+        slm_gguf_set_u32(w, K("expert_count"), (uint32_t)sh->experts);
+        slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)sh->experts_used);
+        if (is(sh, "qwen3moe"))
+            slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)(sh->expert_ffn ? sh->expert_ffn : sh->ffn));
     }
     if (is(sh, "granite")) { /* as llama.cpp's converter writes Granite's multipliers */
         slm_gguf_set_f32(w, K("embedding_scale"), sh->mup[0]);
@@ -626,7 +672,9 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
     const int qwen2 = is(sh, "qwen2"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
     const int olmo2 = is(sh, "olmo2"), post_only = olmo2 || is(sh, "exaone4");
-    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || post_only, rope_dims = rope_dims_of(sh);
+    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || is(sh, "qwen3moe") || is(sh, "olmoe") || post_only,
+              rope_dims = rope_dims_of(sh), whole_qk = olmo2 || is(sh, "olmoe");
+    const int E = sh->experts, fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
     const uint32_t mt = ty->matrix;
     const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : layer_type(mt, 0, 0, 1, sh->dim);
     if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
@@ -674,12 +722,26 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T("attn_v.bias", SLM_F32, kv_dim, 1, 0);
         }
         if (qk_norm) { /* olmo2: over the whole Q and K rows */
-            T("attn_k_norm.weight", SLM_F32, olmo2 ? kv_dim : head_dim, 1, 1);
-            T("attn_q_norm.weight", SLM_F32, olmo2 ? q_dim : head_dim, 1, 1);
+            T("attn_k_norm.weight", SLM_F32, whole_qk ? kv_dim : head_dim, 1, 1);
+            T("attn_q_norm.weight", SLM_F32, whole_qk ? q_dim : head_dim, 1, 1);
         }
         T("attn_output.weight", t_o, q_dim, sh->dim, 0);
         if (gemma || post_only) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
         if (!post_only) T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (E) { /* the router (f32, as llama-quantize leaves it) and the experts, 3-D */
+            T("ffn_gate_inp.weight", SLM_F32, sh->dim, E, 0);
+            const uint32_t t_de = layer_type(mt, 1, l, sh->n_layers, fe);
+#define T3(suffix, type, ne0, ne1)                                                             \
+    do {                                                                                       \
+        snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
+        if (!add3(s, n, type, ne0, ne1, E)) return 0;                                          \
+    } while (0)
+            T3("ffn_gate_exps.weight", t_in, sh->dim, fe);
+            T3("ffn_down_exps.weight", t_de, fe, sh->dim);
+            T3("ffn_up_exps.weight", t_in, sh->dim, fe);
+#undef T3
+            continue;
+        }
         if (phi3) { /* fused: gate rows, then up rows */
             T("ffn_up.weight", t_in, sh->dim, 2 * sh->ffn, 0);
         } else {
@@ -726,6 +788,7 @@ int slm_cli_synth(int argc, char **argv) {
     s.std = a.std;
     s.w = slm_gguf_writer_new();
     int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
+    if (sh.expert_ffn > widest) widest = sh.expert_ffn;
     if (head_dim_of(&sh) * sh.n_heads > widest) widest = head_dim_of(&sh) * sh.n_heads;
     s.row = slm_malloc(((size_t)widest + 1) * sizeof(float));
     rc = 1;

@@ -62,7 +62,7 @@ static int key_parts(const lower_ctx *c, const slm_node *nd) {
 
 static int is_inplace(slm_op op) {
     return op == SLM_OP_ROPE || op == SLM_OP_ADD || op == SLM_OP_SWIGLU || op == SLM_OP_KV_VIEW ||
-           op == SLM_OP_OUTPUT || op == SLM_OP_BIAS;
+           op == SLM_OP_OUTPUT || op == SLM_OP_BIAS || op == SLM_OP_MOE_COMBINE;
 }
 
 /* A present.L.* output when the KV cache holds another type than f32: its
@@ -496,6 +496,78 @@ static slm_status lower_kv_store(lower_ctx *c, int i) {
     return SLM_OK;
 }
 
+/* Mixture of experts: the routing table (one task), each expert's matmul
+ * tiles over the rows routed to it (every expert's tasks exist; one that no
+ * row picked returns at once), and the weighted sum in column tiles. */
+static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
+    slm_task *t;
+    slm_status s;
+    const int K = nd->n_used, E = nd->n_experts;
+    if (nd->op == SLM_OP_MOE_ROUTE) {
+        if (!(t = new_task(c, SLM_T_MOE_ROUTE, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = E;
+        t->c = K;
+        t->a = nd->expert_norm;
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    }
+    if (nd->op == SLM_OP_MOE_COMBINE) {
+        const int n = nd->cols, parts = c->g->rows_t >= 16 ? 8 : 1;
+        const int w = (n / parts + 15) / 16 * 16;
+        for (int n0 = 0; n0 < n; n0 += w) {
+            if (!(t = new_task(c, SLM_T_MOE_COMBINE, nd->layer))) return SLM_ERR_NOMEM;
+            t->n = n;
+            t->n0 = n0;
+            t->n1 = n0 + w < n ? n0 + w : n;
+            t->c = K;
+            t->f2 = nd->scale != 1.0f ? nd->scale : 0.0f;
+            t->flags = row_flags(c, i);
+            t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[1]);
+            t->ref[SLM_REF_SRC0].ld = (uint32_t)n;
+            t->ref[SLM_REF_SRC3] = ref_node(c, nd->in[2]);
+            t->ref[SLM_REF_DST] = ref_node(c, i);
+        }
+        return SLM_OK;
+    }
+    /* MOE_MATMUL: rows of width n = cols / K */
+    const int n = nd->cols / K, k = nd->gather ? c->g->nodes[nd->in[0]].cols : c->g->nodes[nd->in[0]].cols / K;
+    const int route = nd->in[nd->gather ? 1 : 2];
+    int bounds[MAX_MATMUL_TILES + 1];
+    for (int e = 0; e < E; e++) {
+        const slm_tensor *w = nd->experts[e];
+        if (w->ne[0] != k || w->ne[1] != n || w->type != nd->experts[0]->type)
+            return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: expert %d's matrix '%s' is not [%d, %d] of %s", i, e,
+                            w->name, k, n, slm_dtype_name(nd->experts[0]->type));
+        const int nt = matmul_bounds(c, n, k, w->type, 1, bounds, MAX_MATMUL_TILES);
+        for (int j = 0; j < nt; j++) {
+            if (!(t = new_task(c, SLM_T_MATMUL, nd->layer))) return SLM_ERR_NOMEM;
+            t->wtype = (uint8_t)w->type;
+            t->n = n;
+            t->k = k;
+            t->n0 = bounds[j];
+            t->n1 = bounds[j + 1];
+            t->b = e;
+            t->c = K;
+            t->window = E;
+            t->flags = SLM_TF_EXPERT | (nd->gather ? SLM_TF_EXPERT_GATHER : SLM_TF_PRE_SWIGLU);
+            slm_amx_choose(t->wtype, t->m, t->n0, t->n1, t->tiles);
+            t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+            t->ref[SLM_REF_SRC0].ld = (uint32_t)k;
+            if ((s = ref_weight(c, w, &t->ref[SLM_REF_SRC1]))) return s;
+            if (!nd->gather) {
+                t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[1]);
+                t->ref[SLM_REF_SRC2].ld = (uint32_t)k;
+            }
+            t->ref[SLM_REF_SRC3] = ref_node(c, route);
+            t->ref[SLM_REF_DST] = ref_node(c, i);
+            t->ref[SLM_REF_DST].ld = (uint32_t)n;
+        }
+    }
+    return SLM_OK;
+}
+
 static slm_status lower_node(lower_ctx *c, int i) {
     const slm_node *nd = &c->g->nodes[i];
     slm_task *t;
@@ -620,6 +692,8 @@ static slm_status lower_node(lower_ctx *c, int i) {
         return SLM_OK;
     case SLM_OP_OUTPUT:
         return lower_kv_store(c, i);
+    case SLM_OP_MOE_ROUTE: case SLM_OP_MOE_MATMUL: case SLM_OP_MOE_COMBINE:
+        return lower_moe(c, i, nd);
     case SLM_OP_LAST_ROW:
         if (!(t = new_task(c, SLM_T_COPY_ROW, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;

@@ -252,11 +252,12 @@ typedef struct pf_cursor {
 } pf_cursor;
 
 /* The first stage after `s` (stage_first[] holds each stage's first task;
- * the stage's barrier ends it) with a matrix task, or -1. */
+ * the stage's barrier ends it) with a matrix task that is not an expert's,
+ * or -1. */
 static int next_matrix_stage(const slm_program *p, const int *first, int n_stages, int s) {
     for (int t = s + 1; t < n_stages; t++)
         for (int i = first[t]; i < first[t + 1] - 1; i++)
-            if (p->tasks[i].op == SLM_T_MATMUL) return t;
+            if (p->tasks[i].op == SLM_T_MATMUL && !(p->tasks[i].flags & SLM_TF_EXPERT)) return t;
     return -1;
 }
 
@@ -271,7 +272,8 @@ static int stage_prefetch(const slm_program *p, const int *first, int n_stages, 
     uint64_t left = budget;
     while (left > 0 && cur->task < first[t + 1] - 1) {
         const slm_task *m = &p->tasks[cur->task];
-        if (m->op != SLM_T_MATMUL) {
+        /* an expert's weights are read only when a row picks it: not prefetched */
+        if (m->op != SLM_T_MATMUL || (m->flags & SLM_TF_EXPERT)) {
             cur->task++;
             continue;
         }

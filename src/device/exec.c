@@ -126,7 +126,7 @@ static inline float *row_f(void *base, const slm_ref *r, int row) {
 typedef struct xmemo {
     const float *x;
     size_t ldx;
-    int k, rows, cls, pre;
+    int k, rows, cls, pre, ex;
 } xmemo;
 
 /* The scratch's activation format: 0 none (float weights), 1 the int8
@@ -158,6 +158,20 @@ static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy);
  * makes into the front of the scratch; the kernel's scratch follows. */
 static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
                              xmemo *memo) {
+    const int32_t *gather = NULL; /* EXPERT_GATHER: the expert's input rows */
+    if (t->flags & SLM_TF_EXPERT) { /* the expert's places in the sorted (row, slot) pairs */
+        const int32_t *tab = t->p[SLM_REF_SRC3];
+        const size_t at = SLM_MOE_EXPERT(t->m, t->c, t->b);
+        const int32_t first = tab[at], cnt = tab[at + 1];
+        if (cnt == 0) return SLM_OK; /* no row picked it */
+        if (first < 0 || cnt < 0 || cnt > t->m || (int64_t)first + cnt > (int64_t)t->m * t->c) return SLM_ERR_INTERNAL;
+        rr = (rows){first, first + cnt};
+        if (t->flags & SLM_TF_EXPERT_GATHER) {
+            gather = tab + SLM_MOE_ROWLIST(t->m, t->c) + first;
+            for (int i = 0; i < cnt; i++)
+                if (gather[i] < 0 || gather[i] >= t->m) return SLM_ERR_INTERNAL;
+        }
+    }
     const int one = (t->flags & SLM_TF_ONE_ROW) != 0;
     const int sr0 = one || (t->flags & SLM_TF_SRC_COMPACT) ? 0 : rr.begin;
     const int cp_dst = (t->flags & SLM_TF_DST_CPOS) != 0;
@@ -170,7 +184,7 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
         .n0 = t->n0,
         .n1 = t->n1,
         .rows = rr.end - rr.begin,
-        .x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], sr0),
+        .x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], gather ? 0 : sr0),
         .ldx = t->ref[SLM_REF_SRC0].ld,
         .y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr0),
         .ldy = t->ref[SLM_REF_DST].ld,
@@ -179,7 +193,8 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
         .tiles = {t->tiles[0], t->tiles[1], t->tiles[2]},
     };
     if (mm.rows <= 0) return SLM_OK;
-    const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU), add = (t->flags & SLM_TF_POST_ADD) != 0;
+    const int pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU | SLM_TF_EXPERT_GATHER),
+              add = (t->flags & SLM_TF_POST_ADD) != 0;
     /* the pool sizes scratch for them; a row-scattered product goes through it like an added one */
     if ((pre || add || cp_dst) && !scratch) return SLM_ERR_INTERNAL;
     float *acc_y = mm.y; /* POST_ADD: the residual rows the product is added into */
@@ -188,9 +203,10 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
     const float *x0 = mm.x;
     int hit = 0;
     if (memo && scratch && (cls || pre)) {
+        const int ex = gather ? t->b : -1; /* gathered rows: the expert's own */
         hit = memo->x == x0 && memo->ldx == mm.ldx && memo->k == mm.k && memo->rows == mm.rows && memo->cls == cls &&
-              memo->pre == pre;
-        *memo = (xmemo){x0, mm.ldx, mm.k, mm.rows, cls, pre};
+              memo->pre == pre && memo->ex == ex;
+        *memo = (xmemo){x0, mm.ldx, mm.k, mm.rows, cls, pre, ex};
     }
     const slm_mm_scratch lay = pre || add || cp_dst ? slm_task_scratch_layout(t, mm.rows) : (slm_mm_scratch){0, 0, 0};
     if (pre) {
@@ -198,7 +214,8 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
         if (!hit)
             for (int i = 0; i < mm.rows; i++) {
                 const float *xi = x0 + (size_t)i * mm.ldx;
-                if (pre == SLM_TF_PRE_NORM) ks->rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
+                if (gather) memcpy(px + (size_t)i * mm.k, x0 + (size_t)gather[i] * mm.ldx, (size_t)mm.k * sizeof(float));
+                else if (pre == SLM_TF_PRE_NORM) ks->rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
                 else if (t->flags & SLM_TF_GELU)
                     geglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
                 else ks->swiglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
@@ -487,6 +504,86 @@ static void run_attention(const slm_task *t, rows rr, const slm_kernel_set *ks) 
 }
 
 /* Execute one task. Returns SLM_OK or an error (bad data). */
+/* The routing table of the valid rows (task.h, SLM_T_MOE_ROUTE): softmax of
+ * each row's router logits, its K most probable experts (ties: the lower
+ * index, as a stable sort), their probabilities (over their sum when a = 1,
+ * the sum clamped as llama.cpp's), then the (row, slot) pairs sorted by
+ * expert by counting. */
+static slm_status run_moe_route(const slm_task *t, rows rr) {
+    const int T = t->m, K = t->c, E = t->n;
+    int32_t *tab = t->p[SLM_REF_DST];
+    int32_t *rowlist = tab + SLM_MOE_ROWLIST(T, K), *pos = tab + SLM_MOE_POS(T, K);
+    float *wt = (float *)(tab + SLM_MOE_WEIGHT(T, K));
+    int32_t *ex = tab + SLM_MOE_EXPERT(T, K, 0); /* (first, count) per expert */
+    for (int e = 0; e < E; e++) ex[2 * e] = ex[2 * e + 1] = 0;
+    for (int r = rr.begin; r < rr.end; r++) {
+        const float *lg = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+        float mx = lg[0], sum = 0.0f, wsum = 0.0f;
+        for (int e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+        for (int e = 0; e < E; e++) sum += expf(lg[e] - mx);
+        int32_t *sel = pos + (size_t)r * K; /* the row's experts, until the places replace them */
+        for (int s = 0; s < K; s++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int q = 0; q < s && !taken; q++) taken = sel[q] == e;
+                if (!taken && (best < 0 || lg[e] > lg[best])) best = e;
+            }
+            if (best < 0) return SLM_ERR_INTERNAL;
+            sel[s] = best;
+            wt[(size_t)r * K + s] = expf(lg[best] - mx) / sum;
+            wsum += wt[(size_t)r * K + s];
+            ex[2 * best + 1]++;
+        }
+        if (t->a) {
+            if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
+            for (int s = 0; s < K; s++) wt[(size_t)r * K + s] /= wsum;
+        }
+    }
+    for (int e = 0, at = 0; e < E; e++) { /* places: experts in order */
+        ex[2 * e] = at;
+        at += ex[2 * e + 1];
+    }
+    for (int e = 0; e < E; e++) ex[2 * e + 1] = 0; /* recounted as the places fill */
+    for (int r = rr.begin; r < rr.end; r++)
+        for (int s = 0; s < K; s++) {
+            const int e = pos[(size_t)r * K + s], at = ex[2 * e] + ex[2 * e + 1]++;
+            rowlist[at] = r;
+            pos[(size_t)r * K + s] = at;
+        }
+    return SLM_OK;
+}
+
+/* x[r, n0:n1] += scale * sum over the row's slots of weight * y[place]. */
+static slm_status run_moe_combine(const slm_task *t, rows rr) {
+    const int T = t->m, K = t->c, w = t->n1 - t->n0;
+    const int32_t *tab = t->p[SLM_REF_SRC3];
+    const int32_t *pos = tab + SLM_MOE_POS(T, K);
+    const float *wt = (const float *)(tab + SLM_MOE_WEIGHT(T, K));
+    const float scale = t->f2 != 0.0f ? t->f2 : 1.0f;
+    float acc[256];
+    for (int r = rr.begin; r < rr.end; r++) {
+        float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + t->n0;
+        for (int s = 0; s < K; s++) {
+            const int32_t at = pos[(size_t)r * K + s];
+            if (at < 0 || at >= T * K) return SLM_ERR_INTERNAL;
+        }
+        for (int j0 = 0; j0 < w; j0 += 256) { /* the experts' sum, then into the residual (llama.cpp's order) */
+            const int jn = w - j0 < 256 ? w - j0 : 256;
+            for (int s = 0; s < K; s++) {
+                const float a = wt[(size_t)r * K + s];
+                const float *y = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], pos[(size_t)r * K + s]) + t->n0 + j0;
+                if (s == 0)
+                    for (int j = 0; j < jn; j++) acc[j] = a * y[j];
+                else
+                    for (int j = 0; j < jn; j++) acc[j] += a * y[j];
+            }
+            for (int j = 0; j < jn; j++) x[j0 + j] += scale * acc[j];
+        }
+    }
+    return SLM_OK;
+}
+
 static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
                             xmemo *memo) {
     rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
@@ -577,6 +674,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                          row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
                          row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
         return SLM_OK;
+    case SLM_T_MOE_ROUTE:
+        return run_moe_route(t, rr);
+    case SLM_T_MOE_COMBINE:
+        return run_moe_combine(t, rr);
     case SLM_T_PREFETCH: { /* rows [n0, n1) of the matrix toward this core's L2 */
         const uint64_t rb = slm_row_bytes(t->wtype, (uint64_t)t->k);
         const char *a = (const char *)t->p[SLM_REF_SRC1] + (size_t)t->n0 * rb;

@@ -218,7 +218,7 @@ static size_t align64z(size_t n) { return (n + 63) & ~(size_t)63; }
 
 slm_mm_scratch slm_task_scratch_layout(const struct slm_task *t, int rows) {
     slm_mm_scratch l = {0, 0, 0};
-    if (t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU))
+    if (t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU | SLM_TF_EXPERT_GATHER))
         l.pre = align64z((size_t)rows * (size_t)(t->k > 0 ? t->k : 0) * sizeof(float));
     l.kernel = align64z(slm_matmul_scratch_bytes(t->wtype, t->k, rows));
     if (t->flags & (SLM_TF_POST_ADD | SLM_TF_DST_CPOS)) l.post = align64z((size_t)rows * (size_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 0) * sizeof(float));

@@ -90,6 +90,82 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
     return SLM_OK;
 }
 
+/* Expert matrices (MoE): a 3-D blk.N.ffn_{gate,up,down}_exps.weight
+ * [in, out, n_experts] becomes n_experts matrices blk.N.ffn_gate.E.weight
+ * (the names of the older per-expert files), each a slice of the same
+ * bytes; the 3-D name leaves the table. Only with n_experts from the
+ * config, and only tensors whose third dimension is that count. */
+static slm_status split_experts(slm_model_file *m, const char *file, int cap, slm_err *err) {
+    const int E = m->cfg.n_experts;
+    if (E <= 0) return SLM_OK;
+    const int n0 = m->n_tensors;
+    for (int i = 0; i < n0; i++) {
+        slm_tensor *t = &m->tensors[i];
+        int l, end = 0;
+        char kind[16];
+        if (sscanf(t->name, "blk.%d.ffn_%5[a-z]_exps.weight%n", &l, kind, &end) != 2 || end == 0 || t->name[end] || l < 0)
+            continue;
+        if (strcmp(kind, "gate") && strcmp(kind, "up") && strcmp(kind, "down")) continue;
+        const slm_tensor whole = *t;
+        if (whole.n_dims != 3 || whole.ne[2] != E || whole.nbytes % (uint64_t)E)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld, %lld] (%llu bytes), the config "
+                            "needs %d experts", file, whole.name, (long long)whole.ne[0], (long long)whole.ne[1],
+                            (long long)whole.ne[2], (unsigned long long)whole.nbytes, E);
+        if (m->n_tensors + E - 1 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
+        const uint64_t eb = whole.nbytes / (uint64_t)E;
+        for (int e = 0; e < E; e++) {
+            slm_tensor *d = e ? &m->tensors[m->n_tensors++] : t;
+            *d = whole;
+            snprintf(d->name, sizeof d->name, "blk.%d.ffn_%s.%d.weight", l, kind, e);
+            d->n_dims = 2;
+            d->ne[2] = 1;
+            d->data = (const uint8_t *)whole.data + (uint64_t)e * eb;
+            d->nbytes = eb;
+        }
+    }
+    return SLM_OK;
+}
+
+/* Mixture of experts (llama.cpp's keys and rules): expert_count and
+ * expert_used_count; the experts' width expert_feed_forward_length (qwen3moe;
+ * else feed_forward_length / used, as llama.cpp) or feed_forward_length
+ * (llama with experts: Mixtral; olmoe); the top-k weights renormalized except
+ * for olmoe. Shared experts and other gating functions are refused. */
+static slm_status moe_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe");
+    int n = 0, used = 0, shared = 0;
+    if ((s = get_int(g, file, KEY("expert_count"), is_qwen3moe || is_olmoe, &n, err))) return s;
+    if (!n) return SLM_OK;
+    if (!is_qwen3moe && !is_olmoe && strcmp(A, "llama"))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: mixture-of-experts %s models are not supported "
+                        "(llama, qwen3moe and olmoe are)", file, key, n, A);
+    if (n > 1024) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d is out of range (1..1024)", file, key, n);
+    if ((s = get_int(g, file, KEY("expert_used_count"), 1, &used, err))) return s;
+    if (used > n || used > 64)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d: more than the %d experts (or 64)", file, key, used, n);
+    if ((s = get_int(g, file, KEY("expert_shared_count"), 0, &shared, err))) return s;
+    if (shared || slm_gguf_find_tensor(g, "blk.0.ffn_gate_inp_shexp.weight") || slm_gguf_find_tensor(g, "blk.0.ffn_up_shexp.weight"))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: shared experts are not supported", file);
+    if (slm_gguf_find(g, KEY("expert_gating_func")) >= 0) {
+        int64_t f;
+        if (!slm_gguf_get_i64(g, key, &f) || f != 1) /* llama.cpp: 1 softmax, 2 sigmoid */
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only softmax gating (1) is supported", file, key);
+    }
+    if (is_qwen3moe) {
+        int w = 0;
+        if ((s = get_int(g, file, KEY("expert_feed_forward_length"), 0, &w, err))) return s;
+        c->hidden_dim = w ? w : c->hidden_dim / used;
+    }
+    c->n_experts = n;
+    c->n_experts_used = used;
+    c->expert_norm = !is_olmoe;
+#undef KEY
+    return SLM_OK;
+}
+
 /* YaRN (rope.scaling.type "yarn" with a factor above 1): the original
  * context (rope.scaling.original_context_length, else the trained one), the
  * correction range (yarn_beta_fast / yarn_beta_slow rotations, 32 and 1), the
@@ -235,7 +311,8 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
     char key[96];
     slm_status s;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
-    if (is_qwen3 || is_gemma3) c->qk_norm = 1;
+    if (is_qwen3 || is_gemma3 || !strcmp(A, "qwen3moe")) c->qk_norm = 1;
+    if (!strcmp(A, "olmoe")) c->qk_norm = 2; /* attn_{q,k}_norm over the whole rows */
     /* smollm3: every fourth layer without RoPE (llama.cpp fixes the step at 4; no key says it) */
     if (!strcmp(A, "smollm3")) c->nope_step = 4;
     if (is_gemma2 || is_gemma3) {
@@ -410,7 +487,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
               is_phi3 = !strcmp(A, "phi3");
     c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2") ||
-                   !strcmp(A, "exaone") || !strcmp(A, "exaone4");
+                   !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe");
     c->qkv_bias = !strcmp(A, "qwen2");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 
@@ -439,6 +516,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
 
     if ((s = family_params(g, file, A, c, err))) return s;
+    if ((s = moe_params(g, file, A, c, err))) return s;
 
     /* The vocabulary size: the key, else the token list, else token_embd. */
     uint64_t n_tok = 0;
@@ -469,7 +547,11 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         const slm_gguf_str nm = slm_gguf_tensor_at(g, i)->name;
         if (nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) cap += 2;
         if (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "ffn_up.weight", 13)) cap += 1;
+        if (c->n_experts && nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) cap += (uint64_t)c->n_experts;
     }
+    if (cap > (1u << 24))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors after splitting fused and expert matrices", file,
+                        (unsigned long long)cap);
     m->tensors = slm_calloc((size_t)cap, sizeof *m->tensors);
     if (!m->tensors) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for %llu tensors", file, (unsigned long long)nt);
     for (uint64_t i = 0; i < nt; i++) {
@@ -485,6 +567,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
     m->n_tensors = (int)nt;
     if ((s = split_fused(m, file, (int)cap, err))) return s;
+    if ((s = split_experts(m, file, (int)cap, err))) return s;
     m->kind = SLM_MODEL_GGUF;
     return SLM_OK;
 #undef KEY

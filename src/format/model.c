@@ -23,6 +23,8 @@ void slm_model_close(slm_model_file *m) {
     m->n_tensors = 0;
     slm_xfree(m->by_name);
     m->by_name = NULL;
+    slm_xfree(m->experts);
+    m->experts = NULL;
     m->n_by_name = 0;
     slm_unmap(&m->map);
 }
@@ -95,6 +97,8 @@ static slm_status check_overlap(const slm_model_file *m, const char *file, slm_e
 static slm_status index_tensors(slm_model_file *m, const char *file, slm_err *err) {
     slm_xfree(m->by_name);
     m->by_name = NULL;
+    slm_xfree(m->experts);
+    m->experts = NULL;
     m->n_by_name = 0;
     const int n = m->n_tensors;
     int *ix = slm_malloc(sizeof *ix * (size_t)(n > 0 ? n : 1));
@@ -122,6 +126,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_QWEN3] = "qwen3", [SLM_ARCH_GEMMA2] = "gemma2",   [SLM_ARCH_GEMMA3] = "gemma3",
     [SLM_ARCH_PHI3] = "phi3",   [SLM_ARCH_SMOLLM3] = "smollm3", [SLM_ARCH_OLMO2] = "olmo2",
     [SLM_ARCH_GRANITE] = "granite", [SLM_ARCH_EXAONE] = "exaone", [SLM_ARCH_EXAONE4] = "exaone4",
+    [SLM_ARCH_QWEN3MOE] = "qwen3moe", [SLM_ARCH_OLMOE] = "olmoe",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -192,6 +197,32 @@ static slm_status check_tensor(const slm_model_file *m, const char *file, const 
     return SLM_OK;
 }
 
+/* MoE layers: the router blk.N.ffn_gate_inp.weight [dim, n_experts] and
+ * each expert's gate, up [dim, hidden] and down [hidden, dim], indexed into
+ * m->experts. */
+static slm_status check_experts(slm_model_file *m, const char *file, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    const int E = c->n_experts;
+    slm_status s;
+    slm_xfree(m->experts);
+    m->experts = slm_calloc((size_t)c->n_layers * 3 * (size_t)E, sizeof *m->experts);
+    if (!m->experts) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the expert table", file);
+    static const char *const kind[3] = {"gate", "up", "down"};
+    for (int l = 0; l < c->n_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+        if ((s = check_tensor(m, file, name, c->dim, E, 0, err))) return s;
+        for (int j = 0; j < 3; j++)
+            for (int e = 0; e < E; e++) {
+                snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.weight", l, kind[j], e);
+                const int64_t in = j == 2 ? c->hidden_dim : c->dim, out = j == 2 ? c->dim : c->hidden_dim;
+                if ((s = check_tensor(m, file, name, in, out, 0, err))) return s;
+                slm_model_expert(m, l, j, e) = slm_model_tensor(m, name);
+            }
+    }
+    return SLM_OK;
+}
+
 slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     const char *file = slm_basename(m->path);
     const slm_model_config *c = &m->cfg;
@@ -218,6 +249,9 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(nope_step, 0, 1 << 16);
     RANGE(qk_norm, 0, 2);
     RANGE(no_pre_norms, 0, 1);
+    RANGE(n_experts, 0, 1024);
+    RANGE(n_experts_used, c->n_experts ? 1 : 0, c->n_experts < 64 ? c->n_experts : 64);
+    RANGE(expert_norm, 0, 1);
 #undef RANGE
     if (c->no_pre_norms && !c->post_norms)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config: no pre-norms and no post norms", file);
@@ -282,6 +316,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
             char name[64];
             if (c->no_pre_norms && k[j].vec) continue;
+            if (c->n_experts && j >= 6) continue; /* the experts below */
             snprintf(name, sizeof name, k[j].fmt, l);
             if ((s = check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec, err)))
                 return s;
@@ -332,6 +367,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
                                 file, i, (double)v);
         }
     }
+    if (c->n_experts && (s = check_experts(m, file, err))) return s;
     if ((s = check_tensor(m, file, "output_norm.weight", dim, 1, 1, err))) return s;
     if (!c->tied_embeddings && (s = check_tensor(m, file, "output.weight", dim, voc, 0, err))) return s;
     return check_overlap(m, file, err);

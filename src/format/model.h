@@ -71,8 +71,20 @@ typedef struct slm_model_config {
     int rope_yarn;     /* 1: YaRN; needs rope_scale > 1 and rope_orig_ctx */
     float yarn_beta_fast, yarn_beta_slow; /* rotations (32 and 1 by default) */
     float yarn_ext_factor; /* the ramp's weight (1 by default) */
+    /* Mixture of experts (qwen3moe, mixtral as llama with experts, olmoe):
+     * every layer's FFN is n_experts SwiGLU experts of width hidden_dim
+     * (blk.N.ffn_{gate,up,down}.E.weight), of which each row runs the
+     * n_experts_used with the largest router probabilities (softmax of
+     * blk.N.ffn_gate_inp.weight [dim, n_experts] times the normed row),
+     * weighted by those probabilities, renormalized to sum 1 when
+     * expert_norm. 0 = a dense FFN. */
+    int n_experts;
+    int n_experts_used;
+    int expert_norm;
 } slm_model_config;
 
+/* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down (a validated MoE model). */
+#define slm_model_expert(m, l, kind, e) ((m)->experts[((size_t)(l) * 3 + (size_t)(kind)) * (size_t)(m)->cfg.n_experts + (size_t)(e)])
 /* Rotated dimensions per head. */
 static inline int slm_rope_dims(const slm_model_config *c) { return c->rope_dims > 0 ? c->rope_dims : c->head_dim; }
 /* 1 when layer l attends through the sliding window. */
@@ -105,9 +117,11 @@ typedef enum slm_arch {
     SLM_ARCH_GRANITE,
     SLM_ARCH_EXAONE,
     SLM_ARCH_EXAONE4,
+    SLM_ARCH_QWEN3MOE,
+    SLM_ARCH_OLMOE,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
@@ -134,6 +148,9 @@ typedef struct slm_model_file {
                                slm_model_validate; slm_model_tensor bisects it) */
     int n_by_name;          /* n_tensors when the index is current, else lookups scan */
     slm_gguf *gguf;         /* GGUF metadata (tokenizer etc.); NULL for llama2.c */
+    /* MoE: [n_layers][3][n_experts] the experts' gate, up and down matrices
+     * (built by slm_model_validate; NULL for a dense model) */
+    const slm_tensor **experts;
     /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"), empty
      * when the folder has none (or the model is not a folder). */
     char tokenizer_json[1024];

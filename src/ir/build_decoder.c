@@ -92,6 +92,49 @@ static int rope(builder *b, int x, int pos, int heads, int layer) {
     return add(b, n);
 }
 
+/* A mixture-of-experts FFN: the router's logits, the routing table, every
+ * expert's gate and up over the rows routed to it, the down projection
+ * with the SwiGLU as its prologue, and the weighted sum into the residual. */
+static int moe_ffn(builder *b, int x, int xn, int l) {
+    const slm_model_config *c = &b->m->cfg;
+    const int E = c->n_experts, K = c->n_experts_used, T = SLM_DIM_T;
+    if (!b->m->experts) {
+        slm_errf(b->err, SLM_ERR_INTERNAL, "%s: no expert table", slm_basename(b->m->path));
+        b->failed = 1;
+        return -1;
+    }
+    int logits = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate_inp.weight", l), T, E);
+    slm_node n = node(SLM_OP_MOE_ROUTE, T, 3 * K + 2 * E);
+    set_in(&n, logits, -1, -1, -1, -1);
+    n.dtype = SLM_I32;
+    n.n_experts = E;
+    n.n_used = K;
+    n.expert_norm = c->expert_norm;
+    n.layer = l;
+    const int route = add(b, n);
+    int h[3];
+    for (int j = 0; j < 3; j++) {
+        n = node(SLM_OP_MOE_MATMUL, T, K * (j == 2 ? c->dim : c->hidden_dim));
+        if (j < 2) set_in(&n, xn, route, -1, -1, -1);
+        else set_in(&n, h[0], h[1], route, -1, -1);
+        n.gather = j < 2;
+        n.pre = j == 2 ? SLM_OP_SWIGLU : 0;
+        n.n_experts = E;
+        n.n_used = K;
+        n.experts = &slm_model_expert(b->m, l, j, 0);
+        n.weight = n.experts[0];
+        n.layer = l;
+        h[j] = add(b, n);
+    }
+    n = node(SLM_OP_MOE_COMBINE, T, c->dim);
+    set_in(&n, x, h[2], route, -1, -1);
+    n.n_experts = E;
+    n.n_used = K;
+    n.scale = c->residual_scale;
+    n.layer = l;
+    return add(b, n);
+}
+
 slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     builder b = {g, m, err, 0};
@@ -165,6 +208,10 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         x = add(&b, n);
 
         xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.ffn_norm.weight", l), c->dim, 0, l);
+        if (c->n_experts) {
+            x = moe_ffn(&b, x, xn, l);
+            continue;
+        }
         int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
         int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
         n = node(SLM_OP_SWIGLU, T, c->hidden_dim);

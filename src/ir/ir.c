@@ -8,7 +8,8 @@ static const char *const k_op_names[SLM_OP_COUNT] = {
     [SLM_OP_ASSIGN] = "Assign",       [SLM_OP_ATTENTION] = "attention",
     [SLM_OP_ADD] = "add",             [SLM_OP_SWIGLU] = "swiglu",
     [SLM_OP_LAST_ROW] = "last_row",   [SLM_OP_KV_VIEW] = "kv_view",
-    [SLM_OP_BIAS] = "bias",
+    [SLM_OP_BIAS] = "bias",           [SLM_OP_MOE_ROUTE] = "moe_route",
+    [SLM_OP_MOE_MATMUL] = "moe_matmul", [SLM_OP_MOE_COMBINE] = "moe_combine",
 };
 
 static const char *const k_role_names[SLM_IO_ROLE_COUNT] = {
@@ -110,6 +111,11 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
             if (n->window) fprintf(f, " window=%d", n->window);
         }
         if (n->op == SLM_OP_RMSNORM) fprintf(f, "  eps=%g", n->eps);
+        if (n->op == SLM_OP_MOE_ROUTE || n->op == SLM_OP_MOE_MATMUL || n->op == SLM_OP_MOE_COMBINE)
+            fprintf(f, "  experts=%d used=%d%s%s", n->n_experts, n->n_used, n->expert_norm ? " norm" : "",
+                    n->gather ? " gather" : "");
+        if (n->op == SLM_OP_MOE_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");
+        if (n->op == SLM_OP_MOE_COMBINE && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
         if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_RMSNORM)
             fprintf(f, "  pre=rmsnorm(%s, eps=%g)", n->weight2 ? n->weight2->name : "?", n->eps);
         if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");

@@ -38,6 +38,17 @@ typedef enum slm_op {
     SLM_OP_BIAS,       /* in: x [R, n]; weight: bias [n] -> x + bias (in place) */
     SLM_OP_KV_VIEW,    /* (after the state pass) in: past [C, n], present [T, n] -> past, with
                           present's rows stored in place at the write index: no data moves */
+    /* Mixture of experts: E experts, K used per row. Shapes stay static: the
+     * experts' rows of a call are runtime data in the routing table. */
+    SLM_OP_MOE_ROUTE,  /* in: router logits [T, E] -> the routing table [T, 3K + 2E] i32
+                          (layout: program/task.h, SLM_T_MOE_ROUTE): each row's top K experts
+                          and weights, the (row, slot) pairs sorted by expert */
+    SLM_OP_MOE_MATMUL, /* every expert's matmul over the rows routed to it, as [T*K, n/K]
+                          rows sorted by expert (shape [T, n] = the same bytes): gate/up
+                          (gather = 1) in: x [T, k], route; down (pre = SWIGLU) in: gate
+                          [T, K*k], up, route. experts[e]: expert e's matrix */
+    SLM_OP_MOE_COMBINE,/* in: x [T, n], y [T, K*n] (the down rows), route -> x + scale *
+                          sum over the K slots of weight * y (in place on x) */
     SLM_OP_COUNT
 } slm_op;
 
@@ -99,6 +110,11 @@ typedef struct slm_node {
      * the matmul then owns, as the in-place ADD did) */
     slm_op post;
     int post_in;
+    /* MOE_*: experts E, used per row K, top-K weights renormalized (MOE_ROUTE);
+     * MOE_MATMUL: the E expert matrices (the model's table) and gather = 1
+     * when its input rows are read through the routing table (gate, up) */
+    int n_experts, n_used, expert_norm, gather;
+    const slm_tensor *const *experts;
 } slm_node;
 
 typedef struct slm_graph {

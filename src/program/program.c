@@ -48,6 +48,8 @@ const char *slm_task_op_name(int op) {
     case SLM_T_PREFETCH: return "prefetch";
     case SLM_T_KV_STORE: return "kv_store";
     case SLM_T_ATTN_MERGE: return "attn_merge";
+    case SLM_T_MOE_ROUTE: return "moe_route";
+    case SLM_T_MOE_COMBINE: return "moe_combine";
     default: return "?";
     }
 }
@@ -169,6 +171,10 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->op == SLM_T_ATTENTION && t->tiles[1])
             fprintf(f, " %s=part%u/%u", (t->flags & SLM_TF_KEY_PARTS) ? "keys" : "rows", t->tiles[0] + 1u, t->tiles[1]);
         if (t->op == SLM_T_ATTN_MERGE) fprintf(f, " parts=%u", t->tiles[1]);
+        if (t->flags & SLM_TF_EXPERT)
+            fprintf(f, " expert=%d/%d used=%d%s", t->b, t->window, t->c, (t->flags & SLM_TF_EXPERT_GATHER) ? " gather" : "");
+        if (t->op == SLM_T_MOE_ROUTE) fprintf(f, " experts=%d used=%d%s", t->n, t->c, t->a ? " norm" : "");
+        if (t->op == SLM_T_MOE_COMBINE) fprintf(f, " used=%d", t->c);
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");
@@ -178,7 +184,7 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->flags & SLM_TF_POST_ADD) fprintf(f, " post=add(d)");
         if (t->flags & SLM_TF_GELU) fprintf(f, " gelu");
         if (t->flags & SLM_TF_POST_SOFTCAP) fprintf(f, " post=softcap(%g)", (double)t->f1);
-        if (t->window) fprintf(f, " window=%d", t->window);
+        if (t->window && t->op == SLM_T_ATTENTION) fprintf(f, " window=%d", t->window);
         static const char *const fn[SLM_TASK_NREF] = {"s0", "s1", "s2", "s3", "s4", "d"};
         for (int k = 0; k < SLM_TASK_NREF; k++) {
             const slm_ref *r = &t->ref[k];

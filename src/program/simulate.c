@@ -115,7 +115,32 @@ void slm_sim_task_cost(const slm_sim_profile *p, const slm_program *prog, const 
     const int r = (t->flags & SLM_TF_ONE_ROW) ? 1 : (p->static_rows && prog ? prog->rows : rows);
     const uint64_t n = (uint64_t)(t->n > 0 ? t->n : 0), R = (uint64_t)r, E = act_elem(p);
     switch (t->op) {
-    case SLM_T_MATMUL: matmul_cost(p, t, r, c); return;
+    case SLM_T_MATMUL:
+        if ((t->flags & SLM_TF_EXPERT) && t->window > 0) {
+            /* an expert: routing is runtime data, so its expected share: K/E of the
+             * (row, slot) pairs, and its weights read when any row picks it */
+            const double share = (double)t->c / (double)t->window;
+            const int re = (int)ceil((double)r * (double)t->c / (double)t->window);
+            matmul_cost(p, t, re > 0 ? re : 1, c);
+            const double active = 1.0 - pow(1.0 - (share < 1.0 ? share : 1.0), (double)r);
+            c->bytes_read = (uint64_t)((double)c->bytes_read * active);
+            c->ops *= active;
+            return;
+        }
+        matmul_cost(p, t, r, c);
+        return;
+    case SLM_T_MOE_ROUTE: /* the router's logits in, the table out */
+        c->bytes_read = R * n * 4;
+        c->bytes_written = R * (uint64_t)t->c * 12;
+        c->ops = 4.0 * (double)R * (double)n;
+        break;
+    case SLM_T_MOE_COMBINE: { /* K down rows of each row's columns, weighted into the residual */
+        const uint64_t w = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : t->n);
+        c->bytes_read = R * (uint64_t)t->c * w * E + R * w * E;
+        c->bytes_written = R * w * E;
+        c->ops = 2.0 * (double)R * (double)t->c * (double)w;
+        break;
+    }
     case SLM_T_ATTENTION: attention_cost(p, t, r, depth0, kv_cap, prog && prog->kind == SLM_PROG_BATCH, c); return;
     case SLM_T_EMBED:
         c->bytes_read = R * slm_row_bytes(t->wtype, n) + R * 4;

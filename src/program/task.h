@@ -77,8 +77,24 @@ typedef enum slm_task_op {
                         parts * a * (c + 2), tiles[1] = parts) merged: each part's outputs
                         weighted by its sum times exp(its max - the largest), divided by
                         the weighted sums; a = heads, c = head_dim */
+    SLM_T_MOE_ROUTE, /* dst = the routing table of the valid rows, from the router logits src0
+                        [m, n] (n = experts E, ld n): each row's softmax, its c = K most
+                        probable experts (ties: the lower index), their probabilities as
+                        weights, divided by their sum when a = 1. Table (i32 units, T = m):
+                        [0, TK) rowlist: the (row, slot) pairs sorted by expert, then slot,
+                        each as its row; [TK, 2TK) pos[row * K + slot]: that pair's place in
+                        rowlist; [2TK, 3TK) the weights (f32) by row * K + slot; at 3TK + 2e
+                        expert e's first place and count. One task. */
+    SLM_T_MOE_COMBINE, /* dst[r, n0:n1] += f2 (0: 1) * sum over slots s < c of weight(r, s) *
+                        src0[pos(r, s), n0:n1] (the experts' down rows, ld n), the table src3 */
     SLM_T_OP_COUNT
 } slm_task_op;
+
+/* The routing table (SLM_T_MOE_ROUTE) of a program of T rows and K experts per row. */
+#define SLM_MOE_ROWLIST(T, K) 0
+#define SLM_MOE_POS(T, K) ((size_t)(T) * (size_t)(K))
+#define SLM_MOE_WEIGHT(T, K) (2 * (size_t)(T) * (size_t)(K))
+#define SLM_MOE_EXPERT(T, K, e) (3 * (size_t)(T) * (size_t)(K) + 2 * (size_t)(e)) /* first place, count */
 
 #define SLM_STREAM_PREFETCH_MAX 65536
 
@@ -114,6 +130,11 @@ typedef enum slm_space {
 #define SLM_TF_POST_SOFTCAP 0x200 /* MATMUL: dst[r, n0:n1] = f1 * tanh(product / f1) (final logits) */
 #define SLM_TF_KEY_PARTS 0x800 /* ATTENTION: a part of the KV rows into partials (see ATTENTION) */
 #define SLM_TF_POST_SCALE 0x1000 /* MATMUL: the product times f2, before the other epilogues (granite) */
+#define SLM_TF_EXPERT 0x2000   /* MATMUL: expert b's rows only: the c * m rows of src0 and dst (ld: their
+                                  width) hold the (row, slot) pairs sorted by expert; the table src3
+                                  (SLM_T_MOE_ROUTE) gives the first place and count of expert b's */
+#define SLM_TF_EXPERT_GATHER 0x4000 /* MATMUL with EXPERT: input row i of the expert is src0 row
+                                  rowlist[first + i] (src0: m rows) */
 #define SLM_TF_DST_CPOS 0x400  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
                                   programs store each row's K/V in its own sequence's region;
                                   a matmul tile starts on a multiple of 16 columns) */
@@ -142,7 +163,8 @@ typedef struct slm_task {
     float f0;            /* RMSNORM eps */
     int32_t layer;       /* for dumps and per-layer timing; -1 if none */
     int32_t window;      /* ATTENTION: attend to at most this many rows up to the
-                            query's own (sliding window); 0 = all */
+                            query's own (sliding window); 0 = all. MATMUL with
+                            EXPERT: the layer's number of experts E (b < E) */
     float f1;            /* ATTENTION: score soft-cap; MATMUL with POST_SOFTCAP: output cap */
     uint8_t lane;        /* slm_lane: set by the compiler, slm_task_lane(op) */
     uint8_t tiles[3];    /* MATMUL of a prefill on the matrix engine's types: the compiler's
