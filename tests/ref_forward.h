@@ -4,7 +4,7 @@
  * dequantizers. Supports what the architectures need: GQA, Q/K/V bias,
  * adjacent-pair and neox RoPE, rope_freqs factors, linear RoPE scaling,
  * sliding-window attention, tied embeddings, and the families' features
- * (qwen3, gemma2, gemma3, phi3: see ref_forward_ctx). */
+ * (qwen3, gemma2, gemma3, phi3: see ref_forward_ctx) and mixtures of experts. */
 #ifndef SLM_REF_FORWARD_H
 #define SLM_REF_FORWARD_H
 
@@ -34,6 +34,60 @@ static float *ref_layer(const slm_model_file *m, const char *fmt, int l) {
     char name[64];
     snprintf(name, sizeof name, fmt, l);
     return ref_dequant(m, name, NULL, NULL);
+}
+
+/* A mixture-of-experts FFN on the normed row xn into o[D]: the router's
+ * softmax, the K most probable experts (ties: the lower index), their
+ * probabilities renormalized when expert_norm, each expert's SwiGLU. */
+static void ref_matvec(const float *W, const double *x, double *y, int rows, int cols, const float *bias);
+static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) {
+    const slm_model_config *c = &m->cfg;
+    const int D = c->dim, F = c->hidden_dim, E = c->n_experts, K = c->n_experts_used;
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
+    float *router = ref_dequant(m, name, NULL, NULL);
+    double *lg = malloc(sizeof(double) * (size_t)E), *g = malloc(sizeof(double) * (size_t)F),
+           *u = malloc(sizeof(double) * (size_t)F), *y = malloc(sizeof(double) * (size_t)D);
+    int sel[64], ok = router != NULL && K <= 64;
+    double w[64], mx = -1e300, sum = 0, wsum = 0;
+    for (int i = 0; i < D; i++) o[i] = 0;
+    if (ok) {
+        ref_matvec(router, xn, lg, E, D, NULL);
+        for (int e = 0; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+        for (int e = 0; e < E; e++) sum += exp(lg[e] - mx);
+        for (int s = 0; s < K; s++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int q = 0; q < s; q++) taken |= sel[q] == e;
+                if (!taken && (best < 0 || lg[e] > lg[best])) best = e;
+            }
+            sel[s] = best;
+            w[s] = exp(lg[best] - mx) / sum;
+            wsum += w[s];
+        }
+    }
+    for (int s = 0; ok && s < K; s++) {
+        float *wg, *wu, *wd;
+        snprintf(name, sizeof name, "blk.%d.ffn_gate.%d.weight", l, sel[s]);
+        wg = ref_dequant(m, name, NULL, NULL);
+        snprintf(name, sizeof name, "blk.%d.ffn_up.%d.weight", l, sel[s]);
+        wu = ref_dequant(m, name, NULL, NULL);
+        snprintf(name, sizeof name, "blk.%d.ffn_down.%d.weight", l, sel[s]);
+        wd = ref_dequant(m, name, NULL, NULL);
+        ok = wg && wu && wd;
+        if (ok) {
+            ref_matvec(wg, xn, g, F, D, NULL);
+            ref_matvec(wu, xn, u, F, D, NULL);
+            for (int i = 0; i < F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+            ref_matvec(wd, g, y, D, F, NULL);
+            const double a = c->expert_norm ? w[s] / wsum : w[s];
+            for (int i = 0; i < D; i++) o[i] += a * y[i];
+        }
+        free(wg); free(wu); free(wd);
+    }
+    free(router); free(lg); free(g); free(u); free(y);
+    return ok;
 }
 
 /* y[rows] = W[rows, cols] x[cols] (+ bias) */
@@ -133,9 +187,11 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
             wo = ref_layer(m, "blk.%d.attn_output.weight", l);
             an = c->no_pre_norms ? NULL : ref_layer(m, "blk.%d.attn_norm.weight", l);
             fn = c->no_pre_norms ? NULL : ref_layer(m, "blk.%d.ffn_norm.weight", l);
-            w1 = ref_layer(m, "blk.%d.ffn_gate.weight", l);
-            w2 = ref_layer(m, "blk.%d.ffn_down.weight", l);
-            w3 = ref_layer(m, "blk.%d.ffn_up.weight", l);
+            if (!c->n_experts) { /* MoE: ref_moe reads the experts */
+                w1 = ref_layer(m, "blk.%d.ffn_gate.weight", l);
+                w2 = ref_layer(m, "blk.%d.ffn_down.weight", l);
+                w3 = ref_layer(m, "blk.%d.ffn_up.weight", l);
+            }
             if (c->qkv_bias) {
                 bq = ref_layer(m, "blk.%d.attn_q.bias", l);
                 bk = ref_layer(m, "blk.%d.attn_k.bias", l);
@@ -149,7 +205,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 pa = ref_layer(m, "blk.%d.post_attention_norm.weight", l);
                 pf = ref_layer(m, "blk.%d.post_ffw_norm.weight", l);
             }
-            ok = wq && wk && wv && wo && ((an && fn) || c->no_pre_norms) && w1 && w2 && w3 && (!c->qkv_bias || (bq && bk && bv)) &&
+            ok = wq && wk && wv && wo && ((an && fn) || c->no_pre_norms) && ((w1 && w2 && w3) || c->n_experts) && (!c->qkv_bias || (bq && bk && bv)) &&
                  (!c->qk_norm || (qn && kn)) && (!c->post_norms || (pa && pf));
             if (ok) {
                 double *kr = kc + ((size_t)l * n + p) * kvd, *vr = vc + ((size_t)l * n + p) * kvd;
@@ -199,12 +255,16 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 for (int i = 0; i < D; i++) x[i] += o[i];
                 if (fn) ref_rmsnorm(x, fn, xn, D, c->norm_eps);
                 else memcpy(xn, x, sizeof(double) * D);
-                ref_matvec(w1, xn, g, F, D, NULL);
-                ref_matvec(w3, xn, u, F, D, NULL);
-                for (int i = 0; i < F; i++)
-                    g[i] = c->ffn_gelu ? 0.5 * g[i] * (1.0 + tanh(0.7978845608028654 * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i]
-                                       : g[i] / (1.0 + exp(-g[i])) * u[i];
-                ref_matvec(w2, g, o, D, F, NULL);
+                if (c->n_experts) {
+                    ok = ref_moe(m, l, xn, o);
+                } else {
+                    ref_matvec(w1, xn, g, F, D, NULL);
+                    ref_matvec(w3, xn, u, F, D, NULL);
+                    for (int i = 0; i < F; i++)
+                        g[i] = c->ffn_gelu ? 0.5 * g[i] * (1.0 + tanh(0.7978845608028654 * (g[i] + 0.044715 * g[i] * g[i] * g[i]))) * u[i]
+                                           : g[i] / (1.0 + exp(-g[i])) * u[i];
+                    ref_matvec(w2, g, o, D, F, NULL);
+                }
                 if (c->residual_scale != 0.0f)
                     for (int i = 0; i < D; i++) o[i] *= c->residual_scale;
                 if (c->post_norms) ref_rmsnorm(o, pf, o, D, c->norm_eps);

@@ -35,6 +35,7 @@ typedef struct synth {
     float granite[4]; /* granite: embedding_scale, attention.scale, residual_scale, logit_scale */
     int swa_list;     /* olmo2: attention.sliding_window_pattern as the converter's per-layer list
                          (2: layer 1 global too, which llama.cpp would not run) */
+    int experts, experts_used; /* MoE: hidden is each expert's width */
 } synth;
 
 static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
@@ -54,8 +55,17 @@ typedef struct bufs {
 
 static float *g_emb; /* the last token_embd written, as floats */
 
+static slm_status add_tn(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, int64_t rows, int64_t ne2,
+                         uint32_t type, float scale, float bias);
 static slm_status add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, int64_t rows, uint32_t type,
                         float scale, float bias) {
+    return add_tn(w, b, name, cols, rows, 1, type, scale, bias);
+}
+/* [cols, rows, ne2]: ne2 > 1 is a stack of ne2 matrices (the experts). */
+static slm_status add_tn(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, int64_t rows, int64_t ne2,
+                         uint32_t type, float scale, float bias) {
+    const int64_t rows1 = rows;
+    rows *= ne2;
     size_t n = (size_t)(cols * rows);
     float *f = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) f[i] = bias + scale * nrand();
@@ -81,6 +91,8 @@ static slm_status add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t c
         free(f);
     }
     b->p[b->n++] = data;
+    int64_t ne3[3] = {cols, rows1, ne2};
+    if (ne2 > 1) return slm_gguf_add_tensor(w, name, type, 3, ne3, data, rb * (uint64_t)rows);
     return slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows);
 }
 
@@ -92,7 +104,7 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
 #define K(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
     slm_gguf_set_str(w, "general.architecture", s->arch);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)s->dim);
-    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)s->hidden);
+    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)(is_arch(s, "qwen3moe") ? 6 * s->hidden : s->hidden));
     slm_gguf_set_u32(w, K("block_count"), (uint32_t)s->layers);
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)s->heads);
     slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)s->kv_heads);
@@ -123,7 +135,14 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     const int hd = s->head_dim ? s->head_dim : s->dim / s->heads, kvd = hd * s->kv_heads, qd = hd * s->heads;
     const int gemma = is_arch(s, "gemma2") || is_arch(s, "gemma3"), phi3 = is_arch(s, "phi3");
     const int olmo2 = is_arch(s, "olmo2"), exaone4 = is_arch(s, "exaone4"), post_only = olmo2 || exaone4;
-    const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3") || post_only;
+    const int olmoe = is_arch(s, "olmoe"), whole_qk = olmo2 || olmoe;
+    const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3") || post_only || is_arch(s, "qwen3moe") || olmoe;
+    if (s->experts) {
+        slm_gguf_set_u32(w, K("expert_count"), (uint32_t)s->experts);
+        slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)s->experts_used);
+        if (is_arch(s, "qwen3moe")) /* the expert width apart from the dense one (unused) */
+            slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)s->hidden);
+    }
     if (s->head_dim) {
         slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)s->head_dim);
         slm_gguf_set_u32(w, K("attention.value_length"), (uint32_t)s->head_dim);
@@ -170,12 +189,19 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_t(w, &b, NAME("attn_v.bias"), kvd, 1, SLM_F32, 0.5f, 0.0f);
         }
         if (qk_norm) { /* olmo2: whole Q and K rows */
-            add_t(w, &b, NAME("attn_q_norm.weight"), olmo2 ? qd : hd, 1, SLM_F32, 0.2f, 1.0f);
-            add_t(w, &b, NAME("attn_k_norm.weight"), olmo2 ? kvd : hd, 1, SLM_F32, 0.2f, 1.0f);
+            add_t(w, &b, NAME("attn_q_norm.weight"), whole_qk ? qd : hd, 1, SLM_F32, 0.2f, 1.0f);
+            add_t(w, &b, NAME("attn_k_norm.weight"), whole_qk ? kvd : hd, 1, SLM_F32, 0.2f, 1.0f);
         }
         add_t(w, &b, NAME("attn_output.weight"), qd, s->dim, mtype, s->std / sqrtf((float)qd), 0.0f);
         if (gemma || post_only) add_t(w, &b, NAME("post_attention_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         if (!post_only) add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (s->experts) { /* the router (f32, as llama-quantize leaves it), the experts stacked */
+            add_t(w, &b, NAME("ffn_gate_inp.weight"), s->dim, s->experts, SLM_F32, 4.0f * sd, 0.0f);
+            add_tn(w, &b, NAME("ffn_gate_exps.weight"), s->dim, s->hidden, s->experts, mtype, sd, 0.0f);
+            add_tn(w, &b, NAME("ffn_up_exps.weight"), s->dim, s->hidden, s->experts, mtype, sd, 0.0f);
+            add_tn(w, &b, NAME("ffn_down_exps.weight"), s->hidden, s->dim, s->experts, mtype, sh, 0.0f);
+            continue;
+        }
         if (phi3) { /* fused: gate rows, then up rows */
             add_t(w, &b, NAME("ffn_up.weight"), s->dim, 2 * s->hidden, mtype, sd, 0.0f);
         } else {
@@ -329,6 +355,17 @@ static const synth k_archs[] = {
     /* exaone4 at 2 layers (EXAONE 4.0 1.2B style): no window, RoPE everywhere */
     {.arch = "exaone4", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
      .tied = 1, .window = 6, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f},
+    /* qwen3moe (Qwen3-30B-A3B's form): 8 experts of width 32, 3 per token,
+     * renormalized; per-head Q/K norms, head size 32, untied */
+    {.arch = "qwen3moe", .dim = 64, .hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .head_dim = 32, .experts = 8, .experts_used = 3},
+    /* olmoe: 16 experts, 4 per token, weights as the router gives them (not
+     * renormalized), whole-row Q/K norms, no GQA */
+    {.arch = "olmoe", .dim = 64, .hidden = 64, .layers = 2, .heads = 2, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .experts = 16, .experts_used = 4},
+    /* llama with experts (Mixtral): 4 experts, 2 per token, GQA, tied */
+    {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .tied = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .experts = 4, .experts_used = 2},
     /* llama (adjacent pairs) with YaRN and every optional key: beta_fast 4,
      * beta_slow 2, half the ramp, the file's magnitude */
     {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 2, .kv_heads = 2, .vocab = 160, .ctx = 256,
@@ -344,8 +381,11 @@ static void test_arch_vs_reference(void) {
         /* the quantized files' matrices run repacked (SLM_*_R16) */
         static const uint32_t types[4] = {SLM_F32, SLM_F16, SLM_Q8_0, SLM_Q4_0};
         /* 64 layers (exaone4's window): int8 activations' rounding adds up to
-         * ~10% of the logits; the float types check the layer pattern */
-        const int n_types = k_archs[a].layers > 16 ? 2 : 4;
+         * ~10% of the logits; the float types check the layer pattern. MoE:
+         * the same rounding moves the router's logits, and where two experts
+         * are that close a row picks the other one (llama.cpp's int8
+         * activations do too), so only q8_0 of the quantized types */
+        const int n_types = k_archs[a].layers > 16 ? 2 : k_archs[a].experts ? 3 : 4;
         for (int t = 0; t < n_types; t++) {
             char path[256];
             snprintf(path, sizeof path, "arch_%zu_%s.gguf", a, slm_dtype_name(types[t]));
@@ -417,9 +457,9 @@ static void test_arch_threads(void) {
     int32_t ids[40];
     g_rng = 7;
     for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
-    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3", "smollm3", "qwen3moe", "olmoe"};
     g_threads = 3;
-    for (int a = 0; a < 5; a++) {
+    for (int a = 0; a < (int)(sizeof archs / sizeof archs[0]); a++) {
         const synth *sy = NULL;
         for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
             if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
@@ -460,12 +500,12 @@ static int write_tok(const char *path, int n) {
  * and run, they give the model file's logits bit for bit, with every KV
  * type (the options record keeps it; the KV I/O and tasks validate in it). */
 static void test_arch_blob_roundtrip(void) {
-    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3", "smollm3"};
+    static const char *const archs[] = {"qwen3", "gemma2", "gemma3", "phi3", "smollm3", "qwen3moe", "olmoe"};
     int32_t ids[24];
     g_rng = 11;
     for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
     if (!write_tok("arch_tok.bin", 160)) return;
-    for (int a = 0; a < 5; a++) {
+    for (int a = 0; a < (int)(sizeof archs / sizeof archs[0]); a++) {
         const synth *sy = NULL;
         for (size_t j = 0; j < sizeof k_archs / sizeof k_archs[0]; j++)
             if (!strcmp(k_archs[j].arch, archs[a])) sy = &k_archs[j];
