@@ -182,6 +182,7 @@ static double measure_bandwidth(size_t bytes, int threads, int passes) {
 
 typedef struct model_facts {
     uint64_t size, params, per_token; /* tensor bytes, elements, bytes a decode step reads */
+    uint64_t active;                  /* elements a token multiplies by (MoE: K of E experts) */
     char type[32];                    /* the file's type (general.file_type, e.g. "Q4_K_M"), else the type
                                          holding most matrix bytes, e.g. "Q4_0" */
     char mix[160];                    /* every type: "q4_0 x154, q6_k x1, f32 x45" */
@@ -189,11 +190,26 @@ typedef struct model_facts {
 
 /* One tensor into the totals (by_type, count: per dtype). */
 static void facts_add(model_facts *f, uint64_t *by_type, uint64_t *count, const char *name, uint32_t type,
-                      uint32_t n_dims, const int64_t *ne, uint64_t nbytes, int tied) {
+                      uint32_t n_dims, const int64_t *ne, uint64_t nbytes, const slm_model_config *cfg) {
+    const int tied = cfg->tied_embeddings;
     uint64_t n = 1;
     for (uint32_t d = 0; d < n_dims && d < 4; d++) n *= (uint64_t)ne[d];
     f->params += n;
     f->size += nbytes;
+    /* an expert's matrix (blk.N.ffn_gate.E.weight): a token reads K of the E */
+    int l, e, end = 0;
+    char kind[8];
+    if (cfg->n_experts > 0 && sscanf(name, "blk.%d.ffn_%5[a-z].%d.weight%n", &l, kind, &e, &end) == 3 && end > 0 &&
+        !name[end]) {
+        f->active += n * (uint64_t)cfg->n_experts_used / (uint64_t)cfg->n_experts;
+        f->per_token += nbytes * (uint64_t)cfg->n_experts_used / (uint64_t)cfg->n_experts;
+        if (type < SLM_DTYPE_COUNT) {
+            count[type]++;
+            by_type[type] += nbytes;
+        }
+        return;
+    }
+    f->active += n;
     if (type < SLM_DTYPE_COUNT) {
         count[type]++;
         if (n_dims >= 2) by_type[type] += nbytes;
@@ -250,7 +266,7 @@ static int blob_facts(const char *path, model_facts *f, uint64_t *by_type, uint6
         memcpy(ne, e + 72, sizeof ne);
         memcpy(&nbytes, e + 112, 8);
         if (type & 0x80u) type &= 0x7fu;
-        facts_add(f, by_type, count, (const char *)e, type, n_dims, ne, nbytes, c.cfg.tied_embeddings);
+        facts_add(f, by_type, count, (const char *)e, type, n_dims, ne, nbytes, &c.cfg);
     }
     slm_tok_free(tok);
     slm_compiled_free(&c);
@@ -279,7 +295,7 @@ static int model_facts_get(const char *path, model_facts *f) {
             const slm_tensor *t = &m.tensors[i];
             int64_t ne[4] = {0};
             for (uint32_t d = 0; d < t->n_dims && d < 4; d++) ne[d] = (int64_t)t->ne[d];
-            facts_add(f, by_type, count, t->name, t->type, t->n_dims, ne, t->nbytes, m.cfg.tied_embeddings);
+            facts_add(f, by_type, count, t->name, t->type, t->n_dims, ne, t->nbytes, &m.cfg);
         }
         slm_model_close(&m);
     }
@@ -639,10 +655,11 @@ static void print_profile_md(const bench *b) {
  * an int8 peak (ops/s for all threads). */
 static void print_peak_share(const bench *b, double peak) {
     for (int i = 0; i < b->n_res; i++)
-        if (b->res[i].n_prompt && b->mf.params)
-            printf("pp%d does %.2f Tops/s of matmul work (2 x %.0fM params per token): %.1f%% of that peak (kernels %s)\n",
-                   b->res[i].n_prompt, b->res[i].avg_ts * 2.0 * (double)b->mf.params / 1e12, b->mf.params / 1e6,
-                   100.0 * b->res[i].avg_ts * 2.0 * (double)b->mf.params / peak, b->kname);
+        if (b->res[i].n_prompt && b->mf.active)
+            printf("pp%d does %.2f Tops/s of matmul work (2 x %.0fM params per token%s): %.1f%% of that peak (kernels %s)\n",
+                   b->res[i].n_prompt, b->res[i].avg_ts * 2.0 * (double)b->mf.active / 1e12, b->mf.active / 1e6,
+                   b->mf.active < b->mf.params ? ", the experts a token uses" : "",
+                   100.0 * b->res[i].avg_ts * 2.0 * (double)b->mf.active / peak, b->kname);
 }
 
 /* The vector units' int8 peak (slm_vnni_int8_peak: 12 chains of vpdpbusd,
