@@ -2,6 +2,7 @@
  * with the project's GGUF writer) against the plain reference forward in
  * ref_forward.h, and the same weights as F16 and Q8_0 giving the same greedy
  * tokens. */
+#include <elf.h>
 #include <math.h>
 #include <unistd.h>
 
@@ -36,6 +37,8 @@ typedef struct synth {
     int swa_list;     /* olmo2: attention.sliding_window_pattern as the converter's per-layer list
                          (2: layer 1 global too, which llama.cpp would not run) */
     int experts, experts_used; /* MoE: hidden is each expert's width */
+    int moe_bad;      /* a hostile MoE file: 1 expert_shared_count 1, 2 sigmoid gating, 3 more
+                         used than experts, 4 stacks of one expert fewer, 5 layer 1 without ffn_up_exps */
 } synth;
 
 static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
@@ -139,7 +142,9 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3") || post_only || is_arch(s, "qwen3moe") || olmoe;
     if (s->experts) {
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)s->experts);
-        slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)s->experts_used);
+        slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)(s->moe_bad == 3 ? s->experts + 1 : s->experts_used));
+        if (s->moe_bad == 1) slm_gguf_set_u32(w, K("expert_shared_count"), 1);
+        if (s->moe_bad == 2) slm_gguf_set_u32(w, K("expert_gating_func"), 2);
         if (is_arch(s, "qwen3moe")) /* the expert width apart from the dense one (unused) */
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)s->hidden);
     }
@@ -197,9 +202,10 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
         if (!post_only) add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         if (s->experts) { /* the router (f32, as llama-quantize leaves it), the experts stacked */
             add_t(w, &b, NAME("ffn_gate_inp.weight"), s->dim, s->experts, SLM_F32, 4.0f * sd, 0.0f);
-            add_tn(w, &b, NAME("ffn_gate_exps.weight"), s->dim, s->hidden, s->experts, mtype, sd, 0.0f);
-            add_tn(w, &b, NAME("ffn_up_exps.weight"), s->dim, s->hidden, s->experts, mtype, sd, 0.0f);
-            add_tn(w, &b, NAME("ffn_down_exps.weight"), s->hidden, s->dim, s->experts, mtype, sh, 0.0f);
+            const int ne = s->experts - (s->moe_bad == 4);
+            add_tn(w, &b, NAME("ffn_gate_exps.weight"), s->dim, s->hidden, ne, mtype, sd, 0.0f);
+            if (!(s->moe_bad == 5 && l == 1)) add_tn(w, &b, NAME("ffn_up_exps.weight"), s->dim, s->hidden, ne, mtype, sd, 0.0f);
+            add_tn(w, &b, NAME("ffn_down_exps.weight"), s->hidden, s->dim, ne, mtype, sh, 0.0f);
             continue;
         }
         if (phi3) { /* fused: gate rows, then up rows */
@@ -841,6 +847,140 @@ static void test_f16_q8_agree(void) {
     unlink("agree_q8.gguf");
 }
 
+/* MoE keys: the experts' width (qwen3moe's own key), the renormalization
+ * by family; hostile files refused with a message naming the key or tensor;
+ * experts on a family llama.cpp runs densely refused. */
+static void test_moe_config(void) {
+    slm_model_file m;
+    if (write_model("moe_q3.gguf", find_synth("qwen3moe"), SLM_F32, 5) && open_ok(&m, "moe_q3.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->n_experts == 8 && c->n_experts_used == 3 && c->expert_norm == 1 && c->hidden_dim == 32);
+        CHECK(c->qk_norm == 1 && c->rope_neox && m.experts != NULL);
+        /* the 3-D stacks became per-expert slices of the same bytes */
+        const slm_tensor *e0 = slm_model_tensor(&m, "blk.1.ffn_down.0.weight"), *e7 = slm_model_tensor(&m, "blk.1.ffn_down.7.weight");
+        CHECK(e0 && e7 && e0->n_dims == 2 && e0->ne[0] == 32 && e0->ne[1] == 64 &&
+              (const uint8_t *)e7->data == (const uint8_t *)e0->data + 7 * e0->nbytes);
+        CHECK(!slm_model_tensor(&m, "blk.0.ffn_down_exps.weight") && slm_model_expert(&m, 1, 2, 7) == e7);
+        slm_model_close(&m);
+    }
+    if (write_model("moe_ol.gguf", find_synth("olmoe"), SLM_F32, 5) && open_ok(&m, "moe_ol.gguf")) {
+        CHECK(m.cfg.n_experts == 16 && m.cfg.n_experts_used == 4 && m.cfg.expert_norm == 0 && m.cfg.qk_norm == 2);
+        slm_model_close(&m);
+    }
+    static const struct { int bad; const char *arch, *want; } cases[] = {
+        {1, "qwen3moe", "shared experts"}, {2, "qwen3moe", "expert_gating_func"}, {3, "qwen3moe", "expert_used_count"},
+        {4, "qwen3moe", "ffn_gate_exps"},  {5, "olmoe", "blk.1.ffn_up.0.weight"}, {0, "gemma2", "expert_count"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        synth sy = *find_synth(cases[i].bad ? cases[i].arch : "qwen3moe");
+        sy.moe_bad = cases[i].bad;
+        if (!cases[i].bad) { /* experts on gemma2: llama.cpp has no such model */
+            sy.arch = cases[i].arch;
+            sy.head_dim = 32;
+        }
+        slm_err err = {0};
+        if (!write_model("moe_bad.gguf", &sy, SLM_F32, 5)) continue;
+        const slm_status st = slm_model_open(&m, "moe_bad.gguf", &err);
+        CHECKF(st != SLM_OK && strstr(err.msg, cases[i].want) && strstr(err.msg, "moe_bad.gguf"), "case %d: %s", cases[i].bad,
+               err.msg);
+        if (st == SLM_OK) slm_model_close(&m);
+    }
+    unlink("moe_q3.gguf");
+    unlink("moe_ol.gguf");
+    unlink("moe_bad.gguf");
+}
+
+/* The section called name in a blob image, or NULL. */
+static uint8_t *blob_section(uint8_t *img, size_t n, const char *name, uint64_t *len) {
+    Elf64_Ehdr eh;
+    if (n < sizeof eh) return NULL;
+    memcpy(&eh, img, sizeof eh);
+    if (eh.e_shoff + (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > n) return NULL;
+    const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh.e_shoff);
+    const char *shstr = (const char *)img + sh[eh.e_shstrndx].sh_offset;
+    for (int i = 1; i < eh.e_shnum; i++)
+        if (!strcmp(shstr + sh[i].sh_name, name)) {
+            *len = sh[i].sh_size;
+            return img + sh[i].sh_offset;
+        }
+    return NULL;
+}
+
+static int blob_opens(uint8_t *img, size_t n, char *msg, size_t cap) {
+    slm_blob b;
+    slm_compiled c;
+    slm_tokenizer *tok = NULL;
+    slm_err err = {0};
+    const slm_status s = slm_blob_open_mem(&b, img, n, "moe.blob", SLM_BLOB_NO_CHECKSUM, &c, &tok, &err);
+    snprintf(msg, cap, "%s", err.msg);
+    if (!s) {
+        slm_tok_free(tok);
+        slm_compiled_free(&c);
+    }
+    return s == SLM_OK;
+}
+
+/* A blob's MoE tasks are validated like the others: an expert index beyond
+ * the experts, more experts used than 64 or than the router has, a routing
+ * table outside the arena, a combine's width are refused, naming the task. */
+static void test_moe_blob_hostile(void) {
+    if (!write_tok("moe_tok.bin", 160) || !write_model("moe_h.gguf", find_synth("qwen3moe"), SLM_Q8_0, 5)) return;
+    rig r;
+    if (!rig_open_threads(&r, "moe_h.gguf", 8, 24, 1)) return;
+    slm_err err = {0};
+    slm_tokenizer *tok = NULL;
+    slm_blob_ident id;
+    memset(&id, 0, sizeof id);
+    slm_blob_ident_seal(&id);
+    const int ok = slm_tok_load_llama2c(&tok, "moe_tok.bin", 160, &err) == SLM_OK &&
+                   slm_blob_write("moe_h.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK;
+    CHECKF(ok, "blob: %s", err.msg);
+    slm_tok_free(tok);
+    rig_close(&r);
+    size_t n = 0;
+    uint8_t *img = ok ? (uint8_t *)t_read_file("moe_h.slmblob", &n) : NULL;
+    uint64_t len = 0;
+    uint8_t *tasks = img ? blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    CHECK(tasks != NULL);
+    char msg[512];
+    if (tasks) CHECKF(blob_opens(img, n, msg, sizeof msg), "pristine: %s", msg);
+    int ex = -1, route = -1, comb = -1;
+    for (uint64_t i = 0; tasks && i < len / 160; i++) {
+        const uint8_t *e = tasks + i * 160;
+        uint16_t fl;
+        memcpy(&fl, e + 2, 2);
+        if (e[0] == SLM_T_MATMUL && (fl & SLM_TF_EXPERT) && ex < 0) ex = (int)i;
+        if (e[0] == SLM_T_MOE_ROUTE && route < 0) route = (int)i;
+        if (e[0] == SLM_T_MOE_COMBINE && comb < 0) comb = (int)i;
+    }
+    CHECKF(!tasks || (ex >= 0 && route >= 0 && comb >= 0), "tasks: expert %d route %d combine %d", ex, route, comb);
+    if (tasks && ex >= 0 && route >= 0 && comb >= 0) {
+        static const struct { int task, off; int32_t v; const char *want; } muts[] = {
+            {0, 32, 8, "expert 8 of 8"},       /* b: expert index = E */
+            {0, 36, 65, "out of range"},        /* c: used */
+            {0, 112, 1 << 30, "beyond arena"},  /* src3 (ref 3 at 56 + 3 * 16): its offset's low word */
+            {1, 36, 9, "experts"},              /* route: used > E */
+            {1, 12, 2000, "experts"},           /* route: E */
+            {2, 36, 0, "used 0"},               /* combine: used */
+            {2, 24, 1 << 20, "tile"},           /* combine: n1 beyond n */
+        };
+        const int at[3] = {ex, route, comb};
+        for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+            uint8_t *e = tasks + (size_t)at[muts[i].task] * 160 + muts[i].off;
+            uint8_t keep[4];
+            memcpy(keep, e, 4);
+            memcpy(e, &muts[i].v, 4);
+            CHECKF(!blob_opens(img, n, msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
+            memcpy(e, keep, 4);
+        }
+        CHECKF(blob_opens(img, n, msg, sizeof msg), "restored: %s", msg);
+    }
+    free(img);
+    unlink("moe_h.slmblob");
+    unlink("moe_h.gguf");
+    unlink("moe_tok.bin");
+}
+
 int main(void) {
     T_RUN(test_arch_vs_reference);
     T_RUN(test_arch_threads);
@@ -849,6 +989,8 @@ int main(void) {
     T_RUN(test_yarn_config);
     T_RUN(test_olmo2_config);
     T_RUN(test_exaone_config);
+    T_RUN(test_moe_config);
+    T_RUN(test_moe_blob_hostile);
     T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);
