@@ -73,7 +73,7 @@ for f in "$@"; do
             if [ "$k" = amx ]; then
                 [ "$round" = 1 ] && grep -h . "$LOGDIR/amx.1.err" | sed 's/^/  (amx) /' >&2 || true
                 x_pp+=("$(field "$log" avg_ts)") x_tt+=("$(field "$log" ttft_ms)")
-                peak=$(field "$log" amx_int8_peak_ops) params=$(field "$log" model_n_params)
+                peak=$(field "$log" amx_int8_peak_ops) params=$(field "$log" layer_params)
             else
                 a_pp+=("$(field "$log" avg_ts)") a_tt+=("$(field "$log" ttft_ms)")
             fi

@@ -183,6 +183,8 @@ static double measure_bandwidth(size_t bytes, int threads, int passes) {
 typedef struct model_facts {
     uint64_t size, params, per_token; /* tensor bytes, elements, bytes a decode step reads */
     uint64_t active;                  /* elements a token multiplies by (MoE: K of E experts) */
+    uint64_t vocab;                   /* elements of token_embd and output: a prompt's rows but the
+                                         last look one embedding row up and skip the LM head */
     char type[32];                    /* the file's type (general.file_type, e.g. "Q4_K_M"), else the type
                                          holding most matrix bytes, e.g. "Q4_0" */
     char mix[160];                    /* every type: "q4_0 x154, q6_k x1, f32 x45" */
@@ -210,6 +212,7 @@ static void facts_add(model_facts *f, uint64_t *by_type, uint64_t *count, const 
         return;
     }
     f->active += n;
+    if (!strcmp(name, "token_embd.weight") || !strcmp(name, "output.weight")) f->vocab += n;
     if (type < SLM_DTYPE_COUNT) {
         count[type]++;
         if (n_dims >= 2) by_type[type] += nbytes;
@@ -596,10 +599,12 @@ static void print_jsonl(const bench *b) {
         const test_result *r = &b->res[i];
         printf("{\"model_filename\": ");
         json_str(stdout, b->model);
-        printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"backend\": \"CPU\", "
+        printf(", \"model_type\": \"%s\", \"model_size\": %llu, \"model_n_params\": %llu, \"layer_params\": %llu, "
+               "\"backend\": \"CPU\", "
                "\"kernels\": \"%s\", \"schedule\": \"%s\", \"n_threads\": %d, \"n_prompt\": %d, \"n_gen\": %d, \"n_depth\": %d, \"reps\": %d, "
                "\"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
-               mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params, b->kname,
+               mf->type, (unsigned long long)mf->size, (unsigned long long)mf->params,
+               (unsigned long long)(mf->active > mf->vocab ? mf->active - mf->vocab : 0), b->kname,
                slm_cli_schedule_name(b->schedule), b->threads,
                r->n_prompt, r->n_gen, r->n_depth, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
@@ -655,11 +660,13 @@ static void print_profile_md(const bench *b) {
  * an int8 peak (ops/s for all threads). */
 static void print_peak_share(const bench *b, double peak) {
     for (int i = 0; i < b->n_res; i++)
-        if (b->res[i].n_prompt && b->mf.active)
-            printf("pp%d does %.2f Tops/s of matmul work (2 x %.0fM params per token%s): %.1f%% of that peak (kernels %s)\n",
-                   b->res[i].n_prompt, b->res[i].avg_ts * 2.0 * (double)b->mf.active / 1e12, b->mf.active / 1e6,
-                   b->mf.active < b->mf.params ? ", the experts a token uses" : "",
-                   100.0 * b->res[i].avg_ts * 2.0 * (double)b->mf.active / peak, b->kname);
+        if (b->res[i].n_prompt && b->mf.active > b->mf.vocab) {
+            /* the layers' matrices for every row (MoE: the experts a row uses), the LM head once */
+            const double w = (double)(b->mf.active - b->mf.vocab), ops = b->res[i].avg_ts * 2.0 * w;
+            printf("pp%d does %.2f Tops/s of matmul work (2 x %.0fM layer params per token%s): %.1f%% of that peak "
+                   "(kernels %s)\n", b->res[i].n_prompt, ops / 1e12, w / 1e6,
+                   b->mf.active < b->mf.params ? ", the experts a token uses" : "", 100.0 * ops / peak, b->kname);
+        }
 }
 
 /* The vector units' int8 peak (slm_vnni_int8_peak: 12 chains of vpdpbusd,
