@@ -115,7 +115,7 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     slm_gguf_set_f32(w, K("rope.freq_base"), s->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-5f);
     if (s->window) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)s->window);
-    if (is_arch(s, "granite")) {
+    if (is_arch(s, "granite") || is_arch(s, "granitemoe")) {
         slm_gguf_set_f32(w, K("embedding_scale"), s->granite[0]);
         slm_gguf_set_f32(w, K("attention.scale"), s->granite[1]);
         slm_gguf_set_f32(w, K("residual_scale"), s->granite[2]);
@@ -369,6 +369,11 @@ static const synth k_archs[] = {
      * renormalized), whole-row Q/K norms, no GQA */
     {.arch = "olmoe", .dim = 64, .hidden = 64, .layers = 2, .heads = 2, .kv_heads = 2, .vocab = 160, .ctx = 128,
      .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .experts = 16, .experts_used = 4},
+    /* granitemoe (Granite 3 MoE): granite's multipliers (the residual scale on
+     * the experts' weighted sum too), 8 experts, 2 per token, tied */
+    {.arch = "granitemoe", .dim = 64, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .tied = 1, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .granite = {1.5f, 0.25f, 0.5f, 4.0f},
+     .experts = 8, .experts_used = 2},
     /* llama with experts (Mixtral): 4 experts, 2 per token, GQA, tied */
     {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
      .tied = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .experts = 4, .experts_used = 2},

@@ -107,7 +107,7 @@ static void usage(FILE *f) {
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
-            "                        granite | exaone | exaone4 | qwen3moe | olmoe\n"
+            "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -119,7 +119,8 @@ static void usage(FILE *f) {
             "                        shape's multipliers, Granite 3's for other shapes; exaone is llama's\n"
             "                        tensors with neox RoPE; exaone4 as olmo2 with per-head Q/K norms and\n"
             "                        the window (--sliding-window) on three layers of four)\n"
-            "      --experts N       a mixture of N experts (llama, qwen3moe, olmoe; default: the shape's),\n"
+            "      --experts N       a mixture of N experts (llama, qwen3moe, olmoe, granitemoe; default: the\n"
+            "                        shape's),\n"
             "      --experts-used K  K of them per token (default: the shape's, else 2), each of width\n"
             "      --expert-ffn N    (default: qwen3moe's shape's, else --ffn)\n"
             "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
@@ -511,7 +512,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
     return 0;
 }
 
-static int is_moe_arch(const char *a) { return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe"); }
+static int is_moe_arch(const char *a) { return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe"); }
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
 static int head_dim_of(const synth_shape *sh) { return sh->head_dim ? sh->head_dim : sh->dim / sh->n_heads; }
@@ -562,7 +563,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         sh->window = 0;
     else if (a->window) sh->window = a->window;
     if (strcmp(sh->arch, "olmo2")) sh->yarn = 0.0f, sh->yarn_orig = 0;
-    if (!strcmp(sh->arch, "granite") && !(sh->mup[3] > 0.0f)) { /* Granite 3's multipliers */
+    if ((!strcmp(sh->arch, "granite") || !strcmp(sh->arch, "granitemoe")) && !(sh->mup[3] > 0.0f)) { /* Granite 3's multipliers */
         const float g3[4] = {12.0f, 0.015625f, 0.22f, 8.0f};
         memcpy(sh->mup, g3, sizeof g3);
     }
@@ -571,7 +572,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->experts_used) sh->experts_used = a->experts_used;
     if (a->expert_ffn) sh->expert_ffn = a->expert_ffn;
     if ((is_moe_arch(sh->arch) && !sh->experts) || (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama"))) {
-        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe and olmoe"
+        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, olmoe and granitemoe"
                                                                            : "needs --experts");
         return 2;
     }
@@ -622,7 +623,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         if (is(sh, "qwen3moe"))
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)(sh->expert_ffn ? sh->expert_ffn : sh->ffn));
     }
-    if (is(sh, "granite")) { /* as llama.cpp's converter writes Granite's multipliers */
+    if (is(sh, "granite") || is(sh, "granitemoe")) { /* as llama.cpp's converter writes Granite's multipliers */
         slm_gguf_set_f32(w, K("embedding_scale"), sh->mup[0]);
         slm_gguf_set_f32(w, K("attention.scale"), sh->mup[1]);
         slm_gguf_set_f32(w, K("residual_scale"), sh->mup[2]);

@@ -129,24 +129,27 @@ static slm_status split_experts(slm_model_file *m, const char *file, int cap, sl
 /* Mixture of experts (llama.cpp's keys and rules): expert_count and
  * expert_used_count; the experts' width expert_feed_forward_length (qwen3moe;
  * else feed_forward_length / used, as llama.cpp) or feed_forward_length
- * (llama with experts: Mixtral; olmoe); the top-k weights renormalized except
- * for olmoe. Shared experts and other gating functions are refused. */
+ * (llama with experts: Mixtral; olmoe; granitemoe); the top-k weights
+ * renormalized except for olmoe. Shared experts (expert_shared_count, or
+ * granitemoe's expert_shared_feed_forward_length) and other gating functions
+ * are refused. */
 static slm_status moe_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
     char key[96];
     slm_status s;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
-    const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe");
+    const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe"), is_gmoe = !strcmp(A, "granitemoe");
     int n = 0, used = 0, shared = 0;
-    if ((s = get_int(g, file, KEY("expert_count"), is_qwen3moe || is_olmoe, &n, err))) return s;
+    if ((s = get_int(g, file, KEY("expert_count"), is_qwen3moe || is_olmoe || is_gmoe, &n, err))) return s;
     if (!n) return SLM_OK;
-    if (!is_qwen3moe && !is_olmoe && strcmp(A, "llama"))
+    if (!is_qwen3moe && !is_olmoe && !is_gmoe && strcmp(A, "llama"))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: mixture-of-experts %s models are not supported "
-                        "(llama, qwen3moe and olmoe are)", file, key, n, A);
+                        "(llama, qwen3moe, olmoe and granitemoe are)", file, key, n, A);
     if (n > 1024) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d is out of range (1..1024)", file, key, n);
     if ((s = get_int(g, file, KEY("expert_used_count"), 1, &used, err))) return s;
     if (used > n || used > 64)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d: more than the %d experts (or 64)", file, key, used, n);
     if ((s = get_int(g, file, KEY("expert_shared_count"), 0, &shared, err))) return s;
+    if (!shared && (s = get_int(g, file, KEY("expert_shared_feed_forward_length"), 0, &shared, err))) return s;
     if (shared || slm_gguf_find_tensor(g, "blk.0.ffn_gate_inp_shexp.weight") || slm_gguf_find_tensor(g, "blk.0.ffn_up_shexp.weight"))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: shared experts are not supported", file);
     if (slm_gguf_find(g, KEY("expert_gating_func")) >= 0) {
@@ -358,8 +361,8 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
             if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
         }
     }
-    if (!strcmp(A, "granite")) {
-        /* IBM Granite (3.x, 4.x dense): llama with muP multipliers; llama.cpp
+    if (!strcmp(A, "granite") || !strcmp(A, "granitemoe")) {
+        /* IBM Granite (3.x, 4.x dense; granitemoe: 3.x MoE): llama with muP multipliers; llama.cpp
          * requires logit_scale and reads the others when present */
         float es = 0.0f, as = 0.0f, rs = 0.0f, ls = 0.0f;
         int finetuned = 1;
