@@ -45,14 +45,18 @@ static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) 
     const int D = c->dim, F = c->hidden_dim, E = c->n_experts, K = c->n_experts_used;
     char name[64];
     snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
-    float *router = ref_dequant(m, name, NULL, NULL);
+    float *router = ref_dequant(m, name, NULL, NULL), *rb = NULL;
+    if (c->expert_bias) { /* gpt-oss: the router's and the experts' biases */
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", l);
+        rb = ref_dequant(m, name, NULL, NULL);
+    }
     double *lg = malloc(sizeof(double) * (size_t)E), *g = malloc(sizeof(double) * (size_t)F),
            *u = malloc(sizeof(double) * (size_t)F), *y = malloc(sizeof(double) * (size_t)D);
     int sel[64], ok = router != NULL && K <= 64;
     double w[64], mx = -1e300, sum = 0, wsum = 0;
     for (int i = 0; i < D; i++) o[i] = 0;
     if (ok) {
-        ref_matvec(router, xn, lg, E, D, NULL);
+        ref_matvec(router, xn, lg, E, D, rb);
         for (int e = 0; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
         for (int e = 0; e < E; e++) sum += exp(lg[e] - mx);
         for (int s = 0; s < K; s++) {
@@ -68,24 +72,41 @@ static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) 
         }
     }
     for (int s = 0; ok && s < K; s++) {
-        float *wg, *wu, *wd;
+        float *wg, *wu, *wd, *bg = NULL, *bu = NULL, *bd = NULL;
         snprintf(name, sizeof name, "blk.%d.ffn_gate.%d.weight", l, sel[s]);
         wg = ref_dequant(m, name, NULL, NULL);
         snprintf(name, sizeof name, "blk.%d.ffn_up.%d.weight", l, sel[s]);
         wu = ref_dequant(m, name, NULL, NULL);
         snprintf(name, sizeof name, "blk.%d.ffn_down.%d.weight", l, sel[s]);
         wd = ref_dequant(m, name, NULL, NULL);
-        ok = wg && wu && wd;
+        if (c->expert_bias) {
+            snprintf(name, sizeof name, "blk.%d.ffn_gate.%d.bias", l, sel[s]);
+            bg = ref_dequant(m, name, NULL, NULL);
+            snprintf(name, sizeof name, "blk.%d.ffn_up.%d.bias", l, sel[s]);
+            bu = ref_dequant(m, name, NULL, NULL);
+            snprintf(name, sizeof name, "blk.%d.ffn_down.%d.bias", l, sel[s]);
+            bd = ref_dequant(m, name, NULL, NULL);
+        }
+        ok = wg && wu && wd && (!c->expert_bias || (bg && bu && bd && rb));
         if (ok) {
-            ref_matvec(wg, xn, g, F, D, NULL);
-            ref_matvec(wu, xn, u, F, D, NULL);
-            for (int i = 0; i < F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
-            ref_matvec(wd, g, y, D, F, NULL);
+            ref_matvec(wg, xn, g, F, D, bg);
+            ref_matvec(wu, xn, u, F, D, bu);
+            const double L = c->swiglu_limit, al = c->swiglu_alpha;
+            for (int i = 0; i < F; i++) {
+                if (L > 0) { /* gpt-oss's clamped SwiGLU */
+                    const double x = g[i] < L ? g[i] : L, v = u[i] < -L ? -L : u[i] > L ? L : u[i];
+                    g[i] = x / (1.0 + exp(-al * x)) * (v + 1.0);
+                } else {
+                    g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+                }
+            }
+            ref_matvec(wd, g, y, D, F, bd);
             const double a = c->expert_norm ? w[s] / wsum : w[s];
             for (int i = 0; i < D; i++) o[i] += a * y[i];
         }
-        free(wg); free(wu); free(wd);
+        free(wg); free(wu); free(wd); free(bg); free(bu); free(bd);
     }
+    free(rb);
     free(router); free(lg); free(g); free(u); free(y);
     return ok;
 }
@@ -176,7 +197,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
            *u = malloc(sizeof(double) * F), *sc = malloc(sizeof(double) * n), *lg = malloc(sizeof(double) * V);
     int ok = emb && out && onorm && (!fname || factors);
     float *wq = NULL, *wk = NULL, *wv = NULL, *wo = NULL, *an = NULL, *fn = NULL, *w1 = NULL, *w2 = NULL, *w3 = NULL,
-          *bq = NULL, *bk = NULL, *bv = NULL, *qn = NULL, *kn = NULL, *pa = NULL, *pf = NULL;
+          *bq = NULL, *bk = NULL, *bv = NULL, *qn = NULL, *kn = NULL, *pa = NULL, *pf = NULL, *sk = NULL, *bo = NULL;
     const double qscale = c->attn_scale != 0.0f ? (double)c->attn_scale : 1.0 / sqrt((double)hd);
     for (int p = 0; ok && p < n; p++) {
         for (int i = 0; i < D; i++) x[i] = emb[(size_t)ids[p] * D + i] * (c->embed_scale != 0.0f ? (double)c->embed_scale : 1.0);
@@ -197,6 +218,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 bk = ref_layer(m, "blk.%d.attn_k.bias", l);
                 bv = ref_layer(m, "blk.%d.attn_v.bias", l);
             }
+            if (c->attn_sinks) sk = ref_layer(m, "blk.%d.attn_sinks.weight", l);
+            if (c->o_bias) bo = ref_layer(m, "blk.%d.attn_output.bias", l);
             if (c->qk_norm) {
                 qn = ref_layer(m, "blk.%d.attn_q_norm.weight", l);
                 kn = ref_layer(m, "blk.%d.attn_k_norm.weight", l);
@@ -206,7 +229,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 pf = ref_layer(m, "blk.%d.post_ffw_norm.weight", l);
             }
             ok = wq && wk && wv && wo && ((an && fn) || c->no_pre_norms) && ((w1 && w2 && w3) || c->n_experts) && (!c->qkv_bias || (bq && bk && bv)) &&
-                 (!c->qk_norm || (qn && kn)) && (!c->post_norms || (pa && pf));
+                 (!c->qk_norm || (qn && kn)) && (!c->post_norms || (pa && pf)) && (!c->attn_sinks || sk) &&
+                 (!c->o_bias || bo);
             if (ok) {
                 double *kr = kc + ((size_t)l * n + p) * kvd, *vr = vc + ((size_t)l * n + p) * kvd;
                 const int swa = slm_layer_swa(c, l);
@@ -242,13 +266,14 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                         if (sc[t] > mx) mx = sc[t];
                     }
                     for (int t = first; t <= p; t++) sum += (sc[t] = exp(sc[t] - mx));
+                    if (sk) sum += exp(sk[h] - mx); /* gpt-oss: the head's sink logit */
                     for (int d = 0; d < hd; d++) {
                         double a = 0;
                         for (int t = first; t <= p; t++) a += sc[t] / sum * vc[((size_t)l * n + t) * kvd + kh * hd + d];
                         att[h * hd + d] = a;
                     }
                 }
-                ref_matvec(wo, att, o, D, QD, NULL);
+                ref_matvec(wo, att, o, D, QD, bo);
                 if (c->residual_scale != 0.0f) /* granite */
                     for (int i = 0; i < D; i++) o[i] *= c->residual_scale;
                 if (c->post_norms) ref_rmsnorm(o, pa, o, D, c->norm_eps);
@@ -271,8 +296,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 for (int i = 0; i < D; i++) x[i] += o[i];
             }
             free(wq); free(wk); free(wv); free(wo); free(an); free(fn); free(w1); free(w2); free(w3);
-            free(bq); free(bk); free(bv); free(qn); free(kn); free(pa); free(pf);
-            bq = bk = bv = qn = kn = pa = pf = NULL;
+            free(bq); free(bk); free(bv); free(qn); free(kn); free(pa); free(pf); free(sk); free(bo);
+            bq = bk = bv = qn = kn = pa = pf = sk = bo = NULL;
         }
         if (!ok) break;
         ref_rmsnorm(x, onorm, xn, D, c->norm_eps);

@@ -107,7 +107,8 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
 #define K(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
     slm_gguf_set_str(w, "general.architecture", s->arch);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)s->dim);
-    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)(is_arch(s, "qwen3moe") ? 6 * s->hidden : s->hidden));
+    slm_gguf_set_u32(w, K("feed_forward_length"),
+                     (uint32_t)(is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") ? 6 * s->hidden : s->hidden));
     slm_gguf_set_u32(w, K("block_count"), (uint32_t)s->layers);
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)s->heads);
     slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)s->kv_heads);
@@ -138,14 +139,14 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     const int hd = s->head_dim ? s->head_dim : s->dim / s->heads, kvd = hd * s->kv_heads, qd = hd * s->heads;
     const int gemma = is_arch(s, "gemma2") || is_arch(s, "gemma3"), phi3 = is_arch(s, "phi3");
     const int olmo2 = is_arch(s, "olmo2"), exaone4 = is_arch(s, "exaone4"), post_only = olmo2 || exaone4;
-    const int olmoe = is_arch(s, "olmoe"), whole_qk = olmo2 || olmoe;
+    const int olmoe = is_arch(s, "olmoe"), whole_qk = olmo2 || olmoe, oss = is_arch(s, "gpt-oss");
     const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3") || post_only || is_arch(s, "qwen3moe") || olmoe;
     if (s->experts) {
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)s->experts);
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)(s->moe_bad == 3 ? s->experts + 1 : s->experts_used));
         if (s->moe_bad == 1) slm_gguf_set_u32(w, K("expert_shared_count"), 1);
         if (s->moe_bad == 2) slm_gguf_set_u32(w, K("expert_gating_func"), 2);
-        if (is_arch(s, "qwen3moe")) /* the expert width apart from the dense one (unused) */
+        if (is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss")) /* the expert width apart from the dense one (unused) */
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)s->hidden);
     }
     if (s->head_dim) {
@@ -198,10 +199,21 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_t(w, &b, NAME("attn_k_norm.weight"), whole_qk ? kvd : hd, 1, SLM_F32, 0.2f, 1.0f);
         }
         add_t(w, &b, NAME("attn_output.weight"), qd, s->dim, mtype, s->std / sqrtf((float)qd), 0.0f);
+        if (oss) { /* gpt-oss: sinks of a few units (they take a visible share), the output bias */
+            add_t(w, &b, NAME("attn_sinks.weight"), s->heads, 1, SLM_F32, 1.0f, 0.5f);
+            add_t(w, &b, NAME("attn_output.bias"), s->dim, 1, SLM_F32, 0.5f, 0.0f);
+        }
         if (gemma || post_only) add_t(w, &b, NAME("post_attention_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
-        if (!post_only) add_t(w, &b, NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (!post_only) add_t(w, &b, oss ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
         if (s->experts) { /* the router (f32, as llama-quantize leaves it), the experts stacked */
             add_t(w, &b, NAME("ffn_gate_inp.weight"), s->dim, s->experts, SLM_F32, 4.0f * sd, 0.0f);
+            if (oss) { /* the router's and the experts' biases, [out, experts] */
+                add_t(w, &b, NAME("ffn_gate_inp.bias"), s->experts, 1, SLM_F32, 1.0f, 0.0f);
+                /* large enough that some gates and ups reach the clamp at 7 */
+                add_t(w, &b, NAME("ffn_gate_exps.bias"), s->hidden, s->experts, SLM_F32, 5.0f, 0.0f);
+                add_t(w, &b, NAME("ffn_up_exps.bias"), s->hidden, s->experts, SLM_F32, 5.0f, 0.0f);
+                add_t(w, &b, NAME("ffn_down_exps.bias"), s->dim, s->experts, SLM_F32, 0.2f, 0.0f);
+            }
             const int ne = s->experts - (s->moe_bad == 4);
             add_tn(w, &b, NAME("ffn_gate_exps.weight"), s->dim, s->hidden, ne, mtype, sd, 0.0f);
             if (!(s->moe_bad == 5 && l == 1)) add_tn(w, &b, NAME("ffn_up_exps.weight"), s->dim, s->hidden, ne, mtype, sd, 0.0f);
@@ -373,6 +385,13 @@ static const synth k_archs[] = {
      * the experts' weighted sum too), 8 experts, 2 per token, tied */
     {.arch = "granitemoe", .dim = 64, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
      .tied = 1, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .granite = {1.5f, 0.25f, 0.5f, 4.0f},
+     .experts = 8, .experts_used = 2},
+    /* gpt-oss: Q/K/V and output biases, attention sinks, window 6 on the even
+     * layers, YaRN 4 over 64 on all, 8 experts of width 64, 2 per token, the
+     * router's and the experts' biases, the clamped SwiGLU (gate and up
+     * biases reach the clamp at 7), untied */
+    {.arch = "gpt-oss", .dim = 64, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 256,
+     .bias = 1, .window = 6, .rope_scale = 4.0f, .rope_base = 150000.0f, .std = 1.0f, .head_dim = 32, .yarn_orig = 64,
      .experts = 8, .experts_used = 2},
     /* llama with experts (Mixtral): 4 experts, 2 per token, GQA, tied */
     {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,

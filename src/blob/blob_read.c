@@ -204,6 +204,12 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->n_experts, 0, 1024, "n_experts");
     RANGE(m->n_experts_used, m->n_experts ? 1 : 0, m->n_experts < 64 ? m->n_experts : 64, "n_experts_used");
     RANGE(m->expert_norm, 0, 1, "expert_norm");
+    RANGE(m->attn_sinks, 0, 1, "attn_sinks");
+    RANGE(m->o_bias, 0, 1, "o_bias");
+    RANGE(m->expert_bias, 0, 1, "expert_bias");
+    if (!(m->swiglu_alpha >= 0.0f && m->swiglu_alpha < 1e6f) || !(m->swiglu_limit >= 0.0f && m->swiglu_limit < 1e6f))
+        return bad(r, "section .slm.config: swiglu_alpha %g / swiglu_limit %g out of range", (double)m->swiglu_alpha,
+                   (double)m->swiglu_limit);
     {
         const float f[] = {m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap, m->rope_base_swa,
                            m->rope_scale_swa, m->rope_attn_factor, m->yarn_beta_fast, m->yarn_beta_slow,
@@ -372,8 +378,15 @@ static slm_status check_family_fields(pctx *q, int ti) {
     const int post_cap = (t->flags & SLM_TF_POST_SOFTCAP) != 0;
     if (post_cap && (t->op != SLM_T_MATMUL || (t->flags & (SLM_TF_POST_ADD | SLM_TF_POST_ROPE))))
         return pbad(q, "task %d (%s): a soft-cap epilogue on a non-matmul task or with another epilogue", ti, op);
+    /* f1 on an expert's swiglu prologue: the clamped SwiGLU's limit (gpt-oss) */
+    const int oai = t->op == SLM_T_MATMUL && (t->flags & SLM_TF_EXPERT) && (t->flags & SLM_TF_PRE_SWIGLU) && !post_cap;
+    if (oai && t->f1 != 0.0f && !(t->f0 > 0.0f && t->f0 < 1e6f))
+        return pbad(q, "task %d (%s): clamped swiglu alpha f0 %g out of range", ti, op, (double)t->f0);
+    if ((t->flags & SLM_TF_SINKS) && ((t->op != SLM_T_ATTENTION && t->op != SLM_T_ATTN_MERGE) ||
+                                      (t->flags & SLM_TF_KEY_PARTS) || t->f1 != 0.0f))
+        return pbad(q, "task %d (%s): sinks on a task other than an uncapped attention or a merge", ti, op);
     if (!(t->f1 >= 0.0f && t->f1 < 1e9f) || (post_cap && !(t->f1 > 0.0f)) ||
-        (t->f1 != 0.0f && t->op != SLM_T_ATTENTION && !post_cap))
+        (t->f1 != 0.0f && t->op != SLM_T_ATTENTION && !post_cap && !oai))
         return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
     const int post_scale = (t->flags & SLM_TF_POST_SCALE) != 0;
     if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) ||
@@ -468,6 +481,10 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
         NEED(t->ref[SLM_REF_SRC3].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
         REF(SLM_REF_SRC3, (SLM_MOE_EXPERT(p->rows, t->c, t->b) + 2) * 4, 0);
         RX = R * (uint64_t)t->c;
+        if (t->ref[SLM_REF_SRC4].space != SLM_SPACE_NONE) { /* the expert's bias */
+            NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_WEIGHTS, "task %d (%s): an expert's bias must be in the weights", ti, op);
+            REF(SLM_REF_SRC4, (uint64_t)t->n * 4, 0);
+        }
     }
     MAT(gather ? R : RX, SLM_REF_SRC0, (uint64_t)t->k, 0);
     REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
@@ -505,7 +522,7 @@ static slm_status check_task(pctx *q, int ti) {
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
                                SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP |
-                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER))
+                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER | SLM_TF_SINKS))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
     if (t->window && t->op != SLM_T_ATTENTION && !(t->flags & SLM_TF_EXPERT))
@@ -589,7 +606,12 @@ static slm_status check_task(pctx *q, int ti) {
         KVR(C, SLM_REF_SRC1, kvw, 0);
         KVR(C, SLM_REF_SRC2, kvw, 0);
         REF(SLM_REF_SRC3, C * 4, 0);
-        REF(SLM_REF_SRC4, R * 4, 0);
+        if (t->flags & SLM_TF_SINKS) { /* the sinks in place of the cache positions */
+            NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_WEIGHTS, "task %d (%s): sinks must be in the weights", ti, op);
+            REF(SLM_REF_SRC4, (uint64_t)t->a * 4, 0);
+        } else {
+            REF(SLM_REF_SRC4, R * 4, 0);
+        }
         if (t->flags & SLM_TF_KEY_PARTS) { /* the partials: parts x heads x (head_dim + 2) a row */
             NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): key parts' partials not in the arena", ti, op);
             MAT(R, SLM_REF_DST, (uint64_t)t->tiles[1] * (uint64_t)t->a * (uint64_t)(t->c + 2), 1);
@@ -603,6 +625,10 @@ static slm_status check_task(pctx *q, int ti) {
         NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->a, "task %d (%s): heads [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->a);
         NEED(t->ref[SLM_REF_SRC0].space == SLM_SPACE_ARENA, "task %d (%s): partials not in the arena", ti, op);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->tiles[1] * (uint64_t)t->a * (uint64_t)(t->c + 2), 0);
+        if (t->flags & SLM_TF_SINKS) {
+            NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): sinks must be in the weights", ti, op);
+            REF(SLM_REF_SRC1, (uint64_t)t->a * 4, 0);
+        }
         MAT(R, SLM_REF_DST, (uint64_t)t->n1 * (uint64_t)t->c, 1);
         break;
     }

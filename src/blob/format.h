@@ -19,11 +19,11 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 100,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 120,
                "update blob config and family records");
 _Static_assert(SLM_T_OP_COUNT == 16, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000 &&
-                   SLM_TF_EXPERT == 0x2000 && SLM_TF_EXPERT_GATHER == 0x4000,
+                   SLM_TF_EXPERT == 0x2000 && SLM_TF_EXPERT_GATHER == 0x4000 && SLM_TF_SINKS == 0x8000,
                "update the blob task validator's flags (blob_read.c check_task)");
 
 #define BLOB_IDENT_MAGIC "SLMBLOB"   /* 8 bytes with the NUL */
@@ -40,10 +40,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-/* then the family record (100 bytes): what the families add to
+/* then the family record (120 bytes): what the families add to
  * the config (blob_put_family) */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
-#define BLOB_FAMILY_SIZE 100
+#define BLOB_FAMILY_SIZE 120
 #define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -141,7 +141,8 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
  * final_softcap, rope_base_swa, rope_scale_swa, rope_attn_factor; i32
  * nope_step, rope_yarn; f32 yarn_beta_fast, yarn_beta_slow, yarn_ext_factor;
  * i32 no_pre_norms; f32 residual_scale, logit_scale (granite); i32 n_experts,
- * n_experts_used, expert_norm (MoE). */
+ * n_experts_used, expert_norm (MoE); i32 attn_sinks, o_bias, expert_bias; f32
+ * swiglu_alpha, swiglu_limit (gpt-oss). */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memset(p, 0, BLOB_FAMILY_SIZE);
     int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
@@ -156,8 +157,10 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memcpy(p + 76, &m->no_pre_norms, 4);
     memcpy(p + 80, &m->residual_scale, 4);
     memcpy(p + 84, &m->logit_scale, 4);
-    const int32_t e[3] = {m->n_experts, m->n_experts_used, m->expert_norm};
+    const int32_t e[6] = {m->n_experts, m->n_experts_used, m->expert_norm, m->attn_sinks, m->o_bias, m->expert_bias};
     memcpy(p + 88, e, sizeof e);
+    memcpy(p + 112, &m->swiglu_alpha, 4);
+    memcpy(p + 116, &m->swiglu_limit, 4);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
@@ -177,9 +180,12 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
     memcpy(&m->no_pre_norms, p + 76, 4);
     memcpy(&m->residual_scale, p + 80, 4);
     memcpy(&m->logit_scale, p + 84, 4);
-    int32_t e[3];
+    int32_t e[6];
     memcpy(e, p + 88, sizeof e);
     m->n_experts = e[0]; m->n_experts_used = e[1]; m->expert_norm = e[2];
+    m->attn_sinks = e[3]; m->o_bias = e[4]; m->expert_bias = e[5];
+    memcpy(&m->swiglu_alpha, p + 112, 4);
+    memcpy(&m->swiglu_limit, p + 116, 4);
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

@@ -412,6 +412,10 @@ static slm_task *attention_task(lower_ctx *c, int i, const slm_node *nd, int h0,
     t->flags = row_flags(c, i);
     for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
     t->ref[SLM_REF_DST] = ref_node(c, i);
+    if (nd->weight) { /* sinks (gpt-oss): in place of the cache positions, which the executor has */
+        t->flags |= SLM_TF_SINKS;
+        if (ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC4])) return NULL;
+    }
     return t;
 }
 
@@ -433,6 +437,10 @@ static slm_status lower_attention_keys(lower_ctx *c, int i, const slm_node *nd) 
         t->tiles[0] = (uint8_t)part;
         t->tiles[1] = (uint8_t)parts;
         t->flags |= SLM_TF_KEY_PARTS;
+        if (t->flags & SLM_TF_SINKS) { /* the merge adds the sinks */
+            t->flags &= (uint16_t)~SLM_TF_SINKS;
+            t->ref[SLM_REF_SRC4] = ref_node(c, nd->in[4]);
+        }
         t->ref[SLM_REF_DST] = partials;
     }
     if (close_stage(c)) return SLM_ERR_NOMEM;
@@ -446,6 +454,11 @@ static slm_status lower_attention_keys(lower_ctx *c, int i, const slm_node *nd) 
     t->c = nd->head_dim;
     t->flags = row_flags(c, i);
     t->ref[SLM_REF_SRC0] = partials;
+    if (nd->weight) {
+        t->flags |= SLM_TF_SINKS;
+        slm_status s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]);
+        if (s) return s;
+    }
     t->ref[SLM_REF_DST] = ref_node(c, i);
     if (add_partials_region(c, 0) || add_region(c, i, 1)) return SLM_ERR_NOMEM;
     return SLM_OK;
@@ -559,7 +572,12 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
             if (!nd->gather) {
                 t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[1]);
                 t->ref[SLM_REF_SRC2].ld = (uint32_t)k;
+                if (nd->oai_limit > 0.0f) { /* gpt-oss's clamped SwiGLU */
+                    t->f0 = nd->oai_alpha;
+                    t->f1 = nd->oai_limit;
+                }
             }
+            if (nd->expert_bias && (s = ref_weight(c, nd->expert_bias[e], &t->ref[SLM_REF_SRC4]))) return s;
             t->ref[SLM_REF_SRC3] = ref_node(c, route);
             t->ref[SLM_REF_DST] = ref_node(c, i);
             t->ref[SLM_REF_DST].ld = (uint32_t)n;

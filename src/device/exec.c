@@ -145,6 +145,15 @@ static void geglu(const float *g, const float *u, float *y, int n) {
     }
 }
 
+/* gpt-oss's clamped SwiGLU: min(g, L) * sigmoid(alpha * min(g, L)) * (clamp(u, -L, L) + 1). */
+static void swiglu_oai(const float *g, const float *u, float *y, int n, float alpha, float limit) {
+    for (int i = 0; i < n; i++) {
+        const float x = g[i] < limit ? g[i] : limit;
+        const float v = u[i] < -limit ? -limit : u[i] > limit ? limit : u[i];
+        y[i] = x / (1.0f + expf(-alpha * x)) * (v + 1.0f);
+    }
+}
+
 /* Soft-capping: cap * tanh(x / cap). */
 static void softcap(float *x, int n, float cap) {
     for (int i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
@@ -218,6 +227,9 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
                 else if (pre == SLM_TF_PRE_NORM) ks->rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
                 else if (t->flags & SLM_TF_GELU)
                     geglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
+                else if (t->f1 > 0.0f) /* the clamped SwiGLU (gpt-oss's experts) */
+                    swiglu_oai(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k,
+                               t->f0, t->f1);
                 else ks->swiglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
             }
         mm.x = px;
@@ -245,6 +257,13 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
     } else {
         mm.xq_ready = hit && cls;
         ks->matmul(&mm);
+    }
+    if ((t->flags & SLM_TF_EXPERT) && t->p[SLM_REF_SRC4]) { /* the expert's bias (gpt-oss) */
+        const float *bias = t->p[SLM_REF_SRC4];
+        for (int i = 0; i < mm.rows; i++) {
+            float *yi = mm.y + (size_t)i * mm.ldy;
+            for (int j = mm.n0; j < mm.n1; j++) yi[j] += bias[j];
+        }
     }
     if (t->flags & SLM_TF_POST_SCALE) /* granite: the branch's residual scale, the logits' divisor */
         for (int i = 0; i < mm.rows; i++) {
@@ -328,9 +347,11 @@ static void attn_range(const slm_task *t, const int32_t *cp, int r, int *first, 
 
 /* The task's rows [r0, r1), query heads [h, h1) (one KV head's), one row
  * at a time: the set's attention, or plain C for gemma2's capped scores. */
-static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, int r0, int r1, int h, int h1, const void *K,
-                         const void *V, float scale) {
-    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
+static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, const int32_t *cp, int r0, int r1, int h, int h1,
+                         const void *K, const void *V, float scale) {
+    const int32_t *mask = t->p[SLM_REF_SRC3];
+    const float *sinks = (t->flags & SLM_TF_SINKS) ? t->p[SLM_REF_SRC4] : NULL;
+    float ml[2 * 64];
     for (int r = r0; r < r1; r++) {
         int first, last;
         attn_range(t, cp, r, &first, &last);
@@ -349,9 +370,17 @@ static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, int r0, in
             .scale = scale,
             .out = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)h * t->c,
             .out_stride = (size_t)t->c,
+            .ml = sinks ? ml : NULL,
         };
         if (t->f1 > 0.0f) slm_attention_plain(&a, t->f1); /* gemma2's capped scores */
         else ks->attention(&a);
+        if (sinks) /* one more logit in each head's denominator: out * l / (l + exp(sink - m)) */
+            for (int g = 0; g < h1 - h; g++) {
+                const float m = ml[2 * g], l = ml[2 * g + 1];
+                const float f = l > 0.0f ? l / (l + expf(sinks[h + g] - m)) : 0.0f;
+                float *o = a.out + (size_t)g * a.out_stride;
+                for (int d = 0; d < t->c; d++) o[d] *= f;
+            }
     }
 }
 
@@ -419,6 +448,7 @@ static void run_attention_keys(const slm_task *t, rows rr, const slm_kernel_set 
 /* ATTN_MERGE: each head's parts weighted by sum * exp(max - the largest). */
 static void run_attn_merge(const slm_task *t, rows rr) {
     const int parts = t->tiles[1], w = t->c + 2;
+    const float *sinks = (t->flags & SLM_TF_SINKS) ? t->p[SLM_REF_SRC1] : NULL;
     for (int r = rr.begin; r < rr.end; r++) {
         const float *pr = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
         float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
@@ -442,22 +472,25 @@ static void run_attn_merge(const slm_task *t, rows rr) {
                 const float *x = pr + ((size_t)p * t->a + h) * w;
                 for (int d = 0; d < t->c; d++) y[d] += f[p] * x[d];
             }
+            if (sinks) sum += expf(sinks[h] - mx); /* the head's sink logit in the denominator */
             if (sum > 0.0f)
                 for (int d = 0; d < t->c; d++) y[d] /= sum;
         }
     }
 }
 
-static void run_attention(const slm_task *t, rows rr, const slm_kernel_set *ks) {
+static void run_attention(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks) {
     if (t->flags & SLM_TF_KEY_PARTS) {
         run_attention_keys(t, rr, ks);
         return;
     }
-    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
+    /* with sinks src4 holds them: the call's cache positions come from the program's input */
+    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = (t->flags & SLM_TF_SINKS) ? cpos : t->p[SLM_REF_SRC4];
     const int group = t->a / t->b;
     const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
-    /* decided on the call's rows, not the part's: a row's result does not depend on the parts */
-    const int blocks = ks->attention_rows && t->f1 == 0.0f && rr.end - rr.begin >= 2;
+    /* decided on the call's rows, not the part's: a row's result does not depend on the parts;
+     * sinks need each head's softmax state, which the per-row entries report */
+    const int blocks = ks->attention_rows && t->f1 == 0.0f && !(t->flags & SLM_TF_SINKS) && rr.end - rr.begin >= 2;
     slm_attn_part_rows(t, cp, rr.begin, rr.end, &rr.begin, &rr.end); /* the task's row part, if any */
     for (int h = t->n0; h < t->n1;) {
         const int kvh = h / group;
@@ -496,7 +529,8 @@ static void run_attention(const slm_task *t, rows rr, const slm_kernel_set *ks) 
                 };
                 done = ks->attention_rows(&ar);
             }
-            if (!done) attn_per_row(t, ks, r0, r1, h, h1, K, V, scale);
+            for (int hh = h; !done && hh < h1; hh += 64) /* the sinks' softmax states: 64 heads at a time */
+                attn_per_row(t, ks, cp, r0, r1, hh, hh + 64 < h1 ? hh + 64 : h1, K, V, scale);
             r0 = r1;
         }
         h = h1;
@@ -637,7 +671,8 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
         return SLM_OK;
     }
     case SLM_T_ATTENTION:
-        run_attention(t, rr, ks);
+        if (!cpos && (t->flags & SLM_TF_SINKS)) return SLM_ERR_INTERNAL;
+        run_attention(t, rr, cpos, ks);
         return SLM_OK;
     case SLM_T_ATTN_MERGE:
         run_attn_merge(t, rr);

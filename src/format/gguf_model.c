@@ -103,11 +103,14 @@ static slm_status split_experts(slm_model_file *m, const char *file, int cap, sl
         slm_tensor *t = &m->tensors[i];
         int l, end = 0;
         char kind[16];
-        if (sscanf(t->name, "blk.%d.ffn_%5[a-z]_exps.weight%n", &l, kind, &end) != 2 || end == 0 || t->name[end] || l < 0)
+        char what[8] = "weight";
+        if (sscanf(t->name, "blk.%d.ffn_%5[a-z]_exps.%6[a-z]%n", &l, kind, what, &end) != 3 || end == 0 || t->name[end] ||
+            l < 0 || (strcmp(what, "weight") && strcmp(what, "bias")))
             continue;
         if (strcmp(kind, "gate") && strcmp(kind, "up") && strcmp(kind, "down")) continue;
         const slm_tensor whole = *t;
-        if (whole.n_dims != 3 || whole.ne[2] != E || whole.nbytes % (uint64_t)E)
+        const int bias = !strcmp(what, "bias"); /* gpt-oss: [out, n_experts] */
+        if (whole.n_dims != (bias ? 2u : 3u) || whole.ne[bias ? 1 : 2] != E || whole.nbytes % (uint64_t)E)
             return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld, %lld] (%llu bytes), the config "
                             "needs %d experts", file, whole.name, (long long)whole.ne[0], (long long)whole.ne[1],
                             (long long)whole.ne[2], (unsigned long long)whole.nbytes, E);
@@ -116,9 +119,9 @@ static slm_status split_experts(slm_model_file *m, const char *file, int cap, sl
         for (int e = 0; e < E; e++) {
             slm_tensor *d = e ? &m->tensors[m->n_tensors++] : t;
             *d = whole;
-            snprintf(d->name, sizeof d->name, "blk.%d.ffn_%s.%d.weight", l, kind, e);
-            d->n_dims = 2;
-            d->ne[2] = 1;
+            snprintf(d->name, sizeof d->name, "blk.%d.ffn_%s.%d.%s", l, kind, e, what);
+            d->n_dims = bias ? 1 : 2;
+            d->ne[bias ? 1 : 2] = 1;
             d->data = (const uint8_t *)whole.data + (uint64_t)e * eb;
             d->nbytes = eb;
         }
@@ -137,13 +140,14 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
     char key[96];
     slm_status s;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
-    const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe"), is_gmoe = !strcmp(A, "granitemoe");
+    const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe"), is_gmoe = !strcmp(A, "granitemoe"),
+              is_oss = !strcmp(A, "gpt-oss");
     int n = 0, used = 0, shared = 0;
-    if ((s = get_int(g, file, KEY("expert_count"), is_qwen3moe || is_olmoe || is_gmoe, &n, err))) return s;
+    if ((s = get_int(g, file, KEY("expert_count"), is_qwen3moe || is_olmoe || is_gmoe || is_oss, &n, err))) return s;
     if (!n) return SLM_OK;
-    if (!is_qwen3moe && !is_olmoe && !is_gmoe && strcmp(A, "llama"))
+    if (!is_qwen3moe && !is_olmoe && !is_gmoe && !is_oss && strcmp(A, "llama"))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: mixture-of-experts %s models are not supported "
-                        "(llama, qwen3moe, olmoe and granitemoe are)", file, key, n, A);
+                        "(llama, qwen3moe, olmoe, granitemoe and gpt-oss are)", file, key, n, A);
     if (n > 1024) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d is out of range (1..1024)", file, key, n);
     if ((s = get_int(g, file, KEY("expert_used_count"), 1, &used, err))) return s;
     if (used > n || used > 64)
@@ -157,10 +161,18 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
         if (!slm_gguf_get_i64(g, key, &f) || f != 1) /* llama.cpp: 1 softmax, 2 sigmoid */
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only softmax gating (1) is supported", file, key);
     }
-    if (is_qwen3moe) {
+    if (is_qwen3moe || is_oss) { /* gpt-oss: the key is required */
         int w = 0;
-        if ((s = get_int(g, file, KEY("expert_feed_forward_length"), 0, &w, err))) return s;
+        if ((s = get_int(g, file, KEY("expert_feed_forward_length"), is_oss, &w, err))) return s;
         c->hidden_dim = w ? w : c->hidden_dim / used;
+    }
+    if (is_oss) {
+        /* the router's softmax over the K chosen logits (llama.cpp's SOFTMAX_WEIGHT) is
+         * the softmax over all, renormalized over the K; biases on the router and the
+         * experts; the clamped SwiGLU with llama.cpp's constants */
+        c->expert_bias = 1;
+        c->swiglu_alpha = 1.702f;
+        c->swiglu_limit = 7.0f;
     }
     c->n_experts = n;
     c->n_experts_used = used;
@@ -391,6 +403,24 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
         }
     }
     if (!strcmp(A, "exaone4") && (s = exaone4_params(g, file, A, c, err))) return s;
+    if (!strcmp(A, "gpt-oss")) {
+        /* OpenAI gpt-oss: Q/K/V and output biases, attention sinks, the window on
+         * layers l % 2 == 0 (llama.cpp's period 2; an integer
+         * attention.sliding_window_pattern sets another) */
+        c->attn_sinks = 1;
+        c->o_bias = 1;
+        if (c->sliding_window > 0) {
+            c->swa_pattern = 2;
+            if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
+                int64_t pat;
+                if (!slm_gguf_get_i64(g, key, &pat) || pat < 0 || pat > 65536)
+                    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported",
+                                    file, key);
+                if (pat == 1) c->sliding_window = 0;
+                else c->swa_pattern = (int)pat;
+            }
+        }
+    }
     if (!strcmp(A, "olmo2")) {
         /* OLMo 2 / Olmo 3: no pre-norms, Q/K RMSNorm over whole rows, post
          * norms; Olmo 3's window on three layers of every four */
@@ -490,8 +520,9 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
               is_phi3 = !strcmp(A, "phi3");
     c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2") ||
-                   !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe");
-    c->qkv_bias = !strcmp(A, "qwen2");
+                   !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe") ||
+                   !strcmp(A, "gpt-oss");
+    c->qkv_bias = !strcmp(A, "qwen2") || !strcmp(A, "gpt-oss");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 
     /* The head size: the key length when the file gives one (gemma, qwen3:
@@ -550,7 +581,9 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         const slm_gguf_str nm = slm_gguf_tensor_at(g, i)->name;
         if (nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) cap += 2;
         if (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "ffn_up.weight", 13)) cap += 1;
-        if (c->n_experts && nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) cap += (uint64_t)c->n_experts;
+        if (c->n_experts && ((nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) ||
+                             (nm.len >= 10 && !memcmp(nm.s + nm.len - 10, "_exps.bias", 10))))
+            cap += (uint64_t)c->n_experts;
     }
     if (cap > (1u << 24))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors after splitting fused and expert matrices", file,
@@ -571,6 +604,13 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     m->n_tensors = (int)nt;
     if ((s = split_fused(m, file, (int)cap, err))) return s;
     if ((s = split_experts(m, file, (int)cap, err))) return s;
+    if (!strcmp(A, "gpt-oss")) /* its FFN norm is named post_attention_norm */
+        for (int i = 0; i < m->n_tensors; i++) {
+            int l, end = 0;
+            if (sscanf(m->tensors[i].name, "blk.%d.post_attention_norm.weight%n", &l, &end) == 1 && end > 0 &&
+                !m->tensors[i].name[end])
+                snprintf(m->tensors[i].name, sizeof m->tensors[i].name, "blk.%d.ffn_norm.weight", l);
+        }
     m->kind = SLM_MODEL_GGUF;
     return SLM_OK;
 #undef KEY

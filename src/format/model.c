@@ -127,7 +127,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_PHI3] = "phi3",   [SLM_ARCH_SMOLLM3] = "smollm3", [SLM_ARCH_OLMO2] = "olmo2",
     [SLM_ARCH_GRANITE] = "granite", [SLM_ARCH_EXAONE] = "exaone", [SLM_ARCH_EXAONE4] = "exaone4",
     [SLM_ARCH_QWEN3MOE] = "qwen3moe", [SLM_ARCH_OLMOE] = "olmoe",
-    [SLM_ARCH_GRANITEMOE] = "granitemoe",
+    [SLM_ARCH_GRANITEMOE] = "granitemoe", [SLM_ARCH_GPT_OSS] = "gpt-oss",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -206,19 +206,25 @@ static slm_status check_experts(slm_model_file *m, const char *file, slm_err *er
     const int E = c->n_experts;
     slm_status s;
     slm_xfree(m->experts);
-    m->experts = slm_calloc((size_t)c->n_layers * 3 * (size_t)E, sizeof *m->experts);
+    m->experts = slm_calloc((size_t)c->n_layers * 6 * (size_t)E, sizeof *m->experts);
     if (!m->experts) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the expert table", file);
     static const char *const kind[3] = {"gate", "up", "down"};
     for (int l = 0; l < c->n_layers; l++) {
         char name[64];
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
         if ((s = check_tensor(m, file, name, c->dim, E, 0, err))) return s;
+        snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", l);
+        if (c->expert_bias && (s = check_tensor(m, file, name, E, 1, 1, err))) return s;
         for (int j = 0; j < 3; j++)
             for (int e = 0; e < E; e++) {
                 snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.weight", l, kind[j], e);
                 const int64_t in = j == 2 ? c->hidden_dim : c->dim, out = j == 2 ? c->dim : c->hidden_dim;
                 if ((s = check_tensor(m, file, name, in, out, 0, err))) return s;
                 slm_model_expert(m, l, j, e) = slm_model_tensor(m, name);
+                if (!c->expert_bias) continue;
+                snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.bias", l, kind[j], e);
+                if ((s = check_tensor(m, file, name, out, 1, 1, err))) return s;
+                slm_model_expert(m, l, 3 + j, e) = slm_model_tensor(m, name);
             }
     }
     return SLM_OK;
@@ -253,7 +259,14 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(n_experts, 0, 1024);
     RANGE(n_experts_used, c->n_experts ? 1 : 0, c->n_experts < 64 ? c->n_experts : 64);
     RANGE(expert_norm, 0, 1);
+    RANGE(attn_sinks, 0, 1);
+    RANGE(o_bias, 0, 1);
+    RANGE(expert_bias, 0, c->n_experts ? 1 : 0);
 #undef RANGE
+    if ((c->swiglu_limit != 0.0f || c->swiglu_alpha != 0.0f) && (!c->n_experts || !(c->swiglu_limit > 0.0f)))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: the clamped SwiGLU only on experts, with a positive limit", file);
+    if (c->attn_sinks && c->attn_softcap > 0.0f)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: attention sinks with capped scores", file);
     if (c->no_pre_norms && !c->post_norms)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config: no pre-norms and no post norms", file);
     if (!(c->rope_scale >= 1.0f && c->rope_scale <= 1024.0f))
@@ -290,7 +303,8 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN parameters without YaRN", file);
     {
         const float f[] = {c->embed_scale, c->attn_scale, c->attn_softcap, c->final_softcap, c->rope_base_swa,
-                           c->rope_scale_swa, c->rope_attn_factor, c->residual_scale, c->logit_scale};
+                           c->rope_scale_swa, c->rope_attn_factor, c->residual_scale, c->logit_scale,
+                           c->swiglu_alpha, c->swiglu_limit};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
             if (!(f[i] >= 0.0f && f[i] < 1e9f))
                 return slm_errf(err, SLM_ERR_FORMAT, "%s: config: a family parameter (#%zu) = %g is out of range", file, i,
@@ -348,6 +362,13 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
                                     (double)v);
             }
         }
+    for (int l = 0; l < c->n_layers && (c->attn_sinks || c->o_bias); l++) { /* gpt-oss */
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_sinks.weight", l);
+        if (c->attn_sinks && (s = check_tensor(m, file, name, c->n_heads, 1, 1, err))) return s;
+        snprintf(name, sizeof name, "blk.%d.attn_output.bias", l);
+        if (c->o_bias && (s = check_tensor(m, file, name, dim, 1, 1, err))) return s;
+    }
     if (c->qkv_bias)
         for (int l = 0; l < c->n_layers; l++) {
             static const char *const bias[3] = {"blk.%d.attn_q.bias", "blk.%d.attn_k.bias", "blk.%d.attn_v.bias"};

@@ -81,10 +81,20 @@ typedef struct slm_model_config {
     int n_experts;
     int n_experts_used;
     int expert_norm;
+    /* gpt-oss: attention sinks (blk.N.attn_sinks.weight [n_heads]: a logit per
+     * head in each softmax's denominator), the output projection's bias
+     * (blk.N.attn_output.bias), the router's and the experts' biases
+     * (blk.N.ffn_gate_inp.bias, blk.N.ffn_{gate,up,down}.E.bias), and the
+     * experts' clamped SwiGLU: min(g, L) * sigmoid(alpha * min(g, L)) *
+     * (clamp(u, -L, L) + 1) with L = swiglu_limit when > 0 */
+    int attn_sinks;
+    int o_bias;
+    int expert_bias;
+    float swiglu_alpha, swiglu_limit;
 } slm_model_config;
 
-/* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down (a validated MoE model). */
-#define slm_model_expert(m, l, kind, e) ((m)->experts[((size_t)(l) * 3 + (size_t)(kind)) * (size_t)(m)->cfg.n_experts + (size_t)(e)])
+/* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down; 3..5 their biases (a validated MoE model). */
+#define slm_model_expert(m, l, kind, e) ((m)->experts[((size_t)(l) * 6 + (size_t)(kind)) * (size_t)(m)->cfg.n_experts + (size_t)(e)])
 /* Rotated dimensions per head. */
 static inline int slm_rope_dims(const slm_model_config *c) { return c->rope_dims > 0 ? c->rope_dims : c->head_dim; }
 /* 1 when layer l attends through the sliding window. */
@@ -120,9 +130,10 @@ typedef enum slm_arch {
     SLM_ARCH_QWEN3MOE,
     SLM_ARCH_OLMOE,
     SLM_ARCH_GRANITEMOE,
+    SLM_ARCH_GPT_OSS,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
@@ -149,8 +160,9 @@ typedef struct slm_model_file {
                                slm_model_validate; slm_model_tensor bisects it) */
     int n_by_name;          /* n_tensors when the index is current, else lookups scan */
     slm_gguf *gguf;         /* GGUF metadata (tokenizer etc.); NULL for llama2.c */
-    /* MoE: [n_layers][3][n_experts] the experts' gate, up and down matrices
-     * (built by slm_model_validate; NULL for a dense model) */
+    /* MoE: [n_layers][6][n_experts] the experts' gate, up and down matrices,
+     * then their biases (NULL without expert_bias) (built by
+     * slm_model_validate; NULL for a dense model) */
     const slm_tensor **experts;
     /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"), empty
      * when the folder has none (or the model is not a folder). */

@@ -104,6 +104,7 @@ static int moe_ffn(builder *b, int x, int xn, int l) {
         return -1;
     }
     int logits = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate_inp.weight", l), T, E);
+    if (c->expert_bias) logits = unary_w(b, SLM_OP_BIAS, logits, W(b, "blk.%d.ffn_gate_inp.bias", l), T, E);
     slm_node n = node(SLM_OP_MOE_ROUTE, T, 3 * K + 2 * E);
     set_in(&n, logits, -1, -1, -1, -1);
     n.dtype = SLM_I32;
@@ -122,7 +123,12 @@ static int moe_ffn(builder *b, int x, int xn, int l) {
         n.n_experts = E;
         n.n_used = K;
         n.experts = &slm_model_expert(b->m, l, j, 0);
+        n.expert_bias = c->expert_bias ? &slm_model_expert(b->m, l, 3 + j, 0) : NULL;
         n.weight = n.experts[0];
+        if (j == 2) {
+            n.oai_alpha = c->swiglu_alpha;
+            n.oai_limit = c->swiglu_limit;
+        }
         n.layer = l;
         h[j] = add(b, n);
     }
@@ -198,9 +204,11 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.window = slm_layer_swa(c, l) ? c->sliding_window : 0;
         n.scale = c->attn_scale;
         n.softcap = c->attn_softcap;
+        n.weight = c->attn_sinks ? W(&b, "blk.%d.attn_sinks.weight", l) : NULL;
         n.layer = l;
         int att = add(&b, n);
         int o = unary_w(&b, SLM_OP_MATMUL, att, W(&b, "blk.%d.attn_output.weight", l), T, c->dim);
+        if (c->o_bias) o = unary_w(&b, SLM_OP_BIAS, o, W(&b, "blk.%d.attn_output.bias", l), T, c->dim);
         if (o >= 0) g->nodes[o].scale = c->residual_scale; /* granite */
         if (c->post_norms) o = rmsnorm(&b, o, W(&b, "blk.%d.post_attention_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);

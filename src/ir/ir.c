@@ -108,6 +108,7 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         if (n->op == SLM_OP_RMSNORM && n->group) fprintf(f, "  group=%d", n->group);
         if (n->op == SLM_OP_ATTENTION) {
             fprintf(f, "  heads=%d kv_heads=%d head_dim=%d", n->heads, n->kv_heads, n->head_dim);
+            if (n->weight) fprintf(f, " sinks=%s", n->weight->name);
             if (n->window) fprintf(f, " window=%d", n->window);
         }
         if (n->op == SLM_OP_RMSNORM) fprintf(f, "  eps=%g", n->eps);
@@ -115,6 +116,8 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
             fprintf(f, "  experts=%d used=%d%s%s", n->n_experts, n->n_used, n->expert_norm ? " norm" : "",
                     n->gather ? " gather" : "");
         if (n->op == SLM_OP_MOE_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");
+        if (n->op == SLM_OP_MOE_MATMUL && n->oai_limit > 0.0f) fprintf(f, " clamped(alpha=%g, limit=%g)", n->oai_alpha, n->oai_limit);
+        if (n->op == SLM_OP_MOE_MATMUL && n->expert_bias) fprintf(f, "  bias");
         if (n->op == SLM_OP_MOE_COMBINE && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
         if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_RMSNORM)
             fprintf(f, "  pre=rmsnorm(%s, eps=%g)", n->weight2 ? n->weight2->name : "?", n->eps);

@@ -78,7 +78,8 @@ typedef struct slm_node {
     int rows;          /* > 0, or SLM_DIM_T / SLM_DIM_C until specialized */
     int cols;
     uint32_t dtype;    /* SLM_F32 or SLM_I32 */
-    const slm_tensor *weight; /* model tensor for EMBED/RMSNORM/MATMUL, else NULL */
+    const slm_tensor *weight; /* model tensor for EMBED/RMSNORM/MATMUL; ATTENTION: the sinks [heads]
+                                 (gpt-oss), else NULL */
     /* attributes */
     slm_io_role role;  /* INPUT/OUTPUT */
     int layer;         /* layer index, or -1 */
@@ -115,6 +116,8 @@ typedef struct slm_node {
      * when its input rows are read through the routing table (gate, up) */
     int n_experts, n_used, expert_norm, gather;
     const slm_tensor *const *experts;
+    const slm_tensor *const *expert_bias; /* MOE_MATMUL: the E experts' output biases, or NULL */
+    float oai_alpha, oai_limit; /* MOE_MATMUL down (pre = SWIGLU): the clamped SwiGLU when limit > 0 */
 } slm_node;
 
 typedef struct slm_graph {

@@ -43,7 +43,10 @@ typedef enum slm_task_op {
     SLM_T_MATMUL,    /* dst[r, n0:n1] = src0[r, 0:k] . src1[n0:n1, 0:k]^T, src1 of type wtype;
                         a > 0: the kernel touches its weight stream a bytes ahead of its reads
                         (stream prefetch distance, a multiple of 64 up to
-                        SLM_STREAM_PREFETCH_MAX) */
+                        SLM_STREAM_PREFETCH_MAX). With EXPERT: src4, when set, a bias of n
+                        floats added to the product; with PRE_SWIGLU, f1 > 0: the clamped
+                        SwiGLU min(g, f1) * sigmoid(f0 * min(g, f1)) * (clamp(u, -f1, f1) + 1)
+                        (gpt-oss) */
     SLM_T_ROPE,      /* in place on dst rows: rotate pairs (2i, 2i+1) of heads [n0,n1)
                         by position src1[r] with the cos/sin table src2; c = head_dim;
                         b > 0: only the first b dimensions of each head rotate (partial
@@ -135,6 +138,10 @@ typedef enum slm_space {
                                   (SLM_T_MOE_ROUTE) gives the first place and count of expert b's */
 #define SLM_TF_EXPERT_GATHER 0x4000 /* MATMUL with EXPERT: input row i of the expert is src0 row
                                   rowlist[first + i] (src0: m rows) */
+#define SLM_TF_SINKS 0x8000   /* ATTENTION (not KEY_PARTS): each head's softmax has one more logit in its
+                                  denominator, sinks[head] (gpt-oss): src4 is the sinks [a] f32 (the
+                                  rows' cache positions are the program's cache_position input);
+                                  ATTN_MERGE: the same, sinks in src1 */
 #define SLM_TF_DST_CPOS 0x400  /* MATMUL, ROPE, BIAS: dst row index = cache_position[r] (batch
                                   programs store each row's K/V in its own sequence's region;
                                   a matmul tile starts on a multiple of 16 columns) */
