@@ -134,6 +134,21 @@ enum {
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
 #define B_POST_ONLY (B_OLMO2 | B_EXAONE4) /* no pre-norms: the norms after attention and FFN only */
 
+/* A tensor name for messages: as pstr, printable ASCII, but up to 100
+ * bytes (then "..."): an expert's name such as
+ * "model.layers.47.block_sparse_moe.experts.127.w2.weight" is longer than
+ * pstr shows. */
+static const char *tname(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; s[n] && n + 4 < cap && n < 100; n++) {
+        const unsigned char ch = (unsigned char)s[n];
+        buf[n] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    if (s[n]) buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
+    buf[n] = 0;
+    return buf;
+}
+
 static int fam_bit(const char *arch) {
     const int a = slm_arch_find(arch, strlen(arch));
     return a < 0 ? 0 : 1 << a;
@@ -468,7 +483,7 @@ static slm_status take_experts(hf_load *L, int i, const slm_st_tensor *t, const 
     const slm_model_config *c = &L->m->cfg;
     const int gu = kind == K_EXPS_GATE_UP;
     const int64_t E = c->n_experts, F = c->hidden_dim, out = gu ? 2 * F : c->dim, in = gu ? c->dim : F;
-    char b[64];
+    char b[112];
     if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != out || t->shape[2] != in) {
         const int transposed = t->n_dims == 3 && t->shape[0] == E && t->shape[1] == in && t->shape[2] == out;
         char sh[96];
@@ -477,7 +492,7 @@ static slm_status take_experts(hf_load *L, int i, const slm_st_tensor *t, const 
             o += snprintf(sh + o, sizeof sh - (size_t)o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
         if (o > 0 && (size_t)o < sizeof sh) snprintf(sh + o, sizeof sh - (size_t)o, "]");
         return slm_errf(L->err, transposed ? SLM_ERR_UNSUPPORTED : SLM_ERR_FORMAT, "%s: tensor '%s': shape %s, the "
-                        "config needs [%lld, %lld, %lld] (experts, %s, %s)%s", L->sh[i].shown, pstr(t->name, b, sizeof b),
+                        "config needs [%lld, %lld, %lld] (experts, %s, %s)%s", L->sh[i].shown, tname(t->name, b, sizeof b),
                         sh, (long long)E, (long long)out, (long long)in, gu ? "2 x width" : "hidden", gu ? "hidden" : "width",
                         transposed ? ": experts stored transposed ([experts, in, out]) are not supported" : "");
     }
@@ -513,14 +528,14 @@ static slm_status check_twice(hf_load *L) {
     for (int k = 0; k + 1 < L->n_pend && !s; k++) {
         const pending *a = ix[k], *b = ix[k + 1]; /* a: the earlier */
         if (strcmp(a->name, b->name)) continue;
-        char b1[64], b2[64];
+        char b1[112], b2[112];
         if (!strcmp(a->src->name, b->src->name))
             s = slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s' is also in %s", L->sh[b->shard].shown,
-                         pstr(b->src->name, b1, sizeof b1), L->sh[a->shard].shown);
+                         tname(b->src->name, b1, sizeof b1), L->sh[a->shard].shown);
         else
             s = slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s' gives '%s', as does tensor '%s' of %s",
-                         L->sh[b->shard].shown, pstr(b->src->name, b1, sizeof b1), b->name,
-                         pstr(a->src->name, b2, sizeof b2), L->sh[a->shard].shown);
+                         L->sh[b->shard].shown, tname(b->src->name, b1, sizeof b1), b->name,
+                         tname(a->src->name, b2, sizeof b2), L->sh[a->shard].shown);
     }
     slm_xfree(ix);
     return s;
@@ -533,16 +548,16 @@ static slm_status plan_tensors(hf_load *L) {
     for (int i = 0; i < L->n_sh; i++)
         for (int j = 0; j < L->sh[i].st.n_tensors; j++) {
             const slm_st_tensor *t = &L->sh[i].st.tensors[j];
-            char gn[64], b[64];
+            char gn[64], b[112];
             const int E = L->m->cfg.n_experts;
             int kind = K_MAT, r = gguf_name(t->name, fb, L->info.multimodal, E, gn, sizeof gn, &kind);
             if (r == 2) continue;
             if (r == 3)
                 return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': an expert beyond the %d experts config.json "
-                                "gives", L->sh[i].shown, pstr(t->name, b, sizeof b), E);
+                                "gives", L->sh[i].shown, tname(t->name, b, sizeof b), E);
             if (r == 0)
                 return slm_errf(L->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': not part of a %s model that staticlm runs",
-                                L->sh[i].shown, pstr(t->name, b, sizeof b), L->m->cfg.arch);
+                                L->sh[i].shown, tname(t->name, b, sizeof b), L->m->cfg.arch);
             if (!strcmp(gn, "output.weight") && L->m->cfg.tied_embeddings) continue; /* tie_word_embeddings */
             if (kind == K_QKV || kind == K_GATE_UP) s = take_fused(L, i, t, gn, kind);
             else if (kind == K_EXPS_GATE_UP || kind == K_EXPS_DOWN) s = take_experts(L, i, t, gn, kind);
