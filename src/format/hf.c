@@ -1,9 +1,15 @@
 /* Hugging Face folders: config.json + safetensors (one file, or shards named
  * by model.safetensors.index.json) -> slm_model_file with GGUF names, for
  * the llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2
- * (OLMo 2, Olmo 3), granite and exaone4 (EXAONE 4.0) families (config.json
- * itself: hf_config.c). granite's tensors are llama's, without biases;
- * exaone4's are olmo2's with Q/K norms of one head.
+ * (OLMo 2, Olmo 3), granite and exaone4 (EXAONE 4.0) families and the
+ * mixtures of experts qwen3moe, mixtral (llama with experts) and olmoe
+ * (config.json itself: hf_config.c). granite's tensors are llama's, without
+ * biases; exaone4's are olmo2's with Q/K norms of one head. An MoE layer's
+ * router (mlp.gate, mixtral's block_sparse_moe.gate) becomes
+ * blk.N.ffn_gate_inp.weight and expert E's matrices blk.N.ffn_{gate,up,down}.E.weight;
+ * transformers v5's fused experts (mlp.experts.gate_up_proj [E, 2F, D],
+ * mlp.experts.down_proj [E, D, F]) become the same names as row ranges of
+ * their bytes.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -116,17 +122,32 @@ typedef struct shard {
 } shard;
 
 /* What an HF tensor is. */
-enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP };
+enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN };
 /* The families (bits), by slm_model_config.arch. */
 enum {
     B_LLAMA = 1 << SLM_ARCH_LLAMA, B_MISTRAL = 1 << SLM_ARCH_MISTRAL, B_QWEN2 = 1 << SLM_ARCH_QWEN2,
     B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3,
     B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3, B_OLMO2 = 1 << SLM_ARCH_OLMO2,
-    B_EXAONE4 = 1 << SLM_ARCH_EXAONE4,
+    B_EXAONE4 = 1 << SLM_ARCH_EXAONE4, B_QWEN3MOE = 1 << SLM_ARCH_QWEN3MOE, B_OLMOE = 1 << SLM_ARCH_OLMOE,
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
 #define B_POST_ONLY (B_OLMO2 | B_EXAONE4) /* no pre-norms: the norms after attention and FFN only */
+
+/* A tensor name for messages: as pstr, printable ASCII, but up to 100
+ * bytes (then "..."): an expert's name such as
+ * "model.layers.47.block_sparse_moe.experts.127.w2.weight" is longer than
+ * pstr shows. */
+static const char *tname(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; s[n] && n + 4 < cap && n < 100; n++) {
+        const unsigned char ch = (unsigned char)s[n];
+        buf[n] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+    }
+    if (s[n]) buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
+    buf[n] = 0;
+    return buf;
+}
 
 static int fam_bit(const char *arch) {
     const int a = slm_arch_find(arch, strlen(arch));
@@ -150,14 +171,58 @@ static const char *strip_multimodal(const char *hf, char *buf, size_t cap) {
     return hf;
 }
 
+/* An MoE layer's tensor p (after "model.layers.N.") of layer n, family fb
+ * (B_LLAMA: mixtral): the router (mlp.gate.weight; mixtral's
+ * block_sparse_moe.gate.weight), an expert's matrix (qwen3moe, olmoe:
+ * mlp.experts.E.{gate,up,down}_proj.weight; mixtral:
+ * block_sparse_moe.experts.E.w1 (gate), w3 (up), w2 (down)) or
+ * transformers v5's fused experts (mlp.experts.gate_up_proj / down_proj:
+ * the name is expert 0's). 0: none of these; 3: expert E is not below
+ * n_experts. */
+static int expert_name(const char *p, long n, int fb, int n_experts, char *out, size_t cap, int *kind) {
+    static const char *const kinds[3] = {"gate", "up", "down"};
+    static const char *const hf_names[3] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
+    static const char *const mixtral_names[3] = {"w1.weight", "w3.weight", "w2.weight"};
+    const int mixtral = fb == B_LLAMA;
+    if (!strcmp(p, "mlp.gate.weight") || (mixtral && !strcmp(p, "block_sparse_moe.gate.weight"))) {
+        *kind = K_MAT;
+        snprintf(out, cap, "blk.%ld.ffn_gate_inp.weight", n);
+        return 1;
+    }
+    if (!strcmp(p, "mlp.experts.gate_up_proj") || !strcmp(p, "mlp.experts.down_proj")) {
+        const int gu = p[12] == 'g';
+        *kind = gu ? K_EXPS_GATE_UP : K_EXPS_DOWN;
+        snprintf(out, cap, "blk.%ld.ffn_%s.0.weight", n, gu ? "gate" : "down");
+        return 1;
+    }
+    const char *pre = mixtral ? "block_sparse_moe.experts." : "mlp.experts.";
+    if (strncmp(p, pre, strlen(pre))) return 0;
+    p += strlen(pre);
+    long e = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 6; p++, digits++) e = e * 10 + (*p - '0');
+    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0')) return 0;
+    p++;
+    for (int j = 0; j < 3; j++)
+        if (!strcmp(p, mixtral ? mixtral_names[j] : hf_names[j])) {
+            if (e >= n_experts) return 3;
+            *kind = K_MAT;
+            snprintf(out, cap, "blk.%ld.ffn_%s.%ld.weight", n, kinds[j], e);
+            return 1;
+        }
+    return 0;
+}
+
 /* The GGUF name of an HF tensor of the family fb; 0 when unknown (or not
- * of this family), 2 when ignorable. *kind: K_MAT, K_VEC (a bias: f32),
- * K_NORM (a gain: f32, gemma's 1 + w), or fused (phi3: the name is the
- * first part's). post_attention_layernorm is the FFN's pre-norm in the
- * llama-like families but the norm of the attention's output in gemma,
- * olmo2 and exaone4 (which have no pre-norms: no input_layernorm; olmo2's
- * Q/K norms are over whole q_dim / kv_dim rows, exaone4's per head). */
-static int gguf_name(const char *hf, int fb, int multimodal, char *out, size_t cap, int *kind) {
+ * of this family), 2 when ignorable, 3 an expert beyond n_experts. *kind:
+ * K_MAT, K_VEC (a bias: f32), K_NORM (a gain: f32, gemma's 1 + w), or fused
+ * (phi3, v5 experts: the name is the first part's). post_attention_layernorm
+ * is the FFN's pre-norm in the llama-like families but the norm of the
+ * attention's output in gemma, olmo2 and exaone4 (which have no pre-norms:
+ * no input_layernorm; olmo2's and olmoe's Q/K norms are over whole q_dim /
+ * kv_dim rows, exaone4's and qwen3moe's per head). With n_experts every
+ * layer's FFN is its experts: the dense mlp names are not part of it. */
+static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, char *out, size_t cap, int *kind) {
     static const struct { const char *hf, *gg; int kind, fams; } top[] = {
         {"model.embed_tokens.weight", "token_embd.weight", K_MAT, B_ALL},
         {"model.norm.weight", "output_norm.weight", K_NORM, B_ALL},
@@ -172,8 +237,8 @@ static int gguf_name(const char *hf, int fb, int multimodal, char *out, size_t c
         {"self_attn.q_proj.bias", "attn_q.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
         {"self_attn.k_proj.bias", "attn_k.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
         {"self_attn.v_proj.bias", "attn_v.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
-        {"self_attn.q_norm.weight", "attn_q_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY},
-        {"self_attn.k_norm.weight", "attn_k_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY | B_QWEN3MOE | B_OLMOE},
+        {"self_attn.k_norm.weight", "attn_k_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY | B_QWEN3MOE | B_OLMOE},
         {"self_attn.o_proj.weight", "attn_output.weight", K_MAT, B_ALL},
         {"post_attention_layernorm.weight", "ffn_norm.weight", K_NORM, B_ALL & ~(B_GEMMA | B_POST_ONLY)},
         {"post_attention_layernorm.weight", "post_attention_norm.weight", K_NORM, B_GEMMA | B_POST_ONLY},
@@ -201,8 +266,10 @@ static int gguf_name(const char *hf, int fb, int multimodal, char *out, size_t c
     if (!digits || *p != '.' || (digits > 1 && hf[strlen(pre)] == '0') || n > 65535) return 0;
     p++;
     if (!strcmp(p, "self_attn.rotary_emb.inv_freq")) return 2; /* recomputed from the config */
+    const int r = n_experts ? expert_name(p, n, fb, n_experts, out, cap, kind) : 0;
+    if (r) return r;
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
-        if ((layer[i].fams & fb) && !strcmp(p, layer[i].hf)) {
+        if ((layer[i].fams & fb) && !(n_experts && !strncmp(layer[i].hf, "mlp.", 4)) && !strcmp(p, layer[i].hf)) {
             *kind = layer[i].kind;
             snprintf(out, cap, "blk.%ld.%s", n, layer[i].gg);
             return 1;
@@ -367,7 +434,7 @@ static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const c
     p->rows = rows;
     snprintf(p->name, sizeof p->name, "%s", gn);
     uint64_t addr_off = sh[i].st.data_start + t->begin, nbytes = t->end - t->begin;
-    if (rows) nbytes = nbytes / (uint64_t)t->shape[0] * (uint64_t)rows;
+    if (rows) nbytes = (uint64_t)t->shape[t->n_dims - 1] * elem_size(t->type) * (uint64_t)rows; /* rows of the last dim */
     p->add_one = kind == K_NORM && L->info.norm_plus_one;
     if ((kind == K_VEC || kind == K_NORM) && (t->type != SLM_F32 || p->add_one))
         p->convert = 1, p->extra_bytes = t->type == SLM_F32 ? nbytes : nbytes / 2 * 4;
@@ -377,11 +444,6 @@ static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const c
         if (!slm_add_ok(L->extra, (p->extra_bytes + 63) & ~(uint64_t)63, &L->extra) || p->extra_bytes > (1ull << 40))
             return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': too large", sh[i].shown, pstr(t->name, b, sizeof b));
     }
-    /* the same GGUF name twice (across shards) */
-    for (int q = 0; L->n_sh > 1 && q + 1 < L->n_pend; q++)
-        if (!strcmp(L->pend[q].name, gn))
-            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s' is also in %s", sh[i].shown,
-                            pstr(t->name, b, sizeof b), sh[L->pend[q].shard].shown);
     return SLM_OK;
 }
 
@@ -412,6 +474,73 @@ static slm_status take_fused(hf_load *L, int i, const slm_st_tensor *t, const ch
     return take_tensor(L, i, t, name, K_MAT, F, F);
 }
 
+/* transformers v5's fused experts as row ranges of the same bytes (no
+ * copy): gate_up_proj [E, 2F, D] holds expert e's gate in rows
+ * [2eF, 2eF + F) of its E * 2F rows and its up in the next F (Qwen3MoeExperts,
+ * MixtralExperts and OlmoeExperts chunk them so); down_proj [E, D, F] its down
+ * in rows [eD, eD + D). gn is expert 0's name. */
+static slm_status take_experts(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int kind) {
+    const slm_model_config *c = &L->m->cfg;
+    const int gu = kind == K_EXPS_GATE_UP;
+    const int64_t E = c->n_experts, F = c->hidden_dim, out = gu ? 2 * F : c->dim, in = gu ? c->dim : F;
+    char b[112];
+    if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != out || t->shape[2] != in) {
+        const int transposed = t->n_dims == 3 && t->shape[0] == E && t->shape[1] == in && t->shape[2] == out;
+        char sh[96];
+        int o = snprintf(sh, sizeof sh, "[");
+        for (uint32_t d = 0; d < t->n_dims && o > 0 && (size_t)o < sizeof sh; d++)
+            o += snprintf(sh + o, sizeof sh - (size_t)o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+        if (o > 0 && (size_t)o < sizeof sh) snprintf(sh + o, sizeof sh - (size_t)o, "]");
+        return slm_errf(L->err, transposed ? SLM_ERR_UNSUPPORTED : SLM_ERR_FORMAT, "%s: tensor '%s': shape %s, the "
+                        "config needs [%lld, %lld, %lld] (experts, %s, %s)%s", L->sh[i].shown, tname(t->name, b, sizeof b),
+                        sh, (long long)E, (long long)out, (long long)in, gu ? "2 x width" : "hidden", gu ? "hidden" : "width",
+                        transposed ? ": experts stored transposed ([experts, in, out]) are not supported" : "");
+    }
+    const int l = atoi(gn + 4); /* "blk.N." */
+    char name[64];
+    slm_status s;
+    for (int64_t e = 0; e < E; e++) {
+        snprintf(name, sizeof name, "blk.%d.ffn_%s.%lld.weight", l, gu ? "gate" : "down", (long long)e);
+        if ((s = take_tensor(L, i, t, name, K_MAT, e * out, gu ? F : out))) return s;
+        if (!gu) continue;
+        snprintf(name, sizeof name, "blk.%d.ffn_up.%lld.weight", l, (long long)e);
+        if ((s = take_tensor(L, i, t, name, K_MAT, e * out + F, F))) return s;
+    }
+    return SLM_OK;
+}
+
+static int cmp_pending(const void *a, const void *b) {
+    const pending *x = *(const pending *const *)a, *y = *(const pending *const *)b;
+    const int c = strcmp(x->name, y->name);
+    return c ? c : (x > y) - (x < y);
+}
+
+/* The same GGUF name twice (a tensor in two shards; an expert both alone and
+ * in v5's fused tensor; mixtral's router under both names), refused naming
+ * both. Sorted, O(n log n): a 128-expert, 48-layer model has 18432 expert
+ * matrices. */
+static slm_status check_twice(hf_load *L) {
+    const pending **ix = slm_malloc(sizeof *ix * (size_t)(L->n_pend ? L->n_pend : 1));
+    if (!ix) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory", L->dir);
+    for (int k = 0; k < L->n_pend; k++) ix[k] = &L->pend[k];
+    qsort(ix, (size_t)L->n_pend, sizeof *ix, cmp_pending);
+    slm_status s = SLM_OK;
+    for (int k = 0; k + 1 < L->n_pend && !s; k++) {
+        const pending *a = ix[k], *b = ix[k + 1]; /* a: the earlier */
+        if (strcmp(a->name, b->name)) continue;
+        char b1[112], b2[112];
+        if (!strcmp(a->src->name, b->src->name))
+            s = slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s' is also in %s", L->sh[b->shard].shown,
+                         tname(b->src->name, b1, sizeof b1), L->sh[a->shard].shown);
+        else
+            s = slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s' gives '%s', as does tensor '%s' of %s",
+                         L->sh[b->shard].shown, tname(b->src->name, b1, sizeof b1), b->name,
+                         tname(a->src->name, b2, sizeof b2), L->sh[a->shard].shown);
+    }
+    slm_xfree(ix);
+    return s;
+}
+
 /* The tensors we take (GGUF names), and what the anonymous area must hold. */
 static slm_status plan_tensors(hf_load *L) {
     slm_status s;
@@ -419,17 +548,23 @@ static slm_status plan_tensors(hf_load *L) {
     for (int i = 0; i < L->n_sh; i++)
         for (int j = 0; j < L->sh[i].st.n_tensors; j++) {
             const slm_st_tensor *t = &L->sh[i].st.tensors[j];
-            char gn[64], b[64];
-            int kind = K_MAT, r = gguf_name(t->name, fb, L->info.multimodal, gn, sizeof gn, &kind);
+            char gn[64], b[112];
+            const int E = L->m->cfg.n_experts;
+            int kind = K_MAT, r = gguf_name(t->name, fb, L->info.multimodal, E, gn, sizeof gn, &kind);
             if (r == 2) continue;
+            if (r == 3)
+                return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': an expert beyond the %d experts config.json "
+                                "gives", L->sh[i].shown, tname(t->name, b, sizeof b), E);
             if (r == 0)
                 return slm_errf(L->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': not part of a %s model that staticlm runs",
-                                L->sh[i].shown, pstr(t->name, b, sizeof b), L->m->cfg.arch);
+                                L->sh[i].shown, tname(t->name, b, sizeof b), L->m->cfg.arch);
             if (!strcmp(gn, "output.weight") && L->m->cfg.tied_embeddings) continue; /* tie_word_embeddings */
             if (kind == K_QKV || kind == K_GATE_UP) s = take_fused(L, i, t, gn, kind);
+            else if (kind == K_EXPS_GATE_UP || kind == K_EXPS_DOWN) s = take_experts(L, i, t, gn, kind);
             else s = take_tensor(L, i, t, gn, kind, 0, 0);
             if (s) return s;
         }
+    if ((s = check_twice(L))) return s;
     L->n_rope = L->m->cfg.rope_freqs ? 1 : L->m->cfg.rope_long ? 2 : 0;
     L->rope_off = L->extra;
     if (L->n_rope) L->extra += (uint64_t)L->info.n_vecs * 4;
@@ -484,9 +619,12 @@ static void fill_one(slm_tensor *o, const pending *p, uint8_t *ex) {
     for (uint32_t d = 0; d < t->n_dims; d++) o->ne[d] = t->shape[t->n_dims - 1 - d];
     o->data = t->data;
     o->nbytes = t->end - t->begin;
-    if (p->rows) { /* a part of a fused matrix */
-        const uint64_t rb = o->nbytes / (uint64_t)t->shape[0];
+    if (p->rows) { /* a part of a fused matrix: rows of its last dimension (3-D experts: over the first two) */
+        const uint64_t rb = (uint64_t)t->shape[t->n_dims - 1] * elem_size(t->type);
+        o->n_dims = 2;
+        o->ne[0] = t->shape[t->n_dims - 1];
         o->ne[1] = p->rows;
+        o->ne[2] = o->ne[3] = 1;
         o->data = (const uint8_t *)t->data + (uint64_t)p->row0 * rb;
         o->nbytes = (uint64_t)p->rows * rb;
     }

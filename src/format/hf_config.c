@@ -2,7 +2,8 @@
  * qwen2, qwen3, gemma2, gemma3 (gemma3_text, or the text_config of
  * Gemma3ForConditionalGeneration), phi3, smollm3, olmo2 (OLMo 2's
  * olmo2, Olmo 3's olmo3), granite (IBM Granite, dense) and exaone4
- * (EXAONE 4.0) families.
+ * (EXAONE 4.0) families, and the mixtures of experts qwen3_moe (arch
+ * qwen3moe), mixtral (arch llama with experts) and olmoe.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
@@ -421,15 +422,15 @@ out:
     return s;
 }
 
-/* The sliding window: mistral when set; qwen2/qwen3 only with
+/* The sliding window: mistral and mixtral when set; qwen2/qwen3/qwen3_moe only with
  * use_sliding_window, and then on the layers from max_window_layers on (all
  * of them or none is what we run); gemma2 on even layers, gemma3 on n - 1
  * of every n (sliding_window_pattern); olmo3 on three layers of every four
  * (llama.cpp's fixed period; layer_types must say the same), its sliding
  * layers with plain RoPE of the global base (the global ones take
  * rope_scaling), olmo2 none; phi3's is ignored as llama.cpp does. */
-static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, int olmo3, slm_model_config *c,
-                               slm_err *err) {
+static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, int olmo3, int mixtral,
+                               slm_model_config *c, slm_err *err) {
     slm_status s;
     int win = F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3 || olmo3 ? 4096 : 0, has_pattern = 0;
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(root, "sliding_window");
@@ -438,13 +439,13 @@ static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, 
     if (F == SLM_ARCH_OLMO2 && !olmo3 && win)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'sliding_window': OLMo 2 (model_type olmo2) has no window "
                         "(olmo3 does)", file);
-    if (F == SLM_ARCH_MISTRAL) c->sliding_window = win;
+    if (F == SLM_ARCH_MISTRAL || mixtral) c->sliding_window = win;
     else if (olmo3 && win) {
         c->sliding_window = win;
         c->swa_pattern = 4;
         c->rope_base_swa = c->rope_base;
         c->rope_scale_swa = 1.0f;
-    } else if ((F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN3) && win) {
+    } else if ((F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN3 || F == SLM_ARCH_QWEN3MOE) && win) {
         int use = 0, mwl = 0;
         const cJSON *x = item(root, "max_window_layers");
         if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) return s;
@@ -596,7 +597,8 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         {"llama", SLM_ARCH_LLAMA}, {"mistral", SLM_ARCH_MISTRAL}, {"qwen2", SLM_ARCH_QWEN2}, {"qwen3", SLM_ARCH_QWEN3},
         {"gemma2", SLM_ARCH_GEMMA2}, {"gemma3", SLM_ARCH_GEMMA3}, {"gemma3_text", SLM_ARCH_GEMMA3}, {"phi3", SLM_ARCH_PHI3},
         {"smollm3", SLM_ARCH_SMOLLM3}, {"olmo2", SLM_ARCH_OLMO2}, {"olmo3", SLM_ARCH_OLMO2},
-        {"granite", SLM_ARCH_GRANITE}, {"exaone4", SLM_ARCH_EXAONE4},
+        {"granite", SLM_ARCH_GRANITE}, {"exaone4", SLM_ARCH_EXAONE4}, {"qwen3_moe", SLM_ARCH_QWEN3MOE},
+        {"mixtral", SLM_ARCH_LLAMA}, {"olmoe", SLM_ARCH_OLMOE},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -608,7 +610,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
                         "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
-                        "exaone4)",
+                        "exaone4, qwen3_moe, mixtral, olmoe)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -632,15 +634,16 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
                               double *theta, slm_hf_info *h, slm_err *err) {
     slm_status s;
     const int g3 = F == SLM_ARCH_GEMMA3;
-    /* Olmo2Config / Olmo3Config / Exaone4Config: 1e-5 */
-    double eps = F == SLM_ARCH_OLMO2 || F == SLM_ARCH_EXAONE4 ? 1e-5 : 1e-6;
+    /* Olmo2Config / Olmo3Config / Exaone4Config / OlmoeConfig: 1e-5 (MixtralConfig's: the caller) */
+    double eps = F == SLM_ARCH_OLMO2 || F == SLM_ARCH_EXAONE4 || F == SLM_ARCH_OLMOE ? 1e-5 : 1e-6;
     int tie = 0;
     *theta = g3 ? 1e6 : 10000.0;
     c->n_heads = g3 ? 8 : 0;
     c->n_kv_heads = g3 ? 4 : 0;
     c->context_len = g3 ? 131072 : 0;
     if ((s = cfg_int(root, file, "hidden_size", 1, &c->dim, err)) ||
-        (s = cfg_int(root, file, "intermediate_size", 1, &c->hidden_dim, err)) ||
+        /* qwen3_moe: the experts' width is moe_intermediate_size (moe_params) */
+        (s = cfg_int(root, file, "intermediate_size", F != SLM_ARCH_QWEN3MOE, &c->hidden_dim, err)) ||
         (s = cfg_int(root, file, "num_hidden_layers", 1, &c->n_layers, err)) ||
         (s = cfg_int(root, file, "num_attention_heads", !g3, &c->n_heads, err)))
         return s;
@@ -737,6 +740,56 @@ static slm_status granite_params(const cJSON *root, const char *file, slm_model_
     return SLM_OK;
 }
 
+/* Mixture of experts, every layer's FFN: qwen3_moe (Qwen3MoeForCausalLM:
+ * num_experts, num_experts_per_tok, the experts' width
+ * moe_intermediate_size; decoder_sparse_step must be 1 and mlp_only_layers
+ * empty, since a layer with a dense MLP is not run), mixtral
+ * (num_local_experts, num_experts_per_tok, the width intermediate_size; the
+ * top-k weights always renormalized, as MixtralSparseMoeBlock does) and
+ * olmoe (num_experts, num_experts_per_tok, intermediate_size; clip_qkv
+ * refused). norm_topk_prob (qwen3_moe, olmoe) renormalizes the top-k
+ * weights as transformers does; absent: false, Qwen3MoeConfig's and
+ * OlmoeConfig's default (llama.cpp fixes it per architecture instead: on
+ * for qwen3moe, off for olmoe). */
+static slm_status moe_params(const cJSON *root, const char *file, slm_arch F, slm_model_config *c, slm_err *err) {
+    slm_status s;
+    const char *nk = F == SLM_ARCH_LLAMA ? "num_local_experts" : "num_experts";
+    int n = 0, used = 0, norm = F == SLM_ARCH_LLAMA, step = 1;
+    if ((s = cfg_int(root, file, nk, 1, &n, err)) || (s = cfg_int(root, file, "num_experts_per_tok", 1, &used, err)))
+        return s;
+    if (n > 1024) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %d is out of range (1..1024)", file, nk, n);
+    if (used > n || used > 64)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'num_experts_per_tok': %d is more than the %d experts (or 64)",
+                        file, used, n);
+    if (F != SLM_ARCH_LLAMA && (s = cfg_bool(root, file, "norm_topk_prob", &norm, err))) return s;
+    if (F == SLM_ARCH_QWEN3MOE) {
+        if ((s = cfg_int(root, file, "moe_intermediate_size", 1, &c->hidden_dim, err)) ||
+            (s = cfg_int(root, file, "decoder_sparse_step", 0, &step, err)))
+            return s;
+        if (step != 1)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'decoder_sparse_step': %d makes layer 0 a dense MLP; "
+                            "only models whose every layer is sparse (decoder_sparse_step 1) are supported", file, step);
+        const cJSON *mo = item(root, "mlp_only_layers");
+        if (mo && !cJSON_IsArray(mo))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'mlp_only_layers': expected a list of layer indices", file);
+        if (mo && mo->child) {
+            const cJSON *e = mo->child;
+            if (!cJSON_IsNumber(e) || floor(e->valuedouble) != e->valuedouble || fabs(e->valuedouble) > 1e9)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'mlp_only_layers': item 0 is not a layer index", file);
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'mlp_only_layers': layer %.0f has a dense MLP; only "
+                            "models whose every layer is sparse (an empty list) are supported", file, e->valuedouble);
+        }
+    }
+    const cJSON *clip = F == SLM_ARCH_OLMOE ? item(root, "clip_qkv") : NULL;
+    if (clip)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'clip_qkv' = %g: clipping Q, K and V is not supported", file,
+                        cJSON_IsNumber(clip) ? clip->valuedouble : NAN);
+    c->n_experts = n;
+    c->n_experts_used = used;
+    c->expert_norm = norm;
+    return SLM_OK;
+}
+
 slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, size_t len, const char *name,
                          slm_err *err) {
     const char *file = name ? name : "config.json";
@@ -751,17 +804,21 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     const cJSON *root = top, *rp_g = NULL, *rp_l = NULL;
     slm_arch F = SLM_ARCH_LLAMA;
     double theta = 10000.0;
-    int olmo3 = 0;
+    int olmo3 = 0, mixtral = 0;
     if (!cJSON_IsObject(top)) {
         s = slm_errf(err, SLM_ERR_FORMAT, "%s: not a JSON object", file);
         goto done;
     }
     if ((s = pick_family(top, file, &F, &root, h, err))) goto done;
     olmo3 = F == SLM_ARCH_OLMO2 && !strcmp(item(top, "model_type")->valuestring, "olmo3");
+    mixtral = F == SLM_ARCH_LLAMA && !strcmp(item(top, "model_type")->valuestring, "mixtral");
     snprintf(c->arch, sizeof c->arch, "%s", slm_arch_name(F));
     if ((s = rope_parameters(root, file, F, &rp_g, &rp_l, err))) goto done;
     if ((s = base_params(root, rp_g, file, F, c, &theta, h, err))) goto done;
-    c->qk_norm = F == SLM_ARCH_QWEN3;
+    if (mixtral && !item(root, "rms_norm_eps")) c->norm_eps = 1e-5f; /* MixtralConfig's default */
+    c->qk_norm = F == SLM_ARCH_QWEN3 || F == SLM_ARCH_QWEN3MOE; /* olmoe: over whole rows, pre-norms kept */
+    if (F == SLM_ARCH_OLMOE) c->qk_norm = 2;
+    if ((F == SLM_ARCH_QWEN3MOE || F == SLM_ARCH_OLMOE || mixtral) && (s = moe_params(root, file, F, c, err))) goto done;
     if (F == SLM_ARCH_OLMO2 || F == SLM_ARCH_EXAONE4) {
         /* OLMo 2 / Olmo 3: Q/K RMSNorm over whole rows; EXAONE 4.0: per head;
          * both: norms after attention and FFN only */
@@ -773,7 +830,7 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     if (F == SLM_ARCH_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
     if (F == SLM_ARCH_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
     if (F == SLM_ARCH_GRANITE && (s = granite_params(root, file, c, err))) goto done;
-    if ((s = F == SLM_ARCH_EXAONE4 ? exaone4_window(root, file, c, err) : parse_window(root, file, F, olmo3, c, err)))
+    if ((s = F == SLM_ARCH_EXAONE4 ? exaone4_window(root, file, c, err) : parse_window(root, file, F, olmo3, mixtral, c, err)))
         goto done;
     if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
     if (F == SLM_ARCH_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
