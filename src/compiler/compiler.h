@@ -150,6 +150,8 @@ slm_status slm_pass_split_lm_head(slm_graph *g, slm_err *err);
  * machine's read bandwidth; 2 threads). 1-2 KiB measured alike, 512 B less. */
 #define SLM_STREAM_PREFETCH 1024
 slm_status slm_pass_schedule(slm_program *p, const slm_compile_options *opt, slm_err *err);
+/* c->consts: the RoPE tables for c->kv_capacity positions (compiler/constants.c). */
+slm_status slm_build_constants(slm_compiled *c, const slm_model_file *mf, slm_err *err);
 /* Lower a specialized graph; weights are referenced by their offset from
  * weights_base (the mapped file or blob section). */
 slm_status slm_lower(slm_program *p, const slm_graph *g, const slm_compile_options *opt,

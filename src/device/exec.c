@@ -15,6 +15,7 @@
 #include "common/trace.h"
 #include "device/attention.h"
 #include "device/device.h"
+#include "device/exec_ops.h"
 #include "device/kernels.h"
 
 
@@ -109,14 +110,6 @@ void slm_exec_bind(slm_exec *x, int io, void *ptr) {
     }
 }
 
-/* Rows of a task: valid input rows, or row 0 for one-row tasks. */
-typedef struct rows {
-    int begin, end;
-} rows;
-
-static inline float *row_f(void *base, const slm_ref *r, int row) {
-    return (float *)base + (size_t)row * r->ld;
-}
 
 /* What the thread's scratch holds: activations quantized for a matrix
  * task. Within a stage no task writes what another reads, so the matrix
@@ -331,293 +324,7 @@ static void rope_neox(float *x, int heads, int head_dim, int rot, const float *c
     }
 }
 
-/* ---- attention ---------------------------------------------------------- */
-
-/* Row r's KV rows [first, last] in an ATTENTION task: up to its cache
- * position (causal), within the sliding window, within the region of the
- * sequence the row belongs to (batch programs: regions of t->k rows). The
- * window is data-independent but the range is steered by the query's
- * cache position. */
-static void attn_range(const slm_task *t, const int32_t *cp, int r, int *first, int *last) {
-    *last = cp[r];
-    const int base = t->k > 0 ? *last - *last % t->k : 0;
-    *first = t->window > 0 && *last + 1 > t->window ? *last + 1 - t->window : 0;
-    if (*first < base) *first = base;
-}
-
-/* The task's rows [r0, r1), query heads [h, h1) (one KV head's), one row
- * at a time: the set's attention, or plain C for gemma2's capped scores. */
-static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, const int32_t *cp, int r0, int r1, int h, int h1,
-                         const void *K, const void *V, float scale) {
-    const int32_t *mask = t->p[SLM_REF_SRC3];
-    const float *sinks = (t->flags & SLM_TF_SINKS) ? t->p[SLM_REF_SRC4] : NULL;
-    float ml[2 * 64];
-    for (int r = r0; r < r1; r++) {
-        int first, last;
-        attn_range(t, cp, r, &first, &last);
-        slm_attn_args a = {
-            .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r) + (size_t)h * t->c,
-            .q_stride = (size_t)t->c,
-            .group = h1 - h,
-            .head_dim = t->c,
-            .K = K,
-            .V = V,
-            .ld = t->ref[SLM_REF_SRC1].ld,
-            .kv_type = t->wtype,
-            .mask = mask,
-            .first = first,
-            .last = last,
-            .scale = scale,
-            .out = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)h * t->c,
-            .out_stride = (size_t)t->c,
-            .ml = sinks ? ml : NULL,
-        };
-        if (t->f1 > 0.0f) slm_attention_plain(&a, t->f1); /* gemma2's capped scores */
-        else ks->attention(&a);
-        if (sinks) /* one more logit in each head's denominator: out * l / (l + exp(sink - m)) */
-            for (int g = 0; g < h1 - h; g++) {
-                const float m = ml[2 * g], l = ml[2 * g + 1];
-                const float f = l > 0.0f ? l / (l + expf(sinks[h + g] - m)) : 0.0f;
-                float *o = a.out + (size_t)g * a.out_stride;
-                for (int d = 0; d < t->c; d++) o[d] *= f;
-            }
-    }
-}
-
-/* An ATTENTION task (its rows: all valid ones, or its row part, cut by the
- * cache positions: slm_attn_part_rows): per run of query heads sharing a KV head (GQA), the
- * set's block entry (attention_rows: the avx512 set's K^T tiles, the amx
- * sets' BF16 tiles) over blocks of up to SLM_ATTN_ROWS_MAX rows of one
- * sequence region, when the set has one, the scores are uncapped and the
- * call has >= 2 rows (decode's one row keeps the per-row entry); otherwise,
- * or for a block the entry declines, one row at a time. */
-/* A KEY_PARTS task: part tiles[0] of each row's KV rows, every head of
- * [n0, n1), into the partials (outputs, then max and sum, per head). */
-static void run_attention_keys(const slm_task *t, rows rr, const slm_kernel_set *ks) {
-    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = t->p[SLM_REF_SRC4];
-    const int group = t->a / t->b, part = t->tiles[0], parts = t->tiles[1], w = t->c + 2;
-    const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
-    float ml[2 * 64];
-    for (int r = rr.begin; r < rr.end; r++) {
-        int first, last, b, e;
-        attn_range(t, cp, r, &first, &last);
-        slm_attn_part_keys(first, last, part, parts, &b, &e);
-        float *pr = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)part * t->a * w;
-        for (int h = t->n0; h < t->n1;) {
-            const int kvh = h / group;
-            int h1 = (kvh + 1) * group < t->n1 ? (kvh + 1) * group : t->n1;
-            if (h1 - h > 64) h1 = h + 64;
-            if (b >= e) { /* no KV rows in this part: nothing to merge */
-                for (int g = h; g < h1; g++) {
-                    memset(pr + (size_t)g * w, 0, (size_t)t->c * sizeof(float));
-                    pr[(size_t)g * w + t->c] = -INFINITY;
-                    pr[(size_t)g * w + t->c + 1] = 0.0f;
-                }
-                h = h1;
-                continue;
-            }
-            const size_t kv_head_off = t->wtype == SLM_F32 ? (size_t)kvh * t->c * sizeof(float)
-                                                           : (size_t)slm_row_bytes(t->wtype, (uint64_t)kvh * t->c);
-            slm_attn_args a = {
-                .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r) + (size_t)h * t->c,
-                .q_stride = (size_t)t->c,
-                .group = h1 - h,
-                .head_dim = t->c,
-                .K = (const uint8_t *)t->p[SLM_REF_SRC1] + kv_head_off,
-                .V = (const uint8_t *)t->p[SLM_REF_SRC2] + kv_head_off,
-                .ld = t->ref[SLM_REF_SRC1].ld,
-                .kv_type = t->wtype,
-                .mask = mask,
-                .first = b,
-                .last = e - 1,
-                .scale = scale,
-                .out = pr + (size_t)h * w,
-                .out_stride = (size_t)w,
-                .ml = ml,
-            };
-            ks->attention(&a);
-            for (int g = h; g < h1; g++) {
-                pr[(size_t)g * w + t->c] = ml[2 * (g - h)];
-                pr[(size_t)g * w + t->c + 1] = ml[2 * (g - h) + 1];
-            }
-            h = h1;
-        }
-    }
-}
-
-/* ATTN_MERGE: each head's parts weighted by sum * exp(max - the largest). */
-static void run_attn_merge(const slm_task *t, rows rr) {
-    const int parts = t->tiles[1], w = t->c + 2;
-    const float *sinks = (t->flags & SLM_TF_SINKS) ? t->p[SLM_REF_SRC1] : NULL;
-    for (int r = rr.begin; r < rr.end; r++) {
-        const float *pr = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
-        float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
-        for (int h = t->n0; h < t->n1; h++) {
-            float mx = -INFINITY, sum = 0.0f, f[256];
-            for (int p = 0; p < parts && p < 256; p++) {
-                const float m = pr[((size_t)p * t->a + h) * w + t->c];
-                if (m > mx) mx = m;
-            }
-            float *y = o + (size_t)h * t->c;
-            memset(y, 0, (size_t)t->c * sizeof(float));
-            if (mx == -INFINITY) continue; /* no part took a key: 0, as the unsplit kernels */
-            for (int p = 0; p < parts && p < 256; p++) {
-                const float *x = pr + ((size_t)p * t->a + h) * w;
-                const float l = x[t->c + 1];
-                f[p] = l > 0.0f ? l * expf(x[t->c] - mx) : 0.0f;
-                sum += f[p];
-            }
-            for (int p = 0; p < parts && p < 256; p++) {
-                if (f[p] == 0.0f) continue;
-                const float *x = pr + ((size_t)p * t->a + h) * w;
-                for (int d = 0; d < t->c; d++) y[d] += f[p] * x[d];
-            }
-            if (sinks) sum += expf(sinks[h] - mx); /* the head's sink logit in the denominator */
-            if (sum > 0.0f)
-                for (int d = 0; d < t->c; d++) y[d] /= sum;
-        }
-    }
-}
-
-static void run_attention(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks) {
-    if (t->flags & SLM_TF_KEY_PARTS) {
-        run_attention_keys(t, rr, ks);
-        return;
-    }
-    /* with sinks src4 holds them: the call's cache positions come from the program's input */
-    const int32_t *mask = t->p[SLM_REF_SRC3], *cp = (t->flags & SLM_TF_SINKS) ? cpos : t->p[SLM_REF_SRC4];
-    const int group = t->a / t->b;
-    const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
-    /* decided on the call's rows, not the part's: a row's result does not depend on the parts;
-     * sinks need each head's softmax state, which the per-row entries report */
-    const int blocks = ks->attention_rows && t->f1 == 0.0f && !(t->flags & SLM_TF_SINKS) && rr.end - rr.begin >= 2;
-    slm_attn_part_rows(t, cp, rr.begin, rr.end, &rr.begin, &rr.end); /* the task's row part, if any */
-    for (int h = t->n0; h < t->n1;) {
-        const int kvh = h / group;
-        const int h1 = (kvh + 1) * group < t->n1 ? (kvh + 1) * group : t->n1;
-        /* the KV head's first element in a row of the KV type */
-        const size_t kv_head_off = t->wtype == SLM_F32 ? (size_t)kvh * t->c * sizeof(float)
-                                                       : (size_t)slm_row_bytes(t->wtype, (uint64_t)kvh * t->c);
-        const void *K = (const uint8_t *)t->p[SLM_REF_SRC1] + kv_head_off;
-        const void *V = (const uint8_t *)t->p[SLM_REF_SRC2] + kv_head_off;
-        for (int r0 = rr.begin; r0 < rr.end;) {
-            int r1 = rr.end, done = 0;
-            if (blocks) {
-                int first[SLM_ATTN_ROWS_MAX], last[SLM_ATTN_ROWS_MAX], n = 0;
-                /* a block stays inside one sequence region: no row sees another's keys */
-                const int region = t->k > 0 ? cp[r0] / t->k : 0;
-                for (r1 = r0; r1 < rr.end && n < SLM_ATTN_ROWS_MAX && (t->k > 0 ? cp[r1] / t->k : 0) == region; r1++, n++)
-                    attn_range(t, cp, r1, &first[n], &last[n]);
-                const slm_attn_rows ar = {
-                    .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r0) + (size_t)h * t->c,
-                    .q_ld = t->ref[SLM_REF_SRC0].ld,
-                    .q_stride = (size_t)t->c,
-                    .rows = n,
-                    .group = h1 - h,
-                    .head_dim = t->c,
-                    .K = K,
-                    .V = V,
-                    .ld = t->ref[SLM_REF_SRC1].ld,
-                    .kv_type = t->wtype,
-                    .mask = mask,
-                    .first = first,
-                    .last = last,
-                    .scale = scale,
-                    .out = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r0) + (size_t)h * t->c,
-                    .out_ld = t->ref[SLM_REF_DST].ld,
-                    .out_stride = (size_t)t->c,
-                };
-                done = ks->attention_rows(&ar);
-            }
-            for (int hh = h; !done && hh < h1; hh += 64) /* the sinks' softmax states: 64 heads at a time */
-                attn_per_row(t, ks, cp, r0, r1, hh, hh + 64 < h1 ? hh + 64 : h1, K, V, scale);
-            r0 = r1;
-        }
-        h = h1;
-    }
-}
-
 /* Execute one task. Returns SLM_OK or an error (bad data). */
-/* The routing table of the valid rows (task.h, SLM_T_MOE_ROUTE): softmax of
- * each row's router logits, its K most probable experts (ties: the lower
- * index, as a stable sort), their probabilities (over their sum when a = 1,
- * the sum clamped as llama.cpp's), then the (row, slot) pairs sorted by
- * expert by counting. */
-static slm_status run_moe_route(const slm_task *t, rows rr) {
-    const int T = t->m, K = t->c, E = t->n;
-    int32_t *tab = t->p[SLM_REF_DST];
-    int32_t *rowlist = tab + SLM_MOE_ROWLIST(T, K), *pos = tab + SLM_MOE_POS(T, K);
-    float *wt = (float *)(tab + SLM_MOE_WEIGHT(T, K));
-    int32_t *ex = tab + SLM_MOE_EXPERT(T, K, 0); /* (first, count) per expert */
-    for (int e = 0; e < E; e++) ex[2 * e] = ex[2 * e + 1] = 0;
-    for (int r = rr.begin; r < rr.end; r++) {
-        const float *lg = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
-        float mx = lg[0], sum = 0.0f, wsum = 0.0f;
-        for (int e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
-        for (int e = 0; e < E; e++) sum += expf(lg[e] - mx);
-        int32_t *sel = pos + (size_t)r * K; /* the row's experts, until the places replace them */
-        for (int s = 0; s < K; s++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int q = 0; q < s && !taken; q++) taken = sel[q] == e;
-                if (!taken && (best < 0 || lg[e] > lg[best])) best = e;
-            }
-            if (best < 0) return SLM_ERR_INTERNAL;
-            sel[s] = best;
-            wt[(size_t)r * K + s] = expf(lg[best] - mx) / sum;
-            wsum += wt[(size_t)r * K + s];
-            ex[2 * best + 1]++;
-        }
-        if (t->a) {
-            if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
-            for (int s = 0; s < K; s++) wt[(size_t)r * K + s] /= wsum;
-        }
-    }
-    for (int e = 0, at = 0; e < E; e++) { /* places: experts in order */
-        ex[2 * e] = at;
-        at += ex[2 * e + 1];
-    }
-    for (int e = 0; e < E; e++) ex[2 * e + 1] = 0; /* recounted as the places fill */
-    for (int r = rr.begin; r < rr.end; r++)
-        for (int s = 0; s < K; s++) {
-            const int e = pos[(size_t)r * K + s], at = ex[2 * e] + ex[2 * e + 1]++;
-            rowlist[at] = r;
-            pos[(size_t)r * K + s] = at;
-        }
-    return SLM_OK;
-}
-
-/* x[r, n0:n1] += scale * sum over the row's slots of weight * y[place]. */
-static slm_status run_moe_combine(const slm_task *t, rows rr) {
-    const int T = t->m, K = t->c, w = t->n1 - t->n0;
-    const int32_t *tab = t->p[SLM_REF_SRC3];
-    const int32_t *pos = tab + SLM_MOE_POS(T, K);
-    const float *wt = (const float *)(tab + SLM_MOE_WEIGHT(T, K));
-    const float scale = t->f2 != 0.0f ? t->f2 : 1.0f;
-    float acc[256];
-    for (int r = rr.begin; r < rr.end; r++) {
-        float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + t->n0;
-        for (int s = 0; s < K; s++) {
-            const int32_t at = pos[(size_t)r * K + s];
-            if (at < 0 || at >= T * K) return SLM_ERR_INTERNAL;
-        }
-        for (int j0 = 0; j0 < w; j0 += 256) { /* the experts' sum, then into the residual (llama.cpp's order) */
-            const int jn = w - j0 < 256 ? w - j0 : 256;
-            for (int s = 0; s < K; s++) {
-                const float a = wt[(size_t)r * K + s];
-                const float *y = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], pos[(size_t)r * K + s]) + t->n0 + j0;
-                if (s == 0)
-                    for (int j = 0; j < jn; j++) acc[j] = a * y[j];
-                else
-                    for (int j = 0; j < jn; j++) acc[j] += a * y[j];
-            }
-            for (int j = 0; j < jn; j++) x[j0 + j] += scale * acc[j];
-        }
-    }
-    return SLM_OK;
-}
-
 static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
                             xmemo *memo) {
     rows rr = (t->flags & SLM_TF_ONE_ROW) ? (rows){0, 1} : valid;
@@ -672,10 +379,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
     }
     case SLM_T_ATTENTION:
         if (!cpos && (t->flags & SLM_TF_SINKS)) return SLM_ERR_INTERNAL;
-        run_attention(t, rr, cpos, ks);
+        slm_exec_attention(t, rr, cpos, ks);
         return SLM_OK;
     case SLM_T_ATTN_MERGE:
-        run_attn_merge(t, rr);
+        slm_exec_attn_merge(t, rr);
         return SLM_OK;
     case SLM_T_ADD:
         for (int r = rr.begin; r < rr.end; r++)
@@ -710,9 +417,9 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                          row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
         return SLM_OK;
     case SLM_T_MOE_ROUTE:
-        return run_moe_route(t, rr);
+        return slm_exec_moe_route(t, rr);
     case SLM_T_MOE_COMBINE:
-        return run_moe_combine(t, rr);
+        return slm_exec_moe_combine(t, rr);
     case SLM_T_PREFETCH: { /* rows [n0, n1) of the matrix toward this core's L2 */
         const uint64_t rb = slm_row_bytes(t->wtype, (uint64_t)t->k);
         const char *a = (const char *)t->p[SLM_REF_SRC1] + (size_t)t->n0 * rb;

@@ -452,6 +452,53 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
     return SLM_OK;
 }
 
+/* The tensor table: every tensor of the file, by its GGUF name; fused and
+ * expert matrices split into the ones the decoder reads; gpt-oss's FFN norm
+ * under the name the decoder reads. */
+static slm_status load_tensors(slm_model_file *m, const slm_gguf *g, const char *file, const char *A, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    slm_status s;
+    uint64_t nt = slm_gguf_n_tensors(g);
+    if (nt > INT32_MAX) return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors", file, (unsigned long long)nt);
+    /* room for the parts of fused matrices (split below) */
+    uint64_t cap = nt + 1;
+    for (uint64_t i = 0; i < nt; i++) {
+        const slm_gguf_str nm = slm_gguf_tensor_at(g, i)->name;
+        if (nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) cap += 2;
+        if (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "ffn_up.weight", 13)) cap += 1;
+        if (c->n_experts && ((nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) ||
+                             (nm.len >= 10 && !memcmp(nm.s + nm.len - 10, "_exps.bias", 10))))
+            cap += (uint64_t)c->n_experts;
+    }
+    if (cap > (1u << 24))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors after splitting fused and expert matrices", file,
+                        (unsigned long long)cap);
+    m->tensors = slm_calloc((size_t)cap, sizeof *m->tensors);
+    if (!m->tensors) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for %llu tensors", file, (unsigned long long)nt);
+    for (uint64_t i = 0; i < nt; i++) {
+        const slm_gguf_tensor *gt = slm_gguf_tensor_at(g, i);
+        slm_tensor *t = &m->tensors[i];
+        memcpy(t->name, gt->name.s, (size_t)gt->name.len); /* the reader keeps names < 64 bytes */
+        t->name[gt->name.len] = 0;
+        t->type = gt->type;
+        t->n_dims = gt->n_dims;
+        memcpy(t->ne, gt->ne, sizeof t->ne);
+        t->data = gt->data;
+        t->nbytes = gt->nbytes;
+    }
+    m->n_tensors = (int)nt;
+    if ((s = split_fused(m, file, (int)cap, err))) return s;
+    if ((s = split_experts(m, file, (int)cap, err))) return s;
+    if (!strcmp(A, "gpt-oss")) /* its FFN norm is named post_attention_norm */
+        for (int i = 0; i < m->n_tensors; i++) {
+            int l, end = 0;
+            if (sscanf(m->tensors[i].name, "blk.%d.post_attention_norm.weight%n", &l, &end) == 1 && end > 0 &&
+                !m->tensors[i].name[end])
+                snprintf(m->tensors[i].name, sizeof m->tensors[i].name, "blk.%d.ffn_norm.weight", l);
+        }
+    return SLM_OK;
+}
+
 slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const char *file = slm_basename(m->path);
     slm_model_config *c = &m->cfg;
@@ -572,45 +619,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
     c->tied_embeddings = slm_gguf_find_tensor(g, "output.weight") == NULL;
 
-    /* The tensor table: every tensor of the file, by its GGUF name. */
-    uint64_t nt = slm_gguf_n_tensors(g);
-    if (nt > INT32_MAX) return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors", file, (unsigned long long)nt);
-    /* room for the parts of fused matrices (split below) */
-    uint64_t cap = nt + 1;
-    for (uint64_t i = 0; i < nt; i++) {
-        const slm_gguf_str nm = slm_gguf_tensor_at(g, i)->name;
-        if (nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) cap += 2;
-        if (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "ffn_up.weight", 13)) cap += 1;
-        if (c->n_experts && ((nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) ||
-                             (nm.len >= 10 && !memcmp(nm.s + nm.len - 10, "_exps.bias", 10))))
-            cap += (uint64_t)c->n_experts;
-    }
-    if (cap > (1u << 24))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors after splitting fused and expert matrices", file,
-                        (unsigned long long)cap);
-    m->tensors = slm_calloc((size_t)cap, sizeof *m->tensors);
-    if (!m->tensors) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for %llu tensors", file, (unsigned long long)nt);
-    for (uint64_t i = 0; i < nt; i++) {
-        const slm_gguf_tensor *gt = slm_gguf_tensor_at(g, i);
-        slm_tensor *t = &m->tensors[i];
-        memcpy(t->name, gt->name.s, (size_t)gt->name.len); /* the reader keeps names < 64 bytes */
-        t->name[gt->name.len] = 0;
-        t->type = gt->type;
-        t->n_dims = gt->n_dims;
-        memcpy(t->ne, gt->ne, sizeof t->ne);
-        t->data = gt->data;
-        t->nbytes = gt->nbytes;
-    }
-    m->n_tensors = (int)nt;
-    if ((s = split_fused(m, file, (int)cap, err))) return s;
-    if ((s = split_experts(m, file, (int)cap, err))) return s;
-    if (!strcmp(A, "gpt-oss")) /* its FFN norm is named post_attention_norm */
-        for (int i = 0; i < m->n_tensors; i++) {
-            int l, end = 0;
-            if (sscanf(m->tensors[i].name, "blk.%d.post_attention_norm.weight%n", &l, &end) == 1 && end > 0 &&
-                !m->tensors[i].name[end])
-                snprintf(m->tensors[i].name, sizeof m->tensors[i].name, "blk.%d.ffn_norm.weight", l);
-        }
+    if ((s = load_tensors(m, g, file, A, err))) return s;
     m->kind = SLM_MODEL_GGUF;
     return SLM_OK;
 #undef KEY

@@ -230,6 +230,59 @@ static slm_status check_experts(slm_model_file *m, const char *file, slm_err *er
     return SLM_OK;
 }
 
+/* What the families add to each layer: Q/K norms (per head or whole rows),
+ * post norms, gpt-oss's sinks and output bias. */
+static slm_status check_family_tensors(const slm_model_file *m, const char *file, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    const int64_t dim = c->dim, kv_dim = (int64_t)c->head_dim * c->n_kv_heads, q_dim = (int64_t)c->head_dim * c->n_heads;
+    slm_status s;
+    for (int l = 0; l < c->n_layers; l++) {
+        static const char *const qk[2] = {"blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight"};
+        static const char *const post[2] = {"blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight"};
+        for (int j = 0; j < 2; j++) {
+            char name[64];
+            snprintf(name, sizeof name, qk[j], l);
+            const int64_t qk_len = c->qk_norm == 2 ? (j ? kv_dim : q_dim) : c->head_dim;
+            if (c->qk_norm && (s = check_tensor(m, file, name, qk_len, 1, 1, err))) return s;
+            snprintf(name, sizeof name, post[j], l);
+            if (c->post_norms && (s = check_tensor(m, file, name, dim, 1, 1, err))) return s;
+        }
+    }
+    return SLM_OK;
+}
+
+/* Llama 3's rope_freqs and LongRoPE's factor tensors: present, of the
+ * rotated pairs, every factor positive. */
+static slm_status check_rope_factors(const slm_model_file *m, const char *file, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    slm_status s;
+    if (c->rope_long)
+        for (int j = 0; j < 2; j++) {
+            const char *name = j ? "rope_factors_short.weight" : "rope_factors_long.weight";
+            if ((s = check_tensor(m, file, name, slm_rope_dims(c) / 2, 1, 1, err))) return s;
+            const float *f = slm_model_tensor(m, name)->data;
+            for (int i = 0; i < slm_rope_dims(c) / 2; i++) {
+                float v;
+                memcpy(&v, f + i, sizeof v);
+                if (!(v > 0.0f) || !isfinite(v))
+                    return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': element %d = %g (must be positive)", file, name, i,
+                                    (double)v);
+            }
+        }
+    if (c->rope_freqs && (s = check_tensor(m, file, "rope_freqs.weight", slm_rope_dims(c) / 2, 1, 1, err))) return s;
+    if (c->rope_freqs) {
+        const float *f = slm_model_tensor(m, "rope_freqs.weight")->data;
+        for (int i = 0; i < slm_rope_dims(c) / 2; i++) {
+            float v;
+            memcpy(&v, f + i, sizeof v);
+            if (!(v > 0.0f) || !isfinite(v))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'rope_freqs.weight': element %d = %g (must be positive)",
+                                file, i, (double)v);
+        }
+    }
+    return SLM_OK;
+}
+
 slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     const char *file = slm_basename(m->path);
     const slm_model_config *c = &m->cfg;
@@ -337,31 +390,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
                 return s;
         }
     }
-    for (int l = 0; l < c->n_layers; l++) {
-        static const char *const qk[2] = {"blk.%d.attn_q_norm.weight", "blk.%d.attn_k_norm.weight"};
-        static const char *const post[2] = {"blk.%d.post_attention_norm.weight", "blk.%d.post_ffw_norm.weight"};
-        for (int j = 0; j < 2; j++) {
-            char name[64];
-            snprintf(name, sizeof name, qk[j], l);
-            const int64_t qk_len = c->qk_norm == 2 ? (j ? kv_dim : q_dim) : c->head_dim;
-            if (c->qk_norm && (s = check_tensor(m, file, name, qk_len, 1, 1, err))) return s;
-            snprintf(name, sizeof name, post[j], l);
-            if (c->post_norms && (s = check_tensor(m, file, name, dim, 1, 1, err))) return s;
-        }
-    }
-    if (c->rope_long)
-        for (int j = 0; j < 2; j++) {
-            const char *name = j ? "rope_factors_short.weight" : "rope_factors_long.weight";
-            if ((s = check_tensor(m, file, name, slm_rope_dims(c) / 2, 1, 1, err))) return s;
-            const float *f = slm_model_tensor(m, name)->data;
-            for (int i = 0; i < slm_rope_dims(c) / 2; i++) {
-                float v;
-                memcpy(&v, f + i, sizeof v);
-                if (!(v > 0.0f) || !isfinite(v))
-                    return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': element %d = %g (must be positive)", file, name, i,
-                                    (double)v);
-            }
-        }
+    if ((s = check_family_tensors(m, file, err))) return s;
     for (int l = 0; l < c->n_layers && (c->attn_sinks || c->o_bias); l++) { /* gpt-oss */
         char name[64];
         snprintf(name, sizeof name, "blk.%d.attn_sinks.weight", l);
@@ -378,17 +407,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
                 if ((s = check_tensor(m, file, name, j ? kv_dim : q_dim, 1, 1, err))) return s;
             }
         }
-    if (c->rope_freqs && (s = check_tensor(m, file, "rope_freqs.weight", slm_rope_dims(c) / 2, 1, 1, err))) return s;
-    if (c->rope_freqs) {
-        const float *f = slm_model_tensor(m, "rope_freqs.weight")->data;
-        for (int i = 0; i < slm_rope_dims(c) / 2; i++) {
-            float v;
-            memcpy(&v, f + i, sizeof v);
-            if (!(v > 0.0f) || !isfinite(v))
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'rope_freqs.weight': element %d = %g (must be positive)",
-                                file, i, (double)v);
-        }
-    }
+    if ((s = check_rope_factors(m, file, err))) return s;
     if (c->n_experts && (s = check_experts(m, file, err))) return s;
     if ((s = check_tensor(m, file, "output_norm.weight", dim, 1, 1, err))) return s;
     if (!c->tied_embeddings && (s = check_tensor(m, file, "output.weight", dim, voc, 0, err))) return s;

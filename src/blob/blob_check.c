@@ -1,0 +1,410 @@
+/* The blob reader's validation of task records: every op's fields and
+ * flags in range, every operand inside its space (a hostile blob is refused
+ * before a task runs). */
+#include "blob/blob_check.h"
+#include "compiler/amx_plan.h"
+#include "device/kernels.h"
+
+/* Bytes a reference may touch must lie in its space. */
+static slm_status check_ref(pctx *q, int ti, int k, uint64_t ext, int is_dst) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const slm_ref *rf = &t->ref[k];
+    static const char *const fn[SLM_TASK_NREF] = {"src0", "src1", "src2", "src3", "src4", "dst"};
+    uint64_t limit = 0, end;
+    const char *space = "?";
+    if (rf->off % 4) return pbad(q, "task %d: %s: offset 0x%llx not 4-byte aligned", ti, fn[k], (unsigned long long)rf->off);
+    switch (rf->space) {
+    case SLM_SPACE_WEIGHTS: limit = q->r->b->weights_size; space = "weights"; break;
+    case SLM_SPACE_CONST: limit = q->r->const_bytes; space = "constants"; break;
+    case SLM_SPACE_ARENA: limit = p->arena_bytes; space = "arena"; break;
+    case SLM_SPACE_IO: {
+        if (rf->io >= p->n_io) return pbad(q, "task %d: %s: I/O index %u >= n_io %d", ti, fn[k], rf->io, p->n_io);
+        const slm_io_desc *d = &p->io[rf->io];
+        limit = (uint64_t)d->rows * blob_io_bytes(d->dtype, (uint64_t)d->cols);
+        space = d->name;
+        if (d->role == SLM_IO_PRESENT_KEY || d->role == SLM_IO_PRESENT_VALUE) {
+            /* present.* are views at the write index: only compact writes stay in the KV buffer */
+            if (!is_dst || !((t->flags & SLM_TF_DST_COMPACT) || (t->flags & SLM_TF_ONE_ROW)) ||
+                (d->dtype == SLM_F32 ? t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM
+                                     : t->op != SLM_T_KV_STORE))
+                return pbad(q, "task %d (%s): %s: %s only as a compact %s destination", ti, slm_task_op_name(t->op),
+                            fn[k], d->name, d->dtype == SLM_F32 ? "matmul/rope/bias/rmsnorm" : "kv_store");
+        }
+        break;
+    }
+    default:
+        return pbad(q, "task %d (%s): %s: space %u invalid for this operand", ti, slm_task_op_name(t->op), fn[k], rf->space);
+    }
+    if (!slm_add_ok(rf->off, ext, &end) || end > limit)
+        return pbad(q, "task %d (%s): %s: bytes [0x%llx, +0x%llx) beyond %s (%llu bytes)", ti, slm_task_op_name(t->op), fn[k],
+                    (unsigned long long)rf->off, (unsigned long long)ext, space, (unsigned long long)limit);
+    return SLM_OK;
+}
+
+/* Extent of rows [0, rows) of width w floats with stride ld floats. */
+static int mat_ext(uint64_t rows, uint64_t ld, uint64_t w, uint64_t *ext) {
+    uint64_t x;
+    if (rows == 0 || w == 0) return 0;
+    if (rows > 1 && ld < w) return 0;
+    if (!slm_mul_ok(rows - 1, ld, &x) || !slm_add_ok(x, w, &x) || !slm_mul_ok(x, 4, &x)) return 0;
+    *ext = x;
+    return 1;
+}
+
+static int embed_type_ok(uint32_t wtype) {
+    if (slm_is_r16(wtype)) return slm_matmul_supported(wtype);
+    const slm_dtype_info *di = slm_dtype_get(wtype);
+    if (!di || !di->name || di->block == 0 || di->block > 256 || di->bytes > 1024) return 0;
+    uint8_t zeros[1024];
+    float out[256];
+    memset(zeros, 0, sizeof zeros);
+    return slm_dequantize_row(wtype, zeros, out, di->block) != 0;
+}
+
+/* The fields the qwen3 / gemma / phi3 programs use: GeGLU, the logit and
+ * score caps (f1), the embedding and query scales (f0). */
+static slm_status check_family_fields(pctx *q, int ti) {
+    const slm_task *t = &q->p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    if ((t->flags & SLM_TF_GELU) && t->op != SLM_T_SWIGLU && !(t->op == SLM_T_MATMUL && (t->flags & SLM_TF_PRE_SWIGLU)))
+        return pbad(q, "task %d (%s): flag GELU without a swiglu", ti, op);
+    const int post_cap = (t->flags & SLM_TF_POST_SOFTCAP) != 0;
+    if (post_cap && (t->op != SLM_T_MATMUL || (t->flags & (SLM_TF_POST_ADD | SLM_TF_POST_ROPE))))
+        return pbad(q, "task %d (%s): a soft-cap epilogue on a non-matmul task or with another epilogue", ti, op);
+    /* f1 on an expert's swiglu prologue: the clamped SwiGLU's limit (gpt-oss) */
+    const int oai = t->op == SLM_T_MATMUL && (t->flags & SLM_TF_EXPERT) && (t->flags & SLM_TF_PRE_SWIGLU) && !post_cap;
+    if (oai && t->f1 != 0.0f && !(t->f0 > 0.0f && t->f0 < 1e6f))
+        return pbad(q, "task %d (%s): clamped swiglu alpha f0 %g out of range", ti, op, (double)t->f0);
+    if ((t->flags & SLM_TF_SINKS) && ((t->op != SLM_T_ATTENTION && t->op != SLM_T_ATTN_MERGE) ||
+                                      (t->flags & SLM_TF_KEY_PARTS) || t->f1 != 0.0f))
+        return pbad(q, "task %d (%s): sinks on a task other than an uncapped attention or a merge", ti, op);
+    if (!(t->f1 >= 0.0f && t->f1 < 1e9f) || (post_cap && !(t->f1 > 0.0f)) ||
+        (t->f1 != 0.0f && t->op != SLM_T_ATTENTION && !post_cap && !oai))
+        return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
+    const int post_scale = (t->flags & SLM_TF_POST_SCALE) != 0;
+    if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) ||
+        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE))
+        return pbad(q, "task %d (%s): scale f2 %g out of range for this task", ti, op, (double)t->f2);
+    if ((t->op == SLM_T_EMBED || t->op == SLM_T_ATTENTION) && !(t->f0 >= 0.0f && t->f0 < 1e9f))
+        return pbad(q, "task %d (%s): scale f0 %g out of range", ti, op, (double)t->f0);
+    return SLM_OK;
+}
+
+/* The matmul prologue and epilogue flags: on matmuls only, one of each kind. */
+static slm_status check_prologue_epilogue(pctx *q, int ti) {
+    const slm_task *t = &q->p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
+    if (pre && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): an input prologue on a non-matmul task", ti, op);
+    if (pre == (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU)) return pbad(q, "task %d (%s): two input prologues", ti, op);
+    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0;
+    if (post_rope && t->op != SLM_T_MATMUL) return pbad(q, "task %d (%s): a rope epilogue on a non-matmul task", ti, op);
+    if ((t->flags & SLM_TF_POST_ADD) && (t->op != SLM_T_MATMUL || post_rope))
+        return pbad(q, "task %d (%s): an add epilogue on a non-matmul task or with a rope epilogue", ti, op);
+    if ((t->flags & SLM_TF_NEOX) && t->op != SLM_T_ROPE && !post_rope)
+        return pbad(q, "task %d (%s): flag NEOX on a non-rope task", ti, op);
+    return SLM_OK;
+}
+
+/* A rope's rotated dimensions (b, or the head size c): the table's pairs;
+ * only the neox layout rotates part of a head. */
+static int rope_dims_ok(const pctx *q, const slm_task *t) {
+    const int rot = t->b ? t->b : t->c;
+    if (t->b && (t->b < 0 || t->b > t->c || t->b % 2 || !(t->flags & SLM_TF_NEOX))) return 0;
+    return rot / 2 == q->r->c->consts.rope_pairs;
+}
+
+/* The checks every task validator uses: a failed condition returns the message; an operand
+ * is marked used and its extent checked; MAT: rows of a matrix; KVR: rows of the KV cache. */
+#define NEED(cond, ...) do { if (!(cond)) return pbad(q, __VA_ARGS__); } while (0)
+#define REF(k, e, dst) do { used |= 1u << (k); if ((s = check_ref(q, ti, k, e, dst))) return s; } while (0)
+#define MAT(rows, k, w, dst) do { NEED(mat_ext(rows, t->ref[k].ld, w, &ext), "task %d (%s): operand %d: ld %u / width %llu incoherent", ti, op, k, t->ref[k].ld, (unsigned long long)(w)); REF(k, ext, dst); } while (0)
+#define KVR(rows, k, w, dst) do { NEED(blob_kv_ext(q->p, &t->ref[k], t->wtype, rows, w, &ext), "task %d (%s): operand %d not rows of %s KV", ti, op, k, slm_dtype_name(t->wtype)); REF(k, ext, dst); } while (0)
+
+/* A prefetch task: rows [n0, n1) of a matrix in the weights. */
+static slm_status check_prefetch(pctx *q, int ti, unsigned *usedp) {
+    const slm_task *t = &q->p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    unsigned used = 0;
+    slm_status s;
+    NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
+    NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): rows [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
+    NEED(t->flags == 0 && t->a >= 1 && t->b == 0, "task %d (%s): flags 0x%x / distance %d / b %d invalid", ti, op, t->flags, t->a, t->b);
+    NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+    const uint64_t prow = slm_row_bytes(t->wtype, (uint64_t)t->k);
+    NEED(prow > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
+    NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+    REF(SLM_REF_SRC1, (uint64_t)t->n1 * prow, 0);
+    *usedp |= used;
+    return SLM_OK;
+}
+
+static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    const unsigned pre = t->flags & (SLM_TF_PRE_NORM | SLM_TF_PRE_SWIGLU);
+    const int post_rope = (t->flags & SLM_TF_POST_ROPE) != 0, post_add = (t->flags & SLM_TF_POST_ADD) != 0;
+    const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
+    unsigned used = 0;
+    uint64_t ext;
+    slm_status s;
+    NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
+    NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
+    NEED(slm_matmul_supported(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+    NEED(t->a >= 0 && t->a <= SLM_STREAM_PREFETCH_MAX && t->a % 64 == 0,
+         "task %d (%s): stream prefetch distance %d not a multiple of 64 in [0, %d]", ti, op, t->a, SLM_STREAM_PREFETCH_MAX);
+    uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->k);
+    NEED(row > 0, "task %d (%s): k %d not a whole number of %s blocks", ti, op, t->k, slm_dtype_name(t->wtype));
+    NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+    /* repacked weights: whole groups of 16 rows, and a tile reads the groups it cuts */
+    NEED(!slm_is_r16(t->wtype) || t->n1 <= t->n / 16 * 16, "task %d (%s): tile [%d,%d) of %s weights beyond the %d "
+         "repacked rows", ti, op, t->n0, t->n1, slm_dtype_name(t->wtype), t->n / 16 * 16);
+    const int expert = (t->flags & SLM_TF_EXPERT) != 0, gather = (t->flags & SLM_TF_EXPERT_GATHER) != 0;
+    NEED(!gather || expert, "task %d (%s): flag EXPERT_GATHER without EXPERT", ti, op);
+    /* an expert's rows: the c * m (row, slot) pairs of the program; its table: the route's */
+    uint64_t RX = R;
+    if (expert) {
+        NEED(!(t->flags & (SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_DST_CPOS | SLM_TF_PRE_NORM |
+                           SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_POST_SOFTCAP | SLM_TF_POST_SCALE | SLM_TF_GELU)) &&
+             (gather ? pre == 0 : pre == SLM_TF_PRE_SWIGLU),
+             "task %d (%s): expert flags 0x%x: gather, or the swiglu prologue, and nothing else", ti, op, t->flags);
+        NEED(t->c >= 1 && t->c <= 64 && t->window >= t->c && t->window <= 1024 && t->b >= 0 && t->b < t->window,
+             "task %d (%s): expert %d of %d, %d used: out of range", ti, op, t->b, t->window, t->c);
+        NEED(t->ref[SLM_REF_SRC3].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
+        REF(SLM_REF_SRC3, (SLM_MOE_EXPERT(p->rows, t->c, t->b) + 2) * 4, 0);
+        RX = R * (uint64_t)t->c;
+        if (t->ref[SLM_REF_SRC4].space != SLM_SPACE_NONE) { /* the expert's bias */
+            NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_WEIGHTS, "task %d (%s): an expert's bias must be in the weights", ti, op);
+            REF(SLM_REF_SRC4, (uint64_t)t->n * 4, 0);
+        }
+    }
+    MAT(gather ? R : RX, SLM_REF_SRC0, (uint64_t)t->k, 0);
+    REF(SLM_REF_SRC1, (uint64_t)(slm_is_r16(t->wtype) ? (t->n1 + 15) / 16 * 16 : t->n1) * row, 0);
+    if (pre == SLM_TF_PRE_NORM) { /* rmsnorm gains: k floats in the weights */
+        NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): norm gains must be in the weights", ti, op);
+        NEED(t->f0 >= 0.0f && t->f0 < 1.0f, "task %d (%s): eps %g out of range", ti, op, (double)t->f0);
+        REF(SLM_REF_SRC2, (uint64_t)t->k * 4, 0);
+    } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
+        MAT(RX, SLM_REF_SRC2, (uint64_t)t->k, 0);
+    }
+    NEED(!post_add || t->n0 % 16 == 0, "task %d (%s): add epilogue on a tile starting at column %d (not a multiple of 16)", ti, op, t->n0);
+    if (post_rope) { /* as a ROPE task over the tile's columns */
+        const int unit = (t->flags & SLM_TF_NEOX) ? t->c : 2;
+        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
+        NEED(t->n % t->c == 0 && t->n0 % unit == 0 && (t->n1 % unit == 0),
+             "task %d (%s): tile [%d,%d) of width %d cuts a rotation (head_dim %d)", ti, op, t->n0, t->n1, t->n, t->c);
+        NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_CONST, "task %d (%s): src4 must be the constants", ti, op);
+        REF(SLM_REF_SRC3, R * 4, 0);
+        NEED(t->ref[SLM_REF_SRC4].off % q->r->table_bytes == 0, "task %d (%s): src4 not at a RoPE table", ti, op);
+        REF(SLM_REF_SRC4, q->r->table_bytes, 0);
+    }
+    MAT(RX, SLM_REF_DST, (uint64_t)t->n1, 1);
+    *usedp |= used;
+    return SLM_OK;
+}
+
+/* An ATTENTION task: heads, KV type and rows; the sinks in place of the cache
+ * positions (gpt-oss); key parts into the partials. */
+static slm_status check_attention(pctx *q, int ti, unsigned *usedp) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows, C = (uint64_t)p->kv_capacity;
+    unsigned used = 0;
+    uint64_t ext;
+    slm_status s;
+    NEED(t->a >= 1 && t->b >= 1 && t->b <= t->a && t->a % t->b == 0, "task %d (%s): heads a %d / kv heads b %d incoherent", ti, op, t->a, t->b);
+    NEED(t->c >= 1 && (int64_t)t->a * t->c <= BLOB_MAX_DIM, "task %d (%s): head_dim c %d out of range", ti, op, t->c);
+    NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->a, "task %d (%s): heads [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->a);
+    NEED((uint64_t)t->k == C, "task %d (%s): k %d != program KV capacity %llu", ti, op, t->k, (unsigned long long)C);
+    NEED(t->ref[SLM_REF_SRC2].ld == t->ref[SLM_REF_SRC1].ld, "task %d (%s): K and V strides differ", ti, op);
+    NEED(t->window >= 0, "task %d (%s): window %d negative", ti, op, t->window);
+    NEED(t->wtype == q->r->c->opt.kv_type && (t->wtype != SLM_Q8_0 || t->c % SLM_QK8_0 == 0),
+         "task %d (%s): KV type %u (head_dim %d), the config's is %d", ti, op, t->wtype, t->c, q->r->c->opt.kv_type);
+    const uint64_t w = (uint64_t)t->n1 * (uint64_t)t->c, kvw = (uint64_t)t->b * (uint64_t)t->c;
+    MAT(R, SLM_REF_SRC0, w, 0);
+    KVR(C, SLM_REF_SRC1, kvw, 0);
+    KVR(C, SLM_REF_SRC2, kvw, 0);
+    REF(SLM_REF_SRC3, C * 4, 0);
+    if (t->flags & SLM_TF_SINKS) { /* the sinks in place of the cache positions */
+        NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_WEIGHTS, "task %d (%s): sinks must be in the weights", ti, op);
+        REF(SLM_REF_SRC4, (uint64_t)t->a * 4, 0);
+    } else {
+        REF(SLM_REF_SRC4, R * 4, 0);
+    }
+    if (t->flags & SLM_TF_KEY_PARTS) { /* the partials: parts x heads x (head_dim + 2) a row */
+        NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): key parts' partials not in the arena", ti, op);
+        MAT(R, SLM_REF_DST, (uint64_t)t->tiles[1] * (uint64_t)t->a * (uint64_t)(t->c + 2), 1);
+    } else {
+        MAT(R, SLM_REF_DST, w, 1);
+    }
+    *usedp |= used;
+    return SLM_OK;
+}
+
+/* MOE_ROUTE (the router's logits into the routing table) and MOE_COMBINE
+ * (the experts' down rows into the residual). */
+static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const char *op = slm_task_op_name(t->op);
+    const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
+    unsigned used = 0;
+    uint64_t ext;
+    slm_status s;
+    if (t->op == SLM_T_MOE_ROUTE) { /* the router's logits [R, E] -> the routing table */
+        NEED(t->n >= 1 && t->n <= 1024 && t->c >= 1 && t->c <= 64 && t->c <= t->n && (t->a == 0 || t->a == 1) && !t->flags,
+             "task %d (%s): %d experts, %d used, norm %d, flags 0x%x out of range", ti, op, t->n, t->c, t->a, t->flags);
+        NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        REF(SLM_REF_DST, (SLM_MOE_EXPERT(p->rows, t->c, t->n)) * 4, 1);
+    } else { /* MOE_COMBINE: the experts' down rows [R * c, n] into dst [R, n] */
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->c >= 1 && t->c <= 64 && !t->flags,
+             "task %d (%s): n %d / used %d / flags 0x%x out of range", ti, op, t->n, t->c, t->flags);
+        NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
+        NEED(t->f2 >= 0.0f && t->f2 < 1e9f, "task %d (%s): scale f2 %g out of range", ti, op, (double)t->f2);
+        NEED(t->ref[SLM_REF_SRC3].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
+        MAT(R * (uint64_t)t->c, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        REF(SLM_REF_SRC3, SLM_MOE_EXPERT(p->rows, t->c, 0) * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    }
+    *usedp |= used;
+    return SLM_OK;
+}
+
+slm_status blob_check_task(pctx *q, int ti) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const slm_model_config *m = &q->r->c->cfg;
+    const char *op = slm_task_op_name(t->op);
+    unsigned used = 0; /* bit per operand */
+    uint64_t ext;
+    slm_status s;
+    if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
+    if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
+                               SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP |
+                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER | SLM_TF_SINKS))
+        return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
+    if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
+    if (t->window && t->op != SLM_T_ATTENTION && !(t->flags & SLM_TF_EXPERT))
+        return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
+    if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
+    if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
+    if (t->op != SLM_T_BARRIER && t->count) return pbad(q, "task %d (%s): count %u on a non-barrier", ti, op, t->count);
+    if ((t->flags & SLM_TF_KEY_PARTS) &&
+        (t->op != SLM_T_ATTENTION || t->tiles[1] < 2 || t->tiles[0] >= t->tiles[1] || t->tiles[2] || t->f1 != 0.0f))
+        return pbad(q, "task %d (%s): key parts {%u, %u, %u} not {part < parts, parts >= 2, 0} of an uncapped attention", ti, op,
+                    t->tiles[0], t->tiles[1], t->tiles[2]);
+    if (t->op == SLM_T_ATTN_MERGE && (t->tiles[0] || t->tiles[1] < 2 || t->tiles[2]))
+        return pbad(q, "task %d (%s): tiles {%u, %u, %u} not {0, parts >= 2, 0}", ti, op, t->tiles[0], t->tiles[1], t->tiles[2]);
+    if (t->op == SLM_T_ATTENTION && !(t->flags & SLM_TF_KEY_PARTS) && (t->tiles[0] | t->tiles[1] | t->tiles[2]) &&
+        !(t->tiles[1] >= 2 && t->tiles[0] < t->tiles[1] && !t->tiles[2] && p->rows >= 2 && !(t->flags & SLM_TF_ONE_ROW)))
+        return pbad(q, "task %d (%s): row part tiles {%u, %u, %u} is not {part < parts, parts >= 2, 0} of a program of several rows",
+                    ti, op, t->tiles[0], t->tiles[1], t->tiles[2]);
+    if (t->op != SLM_T_MATMUL && t->op != SLM_T_ATTENTION && t->op != SLM_T_ATTN_MERGE && (t->tiles[0] | t->tiles[1] | t->tiles[2]))
+        return pbad(q, "task %d (%s): tiles %ux%u k=%u on a task that is not a matrix multiply", ti, op, t->tiles[0], t->tiles[1],
+                    t->tiles[2]);
+    const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
+    switch (t->op) {
+    case SLM_T_NOP: case SLM_T_BARRIER: break; /* counts: slm_program_check_schedule */
+    case SLM_T_PREFETCH:
+        if ((s = check_prefetch(q, ti, &used))) return s;
+        break;
+    case SLM_T_COPY_ROW:
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        MAT((uint64_t)p->rows, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        MAT(1, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_EMBED: {
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
+        NEED(embed_type_ok(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+        uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
+        NEED(row > 0, "task %d (%s): n %d not a whole number of %s blocks", ti, op, t->n, slm_dtype_name(t->wtype));
+        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+        NEED(!slm_is_r16(t->wtype) || t->k >= 16, "task %d (%s): k %d rows of %s under 16", ti, op, t->k,
+             slm_dtype_name(t->wtype));
+        REF(SLM_REF_SRC0, R * 4, 0);
+        REF(SLM_REF_SRC1, (uint64_t)t->k * row, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    }
+    case SLM_T_RMSNORM:
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_MATMUL: {
+        if ((s = check_matmul(q, ti, &used))) return s;
+        char why[120];
+        if (slm_amx_tiles_check(t->wtype, (int)R, t->n0, t->n1, t->tiles, why, sizeof why))
+            return pbad(q, "task %d (%s): %s", ti, op, why);
+        break;
+    }
+    case SLM_T_ROPE:
+        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
+        NEED(t->n0 >= 0 && t->n0 < t->n1 && (int64_t)t->n1 * t->c <= t->n && t->n <= BLOB_MAX_DIM,
+             "task %d (%s): heads [%d,%d) x %d beyond width %d", ti, op, t->n0, t->n1, t->c, t->n);
+        NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_CONST, "task %d (%s): src2 must be the constants", ti, op);
+        REF(SLM_REF_SRC1, R * 4, 0);
+        NEED(t->ref[SLM_REF_SRC2].off % q->r->table_bytes == 0, "task %d (%s): src2 not at a RoPE table", ti, op);
+        REF(SLM_REF_SRC2, q->r->table_bytes, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_ATTENTION:
+        if ((s = check_attention(q, ti, &used))) return s;
+        break;
+    case SLM_T_ATTN_MERGE: {
+        NEED(t->a >= 1 && t->c >= 1 && (int64_t)t->a * t->c <= BLOB_MAX_DIM, "task %d (%s): heads a %d x head_dim c %d out of range", ti, op, t->a, t->c);
+        NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->a, "task %d (%s): heads [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->a);
+        NEED(t->ref[SLM_REF_SRC0].space == SLM_SPACE_ARENA, "task %d (%s): partials not in the arena", ti, op);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->tiles[1] * (uint64_t)t->a * (uint64_t)(t->c + 2), 0);
+        if (t->flags & SLM_TF_SINKS) {
+            NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): sinks must be in the weights", ti, op);
+            REF(SLM_REF_SRC1, (uint64_t)t->a * 4, 0);
+        }
+        MAT(R, SLM_REF_DST, (uint64_t)t->n1 * (uint64_t)t->c, 1);
+        break;
+    }
+    case SLM_T_ADD:
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_BIAS:
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_KV_STORE:
+        NEED(t->wtype != SLM_F32 && t->wtype == q->r->c->opt.kv_type, "task %d (%s): KV type %u, the config's is %d", ti, op,
+             t->wtype, q->r->c->opt.kv_type);
+        NEED(t->n == m->n_kv_heads * m->head_dim, "task %d (%s): n %d != kv_dim", ti, op, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        KVR(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    case SLM_T_MOE_ROUTE: case SLM_T_MOE_COMBINE:
+        if ((s = check_moe(q, ti, &used))) return s;
+        break;
+    case SLM_T_SWIGLU:
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        MAT(R, SLM_REF_SRC1, (uint64_t)t->n, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        break;
+    default:
+        return pbad(q, "task %d: op %u unknown", ti, t->op);
+    }
+    for (int k = 0; k < SLM_TASK_NREF; k++)
+        if (!(used & (1u << k)) && t->ref[k].space != SLM_SPACE_NONE)
+            return pbad(q, "task %d (%s): operand %d unused by this op but has space %u", ti, op, k, t->ref[k].space);
+#undef NEED
+#undef REF
+#undef MAT
+#undef KVR
+    return SLM_OK;
+}
+

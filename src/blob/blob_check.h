@@ -1,0 +1,47 @@
+/* blob/blob_check.h — the blob reader's contexts and its validation of
+ * task records (blob_check.c), private to blob/. */
+#ifndef SLM_BLOB_CHECK_H
+#define SLM_BLOB_CHECK_H
+
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "blob/format.h"
+
+typedef struct rctx {
+    slm_blob *b;
+    slm_err *err;
+    const char *name;
+    const Elf64_Shdr *sh;   /* [shnum], copied out of the file */
+    uint32_t shnum;
+    const char *shstr;
+    uint64_t shstr_size;
+    slm_compiled *c;
+    uint64_t const_bytes;
+    uint64_t table_bytes;   /* one RoPE table (const_bytes holds one or two) */
+} rctx;
+
+/* ---- programs ------------------------------------------------------------- */
+
+typedef struct pctx {
+    rctx *r;
+    slm_program *p;
+    int idx;
+    const char *sec;  /* section name for messages */
+} pctx;
+
+static inline slm_status pbad(pctx *q, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline slm_status pbad(pctx *q, const char *fmt, ...) {
+    char msg[SLM_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return slm_errf(q->r->err, SLM_ERR_FORMAT, "%s: section %s: %s", q->r->name, q->sec, msg);
+}
+
+/* Task ti of q's program: its op, flags and fields in range, every operand's
+ * bytes inside its space for the program's rows. */
+slm_status blob_check_task(pctx *q, int ti);
+
+#endif
