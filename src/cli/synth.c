@@ -82,6 +82,8 @@ static const synth_shape k_shapes[] = {
      .experts = 128, .experts_used = 8, .expert_ffn = 768},
     {"olmoe-1b-7b", "olmoe", 2048, 16, 16, 16, 1024, 50304, 4096, 10000.0f, 1e-5f, 0, 0, .experts = 64,
      .experts_used = 8},
+    {"gpt-oss-20b", "gpt-oss", 2880, 24, 64, 8, 2880, 201088, 131072, 150000.0f, 1e-5f, 0, 0, .head_dim = 64,
+     .window = 128, .yarn = 32.0f, .yarn_orig = 4096, .experts = 32, .experts_used = 4, .expert_ffn = 2880},
     {"mixtral-8x7b", "llama", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f, 1e-5f, 0, 0, .experts = 8,
      .experts_used = 2},
     /* a tiny default for tests; every field can be overridden */
@@ -99,7 +101,7 @@ static void usage(FILE *f) {
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
             "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
-            "                        mixtral-8x7b | custom\n"
+            "                        gpt-oss-20b | mixtral-8x7b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
@@ -107,7 +109,7 @@ static void usage(FILE *f) {
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
-            "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe\n"
+            "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -512,7 +514,9 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
     return 0;
 }
 
-static int is_moe_arch(const char *a) { return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe"); }
+static int is_moe_arch(const char *a) {
+    return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe") || !strcmp(a, "gpt-oss");
+}
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
 static int head_dim_of(const synth_shape *sh) { return sh->head_dim ? sh->head_dim : sh->dim / sh->n_heads; }
@@ -559,10 +563,10 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (strcmp(sh->arch, "phi3")) sh->rope_dims = 0;
     if ((!strcmp(sh->arch, "gemma2") || !strcmp(sh->arch, "gemma3")) && !sh->window) sh->window = 4096;
     if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gemma2") && strcmp(sh->arch, "gemma3") &&
-        strcmp(sh->arch, "exaone4"))
+        strcmp(sh->arch, "exaone4") && strcmp(sh->arch, "gpt-oss"))
         sh->window = 0;
     else if (a->window) sh->window = a->window;
-    if (strcmp(sh->arch, "olmo2")) sh->yarn = 0.0f, sh->yarn_orig = 0;
+    if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gpt-oss")) sh->yarn = 0.0f, sh->yarn_orig = 0;
     if ((!strcmp(sh->arch, "granite") || !strcmp(sh->arch, "granitemoe")) && !(sh->mup[3] > 0.0f)) { /* Granite 3's multipliers */
         const float g3[4] = {12.0f, 0.015625f, 0.22f, 8.0f};
         memcpy(sh->mup, g3, sizeof g3);
@@ -572,7 +576,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->experts_used) sh->experts_used = a->experts_used;
     if (a->expert_ffn) sh->expert_ffn = a->expert_ffn;
     if ((is_moe_arch(sh->arch) && !sh->experts) || (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama"))) {
-        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, olmoe and granitemoe"
+        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, olmoe, granitemoe, gpt-oss"
                                                                            : "needs --experts");
         return 2;
     }
@@ -609,7 +613,8 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
     if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)(a->window ? a->window : 4096));
-    if (is(sh, "gemma2") || is(sh, "gemma3")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
+    if (is(sh, "gemma2") || is(sh, "gemma3") || (is(sh, "gpt-oss") && sh->window))
+        slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
     if ((is(sh, "olmo2") || is(sh, "exaone4")) && sh->window) { /* as llama.cpp's converters write it: a per-layer list */
         slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
         uint8_t pat[1024];
@@ -620,7 +625,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     if (sh->experts) { /* as llama.cpp's converters write them */
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)sh->experts);
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)sh->experts_used);
-        if (is(sh, "qwen3moe"))
+        if (is(sh, "qwen3moe") || is(sh, "gpt-oss"))
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)(sh->expert_ffn ? sh->expert_ffn : sh->ffn));
     }
     if (is(sh, "granite") || is(sh, "granitemoe")) { /* as llama.cpp's converter writes Granite's multipliers */
@@ -629,11 +634,11 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         slm_gguf_set_f32(w, K("residual_scale"), sh->mup[2]);
         slm_gguf_set_f32(w, K("logit_scale"), sh->mup[3]);
     }
-    if (sh->yarn > 1.0f) { /* Olmo 3's rope_scaling, every key as its config.json gives it */
+    if (sh->yarn > 1.0f) { /* Olmo 3's and gpt-oss's rope_scaling, every key as its config.json gives it */
         slm_gguf_set_str(w, K("rope.scaling.type"), "yarn");
         slm_gguf_set_f32(w, K("rope.scaling.factor"), sh->yarn);
         slm_gguf_set_u32(w, K("rope.scaling.original_context_length"), (uint32_t)sh->yarn_orig);
-        slm_gguf_set_f32(w, K("rope.scaling.yarn_attn_factor"), 1.0f + 0.1f * logf(sh->yarn));
+        if (is(sh, "olmo2")) slm_gguf_set_f32(w, K("rope.scaling.yarn_attn_factor"), 1.0f + 0.1f * logf(sh->yarn));
         slm_gguf_set_f32(w, K("rope.scaling.yarn_beta_fast"), 32.0f);
         slm_gguf_set_f32(w, K("rope.scaling.yarn_beta_slow"), 1.0f);
     }
@@ -671,7 +676,8 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
 /* The tensors, in llama.cpp's order; 0 when one could not be made. */
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
-    const int qwen2 = is(sh, "qwen2"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
+    const int qwen2 = is(sh, "qwen2") || is(sh, "gpt-oss"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
+    const int oss = is(sh, "gpt-oss");
     const int olmo2 = is(sh, "olmo2"), post_only = olmo2 || is(sh, "exaone4");
     const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || is(sh, "qwen3moe") || is(sh, "olmoe") || post_only,
               rope_dims = rope_dims_of(sh), whole_qk = olmo2 || is(sh, "olmoe");
@@ -727,10 +733,20 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T("attn_q_norm.weight", SLM_F32, whole_qk ? q_dim : head_dim, 1, 1);
         }
         T("attn_output.weight", t_o, q_dim, sh->dim, 0);
+        if (oss) { /* biases and sinks: normal values (std 0.02 would make them vanish) */
+            T("attn_output.bias", SLM_F32, sh->dim, 1, 0);
+            T("attn_sinks.weight", SLM_F32, sh->n_heads, 1, 1);
+        }
         if (gemma || post_only) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
-        if (!post_only) T("ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (!post_only) T(oss ? "post_attention_norm.weight" : "ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
         if (E) { /* the router (f32, as llama-quantize leaves it) and the experts, 3-D */
             T("ffn_gate_inp.weight", SLM_F32, sh->dim, E, 0);
+            if (oss) { /* the router's and the experts' biases, [out, experts] */
+                T("ffn_gate_inp.bias", SLM_F32, E, 1, 0);
+                T("ffn_gate_exps.bias", SLM_F32, fe, E, 0);
+                T("ffn_up_exps.bias", SLM_F32, fe, E, 0);
+                T("ffn_down_exps.bias", SLM_F32, sh->dim, E, 0);
+            }
             const uint32_t t_de = layer_type(mt, 1, l, sh->n_layers, fe);
 #define T3(suffix, type, ne0, ne1)                                                             \
     do {                                                                                       \
