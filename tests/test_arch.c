@@ -1005,6 +1005,64 @@ static void test_moe_blob_hostile(void) {
     unlink("moe_tok.bin");
 }
 
+/* gpt-oss's tasks in a blob: sinks only on an attention or a merge and in the
+ * weights, an expert's bias in the weights, the clamped SwiGLU's alpha in range. */
+static void test_oss_blob_hostile(void) {
+    if (!write_tok("oss_tok.bin", 160) || !write_model("oss_h.gguf", find_synth("gpt-oss"), SLM_Q8_0, 5)) return;
+    rig r;
+    if (!rig_open_threads(&r, "oss_h.gguf", 8, 24, 1)) return;
+    slm_err err = {0};
+    slm_tokenizer *tok = NULL;
+    slm_blob_ident id;
+    memset(&id, 0, sizeof id);
+    slm_blob_ident_seal(&id);
+    const int ok = slm_tok_load_llama2c(&tok, "oss_tok.bin", 160, &err) == SLM_OK &&
+                   slm_blob_write("oss_h.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK;
+    CHECKF(ok, "blob: %s", err.msg);
+    slm_tok_free(tok);
+    rig_close(&r);
+    size_t n = 0;
+    uint8_t *img = ok ? (uint8_t *)t_read_file("oss_h.slmblob", &n) : NULL;
+    uint64_t len = 0;
+    uint8_t *tasks = img ? blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    char msg[512];
+    int att = -1, down = -1, mm = -1;
+    for (uint64_t i = 0; tasks && i < len / 160; i++) {
+        const uint8_t *e = tasks + i * 160;
+        uint16_t fl;
+        memcpy(&fl, e + 2, 2);
+        if (e[0] == SLM_T_ATTENTION && (fl & SLM_TF_SINKS) && att < 0) att = (int)i;
+        if (e[0] == SLM_T_MATMUL && (fl & SLM_TF_EXPERT) && (fl & SLM_TF_PRE_SWIGLU) && down < 0) down = (int)i;
+        if (e[0] == SLM_T_MATMUL && !(fl & SLM_TF_EXPERT) && mm < 0) mm = (int)i;
+    }
+    CHECKF(tasks && att >= 0 && down >= 0 && mm >= 0, "tasks: attention with sinks %d, expert down %d, matmul %d", att, down, mm);
+    if (tasks && att >= 0 && down >= 0 && mm >= 0) {
+        CHECKF(blob_opens(img, n, msg, sizeof msg), "pristine: %s", msg);
+        static const struct { int task, off, len; uint32_t v; const char *want; } muts[] = {
+            {0, 56 + 4 * 16, 1, SLM_SPACE_ARENA, "sinks must be in the weights"}, /* src4 space */
+            {1, 56 + 4 * 16, 1, SLM_SPACE_ARENA, "bias must be in the weights"},  /* the expert's bias */
+            {1, 40, 4, 0xbf800000u, "alpha"},                                   /* f0 = -1 */
+            {2, 3, 1, 0x80, "sinks"},                                           /* flag 0x8000 on a matmul */
+        };
+        const int at[3] = {att, down, mm};
+        for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+            uint8_t *e = tasks + (size_t)at[muts[i].task] * 160 + muts[i].off;
+            uint8_t keep[4];
+            memcpy(keep, e, (size_t)muts[i].len);
+            if (muts[i].len == 4) memcpy(e, &muts[i].v, 4);
+            else if (muts[i].v == 0x80) e[0] |= 0x80; /* the flags' high byte */
+            else e[0] = (uint8_t)muts[i].v;
+            CHECKF(!blob_opens(img, n, msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
+            memcpy(e, keep, (size_t)muts[i].len);
+        }
+        CHECKF(blob_opens(img, n, msg, sizeof msg), "restored: %s", msg);
+    }
+    free(img);
+    unlink("oss_h.slmblob");
+    unlink("oss_h.gguf");
+    unlink("oss_tok.bin");
+}
+
 int main(void) {
     T_RUN(test_arch_vs_reference);
     T_RUN(test_arch_threads);
@@ -1015,6 +1073,7 @@ int main(void) {
     T_RUN(test_exaone_config);
     T_RUN(test_moe_config);
     T_RUN(test_moe_blob_hostile);
+    T_RUN(test_oss_blob_hostile);
     T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);
