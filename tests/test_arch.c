@@ -1005,6 +1005,24 @@ static void test_moe_blob_hostile(void) {
     unlink("moe_tok.bin");
 }
 
+/* gpt-oss's sinks in decode key parts (a KV capacity of >= 256 rows cuts
+ * each decode attention into parts; the merge adds the sinks) and in prefill
+ * (the per-row entries, with prefill rows of 64 and more: the row parts), one
+ * thread and two. */
+static void test_oss_key_parts(void) {
+    int32_t ids[40];
+    g_rng = 5;
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 90);
+    if (!write_model("oss_kp.gguf", find_synth("gpt-oss"), SLM_F32, 3)) return;
+    for (int th = 1; th <= 2; th++) {
+        g_threads = th;
+        const double e1 = compare("oss_kp.gguf", ids, 40, 5, 300), e2 = compare("oss_kp.gguf", ids, 40, 39, 100);
+        CHECKF(e1 < 1e-4 && e2 < 1e-4, "gpt-oss, %d threads, key parts / prefill of 100 rows: rel err %.3g / %.3g", th, e1, e2);
+    }
+    g_threads = 1;
+    unlink("oss_kp.gguf");
+}
+
 /* gpt-oss's tasks in a blob: sinks only on an attention or a merge and in the
  * weights, an expert's bias in the weights, the clamped SwiGLU's alpha in range. */
 static void test_oss_blob_hostile(void) {
@@ -1074,6 +1092,7 @@ int main(void) {
     T_RUN(test_moe_config);
     T_RUN(test_moe_blob_hostile);
     T_RUN(test_oss_blob_hostile);
+    T_RUN(test_oss_key_parts);
     T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);
