@@ -40,7 +40,9 @@ seeds() { # target -> corpus dir
       # a tiny mixture of experts (3-D expert stacks, the MoE keys), when a CLI is built
       for c in build/staticlm build-asan/staticlm; do
         [ -x "$c" ] && "$c" synth --shape custom --arch qwen3moe --experts 4 --experts-used 2 --expert-ffn 32 --dim 32 \
-          --layers 1 --heads 2 --kv-heads 1 --n-vocab 300 --type q8_0 -o "$d/moe.gguf" >/dev/null 2>&1 && break
+          --layers 1 --heads 2 --kv-heads 1 --n-vocab 300 --type q8_0 -o "$d/moe.gguf" >/dev/null 2>&1 &&
+          "$c" synth --shape custom --arch gpt-oss --experts 4 --experts-used 2 --expert-ffn 32 --dim 32 --layers 2 \
+          --heads 2 --kv-heads 1 --n-vocab 300 --sliding-window 4 --type q8_0 -o "$d/gpt-oss.gguf" >/dev/null 2>&1 && break
       done ;;
     fuzz_template)
       for f in "$SHARED"/templates/*.jinja tests/corpus/templates/*.jinja; do [ -f "$f" ] && cp -f "$f" "$d/"; done ;;
@@ -58,7 +60,10 @@ seeds() { # target -> corpus dir
       printf '{"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "rope_parameters": {"full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}, "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}}' > "$d/gemma3_v5.json"
       printf '{"model_type": "olmo3", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 128, "sliding_window": 8, "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"], "rope_scaling": {"rope_type": "yarn", "factor": 8.0, "original_max_position_embeddings": 32, "attention_factor": 1.2, "beta_fast": 32, "beta_slow": 1}}' > "$d/olmo3.json"
       printf '{"model_type": "granite", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 128, "embedding_multiplier": 12.0, "attention_multiplier": 0.015625, "residual_multiplier": 0.22, "logits_scaling": 8.0, "tie_word_embeddings": true}' > "$d/granite.json"
-      printf '{"model_type": "exaone4", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 128, "sliding_window": 8, "sliding_window_pattern": "LLLG"}' > "$d/exaone4.json" ;;
+      printf '{"model_type": "exaone4", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 128, "sliding_window": 8, "sliding_window_pattern": "LLLG"}' > "$d/exaone4.json"
+      printf '{"model_type": "qwen3_moe", "hidden_size": 64, "moe_intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 100, "max_position_embeddings": 128, "num_experts": 8, "num_experts_per_tok": 2, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": []}' > "$d/qwen3_moe.json"
+      printf '{"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 100, "max_position_embeddings": 128, "num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": null}' > "$d/mixtral.json"
+      printf '{"model_type": "olmoe", "hidden_size": 64, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 100, "max_position_embeddings": 128, "num_experts": 16, "num_experts_per_tok": 4, "norm_topk_prob": false, "clip_qkv": null}' > "$d/olmoe.json" ;;
     fuzz_blob)
       # a small blob: stories260K with short programs, compiled by the CLI
       [ -f "$SHARED/models/stories260K.bin" ] || { echo "$d"; return; }
