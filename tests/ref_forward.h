@@ -36,6 +36,13 @@ static float *ref_layer(const slm_model_file *m, const char *fmt, int l) {
     return ref_dequant(m, name, NULL, NULL);
 }
 
+/* Expert e's matrix or bias of layer l (kind gate, up or down), dequantized. */
+static float *ref_expert(const slm_model_file *m, int l, const char *kind, int e, const char *what) {
+    char name[64];
+    snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.%s", l, kind, e, what);
+    return ref_dequant(m, name, NULL, NULL);
+}
+
 /* A mixture-of-experts FFN on the normed row xn into o[D]: the router's
  * softmax, the K most probable experts (ties: the lower index), their
  * probabilities renormalized when expert_norm, each expert's SwiGLU. */
@@ -72,20 +79,12 @@ static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) 
         }
     }
     for (int s = 0; ok && s < K; s++) {
-        float *wg, *wu, *wd, *bg = NULL, *bu = NULL, *bd = NULL;
-        snprintf(name, sizeof name, "blk.%d.ffn_gate.%d.weight", l, sel[s]);
-        wg = ref_dequant(m, name, NULL, NULL);
-        snprintf(name, sizeof name, "blk.%d.ffn_up.%d.weight", l, sel[s]);
-        wu = ref_dequant(m, name, NULL, NULL);
-        snprintf(name, sizeof name, "blk.%d.ffn_down.%d.weight", l, sel[s]);
-        wd = ref_dequant(m, name, NULL, NULL);
+        float *wg = ref_expert(m, l, "gate", sel[s], "weight"), *wu = ref_expert(m, l, "up", sel[s], "weight"),
+              *wd = ref_expert(m, l, "down", sel[s], "weight"), *bg = NULL, *bu = NULL, *bd = NULL;
         if (c->expert_bias) {
-            snprintf(name, sizeof name, "blk.%d.ffn_gate.%d.bias", l, sel[s]);
-            bg = ref_dequant(m, name, NULL, NULL);
-            snprintf(name, sizeof name, "blk.%d.ffn_up.%d.bias", l, sel[s]);
-            bu = ref_dequant(m, name, NULL, NULL);
-            snprintf(name, sizeof name, "blk.%d.ffn_down.%d.bias", l, sel[s]);
-            bd = ref_dequant(m, name, NULL, NULL);
+            bg = ref_expert(m, l, "gate", sel[s], "bias");
+            bu = ref_expert(m, l, "up", sel[s], "bias");
+            bd = ref_expert(m, l, "down", sel[s], "bias");
         }
         ok = wg && wu && wd && (!c->expert_bias || (bg && bu && bd && rb));
         if (ok) {

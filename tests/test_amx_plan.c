@@ -6,13 +6,13 @@
  * task records, a blob whose tiles are wrong refused with the field named,
  * and the whole engine on 15-row prefill chunks (1 x 3 steps) through
  * "amx-emu" against "avx512". */
-#include <elf.h>
 #include <math.h>
 #include <stdint.h>
 #include <unistd.h>
 
 #include "blob/blob.h"
 #include "blob/format.h"
+#include "blob_image.h"
 #include "common/dtype.h"
 #include "compiler/amx_plan.h"
 #include "compiler/compiler.h"
@@ -237,45 +237,16 @@ static void test_dump(void) {
 }
 
 /* The prefill task section of the blob, and the first matrix task with tiles. */
-static uint8_t *find_tasks(uint8_t *img, size_t n, uint64_t *len) {
-    Elf64_Ehdr eh;
-    if (n < sizeof eh) return NULL;
-    memcpy(&eh, img, sizeof eh);
-    if (eh.e_shoff + (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > n) return NULL;
-    const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh.e_shoff);
-    const char *shstr = (const char *)img + sh[eh.e_shstrndx].sh_offset;
-    for (int i = 1; i < eh.e_shnum; i++)
-        if (!strcmp(shstr + sh[i].sh_name, ".slm.tasks.prefill.16")) {
-            *len = sh[i].sh_size;
-            return img + sh[i].sh_offset;
-        }
-    return NULL;
-}
-
-static int open_nochk(uint8_t *img, size_t n, char *msg, size_t cap) {
-    slm_blob b;
-    slm_compiled c;
-    slm_tokenizer *tok = NULL;
-    slm_err err = {0};
-    const slm_status s = slm_blob_open_mem(&b, img, n, "tiles.blob", SLM_BLOB_NO_CHECKSUM, &c, &tok, &err);
-    snprintf(msg, cap, "%s", err.msg);
-    if (!s) {
-        slm_tok_free(tok);
-        slm_compiled_free(&c);
-    }
-    return s == SLM_OK;
-}
-
 static void test_blob_tiles(void) {
     size_t n = 0;
     uint8_t *img = (uint8_t *)t_read_file(g_blob, &n);
     CHECK(img != NULL);
     if (!img) return;
     uint64_t len = 0;
-    uint8_t *tasks = find_tasks(img, n, &len);
+    uint8_t *tasks = t_blob_section(img, n, ".slm.tasks.prefill.16", &len);
     CHECK(tasks && len % BLOB_TASK_SIZE == 0);
     char msg[512];
-    CHECKF(open_nochk(img, n, msg, sizeof msg), "pristine: %s", msg);
+    CHECKF(t_blob_opens(img, n, "tiles.blob", msg, sizeof msg), "pristine: %s", msg);
     int mm = -1, other = -1, with = 0;
     for (uint64_t i = 0; tasks && i < len / BLOB_TASK_SIZE; i++) {
         const uint8_t *e = tasks + i * BLOB_TASK_SIZE;
@@ -297,19 +268,19 @@ static void test_blob_tiles(void) {
     memcpy(keep, e + 153, 3);
     for (size_t bi = 0; bi < sizeof bad / sizeof bad[0]; bi++) {
         memcpy(e + 153, bad[bi], 3);
-        CHECKF(!open_nochk(img, n, msg, sizeof msg) && strstr(msg, "tiles") && strstr(msg, "matmul"),
+        CHECKF(!t_blob_opens(img, n, "tiles.blob", msg, sizeof msg) && strstr(msg, "tiles") && strstr(msg, "matmul"),
                "tiles %u %u %u: %s", bad[bi][0], bad[bi][1], bad[bi][2], msg);
     }
     memcpy(e + 153, keep, 3);
     e = tasks + (size_t)other * BLOB_TASK_SIZE;
     e[154] = 2;
-    CHECKF(!open_nochk(img, n, msg, sizeof msg) && strstr(msg, "not a matrix multiply"), "tiles on a non-matmul: %s", msg);
+    CHECKF(!t_blob_opens(img, n, "tiles.blob", msg, sizeof msg) && strstr(msg, "not a matrix multiply"), "tiles on a non-matmul: %s", msg);
     e[154] = 0;
     e[159] = 1; /* f2 (bytes 156..159) on a task without the output-scale flag */
-    CHECKF(!open_nochk(img, n, msg, sizeof msg) && strstr(msg, "scale f2"), "f2 without its flag: %s", msg);
+    CHECKF(!t_blob_opens(img, n, "tiles.blob", msg, sizeof msg) && strstr(msg, "scale f2"), "f2 without its flag: %s", msg);
     e[159] = 0;
     char ok_msg[512];
-    CHECKF(open_nochk(img, n, ok_msg, sizeof ok_msg), "restored: %s", ok_msg);
+    CHECKF(t_blob_opens(img, n, "tiles.blob", ok_msg, sizeof ok_msg), "restored: %s", ok_msg);
     fprintf(stderr, "  %d prefill matrix tasks carry tiles; wrong tiles refused (last: \"%s\")\n", with, msg);
     free(img);
 }

@@ -2,7 +2,6 @@
  * with the project's GGUF writer) against the plain reference forward in
  * ref_forward.h, and the same weights as F16 and Q8_0 giving the same greedy
  * tokens. */
-#include <elf.h>
 #include <math.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "runtime/runtime.h"
 #include "t.h"
 #include "rig.h"
+#include "blob_image.h"
 
 typedef struct synth {
     const char *arch;
@@ -914,60 +914,46 @@ static void test_moe_config(void) {
     unlink("moe_bad.gguf");
 }
 
-/* The section called name in a blob image, or NULL. */
-static uint8_t *blob_section(uint8_t *img, size_t n, const char *name, uint64_t *len) {
-    Elf64_Ehdr eh;
-    if (n < sizeof eh) return NULL;
-    memcpy(&eh, img, sizeof eh);
-    if (eh.e_shoff + (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > n) return NULL;
-    const Elf64_Shdr *sh = (const Elf64_Shdr *)(img + eh.e_shoff);
-    const char *shstr = (const char *)img + sh[eh.e_shstrndx].sh_offset;
-    for (int i = 1; i < eh.e_shnum; i++)
-        if (!strcmp(shstr + sh[i].sh_name, name)) {
-            *len = sh[i].sh_size;
-            return img + sh[i].sh_offset;
-        }
-    return NULL;
-}
-
-static int blob_opens(uint8_t *img, size_t n, char *msg, size_t cap) {
-    slm_blob b;
-    slm_compiled c;
-    slm_tokenizer *tok = NULL;
-    slm_err err = {0};
-    const slm_status s = slm_blob_open_mem(&b, img, n, "moe.blob", SLM_BLOB_NO_CHECKSUM, &c, &tok, &err);
-    snprintf(msg, cap, "%s", err.msg);
-    if (!s) {
+/* The blob of family arch's test model (q8_0), compiled for 8-row
+ * prefills, read back as an image (*n bytes; free it), or NULL. */
+static uint8_t *moe_blob_image(const char *arch, const char *stem, size_t *n) {
+    char gguf[64], blob[64], tokf[64];
+    snprintf(gguf, sizeof gguf, "%s.gguf", stem);
+    snprintf(blob, sizeof blob, "%s.slmblob", stem);
+    snprintf(tokf, sizeof tokf, "%s_tok.bin", stem);
+    if (!write_tok(tokf, 160) || !write_model(gguf, find_synth(arch), SLM_Q8_0, 5)) return NULL;
+    rig r;
+    uint8_t *img = NULL;
+    if (rig_open_threads(&r, gguf, 8, 24, 1)) {
+        slm_err err = {0};
+        slm_tokenizer *tok = NULL;
+        slm_blob_ident id;
+        memset(&id, 0, sizeof id);
+        slm_blob_ident_seal(&id);
+        const int ok = slm_tok_load_llama2c(&tok, tokf, 160, &err) == SLM_OK &&
+                       slm_blob_write(blob, &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK;
+        CHECKF(ok, "%s blob: %s", arch, err.msg);
         slm_tok_free(tok);
-        slm_compiled_free(&c);
+        rig_close(&r);
+        if (ok) img = (uint8_t *)t_read_file(blob, n);
     }
-    return s == SLM_OK;
+    unlink(blob);
+    unlink(gguf);
+    unlink(tokf);
+    return img;
 }
 
 /* A blob's MoE tasks are validated like the others: an expert index beyond
  * the experts, more experts used than 64 or than the router has, a routing
  * table outside the arena, a combine's width are refused, naming the task. */
 static void test_moe_blob_hostile(void) {
-    if (!write_tok("moe_tok.bin", 160) || !write_model("moe_h.gguf", find_synth("qwen3moe"), SLM_Q8_0, 5)) return;
-    rig r;
-    if (!rig_open_threads(&r, "moe_h.gguf", 8, 24, 1)) return;
-    slm_err err = {0};
-    slm_tokenizer *tok = NULL;
-    slm_blob_ident id;
-    memset(&id, 0, sizeof id);
-    slm_blob_ident_seal(&id);
-    const int ok = slm_tok_load_llama2c(&tok, "moe_tok.bin", 160, &err) == SLM_OK &&
-                   slm_blob_write("moe_h.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK;
-    CHECKF(ok, "blob: %s", err.msg);
-    slm_tok_free(tok);
-    rig_close(&r);
     size_t n = 0;
-    uint8_t *img = ok ? (uint8_t *)t_read_file("moe_h.slmblob", &n) : NULL;
+    uint8_t *img = moe_blob_image("qwen3moe", "moe_h", &n);
     uint64_t len = 0;
-    uint8_t *tasks = img ? blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    uint8_t *tasks = img ? t_blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
     CHECK(tasks != NULL);
     char msg[512];
-    if (tasks) CHECKF(blob_opens(img, n, msg, sizeof msg), "pristine: %s", msg);
+    if (tasks) CHECKF(t_blob_opens(img, n, "moe.blob", msg, sizeof msg), "pristine: %s", msg);
     int ex = -1, route = -1, comb = -1;
     for (uint64_t i = 0; tasks && i < len / 160; i++) {
         const uint8_t *e = tasks + i * 160;
@@ -994,15 +980,12 @@ static void test_moe_blob_hostile(void) {
             uint8_t keep[4];
             memcpy(keep, e, 4);
             memcpy(e, &muts[i].v, 4);
-            CHECKF(!blob_opens(img, n, msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
+            CHECKF(!t_blob_opens(img, n, "moe.blob", msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
             memcpy(e, keep, 4);
         }
-        CHECKF(blob_opens(img, n, msg, sizeof msg), "restored: %s", msg);
+        CHECKF(t_blob_opens(img, n, "moe.blob", msg, sizeof msg), "restored: %s", msg);
     }
     free(img);
-    unlink("moe_h.slmblob");
-    unlink("moe_h.gguf");
-    unlink("moe_tok.bin");
 }
 
 /* gpt-oss's sinks in decode key parts (a KV capacity of >= 256 rows cuts
@@ -1026,23 +1009,10 @@ static void test_oss_key_parts(void) {
 /* gpt-oss's tasks in a blob: sinks only on an attention or a merge and in the
  * weights, an expert's bias in the weights, the clamped SwiGLU's alpha in range. */
 static void test_oss_blob_hostile(void) {
-    if (!write_tok("oss_tok.bin", 160) || !write_model("oss_h.gguf", find_synth("gpt-oss"), SLM_Q8_0, 5)) return;
-    rig r;
-    if (!rig_open_threads(&r, "oss_h.gguf", 8, 24, 1)) return;
-    slm_err err = {0};
-    slm_tokenizer *tok = NULL;
-    slm_blob_ident id;
-    memset(&id, 0, sizeof id);
-    slm_blob_ident_seal(&id);
-    const int ok = slm_tok_load_llama2c(&tok, "oss_tok.bin", 160, &err) == SLM_OK &&
-                   slm_blob_write("oss_h.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK;
-    CHECKF(ok, "blob: %s", err.msg);
-    slm_tok_free(tok);
-    rig_close(&r);
     size_t n = 0;
-    uint8_t *img = ok ? (uint8_t *)t_read_file("oss_h.slmblob", &n) : NULL;
+    uint8_t *img = moe_blob_image("gpt-oss", "oss_h", &n);
     uint64_t len = 0;
-    uint8_t *tasks = img ? blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    uint8_t *tasks = img ? t_blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
     char msg[512];
     int att = -1, down = -1, mm = -1;
     for (uint64_t i = 0; tasks && i < len / 160; i++) {
@@ -1055,7 +1025,7 @@ static void test_oss_blob_hostile(void) {
     }
     CHECKF(tasks && att >= 0 && down >= 0 && mm >= 0, "tasks: attention with sinks %d, expert down %d, matmul %d", att, down, mm);
     if (tasks && att >= 0 && down >= 0 && mm >= 0) {
-        CHECKF(blob_opens(img, n, msg, sizeof msg), "pristine: %s", msg);
+        CHECKF(t_blob_opens(img, n, "moe.blob", msg, sizeof msg), "pristine: %s", msg);
         static const struct { int task, off, len; uint32_t v; const char *want; } muts[] = {
             {0, 56 + 4 * 16, 1, SLM_SPACE_ARENA, "sinks must be in the weights"}, /* src4 space */
             {1, 56 + 4 * 16, 1, SLM_SPACE_ARENA, "bias must be in the weights"},  /* the expert's bias */
@@ -1070,15 +1040,12 @@ static void test_oss_blob_hostile(void) {
             if (muts[i].len == 4) memcpy(e, &muts[i].v, 4);
             else if (muts[i].v == 0x80) e[0] |= 0x80; /* the flags' high byte */
             else e[0] = (uint8_t)muts[i].v;
-            CHECKF(!blob_opens(img, n, msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
+            CHECKF(!t_blob_opens(img, n, "moe.blob", msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
             memcpy(e, keep, (size_t)muts[i].len);
         }
-        CHECKF(blob_opens(img, n, msg, sizeof msg), "restored: %s", msg);
+        CHECKF(t_blob_opens(img, n, "moe.blob", msg, sizeof msg), "restored: %s", msg);
     }
     free(img);
-    unlink("oss_h.slmblob");
-    unlink("oss_h.gguf");
-    unlink("oss_tok.bin");
 }
 
 int main(void) {
