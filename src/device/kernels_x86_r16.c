@@ -41,7 +41,7 @@ static inline const uint8_t *r16_block(const uint8_t *grp, int b, const int TY) 
     return grp + (size_t)b * R16_BLK_BYTES(TY);
 }
 
-/* slm_kvalues_mxfp4 + 12, unsigned (test_kernels checks it against the table) */
+/* slm_kvalues_mxfp4 + 12, unsigned (a wrong entry fails test_kernels' MXFP4 cases) */
 AVX2 INLINE __m128i r16_fp4_table(void) { return _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0); }
 
 AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int TY) {
