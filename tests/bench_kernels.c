@@ -93,7 +93,7 @@ int main(int argc, char **argv) {
                                      SLM_Q4_0_R16, SLM_Q6_K_R16, SLM_Q8_0_R16, SLM_F16_R16, SLM_Q4_K_R16, SLM_Q5_K_R16,
                                      SLM_Q5_0, SLM_Q5_0_R16, SLM_IQ4_NL_R16, SLM_Q2_K, SLM_Q3_K, SLM_IQ4_XS, SLM_Q3_K_R16, SLM_IQ4_XS_R16,
                                      SLM_Q2_K_R16, SLM_Q5_1, SLM_Q4_1_R16, SLM_Q5_1_R16, SLM_IQ2_XXS, SLM_IQ2_XS, SLM_IQ2_S,
-                                     SLM_IQ3_XXS, SLM_IQ3_S, SLM_IQ1_S, SLM_IQ1_M};
+                                     SLM_IQ3_XXS, SLM_IQ3_S, SLM_IQ1_S, SLM_IQ1_M, SLM_IQ4_NL, SLM_MXFP4, SLM_MXFP4_R16};
     uint32_t types[64];
     int nt = 0, decode_only = 0;
     for (int i = 2; i < argc && nt < 64; i++) {

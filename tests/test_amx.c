@@ -239,7 +239,7 @@ static int tcase_run(const tcase *c, void (*fn)(const slm_mm *), int n0, int n1,
 static void amx_hw_matmul(const slm_mm *mm) { slm_kernels_active()->matmul(mm); }
 
 static void test_tile_kernel(void) {
-    static const uint32_t base[] = {SLM_Q8_0, SLM_Q4_0, SLM_Q4_K, SLM_Q6_K, SLM_Q5_0, SLM_IQ4_NL, SLM_Q5_K};
+    static const uint32_t base[] = {SLM_Q8_0, SLM_Q4_0, SLM_Q4_K, SLM_Q6_K, SLM_Q5_0, SLM_IQ4_NL, SLM_Q5_K, SLM_MXFP4};
     static const int ks[] = {32, 96, 256, 512};
     static const int rows_[] = {1, 2, 15, 16, 17, 33, 40};
     const slm_cpu *cpu = slm_cpu_features();
@@ -277,7 +277,7 @@ static void test_unpack(void) {
         fprintf(stderr, "  skipped: no AVX-512 set on this CPU\n");
         return;
     }
-    static const uint32_t base[] = {SLM_Q8_0, SLM_Q4_0, SLM_Q4_K, SLM_Q6_K, SLM_Q5_0, SLM_IQ4_NL, SLM_Q5_K};
+    static const uint32_t base[] = {SLM_Q8_0, SLM_Q4_0, SLM_Q4_K, SLM_Q6_K, SLM_Q5_0, SLM_IQ4_NL, SLM_Q5_K, SLM_MXFP4};
     for (size_t bi = 0; bi < sizeof base / sizeof base[0]; bi++) {
         tcase c;
         tcase_make(&c, base[bi], 512, 32, 1);
@@ -299,6 +299,35 @@ static void test_unpack(void) {
             }
         CHECKF(bad == 0, "%s: %d bytes or scales differ", slm_dtype_name(c.rt), bad);
         tcase_free(&c);
+    }
+    /* MXFP4: every E8M0 byte 0..255 (e < 2: GGML's subnormals), 16 blocks of 16 rows, random codes */
+    {
+        const int k = 512, nb = k / 32;
+        const uint64_t wrow = slm_row_bytes(SLM_MXFP4, (uint64_t)k);
+        uint8_t *w = malloc((size_t)wrow * 16), *tmp = malloc((size_t)wrow * 16);
+        for (int c = 0; c < 16; c++)
+            for (int b = 0; b < nb; b++) {
+                slm_block_mxfp4 *x = (slm_block_mxfp4 *)(w + (size_t)c * wrow) + b;
+                x->e = (uint8_t)(16 * b + c);
+                for (int i = 0; i < 16; i++) x->qs[i] = (uint8_t)((b * 131 + c * 37 + i * 89) * 2654435761u >> 24);
+            }
+        slm_repack_r16(SLM_MXFP4, w, k, 16, tmp);
+        int bad = 0;
+        for (int b = 0; b < nb; b++) {
+            _Alignas(64) int8_t bt[512];
+            float wd[2][16], wm[16];
+            slm_amx_unpack_avx512(SLM_MXFP4_R16, w, k, b, bt, wd, wm);
+            for (int col = 0; col < 16; col++) {
+                int8_t q[32];
+                float d[2], m[2];
+                slm_r16_block_i8(SLM_MXFP4_R16, w, k, col, b, q, d, m);
+                for (int e = 0; e < 32; e++) bad += bt[(e / 4) * 64 + col * 4 + e % 4] != q[e];
+                bad += memcmp(&wd[0][col], &d[0], 4) || memcmp(&wd[1][col], &d[1], 4) || wm[col] != m[0];
+                bad += d[0] != slm_e8m0_to_f32_half((uint8_t)(16 * b + col));
+            }
+        }
+        CHECKF(bad == 0, "mxfp4_r16, every E8M0 byte: %d bytes or scales differ", bad);
+        free(w), free(tmp);
     }
     slm_kernels_select(NULL);
 }

@@ -1,6 +1,7 @@
 /* The weight types of llama-quantize's K-quant mixes beyond the main ones:
  * Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K (its fallbacks for rows that are
- * not a multiple of 256, and the low-bit K-quants).
+ * not a multiple of 256, and the low-bit K-quants), the i-quants, and MXFP4
+ * (gpt-oss's expert matrices).
  *  - hand-built blocks: bytes written here from GGML's layouts, the values
  *    computed here element by element, a few checked against numbers worked
  *    out by hand;
@@ -30,7 +31,7 @@
 
 static const uint32_t k_new[] = {SLM_Q5_0,    SLM_Q5_1,   SLM_IQ4_NL, SLM_IQ4_XS,  SLM_Q2_K,
                                  SLM_Q3_K,    SLM_IQ2_XXS, SLM_IQ2_XS, SLM_IQ2_S, SLM_IQ3_XXS,
-                                 SLM_IQ3_S, SLM_IQ1_S,  SLM_IQ1_M};
+                                 SLM_IQ3_S, SLM_IQ1_S,  SLM_IQ1_M, SLM_MXFP4};
 #define NNEW (int)(sizeof k_new / sizeof k_new[0])
 static const char *k_sets[] = {"scalar", "avx2", "avx512"};
 
@@ -54,7 +55,7 @@ static void test_type_table(void) {
         {11, "q3_k", 256, 110}, {20, "iq4_nl", 32, 18},  {23, "iq4_xs", 256, 136},
         {16, "iq2_xxs", 256, 66}, {17, "iq2_xs", 256, 74}, {22, "iq2_s", 256, 82},
         {18, "iq3_xxs", 256, 98}, {21, "iq3_s", 256, 110}, {19, "iq1_s", 256, 50},
-        {29, "iq1_m", 256, 56},
+        {29, "iq1_m", 256, 56}, {39, "mxfp4", 32, 17},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         const slm_dtype_info *in = slm_dtype_get(want[i].id);
@@ -64,6 +65,8 @@ static void test_type_table(void) {
     }
     CHECK(slm_row_bytes(SLM_Q2_K, 576) == 0);
     for (int i = 0; i < 16; i++) CHECK(slm_kvalues_iq4nl[i] == k_kv[i]);
+    const slm_dtype_info *r16 = slm_dtype_get(SLM_MXFP4_R16);
+    CHECK(SLM_MXFP4_R16 == 167 && r16 && !strcmp(r16->name, "mxfp4_r16") && r16->block == 32 && r16->bytes == 17);
 }
 
 /* The 5-bit code of element e of a Q5 block: nibble e % 16 of qs (low for
@@ -104,6 +107,136 @@ static void test_blocks_q5_iq4nl(void) {
         CHECKF(y[j + 16] == 2.0f * (float)k_kv[15 - j], "iq4_nl y[%d]=%g", j + 16, y[j + 16]);
     }
     CHECK(y[0] == -254.0f && y[16] == 226.0f);
+}
+
+/* ---- MXFP4 ------------------------------------------------------------------ */
+
+/* The levels, as GGML's kvalues_mxfp4 lists them (2 x E2M1). */
+static const int k_kv_fp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+/* The halved E8M0 scale 2^(e - 128), apart from the library: ldexp in
+ * double, exact as a float for every e (e = 0, 1: the subnormals). */
+static float fp4_scale(int e) { return (float)ldexp(1.0, e - 128); }
+
+/* A plain quantizer for one block, as GGML's reference states it: e from
+ * the largest magnitude (floor(log2(amax)) - 2 + 127; 0 for a zero block,
+ * and below 2^-125 where GGML's conversion is undefined), then each element
+ * the nearest level at that scale, the lowest index on a tie. */
+static void ref_quant_fp4(const float *x, uint8_t out[17]) {
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    int e = amax > 0.0f ? (int)floorf(log2f(amax)) + 125 : 0;
+    if (e < 0) e = 0;
+    const float d = fp4_scale(e);
+    uint8_t code[32];
+    for (int j = 0; j < 32; j++) {
+        int best = 0;
+        for (int i = 1; i < 16; i++)
+            if (fabsf((float)k_kv_fp4[i] * d - x[j]) < fabsf((float)k_kv_fp4[best] * d - x[j])) best = i;
+        code[j] = (uint8_t)best;
+    }
+    out[0] = (uint8_t)e;
+    for (int j = 0; j < 16; j++) out[1 + j] = (uint8_t)(code[j] | code[j + 16] << 4);
+}
+
+/* What GGML's quantize_row_mxfp4_ref wrote (llama.cpp's ggml-base) for the
+ * 8 blocks of mx_fixture_x: e = 127, 124, 137, 1 and 0 (subnormal scales,
+ * subnormal inputs), 227, 127 (exact midpoints: the ties), 0 (zeros). */
+static const uint8_t k_fp4_ggml[8 * 17] = {
+    0x7F, 0x6E, 0xEC, 0xB0, 0x24, 0x56, 0xED, 0xB9, 0x14, 0x56, 0xED, 0xC9, 0x13, 0x56, 0xED, 0xCA, 0x03,
+    0x7C, 0xB9, 0x14, 0x56, 0xED, 0xC9, 0x13, 0x56, 0xED, 0xCA, 0x03, 0x46, 0x6E, 0xDB, 0x92, 0x45, 0x6E,
+    0x89, 0x56, 0xED, 0xCA, 0x03, 0x46, 0x6E, 0xDB, 0x92, 0x45, 0x6E, 0xDB, 0x91, 0x35, 0x6E, 0xDC, 0xA1,
+    0x01, 0xDB, 0x92, 0x45, 0x6E, 0xDB, 0x91, 0x35, 0x6E, 0xDC, 0xA1, 0x35, 0x6E, 0xEC, 0xB0, 0x24, 0x56,
+    0x00, 0x35, 0x6E, 0xDC, 0xA1, 0x35, 0x6E, 0xEC, 0xB0, 0x24, 0x56, 0xED, 0xB9, 0x14, 0x56, 0xED, 0xC9,
+    0xE3, 0xEC, 0xB0, 0x24, 0x56, 0xED, 0xB9, 0x14, 0x56, 0xED, 0xC9, 0x13, 0x56, 0xED, 0xCA, 0x03, 0x46,
+    0x7F, 0x7F, 0xFF, 0xFE, 0xEE, 0xED, 0xDC, 0xCB, 0xB9, 0x90, 0x01, 0x13, 0x34, 0x45, 0x56, 0x66, 0x67,
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+};
+static float mx_fixture_x(int b, int j) {
+    static const int sh[8] = {0, -3, 10, -126, -127, 100, 0, 0};
+    if (b == 7) return 0.0f;
+    const float v = b == 6 ? (float)(j % 17 - 8) * 0.75f : (float)((j * 7 + b * 13) % 29 - 14) / 3.0f;
+    return ldexpf(v, sh[b]);
+}
+
+static void test_block_mxfp4(void) {
+    slm_block_mxfp4 b;
+    for (int j = 0; j < 16; j++) b.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    float y[32];
+    static const int es[] = {0, 1, 2, 3, 100, 126, 127, 128, 200, 254, 255};
+    for (size_t i = 0; i < sizeof es / sizeof es[0]; i++) {
+        b.e = (uint8_t)es[i];
+        CHECK(slm_dequantize_row(SLM_MXFP4, &b, y, 32));
+        CHECKF(slm_e8m0_to_f32_half(b.e) == fp4_scale(es[i]), "e8m0 %d", es[i]);
+        for (int j = 0; j < 16; j++) {
+            CHECKF(y[j] == (float)k_kv_fp4[j] * fp4_scale(es[i]), "mxfp4 e=%d y[%d]=%g", es[i], j, y[j]);
+            CHECKF(y[j + 16] == (float)k_kv_fp4[15 - j] * fp4_scale(es[i]), "mxfp4 e=%d y[%d]=%g", es[i], j + 16, y[j + 16]);
+        }
+    }
+    /* by hand: e = 128 is d = 1 (the levels themselves), e = 127 halves them;
+       e = 0 and 1 are GGML's subnormals 0x00200000 and 0x00400000 */
+    b.e = 128;
+    CHECK(slm_dequantize_row(SLM_MXFP4, &b, y, 32));
+    CHECK(y[7] == 12.0f && y[16] == -12.0f && y[5] == 6.0f && y[8] == 0.0f && y[25] == 8.0f);
+    b.e = 127;
+    CHECK(slm_dequantize_row(SLM_MXFP4, &b, y, 32));
+    CHECK(y[7] == 6.0f && y[3] == 1.5f && y[20] == -1.5f && y[29] == 1.0f);
+    uint32_t bits;
+    b.e = 0;
+    CHECK(slm_dequantize_row(SLM_MXFP4, &b, y, 32));
+    memcpy(&bits, &y[1], 4);
+    CHECKF(bits == 0x00200000u, "e=0: level 1 is %08x", bits);
+    b.e = 1;
+    CHECK(slm_dequantize_row(SLM_MXFP4, &b, y, 32));
+    memcpy(&bits, &y[1], 4);
+    CHECKF(bits == 0x00400000u, "e=1: level 1 is %08x", bits);
+    /* the quantizer by hand: amax 7 -> e = floor(log2 7) - 2 + 127 = 127, d = 0.5 (x / d = 12, -6, 1, 2, 3);
+       0.3 -> 0.6: level 1; -0.25, 2.5, -5 (x / d = -0.5, 5, -10): halfway between two levels, the lower
+       index (0, level 4, level -8); 7 -> 14: clamps to 12 */
+    float x[32] = {0};
+    x[0] = 6.0f, x[1] = -3.0f, x[2] = 0.5f, x[3] = 1.0f, x[4] = 1.5f, x[5] = 0.3f;
+    x[16] = -0.25f, x[17] = 2.5f, x[18] = -5.0f, x[19] = 7.0f;
+    slm_block_mxfp4 q;
+    CHECK(slm_quantize_row(SLM_MXFP4, x, &q, 32));
+    CHECK(q.e == 127);
+    static const uint8_t want_lo[6] = {7, 13, 1, 2, 3, 1}, want_hi[4] = {0, 4, 14, 7};
+    for (int j = 0; j < 6; j++) CHECKF((q.qs[j] & 0xF) == want_lo[j], "code %d: %d", j, q.qs[j] & 0xF);
+    for (int j = 0; j < 4; j++) CHECKF((q.qs[j] >> 4) == want_hi[j], "code %d: %d", j + 16, q.qs[j] >> 4);
+    for (int j = 6; j < 16; j++) CHECK(q.qs[j] == 0);
+}
+
+/* MXFP4's quantizer against GGML's own output on fixed inputs, and against
+ * the plain quantizer above (bytes) and dequantizer (values) on random rows
+ * of every magnitude from 2^-124 to 2^120. */
+static void test_quant_mxfp4(void) {
+    float x[256], y[256];
+    uint8_t got[8 * 17], want[17];
+    for (int b = 0; b < 8; b++)
+        for (int j = 0; j < 32; j++) x[32 * b + j] = mx_fixture_x(b, j);
+    CHECK(slm_quantize_row(SLM_MXFP4, x, got, 256));
+    for (int b = 0; b < 8; b++) CHECKF(!memcmp(got + 17 * b, k_fp4_ggml + 17 * b, 17), "block %d differs from GGML's", b);
+    int bad = 0, badv = 0;
+    uint64_t rs = 0x6a09e667f3bcc909ull; /* its own generator: the other tests' data stay as they were */
+    for (int r = 0; r < 400; r++) {
+        const int sh = r % 245 - 124;
+        for (int i = 0; i < 256; i++) {
+            rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+            x[i] = ldexpf((float)((int64_t)(rs >> 11) - (1ll << 52)) / 4503599627370496.0f, sh) * (i % 64 == 3 ? 5.0f : 1.0f);
+        }
+        CHECK(slm_quantize_row(SLM_MXFP4, x, got, 256));
+        CHECK(slm_dequantize_row(SLM_MXFP4, got, y, 256));
+        for (int b = 0; b < 8; b++) {
+            ref_quant_fp4(x + 32 * b, want);
+            bad += memcmp(got + 17 * b, want, 17) != 0;
+            const uint8_t *g = got + 17 * b;
+            for (int j = 0; j < 32; j++) {
+                const int code = j < 16 ? g[1 + j] & 0xF : g[1 + j - 16] >> 4;
+                badv += y[32 * b + j] != (float)k_kv_fp4[code] * fp4_scale(g[0]);
+            }
+        }
+    }
+    CHECKF(bad == 0 && badv == 0, "mxfp4: %d blocks differ from the plain quantizer, %d values from the plain dequantizer",
+           bad, badv);
 }
 
 static void test_block_iq4_xs(void) {
@@ -264,6 +397,8 @@ static void test_round_trip(void) {
         {SLM_IQ2_XXS, 32, 1.0, 0.45}, {SLM_IQ2_XS, 16, 1.1, 0.4}, {SLM_IQ2_S, 16, 0.55, 0.35},
         {SLM_IQ3_XXS, 32, 0.9, 0.3}, {SLM_IQ3_S, 32, 0.25, 0.2}, {SLM_IQ1_S, 32, 0.8, 0.72},
         {SLM_IQ1_M, 16, 1.0, 0.6},
+        /* x / d in [8, 16) for the largest: 8, 12, then 12 up to 16 (under a quarter of amax) */
+        {SLM_MXFP4, 32, 0.25, 0},
     };
     const int n = 4096;
     float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
@@ -394,7 +529,7 @@ static int case_run(const mcase *c, int n0, int n1, const char *set, double *wor
 }
 
 static void test_matmul_shapes(void) {
-    static const int ks[] = {32, 64, 96, 256, 288, 512, 768, 1536};
+    static const int ks[] = {32, 64, 96, 256, 288, 512, 768, 1536, 2880}; /* 2880: gpt-oss's width, 90 x 32 */
     static const int ns[] = {1, 3, 16, 17, 40};
     static const int rows_[] = {1, 2, 5, 8, 9, 33};
     int have[3];
@@ -567,10 +702,14 @@ static void add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, i
     CHECK(slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows) == SLM_OK);
 }
 
-/* A llama model (GQA, untied head) with matrices of types[0..8]: token_embd,
- * attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down, output. */
-static int write_model(const char *path, const uint32_t types[9], uint64_t seed) {
-    enum { DIM = 256, HID = 512, LAYERS = 2, HEADS = 4, KVH = 2, VOCAB = 96 };
+/* A llama model (GQA) of width dim, FFN width hid, vocabulary vocab, with
+ * matrices of types[0..8]: token_embd, attn_q, attn_k, attn_v, attn_output,
+ * ffn_gate, ffn_up, ffn_down, output (none when tied: the embedding is the
+ * LM head). */
+typedef struct mdims { int dim, hid, vocab, tied; } mdims;
+static int write_model_d(const char *path, const uint32_t types[9], uint64_t seed, mdims md) {
+    enum { LAYERS = 2, HEADS = 4, KVH = 2 };
+    const int DIM = md.dim, HID = md.hid, VOCAB = md.vocab;
     g_rng = seed;
     slm_gguf_writer *w = slm_gguf_writer_new();
     bufs b = {.n = 0};
@@ -601,13 +740,16 @@ static int write_model(const char *path, const uint32_t types[9], uint64_t seed)
 #undef NAME
     }
     add_t(w, &b, "output_norm.weight", DIM, 1, SLM_F32, 0.1f, 1.0f);
-    add_t(w, &b, "output.weight", DIM, VOCAB, types[8], 2.0f * sd, 0.0f);
+    if (!md.tied) add_t(w, &b, "output.weight", DIM, VOCAB, types[8], 2.0f * sd, 0.0f);
     slm_err err = {0};
     const slm_status st = slm_gguf_write(w, path, &err);
     CHECKF(st == SLM_OK, "write %s: %s", path, err.msg);
     slm_gguf_writer_free(w);
     for (int i = 0; i < b.n; i++) free(b.p[i]);
     return st == SLM_OK;
+}
+static int write_model(const char *path, const uint32_t types[9], uint64_t seed) {
+    return write_model_d(path, types, seed, (mdims){256, 512, 96, 0});
 }
 
 /* Our logits at every position (prefill of `first` ids through chunks of
@@ -678,9 +820,48 @@ static void test_models_vs_reference(void) {
     slm_kernels_select(NULL);
 }
 
+/* MXFP4 models at a width a multiple of 32 but not of 256 (288 = 9 x 32, FFN
+ * 480; gpt-oss's 2880 is 90 x 32) and a vocabulary of 100 (6 groups of 16
+ * repacked, 4 rows after them in the file layout), its LM head separate or
+ * the embedding's (tied: the embedding rows then read out of mxfp4_r16),
+ * every matrix MXFP4, against the reference forward on every set. */
+static void test_models_mxfp4(void) {
+    int32_t ids[24];
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 100);
+    uint32_t types[9];
+    for (int m = 0; m < 9; m++) types[m] = SLM_MXFP4;
+    for (int tied = 0; tied < 2; tied++) {
+        const char *path = "quants_mxfp4.gguf";
+        if (!write_model_d(path, types, 977 + (uint64_t)tied, (mdims){288, 480, 100, tied})) continue;
+        { /* the layouts the run reads: the LM head (and a tied embedding) repacked with 4 rows after the groups */
+            slm_model_file m;
+            slm_err err = {0};
+            CHECKF(!slm_model_open(&m, path, &err) && !slm_model_repack(&m, &err), "%s", err.msg);
+            const slm_tensor *emb = slm_model_tensor(&m, "token_embd.weight"), *out = slm_model_tensor(&m, "output.weight");
+            CHECK(m.cfg.tied_embeddings == tied && emb && emb->type == (tied ? SLM_MXFP4_R16 : SLM_MXFP4));
+            CHECK(tied ? !out : out && out->type == SLM_MXFP4_R16);
+            const slm_tensor *down = slm_model_tensor(&m, "blk.1.ffn_down.weight");
+            CHECK(down && down->type == SLM_MXFP4_R16 && down->ne[0] == 480);
+            slm_model_close(&m);
+        }
+        for (int si = 0; si < 3; si++) {
+            if (!slm_kernels_select(k_sets[si])) continue;
+            const double e1 = compare(path, ids, 24, 5, 64), e2 = compare(path, ids, 24, 20, 8);
+            const double tol = si == 0 ? 1e-4 : 5e-2;
+            CHECKF(e1 < tol && e2 < tol, "%s mxfp4 %s: logits rel err %.3g / %.3g vs reference", k_sets[si],
+                   tied ? "tied" : "untied", e1, e2);
+            fprintf(stderr, "  %-6s mxfp4 %-6s logits rel err %.2e / %.2e\n", k_sets[si], tied ? "tied" : "untied", e1, e2);
+        }
+        unlink(path);
+    }
+    slm_kernels_select(NULL);
+}
+
 int main(void) {
     T_RUN(test_type_table);
     T_RUN(test_blocks_q5_iq4nl);
+    T_RUN(test_block_mxfp4);
+    T_RUN(test_quant_mxfp4);
     T_RUN(test_block_iq4_xs);
     T_RUN(test_block_q2_K);
     T_RUN(test_block_q3_K);
@@ -691,6 +872,7 @@ int main(void) {
     T_RUN(test_decode_int8_exact);
     T_RUN(test_pack_panel_simd);
     T_RUN(test_models_vs_reference);
+    T_RUN(test_models_mxfp4);
     free(g_scratch);
     T_DONE();
 }

@@ -287,8 +287,9 @@ static void test_validate(void) {
         CHECKF(strstr(err.msg, "type q8_1 is not supported") && strstr(err.msg, "q4_k") && strstr(err.msg, "q5_0") &&
                    strstr(err.msg, "q2_k") && strstr(err.msg, "iq4_xs"),
                "%s", err.msg);
-        /* llama-quantize's types (and its fallbacks for rows not a multiple of 256) are taken */
-        static const uint32_t taken[] = {SLM_Q5_0, SLM_Q5_1, SLM_IQ4_NL, SLM_Q2_K, SLM_Q3_K, SLM_IQ4_XS, SLM_Q4_K};
+        /* llama-quantize's types (and its fallbacks for rows not a multiple of 256), and MXFP4, are taken */
+        static const uint32_t taken[] = {SLM_Q5_0, SLM_Q5_1, SLM_IQ4_NL, SLM_Q2_K, SLM_Q3_K, SLM_IQ4_XS, SLM_Q4_K, SLM_MXFP4,
+                                         SLM_MXFP4_R16};
         for (size_t i = 0; i < sizeof taken / sizeof taken[0]; i++)
             CHECKF(slm_matrix_type_supported(taken[i]), "%s refused", slm_dtype_name(taken[i]));
         CHECK(!slm_matrix_type_supported(SLM_Q8_K) && !slm_matrix_type_supported(SLM_I8));

@@ -596,7 +596,7 @@ static void test_tensor_corruptions(void) {
     bad64(&b, k->ne[1], 15, "attn_k ne[1]", "tensor 'blk.0.attn_k.weight': shape [32, 15] but the config needs [32, 16]");
     bad64(&b, emb->ne[1], 9, "token_embd ne[1]", "shape [32, 9] but the config needs [32, 8]");
     bad32(&b, emb->n_dims, 1, "token_embd n_dims 1", NULL);
-    const uint32_t bad_types[] = {4, 5, 31, 39, 40, 1000, UINT32_MAX};
+    const uint32_t bad_types[] = {4, 5, 31, 38, 40, 1000, UINT32_MAX}; /* 39: mxfp4 */
     for (size_t i = 0; i < sizeof bad_types / sizeof bad_types[0]; i++)
         bad32(&b, emb->type, bad_types[i], "tensor type", "tensor #0 'token_embd.weight': unknown tensor type");
     bad32(&b, emb->type, SLM_I32, "tensor type", "type i32 is not supported for matrices");
@@ -605,7 +605,7 @@ static void test_tensor_corruptions(void) {
     bad32(&b, k->type, SLM_IQ4_XS, "tensor type", "not a multiple of the iq4_xs block size 256");
     bad32(&b, emb->type, SLM_Q8_1, "tensor type", "type q8_1 is not supported for matrices (supported: f32, f16, bf16, "
           "q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, iq2_xxs, iq2_xs, iq2_s, "
-          "iq3_xxs, iq3_s, iq1_s, iq1_m)");
+          "iq3_xxs, iq3_s, iq1_s, iq1_m, mxfp4)");
     bad32(&b, k->type, SLM_IQ2_XXS, "tensor type", "not a multiple of the iq2_xxs block size 256");
     bad32(&b, k->type, SLM_IQ1_M, "tensor type", "not a multiple of the iq1_m block size 256");
     bad32(&b, norm->type, SLM_F16, "norm type", "f32 only");

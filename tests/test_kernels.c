@@ -402,7 +402,7 @@ static void test_same_argmax(void) {
  * groups, tiles cut inside a group, one row (decode) and many (prefill). */
 static void test_matmul_r16(void) {
     static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_F16, SLM_Q4_K, SLM_Q5_K, SLM_Q5_0, SLM_IQ4_NL,
-                                    SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_1, SLM_Q5_1};
+                                    SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_1, SLM_Q5_1, SLM_MXFP4};
     static const int ks[] = {32, 96, 256, 768, 2304};
     static const int ns[] = {16, 48, 80}; /* 80: a step of 3 groups, then one of 2 (prefill) */
     static const int rows_[] = {1, 2, 7, 8, 9, 33, 121}; /* 121 at k = 2304 only */
@@ -522,7 +522,7 @@ static void test_matmul_rows_alone(void) {
     static const uint32_t types[] = {SLM_F32,     SLM_F16,    SLM_BF16,  SLM_Q8_0,    SLM_Q4_0,  SLM_Q4_1,  SLM_Q5_0,
                                      SLM_Q5_1,    SLM_Q4_K,   SLM_Q5_K,  SLM_Q6_K,    SLM_Q2_K,  SLM_Q3_K,  SLM_IQ4_NL,
                                      SLM_IQ4_XS,  SLM_IQ2_XXS, SLM_IQ2_XS, SLM_IQ2_S, SLM_IQ3_XXS, SLM_IQ3_S, SLM_IQ1_S,
-                                     SLM_IQ1_M};
+                                     SLM_IQ1_M,   SLM_MXFP4};
     const int k = 768, n = 48, ldy = n + 1;
     float *y1 = malloc(sizeof(float) * n), *yr = malloc(sizeof(float) * (size_t)ldy * SLM_MM_DECODE_ROWS);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++)
@@ -569,7 +569,7 @@ static void test_matmul_rows_alone(void) {
  * call: a prompt's last row prefilled has the logits it has decoded. */
 static void test_matmul_prefill_rows_alone(void) {
     static const uint32_t types[] = {SLM_Q4_0, SLM_Q5_0, SLM_Q6_K, SLM_Q4_K, SLM_Q5_K, SLM_Q8_0, SLM_IQ4_NL, SLM_Q3_K,
-                                     SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_1, SLM_Q5_1};
+                                     SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_1, SLM_Q5_1, SLM_MXFP4};
     const int k = 768, n = 48, ldy = n + 1, rows = 19;
     float *y1 = malloc(sizeof(float) * n), *yr = malloc(sizeof(float) * (size_t)ldy * rows);
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
@@ -609,7 +609,7 @@ static void test_matmul_prefill_rows_alone(void) {
  * in range. Fails if a kernel adds more products in 16 bits than the
  * type's code width allows. */
 static void test_matmul_r16_extreme(void) {
-    static const uint32_t base[] = {SLM_Q4_0, SLM_Q5_0, SLM_Q6_K, SLM_Q4_K, SLM_Q5_K, SLM_Q8_0, SLM_IQ4_NL};
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q5_0, SLM_Q6_K, SLM_Q4_K, SLM_Q5_K, SLM_Q8_0, SLM_IQ4_NL, SLM_MXFP4};
     static const float xs[] = {3.0f, -3.0f};
     for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++)
         for (int xi = 0; xi < 2; xi++) {
@@ -630,6 +630,79 @@ static void test_matmul_r16_extreme(void) {
             }
             case_free(&c);
         }
+    slm_kernels_select(NULL);
+}
+
+/* MXFP4 (gpt-oss's expert matrices) at the widths a multiple of 32 but not
+ * of 256 (gpt-oss's 2880 = 90 x 32), in its file layout with rows that are
+ * not a multiple of 16, and repacked (mxfp4_r16: the 32 rows of two groups,
+ * the last 3 in the file layout as a vocabulary's tail is run), every set,
+ * decode and prefill row counts, on four kinds of weights:
+ *  0 the quantizer's codes of random rows;
+ *  1 E8M0 scales 0..3 (2^-128 .. 2^-125: subnormal floats, GGML's rule for
+ *    e < 2) with activations near 2^100, so the products are normal floats;
+ *  2 scales 248..252 (the largest whose 12 d is finite) with activations near 2^-110;
+ *  3 every level +-12 and every activation +-3 (its largest code): the
+ *    16-bit partial sums of the AVX2 kernels at their largest. */
+static void mxfp4_case(mcase *c, int k, int n, int rows, int kind, float xsign) {
+    case_make(c, SLM_MXFP4, k, n, rows);
+    if (kind == 0) return;
+    const uint64_t wrow = slm_row_bytes(SLM_MXFP4, (uint64_t)k);
+    float *deq = malloc(sizeof(float) * k);
+    for (int j = 0; j < n; j++) {
+        slm_block_mxfp4 *row = (slm_block_mxfp4 *)(c->w + (size_t)j * wrow);
+        for (int b = 0; b < k / 32; b++) {
+            const int r = (int)(urand() * 65536.0);
+            row[b].e = (uint8_t)(kind == 1 ? r % 4 : kind == 2 ? 248 + r % 5 : 127);
+            for (int i = 0; i < 16; i++)
+                row[b].qs[i] = kind == 3 ? (uint8_t)((j + b + i) % 3 ? 0x77 : 0xF7) : (uint8_t)(urand() * 256.0);
+        }
+        slm_dequantize_row(SLM_MXFP4, row, deq, k);
+        for (int e = 0; e < k; e++) c->wd[(size_t)j * k + e] = deq[e];
+    }
+    const float xm = kind == 1 ? 0x1p100f : kind == 2 ? 0x1p-110f : 1.0f;
+    for (int i = 0; i < rows; i++)
+        for (int e = 0; e < k; e++) {
+            float *x = &c->x[(size_t)i * c->ldx + e];
+            *x = kind == 3 ? 3.0f * xsign : *x * xm;
+        }
+    case_ref(c);
+    free(deq);
+}
+
+static void test_matmul_mxfp4(void) {
+    static const int ks[] = {96, 288, 2880};
+    static const int rows_[] = {1, 2, 4, 5, 16, 19, 33};
+    const int n = 35;
+    const uint64_t wrow0 = slm_row_bytes(SLM_MXFP4, 96);
+    CHECK(slm_repack_type(SLM_MXFP4, 2880, 35) == SLM_MXFP4_R16 && slm_repack_type(SLM_MXFP4, 2880, 15) == 0 && wrow0 == 51);
+    for (int kind = 0; kind < 5; kind++) /* 4: kind 3 with activations -3 */
+        for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++)
+            for (size_t ri = 0; ri < sizeof rows_ / sizeof rows_[0]; ri++) {
+                const int k = ks[ki], rows = rows_[ri];
+                mcase c;
+                mxfp4_case(&c, k, n, rows, kind < 4 ? kind : 3, kind < 4 ? 1.0f : -1.0f);
+                int fails = 0;
+                double worst = 0;
+                for (int si = 0; si < 3; si++) {
+                    if (!slm_kernels_select(k_sets[si])) continue;
+                    c.t = SLM_MXFP4;
+                    fails += case_run(&c, 0, n, k_sets[si], &worst) + case_run(&c, 1, n - 1, k_sets[si], &worst);
+                }
+                uint8_t *tmp = malloc((size_t)slm_row_bytes(SLM_MXFP4, (uint64_t)k) * 16);
+                slm_repack_r16(SLM_MXFP4, c.w, k, n, tmp);
+                free(tmp);
+                for (int si = 0; si < 3; si++) {
+                    if (!slm_kernels_select(k_sets[si])) continue;
+                    c.t = SLM_MXFP4_R16;
+                    fails += case_run(&c, 0, 32, k_sets[si], &worst) + case_run(&c, 3, 29, k_sets[si], &worst);
+                    c.t = SLM_MXFP4; /* the 3 rows after the groups */
+                    fails += case_run(&c, 32, n, k_sets[si], &worst);
+                }
+                CHECKF(fails == 0, "mxfp4 kind %d k=%d rows=%d: %d bad outputs (worst err / bound %.3g)", kind, k, rows, fails,
+                       worst);
+                case_free(&c);
+            }
     slm_kernels_select(NULL);
 }
 
@@ -712,6 +785,7 @@ int main(void) {
     T_RUN(test_matmul_r16_extreme);
     T_RUN(test_matmul_rows_alone);
     T_RUN(test_matmul_prefill_rows_alone);
+    T_RUN(test_matmul_mxfp4);
     T_RUN(test_vector_kernels);
     free(g_scratch);
     T_DONE();

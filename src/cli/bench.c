@@ -234,6 +234,7 @@ static const char *ftype_name(uint32_t ft) {
         [15] = "Q4_K_M",  [16] = "Q5_K_S", [17] = "Q5_K_M", [18] = "Q6_K",   [19] = "IQ2_XXS", [20] = "IQ2_XS",
         [21] = "Q2_K_S",  [22] = "IQ3_XS", [23] = "IQ3_XXS", [24] = "IQ1_S", [25] = "IQ4_NL",  [26] = "IQ3_S",
         [27] = "IQ3_M",   [28] = "IQ2_S",  [29] = "IQ2_M",  [30] = "IQ4_XS", [31] = "IQ1_M",   [32] = "BF16",
+        [38] = "MXFP4_MOE",
     };
     return ft < sizeof names / sizeof names[0] ? names[ft] : NULL;
 }

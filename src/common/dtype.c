@@ -15,8 +15,10 @@ _Static_assert(sizeof(slm_block_iq4_nl) == 18, "iq4_nl block");
 _Static_assert(sizeof(slm_block_iq4_xs) == 136, "iq4_xs block");
 _Static_assert(sizeof(slm_block_q2_K) == 84, "q2_K block");
 _Static_assert(sizeof(slm_block_q3_K) == 110, "q3_K block");
+_Static_assert(sizeof(slm_block_mxfp4) == 17, "mxfp4 block");
 
 const int8_t slm_kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+const int8_t slm_kvalues_mxfp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
 
 static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
     [SLM_F32] = {"f32", 1, 4},       [SLM_F16] = {"f16", 1, 2},
@@ -30,7 +32,7 @@ static const slm_dtype_info k_types[SLM_DTYPE_COUNT] = {
     [SLM_IQ2_XXS] = {"iq2_xxs", 256, 66}, [SLM_IQ2_XS] = {"iq2_xs", 256, 74},
     [SLM_IQ2_S] = {"iq2_s", 256, 82}, [SLM_IQ3_XXS] = {"iq3_xxs", 256, 98},
     [SLM_IQ3_S] = {"iq3_s", 256, 110}, [SLM_IQ1_S] = {"iq1_s", 256, 50},
-    [SLM_IQ1_M] = {"iq1_m", 256, 56},
+    [SLM_IQ1_M] = {"iq1_m", 256, 56}, [SLM_MXFP4] = {"mxfp4", 32, 17},
     [SLM_I8] = {"i8", 1, 1},         [SLM_I16] = {"i16", 1, 2},
     [SLM_I32] = {"i32", 1, 4},       [SLM_I64] = {"i64", 1, 8},
     [SLM_F64] = {"f64", 1, 8},       [SLM_BF16] = {"bf16", 1, 2},
@@ -42,7 +44,7 @@ static const slm_dtype_info k_q4_k_r16 = {"q4_k_r16", 256, 144}, k_q5_k_r16 = {"
 static const slm_dtype_info k_q5_0_r16 = {"q5_0_r16", 32, 22}, k_iq4_nl_r16 = {"iq4_nl_r16", 32, 18};
 static const slm_dtype_info k_q3_k_r16 = {"q3_k_r16", 256, 110}, k_iq4_xs_r16 = {"iq4_xs_r16", 256, 136};
 static const slm_dtype_info k_q2_k_r16 = {"q2_k_r16", 256, 84}, k_q4_1_r16 = {"q4_1_r16", 32, 20},
-                            k_q5_1_r16 = {"q5_1_r16", 32, 24};
+                            k_q5_1_r16 = {"q5_1_r16", 32, 24}, k_mxfp4_r16 = {"mxfp4_r16", 32, 17};
 
 const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_Q4_0_R16) return &k_q4_0_r16;
@@ -58,6 +60,7 @@ const slm_dtype_info *slm_dtype_get(uint32_t t) {
     if (t == SLM_Q2_K_R16) return &k_q2_k_r16;
     if (t == SLM_Q4_1_R16) return &k_q4_1_r16;
     if (t == SLM_Q5_1_R16) return &k_q5_1_r16;
+    if (t == SLM_MXFP4_R16) return &k_mxfp4_r16;
     if (t >= SLM_DTYPE_COUNT || !k_types[t].name) return NULL;
     return &k_types[t];
 }
@@ -327,6 +330,35 @@ void slm_quantize_row_q6_K(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* The level nearest x at scale d, the lowest index on a tie (GGML's
+ * best_index_mxfp4: the same float expression, so the same choices). */
+static int mxfp4_index(float x, float d) {
+    int best = 0;
+    float best_err = fabsf(slm_kvalues_mxfp4[0] * d - x);
+    for (int i = 1; i < 16; i++) {
+        const float err = fabsf(slm_kvalues_mxfp4[i] * d - x);
+        if (err < best_err) best = i, best_err = err;
+    }
+    return best;
+}
+
+void slm_quantize_row_mxfp4(const float *x, void *vy, int64_t n) {
+    slm_block_mxfp4 *y = vy;
+    for (int64_t b = 0; b < n / SLM_QK_MXFP4; b++) {
+        const float *xb = x + b * SLM_QK_MXFP4;
+        float amax = 0.0f;
+        for (int j = 0; j < SLM_QK_MXFP4; j++)
+            if (amax < fabsf(xb[j])) amax = fabsf(xb[j]);
+        /* d = 2^(floor(log2(amax)) - 3): amax / d in [8, 16), the top levels 8 and 12 (above 12 d it clamps) */
+        const float ef = amax > 0.0f ? floorf(log2f(amax)) - 2 + 127 : 0.0f;
+        const uint8_t e = (uint8_t)(ef > 0.0f ? ef : 0.0f);
+        const float d = slm_e8m0_to_f32_half(e);
+        y[b].e = e;
+        for (int j = 0; j < SLM_QK_MXFP4 / 2; j++)
+            y[b].qs[j] = (uint8_t)(mxfp4_index(xb[j], d) | mxfp4_index(xb[j + 16], d) << 4);
+    }
+}
+
 int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
     const slm_dtype_info *info = slm_dtype_get(t);
     if (!info || n % info->block) return 0;
@@ -341,6 +373,7 @@ int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
     case SLM_Q4_K: slm_quantize_row_q4_K(x, vy, n); return 1;
     case SLM_Q5_K: slm_quantize_row_q5_K(x, vy, n); return 1;
     case SLM_Q6_K: slm_quantize_row_q6_K(x, vy, n); return 1;
+    case SLM_MXFP4: slm_quantize_row_mxfp4(x, vy, n); return 1;
     default: return 0;
     }
 }
@@ -375,6 +408,18 @@ static void dequantize_iq4_nl(const void *vx, float *y, int64_t n) {
         for (int j = 0; j < 16; j++) {
             y[j] = d * slm_kvalues_iq4nl[x[b].qs[j] & 0xF];
             y[j + 16] = d * slm_kvalues_iq4nl[x[b].qs[j] >> 4];
+        }
+    }
+}
+
+/* GGML's dequantize_row_mxfp4: level times the halved E8M0 scale. */
+static void dequantize_mxfp4(const void *vx, float *y, int64_t n) {
+    const slm_block_mxfp4 *x = vx;
+    for (int64_t b = 0; b < n / SLM_QK_MXFP4; b++, y += SLM_QK_MXFP4) {
+        const float d = slm_e8m0_to_f32_half(x[b].e);
+        for (int j = 0; j < 16; j++) {
+            y[j] = slm_kvalues_mxfp4[x[b].qs[j] & 0xF] * d;
+            y[j + 16] = slm_kvalues_mxfp4[x[b].qs[j] >> 4] * d;
         }
     }
 }
@@ -470,6 +515,7 @@ int slm_dequantize_row(uint32_t t, const void *vx, float *y, int64_t n) {
     }
     case SLM_Q5_0: case SLM_Q5_1: dequantize_q5(t == SLM_Q5_1, vx, y, n); return 1;
     case SLM_IQ4_NL: dequantize_iq4_nl(vx, y, n); return 1;
+    case SLM_MXFP4: dequantize_mxfp4(vx, y, n); return 1;
     case SLM_IQ4_XS: dequantize_iq4_xs(vx, y, n); return 1;
     case SLM_Q2_K: dequantize_q2_K(vx, y, n); return 1;
     case SLM_Q3_K: dequantize_q3_K(vx, y, n); return 1;

@@ -35,6 +35,7 @@ typedef enum slm_dtype {
     SLM_F64 = 28,
     SLM_IQ1_M = 29,
     SLM_BF16 = 30,
+    SLM_MXFP4 = 39,
     SLM_DTYPE_COUNT = 40
 } slm_dtype;
 
@@ -68,6 +69,7 @@ typedef struct slm_dtype_info {
 #define SLM_Q2_K_R16 (SLM_R16 | SLM_Q2_K)
 #define SLM_Q4_1_R16 (SLM_R16 | SLM_Q4_1)
 #define SLM_Q5_1_R16 (SLM_R16 | SLM_Q5_1)
+#define SLM_MXFP4_R16 (SLM_R16 | SLM_MXFP4)
 static inline int slm_is_r16(uint32_t t) { return (t & SLM_R16) != 0; }
 static inline uint32_t slm_r16_base(uint32_t t) { return t & ~SLM_R16; }
 
@@ -156,6 +158,23 @@ typedef struct { uint16_t d, m; uint8_t qh[4]; uint8_t qs[SLM_QK5_1 / 2]; } slm_
 typedef struct { uint16_t d; uint8_t qs[SLM_QK4_NL / 2]; } slm_block_iq4_nl;
 /* The 16 non-linear levels of IQ4_NL / IQ4_XS (GGML's kvalues_iq4nl). */
 extern const int8_t slm_kvalues_iq4nl[16];
+
+/* MXFP4 (OCP microscaling FP4, gpt-oss's expert matrices): 32 elements;
+ * x = slm_e8m0_to_f32_half(e) * slm_kvalues_mxfp4[q], q in [0, 15]; nibbles
+ * as Q4_0. The levels are twice the E2M1 values (0, 0.5, 1, 1.5, 2, 3, 4, 6
+ * and their negatives), so the shared power of two is halved. */
+#define SLM_QK_MXFP4 32
+typedef struct { uint8_t e; uint8_t qs[SLM_QK_MXFP4 / 2]; } slm_block_mxfp4;
+/* GGML's kvalues_mxfp4: 2 x E2M1, small integers (|value| <= 12). */
+extern const int8_t slm_kvalues_mxfp4[16];
+/* An E8M0 scale halved, 2^(e - 128), as GGML's ggml_e8m0_to_fp32_half:
+ * the float with exponent field e - 1; e = 0 and 1 are the subnormals
+ * 2^-128 (bits 0x00200000) and 2^-127 (0x00400000). e = 255 (NaN in the
+ * OCP format) reads as 2^127, as GGML's does. */
+static inline float slm_e8m0_to_f32_half(uint8_t e) {
+    const union { uint32_t u; float f; } v = {e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23};
+    return v.f;
+}
 
 /* IQ4_XS: 8 sub-blocks of 32; x = d * (ls[s] - 32) * slm_kvalues_iq4nl[q].
  * ls[s] is 6 bits: low 4 in nibble s % 2 of scales_l[s / 2], high 2 at bit
@@ -289,12 +308,18 @@ void slm_quantize_row_q5_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);
+/* MXFP4 as GGML's quantize_row_mxfp4_ref (bit for bit): e from the block's
+ * largest magnitude, floor(log2(amax)) - 2 + 127 (0 for a zero block, and
+ * for amax < 2^-125, where GGML's conversion of a negative float is
+ * undefined), then each element the nearest level (the lowest index on a
+ * tie). */
+void slm_quantize_row_mxfp4(const float *x, void *y, int64_t n);
 /* Quantize a row to type t (F32, F16, BF16 and the quantizers above);
  * returns 0 if unsupported or n is not a multiple of the block size. */
 int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
 /* Dequantize a row of any supported type to float; returns 0 if unsupported
- * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K,
- * Q5_K, Q6_K, IQ4_XS are). Bit-exact with GGML's dequantize_row_*. */
+ * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, IQ4_XS and the i-quants are). Bit-exact with GGML's dequantize_row_*. */
 int slm_dequantize_row(uint32_t t, const void *x, float *y, int64_t n);
 
 /* ---- repacked matrices (layout: common/layout_r16.c; written by compiler/repack.c) */

@@ -1,5 +1,5 @@
 /* Repacked matrices (SLM_Q4_0_R16, SLM_Q5_0_R16, SLM_IQ4_NL_R16,
- * SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_Q3_K_R16,
+ * SLM_MXFP4_R16, SLM_Q8_0_R16, SLM_Q4_K_R16, SLM_Q5_K_R16, SLM_Q6_K_R16, SLM_Q3_K_R16,
  * SLM_IQ4_XS_R16, SLM_Q2_K_R16, SLM_Q4_1_R16, SLM_Q5_1_R16, SLM_F16_R16): the
  * compiler's kernel-friendly weight layout.
  *
@@ -27,6 +27,11 @@
  *                        d * code + m)
  * IQ4_NL_R16, 288 bytes per block: as Q4_0_R16, the codes indices into
  *   slm_kvalues_iq4nl (value = d * kvalues[code])
+ * MXFP4_R16, 272 bytes per block
+ *   u8  codes[4][16][4]  as Q4_0_R16's, indices into slm_kvalues_mxfp4
+ *   u8  e[16]            the block scales of the 16 rows, E8M0 bytes as in
+ *                        the file (value = slm_e8m0_to_f32_half(e) *
+ *                        kvalues[code])
  * Q8_0_R16, 544 bytes per block
  *   u8  codes[8][16][4]  vector v, row c, byte e: code of element 4v + e plus
  *                        128 (value = d * (code - 128))
@@ -86,7 +91,7 @@
  * vector v (0..7) of a block, elements 4v .. 4v+3, is the low (v even) or
  * high (v odd) nibble of quad v / 2, ORed for Q6_K with field v % 4 of half
  * v / 4 moved to bits 4..5 (for Q5_0 and Q5_K with bit v of hb moved to
- * bit 4; for IQ4_NL looked up in kvalues); for
+ * bit 4; for IQ4_NL and MXFP4 looked up in their tables); for
  * Q8_0 it is bytes 64v .. 64v+63. One
  * dot-product instruction (VNNI dpbusd) then advances 16 output columns by
  * 4 elements, and the scales of 16 columns are one vector load. */
@@ -201,6 +206,12 @@ void slm_r16_block_i8(uint32_t rt, const void *group, int64_t k, int c, int64_t 
         d[0] = d[1] = slm_f16_to_f32(h);
         return;
     }
+    if (rt == SLM_MXFP4_R16) {
+        const uint8_t *blk = g + b * 272;
+        for (int e = 0; e < 32; e++) q[e] = slm_kvalues_mxfp4[get_nibble(blk, c, e)];
+        d[0] = d[1] = slm_e8m0_to_f32_half(blk[256 + c]);
+        return;
+    }
     if (rt == SLM_Q4_0_R16) {
         const uint8_t *blk = g + b * 288;
         for (int e = 0; e < 32; e++) q[e] = (int8_t)(get_nibble(blk, c, e) - 8);
@@ -234,7 +245,7 @@ int slm_dequantize_matrix_row(uint32_t t, const void *base, int64_t k, int64_t n
     switch (t) {
     case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
     case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16:
-    case SLM_Q4_1_R16: case SLM_Q5_1_R16: break;
+    case SLM_Q4_1_R16: case SLM_Q5_1_R16: case SLM_MXFP4_R16: break;
     default: return 0;
     }
     for (int64_t b = 0; b < k / 32; b++) {

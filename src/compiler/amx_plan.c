@@ -36,6 +36,7 @@ int slm_amx_plan_step(int m, int n_groups, int span, int mt, int nt, slm_amx_pla
 int slm_amx_span(uint32_t wtype) {
     switch (wtype) {
     case SLM_Q8_0_R16: case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
+    case SLM_MXFP4_R16:
         return 32;
     case SLM_Q6_K_R16: return 16;
     case SLM_BF16: return 32; /* bf16 elements per TDPBF16PS: 64 bytes of an A row */

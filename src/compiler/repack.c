@@ -25,6 +25,7 @@ uint32_t slm_repack_type(uint32_t t, int64_t k, int64_t n) {
     if (t == SLM_Q2_K && k % 256 == 0) return SLM_Q2_K_R16;
     if (t == SLM_Q4_1 && k % 32 == 0) return SLM_Q4_1_R16;
     if (t == SLM_Q5_1 && k % 32 == 0) return SLM_Q5_1_R16;
+    if (t == SLM_MXFP4 && k % 32 == 0) return SLM_MXFP4_R16;
     if (t == SLM_F16) return SLM_F16_R16;
     return 0;
 }
@@ -86,6 +87,22 @@ static void repack_group_small(uint32_t t, const uint8_t *src, uint64_t wrow, in
                 }
             memcpy(blk + cb + 2 * c, x, 2);
             if (mins) memcpy(blk + cb + 32 + 2 * c, x + 2, 2);
+        }
+    }
+}
+
+/* MXFP4: the codes as Q4_0's, then the 16 rows' E8M0 bytes. */
+static void repack_group_mxfp4(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
+    for (int c = 0; c < 16; c++) {
+        const slm_block_mxfp4 *row = (const slm_block_mxfp4 *)(src + (size_t)c * wrow);
+        for (int64_t b = 0; b < nb; b++) {
+            uint8_t *blk = dst + b * 272, q[32];
+            for (int e = 0; e < 16; e++) {
+                q[e] = row[b].qs[e] & 0xF;
+                q[e + 16] = row[b].qs[e] >> 4;
+            }
+            put_nibbles(blk, c, q);
+            blk[256 + c] = row[b].e;
         }
     }
 }
@@ -264,6 +281,7 @@ void slm_repack_r16(uint32_t t, void *data, int64_t k, int64_t n, void *tmp) {
                 for (int64_t e = 0; e < k; e++) dst[e * 16 + c] = src[(size_t)c * (size_t)k + (size_t)e];
         } else if (t == SLM_Q4_0) repack_group_q4_0(tmp, wrow, nb, grp);
         else if (t == SLM_Q8_0) repack_group_q8_0(tmp, wrow, nb, grp);
+        else if (t == SLM_MXFP4) repack_group_mxfp4(tmp, wrow, nb, grp);
         else if (t == SLM_Q5_0 || t == SLM_IQ4_NL || t == SLM_Q4_1 || t == SLM_Q5_1) repack_group_small(t, tmp, wrow, nb, grp);
         else if (t == SLM_Q4_K || t == SLM_Q5_K) repack_group_k(t == SLM_Q5_K, tmp, wrow, nb, grp);
         else if (t == SLM_Q3_K) repack_group_q3_k(tmp, wrow, nb, grp);

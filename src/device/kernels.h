@@ -88,7 +88,7 @@ slm_dot_fn slm_dot_ref_for(uint32_t wtype);
  * reference for the types without a SIMD dot); NULL if unsupported. */
 slm_dot_fn slm_dot_for(const slm_kernel_set *ks, uint32_t wtype);
 /* 1 if every set's matmul handles weights of type t: F32, F16, BF16, Q8_0,
- * Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, the
+ * Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, the
  * i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M, and the
  * repacked (r16) types of slm_repack_type. */
 int slm_matmul_supported(uint32_t t);
@@ -116,13 +116,13 @@ slm_mm_scratch slm_task_scratch_layout(const struct slm_task *t, int rows);
 void slm_qblock_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2], float *m);
 /* 1 if the type's two half-block scales differ (Q6_K, Q3_K, IQ2_XS, IQ2_S,
  * IQ1_M), 2 if it has a min term (Q4_1, Q5_1, Q4_K, Q5_K), 0 otherwise (Q4_0,
- * Q5_0, Q8_0, IQ4_NL, IQ4_XS, IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S); 3 for two half-block scales and two half-block mins (Q2_K: not
+ * Q5_0, Q8_0, IQ4_NL, MXFP4, IQ4_XS, IQ2_XXS, IQ3_XXS, IQ3_S, IQ1_S); 3 for two half-block scales and two half-block mins (Q2_K: not
  * expressible by slm_qblock_i8, which writes zeros for it); -1 if not
  * quantized. */
 int slm_qtype_kind(uint32_t t);
 
 /* The types of kernels_quant2_ref.c (Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K,
- * Q3_K, the i-quants): their slm_qtype_kind (-1 for any other type), their scalar float
+ * Q3_K, the i-quants, MXFP4): their slm_qtype_kind (-1 for any other type), their scalar float
  * dot product (NULL for any other), and block b as int8 codes with a
  * scale and a min per half block:  w[e] = d[e / 16] * q[e] + m[e / 16]. */
 int slm_quant2_kind(uint32_t t);

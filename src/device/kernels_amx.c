@@ -219,6 +219,17 @@ AMX_TARGET static void amx_unpack_hw(uint32_t t, const uint8_t *grp, int k, int 
         _mm512_storeu_ps(wm, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(f16x16(sup + 32), _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)))));
         return;
     }
+    if (t == SLM_MXFP4_R16) { /* the codes as Q4_0's, looked up in kvalues_mxfp4; 16 E8M0 bytes */
+        const uint8_t *blk = grp + (size_t)b * 272;
+        const __m512i tbl = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)slm_kvalues_mxfp4));
+        for (int v = 0; v < 8; v++) {
+            const __m512i c = _mm512_loadu_si512(blk + 64 * (v / 2));
+            const __m512i w = (v & 1) ? _mm512_and_si512(_mm512_srli_epi16(c, 4), m4) : _mm512_and_si512(c, m4);
+            _mm512_store_si512(bt + 64 * v, _mm512_shuffle_epi8(tbl, w));
+        }
+        scales_d(e8m0_half_x16(blk + 256), wd, wm);
+        return;
+    }
     if (t == SLM_Q6_K_R16) {
         const uint8_t *sup = grp + (size_t)(b / 8) * 3360, *blk = sup + 32 + (size_t)(b % 8) * 416;
         const __m512i m30 = _mm512_set1_epi8(0x30), off = _mm512_set1_epi8(32);

@@ -1,11 +1,13 @@
 /* Scalar kernels for the weight types llama-quantize writes beside the
  * main ones (its fallbacks for rows that are not a multiple of 256, and the
- * low-bit K-quants): Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K.
+ * low-bit K-quants): Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K; and MXFP4
+ * (gpt-oss's expert matrices).
  *
  * Every 32-element block of these types reads as int8 codes with a scale
  * per half block and a min per half block (slm_qblock2_i8):
  *   Q5_0    q - 16 in [-16, 15]         one scale             kind 0
  *   IQ4_NL  kvalues[q] in [-127, 113]   one scale             kind 0
+ *   MXFP4   kvalues_mxfp4[q] in [-12, 12] one scale (E8M0 / 2) kind 0
  *   IQ4_XS  kvalues[q]                  one scale (sub-block) kind 0
  *   Q3_K    q in [-4, 3]                two half scales       kind 1
  *   Q5_1    q in [0, 31]                one scale, one min    kind 2
@@ -28,7 +30,7 @@
 
 int slm_quant2_kind(uint32_t t) {
     switch (t) {
-    case SLM_Q5_0: case SLM_IQ4_NL: case SLM_IQ4_XS: return 0;
+    case SLM_Q5_0: case SLM_IQ4_NL: case SLM_IQ4_XS: case SLM_MXFP4: return 0;
     case SLM_IQ2_XXS: case SLM_IQ3_XXS: case SLM_IQ3_S: case SLM_IQ1_S: return 0;
     case SLM_Q3_K: case SLM_IQ2_XS: case SLM_IQ2_S: case SLM_IQ1_M: return 1;
     case SLM_Q5_1: return 2;
@@ -174,6 +176,15 @@ void slm_qblock2_i8(uint32_t t, const void *row, int b, int8_t q[32], float d[2]
         }
         return;
     }
+    case SLM_MXFP4: {
+        const slm_block_mxfp4 *x = (const slm_block_mxfp4 *)row + b;
+        d[0] = d[1] = slm_e8m0_to_f32_half(x->e);
+        for (int j = 0; j < 16; j++) {
+            q[j] = slm_kvalues_mxfp4[x->qs[j] & 0xF];
+            q[j + 16] = slm_kvalues_mxfp4[x->qs[j] >> 4];
+        }
+        return;
+    }
     case SLM_Q2_K: {
         const slm_block_q2_K *x = (const slm_block_q2_K *)row + b / 8;
         const int s = b % 8, h = s / 4, j = s % 4;
@@ -225,6 +236,7 @@ static float dot_quant2_ref(uint32_t t, const void *w, const float *x, int k) {
 DOT2(dot_q5_0_ref, SLM_Q5_0)
 DOT2(dot_q5_1_ref, SLM_Q5_1)
 DOT2(dot_iq4_nl_ref, SLM_IQ4_NL)
+DOT2(dot_mxfp4_ref, SLM_MXFP4)
 DOT2(dot_iq4_xs_ref, SLM_IQ4_XS)
 DOT2(dot_q2_k_ref, SLM_Q2_K)
 DOT2(dot_q3_k_ref, SLM_Q3_K)
@@ -241,6 +253,7 @@ slm_dot_fn slm_quant2_dot_ref(uint32_t t) {
     case SLM_Q5_0: return dot_q5_0_ref;
     case SLM_Q5_1: return dot_q5_1_ref;
     case SLM_IQ4_NL: return dot_iq4_nl_ref;
+    case SLM_MXFP4: return dot_mxfp4_ref;
     case SLM_IQ4_XS: return dot_iq4_xs_ref;
     case SLM_Q2_K: return dot_q2_k_ref;
     case SLM_Q3_K: return dot_q3_k_ref;

@@ -131,7 +131,7 @@ int slm_matmul_supported(uint32_t t) {
     switch (t) {
     case SLM_Q4_0_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16: case SLM_Q8_0_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16:
     case SLM_Q6_K_R16: case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16:
-    case SLM_Q4_1_R16: case SLM_Q5_1_R16: case SLM_F16_R16:
+    case SLM_Q4_1_R16: case SLM_Q5_1_R16: case SLM_F16_R16: case SLM_MXFP4_R16:
         return 1;
     default:
         return slm_is_r16(t) ? 0 : slm_dot_ref_for(t) != NULL;

@@ -31,6 +31,22 @@ AVX2 static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+/* 16 (AVX-512) or 8 (AVX2) E8M0 bytes at p as slm_e8m0_to_f32_half's floats
+ * (MXFP4's block scales): the bits (e - 1) << 23, and for e < 2 the
+ * subnormals 0x00200000 << e. */
+AVX512 static inline __m512 e8m0_half_x16(const uint8_t *p) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)p));
+    const __m512i norm = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __mmask16 sub = _mm512_cmplt_epu32_mask(e, _mm512_set1_epi32(2));
+    return _mm512_castsi512_ps(_mm512_mask_sllv_epi32(norm, sub, _mm512_set1_epi32(0x00200000), e));
+}
+AVX2 static inline __m256 e8m0_half_x8(const uint8_t *p) {
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    const __m256i norm = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(norm, sub, _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e)));
+}
+
 /* A kernel's weight stream, [p, p + bytes) read now: its lines pf bytes
  * ahead touched toward L1 and 4 pf ahead toward L2 (pf 0: nothing). A
  * prefetch never faults, so the lines beyond a matrix's end cost a wasted
@@ -169,7 +185,7 @@ void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int o
 void slm_x86_qmatmul_avx2(const slm_mm *mm, const qscratch *qs);
 void slm_x86_qmatmul_avx512(const slm_mm *mm, const qscratch *qs);
 
-/* kernels_x86_quant2.c: Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K in their file
+/* kernels_x86_quant2.c: Q5_0, Q5_1, IQ4_NL, MXFP4, IQ4_XS, Q2_K, Q3_K in their file
  * layout (activations in qs as for kernels_x86_dot.c): every row of mm, one
  * column at a time; the sets call it for decode, and for Q2_K always. */
 void slm_x86_quant2_matmul_avx2(const slm_mm *mm, const qscratch *qs);

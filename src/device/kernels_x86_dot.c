@@ -189,9 +189,10 @@ AVX512 INLINE void mk_avx512(const qscratch *qs, int k, int i0, const uint8_t *p
                 acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
             }
         } else {
+            /* d0 dx first: MXFP4's scales reach 2^127, where idot d0 would overflow */
             for (int r = 0; r < R; r++)
-                acc[r] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(ia[r]), d0),
-                                         _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+                acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ia[r]), _mm512_mul_ps(d0, _mm512_set1_ps(xd[(size_t)r * nb + b])),
+                                         acc[r]);
             if (KIND == 2) {
                 const __m512 m = _mm512_load_ps(p + 768);
                 for (int r = 0; r < R; r++) acc[r] = _mm512_fmadd_ps(m, _mm512_set1_ps(xs[(size_t)r * nb + b]), acc[r]);
@@ -244,9 +245,13 @@ AVX2 INLINE void mk_avx2(const qscratch *qs, int k, int i0, const uint8_t *panel
         }
         const __m256 d0 = _mm256_load_ps((const float *)(p + 320));
         for (int r = 0; r < R; r++) {
-            __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(ia[r]), d0);
-            if (KIND == 1) f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), _mm256_load_ps((const float *)(p + 352)), f);
-            acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            if (KIND == 1) {
+                __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(ia[r]), d0);
+                f = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[r]), _mm256_load_ps((const float *)(p + 352)), f);
+                acc[r] = _mm256_fmadd_ps(f, _mm256_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
+            } else { /* d0 dx first: MXFP4's scales reach 2^127, where idot d0 would overflow */
+                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r]), _mm256_mul_ps(d0, _mm256_set1_ps(xd[(size_t)r * nb + b])), acc[r]);
+            }
             if (KIND == 2)
                 acc[r] = _mm256_fmadd_ps(_mm256_load_ps((const float *)(p + 384)), _mm256_set1_ps(xs[(size_t)r * nb + b]),
                                          acc[r]);

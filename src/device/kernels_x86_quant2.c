@@ -1,4 +1,4 @@
-/* AVX2 and AVX-512 int8 kernels for Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K
+/* AVX2 and AVX-512 int8 kernels for Q5_0, Q5_1, IQ4_NL, MXFP4, IQ4_XS, Q2_K, Q3_K
  * and the i-quants (IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S, IQ1_M) (kernels_quant2_ref.c describes the types' int8 view).
  *
  * The sets' matmul quantizes the activations (int8 blocks of 32, with the
@@ -190,6 +190,12 @@ AVX2 INLINE __m256i qblock2(const slm_iq_grids *g, const uint8_t *row, int T, in
         }
         const __m128i t = _mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl);
         return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(qs));
+    }
+    case SLM_MXFP4: {
+        const slm_block_mxfp4 *x = (const slm_block_mxfp4 *)row + b;
+        d[0] = d[1] = slm_e8m0_to_f32_half(x->e);
+        const __m128i t = _mm_loadu_si128((const __m128i *)slm_kvalues_mxfp4);
+        return _mm256_shuffle_epi8(_mm256_set_m128i(t, t), nib32(x->qs));
     }
     case SLM_Q2_K: {
         const slm_block_q2_K *x = (const slm_block_q2_K *)row + b / 8;
@@ -731,7 +737,8 @@ AVX2 INLINE void col_sb_avx2(const slm_mm *mm, const slm_iq_grids *g, int T, int
  * away): the matmul's (with Q2_K) and the panel writer's. */
 #define QUANT2_PANEL_TYPES(X, A)                                                                          \
     X(SLM_Q5_0, A) X(SLM_Q5_1, A) X(SLM_IQ4_NL, A) X(SLM_IQ4_XS, A) X(SLM_Q3_K, A) X(SLM_IQ2_XXS, A) \
-    X(SLM_IQ2_XS, A) X(SLM_IQ2_S, A) X(SLM_IQ3_XXS, A) X(SLM_IQ3_S, A) X(SLM_IQ1_S, A) X(SLM_IQ1_M, A)
+    X(SLM_IQ2_XS, A) X(SLM_IQ2_S, A) X(SLM_IQ3_XXS, A) X(SLM_IQ3_S, A) X(SLM_IQ1_S, A) X(SLM_IQ1_M, A)    \
+    X(SLM_MXFP4, A)
 
 /* The row count of a call is a constant of col_* (1-4, so its accumulators
  * stay in registers: a loop-carried chain through memory costs a store

@@ -3,13 +3,14 @@
 
 #ifdef SLM_X86
 /* ---- repacked weights (Q4_0_R16, Q6_K_R16, Q8_0_R16, Q5_0_R16, IQ4_NL_R16, Q3_K_R16,
- * IQ4_XS_R16, Q2_K_R16, Q4_1_R16, Q5_1_R16;
+ * IQ4_XS_R16, Q2_K_R16, Q4_1_R16, Q5_1_R16, MXFP4_R16;
  * layout in common/layout_r16.c) ---------------------------------------------
  * R rows x the 16 columns of one group: per block, vector v (elements
  * 4v..4v+3 of the 16 columns, unsigned codes) meets the row's 4 signed
  * activation codes broadcast (dpbusd: u8 weights x s8 activations). The
  * codes' offset (8; 16 for Q5_0, 32 for Q6_K, 4 for Q3_K, 128 for Q8_0 and
- * for IQ4_NL and IQ4_XS, whose table values are looked up plus 128) is folded into the
+ * for IQ4_NL and IQ4_XS, whose table values are looked up plus 128; 12 for
+ * MXFP4, whose levels -12..12 are looked up plus 12) is folded into the
  * accumulator's start: -offset * (sum of the activation codes of the half
  * block). Q6_K, Q3_K and Q2_K keep one accumulator per half block (per-16
  * scales); Q2_K's codes have no offset but a min per half block: -dmin * min
@@ -17,18 +18,21 @@
  * Q4_0, Q5_0, no offset) a min per block: + m * (the block's activation sum),
  * as Q4_K's in kernels_x86_r16k.c. Decode is R = 1. */
 /* TY: 0 Q4_0_R16, 1 Q6_K_R16, 2 Q8_0_R16, 3 Q5_0_R16, 4 IQ4_NL_R16, 5 Q3_K_R16, 6 IQ4_XS_R16,
-   7 Q2_K_R16, 8 Q4_1_R16, 9 Q5_1_R16 */
+   7 Q2_K_R16, 8 Q4_1_R16, 9 Q5_1_R16, 10 MXFP4_R16 */
+#define R16_NTY 11
 #define R16_CODE_BYTES(TY) ((TY) == 2 ? 512 : (TY) == 3 || (TY) == 9 ? 320 : 256) /* per block, before the scales */
 #define R16_MIN1(TY) ((TY) == 8 || (TY) == 9) /* f16 m[16] after d[16]: value = d * code + m */
 #define R16_HALVES(TY) ((TY) == 1 || (TY) == 5 || (TY) == 7) /* per-16 scales: an accumulator a half block */
 #define R16_TABLE(TY) ((TY) == 4 || (TY) == 6) /* codes index slm_kvalues_iq4nl */
-#define R16_OFF(TY) ((TY) == 2 || R16_TABLE(TY) ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : (TY) == 7 || R16_MIN1(TY) ? 0 : -8)
+#define R16_FP4(TY) ((TY) == 10) /* codes index slm_kvalues_mxfp4, scales E8M0 bytes */
+#define R16_OFF(TY) \
+    ((TY) == 2 || R16_TABLE(TY) ? -128 : (TY) == 1 ? -32 : (TY) == 3 ? -16 : (TY) == 5 ? -4 : R16_FP4(TY) ? -12 : (TY) == 7 || R16_MIN1(TY) ? 0 : -8)
 /* the super-block (Q6_K, Q3_K, IQ4_XS: bytes, header) and block (bytes) of block b */
 #define R16_SUPER(TY) ((TY) == 1 || (TY) == 5 || (TY) == 6 || (TY) == 7)
 #define R16_SUP_BYTES(TY) ((TY) == 1 ? 3360 : (TY) == 5 ? 1760 : (TY) == 6 ? 2176 : 1344)
 #define R16_HDR_BYTES(TY) ((TY) == 1 ? 32 : (TY) == 5 ? 96 : (TY) == 6 ? 128 : 64)
 #define R16_BLK_BYTES(TY) \
-    ((TY) == 1 ? 416 : (TY) == 5 ? 208 : (TY) == 6 ? 256 : (TY) == 7 ? 160 : R16_CODE_BYTES(TY) + 32 + 32 * R16_MIN1(TY))
+    ((TY) == 1 ? 416 : (TY) == 5 ? 208 : (TY) == 6 ? 256 : (TY) == 7 ? 160 : R16_FP4(TY) ? 272 : R16_CODE_BYTES(TY) + 32 + 32 * R16_MIN1(TY))
 #define R16_PANEL_BB(TY) ((TY) == 7 ? SLM_R16P_BLOCK2_BYTES : SLM_R16P_BLOCK_BYTES)
 #define R16_HI_OFS(TY) ((TY) == 5 ? 128 : 256) /* the high bits after the low ones */
 static inline const uint8_t *r16_block(const uint8_t *grp, int b, const int TY) {
@@ -36,6 +40,9 @@ static inline const uint8_t *r16_block(const uint8_t *grp, int b, const int TY) 
         return grp + (size_t)(b / 8) * R16_SUP_BYTES(TY) + R16_HDR_BYTES(TY) + (size_t)(b % 8) * R16_BLK_BYTES(TY);
     return grp + (size_t)b * R16_BLK_BYTES(TY);
 }
+
+/* slm_kvalues_mxfp4 + 12, unsigned (a wrong entry fails test_kernels' MXFP4 cases) */
+AVX2 INLINE __m128i r16_fp4_table(void) { return _mm_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0); }
 
 AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v, int TY) {
     if (TY == 2) return _mm512_loadu_si512(lo + 64 * v);
@@ -51,6 +58,8 @@ AVX512 INLINE __m512i r16_vec_avx512(const uint8_t *lo, const uint8_t *hi, int v
                                              _mm512_set1_epi8((char)0x80));
         w = _mm512_shuffle_epi8(tbl, w);
     }
+    if (R16_FP4(TY)) /* MXFP4: kvalues_mxfp4 + 12 */
+        w = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(r16_fp4_table()), w);
     if (Q6) {
         const __m512i h = _mm512_loadu_si512(hi + 64 * (v / 4)), m30 = _mm512_set1_epi8(0x30);
         const int s = v % 4;
@@ -187,7 +196,9 @@ AVX512 INLINE void r16_mk_avx512(const slm_mm *mm, const qscratch *qs, int i0, i
                 acc[r] = _mm512_fmadd_ps(f, _mm512_set1_ps(xd[(size_t)r * nb + b]), acc[r]);
             }
         } else {
-            const __m512 d = TY == 6 ? r16_xs_scale_avx512(grp, b, &dsup) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB)));
+            const __m512 d = TY == 6 ? r16_xs_scale_avx512(grp, b, &dsup)
+                           : R16_FP4(TY) ? e8m0_half_x16(lb + CB)
+                                         : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB)));
             /* Q4_1, Q5_1: -m, as the panel keeps it (kernels_x86_r16p.c's kind 2) */
             const __m512 nm = R16_MIN1(TY) ? _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB + 32))))
                                            : _mm512_setzero_ps();
@@ -217,16 +228,18 @@ R16MK_AVX512_ALL(6)
 R16MK_AVX512_ALL(7)
 R16MK_AVX512_ALL(8)
 R16MK_AVX512_ALL(9)
+R16MK_AVX512_ALL(10)
 
 #define R16ROW512(TY) {r16_mk_avx512_1_##TY, r16_mk_avx512_2_##TY, r16_mk_avx512_3_##TY, r16_mk_avx512_4_##TY, \
                        r16_mk_avx512_5_##TY, r16_mk_avx512_6_##TY}
-static const r16mk512_fn k_r16mk512[10][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3), R16ROW512(4),
-                                              R16ROW512(5), R16ROW512(6), R16ROW512(7), R16ROW512(8), R16ROW512(9)};
+static const r16mk512_fn k_r16mk512[R16_NTY][6] = {R16ROW512(0), R16ROW512(1), R16ROW512(2), R16ROW512(3),
+                                                   R16ROW512(4), R16ROW512(5), R16ROW512(6), R16ROW512(7),
+                                                   R16ROW512(8), R16ROW512(9), R16ROW512(10)};
 
 static int r16_ty(uint32_t t) {
     return t == SLM_Q6_K_R16 ? 1 : t == SLM_Q8_0_R16 ? 2 : t == SLM_Q5_0_R16 ? 3 : t == SLM_IQ4_NL_R16 ? 4
          : t == SLM_Q3_K_R16 ? 5 : t == SLM_IQ4_XS_R16 ? 6 : t == SLM_Q2_K_R16 ? 7 : t == SLM_Q4_1_R16 ? 8
-         : t == SLM_Q5_1_R16 ? 9 : 0;
+         : t == SLM_Q5_1_R16 ? 9 : t == SLM_MXFP4_R16 ? 10 : 0;
 }
 
 /* The prefill panel of one group (kernels_x86_r16p.c, SLM_R16P_BLOCK_BYTES a
@@ -252,8 +265,9 @@ AVX512 INLINE void r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan, co
             _mm512_store_ps(pb + 512, d0);
             _mm512_store_ps(pb + 576, d1);
         } else {
-            _mm512_store_ps(pb + 512, TY == 6 ? r16_xs_scale_avx512(grp, b, &dsup)
-                                              : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB))));
+            _mm512_store_ps(pb + 512, TY == 6        ? r16_xs_scale_avx512(grp, b, &dsup)
+                                      : R16_FP4(TY) ? e8m0_half_x16(lb + CB)
+                                                    : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB))));
             if (R16_MIN1(TY))
                 _mm512_store_ps(pb + 576, _mm512_sub_ps(_mm512_setzero_ps(), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(lb + CB + 32)))));
         }
@@ -271,7 +285,8 @@ AVX512 void slm_x86_r16p_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan) {
     case 6: r16p_unpack_avx512(mm, j0, pan, 6); break;
     case 7: r16p_unpack_avx512(mm, j0, pan, 7); break;
     case 8: r16p_unpack_avx512(mm, j0, pan, 8); break;
-    default: r16p_unpack_avx512(mm, j0, pan, 9); break;
+    case 9: r16p_unpack_avx512(mm, j0, pan, 9); break;
+    default: r16p_unpack_avx512(mm, j0, pan, 10); break;
     }
 }
 
@@ -307,6 +322,7 @@ AVX2 INLINE __m256i r16_vec_avx2(const uint8_t *lo, const uint8_t *hi, int v, in
     }
     if (R16_TABLE(TY))
         w = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)slm_kvalues_iq4nl)), w);
+    if (R16_FP4(TY)) w = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(r16_fp4_table()), w);
     if (Q6) {
         const __m256i h = _mm256_loadu_si256((const __m256i *)(hi + 64 * (v / 4) + 32 * half));
         const int s = v % 4;
@@ -393,9 +409,10 @@ AVX2 INLINE void r16_half_scales_avx2(const uint8_t *grp, const uint8_t *lb, int
 /* Unsigned codes below 16 (Q4_0), 32 (Q5_0), 64 (Q6_K) times |activation|
  * <= 128 make maddubs pairs below 2 * 15 * 128 (...63 * 128): G of a
  * block's products add in 16 bits before one madd (G * 2 * (2^c - 1) *
- * 128 < 2^15 for G = 8, 4, 2), a third fewer multiply-port operations. */
+ * 128 < 2^15 for G = 8, 4, 2), a third fewer multiply-port operations
+ * (MXFP4's codes 0..24: 4 * 2 * 24 * 128 < 2^15, G = 4). */
 #define R16_G(TY) \
-    ((TY) == 0 || (TY) == 8 ? 8 : (TY) == 3 || (TY) == 5 || (TY) == 7 || (TY) == 9 ? 4 : (TY) == 1 ? 2 : 1) /* Q3_K, Q2_K: 4, the half's end */
+    ((TY) == 0 || (TY) == 8 ? 8 : (TY) == 3 || (TY) == 5 || (TY) == 7 || (TY) == 9 || R16_FP4(TY) ? 4 : (TY) == 1 ? 2 : 1) /* Q3_K, Q2_K: 4, the half's end */
 
 /* R rows x NH halves of the group at j0, from half h0 (NH 2: h0 0, the
  * whole group in one pass over its bytes: decode). ha[h], he[h]: the
@@ -426,8 +443,9 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
                 r16_half_scales_avx2(grp, lb, b, half, &dsup[h], &d0[h], &d1[h], TY);
                 if (TY == 7) r16_q2_mins_avx2(grp, lb, b, half, &dmsup[h], &m0[h], &m1[h]);
             } else {
-                d0[h] = TY == 6 ? r16_xs_scale_avx2(grp, b, half, &dsup[h])
-                                : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
+                d0[h] = TY == 6        ? r16_xs_scale_avx2(grp, b, half, &dsup[h])
+                        : R16_FP4(TY) ? e8m0_half_x8(lb + CB + 8 * half)
+                                      : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half)));
                 if (R16_MIN1(TY)) /* -m, as the AVX2 panel keeps it */
                     m0[h] = _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 32 + 16 * half))));
             }
@@ -484,7 +502,7 @@ AVX2 INLINE void r16_mk_avx2(const slm_mm *mm, const qscratch *qs, int i0, int j
 }
 
 /* The prefill panel of one group for the AVX2 panel kernel (kernels_x86_r16p.c;
- * Q4_0, Q5_0, Q6_K: unsigned codes): the bytes slm_x86_r16p_unpack_avx512
+ * Q4_0, Q5_0, Q6_K, MXFP4: unsigned codes): the bytes slm_x86_r16p_unpack_avx512
  * writes, made a half (8 columns) at a time as r16_mk_avx2 makes them, so both
  * kernels compute the same bits. */
 AVX2 INLINE void r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan, const int TY) {
@@ -505,7 +523,8 @@ AVX2 INLINE void r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan, const 
                 _mm256_store_ps(pd, d0);
                 _mm256_store_ps(pd + 16, d1);
             } else {
-                _mm256_store_ps(pd, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half))));
+                _mm256_store_ps(pd, R16_FP4(TY) ? e8m0_half_x8(lb + CB + 8 * half)
+                                                : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 16 * half))));
                 if (R16_MIN1(TY))
                     _mm256_store_ps(pd + 16, _mm256_sub_ps(_mm256_setzero_ps(), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + CB + 32 + 16 * half)))));
             }
@@ -521,6 +540,7 @@ AVX2 int slm_x86_r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
     case 5: r16p_unpack_avx2(mm, j0, pan, 5); return 1;
     case 8: r16p_unpack_avx2(mm, j0, pan, 8); return 1;
     case 9: r16p_unpack_avx2(mm, j0, pan, 9); return 1;
+    case 10: r16p_unpack_avx2(mm, j0, pan, 10); return 1;
     default: return 0; /* Q8_0, IQ4_NL: signed codes (maddubs would saturate on unsigned ones) */
     }
 }
@@ -541,11 +561,13 @@ R16MK_AVX2_ALL(6)
 R16MK_AVX2_ALL(7)
 R16MK_AVX2_ALL(8)
 R16MK_AVX2_ALL(9)
+R16MK_AVX2_ALL(10)
 
 /* [type][rows - 1]: one row takes both halves in one pass, more rows a half at a time */
 #define R16ROW2(TY) {r16_mk_avx2_1_2_##TY, r16_mk_avx2_2_1_##TY, r16_mk_avx2_3_1_##TY, r16_mk_avx2_4_1_##TY}
-static const r16mk2_fn k_r16mk2[10][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3), R16ROW2(4),
-                                          R16ROW2(5), R16ROW2(6), R16ROW2(7), R16ROW2(8), R16ROW2(9)};
+static const r16mk2_fn k_r16mk2[R16_NTY][4] = {R16ROW2(0), R16ROW2(1), R16ROW2(2), R16ROW2(3),
+                                               R16ROW2(4), R16ROW2(5), R16ROW2(6), R16ROW2(7),
+                                               R16ROW2(8), R16ROW2(9), R16ROW2(10)};
 
 AVX2 void slm_x86_r16_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     if (slm_x86_r16p_matmul_avx2(mm, qs)) return; /* 16 rows or more: kernels_x86_r16p.c */

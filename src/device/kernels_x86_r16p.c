@@ -11,7 +11,7 @@
  * per R) and G R integer chains cover dpbusd's latency.
  *
  * Four kinds of block sum:
- *  0 Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q8_0: one accumulator per row and group, started
+ *  0 Q4_0, Q5_0, IQ4_NL, IQ4_XS, Q8_0, MXFP4: one accumulator per row and group, started
  *    at -offset * (the block's activation code sum), scaled by d * dx;
  *  1 Q6_K, Q3_K: one per half block (scales per 16), each started at -32
  *    (Q3_K: -4) * the half's sum: (d0 * i0 + d1 * i1) * dx;
@@ -127,7 +127,7 @@ AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
     if (kind < 2) { /* the accumulators' starts: -offset * the activation codes' sums */
         ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
         const int off = t == SLM_Q8_0_R16 || t == SLM_IQ4_NL_R16 || t == SLM_IQ4_XS_R16 ? -128 : t == SLM_Q3_K_R16 ? -4 : kind == 1 ? -32
-                      : t == SLM_Q5_0_R16 ? -16 : -8;
+                      : t == SLM_Q5_0_R16 ? -16 : t == SLM_MXFP4_R16 ? -12 : -8;
         const size_t n = (size_t)rows * nb;
         const __m512i vo = _mm512_set1_epi32(off);
         size_t i = 0;
@@ -167,7 +167,7 @@ AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
 }
 
 /* ---- AVX2: the same panel, maddubs ---------------------------------------------
- * Unsigned codes only (Q4_0, Q5_0, Q6_K, Q4_K, Q5_K: below 64, so u8 x s8
+ * Unsigned codes only (Q4_0, Q5_0, Q6_K, Q4_K, Q5_K, MXFP4: below 64, so u8 x s8
  * pairs stay far from int16 saturation; Q8_0 and IQ4_NL keep kernels_x86_r16.c).
  * A block of R rows x one group (two 8-column halves): per vector v each row's
  * 4 activation codes are broadcast once and meet both halves; GS products
@@ -266,16 +266,18 @@ static const r16p2_fn k_r16p2[6][3] = {R16P2_T(0, 8), R16P2_T(0, 4), R16P2_T(1, 
 AVX2 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     const uint32_t t = mm->wtype;
     const int ty = t == SLM_Q4_0_R16 ? 0 : t == SLM_Q5_0_R16 ? 1 : t == SLM_Q6_K_R16 ? 2 : t == SLM_Q4_K_R16 ? 3
-                 : t == SLM_Q5_K_R16 ? 4 : t == SLM_Q3_K_R16 ? 5 : t == SLM_Q4_1_R16 ? 6 : t == SLM_Q5_1_R16 ? 7 : -1;
+                 : t == SLM_Q5_K_R16 ? 4 : t == SLM_Q3_K_R16 ? 5 : t == SLM_Q4_1_R16 ? 6 : t == SLM_Q5_1_R16 ? 7
+                 : t == SLM_MXFP4_R16 ? 8 : -1;
     if (ty < 0 || mm->rows < 16 || !qs->panel) return 0;
-    /* Q4_1, Q5_1: the kernels of Q4_K, Q5_K (kind 2, the same 16-bit group), their own panel writer */
-    const int row = ty == 6 ? 3 : ty == 7 ? 4 : ty;
+    /* Q4_1, Q5_1: the kernels of Q4_K, Q5_K (kind 2, the same 16-bit group), their own panel writer;
+       MXFP4 (codes 0..24): Q5_0's (kind 0, 4 products in 16 bits) */
+    const int row = ty == 6 ? 3 : ty == 7 ? 4 : ty == 8 ? 1 : ty;
     const int kind = ty == 2 || ty == 5 ? 1 : row >= 3 ? 2 : 0, nb = mm->k / 32, rows = mm->rows, rb = 3;
     uint8_t *pan = qs->panel;
     int32_t *ofs = NULL;
     if (kind != 2) { /* the accumulators' starts: -offset * the activation codes' sums */
         ofs = (int32_t *)(((uintptr_t)(pan + SLM_AMX_PANEL_BYTES(nb)) + 63) & ~(uintptr_t)63);
-        const int off = ty == 5 ? -4 : kind == 1 ? -32 : ty == 1 ? -16 : -8;
+        const int off = ty == 5 ? -4 : kind == 1 ? -32 : ty == 1 ? -16 : ty == 8 ? -12 : -8;
         const size_t n = (size_t)rows * nb;
         if (kind == 1)
             for (size_t i = 0; i < 2 * n; i++) ofs[i] = off * qs->hs[i];

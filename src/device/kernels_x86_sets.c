@@ -4,7 +4,7 @@
  * - F32/F16/BF16: kernels_x86_float.c
  * - quantized, file layout: kernels_x86_dot.c (activations quantized once
  *   per call to int8 blocks in scratch, unless xq_ready)
- * - Q5_0, Q5_1, IQ4_NL, IQ4_XS, Q2_K, Q3_K, the i-quants (IQ2_XXS .. IQ1_M):
+ * - Q5_0, Q5_1, IQ4_NL, MXFP4, IQ4_XS, Q2_K, Q3_K, the i-quants (IQ2_XXS .. IQ1_M):
  *   kernels_x86_quant2.c (decode;
  *   Q2_K always), else kernels_x86_dot.c's prefill panel
  * - repacked (r16): kernels_x86_r16.c, kernels_x86_r16k.c (Q4_K, Q5_K)

@@ -143,9 +143,9 @@ int slm_matrix_type_supported(uint32_t t) {
     case SLM_F32: case SLM_F16: case SLM_BF16: case SLM_Q8_0: case SLM_Q4_0: case SLM_Q4_1:
     case SLM_Q5_0: case SLM_Q5_1: case SLM_IQ4_NL: case SLM_Q2_K: case SLM_Q3_K: case SLM_IQ4_XS:
     case SLM_Q4_K: case SLM_Q5_K: case SLM_Q6_K: case SLM_IQ2_XXS: case SLM_IQ2_XS: case SLM_IQ2_S: case SLM_IQ3_XXS:
-    case SLM_IQ3_S: case SLM_IQ1_S: case SLM_IQ1_M: case SLM_Q4_0_R16: case SLM_Q6_K_R16:
+    case SLM_IQ3_S: case SLM_IQ1_S: case SLM_IQ1_M: case SLM_MXFP4: case SLM_Q4_0_R16: case SLM_Q6_K_R16:
     case SLM_Q8_0_R16: case SLM_F16_R16: case SLM_Q4_K_R16: case SLM_Q5_K_R16: case SLM_Q5_0_R16: case SLM_IQ4_NL_R16:
-    case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16: case SLM_Q4_1_R16: case SLM_Q5_1_R16:
+    case SLM_Q3_K_R16: case SLM_IQ4_XS_R16: case SLM_Q2_K_R16: case SLM_Q4_1_R16: case SLM_Q5_1_R16: case SLM_MXFP4_R16:
         return 1;
     default:
         return 0;

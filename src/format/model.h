@@ -107,7 +107,7 @@ static inline int slm_layer_swa(const slm_model_config *c, int l) {
 static inline int slm_layer_rope(const slm_model_config *c, int l) { return c->nope_step <= 0 || (l + 1) % c->nope_step != 0; }
 
 /* Weight types the kernels take for matrices (and embedding tables). */
-#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m"
+#define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, mxfp4"
 int slm_matrix_type_supported(uint32_t t);
 
 /* Architectures staticlm runs, by their GGUF general.architecture (which
