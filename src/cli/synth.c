@@ -575,6 +575,11 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->experts) sh->experts = a->experts;
     if (a->experts_used) sh->experts_used = a->experts_used;
     if (a->expert_ffn) sh->expert_ffn = a->expert_ffn;
+    /* llama (Mixtral), olmoe and granitemoe take the experts' width from feed_forward_length */
+    if (sh->expert_ffn && strcmp(sh->arch, "qwen3moe") && strcmp(sh->arch, "gpt-oss")) {
+        sh->ffn = sh->expert_ffn;
+        sh->expert_ffn = 0;
+    }
     if ((is_moe_arch(sh->arch) && !sh->experts) || (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama"))) {
         fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, olmoe, granitemoe, gpt-oss"
                                                                            : "needs --experts");

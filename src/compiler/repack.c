@@ -48,15 +48,21 @@ static inline void put_crumbs(uint8_t *hi, int c, const uint8_t q[32], int sh) {
         }
 }
 
+/* A 32-element block's 16 bytes of nibbles as 32 codes (low nibbles first:
+ * Q4_0, IQ4_NL and MXFP4 order them alike). */
+static void split_nibbles(const uint8_t *qs, uint8_t *q) {
+    for (int e = 0; e < 16; e++) {
+        q[e] = qs[e] & 0xF;
+        q[e + 16] = qs[e] >> 4;
+    }
+}
+
 static void repack_group_q4_0(const uint8_t *src, uint64_t wrow, int64_t nb, uint8_t *dst) {
     for (int c = 0; c < 16; c++) {
         const slm_block_q4_0 *row = (const slm_block_q4_0 *)(src + (size_t)c * wrow);
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *blk = dst + b * 288, q[32];
-            for (int e = 0; e < 16; e++) {
-                q[e] = row[b].qs[e] & 0xF;
-                q[e + 16] = row[b].qs[e] >> 4;
-            }
+            split_nibbles(row[b].qs, q);
             put_nibbles(blk, c, q);
             memcpy(blk + 256 + 2 * c, &row[b].d, 2);
         }
@@ -97,10 +103,7 @@ static void repack_group_mxfp4(const uint8_t *src, uint64_t wrow, int64_t nb, ui
         const slm_block_mxfp4 *row = (const slm_block_mxfp4 *)(src + (size_t)c * wrow);
         for (int64_t b = 0; b < nb; b++) {
             uint8_t *blk = dst + b * 272, q[32];
-            for (int e = 0; e < 16; e++) {
-                q[e] = row[b].qs[e] & 0xF;
-                q[e + 16] = row[b].qs[e] >> 4;
-            }
+            split_nibbles(row[b].qs, q);
             put_nibbles(blk, c, q);
             blk[256 + c] = row[b].e;
         }

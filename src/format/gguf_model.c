@@ -318,6 +318,23 @@ static slm_status olmo2_window(const slm_gguf *g, const char *file, const char *
 #undef KEY
 }
 
+/* An integer attention.sliding_window_pattern (key), when the file has one,
+ * over the family's default period (gemma2/3, gpt-oss; a per-layer array is
+ * not supported): llama.cpp's set_swa_pattern, 0 = every layer, 1 = none,
+ * n = layer l when l % n < n - 1. */
+static slm_status int_window_period(const slm_gguf *g, const char *file, const char *key, slm_model_config *c,
+                                    slm_err *err) {
+    if (slm_gguf_find(g, key) < 0) return SLM_OK;
+    int64_t pat;
+    if (!slm_gguf_get_i64(g, key, &pat))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported", file, key);
+    if (pat < 0 || pat > 65536)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key, (long long)pat);
+    if (pat == 1) c->sliding_window = 0;
+    else c->swa_pattern = (int)pat;
+    return SLM_OK;
+}
+
 /* What qwen3, gemma2, gemma3, phi3 and smollm3 add to the Llama decoder, from
  * their keys and llama.cpp's rules for what the keys leave out. */
 static slm_status family_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
@@ -345,18 +362,7 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
          * file may give the layer period (an integer; a per-layer array is
          * not supported) */
         if (is_gemma2 && slm_gguf_find(g, KEY("attention.sliding_window")) < 0) c->sliding_window = 4096;
-        if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
-            int64_t pat;
-            if (!slm_gguf_get_i64(g, key, &pat))
-                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported",
-                                file, key);
-            if (pat < 0 || pat > 65536)
-                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %lld is out of range (0..65536)", file, key,
-                                (long long)pat);
-            /* llama.cpp's set_swa_pattern: 0 = every layer, 1 = none, n = l % n < n - 1 */
-            if (pat == 1) c->sliding_window = 0;
-            else c->swa_pattern = (int)pat;
-        }
+        if ((s = int_window_period(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
     }
     if (is_gemma2) {
         c->attn_softcap = 50.0f; /* llama.cpp's defaults when the keys are absent */
@@ -411,14 +417,7 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
         c->o_bias = 1;
         if (c->sliding_window > 0) {
             c->swa_pattern = 2;
-            if (slm_gguf_find(g, KEY("attention.sliding_window_pattern")) >= 0) {
-                int64_t pat;
-                if (!slm_gguf_get_i64(g, key, &pat) || pat < 0 || pat > 65536)
-                    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only an integer layer period is supported",
-                                    file, key);
-                if (pat == 1) c->sliding_window = 0;
-                else c->swa_pattern = (int)pat;
-            }
+            if ((s = int_window_period(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
         }
     }
     if (!strcmp(A, "olmo2")) {
