@@ -528,7 +528,7 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
     }
     if (nd->op == SLM_OP_MOE_COMBINE) {
         const int n = nd->cols, parts = c->g->rows_t >= 16 ? 8 : 1;
-        const int w = (n / parts + 15) / 16 * 16;
+        const int w = n / parts > 16 ? (n / parts + 15) / 16 * 16 : 16; /* >= 16: a dim under 8 takes one tile */
         for (int n0 = 0; n0 < n; n0 += w) {
             if (!(t = new_task(c, SLM_T_MOE_COMBINE, nd->layer))) return SLM_ERR_NOMEM;
             t->n = n;
