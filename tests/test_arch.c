@@ -1048,6 +1048,22 @@ static void test_oss_blob_hostile(void) {
     free(img);
 }
 
+/* A residual narrower than a combine tile's 8-column step (dim 4): the
+ * compiler once cut 0-wide moe_combine tiles here and never finished. Now the
+ * narrow MoE model compiles, and its logits match the reference. */
+static void test_moe_narrow(void) {
+    int32_t ids[24];
+    g_rng = 11;
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 90);
+    const synth s = {.arch = "qwen3moe", .dim = 4, .hidden = 8, .layers = 2, .heads = 2, .kv_heads = 1, .vocab = 96,
+                     .ctx = 64, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .head_dim = 8, .experts = 4,
+                     .experts_used = 2};
+    if (!write_model("moe_narrow.gguf", &s, SLM_F32, 21)) return;
+    const double e1 = compare("moe_narrow.gguf", ids, 24, 5, 16), e2 = compare("moe_narrow.gguf", ids, 24, 20, 8);
+    CHECKF(e1 < 1e-4 && e2 < 1e-4, "qwen3moe dim 4: logits rel err %.3g / %.3g vs reference", e1, e2);
+    unlink("moe_narrow.gguf");
+}
+
 int main(void) {
     T_RUN(test_arch_vs_reference);
     T_RUN(test_arch_threads);
@@ -1060,6 +1076,7 @@ int main(void) {
     T_RUN(test_moe_blob_hostile);
     T_RUN(test_oss_blob_hostile);
     T_RUN(test_oss_key_parts);
+    T_RUN(test_moe_narrow);
     T_RUN(test_arch_blob_roundtrip);
     T_RUN(test_k_quants_vs_reference);
     T_RUN(test_unknown_arch_refused);
