@@ -231,11 +231,32 @@ SLM_API void slm_trim(slm_engine *e, int n_keep);
 
 /* ---- sampling --------------------------------------------------------- */
 
+/* One token's logit bias (OpenAI's logit_bias, llama.cpp's --logit-bias). */
+typedef struct slm_logit_bias {
+    int32_t token;
+    float bias; /* added to the logit (-100 all but bans the token) */
+} slm_logit_bias;
+
+#define SLM_MAX_LOGIT_BIAS 300
+
 typedef struct slm_sampling {
     float temperature; /* 0 = greedy */
     int top_k;         /* 0 = off */
     float top_p;       /* 0 or >= 1 = off */
     uint64_t seed;
+    float min_p;       /* 0 = off: drop tokens whose probability (before the
+                          temperature) is below min_p times the top one's */
+    /* Penalties over the last repeat_last_n tokens the session holds (the
+     * prompt's included, as llama.cpp's CLI; -1 = all of them, 0 = none):
+     * each distinct token's logit is divided (positive) or multiplied
+     * (negative) by repeat_penalty, then lowered by presence_penalty once and
+     * frequency_penalty per occurrence. Off: 1 (or 0), 0, 0. Greedy too. */
+    float repeat_penalty;
+    int repeat_last_n;
+    float presence_penalty;
+    float frequency_penalty;
+    int n_logit_bias;  /* entries of logit_bias in use (<= SLM_MAX_LOGIT_BIAS) */
+    slm_logit_bias logit_bias[SLM_MAX_LOGIT_BIAS];
 } slm_sampling;
 
 /* Pick a token from logits (modified in place). rng_state is the caller's
@@ -244,6 +265,14 @@ SLM_API int slm_sample(float *logits, int n, const slm_sampling *s, uint64_t *rn
                        void *scratch);
 /* Bytes of scratch slm_sample needs for a vocabulary of n. */
 SLM_API size_t slm_sample_scratch_size(int n);
+/* The biases and penalties of s on logits (in place), for a session whose
+ * tokens so far are hist[0..n_hist) then more[0..n_more): call before
+ * slm_sample (which applies min_p, the temperature, top-k and top-p). Does
+ * nothing when s sets none. scratch: slm_sample_scratch_size(n) bytes. */
+SLM_API void slm_sample_adjust(float *logits, int n, const slm_sampling *s, const int32_t *hist, int n_hist,
+                               const int32_t *more, int n_more, void *scratch);
+/* Whether s sets a bias or a penalty (slm_sample_adjust would change logits). */
+SLM_API int slm_sample_adjusts(const slm_sampling *s);
 
 /* ---- sessions: the generation loop ------------------------------------ */
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 
 #include "compiler/compiler.h"
+#include "engine/engine_internal.h"
 #include "staticlm.h"
 #include "t.h"
 
@@ -43,7 +44,7 @@ static void test_decode_loop_allocates_nothing(void) {
     static float logits[512];
     static unsigned char scratch[512 * 16];
     CHECK(slm_sample_scratch_size(info.vocab_size) <= sizeof scratch);
-    slm_sampling samp = {0.8f, 40, 0.9f, 7};
+    slm_sampling samp = {.temperature = 0.8f, .top_k = 40, .top_p = 0.9f, .seed = 7};
     uint64_t rng = 7;
     long before = g_allocs;
     int prev = ids[n - 1];
@@ -182,14 +183,14 @@ static void test_sampler(void) {
     uint64_t rng = 1;
     CHECK(slm_sample(l, 8, &g, &rng, scratch) == 1);
     /* top-k 1 is greedy whatever the temperature */
-    slm_sampling k1 = {1.5f, 1, 0.0f, 3};
+    slm_sampling k1 = {.temperature = 1.5f, .top_k = 1, .seed = 3};
     for (int i = 0; i < 20; i++) {
         float c[8];
         memcpy(c, l, sizeof c);
         CHECK(slm_sample(c, 8, &k1, &rng, scratch) == 1);
     }
     /* top-k 2 only ever picks 1 or 3; seeded runs repeat */
-    slm_sampling k2 = {1.0f, 2, 0.0f, 3};
+    slm_sampling k2 = {.temperature = 1.0f, .top_k = 2, .seed = 3};
     int seen[8] = {0}, seq1[50], seq2[50];
     for (int rep = 0; rep < 2; rep++) {
         uint64_t r = 42;
@@ -204,12 +205,74 @@ static void test_sampler(void) {
     CHECK(seen[1] > 0 && seen[3] > 0 && seen[1] + seen[3] == 100);
     CHECK(memcmp(seq1, seq2, sizeof seq1) == 0);
     /* top-p small keeps only the top token */
-    slm_sampling p = {1.0f, 0, 0.01f, 3};
+    slm_sampling p = {.temperature = 1.0f, .top_p = 0.01f, .seed = 3};
     for (int i = 0; i < 20; i++) {
         float c[8];
         memcpy(c, l, sizeof c);
         CHECK(slm_sample(c, 8, &p, &rng, scratch) == 1);
     }
+}
+
+/* The plain reference of slm_sample_adjust: biases, then each distinct token
+ * of the last w ids (w < 0: all) counted by a scan of the window. */
+static void ref_adjust(float *l, int n, const slm_sampling *s, const int32_t *ids, int nids) {
+    for (int i = 0; i < s->n_logit_bias; i++) l[s->logit_bias[i].token] += s->logit_bias[i].bias;
+    const int w = s->repeat_last_n < 0 || s->repeat_last_n > nids ? nids : s->repeat_last_n;
+    for (int t = 0; t < n; t++) {
+        int c = 0;
+        for (int i = nids - w; i < nids; i++) c += ids[i] == t;
+        if (!c) continue;
+        if (s->repeat_penalty != 1.0f) l[t] = l[t] > 0 ? l[t] / s->repeat_penalty : l[t] * s->repeat_penalty;
+        l[t] -= (float)c * s->frequency_penalty + s->presence_penalty;
+    }
+}
+
+static void test_sampler_adjust(void) {
+    enum { N = 40 };
+    unsigned char scratch[N * 16];
+    int32_t ids[30];
+    uint64_t r = 5;
+    for (int i = 0; i < 30; i++) ids[i] = (int32_t)((r = r * 6364136223846793005ull + 1) >> 59); /* 0..31: repeats */
+    slm_sampling s = {.repeat_penalty = 1.7f, .repeat_last_n = 12, .presence_penalty = 0.4f, .frequency_penalty = 0.3f,
+                      .n_logit_bias = 2, .logit_bias = {{3, 2.5f}, {39, -100.0f}}};
+    for (int split = 0; split <= 30; split += 6) /* the history in two parts, cut anywhere */
+        for (int last_n = -1; last_n <= 30; last_n += 31) {
+            s.repeat_last_n = last_n < 0 ? -1 : 12;
+            float a[N], b[N];
+            for (int i = 0; i < N; i++) a[i] = b[i] = (float)((i * 7) % 11) - 5.0f;
+            slm_sample_adjust(a, N, &s, ids, split, ids + split, 30 - split, scratch);
+            ref_adjust(b, N, &s, ids, 30);
+            int same = 1;
+            for (int i = 0; i < N; i++) same &= fabsf(a[i] - b[i]) < 1e-5f;
+            CHECKF(same, "split %d, last_n %d: adjusted logits differ from the reference", split, s.repeat_last_n);
+        }
+    /* nothing set: untouched; penalties with a window of 0: only the biases */
+    slm_sampling off = {.repeat_penalty = 1.0f, .repeat_last_n = 64};
+    CHECK(!slm_sample_adjusts(&off) && slm_sample_adjusts(&s));
+    off.repeat_penalty = 2.0f;
+    off.repeat_last_n = 0;
+    CHECK(!slm_sample_adjusts(&off));
+    /* greedy picks the biased token; -100 bans the top one */
+    float l[N] = {0};
+    slm_sampling g = {.n_logit_bias = 1, .logit_bias = {{17, 1.0f}}};
+    slm_sample_adjust(l, N, &g, NULL, 0, NULL, 0, scratch);
+    CHECK(slm_sample(l, N, &g, &r, scratch) == 17);
+    /* min_p 0.2 over probabilities .5 .3 .15 .05: the last never comes, the
+     * others in proportion (.5/.95, .3/.95, .15/.95) */
+    const float pr[4] = {0.5f, 0.3f, 0.15f, 0.05f};
+    slm_sampling mp = {.temperature = 1.0f, .min_p = 0.2f};
+    int seen[4] = {0};
+    for (int i = 0; i < 20000; i++) {
+        float c[4];
+        for (int k = 0; k < 4; k++) c[k] = logf(pr[k]);
+        seen[slm_sample(c, 4, &mp, &r, scratch)]++;
+    }
+    CHECKF(seen[3] == 0 && fabs(seen[2] / 20000.0 - 0.15 / 0.95) < 0.015 && fabs(seen[0] / 20000.0 - 0.5 / 0.95) < 0.02,
+           "min_p: %d %d %d %d", seen[0], seen[1], seen[2], seen[3]);
+    float d[4];
+    for (int k = 0; k < 4; k++) d[k] = logf(pr[k]);
+    slm_sample_dist(d, 4, &mp, scratch);
+    CHECKF(d[3] == 0.0f && fabsf(d[0] - 0.5f / 0.95f) < 1e-5f, "min_p distribution %g %g", d[0], d[3]);
 }
 
 int main(void) {
@@ -220,5 +283,6 @@ int main(void) {
     T_RUN(test_prefill_appends);
     T_RUN(test_dumps_show_stages);
     T_RUN(test_sampler);
+    T_RUN(test_sampler_adjust);
     T_DONE();
 }

@@ -549,6 +549,84 @@ static void test_blob_options_refused(void) {
     CHECK(system(cmd) == 0);
 }
 
+/* Penalties and biases in the session: each greedy token equals the argmax
+ * of a fresh prefill of everything before it (prompt included) with the
+ * penalties recomputed here over its last 16 ids; the same with a draft model
+ * (speculative rounds: a draft that is always rejected, and the target itself,
+ * always accepted); a banned token never comes. */
+static void test_penalties(void) {
+    slm_options o = slm_default_options();
+    slm_engine *ref = load(M("stories260K.bin"), M("tok512.bin"), o);
+    slm_engine *plain = load(M("stories260K.bin"), M("tok512.bin"), o);
+    o.draft_n = 3;
+    o.draft_path = M("rand288.bin");
+    slm_engine *rej = load(M("stories260K.bin"), M("tok512.bin"), o);
+    o.draft_path = M("stories260K.bin");
+    slm_engine *acc = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!ref || !plain || !rej || !acc) { CHECK(0); goto done; }
+    enum { GEN = 40 };
+    const char *prompt = "Once upon a time";
+    slm_session_cfg cfg = {.n_predict = GEN, .ignore_eos = 1};
+    cfg.samp = (slm_sampling){.repeat_penalty = 1.6f, .repeat_last_n = 16, .frequency_penalty = 0.4f,
+                              .presence_penalty = 0.2f};
+    /* the reference: prefill everything so far, penalize, argmax */
+    slm_info in;
+    slm_get_info(ref, &in);
+    const int V = in.vocab_size;
+    int32_t hist[128];
+    int nh = slm_tokenize(ref, prompt, 1, hist, 64), want[GEN];
+    float *l = malloc(sizeof(float) * (size_t)V);
+    for (int g = 0; g < GEN && l; g++) {
+        const float *lg;
+        slm_reset(ref);
+        if (slm_prefill(ref, hist, nh, &lg)) { CHECK(0); break; }
+        memcpy(l, lg, sizeof(float) * (size_t)V);
+        for (int t = 0; t < V; t++) {
+            int c = 0;
+            for (int i = nh - 16; i < nh; i++) c += i >= 0 && hist[i] == t;
+            if (c) l[t] = (l[t] > 0 ? l[t] / 1.6f : l[t] * 1.6f) - 0.4f * (float)c - 0.2f;
+        }
+        int b = 0;
+        for (int t = 1; t < V; t++) b = l[t] > l[b] ? t : b;
+        want[g] = hist[nh++] = b;
+    }
+    slm_engine *es[3] = {plain, rej, acc};
+    int unpen[GEN];
+    for (int k = 0; k < 3; k++) {
+        slm_session *s = NULL;
+        int got[GEN + 8];
+        CHECK(slm_session_new(es[k], &cfg, &s) == SLM_OK);
+        const int n = s ? session_tokens(s, prompt, SLM_FEED_BOS, got, GEN + 8) : -1;
+        CHECKF(n == GEN && !memcmp(got, want, sizeof want), "engine %d: %d tokens, not the penalized reference's", k, n);
+        slm_session_stats st = {0};
+        if (s) slm_session_get_stats(s, &st);
+        CHECKF(k == 0 || (st.n_drafted > 0 && (k == 1 ? st.n_accepted < st.n_drafted / 2 : st.n_accepted > st.n_drafted / 2)),
+               "engine %d: %d drafted, %d accepted", k, st.n_drafted, st.n_accepted);
+        if (k == 0 && s) { /* the penalties changed something */
+            slm_session_cfg c0 = {.n_predict = GEN, .ignore_eos = 1};
+            slm_session_reset(s);
+            slm_session_configure(s, &c0);
+            CHECK(session_tokens(s, prompt, SLM_FEED_BOS, unpen, GEN) == GEN && memcmp(unpen, want, sizeof want));
+            /* ban the unpenalized first token: it never comes */
+            c0.samp.n_logit_bias = 1;
+            c0.samp.logit_bias[0] = (slm_logit_bias){unpen[0], -100.0f};
+            slm_session_reset(s);
+            slm_session_configure(s, &c0);
+            const int nb = session_tokens(s, prompt, SLM_FEED_BOS, got, GEN);
+            int banned = 0;
+            for (int i = 0; i < nb; i++) banned += got[i] == unpen[0];
+            CHECKF(nb == GEN && !banned, "banned token %d came %d times", unpen[0], banned);
+        }
+        slm_session_free(s);
+    }
+    free(l);
+done:
+    slm_free(ref);
+    slm_free(plain);
+    slm_free(rej);
+    slm_free(acc);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_test_session_%d", (int)getpid());
     char cmd[300];
@@ -561,6 +639,7 @@ int main(void) {
     T_RUN(test_overflow_policies);
     T_RUN(test_speculative_sampling);
     T_RUN(test_draft_vocab_refused);
+    T_RUN(test_penalties);
     T_RUN(test_blob_options_refused);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;

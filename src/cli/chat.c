@@ -27,8 +27,7 @@ const char slm_cli_common_help[] =
     "      --chat-template NAME|FILE  chatml, llama2, zephyr, llama3, or a Jinja file\n"
     "                            (default: the model's tokenizer.chat_template, else ChatML)\n"
     "      --temp T              temperature; 0 = greedy (default 0.8)\n"
-    "      --top-k K             keep the K most likely tokens; 0 = off (default 0)\n"
-    "      --top-p P             nucleus sampling; 0 or 1 = off (default 0.9)\n"
+    SLM_CLI_SAMPLING_HELP
     "      --seed S              sampling seed (default: time)\n"
     "      --max-prompt-len L    prefill program rows (default 1024)\n"
     "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
@@ -50,8 +49,7 @@ const char slm_cli_common_help[] =
 void slm_cli_common_init(slm_cli_common *c) {
     memset(c, 0, sizeof *c);
     c->opt = slm_default_options();
-    c->samp.temperature = 0.8f;
-    c->samp.top_p = 0.9f;
+    slm_cli_sampling_init(&c->samp, 0.8f);
     c->opt.prefix_cache_mb = 64; /* shared prefixes (a system prompt) are prefilled once */
 }
 
@@ -87,9 +85,8 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
         c->opt.max_memory_mb = mb;
         return 1;
     }
-    if (!strcmp(o, "--temp")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 100.0f, &c->samp.temperature) ? 1 : -1; }
-    if (!strcmp(o, "--top-k")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 24, &c->samp.top_k) ? 1 : -1; }
-    if (!strcmp(o, "--top-p")) { VAL(); return slm_cli_parse_float(v, o, 0.0f, 1.0f, &c->samp.top_p) ? 1 : -1; }
+    const int so = slm_cli_sampling_opt(&c->samp, argc, argv, i);
+    if (so) return so;
     if (!strcmp(o, "--seed")) {
         VAL();
         char *end;

@@ -2,6 +2,8 @@
 #ifndef SLM_CLI_H
 #define SLM_CLI_H
 
+#include "staticlm.h"
+
 /* Parse a whole integer / number option in [lo, hi]; 0 (with a message on
  * stderr naming opt) when it is not one. */
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out);
@@ -25,6 +27,28 @@ int slm_cli_parse_prefetch(const char *s, const char *opt, int *out);
     "                            what it was compiled with)\n"
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 
+/* The sampling options (cli/sampling.c): --temp, --top-k, --top-p, --min-p,
+ * --repeat-penalty, --repeat-last-n, --presence-penalty, --frequency-penalty,
+ * --logit-bias. Consumes the option at argv[*i] and its value (1), not one of
+ * them (0), bad value (-1, message printed). */
+int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i);
+/* The defaults: temperature as given, top-p 0.9, the rest off (repeat-last-n 64). */
+void slm_cli_sampling_init(slm_sampling *s, float temperature);
+/* Their help lines after --temp's (which names each command's default). */
+#define SLM_CLI_SAMPLING_HELP                                                                        \
+    "      --top-k K             keep the K most likely tokens; 0 = off (default 0)\n"                 \
+    "      --top-p P             nucleus sampling; 0 or 1 = off (default 0.9)\n"                       \
+    "      --min-p P             drop tokens below P times the top token's probability\n"             \
+    "                            (before the temperature); 0 = off (default 0)\n"                      \
+    "      --repeat-penalty R    tokens among the last N (prompt included): a positive\n"            \
+    "                            logit is divided by R, a negative one multiplied; 1 = off\n"         \
+    "                            (default 1)\n"                                                        \
+    "      --repeat-last-n N     the window of the three penalties; -1 = all (default 64)\n"          \
+    "      --presence-penalty P  lower a token seen in the window by P (default 0)\n"                 \
+    "      --frequency-penalty F lower a token by F per time it is in the window (default 0)\n"       \
+    "      --logit-bias ID+B     add B (in [-100, 100]; ID-B subtracts) to token ID's logit;\n"       \
+    "                            repeatable\n"
+
 /* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not
  * one of them (0), bad value (-1, message printed). slm_cli_trace_begin
  * starts the trace when --trace was given (0 after printing why not); the
@@ -40,7 +64,6 @@ int slm_cli_trace_begin(void);
  * from ./models or ../shared/models) when *model is NULL, tok512.bin beside a
  * llama2.c model when *tok is NULL, the kernel set by name; slm_load with
  * opt (its tokenizer_path set from *tok). NULL after printing why. */
-#include "staticlm.h"
 slm_engine *slm_cli_open(const char **model, const char **tok, const char *kernels, slm_options *opt);
 /* tok512.bin beside a llama2.c model that has no tokenizer.bin; NULL otherwise. */
 const char *slm_cli_tokenizer_beside(const char *model);

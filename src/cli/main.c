@@ -92,8 +92,7 @@ static void usage_run(FILE *f) {
             "  -p, --prompt TEXT         prompt (default: empty)\n"
             "  -n, --n-predict N         tokens to generate (default 256)\n"
             "      --temp T              temperature; 0 = greedy (default 1.0)\n"
-            "      --top-k K             keep the K most likely tokens; 0 = off (default 0)\n"
-            "      --top-p P             nucleus sampling; 0 or 1 = off (default 0.9)\n"
+            SLM_CLI_SAMPLING_HELP
             "      --seed S              sampling seed (default: time)\n"
             "      --ignore-eos          do not stop at end-of-sequence\n"
             "      --cache-dir DIR       compile MODEL once into a blob in DIR, map it on later\n"
@@ -165,6 +164,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
 #define NEXT()                                                                 \
     (has ? argv[++i] : (fprintf(stderr, "staticlm: %s needs a value\n", o), (char *)NULL))
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 2;
+        int so;
         const int tr = is_compile ? 0 : slm_cli_trace_opt(argc, argv, &i);
         if (tr < 0) return 0;
         if (tr) continue;
@@ -174,9 +174,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (!strcmp(o, "--min-response-len")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 20, &a->opt.min_response_len)) return 0; }
         else if (!is_compile && (!strcmp(o, "-p") || !strcmp(o, "--prompt"))) { if (!(a->prompt = NEXT())) return 0; }
         else if (!is_compile && (!strcmp(o, "-n") || !strcmp(o, "--n-predict"))) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 24, &a->n)) return 0; }
-        else if (!is_compile && !strcmp(o, "--temp")) { const char *v = NEXT(); if (!v || !slm_cli_parse_float(v, o, 0.0f, 100.0f, &a->samp.temperature)) return 0; }
-        else if (!is_compile && !strcmp(o, "--top-k")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 24, &a->samp.top_k)) return 0; }
-        else if (!is_compile && !strcmp(o, "--top-p")) { const char *v = NEXT(); if (!v || !slm_cli_parse_float(v, o, 0.0f, 1.0f, &a->samp.top_p)) return 0; }
+        else if (!is_compile && (so = slm_cli_sampling_opt(&a->samp, argc, argv, &i))) { if (so < 0) return 0; }
         else if (!is_compile && !strcmp(o, "--seed")) {
             const char *v = NEXT();
             char *end;
@@ -299,9 +297,7 @@ static int cmd_run(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     a.opt = slm_default_options();
     a.n = 256;
-    a.samp.temperature = 1.0f;
-    a.samp.top_p = 0.9f;
-    a.samp.seed = 0;
+    slm_cli_sampling_init(&a.samp, 1.0f);
     a.prompt = "";
     int r = parse_args(argc, argv, &a, 0);
     if (r == 2) { usage_run(stdout); return 0; }

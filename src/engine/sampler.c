@@ -1,7 +1,9 @@
-/* Sampling: greedy, temperature, top-k, top-p, with run.c's generator and
- * run.c's top-p algorithm so seeded runs match llama2.c. Allocates nothing:
+/* Sampling: greedy, temperature, top-k, top-p, min-p, with run.c's generator
+ * and run.c's top-p algorithm so seeded runs match llama2.c; logit biases and
+ * repetition penalties before them (slm_sample_adjust). Allocates nothing:
  * the caller passes scratch of slm_sample_scratch_size(n) bytes. */
 #include <math.h>
+#include <string.h>
 
 #include "common/common.h"
 #include "common/trace.h"
@@ -112,9 +114,62 @@ static int sample_topp(const float *p, int n, float topp, prob_index *pi, float 
 
 size_t slm_sample_scratch_size(int n) { return (size_t)(n > 0 ? n : 1) * sizeof(prob_index); }
 
+int slm_sample_adjusts(const slm_sampling *s) {
+    const int rep = s->repeat_penalty > 0.0f && s->repeat_penalty != 1.0f;
+    const int pen = (rep || s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f) && s->repeat_last_n != 0;
+    return pen || s->n_logit_bias > 0;
+}
+
+/* The token at place i of hist[0..nh) followed by more[0..nm). */
+static int32_t hist_at(const int32_t *hist, int nh, const int32_t *more, int i) {
+    return i < nh ? hist[i] : more[i - nh];
+}
+
+/* llama.cpp's order: the biases, then the penalties, each distinct token of
+ * the window once with its count (counted in scratch, zeroed each call). */
+void slm_sample_adjust(float *logits, int n, const slm_sampling *s, const int32_t *hist, int n_hist,
+                       const int32_t *more, int n_more, void *scratch) {
+    if (n <= 0 || !slm_sample_adjusts(s)) return;
+    const int nb = s->n_logit_bias < SLM_MAX_LOGIT_BIAS ? s->n_logit_bias : SLM_MAX_LOGIT_BIAS;
+    for (int i = 0; i < nb; i++) {
+        const slm_logit_bias *b = &s->logit_bias[i];
+        if (b->token >= 0 && b->token < n) logits[b->token] += b->bias;
+    }
+    if (!hist) n_hist = 0;
+    if (!more) n_more = 0;
+    const int total = n_hist + n_more;
+    const int w = s->repeat_last_n < 0 || s->repeat_last_n > total ? total : s->repeat_last_n;
+    const int rep = s->repeat_penalty > 0.0f && s->repeat_penalty != 1.0f;
+    if (w == 0 || (!rep && s->presence_penalty == 0.0f && s->frequency_penalty == 0.0f)) return;
+    int32_t *cnt = scratch; /* n counts: scratch holds n prob_index */
+    memset(cnt, 0, (size_t)n * sizeof(int32_t));
+    for (int i = total - w; i < total; i++) {
+        const int32_t t = hist_at(hist, n_hist, more, i);
+        if (t >= 0 && t < n) cnt[t]++;
+    }
+    for (int i = total - w; i < total; i++) {
+        const int32_t t = hist_at(hist, n_hist, more, i);
+        if (t < 0 || t >= n || !cnt[t]) continue;
+        float l = logits[t];
+        if (rep) l = l > 0.0f ? l / s->repeat_penalty : l * s->repeat_penalty;
+        logits[t] = l - (float)cnt[t] * s->frequency_penalty - s->presence_penalty;
+        cnt[t] = 0; /* once per distinct token */
+    }
+}
+
+/* min_p (llama.cpp's, on the logits before the temperature): tokens whose
+ * probability is below min_p times the top one's drop out (-inf). */
+static void apply_min_p(float *logits, int n, float min_p) {
+    if (!(min_p > 0.0f) || n <= 0) return;
+    const float cut = logits[argmax(logits, n)] + logf(min_p < 1.0f ? min_p : 1.0f);
+    for (int i = 0; i < n; i++)
+        if (logits[i] < cut) logits[i] = -INFINITY;
+}
+
 static int sample(float *logits, int n, const slm_sampling *s, uint64_t *rng, void *scratch) {
     if (n <= 0) return -1;
     if (s->temperature <= 0.0f) return argmax(logits, n);
+    apply_min_p(logits, n, s->min_p);
     for (int i = 0; i < n; i++) logits[i] /= s->temperature;
     if (s->top_k > 0 && s->top_k < n) {
         /* keep the k largest logits: sort candidates, softmax over them */
@@ -170,6 +225,7 @@ void slm_sample_dist(float *logits, int n, const slm_sampling *s, void *scratch)
         for (int i = 0; i < n; i++) logits[i] = i == b ? 1.0f : 0.0f;
         return;
     }
+    apply_min_p(logits, n, s->min_p);
     for (int i = 0; i < n; i++) logits[i] /= s->temperature;
     softmax(logits, n);
     const int use_k = s->top_k > 0 && s->top_k < n, use_p = s->top_p > 0.0f && s->top_p < 1.0f;

@@ -486,6 +486,22 @@ static int argmax_f(const float *x, int n) {
     return b;
 }
 
+/* The logits row lg with the sampling's biases and penalties, for a session
+ * whose tokens are its first `base` stored rows then extra[0..n_extra), in
+ * s->logits (lg may be s->logits). */
+static float *adjusted(slm_session *s, const float *lg, int base, const int32_t *extra, int n_extra) {
+    const int V = s->e->cfg.vocab_size;
+    if (lg != s->logits) memcpy(s->logits, lg, (size_t)V * sizeof(float));
+    slm_sample_adjust(s->logits, V, &s->cfg.samp, rt_of(s)->tokens, base, extra, n_extra, s->scratch);
+    return s->logits;
+}
+
+/* The greedy pick from lg, after the biases and penalties when there are any. */
+static int greedy_pick(slm_session *s, const float *lg, int base, const int32_t *extra, int n_extra) {
+    const int V = s->e->cfg.vocab_size;
+    return argmax_f(slm_sample_adjusts(&s->cfg.samp) ? adjusted(s, lg, base, extra, n_extra) : lg, V);
+}
+
 /* One speculative round after the pending token y: the draft proposes k
  * tokens, the verify program checks y and them in one call; the accepted
  * proposals and one more token (the correction, or a bonus after all were
@@ -502,33 +518,32 @@ static slm_status speculate(slm_session *s, int k) {
     if (!greedy && !s->q && !(s->q = slm_aligned_alloc((size_t)MAX_DRAFT * V * sizeof(float))))
         return slm_errf(&s->err, SLM_ERR_NOMEM, "out of memory");
     int cur = y;
+    ver[0] = y; /* the history after the stored rows: y, then the proposals so far */
     for (int i = 0; i < k; i++) {
         if ((st = slm_rt_decode(&d->rt, cur, &d->err))) return slm_errf(&s->err, st, "draft: %s", d->err.msg);
         if (greedy) {
-            cur = argmax_f(d->rt.logits, V);
+            cur = greedy_pick(s, d->rt.logits, base, ver, i + 1);
         } else {
             float *q = s->q + (size_t)i * V;
-            memcpy(q, d->rt.logits, (size_t)V * sizeof(float));
+            memcpy(q, adjusted(s, d->rt.logits, base, ver, i + 1), (size_t)V * sizeof(float));
             slm_sample_dist(q, V, &s->cfg.samp, s->scratch);
             cur = slm_sample_from(q, V, &s->rng);
         }
         prop[i] = cur;
+        ver[i + 1] = cur;
     }
-    ver[0] = y;
-    memcpy(ver + 1, prop, sizeof(int32_t) * (size_t)k);
     const float *lg;
     if ((st = slm_rt_verify(rt, ver, k + 1, &lg, &s->err))) return st;
     int acc = 0, next;
     if (greedy) {
-        while (acc < k && argmax_f(lg + (size_t)acc * V, V) == prop[acc]) acc++;
-        next = argmax_f(lg + (size_t)acc * V, V);
+        while (acc < k && greedy_pick(s, lg + (size_t)acc * V, base, ver, acc + 1) == prop[acc]) acc++;
+        next = greedy_pick(s, lg + (size_t)acc * V, base, ver, acc + 1);
     } else {
         /* accept proposal i with probability min(1, p(x)/q(x)); on the first
          * rejection sample from norm(max(0, p - q)); after k accepts, from p */
         next = -1;
         for (; acc < k; acc++) {
-            float *p = s->logits;
-            memcpy(p, lg + (size_t)acc * V, (size_t)V * sizeof(float));
+            float *p = adjusted(s, lg + (size_t)acc * V, base, ver, acc + 1);
             slm_sample_dist(p, V, &s->cfg.samp, s->scratch);
             const float *q = s->q + (size_t)acc * V;
             const int x = prop[acc];
@@ -541,15 +556,14 @@ static slm_status speculate(slm_session *s, int k) {
                 sum += p[i];
             }
             if (sum <= 0.0) { /* p == q: any sample of p will do */
-                memcpy(p, lg + (size_t)acc * V, (size_t)V * sizeof(float));
+                p = adjusted(s, lg + (size_t)acc * V, base, ver, acc + 1);
                 slm_sample_dist(p, V, &s->cfg.samp, s->scratch);
             }
             next = slm_sample_from(p, V, &s->rng);
             break;
         }
         if (next < 0) {
-            float *p = s->logits;
-            memcpy(p, lg + (size_t)k * V, (size_t)V * sizeof(float));
+            float *p = adjusted(s, lg + (size_t)k * V, base, ver, k + 1);
             slm_sample_dist(p, V, &s->cfg.samp, s->scratch);
             next = slm_sample_from(p, V, &s->rng);
         }
@@ -688,6 +702,8 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
                 return st;
             }
         }
+        slm_runtime *rt = rt_of(s);
+        slm_sample_adjust(s->logits, V, &s->cfg.samp, rt->tokens, rt->num_stored, NULL, 0, s->scratch);
         tok = slm_sample(s->logits, V, &s->cfg.samp, &s->rng, s->scratch);
     }
 emit:

@@ -1,0 +1,66 @@
+/* The sampling options run, chat and serve share (cli/cli.h). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* --logit-bias TOKEN(+|-)BIAS, as llama.cpp's: 15043+1, 15043-100. */
+static int parse_bias(const char *v, slm_sampling *s) {
+    char *end;
+    errno = 0;
+    const long id = strtol(v, &end, 10);
+    if (errno || end == v || id < 0 || id > 1 << 24 || (*end != '+' && *end != '-')) {
+        fprintf(stderr, "staticlm: --logit-bias expects TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1), got '%s'\n", v);
+        return 0;
+    }
+    const char *b = end;
+    errno = 0;
+    const double bias = strtod(b, &end);
+    if (errno || end == b + 1 || *end || !(bias >= -100.0 && bias <= 100.0)) {
+        fprintf(stderr, "staticlm: --logit-bias: the bias in '%s' must be a number in [-100, 100]\n", v);
+        return 0;
+    }
+    if (s->n_logit_bias >= SLM_MAX_LOGIT_BIAS) {
+        fprintf(stderr, "staticlm: --logit-bias: at most %d tokens\n", SLM_MAX_LOGIT_BIAS);
+        return 0;
+    }
+    s->logit_bias[s->n_logit_bias++] = (slm_logit_bias){(int32_t)id, (float)bias};
+    return 1;
+}
+
+int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i) {
+    const char *o = argv[*i];
+    static const char *const known[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                        "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--logit-bias"};
+    size_t k = 0;
+    while (k < sizeof known / sizeof known[0] && strcmp(o, known[k])) k++;
+    if (k == sizeof known / sizeof known[0]) return 0;
+    if (*i + 1 >= argc) {
+        fprintf(stderr, "staticlm: %s needs a value\n", o);
+        return -1;
+    }
+    const char *v = argv[++*i];
+    int ok;
+    switch (k) {
+    case 0: ok = slm_cli_parse_float(v, o, 0.0f, 100.0f, &s->temperature); break;
+    case 1: ok = slm_cli_parse_int(v, o, 0, 1 << 24, &s->top_k); break;
+    case 2: ok = slm_cli_parse_float(v, o, 0.0f, 1.0f, &s->top_p); break;
+    case 3: ok = slm_cli_parse_float(v, o, 0.0f, 1.0f, &s->min_p); break;
+    case 4: ok = slm_cli_parse_float(v, o, 0.0f, 10.0f, &s->repeat_penalty); break;
+    case 5: ok = slm_cli_parse_int(v, o, -1, 1 << 24, &s->repeat_last_n); break;
+    case 6: ok = slm_cli_parse_float(v, o, -2.0f, 2.0f, &s->presence_penalty); break;
+    case 7: ok = slm_cli_parse_float(v, o, -2.0f, 2.0f, &s->frequency_penalty); break;
+    default: ok = parse_bias(v, s); break;
+    }
+    return ok ? 1 : -1;
+}
+
+void slm_cli_sampling_init(slm_sampling *s, float temperature) {
+    memset(s, 0, sizeof *s);
+    s->temperature = temperature;
+    s->top_p = 0.9f;
+    s->repeat_penalty = 1.0f;
+    s->repeat_last_n = 64;
+}
