@@ -33,8 +33,12 @@ static void usage_serve(FILE *f) {
             "  POST /v1/chat/completions   chat (the chat template renders the messages)\n"
             "  POST /v1/completions        raw prompt (with BOS); default max_tokens 16\n"
             "  GET  /v1/models, GET /health\n"
-            "Requests take model, max_tokens, temperature, top_p, top_k, seed, stop (a string\n"
-            "or up to 4), stream (server-sent events) and stream_options.include_usage.\n"
+            "Requests take model, max_tokens, temperature, top_p, top_k, min_p, seed,\n"
+            "presence_penalty, frequency_penalty, repeat_penalty, repeat_last_n, logit_bias,\n"
+            "stop (a string or up to 4), stream (server-sent events) and\n"
+            "stream_options.include_usage; what a request leaves out takes the sampling\n"
+            "options below. tools, JSON response formats, logprobs, echo, best_of and\n"
+            "suffix are refused with 400.\n"
             "One line per request goes to stderr.\n"
             "\n"
             "      --host ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
@@ -130,6 +134,8 @@ int slm_cli_serve(int argc, char **argv) {
     const char *base = strrchr(cc.model, '/');
     cfg.model_name = base ? base + 1 : cc.model;
     cfg.verbose = cc.verbose;
+    cfg.samp = cc.samp; /* --temp, --top-p, ... are what requests leave out */
+    cfg.seed_set = cc.seed_set;
 
     /* signals are taken by sigwait below; the server's threads inherit the mask */
     sigset_t set;

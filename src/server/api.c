@@ -273,11 +273,21 @@ static int handle_completion(srv_api *a, srv_req *r, int chat) {
     job *j = slm_calloc(1, sizeof *j);
     if (!j) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory") ? HTTP_DONE : HTTP_DROP;
     srv_error e;
-    if (!srv_request_parse(r->body, r->len, chat, &j->q, &e)) {
+    if (!srv_request_parse(r->body, r->len, chat, &a->samp, &j->q, &e)) {
         slm_xfree(j);
         ok = http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
         return ok ? HTTP_DONE : HTTP_DROP;
     }
+    for (int i = 0; i < j->q.samp.n_logit_bias; i++)
+        if (j->q.samp.logit_bias[i].token >= a->info.vocab_size) {
+            const int id = j->q.samp.logit_bias[i].token;
+            srv_request_free(&j->q);
+            slm_xfree(j);
+            ok = http_send_error(r, 400, "invalid_request_error", "logit_bias", "invalid_value",
+                                 "logit_bias names token %d; the vocabulary has %d", id, a->info.vocab_size);
+            return ok ? HTTP_DONE : HTTP_DROP;
+        }
+    if (!j->q.seed_set && a->seed_set) j->q.seed_set = 1; /* serve's --seed (already in samp) */
     j->created = (long)time(NULL);
     r->stream = j->q.stream;
     int q;
@@ -380,6 +390,8 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
     a->queue_max = cfg->queue;
     a->prefill_chunk = cfg->prefill_chunk;
     a->verbose = cfg->verbose;
+    a->samp = cfg->samp;
+    a->seed_set = cfg->seed_set;
     a->started = (long)time(NULL);
     snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");
     slm_get_info(e, &a->info);

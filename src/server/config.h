@@ -8,6 +8,8 @@
 
 #include <stddef.h>
 
+#include "staticlm.h"
+
 typedef struct slm_server_cfg {
     const char *host;       /* IPv4 address to listen on (default 127.0.0.1) */
     int port;               /* TCP port; 0 = any free port */
@@ -16,6 +18,9 @@ typedef struct slm_server_cfg {
     int prefill_chunk;      /* while other slots decode, a new prompt goes in this many tokens
                                per decode step (default 128); 0 = whole, before the next step */
     const char *model_name; /* the id /v1/models reports */
+    slm_sampling samp;      /* the sampling of a request's missing fields (serve's --temp, --top-p, ...;
+                               default OpenAI's: temperature 1, top_p 1, the rest off) */
+    int seed_set;           /* samp.seed given (--seed): requests without a seed take it */
     int verbose;
     /* hostile clients: bounded work and memory */
     int max_conn;           /* connections at once (default 512; at most the open-file limit less 64) */

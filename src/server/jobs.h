@@ -60,6 +60,8 @@ struct srv_api {
     size_t max_prompt_bytes; /* a prompt longer than this cannot fit the KV capacity:
                                 refused without tokenizing (capacity x the longest piece x 2) */
     char model_name[128];
+    slm_sampling samp;      /* what a request's missing sampling fields take (serve's options) */
+    int seed_set;           /* samp.seed is serve's --seed: requests without a seed take it */
     int n_slots;            /* --parallel: sessions decoding together */
     slm_session *slot_sess[SRV_MAX_SLOTS];
     job *slot_job[SRV_MAX_SLOTS]; /* the job each slot runs (NULL: free); under mu */

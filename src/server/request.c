@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/json.h"
@@ -60,11 +61,91 @@ static int parse_stop(const cJSON *v, srv_request *q, srv_error *e) {
     return 1;
 }
 
-/* The fields both endpoints take. */
-static int parse_common(const cJSON *o, srv_request *q, srv_error *e) {
+/* A number field in [lo, hi] into *out; 1 also when absent. */
+static int num_field(const cJSON *o, const char *name, double lo, double hi, float *out, srv_error *e) {
+    const cJSON *v = field(o, name);
+    if (!v) return 1;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= lo && v->valuedouble <= hi))
+        return BAD(name, "invalid_type", "'%s' must be a number in [%g, %g]", name, lo, hi);
+    *out = (float)v->valuedouble;
+    return 1;
+}
+
+/* logit_bias: {"token id": bias in [-100, 100], ...} (the ids are checked
+ * against the vocabulary where the engine is known, api.c). */
+static int parse_logit_bias(const cJSON *v, srv_request *q, srv_error *e) {
+    if (!cJSON_IsObject(v)) return BAD("logit_bias", "invalid_type", "'logit_bias' must be an object of token id: bias");
+    const cJSON *it;
+    cJSON_ArrayForEach(it, v) {
+        char *end;
+        const long id = strtol(it->string, &end, 10);
+        if (!it->string[0] || *end || id < 0 || id >= 1L << 30)
+            return BAD("logit_bias", "invalid_value", "logit_bias keys must be token ids (whole numbers >= 0)");
+        if (!cJSON_IsNumber(it) || !(it->valuedouble >= -100 && it->valuedouble <= 100))
+            return BAD("logit_bias", "invalid_value", "logit_bias values must be numbers in [-100, 100]");
+        if (q->samp.n_logit_bias >= SLM_MAX_LOGIT_BIAS)
+            return BAD("logit_bias", "invalid_value", "logit_bias may name at most %d tokens", SLM_MAX_LOGIT_BIAS);
+        q->samp.logit_bias[q->samp.n_logit_bias++] = (slm_logit_bias){(int32_t)id, (float)it->valuedouble};
+    }
+    return 1;
+}
+
+/* The penalties, min_p and logit_bias (OpenAI's names, and llama.cpp's). */
+static int parse_penalties(const cJSON *o, srv_request *q, srv_error *e) {
     const cJSON *v;
-    q->samp.temperature = 1.0f;
-    q->samp.top_p = 1.0f;
+    if (!num_field(o, "min_p", 0, 1, &q->samp.min_p, e) || !num_field(o, "presence_penalty", -2, 2, &q->samp.presence_penalty, e) ||
+        !num_field(o, "frequency_penalty", -2, 2, &q->samp.frequency_penalty, e) ||
+        !num_field(o, "repeat_penalty", 0, 10, &q->samp.repeat_penalty, e))
+        return 0;
+    if ((v = field(o, "repeat_last_n"))) {
+        if (!is_int(v) || v->valuedouble < -1 || v->valuedouble > 1 << 24)
+            return BAD("repeat_last_n", "invalid_type", "'repeat_last_n' must be an integer >= -1 (-1 = all)");
+        q->samp.repeat_last_n = (int)v->valuedouble;
+    }
+    q->samp.n_logit_bias = 0;
+    return (v = field(o, "logit_bias")) ? parse_logit_bias(v, q, e) : 1;
+}
+
+/* OpenAI fields whose features staticlm does not have: refused, not ignored,
+ * unless they ask for nothing (an empty tools list, "none", "text", false, 0, 1). */
+static int refuse_unsupported(const cJSON *o, int chat, srv_error *e) {
+    const cJSON *v;
+    if (((v = field(o, "tools")) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v))) ||
+        ((v = field(o, "functions")) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v))))
+        return BAD(v->string, "unsupported_value", "tool and function calling are not supported");
+    if (((v = field(o, "tool_choice")) || (v = field(o, "function_call"))) &&
+        !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
+        return BAD(v->string, "unsupported_value", "tool and function calling are not supported");
+    if ((v = field(o, "response_format"))) {
+        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
+            return BAD("response_format", "unsupported_value",
+                       "only response_format {\"type\": \"text\"} is supported (no JSON mode or schemas)");
+    }
+    if ((v = field(o, "logprobs")) && !(cJSON_IsFalse(v) || (!chat && is_int(v) && v->valuedouble == 0)))
+        return BAD("logprobs", "unsupported_value", "logprobs are not supported");
+    if ((v = field(o, "top_logprobs")) && !(is_int(v) && v->valuedouble == 0))
+        return BAD("top_logprobs", "unsupported_value", "logprobs are not supported");
+    if ((v = field(o, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "unsupported_value", "echo is not supported");
+    if ((v = field(o, "best_of")) && !(is_int(v) && v->valuedouble == 1))
+        return BAD("best_of", "unsupported_value", "only best_of = 1 is supported");
+    if ((v = field(o, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
+        return BAD("suffix", "unsupported_value", "suffix (fill in the middle) is not supported");
+    return 1;
+}
+
+/* The fields both endpoints take. */
+static int parse_common(const cJSON *o, const slm_sampling *dflt, srv_request *q, srv_error *e) {
+    const cJSON *v;
+    if (dflt) {
+        q->samp = *dflt;
+    } else { /* OpenAI's */
+        q->samp.temperature = 1.0f;
+        q->samp.top_p = 1.0f;
+        q->samp.repeat_penalty = 1.0f;
+        q->samp.repeat_last_n = 64;
+    }
+    if (!refuse_unsupported(o, q->chat, e) || !parse_penalties(o, q, e)) return 0;
     q->max_tokens = q->chat ? 0 : 16;
     if ((v = field(o, "model")) && !cJSON_IsString(v)) return BAD("model", "invalid_type", "'model' must be a string");
     const char *mt = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -187,7 +268,7 @@ static int parse_prompt(const cJSON *o, srv_request *q, srv_error *e) {
     return 1;
 }
 
-int srv_request_parse(const char *body, size_t len, int chat, srv_request *q, srv_error *e) {
+int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e) {
     memset(q, 0, sizeof *q);
     memset(e, 0, sizeof *e);
     q->chat = chat;
@@ -201,7 +282,7 @@ int srv_request_parse(const char *body, size_t len, int chat, srv_request *q, sr
     int ok = 1;
     if (end != stop) ok = BAD(NULL, "invalid_json", "the request body has bytes after its JSON value");
     else if (!cJSON_IsObject(o)) ok = BAD(NULL, "invalid_json", "the request body must be a JSON object");
-    if (ok) ok = parse_common(o, q, e);
+    if (ok) ok = parse_common(o, dflt, q, e);
     if (ok) ok = chat ? parse_messages(o, q, e) : parse_prompt(o, q, e);
     cJSON_Delete(o);
     if (!ok) srv_request_free(q);

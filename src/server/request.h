@@ -43,8 +43,12 @@ typedef struct srv_error {
 
 /* Parse body[0..len) (any bytes). Returns 1 with *q filled (free with
  * srv_request_free), or 0 with *e filled and *q empty. The body must be
- * one JSON object with nothing but white space after it. */
-int srv_request_parse(const char *body, size_t len, int chat, srv_request *q, srv_error *e);
+ * one JSON object with nothing but white space after it. dflt: the sampling
+ * a request's missing fields take (serve's options); NULL = OpenAI's
+ * (temperature 1, top_p 1, the rest off). Fields of features staticlm lacks
+ * (tools, JSON response formats, logprobs, echo, best_of > 1, suffix) are
+ * refused with 400 unless they ask for nothing. */
+int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);
 
 /* Length of s[0..n) without a trailing incomplete UTF-8 sequence

@@ -30,6 +30,10 @@ void slm_server_cfg_init(slm_server_cfg *c) {
     c->request_timeout_s = 30;
     c->http_threads = 4;
     c->body_budget = (size_t)64 << 20;
+    c->samp.temperature = 1.0f;
+    c->samp.top_p = 1.0f;
+    c->samp.repeat_penalty = 1.0f;
+    c->samp.repeat_last_n = 64;
 }
 
 /* The transport's handlers: the API's functions, with the API as user data. */

@@ -50,7 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #ifdef SLM_HAVE_CJSON /* without cJSON there is no parser (and no server) */
     srv_request q;
     srv_error e;
-    if (srv_request_parse(body, len, chat, &q, &e)) {
+    if (srv_request_parse(body, len, chat, NULL, &q, &e)) {
         CHECK(q.chat == chat);
         CHECK(q.nstop >= 0 && q.nstop <= SRV_MAX_STOP);
         for (int i = 0; i < q.nstop; i++) {

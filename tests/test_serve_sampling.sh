@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# staticlm serve's sampling, on a free loopback port:
+#  - serve's sampling options are what a request leaves out: with --temp 0
+#    two requests without a temperature give the greedy text (`run --temp 0`);
+#  - repeat_penalty/presence_penalty/frequency_penalty and logit_bias give
+#    what `staticlm run` gives with the same options on the same prompt;
+#  - fields of features staticlm lacks (tools, JSON response formats,
+#    logprobs, echo, best_of, suffix) and out-of-range values get 400, not
+#    silence; the empty forms (tools [], response_format text) are taken.
+# usage: test_serve_sampling.sh CLI SHARED_DIR
+set -u
+CLI=$1 SHARED=$2
+MODEL=(-m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin")
+pass=0 fail=0
+ok() { pass=$((pass + 1)); echo "ok: $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
+check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+
+command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 0; }
+if ! "$CLI" serve --help >/dev/null 2>&1; then echo "SKIP: staticlm was built without serve"; exit 0; fi
+TMP=$(mktemp -d /tmp/slm_test_sampling.XXXXXX)
+PID=
+cleanup() {
+  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+H=(-H 'Content-Type: application/json')
+
+timeout -k 20 -s TERM 300 "$CLI" serve "${MODEL[@]}" --host 127.0.0.1 --port 0 --temp 0 2>"$TMP/server.log" &
+PID=$!
+PORT=
+for _ in $(seq 1 200); do
+  PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/server.log" 2>/dev/null | head -1 | sed 's/.*://')
+  [ -n "$PORT" ] && break
+  kill -0 $PID 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$PORT" ]; then echo "FAIL: server did not start"; cat "$TMP/server.log"; exit 1; fi
+U=http://127.0.0.1:$PORT
+for _ in $(seq 1 100); do curl -sf "$U/health" >/dev/null && break; sleep 0.1; done
+CMPL=$U/v1/completions CHAT=$U/v1/chat/completions
+
+code() { curl -s -m 60 -o "$TMP/body" -w '%{http_code}' "${H[@]}" "$@"; }
+# the "text" of a completion body (no quotes in stories260K's greedy text)
+text_of() { sed -n 's/.*"text":"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$TMP/body" | head -1; }
+P='"prompt":"Once upon a time","max_tokens":40'
+run_text() { "$CLI" run "${MODEL[@]}" -p "Once upon a time" -n 40 --temp 0 "$@" 2>/dev/null | sed 's/^Once upon a time//'; }
+
+# ---- serve --temp 0: requests without a temperature are greedy
+code -d "{$P}" "$CMPL" >/dev/null; A=$(text_of)
+code -d "{$P,\"seed\":9}" "$CMPL" >/dev/null; B=$(text_of)
+GREEDY=$(run_text)
+check "serve --temp 0: a request without temperature is greedy (== run --temp 0)" '[ -n "$A" ] && [ "$A" = "$B" ] && [ "$A" = "$GREEDY" ]'
+
+# ---- penalties and biases == run with the same options
+code -d "{$P,\"repeat_penalty\":1.5,\"repeat_last_n\":32,\"presence_penalty\":0.5,\"frequency_penalty\":0.3}" "$CMPL" >/dev/null
+PEN=$(text_of)
+RUN_PEN=$(run_text --repeat-penalty 1.5 --repeat-last-n 32 --presence-penalty 0.5 --frequency-penalty 0.3)
+check "penalties: server == run, and not the plain greedy text" '[ -n "$PEN" ] && [ "$PEN" = "$RUN_PEN" ] && [ "$PEN" != "$GREEDY" ]'
+[ "$PEN" = "$RUN_PEN" ] || { echo "server: [$PEN]"; echo "run:    [$RUN_PEN]"; }
+# ban the second token of the greedy reply (its first is often a space)
+ID=$("$CLI" tokenize "${MODEL[@]}" -p "Once upon a time$GREEDY" | awk '{print $7}')
+code -d "{$P,\"logit_bias\":{\"$ID\":-100}}" "$CMPL" >/dev/null
+BIAS=$(text_of)
+RUN_BIAS=$(run_text --logit-bias "$ID-100")
+check "logit_bias $ID -100: server == run, not the greedy text" '[ -n "$ID" ] && [ -n "$BIAS" ] && [ "$BIAS" = "$RUN_BIAS" ] && [ "$BIAS" != "$GREEDY" ]'
+code -d "{$P,\"min_p\":0.5,\"temperature\":1,\"seed\":4}" "$CMPL" >/dev/null
+MP=$(text_of)
+RUN_MP=$("$CLI" run "${MODEL[@]}" -p "Once upon a time" -n 40 --temp 1 --top-p 0.9 --min-p 0.5 --seed 4 2>/dev/null | sed 's/^Once upon a time//')
+check "min_p 0.5 at temperature 1, seed 4: server == run" '[ -n "$MP" ] && [ "$MP" = "$RUN_MP" ]'
+
+# ---- refused, not ignored
+is_unsup() { grep -q '"code":"unsupported_value"' "$TMP/body" && grep -q "\"param\":\"$1\"" "$TMP/body"; }
+M='"messages":[{"role":"user","content":"Hi"}],"max_tokens":4'
+TOOLS='[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]'
+check "tools -> 400 unsupported" '[ "$(code -d "{$M,\"tools\":$TOOLS}" "$CHAT")" = 400 ] && is_unsup tools && grep -q "not supported" "$TMP/body"'
+check "tool_choice required -> 400" '[ "$(code -d "{$M,\"tool_choice\":\"required\"}" "$CHAT")" = 400 ] && is_unsup tool_choice'
+check "tools [] and tool_choice none -> 200" '[ "$(code -d "{$M,\"tools\":[],\"tool_choice\":\"none\"}" "$CHAT")" = 200 ]'
+check "response_format json_object -> 400" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"json_object\"}}" "$CHAT")" = 400 ] && is_unsup response_format'
+check "response_format text -> 200" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"text\"}}" "$CHAT")" = 200 ]'
+check "logprobs true -> 400" '[ "$(code -d "{$M,\"logprobs\":true}" "$CHAT")" = 400 ] && is_unsup logprobs'
+check "completions logprobs 2 -> 400" '[ "$(code -d "{$P,\"logprobs\":2}" "$CMPL")" = 400 ] && is_unsup logprobs'
+check "echo -> 400" '[ "$(code -d "{$P,\"echo\":true}" "$CMPL")" = 400 ] && is_unsup echo'
+check "best_of 2 -> 400" '[ "$(code -d "{$P,\"best_of\":2}" "$CMPL")" = 400 ] && is_unsup best_of'
+check "suffix -> 400" '[ "$(code -d "{$P,\"suffix\":\"end\"}" "$CMPL")" = 400 ] && is_unsup suffix'
+check "presence_penalty 3 -> 400" '[ "$(code -d "{$P,\"presence_penalty\":3}" "$CMPL")" = 400 ] && grep -q "\"param\":\"presence_penalty\"" "$TMP/body"'
+check "logit_bias past the vocabulary -> 400" '[ "$(code -d "{$P,\"logit_bias\":{\"512\":1}}" "$CMPL")" = 400 ] && grep -q "vocabulary has 512" "$TMP/body"'
+check "logit_bias bad key -> 400" '[ "$(code -d "{$P,\"logit_bias\":{\"abc\":1}}" "$CMPL")" = 400 ] && grep -q "\"param\":\"logit_bias\"" "$TMP/body"'
+check "healthy after the errors" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/health")" = 200 ]'
+
+kill -TERM "$PID" 2>/dev/null
+rc=0; wait "$PID" || rc=$?
+PID=
+check "server exits 0 on SIGTERM" '[ "$rc" = 0 ]'
+check "no sanitizer report" '! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$TMP/server.log"'
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
