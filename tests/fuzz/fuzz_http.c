@@ -12,6 +12,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -61,6 +62,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(q.samp.temperature >= 0 && q.samp.temperature <= 2);
         CHECK(q.samp.top_p >= 0 && q.samp.top_p <= 1);
         CHECK(q.samp.top_k >= 0);
+        CHECK(q.samp.min_p >= 0 && q.samp.min_p <= 1 && q.samp.repeat_penalty >= 0 && q.samp.repeat_last_n >= -1);
+        CHECK(fabsf(q.samp.presence_penalty) <= 2 && fabsf(q.samp.frequency_penalty) <= 2);
+        CHECK(q.samp.n_logit_bias >= 0 && q.samp.n_logit_bias <= SLM_MAX_LOGIT_BIAS);
+        for (int i = 0; i < q.samp.n_logit_bias; i++)
+            CHECK(q.samp.logit_bias[i].token >= 0 && fabsf(q.samp.logit_bias[i].bias) <= 100);
         CHECK(!q.include_usage || q.include_usage == 1);
         if (chat) {
             CHECK(q.nmsgs >= 1 && q.nmsgs <= SRV_MAX_MESSAGES && q.msgs && !q.prompt);
