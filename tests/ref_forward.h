@@ -43,10 +43,39 @@ static float *ref_expert(const slm_model_file *m, int l, const char *kind, int e
     return ref_dequant(m, name, NULL, NULL);
 }
 
+/* The shared expert (qwen2moe, granitemoe's shared variant) on the normed
+ * row xn added into o[D]: its SwiGLU FFN, times sigmoid(xn . gate) when
+ * shared_gate. */
+static void ref_matvec(const float *W, const double *x, double *y, int rows, int cols, const float *bias);
+static int ref_shared(const slm_model_file *m, int l, const double *xn, double *o) {
+    const slm_model_config *c = &m->cfg;
+    const int D = c->dim, F = c->shared_ffn;
+    float *wg = ref_layer(m, "blk.%d.ffn_gate_shexp.weight", l), *wu = ref_layer(m, "blk.%d.ffn_up_shexp.weight", l),
+          *wd = ref_layer(m, "blk.%d.ffn_down_shexp.weight", l),
+          *wi = c->shared_gate ? ref_layer(m, "blk.%d.ffn_gate_inp_shexp.weight", l) : NULL;
+    double *g = malloc(sizeof(double) * (size_t)F), *u = malloc(sizeof(double) * (size_t)F),
+           *y = malloc(sizeof(double) * (size_t)D), gate = 1.0;
+    const int ok = wg && wu && wd && (wi || !c->shared_gate);
+    if (ok) {
+        ref_matvec(wg, xn, g, F, D, NULL);
+        ref_matvec(wu, xn, u, F, D, NULL);
+        for (int i = 0; i < F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+        ref_matvec(wd, g, y, D, F, NULL);
+        if (wi) {
+            double z;
+            ref_matvec(wi, xn, &z, 1, D, NULL);
+            gate = 1.0 / (1.0 + exp(-z));
+        }
+        for (int i = 0; i < D; i++) o[i] += gate * y[i];
+    }
+    free(wg); free(wu); free(wd); free(wi); free(g); free(u); free(y);
+    return ok;
+}
+
 /* A mixture-of-experts FFN on the normed row xn into o[D]: the router's
  * softmax, the K most probable experts (ties: the lower index), their
- * probabilities renormalized when expert_norm, each expert's SwiGLU. */
-static void ref_matvec(const float *W, const double *x, double *y, int rows, int cols, const float *bias);
+ * probabilities renormalized when expert_norm, each expert's SwiGLU; the
+ * shared expert's output added. */
 static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) {
     const slm_model_config *c = &m->cfg;
     const int D = c->dim, F = c->hidden_dim, E = c->n_experts, K = c->n_experts_used;
@@ -107,7 +136,7 @@ static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) 
     }
     free(rb);
     free(router); free(lg); free(g); free(u); free(y);
-    return ok;
+    return ok && (!c->shared_ffn || ref_shared(m, l, xn, o));
 }
 
 /* y[rows] = W[rows, cols] x[cols] (+ bias) */

@@ -37,8 +37,11 @@ typedef struct synth {
     int swa_list;     /* olmo2: attention.sliding_window_pattern as the converter's per-layer list
                          (2: layer 1 global too, which llama.cpp would not run) */
     int experts, experts_used; /* MoE: hidden is each expert's width */
+    int shared;       /* the shared expert's width (qwen2moe: gated; granitemoe: not) */
     int moe_bad;      /* a hostile MoE file: 1 expert_shared_count 1, 2 sigmoid gating, 3 more
-                         used than experts, 4 stacks of one expert fewer, 5 layer 1 without ffn_up_exps */
+                         used than experts, 4 stacks of one expert fewer, 5 layer 1 without ffn_up_exps,
+                         6 layer 1 without the shared expert's gate, 7 a shared expert's width on a
+                         family without one, 8 the shared expert's down 16 columns narrow */
 } synth;
 
 static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
@@ -108,7 +111,8 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     slm_gguf_set_str(w, "general.architecture", s->arch);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)s->dim);
     slm_gguf_set_u32(w, K("feed_forward_length"),
-                     (uint32_t)(is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") ? 6 * s->hidden : s->hidden));
+                     (uint32_t)(is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") || is_arch(s, "qwen2moe") ? 6 * s->hidden
+                                                                                                      : s->hidden));
     slm_gguf_set_u32(w, K("block_count"), (uint32_t)s->layers);
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)s->heads);
     slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)s->kv_heads);
@@ -146,8 +150,10 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)(s->moe_bad == 3 ? s->experts + 1 : s->experts_used));
         if (s->moe_bad == 1) slm_gguf_set_u32(w, K("expert_shared_count"), 1);
         if (s->moe_bad == 2) slm_gguf_set_u32(w, K("expert_gating_func"), 2);
-        if (is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss")) /* the expert width apart from the dense one (unused) */
+        if (is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") || is_arch(s, "qwen2moe")) /* apart from the dense one */
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)s->hidden);
+        if (s->shared || s->moe_bad == 7)
+            slm_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)(s->shared ? s->shared : 64));
     }
     if (s->head_dim) {
         slm_gguf_set_u32(w, K("attention.key_length"), (uint32_t)s->head_dim);
@@ -218,6 +224,14 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_tn(w, &b, NAME("ffn_gate_exps.weight"), s->dim, s->hidden, ne, mtype, sd, 0.0f);
             if (!(s->moe_bad == 5 && l == 1)) add_tn(w, &b, NAME("ffn_up_exps.weight"), s->dim, s->hidden, ne, mtype, sd, 0.0f);
             add_tn(w, &b, NAME("ffn_down_exps.weight"), s->hidden, s->dim, ne, mtype, sh, 0.0f);
+            if (s->shared) { /* qwen2moe's gate [dim] (f32, as llama-quantize leaves a vector) */
+                if (is_arch(s, "qwen2moe") && !(s->moe_bad == 6 && l == 1))
+                    add_t(w, &b, NAME("ffn_gate_inp_shexp.weight"), s->dim, 1, SLM_F32, 2.0f * sd, 0.0f);
+                add_t(w, &b, NAME("ffn_gate_shexp.weight"), s->dim, s->shared, mtype, sd, 0.0f);
+                add_t(w, &b, NAME("ffn_up_shexp.weight"), s->dim, s->shared, mtype, sd, 0.0f);
+                add_t(w, &b, NAME("ffn_down_shexp.weight"), s->shared - 16 * (s->moe_bad == 8), s->dim, mtype,
+                      s->std / sqrtf((float)s->shared), 0.0f);
+            }
             continue;
         }
         if (phi3) { /* fused: gate rows, then up rows */
@@ -393,6 +407,16 @@ static const synth k_archs[] = {
     {.arch = "gpt-oss", .dim = 64, .hidden = 64, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 256,
      .bias = 1, .window = 6, .rope_scale = 4.0f, .rope_base = 150000.0f, .std = 1.0f, .head_dim = 32, .yarn_orig = 64,
      .experts = 8, .experts_used = 2},
+    /* qwen2moe (Qwen1.5-MoE's form): Q/K/V biases, 8 experts of width 32, 2
+     * per token, not renormalized, the shared expert of width 96 behind its
+     * sigmoid gate, untied */
+    {.arch = "qwen2moe", .dim = 64, .hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .bias = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .experts = 8, .experts_used = 2, .shared = 96},
+    /* granitemoe with a shared expert (GraniteMoeShared): width 64, no gate,
+     * granite's residual scale over the experts' sum and the shared output */
+    {.arch = "granitemoe", .dim = 64, .hidden = 32, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .tied = 1, .rope_scale = 1.0f, .rope_base = 10000.0f, .std = 1.0f, .granite = {1.5f, 0.25f, 0.5f, 4.0f},
+     .experts = 4, .experts_used = 2, .shared = 64},
     /* llama with experts (Mixtral): 4 experts, 2 per token, GQA, tied */
     {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
      .tied = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .experts = 4, .experts_used = 2},
@@ -889,11 +913,29 @@ static void test_moe_config(void) {
     }
     if (write_model("moe_ol.gguf", find_synth("olmoe"), SLM_F32, 5) && open_ok(&m, "moe_ol.gguf")) {
         CHECK(m.cfg.n_experts == 16 && m.cfg.n_experts_used == 4 && m.cfg.expert_norm == 0 && m.cfg.qk_norm == 2);
+        CHECK(m.cfg.shared_ffn == 0 && m.cfg.shared_gate == 0);
+        slm_model_close(&m);
+    }
+    /* qwen2moe: the experts' own width, no renormalization, Q/K/V biases, the
+     * gated shared expert; granitemoe's shared variant: no gate */
+    if (write_model("moe_q2.gguf", find_synth("qwen2moe"), SLM_F32, 5) && open_ok(&m, "moe_q2.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->n_experts == 8 && c->n_experts_used == 2 && c->expert_norm == 0 && c->hidden_dim == 32);
+        CHECK(c->shared_ffn == 96 && c->shared_gate == 1 && c->qkv_bias == 1 && c->rope_neox == 1);
+        slm_model_close(&m);
+    }
+    synth gs = k_archs[0];
+    for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
+        if (is_arch(&k_archs[i], "granitemoe") && k_archs[i].shared) gs = k_archs[i];
+    if (write_model("moe_gs.gguf", &gs, SLM_F32, 5) && open_ok(&m, "moe_gs.gguf")) {
+        CHECK(m.cfg.shared_ffn == 64 && m.cfg.shared_gate == 0 && m.cfg.expert_norm == 1 && m.cfg.residual_scale == 0.5f);
         slm_model_close(&m);
     }
     static const struct { int bad; const char *arch, *want; } cases[] = {
         {1, "qwen3moe", "shared experts"}, {2, "qwen3moe", "expert_gating_func"}, {3, "qwen3moe", "expert_used_count"},
         {4, "qwen3moe", "ffn_gate_exps"},  {5, "olmoe", "blk.1.ffn_up.0.weight"}, {0, "gemma2", "expert_count"},
+        {6, "qwen2moe", "blk.1.ffn_gate_inp_shexp.weight"}, {7, "olmoe", "expert_shared_feed_forward_length"},
+        {8, "qwen2moe", "blk.0.ffn_down_shexp.weight"}, {2, "qwen2moe", "expert_gating_func"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         synth sy = *find_synth(cases[i].bad ? cases[i].arch : "qwen3moe");
@@ -911,6 +953,8 @@ static void test_moe_config(void) {
     }
     unlink("moe_q3.gguf");
     unlink("moe_ol.gguf");
+    unlink("moe_q2.gguf");
+    unlink("moe_gs.gguf");
     unlink("moe_bad.gguf");
 }
 
@@ -985,6 +1029,51 @@ static void test_moe_blob_hostile(void) {
         }
         CHECKF(t_blob_opens(img, n, "moe.blob", msg, sizeof msg), "restored: %s", msg);
     }
+    free(img);
+}
+
+/* The shared expert in a blob: a combine's shared-expert kind must be the
+ * config's (0 none, 1 ungated, 2 gated), its rows and its gate's logits in
+ * the arena; the config's shared_ffn / shared_gate in range. */
+static void test_shared_blob_hostile(void) {
+    size_t n = 0;
+    uint8_t *img = moe_blob_image("qwen2moe", "shx_h", &n);
+    uint64_t len = 0, clen = 0;
+    uint8_t *tasks = img ? t_blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    uint8_t *cfg = img ? t_blob_section(img, n, ".slm.config", &clen) : NULL;
+    char msg[512];
+    int comb = -1;
+    for (uint64_t i = 0; tasks && i < len / 160; i++)
+        if (tasks[i * 160] == SLM_T_MOE_COMBINE && comb < 0) comb = (int)i;
+    CHECKF(tasks && cfg && clen == 352 && comb >= 0, "combine task %d, config %llu bytes", comb, (unsigned long long)clen);
+    if (!tasks || !cfg || clen != 352 || comb < 0) {
+        free(img);
+        return;
+    }
+    CHECKF(t_blob_opens(img, n, "shx.blob", msg, sizeof msg), "pristine: %s", msg);
+    int32_t a;
+    memcpy(&a, tasks + (size_t)comb * 160 + 28, 4);
+    CHECKF(a == 2, "combine's shared expert kind %d", a);
+    static const struct { int cfg, off; int32_t v; const char *want; } muts[] = {
+        {0, 28, 1, "shared expert 1, the config's is 2"},        /* a: ungated */
+        {0, 28, 0, "shared expert 0"},                           /* a: none */
+        {0, 28, 3, "shared expert 3"},                           /* a: no such kind */
+        {0, 56 + 16 + 8, 1 << 30, "beyond arena"},               /* src1's offset */
+        {0, 56 + 32 + 8, 1 << 30, "beyond arena"},               /* src2's offset */
+        {0, 56 + 16, 0, "space 0"},                              /* src1's space: none */
+        {1, 224 + 124, 2, "shared_gate"},                        /* config: shared_gate 2 */
+        {1, 224 + 120, -1, "shared_ffn"},                        /* config: shared_ffn -1 */
+    };
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        uint8_t *e = muts[i].cfg ? cfg + muts[i].off : tasks + (size_t)comb * 160 + muts[i].off;
+        uint8_t keep[4];
+        memcpy(keep, e, 4);
+        if (muts[i].off == 56 + 16 && !muts[i].cfg) e[0] = 0;
+        else memcpy(e, &muts[i].v, 4);
+        CHECKF(!t_blob_opens(img, n, "shx.blob", msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
+        memcpy(e, keep, 4);
+    }
+    CHECKF(t_blob_opens(img, n, "shx.blob", msg, sizeof msg), "restored: %s", msg);
     free(img);
 }
 
@@ -1075,6 +1164,7 @@ int main(void) {
     T_RUN(test_moe_config);
     T_RUN(test_moe_blob_hostile);
     T_RUN(test_oss_blob_hostile);
+    T_RUN(test_shared_blob_hostile);
     T_RUN(test_oss_key_parts);
     T_RUN(test_moe_narrow);
     T_RUN(test_arch_blob_roundtrip);

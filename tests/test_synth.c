@@ -439,6 +439,24 @@ static void test_archs(void) {
         close_gguf(&o);
     }
     load_and_generate(gr, 64, 2, 4, 2, 160, 512);
+    /* qwen1.5-moe-a2.7b's family: Q/K/V biases, the experts' width, the
+     * shared expert's width and its gate [dim] (f32); --shared-ffn only
+     * where a family has one */
+    const char *q2 = tmp_path("qwen2moe.gguf");
+    CHECK(synth("--shape qwen1.5-moe-a2.7b --dim 64 --heads 4 --kv-heads 2 --ffn 160 --layers 2 --n-vocab 512 --ctx 256 "
+                "--experts 4 --expert-ffn 32 --shared-ffn 96 --type q8_0", q2) == 0);
+    if (open_gguf(&o, q2)) {
+        CHECK(u32(o.g, "qwen2moe.expert_count") == 4 && u32(o.g, "qwen2moe.expert_used_count") == 4);
+        CHECK(u32(o.g, "qwen2moe.expert_feed_forward_length") == 32 && u32(o.g, "qwen2moe.feed_forward_length") == 160);
+        CHECK(u32(o.g, "qwen2moe.expert_shared_feed_forward_length") == 96);
+        const slm_gguf_tensor *g = slm_gguf_find_tensor(o.g, "blk.1.ffn_gate_inp_shexp.weight"),
+                              *d = slm_gguf_find_tensor(o.g, "blk.1.ffn_down_shexp.weight");
+        CHECK(g && g->n_dims == 1 && g->ne[0] == 64 && g->type == SLM_F32);
+        CHECK(d && d->ne[0] == 96 && d->ne[1] == 64 && tensor_type(o.g, "blk.0.attn_q.bias") == SLM_F32);
+        close_gguf(&o);
+    }
+    load_and_generate(q2, 64, 2, 4, 2, 32, 512);
+    CHECK(synth_bad("--shape custom --arch qwen3moe --experts 4 --shared-ffn 64", tmp_path("bad_shared.gguf")) != 0);
 }
 
 static void test_bad_args(void) {

@@ -260,9 +260,15 @@ static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
         NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
         REF(SLM_REF_DST, (SLM_MOE_EXPERT(p->rows, t->c, t->n)) * 4, 1);
-    } else { /* MOE_COMBINE: the experts' down rows [R * c, n] into dst [R, n] */
+    } else { /* MOE_COMBINE: the experts' down rows [R * c, n] into dst [R, n], the shared expert's */
+        const slm_model_config *m = &q->r->c->cfg;
+        const int shared = m->shared_ffn ? (m->shared_gate ? 2 : 1) : 0;
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->c >= 1 && t->c <= 64 && !t->flags,
              "task %d (%s): n %d / used %d / flags 0x%x out of range", ti, op, t->n, t->c, t->flags);
+        NEED(t->a == shared, "task %d (%s): shared expert %d, the config's is %d (0 none, 1 ungated, 2 gated)", ti, op,
+             t->a, shared);
+        if (t->a) MAT(R, SLM_REF_SRC1, (uint64_t)t->n, 0);
+        if (t->a == 2) MAT(R, SLM_REF_SRC2, 1, 0);
         NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);
         NEED(t->f2 >= 0.0f && t->f2 < 1e9f, "task %d (%s): scale f2 %g out of range", ti, op, (double)t->f2);
         NEED(t->ref[SLM_REF_SRC3].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);

@@ -29,9 +29,13 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
             (unsigned long long)id->weights_hash);
     fprintf(f, "model: %s, dim %d, hidden %d, layers %d, heads %d/%d, head_dim %d, vocab %d, context %d\n", m->arch, m->dim,
             m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len);
-    if (m->n_experts)
-        fprintf(f, "experts: %d of width %d, %d per token%s%s\n", m->n_experts, m->hidden_dim, m->n_experts_used,
-                m->expert_norm ? ", weights renormalized" : "", m->attn_sinks ? "; attention sinks (gpt-oss)" : "");
+    if (m->n_experts) {
+        fprintf(f, "experts: %d of width %d, %d per token%s", m->n_experts, m->hidden_dim, m->n_experts_used,
+                m->expert_norm ? ", weights renormalized" : "");
+        if (m->shared_ffn)
+            fprintf(f, "; a shared expert of width %d%s", m->shared_ffn, m->shared_gate ? " behind a sigmoid gate" : "");
+        fprintf(f, "%s\n", m->attn_sinks ? "; attention sinks (gpt-oss)" : "");
+    }
     fprintf(f, "options: max_prompt_len %d, min_response_len %d, kv_capacity %d, kv_type %s", c->opt.max_prompt_len,
             c->opt.min_response_len, c->kv_capacity, slm_dtype_name((uint32_t)c->opt.kv_type));
     if (c->opt.matmul_tile_cols) fprintf(f, ", matmul_tile_cols %d", c->opt.matmul_tile_cols);

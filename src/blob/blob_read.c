@@ -196,6 +196,8 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->attn_sinks, 0, 1, "attn_sinks");
     RANGE(m->o_bias, 0, 1, "o_bias");
     RANGE(m->expert_bias, 0, 1, "expert_bias");
+    RANGE(m->shared_ffn, 0, m->n_experts ? BLOB_MAX_DIM : 0, "shared_ffn");
+    RANGE(m->shared_gate, 0, m->shared_ffn ? 1 : 0, "shared_gate");
     if (!(m->swiglu_alpha >= 0.0f && m->swiglu_alpha < 1e6f) || !(m->swiglu_limit >= 0.0f && m->swiglu_limit < 1e6f))
         return bad(r, "section .slm.config: swiglu_alpha %g / swiglu_limit %g out of range", (double)m->swiglu_alpha,
                    (double)m->swiglu_limit);

@@ -182,7 +182,9 @@ static double measure_bandwidth(size_t bytes, int threads, int passes) {
 
 typedef struct model_facts {
     uint64_t size, params, per_token; /* tensor bytes, elements, bytes a decode step reads */
-    uint64_t active;                  /* elements a token multiplies by (MoE: K of E experts) */
+    uint64_t active;                  /* elements a token multiplies by (MoE: K of E experts, and the
+                                         whole shared expert: every token runs it) */
+    int shared;                       /* 1: the model has a shared expert (qwen2moe, granitemoe) */
     uint64_t vocab;                   /* elements of token_embd and output: a prompt's rows but the
                                          last look one embedding row up and skip the LM head */
     char type[32];                    /* the file's type (general.file_type, e.g. "Q4_K_M"), else the type
@@ -198,7 +200,9 @@ static void facts_add(model_facts *f, uint64_t *by_type, uint64_t *count, const 
     for (uint32_t d = 0; d < n_dims && d < 4; d++) n *= (uint64_t)ne[d];
     f->params += n;
     f->size += nbytes;
-    /* an expert's matrix (blk.N.ffn_gate.E.weight): a token reads K of the E */
+    /* an expert's matrix (blk.N.ffn_gate.E.weight): a token reads K of the E; the shared
+     * expert's (blk.N.ffn_gate_shexp.weight) count whole, as dense matrices */
+    f->shared = cfg->shared_ffn > 0;
     int l, e, end = 0;
     char kind[8];
     if (cfg->n_experts > 0 && sscanf(name, "blk.%d.ffn_%5[a-z].%d.weight%n", &l, kind, &e, &end) == 3 && end > 0 &&
@@ -666,7 +670,9 @@ static void print_peak_share(const bench *b, double peak) {
             const double w = (double)(b->mf.active - b->mf.vocab), ops = b->res[i].avg_ts * 2.0 * w;
             printf("pp%d does %.2f Tops/s of matmul work (2 x %.0fM layer params per token%s): %.1f%% of that peak "
                    "(kernels %s)\n", b->res[i].n_prompt, ops / 1e12, w / 1e6,
-                   b->mf.active < b->mf.params ? ", the experts a token uses" : "", 100.0 * ops / peak, b->kname);
+                   b->mf.active >= b->mf.params ? "" : b->mf.shared ? ", the experts a token uses and the shared one"
+                                                                      : ", the experts a token uses",
+                   100.0 * ops / peak, b->kname);
         }
 }
 

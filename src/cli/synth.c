@@ -58,14 +58,15 @@ typedef struct synth_shape {
     int yarn_orig;
     float mup[4];    /* granite: embedding, attention, residual multipliers, logits scaling */
     int experts, experts_used, expert_ffn; /* MoE: experts, used per token, their width (0: ffn) */
+    int shared_ffn;  /* the shared expert's width (qwen2moe: gated; granitemoe), 0 = none */
 } synth_shape;
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -73,7 +74,7 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
     {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, 1e-5f, 1, 0,
      .mup = {12.0f, 0.015625f, 0.22f, 8.0f}},
     {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
@@ -86,8 +87,10 @@ static const synth_shape k_shapes[] = {
      .window = 128, .yarn = 32.0f, .yarn_orig = 4096, .experts = 32, .experts_used = 4, .expert_ffn = 2880},
     {"mixtral-8x7b", "llama", 4096, 32, 32, 8, 14336, 32000, 32768, 1000000.0f, 1e-5f, 0, 0, .experts = 8,
      .experts_used = 2},
+    {"qwen1.5-moe-a2.7b", "qwen2moe", 2048, 24, 16, 16, 5632, 151936, 8192, 1000000.0f, 1e-6f, 0, 0, .experts = 60,
+     .experts_used = 4, .expert_ffn = 1408, .shared_ffn = 5632},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
 };
 
 static void usage(FILE *f) {
@@ -101,7 +104,7 @@ static void usage(FILE *f) {
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
             "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
-            "                        gpt-oss-20b | mixtral-8x7b | custom\n"
+            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
@@ -109,7 +112,8 @@ static void usage(FILE *f) {
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
-            "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss\n"
+            "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss |\n"
+            "                        qwen2moe\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -121,10 +125,13 @@ static void usage(FILE *f) {
             "                        shape's multipliers, Granite 3's for other shapes; exaone is llama's\n"
             "                        tensors with neox RoPE; exaone4 as olmo2 with per-head Q/K norms and\n"
             "                        the window (--sliding-window) on three layers of four)\n"
-            "      --experts N       a mixture of N experts (llama, qwen3moe, olmoe, granitemoe; default: the\n"
+            "      --experts N       a mixture of N experts (llama, qwen3moe, qwen2moe, olmoe, granitemoe,\n"
+            "                        gpt-oss; default: the\n"
             "                        shape's),\n"
             "      --experts-used K  K of them per token (default: the shape's, else 2), each of width\n"
             "      --expert-ffn N    (default: qwen3moe's shape's, else --ffn)\n"
+            "      --shared-ffn N    a shared expert of width N (qwen2moe: behind its sigmoid gate, default\n"
+            "                        the shape's, else --ffn; granitemoe: none by default)\n"
             "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
             "                        (default: the shape's; olmo2 shapes without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
@@ -450,7 +457,7 @@ typedef struct synth_args {
     int o_dim, o_layers, o_heads, o_kv, o_ffn, o_vocab, o_ctx, o_tied;
     float o_rope, o_eps;
     int window;
-    int experts, experts_used, expert_ffn;
+    int experts, experts_used, expert_ffn, shared_ffn;
 } synth_args;
 
 /* argv into a; 0: go on, else the exit code (help: 0 too, with *done set). */
@@ -489,6 +496,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--experts")) { if (!parse_i(v, o, 1, 1024, &a->experts)) return 2; }
         else if (!strcmp(o, "--experts-used")) { if (!parse_i(v, o, 1, 64, &a->experts_used)) return 2; }
         else if (!strcmp(o, "--expert-ffn")) { if (!parse_i(v, o, 1, 1 << 18, &a->expert_ffn)) return 2; }
+        else if (!strcmp(o, "--shared-ffn")) { if (!parse_i(v, o, 1, 1 << 18, &a->shared_ffn)) return 2; }
         else if (!strcmp(o, "--sliding-window")) { if (!parse_i(v, o, 1, 1 << 24, &a->window)) return 2; }
         else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &a->o_rope)) return 2; }
         else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &a->o_eps)) return 2; }
@@ -515,7 +523,8 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
 }
 
 static int is_moe_arch(const char *a) {
-    return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe") || !strcmp(a, "gpt-oss");
+    return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe") || !strcmp(a, "gpt-oss") ||
+           !strcmp(a, "qwen2moe");
 }
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
@@ -529,7 +538,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
                         "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
-                        "custom)\n", a->shape_name);
+                        "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -575,13 +584,22 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->experts) sh->experts = a->experts;
     if (a->experts_used) sh->experts_used = a->experts_used;
     if (a->expert_ffn) sh->expert_ffn = a->expert_ffn;
+    if (a->shared_ffn) sh->shared_ffn = a->shared_ffn;
+    if (!strcmp(sh->arch, "qwen2moe") && !sh->shared_ffn) sh->shared_ffn = sh->ffn; /* llama.cpp's default */
+    if (sh->shared_ffn && strcmp(sh->arch, "qwen2moe") && strcmp(sh->arch, "granitemoe")) {
+        if (a->shared_ffn) {
+            fprintf(stderr, "staticlm synth: %s: --shared-ffn only with qwen2moe and granitemoe\n", sh->arch);
+            return 2;
+        }
+        sh->shared_ffn = 0; /* another family on a qwen2moe shape */
+    }
     /* llama (Mixtral), olmoe and granitemoe take the experts' width from feed_forward_length */
-    if (sh->expert_ffn && strcmp(sh->arch, "qwen3moe") && strcmp(sh->arch, "gpt-oss")) {
+    if (sh->expert_ffn && strcmp(sh->arch, "qwen3moe") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "qwen2moe")) {
         sh->ffn = sh->expert_ffn;
         sh->expert_ffn = 0;
     }
     if ((is_moe_arch(sh->arch) && !sh->experts) || (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama"))) {
-        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, olmoe, granitemoe, gpt-oss"
+        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss"
                                                                            : "needs --experts");
         return 2;
     }
@@ -630,8 +648,9 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     if (sh->experts) { /* as llama.cpp's converters write them */
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)sh->experts);
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)sh->experts_used);
-        if (is(sh, "qwen3moe") || is(sh, "gpt-oss"))
+        if (is(sh, "qwen3moe") || is(sh, "gpt-oss") || is(sh, "qwen2moe"))
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)(sh->expert_ffn ? sh->expert_ffn : sh->ffn));
+        if (sh->shared_ffn) slm_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)sh->shared_ffn);
     }
     if (is(sh, "granite") || is(sh, "granitemoe")) { /* as llama.cpp's converter writes Granite's multipliers */
         slm_gguf_set_f32(w, K("embedding_scale"), sh->mup[0]);
@@ -681,7 +700,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
 /* The tensors, in llama.cpp's order; 0 when one could not be made. */
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
-    const int qwen2 = is(sh, "qwen2") || is(sh, "gpt-oss"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
+    const int qwen2 = is(sh, "qwen2") || is(sh, "gpt-oss") || is(sh, "qwen2moe"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
     const int oss = is(sh, "gpt-oss");
     const int olmo2 = is(sh, "olmo2"), post_only = olmo2 || is(sh, "exaone4");
     const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || is(sh, "qwen3moe") || is(sh, "olmoe") || post_only,
@@ -762,6 +781,12 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T3("ffn_down_exps.weight", t_de, fe, sh->dim);
             T3("ffn_up_exps.weight", t_in, sh->dim, fe);
 #undef T3
+            if (sh->shared_ffn) { /* qwen2moe's gate [dim] (f32, as llama-quantize leaves a vector), the shared expert */
+                if (is(sh, "qwen2moe")) T("ffn_gate_inp_shexp.weight", SLM_F32, sh->dim, 1, 0);
+                T("ffn_gate_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
+                T("ffn_down_shexp.weight", layer_type(mt, 1, l, sh->n_layers, sh->shared_ffn), sh->shared_ffn, sh->dim, 0);
+                T("ffn_up_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
+            }
             continue;
         }
         if (phi3) { /* fused: gate rows, then up rows */

@@ -541,6 +541,9 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
             t->ref[SLM_REF_SRC0].ld = (uint32_t)n;
             t->ref[SLM_REF_SRC3] = ref_node(c, nd->in[2]);
             t->ref[SLM_REF_DST] = ref_node(c, i);
+            t->a = nd->n_in > 4 ? 2 : nd->n_in > 3; /* the shared expert, gated or not */
+            if (t->a) t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[3]);
+            if (t->a == 2) t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[4]);
         }
         return SLM_OK;
     }

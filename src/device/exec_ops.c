@@ -278,6 +278,9 @@ slm_status slm_exec_moe_combine(const slm_task *t, rows rr) {
             const int32_t at = pos[(size_t)r * K + s];
             if (at < 0 || at >= T * K) return SLM_ERR_INTERNAL;
         }
+        /* the shared expert's row and gate (qwen2moe: sigmoid of its logit) */
+        const float *sh = t->a ? row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r) + t->n0 : NULL;
+        const float sg = t->a == 2 ? 1.0f / (1.0f + expf(-*row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], r))) : 1.0f;
         for (int j0 = 0; j0 < w; j0 += 256) { /* the experts' sum, then into the residual (llama.cpp's order) */
             const int jn = w - j0 < 256 ? w - j0 : 256;
             for (int s = 0; s < K; s++) {
@@ -288,6 +291,8 @@ slm_status slm_exec_moe_combine(const slm_task *t, rows rr) {
                 else
                     for (int j = 0; j < jn; j++) acc[j] += a * y[j];
             }
+            if (sh)
+                for (int j = 0; j < jn; j++) acc[j] += sg * sh[j0 + j];
             for (int j = 0; j < jn; j++) x[j0 + j] += scale * acc[j];
         }
     }

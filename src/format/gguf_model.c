@@ -129,39 +129,68 @@ static slm_status split_experts(slm_model_file *m, const char *file, int cap, sl
     return SLM_OK;
 }
 
+/* The shared expert (llama.cpp's keys and rules): qwen2moe's, of width
+ * expert_shared_feed_forward_length (else feed_forward_length) behind its
+ * sigmoid gate; granitemoe's (GraniteMoeShared) when that key is > 0, no
+ * gate. Other families with one (expert_shared_count, the key, or the
+ * tensors) are refused. dense_ffn: feed_forward_length. */
+static slm_status shared_params(const slm_gguf *g, const char *file, const char *A, int dense_ffn, slm_model_config *c,
+                                slm_err *err) {
+    char key[96];
+    slm_status s;
+    const int is_q2 = !strcmp(A, "qwen2moe"), is_gmoe = !strcmp(A, "granitemoe");
+    int count = 0, width = 0;
+    snprintf(key, sizeof key, "%s.expert_shared_feed_forward_length", A);
+    if ((s = get_int(g, file, key, 0, &width, err))) return s;
+    if (is_q2 || (is_gmoe && width)) {
+        c->shared_ffn = width ? width : dense_ffn;
+        c->shared_gate = is_q2;
+        return SLM_OK;
+    }
+    if (width) return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: shared experts of %s models are not "
+                               "supported (qwen2moe and granitemoe have them)", file, key, width, A);
+    snprintf(key, sizeof key, "%s.expert_shared_count", A);
+    if ((s = get_int(g, file, key, 0, &count, err))) return s;
+    if (count) return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: shared experts of %s models are not "
+                               "supported (qwen2moe and granitemoe have them)", file, key, count, A);
+    static const char *const names[2] = {"blk.0.ffn_gate_inp_shexp.weight", "blk.0.ffn_up_shexp.weight"};
+    for (int i = 0; i < 2; i++)
+        if (slm_gguf_find_tensor(g, names[i]))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': shared experts of %s models are not supported "
+                            "(qwen2moe and granitemoe have them)", file, names[i], A);
+    return SLM_OK;
+}
+
 /* Mixture of experts (llama.cpp's keys and rules): expert_count and
- * expert_used_count; the experts' width expert_feed_forward_length (qwen3moe;
- * else feed_forward_length / used, as llama.cpp) or feed_forward_length
- * (llama with experts: Mixtral; olmoe; granitemoe); the top-k weights
- * renormalized except for olmoe. Shared experts (expert_shared_count, or
- * granitemoe's expert_shared_feed_forward_length) and other gating functions
- * are refused. */
+ * expert_used_count; the experts' width expert_feed_forward_length (qwen3moe,
+ * qwen2moe; else feed_forward_length / used, as llama.cpp) or
+ * feed_forward_length (llama with experts: Mixtral; olmoe; granitemoe); the
+ * top-k weights renormalized except for olmoe and qwen2moe; the shared
+ * expert (shared_params). Other gating functions than softmax are refused. */
 static slm_status moe_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
     char key[96];
     slm_status s;
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
     const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe"), is_gmoe = !strcmp(A, "granitemoe"),
-              is_oss = !strcmp(A, "gpt-oss");
-    int n = 0, used = 0, shared = 0;
-    if ((s = get_int(g, file, KEY("expert_count"), is_qwen3moe || is_olmoe || is_gmoe || is_oss, &n, err))) return s;
+              is_oss = !strcmp(A, "gpt-oss"), is_q2 = !strcmp(A, "qwen2moe");
+    const int moe_family = is_qwen3moe || is_olmoe || is_gmoe || is_oss || is_q2;
+    int n = 0, used = 0;
+    if ((s = get_int(g, file, KEY("expert_count"), moe_family, &n, err))) return s;
     if (!n) return SLM_OK;
-    if (!is_qwen3moe && !is_olmoe && !is_gmoe && !is_oss && strcmp(A, "llama"))
+    if (!moe_family && strcmp(A, "llama"))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: mixture-of-experts %s models are not supported "
-                        "(llama, qwen3moe, olmoe, granitemoe and gpt-oss are)", file, key, n, A);
+                        "(llama, qwen3moe, qwen2moe, olmoe, granitemoe and gpt-oss are)", file, key, n, A);
     if (n > 1024) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d is out of range (1..1024)", file, key, n);
     if ((s = get_int(g, file, KEY("expert_used_count"), 1, &used, err))) return s;
     if (used > n || used > 64)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d: more than the %d experts (or 64)", file, key, used, n);
-    if ((s = get_int(g, file, KEY("expert_shared_count"), 0, &shared, err))) return s;
-    if (!shared && (s = get_int(g, file, KEY("expert_shared_feed_forward_length"), 0, &shared, err))) return s;
-    if (shared || slm_gguf_find_tensor(g, "blk.0.ffn_gate_inp_shexp.weight") || slm_gguf_find_tensor(g, "blk.0.ffn_up_shexp.weight"))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: shared experts are not supported", file);
+    if ((s = shared_params(g, file, A, c->hidden_dim, c, err))) return s;
     if (slm_gguf_find(g, KEY("expert_gating_func")) >= 0) {
         int64_t f;
         if (!slm_gguf_get_i64(g, key, &f) || f != 1) /* llama.cpp: 1 softmax, 2 sigmoid */
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only softmax gating (1) is supported", file, key);
     }
-    if (is_qwen3moe || is_oss) { /* gpt-oss: the key is required */
+    if (is_qwen3moe || is_oss || is_q2) { /* gpt-oss: the key is required */
         int w = 0;
         if ((s = get_int(g, file, KEY("expert_feed_forward_length"), is_oss, &w, err))) return s;
         c->hidden_dim = w ? w : c->hidden_dim / used;
@@ -176,7 +205,7 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
     }
     c->n_experts = n;
     c->n_experts_used = used;
-    c->expert_norm = !is_olmoe;
+    c->expert_norm = !is_olmoe && !is_q2;
 #undef KEY
     return SLM_OK;
 }
@@ -565,10 +594,11 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
               is_phi3 = !strcmp(A, "phi3");
-    c->rope_neox = !strcmp(A, "qwen2") || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2") ||
+    const int is_qwen2 = !strcmp(A, "qwen2") || !strcmp(A, "qwen2moe");
+    c->rope_neox = is_qwen2 || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2") ||
                    !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe") ||
                    !strcmp(A, "gpt-oss");
-    c->qkv_bias = !strcmp(A, "qwen2") || !strcmp(A, "gpt-oss");
+    c->qkv_bias = is_qwen2 || !strcmp(A, "gpt-oss");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 
     /* The head size: the key length when the file gives one (gemma, qwen3:

@@ -127,7 +127,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_PHI3] = "phi3",   [SLM_ARCH_SMOLLM3] = "smollm3", [SLM_ARCH_OLMO2] = "olmo2",
     [SLM_ARCH_GRANITE] = "granite", [SLM_ARCH_EXAONE] = "exaone", [SLM_ARCH_EXAONE4] = "exaone4",
     [SLM_ARCH_QWEN3MOE] = "qwen3moe", [SLM_ARCH_OLMOE] = "olmoe",
-    [SLM_ARCH_GRANITEMOE] = "granitemoe", [SLM_ARCH_GPT_OSS] = "gpt-oss",
+    [SLM_ARCH_GRANITEMOE] = "granitemoe", [SLM_ARCH_GPT_OSS] = "gpt-oss", [SLM_ARCH_QWEN2MOE] = "qwen2moe",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -200,7 +200,8 @@ static slm_status check_tensor(const slm_model_file *m, const char *file, const 
 
 /* MoE layers: the router blk.N.ffn_gate_inp.weight [dim, n_experts] and
  * each expert's gate, up [dim, hidden] and down [hidden, dim], indexed into
- * m->experts. */
+ * m->experts; the shared expert's gate, up [dim, shared_ffn], down
+ * [shared_ffn, dim] and its sigmoid gate ffn_gate_inp_shexp [dim]. */
 static slm_status check_experts(slm_model_file *m, const char *file, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     const int E = c->n_experts;
@@ -226,6 +227,13 @@ static slm_status check_experts(slm_model_file *m, const char *file, slm_err *er
                 if ((s = check_tensor(m, file, name, out, 1, 1, err))) return s;
                 slm_model_expert(m, l, 3 + j, e) = slm_model_tensor(m, name);
             }
+        for (int j = 0; j < 4 && c->shared_ffn; j++) { /* the shared expert; its gate a matrix of one row */
+            static const char *const sh[4] = {"gate", "up", "down", "gate_inp"};
+            const int64_t in = j == 2 ? c->shared_ffn : c->dim, out = j == 3 ? 1 : j == 2 ? c->dim : c->shared_ffn;
+            if (j == 3 && !c->shared_gate) break;
+            snprintf(name, sizeof name, "blk.%d.ffn_%s_shexp.weight", l, sh[j]);
+            if ((s = check_tensor(m, file, name, in, out, 0, err))) return s;
+        }
     }
     return SLM_OK;
 }
@@ -315,6 +323,8 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(attn_sinks, 0, 1);
     RANGE(o_bias, 0, 1);
     RANGE(expert_bias, 0, c->n_experts ? 1 : 0);
+    RANGE(shared_ffn, 0, c->n_experts ? 1 << 22 : 0);
+    RANGE(shared_gate, 0, c->shared_ffn ? 1 : 0);
 #undef RANGE
     if ((c->swiglu_limit != 0.0f || c->swiglu_alpha != 0.0f) && (!c->n_experts || !(c->swiglu_limit > 0.0f)))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: the clamped SwiGLU only on experts, with a positive limit", file);

@@ -91,6 +91,14 @@ typedef struct slm_model_config {
     int o_bias;
     int expert_bias;
     float swiglu_alpha, swiglu_limit;
+    /* Shared expert (qwen2moe, granitemoe's shared variant): a dense SwiGLU
+     * FFN of width shared_ffn (blk.N.ffn_{gate,up,down}_shexp.weight) that
+     * every row runs beside the routed experts, its output added to their
+     * weighted sum; with shared_gate, first multiplied per row by
+     * sigmoid(xn . blk.N.ffn_gate_inp_shexp.weight [dim]) (qwen2moe).
+     * 0 = none. */
+    int shared_ffn;
+    int shared_gate;
 } slm_model_config;
 
 /* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down; 3..5 their biases (a validated MoE model). */
@@ -131,9 +139,10 @@ typedef enum slm_arch {
     SLM_ARCH_OLMOE,
     SLM_ARCH_GRANITEMOE,
     SLM_ARCH_GPT_OSS,
+    SLM_ARCH_QWEN2MOE,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
@@ -162,7 +171,8 @@ typedef struct slm_model_file {
     slm_gguf *gguf;         /* GGUF metadata (tokenizer etc.); NULL for llama2.c */
     /* MoE: [n_layers][6][n_experts] the experts' gate, up and down matrices,
      * then their biases (NULL without expert_bias) (built by
-     * slm_model_validate; NULL for a dense model) */
+     * slm_model_validate; NULL for a dense model); the shared expert's
+     * matrices are ordinary named tensors */
     const slm_tensor **experts;
     /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"), empty
      * when the folder has none (or the model is not a folder). */

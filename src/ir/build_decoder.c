@@ -92,9 +92,26 @@ static int rope(builder *b, int x, int pos, int heads, int layer) {
     return add(b, n);
 }
 
+/* The shared expert: a dense SwiGLU FFN of every row (ordinary matmuls),
+ * sh[0] its output [T, dim], and sh[1] its gate's logit [T, 1] (qwen2moe)
+ * or -1. */
+static void shared_expert(builder *b, int xn, int l, int sh[2]) {
+    const slm_model_config *c = &b->m->cfg;
+    const int T = SLM_DIM_T;
+    int gate = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate_shexp.weight", l), T, c->shared_ffn);
+    int up = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_up_shexp.weight", l), T, c->shared_ffn);
+    slm_node n = node(SLM_OP_SWIGLU, T, c->shared_ffn);
+    set_in(&n, gate, up, -1, -1, -1);
+    int h = add(b, n);
+    sh[0] = unary_w(b, SLM_OP_MATMUL, h, W(b, "blk.%d.ffn_down_shexp.weight", l), T, c->dim);
+    sh[1] = c->shared_gate ? unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate_inp_shexp.weight", l), T, 1) : -1;
+}
+
 /* A mixture-of-experts FFN: the router's logits, the routing table, every
  * expert's gate and up over the rows routed to it, the down projection
- * with the SwiGLU as its prologue, and the weighted sum into the residual. */
+ * with the SwiGLU as its prologue, the shared expert when the model has
+ * one, and the weighted sum (plus the shared expert's output) into the
+ * residual. */
 static int moe_ffn(builder *b, int x, int xn, int l) {
     const slm_model_config *c = &b->m->cfg;
     const int E = c->n_experts, K = c->n_experts_used, T = SLM_DIM_T;
@@ -132,8 +149,10 @@ static int moe_ffn(builder *b, int x, int xn, int l) {
         n.layer = l;
         h[j] = add(b, n);
     }
+    int sh[2] = {-1, -1};
+    if (c->shared_ffn) shared_expert(b, xn, l, sh);
     n = node(SLM_OP_MOE_COMBINE, T, c->dim);
-    set_in(&n, x, h[2], route, -1, -1);
+    set_in(&n, x, h[2], route, sh[0], sh[1]);
     n.n_experts = E;
     n.n_used = K;
     n.scale = c->residual_scale;

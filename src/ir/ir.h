@@ -47,8 +47,10 @@ typedef enum slm_op {
                           rows sorted by expert (shape [T, n] = the same bytes): gate/up
                           (gather = 1) in: x [T, k], route; down (pre = SWIGLU) in: gate
                           [T, K*k], up, route. experts[e]: expert e's matrix */
-    SLM_OP_MOE_COMBINE,/* in: x [T, n], y [T, K*n] (the down rows), route -> x + scale *
-                          sum over the K slots of weight * y (in place on x) */
+    SLM_OP_MOE_COMBINE,/* in: x [T, n], y [T, K*n] (the down rows), route, and optionally
+                          the shared expert's output s [T, n] and its gate's logit g [T, 1]
+                          -> x + scale * (sum over the K slots of weight * y + sigmoid(g) * s)
+                          (no g: s alone) (in place on x) */
     SLM_OP_COUNT
 } slm_op;
 

@@ -136,9 +136,10 @@ void slm_sim_task_cost(const slm_sim_profile *p, const slm_program *prog, const 
         break;
     case SLM_T_MOE_COMBINE: { /* K down rows of each row's columns, weighted into the residual */
         const uint64_t w = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : t->n);
-        c->bytes_read = R * (uint64_t)t->c * w * E + R * w * E;
+        const uint64_t sh = t->a ? 1 : 0; /* the shared expert's rows */
+        c->bytes_read = R * ((uint64_t)t->c + sh) * w * E + R * w * E;
         c->bytes_written = R * w * E;
-        c->ops = 2.0 * (double)R * (double)t->c * (double)w;
+        c->ops = 2.0 * (double)R * (double)((uint64_t)t->c + sh) * (double)w;
         break;
     }
     case SLM_T_ATTENTION: attention_cost(p, t, r, depth0, kv_cap, prog && prog->kind == SLM_PROG_BATCH, c); return;

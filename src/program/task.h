@@ -88,8 +88,11 @@ typedef enum slm_task_op {
                         each as its row; [TK, 2TK) pos[row * K + slot]: that pair's place in
                         rowlist; [2TK, 3TK) the weights (f32) by row * K + slot; at 3TK + 2e
                         expert e's first place and count. One task. */
-    SLM_T_MOE_COMBINE, /* dst[r, n0:n1] += f2 (0: 1) * sum over slots s < c of weight(r, s) *
-                        src0[pos(r, s), n0:n1] (the experts' down rows, ld n), the table src3 */
+    SLM_T_MOE_COMBINE, /* dst[r, n0:n1] += f2 (0: 1) * (sum over slots s < c of weight(r, s) *
+                        src0[pos(r, s), n0:n1] (the experts' down rows, ld n), the table src3,
+                        + the shared expert: a = 1: src1[r, n0:n1] (its rows [m, n]); a = 2:
+                        sigmoid(src2[r]) * src1[r, n0:n1] (src2: its gate's logits [m, 1]));
+                        a = 0: no shared expert */
     SLM_T_OP_COUNT
 } slm_task_op;
 
