@@ -1176,7 +1176,7 @@ static void test_config_malformed(void) {
                "longrope", "linear, llama3, yarn)");
 #undef LR
     /* olmo2 / olmo3 (4 layers: the window on 0-2) */
-    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "olmo2, olmo3, granite, exaone4, qwen3_moe, mixtral, olmoe)");
+    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "olmo2, olmo3, granite, exaone4, qwen3_moe, mixtral, olmoe");
     expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
                "'attention_bias' = true", NULL);
     expect_cfg("{\"model_type\": \"olmo3\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,

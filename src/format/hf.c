@@ -9,7 +9,9 @@
  * blk.N.ffn_gate_inp.weight and expert E's matrices blk.N.ffn_{gate,up,down}.E.weight;
  * transformers v5's fused experts (mlp.experts.gate_up_proj [E, 2F, D],
  * mlp.experts.down_proj [E, D, F]) become the same names as row ranges of
- * their bytes.
+ * their bytes. gpt_oss (arch gpt-oss) names its own layer tensors and makes
+ * its experts in the anonymous area (MXFP4 blocks re-packed, gate and up
+ * de-interleaved: hf_oss.c); U8 tensors are read only there.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -59,6 +61,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
 #define HF_MAX_JSON (64u << 20)
 #define HF_MAX_SHARDS 4096
 #define pstr slm_hf_pstr
+#define tname slm_hf_tname
 
 /* ---- files ------------------------------------------------------------------ */
 
@@ -121,14 +124,15 @@ typedef struct shard {
     uint64_t off;     /* place in the range */
 } shard;
 
-/* What an HF tensor is. */
-enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN };
+/* What an HF tensor is (K_OSS: gpt_oss's experts, made by hf_oss.c). */
+enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN, K_OSS };
 /* The families (bits), by slm_model_config.arch. */
 enum {
     B_LLAMA = 1 << SLM_ARCH_LLAMA, B_MISTRAL = 1 << SLM_ARCH_MISTRAL, B_QWEN2 = 1 << SLM_ARCH_QWEN2,
     B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3,
     B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3, B_OLMO2 = 1 << SLM_ARCH_OLMO2,
     B_EXAONE4 = 1 << SLM_ARCH_EXAONE4, B_QWEN3MOE = 1 << SLM_ARCH_QWEN3MOE, B_OLMOE = 1 << SLM_ARCH_OLMOE,
+    B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS,
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
@@ -138,7 +142,7 @@ enum {
  * bytes (then "..."): an expert's name such as
  * "model.layers.47.block_sparse_moe.experts.127.w2.weight" is longer than
  * pstr shows. */
-static const char *tname(const char *s, char *buf, size_t cap) {
+const char *slm_hf_tname(const char *s, char *buf, size_t cap) {
     size_t n = 0;
     for (; s[n] && n + 4 < cap && n < 100; n++) {
         const unsigned char ch = (unsigned char)s[n];
@@ -266,8 +270,11 @@ static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, char
     if (!digits || *p != '.' || (digits > 1 && hf[strlen(pre)] == '0') || n > 65535) return 0;
     p++;
     if (!strcmp(p, "self_attn.rotary_emb.inv_freq")) return 2; /* recomputed from the config */
-    const int r = n_experts ? expert_name(p, n, fb, n_experts, out, cap, kind) : 0;
-    if (r) return r;
+    int vec = 0; /* gpt_oss: its own layer names (hf_oss.c), then the shared ones below */
+    const int r = fb == B_GPT_OSS ? slm_hf_oss_name(p, n, out, cap, &vec)
+                  : n_experts     ? expert_name(p, n, fb, n_experts, out, cap, kind) : 0;
+    if (fb == B_GPT_OSS && (r == 1 || r == 4)) *kind = r == 4 ? K_OSS : vec ? K_VEC : K_MAT;
+    if (r) return r == 4 ? 1 : r;
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++)
         if ((layer[i].fams & fb) && !(n_experts && !strncmp(layer[i].hf, "mlp.", 4)) && !strcmp(p, layer[i].hf)) {
             *kind = layer[i].kind;
@@ -289,6 +296,7 @@ typedef struct pending {
     int add_one;      /* gemma's RMSNorm gain: 1 + w */
     int64_t row0, rows; /* rows 0: the whole tensor */
     uint64_t extra_off, extra_bytes;
+    slm_hf_made made; /* convert 3: made in the anonymous area (gpt_oss's experts) */
 } pending;
 
 static slm_status folder_name(const slm_model_file *m, const char *file, char *out, size_t cap, slm_err *err) {
@@ -413,12 +421,8 @@ static slm_status open_shards(hf_load *L) {
     return SLM_OK;
 }
 
-/* Take rows [row0, row0 + rows) of tensor t of shard i (rows 0: all of
- * it) as GGUF name gn, and reserve what it needs in the anonymous area. */
-static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int kind, int64_t row0,
-                              int64_t rows) {
-    const shard *sh = L->sh;
-    char b[64];
+/* A new entry of the plan: source t of shard i as GGUF name gn. */
+static slm_status new_pending(hf_load *L, int i, const slm_st_tensor *t, const char *gn, pending **out) {
     if (L->n_pend == L->cap_pend) {
         int nc = L->cap_pend ? L->cap_pend * 2 : 64;
         pending *np = slm_realloc(L->pend, (size_t)nc * sizeof *np);
@@ -426,25 +430,71 @@ static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const c
         L->pend = np;
         L->cap_pend = nc;
     }
-    pending *p = &L->pend[L->n_pend++];
+    pending *p = *out = &L->pend[L->n_pend++];
     memset(p, 0, sizeof *p);
     p->src = t;
     p->shard = i;
+    snprintf(p->name, sizeof p->name, "%s", gn);
+    return SLM_OK;
+}
+
+/* Reserve n bytes of the anonymous area for p. */
+static slm_status reserve(hf_load *L, pending *p, uint64_t n) {
+    char b[112];
+    p->extra_bytes = n;
+    p->extra_off = L->extra;
+    if (!slm_add_ok(L->extra, (n + 63) & ~(uint64_t)63, &L->extra) || n > (1ull << 40))
+        return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': too large", L->sh[p->shard].shown,
+                        tname(p->src->name, b, sizeof b));
+    return SLM_OK;
+}
+
+/* Take rows [row0, row0 + rows) of tensor t of shard i (rows 0: all of
+ * it) as GGUF name gn, and reserve what it needs in the anonymous area.
+ * Only float tensors: U8 ones are gpt_oss's MXFP4 experts (take_made). */
+static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int kind, int64_t row0,
+                              int64_t rows) {
+    const shard *sh = L->sh;
+    char b[112];
+    if (t->type != SLM_F32 && t->type != SLM_F16 && t->type != SLM_BF16)
+        return slm_errf(L->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': dtype U8 is read only as gpt_oss's MXFP4 expert "
+                        "blocks and scales", sh[i].shown, tname(t->name, b, sizeof b));
+    pending *p = NULL;
+    slm_status s;
+    if ((s = new_pending(L, i, t, gn, &p))) return s;
     p->row0 = row0;
     p->rows = rows;
-    snprintf(p->name, sizeof p->name, "%s", gn);
     uint64_t addr_off = sh[i].st.data_start + t->begin, nbytes = t->end - t->begin;
     if (rows) nbytes = (uint64_t)t->shape[t->n_dims - 1] * elem_size(t->type) * (uint64_t)rows; /* rows of the last dim */
     p->add_one = kind == K_NORM && L->info.norm_plus_one;
     if ((kind == K_VEC || kind == K_NORM) && (t->type != SLM_F32 || p->add_one))
-        p->convert = 1, p->extra_bytes = t->type == SLM_F32 ? nbytes : nbytes / 2 * 4;
-    else if (addr_off % elem_size(t->type)) p->convert = 2, p->extra_bytes = nbytes;
-    if (p->convert) {
-        p->extra_off = L->extra;
-        if (!slm_add_ok(L->extra, (p->extra_bytes + 63) & ~(uint64_t)63, &L->extra) || p->extra_bytes > (1ull << 40))
-            return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': too large", sh[i].shown, pstr(t->name, b, sizeof b));
+        p->convert = 1, nbytes = t->type == SLM_F32 ? nbytes : nbytes / 2 * 4;
+    else if (addr_off % elem_size(t->type)) p->convert = 2;
+    return p->convert ? reserve(L, p, nbytes) : SLM_OK;
+}
+
+/* gpt_oss's planner (hf_oss.c): a tensor by HF name in any shard, and a
+ * tensor made in the anonymous area. */
+static const slm_st_tensor *find_any(void *ctx, const char *hf_name, const char **shown) {
+    const hf_load *L = ctx;
+    for (int i = 0; i < L->n_sh; i++) {
+        const slm_st_tensor *t = slm_st_find(&L->sh[i].st, hf_name);
+        if (t) {
+            *shown = L->sh[i].shown;
+            return t;
+        }
     }
-    return SLM_OK;
+    return NULL;
+}
+
+static slm_status take_made(void *ctx, int i, const char *gn, const slm_hf_made *mk) {
+    hf_load *L = ctx;
+    pending *p = NULL;
+    slm_status s = new_pending(L, i, mk->src, gn, &p);
+    if (s) return s;
+    p->convert = 3;
+    p->made = *mk;
+    return reserve(L, p, mk->nbytes);
 }
 
 /* phi3's fused matrices as row ranges: qkv_proj -> attn_q, attn_k, attn_v
@@ -545,6 +595,7 @@ static slm_status check_twice(hf_load *L) {
 static slm_status plan_tensors(hf_load *L) {
     slm_status s;
     const int fb = fam_bit(L->m->cfg.arch);
+    const slm_hf_oss_io io = {L, find_any, take_made};
     for (int i = 0; i < L->n_sh; i++)
         for (int j = 0; j < L->sh[i].st.n_tensors; j++) {
             const slm_st_tensor *t = &L->sh[i].st.tensors[j];
@@ -561,6 +612,7 @@ static slm_status plan_tensors(hf_load *L) {
             if (!strcmp(gn, "output.weight") && L->m->cfg.tied_embeddings) continue; /* tie_word_embeddings */
             if (kind == K_QKV || kind == K_GATE_UP) s = take_fused(L, i, t, gn, kind);
             else if (kind == K_EXPS_GATE_UP || kind == K_EXPS_DOWN) s = take_experts(L, i, t, gn, kind);
+            else if (kind == K_OSS) s = slm_hf_oss_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
             else s = take_tensor(L, i, t, gn, kind, 0, 0);
             if (s) return s;
         }
@@ -619,6 +671,18 @@ static void fill_one(slm_tensor *o, const pending *p, uint8_t *ex) {
     for (uint32_t d = 0; d < t->n_dims; d++) o->ne[d] = t->shape[t->n_dims - 1 - d];
     o->data = t->data;
     o->nbytes = t->end - t->begin;
+    if (p->convert == 3) { /* gpt_oss's experts: made here by hf_oss.c */
+        const slm_hf_made *mk = &p->made;
+        o->type = mk->type;
+        o->n_dims = mk->n_dims;
+        o->ne[0] = mk->ne0;
+        o->ne[1] = mk->ne1;
+        o->ne[2] = o->ne[3] = 1;
+        o->data = ex + p->extra_off;
+        o->nbytes = mk->nbytes;
+        slm_hf_make(mk, ex + p->extra_off);
+        return;
+    }
     if (p->rows) { /* a part of a fused matrix: rows of its last dimension (3-D experts: over the first two) */
         const uint64_t rb = (uint64_t)t->shape[t->n_dims - 1] * elem_size(t->type);
         o->n_dims = 2;

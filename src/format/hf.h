@@ -9,6 +9,7 @@
 #define SLM_FORMAT_HF_H
 
 #include "format/model.h"
+#include "format/safetensors.h"
 
 /* What config.json says beyond slm_model_config. */
 typedef struct slm_hf_info {
@@ -29,5 +30,67 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *info, const char *jso
 
 /* A string for messages: printable ASCII, at most 40 bytes (then "..."). */
 const char *slm_hf_pstr(const char *s, char *buf, size_t cap);
+/* A tensor name for messages: as slm_hf_pstr, up to 100 bytes (hf.c). */
+const char *slm_hf_tname(const char *s, char *buf, size_t cap);
+
+/* ---- gpt_oss (format/hf_oss.c) ------------------------------------------------
+ * OpenAI's gpt-oss folders: the config's keys, the layer tensors' GGUF names,
+ * and the experts, which the loader makes in its anonymous area: MXFP4
+ * blocks re-packed to GGML's layout, the fused gate/up rows de-interleaved,
+ * the bf16 variant's [experts, in, out] stacks transposed. */
+
+struct cJSON;
+
+/* A tensor the loader makes in its anonymous area (hf_oss.c's planner
+ * checks the sources; slm_hf_make trusts them). */
+typedef struct slm_hf_made {
+    const slm_st_tensor *src;    /* blocks, a bias stack, or a bf16/f16/f32 expert stack */
+    const slm_st_tensor *scales; /* SLM_HF_MAKE_MXFP4: the E8M0 scales */
+    int op;                /* SLM_HF_MAKE_* */
+    int64_t e;             /* the expert */
+    int64_t first, step;   /* the source rows (MXFP4), entries (VEC) or columns (T) taken: first, step */
+    uint32_t type;         /* the result's element type */
+    uint32_t n_dims;       /* 1 (a vector) or 2 */
+    int64_t ne0, ne1;      /* the result: row length, rows (1 for a vector) */
+    uint64_t nbytes;       /* the result's bytes */
+} slm_hf_made;
+enum {
+    SLM_HF_MAKE_MXFP4 = 1, /* rows of [E, R, n/32, 16] blocks + [E, R, n/32] scales -> GGML MXFP4 rows */
+    SLM_HF_MAKE_VEC = 2,   /* entries of [E, R] -> f32 */
+    SLM_HF_MAKE_T = 3,     /* columns of [E, in, R] -> [rows, in] rows, the source's type */
+};
+/* Write mk's tensor at dst (mk->nbytes). */
+void slm_hf_make(const slm_hf_made *mk, void *dst);
+
+/* What the gpt_oss planner needs from the loader: a tensor by HF name over
+ * every shard (NULL when absent; *shown the shard for messages) and a made
+ * tensor taken under a GGUF name. */
+typedef struct slm_hf_oss_io {
+    void *L;
+    const slm_st_tensor *(*find)(void *L, const char *hf_name, const char **shown);
+    slm_status (*take)(void *L, int shard, const char *gn, const slm_hf_made *mk);
+} slm_hf_oss_io;
+
+/* config.json's keys as hf_config.c reads them (null counts as absent):
+ * an integer in 1..INT32_MAX (required: absent is an error), a finite
+ * number, true or false; absent keys leave *v. */
+slm_status slm_hf_cfg_int(const struct cJSON *o, const char *file, const char *key, int required, int *v, slm_err *err);
+slm_status slm_hf_cfg_num(const struct cJSON *o, const char *file, const char *key, double *v, slm_err *err);
+slm_status slm_hf_cfg_bool(const struct cJSON *o, const char *file, const char *key, int *v, slm_err *err);
+
+/* config.json's gpt_oss keys (after the sizes every family shares): the
+ * experts, biases, sinks, clamped SwiGLU, the window and layer_types,
+ * quantization_config. */
+slm_status slm_hf_oss_config(const struct cJSON *root, const char *file, slm_model_config *c, slm_err *err);
+/* The GGUF name of gpt_oss layer n's tensor p (after "model.layers.N."):
+ * 1 a plain tensor (*vec: 1 a bias or sinks, else a matrix), 4 a tensor
+ * slm_hf_oss_plan makes, 2 ignorable (MXFP4 scales: read with their
+ * blocks), 0 not a gpt_oss name (the names every family shares are
+ * hf.c's). */
+int slm_hf_oss_name(const char *p, long n, char *out, size_t cap, int *vec);
+/* The made tensors of expert tensor t (shard i, shown for messages; gn its
+ * name from slm_hf_oss_name), every shape checked against the config. */
+slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, const slm_st_tensor *t,
+                           const char *gn, const slm_model_config *c, slm_err *err);
 
 #endif

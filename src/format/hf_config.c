@@ -3,7 +3,8 @@
  * Gemma3ForConditionalGeneration), phi3, smollm3, olmo2 (OLMo 2's
  * olmo2, Olmo 3's olmo3), granite (IBM Granite, dense) and exaone4
  * (EXAONE 4.0) families, and the mixtures of experts qwen3_moe (arch
- * qwen3moe), mixtral (arch llama with experts) and olmoe.
+ * qwen3moe), mixtral (arch llama with experts), olmoe and gpt_oss (arch
+ * gpt-oss; its keys are hf_oss.c's).
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
@@ -92,6 +93,17 @@ static slm_status cfg_bool(const cJSON *o, const char *file, const char *key, in
     if (!cJSON_IsBool(x)) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected true or false", file, key);
     *v = cJSON_IsTrue(x);
     return SLM_OK;
+}
+
+/* The readers for the family files beside this one (hf_oss.c). */
+slm_status slm_hf_cfg_int(const cJSON *o, const char *file, const char *key, int required, int *v, slm_err *err) {
+    return cfg_int(o, file, key, required, v, err);
+}
+slm_status slm_hf_cfg_num(const cJSON *o, const char *file, const char *key, double *v, slm_err *err) {
+    return cfg_num(o, file, key, v, err);
+}
+slm_status slm_hf_cfg_bool(const cJSON *o, const char *file, const char *key, int *v, slm_err *err) {
+    return cfg_bool(o, file, key, v, err);
 }
 
 /* A soft-capping key: absent keeps *v (the family's default), null or 0
@@ -230,9 +242,12 @@ static slm_status known_keys(const cJSON *rs, const char *rk, const char *file, 
  * beta_fast / beta_slow (32 / 1 when absent or 0); the magnitude
  * attention_factor, else get_mscale(factor, mscale) / get_mscale(factor,
  * mscale_all_dim) when both are given, else 0.1 ln(factor) + 1. truncate
- * false and an extrapolation_factor other than 1 (which transformers does
- * not read) are refused. A factor of 1 is no scaling. */
-static slm_status parse_yarn(const cJSON *rs, const char *rk, const char *file, slm_model_config *c, slm_err *err) {
+ * false (except for gpt_oss, oss: its configs say so, and it runs with the
+ * floored / ceiled correction range llama.cpp uses for its GGUF) and an
+ * extrapolation_factor other than 1 (which transformers does not read) are
+ * refused. A factor of 1 is no scaling. */
+static slm_status parse_yarn(const cJSON *rs, const char *rk, const char *file, int oss, slm_model_config *c,
+                             slm_err *err) {
     static const char *const known[] = {"type", "rope_type", "factor", "original_max_position_embeddings", "beta_fast",
                                         "beta_slow", "attention_factor", "mscale", "mscale_all_dim", "truncate",
                                         "extrapolation_factor", NULL};
@@ -248,7 +263,7 @@ static slm_status parse_yarn(const cJSON *rs, const char *rk, const char *file, 
         return s;
     if (!(f >= 1.0 && f <= 1024.0))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': yarn needs a factor in 1..1024 (have %g)", file, rk, f);
-    if (!trunc || ext != 1.0)
+    if ((!trunc && !oss) || ext != 1.0)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': yarn with %s is not supported", file, rk,
                         !trunc ? "truncate false" : "an extrapolation_factor other than 1");
     if (bf == 0) bf = 32;
@@ -360,7 +375,8 @@ static slm_status parse_rope_scaling(const cJSON *root, const cJSON *rp, const c
     }
     if (F == SLM_ARCH_PHI3 && (!strcmp(ts, "longrope") || !strcmp(ts, "su")))
         return parse_longrope(root, rs, rk, file, c, h, err);
-    if (!strcmp(ts, "yarn")) return parse_yarn(rs, rk, file, c, err);
+    /* gpt_oss says truncate false; it runs with llama.cpp's truncated ramp, as its GGUF does */
+    if (!strcmp(ts, "yarn")) return parse_yarn(rs, rk, file, F == SLM_ARCH_GPT_OSS, c, err);
     char b[64];
     return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': type '%s' is not supported (supported: linear, llama3, yarn%s)",
                     file, rk, pstr(ts, b, sizeof b), F == SLM_ARCH_PHI3 ? ", longrope" : "");
@@ -598,7 +614,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         {"gemma2", SLM_ARCH_GEMMA2}, {"gemma3", SLM_ARCH_GEMMA3}, {"gemma3_text", SLM_ARCH_GEMMA3}, {"phi3", SLM_ARCH_PHI3},
         {"smollm3", SLM_ARCH_SMOLLM3}, {"olmo2", SLM_ARCH_OLMO2}, {"olmo3", SLM_ARCH_OLMO2},
         {"granite", SLM_ARCH_GRANITE}, {"exaone4", SLM_ARCH_EXAONE4}, {"qwen3_moe", SLM_ARCH_QWEN3MOE},
-        {"mixtral", SLM_ARCH_LLAMA}, {"olmoe", SLM_ARCH_OLMOE},
+        {"mixtral", SLM_ARCH_LLAMA}, {"olmoe", SLM_ARCH_OLMOE}, {"gpt_oss", SLM_ARCH_GPT_OSS},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -610,7 +626,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
                         "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
-                        "exaone4, qwen3_moe, mixtral, olmoe)",
+                        "exaone4, qwen3_moe, mixtral, olmoe, gpt_oss)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -677,7 +693,7 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
     int ab = 0, mb = 0;
     if ((s = cfg_bool(root, file, "attention_bias", &ab, err)) || (s = cfg_bool(root, file, "mlp_bias", &mb, err)))
         return s;
-    if ((ab && F != SLM_ARCH_QWEN2) || mb)
+    if ((ab && F != SLM_ARCH_QWEN2 && F != SLM_ARCH_GPT_OSS) || mb)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = true: biases are supported on Q/K/V only (qwen2)",
                         file, mb ? "mlp_bias" : "attention_bias");
     if (F != SLM_ARCH_GEMMA2 && F != SLM_ARCH_GEMMA3) {
@@ -830,8 +846,10 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     if (F == SLM_ARCH_PHI3 && (s = phi3_params(root, rp_g, file, c, h, err))) goto done;
     if (F == SLM_ARCH_SMOLLM3 && (s = smollm3_params(root, file, c, err))) goto done;
     if (F == SLM_ARCH_GRANITE && (s = granite_params(root, file, c, err))) goto done;
-    if ((s = F == SLM_ARCH_EXAONE4 ? exaone4_window(root, file, c, err) : parse_window(root, file, F, olmo3, mixtral, c, err)))
-        goto done;
+    if (F == SLM_ARCH_GPT_OSS) s = slm_hf_oss_config(root, file, c, err); /* experts, biases, sinks, window: hf_oss.c */
+    else if (F == SLM_ARCH_EXAONE4) s = exaone4_window(root, file, c, err);
+    else s = parse_window(root, file, F, olmo3, mixtral, c, err);
+    if (s) goto done;
     if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;
     if (F == SLM_ARCH_PHI3) c->sliding_window = 0; /* llama.cpp disables Phi-3's window; so do we, for the same logits */
     if ((s = parse_rope_scaling(root, rp_g, file, F, theta, c, h, err))) goto done;
