@@ -34,7 +34,11 @@ static void usage_serve(FILE *f) {
             "  POST /v1/completions        raw prompt (with BOS); default max_tokens 16\n"
             "  GET  /v1/models, GET /health\n"
             "Requests take model, max_tokens, temperature, top_p, top_k, seed, stop (a string\n"
-            "or up to 4), stream (server-sent events) and stream_options.include_usage.\n"
+            "or up to 4), stream (server-sent events) and stream_options.include_usage; chat\n"
+            "requests also reasoning_format (as --reasoning-format) and chat_template_kwargs\n"
+            "(an object, over --chat-template-kwargs). A chat reply's thinking comes apart\n"
+            "from its answer: message.reasoning_content (streamed: delta.reasoning_content),\n"
+            "the answer in content; messages sent back may carry reasoning_content.\n"
             "One line per request goes to stderr.\n"
             "\n"
             "      --host ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
@@ -61,8 +65,9 @@ static void usage_serve(FILE *f) {
             "      --request-timeout S   a request's headers and body must arrive within S\n"
             "                            seconds (default 30)\n"
             "%s"
+            "%s"
             "  -h, --help                this text\n",
-            slm_cli_common_help);
+            slm_cli_reasoning_help, slm_cli_common_help);
 }
 
 int slm_cli_serve(int argc, char **argv) {
@@ -127,6 +132,10 @@ int slm_cli_serve(int argc, char **argv) {
     }
     if (!strncmp(note, "warning", 7)) fprintf(stderr, "staticlm: %s\n", note);
     else if (cc.verbose) fprintf(stderr, "serve: %s\n", note);
+    slm_cli_reasoning_resolve(&cc, e, tm, "serve:");
+    cfg.reasoning = cc.reasoning; /* the server resolves auto itself, as for requests */
+    cfg.kwargs = cc.kwargs;
+    cfg.n_kwargs = cc.n_kwargs;
     const char *base = strrchr(cc.model, '/');
     cfg.model_name = base ? base + 1 : cc.model;
     cfg.verbose = cc.verbose;

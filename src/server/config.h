@@ -17,6 +17,12 @@ typedef struct slm_server_cfg {
                                per decode step (default 128); 0 = whole, before the next step */
     const char *model_name; /* the id /v1/models reports */
     int verbose;
+    /* chat replies: reasoning apart from the answer, template variables */
+    int reasoning;          /* SLM_REASON_* (text/reasoning.h) a request without
+                               reasoning_format gets (default AUTO: by the model) */
+    const char *const *kwargs; /* [n_kwargs] checked JSON objects (--chat-template-kwargs,
+                               --no-think) under each request's chat_template_kwargs */
+    int n_kwargs;
     /* hostile clients: bounded work and memory */
     int max_conn;           /* connections at once (default 512; at most the open-file limit less 64) */
     int max_conn_per_ip;    /* connections at once from one client address (default 64) */

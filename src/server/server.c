@@ -11,6 +11,7 @@
 #include "common/common.h"
 #include "server/api.h"
 #include "server/http.h"
+#include "text/reasoning.h"
 
 struct slm_server {
     http_server *http;
@@ -30,6 +31,7 @@ void slm_server_cfg_init(slm_server_cfg *c) {
     c->request_timeout_s = 30;
     c->http_threads = 4;
     c->body_budget = (size_t)64 << 20;
+    c->reasoning = SLM_REASON_AUTO;
 }
 
 /* The transport's handlers: the API's functions, with the API as user data. */
