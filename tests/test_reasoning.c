@@ -85,6 +85,11 @@ static void test_deepseek(void) {
     expect(SLM_REASON_DEEPSEEK, NULL, "<thi", "", "<thi");
     expect(SLM_REASON_DEEPSEEK, NULL, "a < b", "", "a < b");
     expect(SLM_REASON_DEEPSEEK, NULL, "<<think>x</think>y", "", "<<think>x</think>y");
+    /* a run of white space longer than the splitter holds back: the same at every cut */
+    char text[256], think[256];
+    snprintf(text, sizeof text, "a%100sb%90s</think>c", "", "");
+    snprintf(think, sizeof think, "a%100sb%26s", "", ""); /* 90 - 64 trailing spaces let go */
+    expect(SLM_REASON_DEEPSEEK, "<think>", text, think, "c");
 }
 
 static const char HARMONY[] =

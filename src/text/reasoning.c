@@ -100,14 +100,18 @@ static void put(slm_reason *r, int kind, const char *s, size_t n) {
     }
     s += body;
     n -= body;
-    if (r->nws + n > sizeof r->ws) { /* a long run: let all but the last sizeof ws bytes go */
-        if (r->nws) r->out(r->ud, kind, r->ws, r->nws);
-        r->nws = 0;
-        if (n > sizeof r->ws) {
-            r->out(r->ud, kind, s, n - sizeof r->ws);
-            s += n - sizeof r->ws;
-            n = sizeof r->ws;
-        }
+    /* a long run: all but its last sizeof ws bytes go out, wherever the pieces were cut */
+    const size_t excess = r->nws + n > sizeof r->ws ? r->nws + n - sizeof r->ws : 0;
+    const size_t from_ws = excess < r->nws ? excess : r->nws;
+    if (from_ws) {
+        r->out(r->ud, kind, r->ws, from_ws);
+        memmove(r->ws, r->ws + from_ws, r->nws - from_ws);
+        r->nws -= from_ws;
+    }
+    if (excess > from_ws) {
+        r->out(r->ud, kind, s, excess - from_ws);
+        s += excess - from_ws;
+        n -= excess - from_ws;
     }
     memcpy(r->ws + r->nws, s, n);
     r->nws += n;
