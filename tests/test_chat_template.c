@@ -13,10 +13,10 @@
 #include "t.h"
 
 static const slm_chat_msg CONV[] = {
-    {"system", "You are a helpful assistant."},
-    {"user", "Hello!"},
-    {"assistant", " Hi there. "},
-    {"user", "How are you?"},
+    {"system", "You are a helpful assistant.", NULL},
+    {"user", "Hello!", NULL},
+    {"assistant", " Hi there. ", NULL},
+    {"user", "How are you?", NULL},
 };
 
 /* Render src; returns malloc'd text or "ERROR: <message>" (malloc'd). */
@@ -172,7 +172,7 @@ static void test_gemma_and_today(void) {
                "[%s]", r);
         free(r);
         /* roles must alternate */
-        slm_chat_msg bad[] = {{"user", "a"}, {"user", "b"}};
+        slm_chat_msg bad[] = {{"user", "a", NULL}, {"user", "b", NULL}};
         r = render_src(src, bad, 2, 1, NULL);
         CHECKF(strstr(r, "roles must alternate") != NULL, "[%s]", r);
         free(r);
@@ -641,6 +641,79 @@ static void test_open_fallback(void) {
     remove("/tmp/slm_bad_tmpl.jinja");
 }
 
+/* chat_template_kwargs: Qwen3's generation prompt closes an empty thinking
+ * block when enable_thinking is false; messages carry reasoning_content
+ * when given; malformed or reserved kwargs fail the render. */
+static const char QWEN3_TAIL[] =
+    "{%- for message in messages %}"
+    "{%- if message.role == 'assistant' and message.reasoning_content is defined and message.reasoning_content is not none %}"
+    "{{- '<|im_start|>assistant\n<think>\n' + message.reasoning_content + '\n</think>\n\n' + message.content + '<|im_end|>\n' }}"
+    "{%- else %}{{- '<|im_start|>' + message.role + '\n' + message.content + '<|im_end|>\n' }}{%- endif %}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}"
+    "{%- endif %}";
+
+static char *render_kw(const char *src, const slm_chat_msg *m, int n, const char *const *kw, int nkw, uint8_t **mask,
+                       slm_err *err) {
+    slm_tmpl *t = slm_tmpl_parse(src, err);
+    if (!t) return NULL;
+    slm_tmpl_vars v = {.add_generation_prompt = 1, .kwargs = kw, .n_kwargs = nkw};
+    char *r = slm_tmpl_render_mask(t, m, n, &v, mask, err);
+    slm_tmpl_free(t);
+    return r;
+}
+
+static void test_kwargs(void) {
+    const slm_chat_msg m[] = {{"user", "Hi", NULL}};
+    slm_err err;
+    const char *off[] = {"{\"enable_thinking\": false}"}, *on[] = {"{\"enable_thinking\": true}"};
+    char *a = render_kw(QWEN3_TAIL, m, 1, NULL, 0, NULL, &err);
+    char *b = render_kw(QWEN3_TAIL, m, 1, off, 1, NULL, &err);
+    char *c = render_kw(QWEN3_TAIL, m, 1, on, 1, NULL, &err);
+    CHECKF(a && !strcmp(a, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"), "[%s]", a ? a : err.msg);
+    CHECKF(b && !strcmp(b, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"), "[%s]",
+           b ? b : err.msg);
+    CHECK(c && a && !strcmp(a, c));
+    slm_xfree(a);
+    slm_xfree(b);
+    slm_xfree(c);
+    /* a later object overrides an earlier one (a server default, then the request's) */
+    const char *both[] = {"{\"enable_thinking\": false}", "{\"enable_thinking\": true}"};
+    a = render_kw(QWEN3_TAIL, m, 1, both, 2, NULL, &err);
+    CHECK(a && !strstr(a, "<think>"));
+    slm_xfree(a);
+    /* reasoning_content reaches the template; NULL leaves it undefined */
+    const slm_chat_msg h[] = {{"user", "Q", NULL}, {"assistant", "A", "R"}, {"assistant", "B", NULL}};
+    a = render_kw(QWEN3_TAIL, h, 3, NULL, 0, NULL, &err);
+    CHECKF(a && strstr(a, "<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n<|im_start|>assistant\nB<|im_end|>"),
+           "[%s]", a ? a : err.msg);
+    slm_xfree(a);
+    /* nested values, escapes; strings from kwargs are tainted like messages */
+    const char *kw[] = {" {\"cfg\": {\"list\": [1, 2.5, null, \"<|im_end|>\\u00e9\\ud83d\\ude00\"]}, \"t\": \"x\\n\"} "};
+    uint8_t *mask = NULL;
+    a = render_kw("{{ cfg.list[1] }}|{{ cfg.list[2] }}|{{ cfg.list[3] }}|{{ t }}", m, 1, kw, 1, &mask, &err);
+    CHECKF(a && !strcmp(a, "2.5|None|<|im_end|>\xc3\xa9\xf0\x9f\x98\x80|x\n"), "[%s]", a ? a : err.msg);
+    CHECK(mask && a && mask[0] == 0 && mask[9] == 1 && mask[strlen(a) - 1] == 1);
+    slm_xfree(a);
+    slm_xfree(mask);
+    /* refused: not an object, malformed, reserved names, too deep */
+    static const char *const bad[] = {"[1]", "{\"a\": }", "{\"a\": 1", "{\"a\": 1} x", "{\"a\": \"\\ud800\"}",
+                                      "{\"messages\": []}", "{\"bos_token\": \"x\"}", "", "{\"a\": tru}"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const char *one[] = {bad[i]};
+        a = render_kw(QWEN3_TAIL, m, 1, one, 1, NULL, &err);
+        CHECKF(!a && err.status == SLM_ERR_ARG && strstr(err.msg, "kwargs"), "%s: %s", bad[i], a ? a : err.msg);
+        slm_xfree(a);
+        CHECKF(!slm_tmpl_kwargs_check(bad[i], &err) && strstr(err.msg, "kwargs"), "%s", bad[i]);
+    }
+    char deep[400];
+    memset(deep, '[', 200);
+    snprintf(deep, sizeof deep, "{\"a\": %.*s", 100, "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[");
+    CHECK(!slm_tmpl_kwargs_check(deep, &err) && strstr(err.msg, "deep"));
+    CHECK(slm_tmpl_kwargs_check("{\"enable_thinking\": false, \"x\": [{}, []]}", &err));
+}
+
 int main(void) {
     T_RUN(test_shared_templates);
     T_RUN(test_gemma_and_today);
@@ -652,5 +725,6 @@ int main(void) {
     T_RUN(test_hostile);
     T_RUN(test_limits);
     T_RUN(test_open_fallback);
+    T_RUN(test_kwargs);
     T_DONE();
 }

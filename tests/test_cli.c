@@ -125,9 +125,11 @@ static void test_help_lists_every_option(void) {
         {"perplexity", "perplexity.c", "static int parse_args(ppl_args", NULL, 4},
         {"chat", "chat.c", "int slm_cli_chat(", NULL, 5},
         {"chat", "chat.c", "int slm_cli_common_opt(", NULL, 12},
+        {"chat", "chat.c", "static int reasoning_opt(", NULL, 3},
 #ifdef SLM_HAVE_SERVE
         {"serve", "serve.c", "slm_server_cfg_init(&cfg);", NULL, 9},
         {"serve", "chat.c", "int slm_cli_common_opt(", NULL, 12},
+        {"serve", "chat.c", "static int reasoning_opt(", NULL, 3},
 #endif
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {

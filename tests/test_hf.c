@@ -658,8 +658,25 @@ static void test_folder_end_to_end(void) {
         char echo[64] = "";
         CHECK(slm_generate(e, "hello hello", 1, &g, 1, collect_prompt, echo, &gs) == SLM_OK);
         CHECKF(!strcmp(echo, "hello hello"), "prompt echoed as '%s'", echo);
+        CHECK(slm_is_stop_token(e, 261)); /* <|end|> ends the turn (Phi-3) */
     }
     slm_free(e);
+    /* with <|return|> in the vocabulary (gpt-oss's harmony), <|end|> only
+     * ends a message (the analysis): the reply goes on */
+    char *tj = t_read_file("hf_e2e/tokenizer.json", NULL), *at = tj ? strstr(tj, "\"special\": true}]") : NULL;
+    if (at) {
+        char *js2 = malloc(strlen(tj) + 128);
+        sprintf(js2, "%.*s\"special\": true}, {\"id\": 262, \"content\": \"<|return|>\", \"special\": true}%s",
+                (int)(at - tj), tj, at + strlen("\"special\": true}"));
+        CHECK(t_write_file("hf_e2e/tokenizer.json", js2, strlen(js2)));
+        free(js2);
+        e = NULL;
+        CHECKF(slm_load(&e, "hf_e2e", &opt) == SLM_OK, "load: %s", slm_last_error(e));
+        CHECK(e && !slm_is_stop_token(e, 261));
+        slm_free(e);
+    }
+    CHECK(at != NULL);
+    free(tj);
     free_weights(&w);
     st_rm_dir("hf_e2e");
 }

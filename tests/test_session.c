@@ -627,6 +627,69 @@ done:
     slm_free(acc);
 }
 
+/* The chat's history keeps a thinking reply's answer and reasoning apart:
+ * with a template whose generation prompt opens <think> (the server test's
+ * tests/serve/think.jinja), auto picks deepseek, the whole reply is
+ * reasoning (sent to the text callback as such) and the stored content is
+ * empty; with {"enable_thinking": false} there is no reasoning; format none
+ * keeps the reply as generated. */
+typedef struct split_text {
+    char s[2][2048];
+    size_t n[2];
+} split_text;
+
+static void split_cb(void *ud, int kind, const char *s, size_t n) {
+    split_text *t = ud;
+    if (t->n[kind] + n < sizeof t->s[kind]) {
+        memcpy(t->s[kind] + t->n[kind], s, n);
+        t->n[kind] += n;
+    }
+}
+
+static void chat_reply(slm_engine *e, const slm_tmpl *tm, int fmt, const char *kw, split_text *t, char *content,
+                       char *reasoning, size_t cap) {
+    slm_chat_cfg cc = {0};
+    cc.n_predict = 24;
+    cc.reasoning = fmt;
+    cc.kwargs = &kw;
+    cc.n_kwargs = kw ? 1 : 0;
+    slm_chat *c = slm_chat_new(e, tm, &cc);
+    memset(t, 0, sizeof *t);
+    content[0] = reasoning[0] = 0;
+    if (!c) { CHECK(0); return; }
+    slm_chat_on_text(c, split_cb, t);
+    slm_err err = {0};
+    slm_chat_stats st;
+    CHECKF(slm_chat_turn(c, "Hello", NULL, NULL, &st, &err, NULL, 0) == SLM_OK, "%s", err.msg);
+    CHECK(slm_chat_count(c) == 2);
+    const slm_chat_msg *m = slm_chat_messages(c);
+    if (slm_chat_count(c) == 2) {
+        snprintf(content, cap, "%s", m[1].content);
+        snprintf(reasoning, cap, "%s", m[1].reasoning_content ? m[1].reasoning_content : "<none>");
+    }
+    CHECK(fmt != SLM_REASON_AUTO || slm_chat_reasoning(c) == SLM_REASON_DEEPSEEK);
+    slm_chat_free(c);
+}
+
+static void test_chat_reasoning(void) {
+    slm_options o = slm_default_options();
+    o.kv_type = SLM_KV_F32;
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!e) { CHECK(0); return; }
+    slm_tmpl *tm = slm_chat_template_open(e, SLM_TESTS_DIR "/serve/think.jinja", NULL, 0);
+    split_text t;
+    char c1[2048], r1[2048], c0[2048], r0[2048], c2[2048], r2[2048];
+    chat_reply(e, tm, SLM_REASON_AUTO, NULL, &t, c1, r1, sizeof c1);
+    CHECKF(!c1[0] && r1[0] && strcmp(r1, "<none>"), "content [%s] reasoning [%s]", c1, r1);
+    CHECK(t.n[SLM_REASON_ANSWER] == 0 && t.n[SLM_REASON_THINK] == strlen(r1) && !memcmp(t.s[1], r1, t.n[1]));
+    chat_reply(e, tm, SLM_REASON_NONE, NULL, &t, c0, r0, sizeof c0);
+    CHECKF(!strcmp(r0, "<none>") && strstr(c0, r1) && strlen(c0) - strlen(r1) <= 4, "none [%s] vs [%s]", c0, r1);
+    chat_reply(e, tm, SLM_REASON_DEEPSEEK, "{\"enable_thinking\": false}", &t, c2, r2, sizeof c2);
+    CHECKF(c2[0] && !strcmp(r2, "<none>") && t.n[SLM_REASON_THINK] == 0, "content [%s] reasoning [%s]", c2, r2);
+    slm_tmpl_free(tm);
+    slm_free(e);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_test_session_%d", (int)getpid());
     char cmd[300];
@@ -636,6 +699,7 @@ int main(void) {
     T_RUN(test_stop_strings);
     T_RUN(test_stepped_prompt);
     T_RUN(test_eot_stops);
+    T_RUN(test_chat_reasoning);
     T_RUN(test_overflow_policies);
     T_RUN(test_speculative_sampling);
     T_RUN(test_draft_vocab_refused);

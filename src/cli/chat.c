@@ -44,6 +44,16 @@ const char slm_cli_common_help[] =
     SLM_CLI_TRACE_HELP
     "  -v, --verbose             model facts and per-turn statistics on stderr\n";
 
+const char slm_cli_reasoning_help[] =
+    "      --reasoning-format F  none | deepseek | harmony | auto: how the model's thinking\n"
+    "                            is told from its answer: deepseek <think>...</think>,\n"
+    "                            harmony gpt-oss's channels, none = all is answer;\n"
+    "                            auto (default) picks by the vocabulary and template\n"
+    "      --chat-template-kwargs JSON  a JSON object whose members become chat\n"
+    "                            template variables, e.g. '{\"enable_thinking\": false}'\n"
+    "      --no-think            the same as {\"enable_thinking\": false} (Qwen3 and\n"
+    "                            others answer without thinking)\n";
+
 
 
 void slm_cli_common_init(slm_cli_common *c) {
@@ -51,6 +61,47 @@ void slm_cli_common_init(slm_cli_common *c) {
     c->opt = slm_default_options();
     slm_cli_sampling_init(&c->samp, 0.8f);
     c->opt.prefix_cache_mb = 64; /* shared prefixes (a system prompt) are prefilled once */
+    c->reasoning = SLM_REASON_AUTO;
+}
+
+/* --reasoning-format, --chat-template-kwargs, --no-think: 1 consumed, 0 not
+ * one of them, -1 a bad value (said). */
+static int reasoning_opt(slm_cli_common *c, const char *o, const char *v, int *i) {
+    if (!strcmp(o, "--no-think")) {
+        c->no_think = 1;
+        return 1;
+    }
+    int fmt = !strcmp(o, "--reasoning-format");
+    if (!fmt && strcmp(o, "--chat-template-kwargs")) return 0;
+    if (!v) {
+        fprintf(stderr, "staticlm: %s needs a value\n", o);
+        return -1;
+    }
+    (*i)++;
+    if (fmt) {
+        c->reasoning = slm_reason_format_parse(v);
+        if (c->reasoning >= 0) return 1;
+        fprintf(stderr, "staticlm: --reasoning-format expects %s, got '%s'\n", SLM_REASON_FORMATS, v);
+        return -1;
+    }
+    slm_err err = {0};
+    if (!slm_tmpl_kwargs_check(v, &err)) {
+        fprintf(stderr, "staticlm: --chat-template-kwargs: %s\n", err.msg);
+        return -1;
+    }
+    c->kwargs_json = v;
+    return 1;
+}
+
+int slm_cli_reasoning_resolve(const slm_cli_common *c, slm_engine *e, const slm_tmpl *tm, const char *who) {
+    int fmt = c->reasoning == SLM_REASON_AUTO ? slm_chat_reasoning_auto(e, tm) : c->reasoning;
+    if (c->verbose)
+        fprintf(stderr, "%s reasoning format %s%s\n", who, slm_reason_format_name(fmt),
+                c->reasoning == SLM_REASON_AUTO ? " (auto)" : "");
+    if (c->no_think && !strstr(slm_tmpl_source(tm), "enable_thinking"))
+        fprintf(stderr, "staticlm: warning: --no-think: the chat template never reads enable_thinking; "
+                        "the model may think anyway\n");
+    return fmt;
 }
 
 int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
@@ -66,6 +117,8 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     } while (0)
     const int tr = slm_cli_trace_opt(argc, argv, i);
     if (tr) return tr;
+    const int ro = reasoning_opt(c, o, v, i);
+    if (ro) return ro;
     if (!strcmp(o, "-m") || !strcmp(o, "--model")) { VAL(); c->model = v; return 1; }
     if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { VAL(); c->tok = v; return 1; }
     if (!strcmp(o, "--chat-template")) { VAL(); c->chat_template = v; return 1; }
@@ -109,6 +162,9 @@ slm_engine *slm_cli_common_load(slm_cli_common *c) {
     if (!slm_cli_trace_begin()) return NULL;
     c->opt.verbose = c->verbose;
     c->opt.n_threads = c->threads;
+    c->n_kwargs = 0;
+    if (c->kwargs_json) c->kwargs[c->n_kwargs++] = c->kwargs_json;
+    if (c->no_think) c->kwargs[c->n_kwargs++] = "{\"enable_thinking\": false}";
     slm_engine *e = slm_cli_open(&c->model, &c->tok, c->kernels, &c->opt);
     if (!e) return NULL;
     if (!c->seed_set) c->samp.seed = (uint64_t)time(NULL);
@@ -145,24 +201,37 @@ static void usage_chat(FILE *f) {
             "      --bench               time the second turn's first token with the KV kept vs\n"
             "                            re-prefilling the whole history, then exit\n"
             "%s"
+            "      --hide-reasoning      do not show the model's thinking (it is shown dimmed on\n"
+            "                            a terminal, else between [thinking] and [/thinking] lines)\n"
+            "%s"
             "  -h, --help                this text\n",
-            slm_cli_common_help);
+            slm_cli_reasoning_help, slm_cli_common_help);
 }
 
+/* The reply on stdout: the answer as it comes, the thinking dimmed (a
+ * terminal), marked with [thinking] lines, or hidden. */
 typedef struct chat_out {
-    int printed;
+    int tty, hide;
+    int in_think; /* the thinking is being printed */
 } chat_out;
 
-static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
+static void think_end(chat_out *o) {
+    if (!o->in_think) return;
+    fputs(o->tty ? "\033[0m\n" : "\n[/thinking]\n", stdout);
+    o->in_think = 0;
+}
+
+static void print_text(void *ud, int kind, const char *s, size_t n) {
     chat_out *o = ud;
-    (void)id;
-    (void)is_prompt;
-    if (slm_piece_printable(piece)) {
-        fputs(piece, stdout);
-        fflush(stdout);
-        o->printed = 1;
+    if (kind == SLM_REASON_THINK) {
+        if (o->hide) return;
+        if (!o->in_think) fputs(o->tty ? "\033[2m" : "[thinking]\n", stdout);
+        o->in_think = 1;
+    } else {
+        think_end(o);
     }
-    return 0;
+    fwrite(s, 1, n, stdout);
+    fflush(stdout);
 }
 
 #ifdef SLM_HAVE_CJSON
@@ -174,6 +243,7 @@ static int save_conv(slm_chat *c, const char *path, slm_err *err) {
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "role", m[i].role);
         cJSON_AddStringToObject(o, "content", m[i].content);
+        if (m[i].reasoning_content) cJSON_AddStringToObject(o, "reasoning_content", m[i].reasoning_content);
         cJSON_AddItemToArray(arr, o);
     }
     char *txt = cJSON_Print(root);
@@ -217,9 +287,12 @@ static int load_conv(slm_chat *c, const char *path, slm_err *err) {
     int idx = 0;
     if (ok) cJSON_ArrayForEach(it, arr) {
         const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "role"), *t = cJSON_GetObjectItemCaseSensitive(it, "content");
-        if (!cJSON_IsString(r) || !cJSON_IsString(t) ||
+        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(it, "reasoning_content");
+        if (!cJSON_IsString(r) || !cJSON_IsString(t) || (rc && !cJSON_IsString(rc)) ||
             (strcmp(r->valuestring, "system") && strcmp(r->valuestring, "user") && strcmp(r->valuestring, "assistant"))) {
-            slm_errf(err, SLM_ERR_IO, "'%s': message %d needs a role (system, user or assistant) and string content", path, idx);
+            slm_errf(err, SLM_ERR_IO,
+                     "'%s': message %d needs a role (system, user or assistant) and string content (and "
+                     "reasoning_content, if any, a string)", path, idx);
             ok = 0;
             break;
         }
@@ -228,8 +301,10 @@ static int load_conv(slm_chat *c, const char *path, slm_err *err) {
     if (ok) {
         slm_chat_clear(c, 0);
         cJSON_ArrayForEach(it, arr) {
-            if (!slm_chat_add(c, cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring,
-                              cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring)) {
+            const cJSON *rc = cJSON_GetObjectItemCaseSensitive(it, "reasoning_content");
+            if (!slm_chat_add_ex(c, cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring,
+                                 cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring,
+                                 rc ? rc->valuestring : NULL)) {
                 slm_errf(err, SLM_ERR_NOMEM, "out of memory");
                 ok = 0;
                 break;
@@ -289,7 +364,7 @@ int slm_cli_chat(int argc, char **argv) {
     slm_cli_common cc;
     slm_cli_common_init(&cc);
     const char *system = NULL;
-    int n_predict = 256, overflow = SLM_OVERFLOW_TRUNCATE, stats = 0, bench = 0;
+    int n_predict = 256, overflow = SLM_OVERFLOW_TRUNCATE, stats = 0, bench = 0, hide = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         int r = slm_cli_common_opt(&cc, argc, argv, &i);
@@ -307,12 +382,17 @@ int slm_cli_chat(int argc, char **argv) {
             else { fprintf(stderr, "staticlm: --on-overflow expects truncate or error, got '%s'\n", v); return 2; }
         } else if (!strcmp(o, "--stats")) stats = 1;
         else if (!strcmp(o, "--bench")) bench = 1;
+        else if (!strcmp(o, "--hide-reasoning")) hide = 1;
         else {
             fprintf(stderr, "staticlm: %s '%s' (see staticlm chat --help)\n",
                     (!strcmp(o, "--system") || !strcmp(o, "-n") || !strcmp(o, "--n-predict") || !strcmp(o, "--on-overflow"))
                         ? "missing value for" : "unknown option", o);
             return 2;
         }
+    }
+    if (hide && cc.reasoning == SLM_REASON_NONE) {
+        fprintf(stderr, "staticlm: --hide-reasoning with --reasoning-format none: there is no reasoning to hide\n");
+        return 2;
     }
     if (bench) {
         cc.samp.temperature = 0.0f;
@@ -329,6 +409,9 @@ int slm_cli_chat(int argc, char **argv) {
     cfg.on_overflow = overflow;
     cfg.samp = cc.samp;
     cfg.n_predict = n_predict;
+    cfg.reasoning = slm_cli_reasoning_resolve(&cc, e, tm, "[chat]");
+    cfg.kwargs = cc.kwargs;
+    cfg.n_kwargs = cc.n_kwargs;
     slm_chat *c = slm_chat_new(e, tm, &cfg);
     if (!c) { fprintf(stderr, "staticlm: out of memory\n"); slm_tmpl_free(tm); slm_free(e); return 1; }
     if (system) slm_chat_add(c, "system", system);
@@ -373,9 +456,11 @@ int slm_cli_chat(int argc, char **argv) {
             }
         }
         const char *msg = line[0] == '/' ? line + 1 : line;
-        chat_out out = {0};
+        chat_out out = {isatty(1), hide, 0};
         slm_chat_stats st;
-        slm_status s = slm_chat_turn(c, msg, print_piece, &out, &st, &err, note, sizeof note);
+        slm_chat_on_text(c, print_text, &out);
+        slm_status s = slm_chat_turn(c, msg, NULL, NULL, &st, &err, note, sizeof note);
+        think_end(&out);
         if (note[0]) fprintf(stderr, "[chat] %s\n", note);
         if (s && s != SLM_OK && st.turn == 0) {
             fprintf(stderr, "staticlm: %s\n", err.msg);

@@ -75,6 +75,11 @@ typedef struct slm_cli_common {
     slm_options opt;
     slm_sampling samp;
     int seed_set;
+    int reasoning;              /* --reasoning-format: SLM_REASON_* (default AUTO) */
+    const char *kwargs_json;    /* --chat-template-kwargs (checked), or NULL */
+    int no_think;               /* --no-think: {"enable_thinking": false} after it */
+    const char *kwargs[2];      /* slm_cli_common_load: the two as slm_tmpl_vars.kwargs */
+    int n_kwargs;
 } slm_cli_common;
 
 void slm_cli_common_init(slm_cli_common *c);
@@ -86,8 +91,15 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i);
 /* Load the model (default: stories260K from ./models or ../shared/models);
  * NULL after printing why. */
 slm_engine *slm_cli_common_load(slm_cli_common *c);
-/* The help lines for the common options. */
+/* The help lines for the common options, and for the reasoning ones
+ * (--reasoning-format, --chat-template-kwargs, --no-think) that are common too. */
 extern const char slm_cli_common_help[];
+extern const char slm_cli_reasoning_help[];
+/* After the template is open: the reasoning format auto resolves to for e
+ * and tm (SLM_REASON_*), saying so with -v, and a warning when --no-think
+ * meets a template that never reads enable_thinking. `who`: "chat", "serve". */
+struct slm_tmpl;
+int slm_cli_reasoning_resolve(const slm_cli_common *c, slm_engine *e, const struct slm_tmpl *tm, const char *who);
 
 /* staticlm convert: llama2.c checkpoint (+ tokenizer.bin) -> GGUF. */
 int slm_cli_convert(int argc, char **argv);

@@ -38,7 +38,11 @@ static void usage_serve(FILE *f) {
             "stop (a string or up to 4), stream (server-sent events) and\n"
             "stream_options.include_usage; what a request leaves out takes the sampling\n"
             "options below. tools, JSON response formats, logprobs, echo, best_of and\n"
-            "suffix are refused with 400.\n"
+            "suffix are refused with 400. Chat requests also take reasoning_format (as\n"
+            "--reasoning-format) and chat_template_kwargs (an object, over\n"
+            "--chat-template-kwargs). A chat reply's thinking comes apart from its answer:\n"
+            "message.reasoning_content (streamed: delta.reasoning_content), the answer in\n"
+            "content; messages sent back may carry reasoning_content.\n"
             "One line per request goes to stderr.\n"
             "\n"
             "      --host ADDR           IPv4 address to listen on (default 127.0.0.1)\n"
@@ -65,8 +69,9 @@ static void usage_serve(FILE *f) {
             "      --request-timeout S   a request's headers and body must arrive within S\n"
             "                            seconds (default 30)\n"
             "%s"
+            "%s"
             "  -h, --help                this text\n",
-            slm_cli_common_help);
+            slm_cli_reasoning_help, slm_cli_common_help);
 }
 
 int slm_cli_serve(int argc, char **argv) {
@@ -131,6 +136,10 @@ int slm_cli_serve(int argc, char **argv) {
     }
     if (!strncmp(note, "warning", 7)) fprintf(stderr, "staticlm: %s\n", note);
     else if (cc.verbose) fprintf(stderr, "serve: %s\n", note);
+    slm_cli_reasoning_resolve(&cc, e, tm, "serve:");
+    cfg.reasoning = cc.reasoning; /* the server resolves auto itself, as for requests */
+    cfg.kwargs = cc.kwargs;
+    cfg.n_kwargs = cc.n_kwargs;
     const char *base = strrchr(cc.model, '/');
     cfg.model_name = base ? base + 1 : cc.model;
     cfg.verbose = cc.verbose;

@@ -87,7 +87,13 @@ slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note
     return t;
 }
 
+int slm_chat_reasoning_auto(const slm_engine *e, const slm_tmpl *tm) {
+    return slm_reason_detect(slm_engine_tokenizer(e), tm ? slm_tmpl_source(tm) : NULL);
+}
+
 /* ---- conversations --------------------------------------------------------- */
+
+static void drop_msgs(slm_chat *c, int at, int k);
 
 struct slm_chat {
     slm_engine *e;
@@ -101,6 +107,9 @@ struct slm_chat {
     size_t kv_len, kv_cap;
     int turn;
     slm_info info;
+    int reasoning;          /* SLM_REASON_NONE, _DEEPSEEK or _HARMONY */
+    slm_reason_out on_text; /* the reply's text, split */
+    void *text_ud;
 };
 
 slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cfg) {
@@ -109,6 +118,7 @@ slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cf
     c->e = e;
     c->tm = tm;
     c->cfg = *cfg;
+    c->reasoning = cfg->reasoning == SLM_REASON_AUTO ? slm_chat_reasoning_auto(e, tm) : cfg->reasoning;
     slm_get_info(e, &c->info);
     c->tok = slm_chat_tok_new(slm_engine_tokenizer(e));
     slm_session_cfg sc;
@@ -124,10 +134,7 @@ slm_chat *slm_chat_new(slm_engine *e, const slm_tmpl *tm, const slm_chat_cfg *cf
 
 void slm_chat_free(slm_chat *c) {
     if (!c) return;
-    for (int i = 0; i < c->n; i++) {
-        slm_xfree((void *)c->m[i].role);
-        slm_xfree((void *)c->m[i].content);
-    }
+    drop_msgs(c, 0, c->n);
     slm_xfree(c->m);
     slm_xfree(c->kv);
     slm_chat_tok_free(c->tok);
@@ -136,8 +143,16 @@ void slm_chat_free(slm_chat *c) {
 }
 
 slm_session *slm_chat_session(slm_chat *c) { return c ? c->s : NULL; }
+int slm_chat_reasoning(const slm_chat *c) { return c->reasoning; }
 
-int slm_chat_add(slm_chat *c, const char *role, const char *content) {
+void slm_chat_on_text(slm_chat *c, slm_reason_out fn, void *ud) {
+    c->on_text = fn;
+    c->text_ud = ud;
+}
+
+int slm_chat_add(slm_chat *c, const char *role, const char *content) { return slm_chat_add_ex(c, role, content, NULL); }
+
+int slm_chat_add_ex(slm_chat *c, const char *role, const char *content, const char *reasoning) {
     if (c->n == c->cap) {
         int nc = c->cap ? c->cap * 2 : 8;
         slm_chat_msg *nm = slm_realloc(c->m, (size_t)nc * sizeof *nm);
@@ -146,13 +161,16 @@ int slm_chat_add(slm_chat *c, const char *role, const char *content) {
         c->cap = nc;
     }
     char *r = slm_strdup(role ? role : ""), *t = slm_strdup(content ? content : "");
-    if (!r || !t) {
+    char *rc = reasoning ? slm_strdup(reasoning) : NULL;
+    if (!r || !t || (reasoning && !rc)) {
         slm_xfree(r);
         slm_xfree(t);
+        slm_xfree(rc);
         return 0;
     }
     c->m[c->n].role = r;
     c->m[c->n].content = t;
+    c->m[c->n].reasoning_content = rc;
     c->n++;
     return 1;
 }
@@ -162,6 +180,7 @@ static void drop_msgs(slm_chat *c, int at, int k) {
     for (int i = at; i < at + k; i++) {
         slm_xfree((void *)c->m[i].role);
         slm_xfree((void *)c->m[i].content);
+        slm_xfree((void *)c->m[i].reasoning_content);
     }
     memmove(c->m + at, c->m + at + k, (size_t)(c->n - at - k) * sizeof *c->m);
     c->n -= k;
@@ -207,6 +226,18 @@ static int reserve_rows(const slm_chat *c) {
     return r < 1 ? 1 : r;
 }
 
+/* The history as the template renders it, with the generation prompt and
+ * the chat's kwargs; *mask as slm_tmpl_render_mask (mask NULL: not wanted). */
+static char *render(const slm_chat *c, uint8_t **mask, slm_err *err) {
+    slm_tmpl_vars v = {0};
+    v.bos_token = slm_chat_tok_bos_text(c->tok);
+    v.eos_token = slm_chat_tok_eos_text(c->tok);
+    v.add_generation_prompt = 1;
+    v.kwargs = c->cfg.kwargs;
+    v.n_kwargs = c->cfg.n_kwargs;
+    return slm_tmpl_render_mask(c->tm, c->m, c->n, &v, mask, err);
+}
+
 /* Rows the session holds, counting a sampled token not yet decoded. */
 static int held(const slm_chat *c) { return slm_session_tokens(c->s, NULL, 0); }
 
@@ -214,7 +245,7 @@ static int held(const slm_chat *c) { return slm_session_tokens(c->s, NULL, 0); }
  * does not hold yet. *fresh = 1 when the whole text must be prefilled. */
 static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int *fresh, slm_err *err) {
     uint8_t *mask = NULL; /* the bytes that come from messages: tokenized as text */
-    *full = slm_chat_render_mask(c->tm, c->tok, c->m, c->n, 1, &mask, err);
+    *full = render(c, &mask, err);
     if (!*full) return -1;
     size_t fl = strlen(*full);
     *fresh = force_fresh || held(c) == 0 || c->kv_len == 0 || c->kv_len > fl || memcmp(*full, c->kv, c->kv_len) != 0;
@@ -228,6 +259,95 @@ static int prepare(slm_chat *c, int force_fresh, char **full, int32_t **ids, int
         *full = NULL;
     }
     return n;
+}
+
+/* ---- the reply ----------------------------------------------------------------- */
+
+typedef struct tbuf {
+    char *p; /* [n] + NUL, slm_malloc'd; NULL while empty */
+    size_t n, cap;
+    int oom; /* an append failed */
+} tbuf;
+
+static void tb_put(tbuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap * 2 : 256;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *p = slm_realloc(b->p, nc);
+        if (!p) {
+            b->oom = 1;
+            return;
+        }
+        b->p = p;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+
+typedef struct reply {
+    slm_chat *c;
+    tbuf raw;     /* every piece, as the KV holds them */
+    tbuf part[2]; /* the printable text split: [SLM_REASON_ANSWER], [SLM_REASON_THINK] */
+} reply;
+
+static void reply_text(void *ud, int kind, const char *s, size_t n) {
+    reply *r = ud;
+    tb_put(&r->part[kind], s, n);
+    if (r->c->on_text) r->c->on_text(r->c->text_ud, kind, s, n);
+}
+
+/* The reply becomes an assistant message: as generated (format none), or
+ * the answer as content and the reasoning apart. */
+static void add_reply(slm_chat *c, reply *r) {
+    kv_append(c, r->raw.p ? r->raw.p : "", r->raw.n);
+    if (c->reasoning == SLM_REASON_NONE)
+        slm_chat_add(c, "assistant", r->raw.p ? r->raw.p : "");
+    else
+        slm_chat_add_ex(c, "assistant", r->part[SLM_REASON_ANSWER].p ? r->part[SLM_REASON_ANSWER].p : "",
+                        r->part[SLM_REASON_THINK].p);
+    slm_xfree(r->raw.p);
+    slm_xfree(r->part[0].p);
+    slm_xfree(r->part[1].p);
+}
+
+/* Generate the reply to the prompt now in the KV (c->kv): the session's
+ * loop; the reply is every piece it returns, its printable text split by
+ * the reasoning parser as it comes. */
+static slm_status generate(slm_chat *c, slm_piece_cb cb, void *ud, slm_chat_stats *st, slm_err *err, double t0) {
+    reply rp = {c, {0}, {{0}, {0}}};
+    slm_reason rs;
+    slm_reason_init(&rs, c->reasoning, c->kv, reply_text, &rp);
+    slm_status s;
+    double td = now_ms();
+    for (int g = 0;; g++) {
+        int32_t tok;
+        const char *piece;
+        s = slm_session_next(c->s, &tok, &piece);
+        if (g == 0) st->ttft_ms = now_ms() - t0;
+        if (s) {
+            if (slm_session_stop_reason(c->s) == SLM_STOP_CAPACITY) {
+                st->cut = 1;
+                s = SLM_OK;
+            } else {
+                slm_errf(err, s, "%s", slm_session_error(c->s));
+            }
+            break;
+        }
+        if (tok < 0) break;
+        size_t pl = strlen(piece);
+        tb_put(&rp.raw, piece, pl);
+        if (rp.raw.oom) break;
+        if (slm_piece_printable(piece)) slm_reason_feed(&rs, piece, pl);
+        st->n_generated++;
+        if (cb && cb(ud, tok, piece, 0)) break;
+    }
+    slm_reason_finish(&rs);
+    st->decode_ms = now_ms() - td;
+    add_reply(c, &rp);
+    if (s) kv_forget(c);
+    return s;
 }
 
 slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *ud, slm_chat_stats *st,
@@ -312,48 +432,7 @@ slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *u
     kv_append(c, full, strlen(full));
     slm_xfree(full);
 
-    /* generate: the session's loop; the reply is every piece it returns */
-    char *reply = NULL;
-    size_t rl = 0, rc = 0;
-    double td = now_ms();
-    for (int g = 0;; g++) {
-        int32_t tok;
-        const char *piece;
-        s = slm_session_next(c->s, &tok, &piece);
-        if (g == 0) st->ttft_ms = now_ms() - t0;
-        if (s) {
-            if (slm_session_stop_reason(c->s) == SLM_STOP_CAPACITY) {
-                st->cut = 1;
-                s = SLM_OK;
-            } else {
-                slm_errf(err, s, "%s", slm_session_error(c->s));
-            }
-            break;
-        }
-        if (tok < 0) break;
-        size_t pl = strlen(piece);
-        if (rl + pl + 1 > rc) {
-            size_t nc = rc ? rc * 2 : 256;
-            while (nc < rl + pl + 1) nc *= 2;
-            char *nr = slm_realloc(reply, nc);
-            if (!nr) break;
-            reply = nr;
-            rc = nc;
-        }
-        memcpy(reply + rl, piece, pl + 1);
-        rl += pl;
-        st->n_generated++;
-        if (cb && cb(ud, tok, piece, 0)) break;
-    }
-    st->decode_ms = now_ms() - td;
-    kv_append(c, reply ? reply : "", rl);
-    slm_chat_add(c, "assistant", reply ? reply : "");
-    slm_xfree(reply);
-    if (s) {
-        kv_forget(c);
-        return s;
-    }
-    return SLM_OK;
+    return generate(c, cb, ud, st, err, t0);
 }
 
 static int cmp_d(const void *a, const void *b) {
@@ -378,7 +457,7 @@ slm_status slm_chat_bench_ttft(slm_chat *c, const char *user, int reps, double *
     }
     if (!slm_chat_add(c, "user", user)) return SLM_ERR_NOMEM;
     char *hist = slm_strdup(c->kv);
-    char *full = slm_chat_render(c->tm, c->tok, c->m, c->n, 1, err);
+    char *full = render(c, NULL, err);
     drop_msgs(c, c->n - 1, 1);
     slm_status s = SLM_OK;
     double tk[64], tf[64];

@@ -19,6 +19,7 @@
 
 #include "common/common.h"
 #include "text/chat_template.h"
+#include "text/reasoning.h"
 #include "staticlm.h"
 
 /* ---- template choice ------------------------------------------------------ */
@@ -30,6 +31,10 @@
  * otherwise set to a description ("model's chat template"). Never NULL
  * unless out of memory. */
 slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note, size_t notecap);
+/* What --reasoning-format auto means for e with tm (slm_reason_detect on
+ * the vocabulary and the template's source): SLM_REASON_NONE, _DEEPSEEK or
+ * _HARMONY. */
+int slm_chat_reasoning_auto(const slm_engine *e, const slm_tmpl *tm);
 
 /* ---- conversations ------------------------------------------------------- */
 
@@ -39,6 +44,11 @@ typedef struct slm_chat_cfg {
     int n_predict;      /* most tokens per reply (0 = until EOS or capacity) */
     int reserve;        /* KV rows that must stay free for the reply when a
                            turn starts (0 = min(n_predict, min_response_len), at least 1) */
+    int reasoning;      /* SLM_REASON_* (text/reasoning.h): how a reply splits into
+                           reasoning and answer; AUTO = slm_chat_reasoning_auto */
+    const char *const *kwargs; /* [n_kwargs] JSON objects for the template
+                           (slm_tmpl_vars.kwargs); the caller's, outliving the chat */
+    int n_kwargs;
 } slm_chat_cfg;
 
 typedef struct slm_chat_stats {
@@ -65,6 +75,16 @@ slm_session *slm_chat_session(slm_chat *c);
 
 /* Append a message without running anything (system prompt, /load). */
 int slm_chat_add(slm_chat *c, const char *role, const char *content);
+/* ... with the reasoning before it (NULL: none; the template decides what
+ * becomes of message.reasoning_content). */
+int slm_chat_add_ex(slm_chat *c, const char *role, const char *content, const char *reasoning);
+/* The reasoning format in use (AUTO resolved). */
+int slm_chat_reasoning(const slm_chat *c);
+/* Where the reply's text goes, split (slm_reason_out: reasoning or answer),
+ * as it is generated; NULL: nowhere. The answer is stored as the assistant
+ * message's content, the reasoning as its reasoning_content (format none:
+ * the whole reply is content, as generated). */
+void slm_chat_on_text(slm_chat *c, slm_reason_out fn, void *ud);
 /* Forget the conversation (keep_system: keep a leading system message) and
  * reset the KV cache. */
 void slm_chat_clear(slm_chat *c, int keep_system);

@@ -417,13 +417,21 @@ static void build_stop_set(slm_engine *e) {
     /* the families' end-of-turn tokens, by their text (control tokens only) */
     static const char *const names[] = {"<|im_end|>", "<end_of_turn>", "<|end|>", "<|eot_id|>", "<|eom_id|>",
                                         "<|endoftext|>"};
+    int harmony = 0; /* gpt-oss: <|end|> ends a message, <|return|> the reply */
     for (int id = 0; id < V; id++) {
         const char *s = slm_tok_str(e->tok, id);
         if (!s || s[0] != '<') continue;
         for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
             if (!strcmp(s, names[k])) ADD_STOP(id);
+        harmony |= !strcmp(s, "<|return|>") || !strcmp(s, "<|call|>");
     }
 #undef ADD_STOP
+    /* as llama.cpp: with <|return|> or <|call|> in the vocabulary, <|end|>
+     * (the end of the analysis message) must not end the reply */
+    for (int k = 0; harmony && k < e->n_stop_ids; k++) {
+        const char *s = slm_tok_str(e->tok, e->stop_ids[k]);
+        if (s && !strcmp(s, "<|end|>")) e->stop_ids[k--] = e->stop_ids[--e->n_stop_ids];
+    }
 }
 
 int slm_is_stop_token(const slm_engine *e, int id) {

@@ -16,6 +16,7 @@
 
 #include "common/common.h"
 #include "common/json.h"
+#include "engine/chat.h"
 #include "engine/engine.h"
 
 /* ---- response bodies ---------------------------------------------------------- */
@@ -54,9 +55,10 @@ static char *sse_event(cJSON *o) {
     return ev;
 }
 
-/* One chunk with text t[0..n) (role: the chat's first; fin: the last), or
- * the usage chunk. */
-static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, const char *fin, int usage_only) {
+/* One chunk with text t[0..n) (role: the chat's first; fin: the last;
+ * think: t is reasoning, delta.reasoning_content), or the usage chunk. */
+static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, const char *fin, int usage_only,
+                       int think) {
     cJSON *o = base_obj(a, j, j->q.chat ? "chat.completion.chunk" : "text_completion");
     cJSON *ch = cJSON_AddArrayToObject(o, "choices");
     if (!usage_only) {
@@ -66,7 +68,7 @@ static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, co
         if (j->q.chat) {
             cJSON *d = cJSON_AddObjectToObject(c0, "delta");
             if (role) cJSON_AddStringToObject(d, "role", "assistant");
-            if (t) cJSON_AddStringToObject(d, "content", clean ? clean : "");
+            if (t) cJSON_AddStringToObject(d, think ? "reasoning_content" : "content", clean ? clean : "");
         } else {
             cJSON_AddStringToObject(c0, "text", clean ? clean : "");
             cJSON_AddNullToObject(c0, "logprobs");
@@ -103,12 +105,12 @@ typedef struct stream_ctx {
 static int stream_next(srv_api *a, job *j) {
     if (j->phase == 0) { /* the role chunk (chat) */
         j->phase = 1;
-        if (j->q.chat && !(j->pend = sse_chunk(a, j, "", 0, 1, NULL, 0))) return -1;
+        if (j->q.chat && !(j->pend = sse_chunk(a, j, "", 0, 1, NULL, 0, 0))) return -1;
         return 1;
     }
     if (j->phase == 1) {
         pthread_mutex_lock(&a->mu);
-        if (j->tlen <= j->sent && j->state < J_DONE && !j->cancelled) {
+        if (j->tlen <= j->sent && j->rlen <= j->rsent && j->state < J_DONE && !j->cancelled) {
             pthread_mutex_unlock(&a->mu);
             return 0;
         }
@@ -116,14 +118,17 @@ static int stream_next(srv_api *a, job *j) {
             pthread_mutex_unlock(&a->mu);
             return -1;
         }
-        if (j->tlen > j->sent) {
-            size_t from = j->sent, cn = j->tlen - from;
+        const int think = j->rlen > j->rsent; /* reasoning first: it came first */
+        if (think || j->tlen > j->sent) {
+            const char *src = think ? j->rtext : j->text;
+            size_t *sent = think ? &j->rsent : &j->sent, len = think ? j->rlen : j->tlen;
+            size_t from = *sent, cn = len - from;
             char *copy = slm_malloc(cn + 1);
-            if (copy) memcpy(copy, j->text + from, cn);
-            j->sent = j->tlen;
+            if (copy) memcpy(copy, src + from, cn);
+            *sent = len;
             pthread_mutex_unlock(&a->mu);
             if (!copy) return -1;
-            j->pend = sse_chunk(a, j, copy, cn, 0, NULL, 0);
+            j->pend = sse_chunk(a, j, copy, cn, 0, NULL, 0, think);
             slm_xfree(copy);
             return j->pend ? 1 : -1;
         }
@@ -135,11 +140,11 @@ static int stream_next(srv_api *a, job *j) {
             j->phase = 3;
         } else { /* done */
             pthread_mutex_unlock(&a->mu);
-            j->pend = sse_chunk(a, j, j->q.chat ? NULL : "", 0, 0, j->finish ? j->finish : "stop", 0);
+            j->pend = sse_chunk(a, j, j->q.chat ? NULL : "", 0, 0, j->finish ? j->finish : "stop", 0, 0);
             j->phase = j->q.include_usage ? 2 : 3;
         }
     } else if (j->phase == 2) {
-        j->pend = sse_chunk(a, j, NULL, 0, 0, NULL, 1);
+        j->pend = sse_chunk(a, j, NULL, 0, 0, NULL, 1, 0);
         j->phase = 3;
     } else if (j->phase == 3) {
         j->pend = slm_strdup("data: [DONE]\n\n");
@@ -193,6 +198,9 @@ static int send_result(srv_api *a, srv_req *r, job *j) {
         cJSON *msg = cJSON_AddObjectToObject(c0, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
         cJSON_AddStringToObject(msg, "content", clean ? clean : "");
+        char *rc = j->rlen ? srv_utf8_clean(j->rtext, j->rlen) : NULL;
+        if (rc) cJSON_AddStringToObject(msg, "reasoning_content", rc);
+        slm_xfree(rc);
     } else {
         cJSON_AddStringToObject(c0, "text", clean ? clean : "");
         cJSON_AddNullToObject(c0, "logprobs");
@@ -402,6 +410,10 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
     }
     a->max_prompt_bytes = (size_t)slm_capacity(e) * longest * 2;
     a->tok = slm_chat_tok_new(slm_engine_tokenizer(e));
+    a->reasoning_auto = slm_chat_reasoning_auto(e, tm);
+    a->reasoning = cfg->reasoning == SLM_REASON_AUTO ? a->reasoning_auto : cfg->reasoning;
+    for (int i = 0; i < cfg->n_kwargs && a->n_kwargs < (int)(sizeof a->kwargs / sizeof *a->kwargs); i++)
+        a->kwargs[a->n_kwargs++] = cfg->kwargs[i];
     a->n_slots = cfg->parallel > 0 ? cfg->parallel : 1;
     if (a->n_slots > SRV_MAX_SLOTS) a->n_slots = SRV_MAX_SLOTS;
     if (a->n_slots > a->info.n_seqs) a->n_slots = a->info.n_seqs;

@@ -22,6 +22,12 @@ typedef struct slm_server_cfg {
                                default OpenAI's: temperature 1, top_p 1, the rest off) */
     int seed_set;           /* samp.seed given (--seed): requests without a seed take it */
     int verbose;
+    /* chat replies: reasoning apart from the answer, template variables */
+    int reasoning;          /* SLM_REASON_* (text/reasoning.h) a request without
+                               reasoning_format gets (default AUTO: by the model) */
+    const char *const *kwargs; /* [n_kwargs] checked JSON objects (--chat-template-kwargs,
+                               --no-think) under each request's chat_template_kwargs */
+    int n_kwargs;
     /* hostile clients: bounded work and memory */
     int max_conn;           /* connections at once (default 512; at most the open-file limit less 64) */
     int max_conn_per_ip;    /* connections at once from one client address (default 64) */

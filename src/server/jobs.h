@@ -14,6 +14,7 @@
 #include "server/request.h"
 #include "text/chat_template.h"
 #include "text/chat_tok.h"
+#include "text/reasoning.h"
 #include "staticlm.h"
 
 enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
@@ -31,15 +32,21 @@ typedef struct job {
     int status;             /* J_FAILED: the HTTP status */
     char err[512];
     const char *err_code, *err_param;
-    char *text;             /* the published reply [tlen] + NUL (complete UTF-8, no stop string) */
+    char *text;             /* the published reply [tlen] + NUL (complete UTF-8, no stop string):
+                               chat, the answer (content) */
     size_t tlen, tcap;
+    char *rtext;            /* chat: the published reasoning [rlen] + NUL (reasoning_content) */
+    size_t rlen, rcap;
+    size_t raw;             /* bytes of the session's text split into text and rtext so far */
+    slm_reason rs;          /* the splitter (format none: all is text) */
+    int reasoning;          /* the format it runs (resolved) */
     int prompt_tokens, completion_tokens;
     int cached_tokens;      /* prompt tokens whose KV rows were reused (slot or prefix cache) */
     const char *finish;     /* "stop" | "length" | "cancelled" */
     struct job *next;
     /* the event stream's writer (one MHD thread at a time) */
     int phase;
-    size_t sent;
+    size_t sent, rsent;     /* bytes of text and rtext sent */
     char *pend;
     size_t plen, poff;
     char id[48];
@@ -62,6 +69,10 @@ struct srv_api {
     char model_name[128];
     slm_sampling samp;      /* what a request's missing sampling fields take (serve's options) */
     int seed_set;           /* samp.seed is serve's --seed: requests without a seed take it */
+    int reasoning;          /* a request's default format (--reasoning-format, AUTO resolved) */
+    int reasoning_auto;     /* what auto means for this model */
+    const char *kwargs[8];  /* the server's template kwargs [n_kwargs] */
+    int n_kwargs;
     int n_slots;            /* --parallel: sessions decoding together */
     slm_session *slot_sess[SRV_MAX_SLOTS];
     job *slot_job[SRV_MAX_SLOTS]; /* the job each slot runs (NULL: free); under mu */

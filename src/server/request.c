@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "text/reasoning.h"
 
 static int fail(srv_error *e, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -255,7 +256,32 @@ static int parse_messages(const cJSON *o, srv_request *q, srv_error *e) {
         q->msgs[k].role = r;
         q->msgs[k].content = txt;
         q->nmsgs++;
+        const cJSON *rc = field(it, "reasoning_content");
+        if (rc && !cJSON_IsString(rc)) {
+            snprintf(param, sizeof param, "messages[%d].reasoning_content", k);
+            return BAD(param, "invalid_type", "messages[%d].reasoning_content must be a string", k);
+        }
+        if (rc && !(q->msgs[k].reasoning_content = slm_strdup(rc->valuestring))) return NOMEM();
     }
+    return 1;
+}
+
+/* reasoning_format and chat_template_kwargs: chat completions only. */
+static int parse_reasoning(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *rf = field(o, "reasoning_format"), *kw = field(o, "chat_template_kwargs");
+    q->reasoning = -1;
+    if (!q->chat && (rf || kw))
+        return BAD(rf ? "reasoning_format" : "chat_template_kwargs", "unsupported_value",
+                   "'%s' applies to chat completions only (/v1/chat/completions)",
+                   rf ? "reasoning_format" : "chat_template_kwargs");
+    if (rf && (!cJSON_IsString(rf) || (q->reasoning = slm_reason_format_parse(rf->valuestring)) < 0))
+        return BAD("reasoning_format", "invalid_value", "'reasoning_format' must be one of %s", SLM_REASON_FORMATS);
+    if (!kw) return 1;
+    if (!cJSON_IsObject(kw)) return BAD("chat_template_kwargs", "invalid_type", "'chat_template_kwargs' must be an object");
+    if (!(q->kwargs = cJSON_PrintUnformatted(kw))) return NOMEM();
+    slm_err err = {0};
+    if (!slm_tmpl_kwargs_check(q->kwargs, &err))
+        return err.status == SLM_ERR_NOMEM ? NOMEM() : BAD("chat_template_kwargs", "invalid_value", "%s", err.msg);
     return 1;
 }
 
@@ -284,6 +310,7 @@ int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling
     else if (!cJSON_IsObject(o)) ok = BAD(NULL, "invalid_json", "the request body must be a JSON object");
     if (ok) ok = parse_common(o, dflt, q, e);
     if (ok) ok = chat ? parse_messages(o, q, e) : parse_prompt(o, q, e);
+    if (ok) ok = parse_reasoning(o, q, e);
     cJSON_Delete(o);
     if (!ok) srv_request_free(q);
     return ok;
@@ -291,7 +318,11 @@ int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling
 
 void srv_request_free(srv_request *q) {
     for (int i = 0; i < q->nstop; i++) slm_xfree(q->stop[i]);
-    for (int i = 0; i < q->nmsgs; i++) slm_xfree((void *)q->msgs[i].content);
+    for (int i = 0; i < q->nmsgs; i++) {
+        slm_xfree((void *)q->msgs[i].content);
+        slm_xfree((void *)q->msgs[i].reasoning_content);
+    }
+    slm_xfree(q->kwargs);
     slm_xfree(q->msgs);
     slm_xfree(q->prompt);
     int chat = q->chat;

@@ -28,9 +28,13 @@ typedef struct srv_request {
     int seed_set;
     char *stop[SRV_MAX_STOP];/* non-empty, at most SRV_STOP_LEN bytes; slm_malloc'd */
     int nstop;
-    slm_chat_msg *msgs;      /* [nmsgs]; role a static string, content slm_malloc'd */
+    slm_chat_msg *msgs;      /* [nmsgs]; role a static string, content and
+                                reasoning_content (NULL: none) slm_malloc'd */
     int nmsgs;
     char *prompt;            /* completions: the prompt (slm_malloc'd) */
+    int reasoning;           /* chat: reasoning_format, SLM_REASON_*; -1 = the server's */
+    char *kwargs;            /* chat: chat_template_kwargs, a checked JSON object
+                                (slm_malloc'd), or NULL */
 } srv_request;
 
 typedef struct srv_error {

@@ -11,6 +11,7 @@
 #include "common/common.h"
 #include "server/api.h"
 #include "server/http.h"
+#include "text/reasoning.h"
 
 struct slm_server {
     http_server *http;
@@ -34,6 +35,7 @@ void slm_server_cfg_init(slm_server_cfg *c) {
     c->samp.top_p = 1.0f;
     c->samp.repeat_penalty = 1.0f;
     c->samp.repeat_last_n = 64;
+    c->reasoning = SLM_REASON_AUTO;
 }
 
 /* The transport's handlers: the API's functions, with the API as user data. */

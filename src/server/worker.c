@@ -32,6 +32,7 @@ void srv_job_unref(job *j) {
     if (--j->refs > 0) return;
     srv_request_free(&j->q);
     slm_xfree(j->text);
+    slm_xfree(j->rtext);
     slm_xfree(j->pend);
     slm_xfree(j);
 }
@@ -52,21 +53,36 @@ static void job_fail(srv_api *a, job *j, int status, const char *code, const cha
     va_end(ap);
 }
 
-/* Publish text s[0..n) as the job's reply so far (under a->mu). */
-static int publish(srv_api *a, job *j, const char *s, size_t n) {
-    if (n + 1 > j->tcap) {
-        size_t nc = j->tcap ? j->tcap : 256;
-        while (nc < n + 1) nc *= 2;
-        char *t = slm_realloc(j->text, nc);
+/* Append s[0..n) to *p ([*len] + NUL, *cap bytes); 0 when out of memory. */
+static int append(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap : 256;
+        while (nc < *len + n + 1) nc *= 2;
+        char *t = slm_realloc(*p, nc);
         if (!t) return 0;
-        j->text = t;
-        j->tcap = nc;
+        *p = t;
+        *cap = nc;
     }
-    memcpy(j->text, s, n);
-    j->text[n] = 0;
-    j->tlen = n;
-    srv_job_changed(a, j);
+    memcpy(*p + *len, s, n);
+    *len += n;
+    (*p)[*len] = 0;
     return 1;
+}
+
+/* The splitter's output: the answer to text, the reasoning to rtext. */
+static void split_out(void *ud, int kind, const char *s, size_t n) {
+    job *j = ud;
+    if (kind == SLM_REASON_THINK) append(&j->rtext, &j->rlen, &j->rcap, s, n);
+    else append(&j->text, &j->tlen, &j->tcap, s, n);
+}
+
+/* Publish the reply text s[0..n) (under a->mu): what is new since the last
+ * call goes through the splitter; end: the reply is complete. */
+static void publish(srv_api *a, job *j, const char *s, size_t n, int end) {
+    if (n > j->raw) slm_reason_feed(&j->rs, s + j->raw, n - j->raw);
+    if (n > j->raw) j->raw = n;
+    if (end) slm_reason_finish(&j->rs);
+    srv_job_changed(a, j);
 }
 
 /* 1 when the job's client has gone or the server stops: the work ends. */
@@ -127,10 +143,14 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         /* as slm_chat_render, with the job's cancel flag: a client that
          * leaves (or the server stopping) stops the rendering too */
         slm_tmpl_vars v = {0};
+        const char *kw[9];
         v.bos_token = slm_chat_tok_bos_text(a->tok);
         v.eos_token = slm_chat_tok_eos_text(a->tok);
         v.add_generation_prompt = 1;
         v.cancel = &j->cancelled;
+        v.kwargs = kw; /* the server's, then the request's */
+        for (v.n_kwargs = 0; v.n_kwargs < a->n_kwargs; v.n_kwargs++) kw[v.n_kwargs] = a->kwargs[v.n_kwargs];
+        if (q->kwargs) kw[v.n_kwargs++] = q->kwargs;
         slm_err terr;
         uint8_t *mask = NULL; /* the bytes that come from the messages */
         char *prompt = slm_tmpl_render_mask(a->tm, q->msgs, q->nmsgs, &v, &mask, &terr);
@@ -154,10 +174,14 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
             return 0;
         }
         int n = tokenize(a, j, prompt, mask, ids);
+        /* the reply continues the prompt: it may start inside the thinking */
+        j->reasoning = q->reasoning < 0 ? a->reasoning : q->reasoning == SLM_REASON_AUTO ? a->reasoning_auto : q->reasoning;
+        slm_reason_init(&j->rs, j->reasoning, prompt, split_out, j);
         slm_xfree(prompt);
         slm_xfree(mask);
         return n;
     }
+    slm_reason_init(&j->rs, SLM_REASON_NONE, NULL, split_out, j);
     return tokenize(a, j, q->prompt, NULL, ids);
 }
 
@@ -301,12 +325,12 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
     }
     pthread_mutex_lock(&a->mu);
     j->completion_tokens = ss.n_generated - a->slot_gen0[i];
-    if (safe > j->tlen) publish(a, j, text, safe);
     int done = id < 0 || st;
+    if (!done && safe > j->raw) publish(a, j, text, safe, 0);
     if (done) {
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
-        publish(a, j, text, len);
+        publish(a, j, text, len, 1);
         j->state = J_DONE;
         srv_job_changed(a, j);
     }

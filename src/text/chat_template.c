@@ -38,6 +38,10 @@ slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err) {
     t->body = parse_protected(p);
     slm_xfree(p->t);
     slm_xfree(p);
+    if (t->body && !(t->src = slm_strdup(src))) {
+        t->body = NULL;
+        slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    }
     if (!t->body) {
         jv_arena_free(&t->ar);
         slm_xfree(t);
@@ -49,8 +53,11 @@ slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err) {
 void slm_tmpl_free(slm_tmpl *t) {
     if (!t) return;
     jv_arena_free(&t->ar);
+    slm_xfree(t->src);
     slm_xfree(t);
 }
+
+const char *slm_tmpl_source(const slm_tmpl *t) { return t && t->src ? t->src : ""; }
 
 /* ---- rendering ------------------------------------------------------------ */
 

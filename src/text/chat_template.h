@@ -29,6 +29,10 @@
 typedef struct slm_chat_msg {
     const char *role;
     const char *content;
+    /* NULL: the message has no such field (undefined in the template); else
+     * the reasoning that came before an assistant's answer, as
+     * message.reasoning_content (most templates drop it) */
+    const char *reasoning_content;
 } slm_chat_msg;
 
 typedef struct slm_tmpl slm_tmpl;
@@ -58,7 +62,19 @@ typedef struct slm_tmpl_vars {
     const _Atomic int *cancel;
     int (*cancel_fn)(void *cancel_ud);
     void *cancel_ud;
+    /* Extra variables (chat_template_kwargs): n_kwargs JSON objects whose
+     * members become globals, a later object overriding an earlier one
+     * ({"enable_thinking": false}). Their strings are tainted like message
+     * content. A malformed one, or one setting messages,
+     * add_generation_prompt, bos_token, eos_token, tools or documents, fails
+     * the render (SLM_ERR_ARG). */
+    const char *const *kwargs;
+    int n_kwargs;
 } slm_tmpl_vars;
+
+/* 1 when json is an object slm_tmpl_vars.kwargs accepts; else 0 with err
+ * (if non-NULL) saying why ("chat template kwargs: expected ':' at byte 7"). */
+int slm_tmpl_kwargs_check(const char *json, slm_err *err);
 
 /* Render messages. Returns a slm_malloc'd (slm_xfree) NUL-terminated string,
  * or NULL with err (if non-NULL) set: SLM_ERR_ARG "template raised: ..." for
@@ -76,6 +92,9 @@ char *slm_tmpl_render(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
  * may be tokenized with special-token parsing (slm_tok_encode_masked). */
 char *slm_tmpl_render_mask(const slm_tmpl *t, const slm_chat_msg *msgs, int n_msgs,
                            const slm_tmpl_vars *vars, uint8_t **mask, slm_err *err);
+
+/* The text t was parsed from. */
+const char *slm_tmpl_source(const slm_tmpl *t);
 
 /* The source of a built-in template by name: "chatml", "llama2", "zephyr",
  * "llama3"; NULL if unknown. */

@@ -618,6 +618,8 @@ char *je_render(R *r) {
         /* the caller's messages are the tainted input */
         jv_dsetc(r, d, "role", jv_taint(r, vstr_lit(r->msgs[i].role ? r->msgs[i].role : "")));
         jv_dsetc(r, d, "content", jv_taint(r, vstr_lit(r->msgs[i].content ? r->msgs[i].content : "")));
+        if (r->msgs[i].reasoning_content)
+            jv_dsetc(r, d, "reasoning_content", jv_taint(r, vstr_lit(r->msgs[i].reasoning_content)));
         jv_push(r, ml, (val){.t = V_DICT, .u.d = d});
     }
     const slm_tmpl_vars *vars = r->vars;
@@ -628,6 +630,8 @@ char *je_render(R *r) {
     /* as Hugging Face's apply_chat_template without tools or documents */
     jv_fset(r, r->root, "tools", vnone());
     jv_fset(r, r->root, "documents", vnone());
+    for (int i = 0; vars && i < vars->n_kwargs; i++)
+        if (vars->kwargs[i]) jv_set_kwargs(r, vars->kwargs[i]);
     je_exec_body(r, r->tm->body);
     char *out = r->out;
     r->out = NULL;

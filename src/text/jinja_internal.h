@@ -150,6 +150,7 @@ struct node {
 struct slm_tmpl {
     arena ar;
     node *body;
+    char *src; /* the source text (slm_malloc'd) */
 };
 
 /* ---- parser state (jinja_lex.c, jinja_parse.c) ---------------------------- */
@@ -274,6 +275,9 @@ val je_getattr(R *r, val o, const char *name);
 val je_call_macro(R *r, const node *n, const node *m, args *a);
 void je_exec_body(R *r, const node *b);
 char *je_render(R *r); /* r->om: the output's taint (NULL: none), the caller's */
+
+/* jinja_json.c: json's members become root variables (slm_tmpl_vars.kwargs) */
+void jv_set_kwargs(R *r, const char *json);
 
 /* jinja_filters.c */
 int jf_known_filter(const char *name);
