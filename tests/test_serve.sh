@@ -15,38 +15,13 @@ set -u
 CLI=$1 SHARED=$2 NPMDIR=$3 CLIENT_SRC=$4 MODE=${5:-plain}
 # f32 KV: the disconnect check below relies on the f32 trajectory of seed 3 (not stopping early)
 MODEL=(-m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin" --kv-type f32)
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 0; }
-if ! "$CLI" serve --help >/dev/null 2>&1; then echo "SKIP: staticlm was built without serve (libmicrohttpd/cJSON)"; exit 0; fi
-TMP=$(mktemp -d /tmp/slm_test_serve.XXXXXX)
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/serve/lib.sh"
+serve_needs
+serve_tmp test_serve
 
 # ASan: a small quarantine so freed memory is reused (RSS comparable across rounds)
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}quarantine_size_mb=4:detect_leaks=1"
-# under `timeout`: the server ends by itself even if this script is killed
-timeout -s TERM 500 "$CLI" serve "${MODEL[@]}" --host 127.0.0.1 --port 0 --queue 8 2>"$TMP/server.log" &
-PID=$!
-PORT=
-for _ in $(seq 1 200); do
-  PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/server.log" 2>/dev/null | head -1 | sed 's/.*://')
-  [ -n "$PORT" ] && break
-  kill -0 $PID 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$PORT" ]; then echo "FAIL: server did not start"; cat "$TMP/server.log"; exit 1; fi
-U=http://127.0.0.1:$PORT
-for _ in $(seq 1 100); do curl -sf "$U/health" >/dev/null && break; sleep 0.1; done
-SPID=$(cat "/proc/$PID/task/$PID/children" 2>/dev/null | awk '{print $1}')
-[ -n "$SPID" ] || SPID=$PID
+SERVE_TIMEOUT=500 serve_start "$TMP/server.log" "${MODEL[@]}" --queue 8
 echo "server on $U (pid $SPID)"
 
 code() { curl -s -m 60 -o "$TMP/body" -w '%{http_code}' "$@"; }
@@ -161,12 +136,6 @@ check "healthy after the load" '[ "$(code "$U/health")" = 200 ]'
 check "one log line per request" '[ "$(grep -c "^serve: POST" "$TMP/server.log")" -ge 384 ]'
 
 # ---- clean shutdown (ASan: no leak, no error)
-# signal the server itself: timeout would forward TERM to its whole process group
-kill -TERM "$SPID"
-rc=0; wait "$PID" || rc=$?
-PID=
-check "server exits 0 on SIGTERM" '[ "$rc" = 0 ]'
-check "no sanitizer report" '! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$TMP/server.log"'
+check "server exits 0 on SIGTERM, no sanitizer report" 'serve_stop "$TMP/server.log" "$SPID" "$WPID"'
 if [ $fail -gt 0 ]; then echo "--- server log (tail)"; tail -20 "$TMP/server.log"; fi
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+serve_done

@@ -16,50 +16,18 @@
 set -u
 CLI=$1 SHARED=$2 SRC=$3 MODE=${4:-plain}
 MODEL=(-m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin")
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 0; }
-if ! "$CLI" serve --help >/dev/null 2>&1; then echo "SKIP: staticlm was built without serve (libmicrohttpd/cJSON)"; exit 0; fi
-TMP=$(mktemp -d /tmp/slm_test_hostile.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/serve/lib.sh"
+serve_needs
+serve_tmp test_hostile
 # ASan: a small quarantine so that freed memory is reused (peak RSS comparable to a plain build)
 export ASAN_OPTIONS="${ASAN_OPTIONS:-}${ASAN_OPTIONS:+:}quarantine_size_mb=4:detect_leaks=1"
 SLOW=1
 [ "$MODE" = asan ] && SLOW=3 # sanitizers: more time for the timing checks
 
-# start NAME ARGS...: a server on a free port; sets PORT and SPID, log in $TMP/NAME.log
-start() {
-  local name=$1
-  shift
-  timeout -s TERM 300 "$CLI" serve "${MODEL[@]}" --host 127.0.0.1 --port 0 "$@" 2>"$TMP/$name.log" &
-  local pid=$!
-  PIDS+=("$pid")
-  PORT=
-  for _ in $(seq 1 300); do
-    PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/$name.log" 2>/dev/null | head -1 | sed 's/.*://')
-    [ -n "$PORT" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  [ -n "$PORT" ] || { echo "FAIL: server $name did not start"; cat "$TMP/$name.log"; exit 1; }
-  SPID=$(cat "/proc/$pid/task/$pid/children" 2>/dev/null | awk '{print $1}')
-  [ -n "$SPID" ] || SPID=$pid
-}
-# stop: SIGTERM to the server itself; 0 when it exits 0 without a sanitizer report
-stop() { # NAME SPID WRAPPER_PID
-  kill -TERM "$2"
-  local rc=0
-  wait "$3" || rc=$?
-  [ "$rc" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$TMP/$1.log"
-}
+# start NAME ARGS...: a server on a free port, its log $TMP/NAME.log; sets PORT, SPID, WPID (in PIDS)
+start() { serve_start "$TMP/$1.log" "${MODEL[@]}" "${@:2}"; }
+# stop NAME SPID WPID: 0 when it exits 0 on SIGTERM without a sanitizer report
+stop() { serve_stop "$TMP/$1.log" "$2" "$3"; }
 code() { curl -s -m 10 -o "$TMP/body" -w '%{http_code}' "$@"; }
 has() { grep -q "$1" "$TMP/body"; }
 KEY=k3y-for-tests
@@ -197,5 +165,4 @@ check "40 x 4 MB idle: answered 400 (too long for the context) or 503, peak RSS 
 check "queue server exits cleanly" 'stop queue "$Q_SPID" "$Q_PID"'
 
 if [ $fail -gt 0 ]; then for f in "$TMP"/*.log; do echo "--- $f (tail)"; tail -8 "$f"; done; fi
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+serve_done

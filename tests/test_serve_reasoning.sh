@@ -18,20 +18,11 @@ set -u
 CLI=$1 SHARED=$2 TESTS=$3
 TPL=$TESTS/serve/think.jinja
 MODEL=(-m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin" --kv-type f32 --chat-template "$TPL")
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
+. "$(dirname "$0")/serve/lib.sh"
 shopt -s extglob
 trim() { local t="${1##+([[:space:]])}"; printf '%s' "${t%%+([[:space:]])}"; }
 
-TMP=$(mktemp -d /tmp/slm_test_serve_reasoning.XXXXXX)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+serve_tmp test_serve_reasoning
 
 # ---- chat (needs no HTTP)
 chat() { printf 'Hello\n' | "$CLI" chat "${MODEL[@]}" -n 24 --temp 0 "$@" 2>"$TMP/chat.err"; }
@@ -52,8 +43,8 @@ check "chat: --hide-reasoning with --reasoning-format none refused" '! chat --re
 printf 'Hello\n' | "$CLI" chat -m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin" -n 4 --no-think >/dev/null 2>"$TMP/chat.err"
 check "chat: --no-think warns when the template never reads enable_thinking" 'grep -q "never reads enable_thinking" "$TMP/chat.err"'
 
-command -v curl >/dev/null || { echo "SKIP: curl is not installed: the serve part"; echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit; }
-if ! "$CLI" serve --help >/dev/null 2>&1; then echo "SKIP: staticlm was built without serve"; echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit; fi
+command -v curl >/dev/null || { echo "SKIP: curl is not installed: the serve part"; serve_done; exit; }
+if ! "$CLI" serve --help >/dev/null 2>&1; then echo "SKIP: staticlm was built without serve"; serve_done; exit; fi
 jget() { # FILE JS-EXPR PY-EXPR over the parsed JSON `j`
   if command -v node >/dev/null; then node -e "const j=JSON.parse(require('fs').readFileSync(process.argv[1],'utf8'));const v=$2;process.stdout.write(v===undefined?'<undefined>':String(v))" "$1"
   elif command -v python3 >/dev/null; then python3 -c "import json,sys;j=json.load(open(sys.argv[1]));print($3,end='')" "$1"
@@ -71,24 +62,13 @@ for l in open(sys.argv[1]):
         if c and sys.argv[2] in c[0].get('delta',{}): s+=c[0]['delta'][sys.argv[2]]
 print(s,end='')" "$1" "$2"; fi
 }
-if ! command -v node >/dev/null && ! command -v python3 >/dev/null; then echo "SKIP: neither node nor python3 to read JSON: the serve part"; echo "$pass passed, $fail failed"; [ "$fail" = 0 ]; exit; fi
+if ! command -v node >/dev/null && ! command -v python3 >/dev/null; then echo "SKIP: neither node nor python3 to read JSON: the serve part"; serve_done; exit; fi
 
-start() { # LOG OPTIONS...: the port in $PORT
-  local log=$1; shift
-  timeout -s TERM 300 "$CLI" serve "${MODEL[@]}" --host 127.0.0.1 --port 0 "$@" 2>"$log" &
-  PIDS+=($!)
-  PORT=
-  for _ in $(seq 1 200); do
-    PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" 2>/dev/null | head -1 | sed 's/.*://')
-    [ -n "$PORT" ] && break
-    sleep 0.1
-  done
-}
+start() { serve_start "$1" "${MODEL[@]}" "${@:2}"; } # LOG OPTIONS...
 code() { curl -s -m 60 -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' "$@"; }
 MSG='"messages":[{"role":"user","content":"Hello"}],"temperature":0,"max_tokens":30'
 
 start "$TMP/s1.log"
-[ -n "$PORT" ] || { echo "FAIL: server did not start"; cat "$TMP/s1.log"; exit 1; }
 CHAT=http://127.0.0.1:$PORT/v1/chat/completions
 check "serve auto: 200" '[ "$(code -d "{$MSG}" "$CHAT")" = 200 ]'
 R=$(jget "$TMP/body" "j.choices[0].message.reasoning_content" "j['choices'][0]['message'].get('reasoning_content','<undefined>')")
@@ -114,7 +94,6 @@ check "serve: /v1/completions untouched" '[ "$(code -d "{\"prompt\":\"Hi <think>
 
 # server defaults: no reasoning split, no thinking; requests override both
 start "$TMP/s2.log" --reasoning-format none --chat-template-kwargs '{"enable_thinking": false}'
-[ -n "$PORT" ] || { echo "FAIL: server 2 did not start"; cat "$TMP/s2.log"; exit 1; }
 CHAT2=http://127.0.0.1:$PORT/v1/chat/completions
 check "serve --chat-template-kwargs: no thinking by default" '[ "$(code -d "{$MSG}" "$CHAT2")" = 200 ] && ! grep -q reasoning_content "$TMP/body"'
 code -d "{$MSG,\"chat_template_kwargs\":{\"enable_thinking\":true}}" "$CHAT2" >/dev/null
@@ -128,5 +107,4 @@ for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 PIDS=()
 check "no sanitizer report" '! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$TMP"/s*.log'
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+serve_done

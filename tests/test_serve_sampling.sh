@@ -11,34 +11,11 @@
 set -u
 CLI=$1 SHARED=$2
 MODEL=(-m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin")
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 0; }
-if ! "$CLI" serve --help >/dev/null 2>&1; then echo "SKIP: staticlm was built without serve"; exit 0; fi
-TMP=$(mktemp -d /tmp/slm_test_sampling.XXXXXX)
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/serve/lib.sh"
+serve_needs
+serve_tmp test_sampling
 H=(-H 'Content-Type: application/json')
-
-timeout -k 20 -s TERM 300 "$CLI" serve "${MODEL[@]}" --host 127.0.0.1 --port 0 --temp 0 2>"$TMP/server.log" &
-PID=$!
-PORT=
-for _ in $(seq 1 200); do
-  PORT=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$TMP/server.log" 2>/dev/null | head -1 | sed 's/.*://')
-  [ -n "$PORT" ] && break
-  kill -0 $PID 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$PORT" ]; then echo "FAIL: server did not start"; cat "$TMP/server.log"; exit 1; fi
-U=http://127.0.0.1:$PORT
-for _ in $(seq 1 100); do curl -sf "$U/health" >/dev/null && break; sleep 0.1; done
+serve_start "$TMP/server.log" "${MODEL[@]}" --temp 0
 CMPL=$U/v1/completions CHAT=$U/v1/chat/completions
 
 code() { curl -s -m 60 -o "$TMP/body" -w '%{http_code}' "${H[@]}" "$@"; }
@@ -89,10 +66,5 @@ check "logit_bias past the vocabulary -> 400" '[ "$(code -d "{$P,\"logit_bias\":
 check "logit_bias bad key -> 400" '[ "$(code -d "{$P,\"logit_bias\":{\"abc\":1}}" "$CMPL")" = 400 ] && grep -q "\"param\":\"logit_bias\"" "$TMP/body"'
 check "healthy after the errors" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/health")" = 200 ]'
 
-kill -TERM "$PID" 2>/dev/null
-rc=0; wait "$PID" || rc=$?
-PID=
-check "server exits 0 on SIGTERM" '[ "$rc" = 0 ]'
-check "no sanitizer report" '! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$TMP/server.log"'
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+check "server exits 0 on SIGTERM, no sanitizer report" 'serve_stop "$TMP/server.log" "$SPID" "$WPID"'
+serve_done

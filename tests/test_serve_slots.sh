@@ -13,40 +13,14 @@
 set -u
 CLI=$1 SHARED=$2
 MODEL=(-m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin")
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok: $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL: $1"; }
-check() { if eval "$2"; then ok "$1"; else bad "$1"; fi; }
-
-command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 0; }
-if ! "$CLI" serve --help >/dev/null 2>&1; then echo "SKIP: staticlm was built without serve"; exit 0; fi
-TMP=$(mktemp -d /tmp/slm_test_slots.XXXXXX)
-PID=
-cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/serve/lib.sh"
+serve_needs
+serve_tmp test_slots
 H=(-H 'Content-Type: application/json')
 
-# start NAME ARGS...: a server; sets PID and U
-start() {
-  local log=$TMP/$1.log
-  shift
-  timeout -k 20 -s TERM 300 "$CLI" serve --host 127.0.0.1 --port 0 "$@" 2>"$log" &
-  PID=$!
-  local port=
-  for _ in $(seq 1 200); do
-    port=$(grep -o 'listening on http://127.0.0.1:[0-9]*' "$log" 2>/dev/null | head -1 | sed 's/.*://')
-    [ -n "$port" ] && break
-    kill -0 $PID 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then echo "FAIL: server did not start"; cat "$log"; exit 1; fi
-  U=http://127.0.0.1:$port
-  for _ in $(seq 1 100); do curl -sf "$U/health" >/dev/null && break; sleep 0.1; done
-}
-stop() { kill -TERM "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; PID=; }
+# start NAME ARGS...: a server, its log $TMP/NAME.log; sets U; stop ends it
+start() { serve_start "$TMP/$1.log" "${@:2}"; }
+stop() { kill -TERM "$SPID" 2>/dev/null; wait "$WPID" 2>/dev/null; }
 # the "text" of a completion body
 text_of() { sed -n 's/.*"text":"\(\([^"\\]\|\\.\)*\)".*/\1/p' "$1" | head -1; }
 
@@ -181,5 +155,4 @@ fi
 
 check "no sanitizer report in the servers' logs" '! grep -q "Sanitizer\|runtime error" "$TMP"/*.log'
 grep -h -A20 "Sanitizer\|runtime error" "$TMP"/*.log | head -60
-echo "$pass passed, $fail failed"
-[ "$fail" = 0 ]
+serve_done
