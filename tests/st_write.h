@@ -135,7 +135,10 @@ static float round_to(const char *dt, float x) {
 /* A [rows, cols] matrix (rows 0: a vector of cols) of bias + scale * N(0, 1), rounded to dt. */
 static float *add_w(weights *w, const char *name, const char *dt, int64_t rows, int64_t cols, float scale, float bias) {
     st_item *t = &w->it[w->n];
-    snprintf(t->name, sizeof t->name, "%s", name);
+    size_t k = strlen(name); /* cut to the field (not snprintf: gcc's truncation warning depends on inlining) */
+    if (k >= sizeof t->name) k = sizeof t->name - 1;
+    memcpy(t->name, name, k);
+    t->name[k] = 0;
     t->dtype = dt;
     t->n_dims = rows > 0 ? 2 : 1;
     t->shape[0] = rows > 0 ? rows : cols;

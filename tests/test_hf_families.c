@@ -2,8 +2,9 @@
  * and the text part of Gemma3ForConditionalGeneration), phi3, olmo2
  * (OLMo 2, and Olmo 3 with its window and YaRN), granite and exaone4
  * (EXAONE 4.0, at 64 layers with its window and global layers without
- * RoPE) families and the mixtures of experts qwen3_moe, mixtral and olmoe
- * (per-expert tensors, or transformers v5's fused ones; these against
+ * RoPE) families and the mixtures of experts qwen3_moe, qwen2_moe (with its
+ * gated shared expert and Q/K/V biases), mixtral and olmoe (per-expert
+ * tensors, or transformers v5's fused ones; these against
  * their GGUF twin only, the reference forward having no experts), written
  * here with tiny random weights (BF16, F16, F32; one file or shards), loaded
  * with slm_model_open(DIR) and run through the compiled programs; logits at
@@ -61,6 +62,7 @@ typedef struct fam {
     int gguf;           /* 1: also compared with a GGUF twin */
     int E, K;           /* MoE (qwen3_moe, mixtral, olmoe): experts, experts per token; F is their width */
     int topk_norm;      /* norm_topk_prob: 0 not written (false), 1 false, 2 true */
+    int S;              /* qwen2_moe: the shared expert's width (shared_expert_intermediate_size) */
     int fused_exps;     /* 1: the experts as transformers v5 stores them (mlp.experts.gate_up_proj / down_proj) */
     const char *twin;   /* the GGUF twin's architecture when not the folder's own */
     int differ;         /* 1: the twin computes otherwise: its logits must differ */
@@ -77,13 +79,15 @@ static int exaone4(const fam *s) { return is(s, "exaone4"); }
 static int post_only(const fam *s) { return olmo(s) || exaone4(s); }
 static int moe(const fam *s) { return s->E > 0; }
 static int mixtral(const fam *s) { return is(s, "mixtral"); }
+static int qwen2_moe(const fam *s) { return is(s, "qwen2_moe"); }
 /* Q/K norms over whole q_dim / kv_dim rows */
 static int whole_qk(const fam *s) { return olmo(s) || is(s, "olmoe"); }
 /* Q/K norms of one head */
 static int head_qk(const fam *s) { return is(s, "qwen3") || is(s, "qwen3_moe") || gemma3(s) || exaone4(s); }
 /* the architecture the folder loads as */
 static const char *arch_of(const fam *s) {
-    return gemma3(s) ? "gemma3" : olmo(s) ? "olmo2" : is(s, "qwen3_moe") ? "qwen3moe" : mixtral(s) ? "llama" : s->type;
+    return gemma3(s) ? "gemma3" : olmo(s) ? "olmo2" : is(s, "qwen3_moe") ? "qwen3moe" : qwen2_moe(s) ? "qwen2moe"
+           : mixtral(s) ? "llama" : s->type;
 }
 /* the top-k routing weights renormalized: mixtral always, the others as norm_topk_prob says */
 static int topk_norm(const fam *s) { return mixtral(s) || s->topk_norm == 2; }
@@ -129,6 +133,19 @@ static void add_experts(weights *w, const fam *s, const char *pre, int l, float 
         }
 }
 
+/* qwen2_moe's shared expert mlp.shared_expert.{gate,up,down}_proj and its
+ * gate mlp.shared_expert_gate [1, hidden]. */
+static void add_shared(weights *w, const fam *s, const char *pre, int l, float sd) {
+    static const char *const part[3] = {"gate_proj", "up_proj", "down_proj"};
+    char n[96];
+    for (int j = 0; j < 3; j++) {
+        snprintf(n, sizeof n, "%slayers.%d.mlp.shared_expert.%s.weight", pre, l, part[j]);
+        add_w(w, n, s->mat, j == 2 ? s->D : s->S, j == 2 ? s->S : s->D, j == 2 ? 1.0f / sqrtf((float)s->S) : sd, 0.0f);
+    }
+    snprintf(n, sizeof n, "%slayers.%d.mlp.shared_expert_gate.weight", pre, l);
+    add_w(w, n, s->mat, 1, s->D, 2.0f * sd, 0.0f);
+}
+
 static void make_weights(weights *w, const fam *s, uint64_t seed) {
     g_rng = seed;
     memset(w, 0, sizeof *w);
@@ -158,6 +175,11 @@ static void make_weights(weights *w, const fam *s, uint64_t seed) {
             add_w(w, NM("self_attn.k_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
             add_w(w, NM("self_attn.v_proj.weight"), s->mat, kvd, s->D, sd, 0.0f);
         }
+        if (qwen2_moe(s)) { /* Q/K/V biases, always on */
+            add_w(w, NM("self_attn.q_proj.bias"), s->vec, 0, qd, 0.2f, 0.0f);
+            add_w(w, NM("self_attn.k_proj.bias"), s->vec, 0, kvd, 0.2f, 0.0f);
+            add_w(w, NM("self_attn.v_proj.bias"), s->vec, 0, kvd, 0.2f, 0.0f);
+        }
         if (head_qk(s) || whole_qk(s)) { /* olmo2, olmoe: over whole rows (q_dim, kv_dim) */
             add_w(w, NM("self_attn.q_norm.weight"), s->vec, 0, whole_qk(s) ? qd : s->hd, 0.2f, nb);
             add_w(w, NM("self_attn.k_norm.weight"), s->vec, 0, whole_qk(s) ? kvd : s->hd, 0.2f, nb);
@@ -166,6 +188,7 @@ static void make_weights(weights *w, const fam *s, uint64_t seed) {
         add_w(w, NM("post_attention_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
         if (gemma(s)) add_w(w, NM("pre_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
         if (gemma(s) || post_only(s)) add_w(w, NM("post_feedforward_layernorm.weight"), s->vec, 0, s->D, 0.1f, nb);
+        if (qwen2_moe(s)) add_shared(w, s, pre, l, sd);
         if (moe(s)) {
             add_experts(w, s, pre, l, sd, sh);
         } else if (phi3(s)) {
@@ -224,7 +247,7 @@ static int text_keys(char *o, size_t cap, const fam *s) {
 #define P(...) (n += snprintf(o + n, cap - (size_t)n, __VA_ARGS__))
     /* qwen3_moe: intermediate_size is the dense width (unused: every layer is sparse), the experts' moe_intermediate_size */
     P("\"model_type\": \"%s\", \"hidden_size\": %d, \"intermediate_size\": %d, \"num_hidden_layers\": %d",
-      s->multimodal ? "gemma3_text" : s->type, s->D, is(s, "qwen3_moe") ? 3 * s->F : s->F, s->L);
+      s->multimodal ? "gemma3_text" : s->type, s->D, is(s, "qwen3_moe") || qwen2_moe(s) ? 3 * s->F : s->F, s->L);
     if (s->sparse) {
         P(", \"sliding_window\": %d}", s->window);
         return n;
@@ -274,6 +297,9 @@ static int text_keys(char *o, size_t cap, const fam *s) {
     if (is(s, "qwen3_moe"))
         P(", \"moe_intermediate_size\": %d, \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], \"use_sliding_window\": "
           "false, \"sliding_window\": null, \"max_window_layers\": %d", s->F, s->L);
+    if (qwen2_moe(s)) /* Qwen1.5-MoE-A2.7B's keys (a window that use_sliding_window leaves off) */
+        P(", \"moe_intermediate_size\": %d, \"shared_expert_intermediate_size\": %d, \"decoder_sparse_step\": 1, "
+          "\"use_sliding_window\": false, \"sliding_window\": 32768, \"max_window_layers\": 21", s->F, s->S);
     if (mixtral(s)) {
         if (s->window) P(", \"sliding_window\": %d", s->window);
         else P(", \"sliding_window\": null");
@@ -401,8 +427,14 @@ static const char *twin_name(const fam *s, const char *hf, char *out, size_t cap
         {"pre_feedforward_layernorm.weight", "ffn_norm"}, {"post_feedforward_layernorm.weight", "post_ffw_norm"},
         {"mlp.gate_proj.weight", "ffn_gate"}, {"mlp.up_proj.weight", "ffn_up"}, {"mlp.gate_up_proj.weight", "ffn_up"},
         {"mlp.down_proj.weight", "ffn_down"}, {"mlp.gate.weight", "ffn_gate_inp"},
-        {"block_sparse_moe.gate.weight", "ffn_gate_inp"}};
+        {"block_sparse_moe.gate.weight", "ffn_gate_inp"}, {"mlp.shared_expert.gate_proj.weight", "ffn_gate_shexp"},
+        {"mlp.shared_expert.up_proj.weight", "ffn_up_shexp"}, {"mlp.shared_expert.down_proj.weight", "ffn_down_shexp"},
+        {"mlp.shared_expert_gate.weight", "ffn_gate_inp_shexp"}};
     const char *to = NULL;
+    if (!strncmp(rest, "self_attn.", 10) && strstr(rest, "_proj.bias")) { /* qwen2_moe's Q/K/V biases */
+        snprintf(out, cap, "blk.%d.attn_%c.bias", l, rest[10]);
+        return out;
+    }
     if (!strcmp(rest, "post_attention_layernorm.weight"))
         to = gemma(s) || post_only(s) ? "post_attention_norm" : "ffn_norm";
     for (size_t j = 0; !to && j < sizeof map / sizeof map[0]; j++)
@@ -459,11 +491,15 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
     slm_gguf_set_str(g, "general.architecture", A);
     slm_gguf_set_u32(g, K("embedding_length"), (uint32_t)s->D);
     /* qwen3moe: the dense width (the config's intermediate_size) and the experts' own */
-    slm_gguf_set_u32(g, K("feed_forward_length"), (uint32_t)(!strcmp(A, "qwen3moe") && is(s, "qwen3_moe") ? 3 * s->F : s->F));
+    slm_gguf_set_u32(g, K("feed_forward_length"),
+                     (uint32_t)((!strcmp(A, "qwen3moe") || !strcmp(A, "qwen2moe")) && (is(s, "qwen3_moe") || qwen2_moe(s))
+                                    ? 3 * s->F : s->F));
     if (moe(s)) { /* as llama.cpp's converter writes them */
         slm_gguf_set_u32(g, K("expert_count"), (uint32_t)s->E);
         slm_gguf_set_u32(g, K("expert_used_count"), (uint32_t)s->K);
-        if (!strcmp(A, "qwen3moe")) slm_gguf_set_u32(g, K("expert_feed_forward_length"), (uint32_t)s->F);
+        if (!strcmp(A, "qwen3moe") || !strcmp(A, "qwen2moe"))
+            slm_gguf_set_u32(g, K("expert_feed_forward_length"), (uint32_t)s->F);
+        if (!strcmp(A, "qwen2moe")) slm_gguf_set_u32(g, K("expert_shared_feed_forward_length"), (uint32_t)s->S);
     }
     slm_gguf_set_u32(g, K("block_count"), (uint32_t)s->L);
     slm_gguf_set_u32(g, K("attention.head_count"), (uint32_t)s->H);
@@ -532,6 +568,12 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
         const st_item *t = &w->it[i];
         char buf[64];
         if (moe(s) && strstr(t->name, ".experts.")) continue; /* twin_experts */
+        st_item g32;
+        if (strstr(t->name, "shared_expert_gate")) { /* the converter keeps this one f32 */
+            g32 = *t;
+            g32.dtype = "F32";
+            t = &g32;
+        }
         const char *gn = twin_name(s, t->name, buf, sizeof buf);
         if (!gn) continue;
         int64_t rows = t->n_dims == 2 ? t->shape[0] : 1, cols = t->n_dims == 2 ? t->shape[1] : t->shape[0];
@@ -608,6 +650,8 @@ static void check_config(const char *name, const fam *s, const rig *a) {
     CHECKF(c->rope_freqs == (s->llama3 > 1.0f), "%s: rope_freqs %d", name, c->rope_freqs);
     CHECKF(c->n_experts == s->E && c->n_experts_used == (moe(s) ? s->K : 0) && c->expert_norm == (moe(s) && topk_norm(s)),
            "%s: experts %d, used %d, expert_norm %d", name, c->n_experts, c->n_experts_used, c->expert_norm);
+    CHECKF(c->shared_ffn == s->S && c->shared_gate == (s->S > 0) && (!qwen2_moe(s) || c->qkv_bias == 1),
+           "%s: shared expert %d, gate %d, qkv_bias %d", name, c->shared_ffn, c->shared_gate, c->qkv_bias);
     CHECK(a->m.kind == SLM_MODEL_HF && a->m.gguf == NULL);
 }
 
@@ -667,6 +711,14 @@ static void check_tensors(const char *name, const fam *s, const rig *a, const we
                        dn->ne[1] == s->D,
                    "%s: expert %d", name, e);
         }
+    }
+    if (qwen2_moe(s)) { /* the shared expert and its gate, a one-row matrix */
+        const slm_tensor *gt = slm_model_tensor(m, "blk.1.ffn_gate_shexp.weight"),
+                         *dn = slm_model_tensor(m, "blk.1.ffn_down_shexp.weight"),
+                         *gi = slm_model_tensor(m, "blk.1.ffn_gate_inp_shexp.weight");
+        CHECKF(gt && dn && gi && gt->ne[0] == s->D && gt->ne[1] == s->S && dn->ne[0] == s->S && dn->ne[1] == s->D &&
+                   gi->ne[0] == s->D && gi->ne[1] == 1 && slm_model_tensor(m, "blk.1.attn_v.bias"),
+               "%s: shared expert", name);
     }
 }
 
@@ -1016,6 +1068,38 @@ static void test_olmoe(void) {
     check_family("olmoe_norm_vs_nonorm", &d, 102);
 }
 
+/* qwen2_moe (Qwen1.5-MoE-A2.7B's keys): Q/K/V biases, 4 experts of width
+ * 32 (intermediate_size, the dense width, 96 and unused), 2 a token,
+ * norm_topk_prob false, a shared expert of width 48 behind its sigmoid
+ * gate mlp.shared_expert_gate [1, 64]; BF16 in 2 shards; the GGUF twin
+ * qwen2moe as llama.cpp's converter writes it (3-D experts, the gate f32,
+ * expert_shared_feed_forward_length). Then norm_topk_prob absent
+ * (Qwen2MoeConfig's false), F16 with F32 vectors, untied; then true, which
+ * transformers renormalizes and llama.cpp's qwen2moe does not: against
+ * that twin the logits must differ, so the key is seen to be read. Then
+ * transformers v5's fused experts. */
+static void test_qwen2_moe(void) {
+    fam s = {.type = "qwen2_moe", .D = 64, .F = 32, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 200, .ctx = 128,
+             .mat = "BF16", .vec = "BF16", .shards = 2, .theta = 1000000.0f, .gguf = 1, .E = 4, .K = 2,
+             .topk_norm = 1, .S = 48};
+    check_family("qwen2_moe", &s, 111);
+    fam a = s;
+    a.topk_norm = 0;
+    a.mat = "F16";
+    a.vec = "F32";
+    a.untied = 1;
+    a.shards = 0;
+    check_family("qwen2_moe_default", &a, 112);
+    fam d = s;
+    d.topk_norm = 2;
+    d.differ = 1;
+    check_family("qwen2_moe_norm_vs_nonorm", &d, 111);
+    fam v = s;
+    v.fused_exps = 1;
+    v.shards = 0;
+    check_family("qwen2_moe_v5", &v, 113);
+}
+
 /* A 128-expert, 48-layer qwen3_moe folder (Qwen3-30B-A3B's counts, tiny
  * widths): 18432 expert matrices over 4 shards are named, indexed and
  * validated; the expert table reaches the last one. */
@@ -1176,7 +1260,7 @@ static void test_config_malformed(void) {
                "longrope", "linear, llama3, yarn)");
 #undef LR
     /* olmo2 / olmo3 (4 layers: the window on 0-2) */
-    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "olmo2, olmo3, granite, exaone4, qwen3_moe, mixtral, olmoe");
+    expect_cfg("{\"model_type\": \"olmo\", " SZ "}", SLM_ERR_UNSUPPORTED, "'olmo'", "olmo2, olmo3, granite, exaone4, qwen3_moe, qwen2_moe, mixtral");
     expect_cfg("{\"model_type\": \"olmo2\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
                "'attention_bias' = true", NULL);
     expect_cfg("{\"model_type\": \"olmo3\", " SZ ", \"attention_bias\": true}", SLM_ERR_UNSUPPORTED,
@@ -1651,6 +1735,48 @@ static void test_moe_config(void) {
                "'num_experts'", "out of range");
 #undef QK
 #undef QM
+    /* Qwen1.5-MoE-A2.7B: 60 experts of 1408, 4 a token, not renormalized, a shared expert of 5632 behind its
+     * gate, Q/K/V biases, the window left off; Qwen2-57B-A14B: 64 experts of 2560, 8 a token, shared 20480 */
+#define Q2(more) "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"model_type\": \"qwen2_moe\", \"hidden_size\": 2048, " \
+    "\"intermediate_size\": 5632, \"num_hidden_layers\": 24, \"num_attention_heads\": 16, \"num_key_value_heads\": 16, " \
+    "\"vocab_size\": 151936, \"max_position_embeddings\": 8192, \"rope_theta\": 1000000.0, \"rms_norm_eps\": 1e-06, " \
+    "\"hidden_act\": \"silu\", \"tie_word_embeddings\": false, \"max_window_layers\": 21, \"sliding_window\": 32768, " \
+    "\"moe_intermediate_size\": 1408, \"num_experts\": 60, \"num_experts_per_tok\": 4, \"output_router_logits\": false, " \
+    "\"router_aux_loss_coef\": 0.001" more "}"
+    const char *q15 = Q2(", \"shared_expert_intermediate_size\": 5632, \"use_sliding_window\": false, "
+                         "\"decoder_sparse_step\": 1, \"norm_topk_prob\": false");
+    CHECKF(slm_hf_parse_config(&c, &f, q15, strlen(q15), "q/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECK(!strcmp(c.arch, "qwen2moe") && c.dim == 2048 && c.hidden_dim == 1408 && c.head_dim == 128 &&
+          c.n_experts == 60 && c.n_experts_used == 4 && c.expert_norm == 0 && c.shared_ffn == 5632 && c.shared_gate == 1 &&
+          c.qkv_bias == 1 && c.qk_norm == 0 && c.sliding_window == 0 && c.rope_neox == 1 && c.norm_eps == 1e-6f &&
+          !c.tied_embeddings && !f);
+    const char *q57 = "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"model_type\": \"qwen2_moe\", \"hidden_size\": "
+                      "3584, \"intermediate_size\": 18944, \"num_hidden_layers\": 28, \"num_attention_heads\": 28, "
+                      "\"num_key_value_heads\": 4, \"vocab_size\": 151936, \"max_position_embeddings\": 131072, "
+                      "\"rope_theta\": 1000000.0, \"rms_norm_eps\": 1e-06, \"use_sliding_window\": false, "
+                      "\"sliding_window\": 131072, \"max_window_layers\": 28, \"decoder_sparse_step\": 1, "
+                      "\"moe_intermediate_size\": 2560, \"shared_expert_intermediate_size\": 20480, \"num_experts\": 64, "
+                      "\"num_experts_per_tok\": 8, \"norm_topk_prob\": false, \"qkv_bias\": true}";
+    CHECKF(slm_hf_parse_config(&c, &f, q57, strlen(q57), "q/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECK(c.hidden_dim == 2560 && c.n_experts == 64 && c.n_experts_used == 8 && c.shared_ffn == 20480 &&
+          c.n_kv_heads == 4 && c.head_dim == 128 && c.shared_gate == 1);
+    const char *qn = Q2(", \"shared_expert_intermediate_size\": 5632, \"norm_topk_prob\": true");
+    CHECKF(slm_hf_parse_config(&c, &f, qn, strlen(qn), "q/config.json", &err) == SLM_OK, "%s", err.msg);
+    CHECK(c.expert_norm == 1 && c.sliding_window == 0); /* transformers renormalizes; no window without the key */
+    expect_cfg(Q2(""), SLM_ERR_FORMAT, "'shared_expert_intermediate_size'", "missing");
+    expect_cfg(Q2(", \"shared_expert_intermediate_size\": 0"), SLM_ERR_FORMAT, "'shared_expert_intermediate_size'",
+               "out of range");
+    expect_cfg(Q2(", \"shared_expert_intermediate_size\": 5632, \"decoder_sparse_step\": 2"), SLM_ERR_UNSUPPORTED,
+               "'decoder_sparse_step'", "every layer is sparse");
+    expect_cfg(Q2(", \"shared_expert_intermediate_size\": 5632, \"mlp_only_layers\": [3]"), SLM_ERR_UNSUPPORTED,
+               "'mlp_only_layers'", "layer 3 has a dense MLP");
+    expect_cfg(Q2(", \"shared_expert_intermediate_size\": 5632, \"qkv_bias\": false"), SLM_ERR_UNSUPPORTED, "'qkv_bias'",
+               "Q/K/V biases");
+    expect_cfg(Q2(", \"shared_expert_intermediate_size\": 5632, \"use_sliding_window\": true"), SLM_ERR_UNSUPPORTED,
+               "'use_sliding_window'", "llama.cpp runs qwen2moe without one");
+    expect_cfg(Q2(", \"shared_expert_intermediate_size\": 5632, \"layer_types\": [\"sliding_attention\"]"),
+               SLM_ERR_FORMAT, "'layer_types'", NULL);
+#undef Q2
     /* Mixtral-8x7B: llama with 8 experts of intermediate_size, always renormalized; eps absent: 1e-5 */
 #define MX(more) "{\"architectures\": [\"MixtralForCausalLM\"], \"model_type\": \"mixtral\", \"hidden_size\": 4096, " \
     "\"intermediate_size\": 14336, \"num_hidden_layers\": 32, \"num_attention_heads\": 32, \"num_key_value_heads\": 8, " \
@@ -1746,6 +1872,47 @@ static void test_moe_folder_malformed(void) {
     add_w(&w, "model.layers.0.mlp.experts.0.gate_proj.weight", "F16", m.F, m.D, 0.1f, 0.0f); /* qwen3moe's name */
     write_hf("hff_bad", &m, &w);
     expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.0.mlp.experts.0.gate_proj.weight", "not part of a llama");
+    free_weights(&w);
+
+    /* qwen2_moe: the shared expert's gate missing, of the wrong shape; the shared expert of another width; a dense
+     * layer 0 (decoder_sparse_step 2); the shared expert's names in a qwen3_moe folder */
+    fam q2 = {.type = "qwen2_moe", .D = 32, .F = 24, .L = 2, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
+              .mat = "BF16", .vec = "BF16", .theta = 10000.0f, .E = 4, .K = 2, .S = 40};
+    make_weights(&w, &q2, 15);
+    write_hf("hff_bad", &q2, &w);
+    expect_folder("hff_bad", SLM_OK, NULL, NULL);
+    drop(&w, "model.layers.1.mlp.shared_expert_gate.weight");
+    write_hf("hff_bad", &q2, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "hff_bad", "missing tensor 'blk.1.ffn_gate_inp_shexp.weight'");
+    add_w(&w, "model.layers.1.mlp.shared_expert_gate.weight", "BF16", 2, q2.D, 0.1f, 0.0f);
+    write_hf("hff_bad", &q2, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "'blk.1.ffn_gate_inp_shexp.weight': shape [32, 2]", "needs [32, 1]");
+    drop(&w, "model.layers.1.mlp.shared_expert_gate.weight");
+    add_w(&w, "model.layers.1.mlp.shared_expert_gate.weight", "BF16", 1, q2.D, 0.1f, 0.0f);
+    drop(&w, "model.layers.0.mlp.shared_expert.up_proj.weight");
+    add_w(&w, "model.layers.0.mlp.shared_expert.up_proj.weight", "BF16", q2.F, q2.D, 0.1f, 0.0f);
+    write_hf("hff_bad", &q2, &w);
+    expect_folder("hff_bad", SLM_ERR_FORMAT, "'blk.0.ffn_up_shexp.weight': shape [32, 24]", "needs [32, 40]");
+    drop(&w, "model.layers.0.mlp.shared_expert.up_proj.weight");
+    add_w(&w, "model.layers.0.mlp.shared_expert.up_proj.weight", "BF16", q2.S, q2.D, 0.1f, 0.0f);
+    write_hf("hff_bad", &q2, &w);
+    expect_folder("hff_bad", SLM_OK, NULL, NULL);
+    size_t cn = 0;
+    char *cj = t_read_file("hff_bad/config.json", &cn), *at = cj ? strstr(cj, "\"decoder_sparse_step\": 1") : NULL;
+    CHECK(at != NULL);
+    if (at) {
+        at[strlen("\"decoder_sparse_step\": ")] = '2';
+        t_write_file("hff_bad/config.json", cj, cn);
+        expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "hff_bad/config.json: key 'decoder_sparse_step': 2",
+                      "every layer is sparse");
+    }
+    free(cj);
+    fam q3 = q2; /* the same tensors under qwen3_moe (with its Q/K norms): the shared expert is not part of it */
+    q3.type = "qwen3_moe";
+    q3.S = 0;
+    add_w(&w, "model.layers.0.self_attn.q_norm.weight", "BF16", 0, q2.hd, 0.1f, 1.0f);
+    write_hf("hff_bad", &q3, &w);
+    expect_folder("hff_bad", SLM_ERR_UNSUPPORTED, "model.layers.", "not part of a qwen3moe");
     free_weights(&w);
 
     fam o = {.type = "olmoe", .D = 32, .F = 24, .L = 1, .H = 2, .KV = 1, .hd = 16, .V = 64, .ctx = 64,
@@ -1934,6 +2101,9 @@ static void test_end_to_end(void) {
     fam mx = {.type = "mixtral", .D = 64, .F = 48, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 268, .ctx = 128,
               .mat = "F16", .vec = "F16", .window = 6, .theta = 1e6f, .untied = 1, .E = 3, .K = 2};
     end_to_end("mixtral", &mx);
+    fam q2 = {.type = "qwen2_moe", .D = 64, .F = 32, .L = 2, .H = 4, .KV = 2, .hd = 16, .V = 268, .ctx = 128,
+              .mat = "BF16", .vec = "BF16", .theta = 1e6f, .E = 4, .K = 2, .S = 48};
+    end_to_end("qwen2_moe", &q2);
 }
 
 int main(void) {
@@ -1961,6 +2131,7 @@ int main(void) {
     T_RUN(test_qwen3_moe);
     T_RUN(test_mixtral);
     T_RUN(test_olmoe);
+    T_RUN(test_qwen2_moe);
     T_RUN(test_moe_many);
     T_RUN(test_open_nomem);
     T_RUN(test_end_to_end);

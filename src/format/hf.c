@@ -2,8 +2,8 @@
  * by model.safetensors.index.json) -> slm_model_file with GGUF names, for
  * the llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2
  * (OLMo 2, Olmo 3), granite and exaone4 (EXAONE 4.0) families and the
- * mixtures of experts qwen3moe, mixtral (llama with experts) and olmoe
- * (config.json itself: hf_config.c). granite's tensors are llama's, without
+ * mixtures of experts qwen3moe, qwen2moe (with its gated shared expert),
+ * mixtral (llama with experts) and olmoe (config.json itself: hf_config.c). granite's tensors are llama's, without
  * biases; exaone4's are olmo2's with Q/K norms of one head. An MoE layer's
  * router (mlp.gate, mixtral's block_sparse_moe.gate) becomes
  * blk.N.ffn_gate_inp.weight and expert E's matrices blk.N.ffn_{gate,up,down}.E.weight;
@@ -132,7 +132,7 @@ enum {
     B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3,
     B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3, B_OLMO2 = 1 << SLM_ARCH_OLMO2,
     B_EXAONE4 = 1 << SLM_ARCH_EXAONE4, B_QWEN3MOE = 1 << SLM_ARCH_QWEN3MOE, B_OLMOE = 1 << SLM_ARCH_OLMOE,
-    B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS,
+    B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS, B_QWEN2MOE = 1 << SLM_ARCH_QWEN2MOE,
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
@@ -177,12 +177,14 @@ static const char *strip_multimodal(const char *hf, char *buf, size_t cap) {
 
 /* An MoE layer's tensor p (after "model.layers.N.") of layer n, family fb
  * (B_LLAMA: mixtral): the router (mlp.gate.weight; mixtral's
- * block_sparse_moe.gate.weight), an expert's matrix (qwen3moe, olmoe:
- * mlp.experts.E.{gate,up,down}_proj.weight; mixtral:
- * block_sparse_moe.experts.E.w1 (gate), w3 (up), w2 (down)) or
+ * block_sparse_moe.gate.weight), an expert's matrix (qwen3moe, qwen2moe,
+ * olmoe: mlp.experts.E.{gate,up,down}_proj.weight; mixtral:
+ * block_sparse_moe.experts.E.w1 (gate), w3 (up), w2 (down)),
  * transformers v5's fused experts (mlp.experts.gate_up_proj / down_proj:
- * the name is expert 0's). 0: none of these; 3: expert E is not below
- * n_experts. */
+ * the name is expert 0's) or qwen2moe's shared expert
+ * (mlp.shared_expert.{gate,up,down}_proj.weight -> ffn_{gate,up,down}_shexp,
+ * its gate mlp.shared_expert_gate.weight [1, hidden] -> ffn_gate_inp_shexp).
+ * 0: none of these; 3: expert E is not below n_experts. */
 static int expert_name(const char *p, long n, int fb, int n_experts, char *out, size_t cap, int *kind) {
     static const char *const kinds[3] = {"gate", "up", "down"};
     static const char *const hf_names[3] = {"gate_proj.weight", "up_proj.weight", "down_proj.weight"};
@@ -193,6 +195,17 @@ static int expert_name(const char *p, long n, int fb, int n_experts, char *out, 
         snprintf(out, cap, "blk.%ld.ffn_gate_inp.weight", n);
         return 1;
     }
+    if (fb == B_QWEN2MOE && !strcmp(p, "mlp.shared_expert_gate.weight")) {
+        *kind = K_MAT;
+        snprintf(out, cap, "blk.%ld.ffn_gate_inp_shexp.weight", n);
+        return 1;
+    }
+    for (int j = 0; fb == B_QWEN2MOE && j < 3; j++)
+        if (!strncmp(p, "mlp.shared_expert.", 18) && !strcmp(p + 18, hf_names[j])) {
+            *kind = K_MAT;
+            snprintf(out, cap, "blk.%ld.ffn_%s_shexp.weight", n, kinds[j]);
+            return 1;
+        }
     if (!strcmp(p, "mlp.experts.gate_up_proj") || !strcmp(p, "mlp.experts.down_proj")) {
         const int gu = p[12] == 'g';
         *kind = gu ? K_EXPS_GATE_UP : K_EXPS_DOWN;
@@ -238,9 +251,9 @@ static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, char
         {"self_attn.k_proj.weight", "attn_k.weight", K_MAT, B_ALL & ~B_PHI3},
         {"self_attn.v_proj.weight", "attn_v.weight", K_MAT, B_ALL & ~B_PHI3},
         {"self_attn.qkv_proj.weight", "attn_q.weight", K_QKV, B_PHI3},
-        {"self_attn.q_proj.bias", "attn_q.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
-        {"self_attn.k_proj.bias", "attn_k.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
-        {"self_attn.v_proj.bias", "attn_v.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2},
+        {"self_attn.q_proj.bias", "attn_q.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2 | B_QWEN2MOE},
+        {"self_attn.k_proj.bias", "attn_k.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2 | B_QWEN2MOE},
+        {"self_attn.v_proj.bias", "attn_v.bias", K_VEC, B_LLAMA | B_MISTRAL | B_QWEN2 | B_QWEN2MOE},
         {"self_attn.q_norm.weight", "attn_q_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY | B_QWEN3MOE | B_OLMOE},
         {"self_attn.k_norm.weight", "attn_k_norm.weight", K_NORM, B_QWEN3 | B_GEMMA3 | B_POST_ONLY | B_QWEN3MOE | B_OLMOE},
         {"self_attn.o_proj.weight", "attn_output.weight", K_MAT, B_ALL},

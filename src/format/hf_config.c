@@ -3,7 +3,8 @@
  * Gemma3ForConditionalGeneration), phi3, smollm3, olmo2 (OLMo 2's
  * olmo2, Olmo 3's olmo3), granite (IBM Granite, dense) and exaone4
  * (EXAONE 4.0) families, and the mixtures of experts qwen3_moe (arch
- * qwen3moe), mixtral (arch llama with experts), olmoe and gpt_oss (arch
+ * qwen3moe), qwen2_moe (arch qwen2moe: a gated shared expert beside the
+ * routed ones), mixtral (arch llama with experts), olmoe and gpt_oss (arch
  * gpt-oss; its keys are hf_oss.c's).
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
@@ -440,7 +441,8 @@ out:
 
 /* The sliding window: mistral and mixtral when set; qwen2/qwen3/qwen3_moe only with
  * use_sliding_window, and then on the layers from max_window_layers on (all
- * of them or none is what we run); gemma2 on even layers, gemma3 on n - 1
+ * of them or none is what we run); qwen2_moe none (use_sliding_window true
+ * with a window is refused: llama.cpp runs none); gemma2 on even layers, gemma3 on n - 1
  * of every n (sliding_window_pattern); olmo3 on three layers of every four
  * (llama.cpp's fixed period; layer_types must say the same), its sliding
  * layers with plain RoPE of the global base (the global ones take
@@ -475,6 +477,12 @@ static slm_status parse_window(const cJSON *root, const char *file, slm_arch F, 
                             "%s: key 'max_window_layers' = %d: a sliding window on some layers only is not supported",
                             file, mwl);
         if (use && mwl == 0) c->sliding_window = win;
+    } else if (F == SLM_ARCH_QWEN2MOE && win) {
+        int use = 0;
+        if ((s = cfg_bool(root, file, "use_sliding_window", &use, err))) return s;
+        if (use)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'use_sliding_window' = true: a window on qwen2_moe is "
+                            "not supported (llama.cpp runs qwen2moe without one)", file);
     } else if (F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) {
         c->sliding_window = win;
         c->swa_pattern = F == SLM_ARCH_GEMMA2 ? 2 : 6;
@@ -615,6 +623,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         {"smollm3", SLM_ARCH_SMOLLM3}, {"olmo2", SLM_ARCH_OLMO2}, {"olmo3", SLM_ARCH_OLMO2},
         {"granite", SLM_ARCH_GRANITE}, {"exaone4", SLM_ARCH_EXAONE4}, {"qwen3_moe", SLM_ARCH_QWEN3MOE},
         {"mixtral", SLM_ARCH_LLAMA}, {"olmoe", SLM_ARCH_OLMOE}, {"gpt_oss", SLM_ARCH_GPT_OSS},
+        {"qwen2_moe", SLM_ARCH_QWEN2MOE},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -626,7 +635,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
                         "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
-                        "exaone4, qwen3_moe, mixtral, olmoe, gpt_oss)",
+                        "exaone4, qwen3_moe, qwen2_moe, mixtral, olmoe, gpt_oss)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -658,8 +667,9 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
     c->n_kv_heads = g3 ? 4 : 0;
     c->context_len = g3 ? 131072 : 0;
     if ((s = cfg_int(root, file, "hidden_size", 1, &c->dim, err)) ||
-        /* qwen3_moe: the experts' width is moe_intermediate_size (moe_params) */
-        (s = cfg_int(root, file, "intermediate_size", F != SLM_ARCH_QWEN3MOE, &c->hidden_dim, err)) ||
+        /* qwen3_moe, qwen2_moe: the experts' width is moe_intermediate_size (moe_params) */
+        (s = cfg_int(root, file, "intermediate_size", F != SLM_ARCH_QWEN3MOE && F != SLM_ARCH_QWEN2MOE, &c->hidden_dim,
+                     err)) ||
         (s = cfg_int(root, file, "num_hidden_layers", 1, &c->n_layers, err)) ||
         (s = cfg_int(root, file, "num_attention_heads", !g3, &c->n_heads, err)))
         return s;
@@ -683,7 +693,7 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
     c->tied_embeddings = tie;
     c->rope_scale = 1.0f;
     c->rope_neox = 1; /* HF checkpoints rotate halves; llama.cpp permutes Q/K instead */
-    c->qkv_bias = F == SLM_ARCH_QWEN2;
+    c->qkv_bias = F == SLM_ARCH_QWEN2 || F == SLM_ARCH_QWEN2MOE;
     /* the head size: head_dim when given (qwen3, gemma, Mistral-Nemo), else hidden / heads */
     c->head_dim = g3 ? 256 : c->dim % c->n_heads == 0 ? c->dim / c->n_heads : 0;
     if ((s = cfg_int(root, file, "head_dim", F == SLM_ARCH_GEMMA2, &c->head_dim, err))) return s;
@@ -756,10 +766,30 @@ static slm_status granite_params(const cJSON *root, const char *file, slm_model_
     return SLM_OK;
 }
 
+/* qwen2_moe's shared expert (Qwen2MoeSparseMoeBlock): a SwiGLU FFN of width
+ * shared_expert_intermediate_size (required: Qwen2MoeConfig's default 5632
+ * and llama.cpp's, intermediate_size, differ) behind its sigmoid gate
+ * mlp.shared_expert_gate, both in every layer; qkv_bias (transformers v5's
+ * key, absent: true) false is refused, llama.cpp's qwen2moe needs the
+ * biases. */
+static slm_status qwen2moe_shared(const cJSON *root, const char *file, slm_model_config *c, slm_err *err) {
+    slm_status s;
+    int bias = 1;
+    if ((s = cfg_int(root, file, "shared_expert_intermediate_size", 1, &c->shared_ffn, err)) ||
+        (s = cfg_bool(root, file, "qkv_bias", &bias, err)))
+        return s;
+    if (!bias)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'qkv_bias' = false: qwen2_moe without Q/K/V biases is not "
+                        "supported (llama.cpp's qwen2moe has them)", file);
+    c->shared_gate = 1;
+    return SLM_OK;
+}
+
 /* Mixture of experts, every layer's FFN: qwen3_moe (Qwen3MoeForCausalLM:
  * num_experts, num_experts_per_tok, the experts' width
  * moe_intermediate_size; decoder_sparse_step must be 1 and mlp_only_layers
- * empty, since a layer with a dense MLP is not run), mixtral
+ * empty, since a layer with a dense MLP is not run) and qwen2_moe (the
+ * same keys, plus its shared expert: qwen2moe_shared), mixtral
  * (num_local_experts, num_experts_per_tok, the width intermediate_size; the
  * top-k weights always renormalized, as MixtralSparseMoeBlock does) and
  * olmoe (num_experts, num_experts_per_tok, intermediate_size; clip_qkv
@@ -778,7 +808,8 @@ static slm_status moe_params(const cJSON *root, const char *file, slm_arch F, sl
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'num_experts_per_tok': %d is more than the %d experts (or 64)",
                         file, used, n);
     if (F != SLM_ARCH_LLAMA && (s = cfg_bool(root, file, "norm_topk_prob", &norm, err))) return s;
-    if (F == SLM_ARCH_QWEN3MOE) {
+    if (F == SLM_ARCH_QWEN2MOE && (s = qwen2moe_shared(root, file, c, err))) return s;
+    if (F == SLM_ARCH_QWEN3MOE || F == SLM_ARCH_QWEN2MOE) {
         if ((s = cfg_int(root, file, "moe_intermediate_size", 1, &c->hidden_dim, err)) ||
             (s = cfg_int(root, file, "decoder_sparse_step", 0, &step, err)))
             return s;
@@ -834,7 +865,9 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     if (mixtral && !item(root, "rms_norm_eps")) c->norm_eps = 1e-5f; /* MixtralConfig's default */
     c->qk_norm = F == SLM_ARCH_QWEN3 || F == SLM_ARCH_QWEN3MOE; /* olmoe: over whole rows, pre-norms kept */
     if (F == SLM_ARCH_OLMOE) c->qk_norm = 2;
-    if ((F == SLM_ARCH_QWEN3MOE || F == SLM_ARCH_OLMOE || mixtral) && (s = moe_params(root, file, F, c, err))) goto done;
+    if ((F == SLM_ARCH_QWEN3MOE || F == SLM_ARCH_QWEN2MOE || F == SLM_ARCH_OLMOE || mixtral) &&
+        (s = moe_params(root, file, F, c, err)))
+        goto done;
     if (F == SLM_ARCH_OLMO2 || F == SLM_ARCH_EXAONE4) {
         /* OLMo 2 / Olmo 3: Q/K RMSNorm over whole rows; EXAONE 4.0: per head;
          * both: norms after attention and FFN only */
