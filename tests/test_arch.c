@@ -972,6 +972,17 @@ static void test_moe_config(void) {
         CHECK(c->shared_ffn == 96 && c->shared_gate == 1 && c->qkv_bias == 1 && c->rope_neox == 1);
         slm_model_close(&m);
     }
+    /* glm4moe: layer 0 dense of feed_forward_length, the experts' own width, sigmoid
+     * routing with the selection bias, renormalized, scaled, one shared expert, the
+     * MTP layer not among the layers */
+    if (write_model("moe_glm.gguf", find_synth("glm4moe"), SLM_F32, 5) && open_ok(&m, "moe_glm.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->n_layers == 3 && c->nextn_layers == 1 && c->dense_lead == 1 && c->dense_ffn == 192 && c->hidden_dim == 32);
+        CHECK(c->expert_sigmoid == 1 && c->expert_sel_bias == 1 && c->expert_norm == 1 && c->expert_scale == 2.5f);
+        CHECK(c->shared_ffn == 32 && c->shared_gate == 0 && c->qkv_bias == 1 && c->qk_norm == 1 && c->rope_neox == 1);
+        CHECK(c->rope_dims == 8 && slm_layer_moe(c, 1) && !slm_layer_moe(c, 0));
+        slm_model_close(&m);
+    }
     synth gs = k_archs[0];
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if (is_arch(&k_archs[i], "granitemoe") && k_archs[i].shared) gs = k_archs[i];
@@ -984,6 +995,9 @@ static void test_moe_config(void) {
         {4, "qwen3moe", "ffn_gate_exps"},  {5, "olmoe", "blk.1.ffn_up.0.weight"}, {0, "gemma2", "expert_count"},
         {6, "qwen2moe", "blk.1.ffn_gate_inp_shexp.weight"}, {7, "olmoe", "expert_shared_feed_forward_length"},
         {8, "qwen2moe", "blk.0.ffn_down_shexp.weight"}, {2, "qwen2moe", "expert_gating_func"},
+        {9, "glm4moe", "expert_group_count"}, {10, "glm4moe", "expert_gating_func"},
+        {11, "glm4moe", "blk.1.exp_probs_b.bias"}, {12, "glm4moe", "nextn_predict_layers"},
+        {13, "glm4moe", "rope.dimension_sections"}, {14, "glm4moe", "leading_dense_block_count"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         synth sy = *find_synth(cases[i].bad ? cases[i].arch : "qwen3moe");
@@ -1003,6 +1017,7 @@ static void test_moe_config(void) {
     unlink("moe_ol.gguf");
     unlink("moe_q2.gguf");
     unlink("moe_gs.gguf");
+    unlink("moe_glm.gguf");
     unlink("moe_bad.gguf");
 }
 
@@ -1125,6 +1140,57 @@ static void test_shared_blob_hostile(void) {
     free(img);
 }
 
+/* glm4moe's routing in a blob: the route task's gating, weight scale and
+ * selection bias must be the config's (the bias [E] in the weights); the
+ * config's dense layers, gating, bias, scale and MTP count in range. */
+static void test_glm_blob_hostile(void) {
+    size_t n = 0;
+    uint8_t *img = moe_blob_image("glm4moe", "glm_h", &n);
+    uint64_t len = 0, clen = 0;
+    uint8_t *tasks = img ? t_blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    uint8_t *cfg = img ? t_blob_section(img, n, ".slm.config", &clen) : NULL;
+    char msg[512];
+    int route = -1;
+    for (uint64_t i = 0; tasks && i < len / 160; i++)
+        if (tasks[i * 160] == SLM_T_MOE_ROUTE && route < 0) route = (int)i;
+    CHECKF(tasks && cfg && clen == 376 && route >= 0, "route task %d, config %llu bytes", route, (unsigned long long)clen);
+    if (!tasks || !cfg || clen != 376 || route < 0) {
+        free(img);
+        return;
+    }
+    CHECKF(t_blob_opens(img, n, "glm.blob", msg, sizeof msg), "pristine: %s", msg);
+    const float bad_scale = 1.5f, neg = -1.0f;
+    int32_t fs, fn;
+    memcpy(&fs, &bad_scale, 4);
+    memcpy(&fn, &neg, 4);
+    static const int F = 224; /* the family record in .slm.config */
+    const struct { int cfg, off; int32_t v; const char *want; } muts[] = {
+        {0, 32, 0, "gating 0, the config's is 1"},             /* b: softmax */
+        {0, 156, fs, "weight scale f2 1.5"},                     /* f2 */
+        {0, 56 + 16, 0, "selection bias missing"},               /* src1's space: none */
+        {0, 56 + 16 + 8, 1 << 30, "beyond weights"},             /* src1's offset */
+        {0, 56 + 16, SLM_SPACE_ARENA, "bias must be in the weights"}, /* src1 in the arena */
+        {1, F + 128, -1, "dense_lead"},                          /* config */
+        {1, F + 128, 4, "dense_lead"},
+        {1, F + 132, 0, "dense_ffn"},
+        {1, F + 136, 2, "expert_sigmoid"},
+        {1, F + 140, 2, "expert_sel_bias"},
+        {1, F + 144, fn, "expert_scale"},
+        {1, F + 148, -1, "nextn_layers"},
+    };
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        uint8_t *e = muts[i].cfg ? cfg + muts[i].off : tasks + (size_t)route * 160 + muts[i].off;
+        uint8_t keep[4];
+        memcpy(keep, e, 4);
+        if (muts[i].off == 56 + 16 && !muts[i].cfg) e[0] = (uint8_t)muts[i].v;
+        else memcpy(e, &muts[i].v, 4);
+        CHECKF(!t_blob_opens(img, n, "glm.blob", msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
+        memcpy(e, keep, 4);
+    }
+    CHECKF(t_blob_opens(img, n, "glm.blob", msg, sizeof msg), "restored: %s", msg);
+    free(img);
+}
+
 /* gpt-oss's sinks in decode key parts (a KV capacity of >= 256 rows cuts
  * each decode attention into parts; the merge adds the sinks) and in prefill
  * (the per-row entries, with prefill rows of 64 and more: the row parts), one
@@ -1213,6 +1279,7 @@ int main(void) {
     T_RUN(test_moe_blob_hostile);
     T_RUN(test_oss_blob_hostile);
     T_RUN(test_shared_blob_hostile);
+    T_RUN(test_glm_blob_hostile);
     T_RUN(test_oss_key_parts);
     T_RUN(test_moe_narrow);
     T_RUN(test_arch_blob_roundtrip);

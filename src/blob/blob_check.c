@@ -266,6 +266,8 @@ static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
              "task %d (%s): a selection bias %s, the config %s", ti, op,
              t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE ? "given" : "missing",
              m->expert_sel_bias ? "has one" : "has none");
+        NEED(!m->expert_sel_bias || t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS,
+             "task %d (%s): the selection bias must be in the weights", ti, op);
         if (m->expert_sel_bias) REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
         NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
