@@ -95,7 +95,7 @@ static const synth_shape k_shapes[] = {
     {"qwen1.5-moe-a2.7b", "qwen2moe", 2048, 24, 16, 16, 5632, 151936, 8192, 1000000.0f, 1e-6f, 0, 0, .experts = 60,
      .experts_used = 4, .expert_ffn = 1408, .shared_ffn = 5632},
     {"glm-4.5-air", "glm4moe", 4096, 46, 96, 8, 10944, 151552, 131072, 1000000.0f, 1e-5f, 0, 0, .head_dim = 128,
-     .experts = 128, .experts_used = 8, .expert_ffn = 1408, .shared_ffn = 1408, .dense_lead = 1, .nextn = 1,
+     .experts = 128, .experts_used = 8, .expert_ffn = 1408, .dense_lead = 1, .nextn = 1,
      .routed_scale = 1.0f},
     /* a tiny default for tests; every field can be overridden */
     {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
@@ -566,7 +566,7 @@ static int glm_shape(const synth_args *a, synth_shape *sh) {
     if (!(sh->routed_scale > 0.0f)) sh->routed_scale = 1.0f;
     sh->rope_dims = head_dim_of(sh) / 2;
     const int fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
-    if (!sh->shared_ffn) sh->shared_ffn = fe;
+    if (!a->shared_ffn) sh->shared_ffn = fe; /* one shared expert (GLM-4.5's n_shared_experts) */
     if (sh->dense_lead > sh->n_layers || sh->shared_ffn % fe) {
         fprintf(stderr, "staticlm synth: glm4moe: --dense-lead %d beyond %d layers, or --shared-ffn %d not a multiple "
                         "of the experts' width %d\n", sh->dense_lead, sh->n_layers, sh->shared_ffn, fe);
