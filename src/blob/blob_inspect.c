@@ -34,8 +34,8 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
                 m->expert_sigmoid ? ", sigmoid routing" : "", m->expert_sel_bias ? " with a selection bias" : "",
                 m->expert_norm ? ", weights renormalized" : "");
         if (m->expert_scale != 0.0f) fprintf(f, ", scaled by %g", (double)m->expert_scale);
-        if (m->dense_lead)
-            fprintf(f, "; layers 0..%d dense (FFN width %d)", m->dense_lead - 1, m->dense_ffn);
+        if (m->dense_lead == 1) fprintf(f, "; layer 0 dense (FFN width %d)", m->dense_ffn);
+        else if (m->dense_lead) fprintf(f, "; layers 0..%d dense (FFN width %d)", m->dense_lead - 1, m->dense_ffn);
         if (m->nextn_layers) fprintf(f, "; %d MTP layer%s not compiled", m->nextn_layers, m->nextn_layers > 1 ? "s" : "");
         if (m->shared_ffn)
             fprintf(f, "; a shared expert of width %d%s", m->shared_ffn, m->shared_gate ? " behind a sigmoid gate" : "");
