@@ -72,40 +72,62 @@ static int ref_shared(const slm_model_file *m, int l, const double *xn, double *
     return ok;
 }
 
-/* A mixture-of-experts FFN on the normed row xn into o[D]: the router's
- * softmax, the K most probable experts (ties: the lower index), their
- * probabilities renormalized when expert_norm, each expert's SwiGLU; the
- * shared expert's output added. */
+/* The routing of one row from its router logits lg[E]: the scores (softmax,
+ * or each logit's sigmoid when expert_sigmoid), the K experts of the largest
+ * score plus the selection bias sb (when not NULL; ties: the lower index)
+ * into sel, their unbiased scores renormalized when expert_norm, times
+ * expert_scale, into w. */
+static void ref_route(const slm_model_config *c, const double *lg, const float *sb, int *sel, double *w) {
+    const int E = c->n_experts, K = c->n_experts_used;
+    double mx = -1e300, sum = 0, wsum = 0;
+    for (int e = 0; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+    for (int e = 0; e < E; e++) sum += exp(lg[e] - mx);
+#define REF_SCORE(e) (c->expert_sigmoid ? 1.0 / (1.0 + exp(-lg[e])) : exp(lg[e] - mx) / sum)
+#define REF_KEY(e) (REF_SCORE(e) + (sb ? (double)sb[e] : 0.0))
+    for (int s = 0; s < K; s++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = 0;
+            for (int q = 0; q < s; q++) taken |= sel[q] == e;
+            if (!taken && (best < 0 || REF_KEY(e) > REF_KEY(best))) best = e;
+        }
+        sel[s] = best;
+        w[s] = REF_SCORE(best);
+        wsum += w[s];
+    }
+#undef REF_KEY
+#undef REF_SCORE
+    for (int s = 0; s < K; s++) {
+        if (c->expert_norm) w[s] /= wsum;
+        if (c->expert_scale != 0.0f) w[s] *= c->expert_scale;
+    }
+}
+
+/* A mixture-of-experts FFN on the normed row xn into o[D]: the routing
+ * (ref_route), each expert's SwiGLU weighted; the shared expert's output
+ * added. */
 static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) {
     const slm_model_config *c = &m->cfg;
     const int D = c->dim, F = c->hidden_dim, E = c->n_experts, K = c->n_experts_used;
     char name[64];
     snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
-    float *router = ref_dequant(m, name, NULL, NULL), *rb = NULL;
+    float *router = ref_dequant(m, name, NULL, NULL), *rb = NULL, *sb = NULL;
+    if (c->expert_sel_bias) { /* glm4moe: the selection bias */
+        snprintf(name, sizeof name, "blk.%d.exp_probs_b.bias", l);
+        sb = ref_dequant(m, name, NULL, NULL);
+    }
     if (c->expert_bias) { /* gpt-oss: the router's and the experts' biases */
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", l);
         rb = ref_dequant(m, name, NULL, NULL);
     }
     double *lg = malloc(sizeof(double) * (size_t)E), *g = malloc(sizeof(double) * (size_t)F),
            *u = malloc(sizeof(double) * (size_t)F), *y = malloc(sizeof(double) * (size_t)D);
-    int sel[64], ok = router != NULL && K <= 64;
-    double w[64], mx = -1e300, sum = 0, wsum = 0;
+    int sel[64], ok = router != NULL && K <= 64 && (sb || !c->expert_sel_bias);
+    double w[64];
     for (int i = 0; i < D; i++) o[i] = 0;
     if (ok) {
         ref_matvec(router, xn, lg, E, D, rb);
-        for (int e = 0; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
-        for (int e = 0; e < E; e++) sum += exp(lg[e] - mx);
-        for (int s = 0; s < K; s++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int q = 0; q < s; q++) taken |= sel[q] == e;
-                if (!taken && (best < 0 || lg[e] > lg[best])) best = e;
-            }
-            sel[s] = best;
-            w[s] = exp(lg[best] - mx) / sum;
-            wsum += w[s];
-        }
+        ref_route(c, lg, sb, sel, w);
     }
     for (int s = 0; ok && s < K; s++) {
         float *wg = ref_expert(m, l, "gate", sel[s], "weight"), *wu = ref_expert(m, l, "up", sel[s], "weight"),
@@ -129,12 +151,11 @@ static int ref_moe(const slm_model_file *m, int l, const double *xn, double *o) 
                 }
             }
             ref_matvec(wd, g, y, D, F, bd);
-            const double a = c->expert_norm ? w[s] / wsum : w[s];
-            for (int i = 0; i < D; i++) o[i] += a * y[i];
+            for (int i = 0; i < D; i++) o[i] += w[s] * y[i];
         }
         free(wg); free(wu); free(wd); free(bg); free(bu); free(bd);
     }
-    free(rb);
+    free(rb); free(sb);
     free(router); free(lg); free(g); free(u); free(y);
     return ok && (!c->shared_ffn || ref_shared(m, l, xn, o));
 }
@@ -209,7 +230,7 @@ static double ref_softcap(double x, double cap) { return cap > 0 ? cap * tanh(x 
  * Returns 1 ok. */
 static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, float *logits, int ctx) {
     const slm_model_config *c = &m->cfg;
-    const int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, F = c->hidden_dim,
+    const int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, F = slm_dense_ffn(c),
               V = c->vocab_size, kvd = KV * hd, L = c->n_layers, QD = H * hd, rot = slm_rope_dims(c);
     float *emb = ref_dequant(m, "token_embd.weight", NULL, NULL);
     float *out = c->tied_embeddings ? emb : ref_dequant(m, "output.weight", NULL, NULL);
@@ -236,7 +257,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
             wo = ref_layer(m, "blk.%d.attn_output.weight", l);
             an = c->no_pre_norms ? NULL : ref_layer(m, "blk.%d.attn_norm.weight", l);
             fn = c->no_pre_norms ? NULL : ref_layer(m, "blk.%d.ffn_norm.weight", l);
-            if (!c->n_experts) { /* MoE: ref_moe reads the experts */
+            if (!slm_layer_moe(c, l)) { /* MoE: ref_moe reads the experts (glm4moe: after the dense layers) */
                 w1 = ref_layer(m, "blk.%d.ffn_gate.weight", l);
                 w2 = ref_layer(m, "blk.%d.ffn_down.weight", l);
                 w3 = ref_layer(m, "blk.%d.ffn_up.weight", l);
@@ -256,7 +277,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 pa = ref_layer(m, "blk.%d.post_attention_norm.weight", l);
                 pf = ref_layer(m, "blk.%d.post_ffw_norm.weight", l);
             }
-            ok = wq && wk && wv && wo && ((an && fn) || c->no_pre_norms) && ((w1 && w2 && w3) || c->n_experts) && (!c->qkv_bias || (bq && bk && bv)) &&
+            ok = wq && wk && wv && wo && ((an && fn) || c->no_pre_norms) && ((w1 && w2 && w3) || slm_layer_moe(c, l)) && (!c->qkv_bias || (bq && bk && bv)) &&
                  (!c->qk_norm || (qn && kn)) && (!c->post_norms || (pa && pf)) && (!c->attn_sinks || sk) &&
                  (!c->o_bias || bo);
             if (ok) {
@@ -308,7 +329,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 for (int i = 0; i < D; i++) x[i] += o[i];
                 if (fn) ref_rmsnorm(x, fn, xn, D, c->norm_eps);
                 else memcpy(xn, x, sizeof(double) * D);
-                if (c->n_experts) {
+                if (slm_layer_moe(c, l)) {
                     ok = ref_moe(m, l, xn, o);
                 } else {
                     ref_matvec(w1, xn, g, F, D, NULL);
@@ -325,7 +346,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
             }
             free(wq); free(wk); free(wv); free(wo); free(an); free(fn); free(w1); free(w2); free(w3);
             free(bq); free(bk); free(bv); free(qn); free(kn); free(pa); free(pf); free(sk); free(bo);
-            bq = bk = bv = qn = kn = pa = pf = sk = bo = NULL;
+            bq = bk = bv = qn = kn = pa = pf = sk = bo = w1 = w2 = w3 = NULL;
         }
         if (!ok) break;
         ref_rmsnorm(x, onorm, xn, D, c->norm_eps);

@@ -41,7 +41,14 @@ typedef struct synth {
     int moe_bad;      /* a hostile MoE file: 1 expert_shared_count 1, 2 sigmoid gating, 3 more
                          used than experts, 4 stacks of one expert fewer, 5 layer 1 without ffn_up_exps,
                          6 layer 1 without the shared expert's gate, 7 a shared expert's width on a
-                         family without one, 8 the shared expert's down 16 columns narrow */
+                         family without one, 8 the shared expert's down 16 columns narrow; glm4moe:
+                         9 expert_group_count 2, 10 expert_gating_func 3, 11 layer 1 without its
+                         selection bias, 12 nextn_predict_layers = block_count, 13 M-RoPE sections,
+                         14 leading_dense_block_count beyond the layers */
+    /* glm4moe: leading dense layers (width 6 * hidden), trailing MTP layers, per-head Q/K norms,
+     * expert_weights_scale (0: not written) */
+    int dense_lead, nextn, qk;
+    float expert_scale;
 } synth;
 
 static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
@@ -102,6 +109,25 @@ static slm_status add_tn(slm_gguf_writer *w, bufs *b, const char *name, int64_t 
     return slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows);
 }
 
+/* glm4moe's keys, as convert_hf_to_gguf.py's Glm4MoeModel writes them (and the hostile variants). */
+static void glm_keys(slm_gguf_writer *w, const synth *s) {
+    char k[96];
+#define K(x) (snprintf(k, sizeof k, "%s." x, s->arch), k)
+    slm_gguf_set_u32(w, K("expert_shared_count"), (uint32_t)(s->shared / s->hidden));
+    slm_gguf_set_u32(w, K("leading_dense_block_count"), (uint32_t)(s->moe_bad == 14 ? s->layers + 1 : s->dense_lead));
+    slm_gguf_set_u32(w, K("expert_gating_func"), s->moe_bad == 10 ? 3 : 2);
+    if (s->expert_scale > 0.0f) slm_gguf_set_f32(w, K("expert_weights_scale"), s->expert_scale);
+    slm_gguf_set_bool(w, K("expert_weights_norm"), 1);
+    slm_gguf_set_u32(w, K("nextn_predict_layers"), (uint32_t)(s->moe_bad == 12 ? s->layers + s->nextn : s->nextn));
+    slm_gguf_set_u32(w, K("expert_group_count"), s->moe_bad == 9 ? 2 : 1);
+    slm_gguf_set_u32(w, K("expert_group_used_count"), 1);
+    if (s->moe_bad == 13) {
+        const int32_t sec[4] = {8, 4, 4, 0};
+        slm_gguf_set_arr(w, K("rope.dimension_sections"), SLM_GGUF_I32, sec, 4);
+    }
+#undef K
+}
+
 static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_t seed) {
     g_rng = seed;
     slm_gguf_writer *w = slm_gguf_writer_new();
@@ -111,9 +137,9 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     slm_gguf_set_str(w, "general.architecture", s->arch);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)s->dim);
     slm_gguf_set_u32(w, K("feed_forward_length"),
-                     (uint32_t)(is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") || is_arch(s, "qwen2moe") ? 6 * s->hidden
+                     (uint32_t)(is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") || is_arch(s, "qwen2moe") || is_arch(s, "glm4moe") ? 6 * s->hidden
                                                                                                       : s->hidden));
-    slm_gguf_set_u32(w, K("block_count"), (uint32_t)s->layers);
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)(s->layers + s->nextn));
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)s->heads);
     slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)s->kv_heads);
     slm_gguf_set_u32(w, K("context_length"), (uint32_t)s->ctx);
@@ -144,15 +170,17 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
     const int gemma = is_arch(s, "gemma2") || is_arch(s, "gemma3"), phi3 = is_arch(s, "phi3");
     const int olmo2 = is_arch(s, "olmo2"), exaone4 = is_arch(s, "exaone4"), post_only = olmo2 || exaone4;
     const int olmoe = is_arch(s, "olmoe"), whole_qk = olmo2 || olmoe, oss = is_arch(s, "gpt-oss");
-    const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3") || post_only || is_arch(s, "qwen3moe") || olmoe;
+    const int qk_norm = is_arch(s, "qwen3") || is_arch(s, "gemma3") || post_only || is_arch(s, "qwen3moe") || olmoe || s->qk;
+    const int glm = is_arch(s, "glm4moe"), dense_w = glm ? 6 * s->hidden : s->hidden;
     if (s->experts) {
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)s->experts);
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)(s->moe_bad == 3 ? s->experts + 1 : s->experts_used));
         if (s->moe_bad == 1) slm_gguf_set_u32(w, K("expert_shared_count"), 1);
         if (s->moe_bad == 2) slm_gguf_set_u32(w, K("expert_gating_func"), 2);
-        if (is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") || is_arch(s, "qwen2moe")) /* apart from the dense one */
+        if (is_arch(s, "qwen3moe") || is_arch(s, "gpt-oss") || is_arch(s, "qwen2moe") || is_arch(s, "glm4moe"))
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)s->hidden);
-        if (s->shared || s->moe_bad == 7)
+        if (is_arch(s, "glm4moe")) glm_keys(w, s);
+        else if (s->shared || s->moe_bad == 7)
             slm_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)(s->shared ? s->shared : 64));
     }
     if (s->head_dim) {
@@ -184,7 +212,7 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             sf[i] = 1.0f + 0.05f * (float)i;
         }
     }
-    for (int l = 0; l < s->layers; l++) {
+    for (int l = 0; l < s->layers + s->nextn; l++) {
         char n[64];
 #define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, l), n)
         if (!post_only) add_t(w, &b, NAME("attn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
@@ -210,9 +238,16 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
             add_t(w, &b, NAME("attn_output.bias"), s->dim, 1, SLM_F32, 0.5f, 0.0f);
         }
         if (gemma || post_only) add_t(w, &b, NAME("post_attention_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
-        if (!post_only) add_t(w, &b, oss ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
-        if (s->experts) { /* the router (f32, as llama-quantize leaves it), the experts stacked */
+        if (!post_only) add_t(w, &b, oss || glm ? NAME("post_attention_norm.weight") : NAME("ffn_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        if (l >= s->layers) { /* glm4moe's MTP layer: written, never run */
+            add_t(w, &b, NAME("nextn.eh_proj.weight"), 2 * s->dim, s->dim, mtype, sd, 0.0f);
+            add_t(w, &b, NAME("nextn.enorm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+            add_t(w, &b, NAME("nextn.hnorm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
+        }
+        if (s->experts && l >= s->dense_lead) { /* the router (f32, as llama-quantize leaves it), the experts stacked */
             add_t(w, &b, NAME("ffn_gate_inp.weight"), s->dim, s->experts, SLM_F32, 4.0f * sd, 0.0f);
+            /* glm4moe's selection bias: of the sigmoid scores' spread, so that it moves choices */
+            if (glm && !(s->moe_bad == 11 && l == 1)) add_t(w, &b, NAME("exp_probs_b.bias"), s->experts, 1, SLM_F32, 0.3f, 0.0f);
             if (oss) { /* the router's and the experts' biases, [out, experts] */
                 add_t(w, &b, NAME("ffn_gate_inp.bias"), s->experts, 1, SLM_F32, 1.0f, 0.0f);
                 /* large enough that some gates and ups reach the clamp at 7 */
@@ -237,10 +272,10 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
         if (phi3) { /* fused: gate rows, then up rows */
             add_t(w, &b, NAME("ffn_up.weight"), s->dim, 2 * s->hidden, mtype, sd, 0.0f);
         } else {
-            add_t(w, &b, NAME("ffn_gate.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
-            add_t(w, &b, NAME("ffn_up.weight"), s->dim, s->hidden, mtype, sd, 0.0f);
+            add_t(w, &b, NAME("ffn_gate.weight"), s->dim, dense_w, mtype, sd, 0.0f);
+            add_t(w, &b, NAME("ffn_up.weight"), s->dim, dense_w, mtype, sd, 0.0f);
         }
-        add_t(w, &b, NAME("ffn_down.weight"), s->hidden, s->dim, mtype, sh, 0.0f);
+        add_t(w, &b, NAME("ffn_down.weight"), dense_w, s->dim, mtype, s->std / sqrtf((float)dense_w), 0.0f);
         if (gemma || post_only) add_t(w, &b, NAME("post_ffw_norm.weight"), s->dim, 1, SLM_F32, 0.1f, 1.0f);
 #undef NAME
     }
@@ -425,6 +460,19 @@ static const synth k_archs[] = {
     {.arch = "llama", .dim = 64, .hidden = 96, .layers = 2, .heads = 2, .kv_heads = 2, .vocab = 160, .ctx = 256,
      .rope_scale = 8.0f, .rope_base = 10000.0f, .std = 1.0f, .yarn_orig = 32, .beta_fast = 4.0f, .beta_slow = 2.0f,
      .ext_factor = 0.5f, .yarn_attn = 1.3f},
+    /* glm4moe (GLM-4.5's form): Q/K/V biases, per-head Q/K norms, half of each
+     * head rotated (neox), layer 0 dense (width 192), 8 experts of width 32, 2
+     * per token by sigmoid score plus the selection bias, renormalized and
+     * scaled by 2.5, an ungated shared expert of one expert's width, an MTP
+     * layer after the 3 (not run), untied */
+    {.arch = "glm4moe", .dim = 64, .hidden = 32, .layers = 3, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .bias = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .rope_dims = 8, .experts = 8,
+     .experts_used = 2, .shared = 32, .dense_lead = 1, .nextn = 1, .qk = 1, .expert_scale = 2.5f},
+    /* glm4moe (GLM-4.5-Air's form): no Q/K norms, two dense layers, a shared
+     * expert of two experts' width, no scale key (1), no MTP layer, tied */
+    {.arch = "glm4moe", .dim = 64, .hidden = 32, .layers = 3, .heads = 4, .kv_heads = 2, .vocab = 160, .ctx = 128,
+     .tied = 1, .bias = 1, .rope_scale = 1.0f, .rope_base = 1000000.0f, .std = 1.0f, .rope_dims = 8, .experts = 8,
+     .experts_used = 2, .shared = 64, .dense_lead = 2},
 };
 
 static void test_arch_vs_reference(void) {
@@ -924,6 +972,17 @@ static void test_moe_config(void) {
         CHECK(c->shared_ffn == 96 && c->shared_gate == 1 && c->qkv_bias == 1 && c->rope_neox == 1);
         slm_model_close(&m);
     }
+    /* glm4moe: layer 0 dense of feed_forward_length, the experts' own width, sigmoid
+     * routing with the selection bias, renormalized, scaled, one shared expert, the
+     * MTP layer not among the layers */
+    if (write_model("moe_glm.gguf", find_synth("glm4moe"), SLM_F32, 5) && open_ok(&m, "moe_glm.gguf")) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(c->n_layers == 3 && c->nextn_layers == 1 && c->dense_lead == 1 && c->dense_ffn == 192 && c->hidden_dim == 32);
+        CHECK(c->expert_sigmoid == 1 && c->expert_sel_bias == 1 && c->expert_norm == 1 && c->expert_scale == 2.5f);
+        CHECK(c->shared_ffn == 32 && c->shared_gate == 0 && c->qkv_bias == 1 && c->qk_norm == 1 && c->rope_neox == 1);
+        CHECK(c->rope_dims == 8 && slm_layer_moe(c, 1) && !slm_layer_moe(c, 0));
+        slm_model_close(&m);
+    }
     synth gs = k_archs[0];
     for (size_t i = 0; i < sizeof k_archs / sizeof k_archs[0]; i++)
         if (is_arch(&k_archs[i], "granitemoe") && k_archs[i].shared) gs = k_archs[i];
@@ -936,6 +995,9 @@ static void test_moe_config(void) {
         {4, "qwen3moe", "ffn_gate_exps"},  {5, "olmoe", "blk.1.ffn_up.0.weight"}, {0, "gemma2", "expert_count"},
         {6, "qwen2moe", "blk.1.ffn_gate_inp_shexp.weight"}, {7, "olmoe", "expert_shared_feed_forward_length"},
         {8, "qwen2moe", "blk.0.ffn_down_shexp.weight"}, {2, "qwen2moe", "expert_gating_func"},
+        {9, "glm4moe", "expert_group_count"}, {10, "glm4moe", "expert_gating_func"},
+        {11, "glm4moe", "blk.1.exp_probs_b.bias"}, {12, "glm4moe", "nextn_predict_layers"},
+        {13, "glm4moe", "rope.dimension_sections"}, {14, "glm4moe", "leading_dense_block_count"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         synth sy = *find_synth(cases[i].bad ? cases[i].arch : "qwen3moe");
@@ -955,6 +1017,7 @@ static void test_moe_config(void) {
     unlink("moe_ol.gguf");
     unlink("moe_q2.gguf");
     unlink("moe_gs.gguf");
+    unlink("moe_glm.gguf");
     unlink("moe_bad.gguf");
 }
 
@@ -1045,8 +1108,8 @@ static void test_shared_blob_hostile(void) {
     int comb = -1;
     for (uint64_t i = 0; tasks && i < len / 160; i++)
         if (tasks[i * 160] == SLM_T_MOE_COMBINE && comb < 0) comb = (int)i;
-    CHECKF(tasks && cfg && clen == 352 && comb >= 0, "combine task %d, config %llu bytes", comb, (unsigned long long)clen);
-    if (!tasks || !cfg || clen != 352 || comb < 0) {
+    CHECKF(tasks && cfg && clen == 376 && comb >= 0, "combine task %d, config %llu bytes", comb, (unsigned long long)clen);
+    if (!tasks || !cfg || clen != 376 || comb < 0) {
         free(img);
         return;
     }
@@ -1074,6 +1137,57 @@ static void test_shared_blob_hostile(void) {
         memcpy(e, keep, 4);
     }
     CHECKF(t_blob_opens(img, n, "shx.blob", msg, sizeof msg), "restored: %s", msg);
+    free(img);
+}
+
+/* glm4moe's routing in a blob: the route task's gating, weight scale and
+ * selection bias must be the config's (the bias [E] in the weights); the
+ * config's dense layers, gating, bias, scale and MTP count in range. */
+static void test_glm_blob_hostile(void) {
+    size_t n = 0;
+    uint8_t *img = moe_blob_image("glm4moe", "glm_h", &n);
+    uint64_t len = 0, clen = 0;
+    uint8_t *tasks = img ? t_blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    uint8_t *cfg = img ? t_blob_section(img, n, ".slm.config", &clen) : NULL;
+    char msg[512];
+    int route = -1;
+    for (uint64_t i = 0; tasks && i < len / 160; i++)
+        if (tasks[i * 160] == SLM_T_MOE_ROUTE && route < 0) route = (int)i;
+    CHECKF(tasks && cfg && clen == 376 && route >= 0, "route task %d, config %llu bytes", route, (unsigned long long)clen);
+    if (!tasks || !cfg || clen != 376 || route < 0) {
+        free(img);
+        return;
+    }
+    CHECKF(t_blob_opens(img, n, "glm.blob", msg, sizeof msg), "pristine: %s", msg);
+    const float bad_scale = 1.5f, neg = -1.0f;
+    int32_t fs, fn;
+    memcpy(&fs, &bad_scale, 4);
+    memcpy(&fn, &neg, 4);
+    static const int F = 224; /* the family record in .slm.config */
+    const struct { int cfg, off; int32_t v; const char *want; } muts[] = {
+        {0, 32, 0, "gating 0, the config's is 1"},             /* b: softmax */
+        {0, 156, fs, "weight scale f2 1.5"},                     /* f2 */
+        {0, 56 + 16, 0, "selection bias missing"},               /* src1's space: none */
+        {0, 56 + 16 + 8, 1 << 30, "beyond weights"},             /* src1's offset */
+        {0, 56 + 16, SLM_SPACE_ARENA, "bias must be in the weights"}, /* src1 in the arena */
+        {1, F + 128, -1, "dense_lead"},                          /* config */
+        {1, F + 128, 4, "dense_lead"},
+        {1, F + 132, 0, "dense_ffn"},
+        {1, F + 136, 2, "expert_sigmoid"},
+        {1, F + 140, 2, "expert_sel_bias"},
+        {1, F + 144, fn, "expert_scale"},
+        {1, F + 148, -1, "nextn_layers"},
+    };
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        uint8_t *e = muts[i].cfg ? cfg + muts[i].off : tasks + (size_t)route * 160 + muts[i].off;
+        uint8_t keep[4];
+        memcpy(keep, e, 4);
+        if (muts[i].off == 56 + 16 && !muts[i].cfg) e[0] = (uint8_t)muts[i].v;
+        else memcpy(e, &muts[i].v, 4);
+        CHECKF(!t_blob_opens(img, n, "glm.blob", msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i, msg);
+        memcpy(e, keep, 4);
+    }
+    CHECKF(t_blob_opens(img, n, "glm.blob", msg, sizeof msg), "restored: %s", msg);
     free(img);
 }
 
@@ -1165,6 +1279,7 @@ int main(void) {
     T_RUN(test_moe_blob_hostile);
     T_RUN(test_oss_blob_hostile);
     T_RUN(test_shared_blob_hostile);
+    T_RUN(test_glm_blob_hostile);
     T_RUN(test_oss_key_parts);
     T_RUN(test_moe_narrow);
     T_RUN(test_arch_blob_roundtrip);

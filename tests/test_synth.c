@@ -457,6 +457,24 @@ static void test_archs(void) {
     }
     load_and_generate(q2, 64, 2, 4, 2, 32, 512);
     CHECK(synth_bad("--shape custom --arch qwen3moe --experts 4 --shared-ffn 64", tmp_path("bad_shared.gguf")) != 0);
+    /* glm-4.5-air's family: a dense layer 0, the selection bias (f32), the
+     * shared expert of one expert's width, the MTP layer written (block_count
+     * counts it) and not run, half of each head rotated */
+    const char *glm = tmp_path("glm4moe.gguf");
+    CHECK(synth("--shape glm-4.5-air --dim 64 --heads 4 --kv-heads 2 --ffn 160 --layers 2 --n-vocab 512 --ctx 256 "
+                "--experts 4 --experts-used 2 --expert-ffn 32 --type q8_0", glm) == 0);
+    if (open_gguf(&o, glm)) {
+        CHECK(u32(o.g, "glm4moe.block_count") == 3 && u32(o.g, "glm4moe.nextn_predict_layers") == 1);
+        CHECK(u32(o.g, "glm4moe.leading_dense_block_count") == 1 && u32(o.g, "glm4moe.expert_shared_count") == 1);
+        CHECKF(u32(o.g, "glm4moe.expert_gating_func") == 2 && u32(o.g, "glm4moe.rope.dimension_count") == 8,
+               "gating %u, rotated %u", u32(o.g, "glm4moe.expert_gating_func"), u32(o.g, "glm4moe.rope.dimension_count"));
+        CHECK(tensor_type(o.g, "blk.1.exp_probs_b.bias") == SLM_F32 && slm_gguf_find_tensor(o.g, "blk.0.ffn_gate.weight"));
+        CHECK(slm_gguf_find_tensor(o.g, "blk.2.nextn.eh_proj.weight") && !slm_gguf_find_tensor(o.g, "blk.0.ffn_gate_inp.weight"));
+        close_gguf(&o);
+    }
+    load_and_generate(glm, 64, 2, 4, 2, 32, 512);
+    CHECK(synth_bad("--shape glm-4.5-air --dim 64 --heads 4 --layers 2 --experts 4 --experts-used 2 --expert-ffn 32 --shared-ffn 48",
+                    tmp_path("bad_glm.gguf")) != 0);
 }
 
 static void test_bad_args(void) {

@@ -84,7 +84,7 @@ static slm_status check_family_fields(pctx *q, int ti) {
         return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
     const int post_scale = (t->flags & SLM_TF_POST_SCALE) != 0;
     if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) ||
-        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE))
+        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE && t->op != SLM_T_MOE_ROUTE))
         return pbad(q, "task %d (%s): scale f2 %g out of range for this task", ti, op, (double)t->f2);
     if ((t->op == SLM_T_EMBED || t->op == SLM_T_ATTENTION) && !(t->f0 >= 0.0f && t->f0 < 1e9f))
         return pbad(q, "task %d (%s): scale f0 %g out of range", ti, op, (double)t->f0);
@@ -254,9 +254,21 @@ static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
     unsigned used = 0;
     uint64_t ext;
     slm_status s;
-    if (t->op == SLM_T_MOE_ROUTE) { /* the router's logits [R, E] -> the routing table */
+    if (t->op == SLM_T_MOE_ROUTE) { /* the router's logits [R, E] (and the selection bias [E]) -> the routing table */
+        const slm_model_config *m = &q->r->c->cfg;
+        const float scale = m->expert_scale != 1.0f ? m->expert_scale : 0.0f;
         NEED(t->n >= 1 && t->n <= 1024 && t->c >= 1 && t->c <= 64 && t->c <= t->n && (t->a == 0 || t->a == 1) && !t->flags,
              "task %d (%s): %d experts, %d used, norm %d, flags 0x%x out of range", ti, op, t->n, t->c, t->a, t->flags);
+        NEED(t->b == m->expert_sigmoid, "task %d (%s): gating %d, the config's is %d (0 softmax, 1 sigmoid)", ti, op, t->b,
+             m->expert_sigmoid);
+        NEED(t->f2 == scale, "task %d (%s): weight scale f2 %g, the config's is %g", ti, op, (double)t->f2, (double)scale);
+        NEED((t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE) == (m->expert_sel_bias != 0),
+             "task %d (%s): a selection bias %s, the config %s", ti, op,
+             t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE ? "given" : "missing",
+             m->expert_sel_bias ? "has one" : "has none");
+        NEED(!m->expert_sel_bias || t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS,
+             "task %d (%s): the selection bias must be in the weights", ti, op);
+        if (m->expert_sel_bias) REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
         NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
         REF(SLM_REF_DST, (SLM_MOE_EXPERT(p->rows, t->c, t->n)) * 4, 1);

@@ -30,8 +30,13 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     fprintf(f, "model: %s, dim %d, hidden %d, layers %d, heads %d/%d, head_dim %d, vocab %d, context %d\n", m->arch, m->dim,
             m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len);
     if (m->n_experts) {
-        fprintf(f, "experts: %d of width %d, %d per token%s", m->n_experts, m->hidden_dim, m->n_experts_used,
+        fprintf(f, "experts: %d of width %d, %d per token%s%s%s", m->n_experts, m->hidden_dim, m->n_experts_used,
+                m->expert_sigmoid ? ", sigmoid routing" : "", m->expert_sel_bias ? " with a selection bias" : "",
                 m->expert_norm ? ", weights renormalized" : "");
+        if (m->expert_scale != 0.0f) fprintf(f, ", scaled by %g", (double)m->expert_scale);
+        if (m->dense_lead == 1) fprintf(f, "; layer 0 dense (FFN width %d)", m->dense_ffn);
+        else if (m->dense_lead) fprintf(f, "; layers 0..%d dense (FFN width %d)", m->dense_lead - 1, m->dense_ffn);
+        if (m->nextn_layers) fprintf(f, "; %d MTP layer%s not compiled", m->nextn_layers, m->nextn_layers > 1 ? "s" : "");
         if (m->shared_ffn)
             fprintf(f, "; a shared expert of width %d%s", m->shared_ffn, m->shared_gate ? " behind a sigmoid gate" : "");
         fprintf(f, "%s\n", m->attn_sinks ? "; attention sinks (gpt-oss)" : "");

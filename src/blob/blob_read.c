@@ -198,6 +198,14 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->expert_bias, 0, 1, "expert_bias");
     RANGE(m->shared_ffn, 0, m->n_experts ? BLOB_MAX_DIM : 0, "shared_ffn");
     RANGE(m->shared_gate, 0, m->shared_ffn ? 1 : 0, "shared_gate");
+    RANGE(m->dense_lead, 0, m->n_experts ? m->n_layers : 0, "dense_lead");
+    RANGE(m->dense_ffn, m->n_experts && m->dense_lead ? 1 : 0, m->n_experts && m->dense_lead ? BLOB_MAX_DIM : 0,
+          "dense_ffn");
+    RANGE(m->expert_sigmoid, 0, m->n_experts ? 1 : 0, "expert_sigmoid");
+    RANGE(m->expert_sel_bias, 0, m->n_experts ? 1 : 0, "expert_sel_bias");
+    RANGE(m->nextn_layers, 0, 65536, "nextn_layers");
+    if (!(m->expert_scale >= 0.0f && m->expert_scale < 1e6f) || (m->expert_scale != 0.0f && !m->n_experts))
+        return bad(r, "section .slm.config: expert_scale %g out of range", (double)m->expert_scale);
     if (!(m->swiglu_alpha >= 0.0f && m->swiglu_alpha < 1e6f) || !(m->swiglu_limit >= 0.0f && m->swiglu_limit < 1e6f))
         return bad(r, "section .slm.config: swiglu_alpha %g / swiglu_limit %g out of range", (double)m->swiglu_alpha,
                    (double)m->swiglu_limit);

@@ -19,7 +19,7 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 128,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 152,
                "update blob config and family records");
 _Static_assert(SLM_T_OP_COUNT == 16, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000 &&
@@ -40,10 +40,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-/* then the family record (128 bytes): what the families add to
+/* then the family record (152 bytes): what the families add to
  * the config (blob_put_family) */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
-#define BLOB_FAMILY_SIZE 128
+#define BLOB_FAMILY_SIZE 152
 #define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -143,7 +143,8 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
  * i32 no_pre_norms; f32 residual_scale, logit_scale (granite); i32 n_experts,
  * n_experts_used, expert_norm (MoE); i32 attn_sinks, o_bias, expert_bias; f32
  * swiglu_alpha, swiglu_limit (gpt-oss); i32 shared_ffn, shared_gate (the shared
- * expert). */
+ * expert); i32 dense_lead, dense_ffn, expert_sigmoid, expert_sel_bias; f32
+ * expert_scale; i32 nextn_layers (glm4moe). */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memset(p, 0, BLOB_FAMILY_SIZE);
     int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
@@ -164,6 +165,10 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memcpy(p + 116, &m->swiglu_limit, 4);
     memcpy(p + 120, &m->shared_ffn, 4);
     memcpy(p + 124, &m->shared_gate, 4);
+    const int32_t g[4] = {m->dense_lead, m->dense_ffn, m->expert_sigmoid, m->expert_sel_bias};
+    memcpy(p + 128, g, sizeof g);
+    memcpy(p + 144, &m->expert_scale, 4);
+    memcpy(p + 148, &m->nextn_layers, 4);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
@@ -191,6 +196,11 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
     memcpy(&m->swiglu_limit, p + 116, 4);
     memcpy(&m->shared_ffn, p + 120, 4);
     memcpy(&m->shared_gate, p + 124, 4);
+    int32_t g[4];
+    memcpy(g, p + 128, sizeof g);
+    m->dense_lead = g[0]; m->dense_ffn = g[1]; m->expert_sigmoid = g[2]; m->expert_sel_bias = g[3];
+    memcpy(&m->expert_scale, p + 144, 4);
+    memcpy(&m->nextn_layers, p + 148, 4);
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

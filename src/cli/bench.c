@@ -205,6 +205,13 @@ static void facts_add(model_facts *f, uint64_t *by_type, uint64_t *count, const 
     f->shared = cfg->shared_ffn > 0;
     int l, e, end = 0;
     char kind[8];
+    if (sscanf(name, "blk.%d.", &l) == 1 && l >= cfg->n_layers) { /* glm4moe's MTP layers: never run */
+        if (type < SLM_DTYPE_COUNT) {
+            count[type]++;
+            if (n_dims >= 2) by_type[type] += nbytes;
+        }
+        return;
+    }
     if (cfg->n_experts > 0 && sscanf(name, "blk.%d.ffn_%5[a-z].%d.weight%n", &l, kind, &e, &end) == 3 && end > 0 &&
         !name[end]) {
         f->active += n * (uint64_t)cfg->n_experts_used / (uint64_t)cfg->n_experts;

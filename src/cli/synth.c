@@ -58,15 +58,20 @@ typedef struct synth_shape {
     int yarn_orig;
     float mup[4];    /* granite: embedding, attention, residual multipliers, logits scaling */
     int experts, experts_used, expert_ffn; /* MoE: experts, used per token, their width (0: ffn) */
-    int shared_ffn;  /* the shared expert's width (qwen2moe: gated; granitemoe), 0 = none */
+    int shared_ffn;  /* the shared expert's width (qwen2moe: gated; granitemoe; glm4moe: a multiple of
+                        the experts'), 0 = none */
+    /* glm4moe: leading dense layers (width ffn), trailing MTP layers (written, not run), per-head
+     * Q/K norms, the routed weights' scale */
+    int dense_lead, nextn, qk_norm;
+    float routed_scale;
 } synth_shape;
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -74,7 +79,7 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
     {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, 1e-5f, 1, 0,
      .mup = {12.0f, 0.015625f, 0.22f, 8.0f}},
     {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
@@ -89,8 +94,11 @@ static const synth_shape k_shapes[] = {
      .experts_used = 2},
     {"qwen1.5-moe-a2.7b", "qwen2moe", 2048, 24, 16, 16, 5632, 151936, 8192, 1000000.0f, 1e-6f, 0, 0, .experts = 60,
      .experts_used = 4, .expert_ffn = 1408, .shared_ffn = 5632},
+    {"glm-4.5-air", "glm4moe", 4096, 46, 96, 8, 10944, 151552, 131072, 1000000.0f, 1e-5f, 0, 0, .head_dim = 128,
+     .experts = 128, .experts_used = 8, .expert_ffn = 1408, .dense_lead = 1, .nextn = 1,
+     .routed_scale = 1.0f},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
 };
 
 static void usage(FILE *f) {
@@ -104,7 +112,7 @@ static void usage(FILE *f) {
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
             "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
-            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | custom\n"
+            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
@@ -113,7 +121,7 @@ static void usage(FILE *f) {
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
             "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss |\n"
-            "                        qwen2moe\n"
+            "                        qwen2moe | glm4moe\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -131,7 +139,12 @@ static void usage(FILE *f) {
             "      --experts-used K  K of them per token (default: the shape's, else 2), each of width\n"
             "      --expert-ffn N    (default: qwen3moe's shape's, else --ffn)\n"
             "      --shared-ffn N    a shared expert of width N (qwen2moe: behind its sigmoid gate, default\n"
-            "                        the shape's, else --ffn; granitemoe: none by default)\n"
+            "                        the shape's, else --ffn; granitemoe: none by default; glm4moe: a\n"
+            "                        multiple of the experts' width, default one expert's)\n"
+            "      --dense-lead N    glm4moe: the first N layers dense, of width --ffn (default: the shape's)\n"
+            "      --nextn N         glm4moe: N more MTP layers (nextn.* tensors; not run) (default: the shape's)\n"
+            "      --qk-norm         glm4moe: per-head Q/K norms (GLM-4.5's use_qk_norm)\n"
+            "      --expert-scale X  glm4moe: routed_scaling_factor (default: the shape's, else 1)\n"
             "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
             "                        (default: the shape's; olmo2 shapes without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
@@ -458,6 +471,8 @@ typedef struct synth_args {
     float o_rope, o_eps;
     int window;
     int experts, experts_used, expert_ffn, shared_ffn;
+    int dense_lead, nextn, qk_norm; /* -1: the shape's */
+    float expert_scale;
 } synth_args;
 
 /* argv into a; 0: go on, else the exit code (help: 0 too, with *done set). */
@@ -497,6 +512,10 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--experts-used")) { if (!parse_i(v, o, 1, 64, &a->experts_used)) return 2; }
         else if (!strcmp(o, "--expert-ffn")) { if (!parse_i(v, o, 1, 1 << 18, &a->expert_ffn)) return 2; }
         else if (!strcmp(o, "--shared-ffn")) { if (!parse_i(v, o, 1, 1 << 18, &a->shared_ffn)) return 2; }
+        else if (!strcmp(o, "--dense-lead")) { if (!parse_i(v, o, 0, 1024, &a->dense_lead)) return 2; }
+        else if (!strcmp(o, "--nextn")) { if (!parse_i(v, o, 0, 16, &a->nextn)) return 2; }
+        else if (!strcmp(o, "--qk-norm")) { a->qk_norm = 1; takes = 0; }
+        else if (!strcmp(o, "--expert-scale")) { if (!parse_f(v, o, &a->expert_scale)) return 2; }
         else if (!strcmp(o, "--sliding-window")) { if (!parse_i(v, o, 1, 1 << 24, &a->window)) return 2; }
         else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &a->o_rope)) return 2; }
         else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &a->o_eps)) return 2; }
@@ -524,12 +543,37 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
 
 static int is_moe_arch(const char *a) {
     return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe") || !strcmp(a, "gpt-oss") ||
-           !strcmp(a, "qwen2moe");
+           !strcmp(a, "qwen2moe") || !strcmp(a, "glm4moe");
 }
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
 static int head_dim_of(const synth_shape *sh) { return sh->head_dim ? sh->head_dim : sh->dim / sh->n_heads; }
 static int rope_dims_of(const synth_shape *sh) { return sh->rope_dims ? sh->rope_dims : head_dim_of(sh); }
+
+/* glm4moe's parts (others: none): the overrides, half the head rotated
+ * (partial_rotary_factor 0.5), a shared expert of whole experts' width;
+ * 0 or the exit code. */
+static int glm_shape(const synth_args *a, synth_shape *sh) {
+    if (strcmp(sh->arch, "glm4moe")) {
+        sh->dense_lead = sh->nextn = sh->qk_norm = 0;
+        sh->routed_scale = 0.0f;
+        return 0;
+    }
+    if (a->dense_lead >= 0) sh->dense_lead = a->dense_lead;
+    if (a->nextn >= 0) sh->nextn = a->nextn;
+    if (a->qk_norm > 0) sh->qk_norm = 1;
+    if (a->expert_scale > 0.0f) sh->routed_scale = a->expert_scale;
+    if (!(sh->routed_scale > 0.0f)) sh->routed_scale = 1.0f;
+    sh->rope_dims = head_dim_of(sh) / 2;
+    const int fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
+    if (!a->shared_ffn) sh->shared_ffn = fe; /* one shared expert (GLM-4.5's n_shared_experts) */
+    if (sh->dense_lead > sh->n_layers || sh->shared_ffn % fe) {
+        fprintf(stderr, "staticlm synth: glm4moe: --dense-lead %d beyond %d layers, or --shared-ffn %d not a multiple "
+                        "of the experts' width %d\n", sh->dense_lead, sh->n_layers, sh->shared_ffn, fe);
+        return 2;
+    }
+    return 0;
+}
 
 static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type **ty) {
     const synth_shape *base = NULL;
@@ -586,20 +630,22 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->expert_ffn) sh->expert_ffn = a->expert_ffn;
     if (a->shared_ffn) sh->shared_ffn = a->shared_ffn;
     if (!strcmp(sh->arch, "qwen2moe") && !sh->shared_ffn) sh->shared_ffn = sh->ffn; /* llama.cpp's default */
-    if (sh->shared_ffn && strcmp(sh->arch, "qwen2moe") && strcmp(sh->arch, "granitemoe")) {
+    if (glm_shape(a, sh)) return 2;
+    if (sh->shared_ffn && strcmp(sh->arch, "qwen2moe") && strcmp(sh->arch, "granitemoe") && strcmp(sh->arch, "glm4moe")) {
         if (a->shared_ffn) {
-            fprintf(stderr, "staticlm synth: %s: --shared-ffn only with qwen2moe and granitemoe\n", sh->arch);
+            fprintf(stderr, "staticlm synth: %s: --shared-ffn only with qwen2moe, granitemoe and glm4moe\n", sh->arch);
             return 2;
         }
         sh->shared_ffn = 0; /* another family on a qwen2moe shape */
     }
     /* llama (Mixtral), olmoe and granitemoe take the experts' width from feed_forward_length */
-    if (sh->expert_ffn && strcmp(sh->arch, "qwen3moe") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "qwen2moe")) {
+    if (sh->expert_ffn && strcmp(sh->arch, "qwen3moe") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "qwen2moe") &&
+        strcmp(sh->arch, "glm4moe")) {
         sh->ffn = sh->expert_ffn;
         sh->expert_ffn = 0;
     }
     if ((is_moe_arch(sh->arch) && !sh->experts) || (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama"))) {
-        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss"
+        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, glm4moe"
                                                                            : "needs --experts");
         return 2;
     }
@@ -627,7 +673,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_str(w, "general.architecture", sh->arch);
     slm_gguf_set_str(w, "general.type", "model");
     slm_gguf_set_str(w, "general.name", a->name ? a->name : gname);
-    slm_gguf_set_u32(w, K("block_count"), (uint32_t)sh->n_layers);
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)(sh->n_layers + sh->nextn)); /* glm4moe: with the MTP layers */
     slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh->ctx);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
     slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
@@ -648,9 +694,19 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     if (sh->experts) { /* as llama.cpp's converters write them */
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)sh->experts);
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)sh->experts_used);
-        if (is(sh, "qwen3moe") || is(sh, "gpt-oss") || is(sh, "qwen2moe"))
-            slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)(sh->expert_ffn ? sh->expert_ffn : sh->ffn));
-        if (sh->shared_ffn) slm_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)sh->shared_ffn);
+        const int fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
+        if (is(sh, "qwen3moe") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || is(sh, "glm4moe"))
+            slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)fe);
+        if (sh->shared_ffn && !is(sh, "glm4moe"))
+            slm_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)sh->shared_ffn);
+    }
+    if (is(sh, "glm4moe")) { /* as convert_hf_to_gguf.py's Glm4MoeModel writes them */
+        slm_gguf_set_u32(w, K("expert_shared_count"), (uint32_t)(sh->shared_ffn / (sh->expert_ffn ? sh->expert_ffn : sh->ffn)));
+        slm_gguf_set_u32(w, K("leading_dense_block_count"), (uint32_t)sh->dense_lead);
+        slm_gguf_set_u32(w, K("expert_gating_func"), 2);
+        slm_gguf_set_f32(w, K("expert_weights_scale"), sh->routed_scale);
+        slm_gguf_set_bool(w, K("expert_weights_norm"), 1);
+        slm_gguf_set_u32(w, K("nextn_predict_layers"), (uint32_t)sh->nextn);
     }
     if (is(sh, "granite") || is(sh, "granitemoe")) { /* as llama.cpp's converter writes Granite's multipliers */
         slm_gguf_set_f32(w, K("embedding_scale"), sh->mup[0]);
@@ -697,13 +753,26 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
 }
 
+/* glm4moe's selection bias blk.L.exp_probs_b.bias [E] (e_score_correction_bias):
+ * a fixed spread of +-0.1, large beside the sigmoid scores' differences at
+ * std 0.02, so that it changes which experts run. */
+static int put_select_bias(synth *s, int l, int E) {
+    float b[1024];
+    char n[64];
+    if (E > 1024) return 0;
+    for (int e = 0; e < E; e++) b[e] = 0.1f * sinf(1.7f * (float)e + (float)l);
+    snprintf(n, sizeof n, "blk.%d.exp_probs_b.bias", l);
+    return add(s, n, SLM_F32, E, 1, 2, b);
+}
+
 /* The tensors, in llama.cpp's order; 0 when one could not be made. */
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
-    const int qwen2 = is(sh, "qwen2") || is(sh, "gpt-oss") || is(sh, "qwen2moe"), phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
+    const int glm = is(sh, "glm4moe");
+    const int qwen2 = is(sh, "qwen2") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || glm, phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
     const int oss = is(sh, "gpt-oss");
     const int olmo2 = is(sh, "olmo2"), post_only = olmo2 || is(sh, "exaone4");
-    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || is(sh, "qwen3moe") || is(sh, "olmoe") || post_only,
+    const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || is(sh, "qwen3moe") || is(sh, "olmoe") || post_only || sh->qk_norm,
               rope_dims = rope_dims_of(sh), whole_qk = olmo2 || is(sh, "olmoe");
     const int E = sh->experts, fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
     const uint32_t mt = ty->matrix;
@@ -727,7 +796,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         if (!add(s, "rope_factors_long.weight", SLM_F32, rope_dims / 2, 1, 2, fl)) return 0;
         if (!add(s, "rope_factors_short.weight", SLM_F32, rope_dims / 2, 1, 2, fs)) return 0;
     }
-    for (int l = 0; l < sh->n_layers; l++) {
+    for (int l = 0; l < sh->n_layers + sh->nextn; l++) {
         char n[64];
 #define T(suffix, type, ne0, ne1, init)                                                        \
     do {                                                                                       \
@@ -762,9 +831,16 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T("attn_sinks.weight", SLM_F32, sh->n_heads, 1, 1);
         }
         if (gemma || post_only) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
-        if (!post_only) T(oss ? "post_attention_norm.weight" : "ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
-        if (E) { /* the router (f32, as llama-quantize leaves it) and the experts, 3-D */
+        if (!post_only) T(oss || glm ? "post_attention_norm.weight" : "ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
+        if (l >= sh->n_layers) { /* glm4moe's MTP layer: its own tensors (llama.cpp loads, never runs them) */
+            T("nextn.eh_proj.weight", t_in, 2 * sh->dim, sh->dim, 0);
+            T("nextn.enorm.weight", SLM_F32, sh->dim, 1, 1);
+            T("nextn.hnorm.weight", SLM_F32, sh->dim, 1, 1);
+            T("nextn.shared_head_norm.weight", SLM_F32, sh->dim, 1, 1);
+        }
+        if (E && l >= sh->dense_lead) { /* the router (f32, as llama-quantize leaves it) and the experts, 3-D */
             T("ffn_gate_inp.weight", SLM_F32, sh->dim, E, 0);
+            if (glm && !put_select_bias(s, l, E)) return 0;
             if (oss) { /* the router's and the experts' biases, [out, experts] */
                 T("ffn_gate_inp.bias", SLM_F32, E, 1, 0);
                 T("ffn_gate_exps.bias", SLM_F32, fe, E, 0);
@@ -812,6 +888,7 @@ int slm_cli_synth(int argc, char **argv) {
     a.std = 0.02f;
     a.o_dim = a.o_layers = a.o_heads = a.o_kv = a.o_ffn = a.o_vocab = a.o_ctx = a.o_tied = -1;
     a.o_rope = a.o_eps = -1.0f;
+    a.dense_lead = a.nextn = -1;
     int done, rc = parse_args(&a, argc, argv, &done);
     if (rc || done) return rc;
     synth_shape sh;

@@ -521,8 +521,11 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
         t->n = E;
         t->c = K;
         t->a = nd->expert_norm;
+        t->b = nd->expert_sigmoid;
+        t->f2 = nd->scale != 1.0f ? nd->scale : 0.0f;
         t->flags = row_flags(c, i);
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        if (nd->weight && (s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s; /* the selection bias */
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
     }

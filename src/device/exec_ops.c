@@ -214,42 +214,59 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
     }
 }
 
-/* The routing table of the valid rows (task.h, SLM_T_MOE_ROUTE): softmax of
- * each row's router logits, its K most probable experts (ties: the lower
- * index, as a stable sort), their probabilities (over their sum when a = 1,
- * the sum clamped as llama.cpp's), then the (row, slot) pairs sorted by
- * expert by counting. */
+/* Row r's routing (task.h, SLM_T_MOE_ROUTE): its scores (softmax of the
+ * router logits, or each one's sigmoid when b = 1), its K experts of the
+ * largest score (plus the selection bias src1, when set; softmax without
+ * one: of the largest logit, the same order) (ties: the lower index, as a
+ * stable sort) into sel, their unbiased scores as weights (over their sum
+ * when a = 1, the sum clamped as llama.cpp's; then times f2), each chosen
+ * expert counted in ex. key: E floats of scratch. */
+static int route_row(const slm_task *t, int r, float *key, int32_t *sel, float *wt, int32_t *ex) {
+    const int K = t->c, E = t->n, sigmoid = t->b == 1;
+    const float *lg = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+    const float *bias = t->ref[SLM_REF_SRC1].space ? t->p[SLM_REF_SRC1] : NULL;
+    float mx = lg[0], sum = 0.0f, wsum = 0.0f;
+    for (int e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+    for (int e = 0; e < E && !sigmoid; e++) sum += expf(lg[e] - mx);
+    for (int e = 0; e < E; e++) {
+        const float sc = sigmoid ? 1.0f / (1.0f + expf(-lg[e])) : expf(lg[e] - mx) / sum;
+        key[e] = bias ? sc + bias[e] : sigmoid ? sc : lg[e];
+    }
+    for (int s = 0; s < K; s++) {
+        int best = -1;
+        for (int e = 0; e < E; e++) {
+            int taken = 0;
+            for (int q = 0; q < s && !taken; q++) taken = sel[q] == e;
+            if (!taken && (best < 0 || key[e] > key[best])) best = e;
+        }
+        if (best < 0) return -1;
+        sel[s] = best;
+        wt[s] = sigmoid ? 1.0f / (1.0f + expf(-lg[best])) : expf(lg[best] - mx) / sum;
+        wsum += wt[s];
+        ex[2 * best + 1]++;
+    }
+    if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
+    for (int s = 0; s < K; s++) {
+        if (t->a) wt[s] /= wsum;
+        if (t->f2 != 0.0f) wt[s] *= t->f2;
+    }
+    return 0;
+}
+
+/* The routing table of the valid rows (task.h, SLM_T_MOE_ROUTE): each
+ * row's experts and weights (route_row), then the (row, slot) pairs sorted
+ * by expert by counting. */
 slm_status slm_exec_moe_route(const slm_task *t, rows rr) {
     const int T = t->m, K = t->c, E = t->n;
     int32_t *tab = t->p[SLM_REF_DST];
     int32_t *rowlist = tab + SLM_MOE_ROWLIST(T, K), *pos = tab + SLM_MOE_POS(T, K);
     float *wt = (float *)(tab + SLM_MOE_WEIGHT(T, K));
     int32_t *ex = tab + SLM_MOE_EXPERT(T, K, 0); /* (first, count) per expert */
+    float key[1024]; /* E <= 1024 (blob_check) */
+    if (E > 1024) return SLM_ERR_INTERNAL;
     for (int e = 0; e < E; e++) ex[2 * e] = ex[2 * e + 1] = 0;
-    for (int r = rr.begin; r < rr.end; r++) {
-        const float *lg = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
-        float mx = lg[0], sum = 0.0f, wsum = 0.0f;
-        for (int e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
-        for (int e = 0; e < E; e++) sum += expf(lg[e] - mx);
-        int32_t *sel = pos + (size_t)r * K; /* the row's experts, until the places replace them */
-        for (int s = 0; s < K; s++) {
-            int best = -1;
-            for (int e = 0; e < E; e++) {
-                int taken = 0;
-                for (int q = 0; q < s && !taken; q++) taken = sel[q] == e;
-                if (!taken && (best < 0 || lg[e] > lg[best])) best = e;
-            }
-            if (best < 0) return SLM_ERR_INTERNAL;
-            sel[s] = best;
-            wt[(size_t)r * K + s] = expf(lg[best] - mx) / sum;
-            wsum += wt[(size_t)r * K + s];
-            ex[2 * best + 1]++;
-        }
-        if (t->a) {
-            if (wsum < 6.103515625e-5f) wsum = 6.103515625e-5f;
-            for (int s = 0; s < K; s++) wt[(size_t)r * K + s] /= wsum;
-        }
-    }
+    for (int r = rr.begin; r < rr.end; r++) /* the row's experts go in pos until the places replace them */
+        if (route_row(t, r, key, pos + (size_t)r * K, wt + (size_t)r * K, ex)) return SLM_ERR_INTERNAL;
     for (int e = 0, at = 0; e < E; e++) { /* places: experts in order */
         ex[2 * e] = at;
         at += ex[2 * e + 1];

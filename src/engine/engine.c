@@ -132,6 +132,10 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
                         slm_basename(model_path), slm_tok_vocab_size(e->tok), e->model.cfg.vocab_size);
     slm_compile_options co;
     compile_options(&e->opt, &co);
+    if (e->opt.verbose && e->model.cfg.nextn_layers) /* glm4moe: as llama.cpp, loaded and not run */
+        fprintf(stderr, "note: %s: %d multi-token-prediction layer%s after layer %d not compiled (nextn_predict_layers)\n",
+                slm_basename(model_path), e->model.cfg.nextn_layers, e->model.cfg.nextn_layers > 1 ? "s" : "",
+                e->model.cfg.n_layers - 1);
     if ((s = slm_compile(&e->comp, &e->model, &co, &e->err))) return s;
     const int mpl = e->comp.opt.max_prompt_len, mrl = e->comp.opt.min_response_len, ctx = e->model.cfg.context_len;
     if ((e->opt.min_response_len >= 0 && mrl < e->opt.min_response_len) ||

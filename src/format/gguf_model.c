@@ -140,6 +140,7 @@ static slm_status shared_params(const slm_gguf *g, const char *file, const char 
     slm_status s;
     const int is_q2 = !strcmp(A, "qwen2moe"), is_gmoe = !strcmp(A, "granitemoe");
     int count = 0, width = 0;
+    if (!strcmp(A, "glm4moe")) return SLM_OK; /* glm4moe_params */
     snprintf(key, sizeof key, "%s.expert_shared_feed_forward_length", A);
     if ((s = get_int(g, file, key, 0, &width, err))) return s;
     if (is_q2 || (is_gmoe && width)) {
@@ -161,6 +162,90 @@ static slm_status shared_params(const slm_gguf *g, const char *file, const char 
     return SLM_OK;
 }
 
+/* The router's scores (llama.cpp's expert_gating_func: 1 softmax, 2
+ * sigmoid; glm4moe's default sigmoid, the others' softmax) and its expert
+ * groups (DeepSeek-V3's: expert_group_count / expert_group_used_count,
+ * refused above 1). */
+static slm_status routing_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c,
+                                 slm_err *err) {
+    char key[96];
+    const int is_glm = !strcmp(A, "glm4moe");
+    int64_t f = is_glm ? 2 : 1;
+    snprintf(key, sizeof key, "%s.expert_gating_func", A);
+    if (slm_gguf_find(g, key) >= 0 && (!slm_gguf_get_i64(g, key, &f) || (f != 1 && (f != 2 || !is_glm))))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only softmax gating (1) is supported%s", file, key,
+                        is_glm ? ", and sigmoid (2)" : " (sigmoid on glm4moe)");
+    c->expert_sigmoid = f == 2;
+    static const char *const groups[2] = {"expert_group_count", "expert_group_used_count"};
+    for (int i = 0; i < 2; i++) {
+        int64_t v = 0;
+        snprintf(key, sizeof key, "%s.%s", A, groups[i]);
+        if (slm_gguf_find(g, key) < 0) continue;
+        if (!slm_gguf_get_i64(g, key, &v))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer", file, key);
+        if (v > 1)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %lld: expert groups are not supported (1 only)",
+                            file, key, (long long)v);
+    }
+    return SLM_OK;
+}
+
+/* GLM-4.5 / 4.6 (llama.cpp's glm4moe): the first leading_dense_block_count
+ * layers dense (width feed_forward_length: dense_ffn), the others MoE with
+ * a selection bias (blk.N.exp_probs_b.bias), top-K weights renormalized
+ * when expert_weights_norm, scaled by expert_weights_scale, and
+ * expert_shared_count ungated shared experts of the experts' width; the
+ * nextn_predict_layers trailing MTP layers are not run (n_layers excludes
+ * them); Q/K/V biases and per-head Q/K norms when the file has them; the FFN
+ * norm named post_attention_norm (load_tensors). M-RoPE (GLM-4.xV's
+ * rope.dimension_sections) is refused. */
+static slm_status glm4moe_params(const slm_gguf *g, const char *file, const char *A, int dense_ffn, slm_model_config *c,
+                                 slm_err *err) {
+    char key[96];
+    slm_status s;
+    int64_t v = 0;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    if (slm_gguf_find(g, KEY("nextn_predict_layers")) >= 0 &&
+        (!slm_gguf_get_i64(g, key, &v) || v < 0 || v >= c->n_layers))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': not an integer in 0..%d", file, key, c->n_layers - 1);
+    c->nextn_layers = (int)v;
+    c->n_layers -= c->nextn_layers;
+    v = 0;
+    if (slm_gguf_find(g, KEY("leading_dense_block_count")) >= 0 &&
+        (!slm_gguf_get_i64(g, key, &v) || v < 0 || v > c->n_layers))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': not an integer in 0..%d", file, key, c->n_layers);
+    c->dense_lead = (int)v;
+    c->dense_ffn = v ? dense_ffn : 0;
+    int count = 0, norm = 0;
+    if ((s = get_int(g, file, KEY("expert_shared_count"), 0, &count, err))) return s;
+    if (count > 64) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d is out of range (0..64)", file, key, count);
+    c->shared_ffn = count * c->hidden_dim;
+    if (slm_gguf_find(g, KEY("expert_weights_norm")) >= 0 && !slm_gguf_get_bool(g, key, &norm))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a boolean", file, key);
+    c->expert_norm = norm != 0;
+    float scale = 0.0f;
+    if ((s = get_float(g, file, KEY("expert_weights_scale"), &scale, err))) return s;
+    if (!(scale >= 0.0f && scale < 1e6f))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (0..1e6)", file, key, (double)scale);
+    c->expert_scale = scale == 1.0f ? 0.0f : scale;
+    c->expert_sel_bias = 1;
+    slm_gguf_type et;
+    uint64_t n = 0;
+    const void *data;
+    if (slm_gguf_get_arr(g, KEY("rope.dimension_sections"), &et, &n, &data))
+        for (uint64_t i = 0; i < n && (et == SLM_GGUF_I32 || et == SLM_GGUF_U32); i++) {
+            int32_t x;
+            memcpy(&x, (const uint8_t *)data + 4 * i, 4);
+            if (x != 0)
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': multimodal RoPE (M-RoPE) is not supported",
+                                file, key);
+        }
+    c->qkv_bias = slm_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    c->qk_norm = slm_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") != NULL;
+    return SLM_OK;
+#undef KEY
+}
+
 /* Mixture of experts (llama.cpp's keys and rules): expert_count and
  * expert_used_count; the experts' width expert_feed_forward_length (qwen3moe,
  * qwen2moe; else feed_forward_length / used, as llama.cpp) or
@@ -173,26 +258,24 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
     const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe"), is_gmoe = !strcmp(A, "granitemoe"),
               is_oss = !strcmp(A, "gpt-oss"), is_q2 = !strcmp(A, "qwen2moe");
-    const int moe_family = is_qwen3moe || is_olmoe || is_gmoe || is_oss || is_q2;
+    const int is_glm = !strcmp(A, "glm4moe");
+    const int moe_family = is_qwen3moe || is_olmoe || is_gmoe || is_oss || is_q2 || is_glm;
     int n = 0, used = 0;
     if ((s = get_int(g, file, KEY("expert_count"), moe_family, &n, err))) return s;
     if (!n) return SLM_OK;
     if (!moe_family && strcmp(A, "llama"))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: mixture-of-experts %s models are not supported "
-                        "(llama, qwen3moe, qwen2moe, olmoe, granitemoe and gpt-oss are)", file, key, n, A);
+                        "(llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss and glm4moe are)", file, key, n, A);
     if (n > 1024) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d is out of range (1..1024)", file, key, n);
     if ((s = get_int(g, file, KEY("expert_used_count"), 1, &used, err))) return s;
     if (used > n || used > 64)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d: more than the %d experts (or 64)", file, key, used, n);
     if ((s = shared_params(g, file, A, c->hidden_dim, c, err))) return s;
-    if (slm_gguf_find(g, KEY("expert_gating_func")) >= 0) {
-        int64_t f;
-        if (!slm_gguf_get_i64(g, key, &f) || f != 1) /* llama.cpp: 1 softmax, 2 sigmoid */
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': only softmax gating (1) is supported", file, key);
-    }
-    if (is_qwen3moe || is_oss || is_q2) { /* gpt-oss: the key is required */
+    if ((s = routing_params(g, file, A, c, err))) return s;
+    const int dense_ffn = c->hidden_dim;
+    if (is_qwen3moe || is_oss || is_q2 || is_glm) { /* gpt-oss, glm4moe: the key is required */
         int w = 0;
-        if ((s = get_int(g, file, KEY("expert_feed_forward_length"), is_oss, &w, err))) return s;
+        if ((s = get_int(g, file, KEY("expert_feed_forward_length"), is_oss || is_glm, &w, err))) return s;
         c->hidden_dim = w ? w : c->hidden_dim / used;
     }
     if (is_oss) {
@@ -206,6 +289,7 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
     c->n_experts = n;
     c->n_experts_used = used;
     c->expert_norm = !is_olmoe && !is_q2;
+    if (is_glm) return glm4moe_params(g, file, A, dense_ffn, c, err);
 #undef KEY
     return SLM_OK;
 }
@@ -517,7 +601,7 @@ static slm_status load_tensors(slm_model_file *m, const slm_gguf *g, const char 
     m->n_tensors = (int)nt;
     if ((s = split_fused(m, file, (int)cap, err))) return s;
     if ((s = split_experts(m, file, (int)cap, err))) return s;
-    if (!strcmp(A, "gpt-oss")) /* its FFN norm is named post_attention_norm */
+    if (!strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe")) /* their FFN norm is named post_attention_norm */
         for (int i = 0; i < m->n_tensors; i++) {
             int l, end = 0;
             if (sscanf(m->tensors[i].name, "blk.%d.post_attention_norm.weight%n", &l, &end) == 1 && end > 0 &&
@@ -597,7 +681,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const int is_qwen2 = !strcmp(A, "qwen2") || !strcmp(A, "qwen2moe");
     c->rope_neox = is_qwen2 || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2") ||
                    !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe") ||
-                   !strcmp(A, "gpt-oss");
+                   !strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe");
     c->qkv_bias = is_qwen2 || !strcmp(A, "gpt-oss");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 

@@ -128,6 +128,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_GRANITE] = "granite", [SLM_ARCH_EXAONE] = "exaone", [SLM_ARCH_EXAONE4] = "exaone4",
     [SLM_ARCH_QWEN3MOE] = "qwen3moe", [SLM_ARCH_OLMOE] = "olmoe",
     [SLM_ARCH_GRANITEMOE] = "granitemoe", [SLM_ARCH_GPT_OSS] = "gpt-oss", [SLM_ARCH_QWEN2MOE] = "qwen2moe",
+    [SLM_ARCH_GLM4MOE] = "glm4moe",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -198,7 +199,9 @@ static slm_status check_tensor(const slm_model_file *m, const char *file, const 
     return SLM_OK;
 }
 
-/* MoE layers: the router blk.N.ffn_gate_inp.weight [dim, n_experts] and
+/* MoE layers (after the leading dense ones): the router
+ * blk.N.ffn_gate_inp.weight [dim, n_experts], its selection bias
+ * blk.N.exp_probs_b.bias [n_experts] (expert_sel_bias) and
  * each expert's gate, up [dim, hidden] and down [hidden, dim], indexed into
  * m->experts; the shared expert's gate, up [dim, shared_ffn], down
  * [shared_ffn, dim] and its sigmoid gate ffn_gate_inp_shexp [dim]. */
@@ -210,12 +213,14 @@ static slm_status check_experts(slm_model_file *m, const char *file, slm_err *er
     m->experts = slm_calloc((size_t)c->n_layers * 6 * (size_t)E, sizeof *m->experts);
     if (!m->experts) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the expert table", file);
     static const char *const kind[3] = {"gate", "up", "down"};
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = c->dense_lead; l < c->n_layers; l++) {
         char name[64];
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
         if ((s = check_tensor(m, file, name, c->dim, E, 0, err))) return s;
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", l);
         if (c->expert_bias && (s = check_tensor(m, file, name, E, 1, 1, err))) return s;
+        snprintf(name, sizeof name, "blk.%d.exp_probs_b.bias", l);
+        if (c->expert_sel_bias && (s = check_tensor(m, file, name, E, 1, 1, err))) return s;
         for (int j = 0; j < 3; j++)
             for (int e = 0; e < E; e++) {
                 snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.weight", l, kind[j], e);
@@ -325,6 +330,11 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(expert_bias, 0, c->n_experts ? 1 : 0);
     RANGE(shared_ffn, 0, c->n_experts ? 1 << 22 : 0);
     RANGE(shared_gate, 0, c->shared_ffn ? 1 : 0);
+    RANGE(dense_lead, 0, c->n_experts ? c->n_layers : 0);
+    RANGE(dense_ffn, c->n_experts && c->dense_lead ? 1 : 0, c->n_experts && c->dense_lead ? 1 << 22 : 0);
+    RANGE(expert_sigmoid, 0, c->n_experts ? 1 : 0);
+    RANGE(expert_sel_bias, 0, c->n_experts ? 1 : 0);
+    RANGE(nextn_layers, 0, 1 << 16);
 #undef RANGE
     if ((c->swiglu_limit != 0.0f || c->swiglu_alpha != 0.0f) && (!c->n_experts || !(c->swiglu_limit > 0.0f)))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: the clamped SwiGLU only on experts, with a positive limit", file);
@@ -367,7 +377,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     {
         const float f[] = {c->embed_scale, c->attn_scale, c->attn_softcap, c->final_softcap, c->rope_base_swa,
                            c->rope_scale_swa, c->rope_attn_factor, c->residual_scale, c->logit_scale,
-                           c->swiglu_alpha, c->swiglu_limit};
+                           c->swiglu_alpha, c->swiglu_limit, c->expert_scale};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
             if (!(f[i] >= 0.0f && f[i] < 1e9f))
                 return slm_errf(err, SLM_ERR_FORMAT, "%s: config: a family parameter (#%zu) = %g is out of range", file, i,
@@ -378,7 +388,9 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     if (!(c->norm_eps > 0.0f) || !(c->norm_eps < 1.0f))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config norm_eps = %g (must be in (0, 1))", file, (double)c->norm_eps);
 
-    int64_t dim = c->dim, hid = c->hidden_dim, kv_dim = (int64_t)c->head_dim * c->n_kv_heads, voc = c->vocab_size,
+    if (c->expert_scale != 0.0f && !c->n_experts)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config: an expert weight scale without experts", file);
+    int64_t dim = c->dim, hid = slm_dense_ffn(c), kv_dim = (int64_t)c->head_dim * c->n_kv_heads, voc = c->vocab_size,
             q_dim = (int64_t)c->head_dim * c->n_heads;
     if ((s = check_tensor(m, file, "token_embd.weight", dim, voc, 0, err))) return s;
     for (int l = 0; l < c->n_layers; l++) {
@@ -394,7 +406,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
             char name[64];
             if (c->no_pre_norms && k[j].vec) continue;
-            if (c->n_experts && j >= 6) continue; /* the experts below */
+            if (slm_layer_moe(c, l) && j >= 6) continue; /* the experts below */
             snprintf(name, sizeof name, k[j].fmt, l);
             if ((s = check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec, err)))
                 return s;

@@ -99,10 +99,33 @@ typedef struct slm_model_config {
      * 0 = none. */
     int shared_ffn;
     int shared_gate;
+    /* Leading dense layers (glm4moe's leading_dense_block_count): layers
+     * [0, dense_lead) of an MoE model have a dense SwiGLU FFN of width
+     * dense_ffn (blk.N.ffn_{gate,up,down}.weight); the rest are MoE layers.
+     * 0 = every layer MoE. */
+    int dense_lead;
+    int dense_ffn;
+    /* Routing (general MoE features; glm4moe uses them all): expert_sigmoid
+     * 1 = the router's scores are sigmoid(logits) (GGUF expert_gating_func
+     * 2), 0 = softmax; expert_sel_bias 1 = blk.N.exp_probs_b.bias
+     * [n_experts] is added to the scores to choose the top K only (the
+     * weights stay the unbiased scores); expert_scale: the chosen weights
+     * (after expert_norm) times this (routed_scaling_factor), 0 = 1. */
+    int expert_sigmoid;
+    int expert_sel_bias;
+    float expert_scale;
+    /* Multi-token-prediction layers after the n_layers (glm4moe's
+     * nextn_predict_layers): in the file, never compiled (llama.cpp loads
+     * and skips them too); n_layers excludes them. */
+    int nextn_layers;
 } slm_model_config;
 
 /* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down; 3..5 their biases (a validated MoE model). */
 #define slm_model_expert(m, l, kind, e) ((m)->experts[((size_t)(l) * 6 + (size_t)(kind)) * (size_t)(m)->cfg.n_experts + (size_t)(e)])
+/* 1 when layer l's FFN is a mixture of experts (not one of the leading dense layers). */
+static inline int slm_layer_moe(const slm_model_config *c, int l) { return c->n_experts > 0 && l >= c->dense_lead; }
+/* The dense FFN's width (an MoE model's leading dense layers: dense_ffn). */
+static inline int slm_dense_ffn(const slm_model_config *c) { return c->n_experts ? c->dense_ffn : c->hidden_dim; }
 /* Rotated dimensions per head. */
 static inline int slm_rope_dims(const slm_model_config *c) { return c->rope_dims > 0 ? c->rope_dims : c->head_dim; }
 /* 1 when layer l attends through the sliding window. */
@@ -140,9 +163,10 @@ typedef enum slm_arch {
     SLM_ARCH_GRANITEMOE,
     SLM_ARCH_GPT_OSS,
     SLM_ARCH_QWEN2MOE,
+    SLM_ARCH_GLM4MOE,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */

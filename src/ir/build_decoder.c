@@ -128,6 +128,9 @@ static int moe_ffn(builder *b, int x, int xn, int l) {
     n.n_experts = E;
     n.n_used = K;
     n.expert_norm = c->expert_norm;
+    n.expert_sigmoid = c->expert_sigmoid;
+    n.weight = c->expert_sel_bias ? W(b, "blk.%d.exp_probs_b.bias", l) : NULL;
+    n.scale = c->expert_scale;
     n.layer = l;
     const int route = add(b, n);
     int h[3];
@@ -235,13 +238,14 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         x = add(&b, n);
 
         xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.ffn_norm.weight", l), c->dim, 0, l);
-        if (c->n_experts) {
+        if (slm_layer_moe(c, l)) { /* glm4moe: after the leading dense layers */
             x = moe_ffn(&b, x, xn, l);
             continue;
         }
-        int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
-        int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
-        n = node(SLM_OP_SWIGLU, T, c->hidden_dim);
+        const int F = slm_dense_ffn(c);
+        int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, F);
+        int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, F);
+        n = node(SLM_OP_SWIGLU, T, F);
         set_in(&n, gate, up, -1, -1, -1);
         n.gelu = c->ffn_gelu;
         int h = add(&b, n);

@@ -118,7 +118,9 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         if (n->op == SLM_OP_MOE_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");
         if (n->op == SLM_OP_MOE_MATMUL && n->oai_limit > 0.0f) fprintf(f, " clamped(alpha=%g, limit=%g)", n->oai_alpha, n->oai_limit);
         if (n->op == SLM_OP_MOE_MATMUL && n->expert_bias) fprintf(f, "  bias");
-        if (n->op == SLM_OP_MOE_COMBINE && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
+        if (n->op == SLM_OP_MOE_ROUTE && n->expert_sigmoid) fprintf(f, "  sigmoid");
+        if (n->op == SLM_OP_MOE_ROUTE && n->weight) fprintf(f, "  select_bias=%s", n->weight->name);
+        if ((n->op == SLM_OP_MOE_COMBINE || n->op == SLM_OP_MOE_ROUTE) && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
         if (n->op == SLM_OP_MOE_COMBINE && n->n_in > 3) fprintf(f, "  shared=%%%d%s", n->in[3], n->n_in > 4 ? " gated" : "");
         if (n->op == SLM_OP_MATMUL && n->pre == SLM_OP_RMSNORM)
             fprintf(f, "  pre=rmsnorm(%s, eps=%g)", n->weight2 ? n->weight2->name : "?", n->eps);

@@ -42,7 +42,8 @@ typedef enum slm_op {
      * experts' rows of a call are runtime data in the routing table. */
     SLM_OP_MOE_ROUTE,  /* in: router logits [T, E] -> the routing table [T, 3K + 2E] i32
                           (layout: program/task.h, SLM_T_MOE_ROUTE): each row's top K experts
-                          and weights, the (row, slot) pairs sorted by expert */
+                          (by score + the selection bias `weight` when set) and weights, the
+                          (row, slot) pairs sorted by expert */
     SLM_OP_MOE_MATMUL, /* every expert's matmul over the rows routed to it, as [T*K, n/K]
                           rows sorted by expert (shape [T, n] = the same bytes): gate/up
                           (gather = 1) in: x [T, k], route; down (pre = SWIGLU) in: gate
@@ -117,6 +118,10 @@ typedef struct slm_node {
      * MOE_MATMUL: the E expert matrices (the model's table) and gather = 1
      * when its input rows are read through the routing table (gate, up) */
     int n_experts, n_used, expert_norm, gather;
+    /* MOE_ROUTE: sigmoid scores instead of softmax (expert_sigmoid), the
+     * selection bias [E] added to choose (weight, or NULL), the chosen
+     * weights times scale (0 = 1) */
+    int expert_sigmoid;
     const slm_tensor *const *experts;
     const slm_tensor *const *expert_bias; /* MOE_MATMUL: the E experts' output biases, or NULL */
     float oai_alpha, oai_limit; /* MOE_MATMUL down (pre = SWIGLU): the clamped SwiGLU when limit > 0 */

@@ -81,9 +81,11 @@ typedef enum slm_task_op {
                         weighted by its sum times exp(its max - the largest), divided by
                         the weighted sums; a = heads, c = head_dim */
     SLM_T_MOE_ROUTE, /* dst = the routing table of the valid rows, from the router logits src0
-                        [m, n] (n = experts E, ld n): each row's softmax, its c = K most
-                        probable experts (ties: the lower index), their probabilities as
-                        weights, divided by their sum when a = 1. Table (i32 units, T = m):
+                        [m, n] (n = experts E, ld n): each row's scores (b = 0: softmax; b =
+                        1: sigmoid of each logit), its c = K experts of the largest scores
+                        plus src1 (the selection bias [n] f32, when src1 is set; ties: the
+                        lower index), their unbiased scores as weights, divided by their
+                        sum when a = 1, then times f2 (0: 1). Table (i32 units, T = m):
                         [0, TK) rowlist: the (row, slot) pairs sorted by expert, then slot,
                         each as its row; [TK, 2TK) pos[row * K + slot]: that pair's place in
                         rowlist; [2TK, 3TK) the weights (f32) by row * K + slot; at 3TK + 2e
