@@ -38,6 +38,7 @@ typedef struct job {
     char *rtext;            /* chat: the published reasoning [rlen] + NUL (reasoning_content) */
     size_t rlen, rcap;
     size_t raw;             /* bytes of the session's text split into text and rtext so far */
+    int oom;                /* a piece of the split reply could not be kept: the job fails */
     slm_reason rs;          /* the splitter (format none: all is text) */
     int reasoning;          /* the format it runs (resolved) */
     int prompt_tokens, completion_tokens;

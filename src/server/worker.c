@@ -72,8 +72,9 @@ static int append(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
 /* The splitter's output: the answer to text, the reasoning to rtext. */
 static void split_out(void *ud, int kind, const char *s, size_t n) {
     job *j = ud;
-    if (kind == SLM_REASON_THINK) append(&j->rtext, &j->rlen, &j->rcap, s, n);
-    else append(&j->text, &j->tlen, &j->tcap, s, n);
+    const int ok = kind == SLM_REASON_THINK ? append(&j->rtext, &j->rlen, &j->rcap, s, n)
+                                            : append(&j->text, &j->tlen, &j->tcap, s, n);
+    if (!ok) j->oom = 1; /* after_step fails the job rather than send a reply with a hole */
 }
 
 /* Publish the reply text s[0..n) (under a->mu): what is new since the last
@@ -331,10 +332,17 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
         publish(a, j, text, len, 1);
-        j->state = J_DONE;
+        if (!j->oom) j->state = J_DONE;
         srv_job_changed(a, j);
     }
+    const int oom = j->oom;
     pthread_mutex_unlock(&a->mu);
+    if (oom) {
+        job_fail(a, j, 500, "server_error", NULL, "out of memory while keeping the reply");
+        slm_session_reset(s);
+        release(a, i);
+        return;
+    }
     if (done) release(a, i);
 }
 
