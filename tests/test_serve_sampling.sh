@@ -64,6 +64,7 @@ check "suffix -> 400" '[ "$(code -d "{$P,\"suffix\":\"end\"}" "$CMPL")" = 400 ] 
 check "presence_penalty 3 -> 400" '[ "$(code -d "{$P,\"presence_penalty\":3}" "$CMPL")" = 400 ] && grep -q "\"param\":\"presence_penalty\"" "$TMP/body"'
 check "logit_bias past the vocabulary -> 400" '[ "$(code -d "{$P,\"logit_bias\":{\"512\":1}}" "$CMPL")" = 400 ] && grep -q "vocabulary has 512" "$TMP/body"'
 check "logit_bias bad key -> 400" '[ "$(code -d "{$P,\"logit_bias\":{\"abc\":1}}" "$CMPL")" = 400 ] && grep -q "\"param\":\"logit_bias\"" "$TMP/body"'
+check "run --logit-bias past the vocabulary refused" '! "$CLI" run "${MODEL[@]}" -p x -n 2 --logit-bias 512+1 2>"$TMP/e" >/dev/null && grep -q "vocabulary has 512" "$TMP/e"'
 check "healthy after the errors" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/health")" = 200 ]'
 
 check "server exits 0 on SIGTERM, no sanitizer report" 'serve_stop "$TMP/server.log" "$SPID" "$WPID"'

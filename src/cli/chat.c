@@ -167,6 +167,10 @@ slm_engine *slm_cli_common_load(slm_cli_common *c) {
     if (c->no_think) c->kwargs[c->n_kwargs++] = "{\"enable_thinking\": false}";
     slm_engine *e = slm_cli_open(&c->model, &c->tok, c->kernels, &c->opt);
     if (!e) return NULL;
+    if (!slm_cli_sampling_check(&c->samp, e)) {
+        slm_free(e);
+        return NULL;
+    }
     if (!c->seed_set) c->samp.seed = (uint64_t)time(NULL);
     if (c->verbose) {
         slm_info in;

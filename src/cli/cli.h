@@ -32,6 +32,8 @@ int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, floa
  * --logit-bias. Consumes the option at argv[*i] and its value (1), not one of
  * them (0), bad value (-1, message printed). */
 int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i);
+/* 0 (after a message) when a --logit-bias token is past e's vocabulary. */
+int slm_cli_sampling_check(const slm_sampling *s, slm_engine *e);
 /* The defaults: temperature as given, top-p 0.9, the rest off (repeat-last-n 64). */
 void slm_cli_sampling_init(slm_sampling *s, float temperature);
 /* Their help lines after --temp's (which names each command's default). */

@@ -239,6 +239,10 @@ static slm_engine *load_engine(run_args *a) {
     a->opt.n_threads = a->threads;
     slm_engine *e = slm_cli_open(&a->model, &a->tok, a->kernels, &a->opt);
     if (!e) return NULL;
+    if (!slm_cli_sampling_check(&a->samp, e)) {
+        slm_free(e);
+        return NULL;
+    }
     if (a->verbose) {
         slm_info in;
         slm_get_info(e, &in);

@@ -64,3 +64,15 @@ void slm_cli_sampling_init(slm_sampling *s, float temperature) {
     s->repeat_penalty = 1.0f;
     s->repeat_last_n = 64;
 }
+
+int slm_cli_sampling_check(const slm_sampling *s, slm_engine *e) {
+    slm_info in;
+    slm_get_info(e, &in);
+    for (int i = 0; i < s->n_logit_bias; i++)
+        if (s->logit_bias[i].token >= in.vocab_size) {
+            fprintf(stderr, "staticlm: --logit-bias names token %d; the vocabulary has %d\n", (int)s->logit_bias[i].token,
+                    in.vocab_size);
+            return 0;
+        }
+    return 1;
+}
