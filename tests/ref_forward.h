@@ -228,8 +228,10 @@ static double ref_softcap(double x, double cap) { return cap > 0 ? cap * tanh(x 
  * and attn_factor, per-layer sliding window and RoPE base/scale, query
  * scale, score and logit soft-capping, post norms, GeGLU, embedding scale.
  * Returns 1 ok. */
+static inline int ref_forward_gemma4(const slm_model_file *m, const int32_t *ids, int n, float *logits);
 static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, float *logits, int ctx) {
     const slm_model_config *c = &m->cfg;
+    if (!strcmp(c->arch, "gemma4")) return ref_forward_gemma4(m, ids, n, logits); /* ref_gemma4.h */
     const int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, F = slm_dense_ffn(c),
               V = c->vocab_size, kvd = KV * hd, L = c->n_layers, QD = H * hd, rot = slm_rope_dims(c);
     float *emb = ref_dequant(m, "token_embd.weight", NULL, NULL);
@@ -360,6 +362,8 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
     free(x); free(xn); free(q); free(att); free(o); free(g); free(u); free(sc); free(lg);
     return ok;
 }
+
+#include "ref_gemma4.h"
 
 /* The same for a context no longer than the model's original one. */
 static inline int ref_forward(const slm_model_file *m, const int32_t *ids, int n, float *logits) {

@@ -104,14 +104,14 @@ static void test_variants_zero_copy(void) {
                     int k = slm_program_find_io(p, SLM_IO_PAST_KEY, l), v = slm_program_find_io(p, SLM_IO_PAST_VALUE, l);
                     CHECK(k >= 0 && v >= 0);
                     if (k < 0 || v < 0) continue;
-                    size_t layer = (size_t)var.rt.cap * var.rt.row_bytes;
+                    size_t layer = (size_t)var.rt.cap * slm_rt_kv_row_bytes(&var.rt, 0);
                     CHECK(var.rt.exec[pi].io_ptr[k] == var.rt.kv + (2 * (size_t)l) * layer);
                     CHECK(var.rt.exec[pi].io_ptr[v] == var.rt.kv + (2 * (size_t)l + 1) * layer);
                 }
             }
             /* the last step's present.0.key view is the row just written */
             int pk = slm_program_find_io(var.rt.gen, SLM_IO_PRESENT_KEY, 0);
-            CHECK(pk >= 0 && var.rt.exec[var.rt.gen - var.c.progs].io_ptr[pk] == var.rt.kv + (size_t)(var.rt.num_stored - 1) * var.rt.row_bytes);
+            CHECK(pk >= 0 && var.rt.exec[var.rt.gen - var.c.progs].io_ptr[pk] == var.rt.kv + (size_t)(var.rt.num_stored - 1) * slm_rt_kv_row_bytes(&var.rt, 0));
         }
         /* the 12-token prompt ran through the 16-row variant */
         CHECK(slm_pick_prefill(&var.c, 12)->rows == 16);
@@ -137,8 +137,8 @@ static void test_prefix_cache(void) {
     CHECK(slm_pc_restore(&pc, &r.rt, sys, 40, 39) == 0);
     CHECK(slm_rt_prefill(&r.rt, sys, 40, &err) == SLM_OK);
     /* storing copies 40 rows of K and V of every layer out of the KV buffer, counted */
-    const uint64_t rows40 = (uint64_t)2 * r.rt.comp->cfg.n_layers * 40 * r.rt.row_bytes;
-    CHECK(r.rt.row_bytes == slm_row_bytes((uint32_t)g_kv, (uint64_t)r.rt.kv_dim));
+    const uint64_t rows40 = (uint64_t)2 * r.rt.comp->cfg.n_layers * 40 * slm_rt_kv_row_bytes(&r.rt, 0);
+    CHECK(slm_rt_kv_row_bytes(&r.rt, 0) == slm_row_bytes((uint32_t)g_kv, (uint64_t)(r.rt.comp->cfg.n_kv_heads * r.rt.comp->cfg.head_dim)));
     uint64_t before = r.rt.kv_bytes_copied;
     CHECK(slm_pc_store(&pc, &r.rt, 40) == 1);
     CHECKF(r.rt.kv_bytes_copied - before == rows40, "store copied %llu bytes, want %llu",
@@ -161,7 +161,7 @@ static void test_prefix_cache(void) {
     CHECK(slm_pc_store(&pc, &r.rt, 60) == 1);
     CHECK(pc.n == 1);
     slm_pc_free(&pc);
-    uint64_t one = (uint64_t)2 * r.rt.comp->cfg.n_layers * 30 * r.rt.row_bytes + 30 * 4;
+    uint64_t one = (uint64_t)2 * r.rt.comp->cfg.n_layers * 30 * slm_rt_kv_row_bytes(&r.rt, 0) + 30 * 4;
     slm_pc_init(&pc, one + one / 2);
     slm_rt_reset(&r.rt);
     CHECK(slm_rt_prefill(&r.rt, req, 30, &err) == SLM_OK);

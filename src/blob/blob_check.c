@@ -84,7 +84,8 @@ static slm_status check_family_fields(pctx *q, int ti) {
         return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
     const int post_scale = (t->flags & SLM_TF_POST_SCALE) != 0;
     if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) ||
-        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE && t->op != SLM_T_MOE_ROUTE))
+        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE && t->op != SLM_T_MOE_ROUTE && t->op != SLM_T_ADD) ||
+        (t->op == SLM_T_ADD && !(t->f2 > -1e6f && t->f2 < 1e6f))) /* ADD: gemma4's layer output scale */
         return pbad(q, "task %d (%s): scale f2 %g out of range for this task", ti, op, (double)t->f2);
     if ((t->op == SLM_T_EMBED || t->op == SLM_T_ATTENTION) && !(t->f0 >= 0.0f && t->f0 < 1e9f))
         return pbad(q, "task %d (%s): scale f0 %g out of range", ti, op, (double)t->f0);
@@ -107,12 +108,21 @@ static slm_status check_prologue_epilogue(pctx *q, int ti) {
     return SLM_OK;
 }
 
-/* A rope's rotated dimensions (b, or the head size c): the table's pairs;
- * only the neox layout rotates part of a head. */
-static int rope_dims_ok(const pctx *q, const slm_task *t) {
+/* A rope's rotated dimensions (b, or the head size c): the pairs of the
+ * table its operand k points at (table 0 at offset 0, table 1 right after
+ * it: gemma4's window layers may rotate another width); only the neox
+ * layout rotates part of a head. *ext: that table's bytes. */
+static int rope_dims_ok(const pctx *q, const slm_task *t, int k, uint64_t *ext) {
     const int rot = t->b ? t->b : t->c;
     if (t->b && (t->b < 0 || t->b > t->c || t->b % 2 || !(t->flags & SLM_TF_NEOX))) return 0;
-    return rot / 2 == q->r->c->consts.rope_pairs;
+    const slm_constants *k0 = &q->r->c->consts;
+    if (t->ref[k].off == 0) {
+        *ext = q->r->table_bytes;
+        return rot / 2 == k0->rope_pairs;
+    }
+    if (t->ref[k].off != q->r->table_bytes || q->r->const_bytes == q->r->table_bytes) return 0;
+    *ext = q->r->table1_bytes;
+    return rot / 2 == (k0->rope_pairs_swa ? k0->rope_pairs_swa : k0->rope_pairs);
 }
 
 /* The checks every task validator uses: a failed condition returns the message; an operand
@@ -192,13 +202,13 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     NEED(!post_add || t->n0 % 16 == 0, "task %d (%s): add epilogue on a tile starting at column %d (not a multiple of 16)", ti, op, t->n0);
     if (post_rope) { /* as a ROPE task over the tile's columns */
         const int unit = (t->flags & SLM_TF_NEOX) ? t->c : 2;
-        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
+        uint64_t tb = 0;
+        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t, SLM_REF_SRC4, &tb), "task %d (%s): head_dim c %d / rotated b %d not the pairs of a RoPE table at src4", ti, op, t->c, t->b);
         NEED(t->n % t->c == 0 && t->n0 % unit == 0 && (t->n1 % unit == 0),
              "task %d (%s): tile [%d,%d) of width %d cuts a rotation (head_dim %d)", ti, op, t->n0, t->n1, t->n, t->c);
         NEED(t->ref[SLM_REF_SRC4].space == SLM_SPACE_CONST, "task %d (%s): src4 must be the constants", ti, op);
         REF(SLM_REF_SRC3, R * 4, 0);
-        NEED(t->ref[SLM_REF_SRC4].off % q->r->table_bytes == 0, "task %d (%s): src4 not at a RoPE table", ti, op);
-        REF(SLM_REF_SRC4, q->r->table_bytes, 0);
+        REF(SLM_REF_SRC4, tb, 0);
     }
     MAT(RX, SLM_REF_DST, (uint64_t)t->n1, 1);
     *usedp |= used;
@@ -352,7 +362,8 @@ slm_status blob_check_task(pctx *q, int ti) {
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
         NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
-        REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
+        NEED(t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE || m->v_norm, "task %d (%s): no gains (only gemma4's V has none)", ti, op);
+        if (t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE) REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     case SLM_T_MATMUL: {
@@ -362,16 +373,17 @@ slm_status blob_check_task(pctx *q, int ti) {
             return pbad(q, "task %d (%s): %s", ti, op, why);
         break;
     }
-    case SLM_T_ROPE:
-        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t), "task %d (%s): head_dim c %d / rotated b %d != 2 x rope_pairs", ti, op, t->c, t->b);
+    case SLM_T_ROPE: {
+        uint64_t tb = 0;
+        NEED(t->c >= 2 && t->c % 2 == 0 && rope_dims_ok(q, t, SLM_REF_SRC2, &tb), "task %d (%s): head_dim c %d / rotated b %d not the pairs of a RoPE table at src2", ti, op, t->c, t->b);
         NEED(t->n0 >= 0 && t->n0 < t->n1 && (int64_t)t->n1 * t->c <= t->n && t->n <= BLOB_MAX_DIM,
              "task %d (%s): heads [%d,%d) x %d beyond width %d", ti, op, t->n0, t->n1, t->c, t->n);
         NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_CONST, "task %d (%s): src2 must be the constants", ti, op);
         REF(SLM_REF_SRC1, R * 4, 0);
-        NEED(t->ref[SLM_REF_SRC2].off % q->r->table_bytes == 0, "task %d (%s): src2 not at a RoPE table", ti, op);
-        REF(SLM_REF_SRC2, q->r->table_bytes, 0);
+        REF(SLM_REF_SRC2, tb, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
+    }
     case SLM_T_ATTENTION:
         if ((s = check_attention(q, ti, &used))) return s;
         break;
@@ -400,7 +412,7 @@ slm_status blob_check_task(pctx *q, int ti) {
     case SLM_T_KV_STORE:
         NEED(t->wtype != SLM_F32 && t->wtype == q->r->c->opt.kv_type, "task %d (%s): KV type %u, the config's is %d", ti, op,
              t->wtype, q->r->c->opt.kv_type);
-        NEED(t->n == m->n_kv_heads * m->head_dim, "task %d (%s): n %d != kv_dim", ti, op, t->n);
+        NEED(t->layer >= 0 && t->n == slm_layer_kv_dim(m, t->layer), "task %d (%s): n %d != layer %d's kv_dim", ti, op, t->n, t->layer);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
         KVR(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;

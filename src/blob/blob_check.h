@@ -19,6 +19,7 @@ typedef struct rctx {
     slm_compiled *c;
     uint64_t const_bytes;
     uint64_t table_bytes;   /* one RoPE table (const_bytes holds one or two) */
+    uint64_t table1_bytes;  /* table 1 (gemma4's window layers: their own width; else table_bytes) */
 } rctx;
 
 /* ---- programs ------------------------------------------------------------- */

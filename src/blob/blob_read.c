@@ -175,7 +175,7 @@ static slm_status read_config(rctx *r, uint32_t si) {
         return bad(r, "section .slm.config: max_prompt_len %d + min_response_len %d != kv_capacity %d", c->opt.max_prompt_len,
                    c->opt.min_response_len, c->kv_capacity);
     if (c->consts.rope_pos != c->kv_capacity) return bad(r, "section .slm.config: rope_pos %d != kv_capacity %d", c->consts.rope_pos, c->kv_capacity);
-    blob_get_family(p + BLOB_CFG_FAMILY, m);
+    blob_get_family(p + BLOB_CFG_FAMILY, m, &c->consts.rope_pairs_swa);
     RANGE(m->rope_dims, 0, m->head_dim, "rope_dims");
     if (m->rope_dims % 2 || (m->rope_dims && !m->rope_neox)) return bad(r, "section .slm.config: rope_dims %d odd or not neox", m->rope_dims);
     RANGE(m->qk_norm, 0, 2, "qk_norm");
@@ -216,14 +216,29 @@ static slm_status read_config(rctx *r, uint32_t si) {
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
             if (!(f[i] >= 0.0f && f[i] < 1e9f)) return bad(r, "section .slm.config: family value %zu (%g) out of range", i, (double)f[i]);
     }
+    {   /* gemma4's per-kind layer fields (zero elsewhere), as the model loader checks them */
+        slm_err e2 = {0};
+        if (slm_gemma4_check_config(m, "section .slm.config", &e2)) return bad(r, "%s", e2.msg);
+        if ((c->opt.kv_type == SLM_Q8_0 && m->head_dim_swa % SLM_QK8_0) || (c->opt.kv_type && m->head_dim_swa > 512))
+            return bad(r, "section .slm.config: kv_type %d with head_dim_swa %d", c->opt.kv_type, m->head_dim_swa);
+    }
     const int rot = m->rope_dims ? m->rope_dims : m->head_dim;
     if (c->consts.rope_pairs != rot / 2) return bad(r, "section .slm.config: rope_pairs %d != rotated dims / 2 (%d)", c->consts.rope_pairs, rot / 2);
     r->table_bytes = (uint64_t)c->kv_capacity * (uint64_t)c->consts.rope_pairs * 8;
-    if (r->const_bytes != r->table_bytes && r->const_bytes != 2 * r->table_bytes)
+    /* table 1 (the window layers' own): gemma4's of their rotated dims when those differ */
+    int swa_l = -1;
+    for (int l = 0; l < m->n_layers && swa_l < 0; l++)
+        if (slm_layer_swa(m, l)) swa_l = l;
+    const int rot1 = swa_l >= 0 && m->head_dim_swa ? slm_layer_rope_dims(m, swa_l) : rot;
+    if (c->consts.rope_pairs_swa != (rot1 != rot ? rot1 / 2 : 0))
+        return bad(r, "section .slm.config: rope_pairs_swa %d, the window layers rotate %d of %d dims", c->consts.rope_pairs_swa, rot1, rot);
+    r->table1_bytes = (uint64_t)c->kv_capacity * (uint64_t)(rot1 / 2) * 8;
+    if (r->const_bytes != r->table_bytes && r->const_bytes != r->table_bytes + r->table1_bytes)
         return bad(r, "section .slm.config: const_bytes %llu != one or two tables of kv_capacity * rope_pairs * 8", (unsigned long long)r->const_bytes);
     uint64_t kv;
+    const int kvh_max = m->n_kv_heads_swa > m->n_kv_heads ? m->n_kv_heads_swa : m->n_kv_heads;
     if (!slm_mul_ok((uint64_t)m->n_layers * 8, (uint64_t)c->kv_capacity, &kv) ||
-        !slm_mul_ok(kv, (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim, &kv) || kv > (1ull << 40))
+        !slm_mul_ok(kv, (uint64_t)kvh_max * (uint64_t)slm_max_head_dim(m), &kv) || kv > (1ull << 40))
         return bad(r, "section .slm.config: KV cache of n_layers x kv_capacity x kv_dim too large");
     c->n_progs = n_progs;
     return SLM_OK;
@@ -244,7 +259,9 @@ static int io_dtype_for(const pctx *q, int role) {
 static slm_status read_io(pctx *q, const uint8_t *d) {
     slm_program *p = q->p;
     const slm_model_config *m = &q->r->c->cfg;
-    const int L = m->n_layers, kv_dim = m->n_kv_heads * m->head_dim;
+    const int L = m->n_layers;
+    int L_kv = 0; /* layers with K/V of their own (gemma4's shared ones have no I/O) */
+    for (int l = 0; l < L; l++) L_kv += slm_layer_has_kv(m, l);
     p->io = slm_calloc((size_t)p->n_io, sizeof *p->io);
     uint8_t *seen = slm_calloc((size_t)SLM_IO_ROLE_COUNT * (size_t)L + 1, 1);
     if (!p->io || !seen) {
@@ -270,7 +287,8 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         if (role <= SLM_IO_NONE || role >= SLM_IO_ROLE_COUNT) { s = pbad(q, "I/O %d (%s): role %d unknown", i, io->name, role); break; }
         if (io->is_output != want_out) { s = pbad(q, "I/O %d (%s): is_output %d, want %d", i, io->name, io->is_output, want_out); break; }
         if (io->dtype != io_dtype_for(q, role)) { s = pbad(q, "I/O %d (%s): dtype %u, want %s", i, io->name, io->dtype, slm_dtype_name((uint32_t)io_dtype_for(q, role))); break; }
-        if (kvrole ? (io->layer < 0 || io->layer >= L) : io->layer != -1) { s = pbad(q, "I/O %d (%s): layer %d out of range", i, io->name, io->layer); break; }
+        if (kvrole ? (io->layer < 0 || io->layer >= L || !slm_layer_has_kv(m, io->layer)) : io->layer != -1) { s = pbad(q, "I/O %d (%s): layer %d out of range or without K/V", i, io->name, io->layer); break; }
+        const int kv_dim = kvrole ? slm_layer_kv_dim(m, io->layer) : 0;
         switch (role) {
         case SLM_IO_INPUT_IDS: case SLM_IO_POSITION_IDS: case SLM_IO_CACHE_POSITION: want_rows = p->rows; break;
         case SLM_IO_ATTENTION_MASK: want_rows = p->kv_capacity; break;
@@ -287,8 +305,8 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         if (seen[slot]) { s = pbad(q, "I/O %d (%s): role %s appears twice", i, io->name, slm_io_role_name((slm_io_role)role)); break; }
         seen[slot] = 1;
     }
-    if (!s && p->n_io != 5 + 4 * L)
-        s = pbad(q, "n_io %d, want %d (ids, positions, cache positions, mask, logits, 4 per layer)", p->n_io, 5 + 4 * L);
+    if (!s && p->n_io != 5 + 4 * L_kv)
+        s = pbad(q, "n_io %d, want %d (ids, positions, cache positions, mask, logits, 4 per layer with K/V)", p->n_io, 5 + 4 * L_kv);
     slm_xfree(seen);
     return s;
 }

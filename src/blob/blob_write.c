@@ -352,7 +352,7 @@ static slm_status add_ident_config(wctx *w, const blob_job *j, const slm_blob_id
     int32_t cv[4] = {c->kv_capacity, c->n_progs, c->consts.rope_pos, c->consts.rope_pairs};
     memcpy(b + BLOB_CFG_TAIL, cv, sizeof cv);
     wr64(b + BLOB_CFG_CONST_BYTES, c->consts.bytes);
-    blob_put_family(b + BLOB_CFG_FAMILY, &c->cfg);
+    blob_put_family(b + BLOB_CFG_FAMILY, &c->cfg, c->consts.rope_pairs_swa);
     if (add_sect_sym(w, ".slm.config", "config", 8, 0, b, BLOB_CONFIG_SIZE) < 0) return BLOB_NOMEM(j);
     return SLM_OK;
 }

@@ -40,38 +40,17 @@
 #include "common/dtype.h"
 #include "format/gguf.h"
 #include "format/model.h"
+#include "cli/synth.h"
 
 #define SYNTH_SPM_BASE 259 /* <unk>, <s>, </s> and the 256 byte tokens */
 
-typedef struct synth_shape {
-    const char *name, *arch; /* arch: "llama", "qwen2" or "mistral" */
-    int dim, n_layers, n_heads, n_kv_heads, ffn, vocab, ctx;
-    float rope_base, eps;
-    int tied;
-    int llama3_rope; /* rope_freqs.weight (Llama 3.1+ scaling: factor 32, 1, 4, 8192) */
-    /* families (0 = the default) */
-    int head_dim;    /* attention.key_length when not dim / n_heads (qwen3, gemma) */
-    int rope_dims;   /* rope.dimension_count below head_dim (phi3: partial rotary) */
-    int window;      /* attention.sliding_window (gemma) */
-    int orig_ctx;    /* phi3: LongRoPE factors for contexts above this */
-    float yarn;      /* YaRN factor (olmo2 as Olmo 3: global layers), original context yarn_orig */
-    int yarn_orig;
-    float mup[4];    /* granite: embedding, attention, residual multipliers, logits scaling */
-    int experts, experts_used, expert_ffn; /* MoE: experts, used per token, their width (0: ffn) */
-    int shared_ffn;  /* the shared expert's width (qwen2moe: gated; granitemoe; glm4moe: a multiple of
-                        the experts'), 0 = none */
-    /* glm4moe: leading dense layers (width ffn), trailing MTP layers (written, not run), per-head
-     * Q/K norms, the routed weights' scale */
-    int dense_lead, nextn, qk_norm;
-    float routed_scale;
-} synth_shape;
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -79,7 +58,7 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
     {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, 1e-5f, 1, 0,
      .mup = {12.0f, 0.015625f, 0.22f, 8.0f}},
     {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
@@ -97,8 +76,16 @@ static const synth_shape k_shapes[] = {
     {"glm-4.5-air", "glm4moe", 4096, 46, 96, 8, 10944, 151552, 131072, 1000000.0f, 1e-5f, 0, 0, .head_dim = 128,
      .experts = 128, .experts_used = 8, .expert_ffn = 1408, .dense_lead = 1, .nextn = 1,
      .routed_scale = 1.0f},
+    /* Gemma 4 (gemma4): the global layers' head size in head_dim, the window layers' in head_dim_swa */
+    {"gemma-4-e2b", "gemma4", 1536, 35, 8, 1, 6144, 262144, 131072, 1000000.0f, 1e-6f, 1, 0, .head_dim = 512,
+     .window = 512, .head_dim_swa = 256, .kv_shared = 20, .ple = 256, .swa_period = 5, .rot_quarters = 1,
+     .ffn_shared = 12288},
+    {"gemma-4-e4b", "gemma4", 2560, 42, 8, 2, 10240, 262144, 131072, 1000000.0f, 1e-6f, 1, 0, .head_dim = 512,
+     .window = 512, .head_dim_swa = 256, .kv_shared = 18, .ple = 256, .swa_period = 6, .rot_quarters = 1},
+    {"gemma-4-31b", "gemma4", 5376, 60, 32, 16, 21504, 262144, 262144, 1000000.0f, 1e-6f, 1, 0, .head_dim = 512,
+     .window = 1024, .head_dim_swa = 256, .swa_period = 6, .kv_heads_global = 4, .rot_quarters = 1, .k_eq_v = 1},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static void usage(FILE *f) {
@@ -112,7 +99,8 @@ static void usage(FILE *f) {
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
             "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
-            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air | custom\n"
+            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air |\n"
+            "                        gemma-4-e2b | gemma-4-e4b | gemma-4-31b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
@@ -121,7 +109,7 @@ static void usage(FILE *f) {
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
             "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss |\n"
-            "                        qwen2moe | glm4moe\n"
+            "                        qwen2moe | glm4moe | gemma4\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -145,6 +133,8 @@ static void usage(FILE *f) {
             "      --nextn N         glm4moe: N more MTP layers (nextn.* tensors; not run) (default: the shape's)\n"
             "      --qk-norm         glm4moe: per-head Q/K norms (GLM-4.5's use_qk_norm)\n"
             "      --expert-scale X  glm4moe: routed_scaling_factor (default: the shape's, else 1)\n"
+            "      --kv-shared N     gemma4: the last N layers reuse earlier layers' KV cache (default: the\n"
+            "                        shape's; with --layers about half the layers, whole window periods)\n"
             "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
             "                        (default: the shape's; olmo2 shapes without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
@@ -342,15 +332,6 @@ done:
 
 /* ---- tensors ------------------------------------------------------------- */
 
-typedef struct synth {
-    slm_gguf_writer *w;
-    void **bufs;
-    int n_bufs, cap_bufs;
-    uint64_t seed, n_tensors, n_params, n_bytes;
-    float std;
-    float *row; /* scratch row (f32), widest row */
-    uint64_t type_count[SLM_DTYPE_COUNT];
-} synth;
 
 static void *synth_alloc(synth *s, size_t n) {
     if (s->n_bufs == s->cap_bufs) {
@@ -365,12 +346,13 @@ static void *synth_alloc(synth *s, size_t n) {
     return q;
 }
 
-/* Add a tensor [ne0, ne1] of `type`: init 0 = normal(std), 1 = ones,
- * 2 = the given f32 values. */
 static int add_n(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int init,
                  const float *vals);
 static int add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int init, const float *vals) {
     return add_n(s, name, type, ne0, ne1, 1, init, vals);
+}
+int synth_add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int init, const float *vals) {
+    return add(s, name, type, ne0, ne1, init, vals);
 }
 /* A 3-D tensor [ne0, ne1, ne2] of normal weights (the experts' matrices). */
 static int add3(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2) {
@@ -412,11 +394,6 @@ static int add_n(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t
     return 1;
 }
 
-/* GGUF general.file_type (llama_ftype) and the matrix types of --type. */
-typedef struct synth_type {
-    const char *name;
-    uint32_t matrix, ftype;
-} synth_type;
 static const synth_type k_types[] = {
     {"f32", SLM_F32, 0},  {"f16", SLM_F16, 1},  {"bf16", SLM_BF16, 32},
     {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2}, {"q4_k_m", SLM_Q4_K, 15},
@@ -445,6 +422,10 @@ static uint32_t layer_type(uint32_t matrix, int more, int l, int n_layers, int64
     if (matrix != SLM_Q4_K) return matrix;
     return k_fallback(more && use_more_bits(l, n_layers) ? SLM_Q6_K : SLM_Q4_K, width);
 }
+uint32_t synth_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width) {
+    return layer_type(matrix, more, l, n_layers, width);
+}
+uint32_t synth_output_type(uint32_t matrix, int64_t width) { return output_type(matrix, width); }
 
 /* Llama 3.1+ rope scaling factors, as convert_hf_to_gguf.py writes them. */
 static void llama3_rope_factors(float *f, int head_dim, float base) {
@@ -462,18 +443,6 @@ static void llama3_rope_factors(float *f, int head_dim, float base) {
     }
 }
 
-/* The command line: the shape's name, type and overrides (-1: keep). */
-typedef struct synth_args {
-    const char *shape_name, *type_name, *out, *arch, *vocab_file, *name;
-    uint64_t seed;
-    float std;
-    int o_dim, o_layers, o_heads, o_kv, o_ffn, o_vocab, o_ctx, o_tied;
-    float o_rope, o_eps;
-    int window;
-    int experts, experts_used, expert_ffn, shared_ffn;
-    int dense_lead, nextn, qk_norm; /* -1: the shape's */
-    float expert_scale;
-} synth_args;
 
 /* argv into a; 0: go on, else the exit code (help: 0 too, with *done set). */
 static int parse_args(synth_args *a, int argc, char **argv, int *done) {
@@ -516,6 +485,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--nextn")) { if (!parse_i(v, o, 0, 16, &a->nextn)) return 2; }
         else if (!strcmp(o, "--qk-norm")) { a->qk_norm = 1; takes = 0; }
         else if (!strcmp(o, "--expert-scale")) { if (!parse_f(v, o, &a->expert_scale)) return 2; }
+        else if (!strcmp(o, "--kv-shared")) { if (!parse_i(v, o, 0, 1024, &a->kv_shared)) return 2; }
         else if (!strcmp(o, "--sliding-window")) { if (!parse_i(v, o, 1, 1 << 24, &a->window)) return 2; }
         else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &a->o_rope)) return 2; }
         else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &a->o_eps)) return 2; }
@@ -582,7 +552,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
                         "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
-                        "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, custom)\n", a->shape_name);
+                        "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, gemma-4-e2b, gemma-4-e4b, "
+                        "gemma-4-31b, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -610,13 +581,18 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         }
         sh->arch = a->arch;
     }
-    if (a->o_dim > 0 || a->o_heads > 0) sh->head_dim = 0; /* a changed shape: dim / heads again */
+    if ((a->o_dim > 0 || a->o_heads > 0) && strcmp(sh->arch, "gemma4")) sh->head_dim = 0; /* a changed shape: dim / heads again */
     if (a->o_ctx > 0 && sh->orig_ctx > sh->ctx) sh->orig_ctx = sh->ctx;
     if (!strcmp(sh->arch, "phi3") && sh->rope_dims >= head_dim_of(sh)) sh->rope_dims = 0;
     if (strcmp(sh->arch, "phi3")) sh->rope_dims = 0;
+    if (!strcmp(sh->arch, "gemma4")) { /* its own window, head sizes, shared layers, per-layer embeddings */
+        if (synth_gemma4_shape(a, sh)) return 2;
+    } else {
+        sh->head_dim_swa = sh->kv_shared = sh->ple = sh->kv_heads_global = sh->ffn_shared = sh->k_eq_v = 0;
+    }
     if ((!strcmp(sh->arch, "gemma2") || !strcmp(sh->arch, "gemma3")) && !sh->window) sh->window = 4096;
     if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gemma2") && strcmp(sh->arch, "gemma3") &&
-        strcmp(sh->arch, "exaone4") && strcmp(sh->arch, "gpt-oss"))
+        strcmp(sh->arch, "exaone4") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "gemma4"))
         sh->window = 0;
     else if (a->window) sh->window = a->window;
     if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gpt-oss")) sh->yarn = 0.0f, sh->yarn_orig = 0;
@@ -676,9 +652,10 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_u32(w, K("block_count"), (uint32_t)(sh->n_layers + sh->nextn)); /* glm4moe: with the MTP layers */
     slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh->ctx);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
-    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
+    if (is(sh, "gemma4")) synth_gemma4_metadata(w, sh); /* FFN widths and KV heads may be per-layer lists */
+    else slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh->n_heads);
-    slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_kv_heads);
+    if (!is(sh, "gemma4")) slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_kv_heads);
     slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
     if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)(a->window ? a->window : 4096));
@@ -767,6 +744,7 @@ static int put_select_bias(synth *s, int l, int E) {
 
 /* The tensors, in llama.cpp's order; 0 when one could not be made. */
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
+    if (is(sh, "gemma4")) return synth_gemma4_tensors(s, sh, ty);
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
     const int glm = is(sh, "glm4moe");
     const int qwen2 = is(sh, "qwen2") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || glm, phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
@@ -888,7 +866,7 @@ int slm_cli_synth(int argc, char **argv) {
     a.std = 0.02f;
     a.o_dim = a.o_layers = a.o_heads = a.o_kv = a.o_ffn = a.o_vocab = a.o_ctx = a.o_tied = -1;
     a.o_rope = a.o_eps = -1.0f;
-    a.dense_lead = a.nextn = -1;
+    a.dense_lead = a.nextn = a.kv_shared = -1;
     int done, rc = parse_args(&a, argc, argv, &done);
     if (rc || done) return rc;
     synth_shape sh;
@@ -914,6 +892,8 @@ int slm_cli_synth(int argc, char **argv) {
     int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
     if (sh.expert_ffn > widest) widest = sh.expert_ffn;
     if (head_dim_of(&sh) * sh.n_heads > widest) widest = head_dim_of(&sh) * sh.n_heads;
+    if (sh.ffn_shared > widest) widest = sh.ffn_shared; /* gemma4 */
+    if (sh.ple * sh.n_layers > widest) widest = sh.ple * sh.n_layers;
     s.row = slm_malloc(((size_t)widest + 1) * sizeof(float));
     rc = 1;
     if (!s.w || !s.row) {

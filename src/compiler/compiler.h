@@ -58,6 +58,9 @@ typedef struct slm_constants {
                               present, is the sliding-window layers' (own base) */
     int32_t rope_pos;      /* n_pos = KV capacity */
     int32_t rope_pairs;    /* rotated dimensions / 2 (head_dim / 2 but for partial rotary) */
+    int32_t rope_pairs_swa;/* table 1's pairs when its layers rotate another width (gemma4's
+                              window layers: their own head size); 0 = rope_pairs. Table 1
+                              starts after table 0 (rope_pos * rope_pairs pairs) */
     uint64_t bytes;
 } slm_constants;
 

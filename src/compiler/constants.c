@@ -73,23 +73,27 @@ slm_status slm_build_constants(slm_compiled *c, const slm_model_file *mf, slm_er
             return slm_errf(err, SLM_ERR_FORMAT, "%s missing or malformed", name);
         factors = t->data;
     }
-    int n_tables = 1;
+    int n_tables = 1, swa_layer = -1;
     for (int l = 0; l < m->n_layers; l++)
-        if (slm_rope_table_of(m, l) == 1) n_tables = 2;
+        if (slm_rope_table_of(m, l) == 1) n_tables = 2, swa_layer = l;
+    /* gemma4: the window layers rotate their own head size (and take no rope_freqs) */
+    const int rot1 = swa_layer >= 0 && m->head_dim_swa > 0 ? slm_layer_rope_dims(m, swa_layer) : rot;
+    const float *factors1 = m->rope_freqs_global ? NULL : factors;
     uint64_t per = (uint64_t)c->kv_capacity * (uint64_t)pairs * 2;
-    uint64_t n = per * (uint64_t)n_tables;
+    uint64_t n = per + (n_tables == 2 ? (uint64_t)c->kv_capacity * (uint64_t)(rot1 / 2) * 2 : 0);
     c->consts.rope = slm_aligned_alloc((size_t)n * sizeof(float));
     if (!c->consts.rope) return slm_errf(err, SLM_ERR_NOMEM, "out of memory for RoPE tables");
     c->consts.rope_pos = c->kv_capacity;
     c->consts.rope_pairs = pairs;
+    c->consts.rope_pairs_swa = n_tables == 2 && rot1 != rot ? rot1 / 2 : 0;
     c->consts.bytes = n * sizeof(float);
     rope_table(c->consts.rope, c->kv_capacity, rot, m->rope_base, m->rope_scale, factors, m->rope_attn_factor, m,
                m->rope_yarn);
     /* the sliding-window layers' own base and scaling (gemma3, olmo3); with
      * YaRN on the global layers they keep plain RoPE, magnitude 1 (llama.cpp) */
     if (n_tables == 2)
-        rope_table(c->consts.rope + per, c->kv_capacity, rot, m->rope_base_swa > 0.0f ? m->rope_base_swa : m->rope_base,
-                   m->rope_scale_swa > 0.0f ? m->rope_scale_swa : m->rope_scale, factors,
+        rope_table(c->consts.rope + per, c->kv_capacity, rot1, m->rope_base_swa > 0.0f ? m->rope_base_swa : m->rope_base,
+                   m->rope_scale_swa > 0.0f ? m->rope_scale_swa : m->rope_scale, factors1,
                    m->rope_yarn ? 0.0f : m->rope_attn_factor, m, 0);
     return SLM_OK;
 }

@@ -626,7 +626,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->f0 = nd->eps;
         t->flags = row_flags(c, i);
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
-        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+        if (nd->weight && (s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s; /* none: gemma4's V */
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
     case SLM_OP_MATMUL: {
@@ -701,9 +701,11 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->flags = row_flags(c, i) | (nd->op == SLM_OP_SWIGLU && nd->gelu ? SLM_TF_GELU : 0);
         if (nd->op == SLM_OP_ADD) {
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[1]);
+            t->f2 = nd->scale; /* gemma4: the sum times the layer's output scale */
         } else {
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
             t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[1]);
+            t->ref[SLM_REF_SRC1].off += (uint64_t)nd->col0 * 4; /* a slice of a wider `up` (ld its width) */
         }
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
@@ -857,12 +859,13 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     if (mpl < 1 || mrl < 0) return slm_errf(err, SLM_ERR_ARG, "max_prompt_len must be >= 1 and min_response_len >= 0");
     if (!slm_kv_type_ok(opt->kv_type))
         return slm_errf(err, SLM_ERR_ARG, "kv_type %d: the KV cache holds f32, f16 or q8_0", opt->kv_type);
-    if (opt->kv_type == SLM_Q8_0 && m->cfg.head_dim % SLM_QK8_0)
+    const int hd_q8 = m->cfg.head_dim % SLM_QK8_0 ? m->cfg.head_dim : m->cfg.head_dim_swa; /* gemma4: both kinds */
+    if (opt->kv_type == SLM_Q8_0 && hd_q8 % SLM_QK8_0)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "--kv-type q8_0: head_dim %d is not a multiple of %d (q8_0 blocks "
-                        "must not straddle heads); use --kv-type f16 or f32", m->cfg.head_dim, SLM_QK8_0);
-    if (opt->kv_type != SLM_F32 && m->cfg.head_dim > 512)
+                        "must not straddle heads); use --kv-type f16 or f32", hd_q8, SLM_QK8_0);
+    if (opt->kv_type != SLM_F32 && slm_max_head_dim(&m->cfg) > 512)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "--kv-type %s: head_dim %d above 512; use --kv-type f32",
-                        slm_dtype_name((uint32_t)opt->kv_type), m->cfg.head_dim);
+                        slm_dtype_name((uint32_t)opt->kv_type), slm_max_head_dim(&m->cfg));
     /* Clamp to the model's context length. The response room is kept when
      * the prompt room can give way; otherwise the response room shrinks. */
     if (mpl > ctx) mpl = ctx;

@@ -130,7 +130,9 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
     for (int f = 0; f < g->n_nodes; f++) {
         slm_node *F = &g->nodes[f];
         if (F->dead || (F->op != SLM_OP_RMSNORM && F->op != SLM_OP_SWIGLU)) continue;
-        if (F->op == SLM_OP_RMSNORM && F->group) continue; /* per-head norms stay tasks */
+        if (F->op == SLM_OP_RMSNORM && (F->group || !F->weight)) continue; /* per-head norms stay tasks */
+        /* a slice of a wider `up` (gemma4's per-layer inputs) stays a task */
+        if (F->op == SLM_OP_SWIGLU && (F->col0 || g->nodes[F->in[1]].cols != F->cols)) continue;
         int ok = 1, users = 0;
         for (int i = 0; i < g->n_nodes && ok; i++) {
             const slm_node *u = &g->nodes[i];
@@ -205,7 +207,7 @@ slm_status slm_pass_fuse_residual(slm_graph *g, slm_err *err) {
     (void)err;
     for (int a = 0; a < g->n_nodes; a++) {
         slm_node *A = &g->nodes[a];
-        if (A->dead || A->op != SLM_OP_ADD) continue;
+        if (A->dead || A->op != SLM_OP_ADD || A->scale != 0.0f) continue; /* a scaled sum stays a task */
         const int m = A->in[1], x = A->in[0];
         slm_node *M = &g->nodes[m];
         if (M->dead || M->op != SLM_OP_MATMUL || M->post || M->softcap != 0.0f || M->n_in >= 5 || M->rows != A->rows ||

@@ -324,6 +324,14 @@ static void rope_neox(float *x, int heads, int head_dim, int rot, const float *c
     }
 }
 
+/* RMSNorm without a gain, in llama.cpp's order (sum of squares in f32, then 1/sqrt(mean + eps)). */
+static void rmsnorm_plain(const float *x, float *y, int n, float eps) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] * inv;
+}
+
 /* Execute one task. Returns SLM_OK or an error (bad data). */
 static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
                             xmemo *memo) {
@@ -357,7 +365,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             const int sr = t->p[SLM_REF_SRC0] == t->p[SLM_REF_DST] ? dr : r;
             const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], sr);
             float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
-            for (int j = 0; j + w <= t->n; j += w) ks->rmsnorm(x + j, t->p[SLM_REF_SRC1], y + j, w, t->f0);
+            for (int j = 0; j + w <= t->n; j += w) {
+                if (t->p[SLM_REF_SRC1]) ks->rmsnorm(x + j, t->p[SLM_REF_SRC1], y + j, w, t->f0);
+                else rmsnorm_plain(x + j, y + j, w, t->f0); /* no gain (gemma4's V) */
+            }
         }
         return SLM_OK;
     }
@@ -385,9 +396,12 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
         slm_exec_attn_merge(t, rr);
         return SLM_OK;
     case SLM_T_ADD:
-        for (int r = rr.begin; r < rr.end; r++)
-            slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r),
-                      row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->n);
+        for (int r = rr.begin; r < rr.end; r++) {
+            float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+            slm_k_add(y, row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), t->n);
+            if (t->f2 != 0.0f) /* gemma4: the layer's output scale */
+                for (int i = 0; i < t->n; i++) y[i] *= t->f2;
+        }
         return SLM_OK;
     case SLM_T_BIAS:
         for (int r = rr.begin; r < rr.end; r++) {

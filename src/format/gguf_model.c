@@ -645,16 +645,21 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     c->rope_scale = 1.0f;
     char key[96];
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    const int is_gemma4 = !strcmp(A, "gemma4");
     if ((s = get_int(g, file, KEY("embedding_length"), 1, &c->dim, err))) return s;
-    if ((s = get_int(g, file, KEY("feed_forward_length"), 1, &c->hidden_dim, err))) return s;
-    if ((s = get_int(g, file, KEY("block_count"), 1, &c->n_layers, err))) return s;
-    if ((s = get_int(g, file, KEY("attention.head_count"), 1, &c->n_heads, err))) return s;
-    c->n_kv_heads = c->n_heads;
-    if ((s = get_int(g, file, KEY("attention.head_count_kv"), 0, &c->n_kv_heads, err))) return s;
+    if (is_gemma4) { /* per-layer lists of head counts and FFN widths, the window list */
+        if ((s = slm_gguf_gemma4_shape(g, file, c, err))) return s;
+    } else {
+        if ((s = get_int(g, file, KEY("feed_forward_length"), 1, &c->hidden_dim, err))) return s;
+        if ((s = get_int(g, file, KEY("block_count"), 1, &c->n_layers, err))) return s;
+        if ((s = get_int(g, file, KEY("attention.head_count"), 1, &c->n_heads, err))) return s;
+        c->n_kv_heads = c->n_heads;
+        if ((s = get_int(g, file, KEY("attention.head_count_kv"), 0, &c->n_kv_heads, err))) return s;
+        if ((s = get_int(g, file, KEY("attention.sliding_window"), 0, &c->sliding_window, err))) return s;
+    }
     if ((s = get_int(g, file, KEY("context_length"), 1, &c->context_len, err))) return s;
     if ((s = get_float(g, file, KEY("rope.freq_base"), &c->rope_base, err))) return s;
     if ((s = get_float(g, file, KEY("attention.layer_norm_rms_epsilon"), &c->norm_eps, err))) return s;
-    if ((s = get_int(g, file, KEY("attention.sliding_window"), 0, &c->sliding_window, err))) return s;
     slm_gguf_str stype;
     /* llama.cpp reads rope.scaling.factor whatever the type (absent: linear) */
     const int has_type = slm_gguf_get_str(g, KEY("rope.scaling.type"), &stype);
@@ -679,7 +684,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
               is_phi3 = !strcmp(A, "phi3");
     const int is_qwen2 = !strcmp(A, "qwen2") || !strcmp(A, "qwen2moe");
-    c->rope_neox = is_qwen2 || is_qwen3 || is_gemma2 || is_gemma3 || is_phi3 || !strcmp(A, "olmo2") ||
+    c->rope_neox = is_qwen2 || is_qwen3 || is_gemma2 || is_gemma3 || is_gemma4 || is_phi3 || !strcmp(A, "olmo2") ||
                    !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe") ||
                    !strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe");
     c->qkv_bias = is_qwen2 || !strcmp(A, "gpt-oss");
@@ -710,6 +715,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
 
     if ((s = family_params(g, file, A, c, err))) return s;
+    if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;
     if ((s = moe_params(g, file, A, c, err))) return s;
 
     /* The vocabulary size: the key, else the token list, else token_embd. */

@@ -129,6 +129,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_QWEN3MOE] = "qwen3moe", [SLM_ARCH_OLMOE] = "olmoe",
     [SLM_ARCH_GRANITEMOE] = "granitemoe", [SLM_ARCH_GPT_OSS] = "gpt-oss", [SLM_ARCH_QWEN2MOE] = "qwen2moe",
     [SLM_ARCH_GLM4MOE] = "glm4moe",
+    [SLM_ARCH_GEMMA4] = "gemma4",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -255,11 +256,43 @@ static slm_status check_family_tensors(const slm_model_file *m, const char *file
         for (int j = 0; j < 2; j++) {
             char name[64];
             snprintf(name, sizeof name, qk[j], l);
-            const int64_t qk_len = c->qk_norm == 2 ? (j ? kv_dim : q_dim) : c->head_dim;
-            if (c->qk_norm && (s = check_tensor(m, file, name, qk_len, 1, 1, err))) return s;
+            const int64_t qk_len = c->qk_norm == 2 ? (j ? kv_dim : q_dim) : slm_layer_head_dim(c, l);
+            if (c->qk_norm && (j == 0 || slm_layer_has_kv(c, l)) && (s = check_tensor(m, file, name, qk_len, 1, 1, err)))
+                return s;
             snprintf(name, sizeof name, post[j], l);
             if (c->post_norms && (s = check_tensor(m, file, name, dim, 1, 1, err))) return s;
         }
+    }
+    return SLM_OK;
+}
+
+/* gemma4's per-layer embeddings (per_layer_token_embd [ple * layers, vocab],
+ * per_layer_model_proj [dim, ple * layers], per_layer_proj_norm [ple]; per
+ * layer inp_gate [dim, ple], proj [ple, dim], post_norm [dim]) and each
+ * layer's output scale [1], a finite number. */
+static slm_status check_gemma4_tensors(const slm_model_file *m, const char *file, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    const int64_t P = c->ple_dim, PL = (int64_t)c->ple_dim * c->n_layers;
+    slm_status s;
+    if (P && ((s = check_tensor(m, file, "per_layer_token_embd.weight", PL, c->vocab_size, 0, err)) ||
+              (s = check_tensor(m, file, "per_layer_model_proj.weight", c->dim, PL, 0, err)) ||
+              (s = check_tensor(m, file, "per_layer_proj_norm.weight", P, 1, 1, err))))
+        return s;
+    for (int l = 0; l < c->n_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.inp_gate.weight", l);
+        if (P && (s = check_tensor(m, file, name, c->dim, P, 0, err))) return s;
+        snprintf(name, sizeof name, "blk.%d.proj.weight", l);
+        if (P && (s = check_tensor(m, file, name, P, c->dim, 0, err))) return s;
+        snprintf(name, sizeof name, "blk.%d.post_norm.weight", l);
+        if (P && (s = check_tensor(m, file, name, c->dim, 1, 1, err))) return s;
+        snprintf(name, sizeof name, "blk.%d.layer_output_scale.weight", l);
+        if (!c->layer_scale) continue;
+        if ((s = check_tensor(m, file, name, 1, 1, 1, err))) return s;
+        float v;
+        memcpy(&v, slm_model_tensor(m, name)->data, sizeof v);
+        if (!isfinite(v) || !(fabsf(v) < 1e6f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %g is out of range", file, name, (double)v);
     }
     return SLM_OK;
 }
@@ -390,10 +423,14 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
 
     if (c->expert_scale != 0.0f && !c->n_experts)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config: an expert weight scale without experts", file);
-    int64_t dim = c->dim, hid = slm_dense_ffn(c), kv_dim = (int64_t)c->head_dim * c->n_kv_heads, voc = c->vocab_size,
+    if ((s = slm_gemma4_check_config(c, file, err))) return s;
+    int64_t dim = c->dim, kv_dim = (int64_t)c->head_dim * c->n_kv_heads, voc = c->vocab_size,
             q_dim = (int64_t)c->head_dim * c->n_heads;
     if ((s = check_tensor(m, file, "token_embd.weight", dim, voc, 0, err))) return s;
     for (int l = 0; l < c->n_layers; l++) {
+        /* this layer's shape (gemma4's kinds of layer; the config's elsewhere) */
+        const int64_t hid = slm_layer_ffn(c, l), hd = slm_layer_head_dim(c, l), kvd = hd * slm_layer_kv_heads(c, l),
+                      qd = hd * c->n_heads;
         static const struct { const char *fmt; int ne0, ne1, vec; } k[] = {
             /* ne in units: 0 dim, 1 kv_dim, 2 hidden, 3 q_dim */
             {"blk.%d.attn_norm.weight", 0, -1, 1}, {"blk.%d.attn_q.weight", 0, 3, 0},
@@ -402,12 +439,15 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
             {"blk.%d.ffn_gate.weight", 0, 2, 0},   {"blk.%d.ffn_down.weight", 2, 0, 0},
             {"blk.%d.ffn_up.weight", 0, 2, 0},
         };
-        const int64_t unit[4] = {dim, kv_dim, hid, q_dim};
+        const int64_t unit[4] = {dim, kvd, hid, qd};
         for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
             char name[64];
             if (c->no_pre_norms && k[j].vec) continue;
             if (slm_layer_moe(c, l) && j >= 6) continue; /* the experts below */
             snprintf(name, sizeof name, k[j].fmt, l);
+            /* gemma4: a KV-shared layer's K/V are not read; V is K where attn_v is absent */
+            if ((j == 2 || j == 3) && !slm_layer_has_kv(c, l)) continue;
+            if (j == 3 && c->v_norm && !slm_model_tensor(m, name)) continue;
             if ((s = check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec, err)))
                 return s;
         }
@@ -430,6 +470,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
             }
         }
     if ((s = check_rope_factors(m, file, err))) return s;
+    if ((s = check_gemma4_tensors(m, file, err))) return s;
     if (c->n_experts && (s = check_experts(m, file, err))) return s;
     if ((s = check_tensor(m, file, "output_norm.weight", dim, 1, 1, err))) return s;
     if (!c->tied_embeddings && (s = check_tensor(m, file, "output.weight", dim, voc, 0, err))) return s;

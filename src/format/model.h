@@ -118,6 +118,26 @@ typedef struct slm_model_config {
      * nextn_predict_layers): in the file, never compiled (llama.cpp loads
      * and skips them too); n_layers excludes them. */
     int nextn_layers;
+    /* Gemma 4 (gemma4): the two kinds of layer differ in shape. The
+     * sliding-window layers (slm_layer_swa) take head_dim_swa, n_kv_heads_swa
+     * and rope_dims_swa when set (0 = the global layers' head_dim, n_kv_heads,
+     * rope dims); the last kv_shared layers have no K/V of their own and
+     * attend over the cache of layer slm_layer_kv_src (llama.cpp's rule: the
+     * last layer with K/V of the same kind); their FFN is hidden_dim_shared
+     * wide when set. ple_dim > 0: per-layer embeddings of that width
+     * (per_layer_token_embd, per_layer_model_proj, per_layer_proj_norm; per
+     * layer inp_gate, proj, post_norm). v_norm: V RMS-normed without a gain;
+     * V is K's projection where a layer has no attn_v. rope_freqs_global:
+     * rope_freqs.weight divides the global layers' frequencies only.
+     * layer_scale: blk.N.layer_output_scale.weight [1] multiplies each
+     * layer's output. */
+    int head_dim_swa, n_kv_heads_swa, rope_dims_swa;
+    int kv_shared;
+    int hidden_dim_shared;
+    int ple_dim;
+    int v_norm;
+    int rope_freqs_global;
+    int layer_scale;
 } slm_model_config;
 
 /* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down; 3..5 their biases (a validated MoE model). */
@@ -132,6 +152,39 @@ static inline int slm_rope_dims(const slm_model_config *c) { return c->rope_dims
 static inline int slm_layer_swa(const slm_model_config *c, int l) {
     if (c->sliding_window <= 0) return 0;
     return c->swa_pattern <= 1 ? 1 : l % c->swa_pattern < c->swa_pattern - 1;
+}
+
+/* Layer l's geometry (gemma4's two kinds of layer; the config's values elsewhere). */
+static inline int slm_layer_head_dim(const slm_model_config *c, int l) {
+    return c->head_dim_swa > 0 && slm_layer_swa(c, l) ? c->head_dim_swa : c->head_dim;
+}
+static inline int slm_layer_kv_heads(const slm_model_config *c, int l) {
+    return c->n_kv_heads_swa > 0 && slm_layer_swa(c, l) ? c->n_kv_heads_swa : c->n_kv_heads;
+}
+static inline int slm_layer_rope_dims(const slm_model_config *c, int l) {
+    if (c->head_dim_swa > 0 && slm_layer_swa(c, l)) return c->rope_dims_swa > 0 ? c->rope_dims_swa : c->head_dim_swa;
+    return slm_rope_dims(c);
+}
+/* 1 when layer l has K/V of its own (not one of the last kv_shared layers). */
+static inline int slm_layer_has_kv(const slm_model_config *c, int l) { return l < c->n_layers - c->kv_shared; }
+/* The layer whose KV cache layer l attends over: itself, or for a shared
+ * layer the last layer with K/V, or the one before it for a window layer
+ * (llama.cpp's rule; validation checks that layer is of the same kind). */
+static inline int slm_layer_kv_src(const slm_model_config *c, int l) {
+    if (slm_layer_has_kv(c, l)) return l;
+    return c->n_layers - c->kv_shared - (slm_layer_swa(c, l) ? 2 : 1);
+}
+/* Elements of one K (or V) row of layer l's cache; 0 for a shared layer. */
+static inline int slm_layer_kv_dim(const slm_model_config *c, int l) {
+    return slm_layer_has_kv(c, l) ? slm_layer_kv_heads(c, l) * slm_layer_head_dim(c, l) : 0;
+}
+/* Layer l's dense FFN width. */
+static inline int slm_layer_ffn(const slm_model_config *c, int l) {
+    return c->hidden_dim_shared > 0 && !slm_layer_has_kv(c, l) ? c->hidden_dim_shared : slm_dense_ffn(c);
+}
+/* The widest K/V head of any layer. */
+static inline int slm_max_head_dim(const slm_model_config *c) {
+    return c->head_dim_swa > c->head_dim ? c->head_dim_swa : c->head_dim;
 }
 
 /* 1 when layer l rotates Q and K (RoPE). */
@@ -164,9 +217,10 @@ typedef enum slm_arch {
     SLM_ARCH_GPT_OSS,
     SLM_ARCH_QWEN2MOE,
     SLM_ARCH_GLM4MOE,
+    SLM_ARCH_GEMMA4,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, gemma4"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
@@ -232,6 +286,14 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
  * rope_dims/2 each, and c->rope_long = 2; otherwise *rope_freqs = NULL. */
 slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const char *json, size_t len,
                                const char *name, slm_err *err);
+/* gemma4 (format/gemma4.c): the keys that give the layer shapes, read in
+ * place of the plain ones (block_count, the window list, head counts and FFN
+ * widths that may be per-layer lists); then the rest of its keys, after the
+ * head size. slm_gemma4_check_config: the gemma4 fields in range (zero on
+ * other families). */
+slm_status slm_gguf_gemma4_shape(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err);
+slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err);
+slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, slm_err *err);
 /* Checks shared by every loader: the name index (duplicate names refused),
  * tensors whose bytes overlap refused (whatever their kind), config ranges
  * and required tensors. */

@@ -1,5 +1,7 @@
 /* The decoder as a stateful graph (what a model converter would emit): the
  * Llama block, with what the other families change switched by the config. */
+#include <math.h>
+
 #include "ir/ir.h"
 
 typedef struct builder {
@@ -65,7 +67,7 @@ static int unary_w(builder *b, slm_op op, int x, const slm_tensor *w, int rows, 
 
 int slm_rope_table_of(const slm_model_config *c, int layer) {
     const int own = (c->rope_base_swa > 0.0f && c->rope_base_swa != c->rope_base) ||
-                    (c->rope_scale_swa > 0.0f && c->rope_scale_swa != c->rope_scale);
+                    (c->rope_scale_swa > 0.0f && c->rope_scale_swa != c->rope_scale) || c->head_dim_swa > 0;
     return own && slm_layer_swa(c, layer) ? 1 : 0;
 }
 
@@ -81,12 +83,13 @@ static int rmsnorm(builder *b, int x, const slm_tensor *w, int cols, int group, 
 
 static int rope(builder *b, int x, int pos, int heads, int layer) {
     const slm_model_config *c = &b->m->cfg;
-    slm_node n = node(SLM_OP_ROPE, SLM_DIM_T, heads * c->head_dim);
+    const int hd = slm_layer_head_dim(c, layer), rot = slm_layer_rope_dims(c, layer);
+    slm_node n = node(SLM_OP_ROPE, SLM_DIM_T, heads * hd);
     set_in(&n, x, pos, -1, -1, -1);
     n.heads = heads;
-    n.head_dim = c->head_dim;
+    n.head_dim = hd;
     n.neox = c->rope_neox;
-    n.rot = slm_rope_dims(c) != c->head_dim ? slm_rope_dims(c) : 0;
+    n.rot = rot != hd ? rot : 0;
     n.table = slm_rope_table_of(c, layer);
     n.layer = layer;
     return add(b, n);
@@ -163,11 +166,64 @@ static int moe_ffn(builder *b, int x, int xn, int l) {
     return add(b, n);
 }
 
+/* gemma4's per-layer inputs [T, ple * layers] of the scaled embedding x:
+ * per_layer_token_embd's rows times sqrt(ple), plus x projected by
+ * per_layer_model_proj times 1/sqrt(dim), RMS-normed per layer's ple
+ * columns. llama.cpp then multiplies the sum by 1/sqrt(2): that factor is
+ * the post-scale of each layer's proj matmul instead, before its norm. */
+static int per_layer_inputs(builder *b, int ids, int x) {
+    const slm_model_config *c = &b->m->cfg;
+    const int PL = c->ple_dim * c->n_layers;
+    slm_node n = node(SLM_OP_EMBED, SLM_DIM_T, PL);
+    set_in(&n, ids, -1, -1, -1, -1);
+    n.weight = W(b, "per_layer_token_embd.weight", 0);
+    n.scale = sqrtf((float)c->ple_dim);
+    const int tok = add(b, n);
+    int proj = unary_w(b, SLM_OP_MATMUL, x, W(b, "per_layer_model_proj.weight", 0), SLM_DIM_T, PL);
+    if (proj >= 0) b->g->nodes[proj].scale = 1.0f / sqrtf((float)c->dim);
+    proj = rmsnorm(b, proj, W(b, "per_layer_proj_norm.weight", 0), PL, c->ple_dim, -1);
+    n = node(SLM_OP_ADD, SLM_DIM_T, PL);
+    set_in(&n, proj, tok, -1, -1, -1);
+    return add(b, n);
+}
+
+/* Layer l's output scale (gemma4's layer_output_scale), 0 = none. */
+static float layer_scale(builder *b, int l) {
+    if (!b->m->cfg.layer_scale) return 0.0f;
+    const slm_tensor *t = W(b, "blk.%d.layer_output_scale.weight", l);
+    float v = 0.0f;
+    if (t) memcpy(&v, t->data, sizeof v);
+    return v == 1.0f ? 0.0f : v;
+}
+
+/* gemma4's per-layer embedding at the end of layer l: x + norm(proj(gelu(x
+ * inp_gate) * layer l's input)), times the layer's output scale. */
+static int per_layer_embedding(builder *b, int x, int pli, int l) {
+    const slm_model_config *c = &b->m->cfg;
+    int gate = unary_w(b, SLM_OP_MATMUL, x, W(b, "blk.%d.inp_gate.weight", l), SLM_DIM_T, c->ple_dim);
+    slm_node n = node(SLM_OP_SWIGLU, SLM_DIM_T, c->ple_dim);
+    set_in(&n, gate, pli, -1, -1, -1);
+    n.gelu = 1;
+    n.col0 = l * c->ple_dim;
+    n.layer = l;
+    int h = add(b, n);
+    int pr = unary_w(b, SLM_OP_MATMUL, h, W(b, "blk.%d.proj.weight", l), SLM_DIM_T, c->dim);
+    if (pr >= 0) b->g->nodes[pr].scale = (float)M_SQRT1_2;
+    pr = rmsnorm(b, pr, W(b, "blk.%d.post_norm.weight", l), c->dim, 0, l);
+    n = node(SLM_OP_ADD, SLM_DIM_T, c->dim);
+    set_in(&n, x, pr, -1, -1, -1);
+    n.scale = layer_scale(b, l);
+    n.layer = l;
+    return add(b, n);
+}
+
 slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     builder b = {g, m, err, 0};
     const int T = SLM_DIM_T, C = SLM_DIM_C;
-    const int kv_dim = c->n_kv_heads * c->head_dim, q_dim = c->n_heads * c->head_dim;
+    /* each layer's K and V over the cache (KV-shared layers attend over another layer's) */
+    int *kv_of = slm_calloc((size_t)c->n_layers * 2, sizeof(int));
+    if (!kv_of) return slm_errf(err, SLM_ERR_NOMEM, "out of memory building the graph");
 
     int ids = input(&b, SLM_IO_INPUT_IDS, T, SLM_I32);
     int pos = input(&b, SLM_IO_POSITION_IDS, T, SLM_I32);
@@ -179,30 +235,47 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
     n.weight = W(&b, "token_embd.weight", 0);
     n.scale = c->embed_scale;
     int x = add(&b, n);
+    const int pli = c->ple_dim ? per_layer_inputs(&b, ids, x) : -1;
     for (int l = 0; l < c->n_layers && !b.failed; l++) {
+        /* this layer's shape (gemma4's two kinds of layer; the config's elsewhere) */
+        const int hd = slm_layer_head_dim(c, l), kvh = slm_layer_kv_heads(c, l), kv_dim = kvh * hd,
+                  q_dim = c->n_heads * hd, own_kv = slm_layer_has_kv(c, l);
         /* olmo2: no pre-norm, Q/K/V read the residual itself */
         int xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.attn_norm.weight", l), c->dim, 0, l);
         int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, q_dim);
-        int k = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_k.weight", l), T, kv_dim);
-        int v = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_v.weight", l), T, kv_dim);
+        int k = -1, v = -1;
+        if (own_kv) {
+            char vname[64];
+            snprintf(vname, sizeof vname, "blk.%d.attn_v.weight", l);
+            k = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_k.weight", l), T, kv_dim);
+            /* gemma4: V is K's projection where the layer has no attn_v */
+            if (!c->v_norm || slm_model_tensor(m, vname))
+                v = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_v.weight", l), T, kv_dim);
+        }
         if (c->qkv_bias) {
             q = unary_w(&b, SLM_OP_BIAS, q, W(&b, "blk.%d.attn_q.bias", l), T, q_dim);
             k = unary_w(&b, SLM_OP_BIAS, k, W(&b, "blk.%d.attn_k.bias", l), T, kv_dim);
             v = unary_w(&b, SLM_OP_BIAS, v, W(&b, "blk.%d.attn_v.bias", l), T, kv_dim);
         }
+        if (own_kv && c->v_norm) /* gemma4: each V head RMS-normed without a gain, from K's before its norm */
+            v = rmsnorm(&b, v >= 0 ? v : k, NULL, kv_dim, hd, l);
         if (c->qk_norm) { /* before RoPE: each head on its own (qwen3, gemma3), or whole rows (olmo2) */
-            const int group = c->qk_norm == 2 ? 0 : c->head_dim;
+            const int group = c->qk_norm == 2 ? 0 : hd;
             q = rmsnorm(&b, q, W(&b, "blk.%d.attn_q_norm.weight", l), q_dim, group, l);
-            k = rmsnorm(&b, k, W(&b, "blk.%d.attn_k_norm.weight", l), kv_dim, group, l);
+            if (own_kv) k = rmsnorm(&b, k, W(&b, "blk.%d.attn_k_norm.weight", l), kv_dim, group, l);
         }
         if (slm_layer_rope(c, l)) { /* smollm3: every fourth layer has none */
             q = rope(&b, q, pos, c->n_heads, l);
-            k = rope(&b, k, pos, c->n_kv_heads, l);
+            if (own_kv) k = rope(&b, k, pos, kvh, l);
         }
 
-        int kv_all[2];
+        int *kv_all = kv_of + 2 * l;
         int fresh[2] = {k, v};
-        for (int s = 0; s < 2; s++) {
+        if (!own_kv) { /* gemma4: the K and V another layer stored in this call */
+            kv_all[0] = kv_of[2 * slm_layer_kv_src(c, l)];
+            kv_all[1] = kv_of[2 * slm_layer_kv_src(c, l) + 1];
+        }
+        for (int s = 0; s < 2 && own_kv; s++) {
             n = node(SLM_OP_READ_VALUE, C, kv_dim);
             n.var = 2 * l + s;
             n.layer = l;
@@ -221,8 +294,8 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n = node(SLM_OP_ATTENTION, T, q_dim);
         set_in(&n, q, kv_all[0], kv_all[1], mask, cpos);
         n.heads = c->n_heads;
-        n.kv_heads = c->n_kv_heads;
-        n.head_dim = c->head_dim;
+        n.kv_heads = kvh;
+        n.head_dim = hd;
         n.window = slm_layer_swa(c, l) ? c->sliding_window : 0;
         n.scale = c->attn_scale;
         n.softcap = c->attn_softcap;
@@ -242,7 +315,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
             x = moe_ffn(&b, x, xn, l);
             continue;
         }
-        const int F = slm_dense_ffn(c);
+        const int F = slm_layer_ffn(c, l);
         int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, F);
         int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, F);
         n = node(SLM_OP_SWIGLU, T, F);
@@ -254,8 +327,11 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         if (c->post_norms) down = rmsnorm(&b, down, W(&b, "blk.%d.post_ffw_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, down, -1, -1, -1);
+        if (!c->ple_dim) n.scale = layer_scale(&b, l); /* gemma4 without per-layer embeddings (31B) */
         x = add(&b, n);
+        if (c->ple_dim) x = per_layer_embedding(&b, x, pli, l);
     }
+    slm_xfree(kv_of);
     int xf = rmsnorm(&b, x, W(&b, "output_norm.weight", 0), c->dim, 0, -1);
     const slm_tensor *head = c->tied_embeddings ? W(&b, "token_embd.weight", 0) : W(&b, "output.weight", 0);
     int logits = unary_w(&b, SLM_OP_MATMUL, xf, head, T, c->vocab_size);

@@ -25,7 +25,7 @@ typedef enum slm_op {
     SLM_OP_INPUT = 1,  /* program input; attr.role says which */
     SLM_OP_OUTPUT,     /* program output of in[0]; attr.role */
     SLM_OP_EMBED,      /* in: ids [T] i32 -> [T, dim]; weight: table [vocab, dim] */
-    SLM_OP_RMSNORM,    /* in: x [R, n]; weight: gain [n]; attr.eps */
+    SLM_OP_RMSNORM,    /* in: x [R, n]; weight: gain [n] (NULL: none, gemma4's V); attr.eps */
     SLM_OP_MATMUL,     /* in: x [R, k]; weight: W [n, k] -> [R, n] */
     SLM_OP_ROPE,       /* in: x [R, heads*head_dim], pos [T] i32; attr.heads, head_dim */
     SLM_OP_READ_VALUE, /* state var attr.var -> [C, kv_dim] (the past) */
@@ -96,8 +96,11 @@ typedef struct slm_node {
     int table;         /* ROPE: which RoPE table (per-layer bases): its offset in the
                           constants is table * graph.rope_table_bytes */
     int gelu;          /* SWIGLU: gelu_tanh(gate) * up (GeGLU) instead of silu */
+    int col0;          /* SWIGLU: `up` is columns [col0, col0 + cols) of in[1], which may be wider
+                          (gemma4's per-layer inputs: one layer's slice of all of them) */
     float scale;       /* EMBED: rows multiplied by it; ATTENTION: query scale; MATMUL: the product
-                          multiplied by it (granite); 0 = none / 1 / sqrt(head_dim) / none */
+                          multiplied by it (granite); ADD: the sum multiplied by it (gemma4's layer
+                          output scale); 0 = none / 1 / sqrt(head_dim) / none / none */
     float softcap;     /* ATTENTION: scores -> cap * tanh(scores / cap); MATMUL: the same on
                           its output (final logits); 0 = none */
     float eps;         /* RMSNORM, and MATMUL with pre == SLM_OP_RMSNORM */

@@ -37,9 +37,12 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
     /* a row of the KV type: f32, f16, or q8_0's 34 bytes per 32 elements (f32 when unknown) */
     const uint32_t kt = slm_kv_type_ok(c->opt.kv_type) ? (uint32_t)c->opt.kv_type : SLM_F32;
     const slm_dtype_info *ti = slm_dtype_get(kt);
-    const uint64_t row = sat_mul((kv_dim + ti->block - 1) / ti->block, ti->bytes);
-    const uint64_t kv = sat_mul(sat_mul(sat_mul(sat_mul((uint64_t)(cfg->n_layers > 0 ? cfg->n_layers : 0), 2), cap), row),
-                                (uint64_t)n_seqs);
+    uint64_t rows_all = 0; /* every layer's K and V row bytes (gemma4: layers differ, shared ones have none) */
+    for (int l = 0; l < cfg->n_layers; l++) {
+        const int d = slm_layer_kv_dim(cfg, l);
+        rows_all = sat_add(rows_all, sat_mul(((uint64_t)(d > 0 ? d : 0) + ti->block - 1) / ti->block, ti->bytes));
+    }
+    const uint64_t kv = sat_mul(sat_mul(sat_mul(rows_all, 2), cap), (uint64_t)n_seqs);
     uint64_t arena = 0;
     int rows = 1;
     for (int i = 0; i < c->n_progs; i++) {

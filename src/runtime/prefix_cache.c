@@ -24,13 +24,24 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb) {
     return i;
 }
 
-/* n KV rows of one layer's K or V, in the cache's type (rt->row_bytes each). */
-static size_t rows_bytes(const slm_runtime *rt, int n) { return (size_t)n * rt->row_bytes; }
+/* n KV rows of every layer's K and V, in the cache's type. */
+static size_t rows_bytes(const slm_runtime *rt, int n) {
+    size_t b = 0;
+    for (int l = 0; l < rt->comp->cfg.n_layers; l++) b += 2 * (size_t)n * slm_rt_kv_row_bytes(rt, l);
+    return b;
+}
+
+/* Where layer l's K (s 0) or V (s 1) rows start in an entry of n rows. */
+static size_t entry_off(const slm_runtime *rt, int n, int l, int s) {
+    size_t b = 0;
+    for (int j = 0; j < l; j++) b += 2 * (size_t)n * slm_rt_kv_row_bytes(rt, j);
+    return b + (size_t)s * (size_t)n * slm_rt_kv_row_bytes(rt, l);
+}
 
 int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
     if (!pc->limit_bytes || n <= 0 || n > rt->num_stored) return 0;
     const int L = rt->comp->cfg.n_layers;
-    uint64_t bytes = (uint64_t)2 * (uint64_t)L * rows_bytes(rt, n) + (uint64_t)n * sizeof(int32_t);
+    uint64_t bytes = (uint64_t)rows_bytes(rt, n) + (uint64_t)n * sizeof(int32_t);
     if (bytes > pc->limit_bytes) return 0;
     /* an entry that already covers these tokens only needs a touch */
     for (int i = 0; i < pc->n; i++)
@@ -58,7 +69,7 @@ int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
     }
     slm_pc_entry en = {0};
     en.tokens = slm_malloc((size_t)n * sizeof(int32_t));
-    en.kv = slm_aligned_alloc(2 * (size_t)L * rows_bytes(rt, n));
+    en.kv = slm_aligned_alloc(rows_bytes(rt, n) ? rows_bytes(rt, n) : 1);
     if (!en.tokens || !en.kv) {
         slm_xfree(en.tokens);
         slm_aligned_free(en.kv);
@@ -67,8 +78,8 @@ int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
     memcpy(en.tokens, rt->tokens, (size_t)n * sizeof(int32_t));
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            slm_rt_kv_copy(rt, (uint8_t *)en.kv + ((size_t)2 * l + s) * rows_bytes(rt, n), slm_rt_kv_rows(rt, l, s),
-                           rows_bytes(rt, n));
+            slm_rt_kv_copy(rt, (uint8_t *)en.kv + entry_off(rt, n, l, s), slm_rt_kv_rows(rt, l, s),
+                           (size_t)n * slm_rt_kv_row_bytes(rt, l));
     en.n = n;
     en.bytes = bytes;
     en.last_used = ++pc->clock;
@@ -106,8 +117,8 @@ int slm_pc_restore(slm_prefix_cache *pc, slm_runtime *rt, const int32_t *ids, in
     const int L = rt->comp->cfg.n_layers;
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            slm_rt_kv_copy(rt, slm_rt_kv_rows(rt, l, s), (const uint8_t *)en->kv + ((size_t)2 * l + s) * rows_bytes(rt, en->n),
-                           rows_bytes(rt, best_len));
+            slm_rt_kv_copy(rt, slm_rt_kv_rows(rt, l, s), (const uint8_t *)en->kv + entry_off(rt, en->n, l, s),
+                           (size_t)best_len * slm_rt_kv_row_bytes(rt, l));
     for (int j = 0; j < best_len; j++) {
         rt->mask[j] = 1;
         rt->tokens[j] = ids[j];

@@ -9,15 +9,17 @@ static slm_exec *exec_of(slm_runtime *rt, const slm_program *p) { return &rt->ex
 /* Row 0 of a layer's K or V over all sequences (rows of row_bytes bytes:
  * kv_dim elements of the KV type). */
 static uint8_t *kv_base(slm_runtime *rt, int layer, int is_v) {
-    return rt->kv + ((size_t)2 * layer + (size_t)is_v) * (size_t)rt->n_seqs * (size_t)rt->cap * rt->row_bytes;
+    return rt->kv + rt->kv_off[layer] + (size_t)is_v * (size_t)rt->n_seqs * (size_t)rt->cap * rt->kv_rb[layer];
 }
 
 /* Row 0 of the selected sequence's region of a layer's K or V. */
 static uint8_t *kv_layer(slm_runtime *rt, int layer, int is_v) {
-    return kv_base(rt, layer, is_v) + (size_t)rt->cur_seq * (size_t)rt->cap * rt->row_bytes;
+    return kv_base(rt, layer, is_v) + (size_t)rt->cur_seq * (size_t)rt->cap * rt->kv_rb[layer];
 }
 
 void *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v) { return kv_layer(rt, layer, is_v); }
+
+size_t slm_rt_kv_row_bytes(const slm_runtime *rt, int layer) { return rt->kv_rb[layer]; }
 
 void slm_rt_kv_copy(slm_runtime *rt, void *dst, const void *src, size_t bytes) {
     memcpy(dst, src, bytes);
@@ -62,7 +64,7 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: unknown I/O %s", p->name, d->name);
         }
         if ((d->role == SLM_IO_PAST_KEY || d->role == SLM_IO_PAST_VALUE) &&
-            (d->rows > (is_batch(p) ? rt->n_seqs * rt->cap : rt->cap) || d->cols != rt->kv_dim ||
+            (d->rows > (is_batch(p) ? rt->n_seqs * rt->cap : rt->cap) || d->cols != slm_layer_kv_dim(cfg, d->layer) ||
              d->dtype != rt->kv_type))
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: %s does not fit the KV buffer", p->name, d->name);
         slm_exec_bind(exec_of(rt, p), i, ptr);
@@ -89,13 +91,25 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
         }
     rt->n_seqs = n_seqs;
     rt->cap = c->kv_capacity;
-    rt->kv_dim = cfg->n_kv_heads * cfg->head_dim;
     rt->kv_type = c->opt.kv_type;
-    rt->row_bytes = (size_t)slm_row_bytes((uint32_t)rt->kv_type, (uint64_t)rt->kv_dim);
-    if (!slm_kv_type_ok(rt->kv_type) || !rt->row_bytes)
-        return slm_errf(err, SLM_ERR_ARG, "KV type %d with kv_dim %d: not f32, f16 or q8_0 of whole blocks", rt->kv_type,
-                        rt->kv_dim);
-    rt->kv_bytes = (uint64_t)cfg->n_layers * 2 * (uint64_t)n_seqs * (uint64_t)rt->cap * (uint64_t)rt->row_bytes;
+    rt->kv_rb = slm_calloc((size_t)cfg->n_layers, sizeof *rt->kv_rb);
+    rt->kv_off = slm_calloc((size_t)cfg->n_layers, sizeof *rt->kv_off);
+    if (!rt->kv_rb || !rt->kv_off) {
+        slm_rt_free(rt);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory for the KV layout");
+    }
+    rt->kv_bytes = 0;
+    for (int l = 0; l < cfg->n_layers; l++) { /* each layer's rows of its own width (gemma4: two widths, shared layers none) */
+        const int kvd = slm_layer_kv_dim(cfg, l);
+        rt->kv_rb[l] = kvd ? (size_t)slm_row_bytes((uint32_t)rt->kv_type, (uint64_t)kvd) : 0;
+        if (!slm_kv_type_ok(rt->kv_type) || (kvd && !rt->kv_rb[l])) {
+            slm_rt_free(rt);
+            return slm_errf(err, SLM_ERR_ARG, "KV type %d with kv_dim %d: not f32, f16 or q8_0 of whole blocks",
+                            c->opt.kv_type, kvd);
+        }
+        rt->kv_off[l] = rt->kv_bytes;
+        rt->kv_bytes += 2 * (uint64_t)n_seqs * (uint64_t)rt->cap * (uint64_t)rt->kv_rb[l];
+    }
     rt->arena_bytes = 0;
     for (int i = 0; i < c->n_progs; i++)
         if (c->progs[i].arena_bytes > rt->arena_bytes) rt->arena_bytes = c->progs[i].arena_bytes;
@@ -122,6 +136,8 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     rt->head_cpos = slm_calloc(1, sizeof(int32_t));
     rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
+    for (size_t i = 0; rt->present_io && i < (size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers; i++)
+        rt->present_io[i] = -1; /* a KV-shared layer (gemma4) has none */
     rt->exec = slm_calloc((size_t)c->n_progs, sizeof *rt->exec);
     if (!rt->exec || !rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask_all || !rt->tokens_all || !rt->seqs || !rt->hidden || !rt->head_cpos ||
         !rt->logits || !rt->present_io) {
@@ -166,6 +182,8 @@ void slm_rt_free(slm_runtime *rt) {
     slm_xfree(rt->seqs);
     slm_aligned_free(rt->logits);
     slm_xfree(rt->present_io);
+    slm_xfree(rt->kv_rb);
+    slm_xfree(rt->kv_off);
     if (rt->exec)
         for (int i = 0; i < rt->comp->n_progs; i++) slm_exec_free(&rt->exec[i]);
     slm_xfree(rt->exec);
@@ -173,8 +191,8 @@ void slm_rt_free(slm_runtime *rt) {
 }
 
 void slm_rt_reset(slm_runtime *rt) {
-    const size_t region = (size_t)rt->cap * rt->row_bytes;
     for (int l = 0; l < rt->comp->cfg.n_layers; l++) {
+        const size_t region = (size_t)rt->cap * rt->kv_rb[l];
         memset(kv_layer(rt, l, 0), 0, region);
         memset(kv_layer(rt, l, 1), 0, region);
     }
@@ -256,8 +274,9 @@ static void bind_present(slm_runtime *rt, slm_program *p, int write_index) {
     int prog = (int)(p - rt->comp->progs);
     for (int l = 0; l < L; l++)
         for (int s = 0; s < 2; s++)
-            slm_exec_bind(exec_of(rt, p), rt->present_io[(prog * L + l) * 2 + s],
-                             kv_layer(rt, l, s) + (size_t)write_index * rt->row_bytes);
+            if (rt->present_io[(prog * L + l) * 2 + s] >= 0)
+                slm_exec_bind(exec_of(rt, p), rt->present_io[(prog * L + l) * 2 + s],
+                              kv_layer(rt, l, s) + (size_t)write_index * rt->kv_rb[l]);
 }
 
 static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {

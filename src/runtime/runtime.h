@@ -1,9 +1,9 @@
 /* runtime/ — owns the KV cache and steers the two static programs with
  * data: input ids, position ids, cache positions, the attention mask.
  *
- * KV layout: one allocation; for layer L, K is rows [C][kv_dim] at
- * kv + (2L) * C * row_bytes and V at kv + (2L+1) * C * row_bytes, a row
- * being kv_dim elements of the KV type (f32, f16 or q8_0 blocks: the
+ * KV layout: one allocation; for layer L, K is rows [C][kv_dim(L)] at
+ * kv + kv_off[L] and V right after it, a row being kv_dim(L) elements of
+ * the KV type (layers differ in gemma4; its KV-shared layers have none) (f32, f16 or q8_0 blocks: the
  * compile option kv_type; every size here is in row_bytes) (token-major, so
  * a view of the first N rows of any capacity is the same memory: a smaller
  * generate variant reads a prefix, with zero bytes moved).
@@ -42,10 +42,11 @@ typedef struct slm_seq_state {
 typedef struct slm_runtime {
     slm_compiled *comp;     /* not owned */
     int cap;                /* KV rows per layer */
-    int kv_dim;             /* n_kv_heads * head_dim */
-    uint8_t *kv;            /* [n_layers][2][cap] rows of kv_dim elements of kv_type */
+    uint8_t *kv;            /* [n_layers][2][cap] rows of each layer's kv_dim elements of kv_type */
     int kv_type;            /* SLM_F32, SLM_F16 or SLM_Q8_0 (the programs' compile option) */
-    size_t row_bytes;       /* bytes of one K or V row: slm_row_bytes(kv_type, kv_dim) */
+    size_t *kv_rb;          /* [n_layers] bytes of one K or V row of layer l: slm_row_bytes(kv_type,
+                               slm_layer_kv_dim(l)); 0 for a gemma4 KV-shared layer (no rows) */
+    uint64_t *kv_off;       /* [n_layers] byte offset of layer l's K (all sequences; V follows) */
     uint64_t kv_bytes;
     void *arena;            /* activations, shared by both programs */
     uint64_t arena_bytes;
@@ -95,6 +96,8 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
 /* Row 0 of the selected sequence's K (is_v = 0) or V rows of a layer
  * (rows of row_bytes bytes). */
 void *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v);
+/* Bytes of one K or V row of layer l (0: the layer keeps no rows). */
+size_t slm_rt_kv_row_bytes(const slm_runtime *rt, int layer);
 /* Every copy into or out of the KV buffer goes through here (counted). */
 void slm_rt_kv_copy(slm_runtime *rt, void *dst, const void *src, size_t bytes);
 /* One decode step for n sequences at once (1 <= n <= batch_max) through
