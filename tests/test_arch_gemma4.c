@@ -1,0 +1,458 @@
+/* Gemma 4 (gemma4): synthetic GGUF files written as llama.cpp's converter
+ * writes them (the window list, per-layer head_count_kv / feed_forward_length
+ * lists, the window layers' head size, KV-shared layers, per-layer
+ * embeddings, V = K on global layers without attn_v, layer output scales)
+ * against the plain double reference (ref_gemma4.h); the KV cache sized per
+ * layer (shared layers none); KV types and threads; the blob round trip and
+ * its hostile config fields and tasks; the files refused. */
+#include <math.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "common/dtype.h"
+#include "compiler/compiler.h"
+#include "format/gguf.h"
+#include "format/model.h"
+#include "ref_forward.h"
+#include "runtime/runtime.h"
+#include "text/tokenizer.h"
+#include "t.h"
+#include "rig.h"
+#include "blob_image.h"
+
+typedef struct g4 {
+    int dim, layers, heads, kv, kv_global, hd_swa, hd, ffn, ffn_shared, ple, kv_shared, period, window, vocab;
+    int k_eq_v;   /* global layers without attn_v (V = K), as the 31B */
+    int rot_q;    /* global layers: quarters of the pairs rotated (rope_freqs 1, the others 1e30) */
+    int untied;
+    int bad;      /* a hostile file: 1 experts, 2 a window list that is not periodic, 3 head_count_kv differing
+                     within a kind, 4 shared layers whose source is of another kind, 5 value_length_swa other
+                     than key_length_swa, 6 attn_logit_softcapping, 7 no per_layer_proj_norm, 8 a NaN layer
+                     output scale, 9 no window list, 10 feed_forward_length differing among layers with K/V */
+} g4;
+
+static uint64_t g_rng;
+static double urand(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+static int swa(const g4 *s, int l) { return l % s->period < s->period - 1; }
+static int own_kv(const g4 *s, int l) { return l < s->layers - s->kv_shared; }
+static int hd_of(const g4 *s, int l) { return swa(s, l) ? s->hd_swa : s->hd; }
+static int kv_of(const g4 *s, int l) { return !swa(s, l) && s->kv_global ? s->kv_global : s->kv; }
+static int ffn_of(const g4 *s, int l) { return !own_kv(s, l) && s->ffn_shared ? s->ffn_shared : s->ffn; }
+
+typedef struct bufs {
+    void *p[512];
+    int n;
+} bufs;
+
+/* A tensor [cols, rows] of type: bias + scale * normal values (vals: these instead). */
+static void add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, int64_t rows, uint32_t type, float scale,
+                  float bias, const float *vals) {
+    const size_t n = (size_t)(cols * rows);
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = vals ? vals[i] : bias + scale * nrand();
+    const uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
+    void *data = f;
+    if (type != SLM_F32) {
+        data = malloc((size_t)rb * (size_t)rows);
+        for (int64_t r = 0; r < rows; r++) slm_quantize_row(type, f + r * cols, (uint8_t *)data + r * rb, cols);
+        free(f);
+    }
+    b->p[b->n++] = data;
+    const int64_t ne[2] = {cols, rows};
+    slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows);
+}
+
+static int write_g4(const char *path, const g4 *s, uint32_t mt, uint64_t seed) {
+    g_rng = seed;
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    bufs b = {.n = 0};
+    const int L = s->layers, D = s->dim, P = s->ple;
+    uint8_t pat[64];
+    uint32_t kvl[64], ffl[64];
+    for (int l = 0; l < L; l++) {
+        pat[l] = (uint8_t)swa(s, l);
+        kvl[l] = (uint32_t)kv_of(s, l);
+        ffl[l] = (uint32_t)ffn_of(s, l);
+    }
+    if (s->bad == 2) pat[2] = 0;
+    if (s->bad == 3) kvl[1] = kvl[0] + 1;
+    if (s->bad == 10) ffl[1] = ffl[0] + 2;
+    slm_gguf_set_str(w, "general.architecture", "gemma4");
+    slm_gguf_set_u32(w, "gemma4.block_count", (uint32_t)L);
+    slm_gguf_set_u32(w, "gemma4.context_length", 4096);
+    slm_gguf_set_u32(w, "gemma4.embedding_length", (uint32_t)D);
+    slm_gguf_set_u32(w, "gemma4.embedding_length_per_layer_input", (uint32_t)P);
+    slm_gguf_set_arr(w, "gemma4.feed_forward_length", SLM_GGUF_U32, ffl, (uint64_t)L);
+    slm_gguf_set_u32(w, "gemma4.attention.head_count", (uint32_t)s->heads);
+    slm_gguf_set_arr(w, "gemma4.attention.head_count_kv", SLM_GGUF_U32, kvl, (uint64_t)L);
+    slm_gguf_set_f32(w, "gemma4.rope.freq_base", 1000000.0f);
+    slm_gguf_set_f32(w, "gemma4.rope.freq_base_swa", 10000.0f);
+    slm_gguf_set_f32(w, "gemma4.attention.layer_norm_rms_epsilon", 1e-6f);
+    slm_gguf_set_u32(w, "gemma4.attention.key_length", (uint32_t)s->hd);
+    slm_gguf_set_u32(w, "gemma4.attention.value_length", (uint32_t)s->hd);
+    slm_gguf_set_u32(w, "gemma4.attention.key_length_swa", (uint32_t)s->hd_swa);
+    slm_gguf_set_u32(w, "gemma4.attention.value_length_swa", (uint32_t)(s->bad == 5 ? s->hd_swa + 2 : s->hd_swa));
+    slm_gguf_set_u32(w, "gemma4.rope.dimension_count", (uint32_t)s->hd);
+    slm_gguf_set_u32(w, "gemma4.rope.dimension_count_swa", (uint32_t)s->hd_swa);
+    slm_gguf_set_u32(w, "gemma4.attention.sliding_window", (uint32_t)s->window);
+    if (s->bad != 9) slm_gguf_set_arr(w, "gemma4.attention.sliding_window_pattern", SLM_GGUF_BOOL, pat, (uint64_t)L);
+    slm_gguf_set_u32(w, "gemma4.attention.shared_kv_layers", (uint32_t)s->kv_shared);
+    slm_gguf_set_f32(w, "gemma4.final_logit_softcapping", 8.0f); /* small enough to bend */
+    if (s->bad == 6) slm_gguf_set_f32(w, "gemma4.attn_logit_softcapping", 50.0f);
+    if (s->bad == 1) slm_gguf_set_u32(w, "gemma4.expert_count", 8);
+    slm_gguf_set_u32(w, "gemma4.vocab_size", (uint32_t)s->vocab);
+    char n[64];
+    add_t(w, &b, "token_embd.weight", D, s->vocab, mt, 1.0f / sqrtf((float)D), 0.0f, NULL);
+    {
+        float f[256];
+        for (int i = 0; i < s->hd / 2; i++) f[i] = i < s->hd / 2 * s->rot_q / 4 ? 1.0f : 1e30f;
+        add_t(w, &b, "rope_freqs.weight", s->hd / 2, 1, SLM_F32, 0, 0, f);
+    }
+    if (P) {
+        add_t(w, &b, "per_layer_token_embd.weight", (int64_t)P * L, s->vocab, mt, 1.0f / sqrtf((float)P), 0.0f, NULL);
+        add_t(w, &b, "per_layer_model_proj.weight", D, (int64_t)P * L, mt, 1.0f, 0.0f, NULL);
+        if (s->bad != 7) add_t(w, &b, "per_layer_proj_norm.weight", P, 1, SLM_F32, 0.2f, 1.0f, NULL);
+    }
+#define T(suffix, cols, rows, type, sc, bias)                                                  \
+    do {                                                                                       \
+        snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
+        add_t(w, &b, n, cols, rows, type, sc, bias, NULL);                                     \
+    } while (0)
+    for (int l = 0; l < L; l++) {
+        const int h = hd_of(s, l), q = h * s->heads, kv = h * kv_of(s, l), F = ffn_of(s, l);
+        const float sd = 1.0f / sqrtf((float)D);
+        T("attn_norm.weight", D, 1, SLM_F32, 0.2f, 1.0f);
+        T("attn_q.weight", D, q, mt, sd, 0);
+        T("attn_k.weight", D, kv, mt, sd, 0);
+        if (!(s->k_eq_v && !swa(s, l))) T("attn_v.weight", D, kv, mt, sd, 0);
+        T("attn_k_norm.weight", h, 1, SLM_F32, 0.2f, 1.0f);
+        /* scores of order 1 (query scale 1: the gains carry it, else softmax is a near-argmax that any
+         * rounding flips) */
+        T("attn_q_norm.weight", h, 1, SLM_F32, 0.2f / sqrtf((float)h), 1.0f / sqrtf((float)h));
+        T("attn_output.weight", q, D, mt, 1.0f / sqrtf((float)q), 0);
+        T("post_attention_norm.weight", D, 1, SLM_F32, 0.2f, 1.0f);
+        T("ffn_norm.weight", D, 1, SLM_F32, 0.2f, 1.0f);
+        T("ffn_gate.weight", D, F, mt, sd, 0);
+        T("ffn_up.weight", D, F, mt, sd, 0);
+        T("ffn_down.weight", F, D, mt, 1.0f / sqrtf((float)F), 0);
+        T("post_ffw_norm.weight", D, 1, SLM_F32, 0.2f, 1.0f);
+        if (P) {
+            T("inp_gate.weight", D, P, mt, sd, 0);
+            T("proj.weight", P, D, mt, 1.0f / sqrtf((float)P), 0);
+            T("post_norm.weight", D, 1, SLM_F32, 0.2f, 1.0f);
+        }
+        const float os = s->bad == 8 && l == 1 ? NAN : 0.6f + 0.1f * (float)l;
+        snprintf(n, sizeof n, "blk.%d.layer_output_scale.weight", l);
+        add_t(w, &b, n, 1, 1, SLM_F32, 0, 0, &os);
+    }
+#undef T
+    add_t(w, &b, "output_norm.weight", D, 1, SLM_F32, 0.2f, 1.0f, NULL);
+    if (s->untied) add_t(w, &b, "output.weight", D, s->vocab, mt, 1.0f / sqrtf((float)D), 0, NULL);
+    slm_err err = {0};
+    slm_status st = slm_gguf_write(w, path, &err);
+    CHECKF(st == SLM_OK, "%s: %s", path, err.msg);
+    slm_gguf_writer_free(w);
+    for (int i = 0; i < b.n; i++) free(b.p[i]);
+    return st == SLM_OK;
+}
+
+/* E2B's form: per-layer embeddings, two KV-shared layers, the shared layers' FFN twice as wide,
+ * global heads twice the window's (a quarter rotated), one KV head, window 6 on four of five layers */
+static const g4 k_e2b = {.dim = 64, .layers = 7, .heads = 2, .kv = 1, .hd_swa = 32, .hd = 64, .ffn = 96, .ffn_shared = 192,
+                         .ple = 32, .kv_shared = 2, .period = 5, .window = 6, .vocab = 160, .rot_q = 1};
+/* 31B's form: no per-layer embeddings or shared layers, fewer KV heads on the global layers, which have
+ * no attn_v (V = K), window 5 on two of three layers, untied */
+static const g4 k_31b = {.dim = 64, .layers = 6, .heads = 4, .kv = 2, .kv_global = 1, .hd_swa = 16, .hd = 32, .ffn = 96,
+                         .period = 3, .window = 5, .vocab = 160, .k_eq_v = 1, .rot_q = 2, .untied = 1};
+
+static int g_kv_type = SLM_F32, g_threads = 1;
+
+static int rig_open_g4(rig *r, const char *path, int mpl, int mrl) {
+    memset(r, 0, sizeof *r);
+    slm_err err = {0};
+    slm_compile_options o = rig_opts(mpl, mrl);
+    o.kv_type = g_kv_type;
+    if (slm_model_open(&r->m, path, &err) || slm_model_repack(&r->m, &err) || slm_compile(&r->c, &r->m, &o, &err) ||
+        slm_rt_init(&r->rt, &r->c, r->m.map.data, g_threads, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        slm_compiled_free(&r->c);
+        slm_model_close(&r->m);
+        return 0;
+    }
+    return r->ok = 1;
+}
+
+/* The worst logit error relative to the reference's largest, over a prefill
+ * of `first` ids (mpl rows a program: chunks beyond) and decode steps to n. */
+static double compare(const char *path, const int32_t *ids, int n, int first, int mpl) {
+    rig r;
+    if (!rig_open_g4(&r, path, mpl, n)) return INFINITY;
+    const int V = r.c.cfg.vocab_size;
+    float *ref = malloc(sizeof(float) * (size_t)n * V);
+    double worst = 0;
+    slm_err err = {0};
+    if (!ref_forward_ctx(&r.m, ids, n, ref, r.c.kv_capacity) || slm_rt_prefill(&r.rt, ids, first, &err)) {
+        CHECKF(0, "%s: reference or prefill: %s", path, err.msg);
+        worst = INFINITY;
+    }
+    for (int p = first - 1; p < n && worst < INFINITY; p++) {
+        if (p >= first && slm_rt_decode(&r.rt, ids[p], &err)) {
+            CHECKF(0, "decode: %s", err.msg);
+            worst = INFINITY;
+            break;
+        }
+        double maxd = 0, maxr = 1e-6;
+        for (int i = 0; i < V; i++) {
+            maxd = fmax(maxd, fabs((double)r.rt.logits[i] - ref[(size_t)p * V + i]));
+            maxr = fmax(maxr, fabs(ref[(size_t)p * V + i]));
+        }
+        if (isnan(r.rt.logits[0])) maxd = INFINITY;
+        worst = fmax(worst, maxd / maxr);
+    }
+    free(ref);
+    rig_close(&r);
+    return worst;
+}
+
+static void test_g4_vs_reference(void) {
+    int32_t ids[40];
+    g_rng = 99;
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 150);
+    const g4 *forms[2] = {&k_e2b, &k_31b};
+    static const uint32_t types[3] = {SLM_F32, SLM_F16, SLM_Q8_0};
+    for (int f = 0; f < 2; f++)
+        for (int t = 0; t < 3; t++) {
+            if (!write_g4("g4_ref.gguf", forms[f], types[t], 1234 + f)) continue;
+            g_threads = 1 + t; /* one to three threads */
+            const double e1 = compare("g4_ref.gguf", ids, 40, 5, 64), e2 = compare("g4_ref.gguf", ids, 40, 30, 8);
+            /* q8_0: int8 activations (~0.4% an element); V is RMS-normed, its average over the rows
+             * attended shrinks with their number, and the post-attention norm scales the output back
+             * to unit RMS: the rounding returns amplified (random weights attend broadly) */
+            const double tol = types[t] == SLM_Q8_0 ? 1.5e-1 : 1e-4;
+            CHECKF(e1 < tol && e2 < tol, "%s %s: logits rel err %.3g / %.3g vs reference", f ? "31b" : "e2b",
+                   slm_dtype_name(types[t]), e1, e2);
+            unlink("g4_ref.gguf");
+        }
+    g_threads = 1;
+}
+
+/* The KV cache as f16 / q8_0: within the type's rounding of the reference,
+ * above f32's (the cache holds the type); and its bytes are each layer's own
+ * rows, none for the shared layers. */
+static void test_g4_kv(void) {
+    int32_t ids[40];
+    g_rng = 77;
+    for (int i = 0; i < 40; i++) ids[i] = (int32_t)(urand() * 150);
+    if (!write_g4("g4_kv.gguf", &k_e2b, SLM_F32, 4321)) return;
+    static const int kts[2] = {SLM_F16, SLM_Q8_0};
+    for (int t = 0; t < 2; t++) {
+        g_kv_type = kts[t];
+        g_threads = 2;
+        const double e1 = compare("g4_kv.gguf", ids, 40, 5, 64), e2 = compare("g4_kv.gguf", ids, 40, 30, 8);
+        /* amplified as the q8_0 weights' rounding above (measured 1.2-1.8e-3 and 3.6e-2) */
+        const double tol = kts[t] == SLM_F16 ? 4e-3 : 1e-1;
+        CHECKF(e1 < tol && e2 < tol && e1 > 1e-6, "KV %s: logits rel err %.3g / %.3g", slm_dtype_name((uint32_t)kts[t]), e1, e2);
+    }
+    g_kv_type = SLM_F32;
+    g_threads = 1;
+    rig r;
+    if (rig_open_g4(&r, "g4_kv.gguf", 8, 24)) {
+        uint64_t want = 0; /* rows of 32 (window layers) or 64 (global) floats, K and V, 5 layers with K/V */
+        for (int l = 0; l < k_e2b.layers; l++)
+            if (own_kv(&k_e2b, l)) want += 2ull * (uint64_t)r.c.kv_capacity * (uint64_t)(kv_of(&k_e2b, l) * hd_of(&k_e2b, l)) * 4;
+        CHECKF(r.rt.kv_bytes == want, "KV bytes %llu, want %llu", (unsigned long long)r.rt.kv_bytes, (unsigned long long)want);
+        CHECK(slm_rt_kv_row_bytes(&r.rt, 0) == 32 * 4 && slm_rt_kv_row_bytes(&r.rt, 4) == 64 * 4 &&
+              slm_rt_kv_row_bytes(&r.rt, 5) == 0 && slm_rt_kv_row_bytes(&r.rt, 6) == 0);
+        rig_close(&r);
+    }
+    unlink("g4_kv.gguf");
+}
+
+static int write_tok(const char *path, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int32_t maxlen = 8;
+    fwrite(&maxlen, 4, 1, f);
+    for (int i = 0; i < n; i++) {
+        char b[16];
+        int32_t len = (int32_t)snprintf(b, sizeof b, "t%d", i);
+        float score = -(float)i;
+        fwrite(&score, 4, 1, f);
+        fwrite(&len, 4, 1, f);
+        fwrite(b, 1, (size_t)len, f);
+    }
+    return fclose(f) == 0;
+}
+
+/* The model as a blob (KV type kt) read back: the same logits bit for bit; the image in *img. */
+static void blob_roundtrip(const g4 *s, int kt, uint8_t **img, size_t *n) {
+    int32_t ids[24];
+    g_rng = 11;
+    for (int i = 0; i < 24; i++) ids[i] = (int32_t)(urand() * 150);
+    if (img) *img = NULL;
+    if (!write_tok("g4_tok.bin", 160) || !write_g4("g4_blob.gguf", s, SLM_Q8_0, 5)) return;
+    g_kv_type = kt;
+    rig r;
+    if (rig_open_g4(&r, "g4_blob.gguf", 8, 24)) {
+        slm_err err = {0};
+        slm_tokenizer *tok = NULL, *tok2 = NULL;
+        slm_blob_ident id;
+        memset(&id, 0, sizeof id);
+        slm_blob_ident_seal(&id);
+        slm_blob b;
+        slm_compiled c2;
+        memset(&b, 0, sizeof b);
+        memset(&c2, 0, sizeof c2);
+        const int ok = slm_tok_load_llama2c(&tok, "g4_tok.bin", 160, &err) == SLM_OK &&
+                       slm_blob_write("g4.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK &&
+                       slm_blob_open(&b, "g4.slmblob", 0, &c2, &tok2, &err) == SLM_OK;
+        CHECKF(ok, "blob: %s", err.msg);
+        if (ok) {
+            CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg) && c2.consts.rope_pairs_swa == r.c.consts.rope_pairs_swa);
+            slm_runtime rt2;
+            if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
+                int same = slm_rt_prefill(&r.rt, ids, 13, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 13, &err) == SLM_OK;
+                for (int p = 13; same && p <= 24; p++) {
+                    same = !memcmp(r.rt.logits, rt2.logits, sizeof(float) * (size_t)r.c.cfg.vocab_size);
+                    if (same && p < 24)
+                        same = slm_rt_decode(&r.rt, ids[p], &err) == SLM_OK && slm_rt_decode(&rt2, ids[p], &err) == SLM_OK;
+                }
+                CHECKF(same, "KV %d: the blob's logits differ from the model file's", kt);
+                slm_rt_free(&rt2);
+            }
+            slm_blob_close(&b);
+            if (img) *img = (uint8_t *)t_read_file("g4.slmblob", n);
+        }
+        slm_compiled_free(&c2);
+        slm_tok_free(tok);
+        slm_tok_free(tok2);
+        rig_close(&r);
+    }
+    g_kv_type = SLM_F32;
+    unlink("g4.slmblob");
+    unlink("g4_blob.gguf");
+    unlink("g4_tok.bin");
+}
+
+/* A task of op (with flag bits all of `flags` when given) in the prefill program. */
+static int find_task(uint8_t *tasks, uint64_t len, int op, uint16_t flags, int nth) {
+    for (uint64_t i = 0; i < len / 160; i++) {
+        uint16_t fl;
+        memcpy(&fl, tasks + i * 160 + 2, 2);
+        if (tasks[i * 160] == op && (fl & flags) == flags && nth-- == 0) return (int)i;
+    }
+    return -1;
+}
+
+/* Round trips with every KV type; then the gemma4 fields of the config
+ * record and the tasks they shape, damaged one at a time, are refused
+ * naming what is wrong. */
+static void test_g4_blob(void) {
+    blob_roundtrip(&k_31b, SLM_F32, NULL, NULL);
+    blob_roundtrip(&k_e2b, SLM_Q8_0, NULL, NULL);
+    size_t n = 0;
+    uint8_t *img = NULL;
+    blob_roundtrip(&k_e2b, SLM_F16, &img, &n);
+    if (!img) return;
+    uint64_t len = 0, clen = 0;
+    uint8_t *tasks = t_blob_section(img, n, ".slm.tasks.prefill.8", &len);
+    uint8_t *cfg = t_blob_section(img, n, ".slm.config", &clen);
+    char msg[512];
+    CHECKF(tasks && cfg && clen == 416 && t_blob_opens(img, n, "g4.blob", msg, sizeof msg), "pristine: %s", msg);
+    if (!tasks || !cfg || clen != 416) {
+        free(img);
+        return;
+    }
+    /* the family record's gemma4 fields: config offset 224 + 152 + 4 i */
+    static const struct { int i; int32_t v; const char *want; } cm[] = {
+        {0, 33, "head_dim_swa"}, {1, 3, "n_kv_heads_swa"}, {2, 34, "rope_dims_swa"}, {3, 7, "kv_shared"},
+        {3, 1, "not a window layer"}, {4, -1, "hidden_dim_shared"}, {5, -1, "ple_dim"}, {6, 2, "v_norm"},
+        {7, 0, "rope_freqs_global"}, {8, 3, "layer_scale"}, {9, 4, "rope_pairs_swa"},
+    };
+    for (size_t i = 0; i < sizeof cm / sizeof cm[0]; i++) {
+        uint8_t *e = cfg + 224 + 152 + 4 * cm[i].i, keep[4];
+        memcpy(keep, e, 4);
+        memcpy(e, &cm[i].v, 4);
+        if (cm[i].i == 7) { /* rope_freqs_global 0: table 1 would take the factors; the tasks still match, so */
+            memcpy(e, keep, 4); /* instead: rope_freqs off with rope_freqs_global on */
+            int32_t z = 0;
+            memcpy(keep, cfg + 92, 4);
+            memcpy(cfg + 92, &z, 4);
+            CHECKF(!t_blob_opens(img, n, "g4.blob", msg, sizeof msg) && strstr(msg, cm[i].want), "rope_freqs 0: %s", msg);
+            memcpy(cfg + 92, keep, 4);
+            continue;
+        }
+        CHECKF(!t_blob_opens(img, n, "g4.blob", msg, sizeof msg) && strstr(msg, cm[i].want), "config field %d = %d: %s",
+               cm[i].i, cm[i].v, msg);
+        memcpy(e, keep, 4);
+    }
+    /* v_norm 0: the gainless V norm is refused as a task */
+    {
+        uint8_t *e = cfg + 224 + 152 + 24, keep[4];
+        int32_t z = 0;
+        memcpy(keep, e, 4);
+        memcpy(e, &z, 4);
+        CHECKF(!t_blob_opens(img, n, "g4.blob", msg, sizeof msg) && strstr(msg, "no gains"), "v_norm 0: %s", msg);
+        memcpy(e, keep, 4);
+    }
+    /* tasks: a scaled add's NaN scale, a KV store's width not its layer's, a window layer's rope on table 0 */
+    const int add = find_task(tasks, len, SLM_T_ADD, 0, 0), kvs = find_task(tasks, len, SLM_T_KV_STORE, 0, 0),
+              rope = find_task(tasks, len, SLM_T_ROPE, SLM_TF_NEOX, 0);
+    CHECKF(add >= 0 && kvs >= 0 && rope >= 0, "tasks add %d, kv_store %d, rope %d", add, kvs, rope);
+    struct { int task, off; int32_t v; const char *want; } tm[] = {
+        {add, 156, 0x7fc00000, "scale f2"},        /* f2 NaN */
+        {kvs, 12, 64, "kv_dim"},                   /* n: the global layers' width on a window layer */
+        {rope, 56 + 32 + 8, 0, "RoPE table"},      /* src2 offset: table 0 for a window layer's 32 dims */
+    };
+    for (size_t i = 0; i < sizeof tm / sizeof tm[0] && add >= 0 && kvs >= 0 && rope >= 0; i++) {
+        uint8_t *e = tasks + (size_t)tm[i].task * 160 + tm[i].off, keep[4];
+        memcpy(keep, e, 4);
+        memcpy(e, &tm[i].v, 4);
+        CHECKF(!t_blob_opens(img, n, "g4.blob", msg, sizeof msg) && strstr(msg, tm[i].want), "task mutation %zu: %s", i, msg);
+        memcpy(e, keep, 4);
+    }
+    CHECKF(t_blob_opens(img, n, "g4.blob", msg, sizeof msg), "restored: %s", msg);
+    free(img);
+}
+
+/* Files llama.cpp would read otherwise, or not at all, are refused naming the key, layer or tensor. */
+static void test_g4_refused(void) {
+    static const struct { int bad; const char *want; } cases[] = {
+        {1, "experts"}, {2, "sliding_window_pattern"}, {3, "head_count_kv"}, {5, "value length"}, {6, "attn_logit_softcapping"},
+        {7, "per_layer_proj_norm"}, {8, "layer_output_scale"}, {9, "missing required key"}, {10, "feed_forward_length"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        g4 s = k_e2b;
+        s.bad = cases[i].bad;
+        if (!write_g4("g4_bad.gguf", &s, SLM_F32, 3)) continue;
+        slm_model_file m;
+        slm_err err = {0};
+        const slm_status st = slm_model_open(&m, "g4_bad.gguf", &err);
+        CHECKF(st != SLM_OK && strstr(err.msg, cases[i].want), "bad %d: %s", cases[i].bad, err.msg);
+        if (st == SLM_OK) slm_model_close(&m);
+    }
+    /* shared layers whose source is a window layer (4 shared of 7: layer 2 would hold the last K/V) */
+    g4 s = k_e2b;
+    s.kv_shared = 4;
+    if (write_g4("g4_bad.gguf", &s, SLM_F32, 3)) {
+        slm_model_file m;
+        slm_err err = {0};
+        const slm_status st = slm_model_open(&m, "g4_bad.gguf", &err);
+        CHECKF(st != SLM_OK && strstr(err.msg, "shares the KV cache"), "4 shared: %s", err.msg);
+        if (st == SLM_OK) slm_model_close(&m);
+    }
+    unlink("g4_bad.gguf");
+}
+
+int main(void) {
+    T_RUN(test_g4_vs_reference);
+    T_RUN(test_g4_kv);
+    T_RUN(test_g4_blob);
+    T_RUN(test_g4_refused);
+    T_DONE();
+}
