@@ -477,6 +477,54 @@ static void test_archs(void) {
                     tmp_path("bad_glm.gguf")) != 0);
 }
 
+/* gemma-4-e2b's and gemma-4-31b's families cut to a few layers: the keys
+ * llama.cpp's converter writes (the window list, the window layers' head
+ * size, per-layer FFN widths and KV heads where the kinds differ, the shared
+ * KV layers, the per-layer embeddings), the proportional RoPE factors, the
+ * 31B's global layers without attn_v; both load and generate. */
+static void test_gemma4(void) {
+    const char *e2 = tmp_path("gemma4_e2b.gguf"), *b31 = tmp_path("gemma4_31b.gguf");
+    CHECK(synth("--shape gemma-4-e2b --dim 64 --heads 2 --kv-heads 1 --ffn 96 --layers 7 --n-vocab 512 --ctx 256 "
+                "--type q8_0", e2) == 0);
+    opened o;
+    if (open_gguf(&o, e2)) {
+        CHECK(u32(o.g, "gemma4.block_count") == 7 && u32(o.g, "gemma4.attention.shared_kv_layers") == 2);
+        CHECK(u32(o.g, "gemma4.attention.key_length") == 64 && u32(o.g, "gemma4.attention.key_length_swa") == 32);
+        CHECK(u32(o.g, "gemma4.embedding_length_per_layer_input") == 256 && u32(o.g, "gemma4.attention.sliding_window") == 512);
+        slm_gguf_type et;
+        uint64_t n = 0;
+        const void *d = NULL;
+        CHECK(slm_gguf_get_arr(o.g, "gemma4.attention.sliding_window_pattern", &et, &n, &d) && et == SLM_GGUF_BOOL && n == 7 &&
+              ((const uint8_t *)d)[3] == 1 && ((const uint8_t *)d)[4] == 0 && ((const uint8_t *)d)[5] == 1);
+        uint32_t ff[7] = {0};
+        CHECK(slm_gguf_get_arr(o.g, "gemma4.feed_forward_length", &et, &n, &d) && et == SLM_GGUF_U32 && n == 7);
+        if (n == 7) memcpy(ff, d, sizeof ff);
+        CHECKF(ff[4] == 96 && ff[5] == 192 && ff[6] == 192, "ffn %u %u %u", ff[4], ff[5], ff[6]);
+        const slm_gguf_tensor *pe = slm_gguf_find_tensor(o.g, "per_layer_token_embd.weight"),
+                              *rf = slm_gguf_find_tensor(o.g, "rope_freqs.weight");
+        CHECK(pe && pe->ne[0] == 256 * 7 && pe->ne[1] == 512 && rf && rf->ne[0] == 32 && rf->type == SLM_F32);
+        if (rf) CHECK(((const float *)rf->data)[7] == 1.0f && ((const float *)rf->data)[8] == 1e30f);
+        CHECK(tensor_type(o.g, "blk.6.layer_output_scale.weight") == SLM_F32 && slm_gguf_find_tensor(o.g, "blk.4.attn_v.weight"));
+        close_gguf(&o);
+    }
+    load_and_generate(e2, 64, 7, 2, 1, 96, 512);
+    CHECK(synth("--shape gemma-4-31b --dim 64 --heads 4 --kv-heads 2 --ffn 96 --layers 6 --n-vocab 512 --ctx 256 "
+                "--type f16", b31) == 0);
+    if (open_gguf(&o, b31)) {
+        slm_gguf_type et;
+        uint64_t n = 0;
+        const void *d = NULL;
+        CHECK(slm_gguf_get_arr(o.g, "gemma4.attention.head_count_kv", &et, &n, &d) && n == 6 &&
+              ((const uint32_t *)d)[0] == 2 && ((const uint32_t *)d)[5] == 4);
+        CHECK(!slm_gguf_find_tensor(o.g, "blk.5.attn_v.weight") && slm_gguf_find_tensor(o.g, "blk.4.attn_v.weight"));
+        CHECK(u32(o.g, "gemma4.embedding_length_per_layer_input") == 0 && u32(o.g, "gemma4.attention.shared_kv_layers") == 0);
+        close_gguf(&o);
+    }
+    load_and_generate(b31, 64, 6, 4, 4, 96, 512);
+    /* 4 shared of 7: the last layer with K/V would be a window layer */
+    CHECK(synth_bad("--shape gemma-4-e2b --dim 64 --heads 2 --layers 7 --kv-shared 4", tmp_path("bad_g4.gguf")) != 0);
+}
+
 static void test_bad_args(void) {
     const char *f = tmp_path("bad.gguf");
     CHECK(synth_bad("--shape nosuch --type f16", f) != 0);
@@ -499,6 +547,7 @@ int main(void) {
     T_RUN(test_repack_model);
     T_RUN(test_padded_vocab);
     T_RUN(test_archs);
+    T_RUN(test_gemma4);
     T_RUN(test_bad_args);
     snprintf(cmd, sizeof cmd, "rm -rf \"%s\"", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
