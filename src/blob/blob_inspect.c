@@ -29,6 +29,10 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
             (unsigned long long)id->weights_hash);
     fprintf(f, "model: %s, dim %d, hidden %d, layers %d, heads %d/%d, head_dim %d, vocab %d, context %d\n", m->arch, m->dim,
             m->hidden_dim, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->vocab_size, m->context_len);
+    if (m->head_dim_swa)
+        fprintf(f, "gemma4: window layers head_dim %d, %d KV heads; %d KV-shared layers (FFN width %d); per-layer "
+                   "embeddings %d wide\n", m->head_dim_swa, slm_layer_kv_heads(m, 0), m->kv_shared,
+                m->hidden_dim_shared ? m->hidden_dim_shared : m->hidden_dim, m->ple_dim);
     if (m->n_experts) {
         fprintf(f, "experts: %d of width %d, %d per token%s%s%s", m->n_experts, m->hidden_dim, m->n_experts_used,
                 m->expert_sigmoid ? ", sigmoid routing" : "", m->expert_sel_bias ? " with a selection bias" : "",
@@ -72,8 +76,9 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
                     d->dtype == SLM_I32 ? "i32" : slm_dtype_name(d->dtype), d->rows, d->cols, slm_io_role_name((slm_io_role)d->role));
         }
     }
-    uint64_t kv = (uint64_t)m->n_layers * 2 * (uint64_t)c->kv_capacity *
-                  blob_io_bytes((uint32_t)c->opt.kv_type, (uint64_t)m->n_kv_heads * (uint64_t)m->head_dim);
+    uint64_t kv = 0; /* each layer's rows (gemma4: two widths, none for the KV-shared layers) */
+    for (int l = 0; l < m->n_layers; l++)
+        kv += 2 * (uint64_t)c->kv_capacity * blob_io_bytes((uint32_t)c->opt.kv_type, (uint64_t)slm_layer_kv_dim(m, l));
     fprintf(f, "\nmemory: weights ");
     print_bytes(f, b->weights_size);
     fprintf(f, " (mapped, %u tensors), KV cache ", b->n_tensors);
