@@ -15,6 +15,7 @@
 #include "format/model.h"
 #include "ref_forward.h"
 #include "runtime/runtime.h"
+#include "staticlm.h"
 #include "text/tokenizer.h"
 #include "t.h"
 #include "rig.h"
@@ -449,10 +450,75 @@ static void test_g4_refused(void) {
     unlink("g4_bad.gguf");
 }
 
+/* Sessions on an engine of 3 KV regions (batch programs) with the prefix
+ * cache: each id prompt's greedy tokens equal those of a one-sequence engine
+ * without it; the repeated prompt restores its rows from the cache (each
+ * layer's rows of its own width, none for the shared layers). */
+static slm_engine *g4_engine(int n_seqs, int pc_mb) {
+    slm_options o = slm_default_options();
+    o.kv_type = SLM_KV_F32;
+    o.tokenizer_path = "g4_tok.bin";
+    o.n_threads = 2;
+    o.n_seqs = n_seqs;
+    o.prefix_cache_mb = pc_mb;
+    o.max_prompt_len = 8;
+    o.min_response_len = 32;
+    slm_engine *e = NULL;
+    if (slm_load(&e, "g4_sess.gguf", &o)) {
+        CHECKF(0, "load: %s", slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static void test_g4_sessions(void) {
+    enum { NP = 4, NT = 16 };
+    int32_t prompts[NP][12];
+    g_rng = 5;
+    for (int p = 0; p < NP; p++)
+        for (int i = 0; i < 12; i++) prompts[p][i] = p == 3 ? prompts[0][i] : 3 + (int32_t)(urand() * 150);
+    if (!write_tok("g4_tok.bin", 160) || !write_g4("g4_sess.gguf", &k_e2b, SLM_Q8_0, 8)) return;
+    slm_session_cfg c;
+    memset(&c, 0, sizeof c);
+    c.n_predict = NT;
+    c.ignore_eos = 1;
+    int32_t want[NP][NT], got[NP][NT];
+    slm_engine *e = g4_engine(1, 0);
+    for (int p = 0; e && p < NP; p++) {
+        slm_session *s = NULL;
+        CHECK(slm_session_new(e, &c, &s) == SLM_OK && slm_session_feed(s, prompts[p], 12) == SLM_OK);
+        for (int i = 0; s && i < NT; i++) CHECK(slm_session_next(s, &want[p][i], NULL) == SLM_OK);
+        slm_session_free(s);
+    }
+    slm_free(e);
+    e = g4_engine(3, 16);
+    if (!e) return;
+    slm_session *ss[NP] = {0};
+    for (int p = 0; p < 3; p++) CHECK(slm_session_new(e, &c, &ss[p]) == SLM_OK && slm_session_feed(ss[p], prompts[p], 12) == SLM_OK);
+    for (int i = 0; i < NT; i++) {
+        int32_t ids[3];
+        CHECK(slm_session_next_batch(ss, 3, ids, NULL, NULL) == SLM_OK);
+        for (int p = 0; p < 3; p++) got[p][i] = ids[p];
+    }
+    slm_session_free(ss[0]); /* its slot (and its prompt's rows in the prefix cache) for the fourth */
+    CHECK(slm_session_new(e, &c, &ss[3]) == SLM_OK && slm_session_set_prompt(ss[3], prompts[3], 12) == SLM_OK);
+    for (int i = 0; i < NT; i++) CHECK(slm_session_next(ss[3], &got[3][i], NULL) == SLM_OK);
+    slm_session_stats st;
+    slm_session_get_stats(ss[3], &st);
+    CHECKF(st.n_reused > 0, "prefix cache: %d rows reused", st.n_reused);
+    for (int p = 0; p < NP; p++) CHECKF(!memcmp(got[p], want[p], sizeof got[p]), "prompt %d: batch / prefix tokens differ", p);
+    for (int p = 1; p < NP; p++) slm_session_free(ss[p]);
+    slm_free(e);
+    unlink("g4_sess.gguf");
+    unlink("g4_tok.bin");
+}
+
 int main(void) {
     T_RUN(test_g4_vs_reference);
     T_RUN(test_g4_kv);
     T_RUN(test_g4_blob);
     T_RUN(test_g4_refused);
+    T_RUN(test_g4_sessions);
     T_DONE();
 }
