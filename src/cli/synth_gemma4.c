@@ -121,7 +121,14 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
         T("attn_k.weight", t_in, D, kv, 0); /* the shared layers keep theirs (not read) */
         if (!(sh->k_eq_v && !swa(sh, l))) T("attn_v.weight", t_v, D, kv, 0);
         T("attn_k_norm.weight", SLM_F32, h, 1, 1);
-        T("attn_q_norm.weight", SLM_F32, h, 1, 1);
+        { /* gains 1/sqrt(head size): Gemma 4 attends with query scale 1, so its learned gains carry the
+           * usual scale (gains of 1 would make every softmax a near-argmax that any rounding flips) */
+            float qg[4096];
+            if (h > 4096) return 0;
+            for (int i = 0; i < h; i++) qg[i] = 1.0f / sqrtf((float)h);
+            snprintf(n, sizeof n, "blk.%d.attn_q_norm.weight", l);
+            if (!synth_add(s, n, SLM_F32, h, 1, 2, qg)) return 0;
+        }
         T("attn_output.weight", synth_layer_type(mt, 0, l, L, q), q, D, 0);
         T("post_attention_norm.weight", SLM_F32, D, 1, 1);
         T("ffn_norm.weight", SLM_F32, D, 1, 1);
