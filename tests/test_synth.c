@@ -503,7 +503,9 @@ static void test_gemma4(void) {
         const slm_gguf_tensor *pe = slm_gguf_find_tensor(o.g, "per_layer_token_embd.weight"),
                               *rf = slm_gguf_find_tensor(o.g, "rope_freqs.weight");
         CHECK(pe && pe->ne[0] == 256 * 7 && pe->ne[1] == 512 && rf && rf->ne[0] == 32 && rf->type == SLM_F32);
-        if (rf) CHECK(((const float *)rf->data)[7] == 1.0f && ((const float *)rf->data)[8] == 1e30f);
+        float f78[2] = {0, 0}; /* GGUF data need not be 4-aligned */
+        if (rf) memcpy(f78, (const float *)rf->data + 7, sizeof f78);
+        CHECK(f78[0] == 1.0f && f78[1] == 1e30f);
         CHECK(tensor_type(o.g, "blk.6.layer_output_scale.weight") == SLM_F32 && slm_gguf_find_tensor(o.g, "blk.4.attn_v.weight"));
         close_gguf(&o);
     }
@@ -514,8 +516,10 @@ static void test_gemma4(void) {
         slm_gguf_type et;
         uint64_t n = 0;
         const void *d = NULL;
-        CHECK(slm_gguf_get_arr(o.g, "gemma4.attention.head_count_kv", &et, &n, &d) && n == 6 &&
-              ((const uint32_t *)d)[0] == 2 && ((const uint32_t *)d)[5] == 4);
+        uint32_t kv[6] = {0};
+        CHECK(slm_gguf_get_arr(o.g, "gemma4.attention.head_count_kv", &et, &n, &d) && n == 6);
+        if (n == 6) memcpy(kv, d, sizeof kv);
+        CHECK(kv[0] == 2 && kv[5] == 4);
         CHECK(!slm_gguf_find_tensor(o.g, "blk.5.attn_v.weight") && slm_gguf_find_tensor(o.g, "blk.4.attn_v.weight"));
         CHECK(u32(o.g, "gemma4.embedding_length_per_layer_input") == 0 && u32(o.g, "gemma4.attention.shared_kv_layers") == 0);
         close_gguf(&o);
