@@ -514,11 +514,74 @@ static void test_g4_sessions(void) {
     unlink("g4_tok.bin");
 }
 
+/* tokenizer.ggml.model "gemma4" (llama.cpp's gemma4 pre-type): BPE merges
+ * over the text with spaces as "▁" and no prefix, pieces cut at runs of
+ * newlines (a run that is a token whole: that token), <0xXX> for bytes
+ * without a token, BOS added; decoding gives the text back. */
+static void test_g4_tokenizer(void) {
+    const char *toks[] = {"<pad>", "<eos>", "<bos>", "<unk>", "\xe2\x96\x81", "h", "e", "l", "o", "x", "\n", "\n\n",
+                          "he", "ll", "hell", "hello", "\xe2\x96\x81hello", "lo", "o\n"};
+    enum { NB = 19 };
+    const char *all[NB + 256];
+    int32_t type[NB + 256];
+    char bytes[256][8];
+    for (int i = 0; i < NB; i++) {
+        all[i] = toks[i];
+        type[i] = i < 4 ? 3 : 1; /* control, normal */
+    }
+    for (int b = 0; b < 256; b++) {
+        snprintf(bytes[b], sizeof bytes[b], "<0x%02X>", b);
+        all[NB + b] = bytes[b];
+        type[NB + b] = 6; /* byte */
+    }
+    /* "o \n" would merge across the newline without the cut: o\n is a merge */
+    const char *merges[] = {"h e", "l l", "he ll", "hell o", "\xe2\x96\x81 hello", "l o", "o \n"};
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    uint64_t lens[NB + 256];
+    for (int i = 0; i < NB + 256; i++) lens[i] = strlen(all[i]);
+    slm_gguf_set_str(w, "general.architecture", "gemma4");
+    slm_gguf_set_str(w, "tokenizer.ggml.model", "gemma4");
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", all, lens, NB + 256);
+    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, type, NB + 256);
+    uint64_t ml[7];
+    for (int i = 0; i < 7; i++) ml[i] = strlen(merges[i]);
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, ml, 7);
+    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 2);
+    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 1);
+    slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 3);
+    slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 0); /* llama.cpp adds it anyway */
+    slm_err err = {0};
+    CHECK(slm_gguf_write(w, "g4_tok.gguf", &err) == SLM_OK);
+    slm_gguf_writer_free(w);
+    slm_map map;
+    slm_gguf *g = NULL;
+    slm_tokenizer *t = NULL;
+    if (slm_map_file(&map, "g4_tok.gguf", &err) || slm_gguf_open(&g, map.data, map.size, "g4_tok.gguf", &err) ||
+        slm_tok_load_gguf(&t, g, "g4_tok.gguf", &err)) {
+        CHECKF(0, "%s", err.msg);
+    } else {
+        int32_t ids[32];
+        const int n = slm_tok_encode(t, "hello hello\n\nxo\nlo z", 1, 0, ids, 32);
+        /* <bos> hello ▁hello \n\n x o \n lo ▁ <0x7A> */
+        static const int32_t want[] = {2, 15, 16, 11, 9, 8, 10, 17, 4, NB + 0x7a};
+        CHECKF(n == 10 && !memcmp(ids, want, sizeof want), "%d ids: %d %d %d %d %d %d %d %d %d %d", n, ids[0], ids[1],
+               ids[2], ids[3], ids[4], ids[5], ids[6], ids[7], ids[8], ids[9]);
+        char text[64] = "";
+        for (int i = 1; i < n && i < 10; i++) strncat(text, slm_tok_decode(t, ids[i - 1], ids[i]), sizeof text - strlen(text) - 1);
+        CHECKF(!strcmp(text, "hello hello\n\nxo\nlo z"), "decoded '%s'", text);
+        slm_tok_free(t);
+    }
+    slm_gguf_close(g);
+    slm_unmap(&map);
+    unlink("g4_tok.gguf");
+}
+
 int main(void) {
     T_RUN(test_g4_vs_reference);
     T_RUN(test_g4_kv);
     T_RUN(test_g4_blob);
     T_RUN(test_g4_refused);
     T_RUN(test_g4_sessions);
+    T_RUN(test_g4_tokenizer);
     T_DONE();
 }

@@ -219,6 +219,18 @@ static int encode_fragment(const slm_bpe *t, work *w, const char *text, int n, i
             } else
                 norm[k++] = text[i];
         }
+        if (t->nl_split) { /* gemma4: runs of newlines apart from the rest; such a run whole if a token */
+            for (int s = 0; s < k;) {
+                const int nl = norm[s] == '\n';
+                int e = s;
+                while (e < k && (norm[e] == '\n') == nl) e++;
+                const int id = nl ? slm_bpe__lookup(t, norm + s, (size_t)(e - s)) : -1;
+                if (id >= 0) emit(o, id);
+                else encode_word_spm(t, w, norm + s, e - s, o);
+                s = e;
+            }
+            return 0;
+        }
         if (!t->spm_split) {
             encode_word_spm(t, w, norm, k, o);
             return 0;

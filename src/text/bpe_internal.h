@@ -55,6 +55,8 @@ struct slm_bpe {
     int add_prefix_space;/* byte-level: prepend " " to text not starting with one */
     int spm_prepend;     /* PREPEND_*: "▁" before a fragment */
     int spm_split;       /* Metaspace split: pieces start at each "▁" */
+    int nl_split;        /* gemma4: pieces are runs of newlines and runs of other text (llama.cpp's
+                            "[^\n]+|[\n]+"); a run of newlines that is a token is that token */
     char pre_name[64];
     int n_regex;
     char *regex[BPE_MAX_REGEX];

@@ -44,7 +44,7 @@ size_t slm_bpe_serialize(const slm_bpe *t, void *buf, size_t cap) {
         wb(&w, sp, sizeof sp);
         uint8_t fl[8] = {(uint8_t)t->add_bos, (uint8_t)t->add_eos, (uint8_t)t->byte_level,
                          (uint8_t)t->ignore_merges, (uint8_t)t->add_prefix_space, (uint8_t)t->spm_prepend,
-                         (uint8_t)t->spm_split, 0};
+                         (uint8_t)t->spm_split, (uint8_t)t->nl_split};
         wb(&w, fl, 8);
         uint32_t pl = (uint32_t)strlen(t->pre_name);
         wb32(&w, pl);
@@ -125,7 +125,7 @@ slm_status slm_bpe_load_mem(slm_bpe **out, const void *data, size_t size, const 
     slm_status st;
     t->bos = sp[0]; t->eos = sp[1]; t->eot = sp[2]; t->unk = sp[3]; t->pad = sp[4];
     t->add_bos = fl[0]; t->add_eos = fl[1]; t->byte_level = fl[2]; t->ignore_merges = fl[3];
-    t->add_prefix_space = fl[4]; t->spm_prepend = fl[5]; t->spm_split = fl[6];
+    t->add_prefix_space = fl[4]; t->spm_prepend = fl[5]; t->spm_split = fl[6]; t->nl_split = fl[7];
     memcpy(t->pre_name, pn, pl);
     t->pre_name[pl] = 0;
     for (uint32_t i = 0; i < nr; i++) {

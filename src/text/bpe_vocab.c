@@ -77,6 +77,21 @@ static slm_status gguf_merges(slm_bpe *t, const slm_gguf *g, uint64_t n_merges, 
     return SLM_OK;
 }
 
+static slm_status gguf_specials(slm_bpe *t, const slm_gguf *g, const char *name, slm_err *err);
+
+/* gemma4 (tokenizer.ggml.model "gemma4", llama.cpp's LLAMA_VOCAB_PRE_TYPE_GEMMA4):
+ * BPE merges over the raw UTF-8 text with spaces as "▁", no prefix, pieces
+ * split at runs of newlines, <0xXX> byte fallback; BOS always added (llama.cpp
+ * overrides the file's add_bos_token for it). */
+static slm_status gemma4_specials(slm_bpe *t, const slm_gguf *g, const char *name, slm_err *err) {
+    slm_bpe__set_mode(t, 0, 0, 0, PREPEND_NEVER, 0, "gemma4");
+    t->nl_split = 1;
+    t->bos = t->eos = -1;
+    slm_status st = gguf_specials(t, g, name, err);
+    if (!st && t->bos >= 0) t->add_bos = 1;
+    return st;
+}
+
 /* tokenizer.ggml.pre, the special ids and add_bos / add_eos */
 static slm_status gguf_pre_specials(slm_bpe *t, const slm_gguf *g, const char *name, slm_err *err) {
     slm_gguf_str pre = {"default", 7};
@@ -94,6 +109,13 @@ static slm_status gguf_pre_specials(slm_bpe *t, const slm_gguf *g, const char *n
     t->add_bos = pd->add_bos;
     t->bos = pd->no_bos ? -1 : (11 < n_vocab ? 11 : -1);
     t->eos = 11 < n_vocab ? 11 : -1;
+    return gguf_specials(t, g, name, err);
+}
+
+/* The special ids and add_bos / add_eos from the keys (defaults already set). */
+static slm_status gguf_specials(slm_bpe *t, const slm_gguf *g, const char *name, slm_err *err) {
+    const int n_vocab = t->n_vocab;
+    slm_status st;
     if ((st = get_special(g, "tokenizer.ggml.bos_token_id", n_vocab, &t->bos, 1, name, err)) ||
         (st = get_special(g, "tokenizer.ggml.eos_token_id", n_vocab, &t->eos, 1, name, err)) ||
         (st = get_special(g, "tokenizer.ggml.eot_token_id", n_vocab, &t->eot, 1, name, err)) ||
@@ -114,8 +136,9 @@ slm_status slm_bpe_load_gguf(slm_bpe **out, const slm_gguf *g, const char *name,
     slm_gguf_str model;
     if (!slm_gguf_get_str(g, "tokenizer.ggml.model", &model))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: no tokenizer.ggml.model", name);
-    if (!slm_gguf_str_eq(model, "gpt2"))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not a byte-level BPE (gpt2)",
+    const int g4 = slm_gguf_str_eq(model, "gemma4");
+    if (!slm_gguf_str_eq(model, "gpt2") && !g4)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tokenizer.ggml.model '%.*s' is not a byte-level BPE (gpt2) or gemma4's",
                         name, (int)(model.len > 64 ? 64 : model.len), model.s);
     slm_gguf_type et;
     uint64_t n_tok;
@@ -161,7 +184,8 @@ slm_status slm_bpe_load_gguf(slm_bpe **out, const slm_gguf *g, const char *name,
     }
     slm_status st;
     if ((st = gguf_types(t, g, name, err)) || (st = slm_bpe__index(t, name, err)) ||
-        (st = gguf_merges(t, g, n_merges, name, err)) || (st = gguf_pre_specials(t, g, name, err)) ||
+        (st = gguf_merges(t, g, n_merges, name, err)) ||
+        (st = g4 ? gemma4_specials(t, g, name, err) : gguf_pre_specials(t, g, name, err)) ||
         (st = slm_bpe__finish(t, name, err))) {
         slm_bpe_free(t);
         return st;

@@ -364,7 +364,7 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
     if (!slm_gguf_get_str(g, "tokenizer.ggml.model", &model))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer.ggml.model: missing or not a string",
                         name);
-    if (slm_gguf_str_eq(model, "gpt2")) {
+    if (slm_gguf_str_eq(model, "gpt2") || slm_gguf_str_eq(model, "gemma4")) { /* gemma4: SentencePiece-style BPE */
         slm_bpe *b = NULL;
         slm_status st = slm_bpe_load_gguf(&b, g, name, err);
         if (st) return st;
@@ -374,7 +374,7 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
         int n = model.len > 64 ? 64 : (int)model.len;
         return slm_errf(err, SLM_ERR_UNSUPPORTED,
                         "%s: tokenizer.ggml.model '%.*s' is not supported (supported: 'llama' "
-                        "(SentencePiece BPE), 'gpt2' (byte-level BPE))",
+                        "(SentencePiece BPE), 'gpt2' (byte-level BPE), 'gemma4' (SentencePiece-style BPE))",
                         name, n, model.s);
     }
     slm_gguf_type et;
