@@ -457,7 +457,7 @@ static int cancel_after(void *ud) {
     return atomic_load(&s->flag) || (s->after && s->calls >= s->after);
 }
 
-/* The wall-clock limit and the cancel callback stop a render with a clean error. */
+/* The time limit (CPU time) and the cancel callback stop a render with a clean error. */
 static void test_limits(void) {
     const char *loop = "{% for i in range(3000) %}{% for j in range(20) %}{{ i }}{% endfor %}{% endfor %}";
     slm_err err;

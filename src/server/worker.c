@@ -332,10 +332,17 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
         publish(a, j, text, len, 1);
-        if (!j->oom) j->state = J_DONE;
+        if (!j->oom) {
+            j->state = J_DONE;
+            /* the slot is free before the answer leaves (same lock): a client that
+               sends its next request the moment it has this one is not refused as busy */
+            a->slot_job[i] = NULL;
+            a->running--;
+        }
         srv_job_changed(a, j);
     }
     const int oom = j->oom;
+    if (done && !oom) srv_job_unref(j);
     pthread_mutex_unlock(&a->mu);
     if (oom) {
         job_fail(a, j, 500, "server_error", NULL, "out of memory while keeping the reply");
@@ -343,7 +350,6 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         release(a, i);
         return;
     }
-    if (done) release(a, i);
 }
 
 void *srv_worker_main(void *arg) {

@@ -44,7 +44,7 @@ slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err);
 void slm_tmpl_free(slm_tmpl *t);
 
 #define SLM_TMPL_BUDGET (1ull << 28) /* cost units: 32 per expression, 16 per element, 1 per byte */
-#define SLM_TMPL_TIME_MS 5000u       /* wall clock per render */
+#define SLM_TMPL_TIME_MS 5000u       /* the render thread's CPU time per render */
 
 /* Variables and limits of one render (all optional: zero = default). */
 typedef struct slm_tmpl_vars {
