@@ -160,6 +160,8 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
     rt->exec = slm_calloc((size_t)c->n_progs, sizeof *rt->exec);
+    for (size_t i = 0; rt->present_io && i < (size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers; i++)
+        rt->present_io[i] = -1; /* none (a recurrent layer's, the lm_head's) */
     rt->rstate_bytes = slm_rt_recur_floats(cfg) * (uint64_t)n_seqs * sizeof(float);
     if (rt->rstate_bytes) {
         rt->rstate = slm_aligned_alloc((size_t)rt->rstate_bytes);
@@ -313,9 +315,11 @@ static void bind_present(slm_runtime *rt, slm_program *p, int write_index) {
     int L = rt->comp->cfg.n_layers;
     int prog = (int)(p - rt->comp->progs);
     for (int l = 0; l < L; l++)
-        for (int s = 0; s < 2; s++)
-            slm_exec_bind(exec_of(rt, p), rt->present_io[(prog * L + l) * 2 + s],
-                             kv_layer(rt, l, s) + (size_t)write_index * rt->row_bytes);
+        for (int s = 0; s < 2; s++) {
+            const int io = rt->present_io[(prog * L + l) * 2 + s];
+            if (io >= 0) /* a recurrent layer has none */
+                slm_exec_bind(exec_of(rt, p), io, kv_layer(rt, l, s) + (size_t)write_index * rt->row_bytes);
+        }
 }
 
 static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
