@@ -533,7 +533,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         }
         sh->arch = a->arch;
     }
-    if (a->o_dim > 0 || a->o_heads > 0) sh->head_dim = 0; /* a changed shape: dim / heads again */
+    if (a->o_dim > 0 || a->o_heads > 0) /* a changed shape: dim / heads again, the DeltaNet heads from them */
+        sh->head_dim = sh->ssm_state = sh->ssm_k = sh->ssm_v = 0;
     if (a->o_ctx > 0 && sh->orig_ctx > sh->ctx) sh->orig_ctx = sh->ctx;
     if (!strcmp(sh->arch, "phi3") && sh->rope_dims >= head_dim_of(sh)) sh->rope_dims = 0;
     if (strcmp(sh->arch, "phi3")) sh->rope_dims = 0;
