@@ -322,6 +322,36 @@ static slm_status check_rope_factors(const slm_model_file *m, const char *file, 
     return SLM_OK;
 }
 
+/* qwen35's config: the DeltaNet shapes the runtime sizes its state by, only
+ * with recurrent layers; no experts or whole-row Q/K norms beside them. */
+static slm_status check_recurrent_config(const slm_model_config *c, const char *file, slm_err *err) {
+#define RANGE(field, lo, hi)                                                                               \
+    if (c->field < (lo) || c->field > (hi))                                                                \
+    return slm_errf(err, SLM_ERR_FORMAT, "%s: config " #field " = %d is out of range (%d..%d)", file, c->field, \
+                    (int)(lo), (int)(hi))
+    RANGE(recur_interval, 0, 1 << 16);
+    RANGE(attn_gate, 0, 1);
+    if (c->recur_interval) { /* qwen35: the DeltaNet shapes (the runtime's state is sized by them) */
+        RANGE(ssm_conv, 2, 16);
+        RANGE(ssm_state, 1, 512);
+        RANGE(ssm_k_heads, 1, 1 << 12);
+        RANGE(ssm_v_heads, c->ssm_k_heads, 1 << 12);
+        if (c->ssm_v_heads % c->ssm_k_heads)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: config ssm_v_heads = %d is not a multiple of ssm_k_heads = %d",
+                            file, c->ssm_v_heads, c->ssm_k_heads);
+        if (c->n_experts || c->qk_norm == 2 || c->no_pre_norms)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: recurrent layers with experts or whole-row Q/K norms",
+                            file);
+    } else {
+        RANGE(ssm_conv, 0, 0);
+        RANGE(ssm_state, 0, 0);
+        RANGE(ssm_k_heads, 0, 0);
+        RANGE(ssm_v_heads, 0, 0);
+    }
+#undef RANGE
+    return SLM_OK;
+}
+
 slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     const char *file = slm_basename(m->path);
     const slm_model_config *c = &m->cfg;
@@ -361,26 +391,8 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(expert_sigmoid, 0, c->n_experts ? 1 : 0);
     RANGE(expert_sel_bias, 0, c->n_experts ? 1 : 0);
     RANGE(nextn_layers, 0, 1 << 16);
-    RANGE(recur_interval, 0, 1 << 16);
-    RANGE(attn_gate, 0, 1);
-    if (c->recur_interval) { /* qwen35: the DeltaNet shapes (the runtime's state is sized by them) */
-        RANGE(ssm_conv, 2, 16);
-        RANGE(ssm_state, 1, 512);
-        RANGE(ssm_k_heads, 1, 1 << 12);
-        RANGE(ssm_v_heads, c->ssm_k_heads, 1 << 12);
-        if (c->ssm_v_heads % c->ssm_k_heads)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: config ssm_v_heads = %d is not a multiple of ssm_k_heads = %d",
-                            file, c->ssm_v_heads, c->ssm_k_heads);
-        if (c->n_experts || c->qk_norm == 2 || c->no_pre_norms)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: recurrent layers with experts or whole-row Q/K norms",
-                            file);
-    } else {
-        RANGE(ssm_conv, 0, 0);
-        RANGE(ssm_state, 0, 0);
-        RANGE(ssm_k_heads, 0, 0);
-        RANGE(ssm_v_heads, 0, 0);
-    }
 #undef RANGE
+    if ((s = check_recurrent_config(c, file, err))) return s;
     if ((c->swiglu_limit != 0.0f || c->swiglu_alpha != 0.0f) && (!c->n_experts || !(c->swiglu_limit > 0.0f)))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: the clamped SwiGLU only on experts, with a positive limit", file);
     if (c->attn_sinks && c->attn_softcap > 0.0f)
