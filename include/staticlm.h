@@ -226,8 +226,10 @@ SLM_API int slm_num_stored(const slm_engine *e);
 SLM_API int slm_capacity(const slm_engine *e);
 /* Keep the first n_keep stored tokens (0 <= n_keep <= stored); the later
  * rows are forgotten as if never appended (bench repetitions at a depth
- * restore the filled cache this way, as llama-bench restores its state). */
-SLM_API void slm_trim(slm_engine *e, int n_keep);
+ * restore the filled cache this way, as llama-bench restores its state).
+ * A model with recurrent layers (qwen35) prefills the kept tokens again to
+ * rebuild its state; an error of that prefill is returned (message on e). */
+SLM_API slm_status slm_trim(slm_engine *e, int n_keep);
 
 /* ---- sampling --------------------------------------------------------- */
 

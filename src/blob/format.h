@@ -19,9 +19,9 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 152,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 176,
                "update blob config and family records");
-_Static_assert(SLM_T_OP_COUNT == 16, "update the blob task validator (blob_read.c check_task)");
+_Static_assert(SLM_T_OP_COUNT == 20, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000 &&
                    SLM_TF_EXPERT == 0x2000 && SLM_TF_EXPERT_GATHER == 0x4000 && SLM_TF_SINKS == 0x8000,
                "update the blob task validator's flags (blob_read.c check_task)");
@@ -40,10 +40,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-/* then the family record (152 bytes): what the families add to
+/* then the family record (176 bytes): what the families add to
  * the config (blob_put_family) */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
-#define BLOB_FAMILY_SIZE 152
+#define BLOB_FAMILY_SIZE 176
 #define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -144,7 +144,8 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
  * n_experts_used, expert_norm (MoE); i32 attn_sinks, o_bias, expert_bias; f32
  * swiglu_alpha, swiglu_limit (gpt-oss); i32 shared_ffn, shared_gate (the shared
  * expert); i32 dense_lead, dense_ffn, expert_sigmoid, expert_sel_bias; f32
- * expert_scale; i32 nextn_layers (glm4moe). */
+ * expert_scale; i32 nextn_layers (glm4moe); i32 recur_interval, ssm_conv,
+ * ssm_state, ssm_k_heads, ssm_v_heads, attn_gate (qwen35). */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memset(p, 0, BLOB_FAMILY_SIZE);
     int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
@@ -169,6 +170,8 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m) {
     memcpy(p + 128, g, sizeof g);
     memcpy(p + 144, &m->expert_scale, 4);
     memcpy(p + 148, &m->nextn_layers, 4);
+    const int32_t h[6] = {m->recur_interval, m->ssm_conv, m->ssm_state, m->ssm_k_heads, m->ssm_v_heads, m->attn_gate};
+    memcpy(p + 152, h, sizeof h);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
@@ -201,6 +204,10 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m) {
     m->dense_lead = g[0]; m->dense_ffn = g[1]; m->expert_sigmoid = g[2]; m->expert_sel_bias = g[3];
     memcpy(&m->expert_scale, p + 144, 4);
     memcpy(&m->nextn_layers, p + 148, 4);
+    int32_t h[6];
+    memcpy(h, p + 152, sizeof h);
+    m->recur_interval = h[0]; m->ssm_conv = h[1]; m->ssm_state = h[2];
+    m->ssm_k_heads = h[3]; m->ssm_v_heads = h[4]; m->attn_gate = h[5];
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

@@ -131,6 +131,7 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
         slm_node *F = &g->nodes[f];
         if (F->dead || (F->op != SLM_OP_RMSNORM && F->op != SLM_OP_SWIGLU)) continue;
         if (F->op == SLM_OP_RMSNORM && F->group) continue; /* per-head norms stay tasks */
+        if (F->op == SLM_OP_SWIGLU && F->sigmoid) continue; /* qwen35's gated attention output: a task */
         int ok = 1, users = 0;
         for (int i = 0; i < g->n_nodes && ok; i++) {
             const slm_node *u = &g->nodes[i];

@@ -330,10 +330,13 @@ static int prompt_keep(slm_session *s, const int32_t *ids, int n) {
     while (keep < rt->num_stored && keep < n - 1 && rt->tokens[keep] == ids[keep]) keep++;
     /* the prefix cache may hold more of it than the session does */
     if (keep > 0 && s->e->pc.limit_bytes && slm_pc_match(&s->e->pc, ids, n - 1) > keep) keep = 0;
+    /* recurrent layers (qwen35): their state holds every stored token; a shorter prefix would mean
+     * prefilling it again, which costs what starting over does */
+    if (keep < rt->num_stored && rt->rstate) keep = 0;
     if (keep == 0) {
         slm_session_reset(s);
     } else {
-        slm_rt_trim(rt, keep);
+        slm_rt_trim(rt, keep); /* nothing dropped with recurrent layers (above): no rebuild that could fail */
         if (s->use_draft && s->e->draft->rt.num_stored > keep) slm_rt_trim(&s->e->draft->rt, keep);
         s->pending = -1;
         s->qn = s->qi = 0;
@@ -573,8 +576,8 @@ static slm_status speculate(slm_session *s, int k) {
     s->st.n_drafted += k;
     s->st.n_accepted += acc;
     /* keep y and the accepted rows; trim the rest from both caches */
-    slm_rt_trim(rt, base + 1 + acc);
-    slm_rt_trim(&d->rt, dbase + 1 + (acc < k ? acc : k - 1));
+    if ((st = slm_rt_trim(rt, base + 1 + acc)) || (st = slm_rt_trim(&d->rt, dbase + 1 + (acc < k ? acc : k - 1))))
+        return slm_errf(&s->err, st, "speculative decoding: trimming the rejected tokens failed");
     if (acc == k && (st = slm_rt_decode(&d->rt, prop[k - 1], &d->err)))
         return slm_errf(&s->err, st, "draft: %s", d->err.msg);
     s->qn = s->qi = 0;

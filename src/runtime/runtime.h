@@ -75,7 +75,18 @@ typedef struct slm_runtime {
     int head_runs;          /* lm_head program calls since reset */
     int n_seqs;             /* KV regions (sequences) */
     int cur_seq;            /* the one the calls above work on */
+    /* Hybrid recurrent models (qwen35): the DeltaNet layers' state beside
+     * the KV cache, f32, sized at load: for each such layer in order, its
+     * conv windows [n_seqs][(K - 1) * conv_dim] then its delta states
+     * [n_seqs][H_v * S * S]. Zeroed by reset; it cannot be rewound, so
+     * slm_rt_trim rebuilds it by prefilling the kept tokens again. */
+    float *rstate;          /* NULL for other models */
+    uint64_t rstate_bytes;
+    int64_t *rstate_off;    /* [n_layers] float offset of the layer's conv windows; -1: not recurrent */
 } slm_runtime;
+
+/* Floats of the recurrent state of one sequence (0 for models without recurrent layers). */
+uint64_t slm_rt_recur_floats(const slm_model_config *cfg);
 
 /* The memory budget (runtime/budget.c): the bytes the runtime and engine
  * will allocate for c with n_seqs KV regions (KV cache, arena, logits, per-vocabulary buffers,
@@ -115,8 +126,12 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
  * returns logits for every row: *logits points at n rows of vocab floats. */
 slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float **logits, slm_err *err);
 /* Keep the first n_keep rows: num_stored is set back and the mask of the
- * dropped rows cleared; nothing else is touched (speculative rejection). */
-void slm_rt_trim(slm_runtime *rt, int n_keep);
+ * dropped rows cleared; nothing else is touched (speculative rejection).
+ * A model with recurrent layers cannot take tokens back from their state:
+ * its state is zeroed and the kept tokens prefilled again (their KV rows
+ * rewritten alike); SLM_ERR_* when that prefill fails (the sequence is then
+ * empty), else SLM_OK. */
+slm_status slm_rt_trim(slm_runtime *rt, int n_keep);
 /* Run the lm_head program on its own n threads (LM head separation). */
 slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err);
 /* Append one id through the generate program: the smallest variant with
