@@ -236,11 +236,111 @@ static void test_mask(void) {
     slm_gvocab_free(v);
 }
 
+
+/* ---- JSON schemas ----------------------------------------------------------------- */
+
+typedef struct scase {
+    const char *schema; /* NULL: json_object */
+    const char *yes[8];
+    const char *no[8];
+} scase;
+
+static const scase schemas[] = {
+    {"{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\",\"maxLength\":5},\"age\":{\"type\":\"integer\"},"
+     "\"ok\":{\"type\":\"boolean\"}},\"required\":[\"name\",\"age\"],\"additionalProperties\":false}",
+     {"{\"name\": \"Bob\", \"age\": 42}", "{\"name\":\"\",\"age\":-7,\"ok\":true}", "{ \"name\": \"abcde\", \"age\": 0, \"ok\": false }",
+      "{\"name\": \"a\\\"b\", \"age\": 1}\n  "},
+     {"{\"age\": 42, \"name\": \"Bob\"}", "{\"name\": \"Bob\"}", "{\"name\": \"abcdef\", \"age\": 1}", "{\"name\": \"Bob\", \"age\": 4.5}",
+      "{\"name\": \"Bob\", \"age\": 42, \"x\": 1}", "{\"name\": \"Bob\", \"age\": 042}", "{\"name\": \"Bob\", \"age\": 42,}",
+      "{\"name\": \"Bob\", \"age\": 42"}},
+    {"{\"enum\":[\"red\",\"green\",3,null]}", {"\"red\"", "3", "null", "\"green\" "}, {"\"blue\"", "\"Red\"", "4", "red"}},
+    {"{\"type\":\"array\",\"items\":{\"type\":\"number\"},\"minItems\":1,\"maxItems\":3}",
+     {"[1]", "[1, 2.5, -3e10]", "[0.5,1,2]", "[ -0.0 ]"},
+     {"[]", "[1,2,3,4]", "[1,]", "[\"a\"]", "[01]", "[1.]"}},
+    {"{\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},\"next\":{\"anyOf\":[{\"$ref\":"
+     "\"#/$defs/node\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"]}},\"$ref\":\"#/$defs/node\"}",
+     {"{\"v\": 1, \"next\": null}", "{\"v\": 1, \"next\": {\"v\": 2, \"next\": {\"v\": 3, \"next\": null}}}"},
+     {"{\"v\": 1}", "{\"v\": 1, \"next\": 2}", "{\"v\": 1, \"next\": {\"v\": 2}}"}},
+    {NULL, {"{}", "{\"a\": [1, {\"b\": null}], \"c\": \"x\", \"d\": true}", "{ }"}, {"[]", "\"a\"", "{\"a\"}", "{\"a\": }", "1"}},
+    {"{\"type\":[\"string\",\"null\"]}", {"\"x\"", "null"}, {"1", "nul"}},
+    {"{\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"}}}",
+     {"{}", "{\"a\": 1}", "{\"b\": 2}", "{\"a\": 1, \"b\": 2}"},
+     {"{\"b\": 2, \"a\": 1}", "{\"a\": 1 \"b\": 2}", "{, \"b\": 2}", "{\"a\": 1, \"a\": 1}"}},
+    {"{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"integer\"}},\"required\":[\"id\"],\"additionalProperties\":{\"type\":\"string\"}}",
+     {"{\"id\": 1}", "{\"id\": 1, \"x\": \"y\", \"z\": \"\"}"},
+     {"{\"id\": 1, \"x\": 2}", "{\"x\": \"y\", \"id\": 1}", "{}"}},
+    {"{\"definitions\":{\"s\":{\"type\":\"string\",\"minLength\":2}},\"type\":\"array\",\"items\":{\"$ref\":\"#/definitions/s\"}}",
+     {"[]", "[\"ab\", \"abc\"]", "[\"\\u00e9\\n\"]"}, {"[\"a\"]", "[\"ab\" \"cd\"]"}},
+    {"{\"type\":\"string\",\"title\":\"annotations are ignored\",\"description\":\"d\"}",
+     {"\"\\u00e9\"", "\"\xc3\xa9\"", "\"\\\\\"", "\"tab\\there\""}, {"\"\\x\"", "\"a", "\"\n\"", "\"\\u12\""}},
+    {"{\"const\":{\"a\":[1,\"x\"]}}", {"{\"a\":[1,\"x\"]}"}, {"{\"a\": [1, \"x\"]}", "{}"}},
+    {"true", {"1", "[true, false, null]", "\"s\""}, {"nope", "[1 2]"}},
+};
+
+static void test_schemas(void) {
+    for (size_t c = 0; c < sizeof schemas / sizeof *schemas; c++) {
+        const scase *k = &schemas[c];
+        char *text = NULL;
+        slm_err err = {0};
+        slm_status st = slm_json_schema_to_grammar(k->schema, k->schema ? strlen(k->schema) : 0, &text, &err);
+        CHECKF(st == SLM_OK, "schema %zu: %s", c, err.msg);
+        if (st) continue;
+        slm_grammar *g = compile(text);
+        if (!g) fprintf(stderr, "%s\n", text);
+        for (int i = 0; g && i < 8 && k->yes[i]; i++)
+            CHECKF(match(g, k->yes[i]) == 1, "schema %zu should allow %s", c, k->yes[i]);
+        for (int i = 0; g && i < 8 && k->no[i]; i++)
+            CHECKF(match(g, k->no[i]) == 0, "schema %zu should not allow %s", c, k->no[i]);
+        slm_grammar_free(g);
+        slm_xfree(text);
+    }
+}
+
+static void schema_refused(const char *schema, const char *what) {
+    char *text = NULL;
+    slm_err err = {0};
+    slm_status st = slm_json_schema_to_grammar(schema, strlen(schema), &text, &err);
+    if (st == SLM_OK) { /* some are refused by the grammar compiler */
+        slm_grammar *g = NULL;
+        st = slm_grammar_compile(text, strlen(text), &g, &err);
+        slm_grammar_free(g);
+        slm_xfree(text);
+    }
+    CHECKF(st != SLM_OK, "accepted: %s", schema);
+    CHECKF(strstr(err.msg, what) != NULL, "%s: '%s' lacks '%s'", schema, err.msg, what);
+}
+
+static void test_schemas_refused(void) {
+    schema_refused("{\"type\":\"string\",\"pattern\":\"a+\"}", "'pattern' is not supported");
+    schema_refused("{\"type\":\"integer\",\"minimum\":0}", "'minimum' is not supported");
+    schema_refused("{\"allOf\":[{}]}", "'allOf' is not supported");
+    schema_refused("{\"$ref\":\"http://example.com/s.json\"}", "only references inside the schema");
+    schema_refused("{\"$ref\":\"#/$defs/missing\"}", "names nothing");
+    schema_refused("{\"type\":\"foo\"}", "unknown type 'foo'");
+    schema_refused("{\"type\":", "not valid JSON");
+    schema_refused("{} x", "bytes after");
+    schema_refused("{\"properties\":{},\"required\":[\"x\"]}", "'x', which is not in 'properties'");
+    schema_refused("{\"type\":\"array\",\"maxItems\":99999}", "'maxItems' above 10000");
+    schema_refused("{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "below minItems");
+    schema_refused("{\"type\":\"string\",\"minLength\":-1}", "whole number");
+    schema_refused("false", "allows nothing");
+    schema_refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "left-recursive");
+    char deep[2048];
+    size_t n = 0;
+    for (int i = 0; i < 200; i++) n += (size_t)snprintf(deep + n, sizeof deep - n, "{\"items\":");
+    n += (size_t)snprintf(deep + n, sizeof deep - n, "{}");
+    for (int i = 0; i < 200; i++) deep[n++] = '}';
+    deep[n] = 0;
+    schema_refused(deep, "nested deeper than");
+}
+
 int main(void) {
     T_RUN(test_matcher_cases);
     T_RUN(test_parser_refuses);
     T_RUN(test_work_limits);
     T_RUN(test_state);
     T_RUN(test_mask);
+    T_RUN(test_schemas);
+    T_RUN(test_schemas_refused);
     T_DONE();
 }
