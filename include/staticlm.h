@@ -257,6 +257,12 @@ typedef struct slm_sampling {
     float frequency_penalty;
     int n_logit_bias;  /* entries of logit_bias in use (<= SLM_MAX_LOGIT_BIAS) */
     slm_logit_bias logit_bias[SLM_MAX_LOGIT_BIAS];
+    /* A GBNF grammar (llama.cpp's format; NULL = none) the reply must match:
+     * a session compiles it when configured (an invalid one fails there with
+     * the line and column) and keeps no pointer to it; each reply starts at
+     * its `root`. Only tokens whose text continues it are sampled, a stop
+     * token only where it may end; speculative decoding is off under it. */
+    const char *grammar;
 } slm_sampling;
 
 /* Pick a token from logits (modified in place). rng_state is the caller's
