@@ -324,6 +324,7 @@ static void test_schemas_refused(void) {
     schema_refused("{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "below minItems");
     schema_refused("{\"type\":\"string\",\"minLength\":-1}", "whole number");
     schema_refused("false", "allows nothing");
+    schema_refused("{\"enum\":[\"a\xff\"]}", "not valid UTF-8"); /* found by fuzz_grammar */
     schema_refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "left-recursive");
     char deep[2048];
     size_t n = 0;

@@ -131,8 +131,24 @@ static int need(js *j, int p) {
     return 1;
 }
 
+/* Whether s[0..n) is UTF-8 (the grammar's literals are code points). */
+static int utf8_ok(const char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        const unsigned char c = (unsigned char)s[i];
+        const size_t k = c < 0x80 ? 1 : c >= 0xC2 && c < 0xE0 ? 2 : c >= 0xE0 && c < 0xF0 ? 3 : c >= 0xF0 && c < 0xF5 ? 4 : 0;
+        if (!k || i + k > n) return 0;
+        for (size_t q = 1; q < k; q++)
+            if (((unsigned char)s[i + q] & 0xC0) != 0x80) return 0;
+        const unsigned char c1 = (unsigned char)(k > 1 ? s[i + 1] : 0);
+        if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) || (c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90)) return 0;
+        i += k;
+    }
+    return 1;
+}
+
 /* A GBNF literal ("...") of the bytes s[0..n), escaped. */
 static int literal(js *j, sbuf *b, const char *s, size_t n) {
+    if (!utf8_ok(s, n)) return jerr(j, SLM_ERR_ARG, "a string of the schema is not valid UTF-8");
     if (!put(j, b, "\"", 1)) return 0;
     for (size_t i = 0; i < n; i++) {
         const unsigned char c = (unsigned char)s[i];
