@@ -323,6 +323,8 @@ typedef struct slm_session_stats {
     int n_drafted, n_accepted; /* speculative decoding */
     int n_truncations;     /* times the overflow policy truncated the context */
     int n_batched;         /* tokens decoded in a batch program with other sessions */
+    int n_masked;          /* tokens for which a grammar masked the whole vocabulary (the
+                              sampled token was refused; the others cost one check) */
     double prefill_ms, decode_ms;
     double ttft_ms;        /* the last feed to its first token */
 } slm_session_stats;

@@ -131,7 +131,7 @@ static int mask(slm_gsamp *gs, const slm_engine *e, int prev, int ignore_eos) {
 }
 
 slm_status slm_gsamp_sample(slm_gsamp *gs, const slm_engine *e, float *logits, const slm_sampling *s, uint64_t *rng,
-                            void *scratch, int prev, int ignore_eos, int *tok, slm_err *err) {
+                            void *scratch, int prev, int ignore_eos, int *tok, int *masked, slm_err *err) {
     const int V = e->cfg.vocab_size;
     memcpy(gs->work, logits, (size_t)V * sizeof(float));
     int t = slm_sample(gs->work, V, s, rng, scratch);
@@ -140,6 +140,7 @@ slm_status slm_gsamp_sample(slm_gsamp *gs, const slm_engine *e, float *logits, c
         *tok = t;
         return SLM_OK;
     }
+    ++*masked;
     int n = a < 0 ? -1 : mask(gs, e, prev, ignore_eos);
     if (n < 0) return slm_errf(err, SLM_ERR_CAPACITY, "%s", slm_gmatch_error(gs->m));
     if (n == 0) {

@@ -721,7 +721,7 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
             tok = slm_sample(s->logits, V, &s->cfg.samp, &s->rng, s->scratch);
         } else {
             if ((st = slm_gsamp_sample(s->gs, e, s->logits, &s->cfg.samp, &s->rng, s->scratch, s->prev,
-                                       s->cfg.ignore_eos, &tok, &s->err)))
+                                       s->cfg.ignore_eos, &tok, &s->st.n_masked, &s->err)))
                 return st;
             if (tok < 0) return stop_with(s, SLM_STOP_TOKEN, id); /* the grammar is complete */
         }
