@@ -179,6 +179,7 @@ static void test_state(void) {
     CHECK(slm_gmatch_check(m, "\xc3", 1) == 1);  /* é's first byte */
     CHECK(slm_gmatch_check(m, "\xc4", 1) == 0);  /* no class takes U+0100..U+013F */
     CHECK(slm_gmatch_check(m, "\xc3\xa8", 2) == 0);
+    CHECK(slm_gmatch_check(m, "\xe0", 1) == 0); /* U+0800.. (not the overlong U+0000..U+07FF) */
     CHECK(slm_gmatch_accept(m, "b", 1, &err) == SLM_ERR_ARG);
     CHECK(slm_gmatch_accept(m, "ab", 2, &err) == SLM_OK);
     CHECK(slm_gmatch_can_end(m) && !slm_gmatch_done(m));

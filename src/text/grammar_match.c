@@ -347,7 +347,11 @@ static int64_t walk(slm_gmatch *m, uint32_t d, const uint8_t *b, uint32_t n) {
 static int walk_alive(const slm_gmatch *m, uint32_t n) {
     const uint32_t left = m->dleft[n];
     if (!left) return m->sn[n] > 0;
-    const uint32_t lo = m->dcp[n] << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
+    const uint32_t cp = m->dcp[n];
+    uint32_t lo = cp << (6 * left), hi = lo | ((1u << (6 * left)) - 1);
+    if (left == 2 && cp < 16 && lo < 0x800) lo = 0x800; /* E0: no overlong form */
+    if (left == 3 && lo < 0x10000) lo = 0x10000;       /* F0 */
+    if (hi > 0x10FFFF) hi = 0x10FFFF;                   /* F4 */
     const uint32_t *set = m->pool + m->soff[n];
     for (uint32_t i = 0; i < m->sn[n]; i++)
         if (set[i] && class_meets(m->g, m->g->el[m->nodes[set[i] - 1].pos].v, lo, hi)) return 1;
