@@ -8,8 +8,11 @@
  * sampling allocates nothing per token. */
 #include <stdint.h>
 
+#include <stdlib.h>
+
 #include "staticlm.h"
 #include "t.h"
+#include "run_cmd.h"
 #include "text/grammar.h"
 
 #ifdef SLM_HAVE_CJSON
@@ -218,6 +221,69 @@ static void test_no_allocation(void) {
     slm_free(e);
 }
 
+
+/* The CLI's options: --grammar-file, --json-schema @FILE, one grammar only,
+ * a bad grammar or schema refused before the model loads. */
+static void test_cli(void) {
+    char dir[] = "/tmp/slm_grammar_cli.XXXXXX";
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    char gfile[300], sfile[300], sarg[310];
+    snprintf(gfile, sizeof gfile, "%s/g.gbnf", dir);
+    snprintf(sfile, sizeof sfile, "%s/s.json", dir);
+    snprintf(sarg, sizeof sarg, "@%s", sfile);
+    FILE *f = fopen(gfile, "w");
+    if (f) { fputs("# a comment\nroot ::= \" \" word \".\"\nword ::= [a-z]+\n", f); fclose(f); }
+    f = fopen(sfile, "w");
+    if (f) { fputs("{\"type\":\"array\",\"items\":{\"enum\":[1,2,3]},\"minItems\":2,\"maxItems\":2}", f); fclose(f); }
+    const char *model = M("stories260K.bin"), *tok = M("tok512.bin");
+    char *out = NULL, *err = NULL;
+    char *a1[] = {"staticlm", "run", "-m", (char *)model, "-z", (char *)tok, "-p", "Once upon a time", "-n", "40", "--temp", "1",
+                  "--seed", "2", "--grammar-file", gfile, NULL};
+    int rc = t_run_capture(dir, SLM_CLI_PATH, a1, &out, &err);
+    const char *r = out ? strstr(out, "Once upon a time") : NULL;
+    int ok = rc == 0 && r;
+    if (ok) {
+        r += strlen("Once upon a time");
+        ok = r[0] == ' ' && r[1] >= 'a' && r[1] <= 'z';
+        size_t i = 1;
+        while (r[i] >= 'a' && r[i] <= 'z') i++;
+        ok = ok && r[i] == '.' && (r[i + 1] == '\n' || !r[i + 1]);
+    }
+    CHECKF(ok, "--grammar-file: rc %d, '%s' %s", rc, out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+    char *a2[] = {"staticlm", "run", "-m", (char *)model, "-z", (char *)tok, "-p", "Hi", "-n", "40", "--temp", "1",
+                  "--json-schema", sarg, NULL};
+    rc = t_run_capture(dir, SLM_CLI_PATH, a2, &out, &err);
+    ok = rc == 0 && out && strstr(out, "Hi[");
+    if (ok) { /* [a, b] with a, b in 1..3 and the white space the grammar allows */
+        int n = 0, v[2] = {0};
+        for (const char *p = strstr(out, "Hi[") + 3; *p && *p != ']'; p++)
+            if (*p >= '1' && *p <= '3' && n < 2) v[n++] = *p - '0';
+            else if (*p != ' ' && *p != ',' && *p != '\n' && *p != '\t') ok = 0;
+        ok = ok && n == 2 && v[0] && v[1];
+    }
+    CHECKF(ok, "--json-schema @FILE: rc %d, '%s' %s", rc, out ? out : "", err ? err : "");
+    free(out);
+    free(err);
+    char *a3[] = {"staticlm", "run", "-m", (char *)model, "-p", "Hi", "--grammar", "root ::= \"a\"", "--json-schema", "{}", NULL};
+    rc = t_run_capture(dir, SLM_CLI_PATH, a3, NULL, &err);
+    CHECKF(rc != 0 && err && strstr(err, "one of them"), "two grammars: rc %d %s", rc, err ? err : "");
+    free(err);
+    char *a4[] = {"staticlm", "run", "-m", (char *)model, "-p", "Hi", "--json-schema", "{\"type\":\"string\",\"format\":\"date\"}", NULL};
+    rc = t_run_capture(dir, SLM_CLI_PATH, a4, NULL, &err);
+    CHECKF(rc != 0 && err && strstr(err, "--json-schema: JSON schema: 'format' is not supported"), "format: rc %d %s", rc, err ? err : "");
+    free(err);
+    char *a5[] = {"staticlm", "chat", "-m", (char *)model, "--grammar", "root ::= [a-", NULL};
+    rc = t_run_capture(dir, SLM_CLI_PATH, a5, NULL, &err);
+    CHECKF(rc != 0 && err && strstr(err, "--grammar: grammar: line 1, column 10: unterminated character class"), "chat: rc %d %s", rc,
+           err ? err : "");
+    free(err);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     T_RUN(test_words);
 #ifdef SLM_HAVE_CJSON
@@ -226,5 +292,6 @@ int main(void) {
     T_RUN(test_draft);
     T_RUN(test_refused);
     T_RUN(test_no_allocation);
+    T_RUN(test_cli);
     T_DONE();
 }
