@@ -166,6 +166,27 @@ static void test_work_limits(void) {
     }
 }
 
+/* Long texts: the matcher compacts its nodes now and then (every quarter
+ * of its buffer); the stacks must come through intact. */
+static void test_long_text(void) {
+    slm_grammar *g = compile("root ::= (\"(\" root \")\" | [a-z])*");
+    if (!g) return;
+    slm_gmatch *m = NULL;
+    slm_err err = {0};
+    CHECK(slm_gmatch_new(g, &m, &err) == SLM_OK);
+    int ok = 1, depth = 0;
+    for (int i = 0; ok && i < 200000; i++) { /* nest 3000 deep, with letters between, then close */
+        const char c = i < 3000 ? '(' : i < 197000 ? "ab()x"[i % 5] : ')';
+        ok = slm_gmatch_accept(m, &c, 1, &err) == SLM_OK;
+        depth += c == '(' ? 1 : c == ')' ? -1 : 0;
+        if (ok && (i % 9973) == 0) ok = slm_gmatch_can_end(m) == (depth == 0) && slm_gmatch_check(m, ")", 1) == (depth > 0);
+    }
+    CHECKF(ok && depth == 0, "%s (depth %d)", err.msg, depth);
+    CHECK(slm_gmatch_can_end(m) && slm_gmatch_check(m, ")", 1) == 0 && slm_gmatch_check(m, "(z)", 3) == 1);
+    slm_gmatch_free(m);
+    slm_grammar_free(g);
+}
+
 /* can_end and done; a partial character at the end of a piece. */
 static void test_state(void) {
     slm_grammar *g = compile("root ::= \"ab\" \"c\"? | \"\xc3\xa9\"");
@@ -297,6 +318,29 @@ static void test_schemas(void) {
     }
 }
 
+/* An enum of 3000 strings: 3000 parse stacks open at once, then one. */
+static void test_big_enum(void) {
+    size_t cap = 3000 * 16 + 64, n = 0;
+    char *schema = malloc(cap);
+    if (!schema) return;
+    n += (size_t)snprintf(schema + n, cap - n, "{\"enum\":[");
+    for (int i = 0; i < 3000; i++) n += (size_t)snprintf(schema + n, cap - n, "%s\"v%d\"", i ? "," : "", i * 7);
+    snprintf(schema + n, cap - n, "]}");
+    char *text = NULL;
+    slm_err err = {0};
+    CHECKF(slm_json_schema_to_grammar(schema, strlen(schema), &text, &err) == SLM_OK, "%s", err.msg);
+    slm_grammar *g = text ? compile(text) : NULL;
+    if (g) {
+        CHECK(slm_grammar_matches(g, "\"v0\"", 4) == 1);
+        CHECK(slm_grammar_matches(g, "\"v20993\"", 8) == 1);
+        CHECK(slm_grammar_matches(g, "\"v20994\"", 8) == 0);
+        CHECK(slm_grammar_matches(g, "\"v1\"", 4) == 0);
+    }
+    slm_grammar_free(g);
+    slm_xfree(text);
+    free(schema);
+}
+
 static void schema_refused(const char *schema, const char *what) {
     char *text = NULL;
     slm_err err = {0};
@@ -341,8 +385,10 @@ int main(void) {
     T_RUN(test_parser_refuses);
     T_RUN(test_work_limits);
     T_RUN(test_state);
+    T_RUN(test_long_text);
     T_RUN(test_mask);
     T_RUN(test_schemas);
     T_RUN(test_schemas_refused);
+    T_RUN(test_big_enum);
     T_DONE();
 }

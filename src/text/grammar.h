@@ -39,7 +39,7 @@
 #define SLM_GRAMMAR_MAX_RULES (1u << 16)
 #define SLM_GRAMMAR_MAX_REPEAT 10000      /* m and n of {m,n} */
 
-#define SLM_GMATCH_MAX_STACKS 1024        /* parse stacks alive at once */
+#define SLM_GMATCH_MAX_STACKS 4096        /* parse stacks alive at once (an enum of 4096 strings) */
 #define SLM_GMATCH_NODES (1u << 16)       /* stack entries, all stacks together */
 #define SLM_GMATCH_STEPS (1u << 16)       /* expansions and comparisons per character */
 

@@ -17,7 +17,9 @@
  *
  * The committed state's nodes sit at the bottom of the node buffer; the
  * nodes a check makes sit above and are dropped after it. Accepting bytes
- * copies the new set's nodes into the spare buffer (compaction) and swaps.
+ * keeps the nodes it made; once a quarter of the buffer is in use, the live
+ * stacks' nodes are copied into the spare buffer (compaction) and the two
+ * swapped.
  *
  * Masking a vocabulary (slm_gmatch_mask) walks the tokens in byte order: a
  * token shares the states of its common prefix with the one before it (the
@@ -43,6 +45,7 @@ struct slm_gmatch {
     const slm_grammar *g;
     gnode *nodes, *spare;   /* [SLM_GMATCH_NODES]; the committed set's nodes are [0, base) */
     uint32_t base, top;
+    uint32_t compacted;     /* nodes in use after the last compaction (or reset) */
     uint32_t *set, nset;    /* [SLM_GMATCH_MAX_STACKS] the committed stacks (node + 1; 0 = empty) */
     uint32_t pcp, pleft;    /* committed partial character: bits so far, continuation bytes due */
     uint32_t *work;         /* [SLM_GMATCH_NODES] expansion worklist, compaction chains */
@@ -214,7 +217,7 @@ void slm_gmatch_reset(slm_gmatch *m) {
     }
     if (expand(m, nw, m->set, &no, SLM_GMATCH_MAX_STACKS) < 0) no = 0;
     m->nset = no;
-    m->base = m->top;
+    m->base = m->compacted = m->top;
 }
 
 slm_status slm_gmatch_new(const slm_grammar *g, slm_gmatch **out, slm_err *err) {
@@ -369,10 +372,21 @@ int slm_gmatch_check(slm_gmatch *m, const char *b, size_t n) {
     return ok;
 }
 
-/* The walk's set at depth n becomes the committed state: its nodes copied
- * into the spare buffer (shared parts once), the buffers swapped. */
+/* The walk's set at depth n becomes the committed state. Its nodes stay
+ * where the walk made them (with those of dead stacks) until a quarter of
+ * the buffer has been used since the last compaction: then the live ones
+ * are copied into the spare buffer (shared parts once) and the buffers
+ * swapped; a deep stack is copied once per that many nodes, not per token. */
 static void commit(slm_gmatch *m, uint32_t n) {
     const uint32_t *set = m->pool + m->soff[n];
+    m->nset = m->sn[n];
+    m->pcp = m->dcp[n];
+    m->pleft = m->dleft[n];
+    if (m->top <= m->compacted + SLM_GMATCH_NODES / 4) {
+        memmove(m->set, set, (size_t)m->nset * sizeof(uint32_t));
+        m->base = m->top;
+        return;
+    }
     uint32_t nn = 0;
     if (++m->gen == 0) {
         memset(m->stamp, 0, SLM_GMATCH_NODES * sizeof(uint32_t));
@@ -394,13 +408,10 @@ static void commit(slm_gmatch *m, uint32_t n) {
         }
         m->set[i] = set[i] ? m->remap[set[i] - 1] : 0;
     }
-    m->nset = m->sn[n];
-    m->pcp = m->dcp[n];
-    m->pleft = m->dleft[n];
     gnode *t = m->nodes;
     m->nodes = m->spare;
     m->spare = t;
-    m->base = m->top = nn;
+    m->base = m->top = m->compacted = nn;
 }
 
 slm_status slm_gmatch_accept(slm_gmatch *m, const char *b, size_t n, slm_err *err) {
