@@ -4,8 +4,8 @@
 #    two requests without a temperature give the greedy text (`run --temp 0`);
 #  - repeat_penalty/presence_penalty/frequency_penalty and logit_bias give
 #    what `staticlm run` gives with the same options on the same prompt;
-#  - fields of features staticlm lacks (tools, JSON response formats,
-#    logprobs, echo, best_of, suffix) and out-of-range values get 400, not
+#  - fields of features staticlm lacks (tools, response formats other than
+#    text / json_object / json_schema, logprobs, echo, best_of, suffix) and out-of-range values get 400, not
 #    silence; the empty forms (tools [], response_format text) are taken.
 # usage: test_serve_sampling.sh CLI SHARED_DIR
 set -u
@@ -54,7 +54,7 @@ TOOLS='[{"type":"function","function":{"name":"f","parameters":{"type":"object"}
 check "tools -> 400 unsupported" '[ "$(code -d "{$M,\"tools\":$TOOLS}" "$CHAT")" = 400 ] && is_unsup tools && grep -q "not supported" "$TMP/body"'
 check "tool_choice required -> 400" '[ "$(code -d "{$M,\"tool_choice\":\"required\"}" "$CHAT")" = 400 ] && is_unsup tool_choice'
 check "tools [] and tool_choice none -> 200" '[ "$(code -d "{$M,\"tools\":[],\"tool_choice\":\"none\"}" "$CHAT")" = 200 ]'
-check "response_format json_object -> 400" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"json_object\"}}" "$CHAT")" = 400 ] && is_unsup response_format'
+check "response_format type foo -> 400" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"foo\"}}" "$CHAT")" = 400 ] && is_unsup response_format'
 check "response_format text -> 200" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"text\"}}" "$CHAT")" = 200 ]'
 check "logprobs true -> 400" '[ "$(code -d "{$M,\"logprobs\":true}" "$CHAT")" = 400 ] && is_unsup logprobs'
 check "completions logprobs 2 -> 400" '[ "$(code -d "{$P,\"logprobs\":2}" "$CMPL")" = 400 ] && is_unsup logprobs'

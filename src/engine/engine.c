@@ -609,6 +609,7 @@ void slm_free(slm_engine *e) {
     slm_free(e->draft);
     slm_pc_free(&e->pc);
     slm_chat_tok_free(e->ctok);
+    slm_gvocab_free(e->gvocab);
     slm_xfree(e->slot_used);
     slm_rt_free(&e->rt);
     close_model(e);

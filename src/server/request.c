@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "text/grammar.h"
 #include "text/reasoning.h"
 
 static int fail(srv_error *e, int status, const char *param, const char *code, const char *fmt, ...)
@@ -117,12 +118,6 @@ static int refuse_unsupported(const cJSON *o, int chat, srv_error *e) {
     if (((v = field(o, "tool_choice")) || (v = field(o, "function_call"))) &&
         !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
         return BAD(v->string, "unsupported_value", "tool and function calling are not supported");
-    if ((v = field(o, "response_format"))) {
-        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            return BAD("response_format", "unsupported_value",
-                       "only response_format {\"type\": \"text\"} is supported (no JSON mode or schemas)");
-    }
     if ((v = field(o, "logprobs")) && !(cJSON_IsFalse(v) || (!chat && is_int(v) && v->valuedouble == 0)))
         return BAD("logprobs", "unsupported_value", "logprobs are not supported");
     if ((v = field(o, "top_logprobs")) && !(is_int(v) && v->valuedouble == 0))
@@ -132,6 +127,74 @@ static int refuse_unsupported(const cJSON *o, int chat, srv_error *e) {
         return BAD("best_of", "unsupported_value", "only best_of = 1 is supported");
     if ((v = field(o, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
         return BAD("suffix", "unsupported_value", "suffix (fill in the middle) is not supported");
+    return 1;
+}
+
+/* A schema (cJSON) to grammar text in q->grammar. */
+static int schema_grammar(const cJSON *schema, const char *param, srv_request *q, srv_error *e) {
+    char *txt = NULL;
+    if (schema && !(txt = cJSON_PrintUnformatted(schema))) return NOMEM();
+    slm_err err = {0};
+    slm_status st = slm_json_schema_to_grammar(txt, txt ? strlen(txt) : 0, &q->grammar, &err);
+    cJSON_free(txt);
+    if (st == SLM_ERR_NOMEM) return NOMEM();
+    return st ? BAD(param, "invalid_value", "%s", err.msg) : 1;
+}
+
+/* Structured output: response_format {"type": "json_object"} (any JSON
+ * object; llama-server's optional "schema" beside it), {"type":
+ * "json_schema", "json_schema": {"schema": ...}} (OpenAI's), and
+ * llama-server's `json_schema` (a schema) and `grammar` (GBNF text); at
+ * most one of them. The grammar is compiled here so that a bad one is a 400
+ * with the compiler's message. */
+static int parse_grammar(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *rf = field(o, "response_format"), *js = field(o, "json_schema"), *gr = field(o, "grammar");
+    const char *param = NULL;
+    if (rf) {
+        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!cJSON_IsString(t))
+            return BAD("response_format", "invalid_type", "'response_format' must be an object with a 'type'");
+        if (!strcmp(t->valuestring, "json_object")) {
+            const cJSON *sc = field(rf, "schema");
+            if (sc && !cJSON_IsObject(sc) && !cJSON_IsBool(sc))
+                return BAD("response_format", "invalid_type", "response_format.schema must be a JSON schema");
+            param = "response_format";
+            if (!schema_grammar(sc, param, q, e)) return 0;
+        } else if (!strcmp(t->valuestring, "json_schema")) {
+            const cJSON *w = field(rf, "json_schema"), *sc = cJSON_IsObject(w) ? field(w, "schema") : NULL;
+            if (!sc || (!cJSON_IsObject(sc) && !cJSON_IsBool(sc)))
+                return BAD("response_format", "invalid_value",
+                           "response_format {\"type\": \"json_schema\"} needs \"json_schema\": {\"schema\": {...}}");
+            param = "response_format";
+            if (!schema_grammar(sc, param, q, e)) return 0;
+        } else if (strcmp(t->valuestring, "text")) {
+            return BAD("response_format", "unsupported_value",
+                       "response_format type '%.32s' is not supported (text, json_object, json_schema)", t->valuestring);
+        }
+    }
+    if (js) {
+        if (param) return BAD("json_schema", "invalid_value", "give one of response_format, json_schema and grammar");
+        if (!cJSON_IsObject(js) && !cJSON_IsBool(js)) return BAD("json_schema", "invalid_type", "'json_schema' must be a JSON schema");
+        param = "json_schema";
+        if (!schema_grammar(js, param, q, e)) return 0;
+    }
+    if (gr) {
+        if (param) return BAD("grammar", "invalid_value", "give one of response_format, json_schema and grammar");
+        if (!cJSON_IsString(gr)) return BAD("grammar", "invalid_type", "'grammar' must be a string (GBNF)");
+        param = "grammar";
+        if (gr->valuestring[0] && !(q->grammar = slm_strdup(gr->valuestring))) return NOMEM();
+    }
+    if (!q->grammar) return 1;
+    slm_grammar *g = NULL;
+    slm_gmatch *m = NULL;
+    slm_err err = {0};
+    slm_status st = slm_grammar_compile(q->grammar, strlen(q->grammar), &g, &err);
+    if (!st) st = slm_gmatch_new(g, &m, &err); /* the start's expansion too */
+    slm_gmatch_free(m);
+    slm_grammar_free(g);
+    if (st == SLM_ERR_NOMEM) return NOMEM();
+    if (st) return BAD(param, "invalid_value", "%s", err.msg);
+    q->samp.grammar = q->grammar;
     return 1;
 }
 
@@ -146,7 +209,7 @@ static int parse_common(const cJSON *o, const slm_sampling *dflt, srv_request *q
         q->samp.repeat_penalty = 1.0f;
         q->samp.repeat_last_n = 64;
     }
-    if (!refuse_unsupported(o, q->chat, e) || !parse_penalties(o, q, e)) return 0;
+    if (!refuse_unsupported(o, q->chat, e) || !parse_penalties(o, q, e) || !parse_grammar(o, q, e)) return 0;
     q->max_tokens = q->chat ? 0 : 16;
     if ((v = field(o, "model")) && !cJSON_IsString(v)) return BAD("model", "invalid_type", "'model' must be a string");
     const char *mt = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -323,6 +386,7 @@ void srv_request_free(srv_request *q) {
         slm_xfree((void *)q->msgs[i].reasoning_content);
     }
     slm_xfree(q->kwargs);
+    slm_xfree(q->grammar);
     slm_xfree(q->msgs);
     slm_xfree(q->prompt);
     int chat = q->chat;

@@ -35,6 +35,9 @@ typedef struct srv_request {
     int reasoning;           /* chat: reasoning_format, SLM_REASON_*; -1 = the server's */
     char *kwargs;            /* chat: chat_template_kwargs, a checked JSON object
                                 (slm_malloc'd), or NULL */
+    char *grammar;           /* the request's grammar (GBNF, checked; slm_malloc'd): from
+                                response_format, json_schema or grammar; samp.grammar
+                                points at it (or at serve's --grammar when NULL) */
 } srv_request;
 
 typedef struct srv_error {
@@ -50,8 +53,9 @@ typedef struct srv_error {
  * one JSON object with nothing but white space after it. dflt: the sampling
  * a request's missing fields take (serve's options); NULL = OpenAI's
  * (temperature 1, top_p 1, the rest off). Fields of features staticlm lacks
- * (tools, JSON response formats, logprobs, echo, best_of > 1, suffix) are
- * refused with 400 unless they ask for nothing. */
+ * (tools, response formats other than text / json_object / json_schema,
+ * logprobs, echo, best_of > 1, suffix) are refused with 400 unless they ask
+ * for nothing. */
 int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);
 

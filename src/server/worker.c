@@ -270,7 +270,15 @@ static int start_job(srv_api *a, int i, int *budget) {
     a->slot_prompt[i] = n;
     int left = 0;
     slm_status st = slm_session_configure(s, &sc);
-    if (!st) st = slm_session_begin_prompt(s, ids, n, *budget > 0 ? *budget : 1, &left);
+    if (st) { /* the sampling's grammar (checked when parsed: out of memory, or serve's --grammar) */
+        slm_xfree(ids);
+        job_fail(a, j, st == SLM_ERR_NOMEM ? 500 : 400, st == SLM_ERR_NOMEM ? "server_error" : "invalid_value",
+                 st == SLM_ERR_NOMEM ? NULL : "grammar", "%s", slm_session_error(s));
+        slm_session_reset(s);
+        release(a, i);
+        return 0;
+    }
+    st = slm_session_begin_prompt(s, ids, n, *budget > 0 ? *budget : 1, &left);
     slm_xfree(ids);
     if (st) {
         job_fail(a, j, 500, "internal_error", NULL, "prefill failed: %s", slm_session_error(s));
