@@ -244,14 +244,14 @@ static int good_fn_name(const char *s) {
 
 /* tools: [{"type": "function", "function": {"name", "description"?,
  * "parameters"?}}], kept as sent (JSON) for the template; tool_choice;
- * parallel_tool_calls. Chat completions only. */
+ * parallel_tool_calls. Tools on completions are refused (an empty list
+ * asks for nothing). */
 static int parse_tools(const cJSON *o, srv_request *q, srv_error *e) {
     const cJSON *tl = field(o, "tools"), *tc = field(o, "tool_choice"), *pc = field(o, "parallel_tool_calls");
     q->tool_choice = SRV_TOOLS_AUTO;
     q->parallel_tool_calls = 1;
-    if (!q->chat && (tl || tc || pc))
-        return BAD(tl ? "tools" : tc ? "tool_choice" : "parallel_tool_calls", "unsupported_value",
-                   "tools apply to chat completions only (/v1/chat/completions)");
+    if (!q->chat && tl && !(cJSON_IsArray(tl) && !cJSON_GetArraySize(tl))) /* an empty list asks for nothing */
+        return BAD("tools", "unsupported_value", "tools apply to chat completions only (/v1/chat/completions)");
     if (pc && !cJSON_IsBool(pc)) return BAD("parallel_tool_calls", "invalid_type", "'parallel_tool_calls' must be a boolean");
     if (pc) q->parallel_tool_calls = cJSON_IsTrue(pc);
     if (tc) {
@@ -266,7 +266,7 @@ static int parse_tools(const cJSON *o, srv_request *q, srv_error *e) {
     }
     if (!tl) return 1;
     if (!cJSON_IsArray(tl)) return BAD("tools", "invalid_type", "'tools' must be an array");
-    if (!cJSON_GetArraySize(tl)) return 1; /* none, as llama.cpp's server takes it */
+    if (!cJSON_GetArraySize(tl) || !q->chat) return 1; /* none, as llama.cpp's server takes it */
     const cJSON *it;
     int k = 0;
     cJSON_ArrayForEach(it, tl) {
