@@ -120,8 +120,9 @@ static void test_hermes(void) {
     /* a name with escapes; arguments as a JSON string are its value */
     expect(H, NULL, "<tool_call>{\"name\": \"f\\u00e9\\ud83d\\ude00\", \"arguments\": \"{\\\"a\\\": \\\"\\\\n\\\"}\"}</tool_call>x",
            C("f\xc3\xa9\xf0\x9f\x98\x80") "{\"a\": \"\\n\"}" END_ "x");
-    /* no arguments: {} */
+    /* no arguments, or an empty string: {} */
     expect(H, NULL, "<tool_call>{\"name\": \"now\"}</tool_call>", C("now") "{}" END_);
+    expect(H, NULL, "<tool_call>{\"name\": \"now\", \"arguments\": \"\"}</tool_call>", C("now") "{}" END_);
     /* numbers and words as the arguments */
     expect(H, NULL, "<tool_call>{\"name\": \"n\", \"arguments\": -1.5e3 }</tool_call>", C("n") "-1.5e3" END_);
     /* cut off by the end of the reply: the call still ends */

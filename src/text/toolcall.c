@@ -119,6 +119,7 @@ static void emit(slm_toolcall *t, int ev, const char *s, size_t n) {
 
 /* Append to a growable buffer; 0 when out of memory (t->oom). */
 static int grow_put(slm_toolcall *t, char **p, size_t *len, size_t *cap, const char *s, size_t n) {
+    if (!n) return 1;
     if (*len + n > *cap) {
         size_t nc = *cap ? *cap : 64;
         while (nc < *len + n) nc *= 2;
@@ -138,14 +139,15 @@ static int grow_put(slm_toolcall *t, char **p, size_t *len, size_t *cap, const c
 /* Argument bytes: out once the name is, held before. */
 static void args_out(slm_toolcall *t, const char *s, size_t n) {
     t->args_any = 1;
+    t->args_bytes |= n > 0;
     if (t->committed) emit(t, SLM_TOOL_ARGS, s, n);
     else grow_put(t, &t->args, &t->nargs, &t->cargs, s, n);
 }
 
 static void end_call(slm_toolcall *t) {
-    if (!t->args_any) emit(t, SLM_TOOL_ARGS, "{}", 2);
+    if (!t->args_bytes) emit(t, SLM_TOOL_ARGS, "{}", 2); /* none, or "" */
     emit(t, SLM_TOOL_END, "", 0);
-    t->committed = t->args_any = 0;
+    t->committed = t->args_any = t->args_bytes = 0;
     t->nraw = t->nargs = t->nname = 0;
 }
 
@@ -161,7 +163,7 @@ static void commit(slm_toolcall *t) {
 static void release(slm_toolcall *t) {
     if (t->nraw) emit(t, SLM_TOOL_TEXT, t->raw, t->nraw);
     t->nraw = t->nargs = t->nname = 0;
-    t->args_any = 0;
+    t->args_any = t->args_bytes = 0;
 }
 
 static void step(slm_toolcall *t, int c);
@@ -180,7 +182,7 @@ static void fail(slm_toolcall *t, int c) {
 /* An attempt begins with the bytes s[0..n) (a marker, a separator). */
 static void begin(slm_toolcall *t, int state, const char *s, size_t n) {
     t->nraw = t->nargs = t->nname = 0;
-    t->committed = t->args_any = 0;
+    t->committed = t->args_any = t->args_bytes = 0;
     t->state = state;
     grow_put(t, &t->raw, &t->nraw, &t->craw, s, n);
 }

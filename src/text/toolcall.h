@@ -61,7 +61,8 @@ typedef struct slm_toolcall {
     int in_list;        /* mistral: the calls are in a [...] list */
     int at_start;       /* llama3: no text but white space yet */
     int committed;      /* the current call's name went out */
-    int args_any;       /* the current call has had arguments */
+    int args_any;       /* the current call's arguments key came */
+    int args_bytes;     /* the current call's arguments are not empty */
     int vkind;          /* what the current JSON value is (toolcall.c) */
     int depth;          /* JSON scanner: open brackets */
     int in_str, esc;    /* JSON scanner: inside a string, after a backslash */
