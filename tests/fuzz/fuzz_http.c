@@ -70,14 +70,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             CHECK(q.samp.logit_bias[i].token >= 0 && fabsf(q.samp.logit_bias[i].bias) <= 100);
         CHECK(!q.include_usage || q.include_usage == 1);
         CHECK(q.samp.grammar == q.grammar); /* a request's grammar (checked), or none (no server default here) */
+        CHECK(q.tool_choice == SRV_TOOLS_AUTO || q.tool_choice == SRV_TOOLS_NONE);
+        CHECK(q.parallel_tool_calls == 0 || q.parallel_tool_calls == 1);
         if (chat) {
             CHECK(q.nmsgs >= 1 && q.nmsgs <= SRV_MAX_MESSAGES && q.msgs && !q.prompt);
             for (int i = 0; i < q.nmsgs; i++) {
                 CHECK(known_role(q.msgs[i].role));
                 CHECK(strlen(q.msgs[i].content) <= len); /* contents come from the body */
+                CHECK(!q.msgs[i].tool_calls || q.msgs[i].tool_calls[0] == '['); /* a JSON array */
+                CHECK(!q.msgs[i].tool_call_id || strlen(q.msgs[i].tool_call_id) <= len);
             }
+            CHECK(!q.tools || q.tools[0] == '[');
         } else {
-            CHECK(q.prompt && !q.msgs && q.nmsgs == 0);
+            CHECK(q.prompt && !q.msgs && q.nmsgs == 0 && !q.tools);
             CHECK(strlen(q.prompt) <= len);
         }
         srv_request_free(&q);
