@@ -226,8 +226,10 @@ SLM_API int slm_num_stored(const slm_engine *e);
 SLM_API int slm_capacity(const slm_engine *e);
 /* Keep the first n_keep stored tokens (0 <= n_keep <= stored); the later
  * rows are forgotten as if never appended (bench repetitions at a depth
- * restore the filled cache this way, as llama-bench restores its state). */
-SLM_API void slm_trim(slm_engine *e, int n_keep);
+ * restore the filled cache this way, as llama-bench restores its state).
+ * A model with recurrent layers (qwen35) prefills the kept tokens again to
+ * rebuild its state; an error of that prefill is returned (message on e). */
+SLM_API slm_status slm_trim(slm_engine *e, int n_keep);
 
 /* ---- sampling --------------------------------------------------------- */
 
@@ -257,6 +259,12 @@ typedef struct slm_sampling {
     float frequency_penalty;
     int n_logit_bias;  /* entries of logit_bias in use (<= SLM_MAX_LOGIT_BIAS) */
     slm_logit_bias logit_bias[SLM_MAX_LOGIT_BIAS];
+    /* A GBNF grammar (llama.cpp's format; NULL = none) the reply must match:
+     * a session compiles it when configured (an invalid one fails there with
+     * the line and column) and keeps no pointer to it; each reply starts at
+     * its `root`. Only tokens whose text continues it are sampled, a stop
+     * token only where it may end; speculative decoding is off under it. */
+    const char *grammar;
 } slm_sampling;
 
 /* Pick a token from logits (modified in place). rng_state is the caller's
@@ -317,6 +325,8 @@ typedef struct slm_session_stats {
     int n_drafted, n_accepted; /* speculative decoding */
     int n_truncations;     /* times the overflow policy truncated the context */
     int n_batched;         /* tokens decoded in a batch program with other sessions */
+    int n_masked;          /* tokens for which a grammar masked the whole vocabulary (the
+                              sampled token was refused; the others cost one check) */
     double prefill_ms, decode_ms;
     double ttft_ms;        /* the last feed to its first token */
 } slm_session_stats;

@@ -221,6 +221,71 @@ static void ref_head_norm(double *x, const float *g, int heads, int hd, double e
 
 static double ref_softcap(double x, double cap) { return cap > 0 ? cap * tanh(x / cap) : x; }
 
+/* qwen35's Gated DeltaNet layer on the normed row xn into o[D], as
+ * llama.cpp's qwen35.cpp and ggml's ssm_conv / gated_delta_net compute it,
+ * written plainly: cw[(K-1) x conv_dim] the conv window (oldest first) and
+ * st[H_v][S][S] the delta state (st[h][j][i]: value dim j, key dim i), both
+ * updated. */
+static int ref_delta_layer(const slm_model_file *m, int l, const double *xn, double *o, double *cw, double *st) {
+    const slm_model_config *c = &m->cfg;
+    const int D = c->dim, S = c->ssm_state, Hk = c->ssm_k_heads, Hv = c->ssm_v_heads, K = c->ssm_conv;
+    const int CD = (2 * Hk + Hv) * S, VD = Hv * S;
+    float *wqkv = ref_layer(m, "blk.%d.attn_qkv.weight", l), *wz = ref_layer(m, "blk.%d.attn_gate.weight", l),
+          *wb = ref_layer(m, "blk.%d.ssm_beta.weight", l), *wa = ref_layer(m, "blk.%d.ssm_alpha.weight", l),
+          *wo = ref_layer(m, "blk.%d.ssm_out.weight", l), *taps = ref_layer(m, "blk.%d.ssm_conv1d.weight", l),
+          *dt = ref_layer(m, "blk.%d.ssm_dt.bias", l), *A = ref_layer(m, "blk.%d.ssm_a", l),
+          *nw = ref_layer(m, "blk.%d.ssm_norm.weight", l);
+    double *qkv = malloc(sizeof(double) * CD), *z = malloc(sizeof(double) * VD), *b = malloc(sizeof(double) * Hv),
+           *a = malloc(sizeof(double) * Hv), *y = malloc(sizeof(double) * VD), *q = malloc(sizeof(double) * S),
+           *k = malloc(sizeof(double) * S);
+    const int ok = wqkv && wz && wb && wa && wo && taps && dt && A && nw;
+    if (ok) {
+        ref_matvec(wqkv, xn, qkv, CD, D, NULL);
+        ref_matvec(wz, xn, z, VD, D, NULL);
+        ref_matvec(wb, xn, b, Hv, D, NULL);
+        ref_matvec(wa, xn, a, Hv, D, NULL);
+        for (int ch = 0; ch < CD; ch++) { /* the causal conv over the window and this row, SiLU; the window shifts */
+            double acc = taps[(size_t)ch * K + K - 1] * qkv[ch];
+            for (int j = 0; j < K - 1; j++) acc += taps[(size_t)ch * K + j] * cw[(size_t)j * CD + ch];
+            for (int j = 0; j + 1 < K - 1; j++) cw[(size_t)j * CD + ch] = cw[(size_t)(j + 1) * CD + ch];
+            cw[(size_t)(K - 2) * CD + ch] = qkv[ch];
+            qkv[ch] = acc / (1.0 + exp(-acc));
+        }
+        for (int h = 0; h < Hv; h++) {
+            const int kh = h % Hk; /* llama.cpp's tiled order */
+            double nq = 0, nk = 0;
+            for (int i = 0; i < S; i++) {
+                nq += qkv[kh * S + i] * qkv[kh * S + i];
+                nk += qkv[(Hk + kh) * S + i] * qkv[(Hk + kh) * S + i];
+            }
+            nq = fmax(sqrt(nq), c->norm_eps);
+            nk = fmax(sqrt(nk), c->norm_eps);
+            for (int i = 0; i < S; i++) {
+                q[i] = qkv[kh * S + i] / nq / sqrt((double)S);
+                k[i] = qkv[(Hk + kh) * S + i] / nk;
+            }
+            const double sp = a[h] + dt[h] > 20 ? a[h] + dt[h] : log(1.0 + exp(a[h] + dt[h]));
+            const double decay = exp(sp * A[h]), beta = 1.0 / (1.0 + exp(-b[h]));
+            const double *v = qkv + (size_t)(2 * Hk + h) * S;
+            double *M = st + (size_t)h * S * S;
+            for (int j = 0; j < S; j++) {
+                double sk = 0;
+                for (int i = 0; i < S; i++) sk += (M[j * S + i] *= decay) * k[i];
+                const double d = (v[j] - sk) * beta;
+                double oq = 0;
+                for (int i = 0; i < S; i++) oq += (M[j * S + i] += d * k[i]) * q[i];
+                y[h * S + j] = oq;
+            }
+            ref_rmsnorm(y + h * S, nw, y + h * S, S, c->norm_eps); /* gated RMSNorm: times silu(z) */
+            for (int j = 0; j < S; j++) y[h * S + j] *= z[h * S + j] / (1.0 + exp(-z[h * S + j]));
+        }
+        ref_matvec(wo, y, o, D, VD, NULL);
+    }
+    free(wqkv); free(wz); free(wb); free(wa); free(wo); free(taps); free(dt); free(A); free(nw);
+    free(qkv); free(z); free(b); free(a); free(y); free(q); free(k);
+    return ok;
+}
+
 /* logits[n][vocab] for the sequence ids[0..n) at positions 0..n-1, for a
  * compiled context of ctx rows (LongRoPE picks its factors by it). Every
  * family feature of the config: head size other than dim / n_heads, Q/K
@@ -250,9 +315,38 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
     float *wq = NULL, *wk = NULL, *wv = NULL, *wo = NULL, *an = NULL, *fn = NULL, *w1 = NULL, *w2 = NULL, *w3 = NULL,
           *bq = NULL, *bk = NULL, *bv = NULL, *qn = NULL, *kn = NULL, *pa = NULL, *pf = NULL, *sk = NULL, *bo = NULL;
     const double qscale = c->attn_scale != 0.0f ? (double)c->attn_scale : 1.0 / sqrt((double)hd);
+    /* qwen35: each DeltaNet layer's conv window and delta state; the gated query's rows */
+    const size_t cwn = c->recur_interval ? (size_t)(c->ssm_conv - 1) * (size_t)(2 * c->ssm_k_heads + c->ssm_v_heads) * c->ssm_state : 0,
+                 stn = c->recur_interval ? (size_t)c->ssm_v_heads * c->ssm_state * c->ssm_state : 0;
+    double *cw = calloc((size_t)L * cwn + 1, sizeof(double)), *st = calloc((size_t)L * stn + 1, sizeof(double)),
+           *qg = malloc(sizeof(double) * 2 * QD);
     for (int p = 0; ok && p < n; p++) {
         for (int i = 0; i < D; i++) x[i] = emb[(size_t)ids[p] * D + i] * (c->embed_scale != 0.0f ? (double)c->embed_scale : 1.0);
         for (int l = 0; ok && l < L; l++) {
+            if (slm_layer_recurrent(c, l)) { /* qwen35: a DeltaNet layer, then the FFN as below */
+                an = ref_layer(m, "blk.%d.attn_norm.weight", l);
+                ok = an && ref_delta_layer(m, l, (ref_rmsnorm(x, an, xn, D, c->norm_eps), xn), o, cw + (size_t)l * cwn,
+                                           st + (size_t)l * stn);
+                free(an);
+                an = NULL;
+                for (int i = 0; ok && i < D; i++) x[i] += o[i];
+                fn = ref_layer(m, "blk.%d.ffn_norm.weight", l);
+                w1 = ref_layer(m, "blk.%d.ffn_gate.weight", l);
+                w2 = ref_layer(m, "blk.%d.ffn_down.weight", l);
+                w3 = ref_layer(m, "blk.%d.ffn_up.weight", l);
+                ok = ok && fn && w1 && w2 && w3;
+                if (ok) {
+                    ref_rmsnorm(x, fn, xn, D, c->norm_eps);
+                    ref_matvec(w1, xn, g, F, D, NULL);
+                    ref_matvec(w3, xn, u, F, D, NULL);
+                    for (int i = 0; i < F; i++) g[i] = g[i] / (1.0 + exp(-g[i])) * u[i];
+                    ref_matvec(w2, g, o, D, F, NULL);
+                    for (int i = 0; i < D; i++) x[i] += o[i];
+                }
+                free(fn); free(w1); free(w2); free(w3);
+                fn = w1 = w2 = w3 = NULL;
+                continue;
+            }
             wq = ref_layer(m, "blk.%d.attn_q.weight", l);
             wk = ref_layer(m, "blk.%d.attn_k.weight", l);
             wv = ref_layer(m, "blk.%d.attn_v.weight", l);
@@ -289,7 +383,12 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 const double rscale = swa && c->rope_scale_swa > 0.0f ? c->rope_scale_swa : c->rope_scale;
                 if (an) ref_rmsnorm(x, an, xn, D, c->norm_eps);
                 else memcpy(xn, x, sizeof(double) * D); /* olmo2: no pre-norm */
-                ref_matvec(wq, xn, q, QD, D, bq);
+                if (c->attn_gate) { /* qwen35: per head its query rows, then its gate's */
+                    ref_matvec(wq, xn, qg, 2 * QD, D, NULL);
+                    for (int h = 0; h < H; h++) memcpy(q + h * hd, qg + (size_t)h * 2 * hd, sizeof(double) * hd);
+                } else {
+                    ref_matvec(wq, xn, q, QD, D, bq);
+                }
                 ref_matvec(wk, xn, kr, kvd, D, bk);
                 ref_matvec(wv, xn, vr, kvd, D, bv);
                 if (c->qk_norm == 2) { /* olmo2: the whole rows */
@@ -324,6 +423,9 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                         att[h * hd + d] = a;
                     }
                 }
+                if (c->attn_gate) /* the output times sigmoid(gate) */
+                    for (int h = 0; h < H; h++)
+                        for (int d = 0; d < hd; d++) att[h * hd + d] /= 1.0 + exp(-qg[(size_t)h * 2 * hd + hd + d]);
                 ref_matvec(wo, att, o, D, QD, bo);
                 if (c->residual_scale != 0.0f) /* granite */
                     for (int i = 0; i < D; i++) o[i] *= c->residual_scale;
@@ -360,6 +462,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
     if (out != emb) free(out);
     free(emb); free(onorm); free(factors); free(kc); free(vc);
     free(x); free(xn); free(q); free(att); free(o); free(g); free(u); free(sc); free(lg);
+    free(cw); free(st); free(qg);
     return ok;
 }
 

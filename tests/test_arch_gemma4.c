@@ -364,19 +364,19 @@ static void test_g4_blob(void) {
     uint8_t *tasks = t_blob_section(img, n, ".slm.tasks.prefill.8", &len);
     uint8_t *cfg = t_blob_section(img, n, ".slm.config", &clen);
     char msg[512];
-    CHECKF(tasks && cfg && clen == 416 && t_blob_opens(img, n, "g4.blob", msg, sizeof msg), "pristine: %s", msg);
-    if (!tasks || !cfg || clen != 416) {
+    CHECKF(tasks && cfg && clen == 440 && t_blob_opens(img, n, "g4.blob", msg, sizeof msg), "pristine: %s", msg);
+    if (!tasks || !cfg || clen != 440) {
         free(img);
         return;
     }
-    /* the family record's gemma4 fields: config offset 224 + 152 + 4 i */
+    /* the family record's gemma4 fields: config offset 224 + 176 + 4 i (after qwen35's) */
     static const struct { int i; int32_t v; const char *want; } cm[] = {
         {0, 33, "head_dim_swa"}, {1, 3, "n_kv_heads_swa"}, {2, 34, "rope_dims_swa"}, {3, 7, "kv_shared"},
         {3, 1, "not a window layer"}, {4, -1, "hidden_dim_shared"}, {5, -1, "ple_dim"}, {6, 2, "v_norm"},
         {7, 0, "rope_freqs_global"}, {8, 3, "layer_scale"}, {9, 4, "rope_pairs_swa"},
     };
     for (size_t i = 0; i < sizeof cm / sizeof cm[0]; i++) {
-        uint8_t *e = cfg + 224 + 152 + 4 * cm[i].i, keep[4];
+        uint8_t *e = cfg + 224 + 176 + 4 * cm[i].i, keep[4];
         memcpy(keep, e, 4);
         memcpy(e, &cm[i].v, 4);
         if (cm[i].i == 7) { /* rope_freqs_global 0: table 1 would take the factors; the tasks still match, so */
@@ -392,9 +392,21 @@ static void test_g4_blob(void) {
                cm[i].i, cm[i].v, msg);
         memcpy(e, keep, 4);
     }
+    /* qwen35's recurrent layers (config offset 224 + 152: recur_interval, ssm_conv, ssm_state, ssm_k_heads,
+     * ssm_v_heads, each in range) or gated query (+ 172: attn_gate) beside gemma4's fields: refused */
+    for (int k = 0; k < 2; k++) {
+        uint8_t *e = cfg + 224 + (k ? 172 : 152), keep[20];
+        const int32_t v[5] = {k ? 1 : 4, 4, 8, 1, 1};
+        const size_t nb = k ? 4 : 20;
+        memcpy(keep, e, nb);
+        memcpy(e, v, nb);
+        CHECKF(!t_blob_opens(img, n, "g4.blob", msg, sizeof msg) && strstr(msg, k ? "gated query" : "recurrent layers"),
+               "gemma4 with %s: %s", k ? "attn_gate" : "recur_interval", msg);
+        memcpy(e, keep, nb);
+    }
     /* v_norm 0: the gainless V norm is refused as a task */
     {
-        uint8_t *e = cfg + 224 + 152 + 24, keep[4];
+        uint8_t *e = cfg + 224 + 176 + 24, keep[4];
         int32_t z = 0;
         memcpy(keep, e, 4);
         memcpy(e, &z, 4);

@@ -13,14 +13,14 @@
 #include "t.h"
 
 static const slm_chat_msg CONV[] = {
-    {"system", "You are a helpful assistant.", NULL},
-    {"user", "Hello!", NULL},
-    {"assistant", " Hi there. ", NULL},
-    {"user", "How are you?", NULL},
+    {"system", "You are a helpful assistant.", NULL, NULL, NULL, NULL},
+    {"user", "Hello!", NULL, NULL, NULL, NULL},
+    {"assistant", " Hi there. ", NULL, NULL, NULL, NULL},
+    {"user", "How are you?", NULL, NULL, NULL, NULL},
 };
 
 /* Render src; returns malloc'd text or "ERROR: <message>" (malloc'd). */
-static char *render_src(const char *src, const slm_chat_msg *m, int n, int gen, const char *date) {
+static char *render_tools(const char *src, const slm_chat_msg *m, int n, int gen, const char *date, const char *tools) {
     slm_err err;
     slm_tmpl *t = slm_tmpl_parse(src, &err);
     if (!t) {
@@ -29,7 +29,8 @@ static char *render_src(const char *src, const slm_chat_msg *m, int n, int gen, 
         sprintf(o, "PARSE: %s", err.msg);
         return o;
     }
-    slm_tmpl_vars v = {.bos_token = "<s>", .eos_token = "</s>", .add_generation_prompt = gen, .date_string = date};
+    slm_tmpl_vars v = {.bos_token = "<s>", .eos_token = "</s>", .add_generation_prompt = gen, .date_string = date,
+                       .tools = tools};
     char *r = slm_tmpl_render(t, m, n, &v, &err);
     slm_tmpl_free(t);
     if (!r) {
@@ -44,6 +45,10 @@ static char *render_src(const char *src, const slm_chat_msg *m, int n, int gen, 
         r = c;
     }
     return r;
+}
+
+static char *render_src(const char *src, const slm_chat_msg *m, int n, int gen, const char *date) {
+    return render_tools(src, m, n, gen, date, NULL);
 }
 
 static const struct {
@@ -172,7 +177,7 @@ static void test_gemma_and_today(void) {
                "[%s]", r);
         free(r);
         /* roles must alternate */
-        slm_chat_msg bad[] = {{"user", "a", NULL}, {"user", "b", NULL}};
+        slm_chat_msg bad[] = {{"user", "a", NULL, NULL, NULL, NULL}, {"user", "b", NULL, NULL, NULL, NULL}};
         r = render_src(src, bad, 2, 1, NULL);
         CHECKF(strstr(r, "roles must alternate") != NULL, "[%s]", r);
         free(r);
@@ -457,7 +462,7 @@ static int cancel_after(void *ud) {
     return atomic_load(&s->flag) || (s->after && s->calls >= s->after);
 }
 
-/* The wall-clock limit and the cancel callback stop a render with a clean error. */
+/* The time limit (CPU time) and the cancel callback stop a render with a clean error. */
 static void test_limits(void) {
     const char *loop = "{% for i in range(3000) %}{% for j in range(20) %}{{ i }}{% endfor %}{% endfor %}";
     slm_err err;
@@ -519,6 +524,7 @@ typedef struct conv {
     char name[32];
     int gen, n;
     slm_chat_msg m[MAX_MSG];
+    char *tools; /* the variable tools (JSON), or NULL */
 } conv;
 
 static char *unescape(const char *s, size_t n) {
@@ -535,9 +541,10 @@ static char *unescape(const char *s, size_t n) {
     return o;
 }
 
-/* conversations.txt (format in its header); the strings are malloc'd */
-static int read_convs(conv *c, int cap) {
-    char *txt = t_read_file(CORPUS "/conversations.txt", NULL);
+/* conversations.txt or tool_conversations.txt (format in their headers);
+ * the strings are malloc'd */
+static int read_convs(const char *file, conv *c, int cap) {
+    char *txt = t_read_file(file, NULL);
     CHECK(txt != NULL);
     if (!txt) return 0;
     int nc = 0;
@@ -558,6 +565,22 @@ static int read_convs(conv *c, int cap) {
         CHECK(tab != NULL && nc > 0 && c[nc - 1].n < MAX_MSG);
         if (!tab || !nc || c[nc - 1].n == MAX_MSG) continue;
         conv *k = &c[nc - 1];
+        char *val = unescape(tab + 1, len - (size_t)(tab - line) - 1);
+        if (line[0] == '+' && k->n) { /* a field of the message before */
+            slm_chat_msg *m = &k->m[k->n - 1];
+            const char **f = !strncmp(line, "+tool_calls\t", 12) ? &m->tool_calls
+                           : !strncmp(line, "+tool_call_id\t", 14) ? &m->tool_call_id
+                           : !strncmp(line, "+name\t", 6) ? &m->name : NULL;
+            CHECKF(f != NULL, "unknown field line [%.*s]", (int)len, line);
+            if (f) *f = val;
+            else free(val);
+            continue;
+        }
+        if (!strncmp(line, "tools\t", 6)) {
+            k->tools = val;
+            continue;
+        }
+        free(val);
         k->m[k->n].role = unescape(line, (size_t)(tab - line));
         k->m[k->n].content = unescape(tab + 1, len - (size_t)(tab - line) - 1);
         k->n++;
@@ -587,7 +610,7 @@ static int check_goldens(const char *tdir, const char *gdir, const conv *cs, int
             char *want = t_read_file(path, &glen);
             CHECKF(want != NULL, "no golden %s", path);
             if (!want) continue;
-            char *got = render_src(src, cs[i].m, cs[i].n, cs[i].gen, "26 Jul 2024");
+            char *got = render_tools(src, cs[i].m, cs[i].n, cs[i].gen, "26 Jul 2024", cs[i].tools);
             CHECKF(strlen(got) == glen && !memcmp(got, want, glen), "%s / %s rendered:\n[%s]\nJinja2:\n[%s]", de->d_name,
                    cs[i].name, got, want);
             free(got);
@@ -604,15 +627,23 @@ static int check_goldens(const char *tdir, const char *gdir, const conv *cs, int
  * Face's settings (make_goldens.py made the expected files). */
 static void test_golden_templates(void) {
     conv cs[MAX_CONV];
-    int nc = read_convs(cs, MAX_CONV);
+    int nc = read_convs(CORPUS "/conversations.txt", cs, MAX_CONV);
     CHECK(nc >= 5);
     CHECK(check_goldens(CORPUS, CORPUS, cs, nc) >= 4);
-    CHECK(check_goldens(T_SHARED("templates"), CORPUS "/shared", cs, nc) >= 7);
-    for (int i = 0; i < nc; i++)
+    /* and with tools, tool calls and tool messages (the shared templates only) */
+    int nt = read_convs(CORPUS "/tool_conversations.txt", cs + nc, MAX_CONV - nc);
+    CHECK(nt >= 4);
+    CHECK(check_goldens(T_SHARED("templates"), CORPUS "/shared", cs, nc + nt) >= 7);
+    for (int i = 0; i < nc + nt; i++) {
         for (int k = 0; k < cs[i].n; k++) {
             free((void *)cs[i].m[k].role);
             free((void *)cs[i].m[k].content);
+            free((void *)cs[i].m[k].tool_calls);
+            free((void *)cs[i].m[k].tool_call_id);
+            free((void *)cs[i].m[k].name);
         }
+        free(cs[i].tools);
+    }
 }
 
 static void test_open_fallback(void) {
@@ -665,7 +696,7 @@ static char *render_kw(const char *src, const slm_chat_msg *m, int n, const char
 }
 
 static void test_kwargs(void) {
-    const slm_chat_msg m[] = {{"user", "Hi", NULL}};
+    const slm_chat_msg m[] = {{"user", "Hi", NULL, NULL, NULL, NULL}};
     slm_err err;
     const char *off[] = {"{\"enable_thinking\": false}"}, *on[] = {"{\"enable_thinking\": true}"};
     char *a = render_kw(QWEN3_TAIL, m, 1, NULL, 0, NULL, &err);
@@ -684,7 +715,7 @@ static void test_kwargs(void) {
     CHECK(a && !strstr(a, "<think>"));
     slm_xfree(a);
     /* reasoning_content reaches the template; NULL leaves it undefined */
-    const slm_chat_msg h[] = {{"user", "Q", NULL}, {"assistant", "A", "R"}, {"assistant", "B", NULL}};
+    const slm_chat_msg h[] = {{"user", "Q", NULL, NULL, NULL, NULL}, {"assistant", "A", "R", NULL, NULL, NULL}, {"assistant", "B", NULL, NULL, NULL, NULL}};
     a = render_kw(QWEN3_TAIL, h, 3, NULL, 0, NULL, &err);
     CHECKF(a && strstr(a, "<|im_start|>assistant\n<think>\nR\n</think>\n\nA<|im_end|>\n<|im_start|>assistant\nB<|im_end|>"),
            "[%s]", a ? a : err.msg);

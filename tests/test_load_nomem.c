@@ -195,7 +195,7 @@ static void test_hf(void) {
 /* Chat templates: parse and render with allocation N failing. */
 static void test_template(void) {
     const slm_allocator a = {nth_alloc, nth_realloc, nth_free, NULL};
-    const slm_chat_msg m[2] = {{"system", "be brief", NULL}, {"user", "hello <|im_end|>", NULL}};
+    const slm_chat_msg m[2] = {{"system", "be brief", NULL, NULL, NULL, NULL}, {"user", "hello <|im_end|>", NULL, NULL, NULL, NULL}};
     int n, done = 0, failures = 0, before = t_checks_failed_;
     for (n = 0; n < 100000 && !done; n++) {
         atomic_store(&g_live, 0);

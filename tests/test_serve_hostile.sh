@@ -160,7 +160,7 @@ check "40 x 4 MB while busy: 503 ($n503), the rest 400" '[ "$n503" -ge 30 ] && [
 n400=$(grep -c '^400$' "$TMP/codes")
 check "peak RSS grew by < 64 MB x (1 + $n400 admitted) (${HWM0} -> ${HWM1} kB)" '[ $((HWM1 - HWM0)) -lt $((65536 * (1 + n400))) ]'
 wait "$FIRST"
-check "the rendering request completed" 'grep -q "\"finish_reason\"" "$TMP/first"'
+check "the rendering request completed" 'grep -q "\"finish_reason\"" "$TMP/first" || { cat "$TMP/first"; false; }'
 # idle again: 40 x 4 MB at once are read within the body budget, one runs, the rest 503
 : >"$TMP/codes"
 CP=()
@@ -172,6 +172,13 @@ wait "${CP[@]}"
 HWM2=$(hwm)
 echo "40 x 4 MB idle: $(sort "$TMP/codes" | uniq -c | tr '\n' ' '); peak RSS ${HWM0} -> ${HWM2} kB"
 check "40 x 4 MB idle: answered 400 (too long for the context) or 503, peak RSS grew < 256 MB" '[ "$(grep -c "^400$\|^503$" "$TMP/codes")" = 40 ] && [ $((HWM2 - HWM0)) -lt 262144 ]'
+# one slot, no queue: a client that asks again the moment it has its answer finds the slot free
+# (the worker frees it before the answer leaves)
+: >"$TMP/codes"
+for i in 1 2 3 4 5 6; do
+  curl -s -m 60 -o /dev/null -w '%{http_code}\n' "${CJSON[@]}" -d '{"messages":[{"role":"user","content":"hi"}],"max_tokens":2}' "$QU/v1/chat/completions" >>"$TMP/codes"
+done
+check "6 requests back to back on one slot without a queue: all 200 ($(sort "$TMP/codes" | uniq -c | tr '\n' ' '))" '[ "$(grep -c "^200$" "$TMP/codes")" = 6 ]'
 # (a client that leaves while its messages render: the renderer's work budget now bounds any
 # render to a fraction of a second here, too short to leave in; the cancel flag and callback
 # the worker passes are tested in test_chat_template)

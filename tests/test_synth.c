@@ -475,6 +475,24 @@ static void test_archs(void) {
     load_and_generate(glm, 64, 2, 4, 2, 32, 512);
     CHECK(synth_bad("--shape glm-4.5-air --dim 64 --heads 4 --layers 2 --experts 4 --experts-used 2 --expert-ffn 32 --shared-ffn 48",
                     tmp_path("bad_glm.gguf")) != 0);
+    /* qwen3.5-0.8b's family (narrowed): 3 DeltaNet layers and a full attention layer of 4, the
+     * DeltaNet keys as the converter writes them, the conv taps f32 in a q8_0 file, the gated
+     * query twice the query's rows, a quarter of each head rotated, an MTP layer not run */
+    const char *q35 = tmp_path("qwen35.gguf");
+    CHECK(synth("--shape qwen3.5-0.8b --dim 128 --heads 2 --kv-heads 1 --ffn 160 --layers 4 --n-vocab 512 --ctx 256 "
+                "--nextn 1 --type q8_0", q35) == 0);
+    if (open_gguf(&o, q35)) {
+        CHECK(u32(o.g, "qwen35.block_count") == 5 && u32(o.g, "qwen35.nextn_predict_layers") == 1);
+        CHECK(u32(o.g, "qwen35.ssm.conv_kernel") == 4 && u32(o.g, "qwen35.ssm.state_size") == 32 &&
+              u32(o.g, "qwen35.ssm.group_count") == 2 && u32(o.g, "qwen35.ssm.time_step_rank") == 4 &&
+              u32(o.g, "qwen35.ssm.inner_size") == 128 && u32(o.g, "qwen35.full_attention_interval") == 4);
+        CHECK(u32(o.g, "qwen35.rope.dimension_count") == 16);
+        CHECK(tensor_type(o.g, "blk.0.ssm_conv1d.weight") == SLM_F32 && tensor_type(o.g, "blk.0.attn_qkv.weight") == SLM_Q8_0);
+        const slm_gguf_tensor *aq = slm_gguf_find_tensor(o.g, "blk.3.attn_q.weight");
+        CHECK(aq && aq->ne[1] == 2 * 2 * 64 && !slm_gguf_find_tensor(o.g, "blk.0.attn_q.weight"));
+        close_gguf(&o);
+    }
+    load_and_generate(q35, 128, 4, 2, 1, 160, 512);
 }
 
 /* gemma-4-e2b's and gemma-4-31b's families cut to a few layers: the keys

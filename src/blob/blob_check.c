@@ -302,6 +302,82 @@ static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
     return SLM_OK;
 }
 
+/* A state operand of a recurrent task: the program's conv_state or
+ * recurrent_state input of the task's layer. */
+static int is_state_ref(const pctx *q, const slm_task *t, int k, int role) {
+    const slm_ref *rf = &t->ref[k];
+    return rf->space == SLM_SPACE_IO && rf->io < q->p->n_io && q->p->io[rf->io].role == role &&
+           q->p->io[rf->io].layer == t->layer;
+}
+
+/* The hybrid recurrent layers' tasks (qwen35): the gated query's slices,
+ * the conv, the decay and the delta rule, their shapes the config's and
+ * their state the program's state inputs of their layer (one sequence). */
+static slm_status check_recurrent(pctx *q, int ti, unsigned *usedp) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const slm_model_config *m = &q->r->c->cfg;
+    const char *op = slm_task_op_name(t->op);
+    const uint64_t R = (uint64_t)p->rows;
+    unsigned used = 0;
+    uint64_t ext;
+    slm_status s;
+    NEED(!t->flags, "task %d (%s): flags 0x%x on a recurrent layer's task", ti, op, t->flags);
+    NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+    if (t->op == SLM_T_SLICE) {
+        NEED(t->b >= 1 && t->n % t->b == 0 && t->a >= 0 && t->c >= 1 && t->c <= BLOB_MAX_DIM && t->a <= t->c - t->b &&
+             (int64_t)(t->n / t->b) * t->c == t->k,
+             "task %d (%s): runs of %d, %d taken at %d, widths %d / %d incoherent", ti, op, t->c, t->b, t->a, t->n, t->k);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->k, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        *usedp |= used;
+        return SLM_OK;
+    }
+    if (t->op == SLM_T_DELTA_GATE) {
+        NEED(m->recur_interval && t->n == m->ssm_v_heads, "task %d (%s): %d heads, the config's are %d", ti, op, t->n,
+             m->ssm_v_heads);
+        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS && t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS,
+             "task %d (%s): dt bias and a must be in the weights", ti, op);
+        REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
+        REF(SLM_REF_SRC2, (uint64_t)t->n * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+        *usedp |= used;
+        return SLM_OK;
+    }
+    /* SSM_CONV, DELTA_NET: rows of one sequence of the program's capacity */
+    NEED(m->recur_interval && t->layer >= 0 && slm_layer_recurrent(m, t->layer), "task %d (%s): layer %d is not recurrent",
+         ti, op, t->layer);
+    NEED((uint64_t)t->k == (uint64_t)p->kv_capacity && t->window == 1,
+         "task %d (%s): region %d / sequences %d, want the program's capacity %d and 1", ti, op, t->k, t->window,
+         p->kv_capacity);
+    if (t->op == SLM_T_SSM_CONV) {
+        NEED(t->n == slm_conv_dim(m) && t->c == m->ssm_conv, "task %d (%s): %d channels of %d taps, the config's %d of %d",
+             ti, op, t->n, t->c, slm_conv_dim(m), m->ssm_conv);
+        NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): channels [%d,%d) not within [0,%d)", ti, op, t->n0,
+             t->n1, t->n);
+        NEED(is_state_ref(q, t, SLM_REF_SRC1, SLM_IO_CONV_STATE), "task %d (%s): src1 is not its layer's conv_state", ti, op);
+        NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): the taps must be in the weights", ti, op);
+        REF(SLM_REF_SRC1, (uint64_t)(t->c - 1) * (uint64_t)t->n * 4, 0);
+        REF(SLM_REF_SRC2, (uint64_t)t->c * (uint64_t)t->n * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    } else { /* DELTA_NET */
+        NEED(t->a == m->ssm_k_heads && t->b == m->ssm_v_heads && t->c == m->ssm_state && (int64_t)t->b * t->c == t->n,
+             "task %d (%s): %d key / %d value heads of %d, width %d: not the config's", ti, op, t->a, t->b, t->c, t->n);
+        NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->b, "task %d (%s): heads [%d,%d) not within [0,%d)", ti, op, t->n0,
+             t->n1, t->b);
+        NEED(t->f0 >= 0.0f && t->f0 < 1.0f, "task %d (%s): eps %g out of range", ti, op, (double)t->f0);
+        NEED(is_state_ref(q, t, SLM_REF_SRC3, SLM_IO_RECUR_STATE), "task %d (%s): src3 is not its layer's recurrent_state",
+             ti, op);
+        MAT(R, SLM_REF_SRC0, (uint64_t)(2 * t->a + t->b) * (uint64_t)t->c, 0);
+        MAT(R, SLM_REF_SRC1, (uint64_t)t->b, 0);
+        MAT(R, SLM_REF_SRC2, (uint64_t)t->b, 0);
+        REF(SLM_REF_SRC3, (uint64_t)t->b * (uint64_t)t->c * (uint64_t)t->c * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    }
+    *usedp |= used;
+    return SLM_OK;
+}
+
 slm_status blob_check_task(pctx *q, int ti) {
     const slm_program *p = q->p;
     const slm_task *t = &p->tasks[ti];
@@ -316,7 +392,8 @@ slm_status blob_check_task(pctx *q, int ti) {
                                SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER | SLM_TF_SINKS))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
-    if (t->window && t->op != SLM_T_ATTENTION && !(t->flags & SLM_TF_EXPERT))
+    if (t->window && t->op != SLM_T_ATTENTION && t->op != SLM_T_SSM_CONV && t->op != SLM_T_DELTA_NET &&
+        !(t->flags & SLM_TF_EXPERT))
         return pbad(q, "task %d (%s): window %d on a non-attention task", ti, op, t->window);
     if (t->m != p->rows) return pbad(q, "task %d (%s): m %d != program rows %d", ti, op, t->m, p->rows);
     if (t->layer < -1 || t->layer >= m->n_layers) return pbad(q, "task %d (%s): layer %d out of range", ti, op, t->layer);
@@ -419,8 +496,13 @@ slm_status blob_check_task(pctx *q, int ti) {
     case SLM_T_MOE_ROUTE: case SLM_T_MOE_COMBINE:
         if ((s = check_moe(q, ti, &used))) return s;
         break;
+    case SLM_T_SLICE: case SLM_T_SSM_CONV: case SLM_T_DELTA_GATE: case SLM_T_DELTA_NET:
+        if ((s = check_recurrent(q, ti, &used))) return s;
+        break;
     case SLM_T_SWIGLU:
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        NEED(t->a == 0 || (t->a == 1 && !(t->flags & SLM_TF_GELU) && m->attn_gate),
+             "task %d (%s): gate kind a %d (0 silu, 1 sigmoid with the config's gated attention)", ti, op, t->a);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
         MAT(R, SLM_REF_SRC1, (uint64_t)t->n, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);

@@ -45,6 +45,13 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
             fprintf(f, "; a shared expert of width %d%s", m->shared_ffn, m->shared_gate ? " behind a sigmoid gate" : "");
         fprintf(f, "%s\n", m->attn_sinks ? "; attention sinks (gpt-oss)" : "");
     }
+    if (m->recur_interval)
+        fprintf(f, "recurrent: Gated DeltaNet layers but every %d-th (full attention, gated query); %d key / %d value "
+                   "heads of %d, conv of %d taps; state %.1f MiB per sequence%s\n", m->recur_interval, m->ssm_k_heads,
+                m->ssm_v_heads, m->ssm_state, m->ssm_conv,
+                (double)m->n_layers * (double)(slm_conv_state_floats(m) + slm_delta_state_floats(m)) * 4.0 *
+                    (m->recur_interval - 1) / m->recur_interval / (1024.0 * 1024.0),
+                m->nextn_layers ? "; MTP layers not compiled" : "");
     fprintf(f, "options: max_prompt_len %d, min_response_len %d, kv_capacity %d, kv_type %s", c->opt.max_prompt_len,
             c->opt.min_response_len, c->kv_capacity, slm_dtype_name((uint32_t)c->opt.kv_type));
     if (c->opt.matmul_tile_cols) fprintf(f, ", matmul_tile_cols %d", c->opt.matmul_tile_cols);

@@ -204,6 +204,22 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->expert_sigmoid, 0, m->n_experts ? 1 : 0, "expert_sigmoid");
     RANGE(m->expert_sel_bias, 0, m->n_experts ? 1 : 0, "expert_sel_bias");
     RANGE(m->nextn_layers, 0, 65536, "nextn_layers");
+    RANGE(m->recur_interval, 0, 65536, "recur_interval");
+    RANGE(m->attn_gate, 0, 1, "attn_gate");
+    if (m->recur_interval) { /* qwen35: the shapes the runtime sizes its state by (format/model.c's limits) */
+        RANGE(m->ssm_conv, 2, 16, "ssm_conv");
+        RANGE(m->ssm_state, 1, 512, "ssm_state");
+        RANGE(m->ssm_k_heads, 1, 4096, "ssm_k_heads");
+        RANGE(m->ssm_v_heads, m->ssm_k_heads, 4096, "ssm_v_heads");
+        if (m->ssm_v_heads % m->ssm_k_heads || m->n_experts)
+            return bad(r, "section .slm.config: ssm_v_heads %d not a multiple of ssm_k_heads %d, or experts", m->ssm_v_heads,
+                       m->ssm_k_heads);
+    } else {
+        RANGE(m->ssm_conv, 0, 0, "ssm_conv");
+        RANGE(m->ssm_state, 0, 0, "ssm_state");
+        RANGE(m->ssm_k_heads, 0, 0, "ssm_k_heads");
+        RANGE(m->ssm_v_heads, 0, 0, "ssm_v_heads");
+    }
     if (!(m->expert_scale >= 0.0f && m->expert_scale < 1e6f) || (m->expert_scale != 0.0f && !m->n_experts))
         return bad(r, "section .slm.config: expert_scale %g out of range", (double)m->expert_scale);
     if (!(m->swiglu_alpha >= 0.0f && m->swiglu_alpha < 1e6f) || !(m->swiglu_limit >= 0.0f && m->swiglu_limit < 1e6f))
@@ -260,8 +276,6 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
     slm_program *p = q->p;
     const slm_model_config *m = &q->r->c->cfg;
     const int L = m->n_layers;
-    int L_kv = 0; /* layers with K/V of their own (gemma4's shared ones have no I/O) */
-    for (int l = 0; l < L; l++) L_kv += slm_layer_has_kv(m, l);
     p->io = slm_calloc((size_t)p->n_io, sizeof *p->io);
     uint8_t *seen = slm_calloc((size_t)SLM_IO_ROLE_COUNT * (size_t)L + 1, 1);
     if (!p->io || !seen) {
@@ -282,12 +296,19 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         io->cols = rdi32(e + 60);
         int role = io->role;
         int kvrole = role >= SLM_IO_PAST_KEY && role <= SLM_IO_PRESENT_VALUE;
+        const int strole = role == SLM_IO_CONV_STATE || role == SLM_IO_RECUR_STATE; /* a recurrent layer's state */
         int want_out = role == SLM_IO_PRESENT_KEY || role == SLM_IO_PRESENT_VALUE || role == SLM_IO_LOGITS;
         int want_rows = 0, want_cols = 1;
         if (role <= SLM_IO_NONE || role >= SLM_IO_ROLE_COUNT) { s = pbad(q, "I/O %d (%s): role %d unknown", i, io->name, role); break; }
         if (io->is_output != want_out) { s = pbad(q, "I/O %d (%s): is_output %d, want %d", i, io->name, io->is_output, want_out); break; }
         if (io->dtype != io_dtype_for(q, role)) { s = pbad(q, "I/O %d (%s): dtype %u, want %s", i, io->name, io->dtype, slm_dtype_name((uint32_t)io_dtype_for(q, role))); break; }
-        if (kvrole ? (io->layer < 0 || io->layer >= L || !slm_layer_has_kv(m, io->layer)) : io->layer != -1) { s = pbad(q, "I/O %d (%s): layer %d out of range or without K/V", i, io->name, io->layer); break; }
+        if (kvrole || strole ? (io->layer < 0 || io->layer >= L || slm_layer_recurrent(m, io->layer) != strole ||
+                                (kvrole && !slm_layer_has_kv(m, io->layer)))
+                             : io->layer != -1) {
+            s = pbad(q, "I/O %d (%s): layer %d out of range (or not a %s layer)", i, io->name, io->layer,
+                     strole ? "recurrent" : "attention layer with K/V of its own: not recurrent, not KV-shared");
+            break;
+        }
         const int kv_dim = kvrole ? slm_layer_kv_dim(m, io->layer) : 0;
         switch (role) {
         case SLM_IO_INPUT_IDS: case SLM_IO_POSITION_IDS: case SLM_IO_CACHE_POSITION: want_rows = p->rows; break;
@@ -295,18 +316,23 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         case SLM_IO_PAST_KEY: case SLM_IO_PAST_VALUE: want_rows = p->kv_capacity; want_cols = kv_dim; break;
         case SLM_IO_PRESENT_KEY: case SLM_IO_PRESENT_VALUE: want_rows = p->rows; want_cols = kv_dim; break;
         case SLM_IO_LOGITS: want_rows = p->kind == SLM_PROG_VERIFY ? p->rows : 1; want_cols = m->vocab_size; break;
+        case SLM_IO_CONV_STATE: want_rows = 1; want_cols = (int)slm_conv_state_floats(m); break;
+        case SLM_IO_RECUR_STATE: want_rows = 1; want_cols = (int)slm_delta_state_floats(m); break;
         default: break;
         }
         if (io->rows != want_rows || io->cols != want_cols) {
             s = pbad(q, "I/O %d (%s): shape [%d,%d], want [%d,%d]", i, io->name, io->rows, io->cols, want_rows, want_cols);
             break;
         }
-        size_t slot = (size_t)role * (size_t)L + (size_t)(kvrole ? io->layer : 0);
+        size_t slot = (size_t)role * (size_t)L + (size_t)(kvrole || strole ? io->layer : 0);
         if (seen[slot]) { s = pbad(q, "I/O %d (%s): role %s appears twice", i, io->name, slm_io_role_name((slm_io_role)role)); break; }
         seen[slot] = 1;
     }
-    if (!s && p->n_io != 5 + 4 * L_kv)
-        s = pbad(q, "n_io %d, want %d (ids, positions, cache positions, mask, logits, 4 per layer with K/V)", p->n_io, 5 + 4 * L_kv);
+    int want_io = 5;
+    for (int l = 0; l < L; l++) want_io += slm_layer_recurrent(m, l) ? 2 : slm_layer_has_kv(m, l) ? 4 : 0;
+    if (!s && p->n_io != want_io)
+        s = pbad(q, "n_io %d, want %d (ids, positions, cache positions, mask, logits, 4 per attention layer with K/V, "
+                 "2 per recurrent layer)", p->n_io, want_io);
     slm_xfree(seen);
     return s;
 }

@@ -19,9 +19,9 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 188,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 212,
                "update blob config and family records");
-_Static_assert(SLM_T_OP_COUNT == 16, "update the blob task validator (blob_read.c check_task)");
+_Static_assert(SLM_T_OP_COUNT == 20, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000 &&
                    SLM_TF_EXPERT == 0x2000 && SLM_TF_EXPERT_GATHER == 0x4000 && SLM_TF_SINKS == 0x8000,
                "update the blob task validator's flags (blob_read.c check_task)");
@@ -40,10 +40,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-/* then the family record (192 bytes): what the families add to
+/* then the family record (216 bytes): what the families add to
  * the config (blob_put_family) */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
-#define BLOB_FAMILY_SIZE 192
+#define BLOB_FAMILY_SIZE 216
 #define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -144,8 +144,9 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
  * n_experts_used, expert_norm (MoE); i32 attn_sinks, o_bias, expert_bias; f32
  * swiglu_alpha, swiglu_limit (gpt-oss); i32 shared_ffn, shared_gate (the shared
  * expert); i32 dense_lead, dense_ffn, expert_sigmoid, expert_sel_bias; f32
- * expert_scale; i32 nextn_layers (glm4moe); i32 head_dim_swa, n_kv_heads_swa,
- * rope_dims_swa, kv_shared, hidden_dim_shared, ple_dim, v_norm,
+ * expert_scale; i32 nextn_layers (glm4moe); i32 recur_interval, ssm_conv,
+ * ssm_state, ssm_k_heads, ssm_v_heads, attn_gate (qwen35); i32 head_dim_swa,
+ * n_kv_heads_swa, rope_dims_swa, kv_shared, hidden_dim_shared, ple_dim, v_norm,
  * rope_freqs_global, layer_scale (gemma4); i32 the constants' rope_pairs_swa
  * (table 1's pairs, 0 = rope_pairs), passed beside m. */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m, int32_t rope_pairs_swa) {
@@ -172,9 +173,11 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m, int32_
     memcpy(p + 128, g, sizeof g);
     memcpy(p + 144, &m->expert_scale, 4);
     memcpy(p + 148, &m->nextn_layers, 4);
-    const int32_t h[10] = {m->head_dim_swa, m->n_kv_heads_swa, m->rope_dims_swa, m->kv_shared, m->hidden_dim_shared,
-                           m->ple_dim, m->v_norm, m->rope_freqs_global, m->layer_scale, rope_pairs_swa};
+    const int32_t h[6] = {m->recur_interval, m->ssm_conv, m->ssm_state, m->ssm_k_heads, m->ssm_v_heads, m->attn_gate};
     memcpy(p + 152, h, sizeof h);
+    const int32_t g4[10] = {m->head_dim_swa, m->n_kv_heads_swa, m->rope_dims_swa, m->kv_shared, m->hidden_dim_shared,
+                            m->ple_dim, m->v_norm, m->rope_freqs_global, m->layer_scale, rope_pairs_swa};
+    memcpy(p + 176, g4, sizeof g4);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m, int32_t *rope_pairs_swa) {
@@ -207,11 +210,15 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m, int32_
     m->dense_lead = g[0]; m->dense_ffn = g[1]; m->expert_sigmoid = g[2]; m->expert_sel_bias = g[3];
     memcpy(&m->expert_scale, p + 144, 4);
     memcpy(&m->nextn_layers, p + 148, 4);
-    int32_t h[10];
+    int32_t h[6];
     memcpy(h, p + 152, sizeof h);
-    m->head_dim_swa = h[0]; m->n_kv_heads_swa = h[1]; m->rope_dims_swa = h[2]; m->kv_shared = h[3];
-    m->hidden_dim_shared = h[4]; m->ple_dim = h[5]; m->v_norm = h[6]; m->rope_freqs_global = h[7]; m->layer_scale = h[8];
-    *rope_pairs_swa = h[9];
+    m->recur_interval = h[0]; m->ssm_conv = h[1]; m->ssm_state = h[2];
+    m->ssm_k_heads = h[3]; m->ssm_v_heads = h[4]; m->attn_gate = h[5];
+    int32_t g4[10];
+    memcpy(g4, p + 176, sizeof g4);
+    m->head_dim_swa = g4[0]; m->n_kv_heads_swa = g4[1]; m->rope_dims_swa = g4[2]; m->kv_shared = g4[3];
+    m->hidden_dim_shared = g4[4]; m->ple_dim = g4[5]; m->v_norm = g4[6]; m->rope_freqs_global = g4[7]; m->layer_scale = g4[8];
+    *rope_pairs_swa = g4[9];
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

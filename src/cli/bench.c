@@ -367,8 +367,10 @@ static int32_t rand_id(int vocab) {
 static int g_filled = -1; /* the depth the cache was filled to (-1: none) */
 static int fill_depth(slm_engine *e, int32_t *ids, int depth, int vocab) {
     if (depth > 0 && g_filled == depth && slm_num_stored(e) >= depth) {
-        slm_trim(e, depth);
-        return 1;
+        /* untimed; a recurrent model (qwen35) prefills the depth again to rebuild its state */
+        if (slm_trim(e, depth) == SLM_OK) return 1;
+        fprintf(stderr, "staticlm bench: %s\n", slm_last_error(e));
+        return 0;
     }
     slm_reset(e);
     g_filled = -1;

@@ -29,7 +29,8 @@ int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, floa
 
 /* The sampling options (cli/sampling.c): --temp, --top-k, --top-p, --min-p,
  * --repeat-penalty, --repeat-last-n, --presence-penalty, --frequency-penalty,
- * --logit-bias. Consumes the option at argv[*i] and its value (1), not one of
+ * --logit-bias, --grammar, --grammar-file, --json-schema (one grammar; the
+ * text is compiled here and kept for the life of the process). Consumes the option at argv[*i] and its value (1), not one of
  * them (0), bad value (-1, message printed). */
 int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i);
 /* 0 (after a message) when a --logit-bias token is past e's vocabulary. */
@@ -49,7 +50,10 @@ void slm_cli_sampling_init(slm_sampling *s, float temperature);
     "      --presence-penalty P  lower a token seen in the window by P (default 0)\n"                 \
     "      --frequency-penalty F lower a token by F per time it is in the window (default 0)\n"       \
     "      --logit-bias ID+B     add B (in [-100, 100]; ID-B subtracts) to token ID's logit;\n"       \
-    "                            repeatable\n"
+    "                            repeatable\n"                                                        \
+    "      --grammar GBNF        the reply must match this grammar (llama.cpp's GBNF; rule root)\n"  \
+    "      --grammar-file F      the same, read from file F\n"                                        \
+    "      --json-schema S       the reply must be JSON matching schema S (JSON text, or @FILE)\n"
 
 /* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not
  * one of them (0), bad value (-1, message printed). slm_cli_trace_begin

@@ -5,6 +5,70 @@
 #include <string.h>
 
 #include "cli.h"
+#include "text/grammar.h"
+
+/* The grammar text --grammar-file or --json-schema made (the sampling points
+ * at it for the life of the process; --grammar points at its argument). */
+static char *grammar_owned;
+
+/* A whole file (at most SLM_GRAMMAR_MAX_TEXT bytes) into a NUL-terminated
+ * slm_malloc'd buffer; NULL after a message. */
+static char *read_text(const char *path, const char *opt) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "staticlm: %s: cannot open '%s': %s\n", opt, path, strerror(errno));
+        return NULL;
+    }
+    char *buf = slm_malloc(SLM_GRAMMAR_MAX_TEXT + 1);
+    size_t n = buf ? fread(buf, 1, SLM_GRAMMAR_MAX_TEXT + 1, f) : 0;
+    const int bad = !buf || ferror(f) || n > SLM_GRAMMAR_MAX_TEXT;
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "staticlm: %s: '%s': %s\n", opt, path,
+                !buf ? "out of memory" : n > SLM_GRAMMAR_MAX_TEXT ? "larger than 1 MiB" : "read error");
+        slm_xfree(buf);
+        return NULL;
+    }
+    buf[n] = 0;
+    return buf;
+}
+
+/* --grammar TEXT, --grammar-file FILE, --json-schema JSON|@FILE: the text is
+ * compiled here, so that a bad one is refused before the model loads. */
+static int parse_grammar(int which, const char *v, slm_sampling *s) {
+    static const char *const names[] = {"--grammar", "--grammar-file", "--json-schema"};
+    const char *o = names[which];
+    if (s->grammar) {
+        fprintf(stderr, "staticlm: %s: a grammar is already given (--grammar, --grammar-file, --json-schema: one of them)\n", o);
+        return 0;
+    }
+    char *text = NULL;
+    slm_err err = {0};
+    if (which == 1 && !(text = read_text(v, o))) return 0;
+    if (which == 2) {
+        char *schema = v[0] == '@' ? read_text(v + 1, o) : NULL;
+        if (v[0] == '@' && !schema) return 0;
+        const char *js = schema ? schema : v;
+        slm_status st = slm_json_schema_to_grammar(js, strlen(js), &text, &err);
+        slm_xfree(schema);
+        if (st) {
+            fprintf(stderr, "staticlm: %s: %s\n", o, err.msg);
+            return 0;
+        }
+    }
+    const char *g = text ? text : v;
+    slm_grammar *compiled = NULL;
+    if (slm_grammar_compile(g, strlen(g), &compiled, &err)) {
+        fprintf(stderr, "staticlm: %s: %s\n", o, err.msg);
+        slm_xfree(text);
+        return 0;
+    }
+    slm_grammar_free(compiled);
+    slm_xfree(grammar_owned);
+    grammar_owned = text;
+    s->grammar = g;
+    return 1;
+}
 
 /* --logit-bias TOKEN(+|-)BIAS, as llama.cpp's: 15043+1, 15043-100. */
 static int parse_bias(const char *v, slm_sampling *s) {
@@ -33,7 +97,8 @@ static int parse_bias(const char *v, slm_sampling *s) {
 int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i) {
     const char *o = argv[*i];
     static const char *const known[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                                        "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--logit-bias"};
+                                        "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--logit-bias",
+                                        "--grammar", "--grammar-file", "--json-schema"};
     size_t k = 0;
     while (k < sizeof known / sizeof known[0] && strcmp(o, known[k])) k++;
     if (k == sizeof known / sizeof known[0]) return 0;
@@ -52,7 +117,8 @@ int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i) {
     case 5: ok = slm_cli_parse_int(v, o, -1, 1 << 24, &s->repeat_last_n); break;
     case 6: ok = slm_cli_parse_float(v, o, -2.0f, 2.0f, &s->presence_penalty); break;
     case 7: ok = slm_cli_parse_float(v, o, -2.0f, 2.0f, &s->frequency_penalty); break;
-    default: ok = parse_bias(v, s); break;
+    case 8: ok = parse_bias(v, s); break;
+    default: ok = parse_grammar((int)k - 9, v, s); break;
     }
     return ok ? 1 : -1;
 }

@@ -41,16 +41,14 @@
 #include "format/gguf.h"
 #include "format/model.h"
 #include "cli/synth.h"
-
-#define SYNTH_SPM_BASE 259 /* <unk>, <s>, </s> and the 256 byte tokens */
-
+#include "cli/synth_vocab.h"
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -58,7 +56,7 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, 1e-5f, 1, 0,
      .mup = {12.0f, 0.015625f, 0.22f, 8.0f}},
     {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
@@ -84,8 +82,12 @@ static const synth_shape k_shapes[] = {
      .window = 512, .head_dim_swa = 256, .kv_shared = 18, .ple = 256, .swa_period = 6, .rot_quarters = 1},
     {"gemma-4-31b", "gemma4", 5376, 60, 32, 16, 21504, 262144, 262144, 1000000.0f, 1e-6f, 1, 0, .head_dim = 512,
      .window = 1024, .head_dim_swa = 256, .swa_period = 6, .kv_heads_global = 4, .rot_quarters = 1, .k_eq_v = 1},
+    /* Qwen3.5-0.8B's text model: 3 DeltaNet layers of 4, a full attention layer with a gated query,
+     * partial rotary 0.25 (interleaved M-RoPE sections 11, 11, 10) */
+    {"qwen3.5-0.8b", "qwen35", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f, 1e-6f, 1, 0, .head_dim = 256,
+     .interval = 4, .ssm_conv = 4, .ssm_state = 128, .ssm_k = 16, .ssm_v = 16},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
 
 static void usage(FILE *f) {
@@ -99,7 +101,7 @@ static void usage(FILE *f) {
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
             "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
-            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air |\n"
+            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air | qwen3.5-0.8b |\n"
             "                        gemma-4-e2b | gemma-4-e4b | gemma-4-31b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
@@ -109,7 +111,7 @@ static void usage(FILE *f) {
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
             "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss |\n"
-            "                        qwen2moe | glm4moe | gemma4\n"
+            "                        qwen2moe | glm4moe | qwen35 | gemma4\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -120,7 +122,9 @@ static void usage(FILE *f) {
             "                        on three layers of four and YaRN 8 on the others; granite writes the\n"
             "                        shape's multipliers, Granite 3's for other shapes; exaone is llama's\n"
             "                        tensors with neox RoPE; exaone4 as olmo2 with per-head Q/K norms and\n"
-            "                        the window (--sliding-window) on three layers of four)\n"
+            "                        the window (--sliding-window) on three layers of four; qwen35 writes\n"
+            "                        Gated DeltaNet layers with a full attention layer (gated query, Q/K\n"
+            "                        norms, a quarter of the head rotated) every fourth)\n"
             "      --experts N       a mixture of N experts (llama, qwen3moe, qwen2moe, olmoe, granitemoe,\n"
             "                        gpt-oss; default: the\n"
             "                        shape's),\n"
@@ -130,7 +134,7 @@ static void usage(FILE *f) {
             "                        the shape's, else --ffn; granitemoe: none by default; glm4moe: a\n"
             "                        multiple of the experts' width, default one expert's)\n"
             "      --dense-lead N    glm4moe: the first N layers dense, of width --ffn (default: the shape's)\n"
-            "      --nextn N         glm4moe: N more MTP layers (nextn.* tensors; not run) (default: the shape's)\n"
+            "      --nextn N         glm4moe, qwen35: N more MTP layers (not run) (default: the shape's)\n"
             "      --qk-norm         glm4moe: per-head Q/K norms (GLM-4.5's use_qk_norm)\n"
             "      --expert-scale X  glm4moe: routed_scaling_factor (default: the shape's, else 1)\n"
             "      --kv-shared N     gemma4: the last N layers reuse earlier layers' KV cache (default: the\n"
@@ -218,116 +222,6 @@ static int parse_f(const char *s, const char *opt, float *out) {
     }
     *out = v;
     return 1;
-}
-
-/* ---- the vocabulary ------------------------------------------------------ */
-
-typedef struct vocab {
-    int n;
-    char **str;
-    uint64_t *len;
-    float *score;
-    int32_t *type;
-    uint32_t bos, eos, unk;
-} vocab;
-
-static void vocab_free(vocab *v) {
-    if (v->str)
-        for (int i = 0; i < v->n; i++) slm_xfree(v->str[i]);
-    slm_xfree(v->str);
-    slm_xfree(v->len);
-    slm_xfree(v->score);
-    slm_xfree(v->type);
-    memset(v, 0, sizeof *v);
-}
-
-static const char *default_vocab_file(void) {
-    static const char *const cands[] = {"../shared/vocab/ggml-vocab-llama-spm.gguf",
-                                        "shared/vocab/ggml-vocab-llama-spm.gguf",
-                                        "../../shared/vocab/ggml-vocab-llama-spm.gguf"};
-    for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
-        FILE *f = fopen(cands[i], "rb");
-        if (f) {
-            fclose(f);
-            return cands[i];
-        }
-    }
-    return NULL;
-}
-
-/* The first min(n, file) tokens of an SPM vocabulary, padded to n. */
-static int vocab_load(vocab *v, const char *path, int n) {
-    slm_err err;
-    memset(&err, 0, sizeof err);
-    slm_map map;
-    memset(&map, 0, sizeof map);
-    slm_gguf *g = NULL;
-    int ok = 0;
-    memset(v, 0, sizeof *v);
-    if (slm_map_file(&map, path, &err) || slm_gguf_open(&g, map.data, map.size, slm_basename(path), &err)) {
-        fprintf(stderr, "staticlm synth: %s\n", err.msg);
-        goto done;
-    }
-    slm_gguf_str model;
-    slm_gguf_type et;
-    uint64_t n_tok = 0, n_sc = 0, n_ty = 0;
-    const void *sc = NULL, *ty = NULL;
-    if (!slm_gguf_get_str(g, "tokenizer.ggml.model", &model) || !slm_gguf_str_eq(model, "llama")) {
-        fprintf(stderr, "staticlm synth: %s: not a SentencePiece (tokenizer.ggml.model = llama) vocabulary\n", path);
-        goto done;
-    }
-    if (!slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tok, NULL) || et != SLM_GGUF_STRING ||
-        !slm_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &n_sc, &sc) || et != SLM_GGUF_F32 || n_sc != n_tok ||
-        !slm_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n_ty, &ty) || et != SLM_GGUF_I32 || n_ty != n_tok ||
-        n_tok < SYNTH_SPM_BASE) {
-        fprintf(stderr, "staticlm synth: %s: tokens, scores and token_type (at least %d) are needed\n", path,
-                SYNTH_SPM_BASE);
-        goto done;
-    }
-    v->bos = 1, v->eos = 2, v->unk = 0;
-    slm_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &v->bos);
-    slm_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &v->eos);
-    slm_gguf_get_u32(g, "tokenizer.ggml.unknown_token_id", &v->unk);
-    if (v->bos >= (uint32_t)n || v->eos >= (uint32_t)n || v->unk >= (uint32_t)n) {
-        fprintf(stderr, "staticlm synth: %s: special token ids beyond the vocabulary size %d\n", path, n);
-        goto done;
-    }
-    v->n = n;
-    v->str = slm_calloc((size_t)n, sizeof *v->str);
-    v->len = slm_calloc((size_t)n, sizeof *v->len);
-    v->score = slm_calloc((size_t)n, sizeof *v->score);
-    v->type = slm_calloc((size_t)n, sizeof *v->type);
-    if (!v->str || !v->len || !v->score || !v->type) goto nomem;
-    float min_score = 0.0f;
-    for (int i = 0; i < n; i++) {
-        if ((uint64_t)i < n_tok) {
-            slm_gguf_str s;
-            if (!slm_gguf_arr_str(g, "tokenizer.ggml.tokens", (uint64_t)i, &s)) goto done;
-            if (!(v->str[i] = slm_malloc((size_t)s.len + 1))) goto nomem;
-            memcpy(v->str[i], s.s, (size_t)s.len);
-            v->str[i][s.len] = 0;
-            v->len[i] = s.len;
-            memcpy(&v->score[i], (const char *)sc + 4 * (size_t)i, 4);
-            memcpy(&v->type[i], (const char *)ty + 4 * (size_t)i, 4);
-            if (v->score[i] < min_score) min_score = v->score[i];
-        } else {
-            char buf[32];
-            int len = snprintf(buf, sizeof buf, "<synth_%d>", i);
-            if (!(v->str[i] = slm_strdup(buf))) goto nomem;
-            v->len[i] = (uint64_t)len;
-            v->score[i] = min_score - 1.0f - (float)(i - (int)n_tok);
-            v->type[i] = 1; /* normal */
-        }
-    }
-    ok = 1;
-    goto done;
-nomem:
-    fprintf(stderr, "staticlm synth: out of memory for %d tokens\n", n);
-done:
-    if (!ok) vocab_free(v);
-    slm_gguf_close(g);
-    slm_unmap(&map);
-    return ok;
 }
 
 /* ---- tensors ------------------------------------------------------------- */
@@ -545,6 +439,29 @@ static int glm_shape(const synth_args *a, synth_shape *sh) {
     return 0;
 }
 
+/* qwen35's parts (others: none): the DeltaNet shape (defaults from the
+ * heads), a quarter of each head rotated (partial_rotary_factor 0.25), MTP
+ * layers by --nextn; 0 or the exit code. */
+static int is_qwen35_shape(const synth_args *a, synth_shape *sh) {
+    if (strcmp(sh->arch, "qwen35")) {
+        sh->interval = sh->ssm_conv = sh->ssm_state = sh->ssm_k = sh->ssm_v = 0;
+        return 0;
+    }
+    const int hd = head_dim_of(sh);
+    if (!sh->interval) sh->interval = 4;
+    if (!sh->ssm_conv) sh->ssm_conv = 4;
+    if (!sh->ssm_state) sh->ssm_state = hd / 2 > 1 ? hd / 2 : 2;
+    if (!sh->ssm_k) sh->ssm_k = sh->n_heads;
+    if (!sh->ssm_v) sh->ssm_v = 2 * sh->n_heads;
+    sh->nextn = a->nextn > 0 ? a->nextn : 0;
+    sh->rope_dims = hd / 4 >= 2 ? hd / 4 / 2 * 2 : 2;
+    if (sh->ssm_v % sh->ssm_k) {
+        fprintf(stderr, "staticlm synth: qwen35: %d value heads are not a multiple of %d key heads\n", sh->ssm_v, sh->ssm_k);
+        return 2;
+    }
+    return 0;
+}
+
 static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type **ty) {
     const synth_shape *base = NULL;
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
@@ -552,8 +469,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (!base) {
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
                         "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
-                        "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, gemma-4-e2b, gemma-4-e4b, "
-                        "gemma-4-31b, custom)\n", a->shape_name);
+                        "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, "
+                        "qwen3.5-0.8b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -581,7 +498,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         }
         sh->arch = a->arch;
     }
-    if ((a->o_dim > 0 || a->o_heads > 0) && strcmp(sh->arch, "gemma4")) sh->head_dim = 0; /* a changed shape: dim / heads again */
+    /* a changed shape: dim / heads again (gemma4 keeps its head sizes), the DeltaNet heads from them */
+    if ((a->o_dim > 0 || a->o_heads > 0) && strcmp(sh->arch, "gemma4")) sh->head_dim = sh->ssm_state = sh->ssm_k = sh->ssm_v = 0;
     if (a->o_ctx > 0 && sh->orig_ctx > sh->ctx) sh->orig_ctx = sh->ctx;
     if (!strcmp(sh->arch, "phi3") && sh->rope_dims >= head_dim_of(sh)) sh->rope_dims = 0;
     if (strcmp(sh->arch, "phi3")) sh->rope_dims = 0;
@@ -607,6 +525,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->shared_ffn) sh->shared_ffn = a->shared_ffn;
     if (!strcmp(sh->arch, "qwen2moe") && !sh->shared_ffn) sh->shared_ffn = sh->ffn; /* llama.cpp's default */
     if (glm_shape(a, sh)) return 2;
+    if (is_qwen35_shape(a, sh)) return 2;
     if (sh->shared_ffn && strcmp(sh->arch, "qwen2moe") && strcmp(sh->arch, "granitemoe") && strcmp(sh->arch, "glm4moe")) {
         if (a->shared_ffn) {
             fprintf(stderr, "staticlm synth: %s: --shared-ffn only with qwen2moe, granitemoe and glm4moe\n", sh->arch);
@@ -685,6 +604,17 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         slm_gguf_set_bool(w, K("expert_weights_norm"), 1);
         slm_gguf_set_u32(w, K("nextn_predict_layers"), (uint32_t)sh->nextn);
     }
+    if (is(sh, "qwen35")) { /* as convert_hf_to_gguf.py's Qwen3_5TextModel writes them */
+        slm_gguf_set_u32(w, K("ssm.conv_kernel"), (uint32_t)sh->ssm_conv);
+        slm_gguf_set_u32(w, K("ssm.state_size"), (uint32_t)sh->ssm_state);
+        slm_gguf_set_u32(w, K("ssm.group_count"), (uint32_t)sh->ssm_k);
+        slm_gguf_set_u32(w, K("ssm.time_step_rank"), (uint32_t)sh->ssm_v);
+        slm_gguf_set_u32(w, K("ssm.inner_size"), (uint32_t)(sh->ssm_v * sh->ssm_state));
+        slm_gguf_set_u32(w, K("full_attention_interval"), (uint32_t)sh->interval);
+        const int32_t sec[4] = {11, 11, 10, 0};
+        slm_gguf_set_arr(w, K("rope.dimension_sections"), SLM_GGUF_I32, sec, 4);
+        if (sh->nextn) slm_gguf_set_u32(w, K("nextn_predict_layers"), (uint32_t)sh->nextn);
+    }
     if (is(sh, "granite") || is(sh, "granitemoe")) { /* as llama.cpp's converter writes Granite's multipliers */
         slm_gguf_set_f32(w, K("embedding_scale"), sh->mup[0]);
         slm_gguf_set_f32(w, K("attention.scale"), sh->mup[1]);
@@ -742,6 +672,30 @@ static int put_select_bias(synth *s, int l, int E) {
     return add(s, n, SLM_F32, E, 1, 2, b);
 }
 
+/* A qwen35 Gated DeltaNet layer's tensors (after its attn_norm): the fused
+ * Q/K/V and the output gate, the conv taps (f32, normal of std 0.5: the
+ * conv sums 4 of them), the decay's dt bias (normal) and a (-0.1 .. -1, as
+ * -exp(A_log)), beta and alpha, the gated norm's gains (ones), ssm_out. */
+static int put_delta_layer(synth *s, const synth_shape *sh, const synth_type *ty, int l) {
+    const int S = sh->ssm_state, cd = (2 * sh->ssm_k + sh->ssm_v) * S, vd = sh->ssm_v * S, hv = sh->ssm_v;
+    const uint32_t t_in = layer_type(ty->matrix, 0, l, sh->n_layers, sh->dim), t_out = layer_type(ty->matrix, 1, l, sh->n_layers, vd);
+    char n[64];
+    float *taps = synth_alloc(s, (size_t)cd * (size_t)sh->ssm_conv * sizeof(float)), av[4096];
+    if (!taps || hv > 4096) return 0;
+    rng r;
+    rng_seed(&r, s->seed ^ 0x5eedu, (uint64_t)l);
+    rng_normal(&r, taps, (int64_t)cd * sh->ssm_conv, 0.5f);
+    for (int h = 0; h < hv; h++) av[h] = -(0.1f + 0.9f * (float)((h * 7 + l) % 10) / 9.0f);
+#define T(suffix, type, ne0, ne1, init, vals) \
+    (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), add(s, n, type, ne0, ne1, init, vals))
+    return T("attn_qkv.weight", t_in, sh->dim, cd, 0, NULL) && T("attn_gate.weight", t_in, sh->dim, vd, 0, NULL) &&
+           T("ssm_conv1d.weight", SLM_F32, sh->ssm_conv, cd, 2, taps) && T("ssm_dt.bias", SLM_F32, hv, 1, 0, NULL) &&
+           T("ssm_a", SLM_F32, hv, 1, 2, av) && T("ssm_beta.weight", t_in, sh->dim, hv, 0, NULL) &&
+           T("ssm_alpha.weight", t_in, sh->dim, hv, 0, NULL) && T("ssm_norm.weight", SLM_F32, S, 1, 1, NULL) &&
+           T("ssm_out.weight", t_out, vd, sh->dim, 0, NULL);
+#undef T
+}
+
 /* The tensors, in llama.cpp's order; 0 when one could not be made. */
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     if (is(sh, "gemma4")) return synth_gemma4_tensors(s, sh, ty);
@@ -787,6 +741,20 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         const uint32_t t_v = layer_type(mt, 1, l, sh->n_layers, sh->dim);
         const uint32_t t_o = layer_type(mt, 0, l, sh->n_layers, q_dim);
         const uint32_t t_down = layer_type(mt, 1, l, sh->n_layers, sh->ffn);
+        if (is(sh, "qwen35")) {
+            if (l < sh->n_layers && (l + 1) % sh->interval != 0) { /* a Gated DeltaNet layer */
+                if (!put_delta_layer(s, sh, ty, l)) return 0;
+            } else { /* full attention: the gated query (query and gate rows per head) */
+                T("attn_q.weight", t_in, sh->dim, 2 * q_dim, 0);
+                T("attn_k.weight", t_in, sh->dim, kv_dim, 0);
+                T("attn_v.weight", t_v, sh->dim, kv_dim, 0);
+                T("attn_k_norm.weight", SLM_F32, head_dim, 1, 1);
+                T("attn_q_norm.weight", SLM_F32, head_dim, 1, 1);
+                T("attn_output.weight", t_o, q_dim, sh->dim, 0);
+            }
+            T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1); /* the FFN's norm */
+            goto after_attention;
+        }
         if (phi3) { /* fused, as the phi3 GGUFs store them: Q, K, V rows */
             T("attn_qkv.weight", t_in, sh->dim, q_dim + 2 * kv_dim, 0);
         } else {
@@ -810,6 +778,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         }
         if (gemma || post_only) T("post_attention_norm.weight", SLM_F32, sh->dim, 1, 1);
         if (!post_only) T(oss || glm ? "post_attention_norm.weight" : "ffn_norm.weight", SLM_F32, sh->dim, 1, 1);
+    after_attention:
         if (l >= sh->n_layers) { /* glm4moe's MTP layer: its own tensors (llama.cpp loads, never runs them) */
             T("nextn.eh_proj.weight", t_in, 2 * sh->dim, sh->dim, 0);
             T("nextn.enorm.weight", SLM_F32, sh->dim, 1, 1);
@@ -891,7 +860,8 @@ int slm_cli_synth(int argc, char **argv) {
     s.w = slm_gguf_writer_new();
     int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
     if (sh.expert_ffn > widest) widest = sh.expert_ffn;
-    if (head_dim_of(&sh) * sh.n_heads > widest) widest = head_dim_of(&sh) * sh.n_heads;
+    if (2 * head_dim_of(&sh) * sh.n_heads > widest) widest = 2 * head_dim_of(&sh) * sh.n_heads;
+    if ((2 * sh.ssm_k + sh.ssm_v) * sh.ssm_state > widest) widest = (2 * sh.ssm_k + sh.ssm_v) * sh.ssm_state;
     if (sh.ffn_shared > widest) widest = sh.ffn_shared; /* gemma4 */
     if (sh.ple * sh.n_layers > widest) widest = sh.ple * sh.n_layers;
     s.row = slm_malloc(((size_t)widest + 1) * sizeof(float));

@@ -1,5 +1,5 @@
 /* staticlm synth's shared parts (cli/synth.c; gemma4's tensors in
- * cli/synth_gemma4.c). */
+ * cli/synth_gemma4.c; the vocabulary in cli/synth_vocab.c). */
 #ifndef SLM_CLI_SYNTH_H
 #define SLM_CLI_SYNTH_H
 
@@ -34,6 +34,9 @@ typedef struct synth_shape {
      * window's), their partial rotary (rotated / head size x 4: 1 = a quarter), the FFN width of the
      * KV-shared layers (0: ffn), no attn_v on the global layers (V = K) */
     int head_dim_swa, kv_shared, ple, swa_period, kv_heads_global, rot_quarters, ffn_shared, k_eq_v;
+    /* qwen35: Gated DeltaNet layers but every interval-th; conv taps, key/value head size, key and
+     * value heads (0: from the heads: conv 4, head size head_dim / 2, the query heads twice as key heads) */
+    int interval, ssm_conv, ssm_state, ssm_k, ssm_v;
 } synth_shape;
 
 typedef struct synth {

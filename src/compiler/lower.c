@@ -2,7 +2,6 @@
  * the compile driver that produces both programs. */
 #include <math.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 #include "compiler/amx_plan.h"
 #include "compiler/compiler.h"
@@ -62,7 +61,12 @@ static int key_parts(const lower_ctx *c, const slm_node *nd) {
 
 static int is_inplace(slm_op op) {
     return op == SLM_OP_ROPE || op == SLM_OP_ADD || op == SLM_OP_SWIGLU || op == SLM_OP_KV_VIEW ||
-           op == SLM_OP_OUTPUT || op == SLM_OP_BIAS || op == SLM_OP_MOE_COMBINE;
+           op == SLM_OP_OUTPUT || op == SLM_OP_BIAS || op == SLM_OP_MOE_COMBINE || op == SLM_OP_SSM_CONV ||
+           op == SLM_OP_DELTA_GATE;
+}
+
+/* Sequences a program sees (a state input's rows): a batch program's regions, else 1. */
+static int state_seqs(const lower_ctx *c) { return c->seq_rows ? c->g->rows_c / c->seq_rows : 1;
 }
 
 /* A present.L.* output when the KV cache holds another type than f32: its
@@ -99,6 +103,8 @@ static int io_add(lower_ctx *c, slm_io_role role, int layer, int rows, int cols,
     case SLM_IO_PAST_VALUE: snprintf(d->name, sizeof d->name, "past_key_values.%d.value", layer); break;
     case SLM_IO_PRESENT_KEY: snprintf(d->name, sizeof d->name, "present.%d.key", layer); break;
     case SLM_IO_PRESENT_VALUE: snprintf(d->name, sizeof d->name, "present.%d.value", layer); break;
+    case SLM_IO_CONV_STATE: snprintf(d->name, sizeof d->name, "conv_state.%d", layer); break;
+    case SLM_IO_RECUR_STATE: snprintf(d->name, sizeof d->name, "recurrent_state.%d", layer); break;
     default: snprintf(d->name, sizeof d->name, "%s", slm_io_role_name(role)); break;
     }
     return p->n_io++;
@@ -125,7 +131,8 @@ static slm_status plan_memory(lower_ctx *c) {
         const slm_node *nd = &g->nodes[i];
         if (nd->dead) continue;
         if (nd->op == SLM_OP_INPUT) {
-            int io = io_add(c, nd->role, nd->layer, nd->rows, nd->cols, io_dtype(c, nd), 0);
+            const int st = nd->role == SLM_IO_CONV_STATE || nd->role == SLM_IO_RECUR_STATE;
+            int io = io_add(c, nd->role, nd->layer, st ? state_seqs(c) : nd->rows, nd->cols, io_dtype(c, nd), 0);
             if (io < 0) return SLM_ERR_NOMEM;
             c->bufs[i].space = SLM_SPACE_IO;
             c->bufs[i].io = io;
@@ -592,6 +599,76 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
     return SLM_OK;
 }
 
+/* The DeltaNet nodes (qwen35): the slices of the gated query, the conv in
+ * channel tiles, the decay (one task), the delta rule in tiles of value
+ * heads; the conv and the delta rule take their state input (one row per
+ * sequence: `window`) and find a row's sequence by its cache position (k:
+ * the rows of one region). */
+static slm_status lower_recurrent(lower_ctx *c, int i, const slm_node *nd) {
+    slm_task *t;
+    slm_status s;
+    const int region = c->seq_rows ? c->seq_rows : c->g->rows_c;
+    switch (nd->op) {
+    case SLM_OP_SLICE:
+        if (!(t = new_task(c, SLM_T_SLICE, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->k = c->g->nodes[nd->in[0]].cols;
+        t->c = nd->group;
+        t->b = nd->head_dim;
+        t->a = nd->offset;
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_SSM_CONV: { /* channel tiles: up to 8, of 64 channels or more */
+        const int n = nd->cols, w = n / 8 > 64 ? (n + 7) / 8 : 64;
+        for (int n0 = 0; n0 < n; n0 += w) {
+            if (!(t = new_task(c, SLM_T_SSM_CONV, nd->layer))) return SLM_ERR_NOMEM;
+            t->n = n;
+            t->n0 = n0;
+            t->n1 = n0 + w < n ? n0 + w : n;
+            t->c = nd->head_dim;
+            t->k = region;
+            t->window = state_seqs(c);
+            t->flags = row_flags(c, i);
+            t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[1]);
+            if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC2]))) return s;
+            t->ref[SLM_REF_DST] = ref_node(c, i);
+        }
+        return SLM_OK;
+    }
+    case SLM_OP_DELTA_GATE:
+        if (!(t = new_task(c, SLM_T_DELTA_GATE, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->flags = row_flags(c, i);
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1])) || (s = ref_weight(c, nd->weight2, &t->ref[SLM_REF_SRC2])))
+            return s;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_DELTA_NET: { /* tiles of value heads: up to 8 */
+        const int H = nd->heads, per = (H + 7) / 8;
+        for (int h0 = 0; h0 < H; h0 += per) {
+            if (!(t = new_task(c, SLM_T_DELTA_NET, nd->layer))) return SLM_ERR_NOMEM;
+            t->n = nd->cols;
+            t->n0 = h0;
+            t->n1 = h0 + per < H ? h0 + per : H;
+            t->a = nd->kv_heads;
+            t->b = H;
+            t->c = nd->head_dim;
+            t->k = region;
+            t->window = state_seqs(c);
+            t->f0 = nd->eps;
+            t->flags = row_flags(c, i);
+            for (int k = 0; k < 4; k++) t->ref[k] = ref_node(c, nd->in[k]);
+            t->ref[SLM_REF_DST] = ref_node(c, i);
+        }
+        return SLM_OK;
+    }
+    default:
+        return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: cannot lower %s", i, slm_op_name(nd->op));
+    }
+}
+
 static slm_status lower_node(lower_ctx *c, int i) {
     const slm_node *nd = &c->g->nodes[i];
     slm_task *t;
@@ -699,6 +776,7 @@ static slm_status lower_node(lower_ctx *c, int i) {
         if (!(t = new_task(c, nd->op == SLM_OP_ADD ? SLM_T_ADD : SLM_T_SWIGLU, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;
         t->flags = row_flags(c, i) | (nd->op == SLM_OP_SWIGLU && nd->gelu ? SLM_TF_GELU : 0);
+        t->a = nd->op == SLM_OP_SWIGLU && nd->sigmoid; /* qwen35: sigmoid(gate) * up */
         if (nd->op == SLM_OP_ADD) {
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[1]);
             t->f2 = nd->scale; /* gemma4: the sum times the layer's output scale */
@@ -720,6 +798,8 @@ static slm_status lower_node(lower_ctx *c, int i) {
         return lower_kv_store(c, i);
     case SLM_OP_MOE_ROUTE: case SLM_OP_MOE_MATMUL: case SLM_OP_MOE_COMBINE:
         return lower_moe(c, i, nd);
+    case SLM_OP_SLICE: case SLM_OP_SSM_CONV: case SLM_OP_DELTA_GATE: case SLM_OP_DELTA_NET:
+        return lower_recurrent(c, i, nd);
     case SLM_OP_LAST_ROW:
         if (!(t = new_task(c, SLM_T_COPY_ROW, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;
@@ -798,200 +878,4 @@ fail_free_ctx:
     slm_xfree(c.bufs);
     slm_xfree(c.regions);
     return s;
-}
-
-
-
-
-/* ---- the compile driver -------------------------------------------------- */
-
-static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind kind, int rows_t, int cap,
-                               const slm_model_file *m, slm_err *err) {
-    slm_status s;
-    p->kind = (uint8_t)kind;
-    static const char *const names[] = {"", "prefill", "generate", "verify", "lm_head"};
-    snprintf(p->name, sizeof p->name, "%s.%d", names[kind], kind == SLM_PROG_GENERATE ? cap : rows_t);
-    if (kind == SLM_PROG_LMHEAD) {
-        slm_graph_init(&p->graph, p->name);
-        if ((s = slm_build_lm_head(&p->graph, m, err))) return s;
-        if ((s = slm_pass_specialize(&p->graph, rows_t, rows_t, err))) return s;
-        return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
-    }
-    if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
-    p->graph.rope_table_bytes = (uint64_t)c->consts.rope_pos * (uint64_t)c->consts.rope_pairs * 2 * sizeof(float);
-    if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
-    if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
-    if (kind != SLM_PROG_VERIFY && (s = slm_pass_last_row(&p->graph, err))) return s;
-    if (c->opt.lm_head_separate && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
-    if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
-    if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
-    if ((s = slm_pass_fuse_residual(&p->graph, err))) return s;
-    return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
-}
-
-static int cmp_i32(const void *a, const void *b) {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sort, clamp to [lo, hi], drop duplicates, make sure hi is present. */
-static int32_t normalize_variants(int32_t *v, int32_t n, int32_t lo, int32_t hi) {
-    if (n < 0) n = 0;
-    if (n > SLM_MAX_VARIANTS - 1) n = SLM_MAX_VARIANTS - 1;
-    for (int i = 0; i < n; i++) v[i] = v[i] < lo ? lo : v[i] > hi ? hi : v[i];
-    v[n++] = hi;
-    qsort(v, (size_t)n, sizeof *v, cmp_i32);
-    int32_t k = 0;
-    for (int i = 0; i < n; i++)
-        if (k == 0 || v[i] != v[k - 1]) v[k++] = v[i];
-    for (int i = k; i < SLM_MAX_VARIANTS; i++) v[i] = 0;
-    return k;
-}
-
-slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_compile_options *opt,
-                       slm_err *err) {
-    memset(out, 0, sizeof *out);
-    out->n_seqs = 1;
-    out->opt = *opt;
-    out->cfg = m->cfg;
-    int ctx = m->cfg.context_len > 0 ? m->cfg.context_len : INT32_MAX;
-    int mpl = opt->max_prompt_len, mrl = opt->min_response_len;
-    if (mpl < 1 || mrl < 0) return slm_errf(err, SLM_ERR_ARG, "max_prompt_len must be >= 1 and min_response_len >= 0");
-    if (!slm_kv_type_ok(opt->kv_type))
-        return slm_errf(err, SLM_ERR_ARG, "kv_type %d: the KV cache holds f32, f16 or q8_0", opt->kv_type);
-    const int hd_q8 = m->cfg.head_dim % SLM_QK8_0 ? m->cfg.head_dim : m->cfg.head_dim_swa; /* gemma4: both kinds */
-    if (opt->kv_type == SLM_Q8_0 && hd_q8 % SLM_QK8_0)
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "--kv-type q8_0: head_dim %d is not a multiple of %d (q8_0 blocks "
-                        "must not straddle heads); use --kv-type f16 or f32", hd_q8, SLM_QK8_0);
-    if (opt->kv_type != SLM_F32 && slm_max_head_dim(&m->cfg) > 512)
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "--kv-type %s: head_dim %d above 512; use --kv-type f32",
-                        slm_dtype_name((uint32_t)opt->kv_type), slm_max_head_dim(&m->cfg));
-    /* Clamp to the model's context length. The response room is kept when
-     * the prompt room can give way; otherwise the response room shrinks. */
-    if (mpl > ctx) mpl = ctx;
-    if (mrl > ctx - mpl) {
-        if (ctx - mrl >= 1) mpl = ctx - mrl;
-        else mrl = ctx - mpl;
-    }
-    out->opt.max_prompt_len = mpl;
-    out->opt.min_response_len = mrl;
-    if (out->opt.tile_kb <= 0) { /* an eighth of this CPU's L2: the rest holds activations, scratch */
-        long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-        out->opt.tile_kb = l2 > 0 ? (int32_t)(l2 / 8 / 1024) : 256;
-        if (out->opt.tile_kb < 32) out->opt.tile_kb = 32;
-    }
-    out->kv_capacity = mpl + mrl;
-    slm_compile_options *o = &out->opt;
-    o->n_prefill_variants = normalize_variants(o->prefill_variants, o->n_prefill_variants, 1, mpl);
-    o->n_generate_variants = normalize_variants(o->generate_variants, o->n_generate_variants, 1, out->kv_capacity);
-    slm_status s;
-    slm_graph_init(&out->stateful, "stateful");
-    if ((s = slm_build_decoder(&out->stateful, m, err))) goto fail;
-    if ((s = slm_build_constants(out, m, err))) goto fail;
-    if (o->draft_n < 0 || o->draft_n + 1 > mpl) o->draft_n = 0;
-    out->progs = slm_calloc((size_t)(o->n_prefill_variants + o->n_generate_variants + 3), sizeof(slm_program));
-    if (!out->progs) {
-        s = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-        goto fail;
-    }
-    for (int i = 0; i < o->n_prefill_variants; i++, out->n_progs++)
-        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_PREFILL, o->prefill_variants[i],
-                              out->kv_capacity, m, err)))
-            goto fail;
-    for (int i = 0; i < o->n_generate_variants; i++, out->n_progs++)
-        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_GENERATE, 1, o->generate_variants[i], m, err)))
-            goto fail;
-    if (o->draft_n > 0) {
-        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_VERIFY, o->draft_n + 1, out->kv_capacity, m, err)))
-            goto fail;
-        out->n_progs++;
-    }
-    if (o->lm_head_separate) {
-        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, 1, 1, m, err))) goto fail;
-        out->n_progs++;
-        if (o->draft_n > 0) {
-            if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, o->draft_n + 1, o->draft_n + 1, m, err)))
-                goto fail;
-            out->n_progs++;
-        }
-    }
-    return SLM_OK;
-fail:
-    out->n_progs++; /* free the half-built one too */
-    slm_compiled_free(out);
-    return s;
-}
-
-/* ---- batch programs (concurrent sequences) -------------------------------- */
-
-static slm_status make_batch_program(slm_compiled *c, slm_program *p, int rows, int n_seqs, const slm_model_file *m,
-                                     slm_err *err) {
-    slm_status s;
-    p->kind = SLM_PROG_BATCH;
-    snprintf(p->name, sizeof p->name, "batch.%d", rows);
-    if ((s = slm_graph_clone(&p->graph, &c->stateful, p->name))) return slm_errf(err, s, "out of memory");
-    p->graph.rope_table_bytes = (uint64_t)c->consts.rope_pos * (uint64_t)c->consts.rope_pairs * 2 * sizeof(float);
-    if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
-    if ((s = slm_pass_specialize(&p->graph, rows, n_seqs * c->kv_capacity, err))) return s;
-    if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
-    if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
-    if ((s = slm_pass_fuse_residual(&p->graph, err))) return s;
-    return slm_lower_batch(p, &p->graph, &c->opt, c->kv_capacity, m->map.data, m->map.size, err);
-}
-
-slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seqs, const int *batches, int n_batches,
-                             slm_err *err) {
-    if (n_seqs <= 1) return SLM_OK;
-    if (c->opt.lm_head_separate)
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "concurrent sequences (%d) with a separate LM head are not supported",
-                        n_seqs);
-    if ((int64_t)n_seqs * c->kv_capacity > (1 << 24))
-        return slm_errf(err, SLM_ERR_ARG, "%d sequences of %d KV rows are too many", n_seqs, c->kv_capacity);
-    int add = 0;
-    for (int i = 0; i < n_batches; i++) add += batches[i] > 1 && batches[i] <= n_seqs;
-    slm_program *np = slm_realloc(c->progs, (size_t)(c->n_progs + add) * sizeof *np);
-    if (!np) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-    c->progs = np;
-    memset(c->progs + c->n_progs, 0, (size_t)add * sizeof *np);
-    c->n_seqs = n_seqs;
-    for (int i = 0; i < n_batches; i++) {
-        if (batches[i] <= 1 || batches[i] > n_seqs) continue;
-        slm_status s = make_batch_program(c, &c->progs[c->n_progs], batches[i], n_seqs, m, err);
-        c->n_progs++; /* freed with the others, even half built */
-        if (s) return s;
-    }
-    return SLM_OK;
-}
-
-slm_program *slm_pick_prefill(slm_compiled *c, int n) {
-    for (int i = 0; i < c->n_progs; i++)
-        if (c->progs[i].kind == SLM_PROG_PREFILL && c->progs[i].rows >= n) return &c->progs[i];
-    return NULL;
-}
-
-slm_program *slm_pick_generate(slm_compiled *c, int need) {
-    for (int i = 0; i < c->n_progs; i++)
-        if (c->progs[i].kind == SLM_PROG_GENERATE && c->progs[i].kv_capacity >= need) return &c->progs[i];
-    return NULL;
-}
-
-slm_program *slm_pick_lm_head(slm_compiled *c, int rows) {
-    for (int i = 0; i < c->n_progs; i++)
-        if (c->progs[i].kind == SLM_PROG_LMHEAD && c->progs[i].rows == rows) return &c->progs[i];
-    return NULL;
-}
-
-slm_program *slm_largest(slm_compiled *c, slm_prog_kind kind) {
-    slm_program *best = NULL;
-    for (int i = 0; i < c->n_progs; i++) if (c->progs[i].kind == kind) best = &c->progs[i];
-    return best;
-}
-
-void slm_compiled_free(slm_compiled *c) {
-    slm_graph_free(&c->stateful);
-    if (c->progs)
-        for (int i = 0; i < c->n_progs; i++) slm_program_free(&c->progs[i]);
-    slm_xfree(c->progs);
-    slm_aligned_free(c->consts.rope);
-    memset(c, 0, sizeof *c);
 }

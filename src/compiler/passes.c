@@ -133,6 +133,7 @@ slm_status slm_pass_fuse_prologues(slm_graph *g, slm_err *err) {
         if (F->op == SLM_OP_RMSNORM && (F->group || !F->weight)) continue; /* per-head norms stay tasks */
         /* a slice of a wider `up` (gemma4's per-layer inputs) stays a task */
         if (F->op == SLM_OP_SWIGLU && (F->col0 || g->nodes[F->in[1]].cols != F->cols)) continue;
+        if (F->op == SLM_OP_SWIGLU && F->sigmoid) continue; /* qwen35's gated attention output: a task */
         int ok = 1, users = 0;
         for (int i = 0; i < g->n_nodes && ok; i++) {
             const slm_node *u = &g->nodes[i];

@@ -418,7 +418,21 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
         }
         return SLM_OK;
     }
+    case SLM_T_SLICE:
+        slm_exec_slice(t, rr);
+        return SLM_OK;
+    case SLM_T_SSM_CONV:
+        return slm_exec_ssm_conv(t, rr, cpos);
+    case SLM_T_DELTA_GATE:
+        slm_exec_delta_gate(t, rr);
+        return SLM_OK;
+    case SLM_T_DELTA_NET:
+        return slm_exec_delta_net(t, rr, cpos);
     case SLM_T_SWIGLU:
+        if (t->a == 1) { /* qwen35's gated attention output */
+            slm_exec_sigmoid_gate(t, rr);
+            return SLM_OK;
+        }
         if (t->flags & SLM_TF_GELU) {
             for (int r = rr.begin; r < rr.end; r++)
                 geglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),

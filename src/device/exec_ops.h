@@ -27,4 +27,12 @@ slm_status slm_exec_moe_route(const slm_task *t, rows rr);
 /* MOE_COMBINE: the experts' down rows, weighted, into the residual. */
 slm_status slm_exec_moe_combine(const slm_task *t, rows rr);
 
+/* The hybrid recurrent layers' tasks (exec_recur.c); cpos: the program's
+ * cache positions (a row's sequence); SLM_ERR_ARG for a row outside them. */
+void slm_exec_slice(const slm_task *t, rows rr);
+void slm_exec_sigmoid_gate(const slm_task *t, rows rr);
+slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos);
+void slm_exec_delta_gate(const slm_task *t, rows rr);
+slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos);
+
 #endif

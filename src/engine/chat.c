@@ -168,6 +168,7 @@ int slm_chat_add_ex(slm_chat *c, const char *role, const char *content, const ch
         slm_xfree(rc);
         return 0;
     }
+    memset(&c->m[c->n], 0, sizeof c->m[c->n]); /* no tool calls */
     c->m[c->n].role = r;
     c->m[c->n].content = t;
     c->m[c->n].reasoning_content = rc;

@@ -518,6 +518,12 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         return s;
     slm_pool_set_schedule(e->rt.head_pool, e->opt.schedule); /* NULL: none */
     build_stop_set(e);
+    if (e->cfg.recur_interval && e->opt.prefix_cache_mb > 0) { /* as run's note for its own case */
+        fprintf(stderr, "staticlm: note: the prefix cache is off for %s: its recurrent layers' state cannot be restored "
+                        "from the KV rows of a prefix (a conversation still keeps its state between turns)\n",
+                e->cfg.arch);
+        e->opt.prefix_cache_mb = 0;
+    }
     slm_pc_init(&e->pc, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20);
     if (e->opt.draft_path) {
         if (!slm_largest(&e->comp, SLM_PROG_VERIFY))
@@ -539,6 +545,9 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
             e->draft = NULL;
             return s;
         }
+        if (e->draft->cfg.recur_interval)
+            return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "draft model: %s's recurrent layers keep a state that rejected "
+                            "tokens cannot be taken back from; it cannot be a draft", e->draft->cfg.arch);
         if (e->draft->cfg.vocab_size != e->cfg.vocab_size)
             return slm_errf(&e->err, SLM_ERR_ARG, "draft model: vocabulary of %d tokens, the model has %d",
                             e->draft->cfg.vocab_size, e->cfg.vocab_size);
@@ -600,6 +609,7 @@ void slm_free(slm_engine *e) {
     slm_free(e->draft);
     slm_pc_free(&e->pc);
     slm_chat_tok_free(e->ctok);
+    slm_gvocab_free(e->gvocab);
     slm_xfree(e->slot_used);
     slm_rt_free(&e->rt);
     close_model(e);
@@ -696,10 +706,12 @@ int slm_num_stored(const slm_engine *e) {
     slm_rt_select(&((slm_engine *)e)->rt, 0);
     return e->rt.num_stored;
 }
-void slm_trim(slm_engine *e, int n_keep) {
-    if (!e || !e->loaded) return;
+slm_status slm_trim(slm_engine *e, int n_keep) {
+    if (!e || !e->loaded) return SLM_ERR_ARG;
     slm_rt_select(&e->rt, 0);
-    if (n_keep >= 0 && n_keep <= e->rt.num_stored) slm_rt_trim(&e->rt, n_keep);
+    if (n_keep < 0 || n_keep > e->rt.num_stored) return SLM_OK;
+    const slm_status s = slm_rt_trim(&e->rt, n_keep);
+    return s ? slm_errf(&e->err, s, "trim to %d tokens: prefilling them again failed", n_keep) : SLM_OK;
 }
 
 int slm_capacity(const slm_engine *e) { return e && e->loaded ? e->rt.cap : 0; }

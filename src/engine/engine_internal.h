@@ -11,6 +11,7 @@
 #include "format/model.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/runtime.h"
+#include "text/grammar.h"
 #include "text/tokenizer.h"
 #include "staticlm.h"
 
@@ -38,6 +39,7 @@ struct slm_engine {
     int *slot_used;         /* [rt.n_seqs] 1 = a session holds that KV region */
     struct slm_session *draft_owner; /* the session that drives the draft */
     struct slm_chat_tok *ctok; /* special-token and continuation tokenizer (lazy) */
+    slm_gvocab *gvocab;     /* the vocabulary's texts for grammar masks (grammar.c; at the first grammar) */
 };
 
 /* engine.c: the KV regions sessions hold, and tokenizing their feeds */
@@ -51,5 +53,19 @@ int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **id
 void slm_sample_dist(float *logits, int n, const slm_sampling *s, void *scratch);
 int slm_sample_from(const float *p, int n, uint64_t *rng);
 float slm_random_f32(uint64_t *rng);
+
+/* grammar.c: sampling under a GBNF grammar (a session's slm_sampling.grammar).
+ * new compiles the text (and prepares e's vocabulary once); sample draws a
+ * token from the adjusted logits (modified) that the grammar allows after
+ * prev (*tok = -1: the grammar is complete and no stop token may end it;
+ * *masked += 1 when the whole vocabulary had to be masked);
+ * accept advances the grammar by a token sampled so. */
+typedef struct slm_gsamp slm_gsamp;
+slm_status slm_gsamp_new(slm_engine *e, const char *text, slm_gsamp **out, slm_err *err);
+void slm_gsamp_free(slm_gsamp *gs);
+void slm_gsamp_reset(slm_gsamp *gs);
+slm_status slm_gsamp_sample(slm_gsamp *gs, const slm_engine *e, float *logits, const slm_sampling *s, uint64_t *rng,
+                            void *scratch, int prev, int ignore_eos, int *tok, int *masked, slm_err *err);
+slm_status slm_gsamp_accept(slm_gsamp *gs, const slm_engine *e, int prev, int id, slm_err *err);
 
 #endif

@@ -51,6 +51,7 @@ struct slm_session {
     int offer_pc;             /* the feed completes a prompt (set_prompt): offer it to the prefix cache */
     int no_pc_store;          /* a stepped prompt's piece before the last: offer nothing yet */
     int32_t *rest;            /* a stepped prompt (slm_session_begin_prompt): the ids still to prefill */
+    slm_gsamp *gs;            /* the sampling's grammar (grammar.c), or NULL */
     int rest_n, rest_i;       /* [rest_i, rest_n) of rest are left */
 };
 
@@ -67,6 +68,10 @@ static void clear_stop_strings(slm_session *s) {
     s->n_stop_str = 0;
 }
 
+static void note(slm_session *s, const char *msg) {
+    if (s->cfg.on_note) s->cfg.on_note(s->cfg.note_ud, msg);
+}
+
 slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg) {
     if (!s) return SLM_ERR_ARG;
     slm_session_cfg def;
@@ -74,6 +79,13 @@ slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg) {
     if (!cfg) cfg = &def;
     if (cfg->n_stop < 0 || cfg->n_stop > MAX_STOP_STR)
         return slm_errf(&s->err, SLM_ERR_ARG, "stop strings: at most %d, got %d", MAX_STOP_STR, cfg->n_stop);
+    slm_gsamp *gs = NULL;
+    if (cfg->samp.grammar) {
+        slm_status st = slm_gsamp_new(s->e, cfg->samp.grammar, &gs, &s->err);
+        if (st) return st;
+    }
+    slm_gsamp_free(s->gs);
+    s->gs = gs;
     clear_stop_strings(s);
     for (int i = 0; i < cfg->n_stop; i++) {
         if (!cfg->stop[i] || !cfg->stop[i][0]) continue;
@@ -86,6 +98,8 @@ slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg) {
     s->cfg = *cfg;
     s->cfg.stop = NULL;
     s->cfg.n_stop = 0;
+    s->cfg.samp.grammar = NULL; /* compiled into s->gs */
+    if (s->gs && s->use_draft) note(s, "[speculative decoding is off under a grammar: tokens are judged one at a time]");
     s->rng = cfg->samp.seed ? cfg->samp.seed : 0x5eed5eedull;
     return SLM_OK;
 }
@@ -113,6 +127,10 @@ slm_status slm_session_new(slm_engine *e, const slm_session_cfg *cfg, slm_sessio
     }
     s->e = e;
     s->slot = slot;
+    if (e->draft && !e->draft_owner) {
+        e->draft_owner = s;
+        s->use_draft = 1;
+    }
     s->pending = -1;
     s->prev = -1;
     slm_status st = slm_session_configure(s, cfg);
@@ -120,10 +138,6 @@ slm_status slm_session_new(slm_engine *e, const slm_session_cfg *cfg, slm_sessio
         slm_errf(&e->err, st, "%s", s->err.msg);
         slm_session_free(s);
         return st;
-    }
-    if (e->draft && !e->draft_owner) {
-        e->draft_owner = s;
-        s->use_draft = 1;
     }
     slm_session_reset(s);
     *out = s;
@@ -142,6 +156,7 @@ void slm_session_free(slm_session *s) {
     if (s->e->draft_owner == s) s->e->draft_owner = NULL;
     slm_engine_release_slot(s->e, s->slot);
     clear_stop_strings(s);
+    slm_gsamp_free(s->gs);
     slm_aligned_free(s->logits);
     slm_aligned_free(s->q);
     slm_xfree(s->scratch);
@@ -160,6 +175,7 @@ static void reply_clear(slm_session *s) {
     s->produced = 0;
     s->stop = SLM_STOP_NONE;
     s->qn = s->qi = 0;
+    slm_gsamp_reset(s->gs); /* each reply starts at the grammar's root */
 }
 
 void slm_session_reset(slm_session *s) {
@@ -217,9 +233,6 @@ const char *slm_session_text(const slm_session *s, size_t *len, size_t *safe) {
 
 /* ---- feeding --------------------------------------------------------------------- */
 
-static void note(slm_session *s, const char *msg) {
-    if (s->cfg.on_note) s->cfg.on_note(s->cfg.note_ud, msg);
-}
 
 /* Prefill ids onto the rows the session holds (the engine's prefix cache
  * restores a shared prefix when the session is empty), and the draft's
@@ -330,10 +343,13 @@ static int prompt_keep(slm_session *s, const int32_t *ids, int n) {
     while (keep < rt->num_stored && keep < n - 1 && rt->tokens[keep] == ids[keep]) keep++;
     /* the prefix cache may hold more of it than the session does */
     if (keep > 0 && s->e->pc.limit_bytes && slm_pc_match(&s->e->pc, ids, n - 1) > keep) keep = 0;
+    /* recurrent layers (qwen35): their state holds every stored token; a shorter prefix would mean
+     * prefilling it again, which costs what starting over does */
+    if (keep < rt->num_stored && rt->rstate) keep = 0;
     if (keep == 0) {
         slm_session_reset(s);
     } else {
-        slm_rt_trim(rt, keep);
+        slm_rt_trim(rt, keep); /* nothing dropped with recurrent layers (above): no rebuild that could fail */
         if (s->use_draft && s->e->draft->rt.num_stored > keep) slm_rt_trim(&s->e->draft->rt, keep);
         s->pending = -1;
         s->qn = s->qi = 0;
@@ -573,8 +589,8 @@ static slm_status speculate(slm_session *s, int k) {
     s->st.n_drafted += k;
     s->st.n_accepted += acc;
     /* keep y and the accepted rows; trim the rest from both caches */
-    slm_rt_trim(rt, base + 1 + acc);
-    slm_rt_trim(&d->rt, dbase + 1 + (acc < k ? acc : k - 1));
+    if ((st = slm_rt_trim(rt, base + 1 + acc)) || (st = slm_rt_trim(&d->rt, dbase + 1 + (acc < k ? acc : k - 1))))
+        return slm_errf(&s->err, st, "speculative decoding: trimming the rejected tokens failed");
     if (acc == k && (st = slm_rt_decode(&d->rt, prop[k - 1], &d->err)))
         return slm_errf(&s->err, st, "draft: %s", d->err.msg);
     s->qn = s->qi = 0;
@@ -683,7 +699,7 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
         if (s->pending >= 0) {
             slm_runtime *rt = rt_of(s);
             int k = 0;
-            if (s->use_draft) {
+            if (s->use_draft && !s->gs) { /* a grammar judges one token at a time: no speculation */
                 const slm_program *vp = slm_largest(&e->comp, SLM_PROG_VERIFY);
                 k = vp ? vp->rows - 1 : 0;
                 if (k > MAX_DRAFT) k = MAX_DRAFT;
@@ -704,7 +720,14 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
         }
         slm_runtime *rt = rt_of(s);
         slm_sample_adjust(s->logits, V, &s->cfg.samp, rt->tokens, rt->num_stored, NULL, 0, s->scratch);
-        tok = slm_sample(s->logits, V, &s->cfg.samp, &s->rng, s->scratch);
+        if (!s->gs) {
+            tok = slm_sample(s->logits, V, &s->cfg.samp, &s->rng, s->scratch);
+        } else {
+            if ((st = slm_gsamp_sample(s->gs, e, s->logits, &s->cfg.samp, &s->rng, s->scratch, s->prev,
+                                       s->cfg.ignore_eos, &tok, &s->st.n_masked, &s->err)))
+                return st;
+            if (tok < 0) return stop_with(s, SLM_STOP_TOKEN, id); /* the grammar is complete */
+        }
     }
 emit:
     if (s->first_pending) {
@@ -717,6 +740,7 @@ emit:
         s->pending = -1;
         return stop_with(s, SLM_STOP_TOKEN, id);
     }
+    if (s->gs && (st = slm_gsamp_accept(s->gs, e, s->prev, tok, &s->err))) return st;
     s->pending = tok;
     s->produced++;
     s->st.n_generated++;

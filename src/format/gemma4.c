@@ -209,6 +209,9 @@ slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, 
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4 flags v_norm %d, rope_freqs_global %d, layer_scale %d, "
                         "neox %d, experts %d out of range", file, c->v_norm, c->rope_freqs_global, c->layer_scale,
                         c->rope_neox, c->n_experts);
+    if (c->recur_interval || c->attn_gate)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4 with qwen35's recurrent layers (recur_interval %d) or "
+                        "gated query (attn_gate %d)", file, c->recur_interval, c->attn_gate);
     if (c->kv_shared < 0 || c->kv_shared > c->n_layers - 1)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config kv_shared = %d of %d layers (one at least keeps K/V)", file,
                         c->kv_shared, c->n_layers);

@@ -55,6 +55,7 @@ static void part_of(slm_tensor *dst, const slm_tensor *t, const char *name, int6
  * The fused names leave the table (no matrix is listed twice). */
 static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_err *err) {
     const slm_model_config *c = &m->cfg;
+    if (c->recur_interval) return SLM_OK; /* qwen35: attn_qkv is the DeltaNet layers' own matrix */
     const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     const int n0 = m->n_tensors; /* walk the file's tensors (not n_layers: the config is not validated yet) */
     for (int i = 0; i < n0; i++) {
@@ -564,6 +565,83 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
     return SLM_OK;
 }
 
+/* Qwen3.5 (llama.cpp's qwen35): hybrid layers, three Gated DeltaNet layers
+ * of every full_attention_interval (default 4) and a full attention layer
+ * with a gated query, per-head Q/K norms and partial neox RoPE. The keys:
+ * ssm.conv_kernel, ssm.state_size (the key and value head size: inner_size
+ * must be time_step_rank x state_size, as llama.cpp requires), group_count
+ * (key heads), time_step_rank (value heads); a per-layer
+ * attention.recurrent_layers list must say what the interval says; the
+ * nextn_predict_layers MTP layers after n_layers are skipped. Its RoPE is
+ * interleaved M-RoPE (rope.dimension_sections): for text every section
+ * takes the token's position except a fourth one (position 0 for text), so
+ * it is plain neox RoPE when every rotated pair falls in the first three,
+ * which is checked (a pair in the fourth is refused). */
+static slm_status qwen35_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
+    int inner = 0, interval = 4;
+    if ((s = get_int(g, file, KEY("ssm.conv_kernel"), 1, &c->ssm_conv, err)) ||
+        (s = get_int(g, file, KEY("ssm.state_size"), 1, &c->ssm_state, err)) ||
+        (s = get_int(g, file, KEY("ssm.group_count"), 1, &c->ssm_k_heads, err)) ||
+        (s = get_int(g, file, KEY("ssm.time_step_rank"), 1, &c->ssm_v_heads, err)) ||
+        (s = get_int(g, file, KEY("ssm.inner_size"), 1, &inner, err)) ||
+        (s = get_int(g, file, KEY("full_attention_interval"), 0, &interval, err)))
+        return s;
+    if ((int64_t)c->ssm_v_heads * c->ssm_state != inner)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: value heads of another size than the keys' "
+                        "(%d x %d) are not supported", file, KEY("ssm.inner_size"), inner, c->ssm_v_heads, c->ssm_state);
+    int64_t v = 0;
+    if (slm_gguf_find(g, KEY("nextn_predict_layers")) >= 0 &&
+        (!slm_gguf_get_i64(g, key, &v) || v < 0 || v >= c->n_layers))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': not an integer in 0..%d", file, key, c->n_layers - 1);
+    c->nextn_layers = (int)v;
+    c->n_layers -= c->nextn_layers;
+    c->recur_interval = interval;
+    slm_gguf_type et;
+    uint64_t n = 0;
+    const void *data;
+    if (slm_gguf_find(g, KEY("attention.recurrent_layers")) >= 0) {
+        if (!slm_gguf_get_arr(g, key, &et, &n, &data) || (et != SLM_GGUF_BOOL && et != SLM_GGUF_U8 && et != SLM_GGUF_I8))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a list of booleans", file, key);
+        if (n != (uint64_t)(c->n_layers + c->nextn_layers))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %llu entries for %d layers", file, key,
+                            (unsigned long long)n, c->n_layers + c->nextn_layers);
+        for (int l = 0; l < c->n_layers; l++)
+            if ((((const uint8_t *)data)[l] != 0) != slm_layer_recurrent(c, l))
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': layer %d is %s; only a full attention layer "
+                                "every %d (full_attention_interval) is supported", file, key, l,
+                                ((const uint8_t *)data)[l] ? "recurrent" : "full attention", interval);
+    }
+    if (slm_gguf_get_arr(g, KEY("rope.dimension_sections"), &et, &n, &data)) {
+        int sec[4] = {0, 0, 0, 0}, sum = 0;
+        if ((et != SLM_GGUF_I32 && et != SLM_GGUF_U32) || n < 1 || n > 4)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected up to 4 integers", file, key);
+        for (uint64_t i = 0; i < n; i++) {
+            memcpy(&sec[i], (const uint8_t *)data + 4 * i, 4);
+            if (sec[i] < 0 || sec[i] > 4096)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': section %llu = %d out of range", file, key,
+                                (unsigned long long)i, sec[i]);
+            sum += sec[i];
+        }
+        const int pairs = (c->rope_dims ? c->rope_dims : c->head_dim) / 2;
+        for (int i = 0; i < pairs && sum > 0; i++) { /* ggml's interleaved M-RoPE: the section of pair i */
+            const int sector = i % sum;
+            const int text = (sector % 3 == 1 && sector < 3 * sec[1]) || (sector % 3 == 2 && sector < 3 * sec[2]) ||
+                             (sector % 3 == 0 && sector < 3 * sec[0]);
+            if (!text)
+                return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': rotated pair %d takes the fourth section's "
+                                "position; only sections that reduce to plain RoPE for text are supported", file, key, i);
+        }
+    }
+    c->rope_neox = 1;
+    c->qk_norm = 1;
+    c->attn_gate = 1;
+#undef KEY
+    return SLM_OK;
+}
+
 /* The tensor table: every tensor of the file, by its GGUF name; fused and
  * expert matrices split into the ones the decoder reads; gpt-oss's FFN norm
  * under the name the decoder reads. */
@@ -601,7 +679,7 @@ static slm_status load_tensors(slm_model_file *m, const slm_gguf *g, const char 
     m->n_tensors = (int)nt;
     if ((s = split_fused(m, file, (int)cap, err))) return s;
     if ((s = split_experts(m, file, (int)cap, err))) return s;
-    if (!strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe")) /* their FFN norm is named post_attention_norm */
+    if (!strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe") || !strcmp(A, "qwen35")) /* their FFN norm: post_attention_norm */
         for (int i = 0; i < m->n_tensors; i++) {
             int l, end = 0;
             if (sscanf(m->tensors[i].name, "blk.%d.post_attention_norm.weight%n", &l, &end) == 1 && end > 0 &&
@@ -626,6 +704,9 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string, found %s", file,
                         slm_gguf_type_name(slm_gguf_kv_type(g, slm_gguf_find(g, "general.architecture"))));
     const char *A = slm_arch_name(slm_arch_find(arch.s, arch.len));
+    if (!A && slm_gguf_str_eq(arch, "qwen35moe"))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture 'qwen35moe' (Qwen3.5 MoE) is not supported yet; "
+                        "the dense Qwen3.5 models (qwen35) are", file);
     if (!A) {
         char a[40];
         size_t n = 0;
@@ -686,7 +767,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const int is_qwen2 = !strcmp(A, "qwen2") || !strcmp(A, "qwen2moe");
     c->rope_neox = is_qwen2 || is_qwen3 || is_gemma2 || is_gemma3 || is_gemma4 || is_phi3 || !strcmp(A, "olmo2") ||
                    !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe") ||
-                   !strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe");
+                   !strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe") || !strcmp(A, "qwen35");
     c->qkv_bias = is_qwen2 || !strcmp(A, "gpt-oss");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 
@@ -717,6 +798,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if ((s = family_params(g, file, A, c, err))) return s;
     if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;
     if ((s = moe_params(g, file, A, c, err))) return s;
+    if (!strcmp(A, "qwen35") && (s = qwen35_params(g, file, A, c, err))) return s;
 
     /* The vocabulary size: the key, else the token list, else token_embd. */
     uint64_t n_tok = 0;

@@ -128,7 +128,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_GRANITE] = "granite", [SLM_ARCH_EXAONE] = "exaone", [SLM_ARCH_EXAONE4] = "exaone4",
     [SLM_ARCH_QWEN3MOE] = "qwen3moe", [SLM_ARCH_OLMOE] = "olmoe",
     [SLM_ARCH_GRANITEMOE] = "granitemoe", [SLM_ARCH_GPT_OSS] = "gpt-oss", [SLM_ARCH_QWEN2MOE] = "qwen2moe",
-    [SLM_ARCH_GLM4MOE] = "glm4moe",
+    [SLM_ARCH_GLM4MOE] = "glm4moe", [SLM_ARCH_QWEN35] = "qwen35",
     [SLM_ARCH_GEMMA4] = "gemma4",
 };
 
@@ -257,7 +257,8 @@ static slm_status check_family_tensors(const slm_model_file *m, const char *file
             char name[64];
             snprintf(name, sizeof name, qk[j], l);
             const int64_t qk_len = c->qk_norm == 2 ? (j ? kv_dim : q_dim) : slm_layer_head_dim(c, l);
-            if (c->qk_norm && (j == 0 || slm_layer_has_kv(c, l)) && (s = check_tensor(m, file, name, qk_len, 1, 1, err)))
+            if (c->qk_norm && !slm_layer_recurrent(c, l) && (j == 0 || slm_layer_has_kv(c, l)) &&
+                (s = check_tensor(m, file, name, qk_len, 1, 1, err)))
                 return s;
             snprintf(name, sizeof name, post[j], l);
             if (c->post_norms && (s = check_tensor(m, file, name, dim, 1, 1, err))) return s;
@@ -297,6 +298,32 @@ static slm_status check_gemma4_tensors(const slm_model_file *m, const char *file
     return SLM_OK;
 }
 
+/* A Gated DeltaNet layer's tensors (qwen35): attn_qkv [dim, conv_dim],
+ * attn_gate [dim, H_v x S], ssm_beta / ssm_alpha [dim, H_v], ssm_out
+ * [H_v x S, dim]; the conv taps ssm_conv1d [conv, conv_dim] (f32: the conv
+ * task reads them as floats), ssm_dt.bias and ssm_a [H_v], ssm_norm [S]. */
+static slm_status check_recurrent(const slm_model_file *m, const char *file, int l, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    const int64_t dim = c->dim, cd = slm_conv_dim(c), vd = (int64_t)c->ssm_v_heads * c->ssm_state, hv = c->ssm_v_heads;
+    static const struct { const char *fmt; int kind; } k[] = {
+        /* kind: 0 [dim, conv_dim], 1 [dim, vd], 2 [dim, H_v], 3 [vd, dim], 4 conv taps, 5 [H_v] vector, 6 [S] vector */
+        {"blk.%d.attn_qkv.weight", 0}, {"blk.%d.attn_gate.weight", 1}, {"blk.%d.ssm_beta.weight", 2},
+        {"blk.%d.ssm_alpha.weight", 2}, {"blk.%d.ssm_out.weight", 3}, {"blk.%d.ssm_conv1d.weight", 4},
+        {"blk.%d.ssm_dt.bias", 5}, {"blk.%d.ssm_a", 5}, {"blk.%d.ssm_norm.weight", 6},
+    };
+    slm_status s;
+    for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
+        char name[64];
+        snprintf(name, sizeof name, k[j].fmt, l);
+        const int64_t ne0[7] = {dim, dim, dim, vd, c->ssm_conv, hv, c->ssm_state}, ne1[7] = {cd, vd, hv, dim, cd, 1, 1};
+        if ((s = check_tensor(m, file, name, ne0[k[j].kind], ne1[k[j].kind], k[j].kind >= 5, err))) return s;
+        if (k[j].kind == 4 && slm_model_tensor(m, name)->type != SLM_F32)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': type %s is not supported for the conv taps (f32 "
+                            "only)", file, name, slm_dtype_name(slm_model_tensor(m, name)->type));
+    }
+    return SLM_OK;
+}
+
 /* Llama 3's rope_freqs and LongRoPE's factor tensors: present, of the
  * rotated pairs, every factor positive. */
 static slm_status check_rope_factors(const slm_model_file *m, const char *file, slm_err *err) {
@@ -326,6 +353,58 @@ static slm_status check_rope_factors(const slm_model_file *m, const char *file, 
                                 file, i, (double)v);
         }
     }
+    return SLM_OK;
+}
+
+/* qwen35's config: the DeltaNet shapes the runtime sizes its state by, only
+ * with recurrent layers; no experts or whole-row Q/K norms beside them. */
+static slm_status check_recurrent_config(const slm_model_config *c, const char *file, slm_err *err) {
+#define RANGE(field, lo, hi)                                                                               \
+    if (c->field < (lo) || c->field > (hi))                                                                \
+    return slm_errf(err, SLM_ERR_FORMAT, "%s: config " #field " = %d is out of range (%d..%d)", file, c->field, \
+                    (int)(lo), (int)(hi))
+    RANGE(recur_interval, 0, 1 << 16);
+    RANGE(attn_gate, 0, 1);
+    if (c->recur_interval) { /* qwen35: the DeltaNet shapes (the runtime's state is sized by them) */
+        RANGE(ssm_conv, 2, 16);
+        RANGE(ssm_state, 1, 512);
+        RANGE(ssm_k_heads, 1, 1 << 12);
+        RANGE(ssm_v_heads, c->ssm_k_heads, 1 << 12);
+        if (c->ssm_v_heads % c->ssm_k_heads)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: config ssm_v_heads = %d is not a multiple of ssm_k_heads = %d",
+                            file, c->ssm_v_heads, c->ssm_k_heads);
+        if (c->n_experts || c->qk_norm == 2 || c->no_pre_norms)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: recurrent layers with experts or whole-row Q/K norms",
+                            file);
+    } else {
+        RANGE(ssm_conv, 0, 0);
+        RANGE(ssm_state, 0, 0);
+        RANGE(ssm_k_heads, 0, 0);
+        RANGE(ssm_v_heads, 0, 0);
+    }
+#undef RANGE
+    return SLM_OK;
+}
+
+/* YaRN's parameters: only with YaRN, in range (the sliding layers' own
+ * table stays plain RoPE: olmo3, as llama.cpp runs it). */
+static slm_status check_yarn_config(const slm_model_config *c, const char *file, slm_err *err) {
+    if (c->rope_yarn) {
+        if (c->rope_yarn != 1 || c->rope_long || c->rope_freqs || !(c->rope_scale > 1.0f))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with a factor of 1, with rope_freqs or "
+                            "with LongRoPE factors", file);
+        if (c->rope_scale_swa != 0.0f && c->rope_scale_swa != 1.0f)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with scaled RoPE on sliding layers", file);
+        if (c->rope_orig_ctx < 1)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN RoPE scaling without the original context length", file);
+        if (!(c->yarn_beta_fast > 0.0f && c->yarn_beta_fast < 1e6f) ||
+            !(c->yarn_beta_slow > 0.0f && c->yarn_beta_slow < 1e6f) ||
+            !(c->yarn_ext_factor >= 0.0f && c->yarn_ext_factor <= 1.0f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN beta_fast %g, beta_slow %g (must be positive), "
+                            "extrapolation factor %g (0..1)", file, (double)c->yarn_beta_fast,
+                            (double)c->yarn_beta_slow, (double)c->yarn_ext_factor);
+    } else if (c->yarn_beta_fast != 0.0f || c->yarn_beta_slow != 0.0f || c->yarn_ext_factor != 0.0f)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN parameters without YaRN", file);
     return SLM_OK;
 }
 
@@ -369,6 +448,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(expert_sel_bias, 0, c->n_experts ? 1 : 0);
     RANGE(nextn_layers, 0, 1 << 16);
 #undef RANGE
+    if ((s = check_recurrent_config(c, file, err))) return s;
     if ((c->swiglu_limit != 0.0f || c->swiglu_alpha != 0.0f) && (!c->n_experts || !(c->swiglu_limit > 0.0f)))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: the clamped SwiGLU only on experts, with a positive limit", file);
     if (c->attn_sinks && c->attn_softcap > 0.0f)
@@ -390,23 +470,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: partial RoPE only with the neox layout", file);
     if (c->rope_long && c->rope_freqs)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: both rope_freqs.weight and LongRoPE factors", file);
-    if (c->rope_yarn) {
-        if (c->rope_yarn != 1 || c->rope_long || c->rope_freqs || !(c->rope_scale > 1.0f))
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with a factor of 1, with rope_freqs or "
-                            "with LongRoPE factors", file);
-        /* the sliding layers' own table stays plain RoPE (olmo3, as llama.cpp runs it) */
-        if (c->rope_scale_swa != 0.0f && c->rope_scale_swa != 1.0f)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: YaRN RoPE scaling with scaled RoPE on sliding layers", file);
-        if (c->rope_orig_ctx < 1)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN RoPE scaling without the original context length", file);
-        if (!(c->yarn_beta_fast > 0.0f && c->yarn_beta_fast < 1e6f) ||
-            !(c->yarn_beta_slow > 0.0f && c->yarn_beta_slow < 1e6f) ||
-            !(c->yarn_ext_factor >= 0.0f && c->yarn_ext_factor <= 1.0f))
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN beta_fast %g, beta_slow %g (must be positive), "
-                            "extrapolation factor %g (0..1)", file, (double)c->yarn_beta_fast,
-                            (double)c->yarn_beta_slow, (double)c->yarn_ext_factor);
-    } else if (c->yarn_beta_fast != 0.0f || c->yarn_beta_slow != 0.0f || c->yarn_ext_factor != 0.0f)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: YaRN parameters without YaRN", file);
+    if ((s = check_yarn_config(c, file, err))) return s;
     {
         const float f[] = {c->embed_scale, c->attn_scale, c->attn_softcap, c->final_softcap, c->rope_base_swa,
                            c->rope_scale_swa, c->rope_attn_factor, c->residual_scale, c->logit_scale,
@@ -432,23 +496,27 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
         const int64_t hid = slm_layer_ffn(c, l), hd = slm_layer_head_dim(c, l), kvd = hd * slm_layer_kv_heads(c, l),
                       qd = hd * c->n_heads;
         static const struct { const char *fmt; int ne0, ne1, vec; } k[] = {
-            /* ne in units: 0 dim, 1 kv_dim, 2 hidden, 3 q_dim */
+            /* ne in units: 0 dim, 1 kv_dim, 2 hidden, 3 q_dim, 4 2 x q_dim (a gated query) */
             {"blk.%d.attn_norm.weight", 0, -1, 1}, {"blk.%d.attn_q.weight", 0, 3, 0},
             {"blk.%d.attn_k.weight", 0, 1, 0},     {"blk.%d.attn_v.weight", 0, 1, 0},
             {"blk.%d.attn_output.weight", 3, 0, 0}, {"blk.%d.ffn_norm.weight", 0, -1, 1},
             {"blk.%d.ffn_gate.weight", 0, 2, 0},   {"blk.%d.ffn_down.weight", 2, 0, 0},
             {"blk.%d.ffn_up.weight", 0, 2, 0},
         };
-        const int64_t unit[4] = {dim, kvd, hid, qd};
+        const int64_t unit[5] = {dim, kvd, hid, qd, 2 * qd};
+        const int recur = slm_layer_recurrent(c, l);
+        if (recur && (s = check_recurrent(m, file, l, err))) return s;
         for (size_t j = 0; j < sizeof k / sizeof k[0]; j++) {
             char name[64];
             if (c->no_pre_norms && k[j].vec) continue;
+            if (recur && j >= 1 && j <= 4) continue; /* no attention: its DeltaNet above */
+            const int ne1 = j == 1 && c->attn_gate ? 4 : k[j].ne1; /* the gated query: query and gate rows */
             if (slm_layer_moe(c, l) && j >= 6) continue; /* the experts below */
             snprintf(name, sizeof name, k[j].fmt, l);
             /* gemma4: a KV-shared layer's K/V are not read; V is K where attn_v is absent */
             if ((j == 2 || j == 3) && !slm_layer_has_kv(c, l)) continue;
             if (j == 3 && c->v_norm && !slm_model_tensor(m, name)) continue;
-            if ((s = check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec, err)))
+            if ((s = check_tensor(m, file, name, unit[k[j].ne0], ne1 < 0 ? 1 : unit[ne1], k[j].vec, err)))
                 return s;
         }
     }

@@ -118,6 +118,25 @@ typedef struct slm_model_config {
      * nextn_predict_layers): in the file, never compiled (llama.cpp loads
      * and skips them too); n_layers excludes them. */
     int nextn_layers;
+    /* Hybrid recurrent models (qwen35: Qwen3.5): layer l is a Gated DeltaNet
+     * (linear attention) layer unless (l + 1) % recur_interval == 0, which is
+     * a full attention layer; 0 = no recurrent layers. A DeltaNet layer:
+     * blk.N.attn_qkv [dim, conv_dim] (Q, K of ssm_k_heads heads and V of
+     * ssm_v_heads heads, ssm_state wide each), a causal depthwise conv of
+     * ssm_conv taps (ssm_conv1d [ssm_conv, conv_dim]) with SiLU, L2-normed Q
+     * and K, per value head a decay exp(softplus(alpha + ssm_dt.bias) *
+     * ssm_a) and beta = sigmoid(ssm_beta x), the delta rule on a state of
+     * [ssm_state x ssm_state] per value head, RMSNorm (ssm_norm) gated by
+     * silu(attn_gate x), ssm_out. Its state (the conv window and the delta
+     * state) is fixed-size, held by the runtime beside the KV cache. */
+    int recur_interval;
+    int ssm_conv;      /* conv taps (ssm.conv_kernel) */
+    int ssm_state;     /* key and value head size (ssm.state_size) */
+    int ssm_k_heads;   /* key heads (ssm.group_count) */
+    int ssm_v_heads;   /* value heads (ssm.time_step_rank), a multiple of ssm_k_heads; value
+                          head h reads key head h % ssm_k_heads (llama.cpp's tiled order) */
+    int attn_gate;     /* 1: attn_q is [dim, 2 * q_dim], per head its query rows then its gate's;
+                          the attention output times sigmoid(gate) (qwen35's full layers) */
     /* Gemma 4 (gemma4): the two kinds of layer differ in shape. The
      * sliding-window layers (slm_layer_swa) take head_dim_swa, n_kv_heads_swa
      * and rope_dims_swa when set (0 = the global layers' head_dim, n_kv_heads,
@@ -154,6 +173,20 @@ static inline int slm_layer_swa(const slm_model_config *c, int l) {
     return c->swa_pattern <= 1 ? 1 : l % c->swa_pattern < c->swa_pattern - 1;
 }
 
+/* 1 when layer l is a recurrent (Gated DeltaNet) layer. */
+static inline int slm_layer_recurrent(const slm_model_config *c, int l) {
+    return c->recur_interval > 0 && (l + 1) % c->recur_interval != 0;
+}
+/* A DeltaNet layer's conv channels (Q, K, V), its conv window and its delta
+ * state in floats (one sequence). */
+static inline int slm_conv_dim(const slm_model_config *c) { return (2 * c->ssm_k_heads + c->ssm_v_heads) * c->ssm_state; }
+static inline int64_t slm_conv_state_floats(const slm_model_config *c) {
+    return (int64_t)(c->ssm_conv - 1) * slm_conv_dim(c);
+}
+static inline int64_t slm_delta_state_floats(const slm_model_config *c) {
+    return (int64_t)c->ssm_v_heads * c->ssm_state * c->ssm_state;
+}
+
 /* Layer l's geometry (gemma4's two kinds of layer; the config's values elsewhere). */
 static inline int slm_layer_head_dim(const slm_model_config *c, int l) {
     return c->head_dim_swa > 0 && slm_layer_swa(c, l) ? c->head_dim_swa : c->head_dim;
@@ -174,9 +207,10 @@ static inline int slm_layer_kv_src(const slm_model_config *c, int l) {
     if (slm_layer_has_kv(c, l)) return l;
     return c->n_layers - c->kv_shared - (slm_layer_swa(c, l) ? 2 : 1);
 }
-/* Elements of one K (or V) row of layer l's cache; 0 for a shared layer. */
+/* Elements of one K (or V) row of layer l's cache; 0 for a shared layer
+ * (gemma4) and for a recurrent layer (qwen35: its state instead). */
 static inline int slm_layer_kv_dim(const slm_model_config *c, int l) {
-    return slm_layer_has_kv(c, l) ? slm_layer_kv_heads(c, l) * slm_layer_head_dim(c, l) : 0;
+    return slm_layer_has_kv(c, l) && !slm_layer_recurrent(c, l) ? slm_layer_kv_heads(c, l) * slm_layer_head_dim(c, l) : 0;
 }
 /* Layer l's dense FFN width. */
 static inline int slm_layer_ffn(const slm_model_config *c, int l) {
@@ -217,10 +251,11 @@ typedef enum slm_arch {
     SLM_ARCH_GPT_OSS,
     SLM_ARCH_QWEN2MOE,
     SLM_ARCH_GLM4MOE,
+    SLM_ARCH_QWEN35,
     SLM_ARCH_GEMMA4,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, gemma4"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
@@ -290,7 +325,7 @@ slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const ch
  * place of the plain ones (block_count, the window list, head counts and FFN
  * widths that may be per-layer lists); then the rest of its keys, after the
  * head size. slm_gemma4_check_config: the gemma4 fields in range (zero on
- * other families). */
+ * other families; no recurrent layers or gated query beside them). */
 slm_status slm_gguf_gemma4_shape(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err);
 slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err);
 slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, slm_err *err);

@@ -217,6 +217,71 @@ static int per_layer_embedding(builder *b, int x, int pli, int l) {
     return add(b, n);
 }
 
+/* A state input of DeltaNet layer l (role CONV_STATE or RECUR_STATE): one
+ * row of `cols` floats per sequence (lowering gives batch programs theirs). */
+static int state_input(builder *b, slm_io_role role, int64_t cols, int l) {
+    slm_node n = node(SLM_OP_INPUT, 1, (int)cols);
+    n.role = role;
+    n.layer = l;
+    return add(b, n);
+}
+
+/* A Gated DeltaNet layer (qwen35) on the residual x: the branch's
+ * projections from the normed row (fused Q/K/V, the output gate z, beta and
+ * alpha), the causal conv with its window, the decay, the delta rule with
+ * its state, the gated RMSNorm (per head, times silu(z)) and ssm_out, added
+ * into the residual. */
+static int delta_layer(builder *b, int x, int cpos, int l) {
+    const slm_model_config *c = &b->m->cfg;
+    const int T = SLM_DIM_T, cd = slm_conv_dim(c), vd = c->ssm_v_heads * c->ssm_state, hv = c->ssm_v_heads;
+    int xn = rmsnorm(b, x, W(b, "blk.%d.attn_norm.weight", l), c->dim, 0, l);
+    int qkv = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.attn_qkv.weight", l), T, cd);
+    int z = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.attn_gate.weight", l), T, vd);
+    int beta = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ssm_beta.weight", l), T, hv);
+    int alpha = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ssm_alpha.weight", l), T, hv);
+    const int cs = state_input(b, SLM_IO_CONV_STATE, slm_conv_state_floats(c), l);
+    const int rs = state_input(b, SLM_IO_RECUR_STATE, slm_delta_state_floats(c), l);
+    slm_node n = node(SLM_OP_SSM_CONV, T, cd);
+    set_in(&n, qkv, cs, cpos, -1, -1);
+    n.weight = W(b, "blk.%d.ssm_conv1d.weight", l);
+    n.head_dim = c->ssm_conv;
+    n.layer = l;
+    const int conv = add(b, n);
+    n = node(SLM_OP_DELTA_GATE, T, hv);
+    set_in(&n, alpha, -1, -1, -1, -1);
+    n.weight = W(b, "blk.%d.ssm_dt.bias", l);
+    n.weight2 = W(b, "blk.%d.ssm_a", l);
+    n.layer = l;
+    const int gate = add(b, n);
+    n = node(SLM_OP_DELTA_NET, T, vd);
+    set_in(&n, conv, gate, beta, rs, cpos);
+    n.heads = hv;
+    n.kv_heads = c->ssm_k_heads;
+    n.head_dim = c->ssm_state;
+    n.eps = c->norm_eps;
+    n.layer = l;
+    const int o = add(b, n);
+    const int on = rmsnorm(b, o, W(b, "blk.%d.ssm_norm.weight", l), vd, c->ssm_state, l);
+    n = node(SLM_OP_SWIGLU, T, vd);
+    set_in(&n, z, on, -1, -1, -1);
+    const int gated = add(b, n);
+    const int out = unary_w(b, SLM_OP_MATMUL, gated, W(b, "blk.%d.ssm_out.weight", l), T, c->dim);
+    n = node(SLM_OP_ADD, T, c->dim);
+    set_in(&n, x, out, -1, -1, -1);
+    return add(b, n);
+}
+
+/* Columns [offset, offset + take) of each run of `runs` columns of x. */
+static int slice(builder *b, int x, int cols, int runs, int take, int offset, int layer) {
+    slm_node n = node(SLM_OP_SLICE, SLM_DIM_T, cols);
+    set_in(&n, x, -1, -1, -1, -1);
+    n.group = runs;
+    n.head_dim = take;
+    n.offset = offset;
+    n.layer = layer;
+    return add(b, n);
+}
+
 slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err) {
     const slm_model_config *c = &m->cfg;
     builder b = {g, m, err, 0};
@@ -240,9 +305,18 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         /* this layer's shape (gemma4's two kinds of layer; the config's elsewhere) */
         const int hd = slm_layer_head_dim(c, l), kvh = slm_layer_kv_heads(c, l), kv_dim = kvh * hd,
                   q_dim = c->n_heads * hd, own_kv = slm_layer_has_kv(c, l);
+        int xn, att_gate = -1;
+        if (slm_layer_recurrent(c, l)) { /* qwen35: a DeltaNet layer in place of attention */
+            x = delta_layer(&b, x, cpos, l);
+            goto ffn;
+        }
         /* olmo2: no pre-norm, Q/K/V read the residual itself */
-        int xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.attn_norm.weight", l), c->dim, 0, l);
-        int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, q_dim);
+        xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.attn_norm.weight", l), c->dim, 0, l);
+        int q = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.attn_q.weight", l), T, c->attn_gate ? 2 * q_dim : q_dim);
+        if (c->attn_gate) { /* qwen35: per head its query, then its gate */
+            att_gate = slice(&b, q, q_dim, 2 * hd, hd, hd, l);
+            q = slice(&b, q, q_dim, 2 * hd, hd, 0, l);
+        }
         int k = -1, v = -1;
         if (own_kv) {
             char vname[64];
@@ -302,6 +376,12 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.weight = c->attn_sinks ? W(&b, "blk.%d.attn_sinks.weight", l) : NULL;
         n.layer = l;
         int att = add(&b, n);
+        if (att_gate >= 0) { /* the output times sigmoid(gate), in the gate's storage */
+            n = node(SLM_OP_SWIGLU, T, q_dim);
+            set_in(&n, att_gate, att, -1, -1, -1);
+            n.sigmoid = 1;
+            att = add(&b, n);
+        }
         int o = unary_w(&b, SLM_OP_MATMUL, att, W(&b, "blk.%d.attn_output.weight", l), T, c->dim);
         if (c->o_bias) o = unary_w(&b, SLM_OP_BIAS, o, W(&b, "blk.%d.attn_output.bias", l), T, c->dim);
         if (o >= 0) g->nodes[o].scale = c->residual_scale; /* granite */
@@ -309,7 +389,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, o, -1, -1, -1);
         x = add(&b, n);
-
+    ffn:
         xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.ffn_norm.weight", l), c->dim, 0, l);
         if (slm_layer_moe(c, l)) { /* glm4moe: after the leading dense layers */
             x = moe_ffn(&b, x, xn, l);

@@ -10,6 +10,8 @@ static const char *const k_op_names[SLM_OP_COUNT] = {
     [SLM_OP_LAST_ROW] = "last_row",   [SLM_OP_KV_VIEW] = "kv_view",
     [SLM_OP_BIAS] = "bias",           [SLM_OP_MOE_ROUTE] = "moe_route",
     [SLM_OP_MOE_MATMUL] = "moe_matmul", [SLM_OP_MOE_COMBINE] = "moe_combine",
+    [SLM_OP_SLICE] = "slice",         [SLM_OP_SSM_CONV] = "ssm_conv",
+    [SLM_OP_DELTA_GATE] = "delta_gate", [SLM_OP_DELTA_NET] = "delta_net",
 };
 
 static const char *const k_role_names[SLM_IO_ROLE_COUNT] = {
@@ -24,6 +26,8 @@ static const char *const k_role_names[SLM_IO_ROLE_COUNT] = {
     [SLM_IO_PRESENT_VALUE] = "present.value",
     [SLM_IO_LOGITS] = "logits",
     [SLM_IO_HIDDEN] = "hidden",
+    [SLM_IO_CONV_STATE] = "conv_state",
+    [SLM_IO_RECUR_STATE] = "recurrent_state",
 };
 
 const char *slm_op_name(slm_op op) {
@@ -103,6 +107,9 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
         }
         if (n->op == SLM_OP_EMBED && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
         if (n->op == SLM_OP_SWIGLU && n->gelu) fprintf(f, "  gelu");
+        if (n->op == SLM_OP_SWIGLU && n->sigmoid) fprintf(f, "  sigmoid");
+        if (n->op == SLM_OP_SLICE) fprintf(f, "  runs=%d take=%d at=%d", n->group, n->head_dim, n->offset);
+        if (n->op == SLM_OP_DELTA_NET) fprintf(f, "  v_heads=%d k_heads=%d state=%d", n->heads, n->kv_heads, n->head_dim);
         if ((n->op == SLM_OP_ATTENTION || n->op == SLM_OP_MATMUL) && n->scale != 0.0f) fprintf(f, "  scale=%g", n->scale);
         if (n->softcap != 0.0f) fprintf(f, "  softcap=%g", n->softcap);
         if (n->op == SLM_OP_RMSNORM && n->group) fprintf(f, "  group=%d", n->group);

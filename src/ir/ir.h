@@ -52,6 +52,19 @@ typedef enum slm_op {
                           the shared expert's output s [T, n] and its gate's logit g [T, 1]
                           -> x + scale * (sum over the K slots of weight * y + sigmoid(g) * s)
                           (no g: s alone) (in place on x) */
+    /* Hybrid recurrent layers (qwen35's Gated DeltaNet). The state inputs
+     * (conv window, delta state) are program inputs the runtime binds to its
+     * state buffer; these nodes update them in place. */
+    SLM_OP_SLICE,      /* in: x [R, n] -> [R, cols]: from each run of `group` columns, `head_dim`
+                          columns at `offset` (the gated query's query or gate halves) */
+    SLM_OP_SSM_CONV,   /* in: x [T, n] (in place), conv state, cache_pos; weight: taps [n, K]
+                          (K = head_dim): each channel's causal conv over its last K inputs
+                          (the state's K - 1, then the row's), SiLU; the state shifts */
+    SLM_OP_DELTA_GATE, /* in: alpha [T, H] (in place); weight: dt bias [H], weight2: a [H]
+                          -> softplus(alpha + dt) * a, the log of each head's decay */
+    SLM_OP_DELTA_NET,  /* in: qkv [T, conv_dim] (after the conv), g [T, H_v], beta logits
+                          [T, H_v], the delta state, cache_pos -> o [T, H_v * S]: the gated
+                          delta rule per value head (heads = H_v, kv_heads = H_k, head_dim = S) */
     SLM_OP_COUNT
 } slm_op;
 
@@ -69,6 +82,10 @@ typedef enum slm_io_role {
     SLM_IO_LOGITS,         /* [1, vocab] f32 logits of the last input row */
     SLM_IO_HIDDEN,         /* [R, dim] f32 final-norm rows: output of a body program
                               and input of the lm_head program (LM head separation) */
+    SLM_IO_CONV_STATE,     /* [S, (K - 1) * conv_dim] f32 conv_state.L: a DeltaNet layer's conv
+                              window, one row per sequence the program sees (S = 1, or the
+                              batch programs' sequences); read and updated in place */
+    SLM_IO_RECUR_STATE,    /* [S, H_v * S * S] f32 recurrent_state.L: its delta state */
     SLM_IO_ROLE_COUNT
 } slm_io_role;
 
@@ -98,6 +115,9 @@ typedef struct slm_node {
     int gelu;          /* SWIGLU: gelu_tanh(gate) * up (GeGLU) instead of silu */
     int col0;          /* SWIGLU: `up` is columns [col0, col0 + cols) of in[1], which may be wider
                           (gemma4's per-layer inputs: one layer's slice of all of them) */
+    int sigmoid;       /* SWIGLU: sigmoid(gate) * up (qwen35's gated attention output); never
+                          fused into a matmul */
+    int offset;        /* SLICE: the first column taken of each run */
     float scale;       /* EMBED: rows multiplied by it; ATTENTION: query scale; MATMUL: the product
                           multiplied by it (granite); ADD: the sum multiplied by it (gemma4's layer
                           output scale); 0 = none / 1 / sqrt(head_dim) / none / none */

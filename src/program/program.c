@@ -50,6 +50,10 @@ const char *slm_task_op_name(int op) {
     case SLM_T_ATTN_MERGE: return "attn_merge";
     case SLM_T_MOE_ROUTE: return "moe_route";
     case SLM_T_MOE_COMBINE: return "moe_combine";
+    case SLM_T_SLICE: return "slice";
+    case SLM_T_SSM_CONV: return "ssm_conv";
+    case SLM_T_DELTA_GATE: return "delta_gate";
+    case SLM_T_DELTA_NET: return "delta_net";
     default: return "?";
     }
 }

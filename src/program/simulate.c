@@ -184,6 +184,25 @@ void slm_sim_task_cost(const slm_sim_profile *p, const slm_program *prog, const 
         c->ops = 2.0 * (double)(R * (uint64_t)t->tiles[1] * heads * hd);
         break;
     }
+    case SLM_T_SLICE: case SLM_T_DELTA_GATE:
+        c->bytes_read = R * n * E;
+        c->bytes_written = R * n * E;
+        c->ops = (double)R * (double)n;
+        break;
+    case SLM_T_SSM_CONV: { /* the tile's channels: K taps each, the window read and shifted */
+        const uint64_t w = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 1), K = (uint64_t)(t->c > 0 ? t->c : 1);
+        c->bytes_read = R * w * E + w * K * 4 + w * (K - 1) * 4;
+        c->bytes_written = R * w * E + w * (K - 1) * 4;
+        c->ops = (double)(R * w * (2 * K + 4));
+        break;
+    }
+    case SLM_T_DELTA_NET: { /* each head's state read and written once per call, 6 flops per element a row */
+        const uint64_t h = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : 1), S = (uint64_t)(t->c > 0 ? t->c : 1);
+        c->bytes_read = h * S * S * 4 + R * h * S * 3 * E;
+        c->bytes_written = h * S * S * 4 + R * h * S * E;
+        c->ops = 6.0 * (double)(R * h * S * S);
+        break;
+    }
     case SLM_T_COPY_ROW:
         c->bytes_read = n * E;
         c->bytes_written = n * E;

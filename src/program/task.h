@@ -67,7 +67,8 @@ typedef enum slm_task_op {
                         sum (c + 2 floats; ld = parts * a * (c + 2)), which an
                         ATTN_MERGE task of the next stage combines */
     SLM_T_ADD,       /* dst[r] += src0[r]; n = width */
-    SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width */
+    SLM_T_SWIGLU,    /* dst[r] = silu(src0[r]) * src1[r]; n = width; a = 1: sigmoid(src0[r]) * src1[r]
+                        (qwen35's gated attention output) */
     SLM_T_BIAS,      /* dst[r] += src1 (a bias vector of n floats), in place */
     SLM_T_PREFETCH,  /* transfer: touch rows [n0, n1) of the matrix src1 (type wtype,
                         k columns, n rows) toward the cache; the matrix task c (a
@@ -95,6 +96,27 @@ typedef enum slm_task_op {
                         + the shared expert: a = 1: src1[r, n0:n1] (its rows [m, n]); a = 2:
                         sigmoid(src2[r]) * src1[r, n0:n1] (src2: its gate's logits [m, 1]));
                         a = 0: no shared expert */
+    /* Gated DeltaNet layers (qwen35). The state operands are the program's
+     * conv_state / recurrent_state inputs: `window` rows (sequences) of
+     * their per-sequence size; row r's sequence is cache_position[r] / k (k = the KV rows of one sequence's region, so a
+     * one-sequence program always takes row 0). The valid rows run in order
+     * (the recurrence is sequential over them); tasks split the channels or
+     * heads. */
+    SLM_T_SLICE,     /* dst[r, g*b + i] = src0[r, g*c + a + i] for i < b over the n / b runs g;
+                        k = src0's width (n / b runs of c columns) */
+    SLM_T_SSM_CONV,  /* in place on dst [m, n] (n = conv channels) over channels [n0, n1): for
+                        each valid row in order, y = sum_j src2[ch * c + j] * (the state's rows
+                        j < c - 1, then the row's value at j = c - 1); the state src1 (c - 1
+                        rows of n floats per sequence) shifts in the row's values; dst = silu(y) */
+    SLM_T_DELTA_GATE,/* in place on dst [m, n]: softplus(dst + src1) * src2 (src1, src2: n floats;
+                        softplus(x) = x above 20, else log(1 + exp(x))) */
+    SLM_T_DELTA_NET, /* value heads [n0, n1) of b, a key heads, head size c: per valid row in
+                        order, q, k (key head h % a of src0, L2-normed with eps f0; q times
+                        1/sqrt(c)) and v (value head h), decay exp(src1[r, h]), beta =
+                        sigmoid(src2[r, h]); the state M (src3, per head c x c, M[j][i] the
+                        value dim j's row) decays, then per j: d = (v[j] - M[j] . k) * beta,
+                        M[j] += d k, dst[r, h * c + j] = M[j] . q; n = b * c. src0 holds Q
+                        (a heads), K (a heads), V (b heads) of c columns each */
     SLM_T_OP_COUNT
 } slm_task_op;
 

@@ -37,9 +37,12 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
     /* a row of the KV type: f32, f16, or q8_0's 34 bytes per 32 elements (f32 when unknown) */
     const uint32_t kt = slm_kv_type_ok(c->opt.kv_type) ? (uint32_t)c->opt.kv_type : SLM_F32;
     const slm_dtype_info *ti = slm_dtype_get(kt);
-    uint64_t rows_all = 0; /* every layer's K and V row bytes (gemma4: layers differ, shared ones have none) */
+    uint64_t rows_all = 0; /* every layer's K and V row bytes (gemma4: layers differ, shared ones have none;
+                              qwen35's recurrent layers none) */
+    int kv_layers = 0;
     for (int l = 0; l < cfg->n_layers; l++) {
         const int d = slm_layer_kv_dim(cfg, l);
+        kv_layers += d > 0;
         rows_all = sat_add(rows_all, sat_mul(((uint64_t)(d > 0 ? d : 0) + ti->block - 1) / ti->block, ti->bytes));
     }
     const uint64_t kv = sat_mul(sat_mul(sat_mul(rows_all, 2), cap), (uint64_t)n_seqs);
@@ -54,18 +57,19 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
      * sampler's scratch and the token history */
     const uint64_t vocab = sat_add(sat_mul(sat_mul((uint64_t)rows, voc), sizeof(float)), sat_mul(voc, 16));
     const uint64_t hidden = sat_mul(sat_mul((uint64_t)rows, (uint64_t)(cfg->dim > 0 ? cfg->dim : 0)), sizeof(float));
-    const uint64_t need =
-        sat_add(sat_add(sat_add(sat_add(kv, arena), vocab), sat_add(hidden, c->consts.bytes)), extra_bytes);
+    const uint64_t recur = sat_mul(sat_mul(slm_rt_recur_floats(cfg), sizeof(float)), (uint64_t)n_seqs);
+    const uint64_t need = sat_add(
+        sat_add(sat_add(sat_add(sat_add(kv, arena), vocab), sat_add(hidden, c->consts.bytes)), extra_bytes), recur);
     if (need_out) *need_out = need;
     if (max_memory_mb < 0) return SLM_OK; /* no limit */
     const int deflt = max_memory_mb == 0;
     const uint64_t limit = deflt ? slm_rt_default_memory_limit() : sat_mul((uint64_t)max_memory_mb, 1u << 20);
     if (limit == 0 || need <= limit) return SLM_OK;
     return slm_errf(err, SLM_ERR_CAPACITY,
-                    "%s: needs %.1f MiB (KV cache %.1f MiB: %d layers x %llu rows x %llu kv_dim x 2 x %s x %d sequences; arena %.1f "
-                    "MiB; vocabulary %.1f MiB; other %.1f MiB) but the memory limit is %.1f MiB (%s; set --max-memory "
+                    "%s: needs %.1f MiB (KV cache %.1f MiB: %d layers with K/V x %llu rows x %llu kv_dim x 2 x %s x %d sequences; arena %.1f "
+                    "MiB; vocabulary %.1f MiB; other (recurrent state included) %.1f MiB) but the memory limit is %.1f MiB (%s; set --max-memory "
                     "/ max_memory_mb)",
-                    name, mib(need), mib(kv), cfg->n_layers, (unsigned long long)cap, (unsigned long long)kv_dim, slm_dtype_name(kt), n_seqs,
-                    mib(arena), mib(vocab), mib(sat_add(sat_add(hidden, c->consts.bytes), extra_bytes)), mib(limit),
+                    name, mib(need), mib(kv), kv_layers, (unsigned long long)cap, (unsigned long long)kv_dim, slm_dtype_name(kt), n_seqs,
+                    mib(arena), mib(vocab), mib(sat_add(sat_add(sat_add(hidden, c->consts.bytes), extra_bytes), recur)), mib(limit),
                     deflt ? "the default, 75% of RAM" : "max_memory_mb");
 }

@@ -98,7 +98,7 @@ int slm_pc_match(const slm_prefix_cache *pc, const int32_t *ids, int n) {
 }
 
 int slm_pc_restore(slm_prefix_cache *pc, slm_runtime *rt, const int32_t *ids, int n, int max_rows) {
-    if (!pc->limit_bytes || rt->num_stored != 0 || max_rows <= 0) return 0;
+    if (!pc->limit_bytes || rt->num_stored != 0 || max_rows <= 0 || rt->rstate) return 0; /* recurrent state: no restore */
     int best = -1, best_len = 0;
     for (int i = 0; i < pc->n; i++) {
         int c = common_prefix(pc->e[i].tokens, pc->e[i].n, ids, n);

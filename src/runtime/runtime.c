@@ -28,6 +28,33 @@ void slm_rt_kv_copy(slm_runtime *rt, void *dst, const void *src, size_t bytes) {
 
 static int is_batch(const slm_program *p) { return p->kind == SLM_PROG_BATCH; }
 
+uint64_t slm_rt_recur_floats(const slm_model_config *cfg) {
+    uint64_t n = 0;
+    for (int l = 0; l < cfg->n_layers; l++)
+        if (slm_layer_recurrent(cfg, l)) n += (uint64_t)slm_conv_state_floats(cfg) + (uint64_t)slm_delta_state_floats(cfg);
+    return n;
+}
+
+/* A recurrent layer's conv windows (role CONV_STATE) or delta states of
+ * sequence seq (the rows after it: the following sequences'). */
+static float *state_of(slm_runtime *rt, int layer, int role, int seq) {
+    const slm_model_config *c = &rt->comp->cfg;
+    const uint64_t cw = (uint64_t)slm_conv_state_floats(c), ds = (uint64_t)slm_delta_state_floats(c);
+    float *base = rt->rstate + rt->rstate_off[layer];
+    return role == SLM_IO_CONV_STATE ? base + (uint64_t)seq * cw : base + (uint64_t)rt->n_seqs * cw + (uint64_t)seq * ds;
+}
+
+/* The selected sequence's recurrent state, zeroed. */
+static void state_reset(slm_runtime *rt) {
+    if (!rt->rstate) return;
+    const slm_model_config *c = &rt->comp->cfg;
+    for (int l = 0; l < c->n_layers; l++)
+        if (rt->rstate_off[l] >= 0) {
+            memset(state_of(rt, l, SLM_IO_CONV_STATE, rt->cur_seq), 0, (size_t)slm_conv_state_floats(c) * sizeof(float));
+            memset(state_of(rt, l, SLM_IO_RECUR_STATE, rt->cur_seq), 0, (size_t)slm_delta_state_floats(c) * sizeof(float));
+        }
+}
+
 /* Bind everything that never moves, once. */
 static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err *err) {
     const slm_model_config *cfg = &rt->comp->cfg;
@@ -60,6 +87,16 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
             ptr = is_batch(p) ? kv_base(rt, d->layer, d->role == SLM_IO_PRESENT_VALUE)
                               : kv_layer(rt, d->layer, d->role == SLM_IO_PRESENT_VALUE);
             break;
+        case SLM_IO_CONV_STATE:
+        case SLM_IO_RECUR_STATE: {
+            const uint64_t want = d->role == SLM_IO_CONV_STATE ? (uint64_t)slm_conv_state_floats(cfg)
+                                                               : (uint64_t)slm_delta_state_floats(cfg);
+            if (!rt->rstate || d->layer < 0 || d->layer >= cfg->n_layers || rt->rstate_off[d->layer] < 0 ||
+                d->dtype != SLM_F32 || (uint64_t)d->cols != want || d->rows != (is_batch(p) ? rt->n_seqs : 1))
+                return slm_errf(err, SLM_ERR_INTERNAL, "%s: %s does not fit the recurrent state", p->name, d->name);
+            ptr = state_of(rt, d->layer, d->role, is_batch(p) ? 0 : rt->cur_seq);
+            break;
+        }
         default:
             return slm_errf(err, SLM_ERR_INTERNAL, "%s: unknown I/O %s", p->name, d->name);
         }
@@ -136,9 +173,24 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     rt->head_cpos = slm_calloc(1, sizeof(int32_t));
     rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
-    for (size_t i = 0; rt->present_io && i < (size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers; i++)
-        rt->present_io[i] = -1; /* a KV-shared layer (gemma4) has none */
     rt->exec = slm_calloc((size_t)c->n_progs, sizeof *rt->exec);
+    for (size_t i = 0; rt->present_io && i < (size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers; i++)
+        rt->present_io[i] = -1; /* none (a recurrent layer's, a gemma4 KV-shared layer's, the lm_head's) */
+    rt->rstate_bytes = slm_rt_recur_floats(cfg) * (uint64_t)n_seqs * sizeof(float);
+    if (rt->rstate_bytes) {
+        rt->rstate = slm_aligned_alloc((size_t)rt->rstate_bytes);
+        rt->rstate_off = slm_calloc((size_t)cfg->n_layers, sizeof *rt->rstate_off);
+        int64_t off = 0;
+        for (int l = 0; rt->rstate_off && l < cfg->n_layers; l++) {
+            rt->rstate_off[l] = slm_layer_recurrent(cfg, l) ? off : -1;
+            if (rt->rstate_off[l] >= 0) off += (slm_conv_state_floats(cfg) + slm_delta_state_floats(cfg)) * n_seqs;
+        }
+        if (!rt->rstate || !rt->rstate_off) {
+            slm_rt_free(rt);
+            return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the recurrent state (%llu bytes)",
+                            (unsigned long long)rt->rstate_bytes);
+        }
+    }
     if (!rt->exec || !rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask_all || !rt->tokens_all || !rt->seqs || !rt->hidden || !rt->head_cpos ||
         !rt->logits || !rt->present_io) {
         slm_rt_free(rt);
@@ -184,6 +236,8 @@ void slm_rt_free(slm_runtime *rt) {
     slm_xfree(rt->present_io);
     slm_xfree(rt->kv_rb);
     slm_xfree(rt->kv_off);
+    slm_aligned_free(rt->rstate);
+    slm_xfree(rt->rstate_off);
     if (rt->exec)
         for (int i = 0; i < rt->comp->n_progs; i++) slm_exec_free(&rt->exec[i]);
     slm_xfree(rt->exec);
@@ -197,6 +251,7 @@ void slm_rt_reset(slm_runtime *rt) {
         memset(kv_layer(rt, l, 1), 0, region);
     }
     memset(rt->mask, 0, (size_t)rt->cap * sizeof(int32_t));
+    state_reset(rt);
     rt->num_stored = 0;
     rt->gen = NULL;
     rt->variant_switches = 0;
@@ -239,6 +294,9 @@ void slm_rt_select(slm_runtime *rt, int seq) {
         for (int k = 0; k < p->n_io; k++) {
             const slm_io_desc *d = &p->io[k];
             if (d->role == SLM_IO_ATTENTION_MASK) slm_exec_bind(&rt->exec[i], k, rt->mask);
+            else if ((d->role == SLM_IO_CONV_STATE || d->role == SLM_IO_RECUR_STATE) && rt->rstate && d->layer >= 0 &&
+                     d->layer < L && rt->rstate_off[d->layer] >= 0)
+                slm_exec_bind(&rt->exec[i], k, state_of(rt, d->layer, d->role, seq));
             else if ((d->role == SLM_IO_PAST_KEY || d->role == SLM_IO_PAST_VALUE) && d->layer >= 0 && d->layer < L)
                 slm_exec_bind(&rt->exec[i], k, kv_layer(rt, d->layer, d->role == SLM_IO_PAST_VALUE));
         }
@@ -273,10 +331,11 @@ static void bind_present(slm_runtime *rt, slm_program *p, int write_index) {
     int L = rt->comp->cfg.n_layers;
     int prog = (int)(p - rt->comp->progs);
     for (int l = 0; l < L; l++)
-        for (int s = 0; s < 2; s++)
-            if (rt->present_io[(prog * L + l) * 2 + s] >= 0)
-                slm_exec_bind(exec_of(rt, p), rt->present_io[(prog * L + l) * 2 + s],
-                              kv_layer(rt, l, s) + (size_t)write_index * rt->kv_rb[l]);
+        for (int s = 0; s < 2; s++) {
+            const int io = rt->present_io[(prog * L + l) * 2 + s];
+            if (io >= 0) /* a recurrent or KV-shared layer has none */
+                slm_exec_bind(exec_of(rt, p), io, kv_layer(rt, l, s) + (size_t)write_index * rt->kv_rb[l]);
+        }
 }
 
 static slm_status check_ids(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
@@ -366,14 +425,31 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
     return SLM_OK;
 }
 
-void slm_rt_trim(slm_runtime *rt, int n_keep) {
+slm_status slm_rt_trim(slm_runtime *rt, int n_keep) {
     if (n_keep < 0) n_keep = 0;
+    if (rt->rstate && n_keep < rt->num_stored) { /* the state cannot be rewound: rebuild it */
+        slm_trace_instant("runtime", "trim_rebuild", &(slm_trace_args){{"keep", "dropped"}, {n_keep, rt->num_stored - n_keep}, NULL, NULL});
+        for (int j = 0; j < rt->num_stored; j++) rt->mask[j] = 0;
+        rt->num_stored = 0;
+        rt->gen = NULL;
+        state_reset(rt);
+        if (n_keep == 0) return SLM_OK;
+        slm_err err = {0};
+        const int chunking = rt->chunking;
+        rt->chunking = 1; /* however long the kept tokens are */
+        /* run_rows writes each id back over itself: rt->tokens[w + i] = ids[i], the same row */
+        const slm_status s = slm_rt_prefill(rt, rt->tokens, n_keep, &err);
+        rt->chunking = chunking;
+        if (s) slm_rt_reset(rt);
+        return s;
+    }
     for (int j = n_keep; j < rt->num_stored; j++) rt->mask[j] = 0;
     if (n_keep < rt->num_stored) {
         slm_trace_instant("runtime", "trim", &(slm_trace_args){{"keep", "dropped"}, {n_keep, rt->num_stored - n_keep}, NULL, NULL});
         rt->num_stored = n_keep;
     }
     rt->gen = NULL;
+    return SLM_OK;
 }
 
 void slm_rt_full_message(const slm_runtime *rt, char *buf, size_t cap) {

@@ -3,7 +3,8 @@
  *
  * KV layout: one allocation; for layer L, K is rows [C][kv_dim(L)] at
  * kv + kv_off[L] and V right after it, a row being kv_dim(L) elements of
- * the KV type (layers differ in gemma4; its KV-shared layers have none) (f32, f16 or q8_0 blocks: the
+ * the KV type (layers differ in gemma4; its KV-shared layers and qwen35's
+ * recurrent layers have none) (f32, f16 or q8_0 blocks: the
  * compile option kv_type; every size here is in row_bytes) (token-major, so
  * a view of the first N rows of any capacity is the same memory: a smaller
  * generate variant reads a prefix, with zero bytes moved).
@@ -15,7 +16,7 @@
  * slm_rt_kv_copy, which counts them in kv_bytes_copied.
  *
  * Sequences: the KV holds n_seqs regions of `cap` rows each; layer L's K is
- * [n_seqs * cap][kv_dim] at kv + 2L * n_seqs * cap * kv_dim (V follows), and
+ * [n_seqs * cap][kv_dim(L)] at kv + kv_off[L] (V follows), and
  * sequence s owns rows [s * cap, (s + 1) * cap) of it, with the same rows of
  * the mask and token arrays. The single-sequence programs (prefill,
  * generate, verify) are bound to the selected sequence's region
@@ -45,7 +46,8 @@ typedef struct slm_runtime {
     uint8_t *kv;            /* [n_layers][2][cap] rows of each layer's kv_dim elements of kv_type */
     int kv_type;            /* SLM_F32, SLM_F16 or SLM_Q8_0 (the programs' compile option) */
     size_t *kv_rb;          /* [n_layers] bytes of one K or V row of layer l: slm_row_bytes(kv_type,
-                               slm_layer_kv_dim(l)); 0 for a gemma4 KV-shared layer (no rows) */
+                               slm_layer_kv_dim(l)); 0 for a gemma4 KV-shared layer and a qwen35
+                               recurrent layer (no rows) */
     uint64_t *kv_off;       /* [n_layers] byte offset of layer l's K (all sequences; V follows) */
     uint64_t kv_bytes;
     void *arena;            /* activations, shared by both programs */
@@ -76,7 +78,18 @@ typedef struct slm_runtime {
     int head_runs;          /* lm_head program calls since reset */
     int n_seqs;             /* KV regions (sequences) */
     int cur_seq;            /* the one the calls above work on */
+    /* Hybrid recurrent models (qwen35): the DeltaNet layers' state beside
+     * the KV cache, f32, sized at load: for each such layer in order, its
+     * conv windows [n_seqs][(K - 1) * conv_dim] then its delta states
+     * [n_seqs][H_v * S * S]. Zeroed by reset; it cannot be rewound, so
+     * slm_rt_trim rebuilds it by prefilling the kept tokens again. */
+    float *rstate;          /* NULL for other models */
+    uint64_t rstate_bytes;
+    int64_t *rstate_off;    /* [n_layers] float offset of the layer's conv windows; -1: not recurrent */
 } slm_runtime;
+
+/* Floats of the recurrent state of one sequence (0 for models without recurrent layers). */
+uint64_t slm_rt_recur_floats(const slm_model_config *cfg);
 
 /* The memory budget (runtime/budget.c): the bytes the runtime and engine
  * will allocate for c with n_seqs KV regions (KV cache, arena, logits, per-vocabulary buffers,
@@ -118,8 +131,12 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
  * returns logits for every row: *logits points at n rows of vocab floats. */
 slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float **logits, slm_err *err);
 /* Keep the first n_keep rows: num_stored is set back and the mask of the
- * dropped rows cleared; nothing else is touched (speculative rejection). */
-void slm_rt_trim(slm_runtime *rt, int n_keep);
+ * dropped rows cleared; nothing else is touched (speculative rejection).
+ * A model with recurrent layers cannot take tokens back from their state:
+ * its state is zeroed and the kept tokens prefilled again (their KV rows
+ * rewritten alike); SLM_ERR_* when that prefill fails (the sequence is then
+ * empty), else SLM_OK. */
+slm_status slm_rt_trim(slm_runtime *rt, int n_keep);
 /* Run the lm_head program on its own n threads (LM head separation). */
 slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err);
 /* Append one id through the generate program: the smallest variant with

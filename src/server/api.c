@@ -83,6 +83,63 @@ static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, co
     return sse_event(o);
 }
 
+/* One chunk of tool call idx: its head (id, type, name; args "") or a piece
+ * of its arguments, args[0..n). */
+static char *sse_call_chunk(srv_api *a, job *j, int idx, const char *id, const char *name, const char *args, size_t n) {
+    cJSON *o = base_obj(a, j, "chat.completion.chunk");
+    cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c0 = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c0, "index", 0);
+    cJSON *tc = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c0, "delta"), "tool_calls"), *t = cJSON_CreateObject();
+    cJSON_AddNumberToObject(t, "index", idx);
+    if (id) {
+        cJSON_AddStringToObject(t, "id", id);
+        cJSON_AddStringToObject(t, "type", "function");
+    }
+    cJSON *fn = cJSON_AddObjectToObject(t, "function");
+    char *clean = srv_utf8_clean(name ? name : args, name ? strlen(name) : n);
+    if (name) cJSON_AddStringToObject(fn, "name", clean ? clean : "");
+    cJSON_AddStringToObject(fn, "arguments", name ? "" : clean ? clean : "");
+    slm_xfree(clean);
+    cJSON_AddItemToArray(tc, t);
+    cJSON_AddNullToObject(c0, "finish_reason");
+    cJSON_AddItemToArray(ch, c0);
+    return sse_event(o);
+}
+
+/* The first tool call with something unsent (under a->mu), or -1; *upto:
+ * how far its arguments may go (whole UTF-8 until the call is done). */
+static int call_pending(const job *j, size_t *upto) {
+    for (int i = 0; i < j->ncalls; i++) {
+        const srv_call *c = &j->calls[i];
+        *upto = c->done || j->state >= J_DONE ? c->alen : srv_utf8_complete(c->args ? c->args : "", c->alen);
+        if (!c->head_sent || c->asent < *upto) return i;
+    }
+    return -1;
+}
+
+/* Stream call idx's next chunk (called under a->mu, which it releases). */
+static int stream_call(srv_api *a, job *j, int idx, size_t upto) {
+    srv_call *c = &j->calls[idx];
+    char id[sizeof c->id], *name = NULL, *args = NULL;
+    size_t n = 0;
+    int head = !c->head_sent;
+    if (head) {
+        memcpy(id, c->id, sizeof id);
+        name = slm_strdup(c->name);
+        c->head_sent = 1;
+    } else {
+        n = upto - c->asent;
+        if ((args = slm_malloc(n + 1))) memcpy(args, c->args + c->asent, n);
+        c->asent = upto;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (head ? !name : !args) return -1;
+    j->pend = sse_call_chunk(a, j, idx, head ? id : NULL, name, args, n);
+    slm_xfree(name);
+    slm_xfree(args);
+    return j->pend ? 1 : -1;
+}
+
 static char *sse_error(const char *err) {
     char *msg = srv_utf8_clean(err, strlen(err));
     cJSON *o = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(o, "error");
@@ -110,7 +167,9 @@ static int stream_next(srv_api *a, job *j) {
     }
     if (j->phase == 1) {
         pthread_mutex_lock(&a->mu);
-        if (j->tlen <= j->sent && j->rlen <= j->rsent && j->state < J_DONE && !j->cancelled) {
+        size_t upto = 0;
+        const int call = call_pending(j, &upto);
+        if (j->tlen <= j->sent && j->rlen <= j->rsent && call < 0 && j->state < J_DONE && !j->cancelled) {
             pthread_mutex_unlock(&a->mu);
             return 0;
         }
@@ -132,6 +191,7 @@ static int stream_next(srv_api *a, job *j) {
             slm_xfree(copy);
             return j->pend ? 1 : -1;
         }
+        if (call >= 0) return stream_call(a, j, call, upto); /* unlocks */
         if (j->state == J_FAILED) {
             char err[sizeof j->err];
             memcpy(err, j->err, sizeof err);
@@ -188,6 +248,24 @@ static void stream_free(void *cls) {
 
 /* ---- completions --------------------------------------------------------------- */
 
+/* message.tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}] */
+static void add_tool_calls(cJSON *msg, const job *j) {
+    cJSON *tcs = cJSON_AddArrayToObject(msg, "tool_calls");
+    for (int i = 0; i < j->ncalls; i++) {
+        const srv_call *c = &j->calls[i];
+        cJSON *t = cJSON_CreateObject(), *fn;
+        cJSON_AddStringToObject(t, "id", c->id);
+        cJSON_AddStringToObject(t, "type", "function");
+        fn = cJSON_AddObjectToObject(t, "function");
+        char *name = srv_utf8_clean(c->name, strlen(c->name)), *args = srv_utf8_clean(c->args ? c->args : "", c->alen);
+        cJSON_AddStringToObject(fn, "name", name ? name : "");
+        cJSON_AddStringToObject(fn, "arguments", args ? args : "");
+        slm_xfree(name);
+        slm_xfree(args);
+        cJSON_AddItemToArray(tcs, t);
+    }
+}
+
 static int send_result(srv_api *a, srv_req *r, job *j) {
     int chat = j->q.chat;
     cJSON *res = base_obj(a, j, chat ? "chat.completion" : "text_completion");
@@ -197,7 +275,11 @@ static int send_result(srv_api *a, srv_req *r, job *j) {
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c0, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddStringToObject(msg, "content", clean ? clean : "");
+        size_t ws = 0;
+        while (ws < j->tlen && strchr(" \t\r\n", j->text[ws])) ws++;
+        if (j->ncalls && ws == j->tlen) cJSON_AddNullToObject(msg, "content"); /* only calls: null, as OpenAI's */
+        else cJSON_AddStringToObject(msg, "content", clean ? clean : "");
+        if (j->ncalls) add_tool_calls(msg, j);
         char *rc = j->rlen ? srv_utf8_clean(j->rtext, j->rlen) : NULL;
         if (rc) cJSON_AddStringToObject(msg, "reasoning_content", rc);
         slm_xfree(rc);
@@ -412,6 +494,7 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
     a->tok = slm_chat_tok_new(slm_engine_tokenizer(e));
     a->reasoning_auto = slm_chat_reasoning_auto(e, tm);
     a->reasoning = cfg->reasoning == SLM_REASON_AUTO ? a->reasoning_auto : cfg->reasoning;
+    a->tool_auto = slm_tool_detect(slm_engine_tokenizer(e), tm ? slm_tmpl_source(tm) : NULL);
     for (int i = 0; i < cfg->n_kwargs && a->n_kwargs < (int)(sizeof a->kwargs / sizeof *a->kwargs); i++)
         a->kwargs[a->n_kwargs++] = cfg->kwargs[i];
     a->n_slots = cfg->parallel > 0 ? cfg->parallel : 1;

@@ -15,11 +15,23 @@
 #include "text/chat_template.h"
 #include "text/chat_tok.h"
 #include "text/reasoning.h"
+#include "text/toolcall.h"
 #include "staticlm.h"
 
 enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
 
 #define SRV_MAX_SLOTS 64
+
+/* A tool call the reply made (text/toolcall.h), as it streams. */
+typedef struct srv_call {
+    char id[40];            /* "call_..." (mistral: 9 letters and digits, as its template wants) */
+    char *name;             /* slm_malloc'd */
+    char *args;             /* the arguments so far [alen] + NUL (slm_malloc'd) */
+    size_t alen, acap;
+    int done;               /* SLM_TOOL_END came */
+    int head_sent;          /* the stream sent its id and name */
+    size_t asent;           /* bytes of args the stream sent */
+} srv_call;
 
 typedef struct job {
     int refs;               /* under a->mu: the queue/worker, the request, the stream */
@@ -41,6 +53,12 @@ typedef struct job {
     int oom;                /* a piece of the split reply could not be kept: the job fails */
     slm_reason rs;          /* the splitter (format none: all is text) */
     int reasoning;          /* the format it runs (resolved) */
+    slm_toolcall tc;        /* chat: the tool call parser (format none: all is text); it reads
+                               the answer, or (harmony) the reply before the splitter */
+    int tool_fmt;           /* the format it runs (SLM_TOOL_NONE: no tools, or tool_choice none) */
+    srv_call *calls;        /* [ncalls] (under a->mu) */
+    int ncalls, ccalls;
+    int skip_call;          /* parallel_tool_calls false: the current call is a second one, dropped */
     int prompt_tokens, completion_tokens;
     int cached_tokens;      /* prompt tokens whose KV rows were reused (slot or prefix cache) */
     const char *finish;     /* "stop" | "length" | "cancelled" */
@@ -72,6 +90,7 @@ struct srv_api {
     int seed_set;           /* samp.seed is serve's --seed: requests without a seed take it */
     int reasoning;          /* a request's default format (--reasoning-format, AUTO resolved) */
     int reasoning_auto;     /* what auto means for this model */
+    int tool_auto;          /* the tool call format of this model (SLM_TOOL_*, by its template and vocabulary) */
     const char *kwargs[8];  /* the server's template kwargs [n_kwargs] */
     int n_kwargs;
     int n_slots;            /* --parallel: sessions decoding together */

@@ -6,6 +6,7 @@
 #ifdef SLM_HAVE_CJSON
 
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,7 +14,9 @@
 #include <string.h>
 
 #include "common/json.h"
+#include "text/grammar.h"
 #include "text/reasoning.h"
+#include "text/toolcall.h"
 
 static int fail(srv_error *e, int status, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -108,21 +111,15 @@ static int parse_penalties(const cJSON *o, srv_request *q, srv_error *e) {
 }
 
 /* OpenAI fields whose features staticlm does not have: refused, not ignored,
- * unless they ask for nothing (an empty tools list, "none", "text", false, 0, 1). */
+ * unless they ask for nothing (an empty functions list, "none", "text", false, 0, 1).
+ * (tools and tool_choice: parse_tools.) */
 static int refuse_unsupported(const cJSON *o, int chat, srv_error *e) {
     const cJSON *v;
-    if (((v = field(o, "tools")) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v))) ||
-        ((v = field(o, "functions")) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v))))
-        return BAD(v->string, "unsupported_value", "tool and function calling are not supported");
-    if (((v = field(o, "tool_choice")) || (v = field(o, "function_call"))) &&
+    if ((v = field(o, "functions")) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v)))
+        return BAD(v->string, "unsupported_value", "the legacy 'functions' are not supported: use 'tools'");
+    if ((v = field(o, "function_call")) &&
         !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
-        return BAD(v->string, "unsupported_value", "tool and function calling are not supported");
-    if ((v = field(o, "response_format"))) {
-        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "text"))
-            return BAD("response_format", "unsupported_value",
-                       "only response_format {\"type\": \"text\"} is supported (no JSON mode or schemas)");
-    }
+        return BAD(v->string, "unsupported_value", "the legacy 'function_call' is not supported: use 'tool_choice'");
     if ((v = field(o, "logprobs")) && !(cJSON_IsFalse(v) || (!chat && is_int(v) && v->valuedouble == 0)))
         return BAD("logprobs", "unsupported_value", "logprobs are not supported");
     if ((v = field(o, "top_logprobs")) && !(is_int(v) && v->valuedouble == 0))
@@ -132,6 +129,74 @@ static int refuse_unsupported(const cJSON *o, int chat, srv_error *e) {
         return BAD("best_of", "unsupported_value", "only best_of = 1 is supported");
     if ((v = field(o, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
         return BAD("suffix", "unsupported_value", "suffix (fill in the middle) is not supported");
+    return 1;
+}
+
+/* A schema (cJSON) to grammar text in q->grammar. */
+static int schema_grammar(const cJSON *schema, const char *param, srv_request *q, srv_error *e) {
+    char *txt = NULL;
+    if (schema && !(txt = cJSON_PrintUnformatted(schema))) return NOMEM();
+    slm_err err = {0};
+    slm_status st = slm_json_schema_to_grammar(txt, txt ? strlen(txt) : 0, &q->grammar, &err);
+    cJSON_free(txt);
+    if (st == SLM_ERR_NOMEM) return NOMEM();
+    return st ? BAD(param, "invalid_value", "%s", err.msg) : 1;
+}
+
+/* Structured output: response_format {"type": "json_object"} (any JSON
+ * object; llama-server's optional "schema" beside it), {"type":
+ * "json_schema", "json_schema": {"schema": ...}} (OpenAI's), and
+ * llama-server's `json_schema` (a schema) and `grammar` (GBNF text); at
+ * most one of them. The grammar is compiled here so that a bad one is a 400
+ * with the compiler's message. */
+static int parse_grammar(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *rf = field(o, "response_format"), *js = field(o, "json_schema"), *gr = field(o, "grammar");
+    const char *param = NULL;
+    if (rf) {
+        const cJSON *t = cJSON_IsObject(rf) ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+        if (!cJSON_IsString(t))
+            return BAD("response_format", "invalid_type", "'response_format' must be an object with a 'type'");
+        if (!strcmp(t->valuestring, "json_object")) {
+            const cJSON *sc = field(rf, "schema");
+            if (sc && !cJSON_IsObject(sc) && !cJSON_IsBool(sc))
+                return BAD("response_format", "invalid_type", "response_format.schema must be a JSON schema");
+            param = "response_format";
+            if (!schema_grammar(sc, param, q, e)) return 0;
+        } else if (!strcmp(t->valuestring, "json_schema")) {
+            const cJSON *w = field(rf, "json_schema"), *sc = cJSON_IsObject(w) ? field(w, "schema") : NULL;
+            if (!sc || (!cJSON_IsObject(sc) && !cJSON_IsBool(sc)))
+                return BAD("response_format", "invalid_value",
+                           "response_format {\"type\": \"json_schema\"} needs \"json_schema\": {\"schema\": {...}}");
+            param = "response_format";
+            if (!schema_grammar(sc, param, q, e)) return 0;
+        } else if (strcmp(t->valuestring, "text")) {
+            return BAD("response_format", "unsupported_value",
+                       "response_format type '%.32s' is not supported (text, json_object, json_schema)", t->valuestring);
+        }
+    }
+    if (js) {
+        if (param) return BAD("json_schema", "invalid_value", "give one of response_format, json_schema and grammar");
+        if (!cJSON_IsObject(js) && !cJSON_IsBool(js)) return BAD("json_schema", "invalid_type", "'json_schema' must be a JSON schema");
+        param = "json_schema";
+        if (!schema_grammar(js, param, q, e)) return 0;
+    }
+    if (gr) {
+        if (param) return BAD("grammar", "invalid_value", "give one of response_format, json_schema and grammar");
+        if (!cJSON_IsString(gr)) return BAD("grammar", "invalid_type", "'grammar' must be a string (GBNF)");
+        param = "grammar";
+        if (gr->valuestring[0] && !(q->grammar = slm_strdup(gr->valuestring))) return NOMEM();
+    }
+    if (!q->grammar) return 1;
+    slm_grammar *g = NULL;
+    slm_gmatch *m = NULL;
+    slm_err err = {0};
+    slm_status st = slm_grammar_compile(q->grammar, strlen(q->grammar), &g, &err);
+    if (!st) st = slm_gmatch_new(g, &m, &err); /* the start's expansion too */
+    slm_gmatch_free(m);
+    slm_grammar_free(g);
+    if (st == SLM_ERR_NOMEM) return NOMEM();
+    if (st) return BAD(param, "invalid_value", "%s", err.msg);
+    q->samp.grammar = q->grammar;
     return 1;
 }
 
@@ -146,7 +211,7 @@ static int parse_common(const cJSON *o, const slm_sampling *dflt, srv_request *q
         q->samp.repeat_penalty = 1.0f;
         q->samp.repeat_last_n = 64;
     }
-    if (!refuse_unsupported(o, q->chat, e) || !parse_penalties(o, q, e)) return 0;
+    if (!refuse_unsupported(o, q->chat, e) || !parse_penalties(o, q, e) || !parse_grammar(o, q, e)) return 0;
     q->max_tokens = q->chat ? 0 : 16;
     if ((v = field(o, "model")) && !cJSON_IsString(v)) return BAD("model", "invalid_type", "'model' must be a string");
     const char *mt = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -228,6 +293,110 @@ static const char *known_role(const char *r) {
     return NULL;
 }
 
+/* ---- tools ------------------------------------------------------------------------ */
+
+/* A function name as OpenAI allows it: 1-64 of a-z A-Z 0-9 _ - (and '.',
+ * which some clients use). */
+static int good_fn_name(const char *s) {
+    size_t n = strlen(s);
+    if (!n || n > 64) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '-' || s[i] == '.')) return 0;
+    return 1;
+}
+
+/* tools: [{"type": "function", "function": {"name", "description"?,
+ * "parameters"?}}], kept as sent (JSON) for the template; tool_choice;
+ * parallel_tool_calls. Tools on completions are refused (an empty list
+ * asks for nothing). */
+static int parse_tools(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *tl = field(o, "tools"), *tc = field(o, "tool_choice"), *pc = field(o, "parallel_tool_calls");
+    q->tool_choice = SRV_TOOLS_AUTO;
+    q->parallel_tool_calls = 1;
+    if (!q->chat && tl && !(cJSON_IsArray(tl) && !cJSON_GetArraySize(tl))) /* an empty list asks for nothing */
+        return BAD("tools", "unsupported_value", "tools apply to chat completions only (/v1/chat/completions)");
+    if (pc && !cJSON_IsBool(pc)) return BAD("parallel_tool_calls", "invalid_type", "'parallel_tool_calls' must be a boolean");
+    if (pc) q->parallel_tool_calls = cJSON_IsTrue(pc);
+    if (tc) {
+        if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")) q->tool_choice = SRV_TOOLS_NONE;
+        else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "auto")) q->tool_choice = SRV_TOOLS_AUTO;
+        else if ((cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) || cJSON_IsObject(tc))
+            return BAD("tool_choice", "unsupported_value",
+                       "tool_choice 'required' or a named function needs constrained generation, which staticlm "
+                       "does not do yet: use 'auto' (the model decides) or 'none'");
+        else
+            return BAD("tool_choice", "invalid_value", "'tool_choice' must be 'none', 'auto', 'required' or an object");
+    }
+    if (!tl) return 1;
+    if (!cJSON_IsArray(tl)) return BAD("tools", "invalid_type", "'tools' must be an array");
+    if (!cJSON_GetArraySize(tl) || !q->chat) return 1; /* none, as llama.cpp's server takes it */
+    const cJSON *it;
+    int k = 0;
+    cJSON_ArrayForEach(it, tl) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(it, "type"), *fn = cJSON_GetObjectItemCaseSensitive(it, "function");
+        const cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+        const cJSON *ds = cJSON_IsObject(fn) ? field(fn, "description") : NULL;
+        const cJSON *pa = cJSON_IsObject(fn) ? field(fn, "parameters") : NULL;
+        if (!cJSON_IsObject(it) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsObject(fn) ||
+            !cJSON_IsString(nm) || !good_fn_name(nm->valuestring) || (ds && !cJSON_IsString(ds)) || (pa && !cJSON_IsObject(pa)))
+            return BAD("tools", "invalid_value",
+                       "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": 1-64 of a-z A-Z 0-9 _ -, "
+                       "\"description\": string, \"parameters\": a JSON schema object}}", k);
+        k++;
+    }
+    if (!(q->tools = cJSON_PrintUnformatted(tl))) return NOMEM();
+    return 1;
+}
+
+/* An assistant's tool_calls as the template takes them (JSON text): each
+ * call's arguments, a JSON string in OpenAI's API, parsed into the value the
+ * templates expect (as llama.cpp's server does); other fields kept. */
+static int msg_tool_calls(const cJSON *v, int k, slm_chat_msg *m, srv_error *e) {
+    char param[48];
+    snprintf(param, sizeof param, "messages[%d].tool_calls", k);
+    if (!cJSON_IsArray(v)) return BAD(param, "invalid_type", "%s must be an array", param);
+    cJSON *copy = cJSON_Duplicate(v, 1);
+    if (!copy) return NOMEM();
+    cJSON *it;
+    int i = 0, ok = 1;
+    cJSON_ArrayForEach(it, copy) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(it, "function");
+        cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+        cJSON *ar = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
+        if (!cJSON_IsObject(it) || !cJSON_IsString(nm) || (id && !cJSON_IsString(id)) ||
+            (ar && !cJSON_IsString(ar) && !cJSON_IsObject(ar))) {
+            ok = BAD(param, "invalid_value",
+                     "%s[%d] must be {\"id\": string, \"type\": \"function\", \"function\": {\"name\": string, "
+                     "\"arguments\": JSON text}}", param, i);
+            break;
+        }
+        cJSON *parsed = cJSON_IsString(ar) ? cJSON_Parse(ar->valuestring) : NULL;
+        if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
+        i++;
+    }
+    if (ok && !(m->tool_calls = cJSON_PrintUnformatted(copy))) ok = NOMEM();
+    cJSON_Delete(copy);
+    return ok;
+}
+
+/* A message's tool_calls (assistant), tool_call_id and name (tool). */
+static int parse_msg_tools(const cJSON *it, int k, slm_chat_msg *m, srv_error *e) {
+    char param[48];
+    const cJSON *v;
+    if ((v = field(it, "tool_calls")) && !msg_tool_calls(v, k, m, e)) return 0;
+    static const char *const names[] = {"tool_call_id", "name"};
+    for (int f = 0; f < 2; f++) {
+        if (!(v = field(it, names[f]))) continue;
+        snprintf(param, sizeof param, "messages[%d].%s", k, names[f]);
+        if (!cJSON_IsString(v)) return BAD(param, "invalid_type", "%s must be a string", param);
+        char *c = slm_strdup(v->valuestring);
+        if (!c) return NOMEM();
+        *(f ? &m->name : &m->tool_call_id) = c;
+    }
+    return 1;
+}
+
 static int parse_messages(const cJSON *o, srv_request *q, srv_error *e) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
     int n = cJSON_IsArray(ms) ? cJSON_GetArraySize(ms) : -1;
@@ -262,6 +431,7 @@ static int parse_messages(const cJSON *o, srv_request *q, srv_error *e) {
             return BAD(param, "invalid_type", "messages[%d].reasoning_content must be a string", k);
         }
         if (rc && !(q->msgs[k].reasoning_content = slm_strdup(rc->valuestring))) return NOMEM();
+        if (!parse_msg_tools(it, k, &q->msgs[k], e)) return 0;
     }
     return 1;
 }
@@ -311,6 +481,7 @@ int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling
     if (ok) ok = parse_common(o, dflt, q, e);
     if (ok) ok = chat ? parse_messages(o, q, e) : parse_prompt(o, q, e);
     if (ok) ok = parse_reasoning(o, q, e);
+    if (ok) ok = parse_tools(o, q, e);
     cJSON_Delete(o);
     if (!ok) srv_request_free(q);
     return ok;
@@ -321,8 +492,13 @@ void srv_request_free(srv_request *q) {
     for (int i = 0; i < q->nmsgs; i++) {
         slm_xfree((void *)q->msgs[i].content);
         slm_xfree((void *)q->msgs[i].reasoning_content);
+        cJSON_free((void *)q->msgs[i].tool_calls);
+        slm_xfree((void *)q->msgs[i].tool_call_id);
+        slm_xfree((void *)q->msgs[i].name);
     }
     slm_xfree(q->kwargs);
+    slm_xfree(q->grammar);
+    cJSON_free(q->tools);
     slm_xfree(q->msgs);
     slm_xfree(q->prompt);
     int chat = q->chat;

@@ -35,7 +35,18 @@ typedef struct srv_request {
     int reasoning;           /* chat: reasoning_format, SLM_REASON_*; -1 = the server's */
     char *kwargs;            /* chat: chat_template_kwargs, a checked JSON object
                                 (slm_malloc'd), or NULL */
+    char *grammar;           /* the request's grammar (GBNF, checked; slm_malloc'd): from
+                                response_format, json_schema or grammar; samp.grammar
+                                points at it (or at serve's --grammar when NULL) */
+    /* chat: tools (a JSON array as sent, cJSON_free'd; NULL: none or empty),
+       tool_choice (SRV_TOOLS_*), parallel_tool_calls (default 1); messages'
+       tool_calls (JSON, cJSON_free'd), tool_call_id and name (slm_malloc'd) */
+    char *tools;
+    int tool_choice;
+    int parallel_tool_calls;
 } srv_request;
+
+enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE }; /* tool_choice ('required' and named: refused) */
 
 typedef struct srv_error {
     int status;              /* 400, or 500 when out of memory */
@@ -50,8 +61,9 @@ typedef struct srv_error {
  * one JSON object with nothing but white space after it. dflt: the sampling
  * a request's missing fields take (serve's options); NULL = OpenAI's
  * (temperature 1, top_p 1, the rest off). Fields of features staticlm lacks
- * (tools, JSON response formats, logprobs, echo, best_of > 1, suffix) are
- * refused with 400 unless they ask for nothing. */
+ * (response formats other than text / json_object / json_schema, logprobs,
+ * echo, best_of > 1, suffix, the legacy functions, tool_choice 'required' or
+ * named) are refused with 400 unless they ask for nothing. */
 int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);
 

@@ -17,8 +17,10 @@
 
 #include <limits.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/common.h"
 #include "common/trace.h"
@@ -31,6 +33,12 @@ void srv_job_changed(srv_api *a, job *j) {
 void srv_job_unref(job *j) {
     if (--j->refs > 0) return;
     srv_request_free(&j->q);
+    slm_tool_free(&j->tc);
+    for (int i = 0; i < j->ncalls; i++) {
+        slm_xfree(j->calls[i].name);
+        slm_xfree(j->calls[i].args);
+    }
+    slm_xfree(j->calls);
     slm_xfree(j->text);
     slm_xfree(j->rtext);
     slm_xfree(j->pend);
@@ -69,9 +77,68 @@ static int append(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
     return 1;
 }
 
-/* The splitter's output: the answer to text, the reasoning to rtext. */
+/* A tool call's id: "call_" and 24 letters and digits; mistral's template
+ * wants 9 letters and digits. Unique enough: a counter, the clock and the
+ * job mixed (ids name calls within a conversation; nothing secret). */
+static void call_id(job *j, char *id, size_t cap) {
+    static _Atomic unsigned long long counter;
+    static const char an[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    unsigned long long x = ++counter * 0x9E3779B97F4A7C15ull ^ (unsigned long long)time(NULL) ^ (unsigned long long)(uintptr_t)j;
+    const int mistral = j->tool_fmt == SLM_TOOL_MISTRAL, len = mistral ? 9 : 24;
+    size_t k = 0;
+    if (!mistral) k = (size_t)snprintf(id, cap, "call_");
+    for (int i = 0; i < len && k + 1 < cap; i++) {
+        x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
+        id[k++] = an[x % (sizeof an - 1)];
+    }
+    id[k] = 0;
+}
+
+/* The tool call parser's output (under a->mu): text to the answer (harmony:
+ * on to the reasoning splitter), calls to j->calls. With
+ * parallel_tool_calls false, calls after the first are dropped. */
+static void tool_out(void *ud, int ev, const char *s, size_t n) {
+    job *j = ud;
+    if (ev == SLM_TOOL_TEXT) {
+        if (j->tool_fmt == SLM_TOOL_HARMONY) slm_reason_feed(&j->rs, s, n);
+        else if (!append(&j->text, &j->tlen, &j->tcap, s, n)) j->oom = 1;
+        return;
+    }
+    if (ev == SLM_TOOL_CALL) {
+        j->skip_call = j->ncalls > 0 && !j->q.parallel_tool_calls;
+        if (j->skip_call) return;
+        if (j->ncalls == j->ccalls) {
+            int nc = j->ccalls ? j->ccalls * 2 : 4;
+            srv_call *c = slm_realloc(j->calls, (size_t)nc * sizeof *c);
+            if (!c) { j->oom = 1; return; }
+            j->calls = c;
+            j->ccalls = nc;
+        }
+        srv_call *c = &j->calls[j->ncalls];
+        memset(c, 0, sizeof *c);
+        call_id(j, c->id, sizeof c->id);
+        if (!(c->name = slm_strdup(s))) { j->oom = 1; return; }
+        j->ncalls++;
+        return;
+    }
+    if (j->skip_call || !j->ncalls) {
+        if (ev == SLM_TOOL_END) j->skip_call = 0;
+        return;
+    }
+    srv_call *c = &j->calls[j->ncalls - 1];
+    if (ev == SLM_TOOL_END) c->done = 1;
+    else if (!append(&c->args, &c->alen, &c->acap, s, n)) j->oom = 1;
+}
+
+/* The splitter's output: the answer to text (or on to the tool call parser),
+ * the reasoning to rtext. */
 static void split_out(void *ud, int kind, const char *s, size_t n) {
     job *j = ud;
+    if (kind == SLM_REASON_ANSWER && j->tool_fmt != SLM_TOOL_NONE && j->tool_fmt != SLM_TOOL_HARMONY) {
+        slm_tool_feed(&j->tc, s, n);
+        if (j->tc.oom) j->oom = 1;
+        return;
+    }
     const int ok = kind == SLM_REASON_THINK ? append(&j->rtext, &j->rlen, &j->rcap, s, n)
                                             : append(&j->text, &j->tlen, &j->tcap, s, n);
     if (!ok) j->oom = 1; /* after_step fails the job rather than send a reply with a hole */
@@ -80,9 +147,14 @@ static void split_out(void *ud, int kind, const char *s, size_t n) {
 /* Publish the reply text s[0..n) (under a->mu): what is new since the last
  * call goes through the splitter; end: the reply is complete. */
 static void publish(srv_api *a, job *j, const char *s, size_t n, int end) {
-    if (n > j->raw) slm_reason_feed(&j->rs, s + j->raw, n - j->raw);
+    const int tools_first = j->tool_fmt == SLM_TOOL_HARMONY; /* harmony: calls out before the splitter */
+    if (n > j->raw && tools_first) slm_tool_feed(&j->tc, s + j->raw, n - j->raw);
+    else if (n > j->raw) slm_reason_feed(&j->rs, s + j->raw, n - j->raw);
     if (n > j->raw) j->raw = n;
+    if (end && tools_first) slm_tool_finish(&j->tc);
     if (end) slm_reason_finish(&j->rs);
+    if (end && !tools_first) slm_tool_finish(&j->tc);
+    if (j->tc.oom) j->oom = 1;
     srv_job_changed(a, j);
 }
 
@@ -149,6 +221,7 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         v.eos_token = slm_chat_tok_eos_text(a->tok);
         v.add_generation_prompt = 1;
         v.cancel = &j->cancelled;
+        v.tools = q->tools; /* rendered with tool_choice none too, as llama.cpp's server does */
         v.kwargs = kw; /* the server's, then the request's */
         for (v.n_kwargs = 0; v.n_kwargs < a->n_kwargs; v.n_kwargs++) kw[v.n_kwargs] = a->kwargs[v.n_kwargs];
         if (q->kwargs) kw[v.n_kwargs++] = q->kwargs;
@@ -174,10 +247,15 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
             job_fail(a, j, 400, "invalid_value", "messages", "the chat template failed: %s", terr.msg);
             return 0;
         }
+        if (a->verbose) fprintf(stderr, "serve: %s: the rendered prompt:\n%s\n", j->id, prompt);
         int n = tokenize(a, j, prompt, mask, ids);
-        /* the reply continues the prompt: it may start inside the thinking */
+        /* the reply continues the prompt: it may start inside the thinking, or a tool call */
         j->reasoning = q->reasoning < 0 ? a->reasoning : q->reasoning == SLM_REASON_AUTO ? a->reasoning_auto : q->reasoning;
         slm_reason_init(&j->rs, j->reasoning, prompt, split_out, j);
+        pthread_mutex_lock(&a->mu);
+        j->tool_fmt = q->tools && q->tool_choice != SRV_TOOLS_NONE ? a->tool_auto : SLM_TOOL_NONE;
+        slm_tool_init(&j->tc, j->tool_fmt, prompt, tool_out, j);
+        pthread_mutex_unlock(&a->mu);
         slm_xfree(prompt);
         slm_xfree(mask);
         return n;
@@ -270,7 +348,15 @@ static int start_job(srv_api *a, int i, int *budget) {
     a->slot_prompt[i] = n;
     int left = 0;
     slm_status st = slm_session_configure(s, &sc);
-    if (!st) st = slm_session_begin_prompt(s, ids, n, *budget > 0 ? *budget : 1, &left);
+    if (st) { /* the sampling's grammar (checked when parsed: out of memory, or serve's --grammar) */
+        slm_xfree(ids);
+        job_fail(a, j, st == SLM_ERR_NOMEM ? 500 : 400, st == SLM_ERR_NOMEM ? "server_error" : "invalid_value",
+                 st == SLM_ERR_NOMEM ? NULL : "grammar", "%s", slm_session_error(s));
+        slm_session_reset(s);
+        release(a, i);
+        return 0;
+    }
+    st = slm_session_begin_prompt(s, ids, n, *budget > 0 ? *budget : 1, &left);
     slm_xfree(ids);
     if (st) {
         job_fail(a, j, 500, "internal_error", NULL, "prefill failed: %s", slm_session_error(s));
@@ -332,10 +418,18 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
         publish(a, j, text, len, 1);
-        if (!j->oom) j->state = J_DONE;
+        if (j->ncalls && !strcmp(j->finish, "stop")) j->finish = "tool_calls"; /* as OpenAI's */
+        if (!j->oom) {
+            j->state = J_DONE;
+            /* the slot is free before the answer leaves (same lock): a client that
+               sends its next request the moment it has this one is not refused as busy */
+            a->slot_job[i] = NULL;
+            a->running--;
+        }
         srv_job_changed(a, j);
     }
     const int oom = j->oom;
+    if (done && !oom) srv_job_unref(j);
     pthread_mutex_unlock(&a->mu);
     if (oom) {
         job_fail(a, j, 500, "server_error", NULL, "out of memory while keeping the reply");
@@ -343,7 +437,6 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         release(a, i);
         return;
     }
-    if (done) release(a, i);
 }
 
 void *srv_worker_main(void *arg) {

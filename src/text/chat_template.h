@@ -33,6 +33,16 @@ typedef struct slm_chat_msg {
      * the reasoning that came before an assistant's answer, as
      * message.reasoning_content (most templates drop it) */
     const char *reasoning_content;
+    /* Tool calling, each NULL when the message has no such field (undefined
+     * in the template), as Hugging Face's apply_chat_template passes them:
+     * tool_calls, a JSON array (text) of {"id", "type": "function",
+     * "function": {"name", "arguments"}} that becomes message.tool_calls
+     * (an assistant's calls; arguments an object, as the templates expect);
+     * tool_call_id and name, a tool message's (role "tool") answer to a
+     * call. Their strings are tainted like content. */
+    const char *tool_calls;
+    const char *tool_call_id;
+    const char *name;
 } slm_chat_msg;
 
 typedef struct slm_tmpl slm_tmpl;
@@ -44,7 +54,7 @@ slm_tmpl *slm_tmpl_parse(const char *src, slm_err *err);
 void slm_tmpl_free(slm_tmpl *t);
 
 #define SLM_TMPL_BUDGET (1ull << 28) /* cost units: 32 per expression, 16 per element, 1 per byte */
-#define SLM_TMPL_TIME_MS 5000u       /* wall clock per render */
+#define SLM_TMPL_TIME_MS 5000u       /* the render thread's CPU time per render */
 
 /* Variables and limits of one render (all optional: zero = default). */
 typedef struct slm_tmpl_vars {
@@ -70,6 +80,11 @@ typedef struct slm_tmpl_vars {
      * the render (SLM_ERR_ARG). */
     const char *const *kwargs;
     int n_kwargs;
+    /* NULL: tools is none; else a JSON array (text) of the functions the
+     * model may call, [{"type": "function", "function": {"name",
+     * "description", "parameters"}}], the variable tools (tainted). A
+     * malformed one fails the render (SLM_ERR_ARG). */
+    const char *tools;
 } slm_tmpl_vars;
 
 /* 1 when json is an object slm_tmpl_vars.kwargs accepts; else 0 with err

@@ -620,6 +620,9 @@ char *je_render(R *r) {
         jv_dsetc(r, d, "content", jv_taint(r, vstr_lit(r->msgs[i].content ? r->msgs[i].content : "")));
         if (r->msgs[i].reasoning_content)
             jv_dsetc(r, d, "reasoning_content", jv_taint(r, vstr_lit(r->msgs[i].reasoning_content)));
+        if (r->msgs[i].tool_calls) jv_dsetc(r, d, "tool_calls", jv_json_value(r, r->msgs[i].tool_calls, "tool_calls"));
+        if (r->msgs[i].tool_call_id) jv_dsetc(r, d, "tool_call_id", jv_taint(r, vstr_lit(r->msgs[i].tool_call_id)));
+        if (r->msgs[i].name) jv_dsetc(r, d, "name", jv_taint(r, vstr_lit(r->msgs[i].name)));
         jv_push(r, ml, (val){.t = V_DICT, .u.d = d});
     }
     const slm_tmpl_vars *vars = r->vars;
@@ -627,8 +630,8 @@ char *je_render(R *r) {
     jv_fset(r, r->root, "add_generation_prompt", vbool(vars && vars->add_generation_prompt));
     jv_fset(r, r->root, "bos_token", vstr_lit(vars && vars->bos_token ? vars->bos_token : ""));
     jv_fset(r, r->root, "eos_token", vstr_lit(vars && vars->eos_token ? vars->eos_token : ""));
-    /* as Hugging Face's apply_chat_template without tools or documents */
-    jv_fset(r, r->root, "tools", vnone());
+    /* as Hugging Face's apply_chat_template: tools none unless given; no documents */
+    jv_fset(r, r->root, "tools", vars && vars->tools ? jv_json_value(r, vars->tools, "tools") : vnone());
     jv_fset(r, r->root, "documents", vnone());
     for (int i = 0; vars && i < vars->n_kwargs; i++)
         if (vars->kwargs[i]) jv_set_kwargs(r, vars->kwargs[i]);

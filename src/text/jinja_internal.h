@@ -278,6 +278,9 @@ char *je_render(R *r); /* r->om: the output's taint (NULL: none), the caller's *
 
 /* jinja_json.c: json's members become root variables (slm_tmpl_vars.kwargs) */
 void jv_set_kwargs(R *r, const char *json);
+/* One JSON value (tools, a message's tool_calls), tainted; what names it in
+ * messages. Fails the render (SLM_ERR_ARG) when json is malformed. */
+val jv_json_value(R *r, const char *json, const char *what);
 
 /* jinja_filters.c */
 int jf_known_filter(const char *name);

@@ -17,10 +17,11 @@
 typedef struct jr {
     R *r;
     const char *start, *p, *end;
+    const char *what; /* for messages: "chat template kwargs", "tools", ... */
 } jr;
 
 static void jbad(jr *j, const char *what) {
-    jv_fail(j->r, NULL, SLM_ERR_ARG, "chat template kwargs: %s at byte %ld", what, (long)(j->p - j->start));
+    jv_fail(j->r, NULL, SLM_ERR_ARG, "%s: %s at byte %ld", j->what, what, (long)(j->p - j->start));
 }
 
 static void skip_ws(jr *j) {
@@ -181,7 +182,7 @@ static int reserved(sstr k) {
 /* One JSON object's members become variables of the root scope (a later
  * object overrides an earlier one's names); fails the render otherwise. */
 void jv_set_kwargs(R *r, const char *json) {
-    jr j = {r, json, json, json + strlen(json)};
+    jr j = {r, json, json, json + strlen(json), "chat template kwargs"};
     jv_charge(r, (uint64_t)(j.end - j.p));
     skip_ws(&j);
     if (j.p >= j.end || *j.p != '{') jbad(&j, "expected a JSON object");
@@ -195,6 +196,15 @@ void jv_set_kwargs(R *r, const char *json) {
         if (memchr(d->k[i].p, 0, d->k[i].n)) jbad(&j, "a key holds a NUL");
         jv_fset(r, r->root, d->k[i].p, d->v[i]);
     }
+}
+
+val jv_json_value(R *r, const char *json, const char *what) {
+    jr j = {r, json, json, json + strlen(json), what};
+    jv_charge(r, (uint64_t)(j.end - j.p));
+    val v = jv_taint(r, read_value(&j, 0));
+    skip_ws(&j);
+    if (j.p != j.end) jbad(&j, "bytes after the value");
+    return v;
 }
 
 int slm_tmpl_kwargs_check(const char *json, slm_err *err) {

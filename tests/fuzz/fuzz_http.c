@@ -5,7 +5,8 @@
  * names a code and a message, or gives a request within its limits: at most
  * SRV_MAX_STOP non-empty stop strings of at most SRV_STOP_LEN bytes, a
  * known role for every message, a prompt or messages for its endpoint,
- * sampling values in range. Also the UTF-8 helpers on the same bytes:
+ * sampling values in range, a grammar (response_format, json_schema,
+ * grammar) only when it compiled. Also the UTF-8 helpers on the same bytes:
  * srv_utf8_clean gives valid UTF-8, srv_utf8_complete never grows.
  * tests/fuzz/run.sh builds it with the sources named on the next line.
  * fuzz-sources: src/server/request.c
@@ -68,18 +69,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; i < q.samp.n_logit_bias; i++)
             CHECK(q.samp.logit_bias[i].token >= 0 && fabsf(q.samp.logit_bias[i].bias) <= 100);
         CHECK(!q.include_usage || q.include_usage == 1);
+        CHECK(q.samp.grammar == q.grammar); /* a request's grammar (checked), or none (no server default here) */
+        CHECK(q.tool_choice == SRV_TOOLS_AUTO || q.tool_choice == SRV_TOOLS_NONE);
+        CHECK(q.parallel_tool_calls == 0 || q.parallel_tool_calls == 1);
         if (chat) {
             CHECK(q.nmsgs >= 1 && q.nmsgs <= SRV_MAX_MESSAGES && q.msgs && !q.prompt);
             for (int i = 0; i < q.nmsgs; i++) {
                 CHECK(known_role(q.msgs[i].role));
                 CHECK(strlen(q.msgs[i].content) <= len); /* contents come from the body */
+                CHECK(!q.msgs[i].tool_calls || q.msgs[i].tool_calls[0] == '['); /* a JSON array */
+                CHECK(!q.msgs[i].tool_call_id || strlen(q.msgs[i].tool_call_id) <= len);
             }
+            CHECK(!q.tools || q.tools[0] == '[');
         } else {
-            CHECK(q.prompt && !q.msgs && q.nmsgs == 0);
+            CHECK(q.prompt && !q.msgs && q.nmsgs == 0 && !q.tools);
             CHECK(strlen(q.prompt) <= len);
         }
         srv_request_free(&q);
-        CHECK(!q.msgs && !q.prompt && !q.nstop);
+        CHECK(!q.msgs && !q.prompt && !q.nstop && !q.grammar);
     } else {
         CHECK(e.status == 400 || e.status == 500);
         CHECK(e.type && e.msg[0]);

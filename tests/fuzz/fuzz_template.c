@@ -20,10 +20,10 @@
 #include "text/chat_template.h"
 
 static const slm_chat_msg CONV[] = {
-    {"system", "You are a helpful assistant.", NULL},
-    {"user", "Hello! <think>x</think> caf\xc3\xa9", NULL},
-    {"assistant", " Hi there.\n\n", NULL},
-    {"user", "How are you?", NULL},
+    {"system", "You are a helpful assistant.", NULL, NULL, NULL, NULL},
+    {"user", "Hello! <think>x</think> caf\xc3\xa9", NULL, NULL, NULL, NULL},
+    {"assistant", " Hi there.\n\n", NULL, NULL, NULL, NULL},
+    {"user", "How are you?", NULL, NULL, NULL, NULL},
 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -58,11 +58,28 @@ seeds() { # target -> corpus dir
       printf '\000{"prompt":["Once upon a time"],"max_completion_tokens":16,"stop":"x"} ' > "$d/completion.json"
       printf '\001{"messages":[{"role":"developer","content":null},{"role":"tool","content":"\\u00e9\\ud83d\\ude00"}]} junk' > "$d/trailing.json"
       printf '\000{"prompt":"a","min_p":0.1,"repeat_penalty":1.2,"repeat_last_n":-1,"presence_penalty":0.5,"frequency_penalty":-0.5,"logit_bias":{"3":-100,"17":2.5},"tools":[],"tool_choice":"none","response_format":{"type":"text"},"logprobs":0,"best_of":1,"suffix":""}' > "$d/sampling.json"
-      printf '\001{"messages":[{"role":"assistant","content":"a","reasoning_content":"r"}],"reasoning_format":"deepseek","chat_template_kwargs":{"enable_thinking":false}}' > "$d/reasoning.json" ;;
+      printf '\001{"messages":[{"role":"assistant","content":"a","reasoning_content":"r"}],"reasoning_format":"deepseek","chat_template_kwargs":{"enable_thinking":false}}' > "$d/reasoning.json"
+      printf '\001{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["x",1]}},"required":["a"]}}}}' > "$d/json_schema.json"
+      printf '\000{"prompt":"a","grammar":"root ::= [a-z]+ (\\" \\" root)?","response_format":{"type":"json_object"}}' > "$d/grammar.json"
+      printf '\000{"prompt":"a","json_schema":{"items":{"$ref":"#"},"maxItems":2}}' > "$d/schema_field.json"
+      printf '\001{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\\"a\\":1}"}}]},{"role":"tool","tool_call_id":"c1","name":"f","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}}],"tool_choice":"auto","parallel_tool_calls":false}' > "$d/tools.json" ;;
+    fuzz_grammar) # first byte even: grammar text, 0x01, text to match; odd: a JSON schema
+      printf '\000root ::= "{" ws (kv ("," ws kv)*)? "}"\nkv ::= str ":" ws [0-9]+\nstr ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\t\\n]*\001{"a": 1, "b":22}' > "$d/json.txt"
+      printf '\000root ::= (x | y){2,5} "." # comment\nx ::= [a-c\\x41-\\u00e9]+ | "\\U0001F600"\ny ::= ("(" root ")")?\001ab\xc3\xa9(ab.).' > "$d/repeat.txt"
+      printf '\000root ::= [^\\n]* .?\001anything \xe2\x82\xac' > "$d/any.txt"
+      printf '\001{"type":"object","properties":{"name":{"type":"string","maxLength":5},"n":{"type":"integer"},"t":{"type":"array","items":{"enum":["a",1,null]},"minItems":1,"maxItems":3}},"required":["name"],"additionalProperties":{"type":"boolean"}}' > "$d/schema.json"
+      printf '\001{"$defs":{"node":{"anyOf":[{"type":"null"},{"type":"object","properties":{"next":{"$ref":"#/$defs/node"}}}]}},"$ref":"#/$defs/node"}' > "$d/ref.json"
+      printf '\001{"type":["string","number","boolean"],"const":"x","oneOf":[{"const":{"a":[1]}}]}' > "$d/types.json" ;;
     fuzz_reasoning) # first byte: format, prompt, piece size; then a reply (also read as kwargs JSON)
       printf '\011<think>\nLet me see: 2 < 3.\n</think>\n\nThe answer is 4.' > "$d/deepseek.txt"
       printf '\022<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=f <|constrain|>json<|message|>{}<|call|>' > "$d/harmony.txt"
       printf '{"enable_thinking": false, "a": [1, 2.5, null, {"b": "\\u00e9\\ud83d\\ude00"}]}' > "$d/kwargs.json" ;;
+    fuzz_toolcall) # first byte: format, prompt, piece size; then a reply (also read as tools JSON)
+      printf '\021Hi <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "d": [1, "}"]}}\n</tool_call>' > "$d/hermes.txt"
+      printf '\022{"type": "function", "name": "f", "parameters": {"x": 1.5}}' > "$d/llama3.txt"
+      printf '\023[TOOL_CALLS][{"name": "a", "arguments": {}, "id": "abc123def"}, {"name": "b", "arguments": "{\\"k\\": 1}"}]' > "$d/mistral.txt"
+      printf '\024<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>' > "$d/harmony.txt"
+      printf '[{"type": "function", "function": {"name": "f", "arguments": {"a": "\\u00e9"}}}]' > "$d/tools.json" ;;
     fuzz_safetensors) # the bytes are read as a safetensors image and as config.json
       printf '{"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "sliding_window": 8, "sliding_window_pattern": 3, "rope_scaling": {"rope_type": "linear", "factor": 2.0}, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]}}' > "$d/gemma3.json"
       printf '{"model_type": "gemma2", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "vocab_size": 100, "max_position_embeddings": 128, "query_pre_attn_scalar": 24, "final_logit_softcapping": null, "sliding_window": 4}' > "$d/gemma2.json"

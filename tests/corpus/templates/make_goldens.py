@@ -7,7 +7,8 @@ ensure_ascii=False; strftime_now fixed to "26 Jul 2024"; messages, tools=None,
 documents=None, add_generation_prompt, bos_token, eos_token.
 A template that raises gives "ERROR: template raised: MESSAGE".
 Also renders the templates of ../shared/templates (when present) into
-shared/NAME.CONV.txt here.
+shared/NAME.CONV.txt here, with the conversations of conversations.txt and
+those of tool_conversations.txt (tools and tool calls).
 Run from anywhere: python3 tests/corpus/templates/make_goldens.py
 Needs python3-jinja2 (Debian) or the jinja2 package; no network."""
 import glob
@@ -46,15 +47,20 @@ def unescape(s):
     return "".join(out)
 
 
-def conversations():
+def conversations(fname="conversations.txt"):
     convs = []
-    with open(os.path.join(HERE, "conversations.txt"), encoding="utf-8") as f:
+    with open(os.path.join(HERE, fname), encoding="utf-8") as f:
         for line in f.read().split("\n"):
             if not line or line.startswith("#"):
                 continue
             if line.startswith("= "):
                 name, gen = line[2:].split(" ")
-                convs.append((name, gen == "1", []))
+                convs.append((name, gen == "1", [], None))
+            elif line.startswith("tools\t"):
+                convs[-1] = convs[-1][:3] + (json.loads(line.split("\t", 1)[1]),)
+            elif line.startswith("+"):
+                key, value = line[1:].split("\t", 1)
+                convs[-1][2][-1][key] = json.loads(value) if key == "tool_calls" else value
             else:
                 role, content = line.split("\t", 1)
                 convs[-1][2].append({"role": role, "content": unescape(content)})
@@ -74,9 +80,12 @@ def main():
         with open(path, encoding="utf-8") as f:
             tmpl = env.from_string(f.read())
         stem = os.path.basename(path)[: -len(".jinja")]
-        for name, gen, msgs in conversations():
+        convs = conversations()
+        if outdir != HERE:
+            convs += conversations("tool_conversations.txt")
+        for name, gen, msgs, tools in convs:
             try:
-                out = tmpl.render(messages=msgs, tools=None, documents=None, add_generation_prompt=gen,
+                out = tmpl.render(messages=msgs, tools=tools, documents=None, add_generation_prompt=gen,
                                   bos_token="<s>", eos_token="</s>")
             except Raised as e:
                 out = "ERROR: template raised: %s" % e

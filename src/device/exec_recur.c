@@ -1,0 +1,119 @@
+/* The executor's tasks of the hybrid recurrent layers (qwen35's Gated
+ * DeltaNet): the gated query's slices, the causal conv with its window, the
+ * decay, the delta rule with its state, and the sigmoid-gated product.
+ * The recurrence runs over the valid rows in order (a sequential scan per
+ * head: prefill costs what decode costs per row); its state is the
+ * program's conv_state / recurrent_state input, one row per sequence,
+ * updated in place. Nothing here allocates. */
+#include <math.h>
+#include <string.h>
+
+#include "device/exec_ops.h"
+
+#define DELTA_MAX_STATE 512 /* the head size the stack buffers hold (the loader's limit) */
+
+static inline float silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* Row r's sequence: its cache position over the rows of a region; -1 when
+ * it is not one of the task's `window` sequences. */
+static int seq_of(const slm_task *t, const int32_t *cpos, int r) {
+    if (!cpos || cpos[r] < 0 || t->k <= 0) return -1;
+    const int s = cpos[r] / t->k;
+    return s < t->window ? s : -1;
+}
+
+void slm_exec_slice(const slm_task *t, rows rr) {
+    const int runs = t->b > 0 ? t->n / t->b : 0;
+    for (int r = rr.begin; r < rr.end; r++) {
+        const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+        float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+        for (int g = 0; g < runs; g++) memcpy(y + (size_t)g * t->b, x + (size_t)g * t->c + t->a, (size_t)t->b * sizeof(float));
+    }
+}
+
+void slm_exec_sigmoid_gate(const slm_task *t, rows rr) {
+    for (int r = rr.begin; r < rr.end; r++) {
+        const float *g = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+        const float *u = row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r);
+        float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+        for (int i = 0; i < t->n; i++) y[i] = sigm(g[i]) * u[i];
+    }
+}
+
+slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos) {
+    const int n = t->n, K = t->c, w = K - 1;
+    const float *taps = t->p[SLM_REF_SRC2];
+    for (int r = rr.begin; r < rr.end; r++) {
+        const int s = seq_of(t, cpos, r);
+        if (s < 0) return SLM_ERR_ARG;
+        float *st = (float *)t->p[SLM_REF_SRC1] + (size_t)s * (size_t)w * (size_t)n;
+        float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+        for (int ch = t->n0; ch < t->n1; ch++) {
+            const float *wt = taps + (size_t)ch * K, in = x[ch];
+            float y = wt[w] * in;
+            for (int j = 0; j < w; j++) y += wt[j] * st[(size_t)j * n + ch];
+            for (int j = 0; j + 1 < w; j++) st[(size_t)j * n + ch] = st[(size_t)(j + 1) * n + ch];
+            st[(size_t)(w - 1) * n + ch] = in;
+            x[ch] = silu(y);
+        }
+    }
+    return SLM_OK;
+}
+
+void slm_exec_delta_gate(const slm_task *t, rows rr) {
+    const float *dt = t->p[SLM_REF_SRC1], *a = t->p[SLM_REF_SRC2];
+    for (int r = rr.begin; r < rr.end; r++) {
+        float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+        for (int h = 0; h < t->n; h++) {
+            const float v = x[h] + dt[h];
+            x[h] = (v > 20.0f ? v : log1pf(expf(v))) * a[h];
+        }
+    }
+}
+
+/* v[0..n) * 1 / max(||v||, eps) * extra into out. */
+static void l2_norm(const float *v, float *out, int n, float eps, float extra) {
+    float ss = 0.0f;
+    for (int i = 0; i < n; i++) ss += v[i] * v[i];
+    const float nrm = sqrtf(ss), k = extra / (nrm > eps ? nrm : eps);
+    for (int i = 0; i < n; i++) out[i] = v[i] * k;
+}
+
+slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos) {
+    const int Hk = t->a, Hv = t->b, S = t->c;
+    if (S > DELTA_MAX_STATE || Hk <= 0) return SLM_ERR_INTERNAL;
+    float q[DELTA_MAX_STATE], k[DELTA_MAX_STATE];
+    const size_t per_seq = (size_t)Hv * S * S;
+    const float qs = 1.0f / sqrtf((float)S);
+    for (int h = t->n0; h < t->n1; h++) {
+        const int kh = h % Hk; /* llama.cpp's tiled order of the value heads over the key heads */
+        for (int r = rr.begin; r < rr.end; r++) {
+            const int s = seq_of(t, cpos, r);
+            if (s < 0) return SLM_ERR_ARG;
+            float *M = (float *)t->p[SLM_REF_SRC3] + (size_t)s * per_seq + (size_t)h * S * S;
+            const float *row = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
+            const float *v = row + (size_t)(2 * Hk + h) * S;
+            l2_norm(row + (size_t)kh * S, q, S, t->f0, qs);
+            l2_norm(row + (size_t)(Hk + kh) * S, k, S, t->f0, 1.0f);
+            const float decay = expf(row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r)[h]);
+            const float beta = sigm(row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], r)[h]);
+            float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)h * S;
+            for (int j = 0; j < S; j++) {
+                float *m = M + (size_t)j * S, sk = 0.0f;
+                for (int i = 0; i < S; i++) {
+                    m[i] *= decay;
+                    sk += m[i] * k[i];
+                }
+                const float d = (v[j] - sk) * beta;
+                float oq = 0.0f;
+                for (int i = 0; i < S; i++) {
+                    m[i] += d * k[i];
+                    oq += m[i] * q[i];
+                }
+                o[j] = oq;
+            }
+        }
+    }
+    return SLM_OK;
+}

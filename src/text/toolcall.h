@@ -1,0 +1,99 @@
+/* text/toolcall — a model's tool (function) calls apart from its text, as
+ * the reply streams (what llama.cpp's server does for OpenAI's tools).
+ *
+ * Generated text is fed in pieces as they come; the parser sends events
+ * through the caller's callback: SLM_TOOL_TEXT (content), SLM_TOOL_CALL (a
+ * call begins; s is the function's name, whole), SLM_TOOL_ARGS (a piece of
+ * its arguments, JSON text; "{}" when the model gave none) and
+ * SLM_TOOL_END (the call is complete). Only bytes that may still begin a
+ * call are held back, and a call's bytes until its name is known; what turns
+ * out not to be a call goes out as text, unchanged. The events do not depend
+ * on how the reply was cut into pieces. The formats:
+ *   none     everything is text;
+ *   hermes   Qwen2.5 / Qwen3 / Hermes: <tool_call>{"name": N, "arguments":
+ *            {...}}</tool_call>, any number of them, text around them;
+ *   llama3   Llama 3.1 / 3.2: a reply that starts with {"name": N,
+ *            "parameters": {...}} (also "type": "function"; "arguments"), or
+ *            such objects after <|python_tag|>, separated by ';';
+ *   mistral  [TOOL_CALLS][{"name": N, "arguments": {...}}, ...];
+ *   harmony  gpt-oss: a message whose header names a recipient,
+ *            <|start|>assistant to=functions.N<|channel|>commentary json
+ *            <|message|>ARGS<|call|> (or "to=" in the channel part); the
+ *            message body is the arguments; other messages pass as text
+ *            (for text/reasoning.h to split).
+ * In the JSON formats the arguments are the raw JSON text of the value of
+ * "arguments" / "parameters" (a JSON string's value when the model wrote
+ * one); other keys ("type", "id") are skipped. A call cut off by the end of
+ * the reply still ends (SLM_TOOL_END); one whose name never came is text.
+ * Allocates (the held bytes of a call before its name); slm_tool_free.
+ */
+#ifndef SLM_TOOLCALL_H
+#define SLM_TOOLCALL_H
+
+#include <stddef.h>
+
+#include "text/tokenizer.h"
+
+enum { SLM_TOOL_NONE, SLM_TOOL_HERMES, SLM_TOOL_LLAMA3, SLM_TOOL_MISTRAL, SLM_TOOL_HARMONY, SLM_TOOL_AUTO };
+enum { SLM_TOOL_TEXT, SLM_TOOL_CALL, SLM_TOOL_ARGS, SLM_TOOL_END };
+
+#define SLM_TOOL_FORMATS "none, hermes, llama3, mistral, harmony, auto"
+#define SLM_TOOL_NAME_MAX 255  /* bytes of a function name */
+#define SLM_TOOL_HOLD_MAX 4096 /* bytes of a call held before its name is known */
+
+/* "none", "hermes", ... -> SLM_TOOL_*; -1 for anything else. */
+int slm_tool_format_parse(const char *s);
+const char *slm_tool_format_name(int fmt);
+/* What auto means for a model, from its vocabulary (tok, may be NULL) and
+ * its template (tmpl_src, may be NULL): harmony with <|channel|>, mistral
+ * with [TOOL_CALLS], hermes with <tool_call>, llama3 with <|python_tag|>
+ * (or a template that speaks of ipython), else none. */
+int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src);
+
+/* ev: SLM_TOOL_*; s[0..n): the text, the name (CALL) or the arguments'
+ * piece; n > 0 but for END. */
+typedef void (*slm_tool_out)(void *ud, int ev, const char *s, size_t n);
+
+typedef struct slm_toolcall {
+    int fmt;            /* SLM_TOOL_NONE .. _HARMONY */
+    int state;          /* where the parser is (toolcall.c) */
+    int after;          /* the state an object's end leads to */
+    int in_list;        /* mistral: the calls are in a [...] list */
+    int at_start;       /* llama3: no text but white space yet */
+    int committed;      /* the current call's name went out */
+    int args_any;       /* the current call's arguments key came */
+    int args_bytes;     /* the current call's arguments are not empty */
+    int vkind;          /* what the current JSON value is (toolcall.c) */
+    int depth;          /* JSON scanner: open brackets */
+    int in_str, esc;    /* JSON scanner: inside a string, after a backslash */
+    int ucount;         /* \uXXXX: hex digits read */
+    unsigned ucp, uhigh;/* \uXXXX: the code point so far, a high surrogate */
+    char hold[16];      /* [nhold] bytes that may begin a marker */
+    size_t nhold;
+    char key[16];       /* the JSON key being read [nkey]; nkey > 15: another key */
+    size_t nkey;
+    char name[SLM_TOOL_NAME_MAX + 1]; /* [nname] + NUL */
+    size_t nname;
+    char *raw;          /* slm_malloc'd: the call's bytes while it may not be one [nraw] */
+    size_t nraw, craw;
+    char *args;         /* slm_malloc'd: arguments before the name [nargs] */
+    size_t nargs, cargs;
+    char run[256];      /* output waiting to go out as one event [nrun] */
+    size_t nrun;
+    int run_ev;
+    int oom;            /* a buffer could not grow: the reply is cut short */
+    slm_tool_out out;
+    void *ud;
+} slm_toolcall;
+
+/* fmt: SLM_TOOL_NONE .. _HARMONY (resolve auto first); prompt: the rendered
+ * prompt the reply continues (NULL: none): a prompt that ends inside a call
+ * (<tool_call>, [TOOL_CALLS], <|python_tag|>, a harmony message to a
+ * function) starts the reply inside it. */
+void slm_tool_init(slm_toolcall *t, int fmt, const char *prompt, slm_tool_out out, void *ud);
+void slm_tool_feed(slm_toolcall *t, const char *s, size_t n);
+/* End of the reply: release what is held, end an open call. */
+void slm_tool_finish(slm_toolcall *t);
+void slm_tool_free(slm_toolcall *t);
+
+#endif

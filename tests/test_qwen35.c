@@ -1,0 +1,502 @@
+/* qwen35 (Qwen3.5): hybrid models of Gated DeltaNet layers and a full
+ * attention layer with a gated query every fourth. Synthetic GGUF files
+ * written with the project's writer, against the plain double-precision
+ * reference (ref_forward.h: the delta rule written plainly); prefill then
+ * decode against one token at a time and against chunks; the recurrent
+ * state across chat turns, its reset and its rebuild by trim; the refused
+ * variants; the blob's new fields and tasks, each mutation refused. */
+#include <math.h>
+#include <unistd.h>
+
+#include "blob/blob.h"
+#include "common/dtype.h"
+#include "compiler/compiler.h"
+#include "format/gguf.h"
+#include "format/model.h"
+#include "ref_forward.h"
+#include "runtime/runtime.h"
+#include "staticlm.h"
+#include "text/tokenizer.h"
+#include "t.h"
+#include "rig.h"
+#include "blob_image.h"
+
+/* The shape of a test file: 4 layers (DeltaNet 0-2, full attention 3),
+ * dim 64, 2 query heads of 32 (8 rotated), 1 KV head; DeltaNet: 2 key and
+ * 4 value heads of 16 (the tiled value order matters), conv of 4 taps. */
+typedef struct qshape {
+    int layers, k_heads, v_heads, state, interval;
+    int bad; /* a hostile file: 1 inner_size != v_heads x state, 2 v_heads not a multiple of k_heads,
+                3 a recurrent_layers list that disagrees, 4 layer 1 without ssm_a, 5 f16 conv taps,
+                6 M-RoPE sections with a pair in the fourth, 7 qwen35moe, 8 ssm_conv 1 */
+    int nextn;
+} qshape;
+
+static const qshape k_base = {4, 2, 4, 16, 4, 0, 0};
+enum { DIM = 64, HEADS = 2, KVH = 1, HD = 32, FFN = 96, VOCAB = 160 };
+
+static uint64_t g_rng = 1;
+static double urand(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+typedef struct bufs {
+    void *p[512];
+    int n;
+} bufs;
+
+/* A tensor [cols, rows] of `type`: bias + scale x normal. */
+static void add_t(slm_gguf_writer *w, bufs *b, const char *name, int64_t cols, int64_t rows, uint32_t type, float scale,
+                  float bias) {
+    const size_t n = (size_t)(cols * rows);
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = bias + scale * nrand();
+    const uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
+    void *data = f;
+    if (type != SLM_F32) {
+        data = malloc((size_t)(rb * (uint64_t)rows));
+        for (int64_t r = 0; r < rows; r++) slm_quantize_row(type, f + r * cols, (uint8_t *)data + r * rb, cols);
+        free(f);
+    }
+    b->p[b->n++] = data;
+    int64_t ne[2] = {cols, rows};
+    slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows);
+}
+
+static int write_q35(const char *path, const qshape *q, uint32_t mt, uint64_t seed) {
+    g_rng = seed;
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    bufs b = {.n = 0};
+    const char *A = q->bad == 7 ? "qwen35moe" : "qwen35";
+    char k[96], n[64];
+#define K(x) (snprintf(k, sizeof k, "%s." x, A), k)
+    slm_gguf_set_str(w, "general.architecture", A);
+    slm_gguf_set_u32(w, K("embedding_length"), DIM);
+    slm_gguf_set_u32(w, K("feed_forward_length"), FFN);
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)(q->layers + q->nextn));
+    slm_gguf_set_u32(w, K("attention.head_count"), HEADS);
+    slm_gguf_set_u32(w, K("attention.head_count_kv"), KVH);
+    slm_gguf_set_u32(w, K("attention.key_length"), HD);
+    slm_gguf_set_u32(w, K("attention.value_length"), HD);
+    slm_gguf_set_u32(w, K("context_length"), 256);
+    slm_gguf_set_f32(w, K("rope.freq_base"), 10000.0f);
+    slm_gguf_set_u32(w, K("rope.dimension_count"), HD / 4);
+    const int32_t sec[4] = {11, 11, 10, 0}, sec_bad[4] = {1, 1, 0, 2};
+    slm_gguf_set_arr(w, K("rope.dimension_sections"), SLM_GGUF_I32, q->bad == 6 ? sec_bad : sec, 4);
+    slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-6f);
+    slm_gguf_set_u32(w, K("ssm.conv_kernel"), q->bad == 8 ? 1 : 4);
+    slm_gguf_set_u32(w, K("ssm.state_size"), (uint32_t)q->state);
+    slm_gguf_set_u32(w, K("ssm.group_count"), (uint32_t)q->k_heads);
+    slm_gguf_set_u32(w, K("ssm.time_step_rank"), (uint32_t)q->v_heads);
+    slm_gguf_set_u32(w, K("ssm.inner_size"), (uint32_t)(q->v_heads * q->state + (q->bad == 1 ? 8 : 0)));
+    slm_gguf_set_u32(w, K("full_attention_interval"), (uint32_t)q->interval);
+    if (q->nextn) slm_gguf_set_u32(w, K("nextn_predict_layers"), (uint32_t)q->nextn);
+    if (q->bad == 3) {
+        uint8_t rl[16];
+        for (int l = 0; l < q->layers + q->nextn; l++) rl[l] = l < q->layers && (l + 1) % q->interval != 0;
+        rl[1] = 0;
+        slm_gguf_set_arr(w, K("attention.recurrent_layers"), SLM_GGUF_BOOL, rl, (uint64_t)(q->layers + q->nextn));
+    }
+#undef K
+    const float sd = 1.0f / sqrtf((float)DIM);
+    const int S = q->state, cd = (2 * q->k_heads + q->v_heads) * S, vd = q->v_heads * S, hv = q->v_heads;
+    add_t(w, &b, "token_embd.weight", DIM, VOCAB, mt, 1.0f, 0.0f);
+    for (int l = 0; l < q->layers + q->nextn; l++) {
+#define NAME(x) (snprintf(n, sizeof n, "blk.%d." x, l), n)
+        add_t(w, &b, NAME("attn_norm.weight"), DIM, 1, SLM_F32, 0.1f, 1.0f);
+        if (l < q->layers && (l + 1) % q->interval != 0) {
+            add_t(w, &b, NAME("attn_qkv.weight"), DIM, cd, mt, sd, 0.0f);
+            add_t(w, &b, NAME("attn_gate.weight"), DIM, vd, mt, sd, 0.0f);
+            add_t(w, &b, NAME("ssm_conv1d.weight"), 4, cd, q->bad == 5 ? SLM_F16 : SLM_F32, 0.5f, 0.0f);
+            add_t(w, &b, NAME("ssm_dt.bias"), hv, 1, SLM_F32, 0.5f, 0.0f);
+            if (!(q->bad == 4 && l == 1)) add_t(w, &b, NAME("ssm_a"), hv, 1, SLM_F32, 0.3f, -0.6f);
+            add_t(w, &b, NAME("ssm_beta.weight"), DIM, hv, mt, sd, 0.0f);
+            add_t(w, &b, NAME("ssm_alpha.weight"), DIM, hv, mt, sd, 0.0f);
+            add_t(w, &b, NAME("ssm_norm.weight"), S, 1, SLM_F32, 0.1f, 1.0f);
+            add_t(w, &b, NAME("ssm_out.weight"), vd, DIM, mt, 1.0f / sqrtf((float)vd), 0.0f);
+        } else { /* full attention (and the MTP layer, never run) */
+            add_t(w, &b, NAME("attn_q.weight"), DIM, 2 * HEADS * HD, mt, sd, 0.0f);
+            add_t(w, &b, NAME("attn_k.weight"), DIM, KVH * HD, mt, sd, 0.0f);
+            add_t(w, &b, NAME("attn_v.weight"), DIM, KVH * HD, mt, sd, 0.0f);
+            add_t(w, &b, NAME("attn_q_norm.weight"), HD, 1, SLM_F32, 0.1f, 1.0f);
+            add_t(w, &b, NAME("attn_k_norm.weight"), HD, 1, SLM_F32, 0.1f, 1.0f);
+            add_t(w, &b, NAME("attn_output.weight"), HEADS * HD, DIM, mt, 1.0f / sqrtf((float)(HEADS * HD)), 0.0f);
+        }
+        add_t(w, &b, NAME("post_attention_norm.weight"), DIM, 1, SLM_F32, 0.1f, 1.0f);
+        add_t(w, &b, NAME("ffn_gate.weight"), DIM, FFN, mt, sd, 0.0f);
+        add_t(w, &b, NAME("ffn_up.weight"), DIM, FFN, mt, sd, 0.0f);
+        add_t(w, &b, NAME("ffn_down.weight"), FFN, DIM, mt, 1.0f / sqrtf((float)FFN), 0.0f);
+#undef NAME
+    }
+    add_t(w, &b, "output_norm.weight", DIM, 1, SLM_F32, 0.1f, 1.0f);
+    add_t(w, &b, "output.weight", DIM, VOCAB, mt, sd * 4.0f, 0.0f);
+    slm_err err = {0};
+    const int ok = slm_gguf_write(w, path, &err) == SLM_OK;
+    CHECKF(ok, "%s: %s", path, err.msg);
+    slm_gguf_writer_free(w);
+    for (int i = 0; i < b.n; i++) free(b.p[i]);
+    return ok;
+}
+
+static void ids_of(int32_t *ids, int n, uint64_t seed) {
+    g_rng = seed;
+    for (int i = 0; i < n; i++) ids[i] = 1 + (int32_t)(urand() * (VOCAB - 2));
+}
+
+/* Worst error relative to the logits' largest of each position: our prefill of
+ * `first` ids then decode steps against the reference; n_threads threads. */
+static double vs_reference(const char *path, const int32_t *ids, int n, int first, int mpl, int n_threads) {
+    rig r;
+    memset(&r, 0, sizeof r);
+    slm_err err = {0};
+    slm_compile_options o = rig_opts(mpl, n);
+    if (slm_model_open(&r.m, path, &err) || slm_model_repack(&r.m, &err) || slm_compile(&r.c, &r.m, &o, &err) ||
+        slm_rt_init(&r.rt, &r.c, r.m.map.data, n_threads, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        slm_compiled_free(&r.c);
+        slm_model_close(&r.m);
+        return INFINITY;
+    }
+    r.ok = 1;
+    const int V = r.c.cfg.vocab_size;
+    float *ref = malloc(sizeof(float) * (size_t)n * V);
+    double worst = 0;
+    if (!ref_forward_ctx(&r.m, ids, n, ref, r.c.kv_capacity)) worst = INFINITY;
+    if (worst == 0 && slm_rt_prefill(&r.rt, ids, first, &err)) worst = INFINITY;
+    for (int p = first - 1; worst < INFINITY && p < n; p++) {
+        if (p >= first && slm_rt_decode(&r.rt, ids[p], &err)) {
+            worst = INFINITY;
+            break;
+        }
+        double md = 0, mr = 1e-6;
+        for (int i = 0; i < V; i++) {
+            md = fmax(md, fabs((double)r.rt.logits[i] - ref[(size_t)p * V + i]));
+            mr = fmax(mr, fabs(ref[(size_t)p * V + i]));
+        }
+        if (isnan(r.rt.logits[0])) md = INFINITY;
+        worst = fmax(worst, md / mr);
+    }
+    CHECKF(worst < INFINITY, "%s: %s", path, err.msg);
+    free(ref);
+    rig_close(&r);
+    return worst;
+}
+
+/* Every position's logits against the reference: a prefill of 1, 5 and all
+ * 24 rows (chunks of 8: the state carried from chunk to chunk), then decode;
+ * one thread and two (the heads' tiles on both); F32 and Q8_0 weights. */
+static void test_vs_reference(void) {
+    int32_t ids[24];
+    ids_of(ids, 24, 7);
+    CHECK(write_q35("q35.gguf", &k_base, SLM_F32, 3));
+    static const int firsts[3] = {1, 5, 24};
+    for (int f = 0; f < 3; f++)
+        for (int th = 1; th <= 2; th++) {
+            const double e = vs_reference("q35.gguf", ids, 24, firsts[f], 8, th);
+            CHECKF(e < 2e-5, "f32, prefill %d, %d threads: relative error %g", firsts[f], th, e);
+        }
+    qshape q = k_base;
+    q.k_heads = q.v_heads = 2; /* one value head per key head; another interval */
+    q.interval = 2;
+    CHECK(write_q35("q35b.gguf", &q, SLM_F16, 4));
+    const double e = vs_reference("q35b.gguf", ids, 24, 9, 16, 1);
+    CHECKF(e < 1e-3, "f16, interval 2: relative error %g", e);
+    unlink("q35b.gguf");
+}
+
+/* Prefill of all the ids then the logits of the last equal a prefill of one
+ * id then decode steps (the same bits are not expected: the prefill and
+ * decode kernels differ; 1e-5 of the range), and a single prefill equals
+ * chunked ones (--max-prompt-len 4: six chunks). */
+static void test_prefill_vs_decode(void) {
+    int32_t ids[24];
+    ids_of(ids, 24, 9);
+    rig a, b, c;
+    if (!rig_open(&a, "q35.gguf", 24, 8) || !rig_open(&b, "q35.gguf", 24, 8) || !rig_open(&c, "q35.gguf", 4, 28)) return;
+    slm_err err = {0};
+    /* KV rows only for the attention layer (3): the DeltaNet layers keep their state instead */
+    const size_t rb = (size_t)slm_row_bytes((uint32_t)a.rt.kv_type, KVH * HD);
+    CHECKF(a.rt.kv_rb[0] == 0 && a.rt.kv_rb[1] == 0 && a.rt.kv_rb[2] == 0 && a.rt.kv_rb[3] == rb &&
+               a.rt.kv_bytes == 2 * (uint64_t)a.rt.cap * rb,
+           "KV rows %zu %zu %zu %zu (want 0 0 0 %zu), %llu bytes", a.rt.kv_rb[0], a.rt.kv_rb[1], a.rt.kv_rb[2],
+           a.rt.kv_rb[3], rb, (unsigned long long)a.rt.kv_bytes);
+    CHECK(slm_rt_prefill(&a.rt, ids, 24, &err) == SLM_OK);
+    CHECK(slm_rt_prefill(&b.rt, ids, 1, &err) == SLM_OK);
+    for (int p = 1; p < 24; p++) CHECK(slm_rt_decode(&b.rt, ids[p], &err) == SLM_OK);
+    CHECK(slm_rt_prefill(&c.rt, ids, 24, &err) == SLM_OK && c.rt.chunks == 6);
+    double md = 0, mc = 0, mr = 1e-6;
+    for (int i = 0; i < VOCAB; i++) {
+        md = fmax(md, fabs(a.rt.logits[i] - b.rt.logits[i]));
+        mc = fmax(mc, fabs(a.rt.logits[i] - c.rt.logits[i]));
+        mr = fmax(mr, fabs(a.rt.logits[i]));
+    }
+    CHECKF(md / mr < 1e-5 && mc / mr < 1e-5, "prefill vs decode %g, vs chunks %g", md / mr, mc / mr);
+    /* reset zeroes the state: the same prompt again gives the same logits, bit for bit */
+    float keep[VOCAB];
+    memcpy(keep, a.rt.logits, sizeof keep);
+    slm_rt_reset(&a.rt);
+    CHECK(slm_rt_prefill(&a.rt, ids, 24, &err) == SLM_OK);
+    CHECK(!memcmp(keep, a.rt.logits, sizeof keep));
+    /* trim rebuilds the state: keep 10 rows, decode ids 10.. again: as if never past 10 */
+    CHECK(slm_rt_trim(&b.rt, 10) == SLM_OK && b.rt.num_stored == 10);
+    for (int p = 10; p < 24; p++) CHECK(slm_rt_decode(&b.rt, ids[p], &err) == SLM_OK);
+    md = 0;
+    for (int i = 0; i < VOCAB; i++) md = fmax(md, fabs(a.rt.logits[i] - b.rt.logits[i]));
+    CHECKF(md / mr < 1e-5, "after trim to 10 and decoding again: %g", md / mr);
+    rig_close(&a);
+    rig_close(&b);
+    rig_close(&c);
+}
+
+static int write_tok(const char *path, int n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return 0;
+    int32_t maxlen = 8;
+    fwrite(&maxlen, 4, 1, f);
+    for (int i = 0; i < n; i++) {
+        char b[16];
+        int32_t len = (int32_t)snprintf(b, sizeof b, "t%d", i);
+        float score = -(float)i;
+        fwrite(&score, 4, 1, f);
+        fwrite(&len, 4, 1, f);
+        fwrite(b, 1, (size_t)len, f);
+    }
+    return fclose(f) == 0;
+}
+
+static slm_engine *load_engine(const char *path, int prefix_mb, const char *draft, int n_seqs) {
+    slm_options o = slm_default_options();
+    o.tokenizer_path = "q35_tok.bin";
+    o.max_prompt_len = 8;
+    o.min_response_len = 56;
+    o.n_threads = 1;
+    o.prefix_cache_mb = prefix_mb;
+    o.draft_path = draft;
+    o.n_seqs = n_seqs;
+    slm_engine *e = NULL;
+    if (slm_load(&e, path, &o) != SLM_OK) {
+        if (!draft) CHECKF(0, "load: %s", slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+/* n greedy tokens of a session into out. */
+static int greedy(slm_session *s, int32_t *out, int n) {
+    for (int i = 0; i < n; i++)
+        if (slm_session_next(s, &out[i], NULL) != SLM_OK) return 0;
+    return 1;
+}
+
+/* A conversation keeps its state between turns: turn two equals a reset
+ * session given the whole history at once; a new prompt that shares only
+ * part of the history starts over (the state cannot be cut back) and equals
+ * a fresh start. Two sessions of an engine of two sequences (serve's slots)
+ * decoded together through the batch program, each with its own state, give
+ * what each gives alone. The prefix cache is off for the model (said),
+ * speculative decoding refused, as target and as draft. */
+static void test_sessions(void) {
+    if (!write_tok("q35_tok.bin", VOCAB)) return;
+    slm_engine *e = load_engine("q35.gguf", 16, NULL, 2);
+    if (!e) return;
+    slm_session_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.ignore_eos = 1;
+    slm_session *s1 = NULL, *s2 = NULL;
+    CHECK(slm_session_new(e, &cfg, &s1) == SLM_OK && slm_session_new(e, &cfg, &s2) == SLM_OK);
+    if (!s1 || !s2) {
+        slm_session_free(s1);
+        slm_free(e);
+        return;
+    }
+    int32_t t1[6], t2[6], hist[64], r1[5], r2[5], q2[5], a[5], b[5];
+    ids_of(t1, 6, 21);
+    ids_of(t2, 6, 22);
+    CHECK(slm_session_feed(s1, t1, 6) == SLM_OK && greedy(s1, r1, 5) && slm_session_feed(s1, t2, 6) == SLM_OK &&
+          greedy(s1, r2, 5));
+    int nh = 0;
+    memcpy(hist + nh, t1, sizeof t1), nh += 6;
+    memcpy(hist + nh, r1, sizeof r1), nh += 5;
+    memcpy(hist + nh, t2, sizeof t2), nh += 6;
+    slm_session_reset(s1);
+    CHECK(slm_session_set_prompt(s1, hist, nh) == SLM_OK && greedy(s1, q2, 5));
+    CHECKF(!memcmp(r2, q2, sizeof r2), "turn two: %d %d %d vs %d %d %d", r2[0], r2[1], r2[2], q2[0], q2[1], q2[2]);
+    /* the last turn changed: the held rows share 14 of them; it starts over */
+    hist[14] = (hist[14] + 7) % (VOCAB - 1) + 1;
+    CHECK(slm_session_set_prompt(s1, hist, nh) == SLM_OK && greedy(s1, a, 5));
+    CHECK(slm_session_set_prompt(s2, hist, nh) == SLM_OK && greedy(s2, b, 5));
+    CHECK(!memcmp(a, b, sizeof a));
+    /* both sequences decoded together (the batch program: each row its own state) */
+    int32_t alone1[6], alone2[6], both[2], tog1[6], tog2[6];
+    slm_session_reset(s1);
+    slm_session_reset(s2);
+    CHECK(slm_session_set_prompt(s1, t1, 6) == SLM_OK && greedy(s1, alone1, 6));
+    CHECK(slm_session_set_prompt(s2, t2, 6) == SLM_OK && greedy(s2, alone2, 6));
+    slm_session_reset(s1);
+    slm_session_reset(s2);
+    CHECK(slm_session_set_prompt(s1, t1, 6) == SLM_OK && slm_session_set_prompt(s2, t2, 6) == SLM_OK);
+    slm_session *const ss[2] = {s1, s2};
+    for (int i = 0; i < 6; i++) {
+        CHECK(slm_session_next_batch(ss, 2, both, NULL, NULL) == SLM_OK);
+        tog1[i] = both[0];
+        tog2[i] = both[1];
+    }
+    CHECKF(!memcmp(alone1, tog1, sizeof tog1) && !memcmp(alone2, tog2, sizeof tog2), "batched: %d %d vs %d %d", alone1[1],
+           alone2[1], tog1[1], tog2[1]);
+    slm_session_free(s1);
+    slm_session_free(s2);
+    slm_free(e);
+    CHECK(load_engine("q35.gguf", 0, "q35.gguf", 1) == NULL);
+    unlink("q35_tok.bin");
+}
+
+/* The keys: interval, heads, MTP layers skipped; hostile files refused
+ * naming the key or tensor; qwen35moe refused by name. */
+static void test_config(void) {
+    slm_model_file m;
+    slm_err err = {0};
+    qshape q = k_base;
+    q.nextn = 1;
+    CHECK(write_q35("q35c.gguf", &q, SLM_F32, 5));
+    if (slm_model_open(&m, "q35c.gguf", &err) == SLM_OK) {
+        const slm_model_config *c = &m.cfg;
+        CHECK(!strcmp(c->arch, "qwen35") && c->n_layers == 4 && c->nextn_layers == 1 && c->recur_interval == 4);
+        CHECK(c->ssm_conv == 4 && c->ssm_state == 16 && c->ssm_k_heads == 2 && c->ssm_v_heads == 4 && c->attn_gate == 1);
+        CHECK(c->rope_neox && c->qk_norm == 1 && c->rope_dims == HD / 4);
+        CHECK(slm_layer_recurrent(c, 0) && slm_layer_recurrent(c, 2) && !slm_layer_recurrent(c, 3));
+        slm_model_close(&m);
+    } else {
+        CHECKF(0, "%s", err.msg);
+    }
+    static const struct { int bad; const char *want; } cases[] = {
+        {1, "ssm.inner_size"}, {2, "ssm_v_heads"}, {3, "attention.recurrent_layers"}, {4, "blk.1.ssm_a"},
+        {5, "blk.0.ssm_conv1d.weight"}, {6, "rope.dimension_sections"}, {7, "qwen35moe"}, {8, "ssm_conv"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        q = k_base;
+        q.bad = cases[i].bad;
+        if (q.bad == 2) q.v_heads = 3;
+        memset(&err, 0, sizeof err);
+        CHECK(write_q35("q35c.gguf", &q, SLM_F32, 5));
+        const slm_status s = slm_model_open(&m, "q35c.gguf", &err);
+        CHECKF(s != SLM_OK && strstr(err.msg, cases[i].want), "bad %d: %s", q.bad, err.msg);
+        if (s == SLM_OK) slm_model_close(&m);
+    }
+    unlink("q35c.gguf");
+}
+
+/* The blob: written, read back and run, the model file's logits bit for bit;
+ * the family record's new fields, the state I/O and the recurrent tasks
+ * validated: each mutation refused with a message naming it. */
+static void test_blob(void) {
+    if (!write_tok("q35_tok.bin", VOCAB)) return;
+    rig r;
+    if (!rig_open(&r, "q35.gguf", 8, 24)) return;
+    slm_err err = {0};
+    slm_tokenizer *tok = NULL, *tok2 = NULL;
+    slm_blob_ident id;
+    memset(&id, 0, sizeof id);
+    slm_blob_ident_seal(&id);
+    slm_blob b;
+    slm_compiled c2;
+    memset(&b, 0, sizeof b);
+    memset(&c2, 0, sizeof c2);
+    int ok = slm_tok_load_llama2c(&tok, "q35_tok.bin", VOCAB, &err) == SLM_OK &&
+             slm_blob_write("q35.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK &&
+             slm_blob_open(&b, "q35.slmblob", 0, &c2, &tok2, &err) == SLM_OK;
+    CHECKF(ok, "blob: %s", err.msg);
+    int32_t ids[20];
+    ids_of(ids, 20, 5);
+    if (ok) {
+        CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg));
+        slm_runtime rt2;
+        if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
+            int same = slm_rt_prefill(&r.rt, ids, 11, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 11, &err) == SLM_OK;
+            for (int p = 11; same && p <= 20; p++) {
+                same = !memcmp(r.rt.logits, rt2.logits, sizeof(float) * VOCAB);
+                if (same && p < 20) same = !slm_rt_decode(&r.rt, ids[p], &err) && !slm_rt_decode(&rt2, ids[p], &err);
+            }
+            CHECK(same);
+            slm_rt_free(&rt2);
+        }
+        slm_blob_close(&b);
+    }
+    slm_compiled_free(&c2);
+    slm_tok_free(tok);
+    slm_tok_free(tok2);
+    rig_close(&r);
+    size_t n = 0;
+    uint8_t *img = (uint8_t *)t_read_file("q35.slmblob", &n);
+    unlink("q35.slmblob");
+    unlink("q35_tok.bin");
+    uint64_t len = 0, clen = 0;
+    uint8_t *tasks = img ? t_blob_section(img, n, ".slm.tasks.prefill.8", &len) : NULL;
+    uint8_t *cfg = img ? t_blob_section(img, n, ".slm.config", &clen) : NULL;
+    char msg[512];
+    int at[5] = {-1, -1, -1, -1, -1}; /* slice, ssm_conv, delta_gate, delta_net, sigmoid swiglu */
+    for (uint64_t i = 0; tasks && i < len / 160; i++) {
+        const uint8_t *e = tasks + i * 160;
+        int32_t a;
+        memcpy(&a, e + 28, 4);
+        const int k = e[0] == SLM_T_SLICE ? 0 : e[0] == SLM_T_SSM_CONV ? 1 : e[0] == SLM_T_DELTA_GATE ? 2
+                    : e[0] == SLM_T_DELTA_NET ? 3 : e[0] == SLM_T_SWIGLU && a == 1 ? 4 : -1;
+        if (k >= 0 && at[k] < 0) at[k] = (int)i;
+    }
+    CHECKF(tasks && cfg && clen == 440 && at[0] >= 0 && at[1] >= 0 && at[2] >= 0 && at[3] >= 0 && at[4] >= 0,
+           "config %llu bytes; tasks %d %d %d %d %d", (unsigned long long)clen, at[0], at[1], at[2], at[3], at[4]);
+    if (!tasks || !cfg || clen != 440 || at[0] < 0 || at[1] < 0 || at[2] < 0 || at[3] < 0 || at[4] < 0) {
+        free(img);
+        return;
+    }
+    CHECKF(t_blob_opens(img, n, "q35.blob", msg, sizeof msg), "pristine: %s", msg);
+    static const int F = 224 + 152; /* the family record's qwen35 fields in .slm.config (gemma4's after them) */
+    /* task fields: 12 n, 16 k, 20 n0, 24 n1, 28 a, 32 b, 36 c, 40 f0, 48 window; refs at 56 + 16 x k */
+    static const struct { int task, off; int32_t v; const char *want; } muts[] = {
+        {0, 28, 40, "runs of"},                  /* slice: taken beyond the run */
+        {0, 16, 99, "incoherent"},               /* slice: source width */
+        {1, 36, 3, "taps"},                      /* conv: not the config's taps */
+        {1, 24, 1 << 20, "channels"},            /* conv: tile beyond */
+        {1, 48, 2, "sequences 2"},               /* conv: two sequences of state */
+        {1, 16, 7, "region 7"},                  /* conv: region */
+        {1, 56 + 16 + 2, 0, "conv_state"},       /* conv: src1 another I/O (io index 0) */
+        {2, 12, 5, "5 heads"},                   /* gate: heads */
+        {3, 28, 1, "not the config's"},          /* delta: key heads */
+        {3, 24, 5, "heads [0,5)"},               /* delta: heads beyond */
+        {3, 56 + 48 + 2, 0, "recurrent_state"},  /* delta: src3 another I/O */
+        {3, 56 + 48 + 8, 1 << 30, "beyond"},     /* delta: the state's offset */
+        {4, 28, 2, "gate kind"},                 /* swiglu: a 2 */
+        {-1, F + 0, 0, "ssm_conv 4 out of range"}, /* config: no recurrent layers but their shapes */
+        {-1, F + 4, 1, "ssm_conv"},
+        {-1, F + 8, 513, "ssm_state"},
+        {-1, F + 16, 3, "ssm_v_heads"},
+        {-1, F + 20, 2, "attn_gate"},
+        {-1, F + 24, 256, "gemma4's per-kind layer fields"}, /* config: gemma4's head_dim_swa on qwen35 */
+        {-1, F + 24 + 12, 1, "gemma4's per-kind layer fields"}, /* kv_shared */
+        {-1, F + 24 + 32, 1, "gemma4's per-kind layer fields"}, /* layer_scale */
+    };
+    for (size_t i = 0; i < sizeof muts / sizeof muts[0]; i++) {
+        uint8_t *e = muts[i].task < 0 ? cfg + muts[i].off : tasks + (size_t)at[muts[i].task] * 160 + muts[i].off;
+        uint8_t keep[4];
+        memcpy(keep, e, 4);
+        if (muts[i].off % 16 == 2 && muts[i].task >= 0) memcpy(e, &muts[i].v, 2); /* an I/O index (u16) */
+        else memcpy(e, &muts[i].v, 4);
+        CHECKF(!t_blob_opens(img, n, "q35.blob", msg, sizeof msg) && strstr(msg, muts[i].want), "mutation %zu: %s", i,
+               msg);
+        memcpy(e, keep, 4);
+    }
+    CHECKF(t_blob_opens(img, n, "q35.blob", msg, sizeof msg), "restored: %s", msg);
+    free(img);
+}
+
+int main(void) {
+    T_RUN(test_vs_reference);
+    T_RUN(test_prefill_vs_decode);
+    T_RUN(test_sessions);
+    T_RUN(test_config);
+    T_RUN(test_blob);
+    unlink("q35.gguf");
+    T_DONE();
+}
