@@ -14,6 +14,7 @@
 #include "text/tokenizer.h"
 #include "runtime/runtime.h"
 #include "t.h"
+#include "tok_bin.h"
 #include "rig.h"
 #include "blob_image.h"
 
@@ -578,24 +579,6 @@ static void test_arch_threads(void) {
         }
     }
     g_threads = 1;
-}
-
-/* A llama2.c tokenizer.bin of n tokens "t0".."t<n-1>" (the blob stores a
- * tokenizer of the model's vocabulary size). */
-static int write_tok(const char *path, int n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    int32_t maxlen = 8;
-    fwrite(&maxlen, 4, 1, f);
-    for (int i = 0; i < n; i++) {
-        char b[16];
-        int32_t len = (int32_t)snprintf(b, sizeof b, "t%d", i);
-        float score = -(float)i;
-        fwrite(&score, 4, 1, f);
-        fwrite(&len, 4, 1, f);
-        fwrite(b, 1, (size_t)len, f);
-    }
-    return fclose(f) == 0;
 }
 
 /* The new families' programs survive a blob: written, validated, read back

@@ -18,6 +18,7 @@
 #include "staticlm.h"
 #include "text/tokenizer.h"
 #include "t.h"
+#include "tok_bin.h"
 #include "rig.h"
 #include "blob_image.h"
 
@@ -272,22 +273,6 @@ static void test_g4_kv(void) {
         rig_close(&r);
     }
     unlink("g4_kv.gguf");
-}
-
-static int write_tok(const char *path, int n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    int32_t maxlen = 8;
-    fwrite(&maxlen, 4, 1, f);
-    for (int i = 0; i < n; i++) {
-        char b[16];
-        int32_t len = (int32_t)snprintf(b, sizeof b, "t%d", i);
-        float score = -(float)i;
-        fwrite(&score, 4, 1, f);
-        fwrite(&len, 4, 1, f);
-        fwrite(b, 1, (size_t)len, f);
-    }
-    return fclose(f) == 0;
 }
 
 /* The model as a blob (KV type kt) read back: the same logits bit for bit; the image in *img. */

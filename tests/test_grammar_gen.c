@@ -1,5 +1,5 @@
 /* Generation under a grammar, end to end on stories260K + tok512 (the
- * grammar code of engine/grammar.c and text/grammar*.c): at temperature 1
+ * grammar code of engine/gsample.c and text/grammar*.c): at temperature 1
  * over many seeds every reply matches the grammar, checked by plain C (a
  * choice of words) or by cJSON and field checks (a JSON schema), and ends
  * with a stop token; greedy too; a prompt that is only BOS (pieces lose

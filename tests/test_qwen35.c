@@ -18,6 +18,7 @@
 #include "staticlm.h"
 #include "text/tokenizer.h"
 #include "t.h"
+#include "tok_bin.h"
 #include "rig.h"
 #include "blob_image.h"
 
@@ -248,22 +249,6 @@ static void test_prefill_vs_decode(void) {
     rig_close(&a);
     rig_close(&b);
     rig_close(&c);
-}
-
-static int write_tok(const char *path, int n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return 0;
-    int32_t maxlen = 8;
-    fwrite(&maxlen, 4, 1, f);
-    for (int i = 0; i < n; i++) {
-        char b[16];
-        int32_t len = (int32_t)snprintf(b, sizeof b, "t%d", i);
-        float score = -(float)i;
-        fwrite(&score, 4, 1, f);
-        fwrite(&len, 4, 1, f);
-        fwrite(b, 1, (size_t)len, f);
-    }
-    return fclose(f) == 0;
 }
 
 static slm_engine *load_engine(const char *path, int prefix_mb, const char *draft, int n_seqs) {

@@ -1,4 +1,4 @@
-/* engine/grammar.c — grammar-constrained sampling at the token level, for
+/* engine/gsample.c — grammar-constrained sampling at the token level, for
  * sessions (engine/session.c) whose sampling names a GBNF grammar.
  *
  * A token may be sampled when its text continues the grammar (its piece as
@@ -105,7 +105,7 @@ static int allows(slm_gsamp *gs, const slm_engine *e, int prev, int ignore_eos, 
 }
 
 /* The mask over the whole vocabulary into gs->allowed: the count allowed, -1. */
-static int mask(slm_gsamp *gs, const slm_engine *e, int prev, int ignore_eos) {
+static int mask_vocab(slm_gsamp *gs, const slm_engine *e, int prev, int ignore_eos) {
     const int V = e->cfg.vocab_size;
     int n;
     if (prev < 0 || prev == slm_tok_bos(e->tok)) { /* pieces lose a leading space here: token by token */
@@ -141,7 +141,7 @@ slm_status slm_gsamp_sample(slm_gsamp *gs, const slm_engine *e, float *logits, c
         return SLM_OK;
     }
     ++*masked;
-    int n = a < 0 ? -1 : mask(gs, e, prev, ignore_eos);
+    int n = a < 0 ? -1 : mask_vocab(gs, e, prev, ignore_eos);
     if (n < 0) return slm_errf(err, SLM_ERR_CAPACITY, "%s", slm_gmatch_error(gs->m));
     if (n == 0) {
         if (slm_gmatch_can_end(gs->m)) { /* complete, and no stop token may end it (ignore_eos) */
