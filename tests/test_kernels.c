@@ -715,7 +715,7 @@ static void test_vector_kernels(void) {
     for (int si = 0; si < 3; si++) {
         if (!slm_kernels_select(k_sets[si])) continue;
         const slm_kernel_set *ks = slm_kernels_active();
-        double worst_n = 0, worst_s = 0;
+        double worst_n = 0, worst_s = 0, worst_g = 0;
         for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
             const int n = ns[ni];
             for (int i = 0; i < n; i++) {
@@ -737,9 +737,17 @@ static void test_vector_kernels(void) {
                 const double err = fabs(y[i] - want) / (fabs(want) + 1e-30);
                 if (err > worst_s && fabs(want) > 1e-30) worst_s = err;
             }
+            ks->geglu(g, u, y, n); /* the tanh GELU in double */
+            for (int i = 0; i < n; i++) {
+                const double a = g[i], want = 0.5 * a * (1.0 + tanh(0.79788456080286535588 * (a + 0.044715 * a * a * a))) * u[i];
+                /* relative to the value, or to the input's size where gelu(x) is tiny */
+                const double err = fabs(y[i] - want) / (fabs(want) + 1e-7 * fabs(a * u[i]) + 1e-30);
+                if (err > worst_g && fabs(want) > 1e-30) worst_g = err;
+            }
         }
-        CHECKF(worst_n < 1e-5 && worst_s < 1e-5, "%s: rmsnorm rel err %.3g, swiglu %.3g", k_sets[si], worst_n, worst_s);
-        fprintf(stderr, "  %-6s rmsnorm rel err %.2g, swiglu %.2g\n", k_sets[si], worst_n, worst_s);
+        CHECKF(worst_n < 1e-5 && worst_s < 1e-5 && worst_g < 1e-5, "%s: rmsnorm rel err %.3g, swiglu %.3g, geglu %.3g",
+               k_sets[si], worst_n, worst_s, worst_g);
+        fprintf(stderr, "  %-6s rmsnorm rel err %.2g, swiglu %.2g, geglu %.2g\n", k_sets[si], worst_n, worst_s, worst_g);
     }
     slm_kernels_select(NULL);
     free(x);
@@ -765,7 +773,7 @@ static void test_selection(void) {
         if (!slm_kernels_select(k_sets[si])) continue;
         const slm_kernel_set *ks = slm_kernels_active();
         CHECK(!strcmp(ks->name, k_sets[si]));
-        CHECK(ks->dot_f32 && ks->dot_f16 && ks->dot_bf16 && ks->dot_q8_0 && ks->matmul && ks->rmsnorm && ks->swiglu &&
+        CHECK(ks->dot_f32 && ks->dot_f16 && ks->dot_bf16 && ks->dot_q8_0 && ks->matmul && ks->rmsnorm && ks->swiglu && ks->geglu &&
               ks->attention);
     }
     CHECK(slm_kernels_select(NULL) && slm_kernels_active() == slm_kernels_best());

@@ -131,13 +131,6 @@ static int quant_class(uint32_t wtype) {
 }
 
 /* GeGLU: gelu_tanh(gate) * up (gemma), in plain C. */
-static void geglu(const float *g, const float *u, float *y, int n) {
-    for (int i = 0; i < n; i++) {
-        const float x = g[i];
-        y[i] = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x))) * u[i];
-    }
-}
-
 /* gpt-oss's clamped SwiGLU: min(g, L) * sigmoid(alpha * min(g, L)) * (clamp(u, -L, L) + 1). */
 static void swiglu_oai(const float *g, const float *u, float *y, int n, float alpha, float limit) {
     for (int i = 0; i < n; i++) {
@@ -219,7 +212,7 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
                 if (gather) memcpy(px + (size_t)i * mm.k, x0 + (size_t)gather[i] * mm.ldx, (size_t)mm.k * sizeof(float));
                 else if (pre == SLM_TF_PRE_NORM) ks->rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
                 else if (t->flags & SLM_TF_GELU)
-                    geglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
+                    ks->geglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
                 else if (t->f1 > 0.0f) /* the clamped SwiGLU (gpt-oss's experts) */
                     swiglu_oai(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k,
                                t->f0, t->f1);
@@ -435,7 +428,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
         }
         if (t->flags & SLM_TF_GELU) {
             for (int r = rr.begin; r < rr.end; r++)
-                geglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
+                ks->geglu(row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r), row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r),
                       row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
             return SLM_OK;
         }

@@ -58,6 +58,8 @@ typedef struct slm_kernel_set {
      * slm_k_swiglu below, up to rounding (SIMD sums, a polynomial exp) */
     void (*rmsnorm)(const float *x, const float *g, float *y, int n, float eps);
     void (*swiglu)(const float *gate, const float *up, float *y, int n);
+    /* gelu(gate) * up with the tanh GELU (Gemma's GeGLU), as slm_k_geglu */
+    void (*geglu)(const float *gate, const float *up, float *y, int n);
     /* attention for one query row of the query heads sharing a KV head
        (device/attention.h; any head_dim and group, up to rounding) */
     void (*attention)(const struct slm_attn_args *a);
@@ -173,6 +175,8 @@ double slm_vnni_int8_peak(double seconds);
 void slm_k_rmsnorm(const float *x, const float *g, float *y, int n, float eps);
 void slm_k_rope(float *x, int heads, int head_dim, const float *cs);
 void slm_k_swiglu(const float *gate, const float *up, float *y, int n);
+/* gelu(g) * u, gelu(x) = x/2 (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3) */
+void slm_k_geglu(const float *gate, const float *up, float *y, int n);
 void slm_k_add(float *y, const float *x, int n);
 /* One query row against KV rows [0, last] where mask[j] != 0; q and out
  * are [head_dim]; K, V rows have stride ld floats. Online softmax. */

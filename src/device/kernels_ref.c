@@ -121,6 +121,7 @@ static const slm_kernel_set k_ref = {
     .matmul = matmul_ref,
     .rmsnorm = slm_k_rmsnorm,
     .swiglu = slm_k_swiglu,
+    .geglu = slm_k_geglu,
     .attention = slm_attention_scalar,
     .kv_store = slm_kv_store_scalar,
 };

@@ -181,6 +181,14 @@ void slm_k_swiglu(const float *gate, const float *up, float *y, int n) {
     }
 }
 
+void slm_k_geglu(const float *gate, const float *up, float *y, int n) {
+    for (int i = 0; i < n; i++) {
+        /* x sigmoid(2z): no cancellation where tanh(z) is near -1 */
+        const float x = gate[i], t = 2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x);
+        y[i] = (t >= 0.0f ? x / (1.0f + expf(-t)) : x * expf(t) / (1.0f + expf(t))) * up[i];
+    }
+}
+
 void slm_k_add(float *y, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += x[i];
 }

@@ -91,6 +91,23 @@ AVX512 void slm_x86_swiglu_avx512(const float *gate, const float *up, float *y, 
     }
 }
 
+/* gelu(x) = x/2 (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3):
+ * with t = 2z, x / (1 + exp(-t)) for t >= 0 and x exp(t) / (1 + exp(t)) below,
+ * the same stable form as silu. */
+AVX512 void slm_x86_geglu_avx512(const float *gate, const float *up, float *y, int n) {
+    const __m512 c1 = _mm512_set1_ps(2.0f * 0.7978845608028654f), c3 = _mm512_set1_ps(2.0f * 0.7978845608028654f * 0.044715f);
+    const __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+    for (int i = 0; i < n; i += 16) {
+        const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
+        const __m512 x = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+        const __m512 t = _mm512_mul_ps(x, _mm512_fmadd_ps(_mm512_mul_ps(x, x), c3, c1)); /* 2z */
+        const __m512 e = slm_exp512(_mm512_sub_ps(zero, _mm512_abs_ps(t)));            /* exp(-|t|) */
+        const __mmask16 neg = _mm512_cmp_ps_mask(t, zero, _CMP_LT_OQ);
+        const __m512 num = _mm512_mask_mul_ps(x, neg, x, e);
+        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(one, e)), u));
+    }
+}
+
 AVX512 void slm_x86_rmsnorm_avx512(const float *x, const float *g, float *y, int n, float eps) {
     __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int i = 0;
@@ -140,6 +157,21 @@ AVX2 void slm_x86_swiglu_avx2(const float *gate, const float *up, float *y, int 
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), u));
     }
     if (i < n) slm_k_swiglu(gate + i, up + i, y + i, n - i);
+}
+
+AVX2 void slm_x86_geglu_avx2(const float *gate, const float *up, float *y, int n) {
+    int i = 0;
+    const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
+    const __m256 c1 = _mm256_set1_ps(2.0f * 0.7978845608028654f), c3 = _mm256_set1_ps(2.0f * 0.7978845608028654f * 0.044715f);
+    for (; i + 8 <= n; i += 8) {
+        const __m256 x = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+        const __m256 t = _mm256_mul_ps(x, _mm256_fmadd_ps(_mm256_mul_ps(x, x), c3, c1)); /* 2z */
+        const __m256 e = exp_neg_avx2(_mm256_or_ps(t, sign));                              /* exp(-|t|) */
+        const __m256 neg = _mm256_cmp_ps(t, zero, _CMP_LT_OQ);
+        const __m256 num = _mm256_blendv_ps(x, _mm256_mul_ps(x, e), neg);
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), u));
+    }
+    if (i < n) slm_k_geglu(gate + i, up + i, y + i, n - i);
 }
 
 AVX2 void slm_x86_rmsnorm_avx2(const float *x, const float *g, float *y, int n, float eps) {
