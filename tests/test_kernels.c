@@ -737,6 +737,12 @@ static void test_vector_kernels(void) {
                 const double err = fabs(y[i] - want) / (fabs(want) + 1e-30);
                 if (err > worst_s && fabs(want) > 1e-30) worst_s = err;
             }
+            ks->silu(g, y, n);
+            for (int i = 0; i < n; i++) {
+                const double want = (double)g[i] / (1.0 + exp(-(double)g[i]));
+                const double err = fabs(y[i] - want) / (fabs(want) + 1e-30);
+                if (err > worst_s && fabs(want) > 1e-30) worst_s = err;
+            }
             ks->geglu(g, u, y, n); /* the tanh GELU in double */
             for (int i = 0; i < n; i++) {
                 const double a = g[i], want = 0.5 * a * (1.0 + tanh(0.79788456080286535588 * (a + 0.044715 * a * a * a))) * u[i];
@@ -745,12 +751,62 @@ static void test_vector_kernels(void) {
                 if (err > worst_g && fabs(want) > 1e-30) worst_g = err;
             }
         }
-        CHECKF(worst_n < 1e-5 && worst_s < 1e-5 && worst_g < 1e-5, "%s: rmsnorm rel err %.3g, swiglu %.3g, geglu %.3g",
+        CHECKF(worst_n < 1e-5 && worst_s < 1e-5 && worst_g < 1e-5, "%s: rmsnorm rel err %.3g, swiglu/silu %.3g, geglu %.3g",
                k_sets[si], worst_n, worst_s, worst_g);
-        fprintf(stderr, "  %-6s rmsnorm rel err %.2g, swiglu %.2g, geglu %.2g\n", k_sets[si], worst_n, worst_s, worst_g);
+        fprintf(stderr, "  %-6s rmsnorm rel err %.2g, swiglu/silu %.2g, geglu %.2g\n", k_sets[si], worst_n, worst_s, worst_g);
     }
     slm_kernels_select(NULL);
     free(x);
+}
+
+/* The gated delta rule of every set against a double-precision recurrence
+ * over several steps (the state carries the error forward), for head sizes
+ * with and without SIMD tails. */
+static void test_delta_rule(void) {
+    static const int Ss[] = {1, 5, 16, 24, 64, 100, 128};
+    for (int si = 0; si < 3; si++) {
+        if (!slm_kernels_select(k_sets[si])) continue;
+        const slm_kernel_set *ks = slm_kernels_active();
+        double worst = 0;
+        for (size_t ci = 0; ci < sizeof Ss / sizeof Ss[0]; ci++) {
+            const int S = Ss[ci], steps = 6;
+            float *M = calloc((size_t)S * S, sizeof *M), *q = malloc(S * sizeof *q), *k = malloc(S * sizeof *k),
+                  *v = malloc(S * sizeof *v), *o = malloc(S * sizeof *o);
+            double *R = calloc((size_t)S * S, sizeof *R);
+            CHECK(M && q && k && v && o && R);
+            if (!M || !q || !k || !v || !o || !R) return;
+            for (int st = 0; st < steps; st++) {
+                double kn = 0;
+                for (int i = 0; i < S; i++) {
+                    q[i] = nrand() * 0.2f;
+                    k[i] = nrand();
+                    v[i] = nrand();
+                    kn += (double)k[i] * k[i];
+                }
+                for (int i = 0; i < S; i++) k[i] = (float)(k[i] / sqrt(kn)); /* L2-normed, as the task passes it */
+                const float decay = 0.6f + 0.06f * (float)st, beta = 0.3f + 0.1f * (float)st;
+                ks->delta_rule(M, q, k, v, decay, beta, o, S);
+                double oscale = 1e-3;
+                for (int j = 0; j < S; j++) {
+                    double *r = R + (size_t)j * S, sk = 0, oq = 0;
+                    for (int i = 0; i < S; i++) sk += (r[i] *= decay) * k[i];
+                    const double d = (v[j] - sk) * beta;
+                    for (int i = 0; i < S; i++) oq += (r[i] += d * k[i]) * q[i];
+                    if (fabs(oq) > oscale) oscale = fabs(oq);
+                    const double e = fabs(o[j] - oq);
+                    if (e > worst * oscale) worst = e / oscale;
+                }
+                for (size_t i = 0; i < (size_t)S * S; i++) {
+                    const double e = fabs(M[i] - R[i]);
+                    if (e > worst) worst = e; /* the state: entries of order 1 */
+                }
+            }
+            free(M), free(q), free(k), free(v), free(o), free(R);
+        }
+        CHECKF(worst < 1e-4, "%s: delta rule err %.3g", k_sets[si], worst);
+        fprintf(stderr, "  %-6s delta rule err %.2g\n", k_sets[si], worst);
+    }
+    slm_kernels_select(NULL);
 }
 
 /* Selection: a set is available exactly when the CPU has its features (read
@@ -773,7 +829,7 @@ static void test_selection(void) {
         if (!slm_kernels_select(k_sets[si])) continue;
         const slm_kernel_set *ks = slm_kernels_active();
         CHECK(!strcmp(ks->name, k_sets[si]));
-        CHECK(ks->dot_f32 && ks->dot_f16 && ks->dot_bf16 && ks->dot_q8_0 && ks->matmul && ks->rmsnorm && ks->swiglu && ks->geglu &&
+        CHECK(ks->dot_f32 && ks->dot_f16 && ks->dot_bf16 && ks->dot_q8_0 && ks->matmul && ks->rmsnorm && ks->swiglu && ks->silu && ks->geglu && ks->delta_rule &&
               ks->attention);
     }
     CHECK(slm_kernels_select(NULL) && slm_kernels_active() == slm_kernels_best());
@@ -782,6 +838,7 @@ static void test_selection(void) {
 
 int main(void) {
     T_RUN(test_selection);
+    T_RUN(test_delta_rule);
     T_RUN(test_blocks_q4_0_q4_1_q8_0);
     T_RUN(test_blocks_k);
     T_RUN(test_qblock_i8);

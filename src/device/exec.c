@@ -415,12 +415,12 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
         slm_exec_slice(t, rr);
         return SLM_OK;
     case SLM_T_SSM_CONV:
-        return slm_exec_ssm_conv(t, rr, cpos);
+        return slm_exec_ssm_conv(t, rr, cpos, ks);
     case SLM_T_DELTA_GATE:
         slm_exec_delta_gate(t, rr);
         return SLM_OK;
     case SLM_T_DELTA_NET:
-        return slm_exec_delta_net(t, rr, cpos);
+        return slm_exec_delta_net(t, rr, cpos, ks);
     case SLM_T_SWIGLU:
         if (t->a == 1) { /* qwen35's gated attention output */
             slm_exec_sigmoid_gate(t, rr);

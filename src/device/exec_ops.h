@@ -31,8 +31,8 @@ slm_status slm_exec_moe_combine(const slm_task *t, rows rr);
  * cache positions (a row's sequence); SLM_ERR_ARG for a row outside them. */
 void slm_exec_slice(const slm_task *t, rows rr);
 void slm_exec_sigmoid_gate(const slm_task *t, rows rr);
-slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos);
+slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks);
 void slm_exec_delta_gate(const slm_task *t, rows rr);
-slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos);
+slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks);
 
 #endif

@@ -12,7 +12,6 @@
 
 #define DELTA_MAX_STATE 512 /* the head size the stack buffers hold (the loader's limit) */
 
-static inline float silu(float x) { return x / (1.0f + expf(-x)); }
 static inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
 /* Row r's sequence: its cache position over the rows of a region; -1 when
@@ -41,7 +40,7 @@ void slm_exec_sigmoid_gate(const slm_task *t, rows rr) {
     }
 }
 
-slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos) {
+slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks) {
     const int n = t->n, K = t->c, w = K - 1;
     const float *taps = t->p[SLM_REF_SRC2];
     for (int r = rr.begin; r < rr.end; r++) {
@@ -55,8 +54,9 @@ slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos) {
             for (int j = 0; j < w; j++) y += wt[j] * st[(size_t)j * n + ch];
             for (int j = 0; j + 1 < w; j++) st[(size_t)j * n + ch] = st[(size_t)(j + 1) * n + ch];
             st[(size_t)(w - 1) * n + ch] = in;
-            x[ch] = silu(y);
+            x[ch] = y;
         }
+        ks->silu(x + t->n0, x + t->n0, t->n1 - t->n0);
     }
     return SLM_OK;
 }
@@ -80,7 +80,7 @@ static void l2_norm(const float *v, float *out, int n, float eps, float extra) {
     for (int i = 0; i < n; i++) out[i] = v[i] * k;
 }
 
-slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos) {
+slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks) {
     const int Hk = t->a, Hv = t->b, S = t->c;
     if (S > DELTA_MAX_STATE || Hk <= 0) return SLM_ERR_INTERNAL;
     float q[DELTA_MAX_STATE], k[DELTA_MAX_STATE];
@@ -99,20 +99,7 @@ slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos) {
             const float decay = expf(row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r)[h]);
             const float beta = sigm(row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], r)[h]);
             float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)h * S;
-            for (int j = 0; j < S; j++) {
-                float *m = M + (size_t)j * S, sk = 0.0f;
-                for (int i = 0; i < S; i++) {
-                    m[i] *= decay;
-                    sk += m[i] * k[i];
-                }
-                const float d = (v[j] - sk) * beta;
-                float oq = 0.0f;
-                for (int i = 0; i < S; i++) {
-                    m[i] += d * k[i];
-                    oq += m[i] * q[i];
-                }
-                o[j] = oq;
-            }
+            ks->delta_rule(M, q, k, v, decay, beta, o, S);
         }
     }
     return SLM_OK;

@@ -58,8 +58,13 @@ typedef struct slm_kernel_set {
      * slm_k_swiglu below, up to rounding (SIMD sums, a polynomial exp) */
     void (*rmsnorm)(const float *x, const float *g, float *y, int n, float eps);
     void (*swiglu)(const float *gate, const float *up, float *y, int n);
+    /* y = silu(x) (y may be x), as slm_k_silu */
+    void (*silu)(const float *x, float *y, int n);
     /* gelu(gate) * up with the tanh GELU (Gemma's GeGLU), as slm_k_geglu */
     void (*geglu)(const float *gate, const float *up, float *y, int n);
+    /* one step of the gated delta rule on an S x S state (qwen35's DeltaNet),
+       as slm_k_delta_rule: up to rounding */
+    void (*delta_rule)(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S);
     /* attention for one query row of the query heads sharing a KV head
        (device/attention.h; any head_dim and group, up to rounding) */
     void (*attention)(const struct slm_attn_args *a);
@@ -175,8 +180,15 @@ double slm_vnni_int8_peak(double seconds);
 void slm_k_rmsnorm(const float *x, const float *g, float *y, int n, float eps);
 void slm_k_rope(float *x, int heads, int head_dim, const float *cs);
 void slm_k_swiglu(const float *gate, const float *up, float *y, int n);
+void slm_k_silu(const float *x, float *y, int n);
 /* gelu(g) * u, gelu(x) = x/2 (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3) */
 void slm_k_geglu(const float *gate, const float *up, float *y, int n);
+/* The gated delta rule for one head and one token: M (S rows of S, row j for
+ * value element j) decays, takes the correction (v - M k) beta along k, and
+ * o = M q:  M = decay M;  M[j] += beta (v[j] - M[j].k) k;  o[j] = M[j].q. */
+void slm_k_delta_rule(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S);
+/* its row j (m = M[j], of S): updates m, returns o[j] */
+float slm_k_delta_row(float *m, const float *q, const float *k, float vj, float decay, float beta, int S);
 void slm_k_add(float *y, const float *x, int n);
 /* One query row against KV rows [0, last] where mask[j] != 0; q and out
  * are [head_dim]; K, V rows have stride ld floats. Online softmax. */

@@ -121,7 +121,9 @@ static const slm_kernel_set k_ref = {
     .matmul = matmul_ref,
     .rmsnorm = slm_k_rmsnorm,
     .swiglu = slm_k_swiglu,
+    .silu = slm_k_silu,
     .geglu = slm_k_geglu,
+    .delta_rule = slm_k_delta_rule,
     .attention = slm_attention_scalar,
     .kv_store = slm_kv_store_scalar,
 };

@@ -181,12 +181,35 @@ void slm_k_swiglu(const float *gate, const float *up, float *y, int n) {
     }
 }
 
+void slm_k_silu(const float *x, float *y, int n) {
+    for (int i = 0; i < n; i++) y[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
 void slm_k_geglu(const float *gate, const float *up, float *y, int n) {
     for (int i = 0; i < n; i++) {
         /* x sigmoid(2z): no cancellation where tanh(z) is near -1 */
         const float x = gate[i], t = 2.0f * 0.7978845608028654f * (x + 0.044715f * x * x * x);
         y[i] = (t >= 0.0f ? x / (1.0f + expf(-t)) : x * expf(t) / (1.0f + expf(t))) * up[i];
     }
+}
+
+float slm_k_delta_row(float *m, const float *q, const float *k, float vj, float decay, float beta, int S) {
+    float sk = 0.0f;
+    for (int i = 0; i < S; i++) {
+        m[i] *= decay;
+        sk += m[i] * k[i];
+    }
+    const float d = (vj - sk) * beta;
+    float oq = 0.0f;
+    for (int i = 0; i < S; i++) {
+        m[i] += d * k[i];
+        oq += m[i] * q[i];
+    }
+    return oq;
+}
+
+void slm_k_delta_rule(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S) {
+    for (int j = 0; j < S; j++) o[j] = slm_k_delta_row(M + (size_t)j * S, q, k, v[j], decay, beta, S);
 }
 
 void slm_k_add(float *y, const float *x, int n) {

@@ -79,17 +79,22 @@ AVX2 void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, ui
  * g < 0, so exp (device/exp512.h, relative error <= 1.2e-7; 0 below about
  * -104) never overflows. */
 
-AVX512 void slm_x86_swiglu_avx512(const float *gate, const float *up, float *y, int n) {
+/* silu(g) u, or silu(g) where up is NULL */
+AVX512 static inline void silu_mul_avx512(const float *gate, const float *up, float *y, int n) {
     for (int i = 0; i < n; i += 16) {
         const __mmask16 m = n - i >= 16 ? 0xFFFF : (__mmask16)((1u << (n - i)) - 1);
-        const __m512 g = _mm512_maskz_loadu_ps(m, gate + i), u = _mm512_maskz_loadu_ps(m, up + i);
+        const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
         const __m512 e = slm_exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g))); /* exp(-|g|) */
         const __m512 one = _mm512_set1_ps(1.0f);
         const __mmask16 neg = _mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_LT_OQ);
         const __m512 num = _mm512_mask_mul_ps(g, neg, g, e); /* g or g e^g */
-        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(one, e)), u));
+        const __m512 r = _mm512_div_ps(num, _mm512_add_ps(one, e));
+        _mm512_mask_storeu_ps(y + i, m, up ? _mm512_mul_ps(r, _mm512_maskz_loadu_ps(m, up + i)) : r);
     }
 }
+
+AVX512 void slm_x86_swiglu_avx512(const float *gate, const float *up, float *y, int n) { silu_mul_avx512(gate, up, y, n); }
+AVX512 void slm_x86_silu_avx512(const float *x, float *y, int n) { silu_mul_avx512(x, NULL, y, n); }
 
 /* gelu(x) = x/2 (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3):
  * with t = 2z, x / (1 + exp(-t)) for t >= 0 and x exp(t) / (1 + exp(t)) below,
@@ -106,6 +111,53 @@ AVX512 void slm_x86_geglu_avx512(const float *gate, const float *up, float *y, i
         const __m512 num = _mm512_mask_mul_ps(x, neg, x, e);
         _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_div_ps(num, _mm512_add_ps(one, e)), u));
     }
+}
+
+/* The gated delta rule, four state rows at a time: M[j].k of the old row
+ * (decay scales it after: (decay m).k = decay (m.k)), then the row rewritten
+ * as decay m + d k and dotted with q in one pass; tails masked. */
+AVX512 void slm_x86_delta_rule_avx512(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o,
+                                      int S) {
+    const __m512 vdec = _mm512_set1_ps(decay);
+    int j = 0;
+    for (; j + 4 <= S; j += 4) {
+        float *m0 = M + (size_t)j * S, *m1 = m0 + S, *m2 = m1 + S, *m3 = m2 + S;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int i = 0; i < S; i += 16) {
+            const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
+            const __m512 kv = _mm512_maskz_loadu_ps(m, k + i);
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m0 + i), kv, a0);
+            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m1 + i), kv, a1);
+            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m2 + i), kv, a2);
+            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m3 + i), kv, a3);
+        }
+        const __m512 d0 = _mm512_set1_ps((v[j] - decay * _mm512_reduce_add_ps(a0)) * beta);
+        const __m512 d1 = _mm512_set1_ps((v[j + 1] - decay * _mm512_reduce_add_ps(a1)) * beta);
+        const __m512 d2 = _mm512_set1_ps((v[j + 2] - decay * _mm512_reduce_add_ps(a2)) * beta);
+        const __m512 d3 = _mm512_set1_ps((v[j + 3] - decay * _mm512_reduce_add_ps(a3)) * beta);
+        a0 = a1 = a2 = a3 = _mm512_setzero_ps();
+        for (int i = 0; i < S; i += 16) {
+            const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
+            const __m512 kv = _mm512_maskz_loadu_ps(m, k + i), qv = _mm512_maskz_loadu_ps(m, q + i);
+            const __m512 r0 = _mm512_fmadd_ps(d0, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m0 + i)));
+            const __m512 r1 = _mm512_fmadd_ps(d1, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m1 + i)));
+            const __m512 r2 = _mm512_fmadd_ps(d2, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m2 + i)));
+            const __m512 r3 = _mm512_fmadd_ps(d3, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m3 + i)));
+            _mm512_mask_storeu_ps(m0 + i, m, r0);
+            _mm512_mask_storeu_ps(m1 + i, m, r1);
+            _mm512_mask_storeu_ps(m2 + i, m, r2);
+            _mm512_mask_storeu_ps(m3 + i, m, r3);
+            a0 = _mm512_fmadd_ps(r0, qv, a0);
+            a1 = _mm512_fmadd_ps(r1, qv, a1);
+            a2 = _mm512_fmadd_ps(r2, qv, a2);
+            a3 = _mm512_fmadd_ps(r3, qv, a3);
+        }
+        o[j] = _mm512_reduce_add_ps(a0);
+        o[j + 1] = _mm512_reduce_add_ps(a1);
+        o[j + 2] = _mm512_reduce_add_ps(a2);
+        o[j + 3] = _mm512_reduce_add_ps(a3);
+    }
+    for (; j < S; j++) o[j] = slm_k_delta_row(M + (size_t)j * S, q, k, v[j], decay, beta, S);
 }
 
 AVX512 void slm_x86_rmsnorm_avx512(const float *x, const float *g, float *y, int n, float eps) {
@@ -146,18 +198,25 @@ AVX2 static inline __m256 exp_neg_avx2(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
-AVX2 void slm_x86_swiglu_avx2(const float *gate, const float *up, float *y, int n) {
+AVX2 static inline void silu_mul_avx2(const float *gate, const float *up, float *y, int n) {
     int i = 0;
     const __m256 one = _mm256_set1_ps(1.0f), zero = _mm256_setzero_ps(), sign = _mm256_set1_ps(-0.0f);
     for (; i + 8 <= n; i += 8) {
-        const __m256 g = _mm256_loadu_ps(gate + i), u = _mm256_loadu_ps(up + i);
+        const __m256 g = _mm256_loadu_ps(gate + i);
         const __m256 e = exp_neg_avx2(_mm256_or_ps(g, sign)); /* exp(-|g|) */
         const __m256 neg = _mm256_cmp_ps(g, zero, _CMP_LT_OQ);
         const __m256 num = _mm256_blendv_ps(g, _mm256_mul_ps(g, e), neg);
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), u));
+        const __m256 r = _mm256_div_ps(num, _mm256_add_ps(one, e));
+        _mm256_storeu_ps(y + i, up ? _mm256_mul_ps(r, _mm256_loadu_ps(up + i)) : r);
     }
-    if (i < n) slm_k_swiglu(gate + i, up + i, y + i, n - i);
+    if (i < n) {
+        if (up) slm_k_swiglu(gate + i, up + i, y + i, n - i);
+        else slm_k_silu(gate + i, y + i, n - i);
+    }
 }
+
+AVX2 void slm_x86_swiglu_avx2(const float *gate, const float *up, float *y, int n) { silu_mul_avx2(gate, up, y, n); }
+AVX2 void slm_x86_silu_avx2(const float *x, float *y, int n) { silu_mul_avx2(x, NULL, y, n); }
 
 AVX2 void slm_x86_geglu_avx2(const float *gate, const float *up, float *y, int n) {
     int i = 0;
@@ -172,6 +231,39 @@ AVX2 void slm_x86_geglu_avx2(const float *gate, const float *up, float *y, int n
         _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_div_ps(num, _mm256_add_ps(one, e)), u));
     }
     if (i < n) slm_k_geglu(gate + i, up + i, y + i, n - i);
+}
+
+/* As the avx512 one, two rows at a time, S % 8 == 0 (others: the scalar rows). */
+AVX2 void slm_x86_delta_rule_avx2(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S) {
+    if (S % 8) {
+        slm_k_delta_rule(M, q, k, v, decay, beta, o, S);
+        return;
+    }
+    const __m256 vdec = _mm256_set1_ps(decay);
+    int j = 0;
+    for (; j + 2 <= S; j += 2) {
+        float *m0 = M + (size_t)j * S, *m1 = m0 + S;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+        for (int i = 0; i < S; i += 8) {
+            const __m256 kv = _mm256_loadu_ps(k + i);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(m0 + i), kv, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(m1 + i), kv, a1);
+        }
+        const __m256 d0 = _mm256_set1_ps((v[j] - decay * hsum256(a0)) * beta);
+        const __m256 d1 = _mm256_set1_ps((v[j + 1] - decay * hsum256(a1)) * beta);
+        for (int i = 0; i < S; i += 8) {
+            const __m256 kv = _mm256_loadu_ps(k + i), qv = _mm256_loadu_ps(q + i);
+            const __m256 r0 = _mm256_fmadd_ps(d0, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m0 + i)));
+            const __m256 r1 = _mm256_fmadd_ps(d1, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m1 + i)));
+            _mm256_storeu_ps(m0 + i, r0);
+            _mm256_storeu_ps(m1 + i, r1);
+            b0 = _mm256_fmadd_ps(r0, qv, b0);
+            b1 = _mm256_fmadd_ps(r1, qv, b1);
+        }
+        o[j] = hsum256(b0);
+        o[j + 1] = hsum256(b1);
+    }
+    for (; j < S; j++) o[j] = slm_k_delta_row(M + (size_t)j * S, q, k, v[j], decay, beta, S);
 }
 
 AVX2 void slm_x86_rmsnorm_avx2(const float *x, const float *g, float *y, int n, float eps) {
