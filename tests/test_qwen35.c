@@ -279,7 +279,8 @@ static int greedy(slm_session *s, int32_t *out, int n) {
 /* A conversation keeps its state between turns: turn two equals a reset
  * session given the whole history at once; a new prompt that shares only
  * part of the history starts over (the state cannot be cut back) and equals
- * a fresh start. Two sessions of an engine of two sequences (serve's slots)
+ * a fresh start, unless the cut is at or after the last prompt's end: its
+ * checkpoint. Two sessions of an engine of two sequences (serve's slots)
  * decoded together through the batch program, each with its own state, give
  * what each gives alone. The prefix cache is off for the model (said),
  * speculative decoding refused, as target and as draft. */
@@ -314,6 +315,34 @@ static void test_sessions(void) {
     CHECK(slm_session_set_prompt(s1, hist, nh) == SLM_OK && greedy(s1, a, 5));
     CHECK(slm_session_set_prompt(s2, hist, nh) == SLM_OK && greedy(s2, b, 5));
     CHECK(!memcmp(a, b, sizeof a));
+    /* the checkpoint: a prompt's end keeps its state; a new prompt cut back to it (or a few rows
+     * after it) starts from there, not from row 0, and equals a fresh session given it whole */
+    {
+        int32_t p[12], q[20], x[6], g[5], c1[5], c2[5];
+        ids_of(p, 12, 31);
+        slm_session_reset(s1);
+        CHECK(slm_session_set_prompt(s1, p, 12) == SLM_OK && greedy(s1, g, 5)); /* rows: p, g[0..3] */
+        for (int cut = 12; cut <= 14; cut += 2) {
+            ids_of(x, 6, 40 + cut);
+            memcpy(q, p, sizeof p);
+            memcpy(q + 12, g, (size_t)(cut - 12) * sizeof *g);
+            memcpy(q + cut, x, sizeof x);
+            if (q[cut] == g[cut - 12]) q[cut] = q[cut] % (VOCAB - 1) + 1;
+            slm_session_stats st0, st1;
+            slm_session_get_stats(s1, &st0);
+            CHECK(slm_session_set_prompt(s1, q, cut + 6) == SLM_OK);
+            slm_session_get_stats(s1, &st1);
+            CHECKF(st1.n_reused - st0.n_reused == cut, "cut at %d: %d rows kept", cut, st1.n_reused - st0.n_reused);
+            CHECK(greedy(s1, c1, 5));
+            slm_session_reset(s2);
+            CHECK(slm_session_set_prompt(s2, q, cut + 6) == SLM_OK && greedy(s2, c2, 5));
+            CHECKF(!memcmp(c1, c2, sizeof c1), "cut at %d: %d %d %d vs %d %d %d", cut, c1[0], c1[1], c1[2], c2[0], c2[1], c2[2]);
+            if (cut == 12) { /* back to the first prompt's state for the next cut */
+                slm_session_reset(s1);
+                CHECK(slm_session_set_prompt(s1, p, 12) == SLM_OK && greedy(s1, g, 5));
+            }
+        }
+    }
     /* both sequences decoded together (the batch program: each row its own state) */
     int32_t alone1[6], alone2[6], both[2], tog1[6], tog2[6];
     slm_session_reset(s1);

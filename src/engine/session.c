@@ -326,6 +326,7 @@ static slm_status feed_ids(slm_session *s, const int32_t *ids, int n, int cont) 
     s->pending = -1;
     if (n > 0) s->prev = ids[n - 1];
     reply_clear(s);
+    if (!s->no_pc_store) slm_rt_checkpoint(rt); /* a whole prompt in: recurrent layers keep its state */
     return SLM_OK;
 }
 
@@ -343,13 +344,16 @@ static int prompt_keep(slm_session *s, const int32_t *ids, int n) {
     while (keep < rt->num_stored && keep < n - 1 && rt->tokens[keep] == ids[keep]) keep++;
     /* the prefix cache may hold more of it than the session does */
     if (keep > 0 && s->e->pc.limit_bytes && slm_pc_match(&s->e->pc, ids, n - 1) > keep) keep = 0;
-    /* recurrent layers (qwen35): their state holds every stored token; a shorter prefix would mean
-     * prefilling it again, which costs what starting over does */
-    if (keep < rt->num_stored && rt->rstate) keep = 0;
+    /* recurrent layers (qwen35): their state holds every stored token; a shorter prefix means
+     * prefilling it again from the checkpoint (the end of the last prompt), or from row 0, which
+     * costs what starting over does */
+    if (!slm_rt_can_trim(rt, keep)) keep = 0;
     if (keep == 0) {
         slm_session_reset(s);
+    } else if (slm_rt_trim(rt, keep) != SLM_OK) { /* a recurrent model's prefill from its checkpoint */
+        slm_session_reset(s);
+        keep = 0;
     } else {
-        slm_rt_trim(rt, keep); /* nothing dropped with recurrent layers (above): no rebuild that could fail */
         if (s->use_draft && s->e->draft->rt.num_stored > keep) slm_rt_trim(&s->e->draft->rt, keep);
         s->pending = -1;
         s->qn = s->qi = 0;

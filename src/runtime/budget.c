@@ -57,7 +57,7 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
      * sampler's scratch and the token history */
     const uint64_t vocab = sat_add(sat_mul(sat_mul((uint64_t)rows, voc), sizeof(float)), sat_mul(voc, 16));
     const uint64_t hidden = sat_mul(sat_mul((uint64_t)rows, (uint64_t)(cfg->dim > 0 ? cfg->dim : 0)), sizeof(float));
-    const uint64_t recur = sat_mul(sat_mul(slm_rt_recur_floats(cfg), sizeof(float)), (uint64_t)n_seqs);
+    const uint64_t recur = sat_mul(sat_mul(slm_rt_recur_floats(cfg), 2 * sizeof(float)), (uint64_t)n_seqs); /* + checkpoints */
     const uint64_t need = sat_add(
         sat_add(sat_add(sat_add(sat_add(kv, arena), vocab), sat_add(hidden, c->consts.bytes)), extra_bytes), recur);
     if (need_out) *need_out = need;

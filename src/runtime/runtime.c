@@ -36,15 +36,18 @@ uint64_t slm_rt_recur_floats(const slm_model_config *cfg) {
 }
 
 /* A recurrent layer's conv windows (role CONV_STATE) or delta states of
- * sequence seq (the rows after it: the following sequences'). */
-static float *state_of(slm_runtime *rt, int layer, int role, int seq) {
+ * sequence seq (the rows after it: the following sequences') in the state
+ * buffer `buf` (rt->rstate, or its checkpoints rt->rsnap: the same layout). */
+static float *state_in(slm_runtime *rt, float *buf, int layer, int role, int seq) {
     const slm_model_config *c = &rt->comp->cfg;
     const uint64_t cw = (uint64_t)slm_conv_state_floats(c), ds = (uint64_t)slm_delta_state_floats(c);
-    float *base = rt->rstate + rt->rstate_off[layer];
+    float *base = buf + rt->rstate_off[layer];
     return role == SLM_IO_CONV_STATE ? base + (uint64_t)seq * cw : base + (uint64_t)rt->n_seqs * cw + (uint64_t)seq * ds;
 }
 
-/* The selected sequence's recurrent state, zeroed. */
+static float *state_of(slm_runtime *rt, int layer, int role, int seq) { return state_in(rt, rt->rstate, layer, role, seq); }
+
+/* The selected sequence's recurrent state, zeroed; its checkpoint dropped. */
 static void state_reset(slm_runtime *rt) {
     if (!rt->rstate) return;
     const slm_model_config *c = &rt->comp->cfg;
@@ -53,6 +56,32 @@ static void state_reset(slm_runtime *rt) {
             memset(state_of(rt, l, SLM_IO_CONV_STATE, rt->cur_seq), 0, (size_t)slm_conv_state_floats(c) * sizeof(float));
             memset(state_of(rt, l, SLM_IO_RECUR_STATE, rt->cur_seq), 0, (size_t)slm_delta_state_floats(c) * sizeof(float));
         }
+    rt->snap_at[rt->cur_seq] = -1;
+}
+
+/* The selected sequence's recurrent state from `from` into `to`. */
+static void state_copy(slm_runtime *rt, float *to, float *from) {
+    const slm_model_config *c = &rt->comp->cfg;
+    for (int l = 0; l < c->n_layers; l++)
+        if (rt->rstate_off[l] >= 0) {
+            memcpy(state_in(rt, to, l, SLM_IO_CONV_STATE, rt->cur_seq), state_in(rt, from, l, SLM_IO_CONV_STATE, rt->cur_seq),
+                   (size_t)slm_conv_state_floats(c) * sizeof(float));
+            memcpy(state_in(rt, to, l, SLM_IO_RECUR_STATE, rt->cur_seq), state_in(rt, from, l, SLM_IO_RECUR_STATE, rt->cur_seq),
+                   (size_t)slm_delta_state_floats(c) * sizeof(float));
+        }
+}
+
+void slm_rt_checkpoint(slm_runtime *rt) {
+    if (!rt->rstate || rt->num_stored <= 0) return;
+    state_copy(rt, rt->rsnap, rt->rstate);
+    rt->snap_at[rt->cur_seq] = rt->num_stored;
+    slm_trace_instant("runtime", "checkpoint", &(slm_trace_args){{"at", NULL}, {rt->num_stored, 0}, NULL, NULL});
+}
+
+int slm_rt_can_trim(const slm_runtime *rt, int n_keep) {
+    if (!rt->rstate || n_keep >= rt->num_stored) return 1;
+    const int at = rt->snap_at[rt->cur_seq];
+    return at > 0 && at <= n_keep;
 }
 
 /* Bind everything that never moves, once. */
@@ -179,15 +208,17 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     rt->rstate_bytes = slm_rt_recur_floats(cfg) * (uint64_t)n_seqs * sizeof(float);
     if (rt->rstate_bytes) {
         rt->rstate = slm_aligned_alloc((size_t)rt->rstate_bytes);
+        rt->rsnap = slm_aligned_alloc((size_t)rt->rstate_bytes);
+        rt->snap_at = slm_calloc((size_t)n_seqs, sizeof *rt->snap_at);
         rt->rstate_off = slm_calloc((size_t)cfg->n_layers, sizeof *rt->rstate_off);
         int64_t off = 0;
         for (int l = 0; rt->rstate_off && l < cfg->n_layers; l++) {
             rt->rstate_off[l] = slm_layer_recurrent(cfg, l) ? off : -1;
             if (rt->rstate_off[l] >= 0) off += (slm_conv_state_floats(cfg) + slm_delta_state_floats(cfg)) * n_seqs;
         }
-        if (!rt->rstate || !rt->rstate_off) {
+        if (!rt->rstate || !rt->rsnap || !rt->snap_at || !rt->rstate_off) {
             slm_rt_free(rt);
-            return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the recurrent state (%llu bytes)",
+            return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the recurrent state and its checkpoints (2 x %llu bytes)",
                             (unsigned long long)rt->rstate_bytes);
         }
     }
@@ -237,6 +268,8 @@ void slm_rt_free(slm_runtime *rt) {
     slm_xfree(rt->kv_rb);
     slm_xfree(rt->kv_off);
     slm_aligned_free(rt->rstate);
+    slm_aligned_free(rt->rsnap);
+    slm_xfree(rt->snap_at);
     slm_xfree(rt->rstate_off);
     if (rt->exec)
         for (int i = 0; i < rt->comp->n_progs; i++) slm_exec_free(&rt->exec[i]);
@@ -427,18 +460,23 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
 
 slm_status slm_rt_trim(slm_runtime *rt, int n_keep) {
     if (n_keep < 0) n_keep = 0;
-    if (rt->rstate && n_keep < rt->num_stored) { /* the state cannot be rewound: rebuild it */
-        slm_trace_instant("runtime", "trim_rebuild", &(slm_trace_args){{"keep", "dropped"}, {n_keep, rt->num_stored - n_keep}, NULL, NULL});
-        for (int j = 0; j < rt->num_stored; j++) rt->mask[j] = 0;
-        rt->num_stored = 0;
+    if (rt->rstate && n_keep < rt->num_stored) {
+        /* the state cannot be rewound: back to the checkpoint when it is at or
+         * before n_keep (its rows untouched since), else to zero; the kept
+         * tokens after it prefilled again */
+        const int at = slm_rt_can_trim(rt, n_keep) ? rt->snap_at[rt->cur_seq] : 0;
+        slm_trace_instant("runtime", "trim_rebuild", &(slm_trace_args){{"keep", "from"}, {n_keep, at}, NULL, NULL});
+        for (int j = at; j < rt->num_stored; j++) rt->mask[j] = 0;
+        rt->num_stored = at;
         rt->gen = NULL;
-        state_reset(rt);
-        if (n_keep == 0) return SLM_OK;
+        if (at > 0) state_copy(rt, rt->rstate, rt->rsnap);
+        else state_reset(rt);
+        if (n_keep == at) return SLM_OK;
         slm_err err = {0};
         const int chunking = rt->chunking;
         rt->chunking = 1; /* however long the kept tokens are */
         /* run_rows writes each id back over itself: rt->tokens[w + i] = ids[i], the same row */
-        const slm_status s = slm_rt_prefill(rt, rt->tokens, n_keep, &err);
+        const slm_status s = slm_rt_prefill(rt, rt->tokens + at, n_keep - at, &err);
         rt->chunking = chunking;
         if (s) slm_rt_reset(rt);
         return s;

@@ -82,9 +82,12 @@ typedef struct slm_runtime {
      * the KV cache, f32, sized at load: for each such layer in order, its
      * conv windows [n_seqs][(K - 1) * conv_dim] then its delta states
      * [n_seqs][H_v * S * S]. Zeroed by reset; it cannot be rewound, so
-     * slm_rt_trim rebuilds it by prefilling the kept tokens again. */
+     * slm_rt_trim rebuilds it by prefilling the kept tokens again, from the
+     * sequence's checkpoint when that is at or before the cut. */
     float *rstate;          /* NULL for other models */
     uint64_t rstate_bytes;
+    float *rsnap;           /* the checkpoints: rstate's layout, one state per sequence */
+    int *snap_at;           /* [n_seqs] rows the checkpoint holds (-1: none); rows before it unchanged since */
     int64_t *rstate_off;    /* [n_layers] float offset of the layer's conv windows; -1: not recurrent */
 } slm_runtime;
 
@@ -137,6 +140,14 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
  * rewritten alike); SLM_ERR_* when that prefill fails (the sequence is then
  * empty), else SLM_OK. */
 slm_status slm_rt_trim(slm_runtime *rt, int n_keep);
+/* Recurrent layers: save the selected sequence's state as its checkpoint at
+ * num_stored rows (one per sequence; a later one replaces it; reset and a
+ * trim below it drop it). A memcpy of the state; nothing for other models. */
+void slm_rt_checkpoint(slm_runtime *rt);
+/* 1 when slm_rt_trim(rt, n_keep) costs no more than prefilling the rows
+ * after the checkpoint: no recurrent layers, nothing dropped, or a
+ * checkpoint at or before n_keep; 0 when it would prefill from row 0. */
+int slm_rt_can_trim(const slm_runtime *rt, int n_keep);
 /* Run the lm_head program on its own n threads (LM head separation). */
 slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err);
 /* Append one id through the generate program: the smallest variant with
