@@ -96,6 +96,14 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     print_bytes(f, scratch);
     fprintf(f, ", constants ");
     print_bytes(f, c->consts.bytes);
+    uint64_t recur = 0; /* qwen35: the recurrent layers' state of one sequence */
+    for (int l = 0; l < m->n_layers; l++)
+        if (slm_layer_recurrent(m, l)) recur += (uint64_t)(slm_conv_state_floats(m) + slm_delta_state_floats(m)) * sizeof(float);
+    if (recur) {
+        fprintf(f, ", recurrent state ");
+        print_bytes(f, recur);
+        fprintf(f, " per sequence and as much for its checkpoint");
+    }
     fprintf(f, "\n");
     /* weight types as stored: repacked matrices show as *_r16 */
     uint32_t count[256] = {0};
