@@ -202,6 +202,41 @@ static void test_harmony(void) {
     expect(H, "<|start|>assistant<|channel|>analysis<|message|>", "Once upon", "Once upon");
 }
 
+static void test_xml(void) {
+    const int X = SLM_TOOL_XML;
+    expect(X, NULL,
+           "I will check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n<parameter=days>\n3\n"
+           "</parameter>\n</function>\n</tool_call>",
+           "I will check.\n" C("get_weather") "{\"city\": \"Paris\", \"days\": 3}" END_);
+    /* JSON values as they are, text as strings (escaped; the newlines around a value dropped, those inside kept) */
+    expect(X, NULL,
+           "<tool_call>\n<function=f>\n<parameter=a>\n{\"x\": [1, 2]}\n</parameter>\n<parameter=b>\ntrue\n</parameter>\n"
+           "<parameter=c>\nline \"one\"\n\tline two\n</parameter>\n<parameter=d>\n\"quoted\"\n</parameter>\n"
+           "<parameter=e>\n12 apples\n</parameter>\n</function>\n</tool_call>",
+           C("f") "{\"a\": {\"x\": [1, 2]}, \"b\": true, \"c\": \"line \\\"one\\\"\\n\\tline two\", \"d\": \"\\\"quoted\\\"\", "
+                  "\"e\": \"12 apples\"}" END_);
+    /* no parameters; two calls; what follows </tool_call> is text (as hermes) */
+    expect(X, NULL, "<tool_call>\n<function=now>\n</function>\n</tool_call>\n<tool_call>\n<function=b>\n<parameter=k>\nv\n"
+                    "</parameter>\n</function>\n</tool_call> done",
+           C("now") "{}" END_ "\n" C("b") "{\"k\": \"v\"}" END_ " done");
+    /* <tool_call> left out; </parameter> left out before </function> */
+    expect(X, NULL, "<function=g>\n<parameter=q>\nx\n</function>", C("g") "{\"q\": \"x\"}" END_);
+    /* cut off inside a value: the value so far, the call ended */
+    expect(X, NULL, "<tool_call>\n<function=w>\n<parameter=t>\nabc", C("w") "{\"t\": \"abc\"}" END_);
+    expect(X, NULL, "<tool_call>\n<function=w>\n<param", C("w") "{}" END_);
+    /* not calls: text, unchanged */
+    expect(X, NULL, "a <tool_call> b", "a <tool_call> b");
+    expect(X, NULL, "<tool_call>\n<function=>x", "<tool_call>\n<function=>x");
+    expect(X, NULL, "<tool_call>\n<function=bad name>", "<tool_call>\n<function=bad name>");
+    expect(X, NULL, "x < y and <tool_", "x < y and <tool_");
+    expect(X, NULL, "<<tool_call><function=f></function>", "<" C("f") "{}" END_);
+    /* a body that breaks off: the call is closed there, the rest is text */
+    expect(X, NULL, "<function=f>\n<parameter=a>\n1\n</parameter>\noops", C("f") "{\"a\": 1}" END_ "oops");
+    /* a prompt that opened the call */
+    expect(X, "<|im_start|>assistant\n<tool_call>\n", "<function=f>\n</function>\n</tool_call>", C("f") "{}" END_);
+    expect(X, "<|im_start|>assistant\n<tool_call>\n", "Once upon a time", "Once upon a time");
+}
+
 static void test_none(void) {
     expect(SLM_TOOL_NONE, NULL, "<tool_call>{\"name\": \"f\"}</tool_call>", "<tool_call>{\"name\": \"f\"}</tool_call>");
 }
@@ -253,6 +288,10 @@ static void test_detect(void) {
     }
     CHECK(slm_tool_detect(NULL, "{{ '<|start|>assistant<|channel|>final<|message|>' }}") == SLM_TOOL_HARMONY);
     CHECK(slm_tool_detect(NULL, NULL) == SLM_TOOL_NONE);
+    /* a template that writes Qwen3-Coder / Qwen3.5's calls (their words) */
+    CHECK(slm_tool_detect(NULL, "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}{{- '<parameter=' + args_name + '>\\n' }}") ==
+          SLM_TOOL_XML);
+    CHECK(slm_tool_format_parse("xml") == SLM_TOOL_XML && !strcmp(slm_tool_format_name(SLM_TOOL_XML), "xml"));
     CHECK(slm_tool_format_parse("hermes") == SLM_TOOL_HERMES && slm_tool_format_parse("auto") == SLM_TOOL_AUTO);
     CHECK(slm_tool_format_parse("Hermes") == -1 && slm_tool_format_parse(NULL) == -1);
     CHECK(!strcmp(slm_tool_format_name(SLM_TOOL_MISTRAL), "mistral"));
@@ -263,6 +302,7 @@ int main(void) {
     T_RUN(test_llama3);
     T_RUN(test_mistral);
     T_RUN(test_harmony);
+    T_RUN(test_xml);
     T_RUN(test_none);
     T_RUN(test_hold_only_calls);
     T_RUN(test_detect);

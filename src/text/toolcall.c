@@ -60,18 +60,18 @@ static const int *state_markers(const slm_toolcall *t) {
 
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-static const char *const format_names[] = {"none", "hermes", "llama3", "mistral", "harmony", "auto"};
+static const char *const format_names[] = {"none", "hermes", "llama3", "mistral", "harmony", "xml", "auto"};
 
 int slm_tool_format_parse(const char *s) {
-    for (int i = 0; s && i < 6; i++)
+    for (int i = 0; s && i < 7; i++)
         if (!strcmp(s, format_names[i])) return i;
     return -1;
 }
 
-const char *slm_tool_format_name(int fmt) { return fmt >= 0 && fmt < 6 ? format_names[fmt] : "?"; }
+const char *slm_tool_format_name(int fmt) { return fmt >= 0 && fmt < 7 ? format_names[fmt] : "?"; }
 
 int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src) {
-    int channel = 0, calls = 0, tag = 0, python = 0;
+    int channel = 0, calls = 0, tag = 0, python = 0, xml = 0;
     const int n = tok ? slm_tok_vocab_size(tok) : 0;
     for (int id = 0; id < n; id++) {
         const char *s = slm_tok_str(tok, id);
@@ -86,8 +86,9 @@ int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src) {
         calls |= strstr(tmpl_src, "[TOOL_CALLS]") != NULL;
         tag |= strstr(tmpl_src, "<tool_call>") != NULL;
         python |= strstr(tmpl_src, "<|python_tag|>") != NULL || strstr(tmpl_src, "ipython") != NULL;
+        xml = strstr(tmpl_src, "<function=") && strstr(tmpl_src, "<parameter=");
     }
-    return channel ? SLM_TOOL_HARMONY : calls ? SLM_TOOL_MISTRAL : tag ? SLM_TOOL_HERMES : python ? SLM_TOOL_LLAMA3 : SLM_TOOL_NONE;
+    return channel ? SLM_TOOL_HARMONY : calls ? SLM_TOOL_MISTRAL : xml ? SLM_TOOL_XML : tag ? SLM_TOOL_HERMES : python ? SLM_TOOL_LLAMA3 : SLM_TOOL_NONE;
 }
 
 /* ---- output ------------------------------------------------------------------- */
@@ -561,12 +562,20 @@ void slm_tool_feed(slm_toolcall *t, const char *s, size_t n) {
         if (n) t->out(t->ud, SLM_TOOL_TEXT, s, n);
         return;
     }
+    if (t->fmt == SLM_TOOL_XML) {
+        slm_toolx_feed(t, s, n);
+        return;
+    }
     for (size_t i = 0; i < n && !t->oom; i++) step(t, (unsigned char)s[i]);
     flush(t);
 }
 
 void slm_tool_finish(slm_toolcall *t) {
     if (t->fmt == SLM_TOOL_NONE) return;
+    if (t->fmt == SLM_TOOL_XML) {
+        slm_toolx_finish(t);
+        return;
+    }
     if (t->state == S_HBODY) {
         if (t->nhold) args_out(t, t->hold, t->nhold);
         end_call(t);
@@ -599,11 +608,15 @@ static int ends_with(const char *prompt, const char *tag, size_t *at) {
 
 void slm_tool_init(slm_toolcall *t, int fmt, const char *prompt, slm_tool_out out, void *ud) {
     memset(t, 0, sizeof *t);
-    t->fmt = fmt >= SLM_TOOL_NONE && fmt <= SLM_TOOL_HARMONY ? fmt : SLM_TOOL_NONE;
+    t->fmt = fmt >= SLM_TOOL_NONE && fmt <= SLM_TOOL_XML ? fmt : SLM_TOOL_NONE;
     t->out = out;
     t->ud = ud;
     t->state = S_TEXT;
     t->at_start = 1;
+    if (t->fmt == SLM_TOOL_XML) {
+        slm_toolx_init(t, ends_with(prompt, "<tool_call>", NULL));
+        return;
+    }
     size_t at;
     if (t->fmt == SLM_TOOL_HERMES && ends_with(prompt, "<tool_call>", NULL)) {
         t->state = S_OPEN;

@@ -20,7 +20,12 @@
  *            <|start|>assistant to=functions.N<|channel|>commentary json
  *            <|message|>ARGS<|call|> (or "to=" in the channel part); the
  *            message body is the arguments; other messages pass as text
- *            (for text/reasoning.h to split).
+ *            (for text/reasoning.h to split);
+ *   xml      Qwen3-Coder / Qwen3.5 / Nemotron Nano 3: <tool_call>
+ *            <function=N> <parameter=K> VALUE </parameter> ... </function>
+ *            </tool_call> (toolcall_xml.c): the parameters go out as one
+ *            JSON object, a value that is JSON text as it is, others as
+ *            strings; a value is held until its </parameter>.
  * In the JSON formats the arguments are the raw JSON text of the value of
  * "arguments" / "parameters" (a JSON string's value when the model wrote
  * one); other keys ("type", "id") are skipped. A call cut off by the end of
@@ -34,10 +39,10 @@
 
 #include "text/tokenizer.h"
 
-enum { SLM_TOOL_NONE, SLM_TOOL_HERMES, SLM_TOOL_LLAMA3, SLM_TOOL_MISTRAL, SLM_TOOL_HARMONY, SLM_TOOL_AUTO };
+enum { SLM_TOOL_NONE, SLM_TOOL_HERMES, SLM_TOOL_LLAMA3, SLM_TOOL_MISTRAL, SLM_TOOL_HARMONY, SLM_TOOL_XML, SLM_TOOL_AUTO };
 enum { SLM_TOOL_TEXT, SLM_TOOL_CALL, SLM_TOOL_ARGS, SLM_TOOL_END };
 
-#define SLM_TOOL_FORMATS "none, hermes, llama3, mistral, harmony, auto"
+#define SLM_TOOL_FORMATS "none, hermes, llama3, mistral, harmony, xml, auto"
 #define SLM_TOOL_NAME_MAX 255  /* bytes of a function name */
 #define SLM_TOOL_HOLD_MAX 4096 /* bytes of a call held before its name is known */
 
@@ -46,7 +51,8 @@ int slm_tool_format_parse(const char *s);
 const char *slm_tool_format_name(int fmt);
 /* What auto means for a model, from its vocabulary (tok, may be NULL) and
  * its template (tmpl_src, may be NULL): harmony with <|channel|>, mistral
- * with [TOOL_CALLS], hermes with <tool_call>, llama3 with <|python_tag|>
+ * with [TOOL_CALLS], xml with a template that writes <function= and
+ * <parameter=, hermes with <tool_call>, llama3 with <|python_tag|>
  * (or a template that speaks of ipython), else none. */
 int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src);
 
@@ -55,7 +61,7 @@ int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src);
 typedef void (*slm_tool_out)(void *ud, int ev, const char *s, size_t n);
 
 typedef struct slm_toolcall {
-    int fmt;            /* SLM_TOOL_NONE .. _HARMONY */
+    int fmt;            /* SLM_TOOL_NONE .. _XML */
     int state;          /* where the parser is (toolcall.c) */
     int after;          /* the state an object's end leads to */
     int in_list;        /* mistral: the calls are in a [...] list */
@@ -82,11 +88,14 @@ typedef struct slm_toolcall {
     size_t nrun;
     int run_ev;
     int oom;            /* a buffer could not grow: the reply is cut short */
+    int xparams;        /* xml: parameters of the current call so far */
+    char xkey[128];     /* xml: the parameter's name [nxkey] */
+    size_t nxkey;
     slm_tool_out out;
     void *ud;
 } slm_toolcall;
 
-/* fmt: SLM_TOOL_NONE .. _HARMONY (resolve auto first); prompt: the rendered
+/* fmt: SLM_TOOL_NONE .. _XML (resolve auto first); prompt: the rendered
  * prompt the reply continues (NULL: none): a prompt that ends inside a call
  * (<tool_call>, [TOOL_CALLS], <|python_tag|>, a harmony message to a
  * function) starts the reply inside it. */
@@ -95,5 +104,11 @@ void slm_tool_feed(slm_toolcall *t, const char *s, size_t n);
 /* End of the reply: release what is held, end an open call. */
 void slm_tool_finish(slm_toolcall *t);
 void slm_tool_free(slm_toolcall *t);
+
+/* The xml format's parser (toolcall_xml.c), which slm_tool_init / _feed /
+ * _finish hand the xml format to; in_call: the prompt ends with <tool_call>. */
+void slm_toolx_init(slm_toolcall *t, int in_call);
+void slm_toolx_feed(slm_toolcall *t, const char *s, size_t n);
+void slm_toolx_finish(slm_toolcall *t);
 
 #endif

@@ -1,7 +1,7 @@
 /* libFuzzer target for the tool call parser (text/toolcall.h) and the JSON
  * a chat template gets as tools and message tool_calls. The first byte
- * picks the format (bits 0-2, modulo 5: none, hermes, llama3, mistral,
- * harmony), whether the prompt opens a call (bit 3) and the piece size (bits
+ * picks the format (bits 0-2, modulo 6: none, hermes, llama3, mistral,
+ * harmony, xml), whether the prompt opens a call (bit 3) and the piece size (bits
  * 4-7, 1..16 bytes); the rest is the reply, fed in pieces of that size.
  * Checks: no crash; events in order (a call's name, then arguments, then its
  * end; text and argument pieces non-empty; a name without NUL, at most
@@ -66,11 +66,12 @@ static void split(int fmt, const char *prompt, const uint8_t *d, size_t n, size_
 }
 
 static const char *const PROMPTS[] = {NULL, "<|im_start|>assistant\n<tool_call>\n", "<|python_tag|>", "[TOOL_CALLS]",
-                                      "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>"};
+                                      "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>",
+                                      "<|im_start|>assistant\n<tool_call>\n"};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const int fmt = (data[0] & 7) % 5;
+    const int fmt = (data[0] & 7) % 6;
     const char *prompt = data[0] & 8 ? PROMPTS[fmt] : NULL;
     const size_t piece = 1 + (data[0] >> 4);
     out a, b;

@@ -79,6 +79,7 @@ seeds() { # target -> corpus dir
       printf '\022{"type": "function", "name": "f", "parameters": {"x": 1.5}}' > "$d/llama3.txt"
       printf '\023[TOOL_CALLS][{"name": "a", "arguments": {}, "id": "abc123def"}, {"name": "b", "arguments": "{\\"k\\": 1}"}]' > "$d/mistral.txt"
       printf '\024<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>' > "$d/harmony.txt"
+      printf '\025Ok <tool_call>\n<function=f>\n<parameter=a>\n{"b": [1, 2]}\n</parameter>\n<parameter=c>\ntwo\nlines\n</parameter>\n</function>\n</tool_call><function=g>\n</function>' > "$d/xml.txt"
       printf '[{"type": "function", "function": {"name": "f", "arguments": {"a": "\\u00e9"}}}]' > "$d/tools.json" ;;
     fuzz_safetensors) # the bytes are read as a safetensors image and as config.json
       printf '{"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "sliding_window": 8, "sliding_window_pattern": 3, "rope_scaling": {"rope_type": "linear", "factor": 2.0}, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]}}' > "$d/gemma3.json"

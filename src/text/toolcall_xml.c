@@ -1,0 +1,323 @@
+/* text/toolcall_xml — the XML tool call format (toolcall.h, "xml"):
+ *
+ *   <tool_call>
+ *   <function=NAME>
+ *   <parameter=KEY>
+ *   VALUE
+ *   </parameter>
+ *   ...
+ *   </function>
+ *   </tool_call>
+ *
+ * as Qwen3-Coder, Qwen3.5 and Nemotron Nano 3 write it (their templates
+ * render calls so). <tool_call> may be missing (the call starts at
+ * <function=). The arguments go out as a JSON object, one key per
+ * parameter in the order written: a value that is JSON text (a number,
+ * true, an object, ...) as it is, anything else as a JSON string (the one
+ * newline after <parameter=KEY> and before </parameter> dropped). Without
+ * the function's schema a string parameter that looks like a number goes
+ * out as the number; say so to a client that cares (docs/templates.md).
+ *
+ * Outside a call, bytes that may begin <tool_call> or <function= wait in
+ * hold[]; after a marker the bytes are kept in raw[] until the name is
+ * whole (then the call goes out), or go out as text when they turn out not
+ * to be a call. A call that breaks off in its body is closed there and the
+ * rest is text. A parameter's value is held until its </parameter>.
+ */
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "common/common.h"
+#include "text/toolcall.h"
+
+enum {
+    X_TEXT,  /* outside a call */
+    X_OPEN,  /* after <tool_call>: white space, then <function= */
+    X_NAME,  /* the function's name, until '>' */
+    X_BODY,  /* in the call: <parameter= or </function> */
+    X_KEY,   /* a parameter's name, until '>' */
+    X_VAL,   /* a parameter's value, until </parameter> (or </function>) */
+    X_AFTER, /* after </function>: </tool_call> may follow */
+};
+
+static const char T_CALL[] = "<tool_call>", T_FUNC[] = "<function=", T_PARAM[] = "<parameter=", T_PEND[] = "</parameter>",
+                  T_FEND[] = "</function>", T_CEND[] = "</tool_call>";
+#define OPEN_WS_MAX 64 /* white space between <tool_call> and <function= */
+
+static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+static int is_prefix(const char *s, size_t n, const char *tag) { return n <= strlen(tag) && !memcmp(s, tag, n); }
+
+static int is_tag(const char *s, size_t n, const char *tag) { return n == strlen(tag) && !memcmp(s, tag, n); }
+
+static void out(slm_toolcall *t, int ev, const char *s, size_t n) {
+    if (n || ev == SLM_TOOL_END) t->out(t->ud, ev, s, n);
+}
+
+/* Append to raw[]; 0 when out of memory (t->oom). */
+static int raw_put(slm_toolcall *t, const char *s, size_t n) {
+    if (t->nraw + n > t->craw) {
+        size_t nc = t->craw ? t->craw : 64;
+        while (nc < t->nraw + n) nc *= 2;
+        char *q = slm_realloc(t->raw, nc);
+        if (!q) {
+            t->oom = 1;
+            return 0;
+        }
+        t->raw = q;
+        t->craw = nc;
+    }
+    memcpy(t->raw + t->nraw, s, n);
+    t->nraw += n;
+    return 1;
+}
+
+static void x_step(slm_toolcall *t, int c);
+
+/* Bytes read again from the text state. */
+static void rescan(slm_toolcall *t, const char *s, size_t n) {
+    t->state = X_TEXT;
+    t->nhold = 0;
+    for (size_t i = 0; i < n && !t->oom; i++) x_step(t, (unsigned char)s[i]);
+}
+
+/* Not a call after all (nothing went out yet): its first byte is text, the
+ * rest is read again (a marker may begin inside it). raw[] is short here:
+ * the marker, some white space, a name. */
+static void give_up(slm_toolcall *t) {
+    char keep[sizeof T_CALL + OPEN_WS_MAX + sizeof T_FUNC + SLM_TOOL_NAME_MAX + 8];
+    size_t n = t->nraw < sizeof keep ? t->nraw : sizeof keep;
+    memcpy(keep, t->raw, n);
+    t->nraw = 0;
+    if (!n) {
+        t->state = X_TEXT;
+        t->nhold = 0;
+        return;
+    }
+    out(t, SLM_TOOL_TEXT, keep, 1);
+    rescan(t, keep + 1, n - 1);
+}
+
+/* A JSON string of s[0..n) as argument bytes. */
+static void args_string(slm_toolcall *t, const char *s, size_t n) {
+    char b[256];
+    size_t k = 0;
+    b[k++] = '"';
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char c = (unsigned char)s[i];
+        if (k + 8 > sizeof b) {
+            out(t, SLM_TOOL_ARGS, b, k);
+            k = 0;
+        }
+        if (c == '"' || c == '\\') {
+            b[k++] = '\\';
+            b[k++] = (char)c;
+        } else if (c == '\n') {
+            b[k++] = '\\', b[k++] = 'n';
+        } else if (c == '\t') {
+            b[k++] = '\\', b[k++] = 't';
+        } else if (c == '\r') {
+            b[k++] = '\\', b[k++] = 'r';
+        } else if (c < 0x20) {
+            static const char hex[] = "0123456789abcdef";
+            memcpy(b + k, "\\u00", 4);
+            k += 4;
+            b[k++] = hex[c >> 4];
+            b[k++] = hex[c & 15];
+        } else {
+            b[k++] = (char)c;
+        }
+    }
+    b[k++] = '"';
+    out(t, SLM_TOOL_ARGS, b, k);
+}
+
+/* A parameter, its value raw[0..n): `"KEY": VALUE` into the arguments. */
+static void param_out(slm_toolcall *t, size_t n) {
+    const char *v = t->raw;
+    if (n && v[0] == '\n') v++, n--;
+    if (n && v[n - 1] == '\n') n--;
+    if (t->xparams++) out(t, SLM_TOOL_ARGS, ", ", 2);
+    args_string(t, t->xkey, t->nxkey);
+    out(t, SLM_TOOL_ARGS, ": ", 2);
+    size_t a = 0, b = n;
+    while (a < b && is_ws((unsigned char)v[a])) a++;
+    while (b > a && is_ws((unsigned char)v[b - 1])) b--;
+    int json = 0;
+    if (b > a && v[a] != '"') { /* JSON text other than a string: as it is */
+        const char *end = NULL;
+        cJSON *j = cJSON_ParseWithLengthOpts(v + a, b - a, &end, 0);
+        json = j && end == v + b;
+        cJSON_Delete(j);
+    }
+    if (json) out(t, SLM_TOOL_ARGS, v + a, b - a);
+    else args_string(t, v, n);
+    t->nraw = 0;
+}
+
+static void close_call(slm_toolcall *t) {
+    out(t, SLM_TOOL_ARGS, "}", 1);
+    out(t, SLM_TOOL_END, "", 0);
+    t->committed = 0;
+    t->nraw = 0;
+}
+
+/* The call breaks off in its body: closed here; the held bytes are text. */
+static void break_off(slm_toolcall *t) {
+    char keep[sizeof t->hold];
+    const size_t n = t->nhold;
+    memcpy(keep, t->hold, n);
+    close_call(t);
+    rescan(t, keep, n);
+}
+
+/* Outside a call: hold what may begin a marker. */
+static void text_byte(slm_toolcall *t, int c) {
+    if (t->nhold == 0 && c != '<') {
+        const char ch = (char)c;
+        out(t, SLM_TOOL_TEXT, &ch, 1);
+        return;
+    }
+    t->hold[t->nhold++] = (char)c;
+    if (is_tag(t->hold, t->nhold, T_CALL) || is_tag(t->hold, t->nhold, T_FUNC)) {
+        const int func = t->hold[1] == 'f';
+        t->nraw = 0;
+        raw_put(t, t->hold, t->nhold);
+        t->nhold = 0;
+        t->nname = 0;
+        t->state = func ? X_NAME : X_OPEN;
+        return;
+    }
+    if (is_prefix(t->hold, t->nhold, T_CALL) || is_prefix(t->hold, t->nhold, T_FUNC)) return;
+    char rest[sizeof t->hold];
+    const size_t k = t->nhold - 1;
+    memcpy(rest, t->hold + 1, k);
+    t->nhold = 0;
+    out(t, SLM_TOOL_TEXT, t->hold, 1);
+    for (size_t i = 0; i < k; i++) x_step(t, (unsigned char)rest[i]);
+}
+
+static void x_step(slm_toolcall *t, int c) {
+    const char ch = (char)c;
+    switch (t->state) {
+    case X_TEXT:
+        text_byte(t, c);
+        return;
+    case X_OPEN:
+        raw_put(t, &ch, 1);
+        if (t->nhold == 0 && is_ws(c)) {
+            if (t->nraw > sizeof T_CALL + OPEN_WS_MAX) give_up(t);
+            return;
+        }
+        t->hold[t->nhold++] = ch;
+        if (is_tag(t->hold, t->nhold, T_FUNC)) {
+            t->nhold = 0;
+            t->nname = 0;
+            t->state = X_NAME;
+        } else if (!is_prefix(t->hold, t->nhold, T_FUNC)) {
+            t->nhold = 0;
+            give_up(t);
+        }
+        return;
+    case X_NAME:
+        raw_put(t, &ch, 1);
+        if (c == '>' && t->nname) {
+            t->name[t->nname] = 0;
+            out(t, SLM_TOOL_CALL, t->name, t->nname);
+            out(t, SLM_TOOL_ARGS, "{", 1);
+            t->committed = 1;
+            t->xparams = 0;
+            t->nraw = 0;
+            t->nhold = 0;
+            t->state = X_BODY;
+        } else if (t->nname >= SLM_TOOL_NAME_MAX || c < 0x20 || c == ' ' || c == '<' || c == '>' || c == '"') {
+            give_up(t);
+        } else {
+            t->name[t->nname++] = ch;
+        }
+        return;
+    case X_BODY:
+        if (t->nhold == 0 && is_ws(c)) return;
+        t->hold[t->nhold++] = ch;
+        if (is_tag(t->hold, t->nhold, T_PARAM)) {
+            t->nhold = 0;
+            t->nxkey = 0;
+            t->state = X_KEY;
+        } else if (is_tag(t->hold, t->nhold, T_FEND)) {
+            t->nhold = 0;
+            close_call(t);
+            t->state = X_AFTER;
+        } else if (!is_prefix(t->hold, t->nhold, T_PARAM) && !is_prefix(t->hold, t->nhold, T_FEND)) {
+            break_off(t);
+        }
+        return;
+    case X_KEY:
+        if (c == '>' && t->nxkey) {
+            t->nraw = 0;
+            t->state = X_VAL;
+        } else if (t->nxkey >= sizeof t->xkey || c < 0x20 || c == '<' || c == '>') {
+            memcpy(t->hold, &ch, 1); /* the byte that broke it is text */
+            t->nhold = 1;
+            break_off(t);
+        } else {
+            t->xkey[t->nxkey++] = ch;
+        }
+        return;
+    case X_VAL: {
+        if (!raw_put(t, &ch, 1)) return;
+        const size_t lp = sizeof T_PEND - 1, lf = sizeof T_FEND - 1;
+        if (t->nraw >= lp && !memcmp(t->raw + t->nraw - lp, T_PEND, lp)) {
+            param_out(t, t->nraw - lp);
+            t->state = X_BODY;
+        } else if (t->nraw >= lf && !memcmp(t->raw + t->nraw - lf, T_FEND, lf)) { /* </parameter> left out */
+            param_out(t, t->nraw - lf);
+            close_call(t);
+            t->state = X_AFTER;
+        }
+        return;
+    }
+    case X_AFTER:
+        if (t->nhold == 0 && is_ws(c)) return;
+        t->hold[t->nhold++] = ch;
+        if (is_tag(t->hold, t->nhold, T_CEND)) {
+            t->nhold = 0;
+            t->state = X_TEXT;
+        } else if (!is_prefix(t->hold, t->nhold, T_CEND)) {
+            char keep[sizeof t->hold];
+            const size_t n = t->nhold;
+            memcpy(keep, t->hold, n);
+            rescan(t, keep, n);
+        }
+        return;
+    }
+}
+
+void slm_toolx_feed(slm_toolcall *t, const char *s, size_t n) {
+    for (size_t i = 0; i < n && !t->oom; i++) x_step(t, (unsigned char)s[i]);
+}
+
+void slm_toolx_finish(slm_toolcall *t) {
+    switch (t->state) {
+    case X_TEXT:
+    case X_AFTER:
+        out(t, SLM_TOOL_TEXT, t->hold, t->nhold);
+        break;
+    case X_OPEN:
+    case X_NAME:
+        out(t, SLM_TOOL_TEXT, t->raw, t->nraw);
+        break;
+    case X_VAL:
+        param_out(t, t->nraw);
+        close_call(t);
+        break;
+    default: /* X_BODY, X_KEY: cut off in the call */
+        close_call(t);
+        break;
+    }
+    t->nhold = t->nraw = 0;
+    t->state = X_TEXT;
+}
+
+void slm_toolx_init(slm_toolcall *t, int in_call) {
+    t->state = in_call ? X_OPEN : X_TEXT;
+}
