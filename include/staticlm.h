@@ -265,7 +265,14 @@ typedef struct slm_sampling {
      * its `root`. Only tokens whose text continues it are sampled, a stop
      * token only where it may end; speculative decoding is off under it. */
     const char *grammar;
+    /* Control tokens the grammar may produce, by their texts separated by
+     * spaces (NULL = none; at most SLM_MAX_GRAMMAR_TOKENS ids): each counts
+     * as its text, as the reply shows it. Other control tokens never fit a
+     * grammar. Tool calls under tool_choice required use it for markers that
+     * are control tokens ([TOOL_CALLS], harmony's <|channel|>). */
+    const char *grammar_tokens;
 } slm_sampling;
+#define SLM_MAX_GRAMMAR_TOKENS 16
 
 /* Pick a token from logits (modified in place). rng_state is the caller's
  * generator state, seeded with slm_sampling.seed (0 maps to a fixed value). */

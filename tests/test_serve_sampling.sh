@@ -4,9 +4,8 @@
 #    two requests without a temperature give the greedy text (`run --temp 0`);
 #  - repeat_penalty/presence_penalty/frequency_penalty and logit_bias give
 #    what `staticlm run` gives with the same options on the same prompt;
-#  - fields of features staticlm lacks (the legacy functions, tool_choice
-#    required, response formats other than text / json_object / json_schema,
-#    logprobs, echo, best_of, suffix) and out-of-range values get 400, not
+#  - fields of features staticlm lacks (the legacy functions, response
+#    formats other than text / json_object / json_schema, logprobs, echo, best_of, suffix) and out-of-range values get 400, not
 #    silence; the empty forms (tools [], response_format text) are taken
 #    (tools themselves: test_serve_tools.sh).
 # usage: test_serve_sampling.sh CLI SHARED_DIR
@@ -54,7 +53,7 @@ is_unsup() { grep -q '"code":"unsupported_value"' "$TMP/body" && grep -q "\"para
 M='"messages":[{"role":"user","content":"Hi"}],"max_tokens":4'
 TOOLS='[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]'
 check "functions -> 400 unsupported" '[ "$(code -d "{$M,\"functions\":$TOOLS}" "$CHAT")" = 400 ] && is_unsup functions && grep -q "not supported" "$TMP/body"'
-check "tool_choice required -> 400" '[ "$(code -d "{$M,\"tool_choice\":\"required\"}" "$CHAT")" = 400 ] && is_unsup tool_choice'
+check "tool_choice required without tools -> 400" '[ "$(code -d "{$M,\"tool_choice\":\"required\"}" "$CHAT")" = 400 ] && grep -q "\"param\":\"tool_choice\"" "$TMP/body" && grep -q "\"code\":\"invalid_value\"" "$TMP/body"'
 check "tools [] and tool_choice none -> 200" '[ "$(code -d "{$M,\"tools\":[],\"tool_choice\":\"none\"}" "$CHAT")" = 200 ]'
 check "response_format type foo -> 400" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"foo\"}}" "$CHAT")" = 400 ] && is_unsup response_format'
 check "response_format text -> 200" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"text\"}}" "$CHAT")" = 200 ]'

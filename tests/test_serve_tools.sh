@@ -16,7 +16,15 @@
 #    string) and a tool message renders both;
 #  - the real Qwen2.5 template renders the tools as its <tools> block; a
 #    reply without a call stays content;
-#  - 400 for what is not supported (tool_choice required or named) or malformed.
+#  - tool_choice required and a named function, in every format (harmony;
+#    hermes and Llama 3.1's JSON under short templates of their form,
+#    tests/serve/tools_hermes.jinja and tools_llama3.jinja, as the real
+#    ones leave stories260K's 512 tokens no room; Mistral Nemo's real
+#    template, [TOOL_CALLS]): over temperatures and seeds each reply is one call to a
+#    declared (or the named) function whose arguments a check apart from
+#    staticlm finds valid under its schema; streamed too;
+#  - 400 for what is not supported (a schema keyword the grammar cannot
+#    enforce, a template without a tool call format) or malformed.
 # usage: test_serve_tools.sh CLI SHARED_DIR TESTS_DIR
 set -u
 CLI=$1 SHARED=$2 TESTS=$3
@@ -84,8 +92,12 @@ refused() { # NAME BODY PARAM CODE
   RB=$2 RP=$3 RC=$4
   check "$1 -> 400 ($3, $4)" '[ "$(code -d "$RB" "$CHAT")" = 400 ] && grep -q "\"param\":\"$RP\"" "$TMP/body" && grep -q "\"code\":\"$RC\"" "$TMP/body"'
 }
-refused "tool_choice required" "{$ASK,\"tool_choice\":\"required\"}" tool_choice unsupported_value
-refused "tool_choice a named function" "{$ASK,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"tell_story\"}}}" tool_choice unsupported_value
+refused "tool_choice required without tools" '{"messages":[{"role":"user","content":"a"}],"tool_choice":"required"}' tool_choice invalid_value
+refused "tool_choice a function not in tools" "{$ASK,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}" tool_choice invalid_value
+refused "tool_choice an object without a function name" "{$ASK,\"tool_choice\":{\"type\":\"function\"}}" tool_choice invalid_value
+refused "tool_choice required beside response_format" "{$ASK,\"tool_choice\":\"required\",\"response_format\":{\"type\":\"json_object\"}}" tool_choice invalid_value
+refused "tool_choice required, a schema keyword the grammar cannot enforce" '{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"name":"ok"}},{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string","pattern":"^a"}}}}}],"tool_choice":"required"}' tools invalid_value
+check "... the message names the function and the keyword" 'grep -q "function .lookup.: JSON schema: .pattern. is not supported" "$TMP/body"'
 refused "tool_choice bogus" "{$ASK,\"tool_choice\":\"maybe\"}" tool_choice invalid_value
 refused "tools not an array" '{"messages":[{"role":"user","content":"a"}],"tools":{}}' tools invalid_type
 refused "a tool without a name" '{"messages":[{"role":"user","content":"a"}],"tools":[{"type":"function","function":{"description":"x"}}]}' tools invalid_value
@@ -99,9 +111,102 @@ check "tools on /v1/completions -> 400" '[ "$(code -d "{\"prompt\":\"a\",$TOOLS}
 check "parallel_tool_calls false and an empty tools list: 200" '[ "$(code -d "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"tools\":[],\"parallel_tool_calls\":false,\"max_tokens\":2}" "$CHAT")" = 200 ]'
 check "serve stops cleanly" 'serve_stop "$TMP/s1.log" "$SPID" "$WPID"'
 
+# tool_choice required and a named function: the reply is a call (a grammar
+# in the model's format holds it), whatever the model: stories260K's replies
+# over temperatures and seeds must each be one call to a declared function
+# whose arguments the schema (checked here, apart from staticlm) allows
+# (short: the templates' text and the tools fit stories260K's 512 tokens)
+FTOOLS='"tools":[{"type":"function","function":{"name":"tell_story","description":"a story","parameters":{"type":"object","properties":{"topic":{"type":"string","maxLength":16}},"required":["topic"]}}},{"type":"function","function":{"name":"get_weather","description":"weather","parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":12},"days":{"type":"integer"}},"required":["city"]}}}]'
+# valid FILE NAMES: "ok" when the reply in FILE is exactly one call, to one of
+# NAMES (comma separated), whose arguments fit its schema, finish tool_calls
+valid() {
+  local js='const c=j.choices[0],m=c.message,t=m.tool_calls||[];const ok=(x,w)=>{if(!x)throw w};
+const chars=s=>[...s].length;const names=process.argv[2].split(",");
+ok(c.finish_reason==="tool_calls","finish "+c.finish_reason);ok(t.length===1,t.length+" calls");ok(m.content===null,"content");
+const f=t[0].function,a=JSON.parse(f.arguments);ok(names.includes(f.name),"name "+f.name);ok(typeof a==="object"&&a&&!Array.isArray(a),"not an object");
+if(f.name==="tell_story"){ok(typeof a.topic==="string"&&chars(a.topic)<=16,"topic");ok(Object.keys(a).every(k=>k==="topic"),"keys")}
+else{ok(typeof a.city==="string"&&chars(a.city)<=12,"city");ok(!("days" in a)||Number.isInteger(a.days),"days");
+ok(!("unit" in a)||a.unit==="c"||a.unit==="f","unit");ok(Object.keys(a).every(k=>["city","days","unit"].includes(k)),"keys")}'
+  local py='c=j["choices"][0];m=c["message"];t=m.get("tool_calls") or []
+def ok(x,w):
+    if not x: raise SystemExit(w)
+names=sys.argv[2].split(",")
+ok(c["finish_reason"]=="tool_calls","finish");ok(len(t)==1,"calls");ok(m["content"] is None,"content")
+f=t[0]["function"];a=json.loads(f["arguments"]);ok(f["name"] in names,"name");ok(isinstance(a,dict),"object")
+if f["name"]=="tell_story": ok(isinstance(a.get("topic"),str) and len(a["topic"])<=16,"topic");ok(set(a)<={"topic"},"keys")
+else: ok(isinstance(a.get("city"),str) and len(a["city"])<=12,"city");ok("days" not in a or (isinstance(a["days"],int) and not isinstance(a["days"],bool)),"days");ok(a.get("unit","c") in ("c","f"),"unit");ok(set(a)<={"city","days","unit"},"keys")'
+  if command -v node >/dev/null; then node -e "try{const j=JSON.parse(require('fs').readFileSync(process.argv[1],'utf8'));$js;process.stdout.write('ok')}catch(e){process.stdout.write(String(e))}" "$1" "$2"
+  else python3 -c "import json,sys
+j=json.load(open(sys.argv[1]))
+$py
+print('ok',end='')" "$1" "$2"; fi
+}
+# forced LABEL TOOL_CHOICE NAMES [EXTRA]: several temperatures and seeds, each reply valid
+forced() {
+  local bad=0 n=0 why
+  for T in 0 0.8 1.5; do for S in 1 2 3; do
+    [ "$T" = 0 ] && [ "$S" != 1 ] && continue
+    n=$((n + 1))
+    if [ "$(code -d "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],$FTOOLS,\"tool_choice\":$2,\"temperature\":$T,\"seed\":$S,\"max_tokens\":300${4:+,$4}}" "$CHAT")" != 200 ]; then
+      bad=$((bad + 1)); echo "  $1 T=$T seed=$S: $(cat "$TMP/body")"; continue; fi
+    why=$(valid "$TMP/body" "$3")
+    [ "$why" = ok ] || { bad=$((bad + 1)); echo "  $1 T=$T seed=$S: $why: $(cat "$TMP/body")"; }
+  done; done
+  check "$1: $n replies, each one valid call to $3" '[ "$bad" = 0 ]'
+}
+# forced_stream LABEL TOOL_CHOICE NAMES [EXTRA]: streamed, the deltas add up to a valid call
+forced_stream() {
+  curl -sN -m 60 -H 'Content-Type: application/json' -d "{\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],$FTOOLS,\"tool_choice\":$2,\"temperature\":1,\"seed\":4,\"max_tokens\":300,\"stream\":true${4:+,$4}}" "$CHAT" >"$TMP/sse"
+  IFS='|' read -r -d '' NCH IDX SID STY SNAME SARGS SCONTENT SFIN < <(sse_calls "$TMP/sse") # -d '': arguments may hold newlines
+  printf '{"choices":[{"finish_reason":"%s","message":{"content":null,"tool_calls":[{"function":{"name":"%s","arguments":%s}}]}}]}' \
+    "$SFIN" "$SNAME" "$(node -e 'process.stdout.write(JSON.stringify(process.argv[1]))' "$SARGS" 2>/dev/null || python3 -c 'import json,sys;print(json.dumps(sys.argv[1]),end="")' "$SARGS")" >"$TMP/sse.json"
+  WANT=$3
+  check "$1 streamed: a head chunk then argument pieces, a valid call, no content, finish tool_calls" \
+    '[ "$NCH" -ge 2 ] && [ "${SID:0:5}" = call_ -o "${#SID}" = 9 ] && [ "$STY" = function ] && [ -z "$SCONTENT" ] && [ "$(valid "$TMP/sse.json" "$WANT")" = ok ] && grep -q "^data: \[DONE\]" "$TMP/sse"'
+}
+NAMED='{"type":"function","function":{"name":"get_weather"}}'
+serve_start "$TMP/s5.log" "${MODEL[@]}" --chat-template "$TESTS/serve/tools.jinja" -v
+CHAT=$U/v1/chat/completions
+forced "harmony, required" '"required"' tell_story,get_weather
+forced "harmony, named" "$NAMED" get_weather
+forced_stream "harmony, required" '"required"' tell_story,get_weather
+forced "harmony, required, parallel_tool_calls false" '"required"' tell_story,get_weather '"parallel_tool_calls":false'
+# the prompt opened a call to the first tool: the reply is its arguments, under its schema
+forced "harmony, required, the prompt opens a call to tell_story" '"required"' tell_story '"chat_template_kwargs":{"open_call":true}'
+check "the grammar is logged (-v), in the harmony form" 'grep -qF "hcall ::= \"<|channel|>commentary to=functions.\" call" "$TMP/s5.log"'
+check "serve stops cleanly" 'serve_stop "$TMP/s5.log" "$SPID" "$WPID"'
+
 # the real Qwen2.5 template: the tools as its <tools> block (hermes format)
 serve_start "$TMP/s2.log" "${MODEL[@]}" --chat-template "$SHARED/templates/Qwen-Qwen2.5-7B-Instruct.jinja" -v
 check "Qwen2.5 template with tools: 200, a reply without a call is content" '[ "$(code -d "{$ASK}" "$U/v1/chat/completions")" = 200 ] && ! grep -q tool_calls "$TMP/body"'
 check "Qwen2.5 template: the tools rendered in <tools>" 'grep -qxF "{\"type\": \"function\", \"function\": {\"name\": \"tell_story\", \"description\": \"Tell a story\", \"parameters\": {\"type\": \"object\", \"properties\": {\"topic\": {\"type\": \"string\"}}}}}" "$TMP/s2.log" && grep -qx "<tools>" "$TMP/s2.log"'
 check "serve stops cleanly" 'serve_stop "$TMP/s2.log" "$SPID" "$WPID"'
+
+# hermes calls under a short template of Qwen2.5's form (tests/serve/tools_hermes.jinja)
+serve_start "$TMP/s2.log" "${MODEL[@]}" --chat-template "$TESTS/serve/tools_hermes.jinja" -v
+CHAT=$U/v1/chat/completions
+# (one call: with parallel calls allowed stories260K lists them until the length)
+ONE='"parallel_tool_calls":false'
+forced "hermes, required" '"required"' tell_story,get_weather "$ONE"
+forced "hermes, named" "$NAMED" get_weather "$ONE"
+forced_stream "hermes, named" "$NAMED" get_weather "$ONE"
+check "the grammar is logged (-v), in the hermes form" 'grep -qF "root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"" "$TMP/s2.log"'
+check "serve stops cleanly" 'serve_stop "$TMP/s2.log" "$SPID" "$WPID"'
+
+# Llama 3.1's JSON calls (a short template of that form, tests/serve/tools_llama3.jinja)
+# and the real Mistral Nemo template ([TOOL_CALLS])
+for TPL in "$TESTS/serve/tools_llama3.jinja:llama3" "$SHARED/templates/mistralai-Mistral-Nemo-Instruct-2407.jinja:mistral"; do
+  serve_start "$TMP/s3.log" "${MODEL[@]}" --chat-template "${TPL%%:*}" -v
+  CHAT=$U/v1/chat/completions
+  forced "${TPL##*:}, required" '"required"' tell_story,get_weather "$ONE"
+  forced "${TPL##*:}, named" "$NAMED" get_weather "$ONE"
+  forced_stream "${TPL##*:}, required" '"required"' tell_story,get_weather "$ONE"
+  check "${TPL##*:}: the grammar is logged (-v), in its form" 'grep -q "the tool call grammar (${TPL##*:})" "$TMP/s3.log"'
+  check "serve stops cleanly" 'serve_stop "$TMP/s3.log" "$SPID" "$WPID"'
+done
+# a template with no tool call format: required is refused, auto is not
+serve_start "$TMP/s4.log" "${MODEL[@]}" --chat-template chatml
+CHAT=$U/v1/chat/completions
+refused "tool_choice required, a model with no tool call format" "{$ASK,\"tool_choice\":\"required\"}" tool_choice unsupported_value
+check "serve stops cleanly" 'serve_stop "$TMP/s4.log" "$SPID" "$WPID"'
 serve_done

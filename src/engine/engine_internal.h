@@ -54,14 +54,15 @@ void slm_sample_dist(float *logits, int n, const slm_sampling *s, void *scratch)
 int slm_sample_from(const float *p, int n, uint64_t *rng);
 float slm_random_f32(uint64_t *rng);
 
-/* grammar.c: sampling under a GBNF grammar (a session's slm_sampling.grammar).
+/* gsample.c: sampling under a GBNF grammar (a session's slm_sampling.grammar;
+ * tokens: its grammar_tokens).
  * new compiles the text (and prepares e's vocabulary once); sample draws a
  * token from the adjusted logits (modified) that the grammar allows after
  * prev (*tok = -1: the grammar is complete and no stop token may end it;
  * *masked += 1 when the whole vocabulary had to be masked);
  * accept advances the grammar by a token sampled so. */
 typedef struct slm_gsamp slm_gsamp;
-slm_status slm_gsamp_new(slm_engine *e, const char *text, slm_gsamp **out, slm_err *err);
+slm_status slm_gsamp_new(slm_engine *e, const char *text, const char *tokens, slm_gsamp **out, slm_err *err);
 void slm_gsamp_free(slm_gsamp *gs);
 void slm_gsamp_reset(slm_gsamp *gs);
 slm_status slm_gsamp_sample(slm_gsamp *gs, const slm_engine *e, float *logits, const slm_sampling *s, uint64_t *rng,

@@ -5,7 +5,8 @@
  * the reply would show it; the matcher is text/grammar.h's), a token of the
  * stop set only when the grammar may end there (and the stop set is on). A
  * token without printable text (control tokens, unknown, lone unprintable
- * bytes) never fits a grammar.
+ * bytes) never fits a grammar, but those the sampling's grammar_tokens
+ * names, which count as their text.
  *
  * Sampling tries the cheap way first, as llama.cpp does: a token is drawn
  * from a copy of the logits without the grammar and kept when the grammar
@@ -27,7 +28,35 @@ struct slm_gsamp {
     slm_gmatch *m;
     uint8_t *allowed; /* [V] the mask */
     float *work;      /* [V] the logits of the first draw */
+    int special[SLM_MAX_GRAMMAR_TOKENS]; /* [n_special] control tokens that count as their text */
+    int n_special;
 };
+
+static int is_special(const slm_gsamp *gs, int id) {
+    for (int k = 0; k < gs->n_special; k++)
+        if (gs->special[k] == id) return 1;
+    return 0;
+}
+
+/* The control tokens whose texts list names (space separated), every id of
+ * each text. A text no token has is no error: the grammar may spell it
+ * with other tokens. */
+static slm_status find_specials(slm_gsamp *gs, const slm_engine *e, const char *list, slm_err *err) {
+    const int V = e->cfg.vocab_size;
+    for (const char *p = list; p && *p;) {
+        while (*p == ' ') p++;
+        size_t n = strcspn(p, " ");
+        for (int id = 0; n && id < V; id++) {
+            const char *s = slm_tok_str(e->tok, id);
+            if (!s || slm_tok_type(e->tok, id) != 3 || strlen(s) != n || memcmp(s, p, n) || is_special(gs, id)) continue;
+            if (gs->n_special == SLM_MAX_GRAMMAR_TOKENS)
+                return slm_errf(err, SLM_ERR_ARG, "grammar: more than %d control tokens named", SLM_MAX_GRAMMAR_TOKENS);
+            gs->special[gs->n_special++] = id;
+        }
+        p += n;
+    }
+    return SLM_OK;
+}
 
 static int neutral_prev(const slm_engine *e) { return slm_tok_bos(e->tok) == 0 ? 1 : 0; }
 
@@ -62,14 +91,15 @@ static slm_status ensure_vocab(slm_engine *e, slm_err *err) {
     return st;
 }
 
-slm_status slm_gsamp_new(slm_engine *e, const char *text, slm_gsamp **out, slm_err *err) {
+slm_status slm_gsamp_new(slm_engine *e, const char *text, const char *tokens, slm_gsamp **out, slm_err *err) {
     *out = NULL;
     slm_status st = ensure_vocab(e, err);
     if (st) return st;
     slm_gsamp *gs = slm_calloc(1, sizeof *gs);
     if (!gs) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     const int V = e->cfg.vocab_size;
-    if ((st = slm_grammar_compile(text, strlen(text), &gs->g, err)) || (st = slm_gmatch_new(gs->g, &gs->m, err))) {
+    if ((st = find_specials(gs, e, tokens, err)) || (st = slm_grammar_compile(text, strlen(text), &gs->g, err)) ||
+        (st = slm_gmatch_new(gs->g, &gs->m, err))) {
         slm_gsamp_free(gs);
         return st;
     }
@@ -100,7 +130,7 @@ void slm_gsamp_reset(slm_gsamp *gs) {
 static int allows(slm_gsamp *gs, const slm_engine *e, int prev, int ignore_eos, int id) {
     if (id < 0) return 0;
     if (slm_is_stop_token(e, id)) return !ignore_eos && slm_gmatch_can_end(gs->m);
-    const char *p = token_text(e, prev, id);
+    const char *p = is_special(gs, id) ? slm_tok_decode(e->tok, prev, id) : token_text(e, prev, id);
     return p ? slm_gmatch_check(gs->m, p, strlen(p)) : 0;
 }
 
@@ -118,6 +148,13 @@ static int mask_vocab(slm_gsamp *gs, const slm_engine *e, int prev, int ignore_e
         }
     } else if ((n = slm_gmatch_mask(gs->m, e->gvocab, gs->allowed)) < 0) {
         return -1;
+    } else {
+        for (int k = 0; k < gs->n_special; k++) { /* not in the prepared vocabulary: one by one */
+            const int id = gs->special[k], a = slm_is_stop_token(e, id) ? 0 : allows(gs, e, prev, ignore_eos, id);
+            if (a < 0) return -1;
+            n += a - gs->allowed[id];
+            gs->allowed[id] = (uint8_t)a;
+        }
     }
     if (!ignore_eos && slm_gmatch_can_end(gs->m))
         for (int k = 0; k < e->n_stop_ids; k++) {
@@ -162,7 +199,7 @@ slm_status slm_gsamp_sample(slm_gsamp *gs, const slm_engine *e, float *logits, c
 
 slm_status slm_gsamp_accept(slm_gsamp *gs, const slm_engine *e, int prev, int id, slm_err *err) {
     if (slm_is_stop_token(e, id)) return SLM_OK;
-    const char *p = token_text(e, prev, id);
+    const char *p = is_special(gs, id) ? slm_tok_decode(e->tok, prev, id) : token_text(e, prev, id);
     if (!p) return slm_errf(err, SLM_ERR_INTERNAL, "grammar: token %d has no text", id);
     return slm_gmatch_accept(gs->m, p, strlen(p), err);
 }

@@ -81,7 +81,7 @@ slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg) {
         return slm_errf(&s->err, SLM_ERR_ARG, "stop strings: at most %d, got %d", MAX_STOP_STR, cfg->n_stop);
     slm_gsamp *gs = NULL;
     if (cfg->samp.grammar) {
-        slm_status st = slm_gsamp_new(s->e, cfg->samp.grammar, &gs, &s->err);
+        slm_status st = slm_gsamp_new(s->e, cfg->samp.grammar, cfg->samp.grammar_tokens, &gs, &s->err);
         if (st) return st;
     }
     slm_gsamp_free(s->gs);
@@ -98,7 +98,7 @@ slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg) {
     s->cfg = *cfg;
     s->cfg.stop = NULL;
     s->cfg.n_stop = 0;
-    s->cfg.samp.grammar = NULL; /* compiled into s->gs */
+    s->cfg.samp.grammar = s->cfg.samp.grammar_tokens = NULL; /* compiled into s->gs */
     if (s->gs && s->use_draft) note(s, "[speculative decoding is off under a grammar: tokens are judged one at a time]");
     s->rng = cfg->samp.seed ? cfg->samp.seed : 0x5eed5eedull;
     return SLM_OK;

@@ -305,6 +305,54 @@ static int good_fn_name(const char *s) {
     return 1;
 }
 
+/* tool_choice required or {"type": "function", "function": {"name": N}}
+ * (tools checked): the functions the reply may call, their parameters'
+ * schemas checked now (a keyword the grammar cannot enforce is a 400 that
+ * names the function); the grammar itself is made once the template is
+ * rendered (worker.c: the format and the prompt's end decide it). */
+static int parse_forced(const cJSON *tl, const cJSON *tc, srv_request *q, srv_error *e) {
+    const char *want = NULL;
+    if (q->grammar)
+        return BAD("tool_choice", "invalid_value",
+                   "tool_choice 'required' or a named function constrains the reply itself: give no response_format, "
+                   "json_schema or grammar with it");
+    if (q->tool_choice == SRV_TOOLS_NAMED) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type"), *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(nm))
+            return BAD("tool_choice", "invalid_value", "tool_choice must be {\"type\": \"function\", \"function\": {\"name\": NAME}}");
+        want = nm->valuestring;
+    }
+    const int n = cJSON_GetArraySize(tl);
+    if (n > SLM_TOOL_FNS_MAX)
+        return BAD("tools", "invalid_value", "tool_choice 'required' takes at most %d tools, not %d", SLM_TOOL_FNS_MAX, n);
+    if (!(q->tool_fns = slm_calloc((size_t)n, sizeof *q->tool_fns))) return NOMEM();
+    const cJSON *it;
+    cJSON_ArrayForEach(it, tl) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(it, "function"), *pa = field(fn, "parameters");
+        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
+        if (want && strcmp(want, name)) continue;
+        slm_tool_fn *f = &q->tool_fns[q->n_tool_fns++];
+        if (!(f->name = slm_strdup(name)) || (pa && !(f->params = cJSON_PrintUnformatted(pa)))) return NOMEM();
+    }
+    if (!q->n_tool_fns) return BAD("tool_choice", "invalid_value", "tool_choice names '%.64s', which is not in 'tools'", want);
+    const char *schema[SLM_TOOL_FNS_MAX], *rule[SLM_TOOL_FNS_MAX];
+    for (int k = 0; k < q->n_tool_fns; k++) {
+        schema[k] = q->tool_fns[k].params;
+        rule[k] = "args";
+    }
+    char *txt = NULL;
+    int bad = -1;
+    slm_err err = {0};
+    slm_status st = slm_json_schema_rules(q->n_tool_fns, schema, rule, &txt, &bad, &err);
+    slm_xfree(txt);
+    if (st == SLM_ERR_NOMEM) return NOMEM();
+    if (st)
+        return BAD("tools", "invalid_value", "function '%s': %s (tool_choice '%s' holds the arguments to the schema)",
+                   bad >= 0 ? q->tool_fns[bad].name : "?", err.msg, want ? "function" : "required");
+    return 1;
+}
+
 /* tools: [{"type": "function", "function": {"name", "description"?,
  * "parameters"?}}], kept as sent (JSON) for the template; tool_choice;
  * parallel_tool_calls. Tools on completions are refused (an empty list
@@ -320,13 +368,13 @@ static int parse_tools(const cJSON *o, srv_request *q, srv_error *e) {
     if (tc) {
         if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")) q->tool_choice = SRV_TOOLS_NONE;
         else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "auto")) q->tool_choice = SRV_TOOLS_AUTO;
-        else if ((cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) || cJSON_IsObject(tc))
-            return BAD("tool_choice", "unsupported_value",
-                       "tool_choice 'required' or a named function needs constrained generation, which staticlm "
-                       "does not do yet: use 'auto' (the model decides) or 'none'");
+        else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) q->tool_choice = SRV_TOOLS_REQUIRED;
+        else if (cJSON_IsObject(tc)) q->tool_choice = SRV_TOOLS_NAMED;
         else
             return BAD("tool_choice", "invalid_value", "'tool_choice' must be 'none', 'auto', 'required' or an object");
     }
+    if (q->tool_choice >= SRV_TOOLS_REQUIRED && (!cJSON_IsArray(tl) || !cJSON_GetArraySize(tl)))
+        return BAD("tool_choice", "invalid_value", "tool_choice 'required' or a named function needs 'tools'");
     if (!tl) return 1;
     if (!cJSON_IsArray(tl)) return BAD("tools", "invalid_type", "'tools' must be an array");
     if (!cJSON_GetArraySize(tl) || !q->chat) return 1; /* none, as llama.cpp's server takes it */
@@ -345,7 +393,7 @@ static int parse_tools(const cJSON *o, srv_request *q, srv_error *e) {
         k++;
     }
     if (!(q->tools = cJSON_PrintUnformatted(tl))) return NOMEM();
-    return 1;
+    return q->tool_choice >= SRV_TOOLS_REQUIRED ? parse_forced(tl, tc, q, e) : 1;
 }
 
 /* An assistant's tool_calls as the template takes them (JSON text): each
@@ -499,6 +547,11 @@ void srv_request_free(srv_request *q) {
     slm_xfree(q->kwargs);
     slm_xfree(q->grammar);
     cJSON_free(q->tools);
+    for (int i = 0; i < q->n_tool_fns; i++) {
+        slm_xfree((void *)q->tool_fns[i].name);
+        cJSON_free((void *)q->tool_fns[i].params);
+    }
+    slm_xfree(q->tool_fns);
     slm_xfree(q->msgs);
     slm_xfree(q->prompt);
     int chat = q->chat;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "text/chat_template.h"
+#include "text/toolcall.h"
 #include "staticlm.h"
 
 #define SRV_MAX_STOP 4       /* stop strings per request */
@@ -44,9 +45,14 @@ typedef struct srv_request {
     char *tools;
     int tool_choice;
     int parallel_tool_calls;
+    /* tool_choice required or named: the functions the reply may call
+       [n_tool_fns] (name slm_malloc'd, params cJSON_free'd, their schemas
+       checked); the worker makes the grammar from them */
+    slm_tool_fn *tool_fns;
+    int n_tool_fns;
 } srv_request;
 
-enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE }; /* tool_choice ('required' and named: refused) */
+enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED }; /* tool_choice */
 
 typedef struct srv_error {
     int status;              /* 400, or 500 when out of memory */
@@ -62,8 +68,8 @@ typedef struct srv_error {
  * a request's missing fields take (serve's options); NULL = OpenAI's
  * (temperature 1, top_p 1, the rest off). Fields of features staticlm lacks
  * (response formats other than text / json_object / json_schema, logprobs,
- * echo, best_of > 1, suffix, the legacy functions, tool_choice 'required' or
- * named) are refused with 400 unless they ask for nothing. */
+ * echo, best_of > 1, suffix, the legacy functions) are refused with 400
+ * unless they ask for nothing. */
 int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);
 

@@ -206,6 +206,39 @@ static int tokenize(srv_api *a, job *j, const char *text, const uint8_t *plain, 
     return n;
 }
 
+/* tool_choice required or named: the reply is the calls, in the model's
+ * format, under a grammar made for this prompt (it may open a call or the
+ * thinking). 0 after job_fail. */
+static int forced_grammar(srv_api *a, job *j, const char *prompt) {
+    srv_request *q = &j->q;
+    if (j->tool_fmt == SLM_TOOL_NONE) {
+        job_fail(a, j, 400, "unsupported_value", "tool_choice",
+                 "tool_choice '%s' needs the model's tool call format, and this model's template and vocabulary show "
+                 "none that staticlm knows (hermes, llama3, mistral, harmony)",
+                 q->tool_choice == SRV_TOOLS_NAMED ? "function" : "required");
+        return 0;
+    }
+    char *txt = NULL;
+    const char *tokens = NULL;
+    int bad = -1;
+    slm_err err = {0};
+    slm_status st = slm_tool_grammar(j->tool_fmt, q->tool_fns, q->n_tool_fns, q->parallel_tool_calls,
+                                     j->reasoning == SLM_REASON_DEEPSEEK, prompt, &txt, &tokens, &bad, &err);
+    if (st) {
+        job_fail(a, j, st == SLM_ERR_NOMEM ? 500 : 400, st == SLM_ERR_NOMEM ? "server_error" : "invalid_value",
+                 st == SLM_ERR_NOMEM ? NULL : bad >= 0 ? "tools" : "tool_choice", "%s", err.msg);
+        return 0;
+    }
+    if (a->verbose) fprintf(stderr, "serve: %s: the tool call grammar (%s):\n%s", j->id, slm_tool_format_name(j->tool_fmt), txt);
+    pthread_mutex_lock(&a->mu);
+    slm_xfree(q->grammar); /* none came with the request (refused beside tool_choice); serve's --grammar gives way */
+    q->grammar = txt;
+    q->samp.grammar = txt;
+    q->samp.grammar_tokens = tokens;
+    pthread_mutex_unlock(&a->mu);
+    return 1;
+}
+
 /* The prompt's token ids (slm_xfree'd by the caller); the count, or 0 after
  * job_fail. Chat messages are rendered here, on the worker, after the queue
  * admitted the job: a request the queue turns away costs no rendering. */
@@ -256,6 +289,11 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         j->tool_fmt = q->tools && q->tool_choice != SRV_TOOLS_NONE ? a->tool_auto : SLM_TOOL_NONE;
         slm_tool_init(&j->tc, j->tool_fmt, prompt, tool_out, j);
         pthread_mutex_unlock(&a->mu);
+        if (n && q->tool_choice >= SRV_TOOLS_REQUIRED && !forced_grammar(a, j, prompt)) {
+            slm_xfree(*ids);
+            *ids = NULL;
+            n = 0;
+        }
         slm_xfree(prompt);
         slm_xfree(mask);
         return n;

@@ -96,4 +96,15 @@ int slm_grammar_matches(const slm_grammar *g, const char *s, size_t n);
  * (SLM_GRAMMAR_MAX_DEPTH) and output size (SLM_GRAMMAR_MAX_TEXT). */
 slm_status slm_json_schema_to_grammar(const char *schema, size_t len, char **out, slm_err *err);
 
+/* Several schemas as rules of one grammar (tool calls: each function's
+ * parameters): schema[i] (JSON text, NUL-terminated; NULL = any object)
+ * becomes the rule named rule[i], which the caller's own rules reference
+ * (and `root`, which the caller writes). The rules the schemas generate are
+ * named with a '-' and a number (name-12), the shared ones space, char,
+ * string, boolean, null, integral-part, decimal-part, integer, number,
+ * value, object, array: rule[i] and the caller's rules must not be among
+ * those. *bad: the index of the schema that failed (-1: none). */
+#define SLM_SCHEMA_RULES_MAX 128
+slm_status slm_json_schema_rules(int n, const char *const *schema, const char *const *rule, char **out, int *bad, slm_err *err);
+
 #endif

@@ -464,44 +464,72 @@ static int gen(js *j, const cJSON *s, const char *hint, char *name, size_t cap) 
     return ok;
 }
 
-slm_status slm_json_schema_to_grammar(const char *schema, size_t len, char **out, slm_err *err) {
+/* Schema text[0..len) (NULL: any object) as the rule `rule` in j->out; j's
+ * $ref table is the schema's own and emptied after. */
+static int one_schema(js *j, const char *schema, size_t len, const char *rule) {
+    cJSON *doc = NULL;
+    if (schema) {
+        const char *end = NULL;
+        doc = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
+        if (!doc) {
+            if (slm_json_oom()) return jerr(j, SLM_ERR_NOMEM, "out of memory");
+            return jerr(j, SLM_ERR_ARG, "not valid JSON (near byte %zu)", end && end >= schema ? (size_t)(end - schema) : (size_t)0);
+        }
+        while (end && end < schema + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+        if (end != schema + len) {
+            cJSON_Delete(doc);
+            return jerr(j, SLM_ERR_ARG, "bytes after the JSON value");
+        }
+    }
+    j->root = doc;
+    char name[64] = "object";
+    int ok = doc ? gen(j, doc, "root", name, sizeof name) : need(j, P_OBJECT);
+    ok = ok && putf(j, &j->out, "%s ::= %s\n", rule, name);
+    for (int i = 0; i < j->nrefs; i++) slm_xfree(j->refs[i].ref);
+    j->nrefs = 0;
+    j->root = NULL;
+    cJSON_Delete(doc);
+    return ok;
+}
+
+/* Schemas 0..n) as rules; the shared rules once, after them. */
+static slm_status schema_rules(int n, const char *const *schema, const size_t *len, const char *const *rule, char **out,
+                               int *bad, slm_err *err) {
     *out = NULL;
+    if (bad) *bad = -1;
     js j;
     memset(&j, 0, sizeof j);
     j.err = err;
     slm_json_init_hooks();
     slm_json_oom_clear();
-    cJSON *doc = NULL;
-    if (schema) {
-        const char *end = NULL;
-        doc = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
-        if (!doc)
-            return slm_json_oom() ? slm_errf(err, SLM_ERR_NOMEM, "out of memory")
-                                  : slm_errf(err, SLM_ERR_ARG, "JSON schema: not valid JSON (near byte %zu)",
-                                             end && end >= schema ? (size_t)(end - schema) : (size_t)0);
-        while (end && end < schema + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
-        if (end != schema + len) {
-            cJSON_Delete(doc);
-            return slm_errf(err, SLM_ERR_ARG, "JSON schema: bytes after the JSON value");
-        }
+    int ok = 1;
+    for (int i = 0; ok && i < n; i++) {
+        ok = one_schema(&j, schema[i], len[i], rule[i]);
+        if (!ok && bad) *bad = i;
     }
-    j.root = doc;
-    char name[64] = "object";
-    int ok = doc ? gen(&j, doc, "root", name, sizeof name) : need(&j, P_OBJECT);
-    sbuf r = {0};
-    ok = ok && putf(&j, &r, "root ::= %s\n", name) && put(&j, &r, j.out.s ? j.out.s : "", j.out.n);
     for (int p = 0; ok && p < P_N; p++)
-        if (j.prims & (1u << p)) ok = putf(&j, &r, "%s ::= ", prims[p].name) && puts_(&j, &r, prims[p].body) && puts_(&j, &r, "\n");
-    for (int i = 0; i < j.nrefs; i++) slm_xfree(j.refs[i].ref);
+        if (j.prims & (1u << p)) ok = putf(&j, &j.out, "%s ::= ", prims[p].name) && puts_(&j, &j.out, prims[p].body) && puts_(&j, &j.out, "\n");
     slm_xfree(j.refs);
-    slm_xfree(j.out.s);
-    cJSON_Delete(doc);
     if (!ok) {
-        slm_xfree(r.s);
+        slm_xfree(j.out.s);
         return err && err->status ? err->status : SLM_ERR_ARG;
     }
-    *out = r.s;
+    *out = j.out.s;
     return SLM_OK;
+}
+
+slm_status slm_json_schema_to_grammar(const char *schema, size_t len, char **out, slm_err *err) {
+    const char *rule = "root";
+    return schema_rules(1, &schema, &len, &rule, out, NULL, err);
+}
+
+slm_status slm_json_schema_rules(int n, const char *const *schema, const char *const *rule, char **out, int *bad, slm_err *err) {
+    size_t lens[SLM_SCHEMA_RULES_MAX];
+    *out = NULL;
+    if (bad) *bad = -1;
+    if (n < 0 || n > SLM_SCHEMA_RULES_MAX) return slm_errf(err, SLM_ERR_ARG, "JSON schema: more than %d schemas", SLM_SCHEMA_RULES_MAX);
+    for (int i = 0; i < n; i++) lens[i] = schema[i] ? strlen(schema[i]) : 0;
+    return schema_rules(n, schema, lens, rule, out, bad, err);
 }
 
 #else
@@ -510,6 +538,15 @@ slm_status slm_json_schema_to_grammar(const char *schema, size_t len, char **out
     (void)schema;
     (void)len;
     *out = NULL;
+    return slm_errf(err, SLM_ERR_UNSUPPORTED, "JSON schema: this build has no JSON reader (cJSON)");
+}
+
+slm_status slm_json_schema_rules(int n, const char *const *schema, const char *const *rule, char **out, int *bad, slm_err *err) {
+    (void)n;
+    (void)schema;
+    (void)rule;
+    *out = NULL;
+    if (bad) *bad = -1;
     return slm_errf(err, SLM_ERR_UNSUPPORTED, "JSON schema: this build has no JSON reader (cJSON)");
 }
 

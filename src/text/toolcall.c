@@ -606,6 +606,24 @@ static int ends_with(const char *prompt, const char *tag, size_t *at) {
     return 1;
 }
 
+int slm_tool_prompt_opens(int fmt, const char *prompt, const char **name, size_t *len) {
+    static const char *const opener[] = {[SLM_TOOL_HERMES] = "<tool_call>", [SLM_TOOL_LLAMA3] = "<|python_tag|>",
+                                         [SLM_TOOL_MISTRAL] = "[TOOL_CALLS]", [SLM_TOOL_XML] = "<tool_call>"};
+    size_t at;
+    *name = NULL;
+    *len = 0;
+    if (fmt == SLM_TOOL_HERMES || fmt == SLM_TOOL_LLAMA3 || fmt == SLM_TOOL_MISTRAL || fmt == SLM_TOOL_XML)
+        return ends_with(prompt, opener[fmt], NULL);
+    if (fmt != SLM_TOOL_HARMONY || !ends_with(prompt, "<|message|>", &at)) return 0;
+    /* the last message header of the prompt, from its <|start|> or <|channel|> */
+    const char *h = NULL;
+    for (const char *p = prompt; (p = strstr(p, "<|start|>")) && (size_t)(p - prompt) < at; p++) h = p;
+    if (!h)
+        for (const char *p = prompt; (p = strstr(p, "<|channel|>")) && (size_t)(p - prompt) < at; p++) h = p;
+    *name = h ? recipient(h, (size_t)(prompt + at - h), len) : NULL;
+    return *name != NULL;
+}
+
 void slm_tool_init(slm_toolcall *t, int fmt, const char *prompt, slm_tool_out out, void *ud) {
     memset(t, 0, sizeof *t);
     t->fmt = fmt >= SLM_TOOL_NONE && fmt <= SLM_TOOL_XML ? fmt : SLM_TOOL_NONE;
@@ -613,28 +631,24 @@ void slm_tool_init(slm_toolcall *t, int fmt, const char *prompt, slm_tool_out ou
     t->ud = ud;
     t->state = S_TEXT;
     t->at_start = 1;
-    if (t->fmt == SLM_TOOL_XML) {
-        slm_toolx_init(t, ends_with(prompt, "<tool_call>", NULL));
+    const char *name;
+    size_t n;
+    if (!slm_tool_prompt_opens(t->fmt, prompt, &name, &n)) {
+        if (t->fmt == SLM_TOOL_XML) slm_toolx_init(t, 0);
         return;
     }
-    size_t at;
-    if (t->fmt == SLM_TOOL_HERMES && ends_with(prompt, "<tool_call>", NULL)) {
+    if (t->fmt == SLM_TOOL_XML) {
+        slm_toolx_init(t, 1);
+    } else if (t->fmt == SLM_TOOL_HERMES) {
         t->state = S_OPEN;
         t->after = S_HCLOSE;
-    } else if (t->fmt == SLM_TOOL_LLAMA3 && ends_with(prompt, "<|python_tag|>", NULL)) {
+    } else if (t->fmt == SLM_TOOL_LLAMA3) {
         t->state = S_OPEN;
         t->after = S_LNEXT;
-    } else if (t->fmt == SLM_TOOL_MISTRAL && ends_with(prompt, "[TOOL_CALLS]", NULL)) {
+    } else if (t->fmt == SLM_TOOL_MISTRAL) {
         t->state = S_MOPEN;
         t->after = S_MSEP;
-    } else if (t->fmt == SLM_TOOL_HARMONY && ends_with(prompt, "<|message|>", &at)) {
-        /* the last message header of the prompt, from its <|start|> or <|channel|> */
-        const char *h = NULL;
-        for (const char *p = prompt; (p = strstr(p, "<|start|>")) && (size_t)(p - prompt) < at; p++) h = p;
-        if (!h)
-            for (const char *p = prompt; (p = strstr(p, "<|channel|>")) && (size_t)(p - prompt) < at; p++) h = p;
-        size_t n;
-        const char *p = h ? recipient(h, (size_t)(prompt + at - h), &n) : NULL;
-        if (p) harmony_call(t, p, n); /* the reply is the arguments: the call goes out now */
+    } else {
+        harmony_call(t, name, n); /* the reply is the arguments: the call goes out now */
     }
 }

@@ -100,6 +100,38 @@ typedef struct slm_toolcall {
  * (<tool_call>, [TOOL_CALLS], <|python_tag|>, a harmony message to a
  * function) starts the reply inside it. */
 void slm_tool_init(slm_toolcall *t, int fmt, const char *prompt, slm_tool_out out, void *ud);
+/* Whether prompt ends inside a call, as slm_tool_init reads it: 1 when it
+ * does, with (harmony) the function's name in (*name)[0..*len) (NULL for
+ * the other formats); 0 when not. */
+int slm_tool_prompt_opens(int fmt, const char *prompt, const char **name, size_t *len);
+
+/* ---- tool_choice required / a named function (toolgram.c) ----------------- */
+
+/* A function the reply may call. */
+typedef struct slm_tool_fn {
+    const char *name;   /* 1-SLM_TOOL_NAME_MAX bytes of a-z A-Z 0-9 _ - . */
+    const char *params; /* its parameters, a JSON schema (text); NULL = any object */
+} slm_tool_fn;
+
+#define SLM_TOOL_FNS_MAX 128 /* functions one grammar may name (SLM_SCHEMA_RULES_MAX) */
+
+/* The GBNF grammar (text/grammar.h) of a reply that is nothing but tool
+ * calls in format fmt (hermes .. harmony), in the form the parser above
+ * reads back: each call names one of fns[0..n) and its arguments are what
+ * that function's schema allows (text/grammar.h's JSON schema subset).
+ * parallel: one or more calls (harmony: one always: its calls end the
+ * reply); 0: one. prompt: the rendered prompt the reply continues; one that
+ * ends inside a call (slm_tool_prompt_opens) makes the grammar the rest of
+ * it. think: the reply may begin with <think>...</think> (deepseek
+ * reasoning; a prompt that ends in <think> starts inside it). harmony: an
+ * analysis message may come first. *out: the grammar text (slm_xfree).
+ * *tokens: the control tokens' texts the grammar spells (a static string
+ * for slm_sampling.grammar_tokens). SLM_ERR_ARG: fmt has no calls, a name
+ * is malformed, the prompt opens a call to a function not in fns, or a
+ * schema uses what the grammar cannot enforce; *bad then names the
+ * function at fault (-1: none), and the message names it too. */
+slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel, int think, const char *prompt,
+                            char **out, const char **tokens, int *bad, slm_err *err);
 void slm_tool_feed(slm_toolcall *t, const char *s, size_t n);
 /* End of the reply: release what is held, end an open call. */
 void slm_tool_finish(slm_toolcall *t);

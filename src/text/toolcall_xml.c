@@ -24,7 +24,6 @@
  * to be a call. A call that breaks off in its body is closed there and the
  * rest is text. A parameter's value is held until its </parameter>.
  */
-#include <cjson/cJSON.h>
 #include <string.h>
 
 #include "common/common.h"
@@ -98,6 +97,89 @@ static void give_up(slm_toolcall *t) {
     rescan(t, keep + 1, n - 1);
 }
 
+/* ---- is a value JSON text: a bounded recursive reader ------------------------ */
+
+#define JSON_DEPTH 32
+
+static const char *j_value(const char *p, const char *e, int depth);
+
+static const char *j_ws(const char *p, const char *e) {
+    while (p < e && is_ws((unsigned char)*p)) p++;
+    return p;
+}
+
+static const char *j_string(const char *p, const char *e) { /* at '"' */
+    for (p++; p < e; p++) {
+        const unsigned char c = (unsigned char)*p;
+        if (c == '"') return p + 1;
+        if (c < 0x20) return NULL;
+        if (c == '\\') {
+            if (++p >= e) return NULL;
+            if (*p == 'u') {
+                for (int k = 0; k < 4; k++)
+                    if (++p >= e || !((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f') || (*p >= 'A' && *p <= 'F'))) return NULL;
+            } else if (!strchr("\"\\/bfnrt", *p)) {
+                return NULL;
+            }
+        }
+    }
+    return NULL;
+}
+
+static const char *j_digits(const char *p, const char *e) {
+    const char *q = p;
+    while (q < e && *q >= '0' && *q <= '9') q++;
+    return q > p ? q : NULL;
+}
+
+static const char *j_number(const char *p, const char *e) {
+    if (p < e && *p == '-') p++;
+    if (p < e && *p == '0') p++;
+    else if (!(p = j_digits(p, e))) return NULL;
+    if (p < e && *p == '.' && !(p = j_digits(p + 1, e))) return NULL;
+    if (p < e && (*p == 'e' || *p == 'E')) {
+        p++;
+        if (p < e && (*p == '+' || *p == '-')) p++;
+        if (!(p = j_digits(p, e))) return NULL;
+    }
+    return p;
+}
+
+static const char *j_list(const char *p, const char *e, int depth, char close, int keys) { /* after '[' or '{' */
+    p = j_ws(p, e);
+    if (p < e && *p == close) return p + 1;
+    for (;;) {
+        if (keys) {
+            if (p >= e || *p != '"' || !(p = j_string(p, e))) return NULL;
+            p = j_ws(p, e);
+            if (p >= e || *p != ':') return NULL;
+            p++;
+        }
+        if (!(p = j_value(p, e, depth + 1))) return NULL;
+        if (p < e && *p == close) return p + 1;
+        if (p >= e || *p != ',') return NULL;
+        p = j_ws(p + 1, e);
+    }
+}
+
+/* The end of the JSON value at p (white space around it taken), or NULL. */
+static const char *j_value(const char *p, const char *e, int depth) {
+    if (depth > JSON_DEPTH) return NULL;
+    p = j_ws(p, e);
+    if (p >= e) return NULL;
+    const char *q;
+    switch (*p) {
+    case '{': q = j_list(p + 1, e, depth, '}', 1); break;
+    case '[': q = j_list(p + 1, e, depth, ']', 0); break;
+    case '"': q = j_string(p, e); break;
+    case 't': q = e - p >= 4 && !memcmp(p, "true", 4) ? p + 4 : NULL; break;
+    case 'f': q = e - p >= 5 && !memcmp(p, "false", 5) ? p + 5 : NULL; break;
+    case 'n': q = e - p >= 4 && !memcmp(p, "null", 4) ? p + 4 : NULL; break;
+    default: q = j_number(p, e); break;
+    }
+    return q ? j_ws(q, e) : NULL;
+}
+
 /* A JSON string of s[0..n) as argument bytes. */
 static void args_string(slm_toolcall *t, const char *s, size_t n) {
     char b[256];
@@ -143,13 +225,8 @@ static void param_out(slm_toolcall *t, size_t n) {
     size_t a = 0, b = n;
     while (a < b && is_ws((unsigned char)v[a])) a++;
     while (b > a && is_ws((unsigned char)v[b - 1])) b--;
-    int json = 0;
-    if (b > a && v[a] != '"') { /* JSON text other than a string: as it is */
-        const char *end = NULL;
-        cJSON *j = cJSON_ParseWithLengthOpts(v + a, b - a, &end, 0);
-        json = j && end == v + b;
-        cJSON_Delete(j);
-    }
+    /* JSON text other than a string: as it is */
+    const int json = b > a && v[a] != '"' && j_value(v + a, v + b, 0) == v + b;
     if (json) out(t, SLM_TOOL_ARGS, v + a, b - a);
     else args_string(t, v, n);
     t->nraw = 0;

@@ -1,0 +1,183 @@
+/* text/toolgram.c — the grammar of a reply that must be tool calls
+ * (OpenAI's tool_choice "required" or a named function), per format
+ * (toolcall.h).
+ *
+ * The grammar is not lazy (llama.cpp's server waits for a trigger word
+ * before it applies one): the whole reply is the call(s), from its first
+ * byte, written the way each family writes them and the way toolcall.c
+ * parses them back:
+ *   hermes   <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>,
+ *            more of them after "\n" when parallel;
+ *   llama3   {"name": "N", "parameters": ARGS}, more after "; ";
+ *   mistral  [TOOL_CALLS][{"name": "N", "arguments": ARGS}, ...];
+ *   harmony  <|channel|>commentary to=functions.N <|constrain|>json
+ *            <|message|>ARGS after the prompt's <|start|>assistant (an
+ *            analysis message may come first), or <|start|>assistant and
+ *            that after a prompt that ends elsewhere.
+ * ARGS is rule fK-args of function K, from its parameters' schema
+ * (json_schema.c, all functions in one grammar). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "text/grammar.h"
+#include "text/toolcall.h"
+
+typedef struct gbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} gbuf;
+
+static void gput(gbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void gput(gbuf *b, const char *fmt, ...) {
+    if (b->oom) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+        b->oom = 1;
+        return;
+    }
+    if (b->n + (size_t)k + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + (size_t)k + 1) nc *= 2;
+        char *t = slm_realloc(b->s, nc);
+        if (!t) {
+            b->oom = 1;
+            return;
+        }
+        b->s = t;
+        b->cap = nc;
+        va_start(ap, fmt);
+        vsnprintf(b->s + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+    }
+    b->n += (size_t)k;
+}
+
+static int good_name(const char *s, size_t n) {
+    if (!n || n > SLM_TOOL_NAME_MAX) return 0;
+    for (size_t i = 0; i < n; i++) {
+        const char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.'))
+            return 0;
+    }
+    return 1;
+}
+
+/* The rule `call`: one call's body (after its opener) to any function of fns. */
+static void call_rule(gbuf *b, int fmt, const slm_tool_fn *fns, int n) {
+    gput(b, "call ::= ");
+    for (int k = 0; k < n; k++) {
+        const char *nm = fns[k].name, *sep = k ? " | " : "";
+        if (fmt == SLM_TOOL_HARMONY) gput(b, "%s\"%s <|constrain|>json<|message|>\" f%d-args", sep, nm, k);
+        else gput(b, "%s\"{\\\"name\\\": \\\"%s\\\", \\\"%s\\\": \" f%d-args \"}\"", sep, nm,
+                  fmt == SLM_TOOL_LLAMA3 ? "parameters" : "arguments", k);
+    }
+    gput(b, "\n");
+}
+
+/* The thinking before the calls: a prompt that ends in <think> starts in it. */
+static void think_rule(gbuf *b, const char *prompt) {
+    static const char body[] = "([^<] | \"<\" [^/])* \"</think>\" [ \\n]{0,4}";
+    size_t n = prompt ? strlen(prompt) : 0;
+    while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\t' || prompt[n - 1] == '\r')) n--;
+    if (n >= 7 && !memcmp(prompt + n - 7, "<think>", 7)) gput(b, "think ::= %s\n", body);
+    else gput(b, "think ::= (\"<think>\" %s)?\n", body);
+}
+
+/* The function named name[0..len) among fns, or -1. */
+static int find_fn(const slm_tool_fn *fns, int n, const char *name, size_t len) {
+    for (int k = 0; k < n; k++)
+        if (strlen(fns[k].name) == len && !memcmp(fns[k].name, name, len)) return k;
+    return -1;
+}
+
+/* root for fmt (the call rule and the schemas' rules are written apart);
+ * think: the rule `think` is written. */
+static void root_rule(gbuf *b, int fmt, int parallel, int think, int opened, int opened_fn, const char *prompt) {
+    const char *th = think && !opened ? "think " : "";
+    switch (fmt) {
+    case SLM_TOOL_HERMES:
+        gput(b, "root ::= %s\"%s\" call \"\\n</tool_call>\"", th, opened ? "\\n\"? \"" : "<tool_call>\\n");
+        if (parallel) gput(b, " (\"\\n<tool_call>\\n\" call \"\\n</tool_call>\")*");
+        break;
+    case SLM_TOOL_LLAMA3:
+        gput(b, "root ::= %scall%s", th, parallel ? " (\"; \" call)*" : "");
+        break;
+    case SLM_TOOL_MISTRAL:
+        gput(b, "root ::= %s%s\"[\" call%s \"]\"", th, opened ? "" : "\"[TOOL_CALLS]\" ", parallel ? " (\", \" call)*" : "");
+        break;
+    default: { /* harmony: one call */
+        size_t n = prompt ? strlen(prompt) : 0;
+        while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n')) n--;
+        const int at_start = n >= 18 && !memcmp(prompt + n - 18, "<|start|>assistant", 18);
+        if (opened) gput(b, "root ::= f%d-args", opened_fn);
+        else if (at_start) gput(b, "root ::= analysis? hcall");
+        else gput(b, "root ::= \"<|start|>assistant\" hcall");
+        gput(b, "\nhcall ::= \"<|channel|>commentary to=functions.\" call\n"
+                "analysis ::= \"<|channel|>analysis<|message|>\" ([^<] | \"<\" [^|])* \"<|end|><|start|>assistant\"");
+    }
+    }
+    gput(b, "\n");
+}
+
+slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel, int think, const char *prompt,
+                            char **out, const char **tokens, int *bad, slm_err *err) {
+    static const char *const specials[] = {[SLM_TOOL_HERMES] = "<tool_call> </tool_call> <think> </think>",
+                                           [SLM_TOOL_LLAMA3] = "<think> </think>",
+                                           [SLM_TOOL_MISTRAL] = "[TOOL_CALLS] <think> </think>",
+                                           [SLM_TOOL_HARMONY] = "<|start|> <|channel|> <|constrain|> <|message|> <|end|>"};
+    *out = NULL;
+    *tokens = NULL;
+    *bad = -1;
+    if (fmt < SLM_TOOL_HERMES || fmt > SLM_TOOL_HARMONY)
+        return slm_errf(err, SLM_ERR_ARG, "tool calls: the format '%s' has no calls to constrain", slm_tool_format_name(fmt));
+    if (n < 1 || n > SLM_TOOL_FNS_MAX) return slm_errf(err, SLM_ERR_ARG, "tool calls: 1 to %d functions, not %d", SLM_TOOL_FNS_MAX, n);
+    for (int k = 0; k < n; k++)
+        if (!fns[k].name || !good_name(fns[k].name, strlen(fns[k].name))) {
+            *bad = k;
+            return slm_errf(err, SLM_ERR_ARG, "tool calls: function %d: a name is 1-%d of a-z A-Z 0-9 _ - .", k, SLM_TOOL_NAME_MAX);
+        }
+    const char *oname;
+    size_t olen;
+    const int opened = slm_tool_prompt_opens(fmt, prompt, &oname, &olen);
+    const int ofn = opened && oname ? find_fn(fns, n, oname, olen) : -1;
+    if (opened && oname && ofn < 0)
+        return slm_errf(err, SLM_ERR_ARG, "tool calls: the prompt opens a call to '%.*s', which tool_choice does not allow",
+                        (int)(olen > 64 ? 64 : olen), oname);
+    /* the schemas' rules */
+    const char *schema[SLM_TOOL_FNS_MAX], *rule[SLM_TOOL_FNS_MAX];
+    char names[SLM_TOOL_FNS_MAX][16];
+    for (int k = 0; k < n; k++) {
+        snprintf(names[k], sizeof names[k], "f%d-args", k);
+        schema[k] = fns[k].params;
+        rule[k] = names[k];
+    }
+    char *rules = NULL;
+    slm_status st = slm_json_schema_rules(n, schema, rule, &rules, bad, err);
+    if (st) {
+        if (*bad >= 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
+        }
+        return st;
+    }
+    gbuf b = {0};
+    think = think && fmt != SLM_TOOL_HARMONY && !opened;
+    root_rule(&b, fmt, parallel && fmt != SLM_TOOL_HARMONY, think, opened, ofn, prompt);
+    call_rule(&b, fmt, fns, n);
+    if (think) think_rule(&b, prompt);
+    gput(&b, "%s", rules);
+    slm_xfree(rules);
+    if (b.oom) {
+        slm_xfree(b.s);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    }
+    *out = b.s;
+    *tokens = specials[fmt];
+    return SLM_OK;
+}
