@@ -318,6 +318,29 @@ static int delta_layer(builder *b, int x, int cpos, int l) {
     return add(b, n);
 }
 
+/* The dense FFN of layer l on the normed row xn (SwiGLU or GeGLU; its
+ * product times granite's residual scale); gemma4 with experts: that
+ * normed by post_ffw_norm_1, plus the experts' branch of the residual x. */
+static int ffn_branch(builder *b, int x, int xn, int l) {
+    const slm_model_config *c = &b->m->cfg;
+    const int F = slm_layer_ffn(c, l), T = SLM_DIM_T;
+    int gate = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate.weight", l), T, F);
+    int up = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_up.weight", l), T, F);
+    slm_node n = node(SLM_OP_SWIGLU, T, F);
+    set_in(&n, gate, up, -1, -1, -1);
+    n.gelu = c->ffn_gelu;
+    int h = add(b, n);
+    int down = unary_w(b, SLM_OP_MATMUL, h, W(b, "blk.%d.ffn_down.weight", l), T, c->dim);
+    if (down >= 0) b->g->nodes[down].scale = c->residual_scale;
+    if (!c->moe_dense) return down;
+    down = rmsnorm(b, down, W(b, "blk.%d.post_ffw_norm_1.weight", l), c->dim, 0, l);
+    const int ex = gemma4_experts(b, x, l);
+    n = node(SLM_OP_ADD, T, c->dim);
+    set_in(&n, down, ex, -1, -1, -1);
+    n.layer = l;
+    return add(b, n);
+}
+
 /* Columns [offset, offset + take) of each run of `runs` columns of x. */
 static int slice(builder *b, int x, int cols, int runs, int take, int offset, int layer) {
     slm_node n = node(SLM_OP_SLICE, SLM_DIM_T, cols);
@@ -442,23 +465,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
             x = moe_ffn(&b, x, xn, l);
             continue;
         }
-        const int F = slm_layer_ffn(c, l);
-        int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, F);
-        int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, F);
-        n = node(SLM_OP_SWIGLU, T, F);
-        set_in(&n, gate, up, -1, -1, -1);
-        n.gelu = c->ffn_gelu;
-        int h = add(&b, n);
-        int down = unary_w(&b, SLM_OP_MATMUL, h, W(&b, "blk.%d.ffn_down.weight", l), T, c->dim);
-        if (down >= 0) g->nodes[down].scale = c->residual_scale;
-        if (c->moe_dense) { /* gemma4 with experts: the dense branch normed, plus the experts', normed */
-            down = rmsnorm(&b, down, W(&b, "blk.%d.post_ffw_norm_1.weight", l), c->dim, 0, l);
-            const int ex = gemma4_experts(&b, x, l);
-            n = node(SLM_OP_ADD, T, c->dim);
-            set_in(&n, down, ex, -1, -1, -1);
-            n.layer = l;
-            down = add(&b, n);
-        }
+        int down = ffn_branch(&b, x, xn, l);
         if (c->post_norms) down = rmsnorm(&b, down, W(&b, "blk.%d.post_ffw_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, down, -1, -1, -1);
