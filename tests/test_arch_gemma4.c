@@ -545,6 +545,59 @@ static void test_g4_blob(void) {
     free(img);
 }
 
+/* Gemma 4 with experts as a blob: the same logits; its fields in the
+ * family record's range 216..223 (moe_dense, expert_down_scale) and the
+ * tasks they shape (the route's per-expert scales, the combine's sum
+ * alone, the experts' GeGLU), damaged one at a time, are refused. */
+static void test_g4_moe_blob(void) {
+    size_t n = 0;
+    uint8_t *img = NULL;
+    blob_roundtrip(&k_26b, SLM_F32, &img, &n);
+    if (!img) return;
+    uint64_t len = 0, clen = 0;
+    uint8_t *tasks = t_blob_section(img, n, ".slm.tasks.prefill.8", &len);
+    uint8_t *cfg = t_blob_section(img, n, ".slm.config", &clen);
+    char msg[512];
+    const int route = tasks ? find_task(tasks, len, SLM_T_MOE_ROUTE, 0, 0) : -1,
+              comb = tasks ? find_task(tasks, len, SLM_T_MOE_COMBINE, 0, 0) : -1,
+              down = tasks ? find_task(tasks, len, SLM_T_MATMUL, SLM_TF_EXPERT | SLM_TF_PRE_SWIGLU | SLM_TF_GELU, 0) : -1;
+    CHECKF(cfg && clen == 448 && route >= 0 && comb >= 0 && down >= 0 && t_blob_opens(img, n, "g4m.blob", msg, sizeof msg),
+           "pristine: route %d, combine %d, down %d: %s", route, comb, down, msg);
+    if (!cfg || clen != 448 || route < 0 || comb < 0 || down < 0) {
+        free(img);
+        return;
+    }
+    static const struct { int off; int32_t v; const char *want; } cm[] = {
+        {216, 0, "dense_ffn"}, {216, 2, "moe_dense"}, /* 0: its dense width then out of range */ {220, 0, "per-expert scales"}, {220, 2, "expert_down_scale"},
+    };
+    for (size_t i = 0; i < sizeof cm / sizeof cm[0]; i++) {
+        uint8_t *e = cfg + 224 + cm[i].off, keep[4];
+        memcpy(keep, e, 4);
+        memcpy(e, &cm[i].v, 4);
+        CHECKF(!t_blob_opens(img, n, "g4m.blob", msg, sizeof msg) && strstr(msg, cm[i].want), "config +%d = %d: %s",
+               cm[i].off, cm[i].v, msg);
+        memcpy(e, keep, 4);
+    }
+    uint16_t fl;
+    memcpy(&fl, tasks + (size_t)down * 160 + 2, 2);
+    fl = (uint16_t)(fl & ~SLM_TF_GELU);
+    struct { int task, off, size; int32_t v; const char *want; } tm[] = {
+        {route, 56 + 32, 1, 0, "per-expert scales"}, /* src2 (the scales) none */
+        {comb, 32, 4, 0, "moe_dense"},               /* b: into x instead of the sum alone */
+        {down, 2, 2, fl, "SwiGLU"},                  /* the experts' GeGLU flag off */
+    };
+    for (size_t i = 0; i < sizeof tm / sizeof tm[0]; i++) {
+        uint8_t *e = tasks + (size_t)tm[i].task * 160 + tm[i].off, keep[4];
+        memcpy(keep, e, (size_t)tm[i].size);
+        memcpy(e, &tm[i].v, (size_t)tm[i].size);
+        CHECKF(!t_blob_opens(img, n, "g4m.blob", msg, sizeof msg) && strstr(msg, tm[i].want), "task mutation %zu: %s", i,
+               msg);
+        memcpy(e, keep, (size_t)tm[i].size);
+    }
+    CHECKF(t_blob_opens(img, n, "g4m.blob", msg, sizeof msg), "restored: %s", msg);
+    free(img);
+}
+
 /* Files llama.cpp would read otherwise, or not at all, are refused naming the key, layer or tensor. */
 static void test_g4_refused(void) {
     static const struct { int bad; const char *want; } cases[] = {
@@ -738,6 +791,7 @@ int main(void) {
     T_RUN(test_g4_moe_vs_reference);
     T_RUN(test_g4_kv);
     T_RUN(test_g4_blob);
+    T_RUN(test_g4_moe_blob);
     T_RUN(test_g4_refused);
     T_RUN(test_g4_sessions);
     T_RUN(test_g4_tokenizer);
