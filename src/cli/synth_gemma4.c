@@ -126,7 +126,10 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
     if (!synth_add(s, "token_embd.weight", sh->tied ? synth_output_type(mt, D) : synth_layer_type(mt, 0, 0, 1, D), D,
                    sh->vocab, 0, NULL))
         return 0;
-    { /* the global layers' proportional RoPE: rot_quarters / 4 of the pairs rotate */
+    int any_global = 0;
+    for (int l = 0; l < L; l++) any_global |= !swa(sh, l);
+    if (any_global) { /* the global layers' proportional RoPE: rot_quarters / 4 of the pairs rotate (llama.cpp
+                       * loads it with a global layer only, and refuses a file with a tensor it did not load) */
         const int g = sh->head_dim ? sh->head_dim : D / sh->n_heads, pairs = g / 2, rot = pairs * sh->rot_quarters / 4;
         float f[2048];
         if (pairs > 2048) return 0;
