@@ -6,8 +6,10 @@
  * without attn_v; K normed with its gain, V without one; RoPE on K) into
  * the layer's cache, or none on a KV-shared layer, which attends over the
  * cache of layer n_kv - 2 (window) or n_kv - 1 (global); query scale 1;
- * post norms; GeGLU; the per-layer embedding; the layer's output scale;
- * the final soft-cap. Included by ref_forward.h. */
+ * post norms; GeGLU; with experts (26B-A4B) the dense FFN's output normed
+ * by post_ffw_norm_1 plus the experts' branch (ref_g4_experts) before
+ * post_ffw_norm; the per-layer embedding; the layer's output scale; the
+ * final soft-cap. Included by ref_forward.h. */
 #ifndef SLM_REF_GEMMA4_H
 #define SLM_REF_GEMMA4_H
 
@@ -23,12 +25,74 @@ static void ref_plain_norm(double *x, int n, double eps) {
 /* Layer l's tensor, dequantized (NULL when absent). */
 static float *ref_g4(const slm_model_file *m, const char *fmt, int l) { return ref_layer(m, fmt, l); }
 
+/* gemma4's experts branch of layer l (26B-A4B; llama.cpp's gemma4 graph
+ * and build_moe_ffn) on the residual x into out [dim]: the router's input
+ * rmsnorm(x) (no gain) times ffn_gate_inp.scale and 1/sqrt(dim); softmax
+ * over the experts; the K most probable (ties: the lower index), their
+ * probabilities over their sum (at least 6.1e-5); each one's GeGLU FFN of x
+ * normed by pre_ffw_norm_2, its output times its ffn_down_exps.scale (when
+ * the file has them) and its weight, summed; the sum normed by
+ * post_ffw_norm_2. 0 when a tensor is missing. */
+static int ref_g4_experts(const slm_model_file *m, int l, const double *x, double *out) {
+    const slm_model_config *c = &m->cfg;
+    const int D = c->dim, E = c->n_experts, K = c->n_experts_used, F = c->hidden_dim;
+    float *gs = ref_g4(m, "blk.%d.ffn_gate_inp.scale", l), *wr = ref_g4(m, "blk.%d.ffn_gate_inp.weight", l),
+          *n2 = ref_g4(m, "blk.%d.pre_ffw_norm_2.weight", l), *p2 = ref_g4(m, "blk.%d.post_ffw_norm_2.weight", l),
+          *ds = c->expert_down_scale ? ref_g4(m, "blk.%d.ffn_down_exps.scale", l) : NULL;
+    double *r = malloc(sizeof(double) * D), *xn = malloc(sizeof(double) * D), *acc = calloc((size_t)D, sizeof(double)),
+           *lg = malloc(sizeof(double) * E), *g = malloc(sizeof(double) * F), *u = malloc(sizeof(double) * F),
+           *y = malloc(sizeof(double) * D);
+    int ok = gs && wr && n2 && p2 && (ds || !c->expert_down_scale) && K <= 64;
+    if (ok) {
+        for (int i = 0; i < D; i++) r[i] = x[i];
+        ref_plain_norm(r, D, c->norm_eps);
+        for (int i = 0; i < D; i++) r[i] *= gs[i] / sqrt((double)D);
+        ref_matvec(wr, r, lg, E, D, NULL);
+        double mx = lg[0], sum = 0, wsum = 0;
+        for (int e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
+        for (int e = 0; e < E; e++) sum += (lg[e] = exp(lg[e] - mx));
+        int sel[64];
+        double w[64];
+        for (int k = 0; k < K; k++) {
+            int best = -1;
+            for (int e = 0; e < E; e++) {
+                int taken = 0;
+                for (int q = 0; q < k; q++) taken |= sel[q] == e;
+                if (!taken && (best < 0 || lg[e] > lg[best])) best = e;
+            }
+            sel[k] = best;
+            wsum += (w[k] = lg[best] / sum);
+        }
+        if (wsum < 6.103515625e-5) wsum = 6.103515625e-5;
+        ref_rmsnorm(x, n2, xn, D, c->norm_eps);
+        for (int k = 0; ok && k < K; k++) {
+            float *wg = ref_expert(m, l, "gate", sel[k], "weight"), *wu = ref_expert(m, l, "up", sel[k], "weight"),
+                  *wd = ref_expert(m, l, "down", sel[k], "weight");
+            ok = wg && wu && wd;
+            if (ok) {
+                ref_matvec(wg, xn, g, F, D, NULL);
+                ref_matvec(wu, xn, u, F, D, NULL);
+                for (int i = 0; i < F; i++) g[i] = ref_gelu(g[i]) * u[i];
+                ref_matvec(wd, g, y, D, F, NULL);
+                const double a = w[k] / wsum * (ds ? ds[sel[k]] : 1.0);
+                for (int i = 0; i < D; i++) acc[i] += a * y[i];
+            }
+            free(wg); free(wu); free(wd);
+        }
+        ref_rmsnorm(acc, p2, out, D, c->norm_eps);
+    }
+    free(gs); free(wr); free(n2); free(p2); free(ds);
+    free(r); free(xn); free(acc); free(lg); free(g); free(u); free(y);
+    return ok;
+}
+
 static inline int ref_forward_gemma4(const slm_model_file *m, const int32_t *ids, int n, float *logits) {
     const slm_model_config *c = &m->cfg;
     const int D = c->dim, H = c->n_heads, L = c->n_layers, V = c->vocab_size, P = c->ple_dim;
     const int hmax = c->head_dim > c->head_dim_swa ? c->head_dim : c->head_dim_swa;
     const int kvmax = hmax * (c->n_kv_heads > c->n_kv_heads_swa ? c->n_kv_heads : c->n_kv_heads_swa);
-    const int fmax = c->hidden_dim > c->hidden_dim_shared ? c->hidden_dim : c->hidden_dim_shared;
+    const int fd = c->moe_dense ? c->dense_ffn : c->hidden_dim; /* the dense FFN (beside the experts) */
+    const int fmax = fd > c->hidden_dim_shared ? fd : c->hidden_dim_shared;
     const int n_kv = L - c->kv_shared;
     float *emb = ref_dequant(m, "token_embd.weight", NULL, NULL);
     float *out = c->tied_embeddings ? emb : ref_dequant(m, "output.weight", NULL, NULL);
@@ -60,7 +124,7 @@ static inline int ref_forward_gemma4(const slm_model_file *m, const int32_t *ids
             const int hd = swa ? c->head_dim_swa : c->head_dim;
             const int KV = swa && c->n_kv_heads_swa ? c->n_kv_heads_swa : c->n_kv_heads;
             const int rot = swa ? (c->rope_dims_swa ? c->rope_dims_swa : c->head_dim_swa) : slm_rope_dims(c);
-            const int kvd = KV * hd, QD = H * hd, F = !own && c->hidden_dim_shared ? c->hidden_dim_shared : c->hidden_dim;
+            const int kvd = KV * hd, QD = H * hd, F = !own && c->hidden_dim_shared ? c->hidden_dim_shared : fd;
             const int src = own ? l : n_kv - (swa ? 2 : 1);
             const double base = swa ? c->rope_base_swa : c->rope_base, rs = swa ? 1.0 : c->rope_scale;
             float *wq = ref_g4(m, "blk.%d.attn_q.weight", l), *wk = own ? ref_g4(m, "blk.%d.attn_k.weight", l) : NULL,
@@ -114,6 +178,17 @@ static inline int ref_forward_gemma4(const slm_model_file *m, const int32_t *ids
                 ref_matvec(w3, xn, u, F, D, NULL);
                 for (int i = 0; i < F; i++) g[i] = ref_gelu(g[i]) * u[i];
                 ref_matvec(w2, g, o, D, F, NULL);
+                if (c->moe_dense) { /* the dense branch normed, plus the experts' */
+                    float *pf1 = ref_g4(m, "blk.%d.post_ffw_norm_1.weight", l);
+                    double *ex = malloc(sizeof(double) * D);
+                    ok = pf1 && ref_g4_experts(m, l, x, ex);
+                    if (ok) {
+                        ref_rmsnorm(o, pf1, o, D, c->norm_eps);
+                        for (int i = 0; i < D; i++) o[i] += ex[i];
+                    }
+                    free(pf1);
+                    free(ex);
+                }
                 ref_rmsnorm(o, pf, o, D, c->norm_eps);
                 for (int i = 0; i < D; i++) x[i] += o[i];
                 if (P) { /* the per-layer embedding */

@@ -69,6 +69,11 @@ static slm_status check_family_fields(pctx *q, int ti) {
     const char *op = slm_task_op_name(t->op);
     if ((t->flags & SLM_TF_GELU) && t->op != SLM_T_SWIGLU && !(t->op == SLM_T_MATMUL && (t->flags & SLM_TF_PRE_SWIGLU)))
         return pbad(q, "task %d (%s): flag GELU without a swiglu", ti, op);
+    /* an expert's down projection: GeGLU exactly on gemma4's experts */
+    if (t->op == SLM_T_MATMUL && (t->flags & SLM_TF_EXPERT) && (t->flags & SLM_TF_PRE_SWIGLU) &&
+        ((t->flags & SLM_TF_GELU) != 0) != (q->r->c->cfg.moe_dense != 0))
+        return pbad(q, "task %d (%s): an expert's %s prologue, the config's experts are %s", ti, op,
+                    (t->flags & SLM_TF_GELU) ? "GeGLU" : "SwiGLU", q->r->c->cfg.moe_dense ? "GeGLU (gemma4)" : "SwiGLU");
     const int post_cap = (t->flags & SLM_TF_POST_SOFTCAP) != 0;
     if (post_cap && (t->op != SLM_T_MATMUL || (t->flags & (SLM_TF_POST_ADD | SLM_TF_POST_ROPE))))
         return pbad(q, "task %d (%s): a soft-cap epilogue on a non-matmul task or with another epilogue", ti, op);
@@ -177,9 +182,11 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
     uint64_t RX = R;
     if (expert) {
         NEED(!(t->flags & (SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_DST_CPOS | SLM_TF_PRE_NORM |
-                           SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_POST_SOFTCAP | SLM_TF_POST_SCALE | SLM_TF_GELU)) &&
+                           SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_POST_SOFTCAP | SLM_TF_POST_SCALE)) &&
+             (!(t->flags & SLM_TF_GELU) || !gather) &&
              (gather ? pre == 0 : pre == SLM_TF_PRE_SWIGLU),
-             "task %d (%s): expert flags 0x%x: gather, or the swiglu prologue, and nothing else", ti, op, t->flags);
+             "task %d (%s): expert flags 0x%x: gather, or the swiglu (or geglu) prologue, and nothing else", ti, op,
+             t->flags);
         NEED(t->c >= 1 && t->c <= 64 && t->window >= t->c && t->window <= 1024 && t->b >= 0 && t->b < t->window,
              "task %d (%s): expert %d of %d, %d used: out of range", ti, op, t->b, t->window, t->c);
         NEED(t->ref[SLM_REF_SRC3].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
@@ -279,6 +286,13 @@ static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
         NEED(!m->expert_sel_bias || t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS,
              "task %d (%s): the selection bias must be in the weights", ti, op);
         if (m->expert_sel_bias) REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
+        NEED((t->ref[SLM_REF_SRC2].space != SLM_SPACE_NONE) == (m->expert_down_scale != 0),
+             "task %d (%s): per-expert scales %s, the config %s", ti, op,
+             t->ref[SLM_REF_SRC2].space != SLM_SPACE_NONE ? "given" : "missing",
+             m->expert_down_scale ? "has them" : "has none");
+        NEED(!m->expert_down_scale || t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS,
+             "task %d (%s): the per-expert scales must be in the weights", ti, op);
+        if (m->expert_down_scale) REF(SLM_REF_SRC2, (uint64_t)t->n * 4, 0);
         NEED(t->ref[SLM_REF_DST].space == SLM_SPACE_ARENA, "task %d (%s): the routing table must be in the arena", ti, op);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
         REF(SLM_REF_DST, (SLM_MOE_EXPERT(p->rows, t->c, t->n)) * 4, 1);
@@ -289,6 +303,9 @@ static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
              "task %d (%s): n %d / used %d / flags 0x%x out of range", ti, op, t->n, t->c, t->flags);
         NEED(t->a == shared, "task %d (%s): shared expert %d, the config's is %d (0 none, 1 ungated, 2 gated)", ti, op,
              t->a, shared);
+        NEED(t->b == m->moe_dense && (!t->b || t->f2 == 0.0f),
+             "task %d (%s): set %d (scale %g), the config's moe_dense is %d (1: the sum alone, unscaled)", ti, op, t->b,
+             (double)t->f2, m->moe_dense);
         if (t->a) MAT(R, SLM_REF_SRC1, (uint64_t)t->n, 0);
         if (t->a == 2) MAT(R, SLM_REF_SRC2, 1, 0);
         NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->n, "task %d (%s): tile [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->n);

@@ -32,7 +32,7 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     if (m->head_dim_swa)
         fprintf(f, "gemma4: window layers head_dim %d, %d KV heads; %d KV-shared layers (FFN width %d); per-layer "
                    "embeddings %d wide\n", m->head_dim_swa, slm_layer_kv_heads(m, 0), m->kv_shared,
-                m->hidden_dim_shared ? m->hidden_dim_shared : m->hidden_dim, m->ple_dim);
+                m->hidden_dim_shared ? m->hidden_dim_shared : slm_dense_ffn(m), m->ple_dim);
     if (m->n_experts) {
         fprintf(f, "experts: %d of width %d, %d per token%s%s%s", m->n_experts, m->hidden_dim, m->n_experts_used,
                 m->expert_sigmoid ? ", sigmoid routing" : "", m->expert_sel_bias ? " with a selection bias" : "",
@@ -40,6 +40,9 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
         if (m->expert_scale != 0.0f) fprintf(f, ", scaled by %g", (double)m->expert_scale);
         if (m->dense_lead == 1) fprintf(f, "; layer 0 dense (FFN width %d)", m->dense_ffn);
         else if (m->dense_lead) fprintf(f, "; layers 0..%d dense (FFN width %d)", m->dense_lead - 1, m->dense_ffn);
+        if (m->moe_dense)
+            fprintf(f, "; beside each layer's dense GeGLU FFN of width %d (gemma4)%s", m->dense_ffn,
+                    m->expert_down_scale ? ", per-expert down scales" : "");
         if (m->nextn_layers) fprintf(f, "; %d MTP layer%s not compiled", m->nextn_layers, m->nextn_layers > 1 ? "s" : "");
         if (m->shared_ffn)
             fprintf(f, "; a shared expert of width %d%s", m->shared_ffn, m->shared_gate ? " behind a sigmoid gate" : "");

@@ -199,8 +199,9 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->shared_ffn, 0, m->n_experts ? BLOB_MAX_DIM : 0, "shared_ffn");
     RANGE(m->shared_gate, 0, m->shared_ffn ? 1 : 0, "shared_gate");
     RANGE(m->dense_lead, 0, m->n_experts ? m->n_layers : 0, "dense_lead");
-    RANGE(m->dense_ffn, m->n_experts && m->dense_lead ? 1 : 0, m->n_experts && m->dense_lead ? BLOB_MAX_DIM : 0,
-          "dense_ffn");
+    /* the leading dense layers' width (glm4moe) or every MoE layer's dense branch (gemma4: moe_dense) */
+    RANGE(m->dense_ffn, m->n_experts && (m->dense_lead || m->moe_dense) ? 1 : 0,
+          m->n_experts && (m->dense_lead || m->moe_dense) ? BLOB_MAX_DIM : 0, "dense_ffn");
     RANGE(m->expert_sigmoid, 0, m->n_experts ? 1 : 0, "expert_sigmoid");
     RANGE(m->expert_sel_bias, 0, m->n_experts ? 1 : 0, "expert_sel_bias");
     RANGE(m->nextn_layers, 0, 65536, "nextn_layers");

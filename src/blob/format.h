@@ -19,7 +19,7 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 212,
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 220,
                "update blob config and family records");
 _Static_assert(SLM_T_OP_COUNT == 20, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000 &&
@@ -40,10 +40,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 #define BLOB_CFG_OPTIONS 96
 #define BLOB_CFG_TAIL (BLOB_CFG_OPTIONS + BLOB_OPTIONS_SIZE)
 #define BLOB_CFG_CONST_BYTES ((BLOB_CFG_TAIL + 16 + 7) / 8 * 8)
-/* then the family record (216 bytes): what the families add to
- * the config (blob_put_family) */
+/* then the family record (224 bytes): what the families add to
+ * the config (blob_put_family); bytes 216..223 are gemma4's experts' */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
-#define BLOB_FAMILY_SIZE 216
+#define BLOB_FAMILY_SIZE 224
 #define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -148,7 +148,8 @@ static inline void blob_put_config(uint8_t *p, const slm_model_config *m) {
  * ssm_state, ssm_k_heads, ssm_v_heads, attn_gate (qwen35); i32 head_dim_swa,
  * n_kv_heads_swa, rope_dims_swa, kv_shared, hidden_dim_shared, ple_dim, v_norm,
  * rope_freqs_global, layer_scale (gemma4); i32 the constants' rope_pairs_swa
- * (table 1's pairs, 0 = rope_pairs), passed beside m. */
+ * (table 1's pairs, 0 = rope_pairs), passed beside m; i32 moe_dense,
+ * expert_down_scale (gemma4 with experts: bytes 216..223). */
 static inline void blob_put_family(uint8_t *p, const slm_model_config *m, int32_t rope_pairs_swa) {
     memset(p, 0, BLOB_FAMILY_SIZE);
     int32_t v[7] = {m->rope_dims, m->qk_norm, m->post_norms, m->ffn_gelu, m->swa_pattern, m->rope_long, m->rope_orig_ctx};
@@ -178,6 +179,8 @@ static inline void blob_put_family(uint8_t *p, const slm_model_config *m, int32_
     const int32_t g4[10] = {m->head_dim_swa, m->n_kv_heads_swa, m->rope_dims_swa, m->kv_shared, m->hidden_dim_shared,
                             m->ple_dim, m->v_norm, m->rope_freqs_global, m->layer_scale, rope_pairs_swa};
     memcpy(p + 176, g4, sizeof g4);
+    const int32_t g4e[2] = {m->moe_dense, m->expert_down_scale};
+    memcpy(p + 216, g4e, sizeof g4e);
 }
 
 static inline void blob_get_family(const uint8_t *p, slm_model_config *m, int32_t *rope_pairs_swa) {
@@ -219,6 +222,9 @@ static inline void blob_get_family(const uint8_t *p, slm_model_config *m, int32_
     m->head_dim_swa = g4[0]; m->n_kv_heads_swa = g4[1]; m->rope_dims_swa = g4[2]; m->kv_shared = g4[3];
     m->hidden_dim_shared = g4[4]; m->ple_dim = g4[5]; m->v_norm = g4[6]; m->rope_freqs_global = g4[7]; m->layer_scale = g4[8];
     *rope_pairs_swa = g4[9];
+    int32_t g4e[2];
+    memcpy(g4e, p + 216, sizeof g4e);
+    m->moe_dense = g4e[0]; m->expert_down_scale = g4e[1];
 }
 
 static inline void blob_get_config(const uint8_t *p, slm_model_config *m) {

@@ -82,6 +82,10 @@ static const synth_shape k_shapes[] = {
      .window = 512, .head_dim_swa = 256, .kv_shared = 18, .ple = 256, .swa_period = 6, .rot_quarters = 1},
     {"gemma-4-31b", "gemma4", 5376, 60, 32, 16, 21504, 262144, 262144, 1000000.0f, 1e-6f, 1, 0, .head_dim = 512,
      .window = 1024, .head_dim_swa = 256, .swa_period = 6, .kv_heads_global = 4, .rot_quarters = 1, .k_eq_v = 1},
+    /* gemma-4-26B-A4B: every layer's dense FFN (2112) beside 128 experts of 704, 8 per token */
+    {"gemma-4-26b-a4b", "gemma4", 2816, 30, 16, 8, 2112, 262144, 262144, 1000000.0f, 1e-6f, 1, 0, .head_dim = 512,
+     .window = 1024, .head_dim_swa = 256, .swa_period = 6, .kv_heads_global = 2, .rot_quarters = 1, .k_eq_v = 1,
+     .experts = 128, .experts_used = 8, .expert_ffn = 704},
     /* Qwen3.5-0.8B's text model: 3 DeltaNet layers of 4, a full attention layer with a gated query,
      * partial rotary 0.25 (interleaved M-RoPE sections 11, 11, 10) */
     {"qwen3.5-0.8b", "qwen35", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f, 1e-6f, 1, 0, .head_dim = 256,
@@ -102,7 +106,7 @@ static void usage(FILE *f) {
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
             "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
             "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air | qwen3.5-0.8b |\n"
-            "                        gemma-4-e2b | gemma-4-e4b | gemma-4-31b | custom\n"
+            "                        gemma-4-e2b | gemma-4-e4b | gemma-4-31b | gemma-4-26b-a4b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
@@ -126,8 +130,8 @@ static void usage(FILE *f) {
             "                        Gated DeltaNet layers with a full attention layer (gated query, Q/K\n"
             "                        norms, a quarter of the head rotated) every fourth)\n"
             "      --experts N       a mixture of N experts (llama, qwen3moe, qwen2moe, olmoe, granitemoe,\n"
-            "                        gpt-oss; default: the\n"
-            "                        shape's),\n"
+            "                        gpt-oss, glm4moe, gemma4: beside each layer's dense FFN; default:\n"
+            "                        the shape's),\n"
             "      --experts-used K  K of them per token (default: the shape's, else 2), each of width\n"
             "      --expert-ffn N    (default: qwen3moe's shape's, else --ffn)\n"
             "      --shared-ffn N    a shared expert of width N (qwen2moe: behind its sigmoid gate, default\n"
@@ -251,6 +255,9 @@ int synth_add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne
 /* A 3-D tensor [ne0, ne1, ne2] of normal weights (the experts' matrices). */
 static int add3(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2) {
     return add_n(s, name, type, ne0, ne1, ne2, 0, NULL);
+}
+int synth_add3(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2) {
+    return add3(s, name, type, ne0, ne1, ne2);
 }
 static int add_n(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2, int init,
                  const float *vals) {
@@ -470,7 +477,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
                         "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
                         "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, "
-                        "qwen3.5-0.8b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, custom)\n", a->shape_name);
+                        "qwen3.5-0.8b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -535,12 +542,13 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     }
     /* llama (Mixtral), olmoe and granitemoe take the experts' width from feed_forward_length */
     if (sh->expert_ffn && strcmp(sh->arch, "qwen3moe") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "qwen2moe") &&
-        strcmp(sh->arch, "glm4moe")) {
+        strcmp(sh->arch, "glm4moe") && strcmp(sh->arch, "gemma4")) {
         sh->ffn = sh->expert_ffn;
         sh->expert_ffn = 0;
     }
-    if ((is_moe_arch(sh->arch) && !sh->experts) || (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama"))) {
-        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, glm4moe"
+    if ((is_moe_arch(sh->arch) && !sh->experts) ||
+        (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama") && strcmp(sh->arch, "gemma4"))) {
+        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, glm4moe, gemma4"
                                                                            : "needs --experts");
         return 2;
     }
@@ -591,7 +599,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)sh->experts);
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)sh->experts_used);
         const int fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
-        if (is(sh, "qwen3moe") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || is(sh, "glm4moe"))
+        if (is(sh, "qwen3moe") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || is(sh, "glm4moe") || is(sh, "gemma4"))
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)fe);
         if (sh->shared_ffn && !is(sh, "glm4moe"))
             slm_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)sh->shared_ffn);

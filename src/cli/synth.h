@@ -72,6 +72,8 @@ typedef struct synth_args {
 /* Add a tensor [ne0, ne1] of `type`: init 0 = normal(std), 1 = ones,
  * 2 = the given f32 values; 0 when it could not be made. */
 int synth_add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int init, const float *vals);
+/* A 3-D tensor [ne0, ne1, ne2] of normal weights (experts' matrices); 0 when it could not be made. */
+int synth_add3(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2);
 /* A layer's matrix type as llama-quantize picks it (`more`: attn_v and ffn_down). */
 uint32_t synth_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width);
 /* The output matrix's (or the tied embedding's) type. */

@@ -3,7 +3,9 @@
  * window list, head_count_kv and feed_forward_length as per-layer lists when
  * the kinds of layer differ, the window layers' head size, the shared KV
  * layers, the per-layer embeddings, the global layers' proportional RoPE as
- * rope_freqs.weight (1 for the rotated pairs, 1e30 for the others). */
+ * rope_freqs.weight (1 for the rotated pairs, 1e30 for the others); with
+ * experts (26B-A4B), each layer's router, experts and their norms beside
+ * its dense FFN. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -87,6 +89,36 @@ void synth_gemma4_metadata(slm_gguf_writer *w, const synth_shape *sh) {
 /* The layer output scales: a spread around 1 (real ones differ per layer). */
 static float out_scale(int l) { return 0.75f + 0.5f * (float)((l * 37) % 11) / 10.0f; }
 
+/* Layer l's experts as the converter writes the 26B-A4B's (llama.cpp's
+ * names): the router [dim, E] (f32, as llama-quantize leaves it) and its
+ * input gains ffn_gate_inp.scale [dim], the experts' norms, the dense
+ * branch's post norm, the fused gate and up [dim, 2 x width, E] (each
+ * expert's gate rows, then its up rows), the down [width, dim, E] and its
+ * per-expert scales [E]. Gains and scales spread around 1. */
+static int experts(synth *s, const synth_shape *sh, uint32_t mt, int l) {
+    const int D = sh->dim, E = sh->experts, F = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
+    char n[64];
+    float v[8192];
+    if (D > 8192 || E > 8192) return 0;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", l);
+    if (!synth_add(s, n, SLM_F32, D, E, 0, NULL)) return 0;
+    for (int i = 0; i < D; i++) v[i] = 0.5f + (float)((i * 7 + l) % 11) / 10.0f;
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.scale", l);
+    if (!synth_add(s, n, SLM_F32, D, 1, 2, v)) return 0;
+    static const char *const norms[3] = {"pre_ffw_norm_2", "post_ffw_norm_1", "post_ffw_norm_2"};
+    for (int j = 0; j < 3; j++) {
+        snprintf(n, sizeof n, "blk.%d.%s.weight", l, norms[j]);
+        if (!synth_add(s, n, SLM_F32, D, 1, 1, NULL)) return 0;
+    }
+    snprintf(n, sizeof n, "blk.%d.ffn_gate_up_exps.weight", l);
+    if (!synth_add3(s, n, synth_layer_type(mt, 0, l, sh->n_layers, D), D, 2 * (int64_t)F, E)) return 0;
+    snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", l);
+    if (!synth_add3(s, n, synth_layer_type(mt, 1, l, sh->n_layers, F), F, D, E)) return 0;
+    for (int e = 0; e < E; e++) v[e] = 0.75f + 0.5f * (float)((e * 13 + l) % 9) / 8.0f;
+    snprintf(n, sizeof n, "blk.%d.ffn_down_exps.scale", l);
+    return synth_add(s, n, SLM_F32, E, 1, 2, v);
+}
+
 int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const uint32_t mt = ty->matrix;
     const int D = sh->dim, P = sh->ple, L = sh->n_layers;
@@ -94,7 +126,10 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
     if (!synth_add(s, "token_embd.weight", sh->tied ? synth_output_type(mt, D) : synth_layer_type(mt, 0, 0, 1, D), D,
                    sh->vocab, 0, NULL))
         return 0;
-    { /* the global layers' proportional RoPE: rot_quarters / 4 of the pairs rotate */
+    int any_global = 0;
+    for (int l = 0; l < L; l++) any_global |= !swa(sh, l);
+    if (any_global) { /* the global layers' proportional RoPE: rot_quarters / 4 of the pairs rotate (llama.cpp
+                       * loads it with a global layer only, and refuses a file with a tensor it did not load) */
         const int g = sh->head_dim ? sh->head_dim : D / sh->n_heads, pairs = g / 2, rot = pairs * sh->rot_quarters / 4;
         float f[2048];
         if (pairs > 2048) return 0;
@@ -136,6 +171,7 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
         T("ffn_up.weight", t_in, D, F, 0);
         T("ffn_down.weight", synth_layer_type(mt, 1, l, L, F), F, D, 0);
         T("post_ffw_norm.weight", SLM_F32, D, 1, 1);
+        if (sh->experts && !experts(s, sh, mt, l)) return 0;
         if (P) {
             T("inp_gate.weight", t_in, D, P, 0);
             T("proj.weight", synth_layer_type(mt, 0, l, L, P), P, D, 0);

@@ -533,6 +533,7 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
         t->flags = row_flags(c, i);
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
         if (nd->weight && (s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s; /* the selection bias */
+        if (nd->weight2 && (s = ref_weight(c, nd->weight2, &t->ref[SLM_REF_SRC2]))) return s; /* the down scales */
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
     }
@@ -552,6 +553,7 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
             t->ref[SLM_REF_SRC3] = ref_node(c, nd->in[2]);
             t->ref[SLM_REF_DST] = ref_node(c, i);
             t->a = nd->n_in > 4 ? 2 : nd->n_in > 3; /* the shared expert, gated or not */
+            t->b = nd->moe_set;                      /* gemma4: the sum alone, not into x */
             if (t->a) t->ref[SLM_REF_SRC1] = ref_node(c, nd->in[3]);
             if (t->a == 2) t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[4]);
         }
@@ -577,7 +579,8 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
             t->b = e;
             t->c = K;
             t->window = E;
-            t->flags = SLM_TF_EXPERT | (nd->gather ? SLM_TF_EXPERT_GATHER : SLM_TF_PRE_SWIGLU);
+            t->flags = SLM_TF_EXPERT | (nd->gather ? SLM_TF_EXPERT_GATHER : SLM_TF_PRE_SWIGLU) |
+                       (!nd->gather && nd->gelu ? SLM_TF_GELU : 0); /* gemma4's GeGLU experts */
             slm_amx_choose(t->wtype, t->m, t->n0, t->n1, t->tiles);
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
             t->ref[SLM_REF_SRC0].ld = (uint32_t)k;

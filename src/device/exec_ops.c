@@ -219,12 +219,14 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
  * largest score (plus the selection bias src1, when set; softmax without
  * one: of the largest logit, the same order) (ties: the lower index, as a
  * stable sort) into sel, their unbiased scores as weights (over their sum
- * when a = 1, the sum clamped as llama.cpp's; then times f2), each chosen
- * expert counted in ex. key: E floats of scratch. */
+ * when a = 1, the sum clamped as llama.cpp's; then times f2, then times
+ * the expert's scale src2 when set: gemma4's), each chosen expert counted in
+ * ex. key: E floats of scratch. */
 static int route_row(const slm_task *t, int r, float *key, int32_t *sel, float *wt, int32_t *ex) {
     const int K = t->c, E = t->n, sigmoid = t->b == 1;
     const float *lg = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
     const float *bias = t->ref[SLM_REF_SRC1].space ? t->p[SLM_REF_SRC1] : NULL;
+    const float *dscale = t->ref[SLM_REF_SRC2].space ? t->p[SLM_REF_SRC2] : NULL; /* gemma4's per-expert scales */
     float mx = lg[0], sum = 0.0f, wsum = 0.0f;
     for (int e = 1; e < E; e++) mx = lg[e] > mx ? lg[e] : mx;
     for (int e = 0; e < E && !sigmoid; e++) sum += expf(lg[e] - mx);
@@ -249,6 +251,7 @@ static int route_row(const slm_task *t, int r, float *key, int32_t *sel, float *
     for (int s = 0; s < K; s++) {
         if (t->a) wt[s] /= wsum;
         if (t->f2 != 0.0f) wt[s] *= t->f2;
+        if (dscale) wt[s] *= dscale[sel[s]];
     }
     return 0;
 }
@@ -281,7 +284,8 @@ slm_status slm_exec_moe_route(const slm_task *t, rows rr) {
     return SLM_OK;
 }
 
-/* x[r, n0:n1] += scale * sum over the row's slots of weight * y[place]. */
+/* x[r, n0:n1] += scale * sum over the row's slots of weight * y[place]
+ * (b = 1: x[r, n0:n1] = that sum). */
 slm_status slm_exec_moe_combine(const slm_task *t, rows rr) {
     const int T = t->m, K = t->c, w = t->n1 - t->n0;
     const int32_t *tab = t->p[SLM_REF_SRC3];
@@ -310,7 +314,10 @@ slm_status slm_exec_moe_combine(const slm_task *t, rows rr) {
             }
             if (sh)
                 for (int j = 0; j < jn; j++) acc[j] += sg * sh[j0 + j];
-            for (int j = 0; j < jn; j++) x[j0 + j] += scale * acc[j];
+            if (t->b) /* gemma4: the sum alone (x lent its storage) */
+                for (int j = 0; j < jn; j++) x[j0 + j] = scale * acc[j];
+            else
+                for (int j = 0; j < jn; j++) x[j0 + j] += scale * acc[j];
         }
     }
     return SLM_OK;

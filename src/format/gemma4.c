@@ -137,14 +137,71 @@ slm_status slm_gguf_gemma4_shape(const slm_gguf *g, const char *file, slm_model_
     return SLM_OK;
 }
 
+/* Gemma 4 with experts (26B-A4B; llama.cpp's keys and gemma4 graph): the
+ * expert_count experts of width expert_feed_forward_length, expert_used_count
+ * of them per row, beside the dense FFN of every layer (feed_forward_length,
+ * which becomes dense_ffn). llama.cpp's gemma4 graph fixes the routing
+ * (softmax, the top K renormalized, no weight scale, no shared experts,
+ * no groups): a file that asks for another is refused naming the key. Every
+ * layer must have the router (the tensors' check names a missing one). */
+static slm_status expert_params(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err) {
+    char key[96];
+    slm_status s;
+#define KEY(suffix) (snprintf(key, sizeof key, "gemma4." suffix), key)
+    int n = 0, used = 0, width = 0;
+    const int has_router = slm_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight") != NULL;
+    if ((s = key_int(g, file, KEY("expert_count"), has_router, 0, 1024, &n, err))) return s;
+    if (!n) {
+        if (has_router)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'gemma4.expert_count' = 0 with a router "
+                            "(blk.0.ffn_gate_inp.weight)", file);
+        return SLM_OK;
+    }
+    if ((s = key_int(g, file, KEY("expert_used_count"), 1, 1, n < 64 ? n : 64, &used, err))) return s;
+    if ((s = key_int(g, file, KEY("expert_feed_forward_length"), 1, 1, 1 << 18, &width, err))) return s;
+    int64_t v;
+    if (slm_gguf_find(g, KEY("expert_gating_func")) >= 0 && (!slm_gguf_get_i64(g, key, &v) || v != 1))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': gemma4 routes by softmax (1) only", file, key);
+    int norm = 1;
+    if (slm_gguf_find(g, KEY("expert_weights_norm")) >= 0 && (!slm_gguf_get_bool(g, key, &norm) || !norm))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': gemma4 renormalizes its top-K weights (true only)",
+                        file, key);
+    float f = 1.0f;
+    if (slm_gguf_find(g, KEY("expert_weights_scale")) >= 0 && (!slm_gguf_get_f32(g, key, &f) || f != 1.0f))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': gemma4's routed weights are not scaled (1 only)", file,
+                        key);
+    static const char *const none[4] = {"expert_shared_count", "expert_shared_feed_forward_length",
+                                        "expert_group_count", "leading_dense_block_count"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(key, sizeof key, "gemma4.%s", none[i]);
+        if (slm_gguf_find(g, key) >= 0 && (!slm_gguf_get_i64(g, key, &v) || v > (i == 2 ? 1 : 0)))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': gemma4 with experts has none (its dense FFN is "
+                            "its shared branch)", file, key);
+    }
+    /* per-expert scales of the gate and up (llama.cpp's optional *_exps.scale) are not run */
+    static const char *const scales[3] = {"blk.0.ffn_gate_exps.scale", "blk.0.ffn_up_exps.scale",
+                                          "blk.0.ffn_gate_up_exps.scale"};
+    for (int i = 0; i < 3; i++)
+        if (slm_gguf_find_tensor(g, scales[i]))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': per-expert scales of the gate and up are not "
+                            "supported (of the down projection they are)", file, scales[i]);
+    c->n_experts = n;
+    c->n_experts_used = used;
+    c->expert_norm = 1;
+    c->dense_ffn = c->hidden_dim;
+    c->hidden_dim = width;
+    c->moe_dense = 1;
+    c->expert_down_scale = slm_gguf_find_tensor(g, "blk.0.ffn_down_exps.scale") != NULL;
+#undef KEY
+    return SLM_OK;
+}
+
 slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err) {
     char key[96];
     slm_status s;
 #define KEY(suffix) (snprintf(key, sizeof key, "gemma4." suffix), key)
     int kl = 0, vl = 0, rd = 0, pl = 0;
-    if (slm_gguf_find(g, KEY("expert_count")) >= 0 || slm_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight"))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: gemma4 with experts (26B-A4B) is not supported yet; the dense "
-                        "E2B, E4B and 31B are", file);
+    if ((s = expert_params(g, file, c, err))) return s;
     if ((s = key_int(g, file, KEY("attention.key_length_swa"), 1, 2, 4096, &kl, err))) return s;
     if ((s = key_int(g, file, KEY("attention.value_length_swa"), 1, 2, 4096, &vl, err))) return s;
     if (vl != kl)
@@ -189,6 +246,9 @@ slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, 
         if (c->head_dim_swa || c->n_kv_heads_swa || c->rope_dims_swa || c->kv_shared || c->hidden_dim_shared || c->ple_dim ||
             c->v_norm || c->rope_freqs_global || c->layer_scale)
             return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4's per-kind layer fields on %.31s", file, c->arch);
+        if (c->moe_dense || c->expert_down_scale)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4's expert fields moe_dense %d, expert_down_scale %d on "
+                            "%.31s", file, c->moe_dense, c->expert_down_scale, c->arch);
         return SLM_OK;
     }
     if (c->head_dim_swa < 2 || c->head_dim_swa > 4096 || c->head_dim_swa % 2)
@@ -205,10 +265,22 @@ slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, 
     if (c->ple_dim < 0 || c->ple_dim > (1 << 16) || (int64_t)c->ple_dim * c->n_layers > (1 << 22))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config ple_dim = %d out of range", file, c->ple_dim);
     if ((c->v_norm | c->rope_freqs_global | c->layer_scale) & ~1 || (c->rope_freqs_global && !c->rope_freqs) ||
-        !c->rope_neox || c->n_experts)
+        !c->rope_neox)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4 flags v_norm %d, rope_freqs_global %d, layer_scale %d, "
-                        "neox %d, experts %d out of range", file, c->v_norm, c->rope_freqs_global, c->layer_scale,
-                        c->rope_neox, c->n_experts);
+                        "neox %d out of range", file, c->v_norm, c->rope_freqs_global, c->layer_scale, c->rope_neox);
+    /* with experts: every layer an MoE layer beside its dense FFN, llama.cpp's fixed routing */
+    if ((c->moe_dense | c->expert_down_scale) & ~1 || c->moe_dense != (c->n_experts > 0) ||
+        (c->expert_down_scale && !c->moe_dense))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4 moe_dense %d, expert_down_scale %d with %d experts", file,
+                        c->moe_dense, c->expert_down_scale, c->n_experts);
+    if (c->n_experts && (c->dense_lead || c->dense_ffn < 1 || c->dense_ffn > (1 << 22) || c->shared_ffn ||
+                         c->expert_sigmoid || c->expert_sel_bias || c->expert_bias || c->expert_scale != 0.0f ||
+                         c->expert_norm != 1 || !c->ffn_gelu || !c->post_norms || c->swiglu_limit != 0.0f))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4's experts with dense_lead %d, dense_ffn %d, shared_ffn %d, "
+                        "sigmoid %d, selection bias %d, biases %d, scale %g, norm %d, gelu %d, post norms %d (its routing "
+                        "is softmax, top K renormalized, beside a dense FFN)", file, c->dense_lead, c->dense_ffn,
+                        c->shared_ffn, c->expert_sigmoid, c->expert_sel_bias, c->expert_bias, (double)c->expert_scale,
+                        c->expert_norm, c->ffn_gelu, c->post_norms);
     if (c->recur_interval || c->attn_gate)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config: gemma4 with qwen35's recurrent layers (recur_interval %d) or "
                         "gated query (attn_gate %d)", file, c->recur_interval, c->attn_gate);

@@ -91,6 +91,34 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
     return SLM_OK;
 }
 
+/* The fused gate and up of the experts (gemma4: llama.cpp's
+ * blk.N.ffn_gate_up_exps.weight [dim, 2 * width, n_experts]): in each
+ * expert's slice the gate's rows come first, then the up's (llama.cpp's
+ * views of the product), so expert e's ffn_gate.E and ffn_up.E are the two
+ * halves of its bytes. Tensor i leaves the table. */
+static slm_status split_gate_up(slm_model_file *m, const char *file, int i, int l, int cap, slm_err *err) {
+    const int E = m->cfg.n_experts;
+    const slm_tensor whole = m->tensors[i];
+    if (whole.n_dims != 3 || whole.ne[2] != E || whole.ne[1] % 2 || whole.nbytes % (2 * (uint64_t)E))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld, %lld] (%llu bytes), the config needs "
+                        "[in, 2 x width, %d]", file, whole.name, (long long)whole.ne[0], (long long)whole.ne[1],
+                        (long long)whole.ne[2], (unsigned long long)whole.nbytes, E);
+    if (m->n_tensors + 2 * E - 1 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
+    const uint64_t eb = whole.nbytes / (uint64_t)E;
+    for (int e = 0; e < E; e++)
+        for (int j = 0; j < 2; j++) {
+            slm_tensor *d = e || j ? &m->tensors[m->n_tensors++] : &m->tensors[i];
+            *d = whole;
+            snprintf(d->name, sizeof d->name, "blk.%d.ffn_%s.%d.weight", l, j ? "up" : "gate", e);
+            d->n_dims = 2;
+            d->ne[1] = whole.ne[1] / 2;
+            d->ne[2] = 1;
+            d->data = (const uint8_t *)whole.data + (uint64_t)e * eb + (uint64_t)j * (eb / 2);
+            d->nbytes = eb / 2;
+        }
+    return SLM_OK;
+}
+
 /* Expert matrices (MoE): a 3-D blk.N.ffn_{gate,up,down}_exps.weight
  * [in, out, n_experts] becomes n_experts matrices blk.N.ffn_gate.E.weight
  * (the names of the older per-expert files), each a slice of the same
@@ -98,6 +126,7 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
  * config, and only tensors whose third dimension is that count. */
 static slm_status split_experts(slm_model_file *m, const char *file, int cap, slm_err *err) {
     const int E = m->cfg.n_experts;
+    slm_status s;
     if (E <= 0) return SLM_OK;
     const int n0 = m->n_tensors;
     for (int i = 0; i < n0; i++) {
@@ -105,6 +134,11 @@ static slm_status split_experts(slm_model_file *m, const char *file, int cap, sl
         int l, end = 0;
         char kind[16];
         char what[8] = "weight";
+        if (sscanf(t->name, "blk.%d.ffn_gate_up_exps.weight%n", &l, &end) == 1 && end > 0 && !t->name[end] && l >= 0) {
+            if ((s = split_gate_up(m, file, i, l, cap, err))) return s;
+            continue;
+        }
+        end = 0;
         if (sscanf(t->name, "blk.%d.ffn_%5[a-z]_exps.%6[a-z]%n", &l, kind, what, &end) != 3 || end == 0 || t->name[end] ||
             l < 0 || (strcmp(what, "weight") && strcmp(what, "bias")))
             continue;
@@ -262,6 +296,7 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
     const int is_glm = !strcmp(A, "glm4moe");
     const int moe_family = is_qwen3moe || is_olmoe || is_gmoe || is_oss || is_q2 || is_glm;
     int n = 0, used = 0;
+    if (!strcmp(A, "gemma4")) return SLM_OK; /* its experts: slm_gguf_gemma4_params */
     if ((s = get_int(g, file, KEY("expert_count"), moe_family, &n, err))) return s;
     if (!n) return SLM_OK;
     if (!moe_family && strcmp(A, "llama"))
@@ -659,6 +694,8 @@ static slm_status load_tensors(slm_model_file *m, const slm_gguf *g, const char 
         if (c->n_experts && ((nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) ||
                              (nm.len >= 10 && !memcmp(nm.s + nm.len - 10, "_exps.bias", 10))))
             cap += (uint64_t)c->n_experts;
+        if (c->n_experts && nm.len >= 19 && !memcmp(nm.s + nm.len - 19, "gate_up_exps.weight", 19))
+            cap += (uint64_t)c->n_experts; /* two matrices per expert */
     }
     if (cap > (1u << 24))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: n_tensors: %llu tensors after splitting fused and expert matrices", file,

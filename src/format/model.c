@@ -200,6 +200,39 @@ static slm_status check_tensor(const slm_model_file *m, const char *file, const 
     return SLM_OK;
 }
 
+/* gemma4's MoE layer l beside its dense FFN: the router's input gains
+ * ffn_gate_inp.scale, the experts' norms pre_ffw_norm_2 / post_ffw_norm_2
+ * and the dense branch's post_ffw_norm_1 [dim]; the per-expert down scales
+ * ffn_down_exps.scale [E] (expert_down_scale), finite numbers. */
+static slm_status check_gemma4_experts(const slm_model_file *m, const char *file, int l, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    static const char *const vec[4] = {"blk.%d.ffn_gate_inp.scale", "blk.%d.pre_ffw_norm_2.weight",
+                                       "blk.%d.post_ffw_norm_1.weight", "blk.%d.post_ffw_norm_2.weight"};
+    char name[64];
+    slm_status s;
+    for (int j = 0; j < 4; j++) {
+        snprintf(name, sizeof name, vec[j], l);
+        if ((s = check_tensor(m, file, name, c->dim, 1, 1, err))) return s;
+    }
+    snprintf(name, sizeof name, "blk.%d.ffn_down_exps.scale", l);
+    if (!c->expert_down_scale) {
+        if (slm_model_tensor(m, name))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': per-expert scales on a layer after one without", file,
+                            name);
+        return SLM_OK;
+    }
+    if ((s = check_tensor(m, file, name, c->n_experts, 1, 1, err))) return s;
+    const slm_tensor *t = slm_model_tensor(m, name);
+    for (int e = 0; e < c->n_experts; e++) {
+        float v;
+        memcpy(&v, (const float *)t->data + e, sizeof v);
+        if (!isfinite(v) || !(fabsf(v) < 1e6f))
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': expert %d's scale %g is out of range", file, name, e,
+                            (double)v);
+    }
+    return SLM_OK;
+}
+
 /* MoE layers (after the leading dense ones): the router
  * blk.N.ffn_gate_inp.weight [dim, n_experts], its selection bias
  * blk.N.exp_probs_b.bias [n_experts] (expert_sel_bias) and
@@ -233,6 +266,7 @@ static slm_status check_experts(slm_model_file *m, const char *file, slm_err *er
                 if ((s = check_tensor(m, file, name, out, 1, 1, err))) return s;
                 slm_model_expert(m, l, 3 + j, e) = slm_model_tensor(m, name);
             }
+        if (c->moe_dense && (s = check_gemma4_experts(m, file, l, err))) return s;
         for (int j = 0; j < 4 && c->shared_ffn; j++) { /* the shared expert; its gate a matrix of one row */
             static const char *const sh[4] = {"gate", "up", "down", "gate_inp"};
             const int64_t in = j == 2 ? c->shared_ffn : c->dim, out = j == 3 ? 1 : j == 2 ? c->dim : c->shared_ffn;
@@ -443,7 +477,9 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(shared_ffn, 0, c->n_experts ? 1 << 22 : 0);
     RANGE(shared_gate, 0, c->shared_ffn ? 1 : 0);
     RANGE(dense_lead, 0, c->n_experts ? c->n_layers : 0);
-    RANGE(dense_ffn, c->n_experts && c->dense_lead ? 1 : 0, c->n_experts && c->dense_lead ? 1 << 22 : 0);
+    /* the leading dense layers' width (glm4moe), or the dense branch of every MoE layer (gemma4) */
+    RANGE(dense_ffn, c->n_experts && (c->dense_lead || c->moe_dense) ? 1 : 0,
+          c->n_experts && (c->dense_lead || c->moe_dense) ? 1 << 22 : 0);
     RANGE(expert_sigmoid, 0, c->n_experts ? 1 : 0);
     RANGE(expert_sel_bias, 0, c->n_experts ? 1 : 0);
     RANGE(nextn_layers, 0, 1 << 16);
@@ -511,7 +547,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
             if (c->no_pre_norms && k[j].vec) continue;
             if (recur && j >= 1 && j <= 4) continue; /* no attention: its DeltaNet above */
             const int ne1 = j == 1 && c->attn_gate ? 4 : k[j].ne1; /* the gated query: query and gate rows */
-            if (slm_layer_moe(c, l) && j >= 6) continue; /* the experts below */
+            if (slm_layer_moe(c, l) && !c->moe_dense && j >= 6) continue; /* the experts below */
             snprintf(name, sizeof name, k[j].fmt, l);
             /* gemma4: a KV-shared layer's K/V are not read; V is K where attn_v is absent */
             if ((j == 2 || j == 3) && !slm_layer_has_kv(c, l)) continue;

@@ -157,6 +157,17 @@ typedef struct slm_model_config {
     int v_norm;
     int rope_freqs_global;
     int layer_scale;
+    /* Gemma 4 with experts (26B-A4B; its own range of the blob's family
+     * record). moe_dense: every layer is an MoE layer that keeps its dense
+     * GeGLU FFN (width dense_ffn; ffn_norm, then post_ffw_norm_1 on its
+     * output) beside the routed GeGLU experts (their input normed by
+     * pre_ffw_norm_2, their weighted sum by post_ffw_norm_2); the two sum
+     * into post_ffw_norm. The router reads rmsnorm(x) without a gain times
+     * blk.N.ffn_gate_inp.scale [dim] and 1/sqrt(dim); softmax, top K
+     * renormalized. expert_down_scale: blk.N.ffn_down_exps.scale [E]
+     * multiplies expert e's output (folded into its routing weight). */
+    int moe_dense;
+    int expert_down_scale;
 } slm_model_config;
 
 /* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down; 3..5 their biases (a validated MoE model). */

@@ -115,16 +115,13 @@ static void shared_expert(builder *b, int xn, int l, int sh[2]) {
  * with the SwiGLU as its prologue, the shared expert when the model has
  * one, and the weighted sum (plus the shared expert's output) into the
  * residual. */
-static int moe_ffn(builder *b, int x, int xn, int l) {
+/* The routing table of the router's logits and the experts' down rows
+ * [T, K * dim] of the input xn (their gate and up over the rows routed to
+ * each, the down projection with the SwiGLU or GeGLU as its prologue);
+ * *route receives the table. */
+static int experts(builder *b, int xn, int logits, int l, int *route_out) {
     const slm_model_config *c = &b->m->cfg;
     const int E = c->n_experts, K = c->n_experts_used, T = SLM_DIM_T;
-    if (!b->m->experts) {
-        slm_errf(b->err, SLM_ERR_INTERNAL, "%s: no expert table", slm_basename(b->m->path));
-        b->failed = 1;
-        return -1;
-    }
-    int logits = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate_inp.weight", l), T, E);
-    if (c->expert_bias) logits = unary_w(b, SLM_OP_BIAS, logits, W(b, "blk.%d.ffn_gate_inp.bias", l), T, E);
     slm_node n = node(SLM_OP_MOE_ROUTE, T, 3 * K + 2 * E);
     set_in(&n, logits, -1, -1, -1, -1);
     n.dtype = SLM_I32;
@@ -134,8 +131,10 @@ static int moe_ffn(builder *b, int x, int xn, int l) {
     n.expert_sigmoid = c->expert_sigmoid;
     n.weight = c->expert_sel_bias ? W(b, "blk.%d.exp_probs_b.bias", l) : NULL;
     n.scale = c->expert_scale;
+    n.weight2 = c->expert_down_scale ? W(b, "blk.%d.ffn_down_exps.scale", l) : NULL;
     n.layer = l;
     const int route = add(b, n);
+    *route_out = route;
     int h[3];
     for (int j = 0; j < 3; j++) {
         n = node(SLM_OP_MOE_MATMUL, T, K * (j == 2 ? c->dim : c->hidden_dim));
@@ -151,19 +150,67 @@ static int moe_ffn(builder *b, int x, int xn, int l) {
         if (j == 2) {
             n.oai_alpha = c->swiglu_alpha;
             n.oai_limit = c->swiglu_limit;
+            n.gelu = c->ffn_gelu; /* gemma4's experts: GeGLU */
         }
         n.layer = l;
         h[j] = add(b, n);
     }
+    return h[2];
+}
+
+/* A mixture-of-experts FFN: the router's logits, the experts, the shared
+ * expert when the model has one, and the weighted sum (plus the shared
+ * expert's output) into the residual. */
+static int moe_ffn(builder *b, int x, int xn, int l) {
+    const slm_model_config *c = &b->m->cfg;
+    const int E = c->n_experts, K = c->n_experts_used, T = SLM_DIM_T;
+    if (!b->m->experts) {
+        slm_errf(b->err, SLM_ERR_INTERNAL, "%s: no expert table", slm_basename(b->m->path));
+        b->failed = 1;
+        return -1;
+    }
+    int logits = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate_inp.weight", l), T, E);
+    if (c->expert_bias) logits = unary_w(b, SLM_OP_BIAS, logits, W(b, "blk.%d.ffn_gate_inp.bias", l), T, E);
+    int route = -1;
+    const int down = experts(b, xn, logits, l, &route);
+    slm_node n;
     int sh[2] = {-1, -1};
     if (c->shared_ffn) shared_expert(b, xn, l, sh);
     n = node(SLM_OP_MOE_COMBINE, T, c->dim);
-    set_in(&n, x, h[2], route, sh[0], sh[1]);
+    set_in(&n, x, down, route, sh[0], sh[1]);
     n.n_experts = E;
     n.n_used = K;
     n.scale = c->residual_scale;
     n.layer = l;
     return add(b, n);
+}
+
+/* gemma4's experts branch of the residual x (its MoE layers): the router
+ * reads rmsnorm(x) times ffn_gate_inp.scale (a matmul prologue) and its
+ * product times 1/sqrt(dim); the experts read x normed by pre_ffw_norm_2;
+ * their weighted sum (in that input's storage) normed by post_ffw_norm_2. */
+static int gemma4_experts(builder *b, int x, int l) {
+    const slm_model_config *c = &b->m->cfg;
+    const int T = SLM_DIM_T;
+    if (!b->m->experts) {
+        slm_errf(b->err, SLM_ERR_INTERNAL, "%s: no expert table", slm_basename(b->m->path));
+        b->failed = 1;
+        return -1;
+    }
+    const int rn = rmsnorm(b, x, W(b, "blk.%d.ffn_gate_inp.scale", l), c->dim, 0, l);
+    const int logits = unary_w(b, SLM_OP_MATMUL, rn, W(b, "blk.%d.ffn_gate_inp.weight", l), T, c->n_experts);
+    if (logits >= 0) b->g->nodes[logits].scale = 1.0f / sqrtf((float)c->dim);
+    const int xn = rmsnorm(b, x, W(b, "blk.%d.pre_ffw_norm_2.weight", l), c->dim, 0, l);
+    int route = -1;
+    const int down = experts(b, xn, logits, l, &route);
+    slm_node n = node(SLM_OP_MOE_COMBINE, T, c->dim);
+    set_in(&n, xn, down, route, -1, -1);
+    n.n_experts = c->n_experts;
+    n.n_used = c->n_experts_used;
+    n.moe_set = 1;
+    n.layer = l;
+    const int sum = add(b, n);
+    return rmsnorm(b, sum, W(b, "blk.%d.post_ffw_norm_2.weight", l), c->dim, 0, l);
 }
 
 /* gemma4's per-layer inputs [T, ple * layers] of the scaled embedding x:
@@ -268,6 +315,29 @@ static int delta_layer(builder *b, int x, int cpos, int l) {
     const int out = unary_w(b, SLM_OP_MATMUL, gated, W(b, "blk.%d.ssm_out.weight", l), T, c->dim);
     n = node(SLM_OP_ADD, T, c->dim);
     set_in(&n, x, out, -1, -1, -1);
+    return add(b, n);
+}
+
+/* The dense FFN of layer l on the normed row xn (SwiGLU or GeGLU; its
+ * product times granite's residual scale); gemma4 with experts: that
+ * normed by post_ffw_norm_1, plus the experts' branch of the residual x. */
+static int ffn_branch(builder *b, int x, int xn, int l) {
+    const slm_model_config *c = &b->m->cfg;
+    const int F = slm_layer_ffn(c, l), T = SLM_DIM_T;
+    int gate = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_gate.weight", l), T, F);
+    int up = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.ffn_up.weight", l), T, F);
+    slm_node n = node(SLM_OP_SWIGLU, T, F);
+    set_in(&n, gate, up, -1, -1, -1);
+    n.gelu = c->ffn_gelu;
+    int h = add(b, n);
+    int down = unary_w(b, SLM_OP_MATMUL, h, W(b, "blk.%d.ffn_down.weight", l), T, c->dim);
+    if (down >= 0) b->g->nodes[down].scale = c->residual_scale;
+    if (!c->moe_dense) return down;
+    down = rmsnorm(b, down, W(b, "blk.%d.post_ffw_norm_1.weight", l), c->dim, 0, l);
+    const int ex = gemma4_experts(b, x, l);
+    n = node(SLM_OP_ADD, T, c->dim);
+    set_in(&n, down, ex, -1, -1, -1);
+    n.layer = l;
     return add(b, n);
 }
 
@@ -391,19 +461,11 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         x = add(&b, n);
     ffn:
         xn = c->no_pre_norms ? x : rmsnorm(&b, x, W(&b, "blk.%d.ffn_norm.weight", l), c->dim, 0, l);
-        if (slm_layer_moe(c, l)) { /* glm4moe: after the leading dense layers */
+        if (slm_layer_moe(c, l) && !c->moe_dense) { /* glm4moe: after the leading dense layers */
             x = moe_ffn(&b, x, xn, l);
             continue;
         }
-        const int F = slm_layer_ffn(c, l);
-        int gate = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_gate.weight", l), T, F);
-        int up = unary_w(&b, SLM_OP_MATMUL, xn, W(&b, "blk.%d.ffn_up.weight", l), T, F);
-        n = node(SLM_OP_SWIGLU, T, F);
-        set_in(&n, gate, up, -1, -1, -1);
-        n.gelu = c->ffn_gelu;
-        int h = add(&b, n);
-        int down = unary_w(&b, SLM_OP_MATMUL, h, W(&b, "blk.%d.ffn_down.weight", l), T, c->dim);
-        if (down >= 0) g->nodes[down].scale = c->residual_scale;
+        int down = ffn_branch(&b, x, xn, l);
         if (c->post_norms) down = rmsnorm(&b, down, W(&b, "blk.%d.post_ffw_norm.weight", l), c->dim, 0, l);
         n = node(SLM_OP_ADD, T, c->dim);
         set_in(&n, x, down, -1, -1, -1);

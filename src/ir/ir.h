@@ -51,7 +51,8 @@ typedef enum slm_op {
     SLM_OP_MOE_COMBINE,/* in: x [T, n], y [T, K*n] (the down rows), route, and optionally
                           the shared expert's output s [T, n] and its gate's logit g [T, 1]
                           -> x + scale * (sum over the K slots of weight * y + sigmoid(g) * s)
-                          (no g: s alone) (in place on x) */
+                          (no g: s alone) (in place on x); moe_set: the sum alone, in x's
+                          storage (gemma4) */
     /* Hybrid recurrent layers (qwen35's Gated DeltaNet). The state inputs
      * (conv window, delta state) are program inputs the runtime binds to its
      * state buffer; these nodes update them in place. */
@@ -148,6 +149,11 @@ typedef struct slm_node {
     const slm_tensor *const *experts;
     const slm_tensor *const *expert_bias; /* MOE_MATMUL: the E experts' output biases, or NULL */
     float oai_alpha, oai_limit; /* MOE_MATMUL down (pre = SWIGLU): the clamped SwiGLU when limit > 0 */
+    /* gemma4's experts: MOE_MATMUL down: gelu = 1 its GeGLU prologue; MOE_ROUTE: weight2 the
+     * per-expert scales [E] (each chosen weight times its expert's), or NULL; MOE_COMBINE: moe_set
+     * = 1 the weighted sum replaces x (x lends its storage: the experts' normed input, read by
+     * then), no residual and no shared expert */
+    int moe_set;
 } slm_node;
 
 typedef struct slm_graph {

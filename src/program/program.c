@@ -178,10 +178,10 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->flags & SLM_TF_EXPERT)
             fprintf(f, " expert=%d/%d used=%d%s", t->b, t->window, t->c, (t->flags & SLM_TF_EXPERT_GATHER) ? " gather" : "");
         if (t->op == SLM_T_MOE_ROUTE)
-            fprintf(f, " experts=%d used=%d%s%s%s", t->n, t->c, t->a ? " norm" : "", t->b ? " sigmoid" : "",
-                    t->ref[SLM_REF_SRC1].space ? " select-bias" : "");
+            fprintf(f, " experts=%d used=%d%s%s%s%s", t->n, t->c, t->a ? " norm" : "", t->b ? " sigmoid" : "",
+                    t->ref[SLM_REF_SRC1].space ? " select-bias" : "", t->ref[SLM_REF_SRC2].space ? " expert-scales" : "");
         if (t->op == SLM_T_MOE_ROUTE && t->f2 != 0.0f) fprintf(f, " scale=%g", (double)t->f2);
-        if (t->op == SLM_T_MOE_COMBINE) fprintf(f, " used=%d", t->c);
+        if (t->op == SLM_T_MOE_COMBINE) fprintf(f, " used=%d%s", t->c, t->b ? " set" : "");
         if (t->flags & SLM_TF_ONE_ROW) fprintf(f, " one-row");
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");

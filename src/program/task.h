@@ -86,7 +86,8 @@ typedef enum slm_task_op {
                         1: sigmoid of each logit), its c = K experts of the largest scores
                         plus src1 (the selection bias [n] f32, when src1 is set; ties: the
                         lower index), their unbiased scores as weights, divided by their
-                        sum when a = 1, then times f2 (0: 1). Table (i32 units, T = m):
+                        sum when a = 1, then times f2 (0: 1), then (gemma4) times src2[e]
+                        (the per-expert scales [n] f32, when src2 is set). Table (i32 units, T = m):
                         [0, TK) rowlist: the (row, slot) pairs sorted by expert, then slot,
                         each as its row; [TK, 2TK) pos[row * K + slot]: that pair's place in
                         rowlist; [2TK, 3TK) the weights (f32) by row * K + slot; at 3TK + 2e
@@ -95,7 +96,8 @@ typedef enum slm_task_op {
                         src0[pos(r, s), n0:n1] (the experts' down rows, ld n), the table src3,
                         + the shared expert: a = 1: src1[r, n0:n1] (its rows [m, n]); a = 2:
                         sigmoid(src2[r]) * src1[r, n0:n1] (src2: its gate's logits [m, 1]));
-                        a = 0: no shared expert */
+                        a = 0: no shared expert; b = 1 (gemma4): dst[r, n0:n1] = the sum
+                        alone (a = 0, f2 = 0), dst's previous values unread */
     /* Gated DeltaNet layers (qwen35). The state operands are the program's
      * conv_state / recurrent_state inputs: `window` rows (sequences) of
      * their per-sequence size; row r's sequence is cache_position[r] / k (k = the KV rows of one sequence's region, so a
