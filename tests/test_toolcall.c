@@ -237,6 +237,25 @@ static void test_xml(void) {
     expect(X, "<|im_start|>assistant\n<tool_call>\n", "Once upon a time", "Once upon a time");
 }
 
+/* xml: the tools' string parameters stay strings */
+static void test_xml_types(void) {
+    got g;
+    memset(&g, 0, sizeof g);
+    g.last = -1;
+    slm_toolcall t;
+    slm_tool_init(&t, SLM_TOOL_XML, NULL, collect, &g);
+    CHECK(slm_tool_xml_types(&t, "[{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {\"type\": \"object\", "
+                                 "\"properties\": {\"zip\": {\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}}}}}]") == SLM_OK);
+    const char *r = "<tool_call>\n<function=f>\n<parameter=zip>\n01234\n</parameter>\n<parameter=n>\n7\n</parameter>\n"
+                    "<parameter=other>\n8\n</parameter>\n</function>\n</tool_call><function=g>\n<parameter=zip>\n5\n</parameter>\n</function>";
+    slm_tool_feed(&t, r, strlen(r));
+    slm_tool_finish(&t);
+    slm_tool_free(&t);
+#ifdef SLM_HAVE_CJSON
+    CHECKF(!strcmp(g.s, C("f") "{\"zip\": \"01234\", \"n\": 7, \"other\": 8}" END_ C("g") "{\"zip\": 5}" END_), "%s", g.s);
+#endif
+}
+
 static void test_none(void) {
     expect(SLM_TOOL_NONE, NULL, "<tool_call>{\"name\": \"f\"}</tool_call>", "<tool_call>{\"name\": \"f\"}</tool_call>");
 }
@@ -303,6 +322,7 @@ int main(void) {
     T_RUN(test_mistral);
     T_RUN(test_harmony);
     T_RUN(test_xml);
+    T_RUN(test_xml_types);
     T_RUN(test_none);
     T_RUN(test_hold_only_calls);
     T_RUN(test_detect);

@@ -224,6 +224,58 @@ static void test_harmony(void) {
     CHECKF(strstr(err.msg, "get_weather"), "%s", err.msg);
 }
 
+/* Qwen3-Coder / Qwen3.5's XML calls: parameters in the schema's order, strings as text */
+#define X_OPEN "<tool_call>\n<function="
+#define X_P(k, v) "<parameter=" k ">\n" v "\n</parameter>\n"
+#define X_END "</function>\n</tool_call>"
+static void test_xml(void) {
+    const int F = SLM_TOOL_XML;
+    slm_grammar *g = build(F, k_fns, 2, 0, 0, "<|im_start|>assistant\n");
+    if (!g) return;
+    takes(g, F, NULL, X_OPEN "get_weather>\n" X_P("city", "Paris") X_END, "get_weather({\"city\": \"Paris\"});");
+    takes(g, F, NULL, X_OPEN "get_weather>\n" X_P("city", "Oslo") X_P("days", "3") X_P("unit", "c") X_END,
+          "get_weather({\"city\": \"Oslo\", \"days\": 3, \"unit\": \"c\"});");
+    takes(g, F, NULL, X_OPEN "tell_story>\n" X_P("topic", "a cat\nand a dog") X_END, "tell_story({\"topic\": \"a cat\\nand a dog\"});");
+    takes(g, F, NULL, X_OPEN "tell_story>\n" X_END, "tell_story({});");
+    refuses(g, F, X_OPEN "get_weather>\n" X_END);                                          /* city required */
+    refuses(g, F, X_OPEN "get_weather>\n" X_P("city", "Llanfairpwllgwyn") X_END);          /* maxLength 12 */
+    refuses(g, F, X_OPEN "get_weather>\n" X_P("city", "a") X_P("days", "1.5") X_END);      /* an integer */
+    refuses(g, F, X_OPEN "get_weather>\n" X_P("city", "a") X_P("unit", "k") X_END);        /* the enum */
+    refuses(g, F, X_OPEN "get_weather>\n" X_P("city", "a") X_P("zip", "1") X_END);         /* not a property */
+    refuses(g, F, X_OPEN "get_weather>\n" X_P("days", "3") X_P("city", "a") X_END);        /* the schema's order */
+    refuses(g, F, X_OPEN "weather>\n" X_P("city", "a") X_END);
+    refuses(g, F, "Sure. " X_OPEN "tell_story>\n" X_END);
+    refuses(g, F, X_OPEN "tell_story>\n" X_END "\n" X_OPEN "tell_story>\n" X_END); /* one call only */
+    slm_grammar_free(g);
+    if ((g = build(F, k_fns, 2, 1, 0, NULL))) { /* parallel */
+        takes(g, F, NULL, X_OPEN "tell_story>\n" X_END "\n" X_OPEN "get_weather>\n" X_P("city", "Rome") X_END,
+              "tell_story({});get_weather({\"city\": \"Rome\"});");
+        slm_grammar_free(g);
+    }
+    const char *open = "<|im_start|>assistant\n<tool_call>\n";
+    if ((g = build(F, k_fns, 2, 0, 0, open))) { /* the prompt opened the call */
+        takes(g, F, open, "<function=tell_story>\n" X_END, "tell_story({});");
+        refuses(g, F, X_OPEN "tell_story>\n" X_END);
+        slm_grammar_free(g);
+    }
+    if ((g = build(F, k_fns, 2, 0, 1, "<|im_start|>assistant\n<think>\n"))) { /* Qwen3.5 thinking first */
+        const char *t = "Weather, then.\n</think>\n\n" X_OPEN "get_weather>\n" X_P("city", "Paris") X_END;
+        CHECK(slm_grammar_matches(g, t, strlen(t)) == 1);
+        slm_grammar_free(g);
+    }
+    /* what the grammar cannot hold a parameter to is refused, naming the function */
+    char *txt = NULL;
+    const char *tokens;
+    int bad = -1;
+    slm_err err = {0};
+    const slm_tool_fn pat[] = {{"lookup", "{\"type\": \"object\", \"properties\": {\"q\": {\"type\": \"string\", \"pattern\": \"^a\"}}}"}};
+    CHECK(slm_tool_grammar(F, pat, 1, 0, 0, NULL, &txt, &tokens, &bad, &err) == SLM_ERR_ARG && !txt);
+    CHECKF(bad == 0 && strstr(err.msg, "'lookup'") && strstr(err.msg, "'pattern'"), "%d %s", bad, err.msg);
+    const slm_tool_fn ref[] = {{"r", "{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#/$defs/x\"}}, \"$defs\": {\"x\": {\"type\": \"integer\"}}}"}};
+    CHECK(slm_tool_grammar(F, ref, 1, 0, 0, NULL, &txt, &tokens, &bad, &err) == SLM_ERR_ARG && !txt);
+    CHECKF(strstr(err.msg, "$ref"), "%s", err.msg);
+}
+
 static void test_refused(void) {
     char *txt = NULL;
     const char *tokens;
@@ -336,6 +388,15 @@ static void gen_format(slm_engine *e, int fmt, const char *prompt, const slm_too
                 memset(&c, 0, sizeof c);
                 slm_toolcall t;
                 slm_tool_init(&t, fmt, prompt, gen_collect, &c);
+                if (fmt == SLM_TOOL_XML) { /* as serve does: the string parameters stay strings */
+                    char tools[2048];
+                    size_t k = (size_t)snprintf(tools, sizeof tools, "[");
+                    for (int f = 0; f < nfns && k < sizeof tools; f++)
+                        k += (size_t)snprintf(tools + k, sizeof tools - k, "%s{\"type\": \"function\", \"function\": {\"name\": \"%s\", "
+                                              "\"parameters\": %s}}", f ? ", " : "", fns[f].name, fns[f].params ? fns[f].params : "{}");
+                    if (k < sizeof tools) snprintf(tools + k, sizeof tools - k, "]");
+                    CHECK(slm_tool_xml_types(&t, tools) == SLM_OK);
+                }
                 slm_tool_feed(&t, out, len);
                 slm_tool_finish(&t);
                 slm_tool_free(&t);
@@ -375,6 +436,7 @@ static void test_generate(void) {
     gen_format(e, SLM_TOOL_HERMES, "<|im_start|>assistant\n", fns, 2, 0);
     gen_format(e, SLM_TOOL_HERMES, "<|im_start|>assistant\n", fns + 1, 1, 1); /* named: tell_story */
     gen_format(e, SLM_TOOL_LLAMA3, NULL, fns, 2, 1);
+    gen_format(e, SLM_TOOL_XML, "<|im_start|>assistant\n", fns, 2, 0);
     gen_format(e, SLM_TOOL_MISTRAL, "[INST]Hi[/INST]", fns, 2, 0); /* parallel: stories260K lists calls to the length */
     gen_format(e, SLM_TOOL_HARMONY, "<|start|>assistant<|channel|>final<|message|>", fns, 2, 0);
     gen_format(e, SLM_TOOL_HARMONY, "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
@@ -388,6 +450,7 @@ int main(void) {
     T_RUN(test_llama3);
     T_RUN(test_mistral);
     T_RUN(test_harmony);
+    T_RUN(test_xml);
     T_RUN(test_refused);
 #ifdef SLM_HAVE_CJSON
     T_RUN(test_generate);

@@ -288,7 +288,15 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         pthread_mutex_lock(&a->mu);
         j->tool_fmt = q->tools && q->tool_choice != SRV_TOOLS_NONE ? a->tool_auto : SLM_TOOL_NONE;
         slm_tool_init(&j->tc, j->tool_fmt, prompt, tool_out, j);
+        /* xml calls: a string parameter stays a string whatever its text */
+        const slm_status xs = j->tool_fmt == SLM_TOOL_XML ? slm_tool_xml_types(&j->tc, q->tools) : SLM_OK;
         pthread_mutex_unlock(&a->mu);
+        if (n && xs) {
+            job_fail(a, j, 500, "server_error", NULL, "out of memory");
+            slm_xfree(*ids);
+            *ids = NULL;
+            n = 0;
+        }
         if (n && q->tool_choice >= SRV_TOOLS_REQUIRED && !forced_grammar(a, j, prompt)) {
             slm_xfree(*ids);
             *ids = NULL;

@@ -591,6 +591,8 @@ void slm_tool_finish(slm_toolcall *t) {
 }
 
 void slm_tool_free(slm_toolcall *t) {
+    slm_xfree(t->xstr);
+    t->xstr = NULL;
     slm_xfree(t->raw);
     slm_xfree(t->args);
     t->raw = t->args = NULL;

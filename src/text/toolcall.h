@@ -91,6 +91,7 @@ typedef struct slm_toolcall {
     int xparams;        /* xml: parameters of the current call so far */
     char xkey[128];     /* xml: the parameter's name [nxkey] */
     size_t nxkey;
+    char *xstr;         /* xml: slm_malloc'd "function\x1fparameter\x1e"... of string parameters (NULL: none) */
     slm_tool_out out;
     void *ud;
 } slm_toolcall;
@@ -142,5 +143,10 @@ void slm_tool_free(slm_toolcall *t);
 void slm_toolx_init(slm_toolcall *t, int in_call);
 void slm_toolx_feed(slm_toolcall *t, const char *s, size_t n);
 void slm_toolx_finish(slm_toolcall *t);
+/* xml: the string-typed parameters of the tools (OpenAI's tools array, JSON
+ * text) always go out as JSON strings, whatever their text looks like (a
+ * zip code "01234" stays a string). After slm_tool_init; SLM_ERR_NOMEM, or
+ * SLM_OK (tools that do not parse name none). */
+slm_status slm_tool_xml_types(slm_toolcall *t, const char *tools_json);
 
 #endif

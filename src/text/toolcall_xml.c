@@ -24,10 +24,15 @@
  * to be a call. A call that breaks off in its body is closed there and the
  * rest is text. A parameter's value is held until its </parameter>.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "common/common.h"
 #include "text/toolcall.h"
+
+#ifdef SLM_HAVE_CJSON
+#include <cjson/cJSON.h>
+#endif
 
 enum {
     X_TEXT,  /* outside a call */
@@ -214,6 +219,19 @@ static void args_string(slm_toolcall *t, const char *s, size_t n) {
     out(t, SLM_TOOL_ARGS, b, k);
 }
 
+/* Whether the current call's parameter xkey is a string (slm_tool_xml_types). */
+static int string_param(const slm_toolcall *t) {
+    const size_t nn = t->nname, nk = t->nxkey;
+    for (const char *p = t->xstr; p && *p;) {
+        const char *us = strchr(p, '\x1f'), *rs = us ? strchr(us, '\x1e') : NULL;
+        if (!rs) break;
+        if ((size_t)(us - p) == nn && !memcmp(p, t->name, nn) && (size_t)(rs - us - 1) == nk && !memcmp(us + 1, t->xkey, nk))
+            return 1;
+        p = rs + 1;
+    }
+    return 0;
+}
+
 /* A parameter, its value raw[0..n): `"KEY": VALUE` into the arguments. */
 static void param_out(slm_toolcall *t, size_t n) {
     const char *v = t->raw;
@@ -226,7 +244,7 @@ static void param_out(slm_toolcall *t, size_t n) {
     while (a < b && is_ws((unsigned char)v[a])) a++;
     while (b > a && is_ws((unsigned char)v[b - 1])) b--;
     /* JSON text other than a string: as it is */
-    const int json = b > a && v[a] != '"' && j_value(v + a, v + b, 0) == v + b;
+    const int json = b > a && v[a] != '"' && !string_param(t) && j_value(v + a, v + b, 0) == v + b;
     if (json) out(t, SLM_TOOL_ARGS, v + a, b - a);
     else args_string(t, v, n);
     t->nraw = 0;
@@ -398,3 +416,44 @@ void slm_toolx_finish(slm_toolcall *t) {
 void slm_toolx_init(slm_toolcall *t, int in_call) {
     t->state = in_call ? X_OPEN : X_TEXT;
 }
+
+#ifdef SLM_HAVE_CJSON
+slm_status slm_tool_xml_types(slm_toolcall *t, const char *tools_json) {
+    cJSON *tl = tools_json ? cJSON_Parse(tools_json) : NULL;
+    const cJSON *it;
+    size_t n = 0, cap = 0;
+    slm_status st = SLM_OK;
+    const cJSON *arr = cJSON_IsArray(tl) ? tl : NULL;
+    cJSON_ArrayForEach(it, arr) {
+        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(it, "function");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(fn, "name"), *pa = cJSON_GetObjectItemCaseSensitive(fn, "parameters");
+        const cJSON *props = cJSON_GetObjectItemCaseSensitive(pa, "properties"), *p;
+        if (!cJSON_IsString(name) || !cJSON_IsObject(props)) continue;
+        cJSON_ArrayForEach(p, props) {
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(p, "type");
+            if (!p->string || !cJSON_IsString(ty) || strcmp(ty->valuestring, "string")) continue;
+            const size_t need = strlen(name->valuestring) + strlen(p->string) + 3;
+            if (n + need > cap) {
+                size_t nc = cap ? cap * 2 : 256;
+                while (nc < n + need) nc *= 2;
+                char *q = slm_realloc(t->xstr, nc);
+                if (!q) {
+                    st = SLM_ERR_NOMEM;
+                    break;
+                }
+                t->xstr = q;
+                cap = nc;
+            }
+            n += (size_t)sprintf(t->xstr + n, "%s\x1f%s\x1e", name->valuestring, p->string);
+        }
+        if (st) break;
+    }
+    cJSON_Delete(tl);
+    return st;
+}
+#else
+slm_status slm_tool_xml_types(slm_toolcall *t, const char *tools_json) {
+    (void)t, (void)tools_json;
+    return SLM_OK;
+}
+#endif

@@ -13,7 +13,14 @@
  *   harmony  <|channel|>commentary to=functions.N <|constrain|>json
  *            <|message|>ARGS after the prompt's <|start|>assistant (an
  *            analysis message may come first), or <|start|>assistant and
- *            that after a prompt that ends elsewhere.
+ *            that after a prompt that ends elsewhere;
+ *   xml      <tool_call>\n<function=N>\n<parameter=K>\nVALUE\n</parameter>\n
+ *            ...</function>\n</tool_call>, more after "\n" when parallel:
+ *            the schema's properties in its order (the required ones
+ *            always, the others optional), a string's VALUE as text (no
+ *            "</" in it), a string enum's as one of its strings, any other
+ *            VALUE as its JSON by the property's schema; a function whose
+ *            schema has no properties takes any parameters as text.
  * ARGS is rule fK-args of function K, from its parameters' schema
  * (json_schema.c, all functions in one grammar). */
 #include <stdarg.h>
@@ -22,6 +29,10 @@
 
 #include "text/grammar.h"
 #include "text/toolcall.h"
+
+#ifdef SLM_HAVE_CJSON
+#include <cjson/cJSON.h>
+#endif
 
 typedef struct gbuf {
     char *s;
@@ -72,7 +83,8 @@ static void call_rule(gbuf *b, int fmt, const slm_tool_fn *fns, int n) {
     gput(b, "call ::= ");
     for (int k = 0; k < n; k++) {
         const char *nm = fns[k].name, *sep = k ? " | " : "";
-        if (fmt == SLM_TOOL_HARMONY) gput(b, "%s\"%s <|constrain|>json<|message|>\" f%d-args", sep, nm, k);
+        if (fmt == SLM_TOOL_XML) gput(b, "%sf%d-x", sep, k);
+        else if (fmt == SLM_TOOL_HARMONY) gput(b, "%s\"%s <|constrain|>json<|message|>\" f%d-args", sep, nm, k);
         else gput(b, "%s\"{\\\"name\\\": \\\"%s\\\", \\\"%s\\\": \" f%d-args \"}\"", sep, nm,
                   fmt == SLM_TOOL_LLAMA3 ? "parameters" : "arguments", k);
     }
@@ -101,6 +113,7 @@ static void root_rule(gbuf *b, int fmt, int parallel, int think, int opened, int
     const char *th = think && !opened ? "think " : "";
     switch (fmt) {
     case SLM_TOOL_HERMES:
+    case SLM_TOOL_XML:
         gput(b, "root ::= %s\"%s\" call \"\\n</tool_call>\"", th, opened ? "\\n\"? \"" : "<tool_call>\\n");
         if (parallel) gput(b, " (\"\\n<tool_call>\\n\" call \"\\n</tool_call>\")*");
         break;
@@ -124,16 +137,160 @@ static void root_rule(gbuf *b, int fmt, int parallel, int think, int opened, int
     gput(b, "\n");
 }
 
+#ifdef SLM_HAVE_CJSON
+/* A string as a GBNF literal's body (quotes, backslashes, control bytes escaped). */
+static void lit(gbuf *b, const char *s) {
+    for (; *s; s++) {
+        const unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') gput(b, "\\%c", c);
+        else if (c == '\n') gput(b, "\\n");
+        else if (c < 0x20 || c == 0x7F) gput(b, "\\x%02X", c);
+        else gput(b, "%c", c);
+    }
+}
+
+static int is_type(const cJSON *o, const char *type) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "type");
+    return cJSON_IsString(t) && !strcmp(t->valuestring, type);
+}
+
+/* An enum / const of strings only: its strings' alternatives (text values). */
+static int string_choices(gbuf *b, const cJSON *o) {
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "enum"), *c = cJSON_GetObjectItemCaseSensitive(o, "const");
+    if (cJSON_IsString(c)) {
+        gput(b, "\"");
+        lit(b, c->valuestring);
+        gput(b, "\"");
+        return 1;
+    }
+    if (!cJSON_IsArray(e) || !e->child) return 0;
+    for (const cJSON *x = e->child; x; x = x->next)
+        if (!cJSON_IsString(x)) return 0;
+    gput(b, "(");
+    for (const cJSON *x = e->child; x; x = x->next) {
+        gput(b, "%s\"", x == e->child ? "" : " | ");
+        lit(b, x->valuestring);
+        gput(b, "\"");
+    }
+    gput(b, ")");
+    return 1;
+}
+
+/* xml: function k's rule fK-x, parameter by parameter; a non-string
+ * parameter's schema goes into sub[] (its rule fK-vJ) for json_schema.c. */
+static slm_status xml_fn(gbuf *b, int k, const slm_tool_fn *f, char **sub, char (*rname)[24], int *owner, int *ns, int *bad,
+                         slm_err *err) {
+    cJSON *root = f->params ? cJSON_Parse(f->params) : NULL;
+    const cJSON *props = root ? cJSON_GetObjectItemCaseSensitive(root, "properties") : NULL;
+    const cJSON *req = root ? cJSON_GetObjectItemCaseSensitive(root, "required") : NULL;
+    slm_status st = SLM_OK;
+    if (f->params && (!root || !cJSON_IsObject(root) || (props && !cJSON_IsObject(props))))
+        st = slm_errf(err, SLM_ERR_ARG, "tools: function '%s': parameters: not a JSON schema object", f->name);
+    else if (f->params && strstr(f->params, "\"$ref\""))
+        st = slm_errf(err, SLM_ERR_ARG, "tools: function '%s': JSON schema: '$ref' is not supported with this model's xml tool calls",
+                      f->name);
+    gput(b, "f%d-x ::= \"<function=%s>\\n\"", k, f->name);
+    if (!props || !props->child) gput(b, " xany*");
+    int j = 0;
+    for (const cJSON *p = props ? props->child : NULL; p && !st; p = p->next, j++) {
+        if (!p->string || !good_name(p->string, strlen(p->string)) || !cJSON_IsObject(p)) {
+            st = slm_errf(err, SLM_ERR_ARG, "tools: function '%s': parameter '%.64s': a name of a-z A-Z 0-9 _ - . and a schema object "
+                          "for this model's xml tool calls", f->name, p->string ? p->string : "");
+            break;
+        }
+        int required = 0;
+        for (const cJSON *r = cJSON_IsArray(req) ? req->child : NULL; r; r = r->next)
+            required |= cJSON_IsString(r) && !strcmp(r->valuestring, p->string);
+        gput(b, " %s\"<parameter=%s>\\n\" ", required ? "" : "(", p->string);
+        if (!string_choices(b, p)) {
+            if (is_type(p, "string") && !cJSON_GetObjectItemCaseSensitive(p, "enum")) {
+                const cJSON *mn = cJSON_GetObjectItemCaseSensitive(p, "minLength"), *mx = cJSON_GetObjectItemCaseSensitive(p, "maxLength");
+                if (cJSON_IsNumber(mn) || cJSON_IsNumber(mx)) { /* json_schema.c checked them (below) */
+                    gput(b, "[^<]{%d,", cJSON_IsNumber(mn) ? mn->valueint : 0);
+                    if (cJSON_IsNumber(mx)) gput(b, "%d", mx->valueint);
+                    gput(b, "}");
+                } else {
+                    gput(b, "xtext");
+                }
+            } else if (*ns >= SLM_SCHEMA_RULES_MAX) {
+                st = slm_errf(err, SLM_ERR_ARG, "tools: more than %d parameters that are not strings", SLM_SCHEMA_RULES_MAX);
+                break;
+            } else {
+                snprintf(rname[*ns], sizeof rname[*ns], "f%d-v%d", k, j);
+                owner[*ns] = k;
+                if (!(sub[*ns] = cJSON_PrintUnformatted(p))) {
+                    st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                gput(b, "%s", rname[(*ns)++]);
+            }
+        }
+        gput(b, " \"\\n</parameter>\\n\"%s", required ? "" : ")?");
+    }
+    gput(b, " \"</function>\"\n");
+    if (st) *bad = k;
+    cJSON_Delete(root);
+    return st;
+}
+
+/* The xml format's function rules and their values' rules into b. */
+static slm_status xml_rules(gbuf *b, const slm_tool_fn *fns, int n, int *bad, slm_err *err) {
+    char *sub[SLM_SCHEMA_RULES_MAX];
+    char rname[SLM_SCHEMA_RULES_MAX][24];
+    const char *rule[SLM_SCHEMA_RULES_MAX];
+    int owner[SLM_SCHEMA_RULES_MAX], ns = 0;
+    /* every schema whole through json_schema.c first: what it cannot enforce is refused here too */
+    const char *whole[SLM_TOOL_FNS_MAX], *wrule[SLM_TOOL_FNS_MAX];
+    for (int k = 0; k < n; k++) whole[k] = fns[k].params, wrule[k] = "args";
+    char *unused = NULL;
+    slm_status st = slm_json_schema_rules(n, whole, wrule, &unused, bad, err);
+    slm_xfree(unused);
+    if (st) {
+        if (*bad >= 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
+        }
+        return st;
+    }
+    for (int k = 0; k < n && !st; k++) st = xml_fn(b, k, &fns[k], sub, rname, owner, &ns, bad, err);
+    gput(b, "xtext ::= ([^<] | \"<\" [^/])*\n"
+            "xany ::= \"<parameter=\" [a-zA-Z0-9_.-]+ \">\\n\" xtext \"\\n</parameter>\\n\"\n");
+    if (!st && ns) {
+        char *rules = NULL;
+        int bi = -1;
+        for (int i = 0; i < ns; i++) rule[i] = rname[i];
+        st = slm_json_schema_rules(ns, (const char *const *)sub, rule, &rules, &bi, err);
+        if (st && bi >= 0) {
+            char msg[sizeof err->msg];
+            snprintf(msg, sizeof msg, "%s", err->msg);
+            *bad = owner[bi];
+            slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
+        }
+        if (!st) gput(b, "%s", rules);
+        slm_xfree(rules);
+    }
+    for (int i = 0; i < ns; i++) cJSON_free(sub[i]);
+    return st;
+}
+#else
+static slm_status xml_rules(gbuf *b, const slm_tool_fn *fns, int n, int *bad, slm_err *err) {
+    (void)b, (void)fns, (void)n, (void)bad;
+    return slm_errf(err, SLM_ERR_UNSUPPORTED, "tool calls: this build has no JSON reader (cJSON)");
+}
+#endif
+
 slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel, int think, const char *prompt,
                             char **out, const char **tokens, int *bad, slm_err *err) {
     static const char *const specials[] = {[SLM_TOOL_HERMES] = "<tool_call> </tool_call> <think> </think>",
                                            [SLM_TOOL_LLAMA3] = "<think> </think>",
                                            [SLM_TOOL_MISTRAL] = "[TOOL_CALLS] <think> </think>",
-                                           [SLM_TOOL_HARMONY] = "<|start|> <|channel|> <|constrain|> <|message|> <|end|>"};
+                                           [SLM_TOOL_HARMONY] = "<|start|> <|channel|> <|constrain|> <|message|> <|end|>",
+                                           [SLM_TOOL_XML] = "<tool_call> </tool_call> <think> </think>"};
     *out = NULL;
     *tokens = NULL;
     *bad = -1;
-    if (fmt < SLM_TOOL_HERMES || fmt > SLM_TOOL_HARMONY)
+    if (fmt < SLM_TOOL_HERMES || fmt > SLM_TOOL_XML)
         return slm_errf(err, SLM_ERR_ARG, "tool calls: the format '%s' has no calls to constrain", slm_tool_format_name(fmt));
     if (n < 1 || n > SLM_TOOL_FNS_MAX) return slm_errf(err, SLM_ERR_ARG, "tool calls: 1 to %d functions, not %d", SLM_TOOL_FNS_MAX, n);
     for (int k = 0; k < n; k++)
@@ -148,30 +305,37 @@ slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel
     if (opened && oname && ofn < 0)
         return slm_errf(err, SLM_ERR_ARG, "tool calls: the prompt opens a call to '%.*s', which tool_choice does not allow",
                         (int)(olen > 64 ? 64 : olen), oname);
-    /* the schemas' rules */
-    const char *schema[SLM_TOOL_FNS_MAX], *rule[SLM_TOOL_FNS_MAX];
-    char names[SLM_TOOL_FNS_MAX][16];
-    for (int k = 0; k < n; k++) {
-        snprintf(names[k], sizeof names[k], "f%d-args", k);
-        schema[k] = fns[k].params;
-        rule[k] = names[k];
-    }
-    char *rules = NULL;
-    slm_status st = slm_json_schema_rules(n, schema, rule, &rules, bad, err);
-    if (st) {
-        if (*bad >= 0) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
-        }
-        return st;
-    }
     gbuf b = {0};
+    char *rules = NULL;
+    if (fmt == SLM_TOOL_XML) { /* the parameters one by one */
+        slm_status st = xml_rules(&b, fns, n, bad, err);
+        if (st) {
+            slm_xfree(b.s);
+            return st;
+        }
+    } else { /* the schemas' rules */
+        const char *schema[SLM_TOOL_FNS_MAX], *rule[SLM_TOOL_FNS_MAX];
+        char names[SLM_TOOL_FNS_MAX][16];
+        for (int k = 0; k < n; k++) {
+            snprintf(names[k], sizeof names[k], "f%d-args", k);
+            schema[k] = fns[k].params;
+            rule[k] = names[k];
+        }
+        slm_status st = slm_json_schema_rules(n, schema, rule, &rules, bad, err);
+        if (st) {
+            if (*bad >= 0) {
+                char msg[sizeof err->msg];
+                snprintf(msg, sizeof msg, "%s", err->msg);
+                slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
+            }
+            return st;
+        }
+    }
     think = think && fmt != SLM_TOOL_HARMONY && !opened;
     root_rule(&b, fmt, parallel && fmt != SLM_TOOL_HARMONY, think, opened, ofn, prompt);
     call_rule(&b, fmt, fns, n);
     if (think) think_rule(&b, prompt);
-    gput(&b, "%s", rules);
+    if (rules) gput(&b, "%s", rules);
     slm_xfree(rules);
     if (b.oom) {
         slm_xfree(b.s);
