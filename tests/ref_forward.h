@@ -331,6 +331,13 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
                 an = NULL;
                 for (int i = 0; ok && i < D; i++) x[i] += o[i];
                 fn = ref_layer(m, "blk.%d.ffn_norm.weight", l);
+                if (slm_layer_moe(c, l)) { /* qwen35moe: the experts and the gated shared expert */
+                    ok = ok && fn && (ref_rmsnorm(x, fn, xn, D, c->norm_eps), ref_moe(m, l, xn, o));
+                    for (int i = 0; ok && i < D; i++) x[i] += o[i];
+                    free(fn);
+                    fn = NULL;
+                    continue;
+                }
                 w1 = ref_layer(m, "blk.%d.ffn_gate.weight", l);
                 w2 = ref_layer(m, "blk.%d.ffn_down.weight", l);
                 w3 = ref_layer(m, "blk.%d.ffn_up.weight", l);

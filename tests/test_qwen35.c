@@ -29,7 +29,7 @@ typedef struct qshape {
     int layers, k_heads, v_heads, state, interval;
     int bad; /* a hostile file: 1 inner_size != v_heads x state, 2 v_heads not a multiple of k_heads,
                 3 a recurrent_layers list that disagrees, 4 layer 1 without ssm_a, 5 f16 conv taps,
-                6 M-RoPE sections with a pair in the fourth, 7 qwen35moe, 8 ssm_conv 1 */
+                6 M-RoPE sections with a pair in the fourth, 7 qwen35moe without experts, 8 ssm_conv 1 */
     int nextn;
 } qshape;
 
@@ -368,7 +368,8 @@ static void test_sessions(void) {
 }
 
 /* The keys: interval, heads, MTP layers skipped; hostile files refused
- * naming the key or tensor; qwen35moe refused by name. */
+ * naming the key or tensor; a qwen35moe file without its experts refused naming
+ * expert_count. */
 static void test_config(void) {
     slm_model_file m;
     slm_err err = {0};
@@ -387,7 +388,7 @@ static void test_config(void) {
     }
     static const struct { int bad; const char *want; } cases[] = {
         {1, "ssm.inner_size"}, {2, "ssm_v_heads"}, {3, "attention.recurrent_layers"}, {4, "blk.1.ssm_a"},
-        {5, "blk.0.ssm_conv1d.weight"}, {6, "rope.dimension_sections"}, {7, "qwen35moe"}, {8, "ssm_conv"},
+        {5, "blk.0.ssm_conv1d.weight"}, {6, "rope.dimension_sections"}, {7, "qwen35moe.expert_count"}, {8, "ssm_conv"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         q = k_base;

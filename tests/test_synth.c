@@ -493,6 +493,31 @@ static void test_archs(void) {
         close_gguf(&o);
     }
     load_and_generate(q35, 128, 4, 2, 1, 160, 512);
+    /* qwen3.5-35b-a3b's family (narrowed): qwen35's layers with the experts (3-D, the router f32),
+     * the shared expert and its gate [dim] f32 in every layer; no feed_forward_length (the
+     * experts' and the shared expert's widths have their keys), an MTP layer with its experts */
+    const char *q35m = tmp_path("qwen35moe.gguf");
+    CHECK(synth("--shape qwen3.5-35b-a3b --dim 128 --heads 2 --kv-heads 1 --layers 4 --n-vocab 512 --ctx 256 "
+                "--experts 8 --experts-used 2 --expert-ffn 64 --shared-ffn 96 --nextn 1 --type q8_0", q35m) == 0);
+    if (open_gguf(&o, q35m)) {
+        CHECK(u32(o.g, "qwen35moe.block_count") == 5 && u32(o.g, "qwen35moe.nextn_predict_layers") == 1);
+        CHECK(u32(o.g, "qwen35moe.expert_count") == 8 && u32(o.g, "qwen35moe.expert_used_count") == 2 &&
+              u32(o.g, "qwen35moe.expert_feed_forward_length") == 64 &&
+              u32(o.g, "qwen35moe.expert_shared_feed_forward_length") == 96);
+        CHECK(slm_gguf_find(o.g, "qwen35moe.feed_forward_length") < 0);
+        CHECK(u32(o.g, "qwen35moe.ssm.group_count") == 2 && u32(o.g, "qwen35moe.ssm.time_step_rank") == 4 &&
+              u32(o.g, "qwen35moe.full_attention_interval") == 4 && u32(o.g, "qwen35moe.rope.dimension_count") == 16);
+        const slm_gguf_tensor *ge = slm_gguf_find_tensor(o.g, "blk.0.ffn_gate_exps.weight"),
+                              *sg = slm_gguf_find_tensor(o.g, "blk.2.ffn_gate_inp_shexp.weight");
+        CHECK(ge && ge->n_dims == 3 && ge->ne[0] == 128 && ge->ne[1] == 64 && ge->ne[2] == 8 && ge->type == SLM_Q8_0);
+        CHECK(sg && sg->n_dims == 1 && sg->ne[0] == 128 && sg->type == SLM_F32);
+        CHECK(tensor_type(o.g, "blk.1.ffn_gate_inp.weight") == SLM_F32 && tensor_type(o.g, "blk.4.ffn_down_exps.weight") == SLM_Q8_0);
+        CHECK(!slm_gguf_find_tensor(o.g, "blk.0.ffn_gate.weight") && slm_gguf_find_tensor(o.g, "blk.0.attn_qkv.weight"));
+        close_gguf(&o);
+    }
+    load_and_generate(q35m, 128, 4, 2, 1, 64, 512);
+    CHECK(synth_bad("--shape qwen3.5-35b-a3b --dim 128 --heads 2 --layers 4 --experts 4 --experts-used 5",
+                    tmp_path("bad_q35m.gguf")) != 0);
 }
 
 /* gemma-4-e2b's and gemma-4-31b's families cut to a few layers: the keys

@@ -212,9 +212,12 @@ static slm_status read_config(rctx *r, uint32_t si) {
         RANGE(m->ssm_state, 1, 512, "ssm_state");
         RANGE(m->ssm_k_heads, 1, 4096, "ssm_k_heads");
         RANGE(m->ssm_v_heads, m->ssm_k_heads, 4096, "ssm_v_heads");
-        if (m->ssm_v_heads % m->ssm_k_heads || m->n_experts)
-            return bad(r, "section .slm.config: ssm_v_heads %d not a multiple of ssm_k_heads %d, or experts", m->ssm_v_heads,
+        if (m->ssm_v_heads % m->ssm_k_heads)
+            return bad(r, "section .slm.config: ssm_v_heads %d not a multiple of ssm_k_heads %d", m->ssm_v_heads,
                        m->ssm_k_heads);
+        if (m->qk_norm == 2 || m->no_pre_norms)
+            return bad(r, "section .slm.config: recurrent layers with whole-row Q/K norms (qk_norm %d) or without "
+                       "pre-norms (no_pre_norms %d)", m->qk_norm, m->no_pre_norms);
     } else {
         RANGE(m->ssm_conv, 0, 0, "ssm_conv");
         RANGE(m->ssm_state, 0, 0, "ssm_state");

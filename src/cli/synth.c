@@ -90,6 +90,12 @@ static const synth_shape k_shapes[] = {
      * partial rotary 0.25 (interleaved M-RoPE sections 11, 11, 10) */
     {"qwen3.5-0.8b", "qwen35", 1024, 24, 8, 2, 3584, 248320, 262144, 10000000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .interval = 4, .ssm_conv = 4, .ssm_state = 128, .ssm_k = 16, .ssm_v = 16},
+    /* Qwen3.5-35B-A3B's text model: Qwen3.5's layers with 256 experts of 512, 8 per token, and a
+     * shared expert of 512 behind its sigmoid gate in every layer; 16 key and 32 value heads of 128
+     * in the DeltaNet layers (ffn: the experts' width; no feed_forward_length is written) */
+    {"qwen3.5-35b-a3b", "qwen35moe", 2048, 40, 16, 2, 512, 248320, 262144, 10000000.0f, 1e-6f, 0, 0, .head_dim = 256,
+     .experts = 256, .experts_used = 8, .expert_ffn = 512, .shared_ffn = 512, .interval = 4, .ssm_conv = 4,
+     .ssm_state = 128, .ssm_k = 16, .ssm_v = 32},
     /* a tiny default for tests; every field can be overridden */
     {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
@@ -106,7 +112,7 @@ static void usage(FILE *f) {
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
             "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
             "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air | qwen3.5-0.8b |\n"
-            "                        gemma-4-e2b | gemma-4-e4b | gemma-4-31b | gemma-4-26b-a4b | custom\n"
+            "                        qwen3.5-35b-a3b | gemma-4-e2b | gemma-4-e4b | gemma-4-31b | gemma-4-26b-a4b | custom\n"
             "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
             "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
             "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
@@ -115,7 +121,7 @@ static void usage(FILE *f) {
             "      --seed S          weight seed (default 1)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
             "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss |\n"
-            "                        qwen2moe | glm4moe | qwen35 | gemma4\n"
+            "                        qwen2moe | glm4moe | qwen35 | gemma4 | qwen35moe\n"
             "                        (default:\n"
             "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
             "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
@@ -128,17 +134,18 @@ static void usage(FILE *f) {
             "                        tensors with neox RoPE; exaone4 as olmo2 with per-head Q/K norms and\n"
             "                        the window (--sliding-window) on three layers of four; qwen35 writes\n"
             "                        Gated DeltaNet layers with a full attention layer (gated query, Q/K\n"
-            "                        norms, a quarter of the head rotated) every fourth)\n"
+            "                        norms, a quarter of the head rotated) every fourth; qwen35moe the same\n"
+            "                        layers with experts and a gated shared expert as every layer's FFN)\n"
             "      --experts N       a mixture of N experts (llama, qwen3moe, qwen2moe, olmoe, granitemoe,\n"
-            "                        gpt-oss, glm4moe, gemma4: beside each layer's dense FFN; default:\n"
-            "                        the shape's),\n"
+            "                        gpt-oss, glm4moe, qwen35moe, gemma4: beside each layer's dense FFN;\n"
+            "                        default: the shape's),\n"
             "      --experts-used K  K of them per token (default: the shape's, else 2), each of width\n"
             "      --expert-ffn N    (default: qwen3moe's shape's, else --ffn)\n"
-            "      --shared-ffn N    a shared expert of width N (qwen2moe: behind its sigmoid gate, default\n"
+            "      --shared-ffn N    a shared expert of width N (qwen2moe, qwen35moe: behind its sigmoid gate, default\n"
             "                        the shape's, else --ffn; granitemoe: none by default; glm4moe: a\n"
             "                        multiple of the experts' width, default one expert's)\n"
             "      --dense-lead N    glm4moe: the first N layers dense, of width --ffn (default: the shape's)\n"
-            "      --nextn N         glm4moe, qwen35: N more MTP layers (not run) (default: the shape's)\n"
+            "      --nextn N         glm4moe, qwen35, qwen35moe: N more MTP layers (not run) (default: the shape's)\n"
             "      --qk-norm         glm4moe: per-head Q/K norms (GLM-4.5's use_qk_norm)\n"
             "      --expert-scale X  glm4moe: routed_scaling_factor (default: the shape's, else 1)\n"
             "      --kv-shared N     gemma4: the last N layers reuse earlier layers' KV cache (default: the\n"
@@ -414,7 +421,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
 
 static int is_moe_arch(const char *a) {
     return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe") || !strcmp(a, "gpt-oss") ||
-           !strcmp(a, "qwen2moe") || !strcmp(a, "glm4moe");
+           !strcmp(a, "qwen2moe") || !strcmp(a, "glm4moe") || !strcmp(a, "qwen35moe");
 }
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
@@ -450,7 +457,7 @@ static int glm_shape(const synth_args *a, synth_shape *sh) {
  * heads), a quarter of each head rotated (partial_rotary_factor 0.25), MTP
  * layers by --nextn; 0 or the exit code. */
 static int is_qwen35_shape(const synth_args *a, synth_shape *sh) {
-    if (strcmp(sh->arch, "qwen35")) {
+    if (strcmp(sh->arch, "qwen35") && strcmp(sh->arch, "qwen35moe")) {
         sh->interval = sh->ssm_conv = sh->ssm_state = sh->ssm_k = sh->ssm_v = 0;
         return 0;
     }
@@ -463,7 +470,8 @@ static int is_qwen35_shape(const synth_args *a, synth_shape *sh) {
     sh->nextn = a->nextn > 0 ? a->nextn : 0;
     sh->rope_dims = hd / 4 >= 2 ? hd / 4 / 2 * 2 : 2;
     if (sh->ssm_v % sh->ssm_k) {
-        fprintf(stderr, "staticlm synth: qwen35: %d value heads are not a multiple of %d key heads\n", sh->ssm_v, sh->ssm_k);
+        fprintf(stderr, "staticlm synth: %s: %d value heads are not a multiple of %d key heads\n", sh->arch, sh->ssm_v,
+                sh->ssm_k);
         return 2;
     }
     return 0;
@@ -477,7 +485,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
                         "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
                         "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, "
-                        "qwen3.5-0.8b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b, custom)\n", a->shape_name);
+                        "qwen3.5-0.8b, qwen3.5-35b-a3b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -530,25 +538,28 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     if (a->experts_used) sh->experts_used = a->experts_used;
     if (a->expert_ffn) sh->expert_ffn = a->expert_ffn;
     if (a->shared_ffn) sh->shared_ffn = a->shared_ffn;
-    if (!strcmp(sh->arch, "qwen2moe") && !sh->shared_ffn) sh->shared_ffn = sh->ffn; /* llama.cpp's default */
+    if ((!strcmp(sh->arch, "qwen2moe") || !strcmp(sh->arch, "qwen35moe")) && !sh->shared_ffn)
+        sh->shared_ffn = sh->ffn; /* llama.cpp's default */
     if (glm_shape(a, sh)) return 2;
     if (is_qwen35_shape(a, sh)) return 2;
-    if (sh->shared_ffn && strcmp(sh->arch, "qwen2moe") && strcmp(sh->arch, "granitemoe") && strcmp(sh->arch, "glm4moe")) {
+    if (sh->shared_ffn && strcmp(sh->arch, "qwen2moe") && strcmp(sh->arch, "granitemoe") && strcmp(sh->arch, "glm4moe") &&
+        strcmp(sh->arch, "qwen35moe")) {
         if (a->shared_ffn) {
-            fprintf(stderr, "staticlm synth: %s: --shared-ffn only with qwen2moe, granitemoe and glm4moe\n", sh->arch);
+            fprintf(stderr, "staticlm synth: %s: --shared-ffn only with qwen2moe, qwen35moe, granitemoe and glm4moe\n",
+                    sh->arch);
             return 2;
         }
         sh->shared_ffn = 0; /* another family on a qwen2moe shape */
     }
     /* llama (Mixtral), olmoe and granitemoe take the experts' width from feed_forward_length */
     if (sh->expert_ffn && strcmp(sh->arch, "qwen3moe") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "qwen2moe") &&
-        strcmp(sh->arch, "glm4moe") && strcmp(sh->arch, "gemma4")) {
+        strcmp(sh->arch, "glm4moe") && strcmp(sh->arch, "gemma4") && strcmp(sh->arch, "qwen35moe")) {
         sh->ffn = sh->expert_ffn;
         sh->expert_ffn = 0;
     }
     if ((is_moe_arch(sh->arch) && !sh->experts) ||
         (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama") && strcmp(sh->arch, "gemma4"))) {
-        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, glm4moe, gemma4"
+        fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, glm4moe, qwen35moe, gemma4"
                                                                            : "needs --experts");
         return 2;
     }
@@ -580,7 +591,8 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh->ctx);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
     if (is(sh, "gemma4")) synth_gemma4_metadata(w, sh); /* FFN widths and KV heads may be per-layer lists */
-    else slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
+    else if (!is(sh, "qwen35moe")) /* qwen35moe: the experts' widths only (llama.cpp reads it as optional) */
+        slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh->n_heads);
     if (!is(sh, "gemma4")) slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_kv_heads);
     slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
@@ -599,7 +611,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         slm_gguf_set_u32(w, K("expert_count"), (uint32_t)sh->experts);
         slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)sh->experts_used);
         const int fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
-        if (is(sh, "qwen3moe") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || is(sh, "glm4moe") || is(sh, "gemma4"))
+        if (is(sh, "qwen3moe") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || is(sh, "glm4moe") || is(sh, "gemma4") || is(sh, "qwen35moe"))
             slm_gguf_set_u32(w, K("expert_feed_forward_length"), (uint32_t)fe);
         if (sh->shared_ffn && !is(sh, "glm4moe"))
             slm_gguf_set_u32(w, K("expert_shared_feed_forward_length"), (uint32_t)sh->shared_ffn);
@@ -612,7 +624,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
         slm_gguf_set_bool(w, K("expert_weights_norm"), 1);
         slm_gguf_set_u32(w, K("nextn_predict_layers"), (uint32_t)sh->nextn);
     }
-    if (is(sh, "qwen35")) { /* as convert_hf_to_gguf.py's Qwen3_5TextModel writes them */
+    if (is(sh, "qwen35") || is(sh, "qwen35moe")) { /* as convert_hf_to_gguf.py's Qwen3_5(Moe)TextModel writes them */
         slm_gguf_set_u32(w, K("ssm.conv_kernel"), (uint32_t)sh->ssm_conv);
         slm_gguf_set_u32(w, K("ssm.state_size"), (uint32_t)sh->ssm_state);
         slm_gguf_set_u32(w, K("ssm.group_count"), (uint32_t)sh->ssm_k);
@@ -749,7 +761,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
         const uint32_t t_v = layer_type(mt, 1, l, sh->n_layers, sh->dim);
         const uint32_t t_o = layer_type(mt, 0, l, sh->n_layers, q_dim);
         const uint32_t t_down = layer_type(mt, 1, l, sh->n_layers, sh->ffn);
-        if (is(sh, "qwen35")) {
+        if (is(sh, "qwen35") || is(sh, "qwen35moe")) {
             if (l < sh->n_layers && (l + 1) % sh->interval != 0) { /* a Gated DeltaNet layer */
                 if (!put_delta_layer(s, sh, ty, l)) return 0;
             } else { /* full attention: the gated query (query and gate rows per head) */
@@ -813,7 +825,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             T3("ffn_up_exps.weight", t_in, sh->dim, fe);
 #undef T3
             if (sh->shared_ffn) { /* qwen2moe's gate [dim] (f32, as llama-quantize leaves a vector), the shared expert */
-                if (is(sh, "qwen2moe")) T("ffn_gate_inp_shexp.weight", SLM_F32, sh->dim, 1, 0);
+                if (is(sh, "qwen2moe") || is(sh, "qwen35moe")) T("ffn_gate_inp_shexp.weight", SLM_F32, sh->dim, 1, 0);
                 T("ffn_gate_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
                 T("ffn_down_shexp.weight", layer_type(mt, 1, l, sh->n_layers, sh->shared_ffn), sh->shared_ffn, sh->dim, 0);
                 T("ffn_up_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
@@ -868,6 +880,7 @@ int slm_cli_synth(int argc, char **argv) {
     s.w = slm_gguf_writer_new();
     int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
     if (sh.expert_ffn > widest) widest = sh.expert_ffn;
+    if (sh.shared_ffn > widest) widest = sh.shared_ffn;
     if (2 * head_dim_of(&sh) * sh.n_heads > widest) widest = 2 * head_dim_of(&sh) * sh.n_heads;
     if ((2 * sh.ssm_k + sh.ssm_v) * sh.ssm_state > widest) widest = (2 * sh.ssm_k + sh.ssm_v) * sh.ssm_state;
     if (sh.ffn_shared > widest) widest = sh.ffn_shared; /* gemma4 */

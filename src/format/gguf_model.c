@@ -99,7 +99,7 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
 static slm_status split_gate_up(slm_model_file *m, const char *file, int i, int l, int cap, slm_err *err) {
     const int E = m->cfg.n_experts;
     const slm_tensor whole = m->tensors[i];
-    if (whole.n_dims != 3 || whole.ne[2] != E || whole.ne[1] % 2 || whole.nbytes % (2 * (uint64_t)E))
+    if (whole.n_dims != 3 || whole.ne[2] != E || whole.ne[1] < 2 || whole.ne[1] % 2 || whole.nbytes % (2 * (uint64_t)E))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld, %lld] (%llu bytes), the config needs "
                         "[in, 2 x width, %d]", file, whole.name, (long long)whole.ne[0], (long long)whole.ne[1],
                         (long long)whole.ne[2], (unsigned long long)whole.nbytes, E);
@@ -123,7 +123,10 @@ static slm_status split_gate_up(slm_model_file *m, const char *file, int i, int 
  * [in, out, n_experts] becomes n_experts matrices blk.N.ffn_gate.E.weight
  * (the names of the older per-expert files), each a slice of the same
  * bytes; the 3-D name leaves the table. Only with n_experts from the
- * config, and only tensors whose third dimension is that count. */
+ * config, and only tensors whose third dimension is that count. A fused
+ * blk.N.ffn_gate_up_exps.weight [in, 2 x out, n_experts] (llama.cpp's
+ * converters' --fuse-gate-up-exps) becomes each expert's gate (its first
+ * out rows) and up (the rest). */
 static slm_status split_experts(slm_model_file *m, const char *file, int cap, slm_err *err) {
     const int E = m->cfg.n_experts;
     slm_status s;
@@ -164,16 +167,17 @@ static slm_status split_experts(slm_model_file *m, const char *file, int cap, sl
     return SLM_OK;
 }
 
-/* The shared expert (llama.cpp's keys and rules): qwen2moe's, of width
- * expert_shared_feed_forward_length (else feed_forward_length) behind its
- * sigmoid gate; granitemoe's (GraniteMoeShared) when that key is > 0, no
+/* The shared expert (llama.cpp's keys and rules): qwen2moe's and
+ * qwen35moe's, of width expert_shared_feed_forward_length (else
+ * feed_forward_length) behind its sigmoid gate (qwen35moe: required, as
+ * llama.cpp requires its tensors); granitemoe's (GraniteMoeShared) when that key is > 0, no
  * gate. Other families with one (expert_shared_count, the key, or the
  * tensors) are refused. dense_ffn: feed_forward_length. */
 static slm_status shared_params(const slm_gguf *g, const char *file, const char *A, int dense_ffn, slm_model_config *c,
                                 slm_err *err) {
     char key[96];
     slm_status s;
-    const int is_q2 = !strcmp(A, "qwen2moe"), is_gmoe = !strcmp(A, "granitemoe");
+    const int is_q2 = !strcmp(A, "qwen2moe") || !strcmp(A, "qwen35moe"), is_gmoe = !strcmp(A, "granitemoe");
     int count = 0, width = 0;
     if (!strcmp(A, "glm4moe")) return SLM_OK; /* glm4moe_params */
     snprintf(key, sizeof key, "%s.expert_shared_feed_forward_length", A);
@@ -181,19 +185,22 @@ static slm_status shared_params(const slm_gguf *g, const char *file, const char 
     if (is_q2 || (is_gmoe && width)) {
         c->shared_ffn = width ? width : dense_ffn;
         c->shared_gate = is_q2;
+        if (!c->shared_ffn)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: the shared expert's width unknown: neither '%s' nor '%s.feed_forward_length'",
+                            file, key, A);
         return SLM_OK;
     }
     if (width) return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: shared experts of %s models are not "
-                               "supported (qwen2moe and granitemoe have them)", file, key, width, A);
+                               "supported (qwen2moe, qwen35moe and granitemoe have them)", file, key, width, A);
     snprintf(key, sizeof key, "%s.expert_shared_count", A);
     if ((s = get_int(g, file, key, 0, &count, err))) return s;
     if (count) return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: shared experts of %s models are not "
-                               "supported (qwen2moe and granitemoe have them)", file, key, count, A);
+                               "supported (qwen2moe, qwen35moe and granitemoe have them)", file, key, count, A);
     static const char *const names[2] = {"blk.0.ffn_gate_inp_shexp.weight", "blk.0.ffn_up_shexp.weight"};
     for (int i = 0; i < 2; i++)
         if (slm_gguf_find_tensor(g, names[i]))
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': shared experts of %s models are not supported "
-                            "(qwen2moe and granitemoe have them)", file, names[i], A);
+                            "(qwen2moe, qwen35moe and granitemoe have them)", file, names[i], A);
     return SLM_OK;
 }
 
@@ -283,9 +290,10 @@ static slm_status glm4moe_params(const slm_gguf *g, const char *file, const char
 
 /* Mixture of experts (llama.cpp's keys and rules): expert_count and
  * expert_used_count; the experts' width expert_feed_forward_length (qwen3moe,
- * qwen2moe; else feed_forward_length / used, as llama.cpp) or
+ * qwen2moe, qwen35moe; else feed_forward_length / used, as llama.cpp) or
  * feed_forward_length (llama with experts: Mixtral; olmoe; granitemoe); the
- * top-k weights renormalized except for olmoe and qwen2moe; the shared
+ * top-k weights renormalized except for olmoe and qwen2moe (qwen35moe:
+ * always, as llama.cpp's graph does whatever the keys say); the shared
  * expert (shared_params). Other gating functions than softmax are refused. */
 static slm_status moe_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
     char key[96];
@@ -293,15 +301,15 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
 #define KEY(suffix) (snprintf(key, sizeof key, "%s." suffix, A), key)
     const int is_qwen3moe = !strcmp(A, "qwen3moe"), is_olmoe = !strcmp(A, "olmoe"), is_gmoe = !strcmp(A, "granitemoe"),
               is_oss = !strcmp(A, "gpt-oss"), is_q2 = !strcmp(A, "qwen2moe");
-    const int is_glm = !strcmp(A, "glm4moe");
-    const int moe_family = is_qwen3moe || is_olmoe || is_gmoe || is_oss || is_q2 || is_glm;
+    const int is_glm = !strcmp(A, "glm4moe"), is_q35m = !strcmp(A, "qwen35moe");
+    const int moe_family = is_qwen3moe || is_olmoe || is_gmoe || is_oss || is_q2 || is_glm || is_q35m;
     int n = 0, used = 0;
     if (!strcmp(A, "gemma4")) return SLM_OK; /* its experts: slm_gguf_gemma4_params */
     if ((s = get_int(g, file, KEY("expert_count"), moe_family, &n, err))) return s;
     if (!n) return SLM_OK;
     if (!moe_family && strcmp(A, "llama"))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = %d: mixture-of-experts %s models are not supported "
-                        "(llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss and glm4moe are)", file, key, n, A);
+                        "(llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, glm4moe and qwen35moe are)", file, key, n, A);
     if (n > 1024) return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %d is out of range (1..1024)", file, key, n);
     if ((s = get_int(g, file, KEY("expert_used_count"), 1, &used, err))) return s;
     if (used > n || used > 64)
@@ -309,10 +317,13 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
     if ((s = shared_params(g, file, A, c->hidden_dim, c, err))) return s;
     if ((s = routing_params(g, file, A, c, err))) return s;
     const int dense_ffn = c->hidden_dim;
-    if (is_qwen3moe || is_oss || is_q2 || is_glm) { /* gpt-oss, glm4moe: the key is required */
+    if (is_qwen3moe || is_oss || is_q2 || is_glm || is_q35m) { /* gpt-oss, glm4moe: the key is required */
         int w = 0;
         if ((s = get_int(g, file, KEY("expert_feed_forward_length"), is_oss || is_glm, &w, err))) return s;
         c->hidden_dim = w ? w : c->hidden_dim / used;
+        if (!c->hidden_dim) /* qwen35moe: feed_forward_length is optional (its converter writes it only when given) */
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: the experts' width unknown: neither '%s' nor '%s.feed_forward_length' "
+                            "(at least %d)", file, key, A, used);
     }
     if (is_oss) {
         /* the router's softmax over the K chosen logits (llama.cpp's SOFTMAX_WEIGHT) is
@@ -716,7 +727,7 @@ static slm_status load_tensors(slm_model_file *m, const slm_gguf *g, const char 
     m->n_tensors = (int)nt;
     if ((s = split_fused(m, file, (int)cap, err))) return s;
     if ((s = split_experts(m, file, (int)cap, err))) return s;
-    if (!strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe") || !strcmp(A, "qwen35")) /* their FFN norm: post_attention_norm */
+    if (!strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe") || !strcmp(A, "qwen35") || !strcmp(A, "qwen35moe")) /* their FFN norm: post_attention_norm */
         for (int i = 0; i < m->n_tensors; i++) {
             int l, end = 0;
             if (sscanf(m->tensors[i].name, "blk.%d.post_attention_norm.weight%n", &l, &end) == 1 && end > 0 &&
@@ -741,9 +752,6 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'general.architecture': expected a string, found %s", file,
                         slm_gguf_type_name(slm_gguf_kv_type(g, slm_gguf_find(g, "general.architecture"))));
     const char *A = slm_arch_name(slm_arch_find(arch.s, arch.len));
-    if (!A && slm_gguf_str_eq(arch, "qwen35moe"))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: architecture 'qwen35moe' (Qwen3.5 MoE) is not supported yet; "
-                        "the dense Qwen3.5 models (qwen35) are", file);
     if (!A) {
         char a[40];
         size_t n = 0;
@@ -768,7 +776,8 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if (is_gemma4) { /* per-layer lists of head counts and FFN widths, the window list */
         if ((s = slm_gguf_gemma4_shape(g, file, c, err))) return s;
     } else {
-        if ((s = get_int(g, file, KEY("feed_forward_length"), 1, &c->hidden_dim, err))) return s;
+        /* qwen35moe: optional (the experts' and the shared expert's widths have keys of their own) */
+        if ((s = get_int(g, file, KEY("feed_forward_length"), strcmp(A, "qwen35moe") != 0, &c->hidden_dim, err))) return s;
         if ((s = get_int(g, file, KEY("block_count"), 1, &c->n_layers, err))) return s;
         if ((s = get_int(g, file, KEY("attention.head_count"), 1, &c->n_heads, err))) return s;
         c->n_kv_heads = c->n_heads;
@@ -804,7 +813,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     const int is_qwen2 = !strcmp(A, "qwen2") || !strcmp(A, "qwen2moe");
     c->rope_neox = is_qwen2 || is_qwen3 || is_gemma2 || is_gemma3 || is_gemma4 || is_phi3 || !strcmp(A, "olmo2") ||
                    !strcmp(A, "exaone") || !strcmp(A, "exaone4") || !strcmp(A, "qwen3moe") || !strcmp(A, "olmoe") ||
-                   !strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe") || !strcmp(A, "qwen35");
+                   !strcmp(A, "gpt-oss") || !strcmp(A, "glm4moe") || !strcmp(A, "qwen35") || !strcmp(A, "qwen35moe");
     c->qkv_bias = is_qwen2 || !strcmp(A, "gpt-oss");
     c->rope_freqs = slm_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
 
@@ -835,7 +844,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     if ((s = family_params(g, file, A, c, err))) return s;
     if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;
     if ((s = moe_params(g, file, A, c, err))) return s;
-    if (!strcmp(A, "qwen35") && (s = qwen35_params(g, file, A, c, err))) return s;
+    if ((!strcmp(A, "qwen35") || !strcmp(A, "qwen35moe")) && (s = qwen35_params(g, file, A, c, err))) return s;
 
     /* The vocabulary size: the key, else the token list, else token_embd. */
     uint64_t n_tok = 0;

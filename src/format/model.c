@@ -129,7 +129,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_QWEN3MOE] = "qwen3moe", [SLM_ARCH_OLMOE] = "olmoe",
     [SLM_ARCH_GRANITEMOE] = "granitemoe", [SLM_ARCH_GPT_OSS] = "gpt-oss", [SLM_ARCH_QWEN2MOE] = "qwen2moe",
     [SLM_ARCH_GLM4MOE] = "glm4moe", [SLM_ARCH_QWEN35] = "qwen35",
-    [SLM_ARCH_GEMMA4] = "gemma4",
+    [SLM_ARCH_GEMMA4] = "gemma4", [SLM_ARCH_QWEN35MOE] = "qwen35moe",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -391,7 +391,8 @@ static slm_status check_rope_factors(const slm_model_file *m, const char *file, 
 }
 
 /* qwen35's config: the DeltaNet shapes the runtime sizes its state by, only
- * with recurrent layers; no experts or whole-row Q/K norms beside them. */
+ * with recurrent layers; no whole-row Q/K norms or missing pre-norms beside
+ * them (experts are fine: qwen35moe). */
 static slm_status check_recurrent_config(const slm_model_config *c, const char *file, slm_err *err) {
 #define RANGE(field, lo, hi)                                                                               \
     if (c->field < (lo) || c->field > (hi))                                                                \
@@ -407,9 +408,9 @@ static slm_status check_recurrent_config(const slm_model_config *c, const char *
         if (c->ssm_v_heads % c->ssm_k_heads)
             return slm_errf(err, SLM_ERR_FORMAT, "%s: config ssm_v_heads = %d is not a multiple of ssm_k_heads = %d",
                             file, c->ssm_v_heads, c->ssm_k_heads);
-        if (c->n_experts || c->qk_norm == 2 || c->no_pre_norms)
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: recurrent layers with experts or whole-row Q/K norms",
-                            file);
+        if (c->qk_norm == 2 || c->no_pre_norms)
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: config: recurrent layers with whole-row Q/K norms or "
+                            "without pre-norms", file);
     } else {
         RANGE(ssm_conv, 0, 0);
         RANGE(ssm_state, 0, 0);

@@ -118,7 +118,9 @@ typedef struct slm_model_config {
      * nextn_predict_layers): in the file, never compiled (llama.cpp loads
      * and skips them too); n_layers excludes them. */
     int nextn_layers;
-    /* Hybrid recurrent models (qwen35: Qwen3.5): layer l is a Gated DeltaNet
+    /* Hybrid recurrent models (qwen35: Qwen3.5; qwen35moe: the same layers
+     * with a mixture of experts and a gated shared expert as every layer's
+     * FFN): layer l is a Gated DeltaNet
      * (linear attention) layer unless (l + 1) % recur_interval == 0, which is
      * a full attention layer; 0 = no recurrent layers. A DeltaNet layer:
      * blk.N.attn_qkv [dim, conv_dim] (Q, K of ssm_k_heads heads and V of
@@ -264,9 +266,10 @@ typedef enum slm_arch {
     SLM_ARCH_GLM4MOE,
     SLM_ARCH_QWEN35,
     SLM_ARCH_GEMMA4,
+    SLM_ARCH_QWEN35MOE,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
