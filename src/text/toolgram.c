@@ -107,6 +107,16 @@ static int find_fn(const slm_tool_fn *fns, int n, const char *name, size_t len) 
     return -1;
 }
 
+/* An error of function bad's schema (bad < 0: none) named with the function. */
+static slm_status fn_error(slm_status st, const slm_tool_fn *fns, int bad, slm_err *err) {
+    if (bad >= 0) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        slm_errf(err, st, "tools: function '%s': %s", fns[bad].name, msg);
+    }
+    return st;
+}
+
 /* root for fmt (the call rule and the schemas' rules are written apart);
  * think: the rule `think` is written. */
 static void root_rule(gbuf *b, int fmt, int parallel, int think, int opened, int opened_fn, const char *prompt) {
@@ -245,14 +255,7 @@ static slm_status xml_rules(gbuf *b, const slm_tool_fn *fns, int n, int *bad, sl
     char *unused = NULL;
     slm_status st = slm_json_schema_rules(n, whole, wrule, &unused, bad, err);
     slm_xfree(unused);
-    if (st) {
-        if (*bad >= 0) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
-        }
-        return st;
-    }
+    if (st) return fn_error(st, fns, *bad, err);
     for (int k = 0; k < n && !st; k++) st = xml_fn(b, k, &fns[k], sub, rname, owner, &ns, bad, err);
     gput(b, "xtext ::= ([^<] | \"<\" [^/])*\n"
             "xany ::= \"<parameter=\" [a-zA-Z0-9_.-]+ \">\\n\" xtext \"\\n</parameter>\\n\"\n");
@@ -261,12 +264,7 @@ static slm_status xml_rules(gbuf *b, const slm_tool_fn *fns, int n, int *bad, sl
         int bi = -1;
         for (int i = 0; i < ns; i++) rule[i] = rname[i];
         st = slm_json_schema_rules(ns, (const char *const *)sub, rule, &rules, &bi, err);
-        if (st && bi >= 0) {
-            char msg[sizeof err->msg];
-            snprintf(msg, sizeof msg, "%s", err->msg);
-            *bad = owner[bi];
-            slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
-        }
+        if (st && bi >= 0) fn_error(st, fns, *bad = owner[bi], err);
         if (!st) gput(b, "%s", rules);
         slm_xfree(rules);
     }
@@ -322,14 +320,7 @@ slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel
             rule[k] = names[k];
         }
         slm_status st = slm_json_schema_rules(n, schema, rule, &rules, bad, err);
-        if (st) {
-            if (*bad >= 0) {
-                char msg[sizeof err->msg];
-                snprintf(msg, sizeof msg, "%s", err->msg);
-                slm_errf(err, st, "tools: function '%s': %s", fns[*bad].name, msg);
-            }
-            return st;
-        }
+        if (st) return fn_error(st, fns, *bad, err);
     }
     think = think && fmt != SLM_TOOL_HARMONY && !opened;
     root_rule(&b, fmt, parallel && fmt != SLM_TOOL_HARMONY, think, opened, ofn, prompt);
