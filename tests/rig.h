@@ -3,9 +3,11 @@
 #ifndef SLM_TEST_RIG_H
 #define SLM_TEST_RIG_H
 
+#include "blob/blob.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
 #include "runtime/runtime.h"
+#include "text/tokenizer.h"
 
 typedef struct rig {
     slm_model_file m;
@@ -46,6 +48,46 @@ static inline void rig_close(rig *r) {
     slm_compiled_free(&r->c);
     slm_model_close(&r->m);
     r->ok = 0;
+}
+
+/* The rig's programs and weights as a blob at path (with the llama2.c
+ * tokenizer tok_path of vocab tokens), opened again and run beside the rig:
+ * a prefill of ids[0..prefill) then decode steps up to ids[n - 1], the
+ * logits bit for bit each step, and the config as compiled (CHECKs). The
+ * blob file stays for the caller. */
+static inline void rig_blob_trip(rig *r, const char *tok_path, int vocab, const char *path, const int32_t *ids, int prefill, int n) {
+    slm_err err = {0};
+    slm_tokenizer *tok = NULL, *tok2 = NULL;
+    slm_blob_ident id;
+    memset(&id, 0, sizeof id);
+    slm_blob_ident_seal(&id);
+    slm_blob b;
+    slm_compiled c2;
+    memset(&b, 0, sizeof b);
+    memset(&c2, 0, sizeof c2);
+    int ok = slm_tok_load_llama2c(&tok, tok_path, vocab, &err) == SLM_OK &&
+             slm_blob_write(path, &r->c, &r->m, tok, &id, NULL, NULL, &err) == SLM_OK &&
+             slm_blob_open(&b, path, 0, &c2, &tok2, &err) == SLM_OK;
+    CHECKF(ok, "blob: %s", err.msg);
+    if (ok) {
+        CHECK(!memcmp(&c2.cfg, &r->c.cfg, sizeof c2.cfg));
+        slm_runtime rt2;
+        if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
+            int same = slm_rt_prefill(&r->rt, ids, prefill, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, prefill, &err) == SLM_OK;
+            for (int p = prefill; same && p <= n; p++) {
+                same = !memcmp(r->rt.logits, rt2.logits, sizeof(float) * (size_t)vocab);
+                if (same && p < n) same = !slm_rt_decode(&r->rt, ids[p], &err) && !slm_rt_decode(&rt2, ids[p], &err);
+            }
+            CHECK(same);
+            slm_rt_free(&rt2);
+        } else {
+            CHECKF(0, "blob runtime: %s", err.msg);
+        }
+        slm_blob_close(&b);
+    }
+    slm_compiled_free(&c2);
+    slm_tok_free(tok);
+    slm_tok_free(tok2);
 }
 
 #endif

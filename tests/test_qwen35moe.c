@@ -421,38 +421,9 @@ static void test_blob(void) {
     if (!write_tok("q35m_tok.bin", VOCAB)) return;
     rig r;
     if (!rig_open(&r, "q35m.gguf", 8, 24)) return;
-    slm_err err = {0};
-    slm_tokenizer *tok = NULL, *tok2 = NULL;
-    slm_blob_ident id;
-    memset(&id, 0, sizeof id);
-    slm_blob_ident_seal(&id);
-    slm_blob b;
-    slm_compiled c2;
-    memset(&b, 0, sizeof b);
-    memset(&c2, 0, sizeof c2);
-    int ok = slm_tok_load_llama2c(&tok, "q35m_tok.bin", VOCAB, &err) == SLM_OK &&
-             slm_blob_write("q35m.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK &&
-             slm_blob_open(&b, "q35m.slmblob", 0, &c2, &tok2, &err) == SLM_OK;
-    CHECKF(ok, "blob: %s", err.msg);
     int32_t ids[20];
     ids_of(ids, 20, 5);
-    if (ok) {
-        CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg));
-        slm_runtime rt2;
-        if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
-            int same = slm_rt_prefill(&r.rt, ids, 11, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 11, &err) == SLM_OK;
-            for (int p = 11; same && p <= 20; p++) {
-                same = !memcmp(r.rt.logits, rt2.logits, sizeof(float) * VOCAB);
-                if (same && p < 20) same = !slm_rt_decode(&r.rt, ids[p], &err) && !slm_rt_decode(&rt2, ids[p], &err);
-            }
-            CHECK(same);
-            slm_rt_free(&rt2);
-        }
-        slm_blob_close(&b);
-    }
-    slm_compiled_free(&c2);
-    slm_tok_free(tok);
-    slm_tok_free(tok2);
+    rig_blob_trip(&r, "q35m_tok.bin", VOCAB, "q35m.slmblob", ids, 11, 20);
     rig_close(&r);
     size_t n = 0;
     uint8_t *img = (uint8_t *)t_read_file("q35m.slmblob", &n);
