@@ -53,9 +53,11 @@ static inline void rig_close(rig *r) {
 /* The rig's programs and weights as a blob at path (with the llama2.c
  * tokenizer tok_path of vocab tokens), opened again and run beside the rig:
  * a prefill of ids[0..prefill) then decode steps up to ids[n - 1], the
- * logits bit for bit each step, and the config as compiled (CHECKs). The
- * blob file stays for the caller. */
-static inline void rig_blob_trip(rig *r, const char *tok_path, int vocab, const char *path, const int32_t *ids, int prefill, int n) {
+ * logits bit for bit each step, and the config, KV type and RoPE tables'
+ * layout as compiled (CHECKs naming `what`). 1 when the blob opened; the
+ * file stays for the caller. */
+static inline int rig_blob_trip(rig *r, const char *what, const char *tok_path, int vocab, const char *path, const int32_t *ids,
+                                int prefill, int n) {
     slm_err err = {0};
     slm_tokenizer *tok = NULL, *tok2 = NULL;
     slm_blob_ident id;
@@ -68,9 +70,11 @@ static inline void rig_blob_trip(rig *r, const char *tok_path, int vocab, const 
     int ok = slm_tok_load_llama2c(&tok, tok_path, vocab, &err) == SLM_OK &&
              slm_blob_write(path, &r->c, &r->m, tok, &id, NULL, NULL, &err) == SLM_OK &&
              slm_blob_open(&b, path, 0, &c2, &tok2, &err) == SLM_OK;
-    CHECKF(ok, "blob: %s", err.msg);
+    CHECKF(ok, "%s: blob: %s", what, err.msg);
     if (ok) {
-        CHECK(!memcmp(&c2.cfg, &r->c.cfg, sizeof c2.cfg));
+        CHECKF(!memcmp(&c2.cfg, &r->c.cfg, sizeof c2.cfg) && c2.opt.kv_type == r->c.opt.kv_type &&
+                   c2.consts.rope_pairs_swa == r->c.consts.rope_pairs_swa,
+               "%s: the blob's config differs from the compiled one", what);
         slm_runtime rt2;
         if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
             int same = slm_rt_prefill(&r->rt, ids, prefill, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, prefill, &err) == SLM_OK;
@@ -78,16 +82,17 @@ static inline void rig_blob_trip(rig *r, const char *tok_path, int vocab, const 
                 same = !memcmp(r->rt.logits, rt2.logits, sizeof(float) * (size_t)vocab);
                 if (same && p < n) same = !slm_rt_decode(&r->rt, ids[p], &err) && !slm_rt_decode(&rt2, ids[p], &err);
             }
-            CHECK(same);
+            CHECKF(same, "%s: the blob's logits differ from the model file's", what);
             slm_rt_free(&rt2);
         } else {
-            CHECKF(0, "blob runtime: %s", err.msg);
+            CHECKF(0, "%s: runtime on the blob: %s", what, err.msg);
         }
         slm_blob_close(&b);
     }
     slm_compiled_free(&c2);
     slm_tok_free(tok);
     slm_tok_free(tok2);
+    return ok;
 }
 
 #endif

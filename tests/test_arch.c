@@ -603,41 +603,8 @@ static void test_arch_blob_roundtrip(void) {
         g_kv_type = kts[kt];
         rig r;
         if (!rig_open_threads(&r, path, 8, 24, 1)) continue;
-        slm_err err = {0};
-        slm_tokenizer *tok = NULL, *tok2 = NULL;
-        slm_blob_ident id;
-        memset(&id, 0, sizeof id);
-        slm_blob_ident_seal(&id);
-        slm_blob b;
-        slm_compiled c2;
-        memset(&b, 0, sizeof b);
-        memset(&c2, 0, sizeof c2);
-        int ok = slm_tok_load_llama2c(&tok, "arch_tok.bin", 160, &err) == SLM_OK &&
-                 slm_blob_write(bpath, &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK &&
-                 slm_blob_open(&b, bpath, 0, &c2, &tok2, &err) == SLM_OK;
-        CHECKF(ok, "%s: blob: %s", archs[a], err.msg);
-        if (ok) {
-            CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg)); /* the family fields came back */
-            CHECK(c2.opt.kv_type == kts[kt]);
-            slm_runtime rt2;
-            if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
-                int same = slm_rt_prefill(&r.rt, ids, 13, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 13, &err) == SLM_OK;
-                const int V = r.c.cfg.vocab_size;
-                for (int p = 13; same && p <= 24; p++) {
-                    same = !memcmp(r.rt.logits, rt2.logits, sizeof(float) * (size_t)V);
-                    if (same && p < 24)
-                        same = slm_rt_decode(&r.rt, ids[p], &err) == SLM_OK && slm_rt_decode(&rt2, ids[p], &err) == SLM_OK;
-                }
-                CHECKF(same, "%s: the blob's logits differ from the model file's", archs[a]);
-                slm_rt_free(&rt2);
-            } else {
-                CHECKF(0, "%s: runtime on the blob: %s", archs[a], err.msg);
-            }
-            slm_blob_close(&b);
-        }
-        slm_compiled_free(&c2);
-        slm_tok_free(tok);
-        slm_tok_free(tok2);
+        CHECK(r.c.opt.kv_type == kts[kt]);
+        rig_blob_trip(&r, archs[a], "arch_tok.bin", 160, bpath, ids, 13, 24);
         rig_close(&r);
         unlink(bpath);
         }

@@ -412,38 +412,9 @@ static void blob_roundtrip(const g4 *s, int kt, uint8_t **img, size_t *n) {
     g_kv_type = kt;
     rig r;
     if (rig_open_g4(&r, "g4_blob.gguf", 8, 24)) {
-        slm_err err = {0};
-        slm_tokenizer *tok = NULL, *tok2 = NULL;
-        slm_blob_ident id;
-        memset(&id, 0, sizeof id);
-        slm_blob_ident_seal(&id);
-        slm_blob b;
-        slm_compiled c2;
-        memset(&b, 0, sizeof b);
-        memset(&c2, 0, sizeof c2);
-        const int ok = slm_tok_load_llama2c(&tok, "g4_tok.bin", 160, &err) == SLM_OK &&
-                       slm_blob_write("g4.slmblob", &r.c, &r.m, tok, &id, NULL, NULL, &err) == SLM_OK &&
-                       slm_blob_open(&b, "g4.slmblob", 0, &c2, &tok2, &err) == SLM_OK;
-        CHECKF(ok, "blob: %s", err.msg);
-        if (ok) {
-            CHECK(!memcmp(&c2.cfg, &r.c.cfg, sizeof c2.cfg) && c2.consts.rope_pairs_swa == r.c.consts.rope_pairs_swa);
-            slm_runtime rt2;
-            if (slm_rt_init(&rt2, &c2, b.weights, 1, &err) == SLM_OK) {
-                int same = slm_rt_prefill(&r.rt, ids, 13, &err) == SLM_OK && slm_rt_prefill(&rt2, ids, 13, &err) == SLM_OK;
-                for (int p = 13; same && p <= 24; p++) {
-                    same = !memcmp(r.rt.logits, rt2.logits, sizeof(float) * (size_t)r.c.cfg.vocab_size);
-                    if (same && p < 24)
-                        same = slm_rt_decode(&r.rt, ids[p], &err) == SLM_OK && slm_rt_decode(&rt2, ids[p], &err) == SLM_OK;
-                }
-                CHECKF(same, "KV %d: the blob's logits differ from the model file's", kt);
-                slm_rt_free(&rt2);
-            }
-            slm_blob_close(&b);
-            if (img) *img = (uint8_t *)t_read_file("g4.slmblob", n);
-        }
-        slm_compiled_free(&c2);
-        slm_tok_free(tok);
-        slm_tok_free(tok2);
+        char what[32];
+        snprintf(what, sizeof what, "gemma4, KV %d", kt);
+        if (rig_blob_trip(&r, what, "g4_tok.bin", 160, "g4.slmblob", ids, 13, 24) && img) *img = (uint8_t *)t_read_file("g4.slmblob", n);
         rig_close(&r);
     }
     g_kv_type = SLM_F32;

@@ -412,7 +412,7 @@ static void test_blob(void) {
     if (!rig_open(&r, "q35.gguf", 8, 24)) return;
     int32_t ids[20];
     ids_of(ids, 20, 5);
-    rig_blob_trip(&r, "q35_tok.bin", VOCAB, "q35.slmblob", ids, 11, 20);
+    rig_blob_trip(&r, "test_qwen35", "q35_tok.bin", VOCAB, "q35.slmblob", ids, 11, 20);
     rig_close(&r);
     size_t n = 0;
     uint8_t *img = (uint8_t *)t_read_file("q35.slmblob", &n);
