@@ -188,7 +188,7 @@ static int string_choices(gbuf *b, const cJSON *o) {
 
 /* xml: function k's rule fK-x, parameter by parameter; a non-string
  * parameter's schema goes into sub[] (its rule fK-vJ) for json_schema.c. */
-static slm_status xml_fn(gbuf *b, int k, const slm_tool_fn *f, char **sub, char (*rname)[24], int *owner, int *ns, int *bad,
+static slm_status xml_fn(gbuf *b, int k, const slm_tool_fn *f, char **sub, char (*rname)[32], int *owner, int *ns, int *bad,
                          slm_err *err) {
     cJSON *root = f->params ? cJSON_Parse(f->params) : NULL;
     const cJSON *props = root ? cJSON_GetObjectItemCaseSensitive(root, "properties") : NULL;
@@ -246,7 +246,7 @@ static slm_status xml_fn(gbuf *b, int k, const slm_tool_fn *f, char **sub, char 
 /* The xml format's function rules and their values' rules into b. */
 static slm_status xml_rules(gbuf *b, const slm_tool_fn *fns, int n, int *bad, slm_err *err) {
     char *sub[SLM_SCHEMA_RULES_MAX];
-    char rname[SLM_SCHEMA_RULES_MAX][24];
+    char rname[SLM_SCHEMA_RULES_MAX][32];
     const char *rule[SLM_SCHEMA_RULES_MAX];
     int owner[SLM_SCHEMA_RULES_MAX], ns = 0;
     /* every schema whole through json_schema.c first: what it cannot enforce is refused here too */
@@ -313,7 +313,7 @@ slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel
         }
     } else { /* the schemas' rules */
         const char *schema[SLM_TOOL_FNS_MAX], *rule[SLM_TOOL_FNS_MAX];
-        char names[SLM_TOOL_FNS_MAX][16];
+        char names[SLM_TOOL_FNS_MAX][32];
         for (int k = 0; k < n; k++) {
             snprintf(names[k], sizeof names[k], "f%d-args", k);
             schema[k] = fns[k].params;
