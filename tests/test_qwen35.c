@@ -21,6 +21,7 @@
 #include "tok_bin.h"
 #include "rig.h"
 #include "blob_image.h"
+#include "ref_check.h"
 
 /* The shape of a test file: 4 layers (DeltaNet 0-2, full attention 3),
  * dim 64, 2 query heads of 32 (8 rotated), 1 KV head; DeltaNet: 2 key and
@@ -146,45 +147,6 @@ static void ids_of(int32_t *ids, int n, uint64_t seed) {
     for (int i = 0; i < n; i++) ids[i] = 1 + (int32_t)(urand() * (VOCAB - 2));
 }
 
-/* Worst error relative to the logits' largest of each position: our prefill of
- * `first` ids then decode steps against the reference; n_threads threads. */
-static double vs_reference(const char *path, const int32_t *ids, int n, int first, int mpl, int n_threads) {
-    rig r;
-    memset(&r, 0, sizeof r);
-    slm_err err = {0};
-    slm_compile_options o = rig_opts(mpl, n);
-    if (slm_model_open(&r.m, path, &err) || slm_model_repack(&r.m, &err) || slm_compile(&r.c, &r.m, &o, &err) ||
-        slm_rt_init(&r.rt, &r.c, r.m.map.data, n_threads, &err)) {
-        CHECKF(0, "%s: %s", path, err.msg);
-        slm_compiled_free(&r.c);
-        slm_model_close(&r.m);
-        return INFINITY;
-    }
-    r.ok = 1;
-    const int V = r.c.cfg.vocab_size;
-    float *ref = malloc(sizeof(float) * (size_t)n * V);
-    double worst = 0;
-    if (!ref_forward_ctx(&r.m, ids, n, ref, r.c.kv_capacity)) worst = INFINITY;
-    if (worst == 0 && slm_rt_prefill(&r.rt, ids, first, &err)) worst = INFINITY;
-    for (int p = first - 1; worst < INFINITY && p < n; p++) {
-        if (p >= first && slm_rt_decode(&r.rt, ids[p], &err)) {
-            worst = INFINITY;
-            break;
-        }
-        double md = 0, mr = 1e-6;
-        for (int i = 0; i < V; i++) {
-            md = fmax(md, fabs((double)r.rt.logits[i] - ref[(size_t)p * V + i]));
-            mr = fmax(mr, fabs(ref[(size_t)p * V + i]));
-        }
-        if (isnan(r.rt.logits[0])) md = INFINITY;
-        worst = fmax(worst, md / mr);
-    }
-    CHECKF(worst < INFINITY, "%s: %s", path, err.msg);
-    free(ref);
-    rig_close(&r);
-    return worst;
-}
-
 /* Every position's logits against the reference: a prefill of 1, 5 and all
  * 24 rows (chunks of 8: the state carried from chunk to chunk), then decode;
  * one thread and two (the heads' tiles on both); F32 and Q8_0 weights. */
@@ -195,14 +157,14 @@ static void test_vs_reference(void) {
     static const int firsts[3] = {1, 5, 24};
     for (int f = 0; f < 3; f++)
         for (int th = 1; th <= 2; th++) {
-            const double e = vs_reference("q35.gguf", ids, 24, firsts[f], 8, th);
+            const double e = rig_vs_reference("q35.gguf", ids, 24, firsts[f], 8, th);
             CHECKF(e < 2e-5, "f32, prefill %d, %d threads: relative error %g", firsts[f], th, e);
         }
     qshape q = k_base;
     q.k_heads = q.v_heads = 2; /* one value head per key head; another interval */
     q.interval = 2;
     CHECK(write_q35("q35b.gguf", &q, SLM_F16, 4));
-    const double e = vs_reference("q35b.gguf", ids, 24, 9, 16, 1);
+    const double e = rig_vs_reference("q35b.gguf", ids, 24, 9, 16, 1);
     CHECKF(e < 1e-3, "f16, interval 2: relative error %g", e);
     unlink("q35b.gguf");
 }
