@@ -109,6 +109,9 @@ typedef struct slm_options {
                                    option: a blob holds one and refuses another) */
     int prefetch;               /* an slm_prefetch: weight prefetch in decode programs (a
                                    compile option: a blob holds one and refuses another) */
+    int recur_checkpoints;      /* models with recurrent layers (qwen35, qwen35moe): saved
+                                   states per session that a shorter next prompt resumes
+                                   from (0 = 3; at most 16), each the size of the state */
 } slm_options;
 
 /* Weight prefetch of the decode programs (slm_options.prefetch): PREFETCH

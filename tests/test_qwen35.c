@@ -272,7 +272,8 @@ static void test_sessions(void) {
     slm_session_reset(s1);
     CHECK(slm_session_set_prompt(s1, hist, nh) == SLM_OK && greedy(s1, q2, 5));
     CHECKF(!memcmp(r2, q2, sizeof r2), "turn two: %d %d %d vs %d %d %d", r2[0], r2[1], r2[2], q2[0], q2[1], q2[2]);
-    /* the last turn changed: the held rows share 14 of them; it starts over */
+    /* the last turn changed: the held rows share 14 of them; it goes back to the checkpoint 4 rows before
+     * the last prompt's end (row 13) */
     hist[14] = (hist[14] + 7) % (VOCAB - 1) + 1;
     CHECK(slm_session_set_prompt(s1, hist, nh) == SLM_OK && greedy(s1, a, 5));
     CHECK(slm_session_set_prompt(s2, hist, nh) == SLM_OK && greedy(s2, b, 5));
@@ -294,7 +295,9 @@ static void test_sessions(void) {
             slm_session_get_stats(s1, &st0);
             CHECK(slm_session_set_prompt(s1, q, cut + 6) == SLM_OK);
             slm_session_get_stats(s1, &st1);
-            CHECKF(st1.n_reused - st0.n_reused == cut, "cut at %d: %d rows kept", cut, st1.n_reused - st0.n_reused);
+            /* from the checkpoint at the prompt's end: the rows after it prefilled again */
+            CHECKF(st1.n_reused - st0.n_reused == 12 && st1.n_prefilled - st0.n_prefilled == cut + 6 - 12,
+                   "cut at %d: %d rows kept, %d prefilled", cut, st1.n_reused - st0.n_reused, st1.n_prefilled - st0.n_prefilled);
             CHECK(greedy(s1, c1, 5));
             slm_session_reset(s2);
             CHECK(slm_session_set_prompt(s2, q, cut + 6) == SLM_OK && greedy(s2, c2, 5));
@@ -326,6 +329,112 @@ static void test_sessions(void) {
     slm_session_free(s2);
     slm_free(e);
     CHECK(load_engine("q35.gguf", 0, "q35.gguf", 1) == NULL);
+    unlink("q35_tok.bin");
+}
+
+/* rows reused and prefilled by set_prompt(ids[n]) on s; the first n_gen greedy tokens after it into out */
+static void prompt_rows(slm_session *s, const int32_t *ids, int n, int *reused, int *prefilled, int32_t *out, int n_gen) {
+    slm_session_stats a, b;
+    slm_session_get_stats(s, &a);
+    CHECK(slm_session_set_prompt(s, ids, n) == SLM_OK);
+    slm_session_get_stats(s, &b);
+    *reused = b.n_reused - a.n_reused;
+    *prefilled = b.n_prefilled - a.n_prefilled;
+    CHECK(greedy(s, out, n_gen));
+}
+
+/* The checkpoints of a conversation (--checkpoints): besides the one at a
+ * prompt's end, one 4 rows before it; a next prompt that renders the last
+ * generation prompt otherwise (Qwen3.5 writes "<think>\n" in the generation
+ * prompt, not in the history) resumes from it, an edit of the last user
+ * message from an older one while the slots hold it, a stepped prompt
+ * (serve's pieces) takes its checkpoint across pieces; every result equals a
+ * fresh session given the prompt whole. One slot (--checkpoints 1) keeps the
+ * prompt's end only; 17 is refused; the budget counts each. */
+static void test_checkpoints(void) {
+    if (!write_tok("q35_tok.bin", VOCAB)) return;
+    slm_engine *e = load_engine("q35.gguf", 0, NULL, 2);
+    if (!e) return;
+    slm_session_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.ignore_eos = 1;
+    slm_session *s = NULL, *f = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK && slm_session_new(e, &cfg, &f) == SLM_OK);
+    if (!s || !f) {
+        slm_session_free(s);
+        slm_free(e);
+        return;
+    }
+    int32_t p[20], q[40], r[4], a[5], b[5];
+    int reused, pre, fr, fp;
+    ids_of(p, 20, 51); /* its last 5: the "generation prompt" */
+    prompt_rows(s, p, 20, &reused, &pre, r, 4);
+    /* turn two: p without its last two rows, the reply, a user turn, the generation prompt again */
+    memcpy(q, p, 18 * sizeof *q);
+    memcpy(q + 18, r, sizeof r);
+    ids_of(q + 22, 6, 52);
+    memcpy(q + 28, p + 15, 5 * sizeof *q);
+    if (q[18] == p[18]) q[18] = q[18] % (VOCAB - 1) + 1;
+    prompt_rows(s, q, 33, &reused, &pre, a, 5);
+    prompt_rows(f, q, 33, &fr, &fp, b, 5);
+    CHECKF(reused == 16 && pre == 33 - 16, "turn two: %d rows reused, %d prefilled (want 16, 17)", reused, pre);
+    CHECKF(!memcmp(a, b, sizeof a) && fr == 0, "turn two: %d %d %d vs fresh %d %d %d", a[0], a[1], a[2], b[0], b[1], b[2]);
+    /* the last user turn edited: back to the checkpoint at row 16, kept beside turn two's 29 and 33 */
+    q[24] = q[24] % (VOCAB - 1) + 1;
+    prompt_rows(s, q, 33, &reused, &pre, a, 5);
+    slm_session_reset(f);
+    prompt_rows(f, q, 33, &fr, &fp, b, 5);
+    CHECKF(reused == 16, "edited turn: %d rows reused (want 16)", reused);
+    CHECKF(!memcmp(a, b, sizeof a), "edited turn: %d %d %d vs fresh %d %d %d", a[0], a[1], a[2], b[0], b[1], b[2]);
+    /* a stepped prompt of 23 in pieces of 5: the piece that would pass row 19 stops there */
+    int32_t w[23], c[5], d[5];
+    ids_of(w, 23, 53);
+    slm_session_reset(s);
+    int left = 1;
+    CHECK(slm_session_begin_prompt(s, w, 23, 5, &left) == SLM_OK);
+    while (left > 0) CHECK(slm_session_prompt_step(s, 5, &left) == SLM_OK);
+    CHECK(greedy(s, c, 2));
+    w[21] = w[21] % (VOCAB - 1) + 1;
+    prompt_rows(s, w, 23, &reused, &pre, c, 5);
+    slm_session_reset(f);
+    prompt_rows(f, w, 23, &fr, &fp, d, 5);
+    CHECKF(reused == 19, "stepped prompt: %d rows reused (want 19)", reused);
+    CHECKF(!memcmp(c, d, sizeof c), "after the stepped prompt: %d %d vs fresh %d %d", c[0], c[1], d[0], d[1]);
+    slm_session_free(s);
+    slm_session_free(f);
+    slm_free(e);
+    /* one slot: the end only, so the edited turn starts over (and still equals a fresh start) */
+    slm_options o = slm_default_options();
+    o.tokenizer_path = "q35_tok.bin";
+    o.max_prompt_len = 8;
+    o.min_response_len = 56;
+    o.n_threads = 1;
+    o.recur_checkpoints = 1;
+    e = NULL;
+    CHECKF(slm_load(&e, "q35.gguf", &o) == SLM_OK, "--checkpoints 1: %s", slm_last_error(e));
+    if (e && slm_session_new(e, &cfg, &s) == SLM_OK) {
+        prompt_rows(s, p, 20, &reused, &pre, r, 4);
+        q[24] = q[24] % (VOCAB - 1) + 1;
+        prompt_rows(s, q, 33, &reused, &pre, a, 5); /* from the checkpoint at 16: taken, then replaced by 20's */
+        CHECKF(reused == 0 && pre == 33, "one checkpoint: %d rows reused, %d prefilled (want 0, 33)", reused, pre);
+        slm_session_free(s);
+    }
+    slm_free(e);
+    e = NULL;
+    o.recur_checkpoints = SLM_RT_SNAPS_MAX + 1;
+    CHECK(slm_load(&e, "q35.gguf", &o) != SLM_OK && strstr(slm_last_error(e), "--checkpoints 17"));
+    slm_free(e);
+    /* the memory budget: each checkpoint is one more state per sequence */
+    rig rg;
+    if (rig_open(&rg, "q35.gguf", 8, 56)) {
+        uint64_t n1 = 0, n3 = 0;
+        slm_err err = {0};
+        CHECK(slm_rt_budget(&rg.c, "q35", -1, 2, 1, 0, &n1, &err) == SLM_OK &&
+              slm_rt_budget(&rg.c, "q35", -1, 2, 3, 0, &n3, &err) == SLM_OK);
+        CHECKF(n3 - n1 == 2 * 2 * slm_rt_recur_floats(&rg.c.cfg) * sizeof(float), "budget: %llu vs %llu",
+               (unsigned long long)n1, (unsigned long long)n3);
+        rig_close(&rg);
+    }
     unlink("q35_tok.bin");
 }
 
@@ -443,6 +552,7 @@ int main(void) {
     T_RUN(test_vs_reference);
     T_RUN(test_prefill_vs_decode);
     T_RUN(test_sessions);
+    T_RUN(test_checkpoints);
     T_RUN(test_config);
     T_RUN(test_blob);
     unlink("q35.gguf");

@@ -105,7 +105,7 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     if (recur) {
         fprintf(f, ", recurrent state ");
         print_bytes(f, recur);
-        fprintf(f, " per sequence and as much for its checkpoint");
+        fprintf(f, " per sequence and as much for each of its checkpoints (--checkpoints)");
     }
     fprintf(f, "\n");
     /* weight types as stored: repacked matrices show as *_r16 */

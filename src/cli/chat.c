@@ -12,6 +12,7 @@
 #include "device/kernels.h"
 #include "common/json.h"
 #include "engine/chat.h"
+#include "runtime/runtime.h"
 
 #ifdef SLM_HAVE_CJSON
 #include <cjson/cJSON.h>
@@ -35,6 +36,9 @@ const char slm_cli_common_help[] =
     SLM_CLI_PREFETCH_HELP
     "      --prefix-cache-mb M   KV rows of shared prompt prefixes kept for reuse, MiB;\n"
     "                            0 = off (default 64)\n"
+    "      --checkpoints N       models with recurrent layers (Qwen3.5): saved states a\n"
+    "                            shorter next prompt resumes from, each the state's\n"
+    "                            size (default 3, at most 16)\n"
     "  -t, --threads N           worker threads (0 = all cores)\n"
     "      --max-memory N        refuse a model whose KV cache, arena and buffers need\n"
     "                            more than N MiB (default 75% of RAM; -1 = no limit)\n"
@@ -130,6 +134,7 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "--max-prompt-len")) { VAL(); return slm_cli_parse_int(v, o, 1, 1 << 20, &c->opt.max_prompt_len) ? 1 : -1; }
     if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }
     if (!strcmp(o, "--prefix-cache-mb")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.prefix_cache_mb) ? 1 : -1; }
+    if (!strcmp(o, "--checkpoints")) { VAL(); return slm_cli_parse_int(v, o, 1, SLM_RT_SNAPS_MAX, &c->opt.recur_checkpoints) ? 1 : -1; }
     if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { VAL(); return slm_cli_parse_int(v, o, 0, 1024, &c->threads) ? 1 : -1; }
     if (!strcmp(o, "--max-memory")) {
         VAL();

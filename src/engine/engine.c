@@ -473,6 +473,9 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         return slm_errf(&e->err, SLM_ERR_ARG, "prefetch %d: not an slm_prefetch (default, on, off)", e->opt.prefetch);
     if (e->opt.kv_type < SLM_KV_DEFAULT || e->opt.kv_type > SLM_KV_Q8_0)
         return slm_errf(&e->err, SLM_ERR_ARG, "kv_type %d: not an slm_kv_type (f32, f16, q8_0)", e->opt.kv_type);
+    if (e->opt.recur_checkpoints < 0 || e->opt.recur_checkpoints > SLM_RT_SNAPS_MAX)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--checkpoints %d: 1 to %d (0: the default %d)", e->opt.recur_checkpoints,
+                        SLM_RT_SNAPS_MAX, SLM_RT_SNAPS_DEFAULT);
     if (!e->opt.draft_path && opt && opt->draft_tokenizer_path)
         return slm_errf(&e->err, SLM_ERR_ARG, "--draft-tokenizer %s: there is no draft model (--draft)",
                         opt->draft_tokenizer_path);
@@ -506,8 +509,8 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     } else if (n_seqs > 1 && e->opt.verbose) {
         fprintf(stderr, "note: %d sessions from a blob decode one by one (blobs hold no batch programs)\n", n_seqs);
     }
-    if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, n_seqs, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
-    if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, &e->err))) return s;
+    if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, n_seqs, e->opt.recur_checkpoints, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
+    if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, e->opt.recur_checkpoints, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
     slm_pool_set_schedule(e->rt.pool, e->opt.schedule);
     if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
@@ -524,6 +527,9 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                 e->cfg.arch);
         e->opt.prefix_cache_mb = 0;
     }
+    if (!e->cfg.recur_interval && e->opt.recur_checkpoints > 0)
+        fprintf(stderr, "staticlm: note: --checkpoints %d: %s has no recurrent layers; its KV rows are kept as they are\n",
+                e->opt.recur_checkpoints, e->cfg.arch);
     slm_pc_init(&e->pc, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20);
     if (e->opt.draft_path) {
         if (!slm_largest(&e->comp, SLM_PROG_VERIFY))

@@ -50,10 +50,20 @@ struct slm_session {
     int first_pending;        /* 1 until the first token after a feed is sampled */
     int offer_pc;             /* the feed completes a prompt (set_prompt): offer it to the prefix cache */
     int no_pc_store;          /* a stepped prompt's piece before the last: offer nothing yet */
+    int snap_end;             /* a stepped prompt's piece ending SNAP_TAIL rows before its end: checkpoint it */
     int32_t *rest;            /* a stepped prompt (slm_session_begin_prompt): the ids still to prefill */
     slm_gsamp *gs;            /* the sampling's grammar (grammar.c), or NULL */
     int rest_n, rest_i;       /* [rest_i, rest_n) of rest are left */
 };
+
+/* Models with recurrent layers keep a checkpoint this many rows before a
+ * whole prompt's end besides the one at its end: the next prompt of a
+ * conversation may render the last generation prompt otherwise (Qwen3.5's
+ * template writes "<think>\n" after "<|im_start|>assistant\n" in the
+ * generation prompt, not in the history), and so share fewer rows than the
+ * last prompt held; it resumes from here instead of row 0. Four, as
+ * llama.cpp's server does. */
+#define SNAP_TAIL 4
 
 static double now_ms(void) {
     struct timespec ts;
@@ -317,7 +327,13 @@ static slm_status feed_ids(slm_session *s, const int32_t *ids, int n, int cont) 
         run = buf;
     }
     if (!cont) s->st.n_reused += rt->num_stored;
-    slm_status st = prefill(s, run, total);
+    /* a whole prompt's end (recurrent layers): its last SNAP_TAIL rows apart, a checkpoint before them */
+    const int tail = rt->rstate && !s->no_pc_store && total > SNAP_TAIL ? SNAP_TAIL : 0;
+    slm_status st = prefill(s, run, total - tail);
+    if (!st && tail) {
+        slm_rt_checkpoint(rt);
+        st = prefill(s, run + total - tail, tail);
+    }
     slm_xfree(buf);
     if (st) {
         s->have_logits = 0;
@@ -326,7 +342,7 @@ static slm_status feed_ids(slm_session *s, const int32_t *ids, int n, int cont) 
     s->pending = -1;
     if (n > 0) s->prev = ids[n - 1];
     reply_clear(s);
-    if (!s->no_pc_store) slm_rt_checkpoint(rt); /* a whole prompt in: recurrent layers keep its state */
+    if (!s->no_pc_store || s->snap_end) slm_rt_checkpoint(rt); /* a whole prompt in: recurrent layers keep its state */
     return SLM_OK;
 }
 
@@ -354,6 +370,10 @@ static int prompt_keep(slm_session *s, const int32_t *ids, int n) {
         slm_session_reset(s);
         keep = 0;
     } else {
+        /* rows a recurrent model prefilled again from its checkpoint count as prefilled, not reused
+         * (the feed that follows counts the kept rows as reused) */
+        s->st.n_prefilled += rt->trim_rebuilt;
+        s->st.n_reused -= rt->trim_rebuilt;
         if (s->use_draft && s->e->draft->rt.num_stored > keep) slm_rt_trim(&s->e->draft->rt, keep);
         s->pending = -1;
         s->qn = s->qi = 0;
@@ -376,12 +396,17 @@ slm_status slm_session_prompt_step(slm_session *s, int budget, int *left) {
     if (!s) return SLM_ERR_ARG;
     if (budget < 1) return slm_errf(&s->err, SLM_ERR_ARG, "prompt step: budget %d", budget);
     if (s->rest_i >= s->rest_n) return slm_errf(&s->err, SLM_ERR_ARG, "prompt step: no prompt is being prefilled");
-    const int m = s->rest_n - s->rest_i < budget ? s->rest_n - s->rest_i : budget;
+    int m = s->rest_n - s->rest_i < budget ? s->rest_n - s->rest_i : budget;
+    /* recurrent layers: a piece that would pass the point SNAP_TAIL rows before the end stops
+     * there and is checkpointed (feed_ids's split of a whole prompt, made across pieces) */
+    const int tail_at = s->rest_n - SNAP_TAIL;
+    if (rt_of(s)->rstate && s->rest_i < tail_at && s->rest_i + m > tail_at && s->rest_i + m < s->rest_n) m = tail_at - s->rest_i;
     const int last = s->rest_i + m == s->rest_n;
     s->offer_pc = last;
     s->no_pc_store = !last;
+    s->snap_end = !last && s->rest_i + m == tail_at;
     slm_status st = feed_ids(s, s->rest + s->rest_i, m, 1);
-    s->offer_pc = s->no_pc_store = 0;
+    s->offer_pc = s->no_pc_store = s->snap_end = 0;
     if (st) {
         rest_drop(s);
         return st;

@@ -26,7 +26,9 @@ static uint64_t sat_mul(uint64_t a, uint64_t b) {
 }
 static double mib(uint64_t b) { return (double)b / (1024.0 * 1024.0); }
 
-slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_memory_mb, int n_seqs,
+int slm_rt_snaps(int n) { return n <= 0 ? SLM_RT_SNAPS_DEFAULT : n > SLM_RT_SNAPS_MAX ? SLM_RT_SNAPS_MAX : n; }
+
+slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_memory_mb, int n_seqs, int n_snaps,
                          uint64_t extra_bytes, uint64_t *need_out, slm_err *err) {
     if (n_seqs < 1) n_seqs = 1;
     const slm_model_config *cfg = &c->cfg;
@@ -57,7 +59,8 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
      * sampler's scratch and the token history */
     const uint64_t vocab = sat_add(sat_mul(sat_mul((uint64_t)rows, voc), sizeof(float)), sat_mul(voc, 16));
     const uint64_t hidden = sat_mul(sat_mul((uint64_t)rows, (uint64_t)(cfg->dim > 0 ? cfg->dim : 0)), sizeof(float));
-    const uint64_t recur = sat_mul(sat_mul(slm_rt_recur_floats(cfg), 2 * sizeof(float)), (uint64_t)n_seqs); /* + checkpoints */
+    const uint64_t recur = sat_mul(sat_mul(slm_rt_recur_floats(cfg), (uint64_t)(1 + slm_rt_snaps(n_snaps)) * sizeof(float)),
+                                   (uint64_t)n_seqs); /* the state and its checkpoints */
     const uint64_t need = sat_add(
         sat_add(sat_add(sat_add(sat_add(kv, arena), vocab), sat_add(hidden, c->consts.bytes)), extra_bytes), recur);
     if (need_out) *need_out = need;

@@ -56,7 +56,7 @@ static void state_reset(slm_runtime *rt) {
             memset(state_of(rt, l, SLM_IO_CONV_STATE, rt->cur_seq), 0, (size_t)slm_conv_state_floats(c) * sizeof(float));
             memset(state_of(rt, l, SLM_IO_RECUR_STATE, rt->cur_seq), 0, (size_t)slm_delta_state_floats(c) * sizeof(float));
         }
-    rt->snap_at[rt->cur_seq] = -1;
+    for (int k = 0; k < rt->n_snaps; k++) rt->snap_at[rt->cur_seq * rt->n_snaps + k] = -1;
 }
 
 /* The selected sequence's recurrent state from `from` into `to`. */
@@ -71,17 +71,47 @@ static void state_copy(slm_runtime *rt, float *to, float *from) {
         }
 }
 
+/* Checkpoint slot k's buffer (rstate's layout). */
+static float *snap_buf(slm_runtime *rt, int k) { return rt->rsnap + (size_t)k * (rt->rstate_bytes / sizeof(float)); }
+
+/* The selected sequence's slot holding the latest checkpoint at or before
+ * `rows` rows (and after row 0); -1: none. */
+static int snap_best(const slm_runtime *rt, int rows) {
+    const int *at = rt->snap_at + rt->cur_seq * rt->n_snaps;
+    int best = -1;
+    for (int k = 0; k < rt->n_snaps; k++)
+        if (at[k] > 0 && at[k] <= rows && (best < 0 || at[k] > at[best])) best = k;
+    return best;
+}
+
 void slm_rt_checkpoint(slm_runtime *rt) {
     if (!rt->rstate || rt->num_stored <= 0) return;
-    state_copy(rt, rt->rsnap, rt->rstate);
-    rt->snap_at[rt->cur_seq] = rt->num_stored;
-    slm_trace_instant("runtime", "checkpoint", &(slm_trace_args){{"at", NULL}, {rt->num_stored, 0}, NULL, NULL});
+    int *at = rt->snap_at + rt->cur_seq * rt->n_snaps;
+    int k = 0; /* the slot: this row count's own, else a free one, else the lowest (the oldest rows) */
+    for (int i = 0; i < rt->n_snaps; i++)
+        if (at[i] == rt->num_stored) return; /* held already (rows before it unchanged since) */
+    for (int i = 1; i < rt->n_snaps; i++)
+        if (at[k] >= 0 && (at[i] < 0 || at[i] < at[k])) k = i;
+    state_copy(rt, snap_buf(rt, k), rt->rstate);
+    at[k] = rt->num_stored;
+    slm_trace_instant("runtime", "checkpoint", &(slm_trace_args){{"at", "slot"}, {rt->num_stored, k}, NULL, NULL});
 }
 
 int slm_rt_can_trim(const slm_runtime *rt, int n_keep) {
     if (!rt->rstate || n_keep >= rt->num_stored) return 1;
-    const int at = rt->snap_at[rt->cur_seq];
-    return at > 0 && at <= n_keep;
+    return snap_best(rt, n_keep) >= 0;
+}
+
+int slm_rt_checkpoints(const slm_runtime *rt, int *rows, int cap) {
+    if (!rt->rstate) return 0;
+    int n = 0;
+    for (int k = 0; k < rt->n_snaps; k++) {
+        const int at = rt->snap_at[rt->cur_seq * rt->n_snaps + k];
+        if (at < 0) continue;
+        if (n < cap) rows[n] = at;
+        n++;
+    }
+    return n;
 }
 
 /* Bind everything that never moves, once. */
@@ -139,12 +169,13 @@ static slm_status bind_static(slm_runtime *rt, slm_program *p, int prog, slm_err
 }
 
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err) {
-    return slm_rt_init_seqs(rt, c, weights, n_threads, 1, err);
+    return slm_rt_init_seqs(rt, c, weights, n_threads, 1, 0, err);
 }
 
 slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, int n_seqs,
-                            slm_err *err) {
+                            int n_snaps, slm_err *err) {
     memset(rt, 0, sizeof *rt);
+    n_snaps = slm_rt_snaps(n_snaps);
     rt->comp = c;
     const slm_model_config *cfg = &c->cfg;
     if (n_seqs < 1) n_seqs = 1;
@@ -208,8 +239,10 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     rt->rstate_bytes = slm_rt_recur_floats(cfg) * (uint64_t)n_seqs * sizeof(float);
     if (rt->rstate_bytes) {
         rt->rstate = slm_aligned_alloc((size_t)rt->rstate_bytes);
-        rt->rsnap = slm_aligned_alloc((size_t)rt->rstate_bytes);
-        rt->snap_at = slm_calloc((size_t)n_seqs, sizeof *rt->snap_at);
+        rt->n_snaps = n_snaps;
+        rt->rsnap = slm_aligned_alloc((size_t)rt->rstate_bytes * (size_t)n_snaps);
+        rt->snap_at = slm_calloc((size_t)n_seqs * (size_t)n_snaps, sizeof *rt->snap_at);
+        for (int i = 0; rt->snap_at && i < n_seqs * n_snaps; i++) rt->snap_at[i] = -1;
         rt->rstate_off = slm_calloc((size_t)cfg->n_layers, sizeof *rt->rstate_off);
         int64_t off = 0;
         for (int l = 0; rt->rstate_off && l < cfg->n_layers; l++) {
@@ -218,8 +251,8 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
         }
         if (!rt->rstate || !rt->rsnap || !rt->snap_at || !rt->rstate_off) {
             slm_rt_free(rt);
-            return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the recurrent state and its checkpoints (2 x %llu bytes)",
-                            (unsigned long long)rt->rstate_bytes);
+            return slm_errf(err, SLM_ERR_NOMEM, "out of memory allocating the recurrent state and its %d checkpoints (%d x %llu bytes)",
+                            n_snaps, 1 + n_snaps, (unsigned long long)rt->rstate_bytes);
         }
     }
     if (!rt->exec || !rt->kv || !rt->arena || !rt->input_ids || !rt->position_ids || !rt->cache_position || !rt->mask_all || !rt->tokens_all || !rt->seqs || !rt->hidden || !rt->head_cpos ||
@@ -460,18 +493,25 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
 
 slm_status slm_rt_trim(slm_runtime *rt, int n_keep) {
     if (n_keep < 0) n_keep = 0;
+    rt->trim_rebuilt = 0;
     if (rt->rstate && n_keep < rt->num_stored) {
         /* the state cannot be rewound: back to the checkpoint when it is at or
          * before n_keep (its rows untouched since), else to zero; the kept
          * tokens after it prefilled again */
-        const int at = slm_rt_can_trim(rt, n_keep) ? rt->snap_at[rt->cur_seq] : 0;
+        const int k = snap_best(rt, n_keep), at = k >= 0 ? rt->snap_at[rt->cur_seq * rt->n_snaps + k] : 0;
         slm_trace_instant("runtime", "trim_rebuild", &(slm_trace_args){{"keep", "from"}, {n_keep, at}, NULL, NULL});
         for (int j = at; j < rt->num_stored; j++) rt->mask[j] = 0;
         rt->num_stored = at;
         rt->gen = NULL;
-        if (at > 0) state_copy(rt, rt->rstate, rt->rsnap);
-        else state_reset(rt);
+        if (at > 0) {
+            state_copy(rt, rt->rstate, snap_buf(rt, k));
+            for (int i = 0; i < rt->n_snaps; i++) /* past the cut: their rows are about to change */
+                if (rt->snap_at[rt->cur_seq * rt->n_snaps + i] > n_keep) rt->snap_at[rt->cur_seq * rt->n_snaps + i] = -1;
+        } else {
+            state_reset(rt);
+        }
         if (n_keep == at) return SLM_OK;
+        rt->trim_rebuilt = n_keep - at;
         slm_err err = {0};
         const int chunking = rt->chunking;
         rt->chunking = 1; /* however long the kept tokens are */

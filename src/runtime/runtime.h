@@ -86,8 +86,10 @@ typedef struct slm_runtime {
      * sequence's checkpoint when that is at or before the cut. */
     float *rstate;          /* NULL for other models */
     uint64_t rstate_bytes;
-    float *rsnap;           /* the checkpoints: rstate's layout, one state per sequence */
-    int *snap_at;           /* [n_seqs] rows the checkpoint holds (-1: none); rows before it unchanged since */
+    float *rsnap;           /* the checkpoints: n_snaps buffers of rstate's layout (every sequence's slot k in buffer k) */
+    int *snap_at;           /* [n_seqs][n_snaps] rows each checkpoint holds (-1: none); rows before it unchanged since */
+    int n_snaps;            /* checkpoints per sequence (slm_rt_snaps) */
+    int trim_rebuilt;       /* rows the last slm_rt_trim prefilled again (from a checkpoint or row 0) */
     int64_t *rstate_off;    /* [n_layers] float offset of the layer's conv windows; -1: not recurrent */
 } slm_runtime;
 
@@ -100,15 +102,21 @@ uint64_t slm_rt_recur_floats(const slm_model_config *cfg);
  * SLM_ERR_CAPACITY and the numbers, naming `name`, when over the limit:
  * max_memory_mb MiB, 0 = slm_rt_default_memory_limit(), < 0 = none.
  * Call before slm_rt_init / slm_rt_init_seqs allocate. */
-slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_memory_mb, int n_seqs,
+slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_memory_mb, int n_seqs, int n_snaps,
                          uint64_t extra_bytes, uint64_t *need, slm_err *err);
+/* Recurrent checkpoints per sequence for a requested count: <= 0 the
+ * default SLM_RT_SNAPS_DEFAULT, else at most SLM_RT_SNAPS_MAX. */
+#define SLM_RT_SNAPS_DEFAULT 3
+#define SLM_RT_SNAPS_MAX 16
+int slm_rt_snaps(int n);
 /* 75% of the machine's RAM (sysinfo), in bytes; 0 when unknown. */
 uint64_t slm_rt_default_memory_limit(void);
 /* n_threads: workers including the caller (<= 0: one per CPU). One sequence. */
 slm_status slm_rt_init(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, slm_err *err);
-/* n_seqs KV regions (c->n_seqs when it has batch programs). */
+/* n_seqs KV regions (c->n_seqs when it has batch programs); n_snaps: the
+ * recurrent layers' checkpoints per sequence (slm_rt_snaps). */
 slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weights, int n_threads, int n_seqs,
-                            slm_err *err);
+                            int n_snaps, slm_err *err);
 /* Row 0 of the selected sequence's K (is_v = 0) or V rows of a layer
  * (rows of row_bytes bytes). */
 void *slm_rt_kv_rows(slm_runtime *rt, int layer, int is_v);
@@ -140,13 +148,19 @@ slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float
  * rewritten alike); SLM_ERR_* when that prefill fails (the sequence is then
  * empty), else SLM_OK. */
 slm_status slm_rt_trim(slm_runtime *rt, int n_keep);
-/* Recurrent layers: save the selected sequence's state as its checkpoint at
- * num_stored rows (one per sequence; a later one replaces it; reset and a
- * trim below it drop it). A memcpy of the state; nothing for other models. */
+/* Recurrent layers: save the selected sequence's state as a checkpoint at
+ * num_stored rows, in one of its n_snaps slots (this row count's own when
+ * held already; else a free one; else the one of fewest rows is replaced).
+ * reset drops them, a trim those past the cut. A memcpy of the state;
+ * nothing for other models. */
 void slm_rt_checkpoint(slm_runtime *rt);
+/* The row counts of the selected sequence's checkpoints into rows[cap], any
+ * order; returns how many it holds. */
+int slm_rt_checkpoints(const slm_runtime *rt, int *rows, int cap);
 /* 1 when slm_rt_trim(rt, n_keep) costs no more than prefilling the rows
- * after the checkpoint: no recurrent layers, nothing dropped, or a
- * checkpoint at or before n_keep; 0 when it would prefill from row 0. */
+ * after a checkpoint: no recurrent layers, nothing dropped, or a
+ * checkpoint at or before n_keep (trim resumes from the latest such);
+ * 0 when it would prefill from row 0. */
 int slm_rt_can_trim(const slm_runtime *rt, int n_keep);
 /* Run the lm_head program on its own n threads (LM head separation). */
 slm_status slm_rt_set_head_threads(slm_runtime *rt, int n_threads, slm_err *err);
