@@ -244,8 +244,8 @@ static int greedy(slm_session *s, int32_t *out, int n) {
  * a fresh start, unless the cut is at or after the last prompt's end: its
  * checkpoint. Two sessions of an engine of two sequences (serve's slots)
  * decoded together through the batch program, each with its own state, give
- * what each gives alone. The prefix cache is off for the model (said),
- * speculative decoding refused, as target and as draft. */
+ * what each gives alone. Speculative decoding is refused, as target and as
+ * draft. */
 static void test_sessions(void) {
     if (!write_tok("q35_tok.bin", VOCAB)) return;
     slm_engine *e = load_engine("q35.gguf", 16, NULL, 2);
@@ -438,6 +438,76 @@ static void test_checkpoints(void) {
     unlink("q35_tok.bin");
 }
 
+/* The prefix cache with recurrent layers: a prompt's prefix shared with an
+ * earlier prompt (a system prompt) is kept with the state after it by the
+ * second conversation and restored whole by the third on, through
+ * set_prompt and through a stepped prompt (serve's pieces), each reply
+ * equal to an engine's without the cache; a prefix shorter than 32 rows
+ * is not kept. */
+static void test_prefix_cache(void) {
+    if (!write_tok("q35_tok.bin", VOCAB)) return;
+    slm_engine *e = load_engine("q35.gguf", 16, NULL, 2), *r = load_engine("q35.gguf", 0, NULL, 1);
+    slm_session_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.ignore_eos = 1;
+    slm_session *a = NULL, *b = NULL, *f = NULL;
+    if (!e || !r || slm_session_new(e, &cfg, &a) || slm_session_new(e, &cfg, &b) || slm_session_new(r, &cfg, &f)) {
+        CHECK(0);
+        slm_session_free(a);
+        slm_session_free(b);
+        slm_free(e);
+        slm_free(r);
+        return;
+    }
+    int32_t p[4][50], x[5], y[5];
+    for (int i = 0; i < 4; i++) {
+        ids_of(p[i], 40, 61); /* the shared "system prompt" */
+        ids_of(p[i] + 40, 10, 70 + (uint64_t)i);
+        if (i && p[i][40] == p[0][40]) p[i][40] = p[i][40] % (VOCAB - 1) + 1;
+    }
+    int reused, pre, fr, fp;
+    for (int i = 0; i < 4; i++) {
+        slm_session *s = i % 2 ? b : a;
+        slm_session_reset(s); /* a new conversation on the slot: its own rows are no use */
+        slm_session_stats s0, s1;
+        slm_session_get_stats(s, &s0);
+        if (i < 3) {
+            prompt_rows(s, p[i], 50, &reused, &pre, x, 5);
+        } else { /* serve's way: pieces of 7 */
+            int left = 1;
+            CHECK(slm_session_begin_prompt(s, p[i], 50, 7, &left) == SLM_OK);
+            while (left > 0) CHECK(slm_session_prompt_step(s, 7, &left) == SLM_OK);
+            CHECK(greedy(s, x, 5));
+        }
+        slm_session_get_stats(s, &s1);
+        const int cached = s1.n_cached - s0.n_cached;
+        /* the first two prefill all (the second keeps the shared 40 rows' state), the rest restore it */
+        CHECKF(cached == (i < 2 ? 0 : 40) && s1.n_prefilled - s0.n_prefilled == 50 - cached, "prompt %d: %d rows from the cache",
+               i, cached);
+        slm_session_reset(f);
+        prompt_rows(f, p[i], 50, &fr, &fp, y, 5);
+        CHECKF(!memcmp(x, y, sizeof x), "prompt %d: %d %d %d vs without the cache %d %d %d", i, x[0], x[1], x[2], y[0], y[1], y[2]);
+    }
+    /* a shared prefix of 20 rows: too short to keep */
+    int32_t q[2][30];
+    for (int i = 0; i < 2; i++) {
+        ids_of(q[i], 20, 81);
+        ids_of(q[i] + 20, 10, 90 + (uint64_t)i);
+        if (i && q[i][20] == q[0][20]) q[i][20] = q[i][20] % (VOCAB - 1) + 1;
+    }
+    slm_session_stats s0, s1;
+    slm_session_get_stats(a, &s0);
+    for (int k = 0; k < 3; k++) prompt_rows(a, q[k % 2], 30, &reused, &pre, x, 1), slm_session_reset(a);
+    slm_session_get_stats(a, &s1);
+    CHECKF(s1.n_cached == s0.n_cached, "a prefix of 20 rows: %d rows from the cache", s1.n_cached - s0.n_cached);
+    slm_session_free(a);
+    slm_session_free(b);
+    slm_session_free(f);
+    slm_free(e);
+    slm_free(r);
+    unlink("q35_tok.bin");
+}
+
 /* The keys: interval, heads, MTP layers skipped; hostile files refused
  * naming the key or tensor; a qwen35moe file without its experts refused naming
  * expert_count. */
@@ -553,6 +623,7 @@ int main(void) {
     T_RUN(test_prefill_vs_decode);
     T_RUN(test_sessions);
     T_RUN(test_checkpoints);
+    T_RUN(test_prefix_cache);
     T_RUN(test_config);
     T_RUN(test_blob);
     unlink("q35.gguf");

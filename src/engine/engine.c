@@ -521,12 +521,6 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         return s;
     slm_pool_set_schedule(e->rt.head_pool, e->opt.schedule); /* NULL: none */
     build_stop_set(e);
-    if (e->cfg.recur_interval && e->opt.prefix_cache_mb > 0) { /* as run's note for its own case */
-        fprintf(stderr, "staticlm: note: the prefix cache is off for %s: its recurrent layers' state cannot be restored "
-                        "from the KV rows of a prefix (a conversation still keeps its state between turns)\n",
-                e->cfg.arch);
-        e->opt.prefix_cache_mb = 0;
-    }
     if (!e->cfg.recur_interval && e->opt.recur_checkpoints > 0)
         fprintf(stderr, "staticlm: note: --checkpoints %d: %s has no recurrent layers; its KV rows are kept as they are\n",
                 e->opt.recur_checkpoints, e->cfg.arch);

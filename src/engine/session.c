@@ -50,7 +50,9 @@ struct slm_session {
     int first_pending;        /* 1 until the first token after a feed is sampled */
     int offer_pc;             /* the feed completes a prompt (set_prompt): offer it to the prefix cache */
     int no_pc_store;          /* a stepped prompt's piece before the last: offer nothing yet */
-    int snap_end;             /* a stepped prompt's piece ending SNAP_TAIL rows before its end: checkpoint it */
+    int cut_tail, cut_pc;     /* recurrent layers: rows where the prompt being fed stops for a checkpoint
+                                 (SNAP_TAIL before its end) and for one the prefix cache keeps too (its
+                                 prefix shared with an earlier prompt); 0: none */
     int32_t *rest;            /* a stepped prompt (slm_session_begin_prompt): the ids still to prefill */
     slm_gsamp *gs;            /* the sampling's grammar (grammar.c), or NULL */
     int rest_n, rest_i;       /* [rest_i, rest_n) of rest are left */
@@ -64,6 +66,9 @@ struct slm_session {
  * last prompt held; it resumes from here instead of row 0. Four, as
  * llama.cpp's server does. */
 #define SNAP_TAIL 4
+/* The shortest prefix shared with an earlier prompt that a recurrent model's
+ * prompt stops at to give the prefix cache (a state is megabytes). */
+#define SHARED_MIN 32
 
 static double now_ms(void) {
     struct timespec ts;
@@ -244,6 +249,40 @@ const char *slm_session_text(const slm_session *s, size_t *len, size_t *safe) {
 /* ---- feeding --------------------------------------------------------------------- */
 
 
+/* The first cut point in (from, to), else to. */
+static int next_cut(const slm_session *s, int from, int to) {
+    int c = to;
+    if (s->cut_tail > from && s->cut_tail < c) c = s->cut_tail;
+    if (s->cut_pc > from && s->cut_pc < c) c = s->cut_pc;
+    return c;
+}
+
+/* At a cut point: the recurrent state checkpointed, and given to the
+ * prefix cache at the shared prefix's end. */
+static void at_cut(slm_session *s) {
+    slm_runtime *rt = rt_of(s);
+    const int at = rt->num_stored;
+    if (!rt->rstate || at <= 0 || (at != s->cut_tail && at != s->cut_pc)) return;
+    slm_rt_checkpoint(rt);
+    if (at == s->cut_pc && s->e->pc.limit_bytes && slm_pc_store(&s->e->pc, rt, at))
+        slm_trace_instant("engine", "prefix_cache_state", &(slm_trace_args){{"rows", NULL}, {at, 0}, NULL, NULL});
+}
+
+/* The cut points of a prompt of n rows in all (ids: all of it when whole,
+ * else NULL) for a recurrent model: SNAP_TAIL rows before its end, and the
+ * end of its prefix shared with an earlier prompt when the prefix cache
+ * cannot restore that much. */
+static void set_cuts(slm_session *s, const int32_t *ids, int n) {
+    slm_runtime *rt = rt_of(s);
+    s->cut_tail = s->cut_pc = 0;
+    if (!rt->rstate) return;
+    s->cut_tail = n - SNAP_TAIL > rt->num_stored ? n - SNAP_TAIL : 0;
+    const slm_prefix_cache *pc = &s->e->pc;
+    if (!ids || !pc->limit_bytes) return;
+    const int c = slm_pc_shared(pc, ids, n - 1);
+    if (c >= SHARED_MIN && c > rt->num_stored && c > slm_pc_match(pc, ids, n - 1)) s->cut_pc = c;
+}
+
 /* Prefill ids onto the rows the session holds (the engine's prefix cache
  * restores a shared prefix when the session is empty), and the draft's
  * mirror of them. Leaves the last row's logits in s->logits. */
@@ -256,8 +295,17 @@ static slm_status prefill(slm_session *s, const int32_t *ids, int n) {
     if (e->pc.limit_bytes && rt->num_stored == 0 && n > 1) got = slm_pc_restore(&e->pc, rt, ids, n, n - 1);
     if (got > 0)
         slm_trace_instant("engine", "prefix_cache_hit", &(slm_trace_args){{"rows", "prompt"}, {got, n}, NULL, NULL});
-    if ((st = slm_rt_prefill(rt, ids + got, n - got, &s->err))) return st;
-    if (e->pc.limit_bytes && !s->no_pc_store && (rt->num_stored == n || s->offer_pc)) slm_pc_store(&e->pc, rt, rt->num_stored);
+    const int base = rt->num_stored - got;
+    for (int done = got; done < n;) { /* recurrent layers: stopping at the cut points inside */
+        const int to = rt->rstate ? next_cut(s, base + done, base + n) - base : n;
+        if ((st = slm_rt_prefill(rt, ids + done, to - done, &s->err))) return st;
+        done = to;
+        at_cut(s);
+    }
+    if (e->pc.limit_bytes && !s->no_pc_store && (rt->num_stored == n || s->offer_pc)) {
+        if (rt->rstate) slm_pc_seen(&e->pc, rt, rt->num_stored); /* its shared prefix: a later prompt's cut */
+        else slm_pc_store(&e->pc, rt, rt->num_stored);
+    }
     s->st.n_cached += got;
     s->st.n_reused += got;
     s->st.n_prefilled += n - got;
@@ -327,13 +375,7 @@ static slm_status feed_ids(slm_session *s, const int32_t *ids, int n, int cont) 
         run = buf;
     }
     if (!cont) s->st.n_reused += rt->num_stored;
-    /* a whole prompt's end (recurrent layers): its last SNAP_TAIL rows apart, a checkpoint before them */
-    const int tail = rt->rstate && !s->no_pc_store && total > SNAP_TAIL ? SNAP_TAIL : 0;
-    slm_status st = prefill(s, run, total - tail);
-    if (!st && tail) {
-        slm_rt_checkpoint(rt);
-        st = prefill(s, run + total - tail, tail);
-    }
+    slm_status st = prefill(s, run, total);
     slm_xfree(buf);
     if (st) {
         s->have_logits = 0;
@@ -342,12 +384,13 @@ static slm_status feed_ids(slm_session *s, const int32_t *ids, int n, int cont) 
     s->pending = -1;
     if (n > 0) s->prev = ids[n - 1];
     reply_clear(s);
-    if (!s->no_pc_store || s->snap_end) slm_rt_checkpoint(rt); /* a whole prompt in: recurrent layers keep its state */
+    if (!s->no_pc_store) slm_rt_checkpoint(rt); /* a whole prompt in: recurrent layers keep its state */
     return SLM_OK;
 }
 
 slm_status slm_session_feed(slm_session *s, const int32_t *ids, int n) {
     if (!s) return SLM_ERR_ARG;
+    set_cuts(s, NULL, rt_of(s)->num_stored + n + (s->pending >= 0));
     return feed_ids(s, ids, n, 0);
 }
 
@@ -386,7 +429,8 @@ slm_status slm_session_set_prompt(slm_session *s, const int32_t *ids, int n) {
     if (!s || n < 1 || !ids) return s ? slm_errf(&s->err, SLM_ERR_ARG, "set_prompt: %d ids", n) : SLM_ERR_ARG;
     const int keep = prompt_keep(s, ids, n);
     s->offer_pc = 1;
-    slm_status st = slm_session_feed(s, ids + keep, n - keep);
+    set_cuts(s, ids, n);
+    slm_status st = feed_ids(s, ids + keep, n - keep, 0);
     s->offer_pc = 0;
     return st;
 }
@@ -396,17 +440,12 @@ slm_status slm_session_prompt_step(slm_session *s, int budget, int *left) {
     if (!s) return SLM_ERR_ARG;
     if (budget < 1) return slm_errf(&s->err, SLM_ERR_ARG, "prompt step: budget %d", budget);
     if (s->rest_i >= s->rest_n) return slm_errf(&s->err, SLM_ERR_ARG, "prompt step: no prompt is being prefilled");
-    int m = s->rest_n - s->rest_i < budget ? s->rest_n - s->rest_i : budget;
-    /* recurrent layers: a piece that would pass the point SNAP_TAIL rows before the end stops
-     * there and is checkpointed (feed_ids's split of a whole prompt, made across pieces) */
-    const int tail_at = s->rest_n - SNAP_TAIL;
-    if (rt_of(s)->rstate && s->rest_i < tail_at && s->rest_i + m > tail_at && s->rest_i + m < s->rest_n) m = tail_at - s->rest_i;
+    const int m = s->rest_n - s->rest_i < budget ? s->rest_n - s->rest_i : budget;
     const int last = s->rest_i + m == s->rest_n;
     s->offer_pc = last;
     s->no_pc_store = !last;
-    s->snap_end = !last && s->rest_i + m == tail_at;
     slm_status st = feed_ids(s, s->rest + s->rest_i, m, 1);
-    s->offer_pc = s->no_pc_store = s->snap_end = 0;
+    s->offer_pc = s->no_pc_store = 0;
     if (st) {
         rest_drop(s);
         return st;
@@ -430,6 +469,7 @@ slm_status slm_session_begin_prompt(slm_session *s, const int32_t *ids, int n, i
     slm_status cs = slm_session_check_fit(s, n - keep);
     if (cs) return cs;
     s->st.n_reused += rt->num_stored;
+    set_cuts(s, ids, n);
     if (e->pc.limit_bytes && rt->num_stored == 0) { /* as prefill() does, over the whole prompt */
         const int got = slm_pc_restore(&e->pc, rt, ids, n, n - 1);
         if (got > 0) {

@@ -102,6 +102,41 @@ int slm_rt_can_trim(const slm_runtime *rt, int n_keep) {
     return snap_best(rt, n_keep) >= 0;
 }
 
+/* The selected sequence's state in `buf` (rt->rstate or a checkpoint's
+ * buffer) to or from the packed layout of one sequence: per recurrent layer
+ * its conv window, then its delta state. */
+static void state_pack(slm_runtime *rt, float *buf, float *packed, int out) {
+    const slm_model_config *c = &rt->comp->cfg;
+    const size_t cw = (size_t)slm_conv_state_floats(c), ds = (size_t)slm_delta_state_floats(c);
+    for (int l = 0; l < c->n_layers; l++)
+        if (rt->rstate_off[l] >= 0) {
+            float *cv = state_in(rt, buf, l, SLM_IO_CONV_STATE, rt->cur_seq), *dl = state_in(rt, buf, l, SLM_IO_RECUR_STATE, rt->cur_seq);
+            memcpy(out ? packed : cv, out ? cv : packed, cw * sizeof(float));
+            memcpy(out ? packed + cw : dl, out ? dl : packed + cw, ds * sizeof(float));
+            packed += cw + ds;
+        }
+}
+
+int slm_rt_state_get(slm_runtime *rt, int rows, float *dst) {
+    if (!rt->rstate || rows <= 0 || rows > rt->num_stored) return 0;
+    if (rows == rt->num_stored) {
+        state_pack(rt, rt->rstate, dst, 1);
+        return 1;
+    }
+    for (int k = 0; k < rt->n_snaps; k++)
+        if (rt->snap_at[rt->cur_seq * rt->n_snaps + k] == rows) {
+            state_pack(rt, snap_buf(rt, k), dst, 1);
+            return 1;
+        }
+    return 0;
+}
+
+void slm_rt_state_set(slm_runtime *rt, const float *src) {
+    if (!rt->rstate) return;
+    state_pack(rt, rt->rstate, (float *)src, 0);
+    slm_rt_checkpoint(rt);
+}
+
 int slm_rt_checkpoints(const slm_runtime *rt, int *rows, int cap) {
     if (!rt->rstate) return 0;
     int n = 0;

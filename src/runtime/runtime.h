@@ -157,6 +157,14 @@ void slm_rt_checkpoint(slm_runtime *rt);
 /* The row counts of the selected sequence's checkpoints into rows[cap], any
  * order; returns how many it holds. */
 int slm_rt_checkpoints(const slm_runtime *rt, int *rows, int cap);
+/* The selected sequence's recurrent state after `rows` rows (its current
+ * state when rows is num_stored, else a checkpoint's) packed into
+ * dst[slm_rt_recur_floats]: per recurrent layer its conv window, then its
+ * delta state. 0 when it holds no such state. */
+int slm_rt_state_get(slm_runtime *rt, int rows, float *dst);
+/* The selected sequence's state from a packed one (slm_rt_state_get's
+ * layout) after the caller put num_stored rows in place; checkpointed. */
+void slm_rt_state_set(slm_runtime *rt, const float *src);
 /* 1 when slm_rt_trim(rt, n_keep) costs no more than prefilling the rows
  * after a checkpoint: no recurrent layers, nothing dropped, or a
  * checkpoint at or before n_keep (trim resumes from the latest such);
