@@ -213,7 +213,9 @@ static void test_prefill_vs_decode(void) {
     rig_close(&c);
 }
 
-static slm_engine *load_engine(const char *path, int prefix_mb, const char *draft, int n_seqs) {
+/* The engine tests load: q35_tok.bin, 8 prefill rows, 56 more, one thread;
+ * checkpoints: --checkpoints (0: the default). */
+static slm_options engine_opts(int prefix_mb, const char *draft, int n_seqs, int checkpoints) {
     slm_options o = slm_default_options();
     o.tokenizer_path = "q35_tok.bin";
     o.max_prompt_len = 8;
@@ -222,6 +224,12 @@ static slm_engine *load_engine(const char *path, int prefix_mb, const char *draf
     o.prefix_cache_mb = prefix_mb;
     o.draft_path = draft;
     o.n_seqs = n_seqs;
+    o.recur_checkpoints = checkpoints;
+    return o;
+}
+
+static slm_engine *load_engine(const char *path, int prefix_mb, const char *draft, int n_seqs) {
+    slm_options o = engine_opts(prefix_mb, draft, n_seqs, 0);
     slm_engine *e = NULL;
     if (slm_load(&e, path, &o) != SLM_OK) {
         if (!draft) CHECKF(0, "load: %s", slm_last_error(e));
@@ -404,12 +412,7 @@ static void test_checkpoints(void) {
     slm_session_free(f);
     slm_free(e);
     /* one slot: the end only, so the edited turn starts over (and still equals a fresh start) */
-    slm_options o = slm_default_options();
-    o.tokenizer_path = "q35_tok.bin";
-    o.max_prompt_len = 8;
-    o.min_response_len = 56;
-    o.n_threads = 1;
-    o.recur_checkpoints = 1;
+    slm_options o = engine_opts(0, NULL, 1, 1);
     e = NULL;
     CHECKF(slm_load(&e, "q35.gguf", &o) == SLM_OK, "--checkpoints 1: %s", slm_last_error(e));
     if (e && slm_session_new(e, &cfg, &s) == SLM_OK) {

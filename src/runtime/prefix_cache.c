@@ -60,6 +60,16 @@ static int make_room(slm_prefix_cache *pc, uint64_t bytes) {
     return 1;
 }
 
+/* en, of n rows and `bytes` (room made), into the table as the most recently used. */
+static int add(slm_prefix_cache *pc, slm_pc_entry *en, int n, uint64_t bytes) {
+    en->n = n;
+    en->bytes = bytes;
+    en->last_used = ++pc->clock;
+    pc->e[pc->n++] = *en;
+    pc->used_bytes += bytes;
+    return 1;
+}
+
 /* Entries (kv 1) or seen records (kv 0) that are prefixes of rt->tokens[0..n)
  * dropped: redundant beside the new one. */
 static void drop_prefixes(slm_prefix_cache *pc, const slm_runtime *rt, int n, int kv) {
@@ -117,12 +127,7 @@ int slm_pc_store(slm_prefix_cache *pc, slm_runtime *rt, int n) {
         for (int s = 0; s < 2; s++)
             slm_rt_kv_copy(rt, (uint8_t *)en.kv + entry_off(rt, n, l, s), slm_rt_kv_rows(rt, l, s),
                            (size_t)n * slm_rt_kv_row_bytes(rt, l));
-    en.n = n;
-    en.bytes = bytes;
-    en.last_used = ++pc->clock;
-    pc->e[pc->n++] = en;
-    pc->used_bytes += bytes;
-    return 1;
+    return add(pc, &en, n, bytes);
 }
 
 int slm_pc_seen(slm_prefix_cache *pc, const slm_runtime *rt, int n) {
@@ -139,12 +144,7 @@ int slm_pc_seen(slm_prefix_cache *pc, const slm_runtime *rt, int n) {
     slm_pc_entry en = {0};
     if (!(en.tokens = slm_malloc((size_t)bytes))) return 0;
     memcpy(en.tokens, rt->tokens, (size_t)bytes);
-    en.n = n;
-    en.bytes = bytes;
-    en.last_used = ++pc->clock;
-    pc->e[pc->n++] = en;
-    pc->used_bytes += bytes;
-    return 1;
+    return add(pc, &en, n, bytes);
 }
 
 int slm_pc_match(const slm_prefix_cache *pc, const int32_t *ids, int n) {
