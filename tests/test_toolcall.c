@@ -237,6 +237,45 @@ static void test_xml(void) {
     expect(X, "<|im_start|>assistant\n<tool_call>\n", "Once upon a time", "Once upon a time");
 }
 
+/* Gemma 4: <|tool_call>call:NAME{key:VALUE,...}<tool_call|>, strings in <|"|> quotes, as JSON */
+static void test_gemma4(void) {
+    const int G = SLM_TOOL_GEMMA4;
+#define Q "<|\"|>"
+    expect(G, NULL, "Checking.<|tool_call>call:get_weather{city:" Q "Paris" Q ",days:3}<tool_call|>",
+           "Checking." C("get_weather") "{\"city\":\"Paris\",\"days\":3}" END_);
+    /* every kind of value; quotes, backslashes and newlines in strings escaped; Python's words as JSON's */
+    expect(G, NULL,
+           "<|tool_call>call:f{a:{x:[1,-2.5e3," Q "s" Q "]},b:true,c:" Q "say \"hi\"\\\n\tok <b>" Q ",d:None,e:False,"
+           "g:[],h:{}," Q "quoted key" Q ":null}<tool_call|>",
+           C("f") "{\"a\":{\"x\":[1,-2.5e3,\"s\"]},\"b\":true,\"c\":\"say \\\"hi\\\"\\\\\\n\\tok <b>\",\"d\":null,"
+                  "\"e\":false,\"g\":[],\"h\":{},\"quoted key\":null}" END_);
+    /* no arguments; two calls with text between; white space between the parts */
+    expect(G, NULL, "<|tool_call>call:now{}<tool_call|> and <|tool_call>call:b{ k : " Q "v" Q " }<tool_call|> done",
+           C("now") "{}" END_ " and " C("b") "{\"k\":\"v\"}" END_ " done");
+    /* cut off inside a string, a key, a number, an array: closed there */
+    expect(G, NULL, "<|tool_call>call:w{t:" Q "abc", C("w") "{\"t\":\"abc\"}" END_);
+    expect(G, NULL, "<|tool_call>call:w{t:" Q "ab<|\"", C("w") "{\"t\":\"ab<|\\\"\"}" END_);
+    expect(G, NULL, "<|tool_call>call:w{ti", C("w") "{\"ti\":null}" END_);
+    expect(G, NULL, "<|tool_call>call:w{n:12", C("w") "{\"n\":12}" END_);
+    expect(G, NULL, "<|tool_call>call:w{l:[1,{a:2", C("w") "{\"l\":[1,{\"a\":2}]}" END_);
+    expect(G, NULL, "<|tool_call>call:w{k:", C("w") "{\"k\":null}" END_);
+    /* <tool_call|> left out: the call ends after its arguments, what follows is text */
+    expect(G, NULL, "<|tool_call>call:f{a:1} then", C("f") "{\"a\":1}" END_ "then");
+    /* a syntax break: the call closed there, the rest is text */
+    expect(G, NULL, "<|tool_call>call:f{a:1;b:2}<tool_call|>", C("f") "{\"a\":1}" END_ ";b:2}<tool_call|>");
+    expect(G, NULL, "<|tool_call>call:f{a:nope!}", C("f") "{\"a\":null}" END_ "!}");
+    /* not calls: text, unchanged */
+    expect(G, NULL, "a <|tool_call> b", "a <|tool_call> b");
+    expect(G, NULL, "<|tool_call>call:{x:1}", "<|tool_call>call:{x:1}");
+    expect(G, NULL, "<|tool_call>cal:f{}", "<|tool_call>cal:f{}");
+    expect(G, NULL, "<|tool_call>call:bad name{}", "<|tool_call>call:bad name{}");
+    expect(G, NULL, "x < y and <|tool_", "x < y and <|tool_");
+    expect(G, NULL, "<<|tool_call>call:f{}<tool_call|>", "<" C("f") "{}" END_);
+    /* a prompt that opened the call */
+    expect(G, "<|turn>model\n<|tool_call>", "call:f{a:1}<tool_call|>", C("f") "{\"a\":1}" END_);
+#undef Q
+}
+
 /* xml: the tools' string parameters stay strings */
 static void test_xml_types(void) {
     got g;
@@ -311,6 +350,9 @@ static void test_detect(void) {
     CHECK(slm_tool_detect(NULL, "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}{{- '<parameter=' + args_name + '>\\n' }}") ==
           SLM_TOOL_XML);
     CHECK(slm_tool_format_parse("xml") == SLM_TOOL_XML && !strcmp(slm_tool_format_name(SLM_TOOL_XML), "xml"));
+    /* Gemma 4's template (its words), or its vocabulary's call markers */
+    CHECK(slm_tool_detect(NULL, "{{- '<|tool_call>call:' + function['name'] + '{' -}}<tool_call|>") == SLM_TOOL_GEMMA4);
+    CHECK(slm_tool_format_parse("gemma4") == SLM_TOOL_GEMMA4 && !strcmp(slm_tool_format_name(SLM_TOOL_GEMMA4), "gemma4"));
     CHECK(slm_tool_format_parse("hermes") == SLM_TOOL_HERMES && slm_tool_format_parse("auto") == SLM_TOOL_AUTO);
     CHECK(slm_tool_format_parse("Hermes") == -1 && slm_tool_format_parse(NULL) == -1);
     CHECK(!strcmp(slm_tool_format_name(SLM_TOOL_MISTRAL), "mistral"));
@@ -323,6 +365,7 @@ int main(void) {
     T_RUN(test_harmony);
     T_RUN(test_xml);
     T_RUN(test_xml_types);
+    T_RUN(test_gemma4);
     T_RUN(test_none);
     T_RUN(test_hold_only_calls);
     T_RUN(test_detect);

@@ -60,18 +60,18 @@ static const int *state_markers(const slm_toolcall *t) {
 
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-static const char *const format_names[] = {"none", "hermes", "llama3", "mistral", "harmony", "xml", "auto"};
+static const char *const format_names[] = {"none", "hermes", "llama3", "mistral", "harmony", "xml", "auto", "gemma4"};
 
 int slm_tool_format_parse(const char *s) {
-    for (int i = 0; s && i < 7; i++)
+    for (int i = 0; s && i < 8; i++)
         if (!strcmp(s, format_names[i])) return i;
     return -1;
 }
 
-const char *slm_tool_format_name(int fmt) { return fmt >= 0 && fmt < 7 ? format_names[fmt] : "?"; }
+const char *slm_tool_format_name(int fmt) { return fmt >= 0 && fmt < 8 ? format_names[fmt] : "?"; }
 
 int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src) {
-    int channel = 0, calls = 0, tag = 0, python = 0, xml = 0;
+    int channel = 0, calls = 0, tag = 0, python = 0, xml = 0, g4 = 0, g4end = 0;
     const int n = tok ? slm_tok_vocab_size(tok) : 0;
     for (int id = 0; id < n; id++) {
         const char *s = slm_tok_str(tok, id);
@@ -80,14 +80,19 @@ int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src) {
         calls |= !strcmp(s, "[TOOL_CALLS]");
         tag |= !strcmp(s, "<tool_call>");
         python |= !strcmp(s, "<|python_tag|>");
+        g4 |= !strcmp(s, "<|tool_call>");
+        g4end |= !strcmp(s, "<tool_call|>");
     }
+    g4 &= g4end;
     if (tmpl_src) {
         channel |= strstr(tmpl_src, "<|channel|>") != NULL;
         calls |= strstr(tmpl_src, "[TOOL_CALLS]") != NULL;
         tag |= strstr(tmpl_src, "<tool_call>") != NULL;
         python |= strstr(tmpl_src, "<|python_tag|>") != NULL || strstr(tmpl_src, "ipython") != NULL;
         xml = strstr(tmpl_src, "<function=") && strstr(tmpl_src, "<parameter=");
+        g4 |= strstr(tmpl_src, "<|tool_call>call:") != NULL;
     }
+    if (g4) return SLM_TOOL_GEMMA4;
     return channel ? SLM_TOOL_HARMONY : calls ? SLM_TOOL_MISTRAL : xml ? SLM_TOOL_XML : tag ? SLM_TOOL_HERMES : python ? SLM_TOOL_LLAMA3 : SLM_TOOL_NONE;
 }
 
@@ -562,8 +567,8 @@ void slm_tool_feed(slm_toolcall *t, const char *s, size_t n) {
         if (n) t->out(t->ud, SLM_TOOL_TEXT, s, n);
         return;
     }
-    if (t->fmt == SLM_TOOL_XML) {
-        slm_toolx_feed(t, s, n);
+    if (t->fmt == SLM_TOOL_XML || t->fmt == SLM_TOOL_GEMMA4) {
+        (t->fmt == SLM_TOOL_XML ? slm_toolx_feed : slm_toolg_feed)(t, s, n);
         return;
     }
     for (size_t i = 0; i < n && !t->oom; i++) step(t, (unsigned char)s[i]);
@@ -572,8 +577,8 @@ void slm_tool_feed(slm_toolcall *t, const char *s, size_t n) {
 
 void slm_tool_finish(slm_toolcall *t) {
     if (t->fmt == SLM_TOOL_NONE) return;
-    if (t->fmt == SLM_TOOL_XML) {
-        slm_toolx_finish(t);
+    if (t->fmt == SLM_TOOL_XML || t->fmt == SLM_TOOL_GEMMA4) {
+        (t->fmt == SLM_TOOL_XML ? slm_toolx_finish : slm_toolg_finish)(t);
         return;
     }
     if (t->state == S_HBODY) {
@@ -610,11 +615,12 @@ static int ends_with(const char *prompt, const char *tag, size_t *at) {
 
 int slm_tool_prompt_opens(int fmt, const char *prompt, const char **name, size_t *len) {
     static const char *const opener[] = {[SLM_TOOL_HERMES] = "<tool_call>", [SLM_TOOL_LLAMA3] = "<|python_tag|>",
-                                         [SLM_TOOL_MISTRAL] = "[TOOL_CALLS]", [SLM_TOOL_XML] = "<tool_call>"};
+                                         [SLM_TOOL_MISTRAL] = "[TOOL_CALLS]", [SLM_TOOL_XML] = "<tool_call>",
+                                         [SLM_TOOL_GEMMA4] = "<|tool_call>"};
     size_t at;
     *name = NULL;
     *len = 0;
-    if (fmt == SLM_TOOL_HERMES || fmt == SLM_TOOL_LLAMA3 || fmt == SLM_TOOL_MISTRAL || fmt == SLM_TOOL_XML)
+    if (fmt == SLM_TOOL_HERMES || fmt == SLM_TOOL_LLAMA3 || fmt == SLM_TOOL_MISTRAL || fmt == SLM_TOOL_XML || fmt == SLM_TOOL_GEMMA4)
         return ends_with(prompt, opener[fmt], NULL);
     if (fmt != SLM_TOOL_HARMONY || !ends_with(prompt, "<|message|>", &at)) return 0;
     /* the last message header of the prompt, from its <|start|> or <|channel|> */
@@ -628,7 +634,7 @@ int slm_tool_prompt_opens(int fmt, const char *prompt, const char **name, size_t
 
 void slm_tool_init(slm_toolcall *t, int fmt, const char *prompt, slm_tool_out out, void *ud) {
     memset(t, 0, sizeof *t);
-    t->fmt = fmt >= SLM_TOOL_NONE && fmt <= SLM_TOOL_XML ? fmt : SLM_TOOL_NONE;
+    t->fmt = (fmt >= SLM_TOOL_NONE && fmt <= SLM_TOOL_XML) || fmt == SLM_TOOL_GEMMA4 ? fmt : SLM_TOOL_NONE;
     t->out = out;
     t->ud = ud;
     t->state = S_TEXT;
@@ -637,10 +643,11 @@ void slm_tool_init(slm_toolcall *t, int fmt, const char *prompt, slm_tool_out ou
     size_t n;
     if (!slm_tool_prompt_opens(t->fmt, prompt, &name, &n)) {
         if (t->fmt == SLM_TOOL_XML) slm_toolx_init(t, 0);
+        if (t->fmt == SLM_TOOL_GEMMA4) slm_toolg_init(t, 0);
         return;
     }
-    if (t->fmt == SLM_TOOL_XML) {
-        slm_toolx_init(t, 1);
+    if (t->fmt == SLM_TOOL_XML || t->fmt == SLM_TOOL_GEMMA4) {
+        (t->fmt == SLM_TOOL_XML ? slm_toolx_init : slm_toolg_init)(t, 1);
     } else if (t->fmt == SLM_TOOL_HERMES) {
         t->state = S_OPEN;
         t->after = S_HCLOSE;

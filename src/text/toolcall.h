@@ -25,7 +25,10 @@
  *            <function=N> <parameter=K> VALUE </parameter> ... </function>
  *            </tool_call> (toolcall_xml.c): the parameters go out as one
  *            JSON object, a value that is JSON text as it is, others as
- *            strings; a value is held until its </parameter>.
+ *            strings; a value is held until its </parameter>;
+ *   gemma4   Gemma 4: <|tool_call>call:N{key:VALUE,...}<tool_call|>
+ *            (toolcall_gemma4.c): strings between <|"|> quotes, keys
+ *            bare; the arguments go out as JSON as they stream.
  * In the JSON formats the arguments are the raw JSON text of the value of
  * "arguments" / "parameters" (a JSON string's value when the model wrote
  * one); other keys ("type", "id") are skipped. A call cut off by the end of
@@ -39,10 +42,11 @@
 
 #include "text/tokenizer.h"
 
-enum { SLM_TOOL_NONE, SLM_TOOL_HERMES, SLM_TOOL_LLAMA3, SLM_TOOL_MISTRAL, SLM_TOOL_HARMONY, SLM_TOOL_XML, SLM_TOOL_AUTO };
+enum { SLM_TOOL_NONE, SLM_TOOL_HERMES, SLM_TOOL_LLAMA3, SLM_TOOL_MISTRAL, SLM_TOOL_HARMONY, SLM_TOOL_XML, SLM_TOOL_AUTO,
+       SLM_TOOL_GEMMA4 };
 enum { SLM_TOOL_TEXT, SLM_TOOL_CALL, SLM_TOOL_ARGS, SLM_TOOL_END };
 
-#define SLM_TOOL_FORMATS "none, hermes, llama3, mistral, harmony, xml, auto"
+#define SLM_TOOL_FORMATS "none, hermes, llama3, mistral, harmony, xml, gemma4, auto"
 #define SLM_TOOL_NAME_MAX 255  /* bytes of a function name */
 #define SLM_TOOL_HOLD_MAX 4096 /* bytes of a call held before its name is known */
 
@@ -61,7 +65,7 @@ int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src);
 typedef void (*slm_tool_out)(void *ud, int ev, const char *s, size_t n);
 
 typedef struct slm_toolcall {
-    int fmt;            /* SLM_TOOL_NONE .. _XML */
+    int fmt;            /* SLM_TOOL_NONE .. _XML, _GEMMA4 */
     int state;          /* where the parser is (toolcall.c) */
     int after;          /* the state an object's end leads to */
     int in_list;        /* mistral: the calls are in a [...] list */
@@ -92,11 +96,12 @@ typedef struct slm_toolcall {
     char xkey[128];     /* xml: the parameter's name [nxkey] */
     size_t nxkey;
     char *xstr;         /* xml: slm_malloc'd "function\x1fparameter\x1e"... of string parameters (NULL: none) */
+    unsigned long long gstack; /* gemma4: bit d set when the container at depth d is an object */
     slm_tool_out out;
     void *ud;
 } slm_toolcall;
 
-/* fmt: SLM_TOOL_NONE .. _XML (resolve auto first); prompt: the rendered
+/* fmt: SLM_TOOL_NONE .. _XML or _GEMMA4 (resolve auto first); prompt: the rendered
  * prompt the reply continues (NULL: none): a prompt that ends inside a call
  * (<tool_call>, [TOOL_CALLS], <|python_tag|>, a harmony message to a
  * function) starts the reply inside it. */
@@ -143,6 +148,10 @@ void slm_tool_free(slm_toolcall *t);
 void slm_toolx_init(slm_toolcall *t, int in_call);
 void slm_toolx_feed(slm_toolcall *t, const char *s, size_t n);
 void slm_toolx_finish(slm_toolcall *t);
+/* The gemma4 format (toolcall_gemma4.c), as slm_toolx_* for xml. */
+void slm_toolg_init(slm_toolcall *t, int in_call);
+void slm_toolg_feed(slm_toolcall *t, const char *s, size_t n);
+void slm_toolg_finish(slm_toolcall *t);
 /* xml: the string-typed parameters of the tools (OpenAI's tools array, JSON
  * text) always go out as JSON strings, whatever their text looks like (a
  * zip code "01234" stays a string). After slm_tool_init; SLM_ERR_NOMEM, or

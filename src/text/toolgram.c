@@ -288,6 +288,9 @@ slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel
     *out = NULL;
     *tokens = NULL;
     *bad = -1;
+    if (fmt == SLM_TOOL_GEMMA4) /* its arguments are not JSON: no schema grammar for them yet */
+        return slm_errf(err, SLM_ERR_ARG, "tool calls: a required or named call in Gemma 4's format is not supported yet "
+                                          "(tool_choice auto is)");
     if (fmt < SLM_TOOL_HERMES || fmt > SLM_TOOL_XML)
         return slm_errf(err, SLM_ERR_ARG, "tool calls: the format '%s' has no calls to constrain", slm_tool_format_name(fmt));
     if (n < 1 || n > SLM_TOOL_FNS_MAX) return slm_errf(err, SLM_ERR_ARG, "tool calls: 1 to %d functions, not %d", SLM_TOOL_FNS_MAX, n);
