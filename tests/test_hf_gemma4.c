@@ -6,7 +6,8 @@
  * (experts beside the dense MLP as transformers stores them:
  * experts.gate_up_proj [E, 2F, D], experts.down_proj [E, D, F], the router's
  * proj, scale and per_expert_scale; attention_k_eq_v: no v_proj on the
- * global layers; F32, lm_head). Each folder is checked against its GGUF
+ * global layers; F32, lm_head), and the 31B form (dense, attention_k_eq_v,
+ * F16). Each folder is checked against its GGUF
  * twin, written from the same values under the names and keys llama.cpp's
  * converter gives them (this file's own table; the experts as llama.cpp's
  * fused ffn_gate_up_exps / ffn_down_exps stacks, rope_freqs.weight made
@@ -366,6 +367,14 @@ static void test_26b_mm(void) {
     check_folder("26b_mm", &s, 43);
 }
 
+/* 31B's form: dense, attention_k_eq_v, F16, lm_head */
+static void test_31b(void) {
+    g4f s = k_26b;
+    s.E = s.K = s.EF = 0;
+    s.dt = "F16";
+    check_folder("31b", &s, 44);
+}
+
 /* ---- refused ----------------------------------------------------------------------- */
 
 static void hostile_one(const char *name, g4f s, int bad, slm_status want, const char *w1, const char *w2) {
@@ -428,6 +437,7 @@ int main(void) {
     T_RUN(test_e2b);
     T_RUN(test_26b);
     T_RUN(test_26b_mm);
+    T_RUN(test_31b);
     T_RUN(test_hostile);
     T_RUN(test_truncated);
     T_DONE();
