@@ -181,6 +181,7 @@ static void write_config(const char *dir, const g4f *s) {
         int sl = swa(s, l);
         if (s->bad == 2 && l == 1) sl = !sl;
         if (s->bad == 3 && l == s->L - 1) sl = 1;
+        if (s->bad == 21 && l == 0) sl = 0;
         P("%s\"%s_attention\"", l ? ", " : "", sl ? "sliding" : "full");
     }
     P("], \"rope_parameters\": {\"full_attention\": {\"rope_type\": \"%s\", \"rope_theta\": 1000000.0, "
@@ -412,6 +413,7 @@ static void test_hostile(void) {
     hostile_one("assistant", k_e2b, 18, U, "'architectures'", "Assistant");
     hostile_one("moekeys", k_e2b, 19, F, "config.json", "'num_experts'");
     hostile_one("alias", k_26b, 20, F, "'num_experts_per_tok'", "disagree");
+    hostile_one("first", k_e2b, 21, U, "'layer_types': layer 1", "(here 1)");
 }
 
 /* A shard cut short: refused naming it. */

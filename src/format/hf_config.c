@@ -5,7 +5,8 @@
  * (EXAONE 4.0) families, and the mixtures of experts qwen3_moe (arch
  * qwen3moe), qwen2_moe (arch qwen2moe: a gated shared expert beside the
  * routed ones), mixtral (arch llama with experts), olmoe and gpt_oss (arch
- * gpt-oss; its keys are hf_oss.c's).
+ * gpt-oss; its keys are hf_oss.c's). gemma4 / gemma4_text (arch gemma4)
+ * are handed whole to hf_gemma4.c.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:

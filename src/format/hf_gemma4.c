@@ -224,8 +224,8 @@ static slm_status g4_layer_types(const cJSON *root, const char *file, slm_model_
     for (const cJSON *e = lt->child; e; e = e->next, l++)
         if ((e->valuestring[0] == 's') != slm_layer_swa(c, l))
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'layer_types': layer %d is '%s'; staticlm runs the "
-                            "window on %d of every %d layers (from the first full layer)", file, l, e->valuestring,
-                            c->swa_pattern - 1, c->swa_pattern);
+                            "window on n - 1 of every n layers, n from the first full layer (here %d)", file, l,
+                            e->valuestring, first_full + 1);
     return SLM_OK;
 }
 
@@ -489,14 +489,14 @@ slm_status slm_hf_gemma4_finish(slm_model_file *m, const slm_hf_info *h, const c
     for (int l = 0; l < c->n_layers; l++) {
         snprintf(name, sizeof name, "blk.%d.layer_output_scale.weight", l);
         if (!slm_model_tensor(m, name) != !c->layer_scale)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s, but layer 0 %s one", dir,
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s, but layer 0 %s (every layer or none)", dir,
                             g4_hf(h, l, "layer_scalar", hb, sizeof hb), c->layer_scale ? "missing" : "present",
-                            c->layer_scale ? "has" : "has no");
+                            c->layer_scale ? "has one" : "has none");
         snprintf(name, sizeof name, "blk.%d.ffn_down_exps.scale", l);
         if (c->n_experts && !slm_model_tensor(m, name) != !c->expert_down_scale)
-            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s, but layer 0 %s one", dir,
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s, but layer 0 %s (every layer or none)", dir,
                             g4_hf(h, l, "router.per_expert_scale", hb, sizeof hb),
-                            c->expert_down_scale ? "missing" : "present", c->expert_down_scale ? "has" : "has no");
+                            c->expert_down_scale ? "missing" : "present", c->expert_down_scale ? "has one" : "has none");
         static const char *const kv[3][2] = {{"attn_k.weight", "self_attn.k_proj.weight"},
                                              {"attn_v.weight", "self_attn.v_proj.weight"},
                                              {"attn_k_norm.weight", "self_attn.k_norm.weight"}};
