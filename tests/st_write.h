@@ -13,8 +13,8 @@
 typedef struct st_item {
     char name[96];
     const char *dtype; /* "F32", "F16", "BF16" */
-    int n_dims;
-    int64_t shape[2];
+    int n_dims;        /* 1..3 */
+    int64_t shape[3];
     const float *f;    /* values (already representable in dtype) */
 } st_item;
 

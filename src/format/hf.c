@@ -1,6 +1,6 @@
 /* Hugging Face folders: config.json + safetensors (one file, or shards named
  * by model.safetensors.index.json) -> slm_model_file with GGUF names, for
- * the llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2
+ * the llama, mistral, qwen2, qwen3, gemma2, gemma3, gemma4 (hf_gemma4.c), phi3, smollm3, olmo2
  * (OLMo 2, Olmo 3), granite and exaone4 (EXAONE 4.0) families and the
  * mixtures of experts qwen3moe, qwen2moe (with its gated shared expert),
  * mixtral (llama with experts) and olmoe (config.json itself: hf_config.c). granite's tensors are llama's, without
@@ -132,7 +132,7 @@ enum {
     B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3,
     B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3, B_OLMO2 = 1 << SLM_ARCH_OLMO2,
     B_EXAONE4 = 1 << SLM_ARCH_EXAONE4, B_QWEN3MOE = 1 << SLM_ARCH_QWEN3MOE, B_OLMOE = 1 << SLM_ARCH_OLMOE,
-    B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS, B_QWEN2MOE = 1 << SLM_ARCH_QWEN2MOE,
+    B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS, B_QWEN2MOE = 1 << SLM_ARCH_QWEN2MOE, B_GEMMA4 = 1 << SLM_ARCH_GEMMA4,
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
@@ -266,6 +266,13 @@ static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, char
         {"mlp.gate_up_proj.weight", "ffn_gate.weight", K_GATE_UP, B_PHI3},
         {"mlp.down_proj.weight", "ffn_down.weight", K_MAT, B_ALL},
     };
+    if (fb == B_GEMMA4) { /* its own names and prefixes (hf_gemma4.c) */
+        int k = 0;
+        const int r = slm_hf_gemma4_name(hf, multimodal, n_experts, out, cap, &k);
+        *kind = k == SLM_HF_G4_VEC ? K_VEC : k == SLM_HF_G4_EXPS_GATE_UP ? K_EXPS_GATE_UP
+                : k == SLM_HF_G4_EXPS_DOWN ? K_EXPS_DOWN : K_MAT;
+        return r;
+    }
     char buf[160];
     if (multimodal && !(hf = strip_multimodal(hf, buf, sizeof buf))) return 2;
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
@@ -793,6 +800,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
         (s = fill_tensors(L)))
         goto out;
     if (L->info.vocab_from_embed && (s = vocab_from_embed(L))) goto out;
+    if (!strcmp(m->cfg.arch, "gemma4") && (s = slm_hf_gemma4_finish(m, &L->info, L->dir, err))) goto out;
 
     /* no lm_head: tied */
     if (!slm_model_tensor(m, "output.weight")) m->cfg.tied_embeddings = 1;

@@ -21,6 +21,7 @@ typedef struct slm_hf_info {
                             vision tensors ignored */
     int fused;           /* phi3: self_attn.qkv_proj and mlp.gate_up_proj */
     int vocab_from_embed;/* vocab_size absent (gemma3 text_config): the embedding's rows */
+    int k_eq_v;          /* gemma4 attention_k_eq_v: the global layers have no v_proj (V is K) */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure
@@ -92,5 +93,20 @@ int slm_hf_oss_name(const char *p, long n, char *out, size_t cap, int *vec);
  * name from slm_hf_oss_name), every shape checked against the config. */
 slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, const slm_st_tensor *t,
                            const char *gn, const slm_model_config *c, slm_err *err);
+
+/* ---- gemma4 (format/hf_gemma4.c) ----------------------------------------------
+ * Gemma 4 folders: config.json (model_type gemma4 or gemma4_text: the
+ * whole config, hf_config.c hands it over), the tensors' GGUF names, and
+ * the checks that need the loaded tensors. */
+enum { SLM_HF_G4_MAT = 1, SLM_HF_G4_VEC, SLM_HF_G4_EXPS_GATE_UP, SLM_HF_G4_EXPS_DOWN };
+slm_status slm_hf_gemma4_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
+                                slm_err *err);
+/* The GGUF name of tensor hf: 1 (*kind SLM_HF_G4_*; the experts' stacks
+ * under expert 0's name), 2 ignorable (the vision and audio towers), 0 not
+ * a gemma4 name. */
+int slm_hf_gemma4_name(const char *hf, int multimodal, int n_experts, char *out, size_t cap, int *kind);
+/* After the tensors: the layer scales and per-expert scales (all layers or
+ * none), K/V present exactly where the config says. */
+slm_status slm_hf_gemma4_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
 
 #endif

@@ -5,7 +5,8 @@
  * (EXAONE 4.0) families, and the mixtures of experts qwen3_moe (arch
  * qwen3moe), qwen2_moe (arch qwen2moe: a gated shared expert beside the
  * routed ones), mixtral (arch llama with experts), olmoe and gpt_oss (arch
- * gpt-oss; its keys are hf_oss.c's).
+ * gpt-oss; its keys are hf_oss.c's). gemma4 / gemma4_text (arch gemma4)
+ * are handed whole to hf_gemma4.c.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
@@ -635,7 +636,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
                         "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
-                        "exaone4, qwen3_moe, qwen2_moe, mixtral, olmoe, gpt_oss)",
+                        "exaone4, qwen3_moe, qwen2_moe, mixtral, olmoe, gpt_oss, gemma4, gemma4_text)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -854,6 +855,12 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     int olmo3 = 0, mixtral = 0;
     if (!cJSON_IsObject(top)) {
         s = slm_errf(err, SLM_ERR_FORMAT, "%s: not a JSON object", file);
+        goto done;
+    }
+    const cJSON *mt = item(top, "model_type"); /* gemma4: the whole config is hf_gemma4.c's */
+    if (mt && cJSON_IsString(mt) && mt->valuestring &&
+        (!strcmp(mt->valuestring, "gemma4") || !strcmp(mt->valuestring, "gemma4_text"))) {
+        s = slm_hf_gemma4_config(top, file, c, h, err);
         goto done;
     }
     if ((s = pick_family(top, file, &F, &root, h, err))) goto done;
