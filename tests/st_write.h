@@ -14,7 +14,7 @@ typedef struct st_item {
     char name[96];
     const char *dtype; /* "F32", "F16", "BF16" */
     int n_dims;
-    int64_t shape[2];
+    int64_t shape[3];  /* up to 3 dims (add_w writes 1 or 2; a test may reshape a tensor to 3) */
     const float *f;    /* values (already representable in dtype) */
 } st_item;
 

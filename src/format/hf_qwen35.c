@@ -185,11 +185,12 @@ slm_status slm_hf_q35_plan(const slm_hf_oss_io *io, int i, const char *shown, co
                                 (conv && t->n_dims == 3 && t->shape[0] == want0 && t->shape[1] == 1 && t->shape[2] == want1)
                           : t->n_dims == 1 && t->shape[0] == want0);
     if (!ok) {
-        char b[112], sh[96];
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s %s, the config needs F32/F16/BF16 [%lld%s%lld] (%s)",
-                        shown, slm_hf_tname(t->name, b, sizeof b), q35_float(t->type) ? slm_dtype_name(t->type) : "U8",
-                        q35_shape(t, sh, sizeof sh), (long long)want0, !want1 ? "" : conv ? ", 1, " : ", ",
-                        (long long)want1, dims);
+        char b[112], sh[96], need[64];
+        if (want1) snprintf(need, sizeof need, "[%lld%s%lld]", (long long)want0, conv ? ", 1, " : ", ", (long long)want1);
+        else snprintf(need, sizeof need, "[%lld]", (long long)want0);
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s %s, the config needs F32/F16/BF16 %s (%s)", shown,
+                        slm_hf_tname(t->name, b, sizeof b), q35_float(t->type) ? slm_dtype_name(t->type) : "U8",
+                        q35_shape(t, sh, sizeof sh), need, dims);
     }
     if (want1) mk.n_dims = 2, mk.ne0 = want1, mk.ne1 = want0;
     else mk.n_dims = 1, mk.ne0 = want0, mk.ne1 = 1;
