@@ -11,7 +11,10 @@
  * mlp.experts.down_proj [E, D, F]) become the same names as row ranges of
  * their bytes. gpt_oss (arch gpt-oss) names its own layer tensors and makes
  * its experts in the anonymous area (MXFP4 blocks re-packed, gate and up
- * de-interleaved: hf_oss.c); U8 tensors are read only there.
+ * de-interleaved: hf_oss.c); U8 tensors are read only there. qwen35 and
+ * qwen35moe (Qwen3.5) name their own layer tensors and make the Gated
+ * DeltaNet ones (-exp(A_log), f32 conv taps, value heads re-ordered grouped
+ * -> tiled: hf_qwen35.c); their vision tower and MTP layer are skipped.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved

@@ -5,7 +5,8 @@
  * (EXAONE 4.0) families, and the mixtures of experts qwen3_moe (arch
  * qwen3moe), qwen2_moe (arch qwen2moe: a gated shared expert beside the
  * routed ones), mixtral (arch llama with experts), olmoe and gpt_oss (arch
- * gpt-oss; its keys are hf_oss.c's).
+ * gpt-oss; its keys are hf_oss.c's) and Qwen3.5's qwen3_5 / qwen3_5_moe (arch
+ * qwen35 / qwen35moe, text_config or the _text models; keys: hf_qwen35.c).
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
