@@ -11,7 +11,10 @@
  * mlp.experts.down_proj [E, D, F]) become the same names as row ranges of
  * their bytes. gpt_oss (arch gpt-oss) names its own layer tensors and makes
  * its experts in the anonymous area (MXFP4 blocks re-packed, gate and up
- * de-interleaved: hf_oss.c); U8 tensors are read only there.
+ * de-interleaved: hf_oss.c); U8 tensors are read only there. qwen35 and
+ * qwen35moe (Qwen3.5) name their own layer tensors and make the Gated
+ * DeltaNet ones (-exp(A_log), f32 conv taps, value heads re-ordered grouped
+ * -> tiled: hf_qwen35.c); their vision tower and MTP layer are skipped.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -125,7 +128,7 @@ typedef struct shard {
 } shard;
 
 /* What an HF tensor is (K_OSS: gpt_oss's experts, made by hf_oss.c). */
-enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN, K_OSS };
+enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN, K_OSS, K_Q35 };
 /* The families (bits), by slm_model_config.arch. */
 enum {
     B_LLAMA = 1 << SLM_ARCH_LLAMA, B_MISTRAL = 1 << SLM_ARCH_MISTRAL, B_QWEN2 = 1 << SLM_ARCH_QWEN2,
@@ -133,6 +136,7 @@ enum {
     B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3, B_OLMO2 = 1 << SLM_ARCH_OLMO2,
     B_EXAONE4 = 1 << SLM_ARCH_EXAONE4, B_QWEN3MOE = 1 << SLM_ARCH_QWEN3MOE, B_OLMOE = 1 << SLM_ARCH_OLMOE,
     B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS, B_QWEN2MOE = 1 << SLM_ARCH_QWEN2MOE, B_GEMMA4 = 1 << SLM_ARCH_GEMMA4,
+    B_QWEN35 = 1 << SLM_ARCH_QWEN35 | 1 << SLM_ARCH_QWEN35MOE, /* hf_qwen35.c */
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
@@ -239,7 +243,8 @@ static int expert_name(const char *p, long n, int fb, int n_experts, char *out, 
  * no input_layernorm; olmo2's and olmoe's Q/K norms are over whole q_dim /
  * kv_dim rows, exaone4's and qwen3moe's per head). With n_experts every
  * layer's FFN is its experts: the dense mlp names are not part of it. */
-static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, char *out, size_t cap, int *kind) {
+static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, int reorder, char *out, size_t cap,
+                     int *kind) {
     static const struct { const char *hf, *gg; int kind, fams; } top[] = {
         {"model.embed_tokens.weight", "token_embd.weight", K_MAT, B_ALL},
         {"model.norm.weight", "output_norm.weight", K_NORM, B_ALL},
@@ -274,6 +279,7 @@ static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, char
         return r;
     }
     char buf[160];
+    if ((fb & B_QWEN35) && slm_hf_q35_skip(hf)) return 2; /* qwen35's vision tower and MTP layer */
     if (multimodal && !(hf = strip_multimodal(hf, buf, sizeof buf))) return 2;
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (!strcmp(hf, top[i].hf)) {
@@ -290,7 +296,10 @@ static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, char
     if (!digits || *p != '.' || (digits > 1 && hf[strlen(pre)] == '0') || n > 65535) return 0;
     p++;
     if (!strcmp(p, "self_attn.rotary_emb.inv_freq")) return 2; /* recomputed from the config */
-    int vec = 0; /* gpt_oss: its own layer names (hf_oss.c), then the shared ones below */
+    int vec = 0; /* gpt_oss, qwen35: their own layer names (hf_oss.c, hf_qwen35.c), then the shared ones below */
+    const int q = fb & B_QWEN35 ? slm_hf_q35_name(p, n, n_experts > 0, reorder, out, cap, &vec) : 0;
+    if (q) *kind = q == 4 ? K_Q35 : vec == 2 ? K_NORM : vec ? K_VEC : K_MAT;
+    if (q) return 1;
     const int r = fb == B_GPT_OSS ? slm_hf_oss_name(p, n, out, cap, &vec)
                   : n_experts     ? expert_name(p, n, fb, n_experts, out, cap, kind) : 0;
     if (fb == B_GPT_OSS && (r == 1 || r == 4)) *kind = r == 4 ? K_OSS : vec ? K_VEC : K_MAT;
@@ -621,7 +630,8 @@ static slm_status plan_tensors(hf_load *L) {
             const slm_st_tensor *t = &L->sh[i].st.tensors[j];
             char gn[64], b[112];
             const int E = L->m->cfg.n_experts;
-            int kind = K_MAT, r = gguf_name(t->name, fb, L->info.multimodal, E, gn, sizeof gn, &kind);
+            const int reorder = L->m->cfg.ssm_v_heads > L->m->cfg.ssm_k_heads;
+            int kind = K_MAT, r = gguf_name(t->name, fb, L->info.multimodal, E, reorder, gn, sizeof gn, &kind);
             if (r == 2) continue;
             if (r == 3)
                 return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': an expert beyond the %d experts config.json "
@@ -633,6 +643,7 @@ static slm_status plan_tensors(hf_load *L) {
             if (kind == K_QKV || kind == K_GATE_UP) s = take_fused(L, i, t, gn, kind);
             else if (kind == K_EXPS_GATE_UP || kind == K_EXPS_DOWN) s = take_experts(L, i, t, gn, kind);
             else if (kind == K_OSS) s = slm_hf_oss_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
+            else if (kind == K_Q35) s = slm_hf_q35_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
             else s = take_tensor(L, i, t, gn, kind, 0, 0);
             if (s) return s;
         }

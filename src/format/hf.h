@@ -54,11 +54,16 @@ typedef struct slm_hf_made {
     uint32_t n_dims;       /* 1 (a vector) or 2 */
     int64_t ne0, ne1;      /* the result: row length, rows (1 for a vector) */
     uint64_t nbytes;       /* the result's bytes */
+    int64_t kh;            /* SLM_HF_MAKE_V*, _NEGEXP: key heads (value heads re-ordered grouped -> tiled); 0: kept */
 } slm_hf_made;
 enum {
     SLM_HF_MAKE_MXFP4 = 1, /* rows of [E, R, n/32, 16] blocks + [E, R, n/32] scales -> GGML MXFP4 rows */
     SLM_HF_MAKE_VEC = 2,   /* entries of [E, R] -> f32 */
     SLM_HF_MAKE_T = 3,     /* columns of [E, in, R] -> [rows, in] rows, the source's type */
+    /* qwen35 (hf_qwen35.c): rows [0, first) kept, then rows in value heads of step re-ordered */
+    SLM_HF_MAKE_VROWS = 4,
+    SLM_HF_MAKE_VCOLS = 5,  /* each row's columns in value heads of step re-ordered */
+    SLM_HF_MAKE_NEGEXP = 6, /* as VROWS, each value -exp(v) (A_log -> ssm_a) */
 };
 /* Write mk's tensor at dst (mk->nbytes). */
 void slm_hf_make(const slm_hf_made *mk, void *dst);
@@ -108,5 +113,32 @@ int slm_hf_gemma4_name(const char *hf, int multimodal, int n_experts, char *out,
 /* After the tensors: the layer scales and per-expert scales (all layers or
  * none), K/V present exactly where the config says. */
 slm_status slm_hf_gemma4_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
+
+/* ---- qwen35, qwen35moe (format/hf_qwen35.c) --------------------------------------
+ * Qwen3.5 folders: the config's keys, the layer tensors' GGUF names, the
+ * Gated DeltaNet tensors made in the anonymous area (A_log -> -exp, the
+ * conv taps to f32, the value heads re-ordered from grouped to tiled). */
+
+/* model_type (qwen3_5, qwen3_5_moe, or their _text models) -> the object
+ * holding the text model's keys (text_config; then info->multimodal). */
+slm_status slm_hf_q35_root(const struct cJSON *top, const char *file, const char *model_type, const struct cJSON **root,
+                           slm_hf_info *info, slm_err *err);
+/* The keys beyond the sizes every family shares (top: the file's object,
+ * root: the text model's, rp: rope_parameters' global object or NULL). */
+slm_status slm_hf_q35_config(const struct cJSON *top, const struct cJSON *root, const struct cJSON *rp, const char *file,
+                             slm_model_config *c, slm_hf_info *info, slm_err *err);
+/* 1 for a tensor the folder holds but the text model does not run (the vision tower, the MTP layer). */
+int slm_hf_q35_skip(const char *hf);
+/* The GGUF name of layer n's tensor p (after "model.layers.N."): 1 a plain
+ * tensor (*what: 0 a matrix, 1 a vector, 2 a norm gain 1 + w), 4 one
+ * slm_hf_q35_plan makes, 0 not one of qwen35's own (the shared names are
+ * hf.c's). moe: the shared expert's names too; reorder: the value heads
+ * are re-ordered (H_v > H_k), so the DeltaNet matrices are made. */
+int slm_hf_q35_name(const char *p, long n, int moe, int reorder, char *out, size_t cap, int *what);
+/* The made tensor gn of source t (shard i, shown for messages), its dtype and shape checked against the config. */
+slm_status slm_hf_q35_plan(const slm_hf_oss_io *io, int i, const char *shown, const slm_st_tensor *t, const char *gn,
+                           const slm_model_config *c, slm_err *err);
+/* Writes a SLM_HF_MAKE_VROWS / _VCOLS / _NEGEXP tensor (slm_hf_make's). */
+void slm_hf_q35_make(const slm_hf_made *mk, void *dst);
 
 #endif

@@ -5,8 +5,9 @@
  * (EXAONE 4.0) families, and the mixtures of experts qwen3_moe (arch
  * qwen3moe), qwen2_moe (arch qwen2moe: a gated shared expert beside the
  * routed ones), mixtral (arch llama with experts), olmoe and gpt_oss (arch
- * gpt-oss; its keys are hf_oss.c's). gemma4 / gemma4_text (arch gemma4)
- * are handed whole to hf_gemma4.c.
+ * gpt-oss; its keys are hf_oss.c's), Qwen3.5's qwen3_5 / qwen3_5_moe (arch
+ * qwen35 / qwen35moe, text_config or the _text models; keys: hf_qwen35.c).
+ * gemma4 / gemma4_text (arch gemma4) are handed whole to hf_gemma4.c.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
@@ -624,7 +625,8 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         {"smollm3", SLM_ARCH_SMOLLM3}, {"olmo2", SLM_ARCH_OLMO2}, {"olmo3", SLM_ARCH_OLMO2},
         {"granite", SLM_ARCH_GRANITE}, {"exaone4", SLM_ARCH_EXAONE4}, {"qwen3_moe", SLM_ARCH_QWEN3MOE},
         {"mixtral", SLM_ARCH_LLAMA}, {"olmoe", SLM_ARCH_OLMOE}, {"gpt_oss", SLM_ARCH_GPT_OSS},
-        {"qwen2_moe", SLM_ARCH_QWEN2MOE},
+        {"qwen2_moe", SLM_ARCH_QWEN2MOE}, {"qwen3_5", SLM_ARCH_QWEN35}, {"qwen3_5_text", SLM_ARCH_QWEN35},
+        {"qwen3_5_moe", SLM_ARCH_QWEN35MOE}, {"qwen3_5_moe_text", SLM_ARCH_QWEN35MOE},
     };
     char b[64];
     const cJSON *mt = item(top, "model_type");
@@ -636,10 +638,13 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
     if (i == sizeof types / sizeof types[0])
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
                         "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
-                        "exaone4, qwen3_moe, qwen2_moe, mixtral, olmoe, gpt_oss, gemma4, gemma4_text)",
+                        "exaone4, qwen3_moe, qwen2_moe, mixtral, olmoe, gpt_oss, gemma4, gemma4_text, qwen3_5, qwen3_5_text, "
+                        "qwen3_5_moe, qwen3_5_moe_text)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
+    if (*F == SLM_ARCH_QWEN35 || *F == SLM_ARCH_QWEN35MOE) /* text_config: hf_qwen35.c */
+        return slm_hf_q35_root(top, file, mt->valuestring, root, h, err);
     if (!strcmp(mt->valuestring, "gemma3")) { /* Gemma3ForConditionalGeneration: the text part */
         const cJSON *tc = item(top, "text_config");
         if (!tc || !cJSON_IsObject(tc))
@@ -668,9 +673,9 @@ static slm_status base_params(const cJSON *root, const cJSON *rp, const char *fi
     c->n_kv_heads = g3 ? 4 : 0;
     c->context_len = g3 ? 131072 : 0;
     if ((s = cfg_int(root, file, "hidden_size", 1, &c->dim, err)) ||
-        /* qwen3_moe, qwen2_moe: the experts' width is moe_intermediate_size (moe_params) */
-        (s = cfg_int(root, file, "intermediate_size", F != SLM_ARCH_QWEN3MOE && F != SLM_ARCH_QWEN2MOE, &c->hidden_dim,
-                     err)) ||
+        /* qwen3_moe, qwen2_moe, qwen3_5_moe: the experts' width is moe_intermediate_size (moe_params) */
+        (s = cfg_int(root, file, "intermediate_size",
+                     F != SLM_ARCH_QWEN3MOE && F != SLM_ARCH_QWEN2MOE && F != SLM_ARCH_QWEN35MOE, &c->hidden_dim, err)) ||
         (s = cfg_int(root, file, "num_hidden_layers", 1, &c->n_layers, err)) ||
         (s = cfg_int(root, file, "num_attention_heads", !g3, &c->n_heads, err)))
         return s;
@@ -888,6 +893,7 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     if (F == SLM_ARCH_GRANITE && (s = granite_params(root, file, c, err))) goto done;
     if (F == SLM_ARCH_GPT_OSS) s = slm_hf_oss_config(root, file, c, err); /* experts, biases, sinks, window: hf_oss.c */
     else if (F == SLM_ARCH_EXAONE4) s = exaone4_window(root, file, c, err);
+    else if (F == SLM_ARCH_QWEN35 || F == SLM_ARCH_QWEN35MOE) s = slm_hf_q35_config(top, root, rp_g, file, c, h, err);
     else s = parse_window(root, file, F, olmo3, mixtral, c, err);
     if (s) goto done;
     if ((F == SLM_ARCH_GEMMA2 || F == SLM_ARCH_GEMMA3) && (s = gemma_params(root, rp_l, file, F, c, err))) goto done;

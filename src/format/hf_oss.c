@@ -298,6 +298,10 @@ static float elem_f32(uint32_t type, const uint8_t *p) {
 }
 
 void slm_hf_make(const slm_hf_made *mk, void *dst) {
+    if (mk->op >= SLM_HF_MAKE_VROWS) { /* qwen35's DeltaNet tensors */
+        slm_hf_q35_make(mk, dst);
+        return;
+    }
     const slm_st_tensor *t = mk->src;
     const uint8_t *src = t->data;
     uint8_t *out = dst;
