@@ -112,6 +112,21 @@ static void test_harmony(void) {
            "<|start|>assistant<|channel|>final<|message|>ok", "hmm", "ok");
 }
 
+/* Gemma 4: <|channel>thought\n...<channel|> */
+static void test_gemma4(void) {
+    const int G = SLM_REASON_GEMMA4;
+    expect(G, "<|turn>model\n", "<|channel>thought\nIs 2 < 3? Yes.\n<channel|>It is <b>yes</b>.", "Is 2 < 3? Yes.",
+           "It is <b>yes</b>.");
+    /* thinking off: the prompt closed an empty channel; a trailing empty channel and a stray close dropped */
+    expect(G, "<|turn>model\n<|channel>thought\n<channel|>", "Hi.<|channel>thought\n<channel|><channel|>", "", "Hi.");
+    /* a prompt that opened the channel; a reply cut inside it is all reasoning */
+    expect(G, "<|turn>model\n<|channel>thought\n", "step one\n<channel|>\nDone.", "step one", "Done.");
+    expect(G, NULL, "<|channel>thought\nstill <chan", "still <chan", "");
+    /* two thoughts joined by a blank line; other markers are text */
+    expect(G, NULL, "<|channel>thought\na<channel|>x <|chan y<|channel>thought\nb<channel|>z", "a\n\nb", "x <|chan yz");
+    expect(G, NULL, "a < b <|x|> c", "", "a < b <|x|> c");
+}
+
 static void test_none(void) {
     expect(SLM_REASON_NONE, "x<think>", "<think>\n a </think>\n b ", "", "<think>\n a </think>\n b ");
     expect(SLM_REASON_NONE, NULL, HARMONY, "", HARMONY);
@@ -149,6 +164,8 @@ static void test_names(void) {
     CHECK(slm_reason_detect(NULL, "{% if '</think>' in content %}") == SLM_REASON_DEEPSEEK);
     CHECK(slm_reason_detect(NULL, "{{ '<|start|>assistant<|channel|>final<|message|>' }}") == SLM_REASON_HARMONY);
     CHECK(slm_reason_detect(NULL, NULL) == SLM_REASON_NONE);
+    CHECK(slm_reason_format_parse("gemma4") == SLM_REASON_GEMMA4 && !strcmp(slm_reason_format_name(SLM_REASON_GEMMA4), "gemma4"));
+    CHECK(slm_reason_detect(NULL, "{{- '<|turn>model\\n' -}}{{- '<|channel>thought\\n<channel|>' -}}") == SLM_REASON_GEMMA4);
 }
 
 /* A byte-level tokenizer.json with the added tokens as Qwen3 (<think> and
@@ -205,6 +222,7 @@ static void test_vocab(void) {
 int main(void) {
     T_RUN(test_deepseek);
     T_RUN(test_harmony);
+    T_RUN(test_gemma4);
     T_RUN(test_none);
     T_RUN(test_hold_only_tags);
     T_RUN(test_names);

@@ -10,11 +10,12 @@
 #include <string.h>
 
 /* states: deepseek's, harmony's, and none's single one */
-enum { D_START, D_THINK, D_ANSWER, H_BODY, H_ROLE, H_CHAN, N_ALL };
+enum { D_START, D_THINK, D_ANSWER, H_BODY, H_ROLE, H_CHAN, N_ALL, G_BODY, G_CHAN, G_THINK };
 /* tags */
-enum { T_THINK, T_ENDTHINK, T_CHANNEL, T_START, T_END, T_RETURN, T_CALL, T_MESSAGE, T_CONSTRAIN, T_NONE = -1 };
-static const char *const tag_text[] = {"<think>", "</think>", "<|channel|>", "<|start|>", "<|end|>",
-                                       "<|return|>", "<|call|>", "<|message|>", "<|constrain|>"};
+enum { T_THINK, T_ENDTHINK, T_CHANNEL, T_START, T_END, T_RETURN, T_CALL, T_MESSAGE, T_CONSTRAIN, T_G4OPEN, T_G4CLOSE,
+       T_NONE = -1 };
+static const char *const tag_text[] = {"<think>", "</think>", "<|channel|>", "<|start|>", "<|end|>", "<|return|>",
+                                       "<|call|>", "<|message|>", "<|constrain|>", "<|channel>", "<channel|>"};
 /* where a state's other bytes go: a kind, or dropped (the role after
  * <|start|>), or into chan[] (the channel name) */
 enum { TO_DROP = -1, TO_CHAN = -2 };
@@ -23,7 +24,11 @@ static const int *state_tags(int state) {
     static const int d_start[] = {T_THINK, T_NONE}, d_think[] = {T_ENDTHINK, T_NONE}, none[] = {T_NONE};
     static const int h_body[] = {T_CHANNEL, T_START, T_END, T_RETURN, T_CALL, T_MESSAGE, T_NONE};
     static const int h_role[] = {T_CHANNEL, T_MESSAGE, T_NONE}, h_chan[] = {T_MESSAGE, T_CONSTRAIN, T_NONE};
+    static const int g_body[] = {T_G4OPEN, T_G4CLOSE, T_NONE}, g_think[] = {T_G4CLOSE, T_NONE};
     switch (state) {
+    case G_BODY: return g_body;
+    case G_CHAN:
+    case G_THINK: return g_think;
     case D_START: return d_start;
     case D_THINK: return d_think;
     case H_BODY: return h_body;
@@ -38,7 +43,9 @@ static int dest(const slm_reason *r) {
     case D_THINK: return SLM_REASON_THINK;
     case H_BODY: return r->kind;
     case H_ROLE: return TO_DROP;
-    case H_CHAN: return TO_CHAN;
+    case H_CHAN:
+    case G_CHAN: return TO_CHAN;
+    case G_THINK: return SLM_REASON_THINK;
     default: return SLM_REASON_ANSWER;
     }
 }
@@ -46,19 +53,19 @@ static int dest(const slm_reason *r) {
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 int slm_reason_format_parse(const char *s) {
-    static const char *const names[] = {"none", "deepseek", "harmony", "auto"};
-    for (int i = 0; s && i < 4; i++)
+    static const char *const names[] = {"none", "deepseek", "harmony", "auto", "gemma4"};
+    for (int i = 0; s && i < 5; i++)
         if (!strcmp(s, names[i])) return i;
     return -1;
 }
 
 const char *slm_reason_format_name(int fmt) {
-    static const char *const names[] = {"none", "deepseek", "harmony", "auto"};
-    return fmt >= 0 && fmt < 4 ? names[fmt] : "?";
+    static const char *const names[] = {"none", "deepseek", "harmony", "auto", "gemma4"};
+    return fmt >= 0 && fmt < 5 ? names[fmt] : "?";
 }
 
 int slm_reason_detect(const slm_tokenizer *tok, const char *tmpl_src) {
-    int channel = 0, think = 0, endthink = 0;
+    int channel = 0, think = 0, endthink = 0, g4 = 0, g4end = 0;
     const int n = tok ? slm_tok_vocab_size(tok) : 0;
     for (int id = 0; id < n; id++) {
         const char *s = slm_tok_str(tok, id);
@@ -66,13 +73,18 @@ int slm_reason_detect(const slm_tokenizer *tok, const char *tmpl_src) {
         channel |= !strcmp(s, "<|channel|>");
         think |= !strcmp(s, "<think>");
         endthink |= !strcmp(s, "</think>");
+        g4 |= !strcmp(s, "<|channel>");
+        g4end |= !strcmp(s, "<channel|>");
     }
+    g4 &= g4end;
     if (tmpl_src) {
         channel |= strstr(tmpl_src, "<|channel|>") != NULL;
+        g4 |= strstr(tmpl_src, "<|channel>thought") != NULL;
         const int t = strstr(tmpl_src, "<think>") || strstr(tmpl_src, "</think>");
         think |= t;
         endthink |= t;
     }
+    if (g4) return SLM_REASON_GEMMA4;
     if (channel) return SLM_REASON_HARMONY;
     return think && endthink ? SLM_REASON_DEEPSEEK : SLM_REASON_NONE;
 }
@@ -120,6 +132,19 @@ static void put(slm_reason *r, int kind, const char *s, size_t n) {
 static void route(slm_reason *r, const char *s, size_t n) {
     int d = dest(r);
     if (d == TO_DROP) return;
+    if (d == TO_CHAN && r->state == G_CHAN) { /* gemma4: the channel's name ends at its newline */
+        const char *nl = memchr(s, '\n', n);
+        const size_t k = nl ? (size_t)(nl - s) : n;
+        size_t c = sizeof r->chan - 1 - r->nchan;
+        if (c > k) c = k;
+        memcpy(r->chan + r->nchan, s, c);
+        r->nchan += c;
+        r->chan[r->nchan] = 0;
+        if (!nl) return;
+        r->state = G_THINK; /* every channel is the model's thinking ("thought") */
+        if (n > k + 1) route(r, nl + 1, n - k - 1);
+        return;
+    }
     if (d == TO_CHAN) {
         size_t k = sizeof r->chan - 1 - r->nchan;
         if (k > n) k = n;
@@ -147,6 +172,17 @@ static int channel_kind(const char *name) {
 }
 
 static void on_tag(slm_reason *r, int t) {
+    if (r->state == G_BODY || r->state == G_CHAN || r->state == G_THINK) {
+        if (t == T_G4OPEN) { /* a channel: its name, then the thinking */
+            r->state = G_CHAN;
+            r->nchan = 0;
+            r->chan[0] = 0;
+        } else { /* <channel|>: the thinking ends (a stray one in the answer is dropped) */
+            if (r->state != G_BODY) end_think(r);
+            r->state = G_BODY;
+        }
+        return;
+    }
     if (r->state == D_START) {
         r->state = D_THINK;
         return;
@@ -255,7 +291,7 @@ static void harmony_start(slm_reason *r, const char *prompt) {
 
 void slm_reason_init(slm_reason *r, int fmt, const char *prompt, slm_reason_out out, void *ud) {
     memset(r, 0, sizeof *r);
-    r->fmt = fmt == SLM_REASON_DEEPSEEK || fmt == SLM_REASON_HARMONY ? fmt : SLM_REASON_NONE;
+    r->fmt = fmt == SLM_REASON_DEEPSEEK || fmt == SLM_REASON_HARMONY || fmt == SLM_REASON_GEMMA4 ? fmt : SLM_REASON_NONE;
     r->out = out;
     r->ud = ud;
     r->kind = SLM_REASON_ANSWER;
@@ -264,6 +300,8 @@ void slm_reason_init(slm_reason *r, int fmt, const char *prompt, slm_reason_out 
     r->lead[0] = r->lead[1] = 1;
     if (r->fmt == SLM_REASON_DEEPSEEK) {
         r->state = ends_with_tag(prompt, "<think>", NULL) ? D_THINK : D_START;
+    } else if (r->fmt == SLM_REASON_GEMMA4) { /* a prompt that opened the thought channel (and did not close it) */
+        r->state = ends_with_tag(prompt, "<|channel>thought", NULL) ? G_THINK : G_BODY;
     } else {
         r->state = H_BODY;
         harmony_start(r, prompt);

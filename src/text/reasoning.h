@@ -14,8 +14,14 @@
  *   harmony   gpt-oss: <|channel|>NAME<|message|>TEXT<|end|>, messages after
  *             <|start|>assistant; channels analysis and commentary are
  *             reasoning, final (and text outside any message) content. The
- *             markers themselves are dropped.
- * In deepseek and harmony, reasoning loses its leading and trailing white
+ *             markers themselves are dropped;
+ *   gemma4    Gemma 4: <|channel>thought\nTEXT<channel|> is reasoning
+ *             (any channel name; it ends at its newline), the rest content;
+ *             a stray <channel|> is dropped. A prompt that ends in
+ *             <|channel>thought starts inside the thinking; one that ends
+ *             in the empty <|channel>thought\n<channel|> (thinking off)
+ *             does not.
+ * In deepseek, harmony and gemma4, reasoning loses its leading and trailing white
  * space (held until more reasoning follows), separate reasoning messages
  * are joined by a blank line, and the answer loses its leading white space.
  * Fixed size: no allocation.
@@ -27,15 +33,16 @@
 
 #include "text/tokenizer.h"
 
-enum { SLM_REASON_NONE, SLM_REASON_DEEPSEEK, SLM_REASON_HARMONY, SLM_REASON_AUTO };
+enum { SLM_REASON_NONE, SLM_REASON_DEEPSEEK, SLM_REASON_HARMONY, SLM_REASON_AUTO, SLM_REASON_GEMMA4 };
 enum { SLM_REASON_ANSWER = 0, SLM_REASON_THINK = 1 };
 
-#define SLM_REASON_FORMATS "none, deepseek, harmony, auto"
+#define SLM_REASON_FORMATS "none, deepseek, harmony, gemma4, auto"
 
-/* "none", "deepseek", "harmony", "auto" -> SLM_REASON_*; -1 for anything else. */
+/* "none", "deepseek", "harmony", "auto", "gemma4" -> SLM_REASON_*; -1 for anything else. */
 int slm_reason_format_parse(const char *s);
 const char *slm_reason_format_name(int fmt);
-/* What auto means for a model: harmony when its vocabulary or template has
+/* What auto means for a model: gemma4 when its vocabulary has <|channel> and
+ * <channel|> or its template writes <|channel>thought; harmony when its vocabulary or template has
  * <|channel|>, deepseek when the vocabulary has <think> and </think> or the
  * template mentions <think> or </think>, else none. tok and tmpl_src may be
  * NULL. */
@@ -45,7 +52,7 @@ int slm_reason_detect(const slm_tokenizer *tok, const char *tmpl_src);
 typedef void (*slm_reason_out)(void *ud, int kind, const char *s, size_t n);
 
 typedef struct slm_reason {
-    int fmt;            /* SLM_REASON_NONE, _DEEPSEEK or _HARMONY */
+    int fmt;            /* SLM_REASON_NONE, _DEEPSEEK, _HARMONY or _GEMMA4 */
     int state;          /* where the parser is (reasoning.c) */
     int kind;           /* harmony: where the current message goes */
     char hold[16];      /* [nhold] bytes that may begin a tag */
@@ -60,7 +67,7 @@ typedef struct slm_reason {
     void *ud;
 } slm_reason;
 
-/* fmt: SLM_REASON_NONE, _DEEPSEEK or _HARMONY (resolve auto first);
+/* fmt: SLM_REASON_NONE, _DEEPSEEK, _HARMONY or _GEMMA4 (resolve auto first);
  * prompt: the rendered prompt the reply continues (NULL: none), which tells
  * whether the reply starts inside the thinking. */
 void slm_reason_init(slm_reason *r, int fmt, const char *prompt, slm_reason_out out, void *ud);
