@@ -195,12 +195,12 @@ char *slm_tool_calls_json(const slm_tool_call *calls, int n) {
     slm_json_init_hooks();
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; arr && i < n; i++) {
-        cJSON *t = cJSON_CreateObject(), *fn = t ? cJSON_AddObjectToObject(t, "function") : NULL;
+        cJSON *t = cJSON_CreateObject(), *fn = NULL;
         const char *args = calls[i].args && calls[i].args[0] ? calls[i].args : "{}";
         cJSON *val = cJSON_Parse(args);
         if (!val) val = cJSON_CreateString(args); /* cut short or malformed: the text itself */
-        if (!fn || !val || !cJSON_AddStringToObject(t, "id", calls[i].id) || !cJSON_AddStringToObject(t, "type", "function") ||
-            !cJSON_AddStringToObject(fn, "name", calls[i].name ? calls[i].name : "")) {
+        if (!t || !val || !cJSON_AddStringToObject(t, "id", calls[i].id) || !cJSON_AddStringToObject(t, "type", "function") ||
+            !(fn = cJSON_AddObjectToObject(t, "function")) || !cJSON_AddStringToObject(fn, "name", calls[i].name ? calls[i].name : "")) {
             cJSON_Delete(val);
             cJSON_Delete(t);
             cJSON_Delete(arr);
