@@ -198,7 +198,7 @@ int slm_cli_load_conv(slm_chat *c, const char *path, slm_err *err) {
     size_t n = 0;
     const char *why = NULL;
     char *buf = read_all(path, 64u << 20, &n, &why);
-    if (!buf) { slm_errf(err, SLM_ERR_IO, "cannot read '%s': %s", path, why ? why : "?"); return 0; }
+    if (!buf) { slm_errf(err, SLM_ERR_IO, "cannot open '%s': %s", path, why ? why : "?"); return 0; }
     slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(buf, n);
     free(buf);
