@@ -570,8 +570,6 @@ static slm_status fit(slm_chat *c, int cur, char **full, int32_t **ids, int *nid
     return SLM_OK;
 }
 
-/* Long because a turn is one sequence (add, fit, grammar, prefill,
- * generate) whose every failure undoes the same things. */
 slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *ud, slm_chat_stats *st,
                          slm_err *err, char *note, size_t notecap) {
     slm_chat_stats dummy;

@@ -99,6 +99,7 @@ slm_status slm_tools_forced(const cJSON *tl, const char *want, slm_tool_fn **out
     *out = NULL;
     *nout = 0;
     *choice_fault = 0;
+    slm_json_init_hooks(); /* the functions' params are freed with slm_xfree */
     const int n = cJSON_GetArraySize(tl);
     if (n > SLM_TOOL_FNS_MAX)
         return slm_errf(err, SLM_ERR_ARG, "tool_choice 'required' takes at most %d tools, not %d", SLM_TOOL_FNS_MAX, n);
@@ -217,6 +218,7 @@ char *slm_tool_calls_json(const slm_tool_call *calls, int n) {
 slm_status slm_tool_calls_for_template(const cJSON *v, char **out, int *bad, slm_err *err) {
     *out = NULL;
     *bad = -1;
+    slm_json_init_hooks();
     if (!cJSON_IsArray(v)) return slm_errf(err, SLM_ERR_ARG, "must be an array");
     cJSON *copy = cJSON_Duplicate(v, 1);
     if (!copy) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
