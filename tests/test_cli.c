@@ -123,7 +123,7 @@ static void test_help_lists_every_option(void) {
         {"bench", "bench.c", "static int parse_args(", NULL, 8},
         {"bench-features", "bench_features.c", "int slm_cli_bench_features(", NULL, 8},
         {"perplexity", "perplexity.c", "static int parse_args(ppl_args", NULL, 4},
-        {"chat", "chat.c", "int slm_cli_chat(", NULL, 5},
+        {"chat", "chat.c", "static int parse_chat(", NULL, 8},
         {"chat", "chat.c", "int slm_cli_common_opt(", NULL, 12},
         {"chat", "chat.c", "static int reasoning_opt(", NULL, 3},
 #ifdef SLM_HAVE_SERVE

@@ -10,13 +10,10 @@
 
 #include "cli/cli.h"
 #include "device/kernels.h"
-#include "common/json.h"
 #include "engine/chat.h"
 #include "runtime/runtime.h"
+#include "text/toolcall.h"
 
-#ifdef SLM_HAVE_CJSON
-#include <cjson/cJSON.h>
-#endif
 
 /* ---- shared options ---------------------------------------------------------- */
 
@@ -190,7 +187,7 @@ slm_engine *slm_cli_common_load(slm_cli_common *c) {
 
 static void usage_chat(FILE *f) {
     fprintf(f,
-            "usage: staticlm chat [-m MODEL] [-z TOKENIZER] [--system TEXT] [options]\n"
+            "usage: staticlm chat [-m MODEL] [-z TOKENIZER] [--system TEXT] [--tools FILE] [options]\n"
             "\n"
             "A conversation with the model. Each turn prefills only its new tokens onto the\n"
             "KV cache kept from earlier turns. Reads lines from the terminal (or, when stdin\n"
@@ -209,6 +206,18 @@ static void usage_chat(FILE *f) {
             "      --stats               one line per turn on stderr: tokens prefilled / kept\n"
             "      --bench               time the second turn's first token with the KV kept vs\n"
             "                            re-prefilling the whole history, then exit\n"
+            "      --tools FILE          function calling: FILE holds an OpenAI tools array\n"
+            "                            ([{\"type\": \"function\", \"function\": {\"name\", \"description\",\n"
+            "                            \"parameters\"}}]), rendered by the chat template. Each call\n"
+            "                            a reply makes is printed as a line '[tool_call] JSON' (an\n"
+            "                            element of OpenAI's tool_calls); then each call's result is\n"
+            "                            read, one line per call in order (a terminal prompts for\n"
+            "                            it), sent back as a tool message, and the reply continues\n"
+            "      --tool-choice C       auto (default: the reply may call) | none (the tools are\n"
+            "                            rendered, replies not parsed for calls) | required (the\n"
+            "                            reply to each message is calls, held to the tools'\n"
+            "                            schemas by a grammar) | NAME (calls to function NAME)\n"
+            "      --no-parallel-tool-calls  at most one call per reply\n"
             "%s"
             "      --hide-reasoning      do not show the model's thinking (it is shown dimmed on\n"
             "                            a terminal, else between [thinking] and [/thinking] lines)\n"
@@ -222,6 +231,7 @@ static void usage_chat(FILE *f) {
 typedef struct chat_out {
     int tty, hide;
     int in_think; /* the thinking is being printed */
+    int printed;  /* something of the reply was printed */
 } chat_out;
 
 static void think_end(chat_out *o) {
@@ -239,102 +249,17 @@ static void print_text(void *ud, int kind, const char *s, size_t n) {
     } else {
         think_end(o);
     }
+    o->printed = 1;
     fwrite(s, 1, n, stdout);
     fflush(stdout);
 }
 
-#ifdef SLM_HAVE_CJSON
-static int save_conv(slm_chat *c, const char *path, slm_err *err) {
-    slm_json_init_hooks();
-    cJSON *root = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(root, "messages");
-    const slm_chat_msg *m = slm_chat_messages(c);
-    for (int i = 0; i < slm_chat_count(c) && arr; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "role", m[i].role);
-        cJSON_AddStringToObject(o, "content", m[i].content);
-        if (m[i].reasoning_content) cJSON_AddStringToObject(o, "reasoning_content", m[i].reasoning_content);
-        cJSON_AddItemToArray(arr, o);
-    }
-    char *txt = cJSON_Print(root);
-    cJSON_Delete(root);
-    if (!txt) { slm_errf(err, SLM_ERR_NOMEM, "out of memory"); return 0; }
-    FILE *f = fopen(path, "wb");
-    int ok = f && fputs(txt, f) >= 0 && fputc('\n', f) != EOF;
-    if (f && fclose(f)) ok = 0;
-    cJSON_free(txt);
-    if (!ok) slm_errf(err, SLM_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-    return ok;
+/* -v: each turn's rendered prompt, and the grammar of a forced reply. */
+static void print_prompt(void *ud, const char *prompt, const char *grammar) {
+    const slm_chat *c = ud;
+    fprintf(stderr, "[chat] the rendered prompt:\n%s\n[chat] (end of the prompt)\n", prompt);
+    if (grammar) fprintf(stderr, "[chat] the tool call grammar (%s):\n%s", slm_tool_format_name(slm_chat_tool_format(c)), grammar);
 }
-
-static int load_conv(slm_chat *c, const char *path, slm_err *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { slm_errf(err, SLM_ERR_IO, "cannot open '%s': %s", path, strerror(errno)); return 0; }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            if (cap >= (64u << 20)) { free(buf); buf = NULL; break; }
-            char *b = realloc(buf, cap * 2);
-            if (!b) { free(buf); buf = NULL; break; }
-            buf = b;
-            cap *= 2;
-        }
-        size_t k = fread(buf + n, 1, cap - n - 1, f);
-        if (!k) break;
-        n += k;
-    }
-    fclose(f);
-    if (!buf) { slm_errf(err, SLM_ERR_IO, "'%s' is too large", path); return 0; }
-    buf[n] = 0;
-    slm_json_init_hooks();
-    cJSON *root = cJSON_ParseWithLength(buf, n);
-    free(buf);
-    const cJSON *arr = root ? cJSON_GetObjectItemCaseSensitive(root, "messages") : NULL;
-    int ok = cJSON_IsArray(arr);
-    if (!ok) slm_errf(err, SLM_ERR_IO, "'%s' is not a saved conversation (an object with a \"messages\" array)", path);
-    const cJSON *it;
-    int idx = 0;
-    if (ok) cJSON_ArrayForEach(it, arr) {
-        const cJSON *r = cJSON_GetObjectItemCaseSensitive(it, "role"), *t = cJSON_GetObjectItemCaseSensitive(it, "content");
-        const cJSON *rc = cJSON_GetObjectItemCaseSensitive(it, "reasoning_content");
-        if (!cJSON_IsString(r) || !cJSON_IsString(t) || (rc && !cJSON_IsString(rc)) ||
-            (strcmp(r->valuestring, "system") && strcmp(r->valuestring, "user") && strcmp(r->valuestring, "assistant"))) {
-            slm_errf(err, SLM_ERR_IO,
-                     "'%s': message %d needs a role (system, user or assistant) and string content (and "
-                     "reasoning_content, if any, a string)", path, idx);
-            ok = 0;
-            break;
-        }
-        idx++;
-    }
-    if (ok) {
-        slm_chat_clear(c, 0);
-        cJSON_ArrayForEach(it, arr) {
-            const cJSON *rc = cJSON_GetObjectItemCaseSensitive(it, "reasoning_content");
-            if (!slm_chat_add_ex(c, cJSON_GetObjectItemCaseSensitive(it, "role")->valuestring,
-                                 cJSON_GetObjectItemCaseSensitive(it, "content")->valuestring,
-                                 rc ? rc->valuestring : NULL)) {
-                slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-                ok = 0;
-                break;
-            }
-        }
-    }
-    cJSON_Delete(root);
-    return ok;
-}
-#else
-static int save_conv(slm_chat *c, const char *path, slm_err *err) {
-    (void)c; (void)path;
-    slm_errf(err, SLM_ERR_IO, "/save is not available in this build (built without cJSON)");
-    return 0;
-}
-static int load_conv(slm_chat *c, const char *path, slm_err *err) {
-    (void)c; (void)path;
-    slm_errf(err, SLM_ERR_IO, "/load is not available in this build (built without cJSON)");
-    return 0;
-}
-#endif
 
 static char *trim_line(char *s) {
     size_t n = strlen(s);
@@ -369,69 +294,163 @@ static int run_bench(slm_engine *e, slm_chat *c, const char *system) {
     return 0;
 }
 
-int slm_cli_chat(int argc, char **argv) {
+/* chat's own options (slm_cli_common_opt takes the shared ones). */
+typedef struct chat_opts {
     slm_cli_common cc;
-    slm_cli_common_init(&cc);
-    const char *system = NULL;
-    int n_predict = 256, overflow = SLM_OVERFLOW_TRUNCATE, stats = 0, bench = 0, hide = 0;
+    const char *system;
+    int n_predict, overflow, stats, bench, hide;
+    const char *tools_path; /* --tools */
+    int tool_choice;        /* --tool-choice: SLM_TOOL_CHOICE_*, -1 not given */
+    const char *tool_name;  /* --tool-choice NAME */
+    int one_call;           /* --no-parallel-tool-calls */
+} chat_opts;
+
+/* 0 to go on, else the exit status + 1 (1: --help printed, exit 0). */
+static int parse_chat(int argc, char **argv, chat_opts *p) {
+    slm_cli_common *cc = &p->cc;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
-        int r = slm_cli_common_opt(&cc, argc, argv, &i);
-        if (r < 0) return 2;
+        int r = slm_cli_common_opt(cc, argc, argv, &i);
+        if (r < 0) return 3;
         if (r) continue;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage_chat(stdout); return 0; }
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) { usage_chat(stdout); return 1; }
         int has = i + 1 < argc;
-        if (!strcmp(o, "--system") && has) system = argv[++i];
+        if (!strcmp(o, "--system") && has) p->system = argv[++i];
         else if ((!strcmp(o, "-n") || !strcmp(o, "--n-predict")) && has) {
-            if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 24, &n_predict)) return 2;
+            if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 24, &p->n_predict)) return 3;
         } else if (!strcmp(o, "--on-overflow") && has) {
             const char *v = argv[++i];
-            if (!strcmp(v, "truncate")) overflow = SLM_OVERFLOW_TRUNCATE;
-            else if (!strcmp(v, "error")) overflow = SLM_OVERFLOW_ERROR;
-            else { fprintf(stderr, "staticlm: --on-overflow expects truncate or error, got '%s'\n", v); return 2; }
-        } else if (!strcmp(o, "--stats")) stats = 1;
-        else if (!strcmp(o, "--bench")) bench = 1;
-        else if (!strcmp(o, "--hide-reasoning")) hide = 1;
+            if (!strcmp(v, "truncate")) p->overflow = SLM_OVERFLOW_TRUNCATE;
+            else if (!strcmp(v, "error")) p->overflow = SLM_OVERFLOW_ERROR;
+            else { fprintf(stderr, "staticlm: --on-overflow expects truncate or error, got '%s'\n", v); return 3; }
+        } else if (!strcmp(o, "--tools") && has) p->tools_path = argv[++i];
+        else if (!strcmp(o, "--tool-choice") && has) {
+            const char *v = argv[++i];
+            p->tool_choice = slm_tool_choice_parse(v);
+            if (p->tool_choice < 0 && !slm_tool_name_ok(v)) {
+                fprintf(stderr, "staticlm: --tool-choice expects auto, none, required or a function's name (1-64 of "
+                                "a-z A-Z 0-9 _ - .), got '%s'\n", v);
+                return 3;
+            }
+            if (p->tool_choice < 0) p->tool_choice = SLM_TOOL_CHOICE_NAMED, p->tool_name = v;
+        } else if (!strcmp(o, "--no-parallel-tool-calls")) p->one_call = 1;
+        else if (!strcmp(o, "--stats")) p->stats = 1;
+        else if (!strcmp(o, "--bench")) p->bench = 1;
+        else if (!strcmp(o, "--hide-reasoning")) p->hide = 1;
         else {
             fprintf(stderr, "staticlm: %s '%s' (see staticlm chat --help)\n",
-                    (!strcmp(o, "--system") || !strcmp(o, "-n") || !strcmp(o, "--n-predict") || !strcmp(o, "--on-overflow"))
+                    (!strcmp(o, "--system") || !strcmp(o, "-n") || !strcmp(o, "--n-predict") || !strcmp(o, "--on-overflow") ||
+                     !strcmp(o, "--tools") || !strcmp(o, "--tool-choice"))
                         ? "missing value for" : "unknown option", o);
-            return 2;
+            return 3;
         }
     }
-    if (hide && cc.reasoning == SLM_REASON_NONE) {
+    if (p->hide && cc->reasoning == SLM_REASON_NONE) {
         fprintf(stderr, "staticlm: --hide-reasoning with --reasoning-format none: there is no reasoning to hide\n");
-        return 2;
+        return 3;
     }
-    if (bench) {
-        cc.samp.temperature = 0.0f;
-        if (n_predict == 256) n_predict = 64;
+    if (!p->tools_path && (p->tool_choice >= 0 || p->one_call)) {
+        fprintf(stderr, "staticlm: %s needs --tools FILE\n", p->one_call ? "--no-parallel-tool-calls" : "--tool-choice");
+        return 3;
     }
-    slm_engine *e = slm_cli_common_load(&cc);
-    if (!e) return 1;
+    if (p->tools_path && p->bench) {
+        fprintf(stderr, "staticlm: --bench times plain turns: give it no --tools\n");
+        return 3;
+    }
+    if (p->tool_choice >= SLM_TOOL_CHOICE_REQUIRED && cc->samp.grammar) {
+        fprintf(stderr, "staticlm: --tool-choice %s constrains the reply itself: give no --grammar, --grammar-file or "
+                        "--json-schema with it\n", p->tool_name ? p->tool_name : "required");
+        return 3;
+    }
+    return 0;
+}
+
+/* After the template is open: a forced tool choice needs the model's call
+ * format; warn where the tools would not reach the prompt or calls would
+ * not be recognized. 0 after printing why. */
+static int tools_fit_template(const chat_opts *p, slm_engine *e, const slm_tmpl *tm) {
+    const int fmt = slm_chat_tool_auto(e, tm);
+    if (p->cc.verbose) fprintf(stderr, "[chat] tool call format %s\n", slm_tool_format_name(fmt));
+    if (!strstr(slm_tmpl_source(tm), "tools"))
+        fprintf(stderr, "staticlm: warning: --tools: the chat template never reads tools: they are not in the prompt "
+                        "(--chat-template FILE with one that does)\n");
+    if (fmt != SLM_TOOL_NONE || p->tool_choice == SLM_TOOL_CHOICE_NONE) return 1;
+    if (p->tool_choice >= SLM_TOOL_CHOICE_REQUIRED) {
+        fprintf(stderr, "staticlm: --tool-choice %s needs the model's tool call format, and this model's template and "
+                        "vocabulary show none that staticlm knows (%s)\n",
+                p->tool_name ? p->tool_name : "required", "hermes, llama3, mistral, harmony, xml");
+        return 0;
+    }
+    fprintf(stderr, "staticlm: warning: --tools: this model's template and vocabulary show no tool call format "
+                    "staticlm knows: the tools are rendered, replies are not parsed for calls\n");
+    return 1;
+}
+
+typedef struct chat_run {
+    slm_engine *e;
+    slm_chat *c;
+    const chat_opts *p;
+    int rc;
+} chat_run;
+
+/* One turn (msg NULL: the reply to the tool results just added), printed;
+ * the calls it made (printed too), 0 when none or it failed. */
+static int one_turn(chat_run *r, const char *msg) {
+    chat_out out = {isatty(1), r->p->hide, 0, 0};
+    slm_chat_stats st;
+    slm_err err = {0};
     char note[512];
-    slm_tmpl *tm = slm_chat_template_open(e, cc.chat_template, note, sizeof note);
-    if (!tm) { fprintf(stderr, "staticlm: out of memory\n"); slm_free(e); return 1; }
-    if (!strncmp(note, "warning", 7)) fprintf(stderr, "staticlm: %s\n", note);
-    else if (cc.verbose || stats) fprintf(stderr, "[chat] %s\n", note);
-    slm_chat_cfg cfg = {0};
-    cfg.on_overflow = overflow;
-    cfg.samp = cc.samp;
-    cfg.n_predict = n_predict;
-    cfg.reasoning = slm_cli_reasoning_resolve(&cc, e, tm, "[chat]");
-    cfg.kwargs = cc.kwargs;
-    cfg.n_kwargs = cc.n_kwargs;
-    slm_chat *c = slm_chat_new(e, tm, &cfg);
-    if (!c) { fprintf(stderr, "staticlm: out of memory\n"); slm_tmpl_free(tm); slm_free(e); return 1; }
-    if (system) slm_chat_add(c, "system", system);
-    int rc = 0;
-    if (bench) {
-        rc = run_bench(e, c, system);
-        slm_chat_free(c);
-        slm_tmpl_free(tm);
-        slm_free(e);
-        return rc;
+    slm_chat_on_text(r->c, print_text, &out);
+    slm_status s = slm_chat_turn(r->c, msg, NULL, NULL, &st, &err, note, sizeof note);
+    think_end(&out);
+    if (note[0]) fprintf(stderr, "[chat] %s\n", note);
+    if (s && st.turn == 0) {
+        fprintf(stderr, "staticlm: %s\n", err.msg);
+        r->rc = 1;
+        return 0;
     }
+    if (out.printed || !st.n_calls) fputc('\n', stdout);
+    if (st.n_calls) slm_cli_print_calls(r->c);
+    fflush(stdout);
+    if (s) { fprintf(stderr, "staticlm: %s\n", err.msg); r->rc = 1; }
+    if (st.cut) fprintf(stderr, "[chat] the reply stopped at the KV capacity (%d)\n", slm_capacity(r->e));
+    if (r->p->stats || r->p->cc.verbose)
+        fprintf(stderr,
+                "[chat] turn=%d prefilled=%d kept=%d stored=%d generated=%d full=%d dropped=%d "
+                "cached=%d ttft_ms=%.2f decode_ms=%.2f calls=%d\n",
+                st.turn, st.prefilled, st.kept, st.n_stored, st.n_generated, st.full, st.dropped, st.cached,
+                st.ttft_ms, st.decode_ms, st.n_calls);
+    return s ? 0 : st.n_calls;
+}
+
+/* A command line (starting with '/'): 1 handled, 0 leave, -1 a message
+ * (a literal '/', "//..."). */
+static int command(chat_run *r, const char *line) {
+    slm_err err = {0};
+    if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) return 0;
+    if (!strcmp(line, "/reset")) {
+        slm_chat_clear(r->c, 1);
+        fprintf(stderr, "[chat] conversation reset%s\n", slm_chat_count(r->c) ? " (system prompt kept)" : "");
+        return 1;
+    }
+    if (!strncmp(line, "/save ", 6) || !strncmp(line, "/load ", 6)) {
+        const char *path = line + 6;
+        while (*path == ' ') path++;
+        int ok = line[1] == 's' ? slm_cli_save_conv(r->c, path, &err) : slm_cli_load_conv(r->c, path, &err);
+        if (!ok) { fprintf(stderr, "staticlm: %s\n", err.msg); r->rc = 1; }
+        else fprintf(stderr, "[chat] %s %d messages %s %s\n", line[1] == 's' ? "saved" : "loaded",
+                     slm_chat_count(r->c), line[1] == 's' ? "to" : "from", path);
+        return 1;
+    }
+    if (line[1] == '/') return -1;
+    fprintf(stderr, "staticlm: unknown command '%s' (/reset, /save FILE, /load FILE, /quit; "
+                    "start a message with // to send a literal /)\n", line);
+    return 1;
+}
+
+/* The conversation: a turn per line, and after a reply with calls their
+ * results and the reply to them, until the end of input or /quit. */
+static void converse(chat_run *r) {
     int tty = isatty(0);
     if (tty) fprintf(stderr, "staticlm chat: /reset, /save FILE, /load FILE, /quit\n");
     char *line = NULL;
@@ -441,55 +460,67 @@ int slm_cli_chat(int argc, char **argv) {
         if (getline(&line, &lcap, stdin) < 0) break;
         trim_line(line);
         if (!line[0]) continue;
-        slm_err err = {0};
-        if (line[0] == '/') {
-            if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
-            if (!strcmp(line, "/reset")) {
-                slm_chat_clear(c, 1);
-                fprintf(stderr, "[chat] conversation reset%s\n", slm_chat_count(c) ? " (system prompt kept)" : "");
-                continue;
-            }
-            if (!strncmp(line, "/save ", 6) || !strncmp(line, "/load ", 6)) {
-                const char *path = line + 6;
-                while (*path == ' ') path++;
-                int ok = line[1] == 's' ? save_conv(c, path, &err) : load_conv(c, path, &err);
-                if (!ok) { fprintf(stderr, "staticlm: %s\n", err.msg); rc = 1; }
-                else fprintf(stderr, "[chat] %s %d messages %s %s\n", line[1] == 's' ? "saved" : "loaded",
-                             slm_chat_count(c), line[1] == 's' ? "to" : "from", path);
-                continue;
-            }
-            if (line[1] != '/') {
-                fprintf(stderr, "staticlm: unknown command '%s' (/reset, /save FILE, /load FILE, /quit; "
-                                "start a message with // to send a literal /)\n", line);
-                continue;
-            }
+        int cmd = line[0] == '/' ? command(r, line) : -1;
+        if (cmd == 0) break;
+        if (cmd > 0) continue;
+        int calls = one_turn(r, line[0] == '/' ? line + 1 : line);
+        while (calls > 0) {
+            if (!slm_cli_tool_results(r->c, tty, &line, &lcap)) goto out;
+            calls = one_turn(r, NULL);
         }
-        const char *msg = line[0] == '/' ? line + 1 : line;
-        chat_out out = {isatty(1), hide, 0};
-        slm_chat_stats st;
-        slm_chat_on_text(c, print_text, &out);
-        slm_status s = slm_chat_turn(c, msg, NULL, NULL, &st, &err, note, sizeof note);
-        think_end(&out);
-        if (note[0]) fprintf(stderr, "[chat] %s\n", note);
-        if (s && s != SLM_OK && st.turn == 0) {
-            fprintf(stderr, "staticlm: %s\n", err.msg);
-            rc = 1;
-            continue;
-        }
-        fputc('\n', stdout);
-        fflush(stdout);
-        if (s) { fprintf(stderr, "staticlm: %s\n", err.msg); rc = 1; }
-        if (st.cut) fprintf(stderr, "[chat] the reply stopped at the KV capacity (%d)\n", slm_capacity(e));
-        if (stats || cc.verbose)
-            fprintf(stderr,
-                    "[chat] turn=%d prefilled=%d kept=%d stored=%d generated=%d full=%d dropped=%d "
-                    "cached=%d ttft_ms=%.2f decode_ms=%.2f\n",
-                    st.turn, st.prefilled, st.kept, st.n_stored, st.n_generated, st.full, st.dropped, st.cached,
-                    st.ttft_ms, st.decode_ms);
     }
+out:
     free(line);
-    slm_chat_free(c);
+}
+
+int slm_cli_chat(int argc, char **argv) {
+    chat_opts p = {0};
+    slm_cli_common_init(&p.cc);
+    p.n_predict = 256;
+    p.overflow = SLM_OVERFLOW_TRUNCATE;
+    p.tool_choice = -1;
+    int pr = parse_chat(argc, argv, &p);
+    if (pr) return pr - 1;
+    slm_tools tools = {0};
+    const int choice = p.tool_choice < 0 ? SLM_TOOL_CHOICE_AUTO : p.tool_choice;
+    if (p.tools_path && !slm_cli_tools_load(p.tools_path, choice, p.tool_name, &tools)) return 2;
+    if (p.bench) {
+        p.cc.samp.temperature = 0.0f;
+        if (p.n_predict == 256) p.n_predict = 64;
+    }
+    chat_run r = {0};
+    r.p = &p;
+    slm_tmpl *tm = NULL;
+    r.e = slm_cli_common_load(&p.cc);
+    if (!r.e) { r.rc = 1; goto out; }
+    char note[512];
+    tm = slm_chat_template_open(r.e, p.cc.chat_template, note, sizeof note);
+    if (!tm) { fprintf(stderr, "staticlm: out of memory\n"); r.rc = 1; goto out; }
+    if (!strncmp(note, "warning", 7)) fprintf(stderr, "staticlm: %s\n", note);
+    else if (p.cc.verbose || p.stats) fprintf(stderr, "[chat] %s\n", note);
+    if (tools.json && !tools_fit_template(&p, r.e, tm)) { r.rc = 1; goto out; }
+    slm_chat_cfg cfg = {0};
+    cfg.on_overflow = p.overflow;
+    cfg.samp = p.cc.samp;
+    cfg.n_predict = p.n_predict;
+    cfg.reasoning = slm_cli_reasoning_resolve(&p.cc, r.e, tm, "[chat]");
+    cfg.kwargs = p.cc.kwargs;
+    cfg.n_kwargs = p.cc.n_kwargs;
+    cfg.tools = tools.json;
+    cfg.tool_choice = choice;
+    cfg.tool_fns = tools.fns;
+    cfg.n_tool_fns = tools.n_fns;
+    cfg.one_tool_call = p.one_call;
+    r.c = slm_chat_new(r.e, tm, &cfg);
+    if (!r.c) { fprintf(stderr, "staticlm: out of memory\n"); r.rc = 1; goto out; }
+    if (p.cc.verbose) slm_chat_on_prompt(r.c, print_prompt, r.c);
+    if (p.system) slm_chat_add(r.c, "system", p.system);
+    if (p.bench) r.rc = run_bench(r.e, r.c, p.system);
+    else converse(&r);
+out:
+    slm_chat_free(r.c);
     slm_tmpl_free(tm);
-    slm_free(e);
-    return rc;
+    slm_free(r.e);
+    slm_tools_free(&tools);
+    return r.rc;
 }

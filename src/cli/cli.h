@@ -110,6 +110,25 @@ int slm_cli_reasoning_resolve(const slm_cli_common *c, slm_engine *e, const stru
 /* staticlm convert: llama2.c checkpoint (+ tokenizer.bin) -> GGUF. */
 int slm_cli_convert(int argc, char **argv);
 int slm_cli_chat(int argc, char **argv);
+/* chat's files and tool calls (cli/chat_io.c; slm_chat, slm_tools:
+ * engine/chat.h, text/toolcall.h). --tools FILE checked with its
+ * --tool-choice (name: the function NAMED forces): 0 after printing why. */
+struct slm_chat;
+struct slm_tools;
+struct slm_err;
+int slm_cli_tools_load(const char *path, int choice, const char *name, struct slm_tools *out);
+/* The last reply's calls on stdout, one line each: "[tool_call] " and the
+ * call as an element of OpenAI's message.tool_calls (JSON: id, type,
+ * function: name, arguments as a JSON string). */
+void slm_cli_print_calls(const struct slm_chat *c);
+/* Each call's result from stdin, a line each in the calls' order (a
+ * terminal: after a prompt naming the call), added as tool messages;
+ * "//" at a line's start stands for "/". 0 at the end of input or /quit. */
+int slm_cli_tool_results(struct slm_chat *c, int tty, char **line, size_t *cap);
+/* /save, /load: the conversation as {"messages": [...]} in OpenAI's form
+ * (tool_calls, tool_call_id, name kept). 0 with err. */
+int slm_cli_save_conv(struct slm_chat *c, const char *path, struct slm_err *err);
+int slm_cli_load_conv(struct slm_chat *c, const char *path, struct slm_err *err);
 /* staticlm serve: the OpenAI-compatible server (src/cli/serve.c, src/server/). */
 int slm_cli_serve(int argc, char **argv);
 /* staticlm synth: random-weight GGUF models of real shapes (src/cli/synth.c). */

@@ -20,6 +20,7 @@
 #include "common/common.h"
 #include "text/chat_template.h"
 #include "text/reasoning.h"
+#include "text/toolcall.h"
 #include "staticlm.h"
 
 /* ---- template choice ------------------------------------------------------ */
@@ -35,6 +36,9 @@ slm_tmpl *slm_chat_template_open(slm_engine *e, const char *override, char *note
  * the vocabulary and the template's source): SLM_REASON_NONE, _DEEPSEEK or
  * _HARMONY. */
 int slm_chat_reasoning_auto(const slm_engine *e, const slm_tmpl *tm);
+/* The tool call format of e with tm (slm_tool_detect on the vocabulary and
+ * the template's source): SLM_TOOL_NONE when it shows none. */
+int slm_chat_tool_auto(const slm_engine *e, const slm_tmpl *tm);
 
 /* ---- conversations ------------------------------------------------------- */
 
@@ -49,6 +53,20 @@ typedef struct slm_chat_cfg {
     const char *const *kwargs; /* [n_kwargs] JSON objects for the template
                            (slm_tmpl_vars.kwargs); the caller's, outliving the chat */
     int n_kwargs;
+    /* Tools (text/toolcall.h; the caller's, outliving the chat): an OpenAI
+     * tools array (JSON text) the template renders as its variable tools;
+     * NULL: none. tool_choice SLM_TOOL_CHOICE_*: AUTO, each reply's calls
+     * are parsed in the model's format (slm_chat_tool_auto); NONE, the tools
+     * are rendered and replies not parsed; REQUIRED / NAMED, the reply to
+     * each user message is calls to tool_fns[0..n_tool_fns) (slm_tools_parse)
+     * under a grammar, and the replies after tool results are AUTO's.
+     * one_tool_call: a reply's calls after its first are dropped (the
+     * grammar allows one): OpenAI's parallel_tool_calls false. */
+    const char *tools;
+    int tool_choice;
+    const slm_tool_fn *tool_fns;
+    int n_tool_fns;
+    int one_tool_call;
 } slm_chat_cfg;
 
 typedef struct slm_chat_stats {
@@ -61,6 +79,7 @@ typedef struct slm_chat_stats {
     int dropped;        /* messages dropped by the truncate policy */
     int full;           /* 1: the whole history was (re)prefilled */
     int cut;            /* 1: the reply stopped at the KV capacity */
+    int n_calls;        /* tool calls the reply made (slm_chat_calls) */
     double ttft_ms, prefill_ms, decode_ms;
 } slm_chat_stats;
 
@@ -75,6 +94,11 @@ slm_session *slm_chat_session(slm_chat *c);
 
 /* Append a message without running anything (system prompt, /load). */
 int slm_chat_add(slm_chat *c, const char *role, const char *content);
+/* ... with every field of m copied (tool_calls, tool_call_id, name). */
+int slm_chat_add_msg(slm_chat *c, const slm_chat_msg *m);
+/* A tool's result: a message of role "tool" answering the call call_id of
+ * function name (either may be NULL), for the template's tool role. */
+int slm_chat_add_tool(slm_chat *c, const char *call_id, const char *name, const char *content);
 /* ... with the reasoning before it (NULL: none; the template decides what
  * becomes of message.reasoning_content). */
 int slm_chat_add_ex(slm_chat *c, const char *role, const char *content, const char *reasoning);
@@ -85,6 +109,18 @@ int slm_chat_reasoning(const slm_chat *c);
  * message's content, the reasoning as its reasoning_content (format none:
  * the whole reply is content, as generated). */
 void slm_chat_on_text(slm_chat *c, slm_reason_out fn, void *ud);
+/* Each turn's rendered prompt (the whole history the KV is to stand for)
+ * and the grammar of a forced reply (NULL: none), before the prefill. */
+typedef void (*slm_chat_prompt_fn)(void *ud, const char *prompt, const char *grammar);
+void slm_chat_on_prompt(slm_chat *c, slm_chat_prompt_fn fn, void *ud);
+/* The tool call format replies are parsed in (SLM_TOOL_NONE: no tools, or
+ * tool_choice none), and the calls of the last reply [slm_chat_n_calls]
+ * (ids unique within the chat), valid until the next turn or clear. The
+ * assistant message holds them as its tool_calls (slm_tool_calls_json);
+ * the answer text apart from them is its content. */
+int slm_chat_tool_format(const slm_chat *c);
+int slm_chat_n_calls(const slm_chat *c);
+const slm_tool_call *slm_chat_calls(const slm_chat *c);
 /* Forget the conversation (keep_system: keep a leading system message) and
  * reset the KV cache. */
 void slm_chat_clear(slm_chat *c, int keep_system);
@@ -95,7 +131,9 @@ const slm_chat_msg *slm_chat_messages(const slm_chat *c);
  * reply (cb gets each piece; return non-zero to stop) and add it. On an
  * error the user message is removed again and err says why; SLM_ERR_CAPACITY
  * when the history does not fit (error policy, or a message too long even
- * alone). Notes (truncation) go to `note` when non-NULL. */
+ * alone). Notes (truncation) go to `note` when non-NULL. user NULL: reply
+ * to the history as it is (after the tool messages that answer the last
+ * reply's calls); SLM_ERR_ARG when it ends with the assistant's message. */
 slm_status slm_chat_turn(slm_chat *c, const char *user, slm_piece_cb cb, void *ud, slm_chat_stats *st,
                          slm_err *err, char *note, size_t notecap);
 

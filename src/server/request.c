@@ -6,7 +6,6 @@
 #ifdef SLM_HAVE_CJSON
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -295,61 +294,30 @@ static const char *known_role(const char *r) {
 
 /* ---- tools ------------------------------------------------------------------------ */
 
-/* A function name as OpenAI allows it: 1-64 of a-z A-Z 0-9 _ - (and '.',
- * which some clients use). */
-static int good_fn_name(const char *s) {
-    size_t n = strlen(s);
-    if (!n || n > 64) return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!(isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '-' || s[i] == '.')) return 0;
-    return 1;
-}
-
 /* tool_choice required or {"type": "function", "function": {"name": N}}
  * (tools checked): the functions the reply may call, their parameters'
- * schemas checked now (a keyword the grammar cannot enforce is a 400 that
- * names the function); the grammar itself is made once the template is
- * rendered (worker.c: the format and the prompt's end decide it). */
+ * schemas checked now (text/toolcall.h's slm_tools_forced: a keyword the
+ * grammar cannot enforce is a 400 that names the function); the grammar
+ * itself is made once the template is rendered (worker.c: the format and
+ * the prompt's end decide it). */
 static int parse_forced(const cJSON *tl, const cJSON *tc, srv_request *q, srv_error *e) {
     const char *want = NULL;
     if (q->grammar)
         return BAD("tool_choice", "invalid_value",
                    "tool_choice 'required' or a named function constrains the reply itself: give no response_format, "
                    "json_schema or grammar with it");
-    if (q->tool_choice == SRV_TOOLS_NAMED) {
+    if (q->tool_choice == SLM_TOOL_CHOICE_NAMED) {
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type"), *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
         const cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
         if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(nm))
             return BAD("tool_choice", "invalid_value", "tool_choice must be {\"type\": \"function\", \"function\": {\"name\": NAME}}");
         want = nm->valuestring;
     }
-    const int n = cJSON_GetArraySize(tl);
-    if (n > SLM_TOOL_FNS_MAX)
-        return BAD("tools", "invalid_value", "tool_choice 'required' takes at most %d tools, not %d", SLM_TOOL_FNS_MAX, n);
-    if (!(q->tool_fns = slm_calloc((size_t)n, sizeof *q->tool_fns))) return NOMEM();
-    const cJSON *it;
-    cJSON_ArrayForEach(it, tl) {
-        const cJSON *fn = cJSON_GetObjectItemCaseSensitive(it, "function"), *pa = field(fn, "parameters");
-        const char *name = cJSON_GetObjectItemCaseSensitive(fn, "name")->valuestring;
-        if (want && strcmp(want, name)) continue;
-        slm_tool_fn *f = &q->tool_fns[q->n_tool_fns++];
-        if (!(f->name = slm_strdup(name)) || (pa && !(f->params = cJSON_PrintUnformatted(pa)))) return NOMEM();
-    }
-    if (!q->n_tool_fns) return BAD("tool_choice", "invalid_value", "tool_choice names '%.64s', which is not in 'tools'", want);
-    const char *schema[SLM_TOOL_FNS_MAX], *rule[SLM_TOOL_FNS_MAX];
-    for (int k = 0; k < q->n_tool_fns; k++) {
-        schema[k] = q->tool_fns[k].params;
-        rule[k] = "args";
-    }
-    char *txt = NULL;
-    int bad = -1;
     slm_err err = {0};
-    slm_status st = slm_json_schema_rules(q->n_tool_fns, schema, rule, &txt, &bad, &err);
-    slm_xfree(txt);
+    int choice_fault = 0;
+    slm_status st = slm_tools_forced(tl, want, &q->tool_fns, &q->n_tool_fns, &choice_fault, &err);
     if (st == SLM_ERR_NOMEM) return NOMEM();
-    if (st)
-        return BAD("tools", "invalid_value", "function '%s': %s (tool_choice '%s' holds the arguments to the schema)",
-                   bad >= 0 ? q->tool_fns[bad].name : "?", err.msg, want ? "function" : "required");
+    if (st) return BAD(choice_fault ? "tool_choice" : "tools", "invalid_value", "%s", err.msg);
     return 1;
 }
 
@@ -359,41 +327,27 @@ static int parse_forced(const cJSON *tl, const cJSON *tc, srv_request *q, srv_er
  * asks for nothing). */
 static int parse_tools(const cJSON *o, srv_request *q, srv_error *e) {
     const cJSON *tl = field(o, "tools"), *tc = field(o, "tool_choice"), *pc = field(o, "parallel_tool_calls");
-    q->tool_choice = SRV_TOOLS_AUTO;
+    q->tool_choice = SLM_TOOL_CHOICE_AUTO;
     q->parallel_tool_calls = 1;
     if (!q->chat && tl && !(cJSON_IsArray(tl) && !cJSON_GetArraySize(tl))) /* an empty list asks for nothing */
         return BAD("tools", "unsupported_value", "tools apply to chat completions only (/v1/chat/completions)");
     if (pc && !cJSON_IsBool(pc)) return BAD("parallel_tool_calls", "invalid_type", "'parallel_tool_calls' must be a boolean");
     if (pc) q->parallel_tool_calls = cJSON_IsTrue(pc);
     if (tc) {
-        if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "none")) q->tool_choice = SRV_TOOLS_NONE;
-        else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "auto")) q->tool_choice = SRV_TOOLS_AUTO;
-        else if (cJSON_IsString(tc) && !strcmp(tc->valuestring, "required")) q->tool_choice = SRV_TOOLS_REQUIRED;
-        else if (cJSON_IsObject(tc)) q->tool_choice = SRV_TOOLS_NAMED;
-        else
+        q->tool_choice = cJSON_IsString(tc) ? slm_tool_choice_parse(tc->valuestring)
+                         : cJSON_IsObject(tc) ? SLM_TOOL_CHOICE_NAMED : -1;
+        if (q->tool_choice < 0)
             return BAD("tool_choice", "invalid_value", "'tool_choice' must be 'none', 'auto', 'required' or an object");
     }
-    if (q->tool_choice >= SRV_TOOLS_REQUIRED && (!cJSON_IsArray(tl) || !cJSON_GetArraySize(tl)))
+    if (q->tool_choice >= SLM_TOOL_CHOICE_REQUIRED && (!cJSON_IsArray(tl) || !cJSON_GetArraySize(tl)))
         return BAD("tool_choice", "invalid_value", "tool_choice 'required' or a named function needs 'tools'");
     if (!tl) return 1;
     if (!cJSON_IsArray(tl)) return BAD("tools", "invalid_type", "'tools' must be an array");
     if (!cJSON_GetArraySize(tl) || !q->chat) return 1; /* none, as llama.cpp's server takes it */
-    const cJSON *it;
-    int k = 0;
-    cJSON_ArrayForEach(it, tl) {
-        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(it, "type"), *fn = cJSON_GetObjectItemCaseSensitive(it, "function");
-        const cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
-        const cJSON *ds = cJSON_IsObject(fn) ? field(fn, "description") : NULL;
-        const cJSON *pa = cJSON_IsObject(fn) ? field(fn, "parameters") : NULL;
-        if (!cJSON_IsObject(it) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsObject(fn) ||
-            !cJSON_IsString(nm) || !good_fn_name(nm->valuestring) || (ds && !cJSON_IsString(ds)) || (pa && !cJSON_IsObject(pa)))
-            return BAD("tools", "invalid_value",
-                       "tools[%d] must be {\"type\": \"function\", \"function\": {\"name\": 1-64 of a-z A-Z 0-9 _ -, "
-                       "\"description\": string, \"parameters\": a JSON schema object}}", k);
-        k++;
-    }
+    slm_err err = {0};
+    if (slm_tools_check(tl, &err)) return BAD("tools", "invalid_value", "%s", err.msg);
     if (!(q->tools = cJSON_PrintUnformatted(tl))) return NOMEM();
-    return q->tool_choice >= SRV_TOOLS_REQUIRED ? parse_forced(tl, tc, q, e) : 1;
+    return q->tool_choice >= SLM_TOOL_CHOICE_REQUIRED ? parse_forced(tl, tc, q, e) : 1;
 }
 
 /* An assistant's tool_calls as the template takes them (JSON text): each
@@ -403,29 +357,14 @@ static int msg_tool_calls(const cJSON *v, int k, slm_chat_msg *m, srv_error *e) 
     char param[48];
     snprintf(param, sizeof param, "messages[%d].tool_calls", k);
     if (!cJSON_IsArray(v)) return BAD(param, "invalid_type", "%s must be an array", param);
-    cJSON *copy = cJSON_Duplicate(v, 1);
-    if (!copy) return NOMEM();
-    cJSON *it;
-    int i = 0, ok = 1;
-    cJSON_ArrayForEach(it, copy) {
-        cJSON *fn = cJSON_GetObjectItemCaseSensitive(it, "function");
-        cJSON *nm = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "name") : NULL;
-        cJSON *ar = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(it, "id");
-        if (!cJSON_IsObject(it) || !cJSON_IsString(nm) || (id && !cJSON_IsString(id)) ||
-            (ar && !cJSON_IsString(ar) && !cJSON_IsObject(ar))) {
-            ok = BAD(param, "invalid_value",
-                     "%s[%d] must be {\"id\": string, \"type\": \"function\", \"function\": {\"name\": string, "
-                     "\"arguments\": JSON text}}", param, i);
-            break;
-        }
-        cJSON *parsed = cJSON_IsString(ar) ? cJSON_Parse(ar->valuestring) : NULL;
-        if (parsed) cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", parsed);
-        i++;
-    }
-    if (ok && !(m->tool_calls = cJSON_PrintUnformatted(copy))) ok = NOMEM();
-    cJSON_Delete(copy);
-    return ok;
+    char *out = NULL;
+    int bad = -1;
+    slm_err err = {0};
+    slm_status st = slm_tool_calls_for_template(v, &out, &bad, &err);
+    if (st == SLM_ERR_NOMEM) return NOMEM();
+    if (st) return BAD(param, "invalid_value", "%s%s", param, err.msg);
+    m->tool_calls = out;
+    return 1;
 }
 
 /* A message's tool_calls (assistant), tool_call_id and name (tool). */
@@ -547,11 +486,7 @@ void srv_request_free(srv_request *q) {
     slm_xfree(q->kwargs);
     slm_xfree(q->grammar);
     cJSON_free(q->tools);
-    for (int i = 0; i < q->n_tool_fns; i++) {
-        slm_xfree((void *)q->tool_fns[i].name);
-        cJSON_free((void *)q->tool_fns[i].params);
-    }
-    slm_xfree(q->tool_fns);
+    slm_tool_fns_free(q->tool_fns, q->n_tool_fns);
     slm_xfree(q->msgs);
     slm_xfree(q->prompt);
     int chat = q->chat;

@@ -40,7 +40,7 @@ typedef struct srv_request {
                                 response_format, json_schema or grammar; samp.grammar
                                 points at it (or at serve's --grammar when NULL) */
     /* chat: tools (a JSON array as sent, cJSON_free'd; NULL: none or empty),
-       tool_choice (SRV_TOOLS_*), parallel_tool_calls (default 1); messages'
+       tool_choice (SLM_TOOL_CHOICE_*), parallel_tool_calls (default 1); messages'
        tool_calls (JSON, cJSON_free'd), tool_call_id and name (slm_malloc'd) */
     char *tools;
     int tool_choice;
@@ -52,7 +52,6 @@ typedef struct srv_request {
     int n_tool_fns;
 } srv_request;
 
-enum { SRV_TOOLS_AUTO, SRV_TOOLS_NONE, SRV_TOOLS_REQUIRED, SRV_TOOLS_NAMED }; /* tool_choice */
 
 typedef struct srv_error {
     int status;              /* 400, or 500 when out of memory */

@@ -77,21 +77,11 @@ static int append(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
     return 1;
 }
 
-/* A tool call's id: "call_" and 24 letters and digits; mistral's template
- * wants 9 letters and digits. Unique enough: a counter, the clock and the
- * job mixed (ids name calls within a conversation; nothing secret). */
+/* A tool call's id (text/toolcall.h): a counter, the clock and the job mixed. */
 static void call_id(job *j, char *id, size_t cap) {
     static _Atomic unsigned long long counter;
-    static const char an[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
     unsigned long long x = ++counter * 0x9E3779B97F4A7C15ull ^ (unsigned long long)time(NULL) ^ (unsigned long long)(uintptr_t)j;
-    const int mistral = j->tool_fmt == SLM_TOOL_MISTRAL, len = mistral ? 9 : 24;
-    size_t k = 0;
-    if (!mistral) k = (size_t)snprintf(id, cap, "call_");
-    for (int i = 0; i < len && k + 1 < cap; i++) {
-        x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull; x ^= x >> 27; x *= 0x94D049BB133111EBull; x ^= x >> 31;
-        id[k++] = an[x % (sizeof an - 1)];
-    }
-    id[k] = 0;
+    slm_tool_call_id(j->tool_fmt, x, id, cap);
 }
 
 /* The tool call parser's output (under a->mu): text to the answer (harmony:
@@ -215,7 +205,7 @@ static int forced_grammar(srv_api *a, job *j, const char *prompt) {
         job_fail(a, j, 400, "unsupported_value", "tool_choice",
                  "tool_choice '%s' needs the model's tool call format, and this model's template and vocabulary show "
                  "none that staticlm knows (hermes, llama3, mistral, harmony)",
-                 q->tool_choice == SRV_TOOLS_NAMED ? "function" : "required");
+                 q->tool_choice == SLM_TOOL_CHOICE_NAMED ? "function" : "required");
         return 0;
     }
     char *txt = NULL;
@@ -286,7 +276,7 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         j->reasoning = q->reasoning < 0 ? a->reasoning : q->reasoning == SLM_REASON_AUTO ? a->reasoning_auto : q->reasoning;
         slm_reason_init(&j->rs, j->reasoning, prompt, split_out, j);
         pthread_mutex_lock(&a->mu);
-        j->tool_fmt = q->tools && q->tool_choice != SRV_TOOLS_NONE ? a->tool_auto : SLM_TOOL_NONE;
+        j->tool_fmt = q->tools && q->tool_choice != SLM_TOOL_CHOICE_NONE ? a->tool_auto : SLM_TOOL_NONE;
         slm_tool_init(&j->tc, j->tool_fmt, prompt, tool_out, j);
         /* xml calls: a string parameter stays a string whatever its text */
         const slm_status xs = j->tool_fmt == SLM_TOOL_XML ? slm_tool_xml_types(&j->tc, q->tools) : SLM_OK;
@@ -297,7 +287,7 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
             *ids = NULL;
             n = 0;
         }
-        if (n && q->tool_choice >= SRV_TOOLS_REQUIRED && !forced_grammar(a, j, prompt)) {
+        if (n && q->tool_choice >= SLM_TOOL_CHOICE_REQUIRED && !forced_grammar(a, j, prompt)) {
             slm_xfree(*ids);
             *ids = NULL;
             n = 0;

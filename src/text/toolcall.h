@@ -158,4 +158,72 @@ void slm_toolg_finish(slm_toolcall *t);
  * SLM_OK (tools that do not parse name none). */
 slm_status slm_tool_xml_types(slm_toolcall *t, const char *tools_json);
 
+/* ---- OpenAI's tools array, as serve and chat take it (tooldefs.c) ---------- */
+
+/* tool_choice: "auto" (the model may call), "none" (the tools are rendered,
+ * the reply is not parsed for calls), "required" (the reply is calls, under
+ * a grammar), or a named function (the reply is calls to it). */
+enum { SLM_TOOL_CHOICE_AUTO, SLM_TOOL_CHOICE_NONE, SLM_TOOL_CHOICE_REQUIRED, SLM_TOOL_CHOICE_NAMED };
+/* "auto", "none", "required" -> SLM_TOOL_CHOICE_*; -1 for anything else. */
+int slm_tool_choice_parse(const char *s);
+/* A function name as OpenAI allows it: 1-64 of a-z A-Z 0-9 _ - . */
+int slm_tool_name_ok(const char *s);
+
+struct cJSON;
+/* A tools array (a parsed JSON array): each element {"type": "function",
+ * "function": {"name", "description"?: string, "parameters"?: object}}.
+ * SLM_ERR_ARG naming the element and what is wrong with it. */
+slm_status slm_tools_check(const struct cJSON *tools, slm_err *err);
+/* The functions a reply under tool_choice required (want NULL) or a named
+ * function (want) may call, from a checked tools array, their parameters'
+ * schemas checked as the grammar enforces them: *fns [*n]
+ * (slm_tool_fns_free). SLM_ERR_ARG with *choice_fault 1 when want is not in
+ * tools, 0 when a schema uses what the grammar cannot enforce or there are
+ * more than SLM_TOOL_FNS_MAX tools (the message names the function). */
+slm_status slm_tools_forced(const struct cJSON *tools, const char *want, slm_tool_fn **fns, int *n, int *choice_fault,
+                            slm_err *err);
+void slm_tool_fns_free(slm_tool_fn *fns, int n);
+
+/* A tools array from JSON text (a --tools file), with its tool_choice. */
+typedef struct slm_tools {
+    char *json;       /* the array as compact JSON text (the template's tools; slm_malloc'd) */
+    int n;            /* tools in it (>= 1) */
+    slm_tool_fn *fns; /* required / named: the functions the reply may call [n_fns]; else NULL */
+    int n_fns;
+} slm_tools;
+/* Parse text[0..len) as a non-empty tools array (one JSON value and white
+ * space), check it (slm_tools_check) and, for choice REQUIRED / NAMED (want:
+ * the name), the functions (slm_tools_forced). SLM_ERR_ARG with a message
+ * saying what is wrong (line and column of a JSON error); *choice_fault as
+ * slm_tools_forced. SLM_ERR_UNSUPPORTED in a build without cJSON. */
+slm_status slm_tools_parse(const char *text, size_t len, int choice, const char *want, slm_tools *out, int *choice_fault,
+                           slm_err *err);
+void slm_tools_free(slm_tools *t);
+
+/* A call's id: "call_" and 24 letters and digits (mistral: 9 letters and
+ * digits, as its template wants), from x (a counter mixed with what makes
+ * it unique enough: ids name calls within a conversation; nothing secret). */
+void slm_tool_call_id(int fmt, unsigned long long x, char *id, size_t cap);
+
+/* A call a reply made. */
+typedef struct slm_tool_call {
+    char id[40];
+    char *name; /* NUL-terminated */
+    char *args; /* the arguments' JSON text as the model wrote them [alen] + NUL; NULL: none */
+    size_t alen, acap;
+    int done;   /* its end came (else the reply was cut inside it) */
+} slm_tool_call;
+/* calls[0..n) as the templates read message.tool_calls: a JSON array of
+ * {"id", "type": "function", "function": {"name", "arguments"}}, each
+ * call's arguments the JSON value they spell ({} for none; a string when
+ * they do not parse). slm_xfree; NULL when out of memory or without cJSON. */
+char *slm_tool_calls_json(const slm_tool_call *calls, int n);
+/* An assistant message's tool_calls as OpenAI's API gives them (a parsed
+ * JSON array; each call's arguments a JSON string) as the templates read
+ * them (*out, JSON text, slm_xfree): the arguments parsed into the value
+ * they spell (as llama.cpp's server does), other fields kept. SLM_ERR_ARG
+ * with *bad the malformed call ("[i] must be ...": the caller names the
+ * field), or -1 when v is not an array. */
+slm_status slm_tool_calls_for_template(const struct cJSON *v, char **out, int *bad, slm_err *err);
+
 #endif
