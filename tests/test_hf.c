@@ -676,6 +676,25 @@ static void test_folder_end_to_end(void) {
         slm_free(e);
     }
     CHECK(at != NULL);
+    /* Gemma 4: <turn|> ends the turn, <|tool_response>
+     * (after a call) the reply; </s> (here the EOS) is then an ordinary
+     * token, as llama.cpp makes it; without <|tool_response> it stops */
+    for (int g4 = 1; tj && at && g4 >= 0; g4--) {
+        char *js3 = malloc(strlen(tj) + 256);
+        sprintf(js3, "%.*s\"special\": true}, {\"id\": 262, \"content\": \"</s>\", \"special\": true}, "
+                     "{\"id\": 263, \"content\": \"<turn|>\", \"special\": true}%s%s",
+                (int)(at - tj), tj, g4 ? ", {\"id\": 264, \"content\": \"<|tool_response>\", \"special\": true}" : "",
+                at + strlen("\"special\": true}"));
+        const char *cfg = "{\"eos_token\": \"</s>\"}";
+        CHECK(t_write_file("hf_e2e/tokenizer.json", js3, strlen(js3)) &&
+              t_write_file("hf_e2e/tokenizer_config.json", cfg, strlen(cfg)));
+        free(js3);
+        e = NULL;
+        CHECKF(slm_load(&e, "hf_e2e", &opt) == SLM_OK, "load: %s", slm_last_error(e));
+        CHECKF(e && slm_is_stop_token(e, 263) && slm_is_stop_token(e, 264) == g4 && slm_is_stop_token(e, 262) == !g4,
+               "gemma4 stops (with <|tool_response>: %d)", g4);
+        slm_free(e);
+    }
     free(tj);
     free_weights(&w);
     st_rm_dir("hf_e2e");

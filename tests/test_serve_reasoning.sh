@@ -37,7 +37,7 @@ OUT=$(chat --no-think)
 check "chat --no-think: an answer, no thinking" '! printf "%s" "$OUT" | grep -q "thinking\]" && [ -n "$(trim "$OUT")" ]'
 OUT=$(chat --chat-template-kwargs '{"enable_thinking": false}')
 check "chat --chat-template-kwargs enable_thinking false: the same" '! printf "%s" "$OUT" | grep -q "thinking\]" && [ -n "$(trim "$OUT")" ]'
-check "chat: --reasoning-format bogus refused" '! chat --reasoning-format bogus && grep -q "expects none, deepseek, harmony, auto" "$TMP/chat.err"'
+check "chat: --reasoning-format bogus refused" '! chat --reasoning-format bogus && grep -q "expects none, deepseek, harmony, gemma4, auto" "$TMP/chat.err"'
 check "chat: --chat-template-kwargs not an object refused" '! chat --chat-template-kwargs "[1]" && grep -q "chat-template-kwargs: .*object" "$TMP/chat.err"'
 check "chat: --hide-reasoning with --reasoning-format none refused" '! chat --reasoning-format none --hide-reasoning && grep -q "no reasoning to hide" "$TMP/chat.err"'
 printf 'Hello\n' | "$CLI" chat -m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin" -n 4 --no-think >/dev/null 2>"$TMP/chat.err"

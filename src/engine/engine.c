@@ -420,14 +420,16 @@ static void build_stop_set(slm_engine *e) {
     }
     /* the families' end-of-turn tokens, by their text (control tokens only) */
     static const char *const names[] = {"<|im_end|>", "<end_of_turn>", "<|end|>", "<|eot_id|>", "<|eom_id|>",
-                                        "<|endoftext|>"};
+                                        "<|endoftext|>", "<turn|>", "<|tool_response>"}; /* the last two: gemma4 */
     int harmony = 0; /* gpt-oss: <|end|> ends a message, <|return|> the reply */
+    int g4tool = 0;  /* gemma4: a call is followed by <|tool_response>, which ends the reply */
     for (int id = 0; id < V; id++) {
         const char *s = slm_tok_str(e->tok, id);
         if (!s || s[0] != '<') continue;
         for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
             if (!strcmp(s, names[k])) ADD_STOP(id);
         harmony |= !strcmp(s, "<|return|>") || !strcmp(s, "<|call|>");
+        g4tool |= !strcmp(s, "<|tool_response>");
     }
 #undef ADD_STOP
     /* as llama.cpp: with <|return|> or <|call|> in the vocabulary, <|end|>
@@ -435,6 +437,11 @@ static void build_stop_set(slm_engine *e) {
     for (int k = 0; harmony && k < e->n_stop_ids; k++) {
         const char *s = slm_tok_str(e->tok, e->stop_ids[k]);
         if (s && !strcmp(s, "<|end|>")) e->stop_ids[k--] = e->stop_ids[--e->n_stop_ids];
+    }
+    /* as llama.cpp: with <|tool_response>, </s> is an ordinary token (gemma4) */
+    for (int k = 0; g4tool && k < e->n_stop_ids; k++) {
+        const char *s = slm_tok_str(e->tok, e->stop_ids[k]);
+        if (s && !strcmp(s, "</s>")) e->stop_ids[k--] = e->stop_ids[--e->n_stop_ids];
     }
 }
 

@@ -45,8 +45,12 @@ static void split(int fmt, const char *prompt, const uint8_t *d, size_t n, size_
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const int fmt = data[0] & 3 ? (data[0] & 3) % 3 : SLM_REASON_NONE;
-    const char *prompt = data[0] & 4 ? (fmt == SLM_REASON_HARMONY ? "<|channel|>analysis<|message|>" : "<think>\n") : NULL;
+    static const int fmts[4] = {SLM_REASON_NONE, SLM_REASON_DEEPSEEK, SLM_REASON_HARMONY, SLM_REASON_GEMMA4};
+    const int fmt = fmts[data[0] & 3];
+    const char *prompt = data[0] & 4 ? (fmt == SLM_REASON_HARMONY  ? "<|channel|>analysis<|message|>"
+                                        : fmt == SLM_REASON_GEMMA4 ? "<|turn>model\n<|channel>thought\n"
+                                                                   : "<think>\n")
+                                     : NULL;
     const size_t piece = 1 + (data[0] >> 3);
     out a, b;
     split(fmt, prompt, data + 1, size - 1, piece, &a);

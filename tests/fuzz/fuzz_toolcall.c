@@ -1,12 +1,13 @@
 /* libFuzzer target for the tool call parser (text/toolcall.h) and the JSON
  * a chat template gets as tools and message tool_calls. The first byte
- * picks the format (bits 0-2, modulo 6: none, hermes, llama3, mistral,
- * harmony, xml), whether the prompt opens a call (bit 3) and the piece size (bits
+ * picks the format (bits 0-2, modulo 7: none, hermes, llama3, mistral,
+ * harmony, xml, gemma4), whether the prompt opens a call (bit 3) and the piece size (bits
  * 4-7, 1..16 bytes); the rest is the reply, fed in pieces of that size.
  * Checks: no crash; events in order (a call's name, then arguments, then its
  * end; text and argument pieces non-empty; a name without NUL, at most
  * SLM_TOOL_NAME_MAX bytes); the same events fed whole; format none returns
- * the input exactly; text never holds more bytes than the input. The whole
+ * the input exactly; text never holds more bytes than the input; gemma4's
+ * arguments, made by the parser, are JSON (cJSON reads each). The whole
  * input is also rendered as tools and as a message's tool_calls (a bad one
  * fails the render with a message, never crashes). Not part of the default
  * build (tests/fuzz/run.sh builds it). */
@@ -18,6 +19,10 @@
 #include "common/common.h"
 #include "text/chat_template.h"
 #include "text/toolcall.h"
+
+#ifdef SLM_HAVE_CJSON
+#include <cjson/cJSON.h>
+#endif
 
 typedef struct out {
     char *s;      /* the events written out: text as is, \1 name \2 args \3 */
@@ -67,12 +72,31 @@ static void split(int fmt, const char *prompt, const uint8_t *d, size_t n, size_
 
 static const char *const PROMPTS[] = {NULL, "<|im_start|>assistant\n<tool_call>\n", "<|python_tag|>", "[TOOL_CALLS]",
                                       "<|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>",
-                                      "<|im_start|>assistant\n<tool_call>\n"};
+                                      "<|im_start|>assistant\n<tool_call>\n", "<|turn>model\n<|tool_call>"};
+static const int FMTS[] = {SLM_TOOL_NONE, SLM_TOOL_HERMES, SLM_TOOL_LLAMA3, SLM_TOOL_MISTRAL, SLM_TOOL_HARMONY, SLM_TOOL_XML,
+                           SLM_TOOL_GEMMA4};
+
+/* Each call's arguments in o->s (between \2 and \3) are JSON. */
+static void args_are_json(const out *o) {
+#ifdef SLM_HAVE_CJSON
+    for (size_t i = 0; i < o->n; i++) {
+        if (o->s[i] != 2) continue;
+        size_t j = i + 1;
+        while (j < o->n && o->s[j] != 3) j++;
+        cJSON *v = cJSON_ParseWithLength(o->s + i + 1, j - i - 1);
+        if (!v) abort();
+        cJSON_Delete(v);
+        i = j;
+    }
+#else
+    (void)o;
+#endif
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    const int fmt = (data[0] & 7) % 6;
-    const char *prompt = data[0] & 8 ? PROMPTS[fmt] : NULL;
+    const int k = (data[0] & 7) % 7, fmt = FMTS[k];
+    const char *prompt = data[0] & 8 ? PROMPTS[k] : NULL;
     const size_t piece = 1 + (data[0] >> 4);
     out a, b;
     split(fmt, prompt, data + 1, size - 1, piece, &a);
@@ -80,6 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (a.n != b.n || (a.n && memcmp(a.s, b.s, a.n))) abort(); /* the events do not depend on pieces */
     if (fmt == SLM_TOOL_NONE && (a.n != size - 1 || (a.n && memcmp(a.s, data + 1, a.n)))) abort();
     if (a.text > size - 1) abort();
+    if (fmt == SLM_TOOL_GEMMA4) args_are_json(&a);
     free(a.s);
     free(b.s);
 

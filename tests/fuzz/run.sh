@@ -73,6 +73,7 @@ seeds() { # target -> corpus dir
     fuzz_reasoning) # first byte: format, prompt, piece size; then a reply (also read as kwargs JSON)
       printf '\011<think>\nLet me see: 2 < 3.\n</think>\n\nThe answer is 4.' > "$d/deepseek.txt"
       printf '\022<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=f <|constrain|>json<|message|>{}<|call|>' > "$d/harmony.txt"
+      printf '\013<|channel>thought\nIs 2 < 3?<channel|>Yes.<|channel>thought\n<channel|><channel|>' > "$d/gemma4.txt"
       printf '{"enable_thinking": false, "a": [1, 2.5, null, {"b": "\\u00e9\\ud83d\\ude00"}]}' > "$d/kwargs.json" ;;
     fuzz_toolcall) # first byte: format, prompt, piece size; then a reply (also read as tools JSON)
       printf '\021Hi <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "d": [1, "}"]}}\n</tool_call>' > "$d/hermes.txt"
@@ -80,6 +81,7 @@ seeds() { # target -> corpus dir
       printf '\023[TOOL_CALLS][{"name": "a", "arguments": {}, "id": "abc123def"}, {"name": "b", "arguments": "{\\"k\\": 1}"}]' > "$d/mistral.txt"
       printf '\024<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}<|call|>' > "$d/harmony.txt"
       printf '\025Ok <tool_call>\n<function=f>\n<parameter=a>\n{"b": [1, 2]}\n</parameter>\n<parameter=c>\ntwo\nlines\n</parameter>\n</function>\n</tool_call><function=g>\n</function>' > "$d/xml.txt"
+      printf '\026Sure.<|tool_call>call:get_weather{city:<|"|>Paris "x"<|"|>,n:[1,-2.5,{a:True}],q:None}<tool_call|> and <|tool_call>call:g{}' > "$d/gemma4.txt"
       printf '[{"type": "function", "function": {"name": "f", "arguments": {"a": "\\u00e9"}}}]' > "$d/tools.json" ;;
     fuzz_safetensors) # the bytes are read as a safetensors image and as config.json
       printf '{"model_type": "gemma3", "text_config": {"model_type": "gemma3_text", "hidden_size": 64, "intermediate_size": 96, "num_hidden_layers": 4, "sliding_window": 8, "sliding_window_pattern": 3, "rope_scaling": {"rope_type": "linear", "factor": 2.0}, "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "sliding_attention"]}}' > "$d/gemma3.json"
