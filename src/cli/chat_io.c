@@ -72,10 +72,15 @@ void slm_cli_print_calls(const slm_chat *c) {
     for (int i = 0; i < slm_chat_n_calls(c); i++) {
         cJSON *t = cJSON_CreateObject(), *fn = NULL;
         char *line = NULL;
-        if (t && cJSON_AddStringToObject(t, "id", k[i].id) && cJSON_AddStringToObject(t, "type", "function") &&
-            (fn = cJSON_AddObjectToObject(t, "function")) && cJSON_AddStringToObject(fn, "name", k[i].name) &&
-            cJSON_AddStringToObject(fn, "arguments", k[i].args && k[i].args[0] ? k[i].args : "{}"))
+        /* the model's bytes as valid UTF-8 (U+FFFD for the rest), as serve sends them */
+        const char *a = k[i].args && k[i].args[0] ? k[i].args : "{}";
+        char *name = slm_utf8_clean(k[i].name, strlen(k[i].name)), *args = slm_utf8_clean(a, strlen(a));
+        if (t && name && args && cJSON_AddStringToObject(t, "id", k[i].id) && cJSON_AddStringToObject(t, "type", "function") &&
+            (fn = cJSON_AddObjectToObject(t, "function")) && cJSON_AddStringToObject(fn, "name", name) &&
+            cJSON_AddStringToObject(fn, "arguments", args))
             line = cJSON_PrintUnformatted(t);
+        slm_xfree(name);
+        slm_xfree(args);
         cJSON_Delete(t);
         printf("[tool_call] %s\n", line ? line : "(out of memory)");
         cJSON_free(line);

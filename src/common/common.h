@@ -80,5 +80,8 @@ void slm_unmap(slm_map *m);
 const char *slm_basename(const char *path);
 /* Length of s[0..n) without a trailing incomplete UTF-8 sequence. */
 size_t slm_utf8_complete(const char *s, size_t n);
+/* A copy of s[0..n) with invalid UTF-8 replaced by U+FFFD (slm_xfree); NULL
+ * when out of memory. */
+char *slm_utf8_clean(const char *s, size_t n);
 
 #endif

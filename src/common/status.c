@@ -1,6 +1,7 @@
 /* Status codes by name, the one way to fill an slm_err (slm_errf), base
  * names for messages, and where a piece of text may be cut (whole UTF-8
  * sequences). */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "common.h"
@@ -43,4 +44,30 @@ size_t slm_utf8_complete(const char *s, size_t n) {
     size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
     if (need > 1 && back + 1 < need) return i - 1;
     return n;
+}
+
+char *slm_utf8_clean(const char *s, size_t n) {
+    if (n > (SIZE_MAX - 1) / 3) return NULL;
+    char *o = slm_malloc(n * 3 + 1);
+    if (!o) return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        unsigned char c = (unsigned char)s[i];
+        size_t len = c < 0x80 ? 1 : (c >= 0xC2 && c < 0xE0) ? 2 : (c >= 0xE0 && c < 0xF0) ? 3 : (c >= 0xF0 && c < 0xF5) ? 4 : 0;
+        int ok = len > 0 && i + len <= n;
+        for (size_t q = 1; ok && q < len; q++) ok = ((unsigned char)s[i + q] & 0xC0) == 0x80;
+        if (ok && len == 3 && ((c == 0xE0 && (unsigned char)s[i + 1] < 0xA0) || (c == 0xED && (unsigned char)s[i + 1] >= 0xA0))) ok = 0;
+        if (ok && len == 4 && ((c == 0xF0 && (unsigned char)s[i + 1] < 0x90) || (c == 0xF4 && (unsigned char)s[i + 1] >= 0x90))) ok = 0;
+        if (ok) {
+            memcpy(o + k, s + i, len);
+            k += len;
+            i += len;
+        } else {
+            memcpy(o + k, "\xEF\xBF\xBD", 3);
+            k += 3;
+            i++;
+        }
+    }
+    o[k] = 0;
+    return o;
 }
