@@ -273,6 +273,7 @@ static void test_gemma4(void) {
     expect(G, NULL, "<<|tool_call>call:f{}<tool_call|>", "<" C("f") "{}" END_);
     /* a prompt that opened the call */
     expect(G, "<|turn>model\n<|tool_call>", "call:f{a:1}<tool_call|>", C("f") "{\"a\":1}" END_);
+    expect(G, "<|turn>model\n<|tool_call>", "Once upon a <time", "Once upon a <time");
 #undef Q
 }
 

@@ -447,8 +447,7 @@ static void g_step(slm_toolcall *t, int c) {
 void slm_toolg_init(slm_toolcall *t, int in_call) {
     t->state = in_call ? G_KW : G_TEXT;
     t->nraw = 0;
-    t->nname = 0;
-    if (in_call) raw_put(t, T_OPEN, sizeof T_OPEN - 1);
+    t->nname = 0; /* raw[] holds the reply's own bytes: a marker the prompt wrote is not the reply's text */
 }
 
 void slm_toolg_feed(slm_toolcall *t, const char *s, size_t n) {

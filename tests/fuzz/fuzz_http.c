@@ -70,7 +70,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             CHECK(q.samp.logit_bias[i].token >= 0 && fabsf(q.samp.logit_bias[i].bias) <= 100);
         CHECK(!q.include_usage || q.include_usage == 1);
         CHECK(q.samp.grammar == q.grammar); /* a request's grammar (checked), or none (no server default here) */
-        CHECK(q.tool_choice == SRV_TOOLS_AUTO || q.tool_choice == SRV_TOOLS_NONE);
+        CHECK(q.tool_choice == SLM_TOOL_CHOICE_AUTO || q.tool_choice == SLM_TOOL_CHOICE_NONE);
         CHECK(q.parallel_tool_calls == 0 || q.parallel_tool_calls == 1);
         if (chat) {
             CHECK(q.nmsgs >= 1 && q.nmsgs <= SRV_MAX_MESSAGES && q.msgs && !q.prompt);
