@@ -259,6 +259,11 @@ static void test_gemma4(void) {
     expect(G, NULL, "<|tool_call>call:w{n:12", C("w") "{\"n\":12}" END_);
     expect(G, NULL, "<|tool_call>call:w{l:[1,{a:2", C("w") "{\"l\":[1,{\"a\":2}]}" END_);
     expect(G, NULL, "<|tool_call>call:w{k:", C("w") "{\"k\":null}" END_);
+    expect(G, NULL, "<|tool_call>call:w{a:1,", C("w") "{\"a\":1}" END_);
+    expect(G, NULL, "<|tool_call>call:w{a:[1,", C("w") "{\"a\":[1]}" END_);
+    expect(G, NULL, "<|tool_call>call:w{" Q "k" Q, C("w") "{\"k\":null}" END_);
+    expect(G, NULL, "<|tool_call>call:w{k:<|\"", C("w") "{\"k\":null}" END_);
+    expect(G, NULL, "<|tool_call>call:w{a:[1,\x81]}", C("w") "{\"a\":[1]}" END_ "\x81]}");
     /* <tool_call|> left out: the call ends after its arguments, what follows is text */
     expect(G, NULL, "<|tool_call>call:f{a:1} then", C("f") "{\"a\":1}" END_ "then");
     /* a syntax break: the call closed there, the rest is text */

@@ -80,6 +80,13 @@ static void emit(slm_toolcall *t, int ev, const char *s, size_t n) {
 
 static void args(slm_toolcall *t, const char *s) { emit(t, SLM_TOOL_ARGS, s, strlen(s)); }
 
+/* The ',' before the next key or array value: out when that begins
+ * (t->after: one is pending), so a call that breaks off after it stays JSON. */
+static void comma(slm_toolcall *t) {
+    if (t->after) args(t, ",");
+    t->after = 0;
+}
+
 /* Bytes of a string or key, JSON-escaped. */
 static void args_escaped(slm_toolcall *t, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) {
@@ -148,6 +155,7 @@ static int bare_out(slm_toolcall *t) {
     const char *v = t->xkey;
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++)
         if (!strcmp(v, words[i][0])) {
+            comma(t);
             args(t, words[i][1]);
             return 1;
         }
@@ -167,6 +175,7 @@ static int bare_out(slm_toolcall *t) {
         while (*p >= '0' && *p <= '9') p++;
     }
     if (*p) return 0;
+    comma(t);
     args(t, v[0] == '-' && v[1] == '0' && v[2] && v[2] != '.' ? "null" : v); /* -01: not JSON */
     return 1;
 }
@@ -175,8 +184,13 @@ static int bare_out(slm_toolcall *t) {
 static void end_call(slm_toolcall *t) {
     if (t->vkind == A_STR || t->vkind == A_SKEY || t->vkind == A_BKEY) args(t, "\"");
     if (t->vkind == A_SKEY || t->vkind == A_BKEY) args(t, ":null");
-    if (t->vkind == A_BARE && !bare_out(t)) args(t, "null");
-    if ((t->vkind == A_COLON || t->vkind == A_VAL) && in_object(t)) args(t, "null");
+    if (t->vkind == A_BARE && !bare_out(t)) {
+        comma(t);
+        args(t, "null");
+    }
+    if (t->vkind == A_COLON) args(t, ":null");
+    if (t->vkind == A_VAL && in_object(t)) args(t, "null");
+    t->after = 0; /* a pending ',' is dropped */
     for (; t->depth > 0; t->depth--) args(t, (t->gstack >> (t->depth - 1) & 1) ? "}" : "]");
     emit(t, SLM_TOOL_END, "", 0);
     t->nhold = 0;
@@ -193,6 +207,7 @@ static void open_container(slm_toolcall *t, int object) {
     if (t->depth >= DEPTH_MAX) return;
     t->gstack = (t->gstack & ~(1ull << t->depth)) | ((unsigned long long)(object != 0) << t->depth);
     t->depth++;
+    comma(t);
     args(t, object ? "{" : "[");
     t->vkind = object ? A_KEY0 : A_VAL0;
 }
@@ -275,6 +290,7 @@ static void args_step(slm_toolcall *t, int c) {
         if (t->nhold == sizeof T_QUOTE - 1) {
             t->esc = 0;
             t->nhold = 0;
+            comma(t);
             args(t, "\"");
         }
         return;
@@ -292,6 +308,7 @@ static void args_step(slm_toolcall *t, int c) {
             return;
         }
         if (c == ':' || c == '}' || c == ',' || c == '{' || c == '[' || c == ']') return broken(t, c);
+        comma(t);
         args(t, "\"");
         t->vkind = A_BKEY;
         t->nxkey = 0;
@@ -334,6 +351,7 @@ static void args_step(slm_toolcall *t, int c) {
             return;
         }
         if (!bare_out(t)) {
+            comma(t);
             args(t, "null");
             t->vkind = A_AFTER;
             return broken(t, c);
@@ -344,7 +362,7 @@ static void args_step(slm_toolcall *t, int c) {
     case A_AFTER:
         if (is_ws(c)) return;
         if (c == ',') {
-            args(t, ",");
+            t->after = 1;
             t->vkind = in_object(t) ? A_KEY : A_VAL;
         } else if (c == (in_object(t) ? '}' : ']')) {
             close_container(t);
@@ -402,6 +420,7 @@ static void g_step(slm_toolcall *t, int c) {
             t->committed = 1;
             t->depth = 0;
             t->esc = 0;
+            t->after = 0;
             emit(t, SLM_TOOL_CALL, t->name, t->nname);
             t->state = G_ARGS;
             open_container(t, 1);
@@ -462,6 +481,7 @@ void slm_toolg_finish(slm_toolcall *t) {
         if (t->nraw) emit(t, SLM_TOOL_TEXT, t->raw, t->nraw);
     } else if (t->state == G_ARGS) {
         if (t->nhold && t->vkind == A_STR && !t->esc) args_escaped(t, t->hold, t->nhold); /* a quote's beginning that never ended */
+        if (t->esc) t->vkind = t->vkind == A_SKEY ? A_KEY : A_VAL; /* an opening quote that never ended: nothing opened */
         t->nhold = 0;
         t->esc = 0;
         end_call(t);
