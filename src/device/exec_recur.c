@@ -40,22 +40,53 @@ void slm_exec_sigmoid_gate(const slm_task *t, rows rr) {
     }
 }
 
+#define CONV_BLOCK 16 /* channels at a time: their windows and taps stay in registers over the rows */
+#define CONV_MAX_TAPS 16 /* the loader's limit on ssm.conv_kernel */
+
+/* The causal depthwise conv over the valid rows, in place, then SiLU:
+ * y[r][ch] = taps[ch][K-1] x[r][ch] + sum_j taps[ch][j] window[j][ch],
+ * the window (the K-1 inputs before row r, oldest first; the sequence's
+ * conv_state [K-1][n] before the first) shifting by one each row. A block
+ * of CONV_BLOCK channels runs down all the rows with its window and taps
+ * held, so each row costs a load, a store and K multiply-adds per channel
+ * (the compiler's vector width); the window goes back to the state when
+ * the rows end or move to another sequence (a batch program's rows). */
 slm_status slm_exec_ssm_conv(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks) {
     const int n = t->n, K = t->c, w = K - 1;
+    if (K < 2 || K > CONV_MAX_TAPS) return SLM_ERR_INTERNAL;
     const float *taps = t->p[SLM_REF_SRC2];
-    for (int r = rr.begin; r < rr.end; r++) {
-        const int s = seq_of(t, cpos, r);
-        if (s < 0) return SLM_ERR_ARG;
-        float *st = (float *)t->p[SLM_REF_SRC1] + (size_t)s * (size_t)w * (size_t)n;
-        float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
-        for (int ch = t->n0; ch < t->n1; ch++) {
-            const float *wt = taps + (size_t)ch * K, in = x[ch];
-            float y = wt[w] * in;
-            for (int j = 0; j < w; j++) y += wt[j] * st[(size_t)j * n + ch];
-            for (int j = 0; j + 1 < w; j++) st[(size_t)j * n + ch] = st[(size_t)(j + 1) * n + ch];
-            st[(size_t)(w - 1) * n + ch] = in;
-            x[ch] = y;
+    for (int c0 = t->n0; c0 < t->n1; c0 += CONV_BLOCK) {
+        const int nb = t->n1 - c0 < CONV_BLOCK ? t->n1 - c0 : CONV_BLOCK;
+        float tp[CONV_MAX_TAPS][CONV_BLOCK], win[CONV_MAX_TAPS][CONV_BLOCK];
+        memset(tp, 0, sizeof tp);
+        memset(win, 0, sizeof win);
+        for (int i = 0; i < nb; i++)
+            for (int j = 0; j < K; j++) tp[j][i] = taps[(size_t)(c0 + i) * K + j];
+        int cur = -1; /* the sequence whose window is held */
+        float *st = NULL;
+        for (int r = rr.begin; r < rr.end; r++) {
+            const int s = seq_of(t, cpos, r);
+            if (s < 0) return SLM_ERR_ARG;
+            if (s != cur) {
+                for (int j = 0; st && j < w; j++) memcpy(st + (size_t)j * n + c0, win[j], (size_t)nb * sizeof(float));
+                st = (float *)t->p[SLM_REF_SRC1] + (size_t)s * (size_t)w * (size_t)n;
+                for (int j = 0; j < w; j++) memcpy(win[j], st + (size_t)j * n + c0, (size_t)nb * sizeof(float));
+                cur = s;
+            }
+            float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + c0;
+            float in[CONV_BLOCK] = {0}, y[CONV_BLOCK];
+            memcpy(in, x, (size_t)nb * sizeof(float));
+            for (int i = 0; i < CONV_BLOCK; i++) y[i] = tp[w][i] * in[i];
+            for (int j = 0; j < w; j++)
+                for (int i = 0; i < CONV_BLOCK; i++) y[i] += tp[j][i] * win[j][i];
+            for (int j = 0; j + 1 < w; j++) memcpy(win[j], win[j + 1], sizeof win[j]);
+            memcpy(win[w - 1], in, sizeof in);
+            memcpy(x, y, (size_t)nb * sizeof(float));
         }
+        for (int j = 0; st && j < w; j++) memcpy(st + (size_t)j * n + c0, win[j], (size_t)nb * sizeof(float));
+    }
+    for (int r = rr.begin; r < rr.end; r++) { /* SiLU over the tile, a row at a time */
+        float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
         ks->silu(x + t->n0, x + t->n0, t->n1 - t->n0);
     }
     return SLM_OK;
