@@ -196,6 +196,15 @@ static slm_status expert_params(const slm_gguf *g, const char *file, slm_model_c
     return SLM_OK;
 }
 
+void slm_gemma4_fixed(slm_model_config *c) {
+    c->embed_scale = sqrtf((float)c->dim);
+    c->ffn_gelu = 1;
+    c->post_norms = 1;
+    c->qk_norm = 1;
+    c->v_norm = 1;
+    c->attn_scale = 1.0f;
+}
+
 slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err) {
     char key[96];
     slm_status s;
@@ -224,14 +233,7 @@ slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a float", file, key);
     if (slm_gguf_find(g, KEY("attn_logit_softcapping")) >= 0)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': gemma4 has no score cap (llama.cpp reads none)", file, key);
-    /* embeddings * sqrt(dim); GeGLU; post norms; per-head Q/K norms; V
-     * normed without a gain; query scale 1 */
-    c->embed_scale = sqrtf((float)c->dim);
-    c->ffn_gelu = 1;
-    c->post_norms = 1;
-    c->qk_norm = 1;
-    c->v_norm = 1;
-    c->attn_scale = 1.0f;
+    slm_gemma4_fixed(c);
     c->rope_freqs_global = c->rope_freqs;
     c->layer_scale = slm_gguf_find_tensor(g, "blk.0.layer_output_scale.weight") != NULL;
 #undef KEY

@@ -114,6 +114,9 @@ int slm_hf_gemma4_name(const char *hf, int multimodal, int n_experts, char *out,
  * none), K/V present exactly where the config says. */
 slm_status slm_hf_gemma4_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
 
+/* An F32, F16 or BF16 element at p as f32 (hf_oss.c). */
+float slm_hf_elem_f32(uint32_t type, const uint8_t *p);
+
 /* ---- qwen35, qwen35moe (format/hf_qwen35.c) --------------------------------------
  * Qwen3.5 folders: the config's keys, the layer tensors' GGUF names, the
  * Gated DeltaNet tensors made in the anonymous area (A_log -> -exp, the

@@ -384,12 +384,7 @@ slm_status slm_hf_gemma4_config(const cJSON *top, const char *file, slm_model_co
     /* the rest as slm_gguf_gemma4_params sets it for llama.cpp's gemma4 graph */
     c->rope_scale = 1.0f;
     c->rope_neox = 1;
-    c->embed_scale = sqrtf((float)c->dim);
-    c->ffn_gelu = 1;
-    c->post_norms = 1;
-    c->qk_norm = 1;
-    c->v_norm = 1;
-    c->attn_scale = 1.0f;
+    slm_gemma4_fixed(c);
     return SLM_OK;
 }
 

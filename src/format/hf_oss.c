@@ -287,7 +287,7 @@ static void repack_block(const uint8_t *hf, uint8_t *qs) {
     }
 }
 
-static float elem_f32(uint32_t type, const uint8_t *p) {
+float slm_hf_elem_f32(uint32_t type, const uint8_t *p) {
     if (type == SLM_F32) {
         float v;
         memcpy(&v, p, 4);
@@ -320,7 +320,7 @@ void slm_hf_make(const slm_hf_made *mk, void *dst) {
     } else if (mk->op == SLM_HF_MAKE_VEC) {
         const uint64_t es = t->type == SLM_F32 ? 4 : 2;
         for (int64_t k = 0; k < mk->ne0; k++) {
-            const float v = elem_f32(t->type, src + (e * R + (uint64_t)(mk->first + k * mk->step)) * es);
+            const float v = slm_hf_elem_f32(t->type, src + (e * R + (uint64_t)(mk->first + k * mk->step)) * es);
             memcpy(out + 4 * (uint64_t)k, &v, 4);
         }
     } else { /* SLM_HF_MAKE_T: out[r][c] = src[e][c][first + r step] */

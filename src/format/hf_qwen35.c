@@ -45,15 +45,6 @@ static int q35_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == S
 
 static uint32_t q35_esize(uint32_t t) { return t == SLM_F32 ? 4 : 2; }
 
-static float q35_read(uint32_t type, const uint8_t *p) {
-    if (type == SLM_F32) {
-        float v;
-        memcpy(&v, p, 4);
-        return v;
-    }
-    const uint16_t h = (uint16_t)(p[0] | p[1] << 8);
-    return type == SLM_BF16 ? slm_bf16_to_f32(h) : slm_f16_to_f32(h);
-}
 
 /* The grouped value head that tiled head t holds (kh key heads, vh value heads). */
 static int64_t q35_src_head(int64_t t, int64_t kh, int64_t vh) { return (t % kh) * (vh / kh) + t / kh; }
@@ -65,7 +56,7 @@ static void q35_put(uint8_t *dst, uint32_t dt, const uint8_t *src, uint32_t st, 
         memcpy(dst, src, q35_esize(st));
         return;
     }
-    float v = q35_read(st, src);
+    float v = slm_hf_elem_f32(st, src);
     if (neg) v = -expf(v);
     memcpy(dst, &v, 4);
 }

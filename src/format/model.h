@@ -343,6 +343,10 @@ slm_status slm_hf_parse_config(slm_model_config *c, float **rope_freqs, const ch
  * other families; no recurrent layers or gated query beside them). */
 slm_status slm_gguf_gemma4_shape(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err);
 slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model_config *c, slm_err *err);
+/* What every gemma4 is, whatever file it came from (gemma4.c): embeddings
+ * times sqrt(dim), GeGLU, post norms, per-head Q/K norms, V normed without
+ * a gain, query scale 1. */
+void slm_gemma4_fixed(slm_model_config *c);
 slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, slm_err *err);
 /* Checks shared by every loader: the name index (duplicate names refused),
  * tensors whose bytes overlap refused (whatever their kind), config ranges

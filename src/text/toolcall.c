@@ -98,13 +98,16 @@ int slm_tool_detect(const slm_tokenizer *tok, const char *tmpl_src) {
 
 /* ---- output ------------------------------------------------------------------- */
 
-static void flush(slm_toolcall *t) {
+#define flush slm_tool__flush
+#define emit slm_tool__emit
+
+void slm_tool__flush(slm_toolcall *t) {
     if (t->nrun) t->out(t->ud, t->run_ev, t->run, t->nrun);
     t->nrun = 0;
 }
 
 /* Text and argument bytes gather into runs; a call's start and end go at once. */
-static void emit(slm_toolcall *t, int ev, const char *s, size_t n) {
+void slm_tool__emit(slm_toolcall *t, int ev, const char *s, size_t n) {
     if (ev == SLM_TOOL_CALL || ev == SLM_TOOL_END) {
         flush(t);
         t->out(t->ud, ev, s, n);
@@ -141,6 +144,8 @@ static int grow_put(slm_toolcall *t, char **p, size_t *len, size_t *cap, const c
     *len += n;
     return 1;
 }
+
+int slm_tool__raw_put(slm_toolcall *t, const char *s, size_t n) { return grow_put(t, &t->raw, &t->nraw, &t->craw, s, n); }
 
 /* Argument bytes: out once the name is, held before. */
 static void args_out(slm_toolcall *t, const char *s, size_t n) {

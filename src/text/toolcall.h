@@ -143,6 +143,14 @@ void slm_tool_feed(slm_toolcall *t, const char *s, size_t n);
 void slm_tool_finish(slm_toolcall *t);
 void slm_tool_free(slm_toolcall *t);
 
+/* Shared by the formats' parsers (toolcall.c): text and argument bytes
+ * gather into runs (t->run) that go out as one event, a call's start and
+ * end at once (the runs first); flush sends what gathered. raw_put appends
+ * to raw[] (0: out of memory, t->oom set). */
+void slm_tool__emit(slm_toolcall *t, int ev, const char *s, size_t n);
+void slm_tool__flush(slm_toolcall *t);
+int slm_tool__raw_put(slm_toolcall *t, const char *s, size_t n);
+
 /* The xml format's parser (toolcall_xml.c), which slm_tool_init / _feed /
  * _finish hand the xml format to; in_call: the prompt ends with <tool_call>. */
 void slm_toolx_init(slm_toolcall *t, int in_call);

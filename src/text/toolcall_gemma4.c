@@ -54,29 +54,11 @@ static int is_name_char(int c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
 }
 
-/* ---- output: text and arguments gather in run[] ----------------------------- */
+/* ---- output: text and arguments gather in runs (toolcall.c) ------------------ */
 
-static void flush(slm_toolcall *t) {
-    if (t->nrun) t->out(t->ud, t->run_ev, t->run, t->nrun);
-    t->nrun = 0;
-}
-
-static void emit(slm_toolcall *t, int ev, const char *s, size_t n) {
-    if (ev == SLM_TOOL_CALL || ev == SLM_TOOL_END) {
-        flush(t);
-        t->out(t->ud, ev, s, n);
-        return;
-    }
-    while (n) {
-        if (t->nrun && (t->run_ev != ev || t->nrun == sizeof t->run)) flush(t);
-        t->run_ev = ev;
-        const size_t k = sizeof t->run - t->nrun < n ? sizeof t->run - t->nrun : n;
-        memcpy(t->run + t->nrun, s, k);
-        t->nrun += k;
-        s += k;
-        n -= k;
-    }
-}
+#define flush slm_tool__flush
+#define emit slm_tool__emit
+#define raw_put slm_tool__raw_put
 
 static void args(slm_toolcall *t, const char *s) { emit(t, SLM_TOOL_ARGS, s, strlen(s)); }
 
@@ -108,24 +90,6 @@ static void args_escaped(slm_toolcall *t, const char *s, size_t n) {
         }
         args(t, e);
     }
-}
-
-/* Append to raw[]; 0 when out of memory (t->oom). */
-static int raw_put(slm_toolcall *t, const char *s, size_t n) {
-    if (t->nraw + n > t->craw) {
-        size_t nc = t->craw ? t->craw : 64;
-        while (nc < t->nraw + n) nc *= 2;
-        char *q = slm_realloc(t->raw, nc);
-        if (!q) {
-            t->oom = 1;
-            return 0;
-        }
-        t->raw = q;
-        t->craw = nc;
-    }
-    memcpy(t->raw + t->nraw, s, n);
-    t->nraw += n;
-    return 1;
 }
 
 static void g_step(slm_toolcall *t, int c);

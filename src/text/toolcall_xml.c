@@ -58,23 +58,7 @@ static void out(slm_toolcall *t, int ev, const char *s, size_t n) {
     if (n || ev == SLM_TOOL_END) t->out(t->ud, ev, s, n);
 }
 
-/* Append to raw[]; 0 when out of memory (t->oom). */
-static int raw_put(slm_toolcall *t, const char *s, size_t n) {
-    if (t->nraw + n > t->craw) {
-        size_t nc = t->craw ? t->craw : 64;
-        while (nc < t->nraw + n) nc *= 2;
-        char *q = slm_realloc(t->raw, nc);
-        if (!q) {
-            t->oom = 1;
-            return 0;
-        }
-        t->raw = q;
-        t->craw = nc;
-    }
-    memcpy(t->raw + t->nraw, s, n);
-    t->nraw += n;
-    return 1;
-}
+#define raw_put slm_tool__raw_put
 
 static void x_step(slm_toolcall *t, int c);
 
