@@ -761,49 +761,69 @@ static void test_vector_kernels(void) {
 
 /* The gated delta rule of every set against a double-precision recurrence
  * over several steps (the state carries the error forward), for head sizes
- * with and without SIMD tails. */
+ * with and without SIMD tails: all the steps in one call (v and o at strides
+ * wider than a row) and one call per step, which must agree. */
 static void test_delta_rule(void) {
     static const int Ss[] = {1, 5, 16, 24, 64, 100, 128};
+    enum { STEPS = 6 };
     for (int si = 0; si < 3; si++) {
         if (!slm_kernels_select(k_sets[si])) continue;
         const slm_kernel_set *ks = slm_kernels_active();
-        double worst = 0;
+        double worst = 0, split = 0;
         for (size_t ci = 0; ci < sizeof Ss / sizeof Ss[0]; ci++) {
-            const int S = Ss[ci], steps = 6;
-            float *M = calloc((size_t)S * S, sizeof *M), *q = malloc(S * sizeof *q), *k = malloc(S * sizeof *k),
-                  *v = malloc(S * sizeof *v), *o = malloc(S * sizeof *o);
+            const int S = Ss[ci];
+            const size_t ldv = (size_t)S + 3, ldo = (size_t)S + 5;
+            float *M = calloc((size_t)S * S, sizeof *M), *M1 = calloc((size_t)S * S, sizeof *M1),
+                  *q = malloc((size_t)STEPS * S * sizeof *q), *k = malloc((size_t)STEPS * S * sizeof *k),
+                  *v = malloc(STEPS * ldv * sizeof *v), *o = malloc(STEPS * ldo * sizeof *o), *o1 = malloc(STEPS * ldo * sizeof *o1);
             double *R = calloc((size_t)S * S, sizeof *R);
-            CHECK(M && q && k && v && o && R);
-            if (!M || !q || !k || !v || !o || !R) return;
-            for (int st = 0; st < steps; st++) {
+            CHECK(M && M1 && q && k && v && o && o1 && R);
+            if (!M || !M1 || !q || !k || !v || !o || !o1 || !R) return;
+            float decay[STEPS], beta[STEPS];
+            for (int st = 0; st < STEPS; st++) {
+                float *qt = q + (size_t)st * S, *kt = k + (size_t)st * S;
                 double kn = 0;
                 for (int i = 0; i < S; i++) {
-                    q[i] = nrand() * 0.2f;
-                    k[i] = nrand();
-                    v[i] = nrand();
-                    kn += (double)k[i] * k[i];
+                    qt[i] = nrand() * 0.2f;
+                    kt[i] = nrand();
+                    v[st * ldv + (size_t)i] = nrand();
+                    kn += (double)kt[i] * kt[i];
                 }
-                for (int i = 0; i < S; i++) k[i] = (float)(k[i] / sqrt(kn)); /* L2-normed, as the task passes it */
-                const float decay = 0.6f + 0.06f * (float)st, beta = 0.3f + 0.1f * (float)st;
-                ks->delta_rule(M, q, k, v, decay, beta, o, S);
+                for (int i = 0; i < S; i++) kt[i] = (float)(kt[i] / sqrt(kn)); /* L2-normed, as the task passes it */
+                decay[st] = 0.6f + 0.06f * (float)st, beta[st] = 0.3f + 0.1f * (float)st;
+            }
+            const slm_delta_steps all = {.q = q, .k = k, .v = v, .decay = decay, .beta = beta, .o = o, .ldv = ldv, .ldo = ldo, .T = STEPS};
+            ks->delta_rule(M, &all, S);
+            for (int st = 0; st < STEPS; st++) {
+                const slm_delta_steps one = {.q = q + (size_t)st * S, .k = k + (size_t)st * S, .v = v + st * ldv,
+                                             .decay = decay + st, .beta = beta + st, .o = o1 + st * ldo, .ldv = ldv, .ldo = ldo, .T = 1};
+                ks->delta_rule(M1, &one, S);
+            }
+            for (int st = 0; st < STEPS; st++) {
+                const float *qt = q + (size_t)st * S, *kt = k + (size_t)st * S;
                 double oscale = 1e-3;
                 for (int j = 0; j < S; j++) {
                     double *r = R + (size_t)j * S, sk = 0, oq = 0;
-                    for (int i = 0; i < S; i++) sk += (r[i] *= decay) * k[i];
-                    const double d = (v[j] - sk) * beta;
-                    for (int i = 0; i < S; i++) oq += (r[i] += d * k[i]) * q[i];
+                    for (int i = 0; i < S; i++) sk += (r[i] *= decay[st]) * kt[i];
+                    const double dd = (v[st * ldv + (size_t)j] - sk) * beta[st];
+                    for (int i = 0; i < S; i++) oq += (r[i] += dd * kt[i]) * qt[i];
                     if (fabs(oq) > oscale) oscale = fabs(oq);
-                    const double e = fabs(o[j] - oq);
+                    const double e = fabs(o[st * ldo + (size_t)j] - oq);
                     if (e > worst * oscale) worst = e / oscale;
-                }
-                for (size_t i = 0; i < (size_t)S * S; i++) {
-                    const double e = fabs(M[i] - R[i]);
-                    if (e > worst) worst = e; /* the state: entries of order 1 */
+                    const double e1 = fabs((double)o[st * ldo + (size_t)j] - o1[st * ldo + (size_t)j]);
+                    if (e1 > split) split = e1;
                 }
             }
-            free(M), free(q), free(k), free(v), free(o), free(R);
+            for (size_t i = 0; i < (size_t)S * S; i++) {
+                const double e = fabs(M[i] - R[i]);
+                if (e > worst) worst = e; /* the state: entries of order 1 */
+                if (M[i] != M1[i]) split = fmax(split, fabs((double)M[i] - M1[i]));
+            }
+            free(M), free(M1), free(q), free(k), free(v), free(o), free(o1), free(R);
         }
         CHECKF(worst < 1e-4, "%s: delta rule err %.3g", k_sets[si], worst);
+        /* the same arithmetic per row whether the tokens come in one call or six */
+        CHECKF(split == 0, "%s: delta rule in one call vs per step: %.3g", k_sets[si], split);
         fprintf(stderr, "  %-6s delta rule err %.2g\n", k_sets[si], worst);
     }
     slm_kernels_select(NULL);

@@ -2,7 +2,9 @@
  * DeltaNet): the gated query's slices, the causal conv with its window, the
  * decay, the delta rule with its state, and the sigmoid-gated product.
  * The recurrence runs over the valid rows in order (a sequential scan per
- * head: prefill costs what decode costs per row); its state is the
+ * head, the same arithmetic per row in prefill as in decode; a chunk of a
+ * sequence's rows goes to the kernel at once, which runs a few state rows
+ * through all of them while they stay in L1); its state is the
  * program's conv_state / recurrent_state input, one row per sequence,
  * updated in place. Nothing here allocates. */
 #include <math.h>
@@ -10,7 +12,9 @@
 
 #include "device/exec_ops.h"
 
-#define DELTA_MAX_STATE 512 /* the head size the stack buffers hold (the loader's limit) */
+#define DELTA_MAX_STATE 512     /* the largest head size (the loader's limit) */
+#define DELTA_CHUNK_FLOATS 4096 /* q and k of a chunk of rows: 16 KiB each on the stack */
+#define DELTA_CHUNK_ROWS 64     /* rows per chunk at most (S = 64: 64 rows; 128: 32; 512: 8) */
 
 static inline float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
 
@@ -113,24 +117,39 @@ static void l2_norm(const float *v, float *out, int n, float eps, float extra) {
 
 slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks) {
     const int Hk = t->a, Hv = t->b, S = t->c;
-    if (S > DELTA_MAX_STATE || Hk <= 0) return SLM_ERR_INTERNAL;
-    float q[DELTA_MAX_STATE], k[DELTA_MAX_STATE];
+    if (S > DELTA_MAX_STATE || S < 1 || Hk <= 0) return SLM_ERR_INTERNAL;
+    /* a chunk of rows of one sequence at a time: their normed q and k here,
+       so the kernel can run a few state rows through all of them */
+    float q[DELTA_CHUNK_FLOATS], k[DELTA_CHUNK_FLOATS], decay[DELTA_CHUNK_ROWS], beta[DELTA_CHUNK_ROWS];
+    int tmax = DELTA_CHUNK_FLOATS / S;
+    if (tmax > DELTA_CHUNK_ROWS) tmax = DELTA_CHUNK_ROWS;
     const size_t per_seq = (size_t)Hv * S * S;
     const float qs = 1.0f / sqrtf((float)S);
+    const slm_ref *x = &t->ref[SLM_REF_SRC0], *g = &t->ref[SLM_REF_SRC1], *bt = &t->ref[SLM_REF_SRC2], *out = &t->ref[SLM_REF_DST];
     for (int h = t->n0; h < t->n1; h++) {
         const int kh = h % Hk; /* llama.cpp's tiled order of the value heads over the key heads */
-        for (int r = rr.begin; r < rr.end; r++) {
-            const int s = seq_of(t, cpos, r);
+        for (int r0 = rr.begin; r0 < rr.end;) {
+            const int s = seq_of(t, cpos, r0);
             if (s < 0) return SLM_ERR_ARG;
-            float *M = (float *)t->p[SLM_REF_SRC3] + (size_t)s * per_seq + (size_t)h * S * S;
-            const float *row = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r);
-            const float *v = row + (size_t)(2 * Hk + h) * S;
-            l2_norm(row + (size_t)kh * S, q, S, t->f0, qs);
-            l2_norm(row + (size_t)(Hk + kh) * S, k, S, t->f0, 1.0f);
-            const float decay = expf(row_f(t->p[SLM_REF_SRC1], &t->ref[SLM_REF_SRC1], r)[h]);
-            const float beta = sigm(row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], r)[h]);
-            float *o = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)h * S;
-            ks->delta_rule(M, q, k, v, decay, beta, o, S);
+            int n = 0;
+            for (; n < tmax && r0 + n < rr.end && (n == 0 || seq_of(t, cpos, r0 + n) == s); n++) {
+                const float *row = row_f(t->p[SLM_REF_SRC0], x, r0 + n);
+                l2_norm(row + (size_t)kh * S, q + (size_t)n * S, S, t->f0, qs);
+                l2_norm(row + (size_t)(Hk + kh) * S, k + (size_t)n * S, S, t->f0, 1.0f);
+                decay[n] = expf(row_f(t->p[SLM_REF_SRC1], g, r0 + n)[h]);
+                beta[n] = sigm(row_f(t->p[SLM_REF_SRC2], bt, r0 + n)[h]);
+            }
+            const slm_delta_steps d = {.q = q,
+                                       .k = k,
+                                       .v = row_f(t->p[SLM_REF_SRC0], x, r0) + (size_t)(2 * Hk + h) * S,
+                                       .decay = decay,
+                                       .beta = beta,
+                                       .o = row_f(t->p[SLM_REF_DST], out, r0) + (size_t)h * S,
+                                       .ldv = x->ld,
+                                       .ldo = out->ld,
+                                       .T = n};
+            ks->delta_rule((float *)t->p[SLM_REF_SRC3] + (size_t)s * per_seq + (size_t)h * S * S, &d, S);
+            r0 += n;
         }
     }
     return SLM_OK;

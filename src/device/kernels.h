@@ -47,6 +47,16 @@ typedef void (*slm_matmul_fn)(const slm_mm *mm);
 struct slm_attn_args; /* device/attention.h */
 struct slm_attn_rows;
 
+/* T tokens of one DeltaNet head for the delta rule (slm_k_delta_rule) */
+typedef struct slm_delta_steps {
+    const float *q, *k;        /* T rows of S each, packed: the L2-normed query (with its scale) and key */
+    const float *v;            /* T rows of S, row t at v + t * ldv */
+    const float *decay, *beta; /* T each */
+    float *o;                  /* T rows of S, row t at o + t * ldo */
+    size_t ldv, ldo;
+    int T;
+} slm_delta_steps;
+
 typedef struct slm_kernel_set {
     const char *name;       /* "scalar", "avx2", "avx512" */
     slm_dot_fn dot_f32;     /* float dot products (decode, and what run_matmul */
@@ -62,9 +72,9 @@ typedef struct slm_kernel_set {
     void (*silu)(const float *x, float *y, int n);
     /* gelu(gate) * up with the tanh GELU (Gemma's GeGLU), as slm_k_geglu */
     void (*geglu)(const float *gate, const float *up, float *y, int n);
-    /* one step of the gated delta rule on an S x S state (qwen35's DeltaNet),
-       as slm_k_delta_rule: up to rounding */
-    void (*delta_rule)(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S);
+    /* T steps of the gated delta rule on one head's S x S state (qwen35's
+       DeltaNet), as slm_k_delta_rule: up to rounding */
+    void (*delta_rule)(float *M, const struct slm_delta_steps *d, int S);
     /* attention for one query row of the query heads sharing a KV head
        (device/attention.h; any head_dim and group, up to rounding) */
     void (*attention)(const struct slm_attn_args *a);
@@ -183,10 +193,13 @@ void slm_k_swiglu(const float *gate, const float *up, float *y, int n);
 void slm_k_silu(const float *x, float *y, int n);
 /* gelu(g) * u, gelu(x) = x/2 (1 + tanh(z)) = x sigmoid(2z), z = sqrt(2/pi) (x + 0.044715 x^3) */
 void slm_k_geglu(const float *gate, const float *up, float *y, int n);
-/* The gated delta rule for one head and one token: M (S rows of S, row j for
- * value element j) decays, takes the correction (v - M k) beta along k, and
- * o = M q:  M = decay M;  M[j] += beta (v[j] - M[j].k) k;  o[j] = M[j].q. */
-void slm_k_delta_rule(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S);
+/* The gated delta rule for one head over T tokens in order: for token t,
+ * M (S rows of S, row j for value element j) decays, takes the correction
+ * (v - M k) beta along k, and o = M q:
+ *   M = decay_t M;  M[j] += beta_t (v_t[j] - M[j].k_t) k_t;  o_t[j] = M[j].q_t.
+ * The rows are independent, so a kernel may run a few rows through all T
+ * tokens before the next rows (they stay in L1), which is what the sets do. */
+void slm_k_delta_rule(float *M, const struct slm_delta_steps *d, int S);
 /* its row j (m = M[j], of S): updates m, returns o[j] */
 float slm_k_delta_row(float *m, const float *q, const float *k, float vj, float decay, float beta, int S);
 void slm_k_add(float *y, const float *x, int n);

@@ -208,8 +208,11 @@ float slm_k_delta_row(float *m, const float *q, const float *k, float vj, float 
     return oq;
 }
 
-void slm_k_delta_rule(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S) {
-    for (int j = 0; j < S; j++) o[j] = slm_k_delta_row(M + (size_t)j * S, q, k, v[j], decay, beta, S);
+void slm_k_delta_rule(float *M, const slm_delta_steps *d, int S) {
+    for (int j = 0; j < S; j++)
+        for (int t = 0; t < d->T; t++)
+            d->o[(size_t)t * d->ldo + j] = slm_k_delta_row(M + (size_t)j * S, d->q + (size_t)t * S, d->k + (size_t)t * S,
+                                                           d->v[(size_t)t * d->ldv + j], d->decay[t], d->beta[t], S);
 }
 
 void slm_k_add(float *y, const float *x, int n) {

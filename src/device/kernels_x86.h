@@ -176,12 +176,12 @@ void slm_x86_rmsnorm_avx2(const float *x, const float *g, float *y, int n, float
 void slm_x86_swiglu_avx2(const float *gate, const float *up, float *y, int n);
 void slm_x86_silu_avx2(const float *x, float *y, int n);
 void slm_x86_geglu_avx2(const float *gate, const float *up, float *y, int n);
-void slm_x86_delta_rule_avx2(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S);
+void slm_x86_delta_rule_avx2(float *M, const slm_delta_steps *d, int S);
 void slm_x86_rmsnorm_avx512(const float *x, const float *g, float *y, int n, float eps);
 void slm_x86_swiglu_avx512(const float *gate, const float *up, float *y, int n);
 void slm_x86_silu_avx512(const float *x, float *y, int n);
 void slm_x86_geglu_avx512(const float *gate, const float *up, float *y, int n);
-void slm_x86_delta_rule_avx512(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S);
+void slm_x86_delta_rule_avx512(float *M, const slm_delta_steps *d, int S);
 void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, uint8_t *q, float *d, float *s, int32_t *hs);
 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d, float *s,
                               int32_t *hs);

@@ -113,51 +113,67 @@ AVX512 void slm_x86_geglu_avx512(const float *gate, const float *up, float *y, i
     }
 }
 
-/* The gated delta rule, four state rows at a time: M[j].k of the old row
- * (decay scales it after: (decay m).k = decay (m.k)), then the row rewritten
- * as decay m + d k and dotted with q in one pass; tails masked. */
-AVX512 void slm_x86_delta_rule_avx512(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o,
-                                      int S) {
-    const __m512 vdec = _mm512_set1_ps(decay);
+/* The sums of four vectors' lanes: [sum a0, sum a1, sum a2, sum a3]. */
+AVX512 static inline __m128 sum4_avx512(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    /* 128-bit lanes folded: t01 = [a0 L0+L2, a0 L1+L3, a1 L0+L2, a1 L1+L3], t23 alike */
+    const __m512 t01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xEE));
+    const __m512 t23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xEE));
+    /* lane i: the four partial sums of a_i */
+    __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(t01, t23, 0x88), _mm512_shuffle_f32x4(t01, t23, 0xDD));
+    u = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4E));
+    u = _mm512_add_ps(u, _mm512_permute_ps(u, 0xB1));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), u));
+}
+
+/* The gated delta rule, four state rows at a time through all T tokens (the
+ * rows stay in L1 while the tokens' q and k stream by): M[j].k of the old
+ * row (decay scales it after: (decay m).k = decay (m.k)), then the row
+ * rewritten as decay m + d k and dotted with q in one pass; tails masked. */
+AVX512 void slm_x86_delta_rule_avx512(float *M, const slm_delta_steps *d, int S) {
     int j = 0;
     for (; j + 4 <= S; j += 4) {
         float *m0 = M + (size_t)j * S, *m1 = m0 + S, *m2 = m1 + S, *m3 = m2 + S;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int i = 0; i < S; i += 16) {
-            const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
-            const __m512 kv = _mm512_maskz_loadu_ps(m, k + i);
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m0 + i), kv, a0);
-            a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m1 + i), kv, a1);
-            a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m2 + i), kv, a2);
-            a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m3 + i), kv, a3);
+        for (int t = 0; t < d->T; t++) {
+            const float *q = d->q + (size_t)t * S, *k = d->k + (size_t)t * S, *v = d->v + (size_t)t * d->ldv + j;
+            const __m512 vdec = _mm512_set1_ps(d->decay[t]);
+            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+            for (int i = 0; i < S; i += 16) {
+                const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
+                const __m512 kv = _mm512_maskz_loadu_ps(m, k + i);
+                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m0 + i), kv, a0);
+                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m1 + i), kv, a1);
+                a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m2 + i), kv, a2);
+                a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m3 + i), kv, a3);
+            }
+            /* (v - decay (m.k)) beta for the four rows */
+            float dd[4];
+            _mm_storeu_ps(dd, _mm_mul_ps(_mm_fnmadd_ps(_mm_set1_ps(d->decay[t]), sum4_avx512(a0, a1, a2, a3), _mm_loadu_ps(v)),
+                                         _mm_set1_ps(d->beta[t])));
+            const __m512 d0 = _mm512_set1_ps(dd[0]), d1 = _mm512_set1_ps(dd[1]), d2 = _mm512_set1_ps(dd[2]), d3 = _mm512_set1_ps(dd[3]);
+            a0 = a1 = a2 = a3 = _mm512_setzero_ps();
+            for (int i = 0; i < S; i += 16) {
+                const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
+                const __m512 kv = _mm512_maskz_loadu_ps(m, k + i), qv = _mm512_maskz_loadu_ps(m, q + i);
+                const __m512 r0 = _mm512_fmadd_ps(d0, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m0 + i)));
+                const __m512 r1 = _mm512_fmadd_ps(d1, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m1 + i)));
+                const __m512 r2 = _mm512_fmadd_ps(d2, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m2 + i)));
+                const __m512 r3 = _mm512_fmadd_ps(d3, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m3 + i)));
+                _mm512_mask_storeu_ps(m0 + i, m, r0);
+                _mm512_mask_storeu_ps(m1 + i, m, r1);
+                _mm512_mask_storeu_ps(m2 + i, m, r2);
+                _mm512_mask_storeu_ps(m3 + i, m, r3);
+                a0 = _mm512_fmadd_ps(r0, qv, a0);
+                a1 = _mm512_fmadd_ps(r1, qv, a1);
+                a2 = _mm512_fmadd_ps(r2, qv, a2);
+                a3 = _mm512_fmadd_ps(r3, qv, a3);
+            }
+            _mm_storeu_ps(d->o + (size_t)t * d->ldo + j, sum4_avx512(a0, a1, a2, a3));
         }
-        const __m512 d0 = _mm512_set1_ps((v[j] - decay * _mm512_reduce_add_ps(a0)) * beta);
-        const __m512 d1 = _mm512_set1_ps((v[j + 1] - decay * _mm512_reduce_add_ps(a1)) * beta);
-        const __m512 d2 = _mm512_set1_ps((v[j + 2] - decay * _mm512_reduce_add_ps(a2)) * beta);
-        const __m512 d3 = _mm512_set1_ps((v[j + 3] - decay * _mm512_reduce_add_ps(a3)) * beta);
-        a0 = a1 = a2 = a3 = _mm512_setzero_ps();
-        for (int i = 0; i < S; i += 16) {
-            const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
-            const __m512 kv = _mm512_maskz_loadu_ps(m, k + i), qv = _mm512_maskz_loadu_ps(m, q + i);
-            const __m512 r0 = _mm512_fmadd_ps(d0, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m0 + i)));
-            const __m512 r1 = _mm512_fmadd_ps(d1, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m1 + i)));
-            const __m512 r2 = _mm512_fmadd_ps(d2, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m2 + i)));
-            const __m512 r3 = _mm512_fmadd_ps(d3, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m3 + i)));
-            _mm512_mask_storeu_ps(m0 + i, m, r0);
-            _mm512_mask_storeu_ps(m1 + i, m, r1);
-            _mm512_mask_storeu_ps(m2 + i, m, r2);
-            _mm512_mask_storeu_ps(m3 + i, m, r3);
-            a0 = _mm512_fmadd_ps(r0, qv, a0);
-            a1 = _mm512_fmadd_ps(r1, qv, a1);
-            a2 = _mm512_fmadd_ps(r2, qv, a2);
-            a3 = _mm512_fmadd_ps(r3, qv, a3);
-        }
-        o[j] = _mm512_reduce_add_ps(a0);
-        o[j + 1] = _mm512_reduce_add_ps(a1);
-        o[j + 2] = _mm512_reduce_add_ps(a2);
-        o[j + 3] = _mm512_reduce_add_ps(a3);
     }
-    for (; j < S; j++) o[j] = slm_k_delta_row(M + (size_t)j * S, q, k, v[j], decay, beta, S);
+    for (; j < S; j++)
+        for (int t = 0; t < d->T; t++)
+            d->o[(size_t)t * d->ldo + j] = slm_k_delta_row(M + (size_t)j * S, d->q + (size_t)t * S, d->k + (size_t)t * S,
+                                                           d->v[(size_t)t * d->ldv + j], d->decay[t], d->beta[t], S);
 }
 
 AVX512 void slm_x86_rmsnorm_avx512(const float *x, const float *g, float *y, int n, float eps) {
@@ -234,36 +250,39 @@ AVX2 void slm_x86_geglu_avx2(const float *gate, const float *up, float *y, int n
 }
 
 /* As the avx512 one, two rows at a time, S % 8 == 0 (others: the scalar rows). */
-AVX2 void slm_x86_delta_rule_avx2(float *M, const float *q, const float *k, const float *v, float decay, float beta, float *o, int S) {
+AVX2 void slm_x86_delta_rule_avx2(float *M, const slm_delta_steps *d, int S) {
     if (S % 8) {
-        slm_k_delta_rule(M, q, k, v, decay, beta, o, S);
+        slm_k_delta_rule(M, d, S);
         return;
     }
-    const __m256 vdec = _mm256_set1_ps(decay);
-    int j = 0;
-    for (; j + 2 <= S; j += 2) {
+    for (int j = 0; j + 2 <= S; j += 2) {
         float *m0 = M + (size_t)j * S, *m1 = m0 + S;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
-        for (int i = 0; i < S; i += 8) {
-            const __m256 kv = _mm256_loadu_ps(k + i);
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(m0 + i), kv, a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(m1 + i), kv, a1);
+        for (int t = 0; t < d->T; t++) {
+            const float *q = d->q + (size_t)t * S, *k = d->k + (size_t)t * S, *v = d->v + (size_t)t * d->ldv + j;
+            const float decay = d->decay[t], beta = d->beta[t];
+            const __m256 vdec = _mm256_set1_ps(decay);
+            __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+            for (int i = 0; i < S; i += 8) {
+                const __m256 kv = _mm256_loadu_ps(k + i);
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(m0 + i), kv, a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(m1 + i), kv, a1);
+            }
+            const __m256 d0 = _mm256_set1_ps((v[0] - decay * hsum256(a0)) * beta);
+            const __m256 d1 = _mm256_set1_ps((v[1] - decay * hsum256(a1)) * beta);
+            for (int i = 0; i < S; i += 8) {
+                const __m256 kv = _mm256_loadu_ps(k + i), qv = _mm256_loadu_ps(q + i);
+                const __m256 r0 = _mm256_fmadd_ps(d0, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m0 + i)));
+                const __m256 r1 = _mm256_fmadd_ps(d1, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m1 + i)));
+                _mm256_storeu_ps(m0 + i, r0);
+                _mm256_storeu_ps(m1 + i, r1);
+                b0 = _mm256_fmadd_ps(r0, qv, b0);
+                b1 = _mm256_fmadd_ps(r1, qv, b1);
+            }
+            float *o = d->o + (size_t)t * d->ldo + j;
+            o[0] = hsum256(b0);
+            o[1] = hsum256(b1);
         }
-        const __m256 d0 = _mm256_set1_ps((v[j] - decay * hsum256(a0)) * beta);
-        const __m256 d1 = _mm256_set1_ps((v[j + 1] - decay * hsum256(a1)) * beta);
-        for (int i = 0; i < S; i += 8) {
-            const __m256 kv = _mm256_loadu_ps(k + i), qv = _mm256_loadu_ps(q + i);
-            const __m256 r0 = _mm256_fmadd_ps(d0, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m0 + i)));
-            const __m256 r1 = _mm256_fmadd_ps(d1, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m1 + i)));
-            _mm256_storeu_ps(m0 + i, r0);
-            _mm256_storeu_ps(m1 + i, r1);
-            b0 = _mm256_fmadd_ps(r0, qv, b0);
-            b1 = _mm256_fmadd_ps(r1, qv, b1);
-        }
-        o[j] = hsum256(b0);
-        o[j + 1] = hsum256(b1);
     }
-    for (; j < S; j++) o[j] = slm_k_delta_row(M + (size_t)j * S, q, k, v[j], decay, beta, S);
 }
 
 AVX2 void slm_x86_rmsnorm_avx2(const float *x, const float *g, float *y, int n, float eps) {
