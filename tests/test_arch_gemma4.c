@@ -689,10 +689,89 @@ static void sessions(const g4 *form, uint32_t ty) {
 
 static void test_g4_sessions(void) {
     sessions(&k_e2b, SLM_Q8_0);
-    /* batch programs of MoE layers beside the dense FFN: f32 (q8_0 gave one greedy token of 64 apart,
-     * at a near tie: an expert's rows of a batch are not those of one sequence, and the q8_0
-     * products' rounding is not yet shown independent of them) */
+    /* batch programs of MoE layers beside the dense FFN */
     sessions(&k_26b, SLM_F32);
+    sessions(&k_26b, SLM_Q8_0);
+}
+
+/* Two sequences decoded together through batch.2 get the logits each gets
+ * alone through the generate program, bit for bit, at every step (regions
+ * of 40 rows, below the key parts' 256: the plain attention path). Once a
+ * batch call's rows took the blocked attention kernel, one row a block,
+ * which sums in another order than the one-row kernel: logits some 1e-6
+ * apart at F32, and at q8_0 an activation's 8-bit rounding now and then
+ * falling the other way made it 0.1 and parted the greedy tokens at a
+ * top-2 gap of 0.02 (test_g4_sessions' 26B-A4B q8_0 case). */
+static void batch_logits(const g4 *form, uint32_t ty, int threads) {
+    enum { NPRE = 12, NS = 12 };
+    if (!write_g4("g4_bl.gguf", form, ty, 9)) return;
+    int32_t ids[2][NPRE + NS];
+    g_rng = 11;
+    for (int q = 0; q < 2; q++)
+        for (int i = 0; i < NPRE + NS; i++) ids[q][i] = 3 + (int32_t)(urand() * 150);
+    slm_model_file m;
+    slm_compiled c;
+    slm_runtime rt;
+    memset(&c, 0, sizeof c);
+    slm_err err = {0};
+    const int batches[] = {2};
+    if (slm_model_open(&m, "g4_bl.gguf", &err)) {
+        CHECKF(0, "open: %s", err.msg);
+        return;
+    }
+    const slm_compile_options o = rig_opts(8, 32);
+    if (slm_model_repack(&m, &err) || slm_compile(&c, &m, &o, &err) || slm_compile_batch(&c, &m, 2, batches, 1, &err) ||
+        slm_rt_init_seqs(&rt, &c, m.map.data, threads, 2, slm_rt_snaps(0), &err)) {
+        CHECKF(0, "compile: %s", err.msg);
+        slm_compiled_free(&c);
+        slm_model_close(&m);
+        return;
+    }
+    const int V = c.cfg.vocab_size;
+    float *alone = malloc(sizeof(float) * 2 * NS * (size_t)V);
+    int steps = 0, same = 0;
+    double worst = 0;
+    for (int q = 0; q < 2; q++) { /* each alone, in its own region */
+        slm_rt_select(&rt, q);
+        CHECK(slm_rt_prefill(&rt, ids[q], NPRE, &err) == SLM_OK);
+        for (int i = 0; i < NS; i++) {
+            CHECK(slm_rt_decode(&rt, ids[q][NPRE + i], &err) == SLM_OK);
+            memcpy(alone + ((size_t)q * NS + i) * V, rt.logits, sizeof(float) * (size_t)V);
+        }
+        slm_rt_reset(&rt);
+    }
+    for (int q = 0; q < 2; q++) {
+        slm_rt_select(&rt, q);
+        CHECK(slm_rt_prefill(&rt, ids[q], NPRE, &err) == SLM_OK);
+    }
+    for (int i = 0; i < NS; i++) {
+        const int seqs[2] = {0, 1};
+        const int32_t step[2] = {ids[0][NPRE + i], ids[1][NPRE + i]};
+        const float *lg = NULL;
+        if (slm_rt_decode_batch(&rt, seqs, step, 2, &lg, &err)) {
+            CHECKF(0, "decode_batch: %s", err.msg);
+            break;
+        }
+        for (int q = 0; q < 2; q++, steps++) {
+            const float *a = alone + ((size_t)q * NS + i) * V, *b = lg + (size_t)q * V;
+            same += !memcmp(a, b, sizeof(float) * (size_t)V);
+            for (int j = 0; j < V; j++) worst = fmax(worst, fabs((double)a[j] - b[j]));
+        }
+    }
+    CHECKF(steps == 2 * NS && same == steps, "%s, %d threads: %d of %d batch rows equal alone, largest difference %.3g",
+           slm_dtype_name(ty), threads, same, steps, worst);
+    free(alone);
+    slm_rt_free(&rt);
+    slm_compiled_free(&c);
+    slm_model_close(&m);
+    unlink("g4_bl.gguf");
+}
+
+static void test_g4_batch_logits(void) {
+    batch_logits(&k_26b, SLM_F32, 1);
+    batch_logits(&k_26b, SLM_F16, 2);
+    batch_logits(&k_26b, SLM_Q8_0, 2);
+    batch_logits(&k_e2b, SLM_Q8_0, 1);
 }
 
 /* tokenizer.ggml.model "gemma4" (llama.cpp's gemma4 pre-type): BPE merges
@@ -765,6 +844,7 @@ int main(void) {
     T_RUN(test_g4_moe_blob);
     T_RUN(test_g4_refused);
     T_RUN(test_g4_sessions);
+    T_RUN(test_g4_batch_logits);
     T_RUN(test_g4_tokenizer);
     T_DONE();
 }

@@ -166,8 +166,11 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
     const int group = t->a / t->b;
     const float scale = t->f0 != 0.0f ? t->f0 : 1.0f / sqrtf((float)t->c);
     /* decided on the call's rows, not the part's: a row's result does not depend on the parts;
-     * sinks need each head's softmax state, which the per-row entries report */
-    const int blocks = ks->attention_rows && t->f1 == 0.0f && !(t->flags & SLM_TF_SINKS) && rr.end - rr.begin >= 2;
+     * sinks need each head's softmax state, which the per-row entries report. Rows of different
+     * sequences (a batch program: one row each) take the per-row path, as each would alone in
+     * the generate program: the blocked kernel of one row sums in another order */
+    const int one_seq = rr.end - rr.begin >= 2 && (t->k <= 0 || cp[rr.begin] / t->k == cp[rr.begin + 1] / t->k);
+    const int blocks = ks->attention_rows && t->f1 == 0.0f && !(t->flags & SLM_TF_SINKS) && one_seq;
     slm_attn_part_rows(t, cp, rr.begin, rr.end, &rr.begin, &rr.end); /* the task's row part, if any */
     for (int h = t->n0; h < t->n1;) {
         const int kvh = h / group;
