@@ -1,7 +1,7 @@
-/* Shared by the Hugging Face folder tests (test_hf, test_hf_families): a
- * folder's tensors written again as a GGUF twin, the logits' relative
- * error, and a folder that must be refused. Include after t.h and
- * st_write.h. */
+/* Shared by the Hugging Face folder tests (test_hf, test_hf_families,
+ * test_hf_qwen35, test_hf_gemma4): a folder's tensors written again as a
+ * GGUF twin (the experts as stacks too), the logits' relative error, and a
+ * folder that must be refused. Include after t.h and st_write.h. */
 #ifndef SLM_TEST_HF_TWIN_H
 #define SLM_TEST_HF_TWIN_H
 
@@ -63,6 +63,38 @@ static void expect_folder(const char *dir, slm_status want, const char *w1, cons
     CHECKF((!w1 || strstr(err.msg, w1)) && (!w2 || strstr(err.msg, w2)), "%s: message '%s' (want '%s', '%s')", dir,
            err.msg, w1 ? w1 : "", w2 ? w2 : "");
     if (s == SLM_OK) slm_model_close(&m);
+}
+
+/* A test folder's expert matrix j (0 gate, 1 up, 2 down) of expert e in
+ * layer l, [rows][cols] floats (NULL: not in the folder). */
+typedef const float *(*hf_twin_expert_fn)(const void *ctx, int l, int j, int e);
+
+/* The experts as llama.cpp's converter writes them: blk.N.ffn_{gate,up,down}_exps.weight,
+ * 3-D {in, out, E}, in dtype mat ("F32", "F16", else BF16); D the model's
+ * width, F an expert's, L layers of E experts. */
+static void hf_twin_experts(slm_gguf_writer *g, const char *mat, int L, int64_t D, int64_t F, int E, hf_twin_expert_fn get,
+                            const void *ctx, void **keep, int *nk) {
+    static const char *const kind[3] = {"gate", "up", "down"};
+    const uint32_t type = !strcmp(mat, "F32") ? SLM_F32 : !strcmp(mat, "F16") ? SLM_F16 : SLM_BF16;
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < 3; j++) {
+            const int64_t rows = j == 2 ? D : F, cols = j == 2 ? F : D;
+            const uint64_t rb = slm_row_bytes(type, (uint64_t)cols), nb = rb * (uint64_t)rows * (uint64_t)E;
+            uint8_t *d = calloc(1, (size_t)nb);
+            CHECK(d != NULL);
+            if (!d) return;
+            for (int e = 0; e < E; e++) {
+                const float *f = get(ctx, l, j, e);
+                CHECKF(f != NULL, "layer %d expert %d %s: not in the folder", l, e, kind[j]);
+                for (int64_t r = 0; f && r < rows; r++)
+                    slm_quantize_row(type, f + r * cols, d + ((uint64_t)e * (uint64_t)rows + (uint64_t)r) * rb, cols);
+            }
+            keep[(*nk)++] = d;
+            char n[64];
+            snprintf(n, sizeof n, "blk.%d.ffn_%s_exps.weight", l, kind[j]);
+            const int64_t ne[3] = {cols, rows, E};
+            slm_gguf_add_tensor(g, n, type, 3, ne, d, nb);
+        }
 }
 
 #endif

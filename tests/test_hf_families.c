@@ -459,28 +459,14 @@ static const float *expert_f(const fam *s, const weights *w, int l, int j, int e
     return NULL;
 }
 
-/* The experts as llama.cpp's converter writes them: blk.N.ffn_{gate,up,down}_exps.weight,
- * 3-D {in, out, E}, in the folder's dtype. */
-static void twin_experts(slm_gguf_writer *g, const fam *s, const weights *w, void **keep, int *nk) {
-    static const char *const kind[3] = {"gate", "up", "down"};
-    const uint32_t type = !strcmp(s->mat, "F32") ? SLM_F32 : !strcmp(s->mat, "F16") ? SLM_F16 : SLM_BF16;
-    for (int l = 0; l < s->L; l++)
-        for (int j = 0; j < 3; j++) {
-            const int64_t rows = j == 2 ? s->D : s->F, cols = j == 2 ? s->F : s->D;
-            const uint64_t rb = slm_row_bytes(type, (uint64_t)cols), nb = rb * (uint64_t)rows * (uint64_t)s->E;
-            uint8_t *d = calloc(1, (size_t)nb);
-            for (int e = 0; e < s->E; e++) {
-                const float *f = expert_f(s, w, l, j, e);
-                CHECKF(f != NULL, "layer %d expert %d %s: not in the folder", l, e, kind[j]);
-                for (int64_t r = 0; f && r < rows; r++)
-                    slm_quantize_row(type, f + r * cols, d + ((uint64_t)e * (uint64_t)rows + (uint64_t)r) * rb, cols);
-            }
-            keep[(*nk)++] = d;
-            char n[64];
-            snprintf(n, sizeof n, "blk.%d.ffn_%s_exps.weight", l, kind[j]);
-            const int64_t ne[3] = {cols, rows, s->E};
-            slm_gguf_add_tensor(g, n, type, 3, ne, d, nb);
-        }
+struct fam_w {
+    const fam *s;
+    const weights *w;
+};
+
+static const float *twin_expert(const void *ctx, int l, int j, int e) {
+    const struct fam_w *c = ctx;
+    return expert_f(c->s, c->w, l, j, e);
 }
 
 static int write_gguf(const char *path, const fam *s, const weights *w) {
@@ -567,7 +553,7 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
     for (int i = 0; i < w->n; i++) {
         const st_item *t = &w->it[i];
         char buf[64];
-        if (moe(s) && strstr(t->name, ".experts.")) continue; /* twin_experts */
+        if (moe(s) && strstr(t->name, ".experts.")) continue; /* hf_twin_experts */
         st_item g32;
         if (strstr(t->name, "shared_expert_gate")) { /* the converter keeps this one f32 */
             g32 = *t;
@@ -591,7 +577,7 @@ static int write_gguf(const char *path, const fam *s, const weights *w) {
                                sizeof(float) * (size_t)cols);
         hf_twin_add(g, gn, t, f, keep, &nk);
     }
-    if (moe(s)) twin_experts(g, s, w, keep, &nk);
+    if (moe(s)) hf_twin_experts(g, s->mat, s->L, s->D, s->F, s->E, twin_expert, &(struct fam_w){s, w}, keep, &nk);
     const int ok = hf_twin_write(g, path, keep, nk);
     free(lf);
     free(sf);

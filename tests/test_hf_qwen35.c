@@ -295,27 +295,14 @@ static void twin_keys(slm_gguf_writer *g, const q35 *q) {
 #undef K
 }
 
-/* The experts as 3-D stacks blk.N.ffn_{gate,up,down}_exps.weight {in, out, E}. */
-static void twin_experts(slm_gguf_writer *g, const q35 *q, const weights *w, void **keep, int *nk) {
-    static const char *const kind[3] = {"gate", "up", "down"};
-    const uint32_t type = !strcmp(q->mat, "F32") ? SLM_F32 : !strcmp(q->mat, "F16") ? SLM_F16 : SLM_BF16;
-    for (int l = 0; l < NL; l++)
-        for (int j = 0; j < 3; j++) {
-            const int64_t rows = j == 2 ? D : FE, cols = j == 2 ? FE : D;
-            const uint64_t rb = slm_row_bytes(type, (uint64_t)cols), nb = rb * (uint64_t)rows * NE;
-            uint8_t *d = calloc(1, (size_t)nb);
-            for (int e = 0; e < NE; e++) {
-                const float *f = expert_f(q, w, l, j, e);
-                CHECKF(f != NULL, "layer %d expert %d %s: not in the folder", l, e, kind[j]);
-                for (int64_t r = 0; f && r < rows; r++)
-                    slm_quantize_row(type, f + r * cols, d + ((uint64_t)e * (uint64_t)rows + (uint64_t)r) * rb, cols);
-            }
-            keep[(*nk)++] = d;
-            char n[64];
-            snprintf(n, sizeof n, "blk.%d.ffn_%s_exps.weight", l, kind[j]);
-            const int64_t ne[3] = {cols, rows, NE};
-            slm_gguf_add_tensor(g, n, type, 3, ne, d, nb);
-        }
+struct q35_w {
+    const q35 *q;
+    const weights *w;
+};
+
+static const float *twin_expert(const void *ctx, int l, int j, int e) {
+    const struct q35_w *c = ctx;
+    return expert_f(c->q, c->w, l, j, e);
 }
 
 static int write_twin(const char *path, const q35 *q, const weights *w) {
@@ -334,7 +321,7 @@ static int write_twin(const char *path, const q35 *q, const weights *w) {
         else if (strncmp(t.name, pre(q), np)) continue; /* the vision tower, the MTP layer */
         else if (!strcmp(t.name + np, "embed_tokens.weight")) gn = "token_embd.weight";
         else if (!strcmp(t.name + np, "norm.weight")) gn = "output_norm.weight";
-        else if (strstr(t.name, ".experts.")) continue; /* twin_experts */
+        else if (strstr(t.name, ".experts.")) continue; /* hf_twin_experts */
         else {
             l = atoi(t.name + np + 7); /* "layers.N." */
             rest = strchr(t.name + np + 7, '.') + 1;
@@ -363,7 +350,7 @@ static int write_twin(const char *path, const q35 *q, const weights *w) {
         }
         hf_twin_add(g, gn, &t, f, keep, &nk);
     }
-    if (q->moe) twin_experts(g, q, w, keep, &nk);
+    if (q->moe) hf_twin_experts(g, q->mat, NL, D, FE, NE, twin_expert, &(struct q35_w){q, w}, keep, &nk);
     return hf_twin_write(g, path, keep, nk);
 }
 
