@@ -20,7 +20,9 @@
 #    hermes and Llama 3.1's JSON under short templates of their form,
 #    tests/serve/tools_hermes.jinja and tools_llama3.jinja, as the real
 #    ones leave stories260K's 512 tokens no room; Mistral Nemo's real
-#    template, [TOOL_CALLS]): over temperatures and seeds each reply is one call to a
+#    template, [TOOL_CALLS]; Gemma 4's <|tool_call>call:N{...} under a short
+#    template of its form, tests/serve/tools_gemma4.jinja): over
+#    temperatures and seeds each reply is one call to a
 #    declared (or the named) function whose arguments a check apart from
 #    staticlm finds valid under its schema; streamed too;
 #  - 400 for what is not supported (a schema keyword the grammar cannot
@@ -204,6 +206,15 @@ for TPL in "$TESTS/serve/tools_llama3.jinja:llama3" "$SHARED/templates/mistralai
   check "${TPL##*:}: the grammar is logged (-v), in its form" 'grep -q "the tool call grammar (${TPL##*:})" "$TMP/s3.log"'
   check "serve stops cleanly" 'serve_stop "$TMP/s3.log" "$SPID" "$WPID"'
 done
+# Gemma 4's calls (a short template of its form, tests/serve/tools_gemma4.jinja):
+# the arguments in Gemma's syntax under the grammar, JSON in tool_calls
+serve_start "$TMP/s6.log" "${MODEL[@]}" --chat-template "$TESTS/serve/tools_gemma4.jinja" -v
+CHAT=$U/v1/chat/completions
+forced "gemma4, required" '"required"' tell_story,get_weather "$ONE"
+forced "gemma4, named" "$NAMED" get_weather "$ONE"
+forced_stream "gemma4, required" '"required"' tell_story,get_weather "$ONE"
+check "gemma4: the grammar is logged (-v), in its form" 'grep -qF "root ::= \"<|tool_call>\" call \"<tool_call|>\"" "$TMP/s6.log"'
+check "serve stops cleanly" 'serve_stop "$TMP/s6.log" "$SPID" "$WPID"'
 # a template with no tool call format: required is refused, auto is not
 serve_start "$TMP/s4.log" "${MODEL[@]}" --chat-template chatml
 CHAT=$U/v1/chat/completions

@@ -4,16 +4,21 @@
  * and refuses a wrong name, arguments its schema does not allow, text
  * around the calls, a second call when not parallel; a prompt that opens a
  * call, thinking before the calls, a schema keyword the grammar cannot
- * enforce (refused naming the function and the keyword). Then generation
- * on stories260K + tok512 under each format's grammar over seeds and
- * temperatures: every reply that ends is exactly the calls, to a declared
- * function, with arguments that an independent check of the schema
- * (cJSON and plain C) accepts. */
+ * enforce (refused naming the function and the keyword). gemma4: its
+ * value syntax, the calls read through its reasoning splitter and parser,
+ * what its strings cannot hold, the parser's nesting depth; the text that
+ * avoids markers (slm_gbnf_avoid) against a plain search; random sentences
+ * of its grammar, each parsed into JSON that an independent check of the
+ * schema accepts. Then generation on stories260K + tok512 under each
+ * format's grammar over seeds and temperatures: every reply that ends is
+ * exactly the calls, to a declared function, with arguments that an
+ * independent check of the schema (cJSON and plain C) accepts. */
 #include <stdint.h>
 
 #include "staticlm.h"
 #include "t.h"
 #include "text/grammar.h"
+#include "text/reasoning.h"
 #include "text/toolcall.h"
 
 #ifdef SLM_HAVE_CJSON
@@ -46,6 +51,11 @@ static void collect(void *ud, int ev, const char *s, size_t n) {
     else if (ev == SLM_TOOL_CALL) { cat(c->s, &c->n, sizeof c->s, s, n); cat(c->s, &c->n, sizeof c->s, "(", 1); c->ncalls++; }
     else if (ev == SLM_TOOL_ARGS) cat(c->s, &c->n, sizeof c->s, s, n);
     else cat(c->s, &c->n, sizeof c->s, ");", 2);
+}
+
+/* gemma4: the reasoning splitter's answer on to the call parser */
+static void g4_answer(void *ud, int kind, const char *s, size_t n) {
+    if (kind == SLM_REASON_ANSWER) slm_tool_feed(ud, s, n);
 }
 
 static void parse(int fmt, const char *prompt, const char *text, calls *c) {
@@ -276,6 +286,225 @@ static void test_xml(void) {
     CHECKF(strstr(err.msg, "$ref"), "%s", err.msg);
 }
 
+/* Gemma 4: <|tool_call>call:N{key:VALUE}<tool_call|>, strings between <|"|> */
+#define G_Q "<|\"|>"
+#define G_CALL(n, a) "<|tool_call>call:" n a "<tool_call|>"
+
+/* text through gemma4's reasoning splitter, its answer through the call
+ * parser (as serve and chat run them): the calls, and no other answer */
+static void takes_g4(const slm_grammar *g, const char *prompt, const char *text, const char *want) {
+    CHECKF(slm_grammar_matches(g, text, strlen(text)) == 1, "gemma4: refused [%s]", text);
+    calls c;
+    memset(&c, 0, sizeof c);
+    slm_toolcall t;
+    slm_tool_init(&t, SLM_TOOL_GEMMA4, prompt, collect, &c);
+    slm_reason r;
+    slm_reason_init(&r, SLM_REASON_GEMMA4, prompt, g4_answer, &t);
+    slm_reason_feed(&r, text, strlen(text));
+    slm_reason_finish(&r);
+    slm_tool_finish(&t);
+    slm_tool_free(&t);
+    CHECKF(!strcmp(c.s, want), "gemma4: [%s] parsed as [%s], not [%s]", text, c.s, want);
+    for (size_t i = 0; i < c.nt; i++) CHECKF(strchr(" \n", c.text[i]), "gemma4: text beside the calls: [%s]", c.text);
+}
+
+static void test_gemma4(void) {
+    const int F = SLM_TOOL_GEMMA4;
+    const char *p = "<start_of_turn>user\nHi<turn|>\n<|turn>model\n";
+    slm_grammar *g = build(F, k_fns, 2, 0, 0, p);
+    if (!g) return;
+    takes_g4(g, p, G_CALL("get_weather", "{city:" G_Q "Paris" G_Q "}"), "get_weather({\"city\":\"Paris\"});");
+    takes_g4(g, p, G_CALL("get_weather", "{city:" G_Q "Oslo" G_Q ",days:-3,unit:" G_Q "c" G_Q "}"),
+             "get_weather({\"city\":\"Oslo\",\"days\":-3,\"unit\":\"c\"});");
+    takes_g4(g, p, G_CALL("tell_story", "{}"), "tell_story({});");
+    takes_g4(g, p, G_CALL("tell_story", "{x:[1,{},-0.5e3,true,null],y.z-1:{" G_Q "odd \"key" G_Q ":" G_Q "a\\b\n" G_Q "}}"),
+             "tell_story({\"x\":[1,{},-0.5e3,true,null],\"y.z-1\":{\"odd \\\"key\":\"a\\\\b\\n\"}});");
+    /* a string holds what only looks like a quote or a marker */
+    takes_g4(g, p, G_CALL("tell_story", "{q:" G_Q "<|\"| <channel <|tool_call> <" G_Q "}"),
+             "tell_story({\"q\":\"<|\\\"| <channel <|tool_call> <\"});");
+    refuses(g, F, G_CALL("get_weathe", "{city:" G_Q "Paris" G_Q "}"));
+    refuses(g, F, G_CALL("rm_rf", "{}"));
+    refuses(g, F, G_CALL("get_weather", "{}"));                                           /* city required */
+    refuses(g, F, G_CALL("get_weather", "{days:3}"));
+    refuses(g, F, G_CALL("get_weather", "{city:3}"));                                     /* a string */
+    refuses(g, F, G_CALL("get_weather", "{city:\"Paris\"}"));                             /* Gemma's quotes */
+    refuses(g, F, G_CALL("get_weather", "{city:" G_Q "a" G_Q ",days:1.5}"));              /* an integer */
+    refuses(g, F, G_CALL("get_weather", "{city:" G_Q "a" G_Q ",unit:" G_Q "k" G_Q "}"));  /* the enum */
+    refuses(g, F, G_CALL("get_weather", "{city:" G_Q "a" G_Q ",unit:c}"));
+    refuses(g, F, G_CALL("get_weather", "{city:" G_Q "a" G_Q ",zip:1}"));                 /* not a property */
+    refuses(g, F, G_CALL("get_weather", "{days:3,city:" G_Q "a" G_Q "}"));                /* the schema's order */
+    refuses(g, F, G_CALL("get_weather", "{city:" G_Q "Llanfairpwllgwyn" G_Q "}"));        /* maxLength 12 */
+    refuses(g, F, G_CALL("get_weather", "{city:" G_Q "a<b" G_Q "}"));                     /* bounded: no '<' */
+    refuses(g, F, G_CALL("tell_story", "{q:" G_Q "a" G_Q "b" G_Q "}"));                   /* a quote inside */
+    refuses(g, F, G_CALL("tell_story", "{q:" G_Q "a<|channel>b" G_Q "}"));                /* the splitter's markers */
+    refuses(g, F, G_CALL("tell_story", "{q:" G_Q "a<channel|>b" G_Q "}"));
+    refuses(g, F, G_CALL("tell_story", "{a:True}"));                                      /* JSON's words */
+    refuses(g, F, G_CALL("tell_story", "{a:-0e1}"));                                      /* the parser's null */
+    refuses(g, F, G_CALL("tell_story", "{a: 1}"));
+    refuses(g, F, G_CALL("tell_story", "[1]"));
+    refuses(g, F, "Sure. " G_CALL("tell_story", "{}"));
+    refuses(g, F, G_CALL("tell_story", "{}") G_CALL("tell_story", "{}")); /* one call only */
+    refuses(g, F, "<|channel>thought\nhm<channel|>" G_CALL("tell_story", "{}")); /* no thinking asked */
+    slm_grammar_free(g);
+    if ((g = build(F, k_fns, 2, 1, 0, p))) { /* parallel */
+        takes_g4(g, p, G_CALL("tell_story", "{}") G_CALL("get_weather", "{city:" G_Q "Rome" G_Q "}"),
+                 "tell_story({});get_weather({\"city\":\"Rome\"});");
+        slm_grammar_free(g);
+    }
+    if ((g = build(F, k_fns + 1, 1, 0, 0, p))) { /* named */
+        takes_g4(g, p, G_CALL("tell_story", "{}"), "tell_story({});");
+        refuses(g, F, G_CALL("get_weather", "{city:" G_Q "Paris" G_Q "}"));
+        slm_grammar_free(g);
+    }
+    const char *open = "<|turn>model\n<|tool_call>";
+    if ((g = build(F, k_fns, 2, 0, 0, open))) { /* the prompt opened the call */
+        takes_g4(g, open, "call:tell_story{}<tool_call|>", "tell_story({});");
+        refuses(g, F, G_CALL("tell_story", "{}"));
+        slm_grammar_free(g);
+    }
+    if ((g = build(F, k_fns, 2, 0, 1, p))) { /* the thought channel first (gemma4 reasoning) */
+        takes_g4(g, p, "<|channel>thought\nRain? a<b <|\"|> <|tool_call>.<channel|>" G_CALL("tell_story", "{}"), "tell_story({});");
+        takes_g4(g, p, G_CALL("tell_story", "{}"), "tell_story({});");
+        refuses(g, F, "<|channel>thought\na<channel|>b<channel|>" G_CALL("tell_story", "{}"));
+        slm_grammar_free(g);
+    }
+    const char *thinking = "<|turn>model\n<|channel>thought";
+    if ((g = build(F, k_fns, 2, 0, 1, thinking))) { /* the prompt opened it */
+        takes_g4(g, thinking, "\nhm<channel|>\n" G_CALL("tell_story", "{}"), "tell_story({});");
+        refuses(g, F, G_CALL("tell_story", "{}"));
+        slm_grammar_free(g);
+    }
+    const char *off = "<|turn>model\n<|channel>thought\n<channel|>";
+    if ((g = build(F, k_fns, 2, 0, 1, off))) { /* the prompt closed an empty one: thinking off */
+        takes_g4(g, off, G_CALL("tell_story", "{}"), "tell_story({});");
+        refuses(g, F, "<|channel>thought\nhm<channel|>" G_CALL("tell_story", "{}"));
+        slm_grammar_free(g);
+    }
+    /* $ref (inside the arguments) works; what Gemma's calls cannot hold is refused naming the function */
+    const slm_tool_fn ref[] = {{"r", "{\"properties\": {\"a\": {\"$ref\": \"#/$defs/x\"}, \"b\": {\"type\": \"array\", "
+                                    "\"items\": {\"$ref\": \"#/$defs/x\"}}}, \"$defs\": {\"x\": {\"type\": \"integer\"}}}"}};
+    if ((g = build(F, ref, 1, 0, 0, p))) {
+        takes_g4(g, p, G_CALL("r", "{a:5,b:[1,2]}"), "r({\"a\":5,\"b\":[1,2]});");
+        refuses(g, F, G_CALL("r", "{a:" G_Q "5" G_Q "}"));
+        slm_grammar_free(g);
+    }
+    static const struct { const char *schema, *says; } bad[] = {
+        {"{\"type\": \"object\", \"properties\": {\"q\": {\"type\": \"string\", \"pattern\": \"^a\"}}}", "'pattern'"},
+        {"{\"type\": \"string\"}", "type object"},
+        {"{\"anyOf\": [{\"type\": \"object\"}, {\"type\": \"null\"}]}", "'anyOf'"},
+        {"{\"$ref\": \"#/$defs/a\", \"$defs\": {\"a\": {\"type\": \"object\"}}}", "'$ref'"},
+        {"{\"properties\": {\"u\": {\"enum\": [\"c\", \"x<|\\\"|>y\"]}}}", "<|\"|>"},
+        {"{\"properties\": {\"u\": {\"const\": \"a<channel|>\"}}}", "<channel|>"},
+        {"{\"properties\": {\"a<|\\\"|>\": {\"type\": \"integer\"}}}", "<|\"|>"},
+        {"{\"properties\": {\"t\": {\"$ref\": \"#/$defs/t\"}}, \"$defs\": {\"t\": {\"type\": \"object\", \"properties\": "
+         "{\"kids\": {\"type\": \"array\", \"items\": {\"$ref\": \"#/$defs/t\"}}}}}}", "nested deeper than 62"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        const slm_tool_fn f[] = {{"ok", NULL}, {"lookup", bad[i].schema}};
+        char *txt = NULL;
+        const char *tokens;
+        int b = -1;
+        slm_err err = {0};
+        CHECKF(slm_tool_grammar(F, f, 2, 0, 0, p, &txt, &tokens, &b, &err) == SLM_ERR_ARG && !txt, "took %s", bad[i].schema);
+        CHECKF(b == 1 && strstr(err.msg, "'lookup'") && strstr(err.msg, bad[i].says), "%d %s", b, err.msg);
+    }
+    /* nesting to the parser's depth (62 containers, the arguments' the first), not past it */
+    for (int levels = 62; levels <= 63; levels++) {
+        char deep[4096], call[4096], want[4096];
+        size_t k = 0, kc = (size_t)snprintf(call, sizeof call, "<|tool_call>call:deep"), kw = (size_t)snprintf(want, sizeof want, "deep(");
+        for (int d = 0; d < levels; d++) {
+            k += (size_t)snprintf(deep + k, sizeof deep - k, "{\"properties\": {\"a\": ");
+            kc += (size_t)snprintf(call + kc, sizeof call - kc, "{a:");
+            kw += (size_t)snprintf(want + kw, sizeof want - kw, "{\"a\":");
+        }
+        k += (size_t)snprintf(deep + k, sizeof deep - k, "{\"type\": \"integer\"}");
+        kc += (size_t)snprintf(call + kc, sizeof call - kc, "7");
+        kw += (size_t)snprintf(want + kw, sizeof want - kw, "7");
+        for (int d = 0; d < levels; d++) {
+            k += (size_t)snprintf(deep + k, sizeof deep - k, "}}");
+            kc += (size_t)snprintf(call + kc, sizeof call - kc, "}");
+            kw += (size_t)snprintf(want + kw, sizeof want - kw, "}");
+        }
+        snprintf(call + kc, sizeof call - kc, "<tool_call|>");
+        snprintf(want + kw, sizeof want - kw, ");");
+        const slm_tool_fn df[] = {{"deep", deep}};
+        if (levels == 62 && (g = build(F, df, 1, 0, 0, p))) {
+            takes_g4(g, p, call, want);
+            slm_grammar_free(g);
+        }
+        if (levels == 63) {
+            char *txt = NULL;
+            const char *tokens;
+            int b = -1;
+            slm_err err = {0};
+            CHECK(slm_tool_grammar(F, df, 1, 0, 0, p, &txt, &tokens, &b, &err) == SLM_ERR_ARG && !txt && b == 0);
+            CHECKF(strstr(err.msg, "deeper than 62"), "%s", err.msg);
+        }
+    }
+    /* any value: its containers stop at the parser's depth too */
+    if ((g = build(F, k_fns + 1, 1, 0, 0, p))) {
+        for (int inner = 61; inner <= 62; inner++) {
+            char call[512], want[512];
+            size_t kc = (size_t)snprintf(call, sizeof call, "<|tool_call>call:tell_story{a:");
+            size_t kw = (size_t)snprintf(want, sizeof want, "tell_story({\"a\":");
+            for (int d = 0; d < inner; d++) kc += (size_t)snprintf(call + kc, sizeof call - kc, "["), kw += (size_t)snprintf(want + kw, sizeof want - kw, "[");
+            for (int d = 0; d < inner; d++) kc += (size_t)snprintf(call + kc, sizeof call - kc, "]"), kw += (size_t)snprintf(want + kw, sizeof want - kw, "]");
+            snprintf(call + kc, sizeof call - kc, "}<tool_call|>");
+            snprintf(want + kw, sizeof want - kw, "});");
+            if (inner == 61) takes_g4(g, p, call, want);
+            else refuses(g, F, call);
+        }
+        slm_grammar_free(g);
+    }
+}
+
+static uint64_t rng_next(uint64_t *x) {
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    return *x;
+}
+
+/* slm_gbnf_avoid against a plain search, over texts made of near misses */
+static void test_avoid(void) {
+    static const char *const words[] = {"<|\"|>", "<|channel>", "<channel|>"};
+    static const char *const bits[] = {"<", "|", "\"", ">", "c", "channel", "<|", "<|\"|", "<|\"", "|\"|>", "x", "<channel",
+                                       "|>", "hannel|>", "<|channel", "<<", "é", "<|\"|>", "<|channel>", "<channel|>"};
+    for (int nw = 1; nw <= 3; nw++) {
+        char expr[2048], gtxt[2100];
+        const size_t k = slm_gbnf_avoid(words + 3 - nw, nw, expr, sizeof expr);
+        CHECK(k > 0 && k == strlen(expr));
+        snprintf(gtxt, sizeof gtxt, "root ::= %s\n", expr);
+        slm_grammar *g = NULL;
+        slm_err err = {0};
+        CHECKF(slm_grammar_compile(gtxt, strlen(gtxt), &g, &err) == SLM_OK, "%s\n%s", err.msg, gtxt);
+        if (!g) return;
+        uint64_t x = 0x9E3779B97F4A7C15ull + (uint64_t)nw;
+        int in = 0, out = 0;
+        for (int it = 0; it < 20000; it++) {
+            char t[256];
+            size_t n = 0;
+            const int parts = (int)(rng_next(&x) % 7);
+            for (int q = 0; q < parts; q++) {
+                const char *b = bits[rng_next(&x) % (sizeof bits / sizeof *bits)];
+                memcpy(t + n, b, strlen(b));
+                n += strlen(b);
+            }
+            t[n] = 0;
+            int has = 0;
+            for (int w = 3 - nw; w < 3; w++) has |= strstr(t, words[w]) != NULL;
+            const int m = slm_grammar_matches(g, t, n);
+            CHECKF(m == !has, "%d words: [%s] %s", nw, t, m ? "taken" : "refused");
+            if (m != !has) break;
+            in += !has, out += has;
+        }
+        CHECKF(in > 1000 && out > 1000 * nw, "%d words: %d texts without, %d with", nw, in, out);
+        slm_grammar_free(g);
+    }
+    char tiny[8];
+    CHECK(slm_gbnf_avoid(words, 3, tiny, sizeof tiny) == 0); /* no room */
+    static const char *const odd[] = {"a<b"}, *const two[] = {"<a<b"};
+    CHECK(slm_gbnf_avoid(odd, 1, tiny, sizeof tiny) == 0 && slm_gbnf_avoid(two, 1, tiny, sizeof tiny) == 0);
+}
+
 static void test_refused(void) {
     char *txt = NULL;
     const char *tokens;
@@ -342,6 +571,131 @@ static void gen_collect(void *ud, int ev, const char *s, size_t n) {
         return;
     }
     if (ev == SLM_TOOL_ARGS && c->n >= 1 && c->n <= 4) cat(c->args[c->n - 1], &c->alen[c->n - 1], sizeof c->args[0], s, n);
+}
+
+/* Random sentences of a gemma4 grammar (bytes and pieces it allows, drawn
+ * at random, closing ones preferred once long): each parses into calls
+ * whose arguments are JSON that the schema allows (an independent check). */
+static const char k_rich[] =
+    "{\"type\": \"object\", \"properties\": {\"q\": {\"type\": \"string\"}, \"n\": {\"type\": \"integer\"}, "
+    "\"x\": {\"type\": \"number\"}, \"ok\": {\"type\": \"boolean\"}, \"tag\": {\"enum\": [\"a b\", 2, null, true, {\"k\": [1, \"\\\"\"]}]}, "
+    "\"pt\": {\"type\": \"object\", \"properties\": {\"lat\": {\"type\": \"number\"}, \"name\": {\"type\": \"string\", "
+    "\"minLength\": 1, \"maxLength\": 4}}, \"required\": [\"lat\"]}, \"ids\": {\"type\": \"array\", \"items\": {\"type\": "
+    "\"integer\"}, \"maxItems\": 3}, \"any\": {}, \"odd key\": {\"type\": [\"null\", \"string\"]}, \"more\": {\"type\": "
+    "\"object\", \"additionalProperties\": {\"type\": \"integer\"}}}, \"required\": [\"q\", \"n\"]}";
+static const char k_tags[] = "[\"a b\", 2, null, true, {\"k\": [1, \"\\\"\"]}]";
+
+static int is_int(const cJSON *v) { return cJSON_IsNumber(v) && v->valuedouble == (double)(long long)v->valuedouble; }
+
+static int rich_ok(const cJSON *a) {
+    if (!cJSON_IsObject(a) || !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(a, "q")) || !is_int(cJSON_GetObjectItemCaseSensitive(a, "n")))
+        return 0;
+    cJSON *tags = cJSON_Parse(k_tags);
+    int ok = tags != NULL;
+    const cJSON *it, *e;
+    cJSON_ArrayForEach(it, a) {
+        const char *k = it->string;
+        if (!strcmp(k, "q")) ok &= cJSON_IsString(it);
+        else if (!strcmp(k, "n")) ok &= is_int(it);
+        else if (!strcmp(k, "x")) ok &= cJSON_IsNumber(it);
+        else if (!strcmp(k, "ok")) ok &= cJSON_IsBool(it);
+        else if (!strcmp(k, "any") || !strcmp(k, "odd key")) ok &= strcmp(k, "odd key") || cJSON_IsNull(it) || cJSON_IsString(it);
+        else if (!strcmp(k, "tag")) {
+            int in = 0;
+            cJSON_ArrayForEach(e, tags) in |= cJSON_Compare(e, it, 1);
+            ok &= in;
+        } else if (!strcmp(k, "pt")) {
+            ok &= cJSON_IsObject(it) && cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(it, "lat"));
+            cJSON_ArrayForEach(e, it) ok &= !strcmp(e->string, "lat") ? cJSON_IsNumber(e) : !strcmp(e->string, "name") && cJSON_IsString(e) &&
+                                                utf8_chars(e->valuestring) >= 1 && utf8_chars(e->valuestring) <= 4;
+        } else if (!strcmp(k, "ids")) {
+            ok &= cJSON_IsArray(it) && cJSON_GetArraySize(it) <= 3;
+            cJSON_ArrayForEach(e, it) ok &= is_int(e);
+        } else if (!strcmp(k, "more")) {
+            ok &= cJSON_IsObject(it);
+            cJSON_ArrayForEach(e, it) ok &= is_int(e);
+        } else {
+            ok = 0;
+        }
+    }
+    cJSON_Delete(tags);
+    return ok;
+}
+
+/* A random sentence of g into t[cap] (its length), or 0 when it grew too long. */
+static size_t walk_sentence(slm_gmatch *m, uint64_t *x, char *t, size_t cap) {
+    static const char *const multi[16] = {G_Q, "<|tool_call>", "<tool_call|>", "call:", "rich", "free", "true", "false", "null",
+                                        "odd key", "<|channel>", "<channel|>", "é", "\n", "-0", "e+5"};
+    static const char *const closing[] = {G_Q, "}", "]", "<tool_call|>", "0", ":"};
+    const char *ok[96 + 16 * 12];
+    size_t n = 0;
+    slm_gmatch_reset(m);
+    for (;;) {
+        if (slm_gmatch_can_end(m) && (slm_gmatch_done(m) || n > 120 || rng_next(x) % 3 == 0)) return n;
+        int nok = 0, nclose = 0;
+        const char *close[8];
+        static char single[96][2];
+        for (int c = 0x20; c < 0x7F; c++) {
+            single[c - 0x20][0] = (char)c;
+            if (slm_gmatch_check(m, single[c - 0x20], 1) == 1) ok[nok++] = single[c - 0x20];
+        }
+        for (size_t i = 0; i < sizeof multi / sizeof *multi; i++)
+            if (slm_gmatch_check(m, multi[i], strlen(multi[i])) == 1)
+                for (int w = 0; w < 12; w++) ok[nok++] = multi[i]; /* weighted: 12 each, 16 of them */
+        for (size_t i = 0; i < sizeof closing / sizeof *closing; i++)
+            if (slm_gmatch_check(m, closing[i], strlen(closing[i])) == 1) close[nclose++] = closing[i];
+        if (!nok) return 0;
+        const char *pick = n > 120 && nclose ? close[rng_next(x) % (uint64_t)nclose] : ok[rng_next(x) % (uint64_t)nok];
+        const size_t k = strlen(pick);
+        if (n + k + 1 > cap) return 0;
+        slm_err err = {0};
+        if (slm_gmatch_accept(m, pick, k, &err)) return 0;
+        memcpy(t + n, pick, k);
+        n += k;
+        t[n] = 0;
+    }
+}
+
+static void test_gemma4_walk(void) {
+    const slm_tool_fn fns[] = {{"rich", k_rich}, {"free", NULL}};
+    for (int parallel = 0; parallel <= 1; parallel++) {
+        slm_grammar *g = build(SLM_TOOL_GEMMA4, fns, 2, parallel, 0, NULL);
+        slm_gmatch *m = NULL;
+        slm_err err = {0};
+        if (!g || slm_gmatch_new(g, &m, &err)) {
+            CHECKF(0, "%s", err.msg);
+            slm_grammar_free(g);
+            return;
+        }
+        uint64_t x = 88172645463325252ull + (uint64_t)parallel;
+        int done = 0, rich = 0;
+        for (int it = 0; it < 400; it++) {
+            char t[4096];
+            const size_t n = walk_sentence(m, &x, t, sizeof t);
+            if (!n) continue;
+            done++;
+            gen_calls c;
+            memset(&c, 0, sizeof c);
+            slm_toolcall tc;
+            slm_tool_init(&tc, SLM_TOOL_GEMMA4, NULL, gen_collect, &c);
+            slm_tool_feed(&tc, t, n);
+            slm_tool_finish(&tc);
+            slm_tool_free(&tc);
+            CHECKF(c.n >= 1 && c.n <= 4 && (parallel || c.n == 1) && !c.nt, "%d calls, text [%s] in [%s]", c.n, c.text, t);
+            for (int k = 0; k < c.n && k < 4; k++) {
+                cJSON *a = cJSON_Parse(c.args[k]);
+                const int good = !strcmp(c.name[k], "rich") ? rich_ok(a) : !strcmp(c.name[k], "free") && cJSON_IsObject(a);
+                rich += !strcmp(c.name[k], "rich");
+                CHECKF(good, "call %s(%s) in [%s]", c.name[k], c.args[k], t);
+                cJSON_Delete(a);
+            }
+            if (getenv("SHOW")) fprintf(stderr, "[%s]\n", t);
+        }
+        fprintf(stderr, "  gemma4%s: %d of 400 random sentences whole, %d calls to rich\n", parallel ? " parallel" : "", done, rich);
+        CHECK(done >= 300 && rich >= 100);
+        slm_gmatch_free(m);
+        slm_grammar_free(g);
+    }
 }
 
 /* Replies under fmt's grammar: every one that ends holds exactly the calls. */
@@ -438,6 +792,8 @@ static void test_generate(void) {
     gen_format(e, SLM_TOOL_LLAMA3, NULL, fns, 2, 1);
     gen_format(e, SLM_TOOL_XML, "<|im_start|>assistant\n", fns, 2, 0);
     gen_format(e, SLM_TOOL_MISTRAL, "[INST]Hi[/INST]", fns, 2, 0); /* parallel: stories260K lists calls to the length */
+    gen_format(e, SLM_TOOL_GEMMA4, "<|turn>model\n", fns, 2, 0);
+    gen_format(e, SLM_TOOL_GEMMA4, "<|turn>model\n<|tool_call>", fns + 1, 1, 1); /* named, opened, parallel */
     gen_format(e, SLM_TOOL_HARMONY, "<|start|>assistant<|channel|>final<|message|>", fns, 2, 0);
     gen_format(e, SLM_TOOL_HARMONY, "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>",
                fns, 2, 0);
@@ -451,6 +807,11 @@ int main(void) {
     T_RUN(test_mistral);
     T_RUN(test_harmony);
     T_RUN(test_xml);
+    T_RUN(test_gemma4);
+    T_RUN(test_avoid);
+#ifdef SLM_HAVE_CJSON
+    T_RUN(test_gemma4_walk);
+#endif
     T_RUN(test_refused);
 #ifdef SLM_HAVE_CJSON
     T_RUN(test_generate);

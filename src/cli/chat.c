@@ -378,7 +378,7 @@ static int tools_fit_template(const chat_opts *p, slm_engine *e, const slm_tmpl 
     if (p->tool_choice >= SLM_TOOL_CHOICE_REQUIRED) {
         fprintf(stderr, "staticlm: --tool-choice %s needs the model's tool call format, and this model's template and "
                         "vocabulary show none that staticlm knows (%s)\n",
-                p->tool_name ? p->tool_name : "required", "hermes, llama3, mistral, harmony, xml");
+                p->tool_name ? p->tool_name : "required", "hermes, llama3, mistral, harmony, xml, gemma4");
         return 0;
     }
     fprintf(stderr, "staticlm: warning: --tools: this model's template and vocabulary show no tool call format "

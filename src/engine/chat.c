@@ -520,8 +520,9 @@ static slm_status configure(slm_chat *c, const char *grammar, const char *tokens
  * may open a call or the thinking); *out its text (slm_xfree). */
 static slm_status forced_grammar(slm_chat *c, const char *prompt, char **out, const char **tokens, slm_err *err) {
     int bad = -1;
-    return slm_tool_grammar(c->tool_fmt, c->cfg.tool_fns, c->cfg.n_tool_fns, !c->cfg.one_tool_call,
-                            c->reasoning == SLM_REASON_DEEPSEEK, prompt, out, tokens, &bad, err);
+    const int think = c->reasoning == (c->tool_fmt == SLM_TOOL_GEMMA4 ? SLM_REASON_GEMMA4 : SLM_REASON_DEEPSEEK);
+    return slm_tool_grammar(c->tool_fmt, c->cfg.tool_fns, c->cfg.n_tool_fns, !c->cfg.one_tool_call, think, prompt, out, tokens, &bad,
+                            err);
 }
 
 /* Render and tokenize the history that fits: drop the oldest turns before

@@ -204,7 +204,7 @@ static int forced_grammar(srv_api *a, job *j, const char *prompt) {
     if (j->tool_fmt == SLM_TOOL_NONE) {
         job_fail(a, j, 400, "unsupported_value", "tool_choice",
                  "tool_choice '%s' needs the model's tool call format, and this model's template and vocabulary show "
-                 "none that staticlm knows (hermes, llama3, mistral, harmony)",
+                 "none that staticlm knows (hermes, llama3, mistral, harmony, xml, gemma4)",
                  q->tool_choice == SLM_TOOL_CHOICE_NAMED ? "function" : "required");
         return 0;
     }
@@ -212,8 +212,9 @@ static int forced_grammar(srv_api *a, job *j, const char *prompt) {
     const char *tokens = NULL;
     int bad = -1;
     slm_err err = {0};
-    slm_status st = slm_tool_grammar(j->tool_fmt, q->tool_fns, q->n_tool_fns, q->parallel_tool_calls,
-                                     j->reasoning == SLM_REASON_DEEPSEEK, prompt, &txt, &tokens, &bad, &err);
+    const int think = j->reasoning == (j->tool_fmt == SLM_TOOL_GEMMA4 ? SLM_REASON_GEMMA4 : SLM_REASON_DEEPSEEK);
+    slm_status st = slm_tool_grammar(j->tool_fmt, q->tool_fns, q->n_tool_fns, q->parallel_tool_calls, think, prompt, &txt, &tokens,
+                                     &bad, &err);
     if (st) {
         job_fail(a, j, st == SLM_ERR_NOMEM ? 500 : 400, st == SLM_ERR_NOMEM ? "server_error" : "invalid_value",
                  st == SLM_ERR_NOMEM ? NULL : bad >= 0 ? "tools" : "tool_choice", "%s", err.msg);

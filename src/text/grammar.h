@@ -107,4 +107,27 @@ slm_status slm_json_schema_to_grammar(const char *schema, size_t len, char **out
 #define SLM_SCHEMA_RULES_MAX 128
 slm_status slm_json_schema_rules(int n, const char *const *schema, const char *const *rule, char **out, int *bad, slm_err *err);
 
+/* As slm_json_schema_rules, the documents written as Gemma 4's tool calls
+ * write their arguments (text/toolcall_gemma4.c reads them into the JSON
+ * the schema allows): no white space; strings between <|"|> quotes, raw,
+ * never holding <|"|>, <|channel> or <channel|> (an enum's or const's
+ * string, or a property name, that holds one is refused), a bounded
+ * string's characters anything but '<'; keys bare (1+ of a-z A-Z 0-9 _ .
+ * -) or quoted; numbers, true, false, null bare. Each schema is a call's
+ * arguments, so its top must be an object (a type other than object, or
+ * enum, const, anyOf, oneOf, $ref there, are refused); values nest at most
+ * max_depth containers deep, the arguments' object the first (a schema
+ * that must nest deeper, a recursive $ref among them, is refused; any
+ * value's rules stop there). More shared rule names: key, value-dN,
+ * object-dN, array-dN. */
+slm_status slm_gemma4_schema_rules(int n, const char *const *schema, const char *const *rule, int max_depth, char **out, int *bad,
+                                   slm_err *err);
+
+/* The GBNF expression (no rules of its own) of the texts that contain none
+ * of words[0..n) (1 to 16 words of printable ASCII, each beginning with
+ * '<' and holding no other '<'; what follows the text in the grammar must
+ * begin with '<' or end it, so that no word spans the two) into out[cap].
+ * Its length; 0 when the words break those rules or out is too small. */
+size_t slm_gbnf_avoid(const char *const *words, int n, char *out, size_t cap);
+
 #endif

@@ -13,7 +13,10 @@
  * work (a reference that reaches itself before any character is refused by
  * the grammar compiler). Keywords that would restrict documents in ways the
  * grammar does not (pattern, format, minimum, allOf, ...) are refused by
- * name; annotations are ignored. */
+ * name; annotations are ignored. The same walk writes Gemma 4's call
+ * arguments (slm_gemma4_schema_rules): its own shared rules (gprims), its
+ * strings, keys and consts, values counted by nesting level. Last, the
+ * texts that avoid words (slm_gbnf_avoid), which Gemma's strings use. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -25,8 +28,9 @@
 
 #include "common/json.h"
 
-/* The shared rules, each written once when a schema needs it. */
-enum { P_SPACE, P_CHAR, P_STRING, P_BOOLEAN, P_NULL, P_INTEGRAL, P_DECIMAL, P_INTEGER, P_NUMBER, P_VALUE, P_OBJECT, P_ARRAY, P_N };
+/* The shared rules, each written once when a schema needs it (P_KEY: Gemma 4's only). */
+enum { P_SPACE, P_CHAR, P_STRING, P_BOOLEAN, P_NULL, P_INTEGRAL, P_DECIMAL, P_INTEGER, P_NUMBER, P_VALUE, P_OBJECT, P_ARRAY,
+       P_KEY, P_N };
 
 static const struct prim {
     const char *name, *body;
@@ -49,6 +53,34 @@ static const struct prim {
     [P_ARRAY] = {"array", "\"[\" space (value (\",\" space value)*)? \"]\" space", 1u << P_VALUE | 1u << P_SPACE},
 };
 
+/* Gemma 4's syntax (toolcall_gemma4.c reads it): no white space (space
+ * matches nothing); a string between <|"|> quotes, its text without the
+ * control texts of g_avoid (string is written apart: gemma_string); a
+ * bounded string's characters anything but '<'; a number that begins "-0"
+ * has no exponent without a fraction (the parser reads -0e1 as null); a key
+ * bare (letters, digits, _ . -) or quoted. Any value, object and array are
+ * written per nesting level (generic_rules), as the parser nests at most
+ * max_depth deep. */
+static const struct prim gprims[P_N] = {
+    [P_SPACE] = {"space", "\"\"", 0},
+    [P_CHAR] = {"char", "[^<]", 0},
+    [P_STRING] = {"string", NULL, 0},
+    [P_BOOLEAN] = {"boolean", "\"true\" | \"false\"", 0},
+    [P_NULL] = {"null", "\"null\"", 0},
+    [P_INTEGRAL] = {"integral-part", "[0] | [1-9] [0-9]{0,15}", 0},
+    [P_DECIMAL] = {"decimal-part", "[0-9]{1,16}", 0},
+    [P_INTEGER] = {"integer", "\"-\"? integral-part", 1u << P_INTEGRAL},
+    [P_NUMBER] = {"number", "(\"-\"? [1-9] [0-9]{0,15} | \"0\") (\".\" decimal-part)? ([eE] [-+]? decimal-part)? | "
+                            "\"-0\" (\".\" decimal-part ([eE] [-+]? decimal-part)?)?", 1u << P_DECIMAL},
+    [P_KEY] = {"key", "[a-zA-Z0-9_.-]+ | string", 1u << P_STRING},
+};
+
+/* What a Gemma 4 string (or quoted key) never holds: its quote, and the
+ * thought channel's markers (the reasoning splitter reads them anywhere in
+ * the answer). */
+static const char *const g_avoid[] = {"<|\"|>", "<|channel>", "<channel|>"};
+#define G_QUOTE "\"<|\\\"|>\"" /* the quote as a GBNF literal */
+
 /* Keywords that restrict documents in ways not written into the grammar. */
 static const char *const refused_keys[] = {
     "pattern", "format", "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "allOf", "not",
@@ -64,6 +96,7 @@ typedef struct sbuf {
 typedef struct ref_rule {
     char *ref;      /* the $ref string */
     char name[48];  /* its rule */
+    int level;      /* gemma: the level it was written for */
 } ref_rule;
 
 typedef struct js {
@@ -76,6 +109,11 @@ typedef struct js {
     ref_rule *refs;
     int nrefs, caprefs;
     int oom, failed;
+    const struct prim *pt; /* prims or gprims */
+    int gemma;             /* Gemma 4's syntax (gprims) */
+    int level;             /* gemma: containers around the value being written */
+    int max_depth;         /* gemma: containers the parser nests */
+    int gmin;              /* gemma: the lowest level of generic rules needed (max_depth + 1: none) */
 } js;
 
 static int jerr(js *j, slm_status st, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -126,7 +164,7 @@ static int need(js *j, int p) {
     do { /* and what those need, to a fixed point */
         was = j->prims;
         for (int k = 0; k < P_N; k++)
-            if (j->prims & (1u << k)) j->prims |= prims[k].needs;
+            if (j->prims & (1u << k)) j->prims |= j->pt[k].needs;
     } while (j->prims != was);
     return 1;
 }
@@ -161,8 +199,52 @@ static int literal(js *j, sbuf *b, const char *s, size_t n) {
     return put(j, b, "\"", 1);
 }
 
-/* The JSON text of v as a literal, then space. */
+/* Gemma 4: whether a key is written bare (1+ of a-z A-Z 0-9 _ . -). */
+static int bare_key(const char *s) {
+    if (!*s) return 0;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') || *s == '_' || *s == '.' || *s == '-'))
+            return 0;
+    return 1;
+}
+
+/* Gemma 4: s between <|"|> quotes; refused when it holds a text of g_avoid. */
+static int gemma_quoted(js *j, sbuf *b, const char *s) {
+    for (size_t i = 0; i < sizeof g_avoid / sizeof *g_avoid; i++)
+        if (strstr(s, g_avoid[i]))
+            return jerr(j, SLM_ERR_ARG, "the string '%.64s' holds %s, which Gemma 4's strings cannot", s, g_avoid[i]);
+    return puts_(j, b, "<|\"|>") && puts_(j, b, s) && puts_(j, b, "<|\"|>");
+}
+
+static int gemma_key(js *j, sbuf *b, const char *key) { return bare_key(key) ? puts_(j, b, key) : gemma_quoted(j, b, key); }
+
+/* Gemma 4: the text a call writes for v, inside level containers. */
+static int gemma_text(js *j, sbuf *b, const cJSON *v, int level) {
+    if (cJSON_IsString(v)) return gemma_quoted(j, b, v->valuestring);
+    if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        if (level >= j->max_depth) return jerr(j, SLM_ERR_ARG, "a value nested deeper than %d levels (Gemma 4's calls)", j->max_depth);
+        const int obj = cJSON_IsObject(v);
+        int ok = puts_(j, b, obj ? "{" : "[");
+        for (const cJSON *c = v->child; ok && c; c = c->next)
+            ok = (c == v->child || puts_(j, b, ",")) && (!obj || (gemma_key(j, b, c->string ? c->string : "") && puts_(j, b, ":"))) &&
+                 gemma_text(j, b, c, level + 1);
+        return ok && puts_(j, b, obj ? "}" : "]");
+    }
+    char *txt = cJSON_PrintUnformatted(v); /* a number, true, false, null */
+    if (!txt) return jerr(j, SLM_ERR_NOMEM, "out of memory");
+    int ok = puts_(j, b, txt);
+    cJSON_free(txt);
+    return ok;
+}
+
+/* The JSON text of v as a literal, then space (gemma: its text). */
 static int const_value(js *j, sbuf *b, const cJSON *v) {
+    if (j->gemma) {
+        sbuf g = {0};
+        int ok = gemma_text(j, &g, v, j->level) && literal(j, b, g.s, g.n);
+        slm_xfree(g.s);
+        return ok;
+    }
     char *txt = cJSON_PrintUnformatted(v);
     if (!txt) return jerr(j, SLM_ERR_NOMEM, "out of memory");
     int ok = literal(j, b, txt, strlen(txt)) && puts_(j, b, " space") && need(j, P_SPACE);
@@ -193,6 +275,30 @@ static int gen(js *j, const cJSON *s, const char *hint, char *name, size_t cap);
 static int sub(js *j, sbuf *b, const cJSON *s, const char *hint) {
     char name[64];
     return gen(j, s, hint, name, sizeof name) && puts_(j, b, name);
+}
+
+/* Gemma 4: the generic rule (generic_rules) of any value inside level
+ * containers, or (obj) of any object that is container number level. */
+static int generic(js *j, int obj, int level, char *name, size_t cap) {
+    if (level < 1) obj = 1, level = 1; /* the arguments themselves: an object */
+    if (level > j->max_depth) return jerr(j, SLM_ERR_ARG, "values nested deeper than %d levels (Gemma 4's calls)", j->max_depth);
+    if (level < j->gmin) j->gmin = level;
+    need(j, P_STRING), need(j, P_NUMBER), need(j, P_BOOLEAN), need(j, P_NULL), need(j, P_KEY);
+    snprintf(name, cap, "%s-d%d", obj ? "object" : "value", level);
+    return 1;
+}
+
+/* Into a container's values (gemma: refused past the parser's depth); out() leaves it. */
+static int into(js *j) {
+    if (j->gemma && j->level >= j->max_depth)
+        return jerr(j, SLM_ERR_ARG, "values nested deeper than %d levels (Gemma 4's calls)", j->max_depth);
+    j->level++;
+    return 1;
+}
+
+static int out(js *j, int ok) {
+    j->level--;
+    return ok;
 }
 
 static int count_field(js *j, const cJSON *s, const char *key, int dflt, int *out) {
@@ -227,8 +333,9 @@ static int gen_string(js *j, sbuf *b, const cJSON *s) {
     if (!has) return need(j, P_STRING) && puts_(j, b, "string");
     need(j, P_CHAR);
     need(j, P_SPACE);
-    if (hi < 0) return putf(j, b, "\"\\\"\" char{%d,} \"\\\"\" space", lo);
-    return putf(j, b, "\"\\\"\" char{%d,%d} \"\\\"\" space", lo, hi);
+    const char *q = j->gemma ? G_QUOTE : "\"\\\"\"";
+    if (hi < 0) return putf(j, b, "%s char{%d,} %s space", q, lo, q);
+    return putf(j, b, "%s char{%d,%d} %s space", q, lo, hi, q);
 }
 
 static int gen_array(js *j, sbuf *b, const cJSON *s, const char *hint) {
@@ -238,8 +345,10 @@ static int gen_array(js *j, sbuf *b, const cJSON *s, const char *hint) {
     if (hi >= 0 && hi < lo) return jerr(j, SLM_ERR_ARG, "maxItems %d is below minItems %d", hi, lo);
     if (cJSON_IsArray(items)) return jerr(j, SLM_ERR_ARG, "'items' as an array (tuples) is not supported");
     char item[64] = "value";
-    if (items && !gen(j, items, hint, item, sizeof item)) return 0;
-    if (!items) need(j, P_VALUE);
+    if (!into(j)) return 0;
+    if (items && !gen(j, items, hint, item, sizeof item)) return out(j, 0);
+    if (!items && !(j->gemma ? generic(j, 0, j->level, item, sizeof item) : need(j, P_VALUE))) return out(j, 0);
+    out(j, 1);
     need(j, P_SPACE);
     return puts_(j, b, "\"[\" space ") && repeat_list(j, b, item, "\",\" space", lo, hi) && puts_(j, b, " \"]\" space");
 }
@@ -247,6 +356,11 @@ static int gen_array(js *j, sbuf *b, const cJSON *s, const char *hint) {
 /* A JSON string of key as a GBNF literal. */
 static int key_literal(js *j, sbuf *b, const char *key) {
     sbuf k = {0};
+    if (j->gemma) { /* bare or quoted */
+        int ok = gemma_key(j, &k, key) && literal(j, b, k.s, k.n);
+        slm_xfree(k.s);
+        return ok;
+    }
     int ok = put(j, &k, "\"", 1);
     for (const char *p = key; ok && *p; p++) {
         const unsigned char c = (unsigned char)*p;
@@ -270,6 +384,8 @@ static int is_required(const cJSON *req, const char *key) {
 /* Properties in order, required ones always, optional ones maybe: rules
  * first-i (no property written yet, from the i-th on) and rest-i (some
  * written: each one more follows a comma). */
+static int object_body(js *j, sbuf *b, const cJSON *props, const cJSON *req, const cJSON *add);
+
 static int gen_object(js *j, sbuf *b, const cJSON *s, const char *hint) {
     const cJSON *props = cJSON_GetObjectItemCaseSensitive(s, "properties");
     const cJSON *req = cJSON_GetObjectItemCaseSensitive(s, "required");
@@ -278,7 +394,11 @@ static int gen_object(js *j, sbuf *b, const cJSON *s, const char *hint) {
     if (req && !cJSON_IsArray(req)) return jerr(j, SLM_ERR_ARG, "'required' must be an array of names");
     if (add && !cJSON_IsBool(add) && !cJSON_IsObject(add))
         return jerr(j, SLM_ERR_ARG, "'additionalProperties' must be a boolean or a schema");
-    if (!props && (!add || cJSON_IsTrue(add))) return need(j, P_OBJECT) && puts_(j, b, "object");
+    if (!props && (!add || cJSON_IsTrue(add))) {
+        char any[32];
+        if (j->gemma) return generic(j, 1, j->level + 1, any, sizeof any) && puts_(j, b, any);
+        return need(j, P_OBJECT) && puts_(j, b, "object");
+    }
     const cJSON *it;
     cJSON_ArrayForEach(it, req) {
         if (!cJSON_IsString(it)) return jerr(j, SLM_ERR_ARG, "'required' must be an array of names");
@@ -286,16 +406,22 @@ static int gen_object(js *j, sbuf *b, const cJSON *s, const char *hint) {
             return jerr(j, SLM_ERR_ARG, "'required' names '%.64s', which is not in 'properties'", it->valuestring);
     }
     need(j, P_SPACE);
+    (void)hint;
+    return into(j) && out(j, object_body(j, b, props, req, add));
+}
+
+/* gen_object's properties (and additional ones) inside it. */
+static int object_body(js *j, sbuf *b, const cJSON *props, const cJSON *req, const cJSON *add) {
     /* the additional key-value pair, when allowed */
     char addkv[64] = "";
     if (add && !cJSON_IsFalse(add)) {
         char val[64] = "value";
         if (cJSON_IsObject(add) && !gen(j, add, "additional", val, sizeof val)) return 0;
-        if (!cJSON_IsObject(add)) need(j, P_VALUE);
-        need(j, P_STRING);
+        if (!cJSON_IsObject(add) && !(j->gemma ? generic(j, 0, j->level, val, sizeof val) : need(j, P_VALUE))) return 0;
+        need(j, j->gemma ? P_KEY : P_STRING);
         rule_name(j, "additional-kv", addkv, sizeof addkv);
         sbuf kb = {0};
-        int ok = putf(j, &kb, "string \":\" space %s", val) && add_rule(j, addkv, &kb);
+        int ok = putf(j, &kb, "%s \":\" space %s", j->gemma ? "key" : "string", val) && add_rule(j, addkv, &kb);
         slm_xfree(kb.s);
         if (!ok) return 0;
     }
@@ -333,7 +459,6 @@ static int gen_object(js *j, sbuf *b, const cJSON *s, const char *hint) {
         memcpy(next_rest, rest, sizeof rest);
     }
     slm_xfree(t.s);
-    (void)hint;
     return ok && putf(j, b, "\"{\" space %s \"}\" space", next_first);
 }
 
@@ -371,7 +496,7 @@ static const cJSON *resolve(js *j, const char *ref) {
 
 static int gen_ref(js *j, const char *ref, char *name, size_t cap) {
     for (int i = 0; i < j->nrefs; i++)
-        if (!strcmp(j->refs[i].ref, ref)) {
+        if (!strcmp(j->refs[i].ref, ref) && (!j->gemma || j->refs[i].level == j->level)) { /* gemma: one rule per level */
             snprintf(name, cap, "%s", j->refs[i].name);
             return 1;
         }
@@ -386,6 +511,7 @@ static int gen_ref(js *j, const char *ref, char *name, size_t cap) {
     }
     ref_rule *r = &j->refs[j->nrefs];
     if (!(r->ref = slm_strdup(ref))) return jerr(j, SLM_ERR_NOMEM, "out of memory");
+    r->level = j->level;
     const char *last = strrchr(ref, '/');
     rule_name(j, last ? last + 1 : "ref", r->name, sizeof r->name);
     j->nrefs++;
@@ -404,7 +530,7 @@ static int gen_ref(js *j, const char *ref, char *name, size_t cap) {
 /* The rule for schema s: its name into name[cap]. */
 static int gen(js *j, const cJSON *s, const char *hint, char *name, size_t cap) {
     if (j->failed) return 0;
-    if (cJSON_IsTrue(s)) return need(j, P_VALUE) && snprintf(name, cap, "value") > 0;
+    if (cJSON_IsTrue(s)) return j->gemma ? generic(j, 0, j->level, name, cap) : need(j, P_VALUE) && snprintf(name, cap, "value") > 0;
     if (cJSON_IsFalse(s)) return jerr(j, SLM_ERR_ARG, "the schema false allows nothing");
     if (!cJSON_IsObject(s)) return jerr(j, SLM_ERR_ARG, "a schema must be an object or a boolean");
     if (j->depth >= SLM_GRAMMAR_MAX_DEPTH) return jerr(j, SLM_ERR_ARG, "schemas nested deeper than %d", SLM_GRAMMAR_MAX_DEPTH);
@@ -453,7 +579,8 @@ static int gen(js *j, const cJSON *s, const char *hint, char *name, size_t cap) 
     } else if (cJSON_GetObjectItemCaseSensitive(s, "items")) {
         ok = gen_type(j, &b, s, "array", hint);
     } else {
-        ok = need(j, P_VALUE) && puts_(j, &b, "value");
+        char any[32] = "value";
+        ok = (j->gemma ? generic(j, 0, j->level, any, sizeof any) : need(j, P_VALUE)) && puts_(j, &b, any);
     }
     j->depth--;
     if (ok) {
@@ -462,6 +589,21 @@ static int gen(js *j, const cJSON *s, const char *hint, char *name, size_t cap) 
     }
     slm_xfree(b.s);
     return ok;
+}
+
+/* Gemma 4: a call's arguments are an object, so the schema's top must be
+ * one (a schema without a type is given type object). */
+static int gemma_top(js *j, cJSON *doc) {
+    static const char *const no[] = {"enum", "const", "anyOf", "oneOf", "$ref"};
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(doc, "type");
+    if (!cJSON_IsObject(doc) || (type && !(cJSON_IsString(type) && !strcmp(type->valuestring, "object"))))
+        return jerr(j, SLM_ERR_ARG, "Gemma 4's calls take an object of arguments: the schema must be of type object");
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+        if (cJSON_GetObjectItemCaseSensitive(doc, no[i]))
+            return jerr(j, SLM_ERR_ARG, "'%s' at the schema's top is not supported with Gemma 4's calls (their arguments are "
+                        "an object of the schema's properties)", no[i]);
+    if (!type && !cJSON_AddStringToObject(doc, "type", "object")) return jerr(j, SLM_ERR_NOMEM, "out of memory");
+    return 1;
 }
 
 /* Schema text[0..len) (NULL: any object) as the rule `rule` in j->out; j's
@@ -483,7 +625,8 @@ static int one_schema(js *j, const char *schema, size_t len, const char *rule) {
     }
     j->root = doc;
     char name[64] = "object";
-    int ok = doc ? gen(j, doc, "root", name, sizeof name) : need(j, P_OBJECT);
+    int ok = !doc || !j->gemma || gemma_top(j, doc);
+    if (ok) ok = doc ? gen(j, doc, "root", name, sizeof name) : j->gemma ? generic(j, 1, 1, name, sizeof name) : need(j, P_OBJECT);
     ok = ok && putf(j, &j->out, "%s ::= %s\n", rule, name);
     for (int i = 0; i < j->nrefs; i++) slm_xfree(j->refs[i].ref);
     j->nrefs = 0;
@@ -492,14 +635,38 @@ static int one_schema(js *j, const char *schema, size_t len, const char *rule) {
     return ok;
 }
 
-/* Schemas 0..n) as rules; the shared rules once, after them. */
-static slm_status schema_rules(int n, const char *const *schema, const size_t *len, const char *const *rule, char **out,
-                               int *bad, slm_err *err) {
+/* Gemma 4: any value, object and array at each level from j->gmin to
+ * j->max_depth (value-dL: inside L containers, one only a scalar at the
+ * deepest; object-dL, array-dL: container number L); the string rule. */
+static int gemma_rules(js *j) {
+    for (int l = j->gmin; l <= j->max_depth; l++) {
+        int ok = putf(j, &j->out, "value-d%d ::= ", l);
+        if (ok && l < j->max_depth) ok = putf(j, &j->out, "object-d%d | array-d%d | ", l + 1, l + 1);
+        ok = ok && putf(j, &j->out, "string | number | boolean | null\nobject-d%d ::= \"{\" (key \":\" value-d%d (\",\" key \":\" value-d%d)*)? \"}\"\n",
+                        l, l, l) &&
+             putf(j, &j->out, "array-d%d ::= \"[\" (value-d%d (\",\" value-d%d)*)? \"]\"\n", l, l, l);
+        if (!ok) return 0;
+    }
+    if (!(j->prims & 1u << P_STRING)) return 1;
+    char text[1024];
+    if (!slm_gbnf_avoid(g_avoid, (int)(sizeof g_avoid / sizeof *g_avoid), text, sizeof text))
+        return jerr(j, SLM_ERR_ARG, "internal: the string rule");
+    return puts_(j, &j->out, "string ::= " G_QUOTE " ") && puts_(j, &j->out, text) && puts_(j, &j->out, " " G_QUOTE "\n");
+}
+
+/* Schemas 0..n) as rules; the shared rules once, after them. gemma: in
+ * Gemma 4's syntax, containers nested at most max_depth deep. */
+static slm_status schema_rules(int n, const char *const *schema, const size_t *len, const char *const *rule, int gemma,
+                               int max_depth, char **out, int *bad, slm_err *err) {
     *out = NULL;
     if (bad) *bad = -1;
     js j;
     memset(&j, 0, sizeof j);
     j.err = err;
+    j.gemma = gemma;
+    j.pt = gemma ? gprims : prims;
+    j.max_depth = max_depth;
+    j.gmin = max_depth + 1;
     slm_json_init_hooks();
     slm_json_oom_clear();
     int ok = 1;
@@ -507,8 +674,10 @@ static slm_status schema_rules(int n, const char *const *schema, const size_t *l
         ok = one_schema(&j, schema[i], len[i], rule[i]);
         if (!ok && bad) *bad = i;
     }
+    if (ok && gemma) ok = gemma_rules(&j);
     for (int p = 0; ok && p < P_N; p++)
-        if (j.prims & (1u << p)) ok = putf(&j, &j.out, "%s ::= ", prims[p].name) && puts_(&j, &j.out, prims[p].body) && puts_(&j, &j.out, "\n");
+        if (j.prims & (1u << p) && j.pt[p].body)
+            ok = putf(&j, &j.out, "%s ::= ", j.pt[p].name) && puts_(&j, &j.out, j.pt[p].body) && puts_(&j, &j.out, "\n");
     slm_xfree(j.refs);
     if (!ok) {
         slm_xfree(j.out.s);
@@ -520,7 +689,7 @@ static slm_status schema_rules(int n, const char *const *schema, const size_t *l
 
 slm_status slm_json_schema_to_grammar(const char *schema, size_t len, char **out, slm_err *err) {
     const char *rule = "root";
-    return schema_rules(1, &schema, &len, &rule, out, NULL, err);
+    return schema_rules(1, &schema, &len, &rule, 0, 0, out, NULL, err);
 }
 
 slm_status slm_json_schema_rules(int n, const char *const *schema, const char *const *rule, char **out, int *bad, slm_err *err) {
@@ -529,7 +698,19 @@ slm_status slm_json_schema_rules(int n, const char *const *schema, const char *c
     if (bad) *bad = -1;
     if (n < 0 || n > SLM_SCHEMA_RULES_MAX) return slm_errf(err, SLM_ERR_ARG, "JSON schema: more than %d schemas", SLM_SCHEMA_RULES_MAX);
     for (int i = 0; i < n; i++) lens[i] = schema[i] ? strlen(schema[i]) : 0;
-    return schema_rules(n, schema, lens, rule, out, bad, err);
+    return schema_rules(n, schema, lens, rule, 0, 0, out, bad, err);
+}
+
+slm_status slm_gemma4_schema_rules(int n, const char *const *schema, const char *const *rule, int max_depth, char **out, int *bad,
+                                   slm_err *err) {
+    size_t lens[SLM_SCHEMA_RULES_MAX];
+    *out = NULL;
+    if (bad) *bad = -1;
+    if (n < 0 || n > SLM_SCHEMA_RULES_MAX) return slm_errf(err, SLM_ERR_ARG, "JSON schema: more than %d schemas", SLM_SCHEMA_RULES_MAX);
+    if (max_depth < 1 || max_depth > SLM_GRAMMAR_MAX_DEPTH)
+        return slm_errf(err, SLM_ERR_ARG, "JSON schema: a nesting depth of 1 to %d, not %d", SLM_GRAMMAR_MAX_DEPTH, max_depth);
+    for (int i = 0; i < n; i++) lens[i] = schema[i] ? strlen(schema[i]) : 0;
+    return schema_rules(n, schema, lens, rule, 1, max_depth, out, bad, err);
 }
 
 #else
@@ -550,4 +731,104 @@ slm_status slm_json_schema_rules(int n, const char *const *schema, const char *c
     return slm_errf(err, SLM_ERR_UNSUPPORTED, "JSON schema: this build has no JSON reader (cJSON)");
 }
 
+slm_status slm_gemma4_schema_rules(int n, const char *const *schema, const char *const *rule, int max_depth, char **out, int *bad,
+                                   slm_err *err) {
+    (void)max_depth;
+    return slm_json_schema_rules(n, schema, rule, out, bad, err);
+}
+
 #endif
+
+/* ---- texts that avoid words ------------------------------------------------------ */
+
+typedef struct wbuf {
+    char *s;
+    size_t n, cap;
+    int over; /* out of room */
+} wbuf;
+
+static void wput(wbuf *w, const char *s) {
+    const size_t k = strlen(s);
+    if (w->over || w->n + k + 1 > w->cap) {
+        w->over = 1;
+        return;
+    }
+    memcpy(w->s + w->n, s, k + 1);
+    w->n += k;
+}
+
+/* Byte c in a literal, or (cls) in a character class. */
+static void wbyte(wbuf *w, char c, int cls) {
+    char e[3] = {c, 0, 0};
+    if (cls ? c == '\\' || c == ']' || c == '^' || c == '-' : c == '"' || c == '\\') e[0] = '\\', e[1] = c;
+    wput(w, e);
+}
+
+#define AVOID_MAX 16 /* words */
+
+/* The bytes that follow words[at][0..k) in the words (c[], distinct), each
+ * with a word it continues (src[]) and whether it ends one (leaf[]). */
+static int next_bytes(const char *const *words, int n, int at, size_t k, char *c, int *src, int *leaf) {
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (strlen(words[i]) <= k || memcmp(words[i], words[at], k)) continue;
+        int x = 0;
+        while (x < m && c[x] != words[i][k]) x++;
+        if (x == m) c[m] = words[i][k], src[m] = i, leaf[m++] = 0;
+        leaf[x] |= strlen(words[i]) == k + 1;
+    }
+    return m;
+}
+
+enum { W_EXIT, W_LOOP, W_END };
+/* From the trie node words[at][0..k) (a '<' read, and bytes that may go
+ * on to a word): W_EXIT, bytes on the trie then one that leaves it (not
+ * '<': back to plain text); W_LOOP, bytes on the trie then '<' (a new
+ * node one); W_END, bytes on the trie (the text may end there). */
+static void walk(wbuf *w, const char *const *words, int n, int at, size_t k, int kind) {
+    char c[AVOID_MAX];
+    int src[AVOID_MAX], leaf[AVOID_MAX], inner = 0;
+    const int m = next_bytes(words, n, at, k, c, src, leaf);
+    for (int i = 0; i < m; i++) inner += !leaf[i];
+    if (kind == W_END && !inner) return;
+    wput(w, "(");
+    if (kind == W_EXIT) {
+        wput(w, "[^<");
+        for (int i = 0; i < m; i++) wbyte(w, c[i], 1);
+        wput(w, "]");
+    }
+    if (kind == W_LOOP) wput(w, "\"<\"");
+    int first = kind == W_END;
+    for (int i = 0; i < m; i++) {
+        if (leaf[i]) continue;
+        wput(w, first ? "\"" : " | \"");
+        first = 0;
+        wbyte(w, c[i], 0);
+        wput(w, "\" ");
+        walk(w, words, n, src[i], k + 1, kind);
+    }
+    wput(w, kind == W_END ? ")?" : ")");
+}
+
+size_t slm_gbnf_avoid(const char *const *words, int n, char *out, size_t cap) {
+    if (n < 1 || n > AVOID_MAX || !cap) return 0;
+    for (int i = 0; i < n; i++) {
+        const size_t k = strlen(words[i]);
+        if (k < 2 || words[i][0] != '<' || memchr(words[i] + 1, '<', k - 1)) return 0;
+        for (size_t q = 0; q < k; q++)
+            if ((unsigned char)words[i][q] < 0x20 || (unsigned char)words[i][q] >= 0x7F) return 0;
+    }
+    wbuf w = {out, 0, cap, 0};
+    out[0] = 0;
+    /* plain bytes, or a '<' and bytes on the trie that leave it; at the end, a '<' and bytes on it */
+    wput(&w, "([^<] | \"<\" ");
+    walk(&w, words, n, 0, 1, W_LOOP);
+    wput(&w, "* ");
+    walk(&w, words, n, 0, 1, W_EXIT);
+    wput(&w, ")* (\"<\" ");
+    walk(&w, words, n, 0, 1, W_LOOP);
+    wput(&w, "* ");
+    walk(&w, words, n, 0, 1, W_END);
+    wput(&w, ")?");
+    return w.over ? 0 : w.n;
+}

@@ -49,6 +49,7 @@ enum { SLM_TOOL_TEXT, SLM_TOOL_CALL, SLM_TOOL_ARGS, SLM_TOOL_END };
 #define SLM_TOOL_FORMATS "none, hermes, llama3, mistral, harmony, xml, gemma4, auto"
 #define SLM_TOOL_NAME_MAX 255  /* bytes of a function name */
 #define SLM_TOOL_HOLD_MAX 4096 /* bytes of a call held before its name is known */
+#define SLM_TOOL_GEMMA4_DEPTH 62 /* gemma4: objects and arrays a call's arguments nest, theirs the first */
 
 /* "none", "hermes", ... -> SLM_TOOL_*; -1 for anything else. */
 int slm_tool_format_parse(const char *s);
@@ -122,15 +123,17 @@ typedef struct slm_tool_fn {
 #define SLM_TOOL_FNS_MAX 128 /* functions one grammar may name (SLM_SCHEMA_RULES_MAX) */
 
 /* The GBNF grammar (text/grammar.h) of a reply that is nothing but tool
- * calls in format fmt (hermes .. harmony), in the form the parser above
+ * calls in format fmt (hermes .. xml, gemma4), in the form the parser above
  * reads back: each call names one of fns[0..n) and its arguments are what
  * that function's schema allows (text/grammar.h's JSON schema subset).
  * parallel: one or more calls (harmony: one always: its calls end the
  * reply); 0: one. prompt: the rendered prompt the reply continues; one that
  * ends inside a call (slm_tool_prompt_opens) makes the grammar the rest of
  * it. think: the reply may begin with <think>...</think> (deepseek
- * reasoning; a prompt that ends in <think> starts inside it). harmony: an
- * analysis message may come first. *out: the grammar text (slm_xfree).
+ * reasoning; a prompt that ends in <think> starts inside it), or for
+ * gemma4 with <|channel>thought...<channel|> (gemma4 reasoning; a prompt
+ * that ends in <|channel>thought starts inside it, one that ends in
+ * <channel|> has none). harmony: an analysis message may come first. *out: the grammar text (slm_xfree).
  * *tokens: the control tokens' texts the grammar spells (a static string
  * for slm_sampling.grammar_tokens). SLM_ERR_ARG: fmt has no calls, a name
  * is malformed, the prompt opens a call to a function not in fns, or a

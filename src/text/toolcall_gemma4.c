@@ -44,7 +44,7 @@ enum {
 };
 
 static const char T_OPEN[] = "<|tool_call>", T_CLOSE[] = "<tool_call|>", T_QUOTE[] = "<|\"|>", T_KW[] = "call:";
-#define DEPTH_MAX 62 /* nested objects and arrays: bits of t->gstack */
+#define DEPTH_MAX SLM_TOOL_GEMMA4_DEPTH /* nested objects and arrays: bits of t->gstack */
 
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 

@@ -20,7 +20,11 @@
  *            always, the others optional), a string's VALUE as text (no
  *            "</" in it), a string enum's as one of its strings, any other
  *            VALUE as its JSON by the property's schema; a function whose
- *            schema has no properties takes any parameters as text.
+ *            schema has no properties takes any parameters as text;
+ *   gemma4   <|tool_call>call:N ARGS<tool_call|>, more of them right after
+ *            when parallel, ARGS in Gemma 4's syntax ({key:VALUE,...},
+ *            strings between <|"|> quotes: slm_gemma4_schema_rules); a
+ *            thought channel may come first.
  * ARGS is rule fK-args of function K, from its parameters' schema
  * (json_schema.c, all functions in one grammar). */
 #include <stdarg.h>
@@ -84,6 +88,7 @@ static void call_rule(gbuf *b, int fmt, const slm_tool_fn *fns, int n) {
     for (int k = 0; k < n; k++) {
         const char *nm = fns[k].name, *sep = k ? " | " : "";
         if (fmt == SLM_TOOL_XML) gput(b, "%sf%d-x", sep, k);
+        else if (fmt == SLM_TOOL_GEMMA4) gput(b, "%s\"call:%s\" f%d-args", sep, nm, k);
         else if (fmt == SLM_TOOL_HARMONY) gput(b, "%s\"%s <|constrain|>json<|message|>\" f%d-args", sep, nm, k);
         else gput(b, "%s\"{\\\"name\\\": \\\"%s\\\", \\\"%s\\\": \" f%d-args \"}\"", sep, nm,
                   fmt == SLM_TOOL_LLAMA3 ? "parameters" : "arguments", k);
@@ -91,12 +96,29 @@ static void call_rule(gbuf *b, int fmt, const slm_tool_fn *fns, int n) {
     gput(b, "\n");
 }
 
-/* The thinking before the calls: a prompt that ends in <think> starts in it. */
-static void think_rule(gbuf *b, const char *prompt) {
-    static const char body[] = "([^<] | \"<\" [^/])* \"</think>\" [ \\n]{0,4}";
+/* Whether prompt ends in tag, white space aside. */
+static int ends_in(const char *prompt, const char *tag) {
     size_t n = prompt ? strlen(prompt) : 0;
+    const size_t k = strlen(tag);
     while (n && (prompt[n - 1] == ' ' || prompt[n - 1] == '\n' || prompt[n - 1] == '\t' || prompt[n - 1] == '\r')) n--;
-    if (n >= 7 && !memcmp(prompt + n - 7, "<think>", 7)) gput(b, "think ::= %s\n", body);
+    return n >= k && !memcmp(prompt + n - k, tag, k);
+}
+
+/* The thinking before the calls: a prompt that ends in <think> starts in
+ * it. gemma4: the thought channel, its text without <channel|>; a prompt
+ * that opened it starts in it (one that closed an empty one, thinking
+ * off, has no thinking: slm_tool_grammar). */
+static void think_rule(gbuf *b, int fmt, const char *prompt) {
+    if (fmt == SLM_TOOL_GEMMA4) {
+        static const char *const end[] = {"<channel|>"};
+        char text[512];
+        if (!slm_gbnf_avoid(end, 1, text, sizeof text)) b->oom = 1; /* cannot happen: the word is fixed */
+        const int in = ends_in(prompt, "<|channel>thought");
+        gput(b, "think ::= %s%s \"<channel|>\" [ \\n]{0,4}%s\n", in ? "" : "(\"<|channel>thought\" ", text, in ? "" : ")?");
+        return;
+    }
+    static const char body[] = "([^<] | \"<\" [^/])* \"</think>\" [ \\n]{0,4}";
+    if (ends_in(prompt, "<think>")) gput(b, "think ::= %s\n", body);
     else gput(b, "think ::= (\"<think>\" %s)?\n", body);
 }
 
@@ -132,6 +154,10 @@ static void root_rule(gbuf *b, int fmt, int parallel, int think, int opened, int
         break;
     case SLM_TOOL_MISTRAL:
         gput(b, "root ::= %s%s\"[\" call%s \"]\"", th, opened ? "" : "\"[TOOL_CALLS]\" ", parallel ? " (\", \" call)*" : "");
+        break;
+    case SLM_TOOL_GEMMA4:
+        gput(b, "root ::= %s%scall \"<tool_call|>\"", th, opened ? "" : "\"<|tool_call>\" ");
+        if (parallel) gput(b, " (\"<|tool_call>\" call \"<tool_call|>\")*");
         break;
     default: { /* harmony: one call */
         size_t n = prompt ? strlen(prompt) : 0;
@@ -284,14 +310,12 @@ slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel
                                            [SLM_TOOL_LLAMA3] = "<think> </think>",
                                            [SLM_TOOL_MISTRAL] = "[TOOL_CALLS] <think> </think>",
                                            [SLM_TOOL_HARMONY] = "<|start|> <|channel|> <|constrain|> <|message|> <|end|>",
-                                           [SLM_TOOL_XML] = "<tool_call> </tool_call> <think> </think>"};
+                                           [SLM_TOOL_XML] = "<tool_call> </tool_call> <think> </think>",
+                                           [SLM_TOOL_GEMMA4] = "<|tool_call> <tool_call|> <|\"|> <|channel> <channel|>"};
     *out = NULL;
     *tokens = NULL;
     *bad = -1;
-    if (fmt == SLM_TOOL_GEMMA4) /* its arguments are not JSON: no schema grammar for them yet */
-        return slm_errf(err, SLM_ERR_ARG, "tool calls: a required or named call in Gemma 4's format is not supported yet "
-                                          "(tool_choice auto is)");
-    if (fmt < SLM_TOOL_HERMES || fmt > SLM_TOOL_XML)
+    if ((fmt < SLM_TOOL_HERMES || fmt > SLM_TOOL_XML) && fmt != SLM_TOOL_GEMMA4)
         return slm_errf(err, SLM_ERR_ARG, "tool calls: the format '%s' has no calls to constrain", slm_tool_format_name(fmt));
     if (n < 1 || n > SLM_TOOL_FNS_MAX) return slm_errf(err, SLM_ERR_ARG, "tool calls: 1 to %d functions, not %d", SLM_TOOL_FNS_MAX, n);
     for (int k = 0; k < n; k++)
@@ -322,13 +346,14 @@ slm_status slm_tool_grammar(int fmt, const slm_tool_fn *fns, int n, int parallel
             schema[k] = fns[k].params;
             rule[k] = names[k];
         }
-        slm_status st = slm_json_schema_rules(n, schema, rule, &rules, bad, err);
+        slm_status st = fmt == SLM_TOOL_GEMMA4 ? slm_gemma4_schema_rules(n, schema, rule, SLM_TOOL_GEMMA4_DEPTH, &rules, bad, err)
+                                               : slm_json_schema_rules(n, schema, rule, &rules, bad, err);
         if (st) return fn_error(st, fns, *bad, err);
     }
-    think = think && fmt != SLM_TOOL_HARMONY && !opened;
+    think = think && fmt != SLM_TOOL_HARMONY && !opened && !(fmt == SLM_TOOL_GEMMA4 && ends_in(prompt, "<channel|>"));
     root_rule(&b, fmt, parallel && fmt != SLM_TOOL_HARMONY, think, opened, ofn, prompt);
     call_rule(&b, fmt, fns, n);
-    if (think) think_rule(&b, prompt);
+    if (think) think_rule(&b, fmt, prompt);
     if (rules) gput(&b, "%s", rules);
     slm_xfree(rules);
     if (b.oom) {
