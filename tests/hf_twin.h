@@ -72,8 +72,8 @@ typedef const float *(*hf_twin_expert_fn)(const void *ctx, int l, int j, int e);
 /* The experts as llama.cpp's converter writes them: blk.N.ffn_{gate,up,down}_exps.weight,
  * 3-D {in, out, E}, in dtype mat ("F32", "F16", else BF16); D the model's
  * width, F an expert's, L layers of E experts. */
-static void hf_twin_experts(slm_gguf_writer *g, const char *mat, int L, int64_t D, int64_t F, int E, hf_twin_expert_fn get,
-                            const void *ctx, void **keep, int *nk) {
+static inline void hf_twin_experts(slm_gguf_writer *g, const char *mat, int L, int64_t D, int64_t F, int E, hf_twin_expert_fn get,
+                                   const void *ctx, void **keep, int *nk) {
     static const char *const kind[3] = {"gate", "up", "down"};
     const uint32_t type = !strcmp(mat, "F32") ? SLM_F32 : !strcmp(mat, "F16") ? SLM_F16 : SLM_BF16;
     for (int l = 0; l < L; l++)
