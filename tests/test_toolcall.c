@@ -249,6 +249,9 @@ static void test_gemma4(void) {
            "g:[],h:{}," Q "quoted key" Q ":null}<tool_call|>",
            C("f") "{\"a\":{\"x\":[1,-2.5e3,\"s\"]},\"b\":true,\"c\":\"say \\\"hi\\\"\\\\\\n\\tok <b>\",\"d\":null,"
                   "\"e\":false,\"g\":[],\"h\":{},\"quoted key\":null}" END_);
+    /* numbers as JSON's: leading zeros dropped, a negative zero kept */
+    expect(G, NULL, "<|tool_call>call:n{a:007,b:-01,c:00.5,d:-0e5,e:0,f:-0.0,g:10,h:-00}<tool_call|>",
+           C("n") "{\"a\":7,\"b\":-1,\"c\":0.5,\"d\":-0e5,\"e\":0,\"f\":-0.0,\"g\":10,\"h\":-0}" END_);
     /* no arguments; two calls with text between; white space between the parts */
     expect(G, NULL, "<|tool_call>call:now{}<tool_call|> and <|tool_call>call:b{ k : " Q "v" Q " }<tool_call|> done",
            C("now") "{}" END_ " and " C("b") "{\"k\":\"v\"}" END_ " done");

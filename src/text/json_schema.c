@@ -56,8 +56,7 @@ static const struct prim {
 /* Gemma 4's syntax (toolcall_gemma4.c reads it): no white space (space
  * matches nothing); a string between <|"|> quotes, its text without the
  * control texts of g_avoid (string is written apart: gemma_string); a
- * bounded string's characters anything but '<'; a number that begins "-0"
- * has no exponent without a fraction (the parser reads -0e1 as null); a key
+ * bounded string's characters anything but '<'; numbers as JSON's; a key
  * bare (letters, digits, _ . -) or quoted. Any value, object and array are
  * written per nesting level (generic_rules), as the parser nests at most
  * max_depth deep. */
@@ -70,8 +69,7 @@ static const struct prim gprims[P_N] = {
     [P_INTEGRAL] = {"integral-part", "[0] | [1-9] [0-9]{0,15}", 0},
     [P_DECIMAL] = {"decimal-part", "[0-9]{1,16}", 0},
     [P_INTEGER] = {"integer", "\"-\"? integral-part", 1u << P_INTEGRAL},
-    [P_NUMBER] = {"number", "(\"-\"? [1-9] [0-9]{0,15} | \"0\") (\".\" decimal-part)? ([eE] [-+]? decimal-part)? | "
-                            "\"-0\" (\".\" decimal-part ([eE] [-+]? decimal-part)?)?", 1u << P_DECIMAL},
+    [P_NUMBER] = {"number", "\"-\"? integral-part (\".\" decimal-part)? ([eE] [-+]? decimal-part)?", 1u << P_INTEGRAL | 1u << P_DECIMAL},
     [P_KEY] = {"key", "[a-zA-Z0-9_.-]+ | string", 1u << P_STRING},
 };
 

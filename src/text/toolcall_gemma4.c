@@ -112,7 +112,7 @@ static void give_up(slm_toolcall *t) {
 
 static int in_object(const slm_toolcall *t) { return t->depth > 0 && (t->gstack >> (t->depth - 1) & 1); }
 
-/* A bare value as JSON: numbers as written, Python's words as JSON's; 0 when it is neither. */
+/* A bare value as JSON: numbers as written (leading zeros dropped), Python's words as JSON's; 0 when it is neither. */
 static int bare_out(slm_toolcall *t) {
     static const char *const words[][2] = {{"true", "true"},   {"false", "false"}, {"null", "null"},
                                            {"True", "true"},   {"False", "false"}, {"None", "null"}};
@@ -126,6 +126,8 @@ static int bare_out(slm_toolcall *t) {
     const char *p = v;
     if (*p == '-') p++;
     if (!(*p >= '0' && *p <= '9')) return 0;
+    const char *lead = p; /* the integer part's zeros before another digit: not JSON's, dropped */
+    while (lead[0] == '0' && lead[1] >= '0' && lead[1] <= '9') lead++;
     while (*p >= '0' && *p <= '9') p++;
     if (*p == '.') {
         p++;
@@ -140,7 +142,8 @@ static int bare_out(slm_toolcall *t) {
     }
     if (*p) return 0;
     comma(t);
-    args(t, v[0] == '-' && v[1] == '0' && v[2] && v[2] != '.' ? "null" : v); /* -01: not JSON */
+    if (v[0] == '-') args(t, "-");
+    args(t, lead); /* 007 -> 7, -00.5 -> -0.5, -0e5 as it is */
     return 1;
 }
 
