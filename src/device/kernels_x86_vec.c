@@ -125,49 +125,54 @@ AVX512 static inline __m128 sum4_avx512(__m512 a0, __m512 a1, __m512 a2, __m512 
     return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), u));
 }
 
-/* The gated delta rule, four state rows at a time through all T tokens (the
- * rows stay in L1 while the tokens' q and k stream by): M[j].k of the old
- * row (decay scales it after: (decay m).k = decay (m.k)), then the row
- * rewritten as decay m + d k and dotted with q in one pass; tails masked. */
+#define DR_ROWS 8 /* state rows a pass carries: 16 independent sums hide the FMAs' latency */
+
+/* The gated delta rule, DR_ROWS state rows at a time through all T tokens
+ * (the rows stay in L1 while the tokens' q and k stream by). One pass over
+ * the rows per token: each row is rewritten as decay m + d k, dotted with q
+ * (the output) and with the next token's k (the next token's correction:
+ * (decay m).k = decay (m.k)); a first pass dots the rows with the first k.
+ * Tails masked; rows past the last multiple of DR_ROWS: the scalar rows. */
 AVX512 void slm_x86_delta_rule_avx512(float *M, const slm_delta_steps *d, int S) {
     int j = 0;
-    for (; j + 4 <= S; j += 4) {
-        float *m0 = M + (size_t)j * S, *m1 = m0 + S, *m2 = m1 + S, *m3 = m2 + S;
+    for (; j + DR_ROWS <= S; j += DR_ROWS) {
+        float *m = M + (size_t)j * S;
+        __m512 ak[DR_ROWS], aq[DR_ROWS];
+#pragma GCC unroll 8
+        for (int r = 0; r < DR_ROWS; r++) ak[r] = _mm512_setzero_ps();
+        for (int i = 0; i < S; i += 16) {
+            const __mmask16 mk = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
+            const __m512 kv = _mm512_maskz_loadu_ps(mk, d->k + i);
+#pragma GCC unroll 8
+            for (int r = 0; r < DR_ROWS; r++) ak[r] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mk, m + (size_t)r * S + i), kv, ak[r]);
+        }
         for (int t = 0; t < d->T; t++) {
             const float *q = d->q + (size_t)t * S, *k = d->k + (size_t)t * S, *v = d->v + (size_t)t * d->ldv + j;
+            const float *kn = t + 1 < d->T ? k + S : k; /* the last token: a dot nobody reads */
+            /* (v - decay (m.k)) beta for the rows */
+            const __m128 dec = _mm_set1_ps(d->decay[t]), beta = _mm_set1_ps(d->beta[t]);
+            float dd[DR_ROWS];
+            _mm_storeu_ps(dd, _mm_mul_ps(_mm_fnmadd_ps(dec, sum4_avx512(ak[0], ak[1], ak[2], ak[3]), _mm_loadu_ps(v)), beta));
+            _mm_storeu_ps(dd + 4, _mm_mul_ps(_mm_fnmadd_ps(dec, sum4_avx512(ak[4], ak[5], ak[6], ak[7]), _mm_loadu_ps(v + 4)), beta));
             const __m512 vdec = _mm512_set1_ps(d->decay[t]);
-            __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+#pragma GCC unroll 8
+            for (int r = 0; r < DR_ROWS; r++) ak[r] = aq[r] = _mm512_setzero_ps();
             for (int i = 0; i < S; i += 16) {
-                const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
-                const __m512 kv = _mm512_maskz_loadu_ps(m, k + i);
-                a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m0 + i), kv, a0);
-                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m1 + i), kv, a1);
-                a2 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m2 + i), kv, a2);
-                a3 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, m3 + i), kv, a3);
+                const __mmask16 mk = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
+                const __m512 kv = _mm512_maskz_loadu_ps(mk, k + i), qv = _mm512_maskz_loadu_ps(mk, q + i),
+                             nv = _mm512_maskz_loadu_ps(mk, kn + i);
+#pragma GCC unroll 8
+                for (int r = 0; r < DR_ROWS; r++) {
+                    float *mr = m + (size_t)r * S + i;
+                    const __m512 x = _mm512_fmadd_ps(_mm512_set1_ps(dd[r]), kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(mk, mr)));
+                    _mm512_mask_storeu_ps(mr, mk, x);
+                    aq[r] = _mm512_fmadd_ps(x, qv, aq[r]);
+                    ak[r] = _mm512_fmadd_ps(x, nv, ak[r]);
+                }
             }
-            /* (v - decay (m.k)) beta for the four rows */
-            float dd[4];
-            _mm_storeu_ps(dd, _mm_mul_ps(_mm_fnmadd_ps(_mm_set1_ps(d->decay[t]), sum4_avx512(a0, a1, a2, a3), _mm_loadu_ps(v)),
-                                         _mm_set1_ps(d->beta[t])));
-            const __m512 d0 = _mm512_set1_ps(dd[0]), d1 = _mm512_set1_ps(dd[1]), d2 = _mm512_set1_ps(dd[2]), d3 = _mm512_set1_ps(dd[3]);
-            a0 = a1 = a2 = a3 = _mm512_setzero_ps();
-            for (int i = 0; i < S; i += 16) {
-                const __mmask16 m = S - i >= 16 ? 0xFFFF : (__mmask16)((1u << (S - i)) - 1);
-                const __m512 kv = _mm512_maskz_loadu_ps(m, k + i), qv = _mm512_maskz_loadu_ps(m, q + i);
-                const __m512 r0 = _mm512_fmadd_ps(d0, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m0 + i)));
-                const __m512 r1 = _mm512_fmadd_ps(d1, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m1 + i)));
-                const __m512 r2 = _mm512_fmadd_ps(d2, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m2 + i)));
-                const __m512 r3 = _mm512_fmadd_ps(d3, kv, _mm512_mul_ps(vdec, _mm512_maskz_loadu_ps(m, m3 + i)));
-                _mm512_mask_storeu_ps(m0 + i, m, r0);
-                _mm512_mask_storeu_ps(m1 + i, m, r1);
-                _mm512_mask_storeu_ps(m2 + i, m, r2);
-                _mm512_mask_storeu_ps(m3 + i, m, r3);
-                a0 = _mm512_fmadd_ps(r0, qv, a0);
-                a1 = _mm512_fmadd_ps(r1, qv, a1);
-                a2 = _mm512_fmadd_ps(r2, qv, a2);
-                a3 = _mm512_fmadd_ps(r3, qv, a3);
-            }
-            _mm_storeu_ps(d->o + (size_t)t * d->ldo + j, sum4_avx512(a0, a1, a2, a3));
+            float *o = d->o + (size_t)t * d->ldo + j;
+            _mm_storeu_ps(o, sum4_avx512(aq[0], aq[1], aq[2], aq[3]));
+            _mm_storeu_ps(o + 4, sum4_avx512(aq[4], aq[5], aq[6], aq[7]));
         }
     }
     for (; j < S; j++)
