@@ -8,7 +8,10 @@
  *         vocabulary equals checking each token alone;
  *   odd:  the rest is a JSON schema. Checks: a refusal has a message; what
  *         converts compiles, unless the compiler refuses a left-recursive
- *         $ref chain or a size limit.
+ *         $ref chain or a size limit. With bit 1 set too, the schema is a
+ *         Gemma 4 call's arguments (slm_gemma4_schema_rules, nested at most
+ *         1 + bits 2..4 deep, or 62 when those are all set) and the same
+ *         checks hold.
  * Not part of the default build (tests/fuzz/run.sh builds it):
  *   clang -std=c11 -g -O1 -fsanitize=fuzzer,address,undefined \
  *     -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -DSLM_HAVE_CJSON -Iinclude -Isrc \
@@ -113,9 +116,39 @@ static void schema_mode(const uint8_t *d, size_t n) {
     slm_xfree(text);
 }
 
+static void gemma_mode(const uint8_t *d, size_t n, int depth) {
+    char *schema = malloc(n + 1), *rules = NULL;
+    if (!schema) return;
+    memcpy(schema, d, n);
+    schema[n] = 0;
+    const char *const sch[1] = {schema}, *const rule[1] = {"args"};
+    slm_err err = {0};
+    int bad = -1;
+    const slm_status st = slm_gemma4_schema_rules(1, sch, rule, depth, &rules, &bad, &err);
+    free(schema);
+    if (st) {
+        if (!err.msg[0] || rules || bad != 0) abort();
+        return;
+    }
+    const size_t len = strlen(rules) + 32;
+    char *text = malloc(len);
+    if (!text) abort();
+    snprintf(text, len, "root ::= args\n%s", rules);
+    slm_xfree(rules);
+    slm_grammar *g = NULL;
+    if (slm_grammar_compile(text, strlen(text), &g, &err) && !strstr(err.msg, "left-recursive") &&
+        !strstr(err.msg, "more than") && err.status != SLM_ERR_NOMEM) {
+        fprintf(stderr, "the Gemma 4 rules do not compile: %s\n%s\n", err.msg, text);
+        abort();
+    }
+    slm_grammar_free(g);
+    free(text);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
-    if (data[0] & 1) schema_mode(data + 1, size - 1);
+    if ((data[0] & 3) == 3) gemma_mode(data + 1, size - 1, (data[0] >> 2 & 7) == 7 ? 62 : 1 + (data[0] >> 2 & 7));
+    else if (data[0] & 1) schema_mode(data + 1, size - 1);
     else grammar_mode(data + 1, size - 1);
     return 0;
 }

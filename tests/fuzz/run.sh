@@ -63,13 +63,15 @@ seeds() { # target -> corpus dir
       printf '\000{"prompt":"a","grammar":"root ::= [a-z]+ (\\" \\" root)?","response_format":{"type":"json_object"}}' > "$d/grammar.json"
       printf '\000{"prompt":"a","json_schema":{"items":{"$ref":"#"},"maxItems":2}}' > "$d/schema_field.json"
       printf '\001{"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f","arguments":"{\\"a\\":1}"}}]},{"role":"tool","tool_call_id":"c1","name":"f","content":"ok"}],"tools":[{"type":"function","function":{"name":"f","description":"d","parameters":{"type":"object"}}}],"tool_choice":"auto","parallel_tool_calls":false}' > "$d/tools.json" ;;
-    fuzz_grammar) # first byte even: grammar text, 0x01, text to match; odd: a JSON schema
+    fuzz_grammar) # first byte even: grammar text, 0x01, text to match; odd: a JSON schema (& 3 == 3: as Gemma 4's call arguments)
       printf '\000root ::= "{" ws (kv ("," ws kv)*)? "}"\nkv ::= str ":" ws [0-9]+\nstr ::= "\\"" [^"\\\\]* "\\""\nws ::= [ \\t\\n]*\001{"a": 1, "b":22}' > "$d/json.txt"
       printf '\000root ::= (x | y){2,5} "." # comment\nx ::= [a-c\\x41-\\u00e9]+ | "\\U0001F600"\ny ::= ("(" root ")")?\001ab\xc3\xa9(ab.).' > "$d/repeat.txt"
       printf '\000root ::= [^\\n]* .?\001anything \xe2\x82\xac' > "$d/any.txt"
       printf '\001{"type":"object","properties":{"name":{"type":"string","maxLength":5},"n":{"type":"integer"},"t":{"type":"array","items":{"enum":["a",1,null]},"minItems":1,"maxItems":3}},"required":["name"],"additionalProperties":{"type":"boolean"}}' > "$d/schema.json"
       printf '\001{"$defs":{"node":{"anyOf":[{"type":"null"},{"type":"object","properties":{"next":{"$ref":"#/$defs/node"}}}]}},"$ref":"#/$defs/node"}' > "$d/ref.json"
-      printf '\001{"type":["string","number","boolean"],"const":"x","oneOf":[{"const":{"a":[1]}}]}' > "$d/types.json" ;;
+      printf '\001{"type":["string","number","boolean"],"const":"x","oneOf":[{"const":{"a":[1]}}]}' > "$d/types.json"
+      printf '\013{"type":"object","properties":{"city":{"type":"string","maxLength":12},"unit":{"enum":["c","f"]},"l":{"type":"array","items":{"type":"object"}},"odd key":{"const":{"a":[1,null]}}},"required":["city"]}' > "$d/gemma.json"
+      printf '\037{"type":"object","additionalProperties":true,"properties":{"x":{"$ref":"#/properties/x"}}}' > "$d/gemma_ref.json" ;;
     fuzz_reasoning) # first byte: format, prompt, piece size; then a reply (also read as kwargs JSON)
       printf '\011<think>\nLet me see: 2 < 3.\n</think>\n\nThe answer is 4.' > "$d/deepseek.txt"
       printf '\022<|channel|>analysis<|message|>x<|end|><|start|>assistant<|channel|>commentary to=f <|constrain|>json<|message|>{}<|call|>' > "$d/harmony.txt"
