@@ -254,40 +254,54 @@ AVX2 void slm_x86_geglu_avx2(const float *gate, const float *up, float *y, int n
     if (i < n) slm_k_geglu(gate + i, up + i, y + i, n - i);
 }
 
-/* As the avx512 one, two rows at a time, S % 8 == 0 (others: the scalar rows). */
+/* The sums of four vectors' lanes: [sum a0, sum a1, sum a2, sum a3]. */
+AVX2 static inline __m128 sum4_avx2(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 h01 = _mm256_hadd_ps(a0, a1), h23 = _mm256_hadd_ps(a2, a3); /* pairs per 128-bit lane */
+    const __m256 h = _mm256_hadd_ps(h01, h23);                                /* [a0 a1 a2 a3] per lane */
+    return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+/* As the avx512 one with four rows a pass (8 sums), S % 8 == 0 (others: the
+ * scalar rows; rows past the last multiple of four too). */
 AVX2 void slm_x86_delta_rule_avx2(float *M, const slm_delta_steps *d, int S) {
     if (S % 8) {
         slm_k_delta_rule(M, d, S);
         return;
     }
-    for (int j = 0; j + 2 <= S; j += 2) {
-        float *m0 = M + (size_t)j * S, *m1 = m0 + S;
+    int j = 0;
+    for (; j + 4 <= S; j += 4) {
+        float *m = M + (size_t)j * S;
+        __m256 ak[4], aq[4];
+        for (int r = 0; r < 4; r++) ak[r] = _mm256_setzero_ps();
+        for (int i = 0; i < S; i += 8) {
+            const __m256 kv = _mm256_loadu_ps(d->k + i);
+            for (int r = 0; r < 4; r++) ak[r] = _mm256_fmadd_ps(_mm256_loadu_ps(m + (size_t)r * S + i), kv, ak[r]);
+        }
         for (int t = 0; t < d->T; t++) {
             const float *q = d->q + (size_t)t * S, *k = d->k + (size_t)t * S, *v = d->v + (size_t)t * d->ldv + j;
-            const float decay = d->decay[t], beta = d->beta[t];
-            const __m256 vdec = _mm256_set1_ps(decay);
-            __m256 a0 = _mm256_setzero_ps(), a1 = a0, b0 = a0, b1 = a0;
+            const float *kn = t + 1 < d->T ? k + S : k; /* the last token: a dot nobody reads */
+            float dd[4];
+            _mm_storeu_ps(dd, _mm_mul_ps(_mm_fnmadd_ps(_mm_set1_ps(d->decay[t]), sum4_avx2(ak[0], ak[1], ak[2], ak[3]), _mm_loadu_ps(v)),
+                                         _mm_set1_ps(d->beta[t])));
+            const __m256 vdec = _mm256_set1_ps(d->decay[t]);
+            for (int r = 0; r < 4; r++) ak[r] = aq[r] = _mm256_setzero_ps();
             for (int i = 0; i < S; i += 8) {
-                const __m256 kv = _mm256_loadu_ps(k + i);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(m0 + i), kv, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(m1 + i), kv, a1);
+                const __m256 kv = _mm256_loadu_ps(k + i), qv = _mm256_loadu_ps(q + i), nv = _mm256_loadu_ps(kn + i);
+                for (int r = 0; r < 4; r++) {
+                    float *mr = m + (size_t)r * S + i;
+                    const __m256 x = _mm256_fmadd_ps(_mm256_set1_ps(dd[r]), kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(mr)));
+                    _mm256_storeu_ps(mr, x);
+                    aq[r] = _mm256_fmadd_ps(x, qv, aq[r]);
+                    ak[r] = _mm256_fmadd_ps(x, nv, ak[r]);
+                }
             }
-            const __m256 d0 = _mm256_set1_ps((v[0] - decay * hsum256(a0)) * beta);
-            const __m256 d1 = _mm256_set1_ps((v[1] - decay * hsum256(a1)) * beta);
-            for (int i = 0; i < S; i += 8) {
-                const __m256 kv = _mm256_loadu_ps(k + i), qv = _mm256_loadu_ps(q + i);
-                const __m256 r0 = _mm256_fmadd_ps(d0, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m0 + i)));
-                const __m256 r1 = _mm256_fmadd_ps(d1, kv, _mm256_mul_ps(vdec, _mm256_loadu_ps(m1 + i)));
-                _mm256_storeu_ps(m0 + i, r0);
-                _mm256_storeu_ps(m1 + i, r1);
-                b0 = _mm256_fmadd_ps(r0, qv, b0);
-                b1 = _mm256_fmadd_ps(r1, qv, b1);
-            }
-            float *o = d->o + (size_t)t * d->ldo + j;
-            o[0] = hsum256(b0);
-            o[1] = hsum256(b1);
+            _mm_storeu_ps(d->o + (size_t)t * d->ldo + j, sum4_avx2(aq[0], aq[1], aq[2], aq[3]));
         }
     }
+    for (; j < S; j++)
+        for (int t = 0; t < d->T; t++)
+            d->o[(size_t)t * d->ldo + j] = slm_k_delta_row(M + (size_t)j * S, d->q + (size_t)t * S, d->k + (size_t)t * S,
+                                                           d->v[(size_t)t * d->ldv + j], d->decay[t], d->beta[t], S);
 }
 
 AVX2 void slm_x86_rmsnorm_avx2(const float *x, const float *g, float *y, int n, float eps) {
