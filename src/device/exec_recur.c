@@ -107,12 +107,17 @@ void slm_exec_delta_gate(const slm_task *t, rows rr) {
     }
 }
 
-/* v[0..n) * 1 / max(||v||, eps) * extra into out. */
+/* v[0..n) * 1 / max(||v||, eps) * extra into out. Eight partial sums (a
+ * vector's worth, no chain of n dependent adds), then the tail. */
 static void l2_norm(const float *v, float *out, int n, float eps, float extra) {
-    float ss = 0.0f;
-    for (int i = 0; i < n; i++) ss += v[i] * v[i];
+    float p[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int l = 0; l < 8; l++) p[l] += v[i + l] * v[i + l];
+    float ss = ((p[0] + p[4]) + (p[1] + p[5])) + ((p[2] + p[6]) + (p[3] + p[7]));
+    for (; i < n; i++) ss += v[i] * v[i];
     const float nrm = sqrtf(ss), k = extra / (nrm > eps ? nrm : eps);
-    for (int i = 0; i < n; i++) out[i] = v[i] * k;
+    for (i = 0; i < n; i++) out[i] = v[i] * k;
 }
 
 slm_status slm_exec_delta_net(const slm_task *t, rows rr, const int32_t *cpos, const slm_kernel_set *ks) {
