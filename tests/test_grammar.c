@@ -368,6 +368,9 @@ static void test_schemas_refused(void) {
     schema_refused("{\"type\":\"array\",\"maxItems\":99999}", "'maxItems' above 10000");
     schema_refused("{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}", "below minItems");
     schema_refused("{\"type\":\"string\",\"minLength\":-1}", "whole number");
+    schema_refused("{\"type\":\"string\",\"minLength\":2.5}", "whole number");
+    schema_refused("{\"type\":\"array\",\"maxItems\":7e69}", "'maxItems' above 10000"); /* found by fuzz_http: no conversion first */
+    schema_refused("{\"type\":\"array\",\"maxItems\":1e999}", "'maxItems' above 10000");
     schema_refused("false", "allows nothing");
     schema_refused("{\"enum\":[\"a\xff\"]}", "not valid UTF-8"); /* found by fuzz_grammar */
     schema_refused("{\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}},\"$ref\":\"#/$defs/a\"}", "left-recursive");

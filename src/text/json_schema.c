@@ -303,10 +303,10 @@ static int count_field(js *j, const cJSON *s, const char *key, int dflt, int *ou
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
     *out = dflt;
     if (!v) return 1;
-    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble != (double)(int64_t)v->valuedouble)
-        return jerr(j, SLM_ERR_ARG, "'%s' must be a whole number >= 0", key);
-    if (v->valuedouble > SLM_GRAMMAR_MAX_REPEAT)
+    if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0)) return jerr(j, SLM_ERR_ARG, "'%s' must be a whole number >= 0", key);
+    if (v->valuedouble > SLM_GRAMMAR_MAX_REPEAT) /* before any conversion: 1e70 fits no integer type */
         return jerr(j, SLM_ERR_ARG, "'%s' above %d is not supported", key, SLM_GRAMMAR_MAX_REPEAT);
+    if (v->valuedouble != (double)(int)v->valuedouble) return jerr(j, SLM_ERR_ARG, "'%s' must be a whole number >= 0", key);
     *out = (int)v->valuedouble;
     return 1;
 }
