@@ -99,6 +99,19 @@ static void grammar_mode(const uint8_t *d, size_t n) {
     slm_grammar_free(g);
 }
 
+/* A grammar a converter wrote compiles, unless the compiler refuses a
+ * left-recursive $ref chain or a size limit. */
+static void must_compile(const char *text, const char *what) {
+    slm_err err = {0};
+    slm_grammar *g = NULL;
+    if (slm_grammar_compile(text, strlen(text), &g, &err) && !strstr(err.msg, "left-recursive") &&
+        !strstr(err.msg, "more than") && err.status != SLM_ERR_NOMEM) {
+        fprintf(stderr, "%s does not compile: %s\n%s\n", what, err.msg, text);
+        abort();
+    }
+    slm_grammar_free(g);
+}
+
 static void schema_mode(const uint8_t *d, size_t n) {
     char *text = NULL;
     slm_err err = {0};
@@ -106,13 +119,7 @@ static void schema_mode(const uint8_t *d, size_t n) {
         if (!err.msg[0] || text) abort();
         return;
     }
-    slm_grammar *g = NULL;
-    if (slm_grammar_compile(text, strlen(text), &g, &err) && !strstr(err.msg, "left-recursive") &&
-        !strstr(err.msg, "more than") && err.status != SLM_ERR_NOMEM) {
-        fprintf(stderr, "the converter wrote a grammar that does not compile: %s\n%s\n", err.msg, text);
-        abort();
-    }
-    slm_grammar_free(g);
+    must_compile(text, "the converter wrote a grammar");
     slm_xfree(text);
 }
 
@@ -135,13 +142,7 @@ static void gemma_mode(const uint8_t *d, size_t n, int depth) {
     if (!text) abort();
     snprintf(text, len, "root ::= args\n%s", rules);
     slm_xfree(rules);
-    slm_grammar *g = NULL;
-    if (slm_grammar_compile(text, strlen(text), &g, &err) && !strstr(err.msg, "left-recursive") &&
-        !strstr(err.msg, "more than") && err.status != SLM_ERR_NOMEM) {
-        fprintf(stderr, "the Gemma 4 rules do not compile: %s\n%s\n", err.msg, text);
-        abort();
-    }
-    slm_grammar_free(g);
+    must_compile(text, "the Gemma 4 rules");
     free(text);
 }
 
