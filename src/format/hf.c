@@ -566,10 +566,7 @@ static slm_status take_experts(hf_load *L, int i, const slm_st_tensor *t, const 
     if (t->n_dims != 3 || t->shape[0] != E || t->shape[1] != out || t->shape[2] != in) {
         const int transposed = t->n_dims == 3 && t->shape[0] == E && t->shape[1] == in && t->shape[2] == out;
         char sh[96];
-        int o = snprintf(sh, sizeof sh, "[");
-        for (uint32_t d = 0; d < t->n_dims && o > 0 && (size_t)o < sizeof sh; d++)
-            o += snprintf(sh + o, sizeof sh - (size_t)o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
-        if (o > 0 && (size_t)o < sizeof sh) snprintf(sh + o, sizeof sh - (size_t)o, "]");
+        slm_fmt_shape(sh, sizeof sh, t->shape, t->n_dims);
         return slm_errf(L->err, transposed ? SLM_ERR_UNSUPPORTED : SLM_ERR_FORMAT, "%s: tensor '%s': shape %s, the "
                         "config needs [%lld, %lld, %lld] (experts, %s, %s)%s", L->sh[i].shown, tname(t->name, b, sizeof b),
                         sh, (long long)E, (long long)out, (long long)in, gu ? "2 x width" : "hidden", gu ? "hidden" : "width",

@@ -116,6 +116,8 @@ slm_status slm_hf_gemma4_finish(slm_model_file *m, const slm_hf_info *h, const c
 
 /* An F32, F16 or BF16 element at p as f32 (hf_oss.c). */
 float slm_hf_elem_f32(uint32_t type, const uint8_t *p);
+/* Whether a tensor type is one of the float types a folder's matrices come in (F32, F16, BF16). */
+static inline int slm_hf_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
 
 /* ---- qwen35, qwen35moe (format/hf_qwen35.c) --------------------------------------
  * Qwen3.5 folders: the config's keys, the layer tensors' GGUF names, the

@@ -170,16 +170,6 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= k && !strcmp(s + n - k, suffix);
 }
 
-static int is_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
-
-/* t's shape as "[a, b, ...]" */
-static const char *shape_str(const slm_st_tensor *t, char *buf, size_t cap) {
-    int o = snprintf(buf, cap, "[");
-    for (uint32_t d = 0; d < t->n_dims && o > 0 && (size_t)o < cap; d++)
-        o += snprintf(buf + o, cap - (size_t)o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
-    if (o > 0 && (size_t)o < cap) snprintf(buf + o, cap - (size_t)o, "]");
-    return buf;
-}
 
 /* t is [want[0], ..., want[nd - 1]] */
 static int shape_is(const slm_st_tensor *t, const int64_t *want, uint32_t nd) {
@@ -198,7 +188,7 @@ static slm_status bad_shape(const char *shown, const slm_st_tensor *t, const int
     for (uint32_t d = 0; d < nd; d++) w.shape[d] = want[d];
     return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s %s, the config needs %s %s (%s)", shown,
                     slm_hf_tname(t->name, b, sizeof b), t->type == SLM_I8 ? "U8" : slm_dtype_name(t->type),
-                    shape_str(t, have, sizeof have), dtype, shape_str(&w, need, sizeof need), what);
+                    slm_fmt_shape(have, sizeof have, t->shape, t->n_dims), dtype, slm_fmt_shape(need, sizeof need, w.shape, w.n_dims), what);
 }
 
 /* For every expert e: gate (rows 2r) and up (rows 2r + 1) of a fused
@@ -234,7 +224,7 @@ slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, co
     char b[112], b2[112];
     if (ends_with(t->name, "_bias")) {
         const int64_t want[2] = {E, R};
-        if (!is_float(t->type) || !shape_is(t, want, 2))
+        if (!slm_hf_float(t->type) || !shape_is(t, want, 2))
             return bad_shape(shown, t, want, 2, gu ? "experts, 2 x intermediate_size" : "experts, hidden_size",
                              "F32/F16/BF16", err);
         mk.op = SLM_HF_MAKE_VEC, mk.type = SLM_F32, mk.n_dims = 1;
@@ -242,9 +232,9 @@ slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, co
     }
     if (!ends_with(t->name, "_blocks")) { /* the dequantized variant: [E, in, out] */
         const int64_t want[3] = {E, in, R};
-        if (!is_float(t->type) || !shape_is(t, want, 3)) {
+        if (!slm_hf_float(t->type) || !shape_is(t, want, 3)) {
             const int64_t other[3] = {E, R, in};
-            if (is_float(t->type) && shape_is(t, other, 3) && R != in)
+            if (slm_hf_float(t->type) && shape_is(t, other, 3) && R != in)
                 return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': shape [%lld, %lld, %lld] is [experts, out, "
                                 "in]; gpt_oss's dequantized experts are [experts, in, out] (GptOssExperts)", shown,
                                 slm_hf_tname(t->name, b, sizeof b), (long long)E, (long long)R, (long long)in);

@@ -41,7 +41,6 @@
 
 #include "format/hf.h"
 
-static int q35_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
 
 static uint32_t q35_esize(uint32_t t) { return t == SLM_F32 ? 4 : 2; }
 
@@ -134,14 +133,6 @@ int slm_hf_q35_name(const char *p, long n, int moe, int reorder, char *out, size
 
 /* ---- the made tensors -------------------------------------------------------- */
 
-static const char *q35_shape(const slm_st_tensor *t, char *buf, size_t cap) {
-    int o = snprintf(buf, cap, "[");
-    for (uint32_t d = 0; d < t->n_dims && o > 0 && (size_t)o < cap; d++)
-        o += snprintf(buf + o, cap - (size_t)o, d ? ", %lld" : "%lld", (long long)t->shape[d]);
-    if (o > 0 && (size_t)o < cap) snprintf(buf + o, cap - (size_t)o, "]");
-    return buf;
-}
-
 slm_status slm_hf_q35_plan(const slm_hf_oss_io *io, int i, const char *shown, const slm_st_tensor *t, const char *gn,
                            const slm_model_config *c, slm_err *err) {
     const int64_t D = c->dim, S = c->ssm_state, KH = c->ssm_k_heads, VH = c->ssm_v_heads, K = c->ssm_conv;
@@ -171,7 +162,7 @@ slm_status slm_hf_q35_plan(const slm_hf_oss_io *io, int i, const char *shown, co
         mk.op = SLM_HF_MAKE_VROWS, mk.first = qk, mk.type = SLM_F32, want0 = cd, want1 = K, conv = 1;
         dims = "Q, K and V channels, 1, linear_conv_kernel_dim";
     }
-    const int ok = q35_float(t->type) &&
+    const int ok = slm_hf_float(t->type) &&
                    (want1 ? (t->n_dims == 2 && t->shape[0] == want0 && t->shape[1] == want1) ||
                                 (conv && t->n_dims == 3 && t->shape[0] == want0 && t->shape[1] == 1 && t->shape[2] == want1)
                           : t->n_dims == 1 && t->shape[0] == want0);
@@ -180,8 +171,8 @@ slm_status slm_hf_q35_plan(const slm_hf_oss_io *io, int i, const char *shown, co
         if (want1) snprintf(need, sizeof need, "[%lld%s%lld]", (long long)want0, conv ? ", 1, " : ", ", (long long)want1);
         else snprintf(need, sizeof need, "[%lld]", (long long)want0);
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s %s, the config needs F32/F16/BF16 %s (%s)", shown,
-                        slm_hf_tname(t->name, b, sizeof b), q35_float(t->type) ? slm_dtype_name(t->type) : "U8",
-                        q35_shape(t, sh, sizeof sh), need, dims);
+                        slm_hf_tname(t->name, b, sizeof b), slm_hf_float(t->type) ? slm_dtype_name(t->type) : "U8",
+                        slm_fmt_shape(sh, sizeof sh, t->shape, t->n_dims), need, dims);
     }
     if (want1) mk.n_dims = 2, mk.ne0 = want1, mk.ne1 = want0;
     else mk.n_dims = 1, mk.ne0 = want0, mk.ne1 = 1;

@@ -154,12 +154,12 @@ int slm_matrix_type_supported(uint32_t t) {
     }
 }
 
-static int fmt_shape(char *buf, size_t cap, const int64_t *ne, uint32_t n_dims) {
+const char *slm_fmt_shape(char *buf, size_t cap, const int64_t *ne, uint32_t n_dims) {
     int o = snprintf(buf, cap, "[");
     for (uint32_t d = 0; d < n_dims && o > 0 && (size_t)o < cap; d++)
         o += snprintf(buf + o, cap - (size_t)o, d ? ", %lld" : "%lld", (long long)ne[d]);
-    if (o > 0 && (size_t)o < cap) o += snprintf(buf + o, cap - (size_t)o, "]");
-    return o;
+    if (o > 0 && (size_t)o < cap) snprintf(buf + o, cap - (size_t)o, "]");
+    return buf;
 }
 
 /* One required tensor: present, expected shape, a supported type, and its
@@ -174,8 +174,8 @@ static slm_status check_tensor(const slm_model_file *m, const char *file, const 
     for (uint32_t d = 0; ok && d < 4; d++) ok = (d < t->n_dims ? t->ne[d] : 1) == want[d];
     if (!ok) {
         char have[96], need[96];
-        fmt_shape(have, sizeof have, t->ne, t->n_dims >= 1 && t->n_dims <= 4 ? t->n_dims : 4);
-        fmt_shape(need, sizeof need, want, want_dims);
+        slm_fmt_shape(have, sizeof have, t->ne, t->n_dims >= 1 && t->n_dims <= 4 ? t->n_dims : 4);
+        slm_fmt_shape(need, sizeof need, want, want_dims);
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': shape %s but the config needs %s", file, name, have,
                         need);
     }

@@ -240,6 +240,8 @@ static inline int slm_layer_rope(const slm_model_config *c, int l) { return c->n
 /* Weight types the kernels take for matrices (and embedding tables). */
 #define SLM_MATRIX_TYPES "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq1_s, iq1_m, mxfp4"
 int slm_matrix_type_supported(uint32_t t);
+/* ne[0..n_dims) as "[a, b, ...]" into buf[cap] (cut to fit); returns buf. */
+const char *slm_fmt_shape(char *buf, size_t cap, const int64_t *ne, uint32_t n_dims);
 
 /* Architectures staticlm runs, by their GGUF general.architecture (which
  * slm_model_config.arch holds). The one list every loader, the HF folder
