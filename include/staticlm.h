@@ -311,7 +311,29 @@ typedef struct slm_session_cfg {
     int n_stop;               /* at most 8 */
     void (*on_note)(void *ud, const char *note); /* the overflow policy's notes (NULL: none) */
     void *note_ud;
+    int logprobs;             /* 1: keep each returned token's log-probability (slm_session_logprobs);
+                                 speculative decoding is off for the session */
+    int top_logprobs;         /* with logprobs: the n most likely tokens too, 0..SLM_MAX_TOP_LOGPROBS */
 } slm_session_cfg;
+
+#define SLM_MAX_TOP_LOGPROBS 20
+
+typedef struct slm_logprob {
+    int32_t id;
+    float logprob;            /* natural log */
+} slm_logprob;
+
+/* A returned token's log-probability under the model: the log-softmax of
+ * the raw logits it was sampled from, before the biases, the penalties, the
+ * temperature, the truncations and the grammar (as llama.cpp's server and
+ * OpenAI report them). */
+typedef struct slm_token_logprobs {
+    slm_logprob token;        /* the token returned */
+    int n_top;                /* top[0..n_top): the most likely tokens, most likely first (ties: lower id) */
+    slm_logprob top[SLM_MAX_TOP_LOGPROBS];
+    int32_t prev;             /* the token before it: slm_token_piece(e, prev, id) is an id's text there */
+    size_t text_offset;       /* where its piece starts in slm_session_text (a stop string may cut it) */
+} slm_token_logprobs;
 
 /* Why the reply ended: slm_session_stop_reason. */
 enum {
@@ -383,6 +405,10 @@ SLM_API slm_status slm_session_check_fit(slm_session *s, int n);
  * is not returned. */
 SLM_API slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece);
 SLM_API int slm_session_stop_reason(const slm_session *s);
+/* The log-probabilities of the token the last slm_session_next returned
+ * (slm_session_cfg.logprobs); SLM_ERR_ARG when none were kept for it (off,
+ * or no token returned). */
+SLM_API slm_status slm_session_logprobs(const slm_session *s, slm_token_logprobs *out);
 /* The reply since the last feed: printable pieces, cut where a stop string
  * starts. *safe: the length that can no longer change (a tail that may begin
  * a stop string or a split UTF-8 character is held back until the end). */

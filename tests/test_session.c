@@ -690,6 +690,107 @@ static void test_chat_reasoning(void) {
     slm_free(e);
 }
 
+/* Reference log-probabilities of one golden logits row (double). */
+static void ref_logprobs(const float *row, int V, double *lp) {
+    double mx = row[0], sum = 0;
+    for (int i = 1; i < V; i++) mx = row[i] > mx ? row[i] : mx;
+    for (int i = 0; i < V; i++) sum += exp((double)row[i] - mx);
+    for (int i = 0; i < V; i++) lp[i] = (double)row[i] - mx - log(sum);
+}
+
+/* The log-probabilities a session keeps (cfg.logprobs) against golden
+ * logits (run.c's, through an independent PyTorch check): greedy over
+ * stories260K's golden prompt 0, every token's and its top 5; under a
+ * logit bias that bans the greedy token and a temperature, the chosen
+ * token's log-probability is still the raw model's, and the banned token
+ * still heads the top; with a draft model, speculation is off and every
+ * token has them; off, none are kept. */
+static void test_logprobs(void) {
+    size_t lb = 0;
+    char *pid = t_read_file(T_SHARED("models/golden/stories260K/0.prompt_ids.txt"), NULL);
+    float *gold = (float *)t_read_file(T_SHARED("models/golden/stories260K/0.logits.f32"), &lb);
+    slm_options o = slm_default_options();
+    o.kv_type = SLM_KV_F32;
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    o.draft_path = M("rand288.bin");
+    o.draft_n = 3;
+    slm_engine *spec = load(M("stories260K.bin"), M("tok512.bin"), o);
+    if (!pid || !gold || !e || !spec) { CHECK(0); goto out; }
+    const int V = 512, rows = (int)(lb / (V * sizeof(float)));
+    int32_t ids[64];
+    int np = 0;
+    for (char *q = pid, *end; np < 64; q = end) {
+        long v = strtol(q, &end, 10);
+        if (end == q) break;
+        ids[np++] = (int32_t)v;
+    }
+    double ref[512];
+    slm_session_cfg c = {0};
+    c.ignore_eos = 1;
+    c.logprobs = 1;
+    c.top_logprobs = 5;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, &c, &s) == SLM_OK && slm_session_feed(s, ids, np) == SLM_OK);
+    double worst = 0;
+    int n = 0, bad_top = 0;
+    for (; s && np - 1 + n < rows && n < 40; n++) {
+        int32_t id;
+        slm_token_logprobs lp;
+        if (slm_session_next(s, &id, NULL) || id < 0 || slm_session_logprobs(s, &lp)) { CHECK(0); break; }
+        ref_logprobs(gold + (size_t)(np - 1 + n) * V, V, ref);
+        CHECK(lp.token.id == id && lp.n_top == 5 && lp.top[0].id == id); /* greedy */
+        worst = fmax(worst, fabs(lp.token.logprob - ref[id]));
+        for (int k = 0; k < lp.n_top; k++) {
+            worst = fmax(worst, fabs(lp.top[k].logprob - ref[lp.top[k].id]));
+            bad_top += k > 0 && lp.top[k].logprob > lp.top[k - 1].logprob;
+            int above = 0; /* reference tokens clearly above the k-th reported one */
+            for (int i = 0; i < V; i++) above += ref[i] > ref[lp.top[k].id] + 1e-3;
+            bad_top += above > k;
+        }
+    }
+    CHECKF(n == 40 && worst < 1e-3 && !bad_top, "%d tokens, worst |logprob - ref| %.3g, %d top misorders", n, worst,
+           bad_top);
+    /* biased and sampled: the chosen token's log-probability is the raw model's */
+    c.samp.temperature = 0.7f;
+    c.samp.seed = 7;
+    c.samp.n_logit_bias = 1;
+    c.samp.logit_bias[0].bias = -100;
+    ref_logprobs(gold + (size_t)(np - 1) * V, V, ref);
+    for (int i = 0; i < V; i++) c.samp.logit_bias[0].token = ref[i] > ref[c.samp.logit_bias[0].token] ? i : c.samp.logit_bias[0].token;
+    int32_t id = -1;
+    slm_token_logprobs lp;
+    CHECK(slm_session_configure(s, &c) == SLM_OK);
+    slm_session_reset(s);
+    CHECK(slm_session_feed(s, ids, np) == SLM_OK && slm_session_next(s, &id, NULL) == SLM_OK && id >= 0);
+    CHECK(slm_session_logprobs(s, &lp) == SLM_OK && lp.token.id == id && id != c.samp.logit_bias[0].token);
+    CHECKF(id >= 0 && fabs(lp.token.logprob - ref[id]) < 1e-3 && lp.top[0].id == c.samp.logit_bias[0].token,
+           "sampled %d: %g vs %g; top %d", id, lp.token.logprob, id >= 0 ? ref[id] : 0.0, lp.top[0].id);
+    c.logprobs = 0; /* off: none kept */
+    CHECK(slm_session_configure(s, &c) == SLM_OK && slm_session_next(s, &id, NULL) == SLM_OK && id >= 0);
+    CHECK(slm_session_logprobs(s, &lp) == SLM_ERR_ARG);
+    c.top_logprobs = SLM_MAX_TOP_LOGPROBS + 1;
+    CHECK(slm_session_configure(s, &c) == SLM_ERR_ARG);
+    slm_session_free(s);
+    /* a draft: no speculation under logprobs, every token has them */
+    memset(&c, 0, sizeof c);
+    c.ignore_eos = 1;
+    c.logprobs = 1;
+    CHECK(slm_session_new(spec, &c, &s) == SLM_OK && slm_session_feed(s, ids, np) == SLM_OK);
+    int with = 0;
+    for (int k = 0; s && k < 20; k++)
+        with += slm_session_next(s, &id, NULL) == SLM_OK && id >= 0 && slm_session_logprobs(s, &lp) == SLM_OK &&
+                lp.token.id == id && lp.n_top == 0;
+    slm_session_stats st;
+    slm_session_get_stats(s, &st);
+    CHECKF(with == 20 && st.n_drafted == 0, "%d of 20 tokens with logprobs, %d drafted", with, st.n_drafted);
+    slm_session_free(s);
+out:
+    free(pid);
+    free(gold);
+    slm_free(e);
+    slm_free(spec);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_test_session_%d", (int)getpid());
     char cmd[300];
@@ -705,6 +806,7 @@ int main(void) {
     T_RUN(test_draft_vocab_refused);
     T_RUN(test_penalties);
     T_RUN(test_blob_options_refused);
+    T_RUN(test_logprobs);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;
     T_DONE();

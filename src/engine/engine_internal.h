@@ -52,6 +52,10 @@ int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **id
  * float in [0, 1) from the generator slm_sample uses. */
 void slm_sample_dist(float *logits, int n, const slm_sampling *s, void *scratch);
 int slm_sample_from(const float *p, int n, uint64_t *rng);
+/* The log-sum-exp of x[0..n) (double), and the n_top largest into top
+ * (ids and their log-probabilities x - lse), largest first, ties lower id
+ * first. NaN logits count as -inf. */
+double slm_logprobs_top(const float *x, int n, int n_top, slm_logprob *top);
 float slm_random_f32(uint64_t *rng);
 
 /* gsample.c: sampling under a GBNF grammar (a session's slm_sampling.grammar;

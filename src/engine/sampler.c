@@ -7,6 +7,7 @@
 
 #include "common/common.h"
 #include "common/trace.h"
+#include "engine/engine_internal.h"
 
 typedef struct prob_index {
     float prob;
@@ -264,4 +265,29 @@ int slm_sample_from(const float *p, int n, uint64_t *rng) {
         if (coin < cdf) return i;
     }
     return last;
+}
+
+/* x[i], NaN as -inf */
+static float val(const float *x, int i) { return x[i] == x[i] ? x[i] : -INFINITY; }
+
+double slm_logprobs_top(const float *x, int n, int n_top, slm_logprob *top) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++)
+        if (val(x, i) > mx) mx = x[i];
+    if (mx == -INFINITY) mx = 0.0f; /* nothing finite: every log-probability is -inf */
+    double sum = 0.0;
+    for (int i = 0; i < n; i++)
+        if (val(x, i) > -INFINITY) sum += exp((double)x[i] - mx);
+    const double lse = mx + log(sum);
+    /* the best n_top so far, sorted; an equal value does not pass an earlier id */
+    int k = 0;
+    for (int i = 0; i < n && n_top > 0; i++) {
+        const float v = val(x, i);
+        if (k == n_top && !(v > val(x, top[k - 1].id))) continue;
+        int p = k < n_top ? k++ : k - 1;
+        for (; p > 0 && v > val(x, top[p - 1].id); p--) top[p] = top[p - 1];
+        top[p].id = i;
+    }
+    for (int i = 0; i < k; i++) top[i].logprob = (float)((double)val(x, top[i].id) - lse);
+    return lse;
 }

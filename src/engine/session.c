@@ -14,6 +14,7 @@
  * one call, the accepted ones are queued (greedy: equal to the target's
  * argmax; sampling: the rejection rule, so the output distribution is the
  * target's). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -55,6 +56,9 @@ struct slm_session {
                                  prefix shared with an earlier prompt); 0: none */
     int32_t *rest;            /* a stepped prompt (slm_session_begin_prompt): the ids still to prefill */
     slm_gsamp *gs;            /* the sampling's grammar (grammar.c), or NULL */
+    float *lp_raw;            /* [V] cfg.logprobs: the raw logits of the last sampled token */
+    slm_token_logprobs lp;    /* ... and its log-probabilities (lp_ok: for the last returned token) */
+    int lp_ok;
     int rest_n, rest_i;       /* [rest_i, rest_n) of rest are left */
 };
 
@@ -94,6 +98,10 @@ slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg) {
     if (!cfg) cfg = &def;
     if (cfg->n_stop < 0 || cfg->n_stop > MAX_STOP_STR)
         return slm_errf(&s->err, SLM_ERR_ARG, "stop strings: at most %d, got %d", MAX_STOP_STR, cfg->n_stop);
+    if (cfg->top_logprobs < 0 || cfg->top_logprobs > SLM_MAX_TOP_LOGPROBS)
+        return slm_errf(&s->err, SLM_ERR_ARG, "top_logprobs: 0 to %d, got %d", SLM_MAX_TOP_LOGPROBS, cfg->top_logprobs);
+    if (cfg->logprobs && !s->lp_raw && !(s->lp_raw = slm_malloc((size_t)s->e->cfg.vocab_size * sizeof(float))))
+        return slm_errf(&s->err, SLM_ERR_NOMEM, "out of memory");
     slm_gsamp *gs = NULL;
     if (cfg->samp.grammar) {
         slm_status st = slm_gsamp_new(s->e, cfg->samp.grammar, cfg->samp.grammar_tokens, &gs, &s->err);
@@ -175,6 +183,7 @@ void slm_session_free(slm_session *s) {
     slm_aligned_free(s->logits);
     slm_aligned_free(s->q);
     slm_xfree(s->scratch);
+    slm_xfree(s->lp_raw);
     slm_xfree(s->out);
     slm_xfree(s);
 }
@@ -751,6 +760,7 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
     *id = -1;
     *piece = "";
     if (!s) return SLM_ERR_ARG;
+    s->lp_ok = 0;
     if (s->rest_i < s->rest_n)
         return slm_errf(&s->err, SLM_ERR_ARG, "the prompt is not all prefilled yet (%d ids left: slm_session_prompt_step)",
                         s->rest_n - s->rest_i);
@@ -759,7 +769,7 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
     if (s->stop) return SLM_OK;
     if (s->cfg.n_predict > 0 && s->produced >= s->cfg.n_predict) return stop_with(s, SLM_STOP_LENGTH, id);
     slm_status st;
-    int tok;
+    int tok, want_lp = 0;
     if (s->qi < s->qn) {
         tok = s->queue[s->qi++];
     } else {
@@ -768,7 +778,7 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
         if (s->pending >= 0) {
             slm_runtime *rt = rt_of(s);
             int k = 0;
-            if (s->use_draft && !s->gs) { /* a grammar judges one token at a time: no speculation */
+            if (s->use_draft && !s->gs && !s->cfg.logprobs) { /* a grammar judges one token at a time: no speculation */
                 const slm_program *vp = slm_largest(&e->comp, SLM_PROG_VERIFY);
                 k = vp ? vp->rows - 1 : 0;
                 if (k > MAX_DRAFT) k = MAX_DRAFT;
@@ -788,6 +798,7 @@ slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece) {
             }
         }
         slm_runtime *rt = rt_of(s);
+        if ((want_lp = s->cfg.logprobs != 0)) memcpy(s->lp_raw, s->logits, (size_t)V * sizeof(float));
         slm_sample_adjust(s->logits, V, &s->cfg.samp, rt->tokens, rt->num_stored, NULL, 0, s->scratch);
         if (!s->gs) {
             tok = slm_sample(s->logits, V, &s->cfg.samp, &s->rng, s->scratch);
@@ -810,6 +821,15 @@ emit:
         return stop_with(s, SLM_STOP_TOKEN, id);
     }
     if (s->gs && (st = slm_gsamp_accept(s->gs, e, s->prev, tok, &s->err))) return st;
+    if (want_lp) { /* tokens queued by speculation have none (it is off under logprobs) */
+        s->lp.n_top = s->cfg.top_logprobs < V ? s->cfg.top_logprobs : V;
+        const double lse = slm_logprobs_top(s->lp_raw, V, s->lp.n_top, s->lp.top);
+        s->lp.token.id = tok;
+        s->lp.token.logprob = s->lp_raw[tok] == s->lp_raw[tok] ? (float)((double)s->lp_raw[tok] - lse) : -INFINITY;
+        s->lp.prev = s->prev;
+        s->lp.text_offset = s->out_len;
+        s->lp_ok = 1;
+    }
     s->pending = tok;
     s->produced++;
     s->st.n_generated++;
@@ -823,6 +843,12 @@ emit:
         s->pending = tok;
     }
     if (add_text(s, *piece)) s->stop = SLM_STOP_STRING;
+    return SLM_OK;
+}
+
+slm_status slm_session_logprobs(const slm_session *s, slm_token_logprobs *out) {
+    if (!s || !out || !s->lp_ok) return SLM_ERR_ARG;
+    *out = s->lp;
     return SLM_OK;
 }
 
