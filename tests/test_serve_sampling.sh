@@ -4,8 +4,12 @@
 #    two requests without a temperature give the greedy text (`run --temp 0`);
 #  - repeat_penalty/presence_penalty/frequency_penalty and logit_bias give
 #    what `staticlm run` gives with the same options on the same prompt;
+#  - log-probabilities (completions' logprobs N, chat's logprobs and
+#    top_logprobs): one per generated token, their texts the reply's, the
+#    greedy token the likeliest, the same streamed as whole, cut with a stop
+#    string (their values against golden logits: test_session);
 #  - fields of features staticlm lacks (the legacy functions, response
-#    formats other than text / json_object / json_schema, logprobs, echo, best_of, suffix) and out-of-range values get 400, not
+#    formats other than text / json_object / json_schema, echo, best_of, suffix) and out-of-range values get 400, not
 #    silence; the empty forms (tools [], response_format text) are taken
 #    (tools themselves: test_serve_tools.sh).
 # usage: test_serve_sampling.sh CLI SHARED_DIR
@@ -48,17 +52,64 @@ MP=$(text_of)
 RUN_MP=$("$CLI" run "${MODEL[@]}" -p "Once upon a time" -n 40 --temp 1 --top-p 0.9 --min-p 0.5 --seed 4 2>/dev/null | sed 's/^Once upon a time//')
 check "min_p 0.5 at temperature 1, seed 4: server == run" '[ -n "$MP" ] && [ "$MP" = "$RUN_MP" ]'
 
+# ---- log-probabilities
+M='"messages":[{"role":"user","content":"Hi"}],"max_tokens":4'
+if command -v python3 >/dev/null; then
+  # completions, logprobs 3, greedy: one entry per token, the texts the reply's, the chosen one the likeliest
+  LPC='import json,sys
+b=json.load(open(sys.argv[1])); c=b["choices"][0]; l=c["logprobs"]; n=b["usage"]["completion_tokens"]
+off=[sum(len(t.encode()) for t in l["tokens"][:i]) for i in range(len(l["tokens"]))]
+ok=(len(l["tokens"])==len(l["token_logprobs"])==len(l["top_logprobs"])==len(l["text_offset"])==n>0
+ and "".join(l["tokens"])==c["text"] and l["text_offset"]==off
+ and all(len(m)==int(sys.argv[2]) and max(m.values())==lp and max(m,key=m.get)==t and lp<=0
+         for t,lp,m in zip(l["tokens"],l["token_logprobs"],l["top_logprobs"])))
+sys.exit(0 if ok else 1)'
+  code -d "{$P,\"logprobs\":3}" "$CMPL" >/dev/null; cp "$TMP/body" "$TMP/lp_whole"
+  check "completions logprobs 3: a token each, texts = the reply, greedy = the top one" 'python3 -c "$LPC" "$TMP/lp_whole" 3 && [ "$(text_of)" = "$GREEDY" ]'
+  # streamed: the chunks' logprobs joined are the whole reply's
+  curl -s -m 60 -N "${H[@]}" -d "{$P,\"logprobs\":3,\"stream\":true}" "$CMPL" > "$TMP/lp_stream"
+  LPS='import json,sys
+w=json.load(open(sys.argv[1]))["choices"][0]["logprobs"]
+s={"tokens":[],"token_logprobs":[],"top_logprobs":[],"text_offset":[]}
+for line in open(sys.argv[2]):
+    if line.startswith("data: {"):
+        l=json.loads(line[6:])["choices"][0].get("logprobs")
+        for k in s: s[k]+=l[k] if l else []
+sys.exit(0 if s==w else 1)'
+  check "completions logprobs streamed = whole" 'python3 -c "$LPS" "$TMP/lp_whole" "$TMP/lp_stream"'
+  # a stop string: the tokens up to the one it starts in
+  code -d "{$P,\"logprobs\":1,\"stop\":\"was\"}" "$CMPL" >/dev/null
+  LPT='import json,sys
+c=json.load(open(sys.argv[1]))["choices"][0]; l=c["logprobs"]; j="".join(l["tokens"])
+sys.exit(0 if j.startswith(c["text"]) and "was" in j and "was" not in c["text"] and l["text_offset"][-1]<len(c["text"]) else 1)'
+  check "completions logprobs with a stop string: up to its token" 'python3 -c "$LPT" "$TMP/body"'
+  # chat: logprobs.content, one per token, top_logprobs 2, bytes the token's
+  LPH='import json,sys
+b=json.load(open(sys.argv[1])); c=b["choices"][0]; l=c["logprobs"]["content"]
+ok=(len(l)==b["usage"]["completion_tokens"]>0 and "".join(e["token"] for e in l)==c["message"]["content"]
+ and all(len(e["top_logprobs"])==2 and e["top_logprobs"][0]["token"]==e["token"] and e["top_logprobs"][0]["logprob"]==e["logprob"]
+         and e["top_logprobs"][1]["logprob"]<=e["logprob"] and bytes(e["bytes"])==e["token"].encode() for e in l))
+sys.exit(0 if ok else 1)'
+  check "chat logprobs true, top_logprobs 2" '[ "$(code -d "{$M,\"logprobs\":true,\"top_logprobs\":2}" "$CHAT")" = 200 ] && python3 -c "$LPH" "$TMP/body"'
+  check "chat without logprobs: none in the reply" '[ "$(code -d "{$M}" "$CHAT")" = 200 ] && ! grep -q logprobs "$TMP/body"'
+else
+  echo "SKIP: the log-probability checks need python3"
+fi
+
 # ---- refused, not ignored
 is_unsup() { grep -q '"code":"unsupported_value"' "$TMP/body" && grep -q "\"param\":\"$1\"" "$TMP/body"; }
-M='"messages":[{"role":"user","content":"Hi"}],"max_tokens":4'
 TOOLS='[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]'
 check "functions -> 400 unsupported" '[ "$(code -d "{$M,\"functions\":$TOOLS}" "$CHAT")" = 400 ] && is_unsup functions && grep -q "not supported" "$TMP/body"'
 check "tool_choice required without tools -> 400" '[ "$(code -d "{$M,\"tool_choice\":\"required\"}" "$CHAT")" = 400 ] && grep -q "\"param\":\"tool_choice\"" "$TMP/body" && grep -q "\"code\":\"invalid_value\"" "$TMP/body"'
 check "tools [] and tool_choice none -> 200" '[ "$(code -d "{$M,\"tools\":[],\"tool_choice\":\"none\"}" "$CHAT")" = 200 ]'
 check "response_format type foo -> 400" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"foo\"}}" "$CHAT")" = 400 ] && is_unsup response_format'
 check "response_format text -> 200" '[ "$(code -d "{$M,\"response_format\":{\"type\":\"text\"}}" "$CHAT")" = 200 ]'
-check "logprobs true -> 400" '[ "$(code -d "{$M,\"logprobs\":true}" "$CHAT")" = 400 ] && is_unsup logprobs'
-check "completions logprobs 2 -> 400" '[ "$(code -d "{$P,\"logprobs\":2}" "$CMPL")" = 400 ] && is_unsup logprobs'
+is_bad() { grep -q '"code":"invalid_value"' "$TMP/body" && grep -q "\"param\":\"$1\"" "$TMP/body"; }
+check "chat top_logprobs without logprobs -> 400" '[ "$(code -d "{$M,\"top_logprobs\":2}" "$CHAT")" = 400 ] && is_bad top_logprobs'
+check "chat top_logprobs 21 -> 400" '[ "$(code -d "{$M,\"logprobs\":true,\"top_logprobs\":21}" "$CHAT")" = 400 ] && is_bad top_logprobs'
+check "chat logprobs 1 (not a boolean) -> 400" '[ "$(code -d "{$M,\"logprobs\":1}" "$CHAT")" = 400 ] && grep -q "\"param\":\"logprobs\"" "$TMP/body"'
+check "completions logprobs 21 -> 400" '[ "$(code -d "{$P,\"logprobs\":21}" "$CMPL")" = 400 ] && is_bad logprobs'
+check "completions top_logprobs -> 400" '[ "$(code -d "{$P,\"top_logprobs\":2}" "$CMPL")" = 400 ] && is_unsup top_logprobs'
 check "echo -> 400" '[ "$(code -d "{$P,\"echo\":true}" "$CMPL")" = 400 ] && is_unsup echo'
 check "best_of 2 -> 400" '[ "$(code -d "{$P,\"best_of\":2}" "$CMPL")" = 400 ] && is_unsup best_of'
 check "suffix -> 400" '[ "$(code -d "{$P,\"suffix\":\"end\"}" "$CMPL")" = 400 ] && is_unsup suffix'

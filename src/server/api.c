@@ -39,6 +39,68 @@ static void add_usage(cJSON *o, job *j) {
     cJSON_AddNumberToObject(d, "cached_tokens", j->cached_tokens);
 }
 
+/* ---- log-probabilities ---------------------------------------------------------- */
+
+/* cJSON writes no infinities: -inf (a token the model rules out) as OpenAI's floor */
+static double lp_num(float lp) { return lp > -9999.0f ? (double)lp : -9999.0; }
+
+/* chat's {"token", "logprob", "bytes"} of t */
+static cJSON *lp_entry(const job *j, const srv_lp_tok *t) {
+    cJSON *o = cJSON_CreateObject(), *b;
+    char *clean = srv_utf8_clean(j->lptext + t->off, t->len);
+    cJSON_AddStringToObject(o, "token", clean ? clean : "");
+    slm_xfree(clean);
+    cJSON_AddNumberToObject(o, "logprob", lp_num(t->lp));
+    b = cJSON_AddArrayToObject(o, "bytes");
+    for (uint32_t i = 0; i < t->len; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)j->lptext[t->off + i]));
+    return o;
+}
+
+/* The logprobs of the kept tokens [from, to) (under a->mu): chat {"content":
+ * [{token, logprob, bytes, top_logprobs}]}, completions {"tokens",
+ * "token_logprobs", "top_logprobs" ({text: logprob}), "text_offset"}. */
+static cJSON *lp_json(const job *j, int from, int to) {
+    cJSON *o = cJSON_CreateObject();
+    if (j->q.chat) {
+        cJSON *c = cJSON_AddArrayToObject(o, "content");
+        for (int i = from; i < to; i++) {
+            const srv_lp *l = &j->lps[i];
+            cJSON *e = lp_entry(j, &l->tok), *top = cJSON_AddArrayToObject(e, "top_logprobs");
+            for (int k = 0; k < l->n_top; k++) cJSON_AddItemToArray(top, lp_entry(j, &l->top[k]));
+            cJSON_AddItemToArray(c, e);
+        }
+        cJSON_AddNullToObject(o, "refusal");
+        return o;
+    }
+    cJSON *tk = cJSON_AddArrayToObject(o, "tokens"), *tl = cJSON_AddArrayToObject(o, "token_logprobs"),
+          *tt = cJSON_AddArrayToObject(o, "top_logprobs"), *to_ = cJSON_AddArrayToObject(o, "text_offset");
+    for (int i = from; i < to; i++) {
+        const srv_lp *l = &j->lps[i];
+        char *clean = srv_utf8_clean(j->lptext + l->tok.off, l->tok.len);
+        cJSON_AddItemToArray(tk, cJSON_CreateString(clean ? clean : ""));
+        slm_xfree(clean);
+        cJSON_AddItemToArray(tl, cJSON_CreateNumber(lp_num(l->tok.lp)));
+        cJSON *m = cJSON_CreateObject();
+        for (int k = 0; k < l->n_top; k++) { /* two ids of one text: the likelier (first) stays */
+            char *t = srv_utf8_clean(j->lptext + l->top[k].off, l->top[k].len);
+            if (t && !cJSON_GetObjectItemCaseSensitive(m, t)) cJSON_AddNumberToObject(m, t, lp_num(l->top[k].lp));
+            slm_xfree(t);
+        }
+        cJSON_AddItemToArray(tt, m);
+        cJSON_AddItemToArray(to_, cJSON_CreateNumber((double)l->text_offset));
+    }
+    return o;
+}
+
+/* The stream's next logprobs: the published tokens not sent yet (under
+ * a->mu); NULL when logprobs were not asked. */
+static cJSON *lp_next(job *j) {
+    if (!j->q.logprobs) return NULL;
+    cJSON *o = lp_json(j, j->lp_sent, j->lp_pub);
+    j->lp_sent = j->lp_pub;
+    return o;
+}
+
 /* "data: " + o (consumed) + "\n\n" (slm_xfree); NULL when out of memory. */
 static char *sse_event(cJSON *o) {
     char *s = o ? cJSON_PrintUnformatted(o) : NULL;
@@ -58,7 +120,7 @@ static char *sse_event(cJSON *o) {
 /* One chunk with text t[0..n) (role: the chat's first; fin: the last;
  * think: t is reasoning, delta.reasoning_content), or the usage chunk. */
 static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, const char *fin, int usage_only,
-                       int think) {
+                       int think, cJSON *lp) {
     cJSON *o = base_obj(a, j, j->q.chat ? "chat.completion.chunk" : "text_completion");
     cJSON *ch = cJSON_AddArrayToObject(o, "choices");
     if (!usage_only) {
@@ -71,15 +133,18 @@ static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, co
             if (t) cJSON_AddStringToObject(d, think ? "reasoning_content" : "content", clean ? clean : "");
         } else {
             cJSON_AddStringToObject(c0, "text", clean ? clean : "");
-            cJSON_AddNullToObject(c0, "logprobs");
         }
         slm_xfree(clean);
+        if (lp) cJSON_AddItemToObject(c0, "logprobs", lp);
+        else if (!j->q.chat || j->q.logprobs) cJSON_AddNullToObject(c0, "logprobs");
+        lp = NULL;
         if (fin) cJSON_AddStringToObject(c0, "finish_reason", fin);
         else cJSON_AddNullToObject(c0, "finish_reason");
         cJSON_AddItemToArray(ch, c0);
     } else {
         add_usage(o, j);
     }
+    cJSON_Delete(lp);
     return sse_event(o);
 }
 
@@ -162,7 +227,7 @@ typedef struct stream_ctx {
 static int stream_next(srv_api *a, job *j) {
     if (j->phase == 0) { /* the role chunk (chat) */
         j->phase = 1;
-        if (j->q.chat && !(j->pend = sse_chunk(a, j, "", 0, 1, NULL, 0, 0))) return -1;
+        if (j->q.chat && !(j->pend = sse_chunk(a, j, "", 0, 1, NULL, 0, 0, NULL))) return -1;
         return 1;
     }
     if (j->phase == 1) {
@@ -185,9 +250,13 @@ static int stream_next(srv_api *a, job *j) {
             char *copy = slm_malloc(cn + 1);
             if (copy) memcpy(copy, src + from, cn);
             *sent = len;
+            cJSON *lp = lp_next(j);
             pthread_mutex_unlock(&a->mu);
-            if (!copy) return -1;
-            j->pend = sse_chunk(a, j, copy, cn, 0, NULL, 0, think);
+            if (!copy) {
+                cJSON_Delete(lp);
+                return -1;
+            }
+            j->pend = sse_chunk(a, j, copy, cn, 0, NULL, 0, think, lp);
             slm_xfree(copy);
             return j->pend ? 1 : -1;
         }
@@ -199,12 +268,13 @@ static int stream_next(srv_api *a, job *j) {
             j->pend = sse_error(err);
             j->phase = 3;
         } else { /* done */
+            cJSON *lp = lp_next(j);
             pthread_mutex_unlock(&a->mu);
-            j->pend = sse_chunk(a, j, j->q.chat ? NULL : "", 0, 0, j->finish ? j->finish : "stop", 0, 0);
+            j->pend = sse_chunk(a, j, j->q.chat ? NULL : "", 0, 0, j->finish ? j->finish : "stop", 0, 0, lp);
             j->phase = j->q.include_usage ? 2 : 3;
         }
     } else if (j->phase == 2) {
-        j->pend = sse_chunk(a, j, NULL, 0, 0, NULL, 1, 0);
+        j->pend = sse_chunk(a, j, NULL, 0, 0, NULL, 1, 0, NULL);
         j->phase = 3;
     } else if (j->phase == 3) {
         j->pend = slm_strdup("data: [DONE]\n\n");
@@ -285,9 +355,10 @@ static int send_result(srv_api *a, srv_req *r, job *j) {
         slm_xfree(rc);
     } else {
         cJSON_AddStringToObject(c0, "text", clean ? clean : "");
-        cJSON_AddNullToObject(c0, "logprobs");
     }
     slm_xfree(clean);
+    if (j->q.logprobs) cJSON_AddItemToObject(c0, "logprobs", lp_json(j, 0, j->lp_pub));
+    else if (!chat) cJSON_AddNullToObject(c0, "logprobs");
     cJSON_AddStringToObject(c0, "finish_reason", j->finish ? j->finish : "stop");
     cJSON_AddItemToArray(ch, c0);
     add_usage(res, j);

@@ -33,6 +33,20 @@ typedef struct srv_call {
     size_t asent;           /* bytes of args the stream sent */
 } srv_call;
 
+/* A token's log-probabilities as the reply shows them (logprobs asked):
+ * its text and its alternatives' in the job's lptext. */
+typedef struct srv_lp_tok {
+    float lp;
+    uint32_t off, len;      /* the text in lptext */
+} srv_lp_tok;
+
+typedef struct srv_lp {
+    srv_lp_tok tok;
+    size_t text_offset;     /* where it starts in the session's reply text */
+    int n_top;
+    srv_lp_tok top[SLM_MAX_TOP_LOGPROBS];
+} srv_lp;
+
 typedef struct job {
     int refs;               /* under a->mu: the queue/worker, the request, the stream */
     srv_request q;          /* what was asked (owned) */
@@ -62,6 +76,12 @@ typedef struct job {
     int prompt_tokens, completion_tokens;
     int cached_tokens;      /* prompt tokens whose KV rows were reused (slot or prefix cache) */
     const char *finish;     /* "stop" | "length" | "cancelled" */
+    srv_lp *lps;            /* logprobs asked: one per token returned [nlp] (under a->mu) */
+    int nlp, clp;
+    int lp_pub;             /* of them, those whose text is published (not held back, not cut) */
+    int lp_sent;            /* ... and sent by the stream */
+    char *lptext;           /* their texts [lptlen] */
+    size_t lptlen, lptcap;
     struct job *next;
     /* the event stream's writer (one MHD thread at a time) */
     int phase;

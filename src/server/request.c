@@ -109,20 +109,40 @@ static int parse_penalties(const cJSON *o, srv_request *q, srv_error *e) {
     return (v = field(o, "logit_bias")) ? parse_logit_bias(v, q, e) : 1;
 }
 
+/* Log-probabilities: chat's logprobs (true / false) and top_logprobs (0 to
+ * 20, with logprobs true); completions' logprobs N (0 to 20: the chosen
+ * token's and the N most likely; 0 = none, as llama.cpp's server). */
+static int parse_logprobs(const cJSON *o, srv_request *q, srv_error *e) {
+    const cJSON *v = field(o, "logprobs"), *t = field(o, "top_logprobs");
+    const int max = SLM_MAX_TOP_LOGPROBS;
+    if (q->chat) {
+        if (v && !cJSON_IsBool(v)) return BAD("logprobs", "invalid_type", "'logprobs' must be true or false");
+        if (t && !(is_int(t) && t->valuedouble >= 0 && t->valuedouble <= max))
+            return BAD("top_logprobs", "invalid_value", "'top_logprobs' must be an integer from 0 to %d", max);
+        q->logprobs = v && cJSON_IsTrue(v);
+        q->top_logprobs = t ? (int)t->valuedouble : 0;
+        if (q->top_logprobs && !q->logprobs)
+            return BAD("top_logprobs", "invalid_value", "'top_logprobs' needs 'logprobs': true");
+        return 1;
+    }
+    if (t) return BAD("top_logprobs", "unsupported_value", "completions take 'logprobs': N (the N most likely tokens)");
+    if (v && !(is_int(v) && v->valuedouble >= 0 && v->valuedouble <= max))
+        return BAD("logprobs", "invalid_value", "'logprobs' must be an integer from 0 to %d", max);
+    q->top_logprobs = v ? (int)v->valuedouble : 0;
+    q->logprobs = q->top_logprobs > 0;
+    return 1;
+}
+
 /* OpenAI fields whose features staticlm does not have: refused, not ignored,
  * unless they ask for nothing (an empty functions list, "none", "text", false, 0, 1).
  * (tools and tool_choice: parse_tools.) */
-static int refuse_unsupported(const cJSON *o, int chat, srv_error *e) {
+static int refuse_unsupported(const cJSON *o, srv_error *e) {
     const cJSON *v;
     if ((v = field(o, "functions")) && !(cJSON_IsArray(v) && !cJSON_GetArraySize(v)))
         return BAD(v->string, "unsupported_value", "the legacy 'functions' are not supported: use 'tools'");
     if ((v = field(o, "function_call")) &&
         !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
         return BAD(v->string, "unsupported_value", "the legacy 'function_call' is not supported: use 'tool_choice'");
-    if ((v = field(o, "logprobs")) && !(cJSON_IsFalse(v) || (!chat && is_int(v) && v->valuedouble == 0)))
-        return BAD("logprobs", "unsupported_value", "logprobs are not supported");
-    if ((v = field(o, "top_logprobs")) && !(is_int(v) && v->valuedouble == 0))
-        return BAD("top_logprobs", "unsupported_value", "logprobs are not supported");
     if ((v = field(o, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "unsupported_value", "echo is not supported");
     if ((v = field(o, "best_of")) && !(is_int(v) && v->valuedouble == 1))
         return BAD("best_of", "unsupported_value", "only best_of = 1 is supported");
@@ -210,7 +230,9 @@ static int parse_common(const cJSON *o, const slm_sampling *dflt, srv_request *q
         q->samp.repeat_penalty = 1.0f;
         q->samp.repeat_last_n = 64;
     }
-    if (!refuse_unsupported(o, q->chat, e) || !parse_penalties(o, q, e) || !parse_grammar(o, q, e)) return 0;
+    if (!refuse_unsupported(o, e) || !parse_logprobs(o, q, e) || !parse_penalties(o, q, e) ||
+        !parse_grammar(o, q, e))
+        return 0;
     q->max_tokens = q->chat ? 0 : 16;
     if ((v = field(o, "model")) && !cJSON_IsString(v)) return BAD("model", "invalid_type", "'model' must be a string");
     const char *mt = cJSON_GetObjectItemCaseSensitive(o, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";

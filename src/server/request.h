@@ -25,6 +25,8 @@ typedef struct srv_request {
     int chat;                /* 1: chat completion (msgs); 0: completion (prompt) */
     int stream, include_usage;
     int max_tokens;          /* 0 = until the KV capacity */
+    int logprobs;            /* 1: each token's log-probability (chat logprobs true, completions logprobs > 0) */
+    int top_logprobs;        /* and the n most likely tokens (chat top_logprobs, completions logprobs) */
     slm_sampling samp;       /* seed valid only when seed_set */
     int seed_set;
     char *stop[SRV_MAX_STOP];/* non-empty, at most SRV_STOP_LEN bytes; slm_malloc'd */
@@ -66,8 +68,8 @@ typedef struct srv_error {
  * one JSON object with nothing but white space after it. dflt: the sampling
  * a request's missing fields take (serve's options); NULL = OpenAI's
  * (temperature 1, top_p 1, the rest off). Fields of features staticlm lacks
- * (response formats other than text / json_object / json_schema, logprobs,
- * echo, best_of > 1, suffix, the legacy functions) are refused with 400
+ * (response formats other than text / json_object / json_schema, echo,
+ * best_of > 1, suffix, the legacy functions) are refused with 400
  * unless they ask for nothing. */
 int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);

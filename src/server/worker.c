@@ -39,6 +39,8 @@ void srv_job_unref(job *j) {
         slm_xfree(j->calls[i].args);
     }
     slm_xfree(j->calls);
+    slm_xfree(j->lps);
+    slm_xfree(j->lptext);
     slm_xfree(j->text);
     slm_xfree(j->rtext);
     slm_xfree(j->pend);
@@ -75,6 +77,44 @@ static int append(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
     *len += n;
     (*p)[*len] = 0;
     return 1;
+}
+
+/* Keep the text of token id after prev in j->lptext (under a->mu); 0 when out of memory. */
+static int lp_text(srv_api *a, job *j, int prev, int id, float lp, srv_lp_tok *t) {
+    const char *piece = slm_token_piece(a->e, prev, id);
+    t->lp = lp;
+    t->off = (uint32_t)j->lptlen;
+    t->len = (uint32_t)strlen(piece);
+    return j->lptlen + t->len < UINT32_MAX && append(&j->lptext, &j->lptlen, &j->lptcap, piece, t->len);
+}
+
+/* The log-probabilities of the token slot session s just returned, kept for
+ * the job (under a->mu). */
+static void keep_logprobs(srv_api *a, job *j, slm_session *s) {
+    slm_token_logprobs lp;
+    if (slm_session_logprobs(s, &lp)) return;
+    if (j->nlp == j->clp) {
+        const int nc = j->clp ? j->clp * 2 : 64;
+        srv_lp *l = slm_realloc(j->lps, (size_t)nc * sizeof *l);
+        if (!l) { j->oom = 1; return; }
+        j->lps = l;
+        j->clp = nc;
+    }
+    srv_lp *l = &j->lps[j->nlp];
+    l->text_offset = lp.text_offset;
+    l->n_top = lp.n_top;
+    int ok = lp_text(a, j, lp.prev, lp.token.id, lp.token.logprob, &l->tok);
+    for (int k = 0; k < lp.n_top && ok; k++) ok = lp_text(a, j, lp.prev, lp.top[k].id, lp.top[k].logprob, &l->top[k]);
+    if (!ok) j->oom = 1;
+    else j->nlp++;
+}
+
+/* The kept tokens whose text is out: before `upto` in the session's reply
+ * text; at the end (final) all but those a stop string cut off. */
+static void lp_publish(job *j, size_t upto, int final, int cut) {
+    int n = j->lp_pub;
+    while (n < j->nlp && (j->lps[n].text_offset < upto || (final && !cut))) n++;
+    j->lp_pub = n;
 }
 
 /* A tool call's id (text/toolcall.h): a counter, the clock and the job mixed. */
@@ -379,6 +419,8 @@ static int start_job(srv_api *a, int i, int *budget) {
     sc.n_predict = j->q.max_tokens > 0 && j->q.max_tokens < max_gen ? j->q.max_tokens : max_gen;
     sc.stop = (const char *const *)j->q.stop;
     sc.n_stop = j->q.nstop;
+    sc.logprobs = j->q.logprobs;
+    sc.top_logprobs = j->q.top_logprobs;
     slm_session_stats s0, s1;
     slm_session_get_stats(s, &s0);
     a->slot_reused0[i] = s0.n_reused;
@@ -450,10 +492,15 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
     pthread_mutex_lock(&a->mu);
     j->completion_tokens = ss.n_generated - a->slot_gen0[i];
     int done = id < 0 || st;
-    if (!done && safe > j->raw) publish(a, j, text, safe, 0);
+    if (id >= 0 && j->q.logprobs) keep_logprobs(a, j, s);
+    if (!done && safe > j->raw) {
+        lp_publish(j, safe, 0, 0);
+        publish(a, j, text, safe, 0);
+    }
     if (done) {
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
+        lp_publish(j, len, 1, why == SLM_STOP_STRING);
         publish(a, j, text, len, 1);
         if (j->ncalls && !strcmp(j->finish, "stop")) j->finish = "tool_calls"; /* as OpenAI's */
         if (!j->oom) {
