@@ -208,8 +208,16 @@ SLM_API int slm_tokenize_masked(slm_engine *e, const char *text, const unsigned 
  * tokens become raw bytes, the space after BOS is dropped. Valid until the
  * engine is freed. Returns "" for an invalid id. */
 SLM_API const char *slm_token_piece(const slm_engine *e, int prev, int id);
-/* 1 when the piece is worth printing (not a lone non-printable byte). */
+/* 1 when the piece is worth printing by run.c's rule: not a lone byte
+ * other than printable ASCII and white space. */
 SLM_API int slm_piece_printable(const char *piece);
+/* 1 when a reply shows the piece (run, chat, serve, grammars): with a
+ * llama2.c tokenizer.bin, run.c's rule (slm_piece_printable: its outputs
+ * match run.c byte for byte); with the other vocabularies every piece but
+ * a lone ASCII control byte, so that characters made of byte tokens
+ * (SentencePiece's <0xXX> fallback, byte-level BPE's single bytes) keep
+ * their bytes. */
+SLM_API int slm_piece_shown(const slm_engine *e, const char *piece);
 
 /* ---- runtime: the KV cache and the two programs ------------------------ */
 

@@ -791,6 +791,54 @@ out:
     slm_free(spec);
 }
 
+/* Characters made of byte tokens keep their bytes in the reply: a grammar
+ * that asks for "héllo 🙂" gets exactly that from a random-weight model
+ * with Llama's SentencePiece vocabulary cut to 320 ids (so no token holds
+ * "é" or the emoji whole: <0xXX> byte tokens make them; byte-level BPE's
+ * single-byte pieces take the same path); a llama2.c tokenizer.bin keeps
+ * run.c's rule (a lone high byte is not shown). */
+static void test_byte_tokens_shown(void) {
+    static const char *const vocabs[] = {"vocab/ggml-vocab-llama-spm.gguf"};
+    const char *want = "h\xc3\xa9llo \xf0\x9f\x99\x82";
+    for (int v = 0; v < 1; v++) {
+        char path[256], cmd[2048];
+        snprintf(path, sizeof path, "/tmp/slm_test_bytes_%d_%d.gguf", (int)getpid(), v);
+        snprintf(cmd, sizeof cmd,
+                 "%s synth --shape custom --arch llama --type f32 --dim 64 --layers 1 --heads 2 --kv-heads 1 --ffn 128 "
+                 "--n-vocab 320 --ctx 128 -o %s --vocab-file %s/%s >/dev/null 2>&1",
+                 SLM_CLI_PATH, path, SLM_SHARED_DIR, vocabs[v]);
+        CHECKF(system(cmd) == 0, "%s", cmd);
+        slm_options o = slm_default_options();
+        o.n_threads = 1;
+        slm_engine *e = NULL;
+        if (slm_load(&e, path, &o)) {
+            CHECKF(0, "load %s: %s", path, slm_last_error(e));
+            slm_free(e);
+            unlink(path);
+            continue;
+        }
+        slm_session_cfg c = {0};
+        c.n_predict = 40;
+        c.samp.grammar = "root ::= \"h\xc3\xa9llo \xf0\x9f\x99\x82\"";
+        slm_session *s = NULL;
+        int n = 0;
+        CHECK(slm_session_new(e, &c, &s) == SLM_OK && slm_session_feed_text(s, "Hi", SLM_FEED_BOS) == SLM_OK);
+        for (int32_t id = 0; s && id >= 0 && n < 40; n++)
+            if (slm_session_next(s, &id, NULL)) break;
+        size_t len = 0, safe = 0;
+        const char *text = s ? slm_session_text(s, &len, &safe) : "";
+        CHECKF(len == strlen(want) && !memcmp(text, want, len), "%s: the reply is '%.*s' (%zu bytes, %d steps)", vocabs[v],
+               (int)len, text, len, n);
+        CHECK(slm_piece_shown(e, "\xf0") && slm_piece_shown(e, "a") && !slm_piece_shown(e, "\x01"));
+        slm_session_free(s);
+        slm_free(e);
+        unlink(path);
+    }
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), slm_default_options());
+    CHECK(e && !slm_piece_shown(e, "\xf0") && slm_piece_shown(e, "a") && slm_piece_shown(e, "\xc3\xa9"));
+    slm_free(e);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_test_session_%d", (int)getpid());
     char cmd[300];
@@ -807,6 +855,7 @@ int main(void) {
     T_RUN(test_penalties);
     T_RUN(test_blob_options_refused);
     T_RUN(test_logprobs);
+    T_RUN(test_byte_tokens_shown);
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     if (system(cmd) != 0) return 1;
     T_DONE();

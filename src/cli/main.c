@@ -289,7 +289,8 @@ static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
         return 0;
     }
     if (!is_prompt) variant_notes(ud);
-    if (slm_piece_printable(piece)) {
+    const run_out *o = ud;
+    if (o ? slm_piece_shown(o->e, piece) : slm_piece_printable(piece)) {
         fputs(piece, stdout);
         fflush(stdout);
     }

@@ -485,7 +485,7 @@ static slm_status generate(slm_chat *c, slm_piece_cb cb, void *ud, slm_chat_stat
         size_t pl = strlen(piece);
         tb_put(&rp.raw, piece, pl);
         if (rp.raw.oom) break;
-        if (slm_piece_printable(piece)) reply_feed(&rp, piece, pl);
+        if (slm_piece_shown(c->e, piece)) reply_feed(&rp, piece, pl);
         st->n_generated++;
         if (cb && cb(ud, tok, piece, 0)) break;
     }

@@ -701,6 +701,12 @@ int slm_piece_printable(const char *piece) {
     return 1;
 }
 
+int slm_piece_shown(const slm_engine *e, const char *piece) {
+    if (!piece || !piece[0]) return 0;
+    if (!e || !e->loaded || slm_tok_runc(e->tok) || piece[1]) return slm_piece_printable(piece);
+    return (unsigned char)piece[0] >= 0x80 || slm_piece_printable(piece); /* a byte of a UTF-8 character */
+}
+
 /* The raw runtime calls work on KV region 0 (sessions select their own). */
 void slm_reset(slm_engine *e) {
     if (!e || !e->loaded) return;

@@ -67,7 +67,7 @@ static const char *token_text(const slm_engine *e, int prev, int id) {
     const int type = slm_tok_type(e->tok, id);
     if (type == 2 || type == 3) return NULL; /* unknown, control */
     const char *p = slm_tok_decode(e->tok, prev, id);
-    return slm_piece_printable(p) ? p : NULL;
+    return slm_piece_shown(e, p) ? p : NULL;
 }
 
 /* The engine's vocabulary as byte strings, sorted (once). */

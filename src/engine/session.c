@@ -681,7 +681,7 @@ static slm_status speculate(slm_session *s, int k) {
 
 /* Append piece to the reply text; find stop strings. 1 = a stop string ended it. */
 static int add_text(slm_session *s, const char *piece) {
-    if (!slm_piece_printable(piece)) return 0; /* as staticlm run prints */
+    if (!slm_piece_shown(s->e, piece)) return 0; /* as staticlm run prints */
     size_t pl = strlen(piece), from = s->out_len;
     if (s->out_len + pl + 1 > s->out_cap) {
         size_t nc = s->out_cap ? s->out_cap * 2 : 256;

@@ -484,6 +484,8 @@ int slm_tok_eos(const slm_tokenizer *t) { return t ? t->eos : -1; }
 int slm_tok_eot(const slm_tokenizer *t) { return t && t->bpe ? t->eot : -1; }
 int slm_tok_is_bpe(const slm_tokenizer *t) { return t && t->bpe; }
 
+int slm_tok_runc(const slm_tokenizer *t) { return t && !t->bpe && t->mode == TOK_RUNC; }
+
 const char *slm_tok_str(const slm_tokenizer *t, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return NULL;
     if (t->bpe) return t->pieces + t->piece_off[id];

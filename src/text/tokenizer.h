@@ -32,6 +32,8 @@ slm_status slm_tok_from_bpe(slm_tokenizer **out, struct slm_bpe *b, slm_err *err
 /* End-of-turn id (<|eot_id|>, <|im_end|>...), -1 if none; 1 for BPE. */
 int slm_tok_eot(const slm_tokenizer *t);
 int slm_tok_is_bpe(const slm_tokenizer *t);
+/* 1 for a llama2.c tokenizer.bin: run.c's encode and output rules. */
+int slm_tok_runc(const slm_tokenizer *t);
 
 int slm_tok_vocab_size(const slm_tokenizer *t);
 int slm_tok_bos(const slm_tokenizer *t);
