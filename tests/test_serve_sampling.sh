@@ -8,6 +8,8 @@
 #    top_logprobs): one per generated token, their texts the reply's, the
 #    greedy token the likeliest, the same streamed as whole, cut with a stop
 #    string (their values against golden logits: test_session);
+#  - /tokenize gives run.c's ids (golden), its pieces make the text, and
+#    /detokenize gives it back; bad ids and fields get 400;
 #  - fields of features staticlm lacks (the legacy functions, response
 #    formats other than text / json_object / json_schema, echo, best_of, suffix) and out-of-range values get 400, not
 #    silence; the empty forms (tools [], response_format text) are taken
@@ -95,6 +97,27 @@ sys.exit(0 if ok else 1)'
 else
   echo "SKIP: the log-probability checks need python3"
 fi
+
+# ---- /tokenize and /detokenize (llama-server's)
+GOLD_IDS=$(tr -s ' \n' ',' < "$SHARED/models/golden/stories260K/0.prompt_ids.txt" | sed 's/,$//')
+check "/tokenize with add_special = the golden prompt ids (run.c's encode)" '[ "$(code -d "{\"content\":\"$(cat "$SHARED/models/golden/stories260K/0.prompt.txt")\",\"add_special\":true}" "$U/tokenize")" = 200 ] && grep -q "^{\"tokens\":\[$GOLD_IDS\]}$" "$TMP/body"'
+check "/tokenize without add_special: no BOS" '[ "$(code -d "{\"content\":\"Once upon a time\"}" "$U/tokenize")" = 200 ] && grep -q "^{\"tokens\":\[${GOLD_IDS#1,}\]}$" "$TMP/body"'
+if command -v python3 >/dev/null; then
+  TXT='Héllo, wörld: 3 × 4 = 12 🙂'
+  code -d "$(python3 -c 'import json,sys; print(json.dumps({"content":sys.argv[1],"with_pieces":True}))' "$TXT")" "$U/tokenize" >/dev/null
+  PIECES='import json,sys
+t=json.load(open(sys.argv[1]))["tokens"]
+b=b"".join(bytes(e["piece"]) if isinstance(e["piece"],list) else e["piece"].encode() for e in t)
+sys.exit(0 if b.decode().lstrip(" ")==sys.argv[2] and any(isinstance(e["piece"],list) for e in t) else 1)'
+  check "/tokenize with_pieces: the pieces (bytes where not whole UTF-8) make the text" 'python3 -c "$PIECES" "$TMP/body" "$TXT"'
+  IDS=$(python3 -c 'import json,sys; print(json.dumps({"tokens":[e["id"] for e in json.load(open(sys.argv[1]))["tokens"]]}))' "$TMP/body")
+  check "/detokenize of /tokenize = the text" '[ "$(code -d "$IDS" "$U/detokenize")" = 200 ] && [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"content\"].lstrip(\" \"))" "$TMP/body")" = "$TXT" ]'
+fi
+check "/detokenize: an id past the vocabulary -> 400" '[ "$(code -d "{\"tokens\":[1,512]}" "$U/detokenize")" = 400 ] && grep -q "\"param\":\"tokens\"" "$TMP/body"'
+check "/detokenize: a fraction -> 400" '[ "$(code -d "{\"tokens\":[1.5]}" "$U/detokenize")" = 400 ]'
+check "/tokenize: content not a string -> 400" '[ "$(code -d "{\"content\":3}" "$U/tokenize")" = 400 ] && grep -q "\"param\":\"content\"" "$TMP/body"'
+check "/tokenize: add_special not a boolean -> 400" '[ "$(code -d "{\"content\":\"x\",\"add_special\":1}" "$U/tokenize")" = 400 ]'
+check "GET /tokenize -> 405" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/tokenize")" = 405 ]'
 
 # ---- refused, not ignored
 is_unsup() { grep -q '"code":"unsupported_value"' "$TMP/body" && grep -q "\"param\":\"$1\"" "$TMP/body"; }

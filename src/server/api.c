@@ -1,5 +1,6 @@
 /* server/api.c — the OpenAI endpoints: GET /health, GET /v1/models,
- * POST /v1/chat/completions and /v1/completions. A completion request is
+ * POST /v1/chat/completions and /v1/completions (and the routing of
+ * llama-server's /tokenize and /detokenize: api_tokens.c). A completion request is
  * parsed (request.c), admitted to the bounded queue (a full queue answers
  * 503 before any rendering or tokenizing), and answered from what the
  * worker (worker.c) publishes: one JSON object, or server-sent events.
@@ -512,8 +513,10 @@ int api_handle(srv_api *a, srv_req *r) {
         else ok = !strcmp(url, "/v1/models") ? handle_models(a, r) : handle_health(a, r);
         return ok ? HTTP_DONE : HTTP_DROP;
     }
+    const int tok = !strcmp(url, "/tokenize"), detok = !strcmp(url, "/detokenize");
+    if ((tok || detok) && post) return (tok ? api_tokenize(a, r) : api_detokenize(a, r)) ? HTTP_DONE : HTTP_DROP;
     int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
-    if (chat || comp) {
+    if (chat || comp || tok || detok) {
         if (post) return handle_completion(a, r, chat);
         ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
     } else {

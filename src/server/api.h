@@ -23,6 +23,10 @@ int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap);
 int api_handle(srv_api *a, srv_req *r);
 void api_cancel(srv_api *a, srv_req *r);
 void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char **fin);
+/* POST /tokenize and /detokenize (api_tokens.c): answered on the calling
+ * thread; HTTP_DONE or HTTP_DROP as handle's. */
+int api_tokenize(srv_api *a, srv_req *r);
+int api_detokenize(srv_api *a, srv_req *r);
 /* ... and stop: refuse new work, cancel the running job, answer waiting
  * ones 503; joins the worker. */
 void api_stop(srv_api *a);
