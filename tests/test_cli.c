@@ -382,6 +382,90 @@ static void test_run_prefix_cache_note(void) {
     free(err);
 }
 
+/* ---- an option accepted and then ignored is refused (exit 2, named) ------ */
+
+static void test_ignored_options_refused(void) {
+    char blob[300], gguf[300], trace[300], text[300];
+    snprintf(blob, sizeof blob, "%s/r.blob", g_tmp);
+    snprintf(gguf, sizeof gguf, "%s/r.gguf", g_tmp);
+    snprintf(trace, sizeof trace, "%s/r.json", g_tmp);
+    snprintf(text, sizeof text, "%s/r.txt", g_tmp);
+    FILE *f = fopen(text, "w");
+    if (f) fputs("hello", f), fclose(f);
+    char *mk[] = {"staticlm", "compile", "-m", T_SHARED("models/stories260K.bin"), "-z", T_SHARED("models/tok512.bin"),
+                  "-o", blob, NULL};
+    CHECK(run_cmd(mk, NULL, NULL) == 0);
+    char *const M = T_SHARED("models/stories260K.bin"), *const Z = T_SHARED("models/tok512.bin");
+    static const int N = 16;
+    struct { char *argv[16]; const char *says; } c[] = {
+        /* compile: how the programs run is not in them */
+        {{"compile", "-m", M, "-z", Z, "-t", "2"}, "-t is an option of run"},
+        {{"compile", "-m", M, "-z", Z, "--schedule", "counted"}, "--schedule is an option of run"},
+        {{"compile", "-m", M, "-z", Z, "--kernels", "scalar"}, "--kernels is an option of run"},
+        {{"compile", "-m", M, "-z", Z, "--on-overflow", "truncate"}, "--on-overflow is an option of run"},
+        {{"compile", "-m", M, "-z", Z, "--no-chunking"}, "--no-chunking is an option of run"},
+        {{"compile", "-m", M, "-z", Z, "--prefix-cache-mb", "8"}, "--prefix-cache-mb is an option of run"},
+        /* run: the cache options without a cache */
+        {{"run", "-m", M, "-z", Z, "-n", "1", "--verify-cache"}, "--verify-cache checks the blob cached in --cache-dir"},
+        {{"run", "-m", blob, "-n", "1", "--cache-dir", g_tmp}, "is a compiled blob already"},
+        /* tokenize: one text */
+        {{"tokenize", "-m", M, "-z", Z, "-p", "hi", "-f", text}, "-p and -f both give the text"},
+        /* simulate: each mode's own options */
+        {{"simulate", "-m", M, "--sweep", "max_prompt_len", "--prompt-lens", "10", "--gen", "4"}, "--gen: --sweep"},
+        {{"simulate", "-m", M, "--sweep", "max_prompt_len", "--prompt-lens", "10", "--trace", trace}, "--trace: --sweep"},
+        {{"simulate", "-m", M, "--prompt-lens", "10,20"}, "--prompt-lens is read by --sweep"},
+        {{"simulate", "-m", M, "--trace-steps", "2"}, "--trace-steps: the decode steps of the --trace FILE"},
+        /* synth: a family's part on another family */
+        {{"synth", "--shape", "custom", "--arch", "llama", "--sliding-window", "8", "-o", gguf}, "--sliding-window: only for"},
+        {{"synth", "--shape", "custom", "--arch", "qwen3", "--nextn", "1", "-o", gguf}, "--nextn: only for"},
+        {{"synth", "--shape", "custom", "--arch", "llama", "--qk-norm", "-o", gguf}, "--qk-norm: only for glm4moe"},
+        {{"synth", "--shape", "custom", "--arch", "qwen3", "--kv-shared", "1", "-o", gguf}, "--kv-shared: only for gemma4"},
+        {{"synth", "--shape", "custom", "--arch", "qwen3", "--expert-ffn", "32", "-o", gguf}, "--expert-ffn: qwen3 has no experts"},
+        {{"synth", "--shape", "gemma-4-e2b", "--dim", "64", "--heads", "2", "--layers", "6", "--kv-shared", "6", "-o", gguf},
+         "--kv-shared 6: at most"},
+        /* bench-features: values it used to move */
+        {{"bench-features", "-m", M, "-z", Z, "-r", "0"}, "-r expects an integer in [1, 64]"},
+        {{"bench-features", "-m", M, "-z", Z, "--steps", "0"}, "--steps expects an integer in [1,"},
+        /* trace: an empty or unbounded window */
+        {{"trace", trace, "--to", "0"}, "--to 0: the window ends after --from"},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        char *argv[18] = {"staticlm"};
+        for (int k = 0; k < N && c[i].argv[k]; k++) argv[k + 1] = c[i].argv[k];
+        char *out = NULL, *err = NULL;
+        const int rc = run_cmd(argv, &out, &err);
+        CHECKF(rc == 2 && err && strstr(err, c[i].says), "staticlm %s %s ... %s: rc %d, '%s' (want 2, '%s')",
+               c[i].argv[0], c[i].argv[1], c[i].argv[5] ? c[i].argv[5] : "", rc, err ? err : "", c[i].says);
+        free(out);
+        free(err);
+    }
+    /* compile's help no longer offers what it refuses */
+    char *help = help_of("compile");
+    CHECKF(!strstr(help, "  -t, --threads") && !strstr(help, "  --schedule S") && strstr(help, "--tile-kb"), "%s", help);
+    free(help);
+}
+
+/* chat --bench: its greedy 64-token first reply gives way to --temp and -n */
+static void test_chat_bench_options(void) {
+    char *argv[] = {"staticlm", "chat", "-m", T_SHARED("models/stories260K.bin"), "-z", T_SHARED("models/tok512.bin"),
+                    "-t", "1", "--bench", NULL, NULL, NULL, NULL, NULL};
+    char *out = NULL;
+    CHECK(run_cmd(argv, &out, NULL) == 0);
+    CHECKF(out && strstr(out, "+ 64 generated tokens (greedy)"), "%s", out ? out : "");
+    free(out);
+    argv[9] = "--temp", argv[10] = "0.7", argv[11] = "-n", argv[12] = "20";
+    CHECK(run_cmd(argv, &out, NULL) == 0);
+    CHECKF(out && strstr(out, "+ 20 generated tokens (temperature 0.7)"), "%s", out ? out : "");
+    free(out);
+    /* -n 256 is taken as given (it was read as "not given" and made 64) */
+    argv[9] = "-n", argv[10] = "256", argv[11] = NULL;
+    char *err = NULL;
+    CHECK(run_cmd(argv, &out, &err) == 1);
+    CHECKF(err && strstr(err, "464 tokens stored"), "%s", err ? err : "");
+    free(out);
+    free(err);
+}
+
 int main(void) {
     snprintf(g_tmp, sizeof g_tmp, "/tmp/slm_test_cli.XXXXXX");
     if (!mkdtemp(g_tmp)) return 1;
@@ -395,6 +479,8 @@ int main(void) {
     T_RUN(test_run_capacity_messages);
     T_RUN(test_run_truncate_no_chunking);
     T_RUN(test_run_prefix_cache_note);
+    T_RUN(test_ignored_options_refused);
+    T_RUN(test_chat_bench_options);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd)) fprintf(stderr, "could not remove %s\n", g_tmp);

@@ -265,6 +265,31 @@ static void test_refusals(void) {
     free(err);
 }
 
+/* With --kl-divergence the base file gives the tokens and the context: -f
+ * is refused, a -c other than the file's too, and --chunks keeps the first
+ * N chunks (they were ignored). */
+static void test_kld_options(void) {
+    char *out = NULL, *err = NULL;
+    char *a1[] = {"staticlm", "perplexity", "-m", MODEL, "-z", TOK, "--kl-divergence-base", g_base, "--kl-divergence",
+                  "-f", g_text, NULL};
+    CHECKF(run_cmd(a1, &out, &err) == 2 && err && strstr(err, "-f: with --kl-divergence"), "%s", err ? err : "");
+    free(out);
+    free(err);
+    char *a2[] = {"staticlm", "perplexity", "-m", MODEL, "-z", TOK, "--kl-divergence-base", g_base, "--kl-divergence",
+                  "-c", "64", NULL};
+    CHECKF(run_cmd(a2, &out, &err) == 2 && err && strstr(err, "-c 64: the base file") && strstr(err, "context of 128"),
+           "%s", err ? err : "");
+    free(out);
+    free(err);
+    char *a3[] = {"staticlm", "perplexity", "-m", MODEL, "-z", TOK, "--kl-divergence-base", g_base, "--kl-divergence",
+                  "-c", "128", "--chunks", "1", "-t", "1", NULL};
+    CHECKF(run_cmd(a3, &out, &err) == 0 && err && strstr(err, "computing over 1 chunks, n_ctx=128"), "%s",
+           err ? err : "");
+    CHECKF(g_ref.n_chunk > 1 && out && strstr(out, "\n   1    ") && !strstr(out, "\n   2    "), "%s", out ? out : "");
+    free(out);
+    free(err);
+}
+
 int main(void) {
     T_RUN(test_setup);
     T_RUN(test_ppl_matches_reference);
@@ -272,6 +297,7 @@ int main(void) {
     T_RUN(test_kld_self);
     T_RUN(test_malformed_base);
     T_RUN(test_refusals);
+    T_RUN(test_kld_options);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);

@@ -8,7 +8,6 @@
  *     and without the prefix cache.
  * The model is driven through the public API only; one line per
  * measurement. */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,15 +156,6 @@ static int prefix_row(slm_engine *plain, slm_engine *pc, const int32_t *ids, int
     return 1;
 }
 
-static int parse_int(const char *s, int *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || *end || end == s || v < 0 || v > (1 << 24)) return 0;
-    *out = (int)v;
-    return 1;
-}
-
 int slm_cli_bench_features(int argc, char **argv) {
     bf_args a = {NULL, NULL, 0, 1024, 128, 20, 400, 16, 3};
     for (int i = 1; i < argc; i += 2) { /* an option and its value */
@@ -187,31 +177,26 @@ int slm_cli_bench_features(int argc, char **argv) {
             fprintf(stderr, "staticlm: %s needs a value\n", o);
             return 2;
         }
-        int ok = 1;
+        int ok = 1; /* each in the range its measurement takes */
         if (!strcmp(o, "-m")) a.model = v;
         else if (!strcmp(o, "-z")) a.tok = v;
-        else if (!strcmp(o, "-t")) ok = parse_int(v, &a.threads);
-        else if (!strcmp(o, "--max-prompt-len")) ok = parse_int(v, &a.max_prompt_len);
-        else if (!strcmp(o, "--min-response-len")) ok = parse_int(v, &a.min_response_len);
-        else if (!strcmp(o, "--short")) ok = parse_int(v, &a.short_prompt);
-        else if (!strcmp(o, "--prefix")) ok = parse_int(v, &a.prefix);
-        else if (!strcmp(o, "--steps")) ok = parse_int(v, &a.steps);
-        else if (!strcmp(o, "-r")) ok = parse_int(v, &a.reps) && a.reps <= 64;
+        else if (!strcmp(o, "-t")) ok = slm_cli_parse_int(v, o, 0, 1024, &a.threads);
+        else if (!strcmp(o, "--max-prompt-len")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &a.max_prompt_len);
+        else if (!strcmp(o, "--min-response-len")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &a.min_response_len);
+        else if (!strcmp(o, "--short")) ok = slm_cli_parse_int(v, o, 2, 1 << 20, &a.short_prompt);
+        else if (!strcmp(o, "--prefix")) ok = slm_cli_parse_int(v, o, 8, 1 << 20, &a.prefix);
+        else if (!strcmp(o, "--steps")) ok = slm_cli_parse_int(v, o, 1, 1 << 20, &a.steps);
+        else if (!strcmp(o, "-r")) ok = slm_cli_parse_int(v, o, 1, 64, &a.reps);
         else {
             fprintf(stderr, "staticlm: unknown option '%s' (see staticlm bench-features --help)\n", o);
             return 2;
         }
-        if (!ok) {
-            fprintf(stderr, "staticlm: %s: bad value '%s'\n", o, v);
-            return 2;
-        }
+        if (!ok) return 2;
     }
     if (!a.model) {
         fprintf(stderr, "staticlm: bench-features needs -m MODEL\n");
         return 2;
     }
-    if (a.steps < 1) a.steps = 1;
-    if (a.reps < 1) a.reps = 1;
     int rc = 1;
     slm_options base = slm_default_options();
     slm_engine *plain = open_engine(&a, base), *var = NULL, *pc = NULL;

@@ -205,7 +205,9 @@ static void usage_chat(FILE *f) {
             "                            prompt) and re-prefill, or refuse the turn (default truncate)\n"
             "      --stats               one line per turn on stderr: tokens prefilled / kept\n"
             "      --bench               time the second turn's first token with the KV kept vs\n"
-            "                            re-prefilling the whole history, then exit\n"
+            "                            re-prefilling the whole history, then exit (the first\n"
+            "                            reply greedy and at most 64 tokens unless --temp or -n\n"
+            "                            is given)\n"
             "      --tools FILE          function calling: FILE holds an OpenAI tools array\n"
             "                            ([{\"type\": \"function\", \"function\": {\"name\", \"description\",\n"
             "                            \"parameters\"}}]), rendered by the chat template. Each call\n"
@@ -267,7 +269,7 @@ static char *trim_line(char *s) {
     return s;
 }
 
-static int run_bench(slm_engine *e, slm_chat *c, const char *system) {
+static int run_bench(slm_engine *e, slm_chat *c, const char *system, float temp) {
     static const char *const turn1 =
         "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her "
         "friends. One day, she saw a big red ball under a tree. She wanted to play with it, but it was not hers. "
@@ -286,9 +288,11 @@ static int run_bench(slm_engine *e, slm_chat *c, const char *system) {
     if (s) { fprintf(stderr, "staticlm: %s\n", err.msg); return 1; }
     slm_info in;
     slm_get_info(e, &in);
-    printf("chat bench: first turn %d prompt + %d generated tokens; second turn adds %d tokens "
+    char how[32] = "greedy";
+    if (temp > 0) snprintf(how, sizeof how, "temperature %g", temp);
+    printf("chat bench: first turn %d prompt + %d generated tokens (%s); second turn adds %d tokens "
            "(whole history %d tokens; KV capacity %d)\n",
-           st.prefilled, st.n_generated, n_new, n_full, in.kv_capacity);
+           st.prefilled, st.n_generated, how, n_new, n_full, in.kv_capacity);
     printf("second-turn time to first token (median of 9): KV kept %.3f ms, re-prefill whole history %.3f ms "
            "(%.1fx)\n", kept, full, kept > 0 ? full / kept : 0.0);
     return 0;
@@ -299,6 +303,7 @@ typedef struct chat_opts {
     slm_cli_common cc;
     const char *system;
     int n_predict, overflow, stats, bench, hide;
+    int n_set, temp_set;    /* -n, --temp given (--bench's defaults give way) */
     const char *tools_path; /* --tools */
     int tool_choice;        /* --tool-choice: SLM_TOOL_CHOICE_*, -1 not given */
     const char *tool_name;  /* --tool-choice NAME */
@@ -310,6 +315,7 @@ static int parse_chat(int argc, char **argv, chat_opts *p) {
     slm_cli_common *cc = &p->cc;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
+        p->temp_set |= !strcmp(o, "--temp");
         int r = slm_cli_common_opt(cc, argc, argv, &i);
         if (r < 0) return 3;
         if (r) continue;
@@ -318,6 +324,7 @@ static int parse_chat(int argc, char **argv, chat_opts *p) {
         if (!strcmp(o, "--system") && has) p->system = argv[++i];
         else if ((!strcmp(o, "-n") || !strcmp(o, "--n-predict")) && has) {
             if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 24, &p->n_predict)) return 3;
+            p->n_set = 1;
         } else if (!strcmp(o, "--on-overflow") && has) {
             const char *v = argv[++i];
             if (!strcmp(v, "truncate")) p->overflow = SLM_OVERFLOW_TRUNCATE;
@@ -484,9 +491,9 @@ int slm_cli_chat(int argc, char **argv) {
     slm_tools tools = {0};
     const int choice = p.tool_choice < 0 ? SLM_TOOL_CHOICE_AUTO : p.tool_choice;
     if (p.tools_path && !slm_cli_tools_load(p.tools_path, choice, p.tool_name, &tools)) return 2;
-    if (p.bench) {
-        p.cc.samp.temperature = 0.0f;
-        if (p.n_predict == 256) p.n_predict = 64;
+    if (p.bench) { /* a short greedy first reply, unless told otherwise */
+        if (!p.temp_set) p.cc.samp.temperature = 0.0f;
+        if (!p.n_set) p.n_predict = 64;
     }
     chat_run r = {0};
     r.p = &p;
@@ -515,7 +522,7 @@ int slm_cli_chat(int argc, char **argv) {
     if (!r.c) { fprintf(stderr, "staticlm: out of memory\n"); r.rc = 1; goto out; }
     if (p.cc.verbose) slm_chat_on_prompt(r.c, print_prompt, r.c);
     if (p.system) slm_chat_add(r.c, "system", p.system);
-    if (p.bench) r.rc = run_bench(r.e, r.c, p.system);
+    if (p.bench) r.rc = run_bench(r.e, r.c, p.system, p.cc.samp.temperature);
     else converse(&r);
 out:
     slm_chat_free(r.c);

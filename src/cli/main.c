@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blob/blob.h"
 #include "cli/cli.h"
 #include "common/cpu.h"
 #include "device/kernels.h"
@@ -42,41 +43,56 @@ static void usage_main(FILE *f) {
             SLM_VERSION);
 }
 
-/* The options run and compile share: the programs' shapes, the runtime
- * they are built for, the machine. */
+/* The options run and compile share: the programs' shapes (what a blob
+ * keeps) and the memory budget. */
 static const char k_program_help[] =
     "      --max-prompt-len L    prefill program rows (default 1024)\n"
     "      --min-response-len R  KV rows beyond the prompt (default 128); KV capacity\n"
     "                            = L + R, clamped to the model's context length\n"
-    "  -t, --threads N           worker threads (default: one per CPU)\n"
-    "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
     "      --prefill-variants L  extra prefill programs, e.g. 16,64,256 (a short prompt\n"
     "                            runs through the smallest that holds it)\n"
     "      --generate-variants L extra generate programs of these KV capacities, e.g.\n"
     "                            256,512 (decoding moves up without moving the KV; -v\n"
     "                            says when)\n"
-    "      --schedule S          how threads meet between stages: rendezvous (default:\n"
-    "                            all threads meet at every barrier) | counted (a stage\n"
-    "                            waits for its producers only, idle threads prefetch\n"
-    "                            the next weights)\n"
     "      --tile-kb N           weight panel of one matrix task in KiB, the CPU's\n"
     "                            scratchpad (default: an eighth of the L2 cache)\n"
     SLM_CLI_KV_TYPE_HELP
     SLM_CLI_PREFETCH_HELP
-    "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
-    "                            prefill them in chunks)\n"
-    "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU) for later\n"
-    "                            requests of the same process (chat, serve, the library)\n"
     "      --max-memory N        refuse a model whose KV cache, arena and buffers need more\n"
     "                            than N MiB (default 75% of RAM; -1 = no limit)\n"
-    "      --draft MODEL         speculative decoding with this draft model (greedy)\n"
+    "      --draft MODEL         speculative decoding with this draft model (greedy or\n"
+    "                            sampled; compile builds the verify program for it)\n"
     "      --draft-tokenizer T   the draft's tokenizer.bin, if it is a llama2.c model\n"
     "      --draft-n K           tokens the draft proposes per step (default 4)\n"
     "      --lm-head-separate    run the vocabulary projection as its own program\n"
-    "      --lm-head-threads N   its thread count (default: the body's)\n"
-    "      --on-overflow P       error (default) | truncate: keep BOS and the newest half\n"
-    "                            of the context when the KV cache is full, and go on\n"
     "  -v, --verbose             print model and program facts to stderr\n";
+
+/* The options of run alone: how the programs run on this machine (compile
+ * refuses them by name: its programs and a blob do not depend on them). */
+static const char k_runtime_help[] =
+    "  -t, --threads N           worker threads (default: one per CPU)\n"
+    "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
+    "      --schedule S          how threads meet between stages: rendezvous (default:\n"
+    "                            all threads meet at every barrier) | counted (a stage\n"
+    "                            waits for its producers only, idle threads prefetch\n"
+    "                            the next weights)\n"
+    "      --no-chunking         refuse prompts longer than max_prompt_len (default:\n"
+    "                            prefill them in chunks)\n"
+    "      --prefix-cache-mb N   keep the KV rows of earlier prompts (MiB, LRU) for later\n"
+    "                            requests of the same process (chat, serve, the library;\n"
+    "                            one run serves one prompt: a note says so, and it is off)\n"
+    "      --lm-head-threads N   the separate LM head's thread count (default: the body's)\n"
+    "      --on-overflow P       error (default) | truncate: keep BOS and the newest half\n"
+    "                            of the context when the KV cache is full, and go on\n";
+
+static const char *const k_runtime_opts[] = {"-t", "--threads", "--kernels", "--schedule", "--no-chunking",
+                                             "--prefix-cache-mb", "--lm-head-threads", "--on-overflow"};
+
+static int runtime_opt(const char *o) {
+    for (size_t i = 0; i < sizeof k_runtime_opts / sizeof k_runtime_opts[0]; i++)
+        if (!strcmp(o, k_runtime_opts[i])) return 1;
+    return 0;
+}
 
 static void usage_run(FILE *f) {
     fprintf(f,
@@ -102,9 +118,9 @@ static void usage_run(FILE *f) {
             "                            only when its size, times, inode or sampled pages\n"
             "                            changed since the last full hash)\n"
             SLM_CLI_TRACE_HELP
-            "%s"
+            "%s%s"
             "  -h, --help                this text\n",
-            k_program_help);
+            k_program_help, k_runtime_help);
 }
 
 static void usage_compile(FILE *f) {
@@ -123,7 +139,9 @@ static void usage_compile(FILE *f) {
             "                            as an ELF blob (run -m FILE loads it; docs/blob.md)\n"
             "The programs are shaped as for run:\n"
             "%s"
-            "  -h, --help                this text\n",
+            "  -h, --help                this text\n"
+            "run's -t, --kernels, --schedule, --no-chunking, --prefix-cache-mb, --lm-head-threads\n"
+            "and --on-overflow are refused: the programs (and a blob) do not depend on them.\n",
             k_program_help);
 }
 
@@ -185,15 +203,15 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
             a->samp.seed = s;
         }
         else if (!is_compile && !strcmp(o, "--ignore-eos")) a->ignore_eos = 1;
-        else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1024, &a->threads)) return 0; }
-        else if (!strcmp(o, "--kernels")) { if (!(a->kernels = NEXT())) return 0; }
+        else if (!is_compile && (!strcmp(o, "-t") || !strcmp(o, "--threads"))) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1024, &a->threads)) return 0; }
+        else if (!is_compile && !strcmp(o, "--kernels")) { if (!(a->kernels = NEXT())) return 0; }
         else if (!strcmp(o, "--prefill-variants") || !strcmp(o, "--generate-variants")) {
             const char *v = NEXT();
             if (!v || !parse_list(v, o, !strcmp(o, "--prefill-variants") ? a->opt.prefill_variants : a->opt.generate_variants))
                 return 0;
         }
-        else if (!strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
-        else if (!strcmp(o, "--schedule")) { if (!slm_cli_parse_schedule(NEXT(), &a->opt.schedule)) return 0; }
+        else if (!is_compile && !strcmp(o, "--no-chunking")) a->opt.no_chunking = 1;
+        else if (!is_compile && !strcmp(o, "--schedule")) { if (!slm_cli_parse_schedule(NEXT(), &a->opt.schedule)) return 0; }
         else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
         else if (!strcmp(o, "--kv-type")) { const char *v = NEXT(); if (!v || !slm_cli_parse_kv_type(v, o, &a->opt.kv_type)) return 0; }
         else if (!strcmp(o, "--prefetch")) { const char *v = NEXT(); if (!v || !slm_cli_parse_prefetch(v, o, &a->opt.prefetch)) return 0; }
@@ -203,13 +221,13 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
             if (!v || !slm_cli_parse_int(v, o, -1, 1 << 30, &mb)) return 0;
             a->opt.max_memory_mb = mb;
         }
-        else if (!strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
+        else if (!is_compile && !strcmp(o, "--prefix-cache-mb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1 << 20, &a->opt.prefix_cache_mb)) return 0; }
         else if (!strcmp(o, "--draft")) { if (!(a->opt.draft_path = NEXT())) return 0; }
         else if (!strcmp(o, "--draft-tokenizer")) { if (!(a->opt.draft_tokenizer_path = NEXT())) return 0; }
         else if (!strcmp(o, "--draft-n")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 1, 16, &a->opt.draft_n)) return 0; }
         else if (!strcmp(o, "--lm-head-separate")) a->opt.lm_head_separate = 1;
-        else if (!strcmp(o, "--lm-head-threads")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1024, &a->opt.lm_head_threads)) return 0; }
-        else if (!strcmp(o, "--on-overflow")) {
+        else if (!is_compile && !strcmp(o, "--lm-head-threads")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 0, 1024, &a->opt.lm_head_threads)) return 0; }
+        else if (!is_compile && !strcmp(o, "--on-overflow")) {
             const char *v = NEXT();
             if (!v) return 0;
             if (!strcmp(v, "error")) a->opt.on_overflow = SLM_OVERFLOW_ERROR;
@@ -224,6 +242,11 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (is_compile && !strcmp(o, "--dump-tasks")) a->dump_tasks = 1;
         else if (is_compile && !strcmp(o, "--dump-io")) a->dump_io = 1;
         else if (is_compile && (!strcmp(o, "-o") || !strcmp(o, "--output"))) { if (!(a->output = NEXT())) return 0; }
+        else if (is_compile && runtime_opt(o)) {
+            fprintf(stderr, "staticlm: %s is an option of run: compile's programs (and a blob) do not depend on it; "
+                            "give it where the model or blob runs\n", o);
+            return 0;
+        }
         else {
             fprintf(stderr, "staticlm: unknown option '%s' (see staticlm %s --help)\n", o, is_compile ? "compile" : "run");
             return 0;
@@ -308,6 +331,15 @@ static int cmd_run(int argc, char **argv) {
     if (r == 2) { usage_run(stdout); return 0; }
     if (!r) return 2;
     if (!a.samp.seed) a.samp.seed = (uint64_t)time(NULL);
+    if (a.opt.verify_cache && !a.cache_dir) { /* it checks a cached blob: there is none */
+        fprintf(stderr, "staticlm: --verify-cache checks the blob cached in --cache-dir DIR; give --cache-dir\n");
+        return 2;
+    }
+    if (a.cache_dir && a.model && slm_blob_is_elf(a.model)) { /* nothing to compile or cache */
+        fprintf(stderr, "staticlm: --cache-dir: %s is a compiled blob already and runs as it is; leave --cache-dir "
+                        "out\n", a.model);
+        return 2;
+    }
     if (a.opt.prefix_cache_mb > 0) { /* nothing to reuse within one prompt */
         fprintf(stderr, "staticlm: note: --prefix-cache-mb: one run serves one prompt, so its prefix cache would "
                         "never be hit; it is off (chat, serve and library callers reuse it)\n");

@@ -28,7 +28,8 @@
  *   the bottom), quantized to 16 bits: a round trip is within scale / 2 <=
  *   1.3e-4 nats of the float log-prob.
  * --kl-divergence-base FILE --kl-divergence: read FILE (tokens and context
- * size come from it; -f and -c are ignored), run this model on the same
+ * size come from it; -f is refused, -c must match it; --chunks keeps the
+ * first N of its chunks), run this model on the same
  * tokens, and report per chunk and at the end the statistics of
  * llama-perplexity: PPL of both, their ratio, mean KL(base || model) with its
  * uncertainty and percentiles, the probability differences of the right
@@ -71,8 +72,9 @@ static void usage(FILE *f) {
             "      --kl-divergence-base F  alone: save the log-probs of the scored tokens to F\n"
             "                              (llama-perplexity's file layout; either tool reads it)\n"
             "      --kl-divergence         with --kl-divergence-base: compare MODEL against the\n"
-            "                              saved base (mean KLD, Same top p, PPL ratio, delta p)\n"
-            "      --kernels NAME          scalar | avx2 | avx512 (default: best for this CPU)\n"
+            "                              saved base (mean KLD, Same top p, PPL ratio, delta p);\n"
+            "                              the tokens and -c come from the base file (no -f)\n"
+            "      --kernels NAME          scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
             "  -v, --verbose               model and program facts on stderr\n"
             "  -h, --help                  this text\n");
 }
@@ -80,6 +82,7 @@ static void usage(FILE *f) {
 typedef struct ppl_args {
     const char *model, *tok, *text, *kernels, *base;
     int n_ctx, n_batch, threads, n_chunks, kld, verbose, kv_type;
+    int ctx_set; /* -c given (with --kl-divergence it must match the base file's) */
 } ppl_args;
 
 static double now_s(void) {
@@ -429,8 +432,10 @@ static void kld_summary(kld_acc *a) {
     printf("Same top p: %6.3f ± %5.3f %%\n", 100 * top, n > 1 ? 100 * sqrt(top * (1 - top) / (n - 1)) : 0.0);
 }
 
-static int run_kld(ppl_run *r, base_file *b) {
-    const size_t rows = (size_t)b->n_chunk * (size_t)(r->n_ctx - 1 - r->first);
+/* The first n_chunk chunks of the base (--chunks), or all. */
+static int run_kld(ppl_run *r, base_file *b, int n_chunk) {
+    if (n_chunk <= 0 || n_chunk > b->n_chunk) n_chunk = b->n_chunk;
+    const size_t rows = (size_t)n_chunk * (size_t)(r->n_ctx - 1 - r->first);
     r->acc.kld_v = slm_calloc(rows, sizeof(float));
     r->acc.pd_v = slm_calloc(rows, sizeof(float));
     if (!r->acc.kld_v || !r->acc.pd_v) {
@@ -438,12 +443,12 @@ static int run_kld(ppl_run *r, base_file *b) {
         return 0;
     }
     r->base = b;
-    fprintf(stderr, "kl_divergence: computing over %d chunks, n_ctx=%d\n", b->n_chunk, r->n_ctx);
-    for (int i = 0; i < b->n_chunk; i++) {
+    fprintf(stderr, "kl_divergence: computing over %d chunks, n_ctx=%d\n", n_chunk, r->n_ctx);
+    for (int i = 0; i < n_chunk; i++) {
         const double t0 = now_s();
         if (!eval_chunk(r, b->tokens + (size_t)i * r->n_ctx)) return 0;
         if (i == 0) {
-            print_eta(now_s() - t0, b->n_chunk);
+            print_eta(now_s() - t0, n_chunk);
             printf("\nchunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence"
                    "              Δp RMS            Same top p\n");
         }
@@ -475,7 +480,7 @@ static int parse_args(ppl_args *a, int argc, char **argv) {
         else if (!strcmp(o, "-f") || !strcmp(o, "--file")) a->text = v;
         else if (!strcmp(o, "--kl-divergence-base")) a->base = v;
         else if (!strcmp(o, "--kernels")) a->kernels = v;
-        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) { if (!slm_cli_parse_int(v, o, 4, 1 << 20, &a->n_ctx)) return -1; }
+        else if (!strcmp(o, "-c") || !strcmp(o, "--ctx-size")) { if (!slm_cli_parse_int(v, o, 4, 1 << 20, &a->n_ctx)) return -1; a->ctx_set = 1; }
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) { if (!slm_cli_parse_int(v, o, 1, 1 << 20, &a->n_batch)) return -1; }
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { if (!slm_cli_parse_int(v, o, 0, 1024, &a->threads)) return -1; }
         else if (!strcmp(o, "--kv-type")) { if (!slm_cli_parse_kv_type(v, o, &a->kv_type)) return -1; }
@@ -486,6 +491,11 @@ static int parse_args(ppl_args *a, int argc, char **argv) {
     if (a->kld && !a->base) {
         fprintf(stderr, "staticlm: --kl-divergence needs --kl-divergence-base FILE (written by a run without "
                         "--kl-divergence, or by llama-perplexity)\n");
+        return -1;
+    }
+    if (a->kld && a->text) {
+        fprintf(stderr, "staticlm: -f: with --kl-divergence the tokens come from the base file %s; leave -f out\n",
+                a->base);
         return -1;
     }
     if (!a->kld && !a->text) {
@@ -561,6 +571,12 @@ static int perplexity_main(ppl_args *a) {
     base_file b;
     memset(&b, 0, sizeof b);
     if (a->kld && !base_open(&b, a->base)) { base_close(&b); return 1; }
+    if (a->kld && a->ctx_set && a->n_ctx != b.n_ctx) {
+        fprintf(stderr, "staticlm: -c %d: the base file %s was written with a context of %d; leave -c out or give "
+                        "%d\n", a->n_ctx, a->base, b.n_ctx, b.n_ctx);
+        base_close(&b);
+        return 2;
+    }
     const int n_ctx = a->kld ? b.n_ctx : a->n_ctx;
     slm_engine *e = open_engine(a, n_ctx);
     if (!e) { base_close(&b); return 1; }
@@ -586,7 +602,7 @@ static int perplexity_main(ppl_args *a) {
         }
         int32_t probe[4];
         r.add_bos = slm_tokenize(e, "", 1, probe, 4) >= 1 && probe[0] == r.bos;
-        rc = run_kld(&r, &b) ? 0 : 1;
+        rc = run_kld(&r, &b, a->n_chunks) ? 0 : 1;
         goto done;
     }
     if (!(tok = tokenize_file(e, a->text, &n_tok))) goto done;

@@ -52,9 +52,12 @@ static void usage(FILE *f) {
             "      --tile-kb K           weight panel of one matrix task, KiB (default: as run)\n"
             "      --trace FILE          write the simulated timeline as a Chrome trace (the\n"
             "                            format of run --trace; staticlm trace FILE --svg OUT)\n"
-            "      --trace-steps S       decode steps in the trace (default 4)\n"
+            "      --trace-steps S       decode steps in the trace (default 4; with --trace)\n"
             "      --sweep max_prompt_len  try static prefill lengths (--sweep-at) on the prompt\n"
-            "                            lengths of --prompt-lens or --prompt-lens-file\n"
+            "                            lengths of --prompt-lens or --prompt-lens-file (it takes\n"
+            "                            none of the options above but -m, --device,\n"
+            "                            --min-response-len and --tile-kb; the three below are\n"
+            "                            its own)\n"
             "      --sweep-at L,L,...    the lengths tried (default 16,32,...,1024)\n"
             "      --prompt-lens P,P,... prompt lengths, one per prompt (up to 64)\n"
             "      --prompt-lens-file F  prompt lengths, whitespace-separated\n"
@@ -104,11 +107,27 @@ static int read_lens_file(const char *path, int *out, int *n) {
     return !bad;
 }
 
+/* The options of one mode that the other never reads: the last given of
+ * each (NULL: none), refused in the other mode. */
+static int in_list(const char *o, const char *const *list) {
+    for (; *list; list++)
+        if (!strcmp(o, *list)) return 1;
+    return 0;
+}
+
+static const char *const k_point_only[] = {"--prompt-len", "--gen", "--depth", "--batch", "--max-prompt-len", "--trace",
+                                           "--trace-steps", "-v", "--verbose", NULL};
+static const char *const k_sweep_only[] = {"--prompt-lens", "--prompt-lens-file", "--sweep-at", NULL};
+
 /* Returns 1 ok, 0 error, 2 help. */
 static int parse(int argc, char **argv, sim_args *a) {
+    const char *point = NULL, *swept = NULL, *steps = NULL;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 2;
+        if (in_list(o, k_point_only)) point = o;
+        if (in_list(o, k_sweep_only)) swept = o;
+        if (!strcmp(o, "--trace-steps")) steps = o;
         if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) {
             a->verbose = 1;
             continue;
@@ -143,6 +162,19 @@ static int parse(int argc, char **argv, sim_args *a) {
     }
     if (a->sweep && strcmp(a->sweep, "max_prompt_len")) {
         fprintf(stderr, "staticlm: --sweep takes max_prompt_len (the only swept parameter), got '%s'\n", a->sweep);
+        return 0;
+    }
+    if (a->sweep && point) {
+        fprintf(stderr, "staticlm: %s: --sweep simulates only the prefills of --prompt-lens at each --sweep-at "
+                        "length (with --min-response-len and --tile-kb); leave it out\n", point);
+        return 0;
+    }
+    if (!a->sweep && swept) {
+        fprintf(stderr, "staticlm: %s is read by --sweep max_prompt_len only (one prompt: --prompt-len)\n", swept);
+        return 0;
+    }
+    if (steps && !a->trace) {
+        fprintf(stderr, "staticlm: --trace-steps: the decode steps of the --trace FILE; give --trace\n");
         return 0;
     }
     if (a->lens_file && !read_lens_file(a->lens_file, a->lens, &a->n_lens)) return 0;

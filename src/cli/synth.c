@@ -150,8 +150,9 @@ static void usage(FILE *f) {
             "      --expert-scale X  glm4moe: routed_scaling_factor (default: the shape's, else 1)\n"
             "      --kv-shared N     gemma4: the last N layers reuse earlier layers' KV cache (default: the\n"
             "                        shape's; with --layers about half the layers, whole window periods)\n"
-            "      --sliding-window N  attention window of mistral (default 4096), gemma2/gemma3 and olmo2\n"
-            "                        (default: the shape's; olmo2 shapes without one have none)\n"
+            "      --sliding-window N  attention window of mistral (default 4096), gemma2, gemma3, olmo2,\n"
+            "                        exaone4, gpt-oss and gemma4 (default: the shape's; olmo2 shapes\n"
+            "                        without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
             "      --vocab-file F    GGUF with a llama (SPM) vocabulary (default\n"
             "                        ../shared/vocab/ggml-vocab-llama-spm.gguf)\n"
@@ -477,6 +478,41 @@ static int is_qwen35_shape(const synth_args *a, synth_shape *sh) {
     return 0;
 }
 
+/* 1 when arch is one of the names in list ("a, b, c"). */
+static int arch_in(const char *arch, const char *list) {
+    const size_t n = strlen(arch);
+    for (const char *p = list; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t k = e ? (size_t)(e - p) : strlen(p);
+        if (k == n && !strncmp(p, arch, n)) return 1;
+        if (!e) break;
+        p = e + 2;
+    }
+    return 0;
+}
+
+/* The family options given for an architecture that has no such part are
+ * refused (they used to be dropped): 0, or 2 after the message. */
+static int family_opts_check(const synth_args *a, const char *arch) {
+    static const struct { const char *opt, *archs; } k[] = {
+        {"--dense-lead", "glm4moe"},
+        {"--qk-norm", "glm4moe"},
+        {"--expert-scale", "glm4moe"},
+        {"--nextn", "glm4moe, qwen35, qwen35moe"},
+        {"--kv-shared", "gemma4"},
+        {"--sliding-window", "mistral, gemma2, gemma3, olmo2, exaone4, gpt-oss, gemma4"},
+    };
+    const int given[] = {a->dense_lead >= 0, a->qk_norm > 0, a->expert_scale > 0.0f, a->nextn >= 0, a->kv_shared >= 0,
+                         a->window > 0};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (given[i] && !arch_in(arch, k[i].archs)) {
+            fprintf(stderr, "staticlm synth: %s: only for %s; %s has no such part (--arch)\n", k[i].opt, k[i].archs,
+                    arch);
+            return 2;
+        }
+    return 0;
+}
+
 static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type **ty) {
     const synth_shape *base = NULL;
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
@@ -513,6 +549,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         }
         sh->arch = a->arch;
     }
+    if (family_opts_check(a, sh->arch)) return 2;
     /* a changed shape: dim / heads again (gemma4 keeps its head sizes), the DeltaNet heads from them */
     if ((a->o_dim > 0 || a->o_heads > 0) && strcmp(sh->arch, "gemma4")) sh->head_dim = sh->ssm_state = sh->ssm_k = sh->ssm_v = 0;
     if (a->o_ctx > 0 && sh->orig_ctx > sh->ctx) sh->orig_ctx = sh->ctx;
@@ -561,6 +598,10 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         (sh->experts && !is_moe_arch(sh->arch) && strcmp(sh->arch, "llama") && strcmp(sh->arch, "gemma4"))) {
         fprintf(stderr, "staticlm synth: %s: %s\n", sh->arch, sh->experts ? "experts only with llama, qwen3moe, qwen2moe, olmoe, granitemoe, gpt-oss, glm4moe, qwen35moe, gemma4"
                                                                            : "needs --experts");
+        return 2;
+    }
+    if (a->expert_ffn && !sh->experts) {
+        fprintf(stderr, "staticlm synth: --expert-ffn: %s has no experts here (--experts N)\n", sh->arch);
         return 2;
     }
     if (sh->experts && !sh->experts_used) sh->experts_used = sh->experts < 2 ? sh->experts : 2;

@@ -43,6 +43,11 @@ int synth_gemma4_shape(const synth_args *a, synth_shape *sh) {
         if (n_kv < sh->swa_period) n_kv = sh->swa_period;
         sh->kv_shared = n_kv < sh->n_layers ? sh->n_layers - n_kv : 0;
     }
+    if (a->kv_shared >= sh->n_layers) {
+        fprintf(stderr, "staticlm synth: gemma4: --kv-shared %d: at most %d of %d layers can share K/V\n", a->kv_shared,
+                sh->n_layers - 2, sh->n_layers);
+        return 2;
+    }
     if (a->kv_shared >= 0) sh->kv_shared = a->kv_shared;
     if (sh->kv_shared >= sh->n_layers) sh->kv_shared = 0;
     const int n_kv = sh->n_layers - sh->kv_shared;

@@ -28,7 +28,7 @@ static void usage(FILE *f) {
             "                         a Hugging Face tokenizer.json, or a llama2.c model (with -z)\n"
             "  -z, --tokenizer PATH   llama2.c tokenizer.bin\n"
             "  -p, --prompt TEXT      the text to tokenize\n"
-            "  -f, --file PATH        read the text from a file instead\n"
+            "  -f, --file PATH        read the text from a file instead (not with -p)\n"
             "      --no-bos           leave out BOS (and EOS where the vocabulary adds one)\n"
             "      --special          let special-token text (e.g. <|endoftext|>) match special tokens;\n"
             "                         for SentencePiece vocabularies user-defined tokens always match\n"
@@ -144,6 +144,10 @@ int slm_cli_tokenize(int argc, char **argv) {
     }
     if ((!model && !tokp) || (!prompt && !file)) {
         usage(stderr);
+        return 2;
+    }
+    if (prompt && file) {
+        fprintf(stderr, "staticlm: -p and -f both give the text: one of them\n");
         return 2;
     }
     char *fbuf = NULL;

@@ -312,14 +312,16 @@ static int write_svg(const trace_data *d, const char *path) {
 int slm_cli_trace(int argc, char **argv) {
     const char *in = NULL, *svg = NULL;
     float from_ms = 0, to_ms = 0;
+    int to_set = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             printf("usage: staticlm trace FILE.json [--svg OUT.svg] [--from MS] [--to MS]\n\n"
-                   "Reads a trace written by run/chat/bench/serve --trace FILE.json and prints the\n"
-                   "time per task kind, each thread's task, barrier and idle time, and the critical\n"
-                   "stage (the longest wall time). --svg draws the timeline: a row per thread, a\n"
-                   "colour per task kind, barrier waits as lines (docs/trace.md). --from and --to\n"
-                   "keep the events that start in that window (ms after the first event).\n");
+                   "Reads a trace written by --trace FILE.json (run, chat, bench, serve, simulate)\n"
+                   "and prints the time per task kind, each thread's task, barrier and idle time,\n"
+                   "and the critical stage (the longest wall time). --svg draws the timeline: a row\n"
+                   "per thread, a colour per task kind, barrier waits as lines (docs/trace.md).\n"
+                   "--from and --to keep the events that start in that window (ms after the first\n"
+                   "event; --to after --from).\n");
             return 0;
         }
         if (!strcmp(argv[i], "--svg") && i + 1 < argc) svg = argv[++i];
@@ -327,7 +329,7 @@ int slm_cli_trace(int argc, char **argv) {
             float v;
             if (!slm_cli_parse_float(argv[i + 1], argv[i], 0.0f, 1e9f, &v)) return 2;
             if (argv[i][2] == 'f') from_ms = v;
-            else to_ms = v;
+            else to_ms = v, to_set = 1;
             i++;
         }
         else if (argv[i][0] != '-' && !in) in = argv[i];
@@ -338,6 +340,10 @@ int slm_cli_trace(int argc, char **argv) {
     }
     if (!in) {
         fprintf(stderr, "usage: staticlm trace FILE.json [--svg OUT.svg]\n");
+        return 2;
+    }
+    if (to_set && !(to_ms > from_ms)) { /* 0 would read as no end */
+        fprintf(stderr, "staticlm: trace: --to %g: the window ends after --from %g\n", to_ms, from_ms);
         return 2;
     }
     slm_map map;
