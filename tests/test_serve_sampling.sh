@@ -49,6 +49,14 @@ code -d "{$P,\"logit_bias\":{\"$ID\":-100}}" "$CMPL" >/dev/null
 BIAS=$(text_of)
 RUN_BIAS=$(run_text --logit-bias "$ID-100")
 check "logit_bias $ID -100: server == run, not the greedy text" '[ -n "$ID" ] && [ -n "$BIAS" ] && [ "$BIAS" = "$RUN_BIAS" ] && [ "$BIAS" != "$GREEDY" ]'
+# serve's --logit-bias is what a request without logit_bias takes (a request's own replaces it)
+U1=$U SPID1=$SPID WPID1=$WPID
+serve_start "$TMP/server2.log" "${MODEL[@]}" --temp 0 --logit-bias "$ID-100"
+code -d "{$P}" "$U/v1/completions" >/dev/null; SBIAS=$(text_of)
+code -d "{$P,\"logit_bias\":{}}" "$U/v1/completions" >/dev/null; SNONE=$(text_of)
+check "serve --logit-bias $ID-100: a request without logit_bias == run --logit-bias; logit_bias {} replaces it" '[ -n "$SBIAS" ] && [ "$SBIAS" = "$RUN_BIAS" ] && [ "$SNONE" = "$GREEDY" ]'
+check "the second server exits 0 on SIGTERM" 'serve_stop "$TMP/server2.log" "$SPID" "$WPID"'
+U=$U1 SPID=$SPID1 WPID=$WPID1
 code -d "{$P,\"min_p\":0.5,\"temperature\":1,\"seed\":4}" "$CMPL" >/dev/null
 MP=$(text_of)
 RUN_MP=$("$CLI" run "${MODEL[@]}" -p "Once upon a time" -n 40 --temp 1 --top-p 0.9 --min-p 0.5 --seed 4 2>/dev/null | sed 's/^Once upon a time//')

@@ -105,8 +105,9 @@ static int parse_penalties(const cJSON *o, srv_request *q, srv_error *e) {
             return BAD("repeat_last_n", "invalid_type", "'repeat_last_n' must be an integer >= -1 (-1 = all)");
         q->samp.repeat_last_n = (int)v->valuedouble;
     }
-    q->samp.n_logit_bias = 0;
-    return (v = field(o, "logit_bias")) ? parse_logit_bias(v, q, e) : 1;
+    if (!(v = field(o, "logit_bias"))) return 1; /* serve's --logit-bias stands */
+    q->samp.n_logit_bias = 0;                     /* the request's replaces it */
+    return parse_logit_bias(v, q, e);
 }
 
 /* Log-probabilities: chat's logprobs (true / false) and top_logprobs (0 to
