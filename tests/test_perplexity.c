@@ -290,6 +290,31 @@ static void test_kld_options(void) {
     free(err);
 }
 
+/* A compiled blob: the same PPL as its source (the reference); -b is refused
+ * (its prefill programs are fixed) and so is a context past its KV capacity. */
+static void test_blob(void) {
+    char blob[320], *out = NULL, *err = NULL;
+    snprintf(blob, sizeof blob, "%s/s.blob", g_tmp);
+    char *c[] = {"staticlm", "compile", "-m", MODEL, "-z", TOK, "--max-prompt-len", "48", "--min-response-len", "100",
+                 "-o", blob, NULL};
+    CHECKF(run_cmd(c, NULL, &err) == 0, "%s", err ? err : "");
+    free(err);
+    char *a1[] = {"staticlm", "perplexity", "-m", blob, "-f", g_text, "-c", "128", "-t", "1", NULL};
+    CHECKF(run_cmd(a1, &out, &err) == 0, "%s", err ? err : "");
+    double ppl = 0;
+    const char *fe = out ? strstr(out, "Final estimate: PPL = ") : NULL;
+    CHECKF(fe && sscanf(fe, "Final estimate: PPL = %lf", &ppl) == 1 && fabs(ppl - g_ref.ppl) <= 1e-4 * g_ref.ppl + 5e-5,
+           "blob PPL %.5f, reference %.5f", ppl, g_ref.ppl);
+    free(out);
+    free(err);
+    char *a2[] = {"staticlm", "perplexity", "-m", blob, "-f", g_text, "-c", "128", "-b", "16", NULL};
+    CHECKF(run_cmd(a2, NULL, &err) != 0 && err && strstr(err, "-b 16: the blob"), "%s", err ? err : "");
+    free(err);
+    char *a3[] = {"staticlm", "perplexity", "-m", blob, "-f", g_text, "-c", "256", NULL};
+    CHECKF(run_cmd(a3, NULL, &err) != 0 && err && strstr(err, "the blob's KV capacity of 148"), "%s", err ? err : "");
+    free(err);
+}
+
 int main(void) {
     T_RUN(test_setup);
     T_RUN(test_ppl_matches_reference);
@@ -298,6 +323,7 @@ int main(void) {
     T_RUN(test_malformed_base);
     T_RUN(test_refusals);
     T_RUN(test_kld_options);
+    T_RUN(test_blob);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_tmp);

@@ -45,6 +45,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "blob/blob.h"
 #include "cli/cli.h"
 #include "common/common.h"
 #include "staticlm.h"
@@ -65,7 +66,9 @@ static void usage(FILE *f) {
             "  -z, --tokenizer PATH        llama2.c tokenizer.bin (llama2.c models)\n"
             "  -f, --file PATH             the text\n"
             "  -c, --ctx-size N            tokens per chunk (default 512)\n"
-            "  -b, --batch-size N          prefill rows per program call (default: half a chunk)\n"
+            "  -b, --batch-size N          prefill rows per program call (default: half a chunk;\n"
+            "                              a blob runs its own prefill programs: no -b, and -c\n"
+            "                              within its KV capacity)\n"
             "  -t, --threads N             worker threads (default: one per CPU)\n"
             "      --kv-type T             KV cache element type: f32 | f16 | q8_0 (default f16)\n"
             "      --chunks N              score at most N chunks (default: all)\n"
@@ -546,8 +549,14 @@ static int32_t *tokenize_file(slm_engine *e, const char *path, int *n) {
 static slm_engine *open_engine(ppl_args *a, int n_ctx) {
     slm_options opt = slm_default_options();
     const int pre = n_ctx / 2 + 1;
-    opt.max_prompt_len = a->n_batch > 0 && a->n_batch < pre ? a->n_batch : pre;
-    opt.min_response_len = n_ctx - opt.max_prompt_len;
+    if (!slm_blob_is_elf(a->model)) {
+        opt.max_prompt_len = a->n_batch > 0 && a->n_batch < pre ? a->n_batch : pre;
+        opt.min_response_len = n_ctx - opt.max_prompt_len;
+    } else if (a->n_batch > 0) { /* a blob's prefill programs are fixed; a context must fit its KV (below) */
+        fprintf(stderr, "staticlm: -b %d: the blob %s has its prefill programs (compiled with --max-prompt-len); "
+                        "leave -b out\n", a->n_batch, a->model);
+        return NULL;
+    }
     opt.n_threads = a->threads;
     opt.verbose = a->verbose;
     opt.kv_type = a->kv_type;
@@ -558,8 +567,12 @@ static slm_engine *open_engine(ppl_args *a, int n_ctx) {
     if (e && slm_capacity(e) < n_ctx) {
         slm_info info;
         slm_get_info(e, &info);
-        fprintf(stderr, "staticlm: a context of %d tokens does not fit: the model's context length is %d (-c)\n",
-                n_ctx, info.context_len);
+        if (slm_blob_is_elf(a->model))
+            fprintf(stderr, "staticlm: a context of %d tokens does not fit the blob's KV capacity of %d (-c)\n", n_ctx,
+                    slm_capacity(e));
+        else
+            fprintf(stderr, "staticlm: a context of %d tokens does not fit: the model's context length is %d (-c)\n",
+                    n_ctx, info.context_len);
         slm_free(e);
         return NULL;
     }
