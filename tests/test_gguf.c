@@ -985,9 +985,9 @@ static void test_convert_cli_errors(void) {
     char *txt = t_read_file(log, NULL);
     CHECK(txt && strstr(txt, "usage: staticlm convert"));
     free(txt);
-    CHECK(run_cli("convert", log) == 1);
-    CHECK(run_cli("convert -m", log) == 1);
-    CHECK(run_cli("convert --bogus x", log) == 1);
+    CHECK(run_cli("convert", log) == 2);
+    CHECK(run_cli("convert -m", log) == 2);
+    CHECK(run_cli("convert --bogus x", log) == 2);
     snprintf(args, sizeof args, "convert -m /nonexistent/m.bin -z %s -o %s", T_SHARED("models/tok512.bin"), out);
     CHECK(run_cli(args, log) == 1);
     txt = t_read_file(log, NULL);
@@ -995,7 +995,7 @@ static void test_convert_cli_errors(void) {
     free(txt);
     snprintf(args, sizeof args, "convert -m %s -z %s -o %s --type q4_0", T_SHARED("models/stories260K.bin"),
              T_SHARED("models/tok512.bin"), out);
-    CHECK(run_cli(args, log) == 1);
+    CHECK(run_cli(args, log) == 2); /* a bad option value: a usage error */
     snprintf(args, sizeof args, "convert -m %s -o %s", T_SHARED("models/stories260K.bin"), out);
     CHECK(run_cli(args, log) == 1); /* no tokenizer */
     snprintf(args, sizeof args, "convert -m %s -z %s -o %s", T_SHARED("models/stories260K.bin"),

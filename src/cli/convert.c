@@ -221,18 +221,18 @@ int slm_cli_convert(int argc, char **argv) {
         if (!dst) {
             fprintf(stderr, "convert: unknown option '%s'\n", a);
             usage(stderr);
-            return 1;
+            return 2; /* a usage error */
         }
         if (i + 1 >= argc) {
             fprintf(stderr, "convert: option '%s' needs a value\n", a);
-            return 1;
+            return 2;
         }
         *dst = argv[++i];
     }
     if (!model_path || !out_path) {
         fprintf(stderr, "convert: -m MODEL and -o OUT.gguf are required\n");
         usage(stderr);
-        return 1;
+        return 2;
     }
     uint32_t type, ftype;
     if (!strcmp(type_name, "f32")) type = SLM_F32, ftype = FTYPE_ALL_F32;
@@ -240,7 +240,7 @@ int slm_cli_convert(int argc, char **argv) {
     else if (!strcmp(type_name, "q8_0")) type = SLM_Q8_0, ftype = FTYPE_MOSTLY_Q8_0;
     else {
         fprintf(stderr, "convert: --type '%s' is not one of f32, f16, q8_0\n", type_name);
-        return 1;
+        return 2;
     }
 
     int rc = 1;
