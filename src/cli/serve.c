@@ -33,6 +33,8 @@ static void usage_serve(FILE *f) {
             "  POST /v1/chat/completions   chat (the chat template renders the messages)\n"
             "  POST /v1/completions        raw prompt (with BOS); default max_tokens 16\n"
             "  GET  /v1/models, GET /health\n"
+            "  POST /tokenize, /detokenize (llama-server's: content, add_special,\n"
+            "                              parse_special, with_pieces; tokens)\n"
             "Requests take model, max_tokens, temperature, top_p, top_k, min_p, seed,\n"
             "presence_penalty, frequency_penalty, repeat_penalty, repeat_last_n, logit_bias,\n"
             "stop (a string or up to 4), stream (server-sent events) and\n"
