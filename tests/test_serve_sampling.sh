@@ -8,6 +8,8 @@
 #    top_logprobs): one per generated token, their texts the reply's, the
 #    greedy token the likeliest, the same streamed as whole, cut with a stop
 #    string (their values against golden logits: test_session);
+#  - llama-server's n_predict and ignore_eos are taken, its samplers
+#    staticlm lacks (mirostat, typical_p, ...) refused unless off;
 #  - /tokenize gives run.c's ids (golden), its pieces make the text, and
 #    /detokenize gives it back; bad ids and fields get 400;
 #  - fields of features staticlm lacks (the legacy functions, response
@@ -106,6 +108,20 @@ else
   echo "SKIP: the log-probability checks need python3"
 fi
 
+is_unsup() { grep -q '"code":"unsupported_value"' "$TMP/body" && grep -q "\"param\":\"$1\"" "$TMP/body"; }
+# ---- llama-server's fields: n_predict, ignore_eos taken; its samplers staticlm lacks refused unless off
+usage_of() { sed -n 's/.*"completion_tokens":\([0-9]*\).*/\1/p' "$TMP/body"; }
+fin_of() { sed -n 's/.*"finish_reason":"\([a-z_]*\)".*/\1/p' "$TMP/body" | head -1; }
+check "n_predict 40 == max_tokens 40" '[ "$(code -d "{\"prompt\":\"Once upon a time\",\"n_predict\":40}" "$CMPL")" = 200 ] && [ "$(text_of)" = "$GREEDY" ]'
+code -d '{"prompt":"Once upon a time","max_tokens":400}' "$CMPL" >/dev/null; NSTOP=$(usage_of) FSTOP=$(fin_of)
+code -d '{"prompt":"Once upon a time","max_tokens":400,"ignore_eos":true}' "$CMPL" >/dev/null
+check "ignore_eos: the reply that stopped at $NSTOP tokens runs to max_tokens 400" '[ "$FSTOP" = stop ] && [ "$NSTOP" -lt 400 ] && [ "$(usage_of)" = 400 ] && [ "$(fin_of)" = length ]'
+check "n_predict beside max_tokens -> 400" '[ "$(code -d "{$P,\"n_predict\":5}" "$CMPL")" = 400 ] && grep -q "\"param\":\"n_predict\"" "$TMP/body"'
+for f in mirostat:2 typical_p:0.9 tfs_z:0.5 dynatemp_range:0.5 xtc_probability:0.1 dry_multiplier:0.8 n_probs:3 top_n_sigma:1.5; do
+  check "${f%%:*} ${f#*:} -> 400 unsupported" '[ "$(code -d "{$P,\"${f%%:*}\":${f#*:}}" "$CMPL")" = 400 ] && is_unsup "${f%%:*}"'
+done
+check "the same fields off -> 200" '[ "$(code -d "{$P,\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1,\"n_probs\":0,\"top_n_sigma\":-1}" "$CMPL")" = 200 ]'
+
 # ---- /tokenize and /detokenize (llama-server's)
 GOLD_IDS=$(tr -s ' \n' ',' < "$SHARED/models/golden/stories260K/0.prompt_ids.txt" | sed 's/,$//')
 check "/tokenize with add_special = the golden prompt ids (run.c's encode)" '[ "$(code -d "{\"content\":\"$(cat "$SHARED/models/golden/stories260K/0.prompt.txt")\",\"add_special\":true}" "$U/tokenize")" = 200 ] && grep -q "^{\"tokens\":\[$GOLD_IDS\]}$" "$TMP/body"'
@@ -128,7 +144,6 @@ check "/tokenize: add_special not a boolean -> 400" '[ "$(code -d "{\"content\":
 check "GET /tokenize -> 405" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/tokenize")" = 405 ]'
 
 # ---- refused, not ignored
-is_unsup() { grep -q '"code":"unsupported_value"' "$TMP/body" && grep -q "\"param\":\"$1\"" "$TMP/body"; }
 TOOLS='[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]'
 check "functions -> 400 unsupported" '[ "$(code -d "{$M,\"functions\":$TOOLS}" "$CHAT")" = 400 ] && is_unsup functions && grep -q "not supported" "$TMP/body"'
 check "tool_choice required without tools -> 400" '[ "$(code -d "{$M,\"tool_choice\":\"required\"}" "$CHAT")" = 400 ] && grep -q "\"param\":\"tool_choice\"" "$TMP/body" && grep -q "\"code\":\"invalid_value\"" "$TMP/body"'

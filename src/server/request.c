@@ -134,6 +134,34 @@ static int parse_logprobs(const cJSON *o, srv_request *q, srv_error *e) {
     return 1;
 }
 
+/* llama-server's own fields: n_predict (max_tokens by its other name; -1 =
+ * until the KV capacity) and ignore_eos are taken; its samplers staticlm
+ * lacks are refused unless they are off. */
+static int parse_llama_fields(const cJSON *o, srv_request *q, srv_error *e) {
+    static const struct { const char *name; double off; } k_off[] = {
+        {"mirostat", 0}, {"typical_p", 1}, {"tfs_z", 1}, {"dynatemp_range", 0}, {"xtc_probability", 0},
+        {"dry_multiplier", 0}, {"n_probs", 0}};
+    const cJSON *v;
+    for (size_t i = 0; i < sizeof k_off / sizeof k_off[0]; i++)
+        if ((v = field(o, k_off[i].name)) && !(cJSON_IsNumber(v) && v->valuedouble == k_off[i].off))
+            return BAD(k_off[i].name, "unsupported_value", "'%s' is not supported (only %g, off)%s", k_off[i].name,
+                       k_off[i].off, strcmp(k_off[i].name, "n_probs") ? "" : ": use logprobs / top_logprobs");
+    if ((v = field(o, "top_n_sigma")) && !(cJSON_IsNumber(v) && v->valuedouble <= 0))
+        return BAD("top_n_sigma", "unsupported_value", "'top_n_sigma' is not supported (only <= 0, off)");
+    if ((v = field(o, "ignore_eos"))) {
+        if (!cJSON_IsBool(v)) return BAD("ignore_eos", "invalid_type", "'ignore_eos' must be a boolean");
+        q->ignore_eos = cJSON_IsTrue(v);
+    }
+    if ((v = field(o, "n_predict"))) {
+        if (field(o, "max_tokens") || field(o, "max_completion_tokens"))
+            return BAD("n_predict", "invalid_value", "give one of 'n_predict' and 'max_tokens'");
+        if (!is_int(v) || !(v->valuedouble == -1 || v->valuedouble >= 1))
+            return BAD("n_predict", "invalid_type", "'n_predict' must be -1 (until the context is full) or an integer >= 1");
+        q->max_tokens = v->valuedouble > 1e9 ? 1000000000 : v->valuedouble < 0 ? 0 : (int)v->valuedouble;
+    }
+    return 1;
+}
+
 /* OpenAI fields whose features staticlm does not have: refused, not ignored,
  * unless they ask for nothing (an empty functions list, "none", "text", false, 0, 1).
  * (tools and tool_choice: parse_tools.) */
@@ -241,6 +269,7 @@ static int parse_common(const cJSON *o, const slm_sampling *dflt, srv_request *q
         if (!is_int(v) || v->valuedouble < 1) return BAD(mt, "invalid_type", "'%s' must be an integer >= 1", mt);
         q->max_tokens = v->valuedouble > 1e9 ? 1000000000 : (int)v->valuedouble;
     }
+    if (!parse_llama_fields(o, q, e)) return 0;
     if ((v = field(o, "temperature"))) {
         if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 2))
             return BAD("temperature", "invalid_type", "'temperature' must be a number in [0, 2]");

@@ -25,6 +25,7 @@ typedef struct srv_request {
     int chat;                /* 1: chat completion (msgs); 0: completion (prompt) */
     int stream, include_usage;
     int max_tokens;          /* 0 = until the KV capacity */
+    int ignore_eos;          /* llama-server's: no stop tokens (stop strings and limits still apply) */
     int logprobs;            /* 1: each token's log-probability (chat logprobs true, completions logprobs > 0) */
     int top_logprobs;        /* and the n most likely tokens (chat top_logprobs, completions logprobs) */
     slm_sampling samp;       /* seed valid only when seed_set */

@@ -419,6 +419,7 @@ static int start_job(srv_api *a, int i, int *budget) {
     sc.n_predict = j->q.max_tokens > 0 && j->q.max_tokens < max_gen ? j->q.max_tokens : max_gen;
     sc.stop = (const char *const *)j->q.stop;
     sc.n_stop = j->q.nstop;
+    sc.ignore_eos = j->q.ignore_eos;
     sc.logprobs = j->q.logprobs;
     sc.top_logprobs = j->q.top_logprobs;
     slm_session_stats s0, s1;
