@@ -100,6 +100,17 @@ code -d "{$MSG,\"chat_template_kwargs\":{\"enable_thinking\":true}}" "$CHAT2" >/
 check "serve --reasoning-format none: a request's kwargs override; the thinking stays in content" '[ "$(jget "$TMP/body" "j.choices[0].message.content" "j[\"choices\"][0][\"message\"][\"content\"]")" = "$N" ]'
 check "serve: a request's reasoning_format overrides the server's" '[ "$(code -d "{$MSG,\"reasoning_format\":\"auto\",\"chat_template_kwargs\":{\"enable_thinking\":true}}" "$CHAT2")" = 200 ] && [ "$(jget "$TMP/body" "j.choices[0].message.reasoning_content" "j[\"choices\"][0][\"message\"][\"reasoning_content\"]")" = "$R" ]'
 
+# reasoning_effort: the template variable (gpt-oss's template reads it), under chat_template_kwargs' own
+printf '%s' "{%- for m in messages %}{{ m.content }}{% endfor %}[effort={{ reasoning_effort | default('unset') }}]" >"$TMP/effort.jinja"
+start "$TMP/s3.log" -v --chat-template "$TMP/effort.jinja"
+CHAT3=http://127.0.0.1:$PORT/v1/chat/completions
+E='"messages":[{"role":"user","content":"Hello"}],"max_tokens":2'
+check "serve: reasoning_effort high reaches the template" '[ "$(code -d "{$E,\"reasoning_effort\":\"high\"}" "$CHAT3")" = 200 ] && grep -q "^Hello\[effort=high\]" "$TMP/s3.log"'
+check "serve: chat_template_kwargs reasoning_effort wins over the field" '[ "$(code -d "{$E,\"reasoning_effort\":\"high\",\"chat_template_kwargs\":{\"reasoning_effort\":\"low\"}}" "$CHAT3")" = 200 ] && grep -q "^Hello\[effort=low\]" "$TMP/s3.log"'
+check "serve: without it the template sees none" '[ "$(code -d "{$E}" "$CHAT3")" = 200 ] && grep -q "^Hello\[effort=unset\]" "$TMP/s3.log"'
+check "serve: reasoning_effort extreme -> 400" '[ "$(code -d "{$E,\"reasoning_effort\":\"extreme\"}" "$CHAT3")" = 400 ] && grep -q "\"param\":\"reasoning_effort\"" "$TMP/body"'
+check "serve: reasoning_effort on /v1/completions -> 400" '[ "$(code -d "{\"prompt\":\"Hi\",\"reasoning_effort\":\"low\"}" "http://127.0.0.1:$PORT/v1/completions")" = 400 ] && grep -q "chat completions only" "$TMP/body"'
+
 check "serve: bad --reasoning-format refused at start" '! "$CLI" serve "${MODEL[@]}" --port 0 --reasoning-format r1 2>"$TMP/e" && grep -q "reasoning-format expects" "$TMP/e"'
 check "serve: bad --chat-template-kwargs refused at start" '! "$CLI" serve "${MODEL[@]}" --port 0 --chat-template-kwargs "{\"a\":" 2>"$TMP/e" && grep -q "chat-template-kwargs" "$TMP/e"'
 

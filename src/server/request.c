@@ -475,19 +475,29 @@ static int parse_messages(const cJSON *o, srv_request *q, srv_error *e) {
     return 1;
 }
 
-/* reasoning_format and chat_template_kwargs: chat completions only. */
+/* reasoning_format, chat_template_kwargs and reasoning_effort (OpenAI's;
+ * the template variable reasoning_effort, as llama-server passes it: gpt-oss's
+ * template reads it, unless chat_template_kwargs sets it): chat completions only. */
 static int parse_reasoning(const cJSON *o, srv_request *q, srv_error *e) {
-    const cJSON *rf = field(o, "reasoning_format"), *kw = field(o, "chat_template_kwargs");
+    const cJSON *rf = field(o, "reasoning_format"), *kw = field(o, "chat_template_kwargs"), *ef = field(o, "reasoning_effort");
     q->reasoning = -1;
-    if (!q->chat && (rf || kw))
-        return BAD(rf ? "reasoning_format" : "chat_template_kwargs", "unsupported_value",
-                   "'%s' applies to chat completions only (/v1/chat/completions)",
-                   rf ? "reasoning_format" : "chat_template_kwargs");
+    if (!q->chat && (rf || kw || ef)) {
+        const char *f = rf ? "reasoning_format" : kw ? "chat_template_kwargs" : "reasoning_effort";
+        return BAD(f, "unsupported_value", "'%s' applies to chat completions only (/v1/chat/completions)", f);
+    }
     if (rf && (!cJSON_IsString(rf) || (q->reasoning = slm_reason_format_parse(rf->valuestring)) < 0))
         return BAD("reasoning_format", "invalid_value", "'reasoning_format' must be one of %s", SLM_REASON_FORMATS);
-    if (!kw) return 1;
-    if (!cJSON_IsObject(kw)) return BAD("chat_template_kwargs", "invalid_type", "'chat_template_kwargs' must be an object");
-    if (!(q->kwargs = cJSON_PrintUnformatted(kw))) return NOMEM();
+    if (ef && !(cJSON_IsString(ef) && (!strcmp(ef->valuestring, "minimal") || !strcmp(ef->valuestring, "low") ||
+                                      !strcmp(ef->valuestring, "medium") || !strcmp(ef->valuestring, "high"))))
+        return BAD("reasoning_effort", "invalid_value", "'reasoning_effort' must be one of minimal, low, medium, high");
+    if (kw && !cJSON_IsObject(kw)) return BAD("chat_template_kwargs", "invalid_type", "'chat_template_kwargs' must be an object");
+    if (!kw && !ef) return 1;
+    cJSON *all = kw ? cJSON_Duplicate(kw, 1) : cJSON_CreateObject();
+    if (all && ef && !cJSON_GetObjectItemCaseSensitive(all, "reasoning_effort"))
+        cJSON_AddStringToObject(all, "reasoning_effort", ef->valuestring);
+    q->kwargs = all ? cJSON_PrintUnformatted(all) : NULL;
+    cJSON_Delete(all);
+    if (!q->kwargs) return NOMEM();
     slm_err err = {0};
     if (!slm_tmpl_kwargs_check(q->kwargs, &err))
         return err.status == SLM_ERR_NOMEM ? NOMEM() : BAD("chat_template_kwargs", "invalid_value", "%s", err.msg);
