@@ -137,6 +137,9 @@ sys.exit(0 if b.decode().lstrip(" ")==sys.argv[2] and any(isinstance(e["piece"],
   IDS=$(python3 -c 'import json,sys; print(json.dumps({"tokens":[e["id"] for e in json.load(open(sys.argv[1]))["tokens"]]}))' "$TMP/body")
   check "/detokenize of /tokenize = the text" '[ "$(code -d "$IDS" "$U/detokenize")" = 200 ] && [ "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[\"content\"].lstrip(\" \"))" "$TMP/body")" = "$TXT" ]'
 fi
+check "completions: a prompt of ids (BOS included) == the same prompt as text" '[ "$(code -d "{\"prompt\":[$GOLD_IDS],\"max_tokens\":40}" "$CMPL")" = 200 ] && [ "$(text_of)" = "$GREEDY" ] && grep -q "\"prompt_tokens\":5," "$TMP/body"'
+check "completions: a prompt id past the vocabulary -> 400" '[ "$(code -d "{\"prompt\":[1,512]}" "$CMPL")" = 400 ] && grep -q "vocabulary has 512" "$TMP/body"'
+check "completions: a prompt of ids and strings -> 400" '[ "$(code -d "{\"prompt\":[1,\"a\"]}" "$CMPL")" = 400 ] && grep -q "\"param\":\"prompt\"" "$TMP/body"'
 check "/detokenize: an id past the vocabulary -> 400" '[ "$(code -d "{\"tokens\":[1,512]}" "$U/detokenize")" = 400 ] && grep -q "\"param\":\"tokens\"" "$TMP/body"'
 check "/detokenize: a fraction -> 400" '[ "$(code -d "{\"tokens\":[1.5]}" "$U/detokenize")" = 400 ]'
 check "/tokenize: content not a string -> 400" '[ "$(code -d "{\"content\":3}" "$U/tokenize")" = 400 ] && grep -q "\"param\":\"content\"" "$TMP/body"'

@@ -440,6 +440,15 @@ static int handle_completion(srv_api *a, srv_req *r, int chat) {
         ok = http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
         return ok ? HTTP_DONE : HTTP_DROP;
     }
+    for (int i = 0; i < j->q.n_prompt_ids; i++)
+        if (j->q.prompt_ids[i] >= a->info.vocab_size) {
+            const int id = j->q.prompt_ids[i];
+            srv_request_free(&j->q);
+            slm_xfree(j);
+            ok = http_send_error(r, 400, "invalid_request_error", "prompt", "invalid_value",
+                                 "the prompt holds token %d; the vocabulary has %d", id, a->info.vocab_size);
+            return ok ? HTTP_DONE : HTTP_DROP;
+        }
     for (int i = 0; i < j->q.samp.n_logit_bias; i++)
         if (j->q.samp.logit_bias[i].token >= a->info.vocab_size) {
             const int id = j->q.samp.logit_bias[i].token;

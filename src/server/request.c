@@ -508,7 +508,23 @@ static int parse_prompt(const cJSON *o, srv_request *q, srv_error *e) {
     const cJSON *pr = cJSON_GetObjectItemCaseSensitive(o, "prompt");
     if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) == 1 && cJSON_IsString(cJSON_GetArrayItem(pr, 0)))
         pr = cJSON_GetArrayItem(pr, 0);
-    if (!cJSON_IsString(pr)) return BAD("prompt", "invalid_value", pr ? "'prompt' must be a string" : "'prompt' is required");
+    if (cJSON_IsArray(pr) && cJSON_GetArraySize(pr) > 0 && cJSON_IsNumber(cJSON_GetArrayItem(pr, 0))) {
+        /* token ids, as OpenAI's and llama-server's completions take them (checked
+           against the vocabulary where it is known, api.c) */
+        const int n = cJSON_GetArraySize(pr);
+        if (n > SRV_MAX_PROMPT_IDS) return BAD("prompt", "invalid_value", "a prompt of ids holds at most %d", SRV_MAX_PROMPT_IDS);
+        if (!(q->prompt_ids = slm_malloc((size_t)n * sizeof *q->prompt_ids))) return NOMEM();
+        const cJSON *it;
+        cJSON_ArrayForEach(it, pr) {
+            if (!is_int(it) || it->valuedouble < 0 || it->valuedouble >= 1 << 30)
+                return BAD("prompt", "invalid_value", "a prompt of ids holds whole numbers >= 0 (token ids)");
+            q->prompt_ids[q->n_prompt_ids++] = (int32_t)it->valuedouble;
+        }
+        return 1;
+    }
+    if (!cJSON_IsString(pr))
+        return BAD("prompt", "invalid_value",
+                   pr ? "'prompt' must be a string, one string in a list, or a list of token ids" : "'prompt' is required");
     if (!(q->prompt = slm_strdup(pr->valuestring))) return NOMEM();
     return 1;
 }
@@ -551,6 +567,7 @@ void srv_request_free(srv_request *q) {
     slm_tool_fns_free(q->tool_fns, q->n_tool_fns);
     slm_xfree(q->msgs);
     slm_xfree(q->prompt);
+    slm_xfree(q->prompt_ids);
     int chat = q->chat;
     memset(q, 0, sizeof *q);
     q->chat = chat;

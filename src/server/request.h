@@ -20,6 +20,7 @@
 #define SRV_MAX_STOP 4       /* stop strings per request */
 #define SRV_STOP_LEN 256     /* bytes per stop string */
 #define SRV_MAX_MESSAGES 100000
+#define SRV_MAX_PROMPT_IDS (1 << 20) /* ids in a prompt given as ids */
 
 typedef struct srv_request {
     int chat;                /* 1: chat completion (msgs); 0: completion (prompt) */
@@ -35,7 +36,9 @@ typedef struct srv_request {
     slm_chat_msg *msgs;      /* [nmsgs]; role a static string, content and
                                 reasoning_content (NULL: none) slm_malloc'd */
     int nmsgs;
-    char *prompt;            /* completions: the prompt (slm_malloc'd) */
+    char *prompt;            /* completions: the prompt (slm_malloc'd), or NULL when given as ids: */
+    int32_t *prompt_ids;     /* ... token ids, as sent (no BOS added; slm_malloc'd) [n_prompt_ids] */
+    int n_prompt_ids;
     int reasoning;           /* chat: reasoning_format, SLM_REASON_*; -1 = the server's */
     char *kwargs;            /* chat: chat_template_kwargs, a checked JSON object
                                 (slm_malloc'd), or NULL */

@@ -338,7 +338,18 @@ static int job_tokens(srv_api *a, job *j, int32_t **ids) {
         return n;
     }
     slm_reason_init(&j->rs, SLM_REASON_NONE, NULL, split_out, j);
-    return tokenize(a, j, q->prompt, NULL, ids);
+    if (!q->prompt_ids) return tokenize(a, j, q->prompt, NULL, ids);
+    const int n = q->n_prompt_ids; /* ids as sent */
+    if (n + 1 > slm_capacity(a->e)) {
+        fail_too_long(a, j, "prompt", n, 0);
+        return 0;
+    }
+    if (!(*ids = slm_malloc((size_t)n * sizeof **ids))) {
+        job_fail(a, j, 500, "server_error", NULL, "out of memory");
+        return 0;
+    }
+    memcpy(*ids, q->prompt_ids, (size_t)n * sizeof **ids);
+    return n;
 }
 
 /* ---- slots: continuous batching ------------------------------------------------ */
