@@ -69,6 +69,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int i = 0; i < q.samp.n_logit_bias; i++)
             CHECK(q.samp.logit_bias[i].token >= 0 && fabsf(q.samp.logit_bias[i].bias) <= 100);
         CHECK(!q.include_usage || q.include_usage == 1);
+        CHECK((q.logprobs == 0 || q.logprobs == 1) && q.top_logprobs >= 0 && q.top_logprobs <= SLM_MAX_TOP_LOGPROBS);
+        CHECK(q.logprobs || !q.top_logprobs);
+        CHECK(q.ignore_eos == 0 || q.ignore_eos == 1);
         CHECK(q.samp.grammar == q.grammar); /* a request's grammar (checked), or none (no server default here) */
         CHECK(q.tool_choice == SLM_TOOL_CHOICE_AUTO || q.tool_choice == SLM_TOOL_CHOICE_NONE);
         CHECK(q.parallel_tool_calls == 0 || q.parallel_tool_calls == 1);
@@ -82,11 +85,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             }
             CHECK(!q.tools || q.tools[0] == '[');
         } else {
-            CHECK(q.prompt && !q.msgs && q.nmsgs == 0 && !q.tools);
-            CHECK(strlen(q.prompt) <= len);
+            CHECK(!q.prompt != !q.prompt_ids && !q.msgs && q.nmsgs == 0 && !q.tools); /* text or ids */
+            CHECK(!q.prompt || strlen(q.prompt) <= len);
+            CHECK(!q.prompt_ids || (q.n_prompt_ids >= 1 && q.n_prompt_ids <= SRV_MAX_PROMPT_IDS));
+            for (int i = 0; i < q.n_prompt_ids; i++) CHECK(q.prompt_ids[i] >= 0);
         }
         srv_request_free(&q);
-        CHECK(!q.msgs && !q.prompt && !q.nstop && !q.grammar);
+        CHECK(!q.msgs && !q.prompt && !q.prompt_ids && !q.nstop && !q.grammar);
     } else {
         CHECK(e.status == 400 || e.status == 500);
         CHECK(e.type && e.msg[0]);

@@ -59,6 +59,8 @@ seeds() { # target -> corpus dir
       printf '\001{"messages":[{"role":"developer","content":null},{"role":"tool","content":"\\u00e9\\ud83d\\ude00"}]} junk' > "$d/trailing.json"
       printf '\000{"prompt":"a","min_p":0.1,"repeat_penalty":1.2,"repeat_last_n":-1,"presence_penalty":0.5,"frequency_penalty":-0.5,"logit_bias":{"3":-100,"17":2.5},"tools":[],"tool_choice":"none","response_format":{"type":"text"},"logprobs":0,"best_of":1,"suffix":""}' > "$d/sampling.json"
       printf '\001{"messages":[{"role":"assistant","content":"a","reasoning_content":"r"}],"reasoning_format":"deepseek","chat_template_kwargs":{"enable_thinking":false}}' > "$d/reasoning.json"
+      printf '\001{"messages":[{"role":"user","content":"x"}],"logprobs":true,"top_logprobs":4,"reasoning_effort":"low","chat_template_kwargs":{"a":1}}' > "$d/logprobs.json"
+      printf '\000{"prompt":[1,403,407],"logprobs":3,"n_predict":-1,"ignore_eos":true,"mirostat":0,"typical_p":1}' > "$d/prompt_ids.json"
       printf '\001{"messages":[{"role":"user","content":"x"}],"response_format":{"type":"json_schema","json_schema":{"name":"n","schema":{"type":"object","properties":{"a":{"type":"integer"},"b":{"enum":["x",1]}},"required":["a"]}}}}' > "$d/json_schema.json"
       printf '\000{"prompt":"a","grammar":"root ::= [a-z]+ (\\" \\" root)?","response_format":{"type":"json_object"}}' > "$d/grammar.json"
       printf '\000{"prompt":"a","json_schema":{"items":{"$ref":"#"},"maxItems":2}}' > "$d/schema_field.json"
