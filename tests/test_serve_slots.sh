@@ -4,6 +4,7 @@
 #  - 4 concurrent greedy completions equal `staticlm run` on the same
 #    prompts, whatever runs beside them (the slots decode in batch programs);
 #  - a request past --queue gets 503 while the slot and the queue are taken;
+#    GET /metrics counts them, the completed requests, the one that left and the tokens;
 #  - a client that disconnects frees its slot for the next request;
 #  - a shared system prompt is prefilled once: the next request reports it in
 #    usage.prompt_tokens_details.cached_tokens;
@@ -91,6 +92,15 @@ check "after a client left, its slot serves the next request (200 in $ms ms)" '[
 for _ in $(seq 1 100); do grep -q "client gone" "$TMP/one.log" && break; sleep 0.1; done
 check "the server saw it go" 'grep -q "client gone" "$TMP/one.log"'
 grep -q "client gone" "$TMP/one.log" || tail -3 "$TMP/one.log"
+# GET /metrics counts what happened: the 503s, the completed, the one that left, the tokens
+# (each prompt "Once" is 6 tokens in rand288's 512-token cut of Llama 2's vocabulary)
+metric() { sed -n "s/^$1 //p" "$TMP/metrics"; }
+curl -s -m 10 "$U/metrics" -o "$TMP/metrics"
+ctok=0
+for f in "$TMP"/q?; do n=$(sed -n 's/.*"completion_tokens":\([0-9]*\).*/\1/p' "$f"); ctok=$((ctok + ${n:-0})); done
+check "/metrics: $n503 rejected, $((n200 + 1)) ok, 1 cancelled, >= $ctok tokens predicted" \
+  '[ "$(metric staticlm_requests_rejected_total)" = "$n503" ] && [ "$(metric "staticlm_requests_total{outcome=\"ok\"}")" = $((n200 + 1)) ] && [ "$(metric "staticlm_requests_total{outcome=\"cancelled\"}")" = 1 ] && [ "$(metric staticlm_tokens_predicted_total)" -ge "$ctok" ] && [ "$(metric staticlm_prompt_tokens_total)" = $((6 * (n200 + 2))) ] && [ "$(metric staticlm_slots)" = 1 ] && grep -q "^# TYPE staticlm_decode_steps_total counter" "$TMP/metrics"'
+grep -v "^#" "$TMP/metrics" | tr '\n' ' '; echo
 stop
 
 # ---- a long prompt while another slot decodes goes in in pieces (--prefill-chunk),

@@ -392,6 +392,7 @@ static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_mutex_lock(&a->mu);
     *queued = a->queued;
     if (queue_full(a)) {
+        a->m.rejected++;
         pthread_mutex_unlock(&a->mu);
         return 0;
     }
@@ -485,6 +486,61 @@ static int handle_health(srv_api *a, srv_req *r) {
     return http_send_json(r, 200, o);
 }
 
+/* GET /metrics: Prometheus' text format (0.0.4). */
+static int handle_metrics(srv_api *a, srv_req *r) {
+    pthread_mutex_lock(&a->mu);
+    const srv_metrics m = a->m;
+    const int q = a->queued, run = a->running;
+    pthread_mutex_unlock(&a->mu);
+    char *t = slm_malloc(4096);
+    if (!t) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory");
+    snprintf(t, 4096,
+             "# HELP staticlm_requests_total Completion requests that reached the queue, by how they ended.\n"
+             "# TYPE staticlm_requests_total counter\n"
+             "staticlm_requests_total{outcome=\"ok\"} %llu\n"
+             "staticlm_requests_total{outcome=\"error\"} %llu\n"
+             "staticlm_requests_total{outcome=\"cancelled\"} %llu\n"
+             "# HELP staticlm_requests_rejected_total Requests answered 503: the queue was full.\n"
+             "# TYPE staticlm_requests_rejected_total counter\n"
+             "staticlm_requests_rejected_total %llu\n"
+             "# HELP staticlm_prompt_tokens_total Prompt tokens of the requests that started generating.\n"
+             "# TYPE staticlm_prompt_tokens_total counter\n"
+             "staticlm_prompt_tokens_total %llu\n"
+             "# HELP staticlm_prompt_tokens_cached_total Of those, tokens whose KV rows were reused (slot or prefix cache).\n"
+             "# TYPE staticlm_prompt_tokens_cached_total counter\n"
+             "staticlm_prompt_tokens_cached_total %llu\n"
+             "# HELP staticlm_prompt_seconds_total Time the prompts took to prefill.\n"
+             "# TYPE staticlm_prompt_seconds_total counter\n"
+             "staticlm_prompt_seconds_total %.6f\n"
+             "# HELP staticlm_tokens_predicted_total Tokens generated.\n"
+             "# TYPE staticlm_tokens_predicted_total counter\n"
+             "staticlm_tokens_predicted_total %llu\n"
+             "# HELP staticlm_decode_steps_total Decode steps (each advances every running slot by a token).\n"
+             "# TYPE staticlm_decode_steps_total counter\n"
+             "staticlm_decode_steps_total %llu\n"
+             "# HELP staticlm_decode_seconds_total Wall time of the decode steps.\n"
+             "# TYPE staticlm_decode_seconds_total counter\n"
+             "staticlm_decode_seconds_total %.6f\n"
+             "# HELP staticlm_requests_processing Requests in a slot.\n"
+             "# TYPE staticlm_requests_processing gauge\n"
+             "staticlm_requests_processing %d\n"
+             "# HELP staticlm_requests_deferred Requests waiting for a slot.\n"
+             "# TYPE staticlm_requests_deferred gauge\n"
+             "staticlm_requests_deferred %d\n"
+             "# HELP staticlm_slots Slots (--parallel).\n"
+             "# TYPE staticlm_slots gauge\n"
+             "staticlm_slots %d\n"
+             "# HELP staticlm_kv_rows KV rows the slots hold (kept for reuse too), after the last step.\n"
+             "# TYPE staticlm_kv_rows gauge\n"
+             "staticlm_kv_rows %ld\n"
+             "# HELP staticlm_kv_capacity KV rows a slot can hold.\n"
+             "# TYPE staticlm_kv_capacity gauge\n"
+             "staticlm_kv_capacity %d\n",
+             m.ok, m.failed, m.cancelled, m.rejected, m.prompt_tokens, m.cached_tokens, m.prompt_s, m.predicted_tokens,
+             m.steps, m.step_s, run, q, a->n_slots, m.kv_rows, slm_capacity(a->e));
+    return http_send_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", t);
+}
+
 static int handle_models(srv_api *a, srv_req *r) {
     cJSON *o = cJSON_CreateObject(), *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
@@ -501,6 +557,7 @@ int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
         return 1;
     pthread_mutex_lock(&a->mu);
     int q = a->queued, full = queue_full(a);
+    a->m.rejected += full;
     pthread_mutex_unlock(&a->mu);
     if (full) /* before the body is parsed, rendered or tokenized */
         snprintf(msg, msgcap, "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
@@ -517,9 +574,10 @@ int api_handle(srv_api *a, srv_req *r) {
     const char *url = r->path;
     int get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
     int ok;
-    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health") || !strcmp(url, "/v1/models")) {
+    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health") || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics")) {
         if (!get) ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use GET %s", url);
-        else ok = !strcmp(url, "/v1/models") ? handle_models(a, r) : handle_health(a, r);
+        else ok = !strcmp(url, "/v1/models") ? handle_models(a, r) : !strcmp(url, "/metrics") ? handle_metrics(a, r)
+                                                                                             : handle_health(a, r);
         return ok ? HTTP_DONE : HTTP_DROP;
     }
     const int tok = !strcmp(url, "/tokenize"), detok = !strcmp(url, "/detokenize");

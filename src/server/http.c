@@ -147,6 +147,10 @@ static int send_body(srv_req *r, int status, const char *ctype, char *body, cons
     return queue(r, status, resp);
 }
 
+int http_send_text(srv_req *r, int status, const char *ctype, char *body) {
+    return body ? send_body(r, status, ctype, body, NULL, NULL) : 0;
+}
+
 int http_send_json(srv_req *r, int status, cJSON *o) {
     char *s = o ? cJSON_PrintUnformatted(o) : NULL; /* slm_malloc'd (common/json.h) */
     cJSON_Delete(o);

@@ -57,6 +57,8 @@ enum { HTTP_DROP = 0, HTTP_DONE = 1, HTTP_WAIT = 2 };
 
 /* Send o (consumed) as application/json. */
 int http_send_json(srv_req *r, int status, cJSON *o);
+/* Send body (slm_malloc'd, consumed) as ctype. */
+int http_send_text(srv_req *r, int status, const char *ctype, char *body);
 /* An OpenAI error body {"error": {"message", "type", "param", "code"}}. */
 int http_send_error(srv_req *r, int status, const char *type, const char *param, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));

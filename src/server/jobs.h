@@ -92,6 +92,14 @@ typedef struct job {
     long created;
 } job;
 
+/* What GET /metrics reports (under srv_api.mu). */
+typedef struct srv_metrics {
+    unsigned long long ok, failed, cancelled, rejected; /* requests that reached the queue, by outcome; 503s */
+    unsigned long long prompt_tokens, cached_tokens, predicted_tokens, steps;
+    double prompt_s, step_s;    /* prefill time of the prompts; wall time of the decode steps */
+    long kv_rows;               /* KV rows the slots' sessions hold after the last step */
+} srv_metrics;
+
 typedef struct srv_api srv_api;
 struct srv_api {
     pthread_mutex_t mu;
@@ -125,6 +133,8 @@ struct srv_api {
     int verbose;
     long started;
     job *current;           /* the job the worker runs, or NULL */
+    srv_metrics m;
+    double slot_prefill0[SRV_MAX_SLOTS]; /* the session's prefill_ms when the job started */
     pthread_t worker;
     int worker_started;
 };

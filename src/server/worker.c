@@ -25,6 +25,12 @@
 #include "common/common.h"
 #include "common/trace.h"
 
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void srv_job_changed(srv_api *a, job *j) {
     (void)a;
     if (j->req) http_wake(j->req);
@@ -58,6 +64,8 @@ static void job_fail(srv_api *a, job *j, int status, const char *code, const cha
     j->err_code = code;
     j->err_param = param;
     j->state = J_FAILED;
+    if (status == 499) a->m.cancelled++; /* the client left while its prompt was rendered */
+    else a->m.failed++;
     srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
     va_end(ap);
@@ -395,6 +403,9 @@ static void accept_job(srv_api *a, int i) {
     pthread_mutex_lock(&a->mu);
     j->prompt_tokens = a->slot_prompt[i];
     j->cached_tokens = s1.n_reused - a->slot_reused0[i];
+    a->m.prompt_tokens += (unsigned long long)j->prompt_tokens;
+    a->m.cached_tokens += (unsigned long long)j->cached_tokens;
+    a->m.prompt_s += (s1.prefill_ms - a->slot_prefill0[i]) / 1e3;
     j->accepted = 1;
     srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
@@ -436,6 +447,7 @@ static int start_job(srv_api *a, int i, int *budget) {
     slm_session_stats s0, s1;
     slm_session_get_stats(s, &s0);
     a->slot_reused0[i] = s0.n_reused;
+    a->slot_prefill0[i] = s0.prefill_ms;
     a->slot_prompt[i] = n;
     int left = 0;
     slm_status st = slm_session_configure(s, &sc);
@@ -504,6 +516,7 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
     pthread_mutex_lock(&a->mu);
     j->completion_tokens = ss.n_generated - a->slot_gen0[i];
     int done = id < 0 || st;
+    a->m.predicted_tokens += id >= 0;
     if (id >= 0 && j->q.logprobs) keep_logprobs(a, j, s);
     if (!done && safe > j->raw) {
         lp_publish(j, safe, 0, 0);
@@ -517,6 +530,7 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         if (j->ncalls && !strcmp(j->finish, "stop")) j->finish = "tool_calls"; /* as OpenAI's */
         if (!j->oom) {
             j->state = J_DONE;
+            a->m.ok++;
             /* the slot is free before the answer leaves (same lock): a client that
                sends its next request the moment it has this one is not refused as busy */
             a->slot_job[i] = NULL;
@@ -546,6 +560,7 @@ void *srv_worker_main(void *arg) {
         for (int i = 0; i < a->n_slots; i++) {
             job *j = a->slot_job[i];
             if (j && (j->cancelled || a->stop)) {
+                a->m.cancelled++;
                 j->finish = "cancelled";
                 j->state = J_DONE;
                 srv_job_changed(a, j);
@@ -584,6 +599,7 @@ void *srv_worker_main(void *arg) {
         int nf = admit(a, fresh, fresh_slot);
         for (int k = 0; k < nf; k++)
             if (fresh[k]->cancelled) { /* gone while it waited */
+                a->m.cancelled++;
                 fresh[k]->finish = "cancelled";
                 fresh[k]->state = J_DONE;
                 srv_job_changed(a, fresh[k]);
@@ -609,9 +625,18 @@ void *srv_worker_main(void *arg) {
         slm_status sts[SRV_MAX_SLOTS];
         slm_trace_name_thread("server worker");
         const uint64_t t0 = slm_trace_begin();
+        const double w0 = wall_s();
         slm_session_next_batch(ss, n, ids, NULL, sts);
+        const double w1 = wall_s();
         slm_trace_end("http", "batch_step", t0, &(slm_trace_args){{"slots"}, {n}, NULL, NULL});
         for (int k = 0; k < n; k++) after_step(a, who[k], ids[k], sts[k]);
+        long rows = 0;
+        for (int i = 0; i < a->n_slots; i++) rows += slm_session_n_past(a->slot_sess[i]);
+        pthread_mutex_lock(&a->mu);
+        a->m.steps++;
+        a->m.step_s += w1 - w0;
+        a->m.kv_rows = rows;
+        pthread_mutex_unlock(&a->mu);
     }
     return NULL;
 }
