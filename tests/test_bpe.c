@@ -14,8 +14,7 @@
 #include "format/gguf.h"
 #include "text/bpe.h"
 #include "t.h"
-
-#define SEP "\n__ggml_vocab_test__\n"
+#include "vocab_pairs.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -107,54 +106,30 @@ static void print_ids(const char *what, const int32_t *ids, int n) {
 
 /* ---- the shared test vectors -------------------------------------------- */
 
+typedef struct pair_ctx {
+    const slm_bpe *t;
+    const char *name;
+} pair_ctx;
+
+static int check_pair(void *ud, const char *text, size_t len, const int32_t *exp, int ne) {
+    const pair_ctx *c = ud;
+    int k;
+    int32_t *ids = enc(c->t, text, len, 0, 0, &k);
+    int ok = k == ne;
+    for (int i = 0; ok && i < k; i++) ok = ids[i] == exp[i];
+    if (!ok) {
+        fprintf(stderr, "  %s: mismatch for [%.*s]\n", c->name, (int)len, text);
+        print_ids("got", ids, k);
+        print_ids("expected", exp, ne);
+    }
+    free(ids);
+    return ok;
+}
+
 /* Run name.inp / name.out against t; returns passes, sets *total. */
 static int run_vectors(const slm_bpe *t, const char *name, int *total) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s.inp", T_SHARED("vocab"), name);
-    size_t il;
-    char *inp = t_read_file(p, &il);
-    snprintf(p, sizeof p, "%s/%s.out", T_SHARED("vocab"), name);
-    char *out = t_read_file(p, NULL);
-    *total = 0;
-    if (!inp || !out) {
-        free(inp);
-        free(out);
-        return 0;
-    }
-    int pass = 0;
-    char *pos = inp, *ol = out;
-    while (pos < inp + il) {
-        char *nx = strstr(pos, SEP);
-        size_t n = nx ? (size_t)(nx - pos) : strlen(pos);
-        char *eol = strchr(ol, '\n');
-        if (!eol) break;
-        *eol = 0;
-        int32_t exp[1024];
-        int ne = 0;
-        for (char *e = ol; *e && ne < 1024;) {
-            while (*e == ' ') e++;
-            if (!*e) break;
-            exp[ne++] = (int32_t)strtol(e, &e, 10);
-        }
-        ol = eol + 1;
-        int k;
-        int32_t *ids = enc(t, pos, n, 0, 0, &k);
-        int ok = k == ne;
-        for (int i = 0; ok && i < k; i++) ok = ids[i] == exp[i];
-        (*total)++;
-        if (ok) pass++;
-        else {
-            fprintf(stderr, "  %s: mismatch for [%.*s]\n", name, (int)n, pos);
-            print_ids("got", ids, k);
-            print_ids("expected", exp, ne);
-        }
-        free(ids);
-        if (!nx) break;
-        pos = nx + strlen(SEP);
-    }
-    free(inp);
-    free(out);
-    return pass;
+    pair_ctx c = {t, name};
+    return vocab_pairs(name, check_pair, &c, total);
 }
 
 static void test_vocab_vectors(void) {

@@ -793,14 +793,14 @@ out:
 
 /* Characters made of byte tokens keep their bytes in the reply: a grammar
  * that asks for "héllo 🙂" gets exactly that from a random-weight model
- * with Llama's SentencePiece vocabulary cut to 320 ids (so no token holds
- * "é" or the emoji whole: <0xXX> byte tokens make them; byte-level BPE's
- * single-byte pieces take the same path); a llama2.c tokenizer.bin keeps
- * run.c's rule (a lone high byte is not shown). */
+ * with Llama's SentencePiece vocabulary or GPT-2's byte-level BPE one cut
+ * to 320 ids (so no token holds "é" or the emoji whole: SPM's <0xXX> byte
+ * tokens make them, BPE's 256 single-byte tokens); a llama2.c
+ * tokenizer.bin keeps run.c's rule (a lone high byte is not shown). */
 static void test_byte_tokens_shown(void) {
-    static const char *const vocabs[] = {"vocab/ggml-vocab-llama-spm.gguf"};
+    static const char *const vocabs[] = {"vocab/ggml-vocab-llama-spm.gguf", "vocab/ggml-vocab-gpt-2.gguf"};
     const char *want = "h\xc3\xa9llo \xf0\x9f\x99\x82";
-    for (int v = 0; v < 1; v++) {
+    for (int v = 0; v < 2; v++) {
         char path[256], cmd[2048];
         snprintf(path, sizeof path, "/tmp/slm_test_bytes_%d_%d.gguf", (int)getpid(), v);
         snprintf(cmd, sizeof cmd,
@@ -817,6 +817,14 @@ static void test_byte_tokens_shown(void) {
             unlink(path);
             continue;
         }
+        slm_info in;
+        slm_get_info(e, &in);
+        int whole = 0; /* the tokens that hold "é" or the emoji whole */
+        for (int id = 0; id < in.vocab_size; id++) {
+            const char *p = slm_token_piece(e, 0, id);
+            whole += strstr(p, "\xc3\xa9") || strstr(p, "\xf0\x9f\x99\x82");
+        }
+        CHECKF(in.vocab_size == 320 && whole == 0, "%s: %d tokens of %d hold them", vocabs[v], whole, in.vocab_size);
         slm_session_cfg c = {0};
         c.n_predict = 40;
         c.samp.grammar = "root ::= \"h\xc3\xa9llo \xf0\x9f\x99\x82\"";

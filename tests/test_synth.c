@@ -1,7 +1,9 @@
 /* staticlm synth: tiny custom shapes written by the CLI round-trip through
  * our GGUF reader and the engine (load, generate), the metadata says what
  * was asked, q4_0 files get llama.cpp's type mix, the vocabulary is copied
- * (truncated or padded with unique tokens), and a seed gives the same bytes. */
+ * (truncated or padded with unique tokens; SentencePiece or byte-level BPE,
+ * whose synth file tokenizes the vocabulary's own test pairs alike), and a
+ * seed gives the same bytes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,8 +17,11 @@
 #include "format/model.h"
 #include "staticlm.h"
 #include "t.h"
+#include "run_cmd.h"
+#include "vocab_pairs.h"
 
 #define VOCAB_FILE T_SHARED("vocab/ggml-vocab-llama-spm.gguf")
+#define GPT2_VOCAB T_SHARED("vocab/ggml-vocab-gpt-2.gguf")
 
 static char g_dir[256];
 
@@ -30,10 +35,10 @@ static const char *tmp_path(const char *name) {
 
 /* Run `staticlm synth ARGS -o OUT --vocab-file VOCAB`; returns the exit code
  * (and prints the command's output when it fails unexpectedly). */
-static int synth_run(const char *args, const char *out, int expect_fail) {
+static int synth_run_v(const char *args, const char *out, const char *vocab, int expect_fail) {
     char cmd[2048];
     snprintf(cmd, sizeof cmd, "\"%s\" synth %s -o \"%s\" --vocab-file \"%s\" >\"%s/synth.log\" 2>&1", SLM_CLI_PATH,
-             args, out, VOCAB_FILE, g_dir);
+             args, out, vocab, g_dir);
     int rc = system(cmd);
     if (rc != 0 && !expect_fail) {
         char log[512];
@@ -44,6 +49,7 @@ static int synth_run(const char *args, const char *out, int expect_fail) {
     }
     return rc;
 }
+#define synth_run(args, out, expect_fail) synth_run_v(args, out, VOCAB_FILE, expect_fail)
 #define synth(args, out) synth_run(args, out, 0)
 #define synth_bad(args, out) synth_run(args, out, 1)
 
@@ -572,6 +578,137 @@ static void test_gemma4(void) {
     CHECK(synth_bad("--shape gemma-4-e2b --dim 64 --heads 2 --layers 7 --kv-shared 4", tmp_path("bad_g4.gguf")) != 0);
 }
 
+/* `staticlm tokenize -m MODEL -p TEXT --no-bos` gives the pair's ids. */
+static int tokenize_pair(void *ud, const char *text, size_t len, const int32_t *exp, int ne) {
+    (void)len;
+    char *const argv[] = {"staticlm", "tokenize", "-m", (char *)ud, "-p", (char *)text, "--no-bos", NULL};
+    char *out = NULL;
+    const int rc = t_run_capture(g_dir, SLM_CLI_PATH, argv, &out, NULL);
+    int ok = rc == 0 && out, k = 0;
+    for (char *e = out; ok && *e != '\n' && *e;) {
+        int32_t id = (int32_t)strtol(e, &e, 10);
+        ok = k < ne && id == exp[k++];
+        while (*e == ' ') e++;
+    }
+    ok = ok && k == ne;
+    if (!ok) fprintf(stderr, "  tokenize [%s]: exit %d, ids %s", text, rc, out ? out : "(none)\n");
+    free(out);
+    return ok;
+}
+
+/* Each merge "a b" of a GGUF names kept tokens, and so does its result. */
+static int merges_kept(const slm_gguf *g, uint64_t *n_merges) {
+    slm_gguf_type et;
+    uint64_t n_tok = 0, n_m = 0;
+    if (!slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tok, NULL) ||
+        !slm_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_m, NULL) || et != SLM_GGUF_STRING)
+        return 0;
+    *n_merges = n_m;
+    for (uint64_t m = 0; m < n_m; m++) {
+        slm_gguf_str s;
+        char a[256], b[256], ab[512];
+        if (!slm_gguf_arr_str(g, "tokenizer.ggml.merges", m, &s) || s.len >= sizeof a) return 0;
+        const char *sp = s.len > 1 ? memchr(s.s + 1, ' ', (size_t)s.len - 1) : NULL;
+        if (!sp) return 0;
+        snprintf(a, sizeof a, "%.*s", (int)(sp - s.s), s.s);
+        snprintf(b, sizeof b, "%.*s", (int)(s.s + s.len - sp - 1), sp + 1);
+        snprintf(ab, sizeof ab, "%s%s", a, b);
+        int found = 0;
+        for (uint64_t i = 0; i < n_tok && found < 7; i++)
+            found |= (tok_eq(g, i, a) ? 1 : 0) | (tok_eq(g, i, b) ? 2 : 0) | (tok_eq(g, i, ab) ? 4 : 0);
+        if (found != 7) {
+            fprintf(stderr, "  merge '%.*s': parts or result not a token\n", (int)s.len, s.s);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A byte-level BPE vocabulary (gpt-2's): whole, its own test pairs tokenize
+ * the same through the synth file; cut, the merges among the kept tokens
+ * stay, EOS moves to the last id; padded, unique tokens follow; a cut that
+ * would drop a single-byte token is refused. */
+static void test_bpe_vocab(void) {
+    const char *shape = "--shape custom --type f16 --dim 32 --heads 2 --kv-heads 1 --ffn 64 --layers 1 --tied";
+    char args[512];
+    const char *f = tmp_path("gpt2-full.gguf");
+    snprintf(args, sizeof args, "%s --n-vocab 50257", shape);
+    CHECK(synth_run_v(args, f, GPT2_VOCAB, 0) == 0);
+    opened o;
+    uint64_t n = 0, n_m = 0;
+    slm_gguf_type et;
+    slm_gguf_str str;
+    if (open_gguf(&o, f)) {
+        CHECK(slm_gguf_get_str(o.g, "tokenizer.ggml.model", &str) && slm_gguf_str_eq(str, "gpt2"));
+        CHECK(slm_gguf_get_str(o.g, "tokenizer.ggml.pre", &str) && slm_gguf_str_eq(str, "gpt-2"));
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.tokens", &et, &n, NULL) && n == 50257);
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.merges", &et, &n_m, NULL) && n_m == 50000);
+        CHECK(u32(o.g, "tokenizer.ggml.eos_token_id") == 50256 && u32(o.g, "tokenizer.ggml.bos_token_id") == 50256);
+        CHECK(slm_gguf_find(o.g, "tokenizer.ggml.scores") < 0 && slm_gguf_find(o.g, "tokenizer.ggml.add_bos_token") < 0);
+        close_gguf(&o);
+    }
+    slm_options opt = slm_default_options();
+    opt.n_threads = 2;
+    slm_engine *e = NULL;
+    CHECKF(slm_load(&e, f, &opt) == SLM_OK, "%s", slm_last_error(e));
+    if (e) {
+        slm_info in;
+        slm_get_info(e, &in);
+        CHECK(in.vocab_size == 50257 && in.eos_id == 50256);
+        int32_t ids[8];
+        CHECK(slm_tokenize(e, "Hello world", 0, ids, 8) == 2 && ids[0] == 15496 && ids[1] == 995);
+    }
+    slm_free(e);
+    int total = 0, pass = vocab_pairs("ggml-vocab-gpt-2.gguf", tokenize_pair, (void *)f, &total);
+    fprintf(stderr, "  synth file with gpt-2's vocabulary: %d/%d test pairs\n", pass, total);
+    CHECK(total > 40 && pass == total);
+
+    f = tmp_path("gpt2-cut.gguf");
+    snprintf(args, sizeof args, "%s --n-vocab 320", shape);
+    CHECK(synth_run_v(args, f, GPT2_VOCAB, 0) == 0);
+    if (open_gguf(&o, f)) {
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.tokens", &et, &n, NULL) && n == 320);
+        CHECK(merges_kept(o.g, &n_m) && n_m > 10 && n_m < 64);
+        CHECK(u32(o.g, "tokenizer.ggml.eos_token_id") == 319 && tok_eq(o.g, 319, "<|endoftext|>"));
+        CHECK(tok_eq(o.g, 0, "!") && tok_eq(o.g, 256, "\xc4\xa0t") && tok_eq(o.g, 318, "\xc4\xa0is")); /* the file's */
+        close_gguf(&o);
+    }
+    e = NULL;
+    CHECKF(slm_load(&e, f, &opt) == SLM_OK, "%s", slm_last_error(e));
+    if (e) {
+        slm_info in;
+        slm_get_info(e, &in);
+        CHECK(in.vocab_size == 320 && in.eos_id == 319);
+        int32_t ids[8];
+        CHECK(slm_tokenize(e, "\xc3\xa9", 0, ids, 8) == 2); /* two single-byte tokens */
+    }
+    slm_free(e);
+
+    f = tmp_path("gpt2-padded.gguf");
+    snprintf(args, sizeof args, "%s --n-vocab 50260", shape);
+    CHECK(synth_run_v(args, f, GPT2_VOCAB, 0) == 0);
+    if (open_gguf(&o, f)) {
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.tokens", &et, &n, NULL) && n == 50260);
+        CHECK(tok_eq(o.g, 50256, "<|endoftext|>") && tok_eq(o.g, 50259, "<synth_50259>"));
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.merges", &et, &n_m, NULL) && n_m == 50000);
+        close_gguf(&o);
+    }
+    e = NULL;
+    CHECKF(slm_load(&e, f, &opt) == SLM_OK, "%s", slm_last_error(e));
+    slm_free(e);
+
+    /* starcoder's single-byte tokens run to id 279, after its special tokens */
+    snprintf(args, sizeof args, "%s --n-vocab 279", shape);
+    CHECK(synth_run_v(args, tmp_path("bad-bpe.gguf"), T_SHARED("vocab/ggml-vocab-starcoder.gguf"), 1) != 0);
+    char log[600];
+    snprintf(log, sizeof log, "%s/synth.log", g_dir);
+    char *text = t_read_file(log, NULL);
+    CHECKF(text && strstr(text, "--n-vocab 280 or more"), "%s", text ? text : "");
+    free(text);
+    snprintf(args, sizeof args, "%s --n-vocab 280", shape);
+    CHECK(synth_run_v(args, tmp_path("ok-bpe.gguf"), T_SHARED("vocab/ggml-vocab-starcoder.gguf"), 0) == 0);
+}
+
 static void test_bad_args(void) {
     const char *f = tmp_path("bad.gguf");
     CHECK(synth_bad("--shape nosuch --type f16", f) != 0);
@@ -593,6 +730,7 @@ int main(void) {
     T_RUN(test_bf16);
     T_RUN(test_repack_model);
     T_RUN(test_padded_vocab);
+    T_RUN(test_bpe_vocab);
     T_RUN(test_archs);
     T_RUN(test_gemma4);
     T_RUN(test_bad_args);

@@ -5,12 +5,14 @@
  * from a fixed seed (each tensor seeded from the seed and its index, so the
  * values do not depend on the type). The file carries the metadata a
  * converted Hugging Face model carries (the llama.cpp keys) and a
- * SentencePiece vocabulary copied from a vocab file (default
- * ../shared/vocab/ggml-vocab-llama-spm.gguf, 32000 tokens): a shape with a
- * bigger vocabulary gets the SPM vocabulary padded with unique normal tokens
- * "<synth_N>" (never produced by the tokenizer: no merge chain reaches them);
- * a smaller one (custom shapes) keeps the first N tokens (N >= 259 keeps
- * <unk>, <s>, </s> and the 256 byte tokens, so any text still encodes).
+ * vocabulary copied from a vocab file (default
+ * ../shared/vocab/ggml-vocab-llama-spm.gguf, SentencePiece, 32000 tokens; or
+ * a byte-level BPE one, tokenizer.ggml.model "gpt2", with its merges): a
+ * shape with a bigger vocabulary gets the file's padded with unique normal
+ * tokens "<synth_N>" (never produced by the tokenizer: no merge chain
+ * reaches them); a smaller one (custom shapes) keeps the first N tokens
+ * (SPM: N >= 259 keeps <unk>, <s>, </s> and the 256 byte tokens, so any text
+ * still encodes; BPE: synth_vocab.c says what a cut keeps).
  *
  * Types mirror what llama.cpp writes for each file type:
  *   f32, f16, bf16: every matrix in that type (bf16: GGUF type 30, file type
@@ -105,8 +107,8 @@ static void usage(FILE *f) {
             "usage: staticlm synth --shape NAME --type TYPE -o FILE.gguf [options]\n"
             "\n"
             "Write a random-weight GGUF model of a real model's shape (normal weights,\n"
-            "std 0.02; norms 1.0; fixed seed) with a SentencePiece vocabulary, that\n"
-            "staticlm and llama.cpp both load.\n"
+            "std 0.02; norms 1.0; fixed seed) with a SentencePiece or byte-level BPE\n"
+            "vocabulary, that staticlm and llama.cpp both load.\n"
             "\n"
             "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
             "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
@@ -154,8 +156,11 @@ static void usage(FILE *f) {
             "                        exaone4, gpt-oss and gemma4 (default: the shape's; olmo2 shapes\n"
             "                        without one have none)\n"
             "      --std X           weight standard deviation (default 0.02)\n"
-            "      --vocab-file F    GGUF with a llama (SPM) vocabulary (default\n"
-            "                        ../shared/vocab/ggml-vocab-llama-spm.gguf)\n"
+            "      --vocab-file F    GGUF with a llama (SPM) or gpt2 (byte-level BPE) vocabulary (default\n"
+            "                        ../shared/vocab/ggml-vocab-llama-spm.gguf); --n-vocab below its size keeps\n"
+            "                        its first tokens (BPE: and the merges among them; special tokens past the\n"
+            "                        cut take the last ids; the single-byte tokens must stay), above pads\n"
+            "                        it with unique tokens <synth_N>\n"
             "      --name NAME       general.name (default: synth-SHAPE)\n"
             "  overrides (any shape; custom defaults: 64 dim, 2 layers, 4/2 heads, ffn 160, vocab 512):\n"
             "      --dim N --layers N --heads N --kv-heads N --ffn N --n-vocab N --ctx N\n"
@@ -709,16 +714,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_u32(w, "general.file_type", ty->ftype);
     if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16 && ty->matrix != SLM_BF16) slm_gguf_set_u32(w, "general.quantization_version", 2);
 #undef K
-    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
-    slm_gguf_set_str(w, "tokenizer.ggml.pre", "default");
-    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)voc->str, voc->len, (uint64_t)voc->n);
-    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, voc->score, (uint64_t)voc->n);
-    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, voc->type, (uint64_t)voc->n);
-    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", voc->bos);
-    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", voc->eos);
-    slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", voc->unk);
-    slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
-    slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+    vocab_put(w, voc);
 }
 
 /* glm4moe's selection bias blk.L.exp_probs_b.bias [E] (e_score_correction_bias):
@@ -905,7 +901,7 @@ int slm_cli_synth(int argc, char **argv) {
     const char *vocab_file = a.vocab_file;
     if (!vocab_file && !(vocab_file = default_vocab_file())) {
         fprintf(stderr, "staticlm synth: no vocabulary: ../shared/vocab/ggml-vocab-llama-spm.gguf not found; "
-                        "pass --vocab-file FILE (a GGUF with a llama/SPM vocabulary)\n");
+                        "pass --vocab-file FILE (a GGUF with a llama/SPM or gpt2/BPE vocabulary)\n");
         return 1;
     }
 

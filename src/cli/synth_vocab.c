@@ -1,5 +1,14 @@
-/* staticlm synth's vocabulary: the first tokens of a SentencePiece GGUF
- * vocabulary, padded with unique normal tokens (synth.c says why). */
+/* staticlm synth's vocabulary: the first tokens of a SentencePiece (llama)
+ * or byte-level BPE (gpt2) GGUF vocabulary, padded with unique normal tokens
+ * (synth.c says why).
+ *
+ * A byte-level BPE vocabulary cut to its first N tokens keeps the merges
+ * whose parts and result are all kept (so every merge the loader reads names
+ * tokens, and no merge makes a token that is gone), and its special ids
+ * (BOS, EOS, EOT, ...) valid: a special token past the cut takes one of the
+ * last ids (the tokens before them are cut instead). The single-byte tokens
+ * of the bytes UTF-8 text holds must stay, so that any text still encodes.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +26,11 @@ void vocab_free(vocab *v) {
     slm_xfree(v->len);
     slm_xfree(v->score);
     slm_xfree(v->type);
+    if (v->merge)
+        for (int i = 0; i < v->n_merges; i++) slm_xfree(v->merge[i]);
+    slm_xfree(v->merge);
+    slm_xfree(v->merge_len);
+    slm_xfree(v->pre);
     memset(v, 0, sizeof *v);
 }
 
@@ -35,33 +49,17 @@ const char *default_vocab_file(void) {
 }
 
 /* The first min(n, file) tokens of an SPM vocabulary, padded to n. */
-int vocab_load(vocab *v, const char *path, int n) {
-    slm_err err;
-    memset(&err, 0, sizeof err);
-    slm_map map;
-    memset(&map, 0, sizeof map);
-    slm_gguf *g = NULL;
-    int ok = 0;
-    memset(v, 0, sizeof *v);
-    if (slm_map_file(&map, path, &err) || slm_gguf_open(&g, map.data, map.size, slm_basename(path), &err)) {
-        fprintf(stderr, "staticlm synth: %s\n", err.msg);
-        goto done;
-    }
-    slm_gguf_str model;
+static int spm_load(vocab *v, const slm_gguf *g, const char *path, int n) {
     slm_gguf_type et;
     uint64_t n_tok = 0, n_sc = 0, n_ty = 0;
     const void *sc = NULL, *ty = NULL;
-    if (!slm_gguf_get_str(g, "tokenizer.ggml.model", &model) || !slm_gguf_str_eq(model, "llama")) {
-        fprintf(stderr, "staticlm synth: %s: not a SentencePiece (tokenizer.ggml.model = llama) vocabulary\n", path);
-        goto done;
-    }
     if (!slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tok, NULL) || et != SLM_GGUF_STRING ||
         !slm_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &n_sc, &sc) || et != SLM_GGUF_F32 || n_sc != n_tok ||
         !slm_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n_ty, &ty) || et != SLM_GGUF_I32 || n_ty != n_tok ||
         n_tok < SYNTH_SPM_BASE) {
         fprintf(stderr, "staticlm synth: %s: tokens, scores and token_type (at least %d) are needed\n", path,
                 SYNTH_SPM_BASE);
-        goto done;
+        return 0;
     }
     v->bos = 1, v->eos = 2, v->unk = 0;
     slm_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &v->bos);
@@ -69,7 +67,7 @@ int vocab_load(vocab *v, const char *path, int n) {
     slm_gguf_get_u32(g, "tokenizer.ggml.unknown_token_id", &v->unk);
     if (v->bos >= (uint32_t)n || v->eos >= (uint32_t)n || v->unk >= (uint32_t)n) {
         fprintf(stderr, "staticlm synth: %s: special token ids beyond the vocabulary size %d\n", path, n);
-        goto done;
+        return 0;
     }
     v->n = n;
     v->str = slm_calloc((size_t)n, sizeof *v->str);
@@ -81,7 +79,7 @@ int vocab_load(vocab *v, const char *path, int n) {
     for (int i = 0; i < n; i++) {
         if ((uint64_t)i < n_tok) {
             slm_gguf_str s;
-            if (!slm_gguf_arr_str(g, "tokenizer.ggml.tokens", (uint64_t)i, &s)) goto done;
+            if (!slm_gguf_arr_str(g, "tokenizer.ggml.tokens", (uint64_t)i, &s)) return 0;
             if (!(v->str[i] = slm_malloc((size_t)s.len + 1))) goto nomem;
             memcpy(v->str[i], s.s, (size_t)s.len);
             v->str[i][s.len] = 0;
@@ -98,10 +96,366 @@ int vocab_load(vocab *v, const char *path, int n) {
             v->type[i] = 1; /* normal */
         }
     }
-    ok = 1;
-    goto done;
+    return 1;
 nomem:
     fprintf(stderr, "staticlm synth: out of memory for %d tokens\n", n);
+    return 0;
+}
+
+/* ---- byte-level BPE ------------------------------------------------------ */
+
+/* GPT-2's byte-level spelling of byte b (its bytes_to_unicode map: printable
+ * bytes stand for themselves, the others, in byte order, for U+0100 on), as
+ * UTF-8 into out; returns its length. */
+static int byte_spelling(int b, char out[2]) {
+    int cp = b, k = 0;
+    for (int x = 0; x < 256; x++) {
+        const int direct = (x >= 0x21 && x <= 0x7e) || (x >= 0xa1 && x <= 0xac) || x >= 0xae;
+        if (x == b) {
+            if (!direct) cp = 256 + k;
+            break;
+        }
+        k += !direct;
+    }
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    out[0] = (char)(0xc0 | (cp >> 6));
+    out[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+}
+
+/* The set of a vocabulary's first n strings (open addressing, FNV-1a). */
+typedef struct strset {
+    uint32_t *slot; /* [mask + 1] token id + 1; 0: empty */
+    uint32_t mask;
+    const vocab *v;
+} strset;
+
+static uint32_t str_hash(const char *s, size_t n) {
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 16777619u;
+    return h;
+}
+
+static int set_init(strset *h, const vocab *v, int n) {
+    uint32_t cap = 16;
+    while (cap < 2u * (uint32_t)n) cap <<= 1;
+    h->v = v;
+    h->mask = cap - 1;
+    if (!(h->slot = slm_calloc(cap, sizeof *h->slot))) return 0;
+    for (int i = 0; i < n; i++) {
+        uint32_t k = str_hash(v->str[i], (size_t)v->len[i]) & h->mask;
+        while (h->slot[k]) k = (k + 1) & h->mask;
+        h->slot[k] = (uint32_t)i + 1;
+    }
+    return 1;
+}
+
+static int set_has(const strset *h, const char *s, size_t n) {
+    for (uint32_t k = str_hash(s, n) & h->mask; h->slot[k]; k = (k + 1) & h->mask) {
+        const uint32_t i = h->slot[k] - 1;
+        if (h->v->len[i] == n && !memcmp(h->v->str[i], s, n)) return 1;
+    }
+    return 0;
+}
+
+/* The special-id keys llama.cpp's vocabulary loader reads. */
+static const char *const k_special_keys[] = {
+    "tokenizer.ggml.bos_token_id",     "tokenizer.ggml.eos_token_id",       "tokenizer.ggml.eot_token_id",
+    "tokenizer.ggml.eom_token_id",     "tokenizer.ggml.unknown_token_id",   "tokenizer.ggml.seperator_token_id",
+    "tokenizer.ggml.padding_token_id", "tokenizer.ggml.mask_token_id",      "tokenizer.ggml.fim_pre_token_id",
+    "tokenizer.ggml.fim_suf_token_id", "tokenizer.ggml.fim_mid_token_id",   "tokenizer.ggml.fim_pad_token_id",
+    "tokenizer.ggml.fim_rep_token_id", "tokenizer.ggml.fim_sep_token_id"};
+
+/* The file's special ids (of n_tok tokens) into v->id_key / id_val and
+ * v->eos_ids, not yet remapped. A padding id out of range is dropped (the
+ * loader ignores it); the others must be in range. */
+static int bpe_specials(vocab *v, const slm_gguf *g, const char *path, uint64_t n_tok) {
+    for (size_t i = 0; i < sizeof k_special_keys / sizeof k_special_keys[0]; i++) {
+        const char *key = k_special_keys[i];
+        int64_t id;
+        if (slm_gguf_find(g, key) < 0) continue;
+        if (!slm_gguf_get_i64(g, key, &id)) {
+            fprintf(stderr, "staticlm synth: %s: %s is not an integer\n", path, key);
+            return 0;
+        }
+        if (id < 0 || (uint64_t)id >= n_tok) {
+            if (!strcmp(key, "tokenizer.ggml.padding_token_id")) continue;
+            fprintf(stderr, "staticlm synth: %s: %s = %lld is not a token of the file's %llu\n", path, key,
+                    (long long)id, (unsigned long long)n_tok);
+            return 0;
+        }
+        v->id_key[v->n_ids] = key;
+        v->id_val[v->n_ids++] = (uint32_t)id;
+    }
+    v->n_eos_ids = -1;
+    slm_gguf_type et;
+    uint64_t n = 0;
+    const void *data = NULL;
+    if (slm_gguf_find(g, "tokenizer.ggml.eos_token_ids") < 0) return 1;
+    if (!slm_gguf_get_arr(g, "tokenizer.ggml.eos_token_ids", &et, &n, &data) ||
+        (et != SLM_GGUF_U32 && et != SLM_GGUF_I32) || n > SYNTH_MAX_SPECIAL) {
+        fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.eos_token_ids is not an int32 array of at most %d\n",
+                path, SYNTH_MAX_SPECIAL);
+        return 0;
+    }
+    v->n_eos_ids = (int)n;
+    for (uint64_t i = 0; i < n; i++) {
+        int32_t id;
+        memcpy(&id, (const char *)data + 4 * i, 4);
+        if (id < 0 || (uint64_t)id >= n_tok) {
+            fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.eos_token_ids[%llu] = %d is not a token\n", path,
+                    (unsigned long long)i, id);
+            return 0;
+        }
+        v->eos_ids[i] = (uint32_t)id;
+    }
+    return 1;
+}
+
+/* The distinct special ids of v into all[]; returns their count. */
+static int special_ids(const vocab *v, uint32_t all[2 * SYNTH_MAX_SPECIAL]) {
+    int na = 0;
+    for (int i = 0; i < v->n_ids + (v->n_eos_ids > 0 ? v->n_eos_ids : 0); i++) {
+        const uint32_t id = i < v->n_ids ? v->id_val[i] : v->eos_ids[i - v->n_ids];
+        int dup = 0;
+        for (int j = 0; j < na; j++) dup |= all[j] == id;
+        if (!dup) all[na++] = id;
+    }
+    return na;
+}
+
+/* Where a cut to n tokens keeps the special ids: the distinct ones at or
+ * past the cut, ascending, into rel[] (they take the last ids); returns
+ * their count k (the file's first n - k tokens are kept). */
+static int bpe_relocate(const vocab *v, int n, uint32_t rel[2 * SYNTH_MAX_SPECIAL]) {
+    uint32_t all[2 * SYNTH_MAX_SPECIAL];
+    const int na = special_ids(v, all);
+    int k = 0;
+    for (;;) { /* a special token just below the cut may be cut by the ones moved there */
+        int c = 0;
+        for (int i = 0; i < na; i++)
+            if (all[i] >= (uint32_t)(n - k)) rel[c++] = all[i];
+        if (c == k) break;
+        k = c;
+    }
+    for (int i = 1; i < k; i++) /* insertion sort: at most 32 */
+        for (int j = i; j > 0 && rel[j - 1] > rel[j]; j--) {
+            const uint32_t t = rel[j];
+            rel[j] = rel[j - 1];
+            rel[j - 1] = t;
+        }
+    return k;
+}
+
+static uint32_t bpe_map(uint32_t id, int kept, const uint32_t *rel, int k) {
+    if (id < (uint32_t)kept) return id;
+    for (int j = 0; j < k; j++)
+        if (rel[j] == id) return (uint32_t)(kept + j);
+    return id; /* not reached: every special id past the cut is in rel */
+}
+
+/* Every single-byte token the file has for a byte that UTF-8 text holds
+ * (not 0xC0, 0xC1, 0xF5..0xFF) is kept (set: the kept tokens). */
+static int bpe_bytes_kept(const vocab *v, const slm_gguf *g, const strset *set, const char *path, int n,
+                          uint64_t n_tok) {
+    char sp[256][2];
+    int spl[256], missing = -1;
+    int64_t at[256], last = -1; /* at[b]: the file's id of byte b's token, -1: none */
+    for (int b = 0; b < 256; b++) spl[b] = byte_spelling(b, sp[b]), at[b] = -1;
+    for (uint64_t i = 0; i < n_tok; i++) {
+        slm_gguf_str s;
+        if (!slm_gguf_arr_str(g, "tokenizer.ggml.tokens", i, &s) || s.len > 2) continue;
+        for (int b = 0; b < 256; b++)
+            if (s.len == (uint64_t)spl[b] && !memcmp(s.s, sp[b], (size_t)spl[b])) at[b] = (int64_t)i;
+    }
+    for (int b = 0; b < 256; b++) {
+        if (b == 0xC0 || b == 0xC1 || b >= 0xF5) continue;
+        if (at[b] > last) last = at[b];
+        if (at[b] >= 0 && missing < 0 && !set_has(set, sp[b], (size_t)spl[b])) missing = b;
+    }
+    if (missing < 0) return 1;
+    uint32_t all[2 * SYNTH_MAX_SPECIAL];
+    const int na = special_ids(v, all);
+    int above = 0; /* the special tokens past the last byte token take ids above it */
+    for (int i = 0; i < na; i++) above += (int64_t)all[i] > last;
+    fprintf(stderr,
+            "staticlm synth: %s: --n-vocab %d cuts the single-byte token of byte 0x%02X (id %lld); a byte-level "
+            "BPE vocabulary keeps the bytes of UTF-8 text so that any text encodes (this file: --n-vocab %lld or more)\n",
+            path, n, missing, (long long)at[missing], (long long)(last + 1 + above));
+    return 0;
+}
+
+/* The file's merges; cut (the vocabulary is the file's cut): only those
+ * whose parts and result are kept tokens (set). */
+static int bpe_merges(vocab *v, const slm_gguf *g, const char *path, const strset *set, int cut) {
+    slm_gguf_type et;
+    uint64_t n_m = 0;
+    if (!slm_gguf_get_arr(g, "tokenizer.ggml.merges", &et, &n_m, NULL) || et != SLM_GGUF_STRING ||
+        n_m > (uint64_t)INT32_MAX) {
+        fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.merges is missing or not a string array\n", path);
+        return 0;
+    }
+    v->merge = slm_calloc((size_t)(n_m ? n_m : 1), sizeof *v->merge);
+    v->merge_len = slm_calloc((size_t)(n_m ? n_m : 1), sizeof *v->merge_len);
+    char *cat = NULL; /* the result "ab" of merge "a b" */
+    size_t cat_cap = 0;
+    int ok = 0;
+    if (!v->merge || !v->merge_len) goto nomem;
+    for (uint64_t m = 0; m < n_m; m++) {
+        slm_gguf_str s;
+        if (!slm_gguf_arr_str(g, "tokenizer.ggml.merges", m, &s)) goto bad;
+        const char *sp = s.len > 1 ? memchr(s.s + 1, ' ', (size_t)s.len - 1) : NULL; /* the loader's split */
+        if (!sp) goto bad;
+        const size_t ll = (size_t)(sp - s.s), rl = (size_t)s.len - ll - 1;
+        if (cut) {
+            if (ll + rl > cat_cap) {
+                char *c = slm_realloc(cat, ll + rl);
+                if (!c) goto nomem;
+                cat = c, cat_cap = ll + rl;
+            }
+            memcpy(cat, s.s, ll);
+            memcpy(cat + ll, sp + 1, rl);
+            if (!set_has(set, s.s, ll) || !set_has(set, sp + 1, rl) || !set_has(set, cat, ll + rl)) continue;
+        }
+        char *c = slm_malloc((size_t)s.len + 1);
+        if (!c) goto nomem;
+        memcpy(c, s.s, (size_t)s.len);
+        c[s.len] = 0;
+        v->merge[v->n_merges] = c;
+        v->merge_len[v->n_merges++] = s.len;
+    }
+    ok = 1;
+    goto done;
+bad:
+    fprintf(stderr, "staticlm synth: %s: a merge of tokenizer.ggml.merges is unreadable or not two tokens\n", path);
+    goto done;
+nomem:
+    fprintf(stderr, "staticlm synth: out of memory for %llu merges\n", (unsigned long long)n_m);
+done:
+    slm_xfree(cat);
+    return ok;
+}
+
+/* n tokens of a byte-level BPE vocabulary: the file's first ones (special
+ * tokens past the cut moved to the last ids), padded to n. */
+static int bpe_load(vocab *v, const slm_gguf *g, const char *path, int n) {
+    slm_gguf_type et;
+    uint64_t n_tok = 0, n_x = 0;
+    const void *sc = NULL, *ty = NULL;
+    if (!slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n_tok, NULL) || et != SLM_GGUF_STRING || !n_tok) {
+        fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.tokens is missing or not a string array\n", path);
+        return 0;
+    }
+    if (slm_gguf_find(g, "tokenizer.ggml.token_type") >= 0 &&
+        (!slm_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &n_x, &ty) ||
+         (et != SLM_GGUF_I32 && et != SLM_GGUF_U32) || n_x != n_tok)) {
+        fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.token_type is not an int32 array of %llu\n", path,
+                (unsigned long long)n_tok);
+        return 0;
+    }
+    if (slm_gguf_find(g, "tokenizer.ggml.scores") >= 0 &&
+        (!slm_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &n_x, &sc) || et != SLM_GGUF_F32 || n_x != n_tok)) {
+        fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.scores is not an f32 array of %llu\n", path,
+                (unsigned long long)n_tok);
+        return 0;
+    }
+    slm_gguf_str pre;
+    if (slm_gguf_find(g, "tokenizer.ggml.pre") >= 0) {
+        if (!slm_gguf_get_str(g, "tokenizer.ggml.pre", &pre)) {
+            fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.pre is not a string\n", path);
+            return 0;
+        }
+        if (!(v->pre = slm_malloc((size_t)pre.len + 1))) goto nomem;
+        memcpy(v->pre, pre.s, (size_t)pre.len);
+        v->pre[pre.len] = 0;
+    }
+    v->bpe = 1;
+    v->add_bos = v->add_eos = -1;
+    int b;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) v->add_eos = b;
+    if (!bpe_specials(v, g, path, n_tok)) return 0;
+    const int cut = (uint64_t)n < n_tok;
+    uint32_t rel[2 * SYNTH_MAX_SPECIAL];
+    const int k = cut ? bpe_relocate(v, n, rel) : 0;
+    const int kept = cut ? n - k : (int)n_tok; /* the file's first tokens kept in place */
+
+    v->n = n;
+    v->str = slm_calloc((size_t)n, sizeof *v->str);
+    v->len = slm_calloc((size_t)n, sizeof *v->len);
+    v->type = slm_calloc((size_t)n, sizeof *v->type);
+    if (sc) v->score = slm_calloc((size_t)n, sizeof *v->score);
+    if (!v->str || !v->len || !v->type || (sc && !v->score)) goto nomem;
+    for (int i = 0; i < kept + k; i++) {
+        const uint64_t src = i < kept ? (uint64_t)i : rel[i - kept];
+        slm_gguf_str s;
+        if (!slm_gguf_arr_str(g, "tokenizer.ggml.tokens", src, &s)) return 0;
+        if (!(v->str[i] = slm_malloc((size_t)s.len + 1))) goto nomem;
+        memcpy(v->str[i], s.s, (size_t)s.len);
+        v->str[i][s.len] = 0;
+        v->len[i] = s.len;
+        v->type[i] = 1; /* normal */
+        if (ty) memcpy(&v->type[i], (const char *)ty + 4 * src, 4);
+        if (sc) memcpy(&v->score[i], (const char *)sc + 4 * src, 4);
+    }
+    strset set;
+    if (!set_init(&set, v, kept + k)) goto nomem;
+    int ok = 0;
+    for (int i = kept + k; i < n; i++) { /* pads: unique normal tokens that no merge makes */
+        char buf[32];
+        int len = snprintf(buf, sizeof buf, "<synth_%d>", i);
+        if (set_has(&set, buf, (size_t)len)) {
+            fprintf(stderr, "staticlm synth: %s: has a token '%s' already; cannot pad with it\n", path, buf);
+            goto fail_set;
+        }
+        if (!(v->str[i] = slm_strdup(buf))) goto fail_set_nomem;
+        v->len[i] = (uint64_t)len;
+        v->type[i] = 1;
+    }
+    if (!bpe_bytes_kept(v, g, &set, path, n, n_tok) || !bpe_merges(v, g, path, &set, cut)) goto fail_set;
+    for (int i = 0; i < v->n_ids; i++) v->id_val[i] = bpe_map(v->id_val[i], kept, rel, k);
+    for (int i = 0; i < v->n_eos_ids; i++) v->eos_ids[i] = bpe_map(v->eos_ids[i], kept, rel, k);
+    if (k == 1) fprintf(stderr, "synth: a special token past --n-vocab %d moved to id %d\n", n, kept);
+    if (k > 1) fprintf(stderr, "synth: %d special tokens past --n-vocab %d moved to ids %d..%d\n", k, n, kept, n - 1);
+    ok = 1;
+    goto fail_set;
+fail_set_nomem:
+    fprintf(stderr, "staticlm synth: out of memory for %d tokens\n", n);
+fail_set:
+    slm_xfree(set.slot);
+    return ok;
+nomem:
+    fprintf(stderr, "staticlm synth: out of memory for %d tokens\n", n);
+    return 0;
+}
+
+/* ---- loading and writing ------------------------------------------------- */
+
+int vocab_load(vocab *v, const char *path, int n) {
+    slm_err err;
+    memset(&err, 0, sizeof err);
+    slm_map map;
+    memset(&map, 0, sizeof map);
+    slm_gguf *g = NULL;
+    int ok = 0;
+    memset(v, 0, sizeof *v);
+    if (slm_map_file(&map, path, &err) || slm_gguf_open(&g, map.data, map.size, slm_basename(path), &err)) {
+        fprintf(stderr, "staticlm synth: %s\n", err.msg);
+        goto done;
+    }
+    slm_gguf_str model;
+    if (slm_gguf_get_str(g, "tokenizer.ggml.model", &model) && slm_gguf_str_eq(model, "llama"))
+        ok = spm_load(v, g, path, n);
+    else if (slm_gguf_get_str(g, "tokenizer.ggml.model", &model) && slm_gguf_str_eq(model, "gpt2"))
+        ok = bpe_load(v, g, path, n);
+    else
+        fprintf(stderr,
+                "staticlm synth: %s: not a SentencePiece (tokenizer.ggml.model = llama) or byte-level BPE "
+                "(gpt2) vocabulary\n",
+                path);
 done:
     if (!ok) vocab_free(v);
     slm_gguf_close(g);
@@ -109,3 +463,30 @@ done:
     return ok;
 }
 
+void vocab_put(slm_gguf_writer *w, const vocab *v) {
+    if (!v->bpe) {
+        slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+        slm_gguf_set_str(w, "tokenizer.ggml.pre", "default");
+        slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->str, v->len, (uint64_t)v->n);
+        slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, v->score, (uint64_t)v->n);
+        slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, v->type, (uint64_t)v->n);
+        slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", v->bos);
+        slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", v->eos);
+        slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", v->unk);
+        slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
+        slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 0);
+        return;
+    }
+    slm_gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    if (v->pre) slm_gguf_set_str(w, "tokenizer.ggml.pre", v->pre);
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->str, v->len, (uint64_t)v->n);
+    if (v->score) slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, v->score, (uint64_t)v->n);
+    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, v->type, (uint64_t)v->n);
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.merges", (const char *const *)v->merge, v->merge_len,
+                         (uint64_t)v->n_merges);
+    for (int i = 0; i < v->n_ids; i++) slm_gguf_set_u32(w, v->id_key[i], v->id_val[i]);
+    if (v->n_eos_ids >= 0)
+        slm_gguf_set_arr(w, "tokenizer.ggml.eos_token_ids", SLM_GGUF_U32, v->eos_ids, (uint64_t)v->n_eos_ids);
+    if (v->add_bos >= 0) slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
+    if (v->add_eos >= 0) slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos);
+}

@@ -4,21 +4,40 @@
 
 #include <stdint.h>
 
-#define SYNTH_SPM_BASE 259 /* <unk>, <s>, </s> and the 256 byte tokens */
+#include "format/gguf.h"
+
+#define SYNTH_SPM_BASE 259   /* <unk>, <s>, </s> and the 256 byte tokens */
+#define SYNTH_MAX_SPECIAL 16 /* special-id keys (and eos_token_ids entries) a BPE vocabulary may carry */
 
 typedef struct vocab {
     int n;
     char **str;      /* [n] NUL-terminated */
     uint64_t *len;   /* [n] bytes */
-    float *score;    /* [n] */
+    float *score;    /* [n]; BPE: NULL when the file has no scores */
     int32_t *type;   /* [n] GGUF token types */
-    uint32_t bos, eos, unk;
+    uint32_t bos, eos, unk; /* SPM */
+    /* byte-level BPE (tokenizer.ggml.model "gpt2"); 0: SentencePiece */
+    int bpe;
+    char *pre;                /* tokenizer.ggml.pre, or NULL when the file has none */
+    int n_merges;
+    char **merge;             /* [n_merges] "a b", NUL-terminated */
+    uint64_t *merge_len;      /* [n_merges] bytes */
+    int n_ids;                /* the file's special-id keys, ids remapped to this vocabulary */
+    const char *id_key[SYNTH_MAX_SPECIAL];
+    uint32_t id_val[SYNTH_MAX_SPECIAL];
+    int n_eos_ids;            /* tokenizer.ggml.eos_token_ids, remapped; -1: not in the file */
+    uint32_t eos_ids[SYNTH_MAX_SPECIAL];
+    int add_bos, add_eos;     /* -1: not in the file */
 } vocab;
 
 void vocab_free(vocab *v);
 /* ../shared/vocab/ggml-vocab-llama-spm.gguf from the usual places, or NULL. */
 const char *default_vocab_file(void);
-/* The first min(n, file) tokens of an SPM vocabulary, padded to n; 1 ok (else said on stderr). */
+/* A vocabulary of n tokens from a SentencePiece (llama) or byte-level BPE
+ * (gpt2) GGUF vocabulary: its first tokens, padded to n; 1 ok (else said on
+ * stderr). */
 int vocab_load(vocab *v, const char *path, int n);
+/* The tokenizer.ggml.* metadata of v. */
+void vocab_put(slm_gguf_writer *w, const vocab *v);
 
 #endif
