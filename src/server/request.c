@@ -173,6 +173,13 @@ static int refuse_unsupported(const cJSON *o, srv_error *e) {
         !(cJSON_IsString(v) && (!strcmp(v->valuestring, "none") || !strcmp(v->valuestring, "auto"))))
         return BAD(v->string, "unsupported_value", "the legacy 'function_call' is not supported: use 'tool_choice'");
     if ((v = field(o, "echo")) && !cJSON_IsFalse(v)) return BAD("echo", "unsupported_value", "echo is not supported");
+    if ((v = field(o, "audio"))) return BAD("audio", "unsupported_value", "audio output is not supported");
+    if ((v = field(o, "modalities"))) {
+        const cJSON *it;
+        int ok = cJSON_IsArray(v);
+        cJSON_ArrayForEach(it, v) ok &= cJSON_IsString(it) && !strcmp(it->valuestring, "text");
+        if (!ok) return BAD("modalities", "unsupported_value", "only the text modality is supported ([\"text\"])");
+    }
     if ((v = field(o, "best_of")) && !(is_int(v) && v->valuedouble == 1))
         return BAD("best_of", "unsupported_value", "only best_of = 1 is supported");
     if ((v = field(o, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
