@@ -10,6 +10,8 @@
 #    string (their values against golden logits: test_session);
 #  - llama-server's n_predict and ignore_eos are taken, its samplers
 #    staticlm lacks (mirostat, typical_p, ...) refused unless off;
+#  - llama-server's POST /completion answers in its own form (whole and
+#    streamed), running to a stop without n_predict;
 #  - /tokenize gives run.c's ids (golden), its pieces make the text, and
 #    /detokenize gives it back; bad ids and fields get 400;
 #  - fields of features staticlm lacks (the legacy functions, response
@@ -121,6 +123,24 @@ for f in mirostat:2 typical_p:0.9 tfs_z:0.5 dynatemp_range:0.5 xtc_probability:0
   check "${f%%:*} ${f#*:} -> 400 unsupported" '[ "$(code -d "{$P,\"${f%%:*}\":${f#*:}}" "$CMPL")" = 400 ] && is_unsup "${f%%:*}"'
 done
 check "the same fields off -> 200" '[ "$(code -d "{$P,\"mirostat\":0,\"typical_p\":1,\"tfs_z\":1,\"n_probs\":0,\"top_n_sigma\":-1}" "$CMPL")" = 200 ]'
+
+# ---- llama-server's own POST /completion: its answer's form; no n_predict: until a stop
+if command -v python3 >/dev/null; then
+  NAT='import json,sys
+b=json.load(open(sys.argv[1])); want=sys.argv[2:]
+got=[str(b["content"]), str(b["stop"]), str(b["tokens_predicted"]), str(b["stop_type"]), str(b["tokens_evaluated"])]
+sys.exit(0 if got==want and b["timings"]["predicted_n"]==b["tokens_predicted"] else 1)'
+  check "/completion n_predict 40: content == run's, stop_type limit" '[ "$(code -d "{\"prompt\":\"Once upon a time\",\"n_predict\":40}" "$U/completion")" = 200 ] && python3 -c "$NAT" "$TMP/body" "$GREEDY" True 40 limit 5'
+  code -d '{"prompt":"Once upon a time"}' "$U/completion" >/dev/null
+  check "/completion without n_predict runs to EOS as max_tokens 400 did ($NSTOP tokens)" 'python3 -c "import json,sys; b=json.load(open(sys.argv[1])); sys.exit(0 if b[\"tokens_predicted\"]==int(sys.argv[2]) and b[\"stop_type\"]==\"eos\" else 1)" "$TMP/body" "$NSTOP"'
+  curl -s -m 60 -N "${H[@]}" -d '{"prompt":"Once upon a time","n_predict":40,"stream":true}' "$U/completion" >"$TMP/nat_stream"
+  NATS='import json,sys
+ev=[json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
+sys.exit(0 if ev and "".join(e["content"] for e in ev)==sys.argv[2] and ev[-1]["stop"] and ev[-1]["tokens_predicted"]==40 and not any(e["stop"] for e in ev[:-1]) else 1)'
+  check "/completion streamed: the events join to the same content, the last one stop, no [DONE]" 'python3 -c "$NATS" "$TMP/nat_stream" "$GREEDY" && ! grep -q "DONE" "$TMP/nat_stream"'
+  check "/completion with a stop word: stop_type word" '[ "$(code -d "{\"prompt\":\"Once upon a time\",\"stop\":[\"park\"]}" "$U/completion")" = 200 ] && grep -q "\"stop_type\":\"word\"" "$TMP/body" && ! grep -q park "$TMP/body"'
+fi
+check "/completion with logprobs -> 400" '[ "$(code -d "{\"prompt\":\"x\",\"logprobs\":2}" "$U/completion")" = 400 ] && is_unsup logprobs'
 
 # ---- /tokenize and /detokenize (llama-server's)
 GOLD_IDS=$(tr -s ' \n' ',' < "$SHARED/models/golden/stories260K/0.prompt_ids.txt" | sed 's/,$//')

@@ -122,6 +122,10 @@ static char *sse_event(cJSON *o) {
  * think: t is reasoning, delta.reasoning_content), or the usage chunk. */
 static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, const char *fin, int usage_only,
                        int think, cJSON *lp) {
+    if (j->native) { /* llama-server's /completion: its own events, the last with the statistics */
+        cJSON_Delete(lp);
+        return sse_event(fin ? srv_native_result(a, j) : srv_native_chunk(j, t, n));
+    }
     cJSON *o = base_obj(a, j, j->q.chat ? "chat.completion.chunk" : "text_completion");
     cJSON *ch = cJSON_AddArrayToObject(o, "choices");
     if (!usage_only) {
@@ -267,12 +271,12 @@ static int stream_next(srv_api *a, job *j) {
             memcpy(err, j->err, sizeof err);
             pthread_mutex_unlock(&a->mu);
             j->pend = sse_error(err);
-            j->phase = 3;
+            j->phase = j->native ? 4 : 3;
         } else { /* done */
             cJSON *lp = lp_next(j);
             pthread_mutex_unlock(&a->mu);
             j->pend = sse_chunk(a, j, j->q.chat ? NULL : "", 0, 0, j->finish ? j->finish : "stop", 0, 0, lp);
-            j->phase = j->q.include_usage ? 2 : 3;
+            j->phase = j->native ? 4 : j->q.include_usage ? 2 : 3;
         }
     } else if (j->phase == 2) {
         j->pend = sse_chunk(a, j, NULL, 0, 0, NULL, 1, 0, NULL);
@@ -338,6 +342,7 @@ static void add_tool_calls(cJSON *msg, const job *j) {
 }
 
 static int send_result(srv_api *a, srv_req *r, job *j) {
+    if (j->native) return http_send_json(r, 200, srv_native_result(a, j));
     int chat = j->q.chat;
     cJSON *res = base_obj(a, j, chat ? "chat.completion" : "text_completion");
     cJSON *ch = cJSON_AddArrayToObject(res, "choices"), *c0 = cJSON_CreateObject();
@@ -425,7 +430,8 @@ static int completion_progress(srv_api *a, srv_req *r, job *j) {
     return HTTP_WAIT;
 }
 
-static int handle_completion(srv_api *a, srv_req *r, int chat) {
+/* chat: /v1/chat/completions; native: llama-server's /completion (else /v1/completions). */
+static int handle_completion(srv_api *a, srv_req *r, int chat, int native) {
     if (r->job) return completion_progress(a, r, r->job);
     int ok;
     if (r->too_big) {
@@ -459,6 +465,15 @@ static int handle_completion(srv_api *a, srv_req *r, int chat) {
                                  "logit_bias names token %d; the vocabulary has %d", id, a->info.vocab_size);
             return ok ? HTTP_DONE : HTTP_DROP;
         }
+    if (native && j->q.logprobs) { /* its answer has no place for them */
+        srv_request_free(&j->q);
+        slm_xfree(j);
+        ok = http_send_error(r, 400, "invalid_request_error", "logprobs", "unsupported_value",
+                             "/completion answers no log-probabilities: ask /v1/completions with logprobs");
+        return ok ? HTTP_DONE : HTTP_DROP;
+    }
+    j->native = native;
+    if (native && !j->q.max_tokens_set) j->q.max_tokens = 0; /* llama-server's n_predict -1 */
     if (!j->q.seed_set && a->seed_set) j->q.seed_set = 1; /* serve's --seed (already in samp) */
     j->created = (long)time(NULL);
     r->stream = j->q.stream;
@@ -553,7 +568,8 @@ static int handle_models(srv_api *a, srv_req *r) {
 }
 
 int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
-    if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions")))
+    if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions") &&
+                                      strcmp(r->path, "/completion") && strcmp(r->path, "/completions")))
         return 1;
     pthread_mutex_lock(&a->mu);
     int q = a->queued, full = queue_full(a);
@@ -583,8 +599,9 @@ int api_handle(srv_api *a, srv_req *r) {
     const int tok = !strcmp(url, "/tokenize"), detok = !strcmp(url, "/detokenize");
     if ((tok || detok) && post) return (tok ? api_tokenize(a, r) : api_detokenize(a, r)) ? HTTP_DONE : HTTP_DROP;
     int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
-    if (chat || comp || tok || detok) {
-        if (post) return handle_completion(a, r, chat);
+    const int native = !strcmp(url, "/completion") || !strcmp(url, "/completions");
+    if (chat || comp || native || tok || detok) {
+        if (post) return handle_completion(a, r, chat, native);
         ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
     } else {
         ok = http_send_error(r, 404, "invalid_request_error", NULL, "not_found", "unknown endpoint %s %s", r->method, url);

@@ -76,6 +76,9 @@ typedef struct job {
     int prompt_tokens, completion_tokens;
     int cached_tokens;      /* prompt tokens whose KV rows were reused (slot or prefix cache) */
     const char *finish;     /* "stop" | "length" | "cancelled" */
+    int native;             /* llama-server's POST /completion: its answer's form (api_native.c) */
+    int stop_why;           /* the session's stop reason (SLM_STOP_*) */
+    double prompt_ms, predicted_ms; /* the job's prefill and decode time (its session's) */
     srv_lp *lps;            /* logprobs asked: one per token returned [nlp] (under a->mu) */
     int nlp, clp;
     int lp_pub;             /* of them, those whose text is published (not held back, not cut) */
@@ -135,9 +138,15 @@ struct srv_api {
     job *current;           /* the job the worker runs, or NULL */
     srv_metrics m;
     double slot_prefill0[SRV_MAX_SLOTS]; /* the session's prefill_ms when the job started */
+    double slot_decode0[SRV_MAX_SLOTS];  /* ... and its decode_ms */
     pthread_t worker;
     int worker_started;
 };
+
+/* api_native.c: llama-server's /completion answer (under a->mu or after
+ * the job is done): the whole one, and a stream chunk of text t[0..n). */
+cJSON *srv_native_result(const srv_api *a, const job *j);
+cJSON *srv_native_chunk(const job *j, const char *t, size_t n);
 
 /* worker.c */
 void *srv_worker_main(void *api);

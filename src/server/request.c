@@ -158,6 +158,7 @@ static int parse_llama_fields(const cJSON *o, srv_request *q, srv_error *e) {
         if (!is_int(v) || !(v->valuedouble == -1 || v->valuedouble >= 1))
             return BAD("n_predict", "invalid_type", "'n_predict' must be -1 (until the context is full) or an integer >= 1");
         q->max_tokens = v->valuedouble > 1e9 ? 1000000000 : v->valuedouble < 0 ? 0 : (int)v->valuedouble;
+        q->max_tokens_set = 1;
     }
     return 1;
 }
@@ -275,6 +276,7 @@ static int parse_common(const cJSON *o, const slm_sampling *dflt, srv_request *q
     if ((v = field(o, mt))) {
         if (!is_int(v) || v->valuedouble < 1) return BAD(mt, "invalid_type", "'%s' must be an integer >= 1", mt);
         q->max_tokens = v->valuedouble > 1e9 ? 1000000000 : (int)v->valuedouble;
+        q->max_tokens_set = 1;
     }
     if (!parse_llama_fields(o, q, e)) return 0;
     if ((v = field(o, "temperature"))) {

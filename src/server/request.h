@@ -26,6 +26,7 @@ typedef struct srv_request {
     int chat;                /* 1: chat completion (msgs); 0: completion (prompt) */
     int stream, include_usage;
     int max_tokens;          /* 0 = until the KV capacity */
+    int max_tokens_set;      /* the request gave max_tokens, max_completion_tokens or n_predict */
     int ignore_eos;          /* llama-server's: no stop tokens (stop strings and limits still apply) */
     int logprobs;            /* 1: each token's log-probability (chat logprobs true, completions logprobs > 0) */
     int top_logprobs;        /* and the n most likely tokens (chat top_logprobs, completions logprobs) */

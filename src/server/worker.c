@@ -448,6 +448,7 @@ static int start_job(srv_api *a, int i, int *budget) {
     slm_session_get_stats(s, &s0);
     a->slot_reused0[i] = s0.n_reused;
     a->slot_prefill0[i] = s0.prefill_ms;
+    a->slot_decode0[i] = s0.decode_ms;
     a->slot_prompt[i] = n;
     int left = 0;
     slm_status st = slm_session_configure(s, &sc);
@@ -525,6 +526,9 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
     if (done) {
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
+        j->stop_why = why;
+        j->prompt_ms = ss.prefill_ms - a->slot_prefill0[i];
+        j->predicted_ms = ss.decode_ms - a->slot_decode0[i];
         lp_publish(j, len, 1, why == SLM_STOP_STRING);
         publish(a, j, text, len, 1);
         if (j->ncalls && !strcmp(j->finish, "stop")) j->finish = "tool_calls"; /* as OpenAI's */
