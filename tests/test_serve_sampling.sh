@@ -11,7 +11,7 @@
 #  - llama-server's n_predict and ignore_eos are taken, its samplers
 #    staticlm lacks (mirostat, typical_p, ...) refused unless off;
 #  - llama-server's POST /completion answers in its own form (whole and
-#    streamed), running to a stop without n_predict;
+#    streamed), running to a stop without n_predict; GET /props;
 #  - /tokenize gives run.c's ids (golden), its pieces make the text, and
 #    /detokenize gives it back; bad ids and fields get 400;
 #  - fields of features staticlm lacks (the legacy functions, response
@@ -141,6 +141,8 @@ sys.exit(0 if ev and "".join(e["content"] for e in ev)==sys.argv[2] and ev[-1]["
   check "/completion with a stop word: stop_type word" '[ "$(code -d "{\"prompt\":\"Once upon a time\",\"stop\":[\"park\"]}" "$U/completion")" = 200 ] && grep -q "\"stop_type\":\"word\"" "$TMP/body" && ! grep -q park "$TMP/body"'
 fi
 check "/completion with logprobs -> 400" '[ "$(code -d "{\"prompt\":\"x\",\"logprobs\":2}" "$U/completion")" = 400 ] && is_unsup logprobs'
+
+check "GET /props: llama-server's n_ctx, slots, sampling defaults, template" '[ "$(code "$U/props")" = 200 ] && grep -q "\"n_ctx\":512," "$TMP/body" && grep -q "\"temperature\":0," "$TMP/body" && grep -q "\"top_p\":0.9," "$TMP/body" && grep -q "\"total_slots\":4," "$TMP/body" && grep -q "\"chat_template\":\"{%" "$TMP/body" && grep -q "\"vision\":false" "$TMP/body"'
 
 # ---- /tokenize and /detokenize (llama-server's)
 GOLD_IDS=$(tr -s ' \n' ',' < "$SHARED/models/golden/stories260K/0.prompt_ids.txt" | sed 's/,$//')

@@ -35,6 +35,8 @@ static void usage_serve(FILE *f) {
             "                              default max_tokens 16\n"
             "  GET  /v1/models, GET /health, GET /metrics (Prometheus text: requests by\n"
             "                              outcome, 503s, tokens, seconds, slots, KV rows)\n"
+            "  GET  /props                 llama-server's: n_ctx, slots, sampling defaults,\n"
+            "                              chat template\n"
             "  POST /completion            llama-server's own: a completion's fields (no\n"
             "                              n_predict: until a stop), its answer's form\n"
             "                              (content, stop, tokens_predicted, stop_type, timings)\n"

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -556,6 +557,43 @@ static int handle_metrics(srv_api *a, srv_req *r) {
     return http_send_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", t);
 }
 
+/* x as the shortest decimal that reads back as the float (0.9, not 0.899999976) */
+static double fdec(float x) {
+    char b[32];
+    for (int p = 1; p <= 9; p++) { /* 9 digits always read back */
+        snprintf(b, sizeof b, "%.*g", p, (double)x);
+        if ((float)strtod(b, NULL) == x) break;
+    }
+    return strtod(b, NULL);
+}
+
+/* GET /props: llama-server's, the part its clients read (the context, the
+ * slots, the sampling defaults, the chat template, no image or audio input). */
+static int handle_props(srv_api *a, srv_req *r) {
+    cJSON *o = cJSON_CreateObject(), *g = cJSON_AddObjectToObject(o, "default_generation_settings");
+    cJSON_AddNumberToObject(g, "n_ctx", slm_capacity(a->e));
+    cJSON *p = cJSON_AddObjectToObject(g, "params");
+    cJSON_AddNumberToObject(p, "temperature", fdec(a->samp.temperature));
+    cJSON_AddNumberToObject(p, "top_k", a->samp.top_k);
+    cJSON_AddNumberToObject(p, "top_p", fdec(a->samp.top_p));
+    cJSON_AddNumberToObject(p, "min_p", fdec(a->samp.min_p));
+    cJSON_AddNumberToObject(p, "repeat_penalty", fdec(a->samp.repeat_penalty));
+    cJSON_AddNumberToObject(p, "repeat_last_n", a->samp.repeat_last_n);
+    cJSON_AddNumberToObject(p, "presence_penalty", fdec(a->samp.presence_penalty));
+    cJSON_AddNumberToObject(p, "frequency_penalty", fdec(a->samp.frequency_penalty));
+    cJSON_AddNumberToObject(o, "total_slots", a->n_slots);
+    cJSON_AddStringToObject(o, "model_path", a->model_name);
+    const char *src = a->tm ? slm_tmpl_source(a->tm) : NULL;
+    char *clean = src ? srv_utf8_clean(src, strlen(src)) : NULL;
+    cJSON_AddStringToObject(o, "chat_template", clean ? clean : "");
+    slm_xfree(clean);
+    cJSON *m = cJSON_AddObjectToObject(o, "modalities");
+    cJSON_AddBoolToObject(m, "vision", 0);
+    cJSON_AddBoolToObject(m, "audio", 0);
+    cJSON_AddStringToObject(o, "build_info", "staticlm " SLM_VERSION);
+    return http_send_json(r, 200, o);
+}
+
 static int handle_models(srv_api *a, srv_req *r) {
     cJSON *o = cJSON_CreateObject(), *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "object", "list");
@@ -590,10 +628,13 @@ int api_handle(srv_api *a, srv_req *r) {
     const char *url = r->path;
     int get = !strcmp(r->method, "GET"), post = !strcmp(r->method, "POST");
     int ok;
-    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health") || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics")) {
+    if (!strcmp(url, "/health") || !strcmp(url, "/v1/health") || !strcmp(url, "/v1/models") || !strcmp(url, "/metrics") ||
+        !strcmp(url, "/props")) {
         if (!get) ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use GET %s", url);
-        else ok = !strcmp(url, "/v1/models") ? handle_models(a, r) : !strcmp(url, "/metrics") ? handle_metrics(a, r)
-                                                                                             : handle_health(a, r);
+        else ok = !strcmp(url, "/v1/models") ? handle_models(a, r)
+                  : !strcmp(url, "/metrics") ? handle_metrics(a, r)
+                  : !strcmp(url, "/props")   ? handle_props(a, r)
+                                             : handle_health(a, r);
         return ok ? HTTP_DONE : HTTP_DROP;
     }
     const int tok = !strcmp(url, "/tokenize"), detok = !strcmp(url, "/detokenize");
