@@ -166,6 +166,7 @@ check "/detokenize: an id past the vocabulary -> 400" '[ "$(code -d "{\"tokens\"
 check "/detokenize: a fraction -> 400" '[ "$(code -d "{\"tokens\":[1.5]}" "$U/detokenize")" = 400 ]'
 check "/tokenize: content not a string -> 400" '[ "$(code -d "{\"content\":3}" "$U/tokenize")" = 400 ] && grep -q "\"param\":\"content\"" "$TMP/body"'
 check "/tokenize: add_special not a boolean -> 400" '[ "$(code -d "{\"content\":\"x\",\"add_special\":1}" "$U/tokenize")" = 400 ]'
+check "/tokenize: bytes after the JSON object -> 400, as the completions" '[ "$(code -d "{\"content\":\"x\"} x" "$U/tokenize")" = 400 ] && grep -q "bytes after its JSON value" "$TMP/body"'
 check "GET /tokenize -> 405" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/tokenize")" = 405 ]'
 
 # ---- refused, not ignored

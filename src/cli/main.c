@@ -313,7 +313,7 @@ static int print_piece(void *ud, int id, const char *piece, int is_prompt) {
     }
     if (!is_prompt) variant_notes(ud);
     const run_out *o = ud;
-    if (o ? slm_piece_shown(o->e, piece) : slm_piece_printable(piece)) {
+    if (slm_piece_shown(o ? o->e : NULL, piece)) { /* no engine: run.c's rule */
         fputs(piece, stdout);
         fflush(stdout);
     }

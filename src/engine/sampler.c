@@ -274,11 +274,11 @@ double slm_logprobs_top(const float *x, int n, int n_top, slm_logprob *top) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++)
         if (val(x, i) > mx) mx = x[i];
-    if (mx == -INFINITY) mx = 0.0f; /* nothing finite: every log-probability is -inf */
+    if (mx == -INFINITY) mx = 0.0f;
     double sum = 0.0;
     for (int i = 0; i < n; i++)
         if (val(x, i) > -INFINITY) sum += exp((double)x[i] - mx);
-    const double lse = mx + log(sum);
+    const double lse = sum > 0 ? mx + log(sum) : INFINITY; /* nothing finite: every value -inf */
     /* the best n_top so far, sorted; an equal value does not pass an earlier id */
     int k = 0;
     for (int i = 0; i < n && n_top > 0; i++) {

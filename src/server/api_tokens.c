@@ -19,7 +19,6 @@
 #include <string.h>
 
 #include "common/common.h"
-#include "common/json.h"
 
 #define MAX_DETOK 1000000 /* ids a /detokenize takes */
 
@@ -31,13 +30,10 @@ static cJSON *body_object(srv_req *r, int *ok) {
                               "the request body exceeds %u bytes", HTTP_BODY_LIMIT);
         return NULL;
     }
-    slm_json_init_hooks();
-    cJSON *o = cJSON_ParseWithLength(r->body ? r->body : "", r->len);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        *ok = http_send_error(r, 400, "invalid_request_error", NULL, "invalid_json", "the body must be a JSON object");
-        return NULL;
-    }
+    srv_error e;
+    memset(&e, 0, sizeof e);
+    cJSON *o = srv_body_object(r->body, r->len, &e); /* as the completions read theirs */
+    if (!o) *ok = http_send_error(r, e.status, e.type, NULL, e.code, "%s", e.msg);
     return o;
 }
 

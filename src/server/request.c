@@ -538,21 +538,27 @@ static int parse_prompt(const cJSON *o, srv_request *q, srv_error *e) {
     return 1;
 }
 
+cJSON *srv_body_object(const char *body, size_t len, srv_error *e) {
+    slm_json_init_hooks();
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(body ? body : "", len, &end, 0);
+    if (!o) return BAD(NULL, "invalid_json", "could not parse the request body as JSON"), NULL;
+    /* one value and nothing after it but white space */
+    const char *stop = (body ? body : "") + len;
+    while (end && end < stop && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (end == stop && cJSON_IsObject(o)) return o;
+    cJSON_Delete(o);
+    if (end != stop) return BAD(NULL, "invalid_json", "the request body has bytes after its JSON value"), NULL;
+    return BAD(NULL, "invalid_json", "the request body must be a JSON object"), NULL;
+}
+
 int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e) {
     memset(q, 0, sizeof *q);
     memset(e, 0, sizeof *e);
     q->chat = chat;
-    slm_json_init_hooks();
-    const char *end = NULL;
-    cJSON *o = cJSON_ParseWithLengthOpts(body ? body : "", len, &end, 0);
-    if (!o) return BAD(NULL, "invalid_json", "could not parse the request body as JSON");
-    /* one value and nothing after it but white space */
-    const char *stop = (body ? body : "") + len;
-    while (end && end < stop && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
-    int ok = 1;
-    if (end != stop) ok = BAD(NULL, "invalid_json", "the request body has bytes after its JSON value");
-    else if (!cJSON_IsObject(o)) ok = BAD(NULL, "invalid_json", "the request body must be a JSON object");
-    if (ok) ok = parse_common(o, dflt, q, e);
+    cJSON *o = srv_body_object(body, len, e);
+    if (!o) return 0;
+    int ok = parse_common(o, dflt, q, e);
     if (ok) ok = chat ? parse_messages(o, q, e) : parse_prompt(o, q, e);
     if (ok) ok = parse_reasoning(o, q, e);
     if (ok) ok = parse_tools(o, q, e);

@@ -78,6 +78,9 @@ typedef struct srv_error {
  * unless they ask for nothing. */
 int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);
+/* body[0..len) as one JSON object with nothing but white space after it
+ * (cJSON_Delete it), or NULL with *e filled (400 invalid_json). */
+struct cJSON *srv_body_object(const char *body, size_t len, srv_error *e);
 
 /* Length of s[0..n) without a trailing incomplete UTF-8 sequence
  * (slm_utf8_complete). */

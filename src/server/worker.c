@@ -405,7 +405,8 @@ static void accept_job(srv_api *a, int i) {
     j->cached_tokens = s1.n_reused - a->slot_reused0[i];
     a->m.prompt_tokens += (unsigned long long)j->prompt_tokens;
     a->m.cached_tokens += (unsigned long long)j->cached_tokens;
-    a->m.prompt_s += (s1.prefill_ms - a->slot_prefill0[i]) / 1e3;
+    j->prompt_ms = s1.prefill_ms - a->slot_prefill0[i];
+    a->m.prompt_s += j->prompt_ms / 1e3;
     j->accepted = 1;
     srv_job_changed(a, j);
     pthread_mutex_unlock(&a->mu);
@@ -527,7 +528,6 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
         j->stop_why = why;
-        j->prompt_ms = ss.prefill_ms - a->slot_prefill0[i];
         j->predicted_ms = ss.decode_ms - a->slot_decode0[i];
         lp_publish(j, len, 1, why == SLM_STOP_STRING);
         publish(a, j, text, len, 1);
