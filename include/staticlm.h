@@ -112,6 +112,8 @@ typedef struct slm_options {
     int recur_checkpoints;      /* models with recurrent layers (qwen35, qwen35moe): saved
                                    states per session that a shorter next prompt resumes
                                    from (0 = 3; at most 16), each the size of the state */
+    int embeddings;             /* 1: also compile embedding programs (the final norm of every
+                                   row; slm_session_embed); from a source model only */
 } slm_options;
 
 /* Weight prefetch of the decode programs (slm_options.prefetch): PREFETCH
@@ -442,6 +444,41 @@ SLM_API int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap);
  * error, statuses[i] (if non-NULL) says which sessions failed. */
 SLM_API slm_status slm_session_next_batch(slm_session *const *ss, int n, int32_t *ids, const char **pieces,
                                           slm_status *statuses);
+
+/* ---- embeddings (slm_options.embeddings) -------------------------------- */
+
+/* How a text's rows become one vector: GGUF's {arch}.pooling_type values. */
+typedef enum slm_pooling {
+    SLM_POOLING_DEFAULT = -1, /* the model file's pooling_type (none when it names none) */
+    SLM_POOLING_NONE = 0,     /* every token's vector */
+    SLM_POOLING_MEAN = 1,     /* their mean */
+    SLM_POOLING_CLS = 2,      /* the first token's */
+    SLM_POOLING_LAST = 3      /* the last token's (causal embedding models: Qwen3-Embedding) */
+} slm_pooling;
+
+/* The model file's pooling_type (SLM_POOLING_NONE when it has none, or a
+ * type other than the above). */
+SLM_API int slm_model_pooling(const slm_engine *e);
+/* "none", "mean", "cls", "last" -> an slm_pooling; -2 for anything else. */
+SLM_API int slm_pooling_parse(const char *name);
+SLM_API const char *slm_pooling_name(int pooling);
+/* The embedding of ids[0..n) on the session's slot: its rows are dropped,
+ * the ids run through the embedding programs (in chunks; they must fit the
+ * slot's KV capacity), and the final norm's hidden states pooled into out:
+ * dim floats, or n * dim for SLM_POOLING_NONE (cap: floats out holds;
+ * SLM_ERR_ARG when short). Not normalized (slm_embed_normalize). The rows
+ * are dropped again after. SLM_ERR_ARG when the engine was loaded without
+ * embeddings. */
+SLM_API slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pooling, float *out, size_t cap);
+/* The same for text, tokenized as llama.cpp's embedding does: BOS, and EOS
+ * where the vocabulary asks for it (tokenizer.ggml.add_eos_token); the
+ * token count in *n_tokens (may be NULL). */
+SLM_API slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling, float *out, size_t cap,
+                                          int *n_tokens);
+/* Normalize v[0..n) as llama.cpp's --embd-normalize: -1 none, 0 max
+ * absolute value to 32760 (int16 range), 1 taxicab, 2 Euclidean (its
+ * default), p > 2 the p-norm. A zero vector stays zero. */
+SLM_API void slm_embed_normalize(float *v, int n, int norm);
 
 /* ---- one-shot generation (over a session) ------------------------------ */
 

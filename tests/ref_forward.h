@@ -294,9 +294,12 @@ static int ref_delta_layer(const slm_model_file *m, int l, const double *xn, dou
  * scale, score and logit soft-capping, post norms, GeGLU, embedding scale.
  * Returns 1 ok. */
 static inline int ref_forward_gemma4(const slm_model_file *m, const int32_t *ids, int n, float *logits);
-static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, float *logits, int ctx) {
+/* hidden (may be NULL): each position's final-norm hidden state too,
+ * [n][dim] (what embeddings pool); not for gemma4 (returns 0). */
+static inline int ref_forward_full(const slm_model_file *m, const int32_t *ids, int n, float *logits, float *hidden,
+                                   int ctx) {
     const slm_model_config *c = &m->cfg;
-    if (!strcmp(c->arch, "gemma4")) return ref_forward_gemma4(m, ids, n, logits); /* ref_gemma4.h */
+    if (!strcmp(c->arch, "gemma4")) return hidden ? 0 : ref_forward_gemma4(m, ids, n, logits); /* ref_gemma4.h */
     const int D = c->dim, H = c->n_heads, KV = c->n_kv_heads, hd = c->head_dim, F = slm_dense_ffn(c),
               V = c->vocab_size, kvd = KV * hd, L = c->n_layers, QD = H * hd, rot = slm_rope_dims(c);
     float *emb = ref_dequant(m, "token_embd.weight", NULL, NULL);
@@ -461,6 +464,7 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
         }
         if (!ok) break;
         ref_rmsnorm(x, onorm, xn, D, c->norm_eps);
+        for (int i = 0; hidden && i < D; i++) hidden[(size_t)p * D + i] = (float)xn[i];
         ref_matvec(out, xn, lg, V, D, NULL);
         for (int i = 0; i < V; i++)
             logits[(size_t)p * V + i] =
@@ -471,6 +475,10 @@ static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, i
     free(x); free(xn); free(q); free(att); free(o); free(g); free(u); free(sc); free(lg);
     free(cw); free(st); free(qg);
     return ok;
+}
+
+static inline int ref_forward_ctx(const slm_model_file *m, const int32_t *ids, int n, float *logits, int ctx) {
+    return ref_forward_full(m, ids, n, logits, NULL, ctx);
 }
 
 #include "ref_gemma4.h"

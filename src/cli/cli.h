@@ -137,6 +137,8 @@ int slm_cli_synth(int argc, char **argv);
 int slm_cli_bench(int argc, char **argv);
 /* staticlm tokenize: token ids of a text (src/cli/tokenize.c). */
 int slm_cli_tokenize(int argc, char **argv);
+/* staticlm embed: llama-embedding's embeddings of texts (src/cli/embed.c). */
+int slm_cli_embed(int argc, char **argv);
 /* staticlm perplexity: llama-perplexity's PPL and KL divergence (src/cli/perplexity.c). */
 int slm_cli_perplexity(int argc, char **argv);
 

@@ -31,6 +31,7 @@ static void usage_main(FILE *f) {
             "  bench     prefill and decode tokens/s, like llama-bench\n"
             "  bench-features  what generate/prefill variants and the prefix cache save\n"
             "  perplexity  perplexity over a text and KL divergence against a base model\n"
+            "  embed     the embedding of each text, pooled and normalized (llama-embedding)\n"
             "  tokenize  print the token ids of a text (GGUF vocab, tokenizer.json, tokenizer.bin)\n"
             "  chat      a conversation that keeps its KV cache between turns\n"
             "  serve     an OpenAI-compatible HTTP server (chat and text completions)\n"
@@ -588,6 +589,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return slm_cli_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench-features")) return slm_cli_bench_features(argc - 1, argv + 1);
     if (!strcmp(cmd, "tokenize")) return slm_cli_tokenize(argc - 1, argv + 1);
+    if (!strcmp(cmd, "embed")) return slm_cli_embed(argc - 1, argv + 1);
     if (!strcmp(cmd, "perplexity")) return slm_cli_perplexity(argc - 1, argv + 1);
     if (!strcmp(cmd, "chat")) return slm_cli_chat(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return slm_cli_serve(argc - 1, argv + 1);

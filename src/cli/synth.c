@@ -121,6 +121,10 @@ static void usage(FILE *f) {
             "                        multiple of 256); norms stay f32\n"
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
+            "      --pooling P       write {arch}.pooling_type: none | mean | cls | last (an embedding\n"
+            "                        model's, e.g. Qwen3-Embedding's last)\n"
+            "      --non-causal      write {arch}.attention.causal = false (an encoder's; staticlm\n"
+            "                        refuses it for embeddings)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
             "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss |\n"
             "                        qwen2moe | glm4moe | qwen35 | gemma4 | qwen35moe\n"
@@ -404,6 +408,13 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--rope-base")) { if (!parse_f(v, o, &a->o_rope)) return 2; }
         else if (!strcmp(o, "--eps")) { if (!parse_f(v, o, &a->o_eps)) return 2; }
         else if (!strcmp(o, "--tied")) { a->o_tied = 1; takes = 0; }
+        else if (!strcmp(o, "--non-causal")) { a->non_causal = 1; takes = 0; }
+        else if (!strcmp(o, "--pooling")) {
+            if ((a->pooling = slm_pooling_parse(v)) < 0) {
+                fprintf(stderr, "staticlm synth: --pooling expects none, mean, cls or last\n");
+                return 2;
+            }
+        }
         else if (!strcmp(o, "--untied")) { a->o_tied = 0; takes = 0; }
         else {
             fprintf(stderr, "staticlm synth: unknown option '%s' (see staticlm synth --help)\n", o);
@@ -643,6 +654,8 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     if (!is(sh, "gemma4")) slm_gguf_set_u32(w, K("attention.head_count_kv"), (uint32_t)sh->n_kv_heads);
     slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
+    if (a->pooling >= 0) slm_gguf_set_u32(w, K("pooling_type"), (uint32_t)a->pooling); /* an embedding model's */
+    if (a->non_causal) slm_gguf_set_bool(w, K("attention.causal"), 0);
     if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)(a->window ? a->window : 4096));
     if (is(sh, "gemma2") || is(sh, "gemma3") || (is(sh, "gpt-oss") && sh->window))
         slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
@@ -892,7 +905,7 @@ int slm_cli_synth(int argc, char **argv) {
     a.std = 0.02f;
     a.o_dim = a.o_layers = a.o_heads = a.o_kv = a.o_ffn = a.o_vocab = a.o_ctx = a.o_tied = -1;
     a.o_rope = a.o_eps = -1.0f;
-    a.dense_lead = a.nextn = a.kv_shared = -1;
+    a.dense_lead = a.nextn = a.kv_shared = a.pooling = -1;
     int done, rc = parse_args(&a, argc, argv, &done);
     if (rc || done) return rc;
     synth_shape sh;

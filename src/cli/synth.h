@@ -67,6 +67,8 @@ typedef struct synth_args {
     int dense_lead, nextn, qk_norm; /* -1: the shape's */
     float expert_scale;
     int kv_shared; /* gemma4: -1 = from the shape */
+    int pooling;   /* {arch}.pooling_type to write (-1: none written) */
+    int non_causal;/* 1: write {arch}.attention.causal = false */
 } synth_args;
 
 /* Add a tensor [ne0, ne1] of `type`: init 0 = normal(std), 1 = ones,

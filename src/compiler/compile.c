@@ -12,7 +12,7 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
                                const slm_model_file *m, slm_err *err) {
     slm_status s;
     p->kind = (uint8_t)kind;
-    static const char *const names[] = {"", "prefill", "generate", "verify", "lm_head"};
+    static const char *const names[] = {"", "prefill", "generate", "verify", "lm_head", "batch", "embed"};
     snprintf(p->name, sizeof p->name, "%s.%d", names[kind], kind == SLM_PROG_GENERATE ? cap : rows_t);
     if (kind == SLM_PROG_LMHEAD) {
         slm_graph_init(&p->graph, p->name);
@@ -24,8 +24,9 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
     p->graph.rope_table_bytes = (uint64_t)c->consts.rope_pos * (uint64_t)c->consts.rope_pairs * 2 * sizeof(float);
     if ((s = slm_pass_state_to_io(&p->graph, err))) return s;
     if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
-    if (kind != SLM_PROG_VERIFY && (s = slm_pass_last_row(&p->graph, err))) return s;
-    if (c->opt.lm_head_separate && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
+    /* verify and embed keep every row; embed outputs the final norm's rows (no LM head) */
+    if (kind != SLM_PROG_VERIFY && kind != SLM_PROG_EMBED && (s = slm_pass_last_row(&p->graph, err))) return s;
+    if ((c->opt.lm_head_separate || kind == SLM_PROG_EMBED) && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_residual(&p->graph, err))) return s;
@@ -169,6 +170,30 @@ slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seq
         if (s) return s;
     }
     return SLM_OK;
+}
+
+/* ---- embedding programs -------------------------------------------------- */
+
+slm_status slm_compile_embed(slm_compiled *c, const slm_model_file *m, slm_err *err) {
+    const int n = c->opt.n_prefill_variants;
+    if (n < 1) return slm_errf(err, SLM_ERR_INTERNAL, "embedding programs: no prefill variants");
+    slm_program *np = slm_realloc(c->progs, (size_t)(c->n_progs + n) * sizeof *np);
+    if (!np) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    c->progs = np;
+    memset(c->progs + c->n_progs, 0, (size_t)n * sizeof *np);
+    for (int i = 0; i < n; i++) {
+        slm_status s = make_program(c, &c->progs[c->n_progs], SLM_PROG_EMBED, c->opt.prefill_variants[i],
+                                    c->kv_capacity, m, err);
+        c->n_progs++; /* freed with the others, even half built */
+        if (s) return s;
+    }
+    return SLM_OK;
+}
+
+slm_program *slm_pick_embed(slm_compiled *c, int n) {
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].kind == SLM_PROG_EMBED && c->progs[i].rows >= n) return &c->progs[i];
+    return NULL;
 }
 
 slm_program *slm_pick_prefill(slm_compiled *c, int n) {

@@ -84,6 +84,8 @@ slm_program *slm_largest(slm_compiled *c, slm_prog_kind kind);
 slm_program *slm_pick_generate(slm_compiled *c, int need);
 /* The lm_head program for `rows` rows (1, or the verify rows); NULL if none. */
 slm_program *slm_pick_lm_head(slm_compiled *c, int rows);
+/* The smallest embedding program with at least n rows (NULL if none). */
+slm_program *slm_pick_embed(slm_compiled *c, int n);
 
 /* The repacked type for a matrix of n rows of k elements of type t, or 0
  * when it stays as it is (types other than Q4_0/Q6_K/Q8_0/F16, n % 16 != 0). */
@@ -110,6 +112,12 @@ void slm_compiled_free(slm_compiled *c);
  * position. Not with a separate LM head (refused). */
 slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seqs, const int *batches, int n_batches,
                              slm_err *err);
+
+/* Embeddings: append an embedding program (kind SLM_PROG_EMBED, named
+ * embed.T) for each prefill variant: the prefill's graph without the
+ * last-row selection and the LM head, its output the final norm of every
+ * row (hidden [T, dim]). Its K/V rows are written as a prefill's. */
+slm_status slm_compile_embed(slm_compiled *c, const slm_model_file *m, slm_err *err);
 
 /* Passes (exposed for tests and dumps). */
 slm_status slm_pass_state_to_io(slm_graph *g, slm_err *err);

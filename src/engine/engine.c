@@ -458,6 +458,28 @@ int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap) {
     return e->n_stop_ids;
 }
 
+/* A GGUF's embedding keys: {arch}.pooling_type (the default pooling),
+ * {arch}.attention.causal (an encoder's false is refused with embeddings:
+ * the programs attend causally), tokenizer.ggml.add_eos_token. */
+static slm_status embedding_keys(slm_engine *e, const char *path) {
+    e->pooling = SLM_POOLING_NONE;
+    const slm_gguf *g = e->from_blob ? NULL : e->model.gguf;
+    slm_gguf_str arch;
+    if (!g || !slm_gguf_get_str(g, "general.architecture", &arch) || arch.len > 64) return SLM_OK;
+    char key[128];
+    uint32_t v;
+    int b;
+    snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
+    if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_LAST) e->pooling = (int)v;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
+    snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
+    if (e->opt.embeddings && slm_gguf_get_bool(g, key, &b) && !b)
+        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
+                        "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
+                        slm_basename(path), key);
+    return SLM_OK;
+}
+
 slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt) {
     slm_engine *e = slm_calloc(1, sizeof *e);
     *out = e;
@@ -487,7 +509,12 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         return slm_errf(&e->err, SLM_ERR_ARG, "--draft-tokenizer %s: there is no draft model (--draft)",
                         opt->draft_tokenizer_path);
     slm_status s;
-    if (slm_blob_is_elf(model_path)) {
+    const int blob = slm_blob_is_elf(model_path);
+    if (e->opt.embeddings && (blob || (e->opt.cache_dir && e->opt.cache_dir[0])))
+        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "--embeddings: %s; load the source model (GGUF, .bin, "
+                        "a Hugging Face folder) for embeddings", blob ? "blobs hold no embedding programs"
+                        : "--cache-dir keeps blobs, which hold no embedding programs");
+    if (blob) {
         if (!(s = open_blob(e, model_path))) s = check_blob_options(e, model_path);
     }
     else if (e->opt.cache_dir && e->opt.cache_dir[0]) s = load_cached(e, model_path);
@@ -508,6 +535,8 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                3.0 * c->dim * c->hidden_dim);
         if (params < 2e6) threads = 1;
     }
+    if ((s = embedding_keys(e, model_path))) return s;
+    if (e->opt.embeddings && (s = slm_compile_embed(&e->comp, &e->model, &e->err))) return s;
     const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
     if (n_seqs > 1 && !e->from_blob && e->model.map.data) {
         /* batch programs need the source model; from a blob the sessions decode one by one */

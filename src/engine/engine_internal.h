@@ -40,6 +40,8 @@ struct slm_engine {
     struct slm_session *draft_owner; /* the session that drives the draft */
     struct slm_chat_tok *ctok; /* special-token and continuation tokenizer (lazy) */
     slm_gvocab *gvocab;     /* the vocabulary's texts for grammar masks (grammar.c; at the first grammar) */
+    int pooling;            /* the model file's pooling_type (slm_pooling) */
+    int add_eos;            /* tokenizer.ggml.add_eos_token of a non-BPE vocabulary (embeddings) */
 };
 
 /* engine.c: the KV regions sessions hold, and tokenizing their feeds */
@@ -47,6 +49,11 @@ int slm_engine_claim_slot(slm_engine *e);
 void slm_engine_release_slot(slm_engine *e, int slot);
 /* Tokenize text by SLM_FEED_* flags into a slm_malloc'd array; -1 on failure. */
 int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **ids);
+/* session.c for embed.c: a session's engine, its error, its runtime
+ * (selected on its slot) */
+slm_engine *slm_session_engine(slm_session *s);
+slm_err *slm_session_err(slm_session *s);
+slm_runtime *slm_session_rt(slm_session *s);
 /* sampler.c: logits -> the sampling distribution (temperature, top-k,
  * top-p applied; excluded tokens 0), a draw from a distribution, a uniform
  * float in [0, 1) from the generator slm_sample uses. */

@@ -193,6 +193,10 @@ static slm_runtime *rt_of(slm_session *s) {
     return &s->e->rt;
 }
 
+slm_engine *slm_session_engine(slm_session *s) { return s->e; }
+slm_err *slm_session_err(slm_session *s) { return &s->err; }
+slm_runtime *slm_session_rt(slm_session *s) { return rt_of(s); }
+
 static void reply_clear(slm_session *s) {
     s->out_len = s->safe = 0;
     if (s->out) s->out[0] = 0;

@@ -24,9 +24,12 @@ typedef enum slm_prog_kind {
     SLM_PROG_GENERATE = 2,
     SLM_PROG_VERIFY = 3,
     SLM_PROG_LMHEAD = 4,
-    SLM_PROG_BATCH = 5    /* one decode step of B sequences (rows = B) over the KV of
+    SLM_PROG_BATCH = 5,   /* one decode step of B sequences (rows = B) over the KV of
                              n_seqs regions (kv_capacity = n_seqs x region); logits
                              for every row; not stored in blobs */
+    SLM_PROG_EMBED = 6    /* a prefill whose output is the final norm's hidden state of
+                             every row (no LM head): embeddings (slm_options.embeddings);
+                             one per prefill variant; not stored in blobs */
 } slm_prog_kind;
 
 /* One program input or output (the article's I/O metadata). */

@@ -49,16 +49,18 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
     }
     const uint64_t kv = sat_mul(sat_mul(sat_mul(rows_all, 2), cap), (uint64_t)n_seqs);
     uint64_t arena = 0;
-    int rows = 1;
+    int rows = 1, hrows = 1; /* logit rows; hidden rows (embedding programs: every row's) */
     for (int i = 0; i < c->n_progs; i++) {
         if (c->progs[i].arena_bytes > arena) arena = c->progs[i].arena_bytes;
         if (c->progs[i].kind == SLM_PROG_VERIFY && c->progs[i].rows > rows) rows = c->progs[i].rows;
+        if (c->progs[i].kind == SLM_PROG_EMBED && c->progs[i].rows > hrows) hrows = c->progs[i].rows;
     }
+    if (hrows < rows) hrows = rows;
     const uint64_t voc = (uint64_t)(cfg->vocab_size > 0 ? cfg->vocab_size : 0);
     /* logits and hidden rows, and about four words per token for the
      * sampler's scratch and the token history */
     const uint64_t vocab = sat_add(sat_mul(sat_mul((uint64_t)rows, voc), sizeof(float)), sat_mul(voc, 16));
-    const uint64_t hidden = sat_mul(sat_mul((uint64_t)rows, (uint64_t)(cfg->dim > 0 ? cfg->dim : 0)), sizeof(float));
+    const uint64_t hidden = sat_mul(sat_mul((uint64_t)hrows, (uint64_t)(cfg->dim > 0 ? cfg->dim : 0)), sizeof(float));
     const uint64_t recur = sat_mul(sat_mul(slm_rt_recur_floats(cfg), (uint64_t)(1 + slm_rt_snaps(n_snaps)) * sizeof(float)),
                                    (uint64_t)n_seqs); /* the state and its checkpoints */
     const uint64_t need = sat_add(

@@ -254,6 +254,8 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     if (rt->batch_max > T) T = rt->batch_max;
     int logit_rows = ver ? ver->rows : 1;
     if (rt->batch_max > logit_rows) logit_rows = rt->batch_max;
+    const slm_program *emb = slm_largest(c, SLM_PROG_EMBED);
+    const int hidden_rows = emb && emb->rows > logit_rows ? emb->rows : logit_rows; /* embed: every row's */
     rt->kv = slm_aligned_alloc((size_t)rt->kv_bytes);
     rt->arena = slm_aligned_alloc((size_t)rt->arena_bytes + 64);
     rt->input_ids = slm_calloc((size_t)T, sizeof(int32_t));
@@ -264,7 +266,7 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     rt->seqs = slm_calloc((size_t)n_seqs, sizeof *rt->seqs);
     rt->mask = rt->mask_all;
     rt->tokens = rt->tokens_all;
-    rt->hidden = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->dim * sizeof(float));
+    rt->hidden = slm_aligned_alloc((size_t)hidden_rows * (size_t)cfg->dim * sizeof(float));
     rt->head_cpos = slm_calloc(1, sizeof(int32_t));
     rt->logits = slm_aligned_alloc((size_t)logit_rows * (size_t)cfg->vocab_size * sizeof(float));
     rt->present_io = slm_calloc((size_t)2 * (size_t)c->n_progs * (size_t)cfg->n_layers, sizeof(int));
@@ -506,6 +508,33 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
         ids += m;
         n -= m;
         rt->chunks++;
+    }
+    return SLM_OK;
+}
+
+slm_status slm_rt_embed(slm_runtime *rt, const int32_t *ids, int n, slm_rt_rows_fn fn, void *ud, slm_err *err) {
+    slm_program *big = slm_largest(rt->comp, SLM_PROG_EMBED);
+    if (!big) return slm_errf(err, SLM_ERR_ARG, "no embedding programs: load the model with embeddings on");
+    if (n < 1) return slm_errf(err, SLM_ERR_ARG, "an embedding needs at least one token");
+    if (rt->num_stored + n > rt->cap)
+        return slm_errf(err, SLM_ERR_CAPACITY,
+                        "input of %d tokens does not fit the KV cache: %d stored, capacity %d (max_prompt_len + "
+                        "min_response_len; raise them)",
+                        n, rt->num_stored, rt->cap);
+    slm_status s = check_ids(rt, ids, n, err);
+    if (s) return s;
+    const int dim = rt->comp->cfg.dim;
+    for (int done = 0; n > 0; rt->chunks++) {
+        const int m = n > big->rows ? big->rows : n;
+        slm_program *p = slm_pick_embed(rt->comp, m);
+        const uint64_t t0 = slm_trace_begin();
+        if ((s = run_rows(rt, p, ids, m, 0, err))) return s;
+        slm_trace_end("runtime", "embed_chunk", t0,
+                      &(slm_trace_args){{"rows", "chunk", "stored"}, {m, rt->chunks, rt->num_stored}, "program", p->name});
+        fn(ud, rt->hidden + (size_t)(p->rows - m) * (size_t)dim, done, m, dim); /* right-aligned rows */
+        ids += m;
+        n -= m;
+        done += m;
     }
     return SLM_OK;
 }

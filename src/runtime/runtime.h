@@ -138,6 +138,13 @@ void slm_rt_select(slm_runtime *rt, int seq);
 /* Append n ids through the prefill programs: the smallest variant that
  * holds them, or (chunking on) successive chunks of the largest. */
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err);
+/* Embeddings: run n ids (appended after the stored rows) through the
+ * embedding programs, in chunks of at most the largest one's rows; after
+ * each chunk fn gets its final-norm hidden rows ([n_rows][dim], valid
+ * during the call) and the index of its first id. SLM_ERR_CAPACITY when
+ * the ids do not fit the KV region. */
+typedef void (*slm_rt_rows_fn)(void *ud, const float *rows, int first, int n_rows, int dim);
+slm_status slm_rt_embed(slm_runtime *rt, const int32_t *ids, int n, slm_rt_rows_fn fn, void *ud, slm_err *err);
 /* Append n ids (1 <= n <= verify rows) through the verify program, which
  * returns logits for every row: *logits points at n rows of vocab floats. */
 slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float **logits, slm_err *err);

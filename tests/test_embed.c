@@ -1,0 +1,347 @@
+/* Embeddings: the embedding programs' final-norm rows against the plain
+ * reference forward (ref_forward.h) for every pooling, short inputs (a
+ * padded small variant), inputs over max_prompt_len (chunks) and up to the
+ * KV capacity; the model file's pooling_type and add_eos; the refusals
+ * (embeddings off, a blob, --cache-dir, an encoder's attention.causal =
+ * false, an input over the capacity, a short output); a session generates
+ * as before after an embedding; the normalizations; `staticlm embed` prints
+ * what the API gives. stories260K + tok512, and small qwen3 files written
+ * by `staticlm synth`. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "format/model.h"
+#include "ref_forward.h"
+#include "staticlm.h"
+#include "t.h"
+#include "run_cmd.h"
+
+#define M(f) T_SHARED("models/" f)
+
+static char dir[256];
+
+static slm_engine *load(const char *model, const char *tok, slm_options o) {
+    o.tokenizer_path = tok;
+    o.n_threads = 2;
+    slm_engine *e = NULL;
+    if (slm_load(&e, model, &o)) {
+        fprintf(stderr, "  load %s: %s\n", model, slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static slm_options embed_opts(int mpl, int mrl) {
+    slm_options o = slm_default_options();
+    o.embeddings = 1;
+    o.max_prompt_len = mpl;
+    o.min_response_len = mrl;
+    o.prefill_variants[0] = 4; /* a short input runs padded through embed.4 */
+    o.kv_type = SLM_KV_F32;    /* the rows the reference keeps, up to float rounding */
+    return o;
+}
+
+/* Worst |a - b| over n, relative to the largest |b|. */
+static double rel_err(const float *a, const float *b, size_t n) {
+    double worst = 0, big = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(b[i]) > big) big = fabs(b[i]);
+        if (fabs((double)a[i] - b[i]) > worst) worst = fabs((double)a[i] - b[i]);
+    }
+    return worst / big;
+}
+
+/* The reference's hidden rows of ids[0..n) ([n][dim], malloc'd). */
+static float *ref_rows(const char *model, const int32_t *ids, int n, int ctx) {
+    slm_model_file m;
+    memset(&m, 0, sizeof m);
+    slm_err err = {0};
+    if (slm_model_open(&m, model, &err)) {
+        fprintf(stderr, "  %s\n", err.msg);
+        return NULL;
+    }
+    float *h = malloc(sizeof(float) * (size_t)n * (size_t)m.cfg.dim);
+    float *lg = malloc(sizeof(float) * (size_t)n * (size_t)m.cfg.vocab_size);
+    if (!h || !lg || !ref_forward_full(&m, ids, n, lg, h, ctx)) {
+        free(h);
+        h = NULL;
+    }
+    free(lg);
+    slm_model_close(&m);
+    return h;
+}
+
+/* Every pooling of ids against the reference rows. */
+static void check_poolings(slm_session *s, const char *model, const int32_t *ids, int n, int dim, int ctx) {
+    float *ref = ref_rows(model, ids, n, ctx);
+    CHECK(ref != NULL);
+    if (!ref) return;
+    float *out = malloc(sizeof(float) * (size_t)n * (size_t)dim), *want = malloc(sizeof(float) * (size_t)dim);
+    CHECKF(slm_session_embed(s, ids, n, SLM_POOLING_NONE, out, (size_t)n * dim) == SLM_OK, "%s", slm_session_error(s));
+    double e = rel_err(out, ref, (size_t)n * dim);
+    CHECKF(e < 1e-4, "n %d none: relative error %g", n, e);
+    for (int j = 0; j < dim; j++) {
+        double sum = 0;
+        for (int r = 0; r < n; r++) sum += ref[(size_t)r * dim + j];
+        want[j] = (float)(sum / n);
+    }
+    CHECK(slm_session_embed(s, ids, n, SLM_POOLING_MEAN, out, dim) == SLM_OK);
+    CHECKF((e = rel_err(out, want, dim)) < 1e-4, "n %d mean: relative error %g", n, e);
+    CHECK(slm_session_embed(s, ids, n, SLM_POOLING_CLS, out, dim) == SLM_OK);
+    CHECKF((e = rel_err(out, ref, dim)) < 1e-4, "n %d cls: relative error %g", n, e);
+    CHECK(slm_session_embed(s, ids, n, SLM_POOLING_LAST, out, dim) == SLM_OK);
+    CHECKF((e = rel_err(out, ref + (size_t)(n - 1) * dim, dim)) < 1e-4, "n %d last: relative error %g", n, e);
+    /* the rows are dropped after each embedding */
+    CHECK(slm_session_n_past(s) == 0);
+    free(out);
+    free(want);
+    free(ref);
+}
+
+/* stories260K: padded (3 ids in embed.4), one program (12 in embed.16),
+ * chunks (40 = 16 + 16 + 8), the whole KV (48 = 16 + 32). */
+static void test_against_reference(void) {
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), embed_opts(16, 32));
+    CHECK(e != NULL);
+    if (!e) return;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    slm_info in;
+    slm_get_info(e, &in);
+    CHECK(in.kv_capacity == 48);
+    CHECK(slm_model_pooling(e) == SLM_POOLING_NONE); /* a llama2.c file names none */
+    int32_t ids[48];
+    for (int i = 0; i < 48; i++) ids[i] = i == 0 ? 1 : 3 + (i * 37) % 500;
+    const int ns[] = {1, 3, 12, 16, 17, 40, 48};
+    for (size_t k = 0; s && k < sizeof ns / sizeof ns[0]; k++) check_poolings(s, M("stories260K.bin"), ids, ns[k], in.dim, 0);
+    /* over the capacity: refused, naming it */
+    float *big = malloc(sizeof(float) * 49 * (size_t)in.dim);
+    int32_t more[49];
+    for (int i = 0; i < 49; i++) more[i] = ids[i % 48];
+    CHECK(slm_session_embed(s, more, 49, SLM_POOLING_MEAN, big, 49 * (size_t)in.dim) == SLM_ERR_CAPACITY);
+    CHECKF(strstr(slm_session_error(s), "capacity 48") != NULL, "%s", slm_session_error(s));
+    /* a short output, a bad pooling, no ids */
+    CHECK(slm_session_embed(s, ids, 3, SLM_POOLING_NONE, big, 2 * (size_t)in.dim) == SLM_ERR_ARG);
+    CHECK(strstr(slm_session_error(s), "need") != NULL);
+    CHECK(slm_session_embed(s, ids, 3, 7, big, (size_t)in.dim) == SLM_ERR_ARG);
+    CHECK(slm_session_embed(s, ids, 0, SLM_POOLING_MEAN, big, (size_t)in.dim) == SLM_ERR_ARG);
+    free(big);
+    slm_session_free(s);
+    slm_free(e);
+}
+
+/* Text: BOS, no EOS for tok512; the same vector as the ids; a session
+ * generates after an embedding what a fresh one does. */
+static void test_text_and_generation_after(void) {
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), embed_opts(16, 64));
+    CHECK(e != NULL);
+    if (!e) return;
+    slm_session_cfg cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n_predict = 20;
+    slm_session *s = NULL, *fresh = NULL;
+    CHECK(slm_session_new(e, &cfg, &s) == SLM_OK);
+    const char *text = "Once upon a time, there was a cat";
+    int32_t ids[64];
+    const int n = slm_tokenize(e, text, 1, ids, 64);
+    CHECK(n > 3 && ids[0] == 1);
+    float a[64], b[64];
+    int nt = 0;
+    CHECK(slm_session_embed_text(s, text, SLM_POOLING_MEAN, a, 64, &nt) == SLM_OK);
+    CHECK(nt == n);
+    CHECK(slm_session_embed(s, ids, n, SLM_POOLING_MEAN, b, 64) == SLM_OK);
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    /* generation after it equals a fresh session's */
+    int got[2][32], k[2] = {0, 0};
+    CHECK(slm_session_feed_text(s, "Lily went", SLM_FEED_BOS) == SLM_OK);
+    for (int32_t id; k[0] < 32 && !slm_session_next(s, &id, NULL) && id >= 0;) got[0][k[0]++] = id;
+    slm_session_free(s);
+    CHECK(slm_session_new(e, &cfg, &fresh) == SLM_OK);
+    CHECK(slm_session_feed_text(fresh, "Lily went", SLM_FEED_BOS) == SLM_OK);
+    for (int32_t id; k[1] < 32 && !slm_session_next(fresh, &id, NULL) && id >= 0;) got[1][k[1]++] = id;
+    CHECK(k[0] == 20 && k[0] == k[1] && !memcmp(got[0], got[1], sizeof(int) * (size_t)k[0]));
+    slm_session_free(fresh);
+    slm_free(e);
+}
+
+static void test_refusals(void) {
+    /* embeddings off */
+    slm_options o = embed_opts(16, 32);
+    o.embeddings = 0;
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), o);
+    CHECK(e != NULL);
+    if (!e) return;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    int32_t ids[3] = {1, 50, 60};
+    float out[64];
+    CHECK(slm_session_embed(s, ids, 3, SLM_POOLING_MEAN, out, 64) == SLM_ERR_ARG);
+    CHECKF(strstr(slm_session_error(s), "--embeddings") != NULL, "%s", slm_session_error(s));
+    slm_session_free(s);
+    /* a blob holds no embedding programs; nor does a cache folder's */
+    char blob[300];
+    snprintf(blob, sizeof blob, "%s/m.slm", dir);
+    CHECK(slm_save_blob(e, blob) == SLM_OK);
+    slm_free(e);
+    o.embeddings = 1;
+    slm_engine *b = NULL;
+    CHECK(slm_load(&b, blob, &o) == SLM_ERR_UNSUPPORTED);
+    CHECKF(strstr(slm_last_error(b), "blobs hold no embedding programs") != NULL, "%s", slm_last_error(b));
+    slm_free(b);
+    o.cache_dir = dir;
+    o.tokenizer_path = M("tok512.bin");
+    b = NULL;
+    CHECK(slm_load(&b, M("stories260K.bin"), &o) == SLM_ERR_UNSUPPORTED);
+    CHECKF(strstr(slm_last_error(b), "--cache-dir") != NULL, "%s", slm_last_error(b));
+    slm_free(b);
+}
+
+/* Write a small qwen3 file with `staticlm synth` (extra options after the
+ * output path). */
+static int synth(const char *out, const char *extra1, const char *extra2) {
+    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", "qwen3", "--type", "f16", "-o", (char *)out,
+                    (char *)extra1, (char *)extra2, NULL};
+    char *o = NULL, *er = NULL;
+    const int rc = t_run_capture(dir, SLM_CLI_PATH, argv, &o, &er);
+    if (rc) fprintf(stderr, "  synth: %s\n", er ? er : "");
+    free(o);
+    free(er);
+    return rc == 0;
+}
+
+/* A qwen3 file naming pooling last (Qwen3-Embedding's): the default pooling
+ * is its, the vector the reference's last row; an encoder's causal = false
+ * is refused with embeddings (and loads without them). */
+static void test_model_pooling_key(void) {
+    char path[300], enc[300];
+    snprintf(path, sizeof path, "%s/q3e.gguf", dir);
+    snprintf(enc, sizeof enc, "%s/enc.gguf", dir);
+    CHECK(synth(path, "--pooling", "last"));
+    CHECK(synth(enc, "--non-causal", NULL));
+    slm_engine *e = load(path, NULL, embed_opts(16, 16));
+    CHECK(e != NULL);
+    if (e) {
+        CHECK(slm_model_pooling(e) == SLM_POOLING_LAST);
+        slm_session *s = NULL;
+        CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+        slm_info in;
+        slm_get_info(e, &in);
+        int32_t ids[20];
+        for (int i = 0; i < 20; i++) ids[i] = 5 + (i * 53) % 500;
+        float *ref = ref_rows(path, ids, 20, 0), out[64];
+        CHECK(ref != NULL && in.dim == 64);
+        CHECK(slm_session_embed(s, ids, 20, SLM_POOLING_DEFAULT, out, 64) == SLM_OK);
+        if (ref) CHECKF(rel_err(out, ref + 19 * 64, 64) < 1e-4, "%g", rel_err(out, ref + 19 * 64, 64));
+        check_poolings(s, path, ids, 20, 64, 0);
+        free(ref);
+        slm_session_free(s);
+    }
+    slm_free(e);
+    slm_engine *x = NULL;
+    slm_options o = embed_opts(16, 16);
+    CHECK(slm_load(&x, enc, &o) == SLM_ERR_UNSUPPORTED);
+    CHECKF(strstr(slm_last_error(x), "attention.causal") != NULL, "%s", slm_last_error(x));
+    slm_free(x);
+    o.embeddings = 0;
+    x = load(enc, NULL, o);
+    CHECK(x != NULL);
+    slm_free(x);
+}
+
+static void test_normalize(void) {
+    float v[4] = {3, -4, 0, 0};
+    slm_embed_normalize(v, 4, 2);
+    CHECK(fabsf(v[0] - 0.6f) < 1e-6f && fabsf(v[1] + 0.8f) < 1e-6f);
+    float t[3] = {1, -1, 2};
+    slm_embed_normalize(t, 3, 1);
+    CHECK(fabsf(t[2] - 0.5f) < 1e-6f && fabsf(t[1] + 0.25f) < 1e-6f);
+    float m[2] = {0.5f, -2.0f};
+    slm_embed_normalize(m, 2, 0);
+    CHECK(fabsf(m[1] + 32760.0f) < 1e-2f && fabsf(m[0] - 8190.0f) < 1e-2f);
+    float p[2] = {1, 1};
+    slm_embed_normalize(p, 2, 3);
+    CHECK(fabsf(p[0] - powf(2.0f, -1.0f / 3.0f)) < 1e-6f);
+    float z[2] = {0, 0}, u[2] = {5, 7};
+    slm_embed_normalize(z, 2, 2);
+    slm_embed_normalize(u, 2, -1);
+    CHECK(z[0] == 0 && z[1] == 0 && u[0] == 5 && u[1] == 7);
+    CHECK(slm_pooling_parse("last") == SLM_POOLING_LAST && slm_pooling_parse("rank") == -2);
+}
+
+/* Parse the first JSON array of numbers after `after` in s into v. */
+static int json_floats(const char *s, const char *after, float *v, int cap) {
+    const char *p = strstr(s, after);
+    if (!p || !(p = strchr(p, '['))) return 0;
+    int n = 0;
+    for (p++; n < cap && *p && *p != ']';) {
+        char *end;
+        v[n++] = strtof(p, &end);
+        if (end == p) return 0;
+        p = end + (*end == ',');
+    }
+    return n;
+}
+
+/* The CLI: json and array forms equal the API's normalized vectors; the
+ * text form prints each and the similarity matrix; bad options exit 2. */
+static void test_cli(void) {
+    slm_engine *e = load(M("stories260K.bin"), M("tok512.bin"), embed_opts(16, 32));
+    CHECK(e != NULL);
+    if (!e) return;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    float want[2][64];
+    CHECK(slm_session_embed_text(s, "Once upon a time", SLM_POOLING_MEAN, want[0], 64, NULL) == SLM_OK);
+    CHECK(slm_session_embed_text(s, "The dog ran", SLM_POOLING_MEAN, want[1], 64, NULL) == SLM_OK);
+    slm_embed_normalize(want[0], 64, 2);
+    slm_embed_normalize(want[1], 64, 2);
+    slm_session_free(s);
+    slm_free(e);
+    char *argv[] = {"staticlm", "embed", "-m", M("stories260K.bin"), "-z", M("tok512.bin"), "-p",
+                    "Once upon a time\nThe dog ran", "--pooling", "mean", "--max-prompt-len", "16",
+                    "--min-response-len", "32", "--kv-type", "f32", "--embd-output-format", "json", NULL};
+    char *out = NULL, *er = NULL;
+    CHECKF(t_run_capture(dir, SLM_CLI_PATH, argv, &out, &er) == 0, "%s", er ? er : "");
+    float got[64];
+    CHECK(out && json_floats(out, "\"index\":0", got, 64) == 64 && rel_err(got, want[0], 64) < 1e-6);
+    CHECK(out && json_floats(out, "\"index\":1", got, 64) == 64 && rel_err(got, want[1], 64) < 1e-6);
+    free(out);
+    free(er);
+    argv[17] = "text";
+    CHECK(t_run_capture(dir, SLM_CLI_PATH, argv, &out, &er) == 0);
+    CHECK(out && strstr(out, "embedding 0: ") && strstr(out, "embedding 1: ") && strstr(out, "cosine similarity matrix"));
+    CHECK(out && strstr(out, "  1.00 ") != NULL);
+    free(out);
+    free(er);
+    argv[17] = "yaml";
+    CHECK(t_run_capture(dir, SLM_CLI_PATH, argv, &out, &er) == 2);
+    CHECK(er && strstr(er, "--embd-output-format") != NULL);
+    free(out);
+    free(er);
+    argv[9] = "rank";
+    argv[17] = "json";
+    CHECK(t_run_capture(dir, SLM_CLI_PATH, argv, &out, &er) == 2);
+    CHECK(er && strstr(er, "--pooling") != NULL);
+    free(out);
+    free(er);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/slm_test_embed_%d", (int)getpid());
+    if (mkdir(dir, 0700) != 0) return 1;
+    T_RUN(test_against_reference);
+    T_RUN(test_text_and_generation_after);
+    T_RUN(test_refusals);
+    T_RUN(test_model_pooling_key);
+    T_RUN(test_normalize);
+    T_RUN(test_cli);
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    T_DONE();
+}
