@@ -42,6 +42,9 @@ static void usage_serve(FILE *f) {
             "                              (content, stop, tokens_predicted, stop_type, timings)\n"
             "  POST /tokenize, /detokenize (llama-server's: content, add_special,\n"
             "                              parse_special, with_pieces; tokens)\n"
+            "  POST /v1/embeddings         with --embeddings: OpenAI's (input: texts or token\n"
+            "                              ids; encoding_format float | base64)\n"
+            "  POST /embedding, /embeddings  llama-server's (content; embd_normalize)\n"
             "Requests take model, max_tokens, temperature, top_p, top_k, min_p, seed,\n"
             "presence_penalty, frequency_penalty, repeat_penalty, repeat_last_n, logit_bias,\n"
             "stop (a string or up to 4), stream (server-sent events) and\n"
@@ -79,6 +82,12 @@ static void usage_serve(FILE *f) {
             "                            N tokens between their steps, so their streams do not\n"
             "                            stall for a long prompt (default 128; 0 = the whole\n"
             "                            prompt before the next step)\n"
+            "      --embeddings          also answer POST /v1/embeddings, /embedding and\n"
+            "                            /embeddings (compiles the embedding programs; not\n"
+            "                            from a blob); --embedding is the same\n"
+            "      --pooling P           none | mean | cls | last: how the embeddings pool a\n"
+            "                            text's tokens (default: the model file's pooling_type;\n"
+            "                            /v1/embeddings refuses none)\n"
             "      --api-key KEY         require 'Authorization: Bearer KEY' on every endpoint\n"
             "                            but /health (default: $STATICLM_API_KEY, else none)\n"
             "      --cors-origin ORIGIN  admit browser requests from ORIGIN (e.g.\n"
@@ -115,6 +124,13 @@ int slm_cli_serve(int argc, char **argv) {
         else if (!strcmp(o, "--parallel") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 64, &cfg.parallel)) return 2; }
         else if (!strcmp(o, "--prefill-chunk") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 20, &cfg.prefill_chunk)) return 2; }
         else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
+        else if (!strcmp(o, "--embeddings") || !strcmp(o, "--embedding")) cfg.embeddings = 1;
+        else if (!strcmp(o, "--pooling") && has) {
+            if ((cfg.pooling = slm_pooling_parse(argv[++i])) < SLM_POOLING_NONE) {
+                fprintf(stderr, "staticlm: --pooling expects none, mean, cls or last, got '%s'\n", argv[i]);
+                return 2;
+            }
+        }
         else if (!strcmp(o, "--cors-origin") && has) cfg.cors_origin = argv[++i];
         else if (!strcmp(o, "--allow-host") && has) {
             if (cfg.n_allow_hosts >= (int)(sizeof cfg.allow_hosts / sizeof *cfg.allow_hosts)) {
@@ -133,6 +149,11 @@ int slm_cli_serve(int argc, char **argv) {
         }
     }
     cc.opt.n_seqs = cfg.parallel; /* a KV region per slot */
+    if (cfg.pooling != SLM_POOLING_DEFAULT && !cfg.embeddings) {
+        fprintf(stderr, "staticlm: --pooling shapes embeddings: give --embeddings too\n");
+        return 2;
+    }
+    cc.opt.embeddings = cfg.embeddings;
     if (!cfg.api_key) {
         const char *k = getenv("STATICLM_API_KEY");
         if (k && *k) cfg.api_key = k;

@@ -392,9 +392,7 @@ static int queue_full(const srv_api *a) {
     return a->stop || a->queued >= a->queue_max + free_slots;
 }
 
-/* Queue j (taking the request's reference and the queue's); 0 when the
- * queue is full or the server stops (j untouched). */
-static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
+int srv_enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_mutex_lock(&a->mu);
     *queued = a->queued;
     if (queue_full(a)) {
@@ -402,7 +400,7 @@ static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
         pthread_mutex_unlock(&a->mu);
         return 0;
     }
-    snprintf(j->id, sizeof j->id, "%s-%lu", j->q.chat ? "chatcmpl" : "cmpl", ++a->next_id);
+    snprintf(j->id, sizeof j->id, "%s-%lu", j->emb ? "embd" : j->q.chat ? "chatcmpl" : "cmpl", ++a->next_id);
     if (!j->q.seed_set) j->q.samp.seed = (uint64_t)time(NULL) ^ ((uint64_t)a->next_id << 32);
     j->refs = 2; /* the worker and this request */
     j->state = J_QUEUED;
@@ -479,7 +477,7 @@ static int handle_completion(srv_api *a, srv_req *r, int chat, int native) {
     j->created = (long)time(NULL);
     r->stream = j->q.stream;
     int q;
-    if (!enqueue(a, r, j, &q)) {
+    if (!srv_enqueue(a, r, j, &q)) {
         j->refs = 1;
         srv_job_unref(j);
         ok = http_send_error(r, 503, "server_error", NULL, "queue_full",
@@ -607,7 +605,9 @@ static int handle_models(srv_api *a, srv_req *r) {
 
 int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
     if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions") &&
-                                      strcmp(r->path, "/completion") && strcmp(r->path, "/completions")))
+                                      strcmp(r->path, "/completion") && strcmp(r->path, "/completions") &&
+                                      strcmp(r->path, "/v1/embeddings") && strcmp(r->path, "/embedding") &&
+                                      strcmp(r->path, "/embeddings")))
         return 1;
     pthread_mutex_lock(&a->mu);
     int q = a->queued, full = queue_full(a);
@@ -639,9 +639,11 @@ int api_handle(srv_api *a, srv_req *r) {
     }
     const int tok = !strcmp(url, "/tokenize"), detok = !strcmp(url, "/detokenize");
     if ((tok || detok) && post) return (tok ? api_tokenize(a, r) : api_detokenize(a, r)) ? HTTP_DONE : HTTP_DROP;
+    const int oai_emb = !strcmp(url, "/v1/embeddings"), emb = !strcmp(url, "/embedding") || !strcmp(url, "/embeddings");
+    if ((oai_emb || emb) && post) return api_embeddings(a, r, oai_emb);
     int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
     const int native = !strcmp(url, "/completion") || !strcmp(url, "/completions");
-    if (chat || comp || native || tok || detok) {
+    if (chat || comp || native || tok || detok || oai_emb || emb) {
         if (post) return handle_completion(a, r, chat, native);
         ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
     } else {
@@ -681,6 +683,8 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
     a->verbose = cfg->verbose;
     a->samp = cfg->samp;
     a->seed_set = cfg->seed_set;
+    a->embeddings = cfg->embeddings;
+    a->pooling = cfg->pooling == SLM_POOLING_DEFAULT ? slm_model_pooling(e) : cfg->pooling;
     a->started = (long)time(NULL);
     snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");
     slm_get_info(e, &a->info);

@@ -21,6 +21,9 @@ typedef struct slm_server_cfg {
     slm_sampling samp;      /* the sampling of a request's missing fields (serve's --temp, --top-p, ...;
                                default OpenAI's: temperature 1, top_p 1, the rest off) */
     int seed_set;           /* samp.seed given (--seed): requests without a seed take it */
+    int embeddings;         /* --embeddings: POST /v1/embeddings, /embedding answer (the engine
+                               compiled its embedding programs) */
+    int pooling;            /* --pooling (slm_pooling; SLM_POOLING_DEFAULT: the model file's) */
     int verbose;
     /* chat replies: reasoning apart from the answer, template variables */
     int reasoning;          /* SLM_REASON_* (text/reasoning.h) a request without

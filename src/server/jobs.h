@@ -20,6 +20,9 @@
 
 enum { J_QUEUED, J_RUNNING, J_DONE, J_FAILED };
 
+/* An embedding request's inputs and results (api_embed.c). */
+typedef struct srv_embed srv_embed;
+
 #define SRV_MAX_SLOTS 64
 
 /* A tool call the reply made (text/toolcall.h), as it streams. */
@@ -85,6 +88,7 @@ typedef struct job {
     int lp_sent;            /* ... and sent by the stream */
     char *lptext;           /* their texts [lptlen] */
     size_t lptlen, lptcap;
+    srv_embed *emb;         /* an embedding job (api_embed.c), else NULL */
     struct job *next;
     /* the event stream's writer (one MHD thread at a time) */
     int phase;
@@ -141,12 +145,23 @@ struct srv_api {
     double slot_decode0[SRV_MAX_SLOTS];  /* ... and its decode_ms */
     pthread_t worker;
     int worker_started;
+    int embeddings;         /* --embeddings: the embedding endpoints answer */
+    int pooling;            /* their pooling (--pooling, else the model file's) */
 };
 
 /* api_native.c: llama-server's /completion answer (under a->mu or after
  * the job is done): the whole one, and a stream chunk of text t[0..n). */
 cJSON *srv_native_result(const srv_api *a, const job *j);
 cJSON *srv_native_chunk(const job *j, const char *t, size_t n);
+
+/* api.c: queue j for the worker (taking the request's reference and the
+ * queue's); 0 when the queue is full or the server stops (j untouched). */
+int srv_enqueue(srv_api *a, srv_req *r, job *j, int *queued);
+/* api_embed.c: free an embedding job's part; run its inputs on a slot's
+ * session (the worker; 0 with *status and msg when one fails); its tokens. */
+void srv_embed_free(srv_embed *m);
+int srv_embed_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap);
+int srv_embed_tokens(const srv_embed *m);
 
 /* worker.c */
 void *srv_worker_main(void *api);

@@ -36,6 +36,7 @@ void slm_server_cfg_init(slm_server_cfg *c) {
     c->samp.repeat_penalty = 1.0f;
     c->samp.repeat_last_n = 64;
     c->reasoning = SLM_REASON_AUTO;
+    c->pooling = SLM_POOLING_DEFAULT;
 }
 
 /* The transport's handlers: the API's functions, with the API as user data. */

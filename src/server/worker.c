@@ -39,6 +39,7 @@ void srv_job_changed(srv_api *a, job *j) {
 void srv_job_unref(job *j) {
     if (--j->refs > 0) return;
     srv_request_free(&j->q);
+    srv_embed_free(j->emb);
     slm_tool_free(&j->tc);
     for (int i = 0; i < j->ncalls; i++) {
         slm_xfree(j->calls[i].name);
@@ -420,9 +421,14 @@ static void accept_job(srv_api *a, int i) {
  * at most *budget of its tokens prefilled now (the rest by prompt_steps;
  * *budget is lowered by what ran). 0 when it failed (the job is failed,
  * the slot freed). */
+static void embed_job(srv_api *a, int i);
 static int start_job(srv_api *a, int i, int *budget) {
     job *j = a->slot_job[i];
     slm_session *s = a->slot_sess[i];
+    if (j->emb) { /* embeddings: done on the spot, between the other slots' steps */
+        embed_job(a, i);
+        return 0;
+    }
     int32_t *ids = NULL;
     pthread_mutex_lock(&a->mu);
     a->current = j; /* server stop cancels its rendering */
@@ -476,6 +482,27 @@ static int start_job(srv_api *a, int i, int *budget) {
     a->slot_pieces[i] = 1;
     if (!left) accept_job(a, i);
     return 1;
+}
+
+/* Slot i's embedding job: its inputs through the embedding programs on the
+ * slot's session (which keeps no rows after), then done and the slot free. */
+static void embed_job(srv_api *a, int i) {
+    job *j = a->slot_job[i];
+    int status = 500;
+    char msg[sizeof j->err];
+    if (!srv_embed_run(a, j->emb, a->slot_sess[i], &status, msg, sizeof msg)) {
+        job_fail(a, j, status, status >= 500 ? "server_error" : "invalid_value", status >= 500 ? NULL : "input", "%s", msg);
+    } else {
+        pthread_mutex_lock(&a->mu);
+        j->prompt_tokens = srv_embed_tokens(j->emb);
+        a->m.prompt_tokens += (unsigned long long)j->prompt_tokens;
+        a->m.ok++;
+        j->finish = "stop";
+        j->state = J_DONE;
+        srv_job_changed(a, j);
+        pthread_mutex_unlock(&a->mu);
+    }
+    release(a, i);
 }
 
 /* The slots whose prompts are still going in, oldest slot first: up to

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# staticlm serve --embeddings, on free loopback ports:
+#  - POST /v1/embeddings (OpenAI's form) gives `staticlm embed`'s vectors (json form) for a list of
+#    texts; base64 encoding decodes to the same floats; token ids give the text's vector;
+#    usage counts the tokens;
+#  - llama-server's /embedding: one pooled vector, embd_normalize honoured; with --pooling none
+#    every token's vector (and /v1/embeddings refuses none);
+#  - an embedding request while another slot generates: both answered, the generation as alone;
+#  - refusals: no --embeddings (501), bad input, ids outside the vocabulary, dimensions,
+#    encoding_format, an input over the slot's capacity; --pooling without --embeddings.
+# usage: test_serve_embed.sh CLI SHARED_DIR
+set -u
+CLI=$1 SHARED=$2
+MODEL=(-m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin" --kv-type f32)
+. "$(dirname "$0")/serve/lib.sh"
+serve_needs
+command -v python3 >/dev/null || { echo "SKIP: python3 is not installed (reads the JSON answers)"; exit 0; }
+serve_tmp test_embed
+H=(-H 'Content-Type: application/json')
+start() { serve_start "$TMP/$1.log" "${@:2}"; }
+stop() { kill -TERM "$SPID" 2>/dev/null; wait "$WPID" 2>/dev/null; }
+code() { curl -s -m 60 -o "$TMP/body" -w '%{http_code}' "${H[@]}" "$@"; }
+# py 'EXPR' FILES...: python3 with json, base64, struct, sys; EXPR must be true
+py() { local e=$1; shift; python3 -c "import json,base64,struct,sys
+a=[json.load(open(f)) for f in sys.argv[1:]]
+close=lambda x,y: len(x)==len(y) and max(abs(p-q) for p,q in zip(x,y))<1e-5
+sys.exit(0 if ($e) else 1)" "$@"; }
+
+# ---- --embeddings --pooling mean
+start mean "${MODEL[@]}" --parallel 2 --embeddings --pooling mean
+"$CLI" embed "${MODEL[@]}" --pooling mean -p $'Once upon a time\nThe dog ran' --embd-output-format json >"$TMP/cli.json" 2>/dev/null
+check "/v1/embeddings: 2 texts = staticlm embed's vectors" \
+  '[ "$(code -d "{\"input\":[\"Once upon a time\",\"The dog ran\"],\"model\":\"m\"}" "$U/v1/embeddings")" = 200 ] && cp "$TMP/body" "$TMP/two.json" &&
+   py "a[0][\"object\"]==\"list\" and [d[\"index\"] for d in a[0][\"data\"]]==[0,1] and all(close(a[0][\"data\"][i][\"embedding\"],a[1][\"data\"][i][\"embedding\"]) for i in (0,1)) and len(a[0][\"data\"][0][\"embedding\"])==64" "$TMP/two.json" "$TMP/cli.json"'
+check "usage counts both texts' tokens (5 + 6)" 'py "a[0][\"usage\"][\"prompt_tokens\"]==a[0][\"usage\"][\"total_tokens\"]==11" "$TMP/two.json"'
+check "unit length (embd_normalize 2)" 'py "abs(sum(x*x for x in a[0][\"data\"][0][\"embedding\"])-1)<1e-5" "$TMP/two.json"'
+check "encoding_format base64: the same little-endian floats" \
+  '[ "$(code -d "{\"input\":\"Once upon a time\",\"encoding_format\":\"base64\"}" "$U/v1/embeddings")" = 200 ] &&
+   py "close(list(struct.unpack(\"<64f\",base64.b64decode(a[0][\"data\"][0][\"embedding\"]))),a[1][\"data\"][0][\"embedding\"])" "$TMP/body" "$TMP/two.json"'
+IDS=$(curl -s "${H[@]}" -d '{"content":"Once upon a time","add_special":true}' "$U/tokenize" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+check "token ids ($IDS) give the text's vector" \
+  '[ "$(code -d "{\"input\":$IDS}" "$U/v1/embeddings")" = 200 ] && py "close(a[0][\"data\"][0][\"embedding\"],a[1][\"data\"][0][\"embedding\"])" "$TMP/body" "$TMP/two.json"'
+check "/embedding (llama-server's): [{index, embedding: [vector]}], embd_normalize -1 is the raw mean" \
+  '[ "$(code -d "{\"content\":\"Once upon a time\",\"embd_normalize\":-1}" "$U/embedding")" = 200 ] &&
+   py "len(a[0])==1 and len(a[0][0][\"embedding\"])==1 and abs(sum(x*x for x in a[0][0][\"embedding\"][0])-1)>1e-3 and close([x/sum(y*y for y in a[0][0][\"embedding\"][0])**0.5 for x in a[0][0][\"embedding\"][0]],a[1][\"data\"][0][\"embedding\"])" "$TMP/body" "$TMP/two.json"'
+# an embedding while the other slot generates
+curl -s -m 60 "${H[@]}" -d '{"prompt":"Once upon a time","max_tokens":200,"temperature":0}' "$U/v1/completions" >"$TMP/gen" &
+GP=$!
+sleep 0.05
+check "an embedding while a completion runs" '[ "$(code -d "{\"input\":\"The dog ran\"}" "$U/v1/embeddings")" = 200 ] && py "close(a[0][\"data\"][0][\"embedding\"],a[1][\"data\"][1][\"embedding\"])" "$TMP/body" "$TMP/two.json"'
+wait "$GP"
+"$CLI" run "${MODEL[@]}" -p "Once upon a time" -n 200 --temp 0 2>/dev/null >"$TMP/run"
+check "the completion beside it equals run" 'py "a[0][\"choices\"][0][\"text\"]==open(sys.argv[2]).read()[len(\"Once upon a time\"):]" "$TMP/gen" "$TMP/run" 2>/dev/null || python3 -c "import json,sys; t=json.load(open(sys.argv[1]))[\"choices\"][0][\"text\"]; r=open(sys.argv[2]).read(); sys.exit(0 if r.startswith(\"Once upon a time\"+t) else 1)" "$TMP/gen" "$TMP/run"'
+# refusals
+check "input missing: 400 naming input" '[ "$(code -d "{}" "$U/v1/embeddings")" = 400 ] && grep -q "\"param\":\"input\"" "$TMP/body"'
+check "input of another type: 400" '[ "$(code -d "{\"input\":{\"a\":1}}" "$U/v1/embeddings")" = 400 ]'
+check "an id outside the vocabulary: 400" '[ "$(code -d "{\"input\":[1,512]}" "$U/v1/embeddings")" = 400 ]'
+check "dimensions other than the width: 400" '[ "$(code -d "{\"input\":\"a\",\"dimensions\":32}" "$U/v1/embeddings")" = 400 ] && grep -q dimensions "$TMP/body"'
+check "dimensions = the width: 200" '[ "$(code -d "{\"input\":\"a\",\"dimensions\":64}" "$U/v1/embeddings")" = 200 ]'
+check "encoding_format other: 400" '[ "$(code -d "{\"input\":\"a\",\"encoding_format\":\"int8\"}" "$U/v1/embeddings")" = 400 ]'
+LONG=$(python3 -c 'print("word " * 700)')
+check "an input over the slot's capacity: 400 naming it" '[ "$(code -d "{\"input\":\"$LONG\"}" "$U/v1/embeddings")" = 400 ] && grep -q "a slot holds" "$TMP/body"'
+check "GET /v1/embeddings: 405" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/v1/embeddings")" = 405 ]'
+check "healthy after all that" '[ "$(curl -s -o /dev/null -w "%{http_code}" "$U/health")" = 200 ]'
+check "server stops cleanly" 'serve_stop "$TMP/mean.log" "$SPID" "$WPID"'
+
+# ---- --pooling none: /embedding gives every token's vector; /v1/embeddings refuses
+start none "${MODEL[@]}" --embeddings --pooling none
+check "/embedding with pooling none: a vector per token (5)" \
+  '[ "$(code -d "{\"content\":\"Once upon a time\"}" "$U/embedding")" = 200 ] && py "len(a[0][0][\"embedding\"])==5 and all(len(v)==64 for v in a[0][0][\"embedding\"])" "$TMP/body"'
+check "/v1/embeddings refuses pooling none" '[ "$(code -d "{\"input\":\"a\"}" "$U/v1/embeddings")" = 400 ] && grep -q "pooling none" "$TMP/body"'
+stop
+
+# ---- no --embeddings: 501; --pooling alone refused
+start plain "${MODEL[@]}"
+check "without --embeddings: 501" '[ "$(code -d "{\"input\":\"a\"}" "$U/v1/embeddings")" = 501 ] && grep -q -- "--embeddings" "$TMP/body"'
+stop
+check "--pooling without --embeddings: exit 2" '"$CLI" serve "${MODEL[@]}" --pooling mean --port 0 >/dev/null 2>"$TMP/e"; [ $? = 2 ] && grep -q -- "--embeddings" "$TMP/e"'
+serve_done
