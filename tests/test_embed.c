@@ -253,6 +253,31 @@ static void test_model_pooling_key(void) {
     slm_free(x);
 }
 
+/* A sentence-transformers folder's 1_Pooling/config.json: its mode, -1
+ * without one, -2 for a mode staticlm has not. */
+static void test_hf_pooling(void) {
+    char d[300], f[340];
+    snprintf(d, sizeof d, "%s/st", dir);
+    CHECK(slm_hf_pooling(d) == -1);
+    snprintf(f, sizeof f, "%s/1_Pooling", d);
+    CHECK(mkdir(d, 0700) == 0 && mkdir(f, 0700) == 0);
+    const char *cases[][2] = {{"{\"word_embedding_dimension\": 1024, \"pooling_mode_cls_token\": false, "
+                               "\"pooling_mode_mean_tokens\": false, \"pooling_mode_lasttoken\": true}", "3"},
+                              {"{\"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": false}", "2"},
+                              {"{\"pooling_mode_mean_tokens\": true}", "1"},
+                              {"{\"pooling_mode_max_tokens\": true}", "-2"},
+                              {"not json", "-1"}};
+    snprintf(f, sizeof f, "%s/1_Pooling/config.json", d);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *fp = fopen(f, "w");
+        CHECK(fp != NULL);
+        if (!fp) return;
+        fputs(cases[i][0], fp);
+        fclose(fp);
+        CHECKF(slm_hf_pooling(d) == atoi(cases[i][1]), "case %zu: %d", i, slm_hf_pooling(d));
+    }
+}
+
 static void test_normalize(void) {
     float v[4] = {3, -4, 0, 0};
     slm_embed_normalize(v, 4, 2);
@@ -338,6 +363,7 @@ int main(void) {
     T_RUN(test_text_and_generation_after);
     T_RUN(test_refusals);
     T_RUN(test_model_pooling_key);
+    T_RUN(test_hf_pooling);
     T_RUN(test_normalize);
     T_RUN(test_cli);
     char cmd[300];

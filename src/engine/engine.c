@@ -458,11 +458,19 @@ int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap) {
     return e->n_stop_ids;
 }
 
-/* A GGUF's embedding keys: {arch}.pooling_type (the default pooling),
+/* The default pooling of a Hugging Face folder (sentence-transformers'
+ * 1_Pooling/config.json), and a GGUF's embedding keys: {arch}.pooling_type (the default pooling),
  * {arch}.attention.causal (an encoder's false is refused with embeddings:
  * the programs attend causally), tokenizer.ggml.add_eos_token. */
 static slm_status embedding_keys(slm_engine *e, const char *path) {
     e->pooling = SLM_POOLING_NONE;
+    if (!e->from_blob && e->model.kind == SLM_MODEL_HF) { /* sentence-transformers' 1_Pooling */
+        const int p = slm_hf_pooling(e->model.path);
+        if (p >= 0) e->pooling = p;
+        else if (p == -2 && e->opt.embeddings)
+            fprintf(stderr, "staticlm: note: %s: 1_Pooling/config.json asks for a pooling staticlm has not (max or "
+                            "weighted mean); the default is none: choose one (--pooling)\n", slm_basename(path));
+    }
     const slm_gguf *g = e->from_blob ? NULL : e->model.gguf;
     slm_gguf_str arch;
     if (!g || !slm_gguf_get_str(g, "general.architecture", &arch) || arch.len > 64) return SLM_OK;

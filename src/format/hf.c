@@ -55,6 +55,11 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
                     slm_basename(m->path));
 }
 
+int slm_hf_pooling(const char *dir) {
+    (void)dir;
+    return -1;
+}
+
 #else
 
 #include <cJSON.h>
@@ -835,6 +840,30 @@ out:
     cJSON_Delete(L->index);
     slm_xfree(cfg_json);
     return s;
+}
+
+int slm_hf_pooling(const char *dir) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    char *buf = NULL;
+    size_t len = 0;
+    slm_err err = {0};
+    if (read_small(path, "1_Pooling/config.json", 0, &buf, &len, &err) || !buf) return -1;
+    cJSON *o = cJSON_ParseWithLength(buf, len);
+    slm_xfree(buf);
+    if (!cJSON_IsObject(o)) {
+        cJSON_Delete(o);
+        return -1;
+    }
+    static const struct { const char *key; int pooling; } modes[] = {
+        {"pooling_mode_lasttoken", 3}, {"pooling_mode_cls_token", 2}, {"pooling_mode_mean_tokens", 1},
+        {"pooling_mode_max_tokens", -2}, {"pooling_mode_mean_sqrt_len_tokens", -2},
+        {"pooling_mode_weightedmean_tokens", -2}};
+    int p = -1;
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0] && p == -1; i++)
+        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, modes[i].key))) p = modes[i].pooling;
+    cJSON_Delete(o);
+    return p;
 }
 
 #endif
