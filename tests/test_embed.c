@@ -5,8 +5,9 @@
  * (embeddings off, a blob, --cache-dir, an encoder's attention.causal =
  * false, an input over the capacity, a short output); a session generates
  * as before after an embedding; the normalizations; `staticlm embed` prints
- * what the API gives. stories260K + tok512, and small qwen3 files written
- * by `staticlm synth`. */
+ * what the API gives; a sentence-transformers folder's pooling. stories260K
+ * + tok512, and small qwen3 and qwen35 (recurrent layers) files written by
+ * `staticlm synth`. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -203,8 +204,8 @@ static void test_refusals(void) {
 
 /* Write a small qwen3 file with `staticlm synth` (extra options after the
  * output path). */
-static int synth(const char *out, const char *extra1, const char *extra2) {
-    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", "qwen3", "--type", "f16", "-o", (char *)out,
+static int synth_arch(const char *arch, const char *out, const char *extra1, const char *extra2) {
+    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", (char *)arch, "--type", "f16", "-o", (char *)out,
                     (char *)extra1, (char *)extra2, NULL};
     char *o = NULL, *er = NULL;
     const int rc = t_run_capture(dir, SLM_CLI_PATH, argv, &o, &er);
@@ -213,6 +214,7 @@ static int synth(const char *out, const char *extra1, const char *extra2) {
     free(er);
     return rc == 0;
 }
+static int synth(const char *out, const char *extra1, const char *extra2) { return synth_arch("qwen3", out, extra1, extra2); }
 
 /* A qwen3 file naming pooling last (Qwen3-Embedding's): the default pooling
  * is its, the vector the reference's last row; an encoder's causal = false
@@ -276,6 +278,25 @@ static void test_hf_pooling(void) {
         fclose(fp);
         CHECKF(slm_hf_pooling(d) == atoi(cases[i][1]), "case %zu: %d", i, slm_hf_pooling(d));
     }
+}
+
+/* A hybrid with recurrent layers (qwen35: DeltaNet state carried across
+ * chunks) against the reference, and a session that embeds then generates. */
+static void test_recurrent(void) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/q35.gguf", dir);
+    CHECK(synth_arch("qwen35", path, NULL, NULL));
+    slm_engine *e = load(path, NULL, embed_opts(16, 16));
+    CHECK(e != NULL);
+    if (!e) return;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    int32_t ids[32];
+    for (int i = 0; i < 32; i++) ids[i] = 5 + (i * 41) % 500;
+    const int ns[] = {3, 20, 32};
+    for (size_t k = 0; s && k < sizeof ns / sizeof ns[0]; k++) check_poolings(s, path, ids, ns[k], 64, 0);
+    slm_session_free(s);
+    slm_free(e);
 }
 
 static void test_normalize(void) {
@@ -363,6 +384,7 @@ int main(void) {
     T_RUN(test_text_and_generation_after);
     T_RUN(test_refusals);
     T_RUN(test_model_pooling_key);
+    T_RUN(test_recurrent);
     T_RUN(test_hf_pooling);
     T_RUN(test_normalize);
     T_RUN(test_cli);
