@@ -392,7 +392,9 @@ static int queue_full(const srv_api *a) {
     return a->stop || a->queued >= a->queue_max + free_slots;
 }
 
-int srv_enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
+/* Queue j (taking the request's reference and the queue's); 0 when the
+ * queue is full or the server stops (j untouched). */
+static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_mutex_lock(&a->mu);
     *queued = a->queued;
     if (queue_full(a)) {
@@ -413,6 +415,17 @@ int srv_enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_cond_signal(&a->work);
     pthread_mutex_unlock(&a->mu);
     return 1;
+}
+
+int srv_submit(srv_api *a, srv_req *r, job *j) {
+    int q;
+    if (enqueue(a, r, j, &q)) return HTTP_WAIT;
+    j->refs = 1;
+    srv_job_unref(j);
+    const int ok = http_send_error(r, 503, "server_error", NULL, "queue_full",
+                                   "the server is busy: %d requests are waiting (--queue %d); retry later", q,
+                                   a->queue_max);
+    return ok ? HTTP_DONE : HTTP_DROP;
 }
 
 /* A request whose job is queued or running: answer when there is an answer. */
@@ -476,15 +489,7 @@ static int handle_completion(srv_api *a, srv_req *r, int chat, int native) {
     if (!j->q.seed_set && a->seed_set) j->q.seed_set = 1; /* serve's --seed (already in samp) */
     j->created = (long)time(NULL);
     r->stream = j->q.stream;
-    int q;
-    if (!srv_enqueue(a, r, j, &q)) {
-        j->refs = 1;
-        srv_job_unref(j);
-        ok = http_send_error(r, 503, "server_error", NULL, "queue_full",
-                             "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
-        return ok ? HTTP_DONE : HTTP_DROP;
-    }
-    return HTTP_WAIT; /* the worker wakes the request when it accepted, refused or finished the job */
+    return srv_submit(a, r, j); /* the worker wakes the request when it accepted, refused or finished the job */
 }
 
 /* ---- routing -------------------------------------------------------------------- */

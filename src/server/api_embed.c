@@ -300,15 +300,7 @@ int api_embeddings(srv_api *a, srv_req *r, int oai) {
     }
     j->emb = m;
     j->created = (long)time(NULL);
-    int q;
-    if (!srv_enqueue(a, r, j, &q)) {
-        j->refs = 1;
-        srv_job_unref(j);
-        ok = http_send_error(r, 503, "server_error", NULL, "queue_full",
-                             "the server is busy: %d requests are waiting (--queue %d); retry later", q, a->queue_max);
-        return ok ? HTTP_DONE : HTTP_DROP;
-    }
-    return HTTP_WAIT;
+    return srv_submit(a, r, j);
 }
 
 #endif /* SLM_HAVE_SERVE */

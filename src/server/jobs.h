@@ -155,8 +155,10 @@ cJSON *srv_native_result(const srv_api *a, const job *j);
 cJSON *srv_native_chunk(const job *j, const char *t, size_t n);
 
 /* api.c: queue j for the worker (taking the request's reference and the
- * queue's); 0 when the queue is full or the server stops (j untouched). */
-int srv_enqueue(srv_api *a, srv_req *r, job *j, int *queued);
+ * queue's): HTTP_WAIT; when the queue is full or the server stops, j is
+ * freed and the request answered 503 (HTTP_DONE, or HTTP_DROP when that
+ * failed). */
+int srv_submit(srv_api *a, srv_req *r, job *j);
 /* api_embed.c: free an embedding job's part; run its inputs on a slot's
  * session (the worker; 0 with *status and msg when one fails); its tokens. */
 void srv_embed_free(srv_embed *m);
