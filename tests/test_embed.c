@@ -205,7 +205,8 @@ static void test_refusals(void) {
 /* Write a small qwen3 file with `staticlm synth` (extra options after the
  * output path). */
 static int synth_arch(const char *arch, const char *out, const char *extra1, const char *extra2) {
-    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", (char *)arch, "--type", "f16", "-o", (char *)out,
+    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", (char *)arch, "--type", "f16", "--vocab-file",
+                    T_SHARED("vocab/ggml-vocab-llama-spm.gguf"), "-o", (char *)out,
                     (char *)extra1, (char *)extra2, NULL};
     char *o = NULL, *er = NULL;
     const int rc = t_run_capture(dir, SLM_CLI_PATH, argv, &o, &er);
