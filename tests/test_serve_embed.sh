@@ -28,6 +28,7 @@ sys.exit(0 if ($e) else 1)" "$@"; }
 
 # ---- --embeddings --pooling mean
 start mean "${MODEL[@]}" --parallel 2 --embeddings --pooling mean
+check "the banner names the pooling" 'grep -q "embeddings pooled mean" "$TMP/mean.log"'
 "$CLI" embed "${MODEL[@]}" --pooling mean -p $'Once upon a time\nThe dog ran' --embd-output-format json >"$TMP/cli.json" 2>/dev/null
 check "/v1/embeddings: 2 texts = staticlm embed's vectors" \
   '[ "$(code -d "{\"input\":[\"Once upon a time\",\"The dog ran\"],\"model\":\"m\"}" "$U/v1/embeddings")" = 200 ] && cp "$TMP/body" "$TMP/two.json" &&

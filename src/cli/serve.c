@@ -206,9 +206,13 @@ int slm_cli_serve(int argc, char **argv) {
     } else {
         slm_info in;
         slm_get_info(e, &in);
-        fprintf(stderr, "serve: listening on http://%s:%d (model %s, KV capacity %d, %d slots%s, queue %d%s)\n",
+        char emb[64] = "";
+        if (cfg.embeddings)
+            snprintf(emb, sizeof emb, ", embeddings pooled %s",
+                     slm_pooling_name(cfg.pooling == SLM_POOLING_DEFAULT ? slm_model_pooling(e) : cfg.pooling));
+        fprintf(stderr, "serve: listening on http://%s:%d (model %s, KV capacity %d, %d slots%s, queue %d%s%s)\n",
                 strcmp(cfg.host, "localhost") ? cfg.host : "127.0.0.1", slm_server_port(s), cfg.model_name,
-                slm_capacity(e), cfg.parallel, in.batch_max ? "" : " decoded one by one", cfg.queue,
+                slm_capacity(e), cfg.parallel, in.batch_max ? "" : " decoded one by one", cfg.queue, emb,
                 cfg.api_key ? ", API key required" : "");
         int sig = 0;
         sigwait(&set, &sig);
