@@ -8,8 +8,12 @@
  * sampling values in range, a grammar (response_format, json_schema,
  * grammar) only when it compiled. Also the UTF-8 helpers on the same bytes:
  * srv_utf8_clean gives valid UTF-8, srv_utf8_complete never grows.
+ * First byte & 6 = 2 or 4: an embedding request instead (/v1/embeddings,
+ * llama-server's /embedding; src/server/embed_parse.c): refused with a
+ * 400/500 and a message, or at least one and at most SRV_EMBED_MAX_INPUTS
+ * inputs, each a text from the body or ids within the vocabulary.
  * tests/fuzz/run.sh builds it with the sources named on the next line.
- * fuzz-sources: src/server/request.c
+ * fuzz-sources: src/server/request.c src/server/embed_parse.c
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -17,6 +21,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "server/embed.h"
 #include "server/request.h"
 
 #define CHECK(c) \
@@ -39,6 +44,28 @@ static int valid_utf8(const unsigned char *s, size_t n) {
     return 1;
 }
 
+#ifdef SLM_HAVE_CJSON
+/* An embedding request (oai: /v1/embeddings): vocabulary 512, width 64, pooling mean. */
+static void embed_one(const char *body, size_t len, int oai) {
+    srv_embed *m = NULL;
+    srv_error e;
+    if (srv_embed_parse(body, len, oai, 512, 64, 1, &m, &e)) {
+        CHECK(m && m->oai == oai && m->n_in >= 1 && m->n_in <= SRV_EMBED_MAX_INPUTS);
+        CHECK(m->normalize >= -1 && m->normalize <= 64 && m->pooling == 1 && (m->base64 == 0 || m->base64 == 1));
+        for (int i = 0; i < m->n_in; i++) {
+            CHECK(!m->text[i] != !m->ids[i]); /* a text or ids */
+            CHECK(!m->text[i] || strlen(m->text[i]) <= len);
+            CHECK(!m->ids[i] || (m->n_ids[i] >= 1 && (size_t)m->n_ids[i] <= len));
+            for (int k = 0; m->ids[i] && k < m->n_ids[i]; k++) CHECK(m->ids[i][k] >= 0 && m->ids[i][k] < 512);
+            CHECK(!m->vec[i] && !m->n_vec[i]);
+        }
+        srv_embed_free(m);
+    } else {
+        CHECK(!m && (e.status == 400 || e.status == 500) && e.type && e.msg[0]);
+    }
+}
+#endif
+
 static inline int known_role(const char *r) {
     return !strcmp(r, "system") || !strcmp(r, "user") || !strcmp(r, "assistant") || !strcmp(r, "tool");
 }
@@ -50,6 +77,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = size - 1;
 
 #ifdef SLM_HAVE_CJSON /* without cJSON there is no parser (and no server) */
+    if ((data[0] & 6) == 2 || (data[0] & 6) == 4) {
+        embed_one(body, len, (data[0] & 6) == 2);
+        return 0;
+    }
     srv_request q;
     srv_error e;
     if (srv_request_parse(body, len, chat, NULL, &q, &e)) {
