@@ -480,6 +480,16 @@ SLM_API slm_status slm_session_embed_text(slm_session *s, const char *text, int 
  * default), p > 2 the p-norm. A zero vector stays zero. */
 SLM_API void slm_embed_normalize(float *v, int n, int norm);
 
+/* ---- fill in the middle (code models) ----------------------------------- */
+
+/* A code model's FIM tokens (-1: the vocabulary has none): prefix, suffix,
+ * middle, pad, repository name, file separator. */
+typedef struct slm_fim_tokens {
+    int32_t pre, suf, mid, pad, rep, sep;
+} slm_fim_tokens;
+/* Fill *out; 1 when the model has pre, suf and mid (it can fill in). */
+SLM_API int slm_fim_get(const slm_engine *e, slm_fim_tokens *out);
+
 /* ---- one-shot generation (over a session) ------------------------------ */
 
 typedef struct slm_gen_stats {

@@ -402,6 +402,9 @@ static void build_stop_set(slm_engine *e) {
     ADD_STOP(slm_tok_eos(e->tok));
     ADD_STOP(slm_tok_bos(e->tok)); /* llama2.c's run.c stops at BOS too */
     ADD_STOP(slm_tok_eot(e->tok));
+    ADD_STOP(e->fim.pad); /* as llama.cpp: FIM's pad, repo and file separator end a reply */
+    ADD_STOP(e->fim.rep);
+    ADD_STOP(e->fim.sep);
     /* GGUF: every id the model lists as an end of generation */
     if (!e->from_blob && e->model.gguf) {
         slm_gguf_type et;
@@ -564,6 +567,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         (s = slm_rt_set_head_threads(&e->rt, e->opt.lm_head_threads, &e->err)))
         return s;
     slm_pool_set_schedule(e->rt.head_pool, e->opt.schedule); /* NULL: none */
+    slm_engine_fim_detect(e);
     build_stop_set(e);
     if (!e->cfg.recur_interval && e->opt.recur_checkpoints > 0)
         fprintf(stderr, "staticlm: note: --checkpoints %d: %s has no recurrent layers; its KV rows are kept as they are\n",

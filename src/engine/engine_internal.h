@@ -42,6 +42,7 @@ struct slm_engine {
     slm_gvocab *gvocab;     /* the vocabulary's texts for grammar masks (grammar.c; at the first grammar) */
     int pooling;            /* the model file's pooling_type (slm_pooling) */
     int add_eos;            /* tokenizer.ggml.add_eos_token of a non-BPE vocabulary (embeddings) */
+    slm_fim_tokens fim;     /* fill-in-the-middle tokens (fim.c; -1: none) */
 };
 
 /* engine.c: the KV regions sessions hold, and tokenizing their feeds */
@@ -49,6 +50,9 @@ int slm_engine_claim_slot(slm_engine *e);
 void slm_engine_release_slot(slm_engine *e, int slot);
 /* Tokenize text by SLM_FEED_* flags into a slm_malloc'd array; -1 on failure. */
 int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **ids);
+/* fim.c: the FIM tokens, by the GGUF's keys or their texts (at load,
+ * before the stop set, which takes pad, rep and sep). */
+void slm_engine_fim_detect(slm_engine *e);
 /* session.c for embed.c: a session's engine, its error, its runtime
  * (selected on its slot) */
 slm_engine *slm_session_engine(slm_session *s);
