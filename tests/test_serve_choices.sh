@@ -7,7 +7,7 @@
 #    completion tokens of all choices; greedy gives n equal choices;
 #  - streamed, each chunk names one choice, and each choice's pieces make
 #    its whole text; the usage chunk sums; chat sends a role chunk per choice;
-#  - logprobs and stop strings hold per choice; on --parallel 2 (choices side
+#  - logprobs, stop strings and a json_schema hold per choice; on --parallel 2 (choices side
 #    by side) the texts are those of one slot (one after another);
 #  - n 0, -1, 9, 1.5, "2" get 400 naming n;
 #  - llama-server's /completion: n_cmpl (or n) answers an array, index 0..n-1;
@@ -89,6 +89,12 @@ check "n=2 with logprobs 2 and stop strings: each choice's tokens begin with its
   'py "len(b[\"choices\"])==2 and all(\"\".join(x[\"logprobs\"][\"tokens\"]).startswith(x[\"text\"]) and len(\"\".join(x[\"logprobs\"][\"tokens\"][:-1]))<len(x[\"text\"]) and \"Lily\" not in x[\"text\"] and \".\" not in x[\"text\"] for x in b[\"choices\"])" "$TMP/lp2"'
 check "n=2 with logprobs and stop strings: choice 1 == n=1 with seed 8 (text and logprobs)" \
   'py "b[\"choices\"][1][\"text\"]==c[\"choices\"][0][\"text\"] and b[\"choices\"][1][\"logprobs\"]==c[\"choices\"][0][\"logprobs\"]" "$TMP/lp2" "$TMP/lp1"'
+
+# ---- a grammar per choice: each of n=3 is an object of the schema
+SCHEMA='{"type":"object","properties":{"age":{"type":"integer"},"color":{"enum":["red","green","blue"]}},"required":["age","color"],"additionalProperties":false}'
+post "{\"messages\":[{\"role\":\"user\",\"content\":\"A cat.\"}],\"max_tokens\":200,\"temperature\":1,\"seed\":2,\"n\":3,\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{\"schema\":$SCHEMA}}}" "$CHAT" "$TMP/gr3" >/dev/null
+check "n=3 with a json_schema: each choice is an object of the schema" \
+  'py "len(b[\"choices\"])==3 and all(x[\"finish_reason\"]==\"stop\" and (lambda o: sorted(o)==[\"age\",\"color\"] and type(o[\"age\"])==int and o[\"color\"] in (\"red\",\"green\",\"blue\"))(json.loads(x[\"message\"][\"content\"])) for x in b[\"choices\"])" "$TMP/gr3"'
 
 # ---- n out of range, or not an integer: 400 naming n
 for n in 0 -1 9 1.5 '"2"'; do
