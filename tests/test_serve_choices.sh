@@ -52,6 +52,12 @@ check "n=3, seed 7, asked again: the same 3 texts" \
   'py "[x[\"text\"] for x in b[\"choices\"]]==[x[\"text\"] for x in c[\"choices\"]]" "$TMP/n3" "$TMP/n3b"'
 check "n=3, seed 7: choice i == the same request with n=1 and seed 7+i" \
   'py "all(b[\"choices\"][i][\"text\"]==json.load(open(\"$TMP/one%d\"%i))[\"choices\"][0][\"text\"] for i in range(3))" "$TMP/n3"'
+# the independent reference: staticlm run with the same sampling and seed 7+i (serve's defaults are run's)
+for i in 0 1 2; do
+  "$CLI" run "${MODEL[@]}" -p "Once upon a time" -n 24 --temp 1 --seed $((7 + i)) 2>/dev/null | sed 's/^Once upon a time//' >"$TMP/run$i"
+done
+check "n=3, seed 7: choice i == staticlm run --temp 1 --seed 7+i" \
+  'py "all(b[\"choices\"][i][\"text\"].rstrip(\"\\n\")==open(\"$TMP/run%d\"%i).read().rstrip(\"\\n\") for i in range(3))" "$TMP/n3"'
 check "n=3: usage has the prompt once and the completion tokens of the 3 choices" \
   'py "b[\"usage\"][\"prompt_tokens\"]==json.load(open(\"$TMP/one0\"))[\"usage\"][\"prompt_tokens\"]>0 and b[\"usage\"][\"completion_tokens\"]==sum(json.load(open(\"$TMP/one%d\"%i))[\"usage\"][\"completion_tokens\"] for i in range(3)) and b[\"usage\"][\"total_tokens\"]==b[\"usage\"][\"prompt_tokens\"]+b[\"usage\"][\"completion_tokens\"]" "$TMP/n3"'
 
