@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # staticlm serve, end to end on a free loopback port (127.0.0.1 only):
 #  - the official openai npm client: models, non-streamed + streamed chat,
-#    completion, an error as APIError (SKIP with a message when node/npm or
+#    a chat with n = 2, completion, an error as APIError (SKIP with a message when node/npm or
 #    the package is unavailable);
 #  - curl: /health, /v1/models, bad JSON, wrong types, missing fields, an
 #    over-capacity prompt (4xx with an OpenAI error body), unknown paths;

@@ -138,7 +138,7 @@ sys.exit(0 if got==want and b["timings"]["predicted_n"]==b["tokens_predicted"] e
 ev=[json.loads(l[6:]) for l in open(sys.argv[1]) if l.startswith("data: ")]
 sys.exit(0 if ev and "".join(e["content"] for e in ev)==sys.argv[2] and ev[-1]["stop"] and ev[-1]["tokens_predicted"]==40 and not any(e["stop"] for e in ev[:-1]) else 1)'
   check "/completion streamed: the events join to the same content, the last one stop, no [DONE]" 'python3 -c "$NATS" "$TMP/nat_stream" "$GREEDY" && ! grep -q "DONE" "$TMP/nat_stream"'
-  check "/completion with a stop word: stop_type word" '[ "$(code -d "{\"prompt\":\"Once upon a time\",\"stop\":[\"park\"]}" "$U/completion")" = 200 ] && grep -q "\"stop_type\":\"word\"" "$TMP/body" && ! grep -q park "$TMP/body"'
+  check "/completion with a stop word: stop_type word, stopping_word park, not in the content" '[ "$(code -d "{\"prompt\":\"Once upon a time\",\"stop\":[\"park\"]}" "$U/completion")" = 200 ] && grep -q "\"stop_type\":\"word\",\"stopping_word\":\"park\"" "$TMP/body" && ! grep -q "\"content\":\"[^\"]*park" "$TMP/body"'
 fi
 check "/completion with logprobs -> 400" '[ "$(code -d "{\"prompt\":\"x\",\"logprobs\":2}" "$U/completion")" = 400 ] && is_unsup logprobs'
 

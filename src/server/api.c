@@ -32,11 +32,15 @@ static cJSON *base_obj(srv_api *a, job *j, const char *object) {
     return o;
 }
 
-static void add_usage(cJSON *o, job *j) {
+/* The request's usage (j: choice 0, all done): the prompt once (choice 0's:
+ * every choice's is the same), the completion tokens of all its choices. */
+static void add_usage(cJSON *o, const job *j) {
+    int ct = 0;
+    for (const job *c = j; c; c = c->sib) ct += c->completion_tokens;
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", j->prompt_tokens);
-    cJSON_AddNumberToObject(u, "completion_tokens", j->completion_tokens);
-    cJSON_AddNumberToObject(u, "total_tokens", j->prompt_tokens + j->completion_tokens);
+    cJSON_AddNumberToObject(u, "completion_tokens", ct);
+    cJSON_AddNumberToObject(u, "total_tokens", j->prompt_tokens + ct);
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", j->cached_tokens);
 }
@@ -119,8 +123,9 @@ static char *sse_event(cJSON *o) {
     return ev;
 }
 
-/* One chunk with text t[0..n) (role: the chat's first; fin: the last;
- * think: t is reasoning, delta.reasoning_content), or the usage chunk. */
+/* One chunk of choice j with text t[0..n) (role: the chat's first; fin: the
+ * last; think: t is reasoning, delta.reasoning_content), or the usage chunk
+ * (j: choice 0). */
 static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, const char *fin, int usage_only,
                        int think, cJSON *lp) {
     if (j->native) { /* llama-server's /completion: its own events, the last with the statistics */
@@ -131,7 +136,7 @@ static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, co
     cJSON *ch = cJSON_AddArrayToObject(o, "choices");
     if (!usage_only) {
         cJSON *c0 = cJSON_CreateObject();
-        cJSON_AddNumberToObject(c0, "index", 0);
+        cJSON_AddNumberToObject(c0, "index", j->choice);
         char *clean = t ? srv_utf8_clean(t, n) : NULL;
         if (j->q.chat) {
             cJSON *d = cJSON_AddObjectToObject(c0, "delta");
@@ -154,12 +159,12 @@ static char *sse_chunk(srv_api *a, job *j, const char *t, size_t n, int role, co
     return sse_event(o);
 }
 
-/* One chunk of tool call idx: its head (id, type, name; args "") or a piece
- * of its arguments, args[0..n). */
+/* One chunk of choice j's tool call idx: its head (id, type, name; args "")
+ * or a piece of its arguments, args[0..n). */
 static char *sse_call_chunk(srv_api *a, job *j, int idx, const char *id, const char *name, const char *args, size_t n) {
     cJSON *o = base_obj(a, j, "chat.completion.chunk");
     cJSON *ch = cJSON_AddArrayToObject(o, "choices"), *c0 = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c0, "index", 0);
+    cJSON_AddNumberToObject(c0, "index", j->choice);
     cJSON *tc = cJSON_AddArrayToObject(cJSON_AddObjectToObject(c0, "delta"), "tool_calls"), *t = cJSON_CreateObject();
     cJSON_AddNumberToObject(t, "index", idx);
     if (id) {
@@ -188,8 +193,9 @@ static int call_pending(const job *j, size_t *upto) {
     return -1;
 }
 
-/* Stream call idx's next chunk (called under a->mu, which it releases). */
-static int stream_call(srv_api *a, job *j, int idx, size_t upto) {
+/* Stream choice j's call idx's next chunk into *pend (called under a->mu,
+ * which it releases). */
+static int stream_call(srv_api *a, job *j, int idx, size_t upto, char **pend) {
     srv_call *c = &j->calls[idx];
     char id[sizeof c->id], *name = NULL, *args = NULL;
     size_t n = 0;
@@ -205,10 +211,10 @@ static int stream_call(srv_api *a, job *j, int idx, size_t upto) {
     }
     pthread_mutex_unlock(&a->mu);
     if (head ? !name : !args) return -1;
-    j->pend = sse_call_chunk(a, j, idx, head ? id : NULL, name, args, n);
+    *pend = sse_call_chunk(a, j, idx, head ? id : NULL, name, args, n);
     slm_xfree(name);
     slm_xfree(args);
-    return j->pend ? 1 : -1;
+    return *pend ? 1 : -1;
 }
 
 static char *sse_error(const char *err) {
@@ -227,58 +233,79 @@ typedef struct stream_ctx {
     job *j;
 } stream_ctx;
 
-/* The next event of the stream into j->pend (phase: 0 role chunk, 1 text,
- * 2 usage, 3 [DONE], 4 end). 0 = nothing yet, 1 = an event (or the end),
- * -1 = drop the connection. Never waits. */
+/* Choice c's next event into j->pend (j: choice 0, whose stream it is;
+ * called under a->mu): 0 = nothing from c now (still locked); else the lock
+ * is released and 1 = an event, -1 = drop the connection. */
+static int stream_choice(srv_api *a, job *j, job *c) {
+    size_t upto = 0;
+    const int call = call_pending(c, &upto);
+    const int think = c->rlen > c->rsent; /* reasoning first: it came first */
+    if (think || c->tlen > c->sent) {
+        const char *src = think ? c->rtext : c->text;
+        size_t *sent = think ? &c->rsent : &c->sent, len = think ? c->rlen : c->tlen;
+        size_t from = *sent, cn = len - from;
+        char *copy = slm_malloc(cn + 1);
+        if (copy) memcpy(copy, src + from, cn);
+        *sent = len;
+        cJSON *lp = lp_next(c);
+        pthread_mutex_unlock(&a->mu);
+        if (!copy) {
+            cJSON_Delete(lp);
+            return -1;
+        }
+        j->pend = sse_chunk(a, c, copy, cn, 0, NULL, 0, think, lp);
+        slm_xfree(copy);
+        return j->pend ? 1 : -1;
+    }
+    if (call >= 0) return stream_call(a, c, call, upto, &j->pend); /* unlocks */
+    if (c->state == J_FAILED) {
+        char err[sizeof c->err];
+        memcpy(err, c->err, sizeof err);
+        pthread_mutex_unlock(&a->mu);
+        j->pend = sse_error(err);
+        j->phase = j->native ? 4 : 3;
+        return j->pend ? 1 : -1;
+    }
+    if (c->state < J_DONE) return 0;
+    cJSON *lp = lp_next(c);
+    c->fin_sent = 1;
+    pthread_mutex_unlock(&a->mu);
+    j->pend = sse_chunk(a, c, c->q.chat ? NULL : "", 0, 0, c->finish ? c->finish : "stop", 0, 0, lp);
+    return j->pend ? 1 : -1;
+}
+
+/* The next event of the stream of choice 0 j into j->pend (phase: 0 the
+ * role chunks, 1 text, 2 usage, 3 [DONE], 4 end). The choices' events
+ * interleave as their text comes, each naming its choice's index. 0 =
+ * nothing yet, 1 = an event (or the end), -1 = drop the connection. Never
+ * waits. */
 static int stream_next(srv_api *a, job *j) {
-    if (j->phase == 0) { /* the role chunk (chat) */
+    if (j->phase == 0) { /* the role chunks (chat) */
+        for (job *c = j; c && j->q.chat; c = c->sib)
+            if (!c->role_sent) {
+                c->role_sent = 1;
+                return (j->pend = sse_chunk(a, c, "", 0, 1, NULL, 0, 0, NULL)) ? 1 : -1;
+            }
         j->phase = 1;
-        if (j->q.chat && !(j->pend = sse_chunk(a, j, "", 0, 1, NULL, 0, 0, NULL))) return -1;
         return 1;
     }
     if (j->phase == 1) {
         pthread_mutex_lock(&a->mu);
-        size_t upto = 0;
-        const int call = call_pending(j, &upto);
-        if (j->tlen <= j->sent && j->rlen <= j->rsent && call < 0 && j->state < J_DONE && !j->cancelled) {
-            pthread_mutex_unlock(&a->mu);
-            return 0;
-        }
-        if (j->cancelled) {
-            pthread_mutex_unlock(&a->mu);
-            return -1;
-        }
-        const int think = j->rlen > j->rsent; /* reasoning first: it came first */
-        if (think || j->tlen > j->sent) {
-            const char *src = think ? j->rtext : j->text;
-            size_t *sent = think ? &j->rsent : &j->sent, len = think ? j->rlen : j->tlen;
-            size_t from = *sent, cn = len - from;
-            char *copy = slm_malloc(cn + 1);
-            if (copy) memcpy(copy, src + from, cn);
-            *sent = len;
-            cJSON *lp = lp_next(j);
-            pthread_mutex_unlock(&a->mu);
-            if (!copy) {
-                cJSON_Delete(lp);
+        int open = 0;
+        for (job *c = j; c; c = c->sib) {
+            if (c->cancelled) {
+                pthread_mutex_unlock(&a->mu);
                 return -1;
             }
-            j->pend = sse_chunk(a, j, copy, cn, 0, NULL, 0, think, lp);
-            slm_xfree(copy);
-            return j->pend ? 1 : -1;
+            if (c->fin_sent) continue;
+            open = 1;
+            const int r = stream_choice(a, j, c);
+            if (r) return r; /* it unlocked */
         }
-        if (call >= 0) return stream_call(a, j, call, upto); /* unlocks */
-        if (j->state == J_FAILED) {
-            char err[sizeof j->err];
-            memcpy(err, j->err, sizeof err);
-            pthread_mutex_unlock(&a->mu);
-            j->pend = sse_error(err);
-            j->phase = j->native ? 4 : 3;
-        } else { /* done */
-            cJSON *lp = lp_next(j);
-            pthread_mutex_unlock(&a->mu);
-            j->pend = sse_chunk(a, j, j->q.chat ? NULL : "", 0, 0, j->finish ? j->finish : "stop", 0, 0, lp);
-            j->phase = j->native ? 4 : j->q.include_usage ? 2 : 3;
-        }
+        pthread_mutex_unlock(&a->mu);
+        if (open) return 0;
+        j->phase = j->native ? 4 : j->q.include_usage ? 2 : 3; /* every choice ended */
+        return 1;
     } else if (j->phase == 2) {
         j->pend = sse_chunk(a, j, NULL, 0, 0, NULL, 1, 0, NULL);
         j->phase = 3;
@@ -312,12 +339,23 @@ static long stream_read(void *cls, char *buf, size_t max) {
     }
 }
 
+/* Let go of the request's choices (under a->mu): cancel those not done
+ * (cancel: all of them), drop a reference to each. */
+static void release_choices(job *j, int cancel) {
+    for (job *c = j->sib, *next; c; c = next) {
+        next = c->sib;
+        if (c->state < J_DONE || cancel) c->cancelled = 1;
+        srv_job_unref(c);
+    }
+    if (j->state < J_DONE || cancel) j->cancelled = 1;
+    srv_job_unref(j); /* last: the later choices' references keep it until they go */
+}
+
 static void stream_free(void *cls) {
     stream_ctx *sc = cls;
     srv_api *a = sc->a;
     pthread_mutex_lock(&a->mu);
-    if (sc->j->state < J_DONE) sc->j->cancelled = 1;
-    srv_job_unref(sc->j);
+    release_choices(sc->j, 0);
     pthread_mutex_unlock(&a->mu);
     slm_xfree(sc);
 }
@@ -342,12 +380,11 @@ static void add_tool_calls(cJSON *msg, const job *j) {
     }
 }
 
-static int send_result(srv_api *a, srv_req *r, job *j) {
-    if (j->native) return http_send_json(r, 200, srv_native_result(a, j));
-    int chat = j->q.chat;
-    cJSON *res = base_obj(a, j, chat ? "chat.completion" : "text_completion");
-    cJSON *ch = cJSON_AddArrayToObject(res, "choices"), *c0 = cJSON_CreateObject();
-    cJSON_AddNumberToObject(c0, "index", 0);
+/* Choice j of a whole answer: {"index", "message" | "text", "logprobs", "finish_reason"}. */
+static cJSON *choice_json(const job *j) {
+    const int chat = j->q.chat;
+    cJSON *c0 = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c0, "index", j->choice);
     char *clean = srv_utf8_clean(j->text ? j->text : "", j->tlen);
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c0, "message");
@@ -367,7 +404,20 @@ static int send_result(srv_api *a, srv_req *r, job *j) {
     if (j->q.logprobs) cJSON_AddItemToObject(c0, "logprobs", lp_json(j, 0, j->lp_pub));
     else if (!chat) cJSON_AddNullToObject(c0, "logprobs");
     cJSON_AddStringToObject(c0, "finish_reason", j->finish ? j->finish : "stop");
-    cJSON_AddItemToArray(ch, c0);
+    return c0;
+}
+
+/* The whole answer of a request whose choices are all done (j: choice 0). */
+static int send_result(srv_api *a, srv_req *r, job *j) {
+    if (j->native && !j->sib) return http_send_json(r, 200, srv_native_result(a, j));
+    if (j->native) { /* n > 1: an array of its answers, as llama-server */
+        cJSON *arr = cJSON_CreateArray();
+        for (const job *c = j; c; c = c->sib) cJSON_AddItemToArray(arr, srv_native_result(a, c));
+        return http_send_json(r, 200, arr);
+    }
+    cJSON *res = base_obj(a, j, j->q.chat ? "chat.completion" : "text_completion");
+    cJSON *ch = cJSON_AddArrayToObject(res, "choices");
+    for (const job *c = j; c; c = c->sib) cJSON_AddItemToArray(ch, choice_json(c));
     add_usage(res, j);
     return http_send_json(r, 200, res);
 }
@@ -376,7 +426,7 @@ static int send_stream(srv_api *a, srv_req *r, job *j) {
     stream_ctx *sc = slm_malloc(sizeof *sc);
     if (!sc) return 0;
     pthread_mutex_lock(&a->mu);
-    j->refs++; /* the stream's */
+    for (job *c = j; c; c = c->sib) c->refs++; /* the stream's */
     pthread_mutex_unlock(&a->mu);
     sc->a = a;
     sc->j = j;
@@ -392,8 +442,11 @@ static int queue_full(const srv_api *a) {
     return a->stop || a->queued >= a->queue_max + free_slots;
 }
 
-/* Queue j (taking the request's reference and the queue's); 0 when the
- * queue is full or the server stops (j untouched). */
+/* Queue the request's choices j, j->sib, ... (taking the request's
+ * reference and the queue's on each; a later choice holds one on choice 0);
+ * 0 when the queue is full or the server stops (j untouched). The request
+ * is admitted as one: its n choices then wait as n jobs. Choice i samples
+ * with seed + i (the request's, serve's --seed, or one drawn here). */
 static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     pthread_mutex_lock(&a->mu);
     *queued = a->queued;
@@ -404,42 +457,87 @@ static int enqueue(srv_api *a, srv_req *r, job *j, int *queued) {
     }
     snprintf(j->id, sizeof j->id, "%s-%lu", j->emb ? "embd" : j->q.chat ? "chatcmpl" : "cmpl", ++a->next_id);
     if (!j->q.seed_set) j->q.samp.seed = (uint64_t)time(NULL) ^ ((uint64_t)a->next_id << 32);
-    j->refs = 2; /* the worker and this request */
-    j->state = J_QUEUED;
-    j->req = r;
-    if (a->tail) a->tail->next = j;
-    else a->head = j;
-    a->tail = j;
-    a->queued++;
+    for (job *c = j; c; c = c->sib) {
+        memcpy(c->id, j->id, sizeof c->id);
+        c->q.samp.seed = j->q.samp.seed + (uint64_t)c->choice;
+        c->refs += 2; /* the worker and this request */
+        if (c != j) j->refs++; /* c borrows j's request */
+        c->state = J_QUEUED;
+        c->req = r;
+        if (a->tail) a->tail->next = c;
+        else a->head = c;
+        a->tail = c;
+        a->queued++;
+    }
     r->job = j;
     pthread_cond_signal(&a->work);
     pthread_mutex_unlock(&a->mu);
     return 1;
 }
 
+/* A request whose jobs (its choices, j the first) are queued or running:
+ * answer when there is an answer. A choice that failed fails the request;
+ * a stream starts once the first choice's prompt is in. */
+static int completion_progress(srv_api *a, srv_req *r, job *j) {
+    pthread_mutex_lock(&a->mu);
+    int cancelled = 0, done = 1, accepted = j->accepted, state = j->state;
+    const job *failed = NULL;
+    for (const job *c = j; c; c = c->sib) {
+        cancelled |= c->cancelled;
+        done &= c->state == J_DONE;
+        if (c->state == J_FAILED && !failed) failed = c;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (failed)
+        return http_send_error(r, failed->status, failed->status >= 500 ? "server_error" : "invalid_request_error",
+                               failed->err_param, failed->err_code, "%s", failed->err) ? HTTP_DONE : HTTP_DROP;
+    if (cancelled) return HTTP_DROP; /* the client is gone */
+    if (j->q.stream && (accepted || state == J_DONE)) return send_stream(a, r, j) ? HTTP_DONE : HTTP_DROP;
+    if (done) return send_result(a, r, j) ? HTTP_DONE : HTTP_DROP;
+    return HTTP_WAIT;
+}
+
+/* Free the request's choices j, j->sib, ... before they are queued (no one else holds them). */
+static void drop_unqueued(job *j) {
+    while (j) {
+        job *next = j->sib;
+        j->first = NULL;
+        j->refs = 1;
+        srv_job_unref(j);
+        j = next;
+    }
+}
+
 int srv_submit(srv_api *a, srv_req *r, job *j) {
     int q;
     if (enqueue(a, r, j, &q)) return HTTP_WAIT;
-    j->refs = 1;
-    srv_job_unref(j);
+    drop_unqueued(j);
     const int ok = http_send_error(r, 503, "server_error", NULL, "queue_full",
                                    "the server is busy: %d requests are waiting (--queue %d); retry later", q,
                                    a->queue_max);
     return ok ? HTTP_DONE : HTTP_DROP;
 }
 
-/* A request whose job is queued or running: answer when there is an answer. */
-static int completion_progress(srv_api *a, srv_req *r, job *j) {
-    pthread_mutex_lock(&a->mu);
-    int cancelled = j->cancelled, state = j->state, accepted = j->accepted;
-    pthread_mutex_unlock(&a->mu);
-    if (state == J_FAILED)
-        return http_send_error(r, j->status, j->status >= 500 ? "server_error" : "invalid_request_error", j->err_param,
-                               j->err_code, "%s", j->err) ? HTTP_DONE : HTTP_DROP;
-    if (cancelled) return HTTP_DROP; /* the client is gone */
-    if (j->q.stream && (accepted || state == J_DONE)) return send_stream(a, r, j) ? HTTP_DONE : HTTP_DROP;
-    if (state == J_DONE) return send_result(a, r, j) ? HTTP_DONE : HTTP_DROP;
-    return HTTP_WAIT;
+/* The request's later choices (n > 1) after j: each a job of its own that
+ * borrows j's request. 0 when out of memory (none made). */
+static int make_choices(job *j) {
+    job **tail = &j->sib;
+    for (int i = 1; i < j->q.n; i++) {
+        job *c = slm_calloc(1, sizeof *c);
+        if (!c || !srv_request_share(&j->q, &c->q)) {
+            slm_xfree(c);
+            drop_unqueued(j->sib);
+            j->sib = NULL;
+            return 0;
+        }
+        c->choice = i;
+        c->native = j->native;
+        c->created = j->created;
+        c->first = j;
+        *tail = c;
+        tail = &c->sib;
+    }
+    return 1;
 }
 
 /* chat: /v1/chat/completions; native: llama-server's /completion (else /v1/completions). */
@@ -489,6 +587,10 @@ static int handle_completion(srv_api *a, srv_req *r, int chat, int native) {
     if (!j->q.seed_set && a->seed_set) j->q.seed_set = 1; /* serve's --seed (already in samp) */
     j->created = (long)time(NULL);
     r->stream = j->q.stream;
+    if (!make_choices(j)) {
+        drop_unqueued(j);
+        return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory") ? HTTP_DONE : HTTP_DROP;
+    }
     return srv_submit(a, r, j); /* the worker wakes the request when it accepted, refused or finished the job */
 }
 
@@ -625,7 +727,7 @@ int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
 
 void api_cancel(srv_api *a, srv_req *r) {
     pthread_mutex_lock(&a->mu);
-    if (r->job) ((job *)r->job)->cancelled = 1;
+    for (job *c = r->job; c; c = c->sib) c->cancelled = 1;
     pthread_mutex_unlock(&a->mu);
 }
 
@@ -663,12 +765,13 @@ void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char 
     job *j = r->job;
     if (!j) return;
     pthread_mutex_lock(&a->mu);
-    if (j->state < J_DONE || aborted) j->cancelled = 1;
-    j->req = NULL;
     *pt = j->prompt_tokens;
-    *ct = j->completion_tokens;
+    for (job *c = j; c; c = c->sib) {
+        c->req = NULL;
+        *ct += c->completion_tokens;
+    }
     *fin = j->finish; /* a static string */
-    srv_job_unref(j);
+    release_choices(j, aborted);
     pthread_mutex_unlock(&a->mu);
     r->job = NULL;
 }

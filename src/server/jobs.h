@@ -51,8 +51,16 @@ typedef struct srv_lp {
 } srv_lp;
 
 typedef struct job {
-    int refs;               /* under a->mu: the queue/worker, the request, the stream */
-    srv_request q;          /* what was asked (owned) */
+    int refs;               /* under a->mu: the queue/worker, the request, the stream (and, for
+                               choice 0, each later choice: they borrow its request) */
+    srv_request q;          /* what was asked (owned; a later choice's borrows choice 0's) */
+    /* a request with n > 1 is n jobs, one per choice, queued together: each
+       runs on a slot of its own as any job (one after another on one slot,
+       side by side on several); the request and its stream hold choice 0 */
+    int choice;             /* its index in the answer's choices, 0..n-1 */
+    struct job *sib;        /* the request's next choice (NULL: the last) */
+    struct job *first;      /* a later choice: choice 0 (a reference held) */
+    int role_sent, fin_sent;/* the stream sent this choice's role chunk (chat); its last chunk */
     srv_req *req;           /* the request waiting for it (under a->mu; NULL once it ended) */
     /* progress, under a->mu */
     int state, accepted;
@@ -81,6 +89,10 @@ typedef struct job {
     const char *finish;     /* "stop" | "length" | "cancelled" */
     int native;             /* llama-server's POST /completion: its answer's form (api_native.c) */
     int stop_why;           /* the session's stop reason (SLM_STOP_*) */
+    int stop_word;          /* SLM_STOP_STRING: 1 + the index in q.stop of the one that ended the reply (0: none) */
+    char held[2 * SRV_STOP_LEN]; /* the reply's text the session held back after the last step,
+                               [held_len], from held_at in its text (a stop string's start) */
+    size_t held_len, held_at;
     double prompt_ms, predicted_ms; /* the job's prefill and decode time (its session's) */
     srv_lp *lps;            /* logprobs asked: one per token returned [nlp] (under a->mu) */
     int nlp, clp;

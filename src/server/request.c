@@ -299,8 +299,14 @@ static int parse_common(const cJSON *o, const slm_sampling *dflt, srv_request *q
         q->samp.seed = (uint64_t)(int64_t)v->valuedouble;
         q->seed_set = 1;
     }
-    if ((v = field(o, "n")) && !(is_int(v) && v->valuedouble == 1))
-        return BAD("n", "unsupported_value", "only n = 1 is supported");
+    q->n = 1;
+    const char *nf = field(o, "n") ? "n" : "n_cmpl"; /* n_cmpl: llama-server's name */
+    if ((v = field(o, nf))) {
+        if (field(o, "n") && field(o, "n_cmpl")) return BAD("n_cmpl", "invalid_value", "give one of 'n' and 'n_cmpl'");
+        if (!is_int(v) || v->valuedouble < 1 || v->valuedouble > SRV_MAX_CHOICES)
+            return BAD(nf, "invalid_value", "'%s' (choices) must be an integer from 1 to %d", nf, SRV_MAX_CHOICES);
+        q->n = (int)v->valuedouble;
+    }
     if ((v = field(o, "stream"))) {
         if (!cJSON_IsBool(v)) return BAD("stream", "invalid_type", "'stream' must be a boolean");
         q->stream = cJSON_IsTrue(v);
@@ -567,7 +573,26 @@ int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling
     return ok;
 }
 
+int srv_request_share(const srv_request *src, srv_request *dst) {
+    *dst = *src;
+    dst->borrowed = 1;
+    dst->grammar = NULL;
+    if (src->grammar && !(dst->grammar = slm_strdup(src->grammar))) {
+        memset(dst, 0, sizeof *dst);
+        return 0;
+    }
+    if (src->samp.grammar == src->grammar) dst->samp.grammar = dst->grammar; /* else serve's --grammar, or none */
+    return 1;
+}
+
 void srv_request_free(srv_request *q) {
+    slm_xfree(q->grammar);
+    if (q->borrowed) {
+        int chat = q->chat;
+        memset(q, 0, sizeof *q);
+        q->chat = chat;
+        return;
+    }
     for (int i = 0; i < q->nstop; i++) slm_xfree(q->stop[i]);
     for (int i = 0; i < q->nmsgs; i++) {
         slm_xfree((void *)q->msgs[i].content);
@@ -577,7 +602,6 @@ void srv_request_free(srv_request *q) {
         slm_xfree((void *)q->msgs[i].name);
     }
     slm_xfree(q->kwargs);
-    slm_xfree(q->grammar);
     cJSON_free(q->tools);
     slm_tool_fns_free(q->tool_fns, q->n_tool_fns);
     slm_xfree(q->msgs);

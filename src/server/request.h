@@ -21,10 +21,13 @@
 #define SRV_STOP_LEN 256     /* bytes per stop string */
 #define SRV_MAX_MESSAGES 100000
 #define SRV_MAX_PROMPT_IDS (1 << 20) /* ids in a prompt given as ids */
+#define SRV_MAX_CHOICES 8    /* n: completions of one request */
 
 typedef struct srv_request {
     int chat;                /* 1: chat completion (msgs); 0: completion (prompt) */
     int stream, include_usage;
+    int n;                   /* choices to generate (1..SRV_MAX_CHOICES; OpenAI's n, llama-server's n_cmpl) */
+    int borrowed;            /* a copy made by srv_request_share: only grammar is its own */
     int max_tokens;          /* 0 = until the KV capacity */
     int max_tokens_set;      /* the request gave max_tokens, max_completion_tokens or n_predict */
     int ignore_eos;          /* llama-server's: no stop tokens (stop strings and limits still apply) */
@@ -78,6 +81,11 @@ typedef struct srv_error {
  * unless they ask for nothing. */
 int srv_request_parse(const char *body, size_t len, int chat, const slm_sampling *dflt, srv_request *q, srv_error *e);
 void srv_request_free(srv_request *q);
+/* dst = src for another choice of the same request: the messages, prompt,
+ * stop strings, tools and kwargs are borrowed (src must outlive dst), the
+ * grammar copied (the worker may replace a choice's). 0 when out of memory
+ * (dst empty). */
+int srv_request_share(const srv_request *src, srv_request *dst);
 /* body[0..len) as one JSON object with nothing but white space after it
  * (cJSON_Delete it), or NULL with *e filled (400 invalid_json). */
 struct cJSON *srv_body_object(const char *body, size_t len, srv_error *e);

@@ -5,8 +5,9 @@
  * names a code and a message, or gives a request within its limits: at most
  * SRV_MAX_STOP non-empty stop strings of at most SRV_STOP_LEN bytes, a
  * known role for every message, a prompt or messages for its endpoint,
- * sampling values in range, a grammar (response_format, json_schema,
- * grammar) only when it compiled. Also the UTF-8 helpers on the same bytes:
+ * sampling values in range, n in 1..SRV_MAX_CHOICES, a grammar
+ * (response_format, json_schema, grammar) only when it compiled; a choice's
+ * copy (srv_request_share) borrows all but the grammar and frees alone. Also the UTF-8 helpers on the same bytes:
  * srv_utf8_clean gives valid UTF-8, srv_utf8_complete never grows.
  * First byte & 6 = 2 or 4: an embedding request instead (/v1/embeddings,
  * llama-server's /embedding; src/server/embed_parse.c): refused with a
@@ -120,6 +121,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             CHECK(!q.prompt || strlen(q.prompt) <= len);
             CHECK(!q.prompt_ids || (q.n_prompt_ids >= 1 && q.n_prompt_ids <= SRV_MAX_PROMPT_IDS));
             for (int i = 0; i < q.n_prompt_ids; i++) CHECK(q.prompt_ids[i] >= 0);
+        }
+        CHECK(q.n >= 1 && q.n <= SRV_MAX_CHOICES && !q.borrowed);
+        srv_request c; /* another choice's copy: borrows all but the grammar */
+        if (srv_request_share(&q, &c)) {
+            CHECK(c.borrowed && c.msgs == q.msgs && c.prompt == q.prompt && c.nstop == q.nstop);
+            CHECK(!q.grammar ? !c.grammar : c.grammar != q.grammar && !strcmp(c.grammar, q.grammar) && c.samp.grammar == c.grammar);
+            srv_request_free(&c);
+            CHECK(!c.msgs && !c.grammar && !c.nstop);
         }
         srv_request_free(&q);
         CHECK(!q.msgs && !q.prompt && !q.prompt_ids && !q.nstop && !q.grammar);

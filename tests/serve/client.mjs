@@ -1,6 +1,6 @@
 // Drives `staticlm serve` with the official openai npm client:
 // a non-streamed and a streamed chat (greedy: the same text), a chat with
-// logprobs, a text completion, and an error surfaced as an APIError. Prints one JSON line.
+// logprobs, a chat with n = 2, a text completion, and an error surfaced as an APIError. Prints one JSON line.
 // usage: node client.mjs BASE_URL
 import OpenAI from 'openai';
 
@@ -41,6 +41,9 @@ const lc = lp.choices[0].logprobs && lp.choices[0].logprobs.content;
 if (!Array.isArray(lc) || lc.length !== lp.usage.completion_tokens) fail('chat logprobs: not one per token');
 if (lc.map((e) => e.token).join('') !== lp.choices[0].message.content) fail('chat logprobs: tokens are not the reply');
 if (!lc.every((e) => e.logprob <= 0 && e.top_logprobs.length === 3 && e.top_logprobs[0].token === e.token)) fail('chat logprobs: greedy token not the top one');
+
+const n2 = await client.chat.completions.create({ model: 'x', messages, temperature: 1, seed: 5, max_tokens: 8, n: 2 });
+if (n2.choices.length !== 2 || n2.choices.some((ch, i) => ch.index !== i || typeof ch.message.content !== 'string')) fail('n=2: not two choices indexed 0 and 1');
 
 const c = await client.completions.create({ model: 'x', prompt: 'Once upon a time', temperature: 0, max_tokens: 16, stop: ['.'] });
 if (typeof c.choices[0].text !== 'string' || c.choices[0].text.includes('.')) fail('completion text wrong');
