@@ -415,6 +415,10 @@ SLM_API slm_status slm_session_check_fit(slm_session *s, int n);
  * is not returned. */
 SLM_API slm_status slm_session_next(slm_session *s, int32_t *id, const char **piece);
 SLM_API int slm_session_stop_reason(const slm_session *s);
+/* When a stop string ended the reply: its index in the cfg.stop the
+ * session was configured with (the earliest to start; the first listed on
+ * a tie); -1 otherwise. */
+SLM_API int slm_session_stop_index(const slm_session *s);
 /* The log-probabilities of the token the last slm_session_next returned
  * (slm_session_cfg.logprobs); SLM_ERR_ARG when none were kept for it (off,
  * or no token returned). */

@@ -263,6 +263,23 @@ static void test_stop_strings(void) {
     CHECK(slm_session_stop_reason(s) == SLM_STOP_STRING);
     size_t at = (size_t)(strstr(full, word) - full);
     CHECKF(len == at && !strncmp(t, full, at) && safe == len, "cut at %zu, want %zu ('%s')", len, at, word);
+    CHECK(slm_session_stop_index(s) == 0);
+    /* which one ended it: the earliest to start (an empty one skipped), the first listed on a tie */
+    char later[32], same[32];
+    snprintf(later, sizeof later, "%.5s", mid + 1); /* starts a byte later than word */
+    snprintf(same, sizeof same, "%.3s", mid);       /* starts where word does */
+    const char *stops3[] = {later, "", same, word};
+    cfg.stop = stops3;
+    cfg.n_stop = 4;
+    slm_session_configure(s, &cfg);
+    slm_session_reset(s);
+    session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    CHECKF(slm_session_stop_index(s) == 2, "%d", slm_session_stop_index(s));
+    cfg.n_stop = 0;
+    slm_session_configure(s, &cfg);
+    slm_session_reset(s);
+    session_tokens(s, "Once upon a time", SLM_FEED_BOS, ids, 128);
+    CHECK(slm_session_stop_reason(s) != SLM_STOP_STRING && slm_session_stop_index(s) == -1);
     slm_session_free(s);
     slm_free(e);
 }

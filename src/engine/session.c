@@ -30,7 +30,9 @@ struct slm_session {
     int slot;                 /* KV region of the runtime */
     slm_session_cfg cfg;
     char *stop_str[MAX_STOP_STR];
+    int stop_of[MAX_STOP_STR];  /* each one's index in the caller's cfg.stop (empty ones are skipped) */
     int n_stop_str;
+    int stop_hit;             /* SLM_STOP_STRING: the stop_str that ended the reply */
     uint64_t rng;
     float *logits;            /* [V] logits the next token is sampled from */
     float *q;                 /* [MAX_DRAFT][V] draft distributions (speculative sampling) */
@@ -116,7 +118,7 @@ slm_status slm_session_configure(slm_session *s, const slm_session_cfg *cfg) {
             clear_stop_strings(s);
             return slm_errf(&s->err, SLM_ERR_NOMEM, "out of memory");
         }
-        s->n_stop_str++;
+        s->stop_of[s->n_stop_str++] = i;
     }
     s->cfg = *cfg;
     s->cfg.stop = NULL;
@@ -252,6 +254,10 @@ void slm_session_get_stats(const slm_session *s, slm_session_stats *st) {
 }
 
 int slm_session_stop_reason(const slm_session *s) { return s ? s->stop : SLM_STOP_NONE; }
+
+int slm_session_stop_index(const slm_session *s) {
+    return s && s->stop == SLM_STOP_STRING && s->stop_hit >= 0 && s->stop_hit < s->n_stop_str ? s->stop_of[s->stop_hit] : -1;
+}
 
 const char *slm_session_text(const slm_session *s, size_t *len, size_t *safe) {
     if (len) *len = s ? s->out_len : 0;
@@ -699,12 +705,15 @@ static int add_text(slm_session *s, const char *piece) {
     s->out_len += pl;
     size_t safe = s->out_len;
     int stopped = 0;
-    for (int i = 0; i < s->n_stop_str; i++) {
+    for (int i = 0; i < s->n_stop_str; i++) { /* the earliest start; on a tie the first listed */
         size_t sl = strlen(s->stop_str[i]);
         size_t st = from > sl ? from - sl : 0;
         for (size_t p = st; p + sl <= s->out_len; p++)
             if (!memcmp(s->out + p, s->stop_str[i], sl)) {
-                if (p < safe) safe = p;
+                if (p < safe) {
+                    safe = p;
+                    s->stop_hit = i;
+                }
                 stopped = 1;
                 break;
             }

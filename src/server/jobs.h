@@ -90,9 +90,6 @@ typedef struct job {
     int native;             /* llama-server's POST /completion: its answer's form (api_native.c) */
     int stop_why;           /* the session's stop reason (SLM_STOP_*) */
     int stop_word;          /* SLM_STOP_STRING: 1 + the index in q.stop of the one that ended the reply (0: none) */
-    char held[2 * SRV_STOP_LEN]; /* the reply's text the session held back after the last step,
-                               [held_len], from held_at in its text (a stop string's start) */
-    size_t held_len, held_at;
     double prompt_ms, predicted_ms; /* the job's prefill and decode time (its session's) */
     srv_lp *lps;            /* logprobs asked: one per token returned [nlp] (under a->mu) */
     int nlp, clp;

@@ -530,39 +530,8 @@ static void prompt_steps(srv_api *a, int budget) {
     }
 }
 
-/* After a step that gave piece (the request has stop strings; under
- * a->mu): when a stop string ended the reply, which one (the session says
- * the kind, and cuts the text where it starts: the first of q.stop, in the
- * request's order, that the held-back text and piece begin with at the
- * cut, as llama-server names the earliest, the first listed on a tie);
- * else keep the text the session holds back, where the next one may start. */
-static void note_stop(job *j, const char *text, size_t len, size_t safe, const char *piece, int why) {
-    if (why == SLM_STOP_STRING) { /* the text before this step from held_at, then piece; cut at len */
-        const size_t pl = piece ? strlen(piece) : 0, off = len - j->held_at;
-        if (len < j->held_at || off > j->held_len + pl) return;
-        for (int k = 0; k < j->q.nstop; k++) {
-            const char *w = j->q.stop[k];
-            size_t t = 0;
-            for (; w[t]; t++) {
-                const size_t at = off + t;
-                const char c = at < j->held_len ? j->held[at] : at - j->held_len < pl ? piece[at - j->held_len] : 0;
-                if (c != w[t]) break;
-            }
-            if (!w[t]) {
-                j->stop_word = k + 1;
-                return;
-            }
-        }
-        return;
-    }
-    const size_t n = len - safe; /* at most a stop string less a byte (the session holds no more) */
-    j->held_len = n <= sizeof j->held ? n : 0;
-    j->held_at = n <= sizeof j->held ? safe : len;
-    memcpy(j->held, text + safe, j->held_len);
-}
-
 /* After a step: publish slot i's new text; finish it when its reply ended. */
-static void after_step(srv_api *a, int i, int32_t id, const char *piece, slm_status st) {
+static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
     job *j = a->slot_job[i];
     slm_session *s = a->slot_sess[i];
     slm_session_stats ss;
@@ -580,7 +549,6 @@ static void after_step(srv_api *a, int i, int32_t id, const char *piece, slm_sta
     int done = id < 0 || st;
     a->m.predicted_tokens += id >= 0;
     if (id >= 0 && j->q.logprobs) keep_logprobs(a, j, s);
-    if (id >= 0 && j->q.nstop) note_stop(j, text, len, safe, piece, slm_session_stop_reason(s));
     if (!done && safe > j->raw) {
         lp_publish(j, safe, 0, 0);
         publish(a, j, text, safe, 0);
@@ -589,6 +557,7 @@ static void after_step(srv_api *a, int i, int32_t id, const char *piece, slm_sta
         int why = slm_session_stop_reason(s);
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
         j->stop_why = why;
+        j->stop_word = why == SLM_STOP_STRING ? slm_session_stop_index(s) + 1 : 0; /* which of q.stop */
         j->predicted_ms = ss.decode_ms - a->slot_decode0[i];
         lp_publish(j, len, 1, why == SLM_STOP_STRING);
         publish(a, j, text, len, 1);
@@ -687,15 +656,14 @@ void *srv_worker_main(void *arg) {
             }
         if (!n) continue;
         int32_t ids[SRV_MAX_SLOTS];
-        const char *pieces[SRV_MAX_SLOTS] = {0};
         slm_status sts[SRV_MAX_SLOTS];
         slm_trace_name_thread("server worker");
         const uint64_t t0 = slm_trace_begin();
         const double w0 = wall_s();
-        slm_session_next_batch(ss, n, ids, pieces, sts);
+        slm_session_next_batch(ss, n, ids, NULL, sts);
         const double w1 = wall_s();
         slm_trace_end("http", "batch_step", t0, &(slm_trace_args){{"slots"}, {n}, NULL, NULL});
-        for (int k = 0; k < n; k++) after_step(a, who[k], ids[k], pieces[k], sts[k]);
+        for (int k = 0; k < n; k++) after_step(a, who[k], ids[k], sts[k]);
         long rows = 0;
         for (int i = 0; i < a->n_slots; i++) rows += slm_session_n_past(a->slot_sess[i]);
         pthread_mutex_lock(&a->mu);
