@@ -53,33 +53,39 @@ int srv_embed_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *m
     const int dim = a->info.dim, cap_tok = slm_session_capacity(s);
     for (int k = 0; k < m->n_in; k++) {
         int n = m->n_ids[k];
-        slm_status st;
-        if (m->text[k]) { /* tokenized here, with BOS (and EOS where the vocabulary asks) */
-            n = slm_tokenize(a->e, m->text[k], 1, NULL, 0);
-            if (n < 1) {
-                *status = 400;
-                snprintf(msg, cap, "input %d: %s", k, n == 0 ? "encodes to no tokens" : "could not be tokenized");
+        *status = 400;
+        if (m->text[k] && strlen(m->text[k]) > a->max_prompt_bytes) { /* cannot fit: refused untokenized */
+            snprintf(msg, cap, "input %d: %zu bytes cannot fit a slot's %d tokens", k, strlen(m->text[k]), cap_tok);
+            return 0;
+        }
+        if (m->text[k] && m->pooling == SLM_POOLING_NONE) { /* its vector count sizes the output */
+            n = slm_tokenize(a->e, m->text[k], 1, NULL, 0) + 1; /* + EOS where the vocabulary adds it */
+            if (n < 2) {
+                snprintf(msg, cap, "input %d: could not be tokenized", k);
                 return 0;
             }
         }
-        if (n > cap_tok) {
-            *status = 400;
+        if (n > cap_tok + (m->text[k] ? 1 : 0)) {
             snprintf(msg, cap, "input %d has %d tokens; a slot holds %d (serve's --max-prompt-len + "
                      "--min-response-len)", k, n, cap_tok);
             return 0;
         }
-        const size_t floats = (size_t)dim * (m->pooling == SLM_POOLING_NONE ? (size_t)n + 2 : 1);
+        const size_t floats = (size_t)dim * (m->pooling == SLM_POOLING_NONE ? (size_t)n : 1);
         if (!(m->vec[k] = slm_malloc(floats * sizeof(float)))) {
             *status = 500;
             snprintf(msg, cap, "out of memory");
             return 0;
         }
         int got = n;
-        st = m->text[k] ? slm_session_embed_text(s, m->text[k], m->pooling, m->vec[k], floats, &got)
-                        : slm_session_embed(s, m->ids[k], n, m->pooling, m->vec[k], floats);
+        /* a text: BOS, and EOS where the vocabulary asks, as llama-server */
+        const slm_status st = m->text[k] ? slm_session_embed_text(s, m->text[k], m->pooling, m->vec[k], floats, &got)
+                                         : slm_session_embed(s, m->ids[k], n, m->pooling, m->vec[k], floats);
         if (st) {
             *status = st == SLM_ERR_CAPACITY || st == SLM_ERR_ARG ? 400 : 500;
-            snprintf(msg, cap, "input %d: %s", k, slm_session_error(s));
+            if (st == SLM_ERR_CAPACITY)
+                snprintf(msg, cap, "input %d has %d tokens; a slot holds %d (serve's --max-prompt-len + "
+                         "--min-response-len)", k, got, cap_tok);
+            else snprintf(msg, cap, "input %d: %s", k, slm_session_error(s));
             return 0;
         }
         m->n_vec[k] = m->pooling == SLM_POOLING_NONE ? got : 1;
