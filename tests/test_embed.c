@@ -269,6 +269,7 @@ static void test_hf_pooling(void) {
                               {"{\"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": false}", "2"},
                               {"{\"pooling_mode_mean_tokens\": true}", "1"},
                               {"{\"pooling_mode_max_tokens\": true}", "-2"},
+                              {"{\"pooling_mode\": \"lasttoken\"}", "3"},
                               {"not json", "-1"}};
     snprintf(f, sizeof f, "%s/1_Pooling/config.json", d);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -279,6 +280,21 @@ static void test_hf_pooling(void) {
         fclose(fp);
         CHECKF(slm_hf_pooling(d) == atoi(cases[i][1]), "case %zu: %d", i, slm_hf_pooling(d));
     }
+    /* modules.json names the Pooling module's folder */
+    char sub[340];
+    snprintf(sub, sizeof sub, "%s/2_Pool", d);
+    CHECK(mkdir(sub, 0700) == 0);
+    snprintf(f, sizeof f, "%s/2_Pool/config.json", d);
+    const char *cls = "{\"pooling_mode_cls_token\": true}";
+    CHECK(t_write_file(f, cls, strlen(cls)));
+    snprintf(f, sizeof f, "%s/modules.json", d);
+    const char *mods = "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"},"
+                       " {\"idx\": 1, \"name\": \"1\", \"path\": \"2_Pool\", \"type\": \"sentence_transformers.models.Pooling\"}]";
+    CHECK(t_write_file(f, mods, strlen(mods)));
+    CHECK(slm_hf_pooling(d) == 2);
+    const char *bad = "[{\"path\": \"../x\", \"type\": \"sentence_transformers.models.Pooling\"}]"; /* back to 1_Pooling */
+    CHECK(t_write_file(f, bad, strlen(bad)));
+    CHECK(slm_hf_pooling(d) == -1); /* 1_Pooling's config is not JSON now */
 }
 
 /* A hybrid with recurrent layers (qwen35: DeltaNet state carried across

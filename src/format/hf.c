@@ -842,26 +842,53 @@ out:
     return s;
 }
 
+/* The Pooling module's folder from modules.json (sentence-transformers:
+ * [{"type": "...Pooling", "path": "1_Pooling"}, ...]): a plain relative
+ * name, else "1_Pooling". */
+static void pooling_dir(const char *dir, char *out, size_t cap) {
+    char path[1100], *buf = NULL;
+    size_t len = 0;
+    slm_err err = {0};
+    snprintf(out, cap, "1_Pooling");
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    if (read_small(path, "modules.json", 0, &buf, &len, &err) || !buf) return;
+    cJSON *o = cJSON_ParseWithLength(buf, len);
+    slm_xfree(buf);
+    const cJSON *m, *arr = cJSON_IsArray(o) ? o : NULL;
+    cJSON_ArrayForEach(m, arr) {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "type"), *p = cJSON_GetObjectItemCaseSensitive(m, "path");
+        const size_t tl = cJSON_IsString(t) ? strlen(t->valuestring) : 0;
+        if (tl < 7 || strcmp(t->valuestring + tl - 7, "Pooling") || !cJSON_IsString(p)) continue;
+        const char *v = p->valuestring;
+        if (v[0] && v[0] != '/' && !strstr(v, "..") && strlen(v) < cap) snprintf(out, cap, "%s", v);
+        break;
+    }
+    cJSON_Delete(o);
+}
+
 int slm_hf_pooling(const char *dir) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    char sub[256], path[1400];
+    pooling_dir(dir, sub, sizeof sub);
+    snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
     char *buf = NULL;
     size_t len = 0;
     slm_err err = {0};
-    if (read_small(path, "1_Pooling/config.json", 0, &buf, &len, &err) || !buf) return -1;
+    if (read_small(path, "the Pooling module's config.json", 0, &buf, &len, &err) || !buf) return -1;
     cJSON *o = cJSON_ParseWithLength(buf, len);
     slm_xfree(buf);
     if (!cJSON_IsObject(o)) {
         cJSON_Delete(o);
         return -1;
     }
+    /* the order llama.cpp's converter reads them in */
     static const struct { const char *key; int pooling; } modes[] = {
-        {"pooling_mode_lasttoken", 3}, {"pooling_mode_cls_token", 2}, {"pooling_mode_mean_tokens", 1},
-        {"pooling_mode_max_tokens", -2}, {"pooling_mode_mean_sqrt_len_tokens", -2},
-        {"pooling_mode_weightedmean_tokens", -2}};
-    int p = -1;
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0] && p == -1; i++)
+        {"pooling_mode_mean_tokens", 1}, {"pooling_mode_cls_token", 2}, {"pooling_mode_lasttoken", 3}};
+    int p = -2; /* max, weighted mean, sqrt-length mean: not staticlm's */
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0] && p == -2; i++)
         if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, modes[i].key))) p = modes[i].pooling;
+    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(o, "pooling_mode");
+    if (p == -2 && cJSON_IsString(pm))
+        p = !strcmp(pm->valuestring, "mean") ? 1 : !strcmp(pm->valuestring, "cls") ? 2 : !strcmp(pm->valuestring, "lasttoken") ? 3 : -2;
     cJSON_Delete(o);
     return p;
 }

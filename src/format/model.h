@@ -331,9 +331,11 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err);
  * converts norm and bias vectors to f32 in an anonymous area at its end, and
  * names tensors as GGUF does. Needs cJSON (else SLM_ERR_UNSUPPORTED). */
 slm_status slm_hf_model_load(slm_model_file *m, slm_err *err);
-/* A sentence-transformers folder's pooling (1_Pooling/config.json):
- * 1 mean, 2 cls, 3 last token (GGUF's pooling_type values); -1 when the
- * folder has none; -2 for a mode staticlm has not (max, weighted mean). */
+/* A sentence-transformers folder's pooling (the Pooling module modules.json
+ * names, else 1_Pooling; its config.json): 1 mean, 2 cls, 3 last token
+ * (GGUF's pooling_type values), read in the order llama.cpp's converter
+ * reads them; -1 when the folder has none (or it is not JSON); -2 for a mode
+ * staticlm has not (max, weighted mean). */
 int slm_hf_pooling(const char *dir);
 /* config.json (len bytes, `name` for messages) -> c. When it asks for
  * Llama 3 RoPE scaling, *rope_freqs receives head_dim/2 frequency divisors
