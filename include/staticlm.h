@@ -457,19 +457,26 @@ typedef enum slm_pooling {
     SLM_POOLING_NONE = 0,     /* every token's vector */
     SLM_POOLING_MEAN = 1,     /* their mean */
     SLM_POOLING_CLS = 2,      /* the first token's */
-    SLM_POOLING_LAST = 3      /* the last token's (causal embedding models: Qwen3-Embedding) */
+    SLM_POOLING_LAST = 3,     /* the last token's (causal embedding models: Qwen3-Embedding) */
+    SLM_POOLING_RANK = 4      /* a reranker's scores: its classifier head (cls.output.weight) on
+                                 the last row (qwen3; softmax over the labels, as llama.cpp) or
+                                 the first; Qwen3-Reranker's first score is P("yes") */
 } slm_pooling;
 
 /* The model file's pooling_type (SLM_POOLING_NONE when it has none, or a
  * type other than the above). */
 SLM_API int slm_model_pooling(const slm_engine *e);
-/* "none", "mean", "cls", "last" -> an slm_pooling; -2 for anything else. */
+/* How many scores pooling rank gives (the classifier's labels); 0 when the
+ * model has no classifier head (or embeddings are off). */
+SLM_API int slm_model_rank_outputs(const slm_engine *e);
+/* "none", "mean", "cls", "last", "rank" -> an slm_pooling; -2 for anything else. */
 SLM_API int slm_pooling_parse(const char *name);
 SLM_API const char *slm_pooling_name(int pooling);
 /* The embedding of ids[0..n) on the session's slot: its rows are dropped,
  * the ids run through the embedding programs (in chunks; they must fit the
  * slot's KV capacity), and the final norm's hidden states pooled into out:
- * dim floats, or n * dim for SLM_POOLING_NONE (cap: floats out holds;
+ * dim floats, n * dim for SLM_POOLING_NONE, slm_model_rank_outputs for
+ * SLM_POOLING_RANK (cap: floats out holds;
  * SLM_ERR_ARG when short). Not normalized (slm_embed_normalize). The rows
  * are dropped again after. SLM_ERR_ARG when the engine was loaded without
  * embeddings. */
@@ -479,6 +486,14 @@ SLM_API slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, 
  * token count in *n_tokens (may be NULL). */
 SLM_API slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling, float *out, size_t cap,
                                           int *n_tokens);
+/* A reranker's scores (pooling rank) of a document for a query: the
+ * model's rerank template (tokenizer.chat_template.rerank) with {query} and
+ * {document} replaced, tokenized with its special tokens (no BOS added), as
+ * llama-server does; slm_model_rank_outputs floats into out (Qwen3-Reranker:
+ * out[0] is P("yes"), the relevance). SLM_ERR_UNSUPPORTED without a rerank
+ * template; the token count in *n_tokens (may be NULL). */
+SLM_API slm_status slm_session_rerank(slm_session *s, const char *query, const char *document, float *out,
+                                      size_t cap, int *n_tokens);
 /* Normalize v[0..n) as llama.cpp's --embd-normalize: -1 none, 0 max
  * absolute value to 32760 (int16 range), 1 taxicab, 2 Euclidean (its
  * default), p > 2 the p-norm. A zero vector stays zero. */

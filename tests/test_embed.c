@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/dtype.h"
 #include "format/model.h"
 #include "ref_forward.h"
 #include "staticlm.h"
@@ -316,6 +317,80 @@ static void test_recurrent(void) {
     slm_free(e);
 }
 
+/* A reranker (synth --pooling rank: Qwen3-Reranker's layout): its score is
+ * the softmax of the classifier head on the reference's last hidden row of
+ * the rerank template's tokens, as llama.cpp computes it. */
+static void test_rerank(void) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/rr.gguf", dir);
+    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", "qwen3", "--type", "f16", "--vocab-file",
+                    T_SHARED("vocab/ggml-vocab-gpt-2.gguf"), "--pooling", "rank", "-o", path, NULL};
+    char *o = NULL, *er = NULL;
+    CHECKF(t_run_capture(dir, SLM_CLI_PATH, argv, &o, &er) == 0, "%s", er ? er : "");
+    free(o);
+    free(er);
+    slm_engine *e = load(path, NULL, embed_opts(64, 192));
+    CHECK(e != NULL);
+    if (!e) return;
+    CHECK(slm_model_pooling(e) == SLM_POOLING_RANK && slm_model_rank_outputs(e) == 2);
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    float sc[2] = {0, 0};
+    int n = 0;
+    CHECKF(slm_session_rerank(s, "what is a cat?", "A cat is a small animal.", sc, 2, &n) == SLM_OK, "%s",
+           slm_session_error(s));
+    CHECK(fabsf(sc[0] + sc[1] - 1.0f) < 1e-6f && sc[0] > 0 && sc[1] > 0);
+    /* the reference: the template's text, tokenized with its special tokens */
+    char tmpl[2048], text[4096];
+    CHECK(slm_model_meta(e, "tokenizer.chat_template.rerank", tmpl, sizeof tmpl) > 0);
+    char *q = strstr(tmpl, "{query}"), *d = strstr(tmpl, "{document}");
+    CHECK(q && d && q < d);
+    if (!q || !d) goto out;
+    snprintf(text, sizeof text, "%.*swhat is a cat?%.*sA cat is a small animal.%s", (int)(q - tmpl), tmpl,
+             (int)(d - q - 7), q + 7, d + 10);
+    int32_t *ids = malloc(sizeof(int32_t) * 512);
+    const int m = slm_tokenize(e, text, 0, ids, 512);
+    CHECK(m == n && m > 0 && m <= 256);
+    slm_model_file mf;
+    memset(&mf, 0, sizeof mf);
+    slm_err err = {0};
+    float *ref = m == n ? ref_rows(path, ids, m, 0) : NULL;
+    CHECK(ref && slm_model_open(&mf, path, &err) == SLM_OK);
+    const slm_tensor *w = ref ? slm_model_tensor(&mf, "cls.output.weight") : NULL;
+    CHECK(w && w->type == SLM_F16 && w->ne[0] == 64 && w->ne[1] == 2);
+    if (w) {
+        double z[2];
+        for (int r = 0; r < 2; r++) {
+            z[r] = 0;
+            for (int j = 0; j < 64; j++)
+                z[r] += (double)slm_f16_to_f32(((const uint16_t *)w->data)[r * 64 + j]) * ref[(size_t)(m - 1) * 64 + j];
+        }
+        const double p_yes = 1.0 / (1.0 + exp(z[1] - z[0]));
+        CHECKF(fabs(p_yes - sc[0]) < 1e-4, "score %g, reference %g", sc[0], p_yes);
+    }
+    slm_model_close(&mf);
+    free(ref);
+    free(ids);
+    /* ranks only with its head; embeddings of the same engine still work */
+    float v[64];
+    CHECK(slm_session_embed_text(s, "a cat", SLM_POOLING_LAST, v, 64, NULL) == SLM_OK);
+    CHECK(slm_session_rerank(s, "q", "d", sc, 1, NULL) == SLM_ERR_ARG); /* short output */
+out:
+    slm_session_free(s);
+    slm_free(e);
+    /* a model without a classifier head or a rerank template */
+    slm_engine *x = load(M("stories260K.bin"), M("tok512.bin"), embed_opts(16, 32));
+    slm_session *xs = NULL;
+    CHECK(x && slm_session_new(x, NULL, &xs) == SLM_OK);
+    CHECK(slm_model_rank_outputs(x) == 0);
+    CHECK(slm_session_rerank(xs, "q", "d", sc, 2, NULL) == SLM_ERR_UNSUPPORTED);
+    int32_t one[2] = {1, 50};
+    CHECK(slm_session_embed(xs, one, 2, SLM_POOLING_RANK, sc, 2) == SLM_ERR_ARG);
+    CHECK(strstr(slm_session_error(xs), "classifier") != NULL);
+    slm_session_free(xs);
+    slm_free(x);
+}
+
 static void test_normalize(void) {
     float v[4] = {3, -4, 0, 0};
     slm_embed_normalize(v, 4, 2);
@@ -333,7 +408,7 @@ static void test_normalize(void) {
     slm_embed_normalize(z, 2, 2);
     slm_embed_normalize(u, 2, -1);
     CHECK(z[0] == 0 && z[1] == 0 && u[0] == 5 && u[1] == 7);
-    CHECK(slm_pooling_parse("last") == SLM_POOLING_LAST && slm_pooling_parse("rank") == -2);
+    CHECK(slm_pooling_parse("last") == SLM_POOLING_LAST && slm_pooling_parse("rank") == SLM_POOLING_RANK && slm_pooling_parse("max") == -2);
 }
 
 /* Parse the first JSON array of numbers after `after` in s into v. */
@@ -386,7 +461,7 @@ static void test_cli(void) {
     CHECK(er && strstr(er, "--embd-output-format") != NULL);
     free(out);
     free(er);
-    argv[9] = "rank";
+    argv[9] = "max";
     argv[17] = "json";
     CHECK(t_run_capture(dir, SLM_CLI_PATH, argv, &out, &er) == 2);
     CHECK(er && strstr(er, "--pooling") != NULL);
@@ -402,6 +477,7 @@ int main(void) {
     T_RUN(test_refusals);
     T_RUN(test_model_pooling_key);
     T_RUN(test_recurrent);
+    T_RUN(test_rerank);
     T_RUN(test_hf_pooling);
     T_RUN(test_normalize);
     T_RUN(test_cli);

@@ -7,7 +7,9 @@
 #    every token's vector (and /v1/embeddings refuses none);
 #  - an embedding request while another slot generates: both answered, the generation as alone;
 #  - refusals: no --embeddings (501), bad input, ids outside the vocabulary, dimensions,
-#    encoding_format, an input over the slot's capacity; --pooling without --embeddings.
+#    encoding_format, an input over the slot's capacity; --pooling without --embeddings;
+#  - --reranking with a reranker (synth --pooling rank, Qwen3-Reranker's layout): /v1/rerank's
+#    scores equal `staticlm embed --pooling rank`'s, best first, top_n; TEI's form; refusals.
 # usage: test_serve_embed.sh CLI SHARED_DIR
 set -u
 CLI=$1 SHARED=$2
@@ -75,6 +77,27 @@ stop
 # ---- no --embeddings: 501; --pooling alone refused
 start plain "${MODEL[@]}"
 check "without --embeddings: 501" '[ "$(code -d "{\"input\":\"a\"}" "$U/v1/embeddings")" = 501 ] && grep -q -- "--embeddings" "$TMP/body"'
+stop
+# ---- --reranking
+"$CLI" synth --shape custom --arch qwen3 --type f16 --vocab-file "$SHARED/vocab/ggml-vocab-gpt-2.gguf" --pooling rank \
+  -o "$TMP/rr.gguf" >/dev/null 2>&1
+RR=(-m "$TMP/rr.gguf" --kv-type f32)
+"$CLI" embed "${RR[@]}" --pooling rank -p $'what is a cat?\tA cat is a small animal.\nwhat is a cat?\tParis is in France.\nwhat is a cat?\tcats purr' \
+  --embd-output-format json >"$TMP/rr_cli.json" 2>/dev/null
+start rr "${RR[@]}" --reranking
+check "/v1/rerank: the scores of staticlm embed --pooling rank, best first, top_n 2" \
+  '[ "$(code -d "{\"query\":\"what is a cat?\",\"documents\":[\"A cat is a small animal.\",\"Paris is in France.\",\"cats purr\"],\"top_n\":2}" "$U/v1/rerank")" = 200 ] &&
+   py "(lambda r,s: len(r)==2 and [x[\"index\"] for x in r]==sorted(range(3),key=lambda i:-s[i])[:2] and all(abs(x[\"relevance_score\"]-s[x[\"index\"]])<1e-5 for x in r))(a[0][\"results\"],[d[\"embedding\"][0] for d in a[1][\"data\"]]) and a[0][\"usage\"][\"prompt_tokens\"]>0" "$TMP/body" "$TMP/rr_cli.json"'
+check "TEI's form (texts, return_text): an array with score and text" \
+  '[ "$(code -d "{\"query\":\"what is a cat?\",\"texts\":[\"A cat is a small animal.\"],\"return_text\":true}" "$U/rerank")" = 200 ] &&
+   py "a[0][0][\"index\"]==0 and a[0][0][\"text\"]==\"A cat is a small animal.\" and abs(a[0][0][\"score\"]-a[1][\"data\"][0][\"embedding\"][0])<1e-5" "$TMP/body" "$TMP/rr_cli.json"'
+check "rerank without a query: 400" '[ "$(code -d "{\"documents\":[\"a\"]}" "$U/v1/rerank")" = 400 ] && grep -q "\"param\":\"query\"" "$TMP/body"'
+check "rerank with no documents: 400" '[ "$(code -d "{\"query\":\"q\",\"documents\":[]}" "$U/v1/rerank")" = 400 ]'
+check "rerank top_n 0: 400" '[ "$(code -d "{\"query\":\"q\",\"documents\":[\"a\"],\"top_n\":0}" "$U/v1/rerank")" = 400 ]'
+check "a reranking server refuses /v1/embeddings" '[ "$(code -d "{\"input\":\"a\"}" "$U/v1/embeddings")" = 400 ] && grep -q "/v1/rerank" "$TMP/body"'
+check "reranking server stops cleanly" 'serve_stop "$TMP/rr.log" "$SPID" "$WPID"'
+start mean2 "${MODEL[@]}" --embeddings
+check "an embedding server refuses /v1/rerank: 501" '[ "$(code -d "{\"query\":\"q\",\"documents\":[\"a\"]}" "$U/v1/rerank")" = 501 ] && grep -q -- "--reranking" "$TMP/body"'
 stop
 check "--pooling without --embeddings: exit 2" '"$CLI" serve "${MODEL[@]}" --pooling mean --port 0 >/dev/null 2>"$TMP/e"; [ $? = 2 ] && grep -q -- "--embeddings" "$TMP/e"'
 serve_done

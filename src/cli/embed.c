@@ -25,8 +25,11 @@ static void usage(FILE *f) {
             "  -p, --prompt TEXT         the texts, split at the separator\n"
             "  -f, --file PATH           read them from a file instead (not with -p)\n"
             "      --embd-separator S    what separates the texts (default a newline; \"\\n\" is one)\n"
-            "      --pooling P           none | mean | cls | last (default: the model file's\n"
-            "                            pooling_type; none when it has none)\n"
+            "      --cls-separator S     pooling rank: what separates a text's query from its\n"
+            "                            document (default a tab; \"\\t\" is one)\n"
+            "      --pooling P           none | mean | cls | last | rank (default: the model file's\n"
+            "                            pooling_type; none when it has none); rank: a reranker's\n"
+            "                            scores of \"query<TAB>document\" texts (its rerank template)\n"
             "      --embd-normalize N    -1 none, 0 max absolute value to 32760, 1 taxicab,\n"
             "                            2 Euclidean (default), N > 2 the N-norm\n"
             "      --embd-output-format F  text (default) | array | json | json+ (json with the\n"
@@ -43,8 +46,9 @@ static void usage(FILE *f) {
 }
 
 typedef struct embed_args {
-    const char *model, *tok, *prompt, *file, *sep, *kernels, *format;
+    const char *model, *tok, *prompt, *file, *sep, *kernels, *format, *cls_sep;
     int pooling, normalize, threads, verbose;
+    int rank; /* pooling rank: scores of query / document pairs */
     slm_options opt;
 } embed_args;
 
@@ -59,7 +63,8 @@ static int parse(int argc, char **argv, embed_args *a) {
                           !strcmp(o, "--embd-separator") || !strcmp(o, "--pooling") || !strcmp(o, "--embd-normalize") ||
                           !strcmp(o, "--embd-output-format") || !strcmp(o, "--max-prompt-len") ||
                           !strcmp(o, "--min-response-len") || !strcmp(o, "--max-memory") || !strcmp(o, "-t") ||
-                          !strcmp(o, "--threads") || !strcmp(o, "--kernels") || !strcmp(o, "--kv-type");
+                          !strcmp(o, "--threads") || !strcmp(o, "--kernels") || !strcmp(o, "--kv-type") ||
+                          !strcmp(o, "--cls-separator");
         if (!known) {
             fprintf(stderr, "staticlm: unknown option '%s' (see staticlm embed --help)\n", o);
             return 0;
@@ -74,13 +79,14 @@ static int parse(int argc, char **argv, embed_args *a) {
         else if (!strcmp(o, "-p") || !strcmp(o, "--prompt")) a->prompt = v;
         else if (!strcmp(o, "-f") || !strcmp(o, "--file")) a->file = v;
         else if (!strcmp(o, "--embd-separator")) a->sep = !strcmp(v, "\\n") ? "\n" : v;
+        else if (!strcmp(o, "--cls-separator")) a->cls_sep = !strcmp(v, "\\t") ? "\t" : v;
         else if (!strcmp(o, "--kernels")) a->kernels = v;
         else if (!strcmp(o, "--kv-type")) {
             if (!slm_cli_parse_kv_type(v, o, &a->opt.kv_type)) return 0;
         }
         else if (!strcmp(o, "--pooling")) {
             if ((a->pooling = slm_pooling_parse(v)) < SLM_POOLING_NONE) {
-                fprintf(stderr, "staticlm: --pooling expects none, mean, cls or last, got '%s'\n", v);
+                fprintf(stderr, "staticlm: --pooling expects none, mean, cls, last or rank, got '%s'\n", v);
                 return 0;
             }
         } else if (!strcmp(o, "--embd-output-format")) {
@@ -108,8 +114,8 @@ static int parse(int argc, char **argv, embed_args *a) {
         fprintf(stderr, "staticlm: -p and -f both give the texts: one of them\n");
         return 0;
     }
-    if (!a->sep[0]) {
-        fprintf(stderr, "staticlm: --embd-separator must not be empty\n");
+    if (!a->sep[0] || !a->cls_sep[0]) {
+        fprintf(stderr, "staticlm: --embd-separator and --cls-separator must not be empty\n");
         return 0;
     }
     return 1;
@@ -154,6 +160,14 @@ static void print_json_vec(const float *v, int n) {
  * the vectors are tokens, owner[k] their text). */
 static void print_all(const embed_args *a, const float *v, int nv, int dim, char **texts, const int *owner) {
     const char *fmt = a->format ? a->format : "text";
+    if (!strcmp(fmt, "text") && a->rank) { /* as llama-embedding: the scores, the first the relevance */
+        for (int k = 0; k < nv; k++) {
+            printf("rerank score %d:", k);
+            for (int i = 0; i < dim; i++) printf(" %.6f", v[(size_t)k * dim + i]);
+            printf("\n");
+        }
+        return;
+    }
     if (!strcmp(fmt, "text")) {
         for (int k = 0; k < nv; k++) {
             printf("embedding %d%s", k, owner ? " (text " : ": ");
@@ -203,6 +217,7 @@ int slm_cli_embed(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     a.opt = slm_default_options();
     a.sep = "\n";
+    a.cls_sep = "\t";
     a.pooling = SLM_POOLING_DEFAULT;
     a.normalize = 2;
     int r = parse(argc, argv, &a);
@@ -257,7 +272,14 @@ int slm_cli_embed(int argc, char **argv) {
     }
     slm_info in;
     slm_get_info(e, &in);
-    const int dim = in.dim, pooling = a.pooling == SLM_POOLING_DEFAULT ? slm_model_pooling(e) : a.pooling;
+    const int pooling = a.pooling == SLM_POOLING_DEFAULT ? slm_model_pooling(e) : a.pooling;
+    const int rank = a.rank = pooling == SLM_POOLING_RANK;
+    const int dim = rank ? slm_model_rank_outputs(e) : in.dim; /* a vector's width: a reranker's, its scores */
+    if (!dim) {
+        fprintf(stderr, "staticlm: pooling rank needs a reranker's classifier head (cls.output.weight), which %s "
+                        "has not\n", a.model);
+        goto out;
+    }
     if (a.verbose)
         fprintf(stderr, "embed: %d text(s), dim %d, pooling %s%s, normalize %d, up to %d tokens a text\n", n_texts,
                 dim, slm_pooling_name(pooling), a.pooling == SLM_POOLING_DEFAULT ? " (the model's)" : "",
@@ -267,7 +289,15 @@ int slm_cli_embed(int argc, char **argv) {
     int nv = 0;
     for (int t = 0; buf && t < n_texts; t++) {
         int n_tok = 0;
-        if (slm_session_embed_text(s, texts[t], pooling, buf, per, &n_tok)) {
+        char *sep = rank ? strstr(texts[t], a.cls_sep) : NULL;
+        if (rank && !sep) {
+            fprintf(stderr, "staticlm: text %d: no query / document separator (--cls-separator)\n", t);
+            slm_xfree(buf);
+            goto out;
+        }
+        if (sep) *sep = 0; /* query, then document */
+        if (rank ? slm_session_rerank(s, texts[t], sep + strlen(a.cls_sep), buf, per, &n_tok)
+                 : slm_session_embed_text(s, texts[t], pooling, buf, per, &n_tok)) {
             fprintf(stderr, "staticlm: text %d: %s\n", t, slm_session_error(s));
             slm_xfree(buf);
             goto out;
@@ -283,7 +313,7 @@ int slm_cli_embed(int argc, char **argv) {
         }
         for (int k = 0; k < rows; k++) {
             memcpy(vecs + (size_t)(nv + k) * dim, buf + (size_t)k * dim, (size_t)dim * sizeof(float));
-            slm_embed_normalize(vecs + (size_t)(nv + k) * dim, dim, a.normalize);
+            if (!rank) slm_embed_normalize(vecs + (size_t)(nv + k) * dim, dim, a.normalize); /* scores as they are */
             owner[nv + k] = t;
         }
         nv += rows;

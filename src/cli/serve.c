@@ -45,6 +45,8 @@ static void usage_serve(FILE *f) {
             "  POST /v1/embeddings         with --embeddings: OpenAI's (input: texts or token\n"
             "                              ids; encoding_format float | base64)\n"
             "  POST /embedding, /embeddings  llama-server's (content; embd_normalize)\n"
+            "  POST /v1/rerank             with --reranking: llama-server's (query, documents,\n"
+            "                              top_n; TEI's texts, return_text)\n"
             "Requests take model, max_tokens, temperature, top_p, top_k, min_p, seed,\n"
             "presence_penalty, frequency_penalty, repeat_penalty, repeat_last_n, logit_bias,\n"
             "stop (a string or up to 4), stream (server-sent events) and\n"
@@ -88,6 +90,9 @@ static void usage_serve(FILE *f) {
             "      --pooling P           none | mean | cls | last: how the embeddings pool a\n"
             "                            text's tokens (default: the model file's pooling_type;\n"
             "                            /v1/embeddings refuses none)\n"
+            "      --reranking           answer POST /v1/rerank (and /rerank, /reranking) with a\n"
+            "                            reranker (Qwen3-Reranker GGUF: its classifier head and\n"
+            "                            rerank template); pooling rank; --rerank is the same\n"
             "      --api-key KEY         require 'Authorization: Bearer KEY' on every endpoint\n"
             "                            but /health (default: $STATICLM_API_KEY, else none)\n"
             "      --cors-origin ORIGIN  admit browser requests from ORIGIN (e.g.\n"
@@ -111,6 +116,7 @@ int slm_cli_serve(int argc, char **argv) {
     slm_cli_common_init(&cc);
     slm_server_cfg cfg;
     slm_server_cfg_init(&cfg);
+    int reranking = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         int r = slm_cli_common_opt(&cc, argc, argv, &i);
@@ -125,6 +131,7 @@ int slm_cli_serve(int argc, char **argv) {
         else if (!strcmp(o, "--prefill-chunk") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 20, &cfg.prefill_chunk)) return 2; }
         else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
         else if (!strcmp(o, "--embeddings") || !strcmp(o, "--embedding")) cfg.embeddings = 1;
+        else if (!strcmp(o, "--reranking") || !strcmp(o, "--rerank")) reranking = 1;
         else if (!strcmp(o, "--pooling") && has) {
             if ((cfg.pooling = slm_pooling_parse(argv[++i])) < SLM_POOLING_NONE) {
                 fprintf(stderr, "staticlm: --pooling expects none, mean, cls or last, got '%s'\n", argv[i]);
@@ -149,6 +156,11 @@ int slm_cli_serve(int argc, char **argv) {
         }
     }
     cc.opt.n_seqs = cfg.parallel; /* a KV region per slot */
+    if (reranking && cfg.pooling != SLM_POOLING_DEFAULT && cfg.pooling != SLM_POOLING_RANK) {
+        fprintf(stderr, "staticlm: --reranking is pooling rank: not with --pooling %s\n", slm_pooling_name(cfg.pooling));
+        return 2;
+    }
+    if (reranking) cfg.embeddings = 1, cfg.pooling = SLM_POOLING_RANK;
     if (cfg.pooling != SLM_POOLING_DEFAULT && !cfg.embeddings) {
         fprintf(stderr, "staticlm: --pooling shapes embeddings: give --embeddings too\n");
         return 2;

@@ -122,7 +122,9 @@ static void usage(FILE *f) {
             "  -o, --output FILE     the GGUF file to write (atomically)\n"
             "      --seed S          weight seed (default 1)\n"
             "      --pooling P       write {arch}.pooling_type: none | mean | cls | last (an embedding\n"
-            "                        model's, e.g. Qwen3-Embedding's last)\n"
+            "                        model's, e.g. Qwen3-Embedding's last) | rank (a reranker: also a\n"
+            "                        2-label classifier head cls.output.weight and Qwen3-Reranker's\n"
+            "                        tokenizer.chat_template.rerank)\n"
             "      --non-causal      write {arch}.attention.causal = false (an encoder's; staticlm\n"
             "                        refuses it for embeddings)\n"
             "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
@@ -411,7 +413,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--non-causal")) { a->non_causal = 1; takes = 0; }
         else if (!strcmp(o, "--pooling")) {
             if ((a->pooling = slm_pooling_parse(v)) < 0) {
-                fprintf(stderr, "staticlm synth: --pooling expects none, mean, cls or last\n");
+                fprintf(stderr, "staticlm synth: --pooling expects none, mean, cls, last or rank\n");
                 return 2;
             }
         }
@@ -655,6 +657,17 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
     slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), sh->eps);
     if (a->pooling >= 0) slm_gguf_set_u32(w, K("pooling_type"), (uint32_t)a->pooling); /* an embedding model's */
+    if (a->pooling == SLM_POOLING_RANK) { /* as llama.cpp's converter writes Qwen3-Reranker's */
+        const char *labels[] = {"yes", "no"};
+        const uint64_t lens[] = {3, 2};
+        slm_gguf_set_arr_str(w, K("classifier.output_labels"), labels, lens, 2);
+        slm_gguf_set_str(w, "tokenizer.chat_template.rerank",
+                         "<|im_start|>system\nJudge whether the Document meets the requirements based on the Query and "
+                         "the Instruct provided. Note that the answer can only be \"yes\" or \"no\".<|im_end|>\n"
+                         "<|im_start|>user\n<Instruct>: Given a web search query, retrieve relevant passages that "
+                         "answer the query\n<Query>: {query}\n<Document>: {document}<|im_end|>\n"
+                         "<|im_start|>assistant\n<think>\n\n</think>\n\n");
+    }
     if (a->non_causal) slm_gguf_set_bool(w, K("attention.causal"), 0);
     if (!strcmp(sh->arch, "mistral")) slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)(a->window ? a->window : 4096));
     if (is(sh, "gemma2") || is(sh, "gemma3") || (is(sh, "gpt-oss") && sh->window))
@@ -943,6 +956,8 @@ int slm_cli_synth(int argc, char **argv) {
     }
     put_metadata(s.w, &a, &sh, ty, &voc);
     if (!put_tensors(&s, &sh, ty)) goto done;
+    /* a reranker: Qwen3-Reranker's classifier head, its "yes" and "no" rows (random here) */
+    if (a.pooling == SLM_POOLING_RANK && !synth_add(&s, "cls.output.weight", SLM_F16, sh.dim, 2, 0, NULL)) goto done;
 
     slm_err err;
     memset(&err, 0, sizeof err);

@@ -4,22 +4,97 @@
  * over chunk by chunk (slm_rt_embed), and this file pools them on the host,
  * as the sampler turns logits into a token. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+
+#include "common/dtype.h"
 
 #include "engine/engine_internal.h"
 
+/* A reranker's classifier head (cls.output.weight [labels][dim], and its
+ * bias if any: Qwen3-Reranker's GGUF holds the "yes" and "no" rows of its
+ * LM head there), made f32 for the host. */
+static slm_status load_classifier(slm_engine *e, const char *path) {
+    const slm_tensor *w = slm_model_tensor(&e->model, "cls.output.weight");
+    if (!w) return SLM_OK;
+    const int64_t cols = w->ne[0], rows = w->n_dims > 1 ? w->ne[1] : 1;
+    if (w->n_dims > 2 || cols != e->cfg.dim || rows < 1 || rows > 64)
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: cls.output.weight is [%lld, %lld]; a classifier head is "
+                        "[%d, labels <= 64]", slm_basename(path), (long long)cols, (long long)rows, e->cfg.dim);
+    const uint64_t rb = slm_row_bytes(w->type, (uint64_t)cols);
+    if (!rb || w->nbytes < rb * (uint64_t)rows)
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: cls.output.weight: type %s, %llu bytes for %lld rows",
+                        slm_basename(path), slm_dtype_name(w->type), (unsigned long long)w->nbytes, (long long)rows);
+    if (!(e->cls_w = slm_malloc((size_t)(rows * cols) * sizeof(float))) ||
+        !(e->cls_b = slm_calloc((size_t)rows, sizeof(float))))
+        return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
+    for (int64_t r = 0; r < rows; r++)
+        if (!slm_dequantize_row(w->type, (const uint8_t *)w->data + (uint64_t)r * rb, e->cls_w + r * cols, cols))
+            return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: cls.output.weight: type %s cannot be read",
+                            slm_basename(path), slm_dtype_name(w->type));
+    const slm_tensor *b = slm_model_tensor(&e->model, "cls.output.bias");
+    if (b) {
+        if (b->type != SLM_F32 || b->ne[0] != rows || b->nbytes < (uint64_t)rows * sizeof(float))
+            return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: cls.output.bias: want %lld f32 values", slm_basename(path),
+                            (long long)rows);
+        memcpy(e->cls_b, b->data, (size_t)rows * sizeof(float));
+    }
+    e->n_cls = (int)rows;
+    return SLM_OK;
+}
+
+/* The default pooling of a Hugging Face folder (sentence-transformers'
+ * 1_Pooling/config.json), and a GGUF's embedding keys: {arch}.pooling_type (the default pooling),
+ * {arch}.attention.causal (an encoder's false is refused with embeddings:
+ * the programs attend causally), tokenizer.ggml.add_eos_token; with
+ * embeddings on, a reranker's classifier. */
+slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
+    e->pooling = SLM_POOLING_NONE;
+    if (!e->from_blob && e->model.kind == SLM_MODEL_HF) { /* sentence-transformers' 1_Pooling */
+        const int p = slm_hf_pooling(e->model.path);
+        if (p >= 0) e->pooling = p;
+        else if (p == -2 && e->opt.embeddings)
+            fprintf(stderr, "staticlm: note: %s: 1_Pooling/config.json asks for a pooling staticlm has not (max or "
+                            "weighted mean); the default is none: choose one (--pooling)\n", slm_basename(path));
+    }
+    const slm_gguf *g = e->from_blob ? NULL : e->model.gguf;
+    slm_gguf_str arch;
+    if (!g || !slm_gguf_get_str(g, "general.architecture", &arch) || arch.len > 64) return SLM_OK;
+    char key[128];
+    uint32_t v;
+    int b;
+    snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
+    if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_RANK) e->pooling = (int)v;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
+    snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
+    if (e->opt.embeddings && slm_gguf_get_bool(g, key, &b) && !b)
+        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
+                        "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
+                        slm_basename(path), key);
+    return e->opt.embeddings ? load_classifier(e, path) : SLM_OK;
+}
+
+void slm_engine_embed_free(slm_engine *e) {
+    slm_xfree(e->cls_w);
+    slm_xfree(e->cls_b);
+    e->cls_w = e->cls_b = NULL;
+    e->n_cls = 0;
+}
+
+int slm_model_rank_outputs(const slm_engine *e) { return e && e->loaded ? e->n_cls : 0; }
+
 int slm_model_pooling(const slm_engine *e) { return e && e->loaded ? e->pooling : SLM_POOLING_NONE; }
 
-static const char *const pool_names[] = {"none", "mean", "cls", "last"};
+static const char *const pool_names[] = {"none", "mean", "cls", "last", "rank"};
 
 int slm_pooling_parse(const char *name) {
     if (!name) return -2;
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 5; i++)
         if (!strcmp(name, pool_names[i])) return i;
     return -2;
 }
 
-const char *slm_pooling_name(int pooling) { return pooling >= 0 && pooling < 4 ? pool_names[pooling] : "?"; }
+const char *slm_pooling_name(int pooling) { return pooling >= 0 && pooling < 5 ? pool_names[pooling] : "?"; }
 
 void slm_embed_normalize(float *v, int n, int norm) {
     if (!v || n <= 0 || norm < 0) return;
@@ -63,6 +138,25 @@ static void take_rows(void *ud, const float *rows, int first, int n_rows, int di
     }
 }
 
+/* The classifier head on a row: n_cls scores (qwen3: their softmax, as
+ * llama.cpp's rank pooling; its first is P("yes") for Qwen3-Reranker). */
+static void classify(const slm_engine *e, const float *row, float *out) {
+    const int dim = e->cfg.dim;
+    double z[64], mx = -INFINITY, sum = 0.0;
+    for (int r = 0; r < e->n_cls; r++) {
+        double acc = e->cls_b[r];
+        for (int j = 0; j < dim; j++) acc += (double)e->cls_w[(size_t)r * dim + j] * row[j];
+        z[r] = acc;
+        if (acc > mx) mx = acc;
+    }
+    if (strcmp(e->cfg.arch, "qwen3")) {
+        for (int r = 0; r < e->n_cls; r++) out[r] = (float)z[r];
+        return;
+    }
+    for (int r = 0; r < e->n_cls; r++) sum += (z[r] = exp(z[r] - mx));
+    for (int r = 0; r < e->n_cls; r++) out[r] = (float)(z[r] / sum);
+}
+
 slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pooling, float *out, size_t cap) {
     if (!s) return SLM_ERR_ARG;
     slm_engine *e = slm_session_engine(s);
@@ -71,14 +165,22 @@ slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pool
     if (!slm_largest(&e->comp, SLM_PROG_EMBED))
         return slm_errf(err, SLM_ERR_ARG, "embeddings are off: load the model with embeddings (--embeddings)");
     if (pooling == SLM_POOLING_DEFAULT) pooling = e->pooling;
-    if (pooling < SLM_POOLING_NONE || pooling > SLM_POOLING_LAST)
-        return slm_errf(err, SLM_ERR_ARG, "pooling %d: none, mean, cls or last", pooling);
+    if (pooling < SLM_POOLING_NONE || pooling > SLM_POOLING_RANK)
+        return slm_errf(err, SLM_ERR_ARG, "pooling %d: none, mean, cls, last or rank", pooling);
+    if (pooling == SLM_POOLING_RANK && !e->n_cls)
+        return slm_errf(err, SLM_ERR_ARG, "pooling rank needs a reranker's classifier head (cls.output.weight), "
+                        "which this model has not");
     if (!ids || n < 1) return slm_errf(err, SLM_ERR_ARG, "an embedding needs at least one token");
-    const int dim = e->cfg.dim;
-    const size_t need = (size_t)dim * (pooling == SLM_POOLING_NONE ? (size_t)n : 1);
+    const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK;
+    const size_t need = rank ? (size_t)e->n_cls : (size_t)dim * (pooling == SLM_POOLING_NONE ? (size_t)n : 1);
     if (!out || cap < need)
         return slm_errf(err, SLM_ERR_ARG, "embedding output of %zu floats, need %zu", out ? cap : 0, need);
-    pool_acc a = {pooling, n, out, NULL};
+    /* rank: the classifier reads the last row (qwen3, as llama.cpp) or the first */
+    const int rank_last = rank && !strcmp(e->cfg.arch, "qwen3");
+    pool_acc a = {rank ? (rank_last ? SLM_POOLING_LAST : SLM_POOLING_CLS) : pooling, n, out, NULL};
+    float *row = NULL;
+    if (rank && !(a.out = row = slm_malloc((size_t)dim * sizeof(float))))
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     if (pooling == SLM_POOLING_MEAN && !(a.sum = slm_calloc((size_t)dim, sizeof *a.sum)))
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     slm_session_reset(s); /* the rows it held, and a prompt in steps, are dropped */
@@ -86,7 +188,9 @@ slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pool
     slm_session_reset(s);
     if (!st && a.sum)
         for (int j = 0; j < dim; j++) out[j] = (float)(a.sum[j] / n);
+    if (!st && rank) classify(e, row, out);
     slm_xfree(a.sum);
+    slm_xfree(row);
     return st;
 }
 
@@ -114,6 +218,64 @@ slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling,
     slm_tok_encode(e->tok, text, 1, add_eos, ids, n);
     if (n_tokens) *n_tokens = n;
     const slm_status st = slm_session_embed(s, ids, n, pooling, out, cap);
+    slm_xfree(ids);
+    return st;
+}
+
+/* Every `key` in *s replaced by val (a new slm_malloc'd string; *s freed);
+ * 0 when out of memory. */
+static int replace_all(char **s, const char *key, const char *val) {
+    const size_t kl = strlen(key), vl = strlen(val);
+    size_t n = 0;
+    for (const char *p = *s; (p = strstr(p, key)); p += kl) n++;
+    if (!n) return 1;
+    char *o = slm_malloc(strlen(*s) + n * vl + 1), *w = o;
+    if (!o) return 0;
+    for (const char *p = *s, *q; ; p = q + kl) {
+        q = strstr(p, key);
+        const size_t l = q ? (size_t)(q - p) : strlen(p);
+        memcpy(w, p, l);
+        w += l;
+        if (!q) break;
+        memcpy(w, val, vl);
+        w += vl;
+    }
+    *w = 0;
+    slm_xfree(*s);
+    *s = o;
+    return 1;
+}
+
+slm_status slm_session_rerank(slm_session *s, const char *query, const char *document, float *out, size_t cap,
+                              int *n_tokens) {
+    if (n_tokens) *n_tokens = 0;
+    if (!s) return SLM_ERR_ARG;
+    slm_engine *e = slm_session_engine(s);
+    slm_err *err = slm_session_err(s);
+    memset(err, 0, sizeof *err);
+    if (!query || !document) return slm_errf(err, SLM_ERR_ARG, "a query and a document");
+    const long tl = slm_model_meta(e, "tokenizer.chat_template.rerank", NULL, 0);
+    if (tl < 0 || tl > (1 << 20))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "this model has no rerank template (tokenizer.chat_template.rerank, "
+                        "as llama.cpp's converter writes for Qwen3-Reranker)");
+    char *prompt = slm_malloc((size_t)tl + 1);
+    if (!prompt) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    slm_model_meta(e, "tokenizer.chat_template.rerank", prompt, (size_t)tl + 1);
+    /* as llama-server: {query}, then {document}, replaced; special-token text parsed, no BOS added */
+    if (!replace_all(&prompt, "{query}", query) || !replace_all(&prompt, "{document}", document)) {
+        slm_xfree(prompt);
+        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    }
+    int32_t *ids = NULL;
+    const int n = slm_engine_tokenize(e, prompt, SLM_FEED_SPECIAL, &ids);
+    slm_xfree(prompt);
+    if (n < 0) {
+        slm_xfree(ids);
+        return slm_errf(err, n == SLM_TOK_ENOMEM ? SLM_ERR_NOMEM : SLM_ERR_CAPACITY, "rerank input: %s",
+                        slm_tok_encode_error(n));
+    }
+    if (n_tokens) *n_tokens = n;
+    const slm_status st = slm_session_embed(s, ids, n, SLM_POOLING_RANK, out, cap);
     slm_xfree(ids);
     return st;
 }

@@ -461,35 +461,6 @@ int slm_stop_tokens(const slm_engine *e, int32_t *ids, int cap) {
     return e->n_stop_ids;
 }
 
-/* The default pooling of a Hugging Face folder (sentence-transformers'
- * 1_Pooling/config.json), and a GGUF's embedding keys: {arch}.pooling_type (the default pooling),
- * {arch}.attention.causal (an encoder's false is refused with embeddings:
- * the programs attend causally), tokenizer.ggml.add_eos_token. */
-static slm_status embedding_keys(slm_engine *e, const char *path) {
-    e->pooling = SLM_POOLING_NONE;
-    if (!e->from_blob && e->model.kind == SLM_MODEL_HF) { /* sentence-transformers' 1_Pooling */
-        const int p = slm_hf_pooling(e->model.path);
-        if (p >= 0) e->pooling = p;
-        else if (p == -2 && e->opt.embeddings)
-            fprintf(stderr, "staticlm: note: %s: 1_Pooling/config.json asks for a pooling staticlm has not (max or "
-                            "weighted mean); the default is none: choose one (--pooling)\n", slm_basename(path));
-    }
-    const slm_gguf *g = e->from_blob ? NULL : e->model.gguf;
-    slm_gguf_str arch;
-    if (!g || !slm_gguf_get_str(g, "general.architecture", &arch) || arch.len > 64) return SLM_OK;
-    char key[128];
-    uint32_t v;
-    int b;
-    snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
-    if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_LAST) e->pooling = (int)v;
-    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
-    snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
-    if (e->opt.embeddings && slm_gguf_get_bool(g, key, &b) && !b)
-        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
-                        "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
-                        slm_basename(path), key);
-    return SLM_OK;
-}
 
 slm_status slm_load(slm_engine **out, const char *model_path, const slm_options *opt) {
     slm_engine *e = slm_calloc(1, sizeof *e);
@@ -546,7 +517,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                3.0 * c->dim * c->hidden_dim);
         if (params < 2e6) threads = 1;
     }
-    if ((s = embedding_keys(e, model_path))) return s;
+    if ((s = slm_engine_embed_init(e, model_path))) return s;
     if (e->opt.embeddings && (s = slm_compile_embed(&e->comp, &e->model, &e->err))) return s;
     const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
     if (n_seqs > 1 && !e->from_blob && e->model.map.data) {
@@ -658,6 +629,7 @@ void slm_free(slm_engine *e) {
     slm_pc_free(&e->pc);
     slm_chat_tok_free(e->ctok);
     slm_gvocab_free(e->gvocab);
+    slm_engine_embed_free(e);
     slm_xfree(e->slot_used);
     slm_rt_free(&e->rt);
     close_model(e);

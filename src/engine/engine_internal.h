@@ -43,6 +43,8 @@ struct slm_engine {
     int pooling;            /* the model file's pooling_type (slm_pooling) */
     int add_eos;            /* tokenizer.ggml.add_eos_token of a non-BPE vocabulary (embeddings) */
     slm_fim_tokens fim;     /* fill-in-the-middle tokens (fim.c; -1: none) */
+    float *cls_w, *cls_b;   /* a reranker's classifier head [n_cls][dim], its bias [n_cls] (embed.c) */
+    int n_cls;
 };
 
 /* engine.c: the KV regions sessions hold, and tokenizing their feeds */
@@ -50,6 +52,10 @@ int slm_engine_claim_slot(slm_engine *e);
 void slm_engine_release_slot(slm_engine *e, int slot);
 /* Tokenize text by SLM_FEED_* flags into a slm_malloc'd array; -1 on failure. */
 int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **ids);
+/* embed.c: at load, the embedding keys (default pooling, add_eos, an
+ * encoder refused) and a reranker's classifier; freed with the engine. */
+slm_status slm_engine_embed_init(slm_engine *e, const char *path);
+void slm_engine_embed_free(slm_engine *e);
 /* fim.c: the FIM tokens, by the GGUF's keys or their texts (at load,
  * before the stop set, which takes pad, rep and sep). */
 void slm_engine_fim_detect(slm_engine *e);

@@ -710,11 +710,16 @@ static int handle_models(srv_api *a, srv_req *r) {
     return http_send_json(r, 200, o);
 }
 
+/* llama-server's rerank paths */
+static int is_rerank(const char *p) {
+    return !strcmp(p, "/rerank") || !strcmp(p, "/reranking") || !strcmp(p, "/v1/rerank") || !strcmp(p, "/v1/reranking");
+}
+
 int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
     if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions") &&
                                       strcmp(r->path, "/completion") && strcmp(r->path, "/completions") &&
                                       strcmp(r->path, "/v1/embeddings") && strcmp(r->path, "/embedding") &&
-                                      strcmp(r->path, "/embeddings")))
+                                      strcmp(r->path, "/embeddings") && !is_rerank(r->path)))
         return 1;
     pthread_mutex_lock(&a->mu);
     int q = a->queued, full = queue_full(a);
@@ -747,10 +752,11 @@ int api_handle(srv_api *a, srv_req *r) {
     const int tok = !strcmp(url, "/tokenize"), detok = !strcmp(url, "/detokenize");
     if ((tok || detok) && post) return (tok ? api_tokenize(a, r) : api_detokenize(a, r)) ? HTTP_DONE : HTTP_DROP;
     const int oai_emb = !strcmp(url, "/v1/embeddings"), emb = !strcmp(url, "/embedding") || !strcmp(url, "/embeddings");
-    if ((oai_emb || emb) && post) return api_embeddings(a, r, oai_emb);
+    const int rerank = is_rerank(url);
+    if ((oai_emb || emb || rerank) && post) return api_embeddings(a, r, rerank ? 2 : oai_emb);
     int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
     const int native = !strcmp(url, "/completion") || !strcmp(url, "/completions");
-    if (chat || comp || native || tok || detok || oai_emb || emb) {
+    if (chat || comp || native || tok || detok || oai_emb || emb || rerank) {
         if (post) return handle_completion(a, r, chat, native);
         ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
     } else {

@@ -27,8 +27,9 @@ void api_done(srv_api *a, srv_req *r, int aborted, int *pt, int *ct, const char 
  * thread; HTTP_DONE or HTTP_DROP as handle's. */
 int api_tokenize(srv_api *a, srv_req *r);
 int api_detokenize(srv_api *a, srv_req *r);
-/* POST /v1/embeddings (oai) and llama-server's /embedding, /embeddings
- * (api_embed.c): a job for the worker; handle's return values. */
+/* POST /v1/embeddings (oai 1), llama-server's /embedding, /embeddings (0)
+ * and /v1/rerank (2) (api_embed.c): a job for the worker; handle's return
+ * values. */
 int api_embeddings(srv_api *a, srv_req *r, int oai);
 /* ... and stop: refuse new work, cancel the running job, answer waiting
  * ones 503; joins the worker. */

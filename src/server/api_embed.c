@@ -42,14 +42,47 @@ static srv_embed *parse(srv_api *a, srv_req *r, int oai, int *ok) {
     }
     srv_error e;
     srv_embed *m = NULL;
-    if (!srv_embed_parse(r->body, r->len, oai, a->info.vocab_size, a->info.dim, a->pooling, &m, &e))
+    if (oai == 2 ? !srv_rerank_parse(r->body, r->len, &m, &e)
+                 : !srv_embed_parse(r->body, r->len, oai, a->info.vocab_size, a->info.dim, a->pooling, &m, &e))
         *ok = http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
     return m;
 }
 
 /* ---- the worker's part ---------------------------------------------------------------- */
 
+/* A rerank's documents: each scored against the query by the model's
+ * rerank template and classifier head; the first score is the relevance. */
+static int rerank_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap) {
+    const int n_out = slm_model_rank_outputs(a->e), cap_tok = slm_session_capacity(s);
+    for (int k = 0; k < m->n_in; k++) {
+        *status = 400;
+        if (strlen(m->text[k]) + strlen(m->query) > a->max_prompt_bytes) {
+            snprintf(msg, cap, "document %d: the query and the document cannot fit a slot's %d tokens", k, cap_tok);
+            return 0;
+        }
+        if (!(m->vec[k] = slm_malloc((size_t)n_out * sizeof(float)))) {
+            *status = 500;
+            snprintf(msg, cap, "out of memory");
+            return 0;
+        }
+        int got = 0;
+        const slm_status st = slm_session_rerank(s, m->query, m->text[k], m->vec[k], (size_t)n_out, &got);
+        if (st) {
+            *status = st == SLM_ERR_CAPACITY || st == SLM_ERR_ARG ? 400 : st == SLM_ERR_UNSUPPORTED ? 501 : 500;
+            if (st == SLM_ERR_CAPACITY)
+                snprintf(msg, cap, "document %d: %d tokens with the query; a slot holds %d (serve's --max-prompt-len + "
+                         "--min-response-len)", k, got, cap_tok);
+            else snprintf(msg, cap, "document %d: %s", k, slm_session_error(s));
+            return 0;
+        }
+        m->n_vec[k] = 1;
+        m->tokens += got;
+    }
+    return 1;
+}
+
 int srv_embed_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap) {
+    if (m->rerank) return rerank_run(a, m, s, status, msg, cap);
     const int dim = a->info.dim, cap_tok = slm_session_capacity(s);
     for (int k = 0; k < m->n_in; k++) {
         int n = m->n_ids[k];
@@ -134,7 +167,49 @@ static cJSON *vec_b64(const float *v, int n) {
     return o;
 }
 
+/* llama-server's rerank answer: the results by relevance (the first
+ * score), best first, the top_n of them; TEI's form an array of
+ * {index, score, text?}. */
+static int cmp_score(const void *x, const void *y, void *ud) {
+    const srv_embed *m = ud;
+    const int i = *(const int *)x, j = *(const int *)y;
+    const float a = m->vec[i][0], b = m->vec[j][0];
+    return a > b ? -1 : a < b ? 1 : (i > j) - (i < j);
+}
+
+static int answer_rerank(srv_api *a, srv_req *r, const srv_embed *m) {
+    int *order = slm_malloc((size_t)m->n_in * sizeof *order);
+    if (!order) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory");
+    for (int k = 0; k < m->n_in; k++) order[k] = k;
+    for (int i = 1; i < m->n_in; i++) /* insertion sort: stable, at most 2048 */
+        for (int j = i; j > 0 && cmp_score(&order[j - 1], &order[j], (void *)m) > 0; j--) {
+            const int t = order[j];
+            order[j] = order[j - 1];
+            order[j - 1] = t;
+        }
+    cJSON *res = cJSON_CreateArray();
+    for (int i = 0; i < m->top_n && i < m->n_in; i++) {
+        const int k = order[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "index", k);
+        cJSON_AddNumberToObject(o, m->tei ? "score" : "relevance_score", (double)m->vec[k][0]);
+        if (m->return_text) cJSON_AddStringToObject(o, "text", m->text[k]);
+        cJSON_AddItemToArray(res, o);
+    }
+    slm_xfree(order);
+    if (m->tei) return http_send_json(r, 200, res);
+    cJSON *top = cJSON_CreateObject();
+    cJSON_AddStringToObject(top, "model", a->model_name);
+    cJSON_AddStringToObject(top, "object", "list");
+    cJSON *u = cJSON_AddObjectToObject(top, "usage");
+    cJSON_AddNumberToObject(u, "prompt_tokens", m->tokens);
+    cJSON_AddNumberToObject(u, "total_tokens", m->tokens);
+    cJSON_AddItemToObject(top, "results", res);
+    return http_send_json(r, 200, top);
+}
+
 static int answer(srv_api *a, srv_req *r, const srv_embed *m) {
+    if (m->rerank) return answer_rerank(a, r, m);
     const int dim = a->info.dim;
     cJSON *res = m->oai ? cJSON_CreateObject() : cJSON_CreateArray(), *data = res;
     if (m->oai) {
@@ -175,9 +250,15 @@ int api_embeddings(srv_api *a, srv_req *r, int oai) {
         if (state == J_DONE) return answer(a, r, j->emb) ? HTTP_DONE : HTTP_DROP;
         return HTTP_WAIT;
     }
-    if (!a->embeddings) /* as llama-server answers it */
+    if (!a->embeddings || (oai == 2 && a->pooling != SLM_POOLING_RANK)) /* as llama-server answers it */
         return http_send_error(r, 501, "not_supported_error", NULL, "not_supported",
-                               "this server does not do embeddings: start it with --embeddings") ? HTTP_DONE : HTTP_DROP;
+                               oai == 2 ? "this server does not rerank: start it with --reranking (a reranker model)"
+                                        : "this server does not do embeddings: start it with --embeddings")
+                   ? HTTP_DONE
+                   : HTTP_DROP;
+    if (oai != 2 && a->pooling == SLM_POOLING_RANK)
+        return http_send_error(r, 400, "invalid_request_error", NULL, "not_supported",
+                               "this server reranks (--reranking): ask POST /v1/rerank") ? HTTP_DONE : HTTP_DROP;
     int ok;
     srv_embed *m = parse(a, r, oai, &ok);
     if (!m) return ok ? HTTP_DONE : HTTP_DROP;

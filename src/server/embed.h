@@ -14,6 +14,11 @@
 typedef struct srv_embed srv_embed;
 struct srv_embed {
     int oai;          /* /v1/embeddings (else llama-server's form) */
+    int rerank;       /* /v1/rerank: the inputs are documents scored against query */
+    int tei;          /* rerank in TEI's form ("texts": an array answer, "score", return_text) */
+    int top_n;        /* rerank: the best top_n results */
+    int return_text;  /* rerank, TEI: each result's text */
+    char *query;      /* rerank */
     int base64;       /* encoding_format base64 */
     int normalize;    /* embd_normalize */
     int pooling;      /* resolved: serve's --pooling or the model's */
@@ -34,6 +39,9 @@ struct srv_embed {
  * (none is refused for oai). */
 int srv_embed_parse(const char *body, size_t len, int oai, int vocab, int dim, int pooling, srv_embed **out,
                     srv_error *e);
+/* The same for POST /v1/rerank (llama-server's, Jina's form: query,
+ * documents, top_n; TEI's: query, texts, return_text). */
+int srv_rerank_parse(const char *body, size_t len, srv_embed **out, srv_error *e);
 void srv_embed_free(srv_embed *m);
 
 #endif

@@ -27,6 +27,7 @@ void srv_embed_free(srv_embed *m) {
     slm_xfree(m->n_ids);
     slm_xfree(m->vec);
     slm_xfree(m->n_vec);
+    slm_xfree(m->query);
     slm_xfree(m);
 }
 
@@ -126,6 +127,62 @@ int srv_embed_parse(const char *body, size_t len, int oai, int vocab, int dim, i
         srv_embed_free(m);
         return 0;
     }
+    *out = m;
+    return 1;
+}
+
+static int fail(srv_error *e, srv_embed *m, const char *param, const char *why) {
+    const int oom = !strcmp(why, "out of memory");
+    e->status = oom ? 500 : 400;
+    e->type = oom ? "server_error" : "invalid_request_error";
+    e->code = oom ? NULL : "invalid_value";
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->msg, sizeof e->msg, "%s", why);
+    srv_embed_free(m);
+    return 0;
+}
+
+int srv_rerank_parse(const char *body, size_t len, srv_embed **out, srv_error *e) {
+    *out = NULL;
+    memset(e, 0, sizeof *e);
+    cJSON *o = srv_body_object(body, len, e);
+    if (!o) return 0;
+    srv_embed *m = slm_calloc(1, sizeof *m);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "query"), *texts = cJSON_GetObjectItemCaseSensitive(o, "texts");
+    const cJSON *docs = texts ? texts : cJSON_GetObjectItemCaseSensitive(o, "documents");
+    const cJSON *top = cJSON_GetObjectItemCaseSensitive(o, "top_n"), *rt = cJSON_GetObjectItemCaseSensitive(o, "return_text");
+    const char *why = NULL, *param = NULL;
+    int n = cJSON_IsArray(docs) ? cJSON_GetArraySize(docs) : 0;
+    if (!m) why = "out of memory";
+    else if (!cJSON_IsString(q)) why = "'query' must be a string", param = "query";
+    else if (n < 1 || n > SRV_EMBED_MAX_INPUTS)
+        why = "'documents' must be an array of 1 to 2048 strings", param = texts ? "texts" : "documents";
+    else if (top && !cJSON_IsNull(top) && !(cJSON_IsNumber(top) && top->valuedouble == floor(top->valuedouble) &&
+                                            top->valuedouble >= 1))
+        why = "'top_n' must be a positive integer", param = "top_n";
+    else if (rt && !cJSON_IsNull(rt) && !cJSON_IsBool(rt)) why = "'return_text' must be true or false", param = "return_text";
+    if (!why) {
+        m->rerank = 1;
+        m->tei = texts != NULL;
+        m->return_text = m->tei && cJSON_IsTrue(rt);
+        m->top_n = top && cJSON_IsNumber(top) && top->valuedouble < n ? (int)top->valuedouble : n;
+        m->pooling = SLM_POOLING_RANK;
+        m->text = slm_calloc((size_t)n, sizeof *m->text);
+        m->ids = slm_calloc((size_t)n, sizeof *m->ids);
+        m->n_ids = slm_calloc((size_t)n, sizeof *m->n_ids);
+        m->vec = slm_calloc((size_t)n, sizeof *m->vec);
+        m->n_vec = slm_calloc((size_t)n, sizeof *m->n_vec);
+        if (!m->text || !m->ids || !m->n_ids || !m->vec || !m->n_vec || !(m->query = slm_strdup(q->valuestring)))
+            why = "out of memory";
+        else m->n_in = n;
+        int k = 0;
+        for (const cJSON *d = docs->child; !why && d; d = d->next, k++) {
+            if (!cJSON_IsString(d)) why = "each document must be a string", param = texts ? "texts" : "documents";
+            else if (!(m->text[k] = slm_strdup(d->valuestring))) why = "out of memory";
+        }
+    }
+    cJSON_Delete(o);
+    if (why) return fail(e, m, param, why);
     *out = m;
     return 1;
 }
