@@ -258,11 +258,12 @@ AVX2 INLINE void r16p_mk_avx2(const slm_mm *mm, const qscratch *qs, const int32_
  * block of |w| where w < 0. A row's activation codes x (-127..127,
  * slm_x86_quant_act_avx2) meet |w| as x ^ m: x where w >= 0, ~x = -x - 1
  * where w < 0, so |w| (x ^ m) = w x - |w| [w < 0] and the block's
- * sum w . x = c + sum of maddubs(|w|, x ^ m). One xor where _mm256_sign_epi8
- * would take a multiply port (Zen 3: ~100 -> ~130 GOP/s). Bounds: x ^ m is in
- * -128..127 (-128 only for x = 127 under w < 0, 126 at most there), so a
- * maddubs pair is in [-2 * 128 * 128, 2 * 127 * 127] = [-32768, 32258]: int16,
- * exact. No 16-bit chain (two pairs could reach -65536): every product is made
+ * sum w . x = c + sum of maddubs(|w|, x ^ m): one xor in place of the sign
+ * trick's _mm256_sign_epi8(x, w), which measured slower (Zen 3, one core:
+ * ~103 against ~126 GOP/s). Bounds: x ^ m is an int8 (~x = -x - 1 holds for
+ * every x, -128 included, unlike a negation), so a maddubs pair is in
+ * [-2 * 128 * 128, 2 * 128 * 127] = [-32768, 32512]: int16, exact (-32768 for
+ * x = 127 against w = -128). No 16-bit chain (two pairs could reach -65536): every product is made
  * 32-bit by one madd with ones and the block's 8 vectors add in 32 bits,
  * |sum| <= 32 * 128 * 128 + c <= 2^20 per column and block. A block of R rows x
  * NH halves from half h0: per vector v each row's 4 activation codes are
@@ -343,8 +344,8 @@ static const r16p_q8_fn k_r16p_q8[3] = {r16p_q8_mk_1, r16p_q8_mk_2, r16p_q8_mk_3
 /* Q8_0 from the panel (nb * SLM_R16P_Q8_BYTES <= SLM_AMX_PANEL_BYTES(nb), the
    panel region): blocks of 3 rows x both halves (6 float and 6 integer
    accumulators). One core of a Zen 3 EPYC, 512 x 2048 x 2048 (thread CPU
-   time): 3 rows x 2 halves ~128 GOP/s, 2 x 2 ~108, 4 rows x one half ~108,
-   3 x one half ~95; the per-half kernels ~90. */
+   time, best of 5): 3 rows x 2 halves ~128 GOP/s, 2 x 2 ~108, 4 rows x one
+   half ~108, 3 x one half ~95; the per-half kernels ~90 (docs/benchmarks.md). */
 AVX2 static void r16p_q8_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     uint8_t *pan = qs->panel;
     for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
