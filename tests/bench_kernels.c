@@ -7,7 +7,9 @@
  *           matrix in one call and in the compiler's column tiles (each
  *           tile reusing the quantized activations, as the executor does).
  *   -d: decode only, 5632x2048, best of 7: ns per block of 32 elements.
- * Usage: bench_kernels [set] [-d] [type...]   (set: avx512|avx2|scalar;
+ *   -c: time by the thread's CPU clock, not the wall clock (on a shared,
+ *       busy host the time slices given to others then do not count).
+ * Usage: bench_kernels [set] [-d] [-c] [type...]   (set: avx512|avx2|scalar;
  * type names as slm_dtype_name, any case) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,9 +22,11 @@
 #include "device/kernels.h"
 #include "quants_rtn.h"
 
+static int g_cpu_clock; /* -c */
+
 static double now_s(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
+    clock_gettime(g_cpu_clock ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -98,6 +102,7 @@ int main(int argc, char **argv) {
     int nt = 0, decode_only = 0;
     for (int i = 2; i < argc && nt < 64; i++) {
         if (!strcmp(argv[i], "-d")) { decode_only = 1; continue; }
+        if (!strcmp(argv[i], "-c")) { g_cpu_clock = 1; continue; }
         int found = 0;
         for (size_t j = 0; j < sizeof all / sizeof all[0]; j++)
             if (!strcasecmp(argv[i], slm_dtype_name(all[j]))) types[nt++] = all[j], found = 1;

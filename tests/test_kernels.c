@@ -633,6 +633,73 @@ static void test_matmul_r16_extreme(void) {
     slm_kernels_select(NULL);
 }
 
+/* Q8_0 repacked at prefill row counts (the AVX2 set's Q8_0 panel of
+ * kernels_x86_r16p.c: |w| against the activations xor the sign mask of w,
+ * plus the block's sum of |w| where w < 0), at the codes' and activations'
+ * extremes: blocks of -128 (|-128| = 128), of -128 and 127 alternating, of
+ * 127, of -1 and 1, and random codes, against activation rows of +-127
+ * (every element +3 or -3, or signs alternating by element or by pair) and
+ * random ones. +127 against -128 is the panel's most negative maddubs pair
+ * (128 x -128 x 2 = -32768, still int16). Rows 16, 17, 20 (blocks of 3 rows
+ * and tails of 1 and 2), whole and cut tiles, every set: each output within
+ * the reference's bounds and with the bits of its row alone (the one-row
+ * kernel, which takes no panel). */
+static void test_matmul_q8_0_r16_signs(void) {
+    static const int rows_[] = {16, 17, 20};
+    const int k = 256, n = 48, nb = k / 32, ldy = n + 1;
+    float *y1 = malloc(sizeof(float) * n), *yr = malloc(sizeof(float) * (size_t)ldy * 20), *deq = malloc(sizeof(float) * k);
+    for (size_t ri = 0; ri < sizeof rows_ / sizeof rows_[0]; ri++) {
+        const int rows = rows_[ri];
+        mcase c;
+        case_make_ex(&c, SLM_Q8_0, k, n, rows, 3.0f);
+        const uint64_t wrow = slm_row_bytes(SLM_Q8_0, (uint64_t)k);
+        for (int j = 0; j < n; j++) {
+            slm_block_q8_0 *row = (slm_block_q8_0 *)(c.w + (size_t)j * wrow);
+            for (int b = 0; b < nb; b++) {
+                const int kind = (j + b) % 5;
+                row[b].d = slm_f32_to_f16(0.01f * (float)(1 + (j + 2 * b) % 4));
+                for (int e = 0; e < 32; e++)
+                    row[b].qs[e] = (int8_t)(kind == 0 ? -128 : kind == 1 ? (e % 2 ? 127 : -128) : kind == 2 ? 127
+                                            : kind == 3 ? (e % 3 ? 1 : -1) : (int)(urand() * 256.0) - 128);
+            }
+            CHECK(slm_dequantize_row(SLM_Q8_0, row, deq, k));
+            for (int e = 0; e < k; e++) c.wd[(size_t)j * k + e] = deq[e];
+        }
+        for (int i = 0; i < rows; i++)
+            for (int e = 0; e < k; e++) {
+                const int kind = i % 5;
+                c.x[(size_t)i * c.ldx + e] = kind == 0 ? 3.0f : kind == 1 ? -3.0f : kind == 2 ? (e % 2 ? -3.0f : 3.0f)
+                                           : kind == 3 ? (e / 2 % 2 ? -3.0f : 3.0f) : nrand();
+            }
+        case_ref(&c);
+        uint8_t *tmp = malloc((size_t)wrow * 16);
+        slm_repack_r16(SLM_Q8_0, c.w, k, n, tmp);
+        free(tmp);
+        c.t = SLM_Q8_0_R16;
+        for (int si = 0; si < 3; si++) {
+            if (!slm_kernels_select(k_sets[si])) continue;
+            double worst = 0;
+            const int fails = case_run(&c, 0, n, k_sets[si], &worst) + case_run(&c, 3, n - 5, k_sets[si], &worst);
+            CHECKF(fails == 0, "%s q8_0_r16 rows=%d extreme codes: %d outputs outside the reference's bounds (worst %.3g)",
+                   k_sets[si], rows, fails, worst);
+            int bad = 0;
+            for (int cut = 0; cut < 2; cut++) {
+                const int n0 = cut ? 8 : 0, n1 = cut ? n - 3 : n;
+                slm_mm mm = {.w = c.w, .wrow = wrow, .wtype = c.t, .k = k, .n0 = n0, .n1 = n1, .rows = rows, .x = c.x,
+                             .ldx = (size_t)c.ldx, .y = yr, .ldy = (size_t)ldy, .scratch = g_scratch};
+                slm_kernels_active()->matmul(&mm);
+                bad = rows_alone_check(&mm, &c, n, y1, k_sets[si], bad);
+            }
+            CHECKF(bad == 0, "%s q8_0_r16 rows=%d extreme codes: %d outputs differ from the row alone", k_sets[si], rows, bad);
+        }
+        case_free(&c);
+    }
+    free(y1);
+    free(yr);
+    free(deq);
+    slm_kernels_select(NULL);
+}
+
 /* MXFP4 (gpt-oss's expert matrices) at the widths a multiple of 32 but not
  * of 256 (gpt-oss's 2880 = 90 x 32), in its file layout with rows that are
  * not a multiple of 16, and repacked (mxfp4_r16: the 32 rows of two groups,
@@ -870,6 +937,7 @@ int main(void) {
     T_RUN(test_matmul_r16_extreme);
     T_RUN(test_matmul_rows_alone);
     T_RUN(test_matmul_prefill_rows_alone);
+    T_RUN(test_matmul_q8_0_r16_signs);
     T_RUN(test_matmul_mxfp4);
     T_RUN(test_vector_kernels);
     free(g_scratch);

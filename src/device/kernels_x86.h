@@ -218,8 +218,9 @@ void slm_x86_r16kp_unpack_avx512(const slm_mm *mm, int j0, uint8_t *pan);
  * type, up to 3 groups at once from the panel */
 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs);
 /* The AVX2 panel (kernels_x86_r16p.c): Q4_0, Q5_0, Q6_K (r16.c unpacks; 0 for
- * the others), Q4_K, Q5_K (r16k.c); the matmul returns 0 where it does not
- * take the call (another type, fewer than 16 rows, no panel). */
+ * the others), Q4_K, Q5_K (r16k.c), Q8_0 (its own panel of |w| and sign
+ * masks, unpacked in r16p.c); the matmul returns 0 where it does not take the
+ * call (another type, fewer than 16 rows, no panel). */
 int slm_x86_r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan);
 void slm_x86_r16kp_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan);
 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs);

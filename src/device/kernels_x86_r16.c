@@ -541,7 +541,7 @@ AVX2 int slm_x86_r16p_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
     case 8: r16p_unpack_avx2(mm, j0, pan, 8); return 1;
     case 9: r16p_unpack_avx2(mm, j0, pan, 9); return 1;
     case 10: r16p_unpack_avx2(mm, j0, pan, 10); return 1;
-    default: return 0; /* Q8_0, IQ4_NL: signed codes (maddubs would saturate on unsigned ones) */
+    default: return 0; /* IQ4_NL: signed codes (maddubs would saturate on unsigned ones); Q8_0: r16p.c's own panel */
     }
 }
 

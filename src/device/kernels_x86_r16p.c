@@ -168,7 +168,8 @@ AVX512 void slm_x86_r16p_matmul_avx512(const slm_mm *mm, const qscratch *qs) {
 
 /* ---- AVX2: the same panel, maddubs ---------------------------------------------
  * Unsigned codes only (Q4_0, Q5_0, Q6_K, Q4_K, Q5_K, MXFP4: below 64, so u8 x s8
- * pairs stay far from int16 saturation; Q8_0 and IQ4_NL keep kernels_x86_r16.c).
+ * pairs stay far from int16 saturation; Q8_0 has its own panel below, IQ4_NL
+ * keeps kernels_x86_r16.c).
  * A block of R rows x one group (two 8-column halves): per vector v each row's
  * 4 activation codes are broadcast once and meet both halves; GS products
  * add in 16 bits before one madd (GS * 2 * (2^c - 1) * 128 < 2^15: 8 for
@@ -248,6 +249,116 @@ AVX2 INLINE void r16p_mk_avx2(const slm_mm *mm, const qscratch *qs, const int32_
         }
 }
 
+/* ---- AVX2: Q8_0's panel, |w| and the sign mask ---------------------------------
+ * Q8_0's codes are signed (-128..127): as unsigned codes plus 128 a maddubs
+ * pair would reach 2 * 255 * 127 and saturate. The panel (SLM_R16P_Q8_BYTES a
+ * block, written a group at a time by r16p_q8_unpack_avx2) holds per code
+ * vector |w| (|-128| = 128, unsigned) and the mask m of w < 0 (0xFF bytes),
+ * then the 16 columns' float scales and the integer sums c = sum over the
+ * block of |w| where w < 0. A row's activation codes x (-127..127,
+ * slm_x86_quant_act_avx2) meet |w| as x ^ m: x where w >= 0, ~x = -x - 1
+ * where w < 0, so |w| (x ^ m) = w x - |w| [w < 0] and the block's
+ * sum w . x = c + sum of maddubs(|w|, x ^ m): one xor in place of the sign
+ * trick's _mm256_sign_epi8(x, w), which measured slower (Zen 3, one core:
+ * ~103 against ~126 GOP/s). Bounds: x ^ m is an int8 (~x = -x - 1 holds for
+ * every x, -128 included, unlike a negation), so a maddubs pair is in
+ * [-2 * 128 * 128, 2 * 128 * 127] = [-32768, 32512]: int16, exact (-32768 for
+ * x = 127 against w = -128). No 16-bit chain (two pairs could reach -65536): every product is made
+ * 32-bit by one madd with ones and the block's 8 vectors add in 32 bits,
+ * |sum| <= 32 * 128 * 128 + c <= 2^20 per column and block. A block of R rows x
+ * NH halves from half h0: per vector v each row's 4 activation codes are
+ * broadcast once for the NH halves. The integer sums are the exact w . x of
+ * r16_mk_avx2 (Q8_0: signed, no offset), the float step the same (acc +=
+ * float(sum) * (d * dx)): the same bits. */
+#define SLM_R16P_Q8_BYTES 1152 /* 512 |w|, 512 m, 16 floats d, 16 int32 c */
+AVX2 INLINE void r16p_q8_mk_avx2(const slm_mm *mm, const qscratch *qs, const uint8_t *pan, int i0, int j0, int h0,
+                                 const int *ha, const int *he, const int R, const int NH) {
+    const int k = mm->k, nb = k / 32;
+    const uint8_t *xq = qs->q + (size_t)i0 * k;
+    const float *xd = qs->d + (size_t)i0 * nb;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[4][2];
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *pb = pan + (size_t)b * SLM_R16P_Q8_BYTES + 32 * h0;
+        __m256i ia[4][2];
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) {
+            __m256i aw[2];
+            for (int h = 0; h < NH; h++) aw[h] = _mm256_load_si256((const __m256i *)(pb + 64 * v + 32 * h));
+            for (int r = 0; r < R; r++) {
+                const __m256i xv = _mm256_set1_epi32(ld32(xq + (size_t)r * k + 32 * b + 4 * v));
+                for (int h = 0; h < NH; h++) {
+                    const __m256i sm = _mm256_load_si256((const __m256i *)(pb + 512 + 64 * v + 32 * h));
+                    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw[h], _mm256_xor_si256(xv, sm)), ones);
+                    ia[r][h] = _mm256_add_epi32(v ? ia[r][h] : _mm256_load_si256((const __m256i *)(pb + 1088 + 32 * h)), p);
+                    __asm__("" : "+x"(ia[r][h])); /* a chain, not a tree (r16p_mk_avx2) */
+                }
+            }
+        }
+        const float *pd = (const float *)(pb + 1024);
+        for (int r = 0; r < R; r++) {
+            const __m256 dx = _mm256_set1_ps(xd[(size_t)r * nb + b]);
+            for (int h = 0; h < NH; h++)
+                acc[r][h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[r][h]), _mm256_mul_ps(_mm256_load_ps(pd + 8 * h), dx), acc[r][h]);
+        }
+    }
+    r16_store_avx2(mm, acc, i0, j0, h0, ha, he, R, NH);
+}
+
+/* The Q8_0 panel of the group at j0 from Q8_0_R16 (codes plus 128, f16
+ * scales): |w|, m, the scales as floats (as r16_mk_avx2 makes them) and c. */
+AVX2 static void r16p_q8_unpack_avx2(const slm_mm *mm, int j0, uint8_t *pan) {
+    const int nb = mm->k / 32;
+    const uint8_t *grp = (const uint8_t *)mm->w + (size_t)(j0 / 16) * 16 * mm->wrow;
+    const __m256i k80 = _mm256_set1_epi8((char)0x80), one8 = _mm256_set1_epi8(1), one16 = _mm256_set1_epi16(1);
+    for (int b = 0; b < nb; b++) {
+        const uint8_t *lb = grp + (size_t)b * 544;
+        uint8_t *pb = pan + (size_t)b * SLM_R16P_Q8_BYTES;
+        stream_prefetch(lb, 544, mm->pf);
+        __m256i c[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        for (int i = 0; i < 16; i++) { /* vector i / 2, half i % 2 */
+            const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(lb + 32 * i)), k80);
+            const __m256i aw = _mm256_abs_epi8(w), m = _mm256_cmpgt_epi8(_mm256_setzero_si256(), w);
+            _mm256_store_si256((__m256i *)(pb + 32 * i), aw);
+            _mm256_store_si256((__m256i *)(pb + 512 + 32 * i), m);
+            /* a column's 4 bytes of |w| [w < 0] (each <= 128) summed */
+            c[i % 2] = _mm256_add_epi32(c[i % 2], _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_and_si256(aw, m), one8), one16));
+        }
+        for (int h = 0; h < 2; h++) {
+            _mm256_store_ps((float *)(pb + 1024) + 8 * h, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(lb + 512 + 16 * h))));
+            _mm256_store_si256((__m256i *)(pb + 1088 + 32 * h), c[h]);
+        }
+    }
+}
+
+#define R16P_Q8_MK(R)                                                                                              \
+    AVX2 static void r16p_q8_mk_##R(const slm_mm *mm, const qscratch *qs, const uint8_t *pan, int i0, int j0,         \
+                                    const int *ha, const int *he) {                                                 \
+        r16p_q8_mk_avx2(mm, qs, pan, i0, j0, 0, ha, he, R, 2);                                                      \
+    }
+R16P_Q8_MK(1) R16P_Q8_MK(2) R16P_Q8_MK(3)
+typedef void (*r16p_q8_fn)(const slm_mm *, const qscratch *, const uint8_t *, int, int, const int *, const int *);
+static const r16p_q8_fn k_r16p_q8[3] = {r16p_q8_mk_1, r16p_q8_mk_2, r16p_q8_mk_3};
+
+/* Q8_0 from the panel (nb * SLM_R16P_Q8_BYTES <= SLM_AMX_PANEL_BYTES(nb), the
+   panel region): blocks of 3 rows x both halves (6 float and 6 integer
+   accumulators). One core of a Zen 3 EPYC, 512 x 2048 x 2048 (thread CPU
+   time, best of 5): 3 rows x 2 halves ~128 GOP/s, 2 x 2 ~108, 4 rows x one
+   half ~108, 3 x one half ~95; the per-half kernels ~90 (docs/benchmarks.md). */
+AVX2 static void r16p_q8_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
+    uint8_t *pan = qs->panel;
+    for (int g0 = mm->n0 & ~15; g0 < mm->n1; g0 += 16) {
+        int ha[2], he[2];
+        halves_cut(mm, g0, ha, he);
+        r16p_q8_unpack_avx2(mm, g0, pan);
+        for (int i0 = 0; i0 < mm->rows; i0 += 3) {
+            const int nr = mm->rows - i0 < 3 ? mm->rows - i0 : 3;
+            k_r16p_q8[nr - 1](mm, qs, pan, i0, g0, ha, he);
+        }
+    }
+}
+
 typedef void (*r16p2_fn)(const slm_mm *, const qscratch *, const int32_t *, const uint8_t *, int, int, const int *,
                          const int *);
 #define R16P2_MK(R, KIND, GS)                                                                                      \
@@ -268,6 +379,10 @@ AVX2 int slm_x86_r16p_matmul_avx2(const slm_mm *mm, const qscratch *qs) {
     const int ty = t == SLM_Q4_0_R16 ? 0 : t == SLM_Q5_0_R16 ? 1 : t == SLM_Q6_K_R16 ? 2 : t == SLM_Q4_K_R16 ? 3
                  : t == SLM_Q5_K_R16 ? 4 : t == SLM_Q3_K_R16 ? 5 : t == SLM_Q4_1_R16 ? 6 : t == SLM_Q5_1_R16 ? 7
                  : t == SLM_MXFP4_R16 ? 8 : -1;
+    if (t == SLM_Q8_0_R16 && mm->rows >= 16 && qs->panel) {
+        r16p_q8_matmul_avx2(mm, qs);
+        return 1;
+    }
     if (ty < 0 || mm->rows < 16 || !qs->panel) return 0;
     /* Q4_1, Q5_1: the kernels of Q4_K, Q5_K (kind 2, the same 16-bit group), their own panel writer;
        MXFP4 (codes 0..24): Q5_0's (kind 0, 4 products in 16 bits) */
