@@ -12,7 +12,9 @@
  * First byte & 6 = 2 or 4: an embedding request instead (/v1/embeddings,
  * llama-server's /embedding; src/server/embed_parse.c): refused with a
  * 400/500 and a message, or at least one and at most SRV_EMBED_MAX_INPUTS
- * inputs, each a text from the body or ids within the vocabulary.
+ * inputs, each a text from the body or ids within the vocabulary; 6: a
+ * rerank request (/v1/rerank): a query and 1..SRV_EMBED_MAX_INPUTS
+ * documents, top_n among them.
  * tests/fuzz/run.sh builds it with the sources named on the next line.
  * fuzz-sources: src/server/request.c src/server/embed_parse.c
  */
@@ -65,6 +67,19 @@ static void embed_one(const char *body, size_t len, int oai) {
         CHECK(!m && (e.status == 400 || e.status == 500) && e.type && e.msg[0]);
     }
 }
+
+static void rerank_one(const char *body, size_t len) {
+    srv_embed *m = NULL;
+    srv_error e;
+    if (srv_rerank_parse(body, len, &m, &e)) {
+        CHECK(m && m->rerank && m->query && strlen(m->query) <= len && m->n_in >= 1 && m->n_in <= SRV_EMBED_MAX_INPUTS);
+        CHECK(m->top_n >= 1 && m->top_n <= m->n_in && (m->return_text == 0 || (m->return_text == 1 && m->tei)));
+        for (int i = 0; i < m->n_in; i++) CHECK(m->text[i] && strlen(m->text[i]) <= len && !m->ids[i]);
+        srv_embed_free(m);
+    } else {
+        CHECK(!m && (e.status == 400 || e.status == 500) && e.type && e.msg[0]);
+    }
+}
 #endif
 
 static inline int known_role(const char *r) {
@@ -80,6 +95,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 #ifdef SLM_HAVE_CJSON /* without cJSON there is no parser (and no server) */
     if ((data[0] & 6) == 2 || (data[0] & 6) == 4) {
         embed_one(body, len, (data[0] & 6) == 2);
+        return 0;
+    }
+    if ((data[0] & 6) == 6) {
+        rerank_one(body, len);
         return 0;
     }
     srv_request q;
