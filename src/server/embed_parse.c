@@ -6,7 +6,7 @@
  * refused cleanly (tests/fuzz/fuzz_http.c). */
 #include "server/embed.h"
 
-#ifdef SLM_HAVE_SERVE
+#ifdef SLM_HAVE_CJSON
 
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -187,4 +187,4 @@ int srv_rerank_parse(const char *body, size_t len, srv_embed **out, srv_error *e
     return 1;
 }
 
-#endif /* SLM_HAVE_SERVE */
+#endif /* SLM_HAVE_CJSON */
