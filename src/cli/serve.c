@@ -45,6 +45,10 @@ static void usage_serve(FILE *f) {
             "  POST /v1/embeddings         with --embeddings: OpenAI's (input: texts or token\n"
             "                              ids; encoding_format float | base64)\n"
             "  POST /embedding, /embeddings  llama-server's (content; embd_normalize)\n"
+            "  POST /infill                llama-server's fill in the middle (code models with\n"
+            "                              FIM tokens): input_prefix, input_suffix,\n"
+            "                              input_extra [{filename, text}], prompt, and a\n"
+            "                              completion's fields; /completion's answer\n"
             "Requests take model, max_tokens, temperature, top_p, top_k, min_p, seed,\n"
             "presence_penalty, frequency_penalty, repeat_penalty, repeat_last_n, logit_bias,\n"
             "stop (a string or up to 4), stream (server-sent events) and\n"
@@ -88,6 +92,8 @@ static void usage_serve(FILE *f) {
             "      --pooling P           none | mean | cls | last: how the embeddings pool a\n"
             "                            text's tokens (default: the model file's pooling_type;\n"
             "                            /v1/embeddings refuses none)\n"
+            "      --spm-infill          /infill: the suffix before the prefix (suffix-prefix-\n"
+            "                            middle order, as some code models want)\n"
             "      --api-key KEY         require 'Authorization: Bearer KEY' on every endpoint\n"
             "                            but /health (default: $STATICLM_API_KEY, else none)\n"
             "      --cors-origin ORIGIN  admit browser requests from ORIGIN (e.g.\n"
@@ -125,6 +131,7 @@ int slm_cli_serve(int argc, char **argv) {
         else if (!strcmp(o, "--prefill-chunk") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 20, &cfg.prefill_chunk)) return 2; }
         else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
         else if (!strcmp(o, "--embeddings") || !strcmp(o, "--embedding")) cfg.embeddings = 1;
+        else if (!strcmp(o, "--spm-infill")) cfg.spm_infill = 1;
         else if (!strcmp(o, "--pooling") && has) {
             if ((cfg.pooling = slm_pooling_parse(argv[++i])) < SLM_POOLING_NONE) {
                 fprintf(stderr, "staticlm: --pooling expects none, mean, cls or last, got '%s'\n", argv[i]);
