@@ -47,6 +47,10 @@ static void usage_serve(FILE *f) {
             "  POST /embedding, /embeddings  llama-server's (content; embd_normalize)\n"
             "  POST /v1/rerank             with --reranking: llama-server's (query, documents,\n"
             "                              top_n; TEI's texts, return_text)\n"
+            "  POST /infill                llama-server's fill in the middle (code models with\n"
+            "                              FIM tokens): input_prefix, input_suffix,\n"
+            "                              input_extra [{filename, text}], prompt, and a\n"
+            "                              completion's fields; /completion's answer\n"
             "Requests take model, max_tokens, temperature, top_p, top_k, min_p, seed,\n"
             "presence_penalty, frequency_penalty, repeat_penalty, repeat_last_n, logit_bias,\n"
             "stop (a string or up to 4), stream (server-sent events) and\n"
@@ -93,6 +97,8 @@ static void usage_serve(FILE *f) {
             "      --reranking           answer POST /v1/rerank (and /rerank, /reranking) with a\n"
             "                            reranker (Qwen3-Reranker GGUF: its classifier head and\n"
             "                            rerank template); pooling rank; --rerank is the same\n"
+            "      --spm-infill          /infill: the suffix before the prefix (suffix-prefix-\n"
+            "                            middle order, as some code models want)\n"
             "      --api-key KEY         require 'Authorization: Bearer KEY' on every endpoint\n"
             "                            but /health (default: $STATICLM_API_KEY, else none)\n"
             "      --cors-origin ORIGIN  admit browser requests from ORIGIN (e.g.\n"
@@ -132,6 +138,7 @@ int slm_cli_serve(int argc, char **argv) {
         else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
         else if (!strcmp(o, "--embeddings") || !strcmp(o, "--embedding")) cfg.embeddings = 1;
         else if (!strcmp(o, "--reranking") || !strcmp(o, "--rerank")) reranking = 1;
+        else if (!strcmp(o, "--spm-infill")) cfg.spm_infill = 1;
         else if (!strcmp(o, "--pooling") && has) {
             if ((cfg.pooling = slm_pooling_parse(argv[++i])) < SLM_POOLING_NONE) {
                 fprintf(stderr, "staticlm: --pooling expects none, mean, cls or last, got '%s'\n", argv[i]);

@@ -1,6 +1,6 @@
 /* server/api.c — the OpenAI endpoints: GET /health, GET /v1/models,
  * POST /v1/chat/completions and /v1/completions (and the routing of
- * llama-server's /tokenize and /detokenize: api_tokens.c). A completion request is
+ * llama-server's /tokenize and /detokenize: api_tokens.c; /infill: api_infill.c). A completion request is
  * parsed (request.c), admitted to the bounded queue (a full queue answers
  * 503 before any rendering or tokenizing), and answered from what the
  * worker (worker.c) publishes: one JSON object, or server-sent events.
@@ -557,6 +557,11 @@ static int handle_completion(srv_api *a, srv_req *r, int chat, int native) {
         ok = http_send_error(r, e.status, e.type, e.param[0] ? e.param : NULL, e.code, "%s", e.msg);
         return ok ? HTTP_DONE : HTTP_DROP;
     }
+    return srv_completion_submit(a, r, j, native);
+}
+
+int srv_completion_submit(srv_api *a, srv_req *r, job *j, int native) {
+    int ok;
     for (int i = 0; i < j->q.n_prompt_ids; i++)
         if (j->q.prompt_ids[i] >= a->info.vocab_size) {
             const int id = j->q.prompt_ids[i];
@@ -719,7 +724,8 @@ int api_admit(srv_api *a, srv_req *r, char *msg, size_t msgcap) {
     if (strcmp(r->method, "POST") || (strcmp(r->path, "/v1/chat/completions") && strcmp(r->path, "/v1/completions") &&
                                       strcmp(r->path, "/completion") && strcmp(r->path, "/completions") &&
                                       strcmp(r->path, "/v1/embeddings") && strcmp(r->path, "/embedding") &&
-                                      strcmp(r->path, "/embeddings") && !is_rerank(r->path)))
+                                      strcmp(r->path, "/embeddings") && strcmp(r->path, "/infill") &&
+                                      !is_rerank(r->path)))
         return 1;
     pthread_mutex_lock(&a->mu);
     int q = a->queued, full = queue_full(a);
@@ -754,9 +760,11 @@ int api_handle(srv_api *a, srv_req *r) {
     const int oai_emb = !strcmp(url, "/v1/embeddings"), emb = !strcmp(url, "/embedding") || !strcmp(url, "/embeddings");
     const int rerank = is_rerank(url);
     if ((oai_emb || emb || rerank) && post) return api_embeddings(a, r, rerank ? 2 : oai_emb);
+    const int infill = !strcmp(url, "/infill"); /* api_infill.c; then a /completion job */
+    if (infill && post) return r->job ? handle_completion(a, r, 0, 1) : api_infill(a, r);
     int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
     const int native = !strcmp(url, "/completion") || !strcmp(url, "/completions");
-    if (chat || comp || native || tok || detok || oai_emb || emb || rerank) {
+    if (chat || comp || native || tok || detok || oai_emb || emb || rerank || infill) {
         if (post) return handle_completion(a, r, chat, native);
         ok = http_send_error(r, 405, "invalid_request_error", NULL, "method_not_allowed", "use POST %s", url);
     } else {
@@ -798,6 +806,7 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
     a->samp = cfg->samp;
     a->seed_set = cfg->seed_set;
     a->embeddings = cfg->embeddings;
+    a->spm_infill = cfg->spm_infill;
     a->pooling = cfg->pooling == SLM_POOLING_DEFAULT ? slm_model_pooling(e) : cfg->pooling;
     a->started = (long)time(NULL);
     snprintf(a->model_name, sizeof a->model_name, "%s", cfg->model_name ? cfg->model_name : "staticlm");

@@ -31,6 +31,10 @@ int api_detokenize(srv_api *a, srv_req *r);
  * and /v1/rerank (2) (api_embed.c): a job for the worker; handle's return
  * values. */
 int api_embeddings(srv_api *a, srv_req *r, int oai);
+/* POST /infill (api_infill.c): llama-server's fill in the middle, its
+ * prompt built from the model's FIM tokens and submitted as a /completion
+ * job; handle's return values. */
+int api_infill(srv_api *a, srv_req *r);
 /* ... and stop: refuse new work, cancel the running job, answer waiting
  * ones 503; joins the worker. */
 void api_stop(srv_api *a);

@@ -24,6 +24,7 @@ typedef struct slm_server_cfg {
     int embeddings;         /* --embeddings: POST /v1/embeddings, /embedding answer (the engine
                                compiled its embedding programs) */
     int pooling;            /* --pooling (slm_pooling; SLM_POOLING_DEFAULT: the model file's) */
+    int spm_infill;         /* --spm-infill: /infill's prompt in suffix-prefix-middle order */
     int verbose;
     /* chat replies: reasoning apart from the answer, template variables */
     int reasoning;          /* SLM_REASON_* (text/reasoning.h) a request without

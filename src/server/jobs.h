@@ -156,6 +156,7 @@ struct srv_api {
     int worker_started;
     int embeddings;         /* --embeddings: the embedding endpoints answer */
     int pooling;            /* their pooling (--pooling, else the model file's) */
+    int spm_infill;         /* --spm-infill: /infill puts the suffix before the prefix */
 };
 
 /* api_native.c: llama-server's /completion answer (under a->mu or after
@@ -168,6 +169,11 @@ cJSON *srv_native_chunk(const job *j, const char *t, size_t n);
  * freed and the request answered 503 (HTTP_DONE, or HTTP_DROP when that
  * failed). */
 int srv_submit(srv_api *a, srv_req *r, job *j);
+/* api.c: a completion job whose request j->q is parsed (its prompt ids
+ * not yet checked against the vocabulary): checked, its choices made and
+ * submitted (native: llama-server's /completion answer); handle's return
+ * values (j freed on a refusal). */
+int srv_completion_submit(srv_api *a, srv_req *r, job *j, int native);
 /* api_embed.c: free an embedding job's part; run its inputs on a slot's
  * session (the worker; 0 with *status and msg when one fails); its tokens. */
 void srv_embed_free(srv_embed *m);

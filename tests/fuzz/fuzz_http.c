@@ -12,11 +12,15 @@
  * First byte & 6 = 2 or 4: an embedding request instead (/v1/embeddings,
  * llama-server's /embedding; src/server/embed_parse.c): refused with a
  * 400/500 and a message, or at least one and at most SRV_EMBED_MAX_INPUTS
- * inputs, each a text from the body or ids within the vocabulary; 6: a
- * rerank request (/v1/rerank): a query and 1..SRV_EMBED_MAX_INPUTS
- * documents, top_n among them.
+ * inputs, each a text from the body or ids within the vocabulary.
+ * First byte & 6 = 6: llama-server's /infill (src/server/infill_parse.c):
+ * refused with a 400/500 naming a field, or a prefix and a suffix (texts
+ * from the body, ids within the vocabulary), extra chunks each with a
+ * filename and a text, and a completion request whose prompt is a text.
+ * First byte & 14 = 8: a rerank request (/v1/rerank): a query and
+ * 1..SRV_EMBED_MAX_INPUTS documents, top_n among them.
  * tests/fuzz/run.sh builds it with the sources named on the next line.
- * fuzz-sources: src/server/request.c src/server/embed_parse.c
+ * fuzz-sources: src/server/request.c src/server/embed_parse.c src/server/infill_parse.c
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -25,6 +29,7 @@
 
 #include "common/common.h"
 #include "server/embed.h"
+#include "server/infill.h"
 #include "server/request.h"
 
 #define CHECK(c) \
@@ -80,6 +85,33 @@ static void rerank_one(const char *body, size_t len) {
         CHECK(!m && (e.status == 400 || e.status == 500) && e.type && e.msg[0]);
     }
 }
+
+/* An /infill request: vocabulary 512. */
+static void infill_one(const char *body, size_t len) {
+    srv_infill f;
+    srv_request q;
+    srv_error e;
+    if (srv_infill_parse(body, len, 512, NULL, &f, &q, &e)) {
+        const srv_infill_input *in[2] = {&f.prefix, &f.suffix};
+        for (int k = 0; k < 2; k++) {
+            CHECK(in[k]->n >= 0 && (size_t)in[k]->n <= len && (!in[k]->n || in[k]->seg));
+            for (int i = 0; i < in[k]->n; i++)
+                CHECK(in[k]->seg[i].text ? strlen(in[k]->seg[i].text) <= len
+                                         : in[k]->seg[i].id >= 0 && in[k]->seg[i].id < 512);
+        }
+        CHECK(f.n_extra >= 0 && (size_t)f.n_extra <= len);
+        for (int i = 0; i < f.n_extra; i++)
+            CHECK(f.extra_name[i] && f.extra_text[i] && strlen(f.extra_text[i]) <= len &&
+                  (strlen(f.extra_name[i]) <= len || !strcmp(f.extra_name[i], "tmp")));
+        CHECK(!q.chat && q.prompt && !q.prompt_ids && strlen(q.prompt) <= len && q.n >= 1 && q.n <= SRV_MAX_CHOICES);
+        srv_infill_free(&f);
+        srv_request_free(&q);
+        CHECK(!f.prefix.seg && !f.suffix.seg && !f.n_extra && !q.prompt);
+    } else {
+        CHECK((e.status == 400 || e.status == 500) && e.type && e.msg[0]);
+        CHECK(!f.prefix.seg && !f.suffix.seg && !f.extra_name && !q.prompt && !q.nstop);
+    }
+}
 #endif
 
 static inline int known_role(const char *r) {
@@ -93,12 +125,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t len = size - 1;
 
 #ifdef SLM_HAVE_CJSON /* without cJSON there is no parser (and no server) */
-    if ((data[0] & 6) == 2 || (data[0] & 6) == 4) {
-        embed_one(body, len, (data[0] & 6) == 2);
+    if ((data[0] & 14) == 8) {
+        rerank_one(body, len);
         return 0;
     }
     if ((data[0] & 6) == 6) {
-        rerank_one(body, len);
+        infill_one(body, len);
+        return 0;
+    }
+    if ((data[0] & 6) == 2 || (data[0] & 6) == 4) {
+        embed_one(body, len, (data[0] & 6) == 2);
         return 0;
     }
     srv_request q;

@@ -53,9 +53,10 @@ seeds() { # target -> corpus dir
       for f in "$SHARED"/templates/*.jinja tests/corpus/templates/*.jinja; do [ -f "$f" ] && cp -f "$f" "$d/"; done ;;
     fuzz_tokenizer)
       for f in "$SHARED"/vocab/*.inp; do [ -f "$f" ] && head -c 512 "$f" > "$d/$(basename "$f")"; done ;;
-    fuzz_http) # first byte: 1 = chat, 0 = completions, 2 = /v1/embeddings, 4 = /embedding, 6 = /v1/rerank; then the body
-      printf '\006{"query":"what is a cat?","documents":["a cat","a dog"],"top_n":1}' > "$d/rerank.json"
-      printf '\006{"query":"q","texts":["x"],"return_text":true}' > "$d/rerank_tei.json"
+    fuzz_http) # first byte: 1 = chat, 0 = completions, 2 = /v1/embeddings, 4 = /embedding, 6 = /infill, 8 = /v1/rerank; then the body
+      printf '\010{"query":"what is a cat?","documents":["a cat","a dog"],"top_n":1}' > "$d/rerank.json"
+      printf '\010{"query":"q","texts":["x"],"return_text":true}' > "$d/rerank_tei.json"
+      printf '\006{"input_prefix":["def f(",1,"a"],"input_suffix":"\\n","input_extra":[{"filename":"u.py","text":"x = 1"},{"text":"y"}],"prompt":"  ","n_predict":8,"temperature":0,"stream":true}' > "$d/infill.json"
       printf '\002{"input":["Once upon a time",[1,2,3]],"encoding_format":"base64","dimensions":64,"model":"m"}' > "$d/embed.json"
       printf '\004{"content":[[1,403],[7]],"embd_normalize":-1}' > "$d/embed_native.json"
       printf '\001{"messages":[{"role":"system","content":"s"},{"role":"user","content":[{"type":"text","text":"hi"}]}],"max_tokens":5,"temperature":0.5,"top_p":0.9,"top_k":3,"seed":7,"stop":["a","bc"],"stream":true,"stream_options":{"include_usage":true},"n":1,"model":"m"}' > "$d/chat.json"
