@@ -10,7 +10,10 @@
 #    capacity leaves less 2 x n_predict), streaming, --spm-infill (suffix first);
 #  - a vocabulary that adds BOS and has no FIM_SEP (deepseek-coder's, FIM ids given as GGUF
 #    keys by tests/serve/gguf_addkv.py): BOS before FIM_PRE, chunks after "--- snippet ---";
-#  - refusals: a model without FIM tokens (501, as llama-server), bad fields (400 naming them).
+#  - refusals: a model without FIM tokens (501, as llama-server), bad fields (400 naming them);
+#  - llama-server's code-completion limits on any completion: n_indent cuts the reply before the
+#    first line after a newline indented less; t_max_predict_ms stops it at a newline once past the
+#    time; both "limit"; bad values refused.
 # usage: test_serve_infill.sh CLI SHARED_DIR
 set -u
 CLI=$1 SHARED=$2
@@ -132,6 +135,19 @@ check "no FIM tokens (stories260K): 501 not_supported_error naming the missing t
   '[ "$(code -d "{\"input_prefix\": \"a\", \"input_suffix\": \"b\"}" "$U/infill")" = 501 ] &&
    grep -q "Infill is not supported by this model: prefix token is missing. suffix token is missing. middle token is missing." "$TMP/body" &&
    grep -q "not_supported_error" "$TMP/body"'
+# ---- n_indent and t_max_predict_ms (on /completion; stories' lines are not indented)
+G='"prompt":"Once upon a time","n_predict":300,"temperature":0'
+code -d "{$G}" "$U/completion" >/dev/null; cp "$TMP/body" "$TMP/full.json"
+check "n_indent 1: cut right after the first newline, stop_type limit" \
+  '[ "$(code -d "{$G,\"n_indent\":1}" "$U/completion")" = 200 ] &&
+   py "(lambda f,c: \"\\n\" in f and c==f[:f.index(\"\\n\")+1])(a[1][\"content\"],a[0][\"content\"]) and a[0][\"stop_type\"]==\"limit\"" "$TMP/body" "$TMP/full.json"'
+check "t_max_predict_ms 1: stopped at a newline, a prefix of the whole reply" \
+  '[ "$(code -d "{$G,\"t_max_predict_ms\":1}" "$U/completion")" = 200 ] &&
+   py "(lambda f,c: f.startswith(c) and \"\\n\" in c and len(c) < len(f))(a[1][\"content\"],a[0][\"content\"]) and a[0][\"stop_type\"]==\"limit\"" "$TMP/body" "$TMP/full.json"'
+check "n_indent 0 and a large t_max_predict_ms change nothing" \
+  '[ "$(code -d "{$G,\"n_indent\":0,\"t_max_predict_ms\":600000}" "$U/completion")" = 200 ] && py "a[0][\"content\"]==a[1][\"content\"]" "$TMP/body" "$TMP/full.json"'
+check "n_indent -1: 400 naming it" '[ "$(code -d "{$G,\"n_indent\":-1}" "$U/completion")" = 400 ] && grep -q "\"param\":\"n_indent\"" "$TMP/body"'
+check "t_max_predict_ms \"x\": 400 naming it" '[ "$(code -d "{$G,\"t_max_predict_ms\":\"x\"}" "$U/completion")" = 400 ] && grep -q "t_max_predict_ms" "$TMP/body"'
 check "server stops cleanly" 'serve_stop "$TMP/nofim.log" "$SPID" "$WPID"'
 check "--spm-infill is listed in serve --help, with POST /infill" '"$CLI" serve --help | grep -q -- "--spm-infill" && "$CLI" serve --help | grep -q "POST /infill"'
 serve_done

@@ -98,6 +98,12 @@ typedef struct job {
     char *lptext;           /* their texts [lptlen] */
     size_t lptlen, lptcap;
     srv_embed *emb;         /* an embedding job (api_embed.c), else NULL */
+    /* q.n_indent / q.t_max_predict_ms (worker.c line_limits): the reply's bytes scanned, the
+       start of its current line after a newline (0: none yet), that line's indent checked,
+       when its first token came */
+    size_t lim_scan, lim_line;
+    int lim_checked;
+    double gen_t0;
     struct job *next;
     /* the event stream's writer (one MHD thread at a time) */
     int phase;

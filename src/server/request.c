@@ -152,6 +152,16 @@ static int parse_llama_fields(const cJSON *o, srv_request *q, srv_error *e) {
         if (!cJSON_IsBool(v)) return BAD("ignore_eos", "invalid_type", "'ignore_eos' must be a boolean");
         q->ignore_eos = cJSON_IsTrue(v);
     }
+    /* llama-server's limits for code completion (editors send them with /infill) */
+    if ((v = field(o, "n_indent"))) {
+        if (!is_int(v) || v->valuedouble < 0) return BAD("n_indent", "invalid_type", "'n_indent' must be an integer >= 0");
+        q->n_indent = v->valuedouble > 1e6 ? 1000000 : (int)v->valuedouble;
+    }
+    if ((v = field(o, "t_max_predict_ms"))) {
+        if (!is_int(v) || v->valuedouble < 0)
+            return BAD("t_max_predict_ms", "invalid_type", "'t_max_predict_ms' must be an integer >= 0");
+        q->t_max_predict_ms = v->valuedouble > 1e9 ? 1e9 : v->valuedouble;
+    }
     if ((v = field(o, "n_predict"))) {
         if (field(o, "max_tokens") || field(o, "max_completion_tokens"))
             return BAD("n_predict", "invalid_value", "give one of 'n_predict' and 'max_tokens'");

@@ -31,6 +31,10 @@ typedef struct srv_request {
     int max_tokens;          /* 0 = until the KV capacity */
     int max_tokens_set;      /* the request gave max_tokens, max_completion_tokens or n_predict */
     int ignore_eos;          /* llama-server's: no stop tokens (stop strings and limits still apply) */
+    int n_indent;            /* llama-server's: > 0 stops (and cuts) a reply at a line after its
+                                first newline indented less than this */
+    double t_max_predict_ms; /* llama-server's: > 0 stops a reply at a newline once generating
+                                took longer than this */
     int logprobs;            /* 1: each token's log-probability (chat logprobs true, completions logprobs > 0) */
     int top_logprobs;        /* and the n most likely tokens (chat top_logprobs, completions logprobs) */
     slm_sampling samp;       /* seed valid only when seed_set */

@@ -403,6 +403,7 @@ static void accept_job(srv_api *a, int i) {
     slm_session_stats s1;
     slm_session_get_stats(a->slot_sess[i], &s1);
     a->slot_gen0[i] = s1.n_generated;
+    j->gen_t0 = wall_s(); /* t_max_predict_ms counts from here */
     pthread_mutex_lock(&a->mu);
     j->prompt_tokens = a->slot_prompt[i];
     j->cached_tokens = s1.n_reused - a->slot_reused0[i];
@@ -530,6 +531,32 @@ static void prompt_steps(srv_api *a, int budget) {
     }
 }
 
+/* llama-server's code-completion limits on the reply text[0..len) after a
+ * step: with n_indent, a line after the first newline whose indentation
+ * (spaces and tabs before its first other byte, a newline too) is less ends
+ * the reply there, the line cut before that byte; with t_max_predict_ms, a
+ * newline coming after that long ends it. Returns the length the reply
+ * ends at, or (size_t)-1 when it goes on. */
+static size_t line_limits(job *j, const char *text, size_t len) {
+    const size_t from = j->lim_scan;
+    for (; j->q.n_indent > 0 && j->lim_scan < len; j->lim_scan++) {
+        const char c = text[j->lim_scan];
+        if (j->lim_line && !j->lim_checked && c != ' ' && c != '\t') {
+            j->lim_checked = 1;
+            if (j->lim_scan - j->lim_line < (size_t)j->q.n_indent) return j->lim_scan;
+        }
+        if (c == '\n') {
+            j->lim_line = j->lim_scan + 1;
+            j->lim_checked = 0;
+        }
+    }
+    j->lim_scan = len;
+    if (j->q.t_max_predict_ms > 0 && memchr(text + from, '\n', len - from) &&
+        (wall_s() - j->gen_t0) * 1e3 > j->q.t_max_predict_ms)
+        return len;
+    return (size_t)-1;
+}
+
 /* After a step: publish slot i's new text; finish it when its reply ended. */
 static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
     job *j = a->slot_job[i];
@@ -546,7 +573,11 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
     }
     pthread_mutex_lock(&a->mu);
     j->completion_tokens = ss.n_generated - a->slot_gen0[i];
-    int done = id < 0 || st;
+    int done = id < 0 || st, limited = 0;
+    if (!done && (j->q.n_indent > 0 || j->q.t_max_predict_ms > 0)) {
+        const size_t cut = line_limits(j, text, len);
+        if (cut != (size_t)-1) done = limited = 1, len = cut;
+    }
     a->m.predicted_tokens += id >= 0;
     if (id >= 0 && j->q.logprobs) keep_logprobs(a, j, s);
     if (!done && safe > j->raw) {
@@ -554,12 +585,12 @@ static void after_step(srv_api *a, int i, int32_t id, slm_status st) {
         publish(a, j, text, safe, 0);
     }
     if (done) {
-        int why = slm_session_stop_reason(s);
+        const int why = limited ? SLM_STOP_LENGTH : slm_session_stop_reason(s); /* llama-server: "limit" */
         j->finish = why == SLM_STOP_TOKEN || why == SLM_STOP_STRING ? "stop" : "length";
         j->stop_why = why;
         j->stop_word = why == SLM_STOP_STRING ? slm_session_stop_index(s) + 1 : 0; /* which of q.stop */
         j->predicted_ms = ss.decode_ms - a->slot_decode0[i];
-        lp_publish(j, len, 1, why == SLM_STOP_STRING);
+        lp_publish(j, len, 1, why == SLM_STOP_STRING || limited);
         publish(a, j, text, len, 1);
         if (j->ncalls && !strcmp(j->finish, "stop")) j->finish = "tool_calls"; /* as OpenAI's */
         if (!j->oom) {
