@@ -194,7 +194,8 @@ static int refuse_unsupported(const cJSON *o, srv_error *e) {
     if ((v = field(o, "best_of")) && !(is_int(v) && v->valuedouble == 1))
         return BAD("best_of", "unsupported_value", "only best_of = 1 is supported");
     if ((v = field(o, "suffix")) && !(cJSON_IsString(v) && !v->valuestring[0]))
-        return BAD("suffix", "unsupported_value", "suffix (fill in the middle) is not supported");
+        return BAD("suffix", "unsupported_value", "suffix is not taken here: fill in the middle is POST /infill "
+                   "(input_prefix, input_suffix), for code models with FIM tokens");
     return 1;
 }
 
