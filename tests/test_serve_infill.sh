@@ -146,6 +146,7 @@ check "t_max_predict_ms 1: stopped at a newline, a prefix of the whole reply" \
    py "(lambda f,c: f.startswith(c) and \"\\n\" in c and len(c) < len(f))(a[1][\"content\"],a[0][\"content\"]) and a[0][\"stop_type\"]==\"limit\"" "$TMP/body" "$TMP/full.json"'
 check "n_indent 0 and a large t_max_predict_ms change nothing" \
   '[ "$(code -d "{$G,\"n_indent\":0,\"t_max_predict_ms\":600000}" "$U/completion")" = 200 ] && py "a[0][\"content\"]==a[1][\"content\"]" "$TMP/body" "$TMP/full.json"'
+check "a completion's suffix: 400 pointing to /infill" '[ "$(code -d "{\"prompt\":\"a\",\"suffix\":\"b\"}" "$U/v1/completions")" = 400 ] && grep -q "POST /infill" "$TMP/body"'
 check "n_indent -1: 400 naming it" '[ "$(code -d "{$G,\"n_indent\":-1}" "$U/completion")" = 400 ] && grep -q "\"param\":\"n_indent\"" "$TMP/body"'
 check "t_max_predict_ms \"x\": 400 naming it" '[ "$(code -d "{$G,\"t_max_predict_ms\":\"x\"}" "$U/completion")" = 400 ] && grep -q "t_max_predict_ms" "$TMP/body"'
 check "server stops cleanly" 'serve_stop "$TMP/nofim.log" "$SPID" "$WPID"'
