@@ -157,11 +157,17 @@ static void classify(const slm_engine *e, const float *row, float *out) {
     for (int r = 0; r < e->n_cls; r++) out[r] = (float)(z[r] / sum);
 }
 
+/* The session's error, cleared for a new call. */
+static slm_err *fresh_err(slm_session *s) {
+    slm_err *err = slm_session_err(s);
+    memset(err, 0, sizeof *err);
+    return err;
+}
+
 slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pooling, float *out, size_t cap) {
     if (!s) return SLM_ERR_ARG;
     slm_engine *e = slm_session_engine(s);
-    slm_err *err = slm_session_err(s);
-    memset(err, 0, sizeof *err);
+    slm_err *err = fresh_err(s);
     if (!slm_largest(&e->comp, SLM_PROG_EMBED))
         return slm_errf(err, SLM_ERR_ARG, "embeddings are off: load the model with embeddings (--embeddings)");
     if (pooling == SLM_POOLING_DEFAULT) pooling = e->pooling;
@@ -199,8 +205,7 @@ slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling,
     if (n_tokens) *n_tokens = 0;
     if (!s) return SLM_ERR_ARG;
     slm_engine *e = slm_session_engine(s);
-    slm_err *err = slm_session_err(s);
-    memset(err, 0, sizeof *err);
+    slm_err *err = fresh_err(s);
     if (!text) return slm_errf(err, SLM_ERR_ARG, "no text");
     /* BOS as the vocabulary adds it; EOS where it asks (a BPE vocabulary
      * applies its own add_eos flag, the others the engine's reading of it) */
@@ -251,8 +256,7 @@ slm_status slm_session_rerank(slm_session *s, const char *query, const char *doc
     if (n_tokens) *n_tokens = 0;
     if (!s) return SLM_ERR_ARG;
     slm_engine *e = slm_session_engine(s);
-    slm_err *err = slm_session_err(s);
-    memset(err, 0, sizeof *err);
+    slm_err *err = fresh_err(s);
     if (!query || !document) return slm_errf(err, SLM_ERR_ARG, "a query and a document");
     const long tl = slm_model_meta(e, "tokenizer.chat_template.rerank", NULL, 0);
     if (tl < 0 || tl > (1 << 20))

@@ -84,6 +84,18 @@ static const char *take_inputs(srv_embed *m, const cJSON *in, int vocab) {
     return NULL;
 }
 
+/* A refusal: 400 naming param (500 when out of memory); m freed. */
+static int fail(srv_error *e, srv_embed *m, const char *param, const char *why) {
+    const int oom = !strcmp(why, "out of memory");
+    e->status = oom ? 500 : 400;
+    e->type = oom ? "server_error" : "invalid_request_error";
+    e->code = oom ? NULL : "invalid_value";
+    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
+    snprintf(e->msg, sizeof e->msg, "%s", why);
+    srv_embed_free(m);
+    return 0;
+}
+
 int srv_embed_parse(const char *body, size_t len, int oai, int vocab, int dim, int pooling, srv_embed **out,
                     srv_error *e) {
     *out = NULL;
@@ -117,29 +129,9 @@ int srv_embed_parse(const char *body, size_t len, int oai, int vocab, int dim, i
                   "--pooling mean|cls|last, or ask POST /embedding";
     }
     cJSON_Delete(o);
-    if (why) {
-        const int oom = !strcmp(why, "out of memory");
-        e->status = oom ? 500 : 400;
-        e->type = oom ? "server_error" : "invalid_request_error";
-        e->code = oom ? NULL : "invalid_value";
-        snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-        snprintf(e->msg, sizeof e->msg, "%s", why);
-        srv_embed_free(m);
-        return 0;
-    }
+    if (why) return fail(e, m, param, why);
     *out = m;
     return 1;
-}
-
-static int fail(srv_error *e, srv_embed *m, const char *param, const char *why) {
-    const int oom = !strcmp(why, "out of memory");
-    e->status = oom ? 500 : 400;
-    e->type = oom ? "server_error" : "invalid_request_error";
-    e->code = oom ? NULL : "invalid_value";
-    snprintf(e->param, sizeof e->param, "%s", param ? param : "");
-    snprintf(e->msg, sizeof e->msg, "%s", why);
-    srv_embed_free(m);
-    return 0;
 }
 
 int srv_rerank_parse(const char *body, size_t len, srv_embed **out, srv_error *e) {
