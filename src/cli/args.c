@@ -1,5 +1,5 @@
-/* Number options of the CLI commands: parsed whole, range-checked, and
- * refused with a message naming the option. */
+/* Shared by the CLI commands: number options parsed whole, range-checked and
+ * refused with a message naming the option; reading a whole file. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,4 +175,30 @@ int slm_cli_trace_begin(void) {
     slm_trace_name_thread("main");
     atexit(trace_end); /* every way out of main writes the file */
     return 1;
+}
+
+char *slm_cli_read_file(const char *path, size_t limit, size_t *len, const char **why) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { *why = strerror(errno); return NULL; }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        if (n + 1 >= cap) {
+            if (cap > limit) { free(buf); buf = NULL; *why = "too large"; break; }
+            char *b = realloc(buf, cap * 2);
+            if (!b) { free(buf); buf = NULL; *why = "out of memory"; break; }
+            buf = b;
+            cap *= 2;
+        }
+        size_t k = fread(buf + n, 1, cap - n - 1, f);
+        if (!k) break;
+        n += k;
+    }
+    if (buf && ferror(f)) { free(buf); buf = NULL; *why = strerror(errno); }
+    if (!buf && *why == NULL) *why = "out of memory";
+    fclose(f);
+    if (!buf) return NULL;
+    buf[n] = 0;
+    *len = n;
+    return buf;
 }

@@ -14,40 +14,13 @@
 #include <cjson/cJSON.h>
 #endif
 
-/* path's bytes (NUL-terminated, *len of them; free), at most limit; NULL
- * with errno-style *why. */
-static char *read_all(const char *path, size_t limit, size_t *len, const char **why) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { *why = strerror(errno); return NULL; }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (n + 1 >= cap) {
-            if (cap > limit) { free(buf); buf = NULL; *why = "too large"; break; }
-            char *b = realloc(buf, cap * 2);
-            if (!b) { free(buf); buf = NULL; *why = "out of memory"; break; }
-            buf = b;
-            cap *= 2;
-        }
-        size_t k = fread(buf + n, 1, cap - n - 1, f);
-        if (!k) break;
-        n += k;
-    }
-    if (buf && ferror(f)) { free(buf); buf = NULL; *why = strerror(errno); }
-    if (!buf && *why == NULL) *why = "out of memory";
-    fclose(f);
-    if (!buf) return NULL;
-    buf[n] = 0;
-    *len = n;
-    return buf;
-}
 
 /* ---- --tools FILE -------------------------------------------------------------- */
 
 int slm_cli_tools_load(const char *path, int choice, const char *name, slm_tools *out) {
     size_t len = 0;
     const char *why = NULL;
-    char *text = read_all(path, 16u << 20, &len, &why);
+    char *text = slm_cli_read_file(path, 16u << 20, &len, &why);
     if (!text) {
         fprintf(stderr, "staticlm: --tools '%s': cannot read it: %s\n", path, why ? why : "?");
         return 0;
@@ -202,7 +175,7 @@ static int read_msg(const cJSON *it, int idx, const char *path, slm_chat_msg *m,
 int slm_cli_load_conv(slm_chat *c, const char *path, slm_err *err) {
     size_t n = 0;
     const char *why = NULL;
-    char *buf = read_all(path, 64u << 20, &n, &why);
+    char *buf = slm_cli_read_file(path, 64u << 20, &n, &why);
     if (!buf) { slm_errf(err, SLM_ERR_IO, "cannot open '%s': %s", path, why ? why : "?"); return 0; }
     slm_json_init_hooks();
     cJSON *root = cJSON_ParseWithLength(buf, n);

@@ -26,6 +26,9 @@ int slm_cli_parse_prefetch(const char *s, const char *opt, int *out);
     "                            counted schedule touch the next stage's; a blob keeps\n"   \
     "                            what it was compiled with)\n"
 int slm_cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
+/* path's bytes (NUL-terminated, *len of them; free()), at most about limit;
+ * NULL with *why (strerror's text, "too large", "out of memory"). */
+char *slm_cli_read_file(const char *path, size_t limit, size_t *len, const char **why);
 
 /* The sampling options (cli/sampling.c): --temp, --top-k, --top-p, --min-p,
  * --repeat-penalty, --repeat-last-n, --presence-penalty, --frequency-penalty,

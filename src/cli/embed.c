@@ -121,25 +121,6 @@ static int parse(int argc, char **argv, embed_args *a) {
     return 1;
 }
 
-static char *read_all(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = slm_malloc(cap);
-    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (cap - n < 2) {
-            char *nb = slm_realloc(buf, cap * 2);
-            if (!nb) slm_xfree(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    if (buf) buf[n] = 0;
-    fclose(f);
-    return buf;
-}
-
 static double cosine(const float *x, const float *y, int n) {
     double xy = 0, xx = 0, yy = 0;
     for (int i = 0; i < n; i++) xy += (double)x[i] * y[i], xx += (double)x[i] * x[i], yy += (double)y[i] * y[i];
@@ -225,9 +206,11 @@ int slm_cli_embed(int argc, char **argv) {
         usage(r == 2 ? stdout : stderr);
         return r == 2 ? 0 : 2;
     }
-    char *text = a.file ? read_all(a.file) : slm_strdup(a.prompt);
+    size_t text_len = 0;
+    const char *why = "out of memory";
+    char *text = a.file ? slm_cli_read_file(a.file, (size_t)1 << 30, &text_len, &why) : strdup(a.prompt);
     if (!text) {
-        fprintf(stderr, "staticlm: %s: %s\n", a.file ? a.file : "-p", a.file ? "cannot read" : "out of memory");
+        fprintf(stderr, "staticlm: %s: cannot read it: %s\n", a.file ? a.file : "-p", why);
         return 1;
     }
     /* the texts: split at the separator; a trailing empty text (a file's last newline) dropped */
@@ -332,6 +315,6 @@ out:
     slm_xfree(vecs);
     slm_xfree(owner);
     slm_xfree(texts);
-    slm_xfree(text);
+    free(text);
     return rc;
 }

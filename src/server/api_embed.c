@@ -170,19 +170,13 @@ static cJSON *vec_b64(const float *v, int n) {
 /* llama-server's rerank answer: the results by relevance (the first
  * score), best first, the top_n of them; TEI's form an array of
  * {index, score, text?}. */
-static int cmp_score(const void *x, const void *y, void *ud) {
-    const srv_embed *m = ud;
-    const int i = *(const int *)x, j = *(const int *)y;
-    const float a = m->vec[i][0], b = m->vec[j][0];
-    return a > b ? -1 : a < b ? 1 : (i > j) - (i < j);
-}
 
 static int answer_rerank(srv_api *a, srv_req *r, const srv_embed *m) {
     int *order = slm_malloc((size_t)m->n_in * sizeof *order);
     if (!order) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory");
     for (int k = 0; k < m->n_in; k++) order[k] = k;
     for (int i = 1; i < m->n_in; i++) /* insertion sort: stable, at most 2048 */
-        for (int j = i; j > 0 && cmp_score(&order[j - 1], &order[j], (void *)m) > 0; j--) {
+        for (int j = i; j > 0 && m->vec[order[j - 1]][0] < m->vec[order[j]][0]; j--) { /* ties keep their order */
             const int t = order[j];
             order[j] = order[j - 1];
             order[j - 1] = t;
