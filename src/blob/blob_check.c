@@ -440,6 +440,7 @@ slm_status blob_check_task(pctx *q, int ti) {
         MAT(1, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     case SLM_T_EMBED: {
+        NEED(t->a == 0, "task %d (%s): a %d: an encoder's accumulating embedding (blobs hold no encoder programs)", ti, op, t->a);
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
         NEED(embed_type_ok(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
         uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
@@ -453,6 +454,7 @@ slm_status blob_check_task(pctx *q, int ti) {
         break;
     }
     case SLM_T_RMSNORM:
+        NEED(t->a == 0, "task %d (%s): a %d: an encoder's LayerNorm (blobs hold no encoder programs)", ti, op, t->a);
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
         NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);

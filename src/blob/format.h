@@ -19,7 +19,10 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && sizeof(slm_model_config) == 96 + 220,
+/* the config's last field, encoder, is not stored: a blob never holds an encoder (the engine refuses
+ * to compile one without embeddings, and embeddings are never written to blobs); a read config keeps 0 */
+_Static_assert(offsetof(slm_model_config, rope_dims) == 96 && offsetof(slm_model_config, encoder) == 96 + 220 &&
+                   sizeof(slm_model_config) == 96 + 224,
                "update blob config and family records");
 _Static_assert(SLM_T_OP_COUNT == 20, "update the blob task validator (blob_read.c check_task)");
 _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_TF_POST_SCALE == 0x1000 &&

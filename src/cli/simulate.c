@@ -242,6 +242,11 @@ static int compile_at(slm_model_file *m, const sim_args *a, int max_prompt_len, 
     co.tile_kb = a->tile_kb;
     slm_err err;
     memset(&err, 0, sizeof err);
+    if (m->cfg.encoder) {
+        fprintf(stderr, "staticlm: %s is an encoder (an embedding model): simulate replays decoders' prefill and "
+                        "generate programs\n", m->cfg.arch);
+        return 0;
+    }
     if (slm_compile(c, m, &co, &err)) {
         fprintf(stderr, "staticlm: %s\n", err.msg);
         return 0;

@@ -26,7 +26,9 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
     if ((s = slm_pass_specialize(&p->graph, rows_t, cap, err))) return s;
     /* verify and embed keep every row; embed outputs the final norm's rows (no LM head) */
     if (kind != SLM_PROG_VERIFY && kind != SLM_PROG_EMBED && (s = slm_pass_last_row(&p->graph, err))) return s;
-    if ((c->opt.lm_head_separate || kind == SLM_PROG_EMBED) && (s = slm_pass_split_lm_head(&p->graph, err))) return s;
+    /* an encoder's graph has no LM head: its output is already every row's hidden state */
+    if ((c->opt.lm_head_separate || kind == SLM_PROG_EMBED) && !m->cfg.encoder && (s = slm_pass_split_lm_head(&p->graph, err)))
+        return s;
     if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_residual(&p->graph, err))) return s;
@@ -61,6 +63,7 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     int ctx = m->cfg.context_len > 0 ? m->cfg.context_len : INT32_MAX;
     int mpl = opt->max_prompt_len, mrl = opt->min_response_len;
     if (mpl < 1 || mrl < 0) return slm_errf(err, SLM_ERR_ARG, "max_prompt_len must be >= 1 and min_response_len >= 0");
+    if (m->cfg.encoder) mrl = 0; /* an encoder generates nothing: the cache holds one input */
     if (!slm_kv_type_ok(opt->kv_type))
         return slm_errf(err, SLM_ERR_ARG, "kv_type %d: the KV cache holds f32, f16 or q8_0", opt->kv_type);
     const int hd_q8 = m->cfg.head_dim % SLM_QK8_0 ? m->cfg.head_dim : m->cfg.head_dim_swa; /* gemma4: both kinds */
@@ -90,8 +93,18 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     o->n_generate_variants = normalize_variants(o->generate_variants, o->n_generate_variants, 1, out->kv_capacity);
     slm_status s;
     slm_graph_init(&out->stateful, "stateful");
-    if ((s = slm_build_decoder(&out->stateful, m, err))) goto fail;
+    if ((s = m->cfg.encoder ? slm_build_encoder(&out->stateful, m, err) : slm_build_decoder(&out->stateful, m, err)))
+        goto fail;
     if ((s = slm_build_constants(out, m, err))) goto fail;
+    if (m->cfg.encoder) { /* embedding programs only (slm_compile_embed) */
+        if (o->draft_n > 0 || o->lm_head_separate) {
+            s = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s is an encoder (an embedding model): no speculative decoding, no "
+                         "separate LM head", m->cfg.arch);
+            goto fail;
+        }
+        o->draft_n = 0;
+        return SLM_OK;
+    }
     if (o->draft_n < 0 || o->draft_n + 1 > mpl) o->draft_n = 0;
     if (o->draft_n > 0 && m->cfg.recur_interval) {
         s = slm_errf(err, SLM_ERR_UNSUPPORTED, "speculative decoding: %s's recurrent layers keep a state that "

@@ -54,7 +54,7 @@ typedef struct lower_ctx {
  * third of each attention stage). 0: tasks of heads, no merge. */
 static int key_parts(const lower_ctx *c, const slm_node *nd) {
     const int region = c->seq_rows ? c->seq_rows : c->g->rows_c;
-    if (c->g->rows_t > 16 || region < 256 || nd->softcap > 0.0f) return 0;
+    if (c->g->rows_t > 16 || region < 256 || nd->softcap > 0.0f || nd->window < 0) return 0;
     const int parts = region / 128;
     return parts > 8 ? 8 : parts;
 }
@@ -62,7 +62,7 @@ static int key_parts(const lower_ctx *c, const slm_node *nd) {
 static int is_inplace(slm_op op) {
     return op == SLM_OP_ROPE || op == SLM_OP_ADD || op == SLM_OP_SWIGLU || op == SLM_OP_KV_VIEW ||
            op == SLM_OP_OUTPUT || op == SLM_OP_BIAS || op == SLM_OP_MOE_COMBINE || op == SLM_OP_SSM_CONV ||
-           op == SLM_OP_DELTA_GATE;
+           op == SLM_OP_DELTA_GATE || op == SLM_OP_GELU || op == SLM_OP_EMBED_ADD;
 }
 
 /* Sequences a program sees (a state input's rows): a batch program's regions, else 1. */
@@ -697,6 +697,36 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->flags = row_flags(c, i);
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
         if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_EMBED_ADD: /* EMBED accumulating: a = 1 rows by ids, 3 row 0 on every row */
+        if (!(t = new_task(c, SLM_T_EMBED, nd->layer))) return SLM_ERR_NOMEM;
+        t->wtype = (uint8_t)nd->weight->type;
+        t->n = nd->cols;
+        t->k = (int32_t)nd->weight->ne[1];
+        t->a = nd->in[1] >= 0 ? 1 : 3;
+        t->flags = row_flags(c, i);
+        if (nd->in[1] >= 0) t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[1]);
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_LAYERNORM: /* RMSNORM with a = 1: centred, plus the bias src2 */
+        if (!(t = new_task(c, SLM_T_RMSNORM, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->a = 1;
+        t->f0 = nd->eps;
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1])) || (s = ref_weight(c, nd->weight2, &t->ref[SLM_REF_SRC2])))
+            return s;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_GELU: /* SWIGLU with a = 2: gelu_tanh of dst in place */
+        if (!(t = new_task(c, SLM_T_SWIGLU, nd->layer))) return SLM_ERR_NOMEM;
+        t->n = nd->cols;
+        t->a = 2;
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
     case SLM_OP_RMSNORM:

@@ -325,6 +325,43 @@ static void rmsnorm_plain(const float *x, float *y, int n, float eps) {
     for (int i = 0; i < n; i++) y[i] = x[i] * inv;
 }
 
+/* LayerNorm (encoders), in llama.cpp's order: the mean, then the variance
+ * of the centred values, both in f32; times the gain, plus the bias. */
+static void layernorm_plain(const float *x, const float *g, const float *b, float *y, int n, float eps) {
+    float mean = 0.0f, var = 0.0f;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= (float)n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    const float inv = 1.0f / sqrtf(var / (float)n + eps);
+    for (int i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + b[i];
+}
+
+/* gelu_tanh(x) in place: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
+static void gelu_plain(float *x, int n) {
+    for (int i = 0; i < n; i++) {
+        const float v = x[i];
+        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
+    }
+}
+
+/* EMBED with a != 0 (encoders): dst[r] += the table's row ids[r] (a = 1) or
+ * row 0 (a = 3), dequantized into the scratch. */
+static slm_status exec_embed_add(const slm_task *t, rows rr, void *scratch) {
+    const int32_t *ids = t->p[SLM_REF_SRC0];
+    float *row = scratch;
+    if (!row || (t->a != 1 && t->a != 3) || (t->a == 1 && !ids)) return SLM_ERR_INTERNAL;
+    int have = -1;
+    for (int r = rr.begin; r < rr.end; r++) {
+        const int id = t->a == 1 ? ids[r] : 0;
+        if (id < 0 || id >= t->k) return SLM_ERR_ARG;
+        if (id != have && !slm_dequantize_matrix_row(t->wtype, t->p[SLM_REF_SRC1], t->n, t->k, id, row))
+            return SLM_ERR_INTERNAL;
+        have = id;
+        slm_k_add(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), row, t->n);
+    }
+    return SLM_OK;
+}
+
 /* Execute one task. Returns SLM_OK or an error (bad data). */
 static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, const slm_kernel_set *ks, void *scratch,
                             xmemo *memo) {
@@ -338,6 +375,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
                (size_t)t->n * sizeof(float));
         return SLM_OK;
     case SLM_T_EMBED: {
+        if (t->a) return exec_embed_add(t, rr, scratch);
         const int32_t *ids = t->p[SLM_REF_SRC0];
         for (int r = rr.begin; r < rr.end; r++) {
             int id = ids[r];
@@ -358,6 +396,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             const int sr = t->p[SLM_REF_SRC0] == t->p[SLM_REF_DST] ? dr : r;
             const float *x = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], sr);
             float *y = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
+            if (t->a == 1) { /* LayerNorm (encoders): centred, gain, bias */
+                layernorm_plain(x, t->p[SLM_REF_SRC1], t->p[SLM_REF_SRC2], y, t->n, t->f0);
+                continue;
+            }
             for (int j = 0; j + w <= t->n; j += w) {
                 if (t->p[SLM_REF_SRC1]) ks->rmsnorm(x + j, t->p[SLM_REF_SRC1], y + j, w, t->f0);
                 else rmsnorm_plain(x + j, y + j, w, t->f0); /* no gain (gemma4's V) */
@@ -424,6 +466,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
     case SLM_T_SWIGLU:
         if (t->a == 1) { /* qwen35's gated attention output */
             slm_exec_sigmoid_gate(t, rr);
+            return SLM_OK;
+        }
+        if (t->a == 2) { /* an encoder's FFN: gelu_tanh in place */
+            for (int r = rr.begin; r < rr.end; r++) gelu_plain(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
             return SLM_OK;
         }
         if (t->flags & SLM_TF_GELU) {

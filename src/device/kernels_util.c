@@ -260,6 +260,7 @@ slm_mm_scratch slm_task_scratch_layout(const struct slm_task *t, int rows) {
 }
 
 size_t slm_task_scratch_bytes(const struct slm_task *t) {
+    if (t->op == SLM_T_EMBED && t->a) return align64z((size_t)(t->n > 0 ? t->n : 0) * sizeof(float)); /* a row to add */
     if (t->op != SLM_T_MATMUL) return 0;
     const slm_mm_scratch l = slm_task_scratch_layout(t, (t->flags & SLM_TF_ONE_ROW) ? 1 : (t->m > 0 ? t->m : 1));
     return l.pre + l.kernel + l.post;

@@ -67,7 +67,7 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
     if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_RANK) e->pooling = (int)v;
     if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
     snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
-    if (e->opt.embeddings && slm_gguf_get_bool(g, key, &b) && !b)
+    if (e->opt.embeddings && !e->cfg.encoder && slm_gguf_get_bool(g, key, &b) && !b)
         return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
                         "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
                         slm_basename(path), key);

@@ -138,7 +138,8 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
                 e->model.cfg.n_layers - 1);
     if ((s = slm_compile(&e->comp, &e->model, &co, &e->err))) return s;
     const int mpl = e->comp.opt.max_prompt_len, mrl = e->comp.opt.min_response_len, ctx = e->model.cfg.context_len;
-    if ((e->opt.min_response_len >= 0 && mrl < e->opt.min_response_len) ||
+    if (e->model.cfg.encoder) { /* the cache holds one input; nothing is generated */
+    } else if ((e->opt.min_response_len >= 0 && mrl < e->opt.min_response_len) ||
         (e->opt.max_prompt_len > 0 && mpl < e->opt.max_prompt_len)) /* asked for, not granted: always said */
         fprintf(stderr,
                 "staticlm: note: the model's context length %d bounds the KV capacity: max_prompt_len %d + "
@@ -518,9 +519,13 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         if (params < 2e6) threads = 1;
     }
     if ((s = slm_engine_embed_init(e, model_path))) return s;
+    if (e->cfg.encoder && !e->opt.embeddings)
+        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is an encoder (an embedding model): it makes embeddings, "
+                        "not text; use `staticlm embed` or `staticlm serve --embeddings`", slm_basename(model_path),
+                        e->cfg.arch);
     if (e->opt.embeddings && (s = slm_compile_embed(&e->comp, &e->model, &e->err))) return s;
     const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
-    if (n_seqs > 1 && !e->from_blob && e->model.map.data) {
+    if (n_seqs > 1 && !e->from_blob && e->model.map.data && !e->cfg.encoder) { /* an encoder has no decode to batch */
         /* batch programs need the source model; from a blob the sessions decode one by one */
         static const int batches[] = {2, 4};
         if ((s = slm_compile_batch(&e->comp, &e->model, n_seqs, batches, 2, &e->err))) return s;
@@ -661,8 +666,10 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
     info->kv_bytes = (size_t)e->rt.kv_bytes;
     info->kv_type = slm_dtype_name((uint32_t)e->comp.opt.kv_type);
     info->arena_bytes = (size_t)e->rt.arena_bytes;
-    info->prefill_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_PREFILL)->n_tasks;
-    info->generate_tasks = slm_largest((slm_compiled *)&e->comp, SLM_PROG_GENERATE)->n_tasks;
+    const slm_program *pp = slm_largest((slm_compiled *)&e->comp, SLM_PROG_PREFILL),
+                      *gp = slm_largest((slm_compiled *)&e->comp, SLM_PROG_GENERATE); /* none: an encoder */
+    info->prefill_tasks = pp ? pp->n_tasks : 0;
+    info->generate_tasks = gp ? gp->n_tasks : 0;
     info->n_seqs = e->rt.n_seqs;
     info->batch_max = e->rt.batch_max;
 }

@@ -842,6 +842,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
 
     if ((s = family_params(g, file, A, c, err))) return s;
+    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert")) && (s = slm_gguf_encoder_params(g, file, A, c, err))) return s;
     if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;
     if ((s = moe_params(g, file, A, c, err))) return s;
     if ((!strcmp(A, "qwen35") || !strcmp(A, "qwen35moe")) && (s = qwen35_params(g, file, A, c, err))) return s;
@@ -864,7 +865,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
                         "%s: vocabulary size unknown (no 'llama.vocab_size', 'tokenizer.ggml.tokens' or 'token_embd.weight')",
                         file);
     }
-    c->tied_embeddings = slm_gguf_find_tensor(g, "output.weight") == NULL;
+    c->tied_embeddings = !c->encoder && slm_gguf_find_tensor(g, "output.weight") == NULL; /* encoders: no LM head */
 
     if ((s = load_tensors(m, g, file, A, err))) return s;
     m->kind = SLM_MODEL_GGUF;

@@ -170,6 +170,19 @@ typedef struct slm_model_config {
      * multiplies expert e's output (folded into its routing weight). */
     int moe_dense;
     int expert_down_scale;
+    /* Encoders (bert, nomic-bert: embedding models, run as llama.cpp's BERT
+     * graph does; format/encoder.c): every row attends to every row of its
+     * input, no causal limit; the input is token_embd plus row 0 of
+     * token_types (when present) plus position_embd (bert's learned
+     * positions; nomic-bert rotates Q and K instead), LayerNorm'd by
+     * token_embd_norm (gain and bias); each layer is post-norm:
+     * x = LN(x + attn(x)) with attn_output_norm, x = LN(x + ffn(x)) with
+     * layer_output_norm; the FFN is up, GELU (tanh form), down (bert) or
+     * SwiGLU (nomic-bert); a bias after any matrix where the file has one
+     * (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_up,ffn_down}.bias). No
+     * output norm, no LM head: the last layer's rows are the output.
+     * 0 = a decoder; 1 = bert; 2 = nomic-bert. */
+    int encoder;
 } slm_model_config;
 
 /* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down; 3..5 their biases (a validated MoE model). */
@@ -269,9 +282,11 @@ typedef enum slm_arch {
     SLM_ARCH_QWEN35,
     SLM_ARCH_GEMMA4,
     SLM_ARCH_QWEN35MOE,
+    SLM_ARCH_BERT,
+    SLM_ARCH_NOMIC_BERT,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */
@@ -356,6 +371,16 @@ slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model
  * a gain, query scale 1. */
 void slm_gemma4_fixed(slm_model_config *c);
 slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, slm_err *err);
+/* Encoders (format/encoder.c): slm_gguf_encoder_params reads a bert /
+ * nomic-bert GGUF's keys after the common ones (the LayerNorm epsilon,
+ * attention.causal false or absent); slm_encoder_check_tensors validates
+ * every tensor the encoder graph reads, in place of the decoder's. */
+slm_status slm_gguf_encoder_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c,
+                                   slm_err *err);
+slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, slm_err *err);
+/* Tensor `name` present with shape [ne0] (is_vector) or [ne0, ne1]; else the error names it. */
+slm_status slm_model_check_tensor(const slm_model_file *m, const char *file, const char *name, int64_t ne0,
+                                  int64_t ne1, int is_vector, slm_err *err);
 /* Checks shared by every loader: the name index (duplicate names refused),
  * tensors whose bytes overlap refused (whatever their kind), config ranges
  * and required tensors. */

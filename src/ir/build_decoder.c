@@ -1,5 +1,6 @@
 /* The decoder as a stateful graph (what a model converter would emit): the
- * Llama block, with what the other families change switched by the config. */
+ * Llama block, with what the other families change switched by the config;
+ * and the encoder (bert, nomic-bert) at the end. */
 #include <math.h>
 
 #include "ir/ir.h"
@@ -510,6 +511,122 @@ slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err
     slm_node n = node(SLM_OP_OUTPUT, SLM_DIM_T, c->vocab_size);
     set_in(&n, logits, -1, -1, -1, -1);
     n.role = SLM_IO_LOGITS;
+    add(&b, n);
+    if (b.failed) {
+        if (err && err->status == SLM_OK) slm_errf(err, SLM_ERR_NOMEM, "out of memory building the graph");
+        return err ? err->status : SLM_ERR_NOMEM;
+    }
+    return SLM_OK;
+}
+
+/* ---- encoders (bert, nomic-bert) ------------------------------------------ */
+
+static int layernorm(builder *b, int x, const char *fmt, int layer) {
+    char name[64];
+    slm_node n = node(SLM_OP_LAYERNORM, SLM_DIM_T, b->m->cfg.dim);
+    set_in(&n, x, -1, -1, -1, -1);
+    snprintf(name, sizeof name, fmt, layer);
+    n.weight = W(b, name, layer);
+    snprintf(name + strlen(name) - 6, 7, "bias"); /* "...weight" -> "...bias" */
+    n.weight2 = W(b, name, layer);
+    n.eps = b->m->cfg.norm_eps;
+    n.layer = layer;
+    return add(b, n);
+}
+
+/* A matmul of layer l, then its bias where the file has one. */
+static int matmul_bias(builder *b, int x, const char *wfmt, const char *bfmt, int l, int cols) {
+    char name[64];
+    int y = unary_w(b, SLM_OP_MATMUL, x, W(b, wfmt, l), SLM_DIM_T, cols);
+    snprintf(name, sizeof name, bfmt, l);
+    return slm_model_tensor(b->m, name) ? unary_w(b, SLM_OP_BIAS, y, W(b, bfmt, l), SLM_DIM_T, cols) : y;
+}
+
+slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    builder b = {g, m, err, 0};
+    const int T = SLM_DIM_T, C = SLM_DIM_C, dim = c->dim;
+    int ids = input(&b, SLM_IO_INPUT_IDS, T, SLM_I32);
+    int pos = input(&b, SLM_IO_POSITION_IDS, T, SLM_I32);
+    int cpos = input(&b, SLM_IO_CACHE_POSITION, T, SLM_I32);
+    int mask = input(&b, SLM_IO_ATTENTION_MASK, C, SLM_I32);
+
+    slm_node n = node(SLM_OP_EMBED, T, dim);
+    set_in(&n, ids, -1, -1, -1, -1);
+    n.weight = W(&b, "token_embd.weight", 0);
+    int x = add(&b, n);
+    if (slm_model_tensor(m, "token_types.weight")) { /* every token is of type 0 ("sentence A"), as llama.cpp */
+        n = node(SLM_OP_EMBED_ADD, T, dim);
+        set_in(&n, x, -1, -1, -1, -1);
+        n.weight = W(&b, "token_types.weight", 0);
+        x = add(&b, n);
+    }
+    if (c->encoder == 1) { /* bert: learned positions */
+        n = node(SLM_OP_EMBED_ADD, T, dim);
+        set_in(&n, x, pos, -1, -1, -1);
+        n.weight = W(&b, "position_embd.weight", 0);
+        x = add(&b, n);
+    }
+    x = layernorm(&b, x, "token_embd_norm.weight", -1);
+    for (int l = 0; l < c->n_layers && !b.failed; l++) {
+        int q = matmul_bias(&b, x, "blk.%d.attn_q.weight", "blk.%d.attn_q.bias", l, dim);
+        int kv[2] = {matmul_bias(&b, x, "blk.%d.attn_k.weight", "blk.%d.attn_k.bias", l, dim),
+                     matmul_bias(&b, x, "blk.%d.attn_v.weight", "blk.%d.attn_v.bias", l, dim)};
+        if (c->encoder == 2) { /* nomic-bert: rotary positions */
+            q = rope(&b, q, pos, c->n_heads, l);
+            kv[0] = rope(&b, kv[0], pos, c->n_heads, l);
+        }
+        for (int s = 0; s < 2; s++) { /* the input's K and V through the cache, as a prefill's */
+            n = node(SLM_OP_READ_VALUE, C, dim);
+            n.var = 2 * l + s;
+            n.layer = l;
+            int past = add(&b, n);
+            n = node(SLM_OP_CONCAT, C, dim);
+            set_in(&n, past, kv[s], -1, -1, -1);
+            n.layer = l;
+            kv[s] = add(&b, n);
+            n = node(SLM_OP_ASSIGN, C, dim);
+            set_in(&n, kv[s], -1, -1, -1, -1);
+            n.var = 2 * l + s;
+            n.layer = l;
+            add(&b, n);
+        }
+        n = node(SLM_OP_ATTENTION, T, dim);
+        set_in(&n, q, kv[0], kv[1], mask, cpos);
+        n.heads = c->n_heads;
+        n.kv_heads = c->n_kv_heads;
+        n.head_dim = c->head_dim;
+        n.window = -1; /* both ways */
+        n.layer = l;
+        int att = add(&b, n);
+        int o = matmul_bias(&b, att, "blk.%d.attn_output.weight", "blk.%d.attn_output.bias", l, dim);
+        n = node(SLM_OP_ADD, T, dim);
+        set_in(&n, x, o, -1, -1, -1);
+        n.layer = l;
+        x = layernorm(&b, add(&b, n), "blk.%d.attn_output_norm.weight", l);
+        int h;
+        if (c->encoder == 2) { /* nomic-bert: SwiGLU */
+            int gate = unary_w(&b, SLM_OP_MATMUL, x, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
+            int up = unary_w(&b, SLM_OP_MATMUL, x, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
+            n = node(SLM_OP_SWIGLU, T, c->hidden_dim);
+            set_in(&n, gate, up, -1, -1, -1);
+            h = add(&b, n);
+        } else {
+            int up = matmul_bias(&b, x, "blk.%d.ffn_up.weight", "blk.%d.ffn_up.bias", l, c->hidden_dim);
+            n = node(SLM_OP_GELU, T, c->hidden_dim);
+            set_in(&n, up, -1, -1, -1, -1);
+            n.layer = l;
+            h = add(&b, n);
+        }
+        int down = matmul_bias(&b, h, "blk.%d.ffn_down.weight", "blk.%d.ffn_down.bias", l, dim);
+        n = node(SLM_OP_ADD, T, dim);
+        set_in(&n, x, down, -1, -1, -1);
+        n.layer = l;
+        x = layernorm(&b, add(&b, n), "blk.%d.layer_output_norm.weight", l);
+    }
+    n = node(SLM_OP_OUTPUT, T, dim);
+    set_in(&n, x, -1, -1, -1, -1);
+    n.role = SLM_IO_HIDDEN;
     add(&b, n);
     if (b.failed) {
         if (err && err->status == SLM_OK) slm_errf(err, SLM_ERR_NOMEM, "out of memory building the graph");

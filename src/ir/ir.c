@@ -12,6 +12,8 @@ static const char *const k_op_names[SLM_OP_COUNT] = {
     [SLM_OP_MOE_MATMUL] = "moe_matmul", [SLM_OP_MOE_COMBINE] = "moe_combine",
     [SLM_OP_SLICE] = "slice",         [SLM_OP_SSM_CONV] = "ssm_conv",
     [SLM_OP_DELTA_GATE] = "delta_gate", [SLM_OP_DELTA_NET] = "delta_net",
+    [SLM_OP_LAYERNORM] = "layernorm",  [SLM_OP_GELU] = "gelu",
+    [SLM_OP_EMBED_ADD] = "embed_add",
 };
 
 static const char *const k_role_names[SLM_IO_ROLE_COUNT] = {

@@ -66,6 +66,12 @@ typedef enum slm_op {
     SLM_OP_DELTA_NET,  /* in: qkv [T, conv_dim] (after the conv), g [T, H_v], beta logits
                           [T, H_v], the delta state, cache_pos -> o [T, H_v * S]: the gated
                           delta rule per value head (heads = H_v, kv_heads = H_k, head_dim = S) */
+    /* Encoders (bert, nomic-bert) */
+    SLM_OP_LAYERNORM,  /* in: x [R, n]; weight: gain [n], weight2: bias [n] -> (x - mean) /
+                          sqrt(var + eps) * gain + bias (LayerNorm); attr.eps */
+    SLM_OP_GELU,       /* in: x [R, n] (in place) -> gelu_tanh(x) (an FFN without a gate) */
+    SLM_OP_EMBED_ADD,  /* in: x [R, n] (in place), ids [T] i32 or none -> x + weight[ids]
+                          (none: x + weight[0] on every row: BERT's token type 0) */
     SLM_OP_COUNT
 } slm_op;
 
@@ -107,7 +113,9 @@ typedef struct slm_node {
     int var;           /* READ_VALUE/ASSIGN: state variable id (2*layer + 0 for K, 1 for V) */
     int heads, kv_heads, head_dim; /* ROPE/ATTENTION */
     int neox;          /* ROPE: rotate (i, i + head_dim/2) instead of (2i, 2i+1) */
-    int window;        /* ATTENTION: sliding window in rows (0 = unlimited) */
+    int window;        /* ATTENTION: sliding window in rows (0 = unlimited; -1: no causal
+                          limit, every row attends to every valid row of its input: an
+                          encoder's) */
     int group;         /* RMSNORM: normalize each run of `group` columns alone (per-head
                           Q/K norm); 0 = the whole row */
     int rot;           /* ROPE: rotated dimensions per head (partial rotary); 0 = head_dim */
@@ -181,6 +189,9 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
 /* The RoPE table layer l uses: 0 the model's, 1 the sliding-window layers'
  * own (gemma3: another base) when the config gives them one. */
 int slm_rope_table_of(const slm_model_config *c, int layer);
+/* The stateful encoder graph (bert, nomic-bert; build_decoder.c): every
+ * row's final hidden state as the output (role hidden), no LM head. */
+slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err);
 /* The vocabulary projection alone (LM head separation). */
 slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err);
 

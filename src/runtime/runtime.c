@@ -246,15 +246,17 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     for (int i = 0; i < c->n_progs; i++)
         if (c->progs[i].arena_bytes > rt->arena_bytes) rt->arena_bytes = c->progs[i].arena_bytes;
     const slm_program *big = slm_largest(c, SLM_PROG_PREFILL);
-    if (!big || !slm_largest(c, SLM_PROG_GENERATE))
-        return slm_errf(err, SLM_ERR_INTERNAL, "compiled model lacks a prefill or generate program");
-    int T = big->rows;
+    const slm_program *emb = slm_largest(c, SLM_PROG_EMBED);
+    if (cfg->encoder ? !emb : !big || !slm_largest(c, SLM_PROG_GENERATE))
+        return slm_errf(err, SLM_ERR_INTERNAL, "compiled model lacks a %s program",
+                        cfg->encoder ? "embedding" : "prefill or generate");
+    int T = big ? big->rows : 1;
+    if (emb && emb->rows > T) T = emb->rows; /* an encoder's (embed programs are prefill variants) */
     const slm_program *ver = slm_largest(c, SLM_PROG_VERIFY);
     if (ver && ver->rows > T) T = ver->rows;
     if (rt->batch_max > T) T = rt->batch_max;
     int logit_rows = ver ? ver->rows : 1;
     if (rt->batch_max > logit_rows) logit_rows = rt->batch_max;
-    const slm_program *emb = slm_largest(c, SLM_PROG_EMBED);
     const int hidden_rows = emb && emb->rows > logit_rows ? emb->rows : logit_rows; /* embed: every row's */
     rt->kv = slm_aligned_alloc((size_t)rt->kv_bytes);
     rt->arena = slm_aligned_alloc((size_t)rt->arena_bytes + 64);
@@ -485,6 +487,7 @@ static slm_status run_rows(slm_runtime *rt, slm_program *p, const int32_t *ids, 
 slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *err) {
     if (n < 1) return slm_errf(err, SLM_ERR_ARG, "prefill needs at least one token");
     slm_program *big = slm_largest(rt->comp, SLM_PROG_PREFILL);
+    if (!big) return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s is an encoder: embeddings only, no text", rt->comp->cfg.arch);
     if (n > big->rows && !rt->chunking)
         return slm_errf(err, SLM_ERR_CAPACITY,
                         "prompt of %d tokens exceeds max_prompt_len %d (raise --max-prompt-len)", n, big->rows);
@@ -516,6 +519,10 @@ slm_status slm_rt_embed(slm_runtime *rt, const int32_t *ids, int n, slm_rt_rows_
     slm_program *big = slm_largest(rt->comp, SLM_PROG_EMBED);
     if (!big) return slm_errf(err, SLM_ERR_ARG, "no embedding programs: load the model with embeddings on");
     if (n < 1) return slm_errf(err, SLM_ERR_ARG, "an embedding needs at least one token");
+    if (rt->comp->cfg.encoder && (n > big->rows || rt->num_stored))
+        return slm_errf(err, SLM_ERR_CAPACITY, "input of %d tokens: an encoder attends both ways, so its input runs in "
+                        "one call of at most max_prompt_len %d tokens (the model's context: %d); raise "
+                        "--max-prompt-len or shorten the input", n, big->rows, rt->comp->cfg.context_len);
     if (rt->num_stored + n > rt->cap)
         return slm_errf(err, SLM_ERR_CAPACITY,
                         "input of %d tokens does not fit the KV cache: %d stored, capacity %d (max_prompt_len + "
@@ -612,6 +619,8 @@ void slm_rt_full_message(const slm_runtime *rt, char *buf, size_t cap) {
 }
 
 slm_status slm_rt_decode(slm_runtime *rt, int32_t id, slm_err *err) {
+    if (!slm_largest(rt->comp, SLM_PROG_GENERATE))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s is an encoder: embeddings only, no text", rt->comp->cfg.arch);
     if (rt->num_stored + 1 > rt->cap) {
         char msg[400];
         slm_rt_full_message(rt, msg, sizeof msg);

@@ -1,0 +1,86 @@
+/* Encoders: bert and nomic-bert GGUF files (embedding models such as
+ * bge-small, all-MiniLM, nomic-embed-text), as llama.cpp's converter writes
+ * them and its BERT graph runs them (model.h: slm_model_config.encoder). */
+#include <stdio.h>
+#include <string.h>
+
+#include "format/model.h"
+
+slm_status slm_gguf_encoder_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c,
+                                   slm_err *err) {
+    char key[96];
+    int b;
+    c->encoder = !strcmp(A, "nomic-bert") ? 2 : 1;
+    c->rope_neox = c->encoder == 2; /* nomic-bert rotates Q and K (neox pairs); bert has learned positions */
+    c->norm_eps = 1e-12f;           /* BERT's LayerNorm epsilon, when the file does not say */
+    snprintf(key, sizeof key, "%s.attention.layer_norm_epsilon", A);
+    if (slm_gguf_find(g, key) >= 0 && !slm_gguf_get_f32(g, key, &c->norm_eps))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a float", file, key);
+    snprintf(key, sizeof key, "%s.attention.causal", A);
+    if (slm_gguf_find(g, key) >= 0 && (!slm_gguf_get_bool(g, key, &b) || b))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': a %s model that attends causally is not supported",
+                        file, key, A);
+    if (c->n_kv_heads != c->n_heads)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %d KV heads for %d query heads: %s has one per query head",
+                        file, c->n_kv_heads, c->n_heads, A);
+    if (slm_gguf_find(g, "blk.0.attn_qkv.bias") >= 0 || slm_gguf_find_tensor(g, "blk.0.attn_qkv.bias"))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor 'blk.0.attn_qkv.bias': a fused Q/K/V bias is not "
+                        "supported", file);
+    if (slm_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight"))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %s with experts (nomic-bert-moe) is not supported", file, A);
+    return SLM_OK;
+}
+
+/* A bias vector of n floats where the file has one. */
+static slm_status opt_bias(const slm_model_file *m, const char *file, const char *fmt, int l, int64_t n,
+                           slm_err *err) {
+    char name[64];
+    snprintf(name, sizeof name, fmt, l);
+    if (!slm_model_tensor(m, name)) return SLM_OK;
+    return slm_model_check_tensor(m, file, name, n, 1, 1, err);
+}
+
+slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, slm_err *err) {
+    const slm_model_config *c = &m->cfg;
+    const int64_t dim = c->dim, hid = c->hidden_dim, qd = (int64_t)c->n_heads * c->head_dim;
+    slm_status s;
+    if (qd != dim)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: %d heads of %d make %lld, not the width %d", file, c->n_heads,
+                        c->head_dim, (long long)qd, c->dim);
+    if ((s = slm_model_check_tensor(m, file, "token_embd.weight", dim, c->vocab_size, 0, err)) ||
+        (s = slm_model_check_tensor(m, file, "token_embd_norm.weight", dim, 1, 1, err)) ||
+        (s = slm_model_check_tensor(m, file, "token_embd_norm.bias", dim, 1, 1, err)))
+        return s;
+    const slm_tensor *tt = slm_model_tensor(m, "token_types.weight"); /* optional: row 0 is added */
+    if (tt && (tt->n_dims != 2 || tt->ne[1] < 1 || tt->ne[1] > 1024))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'token_types.weight': want [%lld, types 1..1024]", file,
+                        (long long)dim);
+    if (tt && (s = slm_model_check_tensor(m, file, "token_types.weight", dim, tt->ne[1], 0, err))) return s;
+    if (c->encoder == 1 && (s = slm_model_check_tensor(m, file, "position_embd.weight", dim, c->context_len, 0, err)))
+        return s;
+    for (int l = 0; l < c->n_layers; l++) {
+        static const struct { const char *fmt; int ne0, ne1, vec; } k[] = {
+            /* ne in units: 0 dim, 1 hidden; -1: a vector */
+            {"blk.%d.attn_q.weight", 0, 0, 0},          {"blk.%d.attn_k.weight", 0, 0, 0},
+            {"blk.%d.attn_v.weight", 0, 0, 0},          {"blk.%d.attn_output.weight", 0, 0, 0},
+            {"blk.%d.attn_output_norm.weight", 0, -1, 1}, {"blk.%d.attn_output_norm.bias", 0, -1, 1},
+            {"blk.%d.ffn_up.weight", 0, 1, 0},          {"blk.%d.ffn_down.weight", 1, 0, 0},
+            {"blk.%d.layer_output_norm.weight", 0, -1, 1}, {"blk.%d.layer_output_norm.bias", 0, -1, 1},
+            {"blk.%d.ffn_gate.weight", 0, 1, 0}, /* nomic-bert only */
+        };
+        const int64_t unit[2] = {dim, hid};
+        const size_t nk = sizeof k / sizeof k[0] - (c->encoder == 2 ? 0 : 1);
+        for (size_t j = 0; j < nk; j++) {
+            char name[64];
+            snprintf(name, sizeof name, k[j].fmt, l);
+            if ((s = slm_model_check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec,
+                                            err)))
+                return s;
+        }
+        static const char *const bias[6] = {"blk.%d.attn_q.bias", "blk.%d.attn_k.bias", "blk.%d.attn_v.bias",
+                                            "blk.%d.attn_output.bias", "blk.%d.ffn_up.bias", "blk.%d.ffn_down.bias"};
+        for (int j = 0; j < 6; j++)
+            if ((s = opt_bias(m, file, bias[j], l, j == 4 ? hid : dim, err))) return s;
+    }
+    return SLM_OK;
+}

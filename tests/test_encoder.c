@@ -1,0 +1,364 @@
+/* Encoders (bert, nomic-bert): small random-weight files written here with
+ * the GGUF writer, their embedding programs against a plain double
+ * reference of llama.cpp's BERT graph in this file (learned positions,
+ * token type 0, post-norm LayerNorms, biases, GELU; nomic-bert's fused QKV,
+ * neox RoPE and SwiGLU), every row attending to every row; inputs padded
+ * into a small variant and filling the largest; the refusals (an input over
+ * max_prompt_len, text generation, a model loaded without embeddings). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/dtype.h"
+#include "format/gguf.h"
+#include "staticlm.h"
+#include "t.h"
+
+enum { DIM = 64, HEADS = 4, HD = 16, FF = 96, LAYERS = 2, CTX = 32, VOCAB = 40 };
+
+static char dir[256];
+
+/* The test's model, kept in memory for the reference: every tensor f32
+ * except the matrices of a nomic file (f16, read back through the same
+ * conversion). */
+typedef struct tensor {
+    char name[64];
+    int64_t ne[2];
+    int n_dims;
+    float *f;       /* the values (after the f16 round trip when stored as f16) */
+    uint16_t *h;    /* f16 storage, or NULL */
+} tensor;
+
+typedef struct model {
+    int nomic;
+    tensor t[64];
+    int n;
+} model;
+
+static uint64_t rng = 88172645463325252ull;
+static float urand(void) { /* xorshift, [-1, 1) */
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (float)((double)(rng >> 11) / 4503599627370496.0 - 1.0);
+}
+
+static tensor *add_t(model *m, const char *name, int64_t ne0, int64_t ne1, float scale, float base, int f16) {
+    tensor *t = &m->t[m->n++];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->n_dims = ne1 > 1 ? 2 : 1;
+    const size_t n = (size_t)(ne0 * ne1);
+    t->f = malloc(n * sizeof(float));
+    t->h = f16 ? malloc(n * sizeof(uint16_t)) : NULL;
+    for (size_t i = 0; i < n; i++) {
+        t->f[i] = base + scale * urand();
+        if (f16) {
+            t->h[i] = slm_f32_to_f16(t->f[i]);
+            t->f[i] = slm_f16_to_f32(t->h[i]);
+        }
+    }
+    return t;
+}
+
+static const float *get(const model *m, const char *fmt, int l) {
+    char name[64];
+    snprintf(name, sizeof name, fmt, l);
+    for (int i = 0; i < m->n; i++)
+        if (!strcmp(m->t[i].name, name)) return m->t[i].f;
+    return NULL;
+}
+
+static void make_model(model *m, int nomic) {
+    memset(m, 0, sizeof *m);
+    m->nomic = nomic;
+    add_t(m, "token_embd.weight", DIM, VOCAB, 0.5f, 0, 0);
+    add_t(m, "token_types.weight", DIM, 2, 0.5f, 0, 0);
+    if (!nomic) add_t(m, "position_embd.weight", DIM, CTX, 0.5f, 0, 0);
+    add_t(m, "token_embd_norm.weight", DIM, 1, 0.1f, 1, 0);
+    add_t(m, "token_embd_norm.bias", DIM, 1, 0.1f, 0, 0);
+    char n[64];
+    for (int l = 0; l < LAYERS; l++) {
+#define T2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(m, n, a, b, 0.12f, 0, nomic))
+#define T1(fmt, a, base) (snprintf(n, sizeof n, fmt, l), add_t(m, n, a, 1, 0.1f, base, 0))
+        if (nomic) {
+            T2("blk.%d.attn_qkv.weight", DIM, 3 * DIM);
+        } else {
+            T2("blk.%d.attn_q.weight", DIM, DIM);
+            T1("blk.%d.attn_q.bias", DIM, 0);
+            T2("blk.%d.attn_k.weight", DIM, DIM);
+            T1("blk.%d.attn_k.bias", DIM, 0);
+            T2("blk.%d.attn_v.weight", DIM, DIM);
+            T1("blk.%d.attn_v.bias", DIM, 0);
+        }
+        T2("blk.%d.attn_output.weight", DIM, DIM);
+        if (!nomic) T1("blk.%d.attn_output.bias", DIM, 0);
+        T1("blk.%d.attn_output_norm.weight", DIM, 1);
+        T1("blk.%d.attn_output_norm.bias", DIM, 0);
+        T2("blk.%d.ffn_up.weight", DIM, FF);
+        if (nomic) T2("blk.%d.ffn_gate.weight", DIM, FF);
+        else T1("blk.%d.ffn_up.bias", FF, 0);
+        T2("blk.%d.ffn_down.weight", FF, DIM);
+        if (!nomic) T1("blk.%d.ffn_down.bias", DIM, 0);
+        T1("blk.%d.layer_output_norm.weight", DIM, 1);
+        T1("blk.%d.layer_output_norm.bias", DIM, 0);
+#undef T1
+#undef T2
+    }
+}
+
+static void free_model(model *m) {
+    for (int i = 0; i < m->n; i++) {
+        free(m->t[i].f);
+        free(m->t[i].h);
+    }
+}
+
+/* The file: the model's tensors and keys, a SentencePiece vocabulary of
+ * VOCAB tokens (ids are what the test feeds). */
+static int write_model(const model *m, const char *path) {
+    const char *A = m->nomic ? "nomic-bert" : "bert";
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    char key[96];
+#define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
+    slm_gguf_set_str(w, "general.architecture", A);
+    slm_gguf_set_u32(w, K("context_length"), CTX);
+    slm_gguf_set_u32(w, K("embedding_length"), DIM);
+    slm_gguf_set_u32(w, K("feed_forward_length"), FF);
+    slm_gguf_set_u32(w, K("block_count"), LAYERS);
+    slm_gguf_set_u32(w, K("attention.head_count"), HEADS);
+    slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), 1e-12f);
+    slm_gguf_set_bool(w, K("attention.causal"), 0);
+    slm_gguf_set_u32(w, K("pooling_type"), 1);
+    if (m->nomic) slm_gguf_set_f32(w, K("rope.freq_base"), 1000.0f);
+#undef K
+    char names[VOCAB][16];
+    const char *toks[VOCAB];
+    uint64_t lens[VOCAB];
+    float scores[VOCAB];
+    int32_t types[VOCAB];
+    for (int i = 0; i < VOCAB; i++) {
+        if (i < 3) snprintf(names[i], sizeof names[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+        else snprintf(names[i], sizeof names[i], "\xe2\x96\x81w%d", i);
+        toks[i] = names[i];
+        lens[i] = strlen(names[i]);
+        scores[i] = -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+    }
+    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, lens, VOCAB);
+    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, scores, VOCAB);
+    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, types, VOCAB);
+    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    for (int i = 0; i < m->n; i++) {
+        const tensor *t = &m->t[i];
+        const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1]);
+        slm_gguf_add_tensor(w, t->name, t->h ? SLM_F16 : SLM_F32, (uint32_t)t->n_dims, t->ne,
+                            t->h ? (const void *)t->h : (const void *)t->f, n * (t->h ? 2 : 4));
+    }
+    slm_err err = {0};
+    const slm_status s = slm_gguf_write(w, path, &err);
+    if (s) fprintf(stderr, "  write %s: %s\n", path, err.msg);
+    slm_gguf_writer_free(w);
+    return s == SLM_OK;
+}
+
+/* ---- the reference: llama.cpp's BERT graph in double ---------------------- */
+
+static void layernorm(double *x, const float *g, const float *b, int n) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    const double inv = 1.0 / sqrt(var / n + 1e-12);
+    for (int i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * g[i] + b[i];
+}
+
+/* y[r][0..out) = x[r] . W[0..out)^T (+ bias) for r < n; W [out][in]. */
+static void matmul(const double *x, int n, int in, const float *W, const float *bias, int out, double *y) {
+    for (int r = 0; r < n; r++)
+        for (int o = 0; o < out; o++) {
+            double acc = bias ? bias[o] : 0.0;
+            for (int k = 0; k < in; k++) acc += x[(size_t)r * in + k] * W[(size_t)o * in + k];
+            y[(size_t)r * out + o] = acc;
+        }
+}
+
+static void rope_neox(double *x, int pos) { /* every head of one row; base 1000 */
+    for (int h = 0; h < HEADS; h++)
+        for (int i = 0; i < HD / 2; i++) {
+            const double f = pow(1000.0, -2.0 * i / HD), a = pos * f;
+            double *p = x + h * HD;
+            const double u = p[i], v = p[i + HD / 2];
+            p[i] = u * cos(a) - v * sin(a);
+            p[i + HD / 2] = u * sin(a) + v * cos(a);
+        }
+}
+
+/* Every row's final hidden state of ids[0..n): out [n][DIM]. */
+static void reference(const model *m, const int32_t *ids, int n, double *out) {
+    double *x = out, *q = malloc(sizeof(double) * n * DIM), *k = malloc(sizeof(double) * n * DIM),
+           *v = malloc(sizeof(double) * n * DIM), *att = malloc(sizeof(double) * n * DIM),
+           *o = malloc(sizeof(double) * n * DIM), *up = malloc(sizeof(double) * n * FF),
+           *gt = malloc(sizeof(double) * n * FF), *qkv = malloc(sizeof(double) * n * 3 * DIM);
+    const float *te = get(m, "token_embd.weight", 0), *ty = get(m, "token_types.weight", 0),
+                *pe = get(m, "position_embd.weight", 0);
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < DIM; j++)
+            x[r * DIM + j] = (double)te[ids[r] * DIM + j] + ty[j] + (pe ? pe[r * DIM + j] : 0.0f);
+        layernorm(x + r * DIM, get(m, "token_embd_norm.weight", 0), get(m, "token_embd_norm.bias", 0), DIM);
+    }
+    for (int l = 0; l < LAYERS; l++) {
+        if (m->nomic) {
+            matmul(x, n, DIM, get(m, "blk.%d.attn_qkv.weight", l), NULL, 3 * DIM, qkv);
+            for (int r = 0; r < n; r++)
+                for (int j = 0; j < DIM; j++) {
+                    q[r * DIM + j] = qkv[r * 3 * DIM + j];
+                    k[r * DIM + j] = qkv[r * 3 * DIM + DIM + j];
+                    v[r * DIM + j] = qkv[r * 3 * DIM + 2 * DIM + j];
+                }
+            for (int r = 0; r < n; r++) {
+                rope_neox(q + r * DIM, r);
+                rope_neox(k + r * DIM, r);
+            }
+        } else {
+            matmul(x, n, DIM, get(m, "blk.%d.attn_q.weight", l), get(m, "blk.%d.attn_q.bias", l), DIM, q);
+            matmul(x, n, DIM, get(m, "blk.%d.attn_k.weight", l), get(m, "blk.%d.attn_k.bias", l), DIM, k);
+            matmul(x, n, DIM, get(m, "blk.%d.attn_v.weight", l), get(m, "blk.%d.attn_v.bias", l), DIM, v);
+        }
+        for (int r = 0; r < n; r++) /* every row attends to every row */
+            for (int h = 0; h < HEADS; h++) {
+                double s[CTX], mx = -1e300, sum = 0;
+                for (int j = 0; j < n; j++) {
+                    double d = 0;
+                    for (int c = 0; c < HD; c++) d += q[r * DIM + h * HD + c] * k[j * DIM + h * HD + c];
+                    s[j] = d / sqrt((double)HD);
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j < n; j++) sum += (s[j] = exp(s[j] - mx));
+                for (int c = 0; c < HD; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < n; j++) acc += s[j] * v[j * DIM + h * HD + c];
+                    att[r * DIM + h * HD + c] = acc / sum;
+                }
+            }
+        matmul(att, n, DIM, get(m, "blk.%d.attn_output.weight", l), get(m, "blk.%d.attn_output.bias", l), DIM, o);
+        for (int r = 0; r < n; r++) {
+            for (int j = 0; j < DIM; j++) x[r * DIM + j] += o[r * DIM + j];
+            layernorm(x + r * DIM, get(m, "blk.%d.attn_output_norm.weight", l), get(m, "blk.%d.attn_output_norm.bias", l), DIM);
+        }
+        matmul(x, n, DIM, get(m, "blk.%d.ffn_up.weight", l), get(m, "blk.%d.ffn_up.bias", l), FF, up);
+        if (m->nomic) {
+            matmul(x, n, DIM, get(m, "blk.%d.ffn_gate.weight", l), NULL, FF, gt);
+            for (int i = 0; i < n * FF; i++) up[i] *= gt[i] / (1.0 + exp(-gt[i]));
+        } else {
+            for (int i = 0; i < n * FF; i++)
+                up[i] = 0.5 * up[i] * (1.0 + tanh(0.7978845608028654 * (up[i] + 0.044715 * up[i] * up[i] * up[i])));
+        }
+        matmul(up, n, FF, get(m, "blk.%d.ffn_down.weight", l), get(m, "blk.%d.ffn_down.bias", l), DIM, o);
+        for (int r = 0; r < n; r++) {
+            for (int j = 0; j < DIM; j++) x[r * DIM + j] += o[r * DIM + j];
+            layernorm(x + r * DIM, get(m, "blk.%d.layer_output_norm.weight", l), get(m, "blk.%d.layer_output_norm.bias", l), DIM);
+        }
+    }
+    free(q), free(k), free(v), free(att), free(o), free(up), free(gt), free(qkv);
+}
+
+static slm_engine *load(const char *path, int embeddings) {
+    slm_options o = slm_default_options();
+    o.embeddings = embeddings;
+    o.max_prompt_len = 16;
+    o.prefill_variants[0] = 4; /* a short input runs padded through embed.4 */
+    o.kv_type = SLM_KV_F32;
+    o.n_threads = 2;
+    slm_engine *e = NULL;
+    if (slm_load(&e, path, &o)) {
+        if (embeddings) fprintf(stderr, "  load %s: %s\n", path, slm_last_error(e));
+        slm_free(e);
+        return NULL;
+    }
+    return e;
+}
+
+static void check_family(int nomic) {
+    model m;
+    make_model(&m, nomic);
+    char path[300];
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, nomic ? "nomic" : "bert");
+    CHECK(write_model(&m, path));
+    slm_engine *e = load(path, 1);
+    CHECK(e != NULL);
+    slm_session *s = NULL;
+    if (e) CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    if (s) {
+        CHECK(slm_model_pooling(e) == SLM_POOLING_MEAN);
+        int32_t ids[16];
+        for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : 3 + (i * 7) % (VOCAB - 3);
+        const int ns[] = {1, 3, 4, 9, 16}; /* padded in embed.4 and embed.16, both full */
+        static float got[16 * DIM];
+        static double want[16 * DIM];
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+            const int n = ns[c];
+            reference(&m, ids, n, want);
+            CHECKF(slm_session_embed(s, ids, n, SLM_POOLING_NONE, got, (size_t)n * DIM) == SLM_OK, "%s",
+                   slm_session_error(s));
+            double worst = 0, big = 1e-30;
+            for (int i = 0; i < n * DIM; i++) {
+                if (fabs(want[i]) > big) big = fabs(want[i]);
+                if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]);
+            }
+            CHECKF(worst / big < 1e-4, "%s n %d: relative error %g", nomic ? "nomic-bert" : "bert", n, worst / big);
+            /* cls: the first row; mean: over every row */
+            CHECK(slm_session_embed(s, ids, n, SLM_POOLING_CLS, got, DIM) == SLM_OK);
+            for (int j = 0; j < DIM; j++) worst = fmax(worst, fabs(got[j] - want[j]) / big);
+            CHECKF(worst < 1e-4, "cls n %d: %g", n, worst);
+            CHECK(slm_session_embed(s, ids, n, SLM_POOLING_MEAN, got, DIM) == SLM_OK);
+            for (int j = 0; j < DIM; j++) {
+                double mean = 0;
+                for (int r = 0; r < n; r++) mean += want[r * DIM + j];
+                worst = fmax(worst, fabs(got[j] - mean / n) / big);
+            }
+            CHECKF(worst < 1e-4, "mean n %d: %g", n, worst);
+        }
+        /* both ways: the first row changes with what follows it (a causal model's would not) */
+        float a[DIM], b[DIM];
+        CHECK(slm_session_embed(s, ids, 5, SLM_POOLING_CLS, a, DIM) == SLM_OK);
+        CHECK(slm_session_embed(s, ids, 6, SLM_POOLING_CLS, b, DIM) == SLM_OK);
+        CHECK(memcmp(a, b, sizeof a) != 0);
+        /* over max_prompt_len: one call or nothing (no chunks both ways) */
+        int32_t more[17];
+        for (int i = 0; i < 17; i++) more[i] = ids[i % 16];
+        CHECK(slm_session_embed(s, more, 17, SLM_POOLING_MEAN, got, DIM) == SLM_ERR_CAPACITY);
+        CHECKF(strstr(slm_session_error(s), "both ways") != NULL, "%s", slm_session_error(s));
+        /* no text from an encoder */
+        CHECK(slm_session_feed(s, ids, 3) != SLM_OK);
+        CHECKF(strstr(slm_session_error(s), "encoder") != NULL, "%s", slm_session_error(s));
+        slm_session_free(s);
+    }
+    slm_free(e);
+    /* loaded for text: refused, saying what it is */
+    slm_engine *t = NULL;
+    slm_options o = slm_default_options();
+    CHECK(slm_load(&t, path, &o) == SLM_ERR_UNSUPPORTED);
+    CHECKF(strstr(slm_last_error(t), "encoder") != NULL, "%s", slm_last_error(t));
+    slm_free(t);
+    unlink(path);
+    free_model(&m);
+}
+
+static void test_bert(void) { check_family(0); }
+static void test_nomic_bert(void) { check_family(1); }
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/slm_encoder_%d", (int)getpid());
+    mkdir(dir, 0700);
+    T_RUN(test_bert);
+    T_RUN(test_nomic_bert);
+    rmdir(dir);
+    T_DONE();
+}
