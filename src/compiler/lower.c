@@ -672,33 +672,13 @@ static slm_status lower_recurrent(lower_ctx *c, int i, const slm_node *nd) {
     }
 }
 
-static slm_status lower_node(lower_ctx *c, int i) {
-    const slm_node *nd = &c->g->nodes[i];
+/* The encoders' nodes (bert, nomic-bert) as variants of the decoder's
+ * tasks: an accumulating EMBED, a centred RMSNORM with a bias, a GELU
+ * SWIGLU in place. */
+static slm_status lower_encoder(lower_ctx *c, int i, const slm_node *nd) {
     slm_task *t;
     slm_status s;
     switch (nd->op) {
-    case SLM_OP_OUTPUT:
-        if (is_typed_present(c, nd)) break; /* a KV_STORE task */
-        return SLM_OK;
-    case SLM_OP_INPUT: case SLM_OP_KV_VIEW:
-        return SLM_OK; /* no work: storage is bound or aliased */
-    case SLM_OP_READ_VALUE: case SLM_OP_ASSIGN: case SLM_OP_CONCAT:
-        return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: %s left after the state pass", i, slm_op_name(nd->op));
-    default: break;
-    }
-    if ((s = stage_for(c, i))) return s;
-    switch (nd->op) {
-    case SLM_OP_EMBED:
-        if (!(t = new_task(c, SLM_T_EMBED, nd->layer))) return SLM_ERR_NOMEM;
-        t->wtype = (uint8_t)nd->weight->type;
-        t->n = nd->cols;
-        t->k = (int32_t)nd->weight->ne[1];
-        t->f0 = nd->scale;
-        t->flags = row_flags(c, i);
-        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
-        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
-        t->ref[SLM_REF_DST] = ref_node(c, i);
-        return SLM_OK;
     case SLM_OP_EMBED_ADD: /* EMBED accumulating: a = 1 rows by ids, 3 row 0 on every row */
         if (!(t = new_task(c, SLM_T_EMBED, nd->layer))) return SLM_ERR_NOMEM;
         t->wtype = (uint8_t)nd->weight->type;
@@ -729,6 +709,40 @@ static slm_status lower_node(lower_ctx *c, int i) {
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;
+    default:
+        return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: cannot lower %s", i, slm_op_name(nd->op));
+    }
+}
+
+static slm_status lower_node(lower_ctx *c, int i) {
+    const slm_node *nd = &c->g->nodes[i];
+    slm_task *t;
+    slm_status s;
+    switch (nd->op) {
+    case SLM_OP_OUTPUT:
+        if (is_typed_present(c, nd)) break; /* a KV_STORE task */
+        return SLM_OK;
+    case SLM_OP_INPUT: case SLM_OP_KV_VIEW:
+        return SLM_OK; /* no work: storage is bound or aliased */
+    case SLM_OP_READ_VALUE: case SLM_OP_ASSIGN: case SLM_OP_CONCAT:
+        return slm_errf(c->err, SLM_ERR_INTERNAL, "node %%%d: %s left after the state pass", i, slm_op_name(nd->op));
+    default: break;
+    }
+    if ((s = stage_for(c, i))) return s;
+    switch (nd->op) {
+    case SLM_OP_EMBED:
+        if (!(t = new_task(c, SLM_T_EMBED, nd->layer))) return SLM_ERR_NOMEM;
+        t->wtype = (uint8_t)nd->weight->type;
+        t->n = nd->cols;
+        t->k = (int32_t)nd->weight->ne[1];
+        t->f0 = nd->scale;
+        t->flags = row_flags(c, i);
+        t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1]))) return s;
+        t->ref[SLM_REF_DST] = ref_node(c, i);
+        return SLM_OK;
+    case SLM_OP_EMBED_ADD: case SLM_OP_LAYERNORM: case SLM_OP_GELU:
+        return lower_encoder(c, i, nd);
     case SLM_OP_RMSNORM:
         if (!(t = new_task(c, SLM_T_RMSNORM, nd->layer))) return SLM_ERR_NOMEM;
         t->n = nd->cols;
