@@ -466,6 +466,9 @@ typedef enum slm_pooling {
 /* The model file's pooling_type (SLM_POOLING_NONE when it has none, or a
  * type other than the above). */
 SLM_API int slm_model_pooling(const slm_engine *e);
+/* 1 when the model is an encoder (bert, nomic-bert: it makes embeddings,
+ * never text; loaded only with embeddings on), else 0. */
+SLM_API int slm_model_is_encoder(const slm_engine *e);
 /* How many scores pooling rank gives (the classifier's labels); 0 when the
  * model has no classifier head (or embeddings are off). */
 SLM_API int slm_model_rank_outputs(const slm_engine *e);

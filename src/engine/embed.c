@@ -85,6 +85,8 @@ int slm_model_rank_outputs(const slm_engine *e) { return e && e->loaded ? e->n_c
 
 int slm_model_pooling(const slm_engine *e) { return e && e->loaded ? e->pooling : SLM_POOLING_NONE; }
 
+int slm_model_is_encoder(const slm_engine *e) { return e && e->loaded && e->cfg.encoder ? 1 : 0; }
+
 static const char *const pool_names[] = {"none", "mean", "cls", "last", "rank"};
 
 int slm_pooling_parse(const char *name) {

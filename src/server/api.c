@@ -761,6 +761,13 @@ int api_handle(srv_api *a, srv_req *r) {
     const int rerank = is_rerank(url);
     if ((oai_emb || emb || rerank) && post) return api_embeddings(a, r, rerank ? 2 : oai_emb);
     const int infill = !strcmp(url, "/infill"); /* api_infill.c; then a /completion job */
+    if (a->encoder && post && !r->job && (infill || !strcmp(url, "/v1/chat/completions") || !strcmp(url, "/v1/completions") ||
+                                          !strcmp(url, "/completion") || !strcmp(url, "/completions")))
+        return http_send_error(r, 501, "not_supported_error", NULL, "not_supported",
+                               "this server does not do completions: its model (%s) is an encoder, which makes "
+                               "embeddings only (POST /v1/embeddings)", a->model_name)
+                   ? HTTP_DONE
+                   : HTTP_DROP;
     if (infill && post) return r->job ? handle_completion(a, r, 0, 1) : api_infill(a, r);
     int chat = !strcmp(url, "/v1/chat/completions"), comp = !strcmp(url, "/v1/completions");
     const int native = !strcmp(url, "/completion") || !strcmp(url, "/completions");
@@ -806,6 +813,7 @@ srv_api *api_new(slm_engine *e, const slm_tmpl *tm, const slm_server_cfg *cfg, s
     a->samp = cfg->samp;
     a->seed_set = cfg->seed_set;
     a->embeddings = cfg->embeddings;
+    a->encoder = slm_model_is_encoder(e);
     a->spm_infill = cfg->spm_infill;
     a->pooling = cfg->pooling == SLM_POOLING_DEFAULT ? slm_model_pooling(e) : cfg->pooling;
     a->started = (long)time(NULL);

@@ -161,6 +161,7 @@ struct srv_api {
     pthread_t worker;
     int worker_started;
     int embeddings;         /* --embeddings: the embedding endpoints answer */
+    int encoder;            /* the model is an encoder: the text endpoints answer 501 */
     int pooling;            /* their pooling (--pooling, else the model file's) */
     int spm_infill;         /* --spm-infill: /infill puts the suffix before the prefix */
 };
