@@ -309,11 +309,13 @@ slm_status slm_wpm_load_mem(slm_wpm **out, const void *data, size_t size, const 
         if (ids[k] >= nv) return slm_errf(err, SLM_ERR_FORMAT, "%s: %s id %u not below n_vocab %u", name, idn[k], ids[k], nv);
     }
     if (d[24] > 1 || d[25] > 1) return slm_errf(err, SLM_ERR_FORMAT, "%s: normalizer flags %u/%u not 0/1", name, d[24], d[25]);
+    if (d[26] || d[27]) return slm_errf(err, SLM_ERR_FORMAT, "%s: header: reserved bytes not 0", name);
     uint64_t o = 28, blob = 0;
     for (uint32_t i = 0; i < nv; i++) {
         if (size - o < 8) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %u: record beyond end", name, i);
         uint32_t len = get_u32(d + o + 4);
         if (d[o] > TT_BYTE) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %u: type %u invalid", name, i, d[o]);
+        if (d[o + 1] || d[o + 2] || d[o + 3]) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %u: reserved bytes not 0", name, i);
         if (len < 1 || len > WPM_MAX_LEN) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %u: length %u out of range", name, i, len);
         if (size - o - 8 < len) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %u: %u bytes beyond end", name, i, len);
         o += 8 + (uint64_t)len;
