@@ -129,8 +129,8 @@ static slm_status wpm_index(slm_wpm *w, const char *name, slm_err *err) {
         }
         w->strs[so++] = 0;
         if (is_special_type(w->type[id]) && n > 0) w->special[w->n_special++] = id;
-        /* the prefixes, then the token (a later duplicate spelling wins, as
-         * llama.cpp's token_to_id map keeps the last) */
+        /* the prefixes, then the token (two tokens spelled the same are
+         * refused, as llama.cpp refuses them) */
         uint32_t h = FNV_BASIS;
         for (uint32_t k = 0; k < n; k++) {
             h = fnv_step(h, s[k]);
@@ -142,8 +142,10 @@ static slm_status wpm_index(slm_wpm *w, const char *name, slm_err *err) {
             } else {
                 for (;;) {
                     int32_t o = w->slot[i].id;
-                    if (o == SLOT_EMPTY || (o >= 0 && w->slot[i].hash == h && w->len[o] == n && !memcmp(tok_s(w, o), s, n)))
-                        break;
+                    if (o == SLOT_EMPTY) break;
+                    if (o >= 0 && w->slot[i].hash == h && w->len[o] == n && !memcmp(tok_s(w, o), s, n))
+                        return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens[%d]: the same spelling as token %d",
+                                        name, id, (int)o);
                     i = (i + 1) & w->slot_mask;
                 }
                 w->slot[i] = (wpm_slot){h, id};

@@ -4,7 +4,8 @@
  * The vocabulary is stored as llama.cpp's converter writes it: a word-start
  * piece "foo" as "\u2581foo", a continuation "##bar" as "bar", bracketed
  * specials ([CLS], [SEP], [UNK], ...) as they are. Every token of any type is
- * a lookup key (duplicated spellings: the last id wins).
+ * a lookup key; two tokens spelled the same are refused (llama.cpp's loader
+ * asserts against them).
  *
  * Encoding a text:
  *  1. special tokens are split out first (llama.cpp's tokenizer_st_partition:
