@@ -3,7 +3,8 @@
  *
  * The vocabulary comes from a GGUF file (a model or a vocab-only file; read
  * with the GGUF reader directly, no tensors needed): tokenizer.ggml.model
- * "gpt2" uses the byte-level BPE tokenizer, "llama" the SentencePiece one.
+ * "gpt2" uses the byte-level BPE tokenizer, "llama" the SentencePiece one,
+ * "bert" the WordPiece one.
  * A Hugging Face tokenizer.json works too, and a llama2.c model with its
  * tokenizer.bin (-z).
  */
@@ -24,15 +25,16 @@ static void usage(FILE *f) {
             "\n"
             "Prints the token ids of TEXT, space-separated, on one line.\n"
             "\n"
-            "  -m, --model PATH       GGUF model or vocab-only GGUF (tokenizer.ggml.model gpt2 or llama),\n"
+            "  -m, --model PATH       GGUF model or vocab-only GGUF (tokenizer.ggml.model gpt2, llama or bert),\n"
             "                         a Hugging Face tokenizer.json, or a llama2.c model (with -z)\n"
             "  -z, --tokenizer PATH   llama2.c tokenizer.bin\n"
             "  -p, --prompt TEXT      the text to tokenize\n"
             "  -f, --file PATH        read the text from a file instead (not with -p)\n"
-            "      --no-bos           leave out BOS (and EOS where the vocabulary adds one)\n"
+            "      --no-bos           leave out BOS (and EOS where the vocabulary adds one; for bert [CLS] and [SEP])\n"
             "      --special          let special-token text (e.g. <|endoftext|>) match special tokens;\n"
             "                         for SentencePiece vocabularies user-defined tokens always match\n"
-            "                         and control tokens never do, so it has no effect there\n"
+            "                         and control tokens never do, so it has no effect there; for bert\n"
+            "                         [CLS], [SEP], ... in the text match only with it\n"
             "  -h, --help             this text\n");
 }
 
@@ -63,8 +65,10 @@ static int run_bpe(const slm_bpe *t, const char *text, size_t len, int add_speci
     return 0;
 }
 
-static int run_spm(const slm_tokenizer *t, const char *text, int add_bos) {
-    int n = slm_tok_encode(t, text, add_bos, 0, NULL, 0);
+/* SentencePiece (add_eos 0) or WordPiece (add_eos = add_bos: [CLS] ... [SEP]);
+ * plain: NULL, or every byte marked so that no special-token text matches. */
+static int run_spm(const slm_tokenizer *t, const char *text, int add_bos, int add_eos, const uint8_t *plain) {
+    int n = slm_tok_encode_masked(t, text, plain, add_bos, add_eos, NULL, 0);
     if (n < 0) {
         fprintf(stderr, "staticlm: %s\n", slm_tok_encode_error(n));
         return 1;
@@ -74,7 +78,7 @@ static int run_spm(const slm_tokenizer *t, const char *text, int add_bos) {
         fprintf(stderr, "staticlm: out of memory\n");
         return 1;
     }
-    n = slm_tok_encode(t, text, add_bos, 0, ids, n);
+    n = slm_tok_encode_masked(t, text, plain, add_bos, add_eos, ids, n);
     print_ids(ids, n);
     slm_xfree(ids);
     return 0;
@@ -177,7 +181,7 @@ int slm_cli_tokenize(int argc, char **argv) {
         slm_tokenizer *t = NULL;
         if (nv < 0) fprintf(stderr, "staticlm: cannot tell the vocabulary size (from %s)\n", model ? model : tokp);
         else if (slm_tok_load_llama2c(&t, tokp, nv, &err)) fprintf(stderr, "staticlm: %s\n", err.msg);
-        else rc = run_spm(t, prompt, !no_bos);
+        else rc = run_spm(t, prompt, !no_bos, 0, NULL);
         slm_tok_free(t);
     } else if (ends_with(model, ".json")) {
         slm_bpe *t = NULL;
@@ -205,10 +209,19 @@ int slm_cli_tokenize(int argc, char **argv) {
                 int add_bos = 1;
                 slm_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
                 if (slm_tok_load_gguf(&t, g, slm_basename(model), &err)) fprintf(stderr, "staticlm: %s\n", err.msg);
-                else rc = run_spm(t, prompt, add_bos && !no_bos);
+                else rc = run_spm(t, prompt, add_bos && !no_bos, 0, NULL);
                 slm_tok_free(t);
+            } else if (slm_gguf_str_eq(kind, "bert")) {
+                slm_tokenizer *t = NULL;
+                uint8_t *plain = special ? NULL : slm_malloc(len + 1);
+                if (plain) memset(plain, 1, len + 1);
+                if (!special && !plain) fprintf(stderr, "staticlm: out of memory\n");
+                else if (slm_tok_load_gguf(&t, g, slm_basename(model), &err)) fprintf(stderr, "staticlm: %s\n", err.msg);
+                else rc = run_spm(t, prompt, !no_bos, !no_bos, plain);
+                slm_tok_free(t);
+                slm_xfree(plain);
             } else {
-                fprintf(stderr, "staticlm: %s: tokenizer.ggml.model '%.*s' is not supported (gpt2, llama)\n",
+                fprintf(stderr, "staticlm: %s: tokenizer.ggml.model '%.*s' is not supported (gpt2, llama, bert)\n",
                         slm_basename(model), (int)(kind.len > 64 ? 64 : kind.len), kind.s);
             }
             slm_gguf_close(g);

@@ -468,8 +468,8 @@ const char *slm_tok_encode_error(int rc) {
     case SLM_TOK_ENOMEM: return "out of memory encoding the text";
     case SLM_TOK_ETOOLONG: return "the text is longer than the tokenizer's input limit (max_prompt_bytes)";
     case SLM_TOK_EBUDGET:
-        return "the tokenizer's pre-tokenizer regexes exceeded their work limits on this text (a hostile or "
-               "catastrophically backtracking pattern)";
+        return "the tokenizer exceeded its work limits on this text (a catastrophically backtracking "
+               "pre-tokenizer regex, or a hostile WordPiece vocabulary)";
     default: return rc < 0 ? "encoding failed" : "";
     }
 }

@@ -70,7 +70,7 @@ slm_status slm_bpe_load_mem(slm_bpe **out, const void *data, size_t size, const 
 /* Encoding results below zero (slm_bpe_encode and slm_tok_encode). */
 #define SLM_TOK_ENOMEM (-1)   /* an allocation failed */
 #define SLM_TOK_ETOOLONG (-2) /* the text is longer than max_input */
-#define SLM_TOK_EBUDGET (-3)  /* a pre-tokenizer regex exceeded its work limits */
+#define SLM_TOK_EBUDGET (-3)  /* a pre-tokenizer regex (BPE) or the longest-match search (WordPiece) exceeded its work limits */
 /* A message for a result below zero ("" for others). */
 const char *slm_tok_encode_error(int rc);
 

@@ -41,51 +41,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "text/bpe.h"
-#include "text/tokenizer.h"
-
-/* TOK_BPE: byte-level BPE (bpe.c) behind the same interface; only n_vocab,
- * bos, eos, eot and the bpe fields below are used. */
-enum { TOK_RUNC = 0, TOK_SPM = 1, TOK_BPE = 2 };
-
-/* SentencePiece token types (as GGUF tokenizer.ggml.token_type stores them). */
-enum {
-    TT_UNDEFINED = 0, TT_NORMAL = 1, TT_UNKNOWN = 2, TT_CONTROL = 3,
-    TT_USER_DEFINED = 4, TT_UNUSED = 5, TT_BYTE = 6
-};
-
-#define TOK_MAX_VOCAB (1 << 24)   /* sane upper bound on vocabulary size */
-#define TOK_MAX_LEN 65536         /* sane upper bound on one token, bytes */
-
-struct slm_tokenizer {
-    int n_vocab;            /* number of tokens */
-    int mode;               /* TOK_RUNC or TOK_SPM */
-    int bos, eos, unk;      /* special token ids (always in range) */
-    int add_space_prefix;   /* 1: prepend " " to non-empty text */
-    int space_id;           /* id of " " (run.c's dummy prefix), -1 if none */
-    uint32_t max_len;       /* longest token string, bytes */
-    char *blob;             /* every token string, each NUL-terminated */
-    uint32_t *off;          /* [n_vocab] offset of token i in blob, bytes */
-    uint32_t *len;          /* [n_vocab] length of token i, bytes (no NUL) */
-    float *score;           /* [n_vocab] merge score (higher merges first) */
-    uint8_t *type;          /* [n_vocab] SentencePiece type (TT_*) */
-    int16_t *byte_val;      /* [n_vocab] byte of a "<0xXX>" byte token, else -1 */
-    int32_t *hash;          /* [hash_mask+1] open-addressing table of ids, -1 empty */
-    uint32_t hash_mask;     /* table size - 1 (size is a power of two) */
-    int32_t byte_id[256];   /* id emitted for raw byte b by byte fallback */
-    int32_t *special;       /* [n_special] user-defined ids (TOK_SPM), longest first */
-    int n_special;          /* number of user-defined tokens */
-    uint8_t special_first[256]; /* 1: some user-defined token starts with this byte */
-    char byte_piece[256][2]; /* decode output for byte tokens: byte, NUL */
-    /* TOK_BPE */
-    slm_bpe *bpe;           /* the byte-level BPE tokenizer */
-    char *pieces;           /* every decoded piece, NUL-terminated */
-    uint32_t *piece_off;    /* [n_vocab] offset of piece i in pieces */
-    uint8_t *lead_space;    /* [n_vocab] 1: the piece's leading space is a dummy prefix
-                               (SentencePiece-flavoured vocabularies) */
-    int eot;                /* end-of-turn id, -1 if none */
-    size_t max_input;       /* longest text encode accepts, bytes */
-};
+#include "text/tok_internal.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
@@ -98,8 +54,6 @@ static uint32_t tok_hash(const char *s, size_t n) {
     return h;
 }
 
-static const char *tok_s(const slm_tokenizer *t, int id) { return t->blob + t->off[id]; }
-
 /* Id of the token spelled s[0..n) among the tokens text may produce, or -1. */
 static int tok_lookup(const slm_tokenizer *t, const char *s, size_t n) {
     if (n == 0 || n > t->max_len) return -1;
@@ -107,7 +61,7 @@ static int tok_lookup(const slm_tokenizer *t, const char *s, size_t n) {
     for (;;) {
         int32_t id = t->hash[i];
         if (id < 0) return -1;
-        if (t->len[id] == n && memcmp(tok_s(t, id), s, n) == 0) return id;
+        if (t->len[id] == n && memcmp(slm_tok__s(t, id), s, n) == 0) return id;
         i = (i + 1) & t->hash_mask;
     }
 }
@@ -134,7 +88,7 @@ static int tok_matchable(const slm_tokenizer *t, int id) {
     return t->type[id] == TT_NORMAL || t->type[id] == TT_UNDEFINED;
 }
 
-static slm_tokenizer *tok_alloc(int n_vocab, uint64_t blob_size) {
+slm_tokenizer *slm_tok__alloc(int n_vocab, uint64_t blob_size) {
     slm_tokenizer *t = slm_calloc(1, sizeof *t);
     if (!t) return NULL;
     t->n_vocab = n_vocab;
@@ -158,7 +112,7 @@ static slm_tokenizer *tok_alloc(int n_vocab, uint64_t blob_size) {
 
 /* After blob/off/len/score/type are filled: byte values, the lookup table,
  * byte fallback ids, the " " id and the decode byte pieces. */
-static slm_status tok_index(slm_tokenizer *t, slm_err *err) {
+slm_status slm_tok__index(slm_tokenizer *t, slm_err *err) {
     memset(t->hash, 0xff, (size_t)(t->hash_mask + 1) * sizeof *t->hash);
     for (int b = 0; b < 256; b++) {
         t->byte_id[b] = -1;
@@ -169,7 +123,7 @@ static slm_status tok_index(slm_tokenizer *t, slm_err *err) {
     for (int id = 0; id < t->n_vocab; id++)
         if (t->len[id] > t->max_len) t->max_len = t->len[id];
     for (int id = 0; id < t->n_vocab; id++) {
-        const char *s = tok_s(t, id);
+        const char *s = slm_tok__s(t, id);
         int b = parse_byte_token(s, t->len[id]);
         if (t->mode == TOK_SPM && t->type[id] != TT_BYTE && t->type[id] != TT_UNDEFINED &&
             t->type[id] != TT_NORMAL)
@@ -181,7 +135,7 @@ static slm_status tok_index(slm_tokenizer *t, slm_err *err) {
         for (;;) {
             int32_t o = t->hash[i];
             if (o < 0) { t->hash[i] = id; break; }
-            if (t->len[o] == t->len[id] && memcmp(tok_s(t, o), s, t->len[id]) == 0) {
+            if (t->len[o] == t->len[id] && memcmp(slm_tok__s(t, o), s, t->len[id]) == 0) {
                 /* duplicate spelling: run.c's bsearch is unspecified, keep the
                  * first; llama.cpp's token_to_id map keeps the last */
                 if (t->mode == TOK_SPM) t->hash[i] = id;
@@ -220,7 +174,7 @@ static slm_status tok_index(slm_tokenizer *t, slm_err *err) {
                     k--;
                 }
                 t->special[k] = id;
-                t->special_first[(uint8_t)tok_s(t, id)[0]] = 1;
+                t->special_first[(uint8_t)slm_tok__s(t, id)[0]] = 1;
             }
         }
     }
@@ -230,6 +184,7 @@ static slm_status tok_index(slm_tokenizer *t, slm_err *err) {
 void slm_tok_free(slm_tokenizer *t) {
     if (!t) return;
     slm_bpe_free(t->bpe);
+    slm_wpm_free(t->wpm);
     slm_xfree(t->pieces);
     slm_xfree(t->piece_off);
     slm_xfree(t->lead_space);
@@ -300,7 +255,7 @@ slm_status slm_tok_load_llama2c(slm_tokenizer **out, const char *path, int vocab
     }
 
     /* pass 2: copy */
-    slm_tokenizer *t = tok_alloc(vocab_size, blob_size);
+    slm_tokenizer *t = slm_tok__alloc(vocab_size, blob_size);
     if (!t) {
         st = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the tokenizer", name);
         goto fail;
@@ -330,7 +285,7 @@ slm_status slm_tok_load_llama2c(slm_tokenizer **out, const char *path, int vocab
         else t->type[i] = TT_NORMAL;
     }
     slm_unmap(&m);
-    st = tok_index(t, err);
+    st = slm_tok__index(t, err);
     if (st != SLM_OK) {
         slm_tok_free(t);
         return st;
@@ -370,11 +325,18 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
         if (st) return st;
         return slm_tok_from_bpe(out, b, err);
     }
+    if (slm_gguf_str_eq(model, "bert")) { /* WordPiece */
+        slm_wpm *w = NULL;
+        slm_status st = slm_wpm_load_gguf(&w, g, name, err);
+        if (st) return st;
+        return slm_tok__from_wpm(out, w, err);
+    }
     if (!slm_gguf_str_eq(model, "llama")) {
         int n = model.len > 64 ? 64 : (int)model.len;
         return slm_errf(err, SLM_ERR_UNSUPPORTED,
                         "%s: tokenizer.ggml.model '%.*s' is not supported (supported: 'llama' "
-                        "(SentencePiece BPE), 'gpt2' (byte-level BPE), 'gemma4' (SentencePiece-style BPE))",
+                        "(SentencePiece BPE), 'gpt2' (byte-level BPE), 'gemma4' (SentencePiece-style BPE), "
+                        "'bert' (WordPiece))",
                         name, n, model.s);
     }
     slm_gguf_type et;
@@ -434,7 +396,7 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
     if (blob_size > UINT32_MAX)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tokenizer.ggml.tokens: too large", name);
 
-    slm_tokenizer *t = tok_alloc(n, blob_size);
+    slm_tokenizer *t = slm_tok__alloc(n, blob_size);
     if (!t) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the tokenizer", name);
     t->mode = TOK_SPM;
     t->bos = bos;
@@ -467,7 +429,7 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
         }
         t->type[i] = (uint8_t)ty;
     }
-    st = tok_index(t, err);
+    st = slm_tok__index(t, err);
     if (st != SLM_OK) {
         slm_tok_free(t);
         return st;
@@ -483,23 +445,27 @@ int slm_tok_bos(const slm_tokenizer *t) { return t ? t->bos : -1; }
 int slm_tok_eos(const slm_tokenizer *t) { return t ? t->eos : -1; }
 int slm_tok_eot(const slm_tokenizer *t) { return t && t->bpe ? t->eot : -1; }
 int slm_tok_is_bpe(const slm_tokenizer *t) { return t && t->bpe; }
+int slm_tok_is_wpm(const slm_tokenizer *t) { return t && t->wpm; }
+int slm_tok_sep(const slm_tokenizer *t) { return t && t->wpm ? slm_wpm_sep(t->wpm) : -1; }
 
 int slm_tok_runc(const slm_tokenizer *t) { return t && !t->bpe && t->mode == TOK_RUNC; }
 
 const char *slm_tok_str(const slm_tokenizer *t, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return NULL;
     if (t->bpe) return t->pieces + t->piece_off[id];
-    return tok_s(t, id);
+    if (t->wpm) return slm_wpm_str(t->wpm, id);
+    return slm_tok__s(t, id);
 }
 
 float slm_tok_score(const slm_tokenizer *t, int id) {
-    if (!t || t->bpe || id < 0 || id >= t->n_vocab) return 0.0f;
+    if (!t || t->bpe || t->wpm || id < 0 || id >= t->n_vocab) return 0.0f;
     return t->score[id];
 }
 
 int slm_tok_type(const slm_tokenizer *t, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return 0;
     if (t->bpe) return slm_bpe_token_type(t->bpe, id);
+    if (t->wpm) return slm_wpm_type(t->wpm, id);
     return t->type[id];
 }
 
@@ -553,6 +519,25 @@ slm_status slm_tok_from_bpe(slm_tokenizer **out, slm_bpe *b, slm_err *err) {
     return SLM_OK;
 }
 
+slm_status slm_tok__from_wpm(slm_tokenizer **out, slm_wpm *w, slm_err *err) {
+    *out = NULL;
+    slm_tokenizer *t = slm_calloc(1, sizeof *t);
+    if (!t) {
+        slm_wpm_free(w);
+        return slm_errf(err, SLM_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    t->wpm = w;
+    t->mode = TOK_WPM;
+    t->max_input = SLM_TOK_DEFAULT_MAX_INPUT;
+    t->n_vocab = slm_wpm_vocab_size(w);
+    t->bos = slm_wpm_cls(w);
+    t->eos = slm_wpm_eos(w);
+    t->unk = slm_wpm_unk(w);
+    t->eot = -1;
+    *out = t;
+    return SLM_OK;
+}
+
 slm_status slm_tok_load_hf_json(slm_tokenizer **out, const char *path, slm_err *err) {
     *out = NULL;
     slm_bpe *b = NULL;
@@ -568,7 +553,8 @@ const char *slm_tok_decode(const slm_tokenizer *t, int prev, int id) {
         if ((prev < 0 || prev == t->bos) && t->lead_space[id]) p++;
         return p;
     }
-    const char *piece = tok_s(t, id);
+    if (t->wpm) return slm_wpm_piece(t->wpm, id); /* llama.cpp keeps a word's leading space */
+    const char *piece = slm_tok__s(t, id);
     /* after BOS, sentencepiece's decoder strips the dummy prefix's space */
     if (prev == t->bos && t->add_space_prefix && piece[0] == ' ') piece++;
     if (t->byte_val[id] >= 0) piece = t->byte_piece[t->byte_val[id]];
@@ -679,7 +665,7 @@ static void merge_and_emit(const slm_tokenizer *t, tok_work *w) {
         if (a->n == 0 || b->n == 0 || a->ver != p.lver || b->ver != p.rver || a->next != p.right)
             continue; /* stale */
         a->id = p.id;
-        a->s = tok_s(t, p.id);
+        a->s = slm_tok__s(t, p.id);
         a->n = t->len[p.id];
         a->ver++;
         a->next = b->next;
@@ -702,13 +688,13 @@ static void merge_and_emit(const slm_tokenizer *t, tok_work *w) {
 
 /* run.c's encode() on NUL-terminated text. */
 static void encode_runc(const slm_tokenizer *t, tok_work *w, const char *text, int add_bos) {
-    if (add_bos) add_sym(w, tok_s(t, t->bos), t->len[t->bos], t->bos);
+    if (add_bos) add_sym(w, slm_tok__s(t, t->bos), t->len[t->bos], t->bos);
     if (text[0] != '\0' && t->add_space_prefix) {
         if (t->space_id >= 0) {
-            add_sym(w, tok_s(t, t->space_id), t->len[t->space_id], t->space_id);
+            add_sym(w, slm_tok__s(t, t->space_id), t->len[t->space_id], t->space_id);
         } else {
             int id = t->byte_id[' '];
-            add_sym(w, tok_s(t, id), t->len[id], id);
+            add_sym(w, slm_tok__s(t, id), t->len[id], id);
         }
     }
     const char *c = text;
@@ -718,11 +704,11 @@ static void encode_runc(const slm_tokenizer *t, tok_work *w, const char *text, i
         while (n < 4 && ((uint8_t)c[n] & 0xC0) == 0x80) n++;
         int id = tok_lookup(t, c, n);
         if (id >= 0) {
-            add_sym(w, tok_s(t, id), t->len[id], id);
+            add_sym(w, slm_tok__s(t, id), t->len[id], id);
         } else {
             for (size_t k = 0; k < n; k++) {
                 int b = t->byte_id[(uint8_t)c[k]];
-                add_sym(w, tok_s(t, b), t->len[b], b);
+                add_sym(w, slm_tok__s(t, b), t->len[b], b);
             }
         }
         c += n;
@@ -749,7 +735,7 @@ static int match_special(const slm_tokenizer *t, const char *s, size_t n) {
     if (!t->special_first[(uint8_t)s[0]]) return -1;
     for (int k = 0; k < t->n_special; k++) {
         int id = t->special[k];
-        if (t->len[id] <= n && memcmp(tok_s(t, id), s, t->len[id]) == 0) return id;
+        if (t->len[id] <= n && memcmp(slm_tok__s(t, id), s, t->len[id]) == 0) return id;
     }
     return -1;
 }
@@ -798,10 +784,11 @@ size_t slm_tok_max_input(const slm_tokenizer *t) { return t ? t->max_input : 0; 
 int slm_tok_encode_masked(const slm_tokenizer *t, const char *text, const uint8_t *plain, int add_bos, int add_eos,
                           int32_t *ids, int cap) {
     if (!t) return SLM_TOK_ENOMEM;
-    if (!t->bpe || !plain) return slm_tok_encode(t, text, add_bos, add_eos, ids, cap);
+    if ((!t->bpe && !t->wpm) || !plain) return slm_tok_encode(t, text, add_bos, add_eos, ids, cap);
     if (!text) text = "";
     size_t n = strnlen(text, t->max_input + 1);
     if (n > t->max_input || n > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG;
+    if (t->wpm) return slm_wpm_encode(t->wpm, text, n, plain, add_bos, add_eos, 1, ids, cap);
     return slm_bpe_encode_masked(t->bpe, text, n, plain, add_bos, add_eos, ids, cap);
 }
 
@@ -814,6 +801,8 @@ int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int ad
     if (n > t->max_input || n > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG; /* ids are counted in an int */
     if (t->bpe) /* special-token text matches its token, as llama.cpp's prompts do */
         return slm_bpe_encode(t->bpe, text, n, add_bos, add_eos, 1, ids, cap);
+    if (t->wpm) /* add_bos: [CLS], add_eos: [SEP]; special-token text matches as for BPE */
+        return slm_wpm_encode(t->wpm, text, n, NULL, add_bos, add_eos, 1, ids, cap);
     if (!ids || cap < 0) cap = 0;
 
     /* one scratch block: symbols, heap (<= 3 pushes per symbol), the
@@ -844,143 +833,4 @@ int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int ad
     if (add_eos) emit(&w, t->eos);
     slm_xfree(mem);
     return w.count;
-}
-
-/* ---- serialization (the blob's tokenizer section) ---------------------- */
-
-/* Layout, little endian:
- *   u32 magic 'SLMT' (0x544d4c53), u32 version (1), i32 n_vocab,
- *   u8 mode (0 run.c, 1 SentencePiece/llama.cpp), u8 add_space_prefix, u16 0,
- *   i32 bos, i32 eos, i32 unk,
- *   then per token: f32 score, u8 type, u8 0, u16 0, u32 len, len bytes.
- * Everything else (lookup table, byte ids, " " id, user-defined tokens) is
- * derived again by tok_index. */
-#define TOK_SER_MAGIC 0x544d4c53u
-#define TOK_SER_MAGIC_BPE 0x42504c53u /* "SLPB" */
-#define TOK_SER_VERSION 1u
-
-static void put_u32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v;
-    p[1] = (uint8_t)(v >> 8);
-    p[2] = (uint8_t)(v >> 16);
-    p[3] = (uint8_t)(v >> 24);
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-slm_status slm_tok_save(const slm_tokenizer *t, uint8_t **out, size_t *len, slm_err *err) {
-    *out = NULL;
-    *len = 0;
-    if (!t) return slm_errf(err, SLM_ERR_ARG, "tokenizer: nothing to save");
-    if (t->bpe) { /* a BPE record: magic, then bpe.c's own checked format */
-        size_t need = slm_bpe_serialize(t->bpe, NULL, 0);
-        uint8_t *b = need ? slm_malloc(need + 4) : NULL;
-        if (!b) return slm_errf(err, SLM_ERR_NOMEM, "tokenizer: out of memory serializing");
-        put_u32(b, TOK_SER_MAGIC_BPE);
-        if (slm_bpe_serialize(t->bpe, b + 4, need) != need) {
-            slm_xfree(b);
-            return slm_errf(err, SLM_ERR_INTERNAL, "tokenizer: BPE serialization changed size");
-        }
-        *out = b;
-        *len = need + 4;
-        return SLM_OK;
-    }
-    uint64_t n = 28;
-    for (int i = 0; i < t->n_vocab; i++) n += 12 + (uint64_t)t->len[i];
-    uint8_t *b = slm_malloc((size_t)n);
-    if (!b) return slm_errf(err, SLM_ERR_NOMEM, "tokenizer: out of memory serializing");
-    put_u32(b, TOK_SER_MAGIC);
-    put_u32(b + 4, TOK_SER_VERSION);
-    put_u32(b + 8, (uint32_t)t->n_vocab);
-    b[12] = (uint8_t)t->mode;
-    b[13] = (uint8_t)(t->add_space_prefix != 0);
-    b[14] = b[15] = 0;
-    put_u32(b + 16, (uint32_t)t->bos);
-    put_u32(b + 20, (uint32_t)t->eos);
-    put_u32(b + 24, (uint32_t)t->unk);
-    uint64_t o = 28;
-    for (int i = 0; i < t->n_vocab; i++) {
-        uint32_t sc;
-        memcpy(&sc, &t->score[i], 4);
-        put_u32(b + o, sc);
-        b[o + 4] = t->type[i];
-        b[o + 5] = b[o + 6] = b[o + 7] = 0;
-        put_u32(b + o + 8, t->len[i]);
-        memcpy(b + o + 12, tok_s(t, i), t->len[i]);
-        o += 12 + (uint64_t)t->len[i];
-    }
-    *out = b;
-    *len = (size_t)n;
-    return SLM_OK;
-}
-
-slm_status slm_tok_load_mem(slm_tokenizer **out, const void *data, size_t size, const char *name,
-                            slm_err *err) {
-    *out = NULL;
-    if (!name) name = "tokenizer";
-    const uint8_t *d = data;
-    if (d && size >= 4 && get_u32(d) == TOK_SER_MAGIC_BPE) {
-        slm_bpe *b = NULL;
-        slm_status st = slm_bpe_load_mem(&b, d + 4, size - 4, name, err);
-        if (st) return st;
-        return slm_tok_from_bpe(out, b, err);
-    }
-    if (!d || size < 28) return slm_errf(err, SLM_ERR_FORMAT, "%s: header: %zu bytes, need 28", name, size);
-    if (get_u32(d) != TOK_SER_MAGIC) return slm_errf(err, SLM_ERR_FORMAT, "%s: magic: not a tokenizer record", name);
-    if (get_u32(d + 4) != TOK_SER_VERSION)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: version %u unsupported (want %u)", name, get_u32(d + 4),
-                        TOK_SER_VERSION);
-    uint32_t nv = get_u32(d + 8);
-    if (nv < 1 || nv > TOK_MAX_VOCAB)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: n_vocab %u out of range (1..%d)", name, nv, TOK_MAX_VOCAB);
-    int n = (int)nv;
-    uint8_t mode = d[12], asp = d[13];
-    if (mode != TOK_RUNC && mode != TOK_SPM) return slm_errf(err, SLM_ERR_FORMAT, "%s: mode %u unknown", name, mode);
-    if (asp > 1) return slm_errf(err, SLM_ERR_FORMAT, "%s: add_space_prefix %u not 0/1", name, asp);
-    uint32_t ids[3] = {get_u32(d + 16), get_u32(d + 20), get_u32(d + 24)};
-    static const char *const idn[3] = {"bos", "eos", "unk"};
-    for (int k = 0; k < 3; k++)
-        if (ids[k] >= nv) return slm_errf(err, SLM_ERR_FORMAT, "%s: %s id %u not below n_vocab %u", name, idn[k], ids[k], nv);
-    /* pass 1: bounds of every record, size of the string blob */
-    uint64_t o = 28, blob_size = 0;
-    for (int i = 0; i < n; i++) {
-        if (size - o < 12) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %d: record beyond end", name, i);
-        uint32_t len = get_u32(d + o + 8);
-        if (d[o + 4] > TT_BYTE) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %d: type %u invalid", name, i, d[o + 4]);
-        if (len > TOK_MAX_LEN) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %d: length %u out of range", name, i, len);
-        if (size - o - 12 < len) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %d: %u bytes beyond end", name, i, len);
-        o += 12 + (uint64_t)len;
-        blob_size += (uint64_t)len + 1;
-    }
-    if (o != size) return slm_errf(err, SLM_ERR_FORMAT, "%s: %llu trailing bytes", name, (unsigned long long)(size - o));
-    if (blob_size > UINT32_MAX) return slm_errf(err, SLM_ERR_FORMAT, "%s: token strings too large", name);
-    slm_tokenizer *t = tok_alloc(n, blob_size ? blob_size : 1);
-    if (!t) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the tokenizer", name);
-    t->mode = mode;
-    t->add_space_prefix = asp;
-    t->bos = (int)ids[0];
-    t->eos = (int)ids[1];
-    t->unk = (int)ids[2];
-    o = 28;
-    uint32_t bo = 0;
-    for (int i = 0; i < n; i++) {
-        uint32_t sc = get_u32(d + o), len = get_u32(d + o + 8);
-        memcpy(&t->score[i], &sc, 4);
-        t->type[i] = d[o + 4];
-        t->off[i] = bo;
-        t->len[i] = len;
-        memcpy(t->blob + bo, d + o + 12, len);
-        t->blob[bo + len] = 0;
-        bo += len + 1;
-        o += 12 + (uint64_t)len;
-    }
-    slm_status st = tok_index(t, err);
-    if (st != SLM_OK) {
-        slm_tok_free(t);
-        return st;
-    }
-    *out = t;
-    return SLM_OK;
 }

@@ -18,7 +18,8 @@ typedef struct slm_tokenizer slm_tokenizer;
  * (the file does not store it); the file must hold at least that many. */
 slm_status slm_tok_load_llama2c(slm_tokenizer **out, const char *path, int vocab_size,
                                 slm_err *err);
-/* The vocabulary inside a GGUF file (tokenizer.ggml.model = "llama"). */
+/* The vocabulary inside a GGUF file (tokenizer.ggml.model = "llama"; "gpt2"
+ * and "gemma4" load as byte-level BPE, "bert" as WordPiece). */
 slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char *name,
                              slm_err *err);
 void slm_tok_free(slm_tokenizer *t);
@@ -32,6 +33,13 @@ slm_status slm_tok_from_bpe(slm_tokenizer **out, struct slm_bpe *b, slm_err *err
 /* End-of-turn id (<|eot_id|>, <|im_end|>...), -1 if none; 1 for BPE. */
 int slm_tok_eot(const slm_tokenizer *t);
 int slm_tok_is_bpe(const slm_tokenizer *t);
+/* 1 for a WordPiece (BERT) vocabulary (tokenizer.ggml.model "bert", text/wpm.h):
+ * there slm_tok_encode's add_bos adds [CLS] and add_eos [SEP] (llama.cpp's
+ * add_special adds both), special-token text ([SEP], ...) matches its token,
+ * and a word-start piece decodes with its leading space, first one too. */
+int slm_tok_is_wpm(const slm_tokenizer *t);
+/* [SEP] of a WordPiece vocabulary, -1 for the others. */
+int slm_tok_sep(const slm_tokenizer *t);
 /* 1 for a llama2.c tokenizer.bin: run.c's encode and output rules. */
 int slm_tok_runc(const slm_tokenizer *t);
 

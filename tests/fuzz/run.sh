@@ -53,6 +53,9 @@ seeds() { # target -> corpus dir
       for f in "$SHARED"/templates/*.jinja tests/corpus/templates/*.jinja; do [ -f "$f" ] && cp -f "$f" "$d/"; done ;;
     fuzz_tokenizer)
       for f in "$SHARED"/vocab/*.inp; do [ -f "$f" ] && head -c 512 "$f" > "$d/$(basename "$f")"; done ;;
+    fuzz_wpm) # texts; and a serialized record (version 1, 2 tokens, ids 0/1, lowercase, strip_accents)
+      printf 'Hello World! caf\303\251 na\303\257ve \344\275\240\345\245\275 [SEP] <u> a$b\tHELLO' > "$d/text"
+      printf '\001\0\0\0\002\0\0\0\001\0\0\0\001\0\0\0\0\0\0\0\001\0\0\0\001\001\0\0\003\0\0\0\005\0\0\0[UNK]\001\0\0\0\004\0\0\0\342\226\201a' > "$d/record" ;;
     fuzz_http) # first byte: 1 = chat, 0 = completions, 2 = /v1/embeddings, 4 = /embedding, 6 = /infill, 8 = /v1/rerank; then the body
       printf '\010{"query":"what is a cat?","documents":["a cat","a dog"],"top_n":1}' > "$d/rerank.json"
       printf '\010{"query":"q","texts":["x"],"return_text":true}' > "$d/rerank_tei.json"
