@@ -141,20 +141,26 @@ static int write_model(const model *m, const char *path) {
     uint64_t lens[VOCAB];
     float scores[VOCAB];
     int32_t types[VOCAB];
-    for (int i = 0; i < VOCAB; i++) {
-        if (i < 3) snprintf(names[i], sizeof names[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+    static const char *const wpm_special[4] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]"};
+    for (int i = 0; i < VOCAB; i++) { /* bert: SentencePiece; nomic-bert: WordPiece, as real files have */
+        if (m->nomic && i < 4) snprintf(names[i], sizeof names[i], "%s", wpm_special[i]);
+        else if (i < 3) snprintf(names[i], sizeof names[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
         else snprintf(names[i], sizeof names[i], "\xe2\x96\x81w%d", i);
         toks[i] = names[i];
         lens[i] = strlen(names[i]);
         scores[i] = -(float)i;
         types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
     }
-    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    slm_gguf_set_str(w, "tokenizer.ggml.model", m->nomic ? "bert" : "llama");
+    if (m->nomic) {
+        slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 1);
+        slm_gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", 3);
+    }
     slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, lens, VOCAB);
     slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, scores, VOCAB);
     slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, types, VOCAB);
-    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", m->nomic ? 2 : 1);
+    if (!m->nomic) slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
     for (int i = 0; i < m->n; i++) {
         const tensor *t = &m->t[i];
         const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1]);
@@ -330,6 +336,16 @@ static void check_family(int nomic) {
         CHECK(slm_session_embed(s, ids, 5, SLM_POOLING_CLS, a, DIM) == SLM_OK);
         CHECK(slm_session_embed(s, ids, 6, SLM_POOLING_CLS, b, DIM) == SLM_OK);
         CHECK(memcmp(a, b, sizeof a) != 0);
+        /* text: WordPiece gives [CLS] words [SEP], as llama.cpp's (the nomic file's vocabulary) */
+        float ta[DIM], tb[DIM];
+        int nt = 0;
+        const int32_t wp[4] = {2, 5, 7, 3};
+        if (nomic) {
+            CHECK(slm_session_embed_text(s, "W5 w7", SLM_POOLING_MEAN, ta, DIM, &nt) == SLM_OK);
+            CHECK(nt == 4);
+            CHECK(slm_session_embed(s, wp, 4, SLM_POOLING_MEAN, tb, DIM) == SLM_OK);
+            CHECK(!memcmp(ta, tb, sizeof ta));
+        }
         /* over max_prompt_len: one call or nothing (no chunks both ways) */
         int32_t more[17];
         for (int i = 0; i < 17; i++) more[i] = ids[i % 16];
