@@ -336,14 +336,6 @@ static void layernorm_plain(const float *x, const float *g, const float *b, floa
     for (int i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + b[i];
 }
 
-/* gelu_tanh(x) in place: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
-static void gelu_plain(float *x, int n) {
-    for (int i = 0; i < n; i++) {
-        const float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608f * (v + 0.044715f * v * v * v)));
-    }
-}
-
 /* EMBED with a != 0 (encoders): dst[r] += the table's row ids[r] (a = 1) or
  * row 0 (a = 3), dequantized into the scratch. */
 static slm_status exec_embed_add(const slm_task *t, rows rr, void *scratch) {
@@ -468,8 +460,13 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             slm_exec_sigmoid_gate(t, rr);
             return SLM_OK;
         }
-        if (t->a == 2) { /* an encoder's FFN: gelu_tanh in place */
-            for (int r = rr.begin; r < rr.end; r++) gelu_plain(row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r), t->n);
+        if (t->a == 2) { /* an encoder's FFN: gelu_tanh in place, the set's GeGLU times ones */
+            float ones[256];
+            for (int j = 0; j < 256; j++) ones[j] = 1.0f;
+            for (int r = rr.begin; r < rr.end; r++) {
+                float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
+                for (int j = 0; j < t->n; j += 256) ks->geglu(x + j, ones, x + j, t->n - j < 256 ? t->n - j : 256);
+            }
             return SLM_OK;
         }
         if (t->flags & SLM_TF_GELU) {
