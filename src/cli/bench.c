@@ -69,6 +69,9 @@ static void usage(FILE *f) {
             "                            repetition (untimed), as llama-bench's -d (default 0)\n"
             "  -t, --threads T           threads (default: all cores)\n"
             "  -r, --repetitions R       timed repetitions per test (default 5)\n"
+            "  -embd, --embeddings 0|1   1: pp runs the embedding programs (every row's hidden state,\n"
+            "                            no LM head), as llama-bench's -embd 1; an encoder (bert,\n"
+            "                            nomic-bert) needs it; no tg, depth or --ttft then (default 0)\n"
             "  -o, --output FMT          md (default) or jsonl (one object per test)\n"
             "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
@@ -383,7 +386,23 @@ static int fill_depth(slm_engine *e, int32_t *ids, int depth, int vocab) {
     return s == SLM_OK;
 }
 
+/* -embd 1: pp runs the embedding programs on a session (every row's
+ * hidden state out, as llama-bench's embeddings mode; an encoder's only
+ * mode) into g_rows. */
+static slm_session *g_embd;
+static float *g_rows;
+
 static int run_pp(slm_engine *e, int32_t *ids, int p, int depth, int vocab, double *sec) {
+    if (g_embd) {
+        for (int i = 0; i < p; i++) ids[i] = rand_id(vocab);
+        slm_info in;
+        slm_get_info(e, &in);
+        const double t0 = now_s();
+        const slm_status s = slm_session_embed(g_embd, ids, p, SLM_POOLING_NONE, g_rows, (size_t)p * (size_t)in.dim);
+        *sec = now_s() - t0;
+        if (s) fprintf(stderr, "staticlm bench: embedding: %s\n", slm_session_error(g_embd));
+        return s == SLM_OK;
+    }
     if (!fill_depth(e, ids, depth, vocab)) return 0;
     for (int i = 0; i < p; i++) ids[i] = rand_id(vocab);
     const float *logits;
@@ -441,6 +460,7 @@ static void json_str(FILE *f, const char *s) {
 typedef struct bench {
     const char *model, *tok, *fmt, *kernels;
     int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type, prefetch, ttft;
+    int embd, n_set;                /* -embd 1: pp through the embedding programs; -n given */
     model_facts mf;
     double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
     double limit;                   /* decode tokens/s the bandwidth allows */
@@ -480,7 +500,8 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "-o") || !strcmp(o, "--output")) b->fmt = v;
         else if (!strcmp(o, "--kernels")) b->kernels = v;
         else if (!strcmp(o, "-p") || !strcmp(o, "--n-prompt")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->p);
-        else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->n);
+        else if (!strcmp(o, "-n") || !strcmp(o, "--n-gen")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->n), b->n_set = 1;
+        else if (!strcmp(o, "-embd") || !strcmp(o, "--embeddings")) ok = slm_cli_parse_int(v, o, 0, 1, &b->embd);
         else if (!strcmp(o, "-d") || !strcmp(o, "--n-depth")) ok = slm_cli_parse_int(v, o, 0, 1 << 20, &b->depth);
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) ok = slm_cli_parse_int(v, o, 0, 256, &b->threads);
         else if (!strcmp(o, "-r") || !strcmp(o, "--repetitions")) ok = slm_cli_parse_int(v, o, 1, 64, &b->reps);
@@ -519,6 +540,13 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
     if (b->kernels && !strcmp(b->kernels, "amx") && strcmp(slm_kernels_active()->name, "amx"))
         fprintf(stderr, "staticlm bench: no AMX (%s): kernels %s\n", slm_cpu_features()->amx_why,
                 slm_kernels_active()->name);
+    if (b->embd && !b->n_set) b->n = 0; /* embeddings: pp alone unless -n asks */
+    if (b->embd && (b->n > 0 || b->depth > 0)) {
+        fprintf(stderr, "staticlm bench: -embd 1 times the embedding programs (pp) from an empty cache: no tg (-n 0) "
+                        "and no depth (-d 0)\n");
+        return 2;
+    }
+    if (b->embd) b->ttft = 0; /* no prefill program to time it with */
     if (b->threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);
         b->threads = c > 0 ? (int)(c > 256 ? 256 : c) : 1;
@@ -623,6 +651,7 @@ static void print_jsonl(const bench *b) {
                r->n_prompt, r->n_gen, r->n_depth, r->reps, r->avg_ns, r->sd_ns, r->avg_ts, r->sd_ts);
         for (int j = 0; j < r->reps; j++) printf("%s%.4f", j ? ", " : "", r->ts[j]);
         printf("], \"type_k\": \"%s\", \"type_v\": \"%s\"", b->kv_name, b->kv_name);
+        printf(", \"embeddings\": %s", b->embd ? "true" : "false");
         printf(", \"amx_int8_peak_ops\": %.0f", b->amx_peak); /* one core; 0: no AMX */
         printf(", \"vnni_int8_peak_ops\": %.0f", b->vnni_peak); /* one core; 0: no AVX-512 VNNI */
         if (b->ttft_s > 0) printf(", \"ttft_n_prompt\": %d, \"ttft_ms\": %.3f", b->ttft, b->ttft_s * 1e3);
@@ -785,6 +814,7 @@ int slm_cli_bench(int argc, char **argv) {
     opt.prefetch = b->prefetch;
     opt.n_threads = b->threads;
     opt.schedule = b->schedule;
+    opt.embeddings = b->embd;
     slm_engine *e = NULL;
     if (slm_load(&e, b->model, &opt)) {
         fprintf(stderr, "staticlm bench: %s\n", slm_last_error(e));
@@ -826,6 +856,14 @@ int slm_cli_bench(int argc, char **argv) {
         slm_free(e);
         return 1;
     }
+    if (b->embd && (slm_session_new(e, NULL, &g_embd) ||
+                    !(g_rows = slm_malloc((size_t)(b->p > 0 ? b->p : 1) * (size_t)in.dim * sizeof(float))))) {
+        fprintf(stderr, "staticlm bench: %s\n", g_embd ? "out of memory" : slm_last_error(e));
+        slm_session_free(g_embd);
+        slm_xfree(ids);
+        slm_free(e);
+        return 1;
+    }
     b->kname = slm_kernels_active()->name;
     b->kv_name = in.kv_type;
     b->amx_peak = slm_amx_int8_peak(0.2); /* 0 (at once) without AMX */
@@ -850,6 +888,10 @@ int slm_cli_bench(int argc, char **argv) {
     fflush(stdout);
     rc = 0;
 done:
+    slm_session_free(g_embd);
+    g_embd = NULL;
+    slm_xfree(g_rows);
+    g_rows = NULL;
     slm_xfree(ids);
     slm_free(e);
     return rc;

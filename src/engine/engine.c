@@ -139,6 +139,9 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
     if ((s = slm_compile(&e->comp, &e->model, &co, &e->err))) return s;
     const int mpl = e->comp.opt.max_prompt_len, mrl = e->comp.opt.min_response_len, ctx = e->model.cfg.context_len;
     if (e->model.cfg.encoder) { /* the cache holds one input; nothing is generated */
+        if (e->opt.max_prompt_len > mpl)
+            fprintf(stderr, "staticlm: note: the encoder's context length %d bounds an input: max_prompt_len %d "
+                            "(asked: %d)\n", ctx, mpl, e->opt.max_prompt_len);
     } else if ((e->opt.min_response_len >= 0 && mrl < e->opt.min_response_len) ||
         (e->opt.max_prompt_len > 0 && mpl < e->opt.max_prompt_len)) /* asked for, not granted: always said */
         fprintf(stderr,
