@@ -27,7 +27,8 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
     /* verify and embed keep every row; embed outputs the final norm's rows (no LM head) */
     if (kind != SLM_PROG_VERIFY && kind != SLM_PROG_EMBED && (s = slm_pass_last_row(&p->graph, err))) return s;
     /* an encoder's graph has no LM head: its output is already every row's hidden state */
-    if ((c->opt.lm_head_separate || kind == SLM_PROG_EMBED) && !m->cfg.encoder && (s = slm_pass_split_lm_head(&p->graph, err)))
+    if ((c->opt.lm_head_separate || kind == SLM_PROG_EMBED) && !slm_encoder_graph(&m->cfg) &&
+        (s = slm_pass_split_lm_head(&p->graph, err)))
         return s;
     if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
@@ -93,7 +94,7 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     o->n_generate_variants = normalize_variants(o->generate_variants, o->n_generate_variants, 1, out->kv_capacity);
     slm_status s;
     slm_graph_init(&out->stateful, "stateful");
-    if ((s = m->cfg.encoder ? slm_build_encoder(&out->stateful, m, err) : slm_build_decoder(&out->stateful, m, err)))
+    if ((s = slm_encoder_graph(&m->cfg) ? slm_build_encoder(&out->stateful, m, err) : slm_build_decoder(&out->stateful, m, err)))
         goto fail;
     if ((s = slm_build_constants(out, m, err))) goto fail;
     if (m->cfg.encoder) { /* embedding programs only (slm_compile_embed) */

@@ -14,14 +14,16 @@
  * position (causal), within the sliding window, within the region of the
  * sequence the row belongs to (batch programs: regions of t->k rows); with
  * window < 0 (an encoder: no causal limit) rows [0, upto], upto the cache
- * position of the call's last valid row. The
+ * position of the call's last valid row, and for window -(h + 1) with h
+ * >= 1 only those within h rows of its own on either side. The
  * window is data-independent but the range is steered by the query's
  * cache position. */
 static void attn_range(const slm_task *t, const int32_t *cp, int r, int upto, int *first, int *last) {
     *last = cp[r];
     if (t->window < 0) { /* an encoder: every row up to the call's last valid one, `upto` */
-        *first = 0;
-        *last = upto;
+        const int h = -t->window - 1; /* gemma-embedding's window layers: h rows on either side */
+        *first = h > 0 && *last > h ? *last - h : 0;
+        *last = h > 0 && *last + h < upto ? *last + h : upto;
         return;
     }
     const int base = t->k > 0 ? *last - *last % t->k : 0;

@@ -43,6 +43,67 @@ static slm_status load_classifier(slm_engine *e, const char *path) {
     return SLM_OK;
 }
 
+/* Matrix `name` [rows][cols] as f32 into *out (NULL when absent). */
+static slm_status load_f32(slm_engine *e, const char *path, const char *name, int64_t cols, int64_t rows, float **out) {
+    const slm_tensor *w = slm_model_tensor(&e->model, name);
+    *out = NULL;
+    if (!w) return SLM_OK;
+    const int64_t r = w->n_dims > 1 ? w->ne[1] : 1;
+    const uint64_t rb = slm_row_bytes(w->type, (uint64_t)cols);
+    if (w->n_dims > 2 || w->ne[0] != cols || r != rows || !rb || w->nbytes < rb * (uint64_t)rows)
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tensor '%s': want [%lld, %lld]", slm_basename(path), name,
+                        (long long)cols, (long long)rows);
+    if (!(*out = slm_malloc((size_t)(rows * cols) * sizeof(float)))) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < rows; i++)
+        if (!slm_dequantize_row(w->type, (const uint8_t *)w->data + (uint64_t)i * rb, *out + i * cols, cols))
+            return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': type %s cannot be read", slm_basename(path),
+                            name, slm_dtype_name(w->type));
+    return SLM_OK;
+}
+
+/* sentence-transformers' dense projections (dense_2 [dim -> d2], its bias,
+ * dense_3 [d2 -> dim]), as llama.cpp's converter writes EmbeddingGemma's:
+ * applied to the pooled vector (every row's under pooling none). */
+static slm_status load_dense(slm_engine *e, const char *path) {
+    const slm_tensor *a = slm_model_tensor(&e->model, "dense_2.weight"), *b = slm_model_tensor(&e->model, "dense_3.weight");
+    if (!a && !b) return SLM_OK;
+    if (!a || !b || a->n_dims != 2 || a->ne[1] < 1 || a->ne[1] > (1 << 16))
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: dense_2.weight and dense_3.weight go together, dense_2 [%d, "
+                        "width <= 65536]", slm_basename(path), e->cfg.dim);
+    const int d2 = (int)a->ne[1], dim = e->cfg.dim;
+    slm_status s;
+    if ((s = load_f32(e, path, "dense_2.weight", dim, d2, &e->dense2)) || (s = load_f32(e, path, "dense_3.weight", d2, dim, &e->dense3)))
+        return s;
+    const slm_tensor *bias = slm_model_tensor(&e->model, "dense_2.bias");
+    if (bias) {
+        if (bias->type != SLM_F32 || bias->ne[0] != d2 || bias->nbytes < (uint64_t)d2 * sizeof(float))
+            return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: dense_2.bias: want %d f32 values", slm_basename(path), d2);
+        if (!(e->dense2_b = slm_malloc((size_t)d2 * sizeof(float)))) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
+        memcpy(e->dense2_b, bias->data, (size_t)d2 * sizeof(float));
+    }
+    e->d2 = d2;
+    return SLM_OK;
+}
+
+/* The dense projections on a pooled vector v [dim], in place (double sums). */
+static slm_status apply_dense(const slm_engine *e, float *v) {
+    const int dim = e->cfg.dim, d2 = e->d2;
+    double *h = slm_malloc((size_t)d2 * sizeof(double));
+    if (!h) return SLM_ERR_NOMEM;
+    for (int i = 0; i < d2; i++) {
+        double acc = e->dense2_b ? e->dense2_b[i] : 0.0;
+        for (int j = 0; j < dim; j++) acc += (double)e->dense2[(size_t)i * dim + j] * v[j];
+        h[i] = acc;
+    }
+    for (int i = 0; i < dim; i++) {
+        double acc = 0.0;
+        for (int j = 0; j < d2; j++) acc += (double)e->dense3[(size_t)i * d2 + j] * h[j];
+        v[i] = (float)acc;
+    }
+    slm_xfree(h);
+    return SLM_OK;
+}
+
 /* The default pooling of a Hugging Face folder (sentence-transformers'
  * 1_Pooling/config.json), and a GGUF's embedding keys: {arch}.pooling_type (the default pooling),
  * {arch}.attention.causal (an encoder's false is refused with embeddings:
@@ -71,7 +132,9 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
         return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
                         "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
                         slm_basename(path), key);
-    return e->opt.embeddings ? load_classifier(e, path) : SLM_OK;
+    if (!e->opt.embeddings) return SLM_OK;
+    slm_status s = load_dense(e, path);
+    return s ? s : load_classifier(e, path);
 }
 
 void slm_engine_embed_free(slm_engine *e) {
@@ -79,6 +142,11 @@ void slm_engine_embed_free(slm_engine *e) {
     slm_xfree(e->cls_b);
     e->cls_w = e->cls_b = NULL;
     e->n_cls = 0;
+    slm_xfree(e->dense2);
+    slm_xfree(e->dense2_b);
+    slm_xfree(e->dense3);
+    e->dense2 = e->dense2_b = e->dense3 = NULL;
+    e->d2 = 0;
 }
 
 int slm_model_rank_outputs(const slm_engine *e) { return e && e->loaded ? e->n_cls : 0; }
@@ -197,6 +265,9 @@ slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pool
     if (!st && a.sum)
         for (int j = 0; j < dim; j++) out[j] = (float)(a.sum[j] / n);
     if (!st && rank) classify(e, row, out);
+    /* the dense projections on the pooled vector, or on every row under pooling none (as llama.cpp) */
+    for (int r = 0; !st && e->d2 && !rank && r < (pooling == SLM_POOLING_NONE ? n : 1); r++)
+        if (apply_dense(e, out + (size_t)r * (size_t)dim)) st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     slm_xfree(a.sum);
     slm_xfree(row);
     return st;

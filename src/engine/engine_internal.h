@@ -45,6 +45,9 @@ struct slm_engine {
     slm_fim_tokens fim;     /* fill-in-the-middle tokens (fim.c; -1: none) */
     float *cls_w, *cls_b;   /* a reranker's classifier head [n_cls][dim], its bias [n_cls] (embed.c) */
     int n_cls;
+    float *dense2, *dense2_b, *dense3; /* sentence-transformers' dense projections after pooling
+                                          (EmbeddingGemma): [d2][dim], [d2], [dim][d2] (embed.c) */
+    int d2;
 };
 
 /* engine.c: the KV regions sessions hold, and tokenizing their feeds */

@@ -498,7 +498,9 @@ static slm_status int_window_period(const slm_gguf *g, const char *file, const c
 /* What qwen3, gemma2, gemma3, phi3 and smollm3 add to the Llama decoder, from
  * their keys and llama.cpp's rules for what the keys leave out. */
 static slm_status family_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
-    const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
+    /* gemma-embedding (EmbeddingGemma): gemma3's graph attending both ways (encoder 3) */
+    const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"),
+              is_gemma3 = !strcmp(A, "gemma3") || !strcmp(A, "gemma-embedding"),
               is_phi3 = !strcmp(A, "phi3");
     char key[96];
     slm_status s;
@@ -529,6 +531,11 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
         c->final_softcap = 30.0f;
         if ((s = get_float(g, file, KEY("attn_logit_softcapping"), &c->attn_softcap, err))) return s;
         if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
+    }
+    if (!strcmp(A, "gemma-embedding")) {
+        c->encoder = 3;
+        if (c->sliding_window <= 0)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key '%s.attention.sliding_window'", file, A);
     }
     if (is_gemma3) {
         if (c->sliding_window > 0) { /* local layers: base 10000 (or the file's), no scaling */
@@ -808,7 +815,8 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
         mag *= af;
         c->rope_attn_factor = mag == 1.0f ? 0.0f : mag;
     }
-    const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"), is_gemma3 = !strcmp(A, "gemma3"),
+    const int is_qwen3 = !strcmp(A, "qwen3"), is_gemma2 = !strcmp(A, "gemma2"),
+              is_gemma3 = !strcmp(A, "gemma3") || !strcmp(A, "gemma-embedding"),
               is_phi3 = !strcmp(A, "phi3");
     const int is_qwen2 = !strcmp(A, "qwen2") || !strcmp(A, "qwen2moe");
     c->rope_neox = is_qwen2 || is_qwen3 || is_gemma2 || is_gemma3 || is_gemma4 || is_phi3 || !strcmp(A, "olmo2") ||
@@ -865,7 +873,8 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
                         "%s: vocabulary size unknown (no 'llama.vocab_size', 'tokenizer.ggml.tokens' or 'token_embd.weight')",
                         file);
     }
-    c->tied_embeddings = !c->encoder && slm_gguf_find_tensor(g, "output.weight") == NULL; /* encoders: no LM head */
+    /* the BERT graph has no LM head; gemma-embedding's is the tied embedding (dropped by the embed programs) */
+    c->tied_embeddings = !slm_encoder_graph(c) && slm_gguf_find_tensor(g, "output.weight") == NULL;
 
     if ((s = load_tensors(m, g, file, A, err))) return s;
     m->kind = SLM_MODEL_GGUF;

@@ -181,7 +181,12 @@ typedef struct slm_model_config {
      * SwiGLU (nomic-bert); a bias after any matrix where the file has one
      * (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_up,ffn_down}.bias). No
      * output norm, no LM head: the last layer's rows are the output.
-     * 0 = a decoder; 1 = bert; 2 = nomic-bert. */
+     * 0 = a decoder; 1 = bert; 2 = nomic-bert; 3 = gemma-embedding
+     * (EmbeddingGemma: the gemma3 decoder graph, its attention both ways:
+     * every row on the global layers, rows within sliding_window / 2 on
+     * either side on the window layers; the LM head dropped, and the
+     * sentence-transformers dense projections dense_2 / dense_3 applied to
+     * the pooled vector when the file has them: engine/embed.c). */
     int encoder;
 } slm_model_config;
 
@@ -247,6 +252,9 @@ static inline int slm_max_head_dim(const slm_model_config *c) {
     return c->head_dim_swa > c->head_dim ? c->head_dim_swa : c->head_dim;
 }
 
+/* 1 when the model runs the BERT graph (bert, nomic-bert), not a decoder's. */
+static inline int slm_encoder_graph(const slm_model_config *c) { return c->encoder == 1 || c->encoder == 2; }
+
 /* 1 when layer l rotates Q and K (RoPE). */
 static inline int slm_layer_rope(const slm_model_config *c, int l) { return c->nope_step <= 0 || (l + 1) % c->nope_step != 0; }
 
@@ -284,9 +292,10 @@ typedef enum slm_arch {
     SLM_ARCH_QWEN35MOE,
     SLM_ARCH_BERT,
     SLM_ARCH_NOMIC_BERT,
+    SLM_ARCH_GEMMA_EMBEDDING,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert, gemma-embedding"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */

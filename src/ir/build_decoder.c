@@ -442,6 +442,8 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.kv_heads = kvh;
         n.head_dim = hd;
         n.window = slm_layer_swa(c, l) ? c->sliding_window : 0;
+        if (c->encoder == 3) /* gemma-embedding: both ways; the window layers |i - j| <= window / 2 */
+            n.window = slm_layer_swa(c, l) ? -(c->sliding_window / 2 + 1) : -1;
         n.scale = c->attn_scale;
         n.softcap = c->attn_softcap;
         n.weight = c->attn_sinks ? W(&b, "blk.%d.attn_sinks.weight", l) : NULL;

@@ -115,7 +115,8 @@ typedef struct slm_node {
     int neox;          /* ROPE: rotate (i, i + head_dim/2) instead of (2i, 2i+1) */
     int window;        /* ATTENTION: sliding window in rows (0 = unlimited; -1: no causal
                           limit, every row attends to every valid row of its input: an
-                          encoder's) */
+                          encoder's; -(h + 1), h >= 1: both ways within h rows on either
+                          side: gemma-embedding's window layers) */
     int group;         /* RMSNORM: normalize each run of `group` columns alone (per-head
                           Q/K norm); 0 = the whole row */
     int rot;           /* ROPE: rotated dimensions per head (partial rotary); 0 = head_dim */
