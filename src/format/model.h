@@ -318,8 +318,9 @@ typedef struct slm_model_file {
      * slm_model_validate; NULL for a dense model); the shared expert's
      * matrices are ordinary named tensors */
     const slm_tensor **experts;
-    /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"), empty
-     * when the folder has none (or the model is not a folder). */
+    /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"); an
+     * encoder's (bert) folder without one: its vocab.txt; empty when the
+     * folder has none (or the model is not a folder). */
     char tokenizer_json[1024];
 } slm_model_file;
 
