@@ -43,6 +43,7 @@ typedef struct opts {
     int cls_pooling;     /* 1_Pooling: cls instead of mean */
     const char *config;  /* extra config.json keys ("\"k\": v, ") */
     const char *extra;   /* one more tensor, as named */
+    const char *extra_dt;/* its dtype (NULL: F32) */
 } opts;
 
 /* The GGUF name of a folder tensor (without the prefix, old names already
@@ -156,10 +157,10 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     char cfg[2048], sub[512];
     snprintf(cfg, sizeof cfg, "{\"architectures\": [\"%s\"], \"model_type\": \"bert\", %s\"hidden_size\": %d, "
              "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
-             "\"max_position_embeddings\": %d, \"vocab_size\": %d, \"type_vocab_size\": %d, \"layer_norm_eps\": 1e-12, "
-             "\"hidden_act\": \"gelu\", \"position_embedding_type\": \"absolute\", \"pad_token_id\": 0, "
+             "\"max_position_embeddings\": %d, \"vocab_size\": %d, \"type_vocab_size\": %d, %s\"pad_token_id\": 0, "
              "\"torch_dtype\": \"float32\"}\n", o->prefix ? "BertForMaskedLM" : "BertModel", o->config ? o->config : "",
-             DIM, FF, LAYERS, HEADS, CTX, NV, TYPES);
+             DIM, FF, LAYERS, HEADS, CTX, NV, TYPES, o->config ? "" /* the keys it may give */ :
+             "\"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\", \"position_embedding_type\": \"absolute\", ");
     CHECK(put(dir, "config.json", cfg));
     st_item it[64];
     int n = 0;
@@ -167,12 +168,13 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     for (int i = 0; i < CTX; i++) pos_ids[i] = (float)i;
     for (int i = 0; i < w->n; i++) {
         it[n] = w->it[i];
-        char nm[96];
-        snprintf(nm, sizeof nm, "%s", w->it[i].name);
+        char nm[128] = "";
+        if (o->prefix) strcpy(nm, "bert.");
+        strcat(nm, w->it[i].name); /* names of this file: under 64 bytes */
         const size_t k = strlen(nm);
         if (o->prefix && strstr(nm, "LayerNorm")) /* old checkpoints: gamma / beta */
-            snprintf(nm + k - (nm[k - 1] == 't' ? 6 : 4), 8, "%s", nm[k - 1] == 't' ? "gamma" : "beta");
-        snprintf(it[n].name, sizeof it[n].name, "%s%s", o->prefix ? "bert." : "", nm);
+            strcpy(nm + k - (nm[k - 1] == 't' ? 6 : 4), nm[k - 1] == 't' ? "gamma" : "beta");
+        memcpy(it[n].name, nm, strlen(nm) + 1);
         n++;
     }
     if (o->prefix) { /* what BertForMaskedLM checkpoints carry beside the encoder */
@@ -181,7 +183,7 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
         it[n++] = (st_item){"bert.pooler.dense.bias", "F32", 1, {DIM}, pooler};
         it[n++] = (st_item){"cls.predictions.bias", "F32", 1, {NV}, mlm_bias};
     }
-    if (o->extra) it[n++] = (st_item){"", "F32", 2, {2, DIM}, pooler};
+    if (o->extra) it[n++] = (st_item){"", o->extra_dt ? o->extra_dt : "F32", 2, {2, DIM}, pooler};
     if (o->extra) snprintf(it[n - 1].name, sizeof it[n - 1].name, "%s", o->extra);
     CHECK(st_write_weights(dir, it, n, 0, 0));
     if (o->vocab_txt) write_vocab_txt(dir, o);
@@ -377,20 +379,23 @@ static void test_cased(void) {
 static void test_refusals(void) {
     weights w;
     make_weights(&w);
-    static const struct { const char *config, *extra; slm_status want; const char *w1, *w2; } c[] = {
-        {"\"position_embedding_type\": \"relative_key\", ", NULL, SLM_ERR_UNSUPPORTED, "position_embedding_type", "relative_key"},
-        {"\"hidden_act\": \"relu\", ", NULL, SLM_ERR_UNSUPPORTED, "hidden_act", "relu"},
-        {"\"is_decoder\": true, ", NULL, SLM_ERR_UNSUPPORTED, "is_decoder", NULL},
-        {"\"add_cross_attention\": true, ", NULL, SLM_ERR_UNSUPPORTED, "add_cross_attention", NULL},
-        {NULL, "classifier.weight", SLM_ERR_UNSUPPORTED, "classifier.weight", "bert"},
-        {NULL, "encoder.layer.2.output.dense.weight", SLM_ERR_FORMAT, "num_hidden_layers", NULL},
+    static const struct { const char *config, *extra; slm_status want; const char *w1, *w2; int i64; } c[] = {
+        {"\"position_embedding_type\": \"relative_key\", ", NULL, SLM_ERR_UNSUPPORTED, "position_embedding_type", "relative_key", 0},
+        {"\"hidden_act\": \"relu\", ", NULL, SLM_ERR_UNSUPPORTED, "hidden_act", "relu", 0},
+        {"\"is_decoder\": true, ", NULL, SLM_ERR_UNSUPPORTED, "is_decoder", NULL, 0},
+        {"\"add_cross_attention\": true, ", NULL, SLM_ERR_UNSUPPORTED, "add_cross_attention", NULL, 0},
+        {NULL, "classifier.weight", SLM_ERR_UNSUPPORTED, "classifier.weight", "bert", 0},
+        {NULL, "encoder.layer.2.output.dense.weight", SLM_ERR_FORMAT, "num_hidden_layers", NULL, 0},
+        {NULL, "bert.encoder.layer.0.output.dense.bias", SLM_ERR_UNSUPPORTED, "dtype I64", "output.dense.bias", 1},
+        {"\"layer_norm_eps\": 2, ", NULL, SLM_ERR_FORMAT, "layer_norm_eps", NULL, 0},
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         char dir[512], name[32];
         snprintf(name, sizeof name, "refuse%zu", i);
         const char *cfg = c[i].config;
         if (!cfg && !c[i].extra) continue;
-        write_folder(name, &w, &(opts){.config = cfg, .extra = c[i].extra}, dir, sizeof dir);
+        write_folder(name, &w, &(opts){.config = cfg, .extra = c[i].extra, .extra_dt = c[i].i64 ? "I64" : NULL}, dir,
+                     sizeof dir);
         expect_folder(dir, c[i].want, c[i].w1, c[i].w2);
         st_rm_dir(dir);
     }
