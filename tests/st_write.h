@@ -12,18 +12,21 @@
 
 typedef struct st_item {
     char name[96];
-    const char *dtype; /* "F32", "F16", "BF16" */
+    const char *dtype; /* "F32", "F16", "BF16" (and "I64": integers) */
     int n_dims;        /* 1..3 */
     int64_t shape[3];
     const float *f;    /* values (already representable in dtype) */
 } st_item;
 
-static size_t dsize(const char *dt) { return strcmp(dt, "F32") ? 2 : 4; }
+static size_t dsize(const char *dt) { return !strcmp(dt, "F32") ? 4 : !strcmp(dt, "I64") ? 8 : 2; }
 
 static void put_elems(uint8_t *out, const char *dt, const float *f, size_t n) {
     for (size_t i = 0; i < n; i++) {
         if (!strcmp(dt, "F32")) memcpy(out + 4 * i, &f[i], 4);
-        else {
+        else if (!strcmp(dt, "I64")) { /* an integer buffer (BERT's position_ids) */
+            const int64_t v = (int64_t)f[i];
+            memcpy(out + 8 * i, &v, 8);
+        } else {
             uint16_t h = !strcmp(dt, "F16") ? slm_f32_to_f16(f[i]) : slm_f32_to_bf16(f[i]);
             out[2 * i] = (uint8_t)h;
             out[2 * i + 1] = (uint8_t)(h >> 8);

@@ -77,8 +77,10 @@ static slm_status load_tokenizer(slm_engine *e) {
     if (e->model.gguf) return slm_tok_load_gguf(&e->tok, e->model.gguf, slm_basename(e->model.path), &e->err);
     if (e->model.kind == SLM_MODEL_HF) {
         if (!e->model.tokenizer_json[0])
-            return slm_errf(&e->err, SLM_ERR_ARG, "%s: no tokenizer.json in the folder (or pass -z tokenizer.bin)",
-                            slm_basename(e->model.path));
+            return slm_errf(&e->err, SLM_ERR_ARG, "%s: no tokenizer.json%s in the folder (or pass -z tokenizer.bin)",
+                            slm_basename(e->model.path), e->model.cfg.encoder ? " or vocab.txt" : "");
+        if (e->model.cfg.encoder) /* a BERT folder: WordPiece (tokenizer.json or vocab.txt) */
+            return slm_tok_load_hf_wpm(&e->tok, e->model.tokenizer_json, e->model.cfg.vocab_size, &e->err);
         return slm_tok_load_hf_json(&e->tok, e->model.tokenizer_json, &e->err);
     }
     return slm_errf(&e->err, SLM_ERR_ARG, "%s: a llama2.c model needs a tokenizer: pass -z tokenizer.bin",

@@ -15,6 +15,9 @@
  * qwen35moe (Qwen3.5) name their own layer tensors and make the Gated
  * DeltaNet ones (-exp(A_log), f32 conv taps, value heads re-ordered grouped
  * -> tiled: hf_qwen35.c); their vision tower and MTP layer are skipped.
+ * bert (BERT encoders: sentence-transformers' embedding models) names its
+ * own tensors (hf_bert.c); its tokenizer is tokenizer.json's WordPiece,
+ * else vocab.txt (text/wpm_hf.c).
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -142,6 +145,7 @@ enum {
     B_EXAONE4 = 1 << SLM_ARCH_EXAONE4, B_QWEN3MOE = 1 << SLM_ARCH_QWEN3MOE, B_OLMOE = 1 << SLM_ARCH_OLMOE,
     B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS, B_QWEN2MOE = 1 << SLM_ARCH_QWEN2MOE, B_GEMMA4 = 1 << SLM_ARCH_GEMMA4,
     B_QWEN35 = 1 << SLM_ARCH_QWEN35 | 1 << SLM_ARCH_QWEN35MOE, /* hf_qwen35.c */
+    B_BERT = 1 << SLM_ARCH_BERT, /* hf_bert.c */
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
@@ -281,6 +285,12 @@ static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, int 
         const int r = slm_hf_gemma4_name(hf, multimodal, n_experts, out, cap, &k);
         *kind = k == SLM_HF_G4_VEC ? K_VEC : k == SLM_HF_G4_EXPS_GATE_UP ? K_EXPS_GATE_UP
                 : k == SLM_HF_G4_EXPS_DOWN ? K_EXPS_DOWN : K_MAT;
+        return r;
+    }
+    if (fb == B_BERT) { /* its own names (hf_bert.c) */
+        int vec = 0;
+        const int r = slm_hf_bert_name(hf, out, cap, &vec);
+        *kind = vec ? K_VEC : K_MAT;
         return r;
     }
     char buf[160];
@@ -491,8 +501,9 @@ static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const c
     const shard *sh = L->sh;
     char b[112];
     if (t->type != SLM_F32 && t->type != SLM_F16 && t->type != SLM_BF16)
-        return slm_errf(L->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': dtype U8 is read only as gpt_oss's MXFP4 expert "
-                        "blocks and scales", sh[i].shown, tname(t->name, b, sizeof b));
+        return slm_errf(L->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': dtype %s is not a weight's (F32, F16, BF16; U8 is "
+                        "read only as gpt_oss's MXFP4 expert blocks and scales)", sh[i].shown, tname(t->name, b, sizeof b),
+                        slm_hf_dtype(t->type));
     pending *p = NULL;
     slm_status s;
     if ((s = new_pending(L, i, t, gn, &p))) return s;
@@ -814,17 +825,19 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
         goto out;
     if (L->info.vocab_from_embed && (s = vocab_from_embed(L))) goto out;
     if (!strcmp(m->cfg.arch, "gemma4") && (s = slm_hf_gemma4_finish(m, &L->info, L->dir, err))) goto out;
+    if (m->cfg.encoder && (s = slm_hf_bert_finish(m, &L->info, L->dir, err))) goto out;
 
-    /* no lm_head: tied */
-    if (!slm_model_tensor(m, "output.weight")) m->cfg.tied_embeddings = 1;
+    /* no lm_head: tied (an encoder has none: its bias tensors speak for themselves, as in its GGUF) */
+    if (!m->cfg.encoder && !slm_model_tensor(m, "output.weight")) m->cfg.tied_embeddings = 1;
     /* Q/K/V biases on a llama/mistral checkpoint are used too */
-    if (slm_model_tensor(m, "blk.0.attn_q.bias")) m->cfg.qkv_bias = 1;
-    /* tokenizer.json beside, for the pipeline */
-    if (folder_name(m, "tokenizer.json", L->path, sizeof L->path, NULL) == SLM_OK &&
-        strlen(L->path) < sizeof m->tokenizer_json) {
-        struct stat st;
-        if (stat(L->path, &st) == 0 && S_ISREG(st.st_mode)) memcpy(m->tokenizer_json, L->path, strlen(L->path) + 1);
-    }
+    if (!m->cfg.encoder && slm_model_tensor(m, "blk.0.attn_q.bias")) m->cfg.qkv_bias = 1;
+    /* tokenizer.json beside, for the pipeline; a BERT folder without one: its vocab.txt */
+    for (int k = 0; k < 1 + (m->cfg.encoder != 0) && !m->tokenizer_json[0]; k++)
+        if (folder_name(m, k ? "vocab.txt" : "tokenizer.json", L->path, sizeof L->path, NULL) == SLM_OK &&
+            strlen(L->path) < sizeof m->tokenizer_json) {
+            struct stat st;
+            if (stat(L->path, &st) == 0 && S_ISREG(st.st_mode)) memcpy(m->tokenizer_json, L->path, strlen(L->path) + 1);
+        }
     m->kind = SLM_MODEL_HF;
 
 out:

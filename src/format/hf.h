@@ -22,6 +22,7 @@ typedef struct slm_hf_info {
     int fused;           /* phi3: self_attn.qkv_proj and mlp.gate_up_proj */
     int vocab_from_embed;/* vocab_size absent (gemma3 text_config): the embedding's rows */
     int k_eq_v;          /* gemma4 attention_k_eq_v: the global layers have no v_proj (V is K) */
+    int type_vocab;      /* bert: type_vocab_size (token_types.weight's rows) */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure
@@ -114,8 +115,26 @@ int slm_hf_gemma4_name(const char *hf, int multimodal, int n_experts, char *out,
  * none), K/V present exactly where the config says. */
 slm_status slm_hf_gemma4_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
 
+/* ---- bert (format/hf_bert.c) ---------------------------------------------------
+ * BERT folders (model_type bert: sentence-transformers' embedding models):
+ * the whole config.json (hf_config.c hands it over), the tensors' GGUF
+ * names (an optional "bert." prefix; gamma / beta as weight / bias), and
+ * the checks that need the loaded tensors. */
+slm_status slm_hf_bert_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
+                              slm_err *err);
+/* The GGUF name of tensor hf: 1 (*vec: 1 a vector: a bias or a LayerNorm's),
+ * 2 ignorable (the pooler, position_ids, the pre-training heads), 0 not a
+ * bert name. */
+int slm_hf_bert_name(const char *hf, char *out, size_t cap, int *vec);
+/* After the tensors: token_types' rows are type_vocab_size, no layer beyond num_hidden_layers. */
+slm_status slm_hf_bert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
+
 /* An F32, F16 or BF16 element at p as f32 (hf_oss.c). */
 float slm_hf_elem_f32(uint32_t type, const uint8_t *p);
+/* A safetensors dtype as the file spells it (U8 is read as SLM_I8). */
+static inline const char *slm_hf_dtype(uint32_t t) {
+    return t == SLM_I8 ? "U8" : t == SLM_I64 ? "I64" : t == SLM_I32 ? "I32" : slm_dtype_name(t);
+}
 /* Whether a tensor type is one of the float types a folder's matrices come in (F32, F16, BF16). */
 static inline int slm_hf_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
 

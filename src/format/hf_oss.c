@@ -187,7 +187,7 @@ static slm_status bad_shape(const char *shown, const slm_st_tensor *t, const int
     w.n_dims = nd;
     for (uint32_t d = 0; d < nd; d++) w.shape[d] = want[d];
     return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s %s, the config needs %s %s (%s)", shown,
-                    slm_hf_tname(t->name, b, sizeof b), t->type == SLM_I8 ? "U8" : slm_dtype_name(t->type),
+                    slm_hf_tname(t->name, b, sizeof b), slm_hf_dtype(t->type),
                     slm_fmt_shape(have, sizeof have, t->shape, t->n_dims), dtype, slm_fmt_shape(need, sizeof need, w.shape, w.n_dims), what);
 }
 

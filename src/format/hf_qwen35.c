@@ -171,7 +171,7 @@ slm_status slm_hf_q35_plan(const slm_hf_oss_io *io, int i, const char *shown, co
         if (want1) snprintf(need, sizeof need, "[%lld%s%lld]", (long long)want0, conv ? ", 1, " : ", ", (long long)want1);
         else snprintf(need, sizeof need, "[%lld]", (long long)want0);
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %s %s, the config needs F32/F16/BF16 %s (%s)", shown,
-                        slm_hf_tname(t->name, b, sizeof b), slm_hf_float(t->type) ? slm_dtype_name(t->type) : "U8",
+                        slm_hf_tname(t->name, b, sizeof b), slm_hf_dtype(t->type),
                         slm_fmt_shape(sh, sizeof sh, t->shape, t->n_dims), need, dims);
     }
     if (want1) mk.n_dims = 2, mk.ne0 = want1, mk.ne1 = want0;

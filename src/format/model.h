@@ -327,8 +327,9 @@ typedef struct slm_model_file {
      * slm_model_validate; NULL for a dense model); the shared expert's
      * matrices are ordinary named tensors */
     const slm_tensor **experts;
-    /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"), empty
-     * when the folder has none (or the model is not a folder). */
+    /* hf: a Hugging Face folder's tokenizer.json ("DIR/tokenizer.json"); an
+     * encoder's (bert) folder without one: its vocab.txt; empty when the
+     * folder has none (or the model is not a folder). */
     char tokenizer_json[1024];
 } slm_model_file;
 
@@ -349,8 +350,9 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err);
  * qwen3, gemma2, gemma3 (gemma3_text, or Gemma3ForConditionalGeneration's
  * text part), phi3, smollm3, olmo2 / olmo3, granite, exaone4 and the
  * mixtures of experts qwen3_moe, mixtral, olmoe and gpt_oss (MXFP4 experts
- * re-packed to GGML's layout), and Qwen3.5's hybrids qwen3_5 / qwen3_5_moe
- * (DeltaNet tensors made at load: hf_qwen35.c; docs/architecture.md).
+ * re-packed to GGML's layout), Qwen3.5's hybrids qwen3_5 / qwen3_5_moe
+ * (DeltaNet tensors made at load: hf_qwen35.c) and the encoder bert
+ * (hf_bert.c; docs/architecture.md).
  * Maps every shard into one reserved address range (m->map covers it all),
  * converts norm and bias vectors to f32 in an anonymous area at its end, and
  * names tensors as GGUF does. Needs cJSON (else SLM_ERR_UNSUPPORTED). */

@@ -76,8 +76,7 @@ static int get_u53(const cJSON *v, uint64_t *out) {
 }
 
 static const char *const k_other_dtypes[] = {"F64", "F8_E4M3", "F8_E5M2", "F8_E8M0", "F6_E2M3", "F6_E3M2",
-                                             "F4", "I64", "I32", "I16", "I8", "U64", "U32", "U16",
-                                             "BOOL", "C64"};
+                                             "F4", "I16", "I8", "U64", "U32", "U16", "BOOL", "C64"};
 
 static int cmp_name(const void *a, const void *b) {
     const slm_st_tensor *x = *(const slm_st_tensor *const *)a, *y = *(const slm_st_tensor *const *)b;
@@ -106,12 +105,14 @@ static slm_status parse_tensor(slm_st_tensor *t, const cJSON *e, uint64_t data_s
     else if (!strcmp(ds, "F16")) t->type = SLM_F16, esize = 2;
     else if (!strcmp(ds, "BF16")) t->type = SLM_BF16, esize = 2;
     else if (!strcmp(ds, "U8")) t->type = SLM_I8, esize = 1; /* raw bytes: MXFP4 blocks and scales */
+    else if (!strcmp(ds, "I64")) t->type = SLM_I64, esize = 8; /* integer buffers (BERT's position_ids): */
+    else if (!strcmp(ds, "I32")) t->type = SLM_I32, esize = 4; /* parsed, never read as weights */
     else {
         char pd[96];
         for (size_t i = 0; i < sizeof k_other_dtypes / sizeof k_other_dtypes[0]; i++)
             if (!strcmp(ds, k_other_dtypes[i]))
                 return slm_errf(err, SLM_ERR_UNSUPPORTED,
-                                "%s: tensor '%s': field 'dtype': %s is not supported (supported: F32, F16, BF16, U8)",
+                                "%s: tensor '%s': field 'dtype': %s is not supported (supported: F32, F16, BF16, U8, I64, I32)",
                                 file, tn, ds);
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': field 'dtype': unknown dtype '%s'", file, tn,
                         pname(ds, pd, sizeof pd));

@@ -7,7 +7,9 @@
  * against the mapping, with the GGUF reader's discipline: the header length
  * against the file size, well-formed JSON (an object of objects), every
  * dtype known (F32, F16, BF16, and U8 as raw bytes, SLM_I8: gpt-oss's MXFP4
- * blocks and scales; others are refused by name), every shape
+ * blocks and scales; I64 and I32 as SLM_I64 / SLM_I32, integer buffers such
+ * as BERT's embeddings.position_ids that a loader skips; others are refused
+ * by name), every shape
  * dimension positive, element count x element size == end - begin without
  * overflow, offsets inside the data area, no two tensors overlapping, no
  * name twice. Messages name the file and the tensor and field. Tensor data
@@ -30,7 +32,7 @@
 
 typedef struct slm_st_tensor {
     char *name;                     /* NUL-terminated, slm_malloc'd */
-    uint32_t type;                  /* SLM_F32, SLM_F16, SLM_BF16 or SLM_I8 (U8: raw bytes) */
+    uint32_t type;                  /* SLM_F32, SLM_F16, SLM_BF16, SLM_I8 (U8: raw bytes), SLM_I64, SLM_I32 */
     uint32_t n_dims;                /* 0..SLM_ST_MAX_DIMS (0: a scalar) */
     int64_t shape[SLM_ST_MAX_DIMS]; /* as the file lists it: outermost first */
     uint64_t begin, end;            /* byte offsets into the data area */

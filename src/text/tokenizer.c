@@ -546,6 +546,14 @@ slm_status slm_tok_load_hf_json(slm_tokenizer **out, const char *path, slm_err *
     return slm_tok_from_bpe(out, b, err);
 }
 
+slm_status slm_tok_load_hf_wpm(slm_tokenizer **out, const char *path, int n_vocab, slm_err *err) {
+    *out = NULL;
+    slm_wpm *w = NULL;
+    slm_status st = slm_wpm_load_hf(&w, path, n_vocab, err);
+    if (st) return st;
+    return slm_tok__from_wpm(out, w, err);
+}
+
 const char *slm_tok_decode(const slm_tokenizer *t, int prev, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return "";
     if (t->bpe) {

@@ -25,6 +25,10 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
 void slm_tok_free(slm_tokenizer *t);
 /* A Hugging Face tokenizer.json (byte-level BPE, or SentencePiece-style BPE). */
 slm_status slm_tok_load_hf_json(slm_tokenizer **out, const char *path, slm_err *err);
+/* A BERT folder's WordPiece vocabulary: path is its tokenizer.json or
+ * vocab.txt; ids missing below n_vocab (config.json's vocab_size) are
+ * unused tokens (text/wpm.h: slm_wpm_load_hf). */
+slm_status slm_tok_load_hf_wpm(slm_tokenizer **out, const char *path, int n_vocab, slm_err *err);
 /* Wrap a byte-level BPE tokenizer (takes ownership of b, also on failure).
  * GGUF vocabularies with tokenizer.ggml.model = "gpt2" load through
  * slm_tok_load_gguf into this. Encoding lets special-token text match. */

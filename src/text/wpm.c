@@ -258,6 +258,51 @@ slm_status slm_wpm_load_gguf(slm_wpm **out, const slm_gguf *g, const char *name,
     return SLM_OK;
 }
 
+slm_status slm_wpm_build(slm_wpm **out, const char *const *tok, const uint32_t *len, const uint8_t *type, int n,
+                         const int special[4], int lowercase, int strip_accents, const char *name, slm_err *err) {
+    *out = NULL;
+    if (!name) name = "tokenizer";
+    if (n < 1 || n > WPM_MAX_VOCAB)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: %d tokens out of range (1..%d)", name, n, WPM_MAX_VOCAB);
+    static const char *const idn[4] = {"cls", "sep", "unk", "eos"};
+    for (int k = 0; k < 4; k++)
+        if (special[k] < 0 || special[k] >= n)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: the %s token id %d is not below the %d tokens", name, idn[k],
+                            special[k], n);
+    char empty[32];
+    uint64_t blob = 0;
+    for (int i = 0; i < n; i++) {
+        if (len[i] > WPM_MAX_LEN)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: token %d: length %u out of range", name, i, len[i]);
+        if (type[i] > TT_BYTE) return slm_errf(err, SLM_ERR_FORMAT, "%s: token %d: type %u invalid", name, i, type[i]);
+        blob += (len[i] ? len[i] : (uint64_t)snprintf(empty, sizeof empty, "[EMPTY_%d]", i)) + 1;
+    }
+    if (blob > UINT32_MAX) return slm_errf(err, SLM_ERR_FORMAT, "%s: token strings too large", name);
+    slm_wpm *w = wpm_alloc(n, blob);
+    if (!w) return slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory for the tokenizer", name);
+    w->cls = special[0], w->sep = special[1], w->unk = special[2], w->eos = special[3];
+    w->lowercase = lowercase != 0, w->strip_accents = strip_accents != 0;
+    uint32_t o = 0;
+    for (int i = 0; i < n; i++) { /* an empty spelling becomes "[EMPTY_<id>]", as from a GGUF */
+        const char *p = tok[i];
+        size_t l = len[i];
+        if (!l) l = (size_t)snprintf(empty, sizeof empty, "[EMPTY_%d]", i), p = empty;
+        w->off[i] = o;
+        w->len[i] = (uint32_t)l;
+        memcpy(w->blob + o, p, l);
+        w->blob[o + l] = 0;
+        o += (uint32_t)l + 1;
+        w->type[i] = type[i];
+    }
+    slm_status st = wpm_index(w, name, err);
+    if (st) {
+        slm_wpm_free(w);
+        return st;
+    }
+    *out = w;
+    return SLM_OK;
+}
+
 /* Serialized layout, little endian: u32 version (1), u32 n_vocab, u32 cls,
  * sep, unk, eos, u8 lowercase, u8 strip_accents, u16 0; then per token u8
  * type, u8 0, u16 0, u32 len, len bytes. The rest is derived again. */

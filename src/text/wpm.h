@@ -42,6 +42,41 @@ typedef struct slm_wpm slm_wpm;
  * vocabulary is an error naming the key. */
 slm_status slm_wpm_load_gguf(slm_wpm **out, const slm_gguf *g, const char *name, slm_err *err);
 void slm_wpm_free(slm_wpm *w);
+/* A vocabulary from n spellings in the GGUF form above (tok[i], len[i]
+ * bytes; copied) with their GGUF token types; special: the cls, sep, unk
+ * and eos ids (each below n); the normalizer flags. An empty spelling
+ * becomes "[EMPTY_<id>]" as from a GGUF. (text/wpm_hf.c's loaders.) */
+slm_status slm_wpm_build(slm_wpm **out, const char *const *tok, const uint32_t *len, const uint8_t *type, int n,
+                         const int special[4], int lowercase, int strip_accents, const char *name, slm_err *err);
+
+/* A Hugging Face folder's WordPiece vocabulary (text/wpm_hf.c), in the
+ * GGUF form llama.cpp's converter writes, so that it encodes as a GGUF of
+ * the same folder does:
+ *  - tokenizer.json with model.type "WordPiece" (vocab {token: id},
+ *    unk_token, continuing_subword_prefix "##"; max_input_chars_per_word is
+ *    accepted and, as in llama.cpp, not applied: a longer word is split, not
+ *    [UNK]), added_tokens (special: control, else user-defined), normalizer
+ *    BertNormalizer (lowercase; strip_accents, null: as lowercase;
+ *    clean_text and handle_chinese_chars true, as wpm.c always does),
+ *    pre_tokenizer BertPreTokenizer, post_processor TemplateProcessing
+ *    ([CLS] $A [SEP]: its first and last special tokens) or BertProcessing
+ *    (cls, sep) or none ([CLS] and [SEP] by name). Anything else is refused
+ *    naming the field.
+ *  - vocab.txt: one token a line (id = line number, "\n" ends a line);
+ *    [PAD], [UNK], [CLS], [SEP], [MASK] (or the names tokenizer_config.json
+ *    gives: pad_token, ...) control tokens; its do_lower_case (default true)
+ *    and strip_accents (default: as do_lower_case).
+ * Ids missing below n_vocab (config.json's vocab_size; 0: none) are unused
+ * tokens "[PAD<id>]", as the converter pads. A word-start token "foo"
+ * becomes "\u2581foo", a continuation "##bar" "bar", a control token stays
+ * as it is. config_json: tokenizer_config.json's text beside (NULL: none). */
+slm_status slm_wpm_load_hf_json_mem(slm_wpm **out, const char *json, size_t len, int n_vocab, const char *name,
+                                    slm_err *err);
+slm_status slm_wpm_load_vocab_txt_mem(slm_wpm **out, const char *txt, size_t len, const char *config_json,
+                                      size_t config_len, int n_vocab, const char *name, slm_err *err);
+/* path: a folder's tokenizer.json, or its vocab.txt (by the file name),
+ * with tokenizer_config.json beside it read for vocab.txt. */
+slm_status slm_wpm_load_hf(slm_wpm **out, const char *path, int n_vocab, slm_err *err);
 
 /* Serialized form (no magic of its own; the caller frames it): *
  * slm_wpm_serialize writes it into buf when cap is large enough and returns

@@ -1,0 +1,168 @@
+/* BERT folders (model_type "bert": BertModel, BertForMaskedLM and the
+ * sentence-transformers embedding models such as all-MiniLM-L6-v2 and
+ * bge-small-en-v1.5): config.json -> the config a GGUF of the same model
+ * gives (arch bert, encoder 1; format/encoder.c), and the tensors' GGUF
+ * names, as llama.cpp's converter maps them:
+ *
+ *   embeddings.word_embeddings.weight        token_embd.weight
+ *   embeddings.position_embeddings.weight    position_embd.weight
+ *   embeddings.token_type_embeddings.weight  token_types.weight
+ *   embeddings.LayerNorm.{weight,bias}       token_embd_norm.{weight,bias}
+ *   encoder.layer.N.
+ *     attention.self.{query,key,value}.*     blk.N.attn_{q,k,v}.*
+ *     attention.output.dense.*               blk.N.attn_output.*
+ *     attention.output.LayerNorm.*           blk.N.attn_output_norm.*
+ *     intermediate.dense.*                   blk.N.ffn_up.*
+ *     output.dense.*                         blk.N.ffn_down.*
+ *     output.LayerNorm.*                     blk.N.layer_output_norm.*
+ *
+ * after an optional "bert." prefix (BertForX checkpoints), with old
+ * checkpoints' LayerNorm gamma / beta read as weight / bias. The pooler,
+ * embeddings.position_ids (an integer buffer) and the pre-training heads
+ * (cls.predictions, cls.seq_relationship) are not part of the encoder and
+ * are skipped; anything else (a classifier) is refused by the loader.
+ *
+ * The config: the sizes every BERT gives (required), layer_norm_eps
+ * (BertConfig's 1e-12 when absent), type_vocab_size (2 when absent; checked
+ * against token_types' rows). What the graph does not run is refused by
+ * key: position_embedding_type other than "absolute", hidden_act other than
+ * gelu / gelu_new / gelu_pytorch_tanh / gelu_fast (staticlm's GELU is the
+ * tanh form, as llama.cpp's; transformers' "gelu" is the erf form, which
+ * differs from it by less than 1e-3), is_decoder or add_cross_attention
+ * true, a width that the heads do not divide.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "format/hf.h"
+
+#ifdef SLM_HAVE_CJSON
+
+#include <cJSON.h>
+
+#define pstr slm_hf_pstr
+
+slm_status slm_hf_bert_config(const cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h, slm_err *err) {
+    slm_status s;
+    double eps = 1e-12; /* BertConfig's layer_norm_eps */
+    int types = 2, dec = 0, cross = 0;
+    char b[64];
+    memset(c, 0, sizeof *c);
+    if ((s = slm_hf_cfg_int(top, file, "hidden_size", 1, &c->dim, err)) ||
+        (s = slm_hf_cfg_int(top, file, "intermediate_size", 1, &c->hidden_dim, err)) ||
+        (s = slm_hf_cfg_int(top, file, "num_hidden_layers", 1, &c->n_layers, err)) ||
+        (s = slm_hf_cfg_int(top, file, "num_attention_heads", 1, &c->n_heads, err)) ||
+        (s = slm_hf_cfg_int(top, file, "vocab_size", 1, &c->vocab_size, err)) ||
+        (s = slm_hf_cfg_int(top, file, "max_position_embeddings", 1, &c->context_len, err)) ||
+        (s = slm_hf_cfg_int(top, file, "type_vocab_size", 0, &types, err)) ||
+        (s = slm_hf_cfg_num(top, file, "layer_norm_eps", &eps, err)) ||
+        (s = slm_hf_cfg_bool(top, file, "is_decoder", &dec, err)) ||
+        (s = slm_hf_cfg_bool(top, file, "add_cross_attention", &cross, err)))
+        return s;
+    if (!(eps > 0 && eps < 1))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'layer_norm_eps': %g is out of range (0..1)", file, eps);
+    if (types > 1024)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'type_vocab_size': %d is out of range (1..1024)", file, types);
+    if (dec || cross)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s' = true: staticlm runs BERT as an encoder only", file,
+                        dec ? "is_decoder" : "add_cross_attention");
+    if (c->dim % c->n_heads)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'num_attention_heads' = %d does not divide 'hidden_size' = %d",
+                        file, c->n_heads, c->dim);
+    const cJSON *pe = cJSON_GetObjectItemCaseSensitive(top, "position_embedding_type");
+    if (pe && !cJSON_IsNull(pe) && (!cJSON_IsString(pe) || strcmp(pe->valuestring, "absolute")))
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'position_embedding_type': '%s' is not supported "
+                        "(absolute only)", file, cJSON_IsString(pe) ? pstr(pe->valuestring, b, sizeof b) : "?");
+    static const char *const acts[] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(top, "hidden_act");
+    if (act && !cJSON_IsNull(act)) {
+        size_t i = 0;
+        while (cJSON_IsString(act) && i < sizeof acts / sizeof acts[0] && strcmp(act->valuestring, acts[i])) i++;
+        if (!cJSON_IsString(act) || i == sizeof acts / sizeof acts[0])
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'hidden_act': '%s' is not supported (gelu, gelu_new, "
+                            "gelu_pytorch_tanh, gelu_fast: run as GELU's tanh form)", file,
+                            cJSON_IsString(act) ? pstr(act->valuestring, b, sizeof b) : "?");
+    }
+    snprintf(c->arch, sizeof c->arch, "bert");
+    c->encoder = 1;
+    c->n_kv_heads = c->n_heads;
+    c->head_dim = c->dim / c->n_heads;
+    c->norm_eps = (float)eps;
+    c->rope_base = 10000.0f; /* unused (learned positions); what a bert GGUF without the key gives */
+    c->rope_scale = 1.0f;
+    h->type_vocab = types;
+    return SLM_OK;
+}
+
+#endif
+
+/* s without its suffix old (".gamma") and with new (".weight") into buf. */
+static int swap_suffix(const char *s, const char *old, const char *new, char *buf, size_t cap) {
+    const size_t n = strlen(s), o = strlen(old);
+    if (n <= o || strcmp(s + n - o, old) || n - o + strlen(new) >= cap) return 0;
+    snprintf(buf, cap, "%.*s%s", (int)(n - o), s, new);
+    return 1;
+}
+
+int slm_hf_bert_name(const char *hf, char *out, size_t cap, int *vec) {
+    static const struct { const char *hf, *gg; } top[] = {
+        {"embeddings.word_embeddings.weight", "token_embd.weight"},
+        {"embeddings.position_embeddings.weight", "position_embd.weight"},
+        {"embeddings.token_type_embeddings.weight", "token_types.weight"},
+        {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
+        {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
+    };
+    static const struct { const char *hf, *gg; } layer[] = {
+        {"attention.self.query.", "attn_q."},       {"attention.self.key.", "attn_k."},
+        {"attention.self.value.", "attn_v."},       {"attention.output.dense.", "attn_output."},
+        {"attention.output.LayerNorm.", "attn_output_norm."}, {"intermediate.dense.", "ffn_up."},
+        {"output.dense.", "ffn_down."},             {"output.LayerNorm.", "layer_output_norm."},
+    };
+    char buf[160];
+    *vec = 0;
+    if (!strncmp(hf, "bert.", 5)) hf += 5;
+    if (!strcmp(hf, "embeddings.position_ids") || !strncmp(hf, "pooler.", 7) || !strncmp(hf, "cls.predictions.", 16) ||
+        !strncmp(hf, "cls.seq_relationship.", 21))
+        return 2;
+    if (swap_suffix(hf, ".gamma", ".weight", buf, sizeof buf) || swap_suffix(hf, ".beta", ".bias", buf, sizeof buf))
+        hf = buf;
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        if (!strcmp(hf, top[i].hf)) {
+            *vec = i >= 3;
+            snprintf(out, cap, "%s", top[i].gg);
+            return 1;
+        }
+    const char *pre = "encoder.layer.", *p;
+    if (strncmp(hf, pre, strlen(pre))) return 0;
+    p = hf + strlen(pre);
+    long n = 0;
+    int digits = 0;
+    for (; *p >= '0' && *p <= '9' && digits < 6; p++, digits++) n = n * 10 + (*p - '0');
+    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || n > 65535) return 0;
+    p++;
+    for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++) {
+        const size_t k = strlen(layer[i].hf);
+        if (strncmp(p, layer[i].hf, k) || (strcmp(p + k, "weight") && strcmp(p + k, "bias"))) continue;
+        const int bias = p[k] == 'b';
+        *vec = bias || strstr(layer[i].hf, "LayerNorm") != NULL;
+        snprintf(out, cap, "blk.%ld.%s%s", n, layer[i].gg, bias ? "bias" : "weight");
+        return 1;
+    }
+    return 0;
+}
+
+slm_status slm_hf_bert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err) {
+    const slm_tensor *tt = slm_model_tensor(m, "token_types.weight");
+    if (tt && tt->n_dims == 2 && tt->ne[1] != h->type_vocab)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'embeddings.token_type_embeddings.weight': %lld rows, "
+                        "config.json's 'type_vocab_size' is %d", dir, (long long)tt->ne[1], h->type_vocab);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const char *name = m->tensors[i].name;
+        if (strncmp(name, "blk.", 4)) continue;
+        const long l = strtol(name + 4, NULL, 10);
+        if (l >= m->cfg.n_layers)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: tensors of layer %ld, config.json's 'num_hidden_layers' is %d",
+                            dir, l, m->cfg.n_layers);
+    }
+    return SLM_OK;
+}
