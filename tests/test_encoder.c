@@ -1,10 +1,13 @@
-/* Encoders (bert, nomic-bert): small random-weight files written here with
+/* Encoders (bert, nomic-bert, gemma-embedding): small random-weight files written here with
  * the GGUF writer, their embedding programs against a plain double
  * reference of llama.cpp's BERT graph in this file (learned positions,
  * token type 0, post-norm LayerNorms, biases, GELU; nomic-bert's fused QKV,
  * neox RoPE and SwiGLU), every row attending to every row; inputs padded
  * into a small variant and filling the largest; the refusals (an input over
- * max_prompt_len, text generation, a model loaded without embeddings). */
+ * max_prompt_len, text generation, a model loaded without embeddings);
+ * gemma-embedding (EmbeddingGemma: gemma3's layers attending both ways, a
+ * symmetric window on the window layers, the dense projections after
+ * pooling) against its own plain reference. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -370,11 +373,216 @@ static void check_family(int nomic) {
 static void test_bert(void) { check_family(0); }
 static void test_nomic_bert(void) { check_family(1); }
 
+/* ---- gemma-embedding ------------------------------------------------------- */
+
+enum { GD = 64, GH = 4, GKV = 1, GHD = 16, GFF = 96, GL = 4, GWIN = 6, GD2 = 96 };
+
+static void g_rms(double *x, const float *g, int n) {
+    double ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    const double inv = 1.0 / sqrt(ss / n + 1e-6);
+    for (int i = 0; i < n; i++) x[i] = x[i] * inv * g[i];
+}
+
+static void g_rope(double *x, int heads, int pos, double base) {
+    for (int h = 0; h < heads; h++)
+        for (int i = 0; i < GHD / 2; i++) {
+            const double a = pos * pow(base, -2.0 * i / GHD);
+            double *p = x + h * GHD;
+            const double u = p[i], v = p[i + GHD / 2];
+            p[i] = u * cos(a) - v * sin(a);
+            p[i + GHD / 2] = u * sin(a) + v * cos(a);
+        }
+}
+
+/* gemma3's layers, both ways: every row's final-norm state [n][GD]. */
+static void g_reference(const model *m, const int32_t *ids, int n, double *x) {
+    double *xn = malloc(sizeof(double) * n * GD), *q = malloc(sizeof(double) * n * GH * GHD),
+           *k = malloc(sizeof(double) * n * GKV * GHD), *v = malloc(sizeof(double) * n * GKV * GHD),
+           *att = malloc(sizeof(double) * n * GH * GHD), *o = malloc(sizeof(double) * n * GD),
+           *gt = malloc(sizeof(double) * n * GFF), *up = malloc(sizeof(double) * n * GFF);
+    const float *te = get(m, "token_embd.weight", 0);
+    for (int r = 0; r < n; r++)
+        for (int j = 0; j < GD; j++) x[r * GD + j] = te[ids[r] * GD + j] * sqrt((double)GD);
+    for (int l = 0; l < GL; l++) {
+        const int swa = l % 2 == 0;
+        memcpy(xn, x, sizeof(double) * n * GD);
+        for (int r = 0; r < n; r++) g_rms(xn + r * GD, get(m, "blk.%d.attn_norm.weight", l), GD);
+        matmul(xn, n, GD, get(m, "blk.%d.attn_q.weight", l), NULL, GH * GHD, q);
+        matmul(xn, n, GD, get(m, "blk.%d.attn_k.weight", l), NULL, GKV * GHD, k);
+        matmul(xn, n, GD, get(m, "blk.%d.attn_v.weight", l), NULL, GKV * GHD, v);
+        for (int r = 0; r < n; r++) {
+            for (int h = 0; h < GH; h++) g_rms(q + (r * GH + h) * GHD, get(m, "blk.%d.attn_q_norm.weight", l), GHD);
+            for (int h = 0; h < GKV; h++) g_rms(k + (r * GKV + h) * GHD, get(m, "blk.%d.attn_k_norm.weight", l), GHD);
+            g_rope(q + r * GH * GHD, GH, r, swa ? 10000.0 : 1000000.0);
+            g_rope(k + r * GKV * GHD, GKV, r, swa ? 10000.0 : 1000000.0);
+        }
+        for (int r = 0; r < n; r++) /* both ways; the window layers |r - j| <= GWIN / 2 */
+            for (int h = 0; h < GH; h++) {
+                const int kh = h / (GH / GKV);
+                double s[CTX], mx = -1e300, sum = 0;
+                for (int j = 0; j < n; j++) {
+                    s[j] = -1e300;
+                    if (swa && abs(r - j) > GWIN / 2) continue;
+                    double d = 0;
+                    for (int c = 0; c < GHD; c++) d += q[(r * GH + h) * GHD + c] * k[(j * GKV + kh) * GHD + c];
+                    s[j] = d / sqrt((double)GHD);
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j < n; j++) sum += (s[j] = s[j] > -1e299 ? exp(s[j] - mx) : 0.0);
+                for (int c = 0; c < GHD; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < n; j++) acc += s[j] * v[(j * GKV + kh) * GHD + c];
+                    att[(r * GH + h) * GHD + c] = acc / sum;
+                }
+            }
+        matmul(att, n, GH * GHD, get(m, "blk.%d.attn_output.weight", l), NULL, GD, o);
+        for (int r = 0; r < n; r++) {
+            g_rms(o + r * GD, get(m, "blk.%d.post_attention_norm.weight", l), GD);
+            for (int j = 0; j < GD; j++) x[r * GD + j] += o[r * GD + j];
+        }
+        memcpy(xn, x, sizeof(double) * n * GD);
+        for (int r = 0; r < n; r++) g_rms(xn + r * GD, get(m, "blk.%d.ffn_norm.weight", l), GD);
+        matmul(xn, n, GD, get(m, "blk.%d.ffn_gate.weight", l), NULL, GFF, gt);
+        matmul(xn, n, GD, get(m, "blk.%d.ffn_up.weight", l), NULL, GFF, up);
+        for (int i = 0; i < n * GFF; i++)
+            up[i] *= 0.5 * gt[i] * (1.0 + tanh(0.7978845608028654 * (gt[i] + 0.044715 * gt[i] * gt[i] * gt[i])));
+        matmul(up, n, GFF, get(m, "blk.%d.ffn_down.weight", l), NULL, GD, o);
+        for (int r = 0; r < n; r++) {
+            g_rms(o + r * GD, get(m, "blk.%d.post_ffw_norm.weight", l), GD);
+            for (int j = 0; j < GD; j++) x[r * GD + j] += o[r * GD + j];
+        }
+    }
+    for (int r = 0; r < n; r++) g_rms(x + r * GD, get(m, "output_norm.weight", 0), GD);
+    free(xn), free(q), free(k), free(v), free(att), free(o), free(gt), free(up);
+}
+
+static int g_write(const model *m, const char *path) {
+    const char *A = "gemma-embedding";
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    char key[96];
+#define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
+    slm_gguf_set_str(w, "general.architecture", A);
+    slm_gguf_set_u32(w, K("context_length"), CTX);
+    slm_gguf_set_u32(w, K("embedding_length"), GD);
+    slm_gguf_set_u32(w, K("feed_forward_length"), GFF);
+    slm_gguf_set_u32(w, K("block_count"), GL);
+    slm_gguf_set_u32(w, K("attention.head_count"), GH);
+    slm_gguf_set_u32(w, K("attention.head_count_kv"), GKV);
+    slm_gguf_set_u32(w, K("attention.key_length"), GHD);
+    slm_gguf_set_u32(w, K("attention.value_length"), GHD);
+    slm_gguf_set_f32(w, K("attention.layer_norm_rms_epsilon"), 1e-6f);
+    slm_gguf_set_u32(w, K("attention.sliding_window"), GWIN);
+    slm_gguf_set_u32(w, K("attention.sliding_window_pattern"), 2);
+    slm_gguf_set_f32(w, K("rope.freq_base"), 1000000.0f);
+    slm_gguf_set_f32(w, K("rope.freq_base_swa"), 10000.0f);
+    slm_gguf_set_u32(w, K("pooling_type"), 1);
+#undef K
+    char names[VOCAB][16];
+    const char *toks[VOCAB];
+    uint64_t lens[VOCAB];
+    float scores[VOCAB];
+    int32_t types[VOCAB];
+    for (int i = 0; i < VOCAB; i++) {
+        if (i < 3) snprintf(names[i], sizeof names[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+        else snprintf(names[i], sizeof names[i], "\xe2\x96\x81w%d", i);
+        toks[i] = names[i];
+        lens[i] = strlen(names[i]);
+        scores[i] = -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+    }
+    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, lens, VOCAB);
+    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, scores, VOCAB);
+    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, types, VOCAB);
+    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
+    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    for (int i = 0; i < m->n; i++) {
+        const tensor *t = &m->t[i];
+        slm_gguf_add_tensor(w, t->name, SLM_F32, (uint32_t)t->n_dims, t->ne, t->f, (uint64_t)(t->ne[0] * t->ne[1]) * 4);
+    }
+    slm_err err = {0};
+    const slm_status s = slm_gguf_write(w, path, &err);
+    if (s) fprintf(stderr, "  write %s: %s\n", path, err.msg);
+    slm_gguf_writer_free(w);
+    return s == SLM_OK;
+}
+
+static void test_gemma_embedding(void) {
+    model m;
+    memset(&m, 0, sizeof m);
+    add_t(&m, "token_embd.weight", GD, VOCAB, 0.5f, 0, 0);
+    add_t(&m, "output_norm.weight", GD, 1, 0.1f, 1, 0);
+    char n[64];
+    for (int l = 0; l < GL; l++) {
+#define G2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, a, b, 0.15f, 0, 0))
+#define G1(fmt, a) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, a, 1, 0.1f, 1, 0))
+        G1("blk.%d.attn_norm.weight", GD);
+        G2("blk.%d.attn_q.weight", GD, GH * GHD);
+        G2("blk.%d.attn_k.weight", GD, GKV * GHD);
+        G2("blk.%d.attn_v.weight", GD, GKV * GHD);
+        G2("blk.%d.attn_output.weight", GH * GHD, GD);
+        G1("blk.%d.attn_q_norm.weight", GHD);
+        G1("blk.%d.attn_k_norm.weight", GHD);
+        G1("blk.%d.post_attention_norm.weight", GD);
+        G1("blk.%d.ffn_norm.weight", GD);
+        G2("blk.%d.ffn_gate.weight", GD, GFF);
+        G2("blk.%d.ffn_up.weight", GD, GFF);
+        G2("blk.%d.ffn_down.weight", GFF, GD);
+        G1("blk.%d.post_ffw_norm.weight", GD);
+#undef G1
+#undef G2
+    }
+    const tensor *d2 = add_t(&m, "dense_2.weight", GD, GD2, 0.15f, 0, 0), *d3 = add_t(&m, "dense_3.weight", GD2, GD, 0.15f, 0, 0);
+    char path[300];
+    snprintf(path, sizeof path, "%s/gemma-embedding.gguf", dir);
+    CHECK(g_write(&m, path));
+    slm_engine *e = load(path, 1);
+    CHECK(e != NULL);
+    slm_session *s = NULL;
+    if (e) CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    if (s) {
+        CHECK(slm_model_is_encoder(e) == 1);
+        int32_t ids[16];
+        for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : 3 + (i * 5) % (VOCAB - 3);
+        static double want[16 * GD];
+        static float got[16 * GD];
+        const int ns[] = {1, 3, 9, 16};
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+            const int nn = ns[c];
+            g_reference(&m, ids, nn, want);
+            /* mean pooling, then dense_2 and dense_3 */
+            double pooled[GD], h[GD2], y[GD], big = 1e-30, worst = 0;
+            for (int j = 0; j < GD; j++) {
+                pooled[j] = 0;
+                for (int r = 0; r < nn; r++) pooled[j] += want[r * GD + j] / nn;
+            }
+            for (int i = 0; i < GD2; i++) {
+                h[i] = 0;
+                for (int j = 0; j < GD; j++) h[i] += d2->f[i * GD + j] * pooled[j];
+            }
+            for (int i = 0; i < GD; i++) {
+                y[i] = 0;
+                for (int j = 0; j < GD2; j++) y[i] += d3->f[i * GD2 + j] * h[j];
+                if (fabs(y[i]) > big) big = fabs(y[i]);
+            }
+            CHECKF(slm_session_embed(s, ids, nn, SLM_POOLING_MEAN, got, GD) == SLM_OK, "%s", slm_session_error(s));
+            for (int i = 0; i < GD; i++) worst = fmax(worst, fabs(got[i] - y[i]));
+            CHECKF(worst / big < 1e-4, "gemma-embedding n %d: relative error %g", nn, worst / big);
+        }
+        slm_session_free(s);
+    }
+    slm_free(e);
+    unlink(path);
+    free_model(&m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_encoder_%d", (int)getpid());
     mkdir(dir, 0700);
     T_RUN(test_bert);
     T_RUN(test_nomic_bert);
+    T_RUN(test_gemma_embedding);
     rmdir(dir);
     T_DONE();
 }

@@ -78,8 +78,8 @@ static slm_status load_tokenizer(slm_engine *e) {
     if (e->model.kind == SLM_MODEL_HF) {
         if (!e->model.tokenizer_json[0])
             return slm_errf(&e->err, SLM_ERR_ARG, "%s: no tokenizer.json%s in the folder (or pass -z tokenizer.bin)",
-                            slm_basename(e->model.path), e->model.cfg.encoder ? " or vocab.txt" : "");
-        if (e->model.cfg.encoder) /* a BERT folder: WordPiece (tokenizer.json or vocab.txt) */
+                            slm_basename(e->model.path), slm_encoder_graph(&e->model.cfg) ? " or vocab.txt" : "");
+        if (slm_encoder_graph(&e->model.cfg)) /* a BERT folder: WordPiece (tokenizer.json or vocab.txt) */
             return slm_tok_load_hf_wpm(&e->tok, e->model.tokenizer_json, e->model.cfg.vocab_size, &e->err);
         return slm_tok_load_hf_json(&e->tok, e->model.tokenizer_json, &e->err);
     }

@@ -551,6 +551,11 @@ static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char 
                         act->string ? act->string : "hidden_activation",
                         cJSON_IsString(act) && act->valuestring ? pstr(act->valuestring, b, sizeof b) : "?");
     }
+    int bidir = 0; /* EmbeddingGemma's folders: its GGUF (gemma-embedding) runs; a folder is refused */
+    if ((s = cfg_bool(root, file, "use_bidirectional_attention", &bidir, err))) return s;
+    if (bidir)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'use_bidirectional_attention': true (EmbeddingGemma) is not "
+                        "supported from a folder; its GGUF (architecture gemma-embedding) is", file);
     c->post_norms = 1;
     c->ffn_gelu = 1;
     c->qk_norm = F == SLM_ARCH_GEMMA3;
