@@ -12,7 +12,9 @@
  * tokens "<synth_N>" (never produced by the tokenizer: no merge chain
  * reaches them); a smaller one (custom shapes) keeps the first N tokens
  * (SPM: N >= 259 keeps <unk>, <s>, </s> and the 256 byte tokens, so any text
- * still encodes; BPE: synth_vocab.c says what a cut keeps).
+ * still encodes; BPE: synth_vocab.c says what a cut keeps). The encoders
+ * (bert, nomic-bert: cli/synth_encoder.c) get a generated WordPiece
+ * vocabulary of the shape's size instead (vocab_wpm).
  *
  * Types mirror what llama.cpp writes for each file type:
  *   f32, f16, bf16: every matrix in that type (bf16: GGUF type 30, file type
