@@ -33,12 +33,14 @@ static const char *tmp_path(const char *name) {
     return buf[k];
 }
 
-/* Run `staticlm synth ARGS -o OUT --vocab-file VOCAB`; returns the exit code
- * (and prints the command's output when it fails unexpectedly). */
+/* Run `staticlm synth ARGS -o OUT --vocab-file VOCAB` (VOCAB NULL: no
+ * --vocab-file); returns the exit code (and prints the command's output
+ * when it fails unexpectedly). */
 static int synth_run_v(const char *args, const char *out, const char *vocab, int expect_fail) {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "\"%s\" synth %s -o \"%s\" --vocab-file \"%s\" >\"%s/synth.log\" 2>&1", SLM_CLI_PATH,
-             args, out, vocab, g_dir);
+    char cmd[2048], vf[600] = "";
+    if (vocab) snprintf(vf, sizeof vf, " --vocab-file \"%s\"", vocab);
+    snprintf(cmd, sizeof cmd, "\"%s\" synth %s -o \"%s\"%s >\"%s/synth.log\" 2>&1", SLM_CLI_PATH, args, out, vf,
+             g_dir);
     int rc = system(cmd);
     if (rc != 0 && !expect_fail) {
         char log[512];
@@ -709,6 +711,175 @@ static void test_bpe_vocab(void) {
     CHECK(synth_run_v(args, tmp_path("ok-bpe.gguf"), T_SHARED("vocab/ggml-vocab-starcoder.gguf"), 0) == 0);
 }
 
+/* ---- encoders ------------------------------------------------------------ */
+
+#define WS "\xe2\x96\x81" /* U+2581: a word-start piece */
+
+static float f32key(const slm_gguf *g, const char *key) {
+    float v = -1.0f;
+    slm_gguf_get_f32(g, key, &v);
+    return v;
+}
+
+/* The id of token spelling s in the file's list (a plain scan), -1: none. */
+static int tok_id(const slm_gguf *g, const char *s) {
+    slm_gguf_type et;
+    uint64_t n = 0;
+    if (!slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, NULL)) return -1;
+    for (uint64_t i = 0; i < n; i++)
+        if (tok_eq(g, i, s)) return (int)i;
+    return -1;
+}
+
+/* A vector tensor's f32 values within [lo, hi], and not all equal. */
+static int vec_in(const slm_gguf *g, const char *name, float lo, float hi) {
+    const slm_gguf_tensor *t = slm_gguf_find_tensor(g, name);
+    if (!t || t->type != SLM_F32 || t->n_dims != 1) return 0;
+    const float *v = (const float *)t->data;
+    int differ = 0;
+    for (int64_t i = 0; i < t->ne[0]; i++) {
+        if (!(v[i] >= lo && v[i] <= hi)) return 0;
+        differ |= v[i] != v[0];
+    }
+    return differ;
+}
+
+/* Load with embeddings (dim), tokenize and embed `text`: [CLS], the ids
+ * `want` (n_want, found in the file's list by spelling), [SEP] (the
+ * embedding's: slm_tokenize adds [CLS] only); the text's embedding is that
+ * of those ids, finite and not zero. */
+static void embed_check(const char *path, int dim, const char *text, const char *const *want, int n_want) {
+    opened o;
+    int32_t exp[16];
+    if (!open_gguf(&o, path)) {
+        CHECK(0);
+        return;
+    }
+    exp[0] = 101;
+    for (int i = 0; i < n_want; i++) CHECKF((exp[1 + i] = tok_id(o.g, want[i])) > 103, "%s", want[i]);
+    exp[n_want + 1] = 102;
+    close_gguf(&o);
+    slm_options opt = slm_default_options();
+    opt.embeddings = 1;
+    opt.max_prompt_len = 16;
+    opt.n_threads = 2;
+    slm_engine *e = NULL;
+    slm_status st = slm_load(&e, path, &opt);
+    CHECKF(st == SLM_OK, "%s", slm_last_error(e));
+    slm_session *s = NULL;
+    if (st == SLM_OK) CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    if (s) {
+        slm_info in;
+        slm_get_info(e, &in);
+        CHECK(in.dim == dim && slm_model_is_encoder(e));
+        int32_t ids[16];
+        const int n = slm_tokenize(e, text, 1, ids, 16); /* [CLS] and the text's (embedding adds [SEP]) */
+        CHECKF(n == n_want + 1, "%s: %d tokens", text, n);
+        for (int i = 0; i < n && i < n_want + 1; i++) CHECKF(ids[i] == exp[i], "token %d: %d, want %d", i, ids[i], exp[i]);
+        float *a = calloc((size_t)dim, sizeof(float)), *b = calloc((size_t)dim, sizeof(float));
+        int nt = 0;
+        CHECKF(slm_session_embed_text(s, text, SLM_POOLING_CLS, a, (size_t)dim, &nt) == SLM_OK, "%s", slm_session_error(s));
+        CHECK(nt == n_want + 2);
+        CHECK(slm_session_embed(s, exp, n_want + 2, SLM_POOLING_CLS, b, (size_t)dim) == SLM_OK);
+        CHECK(!memcmp(a, b, (size_t)dim * sizeof(float)));
+        double sq = 0;
+        for (int i = 0; i < dim; i++) sq += (double)a[i] * a[i];
+        CHECKF(isfinite(sq) && sq > 1.0, "|embedding|^2 %g", sq);
+        free(a), free(b);
+        slm_session_free(s);
+    }
+    slm_free(e);
+}
+
+/* bert and nomic-bert: a custom shape's keys as asked, the converter's
+ * tensors and types, a WordPiece vocabulary (BERT's special ids, words and
+ * continuations) that texts tokenize into; a real shape cut to one layer. */
+static void test_encoders(void) {
+    const char *b = tmp_path("bert.gguf"), *nb = tmp_path("nomic.gguf");
+    CHECK(synth_run_v("--shape custom --arch bert --dim 64 --heads 4 --layers 2 --ffn 96 --ctx 48 --n-vocab 600 "
+                      "--type f32 --pooling cls", b, NULL, 0) == 0);
+    opened o;
+    if (open_gguf(&o, b)) {
+        slm_gguf_str a;
+        int causal = 1;
+        CHECK(slm_gguf_get_str(o.g, "general.architecture", &a) && slm_gguf_str_eq(a, "bert"));
+        CHECK(u32(o.g, "bert.embedding_length") == 64 && u32(o.g, "bert.block_count") == 2);
+        CHECK(u32(o.g, "bert.attention.head_count") == 4 && u32(o.g, "bert.feed_forward_length") == 96);
+        CHECK(u32(o.g, "bert.context_length") == 48 && u32(o.g, "bert.pooling_type") == 2);
+        CHECK(f32key(o.g, "bert.attention.layer_norm_epsilon") == 1e-12f);
+        CHECK(slm_gguf_get_bool(o.g, "bert.attention.causal", &causal) && !causal);
+        CHECK(u32(o.g, "tokenizer.ggml.token_type_count") == 2 && slm_gguf_find(o.g, "bert.rope.freq_base") < 0);
+        CHECK(slm_gguf_get_str(o.g, "tokenizer.ggml.model", &a) && slm_gguf_str_eq(a, "bert"));
+        CHECK(u32(o.g, "tokenizer.ggml.bos_token_id") == 101 && u32(o.g, "tokenizer.ggml.seperator_token_id") == 102);
+        CHECK(u32(o.g, "tokenizer.ggml.unknown_token_id") == 100 && u32(o.g, "tokenizer.ggml.padding_token_id") == 0);
+        CHECK(tok_eq(o.g, 0, "[PAD]") && tok_eq(o.g, 100, "[UNK]") && tok_eq(o.g, 101, "[CLS]") &&
+              tok_eq(o.g, 102, "[SEP]") && tok_eq(o.g, 103, "[MASK]") && tok_eq(o.g, 1, WS "[unused0]"));
+        CHECK(tok_eq(o.g, 599, WS "the") == 0 && tok_id(o.g, WS "the") > 103 && tok_id(o.g, "ing") > 103);
+        const slm_gguf_tensor *p = slm_gguf_find_tensor(o.g, "position_embd.weight"),
+                              *t = slm_gguf_find_tensor(o.g, "token_types.weight");
+        CHECK(p && p->type == SLM_F32 && p->ne[0] == 64 && p->ne[1] == 48);
+        CHECK(t && t->type == SLM_F32 && t->ne[0] == 64 && t->ne[1] == 2);
+        CHECK(tensor_type(o.g, "blk.1.attn_k.bias") == SLM_F32 && tensor_type(o.g, "blk.1.ffn_up.bias") == SLM_F32);
+        CHECK(tensor_type(o.g, "blk.1.ffn_gate.weight") == -1 && tensor_type(o.g, "output_norm.weight") == -1);
+        /* LayerNorm gains near 1, biases near 0 */
+        CHECK(vec_in(o.g, "token_embd_norm.weight", 0.94f, 1.06f) && vec_in(o.g, "blk.1.layer_output_norm.weight", 0.94f, 1.06f));
+        CHECK(vec_in(o.g, "token_embd_norm.bias", -0.15f, 0.15f) && vec_in(o.g, "blk.0.attn_output.bias", -0.15f, 0.15f));
+        close_gguf(&o);
+    }
+    static const char *const w1[] = {WS "the", WS "quick", WS "fox", "ing",
+                                     WS "z", "y", "x", WS "!"};
+    embed_check(b, 64, "The quick foxing zyx!", w1, 8);
+
+    CHECK(synth_run_v("--shape custom --arch nomic-bert --dim 64 --heads 4 --layers 2 --ffn 96 --ctx 48 --n-vocab 600 "
+                      "--type f16", nb, NULL, 0) == 0);
+    if (open_gguf(&o, nb)) {
+        CHECK(u32(o.g, "nomic-bert.pooling_type") == 1 && f32key(o.g, "nomic-bert.rope.freq_base") == 1000.0f);
+        const slm_gguf_tensor *q = slm_gguf_find_tensor(o.g, "blk.0.attn_qkv.weight");
+        CHECK(q && q->type == SLM_F16 && q->ne[0] == 64 && q->ne[1] == 192);
+        CHECK(tensor_type(o.g, "blk.1.ffn_gate.weight") == SLM_F16 && tensor_type(o.g, "position_embd.weight") == -1);
+        CHECK(tensor_type(o.g, "blk.0.attn_q.weight") == -1 && tensor_type(o.g, "blk.0.attn_output.bias") == -1 &&
+              tensor_type(o.g, "blk.0.ffn_up.bias") == -1 && tensor_type(o.g, "blk.0.ffn_down.bias") == -1);
+        CHECK(tensor_type(o.g, "token_types.weight") == SLM_F32 && tensor_type(o.g, "token_embd.weight") == SLM_F16);
+        close_gguf(&o);
+    }
+    static const char *const w2[] = {WS "hello", WS "world", WS ",", WS "cat", WS "q", "x"};
+    embed_check(nb, 64, "Hello world, cat QX", w2, 6);
+
+    /* real shapes cut to a layer: bge-small's 384 (Q4_K_M: K-quant rows fall back, token_embd as the output
+     * matrix: Q8_0), nomic-embed's fused QKV in Q5_K at width 256 */
+    const char *bs = tmp_path("bge-small.gguf"), *ne = tmp_path("nomic-embed.gguf");
+    CHECK(synth_run_v("--shape bge-small-en-v1.5 --layers 1 --type q4_k_m", bs, NULL, 0) == 0);
+    if (open_gguf(&o, bs)) {
+        CHECK(u32(o.g, "bert.embedding_length") == 384 && u32(o.g, "bert.attention.head_count") == 12);
+        CHECK(u32(o.g, "bert.feed_forward_length") == 1536 && u32(o.g, "bert.context_length") == 512);
+        CHECK(u32(o.g, "bert.pooling_type") == 2 && tok_eq(o.g, 30521, WS "the") == 0);
+        CHECK(tensor_type(o.g, "token_embd.weight") == SLM_Q8_0 && tensor_type(o.g, "blk.0.attn_q.weight") == SLM_Q5_0);
+        CHECK(tensor_type(o.g, "blk.0.attn_v.weight") == SLM_Q8_0 && tensor_type(o.g, "blk.0.ffn_down.weight") == SLM_Q6_K);
+        CHECK(tensor_type(o.g, "position_embd.weight") == SLM_F32);
+        slm_gguf_type et;
+        uint64_t n = 0;
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.tokens", &et, &n, NULL) && n == 30522);
+        close_gguf(&o);
+    }
+    embed_check(bs, 384, "The quick foxing zyx!", w1, 8);
+    CHECK(synth_run_v("--shape nomic-embed-text-v1.5 --layers 1 --dim 256 --heads 4 --ffn 512 --n-vocab 1000 "
+                      "--type q4_k_m", ne, NULL, 0) == 0);
+    if (open_gguf(&o, ne)) {
+        CHECK(u32(o.g, "nomic-bert.context_length") == 2048 && u32(o.g, "nomic-bert.pooling_type") == 1);
+        CHECK(tensor_type(o.g, "blk.0.attn_qkv.weight") == SLM_Q5_K && tensor_type(o.g, "token_embd.weight") == SLM_Q6_K);
+        CHECK(tensor_type(o.g, "blk.0.ffn_gate.weight") == SLM_Q4_K);
+        close_gguf(&o);
+    }
+    embed_check(ne, 256, "Hello world, cat QX", w2, 6);
+
+    const char *bad = tmp_path("bad-enc.gguf");
+    CHECK(synth_run_v("--shape custom --arch bert --kv-heads 2", bad, NULL, 1) != 0);     /* GQA */
+    CHECK(synth_run_v("--shape custom --arch bert --n-vocab 291", bad, NULL, 1) != 0);    /* too few for WordPiece */
+    CHECK(synth_run_v("--shape custom --arch nomic-bert --pooling rank", bad, NULL, 1) != 0);
+    CHECK(synth_bad("--shape bge-small-en-v1.5", bad) != 0);                             /* --vocab-file */
+    CHECK(access(bad, F_OK) != 0);
+}
+
 static void test_bad_args(void) {
     const char *f = tmp_path("bad.gguf");
     CHECK(synth_bad("--shape nosuch --type f16", f) != 0);
@@ -733,6 +904,7 @@ int main(void) {
     T_RUN(test_bpe_vocab);
     T_RUN(test_archs);
     T_RUN(test_gemma4);
+    T_RUN(test_encoders);
     T_RUN(test_bad_args);
     snprintf(cmd, sizeof cmd, "rm -rf \"%s\"", g_dir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);

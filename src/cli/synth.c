@@ -12,7 +12,9 @@
  * tokens "<synth_N>" (never produced by the tokenizer: no merge chain
  * reaches them); a smaller one (custom shapes) keeps the first N tokens
  * (SPM: N >= 259 keeps <unk>, <s>, </s> and the 256 byte tokens, so any text
- * still encodes; BPE: synth_vocab.c says what a cut keeps).
+ * still encodes; BPE: synth_vocab.c says what a cut keeps). The encoders
+ * (bert, nomic-bert: cli/synth_encoder.c) get a generated WordPiece
+ * vocabulary of the shape's size instead (vocab_wpm).
  *
  * Types mirror what llama.cpp writes for each file type:
  *   f32, f16, bf16: every matrix in that type (bf16: GGUF type 30, file type
@@ -47,10 +49,10 @@
 
 /* Values from each model's config.json on the Hugging Face hub. */
 static const synth_shape k_shapes[] = {
-    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"smollm2-135m", "llama", 576, 30, 9, 3, 1536, 49152, 8192, 100000.0f, 1e-5f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"tinyllama-1.1b", "llama", 2048, 22, 32, 4, 5632, 32000, 2048, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"llama-3.2-1b", "llama", 2048, 16, 32, 8, 8192, 128256, 131072, 500000.0f, 1e-5f, 1, 1, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"qwen2.5-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, 32768, 1000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"qwen3-0.6b", "qwen3", 1024, 28, 16, 8, 3072, 151936, 40960, 1000000.0f, 1e-6f, 1, 0, .head_dim = 128},
     {"gemma-2-2b", "gemma2", 2304, 26, 8, 4, 9216, 256000, 8192, 10000.0f, 1e-6f, 1, 0, .head_dim = 256,
      .window = 4096},
@@ -58,7 +60,7 @@ static const synth_shape k_shapes[] = {
      .window = 512},
     {"phi-4-mini", "phi3", 3072, 32, 24, 8, 8192, 200064, 131072, 10000.0f, 1e-5f, 1, 0, .rope_dims = 96,
      .orig_ctx = 4096},
-    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"smollm3-3b", "smollm3", 2048, 36, 16, 4, 11008, 128256, 65536, 5000000.0f, 1e-6f, 1, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
     {"granite-3.3-2b", "granite", 2048, 40, 32, 8, 8192, 49159, 131072, 10000000.0f, 1e-5f, 1, 0,
      .mup = {12.0f, 0.015625f, 0.22f, 8.0f}},
     {"olmo-3-7b", "olmo2", 4096, 32, 32, 32, 11008, 100278, 65536, 500000.0f, 1e-6f, 0, 0, .window = 4096,
@@ -98,81 +100,19 @@ static const synth_shape k_shapes[] = {
     {"qwen3.5-35b-a3b", "qwen35moe", 2048, 40, 16, 2, 512, 248320, 262144, 10000000.0f, 1e-6f, 0, 0, .head_dim = 256,
      .experts = 256, .experts_used = 8, .expert_ffn = 512, .shared_ffn = 512, .interval = 4, .ssm_conv = 4,
      .ssm_state = 128, .ssm_k = 16, .ssm_v = 32},
+    /* encoders (embedding models): token types, the pooling_type written (1 mean, 2 cls); nomic-bert's
+     * RoPE base 1000 (bert has learned positions: its rope_base is unused) */
+    {"bge-small-en-v1.5", "bert", 384, 12, 12, 12, 1536, 30522, 512, 1000.0f, 1e-12f, 0, 0, .type_vocab = 2,
+     .pooling = 2},
+    {"all-minilm-l6-v2", "bert", 384, 6, 12, 12, 1536, 30522, 512, 1000.0f, 1e-12f, 0, 0, .type_vocab = 2,
+     .pooling = 1},
+    {"bge-base-en-v1.5", "bert", 768, 12, 12, 12, 3072, 30522, 512, 1000.0f, 1e-12f, 0, 0, .type_vocab = 2,
+     .pooling = 2},
+    {"nomic-embed-text-v1.5", "nomic-bert", 768, 12, 12, 12, 3072, 30522, 2048, 1000.0f, 1e-12f, 0, 0,
+     .type_vocab = 2, .pooling = 1},
     /* a tiny default for tests; every field can be overridden */
-    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
-
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: staticlm synth --shape NAME --type TYPE -o FILE.gguf [options]\n"
-            "\n"
-            "Write a random-weight GGUF model of a real model's shape (normal weights,\n"
-            "std 0.02; norms 1.0; fixed seed) with a SentencePiece or byte-level BPE\n"
-            "vocabulary, that staticlm and llama.cpp both load.\n"
-            "\n"
-            "  --shape NAME          smollm2-135m | tinyllama-1.1b | llama-3.2-1b | qwen2.5-0.5b |\n"
-            "                        qwen3-0.6b | gemma-2-2b | gemma-3-1b | phi-4-mini | smollm3-3b |\n"
-            "                        granite-3.3-2b | olmo-3-7b | qwen3-30b-a3b | olmoe-1b-7b |\n"
-            "                        gpt-oss-20b | mixtral-8x7b | qwen1.5-moe-a2.7b | glm-4.5-air | qwen3.5-0.8b |\n"
-            "                        qwen3.5-35b-a3b | gemma-4-e2b | gemma-4-e4b | gemma-4-31b | gemma-4-26b-a4b | custom\n"
-            "  --type TYPE           f32 | f16 | bf16 | q8_0 | q4_0 | q4_k_m (default f16); q4_0 and q4_k_m\n"
-            "                        files are mixed as llama.cpp's (q4_k_m: Q4_K, with Q6_K for\n"
-            "                        attn_v/ffn_down of some layers); output matrix Q6_K (Q8_0 when its width is not a\n"
-            "                        multiple of 256); norms stay f32\n"
-            "  -o, --output FILE     the GGUF file to write (atomically)\n"
-            "      --seed S          weight seed (default 1)\n"
-            "      --pooling P       write {arch}.pooling_type: none | mean | cls | last (an embedding\n"
-            "                        model's, e.g. Qwen3-Embedding's last) | rank (a reranker: also a\n"
-            "                        2-label classifier head cls.output.weight and Qwen3-Reranker's\n"
-            "                        tokenizer.chat_template.rerank)\n"
-            "      --non-causal      write {arch}.attention.causal = false (an encoder's; staticlm\n"
-            "                        refuses it for embeddings)\n"
-            "      --arch A          llama | qwen2 | mistral | qwen3 | gemma2 | gemma3 | phi3 | smollm3 | olmo2 |\n"
-            "                        granite | exaone | exaone4 | qwen3moe | olmoe | granitemoe | gpt-oss |\n"
-            "                        qwen2moe | glm4moe | qwen35 | gemma4 | qwen35moe\n"
-            "                        (default:\n"
-            "                        the shape's own; qwen2 adds Q/K/V biases; mistral writes\n"
-            "                        mistral.attention.sliding_window, which staticlm reads; llama.cpp\n"
-            "                        has no 'mistral' architecture; the others write their family's\n"
-            "                        tensors: Q/K norms, post norms, fused phi3 matrices, LongRoPE;\n"
-            "                        smollm3 is llama's tensors, no RoPE on every fourth layer; olmo2 has no\n"
-            "                        pre-norms, whole-row Q/K norms, post norms; olmo-3-7b adds the window\n"
-            "                        on three layers of four and YaRN 8 on the others; granite writes the\n"
-            "                        shape's multipliers, Granite 3's for other shapes; exaone is llama's\n"
-            "                        tensors with neox RoPE; exaone4 as olmo2 with per-head Q/K norms and\n"
-            "                        the window (--sliding-window) on three layers of four; qwen35 writes\n"
-            "                        Gated DeltaNet layers with a full attention layer (gated query, Q/K\n"
-            "                        norms, a quarter of the head rotated) every fourth; qwen35moe the same\n"
-            "                        layers with experts and a gated shared expert as every layer's FFN)\n"
-            "      --experts N       a mixture of N experts (llama, qwen3moe, qwen2moe, olmoe, granitemoe,\n"
-            "                        gpt-oss, glm4moe, qwen35moe, gemma4: beside each layer's dense FFN;\n"
-            "                        default: the shape's),\n"
-            "      --experts-used K  K of them per token (default: the shape's, else 2), each of width\n"
-            "      --expert-ffn N    (default: qwen3moe's shape's, else --ffn)\n"
-            "      --shared-ffn N    a shared expert of width N (qwen2moe, qwen35moe: behind its sigmoid gate, default\n"
-            "                        the shape's, else --ffn; granitemoe: none by default; glm4moe: a\n"
-            "                        multiple of the experts' width, default one expert's)\n"
-            "      --dense-lead N    glm4moe: the first N layers dense, of width --ffn (default: the shape's)\n"
-            "      --nextn N         glm4moe, qwen35, qwen35moe: N more MTP layers (not run) (default: the shape's)\n"
-            "      --qk-norm         glm4moe: per-head Q/K norms (GLM-4.5's use_qk_norm)\n"
-            "      --expert-scale X  glm4moe: routed_scaling_factor (default: the shape's, else 1)\n"
-            "      --kv-shared N     gemma4: the last N layers reuse earlier layers' KV cache (default: the\n"
-            "                        shape's; with --layers about half the layers, whole window periods)\n"
-            "      --sliding-window N  attention window of mistral (default 4096), gemma2, gemma3, olmo2,\n"
-            "                        exaone4, gpt-oss and gemma4 (default: the shape's; olmo2 shapes\n"
-            "                        without one have none)\n"
-            "      --std X           weight standard deviation (default 0.02)\n"
-            "      --vocab-file F    GGUF with a llama (SPM) or gpt2 (byte-level BPE) vocabulary (default\n"
-            "                        ../shared/vocab/ggml-vocab-llama-spm.gguf); --n-vocab below its size keeps\n"
-            "                        its first tokens (BPE: and the merges among them; special tokens past the\n"
-            "                        cut take the last ids; the single-byte tokens must stay), above pads\n"
-            "                        it with unique tokens <synth_N>\n"
-            "      --name NAME       general.name (default: synth-SHAPE)\n"
-            "  overrides (any shape; custom defaults: 64 dim, 2 layers, 4/2 heads, ffn 160, vocab 512):\n"
-            "      --dim N --layers N --heads N --kv-heads N --ffn N --n-vocab N --ctx N\n"
-            "      --rope-base X --eps X --tied | --untied\n"
-            "  -h, --help            this help\n");
-}
 
 /* ---- random numbers ------------------------------------------------------ */
 
@@ -371,7 +311,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int takes = 1;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            usage(stdout);
+            synth_usage(stdout);
             *done = 1;
             return 0;
         } else if (!strcmp(o, "--shape")) a->shape_name = v;
@@ -432,7 +372,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
     }
     if (!a->shape_name || !a->out) {
         fprintf(stderr, "staticlm synth: --shape and -o are required\n\n");
-        usage(stderr);
+        synth_usage(stderr);
         return 2;
     }
     return 0;
@@ -539,7 +479,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
                         "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
                         "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, "
-                        "qwen3.5-0.8b, qwen3.5-35b-a3b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b, custom)\n", a->shape_name);
+                        "qwen3.5-0.8b, qwen3.5-35b-a3b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b, "
+                        "bge-small-en-v1.5, all-minilm-l6-v2, bge-base-en-v1.5, nomic-embed-text-v1.5, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;
@@ -627,6 +568,11 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
         fprintf(stderr, "staticlm synth: --experts-used %d is more than the %d experts\n", sh->experts_used, sh->experts);
         return 2;
     }
+    if (synth_is_encoder(sh->arch)) { /* one KV head per head, the pooling, the WordPiece vocabulary's size */
+        if (synth_encoder_shape(a, sh)) return 2;
+    } else {
+        sh->type_vocab = sh->pooling = 0;
+    }
     if ((!sh->head_dim && sh->dim % sh->n_heads) || head_dim_of(sh) % 2 || sh->n_heads % sh->n_kv_heads) {
         fprintf(stderr, "staticlm synth: heads %d/%d do not divide dim %d into even head sizes\n", sh->n_heads,
                 sh->n_kv_heads, sh->dim);
@@ -646,6 +592,11 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_str(w, "general.architecture", sh->arch);
     slm_gguf_set_str(w, "general.type", "model");
     slm_gguf_set_str(w, "general.name", a->name ? a->name : gname);
+    if (synth_is_encoder(sh->arch)) { /* bert, nomic-bert: their own keys (cli/synth_encoder.c) */
+        synth_encoder_metadata(w, sh, ty);
+        vocab_put(w, voc);
+        return;
+    }
     slm_gguf_set_u32(w, K("block_count"), (uint32_t)(sh->n_layers + sh->nextn)); /* glm4moe: with the MTP layers */
     slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh->ctx);
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
@@ -782,6 +733,7 @@ static int put_delta_layer(synth *s, const synth_shape *sh, const synth_type *ty
 /* The tensors, in llama.cpp's order; 0 when one could not be made. */
 static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     if (is(sh, "gemma4")) return synth_gemma4_tensors(s, sh, ty);
+    if (synth_is_encoder(sh->arch)) return synth_encoder_tensors(s, sh, ty);
     const int head_dim = head_dim_of(sh), kv_dim = head_dim * sh->n_kv_heads, q_dim = head_dim * sh->n_heads;
     const int glm = is(sh, "glm4moe");
     const int qwen2 = is(sh, "qwen2") || is(sh, "gpt-oss") || is(sh, "qwen2moe") || glm, phi3 = is(sh, "phi3"), gemma = is(sh, "gemma2") || is(sh, "gemma3");
@@ -925,7 +877,12 @@ int slm_cli_synth(int argc, char **argv) {
     const synth_type *ty;
     if ((rc = resolve_shape(&a, &sh, &ty))) return rc;
     const char *vocab_file = a.vocab_file;
-    if (!vocab_file && !(vocab_file = default_vocab_file())) {
+    const int encoder = synth_is_encoder(sh.arch);
+    if (encoder && vocab_file) {
+        fprintf(stderr, "staticlm synth: %s: --vocab-file: an encoder's WordPiece vocabulary is generated\n", sh.arch);
+        return 2;
+    }
+    if (!encoder && !vocab_file && !(vocab_file = default_vocab_file())) {
         fprintf(stderr, "staticlm synth: no vocabulary: ../shared/vocab/ggml-vocab-llama-spm.gguf not found; "
                         "pass --vocab-file FILE (a GGUF with a llama/SPM or gpt2/BPE vocabulary)\n");
         return 1;
@@ -934,7 +891,7 @@ int slm_cli_synth(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     vocab voc;
-    if (!vocab_load(&voc, vocab_file, sh.vocab)) return 1;
+    if (encoder ? !vocab_wpm(&voc, sh.vocab) : !vocab_load(&voc, vocab_file, sh.vocab)) return 1;
 
     synth s;
     memset(&s, 0, sizeof s);

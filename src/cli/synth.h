@@ -1,9 +1,12 @@
 /* staticlm synth's shared parts (cli/synth.c; gemma4's tensors in
- * cli/synth_gemma4.c; the vocabulary in cli/synth_vocab.c). */
+ * cli/synth_gemma4.c; the encoders' (bert, nomic-bert) in
+ * cli/synth_encoder.c; the vocabulary in cli/synth_vocab.c; --help in
+ * cli/synth_help.c). */
 #ifndef SLM_CLI_SYNTH_H
 #define SLM_CLI_SYNTH_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "common/dtype.h"
 #include "format/gguf.h"
@@ -37,6 +40,8 @@ typedef struct synth_shape {
     /* qwen35: Gated DeltaNet layers but every interval-th; conv taps, key/value head size, key and
      * value heads (0: from the heads: conv 4, head size head_dim / 2, the query heads twice as key heads) */
     int interval, ssm_conv, ssm_state, ssm_k, ssm_v;
+    /* encoders (bert, nomic-bert): token types (type_vocab_size), the pooling_type written (1 mean, 2 cls) */
+    int type_vocab, pooling;
 } synth_shape;
 
 typedef struct synth {
@@ -87,5 +92,16 @@ uint32_t synth_output_type(uint32_t matrix, int64_t width);
 int synth_gemma4_shape(const synth_args *a, synth_shape *sh);
 void synth_gemma4_metadata(slm_gguf_writer *w, const synth_shape *sh);
 int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty);
+
+/* bert, nomic-bert (cli/synth_encoder.c): 1 for an encoder architecture;
+ * the shape's encoder parts and checks (0 or an exit code); its metadata
+ * keys after general.*; its tensors (0 when one could not be made). */
+int synth_is_encoder(const char *arch);
+int synth_encoder_shape(const synth_args *a, synth_shape *sh);
+void synth_encoder_metadata(slm_gguf_writer *w, const synth_shape *sh, const synth_type *ty);
+int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty);
+
+/* staticlm synth --help (cli/synth_help.c). */
+void synth_usage(FILE *f);
 
 #endif

@@ -432,6 +432,110 @@ nomem:
     return 0;
 }
 
+/* ---- a generated WordPiece vocabulary ------------------------------------ */
+
+/* Common English words (word-start pieces) and suffixes (continuations),
+ * so that ordinary text takes whole-word ids as a real BERT vocabulary's. */
+static const char *const k_wpm_words[] = {
+    "the", "of", "and", "to", "in", "a", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not",
+    "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they", "you", "were",
+    "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would", "who",
+    "so", "no", "she", "other", "its", "may", "these", "what", "them", "than", "some", "him", "time", "into", "only",
+    "do", "such", "my", "new", "about", "out", "also", "two", "any", "up", "first", "could", "our", "then", "most",
+    "see", "me", "should", "after", "said", "your", "very", "between", "many", "over", "like", "those", "did", "now",
+    "even", "well", "where", "must", "people", "through", "how", "same", "work", "being", "because", "man", "life",
+    "before", "each", "much", "under", "years", "way", "great", "state", "both", "use", "upon", "own", "used",
+    "however", "us", "part", "good", "world", "make", "three", "while", "long", "day", "without", "just", "men",
+    "general", "during", "another", "little", "found", "here", "system", "does", "de", "down", "number", "case",
+    "against", "might", "still", "back", "right", "know", "place", "every", "government", "too", "high", "old",
+    "different", "year", "water", "text", "word", "words", "sentence", "document", "query", "search", "answer",
+    "question", "model", "embedding", "data", "city", "house", "cat", "dog", "hello", "quick", "brown", "fox",
+    "jumps", "lazy", "paris", "france", "capital", "weather", "today", "computer", "science", "language",
+};
+static const char *const k_wpm_suffixes[] = {"ing", "ed", "er", "ly", "es", "tion", "ment", "ness", "able", "est",
+                                             "al", "ity", "ous", "ive", "ful", "less", "ize", "ism", "ist", "ic"};
+
+/* s (len bytes, `start`: a word start, "\u2581" before it) as token *at of v
+ * unless the vocabulary has it (set); 1 added, 0 had, -1 out of memory. */
+static int wpm_push(vocab *v, strset *set, int *at, const char *s, size_t len, int start, int32_t type) {
+    char buf[64];
+    const size_t pre = start ? 3 : 0;
+    if (len + pre >= sizeof buf || *at >= v->n) return 0;
+    memcpy(buf, "\xe2\x96\x81", pre);
+    memcpy(buf + pre, s, len);
+    len += pre;
+    buf[len] = 0;
+    uint32_t k = str_hash(buf, len) & set->mask;
+    for (; set->slot[k]; k = (k + 1) & set->mask) {
+        const uint32_t i = set->slot[k] - 1;
+        if (v->len[i] == len && !memcmp(v->str[i], buf, len)) return 0;
+    }
+    if (!(v->str[*at] = slm_strdup(buf))) return -1;
+    v->len[*at] = len;
+    v->type[*at] = type;
+    set->slot[k] = (uint32_t)*at + 1;
+    ++*at;
+    return 1;
+}
+
+int vocab_wpm(vocab *v, int n) {
+    enum { NORMAL = 1, CONTROL = 3 };
+    static const char *const specials[5] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"};
+    static const int special_at[5] = {0, 100, 101, 102, 103};
+    memset(v, 0, sizeof *v);
+    if (n < SYNTH_WPM_MIN) {
+        fprintf(stderr, "staticlm synth: a WordPiece vocabulary needs at least %d tokens, not %d\n", SYNTH_WPM_MIN, n);
+        return 0;
+    }
+    v->wpm = 1;
+    v->n = n;
+    v->bos = 101, v->eos = 102, v->unk = 100;
+    v->str = slm_calloc((size_t)n, sizeof *v->str);
+    v->len = slm_calloc((size_t)n, sizeof *v->len);
+    v->type = slm_calloc((size_t)n, sizeof *v->type);
+    strset set; /* empty, with room for n */
+    uint32_t cap = 16;
+    while (cap < 2u * (uint32_t)n) cap <<= 1;
+    set.v = v;
+    set.mask = cap - 1;
+    set.slot = slm_calloc(cap, sizeof *set.slot);
+    if (!v->str || !v->len || !v->type || !set.slot) goto nomem;
+    int at = 0, r = 0;
+    for (int i = 0; i < 104 && r >= 0; i++) { /* the specials in their places, [unusedK] between (as the converter: normal words) */
+        char u[32];
+        int j = 0;
+        while (j < 5 && special_at[j] != i) j++;
+        if (j < 5) r = wpm_push(v, &set, &at, specials[j], strlen(specials[j]), 0, CONTROL);
+        else r = wpm_push(v, &set, &at, u, (size_t)snprintf(u, sizeof u, "[unused%d]", i - 1), 1, NORMAL);
+    }
+    for (int start = 1; start >= 0 && r >= 0; start--) /* printable ASCII: word starts, then continuations */
+        for (char c = '!'; c <= '~' && r >= 0; c++) r = wpm_push(v, &set, &at, &c, 1, start, NORMAL);
+    for (size_t i = 0; i < sizeof k_wpm_words / sizeof k_wpm_words[0] && r >= 0; i++)
+        r = wpm_push(v, &set, &at, k_wpm_words[i], strlen(k_wpm_words[i]), 1, NORMAL);
+    for (size_t i = 0; i < sizeof k_wpm_suffixes / sizeof k_wpm_suffixes[0] && r >= 0; i++)
+        r = wpm_push(v, &set, &at, k_wpm_suffixes[i], strlen(k_wpm_suffixes[i]), 0, NORMAL);
+    /* the rest: syllable words (consonant + vowel, base 90 digits of j, two or more), word starts and
+     * continuations in turn, each distinct */
+    static const char cons[] = "bcdfghjklmnprstvwz", vow[] = "aeiou";
+    for (int j = 90; at < n && r >= 0; j++) {
+        char w[32];
+        size_t len = 0;
+        for (int x = j; x > 0 && len + 2 < sizeof w; x /= 90) {
+            w[len++] = cons[(x % 90) / 5];
+            w[len++] = vow[(x % 90) % 5];
+        }
+        r = wpm_push(v, &set, &at, w, len, j % 2 == 0, NORMAL);
+    }
+    slm_xfree(set.slot);
+    if (r < 0) goto nomem;
+    return 1;
+nomem:
+    slm_xfree(set.slot);
+    fprintf(stderr, "staticlm synth: out of memory for %d tokens\n", n);
+    vocab_free(v);
+    return 0;
+}
+
 /* ---- loading and writing ------------------------------------------------- */
 
 int vocab_load(vocab *v, const char *path, int n) {
@@ -464,6 +568,23 @@ done:
 }
 
 void vocab_put(slm_gguf_writer *w, const vocab *v) {
+    if (v->wpm) { /* as conversion/bert.py and gguf-py's SpecialVocab write BERT's (bos = [CLS], eos = [SEP]) */
+        slm_gguf_set_str(w, "tokenizer.ggml.model", "bert");
+        slm_gguf_set_str(w, "tokenizer.ggml.pre", "bert-bge");
+        slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->str, v->len, (uint64_t)v->n);
+        slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, v->type, (uint64_t)v->n);
+        slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 101);
+        slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 102);
+        slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 100);
+        slm_gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", 102);
+        slm_gguf_set_u32(w, "tokenizer.ggml.padding_token_id", 0);
+        slm_gguf_set_u32(w, "tokenizer.ggml.mask_token_id", 103);
+        slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", 1);
+        slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 1);
+        slm_gguf_set_bool(w, "tokenizer.ggml.add_sep_token", 0);
+        slm_gguf_set_bool(w, "tokenizer.ggml.normalizer.lowercase", 1);
+        return;
+    }
     if (!v->bpe) {
         slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
         slm_gguf_set_str(w, "tokenizer.ggml.pre", "default");

@@ -7,6 +7,7 @@
 #include "format/gguf.h"
 
 #define SYNTH_SPM_BASE 259   /* <unk>, <s>, </s> and the 256 byte tokens */
+#define SYNTH_WPM_MIN 292   /* WordPiece: [PAD], 99 unused, [UNK] [CLS] [SEP] [MASK], 94 + 94 ASCII pieces */
 #define SYNTH_MAX_SPECIAL 16 /* special-id keys (and eos_token_ids entries) a BPE vocabulary may carry */
 
 typedef struct vocab {
@@ -28,6 +29,7 @@ typedef struct vocab {
     int n_eos_ids;            /* tokenizer.ggml.eos_token_ids, remapped; -1: not in the file */
     uint32_t eos_ids[SYNTH_MAX_SPECIAL];
     int add_bos, add_eos;     /* -1: not in the file */
+    int wpm;                  /* 1: a generated WordPiece vocabulary (vocab_wpm; tokenizer.ggml.model "bert") */
 } vocab;
 
 void vocab_free(vocab *v);
@@ -37,6 +39,16 @@ const char *default_vocab_file(void);
  * (gpt2) GGUF vocabulary: its first tokens, padded to n; 1 ok (else said on
  * stderr). */
 int vocab_load(vocab *v, const char *path, int n);
+/* A WordPiece vocabulary of n >= SYNTH_WPM_MIN tokens, as llama.cpp's
+ * converter writes BERT's (phantom space: a word-start piece "\u2581foo", a
+ * continuation "##bar" as "bar", the bracketed specials as they are):
+ * [PAD] 0, [unused0..98] 1..99, [UNK] 100, [CLS] 101, [SEP] 102, [MASK]
+ * 103 (BERT's vocab.txt places them so), then every printable ASCII
+ * character as a word start and as a continuation (any ASCII text
+ * tokenizes without [UNK]), common English words and suffixes, and
+ * generated distinct words and continuations to n; 1 ok (else said on
+ * stderr). */
+int vocab_wpm(vocab *v, int n);
 /* The tokenizer.ggml.* metadata of v. */
 void vocab_put(slm_gguf_writer *w, const vocab *v);
 

@@ -38,7 +38,8 @@ seeds() { # target -> corpus dir
     fuzz_gguf)
       [ -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" ] && cp -f "$SHARED/vocab/ggml-vocab-llama-spm.gguf" "$d/"
       # tiny mixtures of experts (3-D expert stacks, the MoE keys; qwen2moe's shared expert and its gate; glm4moe's dense
-      # layer, selection bias and MTP layer), when a CLI is built
+      # layer, selection bias and MTP layer) and tiny encoders (bert, nomic-bert: their WordPiece vocabularies), when a
+      # CLI is built
       for c in build/staticlm build-asan/staticlm; do
         [ -x "$c" ] && "$c" synth --shape custom --arch qwen3moe --experts 4 --experts-used 2 --expert-ffn 32 --dim 32 \
           --layers 1 --heads 2 --kv-heads 1 --n-vocab 300 --type q8_0 -o "$d/moe.gguf" >/dev/null 2>&1 &&
@@ -47,7 +48,11 @@ seeds() { # target -> corpus dir
           "$c" synth --shape custom --arch qwen2moe --experts 4 --experts-used 2 --expert-ffn 32 --shared-ffn 64 --dim 32 \
           --layers 1 --heads 2 --kv-heads 1 --n-vocab 300 --type q8_0 -o "$d/qwen2moe.gguf" >/dev/null 2>&1 &&
           "$c" synth --shape custom --arch glm4moe --experts 4 --experts-used 2 --expert-ffn 32 --dense-lead 1 --nextn 1 \
-          --dim 32 --layers 2 --heads 2 --kv-heads 1 --n-vocab 300 --type q8_0 -o "$d/glm4moe.gguf" >/dev/null 2>&1 && break
+          --dim 32 --layers 2 --heads 2 --kv-heads 1 --n-vocab 300 --type q8_0 -o "$d/glm4moe.gguf" >/dev/null 2>&1 &&
+          "$c" synth --shape custom --arch bert --dim 32 --layers 1 --heads 2 --ffn 64 --ctx 16 --n-vocab 300 \
+          --type q8_0 -o "$d/bert.gguf" >/dev/null 2>&1 &&
+          "$c" synth --shape custom --arch nomic-bert --dim 32 --layers 1 --heads 2 --ffn 64 --ctx 16 --n-vocab 300 \
+          --type f16 -o "$d/nomic-bert.gguf" >/dev/null 2>&1 && break
       done ;;
     fuzz_template)
       for f in "$SHARED"/templates/*.jinja tests/corpus/templates/*.jinja; do [ -f "$f" ] && cp -f "$f" "$d/"; done ;;

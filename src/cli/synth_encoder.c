@@ -1,0 +1,139 @@
+/* staticlm synth --arch bert | nomic-bert: encoder embedding models (the
+ * shapes of bge-small/base-en-v1.5, all-MiniLM-L6-v2, nomic-embed-text-v1.5)
+ * with the keys and tensors llama.cpp's converter writes (conversion/bert.py,
+ * BertModel and NomicBertModel) and its BERT graphs read; format/encoder.c
+ * is our reader of them.
+ *
+ * Keys: {arch}.context_length, embedding_length, feed_forward_length,
+ * block_count, attention.head_count, attention.layer_norm_epsilon,
+ * attention.causal = false, pooling_type (1 mean, 2 cls), nomic-bert's
+ * rope.freq_base; tokenizer.ggml.token_type_count (llama.cpp sizes
+ * token_types.weight by it, and refuses the file without it). The
+ * vocabulary is a generated WordPiece one (cli/synth_vocab.c).
+ *
+ * Tensors: token_embd, position_embd (bert's learned positions; the
+ * context's rows), token_types, the embedding LayerNorm; per layer bert's
+ * attn_q/k/v with biases, nomic-bert's fused attn_qkv [dim, 3 x dim] (no
+ * biases anywhere), attn_output (+ bias), attn_output_norm, ffn_up (+ bias),
+ * nomic-bert's ffn_gate (SwiGLU), ffn_down (+ bias), layer_output_norm.
+ * LayerNorm gains spread near 1 and biases normal (std, near 0), so the
+ * activations stay those of a trained model's scale.
+ *
+ * Types as llama-quantize picks them for a file without output.weight: the
+ * token embedding takes the output matrix's type (q4_0 / q4_k_m: Q6_K, Q8_0
+ * when the width is not a multiple of 256); position_embd and token_types
+ * stay F32 (the converter and llama-quantize both leave them); Q4_K_M's
+ * fused attn_qkv is Q5_K (Q5_1 below 256-multiples); attn_v and ffn_down
+ * follow use_more_bits as in the decoders.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/synth.h"
+#include "cli/synth_vocab.h"
+#include "common/common.h"
+#include "common/dtype.h"
+#include "staticlm.h"
+
+int synth_is_encoder(const char *arch) { return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert"); }
+
+int synth_encoder_shape(const synth_args *a, synth_shape *sh) {
+    if (!sh->type_vocab) { /* a decoder's shape (custom) made an encoder: an encoder's defaults */
+        sh->type_vocab = 2;
+        sh->pooling = SLM_POOLING_MEAN;
+        if (!(a->o_eps > 0.0f)) sh->eps = 1e-12f;
+        if (!(a->o_rope > 0.0f)) sh->rope_base = 1000.0f;
+    }
+    if (a->o_kv > 0 && a->o_kv != sh->n_heads) {
+        fprintf(stderr, "staticlm synth: %s: --kv-heads %d: an encoder has one KV head per query head (%d)\n",
+                sh->arch, a->o_kv, sh->n_heads);
+        return 2;
+    }
+    sh->n_kv_heads = sh->n_heads;
+    sh->tied = 0;
+    if (a->pooling == SLM_POOLING_RANK) {
+        fprintf(stderr, "staticlm synth: %s: --pooling rank: synth writes no classifier head for an encoder\n",
+                sh->arch);
+        return 2;
+    }
+    if (a->pooling >= 0) sh->pooling = a->pooling;
+    if (sh->vocab < SYNTH_WPM_MIN) {
+        fprintf(stderr, "staticlm synth: %s: --n-vocab %d: a WordPiece vocabulary needs at least %d tokens (the "
+                        "specials and every printable ASCII character, word-start and continuation)\n",
+                sh->arch, sh->vocab, SYNTH_WPM_MIN);
+        return 2;
+    }
+    return 0;
+}
+
+void synth_encoder_metadata(slm_gguf_writer *w, const synth_shape *sh, const synth_type *ty) {
+    char key[96];
+#define K(suffix) (snprintf(key, sizeof key, "%s.%s", sh->arch, suffix), key)
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)sh->n_layers);
+    slm_gguf_set_u32(w, K("context_length"), (uint32_t)sh->ctx);
+    slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
+    slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
+    slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh->n_heads);
+    if (!strcmp(sh->arch, "nomic-bert")) slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
+    slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), sh->eps);
+    slm_gguf_set_u32(w, "general.file_type", ty->ftype);
+    if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16 && ty->matrix != SLM_BF16)
+        slm_gguf_set_u32(w, "general.quantization_version", 2);
+    slm_gguf_set_bool(w, K("attention.causal"), 0);
+    slm_gguf_set_u32(w, K("pooling_type"), (uint32_t)sh->pooling);
+#undef K
+    slm_gguf_set_u32(w, "tokenizer.ggml.token_type_count", (uint32_t)sh->type_vocab);
+}
+
+/* LayerNorm gains: a spread of +-5% around 1, different for each norm k. */
+static void gains(float *g, int n, int k) {
+    for (int i = 0; i < n; i++) g[i] = 1.0f + 0.05f * sinf(0.7f * (float)i + 1.3f * (float)k);
+}
+
+int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
+    const int nomic = !strcmp(sh->arch, "nomic-bert"), D = sh->dim, F = sh->ffn, L = sh->n_layers;
+    const uint32_t mt = ty->matrix;
+    float *g = slm_malloc((size_t)D * sizeof(float));
+    char n[64];
+    int ok = 0, k = 0;
+    if (!g) return 0;
+#define ADD(name, type, ne0, ne1, init, vals) \
+    do {                                                                                       \
+        if (!synth_add(s, name, type, ne0, ne1, init, vals)) goto done;                        \
+    } while (0)
+#define NORM(name) (gains(g, D, k++), synth_add(s, name, SLM_F32, D, 1, 2, g))
+    ADD("token_embd.weight", synth_output_type(mt, D), D, sh->vocab, 0, NULL);
+    if (!nomic) ADD("position_embd.weight", SLM_F32, D, sh->ctx, 0, NULL);
+    ADD("token_types.weight", SLM_F32, D, sh->type_vocab, 0, NULL);
+    if (!NORM("token_embd_norm.weight")) goto done;
+    ADD("token_embd_norm.bias", SLM_F32, D, 1, 0, NULL);
+    for (int l = 0; l < L; l++) {
+#define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), synth_add(s, n, type, ne0, ne1, 0, NULL))
+#define TN(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), NORM(n))
+        const uint32_t t_in = synth_layer_type(mt, 0, l, L, D), t_v = synth_layer_type(mt, 1, l, L, D);
+        const uint32_t t_down = synth_layer_type(mt, 1, l, L, F);
+        if (nomic) { /* llama-quant: Q4_K_M's attn_qkv is Q5_K (Q5_1 when the row is not 256-multiple) */
+            const uint32_t t_qkv = mt != SLM_Q4_K ? mt : D % SLM_QK_K ? SLM_Q5_1 : SLM_Q5_K;
+            if (!T("attn_qkv.weight", t_qkv, D, 3 * D)) goto done;
+        } else if (!T("attn_q.weight", t_in, D, D) || !T("attn_q.bias", SLM_F32, D, 1) ||
+                   !T("attn_k.weight", t_in, D, D) || !T("attn_k.bias", SLM_F32, D, 1) ||
+                   !T("attn_v.weight", t_v, D, D) || !T("attn_v.bias", SLM_F32, D, 1))
+            goto done;
+        if (!T("attn_output.weight", t_in, D, D) || (!nomic && !T("attn_output.bias", SLM_F32, D, 1)) ||
+            !TN("attn_output_norm.weight") || !T("attn_output_norm.bias", SLM_F32, D, 1) ||
+            !T("ffn_up.weight", t_in, D, F) || (!nomic && !T("ffn_up.bias", SLM_F32, F, 1)) ||
+            (nomic && !T("ffn_gate.weight", t_in, D, F)) || !T("ffn_down.weight", t_down, F, D) ||
+            (!nomic && !T("ffn_down.bias", SLM_F32, D, 1)) || !TN("layer_output_norm.weight") ||
+            !T("layer_output_norm.bias", SLM_F32, D, 1))
+            goto done;
+#undef TN
+#undef T
+    }
+#undef NORM
+#undef ADD
+    ok = 1;
+done:
+    slm_xfree(g);
+    return ok;
+}
