@@ -96,6 +96,26 @@ static int rope(builder *b, int x, int pos, int heads, int layer) {
     return add(b, n);
 }
 
+/* Layer l's K (s = 0) or V (s = 1) state: the past rows (ReadValue), the
+ * fresh rows after them (concat), stored back (Assign); returns the concat
+ * [C, cols] that attention reads. */
+static int kv_state(builder *b, int fresh, int l, int s, int cols) {
+    slm_node n = node(SLM_OP_READ_VALUE, SLM_DIM_C, cols);
+    n.var = 2 * l + s;
+    n.layer = l;
+    const int past = add(b, n);
+    n = node(SLM_OP_CONCAT, SLM_DIM_C, cols);
+    set_in(&n, past, fresh, -1, -1, -1);
+    n.layer = l;
+    const int all = add(b, n);
+    n = node(SLM_OP_ASSIGN, SLM_DIM_C, cols);
+    set_in(&n, all, -1, -1, -1, -1);
+    n.var = 2 * l + s;
+    n.layer = l;
+    add(b, n);
+    return all;
+}
+
 /* The shared expert: a dense SwiGLU FFN of every row (ordinary matmuls),
  * sh[0] its output [T, dim], and sh[1] its gate's logit [T, 1] (qwen2moe)
  * or -1. */
@@ -420,21 +440,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
             kv_all[0] = kv_of[2 * slm_layer_kv_src(c, l)];
             kv_all[1] = kv_of[2 * slm_layer_kv_src(c, l) + 1];
         }
-        for (int s = 0; s < 2 && own_kv; s++) {
-            n = node(SLM_OP_READ_VALUE, C, kv_dim);
-            n.var = 2 * l + s;
-            n.layer = l;
-            int past = add(&b, n);
-            n = node(SLM_OP_CONCAT, C, kv_dim);
-            set_in(&n, past, fresh[s], -1, -1, -1);
-            n.layer = l;
-            kv_all[s] = add(&b, n);
-            n = node(SLM_OP_ASSIGN, C, kv_dim);
-            set_in(&n, kv_all[s], -1, -1, -1, -1);
-            n.var = 2 * l + s;
-            n.layer = l;
-            add(&b, n);
-        }
+        for (int s = 0; s < 2 && own_kv; s++) kv_all[s] = kv_state(&b, fresh[s], l, s, kv_dim);
 
         n = node(SLM_OP_ATTENTION, T, q_dim);
         set_in(&n, q, kv_all[0], kv_all[1], mask, cpos);
@@ -578,21 +584,7 @@ slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err
             q = rope(&b, q, pos, c->n_heads, l);
             kv[0] = rope(&b, kv[0], pos, c->n_heads, l);
         }
-        for (int s = 0; s < 2; s++) { /* the input's K and V through the cache, as a prefill's */
-            n = node(SLM_OP_READ_VALUE, C, dim);
-            n.var = 2 * l + s;
-            n.layer = l;
-            int past = add(&b, n);
-            n = node(SLM_OP_CONCAT, C, dim);
-            set_in(&n, past, kv[s], -1, -1, -1);
-            n.layer = l;
-            kv[s] = add(&b, n);
-            n = node(SLM_OP_ASSIGN, C, dim);
-            set_in(&n, kv[s], -1, -1, -1, -1);
-            n.var = 2 * l + s;
-            n.layer = l;
-            add(&b, n);
-        }
+        for (int s = 0; s < 2; s++) kv[s] = kv_state(&b, kv[s], l, s, dim); /* through the cache, as a prefill's */
         n = node(SLM_OP_ATTENTION, T, dim);
         set_in(&n, q, kv[0], kv[1], mask, cpos);
         n.heads = c->n_heads;
