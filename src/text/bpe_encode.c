@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "text/bpe_internal.h"
+#include "text/st_partition.h"
 
 typedef struct sym {
     int32_t start, len; /* bytes of the (normalized) text */
@@ -285,100 +286,12 @@ static int encode_fragment(const slm_bpe *t, work *w, const char *text, int n, i
 }
 
 /* A fragment of the text: raw [start, start+len) or a token. */
-typedef struct frag {
-    int32_t id; /* -1: raw text */
-    int32_t start, len;
-} frag;
-
-typedef struct frags {
-    frag *a;
-    int n, cap;
-} frags;
-
-static int frags_add(frags *f, int32_t id, int32_t s, int32_t l) {
-    if (f->n == f->cap) {
-        int nc = f->cap ? f->cap * 2 : 16;
-        frag *na = slm_realloc(f->a, (size_t)nc * sizeof *na);
-        if (!na) return 0;
-        f->a = na;
-        f->cap = nc;
-    }
-    f->a[f->n++] = (frag){id, s, l};
-    return 1;
-}
-
-static const char *find_bytes(const char *h, size_t hn, const char *nd, size_t nn) {
-    if (nn == 0 || nn > hn) return NULL;
-    const char *end = h + hn - nn;
-    for (const char *p = h; p <= end; p++) {
-        p = memchr(p, nd[0], (size_t)(end - p) + 1);
-        if (!p) return NULL;
-        if (memcmp(p, nd, nn) == 0) return p;
-    }
-    return NULL;
-}
-
-/* 1 when any of plain[s, s + l) is set. */
-static int any_plain(const uint8_t *plain, int32_t s, size_t l) {
-    if (!plain) return 0;
-    for (size_t i = 0; i < l; i++)
-        if (plain[(size_t)s + i]) return 1;
-    return 0;
-}
-
-/* llama.cpp's tokenizer_st_partition. plain (NULL: none): bytes where
- * CONTROL and UNKNOWN tokens must not match (message content). */
-static int partition(const slm_bpe *t, const char *text, int n, int parse_special, const uint8_t *plain,
-                     frags *out) {
-    frags cur = {0}, nxt = {0};
-    if (n > 0 && !frags_add(&cur, -1, 0, n)) return 0;
-    for (int si = 0; si < t->n_special; si++) {
-        int id = t->special[si];
-        int ty = t->type[id];
-        if (!parse_special && (ty == SLM_BPE_TT_CONTROL || ty == SLM_BPE_TT_UNKNOWN)) continue;
-        const char *tx = slm_bpe__tok(t, id);
-        size_t tl = t->len[id];
-        if (tl > (size_t)n) continue;
-        int any = 0;
-        for (int f = 0; f < cur.n && !any; f++)
-            if (cur.a[f].id < 0 && find_bytes(text + cur.a[f].start, (size_t)cur.a[f].len, tx, tl)) any = 1;
-        if (!any) continue;
-        nxt.n = 0;
-        for (int f = 0; f < cur.n; f++) {
-            frag fr = cur.a[f];
-            if (fr.id >= 0) {
-                if (!frags_add(&nxt, fr.id, 0, 0)) goto oom;
-                continue;
-            }
-            int32_t s = fr.start, e = fr.start + fr.len, from = s;
-            const int ctl = ty == SLM_BPE_TT_CONTROL || ty == SLM_BPE_TT_UNKNOWN;
-            for (;;) {
-                const char *m = find_bytes(text + from, (size_t)(e - from), tx, tl);
-                if (!m) {
-                    if (e > s && !frags_add(&nxt, -1, s, e - s)) goto oom;
-                    break;
-                }
-                int32_t ms = (int32_t)(m - text);
-                if (ctl && any_plain(plain, ms, tl)) { /* content's text: stays text */
-                    from = ms + 1;
-                    continue;
-                }
-                if (ms > s && !frags_add(&nxt, -1, s, ms - s)) goto oom;
-                if (!frags_add(&nxt, id, 0, 0)) goto oom;
-                s = from = ms + (int32_t)tl;
-            }
-        }
-        frags tmp = cur;
-        cur = nxt;
-        nxt = tmp;
-    }
-    slm_xfree(nxt.a);
-    *out = cur;
-    return 1;
-oom:
-    slm_xfree(cur.a);
-    slm_xfree(nxt.a);
-    return 0;
+/* A special token's text and kind for the partition. */
+static int bpe_special(const void *vocab, int32_t id, const char **s, size_t *len) {
+    const slm_bpe *t = vocab;
+    *s = slm_bpe__tok(t, id);
+    *len = t->len[id];
+    return t->type[id] == SLM_BPE_TT_CONTROL || t->type[id] == SLM_BPE_TT_UNKNOWN;
 }
 
 static int encode_impl(const slm_bpe *t, const char *text, size_t len, int add_bos, int add_eos, int parse_special,
@@ -402,8 +315,9 @@ static int encode_impl(const slm_bpe *t, const char *text, size_t len, int add_b
     int n = (int)len;
     ids_out o = {ids, ids ? cap : 0, 0};
     if (add_bos && t->add_bos && t->bos >= 0) emit(&o, t->bos);
-    frags fr = {0};
-    if (!partition(t, text, n, parse_special, plain, &fr)) return SLM_TOK_ENOMEM;
+    slm_st_frags fr = {0};
+    if (!slm_st_partition(text, n, parse_special, plain, t->special, t->n_special, bpe_special, t, &fr))
+        return SLM_TOK_ENOMEM;
     work w = {0};
     int maxlen = 0;
     for (int f = 0; f < fr.n; f++)

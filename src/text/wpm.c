@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "text/bpe.h" /* SLM_TOK_E* */
+#include "text/st_partition.h"
 #include "text/wpm.h"
 
 #define WPM_MAX_VOCAB (1 << 24) /* tokens */
@@ -421,97 +422,12 @@ const char *slm_wpm_piece(const slm_wpm *w, int id) {
 
 /* ---- encoder ---------------------------------------------------------- */
 
-typedef struct frag {
-    int32_t id;    /* special token, or -1 for text */
-    int32_t start; /* text: byte offset */
-    int32_t len;   /* text: length */
-} frag;
-
-typedef struct frags {
-    frag *a;
-    int n, cap;
-} frags;
-
-static int frags_add(frags *f, int32_t id, int32_t start, int32_t len) {
-    if (f->n == f->cap) {
-        int nc = f->cap ? 2 * f->cap : 16;
-        frag *na = slm_realloc(f->a, (size_t)nc * sizeof *na);
-        if (!na) return 0;
-        f->a = na;
-        f->cap = nc;
-    }
-    f->a[f->n++] = (frag){id, start, len};
-    return 1;
-}
-
-/* First occurrence of nd[0..nn) in hs[0..hn), or NULL. */
-static const char *find_bytes(const char *hs, size_t hn, const char *nd, size_t nn) {
-    while (hn >= nn) {
-        const char *p = memchr(hs, nd[0], hn - nn + 1);
-        if (!p) return NULL;
-        if (!memcmp(p, nd, nn)) return p;
-        hn -= (size_t)(p - hs) + 1;
-        hs = p + 1;
-    }
-    return NULL;
-}
-
-/* llama.cpp's tokenizer_st_partition: special tokens longest first, each
- * splitting every text fragment at each (leftmost, non-overlapping)
- * occurrence. Control and unknown tokens only with parse_special, and not
- * where a byte of the match is plain. */
-static int partition(const slm_wpm *w, const char *text, int32_t n, int parse_special, const uint8_t *plain,
-                     frags *out) {
-    frags cur = {0}, nxt = {0};
-    uint8_t seen[256] = {0};
-    for (int32_t i = 0; i < n; i++) seen[(uint8_t)text[i]] = 1;
-    if (n > 0 && !frags_add(&cur, -1, 0, n)) goto oom;
-    for (int si = 0; si < w->n_special; si++) {
-        const int id = w->special[si], ty = w->type[id];
-        const int ctl = ty == TT_CONTROL || ty == TT_UNKNOWN;
-        if (ctl && !parse_special) continue;
-        const char *tx = tok_s(w, id);
-        const size_t tl = w->len[id];
-        if (tl > (size_t)n || !seen[(uint8_t)tx[0]]) continue;
-        nxt.n = 0;
-        for (int f = 0; f < cur.n; f++) {
-            frag fr = cur.a[f];
-            if (fr.id >= 0) {
-                if (!frags_add(&nxt, fr.id, 0, 0)) goto oom;
-                continue;
-            }
-            int32_t s = fr.start, e = fr.start + fr.len, from = s;
-            for (;;) {
-                const char *m = find_bytes(text + from, (size_t)(e - from), tx, tl);
-                int32_t ms = m ? (int32_t)(m - text) : 0;
-                if (m && ctl && plain) {
-                    size_t k = 0;
-                    while (k < tl && !plain[(size_t)ms + k]) k++;
-                    if (k < tl) { /* lies on plain text: stays text */
-                        from = ms + 1;
-                        continue;
-                    }
-                }
-                if (!m) {
-                    if (e > s && !frags_add(&nxt, -1, s, e - s)) goto oom;
-                    break;
-                }
-                if (ms > s && !frags_add(&nxt, -1, s, ms - s)) goto oom;
-                if (!frags_add(&nxt, id, 0, 0)) goto oom;
-                s = from = ms + (int32_t)tl;
-            }
-        }
-        frags tmp = cur;
-        cur = nxt;
-        nxt = tmp;
-    }
-    slm_xfree(nxt.a);
-    *out = cur;
-    return 1;
-oom:
-    slm_xfree(cur.a);
-    slm_xfree(nxt.a);
-    return 0;
+/* A special token's text and kind for the partition. */
+static int wpm_special(const void *vocab, int32_t id, const char **s, size_t *len) {
+    const slm_wpm *w = vocab;
+    *s = tok_s(w, id);
+    *len = w->len[id];
+    return w->type[id] == TT_CONTROL || w->type[id] == TT_UNKNOWN;
 }
 
 typedef struct wpm_out {
@@ -633,8 +549,9 @@ int slm_wpm_encode(const slm_wpm *w, const char *text, size_t n, const uint8_t *
     if (n > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG;
     wpm_out o = {ids, ids && cap > 0 ? cap : 0, 0, (int64_t)n * WPM_PROBES_PER_BYTE + 65536};
     if (add_cls) emit(&o, w->cls);
-    frags fr = {0};
-    if (!partition(w, text, (int32_t)n, parse_special, plain, &fr)) return SLM_TOK_ENOMEM;
+    slm_st_frags fr = {0};
+    if (!slm_st_partition(text, (int32_t)n, parse_special, plain, w->special, w->n_special, wpm_special, w, &fr))
+        return SLM_TOK_ENOMEM;
     int32_t longest = 0;
     for (int f = 0; f < fr.n; f++)
         if (fr.a[f].id < 0 && fr.a[f].len > longest) longest = fr.a[f].len;
