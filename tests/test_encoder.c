@@ -121,8 +121,38 @@ static void free_model(model *m) {
     }
 }
 
-/* The file: the model's tensors and keys, a SentencePiece vocabulary of
- * VOCAB tokens (ids are what the test feeds). */
+/* A vocabulary of VOCAB tokens ("\u2581wN" words; ids are what the tests
+ * feed): SentencePiece (<unk>, <s>, </s>) or WordPiece ([PAD], [UNK],
+ * [CLS], [SEP]), with its special ids. */
+static void write_vocab(slm_gguf_writer *w, int wordpiece) {
+    char names[VOCAB][16];
+    const char *toks[VOCAB];
+    uint64_t lens[VOCAB];
+    float scores[VOCAB];
+    int32_t types[VOCAB];
+    static const char *const wpm_special[4] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]"};
+    for (int i = 0; i < VOCAB; i++) {
+        if (wordpiece && i < 4) snprintf(names[i], sizeof names[i], "%s", wpm_special[i]);
+        else if (i < 3) snprintf(names[i], sizeof names[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
+        else snprintf(names[i], sizeof names[i], "\xe2\x96\x81w%d", i);
+        toks[i] = names[i];
+        lens[i] = strlen(names[i]);
+        scores[i] = -(float)i;
+        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
+    }
+    slm_gguf_set_str(w, "tokenizer.ggml.model", wordpiece ? "bert" : "llama");
+    if (wordpiece) {
+        slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 1);
+        slm_gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", 3);
+    }
+    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, lens, VOCAB);
+    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, scores, VOCAB);
+    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, types, VOCAB);
+    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", wordpiece ? 2 : 1);
+    if (!wordpiece) slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+}
+
+/* The file: the model's tensors and keys, and a vocabulary. */
 static int write_model(const model *m, const char *path) {
     const char *A = m->nomic ? "nomic-bert" : "bert";
     slm_gguf_writer *w = slm_gguf_writer_new();
@@ -139,31 +169,7 @@ static int write_model(const model *m, const char *path) {
     slm_gguf_set_u32(w, K("pooling_type"), 1);
     if (m->nomic) slm_gguf_set_f32(w, K("rope.freq_base"), 1000.0f);
 #undef K
-    char names[VOCAB][16];
-    const char *toks[VOCAB];
-    uint64_t lens[VOCAB];
-    float scores[VOCAB];
-    int32_t types[VOCAB];
-    static const char *const wpm_special[4] = {"[PAD]", "[UNK]", "[CLS]", "[SEP]"};
-    for (int i = 0; i < VOCAB; i++) { /* bert: SentencePiece; nomic-bert: WordPiece, as real files have */
-        if (m->nomic && i < 4) snprintf(names[i], sizeof names[i], "%s", wpm_special[i]);
-        else if (i < 3) snprintf(names[i], sizeof names[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
-        else snprintf(names[i], sizeof names[i], "\xe2\x96\x81w%d", i);
-        toks[i] = names[i];
-        lens[i] = strlen(names[i]);
-        scores[i] = -(float)i;
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
-    }
-    slm_gguf_set_str(w, "tokenizer.ggml.model", m->nomic ? "bert" : "llama");
-    if (m->nomic) {
-        slm_gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 1);
-        slm_gguf_set_u32(w, "tokenizer.ggml.seperator_token_id", 3);
-    }
-    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, lens, VOCAB);
-    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, scores, VOCAB);
-    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, types, VOCAB);
-    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", m->nomic ? 2 : 1);
-    if (!m->nomic) slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    write_vocab(w, m->nomic); /* bert: SentencePiece; nomic-bert: WordPiece, as real files have */
     for (int i = 0; i < m->n; i++) {
         const tensor *t = &m->t[i];
         const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1]);
@@ -478,25 +484,7 @@ static int g_write(const model *m, const char *path) {
     slm_gguf_set_f32(w, K("rope.freq_base_swa"), 10000.0f);
     slm_gguf_set_u32(w, K("pooling_type"), 1);
 #undef K
-    char names[VOCAB][16];
-    const char *toks[VOCAB];
-    uint64_t lens[VOCAB];
-    float scores[VOCAB];
-    int32_t types[VOCAB];
-    for (int i = 0; i < VOCAB; i++) {
-        if (i < 3) snprintf(names[i], sizeof names[i], "%s", i == 0 ? "<unk>" : i == 1 ? "<s>" : "</s>");
-        else snprintf(names[i], sizeof names[i], "\xe2\x96\x81w%d", i);
-        toks[i] = names[i];
-        lens[i] = strlen(names[i]);
-        scores[i] = -(float)i;
-        types[i] = i == 0 ? 2 : i < 3 ? 3 : 1;
-    }
-    slm_gguf_set_str(w, "tokenizer.ggml.model", "llama");
-    slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", toks, lens, VOCAB);
-    slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, scores, VOCAB);
-    slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, types, VOCAB);
-    slm_gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1);
-    slm_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2);
+    write_vocab(w, 0);
     for (int i = 0; i < m->n; i++) {
         const tensor *t = &m->t[i];
         slm_gguf_add_tensor(w, t->name, SLM_F32, (uint32_t)t->n_dims, t->ne, t->f, (uint64_t)(t->ne[0] * t->ne[1]) * 4);
