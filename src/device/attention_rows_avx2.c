@@ -11,7 +11,8 @@
  *     horizontal sums).
  *   - Online softmax per vector and tile with the vector exp (kv_row256.h).
  *   - P V: the output 64 dims at a time in 8 registers over the tile's V
- *     rows, each V load one FMA.
+ *     rows, each V load one FMA; then 32 at a time in 4 (head_dim 32, 96:
+ *     one chain of dependent FMAs a vector was latency-bound), then 8.
  * Keys a row does not take (mask, causal limit, window) are -inf in its
  * scores and zero in K^T and V: a NaN behind the mask is never read. The
  * outputs accumulate in place and are divided by the sums at the end. The
@@ -102,6 +103,16 @@ AVX2 static INL void pv8(const float *vt, int hd, int nt, float *o, const float 
             for (int v = 0; v < 8; v++) acc[v] = _mm256_fmadd_ps(b, _mm256_load_ps(vr + 8 * v), acc[v]);
         }
         for (int v = 0; v < 8; v++) _mm256_storeu_ps(o + d0 + 8 * v, acc[v]);
+    }
+    for (; d0 + 32 <= hd; d0 += 32) { /* head_dim 32, 96, ...: four chains, one broadcast a key */
+        __m256 acc[4];
+        for (int v = 0; v < 4; v++) acc[v] = _mm256_mul_ps(_mm256_loadu_ps(o + d0 + 8 * v), cv);
+        for (int t = 0; t < nt; t++) {
+            const __m256 b = _mm256_set1_ps(p[t]);
+            const float *vr = vt + (size_t)t * hd + d0;
+            for (int v = 0; v < 4; v++) acc[v] = _mm256_fmadd_ps(b, _mm256_load_ps(vr + 8 * v), acc[v]);
+        }
+        for (int v = 0; v < 4; v++) _mm256_storeu_ps(o + d0 + 8 * v, acc[v]);
     }
     for (; d0 < hd; d0 += 8) {
         __m256 acc = _mm256_mul_ps(_mm256_loadu_ps(o + d0), cv);

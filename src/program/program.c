@@ -6,7 +6,7 @@
 /* KV rows row r attends to (at least 1): exec.c's attn_range, counted. */
 static uint64_t attn_keys(const slm_task *t, const int32_t *cp, int r) {
     const int last = cp[r];
-    if (last < 0) return 1;
+    if (last < 0 || t->window < 0) return 1; /* an encoder's rows attend to as many keys each: equal shares of rows */
     int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
     const int base = t->k > 0 ? last - last % t->k : 0;
     if (first < base) first = base;
