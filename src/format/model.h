@@ -176,8 +176,8 @@ typedef struct slm_model_config {
      * token_types (when present) plus position_embd (bert's learned
      * positions; nomic-bert rotates Q and K instead), LayerNorm'd by
      * token_embd_norm (gain and bias); each layer is post-norm:
-     * x = LN(x + attn(x)) with attn_output_norm, x = LN(x + ffn(x)) with
-     * layer_output_norm; the FFN is up, GELU (tanh form), down (bert) or
+     * x = LN(x + the attention's output) with attn_output_norm, then
+     * x = LN(x + the FFN's output) with layer_output_norm; the FFN is up, GELU (tanh form), down (bert) or
      * SwiGLU (nomic-bert); a bias after any matrix where the file has one
      * (blk.N.{attn_q,attn_k,attn_v,attn_output,ffn_up,ffn_down}.bias). No
      * output norm, no LM head: the last layer's rows are the output.

@@ -25,7 +25,7 @@ typedef struct hf_vocab {
     slm_err *err;
 } hf_vocab;
 
-static void vocab_free(hf_vocab *v) {
+static void hf_vocab_free(hf_vocab *v) {
     for (int i = 0; v->raw && i < v->n; i++) slm_xfree(v->raw[i]);
     slm_xfree(v->raw);
     slm_xfree(v->type);
@@ -317,7 +317,7 @@ slm_status slm_wpm_load_hf_json_mem(slm_wpm **out, const char *json, size_t len,
     }
     st = vocab_finish(&v, special, lower, strip, out);
 done:
-    vocab_free(&v);
+    hf_vocab_free(&v);
     cJSON_Delete(root);
     return st;
 }
@@ -398,7 +398,7 @@ slm_status slm_wpm_load_vocab_txt_mem(slm_wpm **out, const char *txt, size_t len
         special[0] = ids[0], special[1] = ids[1], special[2] = ids[2], special[3] = ids[1];
         st = vocab_finish(&v, special, lower, strip, out);
     }
-    vocab_free(&v);
+    hf_vocab_free(&v);
 #ifdef SLM_HAVE_CJSON
     cJSON_Delete(cfg);
 #endif
