@@ -20,6 +20,7 @@
 #include "ref_forward.h"
 #include "staticlm.h"
 #include "t.h"
+#include "t_engine.h"
 #include "run_cmd.h"
 
 #define M(f) T_SHARED("models/" f)
@@ -29,13 +30,7 @@ static char dir[256];
 static slm_engine *load(const char *model, const char *tok, slm_options o) {
     o.tokenizer_path = tok;
     o.n_threads = 2;
-    slm_engine *e = NULL;
-    if (slm_load(&e, model, &o)) {
-        fprintf(stderr, "  load %s: %s\n", model, slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
-    return e;
+    return t_load(model, &o);
 }
 
 static slm_options embed_opts(int mpl, int mrl) {

@@ -19,6 +19,7 @@
 #include "format/gguf.h"
 #include "staticlm.h"
 #include "t.h"
+#include "t_engine.h"
 
 enum { DIM = 64, HEADS = 4, HD = 16, FF = 96, LAYERS = 2, CTX = 32, VOCAB = 40 };
 
@@ -291,13 +292,7 @@ static slm_engine *load(const char *path, int embeddings) {
     o.prefill_variants[0] = 4; /* a short input runs padded through embed.4 */
     o.kv_type = SLM_KV_F32;
     o.n_threads = 2;
-    slm_engine *e = NULL;
-    if (slm_load(&e, path, &o)) {
-        if (embeddings) fprintf(stderr, "  load %s: %s\n", path, slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
-    return e;
+    return t_load(path, &o);
 }
 
 static void check_family(int nomic) {

@@ -11,6 +11,7 @@
 
 #include "staticlm.h"
 #include "t.h"
+#include "t_engine.h"
 #include "run_cmd.h"
 
 static char dir[256];
@@ -20,13 +21,7 @@ static slm_engine *load(const char *model, const char *tok) {
     o.tokenizer_path = tok;
     o.max_prompt_len = 16;
     o.min_response_len = 16;
-    slm_engine *e = NULL;
-    if (slm_load(&e, model, &o)) {
-        fprintf(stderr, "  load %s: %s\n", model, slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
-    return e;
+    return t_load(model, &o);
 }
 
 static int is_stop(slm_engine *e, int id) {

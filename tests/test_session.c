@@ -9,6 +9,7 @@
 #include "engine/chat.h"
 #include "staticlm.h"
 #include "t.h"
+#include "t_engine.h"
 
 #define M(f) T_SHARED("models/" f)
 
@@ -17,13 +18,7 @@ static char dir[256];
 static slm_engine *load(const char *model, const char *tok, slm_options o) {
     o.tokenizer_path = tok;
     o.n_threads = 1;
-    slm_engine *e = NULL;
-    if (slm_load(&e, model, &o)) {
-        fprintf(stderr, "  load %s: %s\n", model, slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
-    return e;
+    return t_load(model, &o);
 }
 
 typedef struct collect {

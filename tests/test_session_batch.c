@@ -8,6 +8,7 @@
 
 #include "staticlm.h"
 #include "t.h"
+#include "t_engine.h"
 
 #define M(f) T_SHARED("models/" f)
 #define NTOK 40
@@ -26,13 +27,7 @@ static slm_engine *load(const char *model, const char *tok, int n_seqs, int thre
     o.n_seqs = n_seqs;
     o.max_prompt_len = 32;
     o.min_response_len = 64;
-    slm_engine *e = NULL;
-    if (slm_load(&e, model, &o)) {
-        fprintf(stderr, "  load %s: %s\n", model, slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
-    return e;
+    return t_load(model, &o);
 }
 
 static slm_session_cfg greedy(void) {

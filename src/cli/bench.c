@@ -546,6 +546,10 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
                         "and no depth (-d 0)\n");
         return 2;
     }
+    if (b->embd && b->ttft_set && b->ttft > 0) {
+        fprintf(stderr, "staticlm bench: --ttft times a prefill program; -embd 1 runs the embedding programs (--ttft 0)\n");
+        return 2;
+    }
     if (b->embd) b->ttft = 0; /* no prefill program to time it with */
     if (b->threads <= 0) {
         long c = sysconf(_SC_NPROCESSORS_ONLN);

@@ -144,6 +144,9 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
         if (e->opt.max_prompt_len > mpl)
             fprintf(stderr, "staticlm: note: the encoder's context length %d bounds an input: max_prompt_len %d "
                             "(asked: %d)\n", ctx, mpl, e->opt.max_prompt_len);
+        if (e->opt.min_response_len > 0)
+            fprintf(stderr, "staticlm: note: min_response_len %d: an encoder generates nothing, its cache holds one "
+                            "input (min_response_len 0)\n", e->opt.min_response_len);
     } else if ((e->opt.min_response_len >= 0 && mrl < e->opt.min_response_len) ||
         (e->opt.max_prompt_len > 0 && mpl < e->opt.max_prompt_len)) /* asked for, not granted: always said */
         fprintf(stderr,
