@@ -386,6 +386,77 @@ out:
     slm_free(x);
 }
 
+/* A cross-encoder (synth --arch bert --pooling rank: bge-reranker's and
+ * ms-marco-MiniLM's head, Q8_0 matrices the compiler repacks): no rerank
+ * template, so the pair is [CLS] query [SEP] document [SEP] by the
+ * vocabulary's flags (add_eos, as the converter writes BERT's), and the
+ * score is the head on the first row: tanh(W1 x + b1), then W2 . + b2,
+ * computed here in double from the file's own tensors. */
+static double head_ref(const slm_model_file *mf, const float *x, int dim) {
+    const slm_tensor *w1 = slm_model_tensor(mf, "cls.weight"), *b1 = slm_model_tensor(mf, "cls.bias"),
+                     *w2 = slm_model_tensor(mf, "cls.output.weight"), *b2 = slm_model_tensor(mf, "cls.output.bias");
+    if (!w1 || !b1 || !w2 || !b2 || w1->ne[1] != dim || b2->type != SLM_F32) return NAN;
+    float *row = malloc(sizeof(float) * (size_t)dim);
+    double score = ((const float *)b2->data)[0];
+    slm_dequantize_row(w2->type, w2->data, row, dim);
+    float *wr = malloc(sizeof(float) * (size_t)dim);
+    for (int i = 0; i < dim; i++) {
+        slm_dequantize_row(w1->type, (const uint8_t *)w1->data + (size_t)i * slm_row_bytes(w1->type, (uint64_t)dim), wr, dim);
+        double acc = ((const float *)b1->data)[i];
+        for (int j = 0; j < dim; j++) acc += (double)wr[j] * x[j];
+        score += tanh(acc) * row[i];
+    }
+    free(wr);
+    free(row);
+    return score;
+}
+
+static void test_rerank_encoder(void) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/rrb.gguf", dir);
+    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", "bert", "--type", "q8_0", "--pooling", "rank",
+                    "-o", path, NULL};
+    char *o = NULL, *er = NULL;
+    CHECKF(t_run_capture(dir, SLM_CLI_PATH, argv, &o, &er) == 0, "%s", er ? er : "");
+    free(o);
+    free(er);
+    slm_engine *e = load(path, NULL, embed_opts(64, 0));
+    CHECK(e != NULL);
+    if (!e) return;
+    CHECK(slm_model_pooling(e) == SLM_POOLING_RANK && slm_model_rank_outputs(e) == 1);
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    const char *q = "what is a cat?", *d = "a cat is a small animal.";
+    float sc = 0;
+    int n = 0;
+    CHECKF(s && slm_session_rerank(s, q, d, &sc, 1, &n) == SLM_OK, "%s", s ? slm_session_error(s) : "");
+    /* the pair, as llama-server builds it */
+    int32_t ids[64];
+    const int nq = slm_tokenize(e, q, 0, ids + 1, 30), nd = slm_tokenize(e, d, 0, ids + nq + 2, 30);
+    CHECK(nq > 3 && nd > 3 && n == nq + nd + 3);
+    slm_info in;
+    slm_get_info(e, &in);
+    ids[0] = in.bos_id; /* [CLS] */
+    ids[nq + 1] = ids[nq + nd + 2] = 102; /* [SEP] of synth's WordPiece vocabulary */
+    float *row = malloc(sizeof(float) * (size_t)in.dim), sc2 = 0;
+    CHECK(slm_session_embed(s, ids, n, SLM_POOLING_CLS, row, (size_t)in.dim) == SLM_OK);
+    CHECK(slm_session_embed(s, ids, n, SLM_POOLING_RANK, &sc2, 1) == SLM_OK && sc2 == sc);
+    slm_model_file mf;
+    memset(&mf, 0, sizeof mf);
+    slm_err err = {0};
+    CHECK(slm_model_open(&mf, path, &err) == SLM_OK);
+    const double want = head_ref(&mf, row, in.dim);
+    CHECKF(fabs(want - sc) < 1e-5 * (1 + fabs(want)), "score %g, reference %g", sc, want);
+    /* the document matters, and the order of the pair */
+    float other = 0;
+    CHECK(slm_session_rerank(s, d, q, &other, 1, NULL) == SLM_OK && other != sc);
+    slm_model_close(&mf);
+    free(row);
+    slm_session_free(s);
+    slm_free(e);
+    unlink(path);
+}
+
 static void test_normalize(void) {
     float v[4] = {3, -4, 0, 0};
     slm_embed_normalize(v, 4, 2);
@@ -473,6 +544,7 @@ int main(void) {
     T_RUN(test_model_pooling_key);
     T_RUN(test_recurrent);
     T_RUN(test_rerank);
+    T_RUN(test_rerank_encoder);
     T_RUN(test_hf_pooling);
     T_RUN(test_normalize);
     T_RUN(test_cli);

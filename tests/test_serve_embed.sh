@@ -9,7 +9,8 @@
 #  - refusals: no --embeddings (501), bad input, ids outside the vocabulary, dimensions,
 #    encoding_format, an input over the slot's capacity; --pooling without --embeddings;
 #  - --reranking with a reranker (synth --pooling rank, Qwen3-Reranker's layout): /v1/rerank's
-#    scores equal `staticlm embed --pooling rank`'s, best first, top_n; TEI's form; refusals.
+#    scores equal `staticlm embed --pooling rank`'s, best first, top_n; TEI's form; refusals;
+#    the same for a cross-encoder (synth --arch bert --pooling rank: a classifier head, no template).
 # usage: test_serve_embed.sh CLI SHARED_DIR
 set -u
 CLI=$1 SHARED=$2
@@ -96,6 +97,15 @@ check "rerank with no documents: 400" '[ "$(code -d "{\"query\":\"q\",\"document
 check "rerank top_n 0: 400" '[ "$(code -d "{\"query\":\"q\",\"documents\":[\"a\"],\"top_n\":0}" "$U/v1/rerank")" = 400 ]'
 check "a reranking server refuses /v1/embeddings" '[ "$(code -d "{\"input\":\"a\"}" "$U/v1/embeddings")" = 400 ] && grep -q "/v1/rerank" "$TMP/body"'
 check "reranking server stops cleanly" 'serve_stop "$TMP/rr.log" "$SPID" "$WPID"'
+# a cross-encoder (bert with a classifier head, no rerank template): the same answers as the CLI
+"$CLI" synth --shape custom --arch bert --type q8_0 --pooling rank -o "$TMP/rrb.gguf" >/dev/null 2>&1
+"$CLI" embed -m "$TMP/rrb.gguf" --pooling rank -p $'what is a cat?\tA cat is a small animal.\nwhat is a cat?\tParis is in France.' \
+  --embd-output-format json >"$TMP/rrb_cli.json" 2>/dev/null
+start rrb -m "$TMP/rrb.gguf" --reranking
+check "a cross-encoder (bert): /v1/rerank scores = staticlm embed --pooling rank's" \
+  '[ "$(code -d "{\"query\":\"what is a cat?\",\"documents\":[\"A cat is a small animal.\",\"Paris is in France.\"]}" "$U/v1/rerank")" = 200 ] &&
+   py "(lambda r,s: len(r)==2 and s[0]!=s[1] and all(abs(x[\"relevance_score\"]-s[x[\"index\"]])<1e-5 for x in r))(a[0][\"results\"],[d[\"embedding\"][0] for d in a[1][\"data\"]])" "$TMP/body" "$TMP/rrb_cli.json"'
+check "cross-encoder server stops cleanly" 'serve_stop "$TMP/rrb.log" "$SPID" "$WPID"'
 start mean2 "${MODEL[@]}" --embeddings
 check "an embedding server refuses /v1/rerank: 501" '[ "$(code -d "{\"query\":\"q\",\"documents\":[\"a\"]}" "$U/v1/rerank")" = 501 ] && grep -q -- "--reranking" "$TMP/body"'
 stop

@@ -29,7 +29,8 @@ static void usage(FILE *f) {
             "                            document (default a tab; \"\\t\" is one)\n"
             "      --pooling P           none | mean | cls | last | rank (default: the model file's\n"
             "                            pooling_type; none when it has none); rank: a reranker's\n"
-            "                            scores of \"query<TAB>document\" texts (its rerank template)\n"
+            "                            scores of \"query<TAB>document\" texts (its rerank template,\n"
+            "                            or a cross-encoder's [CLS] query [SEP] document [SEP])\n"
             "      --embd-normalize N    -1 none, 0 max absolute value to 32760, 1 taxicab,\n"
             "                            2 Euclidean (default), N > 2 the N-norm\n"
             "      --embd-output-format F  text (default) | array | json | json+ (json with the\n"
@@ -259,7 +260,7 @@ int slm_cli_embed(int argc, char **argv) {
     const int rank = a.rank = pooling == SLM_POOLING_RANK;
     const int dim = rank ? slm_model_rank_outputs(e) : in.dim; /* a vector's width: a reranker's, its scores */
     if (!dim) {
-        fprintf(stderr, "staticlm: pooling rank needs a reranker's classifier head (cls.output.weight), which %s "
+        fprintf(stderr, "staticlm: pooling rank needs a reranker's classifier head (cls.weight, cls.output.weight), which %s "
                         "has not\n", a.model);
         goto out;
     }

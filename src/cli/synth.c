@@ -914,7 +914,9 @@ int slm_cli_synth(int argc, char **argv) {
     put_metadata(s.w, &a, &sh, ty, &voc);
     if (!put_tensors(&s, &sh, ty)) goto done;
     /* a reranker: Qwen3-Reranker's classifier head, its "yes" and "no" rows (random here) */
-    if (a.pooling == SLM_POOLING_RANK && !synth_add(&s, "cls.output.weight", SLM_F16, sh.dim, 2, 0, NULL)) goto done;
+    if (a.pooling == SLM_POOLING_RANK && !synth_is_encoder(sh.arch) && /* an encoder's head: synth_encoder.c */
+        !synth_add(&s, "cls.output.weight", SLM_F16, sh.dim, 2, 0, NULL))
+        goto done;
 
     slm_err err;
     memset(&err, 0, sizeof err);

@@ -6,7 +6,7 @@
  *
  * Keys: {arch}.context_length, embedding_length, feed_forward_length,
  * block_count, attention.head_count, attention.layer_norm_epsilon,
- * attention.causal = false, pooling_type (1 mean, 2 cls), nomic-bert's
+ * attention.causal = false, pooling_type (1 mean, 2 cls, 4 rank), nomic-bert's
  * rope.freq_base; tokenizer.ggml.token_type_count (llama.cpp sizes
  * token_types.weight by it, and refuses the file without it). The
  * vocabulary is a generated WordPiece one (cli/synth_vocab.c).
@@ -15,7 +15,9 @@
  * context's rows), token_types, the embedding LayerNorm; per layer bert's
  * attn_q/k/v with biases, nomic-bert's fused attn_qkv [dim, 3 x dim] (no
  * biases anywhere), attn_output (+ bias), attn_output_norm, ffn_up (+ bias),
- * nomic-bert's ffn_gate (SwiGLU), ffn_down (+ bias), layer_output_norm.
+ * nomic-bert's ffn_gate (SwiGLU), ffn_down (+ bias), layer_output_norm;
+ * with --pooling rank a cross-encoder's classifier head (cls.weight and
+ * cls.bias: dense + tanh; cls.output.weight [dim, 1] and its bias: one score).
  * LayerNorm gains spread near 1 and biases normal (std, near 0), so the
  * activations stay those of a trained model's scale.
  *
@@ -52,11 +54,6 @@ int synth_encoder_shape(const synth_args *a, synth_shape *sh) {
     }
     sh->n_kv_heads = sh->n_heads;
     sh->tied = 0;
-    if (a->pooling == SLM_POOLING_RANK) {
-        fprintf(stderr, "staticlm synth: %s: --pooling rank: synth writes no classifier head for an encoder\n",
-                sh->arch);
-        return 2;
-    }
     if (a->pooling >= 0) sh->pooling = a->pooling;
     if (sh->vocab < SYNTH_WPM_MIN) {
         fprintf(stderr, "staticlm synth: %s: --n-vocab %d: a WordPiece vocabulary needs at least %d tokens (the "
@@ -129,6 +126,12 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
             goto done;
 #undef TN
 #undef T
+    }
+    if (sh->pooling == SLM_POOLING_RANK) { /* a cross-encoder's head (bge-reranker, ms-marco-MiniLM): dense + tanh, one score */
+        ADD("cls.weight", mt, D, D, 0, NULL);
+        ADD("cls.bias", SLM_F32, D, 1, 0, NULL);
+        ADD("cls.output.weight", mt, D, 1, 0, NULL);
+        ADD("cls.output.bias", SLM_F32, 1, 1, 0, NULL);
     }
 #undef NORM
 #undef ADD

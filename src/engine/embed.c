@@ -11,38 +11,6 @@
 
 #include "engine/engine_internal.h"
 
-/* A reranker's classifier head (cls.output.weight [labels][dim], and its
- * bias if any: Qwen3-Reranker's GGUF holds the "yes" and "no" rows of its
- * LM head there), made f32 for the host. */
-static slm_status load_classifier(slm_engine *e, const char *path) {
-    const slm_tensor *w = slm_model_tensor(&e->model, "cls.output.weight");
-    if (!w) return SLM_OK;
-    const int64_t cols = w->ne[0], rows = w->n_dims > 1 ? w->ne[1] : 1;
-    if (w->n_dims > 2 || cols != e->cfg.dim || rows < 1 || rows > 64)
-        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: cls.output.weight is [%lld, %lld]; a classifier head is "
-                        "[%d, labels <= 64]", slm_basename(path), (long long)cols, (long long)rows, e->cfg.dim);
-    const uint64_t rb = slm_row_bytes(w->type, (uint64_t)cols);
-    if (!rb || w->nbytes < rb * (uint64_t)rows)
-        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: cls.output.weight: type %s, %llu bytes for %lld rows",
-                        slm_basename(path), slm_dtype_name(w->type), (unsigned long long)w->nbytes, (long long)rows);
-    if (!(e->cls_w = slm_malloc((size_t)(rows * cols) * sizeof(float))) ||
-        !(e->cls_b = slm_calloc((size_t)rows, sizeof(float))))
-        return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
-    for (int64_t r = 0; r < rows; r++)
-        if (!slm_dequantize_row(w->type, (const uint8_t *)w->data + (uint64_t)r * rb, e->cls_w + r * cols, cols))
-            return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: cls.output.weight: type %s cannot be read",
-                            slm_basename(path), slm_dtype_name(w->type));
-    const slm_tensor *b = slm_model_tensor(&e->model, "cls.output.bias");
-    if (b) {
-        if (b->type != SLM_F32 || b->ne[0] != rows || b->nbytes < (uint64_t)rows * sizeof(float))
-            return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: cls.output.bias: want %lld f32 values", slm_basename(path),
-                            (long long)rows);
-        memcpy(e->cls_b, b->data, (size_t)rows * sizeof(float));
-    }
-    e->n_cls = (int)rows;
-    return SLM_OK;
-}
-
 /* Matrix `name` [rows][cols] as f32 into *out (NULL when absent). */
 static slm_status load_f32(slm_engine *e, const char *path, const char *name, int64_t cols, int64_t rows, float **out) {
     const slm_tensor *w = slm_model_tensor(&e->model, name);
@@ -54,10 +22,54 @@ static slm_status load_f32(slm_engine *e, const char *path, const char *name, in
         return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tensor '%s': want [%lld, %lld]", slm_basename(path), name,
                         (long long)cols, (long long)rows);
     if (!(*out = slm_malloc((size_t)(rows * cols) * sizeof(float)))) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
-    for (int64_t i = 0; i < rows; i++)
-        if (!slm_dequantize_row(w->type, (const uint8_t *)w->data + (uint64_t)i * rb, *out + i * cols, cols))
+    for (int64_t i = 0; i < rows; i++) /* a quantized matrix may be in the compiler's 16-row layout */
+        if (!slm_dequantize_matrix_row(w->type, w->data, cols, rows, i, *out + i * cols))
             return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': type %s cannot be read", slm_basename(path),
                             name, slm_dtype_name(w->type));
+    return SLM_OK;
+}
+
+/* f32 vector `name` [n] (NULL when absent). */
+static slm_status load_vec(slm_engine *e, const char *path, const char *name, int64_t n, float **out) {
+    const slm_tensor *b = slm_model_tensor(&e->model, name);
+    *out = NULL;
+    if (!b) return SLM_OK;
+    if (b->type != SLM_F32 || b->n_dims != 1 || b->ne[0] != n || b->nbytes < (uint64_t)n * sizeof(float))
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tensor '%s': want %lld f32 values", slm_basename(path), name,
+                        (long long)n);
+    if (!(*out = slm_malloc((size_t)n * sizeof(float)))) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
+    memcpy(*out, b->data, (size_t)n * sizeof(float));
+    return SLM_OK;
+}
+
+/* A reranker's classifier head, made f32 for the host, as llama.cpp's rank
+ * pooling reads it: an optional dense layer cls.weight [dim -> h] (+
+ * cls.bias) with tanh (modern-bert: GELU, then the LayerNorm cls.norm),
+ * then cls.output.weight [h -> labels] (+ cls.output.bias). BERT / XLM-R
+ * cross-encoders have both; Qwen3-Reranker's GGUF holds the "yes" and "no"
+ * rows of its LM head in cls.output alone; jina-reranker-v1 has cls alone
+ * (one score). At most 64 scores. */
+static slm_status load_classifier(slm_engine *e, const char *path) {
+    const slm_tensor *w1 = slm_model_tensor(&e->model, "cls.weight"), *w2 = slm_model_tensor(&e->model, "cls.output.weight");
+    if (!w1 && !w2) return SLM_OK;
+    const int dim = e->cfg.dim;
+    const int64_t h = w1 ? (w1->n_dims > 1 ? w1->ne[1] : 1) : dim;
+    const int64_t labels = w2 ? (w2->n_dims > 1 ? w2->ne[1] : 1) : h;
+    if (h < 1 || h > (1 << 16) || labels < 1 || labels > 64)
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: classifier head cls.weight %s [%d, %lld], cls.output.weight %s "
+                        "[%lld, %lld]: a reranker gives 1..64 scores", slm_basename(path), w1 ? "" : "(absent)", dim,
+                        (long long)h, w2 ? "" : "(absent)", (long long)h, (long long)labels);
+    slm_status s;
+    if (w1) {
+        if ((s = load_f32(e, path, "cls.weight", dim, h, &e->cls1_w)) ||
+            (s = load_vec(e, path, "cls.bias", h, &e->cls1_b)) || (s = load_vec(e, path, "cls.norm.weight", h, &e->cls_norm)))
+            return s;
+        e->n_cls1 = (int)h;
+    }
+    if (w2 && ((s = load_f32(e, path, "cls.output.weight", h, labels, &e->cls_w)) ||
+               (s = load_vec(e, path, "cls.output.bias", labels, &e->cls_b))))
+        return s;
+    e->n_cls = (int)labels;
     return SLM_OK;
 }
 
@@ -74,13 +86,7 @@ static slm_status load_dense(slm_engine *e, const char *path) {
     slm_status s;
     if ((s = load_f32(e, path, "dense_2.weight", dim, d2, &e->dense2)) || (s = load_f32(e, path, "dense_3.weight", d2, dim, &e->dense3)))
         return s;
-    const slm_tensor *bias = slm_model_tensor(&e->model, "dense_2.bias");
-    if (bias) {
-        if (bias->type != SLM_F32 || bias->ne[0] != d2 || bias->nbytes < (uint64_t)d2 * sizeof(float))
-            return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: dense_2.bias: want %d f32 values", slm_basename(path), d2);
-        if (!(e->dense2_b = slm_malloc((size_t)d2 * sizeof(float)))) return slm_errf(&e->err, SLM_ERR_NOMEM, "out of memory");
-        memcpy(e->dense2_b, bias->data, (size_t)d2 * sizeof(float));
-    }
+    if ((s = load_vec(e, path, "dense_2.bias", d2, &e->dense2_b))) return s;
     e->d2 = d2;
     return SLM_OK;
 }
@@ -104,6 +110,30 @@ static slm_status apply_dense(const slm_engine *e, float *v) {
     return SLM_OK;
 }
 
+/* The vocabulary's add_bos / add_eos / add_sep and separator as llama.cpp
+ * reads them (its defaults by tokenizer type, then the GGUF's keys), for a
+ * rerank prompt built without a template; g NULL: the defaults. */
+static void special_flags(slm_engine *e, const slm_gguf *g) {
+    slm_gguf_str model = {0}, pre = {0};
+    if (g) {
+        slm_gguf_get_str(g, "tokenizer.ggml.model", &model);
+        slm_gguf_get_str(g, "tokenizer.ggml.pre", &pre);
+    }
+    const int wpm = slm_tok_is_wpm(e->tok), bpe = slm_tok_is_bpe(e->tok), ugm = model.s && slm_gguf_str_eq(model, "t5");
+    e->sp.add_bos = wpm || (!bpe && !ugm); /* WordPiece ([CLS]) and SentencePiece BPE */
+    e->sp.add_eos = ugm;
+    e->sp.add_sep = wpm || (bpe && pre.s && (slm_gguf_str_eq(pre, "jina-v1-en") || slm_gguf_str_eq(pre, "jina-v2-code") ||
+                                            slm_gguf_str_eq(pre, "roberta-bpe")));
+    e->sp.sep = slm_tok_sep(e->tok);
+    int b;
+    uint32_t v;
+    if (g && slm_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b)) e->sp.add_bos = b;
+    if (g && slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->sp.add_eos = b;
+    if (g && slm_gguf_get_bool(g, "tokenizer.ggml.add_sep_token", &b)) e->sp.add_sep = b;
+    if (g && slm_gguf_get_u32(g, "tokenizer.ggml.seperator_token_id", &v) && v < (uint32_t)slm_tok_vocab_size(e->tok))
+        e->sp.sep = (int)v;
+}
+
 /* The default pooling of a Hugging Face folder (sentence-transformers'
  * 1_Pooling/config.json), and a GGUF's embedding keys: {arch}.pooling_type (the default pooling),
  * {arch}.attention.causal (an encoder's false is refused with embeddings:
@@ -119,6 +149,7 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
                             "weighted mean); the default is none: choose one (--pooling)\n", slm_basename(path));
     }
     const slm_gguf *g = e->from_blob ? NULL : e->model.gguf;
+    special_flags(e, NULL);
     slm_gguf_str arch;
     if (!g || !slm_gguf_get_str(g, "general.architecture", &arch) || arch.len > 64) return SLM_OK;
     char key[128];
@@ -127,6 +158,7 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
     snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
     if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_RANK) e->pooling = (int)v;
     if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
+    special_flags(e, g);
     snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
     if (e->opt.embeddings && !e->cfg.encoder && slm_gguf_get_bool(g, key, &b) && !b)
         return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
@@ -138,10 +170,13 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
 }
 
 void slm_engine_embed_free(slm_engine *e) {
+    slm_xfree(e->cls1_w);
+    slm_xfree(e->cls1_b);
+    slm_xfree(e->cls_norm);
     slm_xfree(e->cls_w);
     slm_xfree(e->cls_b);
-    e->cls_w = e->cls_b = NULL;
-    e->n_cls = 0;
+    e->cls1_w = e->cls1_b = e->cls_norm = e->cls_w = e->cls_b = NULL;
+    e->n_cls = e->n_cls1 = 0;
     slm_xfree(e->dense2);
     slm_xfree(e->dense2_b);
     slm_xfree(e->dense3);
@@ -208,14 +243,36 @@ static void take_rows(void *ud, const float *rows, int first, int n_rows, int di
     }
 }
 
-/* The classifier head on a row: n_cls scores (qwen3: their softmax, as
- * llama.cpp's rank pooling; its first is P("yes") for Qwen3-Reranker). */
-static void classify(const slm_engine *e, const float *row, float *out) {
-    const int dim = e->cfg.dim;
+/* The classifier head on a pooled row: n_cls scores (qwen3: their softmax,
+ * as llama.cpp's rank pooling; its first is P("yes") for Qwen3-Reranker).
+ * h: scratch of n_cls1 doubles. */
+static void classify(const slm_engine *e, const float *row, double *h, float *out) {
+    const int dim = e->cfg.dim, n1 = e->n_cls1;
+    if (n1) { /* the dense layer, its activation, and modern-bert's norm */
+        const int gelu = !strcmp(e->cfg.arch, "modern-bert");
+        for (int i = 0; i < n1; i++) {
+            double acc = e->cls1_b ? e->cls1_b[i] : 0.0;
+            for (int j = 0; j < dim; j++) acc += (double)e->cls1_w[(size_t)i * dim + j] * row[j];
+            h[i] = gelu ? 0.5 * acc * (1.0 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc))) : tanh(acc);
+        }
+        if (e->cls_norm) { /* LayerNorm without a bias */
+            double mean = 0.0, var = 0.0;
+            for (int i = 0; i < n1; i++) mean += h[i];
+            mean /= n1;
+            for (int i = 0; i < n1; i++) var += (h[i] - mean) * (h[i] - mean);
+            const double inv = 1.0 / sqrt(var / n1 + e->cfg.norm_eps);
+            for (int i = 0; i < n1; i++) h[i] = (h[i] - mean) * inv * e->cls_norm[i];
+        }
+    } else
+        for (int j = 0; j < dim; j++) h[j] = row[j];
+    const int in = n1 ? n1 : dim;
     double z[64], mx = -INFINITY, sum = 0.0;
     for (int r = 0; r < e->n_cls; r++) {
-        double acc = e->cls_b[r];
-        for (int j = 0; j < dim; j++) acc += (double)e->cls_w[(size_t)r * dim + j] * row[j];
+        double acc = h[r]; /* no output layer: the dense layer's values are the scores */
+        if (e->cls_w) {
+            acc = e->cls_b ? e->cls_b[r] : 0.0;
+            for (int j = 0; j < in; j++) acc += (double)e->cls_w[(size_t)r * in + j] * h[j];
+        }
         z[r] = acc;
         if (acc > mx) mx = acc;
     }
@@ -244,30 +301,41 @@ slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pool
     if (pooling < SLM_POOLING_NONE || pooling > SLM_POOLING_RANK)
         return slm_errf(err, SLM_ERR_ARG, "pooling %d: none, mean, cls, last or rank", pooling);
     if (pooling == SLM_POOLING_RANK && !e->n_cls)
-        return slm_errf(err, SLM_ERR_ARG, "pooling rank needs a reranker's classifier head (cls.output.weight), "
+        return slm_errf(err, SLM_ERR_ARG, "pooling rank needs a reranker's classifier head (cls.weight, cls.output.weight), "
                         "which this model has not");
     if (!ids || n < 1) return slm_errf(err, SLM_ERR_ARG, "an embedding needs at least one token");
     const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK;
     const size_t need = rank ? (size_t)e->n_cls : (size_t)dim * (pooling == SLM_POOLING_NONE ? (size_t)n : 1);
     if (!out || cap < need)
         return slm_errf(err, SLM_ERR_ARG, "embedding output of %zu floats, need %zu", out ? cap : 0, need);
-    /* rank: the classifier reads the last row (qwen3, as llama.cpp) or the first */
-    const int rank_last = rank && !strcmp(e->cfg.arch, "qwen3");
-    pool_acc a = {rank ? (rank_last ? SLM_POOLING_LAST : SLM_POOLING_CLS) : pooling, n, out, NULL};
+    /* rank: the classifier reads the last row (qwen3), the mean (modern-bert, as llama.cpp) or the first */
+    const int rank_src = !rank ? pooling
+                         : !strcmp(e->cfg.arch, "qwen3")       ? SLM_POOLING_LAST
+                         : !strcmp(e->cfg.arch, "modern-bert") ? SLM_POOLING_MEAN
+                                                               : SLM_POOLING_CLS;
+    pool_acc a = {rank_src, n, out, NULL};
     float *row = NULL;
-    if (rank && !(a.out = row = slm_malloc((size_t)dim * sizeof(float))))
+    double *h = NULL;
+    if (rank && (!(a.out = row = slm_malloc((size_t)dim * sizeof(float))) ||
+                 !(h = slm_malloc((size_t)(e->n_cls1 > dim ? e->n_cls1 : dim) * sizeof(double))))) {
+        slm_xfree(row);
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-    if (pooling == SLM_POOLING_MEAN && !(a.sum = slm_calloc((size_t)dim, sizeof *a.sum)))
+    }
+    if (rank_src == SLM_POOLING_MEAN && !(a.sum = slm_calloc((size_t)dim, sizeof *a.sum))) {
+        slm_xfree(row);
+        slm_xfree(h);
         return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    }
     slm_session_reset(s); /* the rows it held, and a prompt in steps, are dropped */
     slm_status st = slm_rt_embed(slm_session_rt(s), ids, n, take_rows, &a, err);
     slm_session_reset(s);
     if (!st && a.sum)
-        for (int j = 0; j < dim; j++) out[j] = (float)(a.sum[j] / n);
-    if (!st && rank) classify(e, row, out);
+        for (int j = 0; j < dim; j++) a.out[j] = (float)(a.sum[j] / n);
+    if (!st && rank) classify(e, row, h, out);
     /* the dense projections on the pooled vector, or on every row under pooling none (as llama.cpp) */
     for (int r = 0; !st && e->d2 && !rank && r < (pooling == SLM_POOLING_NONE ? n : 1); r++)
         if (apply_dense(e, out + (size_t)r * (size_t)dim)) st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    slm_xfree(h);
     slm_xfree(a.sum);
     slm_xfree(row);
     return st;
@@ -325,6 +393,45 @@ static int replace_all(char **s, const char *key, const char *val) {
     return 1;
 }
 
+/* Text as plain pieces, no BOS / EOS, special-token text not matched (as
+ * llama-server's subprompts), appended to ids[*n..]; below zero an
+ * SLM_TOK_E* code. */
+static int plain_ids(const slm_engine *e, const char *text, int32_t **ids, int *n, int *cap) {
+    const size_t len = strlen(text);
+    uint8_t *plain = slm_malloc(len + 1);
+    if (!plain) return SLM_TOK_ENOMEM;
+    memset(plain, 1, len + 1);
+    int m = slm_tok_encode_masked(e->tok, text, plain, 0, 0, NULL, 0);
+    if (m >= 0 && *n + m + 4 > *cap) {
+        int32_t *grown = slm_realloc(*ids, (size_t)(*n + m + 4) * sizeof(int32_t));
+        if (!grown) m = SLM_TOK_ENOMEM;
+        else *ids = grown, *cap = *n + m + 4;
+    }
+    if (m > 0) slm_tok_encode_masked(e->tok, text, plain, 0, 0, *ids + *n, m);
+    slm_xfree(plain);
+    if (m > 0) *n += m;
+    return m < 0 ? m : 0;
+}
+
+/* A cross-encoder's input without a rerank template, as llama-server builds
+ * it from the vocabulary's flags: [BOS] query [EOS] [SEP] document [EOS]
+ * (EOS: the separator where the vocabulary has none). */
+static int pair_ids(const slm_engine *e, const char *query, const char *document, int32_t **ids) {
+    int n = 0, cap = 0, st;
+    const int bos = slm_tok_bos(e->tok), eos = slm_tok_eos(e->tok) >= 0 ? slm_tok_eos(e->tok) : e->sp.sep;
+    *ids = NULL;
+    if ((e->sp.add_bos && bos < 0) || (e->sp.add_eos && eos < 0) || (e->sp.add_sep && e->sp.sep < 0)) return -100;
+    if (!(*ids = slm_malloc(4 * sizeof(int32_t)))) return SLM_TOK_ENOMEM;
+    cap = 4;
+    if (e->sp.add_bos) (*ids)[n++] = bos;
+    if ((st = plain_ids(e, query, ids, &n, &cap))) return st;
+    if (e->sp.add_eos) (*ids)[n++] = eos;
+    if (e->sp.add_sep) (*ids)[n++] = e->sp.sep;
+    if ((st = plain_ids(e, document, ids, &n, &cap))) return st;
+    if (e->sp.add_eos) (*ids)[n++] = eos;
+    return n;
+}
+
 slm_status slm_session_rerank(slm_session *s, const char *query, const char *document, float *out, size_t cap,
                               int *n_tokens) {
     if (n_tokens) *n_tokens = 0;
@@ -333,20 +440,31 @@ slm_status slm_session_rerank(slm_session *s, const char *query, const char *doc
     slm_err *err = fresh_err(s);
     if (!query || !document) return slm_errf(err, SLM_ERR_ARG, "a query and a document");
     const long tl = slm_model_meta(e, "tokenizer.chat_template.rerank", NULL, 0);
-    if (tl < 0 || tl > (1 << 20))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "this model has no rerank template (tokenizer.chat_template.rerank, "
-                        "as llama.cpp's converter writes for Qwen3-Reranker)");
-    char *prompt = slm_malloc((size_t)tl + 1);
-    if (!prompt) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-    slm_model_meta(e, "tokenizer.chat_template.rerank", prompt, (size_t)tl + 1);
-    /* as llama-server: {query}, then {document}, replaced; special-token text parsed, no BOS added */
-    if (!replace_all(&prompt, "{query}", query) || !replace_all(&prompt, "{document}", document)) {
-        slm_xfree(prompt);
-        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-    }
+    if (tl > (1 << 20)) return slm_errf(err, SLM_ERR_UNSUPPORTED, "the rerank template is over 1 MiB");
+    if (tl < 0 && !e->n_cls)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "this model is not a reranker: it has no classifier head (cls.weight, "
+                        "cls.output.weight) and no rerank template (tokenizer.chat_template.rerank)");
     int32_t *ids = NULL;
-    const int n = slm_engine_tokenize(e, prompt, SLM_FEED_SPECIAL, &ids);
-    slm_xfree(prompt);
+    int n;
+    if (tl < 0) { /* a cross-encoder (BERT, XLM-R): the pair by the vocabulary's flags */
+        n = pair_ids(e, query, document, &ids);
+        if (n == -100) {
+            slm_xfree(ids);
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "rerank input: the vocabulary asks for a BOS, EOS or separator "
+                            "token it does not name");
+        }
+    } else {
+        char *prompt = slm_malloc((size_t)tl + 1);
+        if (!prompt) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        slm_model_meta(e, "tokenizer.chat_template.rerank", prompt, (size_t)tl + 1);
+        /* as llama-server: {query}, then {document}, replaced; special-token text parsed, no BOS added */
+        if (!replace_all(&prompt, "{query}", query) || !replace_all(&prompt, "{document}", document)) {
+            slm_xfree(prompt);
+            return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        }
+        n = slm_engine_tokenize(e, prompt, SLM_FEED_SPECIAL, &ids);
+        slm_xfree(prompt);
+    }
     if (n < 0) {
         slm_xfree(ids);
         return slm_errf(err, n == SLM_TOK_ENOMEM ? SLM_ERR_NOMEM : SLM_ERR_CAPACITY, "rerank input: %s",

@@ -42,9 +42,14 @@ struct slm_engine {
     slm_gvocab *gvocab;     /* the vocabulary's texts for grammar masks (grammar.c; at the first grammar) */
     int pooling;            /* the model file's pooling_type (slm_pooling) */
     int add_eos;            /* tokenizer.ggml.add_eos_token of a non-BPE vocabulary (embeddings) */
+    struct {                /* llama.cpp's add_bos/add_eos/add_sep of the vocabulary and its separator (-1: none): */
+        int add_bos, add_eos, add_sep, sep; /* rerank prompts without a template (embed.c) */
+    } sp;
     slm_fim_tokens fim;     /* fill-in-the-middle tokens (fim.c; -1: none) */
-    float *cls_w, *cls_b;   /* a reranker's classifier head [n_cls][dim], its bias [n_cls] (embed.c) */
-    int n_cls;
+    float *cls1_w, *cls1_b, *cls_norm; /* a reranker's dense layer [n_cls1][dim], its bias and norm [n_cls1] (embed.c) */
+    int n_cls1;             /* 0: none */
+    float *cls_w, *cls_b;   /* its output layer [n_cls][n_cls1 or dim], bias [n_cls]; NULL: the dense layer's values */
+    int n_cls;              /* scores (0: not a reranker) */
     float *dense2, *dense2_b, *dense3; /* sentence-transformers' dense projections after pooling
                                           (EmbeddingGemma): [d2][dim], [d2], [dim][d2] (embed.c) */
     int d2;
