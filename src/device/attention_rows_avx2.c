@@ -11,8 +11,9 @@
  *     horizontal sums).
  *   - Online softmax per vector and tile with the vector exp (kv_row256.h).
  *   - P V: the output 64 dims at a time in 8 registers over the tile's V
- *     rows, each V load one FMA; then 32 at a time in 4 (head_dim 32, 96:
- *     one chain of dependent FMAs a vector was latency-bound), then 8.
+ *     rows, each V load one FMA; for head_dim 32, 96, ... 32 dims of both
+ *     vectors at once (8 chains, each V load serving both: 5% faster at
+ *     head_dim 32 than one vector's 4 chains), then 8.
  * Keys a row does not take (mask, causal limit, window) are -inf in its
  * scores and zero in K^T and V: a NaN behind the mask is never read. The
  * outputs accumulate in place and are divided by the sums at the end. The
@@ -121,6 +122,45 @@ AVX2 static INL void pv8(const float *vt, int hd, int nt, float *o, const float 
     }
 }
 
+/* pv8 for two vectors whose head_dim is not a multiple of 64: 32 dims of
+ * both at a time, 8 chains (one vector's 4 were latency-bound), each V load
+ * serving both; then the 8-dim rest. */
+AVX2 static INL void pv8x2(const float *vt, int hd, int nt, float *const *o, const float *p0, const float *p1,
+                           const float *corr) {
+    int d0 = 0;
+    const __m256 c0 = _mm256_set1_ps(corr[0]), c1 = _mm256_set1_ps(corr[1]);
+    for (; d0 + 32 <= hd; d0 += 32) {
+        __m256 a0[4], a1[4];
+        for (int v = 0; v < 4; v++) {
+            a0[v] = _mm256_mul_ps(_mm256_loadu_ps(o[0] + d0 + 8 * v), c0);
+            a1[v] = _mm256_mul_ps(_mm256_loadu_ps(o[1] + d0 + 8 * v), c1);
+        }
+        for (int t = 0; t < nt; t++) {
+            const __m256 b0 = _mm256_set1_ps(p0[t]), b1 = _mm256_set1_ps(p1[t]);
+            const float *vr = vt + (size_t)t * hd + d0;
+            for (int v = 0; v < 4; v++) {
+                const __m256 x = _mm256_load_ps(vr + 8 * v);
+                a0[v] = _mm256_fmadd_ps(b0, x, a0[v]);
+                a1[v] = _mm256_fmadd_ps(b1, x, a1[v]);
+            }
+        }
+        for (int v = 0; v < 4; v++) {
+            _mm256_storeu_ps(o[0] + d0 + 8 * v, a0[v]);
+            _mm256_storeu_ps(o[1] + d0 + 8 * v, a1[v]);
+        }
+    }
+    for (; d0 < hd; d0 += 8) {
+        __m256 x0 = _mm256_mul_ps(_mm256_loadu_ps(o[0] + d0), c0), x1 = _mm256_mul_ps(_mm256_loadu_ps(o[1] + d0), c1);
+        for (int t = 0; t < nt; t++) {
+            const __m256 x = _mm256_load_ps(vt + (size_t)t * hd + d0);
+            x0 = _mm256_fmadd_ps(_mm256_set1_ps(p0[t]), x, x0);
+            x1 = _mm256_fmadd_ps(_mm256_set1_ps(p1[t]), x, x1);
+        }
+        _mm256_storeu_ps(o[0] + d0, x0);
+        _mm256_storeu_ps(o[1] + d0, x1);
+    }
+}
+
 /* NQ (1 or 2) query vectors against one tile: their scores, softmax steps
  * and P V. q[h], o[h]: the vectors' queries and outputs; rm[h] their keys;
  * st[h] the index of their m / l. */
@@ -151,6 +191,10 @@ AVX2 static INL void chunk8(const slm_attn_rows *a, const float *kt, const float
         all |= rm[h];
     }
     const int nt = 32 - __builtin_clz(all); /* keys past the last any vector takes add nothing */
+    if (NQ == 2 && hd % 64) { /* head_dim 32, 96, ...: both vectors' 32-dim blocks at once */
+        pv8x2(vt, hd, nt, o, p[0], p[1], corr);
+        return;
+    }
     for (int h = 0; h < NQ; h++) pv8(vt, hd, nt, o[h], p[h], corr[h]);
 }
 
