@@ -41,6 +41,7 @@ typedef struct opts {
     int vocab_txt;       /* vocab.txt (and tokenizer_config.json) instead of tokenizer.json */
     int cased;           /* the normalizer does not lowercase */
     int cls_pooling;     /* 1_Pooling: cls instead of mean */
+    int cross;           /* BertForSequenceClassification: the pooler and classifier kept, no modules.json */
     const char *config;  /* extra config.json keys ("\"k\": v, ") */
     const char *extra;   /* one more tensor, as named */
     const char *extra_dt;/* its dtype (NULL: F32) */
@@ -55,6 +56,10 @@ static int gguf_of(const char *hf, char *out, size_t cap) {
         {"embeddings.token_type_embeddings.weight", "token_types.weight"},
         {"embeddings.LayerNorm.weight", "token_embd_norm.weight"},
         {"embeddings.LayerNorm.bias", "token_embd_norm.bias"},
+        {"pooler.dense.weight", "cls.weight"}, /* a cross-encoder's head */
+        {"pooler.dense.bias", "cls.bias"},
+        {"classifier.weight", "cls.output.weight"},
+        {"classifier.bias", "cls.output.bias"},
     };
     static const char *const lmap[][2] = {
         {"attention.self.query", "attn_q"},  {"attention.self.key", "attn_k"}, {"attention.self.value", "attn_v"},
@@ -158,7 +163,7 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     snprintf(cfg, sizeof cfg, "{\"architectures\": [\"%s\"], \"model_type\": \"bert\", %s\"hidden_size\": %d, "
              "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
              "\"max_position_embeddings\": %d, \"vocab_size\": %d, \"type_vocab_size\": %d, %s\"pad_token_id\": 0, "
-             "\"torch_dtype\": \"float32\"}\n", o->prefix ? "BertForMaskedLM" : "BertModel", o->config ? o->config : "",
+             "\"torch_dtype\": \"float32\"}\n", o->cross ? "BertForSequenceClassification" : o->prefix ? "BertForMaskedLM" : "BertModel", o->config ? o->config : "",
              DIM, FF, LAYERS, HEADS, CTX, NV, TYPES, o->config ? "" /* the keys it may give */ :
              "\"layer_norm_eps\": 1e-12, \"hidden_act\": \"gelu\", \"position_embedding_type\": \"absolute\", ");
     CHECK(put(dir, "config.json", cfg));
@@ -169,7 +174,7 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     for (int i = 0; i < w->n; i++) {
         it[n] = w->it[i];
         char nm[128] = "";
-        if (o->prefix) strcpy(nm, "bert.");
+        if (o->prefix && strncmp(w->it[i].name, "classifier.", 11)) strcpy(nm, "bert."); /* the head: unprefixed */
         strcat(nm, w->it[i].name); /* names of this file: under 64 bytes */
         const size_t k = strlen(nm);
         if (o->prefix && strstr(nm, "LayerNorm")) /* old checkpoints: gamma / beta */
@@ -179,15 +184,18 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     }
     if (o->prefix) { /* what BertForMaskedLM checkpoints carry beside the encoder */
         it[n++] = (st_item){"bert.embeddings.position_ids", "I64", 2, {1, CTX}, pos_ids};
-        it[n++] = (st_item){"bert.pooler.dense.weight", "F32", 2, {DIM, DIM}, pooler};
-        it[n++] = (st_item){"bert.pooler.dense.bias", "F32", 1, {DIM}, pooler};
-        it[n++] = (st_item){"cls.predictions.bias", "F32", 1, {NV}, mlm_bias};
+        if (!o->cross) { /* a cross-encoder's pooler is among the weights */
+            it[n++] = (st_item){"bert.pooler.dense.weight", "F32", 2, {DIM, DIM}, pooler};
+            it[n++] = (st_item){"bert.pooler.dense.bias", "F32", 1, {DIM}, pooler};
+            it[n++] = (st_item){"cls.predictions.bias", "F32", 1, {NV}, mlm_bias};
+        }
     }
     if (o->extra) it[n++] = (st_item){"", o->extra_dt ? o->extra_dt : "F32", 2, {2, DIM}, pooler};
     if (o->extra) snprintf(it[n - 1].name, sizeof it[n - 1].name, "%s", o->extra);
     CHECK(st_write_weights(dir, it, n, 0, 0));
     if (o->vocab_txt) write_vocab_txt(dir, o);
     else write_tokenizer(dir, o);
+    if (o->cross) return; /* a cross-encoder: no sentence-transformers modules */
     CHECK(put(dir, "modules.json", "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": "
               "\"sentence_transformers.models.Transformer\"}, {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", "
               "\"type\": \"sentence_transformers.models.Pooling\"}, {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\", "
@@ -213,7 +221,7 @@ static void write_gguf(const weights *w, const opts *o, const char *path) {
     slm_gguf_set_u32(g, "bert.attention.head_count", HEADS);
     slm_gguf_set_f32(g, "bert.attention.layer_norm_epsilon", 1e-12f);
     slm_gguf_set_bool(g, "bert.attention.causal", 0);
-    slm_gguf_set_u32(g, "bert.pooling_type", o->cls_pooling ? 2 : 1);
+    slm_gguf_set_u32(g, "bert.pooling_type", o->cross ? 4 : o->cls_pooling ? 2 : 1);
     /* the phantom-space vocabulary: control tokens as they are, "##x" -> "x", else U+2581 first */
     char sp[NV][32];
     const char *toks[NV];
@@ -375,6 +383,52 @@ static void test_cased(void) {
     check_variant("cased_txt", &(opts){.cased = 1, .vocab_txt = 1});
 }
 
+/* A cross-encoder folder (BertForSequenceClassification: bert.-prefixed
+ * encoder and pooler, an unprefixed classifier, no modules.json): the
+ * pooler and classifier load as cls and cls.output (the GGUF twin holds
+ * them so), its pooling is rank, and its scores are the twin's. */
+static void test_cross_encoder(void) {
+    weights w;
+    make_weights(&w);
+    add_w(&w, "pooler.dense.weight", "F32", DIM, DIM, 0.2f, 0);
+    add_w(&w, "pooler.dense.bias", "F32", 0, DIM, 0.1f, 0);
+    add_w(&w, "classifier.weight", "F32", 1, DIM, 0.5f, 0);
+    add_w(&w, "classifier.bias", "F32", 0, 1, 0.1f, 0);
+    const opts o = {.prefix = 1, .cross = 1};
+    char dir[512], gguf[600];
+    write_folder("cross", &w, &o, dir, sizeof dir);
+    snprintf(gguf, sizeof gguf, "%s/cross.gguf", root);
+    write_gguf(&w, &o, gguf);
+    same_model(dir, gguf);
+    slm_engine *ef = load(dir), *eg = load(gguf);
+    slm_session *sa = NULL, *sb = NULL;
+    CHECK(ef && eg && slm_session_new(ef, NULL, &sa) == SLM_OK && slm_session_new(eg, NULL, &sb) == SLM_OK);
+    if (sa && sb) {
+        CHECKF(slm_model_pooling(ef) == SLM_POOLING_RANK && slm_model_rank_outputs(ef) == 1, "pooling %d, %d scores",
+               slm_model_pooling(ef), slm_model_rank_outputs(ef));
+        float a[2] = {0}, b[2] = {0};
+        int na = 0, nb = 0;
+        CHECKF(slm_session_rerank(sa, "the cat", "sat on the mat.", a, 1, &na) == SLM_OK, "%s", slm_session_error(sa));
+        CHECKF(slm_session_rerank(sb, "the cat", "sat on the mat.", b, 1, &nb) == SLM_OK, "%s", slm_session_error(sb));
+        /* the folder: transformers' pair, [CLS] the cat [SEP] sat on the mat . [SEP]; the GGUF twin (no
+         * add_eos_token key): llama.cpp's WordPiece defaults, without the last [SEP] */
+        CHECKF(na == 10 && nb == 9, "%d tokens, the GGUF's %d", na, nb);
+        int32_t ids[10] = {2, 5, 6, 3, 7, 8, 5, 9, 11, 3};
+        float c[2] = {0};
+        slm_session_embed(sb, ids, 10, SLM_POOLING_RANK, c, 1);
+        CHECKF(a[0] == c[0] && a[0] != b[0], "score %g, the GGUF's on the same ids %g (on its own %g)", (double)a[0],
+               (double)c[0], (double)b[0]);
+        CHECK(slm_session_rerank(sa, "hello world", "sat on the mat.", b, 1, NULL) == SLM_OK && b[0] != a[0]);
+    }
+    slm_session_free(sa);
+    slm_session_free(sb);
+    slm_free(ef);
+    slm_free(eg);
+    unlink(gguf);
+    st_rm_dir(dir);
+    free_weights(&w);
+}
+
 /* Folders the loader refuses, naming the key or tensor. */
 static void test_refusals(void) {
     weights w;
@@ -493,6 +547,7 @@ int main(void) {
     T_RUN(test_prefixed);
     T_RUN(test_vocab_txt);
     T_RUN(test_cased);
+    T_RUN(test_cross_encoder);
     T_RUN(test_refusals);
     T_RUN(test_tokenizer_refusals);
     st_rm_dir(root);

@@ -141,32 +141,38 @@ static void special_flags(slm_engine *e, const slm_gguf *g) {
  * embeddings on, a reranker's classifier. */
 slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
     e->pooling = SLM_POOLING_NONE;
-    if (!e->from_blob && e->model.kind == SLM_MODEL_HF) { /* sentence-transformers' 1_Pooling */
-        const int p = slm_hf_pooling(e->model.path);
-        if (p >= 0) e->pooling = p;
-        else if (p == -2 && e->opt.embeddings)
+    const int hf = !e->from_blob && e->model.kind == SLM_MODEL_HF;
+    int hf_pool = -1;
+    if (hf) { /* sentence-transformers' 1_Pooling */
+        hf_pool = slm_hf_pooling(e->model.path);
+        if (hf_pool >= 0) e->pooling = hf_pool;
+        else if (hf_pool == -2 && e->opt.embeddings)
             fprintf(stderr, "staticlm: note: %s: 1_Pooling/config.json asks for a pooling staticlm has not (max or "
                             "weighted mean); the default is none: choose one (--pooling)\n", slm_basename(path));
     }
     const slm_gguf *g = e->from_blob ? NULL : e->model.gguf;
     special_flags(e, NULL);
+    if (hf && slm_tok_is_wpm(e->tok)) e->sp.add_eos = 1, e->sp.add_sep = 0; /* transformers' pair: [CLS] a [SEP] b [SEP] */
     slm_gguf_str arch;
-    if (!g || !slm_gguf_get_str(g, "general.architecture", &arch) || arch.len > 64) return SLM_OK;
-    char key[128];
-    uint32_t v;
-    int b;
-    snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
-    if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_RANK) e->pooling = (int)v;
-    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
-    special_flags(e, g);
-    snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
-    if (e->opt.embeddings && !e->cfg.encoder && slm_gguf_get_bool(g, key, &b) && !b)
-        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
-                        "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
-                        slm_basename(path), key);
-    if (!e->opt.embeddings) return SLM_OK;
+    if (g && slm_gguf_get_str(g, "general.architecture", &arch) && arch.len <= 64) {
+        char key[128];
+        uint32_t v;
+        int b;
+        snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
+        if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_RANK) e->pooling = (int)v;
+        if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
+        special_flags(e, g);
+        snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
+        if (e->opt.embeddings && !e->cfg.encoder && slm_gguf_get_bool(g, key, &b) && !b)
+            return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is false: the model attends both ways (an "
+                            "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
+                            slm_basename(path), key);
+    }
+    if (!e->opt.embeddings || e->from_blob) return SLM_OK;
     slm_status s = load_dense(e, path);
-    return s ? s : load_classifier(e, path);
+    if (!s) s = load_classifier(e, path);
+    if (!s && hf && e->n_cls && hf_pool == -1) e->pooling = SLM_POOLING_RANK; /* a cross-encoder folder */
+    return s;
 }
 
 void slm_engine_embed_free(slm_engine *e) {

@@ -252,8 +252,9 @@ static int expert_name(const char *p, long n, int fb, int n_experts, char *out, 
  * no input_layernorm; olmo2's and olmoe's Q/K norms are over whole q_dim /
  * kv_dim rows, exaone4's and qwen3moe's per head). With n_experts every
  * layer's FFN is its experts: the dense mlp names are not part of it. */
-static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, int reorder, char *out, size_t cap,
+static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_experts, int reorder, char *out, size_t cap,
                      int *kind) {
+    const int multimodal = info->multimodal;
     static const struct { const char *hf, *gg; int kind, fams; } top[] = {
         {"model.embed_tokens.weight", "token_embd.weight", K_MAT, B_ALL},
         {"model.norm.weight", "output_norm.weight", K_NORM, B_ALL},
@@ -289,7 +290,7 @@ static int gguf_name(const char *hf, int fb, int multimodal, int n_experts, int 
     }
     if (fb == B_BERT) { /* its own names (hf_bert.c) */
         int vec = 0;
-        const int r = slm_hf_bert_name(hf, out, cap, &vec);
+        const int r = slm_hf_bert_name(hf, info->classifier, out, cap, &vec);
         *kind = vec ? K_VEC : K_MAT;
         return r;
     }
@@ -644,7 +645,7 @@ static slm_status plan_tensors(hf_load *L) {
             char gn[64], b[112];
             const int E = L->m->cfg.n_experts;
             const int reorder = L->m->cfg.ssm_v_heads > L->m->cfg.ssm_k_heads;
-            int kind = K_MAT, r = gguf_name(t->name, fb, L->info.multimodal, E, reorder, gn, sizeof gn, &kind);
+            int kind = K_MAT, r = gguf_name(t->name, fb, &L->info, E, reorder, gn, sizeof gn, &kind);
             if (r == 2) continue;
             if (r == 3)
                 return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': an expert beyond the %d experts config.json "

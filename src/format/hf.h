@@ -23,6 +23,8 @@ typedef struct slm_hf_info {
     int vocab_from_embed;/* vocab_size absent (gemma3 text_config): the embedding's rows */
     int k_eq_v;          /* gemma4 attention_k_eq_v: the global layers have no v_proj (V is K) */
     int type_vocab;      /* bert: type_vocab_size (token_types.weight's rows) */
+    int classifier;      /* bert: BertForSequenceClassification (a cross-encoder: the pooler and the
+                            classifier are its head) */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure
@@ -124,8 +126,9 @@ slm_status slm_hf_bert_config(const struct cJSON *top, const char *file, slm_mod
                               slm_err *err);
 /* The GGUF name of tensor hf: 1 (*vec: 1 a vector: a bias or a LayerNorm's),
  * 2 ignorable (the pooler, position_ids, the pre-training heads), 0 not a
- * bert name. */
-int slm_hf_bert_name(const char *hf, char *out, size_t cap, int *vec);
+ * bert name. classifier: a cross-encoder's pooler is cls, its classifier
+ * cls.output. */
+int slm_hf_bert_name(const char *hf, int classifier, char *out, size_t cap, int *vec);
 /* After the tensors: token_types' rows are type_vocab_size, no layer beyond num_hidden_layers. */
 slm_status slm_hf_bert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
 

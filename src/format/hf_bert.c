@@ -20,7 +20,16 @@
  * checkpoints' LayerNorm gamma / beta read as weight / bias. The pooler,
  * embeddings.position_ids (an integer buffer) and the pre-training heads
  * (cls.predictions, cls.seq_relationship) are not part of the encoder and
- * are skipped; anything else (a classifier) is refused by the loader.
+ * are skipped; anything else is refused by the loader. A cross-encoder
+ * (architectures BertForSequenceClassification: ms-marco-MiniLM,
+ * bge-reranker-base's BERT kin) keeps its head as transformers runs it:
+ *
+ *   pooler.dense.{weight,bias}               cls.{weight,bias}          (dense + tanh)
+ *   classifier.{weight,bias}                 cls.output.{weight,bias}   (the scores)
+ *
+ * (llama.cpp's converter drops the pooler and puts the classifier on the
+ * [CLS] row directly; a GGUF it wrote runs as it says.) Its pooling is
+ * rank unless 1_Pooling names one.
  *
  * The config: the sizes every BERT gives (required), layer_norm_eps
  * (BertConfig's 1e-12 when absent), type_vocab_size (2 when absent; checked
@@ -83,6 +92,9 @@ slm_status slm_hf_bert_config(const cJSON *top, const char *file, slm_model_conf
                             "gelu_pytorch_tanh, gelu_fast: run as GELU's tanh form)", file,
                             cJSON_IsString(act) ? pstr(act->valuestring, b, sizeof b) : "?");
     }
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(top, "architectures");
+    const cJSON *a0 = cJSON_IsArray(arch) ? cJSON_GetArrayItem(arch, 0) : NULL;
+    h->classifier = cJSON_IsString(a0) && !strcmp(a0->valuestring, "BertForSequenceClassification");
     snprintf(c->arch, sizeof c->arch, "bert");
     c->encoder = 1;
     c->n_kv_heads = c->n_heads;
@@ -104,7 +116,7 @@ static int swap_suffix(const char *s, const char *old, const char *new, char *bu
     return 1;
 }
 
-int slm_hf_bert_name(const char *hf, char *out, size_t cap, int *vec) {
+int slm_hf_bert_name(const char *hf, int classifier, char *out, size_t cap, int *vec) {
     static const struct { const char *hf, *gg; } top[] = {
         {"embeddings.word_embeddings.weight", "token_embd.weight"},
         {"embeddings.position_embeddings.weight", "position_embd.weight"},
@@ -121,6 +133,16 @@ int slm_hf_bert_name(const char *hf, char *out, size_t cap, int *vec) {
     char buf[160];
     *vec = 0;
     if (!strncmp(hf, "bert.", 5)) hf += 5;
+    static const struct { const char *hf, *gg; } head[] = {
+        {"pooler.dense.weight", "cls.weight"}, {"pooler.dense.bias", "cls.bias"},
+        {"classifier.weight", "cls.output.weight"}, {"classifier.bias", "cls.output.bias"},
+    };
+    for (size_t i = 0; classifier && i < sizeof head / sizeof head[0]; i++)
+        if (!strcmp(hf, head[i].hf)) {
+            *vec = i % 2;
+            snprintf(out, cap, "%s", head[i].gg);
+            return 1;
+        }
     if (!strcmp(hf, "embeddings.position_ids") || !strncmp(hf, "pooler.", 7) || !strncmp(hf, "cls.predictions.", 16) ||
         !strncmp(hf, "cls.seq_relationship.", 21))
         return 2;
