@@ -110,6 +110,15 @@ static const synth_shape k_shapes[] = {
      .pooling = 2},
     {"nomic-embed-text-v1.5", "nomic-bert", 768, 12, 12, 12, 3072, 30522, 2048, 1000.0f, 1e-12f, 0, 0,
      .type_vocab = 2, .pooling = 1},
+    /* XLM-RoBERTa (bert in GGUF, a SentencePiece unigram vocabulary in the real files: pass one with
+     * --vocab-file): the context is max_position_embeddings less the 2 rows the converter cuts;
+     * one token type. bge-m3 (cls pooling; snowflake-arctic-embed-l-v2.0 is the same shape),
+     * multilingual-e5-base (mean), bge-reranker-v2-m3 (bge-m3 with a classifier head: --pooling rank) */
+    {"bge-m3", "bert", 1024, 24, 16, 16, 4096, 250002, 8192, 1000.0f, 1e-5f, 0, 0, .type_vocab = 1, .pooling = 2},
+    {"multilingual-e5-base", "bert", 768, 12, 12, 12, 3072, 250002, 512, 1000.0f, 1e-5f, 0, 0, .type_vocab = 1,
+     .pooling = 1},
+    {"bge-reranker-v2-m3", "bert", 1024, 24, 16, 16, 4096, 250002, 8192, 1000.0f, 1e-5f, 0, 0, .type_vocab = 1,
+     .pooling = 4},
     /* a tiny default for tests; every field can be overridden */
     {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
@@ -480,7 +489,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
                         "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
                         "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, "
                         "qwen3.5-0.8b, qwen3.5-35b-a3b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b, "
-                        "bge-small-en-v1.5, all-minilm-l6-v2, bge-base-en-v1.5, nomic-embed-text-v1.5, custom)\n", a->shape_name);
+                        "bge-small-en-v1.5, all-minilm-l6-v2, bge-base-en-v1.5, nomic-embed-text-v1.5, bge-m3, "
+                        "multilingual-e5-base, bge-reranker-v2-m3, custom)\n", a->shape_name);
         return 2;
     }
     *ty = NULL;

@@ -52,10 +52,11 @@ slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, 
         (s = slm_model_check_tensor(m, file, "token_embd_norm.bias", dim, 1, 1, err)))
         return s;
     const slm_tensor *tt = slm_model_tensor(m, "token_types.weight"); /* optional: row 0 is added */
-    if (tt && (tt->n_dims != 2 || tt->ne[1] < 1 || tt->ne[1] > 1024))
+    const int64_t types = tt && tt->n_dims == 2 ? tt->ne[1] : 1; /* one type ([dim, 1]) may be written 1-D */
+    if (tt && (tt->n_dims < 1 || tt->n_dims > 2 || types < 1 || types > 1024))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'token_types.weight': want [%lld, types 1..1024]", file,
                         (long long)dim);
-    if (tt && (s = slm_model_check_tensor(m, file, "token_types.weight", dim, tt->ne[1], 0, err))) return s;
+    if (tt && (s = slm_model_check_tensor(m, file, "token_types.weight", dim, types, 0, err))) return s;
     if (c->encoder == 1 && (s = slm_model_check_tensor(m, file, "position_embd.weight", dim, c->context_len, 0, err)))
         return s;
     for (int l = 0; l < c->n_layers; l++) {
