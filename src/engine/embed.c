@@ -55,6 +55,12 @@ static slm_status load_classifier(slm_engine *e, const char *path) {
     const int dim = e->cfg.dim;
     const int64_t h = w1 ? (w1->n_dims > 1 ? w1->ne[1] : 1) : dim;
     const int64_t labels = w2 ? (w2->n_dims > 1 ? w2->ne[1] : 1) : h;
+    if (!w2 && h > 64) { /* a dense layer alone and wide: a pooler, not scores; the model embeds */
+        if (e->opt.verbose)
+            fprintf(stderr, "staticlm: note: %s: cls.weight [%d, %lld] without cls.output.weight is not a reranker's "
+                            "head (over 64 scores): ignored\n", slm_basename(path), dim, (long long)h);
+        return SLM_OK;
+    }
     if (h < 1 || h > (1 << 16) || labels < 1 || labels > 64)
         return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: classifier head cls.weight %s [%d, %lld], cls.output.weight %s "
                         "[%lld, %lld]: a reranker gives 1..64 scores", slm_basename(path), w1 ? "" : "(absent)", dim,
