@@ -1,4 +1,4 @@
-/* Encoders (bert, nomic-bert, gemma-embedding): small random-weight files written here with
+/* Encoders (bert, nomic-bert, gemma-embedding, modern-bert): small random-weight files written here with
  * the GGUF writer, their embedding programs against a plain double
  * reference of llama.cpp's BERT graph in this file (learned positions,
  * token type 0, post-norm LayerNorms, biases, GELU; nomic-bert's fused QKV,
@@ -7,7 +7,11 @@
  * max_prompt_len, text generation, a model loaded without embeddings);
  * gemma-embedding (EmbeddingGemma: gemma3's layers attending both ways, a
  * symmetric window on the window layers, the dense projections after
- * pooling) against its own plain reference. */
+ * pooling) against its own plain reference; modern-bert (ModernBERT:
+ * pre-norm LayerNorms without biases, layer 0 without its attention norm,
+ * fused QKV and gate/up, two RoPE bases, a global layer first in every
+ * period and a symmetric window on the others, GeGLU or SwiGLU, the output
+ * norm) against its own, with inputs longer than the window. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -560,12 +564,189 @@ static void test_gemma_embedding(void) {
     free_model(&m);
 }
 
+/* ---- modern-bert ----------------------------------------------------------- */
+
+enum { MD = 64, MH = 4, MHD = 16, MFF = 48, ML = 5, MWIN = 6 };
+
+static void m_ln(double *x, const float *g, int n) { /* LayerNorm without a bias, eps 1e-5 */
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    const double inv = 1.0 / sqrt(var / n + 1e-5);
+    for (int i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * g[i];
+}
+
+/* ModernBERT as llama.cpp's modern-bert graph runs it, in double: every
+ * row's output-normed state [n][MD]; layer l global when l % period == 0
+ * (base 160000), else the window (|r - j| <= MWIN / 2, base 10000). */
+static void m_reference(const model *m, const int32_t *ids, int n, int period, int silu, double *x) {
+    double *xn = malloc(sizeof(double) * n * MD), *qkv = malloc(sizeof(double) * n * 3 * MD),
+           *att = malloc(sizeof(double) * n * MD), *o = malloc(sizeof(double) * n * MD),
+           *u = malloc(sizeof(double) * n * 2 * MFF), *h = malloc(sizeof(double) * n * MFF);
+    const float *te = get(m, "token_embd.weight", 0);
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < MD; j++) x[r * MD + j] = te[ids[r] * MD + j];
+        m_ln(x + r * MD, get(m, "token_embd_norm.weight", 0), MD);
+    }
+    for (int l = 0; l < ML; l++) {
+        const int swa = l % period != 0;
+        memcpy(xn, x, sizeof(double) * n * MD);
+        if (l > 0) /* layer 0: no attention norm */
+            for (int r = 0; r < n; r++) m_ln(xn + r * MD, get(m, "blk.%d.attn_norm.weight", l), MD);
+        matmul(xn, n, MD, get(m, "blk.%d.attn_qkv.weight", l), NULL, 3 * MD, qkv);
+        for (int r = 0; r < n; r++) { /* Q, then K, then V in each row */
+            g_rope(qkv + r * 3 * MD, MH, r, swa ? 10000.0 : 160000.0);
+            g_rope(qkv + r * 3 * MD + MD, MH, r, swa ? 10000.0 : 160000.0);
+        }
+        for (int r = 0; r < n; r++)
+            for (int hh = 0; hh < MH; hh++) {
+                double s[CTX], mx = -1e300, sum = 0;
+                for (int j = 0; j < n; j++) {
+                    s[j] = -1e300;
+                    if (swa && abs(r - j) > MWIN / 2) continue;
+                    double d = 0;
+                    for (int c = 0; c < MHD; c++) d += qkv[r * 3 * MD + hh * MHD + c] * qkv[j * 3 * MD + MD + hh * MHD + c];
+                    s[j] = d / sqrt((double)MHD);
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j < n; j++) sum += (s[j] = s[j] > -1e299 ? exp(s[j] - mx) : 0.0);
+                for (int c = 0; c < MHD; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < n; j++) acc += s[j] * qkv[j * 3 * MD + 2 * MD + hh * MHD + c];
+                    att[r * MD + hh * MHD + c] = acc / sum;
+                }
+            }
+        matmul(att, n, MD, get(m, "blk.%d.attn_output.weight", l), NULL, MD, o);
+        for (int i = 0; i < n * MD; i++) x[i] += o[i];
+        memcpy(xn, x, sizeof(double) * n * MD);
+        for (int r = 0; r < n; r++) m_ln(xn + r * MD, get(m, "blk.%d.ffn_norm.weight", l), MD);
+        matmul(xn, n, MD, get(m, "blk.%d.ffn_up.weight", l), NULL, 2 * MFF, u);
+        for (int r = 0; r < n; r++) /* act(the first half) times the second */
+            for (int i = 0; i < MFF; i++) {
+                const double g = u[r * 2 * MFF + i], up = u[r * 2 * MFF + MFF + i];
+                h[r * MFF + i] = up * (silu ? g / (1.0 + exp(-g))
+                                            : 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))));
+            }
+        matmul(h, n, MFF, get(m, "blk.%d.ffn_down.weight", l), NULL, MD, o);
+        for (int i = 0; i < n * MD; i++) x[i] += o[i];
+    }
+    for (int r = 0; r < n; r++) m_ln(x + r * MD, get(m, "output_norm.weight", 0), MD);
+    free(xn), free(qkv), free(att), free(o), free(u), free(h);
+}
+
+static int m_write(const model *m, const char *path, int period, int silu) {
+    const char *A = "modern-bert";
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    char key[96];
+#define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
+    slm_gguf_set_str(w, "general.architecture", A);
+    slm_gguf_set_u32(w, K("context_length"), CTX);
+    slm_gguf_set_u32(w, K("embedding_length"), MD);
+    slm_gguf_set_u32(w, K("feed_forward_length"), MFF);
+    slm_gguf_set_u32(w, K("block_count"), ML);
+    slm_gguf_set_u32(w, K("attention.head_count"), MH);
+    slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), 1e-5f);
+    slm_gguf_set_bool(w, K("attention.causal"), 0);
+    slm_gguf_set_u32(w, K("attention.sliding_window"), MWIN);
+    if (period != 3) slm_gguf_set_u32(w, K("attention.sliding_window_pattern"), (uint32_t)period); /* 3: the default */
+    slm_gguf_set_f32(w, K("rope.freq_base"), 160000.0f);
+    if (silu) slm_gguf_set_str(w, K("hidden_activation"), "silu");
+    else slm_gguf_set_f32(w, K("rope.freq_base_swa"), 10000.0f); /* else llama.cpp's default, 10000 */
+    slm_gguf_set_u32(w, K("pooling_type"), 2);
+#undef K
+    write_vocab(w, 0);
+    for (int i = 0; i < m->n; i++) {
+        const tensor *t = &m->t[i];
+        slm_gguf_add_tensor(w, t->name, SLM_F32, (uint32_t)t->n_dims, t->ne, t->f, (uint64_t)(t->ne[0] * t->ne[1]) * 4);
+    }
+    slm_err err = {0};
+    const slm_status s = slm_gguf_write(w, path, &err);
+    if (s) fprintf(stderr, "  write %s: %s\n", path, err.msg);
+    slm_gguf_writer_free(w);
+    return s == SLM_OK;
+}
+
+/* One variant: GeGLU with the default period (3) and a reranker's head in
+ * the file (cls.*: tensors the graph does not read, which must load), or
+ * SwiGLU with a period of 2. */
+static void check_modern(int silu) {
+    const int period = silu ? 2 : 3;
+    model m;
+    memset(&m, 0, sizeof m);
+    add_t(&m, "token_embd.weight", MD, VOCAB, 0.5f, 0, 0);
+    add_t(&m, "token_embd_norm.weight", MD, 1, 0.1f, 1, 0);
+    add_t(&m, "output_norm.weight", MD, 1, 0.1f, 1, 0);
+    char n[64];
+    for (int l = 0; l < ML; l++) {
+#define M2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, a, b, 0.15f, 0, 0))
+#define M1(fmt) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, MD, 1, 0.1f, 1, 0))
+        if (l > 0) M1("blk.%d.attn_norm.weight");
+        M2("blk.%d.attn_qkv.weight", MD, 3 * MD);
+        M2("blk.%d.attn_output.weight", MD, MD);
+        M1("blk.%d.ffn_norm.weight");
+        M2("blk.%d.ffn_up.weight", MD, 2 * MFF);
+        M2("blk.%d.ffn_down.weight", MFF, MD);
+#undef M1
+#undef M2
+    }
+    if (!silu) {
+        add_t(&m, "cls.weight", MD, MD, 0.15f, 0, 0);
+        add_t(&m, "cls.norm.weight", MD, 1, 0.1f, 1, 0);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/modern-bert.gguf", dir);
+    CHECK(m_write(&m, path, period, silu));
+    slm_engine *e = load(path, 1);
+    CHECK(e != NULL);
+    slm_session *s = NULL;
+    if (e) CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    if (s) {
+        CHECK(slm_model_is_encoder(e) == 1);
+        CHECK(slm_model_pooling(e) == SLM_POOLING_CLS);
+        int32_t ids[16];
+        for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : 3 + (i * 11) % (VOCAB - 3);
+        static double want[16 * MD];
+        static float got[16 * MD];
+        const int ns[] = {1, 3, 5, 9, 16}; /* 9 and 16: longer than the window (7 rows) */
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+            const int nn = ns[c];
+            m_reference(&m, ids, nn, period, silu, want);
+            CHECKF(slm_session_embed(s, ids, nn, SLM_POOLING_NONE, got, (size_t)nn * MD) == SLM_OK, "%s",
+                   slm_session_error(s));
+            double worst = 0, big = 1e-30;
+            for (int i = 0; i < nn * MD; i++) {
+                big = fmax(big, fabs(want[i]));
+                worst = fmax(worst, fabs(got[i] - want[i]));
+            }
+            CHECKF(worst / big < 1e-4, "modern-bert (%s) n %d: relative error %g", silu ? "silu" : "gelu", nn,
+                   worst / big);
+        }
+        slm_session_free(s);
+    }
+    slm_free(e);
+    /* loaded for text: refused, saying what it is */
+    slm_engine *t = NULL;
+    slm_options o = slm_default_options();
+    CHECK(slm_load(&t, path, &o) == SLM_ERR_UNSUPPORTED);
+    CHECKF(strstr(slm_last_error(t), "encoder") != NULL, "%s", slm_last_error(t));
+    slm_free(t);
+    unlink(path);
+    free_model(&m);
+}
+
+static void test_modern_bert(void) {
+    check_modern(0);
+    check_modern(1);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_encoder_%d", (int)getpid());
     mkdir(dir, 0700);
     T_RUN(test_bert);
     T_RUN(test_nomic_bert);
     T_RUN(test_gemma_embedding);
+    T_RUN(test_modern_bert);
     rmdir(dir);
     T_DONE();
 }

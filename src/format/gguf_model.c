@@ -532,6 +532,15 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
         if ((s = get_float(g, file, KEY("attn_logit_softcapping"), &c->attn_softcap, err))) return s;
         if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
     }
+    if (!strcmp(A, "modern-bert") && c->sliding_window > 0) {
+        /* llama.cpp: a global layer first in every period of 3 (or the key's), the others slide (symmetric);
+         * those rotate with rope.freq_base_swa, else 10000, unscaled */
+        c->encoder = 4; /* slm_layer_swa's rule for a per-layer list */
+        c->swa_pattern = 3;
+        if ((s = window_pattern(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
+        c->rope_scale_swa = 1.0f;
+        if ((s = swa_base(g, file, A, 10000.0f, &c->rope_base_swa, err))) return s;
+    }
     if (!strcmp(A, "gemma-embedding")) {
         c->encoder = 3;
         if (c->sliding_window <= 0)
@@ -850,7 +859,9 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
 
     if ((s = family_params(g, file, A, c, err))) return s;
-    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert")) && (s = slm_gguf_encoder_params(g, file, A, c, err))) return s;
+    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert") || !strcmp(A, "modern-bert")) &&
+        (s = slm_gguf_encoder_params(g, file, A, c, err)))
+        return s;
     if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;
     if ((s = moe_params(g, file, A, c, err))) return s;
     if ((!strcmp(A, "qwen35") || !strcmp(A, "qwen35moe")) && (s = qwen35_params(g, file, A, c, err))) return s;
@@ -873,7 +884,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
                         "%s: vocabulary size unknown (no 'llama.vocab_size', 'tokenizer.ggml.tokens' or 'token_embd.weight')",
                         file);
     }
-    /* the BERT graph has no LM head; gemma-embedding's is the tied embedding (dropped by the embed programs) */
+    /* the encoder graph has no LM head; gemma-embedding's is the tied embedding (dropped by the embed programs) */
     c->tied_embeddings = !slm_encoder_graph(c) && slm_gguf_find_tensor(g, "output.weight") == NULL;
 
     if ((s = load_tensors(m, g, file, A, err))) return s;
