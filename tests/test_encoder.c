@@ -1,8 +1,9 @@
-/* Encoders (bert, nomic-bert, gemma-embedding, modern-bert): small random-weight files written here with
+/* Encoders (bert, nomic-bert, jina-bert-v2, gemma-embedding, modern-bert): small random-weight files written here with
  * the GGUF writer, their embedding programs against a plain double
  * reference of llama.cpp's BERT graph in this file (learned positions,
  * token type 0, post-norm LayerNorms, biases, GELU; nomic-bert's fused QKV,
- * neox RoPE and SwiGLU), every row attending to every row; inputs padded
+ * neox RoPE and SwiGLU; jina-bert-v2's ALiBi, second attention LayerNorm and
+ * fused GeGLU), every row attending to every row; inputs padded
  * into a small variant and filling the largest; the refusals (an input over
  * max_prompt_len, text generation, a model loaded without embeddings);
  * gemma-embedding (EmbeddingGemma: gemma3's layers attending both ways, a
@@ -20,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/dtype.h"
+#include "device/kernels.h"
 #include "format/gguf.h"
 #include "staticlm.h"
 #include "t.h"
@@ -41,7 +43,7 @@ typedef struct tensor {
 } tensor;
 
 typedef struct model {
-    int nomic;
+    int nomic, jina; /* jina: jina-bert-v2 */
     tensor t[64];
     int n;
 } model;
@@ -81,12 +83,16 @@ static const float *get(const model *m, const char *fmt, int l) {
     return NULL;
 }
 
-static void make_model(model *m, int nomic) {
+/* kind 0 bert, 1 nomic-bert, 2 jina-bert-v2 (bert's tensors without learned positions, with
+ * attn_norm_2 and a fused GeGLU up [DIM, 2 FF] with its bias) */
+static void make_model(model *m, int kind) {
     memset(m, 0, sizeof *m);
+    const int nomic = kind == 1, jina = kind == 2;
     m->nomic = nomic;
+    m->jina = jina;
     add_t(m, "token_embd.weight", DIM, VOCAB, 0.5f, 0, 0);
     add_t(m, "token_types.weight", DIM, 2, 0.5f, 0, 0);
-    if (!nomic) add_t(m, "position_embd.weight", DIM, CTX, 0.5f, 0, 0);
+    if (!nomic && !jina) add_t(m, "position_embd.weight", DIM, CTX, 0.5f, 0, 0);
     add_t(m, "token_embd_norm.weight", DIM, 1, 0.1f, 1, 0);
     add_t(m, "token_embd_norm.bias", DIM, 1, 0.1f, 0, 0);
     char n[64];
@@ -107,9 +113,13 @@ static void make_model(model *m, int nomic) {
         if (!nomic) T1("blk.%d.attn_output.bias", DIM, 0);
         T1("blk.%d.attn_output_norm.weight", DIM, 1);
         T1("blk.%d.attn_output_norm.bias", DIM, 0);
-        T2("blk.%d.ffn_up.weight", DIM, FF);
+        if (jina) {
+            T1("blk.%d.attn_norm_2.weight", DIM, 1);
+            T1("blk.%d.attn_norm_2.bias", DIM, 0);
+        }
+        T2("blk.%d.ffn_up.weight", DIM, jina ? 2 * FF : FF);
         if (nomic) T2("blk.%d.ffn_gate.weight", DIM, FF);
-        else T1("blk.%d.ffn_up.bias", FF, 0);
+        else T1("blk.%d.ffn_up.bias", jina ? 2 * FF : FF, 0);
         T2("blk.%d.ffn_down.weight", FF, DIM);
         if (!nomic) T1("blk.%d.ffn_down.bias", DIM, 0);
         T1("blk.%d.layer_output_norm.weight", DIM, 1);
@@ -159,7 +169,7 @@ static void write_vocab(slm_gguf_writer *w, int wordpiece) {
 
 /* The file: the model's tensors and keys, and a vocabulary. */
 static int write_model(const model *m, const char *path) {
-    const char *A = m->nomic ? "nomic-bert" : "bert";
+    const char *A = m->nomic ? "nomic-bert" : m->jina ? "jina-bert-v2" : "bert";
     slm_gguf_writer *w = slm_gguf_writer_new();
     char key[96];
 #define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
@@ -225,7 +235,8 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
     double *x = out, *q = malloc(sizeof(double) * n * DIM), *k = malloc(sizeof(double) * n * DIM),
            *v = malloc(sizeof(double) * n * DIM), *att = malloc(sizeof(double) * n * DIM),
            *o = malloc(sizeof(double) * n * DIM), *up = malloc(sizeof(double) * n * FF),
-           *gt = malloc(sizeof(double) * n * FF), *qkv = malloc(sizeof(double) * n * 3 * DIM);
+           *gt = malloc(sizeof(double) * n * FF), *qkv = malloc(sizeof(double) * n * 3 * DIM),
+           *xin = malloc(sizeof(double) * n * DIM), *u = malloc(sizeof(double) * n * 2 * FF);
     const float *te = get(m, "token_embd.weight", 0), *ty = get(m, "token_types.weight", 0),
                 *pe = get(m, "position_embd.weight", 0);
     for (int r = 0; r < n; r++) {
@@ -234,6 +245,7 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
         layernorm(x + r * DIM, get(m, "token_embd_norm.weight", 0), get(m, "token_embd_norm.bias", 0), DIM);
     }
     for (int l = 0; l < LAYERS; l++) {
+        memcpy(xin, x, sizeof(double) * n * DIM);
         if (m->nomic) {
             matmul(x, n, DIM, get(m, "blk.%d.attn_qkv.weight", l), NULL, 3 * DIM, qkv);
             for (int r = 0; r < n; r++)
@@ -258,6 +270,8 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
                     double d = 0;
                     for (int c = 0; c < HD; c++) d += q[r * DIM + h * HD + c] * k[j * DIM + h * HD + c];
                     s[j] = d / sqrt((double)HD);
+                    if (m->jina) /* ALiBi, bias 8 over 4 heads (a power of two): slope 2^(-8 (h + 1) / 4) */
+                        s[j] -= pow(2.0, -8.0 * (h + 1) / HEADS) * abs(r - j);
                     if (s[j] > mx) mx = s[j];
                 }
                 for (int j = 0; j < n; j++) sum += (s[j] = exp(s[j] - mx));
@@ -271,12 +285,25 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
         for (int r = 0; r < n; r++) {
             for (int j = 0; j < DIM; j++) x[r * DIM + j] += o[r * DIM + j];
             layernorm(x + r * DIM, get(m, "blk.%d.attn_output_norm.weight", l), get(m, "blk.%d.attn_output_norm.bias", l), DIM);
+            if (!m->jina) continue;
+            for (int j = 0; j < DIM; j++) x[r * DIM + j] += xin[r * DIM + j]; /* and the layer's input again */
+            layernorm(x + r * DIM, get(m, "blk.%d.attn_norm_2.weight", l), get(m, "blk.%d.attn_norm_2.bias", l), DIM);
         }
-        matmul(x, n, DIM, get(m, "blk.%d.ffn_up.weight", l), get(m, "blk.%d.ffn_up.bias", l), FF, up);
+        if (m->jina) { /* GeGLU: gelu of the first half times the second */
+            matmul(x, n, DIM, get(m, "blk.%d.ffn_up.weight", l), get(m, "blk.%d.ffn_up.bias", l), 2 * FF, u);
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < FF; i++) {
+                    const double g = u[r * 2 * FF + i];
+                    up[r * FF + i] = u[r * 2 * FF + FF + i] * 0.5 * g *
+                                     (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+                }
+        } else {
+            matmul(x, n, DIM, get(m, "blk.%d.ffn_up.weight", l), get(m, "blk.%d.ffn_up.bias", l), FF, up);
+        }
         if (m->nomic) {
             matmul(x, n, DIM, get(m, "blk.%d.ffn_gate.weight", l), NULL, FF, gt);
             for (int i = 0; i < n * FF; i++) up[i] *= gt[i] / (1.0 + exp(-gt[i]));
-        } else {
+        } else if (!m->jina) {
             for (int i = 0; i < n * FF; i++)
                 up[i] = 0.5 * up[i] * (1.0 + tanh(0.7978845608028654 * (up[i] + 0.044715 * up[i] * up[i] * up[i])));
         }
@@ -286,7 +313,7 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
             layernorm(x + r * DIM, get(m, "blk.%d.layer_output_norm.weight", l), get(m, "blk.%d.layer_output_norm.bias", l), DIM);
         }
     }
-    free(q), free(k), free(v), free(att), free(o), free(up), free(gt), free(qkv);
+    free(q), free(k), free(v), free(att), free(o), free(up), free(gt), free(qkv), free(xin), free(u);
 }
 
 static slm_engine *load(const char *path, int embeddings) {
@@ -299,11 +326,13 @@ static slm_engine *load(const char *path, int embeddings) {
     return t_load(path, &o);
 }
 
-static void check_family(int nomic) {
+static void check_family(int kind) {
+    const int nomic = kind == 1;
+    const char *const name[3] = {"bert", "nomic-bert", "jina-bert-v2"};
     model m;
-    make_model(&m, nomic);
+    make_model(&m, kind);
     char path[300];
-    snprintf(path, sizeof path, "%s/%s.gguf", dir, nomic ? "nomic" : "bert");
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, name[kind]);
     CHECK(write_model(&m, path));
     slm_engine *e = load(path, 1);
     CHECK(e != NULL);
@@ -326,7 +355,7 @@ static void check_family(int nomic) {
                 if (fabs(want[i]) > big) big = fabs(want[i]);
                 if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]);
             }
-            CHECKF(worst / big < 1e-4, "%s n %d: relative error %g", nomic ? "nomic-bert" : "bert", n, worst / big);
+            CHECKF(worst / big < 1e-4, "%s n %d: relative error %g", name[kind], n, worst / big);
             /* cls: the first row; mean: over every row */
             CHECK(slm_session_embed(s, ids, n, SLM_POOLING_CLS, got, DIM) == SLM_OK);
             for (int j = 0; j < DIM; j++) worst = fmax(worst, fabs(got[j] - want[j]) / big);
@@ -339,6 +368,21 @@ static void check_family(int nomic) {
             }
             CHECKF(worst < 1e-4, "mean n %d: %g", n, worst);
         }
+        /* jina-bert-v2's ALiBi in each kernel set's attention (the per-row entries: scalar, AVX2, AVX-512,
+         * where the CPU has them) */
+        static const char *const sets[3] = {"scalar", "avx2", "avx512"};
+        for (int k = 0; k < 3 && m.jina; k++) {
+            if (!slm_kernels_select(sets[k])) continue;
+            reference(&m, ids, 16, want);
+            CHECK(slm_session_embed(s, ids, 16, SLM_POOLING_NONE, got, (size_t)16 * DIM) == SLM_OK);
+            double worst = 0, big = 1e-30;
+            for (int i = 0; i < 16 * DIM; i++) {
+                big = fmax(big, fabs(want[i]));
+                worst = fmax(worst, fabs(got[i] - want[i]));
+            }
+            CHECKF(worst / big < 1e-4, "jina-bert-v2 (%s kernels): relative error %g", sets[k], worst / big);
+        }
+        slm_kernels_select(NULL);
         /* both ways: the first row changes with what follows it (a causal model's would not) */
         float a[DIM], b[DIM];
         CHECK(slm_session_embed(s, ids, 5, SLM_POOLING_CLS, a, DIM) == SLM_OK);
@@ -377,6 +421,7 @@ static void check_family(int nomic) {
 
 static void test_bert(void) { check_family(0); }
 static void test_nomic_bert(void) { check_family(1); }
+static void test_jina_bert_v2(void) { check_family(2); }
 
 /* ---- gemma-embedding ------------------------------------------------------- */
 
@@ -745,6 +790,7 @@ int main(void) {
     mkdir(dir, 0700);
     T_RUN(test_bert);
     T_RUN(test_nomic_bert);
+    T_RUN(test_jina_bert_v2);
     T_RUN(test_gemma_embedding);
     T_RUN(test_modern_bert);
     rmdir(dir);

@@ -12,11 +12,11 @@ slm_status slm_gguf_encoder_params(const slm_gguf *g, const char *file, const ch
     char key[96];
     int b;
     const int modern = !strcmp(A, "modern-bert");
-    c->encoder = modern ? 4 : !strcmp(A, "nomic-bert") ? 2 : 1;
-    c->rope_neox = c->encoder != 1; /* nomic-bert, modern-bert rotate Q and K (neox pairs); bert has learned positions */
+    c->encoder = modern ? 4 : !strcmp(A, "nomic-bert") ? 2 : !strcmp(A, "jina-bert-v2") ? 5 : 1;
+    c->rope_neox = c->encoder == 2 || modern; /* nomic-bert, modern-bert rotate Q and K (neox pairs) */
     c->norm_eps = 1e-12f;           /* BERT's LayerNorm epsilon, when the file does not say */
     snprintf(key, sizeof key, "%s.attention.layer_norm_epsilon", A);
-    if (modern && slm_gguf_find(g, key) < 0) /* llama.cpp requires it of modern-bert */
+    if ((modern || c->encoder == 5) && slm_gguf_find(g, key) < 0) /* llama.cpp requires it of these */
         return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key '%s'", file, key);
     if (slm_gguf_find(g, key) >= 0 && !slm_gguf_get_f32(g, key, &c->norm_eps))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a float", file, key);
@@ -114,6 +114,8 @@ slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, 
     if (tt && (s = slm_model_check_tensor(m, file, "token_types.weight", dim, tt->ne[1], 0, err))) return s;
     if (c->encoder == 1 && (s = slm_model_check_tensor(m, file, "position_embd.weight", dim, c->context_len, 0, err)))
         return s;
+    if (c->encoder == 5 && !tt) /* llama.cpp requires jina-bert-v2's */
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor 'token_types.weight' missing", file);
     for (int l = 0; l < c->n_layers; l++) {
         static const struct { const char *fmt; int ne0, ne1, vec; } k[] = {
             /* ne in units: 0 dim, 1 hidden; -1: a vector */
@@ -125,7 +127,9 @@ slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, 
             {"blk.%d.ffn_gate.weight", 0, 1, 0}, /* nomic-bert only */
         };
         const int64_t unit[2] = {dim, hid};
-        const size_t nk = sizeof k / sizeof k[0] - (c->encoder == 2 ? 0 : 1);
+        char gname[64];
+        snprintf(gname, sizeof gname, "blk.%d.ffn_gate.weight", l); /* jina-bert-v2: a gate where the file has one */
+        const size_t nk = sizeof k / sizeof k[0] - (c->encoder == 2 || (c->encoder == 5 && slm_model_tensor(m, gname)) ? 0 : 1);
         for (size_t j = 0; j < nk; j++) {
             char name[64];
             snprintf(name, sizeof name, k[j].fmt, l);
@@ -137,6 +141,21 @@ slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, 
                                             "blk.%d.attn_output.bias", "blk.%d.ffn_up.bias", "blk.%d.ffn_down.bias"};
         for (int j = 0; j < 6; j++)
             if ((s = opt_bias(m, file, bias[j], l, j == 4 ? hid : dim, err))) return s;
+        if (c->encoder != 5) continue;
+        /* jina-bert-v2: the gate's bias, Q / K LayerNorms and the second attention LayerNorm, where present */
+        static const char *const opt[7] = {"blk.%d.ffn_gate.bias", "blk.%d.attn_q_norm.weight", "blk.%d.attn_q_norm.bias",
+                                           "blk.%d.attn_k_norm.weight", "blk.%d.attn_k_norm.bias",
+                                           "blk.%d.attn_norm_2.weight", "blk.%d.attn_norm_2.bias"};
+        for (int j = 0; j < 7; j++)
+            if ((s = opt_bias(m, file, opt[j], l, j == 0 ? hid : dim, err))) return s;
+        for (int j = 1; j < 7; j += 2) { /* a norm's gain and bias both, or neither */
+            char w[64], b[64];
+            snprintf(w, sizeof w, opt[j], l);
+            snprintf(b, sizeof b, opt[j + 1], l);
+            if (!slm_model_tensor(m, w) != !slm_model_tensor(m, b))
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s' without '%s'", file,
+                                slm_model_tensor(m, w) ? w : b, slm_model_tensor(m, w) ? b : w);
+        }
     }
     return SLM_OK;
 }

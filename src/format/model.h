@@ -197,7 +197,13 @@ typedef struct slm_model_config {
      * 2 rows on either side; then x += down(act(gate) * up) of
      * LN(x) with ffn_norm, the fused ffn_up [dim, 2 x hidden] split into
      * the gate (first half) and up, act GELU (tanh form; ffn_gelu) or SiLU
-     * (hidden_activation); output_norm last). */
+     * (hidden_activation); output_norm last); 5 = jina-bert-v2 (bert's
+     * graph without learned positions: ALiBi instead, each head's scores
+     * minus its slope times |i - j|, llama.cpp's largest bias 8; optional
+     * LayerNorms of Q and K (attn_q_norm, attn_k_norm, whole rows) and a
+     * second attention LayerNorm (attn_norm_2: LN(that + the layer's
+     * input)); the FFN GeGLU when the file has a gate (ffn_gate, or a
+     * fused ffn_up of 2 x hidden split at load, its bias too), else GELU). */
     int encoder;
 } slm_model_config;
 
@@ -264,9 +270,9 @@ static inline int slm_max_head_dim(const slm_model_config *c) {
     return c->head_dim_swa > c->head_dim ? c->head_dim_swa : c->head_dim;
 }
 
-/* 1 when the model runs the encoder graph (bert, nomic-bert, modern-bert), not a decoder's. */
+/* 1 when the model runs the encoder graph (bert, nomic-bert, modern-bert, jina-bert-v2), not a decoder's. */
 static inline int slm_encoder_graph(const slm_model_config *c) {
-    return c->encoder == 1 || c->encoder == 2 || c->encoder == 4;
+    return c->encoder == 1 || c->encoder == 2 || c->encoder == 4 || c->encoder == 5;
 }
 
 /* 1 when layer l rotates Q and K (RoPE). */
@@ -308,9 +314,10 @@ typedef enum slm_arch {
     SLM_ARCH_NOMIC_BERT,
     SLM_ARCH_GEMMA_EMBEDDING,
     SLM_ARCH_MODERN_BERT,
+    SLM_ARCH_JINA_BERT_V2,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert, gemma-embedding, modern-bert"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert, gemma-embedding, modern-bert, jina-bert-v2"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */

@@ -133,6 +133,8 @@ typedef struct slm_node {
                           output scale); 0 = none / 1 / sqrt(head_dim) / none / none */
     float softcap;     /* ATTENTION: scores -> cap * tanh(scores / cap); MATMUL: the same on
                           its output (final logits); 0 = none */
+    float alibi;       /* ATTENTION: ALiBi's largest bias (jina-bert-v2: 8): each head's scores
+                          minus its slope (slm_alibi_slope) times |i - j|; 0 = none */
     float eps;         /* RMSNORM, and MATMUL with pre == SLM_OP_RMSNORM */
     int dead;          /* removed by a pass */
     /* MATMUL input prologue (pass fuse_prologues): 0, or SLM_OP_RMSNORM (the
