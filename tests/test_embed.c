@@ -386,36 +386,48 @@ out:
     slm_free(x);
 }
 
-/* A cross-encoder (synth --arch bert --pooling rank: bge-reranker's and
- * ms-marco-MiniLM's head, Q8_0 matrices the compiler repacks): no rerank
- * template, so the pair is [CLS] query [SEP] document [SEP] by the
- * vocabulary's flags (add_eos, as the converter writes BERT's), and the
- * score is the head on the first row: tanh(W1 x + b1), then W2 . + b2,
- * computed here in double from the file's own tensors. */
-static double head_ref(const slm_model_file *mf, const float *x, int dim) {
+/* Cross-encoders (synth --pooling rank on an encoder, Q8_0 matrices the
+ * compiler repacks): no rerank template, so the pair is [CLS] query [SEP]
+ * document [SEP] by the vocabulary's flags (add_eos, as the converter
+ * writes BERT's), and the score is the head computed here in double from
+ * the file's own tensors: bert (bge-reranker's, ms-marco-MiniLM's) on the
+ * first row, tanh(W1 x + b1) then W2 . + b2; modern-bert
+ * (gte-reranker-modernbert's) on the mean of the rows, GELU(W1 x), a
+ * LayerNorm without bias (cls.norm), then W2 . + b2. */
+static double head_ref(const slm_model_file *mf, const float *x, int dim, int modern) {
     const slm_tensor *w1 = slm_model_tensor(mf, "cls.weight"), *b1 = slm_model_tensor(mf, "cls.bias"),
-                     *w2 = slm_model_tensor(mf, "cls.output.weight"), *b2 = slm_model_tensor(mf, "cls.output.bias");
-    if (!w1 || !b1 || !w2 || !b2 || w1->ne[1] != dim || b2->type != SLM_F32) return NAN;
-    float *row = malloc(sizeof(float) * (size_t)dim);
-    double score = ((const float *)b2->data)[0];
+                     *nw = slm_model_tensor(mf, "cls.norm.weight"), *w2 = slm_model_tensor(mf, "cls.output.weight"),
+                     *b2 = slm_model_tensor(mf, "cls.output.bias");
+    if (!w1 || !w2 || !b2 || w1->ne[1] != dim || b2->type != SLM_F32 || (modern ? !nw || b1 != NULL : !b1)) return NAN;
+    float *row = malloc(sizeof(float) * (size_t)dim), *wr = malloc(sizeof(float) * (size_t)dim);
+    double *h = malloc(sizeof(double) * (size_t)dim), score = ((const float *)b2->data)[0];
     slm_dequantize_row(w2->type, w2->data, row, dim);
-    float *wr = malloc(sizeof(float) * (size_t)dim);
     for (int i = 0; i < dim; i++) {
         slm_dequantize_row(w1->type, (const uint8_t *)w1->data + (size_t)i * slm_row_bytes(w1->type, (uint64_t)dim), wr, dim);
-        double acc = ((const float *)b1->data)[i];
+        double acc = modern ? 0.0 : ((const float *)b1->data)[i];
         for (int j = 0; j < dim; j++) acc += (double)wr[j] * x[j];
-        score += tanh(acc) * row[i];
+        h[i] = modern ? 0.5 * acc * (1.0 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc))) : tanh(acc);
     }
+    if (modern) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < dim; i++) mean += h[i] / dim;
+        for (int i = 0; i < dim; i++) var += (h[i] - mean) * (h[i] - mean) / dim;
+        for (int i = 0; i < dim; i++) h[i] = (h[i] - mean) / sqrt(var + 1e-5) * ((const float *)nw->data)[i];
+    }
+    for (int i = 0; i < dim; i++) score += h[i] * row[i];
     free(wr);
     free(row);
+    free(h);
     return score;
 }
 
-static void test_rerank_encoder(void) {
+static void check_cross_encoder(const char *arch) {
+    const int modern = !strcmp(arch, "modern-bert");
     char path[300];
-    snprintf(path, sizeof path, "%s/rrb.gguf", dir);
-    char *argv[] = {"staticlm", "synth", "--shape", "custom", "--arch", "bert", "--type", "q8_0", "--pooling", "rank",
-                    "-o", path, NULL};
+    snprintf(path, sizeof path, "%s/rr-%s.gguf", dir, arch);
+    char *argv[] = {"staticlm", "synth", "--shape", modern ? "modernbert-embed-base" : "custom", "--arch", (char *)arch,
+                    "--type", "q8_0", "--pooling", "rank", "--layers", "2", "--dim", "64", "--heads", "4", "--ffn", "96",
+                    "--n-vocab", "600", "-o", path, NULL};
     char *o = NULL, *er = NULL;
     CHECKF(t_run_capture(dir, SLM_CLI_PATH, argv, &o, &er) == 0, "%s", er ? er : "");
     free(o);
@@ -433,20 +445,20 @@ static void test_rerank_encoder(void) {
     /* the pair, as llama-server builds it */
     int32_t ids[64];
     const int nq = slm_tokenize(e, q, 0, ids + 1, 30), nd = slm_tokenize(e, d, 0, ids + nq + 2, 30);
-    CHECK(nq > 3 && nd > 3 && n == nq + nd + 3);
+    CHECKF(nq > 3 && nd > 3 && n == nq + nd + 3, "%s: %d tokens, %d + %d + 3", arch, n, nq, nd);
     slm_info in;
     slm_get_info(e, &in);
-    ids[0] = in.bos_id; /* [CLS] */
+    ids[0] = in.bos_id;                   /* [CLS] */
     ids[nq + 1] = ids[nq + nd + 2] = 102; /* [SEP] of synth's WordPiece vocabulary */
     float *row = malloc(sizeof(float) * (size_t)in.dim), sc2 = 0;
-    CHECK(slm_session_embed(s, ids, n, SLM_POOLING_CLS, row, (size_t)in.dim) == SLM_OK);
+    CHECK(slm_session_embed(s, ids, n, modern ? SLM_POOLING_MEAN : SLM_POOLING_CLS, row, (size_t)in.dim) == SLM_OK);
     CHECK(slm_session_embed(s, ids, n, SLM_POOLING_RANK, &sc2, 1) == SLM_OK && sc2 == sc);
     slm_model_file mf;
     memset(&mf, 0, sizeof mf);
     slm_err err = {0};
     CHECK(slm_model_open(&mf, path, &err) == SLM_OK);
-    const double want = head_ref(&mf, row, in.dim);
-    CHECKF(fabs(want - sc) < 1e-5 * (1 + fabs(want)), "score %g, reference %g", sc, want);
+    const double want = head_ref(&mf, row, in.dim, modern);
+    CHECKF(fabs(want - sc) < 1e-5 * (1 + fabs(want)), "%s: score %g, reference %g", arch, sc, want);
     /* the document matters, and the order of the pair */
     float other = 0;
     CHECK(slm_session_rerank(s, d, q, &other, 1, NULL) == SLM_OK && other != sc);
@@ -455,6 +467,11 @@ static void test_rerank_encoder(void) {
     slm_session_free(s);
     slm_free(e);
     unlink(path);
+}
+
+static void test_rerank_encoder(void) {
+    check_cross_encoder("bert");
+    check_cross_encoder("modern-bert");
 }
 
 static void test_normalize(void) {

@@ -1,13 +1,18 @@
-/* Encoders (bert, nomic-bert, gemma-embedding): small random-weight files written here with
+/* Encoders (bert, nomic-bert, jina-bert-v2, gemma-embedding, modern-bert): small random-weight files written here with
  * the GGUF writer, their embedding programs against a plain double
  * reference of llama.cpp's BERT graph in this file (learned positions,
  * token type 0, post-norm LayerNorms, biases, GELU; nomic-bert's fused QKV,
- * neox RoPE and SwiGLU), every row attending to every row; inputs padded
+ * neox RoPE and SwiGLU; jina-bert-v2's ALiBi, second attention LayerNorm and
+ * fused GeGLU), every row attending to every row; inputs padded
  * into a small variant and filling the largest; the refusals (an input over
  * max_prompt_len, text generation, a model loaded without embeddings);
  * gemma-embedding (EmbeddingGemma: gemma3's layers attending both ways, a
  * symmetric window on the window layers, the dense projections after
- * pooling) against its own plain reference. */
+ * pooling) against its own plain reference; modern-bert (ModernBERT:
+ * pre-norm LayerNorms without biases, layer 0 without its attention norm,
+ * fused QKV and gate/up, two RoPE bases, a global layer first in every
+ * period and a symmetric window on the others, GeGLU or SwiGLU, the output
+ * norm) against its own, with inputs longer than the window. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/dtype.h"
+#include "device/kernels.h"
 #include "format/gguf.h"
 #include "staticlm.h"
 #include "t.h"
@@ -37,7 +43,7 @@ typedef struct tensor {
 } tensor;
 
 typedef struct model {
-    int nomic;
+    int nomic, jina; /* jina: jina-bert-v2 */
     tensor t[64];
     int n;
 } model;
@@ -77,12 +83,16 @@ static const float *get(const model *m, const char *fmt, int l) {
     return NULL;
 }
 
-static void make_model(model *m, int nomic) {
+/* kind 0 bert, 1 nomic-bert, 2 jina-bert-v2 (bert's tensors without learned positions, with
+ * attn_norm_2 and a fused GeGLU up [DIM, 2 FF] with its bias) */
+static void make_model(model *m, int kind) {
     memset(m, 0, sizeof *m);
+    const int nomic = kind == 1, jina = kind == 2;
     m->nomic = nomic;
+    m->jina = jina;
     add_t(m, "token_embd.weight", DIM, VOCAB, 0.5f, 0, 0);
     add_t(m, "token_types.weight", DIM, 2, 0.5f, 0, 0);
-    if (!nomic) add_t(m, "position_embd.weight", DIM, CTX, 0.5f, 0, 0);
+    if (!nomic && !jina) add_t(m, "position_embd.weight", DIM, CTX, 0.5f, 0, 0);
     add_t(m, "token_embd_norm.weight", DIM, 1, 0.1f, 1, 0);
     add_t(m, "token_embd_norm.bias", DIM, 1, 0.1f, 0, 0);
     char n[64];
@@ -103,9 +113,13 @@ static void make_model(model *m, int nomic) {
         if (!nomic) T1("blk.%d.attn_output.bias", DIM, 0);
         T1("blk.%d.attn_output_norm.weight", DIM, 1);
         T1("blk.%d.attn_output_norm.bias", DIM, 0);
-        T2("blk.%d.ffn_up.weight", DIM, FF);
+        if (jina) {
+            T1("blk.%d.attn_norm_2.weight", DIM, 1);
+            T1("blk.%d.attn_norm_2.bias", DIM, 0);
+        }
+        T2("blk.%d.ffn_up.weight", DIM, jina ? 2 * FF : FF);
         if (nomic) T2("blk.%d.ffn_gate.weight", DIM, FF);
-        else T1("blk.%d.ffn_up.bias", FF, 0);
+        else T1("blk.%d.ffn_up.bias", jina ? 2 * FF : FF, 0);
         T2("blk.%d.ffn_down.weight", FF, DIM);
         if (!nomic) T1("blk.%d.ffn_down.bias", DIM, 0);
         T1("blk.%d.layer_output_norm.weight", DIM, 1);
@@ -155,7 +169,7 @@ static void write_vocab(slm_gguf_writer *w, int wordpiece) {
 
 /* The file: the model's tensors and keys, and a vocabulary. */
 static int write_model(const model *m, const char *path) {
-    const char *A = m->nomic ? "nomic-bert" : "bert";
+    const char *A = m->nomic ? "nomic-bert" : m->jina ? "jina-bert-v2" : "bert";
     slm_gguf_writer *w = slm_gguf_writer_new();
     char key[96];
 #define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
@@ -221,7 +235,8 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
     double *x = out, *q = malloc(sizeof(double) * n * DIM), *k = malloc(sizeof(double) * n * DIM),
            *v = malloc(sizeof(double) * n * DIM), *att = malloc(sizeof(double) * n * DIM),
            *o = malloc(sizeof(double) * n * DIM), *up = malloc(sizeof(double) * n * FF),
-           *gt = malloc(sizeof(double) * n * FF), *qkv = malloc(sizeof(double) * n * 3 * DIM);
+           *gt = malloc(sizeof(double) * n * FF), *qkv = malloc(sizeof(double) * n * 3 * DIM),
+           *xin = malloc(sizeof(double) * n * DIM), *u = malloc(sizeof(double) * n * 2 * FF);
     const float *te = get(m, "token_embd.weight", 0), *ty = get(m, "token_types.weight", 0),
                 *pe = get(m, "position_embd.weight", 0);
     for (int r = 0; r < n; r++) {
@@ -230,6 +245,7 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
         layernorm(x + r * DIM, get(m, "token_embd_norm.weight", 0), get(m, "token_embd_norm.bias", 0), DIM);
     }
     for (int l = 0; l < LAYERS; l++) {
+        memcpy(xin, x, sizeof(double) * n * DIM);
         if (m->nomic) {
             matmul(x, n, DIM, get(m, "blk.%d.attn_qkv.weight", l), NULL, 3 * DIM, qkv);
             for (int r = 0; r < n; r++)
@@ -254,6 +270,8 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
                     double d = 0;
                     for (int c = 0; c < HD; c++) d += q[r * DIM + h * HD + c] * k[j * DIM + h * HD + c];
                     s[j] = d / sqrt((double)HD);
+                    if (m->jina) /* ALiBi, bias 8 over 4 heads (a power of two): slope 2^(-8 (h + 1) / 4) */
+                        s[j] -= pow(2.0, -8.0 * (h + 1) / HEADS) * abs(r - j);
                     if (s[j] > mx) mx = s[j];
                 }
                 for (int j = 0; j < n; j++) sum += (s[j] = exp(s[j] - mx));
@@ -267,12 +285,25 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
         for (int r = 0; r < n; r++) {
             for (int j = 0; j < DIM; j++) x[r * DIM + j] += o[r * DIM + j];
             layernorm(x + r * DIM, get(m, "blk.%d.attn_output_norm.weight", l), get(m, "blk.%d.attn_output_norm.bias", l), DIM);
+            if (!m->jina) continue;
+            for (int j = 0; j < DIM; j++) x[r * DIM + j] += xin[r * DIM + j]; /* and the layer's input again */
+            layernorm(x + r * DIM, get(m, "blk.%d.attn_norm_2.weight", l), get(m, "blk.%d.attn_norm_2.bias", l), DIM);
         }
-        matmul(x, n, DIM, get(m, "blk.%d.ffn_up.weight", l), get(m, "blk.%d.ffn_up.bias", l), FF, up);
+        if (m->jina) { /* GeGLU: gelu of the first half times the second */
+            matmul(x, n, DIM, get(m, "blk.%d.ffn_up.weight", l), get(m, "blk.%d.ffn_up.bias", l), 2 * FF, u);
+            for (int r = 0; r < n; r++)
+                for (int i = 0; i < FF; i++) {
+                    const double g = u[r * 2 * FF + i];
+                    up[r * FF + i] = u[r * 2 * FF + FF + i] * 0.5 * g *
+                                     (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g)));
+                }
+        } else {
+            matmul(x, n, DIM, get(m, "blk.%d.ffn_up.weight", l), get(m, "blk.%d.ffn_up.bias", l), FF, up);
+        }
         if (m->nomic) {
             matmul(x, n, DIM, get(m, "blk.%d.ffn_gate.weight", l), NULL, FF, gt);
             for (int i = 0; i < n * FF; i++) up[i] *= gt[i] / (1.0 + exp(-gt[i]));
-        } else {
+        } else if (!m->jina) {
             for (int i = 0; i < n * FF; i++)
                 up[i] = 0.5 * up[i] * (1.0 + tanh(0.7978845608028654 * (up[i] + 0.044715 * up[i] * up[i] * up[i])));
         }
@@ -282,7 +313,7 @@ static void reference(const model *m, const int32_t *ids, int n, double *out) {
             layernorm(x + r * DIM, get(m, "blk.%d.layer_output_norm.weight", l), get(m, "blk.%d.layer_output_norm.bias", l), DIM);
         }
     }
-    free(q), free(k), free(v), free(att), free(o), free(up), free(gt), free(qkv);
+    free(q), free(k), free(v), free(att), free(o), free(up), free(gt), free(qkv), free(xin), free(u);
 }
 
 static slm_engine *load(const char *path, int embeddings) {
@@ -295,11 +326,13 @@ static slm_engine *load(const char *path, int embeddings) {
     return t_load(path, &o);
 }
 
-static void check_family(int nomic) {
+static void check_family(int kind) {
+    const int nomic = kind == 1;
+    const char *const name[3] = {"bert", "nomic-bert", "jina-bert-v2"};
     model m;
-    make_model(&m, nomic);
+    make_model(&m, kind);
     char path[300];
-    snprintf(path, sizeof path, "%s/%s.gguf", dir, nomic ? "nomic" : "bert");
+    snprintf(path, sizeof path, "%s/%s.gguf", dir, name[kind]);
     CHECK(write_model(&m, path));
     slm_engine *e = load(path, 1);
     CHECK(e != NULL);
@@ -322,7 +355,7 @@ static void check_family(int nomic) {
                 if (fabs(want[i]) > big) big = fabs(want[i]);
                 if (fabs(got[i] - want[i]) > worst) worst = fabs(got[i] - want[i]);
             }
-            CHECKF(worst / big < 1e-4, "%s n %d: relative error %g", nomic ? "nomic-bert" : "bert", n, worst / big);
+            CHECKF(worst / big < 1e-4, "%s n %d: relative error %g", name[kind], n, worst / big);
             /* cls: the first row; mean: over every row */
             CHECK(slm_session_embed(s, ids, n, SLM_POOLING_CLS, got, DIM) == SLM_OK);
             for (int j = 0; j < DIM; j++) worst = fmax(worst, fabs(got[j] - want[j]) / big);
@@ -335,6 +368,21 @@ static void check_family(int nomic) {
             }
             CHECKF(worst < 1e-4, "mean n %d: %g", n, worst);
         }
+        /* jina-bert-v2's ALiBi in each kernel set's attention (the per-row entries: scalar, AVX2, AVX-512,
+         * where the CPU has them) */
+        static const char *const sets[3] = {"scalar", "avx2", "avx512"};
+        for (int k = 0; k < 3 && m.jina; k++) {
+            if (!slm_kernels_select(sets[k])) continue;
+            reference(&m, ids, 16, want);
+            CHECK(slm_session_embed(s, ids, 16, SLM_POOLING_NONE, got, (size_t)16 * DIM) == SLM_OK);
+            double worst = 0, big = 1e-30;
+            for (int i = 0; i < 16 * DIM; i++) {
+                big = fmax(big, fabs(want[i]));
+                worst = fmax(worst, fabs(got[i] - want[i]));
+            }
+            CHECKF(worst / big < 1e-4, "jina-bert-v2 (%s kernels): relative error %g", sets[k], worst / big);
+        }
+        slm_kernels_select(NULL);
         /* both ways: the first row changes with what follows it (a causal model's would not) */
         float a[DIM], b[DIM];
         CHECK(slm_session_embed(s, ids, 5, SLM_POOLING_CLS, a, DIM) == SLM_OK);
@@ -373,6 +421,7 @@ static void check_family(int nomic) {
 
 static void test_bert(void) { check_family(0); }
 static void test_nomic_bert(void) { check_family(1); }
+static void test_jina_bert_v2(void) { check_family(2); }
 
 /* ---- gemma-embedding ------------------------------------------------------- */
 
@@ -560,12 +609,190 @@ static void test_gemma_embedding(void) {
     free_model(&m);
 }
 
+/* ---- modern-bert ----------------------------------------------------------- */
+
+enum { MD = 64, MH = 4, MHD = 16, MFF = 48, ML = 5, MWIN = 6 };
+
+static void m_ln(double *x, const float *g, int n) { /* LayerNorm without a bias, eps 1e-5 */
+    double mean = 0, var = 0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    const double inv = 1.0 / sqrt(var / n + 1e-5);
+    for (int i = 0; i < n; i++) x[i] = (x[i] - mean) * inv * g[i];
+}
+
+/* ModernBERT as llama.cpp's modern-bert graph runs it, in double: every
+ * row's output-normed state [n][MD]; layer l global when l % period == 0
+ * (base 160000), else the window (|r - j| <= MWIN / 2, base 10000). */
+static void m_reference(const model *m, const int32_t *ids, int n, int period, int silu, double *x) {
+    double *xn = malloc(sizeof(double) * n * MD), *qkv = malloc(sizeof(double) * n * 3 * MD),
+           *att = malloc(sizeof(double) * n * MD), *o = malloc(sizeof(double) * n * MD),
+           *u = malloc(sizeof(double) * n * 2 * MFF), *h = malloc(sizeof(double) * n * MFF);
+    const float *te = get(m, "token_embd.weight", 0);
+    for (int r = 0; r < n; r++) {
+        for (int j = 0; j < MD; j++) x[r * MD + j] = te[ids[r] * MD + j];
+        m_ln(x + r * MD, get(m, "token_embd_norm.weight", 0), MD);
+    }
+    for (int l = 0; l < ML; l++) {
+        const int swa = l % period != 0;
+        memcpy(xn, x, sizeof(double) * n * MD);
+        if (l > 0) /* layer 0: no attention norm */
+            for (int r = 0; r < n; r++) m_ln(xn + r * MD, get(m, "blk.%d.attn_norm.weight", l), MD);
+        matmul(xn, n, MD, get(m, "blk.%d.attn_qkv.weight", l), NULL, 3 * MD, qkv);
+        for (int r = 0; r < n; r++) { /* Q, then K, then V in each row */
+            g_rope(qkv + r * 3 * MD, MH, r, swa ? 10000.0 : 160000.0);
+            g_rope(qkv + r * 3 * MD + MD, MH, r, swa ? 10000.0 : 160000.0);
+        }
+        for (int r = 0; r < n; r++)
+            for (int hh = 0; hh < MH; hh++) {
+                double s[CTX], mx = -1e300, sum = 0;
+                for (int j = 0; j < n; j++) {
+                    s[j] = -1e300;
+                    if (swa && abs(r - j) > MWIN / 2) continue;
+                    double d = 0;
+                    for (int c = 0; c < MHD; c++) d += qkv[r * 3 * MD + hh * MHD + c] * qkv[j * 3 * MD + MD + hh * MHD + c];
+                    s[j] = d / sqrt((double)MHD);
+                    if (s[j] > mx) mx = s[j];
+                }
+                for (int j = 0; j < n; j++) sum += (s[j] = s[j] > -1e299 ? exp(s[j] - mx) : 0.0);
+                for (int c = 0; c < MHD; c++) {
+                    double acc = 0;
+                    for (int j = 0; j < n; j++) acc += s[j] * qkv[j * 3 * MD + 2 * MD + hh * MHD + c];
+                    att[r * MD + hh * MHD + c] = acc / sum;
+                }
+            }
+        matmul(att, n, MD, get(m, "blk.%d.attn_output.weight", l), NULL, MD, o);
+        for (int i = 0; i < n * MD; i++) x[i] += o[i];
+        memcpy(xn, x, sizeof(double) * n * MD);
+        for (int r = 0; r < n; r++) m_ln(xn + r * MD, get(m, "blk.%d.ffn_norm.weight", l), MD);
+        matmul(xn, n, MD, get(m, "blk.%d.ffn_up.weight", l), NULL, 2 * MFF, u);
+        for (int r = 0; r < n; r++) /* act(the first half) times the second */
+            for (int i = 0; i < MFF; i++) {
+                const double g = u[r * 2 * MFF + i], up = u[r * 2 * MFF + MFF + i];
+                h[r * MFF + i] = up * (silu ? g / (1.0 + exp(-g))
+                                            : 0.5 * g * (1.0 + tanh(0.7978845608028654 * (g + 0.044715 * g * g * g))));
+            }
+        matmul(h, n, MFF, get(m, "blk.%d.ffn_down.weight", l), NULL, MD, o);
+        for (int i = 0; i < n * MD; i++) x[i] += o[i];
+    }
+    for (int r = 0; r < n; r++) m_ln(x + r * MD, get(m, "output_norm.weight", 0), MD);
+    free(xn), free(qkv), free(att), free(o), free(u), free(h);
+}
+
+static int m_write(const model *m, const char *path, int period, int silu) {
+    const char *A = "modern-bert";
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    char key[96];
+#define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
+    slm_gguf_set_str(w, "general.architecture", A);
+    slm_gguf_set_u32(w, K("context_length"), CTX);
+    slm_gguf_set_u32(w, K("embedding_length"), MD);
+    slm_gguf_set_u32(w, K("feed_forward_length"), MFF);
+    slm_gguf_set_u32(w, K("block_count"), ML);
+    slm_gguf_set_u32(w, K("attention.head_count"), MH);
+    slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), 1e-5f);
+    slm_gguf_set_bool(w, K("attention.causal"), 0);
+    slm_gguf_set_u32(w, K("attention.sliding_window"), MWIN);
+    if (period != 3) slm_gguf_set_u32(w, K("attention.sliding_window_pattern"), (uint32_t)period); /* 3: the default */
+    slm_gguf_set_f32(w, K("rope.freq_base"), 160000.0f);
+    if (silu) slm_gguf_set_str(w, K("hidden_activation"), "silu");
+    else slm_gguf_set_f32(w, K("rope.freq_base_swa"), 10000.0f); /* else llama.cpp's default, 10000 */
+    slm_gguf_set_u32(w, K("pooling_type"), 2);
+#undef K
+    write_vocab(w, 0);
+    for (int i = 0; i < m->n; i++) {
+        const tensor *t = &m->t[i];
+        slm_gguf_add_tensor(w, t->name, SLM_F32, (uint32_t)t->n_dims, t->ne, t->f, (uint64_t)(t->ne[0] * t->ne[1]) * 4);
+    }
+    slm_err err = {0};
+    const slm_status s = slm_gguf_write(w, path, &err);
+    if (s) fprintf(stderr, "  write %s: %s\n", path, err.msg);
+    slm_gguf_writer_free(w);
+    return s == SLM_OK;
+}
+
+/* One variant: GeGLU with the default period (3) and a reranker's head in
+ * the file (cls.*: tensors the graph does not read, which must load), or
+ * SwiGLU with a period of 2. */
+static void check_modern(int silu) {
+    const int period = silu ? 2 : 3;
+    model m;
+    memset(&m, 0, sizeof m);
+    add_t(&m, "token_embd.weight", MD, VOCAB, 0.5f, 0, 0);
+    add_t(&m, "token_embd_norm.weight", MD, 1, 0.1f, 1, 0);
+    add_t(&m, "output_norm.weight", MD, 1, 0.1f, 1, 0);
+    char n[64];
+    for (int l = 0; l < ML; l++) {
+#define M2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, a, b, 0.15f, 0, 0))
+#define M1(fmt) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, MD, 1, 0.1f, 1, 0))
+        if (l > 0) M1("blk.%d.attn_norm.weight");
+        M2("blk.%d.attn_qkv.weight", MD, 3 * MD);
+        M2("blk.%d.attn_output.weight", MD, MD);
+        M1("blk.%d.ffn_norm.weight");
+        M2("blk.%d.ffn_up.weight", MD, 2 * MFF);
+        M2("blk.%d.ffn_down.weight", MFF, MD);
+#undef M1
+#undef M2
+    }
+    if (!silu) {
+        add_t(&m, "cls.weight", MD, MD, 0.15f, 0, 0);
+        add_t(&m, "cls.norm.weight", MD, 1, 0.1f, 1, 0);
+    }
+    char path[300];
+    snprintf(path, sizeof path, "%s/modern-bert.gguf", dir);
+    CHECK(m_write(&m, path, period, silu));
+    slm_engine *e = load(path, 1);
+    CHECK(e != NULL);
+    slm_session *s = NULL;
+    if (e) CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    if (s) {
+        CHECK(slm_model_is_encoder(e) == 1);
+        CHECK(slm_model_pooling(e) == SLM_POOLING_CLS);
+        int32_t ids[16];
+        for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : 3 + (i * 11) % (VOCAB - 3);
+        static double want[16 * MD];
+        static float got[16 * MD];
+        const int ns[] = {1, 3, 5, 9, 16}; /* 9 and 16: longer than the window (7 rows) */
+        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
+            const int nn = ns[c];
+            m_reference(&m, ids, nn, period, silu, want);
+            CHECKF(slm_session_embed(s, ids, nn, SLM_POOLING_NONE, got, (size_t)nn * MD) == SLM_OK, "%s",
+                   slm_session_error(s));
+            double worst = 0, big = 1e-30;
+            for (int i = 0; i < nn * MD; i++) {
+                big = fmax(big, fabs(want[i]));
+                worst = fmax(worst, fabs(got[i] - want[i]));
+            }
+            CHECKF(worst / big < 1e-4, "modern-bert (%s) n %d: relative error %g", silu ? "silu" : "gelu", nn,
+                   worst / big);
+        }
+        slm_session_free(s);
+    }
+    slm_free(e);
+    /* loaded for text: refused, saying what it is */
+    slm_engine *t = NULL;
+    slm_options o = slm_default_options();
+    CHECK(slm_load(&t, path, &o) == SLM_ERR_UNSUPPORTED);
+    CHECKF(strstr(slm_last_error(t), "encoder") != NULL, "%s", slm_last_error(t));
+    slm_free(t);
+    unlink(path);
+    free_model(&m);
+}
+
+static void test_modern_bert(void) {
+    check_modern(0);
+    check_modern(1);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_encoder_%d", (int)getpid());
     mkdir(dir, 0700);
     T_RUN(test_bert);
     T_RUN(test_nomic_bert);
+    T_RUN(test_jina_bert_v2);
     T_RUN(test_gemma_embedding);
+    T_RUN(test_modern_bert);
     rmdir(dir);
     T_DONE();
 }

@@ -791,7 +791,7 @@ static void embed_check(const char *path, int dim, const char *text, const char 
     slm_free(e);
 }
 
-/* bert and nomic-bert: a custom shape's keys as asked, the converter's
+/* bert, nomic-bert and modern-bert: a custom shape's keys as asked, the converter's
  * tensors and types, a WordPiece vocabulary (BERT's special ids, words and
  * continuations) that texts tokenize into; a real shape cut to one layer. */
 static void test_encoders(void) {
@@ -884,6 +884,28 @@ static void test_encoders(void) {
         close_gguf(&o);
     }
     unlink(rr);
+    /* modern-bert: ModernBertModel's keys (two RoPE bases, the window and its period, no token types), no
+     * norm biases, layer 0 without attn_norm, the fused QKV and gate/up; modernbert-embed-base cut to 4 layers */
+    const char *mb = tmp_path("modernbert.gguf");
+    CHECK(synth_run_v("--shape modernbert-embed-base --layers 4 --dim 64 --heads 4 --ffn 96 --n-vocab 600 --type q8_0",
+                      mb, NULL, 0) == 0);
+    if (open_gguf(&o, mb)) {
+        CHECK(f32key(o.g, "modern-bert.rope.freq_base") == 160000.0f && f32key(o.g, "modern-bert.rope.freq_base_swa") == 10000.0f);
+        CHECK(u32(o.g, "modern-bert.attention.sliding_window") == 128 &&
+              u32(o.g, "modern-bert.attention.sliding_window_pattern") == 3);
+        CHECK(f32key(o.g, "modern-bert.attention.layer_norm_epsilon") == 1e-5f && u32(o.g, "modern-bert.pooling_type") == 1);
+        CHECK(slm_gguf_find(o.g, "tokenizer.ggml.token_type_count") < 0 && tensor_type(o.g, "token_types.weight") == -1);
+        CHECK(tensor_type(o.g, "blk.0.attn_norm.weight") == -1 && tensor_type(o.g, "blk.1.attn_norm.weight") == SLM_F32);
+        CHECK(tensor_type(o.g, "token_embd_norm.bias") == -1 && tensor_type(o.g, "output_norm.weight") == SLM_F32);
+        const slm_gguf_tensor *q = slm_gguf_find_tensor(o.g, "blk.3.attn_qkv.weight"),
+                              *u = slm_gguf_find_tensor(o.g, "blk.3.ffn_up.weight");
+        CHECK(q && q->type == SLM_Q8_0 && q->ne[0] == 64 && q->ne[1] == 192);
+        CHECK(u && u->type == SLM_Q8_0 && u->ne[0] == 64 && u->ne[1] == 192);
+        CHECK(tensor_type(o.g, "blk.0.ffn_gate.weight") == -1 && vec_in(o.g, "blk.2.ffn_norm.weight", 0.94f, 1.06f));
+        close_gguf(&o);
+    }
+    embed_check(mb, 64, "Hello world, cat QX", w2, 6);
+
     const char *bad = tmp_path("bad-enc.gguf");
     CHECK(synth_run_v("--shape custom --arch bert --kv-heads 2", bad, NULL, 1) != 0);     /* GQA */
     CHECK(synth_run_v("--shape custom --arch bert --n-vocab 291", bad, NULL, 1) != 0);    /* too few for WordPiece */

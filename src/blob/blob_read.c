@@ -140,7 +140,8 @@ static slm_status read_config(rctx *r, uint32_t si) {
     slm_model_config *m = &c->cfg;
     blob_get_config(p, m);
     if (!nul_within((const uint8_t *)m->arch, sizeof m->arch)) return bad(r, "section .slm.config: arch: not NUL-terminated");
-    if (!strcmp(m->arch, "bert") || !strcmp(m->arch, "nomic-bert") || !strcmp(m->arch, "gemma-embedding"))
+    if (!strcmp(m->arch, "bert") || !strcmp(m->arch, "nomic-bert") || !strcmp(m->arch, "gemma-embedding") ||
+        !strcmp(m->arch, "modern-bert") || !strcmp(m->arch, "jina-bert-v2"))
         return bad(r, "section .slm.config: arch '%s': an encoder, which blobs never hold", m->arch);
     RANGE(m->dim, 1, BLOB_MAX_DIM, "dim");
     RANGE(m->hidden_dim, 1, BLOB_MAX_DIM, "hidden_dim");

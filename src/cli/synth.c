@@ -119,6 +119,10 @@ static const synth_shape k_shapes[] = {
      .pooling = 1},
     {"bge-reranker-v2-m3", "bert", 1024, 24, 16, 16, 4096, 250002, 8192, 1000.0f, 1e-5f, 0, 0, .type_vocab = 1,
      .pooling = 4},
+    /* nomic-ai/modernbert-embed-base (ModernBERT-base's shape: GeGLU of 1152, a global layer first in every
+     * 3, the others a window of 128; RoPE base 160000, the window layers' 10000) */
+    {"modernbert-embed-base", "modern-bert", 768, 22, 12, 12, 1152, 50368, 8192, 160000.0f, 1e-5f, 0, 0,
+     .window = 128, .type_vocab = 2, .pooling = 1},
     /* a tiny default for tests; every field can be overridden */
     {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
@@ -467,7 +471,7 @@ static int family_opts_check(const synth_args *a, const char *arch) {
         {"--expert-scale", "glm4moe"},
         {"--nextn", "glm4moe, qwen35, qwen35moe"},
         {"--kv-shared", "gemma4"},
-        {"--sliding-window", "mistral, gemma2, gemma3, olmo2, exaone4, gpt-oss, gemma4"},
+        {"--sliding-window", "mistral, gemma2, gemma3, olmo2, exaone4, gpt-oss, gemma4, modern-bert"},
     };
     const int given[] = {a->dense_lead >= 0, a->qk_norm > 0, a->expert_scale > 0.0f, a->nextn >= 0, a->kv_shared >= 0,
                          a->window > 0};
@@ -531,7 +535,8 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     }
     if ((!strcmp(sh->arch, "gemma2") || !strcmp(sh->arch, "gemma3")) && !sh->window) sh->window = 4096;
     if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gemma2") && strcmp(sh->arch, "gemma3") &&
-        strcmp(sh->arch, "exaone4") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "gemma4"))
+        strcmp(sh->arch, "exaone4") && strcmp(sh->arch, "gpt-oss") && strcmp(sh->arch, "gemma4") &&
+        strcmp(sh->arch, "modern-bert"))
         sh->window = 0;
     else if (a->window) sh->window = a->window;
     if (strcmp(sh->arch, "olmo2") && strcmp(sh->arch, "gpt-oss")) sh->yarn = 0.0f, sh->yarn_orig = 0;
@@ -602,7 +607,7 @@ static void put_metadata(slm_gguf_writer *w, const synth_args *a, const synth_sh
     slm_gguf_set_str(w, "general.architecture", sh->arch);
     slm_gguf_set_str(w, "general.type", "model");
     slm_gguf_set_str(w, "general.name", a->name ? a->name : gname);
-    if (synth_is_encoder(sh->arch)) { /* bert, nomic-bert: their own keys (cli/synth_encoder.c) */
+    if (synth_is_encoder(sh->arch)) { /* bert, nomic-bert, modern-bert: their own keys (cli/synth_encoder.c) */
         synth_encoder_metadata(w, sh, ty);
         vocab_put(w, voc);
         return;

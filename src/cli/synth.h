@@ -1,5 +1,5 @@
 /* staticlm synth's shared parts (cli/synth.c; gemma4's tensors in
- * cli/synth_gemma4.c; the encoders' (bert, nomic-bert) in
+ * cli/synth_gemma4.c; the encoders' (bert, nomic-bert, modern-bert) in
  * cli/synth_encoder.c; the vocabulary in cli/synth_vocab.c; --help in
  * cli/synth_help.c). */
 #ifndef SLM_CLI_SYNTH_H
@@ -93,7 +93,7 @@ int synth_gemma4_shape(const synth_args *a, synth_shape *sh);
 void synth_gemma4_metadata(slm_gguf_writer *w, const synth_shape *sh);
 int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty);
 
-/* bert, nomic-bert (cli/synth_encoder.c): 1 for an encoder architecture;
+/* bert, nomic-bert, modern-bert (cli/synth_encoder.c): 1 for an encoder architecture;
  * the shape's encoder parts and checks (0 or an exit code); its metadata
  * keys after general.*; its tensors (0 when one could not be made). */
 int synth_is_encoder(const char *arch);

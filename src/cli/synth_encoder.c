@@ -1,7 +1,8 @@
-/* staticlm synth --arch bert | nomic-bert: encoder embedding models (the
- * shapes of bge-small/base-en-v1.5, all-MiniLM-L6-v2, nomic-embed-text-v1.5)
- * with the keys and tensors llama.cpp's converter writes (conversion/bert.py,
- * BertModel and NomicBertModel) and its BERT graphs read; format/encoder.c
+/* staticlm synth --arch bert | nomic-bert | modern-bert: encoder embedding
+ * models (the shapes of bge-small/base-en-v1.5, all-MiniLM-L6-v2,
+ * nomic-embed-text-v1.5, modernbert-embed-base) with the keys and tensors
+ * llama.cpp's converter writes (conversion/bert.py, BertModel,
+ * NomicBertModel and ModernBertModel) and its graphs read; format/encoder.c
  * is our reader of them.
  *
  * Keys: {arch}.context_length, embedding_length, feed_forward_length,
@@ -18,6 +19,15 @@
  * nomic-bert's ffn_gate (SwiGLU), ffn_down (+ bias), layer_output_norm;
  * with --pooling rank a cross-encoder's classifier head (cls.weight and
  * cls.bias: dense + tanh; cls.output.weight [dim, 1] and its bias: one score).
+ * modern-bert: rope.freq_base, rope.freq_base_swa (10000), the window
+ * attention.sliding_window and its layer period
+ * attention.sliding_window_pattern (3), no token types; tensors
+ * token_embd, token_embd_norm (a gain, no bias, as all its norms), per
+ * layer attn_norm (not on layer 0), attn_qkv, attn_output, ffn_norm, the
+ * fused ffn_up [dim, 2 x ffn] (gate, then up), ffn_down; output_norm; with
+ * --pooling rank the head cls.weight (no bias), cls.norm, cls.output. The
+ * vocabulary stays the generated WordPiece one (the real models' is BPE).
+ *
  * LayerNorm gains spread near 1 and biases normal (std, near 0), so the
  * activations stay those of a trained model's scale.
  *
@@ -38,15 +48,19 @@
 #include "common/dtype.h"
 #include "staticlm.h"
 
-int synth_is_encoder(const char *arch) { return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert"); }
+int synth_is_encoder(const char *arch) {
+    return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert") || !strcmp(arch, "modern-bert");
+}
 
 int synth_encoder_shape(const synth_args *a, synth_shape *sh) {
     if (!sh->type_vocab) { /* a decoder's shape (custom) made an encoder: an encoder's defaults */
         sh->type_vocab = 2;
         sh->pooling = SLM_POOLING_MEAN;
-        if (!(a->o_eps > 0.0f)) sh->eps = 1e-12f;
-        if (!(a->o_rope > 0.0f)) sh->rope_base = 1000.0f;
+        const int modern = !strcmp(sh->arch, "modern-bert");
+        if (!(a->o_eps > 0.0f)) sh->eps = modern ? 1e-5f : 1e-12f;
+        if (!(a->o_rope > 0.0f)) sh->rope_base = modern ? 160000.0f : 1000.0f;
     }
+    if (!strcmp(sh->arch, "modern-bert") && !sh->window) sh->window = 128; /* ModernBERT's local window */
     if (a->o_kv > 0 && a->o_kv != sh->n_heads) {
         fprintf(stderr, "staticlm synth: %s: --kv-heads %d: an encoder has one KV head per query head (%d)\n",
                 sh->arch, a->o_kv, sh->n_heads);
@@ -72,7 +86,13 @@ void synth_encoder_metadata(slm_gguf_writer *w, const synth_shape *sh, const syn
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
     slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh->n_heads);
-    if (!strcmp(sh->arch, "nomic-bert")) slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
+    if (strcmp(sh->arch, "bert")) slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
+    if (!strcmp(sh->arch, "modern-bert")) { /* ModernBertModel's keys */
+        slm_gguf_set_f32(w, K("rope.freq_base_swa"), 10000.0f);
+        slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
+        slm_gguf_set_u32(w, K("attention.sliding_window_pattern"), 3);
+        slm_gguf_set_u32(w, K("vocab_size"), (uint32_t)sh->vocab);
+    }
     slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), sh->eps);
     slm_gguf_set_u32(w, "general.file_type", ty->ftype);
     if (ty->matrix != SLM_F32 && ty->matrix != SLM_F16 && ty->matrix != SLM_BF16)
@@ -80,7 +100,7 @@ void synth_encoder_metadata(slm_gguf_writer *w, const synth_shape *sh, const syn
     slm_gguf_set_bool(w, K("attention.causal"), 0);
     slm_gguf_set_u32(w, K("pooling_type"), (uint32_t)sh->pooling);
 #undef K
-    slm_gguf_set_u32(w, "tokenizer.ggml.token_type_count", (uint32_t)sh->type_vocab);
+    if (strcmp(sh->arch, "modern-bert")) slm_gguf_set_u32(w, "tokenizer.ggml.token_type_count", (uint32_t)sh->type_vocab);
 }
 
 /* LayerNorm gains: a spread of +-5% around 1, different for each norm k. */
@@ -88,7 +108,46 @@ static void gains(float *g, int n, int k) {
     for (int i = 0; i < n; i++) g[i] = 1.0f + 0.05f * sinf(0.7f * (float)i + 1.3f * (float)k);
 }
 
+/* modern-bert's tensors (the file comment). */
+static int modern_tensors(synth *s, const synth_shape *sh, const synth_type *ty, float *g) {
+    const int D = sh->dim, F = sh->ffn, L = sh->n_layers;
+    const uint32_t mt = ty->matrix;
+    char n[64];
+    int k = 0;
+#define NORM(name) (gains(g, D, k++), synth_add(s, name, SLM_F32, D, 1, 2, g))
+    if (!synth_add(s, "token_embd.weight", synth_output_type(mt, D), D, sh->vocab, 0, NULL) ||
+        !NORM("token_embd_norm.weight"))
+        return 0;
+    for (int l = 0; l < L; l++) {
+#define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), synth_add(s, n, type, ne0, ne1, 0, NULL))
+#define TN(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), NORM(n))
+        const uint32_t t_in = synth_layer_type(mt, 0, l, L, D), t_down = synth_layer_type(mt, 1, l, L, F);
+        const uint32_t t_qkv = mt != SLM_Q4_K ? mt : D % SLM_QK_K ? SLM_Q5_1 : SLM_Q5_K;
+        if ((l > 0 && !TN("attn_norm.weight")) || !T("attn_qkv.weight", t_qkv, D, 3 * D) ||
+            !T("attn_output.weight", t_in, D, D) || !TN("ffn_norm.weight") || !T("ffn_up.weight", t_in, D, 2 * F) ||
+            !T("ffn_down.weight", t_down, F, D))
+            return 0;
+#undef TN
+#undef T
+    }
+    if (!NORM("output_norm.weight")) return 0;
+    /* a reranker (gte-reranker-modernbert-base): the head's dense layer without a bias, its norm (GELU
+     * between them), one score */
+    if (sh->pooling == SLM_POOLING_RANK && (!synth_add(s, "cls.weight", mt, D, D, 0, NULL) || !NORM("cls.norm.weight") ||
+                                            !synth_add(s, "cls.output.weight", mt, D, 1, 0, NULL) ||
+                                            !synth_add(s, "cls.output.bias", SLM_F32, 1, 1, 0, NULL)))
+        return 0;
+    return 1;
+#undef NORM
+}
+
 int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
+    if (!strcmp(sh->arch, "modern-bert")) {
+        float *g = slm_malloc((size_t)sh->dim * sizeof(float));
+        const int ok = g && modern_tensors(s, sh, ty, g);
+        slm_xfree(g);
+        return ok;
+    }
     const int nomic = !strcmp(sh->arch, "nomic-bert"), D = sh->dim, F = sh->ffn, L = sh->n_layers;
     const uint32_t mt = ty->matrix;
     float *g = slm_malloc((size_t)D * sizeof(float));

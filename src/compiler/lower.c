@@ -415,6 +415,7 @@ static slm_task *attention_task(lower_ctx *c, int i, const slm_node *nd, int h0,
     t->window = nd->window;
     t->f0 = nd->scale;
     t->f1 = nd->softcap;
+    t->f2 = nd->alibi; /* an encoder's (jina-bert-v2); blobs never hold it */
     t->wtype = (uint8_t)c->opt->kv_type;
     t->flags = row_flags(c, i);
     for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);
@@ -697,7 +698,8 @@ static slm_status lower_encoder(lower_ctx *c, int i, const slm_node *nd) {
         t->f0 = nd->eps;
         t->flags = row_flags(c, i);
         t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
-        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1])) || (s = ref_weight(c, nd->weight2, &t->ref[SLM_REF_SRC2])))
+        if ((s = ref_weight(c, nd->weight, &t->ref[SLM_REF_SRC1])) ||
+            (nd->weight2 && (s = ref_weight(c, nd->weight2, &t->ref[SLM_REF_SRC2])))) /* none: modern-bert's */
             return s;
         t->ref[SLM_REF_DST] = ref_node(c, i);
         return SLM_OK;

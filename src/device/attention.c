@@ -21,6 +21,7 @@
  * (the same instructions as before KV types existed).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/dtype.h"
@@ -57,6 +58,7 @@ void slm_attention_plain(const slm_attn_args *a, float cap) {
             float sc = 0.0f;
             for (int d = 0; d < a->head_dim; d++) sc += q[d] * k[d];
             sc = cap > 0.0f ? cap * tanhf(sc * a->scale / cap) : sc * a->scale;
+            if (a->alibi) sc -= a->alibi[g] * (float)abs(a->qpos - j);
             if (sc > m) {
                 const float corr = m == -INFINITY ? 0.0f : expf(m - sc);
                 l *= corr;
@@ -80,7 +82,7 @@ void slm_attention_plain(const slm_attn_args *a, float cap) {
  * KV types one row at a time. */
 static void attn_scalar(const slm_attn_args *a) {
     /* slm_k_attention_head scales by 1 / sqrt(head_dim) and keeps its softmax state */
-    if (a->kv_type != SLM_F32 || a->ml || a->scale != 1.0f / sqrtf((float)a->head_dim)) {
+    if (a->kv_type != SLM_F32 || a->ml || a->alibi || a->scale != 1.0f / sqrtf((float)a->head_dim)) {
         slm_attention_plain(a, 0.0f);
         return;
     }
@@ -154,6 +156,12 @@ static inline int tile_max(const float *s, int nt, float *m, float *corr) {
     return 1;
 }
 
+/* ALiBi on a tile's scores s[g][0..nt) of KV rows from j0 (the masked stay -inf). */
+static void attn_alibi(const slm_attn_args *a, int j0, int nt, float (*s)[TILE]) {
+    for (int g = 0; g < a->group; g++)
+        for (int t = 0; t < nt; t++) s[g][t] -= a->alibi[g] * (float)abs(a->qpos - (j0 + t));
+}
+
 /* The softmax state out (slm_attn_args.ml), where asked for. */
 static void attn_store_ml(const slm_attn_args *a, const float *m, const float *l) {
     if (a->ml)
@@ -199,6 +207,7 @@ AVX512 static void attn_avx512(const slm_attn_args *a) {
                 s[g][t] = _mm512_reduce_add_ps(_mm512_mul_ps(acc, scale));
             }
         }
+        if (a->alibi) attn_alibi(a, j0, nt, s);
         const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, slm_kv_row512);
         for (int g = 0; g < G; g++) {
             /* running max / sum / output */
@@ -422,6 +431,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
                 s[g][t] = hsum8(acc) * a->scale;
             }
         }
+        if (a->alibi) attn_alibi(a, j0, nt, s);
         const float *vt = kv_tile(a, a->V, j0, nt, kvbuf, &vld, slm_kv_row256);
         for (int g = 0; g < G; g++) {
             float corr;
@@ -456,7 +466,7 @@ AVX2 static void attn_avx2(const slm_attn_args *a) {
 }
 
 AVX2 void slm_attention_avx2(const slm_attn_args *a) {
-    if (slm_attention_decode_avx2(a)) return; /* attention_decode_avx2.c: head_dim % 8, <= 256 */
+    if (!a->alibi && slm_attention_decode_avx2(a)) return; /* attention_decode_avx2.c: head_dim % 8, <= 256 */
     if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 8 == 0 &&
         (a->kv_type != SLM_Q8_0 || a->head_dim % 32 == 0))
         attn_avx2(a);
@@ -464,7 +474,7 @@ AVX2 void slm_attention_avx2(const slm_attn_args *a) {
 }
 
 AVX512 void slm_attention_avx512(const slm_attn_args *a) {
-    if (slm_attention_decode_avx512(a)) return; /* attention_decode.c: head_dim % 16, <= 256 */
+    if (!a->alibi && slm_attention_decode_avx512(a)) return; /* attention_decode.c: head_dim % 16, <= 256 */
     if (a->group <= MAX_GROUP && a->head_dim <= MAX_HD && a->head_dim % 16 == 0 &&
         (a->kv_type != SLM_Q8_0 || a->head_dim % 32 == 0))
         attn_avx512(a);

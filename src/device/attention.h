@@ -2,6 +2,7 @@
 #ifndef SLM_ATTENTION_H
 #define SLM_ATTENTION_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,7 +23,22 @@ typedef struct slm_attn_args {
                              parts of the KV rows (decode key parts): ml[2g] the max score
                              (scaled, capped: the exponent's), ml[2g + 1] the sum of exp(score
                              - max) over the keys taken; -inf and 0 when the head took none */
+    const float *alibi;   /* NULL, or [group] each head's ALiBi slope (jina-bert-v2): every score
+                             (after the scale) minus slope * |qpos - j| for KV row j; the
+                             per-row entries only (decode entries decline it) */
+    int qpos;             /* the query's position (its KV row) for alibi */
 } slm_attn_args;
+
+/* Head h's ALiBi slope of `heads` heads with the largest bias max_bias
+ * (llama.cpp's soft_max with max_bias: n = the largest power of two <=
+ * heads; 2^(-max_bias (h + 1) / n) for h < n, else 2^(-max_bias (2 (h -
+ * n) + 1) / (2 n))). */
+static inline float slm_alibi_slope(int h, int heads, float max_bias) {
+    int n = 1;
+    while (2 * n <= heads) n *= 2;
+    const float m0 = powf(2.0f, -max_bias / (float)n), m1 = powf(2.0f, -max_bias / 2.0f / (float)n);
+    return h < n ? powf(m0, (float)(h + 1)) : powf(m1, (float)(2 * (h - n) + 1));
+}
 
 /* Attention for a block of consecutive query rows of the query heads that
  * share one KV head (prefill): slm_kernel_set.attention_rows. Row i is the

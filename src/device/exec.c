@@ -333,7 +333,7 @@ static void layernorm_plain(const float *x, const float *g, const float *b, floa
     mean /= (float)n;
     for (int i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
     const float inv = 1.0f / sqrtf(var / (float)n + eps);
-    for (int i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + b[i];
+    for (int i = 0; i < n; i++) y[i] = (x[i] - mean) * inv * g[i] + (b ? b[i] : 0.0f); /* no bias: modern-bert */
 }
 
 /* EMBED with a != 0 (encoders): dst[r] += the table's row ids[r] (a = 1) or

@@ -32,12 +32,14 @@ static void attn_range(const slm_task *t, const int32_t *cp, int r, int upto, in
 }
 
 /* The task's rows [r0, r1), query heads [h, h1) (one KV head's), one row
- * at a time: the set's attention, or plain C for gemma2's capped scores. */
+ * at a time: the set's attention, or plain C for gemma2's capped scores;
+ * with f2 > 0 the heads' ALiBi slopes (jina-bert-v2: f2 the largest bias). */
 static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, const int32_t *cp, int upto, int r0, int r1, int h,
                          int h1, const void *K, const void *V, float scale) {
     const int32_t *mask = t->p[SLM_REF_SRC3];
     const float *sinks = (t->flags & SLM_TF_SINKS) ? t->p[SLM_REF_SRC4] : NULL;
-    float ml[2 * 64];
+    float ml[2 * 64], slope[64];
+    for (int g = h; g < h1 && g - h < 64 && t->f2 > 0.0f; g++) slope[g - h] = slm_alibi_slope(g, t->a, t->f2);
     for (int r = r0; r < r1; r++) {
         int first, last;
         attn_range(t, cp, r, upto, &first, &last);
@@ -57,6 +59,8 @@ static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, const int3
             .out = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)h * t->c,
             .out_stride = (size_t)t->c,
             .ml = sinks ? ml : NULL,
+            .alibi = t->f2 > 0.0f ? slope : NULL,
+            .qpos = cp[r],
         };
         if (t->f1 > 0.0f) slm_attention_plain(&a, t->f1); /* gemma2's capped scores */
         else ks->attention(&a);
@@ -180,7 +184,7 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
      * sequences (a batch program: one row each) take the per-row path, as each would alone in
      * the generate program: the blocked kernel of one row sums in another order */
     const int one_seq = rr.end - rr.begin >= 2 && (t->k <= 0 || cp[rr.begin] / t->k == cp[rr.begin + 1] / t->k);
-    const int blocks = ks->attention_rows && t->f1 == 0.0f && !(t->flags & SLM_TF_SINKS) && one_seq;
+    const int blocks = ks->attention_rows && t->f1 == 0.0f && t->f2 == 0.0f && !(t->flags & SLM_TF_SINKS) && one_seq;
     slm_attn_part_rows(t, cp, rr.begin, rr.end, &rr.begin, &rr.end); /* the task's row part, if any */
     for (int h = t->n0; h < t->n1;) {
         const int kvh = h / group;

@@ -51,7 +51,8 @@ static void part_of(slm_tensor *dst, const slm_tensor *t, const char *name, int6
 /* Fused matrices (phi3) become the separate ones the decoder reads, as
  * row ranges of the same bytes: blk.N.attn_qkv.weight -> attn_q / attn_k /
  * attn_v (Q rows first, then K, then V), and an ffn_up.weight of twice the
- * FFN width without an ffn_gate -> ffn_gate (the first half) and ffn_up.
+ * FFN width without an ffn_gate -> ffn_gate (the first half) and ffn_up,
+ * its bias of twice the width too (jina-bert-v2).
  * The fused names leave the table (no matrix is listed twice). */
 static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_err *err) {
     const slm_model_config *c = &m->cfg;
@@ -62,6 +63,23 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
         slm_tensor *t = &m->tensors[i];
         int l, end = 0;
         char kind[16];
+        if (sscanf(t->name, "blk.%d.ffn_up.bias%n", &l, &end) == 1 && end > 0 && !t->name[end] && l >= 0) {
+            /* jina-bert-v2: the fused up's bias [2 x hidden] -> ffn_gate.bias (the first half) and ffn_up.bias */
+            char g[64], gb[64];
+            snprintf(g, sizeof g, "blk.%d.ffn_gate.weight", l);
+            snprintf(gb, sizeof gb, "blk.%d.ffn_gate.bias", l);
+            if (slm_gguf_find_tensor(m->gguf, g) || slm_gguf_find_tensor(m->gguf, gb) || t->n_dims != 1 ||
+                t->ne[0] != 2 * (int64_t)c->hidden_dim || t->nbytes % 2)
+                continue;
+            if (m->n_tensors + 1 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
+            slm_tensor *d = &m->tensors[m->n_tensors++];
+            *d = *t;
+            snprintf(d->name, sizeof d->name, "%s", gb);
+            d->ne[0] = t->ne[0] = c->hidden_dim;
+            d->nbytes = t->nbytes = t->nbytes / 2;
+            t->data = (const uint8_t *)t->data + t->nbytes;
+            continue;
+        }
         if (sscanf(t->name, "blk.%d.%15[a-z_].weight%n", &l, kind, &end) != 2 || end == 0 || t->name[end] || l < 0)
             continue;
         const int qkv = !strcmp(kind, "attn_qkv"), up = !strcmp(kind, "ffn_up");
@@ -532,6 +550,15 @@ static slm_status family_params(const slm_gguf *g, const char *file, const char 
         if ((s = get_float(g, file, KEY("attn_logit_softcapping"), &c->attn_softcap, err))) return s;
         if ((s = get_float(g, file, KEY("final_logit_softcapping"), &c->final_softcap, err))) return s;
     }
+    if (!strcmp(A, "modern-bert") && c->sliding_window > 0) {
+        /* llama.cpp: a global layer first in every period of 3 (or the key's), the others slide (symmetric);
+         * those rotate with rope.freq_base_swa, else 10000, unscaled */
+        c->encoder = 4; /* slm_layer_swa's rule for a per-layer list */
+        c->swa_pattern = 3;
+        if ((s = window_pattern(g, file, KEY("attention.sliding_window_pattern"), c, err))) return s;
+        c->rope_scale_swa = 1.0f;
+        if ((s = swa_base(g, file, A, 10000.0f, &c->rope_base_swa, err))) return s;
+    }
     if (!strcmp(A, "gemma-embedding")) {
         c->encoder = 3;
         if (c->sliding_window <= 0)
@@ -709,6 +736,7 @@ static slm_status load_tensors(slm_model_file *m, const slm_gguf *g, const char 
         const slm_gguf_str nm = slm_gguf_tensor_at(g, i)->name;
         if (nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) cap += 2;
         if (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "ffn_up.weight", 13)) cap += 1;
+        if (nm.len >= 11 && !memcmp(nm.s + nm.len - 11, "ffn_up.bias", 11)) cap += 1;
         if (c->n_experts && ((nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) ||
                              (nm.len >= 10 && !memcmp(nm.s + nm.len - 10, "_exps.bias", 10))))
             cap += (uint64_t)c->n_experts;
@@ -850,7 +878,9 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
 
     if ((s = family_params(g, file, A, c, err))) return s;
-    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert")) && (s = slm_gguf_encoder_params(g, file, A, c, err))) return s;
+    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert") || !strcmp(A, "modern-bert") || !strcmp(A, "jina-bert-v2")) &&
+        (s = slm_gguf_encoder_params(g, file, A, c, err)))
+        return s;
     if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;
     if ((s = moe_params(g, file, A, c, err))) return s;
     if ((!strcmp(A, "qwen35") || !strcmp(A, "qwen35moe")) && (s = qwen35_params(g, file, A, c, err))) return s;
@@ -873,7 +903,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
                         "%s: vocabulary size unknown (no 'llama.vocab_size', 'tokenizer.ggml.tokens' or 'token_embd.weight')",
                         file);
     }
-    /* the BERT graph has no LM head; gemma-embedding's is the tied embedding (dropped by the embed programs) */
+    /* the encoder graph has no LM head; gemma-embedding's is the tied embedding (dropped by the embed programs) */
     c->tied_embeddings = !slm_encoder_graph(c) && slm_gguf_find_tensor(g, "output.weight") == NULL;
 
     if ((s = load_tensors(m, g, file, A, err))) return s;

@@ -131,6 +131,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_GLM4MOE] = "glm4moe", [SLM_ARCH_QWEN35] = "qwen35",
     [SLM_ARCH_GEMMA4] = "gemma4", [SLM_ARCH_QWEN35MOE] = "qwen35moe",
     [SLM_ARCH_BERT] = "bert", [SLM_ARCH_NOMIC_BERT] = "nomic-bert", [SLM_ARCH_GEMMA_EMBEDDING] = "gemma-embedding",
+    [SLM_ARCH_MODERN_BERT] = "modern-bert", [SLM_ARCH_JINA_BERT_V2] = "jina-bert-v2",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -490,7 +491,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(expert_sigmoid, 0, c->n_experts ? 1 : 0);
     RANGE(expert_sel_bias, 0, c->n_experts ? 1 : 0);
     RANGE(nextn_layers, 0, 1 << 16);
-    RANGE(encoder, 0, 3);
+    RANGE(encoder, 0, 5);
 #undef RANGE
     if ((s = check_recurrent_config(c, file, err))) return s;
     if ((c->swiglu_limit != 0.0f || c->swiglu_alpha != 0.0f) && (!c->n_experts || !(c->swiglu_limit > 0.0f)))
@@ -532,7 +533,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     if (c->expert_scale != 0.0f && !c->n_experts)
         return slm_errf(err, SLM_ERR_FORMAT, "%s: config: an expert weight scale without experts", file);
     if ((s = slm_gemma4_check_config(c, file, err))) return s;
-    if (slm_encoder_graph(c)) { /* bert, nomic-bert: their own tensors (encoder.c) */
+    if (slm_encoder_graph(c)) { /* bert, nomic-bert, modern-bert: their own tensors (encoder.c) */
         if ((s = slm_encoder_check_tensors(m, file, err))) return s;
         return check_overlap(m, file, err);
     }

@@ -186,7 +186,24 @@ typedef struct slm_model_config {
      * every row on the global layers, rows within sliding_window / 2 on
      * either side on the window layers; the LM head dropped, and the
      * sentence-transformers dense projections dense_2 / dense_3 applied to
-     * the pooled vector when the file has them: engine/embed.c). */
+     * the pooled vector when the file has them: engine/embed.c); 4 =
+     * modern-bert (ModernBERT: the encoder graph, pre-norm: token_embd
+     * LayerNorm'd by token_embd_norm (a gain, no bias, as every norm of
+     * it); per layer x += attention(LN(x)) with attn_norm (absent on layer
+     * 0: x itself), fused attn_qkv without biases (split at load), neox
+     * RoPE with rope_base on the global layers and rope_base_swa on the
+     * window layers (layer l global when l % swa_pattern == 0, the first
+     * of each period), the window layers attending within sliding_window /
+     * 2 rows on either side; then x += down(act(gate) * up) of
+     * LN(x) with ffn_norm, the fused ffn_up [dim, 2 x hidden] split into
+     * the gate (first half) and up, act GELU (tanh form; ffn_gelu) or SiLU
+     * (hidden_activation); output_norm last); 5 = jina-bert-v2 (bert's
+     * graph without learned positions: ALiBi instead, each head's scores
+     * minus its slope times |i - j|, llama.cpp's largest bias 8; optional
+     * LayerNorms of Q and K (attn_q_norm, attn_k_norm, whole rows) and a
+     * second attention LayerNorm (attn_norm_2: LN(that + the layer's
+     * input)); the FFN GeGLU when the file has a gate (ffn_gate, or a
+     * fused ffn_up of 2 x hidden split at load, its bias too), else GELU). */
     int encoder;
 } slm_model_config;
 
@@ -201,6 +218,7 @@ static inline int slm_rope_dims(const slm_model_config *c) { return c->rope_dims
 /* 1 when layer l attends through the sliding window. */
 static inline int slm_layer_swa(const slm_model_config *c, int l) {
     if (c->sliding_window <= 0) return 0;
+    if (c->encoder == 4) return c->swa_pattern == 0 || l % c->swa_pattern != 0; /* modern-bert: the global layer first */
     return c->swa_pattern <= 1 ? 1 : l % c->swa_pattern < c->swa_pattern - 1;
 }
 
@@ -252,8 +270,10 @@ static inline int slm_max_head_dim(const slm_model_config *c) {
     return c->head_dim_swa > c->head_dim ? c->head_dim_swa : c->head_dim;
 }
 
-/* 1 when the model runs the BERT graph (bert, nomic-bert), not a decoder's. */
-static inline int slm_encoder_graph(const slm_model_config *c) { return c->encoder == 1 || c->encoder == 2; }
+/* 1 when the model runs the encoder graph (bert, nomic-bert, modern-bert, jina-bert-v2), not a decoder's. */
+static inline int slm_encoder_graph(const slm_model_config *c) {
+    return c->encoder == 1 || c->encoder == 2 || c->encoder == 4 || c->encoder == 5;
+}
 
 /* 1 when layer l rotates Q and K (RoPE). */
 static inline int slm_layer_rope(const slm_model_config *c, int l) { return c->nope_step <= 0 || (l + 1) % c->nope_step != 0; }
@@ -293,9 +313,11 @@ typedef enum slm_arch {
     SLM_ARCH_BERT,
     SLM_ARCH_NOMIC_BERT,
     SLM_ARCH_GEMMA_EMBEDDING,
+    SLM_ARCH_MODERN_BERT,
+    SLM_ARCH_JINA_BERT_V2,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert, gemma-embedding"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert, gemma-embedding, modern-bert, jina-bert-v2"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */

@@ -527,7 +527,7 @@ slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err
     return SLM_OK;
 }
 
-/* ---- encoders (bert, nomic-bert) ------------------------------------------ */
+/* ---- encoders (bert, nomic-bert, modern-bert) ----------------------------- */
 
 static int layernorm(builder *b, int x, const char *fmt, int layer) {
     char name[64];
@@ -536,10 +536,17 @@ static int layernorm(builder *b, int x, const char *fmt, int layer) {
     snprintf(name, sizeof name, fmt, layer);
     n.weight = W(b, name, layer);
     snprintf(name + strlen(name) - 6, 7, "bias"); /* "...weight" -> "...bias" */
-    n.weight2 = W(b, name, layer);
+    n.weight2 = b->m->cfg.encoder == 4 ? NULL : W(b, name, layer); /* modern-bert's norms have no bias */
     n.eps = b->m->cfg.norm_eps;
     n.layer = layer;
     return add(b, n);
+}
+
+/* 1 when the file has the tensor fmt of layer l. */
+static int has(builder *b, const char *fmt, int l) {
+    char name[64];
+    snprintf(name, sizeof name, fmt, l);
+    return slm_model_tensor(b->m, name) != NULL;
 }
 
 /* A matmul of layer l, then its bias where the file has one. */
@@ -548,6 +555,50 @@ static int matmul_bias(builder *b, int x, const char *wfmt, const char *bfmt, in
     int y = unary_w(b, SLM_OP_MATMUL, x, W(b, wfmt, l), SLM_DIM_T, cols);
     snprintf(name, sizeof name, bfmt, l);
     return slm_model_tensor(b->m, name) ? unary_w(b, SLM_OP_BIAS, y, W(b, bfmt, l), SLM_DIM_T, cols) : y;
+}
+
+/* modern-bert's layers (pre-norm, model.h: encoder 4) over the normed
+ * embeddings x, and its output norm. */
+static int modern_layers(builder *b, int x, int pos, int cpos, int mask) {
+    const slm_model_config *c = &b->m->cfg;
+    const int T = SLM_DIM_T, dim = c->dim;
+    for (int l = 0; l < c->n_layers && !b->failed; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.attn_norm.weight", l);
+        const int xn = slm_model_tensor(b->m, name) ? layernorm(b, x, "blk.%d.attn_norm.weight", l) : x; /* layer 0 */
+        int q = unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.attn_q.weight", l), T, dim);
+        int kv[2] = {unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.attn_k.weight", l), T, dim),
+                     unary_w(b, SLM_OP_MATMUL, xn, W(b, "blk.%d.attn_v.weight", l), T, dim)};
+        q = rope(b, q, pos, c->n_heads, l); /* the window layers' own base: table 1 */
+        kv[0] = rope(b, kv[0], pos, c->n_heads, l);
+        for (int s = 0; s < 2; s++) kv[s] = kv_state(b, kv[s], l, s, dim);
+        slm_node n = node(SLM_OP_ATTENTION, T, dim);
+        set_in(&n, q, kv[0], kv[1], mask, cpos);
+        n.heads = c->n_heads;
+        n.kv_heads = c->n_kv_heads;
+        n.head_dim = c->head_dim;
+        n.window = slm_layer_swa(c, l) ? -(c->sliding_window / 2 + 1) : -1; /* |i - j| <= window / 2, or all */
+        n.layer = l;
+        const int att = add(b, n);
+        const int o = unary_w(b, SLM_OP_MATMUL, att, W(b, "blk.%d.attn_output.weight", l), T, dim);
+        n = node(SLM_OP_ADD, T, dim);
+        set_in(&n, x, o, -1, -1, -1);
+        n.layer = l;
+        x = add(b, n);
+        const int fn = layernorm(b, x, "blk.%d.ffn_norm.weight", l);
+        const int gate = unary_w(b, SLM_OP_MATMUL, fn, W(b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
+        const int up = unary_w(b, SLM_OP_MATMUL, fn, W(b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
+        n = node(SLM_OP_SWIGLU, T, c->hidden_dim);
+        set_in(&n, gate, up, -1, -1, -1);
+        n.gelu = c->ffn_gelu; /* GeGLU, or SwiGLU (hidden_activation silu) */
+        const int h = add(b, n);
+        const int down = unary_w(b, SLM_OP_MATMUL, h, W(b, "blk.%d.ffn_down.weight", l), T, dim);
+        n = node(SLM_OP_ADD, T, dim);
+        set_in(&n, x, down, -1, -1, -1);
+        n.layer = l;
+        x = add(b, n);
+    }
+    return layernorm(b, x, "output_norm.weight", -1);
 }
 
 slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err) {
@@ -576,10 +627,16 @@ slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err
         x = add(&b, n);
     }
     x = layernorm(&b, x, "token_embd_norm.weight", -1);
-    for (int l = 0; l < c->n_layers && !b.failed; l++) {
+    if (c->encoder == 4) x = modern_layers(&b, x, pos, cpos, mask);
+    for (int l = 0; l < c->n_layers && !b.failed && c->encoder != 4; l++) {
+        const int x_in = x;
         int q = matmul_bias(&b, x, "blk.%d.attn_q.weight", "blk.%d.attn_q.bias", l, dim);
         int kv[2] = {matmul_bias(&b, x, "blk.%d.attn_k.weight", "blk.%d.attn_k.bias", l, dim),
                      matmul_bias(&b, x, "blk.%d.attn_v.weight", "blk.%d.attn_v.bias", l, dim)};
+        if (c->encoder == 5 && has(&b, "blk.%d.attn_q_norm.weight", l)) /* jina-bert-v2: LayerNorms of Q and K */
+            q = layernorm(&b, q, "blk.%d.attn_q_norm.weight", l);
+        if (c->encoder == 5 && has(&b, "blk.%d.attn_k_norm.weight", l))
+            kv[0] = layernorm(&b, kv[0], "blk.%d.attn_k_norm.weight", l);
         if (c->encoder == 2) { /* nomic-bert: rotary positions */
             q = rope(&b, q, pos, c->n_heads, l);
             kv[0] = rope(&b, kv[0], pos, c->n_heads, l);
@@ -591,19 +648,33 @@ slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err
         n.kv_heads = c->n_kv_heads;
         n.head_dim = c->head_dim;
         n.window = -1; /* both ways */
+        n.alibi = c->encoder == 5 ? 8.0f : 0.0f; /* jina-bert-v2: llama.cpp's largest ALiBi bias */
         n.layer = l;
         int att = add(&b, n);
         int o = matmul_bias(&b, att, "blk.%d.attn_output.weight", "blk.%d.attn_output.bias", l, dim);
+        const int norm2 = c->encoder == 5 && has(&b, "blk.%d.attn_norm_2.weight", l);
         n = node(SLM_OP_ADD, T, dim);
-        set_in(&n, x, o, -1, -1, -1);
+        if (norm2) set_in(&n, o, x, -1, -1, -1); /* a sum is in place on its first input: x is read again below */
+        else set_in(&n, x, o, -1, -1, -1);
         n.layer = l;
         x = layernorm(&b, add(&b, n), "blk.%d.attn_output_norm.weight", l);
+        if (norm2) { /* jina-v2-code: LN(that + the layer's input) */
+            n = node(SLM_OP_ADD, T, dim);
+            set_in(&n, x, x_in, -1, -1, -1);
+            n.layer = l;
+            x = layernorm(&b, add(&b, n), "blk.%d.attn_norm_2.weight", l);
+        }
         int h;
-        if (c->encoder == 2) { /* nomic-bert: SwiGLU */
-            int gate = unary_w(&b, SLM_OP_MATMUL, x, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
-            int up = unary_w(&b, SLM_OP_MATMUL, x, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
+        if (c->encoder == 2 || (c->encoder == 5 && has(&b, "blk.%d.ffn_gate.weight", l))) {
+            /* nomic-bert: SwiGLU; jina-bert-v2: GeGLU (biases where the file has them) */
+            const int jb = c->encoder == 5; /* nomic-bert's biases are not read (llama.cpp) */
+            int gate = jb ? matmul_bias(&b, x, "blk.%d.ffn_gate.weight", "blk.%d.ffn_gate.bias", l, c->hidden_dim)
+                          : unary_w(&b, SLM_OP_MATMUL, x, W(&b, "blk.%d.ffn_gate.weight", l), T, c->hidden_dim);
+            int up = jb ? matmul_bias(&b, x, "blk.%d.ffn_up.weight", "blk.%d.ffn_up.bias", l, c->hidden_dim)
+                        : unary_w(&b, SLM_OP_MATMUL, x, W(&b, "blk.%d.ffn_up.weight", l), T, c->hidden_dim);
             n = node(SLM_OP_SWIGLU, T, c->hidden_dim);
             set_in(&n, gate, up, -1, -1, -1);
+            n.gelu = c->encoder == 5;
             h = add(&b, n);
         } else {
             int up = matmul_bias(&b, x, "blk.%d.ffn_up.weight", "blk.%d.ffn_up.bias", l, c->hidden_dim);

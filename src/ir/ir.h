@@ -66,9 +66,9 @@ typedef enum slm_op {
     SLM_OP_DELTA_NET,  /* in: qkv [T, conv_dim] (after the conv), g [T, H_v], beta logits
                           [T, H_v], the delta state, cache_pos -> o [T, H_v * S]: the gated
                           delta rule per value head (heads = H_v, kv_heads = H_k, head_dim = S) */
-    /* Encoders (bert, nomic-bert) */
-    SLM_OP_LAYERNORM,  /* in: x [R, n]; weight: gain [n], weight2: bias [n] -> (x - mean) /
-                          sqrt(var + eps) * gain + bias (LayerNorm); attr.eps */
+    /* Encoders (bert, nomic-bert, modern-bert) */
+    SLM_OP_LAYERNORM,  /* in: x [R, n]; weight: gain [n], weight2: bias [n] or NULL (modern-bert)
+                          -> (x - mean) / sqrt(var + eps) * gain + bias (LayerNorm); attr.eps */
     SLM_OP_GELU,       /* in: x [R, n] (in place) -> gelu_tanh(x) (an FFN without a gate) */
     SLM_OP_EMBED_ADD,  /* in: x [R, n] (in place), ids [T] i32 or none -> x + weight[ids]
                           (none: x + weight[0] on every row: BERT's token type 0) */
@@ -133,6 +133,8 @@ typedef struct slm_node {
                           output scale); 0 = none / 1 / sqrt(head_dim) / none / none */
     float softcap;     /* ATTENTION: scores -> cap * tanh(scores / cap); MATMUL: the same on
                           its output (final logits); 0 = none */
+    float alibi;       /* ATTENTION: ALiBi's largest bias (jina-bert-v2: 8): each head's scores
+                          minus its slope (slm_alibi_slope) times |i - j|; 0 = none */
     float eps;         /* RMSNORM, and MATMUL with pre == SLM_OP_RMSNORM */
     int dead;          /* removed by a pass */
     /* MATMUL input prologue (pass fuse_prologues): 0, or SLM_OP_RMSNORM (the
@@ -190,7 +192,7 @@ slm_status slm_build_decoder(slm_graph *g, const slm_model_file *m, slm_err *err
 /* The RoPE table layer l uses: 0 the model's, 1 the sliding-window layers'
  * own (gemma3: another base) when the config gives them one. */
 int slm_rope_table_of(const slm_model_config *c, int layer);
-/* The stateful encoder graph (bert, nomic-bert; build_decoder.c): every
+/* The stateful encoder graph (bert, nomic-bert, modern-bert; build_decoder.c): every
  * row's final hidden state as the output (role hidden), no LM head. */
 slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err);
 /* The vocabulary projection alone (LM head separation). */

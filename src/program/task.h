@@ -212,7 +212,9 @@ typedef struct slm_task {
                             program): {part, parts, 0} of each row's KV rows
                             (slm_attn_part_keys); ATTN_MERGE: {0, parts, 0}; zero otherwise */
     float f2;            /* MATMUL with POST_SCALE: the product is multiplied by it (granite's
-                            residual and logit scales); 0 otherwise */
+                            residual and logit scales); ATTENTION: ALiBi's largest bias, each
+                            head's scores minus its slope times |i - j| (jina-bert-v2; per-row
+                            entries only); 0 otherwise */
     slm_ref ref[SLM_TASK_NREF];   /* operands */
     void *p[SLM_TASK_NREF];       /* resolved addresses: set only in the device's copy
                                      (slm_exec); NULL in a program */
