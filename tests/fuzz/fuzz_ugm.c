@@ -53,8 +53,8 @@ static void setup(void) {
             die("load (run from the repository's root)", &err);
     const slm_gguf *g = g_v[0].g;
     slm_gguf_type et;
-    uint64_t n, c;
-    const void *d, *sc, *ty, *cm;
+    uint64_t n = 0, c;
+    const void *d, *sc = NULL, *ty = NULL, *cm = NULL;
     if (!slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &d) ||
         !slm_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &c, &sc) ||
         !slm_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &c, &ty) ||
