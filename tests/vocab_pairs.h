@@ -18,14 +18,14 @@
  * returns 1 when the pair passes. */
 typedef int (*vocab_pair_fn)(void *ud, const char *text, size_t len, const int32_t *ids, int n);
 
-/* Runs fn over the pairs of vocab file `name` (e.g. "ggml-vocab-gpt-2.gguf");
- * returns the passes and sets *total (0 when the files are missing). */
-static inline int vocab_pairs(const char *name, vocab_pair_fn fn, void *ud, int *total) {
+/* Runs fn over the pairs of vocab file `name` in folder dir; returns the
+ * passes and sets *total (0 when the files are missing). */
+static inline int vocab_pairs_at(const char *dir, const char *name, vocab_pair_fn fn, void *ud, int *total) {
     char p[2048];
-    snprintf(p, sizeof p, "%s/%s.inp", T_SHARED("vocab"), name);
+    snprintf(p, sizeof p, "%s/%s.inp", dir, name);
     size_t il;
     char *inp = t_read_file(p, &il);
-    snprintf(p, sizeof p, "%s/%s.out", T_SHARED("vocab"), name);
+    snprintf(p, sizeof p, "%s/%s.out", dir, name);
     char *out = t_read_file(p, NULL);
     *total = 0;
     if (!inp || !out) {
@@ -60,6 +60,11 @@ static inline int vocab_pairs(const char *name, vocab_pair_fn fn, void *ud, int 
     free(inp);
     free(out);
     return pass;
+}
+
+/* The pairs of ../shared/vocab/NAME (e.g. "ggml-vocab-gpt-2.gguf"). */
+static inline int vocab_pairs(const char *name, vocab_pair_fn fn, void *ud, int *total) {
+    return vocab_pairs_at(T_SHARED("vocab"), name, fn, ud, total);
 }
 
 #endif

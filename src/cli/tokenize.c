@@ -4,7 +4,7 @@
  * The vocabulary comes from a GGUF file (a model or a vocab-only file; read
  * with the GGUF reader directly, no tensors needed): tokenizer.ggml.model
  * "gpt2" uses the byte-level BPE tokenizer, "llama" the SentencePiece one,
- * "bert" the WordPiece one.
+ * "bert" the WordPiece one, "t5" the Unigram one.
  * A Hugging Face tokenizer.json works too, and a llama2.c model with its
  * tokenizer.bin (-z).
  */
@@ -25,16 +25,18 @@ static void usage(FILE *f) {
             "\n"
             "Prints the token ids of TEXT, space-separated, on one line.\n"
             "\n"
-            "  -m, --model PATH       GGUF model or vocab-only GGUF (tokenizer.ggml.model gpt2, llama or bert),\n"
+            "  -m, --model PATH       GGUF model or vocab-only GGUF (tokenizer.ggml.model gpt2, llama, bert or t5),\n"
             "                         a Hugging Face tokenizer.json, or a llama2.c model (with -z)\n"
             "  -z, --tokenizer PATH   llama2.c tokenizer.bin\n"
             "  -p, --prompt TEXT      the text to tokenize\n"
             "  -f, --file PATH        read the text from a file instead (not with -p)\n"
-            "      --no-bos           leave out BOS (and EOS where the vocabulary adds one; for bert [CLS] and [SEP])\n"
+            "      --no-bos           leave out BOS (and EOS where the vocabulary adds one; for bert [CLS] and [SEP];\n"
+            "                         t5 adds BOS and EOS as its add_bos_token and add_eos_token ask, and only\n"
+            "                         when add_bos_token is set, as llama-tokenize)\n"
             "      --special          let special-token text (e.g. <|endoftext|>) match special tokens;\n"
             "                         for SentencePiece vocabularies user-defined tokens always match\n"
             "                         and control tokens never do, so it has no effect there; for bert\n"
-            "                         [CLS], [SEP], ... in the text match only with it\n"
+            "                         [CLS], [SEP], ... in the text match only with it, and for t5 <s>, </s>, ...\n"
             "  -h, --help             this text\n");
 }
 
@@ -220,8 +222,19 @@ int slm_cli_tokenize(int argc, char **argv) {
                 else rc = run_spm(t, prompt, !no_bos, !no_bos, plain);
                 slm_tok_free(t);
                 slm_xfree(plain);
+            } else if (slm_gguf_str_eq(kind, "t5")) { /* Unigram: BOS / EOS as llama-tokenize (add_special = add_bos) */
+                slm_tokenizer *t = NULL;
+                int add_bos = 0;
+                slm_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &add_bos);
+                uint8_t *plain = special ? NULL : slm_malloc(len + 1);
+                if (plain) memset(plain, 1, len + 1);
+                if (!special && !plain) fprintf(stderr, "staticlm: out of memory\n");
+                else if (slm_tok_load_gguf(&t, g, slm_basename(model), &err)) fprintf(stderr, "staticlm: %s\n", err.msg);
+                else rc = run_spm(t, prompt, add_bos && !no_bos, add_bos && !no_bos, plain);
+                slm_tok_free(t);
+                slm_xfree(plain);
             } else {
-                fprintf(stderr, "staticlm: %s: tokenizer.ggml.model '%.*s' is not supported (gpt2, llama, bert)\n",
+                fprintf(stderr, "staticlm: %s: tokenizer.ggml.model '%.*s' is not supported (gpt2, llama, bert, t5)\n",
                         slm_basename(model), (int)(kind.len > 64 ? 64 : kind.len), kind.s);
             }
             slm_gguf_close(g);

@@ -360,10 +360,10 @@ slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling,
     slm_engine *e = slm_session_engine(s);
     slm_err *err = fresh_err(s);
     if (!text) return slm_errf(err, SLM_ERR_ARG, "no text");
-    /* BOS as the vocabulary adds it; EOS where it asks (a BPE vocabulary
-     * applies its own add_eos flag, WordPiece always ends with [SEP] as
-     * llama.cpp's, the others the engine's reading of it) */
-    const int add_eos = slm_tok_is_bpe(e->tok) || slm_tok_is_wpm(e->tok) ? 1 : e->add_eos; /* WordPiece: [SEP] */
+    /* BOS as the vocabulary adds it; EOS where it asks (a BPE or Unigram
+     * vocabulary applies its own add_bos/add_eos flags, WordPiece always ends
+     * with [SEP] as llama.cpp's, the others the engine's reading of it) */
+    const int add_eos = slm_tok_is_bpe(e->tok) || slm_tok_is_wpm(e->tok) || slm_tok_is_ugm(e->tok) ? 1 : e->add_eos;
     int n = slm_tok_encode(e->tok, text, 1, add_eos, NULL, 0);
     if (n == SLM_TOK_ETOOLONG)
         return slm_errf(err, SLM_ERR_CAPACITY, "input: %s (%zu bytes; raise max_prompt_bytes)",

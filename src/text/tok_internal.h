@@ -5,12 +5,15 @@
 
 #include "text/bpe.h"
 #include "text/tokenizer.h"
+#include "text/ugm.h"
 #include "text/wpm.h"
 
 /* TOK_BPE: byte-level BPE (bpe.c) behind the same interface; only n_vocab,
  * bos, eos, eot and the bpe fields below are used. TOK_WPM: WordPiece
- * (wpm.c) the same way, with n_vocab, bos ([CLS]), eos, unk and wpm. */
-enum { TOK_RUNC = 0, TOK_SPM = 1, TOK_BPE = 2, TOK_WPM = 3 };
+ * (wpm.c) the same way, with n_vocab, bos ([CLS]), eos, unk and wpm; TOK_UGM:
+ * Unigram (ugm.c), with n_vocab, bos and eos (-1: none), unk, add_space_prefix,
+ * byte_piece and ugm. */
+enum { TOK_RUNC = 0, TOK_SPM = 1, TOK_BPE = 2, TOK_WPM = 3, TOK_UGM = 4 };
 
 /* SentencePiece token types (as GGUF tokenizer.ggml.token_type stores them). */
 enum {
@@ -45,6 +48,8 @@ struct slm_tokenizer {
     slm_bpe *bpe;           /* the byte-level BPE tokenizer */
     /* TOK_WPM */
     slm_wpm *wpm;           /* the WordPiece tokenizer */
+    /* TOK_UGM */
+    slm_ugm *ugm;           /* the Unigram tokenizer */
     char *pieces;           /* every decoded piece, NUL-terminated */
     uint32_t *piece_off;    /* [n_vocab] offset of piece i in pieces */
     uint8_t *lead_space;    /* [n_vocab] 1: the piece's leading space is a dummy prefix
@@ -60,5 +65,7 @@ slm_tokenizer *slm_tok__alloc(int n_vocab, uint64_t blob_size);
 slm_status slm_tok__index(slm_tokenizer *t, slm_err *err);
 /* Wrap a WordPiece tokenizer (takes ownership of w, also on failure). */
 slm_status slm_tok__from_wpm(slm_tokenizer **out, slm_wpm *w, slm_err *err);
+/* Wrap a Unigram tokenizer (takes ownership of u, also on failure). */
+slm_status slm_tok__from_ugm(slm_tokenizer **out, slm_ugm *u, slm_err *err);
 
 #endif

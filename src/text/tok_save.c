@@ -14,6 +14,7 @@
 #define TOK_SER_MAGIC 0x544d4c53u
 #define TOK_SER_MAGIC_BPE 0x42504c53u /* "SLPB" */
 #define TOK_SER_MAGIC_WPM 0x57504c53u /* "SLPW", then wpm.c's own checked format */
+#define TOK_SER_MAGIC_UGM 0x55504c53u /* "SLPU", then ugm.c's own checked format */
 #define TOK_SER_VERSION 1u
 
 static void put_u32(uint8_t *p, uint32_t v) {
@@ -52,6 +53,19 @@ slm_status slm_tok_save(const slm_tokenizer *t, uint8_t **out, size_t *len, slm_
         if (slm_wpm_serialize(t->wpm, b + 4, need) != need) {
             slm_xfree(b);
             return slm_errf(err, SLM_ERR_INTERNAL, "tokenizer: WordPiece serialization changed size");
+        }
+        *out = b;
+        *len = need + 4;
+        return SLM_OK;
+    }
+    if (t->ugm) {
+        size_t need = slm_ugm_serialize(t->ugm, NULL, 0);
+        uint8_t *b = need ? slm_malloc(need + 4) : NULL;
+        if (!b) return slm_errf(err, SLM_ERR_NOMEM, "tokenizer: out of memory serializing");
+        put_u32(b, TOK_SER_MAGIC_UGM);
+        if (slm_ugm_serialize(t->ugm, b + 4, need) != need) {
+            slm_xfree(b);
+            return slm_errf(err, SLM_ERR_INTERNAL, "tokenizer: Unigram serialization changed size");
         }
         *out = b;
         *len = need + 4;
@@ -102,6 +116,12 @@ slm_status slm_tok_load_mem(slm_tokenizer **out, const void *data, size_t size, 
         slm_status st = slm_wpm_load_mem(&w, d + 4, size - 4, name, err);
         if (st) return st;
         return slm_tok__from_wpm(out, w, err);
+    }
+    if (d && size >= 4 && get_u32(d) == TOK_SER_MAGIC_UGM) {
+        slm_ugm *u = NULL;
+        slm_status st = slm_ugm_load_mem(&u, d + 4, size - 4, name, err);
+        if (st) return st;
+        return slm_tok__from_ugm(out, u, err);
     }
     if (!d || size < 28) return slm_errf(err, SLM_ERR_FORMAT, "%s: header: %zu bytes, need 28", name, size);
     if (get_u32(d) != TOK_SER_MAGIC) return slm_errf(err, SLM_ERR_FORMAT, "%s: magic: not a tokenizer record", name);

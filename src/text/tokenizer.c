@@ -185,6 +185,7 @@ void slm_tok_free(slm_tokenizer *t) {
     if (!t) return;
     slm_bpe_free(t->bpe);
     slm_wpm_free(t->wpm);
+    slm_ugm_free(t->ugm);
     slm_xfree(t->pieces);
     slm_xfree(t->piece_off);
     slm_xfree(t->lead_space);
@@ -331,12 +332,18 @@ slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char 
         if (st) return st;
         return slm_tok__from_wpm(out, w, err);
     }
+    if (slm_gguf_str_eq(model, "t5")) { /* SentencePiece Unigram */
+        slm_ugm *u = NULL;
+        slm_status st = slm_ugm_load_gguf(&u, g, name, err);
+        if (st) return st;
+        return slm_tok__from_ugm(out, u, err);
+    }
     if (!slm_gguf_str_eq(model, "llama")) {
         int n = model.len > 64 ? 64 : (int)model.len;
         return slm_errf(err, SLM_ERR_UNSUPPORTED,
                         "%s: tokenizer.ggml.model '%.*s' is not supported (supported: 'llama' "
                         "(SentencePiece BPE), 'gpt2' (byte-level BPE), 'gemma4' (SentencePiece-style BPE), "
-                        "'bert' (WordPiece))",
+                        "'bert' (WordPiece), 't5' (Unigram))",
                         name, n, model.s);
     }
     slm_gguf_type et;
@@ -446,6 +453,7 @@ int slm_tok_eos(const slm_tokenizer *t) { return t ? t->eos : -1; }
 int slm_tok_eot(const slm_tokenizer *t) { return t && t->bpe ? t->eot : -1; }
 int slm_tok_is_bpe(const slm_tokenizer *t) { return t && t->bpe; }
 int slm_tok_is_wpm(const slm_tokenizer *t) { return t && t->wpm; }
+int slm_tok_is_ugm(const slm_tokenizer *t) { return t && t->ugm; }
 int slm_tok_sep(const slm_tokenizer *t) { return t && t->wpm ? slm_wpm_sep(t->wpm) : -1; }
 
 int slm_tok_runc(const slm_tokenizer *t) { return t && !t->bpe && t->mode == TOK_RUNC; }
@@ -454,11 +462,13 @@ const char *slm_tok_str(const slm_tokenizer *t, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return NULL;
     if (t->bpe) return t->pieces + t->piece_off[id];
     if (t->wpm) return slm_wpm_str(t->wpm, id);
+    if (t->ugm) return slm_ugm_str(t->ugm, id);
     return slm_tok__s(t, id);
 }
 
 float slm_tok_score(const slm_tokenizer *t, int id) {
     if (!t || t->bpe || t->wpm || id < 0 || id >= t->n_vocab) return 0.0f;
+    if (t->ugm) return slm_ugm_score(t->ugm, id);
     return t->score[id];
 }
 
@@ -466,6 +476,7 @@ int slm_tok_type(const slm_tokenizer *t, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return 0;
     if (t->bpe) return slm_bpe_token_type(t->bpe, id);
     if (t->wpm) return slm_wpm_type(t->wpm, id);
+    if (t->ugm) return slm_ugm_type(t->ugm, id);
     return t->type[id];
 }
 
@@ -538,6 +549,27 @@ slm_status slm_tok__from_wpm(slm_tokenizer **out, slm_wpm *w, slm_err *err) {
     return SLM_OK;
 }
 
+slm_status slm_tok__from_ugm(slm_tokenizer **out, slm_ugm *u, slm_err *err) {
+    *out = NULL;
+    slm_tokenizer *t = slm_calloc(1, sizeof *t);
+    if (!t) {
+        slm_ugm_free(u);
+        return slm_errf(err, SLM_ERR_NOMEM, "tokenizer: out of memory");
+    }
+    const slm_ugm_meta *m = slm_ugm_get_meta(u);
+    t->ugm = u;
+    t->mode = TOK_UGM;
+    t->max_input = SLM_TOK_DEFAULT_MAX_INPUT;
+    t->n_vocab = slm_ugm_vocab_size(u);
+    t->bos = m->bos;
+    t->eos = m->eos;
+    t->unk = m->unk;
+    t->add_space_prefix = m->add_space_prefix;
+    t->eot = -1;
+    *out = t;
+    return SLM_OK;
+}
+
 slm_status slm_tok_load_hf_json(slm_tokenizer **out, const char *path, slm_err *err) {
     *out = NULL;
     slm_bpe *b = NULL;
@@ -562,6 +594,10 @@ const char *slm_tok_decode(const slm_tokenizer *t, int prev, int id) {
         return p;
     }
     if (t->wpm) return slm_wpm_piece(t->wpm, id); /* llama.cpp keeps a word's leading space */
+    if (t->ugm) { /* llama.cpp's detokenize drops the dummy prefix's space of a first piece only */
+        const char *p = slm_ugm_piece(t->ugm, id, NULL);
+        return prev < 0 && t->add_space_prefix && p[0] == ' ' ? p + 1 : p;
+    }
     const char *piece = slm_tok__s(t, id);
     /* after BOS, sentencepiece's decoder strips the dummy prefix's space */
     if (prev == t->bos && t->add_space_prefix && piece[0] == ' ') piece++;
@@ -792,11 +828,12 @@ size_t slm_tok_max_input(const slm_tokenizer *t) { return t ? t->max_input : 0; 
 int slm_tok_encode_masked(const slm_tokenizer *t, const char *text, const uint8_t *plain, int add_bos, int add_eos,
                           int32_t *ids, int cap) {
     if (!t) return SLM_TOK_ENOMEM;
-    if ((!t->bpe && !t->wpm) || !plain) return slm_tok_encode(t, text, add_bos, add_eos, ids, cap);
+    if ((!t->bpe && !t->wpm && !t->ugm) || !plain) return slm_tok_encode(t, text, add_bos, add_eos, ids, cap);
     if (!text) text = "";
     size_t n = strnlen(text, t->max_input + 1);
     if (n > t->max_input || n > (size_t)(INT32_MAX / 8)) return SLM_TOK_ETOOLONG;
     if (t->wpm) return slm_wpm_encode(t->wpm, text, n, plain, add_bos, add_eos, 1, ids, cap);
+    if (t->ugm) return slm_ugm_encode(t->ugm, text, n, plain, add_bos, add_eos, 1, ids, cap);
     return slm_bpe_encode_masked(t->bpe, text, n, plain, add_bos, add_eos, ids, cap);
 }
 
@@ -811,6 +848,8 @@ int slm_tok_encode(const slm_tokenizer *t, const char *text, int add_bos, int ad
         return slm_bpe_encode(t->bpe, text, n, add_bos, add_eos, 1, ids, cap);
     if (t->wpm) /* add_bos: [CLS], add_eos: [SEP]; special-token text matches as for BPE */
         return slm_wpm_encode(t->wpm, text, n, NULL, add_bos, add_eos, 1, ids, cap);
+    if (t->ugm) /* BOS / EOS where the vocabulary's add_bos / add_eos ask; special-token text matches */
+        return slm_ugm_encode(t->ugm, text, n, NULL, add_bos, add_eos, 1, ids, cap);
     if (!ids || cap < 0) cap = 0;
 
     /* one scratch block: symbols, heap (<= 3 pushes per symbol), the

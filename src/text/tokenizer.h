@@ -19,7 +19,8 @@ typedef struct slm_tokenizer slm_tokenizer;
 slm_status slm_tok_load_llama2c(slm_tokenizer **out, const char *path, int vocab_size,
                                 slm_err *err);
 /* The vocabulary inside a GGUF file (tokenizer.ggml.model = "llama"; "gpt2"
- * and "gemma4" load as byte-level BPE, "bert" as WordPiece). */
+ * and "gemma4" load as byte-level BPE, "bert" as WordPiece, "t5" as
+ * Unigram, text/ugm.h). */
 slm_status slm_tok_load_gguf(slm_tokenizer **out, const slm_gguf *g, const char *name,
                              slm_err *err);
 void slm_tok_free(slm_tokenizer *t);
@@ -42,6 +43,13 @@ int slm_tok_is_bpe(const slm_tokenizer *t);
  * add_special adds both), special-token text ([SEP], ...) matches its token,
  * and a word-start piece decodes with its leading space, first one too. */
 int slm_tok_is_wpm(const slm_tokenizer *t);
+/* 1 for a Unigram vocabulary (tokenizer.ggml.model "t5", text/ugm.h: the
+ * XLM-RoBERTa and T5 families): there slm_tok_encode's add_bos / add_eos add
+ * BOS / EOS only where the vocabulary's add_bos_token / add_eos_token ask
+ * (llama.cpp's add_special; defaults false / true), special-token text
+ * matches its token, slm_tok_bos / slm_tok_eos may be -1 (none), and only a
+ * first piece (prev < 0) loses the dummy prefix's space in slm_tok_decode. */
+int slm_tok_is_ugm(const slm_tokenizer *t);
 /* [SEP] of a WordPiece vocabulary, -1 for the others. */
 int slm_tok_sep(const slm_tokenizer *t);
 /* 1 for a llama2.c tokenizer.bin: run.c's encode and output rules. */

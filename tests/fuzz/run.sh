@@ -61,6 +61,10 @@ seeds() { # target -> corpus dir
     fuzz_wpm) # texts; and a serialized record (version 1, 2 tokens, ids 0/1, lowercase, strip_accents)
       printf 'Hello World! caf\303\251 na\303\257ve \344\275\240\345\245\275 [SEP] <u> a$b\tHELLO' > "$d/text"
       printf '\001\0\0\0\002\0\0\0\001\0\0\0\001\0\0\0\0\0\0\0\001\0\0\0\001\001\0\0\003\0\0\0\005\0\0\0[UNK]\001\0\0\0\004\0\0\0\342\226\201a' > "$d/record" ;;
+    fuzz_ugm) # mode 0: a text; 1: a record (4 tokens, no charsmap); 2: charsmap damage triples
+      printf '\000Hello World! Le caf\303\251 \357\274\241\357\274\242 \357\254\201ne \342\221\240 <s> x </s> <ud> \346\235\261 \360\237\230\200\t  a' > "$d/text"
+      printf '\001\001\0\0\0\004\0\0\0\377\377\377\377\001\0\0\0\002\0\0\0\0\0\0\0\377\377\377\377\001\0\0\001\0\0\0\0\0\0\0\0''\0\0\0\0\003\0\0\0\005\0\0\0<pad>\0\0\0\0\003\0\0\0\004\0\0\0</s>\0\0\0\0\002\0\0\0\005\0\0\0<unk>\0\0\200\277\001\0\0\0\004\0\0\0\342\226\201a' > "$d/record"
+      printf '\002\020\000\001\040\000\200\377\001\004' > "$d/damage" ;;
     fuzz_http) # first byte: 1 = chat, 0 = completions, 2 = /v1/embeddings, 4 = /embedding, 6 = /infill, 8 = /v1/rerank; then the body
       printf '\010{"query":"what is a cat?","documents":["a cat","a dog"],"top_n":1}' > "$d/rerank.json"
       printf '\010{"query":"q","texts":["x"],"return_text":true}' > "$d/rerank_tei.json"
