@@ -421,13 +421,16 @@ static double head_ref(const slm_model_file *mf, const float *x, int dim, int mo
     return score;
 }
 
-static void check_cross_encoder(const char *arch) {
+static void check_cross_encoder(const char *arch, int xlmr) {
     const int modern = !strcmp(arch, "modern-bert");
     char path[300];
-    snprintf(path, sizeof path, "%s/rr-%s.gguf", dir, arch);
+    snprintf(path, sizeof path, "%s/rr-%s%s.gguf", dir, arch, xlmr ? "-xlmr" : "");
+    /* xlmr: bge-reranker-v2-m3's kind, XLM-RoBERTa's unigram vocabulary (tests/corpus/ugm) whose flags
+     * give <s> query </s> document </s> */
     char *argv[] = {"staticlm", "synth", "--shape", modern ? "modernbert-embed-base" : "custom", "--arch", (char *)arch,
                     "--type", "q8_0", "--pooling", "rank", "--layers", "2", "--dim", "64", "--heads", "4", "--ffn", "96",
-                    "--n-vocab", "600", "-o", path, NULL};
+                    "--n-vocab", xlmr ? "868" : "600", "-o", path, xlmr ? "--vocab-file" : NULL,
+                    SLM_TESTS_DIR "/corpus/ugm/xlmr.gguf", NULL};
     char *o = NULL, *er = NULL;
     CHECKF(t_run_capture(dir, SLM_CLI_PATH, argv, &o, &er) == 0, "%s", er ? er : "");
     free(o);
@@ -448,8 +451,9 @@ static void check_cross_encoder(const char *arch) {
     CHECKF(nq > 3 && nd > 3 && n == nq + nd + 3, "%s: %d tokens, %d + %d + 3", arch, n, nq, nd);
     slm_info in;
     slm_get_info(e, &in);
-    ids[0] = in.bos_id;                   /* [CLS] */
-    ids[nq + 1] = ids[nq + nd + 2] = 102; /* [SEP] of synth's WordPiece vocabulary */
+    ids[0] = in.bos_id;                       /* [CLS], <s> */
+    ids[nq + 1] = ids[nq + nd + 2] = in.eos_id; /* [SEP] (102) of synth's WordPiece vocabulary, </s> (2) */
+    CHECK(xlmr ? in.bos_id == 0 && in.eos_id == 2 : in.eos_id == 102);
     float *row = malloc(sizeof(float) * (size_t)in.dim), sc2 = 0;
     CHECK(slm_session_embed(s, ids, n, modern ? SLM_POOLING_MEAN : SLM_POOLING_CLS, row, (size_t)in.dim) == SLM_OK);
     CHECK(slm_session_embed(s, ids, n, SLM_POOLING_RANK, &sc2, 1) == SLM_OK && sc2 == sc);
@@ -470,8 +474,9 @@ static void check_cross_encoder(const char *arch) {
 }
 
 static void test_rerank_encoder(void) {
-    check_cross_encoder("bert");
-    check_cross_encoder("modern-bert");
+    check_cross_encoder("bert", 0);
+    check_cross_encoder("modern-bert", 0);
+    check_cross_encoder("bert", 1);
 }
 
 static void test_normalize(void) {

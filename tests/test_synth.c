@@ -906,6 +906,44 @@ static void test_encoders(void) {
     }
     embed_check(mb, 64, "Hello world, cat QX", w2, 6);
 
+    /* an XLM-RoBERTa shape with a unigram vocabulary (--vocab-file t5): its tokens, normalizer and flags
+     * copied, one token type, the context less the converter's 2 rows; a text embeds as <s> pieces </s> */
+    const char *xl = tmp_path("xlmr.gguf");
+    CHECK(synth_run_v("--shape multilingual-e5-base --layers 1 --dim 64 --heads 4 --ffn 96 --n-vocab 900 --type q8_0", xl,
+                      SLM_TESTS_DIR "/corpus/ugm/xlmr.gguf", 0) == 0);
+    if (open_gguf(&o, xl)) {
+        slm_gguf_str m;
+        slm_gguf_type et;
+        uint64_t n = 0, nc = 0;
+        int ab = 0;
+        CHECK(slm_gguf_get_str(o.g, "tokenizer.ggml.model", &m) && slm_gguf_str_eq(m, "t5"));
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.tokens", &et, &n, NULL) && n == 900);
+        CHECK(slm_gguf_get_arr(o.g, "tokenizer.ggml.precompiled_charsmap", &et, &nc, NULL) && et == SLM_GGUF_U8 && nc > 1000);
+        CHECK(slm_gguf_get_bool(o.g, "tokenizer.ggml.add_eos_token", &ab) && ab == 1 && u32(o.g, "tokenizer.ggml.eos_token_id") == 2);
+        CHECK(u32(o.g, "bert.context_length") == 512 && u32(o.g, "tokenizer.ggml.token_type_count") == 1);
+        close_gguf(&o);
+    }
+    slm_options xo = slm_default_options();
+    xo.embeddings = 1;
+    xo.max_prompt_len = 32;
+    xo.n_threads = 2;
+    slm_engine *xe = NULL;
+    slm_session *xs = NULL;
+    CHECKF(slm_load(&xe, xl, &xo) == SLM_OK && slm_session_new(xe, NULL, &xs) == SLM_OK, "%s", slm_last_error(xe));
+    if (xs) {
+        int32_t ids[34];
+        const int np = slm_tokenize(xe, "Hello world, Katze!", 0, ids + 1, 32);
+        CHECK(np > 2 && np < 30 && ids[1] > 3);
+        ids[0] = 0, ids[np + 1] = 2;
+        float a[64], b2[64];
+        int nt = 0;
+        CHECK(slm_session_embed_text(xs, "Hello world, Katze!", SLM_POOLING_CLS, a, 64, &nt) == SLM_OK && nt == np + 2);
+        CHECK(slm_session_embed(xs, ids, np + 2, SLM_POOLING_CLS, b2, 64) == SLM_OK && !memcmp(a, b2, sizeof a));
+    }
+    slm_session_free(xs);
+    slm_free(xe);
+    unlink(xl);
+    CHECK(synth_run_v("--shape bge-m3 --layers 1", tmp_path("bad-xl.gguf"), T_SHARED("vocab/ggml-vocab-gpt-2.gguf"), 1) != 0);
     const char *bad = tmp_path("bad-enc.gguf");
     CHECK(synth_run_v("--shape custom --arch bert --kv-heads 2", bad, NULL, 1) != 0);     /* GQA */
     CHECK(synth_run_v("--shape custom --arch bert --n-vocab 291", bad, NULL, 1) != 0);    /* too few for WordPiece */

@@ -893,10 +893,7 @@ int slm_cli_synth(int argc, char **argv) {
     if ((rc = resolve_shape(&a, &sh, &ty))) return rc;
     const char *vocab_file = a.vocab_file;
     const int encoder = synth_is_encoder(sh.arch);
-    if (encoder && vocab_file) {
-        fprintf(stderr, "staticlm synth: %s: --vocab-file: an encoder's WordPiece vocabulary is generated\n", sh.arch);
-        return 2;
-    }
+
     if (!encoder && !vocab_file && !(vocab_file = default_vocab_file())) {
         fprintf(stderr, "staticlm synth: no vocabulary: ../shared/vocab/ggml-vocab-llama-spm.gguf not found; "
                         "pass --vocab-file FILE (a GGUF with a llama/SPM or gpt2/BPE vocabulary)\n");
@@ -906,7 +903,13 @@ int slm_cli_synth(int argc, char **argv) {
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     vocab voc;
-    if (encoder ? !vocab_wpm(&voc, sh.vocab) : !vocab_load(&voc, vocab_file, sh.vocab)) return 1;
+    if (encoder && !vocab_file ? !vocab_wpm(&voc, sh.vocab) : !vocab_load(&voc, vocab_file, sh.vocab)) return 1;
+    if (encoder && !voc.ugm && !voc.wpm) { /* an encoder's vocabulary: WordPiece (generated) or a unigram one */
+        fprintf(stderr, "staticlm synth: %s: --vocab-file: an encoder takes a unigram (t5) vocabulary, as XLM-RoBERTa's; "
+                        "without --vocab-file its WordPiece vocabulary is generated\n", sh.arch);
+        vocab_free(&voc);
+        return 2;
+    }
 
     synth s;
     memset(&s, 0, sizeof s);

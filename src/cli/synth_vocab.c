@@ -31,6 +31,7 @@ void vocab_free(vocab *v) {
     slm_xfree(v->merge);
     slm_xfree(v->merge_len);
     slm_xfree(v->pre);
+    slm_xfree(v->charsmap);
     memset(v, 0, sizeof *v);
 }
 
@@ -538,6 +539,52 @@ nomem:
 
 /* ---- loading and writing ------------------------------------------------- */
 
+/* A unigram vocabulary's normalizer, flags and special ids (after spm_load
+ * took its tokens): copied as they are, ids beyond n refused. */
+static int ugm_extras(vocab *v, const slm_gguf *g, const char *path, int n) {
+    static const char *const ids[] = {"tokenizer.ggml.bos_token_id",       "tokenizer.ggml.eos_token_id",
+                                      "tokenizer.ggml.unknown_token_id",   "tokenizer.ggml.seperator_token_id",
+                                      "tokenizer.ggml.padding_token_id",   "tokenizer.ggml.cls_token_id",
+                                      "tokenizer.ggml.mask_token_id"};
+    v->ugm = 1;
+    v->add_bos = v->add_eos = v->add_sep = v->add_space_prefix = v->remove_extra_ws = -1;
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
+        uint32_t id;
+        if (!slm_gguf_get_u32(g, ids[i], &id)) continue;
+        if (id >= (uint32_t)n) {
+            fprintf(stderr, "staticlm synth: %s: %s %u is beyond the vocabulary size %d\n", path, ids[i], id, n);
+            return 0;
+        }
+        v->id_key[v->n_ids] = ids[i];
+        v->id_val[v->n_ids++] = id;
+    }
+    int b;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b)) v->add_bos = b;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) v->add_eos = b;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_sep_token", &b)) v->add_sep = b;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &b)) v->add_space_prefix = b;
+    if (slm_gguf_get_bool(g, "tokenizer.ggml.remove_extra_whitespaces", &b)) v->remove_extra_ws = b;
+    slm_gguf_str pre;
+    if (slm_gguf_get_str(g, "tokenizer.ggml.pre", &pre) && pre.len < 64) {
+        if (!(v->pre = slm_malloc((size_t)pre.len + 1))) return 0;
+        memcpy(v->pre, pre.s, (size_t)pre.len);
+        v->pre[pre.len] = 0;
+    }
+    slm_gguf_type et;
+    uint64_t nc = 0;
+    const void *cm = NULL;
+    if (slm_gguf_get_arr(g, "tokenizer.ggml.precompiled_charsmap", &et, &nc, &cm)) {
+        if ((et != SLM_GGUF_U8 && et != SLM_GGUF_I8) || !cm) {
+            fprintf(stderr, "staticlm synth: %s: tokenizer.ggml.precompiled_charsmap is not an array of bytes\n", path);
+            return 0;
+        }
+        if (nc && !(v->charsmap = slm_malloc((size_t)nc))) return 0;
+        if (nc) memcpy(v->charsmap, cm, (size_t)nc);
+        v->n_charsmap = nc;
+    }
+    return 1;
+}
+
 int vocab_load(vocab *v, const char *path, int n) {
     slm_err err;
     memset(&err, 0, sizeof err);
@@ -553,12 +600,14 @@ int vocab_load(vocab *v, const char *path, int n) {
     slm_gguf_str model;
     if (slm_gguf_get_str(g, "tokenizer.ggml.model", &model) && slm_gguf_str_eq(model, "llama"))
         ok = spm_load(v, g, path, n);
+    else if (slm_gguf_get_str(g, "tokenizer.ggml.model", &model) && slm_gguf_str_eq(model, "t5"))
+        ok = spm_load(v, g, path, n) && ugm_extras(v, g, path, n);
     else if (slm_gguf_get_str(g, "tokenizer.ggml.model", &model) && slm_gguf_str_eq(model, "gpt2"))
         ok = bpe_load(v, g, path, n);
     else
         fprintf(stderr,
-                "staticlm synth: %s: not a SentencePiece (tokenizer.ggml.model = llama) or byte-level BPE "
-                "(gpt2) vocabulary\n",
+                "staticlm synth: %s: not a SentencePiece (tokenizer.ggml.model = llama), byte-level BPE "
+                "(gpt2) or unigram (t5) vocabulary\n",
                 path);
 done:
     if (!ok) vocab_free(v);
@@ -583,6 +632,21 @@ void vocab_put(slm_gguf_writer *w, const vocab *v) {
         slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", 1);
         slm_gguf_set_bool(w, "tokenizer.ggml.add_sep_token", 0);
         slm_gguf_set_bool(w, "tokenizer.ggml.normalizer.lowercase", 1);
+        return;
+    }
+    if (v->ugm) { /* as the file had it */
+        slm_gguf_set_str(w, "tokenizer.ggml.model", "t5");
+        if (v->pre) slm_gguf_set_str(w, "tokenizer.ggml.pre", v->pre);
+        slm_gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->str, v->len, (uint64_t)v->n);
+        slm_gguf_set_arr(w, "tokenizer.ggml.scores", SLM_GGUF_F32, v->score, (uint64_t)v->n);
+        slm_gguf_set_arr(w, "tokenizer.ggml.token_type", SLM_GGUF_I32, v->type, (uint64_t)v->n);
+        if (v->charsmap) slm_gguf_set_arr(w, "tokenizer.ggml.precompiled_charsmap", SLM_GGUF_U8, v->charsmap, v->n_charsmap);
+        for (int i = 0; i < v->n_ids; i++) slm_gguf_set_u32(w, v->id_key[i], v->id_val[i]);
+        if (v->add_space_prefix >= 0) slm_gguf_set_bool(w, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+        if (v->remove_extra_ws >= 0) slm_gguf_set_bool(w, "tokenizer.ggml.remove_extra_whitespaces", v->remove_extra_ws);
+        if (v->add_bos >= 0) slm_gguf_set_bool(w, "tokenizer.ggml.add_bos_token", v->add_bos);
+        if (v->add_eos >= 0) slm_gguf_set_bool(w, "tokenizer.ggml.add_eos_token", v->add_eos);
+        if (v->add_sep >= 0) slm_gguf_set_bool(w, "tokenizer.ggml.add_sep_token", v->add_sep);
         return;
     }
     if (!v->bpe) {

@@ -30,14 +30,20 @@ typedef struct vocab {
     uint32_t eos_ids[SYNTH_MAX_SPECIAL];
     int add_bos, add_eos;     /* -1: not in the file */
     int wpm;                  /* 1: a generated WordPiece vocabulary (vocab_wpm; tokenizer.ggml.model "bert") */
+    /* a SentencePiece unigram vocabulary (tokenizer.ggml.model "t5": XLM-RoBERTa's, T5's): the
+     * tokens as for SPM, its normalizer and flags copied; id_key / id_val hold its special ids */
+    int ugm;
+    uint8_t *charsmap;        /* tokenizer.ggml.precompiled_charsmap, or NULL */
+    uint64_t n_charsmap;
+    int add_space_prefix, remove_extra_ws, add_sep; /* -1: not in the file */
 } vocab;
 
 void vocab_free(vocab *v);
 /* ../shared/vocab/ggml-vocab-llama-spm.gguf from the usual places, or NULL. */
 const char *default_vocab_file(void);
-/* A vocabulary of n tokens from a SentencePiece (llama) or byte-level BPE
- * (gpt2) GGUF vocabulary: its first tokens, padded to n; 1 ok (else said on
- * stderr). */
+/* A vocabulary of n tokens from a SentencePiece (llama), byte-level BPE
+ * (gpt2) or unigram (t5) GGUF vocabulary: its first tokens, padded to n; 1
+ * ok (else said on stderr). */
 int vocab_load(vocab *v, const char *path, int n);
 /* A WordPiece vocabulary of n >= SYNTH_WPM_MIN tokens, as llama.cpp's
  * converter writes BERT's (phantom space: a word-start piece "\u2581foo", a

@@ -120,12 +120,9 @@ static slm_status apply_dense(const slm_engine *e, float *v) {
  * reads them (its defaults by tokenizer type, then the GGUF's keys), for a
  * rerank prompt built without a template; g NULL: the defaults. */
 static void special_flags(slm_engine *e, const slm_gguf *g) {
-    slm_gguf_str model = {0}, pre = {0};
-    if (g) {
-        slm_gguf_get_str(g, "tokenizer.ggml.model", &model);
-        slm_gguf_get_str(g, "tokenizer.ggml.pre", &pre);
-    }
-    const int wpm = slm_tok_is_wpm(e->tok), bpe = slm_tok_is_bpe(e->tok), ugm = model.s && slm_gguf_str_eq(model, "t5");
+    slm_gguf_str pre = {0};
+    if (g) slm_gguf_get_str(g, "tokenizer.ggml.pre", &pre);
+    const int wpm = slm_tok_is_wpm(e->tok), bpe = slm_tok_is_bpe(e->tok), ugm = slm_tok_is_ugm(e->tok);
     e->sp.add_bos = wpm || (!bpe && !ugm); /* WordPiece ([CLS]) and SentencePiece BPE */
     e->sp.add_eos = ugm;
     e->sp.add_sep = wpm || (bpe && pre.s && (slm_gguf_str_eq(pre, "jina-v1-en") || slm_gguf_str_eq(pre, "jina-v2-code") ||
