@@ -357,3 +357,113 @@ slm_status slm_session_rerank(slm_session *s, const char *query, const char *doc
     slm_xfree(ids);
     return st;
 }
+
+/* ---- several texts at once (slm_session_embed_batch) ---------------------- */
+
+int slm_embed_tokenize(slm_engine *e, const char *text, int32_t *ids, int cap) {
+    if (!e || !e->loaded || !text) return SLM_TOK_ENOMEM;
+    /* as slm_session_embed_text: BOS, and EOS as the vocabulary asks (WordPiece: [SEP]) */
+    const int add_eos = slm_tok_is_bpe(e->tok) || slm_tok_is_wpm(e->tok) ? 1 : e->add_eos;
+    return slm_tok_encode(e->tok, text, 1, add_eos, ids, cap);
+}
+
+typedef struct batch_acc {
+    pool_acc *acc;    /* [k]: each text's pooling */
+    const int *order; /* [k]: the runtime's text q is the caller's order[q] */
+} batch_acc;
+
+static void take_text(void *ud, int text, const float *rows, int n_rows, int dim) {
+    const batch_acc *b = ud;
+    take_rows(&b->acc[b->order[text]], rows, 0, n_rows, dim);
+}
+
+/* A text's pooled result (its mean, its classifier's scores, the dense
+ * projections), as slm_session_embed finishes one. */
+static slm_status finish_text(const slm_engine *e, const pool_acc *a, int pooling, float *out) {
+    const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK;
+    if (a->sum)
+        for (int j = 0; j < dim; j++) out[j] = (float)(a->sum[j] / a->n);
+    if (rank) classify(e, a->out, out);
+    for (int r = 0; e->d2 && !rank && r < (pooling == SLM_POOLING_NONE ? a->n : 1); r++)
+        if (apply_dense(e, out + (size_t)r * (size_t)dim)) return SLM_ERR_NOMEM;
+    return SLM_OK;
+}
+
+/* The session error's message behind "text t: ". */
+static slm_status text_err(slm_err *err, int t, slm_status st) {
+    char m[SLM_ERRLEN];
+    snprintf(m, sizeof m, "%s", err->msg);
+    return slm_errf(err, st, "text %d: %s", t, m);
+}
+
+slm_status slm_session_embed_batch(slm_session *s, int k, const int32_t *const *ids, const int *n, int pooling,
+                                   float *const *out, const size_t *cap) {
+    if (!s) return SLM_ERR_ARG;
+    slm_engine *e = slm_session_engine(s);
+    slm_err *err = fresh_err(s);
+    if (!slm_largest(&e->comp, SLM_PROG_EMBED))
+        return slm_errf(err, SLM_ERR_ARG, "embeddings are off: load the model with embeddings (--embeddings)");
+    if (pooling == SLM_POOLING_DEFAULT) pooling = e->pooling;
+    if (pooling < SLM_POOLING_NONE || pooling > SLM_POOLING_RANK)
+        return slm_errf(err, SLM_ERR_ARG, "pooling %d: none, mean, cls, last or rank", pooling);
+    if (pooling == SLM_POOLING_RANK && !e->n_cls)
+        return slm_errf(err, SLM_ERR_ARG, "pooling rank needs a reranker's classifier head (cls.output.weight), "
+                        "which this model has not");
+    if (k < 0 || (k && (!ids || !n || !out || !cap))) return slm_errf(err, SLM_ERR_ARG, "batch embeddings: %d texts", k);
+    const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK;
+    for (int t = 0; t < k; t++) {
+        if (!ids[t] || n[t] < 1) return slm_errf(err, SLM_ERR_ARG, "text %d: an embedding needs at least one token", t);
+        for (int i = 0; i < n[t]; i++)
+            if (ids[t][i] < 0 || ids[t][i] >= e->cfg.vocab_size)
+                return slm_errf(err, SLM_ERR_ARG, "text %d: token id %d at %d is outside the vocabulary (%d)", t,
+                                ids[t][i], i, e->cfg.vocab_size);
+        const size_t need = rank ? (size_t)e->n_cls : (size_t)dim * (pooling == SLM_POOLING_NONE ? (size_t)n[t] : 1);
+        if (!out[t] || cap[t] < need)
+            return slm_errf(err, SLM_ERR_ARG, "text %d: embedding output of %zu floats, need %zu", t, out[t] ? cap[t] : 0,
+                            need);
+    }
+    /* the texts a region holds, longest first (the calls waste the fewest rows); the others alone */
+    const int most = slm_rt_embed_region_max(slm_session_rt(s));
+    int *order = slm_malloc((size_t)(k ? k : 1) * 2 * sizeof *order), *sn = order + k, m = 0;
+    const int32_t **sids = slm_malloc((size_t)(k ? k : 1) * sizeof *sids);
+    pool_acc *acc = slm_calloc((size_t)(k ? k : 1), sizeof *acc);
+    double *sums = pooling == SLM_POOLING_MEAN ? slm_calloc((size_t)(k ? k : 1) * (size_t)dim, sizeof *sums) : NULL;
+    float *rows = rank ? slm_malloc((size_t)(k ? k : 1) * (size_t)dim * sizeof *rows) : NULL;
+    slm_status st = SLM_OK;
+    if (!order || !sids || !acc || (pooling == SLM_POOLING_MEAN && !sums) || (rank && !rows)) {
+        st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    const int rank_last = rank && !strcmp(e->cfg.arch, "qwen3");
+    for (int t = 0; t < k; t++) {
+        acc[t] = (pool_acc){rank ? (rank_last ? SLM_POOLING_LAST : SLM_POOLING_CLS) : pooling, n[t],
+                            rank ? rows + (size_t)t * (size_t)dim : out[t], sums ? sums + (size_t)t * (size_t)dim : NULL};
+        if (n[t] > most) continue;
+        int i = m++;
+        for (; i > 0 && n[order[i - 1]] < n[t]; i--) order[i] = order[i - 1]; /* stable: equal lengths keep their order */
+        order[i] = t;
+    }
+    if (m) {
+        for (int q = 0; q < m; q++) {
+            sids[q] = ids[order[q]];
+            sn[q] = n[order[q]];
+        }
+        batch_acc b = {acc, order};
+        slm_session_reset(s); /* the rows it held, and a prompt in steps, are dropped */
+        st = slm_rt_embed_batch(slm_session_rt(s), m, sids, sn, take_text, &b, err);
+    }
+    for (int t = 0; !st && t < k; t++) {
+        if (n[t] > most) {
+            if ((st = slm_session_embed(s, ids[t], n[t], pooling, out[t], cap[t]))) st = text_err(err, t, st);
+        } else if (finish_text(e, &acc[t], pooling, out[t])) {
+            st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        }
+    }
+done:
+    slm_xfree(order);
+    slm_xfree(sids);
+    slm_xfree(acc);
+    slm_xfree(sums);
+    slm_xfree(rows);
+    return st;
+}
