@@ -207,7 +207,9 @@ static int embed_all(const embed_args *a, slm_engine *e, slm_session *s, char **
     for (int t = 0; t < n_texts; t++) {
         int k = slm_embed_tokenize(e, texts[t], NULL, 0);
         if (k < 1) {
-            fprintf(stderr, "staticlm: text %d: %s\n", t, k == 0 ? "no tokens" : "cannot be tokenized (too long?)");
+            fprintf(stderr, "staticlm: text %d: %s\n", t,
+                    k == 0 ? "no tokens" : k == -2 ? "longer than max_prompt_bytes" : k == -3 ? "the tokenizer's work "
+                    "limits exceeded" : "out of memory");
             goto fail;
         }
         if (!(ids[t] = slm_malloc((size_t)k * sizeof **ids))) goto oom;
