@@ -17,7 +17,8 @@ static void usage(FILE *f) {
             "usage: staticlm embed -m MODEL (-p TEXT | -f FILE) [options]\n"
             "\n"
             "Prints the embedding of each text: the final norm's hidden states of its tokens,\n"
-            "pooled into one vector (as llama.cpp's llama-embedding).\n"
+            "pooled into one vector (as llama.cpp's llama-embedding). An encoder runs several\n"
+            "texts a call (its embed.BxS programs: one text in each region of S rows).\n"
             "\n"
             "  -m, --model PATH          GGUF, llama2.c .bin or Hugging Face folder (not a blob:\n"
             "                            blobs hold no embedding programs)\n"
@@ -41,6 +42,7 @@ static void usage(FILE *f) {
             "      --max-memory MB       memory budget (default 75%% of RAM; -1 no limit)\n"
             "  -t, --threads N           worker threads (default: all cores)\n"
             "      --kernels NAME        scalar | avx2 | avx512 | amx (default: the best supported)\n"
+            SLM_CLI_TRACE_HELP
             "  -v, --verbose             notes on stderr\n"
             "  -h, --help                this text\n");
 }
@@ -58,6 +60,9 @@ static int parse(int argc, char **argv, embed_args *a) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 2;
         if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) { a->verbose = 1; continue; }
+        const int tr = slm_cli_trace_opt(argc, argv, &i); /* the calls by program: embed.BxS, embed.R */
+        if (tr < 0) return 0;
+        if (tr) continue;
         const int known = !strcmp(o, "-m") || !strcmp(o, "--model") || !strcmp(o, "-z") || !strcmp(o, "--tokenizer") ||
                           !strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
                           !strcmp(o, "--embd-separator") || !strcmp(o, "--pooling") || !strcmp(o, "--embd-normalize") ||
@@ -297,6 +302,7 @@ int slm_cli_embed(int argc, char **argv) {
         fprintf(stderr, "staticlm: no text to embed\n");
         goto out;
     }
+    if (!slm_cli_trace_begin()) goto out;
     a.opt.embeddings = 1;
     a.opt.verbose = a.verbose;
     a.opt.n_threads = a.threads;
