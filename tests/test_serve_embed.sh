@@ -86,10 +86,15 @@ stop
   -o "$TMP/bert.gguf" >/dev/null 2>&1
 LONG=$(printf 'word%d ' $(seq 1 40))
 TEXTS=("the dog ran" "once upon a time there was a cat that liked to sit on the mat" "a" "big red ball" "$LONG" "hi there")
-start enc -m "$TMP/bert.gguf" --kv-type f32 --embeddings
+start enc -m "$TMP/bert.gguf" --kv-type f32 --embeddings --parallel 2
 python3 -c 'import json,sys; print(json.dumps({"input":sys.argv[1:]}))' "${TEXTS[@]}" >"$TMP/enc_req.json"
+curl -s -m 60 "${H[@]}" -d @"$TMP/enc_req.json" "$U/v1/embeddings" >"$TMP/enc_all2.json" & # the other slot's, at once
+EP=$!
 check "encoder: /v1/embeddings of 6 texts (one over the largest region)" \
   '[ "$(code -d @"$TMP/enc_req.json" "$U/v1/embeddings")" = 200 ] && cp "$TMP/body" "$TMP/enc_all.json"'
+wait "$EP"
+check "encoder: the same list on two slots at once: the same vectors" \
+  'py "all(close(a[0][\"data\"][i][\"embedding\"],a[1][\"data\"][i][\"embedding\"]) for i in range(6))" "$TMP/enc_all.json" "$TMP/enc_all2.json"'
 ALONE=()
 for i in "${!TEXTS[@]}"; do
   python3 -c 'import json,sys; print(json.dumps({"input":sys.argv[1]}))' "${TEXTS[$i]}" >"$TMP/enc_one.json"
