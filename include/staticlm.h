@@ -489,6 +489,21 @@ SLM_API slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, 
  * token count in *n_tokens (may be NULL). */
 SLM_API slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling, float *out, size_t cap,
                                           int *n_tokens);
+/* Several embeddings at once: text t is the n[t] ids at ids[t], its result
+ * into out[t] (cap[t] floats, sized as slm_session_embed's). An encoder
+ * (bert, nomic-bert, gemma-embedding) packs the texts that fit its batch
+ * programs' largest region (128 tokens with max_prompt_len >= 256) into as
+ * few program calls as it can, one text a region; longer texts, and every
+ * text of a decoder, run alone as slm_session_embed. Each result is what
+ * slm_session_embed gives for that text alone (up to the rounding of other
+ * row counts). The rows are dropped. An error names its text ("text 3:
+ * ..."); then out[] is undefined. */
+SLM_API slm_status slm_session_embed_batch(slm_session *s, int k, const int32_t *const *ids, const int *n, int pooling,
+                                           float *const *out, const size_t *cap);
+/* text's ids as slm_session_embed_text tokenizes it (BOS, and EOS where
+ * the vocabulary asks) into ids[0..cap): their count (which may exceed cap:
+ * then only cap were written), or below zero as slm_tokenize. */
+SLM_API int slm_embed_tokenize(slm_engine *e, const char *text, int32_t *ids, int cap);
 /* A reranker's scores (pooling rank) of a document for a query: the
  * model's rerank template (tokenizer.chat_template.rerank) with {query} and
  * {document} replaced, tokenized with its special tokens (no BOS added), as

@@ -22,6 +22,7 @@
 
 #include "common/dtype.h"
 #include "device/kernels.h"
+#include "common/trace.h"
 #include "format/gguf.h"
 #include "staticlm.h"
 #include "t.h"
@@ -540,15 +541,15 @@ static int g_write(const model *m, const char *path) {
     return s == SLM_OK;
 }
 
-static void test_gemma_embedding(void) {
-    model m;
-    memset(&m, 0, sizeof m);
-    add_t(&m, "token_embd.weight", GD, VOCAB, 0.5f, 0, 0);
-    add_t(&m, "output_norm.weight", GD, 1, 0.1f, 1, 0);
+/* The gemma-embedding test model; *d2, *d3 its dense projections. */
+static void g_make(model *m, const tensor **d2, const tensor **d3) {
+    memset(m, 0, sizeof *m);
+    add_t(m, "token_embd.weight", GD, VOCAB, 0.5f, 0, 0);
+    add_t(m, "output_norm.weight", GD, 1, 0.1f, 1, 0);
     char n[64];
     for (int l = 0; l < GL; l++) {
-#define G2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, a, b, 0.15f, 0, 0))
-#define G1(fmt, a) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, a, 1, 0.1f, 1, 0))
+#define G2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(m, n, a, b, 0.15f, 0, 0))
+#define G1(fmt, a) (snprintf(n, sizeof n, fmt, l), add_t(m, n, a, 1, 0.1f, 1, 0))
         G1("blk.%d.attn_norm.weight", GD);
         G2("blk.%d.attn_q.weight", GD, GH * GHD);
         G2("blk.%d.attn_k.weight", GD, GKV * GHD);
@@ -565,7 +566,14 @@ static void test_gemma_embedding(void) {
 #undef G1
 #undef G2
     }
-    const tensor *d2 = add_t(&m, "dense_2.weight", GD, GD2, 0.15f, 0, 0), *d3 = add_t(&m, "dense_3.weight", GD2, GD, 0.15f, 0, 0);
+    *d2 = add_t(m, "dense_2.weight", GD, GD2, 0.15f, 0, 0);
+    *d3 = add_t(m, "dense_3.weight", GD2, GD, 0.15f, 0, 0);
+}
+
+static void test_gemma_embedding(void) {
+    model m;
+    const tensor *d2, *d3;
+    g_make(&m, &d2, &d3);
     char path[300];
     snprintf(path, sizeof path, "%s/gemma-embedding.gguf", dir);
     CHECK(g_write(&m, path));
@@ -715,17 +723,16 @@ static int m_write(const model *m, const char *path, int period, int silu) {
 /* One variant: GeGLU with the default period (3) and a reranker's head in
  * the file (cls.*: tensors the graph does not read, which must load), or
  * SwiGLU with a period of 2. */
-static void check_modern(int silu) {
-    const int period = silu ? 2 : 3;
-    model m;
-    memset(&m, 0, sizeof m);
-    add_t(&m, "token_embd.weight", MD, VOCAB, 0.5f, 0, 0);
-    add_t(&m, "token_embd_norm.weight", MD, 1, 0.1f, 1, 0);
-    add_t(&m, "output_norm.weight", MD, 1, 0.1f, 1, 0);
+/* The modern-bert test model: GeGLU with the head's dense layer and norm, or SwiGLU without. */
+static void m_make(model *m, int silu) {
+    memset(m, 0, sizeof *m);
+    add_t(m, "token_embd.weight", MD, VOCAB, 0.5f, 0, 0);
+    add_t(m, "token_embd_norm.weight", MD, 1, 0.1f, 1, 0);
+    add_t(m, "output_norm.weight", MD, 1, 0.1f, 1, 0);
     char n[64];
     for (int l = 0; l < ML; l++) {
-#define M2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, a, b, 0.15f, 0, 0))
-#define M1(fmt) (snprintf(n, sizeof n, fmt, l), add_t(&m, n, MD, 1, 0.1f, 1, 0))
+#define M2(fmt, a, b) (snprintf(n, sizeof n, fmt, l), add_t(m, n, a, b, 0.15f, 0, 0))
+#define M1(fmt) (snprintf(n, sizeof n, fmt, l), add_t(m, n, MD, 1, 0.1f, 1, 0))
         if (l > 0) M1("blk.%d.attn_norm.weight");
         M2("blk.%d.attn_qkv.weight", MD, 3 * MD);
         M2("blk.%d.attn_output.weight", MD, MD);
@@ -736,9 +743,15 @@ static void check_modern(int silu) {
 #undef M2
     }
     if (!silu) {
-        add_t(&m, "cls.weight", MD, MD, 0.15f, 0, 0);
-        add_t(&m, "cls.norm.weight", MD, 1, 0.1f, 1, 0);
+        add_t(m, "cls.weight", MD, MD, 0.15f, 0, 0);
+        add_t(m, "cls.norm.weight", MD, 1, 0.1f, 1, 0);
     }
+}
+
+static void check_modern(int silu) {
+    const int period = silu ? 2 : 3;
+    model m;
+    m_make(&m, silu);
     char path[300];
     snprintf(path, sizeof path, "%s/modern-bert.gguf", dir);
     CHECK(m_write(&m, path, period, silu));
@@ -785,6 +798,139 @@ static void test_modern_bert(void) {
     check_modern(1);
 }
 
+/* ---- several texts at once (slm_session_embed_batch) ---------------------- */
+
+/* With max_prompt_len 32 the batch programs are embed.4x8, embed.2x12 and
+ * embed.2x16 (regions of 8, 12 and 16 rows). The texts: 1 token, regions
+ * filled (8, 12, 16), two over the largest region (20, 32: alone, through
+ * embed.32), more texts than any program has regions. Longest first, the
+ * 16 short ones take 6 calls: 2x16 {16, 15}, {13, 12}; 2x12 {12, 11}; 4x8
+ * {8, 8, 7, 6}, {5, 4, 3, 2}, {1, 1}. */
+static const int batch_len[] = {1, 8, 3, 16, 5, 20, 7, 2, 12, 32, 12, 1, 15, 6, 4, 11, 8, 13};
+enum { NB = sizeof batch_len / sizeof batch_len[0], BATCH_CALLS = 6, BATCH_ALONE = 2 };
+
+/* Batch results against one text at a time (slm_session_embed) for every
+ * pooling the model has (rank: with a classifier head); the mean pooling's
+ * calls traced and counted. width: the output's floats per row. */
+static void check_batch(const char *path, const char *what, int width, int rank) {
+    slm_options o = slm_default_options();
+    o.embeddings = 1;
+    o.max_prompt_len = 32;
+    o.prefill_variants[0] = 4;
+    o.kv_type = SLM_KV_F32;
+    o.n_threads = 2;
+    slm_engine *e = t_load(path, &o);
+    slm_session *s = NULL;
+    CHECK(e != NULL);
+    if (e) CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    if (!s) {
+        slm_free(e);
+        return;
+    }
+    static int32_t ids[NB][32];
+    const int32_t *pid[NB];
+    float *got[NB], *want[NB];
+    size_t cap[NB];
+    for (int t = 0; t < NB; t++) {
+        for (int i = 0; i < batch_len[t]; i++) ids[t][i] = i == 0 ? 1 : 3 + (t * 7 + i * 5) % (VOCAB - 3);
+        pid[t] = ids[t];
+        cap[t] = (size_t)batch_len[t] * (size_t)width;
+        got[t] = malloc(cap[t] * sizeof(float));
+        want[t] = malloc(cap[t] * sizeof(float));
+    }
+    const int poolings[] = {SLM_POOLING_NONE, SLM_POOLING_MEAN, SLM_POOLING_CLS, SLM_POOLING_LAST, SLM_POOLING_RANK};
+    for (int pi = 0; pi < 5; pi++) {
+        const int pool = poolings[pi];
+        if (pool == SLM_POOLING_RANK && !rank) continue;
+        const int w = pool == SLM_POOLING_RANK ? 1 : width; /* the test's heads: one label */
+        char trace[320];
+        snprintf(trace, sizeof trace, "%s/batch_trace.json", dir);
+        slm_err err = {0};
+        if (pool == SLM_POOLING_MEAN) CHECK(slm_trace_start(trace, 4, &err) == SLM_OK);
+        CHECKF(slm_session_embed_batch(s, NB, pid, batch_len, pool, got, cap) == SLM_OK, "%s: %s", what,
+               slm_session_error(s));
+        if (pool == SLM_POOLING_MEAN) { /* packed: 6 batch calls, the 2 long texts alone */
+            CHECK(slm_trace_stop(NULL, NULL, &err) == SLM_OK);
+            char *j = t_read_file(trace, NULL);
+            int calls = 0, alone = 0;
+            for (const char *q = j; q && (q = strstr(q, "\"embed_batch\"")); q++) calls++;
+            for (const char *q = j; q && (q = strstr(q, "\"embed_chunk\"")); q++) alone++;
+            CHECKF(calls == BATCH_CALLS && alone == BATCH_ALONE, "%s: %d batch calls, %d alone", what, calls, alone);
+            CHECK(j && strstr(j, "embed.4x8") && strstr(j, "embed.2x12") && strstr(j, "embed.2x16"));
+            free(j);
+            unlink(trace);
+        }
+        double worst = 0, rank_big = 1e-30, rank_d = 0; /* rank: one score a text, some near 0: relative to the largest */
+        for (int t = 0; t < NB; t++) {
+            const int rows = pool == SLM_POOLING_NONE ? batch_len[t] : 1;
+            CHECKF(slm_session_embed(s, pid[t], batch_len[t], pool, want[t], cap[t]) == SLM_OK, "%s", slm_session_error(s));
+            double big = 1e-30, d = 0;
+            for (int i = 0; i < rows * w; i++) {
+                big = fmax(big, fabs(want[t][i]));
+                d = fmax(d, fabs(got[t][i] - want[t][i]));
+            }
+            if (pool == SLM_POOLING_RANK) rank_big = fmax(rank_big, big), rank_d = fmax(rank_d, d);
+            else worst = fmax(worst, d / big);
+        }
+        if (pool == SLM_POOLING_RANK) worst = rank_d / rank_big;
+        CHECKF(worst <= 1e-5, "%s pooling %s: batch vs one at a time: relative difference %g", what,
+               slm_pooling_name(pool), worst);
+    }
+    /* an error names its text; the session still works after it */
+    ids[4][2] = VOCAB + 5;
+    CHECK(slm_session_embed_batch(s, NB, pid, batch_len, SLM_POOLING_MEAN, got, cap) == SLM_ERR_ARG);
+    CHECKF(strstr(slm_session_error(s), "text 4") != NULL, "%s", slm_session_error(s));
+    ids[4][2] = 3;
+    const int zero[2] = {3, 0};
+    CHECK(slm_session_embed_batch(s, 2, pid, zero, SLM_POOLING_MEAN, got, cap) == SLM_ERR_ARG);
+    CHECKF(strstr(slm_session_error(s), "text 1") != NULL, "%s", slm_session_error(s));
+    CHECK(slm_session_embed_batch(s, 0, NULL, NULL, SLM_POOLING_MEAN, NULL, NULL) == SLM_OK);
+    CHECK(slm_session_embed_batch(s, 1, pid + 3, batch_len + 3, SLM_POOLING_CLS, got, cap) == SLM_OK);
+    CHECK(slm_session_embed(s, pid[3], batch_len[3], SLM_POOLING_CLS, want[0], cap[0]) == SLM_OK);
+    for (int i = 0; i < width; i++) CHECK(fabs(got[0][i] - want[0][i]) <= 1e-5 * (1 + fabs(want[0][i])));
+    for (int t = 0; t < NB; t++) {
+        free(got[t]);
+        free(want[t]);
+    }
+    slm_session_free(s);
+    slm_free(e);
+}
+
+static void test_embed_batch(void) {
+    static const char *const kinds[3] = {"bert", "nomic-bert", "jina-bert-v2"};
+    for (int kind = 0; kind < 3; kind++) { /* with a one-label classifier head: pooling rank (its first row) */
+        model m;
+        make_model(&m, kind);
+        add_t(&m, "cls.output.weight", DIM, 1, 0.2f, 0, 0);
+        char path[300];
+        snprintf(path, sizeof path, "%s/%s-batch.gguf", dir, kinds[kind]);
+        CHECK(write_model(&m, path));
+        check_batch(path, kinds[kind], DIM, 1); /* jina: ALiBi's distances within a region */
+        unlink(path);
+        free_model(&m);
+    }
+    { /* modern-bert: the window inside a region, the rank head on the mean */
+        model m;
+        m_make(&m, 0);
+        add_t(&m, "cls.output.weight", MD, 1, 0.2f, 0, 0);
+        char path[300];
+        snprintf(path, sizeof path, "%s/modern-batch.gguf", dir);
+        CHECK(m_write(&m, path, 3, 0));
+        check_batch(path, "modern-bert", MD, 1);
+        unlink(path);
+        free_model(&m);
+    }
+    model m;
+    const tensor *d2, *d3;
+    g_make(&m, &d2, &d3);
+    char path[300];
+    snprintf(path, sizeof path, "%s/gemma-batch.gguf", dir);
+    CHECK(g_write(&m, path));
+    check_batch(path, "gemma-embedding", GD, 0);
+    unlink(path);
+    free_model(&m);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_encoder_%d", (int)getpid());
     mkdir(dir, 0700);
@@ -793,6 +939,7 @@ int main(void) {
     T_RUN(test_jina_bert_v2);
     T_RUN(test_gemma_embedding);
     T_RUN(test_modern_bert);
+    T_RUN(test_embed_batch);
     rmdir(dir);
     T_DONE();
 }

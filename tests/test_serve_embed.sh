@@ -8,6 +8,8 @@
 #  - an embedding request while another slot generates: both answered, the generation as alone;
 #  - refusals: no --embeddings (501), bad input, ids outside the vocabulary, dimensions,
 #    encoding_format, an input over the slot's capacity; --pooling without --embeddings;
+#  - an encoder (synth bert): a list of texts (packed into its batch programs) gives each text's
+#    vector alone, in order, and staticlm embed -f's;
 #  - --reranking with a reranker (synth --pooling rank, Qwen3-Reranker's layout): /v1/rerank's
 #    scores equal `staticlm embed --pooling rank`'s, best first, top_n; TEI's form; refusals;
 #    the same for a cross-encoder (synth --arch bert --pooling rank: a classifier head, no template).
@@ -78,6 +80,34 @@ stop
 # ---- no --embeddings: 501; --pooling alone refused
 start plain "${MODEL[@]}"
 check "without --embeddings: 501" '[ "$(code -d "{\"input\":\"a\"}" "$U/v1/embeddings")" = 501 ] && grep -q -- "--embeddings" "$TMP/body"'
+stop
+# ---- an encoder: a list of texts packed into its batch programs (embed.BxS), each text's vector as
+# when it comes alone, in the list's order; one text over the largest region (64 rows) runs alone
+"$CLI" synth --shape custom --arch bert --dim 64 --layers 2 --heads 4 --ffn 128 --ctx 128 --type f32 --pooling mean \
+  -o "$TMP/bert.gguf" >/dev/null 2>&1
+LONG=$(printf 'word%d ' $(seq 1 40))
+TEXTS=("the dog ran" "once upon a time there was a cat that liked to sit on the mat" "a" "big red ball" "$LONG" "hi there")
+start enc -m "$TMP/bert.gguf" --kv-type f32 --embeddings --parallel 2
+python3 -c 'import json,sys; print(json.dumps({"input":sys.argv[1:]}))' "${TEXTS[@]}" >"$TMP/enc_req.json"
+curl -s -m 60 "${H[@]}" -d @"$TMP/enc_req.json" "$U/v1/embeddings" >"$TMP/enc_all2.json" & # the other slot's, at once
+EP=$!
+check "encoder: /v1/embeddings of 6 texts (one over the largest region)" \
+  '[ "$(code -d @"$TMP/enc_req.json" "$U/v1/embeddings")" = 200 ] && cp "$TMP/body" "$TMP/enc_all.json"'
+wait "$EP"
+check "encoder: the same list on two slots at once: the same vectors" \
+  'py "all(close(a[0][\"data\"][i][\"embedding\"],a[1][\"data\"][i][\"embedding\"]) for i in range(6))" "$TMP/enc_all.json" "$TMP/enc_all2.json"'
+ALONE=()
+for i in "${!TEXTS[@]}"; do
+  python3 -c 'import json,sys; print(json.dumps({"input":sys.argv[1]}))' "${TEXTS[$i]}" >"$TMP/enc_one.json"
+  code -d @"$TMP/enc_one.json" "$U/v1/embeddings" >/dev/null && cp "$TMP/body" "$TMP/enc_$i.json"
+  ALONE+=("$TMP/enc_$i.json")
+done
+check "encoder: each text's vector in the list = the text alone" \
+  'py "len(a[0][\"data\"])==6 and all(a[0][\"data\"][i][\"index\"]==i and close(a[0][\"data\"][i][\"embedding\"],a[i+1][\"data\"][0][\"embedding\"]) for i in range(6)) and a[0][\"usage\"][\"prompt_tokens\"]==sum(x[\"usage\"][\"prompt_tokens\"] for x in a[1:])" "$TMP/enc_all.json" "${ALONE[@]}"'
+printf '%s\n' "${TEXTS[@]}" >"$TMP/enc_texts.txt"
+"$CLI" embed -m "$TMP/bert.gguf" --kv-type f32 -f "$TMP/enc_texts.txt" --embd-output-format json >"$TMP/enc_cli.json" 2>/dev/null
+check "encoder: the list = staticlm embed -f's vectors" \
+  'py "all(close(a[0][\"data\"][i][\"embedding\"],a[1][\"data\"][i][\"embedding\"]) for i in range(6))" "$TMP/enc_all.json" "$TMP/enc_cli.json"'
 stop
 # ---- --reranking
 "$CLI" synth --shape custom --arch qwen3 --type f16 --vocab-file "$SHARED/vocab/ggml-vocab-gpt-2.gguf" --pooling rank \

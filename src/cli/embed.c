@@ -17,7 +17,8 @@ static void usage(FILE *f) {
             "usage: staticlm embed -m MODEL (-p TEXT | -f FILE) [options]\n"
             "\n"
             "Prints the embedding of each text: the final norm's hidden states of its tokens,\n"
-            "pooled into one vector (as llama.cpp's llama-embedding).\n"
+            "pooled into one vector (as llama.cpp's llama-embedding). An encoder runs several\n"
+            "texts a call (its embed.BxS programs: one text in each region of S rows).\n"
             "\n"
             "  -m, --model PATH          GGUF, llama2.c .bin or Hugging Face folder (not a blob:\n"
             "                            blobs hold no embedding programs)\n"
@@ -42,6 +43,7 @@ static void usage(FILE *f) {
             "      --max-memory MB       memory budget (default 75%% of RAM; -1 no limit)\n"
             "  -t, --threads N           worker threads (default: all cores)\n"
             "      --kernels NAME        scalar | avx2 | avx512 | amx (default: the best supported)\n"
+            SLM_CLI_TRACE_HELP
             "  -v, --verbose             notes on stderr\n"
             "  -h, --help                this text\n");
 }
@@ -59,6 +61,9 @@ static int parse(int argc, char **argv, embed_args *a) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(o, "-h") || !strcmp(o, "--help")) return 2;
         if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) { a->verbose = 1; continue; }
+        const int tr = slm_cli_trace_opt(argc, argv, &i); /* the calls by program: embed.BxS, embed.R */
+        if (tr < 0) return 0;
+        if (tr) continue;
         const int known = !strcmp(o, "-m") || !strcmp(o, "--model") || !strcmp(o, "-z") || !strcmp(o, "--tokenizer") ||
                           !strcmp(o, "-p") || !strcmp(o, "--prompt") || !strcmp(o, "-f") || !strcmp(o, "--file") ||
                           !strcmp(o, "--embd-separator") || !strcmp(o, "--pooling") || !strcmp(o, "--embd-normalize") ||
@@ -194,6 +199,58 @@ static void print_all(const embed_args *a, const float *v, int nv, int dim, char
     printf("}\n");
 }
 
+/* Every text tokenized, embedded in one slm_session_embed_batch, its
+ * vectors (pooling none: one a token, owner[] its text) normalized into
+ * *vecs; 0 ok, else 1 (message printed). */
+static int embed_all(const embed_args *a, slm_engine *e, slm_session *s, char **texts, int n_texts, int pooling,
+                     int dim, float **vecs, int **owner, int *nv) {
+    int rc = 1, total = 0;
+    int32_t **ids = slm_calloc((size_t)n_texts, sizeof *ids);
+    int *n = slm_calloc((size_t)n_texts, sizeof *n);
+    float **out = slm_calloc((size_t)n_texts, sizeof *out);
+    size_t *cap = slm_calloc((size_t)n_texts, sizeof *cap);
+    if (!ids || !n || !out || !cap) goto oom;
+    for (int t = 0; t < n_texts; t++) {
+        int k = slm_embed_tokenize(e, texts[t], NULL, 0);
+        if (k < 1) {
+            fprintf(stderr, "staticlm: text %d: %s\n", t,
+                    k == 0 ? "no tokens" : k == -2 ? "longer than max_prompt_bytes" : k == -3 ? "the tokenizer's work "
+                    "limits exceeded" : "out of memory");
+            goto fail;
+        }
+        if (!(ids[t] = slm_malloc((size_t)k * sizeof **ids))) goto oom;
+        n[t] = slm_embed_tokenize(e, texts[t], ids[t], k);
+        total += pooling == SLM_POOLING_NONE ? n[t] : 1;
+    }
+    if (!(*vecs = slm_malloc((size_t)total * (size_t)dim * sizeof(float))) || !(*owner = slm_malloc((size_t)total * sizeof(int))))
+        goto oom;
+    for (int t = 0, at = 0; t < n_texts; t++) {
+        const int rows = pooling == SLM_POOLING_NONE ? n[t] : 1;
+        out[t] = *vecs + (size_t)at * (size_t)dim;
+        cap[t] = (size_t)rows * (size_t)dim;
+        for (int r = 0; r < rows; r++) (*owner)[at + r] = t;
+        at += rows;
+    }
+    if (slm_session_embed_batch(s, n_texts, (const int32_t *const *)ids, n, pooling, out, cap)) {
+        fprintf(stderr, "staticlm: %s\n", slm_session_error(s));
+        goto fail;
+    }
+    for (int v = 0; v < total; v++) slm_embed_normalize(*vecs + (size_t)v * (size_t)dim, dim, a->normalize);
+    for (int t = 0; a->verbose && t < n_texts; t++) fprintf(stderr, "embed: text %d: %d tokens\n", t, n[t]);
+    *nv = total;
+    rc = 0;
+    goto fail;
+oom:
+    fprintf(stderr, "staticlm: out of memory\n");
+fail:
+    for (int t = 0; ids && t < n_texts; t++) slm_xfree(ids[t]);
+    slm_xfree(ids);
+    slm_xfree(n);
+    slm_xfree(out);
+    slm_xfree(cap);
+    return rc;
+}
+
 int slm_cli_embed(int argc, char **argv) {
     embed_args a;
     memset(&a, 0, sizeof a);
@@ -246,6 +303,7 @@ int slm_cli_embed(int argc, char **argv) {
         fprintf(stderr, "staticlm: no text to embed\n");
         goto out;
     }
+    if (!slm_cli_trace_begin()) goto out;
     a.opt.embeddings = 1;
     a.opt.verbose = a.verbose;
     a.opt.n_threads = a.threads;
@@ -268,43 +326,39 @@ int slm_cli_embed(int argc, char **argv) {
         fprintf(stderr, "embed: %d text(s), dim %d, pooling %s%s, normalize %d, up to %d tokens a text\n", n_texts,
                 dim, slm_pooling_name(pooling), a.pooling == SLM_POOLING_DEFAULT ? " (the model's)" : "",
                 a.normalize, in.kv_capacity);
-    const size_t per = pooling == SLM_POOLING_NONE ? (size_t)in.kv_capacity * (size_t)dim : (size_t)dim;
-    float *buf = slm_malloc(per * sizeof(float));
     int nv = 0;
-    for (int t = 0; buf && t < n_texts; t++) {
-        int n_tok = 0;
-        char *sep = rank ? strstr(texts[t], a.cls_sep) : NULL;
-        if (rank && !sep) {
-            fprintf(stderr, "staticlm: text %d: no query / document separator (--cls-separator)\n", t);
-            slm_xfree(buf);
-            goto out;
+    if (!rank) { /* every text at once: an encoder packs them into its batch programs */
+        if (embed_all(&a, e, s, texts, n_texts, pooling, dim, &vecs, &owner, &nv)) goto out;
+    } else {
+        const size_t per = (size_t)dim;
+        float *buf = slm_malloc(per * sizeof(float));
+        for (int t = 0; buf && t < n_texts; t++) {
+            int n_tok = 0;
+            char *sep = strstr(texts[t], a.cls_sep);
+            if (!sep) {
+                fprintf(stderr, "staticlm: text %d: no query / document separator (--cls-separator)\n", t);
+                slm_xfree(buf);
+                goto out;
+            }
+            *sep = 0; /* query, then document */
+            if (slm_session_rerank(s, texts[t], sep + strlen(a.cls_sep), buf, per, &n_tok)) {
+                fprintf(stderr, "staticlm: text %d: %s\n", t, slm_session_error(s));
+                slm_xfree(buf);
+                goto out;
+            }
+            float *nvv = slm_realloc(vecs, (size_t)(nv + 1) * (size_t)dim * sizeof(float));
+            if (!nvv) {
+                nv = 0; /* nothing printed */
+                break;
+            }
+            vecs = nvv;
+            memcpy(vecs + (size_t)nv * dim, buf, (size_t)dim * sizeof(float)); /* scores as they are */
+            nv++;
+            if (a.verbose) fprintf(stderr, "embed: text %d: %d tokens\n", t, n_tok);
         }
-        if (sep) *sep = 0; /* query, then document */
-        if (rank ? slm_session_rerank(s, texts[t], sep + strlen(a.cls_sep), buf, per, &n_tok)
-                 : slm_session_embed_text(s, texts[t], pooling, buf, per, &n_tok)) {
-            fprintf(stderr, "staticlm: text %d: %s\n", t, slm_session_error(s));
-            slm_xfree(buf);
-            goto out;
-        }
-        const int rows = pooling == SLM_POOLING_NONE ? n_tok : 1;
-        float *nvv = slm_realloc(vecs, (size_t)(nv + rows) * (size_t)dim * sizeof(float));
-        int *no = slm_realloc(owner, (size_t)(nv + rows) * sizeof(int));
-        if (nvv) vecs = nvv;
-        if (no) owner = no;
-        if (!nvv || !no) {
-            nv = 0; /* nothing printed */
-            break;
-        }
-        for (int k = 0; k < rows; k++) {
-            memcpy(vecs + (size_t)(nv + k) * dim, buf + (size_t)k * dim, (size_t)dim * sizeof(float));
-            if (!rank) slm_embed_normalize(vecs + (size_t)(nv + k) * dim, dim, a.normalize); /* scores as they are */
-            owner[nv + k] = t;
-        }
-        nv += rows;
-        if (a.verbose) fprintf(stderr, "embed: text %d: %d tokens\n", t, n_tok);
+        slm_xfree(buf);
     }
-    slm_xfree(buf);
-    if (!vecs || !owner || nv == 0) {
+    if (!vecs || (!rank && !owner) || nv == 0) {
         fprintf(stderr, "staticlm: out of memory\n");
         goto out;
     }

@@ -8,12 +8,15 @@
 
 /* ---- the compile driver -------------------------------------------------- */
 
-static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind kind, int rows_t, int cap,
+/* region > 0: an encoder's batch embedding program (kind EMBED_BATCH) of
+ * rows_t / region texts, each in its region of `region` rows. */
+static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind kind, int rows_t, int cap, int region,
                                const slm_model_file *m, slm_err *err) {
     slm_status s;
-    p->kind = (uint8_t)kind;
+    p->kind = (uint8_t)(region > 0 ? SLM_PROG_EMBED_BATCH : kind);
     static const char *const names[] = {"", "prefill", "generate", "verify", "lm_head", "batch", "embed"};
     snprintf(p->name, sizeof p->name, "%s.%d", names[kind], kind == SLM_PROG_GENERATE ? cap : rows_t);
+    if (region > 0) snprintf(p->name, sizeof p->name, "embed.%dx%d", rows_t / region, region);
     if (kind == SLM_PROG_LMHEAD) {
         slm_graph_init(&p->graph, p->name);
         if ((s = slm_build_lm_head(&p->graph, m, err))) return s;
@@ -33,6 +36,11 @@ static slm_status make_program(slm_compiled *c, slm_program *p, slm_prog_kind ki
     if ((s = slm_pass_fuse_prologues(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_rope(&p->graph, err))) return s;
     if ((s = slm_pass_fuse_residual(&p->graph, err))) return s;
+    if (region > 0) { /* attention within each region, K/V rows at their cache positions */
+        s = slm_lower_batch(p, &p->graph, &c->opt, region, m->map.data, m->map.size, err);
+        p->region = region;
+        return s;
+    }
     return slm_lower(p, &p->graph, &c->opt, m->map.data, m->map.size, err);
 }
 
@@ -119,21 +127,21 @@ slm_status slm_compile(slm_compiled *out, const slm_model_file *m, const slm_com
     }
     for (int i = 0; i < o->n_prefill_variants; i++, out->n_progs++)
         if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_PREFILL, o->prefill_variants[i],
-                              out->kv_capacity, m, err)))
+                              out->kv_capacity, 0, m, err)))
             goto fail;
     for (int i = 0; i < o->n_generate_variants; i++, out->n_progs++)
-        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_GENERATE, 1, o->generate_variants[i], m, err)))
+        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_GENERATE, 1, o->generate_variants[i], 0, m, err)))
             goto fail;
     if (o->draft_n > 0) {
-        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_VERIFY, o->draft_n + 1, out->kv_capacity, m, err)))
+        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_VERIFY, o->draft_n + 1, out->kv_capacity, 0, m, err)))
             goto fail;
         out->n_progs++;
     }
     if (o->lm_head_separate) {
-        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, 1, 1, m, err))) goto fail;
+        if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, 1, 1, 0, m, err))) goto fail;
         out->n_progs++;
         if (o->draft_n > 0) {
-            if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, o->draft_n + 1, o->draft_n + 1, m, err)))
+            if ((s = make_program(out, &out->progs[out->n_progs], SLM_PROG_LMHEAD, o->draft_n + 1, o->draft_n + 1, 0, m, err)))
                 goto fail;
             out->n_progs++;
         }
@@ -188,20 +196,42 @@ slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seq
 
 /* ---- embedding programs -------------------------------------------------- */
 
+/* The region sizes of an encoder's batch embedding programs (ascending). */
+static const int embed_regions[] = {SLM_EMBED_REGIONS};
+
+int slm_embed_batch_shape(int max_prompt_len, int i, int *regions, int *rows) {
+    if (i < 0 || i >= (int)(sizeof embed_regions / sizeof embed_regions[0])) return 0;
+    const int all = max_prompt_len < SLM_EMBED_BATCH_ROWS ? max_prompt_len : SLM_EMBED_BATCH_ROWS;
+    const int s = embed_regions[i], b = all / s;
+    if (b < 2) return 0;
+    *regions = b;
+    *rows = s;
+    return 1;
+}
+
 slm_status slm_compile_embed(slm_compiled *c, const slm_model_file *m, slm_err *err) {
     const int n = c->opt.n_prefill_variants;
     if (n < 1) return slm_errf(err, SLM_ERR_INTERNAL, "embedding programs: no prefill variants");
-    slm_program *np = slm_realloc(c->progs, (size_t)(c->n_progs + n) * sizeof *np);
+    int nb = 0, b, r;
+    while (c->cfg.encoder && slm_embed_batch_shape(c->opt.max_prompt_len, nb, &b, &r)) nb++;
+    slm_program *np = slm_realloc(c->progs, (size_t)(c->n_progs + n + nb) * sizeof *np);
     if (!np) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     c->progs = np;
-    memset(c->progs + c->n_progs, 0, (size_t)n * sizeof *np);
-    for (int i = 0; i < n; i++) {
-        slm_status s = make_program(c, &c->progs[c->n_progs], SLM_PROG_EMBED, c->opt.prefill_variants[i],
-                                    c->kv_capacity, m, err);
+    memset(c->progs + c->n_progs, 0, (size_t)(n + nb) * sizeof *np);
+    for (int i = 0; i < n + nb; i++) {
+        const int batch = i >= n && slm_embed_batch_shape(c->opt.max_prompt_len, i - n, &b, &r);
+        slm_status s = make_program(c, &c->progs[c->n_progs], SLM_PROG_EMBED, batch ? b * r : c->opt.prefill_variants[i],
+                                    c->kv_capacity, batch ? r : 0, m, err);
         c->n_progs++; /* freed with the others, even half built */
         if (s) return s;
     }
     return SLM_OK;
+}
+
+slm_program *slm_pick_embed_batch(slm_compiled *c, int region) {
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].kind == SLM_PROG_EMBED_BATCH && c->progs[i].region >= region) return &c->progs[i];
+    return NULL;
 }
 
 slm_program *slm_pick_embed(slm_compiled *c, int n) {

@@ -118,6 +118,29 @@ slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seq
  * last-row selection and the LM head, its output the final norm of every
  * row (hidden [T, dim]). Its K/V rows are written as a prefill's. */
 slm_status slm_compile_embed(slm_compiled *c, const slm_model_file *m, slm_err *err);
+/* With an encoder (bert, nomic-bert, gemma-embedding) slm_compile_embed
+ * also appends batch embedding programs (kind SLM_PROG_EMBED_BATCH, named
+ * embed.BxS): B regions of S rows, one text a region, positions from 0 in
+ * each, attention inside the region (both ways, a window intersected) and
+ * never on its padding rows (the mask). S takes each of SLM_EMBED_REGIONS
+ * and B = min(max_prompt_len, SLM_EMBED_BATCH_ROWS) / S, where B >= 2: with
+ * max_prompt_len 512, embed.64x8, embed.42x12, embed.32x16 .. embed.4x128.
+ * A text takes the smallest region that holds it, so the steps (1.14x to
+ * 1.5x) bound the padding rows, which are computed: 11-14% of the rows for
+ * texts of random lengths (8 sizes from 8 to 128 padded 15-20%; the 13
+ * programs cost ~30 ms and 2 MB more at load for bge-small). Regions a call leaves empty cost
+ * nothing (they come first: rows before the first valid one are skipped),
+ * so one B per S is enough; 512 rows a call is where the matmuls stop
+ * gaining from more rows (prefill's speed at pp512), and texts above the
+ * largest region go alone through embed.T. */
+#define SLM_EMBED_REGIONS 8, 12, 16, 20, 24, 28, 32, 40, 48, 64, 80, 96, 128
+#define SLM_EMBED_BATCH_ROWS 512
+/* The i-th batch embedding shape for max_prompt_len: 1 with *regions (B)
+ * and *rows (S), 0 past the last. */
+int slm_embed_batch_shape(int max_prompt_len, int i, int *regions, int *rows);
+/* The batch embedding program of the smallest region of at least `region`
+ * rows (NULL if none). */
+slm_program *slm_pick_embed_batch(slm_compiled *c, int region);
 
 /* Passes (exposed for tests and dumps). */
 slm_status slm_pass_state_to_io(slm_graph *g, slm_err *err);

@@ -10,27 +10,6 @@
 
 /* ---- attention ---------------------------------------------------------- */
 
-/* Row r's KV rows [first, last] in an ATTENTION task: up to its cache
- * position (causal), within the sliding window, within the region of the
- * sequence the row belongs to (batch programs: regions of t->k rows); with
- * window < 0 (an encoder: no causal limit) rows [0, upto], upto the cache
- * position of the call's last valid row, and for window -(h + 1) with h
- * >= 1 only those within h rows of its own on either side. The
- * window is data-independent but the range is steered by the query's
- * cache position. */
-static void attn_range(const slm_task *t, const int32_t *cp, int r, int upto, int *first, int *last) {
-    *last = cp[r];
-    if (t->window < 0) { /* an encoder: every row up to the call's last valid one, `upto` */
-        const int h = -t->window - 1; /* gemma-embedding's window layers: h rows on either side */
-        *first = h > 0 && *last > h ? *last - h : 0;
-        *last = h > 0 && *last + h < upto ? *last + h : upto;
-        return;
-    }
-    const int base = t->k > 0 ? *last - *last % t->k : 0;
-    *first = t->window > 0 && *last + 1 > t->window ? *last + 1 - t->window : 0;
-    if (*first < base) *first = base;
-}
-
 /* The task's rows [r0, r1), query heads [h, h1) (one KV head's), one row
  * at a time: the set's attention, or plain C for gemma2's capped scores;
  * with f2 > 0 the heads' ALiBi slopes (jina-bert-v2: f2 the largest bias). */
@@ -42,7 +21,7 @@ static void attn_per_row(const slm_task *t, const slm_kernel_set *ks, const int3
     for (int g = h; g < h1 && g - h < 64 && t->f2 > 0.0f; g++) slope[g - h] = slm_alibi_slope(g, t->a, t->f2);
     for (int r = r0; r < r1; r++) {
         int first, last;
-        attn_range(t, cp, r, upto, &first, &last);
+        slm_attn_range(t, cp, r, upto, &first, &last);
         slm_attn_args a = {
             .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r) + (size_t)h * t->c,
             .q_stride = (size_t)t->c,
@@ -90,7 +69,7 @@ static void run_attention_keys(const slm_task *t, rows rr, const slm_kernel_set 
     float ml[2 * 64];
     for (int r = rr.begin; r < rr.end; r++) {
         int first, last, b, e;
-        attn_range(t, cp, r, cp[rr.end - 1], &first, &last);
+        slm_attn_range(t, cp, r, cp[rr.end - 1], &first, &last);
         slm_attn_part_keys(first, last, part, parts, &b, &e);
         float *pr = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r) + (size_t)part * t->a * w;
         for (int h = t->n0; h < t->n1;) {
@@ -201,7 +180,7 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
                 /* a block stays inside one sequence region: no row sees another's keys */
                 const int region = t->k > 0 ? cp[r0] / t->k : 0;
                 for (r1 = r0; r1 < rr.end && n < SLM_ATTN_ROWS_MAX && (t->k > 0 ? cp[r1] / t->k : 0) == region; r1++, n++)
-                    attn_range(t, cp, r1, upto, &first[n], &last[n]);
+                    slm_attn_range(t, cp, r1, upto, &first[n], &last[n]);
                 const slm_attn_rows ar = {
                     .q = row_f(t->p[SLM_REF_SRC0], &t->ref[SLM_REF_SRC0], r0) + (size_t)h * t->c,
                     .q_ld = t->ref[SLM_REF_SRC0].ld,

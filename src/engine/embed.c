@@ -300,54 +300,85 @@ static slm_err *fresh_err(slm_session *s) {
     return err;
 }
 
+/* The pooling asked for (the model's by default) checked: SLM_OK, else the error in err. */
+static slm_status check_pooling(slm_engine *e, slm_err *err, int *pooling) {
+    if (!slm_largest(&e->comp, SLM_PROG_EMBED))
+        return slm_errf(err, SLM_ERR_ARG, "embeddings are off: load the model with embeddings (--embeddings)");
+    if (*pooling == SLM_POOLING_DEFAULT) *pooling = e->pooling;
+    if (*pooling < SLM_POOLING_NONE || *pooling > SLM_POOLING_RANK)
+        return slm_errf(err, SLM_ERR_ARG, "pooling %d: none, mean, cls, last or rank", *pooling);
+    if (*pooling == SLM_POOLING_RANK && !e->n_cls)
+        return slm_errf(err, SLM_ERR_ARG, "pooling rank needs a reranker's classifier head (cls.weight, "
+                        "cls.output.weight), which this model has not");
+    return SLM_OK;
+}
+
+/* The rows pooling gathers: the asked-for one; for rank the row the
+ * classifier reads, the last (qwen3), the mean (modern-bert, as llama.cpp)
+ * or the first. */
+static int rows_pooling(const slm_engine *e, int pooling) {
+    if (pooling != SLM_POOLING_RANK) return pooling;
+    return !strcmp(e->cfg.arch, "qwen3") ? SLM_POOLING_LAST : !strcmp(e->cfg.arch, "modern-bert") ? SLM_POOLING_MEAN
+                                                                                                 : SLM_POOLING_CLS;
+}
+
+/* Floats a text of n tokens gives under pooling. */
+static size_t pooled_floats(const slm_engine *e, int pooling, int n) {
+    return pooling == SLM_POOLING_RANK ? (size_t)e->n_cls : (size_t)e->cfg.dim * (pooling == SLM_POOLING_NONE ? (size_t)n : 1);
+}
+
+/* A text's result from its gathered rows a (a->out: out, or its pooled
+ * row under rank): the mean, the classifier's scores (h: scratch of
+ * max(n_cls1, dim) doubles), the dense projections (every row's under
+ * pooling none, as llama.cpp). */
+static slm_status finish_pooled(const slm_engine *e, const pool_acc *a, int pooling, double *h, float *out) {
+    const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK;
+    if (a->sum)
+        for (int j = 0; j < dim; j++) a->out[j] = (float)(a->sum[j] / a->n);
+    if (rank) classify(e, a->out, h, out);
+    for (int r = 0; e->d2 && !rank && r < (pooling == SLM_POOLING_NONE ? a->n : 1); r++)
+        if (apply_dense(e, out + (size_t)r * (size_t)dim)) return SLM_ERR_NOMEM;
+    return SLM_OK;
+}
+
 slm_status slm_session_embed(slm_session *s, const int32_t *ids, int n, int pooling, float *out, size_t cap) {
     if (!s) return SLM_ERR_ARG;
     slm_engine *e = slm_session_engine(s);
     slm_err *err = fresh_err(s);
-    if (!slm_largest(&e->comp, SLM_PROG_EMBED))
-        return slm_errf(err, SLM_ERR_ARG, "embeddings are off: load the model with embeddings (--embeddings)");
-    if (pooling == SLM_POOLING_DEFAULT) pooling = e->pooling;
-    if (pooling < SLM_POOLING_NONE || pooling > SLM_POOLING_RANK)
-        return slm_errf(err, SLM_ERR_ARG, "pooling %d: none, mean, cls, last or rank", pooling);
-    if (pooling == SLM_POOLING_RANK && !e->n_cls)
-        return slm_errf(err, SLM_ERR_ARG, "pooling rank needs a reranker's classifier head (cls.weight, cls.output.weight), "
-                        "which this model has not");
+    slm_status st = check_pooling(e, err, &pooling);
+    if (st) return st;
     if (!ids || n < 1) return slm_errf(err, SLM_ERR_ARG, "an embedding needs at least one token");
-    const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK;
-    const size_t need = rank ? (size_t)e->n_cls : (size_t)dim * (pooling == SLM_POOLING_NONE ? (size_t)n : 1);
+    const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK, src = rows_pooling(e, pooling);
+    const size_t need = pooled_floats(e, pooling, n);
     if (!out || cap < need)
         return slm_errf(err, SLM_ERR_ARG, "embedding output of %zu floats, need %zu", out ? cap : 0, need);
-    /* rank: the classifier reads the last row (qwen3), the mean (modern-bert, as llama.cpp) or the first */
-    const int rank_src = !rank ? pooling
-                         : !strcmp(e->cfg.arch, "qwen3")       ? SLM_POOLING_LAST
-                         : !strcmp(e->cfg.arch, "modern-bert") ? SLM_POOLING_MEAN
-                                                               : SLM_POOLING_CLS;
-    pool_acc a = {rank_src, n, out, NULL};
+    pool_acc a = {src, n, out, NULL};
     float *row = NULL;
     double *h = NULL;
-    if (rank && (!(a.out = row = slm_malloc((size_t)dim * sizeof(float))) ||
-                 !(h = slm_malloc((size_t)(e->n_cls1 > dim ? e->n_cls1 : dim) * sizeof(double))))) {
-        slm_xfree(row);
-        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-    }
-    if (rank_src == SLM_POOLING_MEAN && !(a.sum = slm_calloc((size_t)dim, sizeof *a.sum))) {
-        slm_xfree(row);
-        slm_xfree(h);
-        return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    if ((rank && (!(a.out = row = slm_malloc((size_t)dim * sizeof(float))) ||
+                  !(h = slm_malloc((size_t)(e->n_cls1 > dim ? e->n_cls1 : dim) * sizeof(double))))) ||
+        (src == SLM_POOLING_MEAN && !(a.sum = slm_calloc((size_t)dim, sizeof *a.sum)))) {
+        st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        goto out;
     }
     slm_session_reset(s); /* the rows it held, and a prompt in steps, are dropped */
-    slm_status st = slm_rt_embed(slm_session_rt(s), ids, n, take_rows, &a, err);
+    st = slm_rt_embed(slm_session_rt(s), ids, n, take_rows, &a, err);
     slm_session_reset(s);
-    if (!st && a.sum)
-        for (int j = 0; j < dim; j++) a.out[j] = (float)(a.sum[j] / n);
-    if (!st && rank) classify(e, row, h, out);
-    /* the dense projections on the pooled vector, or on every row under pooling none (as llama.cpp) */
-    for (int r = 0; !st && e->d2 && !rank && r < (pooling == SLM_POOLING_NONE ? n : 1); r++)
-        if (apply_dense(e, out + (size_t)r * (size_t)dim)) st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    if (!st && finish_pooled(e, &a, pooling, h, out)) st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+out:
     slm_xfree(h);
     slm_xfree(a.sum);
     slm_xfree(row);
     return st;
+}
+
+int slm_embed_tokenize(slm_engine *e, const char *text, int32_t *ids, int cap) {
+    if (!e || !e->loaded || !text) return SLM_TOK_ENOMEM;
+    /* BOS as the vocabulary adds it; EOS where it asks (a BPE or Unigram
+     * vocabulary applies its own add_bos/add_eos flags, WordPiece always ends
+     * with [SEP] as llama.cpp's, the others the engine's reading of it) */
+    const int add_eos = slm_tok_is_bpe(e->tok) || slm_tok_is_wpm(e->tok) || slm_tok_is_ugm(e->tok) ? 1 : e->add_eos;
+    return slm_tok_encode(e->tok, text, 1, add_eos, ids, cap);
 }
 
 slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling, float *out, size_t cap,
@@ -357,11 +388,7 @@ slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling,
     slm_engine *e = slm_session_engine(s);
     slm_err *err = fresh_err(s);
     if (!text) return slm_errf(err, SLM_ERR_ARG, "no text");
-    /* BOS as the vocabulary adds it; EOS where it asks (a BPE or Unigram
-     * vocabulary applies its own add_bos/add_eos flags, WordPiece always ends
-     * with [SEP] as llama.cpp's, the others the engine's reading of it) */
-    const int add_eos = slm_tok_is_bpe(e->tok) || slm_tok_is_wpm(e->tok) || slm_tok_is_ugm(e->tok) ? 1 : e->add_eos;
-    int n = slm_tok_encode(e->tok, text, 1, add_eos, NULL, 0);
+    int n = slm_embed_tokenize(e, text, NULL, 0);
     if (n == SLM_TOK_ETOOLONG)
         return slm_errf(err, SLM_ERR_CAPACITY, "input: %s (%zu bytes; raise max_prompt_bytes)",
                         slm_tok_encode_error(n), slm_tok_max_input(e->tok));
@@ -371,7 +398,7 @@ slm_status slm_session_embed_text(slm_session *s, const char *text, int pooling,
     if (n == 0) return slm_errf(err, SLM_ERR_ARG, "the input encodes to no tokens and the vocabulary has no BOS");
     int32_t *ids = slm_malloc((size_t)(n ? n : 1) * sizeof *ids);
     if (!ids) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
-    slm_tok_encode(e->tok, text, 1, add_eos, ids, n);
+    slm_embed_tokenize(e, text, ids, n);
     if (n_tokens) *n_tokens = n;
     const slm_status st = slm_session_embed(s, ids, n, pooling, out, cap);
     slm_xfree(ids);
@@ -482,5 +509,91 @@ slm_status slm_session_rerank(slm_session *s, const char *query, const char *doc
     if (n_tokens) *n_tokens = n;
     const slm_status st = slm_session_embed(s, ids, n, SLM_POOLING_RANK, out, cap);
     slm_xfree(ids);
+    return st;
+}
+
+/* ---- several texts at once (slm_session_embed_batch) ---------------------- */
+
+typedef struct batch_acc {
+    pool_acc *acc;    /* [k]: each text's pooling */
+    const int *order; /* [k]: the runtime's text q is the caller's order[q] */
+} batch_acc;
+
+static void take_text(void *ud, int text, const float *rows, int n_rows, int dim) {
+    const batch_acc *b = ud;
+    take_rows(&b->acc[b->order[text]], rows, 0, n_rows, dim);
+}
+
+/* The session error's message behind "text t: ". */
+static slm_status text_err(slm_err *err, int t, slm_status st) {
+    char m[SLM_ERRLEN];
+    snprintf(m, sizeof m, "%s", err->msg);
+    return slm_errf(err, st, "text %d: %s", t, m);
+}
+
+slm_status slm_session_embed_batch(slm_session *s, int k, const int32_t *const *ids, const int *n, int pooling,
+                                   float *const *out, const size_t *cap) {
+    if (!s) return SLM_ERR_ARG;
+    slm_engine *e = slm_session_engine(s);
+    slm_err *err = fresh_err(s);
+    slm_status st = check_pooling(e, err, &pooling);
+    if (st) return st;
+    if (k < 0 || (k && (!ids || !n || !out || !cap))) return slm_errf(err, SLM_ERR_ARG, "batch embeddings: %d texts", k);
+    const int dim = e->cfg.dim, rank = pooling == SLM_POOLING_RANK;
+    for (int t = 0; t < k; t++) {
+        if (!ids[t] || n[t] < 1) return slm_errf(err, SLM_ERR_ARG, "text %d: an embedding needs at least one token", t);
+        for (int i = 0; i < n[t]; i++)
+            if (ids[t][i] < 0 || ids[t][i] >= e->cfg.vocab_size)
+                return slm_errf(err, SLM_ERR_ARG, "text %d: token id %d at %d is outside the vocabulary (%d)", t,
+                                ids[t][i], i, e->cfg.vocab_size);
+        const size_t need = pooled_floats(e, pooling, n[t]);
+        if (!out[t] || cap[t] < need)
+            return slm_errf(err, SLM_ERR_ARG, "text %d: embedding output of %zu floats, need %zu", t, out[t] ? cap[t] : 0,
+                            need);
+    }
+    /* the texts a region holds, longest first (the calls waste the fewest rows); the others alone */
+    const int most = slm_rt_embed_region_max(slm_session_rt(s));
+    int *order = slm_malloc((size_t)(k ? k : 1) * 2 * sizeof *order), *sn = order + k, m = 0;
+    const int32_t **sids = slm_malloc((size_t)(k ? k : 1) * sizeof *sids);
+    pool_acc *acc = slm_calloc((size_t)(k ? k : 1), sizeof *acc);
+    const int src = rows_pooling(e, pooling);
+    double *sums = src == SLM_POOLING_MEAN ? slm_calloc((size_t)(k ? k : 1) * (size_t)dim, sizeof *sums) : NULL;
+    float *rows = rank ? slm_malloc((size_t)(k ? k : 1) * (size_t)dim * sizeof *rows) : NULL;
+    double *h = rank ? slm_malloc((size_t)(e->n_cls1 > dim ? e->n_cls1 : dim) * sizeof *h) : NULL;
+    if (!order || !sids || !acc || (src == SLM_POOLING_MEAN && !sums) || (rank && (!rows || !h))) {
+        st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int t = 0; t < k; t++) {
+        acc[t] = (pool_acc){src, n[t],
+                            rank ? rows + (size_t)t * (size_t)dim : out[t], sums ? sums + (size_t)t * (size_t)dim : NULL};
+        if (n[t] > most) continue;
+        int i = m++;
+        for (; i > 0 && n[order[i - 1]] < n[t]; i--) order[i] = order[i - 1]; /* stable: equal lengths keep their order */
+        order[i] = t;
+    }
+    if (m) {
+        for (int q = 0; q < m; q++) {
+            sids[q] = ids[order[q]];
+            sn[q] = n[order[q]];
+        }
+        batch_acc b = {acc, order};
+        slm_session_reset(s); /* the rows it held, and a prompt in steps, are dropped */
+        st = slm_rt_embed_batch(slm_session_rt(s), m, sids, sn, take_text, &b, err);
+    }
+    for (int t = 0; !st && t < k; t++) {
+        if (n[t] > most) {
+            if ((st = slm_session_embed(s, ids[t], n[t], pooling, out[t], cap[t]))) st = text_err(err, t, st);
+        } else if (finish_pooled(e, &acc[t], pooling, h, out[t])) {
+            st = slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        }
+    }
+done:
+    slm_xfree(order);
+    slm_xfree(sids);
+    slm_xfree(acc);
+    slm_xfree(sums);
+    slm_xfree(rows);
+    slm_xfree(h);
     return st;
 }

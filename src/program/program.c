@@ -3,14 +3,26 @@
 
 #include "common/dtype.h"
 
-/* KV rows row r attends to (at least 1): exec.c's attn_range, counted. */
-static uint64_t attn_keys(const slm_task *t, const int32_t *cp, int r) {
-    const int last = cp[r];
-    if (last < 0 || t->window < 0) return 1; /* an encoder's rows attend to as many keys each: equal shares of rows */
-    int first = t->window > 0 && last + 1 > t->window ? last + 1 - t->window : 0;
-    const int base = t->k > 0 ? last - last % t->k : 0;
-    if (first < base) first = base;
-    return (uint64_t)(last - first + 1);
+void slm_attn_range(const slm_task *t, const int32_t *cp, int r, int upto, int *first, int *last) {
+    *last = cp[r];
+    const int base = t->k > 0 ? *last - *last % t->k : 0;
+    if (t->window < 0) { /* an encoder: every row of its region up to the call's last one, `upto` */
+        const int h = -t->window - 1; /* gemma-embedding's window layers: h rows on either side */
+        const int end = t->k > 0 && base + t->k - 1 < upto ? base + t->k - 1 : upto;
+        *first = h > 0 && *last - h > base ? *last - h : base;
+        *last = h > 0 && *last + h < end ? *last + h : end;
+        return;
+    }
+    *first = t->window > 0 && *last + 1 > t->window ? *last + 1 - t->window : 0;
+    if (*first < base) *first = base;
+}
+
+/* KV rows row r attends to (at least 1): slm_attn_range's, counted. */
+static uint64_t attn_keys(const slm_task *t, const int32_t *cp, int r, int upto) {
+    if (cp[r] < 0) return 1;
+    int first, last;
+    slm_attn_range(t, cp, r, upto, &first, &last);
+    return last >= first ? (uint64_t)(last - first + 1) : 1;
 }
 
 void slm_attn_part_rows(const slm_task *t, const int32_t *cp, int begin, int end, int *b, int *e) {
@@ -20,15 +32,15 @@ void slm_attn_part_rows(const slm_task *t, const int32_t *cp, int begin, int end
     const int parts = t->op == SLM_T_ATTENTION && !(t->flags & SLM_TF_KEY_PARTS) ? t->tiles[1] : 0, part = t->tiles[0];
     if (parts < 2 || part >= parts || begin >= end) return;
     uint64_t total = 0;
-    for (int r = begin; r < end; r++) total += attn_keys(t, cp, r);
+    for (int r = begin; r < end; r++) total += attn_keys(t, cp, r, cp[end - 1]);
     /* part p starts at the first row whose work before it reaches p / parts of the total */
     const uint64_t lo = total * (uint64_t)part, hi = total * (uint64_t)(part + 1);
     uint64_t before = 0;
     int r = begin;
-    for (; r < end && before * (uint64_t)parts < lo; r++) before += attn_keys(t, cp, r);
+    for (; r < end && before * (uint64_t)parts < lo; r++) before += attn_keys(t, cp, r, cp[end - 1]);
     *b = r;
     if (part + 1 == parts) return;
-    for (; r < end && before * (uint64_t)parts < hi; r++) before += attn_keys(t, cp, r);
+    for (; r < end && before * (uint64_t)parts < hi; r++) before += attn_keys(t, cp, r, cp[end - 1]);
     *e = r;
 }
 

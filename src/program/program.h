@@ -27,9 +27,12 @@ typedef enum slm_prog_kind {
     SLM_PROG_BATCH = 5,   /* one decode step of B sequences (rows = B) over the KV of
                              n_seqs regions (kv_capacity = n_seqs x region); logits
                              for every row; not stored in blobs */
-    SLM_PROG_EMBED = 6    /* a prefill whose output is the final norm's hidden state of
+    SLM_PROG_EMBED = 6,   /* a prefill whose output is the final norm's hidden state of
                              every row (no LM head): embeddings (slm_options.embeddings);
                              one per prefill variant; not stored in blobs */
+    SLM_PROG_EMBED_BATCH = 7 /* an encoder's embedding program of B regions x S rows
+                             (rows = B x S, region = S): one text a region, attention
+                             inside it; named embed.BxS; not stored in blobs */
 } slm_prog_kind;
 
 /* One program input or output (the article's I/O metadata). */
@@ -55,6 +58,7 @@ typedef struct slm_program {
     uint8_t kind;          /* slm_prog_kind */
     int32_t rows;          /* T: input rows */
     int32_t kv_capacity;   /* C: KV rows visible to this program */
+    int32_t region;        /* EMBED_BATCH: rows of one text's region (S); else 0 */
     slm_task *tasks;       /* [n_tasks] */
     int32_t n_tasks;
     slm_io_desc *io;       /* [n_io] */
@@ -80,6 +84,15 @@ const char *slm_task_op_name(int op);
  * task and its operands stay as compiled. The parts of one task list
  * partition [begin, end). */
 void slm_attn_part_rows(const slm_task *t, const int32_t *cp, int begin, int end, int *b, int *e);
+/* Row r's KV rows [*first, *last] in an ATTENTION task t (the one rule the
+ * kernels and the row parts above share): up to its cache position cp[r]
+ * (causal), within the sliding window, within its region of t->k rows
+ * (batch programs: one sequence's or one text's); with window < 0 (an
+ * encoder: no causal limit) every row of its region up to `upto`, the
+ * cache position of the call's last row, and for window -(h + 1), h >= 1,
+ * only those within h rows of its own on either side. Rows the mask rules
+ * out inside the range are skipped by the kernels. */
+void slm_attn_range(const slm_task *t, const int32_t *cp, int r, int upto, int *first, int *last);
 /* "vector", "matrix", "transfer". */
 const char *slm_lane_name(int lane);
 

@@ -58,7 +58,9 @@ typedef enum slm_task_op {
                         c = head_dim, k = KV rows of one sequence's region: row r
                         attends within the region holding src4[r], i.e. rows
                         [src4[r] - src4[r] % k, src4[r]] (k = the KV capacity when
-                        the program holds one sequence); K and V hold wtype (f32, f16,
+                        the program holds one sequence); window < 0 (an encoder): the
+                        whole region, both ways (embed.BxS: a text's region of k rows),
+                        program.c's slm_attn_range; K and V hold wtype (f32, f16,
                         q8_0; their ld counts elements); online softmax, no scratch.
                         KEY_PARTS (decode programs): tiles = {part, parts, 0}; the task
                         takes part `part` of each row's KV rows cut in `parts` runs of

@@ -53,7 +53,8 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
     for (int i = 0; i < c->n_progs; i++) {
         if (c->progs[i].arena_bytes > arena) arena = c->progs[i].arena_bytes;
         if (c->progs[i].kind == SLM_PROG_VERIFY && c->progs[i].rows > rows) rows = c->progs[i].rows;
-        if (c->progs[i].kind == SLM_PROG_EMBED && c->progs[i].rows > hrows) hrows = c->progs[i].rows;
+        if ((c->progs[i].kind == SLM_PROG_EMBED || c->progs[i].kind == SLM_PROG_EMBED_BATCH) && c->progs[i].rows > hrows)
+            hrows = c->progs[i].rows;
     }
     if (hrows < rows) hrows = rows;
     const uint64_t voc = (uint64_t)(cfg->vocab_size > 0 ? cfg->vocab_size : 0);

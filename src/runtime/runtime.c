@@ -257,7 +257,12 @@ slm_status slm_rt_init_seqs(slm_runtime *rt, slm_compiled *c, const void *weight
     if (rt->batch_max > T) T = rt->batch_max;
     int logit_rows = ver ? ver->rows : 1;
     if (rt->batch_max > logit_rows) logit_rows = rt->batch_max;
-    const int hidden_rows = emb && emb->rows > logit_rows ? emb->rows : logit_rows; /* embed: every row's */
+    int hidden_rows = emb && emb->rows > logit_rows ? emb->rows : logit_rows; /* embed: every row's */
+    for (int i = 0; i < c->n_progs; i++)
+        if (c->progs[i].kind == SLM_PROG_EMBED_BATCH) { /* embed.BxS: B x S rows, at most max_prompt_len */
+            if (c->progs[i].rows > T) T = c->progs[i].rows;
+            if (c->progs[i].rows > hidden_rows) hidden_rows = c->progs[i].rows;
+        }
     rt->kv = slm_aligned_alloc((size_t)rt->kv_bytes);
     rt->arena = slm_aligned_alloc((size_t)rt->arena_bytes + 64);
     rt->input_ids = slm_calloc((size_t)T, sizeof(int32_t));
@@ -542,6 +547,71 @@ slm_status slm_rt_embed(slm_runtime *rt, const int32_t *ids, int n, slm_rt_rows_
         ids += m;
         n -= m;
         done += m;
+    }
+    return SLM_OK;
+}
+
+int slm_rt_embed_region_max(const slm_runtime *rt) {
+    int best = 0;
+    for (int i = 0; i < rt->comp->n_progs; i++)
+        if (rt->comp->progs[i].kind == SLM_PROG_EMBED_BATCH && rt->comp->progs[i].region > best)
+            best = rt->comp->progs[i].region;
+    return best;
+}
+
+/* One call of an embed.BxS program on texts [0, c) of ids / n (c <= B):
+ * text q in region B - c + q (the empty regions first: the executor skips
+ * rows before the first valid one), its rows from the region's first,
+ * positions from 0, padding rows after them masked out (their K/V rows are
+ * written in the region and never read). */
+static slm_status run_embed_batch(slm_runtime *rt, slm_program *p, int first, int c, const int32_t *const *ids,
+                                  const int *n, slm_rt_text_fn fn, void *ud, slm_err *err) {
+    const int S = p->region, B = p->rows / S, dim = rt->comp->cfg.dim;
+    for (int r = 0; r < p->rows; r++) {
+        const int j = r / S, i = r % S, q = j - (B - c), valid = q >= 0 && i < n[first + q];
+        rt->input_ids[r] = valid ? ids[first + q][i] : 0;
+        rt->position_ids[r] = valid ? i : 0;
+        rt->cache_position[r] = q >= 0 ? r : -1;
+        rt->mask[r] = valid;
+    }
+    bind_present(rt, p, 0);
+    const uint64_t t0 = slm_trace_begin();
+    slm_status s = slm_exec_run(exec_of(rt, p), rt->pool);
+    memset(rt->mask, 0, (size_t)p->rows * sizeof *rt->mask);
+    if (s) return slm_errf(err, s, "%s program failed", p->name);
+    slm_trace_end("runtime", "embed_batch", t0, &(slm_trace_args){{"texts", "first"}, {c, first}, "program", p->name});
+    for (int q = 0; q < c; q++) fn(ud, first + q, rt->hidden + (size_t)(B - c + q) * (size_t)S * (size_t)dim, n[first + q], dim);
+    return SLM_OK;
+}
+
+slm_status slm_rt_embed_batch(slm_runtime *rt, int k, const int32_t *const *ids, const int *n, slm_rt_text_fn fn,
+                              void *ud, slm_err *err) {
+    const int most = slm_rt_embed_region_max(rt);
+    if (!most) return slm_errf(err, SLM_ERR_ARG, "no batch embedding programs (an encoder's, with embeddings on)");
+    if (rt->num_stored) return slm_errf(err, SLM_ERR_ARG, "batch embeddings need an empty sequence (%d rows stored)", rt->num_stored);
+    if (k < 0 || (k && (!ids || !n))) return slm_errf(err, SLM_ERR_ARG, "batch embeddings: %d texts", k);
+    for (int t = 0; t < k; t++) {
+        if (!ids[t] || n[t] < 1 || n[t] > most)
+            return slm_errf(err, SLM_ERR_ARG, "text %d: %d tokens; a region holds 1 to %d", t, n[t], most);
+        slm_status s = check_ids(rt, ids[t], n[t], err);
+        if (s) return s;
+    }
+    /* greedy, in the given order: a call takes texts while the program of
+     * their longest one's region still has a region for each */
+    for (int t = 0; t < k;) {
+        int longest = n[t], c = 1;
+        slm_program *p = slm_pick_embed_batch(rt->comp, longest);
+        while (t + c < k) {
+            const int l = n[t + c] > longest ? n[t + c] : longest;
+            slm_program *q = slm_pick_embed_batch(rt->comp, l);
+            if (c + 1 > q->rows / q->region) break;
+            longest = l;
+            p = q;
+            c++;
+        }
+        slm_status s = run_embed_batch(rt, p, t, c, ids, n, fn, ud, err);
+        if (s) return s;
+        t += c;
     }
     return SLM_OK;
 }

@@ -145,6 +145,19 @@ slm_status slm_rt_prefill(slm_runtime *rt, const int32_t *ids, int n, slm_err *e
  * the ids do not fit the KV region. */
 typedef void (*slm_rt_rows_fn)(void *ud, const float *rows, int first, int n_rows, int dim);
 slm_status slm_rt_embed(slm_runtime *rt, const int32_t *ids, int n, slm_rt_rows_fn fn, void *ud, slm_err *err);
+/* Batch embeddings (an encoder's embed.BxS programs): k texts, text t the
+ * n[t] ids at ids[t] (1 <= n[t] <= slm_rt_embed_region_max), packed in the
+ * given order into as few calls as the programs allow: a call takes the
+ * next texts while the program of the smallest region that holds their
+ * longest has a region for each (sorted longest first, the calls waste the
+ * fewest rows). After each call fn gets each of its texts' final-norm rows
+ * ([n_rows][dim], valid during the call). The selected sequence must hold
+ * no rows; its mask is left clear, its K/V rows are overwritten. */
+typedef void (*slm_rt_text_fn)(void *ud, int text, const float *rows, int n_rows, int dim);
+slm_status slm_rt_embed_batch(slm_runtime *rt, int k, const int32_t *const *ids, const int *n, slm_rt_text_fn fn,
+                              void *ud, slm_err *err);
+/* The largest region of the batch embedding programs (0: none). */
+int slm_rt_embed_region_max(const slm_runtime *rt);
 /* Append n ids (1 <= n <= verify rows) through the verify program, which
  * returns logits for every row: *logits points at n rows of vocab floats. */
 slm_status slm_rt_verify(slm_runtime *rt, const int32_t *ids, int n, const float **logits, slm_err *err);

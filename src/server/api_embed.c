@@ -13,7 +13,9 @@
  *                        token's (pooling none, not normalized)
  * A request is a job like a completion's: it waits for a slot, and the
  * worker runs its inputs through the embedding programs on that slot's
- * session (srv_embed_run), between the other slots' decode steps. */
+ * session (srv_embed_run), between the other slots' decode steps: all of
+ * them in one slm_session_embed_batch (an encoder's batch programs hold
+ * several texts a call). */
 #include "server/api.h"
 #include "server/embed.h"
 
@@ -81,51 +83,73 @@ static int rerank_run(srv_api *a, srv_embed *m, slm_session *s, int *status, cha
     return 1;
 }
 
+/* The inputs' ids (texts tokenized as slm_session_embed_text does), each
+ * checked against a slot, then all of them through one
+ * slm_session_embed_batch: an encoder packs them into its batch programs. */
 int srv_embed_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap) {
     if (m->rerank) return rerank_run(a, m, s, status, msg, cap);
     const int dim = a->info.dim, cap_tok = slm_session_capacity(s);
+    int ok = 0;
+    int32_t **tok = slm_calloc((size_t)m->n_in, sizeof *tok); /* the texts' ids */
+    const int32_t **ids = slm_calloc((size_t)m->n_in, sizeof *ids);
+    int *n = slm_calloc((size_t)m->n_in, sizeof *n);
+    size_t *caps = slm_calloc((size_t)m->n_in, sizeof *caps);
+    *status = 500;
+    snprintf(msg, cap, "out of memory");
+    if (!tok || !ids || !n || !caps) goto done;
     for (int k = 0; k < m->n_in; k++) {
-        int n = m->n_ids[k];
         *status = 400;
         if (m->text[k] && strlen(m->text[k]) > a->max_prompt_bytes) { /* cannot fit: refused untokenized */
             snprintf(msg, cap, "input %d: %zu bytes cannot fit a slot's %d tokens", k, strlen(m->text[k]), cap_tok);
-            return 0;
+            goto done;
         }
-        if (m->text[k] && m->pooling == SLM_POOLING_NONE) { /* its vector count sizes the output */
-            n = slm_tokenize(a->e, m->text[k], 1, NULL, 0) + 1; /* + EOS where the vocabulary adds it */
-            if (n < 2) {
+        n[k] = m->n_ids[k];
+        ids[k] = m->ids[k];
+        if (m->text[k]) { /* BOS, and EOS where the vocabulary asks, as llama-server */
+            const int want = slm_embed_tokenize(a->e, m->text[k], NULL, 0);
+            if (want < 1) {
                 snprintf(msg, cap, "input %d: could not be tokenized", k);
-                return 0;
+                goto done;
             }
+            if (want <= cap_tok && !(ids[k] = tok[k] = slm_malloc((size_t)want * sizeof **tok))) {
+                *status = 500;
+                snprintf(msg, cap, "out of memory");
+                goto done;
+            }
+            n[k] = want;
+            if (want <= cap_tok) slm_embed_tokenize(a->e, m->text[k], tok[k], want);
         }
-        if (n > cap_tok + (m->text[k] ? 1 : 0)) {
+        if (n[k] > cap_tok) {
             snprintf(msg, cap, "input %d has %d tokens; a slot holds %d (serve's --max-prompt-len + "
-                     "--min-response-len)", k, n, cap_tok);
-            return 0;
+                     "--min-response-len)", k, n[k], cap_tok);
+            goto done;
         }
-        const size_t floats = (size_t)dim * (m->pooling == SLM_POOLING_NONE ? (size_t)n : 1);
-        if (!(m->vec[k] = slm_malloc(floats * sizeof(float)))) {
+        caps[k] = (size_t)dim * (m->pooling == SLM_POOLING_NONE ? (size_t)n[k] : 1);
+        if (!(m->vec[k] = slm_malloc(caps[k] * sizeof(float)))) {
             *status = 500;
             snprintf(msg, cap, "out of memory");
-            return 0;
+            goto done;
         }
-        int got = n;
-        /* a text: BOS, and EOS where the vocabulary asks, as llama-server */
-        const slm_status st = m->text[k] ? slm_session_embed_text(s, m->text[k], m->pooling, m->vec[k], floats, &got)
-                                         : slm_session_embed(s, m->ids[k], n, m->pooling, m->vec[k], floats);
-        if (st) {
-            *status = st == SLM_ERR_CAPACITY || st == SLM_ERR_ARG ? 400 : 500;
-            if (st == SLM_ERR_CAPACITY)
-                snprintf(msg, cap, "input %d has %d tokens; a slot holds %d (serve's --max-prompt-len + "
-                         "--min-response-len)", k, got, cap_tok);
-            else snprintf(msg, cap, "input %d: %s", k, slm_session_error(s));
-            return 0;
-        }
-        m->n_vec[k] = m->pooling == SLM_POOLING_NONE ? got : 1;
-        if (m->pooling != SLM_POOLING_NONE) slm_embed_normalize(m->vec[k], dim, m->normalize);
-        m->tokens += got;
     }
-    return 1;
+    const slm_status st = slm_session_embed_batch(s, m->n_in, ids, n, m->pooling, m->vec, caps);
+    if (st) {
+        *status = st == SLM_ERR_CAPACITY || st == SLM_ERR_ARG ? 400 : 500;
+        snprintf(msg, cap, "%s", slm_session_error(s));
+        goto done;
+    }
+    for (int k = 0; k < m->n_in; k++) {
+        m->n_vec[k] = m->pooling == SLM_POOLING_NONE ? n[k] : 1;
+        if (m->pooling != SLM_POOLING_NONE) slm_embed_normalize(m->vec[k], dim, m->normalize);
+        m->tokens += n[k];
+    }
+    ok = 1;
+done:
+    for (int k = 0; tok && k < m->n_in; k++) slm_xfree(tok[k]);
+    slm_xfree(tok);
+    slm_xfree(ids);
+    slm_xfree(n);
+    slm_xfree(caps);
+    return ok;
 }
 
 int srv_embed_tokens(const srv_embed *m) { return m ? m->tokens : 0; }
