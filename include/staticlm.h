@@ -508,10 +508,21 @@ SLM_API int slm_embed_tokenize(slm_engine *e, const char *text, int32_t *ids, in
  * model's rerank template (tokenizer.chat_template.rerank) with {query} and
  * {document} replaced, tokenized with its special tokens (no BOS added), as
  * llama-server does; slm_model_rank_outputs floats into out (Qwen3-Reranker:
- * out[0] is P("yes"), the relevance). SLM_ERR_UNSUPPORTED without a rerank
- * template; the token count in *n_tokens (may be NULL). */
+ * out[0] is P("yes"), the relevance); a cross-encoder without a template
+ * (BERT, XLM-R, ModernBERT: a classifier head) takes llama-server's pair
+ * [BOS] query [EOS] [SEP] document [EOS] by its vocabulary's flags.
+ * SLM_ERR_UNSUPPORTED without a template or a head; the token count in
+ * *n_tokens (may be NULL). */
 SLM_API slm_status slm_session_rerank(slm_session *s, const char *query, const char *document, float *out,
                                       size_t cap, int *n_tokens);
+/* k pairs at once (query[t], document[t]), scores into out[t] (cap[t]
+ * floats), token counts into n_tokens[t] (may be NULL): as
+ * slm_session_rerank each, through slm_session_embed_batch (a
+ * cross-encoder packs the pairs into its batch programs). An error names
+ * its pair ("text 3: ..."). */
+SLM_API slm_status slm_session_rerank_batch(slm_session *s, int k, const char *const *query,
+                                            const char *const *document, float *const *out, const size_t *cap,
+                                            int *n_tokens);
 /* Normalize v[0..n) as llama.cpp's --embd-normalize: -1 none, 0 max
  * absolute value to 32760 (int16 range), 1 taxicab, 2 Euclidean (its
  * default), p > 2 the p-norm. A zero vector stays zero. */

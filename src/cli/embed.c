@@ -329,34 +329,37 @@ int slm_cli_embed(int argc, char **argv) {
     int nv = 0;
     if (!rank) { /* every text at once: an encoder packs them into its batch programs */
         if (embed_all(&a, e, s, texts, n_texts, pooling, dim, &vecs, &owner, &nv)) goto out;
-    } else {
-        const size_t per = (size_t)dim;
-        float *buf = slm_malloc(per * sizeof(float));
-        for (int t = 0; buf && t < n_texts; t++) {
-            int n_tok = 0;
+    } else { /* "query<TAB>document" pairs, all at once: a cross-encoder packs them into its batch programs */
+        const char **q = slm_calloc((size_t)n_texts, sizeof *q), **d = slm_calloc((size_t)n_texts, sizeof *d);
+        float **o = slm_calloc((size_t)n_texts, sizeof *o);
+        size_t *caps = slm_calloc((size_t)n_texts, sizeof *caps);
+        int *n_tok = slm_calloc((size_t)n_texts, sizeof *n_tok), bad = 0;
+        vecs = slm_malloc((size_t)n_texts * (size_t)dim * sizeof(float));
+        for (int t = 0; vecs && q && d && o && caps && n_tok && t < n_texts && !bad; t++) {
             char *sep = strstr(texts[t], a.cls_sep);
             if (!sep) {
                 fprintf(stderr, "staticlm: text %d: no query / document separator (--cls-separator)\n", t);
-                slm_xfree(buf);
-                goto out;
-            }
-            *sep = 0; /* query, then document */
-            if (slm_session_rerank(s, texts[t], sep + strlen(a.cls_sep), buf, per, &n_tok)) {
-                fprintf(stderr, "staticlm: text %d: %s\n", t, slm_session_error(s));
-                slm_xfree(buf);
-                goto out;
-            }
-            float *nvv = slm_realloc(vecs, (size_t)(nv + 1) * (size_t)dim * sizeof(float));
-            if (!nvv) {
-                nv = 0; /* nothing printed */
+                bad = 1;
                 break;
             }
-            vecs = nvv;
-            memcpy(vecs + (size_t)nv * dim, buf, (size_t)dim * sizeof(float)); /* scores as they are */
-            nv++;
-            if (a.verbose) fprintf(stderr, "embed: text %d: %d tokens\n", t, n_tok);
+            *sep = 0; /* query, then document */
+            q[t] = texts[t], d[t] = sep + strlen(a.cls_sep), o[t] = vecs + (size_t)t * dim, caps[t] = (size_t)dim;
         }
-        slm_xfree(buf);
+        if (!bad && vecs && q && d && o && caps && n_tok) {
+            if (slm_session_rerank_batch(s, n_texts, q, d, o, caps, n_tok)) { /* scores as they are */
+                fprintf(stderr, "staticlm: %s\n", slm_session_error(s));
+                bad = 1;
+            } else {
+                nv = n_texts;
+                for (int t = 0; a.verbose && t < n_texts; t++) fprintf(stderr, "embed: text %d: %d tokens\n", t, n_tok[t]);
+            }
+        }
+        slm_xfree(q);
+        slm_xfree(d);
+        slm_xfree(o);
+        slm_xfree(caps);
+        slm_xfree(n_tok);
+        if (bad) goto out;
     }
     if (!vecs || (!rank && !owner) || nv == 0) {
         fprintf(stderr, "staticlm: out of memory\n");

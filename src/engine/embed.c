@@ -468,47 +468,70 @@ static int pair_ids(const slm_engine *e, const char *query, const char *document
     return n;
 }
 
-slm_status slm_session_rerank(slm_session *s, const char *query, const char *document, float *out, size_t cap,
-                              int *n_tokens) {
-    if (n_tokens) *n_tokens = 0;
-    if (!s) return SLM_ERR_ARG;
-    slm_engine *e = slm_session_engine(s);
-    slm_err *err = fresh_err(s);
-    if (!query || !document) return slm_errf(err, SLM_ERR_ARG, "a query and a document");
+static slm_status text_err(slm_err *err, int t, slm_status st);
+
+/* A rerank pair's ids into *ids (slm_malloc'd): the rerank template's
+ * text, or a cross-encoder's pair; their count, or -1 with err set. */
+static int rerank_ids(slm_engine *e, slm_err *err, const char *query, const char *document, int32_t **ids) {
+    *ids = NULL;
+    if (!query || !document) return slm_errf(err, SLM_ERR_ARG, "a query and a document"), -1;
     const long tl = slm_model_meta(e, "tokenizer.chat_template.rerank", NULL, 0);
-    if (tl > (1 << 20)) return slm_errf(err, SLM_ERR_UNSUPPORTED, "the rerank template is over 1 MiB");
+    if (tl > (1 << 20)) return slm_errf(err, SLM_ERR_UNSUPPORTED, "the rerank template is over 1 MiB"), -1;
     if (tl < 0 && !e->n_cls)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "this model is not a reranker: it has no classifier head (cls.weight, "
-                        "cls.output.weight) and no rerank template (tokenizer.chat_template.rerank)");
-    int32_t *ids = NULL;
+                        "cls.output.weight) and no rerank template (tokenizer.chat_template.rerank)"), -1;
     int n;
     if (tl < 0) { /* a cross-encoder (BERT, XLM-R): the pair by the vocabulary's flags */
-        n = pair_ids(e, query, document, &ids);
+        n = pair_ids(e, query, document, ids);
         if (n == -100) {
-            slm_xfree(ids);
+            slm_xfree(*ids);
+            *ids = NULL;
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "rerank input: the vocabulary asks for a BOS, EOS or separator "
-                            "token it does not name");
+                            "token it does not name"), -1;
         }
     } else {
         char *prompt = slm_malloc((size_t)tl + 1);
-        if (!prompt) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+        if (!prompt) return slm_errf(err, SLM_ERR_NOMEM, "out of memory"), -1;
         slm_model_meta(e, "tokenizer.chat_template.rerank", prompt, (size_t)tl + 1);
         /* as llama-server: {query}, then {document}, replaced; special-token text parsed, no BOS added */
         if (!replace_all(&prompt, "{query}", query) || !replace_all(&prompt, "{document}", document)) {
             slm_xfree(prompt);
-            return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+            return slm_errf(err, SLM_ERR_NOMEM, "out of memory"), -1;
         }
-        n = slm_engine_tokenize(e, prompt, SLM_FEED_SPECIAL, &ids);
+        n = slm_engine_tokenize(e, prompt, SLM_FEED_SPECIAL, ids);
         slm_xfree(prompt);
     }
     if (n < 0) {
-        slm_xfree(ids);
+        slm_xfree(*ids);
+        *ids = NULL;
         return slm_errf(err, n == SLM_TOK_ENOMEM ? SLM_ERR_NOMEM : SLM_ERR_CAPACITY, "rerank input: %s",
-                        slm_tok_encode_error(n));
+                        slm_tok_encode_error(n)), -1;
     }
-    if (n_tokens) *n_tokens = n;
-    const slm_status st = slm_session_embed(s, ids, n, SLM_POOLING_RANK, out, cap);
+    return n;
+}
+
+slm_status slm_session_rerank(slm_session *s, const char *query, const char *document, float *out, size_t cap,
+                              int *n_tokens) {
+    return slm_session_rerank_batch(s, 1, &query, &document, &out, &cap, n_tokens);
+}
+
+slm_status slm_session_rerank_batch(slm_session *s, int k, const char *const *query, const char *const *document,
+                                    float *const *out, const size_t *cap, int *n_tokens) {
+    if (!s) return SLM_ERR_ARG;
+    slm_engine *e = slm_session_engine(s);
+    slm_err *err = fresh_err(s);
+    if (k < 0 || (k && (!query || !document || !out || !cap))) return slm_errf(err, SLM_ERR_ARG, "rerank: %d pairs", k);
+    int32_t **ids = slm_calloc((size_t)(k ? k : 1), sizeof *ids);
+    int *n = slm_calloc((size_t)(k ? k : 1), sizeof *n);
+    slm_status st = ids && n ? SLM_OK : slm_errf(err, SLM_ERR_NOMEM, "out of memory");
+    for (int t = 0; !st && t < k; t++) {
+        if ((n[t] = rerank_ids(e, err, query[t], document[t], &ids[t])) < 0) st = k > 1 ? text_err(err, t, err->status) : err->status;
+        else if (n_tokens) n_tokens[t] = n[t];
+    }
+    if (!st) st = slm_session_embed_batch(s, k, (const int32_t *const *)ids, n, SLM_POOLING_RANK, out, cap);
+    for (int t = 0; ids && t < k; t++) slm_xfree(ids[t]);
     slm_xfree(ids);
+    slm_xfree(n);
     return st;
 }
 

@@ -53,34 +53,50 @@ static srv_embed *parse(srv_api *a, srv_req *r, int oai, int *ok) {
 /* ---- the worker's part ---------------------------------------------------------------- */
 
 /* A rerank's documents: each scored against the query by the model's
- * rerank template and classifier head; the first score is the relevance. */
+ * rerank template or a cross-encoder's pair and its classifier head, all
+ * through one slm_session_rerank_batch (a cross-encoder packs them into its
+ * batch programs); the first score is the relevance. */
 static int rerank_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap) {
-    const int n_out = slm_model_rank_outputs(a->e), cap_tok = slm_session_capacity(s);
-    for (int k = 0; k < m->n_in; k++) {
-        *status = 400;
-        if (strlen(m->text[k]) + strlen(m->query) > a->max_prompt_bytes) {
-            snprintf(msg, cap, "document %d: the query and the document cannot fit a slot's %d tokens", k, cap_tok);
-            return 0;
+    const int n_out = slm_model_rank_outputs(a->e), cap_tok = slm_session_capacity(s), k = m->n_in;
+    const char **q = slm_calloc((size_t)(k ? k : 1), sizeof *q);
+    size_t *caps = slm_calloc((size_t)(k ? k : 1), sizeof *caps);
+    int *got = slm_calloc((size_t)(k ? k : 1), sizeof *got), ok = 0;
+    *status = 500;
+    snprintf(msg, cap, "out of memory");
+    if (!q || !caps || !got) goto out;
+    for (int t = 0; t < k; t++) {
+        if (strlen(m->text[t]) + strlen(m->query) > a->max_prompt_bytes) {
+            *status = 400;
+            snprintf(msg, cap, "document %d: the query and the document cannot fit a slot's %d tokens", t, cap_tok);
+            goto out;
         }
-        if (!(m->vec[k] = slm_malloc((size_t)n_out * sizeof(float)))) {
-            *status = 500;
-            snprintf(msg, cap, "out of memory");
-            return 0;
-        }
-        int got = 0;
-        const slm_status st = slm_session_rerank(s, m->query, m->text[k], m->vec[k], (size_t)n_out, &got);
-        if (st) {
-            *status = st == SLM_ERR_CAPACITY || st == SLM_ERR_ARG ? 400 : st == SLM_ERR_UNSUPPORTED ? 501 : 500;
-            if (st == SLM_ERR_CAPACITY)
-                snprintf(msg, cap, "document %d: %d tokens with the query; a slot holds %d (serve's --max-prompt-len + "
-                         "--min-response-len)", k, got, cap_tok);
-            else snprintf(msg, cap, "document %d: %s", k, slm_session_error(s));
-            return 0;
-        }
-        m->n_vec[k] = 1;
-        m->tokens += got;
+        if (!(m->vec[t] = slm_malloc((size_t)n_out * sizeof(float)))) goto out;
+        q[t] = m->query;
+        caps[t] = (size_t)n_out;
     }
-    return 1;
+    const slm_status st = slm_session_rerank_batch(s, k, q, (const char *const *)m->text, m->vec, caps, got);
+    if (st) {
+        int t = k == 1 ? 0 : -1; /* the pair the error names ("text T: ..."), -1: none */
+        const char *e = slm_session_error(s), *colon = strchr(e, ':');
+        if (k > 1 && sscanf(e, "text %d:", &t) == 1 && colon && colon[1] == ' ') e = colon + 2;
+        *status = st == SLM_ERR_CAPACITY || st == SLM_ERR_ARG ? 400 : st == SLM_ERR_UNSUPPORTED ? 501 : 500;
+        if (t < 0 || t >= k) snprintf(msg, cap, "%s", e);
+        else if (st == SLM_ERR_CAPACITY && got[t] > cap_tok)
+            snprintf(msg, cap, "document %d: %d tokens with the query; a slot holds %d (serve's --max-prompt-len + "
+                     "--min-response-len)", t, got[t], cap_tok);
+        else snprintf(msg, cap, "document %d: %s", t, e);
+        goto out;
+    }
+    for (int t = 0; t < k; t++) {
+        m->n_vec[t] = 1;
+        m->tokens += got[t];
+    }
+    ok = 1;
+out:
+    slm_xfree(q);
+    slm_xfree(caps);
+    slm_xfree(got);
+    return ok;
 }
 
 /* The inputs' ids (texts tokenized as slm_session_embed_text does), each
