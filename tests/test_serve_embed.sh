@@ -8,7 +8,8 @@
 #  - an embedding request while another slot generates: both answered, the generation as alone;
 #  - refusals: no --embeddings (501), bad input, ids outside the vocabulary, dimensions,
 #    encoding_format, an input over the slot's capacity; --pooling without --embeddings;
-#  - an encoder (synth bert): a list of texts (packed into its batch programs) gives each text's
+#  - an encoder (synth bert): requests of several clients admitted together share one batch call;
+#    a list of texts (packed into its batch programs) gives each text's
 #    vector alone, in order, and staticlm embed -f's;
 #  - --reranking with a reranker (synth --pooling rank, Qwen3-Reranker's layout): /v1/rerank's
 #    scores equal `staticlm embed --pooling rank`'s, best first, top_n; TEI's form; refusals;
@@ -108,6 +109,32 @@ printf '%s\n' "${TEXTS[@]}" >"$TMP/enc_texts.txt"
 "$CLI" embed -m "$TMP/bert.gguf" --kv-type f32 -f "$TMP/enc_texts.txt" --embd-output-format json >"$TMP/enc_cli.json" 2>/dev/null
 check "encoder: the list = staticlm embed -f's vectors" \
   'py "all(close(a[0][\"data\"][i][\"embedding\"],a[1][\"data\"][i][\"embedding\"]) for i in range(6))" "$TMP/enc_all.json" "$TMP/enc_cli.json"'
+stop
+# several clients at once: requests admitted together run in one batch call (their texts share the
+# batch programs); each answer is its text's vector alone. A long list first keeps the worker busy
+# while the four arrive (tried up to 5 times: the joining depends on their timing, the answers not)
+start enc4 -m "$TMP/bert.gguf" --kv-type f32 --embeddings --parallel 4
+python3 -c 'import json,sys; print(json.dumps({"input":[sys.argv[1]]*400}))' "$LONG" >"$TMP/busy.json"
+JOINED=0 SAME=1
+for try in 1 2 3 4 5; do
+  curl -s -m 60 "${H[@]}" -d @"$TMP/busy.json" "$U/v1/embeddings" >/dev/null &
+  BP=$!
+  sleep 0.05
+  PIDS=()
+  for i in 0 1 2 3; do
+    python3 -c 'import json,sys; print(json.dumps({"input":sys.argv[1]}))' "${TEXTS[$i]}" >"$TMP/c$i.json"
+    curl -s -m 60 "${H[@]}" -d @"$TMP/c$i.json" "$U/v1/embeddings" >"$TMP/c${i}_out.json" &
+    PIDS+=($!)
+  done
+  wait "$BP" "${PIDS[@]}"
+  for i in 0 1 2 3; do
+    py "close(a[0][\"data\"][0][\"embedding\"],a[1][\"data\"][0][\"embedding\"])" "$TMP/c${i}_out.json" "${ALONE[$i]}" || SAME=0
+  done
+  JOINED=$(curl -s "$U/metrics" | awk '/^staticlm_embeddings_joined_total/ {print $2}')
+  [ "${JOINED:-0}" -ge 2 ] && break
+done
+check "4 clients at once: each answer = its text alone" '[ "$SAME" = 1 ]'
+check "4 clients at once: requests joined in one batch call ($JOINED joined)" '[ "${JOINED:-0}" -ge 2 ]'
 stop
 # ---- --reranking
 "$CLI" synth --shape custom --arch qwen3 --type f16 --vocab-file "$SHARED/vocab/ggml-vocab-gpt-2.gguf" --pooling rank \

@@ -618,9 +618,9 @@ static int handle_metrics(srv_api *a, srv_req *r) {
     const srv_metrics m = a->m;
     const int q = a->queued, run = a->running;
     pthread_mutex_unlock(&a->mu);
-    char *t = slm_malloc(4096);
+    char *t = slm_malloc(8192);
     if (!t) return http_send_error(r, 500, "server_error", NULL, NULL, "out of memory");
-    snprintf(t, 4096,
+    snprintf(t, 8192,
              "# HELP staticlm_requests_total Completion requests that reached the queue, by how they ended.\n"
              "# TYPE staticlm_requests_total counter\n"
              "staticlm_requests_total{outcome=\"ok\"} %llu\n"
@@ -647,6 +647,9 @@ static int handle_metrics(srv_api *a, srv_req *r) {
              "# HELP staticlm_decode_seconds_total Wall time of the decode steps.\n"
              "# TYPE staticlm_decode_seconds_total counter\n"
              "staticlm_decode_seconds_total %.6f\n"
+             "# HELP staticlm_embeddings_joined_total Embedding requests answered in one batch call with other clients'.\n"
+             "# TYPE staticlm_embeddings_joined_total counter\n"
+             "staticlm_embeddings_joined_total %llu\n"
              "# HELP staticlm_requests_processing Requests in a slot.\n"
              "# TYPE staticlm_requests_processing gauge\n"
              "staticlm_requests_processing %d\n"
@@ -663,7 +666,7 @@ static int handle_metrics(srv_api *a, srv_req *r) {
              "# TYPE staticlm_kv_capacity gauge\n"
              "staticlm_kv_capacity %d\n",
              m.ok, m.failed, m.cancelled, m.rejected, m.prompt_tokens, m.cached_tokens, m.prompt_s, m.predicted_tokens,
-             m.steps, m.step_s, run, q, a->n_slots, m.kv_rows, slm_capacity(a->e));
+             m.steps, m.step_s, m.embed_joined, run, q, a->n_slots, m.kv_rows, slm_capacity(a->e));
     return http_send_text(r, 200, "text/plain; version=0.0.4; charset=utf-8", t);
 }
 

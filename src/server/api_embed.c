@@ -99,72 +99,155 @@ out:
     return ok;
 }
 
+/* A request's inputs made ready for slm_session_embed_batch: ids (its
+ * token lists, or the texts tokenized as slm_session_embed_text does), n,
+ * caps, and its vectors allocated. */
+typedef struct embed_prep {
+    int32_t **tok; /* the texts' ids (owned) */
+    const int32_t **ids;
+    int *n;
+    size_t *caps;
+} embed_prep;
+
+static void prep_free(embed_prep *p, int n_in) {
+    for (int k = 0; p->tok && k < n_in; k++) slm_xfree(p->tok[k]);
+    slm_xfree(p->tok);
+    slm_xfree(p->ids);
+    slm_xfree(p->n);
+    slm_xfree(p->caps);
+    memset(p, 0, sizeof *p);
+}
+
+/* m's vectors dropped (a failed call: nothing answered yet). */
+static void drop_vecs(srv_embed *m) {
+    for (int k = 0; k < m->n_in; k++) {
+        slm_xfree(m->vec[k]);
+        m->vec[k] = NULL;
+    }
+}
+
+/* m's inputs checked against a slot and tokenized into p; 0 with *status
+ * and msg when one is refused (p freed). */
+static int prep(srv_api *a, srv_embed *m, int cap_tok, embed_prep *p, int *status, char *msg, size_t cap) {
+    const int dim = a->info.dim;
+    memset(p, 0, sizeof *p);
+    p->tok = slm_calloc((size_t)m->n_in, sizeof *p->tok);
+    p->ids = slm_calloc((size_t)m->n_in, sizeof *p->ids);
+    p->n = slm_calloc((size_t)m->n_in, sizeof *p->n);
+    p->caps = slm_calloc((size_t)m->n_in, sizeof *p->caps);
+    *status = 500;
+    snprintf(msg, cap, "out of memory");
+    if (!p->tok || !p->ids || !p->n || !p->caps) goto fail;
+    for (int k = 0; k < m->n_in; k++) {
+        *status = 400;
+        if (m->text[k] && strlen(m->text[k]) > a->max_prompt_bytes) { /* cannot fit: refused untokenized */
+            snprintf(msg, cap, "input %d: %zu bytes cannot fit a slot's %d tokens", k, strlen(m->text[k]), cap_tok);
+            goto fail;
+        }
+        p->n[k] = m->n_ids[k];
+        p->ids[k] = m->ids[k];
+        if (m->text[k]) { /* BOS, and EOS where the vocabulary asks, as llama-server */
+            const int want = slm_embed_tokenize(a->e, m->text[k], NULL, 0);
+            if (want < 1) {
+                snprintf(msg, cap, "input %d: could not be tokenized", k);
+                goto fail;
+            }
+            if (want <= cap_tok && !(p->ids[k] = p->tok[k] = slm_malloc((size_t)want * sizeof **p->tok))) {
+                *status = 500;
+                snprintf(msg, cap, "out of memory");
+                goto fail;
+            }
+            p->n[k] = want;
+            if (want <= cap_tok) slm_embed_tokenize(a->e, m->text[k], p->tok[k], want);
+        }
+        if (p->n[k] > cap_tok) {
+            snprintf(msg, cap, "input %d has %d tokens; a slot holds %d (serve's --max-prompt-len + "
+                     "--min-response-len)", k, p->n[k], cap_tok);
+            goto fail;
+        }
+        p->caps[k] = (size_t)dim * (m->pooling == SLM_POOLING_NONE ? (size_t)p->n[k] : 1);
+        if (!(m->vec[k] = slm_malloc(p->caps[k] * sizeof(float)))) {
+            *status = 500;
+            snprintf(msg, cap, "out of memory");
+            goto fail;
+        }
+    }
+    return 1;
+fail:
+    drop_vecs(m);
+    prep_free(p, m->n_in);
+    return 0;
+}
+
+/* m answered from its vectors: counts, normalization, tokens. */
+static void finish(srv_api *a, srv_embed *m, const embed_prep *p) {
+    for (int k = 0; k < m->n_in; k++) {
+        m->n_vec[k] = m->pooling == SLM_POOLING_NONE ? p->n[k] : 1;
+        if (m->pooling != SLM_POOLING_NONE) slm_embed_normalize(m->vec[k], a->info.dim, m->normalize);
+        m->tokens += p->n[k];
+    }
+}
+
 /* The inputs' ids (texts tokenized as slm_session_embed_text does), each
  * checked against a slot, then all of them through one
  * slm_session_embed_batch: an encoder packs them into its batch programs. */
 int srv_embed_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap) {
     if (m->rerank) return rerank_run(a, m, s, status, msg, cap);
-    const int dim = a->info.dim, cap_tok = slm_session_capacity(s);
-    int ok = 0;
-    int32_t **tok = slm_calloc((size_t)m->n_in, sizeof *tok); /* the texts' ids */
-    const int32_t **ids = slm_calloc((size_t)m->n_in, sizeof *ids);
-    int *n = slm_calloc((size_t)m->n_in, sizeof *n);
-    size_t *caps = slm_calloc((size_t)m->n_in, sizeof *caps);
-    *status = 500;
-    snprintf(msg, cap, "out of memory");
-    if (!tok || !ids || !n || !caps) goto done;
-    for (int k = 0; k < m->n_in; k++) {
-        *status = 400;
-        if (m->text[k] && strlen(m->text[k]) > a->max_prompt_bytes) { /* cannot fit: refused untokenized */
-            snprintf(msg, cap, "input %d: %zu bytes cannot fit a slot's %d tokens", k, strlen(m->text[k]), cap_tok);
-            goto done;
-        }
-        n[k] = m->n_ids[k];
-        ids[k] = m->ids[k];
-        if (m->text[k]) { /* BOS, and EOS where the vocabulary asks, as llama-server */
-            const int want = slm_embed_tokenize(a->e, m->text[k], NULL, 0);
-            if (want < 1) {
-                snprintf(msg, cap, "input %d: could not be tokenized", k);
-                goto done;
-            }
-            if (want <= cap_tok && !(ids[k] = tok[k] = slm_malloc((size_t)want * sizeof **tok))) {
-                *status = 500;
-                snprintf(msg, cap, "out of memory");
-                goto done;
-            }
-            n[k] = want;
-            if (want <= cap_tok) slm_embed_tokenize(a->e, m->text[k], tok[k], want);
-        }
-        if (n[k] > cap_tok) {
-            snprintf(msg, cap, "input %d has %d tokens; a slot holds %d (serve's --max-prompt-len + "
-                     "--min-response-len)", k, n[k], cap_tok);
-            goto done;
-        }
-        caps[k] = (size_t)dim * (m->pooling == SLM_POOLING_NONE ? (size_t)n[k] : 1);
-        if (!(m->vec[k] = slm_malloc(caps[k] * sizeof(float)))) {
-            *status = 500;
-            snprintf(msg, cap, "out of memory");
-            goto done;
-        }
-    }
-    const slm_status st = slm_session_embed_batch(s, m->n_in, ids, n, m->pooling, m->vec, caps);
+    embed_prep p;
+    if (!prep(a, m, slm_session_capacity(s), &p, status, msg, cap)) return 0;
+    const slm_status st = slm_session_embed_batch(s, m->n_in, p.ids, p.n, m->pooling, m->vec, p.caps);
     if (st) {
         *status = st == SLM_ERR_CAPACITY || st == SLM_ERR_ARG ? 400 : 500;
         snprintf(msg, cap, "%s", slm_session_error(s));
-        goto done;
+        drop_vecs(m);
+    } else {
+        finish(a, m, &p);
     }
-    for (int k = 0; k < m->n_in; k++) {
-        m->n_vec[k] = m->pooling == SLM_POOLING_NONE ? n[k] : 1;
-        if (m->pooling != SLM_POOLING_NONE) slm_embed_normalize(m->vec[k], dim, m->normalize);
-        m->tokens += n[k];
+    prep_free(&p, m->n_in);
+    return st == SLM_OK;
+}
+
+int srv_embed_joinable(const srv_embed *m, const srv_embed *first) {
+    return m && !m->rerank && (!first || m->pooling == first->pooling);
+}
+
+int srv_embed_run_many(srv_api *a, srv_embed *const *m, int k, slm_session *s) {
+    const int cap_tok = slm_session_capacity(s);
+    embed_prep *p = slm_calloc((size_t)k, sizeof *p);
+    int total = 0, ready = 0, ok = 0, status;
+    char msg[256];
+    if (!p) return 0;
+    for (; ready < k; ready++) {
+        if (!srv_embed_joinable(m[ready], m[0]) ||
+            !prep(a, m[ready], cap_tok, &p[ready], &status, msg, sizeof msg))
+            goto out;
+        total += m[ready]->n_in;
     }
-    ok = 1;
-done:
-    for (int k = 0; tok && k < m->n_in; k++) slm_xfree(tok[k]);
-    slm_xfree(tok);
+    const int32_t **ids = slm_malloc((size_t)total * sizeof *ids);
+    int *n = slm_malloc((size_t)total * sizeof *n);
+    float **out = slm_malloc((size_t)total * sizeof *out);
+    size_t *caps = slm_malloc((size_t)total * sizeof *caps);
+    if (ids && n && out && caps) {
+        for (int r = 0, t = 0; r < k; r++)
+            for (int i = 0; i < m[r]->n_in; i++, t++) {
+                ids[t] = p[r].ids[i];
+                n[t] = p[r].n[i];
+                out[t] = m[r]->vec[i];
+                caps[t] = p[r].caps[i];
+            }
+        ok = slm_session_embed_batch(s, total, ids, n, m[0]->pooling, out, caps) == SLM_OK;
+    }
     slm_xfree(ids);
     slm_xfree(n);
+    slm_xfree(out);
     slm_xfree(caps);
+out:
+    for (int r = 0; r < ready; r++) {
+        if (ok) finish(a, m[r], &p[r]);
+        else drop_vecs(m[r]);
+        prep_free(&p[r], m[r]->n_in);
+    }
+    slm_xfree(p);
     return ok;
 }
 

@@ -120,6 +120,7 @@ typedef struct srv_metrics {
     unsigned long long prompt_tokens, cached_tokens, predicted_tokens, steps;
     double prompt_s, step_s;    /* prefill time of the prompts; wall time of the decode steps */
     long kv_rows;               /* KV rows the slots' sessions hold after the last step */
+    unsigned long long embed_joined; /* embedding requests answered in a batch call with others' */
 } srv_metrics;
 
 typedef struct srv_api srv_api;
@@ -185,6 +186,13 @@ int srv_completion_submit(srv_api *a, srv_req *r, job *j, int native);
  * session (the worker; 0 with *status and msg when one fails); its tokens. */
 void srv_embed_free(srv_embed *m);
 int srv_embed_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap);
+/* Several requests' inputs (embeddings of one pooling, no rerank) through
+ * one slm_session_embed_batch on s: 1 when every one is answered; 0 when
+ * one is refused or the call failed, and then none is (run each alone
+ * with srv_embed_run for its own answer). */
+int srv_embed_run_many(srv_api *a, srv_embed *const *m, int k, slm_session *s);
+/* 1 when m may join first's srv_embed_run_many (first NULL: may start one). */
+int srv_embed_joinable(const srv_embed *m, const srv_embed *first);
 int srv_embed_tokens(const srv_embed *m);
 
 /* worker.c */

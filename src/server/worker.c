@@ -487,25 +487,58 @@ static int start_job(srv_api *a, int i, int *budget) {
     return 1;
 }
 
+/* Slot i's embedding job answered: done, the slot free. */
+static void embed_done(srv_api *a, int i) {
+    job *j = a->slot_job[i];
+    pthread_mutex_lock(&a->mu);
+    j->prompt_tokens = srv_embed_tokens(j->emb);
+    a->m.prompt_tokens += (unsigned long long)j->prompt_tokens;
+    a->m.ok++;
+    j->finish = "stop";
+    j->state = J_DONE;
+    srv_job_changed(a, j);
+    pthread_mutex_unlock(&a->mu);
+    release(a, i);
+}
+
 /* Slot i's embedding job: its inputs through the embedding programs on the
  * slot's session (which keeps no rows after), then done and the slot free. */
 static void embed_job(srv_api *a, int i) {
     job *j = a->slot_job[i];
     int status = 500;
     char msg[sizeof j->err];
-    if (!srv_embed_run(a, j->emb, a->slot_sess[i], &status, msg, sizeof msg)) {
-        job_fail(a, j, status, status >= 500 ? "server_error" : "invalid_value", status >= 500 ? NULL : "input", "%s", msg);
-    } else {
-        pthread_mutex_lock(&a->mu);
-        j->prompt_tokens = srv_embed_tokens(j->emb);
-        a->m.prompt_tokens += (unsigned long long)j->prompt_tokens;
-        a->m.ok++;
-        j->finish = "stop";
-        j->state = J_DONE;
-        srv_job_changed(a, j);
-        pthread_mutex_unlock(&a->mu);
+    if (srv_embed_run(a, j->emb, a->slot_sess[i], &status, msg, sizeof msg)) {
+        embed_done(a, i);
+        return;
     }
+    job_fail(a, j, status, status >= 500 ? "server_error" : "invalid_value", status >= 500 ? NULL : "input", "%s", msg);
     release(a, i);
+}
+
+/* The fresh slots' embedding requests (of one pooling; reranks apart) in
+ * one batch call on the first one's session: several clients' texts share
+ * the encoder's batch programs. Their slots are taken out of fresh_slot
+ * (-1). When the call does not answer them all, each runs alone, for its
+ * own answer or error. */
+static void embed_together(srv_api *a, int nf, int *fresh_slot) {
+    srv_embed *m[SRV_MAX_SLOTS];
+    int slot[SRV_MAX_SLOTS], k = 0;
+    for (int f = 0; f < nf; f++) {
+        const int i = fresh_slot[f];
+        if (i < 0 || !a->slot_job[i]->emb || !srv_embed_joinable(a->slot_job[i]->emb, k ? m[0] : NULL)) continue;
+        m[k] = a->slot_job[i]->emb;
+        slot[k++] = i;
+        fresh_slot[f] = -1;
+    }
+    if (k >= 2 && srv_embed_run_many(a, m, k, a->slot_sess[slot[0]])) {
+        if (a->verbose) fprintf(stderr, "serve: %d embedding requests in one batch\n", k);
+        pthread_mutex_lock(&a->mu);
+        a->m.embed_joined += (unsigned long long)k;
+        pthread_mutex_unlock(&a->mu);
+        for (int r = 0; r < k; r++) embed_done(a, slot[r]);
+        return;
+    }
+    for (int r = 0; r < k; r++) embed_job(a, slot[r]);
 }
 
 /* The slots whose prompts are still going in, oldest slot first: up to
@@ -674,6 +707,7 @@ void *srv_worker_main(void *arg) {
                 fresh_slot[k] = -1;
             }
         pthread_mutex_unlock(&a->mu);
+        embed_together(a, nf, fresh_slot);
         for (int k = 0; k < nf; k++)
             if (fresh_slot[k] >= 0) start_job(a, fresh_slot[k], &budget);
         prompt_steps(a, budget);
