@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "text/ugm_internal.h"
+#include "text/vocab_keys.h"
 
 #define UGM_SER_VERSION 1u
 
@@ -338,25 +339,6 @@ slm_status slm_ugm_build(slm_ugm **out, const char *const *tok, const uint32_t *
 
 /* ---- GGUF --------------------------------------------------------------- */
 
-/* An optional token id key: def when absent (none when def is not below n,
- * as llama.cpp disables such a default); an error when present but not an
- * id below n. */
-static slm_status gguf_id(const slm_gguf *g, const char *name, const char *key, int n, int def, int *id, slm_err *err) {
-    *id = def < n ? def : -1;
-    if (slm_gguf_find(g, key) < 0) return SLM_OK;
-    int64_t v;
-    if (!slm_gguf_get_i64(g, key, &v) || v < 0 || v >= n)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: not a token id below %d", name, key, n);
-    *id = (int)v;
-    return SLM_OK;
-}
-
-static slm_status gguf_flag(const slm_gguf *g, const char *name, const char *key, int *v, slm_err *err) {
-    if (slm_gguf_find(g, key) >= 0 && !slm_gguf_get_bool(g, key, v))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: not a bool", name, key);
-    return SLM_OK;
-}
-
 slm_status slm_ugm_load_gguf(slm_ugm **out, const slm_gguf *g, const char *name, slm_err *err) {
     *out = NULL;
     if (!name) name = "gguf";
@@ -380,15 +362,15 @@ slm_status slm_ugm_load_gguf(slm_ugm **out, const slm_gguf *g, const char *name,
         return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: not a u8 or i8 array", name, K_CM);
     slm_ugm_meta m = {-1, -1, -1, -1, -1, 0, 0, 0, 1};
     slm_status st;
-    if ((st = gguf_id(g, name, "tokenizer.ggml.bos_token_id", n, -1, &m.bos, err)) ||
-        (st = gguf_id(g, name, "tokenizer.ggml.eos_token_id", n, 1, &m.eos, err)) ||
-        (st = gguf_id(g, name, "tokenizer.ggml.unknown_token_id", n, 2, &m.unk, err)) ||
-        (st = gguf_id(g, name, "tokenizer.ggml.padding_token_id", n, 0, &m.pad, err)) ||
-        (st = gguf_id(g, name, "tokenizer.ggml.seperator_token_id", n, -1, &m.sep, err)) ||
-        (st = gguf_flag(g, name, "tokenizer.ggml.add_space_prefix", &m.add_space_prefix, err)) ||
-        (st = gguf_flag(g, name, "tokenizer.ggml.remove_extra_whitespaces", &m.remove_extra_ws, err)) ||
-        (st = gguf_flag(g, name, "tokenizer.ggml.add_bos_token", &m.add_bos, err)) ||
-        (st = gguf_flag(g, name, "tokenizer.ggml.add_eos_token", &m.add_eos, err)))
+    if ((st = slm_vocab_key_id(g, name, "tokenizer.ggml.bos_token_id", n, -1, 0, &m.bos, err)) ||
+        (st = slm_vocab_key_id(g, name, "tokenizer.ggml.eos_token_id", n, 1, 0, &m.eos, err)) ||
+        (st = slm_vocab_key_id(g, name, "tokenizer.ggml.unknown_token_id", n, 2, 0, &m.unk, err)) ||
+        (st = slm_vocab_key_id(g, name, "tokenizer.ggml.padding_token_id", n, 0, 0, &m.pad, err)) ||
+        (st = slm_vocab_key_id(g, name, "tokenizer.ggml.seperator_token_id", n, -1, 0, &m.sep, err)) ||
+        (st = slm_vocab_key_flag(g, name, "tokenizer.ggml.add_space_prefix", &m.add_space_prefix, err)) ||
+        (st = slm_vocab_key_flag(g, name, "tokenizer.ggml.remove_extra_whitespaces", &m.remove_extra_ws, err)) ||
+        (st = slm_vocab_key_flag(g, name, "tokenizer.ggml.add_bos_token", &m.add_bos, err)) ||
+        (st = slm_vocab_key_flag(g, name, "tokenizer.ggml.add_eos_token", &m.add_eos, err)))
         return st;
     const char **tok = slm_malloc((size_t)n * sizeof *tok);
     uint32_t *len = slm_malloc((size_t)n * sizeof *len);

@@ -16,6 +16,7 @@
 #include "text/bpe.h" /* SLM_TOK_E* */
 #include "text/st_partition.h"
 #include "text/wpm.h"
+#include "text/vocab_keys.h"
 
 #define WPM_MAX_VOCAB (1 << 24) /* tokens */
 #define WPM_MAX_LEN 65536       /* bytes of one token */
@@ -167,28 +168,6 @@ static slm_status wpm_index(slm_wpm *w, const char *name, slm_err *err) {
 
 /* ---- loaders ---------------------------------------------------------- */
 
-/* An optional token id key: def when absent (an error when def is not a
- * token either); an error when present but not an id below n. */
-static slm_status gguf_id(const slm_gguf *g, const char *name, const char *key, int n, int def, int *id, slm_err *err) {
-    *id = def;
-    if (slm_gguf_find(g, key) < 0) {
-        if (def < n) return SLM_OK;
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: missing, and the default %d is not below the %d tokens", name,
-                        key, def, n);
-    }
-    int64_t v;
-    if (!slm_gguf_get_i64(g, key, &v) || v < 0 || v >= n)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: not a token id below %d", name, key, n);
-    *id = (int)v;
-    return SLM_OK;
-}
-
-static slm_status gguf_flag(const slm_gguf *g, const char *name, const char *key, int *v, slm_err *err) {
-    if (slm_gguf_find(g, key) >= 0 && !slm_gguf_get_bool(g, key, v))
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: not a bool", name, key);
-    return SLM_OK;
-}
-
 slm_status slm_wpm_load_gguf(slm_wpm **out, const slm_gguf *g, const char *name, slm_err *err) {
     *out = NULL;
     if (!name) name = "gguf";
@@ -205,14 +184,14 @@ slm_status slm_wpm_load_gguf(slm_wpm **out, const slm_gguf *g, const char *name,
         return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: not an i32 array of %d", name, K_TYPE, n);
     int cls, sep, unk, eos, lower = 1, strip;
     slm_status st;
-    if ((st = gguf_id(g, name, "tokenizer.ggml.bos_token_id", n, 101, &cls, err)) ||
-        (st = gguf_id(g, name, "tokenizer.ggml.unknown_token_id", n, 100, &unk, err)) ||
-        (st = gguf_id(g, name, "tokenizer.ggml.seperator_token_id", n, 102, &sep, err)) ||
-        (st = gguf_id(g, name, "tokenizer.ggml.eos_token_id", n, sep, &eos, err)))
+    if ((st = slm_vocab_key_id(g, name, "tokenizer.ggml.bos_token_id", n, 101, 1, &cls, err)) ||
+        (st = slm_vocab_key_id(g, name, "tokenizer.ggml.unknown_token_id", n, 100, 1, &unk, err)) ||
+        (st = slm_vocab_key_id(g, name, "tokenizer.ggml.seperator_token_id", n, 102, 1, &sep, err)) ||
+        (st = slm_vocab_key_id(g, name, "tokenizer.ggml.eos_token_id", n, sep, 1, &eos, err)))
         return st;
-    if ((st = gguf_flag(g, name, "tokenizer.ggml.normalizer.lowercase", &lower, err))) return st;
+    if ((st = slm_vocab_key_flag(g, name, "tokenizer.ggml.normalizer.lowercase", &lower, err))) return st;
     strip = lower;
-    if ((st = gguf_flag(g, name, "tokenizer.ggml.normalizer.strip_accents", &strip, err))) return st;
+    if ((st = slm_vocab_key_flag(g, name, "tokenizer.ggml.normalizer.strip_accents", &strip, err))) return st;
 
     /* an empty spelling becomes "[EMPTY_<id>]" as in llama.cpp */
     char empty[32];
