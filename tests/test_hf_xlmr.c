@@ -275,7 +275,7 @@ static void write_gguf(const weights *w, const opts *o, const char *path) {
     slm_gguf_set_arr(g, "tokenizer.ggml.scores", SLM_GGUF_F32, V.score, NV);
     slm_gguf_set_arr(g, "tokenizer.ggml.token_type", SLM_GGUF_I32, V.type, NV);
     slm_gguf_set_bool(g, "tokenizer.ggml.add_space_prefix", 1);
-    slm_gguf_set_u32(g, "bert.token_type_count", 1);
+    slm_gguf_set_u32(g, "tokenizer.ggml.token_type_count", 1);
     slm_gguf_set_bool(g, "tokenizer.ggml.remove_extra_whitespaces", 1);
     slm_gguf_set_arr(g, "tokenizer.ggml.precompiled_charsmap", SLM_GGUF_U8, V.cm, V.cm_len);
     slm_gguf_set_u32(g, "tokenizer.ggml.bos_token_id", 0);
@@ -413,7 +413,7 @@ static void check_variant(const char *name, const opts *o) {
     const char *keep = getenv("SLM_XLMR_KEEP"); /* local checks against llama.cpp: keep the twin */
     if (keep) {
         char cmd[1400];
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", gguf, keep);
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' '%s/'", gguf, dir, keep);
         CHECK(system(cmd) == 0);
     }
     unlink(gguf);
@@ -526,7 +526,7 @@ static void test_cross_encoder(void) {
     const char *keep = getenv("SLM_XLMR_KEEP");
     if (keep) {
         char cmd[1400];
-        snprintf(cmd, sizeof cmd, "cp '%s' '%s/'", gguf, keep);
+        snprintf(cmd, sizeof cmd, "cp -r '%s' '%s' '%s/'", gguf, dir, keep);
         CHECK(system(cmd) == 0);
     }
     unlink(gguf);
