@@ -211,11 +211,11 @@ int slm_hf_bert_name(const char *hf, const slm_hf_info *h, char *out, size_t cap
 
 slm_status slm_hf_bert_positions(const slm_hf_info *h, const slm_model_config *c, const slm_st_tensor *t,
                                  const char *shown, int64_t *row0, int64_t *rows, slm_err *err) {
-    char b[112];
     const int64_t have = t->n_dims == 2 ? t->shape[0] : 0, want = (int64_t)c->context_len + h->pos_offset;
     if (t->n_dims != 2 || have != want || t->shape[1] != c->dim)
-        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': %lld rows of %lld, want %lld of %d (max_position_embeddings; "
-                        "the first %d, pad_token_id + 1, are not used)%s", shown, slm_hf_tname(t->name, b, sizeof b),
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%sembeddings.position_embeddings.weight': %lld rows of %lld, "
+                        "want %lld of %d (max_position_embeddings; the first %d, pad_token_id + 1, are not used)%s", shown,
+                        strncmp(t->name, "roberta.", 8) ? "" : "roberta.",
                         (long long)have, (long long)(t->n_dims == 2 ? t->shape[1] : 0), (long long)want, c->dim,
                         h->pos_offset, have <= h->pos_offset ? ": none left" : "");
     *row0 = h->pos_offset;
