@@ -76,11 +76,15 @@ static slm_status load_tokenizer(slm_engine *e) {
     if (tf) return slm_tok_load_llama2c(&e->tok, tf, e->model.cfg.vocab_size, &e->err);
     if (e->model.gguf) return slm_tok_load_gguf(&e->tok, e->model.gguf, slm_basename(e->model.path), &e->err);
     if (e->model.kind == SLM_MODEL_HF) {
+        if (!e->model.tokenizer_json[0] && e->model.tok_unigram)
+            return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: no tokenizer.json in the folder: an XLM-RoBERTa "
+                            "tokenizer is read from it (sentencepiece.bpe.model is not read)", slm_basename(e->model.path));
         if (!e->model.tokenizer_json[0])
             return slm_errf(&e->err, SLM_ERR_ARG, "%s: no tokenizer.json%s in the folder (or pass -z tokenizer.bin)",
                             slm_basename(e->model.path), slm_encoder_graph(&e->model.cfg) ? " or vocab.txt" : "");
-        if (slm_encoder_graph(&e->model.cfg)) /* a BERT folder: WordPiece (tokenizer.json or vocab.txt) */
-            return slm_tok_load_hf_wpm(&e->tok, e->model.tokenizer_json, e->model.cfg.vocab_size, &e->err);
+        if (slm_encoder_graph(&e->model.cfg)) /* BERT / XLM-R: Unigram or WordPiece (tokenizer.json or vocab.txt) */
+            return slm_tok_load_hf_encoder(&e->tok, e->model.tokenizer_json, e->model.cfg.vocab_size,
+                                           e->model.tok_unigram, &e->err);
         return slm_tok_load_hf_json(&e->tok, e->model.tokenizer_json, &e->err);
     }
     return slm_errf(&e->err, SLM_ERR_ARG, "%s: a llama2.c model needs a tokenizer: pass -z tokenizer.bin",

@@ -15,9 +15,10 @@
  * qwen35moe (Qwen3.5) name their own layer tensors and make the Gated
  * DeltaNet ones (-exp(A_log), f32 conv taps, value heads re-ordered grouped
  * -> tiled: hf_qwen35.c); their vision tower and MTP layer are skipped.
- * bert (BERT encoders: sentence-transformers' embedding models) names its
- * own tensors (hf_bert.c); its tokenizer is tokenizer.json's WordPiece,
- * else vocab.txt (text/wpm_hf.c).
+ * bert and xlm-roberta (encoders: sentence-transformers' embedding models,
+ * cross-encoders) name their own tensors (hf_bert.c); their tokenizer is
+ * tokenizer.json's WordPiece (text/wpm_hf.c) or Unigram (text/ugm_hf.c),
+ * else vocab.txt.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -290,7 +291,7 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
     }
     if (fb == B_BERT) { /* its own names (hf_bert.c) */
         int vec = 0;
-        const int r = slm_hf_bert_name(hf, info->classifier, out, cap, &vec);
+        const int r = slm_hf_bert_name(hf, info, out, cap, &vec);
         *kind = vec ? K_VEC : K_MAT;
         return r;
     }
@@ -658,7 +659,11 @@ static slm_status plan_tensors(hf_load *L) {
             else if (kind == K_EXPS_GATE_UP || kind == K_EXPS_DOWN) s = take_experts(L, i, t, gn, kind);
             else if (kind == K_OSS) s = slm_hf_oss_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
             else if (kind == K_Q35) s = slm_hf_q35_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
-            else s = take_tensor(L, i, t, gn, kind, 0, 0);
+            else if (L->info.pos_offset && !strcmp(gn, "position_embd.weight")) { /* xlm-roberta: rows cut */
+                int64_t r0 = 0, rows = 0;
+                s = slm_hf_bert_positions(&L->info, &L->m->cfg, t, L->sh[i].shown, &r0, &rows, L->err);
+                if (!s) s = take_tensor(L, i, t, gn, kind, r0, rows);
+            } else s = take_tensor(L, i, t, gn, kind, 0, 0);
             if (s) return s;
         }
     if ((s = check_twice(L))) return s;
@@ -840,6 +845,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
             if (stat(L->path, &st) == 0 && S_ISREG(st.st_mode)) memcpy(m->tokenizer_json, L->path, strlen(L->path) + 1);
         }
     m->kind = SLM_MODEL_HF;
+    m->tok_unigram = L->info.xlmr;
 
 out:
     for (int i = 0; L->sh && i < L->n_sh; i++) {

@@ -24,7 +24,10 @@ typedef struct slm_hf_info {
     int k_eq_v;          /* gemma4 attention_k_eq_v: the global layers have no v_proj (V is K) */
     int type_vocab;      /* bert: type_vocab_size (token_types.weight's rows) */
     int classifier;      /* bert: BertForSequenceClassification (a cross-encoder: the pooler and the
-                            classifier are its head) */
+                            classifier are its head); 2: XLMRobertaForSequenceClassification (classifier.dense
+                            and classifier.out_proj are its head) */
+    int xlmr;            /* model_type xlm-roberta: "roberta." prefix, Unigram tokenizer */
+    int pos_offset;      /* xlm-roberta: position rows never used (pad_token_id + 1), cut off at load */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure
@@ -126,9 +129,13 @@ slm_status slm_hf_bert_config(const struct cJSON *top, const char *file, slm_mod
                               slm_err *err);
 /* The GGUF name of tensor hf: 1 (*vec: 1 a vector: a bias or a LayerNorm's),
  * 2 ignorable (the pooler, position_ids, the pre-training heads), 0 not a
- * bert name. classifier: a cross-encoder's pooler is cls, its classifier
- * cls.output. */
-int slm_hf_bert_name(const char *hf, int classifier, char *out, size_t cap, int *vec);
+ * bert name. h->classifier: a cross-encoder's head is cls and cls.output;
+ * h->xlmr: the prefix is "roberta." instead of "bert.". */
+int slm_hf_bert_name(const char *hf, const slm_hf_info *h, char *out, size_t cap, int *vec);
+/* xlm-roberta's position table (t, shown for messages): the rows kept
+ * after the pos_offset unused ones, checked against the config. */
+slm_status slm_hf_bert_positions(const slm_hf_info *h, const slm_model_config *c, const slm_st_tensor *t,
+                                 const char *shown, int64_t *row0, int64_t *rows, slm_err *err);
 /* After the tensors: token_types' rows are type_vocab_size, no layer beyond num_hidden_layers. */
 slm_status slm_hf_bert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
 

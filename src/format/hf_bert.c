@@ -31,6 +31,23 @@
  * [CLS] row directly; a GGUF it wrote runs as it says.) Its pooling is
  * rank unless 1_Pooling names one.
  *
+ * XLM-RoBERTa folders (model_type "xlm-roberta": XLMRobertaModel as bge-m3
+ * and multilingual-e5-large, XLMRobertaForSequenceClassification as
+ * bge-reranker-v2-m3) are the same encoder: the same keys and names after
+ * an optional "roberta." prefix, their tokenizer Unigram (text/ugm_hf.c).
+ * Their positions start after the padding id: rows 0..pad_token_id of
+ * embeddings.position_embeddings.weight are never used and are cut off at
+ * load, and the context is max_position_embeddings - (pad_token_id + 1),
+ * as llama.cpp's converter writes them (pad_token_id: XLMRobertaConfig's 1
+ * when absent). A cross-encoder's head is its classifier, as transformers
+ * runs it and the converter writes it (the pooler is skipped):
+ *
+ *   classifier.dense.{weight,bias}           cls.{weight,bias}          (dense + tanh)
+ *   classifier.out_proj.{weight,bias}        cls.output.{weight,bias}   (the scores)
+ *
+ * A "bert" folder whose tokenizer.json is Unigram (multilingual-e5-small)
+ * is BERT with that tokenizer: positions from row 0.
+ *
  * The config: the sizes every BERT gives (required), layer_norm_eps
  * (BertConfig's 1e-12 when absent), type_vocab_size (2 when absent; checked
  * against token_types' rows). What the graph does not run is refused by
@@ -54,9 +71,11 @@
 slm_status slm_hf_bert_config(const cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h, slm_err *err) {
     slm_status s;
     double eps = 1e-12; /* BertConfig's layer_norm_eps */
-    int types = 2, dec = 0, cross = 0;
+    int types = 2, dec = 0, cross = 0, pad = 1;
     char b[64];
     memset(c, 0, sizeof *c);
+    const cJSON *mt = cJSON_GetObjectItemCaseSensitive(top, "model_type");
+    h->xlmr = cJSON_IsString(mt) && !strcmp(mt->valuestring, "xlm-roberta");
     if ((s = slm_hf_cfg_int(top, file, "hidden_size", 1, &c->dim, err)) ||
         (s = slm_hf_cfg_int(top, file, "intermediate_size", 1, &c->hidden_dim, err)) ||
         (s = slm_hf_cfg_int(top, file, "num_hidden_layers", 1, &c->n_layers, err)) ||
@@ -68,6 +87,19 @@ slm_status slm_hf_bert_config(const cJSON *top, const char *file, slm_model_conf
         (s = slm_hf_cfg_bool(top, file, "is_decoder", &dec, err)) ||
         (s = slm_hf_cfg_bool(top, file, "add_cross_attention", &cross, err)))
         return s;
+    const cJSON *pj = cJSON_GetObjectItemCaseSensitive(top, "pad_token_id");
+    if (h->xlmr && pj && !cJSON_IsNull(pj)) { /* 0 is a valid id: read by hand (cfg_int wants 1..) */
+        if (!cJSON_IsNumber(pj) || pj->valuedouble < 0 || pj->valuedouble > 65535 || pj->valuedouble != (int)pj->valuedouble)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'pad_token_id': expected an integer in 0..65535", file);
+        pad = (int)pj->valuedouble;
+    }
+    if (h->xlmr) {
+        h->pos_offset = pad + 1;
+        if (c->context_len <= h->pos_offset)
+            return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'max_position_embeddings' = %d leaves no positions after the "
+                            "%d unused ones (pad_token_id + 1)", file, c->context_len, h->pos_offset);
+        c->context_len -= h->pos_offset;
+    }
     if (!(eps > 0 && eps < 1))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'layer_norm_eps': %g is out of range (0..1)", file, eps);
     if (types > 1024)
@@ -94,7 +126,8 @@ slm_status slm_hf_bert_config(const cJSON *top, const char *file, slm_model_conf
     }
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(top, "architectures");
     const cJSON *a0 = cJSON_IsArray(arch) ? cJSON_GetArrayItem(arch, 0) : NULL;
-    h->classifier = cJSON_IsString(a0) && !strcmp(a0->valuestring, "BertForSequenceClassification");
+    h->classifier = !cJSON_IsString(a0) ? 0 : !strcmp(a0->valuestring, "BertForSequenceClassification") ? 1
+                    : !strcmp(a0->valuestring, "XLMRobertaForSequenceClassification") ? 2 : 0;
     snprintf(c->arch, sizeof c->arch, "bert");
     c->encoder = 1;
     c->n_kv_heads = c->n_heads;
@@ -116,7 +149,7 @@ static int swap_suffix(const char *s, const char *old, const char *new, char *bu
     return 1;
 }
 
-int slm_hf_bert_name(const char *hf, int classifier, char *out, size_t cap, int *vec) {
+int slm_hf_bert_name(const char *hf, const slm_hf_info *h, char *out, size_t cap, int *vec) {
     static const struct { const char *hf, *gg; } top[] = {
         {"embeddings.word_embeddings.weight", "token_embd.weight"},
         {"embeddings.position_embeddings.weight", "position_embd.weight"},
@@ -132,19 +165,22 @@ int slm_hf_bert_name(const char *hf, int classifier, char *out, size_t cap, int 
     };
     char buf[160];
     *vec = 0;
-    if (!strncmp(hf, "bert.", 5)) hf += 5;
-    static const struct { const char *hf, *gg; } head[] = {
-        {"pooler.dense.weight", "cls.weight"}, {"pooler.dense.bias", "cls.bias"},
-        {"classifier.weight", "cls.output.weight"}, {"classifier.bias", "cls.output.bias"},
+    const char *pre = h->xlmr ? "roberta." : "bert.";
+    if (!strncmp(hf, pre, strlen(pre))) hf += strlen(pre);
+    static const struct { const char *hf, *gg; } head[2][4] = {
+        {{"pooler.dense.weight", "cls.weight"}, {"pooler.dense.bias", "cls.bias"},
+         {"classifier.weight", "cls.output.weight"}, {"classifier.bias", "cls.output.bias"}},
+        {{"classifier.dense.weight", "cls.weight"}, {"classifier.dense.bias", "cls.bias"},
+         {"classifier.out_proj.weight", "cls.output.weight"}, {"classifier.out_proj.bias", "cls.output.bias"}},
     };
-    for (size_t i = 0; classifier && i < sizeof head / sizeof head[0]; i++)
-        if (!strcmp(hf, head[i].hf)) {
+    for (size_t i = 0; h->classifier && i < 4; i++)
+        if (!strcmp(hf, head[h->classifier - 1][i].hf)) {
             *vec = i % 2;
-            snprintf(out, cap, "%s", head[i].gg);
+            snprintf(out, cap, "%s", head[h->classifier - 1][i].gg);
             return 1;
         }
     if (!strcmp(hf, "embeddings.position_ids") || !strncmp(hf, "pooler.", 7) || !strncmp(hf, "cls.predictions.", 16) ||
-        !strncmp(hf, "cls.seq_relationship.", 21))
+        !strncmp(hf, "cls.seq_relationship.", 21) || (h->xlmr && !strncmp(hf, "lm_head.", 8)))
         return 2;
     if (swap_suffix(hf, ".gamma", ".weight", buf, sizeof buf) || swap_suffix(hf, ".beta", ".bias", buf, sizeof buf))
         hf = buf;
@@ -154,9 +190,9 @@ int slm_hf_bert_name(const char *hf, int classifier, char *out, size_t cap, int 
             snprintf(out, cap, "%s", top[i].gg);
             return 1;
         }
-    const char *pre = "encoder.layer.", *p;
-    if (strncmp(hf, pre, strlen(pre))) return 0;
-    p = hf + strlen(pre);
+    const char *lp = "encoder.layer.", *p;
+    if (strncmp(hf, lp, strlen(lp))) return 0;
+    p = hf + strlen(lp);
     long n = 0;
     int digits = 0;
     for (; *p >= '0' && *p <= '9' && digits < 6; p++, digits++) n = n * 10 + (*p - '0');
@@ -171,6 +207,20 @@ int slm_hf_bert_name(const char *hf, int classifier, char *out, size_t cap, int 
         return 1;
     }
     return 0;
+}
+
+slm_status slm_hf_bert_positions(const slm_hf_info *h, const slm_model_config *c, const slm_st_tensor *t,
+                                 const char *shown, int64_t *row0, int64_t *rows, slm_err *err) {
+    const int64_t have = t->n_dims == 2 ? t->shape[0] : 0, want = (int64_t)c->context_len + h->pos_offset;
+    if (t->n_dims != 2 || have != want || t->shape[1] != c->dim)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%sembeddings.position_embeddings.weight': %lld rows of %lld, "
+                        "want %lld of %d (max_position_embeddings; the first %d, pad_token_id + 1, are not used)%s", shown,
+                        strncmp(t->name, "roberta.", 8) ? "" : "roberta.",
+                        (long long)have, (long long)(t->n_dims == 2 ? t->shape[1] : 0), (long long)want, c->dim,
+                        h->pos_offset, have <= h->pos_offset ? ": none left" : "");
+    *row0 = h->pos_offset;
+    *rows = have - h->pos_offset;
+    return SLM_OK;
 }
 
 slm_status slm_hf_bert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err) {

@@ -645,7 +645,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
                         "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
                         "exaone4, qwen3_moe, qwen2_moe, mixtral, olmoe, gpt_oss, gemma4, gemma4_text, qwen3_5, qwen3_5_text, "
-                        "qwen3_5_moe, qwen3_5_moe_text, bert)",
+                        "qwen3_5_moe, qwen3_5_moe_text, bert, xlm-roberta)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -874,7 +874,8 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
         s = slm_hf_gemma4_config(top, file, c, h, err);
         goto done;
     }
-    if (mt && cJSON_IsString(mt) && mt->valuestring && !strcmp(mt->valuestring, "bert")) { /* hf_bert.c */
+    if (mt && cJSON_IsString(mt) && mt->valuestring &&
+        (!strcmp(mt->valuestring, "bert") || !strcmp(mt->valuestring, "xlm-roberta"))) { /* hf_bert.c */
         s = slm_hf_bert_config(top, file, c, h, err);
         goto done;
     }

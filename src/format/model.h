@@ -353,6 +353,7 @@ typedef struct slm_model_file {
      * encoder's (bert) folder without one: its vocab.txt; empty when the
      * folder has none (or the model is not a folder). */
     char tokenizer_json[1024];
+    int tok_unigram;        /* hf: config.json says xlm-roberta: its tokenizer must be Unigram */
 } slm_model_file;
 
 /* Open a model by what path holds (a folder: Hugging Face; GGUF magic; else
@@ -373,8 +374,8 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err);
  * text part), phi3, smollm3, olmo2 / olmo3, granite, exaone4 and the
  * mixtures of experts qwen3_moe, mixtral, olmoe and gpt_oss (MXFP4 experts
  * re-packed to GGML's layout), Qwen3.5's hybrids qwen3_5 / qwen3_5_moe
- * (DeltaNet tensors made at load: hf_qwen35.c) and the encoder bert
- * (hf_bert.c; docs/architecture.md).
+ * (DeltaNet tensors made at load: hf_qwen35.c) and the encoders bert and
+ * xlm-roberta (hf_bert.c; docs/architecture.md).
  * Maps every shard into one reserved address range (m->map covers it all),
  * converts norm and bias vectors to f32 in an anonymous area at its end, and
  * names tensors as GGUF does. Needs cJSON (else SLM_ERR_UNSUPPORTED). */

@@ -55,6 +55,7 @@ struct slm_tokenizer {
     uint8_t *lead_space;    /* [n_vocab] 1: the piece's leading space is a dummy prefix
                                (SentencePiece-flavoured vocabularies) */
     int eot;                /* end-of-turn id, -1 if none */
+    int hf_pair;            /* TOK_UGM from a tokenizer.json: 1 + its template's add_sep (0: not known) */
     size_t max_input;       /* longest text encode accepts, bytes */
 };
 

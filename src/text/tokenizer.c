@@ -586,6 +586,36 @@ slm_status slm_tok_load_hf_wpm(slm_tokenizer **out, const char *path, int n_voca
     return slm_tok__from_wpm(out, w, err);
 }
 
+slm_status slm_tok_load_hf_encoder(slm_tokenizer **out, const char *path, int n_vocab, int unigram, slm_err *err) {
+    *out = NULL;
+    const char *base = slm_basename(path);
+    if (strcmp(base, "vocab.txt")) {
+        slm_ugm *u = NULL;
+        slm_ugm_hf info;
+        slm_status st = slm_ugm_load_hf(&u, path, n_vocab, &info, err);
+        if (st == SLM_OK) {
+            if ((st = slm_tok__from_ugm(out, u, err))) return st;
+            (*out)->hf_pair = 1 + info.add_sep;
+            return SLM_OK;
+        }
+        if (!info.wordpiece) return st;
+    }
+    if (unigram)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: an XLM-RoBERTa folder's tokenizer must be Unigram (tokenizer.json's "
+                        "model.type), not WordPiece", base);
+    return slm_tok_load_hf_wpm(out, path, n_vocab, err);
+}
+
+int slm_tok_hf_pair(const slm_tokenizer *t, int *add_bos, int *add_eos, int *add_sep, int *sep) {
+    if (!t || !t->ugm || !t->hf_pair) return 0;
+    const slm_ugm_meta *m = slm_ugm_get_meta(t->ugm);
+    *add_bos = m->add_bos;
+    *add_eos = m->add_eos;
+    *add_sep = t->hf_pair - 1;
+    *sep = m->sep;
+    return 1;
+}
+
 const char *slm_tok_decode(const slm_tokenizer *t, int prev, int id) {
     if (!t || id < 0 || id >= t->n_vocab) return "";
     if (t->bpe) {

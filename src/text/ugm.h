@@ -57,6 +57,44 @@ slm_status slm_ugm_build(slm_ugm **out, const char *const *tok, const uint32_t *
                          size_t charsmap_len, const char *name, const char *field, slm_err *err);
 void slm_ugm_free(slm_ugm *u);
 
+/* A Hugging Face folder's Unigram tokenizer (text/ugm_hf.c), in the GGUF
+ * form llama.cpp's converter writes for XLM-RoBERTa, so that it encodes as
+ * a GGUF of the same folder does:
+ *  - tokenizer.json: model.type "Unigram" (vocab [[piece, score], ...],
+ *    unk_id required, byte_fallback false), added_tokens (ids of the
+ *    vocabulary: special -> control, else user-defined), normalizer
+ *    Precompiled (precompiled_charsmap: base64 of SentencePiece's charsmap,
+ *    checked as a GGUF's) alone or in a Sequence with a Replace of runs of
+ *    spaces (Regex " {2,}") and a right Strip, or none; pre_tokenizer
+ *    Metaspace (U+2581; prepend_scheme always / never or add_prefix_space:
+ *    add_space_prefix); post_processor TemplateProcessing ([special] $A
+ *    [special]: BOS / EOS and add_bos / add_eos; a pair A s1 s2 B: s2 the
+ *    separator, add_sep), RobertaProcessing (cls, sep; all three added) or
+ *    none. Anything else is refused naming the field.
+ *  - tokenizer_config.json (config_json, NULL: none): the bos / eos / sep /
+ *    pad tokens the template does not give (cls_token for bos, sep_token
+ *    for eos), add_bos_token / add_eos_token, and
+ *    clean_up_tokenization_spaces: remove_extra_whitespaces, as the
+ *    converter sets it (absent: 1 when the normalizer collapses spaces).
+ * Ids below n_vocab (config.json's vocab_size; 0: none) that the model has
+ * not are unused "[PAD<id>]" (score -10000). info (may be NULL) receives
+ * add_sep, and wordpiece = 1 when model.type is "WordPiece" (refused here:
+ * the caller may read it as such). */
+typedef struct slm_ugm_hf {
+    int add_sep;   /* the pair template separates A and B by two tokens (<s> A </s></s> B </s>) */
+    int wordpiece; /* model.type is WordPiece */
+} slm_ugm_hf;
+slm_status slm_ugm_load_hf_json_mem(slm_ugm **out, const char *json, size_t len, const char *config_json,
+                                    size_t config_len, int n_vocab, const char *name, slm_ugm_hf *info, slm_err *err);
+/* path: a folder's tokenizer.json (tokenizer_config.json beside it read
+ * when there); sentencepiece.bpe.model is refused, naming it. */
+slm_status slm_ugm_load_hf(slm_ugm **out, const char *path, int n_vocab, slm_ugm_hf *info, slm_err *err);
+/* Strict base64 (standard alphabet, '=' padding, length a multiple of 4):
+ * decodes s[0..n) into out (NULL: only counts) and returns the bytes;
+ * *bad is SIZE_MAX, or the offset of the first invalid character (n: the
+ * length is not a multiple of 4), and then 0 is returned. */
+size_t slm_b64_decode(const char *s, size_t n, uint8_t *out, size_t *bad);
+
 /* Serialized form (the caller frames it with its magic): slm_ugm_serialize
  * writes it into buf when cap is large enough and returns its size either
  * way; slm_ugm_load_mem validates every length, id and the charsmap. */

@@ -65,6 +65,10 @@ seeds() { # target -> corpus dir
       printf '\000Hello World! Le caf\303\251 \357\274\241\357\274\242 \357\254\201ne \342\221\240 <s> x </s> <ud> \346\235\261 \360\237\230\200\t  a' > "$d/text"
       printf '\001\001\0\0\0\004\0\0\0\377\377\377\377\001\0\0\0\002\0\0\0\0\0\0\0\377\377\377\377\001\0\0\001\0\0\0\0\0\0\0\0''\0\0\0\0\003\0\0\0\005\0\0\0<pad>\0\0\0\0\003\0\0\0\004\0\0\0</s>\0\0\0\0\002\0\0\0\005\0\0\0<unk>\0\0\200\277\001\0\0\0\004\0\0\0\342\226\201a' > "$d/record"
       printf '\002\020\000\001\040\000\200\377\001\004' > "$d/damage" ;;
+    fuzz_ugm_hf) # 0: a tokenizer.json; 1: a tokenizer_config.json; 2: base64
+      printf '\000{"normalizer": {"type": "Precompiled", "precompiled_charsmap": "AAAAAAA="}, "pre_tokenizer": {"type": "Metaspace", "add_prefix_space": true}, "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "</s>"}}], "pair": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "</s>"}}, {"SpecialToken": {"id": "</s>"}}, {"Sequence": {"id": "B"}}, {"SpecialToken": {"id": "</s>"}}], "special_tokens": {"<s>": {"ids": [0]}, "</s>": {"ids": [2]}}}, "added_tokens": [{"id": 1, "content": "<pad>", "special": true}, {"id": 6, "content": "<mask>", "special": false}], "model": {"type": "Unigram", "unk_id": 3, "vocab": [["<s>", 0], ["<pad>", 0], ["</s>", 0], ["<unk>", 0], ["\342\226\201a", -1.5], ["b", -2], ["<mask>", 0]]}}' > "$d/tokenizer.json"
+      printf '\001{"bos_token": "<s>", "eos_token": {"content": "</s>"}, "pad_token": "<pad>", "clean_up_tokenization_spaces": false, "add_eos_token": false}' > "$d/config.json"
+      printf '\002SGVsbG8gd29ybGQ=' > "$d/b64" ;;
     fuzz_http) # first byte: 1 = chat, 0 = completions, 2 = /v1/embeddings, 4 = /embedding, 6 = /infill, 8 = /v1/rerank; then the body
       printf '\010{"query":"what is a cat?","documents":["a cat","a dog"],"top_n":1}' > "$d/rerank.json"
       printf '\010{"query":"q","texts":["x"],"return_text":true}' > "$d/rerank_tei.json"
