@@ -114,7 +114,10 @@ stop
 # batch programs); each answer is its text's vector alone. A long list first keeps the worker busy
 # while the four arrive (tried up to 5 times: the joining depends on their timing, the answers not)
 start enc4 -m "$TMP/bert.gguf" --kv-type f32 --embeddings --parallel 4
-python3 -c 'import json,sys; print(json.dumps({"input":[sys.argv[1]]*400}))' "$LONG" >"$TMP/busy.json"
+python3 -c 'import json,sys; print(json.dumps({"input":[sys.argv[1]]*1000}))' "$LONG" >"$TMP/busy.json"
+for i in 0 1 2 3; do
+  python3 -c 'import json,sys; print(json.dumps({"input":sys.argv[1]}))' "${TEXTS[$i]}" >"$TMP/c$i.json"
+done
 JOINED=0 SAME=1
 for try in 1 2 3 4 5; do
   curl -s -m 60 "${H[@]}" -d @"$TMP/busy.json" "$U/v1/embeddings" >/dev/null &
@@ -122,7 +125,6 @@ for try in 1 2 3 4 5; do
   sleep 0.05
   PIDS=()
   for i in 0 1 2 3; do
-    python3 -c 'import json,sys; print(json.dumps({"input":sys.argv[1]}))' "${TEXTS[$i]}" >"$TMP/c$i.json"
     curl -s -m 60 "${H[@]}" -d @"$TMP/c$i.json" "$U/v1/embeddings" >"$TMP/c${i}_out.json" &
     PIDS+=($!)
   done
