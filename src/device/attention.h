@@ -61,6 +61,10 @@ typedef struct slm_attn_rows {
     float scale;          /* the query scale (1 / sqrt(head_dim)) */
     float *out;           /* head g of row i at out + i * out_ld + g * out_stride */
     size_t out_ld, out_stride;
+    const float *alibi;   /* NULL, or [group] each head's ALiBi slope: every score (after the
+                             scale) minus slope * |qpos[i] - j| for KV row j (the avx2 entry;
+                             the others decline it) */
+    const int32_t *qpos;  /* [rows] with alibi: row i's position (its KV row) */
 } slm_attn_rows;
 
 /* The amx sets' entries (attention_amx.c, docs/amx.md): Q·K^T and P·V on

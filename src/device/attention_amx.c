@@ -76,7 +76,7 @@ static inline void kv_split(int kv_type, const uint8_t *row, int d, uint16_t p[A
 
 /* 1 if the tile kernel takes the block. */
 static int ar_takes(const slm_attn_rows *a) {
-    return a->head_dim > 0 && a->head_dim % 32 == 0 && a->head_dim <= AR_MAX_HD && a->group >= 1 &&
+    return !a->alibi && a->head_dim > 0 && a->head_dim % 32 == 0 && a->head_dim <= AR_MAX_HD && a->group >= 1 &&
            (a->kv_type == SLM_F32 || a->kv_type == SLM_F16) && a->rows >= 1 && a->rows <= SLM_ATTN_ROWS_MAX;
 }
 

@@ -166,7 +166,7 @@ AVX2 static INL void pv8x2(const float *vt, int hd, int nt, float *const *o, con
  * st[h] the index of their m / l. */
 AVX2 static INL void chunk8(const slm_attn_rows *a, const float *kt, const float *vt, const int NQ,
                             const float *const *q, float *const *o, const uint32_t *rm, const int *st, float *m,
-                            float *l) {
+                            float *l, int j0) {
     const int hd = a->head_dim;
     __m256 s[2][4];
     for (int h = 0; h < NQ; h++)
@@ -183,6 +183,17 @@ AVX2 static INL void chunk8(const slm_attn_rows *a, const float *kt, const float
             s[h][3] = _mm256_fmadd_ps(b, k3, s[h][3]);
         }
     }
+    if (a->alibi) /* ALiBi: minus slope * |qpos - j| on the scaled score (here before the scale: over it) */
+        for (int h = 0; h < NQ; h++) {
+            const int row = st[h] / a->group;
+            const __m256 k = _mm256_set1_ps(-a->alibi[st[h] % a->group] / a->scale);
+            const __m256i qp = _mm256_set1_epi32(a->qpos[row]);
+            for (int c = 0; c < 4; c++) {
+                const __m256i j = _mm256_add_epi32(_mm256_set1_epi32(j0 + 8 * c), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                const __m256 d = _mm256_cvtepi32_ps(_mm256_abs_epi32(_mm256_sub_epi32(qp, j)));
+                s[h][c] = _mm256_fmadd_ps(k, d, s[h][c]);
+            }
+        }
     float p[2][RT] __attribute__((aligned(32)));
     float corr[2];
     uint32_t all = 0;
@@ -202,9 +213,9 @@ AVX2 static INL void chunk8(const slm_attn_rows *a, const float *kt, const float
  * in registers. */
 AVX2 static INL void rows_chunk_any(const slm_attn_rows *a, const float *kt, const float *vt, int nq,
                                     const float *const *q, float *const *o, const uint32_t *rm, const int *st,
-                                    float *m, float *l) {
-    if (nq == 2) chunk8(a, kt, vt, 2, q, o, rm, st, m, l);
-    else chunk8(a, kt, vt, 1, q, o, rm, st, m, l);
+                                    float *m, float *l, int j0) {
+    if (nq == 2) chunk8(a, kt, vt, 2, q, o, rm, st, m, l, j0);
+    else chunk8(a, kt, vt, 1, q, o, rm, st, m, l, j0);
 }
 
 /* o *= inv, the entry's end: the outputs over their sums. */
@@ -215,6 +226,7 @@ AVX2 static INL void rows_normalize(float *o, int hd, float inv) {
 
 #define ROWS_NAME slm_attention_rows_avx2
 #define ROWS_NQ 2
+#define ROWS_ALIBI 1
 #include "device/attention_rows_body.h"
 #else
 int slm_attention_rows_avx2(const slm_attn_rows *a) {

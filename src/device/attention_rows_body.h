@@ -7,10 +7,16 @@
  *     rm[h] the keys they take, st[h] the index of their m / l)
  *   void rows_normalize(float *o, int hd, float inv)   (o *= inv)
  * with ROWS_NAME the entry's name and ROWS_NQ the query vectors one chunk
- * takes (as many as the includer's score registers hold). */
+ * takes (as many as the includer's score registers hold); j0, the tile's
+ * first KV row, for ALiBi, which only an includer defining ROWS_ALIBI 1
+ * takes (the others decline such a block). */
+#ifndef ROWS_ALIBI
+#define ROWS_ALIBI 0
+#endif
 ROWS_ATTR int ROWS_NAME(const slm_attn_rows *a) {
     const int R = a->rows, G = a->group, hd = a->head_dim;
-    if (R < 1 || R > SLM_ATTN_ROWS_MAX || G < 1 || G > RMAX_GROUP || hd < ROWS_LANES || hd % ROWS_LANES ||
+    if ((a->alibi && (!ROWS_ALIBI || !a->qpos)) || R < 1 || R > SLM_ATTN_ROWS_MAX || G < 1 || G > RMAX_GROUP ||
+        hd < ROWS_LANES || hd % ROWS_LANES ||
         hd > RMAX_HD || !(a->kv_type == SLM_F32 || a->kv_type == SLM_F16 || (a->kv_type == SLM_Q8_0 && hd % 32 == 0)))
         return 0;
     float m[RMAX_VEC], l[RMAX_VEC];
@@ -49,14 +55,14 @@ ROWS_ATTR int ROWS_NAME(const slm_attn_rows *a) {
                 rm[nq] = vm & bits;
                 st[nq] = i * G + g;
                 if (++nq == ROWS_NQ) {
-                    rows_chunk_any(a, kt, vt, ROWS_NQ, q, o, rm, st, m, l);
+                    rows_chunk_any(a, kt, vt, ROWS_NQ, q, o, rm, st, m, l, j0);
                     nq = 0;
                 }
             }
         }
         /* fewer than ROWS_NQ left: an inlined rows_chunk_any drops its full count here */
         if (nq >= ROWS_NQ) __builtin_unreachable();
-        if (nq) rows_chunk_any(a, kt, vt, nq, q, o, rm, st, m, l);
+        if (nq) rows_chunk_any(a, kt, vt, nq, q, o, rm, st, m, l, j0);
     }
     for (int i = 0; i < R; i++)
         for (int g = 0; g < G; g++) {
@@ -66,3 +72,4 @@ ROWS_ATTR int ROWS_NAME(const slm_attn_rows *a) {
         }
     return 1;
 }
+#undef ROWS_ALIBI

@@ -163,7 +163,8 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
      * sequences (a batch program: one row each) take the per-row path, as each would alone in
      * the generate program: the blocked kernel of one row sums in another order */
     const int one_seq = rr.end - rr.begin >= 2 && (t->k <= 0 || cp[rr.begin] / t->k == cp[rr.begin + 1] / t->k);
-    const int blocks = ks->attention_rows && t->f1 == 0.0f && t->f2 == 0.0f && !(t->flags & SLM_TF_SINKS) && one_seq;
+    /* ALiBi (f2 > 0) in blocks where the set's entry takes it (avx2), else per row */
+    const int blocks = ks->attention_rows && t->f1 == 0.0f && !(t->flags & SLM_TF_SINKS) && one_seq;
     slm_attn_part_rows(t, cp, rr.begin, rr.end, &rr.begin, &rr.end); /* the task's row part, if any */
     for (int h = t->n0; h < t->n1;) {
         const int kvh = h / group;
@@ -177,6 +178,8 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
             int r1 = rr.end, done = 0;
             if (blocks) {
                 int first[SLM_ATTN_ROWS_MAX], last[SLM_ATTN_ROWS_MAX], n = 0;
+                float slope[64];
+                for (int g = h; g < h1 && g - h < 64 && t->f2 > 0.0f; g++) slope[g - h] = slm_alibi_slope(g, t->a, t->f2);
                 /* a block stays inside one sequence region: no row sees another's keys */
                 const int region = t->k > 0 ? cp[r0] / t->k : 0;
                 for (r1 = r0; r1 < rr.end && n < SLM_ATTN_ROWS_MAX && (t->k > 0 ? cp[r1] / t->k : 0) == region; r1++, n++)
@@ -199,8 +202,10 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
                     .out = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r0) + (size_t)h * t->c,
                     .out_ld = t->ref[SLM_REF_DST].ld,
                     .out_stride = (size_t)t->c,
+                    .alibi = t->f2 > 0.0f && h1 - h <= 64 ? slope : NULL,
+                    .qpos = cp + r0,
                 };
-                done = ks->attention_rows(&ar);
+                done = (t->f2 > 0.0f && !ar.alibi) ? 0 : ks->attention_rows(&ar);
             }
             for (int hh = h; !done && hh < h1; hh += 64) /* the sinks' softmax states: 64 heads at a time */
                 attn_per_row(t, ks, cp, upto, r0, r1, hh, hh + 64 < h1 ? hh + 64 : h1, K, V, scale);
