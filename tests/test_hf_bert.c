@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "t.h"
+#include "t_hf_twin.h"
 #include "st_write.h"
 #include "format/gguf.h"
 #include "format/model.h"
@@ -258,50 +259,6 @@ static void write_gguf(const weights *w, const opts *o, const char *path) {
 
 /* ---- the checks ------------------------------------------------------------- */
 
-static slm_engine *load(const char *path) {
-    slm_options o = slm_default_options();
-    o.embeddings = 1;
-    o.max_prompt_len = CTX;
-    o.prefill_variants[0] = 4;
-    o.kv_type = SLM_KV_F32;
-    o.n_threads = 2;
-    slm_engine *e = NULL;
-    if (slm_load(&e, path, &o)) {
-        fprintf(stderr, "  load %s: %s\n", path, slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
-    return e;
-}
-
-/* The same config and the same tensors (name, type, shape, bytes). */
-static void same_model(const char *dir, const char *gguf) {
-    slm_model_file a, b;
-    slm_err err = {0};
-    CHECKF(slm_model_open(&a, dir, &err) == SLM_OK, "%s", err.msg);
-    if (err.status) return;
-    CHECKF(slm_model_open(&b, gguf, &err) == SLM_OK, "%s", err.msg);
-    if (err.status) {
-        slm_model_close(&a);
-        return;
-    }
-    CHECKF(!memcmp(&a.cfg, &b.cfg, sizeof a.cfg), "%s: config differs from the GGUF's (eps %g/%g, ctx %d/%d, vocab %d/%d, "
-           "encoder %d/%d, qkv_bias %d/%d, tied %d/%d)", dir, (double)a.cfg.norm_eps, (double)b.cfg.norm_eps,
-           a.cfg.context_len, b.cfg.context_len, a.cfg.vocab_size, b.cfg.vocab_size, a.cfg.encoder, b.cfg.encoder,
-           a.cfg.qkv_bias, b.cfg.qkv_bias, a.cfg.tied_embeddings, b.cfg.tied_embeddings);
-    CHECKF(a.n_tensors == b.n_tensors, "%s: %d tensors, the GGUF %d", dir, a.n_tensors, b.n_tensors);
-    for (int i = 0; i < b.n_tensors; i++) {
-        const slm_tensor *tb = &b.tensors[i], *ta = slm_model_tensor(&a, tb->name);
-        CHECKF(ta != NULL, "%s: no %s", dir, tb->name);
-        if (!ta) continue;
-        CHECKF(ta->type == tb->type && ta->n_dims == tb->n_dims && !memcmp(ta->ne, tb->ne, sizeof ta->ne) &&
-               ta->nbytes == tb->nbytes && !memcmp(ta->data, tb->data, (size_t)tb->nbytes),
-               "%s: tensor %s differs", dir, tb->name);
-    }
-    slm_model_close(&a);
-    slm_model_close(&b);
-}
-
 static const char *const texts[] = {
     "The cat sat on the mat.", "Hello, world!", "dogs running unbelievable", "CAF\xc3\x89 \xe4\xb8\xad" "x!",
     "walked xx zzz", "[SEP] hello", "Hello hello",
@@ -309,7 +266,7 @@ static const char *const texts[] = {
 
 /* Token ids and embeddings of the folder against its GGUF twin, and the ids by hand. */
 static void same_outputs(const char *dir, const char *gguf, const opts *o) {
-    slm_engine *ef = load(dir), *eg = load(gguf);
+    slm_engine *ef = twin_load(dir, CTX, 4), *eg = twin_load(gguf, CTX, 4);
     CHECK(ef && eg);
     if (!ef || !eg) goto out;
     const int want_pool = o->cls_pooling ? SLM_POOLING_CLS : SLM_POOLING_MEAN;
@@ -368,7 +325,7 @@ static void check_variant(const char *name, const opts *o) {
     write_folder(name, &w, o, dir, sizeof dir);
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", root, name);
     write_gguf(&w, o, gguf);
-    same_model(dir, gguf);
+    twin_same_model(dir, gguf);
     same_outputs(dir, gguf, o);
     unlink(gguf);
     st_rm_dir(dir);
@@ -399,8 +356,8 @@ static void test_cross_encoder(void) {
     write_folder("cross", &w, &o, dir, sizeof dir);
     snprintf(gguf, sizeof gguf, "%s/cross.gguf", root);
     write_gguf(&w, &o, gguf);
-    same_model(dir, gguf);
-    slm_engine *ef = load(dir), *eg = load(gguf);
+    twin_same_model(dir, gguf);
+    slm_engine *ef = twin_load(dir, CTX, 4), *eg = twin_load(gguf, CTX, 4);
     slm_session *sa = NULL, *sb = NULL;
     CHECK(ef && eg && slm_session_new(ef, NULL, &sa) == SLM_OK && slm_session_new(eg, NULL, &sb) == SLM_OK);
     if (sa && sb) {

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "t.h"
+#include "t_hf_twin.h"
 #include "st_write.h"
 #include "format/gguf.h"
 #include "format/model.h"
@@ -305,49 +306,6 @@ static void write_gguf(const weights *w, const opts *o, const char *path) {
 
 /* ---- the checks ------------------------------------------------------------------ */
 
-static slm_engine *load(const char *path) {
-    slm_options o = slm_default_options();
-    o.embeddings = 1;
-    o.max_prompt_len = CTX;
-    o.prefill_variants[0] = 8;
-    o.kv_type = SLM_KV_F32;
-    o.n_threads = 2;
-    slm_engine *e = NULL;
-    if (slm_load(&e, path, &o)) {
-        fprintf(stderr, "  load %s: %s\n", path, slm_last_error(e));
-        slm_free(e);
-        return NULL;
-    }
-    return e;
-}
-
-/* The same config and the same tensors (name, type, shape, bytes). */
-static void same_model(const char *dir, const char *gguf) {
-    slm_model_file a, b;
-    slm_err err = {0};
-    CHECKF(slm_model_open(&a, dir, &err) == SLM_OK, "%s", err.msg);
-    if (err.status) return;
-    CHECKF(slm_model_open(&b, gguf, &err) == SLM_OK, "%s", err.msg);
-    if (err.status) {
-        slm_model_close(&a);
-        return;
-    }
-    CHECKF(!memcmp(&a.cfg, &b.cfg, sizeof a.cfg), "%s: config differs from the GGUF's (eps %g/%g, ctx %d/%d, vocab %d/%d)",
-           dir, (double)a.cfg.norm_eps, (double)b.cfg.norm_eps, a.cfg.context_len, b.cfg.context_len, a.cfg.vocab_size,
-           b.cfg.vocab_size);
-    CHECKF(a.n_tensors == b.n_tensors, "%s: %d tensors, the GGUF %d", dir, a.n_tensors, b.n_tensors);
-    for (int i = 0; i < b.n_tensors; i++) {
-        const slm_tensor *tb = &b.tensors[i], *ta = slm_model_tensor(&a, tb->name);
-        CHECKF(ta != NULL, "%s: no %s", dir, tb->name);
-        if (!ta) continue;
-        CHECKF(ta->type == tb->type && ta->n_dims == tb->n_dims && !memcmp(ta->ne, tb->ne, sizeof ta->ne) &&
-               ta->nbytes == tb->nbytes && !memcmp(ta->data, tb->data, (size_t)tb->nbytes),
-               "%s: tensor %s differs (rows %lld / %lld)", dir, tb->name, (long long)ta->ne[1], (long long)tb->ne[1]);
-    }
-    slm_model_close(&a);
-    slm_model_close(&b);
-}
-
 static const char *const texts[] = {
     "The quick brown fox jumps over the lazy dog.",
     "Le caf\xc3\xa9 est tr\xc3\xa8s chaud, mais la cr\xc3\xa8me br\xc3\xbbl\xc3\xa9" "e est froide.",
@@ -360,7 +318,7 @@ static const char *const texts[] = {
 
 /* Token ids and embeddings of the folder against its GGUF twin. */
 static void same_outputs(const char *dir, const char *gguf, const opts *o) {
-    slm_engine *ef = load(dir), *eg = load(gguf);
+    slm_engine *ef = twin_load(dir, CTX, 8), *eg = twin_load(gguf, CTX, 8);
     CHECK(ef && eg);
     if (!ef || !eg) goto out;
     const int pool = o->bert ? SLM_POOLING_MEAN : SLM_POOLING_CLS;
@@ -408,7 +366,7 @@ static void check_variant(const char *name, const opts *o) {
     write_folder(name, &w, o, dir, sizeof dir);
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", root, name);
     write_gguf(&w, o, gguf);
-    same_model(dir, gguf);
+    twin_same_model(dir, gguf);
     same_outputs(dir, gguf, o);
     const char *keep = getenv("SLM_XLMR_KEEP"); /* local checks against llama.cpp: keep the twin */
     if (keep) {
@@ -489,8 +447,8 @@ static void test_cross_encoder(void) {
     write_folder("cross", &w, &o, dir, sizeof dir);
     snprintf(gguf, sizeof gguf, "%s/cross.gguf", root);
     write_gguf(&w, &o, gguf);
-    same_model(dir, gguf);
-    slm_engine *ef = load(dir), *eg = load(gguf);
+    twin_same_model(dir, gguf);
+    slm_engine *ef = twin_load(dir, CTX, 8), *eg = twin_load(gguf, CTX, 8);
     slm_session *sa = NULL, *sb = NULL;
     CHECK(ef && eg && slm_session_new(ef, NULL, &sa) == SLM_OK && slm_session_new(eg, NULL, &sb) == SLM_OK);
     if (sa && sb) {

@@ -76,6 +76,9 @@ typedef struct slm_map {
 } slm_map;
 slm_status slm_map_file(slm_map *m, const char *path, slm_err *err);
 void slm_unmap(slm_map *m);
+/* The file `name` in path's folder (a tokenizer.json's tokenizer_config.json)
+ * mapped into *m when it exists and maps: 1, else 0 (*m zeroed). */
+int slm_map_beside(slm_map *m, const char *path, const char *name);
 /* Base name of a path, for messages. */
 const char *slm_basename(const char *path);
 /* Length of s[0..n) without a trailing incomplete UTF-8 sequence. */

@@ -2,6 +2,8 @@
  * file; unmapping. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -40,4 +42,19 @@ void slm_unmap(slm_map *m) {
     if (m->data) munmap(m->data, (size_t)m->size);
     m->data = NULL;
     m->size = 0;
+}
+
+int slm_map_beside(slm_map *m, const char *path, const char *name) {
+    memset(m, 0, sizeof *m);
+    char p[4096];
+    const char *slash = strrchr(path, '/');
+    const int dl = slash ? (int)(slash - path) + 1 : 0;
+    if (snprintf(p, sizeof p, "%.*s%s", dl, path, name) >= (int)sizeof p) return 0;
+    FILE *f = fopen(p, "rb");
+    if (!f) return 0;
+    fclose(f);
+    slm_err e = {0};
+    if (slm_map_file(m, p, &e) == SLM_OK) return 1;
+    memset(m, 0, sizeof *m);
+    return 0;
 }

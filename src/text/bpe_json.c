@@ -465,19 +465,7 @@ slm_status slm_bpe_load_hf_json(slm_bpe **out, const char *path, slm_err *err) {
     slm_map m, mc = {0};
     slm_status st = slm_map_file(&m, path, err);
     if (st) return st;
-    /* tokenizer_config.json beside it */
-    char cp[4096];
-    const char *slash = strrchr(path, '/');
-    int dl = slash ? (int)(slash - path) + 1 : 0;
-    int have_cfg = 0;
-    if (snprintf(cp, sizeof cp, "%.*stokenizer_config.json", dl, path) < (int)sizeof cp) {
-        slm_err e2 = {0};
-        FILE *f = fopen(cp, "rb");
-        if (f) {
-            fclose(f);
-            if (slm_map_file(&mc, cp, &e2) == SLM_OK) have_cfg = 1;
-        }
-    }
+    const int have_cfg = slm_map_beside(&mc, path, "tokenizer_config.json");
     st = slm_bpe_load_hf_json_mem(out, m.data, (size_t)m.size, have_cfg ? mc.data : NULL,
                                   have_cfg ? (size_t)mc.size : 0, slm_basename(path), err);
     if (have_cfg) slm_unmap(&mc);

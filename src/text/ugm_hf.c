@@ -461,17 +461,7 @@ slm_status slm_ugm_load_hf(slm_ugm **out, const char *path, int n_vocab, slm_ugm
     slm_map m, mc = {0};
     slm_status st = slm_map_file(&m, path, err);
     if (st) return st;
-    char cp[4096];
-    const int dl = (int)(base - path);
-    int have_cfg = 0;
-    if (snprintf(cp, sizeof cp, "%.*stokenizer_config.json", dl, path) < (int)sizeof cp) {
-        FILE *f = fopen(cp, "rb");
-        slm_err e2 = {0};
-        if (f) {
-            fclose(f);
-            have_cfg = slm_map_file(&mc, cp, &e2) == SLM_OK;
-        }
-    }
+    const int have_cfg = slm_map_beside(&mc, path, "tokenizer_config.json");
     st = slm_ugm_load_hf_json_mem(out, m.data, (size_t)m.size, have_cfg ? mc.data : NULL, have_cfg ? (size_t)mc.size : 0,
                                   n_vocab, base, info, err);
     if (have_cfg) slm_unmap(&mc);
