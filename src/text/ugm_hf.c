@@ -22,6 +22,7 @@
 #include <stdlib.h>
 
 #include "text/ugm.h"
+#include "text/vocab_keys.h"
 
 #define HF_PAD_SCORE (-10000.0f)
 enum { T_NORMAL = 1, T_UNKNOWN = 2, T_CONTROL = 3, T_USER = 4, T_UNUSED = 5 };
@@ -96,19 +97,10 @@ static const cJSON *jget(const cJSON *o, const char *key) {
 
 static int jis(const cJSON *v, const char *s) { return cJSON_IsString(v) && !strcmp(v->valuestring, s); }
 
-/* A printable copy of s for messages (at most 40 bytes shown). */
-static const char *shown(const char *s, char *buf, size_t cap) {
-    size_t n = 0;
-    for (; s && s[n] && n + 4 < cap && n < 40; n++)
-        buf[n] = (unsigned char)s[n] >= 0x20 && (unsigned char)s[n] < 0x7f ? s[n] : '?';
-    if (s && s[n]) buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
-    buf[n] = 0;
-    return buf;
-}
 
 static const char *type_of(const cJSON *o, char *buf, size_t cap) {
     const cJSON *t = jget(o, "type");
-    return !o ? "null" : cJSON_IsString(t) ? shown(t->valuestring, buf, cap) : "?";
+    return !o ? "null" : cJSON_IsString(t) ? slm_vocab_shown(t->valuestring, buf, cap) : "?";
 }
 
 /* A JSON integer id in 0..lim - 1, or -1. */
@@ -143,7 +135,7 @@ static slm_status read_model(hf_ctx *c, int *unk) {
     char b[64];
     if (!jis(mty, "Unigram"))
         return slm_errf(c->err, SLM_ERR_UNSUPPORTED, "%s: model.type '%s': an XLM-RoBERTa tokenizer is Unigram", c->name,
-                        cJSON_IsString(mty) ? shown(mty->valuestring, b, sizeof b) : "?");
+                        cJSON_IsString(mty) ? slm_vocab_shown(mty->valuestring, b, sizeof b) : "?");
     const cJSON *bf = jget(model, "byte_fallback");
     if (bf && !cJSON_IsFalse(bf))
         return slm_errf(c->err, SLM_ERR_UNSUPPORTED, "%s: model.byte_fallback: only false is supported", c->name);
@@ -239,7 +231,7 @@ static slm_status read_pretok(const hf_ctx *c, int *prefix) {
     if (ps) {
         if (!jis(ps, "always") && !jis(ps, "never"))
             return slm_errf(c->err, SLM_ERR_UNSUPPORTED, "%s: pre_tokenizer.prepend_scheme '%s' is not supported (always, "
-                            "never)", c->name, cJSON_IsString(ps) ? shown(ps->valuestring, b, sizeof b) : "?");
+                            "never)", c->name, cJSON_IsString(ps) ? slm_vocab_shown(ps->valuestring, b, sizeof b) : "?");
         *prefix = jis(ps, "always");
     } else {
         if (ap && !cJSON_IsBool(ap))
@@ -349,7 +341,7 @@ static slm_status special_ids(const hf_ctx *c, const int tmpl[3], slm_ugm_meta *
         char b[64];
         if (*dst[k] < 0)
             return slm_errf(c->err, SLM_ERR_FORMAT, "%s: tokenizer_config.json's %s '%s' is not a token", c->name, keys[k],
-                            shown(nm, b, sizeof b));
+                            slm_vocab_shown(nm, b, sizeof b));
     }
     return SLM_OK;
 }

@@ -1,4 +1,4 @@
-/* Optional keys of a GGUF vocabulary (text/vocab_keys.h). */
+/* Optional keys of a GGUF vocabulary, and names shown in messages (text/vocab_keys.h). */
 #include "text/vocab_keys.h"
 
 slm_status slm_vocab_key_id(const slm_gguf *g, const char *name, const char *key, int n, int def, int required_default,
@@ -20,4 +20,13 @@ slm_status slm_vocab_key_flag(const slm_gguf *g, const char *name, const char *k
     if (slm_gguf_find(g, key) >= 0 && !slm_gguf_get_bool(g, key, v))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: %s: not a bool", name, key);
     return SLM_OK;
+}
+
+const char *slm_vocab_shown(const char *s, char *buf, size_t cap) {
+    size_t n = 0;
+    for (; s && s[n] && n + 4 < cap && n < 40; n++)
+        buf[n] = (unsigned char)s[n] >= 0x20 && (unsigned char)s[n] < 0x7f ? s[n] : '?';
+    if (s && s[n]) buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
+    buf[n] = 0;
+    return buf;
 }

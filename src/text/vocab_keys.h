@@ -15,4 +15,8 @@ slm_status slm_vocab_key_id(const slm_gguf *g, const char *name, const char *key
 /* Key `key` as a bool into *v, left as it is when absent. */
 slm_status slm_vocab_key_flag(const slm_gguf *g, const char *name, const char *key, int *v, slm_err *err);
 
+/* A printable copy of s for messages (printable ASCII, others '?', at most
+ * 40 bytes shown, then "..."), into buf of cap bytes. */
+const char *slm_vocab_shown(const char *s, char *buf, size_t cap);
+
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "text/wpm.h"
+#include "text/vocab_keys.h"
 
 #define WPM_HF_MAX_VOCAB (1 << 24)
 
@@ -139,15 +140,6 @@ static const cJSON *jget(const cJSON *o, const char *key) {
     return v && !cJSON_IsNull(v) ? v : NULL;
 }
 
-/* A printable copy of s for messages (at most 40 bytes shown). */
-static const char *shown(const char *s, char *buf, size_t cap) {
-    size_t n = 0;
-    for (; s && s[n] && n + 4 < cap && n < 40; n++)
-        buf[n] = (unsigned char)s[n] >= 0x20 && (unsigned char)s[n] < 0x7f ? s[n] : '?';
-    if (s && s[n]) buf[n++] = '.', buf[n++] = '.', buf[n++] = '.';
-    buf[n] = 0;
-    return buf;
-}
 
 /* A JSON integer id in 0..WPM_HF_MAX_VOCAB - 1, or -1. */
 static int json_id(const cJSON *v) {
@@ -194,7 +186,7 @@ static slm_status post_processor(const hf_vocab *v, const cJSON *root, int *cls,
     }
     if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "TemplateProcessing"))
         return slm_errf(v->err, SLM_ERR_UNSUPPORTED, "%s: post_processor.type '%s' is not supported (TemplateProcessing, "
-                        "BertProcessing)", v->name, cJSON_IsString(ty) ? shown(ty->valuestring, b, sizeof b) : "?");
+                        "BertProcessing)", v->name, cJSON_IsString(ty) ? slm_vocab_shown(ty->valuestring, b, sizeof b) : "?");
     const cJSON *single = jget(pp, "single");
     const int n = cJSON_IsArray(single) ? cJSON_GetArraySize(single) : 0;
     const cJSON *mid = n == 3 ? cJSON_GetArrayItem(single, 1) : NULL, *seq = mid ? jget(mid, "Sequence") : NULL,
@@ -215,7 +207,7 @@ static slm_status normalizer(const hf_vocab *v, const cJSON *root, int *lower, i
     char b[64];
     if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "BertNormalizer"))
         return slm_errf(v->err, SLM_ERR_UNSUPPORTED, "%s: normalizer.type '%s' is not supported (BertNormalizer)", v->name,
-                        !nz ? "null" : cJSON_IsString(ty) ? shown(ty->valuestring, b, sizeof b) : "?");
+                        !nz ? "null" : cJSON_IsString(ty) ? slm_vocab_shown(ty->valuestring, b, sizeof b) : "?");
     static const char *const always[2] = {"clean_text", "handle_chinese_chars"};
     for (int k = 0; k < 2; k++) {
         const cJSON *f = jget(nz, always[k]);
@@ -231,7 +223,7 @@ static slm_status normalizer(const hf_vocab *v, const cJSON *root, int *lower, i
     const cJSON *pt = jget(root, "pre_tokenizer"), *pty = pt ? jget(pt, "type") : NULL;
     if (!cJSON_IsString(pty) || strcmp(pty->valuestring, "BertPreTokenizer"))
         return slm_errf(v->err, SLM_ERR_UNSUPPORTED, "%s: pre_tokenizer.type '%s' is not supported (BertPreTokenizer)",
-                        v->name, !pt ? "null" : cJSON_IsString(pty) ? shown(pty->valuestring, b, sizeof b) : "?");
+                        v->name, !pt ? "null" : cJSON_IsString(pty) ? slm_vocab_shown(pty->valuestring, b, sizeof b) : "?");
     return SLM_OK;
 }
 
@@ -245,7 +237,7 @@ static slm_status read_vocab(hf_vocab *v, const cJSON *model, const cJSON *added
         const int id = json_id(e);
         if (id < 0 || !e->string)
             return slm_errf(v->err, SLM_ERR_FORMAT, "%s: model.vocab: token '%s': not an id below %d", v->name,
-                            shown(e->string, b, sizeof b), WPM_HF_MAX_VOCAB);
+                            slm_vocab_shown(e->string, b, sizeof b), WPM_HF_MAX_VOCAB);
         if (id >= n) n = id + 1;
     }
     const cJSON *a;
@@ -261,7 +253,7 @@ static slm_status read_vocab(hf_vocab *v, const cJSON *model, const cJSON *added
         const int id = json_id(e);
         if (v->raw[id])
             return slm_errf(v->err, SLM_ERR_FORMAT, "%s: model.vocab: id %d given twice ('%s')", v->name, id,
-                            shown(e->string, b, sizeof b));
+                            slm_vocab_shown(e->string, b, sizeof b));
         st = vocab_set(v, id, e->string, strlen(e->string), TT_NORMAL);
     }
     cJSON_ArrayForEach(a, added) {
@@ -293,12 +285,12 @@ slm_status slm_wpm_load_hf_json_mem(slm_wpm **out, const char *json, size_t len,
     }
     if (!cJSON_IsString(mty) || strcmp(mty->valuestring, "WordPiece")) {
         st = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: model.type '%s': a BERT folder's tokenizer must be WordPiece",
-                      v.name, cJSON_IsString(mty) ? shown(mty->valuestring, b, sizeof b) : "?");
+                      v.name, cJSON_IsString(mty) ? slm_vocab_shown(mty->valuestring, b, sizeof b) : "?");
         goto done;
     }
     if (pre && (!cJSON_IsString(pre) || strcmp(pre->valuestring, "##"))) {
         st = slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: model.continuing_subword_prefix '%s' is not supported ('##')",
-                      v.name, cJSON_IsString(pre) ? shown(pre->valuestring, b, sizeof b) : "?");
+                      v.name, cJSON_IsString(pre) ? slm_vocab_shown(pre->valuestring, b, sizeof b) : "?");
         goto done;
     }
     if (added && !cJSON_IsArray(added)) {
@@ -312,7 +304,7 @@ slm_status slm_wpm_load_hf_json_mem(slm_wpm **out, const char *json, size_t len,
     special[3] = special[1]; /* eos: [SEP] */
     if (special[2] < 0) {
         st = slm_errf(err, SLM_ERR_FORMAT, "%s: model.unk_token '%s' is not a token", v.name,
-                      cJSON_IsString(unk_t) ? shown(unk_t->valuestring, b, sizeof b) : "(missing)");
+                      cJSON_IsString(unk_t) ? slm_vocab_shown(unk_t->valuestring, b, sizeof b) : "(missing)");
         goto done;
     }
     st = vocab_finish(&v, special, lower, strip, out);
