@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/dtype.h"
+#include "common/trace.h"
 #include "format/model.h"
 #include "ref_forward.h"
 #include "staticlm.h"
@@ -312,6 +313,73 @@ static void test_recurrent(void) {
     slm_free(e);
 }
 
+/* A decoder's batch embedding programs (embed.BxS, causal regions): texts
+ * of several lengths in one call equal each text alone and the reference's
+ * rows, for every pooling; a text above the largest region goes alone. A
+ * recurrent model (qwen35) has none and runs the texts one by one. */
+static void check_decoder_batch(const char *arch, int has_batch) {
+    char path[300];
+    snprintf(path, sizeof path, "%s/b-%s.gguf", dir, arch);
+    CHECK(synth_arch(arch, path, NULL, NULL));
+    slm_engine *e = load(path, NULL, embed_opts(32, 16)); /* embed.4x8, embed.2x12, embed.2x16 */
+    CHECK(e != NULL);
+    if (!e) return;
+    slm_session *s = NULL;
+    CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    enum { K = 7, DIM = 64 };
+    const int n[K] = {3, 8, 12, 5, 16, 1, 20};
+    int32_t ids[K][20];
+    const int32_t *pid[K];
+    float got[K][DIM], one[DIM], *outs[K];
+    size_t cap[K];
+    for (int t = 0; t < K; t++) {
+        for (int i = 0; i < n[t]; i++) ids[t][i] = 5 + (t * 97 + i * 41) % 500;
+        pid[t] = ids[t];
+        outs[t] = got[t];
+        cap[t] = DIM;
+    }
+    const int pools[] = {SLM_POOLING_LAST, SLM_POOLING_MEAN, SLM_POOLING_CLS};
+    for (size_t pi = 0; s && pi < sizeof pools / sizeof pools[0]; pi++) {
+        char trace[320];
+        snprintf(trace, sizeof trace, "%s/dec_batch_trace.json", dir);
+        slm_err err = {0};
+        if (pi == 0) CHECK(slm_trace_start(trace, 4, &err) == SLM_OK);
+        CHECKF(slm_session_embed_batch(s, K, pid, n, pools[pi], outs, cap) == SLM_OK, "%s", slm_session_error(s));
+        if (pi == 0) { /* 3 + 8 + 5 + 1 in embed.4x8, 12 + 16 in embed.2x16, 20 alone */
+            CHECK(slm_trace_stop(NULL, NULL, &err) == SLM_OK);
+            char *j = t_read_file(trace, NULL);
+            int calls = 0;
+            for (const char *q = j; q && (q = strstr(q, "\"embed_batch\"")); q++) calls++;
+            CHECKF(calls == (has_batch ? 2 : 0), "%s: %d batch calls", arch, calls);
+            free(j);
+            unlink(trace);
+        }
+        for (int t = 0; t < K; t++) {
+            CHECK(slm_session_embed(s, ids[t], n[t], pools[pi], one, DIM) == SLM_OK);
+            double er = rel_err(got[t], one, DIM);
+            CHECKF(er < 1e-5, "%s pooling %d text %d (%d tokens): batch vs alone %g", arch, pools[pi], t, n[t], er);
+        }
+    }
+    /* last pooling against the reference's last row of each text */
+    CHECK(slm_session_embed_batch(s, K, pid, n, SLM_POOLING_LAST, outs, cap) == SLM_OK);
+    for (int t = 0; t < K; t++) {
+        float *ref = ref_rows(path, ids[t], n[t], 0);
+        CHECK(ref != NULL);
+        if (!ref) continue;
+        const double er = rel_err(got[t], ref + (size_t)(n[t] - 1) * DIM, DIM);
+        CHECKF(er < 1e-4, "%s text %d: against the reference %g", arch, t, er);
+        free(ref);
+    }
+    slm_session_free(s);
+    slm_free(e);
+}
+
+static void test_decoder_batch(void) {
+    check_decoder_batch("qwen3", 1);
+    check_decoder_batch("gemma3", 1); /* window layers */
+    check_decoder_batch("qwen35", 0);
+}
+
 /* A reranker (synth --pooling rank: Qwen3-Reranker's layout): its score is
  * the softmax of the classifier head on the reference's last hidden row of
  * the rerank template's tokens, as llama.cpp computes it. */
@@ -565,6 +633,7 @@ int main(void) {
     T_RUN(test_refusals);
     T_RUN(test_model_pooling_key);
     T_RUN(test_recurrent);
+    T_RUN(test_decoder_batch);
     T_RUN(test_rerank);
     T_RUN(test_rerank_encoder);
     T_RUN(test_hf_pooling);

@@ -17,8 +17,9 @@ static void usage(FILE *f) {
             "usage: staticlm embed -m MODEL (-p TEXT | -f FILE) [options]\n"
             "\n"
             "Prints the embedding of each text: the final norm's hidden states of its tokens,\n"
-            "pooled into one vector (as llama.cpp's llama-embedding). An encoder runs several\n"
-            "texts a call (its embed.BxS programs: one text in each region of S rows).\n"
+            "pooled into one vector (as llama.cpp's llama-embedding). Several texts run in one\n"
+            "call (embed.BxS programs: one text in each region of S rows), but for a model\n"
+            "with recurrent layers (qwen35), which runs them one at a time.\n"
             "\n"
             "  -m, --model PATH          GGUF, llama2.c .bin or Hugging Face folder (not a blob:\n"
             "                            blobs hold no embedding programs)\n"
@@ -327,7 +328,7 @@ int slm_cli_embed(int argc, char **argv) {
                 dim, slm_pooling_name(pooling), a.pooling == SLM_POOLING_DEFAULT ? " (the model's)" : "",
                 a.normalize, in.kv_capacity);
     int nv = 0;
-    if (!rank) { /* every text at once: an encoder packs them into its batch programs */
+    if (!rank) { /* every text at once: packed into the batch programs */
         if (embed_all(&a, e, s, texts, n_texts, pooling, dim, &vecs, &owner, &nv)) goto out;
     } else { /* "query<TAB>document" pairs, all at once: a cross-encoder packs them into its batch programs */
         const char **q = slm_calloc((size_t)n_texts, sizeof *q), **d = slm_calloc((size_t)n_texts, sizeof *d);

@@ -209,11 +209,17 @@ int slm_embed_batch_shape(int max_prompt_len, int i, int *regions, int *rows) {
     return 1;
 }
 
+int slm_embed_batchable(const slm_model_config *cfg) {
+    /* a decoder's regions are causal like its prefill; recurrent layers carry
+     * one state a sequence, which a region cannot have */
+    return cfg->encoder || !cfg->recur_interval;
+}
+
 slm_status slm_compile_embed(slm_compiled *c, const slm_model_file *m, slm_err *err) {
     const int n = c->opt.n_prefill_variants;
     if (n < 1) return slm_errf(err, SLM_ERR_INTERNAL, "embedding programs: no prefill variants");
     int nb = 0, b, r;
-    while (c->cfg.encoder && slm_embed_batch_shape(c->opt.max_prompt_len, nb, &b, &r)) nb++;
+    while (slm_embed_batchable(&c->cfg) && slm_embed_batch_shape(c->opt.max_prompt_len, nb, &b, &r)) nb++;
     slm_program *np = slm_realloc(c->progs, (size_t)(c->n_progs + n + nb) * sizeof *np);
     if (!np) return slm_errf(err, SLM_ERR_NOMEM, "out of memory");
     c->progs = np;

@@ -118,11 +118,14 @@ slm_status slm_compile_batch(slm_compiled *c, const slm_model_file *m, int n_seq
  * last-row selection and the LM head, its output the final norm of every
  * row (hidden [T, dim]). Its K/V rows are written as a prefill's. */
 slm_status slm_compile_embed(slm_compiled *c, const slm_model_file *m, slm_err *err);
-/* With an encoder (bert, nomic-bert, gemma-embedding) slm_compile_embed
- * also appends batch embedding programs (kind SLM_PROG_EMBED_BATCH, named
- * embed.BxS): B regions of S rows, one text a region, positions from 0 in
- * each, attention inside the region (both ways, a window intersected) and
- * never on its padding rows (the mask). S takes each of SLM_EMBED_REGIONS
+/* With an encoder (bert, nomic-bert, gemma-embedding), and a decoder
+ * without recurrent layers (slm_embed_batchable: Qwen3-Embedding),
+ * slm_compile_embed also appends batch embedding programs (kind
+ * SLM_PROG_EMBED_BATCH, named embed.BxS): B regions of S rows, one text a
+ * region, positions from 0 in each, attention inside the region (an
+ * encoder's both ways, a decoder's causal, a window intersected) and never
+ * on its padding rows (the mask); a decoder's K/V rows land in the
+ * region's cache rows, which the next call overwrites. S takes each of SLM_EMBED_REGIONS
  * and B = min(max_prompt_len, SLM_EMBED_BATCH_ROWS) / S, where B >= 2: with
  * max_prompt_len 512, embed.64x8, embed.42x12, embed.32x16 .. embed.4x128.
  * A text takes the smallest region that holds it, so the steps (1.14x to
@@ -138,6 +141,8 @@ slm_status slm_compile_embed(slm_compiled *c, const slm_model_file *m, slm_err *
 /* The i-th batch embedding shape for max_prompt_len: 1 with *regions (B)
  * and *rows (S), 0 past the last. */
 int slm_embed_batch_shape(int max_prompt_len, int i, int *regions, int *rows);
+/* 1 when slm_compile_embed makes batch embedding programs for this model. */
+int slm_embed_batchable(const slm_model_config *cfg);
 /* The batch embedding program of the smallest region of at least `region`
  * rows (NULL if none). */
 slm_program *slm_pick_embed_batch(slm_compiled *c, int region);

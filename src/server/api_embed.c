@@ -14,8 +14,8 @@
  * A request is a job like a completion's: it waits for a slot, and the
  * worker runs its inputs through the embedding programs on that slot's
  * session (srv_embed_run), between the other slots' decode steps: all of
- * them in one slm_session_embed_batch (an encoder's batch programs hold
- * several texts a call). */
+ * them in one slm_session_embed_batch (the batch programs hold several
+ * texts a call). */
 #include "server/api.h"
 #include "server/embed.h"
 
@@ -190,7 +190,7 @@ static void finish(srv_api *a, srv_embed *m, const embed_prep *p) {
 
 /* The inputs' ids (texts tokenized as slm_session_embed_text does), each
  * checked against a slot, then all of them through one
- * slm_session_embed_batch: an encoder packs them into its batch programs. */
+ * slm_session_embed_batch: packed into the batch programs. */
 int srv_embed_run(srv_api *a, srv_embed *m, slm_session *s, int *status, char *msg, size_t cap) {
     if (m->rerank) return rerank_run(a, m, s, status, msg, cap);
     embed_prep p;

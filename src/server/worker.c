@@ -517,7 +517,7 @@ static void embed_job(srv_api *a, int i) {
 
 /* The fresh slots' embedding requests (of one pooling; reranks apart) in
  * one batch call on the first one's session: several clients' texts share
- * the encoder's batch programs. Their slots are taken out of fresh_slot
+ * the batch programs. Their slots are taken out of fresh_slot
  * (-1). When the call does not answer them all, each runs alone, for its
  * own answer or error. */
 static void embed_together(srv_api *a, int nf, int *fresh_slot) {
