@@ -460,6 +460,31 @@ static void test_refusals(void) {
     refuse("r_json", &(opts){.mat_dt = "F32", .modules = "[{\"path\": "}, SLM_ERR_FORMAT, "modules.json", "invalid JSON");
 }
 
+/* config.json alone: use_bidirectional_attention on gemma3_text only, with its window. */
+static void test_config(void) {
+    static const struct { const char *json; slm_status want; const char *w1; } c[] = {
+        {"{\"model_type\": \"gemma2\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+         "\"num_attention_heads\": 4, \"head_dim\": 16, \"vocab_size\": 300, \"max_position_embeddings\": 64, "
+         "\"use_bidirectional_attention\": true}", SLM_ERR_UNSUPPORTED, "'use_bidirectional_attention'"},
+        {"{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+         "\"vocab_size\": 300, \"use_bidirectional_attention\": true}", SLM_ERR_FORMAT, "'sliding_window'"},
+        {"{\"model_type\": \"gemma3_text\", \"hidden_size\": 64, \"intermediate_size\": 96, \"num_hidden_layers\": 2, "
+         "\"vocab_size\": 300, \"sliding_window\": 512, \"use_bidirectional_attention\": true}", SLM_OK, NULL},
+    };
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        slm_model_config cfg;
+        float *rf = NULL;
+        slm_err err = {0};
+        const slm_status s = slm_hf_parse_config(&cfg, &rf, c[i].json, strlen(c[i].json), "config.json", &err);
+        CHECKF(s == c[i].want && (!c[i].w1 || strstr(err.msg, c[i].w1)), "case %zu: status %d, '%s'", i, s, err.msg);
+        if (s == SLM_OK)
+            CHECKF(!strcmp(cfg.arch, "gemma-embedding") && cfg.encoder == 3 && cfg.sliding_window == 512 &&
+                   cfg.swa_pattern == 6 && cfg.final_softcap == 0.0f, "arch %s, encoder %d, window %d / %d", cfg.arch,
+                   cfg.encoder, cfg.sliding_window, cfg.swa_pattern);
+        free(rf);
+    }
+}
+
 int main(void) {
     snprintf(root, sizeof root, "/tmp/slm_hf_embgemma_%d", (int)getpid());
     mkdir(root, 0700);
@@ -467,6 +492,7 @@ int main(void) {
     T_RUN(test_twin_prefixed);
     T_RUN(test_dense_tanh);
     T_RUN(test_refusals);
+    T_RUN(test_config);
     st_rm_dir(root);
     T_DONE();
 }
