@@ -248,6 +248,12 @@ static void write_gguf(const model *m, int with_dense, const char *path) {
     slm_gguf_set_f32(g, K("rope.freq_base"), 1000000.0f);
     slm_gguf_set_f32(g, K("rope.freq_base_swa"), 10000.0f);
     slm_gguf_set_u32(g, K("pooling_type"), 1);
+    if (with_dense) { /* the converter's keys for its dense modules (llama.cpp needs them; staticlm reads the shapes) */
+        slm_gguf_set_u32(g, K("dense_2_feat_in"), D);
+        slm_gguf_set_u32(g, K("dense_2_feat_out"), D2);
+        slm_gguf_set_u32(g, K("dense_3_feat_in"), D2);
+        slm_gguf_set_u32(g, K("dense_3_feat_out"), D);
+    }
 #undef K
     /* SentencePiece: a piece made by merge k scores -k, the others below every merge */
     static char names[NV][16];
