@@ -18,7 +18,11 @@
  * bert and xlm-roberta (encoders: sentence-transformers' embedding models,
  * cross-encoders) name their own tensors (hf_bert.c); their tokenizer is
  * tokenizer.json's WordPiece (text/wpm_hf.c) or Unigram (text/ugm_hf.c),
- * else vocab.txt.
+ * else vocab.txt. EmbeddingGemma (gemma3_text with use_bidirectional_attention:
+ * arch gemma-embedding) takes gemma3's names, with or without "model.".
+ * sentence-transformers' Dense modules (modules.json: hf_modules.c) are
+ * mapped as shards after the model's, their linear.weight / linear.bias
+ * named dense_K.weight / dense_K.bias.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -294,9 +298,13 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
     char buf[160];
     if ((fb & B_QWEN35) && slm_hf_q35_skip(hf)) return 2; /* qwen35's vision tower and MTP layer */
     if (multimodal && !(hf = strip_multimodal(hf, buf, sizeof buf))) return 2;
-    if (fb == 1 << SLM_ARCH_GEMMA_EMBEDDING && strncmp(hf, "model.", 6) && strlen(hf) < 150) { /* Gemma3TextModel: */
-        snprintf(buf, sizeof buf, "model.%s", hf); /* embed_tokens, layers.N.X, norm without "model." */
-        hf = buf;
+    char pfx[168]; /* Gemma3TextModel (EmbeddingGemma): embed_tokens, layers.N.X, norm without "model." */
+    if (fb == 1 << SLM_ARCH_GEMMA_EMBEDDING && strncmp(hf, "model.", 6)) {
+        const size_t k = strlen(hf);
+        if (k + 7 > sizeof pfx) return 0;
+        memcpy(pfx, "model.", 6);
+        memcpy(pfx + 6, hf, k + 1);
+        hf = pfx;
     }
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (!strcmp(hf, top[i].hf)) {

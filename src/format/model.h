@@ -185,8 +185,9 @@ typedef struct slm_model_config {
      * (EmbeddingGemma: the gemma3 decoder graph, its attention both ways:
      * every row on the global layers, rows within sliding_window / 2 on
      * either side on the window layers; the LM head dropped, and the
-     * sentence-transformers dense projections dense_2 / dense_3 applied to
-     * the pooled vector when the file has them: engine/embed.c); 4 =
+     * sentence-transformers dense projections (a GGUF's dense_2 / dense_3,
+     * a folder's Dense modules: slm_model_file.dense) applied to the
+     * pooled vector when the file has them: engine/embed.c); 4 =
      * modern-bert (ModernBERT: the encoder graph, pre-norm: token_embd
      * LayerNorm'd by token_embd_norm (a gain, no bias, as every norm of
      * it); per layer x += attention(LN(x)) with attn_norm (absent on layer
