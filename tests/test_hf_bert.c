@@ -386,6 +386,67 @@ static void test_cross_encoder(void) {
     free_weights(&w);
 }
 
+/* sentence-transformers' Dense module on a BERT folder (modules.json:
+ * Pooling, then 2_Dense [32 -> 32] with a bias and Tanh, then Normalize):
+ * the folder's embedding is the twin's (which has no Dense) put through
+ * the module here, in double; without the module's weights the folder is
+ * refused naming the file. */
+static void test_dense(void) {
+    weights w;
+    make_weights(&w);
+    char dir[512], gguf[600], sub[600];
+    write_folder("dense", &w, &(opts){0}, dir, sizeof dir);
+    snprintf(gguf, sizeof gguf, "%s/dense.gguf", root);
+    write_gguf(&w, &(opts){0}, gguf);
+    CHECK(put(dir, "modules.json", "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": "
+              "\"sentence_transformers.models.Transformer\"}, {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", "
+              "\"type\": \"sentence_transformers.models.Pooling\"}, {\"idx\": 2, \"name\": \"2\", \"path\": \"2_Dense\", "
+              "\"type\": \"sentence_transformers.models.Dense\"}, {\"idx\": 3, \"name\": \"3\", \"path\": "
+              "\"3_Normalize\", \"type\": \"sentence_transformers.models.Normalize\"}]"));
+    snprintf(sub, sizeof sub, "%s/2_Dense", dir);
+    mkdir(sub, 0700);
+    CHECK(put(sub, "config.json", "{\"in_features\": 32, \"out_features\": 32, \"bias\": true, "
+              "\"activation_function\": \"torch.nn.modules.activation.Tanh\"}"));
+    static float dw[DIM * DIM], db[DIM];
+    for (int i = 0; i < DIM * DIM; i++) dw[i] = 0.3f * nrand();
+    for (int i = 0; i < DIM; i++) db[i] = 0.5f * nrand();
+    snprintf(sub, sizeof sub, "%s/2_Dense/model.safetensors", dir);
+    const st_item it[2] = {{"linear.weight", "F16", 2, {DIM, DIM}, dw}, {"linear.bias", "F32", 1, {DIM}, db}};
+    for (int i = 0; i < DIM * DIM; i++) dw[i] = round_to("F16", dw[i]);
+    CHECK(write_st(sub, it, 2, 0));
+    slm_engine *ef = twin_load(dir, CTX, 4), *eg = twin_load(gguf, CTX, 4);
+    slm_session *sa = NULL, *sb = NULL;
+    CHECK(ef && eg && slm_session_new(ef, NULL, &sa) == SLM_OK && slm_session_new(eg, NULL, &sb) == SLM_OK);
+    double worst = 0, moved = 0;
+    for (size_t t = 0; sa && sb && t < sizeof texts / sizeof texts[0]; t++) {
+        float a[DIM], b[DIM], y[DIM];
+        CHECKF(slm_session_embed_text(sa, texts[t], SLM_POOLING_DEFAULT, a, DIM, NULL) == SLM_OK, "%s", slm_session_error(sa));
+        CHECKF(slm_session_embed_text(sb, texts[t], SLM_POOLING_DEFAULT, b, DIM, NULL) == SLM_OK, "%s", slm_session_error(sb));
+        for (int i = 0; i < DIM; i++) {
+            double acc = db[i];
+            for (int j = 0; j < DIM; j++) acc += (double)dw[i * DIM + j] * b[j];
+            y[i] = (float)tanh(acc);
+        }
+        double big = 1e-30, d = 0, m = 0;
+        for (int i = 0; i < DIM; i++)
+            big = fmax(big, fabs(y[i])), d = fmax(d, fabs((double)a[i] - y[i])), m = fmax(m, fabs((double)b[i] - y[i]));
+        worst = fmax(worst, d / big);
+        moved = fmax(moved, m / big);
+    }
+    CHECKF(worst < 1e-6 && moved > 0.1, "the Dense module: relative error %g (it moves the vector by %g)", worst, moved);
+    fprintf(stderr, "  dense: against the module computed here: max relative difference %g (it moves it by %g)\n", worst,
+            moved);
+    slm_session_free(sa);
+    slm_session_free(sb);
+    slm_free(ef);
+    slm_free(eg);
+    unlink(sub);
+    expect_folder(dir, SLM_ERR_FORMAT, "dense/2_Dense/model.safetensors", "not found");
+    unlink(gguf);
+    st_rm_dir(dir);
+    free_weights(&w);
+}
+
 /* Folders the loader refuses, naming the key or tensor. */
 static void test_refusals(void) {
     weights w;
@@ -505,6 +566,7 @@ int main(void) {
     T_RUN(test_vocab_txt);
     T_RUN(test_cased);
     T_RUN(test_cross_encoder);
+    T_RUN(test_dense);
     T_RUN(test_refusals);
     T_RUN(test_tokenizer_refusals);
     st_rm_dir(root);

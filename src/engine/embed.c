@@ -79,40 +79,75 @@ static slm_status load_classifier(slm_engine *e, const char *path) {
     return SLM_OK;
 }
 
-/* sentence-transformers' dense projections (dense_2 [dim -> d2], its bias,
- * dense_3 [d2 -> dim]), as llama.cpp's converter writes EmbeddingGemma's:
- * applied to the pooled vector (every row's under pooling none). */
+/* One Dense layer `name`.weight [in -> out] (+ `name`.bias) into e->dense[k]. */
+static slm_status load_dense_layer(slm_engine *e, const char *path, int k, const char *name, int in, int act) {
+    char wn[48], bn[48];
+    snprintf(wn, sizeof wn, "%s.weight", name);
+    snprintf(bn, sizeof bn, "%s.bias", name);
+    const slm_tensor *w = slm_model_tensor(&e->model, wn);
+    if (!w || w->n_dims != 2 || w->ne[1] < 1 || w->ne[1] > (1 << 20))
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tensor '%s': want [%d, width <= 1048576]", slm_basename(path), wn,
+                        in);
+    struct slm_dense_layer *d = &e->dense[k];
+    d->in = in;
+    d->out = (int)w->ne[1];
+    d->act = act;
+    slm_status s = load_f32(e, path, wn, in, d->out, &d->w);
+    if (!s) s = load_vec(e, path, bn, d->out, &d->b);
+    if (!s) e->n_dense = k + 1;
+    return s;
+}
+
+/* sentence-transformers' Dense modules, applied to the pooled vector
+ * (every row's under pooling none): a folder's list (m->dense: each with
+ * its bias and activation, hf_modules.c), else a GGUF's dense_2 [dim -> d2]
+ * (+ dense_2.bias) and dense_3 [d2 -> dim], as llama.cpp's converter writes
+ * EmbeddingGemma's. The last one must end at dim. */
 static slm_status load_dense(slm_engine *e, const char *path) {
-    const slm_tensor *a = slm_model_tensor(&e->model, "dense_2.weight"), *b = slm_model_tensor(&e->model, "dense_3.weight");
-    if (!a && !b) return SLM_OK;
-    if (!a || !b || a->n_dims != 2 || a->ne[1] < 1 || a->ne[1] > (1 << 16))
-        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: dense_2.weight and dense_3.weight go together, dense_2 [%d, "
-                        "width <= 65536]", slm_basename(path), e->cfg.dim);
-    const int d2 = (int)a->ne[1], dim = e->cfg.dim;
+    const slm_model_file *m = &e->model;
+    const int dim = e->cfg.dim;
     slm_status s;
-    if ((s = load_f32(e, path, "dense_2.weight", dim, d2, &e->dense2)) || (s = load_f32(e, path, "dense_3.weight", d2, dim, &e->dense3)))
-        return s;
-    if ((s = load_vec(e, path, "dense_2.bias", d2, &e->dense2_b))) return s;
-    e->d2 = d2;
+    int in = dim;
+    for (int k = 0; k < m->n_dense && k < SLM_MAX_DENSE; k++) {
+        if ((s = load_dense_layer(e, path, k, m->dense[k].name, in, m->dense[k].act))) return s;
+        in = e->dense[k].out;
+    }
+    const slm_tensor *a = slm_model_tensor(m, "dense_2.weight"), *b = slm_model_tensor(m, "dense_3.weight");
+    if (!m->n_dense && (a || b)) {
+        if (!a || !b)
+            return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: dense_2.weight and dense_3.weight go together, dense_2 [%d, "
+                            "width <= 1048576]", slm_basename(path), dim);
+        if ((s = load_dense_layer(e, path, 0, "dense_2", dim, SLM_DENSE_IDENTITY)) ||
+            (s = load_dense_layer(e, path, 1, "dense_3", e->dense[0].out, SLM_DENSE_IDENTITY)))
+            return s;
+        in = e->dense[1].out;
+    }
+    if (in != dim)
+        return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: the last dense projection gives %d values, the embeddings are %d "
+                        "wide", slm_basename(path), in, dim);
     return SLM_OK;
 }
 
-/* The dense projections on a pooled vector v [dim], in place (double sums). */
+/* The Dense layers on a pooled vector v [dim], in place (double sums). */
 static slm_status apply_dense(const slm_engine *e, float *v) {
-    const int dim = e->cfg.dim, d2 = e->d2;
-    double *h = slm_malloc((size_t)d2 * sizeof(double));
-    if (!h) return SLM_ERR_NOMEM;
-    for (int i = 0; i < d2; i++) {
-        double acc = e->dense2_b ? e->dense2_b[i] : 0.0;
-        for (int j = 0; j < dim; j++) acc += (double)e->dense2[(size_t)i * dim + j] * v[j];
-        h[i] = acc;
+    int most = e->cfg.dim;
+    for (int k = 0; k < e->n_dense; k++) most = e->dense[k].out > most ? e->dense[k].out : most;
+    double *x = slm_malloc((size_t)most * 2 * sizeof(double)), *y = x + most;
+    if (!x) return SLM_ERR_NOMEM;
+    for (int j = 0; j < e->cfg.dim; j++) x[j] = v[j];
+    for (int k = 0; k < e->n_dense; k++) {
+        const struct slm_dense_layer *d = &e->dense[k];
+        for (int i = 0; i < d->out; i++) {
+            double acc = d->b ? d->b[i] : 0.0;
+            const float *w = d->w + (size_t)i * (size_t)d->in;
+            for (int j = 0; j < d->in; j++) acc += (double)w[j] * x[j];
+            y[i] = d->act == SLM_DENSE_TANH ? tanh(acc) : acc;
+        }
+        double *t = x;
+        x = y, y = t;
     }
-    for (int i = 0; i < dim; i++) {
-        double acc = 0.0;
-        for (int j = 0; j < d2; j++) acc += (double)e->dense3[(size_t)i * d2 + j] * h[j];
-        v[i] = (float)acc;
-    }
-    slm_xfree(h);
+    for (int j = 0; j < e->cfg.dim; j++) v[j] = (float)x[j];
+    slm_xfree(x < y ? x : y);
     return SLM_OK;
 }
 
@@ -187,11 +222,12 @@ void slm_engine_embed_free(slm_engine *e) {
     slm_xfree(e->cls_b);
     e->cls1_w = e->cls1_b = e->cls_norm = e->cls_w = e->cls_b = NULL;
     e->n_cls = e->n_cls1 = 0;
-    slm_xfree(e->dense2);
-    slm_xfree(e->dense2_b);
-    slm_xfree(e->dense3);
-    e->dense2 = e->dense2_b = e->dense3 = NULL;
-    e->d2 = 0;
+    for (int k = 0; k < SLM_MAX_DENSE; k++) {
+        slm_xfree(e->dense[k].w);
+        slm_xfree(e->dense[k].b);
+        e->dense[k].w = e->dense[k].b = NULL;
+    }
+    e->n_dense = 0;
 }
 
 int slm_model_rank_outputs(const slm_engine *e) { return e && e->loaded ? e->n_cls : 0; }
@@ -337,7 +373,7 @@ static slm_status finish_pooled(const slm_engine *e, const pool_acc *a, int pool
     if (a->sum)
         for (int j = 0; j < dim; j++) a->out[j] = (float)(a->sum[j] / a->n);
     if (rank) classify(e, a->out, h, out);
-    for (int r = 0; e->d2 && !rank && r < (pooling == SLM_POOLING_NONE ? a->n : 1); r++)
+    for (int r = 0; e->n_dense && !rank && r < (pooling == SLM_POOLING_NONE ? a->n : 1); r++)
         if (apply_dense(e, out + (size_t)r * (size_t)dim)) return SLM_ERR_NOMEM;
     return SLM_OK;
 }

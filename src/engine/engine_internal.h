@@ -50,9 +50,11 @@ struct slm_engine {
     int n_cls1;             /* 0: none */
     float *cls_w, *cls_b;   /* its output layer [n_cls][n_cls1 or dim], bias [n_cls]; NULL: the dense layer's values */
     int n_cls;              /* scores (0: not a reranker) */
-    float *dense2, *dense2_b, *dense3; /* sentence-transformers' dense projections after pooling
-                                          (EmbeddingGemma): [d2][dim], [d2], [dim][d2] (embed.c) */
-    int d2;
+    struct slm_dense_layer {   /* sentence-transformers' Dense modules after pooling, in order (embed.c): */
+        float *w, *b;          /* [out][in], [out] (NULL: no bias) */
+        int in, out, act;      /* widths; SLM_DENSE_IDENTITY or _TANH after w x + b */
+    } dense[SLM_MAX_DENSE];
+    int n_dense;               /* 0: none; the last one's out is dim */
 };
 
 /* engine.c: the KV regions sessions hold, and tokenizing their feeds */

@@ -18,7 +18,11 @@
  * bert and xlm-roberta (encoders: sentence-transformers' embedding models,
  * cross-encoders) name their own tensors (hf_bert.c); their tokenizer is
  * tokenizer.json's WordPiece (text/wpm_hf.c) or Unigram (text/ugm_hf.c),
- * else vocab.txt.
+ * else vocab.txt. EmbeddingGemma (gemma3_text with use_bidirectional_attention:
+ * arch gemma-embedding) takes gemma3's names, with or without "model.".
+ * sentence-transformers' Dense modules (modules.json: hf_modules.c) are
+ * mapped as shards after the model's, their linear.weight / linear.bias
+ * named dense_K.weight / dense_K.bias.
  *
  * One mapping for many shards: each shard is first mapped on its own and its
  * header parsed (slm_st_parse); then one address range is reserved
@@ -59,11 +63,6 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
                     slm_basename(m->path));
 }
 
-int slm_hf_pooling(const char *dir) {
-    (void)dir;
-    return -1;
-}
-
 #else
 
 #include <cJSON.h>
@@ -79,7 +78,7 @@ int slm_hf_pooling(const char *dir) {
 
 /* Read a whole (small) file with slm_malloc; *buf NULL and SLM_OK when it
  * does not exist and !required. */
-static slm_status read_small(const char *path, const char *shown, int required, char **buf, size_t *len,
+slm_status slm_hf_read_small(const char *path, const char *shown, int required, char **buf, size_t *len,
                              slm_err *err) {
     *buf = NULL;
     *len = 0;
@@ -134,6 +133,7 @@ typedef struct shard {
     void *tmp;        /* the first, temporary mapping */
     slm_st st;
     uint64_t off;     /* place in the range */
+    const slm_hf_dense *dense; /* a Dense module's model.safetensors (hf_modules.c); NULL: the model's */
 } shard;
 
 /* What an HF tensor is (K_OSS: gpt_oss's experts, made by hf_oss.c). */
@@ -141,7 +141,7 @@ enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN, K_OS
 /* The families (bits), by slm_model_config.arch. */
 enum {
     B_LLAMA = 1 << SLM_ARCH_LLAMA, B_MISTRAL = 1 << SLM_ARCH_MISTRAL, B_QWEN2 = 1 << SLM_ARCH_QWEN2,
-    B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3,
+    B_QWEN3 = 1 << SLM_ARCH_QWEN3, B_GEMMA2 = 1 << SLM_ARCH_GEMMA2, B_GEMMA3 = 1 << SLM_ARCH_GEMMA3 | 1 << SLM_ARCH_GEMMA_EMBEDDING, /* EmbeddingGemma: gemma3's */
     B_PHI3 = 1 << SLM_ARCH_PHI3, B_SMOLLM3 = 1 << SLM_ARCH_SMOLLM3, B_OLMO2 = 1 << SLM_ARCH_OLMO2,
     B_EXAONE4 = 1 << SLM_ARCH_EXAONE4, B_QWEN3MOE = 1 << SLM_ARCH_QWEN3MOE, B_OLMOE = 1 << SLM_ARCH_OLMOE,
     B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS, B_QWEN2MOE = 1 << SLM_ARCH_QWEN2MOE, B_GEMMA4 = 1 << SLM_ARCH_GEMMA4,
@@ -298,6 +298,14 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
     char buf[160];
     if ((fb & B_QWEN35) && slm_hf_q35_skip(hf)) return 2; /* qwen35's vision tower and MTP layer */
     if (multimodal && !(hf = strip_multimodal(hf, buf, sizeof buf))) return 2;
+    char pfx[168]; /* Gemma3TextModel (EmbeddingGemma): embed_tokens, layers.N.X, norm without "model." */
+    if (fb == 1 << SLM_ARCH_GEMMA_EMBEDDING && strncmp(hf, "model.", 6)) {
+        const size_t k = strlen(hf);
+        if (k + 7 > sizeof pfx) return 0;
+        memcpy(pfx, "model.", 6);
+        memcpy(pfx + 6, hf, k + 1);
+        hf = pfx;
+    }
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (!strcmp(hf, top[i].hf)) {
             *kind = top[i].kind;
@@ -376,6 +384,7 @@ typedef struct hf_load {
     uint64_t extra;           /* bytes of the anonymous area */
     uint64_t rope_off;        /* the rope vectors' place in it */
     uint8_t *ex;              /* the anonymous area, once mapped */
+    slm_hf_modules mods;      /* modules.json: the Dense modules, mapped as shards after the model's */
     slm_err *err;
 } hf_load;
 
@@ -387,7 +396,7 @@ static slm_status find_shards(hf_load *L) {
     const char *shown = L->idx_shown;
     snprintf(L->idx_shown, sizeof L->idx_shown, "%s/model.safetensors.index.json", L->dir);
     if ((s = folder_name(L->m, "model.safetensors.index.json", L->path, sizeof L->path, L->err))) return s;
-    if ((s = read_small(L->path, shown, 0, &L->idx_json, &idx_len, L->err))) return s;
+    if ((s = slm_hf_read_small(L->path, shown, 0, &L->idx_json, &idx_len, L->err))) return s;
     if (!L->idx_json) {
         L->sh = slm_calloc(1, sizeof *L->sh);
         if (!L->sh) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory", L->dir);
@@ -431,6 +440,25 @@ static slm_status find_shards(hf_load *L) {
     return SLM_OK;
 }
 
+/* modules.json's Dense modules: each one's model.safetensors a shard after the model's. */
+static slm_status dense_shards(hf_load *L) {
+    slm_status s = slm_hf_modules_read(L->m->path, L->dir, &L->mods, L->err);
+    if (s || !L->mods.n_dense) return s;
+    shard *sh = slm_realloc(L->sh, (size_t)(L->n_sh + L->mods.n_dense) * sizeof *sh);
+    if (!sh) return slm_errf(L->err, SLM_ERR_NOMEM, "%s: out of memory", L->dir);
+    L->sh = sh;
+    for (int k = 0; k < L->mods.n_dense; k++) {
+        shard *d = &sh[L->n_sh++];
+        char b[64];
+        memset(d, 0, sizeof *d);
+        d->fd = -1;
+        d->dense = &L->mods.dense[k];
+        snprintf(d->file, sizeof d->file, "%s/model.safetensors", d->dense->path);
+        snprintf(d->shown, sizeof d->shown, "%s/%s/model.safetensors", L->dir, slm_hf_pstr(d->dense->path, b, sizeof b));
+    }
+    return SLM_OK;
+}
+
 /* Open, map (on its own, for now) and parse each shard; check that every
  * tensor the index names is in its shard. */
 static slm_status open_shards(hf_load *L) {
@@ -442,7 +470,7 @@ static slm_status open_shards(hf_load *L) {
         struct stat st;
         if (d->fd < 0 || fstat(d->fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
             const char *why = d->fd < 0 ? strerror(errno) : "not a non-empty regular file";
-            if (L->idx_json)
+            if (L->idx_json && !d->dense)
                 return slm_errf(L->err, SLM_ERR_FORMAT, "%s: key 'weight_map': shard '%s' cannot be opened: %s",
                                 L->idx_shown, d->shown, why);
             return slm_errf(L->err, SLM_ERR_IO, "%s: cannot open: %s", d->shown, why);
@@ -646,7 +674,15 @@ static slm_status plan_tensors(hf_load *L) {
             char gn[64], b[112];
             const int E = L->m->cfg.n_experts;
             const int reorder = L->m->cfg.ssm_v_heads > L->m->cfg.ssm_k_heads;
-            int kind = K_MAT, r = gguf_name(t->name, fb, &L->info, E, reorder, gn, sizeof gn, &kind);
+            int kind = K_MAT, vec = 0, r;
+            if (L->sh[i].dense) { /* a Dense module's linear.weight, linear.bias (hf_modules.c) */
+                if (!slm_hf_dense_name(L->sh[i].dense, t->name, gn, sizeof gn, &vec))
+                    return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': not a Dense module's (linear.weight, "
+                                    "linear.bias)", L->sh[i].shown, tname(t->name, b, sizeof b));
+                if ((s = take_tensor(L, i, t, gn, vec ? K_VEC : K_MAT, 0, 0))) return s;
+                continue;
+            }
+            r = gguf_name(t->name, fb, &L->info, E, reorder, gn, sizeof gn, &kind);
             if (r == 2) continue;
             if (r == 3)
                 return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': an expert beyond the %d experts config.json "
@@ -824,21 +860,23 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
 
     snprintf(shown, sizeof shown, "%s/config.json", L->dir);
     if ((s = folder_name(m, "config.json", L->path, sizeof L->path, err))) goto out;
-    if ((s = read_small(L->path, shown, 1, &cfg_json, &cfg_len, err))) goto out;
+    if ((s = slm_hf_read_small(L->path, shown, 1, &cfg_json, &cfg_len, err))) goto out;
     if ((s = slm_hf_config(&m->cfg, &L->info, cfg_json, cfg_len, shown, err))) goto out;
-    if ((s = find_shards(L)) || (s = open_shards(L)) || (s = plan_tensors(L)) || (s = map_range(L)) ||
+    if ((s = find_shards(L)) || (s = dense_shards(L)) || (s = open_shards(L)) || (s = plan_tensors(L)) || (s = map_range(L)) ||
         (s = fill_tensors(L)))
         goto out;
     if (L->info.vocab_from_embed && (s = vocab_from_embed(L))) goto out;
     if (!strcmp(m->cfg.arch, "gemma4") && (s = slm_hf_gemma4_finish(m, &L->info, L->dir, err))) goto out;
-    if (m->cfg.encoder && (s = slm_hf_bert_finish(m, &L->info, L->dir, err))) goto out;
+    if (slm_encoder_graph(&m->cfg) && (s = slm_hf_bert_finish(m, &L->info, L->dir, err))) goto out;
+    if ((s = slm_hf_dense_finish(m, &L->mods, L->dir, err))) goto out;
 
-    /* no lm_head: tied (an encoder has none: its bias tensors speak for themselves, as in its GGUF) */
-    if (!m->cfg.encoder && !slm_model_tensor(m, "output.weight")) m->cfg.tied_embeddings = 1;
+    /* no lm_head: tied (an encoder has none: its bias tensors speak for themselves, as in its GGUF;
+     * gemma-embedding's is the tied embedding, as in its GGUF, dropped by the embed programs) */
+    if (!slm_encoder_graph(&m->cfg) && !slm_model_tensor(m, "output.weight")) m->cfg.tied_embeddings = 1;
     /* Q/K/V biases on a llama/mistral checkpoint are used too */
     if (!m->cfg.encoder && slm_model_tensor(m, "blk.0.attn_q.bias")) m->cfg.qkv_bias = 1;
     /* tokenizer.json beside, for the pipeline; a BERT folder without one: its vocab.txt */
-    for (int k = 0; k < 1 + (m->cfg.encoder != 0) && !m->tokenizer_json[0]; k++)
+    for (int k = 0; k < 1 + slm_encoder_graph(&m->cfg) && !m->tokenizer_json[0]; k++)
         if (folder_name(m, k ? "vocab.txt" : "tokenizer.json", L->path, sizeof L->path, NULL) == SLM_OK &&
             strlen(L->path) < sizeof m->tokenizer_json) {
             struct stat st;
@@ -860,57 +898,6 @@ out:
     cJSON_Delete(L->index);
     slm_xfree(cfg_json);
     return s;
-}
-
-/* The Pooling module's folder from modules.json (sentence-transformers:
- * [{"type": "...Pooling", "path": "1_Pooling"}, ...]): a plain relative
- * name, else "1_Pooling". */
-static void pooling_dir(const char *dir, char *out, size_t cap) {
-    char path[1100], *buf = NULL;
-    size_t len = 0;
-    slm_err err = {0};
-    snprintf(out, cap, "1_Pooling");
-    snprintf(path, sizeof path, "%s/modules.json", dir);
-    if (read_small(path, "modules.json", 0, &buf, &len, &err) || !buf) return;
-    cJSON *o = cJSON_ParseWithLength(buf, len);
-    slm_xfree(buf);
-    const cJSON *m, *arr = cJSON_IsArray(o) ? o : NULL;
-    cJSON_ArrayForEach(m, arr) {
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "type"), *p = cJSON_GetObjectItemCaseSensitive(m, "path");
-        const size_t tl = cJSON_IsString(t) ? strlen(t->valuestring) : 0;
-        if (tl < 7 || strcmp(t->valuestring + tl - 7, "Pooling") || !cJSON_IsString(p)) continue;
-        const char *v = p->valuestring;
-        if (v[0] && v[0] != '/' && !strstr(v, "..") && strlen(v) < cap) snprintf(out, cap, "%s", v);
-        break;
-    }
-    cJSON_Delete(o);
-}
-
-int slm_hf_pooling(const char *dir) {
-    char sub[256], path[1400];
-    pooling_dir(dir, sub, sizeof sub);
-    snprintf(path, sizeof path, "%s/%s/config.json", dir, sub);
-    char *buf = NULL;
-    size_t len = 0;
-    slm_err err = {0};
-    if (read_small(path, "the Pooling module's config.json", 0, &buf, &len, &err) || !buf) return -1;
-    cJSON *o = cJSON_ParseWithLength(buf, len);
-    slm_xfree(buf);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        return -1;
-    }
-    /* the order llama.cpp's converter reads them in */
-    static const struct { const char *key; int pooling; } modes[] = {
-        {"pooling_mode_mean_tokens", 1}, {"pooling_mode_cls_token", 2}, {"pooling_mode_lasttoken", 3}};
-    int p = -2; /* max, weighted mean, sqrt-length mean: not staticlm's */
-    for (size_t i = 0; i < sizeof modes / sizeof modes[0] && p == -2; i++)
-        if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, modes[i].key))) p = modes[i].pooling;
-    const cJSON *pm = cJSON_GetObjectItemCaseSensitive(o, "pooling_mode");
-    if (p == -2 && cJSON_IsString(pm))
-        p = !strcmp(pm->valuestring, "mean") ? 1 : !strcmp(pm->valuestring, "cls") ? 2 : !strcmp(pm->valuestring, "lasttoken") ? 3 : -2;
-    cJSON_Delete(o);
-    return p;
 }
 
 #endif

@@ -148,6 +148,40 @@ static inline const char *slm_hf_dtype(uint32_t t) {
 /* Whether a tensor type is one of the float types a folder's matrices come in (F32, F16, BF16). */
 static inline int slm_hf_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
 
+/* ---- sentence-transformers modules (format/hf_modules.c) ----------------------
+ * modules.json: the Transformer, then Pooling, the Dense modules (each its
+ * folder's config.json {in_features, out_features, bias,
+ * activation_function} and model.safetensors {linear.weight [out, in],
+ * linear.bias [out]}), Normalize; hf.c maps each Dense module's
+ * model.safetensors beside the shards, its tensors named
+ * dense_K.{weight,bias} (K the module's place in modules.json). */
+typedef struct slm_hf_dense {
+    char path[128];      /* the module's folder, as modules.json names it (a plain relative path) */
+    char name[16];       /* "dense_K" */
+    int in, out;         /* in_features, out_features */
+    int bias;            /* 1: linear.bias [out] */
+    int act;             /* SLM_DENSE_* */
+} slm_hf_dense;
+typedef struct slm_hf_modules {
+    int n_dense;
+    slm_hf_dense dense[SLM_MAX_DENSE];
+    int normalize;       /* a Normalize module last (staticlm's embed normalizes by default: a note only) */
+} slm_hf_modules;
+/* modules.json of folder `path` (dir: its name, for messages) -> *mods
+ * (all zero when the folder has none); a module staticlm cannot run as
+ * sentence-transformers does, or a Dense module's config.json or weights
+ * file missing or misshapen, is refused naming the file and key. */
+slm_status slm_hf_modules_read(const char *path, const char *dir, slm_hf_modules *mods, slm_err *err);
+/* The GGUF name of tensor hf of Dense module d: 1 (*vec: the bias), 0 not one of a Dense module's. */
+int slm_hf_dense_name(const slm_hf_dense *d, const char *hf, char *out, size_t cap, int *vec);
+/* After the tensors: each Dense module's weight [in -> out] and bias as its
+ * config.json says, the chain from hidden_size back to hidden_size (the
+ * width staticlm's embeddings have); then m->dense. */
+slm_status slm_hf_dense_finish(slm_model_file *m, const slm_hf_modules *mods, const char *dir, slm_err *err);
+/* A whole small file (JSON) into *buf (slm_malloc'd, NUL-terminated): *buf
+ * NULL and SLM_OK when it does not exist and !required (hf.c). */
+slm_status slm_hf_read_small(const char *path, const char *shown, int required, char **buf, size_t *len, slm_err *err);
+
 /* ---- qwen35, qwen35moe (format/hf_qwen35.c) --------------------------------------
  * Qwen3.5 folders: the config's keys, the layer tensors' GGUF names, the
  * Gated DeltaNet tensors made in the anonymous area (A_log -> -exp, the

@@ -551,11 +551,17 @@ static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char 
                         act->string ? act->string : "hidden_activation",
                         cJSON_IsString(act) && act->valuestring ? pstr(act->valuestring, b, sizeof b) : "?");
     }
-    int bidir = 0; /* EmbeddingGemma's folders: its GGUF (gemma-embedding) runs; a folder is refused */
+    int bidir = 0; /* EmbeddingGemma (Gemma3TextModel): gemma-embedding, as llama.cpp's converter makes it */
     if ((s = cfg_bool(root, file, "use_bidirectional_attention", &bidir, err))) return s;
-    if (bidir)
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'use_bidirectional_attention': true (EmbeddingGemma) is not "
-                        "supported from a folder; its GGUF (architecture gemma-embedding) is", file);
+    if (bidir && F != SLM_ARCH_GEMMA3)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'use_bidirectional_attention': true is supported on "
+                        "gemma3_text (EmbeddingGemma) only", file);
+    if (bidir && !item(root, "sliding_window")) /* the converter requires it too: the window as the file gives it */
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key 'sliding_window' (EmbeddingGemma's window)", file);
+    if (bidir) { /* both ways, rows within sliding_window / 2 on either side on the window layers (encoder 3) */
+        snprintf(c->arch, sizeof c->arch, "%s", slm_arch_name(SLM_ARCH_GEMMA_EMBEDDING));
+        c->encoder = 3;
+    }
     c->post_norms = 1;
     c->ffn_gelu = 1;
     c->qk_norm = F == SLM_ARCH_GEMMA3;
@@ -570,6 +576,7 @@ static slm_status gemma_params(const cJSON *root, const cJSON *rp_l, const char 
     if ((s = cfg_cap(root, file, "attn_logit_softcapping", &c->attn_softcap, err)) ||
         (s = cfg_cap(root, file, "final_logit_softcapping", &c->final_softcap, err)))
         return s;
+    if (bidir) c->final_softcap = 0.0f; /* no LM head (its GGUF: no cap with a window) */
     if (F == SLM_ARCH_GEMMA3 && c->sliding_window > 0) { /* local layers: their own base, no scaling */
         double lb = 10000.0, lt = NAN;
         if ((s = cfg_num(root, file, "rope_local_base_freq", &lb, err))) return s;

@@ -185,8 +185,9 @@ typedef struct slm_model_config {
      * (EmbeddingGemma: the gemma3 decoder graph, its attention both ways:
      * every row on the global layers, rows within sliding_window / 2 on
      * either side on the window layers; the LM head dropped, and the
-     * sentence-transformers dense projections dense_2 / dense_3 applied to
-     * the pooled vector when the file has them: engine/embed.c); 4 =
+     * sentence-transformers dense projections (a GGUF's dense_2 / dense_3,
+     * a folder's Dense modules: slm_model_file.dense) applied to the
+     * pooled vector when the file has them: engine/embed.c); 4 =
      * modern-bert (ModernBERT: the encoder graph, pre-norm: token_embd
      * LayerNorm'd by token_embd_norm (a gain, no bias, as every norm of
      * it); per layer x += attention(LN(x)) with attn_norm (absent on layer
@@ -332,6 +333,10 @@ typedef struct slm_tensor {
     uint64_t nbytes;   /* bytes at data */
 } slm_tensor;
 
+/* sentence-transformers' Dense modules a folder may hold, and what follows their linear map. */
+#define SLM_MAX_DENSE 8
+enum { SLM_DENSE_IDENTITY = 0, SLM_DENSE_TANH = 1 };
+
 typedef struct slm_model_file {
     char path[1024];
     slm_model_kind kind;
@@ -354,6 +359,16 @@ typedef struct slm_model_file {
      * folder has none (or the model is not a folder). */
     char tokenizer_json[1024];
     int tok_unigram;        /* hf: config.json says xlm-roberta: its tokenizer must be Unigram */
+    /* hf: sentence-transformers' Dense modules, in modules.json's order
+     * after Pooling (format/hf_modules.c): module k's tensors are
+     * name.weight [in -> out] and name.bias [out] (when it has one), act
+     * what follows them (SLM_DENSE_*). None for other files: a GGUF's
+     * dense_2 / dense_3 pair is engine/embed.c's. */
+    int n_dense;
+    struct {
+        char name[16];      /* "dense_K", K the module's place in modules.json */
+        int act;            /* SLM_DENSE_IDENTITY, SLM_DENSE_TANH */
+    } dense[SLM_MAX_DENSE];
 } slm_model_file;
 
 /* Open a model by what path holds (a folder: Hugging Face; GGUF magic; else
