@@ -410,6 +410,15 @@ static slm_status check_recurrent(pctx *q, int ti, unsigned *usedp) {
     return SLM_OK;
 }
 
+/* Rows written at their cache positions (DST_CPOS): a batch program's K/V rows into present.* only. */
+static int cpos_ok(const pctx *q, const slm_task *t) {
+    const slm_program *p = q->p;
+    const slm_ref *d = &t->ref[SLM_REF_DST];
+    if (!(t->flags & SLM_TF_DST_CPOS)) return 1;
+    return p->kind == SLM_PROG_BATCH && !(t->flags & (SLM_TF_DST_COMPACT | SLM_TF_ONE_ROW)) && d->space == SLM_SPACE_IO &&
+           d->io < p->n_io && (p->io[d->io].role == SLM_IO_PRESENT_KEY || p->io[d->io].role == SLM_IO_PRESENT_VALUE);
+}
+
 slm_status blob_check_task(pctx *q, int ti) {
     const slm_program *p = q->p;
     const slm_task *t = &p->tasks[ti];
@@ -424,11 +433,7 @@ slm_status blob_check_task(pctx *q, int ti) {
                                SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER | SLM_TF_SINKS |
                                SLM_TF_DST_CPOS))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
-    /* rows written at their cache positions: a batch program's K/V rows into present.* only */
-    if ((t->flags & SLM_TF_DST_CPOS) &&
-        (p->kind != SLM_PROG_BATCH || (t->flags & (SLM_TF_DST_COMPACT | SLM_TF_ONE_ROW)) ||
-         t->ref[SLM_REF_DST].space != SLM_SPACE_IO || t->ref[SLM_REF_DST].io >= p->n_io ||
-         (p->io[t->ref[SLM_REF_DST].io].role != SLM_IO_PRESENT_KEY && p->io[t->ref[SLM_REF_DST].io].role != SLM_IO_PRESENT_VALUE)))
+    if (!cpos_ok(q, t))
         return pbad(q, "task %d (%s): flag DST_CPOS (rows at their cache positions) but for a batch program's present "
                     "K/V destination", ti, op);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
