@@ -734,7 +734,7 @@ static int try_run(const uint8_t *img, size_t n, int *ran) {
         /* as the engine does: the memory budget first (a damaged arena size may ask for a TiB) */
         if (slm_rt_budget(&c, "damaged.slmblob", 256, c.n_seqs, 0, 0, NULL, &err) == SLM_OK &&
             slm_rt_init_seqs(&rt, &c, b.weights, 1, c.n_seqs, 0, &err) == SLM_OK) {
-            int32_t ids[3] = {1, 2, 3};
+            int32_t ids[4] = {1, 2, 3, 4};
             for (int q = 0; q < c.n_seqs && q < 4; q++) {
                 slm_rt_select(&rt, q);
                 (void)slm_rt_prefill(&rt, ids, 3, &err);
