@@ -23,6 +23,7 @@
 #include "t.h"
 #include "run_cmd.h"
 #include "blob_image.h"
+#include "t_batch.h"
 
 #define M(f) T_SHARED("models/" f)
 #define NTOK 24
@@ -263,28 +264,12 @@ static slm_engine *load(const char *model, int n_seqs, const char *cache_dir, ch
     return e;
 }
 
-static slm_session_cfg greedy(void) {
-    slm_session_cfg c;
-    memset(&c, 0, sizeof c);
-    c.n_predict = NTOK;
-    c.ignore_eos = 1;
-    return c;
-}
+static slm_session_cfg greedy(void) { return t_greedy(NTOK); }
 
 /* Each prompt alone (one session at a time) on e. */
 static void alone(slm_engine *e, int want[NP][NTOK]) {
     slm_session_cfg c = greedy();
-    for (int p = 0; p < NP; p++) {
-        slm_session *s = NULL;
-        CHECK(slm_session_new(e, &c, &s) == SLM_OK);
-        CHECK(slm_session_feed_text(s, PROMPTS[p], SLM_FEED_BOS) == SLM_OK);
-        for (int i = 0; i < NTOK; i++) {
-            int32_t id = -1;
-            CHECK(slm_session_next(s, &id, NULL) == SLM_OK);
-            want[p][i] = id;
-        }
-        slm_session_free(s);
-    }
+    t_sessions_alone(e, &c, PROMPTS, NP, NTOK, &want[0][0]);
 }
 
 /* The prompts together on e's slots, joining one a step (continuous
@@ -293,38 +278,8 @@ static void together(slm_engine *e, const char *what, int want[NP][NTOK]) {
     slm_info in;
     slm_get_info(e, &in);
     slm_session_cfg c = greedy();
-    slm_session *live[8] = {0};
-    int who[8], got[NP][NTOK], n_got[NP] = {0};
-    int next_prompt = 0, n_live = 0, steps = 0, n_batched = 0;
-    memset(got, 0xff, sizeof got);
-    while ((next_prompt < NP || n_live > 0) && steps < 1000) {
-        if (next_prompt < NP && n_live < in.n_seqs) {
-            slm_session *s = NULL;
-            CHECK(slm_session_new(e, &c, &s) == SLM_OK);
-            CHECK(slm_session_feed_text(s, PROMPTS[next_prompt], SLM_FEED_BOS) == SLM_OK);
-            live[n_live] = s;
-            who[n_live++] = next_prompt++;
-        }
-        int32_t ids[8];
-        CHECK(slm_session_next_batch(live, n_live, ids, NULL, NULL) == SLM_OK);
-        for (int i = 0; i < n_live;) {
-            const int p = who[i];
-            if (ids[i] >= 0 && n_got[p] < NTOK) got[p][n_got[p]++] = ids[i];
-            if (ids[i] < 0) {
-                slm_session_stats st;
-                slm_session_get_stats(live[i], &st);
-                n_batched += st.n_batched;
-                slm_session_free(live[i]);
-                live[i] = live[n_live - 1];
-                who[i] = who[n_live - 1];
-                ids[i] = ids[n_live - 1];
-                n_live--;
-            } else {
-                i++;
-            }
-        }
-        steps++;
-    }
+    int got[NP][NTOK], n_got[NP];
+    const int n_batched = t_sessions_together(e, &c, PROMPTS, NP, NTOK, &got[0][0], n_got);
     if (in.batch_max > 1)
         CHECKF(n_batched > NP * NTOK / 2, "%s: %d of %d tokens decoded in batches", what, n_batched, NP * NTOK);
     for (int p = 0; p < NP; p++)
@@ -515,17 +470,33 @@ static uint8_t *io_record(uint8_t *img, size_t n, const char *prog, int role) {
 
 static void put32(uint8_t *p, int32_t v) { memcpy(p, &v, 4); }
 
-/* One mutation of a field: refused, the message naming what (checksum off, so
- * the validator meets it). */
-typedef struct mutation {
-    const char *what, *expect;
-} mutation;
-
+/* One mutation of a field: refused, the message naming expect (checksum off,
+ * so the validator meets it); work is restored from img. */
 static void refused(const uint8_t *img, size_t n, uint8_t *work, const char *what, const char *expect) {
     char msg[SLM_ERRLEN];
     const int opens = t_blob_opens(work, n, "hostile.slmblob", msg, sizeof msg);
     CHECKF(!opens && strstr(msg, expect), "%s: %s (want '%s')", what, opens ? "accepted" : msg, expect);
     memcpy(work, img, n);
+}
+
+/* Program prog's I/O of role given `rows` rows: refused, the message naming expect. */
+static void io_rows_refused(const uint8_t *img, size_t n, uint8_t *w, const char *prog, int role, int32_t rows,
+                            const char *expect) {
+    uint8_t *io = io_record(w, n, prog, role);
+    CHECKF(io != NULL, "%s: no I/O of role %d", prog, role);
+    if (!io) return;
+    put32(io + 56, rows);
+    char what[128];
+    snprintf(what, sizeof what, "%s: %s of %d rows", prog, expect, rows);
+    refused(img, n, w, what, expect);
+}
+
+/* A task record's flags: clear, then set. */
+static void task_flags(uint8_t *t, unsigned clear, unsigned set) {
+    uint16_t f;
+    memcpy(&f, t + 2, 2);
+    f = (uint16_t)((f & ~clear) | set);
+    memcpy(t + 2, &f, 2);
 }
 
 static void test_hostile_fields(void) {
@@ -582,27 +553,10 @@ static void test_hostile_fields(void) {
         refused(img, n, w, "batch programs out of order", "not ordered");
     }
     /* I/O shapes of a batch program */
-    uint8_t *io = io_record(w, n, "batch.4", SLM_IO_ATTENTION_MASK);
-    CHECK(io != NULL);
-    if (io) {
-        put32(io + 56, 96);
-        refused(img, n, w, "batch.4 mask rows 96", "attention_mask");
-    }
-    io = io_record(w, n, "batch.4", SLM_IO_LOGITS);
-    if (io) {
-        put32(io + 56, 1);
-        refused(img, n, w, "batch.4 logits rows 1", "logits");
-    }
-    io = io_record(w, n, "batch.4", SLM_IO_PAST_KEY);
-    if (io) {
-        put32(io + 56, 96);
-        refused(img, n, w, "batch.4 past rows 96", "past_key_values");
-    }
-    io = io_record(w, n, "batch.4", SLM_IO_PRESENT_VALUE);
-    if (io) {
-        put32(io + 56, 384);
-        refused(img, n, w, "batch.4 present rows 384", "present");
-    }
+    io_rows_refused(img, n, w, "batch.4", SLM_IO_ATTENTION_MASK, 96, "attention_mask");
+    io_rows_refused(img, n, w, "batch.4", SLM_IO_LOGITS, 1, "logits");
+    io_rows_refused(img, n, w, "batch.4", SLM_IO_PAST_KEY, 96, "past_key_values");
+    io_rows_refused(img, n, w, "batch.4", SLM_IO_PRESENT_VALUE, 384, "present");
     /* the attention tasks' region (k) */
     uint8_t *t = task_record(w, n, "batch.4", SLM_T_ATTENTION, 0);
     CHECK(t != NULL);
@@ -615,14 +569,9 @@ static void test_hostile_fields(void) {
     t = task_record(w, n, "batch.4", SLM_T_MATMUL, SLM_TF_DST_CPOS);
     CHECK(t != NULL);
     if (t) {
-        uint16_t f;
-        memcpy(&f, t + 2, 2);
-        f &= (uint16_t)~SLM_TF_DST_CPOS;
-        memcpy(t + 2, &f, 2);
+        task_flags(t, SLM_TF_DST_CPOS, 0);
         refused(img, n, w, "batch.4 DST_CPOS cleared", "present");
-        memcpy(&f, t + 2, 2);
-        f |= SLM_TF_DST_COMPACT;
-        memcpy(t + 2, &f, 2);
+        task_flags(t, 0, SLM_TF_DST_COMPACT);
         refused(img, n, w, "batch.4 DST_CPOS with DST_COMPACT", "DST_CPOS");
         uint32_t ld;
         memcpy(&ld, t + 56 + 16 * SLM_REF_DST + 4, 4);
@@ -632,20 +581,14 @@ static void test_hostile_fields(void) {
     }
     t = task_record(w, n, "batch.4", SLM_T_MATMUL, SLM_TF_POST_ADD);
     if (t) {
-        uint16_t f;
-        memcpy(&f, t + 2, 2);
-        f |= SLM_TF_DST_CPOS;
-        memcpy(t + 2, &f, 2);
+        task_flags(t, 0, SLM_TF_DST_CPOS);
         refused(img, n, w, "DST_CPOS on a residual matmul", "DST_CPOS");
     }
     t = task_record(w, n, "generate.96", SLM_T_MATMUL, SLM_TF_DST_COMPACT);
     if (!t) t = task_record(w, n, "generate.96", SLM_T_MATMUL, SLM_TF_ONE_ROW);
     CHECK(t != NULL);
     if (t) {
-        uint16_t f;
-        memcpy(&f, t + 2, 2);
-        f = (uint16_t)((f & ~(SLM_TF_DST_COMPACT | SLM_TF_ONE_ROW)) | SLM_TF_DST_CPOS);
-        memcpy(t + 2, &f, 2);
+        task_flags(t, SLM_TF_DST_COMPACT | SLM_TF_ONE_ROW, SLM_TF_DST_CPOS);
         refused(img, n, w, "DST_CPOS in a generate program", "DST_CPOS");
     }
     free(w);
@@ -671,17 +614,8 @@ static void test_hostile_recurrent(void) {
     char msg[SLM_ERRLEN];
     CHECKF(t_blob_opens(w, n, "ok.slmblob", msg, sizeof msg), "qwen35 --parallel 3: %s", msg);
     CHECK(prog_record(w, n, "batch.2") && !prog_record(w, n, "batch.4"));
-    uint8_t *io = io_record(w, n, "batch.2", SLM_IO_RECUR_STATE);
-    CHECK(io != NULL);
-    if (io) {
-        put32(io + 56, 1);
-        refused(img, n, w, "batch.2 recurrent_state rows 1", "recurrent_state");
-    }
-    io = io_record(w, n, "batch.2", SLM_IO_CONV_STATE);
-    if (io) {
-        put32(io + 56, 2);
-        refused(img, n, w, "batch.2 conv_state rows 2", "conv_state");
-    }
+    io_rows_refused(img, n, w, "batch.2", SLM_IO_RECUR_STATE, 1, "recurrent_state");
+    io_rows_refused(img, n, w, "batch.2", SLM_IO_CONV_STATE, 2, "conv_state");
     uint8_t *t = task_record(w, n, "batch.2", SLM_T_DELTA_NET, 0);
     CHECK(t != NULL);
     if (t) {
