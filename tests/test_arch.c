@@ -10,6 +10,7 @@
 #include "format/gguf.h"
 #include "format/model.h"
 #include "blob/blob.h"
+#include "blob/format.h"
 #include "ref_forward.h"
 #include "text/tokenizer.h"
 #include "runtime/runtime.h"
@@ -1058,8 +1059,8 @@ static void test_shared_blob_hostile(void) {
     int comb = -1;
     for (uint64_t i = 0; tasks && i < len / 160; i++)
         if (tasks[i * 160] == SLM_T_MOE_COMBINE && comb < 0) comb = (int)i;
-    CHECKF(tasks && cfg && clen == 448 && comb >= 0, "combine task %d, config %llu bytes", comb, (unsigned long long)clen);
-    if (!tasks || !cfg || clen != 448 || comb < 0) {
+    CHECKF(tasks && cfg && clen == BLOB_CONFIG_SIZE && comb >= 0, "combine task %d, config %llu bytes", comb, (unsigned long long)clen);
+    if (!tasks || !cfg || clen != BLOB_CONFIG_SIZE || comb < 0) {
         free(img);
         return;
     }
@@ -1103,8 +1104,8 @@ static void test_glm_blob_hostile(void) {
     int route = -1;
     for (uint64_t i = 0; tasks && i < len / 160; i++)
         if (tasks[i * 160] == SLM_T_MOE_ROUTE && route < 0) route = (int)i;
-    CHECKF(tasks && cfg && clen == 448 && route >= 0, "route task %d, config %llu bytes", route, (unsigned long long)clen);
-    if (!tasks || !cfg || clen != 448 || route < 0) {
+    CHECKF(tasks && cfg && clen == BLOB_CONFIG_SIZE && route >= 0, "route task %d, config %llu bytes", route, (unsigned long long)clen);
+    if (!tasks || !cfg || clen != BLOB_CONFIG_SIZE || route < 0) {
         free(img);
         return;
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "blob/format.h"
 #include "common/dtype.h"
 #include "compiler/compiler.h"
 #include "format/gguf.h"
@@ -447,8 +448,8 @@ static void test_g4_blob(void) {
     uint8_t *tasks = t_blob_section(img, n, ".slm.tasks.prefill.8", &len);
     uint8_t *cfg = t_blob_section(img, n, ".slm.config", &clen);
     char msg[512];
-    CHECKF(tasks && cfg && clen == 448 && t_blob_opens(img, n, "g4.blob", msg, sizeof msg), "pristine: %s", msg);
-    if (!tasks || !cfg || clen != 448) {
+    CHECKF(tasks && cfg && clen == BLOB_CONFIG_SIZE && t_blob_opens(img, n, "g4.blob", msg, sizeof msg), "pristine: %s", msg);
+    if (!tasks || !cfg || clen != BLOB_CONFIG_SIZE) {
         free(img);
         return;
     }
@@ -532,9 +533,9 @@ static void test_g4_moe_blob(void) {
     const int route = tasks ? find_task(tasks, len, SLM_T_MOE_ROUTE, 0, 0) : -1,
               comb = tasks ? find_task(tasks, len, SLM_T_MOE_COMBINE, 0, 0) : -1,
               down = tasks ? find_task(tasks, len, SLM_T_MATMUL, SLM_TF_EXPERT | SLM_TF_PRE_SWIGLU | SLM_TF_GELU, 0) : -1;
-    CHECKF(cfg && clen == 448 && route >= 0 && comb >= 0 && down >= 0 && t_blob_opens(img, n, "g4m.blob", msg, sizeof msg),
+    CHECKF(cfg && clen == BLOB_CONFIG_SIZE && route >= 0 && comb >= 0 && down >= 0 && t_blob_opens(img, n, "g4m.blob", msg, sizeof msg),
            "pristine: route %d, combine %d, down %d: %s", route, comb, down, msg);
-    if (!cfg || clen != 448 || route < 0 || comb < 0 || down < 0) {
+    if (!cfg || clen != BLOB_CONFIG_SIZE || route < 0 || comb < 0 || down < 0) {
         free(img);
         return;
     }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "blob/format.h"
 #include "common/dtype.h"
 #include "compiler/compiler.h"
 #include "format/gguf.h"
@@ -575,9 +576,9 @@ static void test_blob(void) {
                     : e[0] == SLM_T_DELTA_NET ? 3 : e[0] == SLM_T_SWIGLU && a == 1 ? 4 : -1;
         if (k >= 0 && at[k] < 0) at[k] = (int)i;
     }
-    CHECKF(tasks && cfg && clen == 448 && at[0] >= 0 && at[1] >= 0 && at[2] >= 0 && at[3] >= 0 && at[4] >= 0,
+    CHECKF(tasks && cfg && clen == BLOB_CONFIG_SIZE && at[0] >= 0 && at[1] >= 0 && at[2] >= 0 && at[3] >= 0 && at[4] >= 0,
            "config %llu bytes; tasks %d %d %d %d %d", (unsigned long long)clen, at[0], at[1], at[2], at[3], at[4]);
-    if (!tasks || !cfg || clen != 448 || at[0] < 0 || at[1] < 0 || at[2] < 0 || at[3] < 0 || at[4] < 0) {
+    if (!tasks || !cfg || clen != BLOB_CONFIG_SIZE || at[0] < 0 || at[1] < 0 || at[2] < 0 || at[3] < 0 || at[4] < 0) {
         free(img);
         return;
     }

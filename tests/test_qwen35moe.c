@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "blob/format.h"
 #include "common/dtype.h"
 #include "compiler/compiler.h"
 #include "format/gguf.h"
@@ -400,9 +401,9 @@ static void test_blob(void) {
                     : tasks[i * 160] == SLM_T_DELTA_NET ? 2 : -1;
         if (k >= 0 && at[k] < 0) at[k] = (int)i;
     }
-    CHECKF(tasks && cfg && clen == 448 && at[0] >= 0 && at[1] >= 0 && at[2] >= 0, "config %llu bytes; tasks %d %d %d",
+    CHECKF(tasks && cfg && clen == BLOB_CONFIG_SIZE && at[0] >= 0 && at[1] >= 0 && at[2] >= 0, "config %llu bytes; tasks %d %d %d",
            (unsigned long long)clen, at[0], at[1], at[2]);
-    if (!tasks || !cfg || clen != 448 || at[0] < 0 || at[1] < 0 || at[2] < 0) {
+    if (!tasks || !cfg || clen != BLOB_CONFIG_SIZE || at[0] < 0 || at[1] < 0 || at[2] < 0) {
         free(img);
         return;
     }

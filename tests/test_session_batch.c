@@ -9,6 +9,7 @@
 #include "staticlm.h"
 #include "t.h"
 #include "t_engine.h"
+#include "t_batch.h"
 
 #define M(f) T_SHARED("models/" f)
 #define NTOK 40
@@ -30,30 +31,14 @@ static slm_engine *load(const char *model, const char *tok, int n_seqs, int thre
     return t_load(model, &o);
 }
 
-static slm_session_cfg greedy(void) {
-    slm_session_cfg c;
-    memset(&c, 0, sizeof c);
-    c.n_predict = NTOK;
-    c.ignore_eos = 1;
-    return c;
-}
+static slm_session_cfg greedy(void) { return t_greedy(NTOK); }
 
 /* Each prompt alone on a one-sequence engine. */
 static void alone(const char *model, const char *tok, int want[NP][NTOK]) {
     slm_engine *e = load(model, tok, 1, 1);
     if (!e) { CHECK(0); return; }
     slm_session_cfg c = greedy();
-    for (int p = 0; p < NP; p++) {
-        slm_session *s = NULL;
-        CHECK(slm_session_new(e, &c, &s) == SLM_OK);
-        CHECK(slm_session_feed_text(s, PROMPTS[p], SLM_FEED_BOS) == SLM_OK);
-        for (int i = 0; i < NTOK; i++) {
-            int32_t id = -1;
-            CHECK(slm_session_next(s, &id, NULL) == SLM_OK);
-            want[p][i] = id;
-        }
-        slm_session_free(s);
-    }
+    t_sessions_alone(e, &c, PROMPTS, NP, NTOK, &want[0][0]);
     slm_free(e);
 }
 
@@ -67,40 +52,8 @@ static void together(const char *model, const char *tok, int n_seqs, int threads
     CHECKF(in.n_seqs == n_seqs && in.batch_max == (n_seqs >= 4 ? 4 : n_seqs >= 2 ? 2 : 0), "n_seqs %d batch_max %d",
            in.n_seqs, in.batch_max);
     slm_session_cfg c = greedy();
-    slm_session *live[8] = {0};
-    int who[8], got[NP][NTOK], n_got[NP] = {0};
-    int next_prompt = 0, n_live = 0, steps = 0, n_batched = 0;
-    memset(got, 0xff, sizeof got);
-    while ((next_prompt < NP || n_live > 0) && steps < 1000) {
-        /* admit one new prompt per step while a slot is free (staggered joins) */
-        if (next_prompt < NP && n_live < n_seqs) {
-            slm_session *s = NULL;
-            CHECK(slm_session_new(e, &c, &s) == SLM_OK);
-            CHECK(slm_session_feed_text(s, PROMPTS[next_prompt], SLM_FEED_BOS) == SLM_OK);
-            live[n_live] = s;
-            who[n_live] = next_prompt++;
-            n_live++;
-        }
-        int32_t ids[8];
-        CHECK(slm_session_next_batch(live, n_live, ids, NULL, NULL) == SLM_OK);
-        for (int i = 0; i < n_live;) {
-            int p = who[i];
-            if (ids[i] >= 0 && n_got[p] < NTOK) got[p][n_got[p]++] = ids[i];
-            if (ids[i] < 0) {
-                slm_session_stats st;
-                slm_session_get_stats(live[i], &st);
-                n_batched += st.n_batched;
-                slm_session_free(live[i]);
-                live[i] = live[n_live - 1];
-                who[i] = who[n_live - 1];
-                ids[i] = ids[n_live - 1];
-                n_live--;
-            } else {
-                i++;
-            }
-        }
-        steps++;
-    }
+    int got[NP][NTOK], n_got[NP];
+    const int n_batched = t_sessions_together(e, &c, PROMPTS, NP, NTOK, &got[0][0], n_got);
     /* most steps ran several sessions through one batch program */
     CHECKF(n_batched > NP * NTOK / 2, "%d of %d tokens decoded in batches", n_batched, NP * NTOK);
     for (int p = 0; p < NP; p++)

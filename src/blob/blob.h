@@ -24,7 +24,7 @@
 
 /* Bump whenever the layout of any section, or what the compiler emits for
  * the same inputs, changes: blobs of another version are recompiled. */
-#define SLM_BLOB_FORMAT_VERSION 20u
+#define SLM_BLOB_FORMAT_VERSION 21u
 #define SLM_BLOB_PAGE 4096u
 
 /* ---- hashing ------------------------------------------------------------ */

@@ -5,6 +5,12 @@
 #include "compiler/amx_plan.h"
 #include "device/kernels.h"
 
+/* The KV rows of one sequence's region and the sequences a program sees: a
+ * batch program's n_seqs regions of the config's capacity, else one region
+ * of the program's capacity. */
+static int prog_region(const pctx *q) { return q->p->kind == SLM_PROG_BATCH ? q->r->c->kv_capacity : q->p->kv_capacity; }
+static int prog_seqs(const pctx *q) { return q->p->kind == SLM_PROG_BATCH ? q->r->c->n_seqs : 1; }
+
 /* Bytes a reference may touch must lie in its space. */
 static slm_status check_ref(pctx *q, int ti, int k, uint64_t ext, int is_dst) {
     const slm_program *p = q->p;
@@ -24,8 +30,15 @@ static slm_status check_ref(pctx *q, int ti, int k, uint64_t ext, int is_dst) {
         limit = (uint64_t)d->rows * blob_io_bytes(d->dtype, (uint64_t)d->cols);
         space = d->name;
         if (d->role == SLM_IO_PRESENT_KEY || d->role == SLM_IO_PRESENT_VALUE) {
-            /* present.* are views at the write index: only compact writes stay in the KV buffer */
-            if (!is_dst || !((t->flags & SLM_TF_DST_COMPACT) || (t->flags & SLM_TF_ONE_ROW)) ||
+            /* present.* are views at the write index: only compact writes stay in the KV buffer; a
+             * batch program's present is the whole KV, row cache_position[r] written (DST_CPOS): a
+             * row of the I/O's width, so [off, off + ext) inside T rows keeps each row inside its own
+             * (the runtime binds kv_capacity rows and keeps the cache positions below it) */
+            const int cpos = (t->flags & SLM_TF_DST_CPOS) != 0;
+            if (cpos && (q->p->kind != SLM_PROG_BATCH || rf->ld != (uint32_t)d->cols))
+                return pbad(q, "task %d (%s): %s: %s written at the cache positions outside a batch program or with "
+                            "stride %u != its width %d", ti, slm_task_op_name(t->op), fn[k], d->name, rf->ld, d->cols);
+            if (!is_dst || !((t->flags & SLM_TF_DST_COMPACT) || (t->flags & SLM_TF_ONE_ROW) || cpos) ||
                 (d->dtype == SLM_F32 ? t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM
                                      : t->op != SLM_T_KV_STORE))
                 return pbad(q, "task %d (%s): %s: %s only as a compact %s destination", ti, slm_task_op_name(t->op),
@@ -235,7 +248,8 @@ static slm_status check_attention(pctx *q, int ti, unsigned *usedp) {
     NEED(t->a >= 1 && t->b >= 1 && t->b <= t->a && t->a % t->b == 0, "task %d (%s): heads a %d / kv heads b %d incoherent", ti, op, t->a, t->b);
     NEED(t->c >= 1 && (int64_t)t->a * t->c <= BLOB_MAX_DIM, "task %d (%s): head_dim c %d out of range", ti, op, t->c);
     NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->a, "task %d (%s): heads [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->a);
-    NEED((uint64_t)t->k == C, "task %d (%s): k %d != program KV capacity %llu", ti, op, t->k, (unsigned long long)C);
+    NEED(t->k == prog_region(q), "task %d (%s): k %d != the KV rows of a sequence's region %d (program KV capacity %llu)",
+         ti, op, t->k, prog_region(q), (unsigned long long)C);
     NEED(t->ref[SLM_REF_SRC2].ld == t->ref[SLM_REF_SRC1].ld, "task %d (%s): K and V strides differ", ti, op);
     NEED(t->window >= 0, "task %d (%s): window %d negative", ti, op, t->window);
     NEED(t->wtype == q->r->c->opt.kv_type && (t->wtype != SLM_Q8_0 || t->c % SLM_QK8_0 == 0),
@@ -364,9 +378,10 @@ static slm_status check_recurrent(pctx *q, int ti, unsigned *usedp) {
     /* SSM_CONV, DELTA_NET: rows of one sequence of the program's capacity */
     NEED(m->recur_interval && t->layer >= 0 && slm_layer_recurrent(m, t->layer), "task %d (%s): layer %d is not recurrent",
          ti, op, t->layer);
-    NEED((uint64_t)t->k == (uint64_t)p->kv_capacity && t->window == 1,
-         "task %d (%s): region %d / sequences %d, want the program's capacity %d and 1", ti, op, t->k, t->window,
-         p->kv_capacity);
+    NEED(t->k == prog_region(q) && t->window == prog_seqs(q),
+         "task %d (%s): region %d / sequences %d, want the program's %d and %d", ti, op, t->k, t->window,
+         prog_region(q), prog_seqs(q));
+    const uint64_t S = (uint64_t)prog_seqs(q); /* a state row per sequence */
     if (t->op == SLM_T_SSM_CONV) {
         NEED(t->n == slm_conv_dim(m) && t->c == m->ssm_conv, "task %d (%s): %d channels of %d taps, the config's %d of %d",
              ti, op, t->n, t->c, slm_conv_dim(m), m->ssm_conv);
@@ -374,7 +389,7 @@ static slm_status check_recurrent(pctx *q, int ti, unsigned *usedp) {
              t->n1, t->n);
         NEED(is_state_ref(q, t, SLM_REF_SRC1, SLM_IO_CONV_STATE), "task %d (%s): src1 is not its layer's conv_state", ti, op);
         NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): the taps must be in the weights", ti, op);
-        REF(SLM_REF_SRC1, (uint64_t)(t->c - 1) * (uint64_t)t->n * 4, 0);
+        REF(SLM_REF_SRC1, S * (uint64_t)(t->c - 1) * (uint64_t)t->n * 4, 0);
         REF(SLM_REF_SRC2, (uint64_t)t->c * (uint64_t)t->n * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
     } else { /* DELTA_NET */
@@ -388,11 +403,20 @@ static slm_status check_recurrent(pctx *q, int ti, unsigned *usedp) {
         MAT(R, SLM_REF_SRC0, (uint64_t)(2 * t->a + t->b) * (uint64_t)t->c, 0);
         MAT(R, SLM_REF_SRC1, (uint64_t)t->b, 0);
         MAT(R, SLM_REF_SRC2, (uint64_t)t->b, 0);
-        REF(SLM_REF_SRC3, (uint64_t)t->b * (uint64_t)t->c * (uint64_t)t->c * 4, 0);
+        REF(SLM_REF_SRC3, S * (uint64_t)t->b * (uint64_t)t->c * (uint64_t)t->c * 4, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
     }
     *usedp |= used;
     return SLM_OK;
+}
+
+/* Rows written at their cache positions (DST_CPOS): a batch program's K/V rows into present.* only. */
+static int cpos_ok(const pctx *q, const slm_task *t) {
+    const slm_program *p = q->p;
+    const slm_ref *d = &t->ref[SLM_REF_DST];
+    if (!(t->flags & SLM_TF_DST_CPOS)) return 1;
+    return p->kind == SLM_PROG_BATCH && !(t->flags & (SLM_TF_DST_COMPACT | SLM_TF_ONE_ROW)) && d->space == SLM_SPACE_IO &&
+           d->io < p->n_io && (p->io[d->io].role == SLM_IO_PRESENT_KEY || p->io[d->io].role == SLM_IO_PRESENT_VALUE);
 }
 
 slm_status blob_check_task(pctx *q, int ti) {
@@ -406,8 +430,12 @@ slm_status blob_check_task(pctx *q, int ti) {
     if (t->op >= SLM_T_OP_COUNT) return pbad(q, "task %d: op %u unknown", ti, t->op);
     if (t->flags & ~(unsigned)(SLM_TF_ONE_ROW | SLM_TF_DST_COMPACT | SLM_TF_SRC_COMPACT | SLM_TF_NEOX | SLM_TF_PRE_NORM |
                                SLM_TF_PRE_SWIGLU | SLM_TF_POST_ROPE | SLM_TF_POST_ADD | SLM_TF_GELU | SLM_TF_POST_SOFTCAP |
-                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER | SLM_TF_SINKS))
+                               SLM_TF_KEY_PARTS | SLM_TF_POST_SCALE | SLM_TF_EXPERT | SLM_TF_EXPERT_GATHER | SLM_TF_SINKS |
+                               SLM_TF_DST_CPOS))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
+    if (!cpos_ok(q, t))
+        return pbad(q, "task %d (%s): flag DST_CPOS (rows at their cache positions) but for a batch program's present "
+                    "K/V destination", ti, op);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
     if (t->window && t->op != SLM_T_ATTENTION && t->op != SLM_T_SSM_CONV && t->op != SLM_T_DELTA_NET &&
         !(t->flags & SLM_TF_EXPERT))

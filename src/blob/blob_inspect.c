@@ -60,6 +60,13 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     if (c->opt.matmul_tile_cols) fprintf(f, ", matmul_tile_cols %d", c->opt.matmul_tile_cols);
     if (c->opt.draft_n) fprintf(f, ", draft_n %d", c->opt.draft_n);
     fprintf(f, ", tile_kb %d, prefetch %s\n", c->opt.tile_kb, c->opt.prefetch_off ? "off" : "on");
+    if (c->n_seqs > 1) { /* the batch programs: one decode step of B of the n_seqs sequences */
+        fprintf(f, "sequences: n_seqs %d (KV regions of %d rows; serve --parallel %d); batch programs", c->n_seqs,
+                c->kv_capacity, c->n_seqs);
+        for (int i = 0; i < c->n_progs; i++)
+            if (c->progs[i].kind == SLM_PROG_BATCH) fprintf(f, " %s", c->progs[i].name);
+        fprintf(f, "\n");
+    }
     uint64_t arena = 0, scratch = 0;
     for (int i = 0; i < c->n_progs; i++) {
         const slm_program *p = &c->progs[i];
@@ -88,11 +95,13 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     }
     uint64_t kv = 0; /* each layer's rows (gemma4: two widths, none for the KV-shared layers) */
     for (int l = 0; l < m->n_layers; l++)
-        kv += 2 * (uint64_t)c->kv_capacity * blob_io_bytes((uint32_t)c->opt.kv_type, (uint64_t)slm_layer_kv_dim(m, l));
+        kv += 2 * (uint64_t)c->n_seqs * (uint64_t)c->kv_capacity *
+              blob_io_bytes((uint32_t)c->opt.kv_type, (uint64_t)slm_layer_kv_dim(m, l));
     fprintf(f, "\nmemory: weights ");
     print_bytes(f, b->weights_size);
     fprintf(f, " (mapped, %u tensors), KV cache ", b->n_tensors);
     print_bytes(f, kv);
+    if (c->n_seqs > 1) fprintf(f, " (%d sequences)", c->n_seqs);
     fprintf(f, ", arena ");
     print_bytes(f, arena);
     fprintf(f, ", scratch per thread ");
@@ -105,7 +114,7 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
     if (recur) {
         fprintf(f, ", recurrent state ");
         print_bytes(f, recur);
-        fprintf(f, " per sequence and as much for each of its checkpoints (--checkpoints)");
+        fprintf(f, " per sequence (%d) and as much for each of its checkpoints (--checkpoints)", c->n_seqs);
     }
     fprintf(f, "\n");
     /* weight types as stored: repacked matrices show as *_r16 */

@@ -258,11 +258,17 @@ static slm_status read_config(rctx *r, uint32_t si) {
     r->table1_bytes = (uint64_t)c->kv_capacity * (uint64_t)(rot1 / 2) * 8;
     if (r->const_bytes != r->table_bytes && r->const_bytes != r->table_bytes + r->table1_bytes)
         return bad(r, "section .slm.config: const_bytes %llu != one or two tables of kv_capacity * rope_pairs * 8", (unsigned long long)r->const_bytes);
+    /* the KV regions of the batch programs (format 21) */
+    c->n_seqs = rdi32(p + BLOB_CFG_NSEQS);
+    RANGE(c->n_seqs, 1, BLOB_MAX_SEQS, "n_seqs");
+    if ((int64_t)c->n_seqs * c->kv_capacity > (1 << 24))
+        return bad(r, "section .slm.config: n_seqs %d x kv_capacity %d above %d KV rows", c->n_seqs, c->kv_capacity, 1 << 24);
+    if (rd32(p + BLOB_CFG_NSEQS + 4) != 0) return bad(r, "section .slm.config: reserved field after n_seqs not zero");
     uint64_t kv;
     const int kvh_max = m->n_kv_heads_swa > m->n_kv_heads ? m->n_kv_heads_swa : m->n_kv_heads;
-    if (!slm_mul_ok((uint64_t)m->n_layers * 8, (uint64_t)c->kv_capacity, &kv) ||
+    if (!slm_mul_ok((uint64_t)m->n_layers * 8 * (uint64_t)c->n_seqs, (uint64_t)c->kv_capacity, &kv) ||
         !slm_mul_ok(kv, (uint64_t)kvh_max * (uint64_t)slm_max_head_dim(m), &kv) || kv > (1ull << 40))
-        return bad(r, "section .slm.config: KV cache of n_layers x kv_capacity x kv_dim too large");
+        return bad(r, "section .slm.config: KV cache of n_layers x n_seqs x kv_capacity x kv_dim too large");
     c->n_progs = n_progs;
     return SLM_OK;
 }
@@ -283,6 +289,8 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
     slm_program *p = q->p;
     const slm_model_config *m = &q->r->c->cfg;
     const int L = m->n_layers;
+    /* a batch program: logits of every row, a recurrent state row per sequence */
+    const int batch = p->kind == SLM_PROG_BATCH, seqs = batch ? q->r->c->n_seqs : 1;
     p->io = slm_calloc((size_t)p->n_io, sizeof *p->io);
     uint8_t *seen = slm_calloc((size_t)SLM_IO_ROLE_COUNT * (size_t)L + 1, 1);
     if (!p->io || !seen) {
@@ -322,9 +330,9 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         case SLM_IO_ATTENTION_MASK: want_rows = p->kv_capacity; break;
         case SLM_IO_PAST_KEY: case SLM_IO_PAST_VALUE: want_rows = p->kv_capacity; want_cols = kv_dim; break;
         case SLM_IO_PRESENT_KEY: case SLM_IO_PRESENT_VALUE: want_rows = p->rows; want_cols = kv_dim; break;
-        case SLM_IO_LOGITS: want_rows = p->kind == SLM_PROG_VERIFY ? p->rows : 1; want_cols = m->vocab_size; break;
-        case SLM_IO_CONV_STATE: want_rows = 1; want_cols = (int)slm_conv_state_floats(m); break;
-        case SLM_IO_RECUR_STATE: want_rows = 1; want_cols = (int)slm_delta_state_floats(m); break;
+        case SLM_IO_LOGITS: want_rows = p->kind == SLM_PROG_VERIFY || batch ? p->rows : 1; want_cols = m->vocab_size; break;
+        case SLM_IO_CONV_STATE: want_rows = seqs; want_cols = (int)slm_conv_state_floats(m); break;
+        case SLM_IO_RECUR_STATE: want_rows = seqs; want_cols = (int)slm_delta_state_floats(m); break;
         default: break;
         }
         if (io->rows != want_rows || io->cols != want_cols) {
@@ -447,7 +455,7 @@ static slm_status read_programs(rctx *r, uint32_t si) {
     if (!c->progs) return slm_errf(r->err, SLM_ERR_NOMEM, "out of memory");
     const uint8_t *d = sect_data(r, si);
     slm_status st;
-    int n_pre = 0, n_gen = 0;
+    int n_pre = 0, n_gen = 0, n_batch = 0;
     for (int i = 0; i < n; i++) {
         const uint8_t *e = d + (size_t)i * BLOB_PROG_SIZE;
         slm_program *p = &c->progs[i];
@@ -464,13 +472,23 @@ static slm_status read_programs(rctx *r, uint32_t si) {
         p->n_io = v[4];
         p->n_relocs = v[5];
         p->arena_bytes = rd64u(e + 48);
-        if (v[0] < SLM_PROG_PREFILL || v[0] > SLM_PROG_VERIFY) return pbad(&q, "program %d (%s): kind %d unknown", i, p->name, v[0]);
-        if (p->rows < 1 || p->rows > c->opt.max_prompt_len) return pbad(&q, "program %d (%s): rows %d out of range (1..%d)", i, p->name, p->rows, c->opt.max_prompt_len);
-        if (p->kv_capacity < 1 || p->kv_capacity > c->kv_capacity)
-            return pbad(&q, "program %d (%s): kv_capacity %d out of range (1..%d)", i, p->name, p->kv_capacity, c->kv_capacity);
-        if (p->kind == SLM_PROG_GENERATE && p->rows != 1) return pbad(&q, "program %d (%s): a generate program has rows %d, want 1", i, p->name, p->rows);
-        if (p->kind != SLM_PROG_GENERATE && p->kv_capacity != c->kv_capacity)
-            return pbad(&q, "program %d (%s): kv_capacity %d != %d", i, p->name, p->kv_capacity, c->kv_capacity);
+        if ((v[0] < SLM_PROG_PREFILL || v[0] > SLM_PROG_VERIFY) && v[0] != SLM_PROG_BATCH)
+            return pbad(&q, "program %d (%s): kind %d unknown (1 prefill, 2 generate, 3 verify, 5 batch)", i, p->name, v[0]);
+        if (p->kind == SLM_PROG_BATCH) { /* B rows of B sequences over n_seqs regions of kv_capacity rows */
+            if (c->n_seqs < 2 || p->rows < 2 || p->rows > c->n_seqs)
+                return pbad(&q, "program %d (%s): a batch program of rows %d, the config's n_seqs %d (want 2..n_seqs)", i,
+                            p->name, p->rows, c->n_seqs);
+            if ((int64_t)p->kv_capacity != (int64_t)c->n_seqs * c->kv_capacity)
+                return pbad(&q, "program %d (%s): kv_capacity %d != n_seqs %d x kv_capacity %d", i, p->name,
+                            p->kv_capacity, c->n_seqs, c->kv_capacity);
+        } else {
+            if (p->rows < 1 || p->rows > c->opt.max_prompt_len) return pbad(&q, "program %d (%s): rows %d out of range (1..%d)", i, p->name, p->rows, c->opt.max_prompt_len);
+            if (p->kv_capacity < 1 || p->kv_capacity > c->kv_capacity)
+                return pbad(&q, "program %d (%s): kv_capacity %d out of range (1..%d)", i, p->name, p->kv_capacity, c->kv_capacity);
+            if (p->kind == SLM_PROG_GENERATE && p->rows != 1) return pbad(&q, "program %d (%s): a generate program has rows %d, want 1", i, p->name, p->rows);
+            if (p->kind != SLM_PROG_GENERATE && p->kv_capacity != c->kv_capacity)
+                return pbad(&q, "program %d (%s): kv_capacity %d != %d", i, p->name, p->kv_capacity, c->kv_capacity);
+        }
         if (p->n_tasks < 1 || p->n_tasks > BLOB_MAX_TASKS) return pbad(&q, "program %d (%s): n_tasks %d out of range", i, p->name, p->n_tasks);
         if (p->n_io < 1 || p->n_io > BLOB_MAX_IO) return pbad(&q, "program %d (%s): n_io %d out of range", i, p->name, p->n_io);
         if (p->n_relocs < 0 || (int64_t)p->n_relocs > (int64_t)p->n_tasks * SLM_TASK_NREF)
@@ -481,10 +499,11 @@ static slm_status read_programs(rctx *r, uint32_t si) {
             const slm_program *pp = &c->progs[i - 1];
             int ok = pp->kind < p->kind ||
                      (pp->kind == p->kind && (p->kind == SLM_PROG_GENERATE ? pp->kv_capacity < p->kv_capacity : pp->rows < p->rows));
-            if (!ok) return pbad(&q, "program %d (%s): programs not ordered (prefill by rows, generate by capacity, verify)", i, p->name);
+            if (!ok) return pbad(&q, "program %d (%s): programs not ordered (prefill by rows, generate by capacity, verify, batch by rows)", i, p->name);
         }
         n_pre += p->kind == SLM_PROG_PREFILL;
         n_gen += p->kind == SLM_PROG_GENERATE;
+        n_batch += p->kind == SLM_PROG_BATCH;
         uint32_t ti, ii, ri;
         if ((st = read_program_sect(r, &q, rd32(e + 56), ".slm.tasks.", BLOB_TASK_SIZE, (uint64_t)p->n_tasks, &ti)) ||
             (st = read_program_sect(r, &q, rd32(e + 60), ".slm.io.", BLOB_IO_SIZE, (uint64_t)p->n_io, &ii)) ||
@@ -498,6 +517,9 @@ static slm_status read_programs(rctx *r, uint32_t si) {
         if ((st = read_relocs(&qr, sect_data(r, ri)))) return st;
     }
     if (!n_pre || !n_gen) return bad(r, "section .slm.programs: needs a prefill and a generate program (%d, %d)", n_pre, n_gen);
+    if ((c->n_seqs > 1) != (n_batch > 0))
+        return bad(r, "section .slm.programs: %d batch programs, the config's n_seqs is %d (batch programs exactly when "
+                   "n_seqs > 1)", n_batch, c->n_seqs);
     const slm_program *big = slm_largest(c, SLM_PROG_PREFILL), *gen = slm_largest(c, SLM_PROG_GENERATE);
     if (big->rows != c->opt.max_prompt_len) return bad(r, "section .slm.programs: largest prefill has %d rows, max_prompt_len is %d", big->rows, c->opt.max_prompt_len);
     if (gen->kv_capacity != c->kv_capacity) return bad(r, "section .slm.programs: largest generate has capacity %d, want %d", gen->kv_capacity, c->kv_capacity);

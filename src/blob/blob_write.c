@@ -353,6 +353,7 @@ static slm_status add_ident_config(wctx *w, const blob_job *j, const slm_blob_id
     memcpy(b + BLOB_CFG_TAIL, cv, sizeof cv);
     wr64(b + BLOB_CFG_CONST_BYTES, c->consts.bytes);
     blob_put_family(b + BLOB_CFG_FAMILY, &c->cfg, c->consts.rope_pairs_swa);
+    wr32(b + BLOB_CFG_NSEQS, (uint32_t)(c->n_seqs > 1 ? c->n_seqs : 1));
     if (add_sect_sym(w, ".slm.config", "config", 8, 0, b, BLOB_CONFIG_SIZE) < 0) return BLOB_NOMEM(j);
     return SLM_OK;
 }
@@ -634,11 +635,16 @@ slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_mod
                           void *ud, slm_err *err) {
     if (c->n_progs < 1 || c->n_progs > BLOB_MAX_PROGS)
         return slm_errf(err, SLM_ERR_ARG, "%s: %d programs (1..%d)", path, c->n_progs, BLOB_MAX_PROGS);
-    for (int i = 0; i < c->n_progs; i++)
-        if (c->progs[i].kind != SLM_PROG_PREFILL && c->progs[i].kind != SLM_PROG_GENERATE &&
-            c->progs[i].kind != SLM_PROG_VERIFY)
+    for (int i = 0; i < c->n_progs; i++) {
+        const slm_program *p = &c->progs[i];
+        if (p->kind != SLM_PROG_PREFILL && p->kind != SLM_PROG_GENERATE && p->kind != SLM_PROG_VERIFY &&
+            p->kind != SLM_PROG_BATCH)
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: program %s: this kind cannot be stored in a blob yet "
-                            "(format %u: prefill, generate, verify)", path, c->progs[i].name, SLM_BLOB_FORMAT_VERSION);
+                            "(format %u: prefill, generate, verify, batch)", path, p->name, SLM_BLOB_FORMAT_VERSION);
+        if (p->kind == SLM_PROG_BATCH && (c->n_seqs < 2 || p->kv_capacity != c->n_seqs * c->kv_capacity))
+            return slm_errf(err, SLM_ERR_INTERNAL, "%s: program %s: KV capacity %d is not n_seqs %d x %d", path, p->name,
+                            p->kv_capacity, c->n_seqs, c->kv_capacity);
+    }
     blob_job j = {.path = path, .c = c, .m = m, .src = m->map.data, .n_wt = m->n_tensors,
                   .progress = progress, .ud = ud, .err = err};
     slm_status s = SLM_OK;

@@ -47,7 +47,10 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
  * the config (blob_put_family); bytes 216..223 are gemma4's experts' */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
 #define BLOB_FAMILY_SIZE 224
-#define BLOB_CONFIG_SIZE (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
+/* then (format 21) i32 n_seqs (the KV regions the batch programs address;
+ * 1: no batch programs) and i32 0 */
+#define BLOB_CFG_NSEQS (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
+#define BLOB_CONFIG_SIZE (BLOB_CFG_NSEQS + 8)
 
 /* Limits a valid blob stays within (beyond them: refused). */
 #define BLOB_MAX_SECTIONS 4096
@@ -57,6 +60,7 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 #define BLOB_MAX_DIM (1 << 24)
 #define BLOB_MAX_LAYERS 4096
 #define BLOB_MAX_CAPACITY (1 << 22)
+#define BLOB_MAX_SEQS 1024          /* KV regions (n_seqs); n_seqs x kv_capacity <= 1 << 24 */
 
 static inline void wr32(uint8_t *p, uint32_t v) { memcpy(p, &v, 4); }
 static inline void wr64(uint8_t *p, uint64_t v) { memcpy(p, &v, 8); }

@@ -39,6 +39,9 @@ const char slm_cli_common_help[] =
     "  -t, --threads N           worker threads (0 = all cores)\n"
     "      --max-memory N        refuse a model whose KV cache, arena and buffers need\n"
     "                            more than N MiB (default 75% of RAM; -1 = no limit)\n"
+    "      --cache-dir DIR       compile MODEL once into a blob in DIR (with serve's\n"
+    "                            --parallel N: its batch programs too), map it later\n"
+    "      --verify-cache        hash the model whole to check the cached blob\n"
     "      --kernels NAME        scalar | avx2 | avx512 | amx (default: best for this CPU)\n"
     "      --schedule S          rendezvous (default) | counted: how threads meet\n"
     "                            between stages (docs/config.md)\n"
@@ -123,6 +126,8 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "-m") || !strcmp(o, "--model")) { VAL(); c->model = v; return 1; }
     if (!strcmp(o, "-z") || !strcmp(o, "--tokenizer")) { VAL(); c->tok = v; return 1; }
     if (!strcmp(o, "--chat-template")) { VAL(); c->chat_template = v; return 1; }
+    if (!strcmp(o, "--cache-dir")) { VAL(); c->opt.cache_dir = v; return 1; }
+    if (!strcmp(o, "--verify-cache")) { c->opt.verify_cache = 1; return 1; }
     if (!strcmp(o, "--kernels")) { VAL(); c->kernels = v; return 1; }
     if (!strcmp(o, "--schedule")) { VAL(); return slm_cli_parse_schedule(v, &c->opt.schedule) ? 1 : -1; }
     if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) { c->verbose = 1; return 1; }

@@ -138,6 +138,9 @@ static void usage_compile(FILE *f) {
             "      --dump-io             each program's inputs and outputs\n"
             "  -o, --output FILE         write the compiled programs, weights and tokenizer\n"
             "                            as an ELF blob (run -m FILE loads it; docs/blob.md)\n"
+            "      --parallel N          also batch programs for N sequences at once (serve\n"
+            "                            --parallel N with the blob decodes them together;\n"
+            "                            default 1: none)\n"
             "The programs are shaped as for run:\n"
             "%s"
             "  -h, --help                this text\n"
@@ -243,6 +246,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (is_compile && !strcmp(o, "--dump-tasks")) a->dump_tasks = 1;
         else if (is_compile && !strcmp(o, "--dump-io")) a->dump_io = 1;
         else if (is_compile && (!strcmp(o, "-o") || !strcmp(o, "--output"))) { if (!(a->output = NEXT())) return 0; }
+        else if (is_compile && !strcmp(o, "--parallel")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 1, 64, &a->opt.n_seqs)) return 0; }
         else if (is_compile && runtime_opt(o)) {
             fprintf(stderr, "staticlm: %s is an option of run: compile's programs (and a blob) do not depend on it; "
                             "give it where the model or blob runs\n", o);

@@ -245,6 +245,30 @@ static slm_status check_blob_options(slm_engine *e, const char *path) {
     return SLM_OK;
 }
 
+/* A blob's batch programs against --parallel (slm_options.n_seqs): used when
+ * they address that many KV regions; dropped for one sequence (the single-
+ * sequence programs run as from any blob); any other count is refused, as
+ * they cannot address its regions. A blob without them decodes the sessions
+ * one by one (a note under -v). */
+static slm_status blob_seqs(slm_engine *e, const char *path) {
+    slm_compiled *c = &e->comp;
+    const int want = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1, have = c->n_seqs > 1 ? c->n_seqs : 1;
+    if (have > 1 && want > 1 && want != have)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--parallel %d: the blob %s was compiled for --parallel %d (its batch "
+                        "programs address %d KV regions); use --parallel %d or 1, or recompile with --parallel %d",
+                        want, slm_basename(path), have, have, have, want);
+    if (have > 1 && want == 1) {
+        while (c->n_progs > 0 && c->progs[c->n_progs - 1].kind == SLM_PROG_BATCH) slm_program_free(&c->progs[--c->n_progs]);
+        c->n_seqs = 1;
+        if (e->opt.verbose)
+            fprintf(stderr, "note: one sequence: the blob's batch programs (--parallel %d) are not used\n", have);
+    } else if (have == 1 && want > 1 && e->opt.verbose) {
+        fprintf(stderr, "note: %d sessions decode one by one: the blob %s holds no batch programs (compile it with "
+                        "--parallel %d)\n", want, slm_basename(path), want);
+    }
+    return SLM_OK;
+}
+
 static slm_status open_blob(slm_engine *e, const char *path) {
     slm_status s = slm_blob_open(&e->blob, path, 0, &e->comp, &e->tok, &e->err);
     if (s) return s;
@@ -329,6 +353,9 @@ static slm_status source_identity(slm_engine *e, const char *model_path, slm_blo
     slm_compile_options co;
     compile_options(&e->opt, &co);
     id->options_hash = slm_blob_options_hash(&co);
+    /* --parallel N: the batch programs for N KV regions make another blob */
+    const int32_t seqs = e->opt.n_seqs;
+    if (seqs > 1) id->options_hash = slm_hash64(&seqs, sizeof seqs, id->options_hash);
     snprintf(id->source, sizeof id->source, "%s", slm_basename(model_path));
     slm_blob_ident_seal(id);
     return SLM_OK;
@@ -355,6 +382,15 @@ static const char *ident_mismatch(const slm_blob_ident *want, const slm_blob_ide
 
 static slm_status write_blob(slm_engine *e, const char *path, slm_blob_ident *id, int show_progress) {
     return slm_blob_write(path, &e->comp, &e->model, e->tok, id, show_progress ? progress_tty : NULL, NULL, &e->err);
+}
+
+/* The batch programs of --parallel N (N > 1; not for an encoder, which has
+ * no decode to batch): batch.2 and batch.4 where N holds them. */
+static slm_status compile_batch(slm_engine *e) {
+    static const int batches[] = {2, 4};
+    const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
+    if (n_seqs <= 1 || !e->model.map.data || e->cfg.encoder) return SLM_OK;
+    return slm_compile_batch(&e->comp, &e->model, n_seqs, batches, 2, &e->err);
 }
 
 /* Cache mode: DIR/<model file name>.<identity>.slmblob */
@@ -385,7 +421,7 @@ static slm_status load_cached(slm_engine *e, const char *model_path) {
         snprintf(e->note, sizeof e->note, "no cached blob for this model and these options; compiling into %s", path);
         if (tty || e->opt.verbose) fprintf(stderr, "staticlm: note: %s\n", e->note);
     }
-    if ((s = open_source(e, model_path))) return s;
+    if ((s = open_source(e, model_path)) || (s = compile_batch(e))) return s;
     if (tty) fprintf(stderr, "compile: %d programs compiled\n", e->comp.n_progs);
     slm_err werr = {0};
     s = slm_blob_write(path, &e->comp, &e->model, e->tok, &id, tty ? progress_tty : NULL, NULL, &werr);
@@ -510,7 +546,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                         "a Hugging Face folder) for embeddings", blob ? "blobs hold no embedding programs"
                         : "--cache-dir keeps blobs, which hold no embedding programs");
     if (blob) {
-        if (!(s = open_blob(e, model_path))) s = check_blob_options(e, model_path);
+        if (!(s = open_blob(e, model_path)) && !(s = check_blob_options(e, model_path))) s = blob_seqs(e, model_path);
     }
     else if (e->opt.cache_dir && e->opt.cache_dir[0]) s = load_cached(e, model_path);
     else s = open_source(e, model_path);
@@ -537,13 +573,9 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                         e->cfg.arch);
     if (e->opt.embeddings && (s = slm_compile_embed(&e->comp, &e->model, &e->err))) return s;
     const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
-    if (n_seqs > 1 && !e->from_blob && e->model.map.data && !e->cfg.encoder) { /* an encoder has no decode to batch */
-        /* batch programs need the source model; from a blob the sessions decode one by one */
-        static const int batches[] = {2, 4};
-        if ((s = slm_compile_batch(&e->comp, &e->model, n_seqs, batches, 2, &e->err))) return s;
-    } else if (n_seqs > 1 && e->opt.verbose) {
-        fprintf(stderr, "note: %d sessions from a blob decode one by one (blobs hold no batch programs)\n", n_seqs);
-    }
+    /* from a blob: its batch programs (blob_seqs; cache mode compiled them into it); from the source: compiled
+     * here, unless cache mode did before writing the blob and then ran from the source */
+    if (!e->from_blob && e->comp.n_seqs <= 1 && (s = compile_batch(e))) return s;
     if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, n_seqs, e->opt.recur_checkpoints, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
     if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, e->opt.recur_checkpoints, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
@@ -608,10 +640,6 @@ slm_status slm_save_blob(slm_engine *e, const char *path) {
     if (e->from_blob)
         return slm_errf(&e->err, SLM_ERR_ARG, "%s: this engine was loaded from a blob; copy that file instead",
                         path);
-    if (e->comp.n_seqs > 1)
-        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED,
-                        "%s: blobs hold single-sequence programs; compile without n_seqs %d (--parallel)", path,
-                        e->comp.n_seqs);
     /* the identity of the file on disk (the mapping holds repacked weights) */
     slm_blob_ident id;
     slm_status s = source_identity(e, e->model.path, &id);

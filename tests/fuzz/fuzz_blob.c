@@ -1,7 +1,8 @@
 /* libFuzzer target for the blob loader (src/blob/blob_read.c): every input
  * is either refused with a message that names the file, or validated; a
  * validated blob is then bound and run for one prefill and one decode step
- * on one thread, so the validator's promise (no task reads or writes
+ * on one thread (with batch programs: a prefill in each of its KV regions
+ * and a batch step of each size), so the validator's promise (no task reads or writes
  * outside its buffers) is checked by ASan. The checksum is skipped
  * (SLM_BLOB_NO_CHECKSUM), otherwise nearly every mutation would stop there.
  * Built and run by tests/fuzz/run.sh; by hand:
@@ -32,16 +33,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     /* small models only: the KV cache and arena of a fuzzed config could be huge */
-    uint64_t kv = (uint64_t)c.cfg.n_layers * 2 * (uint64_t)c.kv_capacity * (uint64_t)c.cfg.n_kv_heads *
-                  (uint64_t)c.cfg.head_dim * 4;
+    uint64_t kv = (uint64_t)c.cfg.n_layers * 2 * (uint64_t)c.n_seqs * (uint64_t)c.kv_capacity *
+                  (uint64_t)c.cfg.n_kv_heads * (uint64_t)c.cfg.head_dim * 4;
     uint64_t arena = 0;
     for (int i = 0; i < c.n_progs; i++)
         if (c.progs[i].arena_bytes > arena) arena = c.progs[i].arena_bytes;
     if (kv < (64u << 20) && arena < (64u << 20) && (uint64_t)c.cfg.vocab_size * c.kv_capacity < (64u << 20)) {
         slm_runtime rt;
-        if (slm_rt_init(&rt, &c, b.weights, 1, &err) == SLM_OK) {
-            int32_t ids[3] = {1 % c.cfg.vocab_size, 2 % c.cfg.vocab_size, 3 % c.cfg.vocab_size};
+        if (c.n_seqs <= 8 && slm_rt_init_seqs(&rt, &c, b.weights, 1, c.n_seqs, 0, &err) == SLM_OK) {
+            int32_t ids[8] = {1 % c.cfg.vocab_size, 2 % c.cfg.vocab_size, 3 % c.cfg.vocab_size};
             if (slm_rt_prefill(&rt, ids, 3, &err) == SLM_OK) (void)slm_rt_decode(&rt, ids[0], &err);
+            if (c.n_seqs > 1) { /* the batch programs: every region holds a prompt, then each batch size */
+                int seqs[8];
+                const float *lg;
+                for (int q = 0; q < c.n_seqs; q++) {
+                    seqs[q] = q;
+                    ids[q] = ids[0];
+                    slm_rt_select(&rt, q);
+                    (void)slm_rt_prefill(&rt, ids, 3, &err);
+                }
+                for (int k = 2; k <= c.n_seqs; k++) (void)slm_rt_decode_batch(&rt, seqs, ids, k, &lg, &err);
+            }
             slm_rt_free(&rt);
         }
     }

@@ -129,8 +129,10 @@ seeds() { # target -> corpus dir
       [ -f "$SHARED/models/stories260K.bin" ] || { echo "$d"; return; }
       local args=(compile -m "$SHARED/models/stories260K.bin" -z "$SHARED/models/tok512.bin"
                   --max-prompt-len 4 --min-response-len 4 -o "$d/stories260K.blob")
+      # and one with batch programs (--parallel 2: batch.2 over 2 KV regions, n_seqs in the config)
       for c in build/staticlm build-asan/staticlm; do
-        [ -x "$c" ] && "$c" "${args[@]}" >/dev/null 2>&1 && break
+        [ -x "$c" ] && "$c" "${args[@]}" >/dev/null 2>&1 &&
+          "$c" "${args[@]/%stories260K.blob/stories260K_p2.blob}" --parallel 2 >/dev/null 2>&1 && break
       done
       if [ ! -f "$d/stories260K.blob" ]; then # no (recent) CLI: build one
         cmake -S . -B "$OUT/cli" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
