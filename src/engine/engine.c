@@ -249,7 +249,7 @@ static slm_status check_blob_options(slm_engine *e, const char *path) {
  * they address that many KV regions; dropped for one sequence (the single-
  * sequence programs run as from any blob); any other count is refused, as
  * they cannot address its regions. A blob without them decodes the sessions
- * one by one (a note under -v). */
+ * one by one (with a note). */
 static slm_status blob_seqs(slm_engine *e, const char *path) {
     slm_compiled *c = &e->comp;
     const int want = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1, have = c->n_seqs > 1 ? c->n_seqs : 1;
@@ -262,8 +262,8 @@ static slm_status blob_seqs(slm_engine *e, const char *path) {
         c->n_seqs = 1;
         if (e->opt.verbose)
             fprintf(stderr, "note: one sequence: the blob's batch programs (--parallel %d) are not used\n", have);
-    } else if (have == 1 && want > 1 && e->opt.verbose) {
-        fprintf(stderr, "note: %d sessions decode one by one: the blob %s holds no batch programs (compile it with "
+    } else if (have == 1 && want > 1) { /* said always: 4 clients would wait in line */
+        fprintf(stderr, "staticlm: note: %d sessions decode one by one: the blob %s holds no batch programs (compile it with "
                         "--parallel %d)\n", want, slm_basename(path), want);
     }
     return SLM_OK;
