@@ -329,6 +329,7 @@ static slm_status source_identity(slm_engine *e, const char *model_path, slm_blo
     slm_compile_options co;
     compile_options(&e->opt, &co);
     id->options_hash = slm_blob_options_hash(&co);
+    if (e->opt.embeddings) id->options_hash = slm_hash64("embeddings", 10, id->options_hash); /* its embed programs */
     snprintf(id->source, sizeof id->source, "%s", slm_basename(model_path));
     slm_blob_ident_seal(id);
     return SLM_OK;
@@ -353,8 +354,25 @@ static const char *ident_mismatch(const slm_blob_ident *want, const slm_blob_ide
     return NULL;
 }
 
+/* With embeddings: the embedding programs (slm_compile_embed) and their
+ * record. e loaded from the source model. */
+static slm_status write_blob_to(slm_engine *e, const char *path, slm_blob_ident *id, int show_progress, slm_err *err) {
+    slm_blob_embed rec;
+    if (e->opt.embeddings) slm_engine_embed_record(e, &rec);
+    return slm_blob_write_embed(path, &e->comp, &e->model, e->tok, e->opt.embeddings ? &rec : NULL, id,
+                                show_progress ? progress_tty : NULL, NULL, err);
+}
+
 static slm_status write_blob(slm_engine *e, const char *path, slm_blob_ident *id, int show_progress) {
-    return slm_blob_write(path, &e->comp, &e->model, e->tok, id, show_progress ? progress_tty : NULL, NULL, &e->err);
+    return write_blob_to(e, path, id, show_progress, &e->err);
+}
+
+/* The embedding keys and heads, then the embedding programs (once: a
+ * cache-mode load that falls back to the source comes here twice). */
+static slm_status source_embed(slm_engine *e, const char *model_path) {
+    slm_status s = slm_engine_embed_init(e, model_path);
+    if (!s && e->opt.embeddings && !slm_largest(&e->comp, SLM_PROG_EMBED)) s = slm_compile_embed(&e->comp, &e->model, &e->err);
+    return s;
 }
 
 /* Cache mode: DIR/<model file name>.<identity>.slmblob */
@@ -385,10 +403,10 @@ static slm_status load_cached(slm_engine *e, const char *model_path) {
         snprintf(e->note, sizeof e->note, "no cached blob for this model and these options; compiling into %s", path);
         if (tty || e->opt.verbose) fprintf(stderr, "staticlm: note: %s\n", e->note);
     }
-    if ((s = open_source(e, model_path))) return s;
+    if ((s = open_source(e, model_path)) || (e->opt.embeddings && (s = source_embed(e, model_path)))) return s;
     if (tty) fprintf(stderr, "compile: %d programs compiled\n", e->comp.n_progs);
     slm_err werr = {0};
-    s = slm_blob_write(path, &e->comp, &e->model, e->tok, &id, tty ? progress_tty : NULL, NULL, &werr);
+    s = write_blob_to(e, path, &id, tty, &werr);
     if (s) {
         /* keep running from the source model */
         size_t n = strlen(e->note);
@@ -505,10 +523,6 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                         opt->draft_tokenizer_path);
     slm_status s;
     const int blob = slm_blob_is_elf(model_path);
-    if (e->opt.embeddings && (blob || (e->opt.cache_dir && e->opt.cache_dir[0])))
-        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "--embeddings: %s; load the source model (GGUF, .bin, "
-                        "a Hugging Face folder) for embeddings", blob ? "blobs hold no embedding programs"
-                        : "--cache-dir keeps blobs, which hold no embedding programs");
     if (blob) {
         if (!(s = open_blob(e, model_path))) s = check_blob_options(e, model_path);
     }
@@ -530,12 +544,12 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                3.0 * c->dim * c->hidden_dim);
         if (params < 2e6) threads = 1;
     }
-    if ((s = slm_engine_embed_init(e, model_path))) return s;
     if (e->cfg.encoder && !e->opt.embeddings)
         return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is an encoder (an embedding model): it makes embeddings, "
                         "not text; use `staticlm embed` or `staticlm serve --embeddings`", slm_basename(model_path),
                         e->cfg.arch);
-    if (e->opt.embeddings && (s = slm_compile_embed(&e->comp, &e->model, &e->err))) return s;
+    /* from a blob (or the cache) the embedding programs and heads are the blob's */
+    if ((s = e->from_blob ? slm_engine_embed_init(e, model_path) : source_embed(e, model_path))) return s;
     const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
     if (n_seqs > 1 && !e->from_blob && e->model.map.data && !e->cfg.encoder) { /* an encoder has no decode to batch */
         /* batch programs need the source model; from a blob the sessions decode one by one */
