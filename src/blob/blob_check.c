@@ -403,6 +403,58 @@ static slm_status check_recurrent(pctx *q, int ti, unsigned *usedp) {
     return SLM_OK;
 }
 
+/* EMBED (a decoder's, or an encoder graph's accumulating variants) and
+ * RMSNORM (with gains, per-head groups, or an encoder graph's LayerNorm). */
+static slm_status check_embed_norm(pctx *q, int ti, unsigned *usedp) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const slm_model_config *m = &q->r->c->cfg;
+    const int enc_graph = slm_encoder_graph(m); /* bert's graph: its EMBED and LayerNorm variants */
+    const char *op = slm_task_op_name(t->op);
+    const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
+    unsigned used = 0;
+    uint64_t ext;
+    slm_status s;
+    if (t->op == SLM_T_EMBED) {
+        /* a = 1 (rows by src0's ids) or 3 (row 0 on every row): an encoder's accumulating embedding,
+         * its row in the scratch (slm_task_scratch_bytes: n floats) */
+        NEED(t->a == 0 || (enc_graph && (t->a == 1 || t->a == 3) && t->f0 == 0.0f && t->n <= m->dim),
+             "task %d (%s): a %d: an encoder graph's accumulating embedding (rows by ids 1, row 0 3), of the model's width"
+             " (the config: encoder %d)", ti, op, t->a, m->encoder);
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
+        NEED(embed_type_ok(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+        uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
+        NEED(row > 0, "task %d (%s): n %d not a whole number of %s blocks", ti, op, t->n, slm_dtype_name(t->wtype));
+        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+        NEED(!slm_is_r16(t->wtype) || t->k >= 16, "task %d (%s): k %d rows of %s under 16", ti, op, t->k,
+             slm_dtype_name(t->wtype));
+        if (t->a != 3) REF(SLM_REF_SRC0, R * 4, 0);
+        REF(SLM_REF_SRC1, (uint64_t)t->k * row, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    } else if (t->a == 1) { /* LayerNorm: centred, gains and (but modern-bert's) a bias of n floats in the weights */
+        NEED(enc_graph && t->c == 0 && t->n >= 1 && t->n <= BLOB_MAX_DIM && t->f0 >= 0.0f && t->f0 < 1.0f,
+             "task %d (%s): an encoder graph's LayerNorm (config encoder %d), n %d, groups %d, eps %g", ti, op,
+             m->encoder, t->n, t->c, (double)t->f0);
+        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS &&
+                 (t->ref[SLM_REF_SRC2].space == SLM_SPACE_NONE || t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS),
+             "task %d (%s): LayerNorm gains and bias must be in the weights", ti, op);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
+        if (t->ref[SLM_REF_SRC2].space != SLM_SPACE_NONE) REF(SLM_REF_SRC2, (uint64_t)t->n * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    } else {
+        NEED(t->a == 0, "task %d (%s): a %d: not a norm (0) or an encoder's LayerNorm (1)", ti, op, t->a);
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        NEED(t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE || m->v_norm, "task %d (%s): no gains (only gemma4's V has none)", ti, op);
+        if (t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE) REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    }
+    *usedp |= used;
+    return SLM_OK;
+}
+
 slm_status blob_check_task(pctx *q, int ti) {
     const slm_program *p = q->p;
     const slm_task *t = &p->tasks[ti];
@@ -458,45 +510,8 @@ slm_status blob_check_task(pctx *q, int ti) {
         MAT((uint64_t)p->rows, SLM_REF_SRC0, (uint64_t)t->n, 0);
         MAT(1, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
-    case SLM_T_EMBED: {
-        /* a = 1 (rows by src0's ids) or 3 (row 0 on every row): an encoder's accumulating embedding,
-         * its row in the scratch (slm_task_scratch_bytes: n floats) */
-        NEED(t->a == 0 || (enc_graph && (t->a == 1 || t->a == 3) && t->f0 == 0.0f && t->n <= m->dim),
-             "task %d (%s): a %d: an encoder graph's accumulating embedding (rows by ids 1, row 0 3), of the model's width"
-             " (the config: encoder %d)", ti, op, t->a, m->encoder);
-        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
-        NEED(embed_type_ok(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
-        uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
-        NEED(row > 0, "task %d (%s): n %d not a whole number of %s blocks", ti, op, t->n, slm_dtype_name(t->wtype));
-        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
-        NEED(!slm_is_r16(t->wtype) || t->k >= 16, "task %d (%s): k %d rows of %s under 16", ti, op, t->k,
-             slm_dtype_name(t->wtype));
-        if (t->a != 3) REF(SLM_REF_SRC0, R * 4, 0);
-        REF(SLM_REF_SRC1, (uint64_t)t->k * row, 0);
-        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
-        break;
-    }
-    case SLM_T_RMSNORM:
-        if (t->a == 1) { /* LayerNorm: centred, gains and (but modern-bert's) a bias of n floats in the weights */
-            NEED(enc_graph && t->c == 0 && t->n >= 1 && t->n <= BLOB_MAX_DIM && t->f0 >= 0.0f && t->f0 < 1.0f,
-                 "task %d (%s): an encoder graph's LayerNorm (config encoder %d), n %d, groups %d, eps %g", ti, op,
-                 m->encoder, t->n, t->c, (double)t->f0);
-            NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS &&
-                     (t->ref[SLM_REF_SRC2].space == SLM_SPACE_NONE || t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS),
-                 "task %d (%s): LayerNorm gains and bias must be in the weights", ti, op);
-            MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
-            REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
-            if (t->ref[SLM_REF_SRC2].space != SLM_SPACE_NONE) REF(SLM_REF_SRC2, (uint64_t)t->n * 4, 0);
-            MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
-            break;
-        }
-        NEED(t->a == 0, "task %d (%s): a %d: not a norm (0) or an encoder's LayerNorm (1)", ti, op, t->a);
-        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
-        NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
-        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
-        NEED(t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE || m->v_norm, "task %d (%s): no gains (only gemma4's V has none)", ti, op);
-        if (t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE) REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
-        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    case SLM_T_EMBED: case SLM_T_RMSNORM:
+        if ((s = check_embed_norm(q, ti, &used))) return s;
         break;
     case SLM_T_MATMUL: {
         if ((s = check_matmul(q, ti, &used))) return s;
