@@ -813,13 +813,18 @@ enum { NB = sizeof batch_len / sizeof batch_len[0], BATCH_CALLS = 6, BATCH_ALONE
 /* Batch results against one text at a time (slm_session_embed) for every
  * pooling the model has (rank: with a classifier head); the mean pooling's
  * calls traced and counted. width: the output's floats per row. */
-static void check_batch(const char *path, const char *what, int width, int rank) {
+static slm_options batch_opts(void) {
     slm_options o = slm_default_options();
     o.embeddings = 1;
     o.max_prompt_len = 32;
     o.prefill_variants[0] = 4;
     o.kv_type = SLM_KV_F32;
     o.n_threads = 2;
+    return o;
+}
+
+static void check_batch(const char *path, const char *what, int width, int rank) {
+    const slm_options o = batch_opts();
     slm_engine *e = t_load(path, &o);
     slm_session *s = NULL;
     CHECK(e != NULL);
@@ -899,12 +904,7 @@ static void check_batch(const char *path, const char *what, int width, int rank)
 
 /* The file's embeddings from a blob (t_blob_embed.h): bit-identical to the source's. */
 static void blob_check(const char *path) {
-    slm_options o = slm_default_options();
-    o.embeddings = 1;
-    o.max_prompt_len = 32;
-    o.prefill_variants[0] = 4;
-    o.kv_type = SLM_KV_F32;
-    o.n_threads = 2;
+    const slm_options o = batch_opts();
     int32_t ids[20];
     for (int i = 0; i < 20; i++) ids[i] = i == 0 ? 1 : 3 + (i * 7) % (VOCAB - 3);
     static const int lens[] = {1, 8, 3, 16, 5, 12, 7, 2, 18};

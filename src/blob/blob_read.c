@@ -125,12 +125,14 @@ static slm_status read_ident(rctx *r, uint32_t si) {
     return SLM_OK;
 }
 
-#define RANGE(v, lo, hi, what)                                                                          \
-    do {                                                                                                \
-        if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                              \
-            return bad(r, "section .slm.config: %s %lld out of range (%lld..%lld)", what, (long long)(v), \
-                       (long long)(lo), (long long)(hi));                                               \
+/* A field of section sec in [lo, hi], else refused naming it. */
+#define SRANGE(sec, v, lo, hi, what)                                                                       \
+    do {                                                                                                   \
+        if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                                 \
+            return bad(r, "section %s: %s %lld out of range (%lld..%lld)", sec, what, (long long)(v),       \
+                       (long long)(lo), (long long)(hi));                                                  \
     } while (0)
+#define RANGE(v, lo, hi, what) SRANGE(".slm.config", v, lo, hi, what)
 
 static slm_status read_config(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
@@ -619,12 +621,7 @@ static slm_status read_embed(rctx *r, uint32_t si) {
         if (p[i]) return bad(r, "section .slm.embed: reserved byte %d not zero", i);
     slm_blob_embed *e = &r->b->embed;
     blob_get_embed(p, e);
-#define ERANGE(v, lo, hi, what)                                                                          \
-    do {                                                                                                 \
-        if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                               \
-            return bad(r, "section .slm.embed: %s %lld out of range (%lld..%lld)", what, (long long)(v), \
-                       (long long)(lo), (long long)(hi));                                                \
-    } while (0)
+#define ERANGE(v, lo, hi, what) SRANGE(".slm.embed", v, lo, hi, what)
     ERANGE(e->encoder, 0, 5, "encoder");
     ERANGE(e->pooling, 0, 4, "pooling");
     ERANGE(e->add_eos, 0, 1, "add_eos");
