@@ -527,7 +527,7 @@ static void test_hostile_fields(void) {
     put32(w + b4 + 24, 4);
     refused(img, n, w, "batch.4 kind 4 (lm_head)", "kind 4 unknown");
     put32(w + b4 + 24, 6);
-    refused(img, n, w, "batch.4 kind 6 (embed)", "kind 6 unknown");
+    refused(img, n, w, "batch.4 kind 6 (embed)", "an embedding program without .slm.embed");
     put32(w + b4 + 24, 2);
     refused(img, n, w, "batch.4 kind 2", "batch.4");
     put32(w + b2 + 24, 3);
@@ -543,7 +543,7 @@ static void test_hostile_fields(void) {
         refused(img, n, w, "batch.4 kv_capacity", "kv_capacity");
     }
     put32(w + b4 + 68, 1);
-    refused(img, n, w, "batch.4 reserved", "reserved field not zero");
+    refused(img, n, w, "batch.4 reserved", "region 1 with rows 4 (embed batch: at least 2 regions; else 0)");
     /* the order: batch.4 before batch.2 (records swapped, names and all) */
     {
         uint8_t t[BLOB_PROG_SIZE];

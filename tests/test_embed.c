@@ -2,8 +2,9 @@
  * reference forward (ref_forward.h) for every pooling, short inputs (a
  * padded small variant), inputs over max_prompt_len (chunks) and up to the
  * KV capacity; the model file's pooling_type and add_eos; the refusals
- * (embeddings off, a blob, --cache-dir, an encoder's attention.causal =
- * false, an input over the capacity, a short output); a session generates
+ * (embeddings off, a blob without embedding programs, an encoder's
+ * attention.causal = false, an input over the capacity, a short output);
+ * the same embeddings from a blob and from a --cache-dir (t_blob_embed.h); a session generates
  * as before after an embedding; the normalizations; `staticlm embed` prints
  * what the API gives; a sentence-transformers folder's pooling. stories260K
  * + tok512, and small qwen3 and qwen35 (recurrent layers) files written by
@@ -22,6 +23,7 @@
 #include "staticlm.h"
 #include "t.h"
 #include "t_engine.h"
+#include "t_blob_embed.h"
 #include "run_cmd.h"
 
 #define M(f) T_SHARED("models/" f)
@@ -181,7 +183,7 @@ static void test_refusals(void) {
     CHECK(slm_session_embed(s, ids, 3, SLM_POOLING_MEAN, out, 64) == SLM_ERR_ARG);
     CHECKF(strstr(slm_session_error(s), "--embeddings") != NULL, "%s", slm_session_error(s));
     slm_session_free(s);
-    /* a blob holds no embedding programs; nor does a cache folder's */
+    /* a blob compiled without embeddings holds no embedding programs */
     char blob[300];
     snprintf(blob, sizeof blob, "%s/m.slm", dir);
     CHECK(slm_save_blob(e, blob) == SLM_OK);
@@ -189,13 +191,35 @@ static void test_refusals(void) {
     o.embeddings = 1;
     slm_engine *b = NULL;
     CHECK(slm_load(&b, blob, &o) == SLM_ERR_UNSUPPORTED);
-    CHECKF(strstr(slm_last_error(b), "blobs hold no embedding programs") != NULL, "%s", slm_last_error(b));
+    CHECKF(strstr(slm_last_error(b), "holds no embedding programs") != NULL, "%s", slm_last_error(b));
     slm_free(b);
-    o.cache_dir = dir;
+    unlink(blob);
+    /* with them: the blob's embeddings are the source's (a decoder: embed.T beside prefill and generate) */
+    int32_t many[24];
+    for (int i = 0; i < 24; i++) many[i] = i ? 5 + (i * 37) % 500 : 1;
+    static const int lens[] = {3, 16, 1, 9};
     o.tokenizer_path = M("tok512.bin");
-    b = NULL;
-    CHECK(slm_load(&b, M("stories260K.bin"), &o) == SLM_ERR_UNSUPPORTED);
-    CHECKF(strstr(slm_last_error(b), "--cache-dir") != NULL, "%s", slm_last_error(b));
+    t_blob_embed_check(M("stories260K.bin"), &o, blob, many, 24, lens, 4);
+    /* a cache folder: compiled and written with them on the first load, mapped on the second */
+    char cdir[300];
+    snprintf(cdir, sizeof cdir, "%s/cache", dir);
+    o.cache_dir = cdir;
+    float x[64], y[64];
+    for (int k = 0; k < 2; k++) {
+        b = load(M("stories260K.bin"), M("tok512.bin"), o);
+        slm_session *bs = NULL;
+        CHECK(b && slm_session_new(b, NULL, &bs) == SLM_OK);
+        CHECK(bs && slm_session_embed(bs, many, 20, SLM_POOLING_MEAN, k ? y : x, 64) == SLM_OK);
+        slm_session_free(bs);
+        slm_free(b);
+    }
+    CHECK(!memcmp(x, y, sizeof x));
+    o.cache_dir = NULL;
+    b = load(M("stories260K.bin"), M("tok512.bin"), o);
+    slm_session *bs = NULL;
+    CHECK(b && slm_session_new(b, NULL, &bs) == SLM_OK);
+    CHECK(bs && slm_session_embed(bs, many, 20, SLM_POOLING_MEAN, y, 64) == SLM_OK && !memcmp(x, y, sizeof x));
+    slm_session_free(bs);
     slm_free(b);
 }
 
@@ -240,6 +264,11 @@ static void test_model_pooling_key(void) {
         check_poolings(s, path, ids, 20, 64, 0);
         free(ref);
         slm_session_free(s);
+        static const int lens[] = {5, 18, 1};
+        char blob[320];
+        snprintf(blob, sizeof blob, "%s.slmblob", path); /* pooling last kept by the blob */
+        const slm_options bo = embed_opts(16, 16);
+        t_blob_embed_check(path, &bo, blob, ids, 20, lens, 3);
     }
     slm_free(e);
     slm_engine *x = NULL;
@@ -438,6 +467,15 @@ static void test_rerank(void) {
     float v[64];
     CHECK(slm_session_embed_text(s, "a cat", SLM_POOLING_LAST, v, 64, NULL) == SLM_OK);
     CHECK(slm_session_rerank(s, "q", "d", sc, 1, NULL) == SLM_ERR_ARG); /* short output */
+    { /* from a blob: its classifier rows (cls.output) and rerank template (.slm.meta) */
+        int32_t rid[12];
+        for (int i = 0; i < 12; i++) rid[i] = 10 + i * 31;
+        static const int lens[] = {4, 10};
+        char blob[320];
+        snprintf(blob, sizeof blob, "%s.slmblob", path);
+        const slm_options bo = embed_opts(64, 192);
+        t_blob_embed_check(path, &bo, blob, rid, 12, lens, 2);
+    }
 out:
     slm_session_free(s);
     slm_free(e);
@@ -538,6 +576,14 @@ static void check_cross_encoder(const char *arch, int xlmr) {
     free(row);
     slm_session_free(s);
     slm_free(e);
+    /* from a blob: the repacked head matrices kept in its weights, the pair's flags in .slm.embed */
+    char blob[320];
+    snprintf(blob, sizeof blob, "%s.slmblob", path);
+    static const int lens[] = {4, 20, 1, 9, 13};
+    int32_t bid[24];
+    for (int i = 0; i < 24; i++) bid[i] = i ? 5 + (i * 37) % 500 : in.bos_id;
+    const slm_options bo = embed_opts(64, 0);
+    t_blob_embed_check(path, &bo, blob, bid, 24, lens, 5);
     unlink(path);
 }
 

@@ -27,6 +27,7 @@
 #include "staticlm.h"
 #include "t.h"
 #include "t_engine.h"
+#include "t_blob_embed.h"
 
 enum { DIM = 64, HEADS = 4, HD = 16, FF = 96, LAYERS = 2, CTX = 32, VOCAB = 40 };
 
@@ -812,13 +813,18 @@ enum { NB = sizeof batch_len / sizeof batch_len[0], BATCH_CALLS = 6, BATCH_ALONE
 /* Batch results against one text at a time (slm_session_embed) for every
  * pooling the model has (rank: with a classifier head); the mean pooling's
  * calls traced and counted. width: the output's floats per row. */
-static void check_batch(const char *path, const char *what, int width, int rank) {
+static slm_options batch_opts(void) {
     slm_options o = slm_default_options();
     o.embeddings = 1;
     o.max_prompt_len = 32;
     o.prefill_variants[0] = 4;
     o.kv_type = SLM_KV_F32;
     o.n_threads = 2;
+    return o;
+}
+
+static void check_batch(const char *path, const char *what, int width, int rank) {
+    const slm_options o = batch_opts();
     slm_engine *e = t_load(path, &o);
     slm_session *s = NULL;
     CHECK(e != NULL);
@@ -896,6 +902,17 @@ static void check_batch(const char *path, const char *what, int width, int rank)
     slm_free(e);
 }
 
+/* The file's embeddings from a blob (t_blob_embed.h): bit-identical to the source's. */
+static void blob_check(const char *path) {
+    const slm_options o = batch_opts();
+    int32_t ids[20];
+    for (int i = 0; i < 20; i++) ids[i] = i == 0 ? 1 : 3 + (i * 7) % (VOCAB - 3);
+    static const int lens[] = {1, 8, 3, 16, 5, 12, 7, 2, 18};
+    char blob[320];
+    snprintf(blob, sizeof blob, "%s.slmblob", path);
+    t_blob_embed_check(path, &o, blob, ids, 20, lens, (int)(sizeof lens / sizeof lens[0]));
+}
+
 static void test_embed_batch(void) {
     static const char *const kinds[3] = {"bert", "nomic-bert", "jina-bert-v2"};
     for (int kind = 0; kind < 3; kind++) { /* with a one-label classifier head: pooling rank (its first row) */
@@ -906,6 +923,7 @@ static void test_embed_batch(void) {
         snprintf(path, sizeof path, "%s/%s-batch.gguf", dir, kinds[kind]);
         CHECK(write_model(&m, path));
         check_batch(path, kinds[kind], DIM, 1); /* jina: ALiBi's distances within a region */
+        blob_check(path);
         unlink(path);
         free_model(&m);
     }
@@ -917,6 +935,7 @@ static void test_embed_batch(void) {
         snprintf(path, sizeof path, "%s/modern-batch.gguf", dir);
         CHECK(m_write(&m, path, 3, 0));
         check_batch(path, "modern-bert", MD, 1);
+        blob_check(path);
         unlink(path);
         free_model(&m);
     }
@@ -927,6 +946,7 @@ static void test_embed_batch(void) {
     snprintf(path, sizeof path, "%s/gemma-batch.gguf", dir);
     CHECK(g_write(&m, path));
     check_batch(path, "gemma-embedding", GD, 0);
+    blob_check(path);
     unlink(path);
     free_model(&m);
 }

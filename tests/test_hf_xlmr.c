@@ -20,6 +20,7 @@
 
 #include "t.h"
 #include "t_hf_twin.h"
+#include "t_blob_embed.h"
 #include "st_write.h"
 #include "format/gguf.h"
 #include "format/model.h"
@@ -481,6 +482,20 @@ static void test_cross_encoder(void) {
     slm_session_free(sb);
     slm_free(ef);
     slm_free(eg);
+    { /* the folder as a blob: its pooling, the pair of its post-processor and its head kept */
+        slm_options bo = slm_default_options();
+        bo.embeddings = 1;
+        bo.max_prompt_len = CTX;
+        bo.prefill_variants[0] = 8;
+        bo.kv_type = SLM_KV_F32;
+        bo.n_threads = 2;
+        int32_t bid[12];
+        for (int i = 0; i < 12; i++) bid[i] = i ? 3 + (i * 5) % 20 : 0;
+        static const int lens[] = {4, 10, 2};
+        char blob[640];
+        snprintf(blob, sizeof blob, "%s/cross.slmblob", root);
+        t_blob_embed_check(dir, &bo, blob, bid, 12, lens, 3);
+    }
     const char *keep = getenv("SLM_XLMR_KEEP");
     if (keep) {
         char cmd[1400];

@@ -24,7 +24,7 @@
 
 /* Bump whenever the layout of any section, or what the compiler emits for
  * the same inputs, changes: blobs of another version are recompiled. */
-#define SLM_BLOB_FORMAT_VERSION 21u
+#define SLM_BLOB_FORMAT_VERSION 22u
 #define SLM_BLOB_PAGE 4096u
 
 /* ---- hashing ------------------------------------------------------------ */
@@ -74,6 +74,32 @@ uint64_t slm_blob_options_hash(const slm_compile_options *o);
 /* Fill format_version, compiler and identity from the other fields. */
 void slm_blob_ident_seal(slm_blob_ident *id);
 
+/* ---- embeddings (.slm.embed) ------------------------------------------- */
+
+/* What a blob with embedding programs (kinds EMBED, EMBED_BATCH) keeps
+ * beside them for the session: the config's encoder kind (slm_model_config
+ * .encoder, not in .slm.config), the model's default pooling, how a text
+ * and a rerank pair are tokenized, and the heads applied after the programs
+ * (their tensors, by their GGUF names, in the weights section and the
+ * tensor table: the classifier cls.weight, cls.bias, cls.norm.weight,
+ * cls.output.weight, cls.output.bias; the dense projections dense_2.weight,
+ * dense_2.bias, dense_3.weight). docs/blob.md has the record. */
+#define SLM_BLOB_EMBED_CLS1_B 0x1   /* cls.bias */
+#define SLM_BLOB_EMBED_CLS_NORM 0x2 /* cls.norm.weight */
+#define SLM_BLOB_EMBED_CLS_W 0x4    /* cls.output.weight */
+#define SLM_BLOB_EMBED_CLS_B 0x8    /* cls.output.bias */
+#define SLM_BLOB_EMBED_DENSE_B 0x10 /* dense_2.bias */
+typedef struct slm_blob_embed {
+    int32_t encoder;   /* 0 a decoder's embeddings, 1..5 slm_model_config.encoder */
+    int32_t pooling;   /* the model's pooling (slm_pooling, 0..4) */
+    int32_t add_eos;   /* tokenizer.ggml.add_eos_token of a non-BPE vocabulary */
+    int32_t pair_bos, pair_eos, pair_sep, sep; /* a rerank pair: [BOS] q [EOS] [SEP] d [EOS]; sep -1: none */
+    int32_t n_cls1;    /* rows of cls.weight (0: none) */
+    int32_t n_cls;     /* scores of the classifier (0: not a reranker) */
+    int32_t d2;        /* rows of dense_2.weight (0: none) */
+    uint32_t heads;    /* SLM_BLOB_EMBED_* : the optional head tensors present */
+} slm_blob_embed;
+
 /* ---- writing ------------------------------------------------------------ */
 
 /* Called once per program written and once per 64 MiB of weights. */
@@ -88,6 +114,12 @@ typedef void (*slm_blob_progress)(void *ud, const char *what, int done, int tota
 slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
                           const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
                           void *ud, slm_err *err);
+
+/* The same with embedding programs: emb (NULL: none) is written as
+ * .slm.embed, and the head tensors it names are kept in the weights. */
+slm_status slm_blob_write_embed(const char *path, const slm_compiled *c, const slm_model_file *m,
+                                const slm_tokenizer *tok, const slm_blob_embed *emb, slm_blob_ident *id,
+                                slm_blob_progress progress, void *ud, slm_err *err);
 
 /* ---- loading ------------------------------------------------------------ */
 
@@ -106,6 +138,8 @@ typedef struct slm_blob {
     const uint8_t *tensors;  /* the tensor table, in place */
     uint32_t n_tensors;
     uint32_t n_sections;
+    int has_embed;           /* a .slm.embed section (embedding programs) */
+    slm_blob_embed embed;
 } slm_blob;
 
 /* 1 when the file starts with the ELF magic. */
@@ -121,6 +155,10 @@ slm_status slm_blob_open_mem(slm_blob *b, const void *data, uint64_t size, const
 void slm_blob_close(slm_blob *b);
 /* A string kept from the model file's metadata; 1 if present. */
 int slm_blob_meta(const slm_blob *b, const char *key, const char **val, uint64_t *len);
+/* A tensor of the tensor table by name (data in the weights section, name
+ * NUL-terminated, type, dims and bytes as stored: checked by the reader to
+ * lie in the section); 1 if present. */
+int slm_blob_tensor(const slm_blob *b, const char *name, slm_tensor *t);
 /* Print programs, I/O, task counts by kind, memory needs and identity. */
 void slm_blob_print(const slm_blob *b, const slm_compiled *comp, FILE *f);
 /* Hash the weights section and compare with the identity record. */

@@ -8,7 +8,14 @@
 /* The KV rows of one sequence's region and the sequences a program sees: a
  * batch program's n_seqs regions of the config's capacity, else one region
  * of the program's capacity. */
-static int prog_region(const pctx *q) { return q->p->kind == SLM_PROG_BATCH ? q->r->c->kv_capacity : q->p->kv_capacity; }
+/* The KV rows a row attends within: a batch program's sequence region, an
+ * embed batch program's text region, else the program's KV capacity. */
+static int prog_region(const pctx *q) {
+    return q->p->kind == SLM_PROG_BATCH ? q->r->c->kv_capacity
+         : q->p->kind == SLM_PROG_EMBED_BATCH ? q->p->region : q->p->kv_capacity;
+}
+/* Programs whose K/V rows land at their cache positions (DST_CPOS). */
+static int cpos_prog(const slm_program *p) { return p->kind == SLM_PROG_BATCH || p->kind == SLM_PROG_EMBED_BATCH; }
 static int prog_seqs(const pctx *q) { return q->p->kind == SLM_PROG_BATCH ? q->r->c->n_seqs : 1; }
 
 /* Bytes a reference may touch must lie in its space. */
@@ -35,8 +42,8 @@ static slm_status check_ref(pctx *q, int ti, int k, uint64_t ext, int is_dst) {
              * row of the I/O's width, so [off, off + ext) inside T rows keeps each row inside its own
              * (the runtime binds kv_capacity rows and keeps the cache positions below it) */
             const int cpos = (t->flags & SLM_TF_DST_CPOS) != 0;
-            if (cpos && (q->p->kind != SLM_PROG_BATCH || rf->ld != (uint32_t)d->cols))
-                return pbad(q, "task %d (%s): %s: %s written at the cache positions outside a batch program or with "
+            if (cpos && (!cpos_prog(q->p) || rf->ld != (uint32_t)d->cols))
+                return pbad(q, "task %d (%s): %s: %s written at the cache positions outside a batch or embed batch program or with "
                             "stride %u != its width %d", ti, slm_task_op_name(t->op), fn[k], d->name, rf->ld, d->cols);
             if (!is_dst || !((t->flags & SLM_TF_DST_COMPACT) || (t->flags & SLM_TF_ONE_ROW) || cpos) ||
                 (d->dtype == SLM_F32 ? t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM
@@ -101,8 +108,11 @@ static slm_status check_family_fields(pctx *q, int ti) {
         (t->f1 != 0.0f && t->op != SLM_T_ATTENTION && !post_cap && !oai))
         return pbad(q, "task %d (%s): f1 %g out of range for this task", ti, op, (double)t->f1);
     const int post_scale = (t->flags & SLM_TF_POST_SCALE) != 0;
+    /* ATTENTION's f2: ALiBi's largest bias, jina-bert-v2's (encoder 5) alone */
+    const int alibi = t->op == SLM_T_ATTENTION && q->r->c->cfg.encoder == 5 && t->f2 > 0.0f && t->f2 <= 64.0f;
     if ((post_scale && (t->op != SLM_T_MATMUL || !(t->f2 > 0.0f && t->f2 < 1e9f))) ||
-        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE && t->op != SLM_T_MOE_ROUTE && t->op != SLM_T_ADD) ||
+        (!post_scale && t->f2 != 0.0f && t->op != SLM_T_MOE_COMBINE && t->op != SLM_T_MOE_ROUTE && t->op != SLM_T_ADD &&
+         !alibi) ||
         (t->op == SLM_T_ADD && !(t->f2 > -1e6f && t->f2 < 1e6f))) /* ADD: gemma4's layer output scale */
         return pbad(q, "task %d (%s): scale f2 %g out of range for this task", ti, op, (double)t->f2);
     if ((t->op == SLM_T_EMBED || t->op == SLM_T_ATTENTION) && !(t->f0 >= 0.0f && t->f0 < 1e9f))
@@ -248,10 +258,12 @@ static slm_status check_attention(pctx *q, int ti, unsigned *usedp) {
     NEED(t->a >= 1 && t->b >= 1 && t->b <= t->a && t->a % t->b == 0, "task %d (%s): heads a %d / kv heads b %d incoherent", ti, op, t->a, t->b);
     NEED(t->c >= 1 && (int64_t)t->a * t->c <= BLOB_MAX_DIM, "task %d (%s): head_dim c %d out of range", ti, op, t->c);
     NEED(t->n0 >= 0 && t->n0 < t->n1 && t->n1 <= t->a, "task %d (%s): heads [%d,%d) not within [0,%d)", ti, op, t->n0, t->n1, t->a);
-    NEED(t->k == prog_region(q), "task %d (%s): k %d != the KV rows of a sequence's region %d (program KV capacity %llu)",
-         ti, op, t->k, prog_region(q), (unsigned long long)C);
+    NEED(t->k == prog_region(q), "task %d (%s): k %d != the KV rows of a region %d (a sequence's, or a text's in an "
+         "embed batch program; program KV capacity %llu)", ti, op, t->k, prog_region(q), (unsigned long long)C);
     NEED(t->ref[SLM_REF_SRC2].ld == t->ref[SLM_REF_SRC1].ld, "task %d (%s): K and V strides differ", ti, op);
-    NEED(t->window >= 0, "task %d (%s): window %d negative", ti, op, t->window);
+    /* window < 0: both ways (an encoder's, or gemma-embedding's; -(h + 1): h rows either side) */
+    NEED(t->window >= 0 || (q->r->c->cfg.encoder && t->window >= -BLOB_MAX_DIM && !(t->flags & SLM_TF_KEY_PARTS)),
+         "task %d (%s): window %d negative%s", ti, op, t->window, q->r->c->cfg.encoder ? "" : " (an encoder's only)");
     NEED(t->wtype == q->r->c->opt.kv_type && (t->wtype != SLM_Q8_0 || t->c % SLM_QK8_0 == 0),
          "task %d (%s): KV type %u (head_dim %d), the config's is %d", ti, op, t->wtype, t->c, q->r->c->opt.kv_type);
     const uint64_t w = (uint64_t)t->n1 * (uint64_t)t->c, kvw = (uint64_t)t->b * (uint64_t)t->c;
@@ -410,19 +422,78 @@ static slm_status check_recurrent(pctx *q, int ti, unsigned *usedp) {
     return SLM_OK;
 }
 
-/* Rows written at their cache positions (DST_CPOS): a batch program's K/V rows into present.* only. */
+/* Rows written at their cache positions (DST_CPOS): a batch or embed batch
+ * program's K/V rows into present.* only, by the ops that honour it (a
+ * matmul's tile at a multiple of 16). */
 static int cpos_ok(const pctx *q, const slm_task *t) {
     const slm_program *p = q->p;
     const slm_ref *d = &t->ref[SLM_REF_DST];
     if (!(t->flags & SLM_TF_DST_CPOS)) return 1;
-    return p->kind == SLM_PROG_BATCH && !(t->flags & (SLM_TF_DST_COMPACT | SLM_TF_ONE_ROW)) && d->space == SLM_SPACE_IO &&
+    if (t->op != SLM_T_MATMUL && t->op != SLM_T_ROPE && t->op != SLM_T_BIAS && t->op != SLM_T_RMSNORM &&
+        t->op != SLM_T_KV_STORE)
+        return 0;
+    if (t->op == SLM_T_MATMUL && t->n0 % 16) return 0;
+    return cpos_prog(p) && !(t->flags & (SLM_TF_DST_COMPACT | SLM_TF_ONE_ROW)) && d->space == SLM_SPACE_IO &&
            d->io < p->n_io && (p->io[d->io].role == SLM_IO_PRESENT_KEY || p->io[d->io].role == SLM_IO_PRESENT_VALUE);
+}
+
+/* EMBED (a decoder's, or an encoder graph's accumulating variants) and
+ * RMSNORM (with gains, per-head groups, or an encoder graph's LayerNorm). */
+static slm_status check_embed_norm(pctx *q, int ti, unsigned *usedp) {
+    const slm_program *p = q->p;
+    const slm_task *t = &p->tasks[ti];
+    const slm_model_config *m = &q->r->c->cfg;
+    const int enc_graph = slm_encoder_graph(m); /* bert's graph: its EMBED and LayerNorm variants */
+    const char *op = slm_task_op_name(t->op);
+    const uint64_t R = (t->flags & SLM_TF_ONE_ROW) ? 1 : (uint64_t)p->rows;
+    unsigned used = 0;
+    uint64_t ext;
+    slm_status s;
+    if (t->op == SLM_T_EMBED) {
+        /* a = 1 (rows by src0's ids) or 3 (row 0 on every row): an encoder's accumulating embedding,
+         * its row in the scratch (slm_task_scratch_bytes: n floats) */
+        NEED(t->a == 0 || (enc_graph && (t->a == 1 || t->a == 3) && t->f0 == 0.0f && t->n <= m->dim),
+             "task %d (%s): a %d: an encoder graph's accumulating embedding (rows by ids 1, row 0 3), of the model's width"
+             " (the config: encoder %d)", ti, op, t->a, m->encoder);
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
+        NEED(embed_type_ok(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
+        uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
+        NEED(row > 0, "task %d (%s): n %d not a whole number of %s blocks", ti, op, t->n, slm_dtype_name(t->wtype));
+        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
+        NEED(!slm_is_r16(t->wtype) || t->k >= 16, "task %d (%s): k %d rows of %s under 16", ti, op, t->k,
+             slm_dtype_name(t->wtype));
+        if (t->a != 3) REF(SLM_REF_SRC0, R * 4, 0);
+        REF(SLM_REF_SRC1, (uint64_t)t->k * row, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    } else if (t->a == 1) { /* LayerNorm: centred, gains and (but modern-bert's) a bias of n floats in the weights */
+        NEED(enc_graph && t->c == 0 && t->n >= 1 && t->n <= BLOB_MAX_DIM && t->f0 >= 0.0f && t->f0 < 1.0f,
+             "task %d (%s): an encoder graph's LayerNorm (config encoder %d), n %d, groups %d, eps %g", ti, op,
+             m->encoder, t->n, t->c, (double)t->f0);
+        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS &&
+                 (t->ref[SLM_REF_SRC2].space == SLM_SPACE_NONE || t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS),
+             "task %d (%s): LayerNorm gains and bias must be in the weights", ti, op);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        REF(SLM_REF_SRC1, (uint64_t)t->n * 4, 0);
+        if (t->ref[SLM_REF_SRC2].space != SLM_SPACE_NONE) REF(SLM_REF_SRC2, (uint64_t)t->n * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    } else {
+        NEED(t->a == 0, "task %d (%s): a %d: not a norm (0) or an encoder's LayerNorm (1)", ti, op, t->a);
+        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
+        NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
+        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
+        NEED(t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE || m->v_norm, "task %d (%s): no gains (only gemma4's V has none)", ti, op);
+        if (t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE) REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
+        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    }
+    *usedp |= used;
+    return SLM_OK;
 }
 
 slm_status blob_check_task(pctx *q, int ti) {
     const slm_program *p = q->p;
     const slm_task *t = &p->tasks[ti];
     const slm_model_config *m = &q->r->c->cfg;
+    const int enc_graph = slm_encoder_graph(m); /* bert's graph: its EMBED, LayerNorm and GELU variants */
     const char *op = slm_task_op_name(t->op);
     unsigned used = 0; /* bit per operand */
     uint64_t ext;
@@ -434,8 +505,9 @@ slm_status blob_check_task(pctx *q, int ti) {
                                SLM_TF_DST_CPOS))
         return pbad(q, "task %d (%s): flags 0x%x unknown", ti, op, t->flags);
     if (!cpos_ok(q, t))
-        return pbad(q, "task %d (%s): flag DST_CPOS (rows at their cache positions) but for a batch program's present "
-                    "K/V destination", ti, op);
+        return pbad(q, "task %d (%s): flag DST_CPOS (rows at their cache positions) but for a batch or embed batch "
+                    "program's present K/V destination (a matmul, rope, bias, norm or K/V store; a matmul's tile at a "
+                    "multiple of 16)", ti, op);
     if ((s = check_family_fields(q, ti)) || (s = check_prologue_epilogue(q, ti))) return s;
     if (t->window && t->op != SLM_T_ATTENTION && t->op != SLM_T_SSM_CONV && t->op != SLM_T_DELTA_NET &&
         !(t->flags & SLM_TF_EXPERT))
@@ -467,28 +539,8 @@ slm_status blob_check_task(pctx *q, int ti) {
         MAT((uint64_t)p->rows, SLM_REF_SRC0, (uint64_t)t->n, 0);
         MAT(1, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
-    case SLM_T_EMBED: {
-        NEED(t->a == 0, "task %d (%s): a %d: an encoder's accumulating embedding (blobs hold no encoder programs)", ti, op, t->a);
-        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM && t->k >= 1 && t->k <= BLOB_MAX_DIM, "task %d (%s): n %d / k %d out of range", ti, op, t->n, t->k);
-        NEED(embed_type_ok(t->wtype), "task %d (%s): wtype %u not supported", ti, op, t->wtype);
-        uint64_t row = slm_row_bytes(t->wtype, (uint64_t)t->n);
-        NEED(row > 0, "task %d (%s): n %d not a whole number of %s blocks", ti, op, t->n, slm_dtype_name(t->wtype));
-        NEED(t->ref[SLM_REF_SRC1].space == SLM_SPACE_WEIGHTS, "task %d (%s): src1 must be in the weights", ti, op);
-        NEED(!slm_is_r16(t->wtype) || t->k >= 16, "task %d (%s): k %d rows of %s under 16", ti, op, t->k,
-             slm_dtype_name(t->wtype));
-        REF(SLM_REF_SRC0, R * 4, 0);
-        REF(SLM_REF_SRC1, (uint64_t)t->k * row, 0);
-        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
-        break;
-    }
-    case SLM_T_RMSNORM:
-        NEED(t->a == 0, "task %d (%s): a %d: an encoder's LayerNorm (blobs hold no encoder programs)", ti, op, t->a);
-        NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
-        NEED(t->c >= 0 && (t->c == 0 || t->n % t->c == 0), "task %d (%s): groups of %d do not divide %d", ti, op, t->c, t->n);
-        MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
-        NEED(t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE || m->v_norm, "task %d (%s): no gains (only gemma4's V has none)", ti, op);
-        if (t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE) REF(SLM_REF_SRC1, (uint64_t)(t->c ? t->c : t->n) * 4, 0);
-        MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
+    case SLM_T_EMBED: case SLM_T_RMSNORM:
+        if ((s = check_embed_norm(q, ti, &used))) return s;
         break;
     case SLM_T_MATMUL: {
         if ((s = check_matmul(q, ti, &used))) return s;
@@ -548,10 +600,12 @@ slm_status blob_check_task(pctx *q, int ti) {
         break;
     case SLM_T_SWIGLU:
         NEED(t->n >= 1 && t->n <= BLOB_MAX_DIM, "task %d (%s): n %d out of range", ti, op, t->n);
-        NEED(t->a == 0 || (t->a == 1 && !(t->flags & SLM_TF_GELU) && m->attn_gate),
-             "task %d (%s): gate kind a %d (0 silu, 1 sigmoid with the config's gated attention)", ti, op, t->a);
+        NEED(t->a == 0 || (t->a == 1 && !(t->flags & SLM_TF_GELU) && m->attn_gate) ||
+                 (t->a == 2 && !(t->flags & SLM_TF_GELU) && enc_graph),
+             "task %d (%s): gate kind a %d (0 silu, 1 sigmoid with the config's gated attention, 2 an encoder graph's "
+             "GELU in place)", ti, op, t->a);
         MAT(R, SLM_REF_SRC0, (uint64_t)t->n, 0);
-        MAT(R, SLM_REF_SRC1, (uint64_t)t->n, 0);
+        if (t->a != 2) MAT(R, SLM_REF_SRC1, (uint64_t)t->n, 0);
         MAT(R, SLM_REF_DST, (uint64_t)t->n, 1);
         break;
     default:

@@ -67,6 +67,18 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
             if (c->progs[i].kind == SLM_PROG_BATCH) fprintf(f, " %s", c->progs[i].name);
         fprintf(f, "\n");
     }
+    if (b->has_embed) { /* .slm.embed: what the session applies around the embedding programs */
+        static const char *const pool[5] = {"none", "mean", "cls", "last", "rank"};
+        const slm_blob_embed *e = &b->embed;
+        fprintf(f, "embeddings: %s, pooling %s%s, rerank pair%s%s%s%s", e->encoder ? "an encoder's programs alone"
+                : "programs beside the decoder's", pool[e->pooling], e->add_eos ? ", EOS added" : "",
+                e->pair_bos ? " [BOS]" : "", " query", e->pair_eos ? " [EOS]" : "", e->pair_sep ? " [SEP]" : "");
+        fprintf(f, " document%s", e->pair_eos ? " [EOS]" : "");
+        if (e->n_cls)
+            fprintf(f, "; classifier: %s%d score%s", e->n_cls1 ? "a dense layer, then " : "", e->n_cls, e->n_cls > 1 ? "s" : "");
+        if (e->d2) fprintf(f, "; dense projections %d -> %d -> %d", m->dim, e->d2, m->dim);
+        fprintf(f, "\n");
+    }
     uint64_t arena = 0, scratch = 0;
     for (int i = 0; i < c->n_progs; i++) {
         const slm_program *p = &c->progs[i];
@@ -77,7 +89,10 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
             uint64_t sb = slm_task_scratch_bytes(&p->tasks[t]);
             if (sb > scratch) scratch = sb;
         }
-        fprintf(f, "\nprogram %s: rows %d, KV capacity %d, %d tasks (", p->name, p->rows, p->kv_capacity, p->n_tasks);
+        fprintf(f, "\nprogram %s: rows %d, KV capacity %d, ", p->name, p->rows, p->kv_capacity);
+        if (p->kind == SLM_PROG_EMBED) fprintf(f, "embedding (every row's hidden state), ");
+        if (p->kind == SLM_PROG_EMBED_BATCH) fprintf(f, "embedding of %d texts in regions of %d rows, ", p->rows / p->region, p->region);
+        fprintf(f, "%d tasks (", p->n_tasks);
         int first = 1;
         for (int k = 0; k < SLM_T_OP_COUNT; k++)
             if (counts[k]) {

@@ -125,12 +125,14 @@ static slm_status read_ident(rctx *r, uint32_t si) {
     return SLM_OK;
 }
 
-#define RANGE(v, lo, hi, what)                                                                          \
-    do {                                                                                                \
-        if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                              \
-            return bad(r, "section .slm.config: %s %lld out of range (%lld..%lld)", what, (long long)(v), \
-                       (long long)(lo), (long long)(hi));                                               \
+/* A field of section sec in [lo, hi], else refused naming it. */
+#define SRANGE(sec, v, lo, hi, what)                                                                       \
+    do {                                                                                                   \
+        if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                                 \
+            return bad(r, "section %s: %s %lld out of range (%lld..%lld)", sec, what, (long long)(v),       \
+                       (long long)(lo), (long long)(hi));                                                  \
     } while (0)
+#define RANGE(v, lo, hi, what) SRANGE(".slm.config", v, lo, hi, what)
 
 static slm_status read_config(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
@@ -140,9 +142,14 @@ static slm_status read_config(rctx *r, uint32_t si) {
     slm_model_config *m = &c->cfg;
     blob_get_config(p, m);
     if (!nul_within((const uint8_t *)m->arch, sizeof m->arch)) return bad(r, "section .slm.config: arch: not NUL-terminated");
-    if (!strcmp(m->arch, "bert") || !strcmp(m->arch, "nomic-bert") || !strcmp(m->arch, "gemma-embedding") ||
-        !strcmp(m->arch, "modern-bert") || !strcmp(m->arch, "jina-bert-v2"))
-        return bad(r, "section .slm.config: arch '%s': an encoder, which blobs never hold", m->arch);
+    /* an encoder (its kind in .slm.embed) only with its own arch, and no encoder arch as a decoder */
+    static const char *const enc_arch[6] = {"", "bert", "nomic-bert", "gemma-embedding", "modern-bert", "jina-bert-v2"};
+    const int enc = r->b->has_embed ? r->b->embed.encoder : 0;
+    for (int k = 1; k < 6; k++)
+        if (!strcmp(m->arch, enc_arch[k]) != (enc == k))
+            return bad(r, "section .slm.config: arch '%s' with encoder kind %d (.slm.embed): an encoder's arch goes with "
+                       "its kind (%s: %d)", m->arch, enc, enc_arch[k], k);
+    m->encoder = enc;
     RANGE(m->dim, 1, BLOB_MAX_DIM, "dim");
     RANGE(m->hidden_dim, 1, BLOB_MAX_DIM, "hidden_dim");
     RANGE(m->n_layers, 1, BLOB_MAX_LAYERS, "n_layers");
@@ -166,7 +173,12 @@ static slm_status read_config(rctx *r, uint32_t si) {
     c->consts.rope_pairs = rdi32(p + BLOB_CFG_TAIL + 12);
     r->const_bytes = rd64u(p + BLOB_CFG_CONST_BYTES);
     RANGE(c->kv_capacity, 1, BLOB_MAX_CAPACITY, "kv_capacity");
-    RANGE(n_progs, 2, BLOB_MAX_PROGS, "n_progs");
+    RANGE(n_progs, enc ? 1 : 2, BLOB_MAX_PROGS, "n_progs");
+    if (enc) { /* embedding programs alone: the cache holds one input, nothing is generated or drafted */
+        RANGE(c->opt.min_response_len, 0, 0, "min_response_len (an encoder's)");
+        RANGE(c->opt.draft_n, 0, 0, "draft_n (an encoder's)");
+    }
+    if (r->b->has_embed) RANGE(r->b->embed.sep, -1, m->vocab_size - 1, "sep (.slm.embed)");
     RANGE(c->opt.max_prompt_len, 1, c->kv_capacity, "max_prompt_len");
     RANGE(c->opt.min_response_len, 0, c->kv_capacity, "min_response_len");
     RANGE(c->opt.lm_head_separate, 0, 0, "lm_head_separate");
@@ -258,7 +270,7 @@ static slm_status read_config(rctx *r, uint32_t si) {
     r->table1_bytes = (uint64_t)c->kv_capacity * (uint64_t)(rot1 / 2) * 8;
     if (r->const_bytes != r->table_bytes && r->const_bytes != r->table_bytes + r->table1_bytes)
         return bad(r, "section .slm.config: const_bytes %llu != one or two tables of kv_capacity * rope_pairs * 8", (unsigned long long)r->const_bytes);
-    /* the KV regions of the batch programs (format 21) */
+    /* the KV regions of the batch programs (format 22) */
     c->n_seqs = rdi32(p + BLOB_CFG_NSEQS);
     RANGE(c->n_seqs, 1, BLOB_MAX_SEQS, "n_seqs");
     if ((int64_t)c->n_seqs * c->kv_capacity > (1 << 24))
@@ -288,7 +300,7 @@ static int io_dtype_for(const pctx *q, int role) {
 static slm_status read_io(pctx *q, const uint8_t *d) {
     slm_program *p = q->p;
     const slm_model_config *m = &q->r->c->cfg;
-    const int L = m->n_layers;
+    const int L = m->n_layers, embed = p->kind == SLM_PROG_EMBED || p->kind == SLM_PROG_EMBED_BATCH;
     /* a batch program: logits of every row, a recurrent state row per sequence */
     const int batch = p->kind == SLM_PROG_BATCH, seqs = batch ? q->r->c->n_seqs : 1;
     p->io = slm_calloc((size_t)p->n_io, sizeof *p->io);
@@ -312,9 +324,16 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         int role = io->role;
         int kvrole = role >= SLM_IO_PAST_KEY && role <= SLM_IO_PRESENT_VALUE;
         const int strole = role == SLM_IO_CONV_STATE || role == SLM_IO_RECUR_STATE; /* a recurrent layer's state */
-        int want_out = role == SLM_IO_PRESENT_KEY || role == SLM_IO_PRESENT_VALUE || role == SLM_IO_LOGITS;
+        int want_out = role == SLM_IO_PRESENT_KEY || role == SLM_IO_PRESENT_VALUE || role == SLM_IO_LOGITS ||
+                       role == SLM_IO_HIDDEN;
         int want_rows = 0, want_cols = 1;
         if (role <= SLM_IO_NONE || role >= SLM_IO_ROLE_COUNT) { s = pbad(q, "I/O %d (%s): role %d unknown", i, io->name, role); break; }
+        /* an embedding program's output is every row's hidden state, the others' the logits */
+        if ((role == SLM_IO_HIDDEN || role == SLM_IO_LOGITS) && (role == SLM_IO_HIDDEN) != embed) {
+            s = pbad(q, "I/O %d (%s): role %s in a program of kind %d", i, io->name, slm_io_role_name((slm_io_role)role),
+                     p->kind);
+            break;
+        }
         if (io->is_output != want_out) { s = pbad(q, "I/O %d (%s): is_output %d, want %d", i, io->name, io->is_output, want_out); break; }
         if (io->dtype != io_dtype_for(q, role)) { s = pbad(q, "I/O %d (%s): dtype %u, want %s", i, io->name, io->dtype, slm_dtype_name((uint32_t)io_dtype_for(q, role))); break; }
         if (kvrole || strole ? (io->layer < 0 || io->layer >= L || slm_layer_recurrent(m, io->layer) != strole ||
@@ -331,6 +350,7 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
         case SLM_IO_PAST_KEY: case SLM_IO_PAST_VALUE: want_rows = p->kv_capacity; want_cols = kv_dim; break;
         case SLM_IO_PRESENT_KEY: case SLM_IO_PRESENT_VALUE: want_rows = p->rows; want_cols = kv_dim; break;
         case SLM_IO_LOGITS: want_rows = p->kind == SLM_PROG_VERIFY || batch ? p->rows : 1; want_cols = m->vocab_size; break;
+        case SLM_IO_HIDDEN: want_rows = p->rows; want_cols = m->dim; break;
         case SLM_IO_CONV_STATE: want_rows = seqs; want_cols = (int)slm_conv_state_floats(m); break;
         case SLM_IO_RECUR_STATE: want_rows = seqs; want_cols = (int)slm_delta_state_floats(m); break;
         default: break;
@@ -346,7 +366,7 @@ static slm_status read_io(pctx *q, const uint8_t *d) {
     int want_io = 5;
     for (int l = 0; l < L; l++) want_io += slm_layer_recurrent(m, l) ? 2 : slm_layer_has_kv(m, l) ? 4 : 0;
     if (!s && p->n_io != want_io)
-        s = pbad(q, "n_io %d, want %d (ids, positions, cache positions, mask, logits, 4 per attention layer with K/V, "
+        s = pbad(q, "n_io %d, want %d (ids, positions, cache positions, mask, logits or hidden, 4 per attention layer with K/V, "
                  "2 per recurrent layer)", p->n_io, want_io);
     slm_xfree(seen);
     return s;
@@ -444,6 +464,10 @@ static slm_status read_program_sect(rctx *r, pctx *q, uint32_t idx, const char *
     return SLM_OK;
 }
 
+/* The compiler's program order: prefill, generate, verify, embed, embed
+ * batch, then the batch decode programs (compiled last, at load). */
+static int prog_order(int kind) { return kind == SLM_PROG_BATCH ? 8 : kind; }
+
 static slm_status read_programs(rctx *r, uint32_t si) {
     slm_compiled *c = r->c;
     const Elf64_Shdr *s = &r->sh[si];
@@ -455,7 +479,7 @@ static slm_status read_programs(rctx *r, uint32_t si) {
     if (!c->progs) return slm_errf(r->err, SLM_ERR_NOMEM, "out of memory");
     const uint8_t *d = sect_data(r, si);
     slm_status st;
-    int n_pre = 0, n_gen = 0, n_batch = 0;
+    int n_pre = 0, n_gen = 0, n_emb = 0, n_batch = 0;
     for (int i = 0; i < n; i++) {
         const uint8_t *e = d + (size_t)i * BLOB_PROG_SIZE;
         slm_program *p = &c->progs[i];
@@ -472,8 +496,17 @@ static slm_status read_programs(rctx *r, uint32_t si) {
         p->n_io = v[4];
         p->n_relocs = v[5];
         p->arena_bytes = rd64u(e + 48);
-        if ((v[0] < SLM_PROG_PREFILL || v[0] > SLM_PROG_VERIFY) && v[0] != SLM_PROG_BATCH)
-            return pbad(&q, "program %d (%s): kind %d unknown (1 prefill, 2 generate, 3 verify, 5 batch)", i, p->name, v[0]);
+        const int embed = v[0] == SLM_PROG_EMBED || v[0] == SLM_PROG_EMBED_BATCH;
+        if ((v[0] < SLM_PROG_PREFILL || v[0] > SLM_PROG_VERIFY) && !embed && v[0] != SLM_PROG_BATCH)
+            return pbad(&q, "program %d (%s): kind %d unknown (1 prefill, 2 generate, 3 verify, 5 batch, 6 embed, 7 embed "
+                        "batch)", i, p->name, v[0]);
+        if (embed != 0 && !r->b->has_embed) return pbad(&q, "program %d (%s): an embedding program without .slm.embed", i, p->name);
+        if (!embed && c->cfg.encoder) return pbad(&q, "program %d (%s): kind %d in an encoder's blob (embedding programs only)", i, p->name, v[0]);
+        /* EMBED_BATCH: B regions of S rows (region S, rows B x S); the others none */
+        p->region = rdi32(e + 68);
+        if (v[0] == SLM_PROG_EMBED_BATCH ? p->region < 1 || p->rows % p->region || p->rows / p->region < 2 : p->region != 0)
+            return pbad(&q, "program %d (%s): region %d with rows %d (embed batch: at least 2 regions; else 0)", i, p->name,
+                        p->region, p->rows);
         if (p->kind == SLM_PROG_BATCH) { /* B rows of B sequences over n_seqs regions of kv_capacity rows */
             if (c->n_seqs < 2 || p->rows < 2 || p->rows > c->n_seqs)
                 return pbad(&q, "program %d (%s): a batch program of rows %d, the config's n_seqs %d (want 2..n_seqs)", i,
@@ -494,15 +527,18 @@ static slm_status read_programs(rctx *r, uint32_t si) {
         if (p->n_relocs < 0 || (int64_t)p->n_relocs > (int64_t)p->n_tasks * SLM_TASK_NREF)
             return pbad(&q, "program %d (%s): n_relocs %d out of range", i, p->name, p->n_relocs);
         if (p->arena_bytes > (1ull << 40)) return pbad(&q, "program %d (%s): arena_bytes %llu too large", i, p->name, (unsigned long long)p->arena_bytes);
-        if (rd32(e + 68) != 0) return pbad(&q, "program %d (%s): reserved field not zero", i, p->name);
         if (i > 0) {
             const slm_program *pp = &c->progs[i - 1];
-            int ok = pp->kind < p->kind ||
-                     (pp->kind == p->kind && (p->kind == SLM_PROG_GENERATE ? pp->kv_capacity < p->kv_capacity : pp->rows < p->rows));
-            if (!ok) return pbad(&q, "program %d (%s): programs not ordered (prefill by rows, generate by capacity, verify, batch by rows)", i, p->name);
+            int ok = prog_order(pp->kind) < prog_order(p->kind) ||
+                     (pp->kind == p->kind && (p->kind == SLM_PROG_GENERATE ? pp->kv_capacity < p->kv_capacity
+                                              : p->kind == SLM_PROG_EMBED_BATCH ? pp->region < p->region
+                                                                                : pp->rows < p->rows));
+            if (!ok) return pbad(&q, "program %d (%s): programs not ordered (prefill by rows, generate by capacity, verify, "
+                                 "embed by rows, embed batch by region, batch by rows)", i, p->name);
         }
         n_pre += p->kind == SLM_PROG_PREFILL;
         n_gen += p->kind == SLM_PROG_GENERATE;
+        n_emb += p->kind == SLM_PROG_EMBED;
         n_batch += p->kind == SLM_PROG_BATCH;
         uint32_t ti, ii, ri;
         if ((st = read_program_sect(r, &q, rd32(e + 56), ".slm.tasks.", BLOB_TASK_SIZE, (uint64_t)p->n_tasks, &ti)) ||
@@ -516,10 +552,18 @@ static slm_status read_programs(rctx *r, uint32_t si) {
         pctx qr = {r, p, i, sect_name(r, ri)};
         if ((st = read_relocs(&qr, sect_data(r, ri)))) return st;
     }
-    if (!n_pre || !n_gen) return bad(r, "section .slm.programs: needs a prefill and a generate program (%d, %d)", n_pre, n_gen);
     if ((c->n_seqs > 1) != (n_batch > 0))
         return bad(r, "section .slm.programs: %d batch programs, the config's n_seqs is %d (batch programs exactly when "
                    "n_seqs > 1)", n_batch, c->n_seqs);
+    if (r->b->has_embed) {
+        if (!n_emb) return bad(r, "section .slm.programs: .slm.embed without an embed program");
+        const slm_program *eb = slm_largest(c, SLM_PROG_EMBED);
+        if (eb->rows != c->opt.max_prompt_len)
+            return bad(r, "section .slm.programs: largest embed program has %d rows, max_prompt_len is %d", eb->rows,
+                       c->opt.max_prompt_len);
+        if (c->cfg.encoder) return SLM_OK;
+    }
+    if (!n_pre || !n_gen) return bad(r, "section .slm.programs: needs a prefill and a generate program (%d, %d)", n_pre, n_gen);
     const slm_program *big = slm_largest(c, SLM_PROG_PREFILL), *gen = slm_largest(c, SLM_PROG_GENERATE);
     if (big->rows != c->opt.max_prompt_len) return bad(r, "section .slm.programs: largest prefill has %d rows, max_prompt_len is %d", big->rows, c->opt.max_prompt_len);
     if (gen->kv_capacity != c->kv_capacity) return bad(r, "section .slm.programs: largest generate has capacity %d, want %d", gen->kv_capacity, c->kv_capacity);
@@ -592,6 +636,99 @@ int slm_blob_meta(const slm_blob *b, const char *key, const char **val, uint64_t
     return 0;
 }
 
+/* ---- embeddings ------------------------------------------------------------ */
+
+/* .slm.embed's record, before the config (which takes the encoder kind from it). */
+static slm_status read_embed(rctx *r, uint32_t si) {
+    const Elf64_Shdr *s = &r->sh[si];
+    if (s->sh_size != BLOB_EMBED_SIZE) return bad(r, "section .slm.embed: sh_size %llu, want %d", (unsigned long long)s->sh_size, BLOB_EMBED_SIZE);
+    const uint8_t *p = sect_data(r, si);
+    if (rd32(p) != BLOB_EMBED_SIZE) return bad(r, "section .slm.embed: record_size %u, want %d", rd32(p), BLOB_EMBED_SIZE);
+    for (int i = 48; i < BLOB_EMBED_SIZE; i++)
+        if (p[i]) return bad(r, "section .slm.embed: reserved byte %d not zero", i);
+    slm_blob_embed *e = &r->b->embed;
+    blob_get_embed(p, e);
+#define ERANGE(v, lo, hi, what) SRANGE(".slm.embed", v, lo, hi, what)
+    ERANGE(e->encoder, 0, 5, "encoder");
+    ERANGE(e->pooling, 0, 4, "pooling");
+    ERANGE(e->add_eos, 0, 1, "add_eos");
+    ERANGE(e->pair_bos, 0, 1, "pair_bos");
+    ERANGE(e->pair_eos, 0, 1, "pair_eos");
+    ERANGE(e->pair_sep, 0, 1, "pair_sep");
+    ERANGE(e->n_cls1, 0, 65536, "n_cls1");
+    ERANGE(e->n_cls, e->n_cls1 ? 1 : 0, 64, "n_cls");
+    ERANGE(e->d2, 0, 65536, "d2");
+#undef ERANGE
+    if (e->heads & ~0x1fu) return bad(r, "section .slm.embed: heads 0x%x: unknown bits", e->heads);
+    if (e->pooling == 4 && !e->n_cls) return bad(r, "section .slm.embed: pooling rank without a classifier (n_cls 0)");
+    r->b->has_embed = 1;
+    return SLM_OK;
+}
+
+/* Tensor name of the table's entry i (NUL-terminated: checked). */
+static const uint8_t *tensor_entry(const slm_blob *b, uint32_t i) { return b->tensors + (size_t)i * BLOB_TENSOR_SIZE; }
+
+int slm_blob_tensor(const slm_blob *b, const char *name, slm_tensor *t) {
+    for (uint32_t i = 0; b->tensors && i < b->n_tensors; i++) {
+        const uint8_t *e = tensor_entry(b, i);
+        if (strcmp((const char *)e, name)) continue;
+        memset(t, 0, sizeof *t);
+        memcpy(t->name, e, 64);
+        t->type = rd32(e + 64);
+        t->n_dims = rd32(e + 68);
+        memcpy(t->ne, e + 72, 32);
+        t->data = b->weights + rd64u(e + 104);
+        t->nbytes = rd64u(e + 112);
+        return 1;
+    }
+    return 0;
+}
+
+/* The heads .slm.embed names, each in the tensor table exactly when the
+ * record says, of its shape ([cols, rows] with its bytes) and a type the
+ * session can read. */
+static slm_status check_heads(rctx *r) {
+    const slm_blob_embed *e = &r->b->embed;
+    const int dim = r->c->cfg.dim, h = e->n_cls1 ? e->n_cls1 : dim;
+    const int cls_w = (e->heads & SLM_BLOB_EMBED_CLS_W) != 0;
+    if (e->n_cls && !e->n_cls1 && !cls_w) return bad(r, "section .slm.embed: n_cls %d without a classifier's tensors", e->n_cls);
+    if (e->n_cls1 && !cls_w && e->n_cls != e->n_cls1)
+        return bad(r, "section .slm.embed: n_cls %d, cls.weight alone gives %d scores", e->n_cls, e->n_cls1);
+    if ((e->heads & (SLM_BLOB_EMBED_CLS1_B | SLM_BLOB_EMBED_CLS_NORM)) && !e->n_cls1)
+        return bad(r, "section .slm.embed: heads 0x%x: cls.bias or cls.norm without cls.weight", e->heads);
+    if ((e->heads & (SLM_BLOB_EMBED_CLS_W | SLM_BLOB_EMBED_CLS_B)) && !e->n_cls)
+        return bad(r, "section .slm.embed: heads 0x%x: cls.output without scores (n_cls 0)", e->heads);
+    if ((e->heads & SLM_BLOB_EMBED_DENSE_B) && !e->d2) return bad(r, "section .slm.embed: dense_2.bias without dense_2 (d2 0)");
+    /* name, wanted (cols, rows; rows 0: absent), a vector (f32, one dim) */
+    const struct { const char *name; int64_t cols, rows; int vec; } want[BLOB_EMBED_N_HEADS] = {
+        {"cls.weight", dim, e->n_cls1, 0},
+        {"cls.bias", e->n_cls1, (e->heads & SLM_BLOB_EMBED_CLS1_B) ? 1 : 0, 1},
+        {"cls.norm.weight", e->n_cls1, (e->heads & SLM_BLOB_EMBED_CLS_NORM) ? 1 : 0, 1},
+        {"cls.output.weight", h, cls_w ? e->n_cls : 0, 0},
+        {"cls.output.bias", e->n_cls, (e->heads & SLM_BLOB_EMBED_CLS_B) ? 1 : 0, 1},
+        {"dense_2.weight", dim, e->d2, 0},
+        {"dense_2.bias", e->d2, (e->heads & SLM_BLOB_EMBED_DENSE_B) ? 1 : 0, 1},
+        {"dense_3.weight", e->d2, e->d2 ? dim : 0, 0},
+    };
+    for (int k = 0; k < BLOB_EMBED_N_HEADS; k++) {
+        slm_tensor t;
+        const int have = slm_blob_tensor(r->b, want[k].name, &t);
+        if (have != (want[k].rows > 0))
+            return bad(r, "section .slm.tensors: head %s %s, .slm.embed says %s", want[k].name, have ? "present" : "absent",
+                       want[k].rows > 0 ? "present" : "absent");
+        if (!have) continue;
+        const int64_t rows = t.n_dims > 1 ? t.ne[1] : 1;
+        const uint64_t rb = slm_row_bytes(t.type, (uint64_t)want[k].cols); /* 0: unknown type or part blocks */
+        int ok = t.ne[0] == want[k].cols && rows == want[k].rows && t.n_dims >= 1 && t.n_dims <= 2 && rb &&
+                 t.nbytes == rb * (uint64_t)rows && (!want[k].vec || (t.type == SLM_F32 && t.n_dims == 1));
+        if (!ok)
+            return bad(r, "section .slm.tensors: head %s: type %u, dims %u [%lld, %lld], %llu bytes; want [%lld, %lld]",
+                       want[k].name, t.type, t.n_dims, (long long)t.ne[0], (long long)rows, (unsigned long long)t.nbytes,
+                       (long long)want[k].cols, (long long)want[k].rows);
+    }
+    return SLM_OK;
+}
+
 /* ---- open ------------------------------------------------------------------ */
 
 static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
@@ -607,6 +744,15 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
         (s = need_sect(r, ".slm.meta", &s_meta)) || (s = need_sect(r, ".slm.weights", &s_w)))
         goto out;
     if ((s = read_ident(r, s_ident))) goto out;
+    const int64_t s_embed = find_sect(r, ".slm.embed"); /* only with embedding programs */
+    if (s_embed < 0) {
+        s = SLM_ERR_FORMAT;
+        goto out;
+    }
+    if (s_embed && sh[s_embed].sh_type != SHT_PROGBITS) {
+        s = bad(r, "section .slm.embed: sh_type %u, want PROGBITS", sh[s_embed].sh_type);
+        goto out;
+    }
     /* the weights: last, page-aligned, up to the end of the file; everything
      * else (and the section header table) before them */
     const Elf64_Shdr *w = &sh[s_w];
@@ -645,7 +791,7 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
             goto out;
         }
     }
-    if ((s = read_config(r, s_config))) goto out;
+    if ((s_embed && (s = read_embed(r, (uint32_t)s_embed))) || (s = read_config(r, s_config))) goto out;
     if (sh[s_const].sh_size != r->const_bytes || sh[s_const].sh_offset % 4) {
         s = bad(r, "section .slm.const: sh_size %llu, want const_bytes %llu", (unsigned long long)sh[s_const].sh_size,
                 (unsigned long long)r->const_bytes);
@@ -653,6 +799,7 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
     }
     if ((s = read_programs(r, s_progs))) goto out;
     if ((s = read_tensors(r, s_tens)) || (s = read_meta(r, s_meta))) goto out;
+    if (b->has_embed && (s = check_heads(r))) goto out;
     c->consts.bytes = r->const_bytes;
     c->consts.rope = slm_aligned_alloc((size_t)r->const_bytes + 64);
     if (!c->consts.rope) {

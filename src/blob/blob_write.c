@@ -275,6 +275,7 @@ typedef struct blob_job {
     slm_blob_progress progress;
     void *ud;
     slm_err *err;
+    const slm_blob_embed *emb; /* NULL: no embedding programs */
 } blob_job;
 
 #define BLOB_NOMEM(j) slm_errf((j)->err, SLM_ERR_NOMEM, "%s: out of memory building the blob", (j)->path)
@@ -301,6 +302,10 @@ static slm_status select_weights(blob_job *j) {
                     t->used = 1;
                 }
     }
+    /* the heads the session applies after the embedding programs: kept by name */
+    for (int i = 0; j->emb && i < n_wt; i++)
+        for (int k = 0; k < BLOB_EMBED_N_HEADS; k++)
+            if (!strcmp(wt[i].t->name, blob_embed_head(k))) wt[i].used = 1;
     uint64_t wsize = 0;
     for (int i = 0; i < n_wt; i++) {
         if (!wt[i].used) continue;
@@ -355,6 +360,11 @@ static slm_status add_ident_config(wctx *w, const blob_job *j, const slm_blob_id
     blob_put_family(b + BLOB_CFG_FAMILY, &c->cfg, c->consts.rope_pairs_swa);
     wr32(b + BLOB_CFG_NSEQS, (uint32_t)(c->n_seqs > 1 ? c->n_seqs : 1));
     if (add_sect_sym(w, ".slm.config", "config", 8, 0, b, BLOB_CONFIG_SIZE) < 0) return BLOB_NOMEM(j);
+    if (j->emb) {
+        if (!(b = slm_calloc(1, BLOB_EMBED_SIZE))) return BLOB_NOMEM(j);
+        blob_put_embed(b, j->emb);
+        if (add_sect_sym(w, ".slm.embed", "embed", 8, 0, b, BLOB_EMBED_SIZE) < 0) return BLOB_NOMEM(j);
+    }
     return SLM_OK;
 }
 
@@ -399,6 +409,7 @@ static slm_status add_program(wctx *w, const blob_job *j, const slm_program *p, 
     int32_t pv[6] = {p->kind, p->rows, p->kv_capacity, p->n_tasks, p->n_io, p->n_relocs};
     memcpy(pr + 24, pv, sizeof pv);
     wr64(pr + 48, p->arena_bytes);
+    wr32(pr + 68, (uint32_t)p->region); /* EMBED_BATCH: one text's rows; else 0 */
     /* ELF section indices (ours + 1) */
     wr32(pr + 56, (uint32_t)ti + 1);
     wr32(pr + 60, (uint32_t)ii + 1);
@@ -633,20 +644,29 @@ fail_unlink:
 slm_status slm_blob_write(const char *path, const slm_compiled *c, const slm_model_file *m,
                           const slm_tokenizer *tok, slm_blob_ident *id, slm_blob_progress progress,
                           void *ud, slm_err *err) {
+    return slm_blob_write_embed(path, c, m, tok, NULL, id, progress, ud, err);
+}
+
+slm_status slm_blob_write_embed(const char *path, const slm_compiled *c, const slm_model_file *m,
+                                const slm_tokenizer *tok, const slm_blob_embed *emb, slm_blob_ident *id,
+                                slm_blob_progress progress, void *ud, slm_err *err) {
     if (c->n_progs < 1 || c->n_progs > BLOB_MAX_PROGS)
         return slm_errf(err, SLM_ERR_ARG, "%s: %d programs (1..%d)", path, c->n_progs, BLOB_MAX_PROGS);
+    int n_embed = 0;
     for (int i = 0; i < c->n_progs; i++) {
-        const slm_program *p = &c->progs[i];
-        if (p->kind != SLM_PROG_PREFILL && p->kind != SLM_PROG_GENERATE && p->kind != SLM_PROG_VERIFY &&
-            p->kind != SLM_PROG_BATCH)
+        const int k = c->progs[i].kind, embed = k == SLM_PROG_EMBED || k == SLM_PROG_EMBED_BATCH;
+        n_embed += embed;
+        if (k != SLM_PROG_PREFILL && k != SLM_PROG_GENERATE && k != SLM_PROG_VERIFY && k != SLM_PROG_BATCH &&
+            !(embed && emb))
             return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: program %s: this kind cannot be stored in a blob yet "
-                            "(format %u: prefill, generate, verify, batch)", path, p->name, SLM_BLOB_FORMAT_VERSION);
-        if (p->kind == SLM_PROG_BATCH && (c->n_seqs < 2 || p->kv_capacity != c->n_seqs * c->kv_capacity))
-            return slm_errf(err, SLM_ERR_INTERNAL, "%s: program %s: KV capacity %d is not n_seqs %d x %d", path, p->name,
-                            p->kv_capacity, c->n_seqs, c->kv_capacity);
+                            "(format %u: prefill, generate, verify, batch, and with their record embed, embed batch)", path,
+                            c->progs[i].name, SLM_BLOB_FORMAT_VERSION);
     }
+    if (emb && (!n_embed || emb->encoder != c->cfg.encoder))
+        return slm_errf(err, SLM_ERR_INTERNAL, "%s: an embedding record without embedding programs (%d) or of another "
+                        "encoder kind (%d, the config's %d)", path, n_embed, emb->encoder, c->cfg.encoder);
     blob_job j = {.path = path, .c = c, .m = m, .src = m->map.data, .n_wt = m->n_tensors,
-                  .progress = progress, .ud = ud, .err = err};
+                  .progress = progress, .ud = ud, .err = err, .emb = emb};
     slm_status s = SLM_OK;
     wctx w;
     memset(&w, 0, sizeof w);

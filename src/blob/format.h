@@ -19,8 +19,8 @@ _Static_assert(sizeof(slm_task) == 64 + SLM_TASK_NREF * 16 + SLM_TASK_NREF * siz
                "update blob task record");
 _Static_assert(sizeof(slm_io_desc) == 64, "update blob I/O record");
 _Static_assert(sizeof(slm_reloc) == 8, "update blob relocation record");
-/* the config's last field, encoder, is not stored: a blob never holds an encoder (the engine refuses
- * to compile one without embeddings, and embeddings are never written to blobs); a read config keeps 0 */
+/* the config's last field, encoder, is stored in .slm.embed (a blob of an encoder holds its
+ * embedding programs); a blob without that section keeps 0 */
 _Static_assert(offsetof(slm_model_config, rope_dims) == 96 && offsetof(slm_model_config, encoder) == 96 + 220 &&
                    sizeof(slm_model_config) == 96 + 224,
                "update blob config and family records");
@@ -47,10 +47,24 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
  * the config (blob_put_family); bytes 216..223 are gemma4's experts' */
 #define BLOB_CFG_FAMILY (BLOB_CFG_CONST_BYTES + 8)
 #define BLOB_FAMILY_SIZE 224
-/* then (format 21) i32 n_seqs (the KV regions the batch programs address;
+/* then (format 22) i32 n_seqs (the KV regions the batch programs address;
  * 1: no batch programs) and i32 0 */
 #define BLOB_CFG_NSEQS (BLOB_CFG_FAMILY + BLOB_FAMILY_SIZE)
 #define BLOB_CONFIG_SIZE (BLOB_CFG_NSEQS + 8)
+
+/* .slm.embed (present with embedding programs): u32 record size, i32
+ * encoder, pooling, add_eos, pair_bos, pair_eos, pair_sep, sep, n_cls1,
+ * n_cls, d2, u32 heads, 16 bytes of zeros (slm_blob_embed's fields in order). */
+#define BLOB_EMBED_SIZE 64
+_Static_assert(sizeof(slm_blob_embed) == 11 * 4, "update the blob embedding record");
+/* The head tensors a blob with embedding programs keeps (by name). */
+#define BLOB_EMBED_N_HEADS 8
+static inline const char *blob_embed_head(int k) {
+    static const char *const names[BLOB_EMBED_N_HEADS] = {
+        "cls.weight", "cls.bias", "cls.norm.weight", "cls.output.weight", "cls.output.bias",
+        "dense_2.weight", "dense_2.bias", "dense_3.weight"};
+    return k >= 0 && k < BLOB_EMBED_N_HEADS ? names[k] : "";
+}
 
 /* Limits a valid blob stays within (beyond them: refused). */
 #define BLOB_MAX_SECTIONS 4096
@@ -88,6 +102,23 @@ static inline int blob_kv_ext(const slm_program *p, const slm_ref *rf, uint32_t 
     if (!rb || !wb || !slm_mul_ok(rows - 1, rb, &x) || !slm_add_ok(x, wb, &x)) return 0;
     *ext = x;
     return 1;
+}
+
+static inline void blob_put_embed(uint8_t *p, const slm_blob_embed *e) {
+    memset(p, 0, BLOB_EMBED_SIZE);
+    wr32(p, BLOB_EMBED_SIZE);
+    const int32_t v[10] = {e->encoder, e->pooling, e->add_eos, e->pair_bos, e->pair_eos,
+                           e->pair_sep, e->sep, e->n_cls1, e->n_cls, e->d2};
+    memcpy(p + 4, v, sizeof v);
+    wr32(p + 44, e->heads);
+}
+
+static inline void blob_get_embed(const uint8_t *p, slm_blob_embed *e) {
+    int32_t v[10];
+    memcpy(v, p + 4, sizeof v);
+    e->encoder = v[0]; e->pooling = v[1]; e->add_eos = v[2]; e->pair_bos = v[3]; e->pair_eos = v[4];
+    e->pair_sep = v[5]; e->sep = v[6]; e->n_cls1 = v[7]; e->n_cls = v[8]; e->d2 = v[9];
+    e->heads = rd32(p + 44);
 }
 
 /* Options record: every field of slm_compile_options, in order. */

@@ -21,8 +21,9 @@ static void usage(FILE *f) {
             "call (embed.BxS programs: one text in each region of S rows), but for a model\n"
             "with recurrent layers (qwen35), which runs them one at a time.\n"
             "\n"
-            "  -m, --model PATH          GGUF, llama2.c .bin or Hugging Face folder (not a blob:\n"
-            "                            blobs hold no embedding programs)\n"
+            "  -m, --model PATH          GGUF, llama2.c .bin, Hugging Face folder, or a blob\n"
+            "                            compiled with its embedding programs (an encoder's\n"
+            "                            always; a decoder's: compile --embeddings)\n"
             "  -z, --tokenizer PATH      llama2.c tokenizer.bin\n"
             "  -p, --prompt TEXT         the texts, split at the separator\n"
             "  -f, --file PATH           read them from a file instead (not with -p)\n"
@@ -41,6 +42,8 @@ static void usage(FILE *f) {
             "      --min-response-len R  KV rows beyond them (default 128); a text may be up to\n"
             "                            L + R tokens (chunks of L), clamped to the context length\n"
             SLM_CLI_KV_TYPE_HELP
+            "      --cache-dir DIR       compile into DIR on the first start (a blob with the\n"
+            "                            embedding programs), map it on the next ones\n"
             "      --max-memory MB       memory budget (default 75%% of RAM; -1 no limit)\n"
             "  -t, --threads N           worker threads (default: all cores)\n"
             "      --kernels NAME        scalar | avx2 | avx512 | amx (default: the best supported)\n"
@@ -71,7 +74,7 @@ static int parse(int argc, char **argv, embed_args *a) {
                           !strcmp(o, "--embd-output-format") || !strcmp(o, "--max-prompt-len") ||
                           !strcmp(o, "--min-response-len") || !strcmp(o, "--max-memory") || !strcmp(o, "-t") ||
                           !strcmp(o, "--threads") || !strcmp(o, "--kernels") || !strcmp(o, "--kv-type") ||
-                          !strcmp(o, "--cls-separator");
+                          !strcmp(o, "--cls-separator") || !strcmp(o, "--cache-dir");
         if (!known) {
             fprintf(stderr, "staticlm: unknown option '%s' (see staticlm embed --help)\n", o);
             return 0;
@@ -88,6 +91,7 @@ static int parse(int argc, char **argv, embed_args *a) {
         else if (!strcmp(o, "--embd-separator")) a->sep = !strcmp(v, "\\n") ? "\n" : v;
         else if (!strcmp(o, "--cls-separator")) a->cls_sep = !strcmp(v, "\\t") ? "\t" : v;
         else if (!strcmp(o, "--kernels")) a->kernels = v;
+        else if (!strcmp(o, "--cache-dir")) a->opt.cache_dir = v;
         else if (!strcmp(o, "--kv-type")) {
             if (!slm_cli_parse_kv_type(v, o, &a->opt.kv_type)) return 0;
         }

@@ -141,6 +141,10 @@ static void usage_compile(FILE *f) {
             "      --parallel N          also batch programs for N sequences at once (serve\n"
             "                            --parallel N with the blob decodes them together;\n"
             "                            default 1: none)\n"
+            "      --embeddings          also the embedding programs and heads (embed and serve\n"
+            "                            --embeddings run them from the blob); an encoder (an\n"
+            "                            embedding model) always compiles them, alone;\n"
+            "                            --embedding is the same\n"
             "The programs are shaped as for run:\n"
             "%s"
             "  -h, --help                this text\n"
@@ -245,6 +249,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (is_compile && !strcmp(o, "--dump-lowered")) a->dump_lowered = 1;
         else if (is_compile && !strcmp(o, "--dump-tasks")) a->dump_tasks = 1;
         else if (is_compile && !strcmp(o, "--dump-io")) a->dump_io = 1;
+        else if (is_compile && (!strcmp(o, "--embeddings") || !strcmp(o, "--embedding"))) a->opt.embeddings = 1;
         else if (is_compile && (!strcmp(o, "-o") || !strcmp(o, "--output"))) { if (!(a->output = NEXT())) return 0; }
         else if (is_compile && !strcmp(o, "--parallel")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 1, 64, &a->opt.n_seqs)) return 0; }
         else if (is_compile && runtime_opt(o)) {
@@ -385,6 +390,18 @@ static int cmd_run(int argc, char **argv) {
     return rc;
 }
 
+/* 1 when the model at path is an encoder (an embedding model: compile writes its embedding programs). */
+static int compile_encoder(const char *path) {
+    if (slm_blob_is_elf(path)) return 0;
+    slm_model_file m;
+    slm_err err = {0};
+    memset(&m, 0, sizeof m);
+    if (slm_model_open(&m, path, &err)) return 0; /* the load says why */
+    const int enc = m.cfg.encoder != 0;
+    slm_model_close(&m);
+    return enc;
+}
+
 static int cmd_compile(int argc, char **argv) {
     run_args a;
     memset(&a, 0, sizeof a);
@@ -392,6 +409,7 @@ static int cmd_compile(int argc, char **argv) {
     int r = parse_args(argc, argv, &a, 1);
     if (r == 2) { usage_compile(stdout); return 0; }
     if (!r) return 2;
+    if (!a.opt.embeddings && a.model && compile_encoder(a.model)) a.opt.embeddings = 1; /* only embeddings */
     slm_engine *e = load_engine(&a);
     if (!e) return 1;
     int any = a.dump_ir || a.dump_lowered || a.dump_tasks || a.dump_io;

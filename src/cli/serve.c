@@ -88,9 +88,12 @@ static void usage_serve(FILE *f) {
             "                            N tokens between their steps, so their streams do not\n"
             "                            stall for a long prompt (default 128; 0 = the whole\n"
             "                            prompt before the next step)\n"
+            "      --cache-dir DIR       compile MODEL once into a blob in DIR (with --embeddings,\n"
+            "                            its embedding programs too) and map it on later starts;\n"
+            "                            from a cached blob the slots decode one by one\n"
             "      --embeddings          also answer POST /v1/embeddings, /embedding and\n"
-            "                            /embeddings (compiles the embedding programs; not\n"
-            "                            from a blob); --embedding is the same\n"
+            "                            /embeddings (compiles the embedding programs, or runs\n"
+            "                            a blob's: compile --embeddings); --embedding is the same\n"
             "      --pooling P           none | mean | cls | last: how the embeddings pool a\n"
             "                            text's tokens (default: the model file's pooling_type;\n"
             "                            /v1/embeddings refuses none)\n"
@@ -136,6 +139,7 @@ int slm_cli_serve(int argc, char **argv) {
         else if (!strcmp(o, "--parallel") && has) { if (!slm_cli_parse_int(argv[++i], o, 1, 64, &cfg.parallel)) return 2; }
         else if (!strcmp(o, "--prefill-chunk") && has) { if (!slm_cli_parse_int(argv[++i], o, 0, 1 << 20, &cfg.prefill_chunk)) return 2; }
         else if (!strcmp(o, "--api-key") && has) cfg.api_key = argv[++i];
+        else if (!strcmp(o, "--cache-dir") && has) cc.opt.cache_dir = argv[++i];
         else if (!strcmp(o, "--embeddings") || !strcmp(o, "--embedding")) cfg.embeddings = 1;
         else if (!strcmp(o, "--reranking") || !strcmp(o, "--rerank")) reranking = 1;
         else if (!strcmp(o, "--spm-infill")) cfg.spm_infill = 1;

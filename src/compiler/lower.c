@@ -415,7 +415,7 @@ static slm_task *attention_task(lower_ctx *c, int i, const slm_node *nd, int h0,
     t->window = nd->window;
     t->f0 = nd->scale;
     t->f1 = nd->softcap;
-    t->f2 = nd->alibi; /* an encoder's (jina-bert-v2); blobs never hold it */
+    t->f2 = nd->alibi; /* an encoder's (jina-bert-v2) */
     t->wtype = (uint8_t)c->opt->kv_type;
     t->flags = row_flags(c, i);
     for (int k = 0; k < 5; k++) t->ref[k] = ref_node(c, nd->in[k]);

@@ -20,7 +20,8 @@ AVX512 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k
             const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
             __m512 vid = _mm512_set1_ps(id);
             __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-            const int h0 = _mm512_reduce_add_epi32(i0), h1 = _mm512_reduce_add_epi32(i1), sum = h0 + h1;
+            const int h0 = _mm512_reduce_add_epi32(i0), h1 = _mm512_reduce_add_epi32(i1);
+            const int64_t sum = (int64_t)h0 + h1; /* NaN rows convert to INT_MIN: no int overflow */
             hs[(size_t)i * 2 * nb + 2 * b] = h0;
             hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
             uint8_t *qb = q + (size_t)i * k + 32 * b;
@@ -69,7 +70,7 @@ AVX2 void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, ui
             p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
             _mm256_storeu_si256((__m256i *)(q + (size_t)i * k + 32 * b), p);
             d[(size_t)i * nb + b] = amax / 127.0f;
-            s[(size_t)i * nb + b] = amax / 127.0f * (float)(h0 + h1);
+            s[(size_t)i * nb + b] = amax / 127.0f * (float)((int64_t)h0 + h1); /* NaN rows: INT_MIN, no int overflow */
         }
     }
 }

@@ -11,9 +11,17 @@
 
 #include "engine/engine_internal.h"
 
+/* Tensor `name` of the source model, or of the blob's tensor table (a
+ * head it keeps: .slm.embed); NULL when absent. */
+static const slm_tensor *head_tensor(const slm_engine *e, const char *name, slm_tensor *tmp) {
+    if (!e->from_blob) return slm_model_tensor(&e->model, name);
+    return slm_blob_tensor(&e->blob, name, tmp) ? tmp : NULL;
+}
+
 /* Matrix `name` [rows][cols] as f32 into *out (NULL when absent). */
 static slm_status load_f32(slm_engine *e, const char *path, const char *name, int64_t cols, int64_t rows, float **out) {
-    const slm_tensor *w = slm_model_tensor(&e->model, name);
+    slm_tensor tmp;
+    const slm_tensor *w = head_tensor(e, name, &tmp);
     *out = NULL;
     if (!w) return SLM_OK;
     const int64_t r = w->n_dims > 1 ? w->ne[1] : 1;
@@ -31,7 +39,8 @@ static slm_status load_f32(slm_engine *e, const char *path, const char *name, in
 
 /* f32 vector `name` [n] (NULL when absent). */
 static slm_status load_vec(slm_engine *e, const char *path, const char *name, int64_t n, float **out) {
-    const slm_tensor *b = slm_model_tensor(&e->model, name);
+    slm_tensor tmp;
+    const slm_tensor *b = head_tensor(e, name, &tmp);
     *out = NULL;
     if (!b) return SLM_OK;
     if (b->type != SLM_F32 || b->n_dims != 1 || b->ne[0] != n || b->nbytes < (uint64_t)n * sizeof(float))
@@ -50,7 +59,8 @@ static slm_status load_vec(slm_engine *e, const char *path, const char *name, in
  * rows of its LM head in cls.output alone; jina-reranker-v1 has cls alone
  * (one score). At most 64 scores. */
 static slm_status load_classifier(slm_engine *e, const char *path) {
-    const slm_tensor *w1 = slm_model_tensor(&e->model, "cls.weight"), *w2 = slm_model_tensor(&e->model, "cls.output.weight");
+    slm_tensor t1, t2;
+    const slm_tensor *w1 = head_tensor(e, "cls.weight", &t1), *w2 = head_tensor(e, "cls.output.weight", &t2);
     if (!w1 && !w2) return SLM_OK;
     const int dim = e->cfg.dim;
     const int64_t h = w1 ? (w1->n_dims > 1 ? w1->ne[1] : 1) : dim;
@@ -84,7 +94,8 @@ static slm_status load_dense_layer(slm_engine *e, const char *path, int k, const
     char wn[48], bn[48];
     snprintf(wn, sizeof wn, "%s.weight", name);
     snprintf(bn, sizeof bn, "%s.bias", name);
-    const slm_tensor *w = slm_model_tensor(&e->model, wn);
+    slm_tensor tw;
+    const slm_tensor *w = head_tensor(e, wn, &tw);
     if (!w || w->n_dims != 2 || w->ne[1] < 1 || w->ne[1] > (1 << 20))
         return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tensor '%s': want [%d, width <= 1048576]", slm_basename(path), wn,
                         in);
@@ -105,15 +116,16 @@ static slm_status load_dense_layer(slm_engine *e, const char *path, int k, const
  * EmbeddingGemma's. The last one must end at dim. */
 static slm_status load_dense(slm_engine *e, const char *path) {
     const slm_model_file *m = &e->model;
-    const int dim = e->cfg.dim;
+    const int dim = e->cfg.dim, n_list = e->from_blob ? 0 : m->n_dense; /* a blob holds the pair form alone */
     slm_status s;
     int in = dim;
-    for (int k = 0; k < m->n_dense && k < SLM_MAX_DENSE; k++) {
+    for (int k = 0; k < n_list && k < SLM_MAX_DENSE; k++) {
         if ((s = load_dense_layer(e, path, k, m->dense[k].name, in, m->dense[k].act))) return s;
         in = e->dense[k].out;
     }
-    const slm_tensor *a = slm_model_tensor(m, "dense_2.weight"), *b = slm_model_tensor(m, "dense_3.weight");
-    if (!m->n_dense && (a || b)) {
+    slm_tensor ta, tb;
+    const slm_tensor *a = head_tensor(e, "dense_2.weight", &ta), *b = head_tensor(e, "dense_3.weight", &tb);
+    if (!n_list && (a || b)) {
         if (!a || !b)
             return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: dense_2.weight and dense_3.weight go together, dense_2 [%d, "
                             "width <= 1048576]", slm_basename(path), dim);
@@ -177,8 +189,68 @@ static void special_flags(slm_engine *e, const slm_gguf *g) {
  * {arch}.attention.causal (an encoder's false is refused with embeddings:
  * the programs attend causally), tokenizer.ggml.add_eos_token; with
  * embeddings on, a reranker's classifier. */
+/* From a blob: what its .slm.embed record kept (the source's reading of
+ * the keys above), and the heads from its weights. */
+static slm_status embed_init_blob(slm_engine *e, const char *path) {
+    special_flags(e, NULL);
+    if (!e->blob.has_embed) {
+        if (e->opt.embeddings)
+            return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "--embeddings: the blob %s holds no embedding programs; "
+                            "compile it with --embeddings (an encoder's always has them)", slm_basename(path));
+        return SLM_OK;
+    }
+    const slm_blob_embed *r = &e->blob.embed;
+    e->pooling = r->pooling;
+    e->add_eos = r->add_eos;
+    e->sp.add_bos = r->pair_bos;
+    e->sp.add_eos = r->pair_eos;
+    e->sp.add_sep = r->pair_sep;
+    e->sp.sep = r->sep;
+    if (!e->opt.embeddings) return SLM_OK;
+    slm_status s = load_dense(e, path);
+    if (!s) s = load_classifier(e, path);
+    const int d2 = e->n_dense ? e->dense[0].out : 0;
+    if (!s && (e->n_cls != r->n_cls || e->n_cls1 != r->n_cls1 || d2 != r->d2))
+        s = slm_errf(&e->err, SLM_ERR_FORMAT, "%s: section .slm.embed: heads of %d / %d scores and %d dense rows, the "
+                     "tensors give %d / %d and %d", slm_basename(path), r->n_cls1, r->n_cls, r->d2, e->n_cls1, e->n_cls,
+                     d2);
+    return s;
+}
+
+void slm_engine_embed_record(const slm_engine *e, slm_blob_embed *r) {
+    memset(r, 0, sizeof *r);
+    r->encoder = e->cfg.encoder;
+    r->pooling = e->pooling;
+    r->add_eos = e->add_eos != 0;
+    r->pair_bos = e->sp.add_bos != 0;
+    r->pair_eos = e->sp.add_eos != 0;
+    r->pair_sep = e->sp.add_sep != 0;
+    r->sep = e->sp.sep >= 0 ? e->sp.sep : -1;
+    r->n_cls1 = e->n_cls1;
+    r->n_cls = e->n_cls;
+    r->d2 = e->n_dense ? e->dense[0].out : 0;
+    r->heads = (e->cls1_b ? SLM_BLOB_EMBED_CLS1_B : 0) | (e->cls_norm ? SLM_BLOB_EMBED_CLS_NORM : 0) |
+               (e->cls_w ? SLM_BLOB_EMBED_CLS_W : 0) | (e->cls_b ? SLM_BLOB_EMBED_CLS_B : 0) |
+               (e->n_dense && e->dense[0].b ? SLM_BLOB_EMBED_DENSE_B : 0);
+}
+
+slm_status slm_engine_embed_storable(const slm_engine *e, slm_err *err) {
+    const slm_model_file *m = &e->model;
+    if (!e->n_dense) return SLM_OK;
+    /* the blob's record holds the pair dense_2 [dim -> d2] (+ bias), dense_3 [d2 -> dim], both linear */
+    const int pair = e->n_dense == 2 && e->dense[0].act == SLM_DENSE_IDENTITY && e->dense[1].act == SLM_DENSE_IDENTITY &&
+                     !e->dense[1].b && (!m->n_dense || (!strcmp(m->dense[0].name, "dense_2") &&
+                                                        !strcmp(m->dense[1].name, "dense_3")));
+    if (pair) return SLM_OK;
+    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %d Dense module%s (%s): a blob holds EmbeddingGemma's linear "
+                    "pair dense_2, dense_3 alone; run the embeddings from the folder", slm_basename(m->path), e->n_dense,
+                    e->n_dense > 1 ? "s" : "", e->dense[0].act == SLM_DENSE_TANH ? "Tanh" : "their layout");
+}
+
 slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
+    slm_engine_embed_free(e); /* a cache-mode load reads them again from the blob it wrote */
     e->pooling = SLM_POOLING_NONE;
+    if (e->from_blob) return embed_init_blob(e, path);
     const int hf = !e->from_blob && e->model.kind == SLM_MODEL_HF;
     int hf_pool = -1;
     if (hf) { /* sentence-transformers' 1_Pooling */
@@ -207,7 +279,7 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
                             "encoder); staticlm's programs attend causally, so its embeddings would be wrong",
                             slm_basename(path), key);
     }
-    if (!e->opt.embeddings || e->from_blob) return SLM_OK;
+    if (!e->opt.embeddings) return SLM_OK;
     slm_status s = load_dense(e, path);
     if (!s) s = load_classifier(e, path);
     if (!s && hf && e->n_cls && hf_pool == -1) e->pooling = SLM_POOLING_RANK; /* a cross-encoder folder */

@@ -253,6 +253,7 @@ static slm_status check_blob_options(slm_engine *e, const char *path) {
 static slm_status blob_seqs(slm_engine *e, const char *path) {
     slm_compiled *c = &e->comp;
     const int want = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1, have = c->n_seqs > 1 ? c->n_seqs : 1;
+    if (c->cfg.encoder) return SLM_OK; /* no decode: its sessions take turns with the embedding programs */
     if (have > 1 && want > 1 && want != have)
         return slm_errf(&e->err, SLM_ERR_ARG, "--parallel %d: the blob %s was compiled for --parallel %d (its batch "
                         "programs address %d KV regions); use --parallel %d or 1, or recompile with --parallel %d",
@@ -356,6 +357,7 @@ static slm_status source_identity(slm_engine *e, const char *model_path, slm_blo
     /* --parallel N: the batch programs for N KV regions make another blob */
     const int32_t seqs = e->opt.n_seqs;
     if (seqs > 1) id->options_hash = slm_hash64(&seqs, sizeof seqs, id->options_hash);
+    if (e->opt.embeddings) id->options_hash = slm_hash64("embeddings", 10, id->options_hash); /* its embed programs */
     snprintf(id->source, sizeof id->source, "%s", slm_basename(model_path));
     slm_blob_ident_seal(id);
     return SLM_OK;
@@ -380,8 +382,29 @@ static const char *ident_mismatch(const slm_blob_ident *want, const slm_blob_ide
     return NULL;
 }
 
+/* With embeddings: the embedding programs (slm_compile_embed) and their
+ * record. e loaded from the source model. */
+static slm_status write_blob_to(slm_engine *e, const char *path, slm_blob_ident *id, int show_progress, slm_err *err) {
+    slm_blob_embed rec;
+    if (e->opt.embeddings) {
+        slm_status s = slm_engine_embed_storable(e, err);
+        if (s) return s;
+        slm_engine_embed_record(e, &rec);
+    }
+    return slm_blob_write_embed(path, &e->comp, &e->model, e->tok, e->opt.embeddings ? &rec : NULL, id,
+                                show_progress ? progress_tty : NULL, NULL, err);
+}
+
 static slm_status write_blob(slm_engine *e, const char *path, slm_blob_ident *id, int show_progress) {
-    return slm_blob_write(path, &e->comp, &e->model, e->tok, id, show_progress ? progress_tty : NULL, NULL, &e->err);
+    return write_blob_to(e, path, id, show_progress, &e->err);
+}
+
+/* The embedding keys and heads, then the embedding programs (once: a
+ * cache-mode load that falls back to the source comes here twice). */
+static slm_status source_embed(slm_engine *e, const char *model_path) {
+    slm_status s = slm_engine_embed_init(e, model_path);
+    if (!s && e->opt.embeddings && !slm_largest(&e->comp, SLM_PROG_EMBED)) s = slm_compile_embed(&e->comp, &e->model, &e->err);
+    return s;
 }
 
 /* The batch programs of --parallel N (N > 1; not for an encoder, which has
@@ -421,10 +444,12 @@ static slm_status load_cached(slm_engine *e, const char *model_path) {
         snprintf(e->note, sizeof e->note, "no cached blob for this model and these options; compiling into %s", path);
         if (tty || e->opt.verbose) fprintf(stderr, "staticlm: note: %s\n", e->note);
     }
-    if ((s = open_source(e, model_path)) || (s = compile_batch(e))) return s;
+    if ((s = open_source(e, model_path)) || (e->opt.embeddings && (s = source_embed(e, model_path))) ||
+        (s = compile_batch(e)))
+        return s;
     if (tty) fprintf(stderr, "compile: %d programs compiled\n", e->comp.n_progs);
     slm_err werr = {0};
-    s = slm_blob_write(path, &e->comp, &e->model, e->tok, &id, tty ? progress_tty : NULL, NULL, &werr);
+    s = write_blob_to(e, path, &id, tty, &werr);
     if (s) {
         /* keep running from the source model */
         size_t n = strlen(e->note);
@@ -541,10 +566,6 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                         opt->draft_tokenizer_path);
     slm_status s;
     const int blob = slm_blob_is_elf(model_path);
-    if (e->opt.embeddings && (blob || (e->opt.cache_dir && e->opt.cache_dir[0])))
-        return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "--embeddings: %s; load the source model (GGUF, .bin, "
-                        "a Hugging Face folder) for embeddings", blob ? "blobs hold no embedding programs"
-                        : "--cache-dir keeps blobs, which hold no embedding programs");
     if (blob) {
         if (!(s = open_blob(e, model_path)) && !(s = check_blob_options(e, model_path))) s = blob_seqs(e, model_path);
     }
@@ -566,12 +587,12 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                                                3.0 * c->dim * c->hidden_dim);
         if (params < 2e6) threads = 1;
     }
-    if ((s = slm_engine_embed_init(e, model_path))) return s;
     if (e->cfg.encoder && !e->opt.embeddings)
         return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s is an encoder (an embedding model): it makes embeddings, "
                         "not text; use `staticlm embed` or `staticlm serve --embeddings`", slm_basename(model_path),
                         e->cfg.arch);
-    if (e->opt.embeddings && (s = slm_compile_embed(&e->comp, &e->model, &e->err))) return s;
+    /* from a blob (or the cache) the embedding programs and heads are the blob's */
+    if ((s = e->from_blob ? slm_engine_embed_init(e, model_path) : source_embed(e, model_path))) return s;
     const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
     /* from a blob: its batch programs (blob_seqs; cache mode compiled them into it); from the source: compiled
      * here, unless cache mode did before writing the blob and then ran from the source */

@@ -29,10 +29,10 @@ typedef enum slm_prog_kind {
                              for every row; not stored in blobs */
     SLM_PROG_EMBED = 6,   /* a prefill whose output is the final norm's hidden state of
                              every row (no LM head): embeddings (slm_options.embeddings);
-                             one per prefill variant; not stored in blobs */
+                             one per prefill variant; stored in blobs with .slm.embed */
     SLM_PROG_EMBED_BATCH = 7 /* an encoder's embedding program of B regions x S rows
                              (rows = B x S, region = S): one text a region, attention
-                             inside it; named embed.BxS; not stored in blobs */
+                             inside it; named embed.BxS; stored in blobs with its region */
 } slm_prog_kind;
 
 /* One program input or output (the article's I/O metadata). */

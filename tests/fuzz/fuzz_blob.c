@@ -1,8 +1,9 @@
 /* libFuzzer target for the blob loader (src/blob/blob_read.c): every input
  * is either refused with a message that names the file, or validated; a
  * validated blob is then bound and run for one prefill and one decode step
- * on one thread (with batch programs: a prefill in each of its KV regions
- * and a batch step of each size), so the validator's promise (no task reads or writes
+ * on one thread (with embedding programs: one text, then two through the
+ * batch ones; with batch programs: a prefill in each of its KV regions and
+ * a batch step of each size), so the validator's promise (no task reads or writes
  * outside its buffers) is checked by ASan. The checksum is skipped
  * (SLM_BLOB_NO_CHECKSUM), otherwise nearly every mutation would stop there.
  * Built and run by tests/fuzz/run.sh; by hand:
@@ -18,6 +19,14 @@
 #include "runtime/runtime.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The rows an embedding program hands over: read, so ASan sees them. */
+static volatile float g_sink;
+static void take_rows(void *ud, const float *rows, int first, int n_rows, int dim) {
+    (void)ud, (void)first;
+    for (int i = 0; i < n_rows * dim; i++) g_sink += rows[i];
+}
+static void take_text(void *ud, int text, const float *rows, int n_rows, int dim) { take_rows(ud, rows, text, n_rows, dim); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     slm_blob b;
@@ -42,7 +51,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         slm_runtime rt;
         if (c.n_seqs <= 8 && slm_rt_init_seqs(&rt, &c, b.weights, 1, c.n_seqs, 0, &err) == SLM_OK) {
             int32_t ids[8] = {1 % c.cfg.vocab_size, 2 % c.cfg.vocab_size, 3 % c.cfg.vocab_size};
-            if (slm_rt_prefill(&rt, ids, 3, &err) == SLM_OK) (void)slm_rt_decode(&rt, ids[0], &err);
+            if (slm_largest(&c, SLM_PROG_EMBED)) { /* embedding programs: one text, then two in regions */
+                (void)slm_rt_embed(&rt, ids, 3, take_rows, NULL, &err);
+                const int32_t *texts[2] = {ids, ids + 1};
+                const int n[2] = {3, 2};
+                if (slm_rt_embed_region_max(&rt) >= 3) (void)slm_rt_embed_batch(&rt, 2, texts, n, take_text, NULL, &err);
+            }
+            if (slm_largest(&c, SLM_PROG_GENERATE) && slm_rt_prefill(&rt, ids, 3, &err) == SLM_OK)
+                (void)slm_rt_decode(&rt, ids[0], &err);
             if (c.n_seqs > 1) { /* the batch programs: every region holds a prompt, then each batch size */
                 int seqs[8];
                 const float *lg;

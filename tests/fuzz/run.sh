@@ -138,7 +138,21 @@ seeds() { # target -> corpus dir
         cmake -S . -B "$OUT/cli" -DCMAKE_BUILD_TYPE=Release >/dev/null &&
           cmake --build "$OUT/cli" -j2 --target staticlm_cli >/dev/null &&
           "$OUT/cli/staticlm" "${args[@]}" >/dev/null 2>&1 || echo "fuzz: could not make a seed blob" >&2
-      fi ;;
+      fi
+      # embedding programs (.slm.embed): a bert cross-encoder (its head in the weights, embed.BxS programs), a
+      # modern-bert (LayerNorms without bias, windows both ways), and stories260K's embed.T beside its decoder
+      for c in build/staticlm build-asan/staticlm "$OUT/cli/staticlm"; do
+        [ -x "$c" ] || continue
+        "$c" synth --shape custom --arch bert --dim 32 --layers 1 --heads 2 --ffn 64 --ctx 16 --n-vocab 300 \
+          --pooling rank --type q8_0 -o "$d/bert.gguf" >/dev/null 2>&1 &&
+          "$c" compile -m "$d/bert.gguf" --max-prompt-len 16 -o "$d/bert.blob" >/dev/null 2>&1
+        "$c" synth --shape custom --arch modern-bert --dim 32 --layers 3 --heads 2 --ffn 64 --ctx 16 --n-vocab 300 \
+          --type f16 -o "$d/modern.gguf" >/dev/null 2>&1 &&
+          "$c" compile -m "$d/modern.gguf" --max-prompt-len 16 -o "$d/modern.blob" >/dev/null 2>&1
+        "$c" "${args[@]/%stories260K.blob/stories260K-embed.blob}" --embeddings >/dev/null 2>&1
+        rm -f "$d/bert.gguf" "$d/modern.gguf"
+        [ -f "$d/bert.blob" ] && break
+      done ;;
   esac
   echo "$d"
 }
