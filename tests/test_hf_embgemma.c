@@ -19,6 +19,7 @@
 
 #include "t.h"
 #include "t_hf_twin.h"
+#include "t_blob_embed.h"
 #include "st_write.h"
 #include "hf_twin.h"
 #include "format/gguf.h"
@@ -363,6 +364,20 @@ static void check_twin(const char *name, const opts *o) {
     CHECKF(!memcmp(ef, eg, sizeof ef), "%s: embeddings differ from the GGUF's (relative %g)", name, worst);
     fprintf(stderr, "  %s: embeddings against the GGUF twin: max relative difference %g%s\n", name, worst,
             memcmp(ef, eg, sizeof ef) ? "" : " (bit-exact)");
+    { /* the folder as a blob: its programs, pooling and the dense pair kept, bit for bit */
+        slm_options bo = slm_default_options();
+        bo.embeddings = 1;
+        bo.max_prompt_len = CTX;
+        bo.prefill_variants[0] = 4;
+        bo.kv_type = SLM_KV_F32;
+        bo.n_threads = 2;
+        int32_t bid[12];
+        for (int i = 0; i < 12; i++) bid[i] = i ? P0 + (i * 5) % 20 : 2;
+        static const int lens[] = {4, 10, 2};
+        char blob[640];
+        snprintf(blob, sizeof blob, "%s/%s.slmblob", root, name);
+        t_blob_embed_check(dir, &bo, blob, bid, 12, lens, 3);
+    }
     unlink(gguf);
     st_rm_dir(dir);
     free_model(&m);
@@ -413,6 +428,16 @@ static void test_dense_tanh(void) {
     }
     CHECKF(worst < 1e-5, "Dense modules (bias, Tanh): relative error %g", worst);
     CHECKF(moved > 0.1, "the Dense modules change nothing here (%g): the check cannot fail", moved);
+    { /* a blob holds EmbeddingGemma's linear pair alone: Tanh modules are refused, naming them */
+        slm_engine *e = twin_load(dir, CTX, 4);
+        char blob[640];
+        snprintf(blob, sizeof blob, "%s/dense_tanh.slmblob", root);
+        CHECK(e && slm_save_blob(e, blob) == SLM_ERR_UNSUPPORTED);
+        CHECKF(e && strstr(slm_last_error(e), "Tanh") && strstr(slm_last_error(e), "run the embeddings from the folder"),
+               "%s", e ? slm_last_error(e) : "");
+        CHECK(access(blob, F_OK) != 0);
+        slm_free(e);
+    }
     fprintf(stderr, "  dense_tanh: against the modules computed here: max relative difference %g (they move it by %g)\n",
             worst, moved);
     unlink(gguf);
