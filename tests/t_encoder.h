@@ -172,6 +172,49 @@ static inline void attend(const double *q, const double *k, const double *v, int
 /* gelu, tanh form (llama.cpp's) */
 static inline double gelu_tanh(double x) { return 0.5 * x * (1.0 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
 
+/* The inputs the family checks feed: 16 ids (the first 1, the rest spread over the vocabulary), and
+ * the lengths taken of them (padded in embed.4 and embed.16, both full). */
+static const int enc_lengths[] = {1, 3, 4, 9, 16};
+static inline void fill_ids(int32_t *ids) {
+    for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : 3 + (i * 7) % (VOCAB - 3);
+}
+
+/* The keys of a bert-like file (A its arch) of the test's shape with `layers` layers: the LayerNorm
+ * epsilon 1e-12, both ways, mean pooling; with rope the RoPE base 1000 (rope_neox's). */
+static inline void put_bert_keys(slm_gguf_writer *w, const char *A, int layers, int rope) {
+    char key[96];
+#define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
+    slm_gguf_set_str(w, "general.architecture", A);
+    slm_gguf_set_u32(w, K("context_length"), CTX);
+    slm_gguf_set_u32(w, K("embedding_length"), DIM);
+    slm_gguf_set_u32(w, K("feed_forward_length"), FF);
+    slm_gguf_set_u32(w, K("block_count"), (uint32_t)layers);
+    slm_gguf_set_u32(w, K("attention.head_count"), HEADS);
+    slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), 1e-12f);
+    slm_gguf_set_bool(w, K("attention.causal"), 0);
+    slm_gguf_set_u32(w, K("pooling_type"), 1);
+    if (rope) slm_gguf_set_f32(w, K("rope.freq_base"), 1000.0f);
+#undef K
+}
+
+/* The model's tensors into w, then the file written and w freed; experts > 0: a tensor named
+ * *_exps.* [in, out x experts] is written 3-D [in, out, experts]. 1 when written. */
+static inline int write_tensors(slm_gguf_writer *w, const model *m, int experts, const char *path) {
+    for (int i = 0; i < m->n; i++) {
+        const tensor *t = &m->t[i];
+        const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1]);
+        const int exps = experts > 0 && strstr(t->name, "_exps.") != NULL;
+        const int64_t ne[3] = {t->ne[0], exps ? t->ne[1] / experts : t->ne[1], experts};
+        slm_gguf_add_tensor(w, t->name, t->h ? SLM_F16 : SLM_F32, exps ? 3u : (uint32_t)t->n_dims, ne,
+                            t->h ? (const void *)t->h : (const void *)t->f, n * (t->h ? 2 : 4));
+    }
+    slm_err err = {0};
+    const slm_status s = slm_gguf_write(w, path, &err);
+    if (s) fprintf(stderr, "  write %s: %s\n", path, err.msg);
+    slm_gguf_writer_free(w);
+    return s == SLM_OK;
+}
+
 /* ---- several texts at once (slm_session_embed_batch) ---------------------- */
 
 /* With max_prompt_len 32 the batch programs are embed.4x8, embed.2x12 and

@@ -80,31 +80,9 @@ static void make_model(model *m, int kind) {
 static int write_model(const model *m, const char *path) {
     const char *A = m->nomic ? "nomic-bert" : m->jina ? "jina-bert-v2" : "bert";
     slm_gguf_writer *w = slm_gguf_writer_new();
-    char key[96];
-#define K(s) (snprintf(key, sizeof key, "%s." s, A), key)
-    slm_gguf_set_str(w, "general.architecture", A);
-    slm_gguf_set_u32(w, K("context_length"), CTX);
-    slm_gguf_set_u32(w, K("embedding_length"), DIM);
-    slm_gguf_set_u32(w, K("feed_forward_length"), FF);
-    slm_gguf_set_u32(w, K("block_count"), LAYERS);
-    slm_gguf_set_u32(w, K("attention.head_count"), HEADS);
-    slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), 1e-12f);
-    slm_gguf_set_bool(w, K("attention.causal"), 0);
-    slm_gguf_set_u32(w, K("pooling_type"), 1);
-    if (m->nomic) slm_gguf_set_f32(w, K("rope.freq_base"), 1000.0f);
-#undef K
+    put_bert_keys(w, A, LAYERS, m->nomic);
     write_vocab(w, m->nomic); /* bert: SentencePiece; nomic-bert: WordPiece, as real files have */
-    for (int i = 0; i < m->n; i++) {
-        const tensor *t = &m->t[i];
-        const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1]);
-        slm_gguf_add_tensor(w, t->name, t->h ? SLM_F16 : SLM_F32, (uint32_t)t->n_dims, t->ne,
-                            t->h ? (const void *)t->h : (const void *)t->f, n * (t->h ? 2 : 4));
-    }
-    slm_err err = {0};
-    const slm_status s = slm_gguf_write(w, path, &err);
-    if (s) fprintf(stderr, "  write %s: %s\n", path, err.msg);
-    slm_gguf_writer_free(w);
-    return s == SLM_OK;
+    return write_tensors(w, m, 0, path);
 }
 
 /* ---- the reference: llama.cpp's BERT graph in double ---------------------- */
@@ -203,12 +181,11 @@ static void check_family(int kind) {
     if (s) {
         CHECK(slm_model_pooling(e) == SLM_POOLING_MEAN);
         int32_t ids[16];
-        for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : 3 + (i * 7) % (VOCAB - 3);
-        const int ns[] = {1, 3, 4, 9, 16}; /* padded in embed.4 and embed.16, both full */
+        fill_ids(ids);
         static float got[16 * DIM];
         static double want[16 * DIM];
-        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
-            const int n = ns[c];
+        for (size_t c = 0; c < sizeof enc_lengths / sizeof enc_lengths[0]; c++) {
+            const int n = enc_lengths[c];
             reference(&m, ids, n, want);
             CHECKF(slm_session_embed(s, ids, n, SLM_POOLING_NONE, got, (size_t)n * DIM) == SLM_OK, "%s",
                    slm_session_error(s));

@@ -78,37 +78,13 @@ static void moe_make(model *m, const moe_file *f) {
  * experts 3-D [in, out, E]), a vocabulary. */
 static int moe_write(const model *m, const moe_file *f, const char *path) {
     slm_gguf_writer *w = slm_gguf_writer_new();
-    char key[96];
-#define K(s) (snprintf(key, sizeof key, "nomic-bert-moe." s), key)
-    slm_gguf_set_str(w, "general.architecture", "nomic-bert-moe");
-    slm_gguf_set_u32(w, K("context_length"), CTX);
-    slm_gguf_set_u32(w, K("embedding_length"), DIM);
-    slm_gguf_set_u32(w, K("feed_forward_length"), FF);
-    slm_gguf_set_u32(w, K("block_count"), ML);
-    slm_gguf_set_u32(w, K("attention.head_count"), HEADS);
-    slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), 1e-12f);
-    slm_gguf_set_bool(w, K("attention.causal"), 0);
-    slm_gguf_set_u32(w, K("pooling_type"), 1);
-    slm_gguf_set_f32(w, K("rope.freq_base"), 1000.0f);
-    if (f->keys != 1) slm_gguf_set_u32(w, K("expert_count"), NE);
-    slm_gguf_set_u32(w, K("expert_used_count"), f->keys == 2 ? NE + 1 : NK);
-    slm_gguf_set_u32(w, K("moe_every_n_layers"), (uint32_t)f->every);
-#undef K
+    put_bert_keys(w, "nomic-bert-moe", ML, 1);
+    if (f->keys != 1) slm_gguf_set_u32(w, "nomic-bert-moe.expert_count", NE);
+    slm_gguf_set_u32(w, "nomic-bert-moe.expert_used_count", f->keys == 2 ? NE + 1 : NK);
+    slm_gguf_set_u32(w, "nomic-bert-moe.moe_every_n_layers", (uint32_t)f->every);
     slm_gguf_set_u32(w, "tokenizer.ggml.token_type_count", 1);
     write_vocab(w, 0);
-    for (int i = 0; i < m->n; i++) {
-        const tensor *t = &m->t[i];
-        const uint64_t n = (uint64_t)(t->ne[0] * t->ne[1]);
-        const int exps = strstr(t->name, "_exps.") != NULL;
-        const int64_t ne[3] = {t->ne[0], exps ? t->ne[1] / NE : t->ne[1], NE};
-        slm_gguf_add_tensor(w, t->name, t->h ? SLM_F16 : SLM_F32, exps ? 3u : (uint32_t)t->n_dims, ne,
-                            t->h ? (const void *)t->h : (const void *)t->f, n * (t->h ? 2 : 4));
-    }
-    slm_err err = {0};
-    const slm_status s = slm_gguf_write(w, path, &err);
-    if (s) fprintf(stderr, "  write %s: %s\n", path, err.msg);
-    slm_gguf_writer_free(w);
-    return s == SLM_OK;
+    return write_tensors(w, m, NE, path);
 }
 
 /* The experts' sum of one row xr [DIM] into out [DIM]; *margin: the gap
@@ -225,13 +201,12 @@ static void check_moe(const moe_file *f, const char *what, int breaks) {
     if (s) {
         CHECK(slm_model_pooling(e) == SLM_POOLING_MEAN);
         int32_t ids[16];
-        for (int i = 0; i < 16; i++) ids[i] = i == 0 ? 1 : 3 + (i * 7) % (VOCAB - 3);
-        const int ns[] = {1, 3, 4, 9, 16}; /* padded in embed.4 and embed.16, both full */
+        fill_ids(ids);
         static float got[16 * DIM], mean[DIM];
         static double want[16 * DIM];
         const variant ok = {NK, 0, 0};
-        for (size_t c = 0; c < sizeof ns / sizeof ns[0]; c++) {
-            const int n = ns[c];
+        for (size_t c = 0; c < sizeof enc_lengths / sizeof enc_lengths[0]; c++) {
+            const int n = enc_lengths[c];
             double margin;
             moe_reference(&m, f->every, ids, n, ok, want, &margin);
             CHECKF(margin > 1e-5, "%s n %d: the router's top %d stand %g apart from the next (a fragile case)", what,
