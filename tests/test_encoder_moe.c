@@ -9,7 +9,7 @@
  * dense); the sensitivity of the comparison (the reference with the wrong
  * top K, renormalized weights or gated experts is far from what the
  * engine gives); batch programs against one text at a time; the keys and
- * tensors a file must have. */
+ * tensors a file must have; staticlm synth's nomic-embed-text-v2-moe shape. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/common.h"
 #include "common/dtype.h"
 #include "format/gguf.h"
 #include "staticlm.h"
@@ -277,12 +278,72 @@ static void test_refusals(void) {
     }
 }
 
+/* staticlm synth --shape nomic-embed-text-v2-moe cut to 2 layers of 64, with XLM-R's kind of
+ * vocabulary (a unigram one): the converter's keys and tensors (the experts 3-D on layer 1, no gate,
+ * the router f32, the Q/K/V bias), and the file embeds a text. */
+static void test_synth_shape(void) {
+    char path[300], cmd[1200];
+    snprintf(path, sizeof path, "%s/synth-v2moe.gguf", dir);
+    snprintf(cmd, sizeof cmd, "\"%s\" synth --shape nomic-embed-text-v2-moe --layers 2 --dim 64 --heads 4 --ffn 96 "
+             "--type q8_0 --vocab-file \"%s\" -o \"%s\" >/dev/null 2>&1", SLM_CLI_PATH, SLM_TESTS_DIR "/corpus/ugm/xlmr.gguf",
+             path);
+    CHECK(system(cmd) == 0);
+    slm_map map;
+    slm_gguf *g = NULL;
+    slm_err err = {0};
+    if (slm_map_file(&map, path, &err) || slm_gguf_open(&g, map.data, map.size, path, &err)) {
+        CHECKF(0, "%s", err.msg);
+        return;
+    }
+    uint32_t v[6] = {0};
+    float eps = 0, base = 0;
+    CHECK(slm_gguf_get_u32(g, "nomic-bert-moe.expert_count", &v[0]) && v[0] == 8);
+    CHECK(slm_gguf_get_u32(g, "nomic-bert-moe.expert_used_count", &v[1]) && v[1] == 2);
+    CHECK(slm_gguf_get_u32(g, "nomic-bert-moe.moe_every_n_layers", &v[2]) && v[2] == 2);
+    CHECK(slm_gguf_get_u32(g, "nomic-bert-moe.context_length", &v[3]) && v[3] == 512);
+    CHECK(slm_gguf_get_u32(g, "tokenizer.ggml.token_type_count", &v[4]) && v[4] == 1);
+    CHECK(slm_gguf_get_u32(g, "nomic-bert-moe.pooling_type", &v[5]) && v[5] == 1);
+    CHECK(slm_gguf_get_f32(g, "nomic-bert-moe.attention.layer_norm_epsilon", &eps) && eps == 1e-5f);
+    CHECK(slm_gguf_get_f32(g, "nomic-bert-moe.rope.freq_base", &base) && base == 10000.0f);
+    const slm_gguf_tensor *up = slm_gguf_find_tensor(g, "blk.1.ffn_up_exps.weight"),
+                          *down = slm_gguf_find_tensor(g, "blk.1.ffn_down_exps.weight"),
+                          *router = slm_gguf_find_tensor(g, "blk.1.ffn_gate_inp.weight"),
+                          *qb = slm_gguf_find_tensor(g, "blk.0.attn_qkv.bias");
+    CHECK(up && up->n_dims == 3 && up->ne[0] == 64 && up->ne[1] == 96 && up->ne[2] == 8 && up->type == SLM_Q8_0);
+    CHECK(down && down->n_dims == 3 && down->ne[0] == 96 && down->ne[1] == 64 && down->ne[2] == 8);
+    CHECK(router && router->type == SLM_F32 && router->ne[0] == 64 && router->ne[1] == 8);
+    CHECK(qb && qb->type == SLM_F32 && qb->ne[0] == 192);
+    CHECK(slm_gguf_find_tensor(g, "blk.0.ffn_up.bias") && slm_gguf_find_tensor(g, "blk.0.ffn_down.bias"));
+    CHECK(!slm_gguf_find_tensor(g, "blk.1.ffn_up.weight") && !slm_gguf_find_tensor(g, "blk.0.ffn_gate.weight") &&
+          !slm_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight") && !slm_gguf_find_tensor(g, "blk.1.ffn_gate_exps.weight"));
+    slm_gguf_str tm;
+    CHECK(slm_gguf_get_str(g, "tokenizer.ggml.model", &tm) && slm_gguf_str_eq(tm, "t5"));
+    slm_gguf_close(g);
+    slm_unmap(&map);
+    slm_engine *e = moe_load(path);
+    slm_session *s = NULL;
+    CHECK(e != NULL);
+    if (e) CHECK(slm_session_new(e, NULL, &s) == SLM_OK);
+    if (s) {
+        float a[64];
+        int nt = 0;
+        CHECKF(slm_session_embed_text(s, "Hello world", SLM_POOLING_MEAN, a, 64, &nt) == SLM_OK, "%s", slm_session_error(s));
+        int finite = nt > 2;
+        for (int i = 0; i < 64; i++) finite &= isfinite(a[i]);
+        CHECK(finite);
+        slm_session_free(s);
+    }
+    slm_free(e);
+    unlink(path);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/slm_encoder_moe_%d", (int)getpid());
     mkdir(dir, 0700);
     T_RUN(test_experts_every_2);
     T_RUN(test_experts_every_3_f16);
     T_RUN(test_refusals);
+    T_RUN(test_synth_shape);
     rmdir(dir);
     T_DONE();
 }

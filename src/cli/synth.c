@@ -920,7 +920,7 @@ int slm_cli_synth(int argc, char **argv) {
     s.seed = a.seed;
     s.std = a.std;
     s.w = slm_gguf_writer_new();
-    int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
+    int widest = 3 * sh.dim > sh.ffn ? 3 * sh.dim : sh.ffn; /* 3 x dim: nomic-bert-moe's Q/K/V bias */
     if (sh.expert_ffn > widest) widest = sh.expert_ffn;
     if (sh.shared_ffn > widest) widest = sh.shared_ffn;
     if (2 * head_dim_of(&sh) * sh.n_heads > widest) widest = 2 * head_dim_of(&sh) * sh.n_heads;
