@@ -110,6 +110,10 @@ static const synth_shape k_shapes[] = {
      .pooling = 2},
     {"nomic-embed-text-v1.5", "nomic-bert", 768, 12, 12, 12, 3072, 30522, 2048, 1000.0f, 1e-12f, 0, 0,
      .type_vocab = 2, .pooling = 1},
+    /* nomic-embed-text-v2-moe: 8 ungated GELU experts of 3072, 2 per token, on every second layer; XLM-R's
+     * vocabulary (--vocab-file a t5 one); trained for 512 positions (the converter's context) */
+    {"nomic-embed-text-v2-moe", "nomic-bert-moe", 768, 12, 12, 12, 3072, 250048, 512, 10000.0f, 1e-5f, 0, 0,
+     .experts = 8, .experts_used = 2, .type_vocab = 1, .pooling = 1},
     /* XLM-RoBERTa (bert in GGUF, a SentencePiece unigram vocabulary in the real files: pass one with
      * --vocab-file): the context is max_position_embeddings less the 2 rows the converter cuts;
      * one token type. bge-m3 (cls pooling; snowflake-arctic-embed-l-v2.0 is the same shape),
@@ -393,7 +397,7 @@ static int parse_args(synth_args *a, int argc, char **argv, int *done) {
 
 static int is_moe_arch(const char *a) {
     return !strcmp(a, "qwen3moe") || !strcmp(a, "olmoe") || !strcmp(a, "granitemoe") || !strcmp(a, "gpt-oss") ||
-           !strcmp(a, "qwen2moe") || !strcmp(a, "glm4moe") || !strcmp(a, "qwen35moe");
+           !strcmp(a, "qwen2moe") || !strcmp(a, "glm4moe") || !strcmp(a, "qwen35moe") || !strcmp(a, "nomic-bert-moe");
 }
 
 /* The named shape with the overrides, and the type; 0 or the exit code. */
@@ -916,7 +920,7 @@ int slm_cli_synth(int argc, char **argv) {
     s.seed = a.seed;
     s.std = a.std;
     s.w = slm_gguf_writer_new();
-    int widest = sh.dim > sh.ffn ? sh.dim : sh.ffn;
+    int widest = 3 * sh.dim > sh.ffn ? 3 * sh.dim : sh.ffn; /* 3 x dim: nomic-bert-moe's Q/K/V bias */
     if (sh.expert_ffn > widest) widest = sh.expert_ffn;
     if (sh.shared_ffn > widest) widest = sh.shared_ffn;
     if (2 * head_dim_of(&sh) * sh.n_heads > widest) widest = 2 * head_dim_of(&sh) * sh.n_heads;

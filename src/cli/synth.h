@@ -97,6 +97,7 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty);
  * the shape's encoder parts and checks (0 or an exit code); its metadata
  * keys after general.*; its tensors (0 when one could not be made). */
 int synth_is_encoder(const char *arch);
+#define SYNTH_MOE_EVERY 2 /* nomic-bert-moe: experts on layer l when l % 2 == 1 (nomic-embed-text-v2-moe) */
 int synth_encoder_shape(const synth_args *a, synth_shape *sh);
 void synth_encoder_metadata(slm_gguf_writer *w, const synth_shape *sh, const synth_type *ty);
 int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty);

@@ -1,6 +1,6 @@
-/* staticlm synth --arch bert | nomic-bert | modern-bert: encoder embedding
- * models (the shapes of bge-small/base-en-v1.5, all-MiniLM-L6-v2,
- * nomic-embed-text-v1.5, modernbert-embed-base) with the keys and tensors
+/* staticlm synth --arch bert | nomic-bert | nomic-bert-moe | modern-bert:
+ * encoder embedding models (the shapes of bge-small/base-en-v1.5,
+ * all-MiniLM-L6-v2, nomic-embed-text-v1.5 and v2-moe, modernbert-embed-base) with the keys and tensors
  * llama.cpp's converter writes (conversion/bert.py, BertModel,
  * NomicBertModel and ModernBertModel) and its graphs read; format/encoder.c
  * is our reader of them.
@@ -17,6 +17,12 @@
  * attn_q/k/v with biases, nomic-bert's fused attn_qkv [dim, 3 x dim] (no
  * biases anywhere), attn_output (+ bias), attn_output_norm, ffn_up (+ bias),
  * nomic-bert's ffn_gate (SwiGLU), ffn_down (+ bias), layer_output_norm;
+ * nomic-bert-moe: nomic-bert's fused attn_qkv with its bias, bert's GELU FFN
+ * with biases, and on every second layer (l % 2 == 1, moe_every_n_layers 2)
+ * the router ffn_gate_inp [dim, experts] (f32) and the experts'
+ * ffn_up_exps [dim, ffn, experts], ffn_down_exps [ffn, dim, experts], no
+ * gate and no biases (the converter drops them); keys expert_count,
+ * expert_used_count, moe_every_n_layers;
  * with --pooling rank a cross-encoder's classifier head (cls.weight and
  * cls.bias: dense + tanh; cls.output.weight [dim, 1] and its bias: one score).
  * modern-bert: rope.freq_base, rope.freq_base_swa (10000), the window
@@ -49,7 +55,8 @@
 #include "staticlm.h"
 
 int synth_is_encoder(const char *arch) {
-    return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert") || !strcmp(arch, "modern-bert");
+    return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert") || !strcmp(arch, "modern-bert") ||
+           !strcmp(arch, "nomic-bert-moe");
 }
 
 int synth_encoder_shape(const synth_args *a, synth_shape *sh) {
@@ -92,6 +99,11 @@ void synth_encoder_metadata(slm_gguf_writer *w, const synth_shape *sh, const syn
         slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
         slm_gguf_set_u32(w, K("attention.sliding_window_pattern"), 3);
         slm_gguf_set_u32(w, K("vocab_size"), (uint32_t)sh->vocab);
+    }
+    if (!strcmp(sh->arch, "nomic-bert-moe")) { /* NomicBertModel's MoE keys */
+        slm_gguf_set_u32(w, K("expert_count"), (uint32_t)sh->experts);
+        slm_gguf_set_u32(w, K("expert_used_count"), (uint32_t)sh->experts_used);
+        slm_gguf_set_u32(w, K("moe_every_n_layers"), SYNTH_MOE_EVERY);
     }
     slm_gguf_set_f32(w, K("attention.layer_norm_epsilon"), sh->eps);
     slm_gguf_set_u32(w, "general.file_type", ty->ftype);
@@ -148,7 +160,8 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
         slm_xfree(g);
         return ok;
     }
-    const int nomic = !strcmp(sh->arch, "nomic-bert"), D = sh->dim, F = sh->ffn, L = sh->n_layers;
+    const int moe = !strcmp(sh->arch, "nomic-bert-moe"), nomic = moe || !strcmp(sh->arch, "nomic-bert");
+    const int bias = !nomic || moe, D = sh->dim, F = sh->ffn, L = sh->n_layers, E = sh->experts;
     const uint32_t mt = ty->matrix;
     float *g = slm_malloc((size_t)D * sizeof(float));
     char n[64];
@@ -171,18 +184,26 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
         const uint32_t t_down = synth_layer_type(mt, 1, l, L, F);
         if (nomic) { /* llama-quant: Q4_K_M's attn_qkv is Q5_K (Q5_1 when the row is not 256-multiple) */
             const uint32_t t_qkv = mt != SLM_Q4_K ? mt : D % SLM_QK_K ? SLM_Q5_1 : SLM_Q5_K;
-            if (!T("attn_qkv.weight", t_qkv, D, 3 * D)) goto done;
+            if (!T("attn_qkv.weight", t_qkv, D, 3 * D) || (moe && !T("attn_qkv.bias", SLM_F32, 3 * D, 1))) goto done;
         } else if (!T("attn_q.weight", t_in, D, D) || !T("attn_q.bias", SLM_F32, D, 1) ||
                    !T("attn_k.weight", t_in, D, D) || !T("attn_k.bias", SLM_F32, D, 1) ||
                    !T("attn_v.weight", t_v, D, D) || !T("attn_v.bias", SLM_F32, D, 1))
             goto done;
-        if (!T("attn_output.weight", t_in, D, D) || (!nomic && !T("attn_output.bias", SLM_F32, D, 1)) ||
-            !TN("attn_output_norm.weight") || !T("attn_output_norm.bias", SLM_F32, D, 1) ||
-            !T("ffn_up.weight", t_in, D, F) || (!nomic && !T("ffn_up.bias", SLM_F32, F, 1)) ||
-            (nomic && !T("ffn_gate.weight", t_in, D, F)) || !T("ffn_down.weight", t_down, F, D) ||
-            (!nomic && !T("ffn_down.bias", SLM_F32, D, 1)) || !TN("layer_output_norm.weight") ||
-            !T("layer_output_norm.bias", SLM_F32, D, 1))
+        if (!T("attn_output.weight", t_in, D, D) || (bias && !T("attn_output.bias", SLM_F32, D, 1)) ||
+            !TN("attn_output_norm.weight") || !T("attn_output_norm.bias", SLM_F32, D, 1))
             goto done;
+        if (moe && l % SYNTH_MOE_EVERY == 1) { /* the router (f32, as llama-quantize leaves it), the experts 3-D */
+            if (!T("ffn_gate_inp.weight", SLM_F32, D, E)) goto done;
+            snprintf(n, sizeof n, "blk.%d.ffn_up_exps.weight", l);
+            if (!synth_add3(s, n, t_in, D, F, E)) goto done;
+            snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", l);
+            if (!synth_add3(s, n, t_down, F, D, E)) goto done;
+        } else if (!T("ffn_up.weight", t_in, D, F) || (bias && !T("ffn_up.bias", SLM_F32, F, 1)) ||
+                   (nomic && !moe && !T("ffn_gate.weight", t_in, D, F)) || !T("ffn_down.weight", t_down, F, D) ||
+                   (bias && !T("ffn_down.bias", SLM_F32, D, 1))) {
+            goto done;
+        }
+        if (!TN("layer_output_norm.weight") || !T("layer_output_norm.bias", SLM_F32, D, 1)) goto done;
 #undef TN
 #undef T
     }

@@ -562,7 +562,7 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
     }
     /* MOE_MATMUL: rows of width n = cols / K */
     const int n = nd->cols / K, k = nd->gather ? c->g->nodes[nd->in[0]].cols : c->g->nodes[nd->in[0]].cols / K;
-    const int route = nd->in[nd->gather ? 1 : 2];
+    const int route = nd->in[nd->n_in - 1]; /* after x (gather), gate and up, or up alone (pre GELU) */
     int bounds[MAX_MATMUL_TILES + 1];
     for (int e = 0; e < E; e++) {
         const slm_tensor *w = nd->experts[e];
@@ -580,13 +580,14 @@ static slm_status lower_moe(lower_ctx *c, int i, const slm_node *nd) {
             t->b = e;
             t->c = K;
             t->window = E;
+            /* gemma4's GeGLU experts; nomic-bert-moe's ungated GELU (PRE_SWIGLU | GELU, no src2) */
             t->flags = SLM_TF_EXPERT | (nd->gather ? SLM_TF_EXPERT_GATHER : SLM_TF_PRE_SWIGLU) |
-                       (!nd->gather && nd->gelu ? SLM_TF_GELU : 0); /* gemma4's GeGLU experts */
+                       (!nd->gather && (nd->gelu || nd->pre == SLM_OP_GELU) ? SLM_TF_GELU : 0);
             slm_amx_choose(t->wtype, t->m, t->n0, t->n1, t->tiles);
             t->ref[SLM_REF_SRC0] = ref_node(c, nd->in[0]);
             t->ref[SLM_REF_SRC0].ld = (uint32_t)k;
             if ((s = ref_weight(c, w, &t->ref[SLM_REF_SRC1]))) return s;
-            if (!nd->gather) {
+            if (!nd->gather && nd->pre != SLM_OP_GELU) {
                 t->ref[SLM_REF_SRC2] = ref_node(c, nd->in[1]);
                 t->ref[SLM_REF_SRC2].ld = (uint32_t)k;
                 if (nd->oai_limit > 0.0f) { /* gpt-oss's clamped SwiGLU */

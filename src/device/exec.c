@@ -130,6 +130,13 @@ static int quant_class(uint32_t wtype) {
     return slm_qtype_kind(wtype) >= 0 ? 1 : 0;
 }
 
+/* y[0..n) = gelu_tanh(x) (y may be x): the set's GeGLU times ones. */
+static void gelu_row(const slm_kernel_set *ks, const float *x, float *y, int n) {
+    float ones[256];
+    for (int j = 0; j < 256; j++) ones[j] = 1.0f;
+    for (int j = 0; j < n; j += 256) ks->geglu(x + j, ones, y + j, n - j < 256 ? n - j : 256);
+}
+
 /* GeGLU: gelu_tanh(gate) * up (gemma), in plain C. */
 /* gpt-oss's clamped SwiGLU: min(g, L) * sigmoid(alpha * min(g, L)) * (clamp(u, -L, L) + 1). */
 static void swiglu_oai(const float *g, const float *u, float *y, int n, float alpha, float limit) {
@@ -211,6 +218,8 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
                 const float *xi = x0 + (size_t)i * mm.ldx;
                 if (gather) memcpy(px + (size_t)i * mm.k, x0 + (size_t)gather[i] * mm.ldx, (size_t)mm.k * sizeof(float));
                 else if (pre == SLM_TF_PRE_NORM) ks->rmsnorm(xi, t->p[SLM_REF_SRC2], px + (size_t)i * mm.k, mm.k, t->f0);
+                else if ((t->flags & SLM_TF_GELU) && !t->p[SLM_REF_SRC2]) /* an ungated expert's gelu_tanh(up) */
+                    gelu_row(ks, xi, px + (size_t)i * mm.k, mm.k);
                 else if (t->flags & SLM_TF_GELU)
                     ks->geglu(xi, row_f(t->p[SLM_REF_SRC2], &t->ref[SLM_REF_SRC2], sr0 + i), px + (size_t)i * mm.k, mm.k);
                 else if (t->f1 > 0.0f) /* the clamped SwiGLU (gpt-oss's experts) */
@@ -460,12 +469,10 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             slm_exec_sigmoid_gate(t, rr);
             return SLM_OK;
         }
-        if (t->a == 2) { /* an encoder's FFN: gelu_tanh in place, the set's GeGLU times ones */
-            float ones[256];
-            for (int j = 0; j < 256; j++) ones[j] = 1.0f;
+        if (t->a == 2) { /* an encoder's FFN: gelu_tanh in place */
             for (int r = rr.begin; r < rr.end; r++) {
                 float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], r);
-                for (int j = 0; j < t->n; j += 256) ks->geglu(x + j, ones, x + j, t->n - j < 256 ? t->n - j : 256);
+                gelu_row(ks, x, x, t->n);
             }
             return SLM_OK;
         }

@@ -25,7 +25,7 @@ static void task_bytes(const slm_task *t, int rb, int re, uint64_t *rd, uint64_t
     case SLM_T_MATMUL:
         r = tile * slm_row_bytes(t->wtype, (uint64_t)t->k) + rows * (uint64_t)t->k * f;
         if (t->flags & SLM_TF_PRE_NORM) r += (uint64_t)t->k * f;
-        if (t->flags & SLM_TF_PRE_SWIGLU) r += rows * (uint64_t)t->k * f;
+        if ((t->flags & SLM_TF_PRE_SWIGLU) && t->ref[SLM_REF_SRC2].space) r += rows * (uint64_t)t->k * f;
         w = rows * tile * f;
         if (t->flags & SLM_TF_POST_ADD) r += rows * tile * f;
         break;

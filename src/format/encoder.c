@@ -1,22 +1,61 @@
-/* Encoders: bert, nomic-bert and modern-bert GGUF files (embedding models
- * such as bge-small, all-MiniLM, nomic-embed-text, modernbert-embed,
- * gte-modernbert), as llama.cpp's converter writes them and its graphs run
+/* Encoders: bert, nomic-bert, nomic-bert-moe, modern-bert and jina-bert-v2
+ * GGUF files (embedding models such as bge-small, all-MiniLM,
+ * nomic-embed-text v1.5 and v2-moe, modernbert-embed, gte-modernbert), as llama.cpp's converter writes them and its graphs run
  * them (model.h: slm_model_config.encoder). */
 #include <stdio.h>
 #include <string.h>
 
 #include "format/model.h"
 
+/* An integer key in [lo, hi], or def when absent. */
+static slm_status int_key(const slm_gguf *g, const char *file, const char *key, int64_t lo, int64_t hi, int64_t def,
+                          int *v, slm_err *err) {
+    int64_t x = def;
+    if (slm_gguf_find(g, key) >= 0 && !slm_gguf_get_i64(g, key, &x))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected an integer", file, key);
+    if (x < lo || x > hi)
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s' = %lld is out of range (%lld..%lld)", file, key,
+                        (long long)x, (long long)lo, (long long)hi);
+    *v = (int)x;
+    return SLM_OK;
+}
+
+/* nomic-bert-moe's experts, as llama.cpp reads and runs them: layer l
+ * has them when moe_every_n_layers > 0 and l % it == 1 (so none for 0 or
+ * 1); expert_count and expert_used_count; softmax over every expert, the
+ * top K weights as they are (llama.cpp passes no renormalization and no
+ * scale for this family, whatever other keys say); each expert up, GELU,
+ * down, no gate, no biases (the converter drops the experts' bias). */
+static slm_status moe_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c, slm_err *err) {
+    char key[96];
+    slm_status s;
+    int every = 0, n = 0, used = 0;
+    snprintf(key, sizeof key, "%s.moe_every_n_layers", A);
+    if ((s = int_key(g, file, key, 0, 255, 0, &every, err))) return s;
+    if (every < 2 || c->n_layers < 2) return SLM_OK; /* no layer has experts: bert's GELU FFN on each */
+    snprintf(key, sizeof key, "%s.expert_count", A);
+    if (slm_gguf_find(g, key) < 0) return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key '%s'", file, key);
+    if ((s = int_key(g, file, key, 1, 1024, 0, &n, err))) return s;
+    snprintf(key, sizeof key, "%s.expert_used_count", A);
+    if (slm_gguf_find(g, key) < 0) return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key '%s'", file, key);
+    if ((s = int_key(g, file, key, 1, n < 64 ? n : 64, 0, &used, err))) return s;
+    c->n_experts = n;
+    c->n_experts_used = used;
+    c->moe_every = (uint8_t)every;
+    c->expert_ungated = 1;
+    return SLM_OK;
+}
+
 slm_status slm_gguf_encoder_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c,
                                    slm_err *err) {
     char key[96];
     int b;
-    const int modern = !strcmp(A, "modern-bert");
-    c->encoder = modern ? 4 : !strcmp(A, "nomic-bert") ? 2 : !strcmp(A, "jina-bert-v2") ? 5 : 1;
-    c->rope_neox = c->encoder == 2 || modern; /* nomic-bert, modern-bert rotate Q and K (neox pairs) */
+    const int modern = !strcmp(A, "modern-bert"), moe = !strcmp(A, "nomic-bert-moe");
+    c->encoder = modern ? 4 : !strcmp(A, "nomic-bert") ? 2 : !strcmp(A, "jina-bert-v2") ? 5 : moe ? 6 : 1;
+    c->rope_neox = c->encoder == 2 || modern || moe; /* nomic-bert(-moe), modern-bert rotate Q and K (neox pairs) */
     c->norm_eps = 1e-12f;           /* BERT's LayerNorm epsilon, when the file does not say */
     snprintf(key, sizeof key, "%s.attention.layer_norm_epsilon", A);
-    if ((modern || c->encoder == 5) && slm_gguf_find(g, key) < 0) /* llama.cpp requires it of these */
+    if ((modern || c->encoder == 5 || moe) && slm_gguf_find(g, key) < 0) /* llama.cpp requires it of these */
         return slm_errf(err, SLM_ERR_FORMAT, "%s: missing required key '%s'", file, key);
     if (slm_gguf_find(g, key) >= 0 && !slm_gguf_get_f32(g, key, &c->norm_eps))
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': expected a float", file, key);
@@ -44,11 +83,17 @@ slm_status slm_gguf_encoder_params(const slm_gguf *g, const char *file, const ch
     if (c->n_kv_heads != c->n_heads)
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %d KV heads for %d query heads: %s has one per query head",
                         file, c->n_kv_heads, c->n_heads, A);
-    if (slm_gguf_find(g, "blk.0.attn_qkv.bias") >= 0 || slm_gguf_find_tensor(g, "blk.0.attn_qkv.bias"))
+    if (modern && slm_gguf_find_tensor(g, "blk.0.attn_qkv.bias")) /* the others' is split at load (gguf_model.c) */
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor 'blk.0.attn_qkv.bias': a fused Q/K/V bias is not "
-                        "supported", file);
-    if (slm_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight"))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %s with experts (nomic-bert-moe) is not supported", file, A);
+                        "supported in %s", file, A);
+    if (moe) return moe_params(g, file, A, c, err);
+    for (int l = 0; l < 2 && l < c->n_layers; l++) {
+        char name[64];
+        snprintf(name, sizeof name, "blk.%d.ffn_up_exps.weight", l);
+        if (slm_gguf_find_tensor(g, name))
+            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: tensor '%s': %s has no experts (nomic-bert-moe has)", file,
+                            name, A);
+    }
     return SLM_OK;
 }
 
@@ -131,8 +176,10 @@ slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, 
         char gname[64];
         snprintf(gname, sizeof gname, "blk.%d.ffn_gate.weight", l); /* jina-bert-v2: a gate where the file has one */
         const size_t nk = sizeof k / sizeof k[0] - (c->encoder == 2 || (c->encoder == 5 && slm_model_tensor(m, gname)) ? 0 : 1);
+        const int moe = slm_layer_moe(c, l); /* nomic-bert-moe: its experts in place of up and down (model.c) */
         for (size_t j = 0; j < nk; j++) {
             char name[64];
+            if (moe && (j == 6 || j == 7)) continue;
             snprintf(name, sizeof name, k[j].fmt, l);
             if ((s = slm_model_check_tensor(m, file, name, unit[k[j].ne0], k[j].ne1 < 0 ? 1 : unit[k[j].ne1], k[j].vec,
                                             err)))
@@ -140,7 +187,7 @@ slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, 
         }
         static const char *const bias[6] = {"blk.%d.attn_q.bias", "blk.%d.attn_k.bias", "blk.%d.attn_v.bias",
                                             "blk.%d.attn_output.bias", "blk.%d.ffn_up.bias", "blk.%d.ffn_down.bias"};
-        for (int j = 0; j < 6; j++)
+        for (int j = 0; j < (moe ? 4 : 6); j++)
             if ((s = opt_bias(m, file, bias[j], l, j == 4 ? hid : dim, err))) return s;
         if (c->encoder != 5) continue;
         /* jina-bert-v2: the gate's bias, Q / K LayerNorms and the second attention LayerNorm, where present */

@@ -50,7 +50,7 @@ static void part_of(slm_tensor *dst, const slm_tensor *t, const char *name, int6
 
 /* Fused matrices (phi3) become the separate ones the decoder reads, as
  * row ranges of the same bytes: blk.N.attn_qkv.weight -> attn_q / attn_k /
- * attn_v (Q rows first, then K, then V), and an ffn_up.weight of twice the
+ * attn_v (Q rows first, then K, then V), its bias (nomic-bert-moe) the same, and an ffn_up.weight of twice the
  * FFN width without an ffn_gate -> ffn_gate (the first half) and ffn_up,
  * its bias of twice the width too (jina-bert-v2).
  * The fused names leave the table (no matrix is listed twice). */
@@ -80,6 +80,26 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
             t->data = (const uint8_t *)t->data + t->nbytes;
             continue;
         }
+        if (sscanf(t->name, "blk.%d.attn_qkv.bias%n", &l, &end) == 1 && end > 0 && !t->name[end] && l >= 0) {
+            /* nomic-bert-moe: the fused Q/K/V bias -> attn_q.bias, attn_k.bias, attn_v.bias (f32) */
+            if (t->n_dims != 1 || t->type != SLM_F32 || t->ne[0] != qd + 2 * kvd || t->nbytes != (uint64_t)t->ne[0] * 4)
+                return slm_errf(err, SLM_ERR_FORMAT, "%s: tensor '%s': want f32 [%lld] (q + k + v)", file, t->name,
+                                (long long)(qd + 2 * kvd));
+            if (m->n_tensors + 2 > cap) return slm_errf(err, SLM_ERR_INTERNAL, "%s: tensor table full", file);
+            static const char *const part[3] = {"q", "k", "v"};
+            const slm_tensor whole = *t;
+            for (int j = 0; j < 3; j++) {
+                slm_tensor *d = j ? &m->tensors[m->n_tensors++] : t;
+                const int64_t r0 = j ? qd + (j - 1) * kvd : 0, n = j ? kvd : qd;
+                *d = whole;
+                snprintf(d->name, sizeof d->name, "blk.%d.attn_%s.bias", l, part[j]);
+                d->ne[0] = n;
+                d->data = (const uint8_t *)whole.data + (uint64_t)r0 * 4;
+                d->nbytes = (uint64_t)n * 4;
+            }
+            continue;
+        }
+        end = 0;
         if (sscanf(t->name, "blk.%d.%15[a-z_].weight%n", &l, kind, &end) != 2 || end == 0 || t->name[end] || l < 0)
             continue;
         const int qkv = !strcmp(kind, "attn_qkv"), up = !strcmp(kind, "ffn_up");
@@ -322,7 +342,7 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
     const int is_glm = !strcmp(A, "glm4moe"), is_q35m = !strcmp(A, "qwen35moe");
     const int moe_family = is_qwen3moe || is_olmoe || is_gmoe || is_oss || is_q2 || is_glm || is_q35m;
     int n = 0, used = 0;
-    if (!strcmp(A, "gemma4")) return SLM_OK; /* its experts: slm_gguf_gemma4_params */
+    if (!strcmp(A, "gemma4") || !strcmp(A, "nomic-bert-moe")) return SLM_OK; /* theirs: gemma4.c, encoder.c */
     if ((s = get_int(g, file, KEY("expert_count"), moe_family, &n, err))) return s;
     if (!n) return SLM_OK;
     if (!moe_family && strcmp(A, "llama"))
@@ -734,7 +754,9 @@ static slm_status load_tensors(slm_model_file *m, const slm_gguf *g, const char 
     uint64_t cap = nt + 1;
     for (uint64_t i = 0; i < nt; i++) {
         const slm_gguf_str nm = slm_gguf_tensor_at(g, i)->name;
-        if (nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) cap += 2;
+        if ((nm.len >= 15 && !memcmp(nm.s + nm.len - 15, "attn_qkv.weight", 15)) ||
+            (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "attn_qkv.bias", 13)))
+            cap += 2;
         if (nm.len >= 13 && !memcmp(nm.s + nm.len - 13, "ffn_up.weight", 13)) cap += 1;
         if (nm.len >= 11 && !memcmp(nm.s + nm.len - 11, "ffn_up.bias", 11)) cap += 1;
         if (c->n_experts && ((nm.len >= 12 && !memcmp(nm.s + nm.len - 12, "_exps.weight", 12)) ||
@@ -878,7 +900,8 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
 
     if ((s = family_params(g, file, A, c, err))) return s;
-    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert") || !strcmp(A, "modern-bert") || !strcmp(A, "jina-bert-v2")) &&
+    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert") || !strcmp(A, "modern-bert") || !strcmp(A, "jina-bert-v2") ||
+         !strcmp(A, "nomic-bert-moe")) &&
         (s = slm_gguf_encoder_params(g, file, A, c, err)))
         return s;
     if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;

@@ -132,6 +132,7 @@ static const char *const arch_names[SLM_ARCH_COUNT] = {
     [SLM_ARCH_GEMMA4] = "gemma4", [SLM_ARCH_QWEN35MOE] = "qwen35moe",
     [SLM_ARCH_BERT] = "bert", [SLM_ARCH_NOMIC_BERT] = "nomic-bert", [SLM_ARCH_GEMMA_EMBEDDING] = "gemma-embedding",
     [SLM_ARCH_MODERN_BERT] = "modern-bert", [SLM_ARCH_JINA_BERT_V2] = "jina-bert-v2",
+    [SLM_ARCH_NOMIC_BERT_MOE] = "nomic-bert-moe",
 };
 
 const char *slm_arch_name(int a) { return a >= 0 && a < SLM_ARCH_COUNT ? arch_names[a] : NULL; }
@@ -256,13 +257,14 @@ static slm_status check_experts(slm_model_file *m, const char *file, slm_err *er
     static const char *const kind[3] = {"gate", "up", "down"};
     for (int l = c->dense_lead; l < c->n_layers; l++) {
         char name[64];
+        if (!slm_layer_moe(c, l)) continue; /* nomic-bert-moe: every moe_every-th layer */
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.weight", l);
         if ((s = check_tensor(m, file, name, c->dim, E, 0, err))) return s;
         snprintf(name, sizeof name, "blk.%d.ffn_gate_inp.bias", l);
         if (c->expert_bias && (s = check_tensor(m, file, name, E, 1, 1, err))) return s;
         snprintf(name, sizeof name, "blk.%d.exp_probs_b.bias", l);
         if (c->expert_sel_bias && (s = check_tensor(m, file, name, E, 1, 1, err))) return s;
-        for (int j = 0; j < 3; j++)
+        for (int j = c->expert_ungated ? 1 : 0; j < 3; j++) /* ungated: up and down only */
             for (int e = 0; e < E; e++) {
                 snprintf(name, sizeof name, "blk.%d.ffn_%s.%d.weight", l, kind[j], e);
                 const int64_t in = j == 2 ? c->hidden_dim : c->dim, out = j == 2 ? c->dim : c->hidden_dim;
@@ -491,7 +493,12 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     RANGE(expert_sigmoid, 0, c->n_experts ? 1 : 0);
     RANGE(expert_sel_bias, 0, c->n_experts ? 1 : 0);
     RANGE(nextn_layers, 0, 1 << 16);
-    RANGE(encoder, 0, 5);
+    RANGE(encoder, 0, 6);
+    RANGE(moe_every, 0, c->n_experts ? 255 : 0);
+    RANGE(expert_ungated, 0, c->n_experts ? 1 : 0);
+    if (c->moe_every == 1 || ((c->moe_every || c->expert_ungated) && (c->moe_dense || c->expert_bias || c->dense_lead)))
+        return slm_errf(err, SLM_ERR_FORMAT, "%s: config: experts every %d layers (ungated %d) beside another layout",
+                        file, c->moe_every, c->expert_ungated);
 #undef RANGE
     if ((s = check_recurrent_config(c, file, err))) return s;
     if ((c->swiglu_limit != 0.0f || c->swiglu_alpha != 0.0f) && (!c->n_experts || !(c->swiglu_limit > 0.0f)))
@@ -535,6 +542,7 @@ slm_status slm_model_validate(slm_model_file *m, slm_err *err) {
     if ((s = slm_gemma4_check_config(c, file, err))) return s;
     if (slm_encoder_graph(c)) { /* bert, nomic-bert, modern-bert: their own tensors (encoder.c) */
         if ((s = slm_encoder_check_tensors(m, file, err))) return s;
+        if (c->n_experts && (s = check_experts(m, file, err))) return s; /* nomic-bert-moe */
         return check_overlap(m, file, err);
     }
     int64_t dim = c->dim, kv_dim = (int64_t)c->head_dim * c->n_kv_heads, voc = c->vocab_size,

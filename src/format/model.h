@@ -204,14 +204,32 @@ typedef struct slm_model_config {
      * LayerNorms of Q and K (attn_q_norm, attn_k_norm, whole rows) and a
      * second attention LayerNorm (attn_norm_2: LN(that + the layer's
      * input)); the FFN GeGLU when the file has a gate (ffn_gate, or a
-     * fused ffn_up of 2 x hidden split at load, its bias too), else GELU). */
-    int encoder;
+     * fused ffn_up of 2 x hidden split at load, its bias too), else GELU);
+     * 6 = nomic-bert-moe (nomic-embed-text-v2-moe: nomic-bert's attention
+     * (fused QKV, here with its bias, split at load too; neox RoPE), bert's
+     * GELU FFN with its biases on the dense layers, and on every layer l
+     * with l % moe_every == 1 a mixture of n_experts ungated experts
+     * (expert_ungated) of width hidden_dim: softmax routing, the top
+     * n_experts_used weights as they are (not renormalized), in the
+     * post-norm layout: x = LN(x + the experts' weighted sum)). */
+    int16_t encoder;
+    /* An encoder's experts (nomic-bert-moe), in the bytes of the last int
+     * (a blob's config record holds no encoder: these stay 0 there).
+     * moe_every: which layers hold the experts (moe_every_n_layers, as
+     * llama.cpp reads it): layer l when l % moe_every == 1; 0 = every layer
+     * from dense_lead (the decoders); never 1. expert_ungated 1: each
+     * expert is up, GELU (tanh form), down, without a gate matrix
+     * (blk.N.ffn_{up,down}.E.weight only). */
+    uint8_t moe_every;
+    uint8_t expert_ungated;
 } slm_model_config;
 
 /* Expert e's matrix of layer l: kind 0 gate, 1 up, 2 down; 3..5 their biases (a validated MoE model). */
 #define slm_model_expert(m, l, kind, e) ((m)->experts[((size_t)(l) * 6 + (size_t)(kind)) * (size_t)(m)->cfg.n_experts + (size_t)(e)])
 /* 1 when layer l's FFN is a mixture of experts (not one of the leading dense layers). */
-static inline int slm_layer_moe(const slm_model_config *c, int l) { return c->n_experts > 0 && l >= c->dense_lead; }
+static inline int slm_layer_moe(const slm_model_config *c, int l) {
+    return c->n_experts > 0 && l >= c->dense_lead && (c->moe_every <= 0 || l % c->moe_every == 1);
+}
 /* The dense FFN's width (an MoE model's leading dense layers: dense_ffn). */
 static inline int slm_dense_ffn(const slm_model_config *c) { return c->n_experts ? c->dense_ffn : c->hidden_dim; }
 /* Rotated dimensions per head. */
@@ -271,9 +289,10 @@ static inline int slm_max_head_dim(const slm_model_config *c) {
     return c->head_dim_swa > c->head_dim ? c->head_dim_swa : c->head_dim;
 }
 
-/* 1 when the model runs the encoder graph (bert, nomic-bert, modern-bert, jina-bert-v2), not a decoder's. */
+/* 1 when the model runs the encoder graph (bert, nomic-bert, modern-bert, jina-bert-v2, nomic-bert-moe),
+ * not a decoder's. */
 static inline int slm_encoder_graph(const slm_model_config *c) {
-    return c->encoder == 1 || c->encoder == 2 || c->encoder == 4 || c->encoder == 5;
+    return c->encoder == 1 || c->encoder == 2 || c->encoder == 4 || c->encoder == 5 || c->encoder == 6;
 }
 
 /* 1 when layer l rotates Q and K (RoPE). */
@@ -316,9 +335,10 @@ typedef enum slm_arch {
     SLM_ARCH_GEMMA_EMBEDDING,
     SLM_ARCH_MODERN_BERT,
     SLM_ARCH_JINA_BERT_V2,
+    SLM_ARCH_NOMIC_BERT_MOE,
     SLM_ARCH_COUNT
 } slm_arch;
-#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert, gemma-embedding, modern-bert, jina-bert-v2"
+#define SLM_SUPPORTED_ARCHS "llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, smollm3, olmo2, granite, exaone, exaone4, qwen3moe, olmoe, granitemoe, gpt-oss, qwen2moe, glm4moe, qwen35, gemma4, qwen35moe, bert, nomic-bert, gemma-embedding, modern-bert, jina-bert-v2, nomic-bert-moe"
 /* The name of a (NULL when out of range). */
 const char *slm_arch_name(int a);
 /* The architecture called name[0..len) (not NUL-terminated), or -1. */

@@ -138,8 +138,9 @@ static void shared_expert(builder *b, int xn, int l, int sh[2]) {
  * residual. */
 /* The routing table of the router's logits and the experts' down rows
  * [T, K * dim] of the input xn (their gate and up over the rows routed to
- * each, the down projection with the SwiGLU or GeGLU as its prologue);
- * *route receives the table. */
+ * each, the down projection with the SwiGLU or GeGLU as its prologue; an
+ * ungated expert's up alone, GELU its down's prologue); *route receives
+ * the table. */
 static int experts(builder *b, int xn, int logits, int l, int *route_out) {
     const slm_model_config *c = &b->m->cfg;
     const int E = c->n_experts, K = c->n_experts_used, T = SLM_DIM_T;
@@ -157,12 +158,13 @@ static int experts(builder *b, int xn, int logits, int l, int *route_out) {
     const int route = add(b, n);
     *route_out = route;
     int h[3];
-    for (int j = 0; j < 3; j++) {
+    for (int j = c->expert_ungated ? 1 : 0; j < 3; j++) { /* ungated (nomic-bert-moe): up, then down of gelu(up) */
         n = node(SLM_OP_MOE_MATMUL, T, K * (j == 2 ? c->dim : c->hidden_dim));
         if (j < 2) set_in(&n, xn, route, -1, -1, -1);
+        else if (c->expert_ungated) set_in(&n, h[1], route, -1, -1, -1);
         else set_in(&n, h[0], h[1], route, -1, -1);
         n.gather = j < 2;
-        n.pre = j == 2 ? SLM_OP_SWIGLU : 0;
+        n.pre = j < 2 ? 0 : c->expert_ungated ? SLM_OP_GELU : SLM_OP_SWIGLU;
         n.n_experts = E;
         n.n_used = K;
         n.experts = &slm_model_expert(b->m, l, j, 0);
@@ -527,7 +529,7 @@ slm_status slm_build_lm_head(slm_graph *g, const slm_model_file *m, slm_err *err
     return SLM_OK;
 }
 
-/* ---- encoders (bert, nomic-bert, modern-bert) ----------------------------- */
+/* ---- encoders (bert, nomic-bert, nomic-bert-moe, modern-bert, jina-bert-v2) - */
 
 static int layernorm(builder *b, int x, const char *fmt, int layer) {
     char name[64];
@@ -637,7 +639,7 @@ slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err
             q = layernorm(&b, q, "blk.%d.attn_q_norm.weight", l);
         if (c->encoder == 5 && has(&b, "blk.%d.attn_k_norm.weight", l))
             kv[0] = layernorm(&b, kv[0], "blk.%d.attn_k_norm.weight", l);
-        if (c->encoder == 2) { /* nomic-bert: rotary positions */
+        if (c->encoder == 2 || c->encoder == 6) { /* nomic-bert(-moe): rotary positions */
             q = rope(&b, q, pos, c->n_heads, l);
             kv[0] = rope(&b, kv[0], pos, c->n_heads, l);
         }
@@ -663,6 +665,10 @@ slm_status slm_build_encoder(slm_graph *g, const slm_model_file *m, slm_err *err
             set_in(&n, x, x_in, -1, -1, -1);
             n.layer = l;
             x = layernorm(&b, add(&b, n), "blk.%d.attn_norm_2.weight", l);
+        }
+        if (slm_layer_moe(c, l)) { /* nomic-bert-moe: x = LN(x + the experts' weighted sum of x) */
+            x = layernorm(&b, moe_ffn(&b, x, x, l), "blk.%d.layer_output_norm.weight", l);
+            continue;
         }
         int h;
         if (c->encoder == 2 || (c->encoder == 5 && has(&b, "blk.%d.ffn_gate.weight", l))) {

@@ -125,6 +125,7 @@ void slm_graph_dump(const slm_graph *g, FILE *f) {
             fprintf(f, "  experts=%d used=%d%s%s", n->n_experts, n->n_used, n->expert_norm ? " norm" : "",
                     n->gather ? " gather" : "");
         if (n->op == SLM_OP_MOE_MATMUL && n->pre == SLM_OP_SWIGLU) fprintf(f, "  pre=swiglu(in0, in1)");
+        if (n->op == SLM_OP_MOE_MATMUL && n->pre == SLM_OP_GELU) fprintf(f, "  pre=gelu(in0)");
         if (n->op == SLM_OP_MOE_MATMUL && n->oai_limit > 0.0f) fprintf(f, " clamped(alpha=%g, limit=%g)", n->oai_alpha, n->oai_limit);
         if (n->op == SLM_OP_MOE_MATMUL && n->expert_bias) fprintf(f, "  bias");
         if (n->op == SLM_OP_MOE_ROUTE && n->expert_sigmoid) fprintf(f, "  sigmoid");

@@ -47,7 +47,9 @@ typedef enum slm_op {
     SLM_OP_MOE_MATMUL, /* every expert's matmul over the rows routed to it, as [T*K, n/K]
                           rows sorted by expert (shape [T, n] = the same bytes): gate/up
                           (gather = 1) in: x [T, k], route; down (pre = SWIGLU) in: gate
-                          [T, K*k], up, route. experts[e]: expert e's matrix */
+                          [T, K*k], up, route; down (pre = GELU: ungated experts,
+                          nomic-bert-moe) in: up [T, K*k], route, gelu_tanh(up) its input.
+                          experts[e]: expert e's matrix */
     SLM_OP_MOE_COMBINE,/* in: x [T, n], y [T, K*n] (the down rows), route, and optionally
                           the shared expert's output s [T, n] and its gate's logit g [T, 1]
                           -> x + scale * (sum over the K slots of weight * y + sigmoid(g) * s)

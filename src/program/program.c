@@ -198,7 +198,7 @@ void slm_program_dump_tasks(const slm_program *p, FILE *f) {
         if (t->flags & SLM_TF_DST_COMPACT) fprintf(f, " dst-compact");
         if (t->flags & SLM_TF_NEOX) fprintf(f, " neox");
         if (t->flags & SLM_TF_PRE_NORM) fprintf(f, " pre=rmsnorm(s0,s2)");
-        if (t->flags & SLM_TF_PRE_SWIGLU) fprintf(f, " pre=swiglu(s0,s2)");
+        if (t->flags & SLM_TF_PRE_SWIGLU) fprintf(f, t->ref[SLM_REF_SRC2].space ? " pre=swiglu(s0,s2)" : " pre=act(s0)");
         if (t->flags & SLM_TF_POST_ROPE) fprintf(f, " post=rope(s3,s4)");
         if (t->flags & SLM_TF_POST_ADD) fprintf(f, " post=add(d)");
         if (t->flags & SLM_TF_GELU) fprintf(f, " gelu");

@@ -44,7 +44,7 @@ static void matmul_cost(const slm_sim_profile *p, const slm_task *t, int r, slm_
     const uint64_t nt = (uint64_t)(t->n1 > t->n0 ? t->n1 - t->n0 : t->n), k = (uint64_t)t->k;
     const uint64_t w = nt * slm_row_bytes(t->wtype, k);
     uint64_t a = (uint64_t)r * k * E;
-    if (t->flags & SLM_TF_PRE_SWIGLU) a *= 2;
+    if ((t->flags & SLM_TF_PRE_SWIGLU) && t->ref[SLM_REF_SRC2].space) a *= 2; /* gate and up (not an ungated expert's) */
     if (t->flags & SLM_TF_PRE_NORM) a += k * 4;
     const uint64_t out = (uint64_t)r * nt * E;
     c->bytes_read = w + a + ((t->flags & SLM_TF_POST_ADD) ? out : 0);

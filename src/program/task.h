@@ -160,7 +160,9 @@ typedef enum slm_space {
                                   ROPE; positions src3, table src4) */
 #define SLM_TF_POST_ADD 0x80   /* MATMUL: dst[r, n0:n1] += the product (the residual stream); the
                                   tile starts on a multiple of 16 columns */
-#define SLM_TF_GELU 0x100      /* SWIGLU, or MATMUL with PRE_SWIGLU: gelu_tanh(gate) * up (GeGLU) */
+#define SLM_TF_GELU 0x100      /* SWIGLU, or MATMUL with PRE_SWIGLU: gelu_tanh(gate) * up (GeGLU);
+                                  an EXPERT MATMUL with PRE_SWIGLU and no src2 (space NONE):
+                                  gelu_tanh(src0) alone (ungated experts: nomic-bert-moe) */
 #define SLM_TF_POST_SOFTCAP 0x200 /* MATMUL: dst[r, n0:n1] = f1 * tanh(product / f1) (final logits) */
 #define SLM_TF_KEY_PARTS 0x800 /* ATTENTION: a part of the KV rows into partials (see ATTENTION) */
 #define SLM_TF_POST_SCALE 0x1000 /* MATMUL: the product times f2, before the other epilogues (granite) */
