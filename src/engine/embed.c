@@ -236,6 +236,9 @@ void slm_engine_embed_record(const slm_engine *e, slm_blob_embed *r) {
 
 slm_status slm_engine_embed_storable(const slm_engine *e, slm_err *err) {
     const slm_model_file *m = &e->model;
+    if (e->cfg.expert_ungated) /* .slm.embed has no room for its layer rule; the validator no case for its experts */
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %s (its ungated experts) cannot be stored in a blob yet; run the "
+                        "embeddings from the GGUF", slm_basename(m->path), e->cfg.arch);
     if (!e->n_dense) return SLM_OK;
     /* the blob's record holds the pair dense_2 [dim -> d2] (+ bias), dense_3 [d2 -> dim], both linear */
     const int pair = e->n_dense == 2 && e->dense[0].act == SLM_DENSE_IDENTITY && e->dense[1].act == SLM_DENSE_IDENTITY &&
