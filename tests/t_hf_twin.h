@@ -13,13 +13,19 @@
 #include "t_engine.h"
 
 /* path loaded with embeddings: max_prompt_len ctx, a small prefill variant, f32 KV, 2 threads. */
-static inline slm_engine *twin_load(const char *path, int ctx, int small_variant) {
+/* Embeddings on, programs of ctx rows and a small variant, an f32 KV, 2 threads. */
+static inline slm_options twin_opts(int ctx, int small_variant) {
     slm_options o = slm_default_options();
     o.embeddings = 1;
     o.max_prompt_len = ctx;
     o.prefill_variants[0] = small_variant;
     o.kv_type = SLM_KV_F32;
     o.n_threads = 2;
+    return o;
+}
+
+static inline slm_engine *twin_load(const char *path, int ctx, int small_variant) {
+    const slm_options o = twin_opts(ctx, small_variant);
     return t_load(path, &o);
 }
 

@@ -365,12 +365,7 @@ static void check_twin(const char *name, const opts *o) {
     fprintf(stderr, "  %s: embeddings against the GGUF twin: max relative difference %g%s\n", name, worst,
             memcmp(ef, eg, sizeof ef) ? "" : " (bit-exact)");
     { /* the folder as a blob: its programs, pooling and the dense pair kept, bit for bit */
-        slm_options bo = slm_default_options();
-        bo.embeddings = 1;
-        bo.max_prompt_len = CTX;
-        bo.prefill_variants[0] = 4;
-        bo.kv_type = SLM_KV_F32;
-        bo.n_threads = 2;
+        const slm_options bo = twin_opts(CTX, 4);
         int32_t bid[12];
         for (int i = 0; i < 12; i++) bid[i] = i ? P0 + (i * 5) % 20 : 2;
         static const int lens[] = {4, 10, 2};

@@ -483,12 +483,7 @@ static void test_cross_encoder(void) {
     slm_free(ef);
     slm_free(eg);
     { /* the folder as a blob: its pooling, the pair of its post-processor and its head kept */
-        slm_options bo = slm_default_options();
-        bo.embeddings = 1;
-        bo.max_prompt_len = CTX;
-        bo.prefill_variants[0] = 8;
-        bo.kv_type = SLM_KV_F32;
-        bo.n_threads = 2;
+        const slm_options bo = twin_opts(CTX, 8);
         int32_t bid[12];
         for (int i = 0; i < 12; i++) bid[i] = i ? 3 + (i * 5) % 20 : 0;
         static const int lens[] = {4, 10, 2};
