@@ -46,6 +46,9 @@ static void test_setup(void) {
                      "2", "--ffn", "64", "--ctx", "24", "--n-vocab", "300", "--pooling", "rank", "--type", "q8_0", "-o",
                      gguf, NULL};
     CHECK(cli(synth, NULL) == 0);
+    char *par[] = {"staticlm", "compile", "-m", gguf, "--max-prompt-len", "24", "--parallel", "4", "-o", g_enc, NULL};
+    CHECK(cli(par, NULL) == 2); /* an encoder has no decode to batch: refused, not ignored */
+    CHECK(access(g_enc, F_OK) != 0);
     char *enc[] = {"staticlm", "compile", "-m", gguf, "--max-prompt-len", "24", "-o", g_enc, NULL};
     CHECK(cli(enc, NULL) == 0);
     char *dec[] = {"staticlm", "compile", "-m", T_SHARED("models/stories260K.bin"), "-z", T_SHARED("models/tok512.bin"),

@@ -409,7 +409,13 @@ static int cmd_compile(int argc, char **argv) {
     int r = parse_args(argc, argv, &a, 1);
     if (r == 2) { usage_compile(stdout); return 0; }
     if (!r) return 2;
-    if (!a.opt.embeddings && a.model && compile_encoder(a.model)) a.opt.embeddings = 1; /* only embeddings */
+    const int encoder = a.model && compile_encoder(a.model);
+    if (encoder && a.opt.n_seqs > 1) { /* accepted, it would be ignored: an encoder has no decode to batch */
+        fprintf(stderr, "staticlm: --parallel %d: %s is an encoder (an embedding model): it has no decode steps to "
+                        "batch; its texts share the embed batch programs without it\n", a.opt.n_seqs, a.model);
+        return 2;
+    }
+    if (!a.opt.embeddings && encoder) a.opt.embeddings = 1; /* only embeddings */
     slm_engine *e = load_engine(&a);
     if (!e) return 1;
     int any = a.dump_ir || a.dump_lowered || a.dump_tasks || a.dump_io;
