@@ -633,6 +633,62 @@ static void test_matmul_r16_extreme(void) {
     slm_kernels_select(NULL);
 }
 
+/* Activation rows with NaN and infinities (a model whose weights overflow, or
+ * damaged weights in a blob): the int8 quantizers turn them into INT_MIN lanes,
+ * and the block sums built from those lanes fed signed int arithmetic that
+ * overflowed (UBSan, under the blob fuzzer). Every type, plain and repacked,
+ * decode and prefill row counts, every set: no undefined behaviour (the
+ * sanitized run), and the finite rows keep their reference values. */
+static void test_matmul_nonfinite(void) {
+    static const uint32_t base[] = {SLM_Q4_0, SLM_Q6_K, SLM_Q8_0, SLM_Q4_K, SLM_Q5_K, SLM_Q5_0, SLM_IQ4_NL,
+                                    SLM_Q3_K, SLM_IQ4_XS, SLM_Q2_K, SLM_Q4_1, SLM_Q5_1, SLM_MXFP4};
+    static const int rows_[] = {9, 33};
+    const int k = 512, n = 32;
+    for (int bi = 0; bi < (int)(sizeof base / sizeof base[0]); bi++)
+        for (int ri = 0; ri < 2; ri++)
+            for (int rp = 0; rp < 2; rp++) {
+                const uint32_t t = base[bi];
+                const int rows = rows_[ri];
+                mcase c;
+                case_make(&c, t, k, n, rows);
+                if (rp) {
+                    uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
+                    slm_repack_r16(t, c.w, k, n, tmp);
+                    free(tmp);
+                    c.t = SLM_R16 | t;
+                }
+                /* row 1: a NaN block; row 3: one +inf; row 5: all -inf; row 7: NaN and inf in both halves of every block */
+                for (int e = 32; e < 64; e++) c.x[(size_t)1 * c.ldx + e] = NAN;
+                c.x[(size_t)3 * c.ldx + 100] = INFINITY;
+                for (int e = 0; e < k; e++) c.x[(size_t)5 * c.ldx + e] = -INFINITY;
+                for (int e = 0; e < k; e++) c.x[(size_t)7 * c.ldx + e] = e % 16 == 3 ? NAN : e % 16 == 9 ? INFINITY : 1.0f;
+                for (int si = 0; si < 3; si++) {
+                    if (!slm_kernels_select(k_sets[si])) continue;
+                    const int ldy = n;
+                    float *y = malloc(sizeof(float) * (size_t)ldy * rows);
+                    size_t need = slm_matmul_scratch_bytes(c.t, k, rows);
+                    uint8_t *scratch = aligned_alloc(64, (need + 63) & ~(size_t)63);
+                    slm_mm mm = {.w = c.w, .wrow = slm_row_bytes(c.t, (uint64_t)k), .wtype = c.t, .k = k, .n0 = 0, .n1 = n,
+                                 .rows = rows, .x = c.x, .ldx = (size_t)c.ldx, .y = y, .ldy = (size_t)ldy, .scratch = scratch};
+                    slm_kernels_active()->matmul(&mm);
+                    int bad = 0;
+                    for (int i = 0; i < rows; i++) {
+                        if (i == 1 || i == 3 || i == 5 || i == 7) continue;
+                        for (int j = 0; j < n; j++) {
+                            const double err = fabs(y[(size_t)i * ldy + j] - c.ref[(size_t)i * n + j]);
+                            if (!(err <= c.bound_q[(size_t)i * n + j] + c.bound_f[(size_t)i * n + j])) bad++;
+                        }
+                    }
+                    CHECKF(bad == 0, "%s %s rows=%d beside non-finite rows: %d finite outputs off", k_sets[si],
+                           slm_dtype_name(c.t), rows, bad);
+                    free(scratch);
+                    free(y);
+                }
+                case_free(&c);
+            }
+    slm_kernels_select(NULL);
+}
+
 /* Q8_0 repacked at prefill row counts (the AVX2 set's Q8_0 panel of
  * kernels_x86_r16p.c: |w| against the activations xor the sign mask of w,
  * plus the block's sum of |w| where w < 0), at the codes' and activations'
@@ -938,6 +994,7 @@ int main(void) {
     T_RUN(test_matmul_rows_alone);
     T_RUN(test_matmul_prefill_rows_alone);
     T_RUN(test_matmul_q8_0_r16_signs);
+    T_RUN(test_matmul_nonfinite);
     T_RUN(test_matmul_mxfp4);
     T_RUN(test_vector_kernels);
     free(g_scratch);

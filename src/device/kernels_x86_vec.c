@@ -7,6 +7,13 @@
 #ifdef SLM_X86
 #include "device/exp512.h"
 
+/* A half block's sum of codes: at most 16 x 127 in magnitude for finite
+ * activations. NaN and infinities convert to INT_MIN lanes, whose sums wrap to
+ * anything; the kernels scale these sums by the weights' offsets and minima in
+ * int arithmetic, so they are held to the finite range (such a row's outputs
+ * are NaN through its scale either way). */
+static inline int32_t hsum_clamp(int h) { return h < -2048 ? -2048 : h > 2048 ? 2048 : h; }
+
 /* slm_quantize_act_ref, vectorized (same rounding, same results). */
 AVX512 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d,
                                     float *s, int32_t *hs) {
@@ -20,8 +27,8 @@ AVX512 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k
             const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
             __m512 vid = _mm512_set1_ps(id);
             __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-            const int h0 = _mm512_reduce_add_epi32(i0), h1 = _mm512_reduce_add_epi32(i1);
-            const int64_t sum = (int64_t)h0 + h1; /* NaN rows convert to INT_MIN: no int overflow */
+            const int32_t h0 = hsum_clamp(_mm512_reduce_add_epi32(i0)), h1 = hsum_clamp(_mm512_reduce_add_epi32(i1));
+            const int sum = h0 + h1;
             hs[(size_t)i * 2 * nb + 2 * b] = h0;
             hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
             uint8_t *qb = q + (size_t)i * k + 32 * b;
@@ -60,8 +67,8 @@ AVX2 void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, ui
             __m256 vid = _mm256_set1_ps(id);
             __m256i iv[4];
             for (int j = 0; j < 4; j++) iv[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], vid));
-            const int h0 = hsum_epi32_avx2(_mm256_add_epi32(iv[0], iv[1]));
-            const int h1 = hsum_epi32_avx2(_mm256_add_epi32(iv[2], iv[3]));
+            const int32_t h0 = hsum_clamp(hsum_epi32_avx2(_mm256_add_epi32(iv[0], iv[1])));
+            const int32_t h1 = hsum_clamp(hsum_epi32_avx2(_mm256_add_epi32(iv[2], iv[3])));
             hs[(size_t)i * 2 * nb + 2 * b] = h0;
             hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
             /* pack 32 int32 -> 32 int8 in order */
@@ -70,7 +77,7 @@ AVX2 void slm_x86_quant_act_avx2(const float *x, size_t ldx, int rows, int k, ui
             p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
             _mm256_storeu_si256((__m256i *)(q + (size_t)i * k + 32 * b), p);
             d[(size_t)i * nb + b] = amax / 127.0f;
-            s[(size_t)i * nb + b] = amax / 127.0f * (float)((int64_t)h0 + h1); /* NaN rows: INT_MIN, no int overflow */
+            s[(size_t)i * nb + b] = amax / 127.0f * (float)(h0 + h1);
         }
     }
 }
