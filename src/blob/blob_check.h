@@ -22,6 +22,30 @@ typedef struct rctx {
     uint64_t table1_bytes;  /* table 1 (gemma4's window layers: their own width; else table_bytes) */
 } rctx;
 
+/* A message naming the blob (r->name), status SLM_ERR_FORMAT. */
+static inline slm_status bad(rctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline slm_status bad(rctx *r, const char *fmt, ...) {
+    char msg[SLM_ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return slm_errf(r->err, SLM_ERR_FORMAT, "%s: %s", r->name, msg);
+}
+
+/* A field of section sec in [lo, hi], else refused naming it. */
+#define SRANGE(sec, v, lo, hi, what)                                                                       \
+    do {                                                                                                   \
+        if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                                 \
+            return bad(r, "section %s: %s %lld out of range (%lld..%lld)", sec, what, (long long)(v),       \
+                       (long long)(lo), (long long)(hi));                                                  \
+    } while (0)
+/* blob_embed.c: .slm.embed's record p [size] (before the config, which
+ * takes the encoder kind and the experts' layer rule from it), and after
+ * the tensor table the heads it names. */
+slm_status blob_read_embed(rctx *r, const uint8_t *p, uint64_t size);
+slm_status blob_check_heads(rctx *r);
+
 /* ---- programs ------------------------------------------------------------- */
 
 typedef struct pctx {
