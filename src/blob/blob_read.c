@@ -117,6 +117,35 @@ static slm_status read_ident(rctx *r, uint32_t si) {
 
 #define RANGE(v, lo, hi, what) SRANGE(".slm.config", v, lo, hi, what)
 
+/* The encoder kind (.slm.embed) into the config: an encoder only with its
+ * own arch, and no encoder arch as a decoder. */
+static slm_status encoder_kind(rctx *r, slm_model_config *m, int enc) {
+    static const char *const enc_arch[7] = {"", "bert", "nomic-bert", "gemma-embedding", "modern-bert", "jina-bert-v2",
+                                            "nomic-bert-moe"};
+    for (int k = 1; k < 7; k++)
+        if (!strcmp(m->arch, enc_arch[k]) != (enc == k))
+            return bad(r, "section .slm.config: arch '%s' with encoder kind %d (.slm.embed): an encoder's arch goes with "
+                       "its kind (%s: %d)", m->arch, enc, enc_arch[k], k);
+    m->encoder = (int16_t)enc;
+    return SLM_OK;
+}
+
+/* nomic-bert-moe's layer rule (.slm.embed) into the config: experts on
+ * layer l when l % moe_every == 1, each ungated; exactly on that encoder
+ * with experts, and beside no other MoE layout. */
+static slm_status layer_rule(rctx *r, slm_model_config *m, int enc) {
+    const int rule = enc == 6 && m->n_experts > 0;
+    m->moe_every = (uint8_t)r->b->embed.moe_every; /* 0..255: blob_read_embed */
+    m->expert_ungated = (uint8_t)r->b->embed.expert_ungated;
+    SRANGE(".slm.embed", m->moe_every, rule ? 2 : 0, rule ? 255 : 0, "moe_every (with the config's encoder and experts)");
+    SRANGE(".slm.embed", m->expert_ungated, rule, rule, "expert_ungated (with the config's encoder and experts)");
+    if (rule && (m->moe_dense || m->expert_bias || m->dense_lead || m->shared_ffn || m->expert_sigmoid ||
+                 m->expert_sel_bias || m->swiglu_limit != 0.0f || m->expert_down_scale))
+        return bad(r, "section .slm.config: experts every %d layers (ungated, .slm.embed) beside another expert "
+                   "layout", m->moe_every);
+    return SLM_OK;
+}
+
 static slm_status read_config(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
     if (s->sh_size != BLOB_CONFIG_SIZE) return bad(r, "section .slm.config: sh_size %llu, want %d", (unsigned long long)s->sh_size, BLOB_CONFIG_SIZE);
@@ -125,15 +154,9 @@ static slm_status read_config(rctx *r, uint32_t si) {
     slm_model_config *m = &c->cfg;
     blob_get_config(p, m);
     if (!nul_within((const uint8_t *)m->arch, sizeof m->arch)) return bad(r, "section .slm.config: arch: not NUL-terminated");
-    /* an encoder (its kind in .slm.embed) only with its own arch, and no encoder arch as a decoder */
-    static const char *const enc_arch[7] = {"", "bert", "nomic-bert", "gemma-embedding", "modern-bert", "jina-bert-v2",
-                                            "nomic-bert-moe"};
     const int enc = r->b->has_embed ? r->b->embed.encoder : 0;
-    for (int k = 1; k < 7; k++)
-        if (!strcmp(m->arch, enc_arch[k]) != (enc == k))
-            return bad(r, "section .slm.config: arch '%s' with encoder kind %d (.slm.embed): an encoder's arch goes with "
-                       "its kind (%s: %d)", m->arch, enc, enc_arch[k], k);
-    m->encoder = enc;
+    const slm_status es = encoder_kind(r, m, enc);
+    if (es) return es;
     RANGE(m->dim, 1, BLOB_MAX_DIM, "dim");
     RANGE(m->hidden_dim, 1, BLOB_MAX_DIM, "hidden_dim");
     RANGE(m->n_layers, 1, BLOB_MAX_LAYERS, "n_layers");
@@ -223,19 +246,8 @@ static slm_status read_config(rctx *r, uint32_t si) {
         RANGE(m->ssm_k_heads, 0, 0, "ssm_k_heads");
         RANGE(m->ssm_v_heads, 0, 0, "ssm_v_heads");
     }
-    /* nomic-bert-moe's layer rule (.slm.embed): experts on layer l when l % moe_every == 1, each ungated;
-     * exactly on that encoder with experts, and beside no other MoE layout */
-    if (r->b->has_embed) {
-        const int rule = enc == 6 && m->n_experts > 0;
-        m->moe_every = (uint8_t)r->b->embed.moe_every; /* 0..255: read_embed */
-        m->expert_ungated = (uint8_t)r->b->embed.expert_ungated;
-        SRANGE(".slm.embed", m->moe_every, rule ? 2 : 0, rule ? 255 : 0, "moe_every (with the config's encoder and experts)");
-        SRANGE(".slm.embed", m->expert_ungated, rule, rule, "expert_ungated (with the config's encoder and experts)");
-        if (rule && (m->moe_dense || m->expert_bias || m->dense_lead || m->shared_ffn || m->expert_sigmoid ||
-                     m->expert_sel_bias || m->swiglu_limit != 0.0f || m->expert_down_scale))
-            return bad(r, "section .slm.config: experts every %d layers (ungated, .slm.embed) beside another expert "
-                       "layout", m->moe_every);
-    }
+    const slm_status rs = r->b->has_embed ? layer_rule(r, m, enc) : SLM_OK;
+    if (rs) return rs;
     if (!(m->expert_scale >= 0.0f && m->expert_scale < 1e6f) || (m->expert_scale != 0.0f && !m->n_experts))
         return bad(r, "section .slm.config: expert_scale %g out of range", (double)m->expert_scale);
     if (!(m->swiglu_alpha >= 0.0f && m->swiglu_alpha < 1e6f) || !(m->swiglu_limit >= 0.0f && m->swiglu_limit < 1e6f))
