@@ -19,6 +19,7 @@
 #include "blob/blob.h"
 #include "blob_image.h"
 #include "t_blob_embed.h"
+#include "t_hf_twin.h"
 #include "st_write.h"
 #include "runtime/runtime.h"
 #include "t.h"
@@ -114,15 +115,23 @@ static uint8_t *record(uint8_t *img, size_t n, const char *name, size_t rec, siz
     return p && (k + 1) * rec <= len ? p + k * rec : NULL;
 }
 
+/* path's image (it opens) and its .slm.embed record (*rec, 256 bytes; NULL when absent). */
+static uint8_t *embed_image(const char *path, size_t *n, uint8_t **rec) {
+    uint8_t *img = image(path, n);
+    *rec = NULL;
+    if (!img) return NULL;
+    char msg[512];
+    CHECKF(t_blob_opens(img, *n, "ok.blob", msg, sizeof msg), "%s", msg);
+    uint64_t len = 0;
+    *rec = t_blob_section(img, *n, ".slm.embed", &len);
+    CHECKF(*rec && len == 256, "%s: .slm.embed of %llu bytes", path, (unsigned long long)len);
+    if (len != 256) *rec = NULL;
+    return img;
+}
+
 static void test_embed_record(void) {
     size_t n = 0;
-    uint8_t *img = image(g_enc, &n);
-    if (!img) return;
-    char msg[512];
-    CHECKF(t_blob_opens(img, n, "ok.blob", msg, sizeof msg), "%s", msg);
-    uint64_t len = 0;
-    uint8_t *e = t_blob_section(img, n, ".slm.embed", &len);
-    CHECK(e && len == 256);
+    uint8_t *e, *img = embed_image(g_enc, &n, &e);
     if (!e) goto out;
     set_i32(img, n, e, 60, ".slm.embed", "record size");
     set_i32(img, n, e + 4, 0, ".slm.config", "encoder 0 with arch bert");
@@ -311,14 +320,16 @@ static void test_damage(void) {
 
 /* ---- nomic-bert-moe ------------------------------------------------------- */
 
-static slm_options moe_opts(void) {
-    slm_options o = slm_default_options();
-    o.embeddings = 1;
-    o.max_prompt_len = 24;
-    o.prefill_variants[0] = 8;
-    o.kv_type = SLM_KV_F32;
-    o.n_threads = 2;
-    return o;
+/* src's embeddings from a blob (DIR/TAG.slmblob) and from cache mode (DIR/TAG-cache) against the source's. */
+static void blob_and_cache(const char *src, const slm_options *o, const char *tag, const int32_t *ids, int n,
+                           const int *lens, int n_lens) {
+    char blob[320], cdir[320];
+    snprintf(blob, sizeof blob, "%s/%s.slmblob", dir, tag);
+    t_blob_embed_check(src, o, blob, ids, n, lens, n_lens);
+    snprintf(cdir, sizeof cdir, "%s/%s-cache", dir, tag);
+    slm_options oc = *o;
+    oc.cache_dir = cdir;
+    t_blob_embed_cache_check(src, &oc, ids, n);
 }
 
 /* nomic-bert-moe (experts on layers 1 and 3, ungated): from the blob
@@ -328,14 +339,8 @@ static void test_moe(void) {
     int32_t ids[20];
     for (int i = 0; i < 20; i++) ids[i] = i ? 5 + (i * 37) % 290 : 101 % 300;
     static const int lens[] = {1, 8, 3, 16, 5, 12};
-    const slm_options o = moe_opts();
-    char blob[320], cdir[320];
-    snprintf(blob, sizeof blob, "%s/moe-api.slmblob", dir);
-    t_blob_embed_check(g_moe, &o, blob, ids, 20, lens, 6);
-    snprintf(cdir, sizeof cdir, "%s/moe-cache", dir);
-    slm_options oc = o;
-    oc.cache_dir = cdir;
-    t_blob_embed_cache_check(g_moe, &oc, ids, 20);
+    const slm_options o = twin_opts(24, 8);
+    blob_and_cache(g_moe, &o, "moe-api", ids, 20, lens, 6);
     char *a = NULL, *b = NULL;
     char *e1[] = {"staticlm", "embed", "-m", g_moe, "-p", "w5 w7 w9\tw11", "--embd-output-format", "array", NULL};
     char *e2[] = {"staticlm", "embed", "-m", g_moe_blob, "-p", "w5 w7 w9\tw11", "--embd-output-format", "array", NULL};
@@ -368,13 +373,9 @@ static uint8_t *expert_down(uint8_t *img, size_t n, char *sec, size_t cap) {
 /* The layer rule's fields and the ungated experts' tasks out of place. */
 static void test_moe_record(void) {
     size_t n = 0;
-    uint8_t *img = image(g_moe_blob, &n);
-    if (!img) return;
-    char msg[512], sec[64];
-    CHECKF(t_blob_opens(img, n, "ok.blob", msg, sizeof msg), "%s", msg);
-    uint64_t len = 0;
-    uint8_t *e = t_blob_section(img, n, ".slm.embed", &len);
-    CHECK(e && len == 256 && rd32le(e + 4) == 6 && rd32le(e + 48) == 2 && rd32le(e + 52) == 1);
+    char sec[64];
+    uint8_t *e, *img = embed_image(g_moe_blob, &n, &e);
+    CHECK(e && rd32le(e + 4) == 6 && rd32le(e + 48) == 2 && rd32le(e + 52) == 1);
     if (!e) goto out;
     set_i32(img, n, e + 4, 2, ".slm.config", "encoder 2 (nomic-bert) with arch nomic-bert-moe");
     set_i32(img, n, e + 4, 7, ".slm.embed", "encoder 7");
@@ -485,34 +486,22 @@ static void write_dense_folder(const char *d) {
 /* The folder's embeddings from a blob and from cache mode, bit for bit;
  * the Dense table and its tensors out of place, each refused by name. */
 static void test_dense(void) {
-    char fdir[300], blob[320], cdir[320];
+    char fdir[300], blob[320];
     snprintf(fdir, sizeof fdir, "%s/dense3", dir);
     write_dense_folder(fdir);
-    slm_options o = moe_opts();
-    o.max_prompt_len = FCTX;
-    o.prefill_variants[0] = 4;
+    const slm_options o = twin_opts(FCTX, 4);
     int32_t ids[12];
     for (int i = 0; i < 12; i++) ids[i] = i ? 5 + (i * 7) % (FNV - 5) : 2;
     static const int lens[] = {4, 10, 2, 7};
-    snprintf(blob, sizeof blob, "%s/dense3-api.slmblob", dir);
-    t_blob_embed_check(fdir, &o, blob, ids, 12, lens, 4);
-    snprintf(cdir, sizeof cdir, "%s/dense3-cache", dir);
-    slm_options oc = o;
-    oc.cache_dir = cdir;
-    t_blob_embed_cache_check(fdir, &oc, ids, 12);
+    blob_and_cache(fdir, &o, "dense3-api", ids, 12, lens, 4);
     /* a blob for the corruptions */
     snprintf(blob, sizeof blob, "%s/dense3.slmblob", dir);
     slm_engine *e = t_load(fdir, &o);
     CHECK(e && slm_save_blob(e, blob) == SLM_OK);
     slm_free(e);
     size_t n = 0;
-    uint8_t *img = image(blob, &n);
-    if (!img) return;
-    char msg[512];
-    CHECKF(t_blob_opens(img, n, "ok.blob", msg, sizeof msg), "%s", msg);
-    uint64_t len = 0;
-    uint8_t *r = t_blob_section(img, n, ".slm.embed", &len), *d = r ? r + 64 : NULL;
-    CHECK(r && len == 256 && rd32le(r + 40) == 3);
+    uint8_t *r, *img = embed_image(blob, &n, &r), *d = r ? r + 64 : NULL;
+    CHECK(r && rd32le(r + 40) == 3);
     CHECK(d && rd32le(d) == 2 && rd32le(d + 4) == FD && rd32le(d + 8) == FA && rd32le(d + 12) == SLM_DENSE_TANH &&
           rd32le(d + 16) == 1 && rd32le(d + 24) == 3 && rd32le(d + 48) == 4 && rd32le(d + 56) == FD &&
           rd32le(d + 60) == SLM_DENSE_IDENTITY);
