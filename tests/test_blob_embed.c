@@ -7,8 +7,12 @@
  * sections and the embedding programs' tasks and I/O refused or, when
  * the validator accepts it, run (one text, then a batch) under the
  * sanitizers; the CLI's embed, inspect and compile --embeddings on blobs.
- * Models: a bert cross-encoder written by `staticlm synth` (Q8_0,
- * repacked heads) and stories260K. */
+ * Format 23: a nomic-bert-moe (ungated experts on layers 1 and 3) and a
+ * BERT folder with three Dense modules, each from a blob and cache mode
+ * bit for bit as from its source, and their new fields and tasks out of
+ * place. Models: a bert cross-encoder (Q8_0, repacked heads) and the
+ * nomic-bert-moe written by `staticlm synth`, the folder written here, and
+ * stories260K. */
 #include <elf.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -314,7 +318,8 @@ static void test_damage(void) {
     int opened = 0, ran = 0;
     damage(g_enc, 400, &opened, &ran);
     damage(g_dec, 200, &opened, &ran);
-    printf("  600 damaged images: %d passed the validator (checksum off), %d ran\n", opened, ran);
+    damage(g_moe_blob, 200, &opened, &ran);
+    printf("  800 damaged images: %d passed the validator (checksum off), %d ran\n", opened, ran);
     CHECK(opened >= 1 && ran >= 1); /* damage to padding and unused bytes passes */
 }
 
@@ -356,7 +361,8 @@ static void test_moe(void) {
     free(a);
 }
 
-/* Task ti of program kind's first expert down MATMUL (flag EXPERT without GATHER): its record, or NULL. */
+/* The first expert down MATMUL (flag EXPERT without GATHER) of an embed program: its record (its
+ * section's name in sec), or NULL. */
 static uint8_t *expert_down(uint8_t *img, size_t n, char *sec, size_t cap) {
     uint8_t *pr, *t;
     for (size_t k = 0; (pr = record(img, n, ".slm.programs", 72, k)); k++) {
