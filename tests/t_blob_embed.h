@@ -102,4 +102,48 @@ static inline void t_blob_embed_check(const char *src, const slm_options *o, con
     unlink(blob);
 }
 
+/* Cache mode (o->cache_dir, a fresh folder): the first load compiles and
+ * writes the blob (and runs from it), the second maps it; both give the
+ * source's embeddings of ids[0..n) bit for bit (the default pooling and
+ * none). */
+static inline void t_blob_embed_cache_check(const char *src, const slm_options *o, const int32_t *ids, int n) {
+    slm_options os = *o;
+    os.cache_dir = NULL;
+    slm_engine *a = t_load(src, &os);
+    CHECKF(a != NULL, "%s", src);
+    slm_session *sa = NULL;
+    if (a) CHECK(slm_session_new(a, NULL, &sa) == SLM_OK);
+    slm_info ia;
+    if (a) slm_get_info(a, &ia);
+    const size_t cap = a ? (size_t)n * (size_t)ia.dim + 64 : 1;
+    float *x = calloc(cap, sizeof *x), *y = calloc(cap, sizeof *y);
+    for (int k = 0; sa && x && y && k < 2; k++) {
+        slm_engine *b = t_load(src, o);
+        CHECKF(b != NULL, "%s (cache mode, load %d)", src, k + 1);
+        if (!b) break;
+        const char *note = slm_cache_note(b);
+        CHECKF(note && !strstr(note, "failed") && (k == 0 || strstr(note, "loaded cached blob")),
+               "%s: cache mode, load %d: %s", src, k + 1, note ? note : "(no note)");
+        slm_session *sb = NULL;
+        CHECK(slm_session_new(b, NULL, &sb) == SLM_OK);
+        const int pools[2] = {SLM_POOLING_DEFAULT, SLM_POOLING_NONE};
+        for (int p = 0; sb && p < 2; p++) {
+            const int pk = pools[p] == SLM_POOLING_DEFAULT ? slm_model_pooling(a) : pools[p];
+            const size_t w = pk == SLM_POOLING_RANK ? (size_t)slm_model_rank_outputs(a)
+                             : pk == SLM_POOLING_NONE ? (size_t)n * (size_t)ia.dim : (size_t)ia.dim;
+            memset(y, 0xff, cap * sizeof *y);
+            CHECK(slm_session_embed(sa, ids, n, pools[p], x, cap) == SLM_OK);
+            CHECKF(slm_session_embed(sb, ids, n, pools[p], y, cap) == SLM_OK, "%s", slm_session_error(sb));
+            CHECKF(!memcmp(x, y, w * sizeof *x), "%s: cache mode, load %d, pooling %d: differs from the source's", src,
+                   k + 1, pools[p]);
+        }
+        slm_session_free(sb);
+        slm_free(b);
+    }
+    free(x);
+    free(y);
+    slm_session_free(sa);
+    slm_free(a);
+}
+
 #endif

@@ -237,13 +237,6 @@ static void check_moe(const moe_file *f, const char *what, int breaks) {
         }
         slm_session_free(s);
     }
-    if (e && breaks) { /* not storable in a blob yet: refused, naming it, nothing written */
-        char blob[320];
-        snprintf(blob, sizeof blob, "%s.slmblob", path);
-        CHECK(slm_save_blob(e, blob) == SLM_ERR_UNSUPPORTED);
-        CHECKF(strstr(slm_last_error(e), "cannot be stored in a blob yet") != NULL, "%s", slm_last_error(e));
-        CHECK(access(blob, F_OK) != 0);
-    }
     slm_free(e);
     if (breaks) check_batch(path, what, DIM, 0); /* several texts a program: each row routed alone */
     unlink(path);

@@ -24,7 +24,7 @@
 
 /* Bump whenever the layout of any section, or what the compiler emits for
  * the same inputs, changes: blobs of another version are recompiled. */
-#define SLM_BLOB_FORMAT_VERSION 22u
+#define SLM_BLOB_FORMAT_VERSION 23u
 #define SLM_BLOB_PAGE 4096u
 
 /* ---- hashing ------------------------------------------------------------ */
@@ -77,27 +77,37 @@ void slm_blob_ident_seal(slm_blob_ident *id);
 /* ---- embeddings (.slm.embed) ------------------------------------------- */
 
 /* What a blob with embedding programs (kinds EMBED, EMBED_BATCH) keeps
- * beside them for the session: the config's encoder kind (slm_model_config
- * .encoder, not in .slm.config), the model's default pooling, how a text
- * and a rerank pair are tokenized, and the heads applied after the programs
- * (their tensors, by their GGUF names, in the weights section and the
- * tensor table: the classifier cls.weight, cls.bias, cls.norm.weight,
- * cls.output.weight, cls.output.bias; the dense projections dense_2.weight,
- * dense_2.bias, dense_3.weight). docs/blob.md has the record. */
+ * beside them for the session: the config's encoder kind and its experts'
+ * layer rule (slm_model_config .encoder, .moe_every, .expert_ungated, not
+ * in .slm.config), the model's default pooling, how a text and a rerank
+ * pair are tokenized, and the heads applied after the programs (their
+ * tensors, by their GGUF names, in the weights section and the tensor
+ * table: the classifier cls.weight, cls.bias, cls.norm.weight,
+ * cls.output.weight, cls.output.bias; sentence-transformers' Dense modules
+ * dense_K.weight and dense_K.bias, K each module's place). docs/blob.md has
+ * the record. */
 #define SLM_BLOB_EMBED_CLS1_B 0x1   /* cls.bias */
 #define SLM_BLOB_EMBED_CLS_NORM 0x2 /* cls.norm.weight */
 #define SLM_BLOB_EMBED_CLS_W 0x4    /* cls.output.weight */
 #define SLM_BLOB_EMBED_CLS_B 0x8    /* cls.output.bias */
-#define SLM_BLOB_EMBED_DENSE_B 0x10 /* dense_2.bias */
+#define SLM_BLOB_EMBED_MAX_MODULE 63 /* a Dense module's place in modules.json (< 64 modules) */
+typedef struct slm_blob_embed_dense {
+    int32_t module;    /* K: its tensors dense_K.weight [in, out] and dense_K.bias [out] */
+    int32_t in, out;   /* its widths: in the previous one's out (the first: dim), the last's out dim */
+    int32_t act;       /* SLM_DENSE_IDENTITY, SLM_DENSE_TANH */
+    int32_t bias;      /* 1: dense_K.bias present */
+} slm_blob_embed_dense;
 typedef struct slm_blob_embed {
-    int32_t encoder;   /* 0 a decoder's embeddings, 1..5 slm_model_config.encoder */
+    int32_t encoder;   /* 0 a decoder's embeddings, 1..6 slm_model_config.encoder */
     int32_t pooling;   /* the model's pooling (slm_pooling, 0..4) */
     int32_t add_eos;   /* tokenizer.ggml.add_eos_token of a non-BPE vocabulary */
     int32_t pair_bos, pair_eos, pair_sep, sep; /* a rerank pair: [BOS] q [EOS] [SEP] d [EOS]; sep -1: none */
     int32_t n_cls1;    /* rows of cls.weight (0: none) */
     int32_t n_cls;     /* scores of the classifier (0: not a reranker) */
-    int32_t d2;        /* rows of dense_2.weight (0: none) */
-    uint32_t heads;    /* SLM_BLOB_EMBED_* : the optional head tensors present */
+    int32_t n_dense;   /* Dense modules after pooling (0..SLM_MAX_DENSE), dense[0..n_dense) */
+    uint32_t heads;    /* SLM_BLOB_EMBED_* : the optional classifier tensors present */
+    int32_t moe_every, expert_ungated; /* slm_model_config's (nomic-bert-moe; else 0) */
+    slm_blob_embed_dense dense[SLM_MAX_DENSE];
 } slm_blob_embed;
 
 /* ---- writing ------------------------------------------------------------ */

@@ -89,11 +89,14 @@ static slm_status check_family_fields(pctx *q, int ti) {
     const char *op = slm_task_op_name(t->op);
     if ((t->flags & SLM_TF_GELU) && t->op != SLM_T_SWIGLU && !(t->op == SLM_T_MATMUL && (t->flags & SLM_TF_PRE_SWIGLU)))
         return pbad(q, "task %d (%s): flag GELU without a swiglu", ti, op);
-    /* an expert's down projection: GeGLU exactly on gemma4's experts */
+    /* an expert's down projection: GeGLU exactly on gemma4's experts, GELU of the up rows alone on
+     * nomic-bert-moe's ungated ones (src2 none: check_matmul), SwiGLU on the others */
+    const slm_model_config *m = &q->r->c->cfg;
     if (t->op == SLM_T_MATMUL && (t->flags & SLM_TF_EXPERT) && (t->flags & SLM_TF_PRE_SWIGLU) &&
-        ((t->flags & SLM_TF_GELU) != 0) != (q->r->c->cfg.moe_dense != 0))
+        ((t->flags & SLM_TF_GELU) != 0) != (m->moe_dense || m->expert_ungated))
         return pbad(q, "task %d (%s): an expert's %s prologue, the config's experts are %s", ti, op,
-                    (t->flags & SLM_TF_GELU) ? "GeGLU" : "SwiGLU", q->r->c->cfg.moe_dense ? "GeGLU (gemma4)" : "SwiGLU");
+                    (t->flags & SLM_TF_GELU) ? "GeGLU" : "SwiGLU",
+                    m->moe_dense ? "GeGLU (gemma4)" : m->expert_ungated ? "ungated GELU" : "SwiGLU");
     const int post_cap = (t->flags & SLM_TF_POST_SOFTCAP) != 0;
     if (post_cap && (t->op != SLM_T_MATMUL || (t->flags & (SLM_TF_POST_ADD | SLM_TF_POST_ROPE))))
         return pbad(q, "task %d (%s): a soft-cap epilogue on a non-matmul task or with another epilogue", ti, op);
@@ -226,6 +229,11 @@ static slm_status check_matmul(pctx *q, int ti, unsigned *usedp) {
         NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_WEIGHTS, "task %d (%s): norm gains must be in the weights", ti, op);
         NEED(t->f0 >= 0.0f && t->f0 < 1.0f, "task %d (%s): eps %g out of range", ti, op, (double)t->f0);
         REF(SLM_REF_SRC2, (uint64_t)t->k * 4, 0);
+    } else if (pre == SLM_TF_PRE_SWIGLU && expert && q->r->c->cfg.expert_ungated) {
+        /* nomic-bert-moe's ungated expert: GELU of src0 (the up rows) alone, no second operand */
+        NEED(t->ref[SLM_REF_SRC2].space == SLM_SPACE_NONE && t->f0 == 0.0f && t->f1 == 0.0f,
+             "task %d (%s): an ungated expert's prologue with a second operand (space %u) or a clamp (f0 %g, f1 %g)", ti,
+             op, t->ref[SLM_REF_SRC2].space, (double)t->f0, (double)t->f1);
     } else if (pre == SLM_TF_PRE_SWIGLU) { /* the up rows, shaped as src0 */
         MAT(RX, SLM_REF_SRC2, (uint64_t)t->k, 0);
     }
@@ -304,6 +312,9 @@ static slm_status check_moe(pctx *q, int ti, unsigned *usedp) {
              "task %d (%s): %d experts, %d used, norm %d, flags 0x%x out of range", ti, op, t->n, t->c, t->a, t->flags);
         NEED(t->b == m->expert_sigmoid, "task %d (%s): gating %d, the config's is %d (0 softmax, 1 sigmoid)", ti, op, t->b,
              m->expert_sigmoid);
+        NEED(!m->moe_every || (t->layer >= 0 && t->layer < m->n_layers && slm_layer_moe(m, t->layer)),
+             "task %d (%s): layer %d holds no experts by the config's rule (moe_every %d: l %% moe_every == 1)", ti, op,
+             t->layer, m->moe_every);
         NEED(t->f2 == scale, "task %d (%s): weight scale f2 %g, the config's is %g", ti, op, (double)t->f2, (double)scale);
         NEED((t->ref[SLM_REF_SRC1].space != SLM_SPACE_NONE) == (m->expert_sel_bias != 0),
              "task %d (%s): a selection bias %s, the config %s", ti, op,

@@ -76,7 +76,13 @@ void slm_blob_print(const slm_blob *b, const slm_compiled *c, FILE *f) {
         fprintf(f, " document%s", e->pair_eos ? " [EOS]" : "");
         if (e->n_cls)
             fprintf(f, "; classifier: %s%d score%s", e->n_cls1 ? "a dense layer, then " : "", e->n_cls, e->n_cls > 1 ? "s" : "");
-        if (e->d2) fprintf(f, "; dense projections %d -> %d -> %d", m->dim, e->d2, m->dim);
+        if (e->n_dense) {
+            fprintf(f, "; Dense modules %d", e->dense[0].in);
+            for (int k = 0; k < e->n_dense; k++)
+                fprintf(f, " -> %d (dense_%d%s%s)", e->dense[k].out, e->dense[k].module, e->dense[k].bias ? ", bias" : "",
+                        e->dense[k].act == SLM_DENSE_TANH ? ", tanh" : "");
+        }
+        if (e->moe_every) fprintf(f, "; experts on layers l %% %d == 1, ungated", e->moe_every);
         fprintf(f, "\n");
     }
     uint64_t arena = 0, scratch = 0;

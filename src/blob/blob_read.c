@@ -11,16 +11,6 @@
 #include "blob/blob_check.h"
 
 
-static slm_status bad(rctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static slm_status bad(rctx *r, const char *fmt, ...) {
-    char msg[SLM_ERRLEN];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return slm_errf(r->err, SLM_ERR_FORMAT, "%s: %s", r->name, msg);
-}
-
 static const char *sect_name(const rctx *r, uint32_t i) { return r->shstr + r->sh[i].sh_name; }
 
 static const uint8_t *sect_data(const rctx *r, uint32_t i) { return r->b->data + r->sh[i].sh_offset; }
@@ -125,14 +115,36 @@ static slm_status read_ident(rctx *r, uint32_t si) {
     return SLM_OK;
 }
 
-/* A field of section sec in [lo, hi], else refused naming it. */
-#define SRANGE(sec, v, lo, hi, what)                                                                       \
-    do {                                                                                                   \
-        if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                                 \
-            return bad(r, "section %s: %s %lld out of range (%lld..%lld)", sec, what, (long long)(v),       \
-                       (long long)(lo), (long long)(hi));                                                  \
-    } while (0)
 #define RANGE(v, lo, hi, what) SRANGE(".slm.config", v, lo, hi, what)
+
+/* The encoder kind (.slm.embed) into the config: an encoder only with its
+ * own arch, and no encoder arch as a decoder. */
+static slm_status encoder_kind(rctx *r, slm_model_config *m, int enc) {
+    static const char *const enc_arch[7] = {"", "bert", "nomic-bert", "gemma-embedding", "modern-bert", "jina-bert-v2",
+                                            "nomic-bert-moe"};
+    for (int k = 1; k < 7; k++)
+        if (!strcmp(m->arch, enc_arch[k]) != (enc == k))
+            return bad(r, "section .slm.config: arch '%s' with encoder kind %d (.slm.embed): an encoder's arch goes with "
+                       "its kind (%s: %d)", m->arch, enc, enc_arch[k], k);
+    m->encoder = (int16_t)enc;
+    return SLM_OK;
+}
+
+/* nomic-bert-moe's layer rule (.slm.embed) into the config: experts on
+ * layer l when l % moe_every == 1, each ungated; exactly on that encoder
+ * with experts, and beside no other MoE layout. */
+static slm_status layer_rule(rctx *r, slm_model_config *m, int enc) {
+    const int rule = enc == 6 && m->n_experts > 0;
+    m->moe_every = (uint8_t)r->b->embed.moe_every; /* 0..255: blob_read_embed */
+    m->expert_ungated = (uint8_t)r->b->embed.expert_ungated;
+    SRANGE(".slm.embed", m->moe_every, rule ? 2 : 0, rule ? 255 : 0, "moe_every (with the config's encoder and experts)");
+    SRANGE(".slm.embed", m->expert_ungated, rule, rule, "expert_ungated (with the config's encoder and experts)");
+    if (rule && (m->moe_dense || m->expert_bias || m->dense_lead || m->shared_ffn || m->expert_sigmoid ||
+                 m->expert_sel_bias || m->swiglu_limit != 0.0f || m->expert_down_scale))
+        return bad(r, "section .slm.config: experts every %d layers (ungated, .slm.embed) beside another expert "
+                   "layout", m->moe_every);
+    return SLM_OK;
+}
 
 static slm_status read_config(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
@@ -142,14 +154,9 @@ static slm_status read_config(rctx *r, uint32_t si) {
     slm_model_config *m = &c->cfg;
     blob_get_config(p, m);
     if (!nul_within((const uint8_t *)m->arch, sizeof m->arch)) return bad(r, "section .slm.config: arch: not NUL-terminated");
-    /* an encoder (its kind in .slm.embed) only with its own arch, and no encoder arch as a decoder */
-    static const char *const enc_arch[6] = {"", "bert", "nomic-bert", "gemma-embedding", "modern-bert", "jina-bert-v2"};
     const int enc = r->b->has_embed ? r->b->embed.encoder : 0;
-    for (int k = 1; k < 6; k++)
-        if (!strcmp(m->arch, enc_arch[k]) != (enc == k))
-            return bad(r, "section .slm.config: arch '%s' with encoder kind %d (.slm.embed): an encoder's arch goes with "
-                       "its kind (%s: %d)", m->arch, enc, enc_arch[k], k);
-    m->encoder = enc;
+    const slm_status es = encoder_kind(r, m, enc);
+    if (es) return es;
     RANGE(m->dim, 1, BLOB_MAX_DIM, "dim");
     RANGE(m->hidden_dim, 1, BLOB_MAX_DIM, "hidden_dim");
     RANGE(m->n_layers, 1, BLOB_MAX_LAYERS, "n_layers");
@@ -239,6 +246,8 @@ static slm_status read_config(rctx *r, uint32_t si) {
         RANGE(m->ssm_k_heads, 0, 0, "ssm_k_heads");
         RANGE(m->ssm_v_heads, 0, 0, "ssm_v_heads");
     }
+    const slm_status rs = r->b->has_embed ? layer_rule(r, m, enc) : SLM_OK;
+    if (rs) return rs;
     if (!(m->expert_scale >= 0.0f && m->expert_scale < 1e6f) || (m->expert_scale != 0.0f && !m->n_experts))
         return bad(r, "section .slm.config: expert_scale %g out of range", (double)m->expert_scale);
     if (!(m->swiglu_alpha >= 0.0f && m->swiglu_alpha < 1e6f) || !(m->swiglu_limit >= 0.0f && m->swiglu_limit < 1e6f))
@@ -636,99 +645,6 @@ int slm_blob_meta(const slm_blob *b, const char *key, const char **val, uint64_t
     return 0;
 }
 
-/* ---- embeddings ------------------------------------------------------------ */
-
-/* .slm.embed's record, before the config (which takes the encoder kind from it). */
-static slm_status read_embed(rctx *r, uint32_t si) {
-    const Elf64_Shdr *s = &r->sh[si];
-    if (s->sh_size != BLOB_EMBED_SIZE) return bad(r, "section .slm.embed: sh_size %llu, want %d", (unsigned long long)s->sh_size, BLOB_EMBED_SIZE);
-    const uint8_t *p = sect_data(r, si);
-    if (rd32(p) != BLOB_EMBED_SIZE) return bad(r, "section .slm.embed: record_size %u, want %d", rd32(p), BLOB_EMBED_SIZE);
-    for (int i = 48; i < BLOB_EMBED_SIZE; i++)
-        if (p[i]) return bad(r, "section .slm.embed: reserved byte %d not zero", i);
-    slm_blob_embed *e = &r->b->embed;
-    blob_get_embed(p, e);
-#define ERANGE(v, lo, hi, what) SRANGE(".slm.embed", v, lo, hi, what)
-    ERANGE(e->encoder, 0, 5, "encoder");
-    ERANGE(e->pooling, 0, 4, "pooling");
-    ERANGE(e->add_eos, 0, 1, "add_eos");
-    ERANGE(e->pair_bos, 0, 1, "pair_bos");
-    ERANGE(e->pair_eos, 0, 1, "pair_eos");
-    ERANGE(e->pair_sep, 0, 1, "pair_sep");
-    ERANGE(e->n_cls1, 0, 65536, "n_cls1");
-    ERANGE(e->n_cls, e->n_cls1 ? 1 : 0, 64, "n_cls");
-    ERANGE(e->d2, 0, 65536, "d2");
-#undef ERANGE
-    if (e->heads & ~0x1fu) return bad(r, "section .slm.embed: heads 0x%x: unknown bits", e->heads);
-    if (e->pooling == 4 && !e->n_cls) return bad(r, "section .slm.embed: pooling rank without a classifier (n_cls 0)");
-    r->b->has_embed = 1;
-    return SLM_OK;
-}
-
-/* Tensor name of the table's entry i (NUL-terminated: checked). */
-static const uint8_t *tensor_entry(const slm_blob *b, uint32_t i) { return b->tensors + (size_t)i * BLOB_TENSOR_SIZE; }
-
-int slm_blob_tensor(const slm_blob *b, const char *name, slm_tensor *t) {
-    for (uint32_t i = 0; b->tensors && i < b->n_tensors; i++) {
-        const uint8_t *e = tensor_entry(b, i);
-        if (strcmp((const char *)e, name)) continue;
-        memset(t, 0, sizeof *t);
-        memcpy(t->name, e, 64);
-        t->type = rd32(e + 64);
-        t->n_dims = rd32(e + 68);
-        memcpy(t->ne, e + 72, 32);
-        t->data = b->weights + rd64u(e + 104);
-        t->nbytes = rd64u(e + 112);
-        return 1;
-    }
-    return 0;
-}
-
-/* The heads .slm.embed names, each in the tensor table exactly when the
- * record says, of its shape ([cols, rows] with its bytes) and a type the
- * session can read. */
-static slm_status check_heads(rctx *r) {
-    const slm_blob_embed *e = &r->b->embed;
-    const int dim = r->c->cfg.dim, h = e->n_cls1 ? e->n_cls1 : dim;
-    const int cls_w = (e->heads & SLM_BLOB_EMBED_CLS_W) != 0;
-    if (e->n_cls && !e->n_cls1 && !cls_w) return bad(r, "section .slm.embed: n_cls %d without a classifier's tensors", e->n_cls);
-    if (e->n_cls1 && !cls_w && e->n_cls != e->n_cls1)
-        return bad(r, "section .slm.embed: n_cls %d, cls.weight alone gives %d scores", e->n_cls, e->n_cls1);
-    if ((e->heads & (SLM_BLOB_EMBED_CLS1_B | SLM_BLOB_EMBED_CLS_NORM)) && !e->n_cls1)
-        return bad(r, "section .slm.embed: heads 0x%x: cls.bias or cls.norm without cls.weight", e->heads);
-    if ((e->heads & (SLM_BLOB_EMBED_CLS_W | SLM_BLOB_EMBED_CLS_B)) && !e->n_cls)
-        return bad(r, "section .slm.embed: heads 0x%x: cls.output without scores (n_cls 0)", e->heads);
-    if ((e->heads & SLM_BLOB_EMBED_DENSE_B) && !e->d2) return bad(r, "section .slm.embed: dense_2.bias without dense_2 (d2 0)");
-    /* name, wanted (cols, rows; rows 0: absent), a vector (f32, one dim) */
-    const struct { const char *name; int64_t cols, rows; int vec; } want[BLOB_EMBED_N_HEADS] = {
-        {"cls.weight", dim, e->n_cls1, 0},
-        {"cls.bias", e->n_cls1, (e->heads & SLM_BLOB_EMBED_CLS1_B) ? 1 : 0, 1},
-        {"cls.norm.weight", e->n_cls1, (e->heads & SLM_BLOB_EMBED_CLS_NORM) ? 1 : 0, 1},
-        {"cls.output.weight", h, cls_w ? e->n_cls : 0, 0},
-        {"cls.output.bias", e->n_cls, (e->heads & SLM_BLOB_EMBED_CLS_B) ? 1 : 0, 1},
-        {"dense_2.weight", dim, e->d2, 0},
-        {"dense_2.bias", e->d2, (e->heads & SLM_BLOB_EMBED_DENSE_B) ? 1 : 0, 1},
-        {"dense_3.weight", e->d2, e->d2 ? dim : 0, 0},
-    };
-    for (int k = 0; k < BLOB_EMBED_N_HEADS; k++) {
-        slm_tensor t;
-        const int have = slm_blob_tensor(r->b, want[k].name, &t);
-        if (have != (want[k].rows > 0))
-            return bad(r, "section .slm.tensors: head %s %s, .slm.embed says %s", want[k].name, have ? "present" : "absent",
-                       want[k].rows > 0 ? "present" : "absent");
-        if (!have) continue;
-        const int64_t rows = t.n_dims > 1 ? t.ne[1] : 1;
-        const uint64_t rb = slm_row_bytes(t.type, (uint64_t)want[k].cols); /* 0: unknown type or part blocks */
-        int ok = t.ne[0] == want[k].cols && rows == want[k].rows && t.n_dims >= 1 && t.n_dims <= 2 && rb &&
-                 t.nbytes == rb * (uint64_t)rows && (!want[k].vec || (t.type == SLM_F32 && t.n_dims == 1));
-        if (!ok)
-            return bad(r, "section .slm.tensors: head %s: type %u, dims %u [%lld, %lld], %llu bytes; want [%lld, %lld]",
-                       want[k].name, t.type, t.n_dims, (long long)t.ne[0], (long long)rows, (unsigned long long)t.nbytes,
-                       (long long)want[k].cols, (long long)want[k].rows);
-    }
-    return SLM_OK;
-}
-
 /* ---- open ------------------------------------------------------------------ */
 
 static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
@@ -791,7 +707,7 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
             goto out;
         }
     }
-    if ((s_embed && (s = read_embed(r, (uint32_t)s_embed))) || (s = read_config(r, s_config))) goto out;
+    if ((s_embed && (s = blob_read_embed(r, sect_data(r, (uint32_t)s_embed), sh[s_embed].sh_size))) || (s = read_config(r, s_config))) goto out;
     if (sh[s_const].sh_size != r->const_bytes || sh[s_const].sh_offset % 4) {
         s = bad(r, "section .slm.const: sh_size %llu, want const_bytes %llu", (unsigned long long)sh[s_const].sh_size,
                 (unsigned long long)r->const_bytes);
@@ -799,7 +715,7 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
     }
     if ((s = read_programs(r, s_progs))) goto out;
     if ((s = read_tensors(r, s_tens)) || (s = read_meta(r, s_meta))) goto out;
-    if (b->has_embed && (s = check_heads(r))) goto out;
+    if (b->has_embed && (s = blob_check_heads(r))) goto out;
     c->consts.bytes = r->const_bytes;
     c->consts.rope = slm_aligned_alloc((size_t)r->const_bytes + 64);
     if (!c->consts.rope) {

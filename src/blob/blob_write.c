@@ -303,9 +303,16 @@ static slm_status select_weights(blob_job *j) {
                 }
     }
     /* the heads the session applies after the embedding programs: kept by name */
-    for (int i = 0; j->emb && i < n_wt; i++)
+    for (int i = 0; j->emb && i < n_wt; i++) {
         for (int k = 0; k < BLOB_EMBED_N_HEADS; k++)
             if (!strcmp(wt[i].t->name, blob_embed_head(k))) wt[i].used = 1;
+        for (int k = 0; k < j->emb->n_dense && k < SLM_MAX_DENSE; k++) /* the Dense modules' */
+            for (int b = 0; b < 2; b++) {
+                char dn[32];
+                blob_dense_name(dn, j->emb->dense[k].module, b);
+                if (!strcmp(wt[i].t->name, dn) && (!b || j->emb->dense[k].bias)) wt[i].used = 1;
+            }
+    }
     uint64_t wsize = 0;
     for (int i = 0; i < n_wt; i++) {
         if (!wt[i].used) continue;
@@ -662,9 +669,12 @@ slm_status slm_blob_write_embed(const char *path, const slm_compiled *c, const s
                             "(format %u: prefill, generate, verify, batch, and with their record embed, embed batch)", path,
                             c->progs[i].name, SLM_BLOB_FORMAT_VERSION);
     }
-    if (emb && (!n_embed || emb->encoder != c->cfg.encoder))
+    if (emb && (!n_embed || emb->encoder != c->cfg.encoder || emb->moe_every != c->cfg.moe_every ||
+                emb->expert_ungated != c->cfg.expert_ungated || emb->n_dense < 0 || emb->n_dense > SLM_MAX_DENSE))
         return slm_errf(err, SLM_ERR_INTERNAL, "%s: an embedding record without embedding programs (%d) or of another "
-                        "encoder kind (%d, the config's %d)", path, n_embed, emb->encoder, c->cfg.encoder);
+                        "encoder kind (%d, the config's %d), layer rule (experts every %d, ungated %d; the config's %d, "
+                        "%d) or %d Dense modules", path, n_embed, emb->encoder, c->cfg.encoder, emb->moe_every,
+                        emb->expert_ungated, c->cfg.moe_every, c->cfg.expert_ungated, emb->n_dense);
     blob_job j = {.path = path, .c = c, .m = m, .src = m->map.data, .n_wt = m->n_tensors,
                   .progress = progress, .ud = ud, .err = err, .emb = emb};
     slm_status s = SLM_OK;

@@ -54,16 +54,25 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 
 /* .slm.embed (present with embedding programs): u32 record size, i32
  * encoder, pooling, add_eos, pair_bos, pair_eos, pair_sep, sep, n_cls1,
- * n_cls, d2, u32 heads, 16 bytes of zeros (slm_blob_embed's fields in order). */
-#define BLOB_EMBED_SIZE 64
-_Static_assert(sizeof(slm_blob_embed) == 11 * 4, "update the blob embedding record");
-/* The head tensors a blob with embedding programs keeps (by name). */
-#define BLOB_EMBED_N_HEADS 8
+ * n_cls, n_dense, u32 heads, i32 moe_every, expert_ungated, 8 bytes of
+ * zeros; at 64 the Dense table: SLM_MAX_DENSE entries of 24 bytes (i32
+ * module, in, out, act, bias, 0), those from n_dense on all zeros. */
+#define BLOB_EMBED_DENSE_AT 64
+#define BLOB_EMBED_DENSE_SIZE 24
+#define BLOB_EMBED_SIZE (BLOB_EMBED_DENSE_AT + SLM_MAX_DENSE * BLOB_EMBED_DENSE_SIZE)
+_Static_assert(sizeof(slm_blob_embed) == 13 * 4 + SLM_MAX_DENSE * 5 * 4 && SLM_MAX_DENSE == 8,
+               "update the blob embedding record");
+/* The classifier's head tensors a blob with embedding programs keeps (by
+ * name); the Dense modules' are named by blob_dense_name. */
+#define BLOB_EMBED_N_HEADS 5
 static inline const char *blob_embed_head(int k) {
     static const char *const names[BLOB_EMBED_N_HEADS] = {
-        "cls.weight", "cls.bias", "cls.norm.weight", "cls.output.weight", "cls.output.bias",
-        "dense_2.weight", "dense_2.bias", "dense_3.weight"};
+        "cls.weight", "cls.bias", "cls.norm.weight", "cls.output.weight", "cls.output.bias"};
     return k >= 0 && k < BLOB_EMBED_N_HEADS ? names[k] : "";
+}
+/* Dense module `module`'s matrix (bias 0) or bias (1): "dense_K.weight" / "dense_K.bias". */
+static inline void blob_dense_name(char out[32], int module, int bias) {
+    snprintf(out, 32, "dense_%d.%s", module, bias ? "bias" : "weight");
 }
 
 /* Limits a valid blob stays within (beyond them: refused). */
@@ -108,17 +117,32 @@ static inline void blob_put_embed(uint8_t *p, const slm_blob_embed *e) {
     memset(p, 0, BLOB_EMBED_SIZE);
     wr32(p, BLOB_EMBED_SIZE);
     const int32_t v[10] = {e->encoder, e->pooling, e->add_eos, e->pair_bos, e->pair_eos,
-                           e->pair_sep, e->sep, e->n_cls1, e->n_cls, e->d2};
+                           e->pair_sep, e->sep, e->n_cls1, e->n_cls, e->n_dense};
     memcpy(p + 4, v, sizeof v);
     wr32(p + 44, e->heads);
+    wr32(p + 48, (uint32_t)e->moe_every);
+    wr32(p + 52, (uint32_t)e->expert_ungated);
+    for (int k = 0; k < e->n_dense && k < SLM_MAX_DENSE; k++) {
+        const slm_blob_embed_dense *d = &e->dense[k];
+        const int32_t w[5] = {d->module, d->in, d->out, d->act, d->bias};
+        memcpy(p + BLOB_EMBED_DENSE_AT + k * BLOB_EMBED_DENSE_SIZE, w, sizeof w);
+    }
 }
 
+/* Every field as stored (the whole Dense table: the reader checks the entries past n_dense are zero). */
 static inline void blob_get_embed(const uint8_t *p, slm_blob_embed *e) {
     int32_t v[10];
     memcpy(v, p + 4, sizeof v);
     e->encoder = v[0]; e->pooling = v[1]; e->add_eos = v[2]; e->pair_bos = v[3]; e->pair_eos = v[4];
-    e->pair_sep = v[5]; e->sep = v[6]; e->n_cls1 = v[7]; e->n_cls = v[8]; e->d2 = v[9];
+    e->pair_sep = v[5]; e->sep = v[6]; e->n_cls1 = v[7]; e->n_cls = v[8]; e->n_dense = v[9];
     e->heads = rd32(p + 44);
+    e->moe_every = rdi32(p + 48);
+    e->expert_ungated = rdi32(p + 52);
+    for (int k = 0; k < SLM_MAX_DENSE; k++) {
+        int32_t w[5];
+        memcpy(w, p + BLOB_EMBED_DENSE_AT + k * BLOB_EMBED_DENSE_SIZE, sizeof w);
+        e->dense[k] = (slm_blob_embed_dense){w[0], w[1], w[2], w[3], w[4]};
+    }
 }
 
 /* Options record: every field of slm_compile_options, in order. */

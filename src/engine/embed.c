@@ -111,20 +111,29 @@ static slm_status load_dense_layer(slm_engine *e, const char *path, int k, const
 
 /* sentence-transformers' Dense modules, applied to the pooled vector
  * (every row's under pooling none): a folder's list (m->dense: each with
- * its bias and activation, hf_modules.c), else a GGUF's dense_2 [dim -> d2]
- * (+ dense_2.bias) and dense_3 [d2 -> dim], as llama.cpp's converter writes
- * EmbeddingGemma's. The last one must end at dim. */
+ * its bias and activation, hf_modules.c), a blob's table (.slm.embed), else
+ * a GGUF's dense_2 [dim -> d2] (+ dense_2.bias) and dense_3 [d2 -> dim]
+ * (+ dense_3.bias), as llama.cpp's converter writes EmbeddingGemma's. The
+ * last one must end at dim. */
 static slm_status load_dense(slm_engine *e, const char *path) {
     const slm_model_file *m = &e->model;
-    const int dim = e->cfg.dim, n_list = e->from_blob ? 0 : m->n_dense; /* a blob holds the pair form alone */
+    const slm_blob_embed *r = e->from_blob ? &e->blob.embed : NULL;
+    const int dim = e->cfg.dim, n_list = r ? r->n_dense : m->n_dense;
     slm_status s;
     int in = dim;
     for (int k = 0; k < n_list && k < SLM_MAX_DENSE; k++) {
-        if ((s = load_dense_layer(e, path, k, m->dense[k].name, in, m->dense[k].act))) return s;
+        char name[16];
+        snprintf(name, sizeof name, "dense_%d", r ? r->dense[k].module % 1000 : 0);
+        if ((s = load_dense_layer(e, path, k, r ? name : m->dense[k].name, in, r ? r->dense[k].act : m->dense[k].act)))
+            return s;
+        if (r && (e->dense[k].out != r->dense[k].out || !e->dense[k].b != !r->dense[k].bias))
+            return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: section .slm.embed: dense[%d]: %d values%s, its tensors give "
+                            "%d%s", slm_basename(path), k, r->dense[k].out, r->dense[k].bias ? " and a bias" : "",
+                            e->dense[k].out, e->dense[k].b ? " and a bias" : "");
         in = e->dense[k].out;
     }
     slm_tensor ta, tb;
-    const slm_tensor *a = head_tensor(e, "dense_2.weight", &ta), *b = head_tensor(e, "dense_3.weight", &tb);
+    const slm_tensor *a = r ? NULL : head_tensor(e, "dense_2.weight", &ta), *b = r ? NULL : head_tensor(e, "dense_3.weight", &tb);
     if (!n_list && (a || b)) {
         if (!a || !b)
             return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: dense_2.weight and dense_3.weight go together, dense_2 [%d, "
@@ -209,17 +218,27 @@ static slm_status embed_init_blob(slm_engine *e, const char *path) {
     if (!e->opt.embeddings) return SLM_OK;
     slm_status s = load_dense(e, path);
     if (!s) s = load_classifier(e, path);
-    const int d2 = e->n_dense ? e->dense[0].out : 0;
-    if (!s && (e->n_cls != r->n_cls || e->n_cls1 != r->n_cls1 || d2 != r->d2))
-        s = slm_errf(&e->err, SLM_ERR_FORMAT, "%s: section .slm.embed: heads of %d / %d scores and %d dense rows, the "
-                     "tensors give %d / %d and %d", slm_basename(path), r->n_cls1, r->n_cls, r->d2, e->n_cls1, e->n_cls,
-                     d2);
+    if (!s && (e->n_cls != r->n_cls || e->n_cls1 != r->n_cls1 || e->n_dense != r->n_dense))
+        s = slm_errf(&e->err, SLM_ERR_FORMAT, "%s: section .slm.embed: heads of %d / %d scores and %d Dense modules, the "
+                     "tensors give %d / %d and %d", slm_basename(path), r->n_cls1, r->n_cls, r->n_dense, e->n_cls1, e->n_cls,
+                     e->n_dense);
     return s;
+}
+
+/* Dense module k's place K (its tensors dense_K.*): a folder's from its
+ * name, a blob's from its record, a GGUF's pair 2 and 3. */
+static int dense_module(const slm_engine *e, int k) {
+    if (e->from_blob) return e->blob.embed.dense[k].module;
+    if (k >= e->model.n_dense) return k + 2;
+    int K = -1;
+    return sscanf(e->model.dense[k].name, "dense_%d", &K) == 1 ? K : -1; /* "dense_K": hf_modules.c */
 }
 
 void slm_engine_embed_record(const slm_engine *e, slm_blob_embed *r) {
     memset(r, 0, sizeof *r);
     r->encoder = e->cfg.encoder;
+    r->moe_every = e->cfg.moe_every;
+    r->expert_ungated = e->cfg.expert_ungated;
     r->pooling = e->pooling;
     r->add_eos = e->add_eos != 0;
     r->pair_bos = e->sp.add_bos != 0;
@@ -228,26 +247,13 @@ void slm_engine_embed_record(const slm_engine *e, slm_blob_embed *r) {
     r->sep = e->sp.sep >= 0 ? e->sp.sep : -1;
     r->n_cls1 = e->n_cls1;
     r->n_cls = e->n_cls;
-    r->d2 = e->n_dense ? e->dense[0].out : 0;
     r->heads = (e->cls1_b ? SLM_BLOB_EMBED_CLS1_B : 0) | (e->cls_norm ? SLM_BLOB_EMBED_CLS_NORM : 0) |
-               (e->cls_w ? SLM_BLOB_EMBED_CLS_W : 0) | (e->cls_b ? SLM_BLOB_EMBED_CLS_B : 0) |
-               (e->n_dense && e->dense[0].b ? SLM_BLOB_EMBED_DENSE_B : 0);
-}
-
-slm_status slm_engine_embed_storable(const slm_engine *e, slm_err *err) {
-    const slm_model_file *m = &e->model;
-    if (e->cfg.expert_ungated) /* .slm.embed has no room for its layer rule; the validator no case for its experts */
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %s (its ungated experts) cannot be stored in a blob yet; run the "
-                        "embeddings from the GGUF", slm_basename(m->path), e->cfg.arch);
-    if (!e->n_dense) return SLM_OK;
-    /* the blob's record holds the pair dense_2 [dim -> d2] (+ bias), dense_3 [d2 -> dim], both linear */
-    const int pair = e->n_dense == 2 && e->dense[0].act == SLM_DENSE_IDENTITY && e->dense[1].act == SLM_DENSE_IDENTITY &&
-                     !e->dense[1].b && (!m->n_dense || (!strcmp(m->dense[0].name, "dense_2") &&
-                                                        !strcmp(m->dense[1].name, "dense_3")));
-    if (pair) return SLM_OK;
-    return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: %d Dense module%s (%s): a blob holds EmbeddingGemma's linear "
-                    "pair dense_2, dense_3 alone; run the embeddings from the folder", slm_basename(m->path), e->n_dense,
-                    e->n_dense > 1 ? "s" : "", e->dense[0].act == SLM_DENSE_TANH ? "Tanh" : "their layout");
+               (e->cls_w ? SLM_BLOB_EMBED_CLS_W : 0) | (e->cls_b ? SLM_BLOB_EMBED_CLS_B : 0);
+    r->n_dense = e->n_dense;
+    for (int k = 0; k < e->n_dense; k++) {
+        const struct slm_dense_layer *d = &e->dense[k];
+        r->dense[k] = (slm_blob_embed_dense){dense_module(e, k), d->in, d->out, d->act, d->b != NULL};
+    }
 }
 
 slm_status slm_engine_embed_init(slm_engine *e, const char *path) {

@@ -386,11 +386,7 @@ static const char *ident_mismatch(const slm_blob_ident *want, const slm_blob_ide
  * record. e loaded from the source model. */
 static slm_status write_blob_to(slm_engine *e, const char *path, slm_blob_ident *id, int show_progress, slm_err *err) {
     slm_blob_embed rec;
-    if (e->opt.embeddings) {
-        slm_status s = slm_engine_embed_storable(e, err);
-        if (s) return s;
-        slm_engine_embed_record(e, &rec);
-    }
+    if (e->opt.embeddings) slm_engine_embed_record(e, &rec);
     return slm_blob_write_embed(path, &e->comp, &e->model, e->tok, e->opt.embeddings ? &rec : NULL, id,
                                 show_progress ? progress_tty : NULL, NULL, err);
 }

@@ -68,9 +68,6 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path);
 void slm_engine_embed_free(slm_engine *e);
 /* embed.c: what a blob with embedding programs keeps of the above (.slm.embed). */
 void slm_engine_embed_record(const slm_engine *e, slm_blob_embed *r);
-/* SLM_OK when the record holds e's heads (a folder's Dense modules other
- * than EmbeddingGemma's linear pair cannot be stored: refused, naming them). */
-slm_status slm_engine_embed_storable(const slm_engine *e, slm_err *err);
 /* fim.c: the FIM tokens, by the GGUF's keys or their texts (at load,
  * before the stop set, which takes pad, rep and sep). */
 void slm_engine_fim_detect(slm_engine *e);

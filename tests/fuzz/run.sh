@@ -140,7 +140,8 @@ seeds() { # target -> corpus dir
           "$OUT/cli/staticlm" "${args[@]}" >/dev/null 2>&1 || echo "fuzz: could not make a seed blob" >&2
       fi
       # embedding programs (.slm.embed): a bert cross-encoder (its head in the weights, embed.BxS programs), a
-      # modern-bert (LayerNorms without bias, windows both ways), and stories260K's embed.T beside its decoder
+      # modern-bert (LayerNorms without bias, windows both ways), a nomic-bert-moe (ungated experts on layers
+      # 1 and 3: the layer rule in .slm.embed), and stories260K's embed.T beside its decoder
       for c in build/staticlm build-asan/staticlm "$OUT/cli/staticlm"; do
         [ -x "$c" ] || continue
         "$c" synth --shape custom --arch bert --dim 32 --layers 1 --heads 2 --ffn 64 --ctx 16 --n-vocab 300 \
@@ -149,8 +150,11 @@ seeds() { # target -> corpus dir
         "$c" synth --shape custom --arch modern-bert --dim 32 --layers 3 --heads 2 --ffn 64 --ctx 16 --n-vocab 300 \
           --type f16 -o "$d/modern.gguf" >/dev/null 2>&1 &&
           "$c" compile -m "$d/modern.gguf" --max-prompt-len 16 -o "$d/modern.blob" >/dev/null 2>&1
+        "$c" synth --shape custom --arch nomic-bert-moe --dim 32 --layers 4 --heads 2 --ffn 64 --ctx 16 \
+          --n-vocab 300 --experts 4 --experts-used 2 --type q8_0 -o "$d/moe.gguf" >/dev/null 2>&1 &&
+          "$c" compile -m "$d/moe.gguf" --max-prompt-len 16 -o "$d/nomic-moe.blob" >/dev/null 2>&1
         "$c" "${args[@]/%stories260K.blob/stories260K-embed.blob}" --embeddings >/dev/null 2>&1
-        rm -f "$d/bert.gguf" "$d/modern.gguf"
+        rm -f "$d/bert.gguf" "$d/modern.gguf" "$d/moe.gguf"
         [ -f "$d/bert.blob" ] && break
       done ;;
   esac
