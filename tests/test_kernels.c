@@ -265,6 +265,14 @@ static void case_free(mcase *c) {
     free(c->w), free(c->wd), free(c->x), free(c->ref), free(c->bound_f), free(c->bound_q);
 }
 
+/* Repack a case's weights in place to the r16 layout (c->t becomes it). */
+static void case_repack(mcase *c) {
+    uint8_t *tmp = malloc((size_t)slm_row_bytes(c->t, (uint64_t)c->k) * 16);
+    slm_repack_r16(c->t, c->w, c->k, c->n, tmp);
+    free(tmp);
+    c->t |= SLM_R16;
+}
+
 static uint8_t *g_scratch;
 static size_t g_scratch_cap;
 
@@ -413,10 +421,7 @@ static void test_matmul_r16(void) {
             CHECK(slm_repack_type(t, 256, 35) == rt);
             mcase c;
             case_make(&c, t, 256, 35, 1);
-            const uint64_t wrow = slm_row_bytes(t, 256);
-            uint8_t *tmp = malloc((size_t)wrow * 16);
-            slm_repack_r16(t, c.w, 256, 35, tmp);
-            free(tmp);
+            case_repack(&c);
             float y[256];
             int bad = 0;
             for (int j = 0; j < 35; j++) {
@@ -439,11 +444,7 @@ static void test_matmul_r16(void) {
                     if (rows_[ri] > 100 && k != 2304) continue;
                     mcase c;
                     case_make(&c, t, k, n, rows_[ri]);
-                    const uint64_t wrow = slm_row_bytes(t, (uint64_t)k);
-                    uint8_t *tmp = malloc((size_t)wrow * 16);
-                    slm_repack_r16(t, c.w, k, n, tmp);
-                    free(tmp);
-                    c.t = rt;
+                    case_repack(&c);
                     if (ri == 0) { /* round trip: bit-exact codes, scales within one rounding */
                         float *y = malloc(sizeof(float) * k);
                         int bad = 0;
@@ -497,7 +498,7 @@ static int rows_alone_check(const slm_mm *mm, const mcase *c, int n, float *y1, 
  * (int8 bounds for the quantized types on the SIMD sets, as case_run),
  * each told on stderr while the count is under 3 (bad carries it). */
 static int ref_check(const slm_mm *mm, const mcase *c, const char *set, int bad) {
-    const int int8 = strcmp(set, "scalar") != 0 && slm_qtype_kind(c->t) >= 0;
+    const int int8 = strcmp(set, "scalar") != 0 && slm_qtype_kind(c->t & ~(uint32_t)SLM_R16) >= 0;
     for (int i = 0; i < mm->rows; i++)
         for (int j = mm->n0; j < mm->n1; j++) {
             const double got = mm->y[(size_t)i * mm->ldy + j], ref = c->ref[(size_t)i * c->n + j];
@@ -531,11 +532,7 @@ static void test_matmul_rows_alone(void) {
             if (!rt) continue; /* no repacked layout for this type */
             mcase c;
             case_make(&c, t, k, n, SLM_MM_DECODE_ROWS);
-            if (packed) {
-                uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
-                slm_repack_r16(t, c.w, k, n, tmp);
-                free(tmp);
-            }
+            if (packed) case_repack(&c);
             size_t need = slm_matmul_scratch_bytes(rt, k, SLM_MM_DECODE_ROWS);
             void *scratch = need ? aligned_alloc(64, (need + 63) & ~(size_t)63) : NULL;
             for (int si = 0; si < 3; si++) {
@@ -578,9 +575,7 @@ static void test_matmul_prefill_rows_alone(void) {
         if (!rt) continue;
         mcase c;
         case_make(&c, t, k, n, rows);
-        uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
-        slm_repack_r16(t, c.w, k, n, tmp);
-        free(tmp);
+        case_repack(&c);
         const size_t need = slm_matmul_scratch_bytes(rt, k, rows);
         void *scratch = aligned_alloc(64, (need + 63) & ~(size_t)63);
         for (int si = 0; si < 3; si++) {
@@ -617,10 +612,7 @@ static void test_matmul_r16_extreme(void) {
             const int k = 512, n = 32, rows = xi ? 9 : 33; /* 33: the prefill panel (kernels_x86_r16p.c) */
             mcase c;
             case_make_ex(&c, t, k, n, rows, xs[xi]);
-            uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
-            slm_repack_r16(t, c.w, k, n, tmp);
-            free(tmp);
-            c.t = SLM_R16 | t;
+            case_repack(&c);
             for (int si = 0; si < 3; si++) {
                 if (!slm_kernels_select(k_sets[si])) continue;
                 double worst = 0;
@@ -651,12 +643,7 @@ static void test_matmul_nonfinite(void) {
                 const int rows = rows_[ri];
                 mcase c;
                 case_make(&c, t, k, n, rows);
-                if (rp) {
-                    uint8_t *tmp = malloc((size_t)slm_row_bytes(t, (uint64_t)k) * 16);
-                    slm_repack_r16(t, c.w, k, n, tmp);
-                    free(tmp);
-                    c.t = SLM_R16 | t;
-                }
+                if (rp) case_repack(&c);
                 /* row 1: a NaN block; row 3: one +inf; row 5: all -inf; row 7: NaN and inf in both halves of every block */
                 for (int e = 32; e < 64; e++) c.x[(size_t)1 * c.ldx + e] = NAN;
                 c.x[(size_t)3 * c.ldx + 100] = INFINITY;
@@ -728,10 +715,7 @@ static void test_matmul_q8_0_r16_signs(void) {
                                            : kind == 3 ? (e / 2 % 2 ? -3.0f : 3.0f) : nrand();
             }
         case_ref(&c);
-        uint8_t *tmp = malloc((size_t)wrow * 16);
-        slm_repack_r16(SLM_Q8_0, c.w, k, n, tmp);
-        free(tmp);
-        c.t = SLM_Q8_0_R16;
+        case_repack(&c);
         for (int si = 0; si < 3; si++) {
             if (!slm_kernels_select(k_sets[si])) continue;
             double worst = 0;
@@ -812,9 +796,7 @@ static void test_matmul_mxfp4(void) {
                     c.t = SLM_MXFP4;
                     fails += case_run(&c, 0, n, k_sets[si], &worst) + case_run(&c, 1, n - 1, k_sets[si], &worst);
                 }
-                uint8_t *tmp = malloc((size_t)slm_row_bytes(SLM_MXFP4, (uint64_t)k) * 16);
-                slm_repack_r16(SLM_MXFP4, c.w, k, n, tmp);
-                free(tmp);
+                case_repack(&c);
                 for (int si = 0; si < 3; si++) {
                     if (!slm_kernels_select(k_sets[si])) continue;
                     c.t = SLM_MXFP4_R16;
