@@ -18,6 +18,7 @@
 
 #include "blob/blob.h"
 #include "blob/format.h"
+#include "common/trace.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
 #include "runtime/runtime.h"
@@ -393,6 +394,27 @@ static void lp_together(slm_engine *e, int k, lp_run *out) {
     }
 }
 
+/* The decode_batch slices of the trace at path; -1 if one of them is not k sequences in program prog. */
+static int count_batch_steps(const char *path, int k, const char *prog) {
+    char *j = t_read_file(path, NULL), want[96];
+    snprintf(want, sizeof want, "\"sequences\":%d,\"program\":\"%s\"", k, prog);
+    int n = 0;
+    for (char *q = j; q && (q = strstr(q, "\"name\":\"decode_batch\"")); q++) {
+        char *end = strchr(q, '\n');
+        if (end) *end = 0;
+        if (!strstr(q, want)) {
+            fprintf(stderr, "  %s\n", q);
+            n = -1;
+            break;
+        }
+        n++;
+        if (!end) break;
+        q = end;
+    }
+    free(j);
+    return n;
+}
+
 /* A --parallel 4 blob served with M = 2 and 3 slots: the four KV regions are
  * allocated (the batch programs' shapes), M handed out; M sessions decoding
  * together (M = 3: batch.4 with a padded row, M = 2: batch.2) give each the
@@ -446,7 +468,17 @@ static void test_fewer_slots(void) {
         slm_session_free(extra);
         for (int i = 0; i < m; i++) slm_session_free(held[i]);
         lp_run got[4];
+        char trace[400];
+        snprintf(trace, sizeof trace, "%s/fewer%d.json", g_tmp, m);
+        slm_err terr = {0};
+        CHECK(slm_trace_start(trace, 4, &terr) == SLM_OK);
         lp_together(e, m, got);
+        CHECK(slm_trace_stop(NULL, NULL, &terr) == SLM_OK);
+        /* which program ran the m rows: the smallest batch program that holds them (3: batch.4, a row padded) */
+        const char *prog = m == 3 ? "batch.4" : "batch.2";
+        const int calls = count_batch_steps(trace, m, prog);
+        CHECKF(calls >= NL - 1, "--parallel %d: %d batch steps of %d sequences in %s", m, calls, m, prog);
+        unlink(trace);
         for (int p = 0; p < m; p++) {
             int same = got[p].n == NL;
             for (int i = 0; same && i < NL; i++) same = got[p].id[i] == want[p].id[i] && same_lp(&got[p].lp[i], &want[p].lp[i]);
