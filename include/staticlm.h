@@ -94,7 +94,8 @@ typedef struct slm_options {
     int tile_kb;                /* weight panel of one matrix task, KiB (0 = L2 / 8) */
     int n_seqs;                 /* sessions at once: KV regions of kv_capacity rows each (0 = 1);
                                    from a source model, batch programs decode up to 4 of them
-                                   in one walk of the weights */
+                                   in one walk of the weights; from a blob compiled with
+                                   --parallel N: 1 to N (N regions allocated all the same) */
     size_t max_prompt_bytes;    /* longest prompt text the tokenizer accepts, bytes (0 = 8 MiB);
                                    a longer one is refused with SLM_ERR_CAPACITY before any work */
     long long max_memory_mb;    /* memory budget, MiB, for what a model's shapes make the engine
@@ -182,9 +183,11 @@ typedef struct slm_info {
     int bos_id, eos_id;
     size_t weight_bytes, kv_bytes, arena_bytes;
     int prefill_tasks, generate_tasks;
-    int n_seqs;     /* KV regions (sessions at once) */
+    int n_seqs;     /* slots: sessions at once (slm_options.n_seqs) */
     int batch_max;  /* sequences one batch program decodes together (0: none) */
     const char *kv_type; /* the KV cache's element type: "f32", "f16" or "q8_0" */
+    int kv_regions; /* KV regions allocated (kv_bytes): n_seqs, or more where a blob's batch
+                       programs address more (compile --parallel N, loaded with N > n_seqs) */
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 

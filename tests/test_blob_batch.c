@@ -4,8 +4,10 @@
  * model's batch programs compiled afresh (stories260K with f32 KV, a
  * repacked Q8_0 qwen2 with f16 KV, a qwen35 hybrid with its recurrent state
  * rows, a mixture of experts); sessions decoded together from the blob equal
- * each alone; --parallel against the blob's n_seqs (used, dropped for one,
- * refused otherwise); cache mode keys the blob by n_seqs and reloads it with
+ * each alone; --parallel against the blob's n_seqs (used; fewer slots than
+ * its KV regions, 2 and 3 of 4: each session's tokens and log-probabilities
+ * as alone, the session past them refused; dropped for one; more refused);
+ * cache mode keys the blob by n_seqs and reloads it with
  * its batch programs; inspect shows them; every corrupted batch field or
  * n_seqs is refused with a message naming it, and damaged images that the
  * validator accepts run without a crash (under ASan in CI). */
@@ -16,6 +18,7 @@
 
 #include "blob/blob.h"
 #include "blob/format.h"
+#include "common/trace.h"
 #include "compiler/compiler.h"
 #include "format/model.h"
 #include "runtime/runtime.h"
@@ -316,11 +319,11 @@ static void test_sessions(void) {
         CHECK(!memcmp(got, want, sizeof got));
         slm_free(e);
     }
-    /* another count: refused, saying what the blob holds and what to do */
-    for (int n = 2; n <= 8; n += 6) {
+    /* more than the blob's regions: refused, saying what the blob holds and what to do (fewer: test_fewer_slots) */
+    for (int n = 5; n <= 8; n += 3) {
         e = load(g_blob4, n, NULL, msg, sizeof msg);
-        CHECKF(!e && strstr(msg, "compiled for --parallel 4") && strstr(msg, "recompile with --parallel"), "--parallel %d: %s",
-               n, msg);
+        CHECKF(!e && strstr(msg, "compiled for --parallel 4") && strstr(msg, "use --parallel 4 or fewer") &&
+                   strstr(msg, "recompile with --parallel"), "--parallel %d: %s", n, msg);
         slm_free(e);
     }
     /* a blob without batch programs and --parallel 4: the sessions decode one by one, as before */
@@ -337,6 +340,158 @@ static void test_sessions(void) {
         slm_free(e);
     }
     unlink(b1);
+}
+
+/* ---- fewer slots than the blob's KV regions ------------------------------------------ */
+
+#define NL 16 /* tokens compared with their log-probabilities */
+
+typedef struct lp_run {
+    int32_t id[NL];
+    slm_token_logprobs lp[NL];
+    int n, n_batched;
+} lp_run;
+
+static slm_session_cfg with_logprobs(void) {
+    slm_session_cfg c = t_greedy(NL);
+    c.logprobs = 1;
+    c.top_logprobs = SLM_MAX_TOP_LOGPROBS;
+    return c;
+}
+
+/* The same token and log-probabilities, bit for bit (the log-softmax of the raw logits, its top 20). */
+static int same_lp(const slm_token_logprobs *a, const slm_token_logprobs *b) {
+    if (a->token.id != b->token.id || memcmp(&a->token.logprob, &b->token.logprob, sizeof(float)) || a->n_top != b->n_top)
+        return 0;
+    for (int i = 0; i < a->n_top; i++)
+        if (a->top[i].id != b->top[i].id || memcmp(&a->top[i].logprob, &b->top[i].logprob, sizeof(float))) return 0;
+    return 1;
+}
+
+/* k sessions on e, prompts 0..k-1, stepped together NL times (slm_session_next_batch). */
+static void lp_together(slm_engine *e, int k, lp_run *out) {
+    const slm_session_cfg c = with_logprobs();
+    slm_session *ss[4] = {0};
+    memset(out, 0, (size_t)k * sizeof *out);
+    for (int p = 0; p < k; p++) {
+        CHECK(slm_session_new(e, &c, &ss[p]) == SLM_OK);
+        if (ss[p]) CHECK(slm_session_feed_text(ss[p], PROMPTS[p], SLM_FEED_BOS) == SLM_OK);
+    }
+    for (int i = 0; i < NL && ss[k - 1]; i++) {
+        int32_t ids[4];
+        CHECK(slm_session_next_batch(ss, k, ids, NULL, NULL) == SLM_OK);
+        for (int p = 0; p < k; p++) {
+            out[p].id[out[p].n] = ids[p];
+            CHECK(slm_session_logprobs(ss[p], &out[p].lp[out[p].n]) == SLM_OK);
+            out[p].n++;
+        }
+    }
+    for (int p = 0; p < k; p++) {
+        slm_session_stats st;
+        slm_session_get_stats(ss[p], &st);
+        out[p].n_batched = st.n_batched;
+        slm_session_free(ss[p]);
+    }
+}
+
+/* The decode_batch slices of the trace at path; -1 if one of them is not k sequences in program prog. */
+static int count_batch_steps(const char *path, int k, const char *prog) {
+    char *j = t_read_file(path, NULL), want[96];
+    snprintf(want, sizeof want, "\"sequences\":%d,\"program\":\"%s\"", k, prog);
+    int n = 0;
+    for (char *q = j; q && (q = strstr(q, "\"name\":\"decode_batch\"")); q++) {
+        char *end = strchr(q, '\n');
+        if (end) *end = 0;
+        if (!strstr(q, want)) {
+            fprintf(stderr, "  %s\n", q);
+            n = -1;
+            break;
+        }
+        n++;
+        if (!end) break;
+        q = end;
+    }
+    free(j);
+    return n;
+}
+
+/* A --parallel 4 blob served with M = 2 and 3 slots: the four KV regions are
+ * allocated (the batch programs' shapes), M handed out; M sessions decoding
+ * together (M = 3: batch.4 with a padded row, M = 2: batch.2) give each the
+ * tokens and log-probabilities of its prompt alone, bit for bit; session
+ * M + 1 is refused naming M; sessions past M queue on freed slots. */
+static void test_fewer_slots(void) {
+    char msg[1024];
+    lp_run want[4];
+    slm_engine *a = load(M("stories260K.bin"), 1, NULL, msg, sizeof msg);
+    CHECKF(a != NULL, "source: %s", msg);
+    if (!a) return;
+    const slm_session_cfg c = with_logprobs();
+    for (int p = 0; p < 3; p++) { /* each alone: the single-sequence programs */
+        slm_session *s = NULL;
+        memset(&want[p], 0, sizeof want[p]);
+        CHECK(slm_session_new(a, &c, &s) == SLM_OK);
+        if (!s) continue;
+        CHECK(slm_session_feed_text(s, PROMPTS[p], SLM_FEED_BOS) == SLM_OK);
+        for (int i = 0; i < NL; i++) {
+            CHECK(slm_session_next(s, &want[p].id[i], NULL) == SLM_OK);
+            CHECK(slm_session_logprobs(s, &want[p].lp[i]) == SLM_OK);
+        }
+        slm_session_free(s);
+    }
+    int alone5[NP][NTOK];
+    alone(a, alone5);
+    slm_free(a);
+    slm_info full;
+    slm_engine *e = load(g_blob4, 4, NULL, msg, sizeof msg);
+    CHECKF(e != NULL, "--parallel 4: %s", msg);
+    if (!e) return;
+    slm_get_info(e, &full);
+    slm_free(e);
+    CHECKF(full.n_seqs == 4 && full.kv_regions == 4, "--parallel 4: n_seqs %d, kv_regions %d", full.n_seqs, full.kv_regions);
+    for (int m = 2; m <= 3; m++) {
+        e = load(g_blob4, m, NULL, msg, sizeof msg);
+        CHECKF(e != NULL, "--parallel %d from a --parallel 4 blob: %s", m, msg);
+        if (!e) continue;
+        slm_info in;
+        slm_get_info(e, &in);
+        CHECKF(in.n_seqs == m && in.kv_regions == 4 && in.batch_max == 4 && in.kv_bytes == full.kv_bytes,
+               "--parallel %d: n_seqs %d, kv_regions %d, batch_max %d, kv_bytes %zu (4 slots: %zu)", m, in.n_seqs,
+               in.kv_regions, in.batch_max, in.kv_bytes, full.kv_bytes);
+        /* m slots taken: the next session is refused, naming m */
+        slm_session *held[4] = {0}, *extra = NULL;
+        for (int i = 0; i < m; i++) CHECK(slm_session_new(e, &c, &held[i]) == SLM_OK);
+        char want_msg[64];
+        snprintf(want_msg, sizeof want_msg, "all %d KV slots are in use", m);
+        CHECKF(slm_session_new(e, &c, &extra) == SLM_ERR_CAPACITY && !extra && strstr(slm_last_error(e), want_msg),
+               "--parallel %d: session %d: %s", m, m + 1, slm_last_error(e));
+        slm_session_free(extra);
+        for (int i = 0; i < m; i++) slm_session_free(held[i]);
+        lp_run got[4];
+        char trace[400];
+        snprintf(trace, sizeof trace, "%s/fewer%d.json", g_tmp, m);
+        slm_err terr = {0};
+        CHECK(slm_trace_start(trace, 4, &terr) == SLM_OK);
+        lp_together(e, m, got);
+        CHECK(slm_trace_stop(NULL, NULL, &terr) == SLM_OK);
+        /* which program ran the m rows: the smallest batch program that holds them (3: batch.4, a row padded) */
+        const char *prog = m == 3 ? "batch.4" : "batch.2";
+        const int calls = count_batch_steps(trace, m, prog);
+        CHECKF(calls >= NL - 1, "--parallel %d: %d batch steps of %d sequences in %s", m, calls, m, prog);
+        unlink(trace);
+        for (int p = 0; p < m; p++) {
+            int same = got[p].n == NL;
+            for (int i = 0; same && i < NL; i++) same = got[p].id[i] == want[p].id[i] && same_lp(&got[p].lp[i], &want[p].lp[i]);
+            CHECKF(same, "--parallel %d: prompt %d: %d tokens differ from its run alone", m, p, got[p].n);
+            CHECKF(got[p].n_batched >= NL - 1, "--parallel %d: prompt %d: %d of %d tokens from batch steps", m, p,
+                   got[p].n_batched, NL);
+        }
+        /* five prompts through m slots, one joining a step as slots free */
+        char what[64];
+        snprintf(what, sizeof what, "blob --parallel %d of 4", m);
+        together(e, what, alone5);
+        slm_free(e);
+    }
 }
 
 /* ---- cache mode -------------------------------------------------------------------- */
@@ -735,6 +890,7 @@ int main(void) {
     T_RUN(test_logits_stories);
     T_RUN(test_logits_archs);
     T_RUN(test_sessions);
+    T_RUN(test_fewer_slots);
     T_RUN(test_cache);
     T_RUN(test_hostile_fields);
     T_RUN(test_hostile_recurrent);

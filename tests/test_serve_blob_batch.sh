@@ -4,7 +4,8 @@
 # at once get the same greedy replies as `staticlm run` on each prompt
 # alone, and the slots decode together (batch programs, not one by one);
 # the cache's second start maps the blob it wrote; a blob compiled for
-# --parallel 4 refuses --parallel 2 with a message saying what to do.
+# --parallel 4 serves --parallel 3 (its 4 KV regions, one unused: a note)
+# with each reply equal to run's, and refuses --parallel 5 saying what to do.
 # usage: test_serve_blob_batch.sh CLI SHARED_DIR
 set -u
 CLI=$1 SHARED=$2
@@ -45,16 +46,23 @@ check "compile --parallel 4 writes the blob" '[ -s "$TMP/p4.slmblob" ]'
 "$CLI" inspect "$TMP/p4.slmblob" >"$TMP/inspect"
 check "inspect shows n_seqs 4 and batch.4" 'grep -q "n_seqs 4" "$TMP/inspect" && grep -q "^program batch.4: rows 4" "$TMP/inspect"'
 serve_start "$TMP/blob.log" -m "$TMP/p4.slmblob" --parallel 4 --queue 8
-check "from the blob: 4 slots decoded together" 'grep -q "4 slots," "$TMP/blob.log" && ! grep -q "one by one" "$TMP/blob.log"'
+check "from the blob: 4 slots decoded together" 'grep -q "4 slots," "$TMP/blob.log" && ! grep -q "one by one\|held unused" "$TMP/blob.log"'
 four_clients blob
 stop
 
-# ---- --parallel 2 with that blob: refused, saying what to do
-"$CLI" serve -m "$TMP/p4.slmblob" --parallel 2 --port 0 2>"$TMP/p2.log" &
+# ---- --parallel 3 with that blob: 3 slots over its 4 KV regions (a note says so), the 4th client waits
+serve_start "$TMP/p3.log" -m "$TMP/p4.slmblob" --parallel 3 --queue 8
+check "--parallel 3 from the --parallel 4 blob: 3 slots decoded together" 'grep -q "3 slots," "$TMP/p3.log" && ! grep -q "one by one" "$TMP/p3.log"'
+check "--parallel 3: a note on the unused KV region" 'grep -q "address 4 KV regions (compile --parallel 4): 1 of them held unused, [0-9.]* MiB of KV cache; recompile with --parallel 3" "$TMP/p3.log"'
+four_clients p3
+stop
+
+# ---- --parallel 5 with that blob: refused, saying what to do
+"$CLI" serve -m "$TMP/p4.slmblob" --parallel 5 --port 0 2>"$TMP/p5.log" &
 P=$!
 for _ in $(seq 1 100); do kill -0 "$P" 2>/dev/null || break; sleep 0.1; done
 kill -KILL "$P" 2>/dev/null
-check "--parallel 2 refused: compiled for --parallel 4" 'grep -q "compiled for --parallel 4.*recompile with --parallel 2" "$TMP/p2.log"'
+check "--parallel 5 refused: compiled for --parallel 4" 'grep -q "compiled for --parallel 4.*use --parallel 4 or fewer.*recompile with --parallel 5" "$TMP/p5.log"'
 
 # ---- cache mode: the first start compiles the batch programs into the blob, the second maps it
 for run in first second; do

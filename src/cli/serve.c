@@ -81,7 +81,8 @@ static void usage_serve(FILE *f) {
             "      --port N              TCP port; 0 = any free port (default 8080); the\n"
             "                            address is printed on stderr\n"
             "      --parallel N          slots: requests decoded together, each with its own\n"
-            "                            KV rows (default 4)\n"
+            "                            KV rows (default 4); from a blob compiled with\n"
+            "                            --parallel P: 1 to P\n"
             "      --queue N             requests that may wait for a slot; more get 503\n"
             "                            (default 8)\n"
             "      --prefill-chunk N     while other slots decode, a new prompt is prefilled\n"
@@ -194,6 +195,14 @@ int slm_cli_serve(int argc, char **argv) {
     }
     slm_engine *e = slm_cli_common_load(&cc);
     if (!e) return 1;
+    slm_info li;
+    slm_get_info(e, &li);
+    if (li.kv_regions > li.n_seqs) { /* a blob compiled for more slots: its batch programs' shapes hold them all */
+        const int n = li.kv_regions, m = li.n_seqs;
+        fprintf(stderr, "staticlm: note: %d slots; the blob's batch programs address %d KV regions (compile --parallel "
+                        "%d): %d of them held unused, %.1f MiB of KV cache; recompile with --parallel %d to free %s\n",
+                m, n, n, n - m, (double)li.kv_bytes / n * (n - m) / (1024.0 * 1024.0), m, n - m > 1 ? "them" : "it");
+    }
     char note[512];
     slm_tmpl *tm = slm_chat_template_open(e, cc.chat_template, note, sizeof note);
     if (!tm) {

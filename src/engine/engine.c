@@ -245,18 +245,20 @@ static slm_status check_blob_options(slm_engine *e, const char *path) {
     return SLM_OK;
 }
 
-/* A blob's batch programs against --parallel (slm_options.n_seqs): used when
- * they address that many KV regions; dropped for one sequence (the single-
- * sequence programs run as from any blob); any other count is refused, as
- * they cannot address its regions. A blob without them decodes the sessions
- * one by one (with a note). */
+/* A blob's batch programs against --parallel M (slm_options.n_seqs): kept
+ * when 1 < M <= their n_seqs N, as they are shapes over N KV regions: the
+ * runtime allocates all N (slm_load) and the engine hands out M slots
+ * (e->n_slots), the other N - M regions held unused; dropped for M = 1 (the
+ * single-sequence programs run as from any blob); M > N refused, as they
+ * cannot address more regions. A blob without them decodes the sessions one
+ * by one (with a note). */
 static slm_status blob_seqs(slm_engine *e, const char *path) {
     slm_compiled *c = &e->comp;
     const int want = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1, have = c->n_seqs > 1 ? c->n_seqs : 1;
     if (c->cfg.encoder) return SLM_OK; /* no decode: its sessions take turns with the embedding programs */
-    if (have > 1 && want > 1 && want != have)
+    if (have > 1 && want > have)
         return slm_errf(&e->err, SLM_ERR_ARG, "--parallel %d: the blob %s was compiled for --parallel %d (its batch "
-                        "programs address %d KV regions); use --parallel %d or 1, or recompile with --parallel %d",
+                        "programs address %d KV regions); use --parallel %d or fewer, or recompile with --parallel %d",
                         want, slm_basename(path), have, have, have, want);
     if (have > 1 && want == 1) {
         while (c->n_progs > 0 && c->progs[c->n_progs - 1].kind == SLM_PROG_BATCH) slm_program_free(&c->progs[--c->n_progs]);
@@ -589,12 +591,15 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
                         e->cfg.arch);
     /* from a blob (or the cache) the embedding programs and heads are the blob's */
     if ((s = e->from_blob ? slm_engine_embed_init(e, model_path) : source_embed(e, model_path))) return s;
-    const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
+    /* slots: the sessions at once (--parallel M); KV regions: what the batch programs address (a blob's N >= M,
+     * else M), all of them allocated and counted by the budget */
+    e->n_slots = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
     /* from a blob: its batch programs (blob_seqs; cache mode compiled them into it); from the source: compiled
      * here, unless cache mode did before writing the blob and then ran from the source */
     if (!e->from_blob && e->comp.n_seqs <= 1 && (s = compile_batch(e))) return s;
-    if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, n_seqs, e->opt.recur_checkpoints, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
-    if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, n_seqs, e->opt.recur_checkpoints, &e->err))) return s;
+    const int regions = e->comp.n_seqs > e->n_slots ? e->comp.n_seqs : e->n_slots;
+    if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, regions, e->opt.recur_checkpoints, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
+    if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, regions, e->opt.recur_checkpoints, &e->err))) return s;
     e->rt.chunking = !e->opt.no_chunking;
     slm_pool_set_schedule(e->rt.pool, e->opt.schedule);
     if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
@@ -727,7 +732,8 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
                       *gp = slm_largest((slm_compiled *)&e->comp, SLM_PROG_GENERATE); /* none: an encoder */
     info->prefill_tasks = pp ? pp->n_tasks : 0;
     info->generate_tasks = gp ? gp->n_tasks : 0;
-    info->n_seqs = e->rt.n_seqs;
+    info->n_seqs = e->n_slots;
+    info->kv_regions = e->rt.n_seqs;
     info->batch_max = e->rt.batch_max;
 }
 
@@ -868,7 +874,7 @@ void slm_variant_get(const slm_engine *e, slm_variant_state *out) {
 /* ---- slots and tokenization for sessions ---------------------------------------- */
 
 int slm_engine_claim_slot(slm_engine *e) {
-    const int n = e->rt.n_seqs > 0 ? e->rt.n_seqs : 1;
+    const int n = e->n_slots > 0 ? e->n_slots : 1;
     if (!e->slot_used && !(e->slot_used = slm_calloc((size_t)n, sizeof(int)))) return -1;
     for (int i = 0; i < n; i++)
         if (!e->slot_used[i]) {
@@ -879,7 +885,7 @@ int slm_engine_claim_slot(slm_engine *e) {
 }
 
 void slm_engine_release_slot(slm_engine *e, int slot) {
-    if (e && e->slot_used && slot >= 0 && slot < (e->rt.n_seqs > 0 ? e->rt.n_seqs : 1)) e->slot_used[slot] = 0;
+    if (e && e->slot_used && slot >= 0 && slot < (e->n_slots > 0 ? e->n_slots : 1)) e->slot_used[slot] = 0;
 }
 
 int slm_engine_tokenize(slm_engine *e, const char *text, int flags, int32_t **ids) {

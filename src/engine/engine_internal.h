@@ -36,7 +36,8 @@ struct slm_engine {
     slm_prefix_cache pc;    /* KV rows of earlier prompts' prefixes */
     int32_t stop_ids[SLM_MAX_STOP_IDS]; /* the stop set: EOS, BOS, EOT, the model's end ids */
     int n_stop_ids;
-    int *slot_used;         /* [rt.n_seqs] 1 = a session holds that KV region */
+    int n_slots;            /* sessions at once (--parallel M): slots 0..M-1 are KV regions 0..M-1 */
+    int *slot_used;         /* [n_slots] 1 = a session holds that slot's KV region */
     struct slm_session *draft_owner; /* the session that drives the draft */
     struct slm_chat_tok *ctok; /* special-token and continuation tokenizer (lazy) */
     slm_gvocab *gvocab;     /* the vocabulary's texts for grammar masks (grammar.c; at the first grammar) */

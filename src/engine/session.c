@@ -134,7 +134,7 @@ slm_status slm_session_new(slm_engine *e, const slm_session_cfg *cfg, slm_sessio
     if (!e || !e->loaded) return SLM_ERR_ARG;
     int slot = slm_engine_claim_slot(e);
     if (slot < 0)
-        return slm_errf(&e->err, SLM_ERR_CAPACITY, "all %d KV slots are in use (--parallel)", e->rt.n_seqs);
+        return slm_errf(&e->err, SLM_ERR_CAPACITY, "all %d KV slots are in use (--parallel)", e->n_slots);
     slm_session *s = slm_calloc(1, sizeof *s);
     const int V = e->cfg.vocab_size;
     if (s) {

@@ -72,7 +72,7 @@ slm_status slm_rt_budget(const slm_compiled *c, const char *name, long long max_
     const uint64_t limit = deflt ? slm_rt_default_memory_limit() : sat_mul((uint64_t)max_memory_mb, 1u << 20);
     if (limit == 0 || need <= limit) return SLM_OK;
     return slm_errf(err, SLM_ERR_CAPACITY,
-                    "%s: needs %.1f MiB (KV cache %.1f MiB: %d layers with K/V x %llu rows x %llu kv_dim x 2 x %s x %d sequences; arena %.1f "
+                    "%s: needs %.1f MiB (KV cache %.1f MiB: %d layers with K/V x %llu rows x %llu kv_dim x 2 x %s x %d KV regions; arena %.1f "
                     "MiB; vocabulary %.1f MiB; other (recurrent state included) %.1f MiB) but the memory limit is %.1f MiB (%s; set --max-memory "
                     "/ max_memory_mb)",
                     name, mib(need), mib(kv), kv_layers, (unsigned long long)cap, (unsigned long long)kv_dim, slm_dtype_name(kt), n_seqs,
