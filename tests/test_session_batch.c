@@ -1,5 +1,5 @@
 /* Concurrent sequences: an engine with n_seqs KV regions and batch
- * programs (batch.2, batch.4) decodes several sessions in one program call;
+ * programs (batch.2, and batch.3 for 3 or batch.4 for 4 and more) decodes several sessions in one program call;
  * at temperature 0 each session's tokens equal the tokens it gives alone,
  * whoever shares its steps, whenever it joins (continuous batching), for
  * float weights (stories260K) and repacked Q8_0 ones (the same model
@@ -49,7 +49,7 @@ static void together(const char *model, const char *tok, int n_seqs, int threads
     if (!e) { CHECK(0); return; }
     slm_info in;
     slm_get_info(e, &in);
-    CHECKF(in.n_seqs == n_seqs && in.batch_max == (n_seqs >= 4 ? 4 : n_seqs >= 2 ? 2 : 0), "n_seqs %d batch_max %d",
+    CHECKF(in.n_seqs == n_seqs && in.batch_max == (n_seqs >= 4 ? 4 : n_seqs >= 2 ? n_seqs : 0), "n_seqs %d batch_max %d",
            in.n_seqs, in.batch_max);
     slm_session_cfg c = greedy();
     int got[NP][NTOK], n_got[NP];

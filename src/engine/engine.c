@@ -406,12 +406,14 @@ static slm_status source_embed(slm_engine *e, const char *model_path) {
 }
 
 /* The batch programs of --parallel N (N > 1; not for an encoder, which has
- * no decode to batch): batch.2 and batch.4 where N holds them. */
+ * no decode to batch): batch.2, and batch.3 for N = 3 or batch.4 for N >= 4
+ * (three sequences in batch.2 and a single step took 1.6x the time of one
+ * batch.3 step: docs/benchmarks.md). */
 static slm_status compile_batch(slm_engine *e) {
-    static const int batches[] = {2, 4};
     const int n_seqs = e->opt.n_seqs > 0 ? e->opt.n_seqs : 1;
     if (n_seqs <= 1 || !e->model.map.data || e->cfg.encoder) return SLM_OK;
-    return slm_compile_batch(&e->comp, &e->model, n_seqs, batches, 2, &e->err);
+    const int batches[] = {2, n_seqs < 4 ? n_seqs : 4};
+    return slm_compile_batch(&e->comp, &e->model, n_seqs, batches, n_seqs == 2 ? 1 : 2, &e->err);
 }
 
 /* Cache mode: DIR/<model file name>.<identity>.slmblob */
