@@ -33,8 +33,8 @@ static inline slm_status blob_vbad(slm_err *err, const char *name, const char *s
 }
 
 /* A message naming the blob (r->name); the format names the section. */
-static inline slm_status bad(rctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static inline slm_status bad(rctx *r, const char *fmt, ...) {
+static inline slm_status rbad(rctx *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static inline slm_status rbad(rctx *r, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
     const slm_status s = blob_vbad(r->err, r->name, NULL, fmt, ap);
@@ -46,7 +46,7 @@ static inline slm_status bad(rctx *r, const char *fmt, ...) {
 #define SRANGE(sec, v, lo, hi, what)                                                                       \
     do {                                                                                                   \
         if ((int64_t)(v) < (int64_t)(lo) || (int64_t)(v) > (int64_t)(hi))                                 \
-            return bad(r, "section %s: %s %lld out of range (%lld..%lld)", sec, what, (long long)(v),       \
+            return rbad(r, "section %s: %s %lld out of range (%lld..%lld)", sec, what, (long long)(v),       \
                        (long long)(lo), (long long)(hi));                                                  \
     } while (0)
 /* blob_embed.c: .slm.embed's record p [size] (before the config, which

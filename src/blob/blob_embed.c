@@ -8,10 +8,10 @@
  * and the experts' layer rule from it): each field's range, the Dense
  * table's entries and their chain (the ends and the tensors: blob_check_heads). */
 slm_status blob_read_embed(rctx *r, const uint8_t *p, uint64_t size) {
-    if (size != BLOB_EMBED_SIZE) return bad(r, "section .slm.embed: sh_size %llu, want %d", (unsigned long long)size, BLOB_EMBED_SIZE);
-    if (rd32(p) != BLOB_EMBED_SIZE) return bad(r, "section .slm.embed: record_size %u, want %d", rd32(p), BLOB_EMBED_SIZE);
+    if (size != BLOB_EMBED_SIZE) return rbad(r, "section .slm.embed: sh_size %llu, want %d", (unsigned long long)size, BLOB_EMBED_SIZE);
+    if (rd32(p) != BLOB_EMBED_SIZE) return rbad(r, "section .slm.embed: record_size %u, want %d", rd32(p), BLOB_EMBED_SIZE);
     for (int i = 56; i < BLOB_EMBED_DENSE_AT; i++)
-        if (p[i]) return bad(r, "section .slm.embed: reserved byte %d not zero", i);
+        if (p[i]) return rbad(r, "section .slm.embed: reserved byte %d not zero", i);
     slm_blob_embed *e = &r->b->embed;
     blob_get_embed(p, e);
 #define ERANGE(v, lo, hi, what) SRANGE(".slm.embed", v, lo, hi, what)
@@ -37,13 +37,13 @@ slm_status blob_read_embed(rctx *r, const uint8_t *p, uint64_t size) {
         DRANGE(d->bias, 0, 1, "bias");
 #undef DRANGE
         if (rd32(p + BLOB_EMBED_DENSE_AT + k * BLOB_EMBED_DENSE_SIZE + 20))
-            return bad(r, "section .slm.embed: dense[%d]: reserved field not zero", k);
+            return rbad(r, "section .slm.embed: dense[%d]: reserved field not zero", k);
     }
 #undef ERANGE
     for (int i = BLOB_EMBED_DENSE_AT + e->n_dense * BLOB_EMBED_DENSE_SIZE; i < BLOB_EMBED_SIZE; i++)
-        if (p[i]) return bad(r, "section .slm.embed: byte %d of the Dense table past n_dense %d not zero", i, e->n_dense);
-    if (e->heads & ~0xfu) return bad(r, "section .slm.embed: heads 0x%x: unknown bits", e->heads);
-    if (e->pooling == 4 && !e->n_cls) return bad(r, "section .slm.embed: pooling rank without a classifier (n_cls 0)");
+        if (p[i]) return rbad(r, "section .slm.embed: byte %d of the Dense table past n_dense %d not zero", i, e->n_dense);
+    if (e->heads & ~0xfu) return rbad(r, "section .slm.embed: heads 0x%x: unknown bits", e->heads);
+    if (e->pooling == 4 && !e->n_cls) return rbad(r, "section .slm.embed: pooling rank without a classifier (n_cls 0)");
     r->b->has_embed = 1;
     return SLM_OK;
 }
@@ -75,7 +75,7 @@ static slm_status check_head(rctx *r, const slm_tensor *t, const char *name, int
     const int ok = t->ne[0] == cols && rows == rows_want && t->n_dims >= 1 && t->n_dims <= 2 && rb &&
                    t->nbytes == rb * (uint64_t)rows && (!vec || (t->type == SLM_F32 && t->n_dims == 1));
     if (!ok)
-        return bad(r, "section .slm.tensors: head %s: type %u, dims %u [%lld, %lld], %llu bytes; want [%lld, %lld]%s", name,
+        return rbad(r, "section .slm.tensors: head %s: type %u, dims %u [%lld, %lld], %llu bytes; want [%lld, %lld]%s", name,
                    t->type, t->n_dims, (long long)t->ne[0], (long long)rows, (unsigned long long)t->nbytes,
                    (long long)cols, (long long)rows_want, vec ? " f32" : "");
     return SLM_OK;
@@ -91,15 +91,15 @@ slm_status blob_check_heads(rctx *r) {
     const int dim = r->c->cfg.dim, h = e->n_cls1 ? e->n_cls1 : dim;
     const int cls_w = (e->heads & SLM_BLOB_EMBED_CLS_W) != 0;
     slm_status s;
-    if (e->n_cls && !e->n_cls1 && !cls_w) return bad(r, "section .slm.embed: n_cls %d without a classifier's tensors", e->n_cls);
+    if (e->n_cls && !e->n_cls1 && !cls_w) return rbad(r, "section .slm.embed: n_cls %d without a classifier's tensors", e->n_cls);
     if (e->n_cls1 && !cls_w && e->n_cls != e->n_cls1)
-        return bad(r, "section .slm.embed: n_cls %d, cls.weight alone gives %d scores", e->n_cls, e->n_cls1);
+        return rbad(r, "section .slm.embed: n_cls %d, cls.weight alone gives %d scores", e->n_cls, e->n_cls1);
     if ((e->heads & (SLM_BLOB_EMBED_CLS1_B | SLM_BLOB_EMBED_CLS_NORM)) && !e->n_cls1)
-        return bad(r, "section .slm.embed: heads 0x%x: cls.bias or cls.norm without cls.weight", e->heads);
+        return rbad(r, "section .slm.embed: heads 0x%x: cls.bias or cls.norm without cls.weight", e->heads);
     if ((e->heads & (SLM_BLOB_EMBED_CLS_W | SLM_BLOB_EMBED_CLS_B)) && !e->n_cls)
-        return bad(r, "section .slm.embed: heads 0x%x: cls.output without scores (n_cls 0)", e->heads);
+        return rbad(r, "section .slm.embed: heads 0x%x: cls.output without scores (n_cls 0)", e->heads);
     if (e->n_dense && (e->dense[0].in != dim || e->dense[e->n_dense - 1].out != dim))
-        return bad(r, "section .slm.embed: the Dense modules take %d values and give %d, the embeddings are %d wide",
+        return rbad(r, "section .slm.embed: the Dense modules take %d values and give %d, the embeddings are %d wide",
                    e->dense[0].in, e->dense[e->n_dense - 1].out, dim);
     /* name, wanted (cols, rows; rows 0: absent), a vector (f32, one dim) */
     const struct { const char *name; int64_t cols, rows; int vec; } want[BLOB_EMBED_N_HEADS] = {
@@ -113,7 +113,7 @@ slm_status blob_check_heads(rctx *r) {
         slm_tensor t;
         const int have = slm_blob_tensor(r->b, want[k].name, &t);
         if (have != (want[k].rows > 0))
-            return bad(r, "section .slm.tensors: head %s %s, .slm.embed says %s", want[k].name, have ? "present" : "absent",
+            return rbad(r, "section .slm.tensors: head %s %s, .slm.embed says %s", want[k].name, have ? "present" : "absent",
                        want[k].rows > 0 ? "present" : "absent");
         if (have && (s = check_head(r, &t, want[k].name, want[k].cols, want[k].rows, want[k].vec))) return s;
     }
@@ -125,7 +125,7 @@ slm_status blob_check_heads(rctx *r) {
             slm_tensor t;
             const int have = slm_blob_tensor(r->b, name, &t), wanted = !b || d->bias;
             if (have != wanted)
-                return bad(r, "section .slm.tensors: head %s %s, .slm.embed says %s (dense[%d])", name,
+                return rbad(r, "section .slm.tensors: head %s %s, .slm.embed says %s (dense[%d])", name,
                            have ? "present" : "absent", wanted ? "present" : "absent", k);
             if (have && (s = check_head(r, &t, name, b ? d->out : d->in, b ? 1 : d->out, b))) return s;
         }
@@ -139,7 +139,7 @@ slm_status blob_check_heads(rctx *r) {
                 blob_dense_name(dn, e->dense[k].module, b);
                 named = !strcmp(name, dn);
             }
-        if (!named) return bad(r, "section .slm.tensors: head %s, not in .slm.embed's Dense table (%d modules)", name, e->n_dense);
+        if (!named) return rbad(r, "section .slm.tensors: head %s, not in .slm.embed's Dense table (%d modules)", name, e->n_dense);
     }
     return SLM_OK;
 }

@@ -21,7 +21,7 @@ static int64_t find_sect(rctx *r, const char *name) {
     for (uint32_t i = 1; i < r->shnum; i++)
         if (!strcmp(sect_name(r, i), name)) {
             if (found) {
-                bad(r, "section %s: appears twice (sections %lld and %u)", name, (long long)found, i);
+                rbad(r, "section %s: appears twice (sections %lld and %u)", name, (long long)found, i);
                 return -1;
             }
             found = i;
@@ -32,8 +32,8 @@ static int64_t find_sect(rctx *r, const char *name) {
 static slm_status need_sect(rctx *r, const char *name, uint32_t *idx) {
     int64_t i = find_sect(r, name);
     if (i < 0) return SLM_ERR_FORMAT;
-    if (i == 0) return bad(r, "section %s: missing", name);
-    if (r->sh[i].sh_type != SHT_PROGBITS) return bad(r, "section %s: sh_type %u, want PROGBITS", name, r->sh[i].sh_type);
+    if (i == 0) return rbad(r, "section %s: missing", name);
+    if (r->sh[i].sh_type != SHT_PROGBITS) return rbad(r, "section %s: sh_type %u, want PROGBITS", name, r->sh[i].sh_type);
     *idx = (uint32_t)i;
     return SLM_OK;
 }
@@ -45,20 +45,20 @@ static int nul_within(const uint8_t *p, size_t n) { return memchr(p, 0, n) != NU
 static slm_status read_elf(rctx *r, Elf64_Shdr **out_sh) {
     const slm_blob *b = r->b;
     Elf64_Ehdr eh;
-    if (b->size < sizeof eh) return bad(r, "ELF header: file is %llu bytes, need %zu", (unsigned long long)b->size, sizeof eh);
+    if (b->size < sizeof eh) return rbad(r, "ELF header: file is %llu bytes, need %zu", (unsigned long long)b->size, sizeof eh);
     memcpy(&eh, b->data, sizeof eh);
-    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return bad(r, "ELF header: e_ident: no ELF magic");
-    if (eh.e_ident[EI_CLASS] != ELFCLASS64) return bad(r, "ELF header: e_ident[EI_CLASS] %u, want ELFCLASS64", eh.e_ident[EI_CLASS]);
-    if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return bad(r, "ELF header: e_ident[EI_DATA] %u, want little endian", eh.e_ident[EI_DATA]);
-    if (eh.e_ident[EI_VERSION] != EV_CURRENT || eh.e_version != EV_CURRENT) return bad(r, "ELF header: e_version not EV_CURRENT");
-    if (eh.e_ehsize != sizeof eh) return bad(r, "ELF header: e_ehsize %u, want %zu", eh.e_ehsize, sizeof eh);
-    if (eh.e_shentsize != sizeof(Elf64_Shdr)) return bad(r, "ELF header: e_shentsize %u, want %zu", eh.e_shentsize, sizeof(Elf64_Shdr));
-    if (eh.e_shnum < 2 || eh.e_shnum > BLOB_MAX_SECTIONS) return bad(r, "ELF header: e_shnum %u out of range (2..%d)", eh.e_shnum, BLOB_MAX_SECTIONS);
+    if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0) return rbad(r, "ELF header: e_ident: no ELF magic");
+    if (eh.e_ident[EI_CLASS] != ELFCLASS64) return rbad(r, "ELF header: e_ident[EI_CLASS] %u, want ELFCLASS64", eh.e_ident[EI_CLASS]);
+    if (eh.e_ident[EI_DATA] != ELFDATA2LSB) return rbad(r, "ELF header: e_ident[EI_DATA] %u, want little endian", eh.e_ident[EI_DATA]);
+    if (eh.e_ident[EI_VERSION] != EV_CURRENT || eh.e_version != EV_CURRENT) return rbad(r, "ELF header: e_version not EV_CURRENT");
+    if (eh.e_ehsize != sizeof eh) return rbad(r, "ELF header: e_ehsize %u, want %zu", eh.e_ehsize, sizeof eh);
+    if (eh.e_shentsize != sizeof(Elf64_Shdr)) return rbad(r, "ELF header: e_shentsize %u, want %zu", eh.e_shentsize, sizeof(Elf64_Shdr));
+    if (eh.e_shnum < 2 || eh.e_shnum > BLOB_MAX_SECTIONS) return rbad(r, "ELF header: e_shnum %u out of range (2..%d)", eh.e_shnum, BLOB_MAX_SECTIONS);
     uint64_t end;
     if (eh.e_shoff % 8 || !slm_add_ok(eh.e_shoff, (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr), &end) || end > b->size)
-        return bad(r, "ELF header: e_shoff 0x%llx: section header table (%u entries) beyond end of file (%llu bytes)",
+        return rbad(r, "ELF header: e_shoff 0x%llx: section header table (%u entries) beyond end of file (%llu bytes)",
                    (unsigned long long)eh.e_shoff, eh.e_shnum, (unsigned long long)b->size);
-    if (eh.e_shstrndx == 0 || eh.e_shstrndx >= eh.e_shnum) return bad(r, "ELF header: e_shstrndx %u out of range", eh.e_shstrndx);
+    if (eh.e_shstrndx == 0 || eh.e_shstrndx >= eh.e_shnum) return rbad(r, "ELF header: e_shstrndx %u out of range", eh.e_shstrndx);
     Elf64_Shdr *sh = slm_calloc(eh.e_shnum, sizeof *sh);
     if (!sh) return slm_errf(r->err, SLM_ERR_NOMEM, "%s: out of memory", r->name);
     *out_sh = sh;
@@ -67,21 +67,21 @@ static slm_status read_elf(rctx *r, Elf64_Shdr **out_sh) {
     r->shnum = eh.e_shnum;
     const Elf64_Shdr *ss = &sh[eh.e_shstrndx];
     if (!slm_add_ok(ss->sh_offset, ss->sh_size, &end) || end > b->size)
-        return bad(r, "section header %u (.shstrtab): sh_offset 0x%llx + sh_size 0x%llx beyond end of file (%llu bytes)",
+        return rbad(r, "section header %u (.shstrtab): sh_offset 0x%llx + sh_size 0x%llx beyond end of file (%llu bytes)",
                    eh.e_shstrndx, (unsigned long long)ss->sh_offset, (unsigned long long)ss->sh_size,
                    (unsigned long long)b->size);
     if (ss->sh_type != SHT_STRTAB || ss->sh_size < 1 || b->data[ss->sh_offset + ss->sh_size - 1] != 0)
-        return bad(r, "section header %u (.shstrtab): not a NUL-terminated string table", eh.e_shstrndx);
+        return rbad(r, "section header %u (.shstrtab): not a NUL-terminated string table", eh.e_shstrndx);
     r->shstr = (const char *)b->data + ss->sh_offset;
     r->shstr_size = ss->sh_size;
     for (uint32_t i = 1; i < r->shnum; i++)
         if (sh[i].sh_name >= r->shstr_size)
-            return bad(r, "section header %u: sh_name %u beyond .shstrtab (%llu bytes)", i, sh[i].sh_name,
+            return rbad(r, "section header %u: sh_name %u beyond .shstrtab (%llu bytes)", i, sh[i].sh_name,
                        (unsigned long long)r->shstr_size);
     for (uint32_t i = 1; i < r->shnum; i++) {
         if (sh[i].sh_type == SHT_NOBITS) continue;
         if (!slm_add_ok(sh[i].sh_offset, sh[i].sh_size, &end) || end > b->size)
-            return bad(r, "section %s (header %u): sh_offset 0x%llx + sh_size 0x%llx beyond end of file (%llu bytes)%s",
+            return rbad(r, "section %s (header %u): sh_offset 0x%llx + sh_size 0x%llx beyond end of file (%llu bytes)%s",
                        sect_name(r, i), i, (unsigned long long)sh[i].sh_offset, (unsigned long long)sh[i].sh_size,
                        (unsigned long long)b->size, end > b->size ? ": truncated" : "");
     }
@@ -92,15 +92,15 @@ static slm_status read_elf(rctx *r, Elf64_Shdr **out_sh) {
 
 static slm_status read_ident(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
-    if (s->sh_size != BLOB_IDENT_SIZE) return bad(r, "section .slm.ident: sh_size %llu, want %d", (unsigned long long)s->sh_size, BLOB_IDENT_SIZE);
+    if (s->sh_size != BLOB_IDENT_SIZE) return rbad(r, "section .slm.ident: sh_size %llu, want %d", (unsigned long long)s->sh_size, BLOB_IDENT_SIZE);
     const uint8_t *p = sect_data(r, si);
-    if (memcmp(p, BLOB_IDENT_MAGIC, 8) != 0) return bad(r, "section .slm.ident: magic: not a staticlm blob");
+    if (memcmp(p, BLOB_IDENT_MAGIC, 8) != 0) return rbad(r, "section .slm.ident: magic: not a staticlm blob");
     slm_blob_ident *id = &r->b->ident;
     id->format_version = rd32(p + 8);
     if (id->format_version != SLM_BLOB_FORMAT_VERSION)
-        return bad(r, "section .slm.ident: format_version %u, this build reads %u (recompile the blob)", id->format_version,
+        return rbad(r, "section .slm.ident: format_version %u, this build reads %u (recompile the blob)", id->format_version,
                    SLM_BLOB_FORMAT_VERSION);
-    if (rd32(p + 12) != BLOB_IDENT_SIZE) return bad(r, "section .slm.ident: record_size %u, want %d", rd32(p + 12), BLOB_IDENT_SIZE);
+    if (rd32(p + 12) != BLOB_IDENT_SIZE) return rbad(r, "section .slm.ident: record_size %u, want %d", rd32(p + 12), BLOB_IDENT_SIZE);
     id->identity = rd64u(p + 24);
     id->model_hash = rd64u(p + 32);
     id->model_bytes = rd64u(p + 40);
@@ -108,8 +108,8 @@ static slm_status read_ident(rctx *r, uint32_t si) {
     id->tok_bytes = rd64u(p + 56);
     id->options_hash = rd64u(p + 64);
     id->weights_hash = rd64u(p + 72);
-    if (!nul_within(p + 80, 64)) return bad(r, "section .slm.ident: source: not NUL-terminated");
-    if (!nul_within(p + 144, 32)) return bad(r, "section .slm.ident: compiler: not NUL-terminated");
+    if (!nul_within(p + 80, 64)) return rbad(r, "section .slm.ident: source: not NUL-terminated");
+    if (!nul_within(p + 144, 32)) return rbad(r, "section .slm.ident: compiler: not NUL-terminated");
     memcpy(id->source, p + 80, 64);
     memcpy(id->compiler, p + 144, 32);
     return SLM_OK;
@@ -124,7 +124,7 @@ static slm_status encoder_kind(rctx *r, slm_model_config *m, int enc) {
                                             "nomic-bert-moe"};
     for (int k = 1; k < 7; k++)
         if (!strcmp(m->arch, enc_arch[k]) != (enc == k))
-            return bad(r, "section .slm.config: arch '%s' with encoder kind %d (.slm.embed): an encoder's arch goes with "
+            return rbad(r, "section .slm.config: arch '%s' with encoder kind %d (.slm.embed): an encoder's arch goes with "
                        "its kind (%s: %d)", m->arch, enc, enc_arch[k], k);
     m->encoder = (int16_t)enc;
     return SLM_OK;
@@ -141,19 +141,19 @@ static slm_status layer_rule(rctx *r, slm_model_config *m, int enc) {
     SRANGE(".slm.embed", m->expert_ungated, rule, rule, "expert_ungated (with the config's encoder and experts)");
     if (rule && (m->moe_dense || m->expert_bias || m->dense_lead || m->shared_ffn || m->expert_sigmoid ||
                  m->expert_sel_bias || m->swiglu_limit != 0.0f || m->expert_down_scale))
-        return bad(r, "section .slm.config: experts every %d layers (ungated, .slm.embed) beside another expert "
+        return rbad(r, "section .slm.config: experts every %d layers (ungated, .slm.embed) beside another expert "
                    "layout", m->moe_every);
     return SLM_OK;
 }
 
 static slm_status read_config(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
-    if (s->sh_size != BLOB_CONFIG_SIZE) return bad(r, "section .slm.config: sh_size %llu, want %d", (unsigned long long)s->sh_size, BLOB_CONFIG_SIZE);
+    if (s->sh_size != BLOB_CONFIG_SIZE) return rbad(r, "section .slm.config: sh_size %llu, want %d", (unsigned long long)s->sh_size, BLOB_CONFIG_SIZE);
     const uint8_t *p = sect_data(r, si);
     slm_compiled *c = r->c;
     slm_model_config *m = &c->cfg;
     blob_get_config(p, m);
-    if (!nul_within((const uint8_t *)m->arch, sizeof m->arch)) return bad(r, "section .slm.config: arch: not NUL-terminated");
+    if (!nul_within((const uint8_t *)m->arch, sizeof m->arch)) return rbad(r, "section .slm.config: arch: not NUL-terminated");
     const int enc = r->b->has_embed ? r->b->embed.encoder : 0;
     const slm_status es = encoder_kind(r, m, enc);
     if (es) return es;
@@ -170,9 +170,9 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(m->qkv_bias, 0, 1, "qkv_bias");
     RANGE(m->rope_freqs, 0, 1, "rope_freqs");
     RANGE(m->sliding_window, 0, INT32_MAX, "sliding_window");
-    if (m->n_heads % m->n_kv_heads) return bad(r, "section .slm.config: n_heads %d not a multiple of n_kv_heads %d", m->n_heads, m->n_kv_heads);
-    if (m->head_dim % 2) return bad(r, "section .slm.config: head_dim %d is odd", m->head_dim);
-    if ((int64_t)m->n_kv_heads * m->head_dim > BLOB_MAX_DIM) return bad(r, "section .slm.config: kv_dim too large");
+    if (m->n_heads % m->n_kv_heads) return rbad(r, "section .slm.config: n_heads %d not a multiple of n_kv_heads %d", m->n_heads, m->n_kv_heads);
+    if (m->head_dim % 2) return rbad(r, "section .slm.config: head_dim %d is odd", m->head_dim);
+    if ((int64_t)m->n_kv_heads * m->head_dim > BLOB_MAX_DIM) return rbad(r, "section .slm.config: kv_dim too large");
     blob_get_options(p + BLOB_CFG_OPTIONS, &c->opt);
     c->kv_capacity = rdi32(p + BLOB_CFG_TAIL);
     int32_t n_progs = rdi32(p + BLOB_CFG_TAIL + 4);
@@ -192,18 +192,18 @@ static slm_status read_config(rctx *r, uint32_t si) {
     RANGE(c->opt.tile_kb, 0, 1 << 20, "tile_kb");
     RANGE(c->opt.prefetch_off, 0, 1, "prefetch_off");
     if (!slm_kv_type_ok(c->opt.kv_type) || (c->opt.kv_type == SLM_Q8_0 && m->head_dim % SLM_QK8_0) || (c->opt.kv_type && m->head_dim > 512))
-        return bad(r, "section .slm.config: kv_type %d with head_dim %d: not f32 (0), f16 (1, head_dim <= 512) or q8_0 (8, head_dim a multiple of 32 up to 512)", c->opt.kv_type, m->head_dim);
+        return rbad(r, "section .slm.config: kv_type %d with head_dim %d: not f32 (0), f16 (1, head_dim <= 512) or q8_0 (8, head_dim a multiple of 32 up to 512)", c->opt.kv_type, m->head_dim);
     if (c->opt.max_prompt_len + c->opt.min_response_len != c->kv_capacity)
-        return bad(r, "section .slm.config: max_prompt_len %d + min_response_len %d != kv_capacity %d", c->opt.max_prompt_len,
+        return rbad(r, "section .slm.config: max_prompt_len %d + min_response_len %d != kv_capacity %d", c->opt.max_prompt_len,
                    c->opt.min_response_len, c->kv_capacity);
-    if (c->consts.rope_pos != c->kv_capacity) return bad(r, "section .slm.config: rope_pos %d != kv_capacity %d", c->consts.rope_pos, c->kv_capacity);
+    if (c->consts.rope_pos != c->kv_capacity) return rbad(r, "section .slm.config: rope_pos %d != kv_capacity %d", c->consts.rope_pos, c->kv_capacity);
     blob_get_family(p + BLOB_CFG_FAMILY, m, &c->consts.rope_pairs_swa);
     RANGE(m->rope_dims, 0, m->head_dim, "rope_dims");
-    if (m->rope_dims % 2 || (m->rope_dims && !m->rope_neox)) return bad(r, "section .slm.config: rope_dims %d odd or not neox", m->rope_dims);
+    if (m->rope_dims % 2 || (m->rope_dims && !m->rope_neox)) return rbad(r, "section .slm.config: rope_dims %d odd or not neox", m->rope_dims);
     RANGE(m->qk_norm, 0, 2, "qk_norm");
     RANGE(m->no_pre_norms, 0, 1, "no_pre_norms");
     if (!(m->residual_scale >= 0.0f && m->residual_scale < 1e9f) || !(m->logit_scale >= 0.0f && m->logit_scale < 1e9f))
-        return bad(r, "section .slm.config: residual_scale %g / logit_scale %g out of range", (double)m->residual_scale,
+        return rbad(r, "section .slm.config: residual_scale %g / logit_scale %g out of range", (double)m->residual_scale,
                    (double)m->logit_scale);
     RANGE(m->post_norms, 0, 1, "post_norms");
     RANGE(m->ffn_gelu, 0, 1, "ffn_gelu");
@@ -235,10 +235,10 @@ static slm_status read_config(rctx *r, uint32_t si) {
         RANGE(m->ssm_k_heads, 1, 4096, "ssm_k_heads");
         RANGE(m->ssm_v_heads, m->ssm_k_heads, 4096, "ssm_v_heads");
         if (m->ssm_v_heads % m->ssm_k_heads)
-            return bad(r, "section .slm.config: ssm_v_heads %d not a multiple of ssm_k_heads %d", m->ssm_v_heads,
+            return rbad(r, "section .slm.config: ssm_v_heads %d not a multiple of ssm_k_heads %d", m->ssm_v_heads,
                        m->ssm_k_heads);
         if (m->qk_norm == 2 || m->no_pre_norms)
-            return bad(r, "section .slm.config: recurrent layers with whole-row Q/K norms (qk_norm %d) or without "
+            return rbad(r, "section .slm.config: recurrent layers with whole-row Q/K norms (qk_norm %d) or without "
                        "pre-norms (no_pre_norms %d)", m->qk_norm, m->no_pre_norms);
     } else {
         RANGE(m->ssm_conv, 0, 0, "ssm_conv");
@@ -249,25 +249,25 @@ static slm_status read_config(rctx *r, uint32_t si) {
     const slm_status rs = r->b->has_embed ? layer_rule(r, m, enc) : SLM_OK;
     if (rs) return rs;
     if (!(m->expert_scale >= 0.0f && m->expert_scale < 1e6f) || (m->expert_scale != 0.0f && !m->n_experts))
-        return bad(r, "section .slm.config: expert_scale %g out of range", (double)m->expert_scale);
+        return rbad(r, "section .slm.config: expert_scale %g out of range", (double)m->expert_scale);
     if (!(m->swiglu_alpha >= 0.0f && m->swiglu_alpha < 1e6f) || !(m->swiglu_limit >= 0.0f && m->swiglu_limit < 1e6f))
-        return bad(r, "section .slm.config: swiglu_alpha %g / swiglu_limit %g out of range", (double)m->swiglu_alpha,
+        return rbad(r, "section .slm.config: swiglu_alpha %g / swiglu_limit %g out of range", (double)m->swiglu_alpha,
                    (double)m->swiglu_limit);
     {
         const float f[] = {m->embed_scale, m->attn_scale, m->attn_softcap, m->final_softcap, m->rope_base_swa,
                            m->rope_scale_swa, m->rope_attn_factor, m->yarn_beta_fast, m->yarn_beta_slow,
                            m->yarn_ext_factor};
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
-            if (!(f[i] >= 0.0f && f[i] < 1e9f)) return bad(r, "section .slm.config: family value %zu (%g) out of range", i, (double)f[i]);
+            if (!(f[i] >= 0.0f && f[i] < 1e9f)) return rbad(r, "section .slm.config: family value %zu (%g) out of range", i, (double)f[i]);
     }
     {   /* gemma4's per-kind layer fields (zero elsewhere), as the model loader checks them */
         slm_err e2 = {0};
-        if (slm_gemma4_check_config(m, "section .slm.config", &e2)) return bad(r, "%s", e2.msg);
+        if (slm_gemma4_check_config(m, "section .slm.config", &e2)) return rbad(r, "%s", e2.msg);
         if ((c->opt.kv_type == SLM_Q8_0 && m->head_dim_swa % SLM_QK8_0) || (c->opt.kv_type && m->head_dim_swa > 512))
-            return bad(r, "section .slm.config: kv_type %d with head_dim_swa %d", c->opt.kv_type, m->head_dim_swa);
+            return rbad(r, "section .slm.config: kv_type %d with head_dim_swa %d", c->opt.kv_type, m->head_dim_swa);
     }
     const int rot = m->rope_dims ? m->rope_dims : m->head_dim;
-    if (c->consts.rope_pairs != rot / 2) return bad(r, "section .slm.config: rope_pairs %d != rotated dims / 2 (%d)", c->consts.rope_pairs, rot / 2);
+    if (c->consts.rope_pairs != rot / 2) return rbad(r, "section .slm.config: rope_pairs %d != rotated dims / 2 (%d)", c->consts.rope_pairs, rot / 2);
     r->table_bytes = (uint64_t)c->kv_capacity * (uint64_t)c->consts.rope_pairs * 8;
     /* table 1 (the window layers' own): gemma4's of their rotated dims when those differ */
     int swa_l = -1;
@@ -275,21 +275,21 @@ static slm_status read_config(rctx *r, uint32_t si) {
         if (slm_layer_swa(m, l)) swa_l = l;
     const int rot1 = swa_l >= 0 && m->head_dim_swa ? slm_layer_rope_dims(m, swa_l) : rot;
     if (c->consts.rope_pairs_swa != (rot1 != rot ? rot1 / 2 : 0))
-        return bad(r, "section .slm.config: rope_pairs_swa %d, the window layers rotate %d of %d dims", c->consts.rope_pairs_swa, rot1, rot);
+        return rbad(r, "section .slm.config: rope_pairs_swa %d, the window layers rotate %d of %d dims", c->consts.rope_pairs_swa, rot1, rot);
     r->table1_bytes = (uint64_t)c->kv_capacity * (uint64_t)(rot1 / 2) * 8;
     if (r->const_bytes != r->table_bytes && r->const_bytes != r->table_bytes + r->table1_bytes)
-        return bad(r, "section .slm.config: const_bytes %llu != one or two tables of kv_capacity * rope_pairs * 8", (unsigned long long)r->const_bytes);
+        return rbad(r, "section .slm.config: const_bytes %llu != one or two tables of kv_capacity * rope_pairs * 8", (unsigned long long)r->const_bytes);
     /* the KV regions of the batch programs (format 22) */
     c->n_seqs = rdi32(p + BLOB_CFG_NSEQS);
     RANGE(c->n_seqs, 1, BLOB_MAX_SEQS, "n_seqs");
     if ((int64_t)c->n_seqs * c->kv_capacity > (1 << 24))
-        return bad(r, "section .slm.config: n_seqs %d x kv_capacity %d above %d KV rows", c->n_seqs, c->kv_capacity, 1 << 24);
-    if (rd32(p + BLOB_CFG_NSEQS + 4) != 0) return bad(r, "section .slm.config: reserved field after n_seqs not zero");
+        return rbad(r, "section .slm.config: n_seqs %d x kv_capacity %d above %d KV rows", c->n_seqs, c->kv_capacity, 1 << 24);
+    if (rd32(p + BLOB_CFG_NSEQS + 4) != 0) return rbad(r, "section .slm.config: reserved field after n_seqs not zero");
     uint64_t kv;
     const int kvh_max = m->n_kv_heads_swa > m->n_kv_heads ? m->n_kv_heads_swa : m->n_kv_heads;
     if (!slm_mul_ok((uint64_t)m->n_layers * 8 * (uint64_t)c->n_seqs, (uint64_t)c->kv_capacity, &kv) ||
         !slm_mul_ok(kv, (uint64_t)kvh_max * (uint64_t)slm_max_head_dim(m), &kv) || kv > (1ull << 40))
-        return bad(r, "section .slm.config: KV cache of n_layers x n_seqs x kv_capacity x kv_dim too large");
+        return rbad(r, "section .slm.config: KV cache of n_layers x n_seqs x kv_capacity x kv_dim too large");
     c->n_progs = n_progs;
     return SLM_OK;
 }
@@ -481,7 +481,7 @@ static slm_status read_programs(rctx *r, uint32_t si) {
     slm_compiled *c = r->c;
     const Elf64_Shdr *s = &r->sh[si];
     if (s->sh_size != (uint64_t)c->n_progs * BLOB_PROG_SIZE)
-        return bad(r, "section .slm.programs: sh_size %llu, want n_progs %d x %d", (unsigned long long)s->sh_size, c->n_progs, BLOB_PROG_SIZE);
+        return rbad(r, "section .slm.programs: sh_size %llu, want n_progs %d x %d", (unsigned long long)s->sh_size, c->n_progs, BLOB_PROG_SIZE);
     const int n = c->n_progs;
     c->n_progs = 0;
     c->progs = slm_calloc((size_t)n, sizeof *c->progs);
@@ -562,20 +562,20 @@ static slm_status read_programs(rctx *r, uint32_t si) {
         if ((st = read_relocs(&qr, sect_data(r, ri)))) return st;
     }
     if ((c->n_seqs > 1) != (n_batch > 0))
-        return bad(r, "section .slm.programs: %d batch programs, the config's n_seqs is %d (batch programs exactly when "
+        return rbad(r, "section .slm.programs: %d batch programs, the config's n_seqs is %d (batch programs exactly when "
                    "n_seqs > 1)", n_batch, c->n_seqs);
     if (r->b->has_embed) {
-        if (!n_emb) return bad(r, "section .slm.programs: .slm.embed without an embed program");
+        if (!n_emb) return rbad(r, "section .slm.programs: .slm.embed without an embed program");
         const slm_program *eb = slm_largest(c, SLM_PROG_EMBED);
         if (eb->rows != c->opt.max_prompt_len)
-            return bad(r, "section .slm.programs: largest embed program has %d rows, max_prompt_len is %d", eb->rows,
+            return rbad(r, "section .slm.programs: largest embed program has %d rows, max_prompt_len is %d", eb->rows,
                        c->opt.max_prompt_len);
         if (c->cfg.encoder) return SLM_OK;
     }
-    if (!n_pre || !n_gen) return bad(r, "section .slm.programs: needs a prefill and a generate program (%d, %d)", n_pre, n_gen);
+    if (!n_pre || !n_gen) return rbad(r, "section .slm.programs: needs a prefill and a generate program (%d, %d)", n_pre, n_gen);
     const slm_program *big = slm_largest(c, SLM_PROG_PREFILL), *gen = slm_largest(c, SLM_PROG_GENERATE);
-    if (big->rows != c->opt.max_prompt_len) return bad(r, "section .slm.programs: largest prefill has %d rows, max_prompt_len is %d", big->rows, c->opt.max_prompt_len);
-    if (gen->kv_capacity != c->kv_capacity) return bad(r, "section .slm.programs: largest generate has capacity %d, want %d", gen->kv_capacity, c->kv_capacity);
+    if (big->rows != c->opt.max_prompt_len) return rbad(r, "section .slm.programs: largest prefill has %d rows, max_prompt_len is %d", big->rows, c->opt.max_prompt_len);
+    if (gen->kv_capacity != c->kv_capacity) return rbad(r, "section .slm.programs: largest generate has capacity %d, want %d", gen->kv_capacity, c->kv_capacity);
     return SLM_OK;
 }
 
@@ -583,18 +583,18 @@ static slm_status read_programs(rctx *r, uint32_t si) {
 
 static slm_status read_tensors(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
-    if (s->sh_size % BLOB_TENSOR_SIZE) return bad(r, "section .slm.tensors: sh_size %llu not a multiple of %d", (unsigned long long)s->sh_size, BLOB_TENSOR_SIZE);
+    if (s->sh_size % BLOB_TENSOR_SIZE) return rbad(r, "section .slm.tensors: sh_size %llu not a multiple of %d", (unsigned long long)s->sh_size, BLOB_TENSOR_SIZE);
     uint64_t n = s->sh_size / BLOB_TENSOR_SIZE;
-    if (n > 1000000) return bad(r, "section .slm.tensors: %llu entries", (unsigned long long)n);
+    if (n > 1000000) return rbad(r, "section .slm.tensors: %llu entries", (unsigned long long)n);
     const uint8_t *d = sect_data(r, si);
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *e = d + i * BLOB_TENSOR_SIZE;
         uint64_t off = rd64u(e + 104), nb = rd64u(e + 112), end;
-        if (!nul_within(e, 64)) return bad(r, "section .slm.tensors: entry %llu: name not NUL-terminated", (unsigned long long)i);
+        if (!nul_within(e, 64)) return rbad(r, "section .slm.tensors: entry %llu: name not NUL-terminated", (unsigned long long)i);
         if (!slm_add_ok(off, nb, &end) || end > r->b->weights_size)
-            return bad(r, "section .slm.tensors: entry %llu (%s): offset 0x%llx + %llu beyond the weights section", (unsigned long long)i,
+            return rbad(r, "section .slm.tensors: entry %llu (%s): offset 0x%llx + %llu beyond the weights section", (unsigned long long)i,
                        (const char *)e, (unsigned long long)off, (unsigned long long)nb);
-        if (rd32(e + 68) > 4) return bad(r, "section .slm.tensors: entry %llu (%s): n_dims %u", (unsigned long long)i, (const char *)e, rd32(e + 68));
+        if (rd32(e + 68) > 4) return rbad(r, "section .slm.tensors: entry %llu (%s): n_dims %u", (unsigned long long)i, (const char *)e, rd32(e + 68));
     }
     r->b->tensors = d;
     r->b->n_tensors = (uint32_t)n;
@@ -605,19 +605,19 @@ static slm_status read_meta(rctx *r, uint32_t si) {
     const Elf64_Shdr *s = &r->sh[si];
     const uint8_t *d = sect_data(r, si);
     uint64_t n = s->sh_size;
-    if (n < 4) return bad(r, "section .slm.meta: sh_size %llu, need 4", (unsigned long long)n);
+    if (n < 4) return rbad(r, "section .slm.meta: sh_size %llu, need 4", (unsigned long long)n);
     uint32_t count = rd32(d);
     uint64_t o = 4;
     for (uint32_t i = 0; i < count; i++) {
         for (int kv = 0; kv < 2; kv++) {
-            if (n - o < 4) return bad(r, "section .slm.meta: entry %u: length beyond end", i);
+            if (n - o < 4) return rbad(r, "section .slm.meta: entry %u: length beyond end", i);
             uint32_t len = rd32(d + o);
             o += 4;
-            if (n - o < len) return bad(r, "section .slm.meta: entry %u: %u bytes beyond end", i, len);
+            if (n - o < len) return rbad(r, "section .slm.meta: entry %u: %u bytes beyond end", i, len);
             o += len;
         }
     }
-    if (o != n) return bad(r, "section .slm.meta: %llu trailing bytes", (unsigned long long)(n - o));
+    if (o != n) return rbad(r, "section .slm.meta: %llu trailing bytes", (unsigned long long)(n - o));
     r->b->meta = d;
     r->b->meta_size = n;
     return SLM_OK;
@@ -666,27 +666,27 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
         goto out;
     }
     if (s_embed && sh[s_embed].sh_type != SHT_PROGBITS) {
-        s = bad(r, "section .slm.embed: sh_type %u, want PROGBITS", sh[s_embed].sh_type);
+        s = rbad(r, "section .slm.embed: sh_type %u, want PROGBITS", sh[s_embed].sh_type);
         goto out;
     }
     /* the weights: last, page-aligned, up to the end of the file; everything
      * else (and the section header table) before them */
     const Elf64_Shdr *w = &sh[s_w];
     if (w->sh_offset % SLM_BLOB_PAGE || w->sh_size == 0 || w->sh_offset + w->sh_size != b->size) {
-        s = bad(r, "section .slm.weights: sh_offset 0x%llx, sh_size 0x%llx: must be page-aligned and end the file (%llu bytes)",
+        s = rbad(r, "section .slm.weights: sh_offset 0x%llx, sh_size 0x%llx: must be page-aligned and end the file (%llu bytes)",
                 (unsigned long long)w->sh_offset, (unsigned long long)w->sh_size, (unsigned long long)b->size);
         goto out;
     }
     Elf64_Ehdr eh;
     memcpy(&eh, b->data, sizeof eh);
     if (eh.e_shoff + (uint64_t)eh.e_shnum * sizeof(Elf64_Shdr) > w->sh_offset) {
-        s = bad(r, "ELF header: e_shoff: the section header table overlaps the weights");
+        s = rbad(r, "ELF header: e_shoff: the section header table overlaps the weights");
         goto out;
     }
     for (uint32_t i = 1; i < r->shnum; i++) {
         if (i == s_w || sh[i].sh_type == SHT_NOBITS || sh[i].sh_size == 0) continue;
         if (sh[i].sh_offset + sh[i].sh_size > w->sh_offset) {
-            s = bad(r, "section %s: sh_offset 0x%llx overlaps the weights", sect_name(r, i), (unsigned long long)sh[i].sh_offset);
+            s = rbad(r, "section %s: sh_offset 0x%llx overlaps the weights", sect_name(r, i), (unsigned long long)sh[i].sh_offset);
             goto out;
         }
     }
@@ -702,14 +702,14 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
         slm_hash_update(&h, b->data + at + 8, (size_t)(w->sh_offset - at - 8));
         uint64_t want = rd64u(b->data + at), got = slm_hash_final(&h);
         if (want != got) {
-            s = bad(r, "section .slm.ident: checksum %016llx, the bytes before the weights hash to %016llx (the file is damaged)",
+            s = rbad(r, "section .slm.ident: checksum %016llx, the bytes before the weights hash to %016llx (the file is damaged)",
                     (unsigned long long)want, (unsigned long long)got);
             goto out;
         }
     }
     if ((s_embed && (s = blob_read_embed(r, sect_data(r, (uint32_t)s_embed), sh[s_embed].sh_size))) || (s = read_config(r, s_config))) goto out;
     if (sh[s_const].sh_size != r->const_bytes || sh[s_const].sh_offset % 4) {
-        s = bad(r, "section .slm.const: sh_size %llu, want const_bytes %llu", (unsigned long long)sh[s_const].sh_size,
+        s = rbad(r, "section .slm.const: sh_size %llu, want const_bytes %llu", (unsigned long long)sh[s_const].sh_size,
                 (unsigned long long)r->const_bytes);
         goto out;
     }
@@ -727,7 +727,7 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
     snprintf(tname, sizeof tname, "%s: section .slm.tok", r->name);
     if ((s = slm_tok_load_mem(tok, sect_data(r, s_tok), (size_t)sh[s_tok].sh_size, tname, r->err))) goto out;
     if (slm_tok_vocab_size(*tok) != c->cfg.vocab_size) {
-        s = bad(r, "section .slm.tok: %d tokens, the model's vocabulary is %d", slm_tok_vocab_size(*tok), c->cfg.vocab_size);
+        s = rbad(r, "section .slm.tok: %d tokens, the model's vocabulary is %d", slm_tok_vocab_size(*tok), c->cfg.vocab_size);
         goto out;
     }
     b->n_sections = r->shnum;
