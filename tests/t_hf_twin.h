@@ -12,7 +12,6 @@
 #include "staticlm.h"
 #include "t_engine.h"
 
-/* path loaded with embeddings: max_prompt_len ctx, a small prefill variant, f32 KV, 2 threads. */
 /* Embeddings on, programs of ctx rows and a small variant, an f32 KV, 2 threads. */
 static inline slm_options twin_opts(int ctx, int small_variant) {
     slm_options o = slm_default_options();
@@ -24,6 +23,7 @@ static inline slm_options twin_opts(int ctx, int small_variant) {
     return o;
 }
 
+/* path loaded with twin_opts. */
 static inline slm_engine *twin_load(const char *path, int ctx, int small_variant) {
     const slm_options o = twin_opts(ctx, small_variant);
     return t_load(path, &o);
