@@ -188,6 +188,7 @@ typedef struct slm_info {
     const char *kv_type; /* the KV cache's element type: "f32", "f16" or "q8_0" */
     int kv_regions; /* KV regions allocated (kv_bytes): n_seqs, or more where a blob's batch
                        programs address more (compile --parallel N, loaded with N > n_seqs) */
+    size_t state_bytes; /* recurrent layers' state for all KV regions, with its checkpoints (qwen35; 0 for others) */
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 

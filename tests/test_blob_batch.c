@@ -448,7 +448,8 @@ static void test_fewer_slots(void) {
     if (!e) return;
     slm_get_info(e, &full);
     slm_free(e);
-    CHECKF(full.n_seqs == 4 && full.kv_regions == 4, "--parallel 4: n_seqs %d, kv_regions %d", full.n_seqs, full.kv_regions);
+    CHECKF(full.n_seqs == 4 && full.kv_regions == 4 && full.state_bytes == 0,
+           "--parallel 4: n_seqs %d, kv_regions %d, state_bytes %zu", full.n_seqs, full.kv_regions, full.state_bytes);
     for (int m = 2; m <= 3; m++) {
         e = load(g_blob4, m, NULL, msg, sizeof msg);
         CHECKF(e != NULL, "--parallel %d from a --parallel 4 blob: %s", m, msg);

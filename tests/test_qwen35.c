@@ -437,6 +437,17 @@ static void test_checkpoints(void) {
               slm_rt_budget(&rg.c, "q35", -1, 2, 3, 0, &n3, &err) == SLM_OK);
         CHECKF(n3 - n1 == 2 * 2 * slm_rt_recur_floats(&rg.c.cfg) * sizeof(float), "budget: %llu vs %llu",
                (unsigned long long)n1, (unsigned long long)n3);
+        /* and slm_info counts the state with its checkpoints: 2 sequences x (1 + 3) buffers */
+        slm_options o3 = engine_opts(0, NULL, 2, 3);
+        e = NULL;
+        CHECKF(slm_load(&e, "q35.gguf", &o3) == SLM_OK, "--parallel 2 --checkpoints 3: %s", slm_last_error(e));
+        if (e) {
+            slm_info in;
+            slm_get_info(e, &in);
+            CHECKF(in.state_bytes == 2 * 4 * slm_rt_recur_floats(&rg.c.cfg) * sizeof(float), "state_bytes %zu",
+                   in.state_bytes);
+        }
+        slm_free(e);
         rig_close(&rg);
     }
     unlink("q35_tok.bin");

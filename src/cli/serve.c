@@ -195,14 +195,6 @@ int slm_cli_serve(int argc, char **argv) {
     }
     slm_engine *e = slm_cli_common_load(&cc);
     if (!e) return 1;
-    slm_info li;
-    slm_get_info(e, &li);
-    if (li.kv_regions > li.n_seqs) { /* a blob compiled for more slots: its batch programs' shapes hold them all */
-        const int n = li.kv_regions, m = li.n_seqs;
-        fprintf(stderr, "staticlm: note: %d slots; the blob's batch programs address %d KV regions (compile --parallel "
-                        "%d): %d of them held unused, %.1f MiB of KV cache; recompile with --parallel %d to free %s\n",
-                m, n, n, n - m, (double)li.kv_bytes / n * (n - m) / (1024.0 * 1024.0), m, n - m > 1 ? "them" : "it");
-    }
     char note[512];
     slm_tmpl *tm = slm_chat_template_open(e, cc.chat_template, note, sizeof note);
     if (!tm) {

@@ -602,6 +602,14 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
     const int regions = e->comp.n_seqs > e->n_slots ? e->comp.n_seqs : e->n_slots;
     if ((s = slm_rt_budget(&e->comp, slm_basename(model_path), e->opt.max_memory_mb, regions, e->opt.recur_checkpoints, (uint64_t)(e->opt.prefix_cache_mb > 0 ? e->opt.prefix_cache_mb : 0) << 20, NULL, &e->err))) return s;
     if ((s = slm_rt_init_seqs(&e->rt, &e->comp, e->weights, threads, regions, e->opt.recur_checkpoints, &e->err))) return s;
+    if (regions > e->n_slots) { /* said always, as the note on a blob without batch programs: memory held for nothing */
+        const double per = ((double)e->rt.kv_bytes + (double)e->rt.rstate_bytes * (1 + e->rt.n_snaps)) / regions;
+        fprintf(stderr, "staticlm: note: %d slots; the blob %s's batch programs address %d KV regions (compile --parallel "
+                        "%d): %d of them held unused, %.1f MiB of KV cache%s; recompile with --parallel %d to free %s\n",
+                e->n_slots, slm_basename(model_path), regions, regions, regions - e->n_slots,
+                per * (regions - e->n_slots) / (1024.0 * 1024.0), e->rt.rstate_bytes ? " and recurrent state" : "",
+                e->n_slots, regions - e->n_slots > 1 ? "them" : "it");
+    }
     e->rt.chunking = !e->opt.no_chunking;
     slm_pool_set_schedule(e->rt.pool, e->opt.schedule);
     if (!e->comp.opt.lm_head_separate && e->opt.lm_head_threads > 0)
@@ -736,6 +744,7 @@ void slm_get_info(const slm_engine *e, slm_info *info) {
     info->generate_tasks = gp ? gp->n_tasks : 0;
     info->n_seqs = e->n_slots;
     info->kv_regions = e->rt.n_seqs;
+    info->state_bytes = (size_t)(e->rt.rstate_bytes * (uint64_t)(1 + e->rt.n_snaps));
     info->batch_max = e->rt.batch_max;
 }
 
