@@ -115,7 +115,22 @@ typedef struct slm_options {
                                    from (0 = 3; at most 16), each the size of the state */
     int embeddings;             /* 1: also compile embedding programs (the final norm of every
                                    row; slm_session_embed); from a source model only */
+    int weight_type;            /* an slm_weight_type: quantize a source model's F32 / F16 /
+                                   BF16 matrices at load (a compile option: a blob's weights
+                                   are what it was compiled with) */
 } slm_options;
+
+/* Weight quantization at load (slm_options.weight_type, --weight-type), the
+ * types per tensor as llama-quantize's file types of those names. */
+typedef enum slm_weight_type {
+    SLM_WEIGHTS_AS_IS = 0, /* the file's own types */
+    SLM_WEIGHTS_Q8_0 = 1,
+    SLM_WEIGHTS_Q4_0 = 2,  /* the output matrix Q6_K */
+    SLM_WEIGHTS_Q4_K_M = 3 /* Q4_K; Q6_K for the output and some layers' attn_v / ffn_down */
+} slm_weight_type;
+
+/* "q8_0", "q4_0", "q4_k_m" -> an slm_weight_type; -1 for anything else. */
+SLM_API int slm_weight_type_parse(const char *name);
 
 /* Weight prefetch of the decode programs (slm_options.prefetch): PREFETCH
  * tasks that idle threads run under the counted schedule, and every decode

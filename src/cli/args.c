@@ -47,6 +47,16 @@ int slm_cli_parse_kv_type(const char *s, const char *opt, int *out) {
     return 1;
 }
 
+int slm_cli_parse_weight_type(const char *s, const char *opt, int *out) {
+    const int k = slm_weight_type_parse(s);
+    if (k < 0) {
+        fprintf(stderr, "staticlm: %s expects q8_0, q4_0 or q4_k_m, got '%s'\n", opt, s ? s : "(nothing)");
+        return 0;
+    }
+    *out = k;
+    return 1;
+}
+
 int slm_cli_parse_prefetch(const char *s, const char *opt, int *out) {
     if (s && !strcmp(s, "on")) *out = SLM_PREFETCH_ON;
     else if (s && !strcmp(s, "off")) *out = SLM_PREFETCH_OFF;

@@ -77,7 +77,7 @@ static void usage(FILE *f) {
             "      --bw-mib M            bandwidth buffer size in MiB (default 1024; 0 = skip)\n"
             "      --tile-kb K           weight bytes per matrix task, KiB (default: an eighth of L2)\n"
             "      --schedule S          rendezvous (default) | counted: how threads meet between stages\n"
-            SLM_CLI_KV_TYPE_HELP
+            SLM_CLI_KV_TYPE_HELP SLM_CLI_WEIGHT_TYPE_HELP
             SLM_CLI_PREFETCH_HELP
             "                            (-ctk T too: both K and V take it)\n"
             "      --ttft N              time to first token of an N-token prompt: one prefill from\n"
@@ -459,7 +459,7 @@ static void json_str(FILE *f, const char *s) {
 /* One bench run: the options, then what was measured. */
 typedef struct bench {
     const char *model, *tok, *fmt, *kernels;
-    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type, prefetch, ttft;
+    int p, n, depth, threads, reps, bw_mib, profile, tile_kb, jsonl, schedule, kv_type, prefetch, ttft, weight_type;
     int embd, n_set;                /* -embd 1: pp through the embedding programs; -n given */
     model_facts mf;
     double bw, bw_before, bw_after; /* bytes/s: the higher, before and after the tests */
@@ -511,6 +511,7 @@ static int parse_args(bench *b, int argc, char **argv, int *done) {
         else if (!strcmp(o, "--schedule")) ok = slm_cli_parse_schedule(v, &b->schedule);
         else if (!strcmp(o, "--prefetch")) ok = slm_cli_parse_prefetch(v, o, &b->prefetch);
         else if (!strcmp(o, "--kv-type") || !strcmp(o, "-ctk")) ok = slm_cli_parse_kv_type(v, o, &b->kv_type);
+        else if (!strcmp(o, "--weight-type")) ok = slm_cli_parse_weight_type(v, o, &b->weight_type);
         else {
             fprintf(stderr, "staticlm bench: unknown option '%s' (see staticlm bench --help)\n", o);
             return 2;
@@ -815,6 +816,7 @@ int slm_cli_bench(int argc, char **argv) {
     }
     opt.tile_kb = b->tile_kb; /* a blob refuses another value, naming its own */
     opt.kv_type = b->kv_type;
+    opt.weight_type = b->weight_type;
     opt.prefetch = b->prefetch;
     opt.n_threads = b->threads;
     opt.schedule = b->schedule;

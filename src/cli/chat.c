@@ -29,7 +29,7 @@ const char slm_cli_common_help[] =
     "      --seed S              sampling seed (default: time)\n"
     "      --max-prompt-len L    prefill program rows (default 1024)\n"
     "      --min-response-len R  KV rows beyond the prompt (default 128)\n"
-    SLM_CLI_KV_TYPE_HELP
+    SLM_CLI_KV_TYPE_HELP SLM_CLI_WEIGHT_TYPE_HELP
     SLM_CLI_PREFETCH_HELP
     "      --prefix-cache-mb M   KV rows of shared prompt prefixes kept for reuse, MiB;\n"
     "                            0 = off (default 64)\n"
@@ -132,6 +132,7 @@ int slm_cli_common_opt(slm_cli_common *c, int argc, char **argv, int *i) {
     if (!strcmp(o, "--schedule")) { VAL(); return slm_cli_parse_schedule(v, &c->opt.schedule) ? 1 : -1; }
     if (!strcmp(o, "-v") || !strcmp(o, "--verbose")) { c->verbose = 1; return 1; }
     if (!strcmp(o, "--kv-type")) { VAL(); return slm_cli_parse_kv_type(v, o, &c->opt.kv_type) ? 1 : -1; }
+    if (!strcmp(o, "--weight-type")) { VAL(); return slm_cli_parse_weight_type(v, o, &c->opt.weight_type) ? 1 : -1; }
     if (!strcmp(o, "--prefetch")) { VAL(); return slm_cli_parse_prefetch(v, o, &c->opt.prefetch) ? 1 : -1; }
     if (!strcmp(o, "--max-prompt-len")) { VAL(); return slm_cli_parse_int(v, o, 1, 1 << 20, &c->opt.max_prompt_len) ? 1 : -1; }
     if (!strcmp(o, "--min-response-len")) { VAL(); return slm_cli_parse_int(v, o, 0, 1 << 20, &c->opt.min_response_len) ? 1 : -1; }

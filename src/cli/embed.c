@@ -41,7 +41,7 @@ static void usage(FILE *f) {
             "      --max-prompt-len L    rows of the largest embedding program (default 1024)\n"
             "      --min-response-len R  KV rows beyond them (default 128); a text may be up to\n"
             "                            L + R tokens (chunks of L), clamped to the context length\n"
-            SLM_CLI_KV_TYPE_HELP
+            SLM_CLI_KV_TYPE_HELP SLM_CLI_WEIGHT_TYPE_HELP
             "      --cache-dir DIR       compile into DIR on the first start (a blob with the\n"
             "                            embedding programs), map it on the next ones\n"
             "      --max-memory MB       memory budget (default 75%% of RAM; -1 no limit)\n"
@@ -74,7 +74,7 @@ static int parse(int argc, char **argv, embed_args *a) {
                           !strcmp(o, "--embd-output-format") || !strcmp(o, "--max-prompt-len") ||
                           !strcmp(o, "--min-response-len") || !strcmp(o, "--max-memory") || !strcmp(o, "-t") ||
                           !strcmp(o, "--threads") || !strcmp(o, "--kernels") || !strcmp(o, "--kv-type") ||
-                          !strcmp(o, "--cls-separator") || !strcmp(o, "--cache-dir");
+                          !strcmp(o, "--weight-type") || !strcmp(o, "--cls-separator") || !strcmp(o, "--cache-dir");
         if (!known) {
             fprintf(stderr, "staticlm: unknown option '%s' (see staticlm embed --help)\n", o);
             return 0;
@@ -94,6 +94,9 @@ static int parse(int argc, char **argv, embed_args *a) {
         else if (!strcmp(o, "--cache-dir")) a->opt.cache_dir = v;
         else if (!strcmp(o, "--kv-type")) {
             if (!slm_cli_parse_kv_type(v, o, &a->opt.kv_type)) return 0;
+        }
+        else if (!strcmp(o, "--weight-type")) {
+            if (!slm_cli_parse_weight_type(v, o, &a->opt.weight_type)) return 0;
         }
         else if (!strcmp(o, "--pooling")) {
             if ((a->pooling = slm_pooling_parse(v)) < SLM_POOLING_NONE) {

@@ -57,7 +57,7 @@ static const char k_program_help[] =
     "                            says when)\n"
     "      --tile-kb N           weight panel of one matrix task in KiB, the CPU's\n"
     "                            scratchpad (default: an eighth of the L2 cache)\n"
-    SLM_CLI_KV_TYPE_HELP
+    SLM_CLI_KV_TYPE_HELP SLM_CLI_WEIGHT_TYPE_HELP
     SLM_CLI_PREFETCH_HELP
     "      --max-memory N        refuse a model whose KV cache, arena and buffers need more\n"
     "                            than N MiB (default 75% of RAM; -1 = no limit)\n"
@@ -222,6 +222,7 @@ static int parse_args(int argc, char **argv, run_args *a, int is_compile) {
         else if (!is_compile && !strcmp(o, "--schedule")) { if (!slm_cli_parse_schedule(NEXT(), &a->opt.schedule)) return 0; }
         else if (!strcmp(o, "--tile-kb")) { const char *v = NEXT(); if (!v || !slm_cli_parse_int(v, o, 4, 1 << 20, &a->opt.tile_kb)) return 0; }
         else if (!strcmp(o, "--kv-type")) { const char *v = NEXT(); if (!v || !slm_cli_parse_kv_type(v, o, &a->opt.kv_type)) return 0; }
+        else if (!strcmp(o, "--weight-type")) { const char *v = NEXT(); if (!v || !slm_cli_parse_weight_type(v, o, &a->opt.weight_type)) return 0; }
         else if (!strcmp(o, "--prefetch")) { const char *v = NEXT(); if (!v || !slm_cli_parse_prefetch(v, o, &a->opt.prefetch)) return 0; }
         else if (!strcmp(o, "--max-memory")) {
             const char *v = NEXT();

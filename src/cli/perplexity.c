@@ -71,6 +71,8 @@ static void usage(FILE *f) {
             "                              within its KV capacity)\n"
             "  -t, --threads N             worker threads (default: one per CPU)\n"
             "      --kv-type T             KV cache element type: f32 | f16 | q8_0 (default f16)\n"
+            "      --weight-type T         quantize the model's F32/F16/BF16 matrices at load: q8_0 |\n"
+            "                              q4_0 | q4_k_m (with --kl-divergence-base: what that costs)\n"
             "      --chunks N              score at most N chunks (default: all)\n"
             "      --kl-divergence-base F  alone: save the log-probs of the scored tokens to F\n"
             "                              (llama-perplexity's file layout; either tool reads it)\n"
@@ -84,7 +86,7 @@ static void usage(FILE *f) {
 
 typedef struct ppl_args {
     const char *model, *tok, *text, *kernels, *base;
-    int n_ctx, n_batch, threads, n_chunks, kld, verbose, kv_type;
+    int n_ctx, n_batch, threads, n_chunks, kld, verbose, kv_type, weight_type;
     int ctx_set; /* -c given (with --kl-divergence it must match the base file's) */
 } ppl_args;
 
@@ -487,6 +489,7 @@ static int parse_args(ppl_args *a, int argc, char **argv) {
         else if (!strcmp(o, "-b") || !strcmp(o, "--batch-size")) { if (!slm_cli_parse_int(v, o, 1, 1 << 20, &a->n_batch)) return -1; }
         else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) { if (!slm_cli_parse_int(v, o, 0, 1024, &a->threads)) return -1; }
         else if (!strcmp(o, "--kv-type")) { if (!slm_cli_parse_kv_type(v, o, &a->kv_type)) return -1; }
+        else if (!strcmp(o, "--weight-type")) { if (!slm_cli_parse_weight_type(v, o, &a->weight_type)) return -1; }
         else if (!strcmp(o, "--chunks")) { if (!slm_cli_parse_int(v, o, 1, 1 << 24, &a->n_chunks)) return -1; }
         else { fprintf(stderr, "staticlm: unknown option '%s' (see staticlm perplexity --help)\n", o); return -1; }
         i++;
@@ -560,6 +563,7 @@ static slm_engine *open_engine(ppl_args *a, int n_ctx) {
     opt.n_threads = a->threads;
     opt.verbose = a->verbose;
     opt.kv_type = a->kv_type;
+    opt.weight_type = a->weight_type;
     struct stat st; /* a corpus may be longer than the longest prompt the tokenizer takes by default */
     if (a->text && !a->kld && stat(a->text, &st) == 0 && st.st_size >= (off_t)(8u << 20))
         opt.max_prompt_bytes = (size_t)st.st_size + 1;

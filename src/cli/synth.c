@@ -276,33 +276,7 @@ static const synth_type k_types[] = {
     {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2}, {"q4_k_m", SLM_Q4_K, 15},
 };
 
-/* llama-quant.cpp: a K-quant matrix whose width is not a multiple of 256
- * falls back to a 32-block type. */
-static uint32_t k_fallback(uint32_t t, int64_t width) {
-    if (width % SLM_QK_K == 0) return t;
-    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
-}
-
-/* llama-quant.cpp: the output matrix (or the tied embedding) of a Q4_0 or
- * Q4_K_M file is Q6_K, or Q8_0 when its width is not a multiple of 256. */
-static uint32_t output_type(uint32_t matrix, int64_t width) {
-    if (matrix != SLM_Q4_0 && matrix != SLM_Q4_K) return matrix;
-    return k_fallback(SLM_Q6_K, width);
-}
-
-/* llama-quant.cpp's use_more_bits: the layers whose attn_v / ffn_down a
- * Q4_K_M file keeps in Q6_K. */
-static int use_more_bits(int l, int n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
-
-/* A layer's matrix type: `more` for attn_v and ffn_down. */
-static uint32_t layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width) {
-    if (matrix != SLM_Q4_K) return matrix;
-    return k_fallback(more && use_more_bits(l, n_layers) ? SLM_Q6_K : SLM_Q4_K, width);
-}
-uint32_t synth_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width) {
-    return layer_type(matrix, more, l, n_layers, width);
-}
-uint32_t synth_output_type(uint32_t matrix, int64_t width) { return output_type(matrix, width); }
+/* The types per tensor: llama-quantize's rules (format/quantize.c). */
 
 /* Llama 3.1+ rope scaling factors, as convert_hf_to_gguf.py writes them. */
 static void llama3_rope_factors(float *f, int head_dim, float base) {
@@ -731,7 +705,7 @@ static int put_select_bias(synth *s, int l, int E) {
  * -exp(A_log)), beta and alpha, the gated norm's gains (ones), ssm_out. */
 static int put_delta_layer(synth *s, const synth_shape *sh, const synth_type *ty, int l) {
     const int S = sh->ssm_state, cd = (2 * sh->ssm_k + sh->ssm_v) * S, vd = sh->ssm_v * S, hv = sh->ssm_v;
-    const uint32_t t_in = layer_type(ty->matrix, 0, l, sh->n_layers, sh->dim), t_out = layer_type(ty->matrix, 1, l, sh->n_layers, vd);
+    const uint32_t t_in = slm_quant_layer_type(ty->matrix, 0, l, sh->n_layers, sh->dim), t_out = slm_quant_layer_type(ty->matrix, 1, l, sh->n_layers, vd);
     char n[64];
     float *taps = synth_alloc(s, (size_t)cd * (size_t)sh->ssm_conv * sizeof(float)), av[4096];
     if (!taps || hv > 4096) return 0;
@@ -762,7 +736,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
               rope_dims = rope_dims_of(sh), whole_qk = olmo2 || is(sh, "olmoe");
     const int E = sh->experts, fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
     const uint32_t mt = ty->matrix;
-    const uint32_t emb_t = sh->tied ? output_type(mt, sh->dim) : layer_type(mt, 0, 0, 1, sh->dim);
+    const uint32_t emb_t = sh->tied ? slm_quant_output_type(mt, sh->dim) : slm_quant_layer_type(mt, 0, 0, 1, sh->dim);
     if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
     if (sh->llama3_rope) {
         float f[512];
@@ -791,10 +765,10 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     } while (0)
         if (!post_only) T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
         /* widths: dim for all but attn_output (q_dim) and ffn_down (ffn) */
-        const uint32_t t_in = layer_type(mt, 0, l, sh->n_layers, sh->dim);
-        const uint32_t t_v = layer_type(mt, 1, l, sh->n_layers, sh->dim);
-        const uint32_t t_o = layer_type(mt, 0, l, sh->n_layers, q_dim);
-        const uint32_t t_down = layer_type(mt, 1, l, sh->n_layers, sh->ffn);
+        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, sh->n_layers, sh->dim);
+        const uint32_t t_v = slm_quant_layer_type(mt, 1, l, sh->n_layers, sh->dim);
+        const uint32_t t_o = slm_quant_layer_type(mt, 0, l, sh->n_layers, q_dim);
+        const uint32_t t_down = slm_quant_layer_type(mt, 1, l, sh->n_layers, sh->ffn);
         if (is(sh, "qwen35") || is(sh, "qwen35moe")) {
             if (l < sh->n_layers && (l + 1) % sh->interval != 0) { /* a Gated DeltaNet layer */
                 if (!put_delta_layer(s, sh, ty, l)) return 0;
@@ -848,7 +822,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
                 T("ffn_up_exps.bias", SLM_F32, fe, E, 0);
                 T("ffn_down_exps.bias", SLM_F32, sh->dim, E, 0);
             }
-            const uint32_t t_de = layer_type(mt, 1, l, sh->n_layers, fe);
+            const uint32_t t_de = slm_quant_layer_type(mt, 1, l, sh->n_layers, fe);
 #define T3(suffix, type, ne0, ne1)                                                             \
     do {                                                                                       \
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
@@ -861,7 +835,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             if (sh->shared_ffn) { /* qwen2moe's gate [dim] (f32, as llama-quantize leaves a vector), the shared expert */
                 if (is(sh, "qwen2moe") || is(sh, "qwen35moe")) T("ffn_gate_inp_shexp.weight", SLM_F32, sh->dim, 1, 0);
                 T("ffn_gate_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
-                T("ffn_down_shexp.weight", layer_type(mt, 1, l, sh->n_layers, sh->shared_ffn), sh->shared_ffn, sh->dim, 0);
+                T("ffn_down_shexp.weight", slm_quant_layer_type(mt, 1, l, sh->n_layers, sh->shared_ffn), sh->shared_ffn, sh->dim, 0);
                 T("ffn_up_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
             }
             continue;
@@ -877,7 +851,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
 #undef T
     }
     if (!add(s, "output_norm.weight", SLM_F32, sh->dim, 1, 1, NULL)) return 0;
-    if (!sh->tied && !add(s, "output.weight", output_type(mt, sh->dim), sh->dim, sh->vocab, 0, NULL)) return 0;
+    if (!sh->tied && !add(s, "output.weight", slm_quant_output_type(mt, sh->dim), sh->dim, sh->vocab, 0, NULL)) return 0;
     return 1;
 }
 

@@ -10,6 +10,7 @@
 
 #include "common/dtype.h"
 #include "format/gguf.h"
+#include "format/model.h"
 
 typedef struct synth_shape {
     const char *name, *arch; /* arch: "llama", "qwen2" or "mistral" */
@@ -81,10 +82,7 @@ typedef struct synth_args {
 int synth_add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int init, const float *vals);
 /* A 3-D tensor [ne0, ne1, ne2] of normal weights (experts' matrices); 0 when it could not be made. */
 int synth_add3(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2);
-/* A layer's matrix type as llama-quantize picks it (`more`: attn_v and ffn_down). */
-uint32_t synth_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width);
-/* The output matrix's (or the tied embedding's) type. */
-uint32_t synth_output_type(uint32_t matrix, int64_t width);
+/* The types per tensor: slm_quant_layer_type, slm_quant_output_type (format/model.h). */
 
 /* gemma4 (cli/synth_gemma4.c): the shape's defaults and overrides (0 or an
  * exit code), its metadata keys, its tensors (0 when one could not be

@@ -127,13 +127,13 @@ static int modern_tensors(synth *s, const synth_shape *sh, const synth_type *ty,
     char n[64];
     int k = 0;
 #define NORM(name) (gains(g, D, k++), synth_add(s, name, SLM_F32, D, 1, 2, g))
-    if (!synth_add(s, "token_embd.weight", synth_output_type(mt, D), D, sh->vocab, 0, NULL) ||
+    if (!synth_add(s, "token_embd.weight", slm_quant_output_type(mt, D), D, sh->vocab, 0, NULL) ||
         !NORM("token_embd_norm.weight"))
         return 0;
     for (int l = 0; l < L; l++) {
 #define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), synth_add(s, n, type, ne0, ne1, 0, NULL))
 #define TN(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), NORM(n))
-        const uint32_t t_in = synth_layer_type(mt, 0, l, L, D), t_down = synth_layer_type(mt, 1, l, L, F);
+        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, L, D), t_down = slm_quant_layer_type(mt, 1, l, L, F);
         const uint32_t t_qkv = mt != SLM_Q4_K ? mt : D % SLM_QK_K ? SLM_Q5_1 : SLM_Q5_K;
         if ((l > 0 && !TN("attn_norm.weight")) || !T("attn_qkv.weight", t_qkv, D, 3 * D) ||
             !T("attn_output.weight", t_in, D, D) || !TN("ffn_norm.weight") || !T("ffn_up.weight", t_in, D, 2 * F) ||
@@ -172,7 +172,7 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
         if (!synth_add(s, name, type, ne0, ne1, init, vals)) goto done;                        \
     } while (0)
 #define NORM(name) (gains(g, D, k++), synth_add(s, name, SLM_F32, D, 1, 2, g))
-    ADD("token_embd.weight", synth_output_type(mt, D), D, sh->vocab, 0, NULL);
+    ADD("token_embd.weight", slm_quant_output_type(mt, D), D, sh->vocab, 0, NULL);
     if (!nomic) ADD("position_embd.weight", SLM_F32, D, sh->ctx, 0, NULL);
     ADD("token_types.weight", SLM_F32, D, sh->type_vocab, 0, NULL);
     if (!NORM("token_embd_norm.weight")) goto done;
@@ -180,8 +180,8 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
     for (int l = 0; l < L; l++) {
 #define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), synth_add(s, n, type, ne0, ne1, 0, NULL))
 #define TN(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), NORM(n))
-        const uint32_t t_in = synth_layer_type(mt, 0, l, L, D), t_v = synth_layer_type(mt, 1, l, L, D);
-        const uint32_t t_down = synth_layer_type(mt, 1, l, L, F);
+        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, L, D), t_v = slm_quant_layer_type(mt, 1, l, L, D);
+        const uint32_t t_down = slm_quant_layer_type(mt, 1, l, L, F);
         if (nomic) { /* llama-quant: Q4_K_M's attn_qkv is Q5_K (Q5_1 when the row is not 256-multiple) */
             const uint32_t t_qkv = mt != SLM_Q4_K ? mt : D % SLM_QK_K ? SLM_Q5_1 : SLM_Q5_K;
             if (!T("attn_qkv.weight", t_qkv, D, 3 * D) || (moe && !T("attn_qkv.bias", SLM_F32, 3 * D, 1))) goto done;

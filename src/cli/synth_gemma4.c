@@ -116,9 +116,9 @@ static int experts(synth *s, const synth_shape *sh, uint32_t mt, int l) {
         if (!synth_add(s, n, SLM_F32, D, 1, 1, NULL)) return 0;
     }
     snprintf(n, sizeof n, "blk.%d.ffn_gate_up_exps.weight", l);
-    if (!synth_add3(s, n, synth_layer_type(mt, 0, l, sh->n_layers, D), D, 2 * (int64_t)F, E)) return 0;
+    if (!synth_add3(s, n, slm_quant_layer_type(mt, 0, l, sh->n_layers, D), D, 2 * (int64_t)F, E)) return 0;
     snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", l);
-    if (!synth_add3(s, n, synth_layer_type(mt, 1, l, sh->n_layers, F), F, D, E)) return 0;
+    if (!synth_add3(s, n, slm_quant_layer_type(mt, 1, l, sh->n_layers, F), F, D, E)) return 0;
     for (int e = 0; e < E; e++) v[e] = 0.75f + 0.5f * (float)((e * 13 + l) % 9) / 8.0f;
     snprintf(n, sizeof n, "blk.%d.ffn_down_exps.scale", l);
     return synth_add(s, n, SLM_F32, E, 1, 2, v);
@@ -128,7 +128,7 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
     const uint32_t mt = ty->matrix;
     const int D = sh->dim, P = sh->ple, L = sh->n_layers;
     char n[64];
-    if (!synth_add(s, "token_embd.weight", sh->tied ? synth_output_type(mt, D) : synth_layer_type(mt, 0, 0, 1, D), D,
+    if (!synth_add(s, "token_embd.weight", sh->tied ? slm_quant_output_type(mt, D) : slm_quant_layer_type(mt, 0, 0, 1, D), D,
                    sh->vocab, 0, NULL))
         return 0;
     int any_global = 0;
@@ -142,15 +142,15 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
         if (!synth_add(s, "rope_freqs.weight", SLM_F32, pairs, 1, 2, f)) return 0;
     }
     if (P) {
-        if (!synth_add(s, "per_layer_token_embd.weight", synth_layer_type(mt, 0, 0, 1, (int64_t)P * L), (int64_t)P * L,
+        if (!synth_add(s, "per_layer_token_embd.weight", slm_quant_layer_type(mt, 0, 0, 1, (int64_t)P * L), (int64_t)P * L,
                        sh->vocab, 0, NULL) ||
-            !synth_add(s, "per_layer_model_proj.weight", synth_layer_type(mt, 0, 0, 1, D), D, (int64_t)P * L, 0, NULL) ||
+            !synth_add(s, "per_layer_model_proj.weight", slm_quant_layer_type(mt, 0, 0, 1, D), D, (int64_t)P * L, 0, NULL) ||
             !synth_add(s, "per_layer_proj_norm.weight", SLM_F32, P, 1, 1, NULL))
             return 0;
     }
     for (int l = 0; l < L; l++) {
         const int h = hd(sh, l), q = h * sh->n_heads, kv = h * kvh(sh, l), F = ffn(sh, l);
-        const uint32_t t_in = synth_layer_type(mt, 0, l, L, D), t_v = synth_layer_type(mt, 1, l, L, D);
+        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, L, D), t_v = slm_quant_layer_type(mt, 1, l, L, D);
 #define T(suffix, type, ne0, ne1, init)                                                        \
     do {                                                                                       \
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
@@ -169,17 +169,17 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
             snprintf(n, sizeof n, "blk.%d.attn_q_norm.weight", l);
             if (!synth_add(s, n, SLM_F32, h, 1, 2, qg)) return 0;
         }
-        T("attn_output.weight", synth_layer_type(mt, 0, l, L, q), q, D, 0);
+        T("attn_output.weight", slm_quant_layer_type(mt, 0, l, L, q), q, D, 0);
         T("post_attention_norm.weight", SLM_F32, D, 1, 1);
         T("ffn_norm.weight", SLM_F32, D, 1, 1);
         T("ffn_gate.weight", t_in, D, F, 0);
         T("ffn_up.weight", t_in, D, F, 0);
-        T("ffn_down.weight", synth_layer_type(mt, 1, l, L, F), F, D, 0);
+        T("ffn_down.weight", slm_quant_layer_type(mt, 1, l, L, F), F, D, 0);
         T("post_ffw_norm.weight", SLM_F32, D, 1, 1);
         if (sh->experts && !experts(s, sh, mt, l)) return 0;
         if (P) {
             T("inp_gate.weight", t_in, D, P, 0);
-            T("proj.weight", synth_layer_type(mt, 0, l, L, P), P, D, 0);
+            T("proj.weight", slm_quant_layer_type(mt, 0, l, L, P), P, D, 0);
             T("post_norm.weight", SLM_F32, D, 1, 1);
         }
         const float sc = out_scale(l);
@@ -188,6 +188,6 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
 #undef T
     }
     if (!synth_add(s, "output_norm.weight", SLM_F32, D, 1, 1, NULL)) return 0;
-    if (!sh->tied && !synth_add(s, "output.weight", synth_output_type(mt, D), D, sh->vocab, 0, NULL)) return 0;
+    if (!sh->tied && !synth_add(s, "output.weight", slm_quant_output_type(mt, D), D, sh->vocab, 0, NULL)) return 0;
     return 1;
 }

@@ -225,22 +225,84 @@ void slm_quantize_row_q4_1(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* Fitted scale and offset of 32 values for codes in [0, nmax]: x ~ sc * q
+ * - mn, mn >= 0. Candidate step sizes around the range's (hi - lo) / nmax
+ * each give codes by rounding; for those codes the scale and offset are
+ * the weighted least-squares fit (weights: the block's rms plus |x|, so
+ * large values count more), the offset held at mn >= 0; the pair with the
+ * least weighted error is kept (the range's own step among them). */
+/* Round to nearest (ties to even) for |v| < 2^22, without a library call:
+ * the search loops below stay vectorizable. */
+static inline float round_fast(float v) { return (v + 12582912.0f) - 12582912.0f; }
+
+static void fit_scale_min(const float *x, int nmax, float *sc_out, float *mn_out) {
+    float lo = x[0], hi = x[0], ss = 0.0f, w[32];
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < lo) lo = x[j];
+        if (x[j] > hi) hi = x[j];
+        ss += x[j] * x[j];
+    }
+    if (lo > 0.0f) lo = 0.0f; /* the min is stored as a non-negative offset */
+    *sc_out = (hi - lo) / (float)nmax;
+    *mn_out = -lo;
+    if (hi <= lo) return;
+    const float av = sqrtf(ss / 32.0f);
+    for (int j = 0; j < 32; j++) w[j] = av + fabsf(x[j]);
+    float best = 0.0f;
+    for (int j = 0; j < 32; j++) { /* the range's own step */
+        const float id = 1.0f / *sc_out, r = *sc_out * (float)clampi((int)lrintf((x[j] - lo) * id), 0, nmax) + lo - x[j];
+        best += w[j] * r * r;
+    }
+    for (int k = -10; k <= 10; k++) {
+        const float is = ((float)nmax + 0.1f * (float)k) / (hi - lo);
+        float q[32], a_sw[8] = {0}, a_sq[8] = {0}, a_sqq[8] = {0}, a_sx[8] = {0}, a_sqx[8] = {0};
+        for (int j0 = 0; j0 < 32; j0 += 8) /* eight lanes of sums: the loop vectorizes */
+            for (int l = 0; l < 8; l++) {
+                const int j = j0 + l;
+                float v = round_fast((x[j] - lo) * is);
+                v = v < 0.0f ? 0.0f : v > (float)nmax ? (float)nmax : v;
+                q[j] = v;
+                a_sw[l] += w[j], a_sq[l] += w[j] * v, a_sqq[l] += w[j] * v * v, a_sx[l] += w[j] * x[j];
+                a_sqx[l] += w[j] * v * x[j];
+            }
+        float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
+        for (int l = 0; l < 8; l++) sw += a_sw[l], sq += a_sq[l], sqq += a_sqq[l], sx += a_sx[l], sqx += a_sqx[l];
+        const float D = sw * sqq - sq * sq;
+        if (D <= 0.0f) continue;
+        float a = (sw * sqx - sq * sx) / D, b = (sqq * sx - sq * sqx) / D; /* x ~ a q + b */
+        if (b > 0.0f) b = 0.0f, a = sqq > 0.0f ? sqx / sqq : 0.0f;
+        if (!(a > 0.0f)) continue;
+        float e8[8] = {0}, err = 0.0f;
+        for (int j0 = 0; j0 < 32; j0 += 8)
+            for (int l = 0; l < 8; l++) {
+                const float r = a * q[j0 + l] + b - x[j0 + l];
+                e8[l] += w[j0 + l] * r * r;
+            }
+        for (int l = 0; l < 8; l++) err += e8[l];
+        if (err < best) best = err, *sc_out = a, *mn_out = -b;
+    }
+}
+
 /* Q4_K / Q5_K: per sub-block of 32 a scale and a min (x ~ sc * q - mn,
- * mn >= 0), both quantized to 6 bits against the super-block's d / dmin;
- * then codes in [0, nmax] against the rounded scales. L gets the codes. */
-static void quantize_k_scales(const float *x, int nmax, uint8_t scales[SLM_K_SCALE_SIZE], uint16_t *dh,
+ * mn >= 0; from the range, or fitted: fit_scale_min), both quantized to 6
+ * bits against the super-block's d / dmin; then codes in [0, nmax] against
+ * the rounded scales. L gets the codes. */
+static void quantize_k_scales(const float *x, int nmax, int fit, uint8_t scales[SLM_K_SCALE_SIZE], uint16_t *dh,
                               uint16_t *dminh, uint8_t L[SLM_QK_K]) {
     float sc[8], mn[8], max_sc = 0.0f, max_mn = 0.0f;
     for (int s = 0; s < 8; s++) {
         const float *xs = x + 32 * s;
-        float lo = xs[0], hi = xs[0];
-        for (int j = 1; j < 32; j++) {
-            if (xs[j] < lo) lo = xs[j];
-            if (xs[j] > hi) hi = xs[j];
+        if (fit) fit_scale_min(xs, nmax, &sc[s], &mn[s]);
+        else {
+            float lo = xs[0], hi = xs[0];
+            for (int j = 1; j < 32; j++) {
+                if (xs[j] < lo) lo = xs[j];
+                if (xs[j] > hi) hi = xs[j];
+            }
+            if (lo > 0.0f) lo = 0.0f; /* the min is stored as a non-negative offset */
+            sc[s] = (hi - lo) / (float)nmax;
+            mn[s] = -lo;
         }
-        if (lo > 0.0f) lo = 0.0f; /* the min is stored as a non-negative offset */
-        sc[s] = (hi - lo) / (float)nmax;
-        mn[s] = -lo;
         if (sc[s] > max_sc) max_sc = sc[s];
         if (mn[s] > max_mn) max_mn = mn[s];
     }
@@ -272,21 +334,21 @@ static void quantize_k_scales(const float *x, int nmax, uint8_t scales[SLM_K_SCA
     }
 }
 
-void slm_quantize_row_q4_K(const float *x, void *vy, int64_t n) {
+static void q4_K_row(const float *x, void *vy, int64_t n, int fit) {
     slm_block_q4_K *y = vy;
     uint8_t L[SLM_QK_K];
     for (int64_t b = 0; b < n / SLM_QK_K; b++) {
-        quantize_k_scales(x + b * SLM_QK_K, 15, y[b].scales, &y[b].d, &y[b].dmin, L);
+        quantize_k_scales(x + b * SLM_QK_K, 15, fit, y[b].scales, &y[b].d, &y[b].dmin, L);
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++) y[b].qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
     }
 }
 
-void slm_quantize_row_q5_K(const float *x, void *vy, int64_t n) {
+static void q5_K_row(const float *x, void *vy, int64_t n, int fit) {
     slm_block_q5_K *y = vy;
     uint8_t L[SLM_QK_K];
     for (int64_t b = 0; b < n / SLM_QK_K; b++) {
-        quantize_k_scales(x + b * SLM_QK_K, 31, y[b].scales, &y[b].d, &y[b].dmin, L);
+        quantize_k_scales(x + b * SLM_QK_K, 31, fit, y[b].scales, &y[b].d, &y[b].dmin, L);
         memset(y[b].qh, 0, sizeof y[b].qh);
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++) {
@@ -297,7 +359,43 @@ void slm_quantize_row_q5_K(const float *x, void *vy, int64_t n) {
     }
 }
 
-void slm_quantize_row_q6_K(const float *x, void *vy, int64_t n) {
+/* Fitted signed scale of 16 values for codes in [-32, 31]: candidate
+ * scales put the value of largest magnitude at -32 (the scale takes its
+ * sign) or near +-31; for each one's codes the scale is the weighted
+ * least-squares fit (weights x^2); the least weighted error is kept. */
+static float fit_scale_sym(const float *x) {
+    float amax = 0.0f, vmax = 0.0f;
+    for (int j = 0; j < 16; j++)
+        if (fabsf(x[j]) > amax) amax = fabsf(x[j]), vmax = x[j];
+    if (amax == 0.0f) return 0.0f;
+    float best_s = amax / 31.0f, best = -1.0f;
+    for (int k = -10; k <= 10; k++) {
+        const float s0 = k == -10 ? -vmax / 32.0f : amax / (31.0f + 0.1f * (float)k), id = 1.0f / s0;
+        float q[16], a_xq[8] = {0}, a_qq[8] = {0}, sxq = 0, sqq = 0;
+        for (int j0 = 0; j0 < 16; j0 += 8) /* eight lanes of sums: the loop vectorizes */
+            for (int l = 0; l < 8; l++) {
+                const int j = j0 + l;
+                float v = round_fast(x[j] * id);
+                v = v < -32.0f ? -32.0f : v > 31.0f ? 31.0f : v;
+                q[j] = v;
+                a_xq[l] += x[j] * x[j] * x[j] * v, a_qq[l] += x[j] * x[j] * v * v;
+            }
+        for (int l = 0; l < 8; l++) sxq += a_xq[l], sqq += a_qq[l];
+        if (sqq <= 0.0f) continue;
+        const float sfit = sxq / sqq;
+        float e8[8] = {0}, err = 0.0f;
+        for (int j0 = 0; j0 < 16; j0 += 8)
+            for (int l = 0; l < 8; l++) {
+                const float r = sfit * q[j0 + l] - x[j0 + l];
+                e8[l] += x[j0 + l] * x[j0 + l] * r * r;
+            }
+        for (int l = 0; l < 8; l++) err += e8[l];
+        if (best < 0.0f || err < best) best = err, best_s = sfit;
+    }
+    return best_s;
+}
+
+static void q6_K_row(const float *x, void *vy, int64_t n, int fit) {
     slm_block_q6_K *y = vy;
     for (int64_t b = 0; b < n / SLM_QK_K; b++) {
         const float *xb = x + b * SLM_QK_K;
@@ -305,16 +403,16 @@ void slm_quantize_row_q6_K(const float *x, void *vy, int64_t n) {
         for (int s = 0; s < 16; s++) {
             float amax = 0.0f;
             for (int j = 0; j < 16; j++) amax = fmaxf(amax, fabsf(xb[16 * s + j]));
-            ssc[s] = amax / 31.0f;
-            if (ssc[s] > amax_sc) amax_sc = ssc[s];
+            ssc[s] = fit ? fit_scale_sym(xb + 16 * s) : amax / 31.0f;
+            if (fabsf(ssc[s]) > amax_sc) amax_sc = fabsf(ssc[s]);
         }
         y[b].d = slm_f32_to_f16(amax_sc / 127.0f);
         const float d = slm_f16_to_f32(y[b].d);
         uint8_t L[SLM_QK_K];
         for (int s = 0; s < 16; s++) {
-            int sc = d > 0.0f ? clampi((int)lrintf(ssc[s] / d), 0, 127) : 0;
+            int sc = d > 0.0f ? clampi((int)lrintf(ssc[s] / d), -127, 127) : 0;
             y[b].scales[s] = (int8_t)sc;
-            const float ds = d * sc, id = ds > 0.0f ? 1.0f / ds : 0.0f;
+            const float ds = d * sc, id = ds != 0.0f ? 1.0f / ds : 0.0f;
             for (int j = 0; j < 16; j++) L[16 * s + j] = (uint8_t)(clampi((int)lrintf(xb[16 * s + j] * id), -32, 31) + 32);
         }
         for (int h = 0; h < 2; h++) {
@@ -329,6 +427,10 @@ void slm_quantize_row_q6_K(const float *x, void *vy, int64_t n) {
         }
     }
 }
+
+void slm_quantize_row_q4_K(const float *x, void *vy, int64_t n) { q4_K_row(x, vy, n, 0); }
+void slm_quantize_row_q5_K(const float *x, void *vy, int64_t n) { q5_K_row(x, vy, n, 0); }
+void slm_quantize_row_q6_K(const float *x, void *vy, int64_t n) { q6_K_row(x, vy, n, 0); }
 
 /* The level nearest x at scale d, the lowest index on a tie (GGML's
  * best_index_mxfp4: the same float expression, so the same choices). */
@@ -375,6 +477,17 @@ int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
     case SLM_Q6_K: slm_quantize_row_q6_K(x, vy, n); return 1;
     case SLM_MXFP4: slm_quantize_row_mxfp4(x, vy, n); return 1;
     default: return 0;
+    }
+}
+
+int slm_quantize_row_fit(uint32_t t, const float *x, void *vy, int64_t n) {
+    const slm_dtype_info *info = slm_dtype_get(t);
+    if (!info || n % info->block) return 0;
+    switch (t) {
+    case SLM_Q4_K: q4_K_row(x, vy, n, 1); return 1;
+    case SLM_Q5_K: q5_K_row(x, vy, n, 1); return 1;
+    case SLM_Q6_K: q6_K_row(x, vy, n, 1); return 1;
+    default: return slm_quantize_row(t, x, vy, n);
     }
 }
 

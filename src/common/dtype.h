@@ -317,6 +317,11 @@ void slm_quantize_row_mxfp4(const float *x, void *y, int64_t n);
 /* Quantize a row to type t (F32, F16, BF16 and the quantizers above);
  * returns 0 if unsupported or n is not a multiple of the block size. */
 int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
+/* As slm_quantize_row, with the K-quants' scales fitted (least squares over
+ * candidate steps, the error weighted toward large values) rather than
+ * taken from the range: what compile --weight-type writes. The 32-block
+ * types are round-to-nearest either way. */
+int slm_quantize_row_fit(uint32_t t, const float *x, void *y, int64_t n);
 /* Dequantize a row of any supported type to float; returns 0 if unsupported
  * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K,
  * Q4_K, Q5_K, Q6_K, IQ4_XS and the i-quants are). Bit-exact with GGML's dequantize_row_*. */

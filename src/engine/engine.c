@@ -129,6 +129,9 @@ static void compile_options(const slm_options *o, slm_compile_options *co) {
 static slm_status open_source(slm_engine *e, const char *model_path) {
     slm_status s;
     if ((s = slm_model_open(&e->model, model_path, &e->err))) return s;
+    if (e->opt.weight_type != SLM_WEIGHTS_AS_IS &&
+        (s = slm_model_quantize(&e->model, e->opt.weight_type, e->opt.n_threads, isatty(2) ? 2 : e->opt.verbose, &e->err)))
+        return s;
     if ((s = slm_model_repack(&e->model, &e->err))) return s;
     if ((s = load_tokenizer(e))) return s;
     /* an embedding padded beyond the tokenizer (e.g. Qwen2.5) is fine; fewer rows is not */
@@ -204,6 +207,10 @@ static slm_status check_blob_options(slm_engine *e, const char *path) {
     if (o->tokenizer_path)
         return slm_errf(&e->err, SLM_ERR_ARG, "-z %s: the blob %s carries its own tokenizer (fixed at compile time); "
                         "leave -z out or recompile", o->tokenizer_path, name);
+    if (o->weight_type != SLM_WEIGHTS_AS_IS)
+        return slm_errf(&e->err, SLM_ERR_ARG, "--weight-type %s: the blob %s holds the weights it was compiled with "
+                        "(leave the option out, or compile the source model with it)", slm_weight_type_name(o->weight_type),
+                        name);
     if (o->max_prompt_len > 0 && o->max_prompt_len != b->max_prompt_len)
         return slm_errf(&e->err, SLM_ERR_ARG, "--max-prompt-len %d: the blob %s was compiled with max_prompt_len %d "
                         "(leave the option out or recompile)", o->max_prompt_len, name, b->max_prompt_len);
@@ -360,6 +367,8 @@ static slm_status source_identity(slm_engine *e, const char *model_path, slm_blo
     const int32_t seqs = e->opt.n_seqs;
     if (seqs > 1) id->options_hash = slm_hash64(&seqs, sizeof seqs, id->options_hash);
     if (e->opt.embeddings) id->options_hash = slm_hash64("embeddings", 10, id->options_hash); /* its embed programs */
+    const int32_t wt = e->opt.weight_type; /* quantized at load: other weights */
+    if (wt) id->options_hash = slm_hash64(&wt, sizeof wt, id->options_hash);
     snprintf(id->source, sizeof id->source, "%s", slm_basename(model_path));
     slm_blob_ident_seal(id);
     return SLM_OK;
@@ -558,6 +567,9 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         return slm_errf(&e->err, SLM_ERR_ARG, "prefetch %d: not an slm_prefetch (default, on, off)", e->opt.prefetch);
     if (e->opt.kv_type < SLM_KV_DEFAULT || e->opt.kv_type > SLM_KV_Q8_0)
         return slm_errf(&e->err, SLM_ERR_ARG, "kv_type %d: not an slm_kv_type (f32, f16, q8_0)", e->opt.kv_type);
+    if (e->opt.weight_type < SLM_WEIGHTS_AS_IS || e->opt.weight_type > SLM_WEIGHTS_Q4_K_M)
+        return slm_errf(&e->err, SLM_ERR_ARG, "weight_type %d: not an slm_weight_type (q8_0, q4_0, q4_k_m)",
+                        e->opt.weight_type);
     if (e->opt.recur_checkpoints < 0 || e->opt.recur_checkpoints > SLM_RT_SNAPS_MAX)
         return slm_errf(&e->err, SLM_ERR_ARG, "--checkpoints %d: 1 to %d (0: the default %d)", e->opt.recur_checkpoints,
                         SLM_RT_SNAPS_MAX, SLM_RT_SNAPS_DEFAULT);
@@ -636,6 +648,7 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         d.lm_head_threads = 0;
         d.n_seqs = 1;
         d.prefix_cache_mb = 0;
+        d.weight_type = SLM_WEIGHTS_AS_IS; /* the draft as its file has it */
         d.lm_head_separate = 0;
         /* the draft's tokenizer defaults to the target's */
         d.tokenizer_path = opt && opt->draft_tokenizer_path ? opt->draft_tokenizer_path : e->opt.tokenizer_path;

@@ -27,6 +27,7 @@ void slm_model_close(slm_model_file *m) {
     m->experts = NULL;
     m->n_by_name = 0;
     slm_unmap(&m->map);
+    slm_unmap(&m->src_map);
 }
 
 const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name) {

@@ -362,6 +362,8 @@ typedef struct slm_model_file {
     slm_model_kind kind;
     slm_map map;            /* the whole file, read-only; HF: every shard side by side,
                                then an anonymous area of converted tensors */
+    slm_map src_map;        /* after slm_model_quantize: the source file's mapping (its GGUF
+                               metadata points into it); map then holds the weights */
     slm_model_config cfg;
     slm_tensor *tensors;    /* [n_tensors] */
     int n_tensors;
@@ -399,6 +401,21 @@ void slm_model_close(slm_model_file *m);
 /* A tensor by name: O(log n) once slm_model_validate has indexed the table,
  * a linear scan before (loaders, a table changed since). NULL when absent. */
 const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
+
+/* Weight quantization (format/quantize.c): m's F32 / F16 / BF16 matrices
+ * (token_embd, output and the layers' attention and feed-forward
+ * projections, experts included) rewritten as file type wt (an
+ * slm_weight_type) with llama-quantize's choice of type per tensor; a
+ * matrix already quantized is refused. n_threads 0: all cores; progress:
+ * 1 a summary line on stderr, 2 also a live percentage (a terminal). On failure m is unchanged. */
+slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int progress, slm_err *err);
+/* llama-quantize's types for a matrix of a layer (`more`: attn_v, ffn_down,
+ * which Q4_K_M keeps in Q6_K in some layers) and for the output matrix (or
+ * the tied embedding), given the file type's matrix type (Q8_0, Q4_0, or
+ * Q4_K for Q4_K_M) and the row width (K-quants fall back to 32-blocks). */
+uint32_t slm_quant_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width);
+uint32_t slm_quant_output_type(uint32_t matrix, int64_t width);
+const char *slm_weight_type_name(int wt);
 
 /* Loaders (called by slm_model_open). */
 slm_status slm_llama2c_load(slm_model_file *m, slm_err *err);

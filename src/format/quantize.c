@@ -1,0 +1,252 @@
+/* Weight quantization at load (slm_options.weight_type, compile
+ * --weight-type): a model's F32 / F16 / BF16 matrices rewritten as Q8_0,
+ * Q4_0 or a Q4_K_M mixture, the types chosen as llama.cpp's llama-quantize
+ * chooses them for that file type (the rules below), the K-quants with
+ * fitted scales (slm_quantize_row_fit). The result lives in a new anonymous
+ * mapping that becomes m->map (the compiler addresses weights within it);
+ * the source mapping stays as m->src_map, as the GGUF metadata points into
+ * it, and is dropped with the model. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "format/model.h"
+
+/* ---- the types (llama-quant.cpp's rules for these file types) --------------- */
+
+/* A K-quant matrix whose width is not a multiple of 256 falls back to a
+ * 32-block type. */
+static uint32_t k_fallback(uint32_t t, int64_t width) {
+    if (width % SLM_QK_K == 0) return t;
+    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
+}
+
+uint32_t slm_quant_output_type(uint32_t matrix, int64_t width) {
+    if (matrix != SLM_Q4_0 && matrix != SLM_Q4_K) return matrix;
+    return k_fallback(SLM_Q6_K, width);
+}
+
+/* The layers whose attn_v / ffn_down a Q4_K_M file keeps in Q6_K: the first
+ * and last eighth, and every third between. */
+static int use_more_bits(int l, int n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
+
+uint32_t slm_quant_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width) {
+    if (matrix != SLM_Q4_K) return matrix;
+    return k_fallback(more && use_more_bits(l, n_layers) ? SLM_Q6_K : SLM_Q4_K, width);
+}
+
+int slm_weight_type_parse(const char *name) {
+    if (!name) return -1;
+    if (!strcmp(name, "q8_0")) return SLM_WEIGHTS_Q8_0;
+    if (!strcmp(name, "q4_0")) return SLM_WEIGHTS_Q4_0;
+    if (!strcmp(name, "q4_k_m")) return SLM_WEIGHTS_Q4_K_M;
+    return -1;
+}
+
+const char *slm_weight_type_name(int wt) {
+    return wt == SLM_WEIGHTS_Q8_0 ? "q8_0" : wt == SLM_WEIGHTS_Q4_0 ? "q4_0" : wt == SLM_WEIGHTS_Q4_K_M ? "q4_k_m" : "as is";
+}
+
+/* The matrices a file type quantizes (blk.N.<role>.weight): the attention
+ * and feed-forward projections, experts and shared experts included;
+ * `more` marks the roles Q4_K_M may keep in Q6_K. Other tensors (norms,
+ * biases, position and type embeddings, routers, recurrent layers' tensors)
+ * keep their type. */
+static const struct {
+    const char *role;
+    int more;
+} k_roles[] = {
+    {"attn_q", 0},         {"attn_k", 0},          {"attn_v", 1},           {"attn_output", 0},
+    {"attn_qkv", 0},       {"ffn_gate", 0},        {"ffn_up", 0},           {"ffn_down", 1},
+    {"ffn_gate_exps", 0},  {"ffn_up_exps", 0},     {"ffn_down_exps", 1},    {"ffn_gate_shexp", 0},
+    {"ffn_up_shexp", 0},   {"ffn_down_shexp", 1},
+};
+
+/* The type tensor t becomes under file type wt, or 0 when it stays. av /
+ * n_av: this attn_v's place among the model's attn_v tensors and their
+ * count (hybrid models have fewer than layers). */
+static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt, int av, int n_av) {
+    const uint32_t base = wt == SLM_WEIGHTS_Q8_0 ? SLM_Q8_0 : wt == SLM_WEIGHTS_Q4_0 ? SLM_Q4_0 : SLM_Q4_K;
+    const int64_t width = t->ne[0];
+    uint32_t out = 0;
+    if (t->n_dims < 2) return 0;
+    if (!strcmp(t->name, "output.weight")) out = slm_quant_output_type(base, width);
+    else if (!strcmp(t->name, "token_embd.weight"))
+        out = m->cfg.tied_embeddings ? slm_quant_output_type(base, width) : slm_quant_layer_type(base, 0, 0, 1, width);
+    else {
+        int l = -1, at = 0;
+        if (sscanf(t->name, "blk.%d.%n", &l, &at) != 1 || at <= 0 || l < 0) return 0;
+        const char *rest = t->name + at;
+        const size_t rl = strlen(rest);
+        if (rl < 8 || strcmp(rest + rl - 7, ".weight")) return 0;
+        int k = -1;
+        for (size_t i = 0; i < sizeof k_roles / sizeof k_roles[0]; i++)
+            if (strlen(k_roles[i].role) == rl - 7 && !strncmp(rest, k_roles[i].role, rl - 7)) k = (int)i;
+        if (k < 0) return 0;
+        const int v = !strcmp(k_roles[k].role, "attn_v");
+        out = v ? slm_quant_layer_type(base, 1, av, n_av, width)
+                : slm_quant_layer_type(base, k_roles[k].more, l, m->cfg.n_layers, width);
+        if (base == SLM_Q4_K && m->cfg.n_experts == 8) { /* llama-quant.cpp: 8 experts keep attention richer */
+            if (v) out = SLM_Q8_0;
+            else if (!strcmp(k_roles[k].role, "attn_output")) out = k_fallback(SLM_Q5_K, width);
+        }
+        if (base == SLM_Q4_K && !strcmp(k_roles[k].role, "attn_qkv")) out = k_fallback(SLM_Q5_K, width);
+    }
+    const slm_dtype_info *info = slm_dtype_get(out);
+    if (!info || width % info->block) return 0; /* rows that do not fit the block keep their type */
+    return out == t->type ? 0 : out;
+}
+
+/* ---- the work ------------------------------------------------------------------ */
+
+enum { QROWS = 16 }; /* rows per claimed piece */
+
+typedef struct qjob {
+    slm_model_file *m;
+    const uint32_t *to;         /* [n_tensors] target type, 0: copied */
+    const uint8_t *const *src;  /* [n_tensors] source bytes */
+    int64_t *piece0;            /* [n_tensors + 1] first piece of each tensor */
+    _Atomic int64_t next;       /* pieces claimed */
+    _Atomic int64_t done;       /* pieces finished */
+    _Atomic int failed;         /* out of memory for a row buffer */
+    int64_t width_max;
+    int progress, n_q, wt;      /* the calling thread's progress line */
+    double said;                /* when it last wrote */
+} qjob;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int64_t rows_of(const slm_tensor *t) { return t->ne[1] * t->ne[2] * t->ne[3]; }
+
+static void *qwork(qjob *j, int caller) {
+    float *row = slm_malloc((size_t)j->width_max * sizeof(float));
+    if (!row) atomic_store(&j->failed, 1);
+    const int64_t total = j->piece0[j->m->n_tensors];
+    for (;;) {
+        const int64_t p = atomic_fetch_add(&j->next, 1);
+        if (p >= total || !row) break;
+        int i = 0;
+        while (j->piece0[i + 1] <= p) i++;
+        slm_tensor *t = &j->m->tensors[i];
+        const int64_t w = t->ne[0], r0 = (p - j->piece0[i]) * QROWS, n = rows_of(t);
+        const uint64_t sb = slm_row_bytes(t->type, (uint64_t)w), db = slm_row_bytes(j->to[i], (uint64_t)w);
+        for (int64_t r = r0; r < r0 + QROWS && r < n; r++) {
+            slm_dequantize_row(t->type, j->src[i] + (uint64_t)r * sb, row, w);
+            slm_quantize_row_fit(j->to[i], row, (uint8_t *)(uintptr_t)t->data + (uint64_t)r * db, w);
+        }
+        const int64_t d = atomic_fetch_add(&j->done, 1) + 1;
+        if (caller && j->progress > 1 && now_s() - j->said > 0.25) {
+            j->said = now_s();
+            fprintf(stderr, "\rquantize: %s, %d matrices: %3d%%", slm_weight_type_name(j->wt), j->n_q, (int)(100 * d / total));
+        }
+    }
+    slm_xfree(row);
+    return NULL;
+}
+
+static void *qworker(void *arg) { return qwork(arg, 0); }
+
+static int is_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
+
+slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int progress, slm_err *err) {
+    const char *file = slm_basename(m->path);
+    if (wt == SLM_WEIGHTS_AS_IS) return SLM_OK;
+    if (wt < SLM_WEIGHTS_AS_IS || wt > SLM_WEIGHTS_Q4_K_M)
+        return slm_errf(err, SLM_ERR_ARG, "weight_type %d: not an slm_weight_type (q8_0, q4_0, q4_k_m)", wt);
+    const int n = m->n_tensors;
+    uint32_t *to = slm_calloc((size_t)n + 1, sizeof *to);
+    const uint8_t **src = slm_calloc((size_t)n + 1, sizeof *src);
+    int64_t *piece0 = slm_calloc((size_t)n + 1, sizeof *piece0);
+    uint64_t *off = slm_calloc((size_t)n + 1, sizeof *off);
+    slm_status s = SLM_OK;
+    if (!to || !src || !piece0 || !off) {
+        s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", file);
+        goto done;
+    }
+    int n_av = 0, av = 0, n_q = 0;
+    for (int i = 0; i < n; i++) n_av += strstr(m->tensors[i].name, ".attn_v.weight") != NULL;
+    uint64_t total = 0, before = 0, after = 0;
+    for (int i = 0; i < n; i++) {
+        const slm_tensor *t = &m->tensors[i];
+        const int is_v = strstr(t->name, ".attn_v.weight") != NULL;
+        to[i] = target_type(m, t, wt, av, n_av);
+        av += is_v;
+        if (to[i] && !is_float(t->type)) {
+            /* a quantized matrix quantized again loses twice: refuse, as llama-quantize does unless told */
+            s = slm_errf(err, SLM_ERR_ARG, "--weight-type %s: %s is already quantized (tensor '%s' is %s); give its "
+                         "F32, F16 or BF16 source", slm_weight_type_name(wt), file, t->name, slm_dtype_name(t->type));
+            goto done;
+        }
+        const uint64_t nb = to[i] ? slm_row_bytes(to[i], (uint64_t)t->ne[0]) * (uint64_t)rows_of(t) : t->nbytes;
+        off[i] = total;
+        total += (nb + 63) & ~(uint64_t)63;
+        before += t->nbytes;
+        after += nb;
+        n_q += to[i] != 0;
+        piece0[i + 1] = piece0[i] + (to[i] ? (rows_of(t) + QROWS - 1) / QROWS : 0);
+    }
+    if (!n_q) {
+        s = slm_errf(err, SLM_ERR_ARG, "--weight-type %s: %s has no F32, F16 or BF16 matrix that type quantizes",
+                     slm_weight_type_name(wt), file);
+        goto done;
+    }
+    void *base = mmap(NULL, (size_t)(total ? total : 64), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        s = slm_errf(err, SLM_ERR_NOMEM, "%s: cannot map %llu bytes for the quantized weights", file,
+                     (unsigned long long)total);
+        goto done;
+    }
+    qjob j = {.m = m, .to = to, .src = src, .piece0 = piece0};
+    for (int i = 0; i < n; i++) {
+        slm_tensor *t = &m->tensors[i];
+        src[i] = t->data;
+        if (t->ne[0] > j.width_max) j.width_max = t->ne[0];
+        t->data = (uint8_t *)base + off[i];
+        if (!to[i]) memcpy((void *)(uintptr_t)t->data, src[i], (size_t)t->nbytes);
+    }
+    const double t0 = now_s();
+    j.progress = progress, j.n_q = n_q, j.wt = wt, j.said = t0;
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = n_threads > 0 ? n_threads : ncpu > 0 ? (int)ncpu : 1;
+    if (nt > 64) nt = 64;
+    pthread_t th[64];
+    int started = 0;
+    for (int i = 1; i < nt; i++)
+        if (pthread_create(&th[started], NULL, qworker, &j) == 0) started++;
+    qwork(&j, 1); /* the calling thread works too, and says how far it got */
+    for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
+    if (atomic_load(&j.failed)) {
+        for (int i = 0; i < n; i++) m->tensors[i].data = src[i];
+        munmap(base, (size_t)(total ? total : 64));
+        s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory quantizing the weights", file);
+        goto done;
+    }
+    for (int i = 0; i < n; i++)
+        if (to[i]) {
+            m->tensors[i].type = to[i];
+            m->tensors[i].nbytes = slm_row_bytes(to[i], (uint64_t)m->tensors[i].ne[0]) * (uint64_t)rows_of(&m->tensors[i]);
+        }
+    mprotect(base, (size_t)(total ? total : 64), PROT_READ);
+    m->src_map = m->map; /* the GGUF metadata points into it */
+    m->map.data = base;
+    m->map.size = total ? total : 64;
+    s = slm_model_validate(m, err); /* the new types in their roles, as any file's */
+    if (progress)
+        fprintf(stderr, "\rquantize: %s, %d matrices, %.1f -> %.1f MiB in %.1f s\n", slm_weight_type_name(wt), n_q,
+                (double)before / 1048576.0, (double)after / 1048576.0, now_s() - t0);
+done:
+    slm_xfree(to);
+    slm_xfree((void *)src);
+    slm_xfree(piece0);
+    slm_xfree(off);
+    return s;
+}

@@ -1,0 +1,377 @@
+/* Weight quantization at load (format/quantize.c, --weight-type):
+ * - the fitted K-quant scales against round-to-nearest, on the same rows
+ *   (their error must be lower) and on awkward rows (zero, constant, one
+ *   sign, one outlier);
+ * - the type of every tensor of an F16 model of 8 layers (and of one whose
+ *   widths do not fit 256) under q8_0, q4_0 and q4_k_m, against this
+ *   file's own table of llama-quantize's choices, and the values against
+ *   the source;
+ * - the quantized model's logits against the double-precision reference
+ *   forward pass over the same (dequantized) weights;
+ * - the engine: stories260K quantized at load and from its blob give the
+ *   same logits bit for bit, and differ from the f32 model's;
+ * - refusals: an already quantized file, the option on a blob, a bad
+ *   value. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "t.h"
+#include "rig.h"
+#include "ref_forward.h"
+#include "t_engine.h"
+#include "common/dtype.h"
+#include "device/kernels.h"
+#include "format/gguf.h"
+#include "format/model.h"
+#include "staticlm.h"
+
+#define M(f) T_SHARED("models/" f)
+
+static char g_dir[64];
+
+static uint64_t g_rng;
+static double urand(void) {
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
+}
+static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
+/* ---- the quantizers ------------------------------------------------------------ */
+
+static double rel_err(uint32_t t, const float *x, int64_t n, int fit) {
+    void *q = malloc((size_t)slm_row_bytes(t, (uint64_t)n));
+    float *y = malloc((size_t)n * sizeof *y);
+    CHECK(fit ? slm_quantize_row_fit(t, x, q, n) : slm_quantize_row(t, x, q, n));
+    CHECK(slm_dequantize_row(t, q, y, n));
+    double e = 0, s = 0;
+    for (int64_t i = 0; i < n; i++) e += ((double)x[i] - y[i]) * ((double)x[i] - y[i]), s += (double)x[i] * x[i];
+    free(q), free(y);
+    return s > 0 ? sqrt(e / s) : sqrt(e);
+}
+
+static void test_fit_error(void) {
+    enum { N = 256 * 64 };
+    float *x = malloc(N * sizeof *x);
+    g_rng = 7;
+    for (int i = 0; i < N; i++) x[i] = 0.02f * nrand() * (urand() < 0.01 ? 5.0f : 1.0f);
+    const uint32_t ts[] = {SLM_Q4_K, SLM_Q5_K, SLM_Q6_K};
+    for (int k = 0; k < 3; k++) {
+        const double rtn = rel_err(ts[k], x, N, 0), fit = rel_err(ts[k], x, N, 1);
+        fprintf(stderr, "  %s: relative rms error %.5f round-to-nearest, %.5f fitted\n", slm_dtype_name(ts[k]), rtn, fit);
+        CHECKF(fit < 0.97 * rtn, "%s: fitted %.5f not below round-to-nearest %.5f", slm_dtype_name(ts[k]), fit, rtn);
+    }
+    /* awkward rows: finite, and about as good as the range's own step */
+    for (int c = 0; c < 5; c++) {
+        for (int i = 0; i < 512; i++) {
+            const float v = 0.02f * nrand();
+            x[i] = c == 0 ? 0.0f : c == 1 ? 0.75f : c == 2 ? fabsf(v) + 0.01f : c == 3 ? -fabsf(v) : v;
+        }
+        if (c == 4) x[77] = 3.0f; /* one outlier */
+        for (int k = 0; k < 3; k++) {
+            const double rtn = rel_err(ts[k], x, 512, 0), fit = rel_err(ts[k], x, 512, 1);
+            /* the fit minimizes a weighted error before the 6-bit scales: it may lose a little on a row like these */
+            CHECKF(isfinite(fit) && fit <= rtn * 1.05 + 1e-4, "%s row kind %d: fitted %.6f, round-to-nearest %.6f",
+                   slm_dtype_name(ts[k]), c, fit, rtn);
+        }
+    }
+    /* the 32-block types are round-to-nearest either way (as llama-quantize without an importance matrix) */
+    for (int i = 0; i < 512; i++) x[i] = 0.02f * nrand();
+    const uint32_t plain[] = {SLM_Q8_0, SLM_Q4_0, SLM_Q5_0};
+    for (int k = 0; k < 3; k++) {
+        uint8_t a[1024], b[1024];
+        CHECK(slm_quantize_row(plain[k], x, a, 512) && slm_quantize_row_fit(plain[k], x, b, 512));
+        CHECKF(!memcmp(a, b, (size_t)slm_row_bytes(plain[k], 512)), "%s: the fit changed a 32-block type",
+               slm_dtype_name(plain[k]));
+    }
+    free(x);
+}
+
+/* ---- a model to quantize ----------------------------------------------------- */
+
+enum { LAYERS = 8, HEADS = 4, KVH = 2, VOCAB = 64 };
+
+typedef struct keep {
+    void *p[128];
+    int n;
+} keep;
+
+static void put(slm_gguf_writer *w, keep *k, const char *name, int64_t cols, int64_t rows, uint32_t type, float sd, float mean) {
+    const uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
+    uint8_t *data = malloc((size_t)(rb * (uint64_t)rows));
+    float *row = malloc((size_t)cols * sizeof *row);
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t i = 0; i < cols; i++) row[i] = mean + sd * nrand();
+        CHECK(slm_quantize_row(type, row, data + (uint64_t)r * rb, cols));
+    }
+    free(row);
+    k->p[k->n++] = data;
+    const int64_t ne[2] = {cols, rows};
+    CHECK(slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows) == SLM_OK);
+}
+
+/* A llama model of LAYERS layers, width dim, FFN hid; its matrices in type
+ * mt (F16, or a quantized type for the refusal), untied (output.weight)
+ * unless tied. */
+static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied, uint64_t seed) {
+    g_rng = seed;
+    slm_gguf_writer *w = slm_gguf_writer_new();
+    keep k = {.n = 0};
+    slm_gguf_set_str(w, "general.architecture", "llama");
+    slm_gguf_set_u32(w, "llama.embedding_length", (uint32_t)dim);
+    slm_gguf_set_u32(w, "llama.feed_forward_length", (uint32_t)hid);
+    slm_gguf_set_u32(w, "llama.block_count", LAYERS);
+    slm_gguf_set_u32(w, "llama.attention.head_count", HEADS);
+    slm_gguf_set_u32(w, "llama.attention.head_count_kv", KVH);
+    slm_gguf_set_u32(w, "llama.context_length", 64);
+    slm_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
+    slm_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    const int kvd = dim / HEADS * KVH;
+    const float sd = 1.0f / sqrtf((float)dim);
+    put(w, &k, "token_embd.weight", dim, VOCAB, mt, 1.0f, 0.0f);
+    static const char *const mats[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+    for (int l = 0; l < LAYERS; l++) {
+        char n[64];
+        snprintf(n, sizeof n, "blk.%d.attn_norm.weight", l);
+        put(w, &k, n, dim, 1, SLM_F32, 0.1f, 1.0f);
+        snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
+        put(w, &k, n, dim, 1, SLM_F32, 0.1f, 1.0f);
+        for (int i = 0; i < 7; i++) {
+            const int64_t cols = i == 6 ? hid : dim, rows = i == 1 || i == 2 ? kvd : i == 3 || i == 6 ? dim : i > 3 ? hid : dim;
+            snprintf(n, sizeof n, "blk.%d.%s.weight", l, mats[i]);
+            put(w, &k, n, cols, rows, mt, i == 6 ? 1.0f / sqrtf((float)hid) : sd, 0.0f);
+        }
+    }
+    put(w, &k, "output_norm.weight", dim, 1, SLM_F32, 0.1f, 1.0f);
+    if (!tied) put(w, &k, "output.weight", dim, VOCAB, mt, 2.0f * sd, 0.0f);
+    slm_err err = {0};
+    const slm_status st = slm_gguf_write(w, path, &err);
+    CHECKF(st == SLM_OK, "write %s: %s", path, err.msg);
+    slm_gguf_writer_free(w);
+    for (int i = 0; i < k.n; i++) free(k.p[i]);
+    return st == SLM_OK;
+}
+
+/* llama-quantize's choice, restated here: Q4_K_M keeps attn_v and ffn_down
+ * in Q6_K in layers 0, 3, 6 and 7 of 8 (the first and last eighth, every
+ * third between), the output (or tied embedding) Q6_K for Q4_0 and
+ * Q4_K_M; a K-quant of a width not a multiple of 256 becomes Q5_0 (Q4_K)
+ * or Q8_0 (Q6_K). */
+static uint32_t expected(int wt, const char *name, int64_t width, int tied) {
+    const int fits = width % 256 == 0;
+    const uint32_t q6 = fits ? SLM_Q6_K : SLM_Q8_0, q4k = fits ? SLM_Q4_K : SLM_Q5_0;
+    if (strstr(name, "_norm")) return SLM_F32;
+    const int out = !strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"));
+    if (wt == SLM_WEIGHTS_Q8_0) return SLM_Q8_0;
+    if (wt == SLM_WEIGHTS_Q4_0) return out ? q6 : SLM_Q4_0;
+    if (out) return q6;
+    int l = -1;
+    if (sscanf(name, "blk.%d.", &l) == 1 && (strstr(name, "attn_v.") || strstr(name, "ffn_down.")) &&
+        (l == 0 || l == 3 || l == 6 || l == 7))
+        return q6;
+    return q4k;
+}
+
+static void check_model(const char *path, int dim, int hid, int tied, int wt) {
+    slm_model_file src, m;
+    slm_err err = {0};
+    if (slm_model_open(&src, path, &err) || slm_model_open(&m, path, &err)) {
+        CHECKF(0, "%s: %s", path, err.msg);
+        return;
+    }
+    CHECKF(slm_model_quantize(&m, wt, 2, 0, &err) == SLM_OK, "quantize %s: %s", slm_weight_type_name(wt), err.msg);
+    int wrong = 0;
+    double worst = 0;
+    float *a = malloc((size_t)hid * sizeof *a), *b = malloc((size_t)hid * sizeof *b);
+    for (int i = 0; i < m.n_tensors; i++) {
+        const slm_tensor *t = &m.tensors[i], *s = slm_model_tensor(&src, t->name);
+        const uint32_t want = expected(wt, t->name, t->ne[0], tied);
+        if (t->type != want && wrong++ < 4)
+            fprintf(stderr, "  %s %s (width %lld): %s, want %s\n", slm_weight_type_name(wt), t->name, (long long)t->ne[0],
+                    slm_dtype_name(t->type), slm_dtype_name(want));
+        CHECK(s && t->nbytes == slm_row_bytes(t->type, (uint64_t)t->ne[0]) * (uint64_t)t->ne[1]);
+        CHECK((const uint8_t *)t->data >= (const uint8_t *)m.map.data &&
+              (const uint8_t *)t->data + t->nbytes <= (const uint8_t *)m.map.data + m.map.size);
+        if (!s) continue;
+        double e = 0, q = 0;
+        for (int64_t r = 0; r < t->ne[1]; r++) {
+            slm_dequantize_row(s->type, (const uint8_t *)s->data + (uint64_t)r * slm_row_bytes(s->type, (uint64_t)s->ne[0]), a, s->ne[0]);
+            slm_dequantize_row(t->type, (const uint8_t *)t->data + (uint64_t)r * slm_row_bytes(t->type, (uint64_t)t->ne[0]), b, t->ne[0]);
+            for (int64_t j = 0; j < t->ne[0]; j++) e += ((double)a[j] - b[j]) * ((double)a[j] - b[j]), q += (double)a[j] * a[j];
+        }
+        worst = fmax(worst, sqrt(e / fmax(q, 1e-30)));
+    }
+    free(a), free(b);
+    CHECKF(wrong == 0, "%s, width %d: %d tensors of the wrong type", slm_weight_type_name(wt), dim, wrong);
+    const double bound = wt == SLM_WEIGHTS_Q8_0 ? 0.01 : 0.15; /* 4-bit codes: about 0.1 relative rms on normal values */
+    CHECKF(worst < bound, "%s: a tensor's relative rms error %.4f (bound %.2f)", slm_weight_type_name(wt), worst, bound);
+    fprintf(stderr, "  %s width %d%s: types as llama-quantize's, worst relative rms error %.4f\n", slm_weight_type_name(wt),
+            dim, tied ? " tied" : "", worst);
+    slm_model_close(&m);
+    slm_model_close(&src);
+}
+
+static void test_types(void) {
+    char p[128], pt[128], po[128];
+    snprintf(p, sizeof p, "%s/f16.gguf", g_dir);
+    snprintf(pt, sizeof pt, "%s/f16-tied.gguf", g_dir);
+    snprintf(po, sizeof po, "%s/f16-288.gguf", g_dir);
+    if (!write_llama(p, 256, 512, SLM_F16, 0, 11) || !write_llama(pt, 256, 512, SLM_F16, 1, 12) ||
+        !write_llama(po, 288, 576, SLM_F16, 0, 13))
+        return;
+    for (int wt = SLM_WEIGHTS_Q8_0; wt <= SLM_WEIGHTS_Q4_K_M; wt++) {
+        check_model(p, 256, 512, 0, wt);
+        check_model(pt, 256, 512, 1, wt);
+        check_model(po, 288, 576, 0, wt);
+    }
+}
+
+/* The quantized model (repacked, compiled, run) against the reference forward pass over its weights. */
+static void test_forward(void) {
+    char p[128];
+    snprintf(p, sizeof p, "%s/f16.gguf", g_dir);
+    enum { N = 12, MPL = 8 };
+    int32_t ids[N];
+    for (int i = 0; i < N; i++) ids[i] = (i * 37 + 5) % VOCAB;
+    static const char *const sets[] = {"scalar", "avx2", "avx512"};
+    for (int k = 0; k < 9; k++) {
+        const int wt = SLM_WEIGHTS_Q8_0 + k % 3;
+        if (!slm_kernels_select(sets[k / 3])) continue; /* not on this CPU */
+        rig r;
+        memset(&r, 0, sizeof r);
+        slm_err err = {0};
+        const slm_compile_options o = rig_opts(MPL, N);
+        if (slm_model_open(&r.m, p, &err) || slm_model_quantize(&r.m, wt, 2, 0, &err) || slm_model_repack(&r.m, &err) ||
+            slm_compile(&r.c, &r.m, &o, &err) || slm_rt_init(&r.rt, &r.c, r.m.map.data, 1, &err)) {
+            CHECKF(0, "%s: %s", slm_weight_type_name(wt), err.msg);
+            slm_compiled_free(&r.c);
+            slm_model_close(&r.m);
+            continue;
+        }
+        r.ok = 1;
+        float *ref = malloc(sizeof(float) * N * VOCAB);
+        double worst = 0;
+        CHECK(ref_forward(&r.m, ids, N, ref));
+        CHECK(slm_rt_prefill(&r.rt, ids, MPL, &err) == SLM_OK);
+        for (int pos = MPL - 1; pos < N; pos++) {
+            if (pos >= MPL) CHECK(slm_rt_decode(&r.rt, ids[pos], &err) == SLM_OK);
+            double d = 0, s = 1e-6;
+            for (int i = 0; i < VOCAB; i++) {
+                d = fmax(d, fabs((double)r.rt.logits[i] - ref[pos * VOCAB + i]));
+                s = fmax(s, fabs(ref[pos * VOCAB + i]));
+            }
+            worst = fmax(worst, isnan(r.rt.logits[0]) ? INFINITY : d / s);
+        }
+        /* scalar: float dots, the summation order only; SIMD: int8 activations (as test_dtype_quants) */
+        const double tol = k < 3 ? 1e-4 : 5e-2;
+        fprintf(stderr, "  %-6s %-6s logits against the reference, worst relative error %.2e\n", sets[k / 3],
+                slm_weight_type_name(wt), worst);
+        CHECKF(worst < tol, "%s %s: logits off the reference by %.3e", sets[k / 3], slm_weight_type_name(wt), worst);
+        free(ref);
+        rig_close(&r);
+    }
+    slm_kernels_select(NULL);
+}
+
+/* ---- the engine ------------------------------------------------------------------ */
+
+static int logits_of(slm_engine *e, float *out, int V) {
+    static const int32_t ids[] = {1, 403, 407, 261, 378, 426, 376};
+    const float *lg = NULL;
+    if (slm_prefill(e, ids, 7, &lg) || !lg) return 0;
+    memcpy(out, lg, sizeof(float) * (size_t)V);
+    if (slm_decode(e, 300, &lg) || !lg) return 0;
+    memcpy(out + V, lg, sizeof(float) * (size_t)V);
+    return 1;
+}
+
+static void test_engine(void) {
+    slm_options o = slm_default_options();
+    o.tokenizer_path = M("tok512.bin");
+    o.max_prompt_len = 16;
+    o.n_threads = 1;
+    o.kv_type = SLM_KV_F32;
+    slm_engine *plain = t_load(M("stories260K.bin"), &o);
+    if (!plain) return;
+    slm_info in;
+    slm_get_info(plain, &in);
+    const int V = in.vocab_size;
+    float *a = malloc(sizeof(float) * 2 * (size_t)V), *b = malloc(sizeof(float) * 2 * (size_t)V),
+          *c = malloc(sizeof(float) * 2 * (size_t)V);
+    CHECK(logits_of(plain, a, V));
+    const size_t plain_bytes = in.weight_bytes;
+    slm_free(plain);
+    for (int wt = SLM_WEIGHTS_Q8_0; wt <= SLM_WEIGHTS_Q4_K_M; wt++) {
+        o.weight_type = wt;
+        slm_engine *e = t_load(M("stories260K.bin"), &o);
+        if (!e) continue;
+        slm_get_info(e, &in);
+        CHECKF(in.weight_bytes < plain_bytes / 2, "%s: %zu weight bytes (f32: %zu)", slm_weight_type_name(wt), in.weight_bytes,
+               plain_bytes);
+        CHECK(logits_of(e, b, V));
+        double d = 0, s = 0;
+        for (int i = 0; i < 2 * V; i++) d = fmax(d, fabs((double)a[i] - b[i])), s = fmax(s, fabs((double)a[i]));
+        CHECKF(d > 0 && d < 0.2 * s, "%s: logits %.3g from the f32 model's (largest %.3g)", slm_weight_type_name(wt), d, s);
+        char blob[128];
+        snprintf(blob, sizeof blob, "%s/q.slmblob", g_dir);
+        CHECKF(slm_save_blob(e, blob) == SLM_OK, "save: %s", slm_last_error(e));
+        slm_free(e);
+        slm_options ob = slm_default_options();
+        ob.n_threads = 1;
+        slm_engine *f = t_load(blob, &ob);
+        if (f) {
+            CHECK(logits_of(f, c, V));
+            CHECKF(!memcmp(b, c, sizeof(float) * 2 * (size_t)V), "%s: the blob's logits differ from the source's",
+                   slm_weight_type_name(wt));
+            slm_free(f);
+        }
+        /* the option on a blob: refused, naming it */
+        ob.weight_type = wt;
+        slm_engine *g = NULL;
+        CHECK(slm_load(&g, blob, &ob) != SLM_OK && strstr(slm_last_error(g), "--weight-type") &&
+              strstr(slm_last_error(g), "holds the weights it was compiled with"));
+        slm_free(g);
+        unlink(blob);
+    }
+    free(a), free(b), free(c);
+}
+
+static void test_refusals(void) {
+    char p[128];
+    snprintf(p, sizeof p, "%s/q8.gguf", g_dir);
+    if (!write_llama(p, 256, 512, SLM_Q8_0, 0, 21)) return;
+    slm_model_file m;
+    slm_err err = {0};
+    CHECK(slm_model_open(&m, p, &err) == SLM_OK);
+    const void *before = m.map.data;
+    CHECK(slm_model_quantize(&m, SLM_WEIGHTS_Q4_K_M, 1, 0, &err) == SLM_ERR_ARG);
+    CHECKF(strstr(err.msg, "already quantized") && strstr(err.msg, "q8.gguf") && strstr(err.msg, "token_embd.weight"),
+           "%s", err.msg);
+    CHECK(m.map.data == before && m.tensors[0].type == SLM_Q8_0); /* unchanged */
+    CHECK(slm_model_quantize(&m, 9, 1, 0, &err) == SLM_ERR_ARG && strstr(err.msg, "weight_type 9"));
+    slm_model_close(&m);
+    slm_options o = slm_default_options();
+    o.tokenizer_path = M("tok512.bin");
+    o.weight_type = 4;
+    slm_engine *e = NULL;
+    CHECK(slm_load(&e, M("stories260K.bin"), &o) != SLM_OK && strstr(slm_last_error(e), "weight_type 4"));
+    slm_free(e);
+    CHECK(slm_weight_type_parse("q4_k_m") == SLM_WEIGHTS_Q4_K_M && slm_weight_type_parse("q8_0") == SLM_WEIGHTS_Q8_0 &&
+          slm_weight_type_parse("q4_0") == SLM_WEIGHTS_Q4_0 && slm_weight_type_parse("q4_k") < 0 && slm_weight_type_parse(NULL) < 0);
+}
+
+int main(void) {
+    snprintf(g_dir, sizeof g_dir, "/tmp/slm_quant_XXXXXX");
+    if (!mkdtemp(g_dir)) return 1;
+    T_RUN(test_fit_error);
+    T_RUN(test_types);
+    T_RUN(test_forward);
+    T_RUN(test_engine);
+    T_RUN(test_refusals);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", g_dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", g_dir);
+    T_DONE();
+}
