@@ -91,25 +91,9 @@ static void write_bpe_tokenizer(const char *dir, int roberta) {
 }
 
 static void write_wp_tokenizer(const char *dir) {
-    char *j = malloc(8192);
-    size_t n = 0;
-    n += (size_t)sprintf(j + n, "{\"version\": \"1.0\", \"added_tokens\": [");
-    for (int i = 0; i < 5; i++)
-        n += (size_t)sprintf(j + n, "%s{\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
-                             "\"rstrip\": false, \"normalized\": false, \"special\": true}", i ? ", " : "", i, wp_vocab[i]);
-    n += (size_t)sprintf(j + n, "], \"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": true, "
-                         "\"handle_chinese_chars\": true, \"strip_accents\": null, \"lowercase\": true}, "
-                         "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, \"post_processor\": {\"type\": "
-                         "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, "
-                         "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"[SEP]\", "
-                         "\"type_id\": 0}}], \"pair\": [], \"special_tokens\": {\"[CLS]\": {\"id\": \"[CLS]\", \"ids\": "
-                         "[2], \"tokens\": [\"[CLS]\"]}, \"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [3], \"tokens\": "
-                         "[\"[SEP]\"]}}}, \"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
-                         "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100, \"vocab\": {");
-    for (int i = 0; i < NW; i++) n += (size_t)sprintf(j + n, "%s\"%s\": %d", i ? ", " : "", wp_vocab[i], i);
-    n += (size_t)sprintf(j + n, "}}}\n");
-    CHECK(put(dir, "tokenizer.json", j));
-    free(j);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    twin_wp_tokenizer(p, wp_vocab, NW, 1);
 }
 
 /* The vocabulary as the converter writes it: BPE (gpt2, pre, its merges,
@@ -266,15 +250,19 @@ static void write_folder(const char *name, const model *m, const char *cfg, cons
               "\"pooling_mode_mean_tokens\": true, \"pooling_mode_max_tokens\": false}"));
 }
 
-/* The tensors into g under their GGUF names (2-D in their dtype, vectors f32). */
-static void gguf_tensors(slm_gguf_writer *g, const model *m, void **keep, int *nk) {
+/* The tensors into g under their GGUF names (2-D in their dtype, vectors
+ * f32), then g written to path and freed. */
+static void gguf_finish(slm_gguf_writer *g, const model *m, const char *path) {
+    void *keep[ST_MAX_TENSORS];
+    int nk = 0;
     for (int i = 0; i < m->w.n; i++) {
         const st_item *t = &m->w.it[i];
         const size_t n = (size_t)(t->n_dims == 2 ? t->shape[0] * t->shape[1] : t->shape[0]);
         float *f = malloc(n * sizeof *f);
         memcpy(f, t->f, n * sizeof *f);
-        hf_twin_add(g, m->gguf[i], t, f, keep, nk);
+        hf_twin_add(g, m->gguf[i], t, f, keep, &nk);
     }
+    hf_twin_write(g, path, keep, nk);
 }
 
 /* ---- the checks ------------------------------------------------------------------ */
@@ -326,6 +314,25 @@ static void same_outputs(const char *dir, const char *gguf, const int32_t (*want
     slm_free(eg);
 }
 
+/* A GGUF writer with the keys the converter writes for every encoder A:
+ * the sizes, the LayerNorm epsilon, attention both ways, mean pooling. */
+static slm_gguf_writer *gguf_head(const char *A, int layers, float eps) {
+    slm_gguf_writer *g = slm_gguf_writer_new();
+    char k[96];
+#define K(s) (snprintf(k, sizeof k, "%s." s, A), k)
+    slm_gguf_set_str(g, "general.architecture", A);
+    slm_gguf_set_u32(g, K("block_count"), (uint32_t)layers);
+    slm_gguf_set_u32(g, K("context_length"), CTX);
+    slm_gguf_set_u32(g, K("embedding_length"), DIM);
+    slm_gguf_set_u32(g, K("feed_forward_length"), FF);
+    slm_gguf_set_u32(g, K("attention.head_count"), HEADS);
+    slm_gguf_set_f32(g, K("attention.layer_norm_epsilon"), eps);
+    slm_gguf_set_bool(g, K("attention.causal"), 0);
+    slm_gguf_set_u32(g, K("pooling_type"), 1);
+#undef K
+    return g;
+}
+
 /* ModernBERT config.json; extra: more keys ("\"k\": v, "). */
 static void modern_config(char *cfg, size_t cap, const char *arch, int layers, int every, const char *act,
                           const char *extra) {
@@ -342,22 +349,13 @@ static void modern_config(char *cfg, size_t cap, const char *arch, int layers, i
 
 /* The GGUF twin of a ModernBERT folder, as the converter writes it. */
 static void modern_gguf(const model *m, int layers, int every, const char *act, const char *path) {
-    slm_gguf_writer *g = slm_gguf_writer_new();
     const char *A = "modern-bert";
+    slm_gguf_writer *g = gguf_head(A, layers, 1e-5f);
     char k[96];
 #define K(s) (snprintf(k, sizeof k, "%s." s, A), k)
-    slm_gguf_set_str(g, "general.architecture", A);
-    slm_gguf_set_u32(g, K("block_count"), (uint32_t)layers);
-    slm_gguf_set_u32(g, K("context_length"), CTX);
-    slm_gguf_set_u32(g, K("embedding_length"), DIM);
-    slm_gguf_set_u32(g, K("feed_forward_length"), FF);
-    slm_gguf_set_u32(g, K("attention.head_count"), HEADS);
     slm_gguf_set_f32(g, K("rope.freq_base"), 160000.0f);
     slm_gguf_set_f32(g, K("rope.freq_base_swa"), 10000.0f);
     slm_gguf_set_f32(g, K("attention.layer_norm_rms_epsilon"), 1e-5f); /* norm_eps: the converter's rms key */
-    slm_gguf_set_f32(g, K("attention.layer_norm_epsilon"), 1e-5f);
-    slm_gguf_set_bool(g, K("attention.causal"), 0);
-    slm_gguf_set_u32(g, K("pooling_type"), 1);
     slm_gguf_set_u32(g, K("attention.sliding_window"), 4);
     slm_gguf_set_u32(g, K("attention.sliding_window_pattern"), (uint32_t)every);
     slm_gguf_set_str(g, K("rope.scaling.type"), "none");
@@ -365,10 +363,7 @@ static void modern_gguf(const model *m, int layers, int every, const char *act, 
     slm_gguf_set_str(g, K("hidden_activation"), act);
 #undef K
     gguf_vocab(g, 0, "modern-bert");
-    void *keep[ST_MAX_TENSORS];
-    int nk = 0;
-    gguf_tensors(g, m, keep, &nk);
-    hf_twin_write(g, path, keep, nk);
+    gguf_finish(g, m, path);
 }
 
 static void check_modern(const char *name, const char *dt, int layers, int every, const char *act, int masked) {
@@ -406,27 +401,12 @@ static void jina_config(char *cfg, size_t cap, int layers, const char *ffn, int 
              "\"emb_pooler\": \"mean\", \"pad_token_id\": 0}\n", extra ? extra : "", DIM, FF, layers, HEADS, CTX, vocab, ffn);
 }
 
+
 static void jina_gguf(const model *m, int layers, int bpe, const char *path) {
-    slm_gguf_writer *g = slm_gguf_writer_new();
-    const char *A = "jina-bert-v2";
-    char k[96];
-#define K(s) (snprintf(k, sizeof k, "%s." s, A), k)
-    slm_gguf_set_str(g, "general.architecture", A);
-    slm_gguf_set_u32(g, K("block_count"), (uint32_t)layers);
-    slm_gguf_set_u32(g, K("context_length"), CTX);
-    slm_gguf_set_u32(g, K("embedding_length"), DIM);
-    slm_gguf_set_u32(g, K("feed_forward_length"), FF);
-    slm_gguf_set_u32(g, K("attention.head_count"), HEADS);
-    slm_gguf_set_f32(g, K("attention.layer_norm_epsilon"), 1e-12f);
-    slm_gguf_set_bool(g, K("attention.causal"), 0);
-    slm_gguf_set_u32(g, K("pooling_type"), 1);
-#undef K
+    slm_gguf_writer *g = gguf_head("jina-bert-v2", layers, 1e-12f);
     slm_gguf_set_u32(g, "tokenizer.ggml.token_type_count", 2);
     gguf_vocab(g, !bpe, bpe ? "jina-v2-code" : "jina-v2-en");
-    void *keep[ST_MAX_TENSORS];
-    int nk = 0;
-    gguf_tensors(g, m, keep, &nk);
-    hf_twin_write(g, path, keep, nk);
+    gguf_finish(g, m, path);
 }
 
 static void check_jina(const char *name, int ffn, const char *prefix) {
