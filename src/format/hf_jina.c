@@ -23,7 +23,10 @@
  * releases: the fused gated matrix above, GeGLU, GELU's tanh form as
  * llama.cpp's) or "original" (JinaBertConfig's default: BERT's
  * intermediate.dense / output.dense / output.LayerNorm, GELU); anything
- * else is refused naming it, as is a tensor of the other FFN's.
+ * else is refused naming it, as is a tensor of the other FFN's. The code
+ * variant's up_gated_layer is split as the converter's GGUF of it is (and
+ * as llama.cpp runs it): the first half activated, as in -base-en's
+ * gated_layers; that its checkpoints chunk it so is not checked here.
  */
 #include <stdio.h>
 #include <stdlib.h>
