@@ -6,6 +6,7 @@
 #define SLM_T_HF_TWIN_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "format/model.h"
@@ -54,6 +55,34 @@ static inline void twin_same_model(const char *dir, const char *gguf) {
     }
     slm_model_close(&a);
     slm_model_close(&b);
+}
+
+/* A BERT tokenizer.json at path: WordPiece over vocab[0..n) (ids 0..4 the
+ * special [PAD] [UNK] [CLS] [SEP] [MASK]), BertNormalizer (lowercase or
+ * not), [CLS] $A [SEP]. */
+static inline void twin_wp_tokenizer(const char *path, const char *const *vocab, int n, int lowercase) {
+    char *j = malloc(16384);
+    size_t k = 0;
+    k += (size_t)sprintf(j + k, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null, \"added_tokens\": [");
+    for (int i = 0; i < 5; i++)
+        k += (size_t)sprintf(j + k, "%s{\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
+                             "\"rstrip\": false, \"normalized\": false, \"special\": true}", i ? ", " : "", i, vocab[i]);
+    k += (size_t)sprintf(j + k, "], \"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": true, "
+                         "\"handle_chinese_chars\": true, \"strip_accents\": null, \"lowercase\": %s}, "
+                         "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, "
+                         "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": ["
+                         "{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
+                         "{\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {"
+                         "\"[CLS]\": {\"id\": \"[CLS]\", \"ids\": [2], \"tokens\": [\"[CLS]\"]}, "
+                         "\"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [3], \"tokens\": [\"[SEP]\"]}}}, "
+                         "\"decoder\": {\"type\": \"WordPiece\", \"prefix\": \"##\", \"cleanup\": true}, "
+                         "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
+                         "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100, \"vocab\": {",
+                         lowercase ? "true" : "false");
+    for (int i = 0; i < n; i++) k += (size_t)sprintf(j + k, "%s\"%s\": %d", i ? ", " : "", vocab[i], i);
+    k += (size_t)sprintf(j + k, "}}}\n");
+    CHECK(t_write_file(path, j, k));
+    free(j);
 }
 
 #endif

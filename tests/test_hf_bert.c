@@ -124,28 +124,9 @@ static int put(const char *dir, const char *file, const char *text) {
 }
 
 static void write_tokenizer(const char *dir, const opts *o) {
-    char *j = malloc(16384);
-    size_t n = 0;
-    n += (size_t)sprintf(j + n, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null, \"added_tokens\": [");
-    for (int i = 0; i < 5; i++)
-        n += (size_t)sprintf(j + n, "%s{\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
-                             "\"rstrip\": false, \"normalized\": false, \"special\": true}", i ? ", " : "", i, vocab[i]);
-    n += (size_t)sprintf(j + n, "], \"normalizer\": {\"type\": \"BertNormalizer\", \"clean_text\": true, "
-                         "\"handle_chinese_chars\": true, \"strip_accents\": null, \"lowercase\": %s}, "
-                         "\"pre_tokenizer\": {\"type\": \"BertPreTokenizer\"}, "
-                         "\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": ["
-                         "{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, "
-                         "{\"SpecialToken\": {\"id\": \"[SEP]\", \"type_id\": 0}}], \"pair\": [], \"special_tokens\": {"
-                         "\"[CLS]\": {\"id\": \"[CLS]\", \"ids\": [2], \"tokens\": [\"[CLS]\"]}, "
-                         "\"[SEP]\": {\"id\": \"[SEP]\", \"ids\": [3], \"tokens\": [\"[SEP]\"]}}}, "
-                         "\"decoder\": {\"type\": \"WordPiece\", \"prefix\": \"##\", \"cleanup\": true}, "
-                         "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", "
-                         "\"continuing_subword_prefix\": \"##\", \"max_input_chars_per_word\": 100, \"vocab\": {",
-                         o->cased ? "false" : "true");
-    for (int i = 0; i < NV; i++) n += (size_t)sprintf(j + n, "%s\"%s\": %d", i ? ", " : "", vocab[i], i);
-    n += (size_t)sprintf(j + n, "}}}\n");
-    CHECK(put(dir, "tokenizer.json", j));
-    free(j);
+    char p[1100];
+    snprintf(p, sizeof p, "%s/tokenizer.json", dir);
+    twin_wp_tokenizer(p, vocab, NV, !o->cased);
 }
 
 static void write_vocab_txt(const char *dir, const opts *o) {

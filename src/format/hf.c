@@ -147,6 +147,7 @@ enum {
     B_GPT_OSS = 1 << SLM_ARCH_GPT_OSS, B_QWEN2MOE = 1 << SLM_ARCH_QWEN2MOE, B_GEMMA4 = 1 << SLM_ARCH_GEMMA4,
     B_QWEN35 = 1 << SLM_ARCH_QWEN35 | 1 << SLM_ARCH_QWEN35MOE, /* hf_qwen35.c */
     B_BERT = 1 << SLM_ARCH_BERT, /* hf_bert.c */
+    B_MODERN_BERT = 1 << SLM_ARCH_MODERN_BERT, B_JINA = 1 << SLM_ARCH_JINA_BERT_V2, /* hf_modernbert.c, hf_jina.c */
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
@@ -289,10 +290,12 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
                 : k == SLM_HF_G4_EXPS_DOWN ? K_EXPS_DOWN : K_MAT;
         return r;
     }
-    if (fb == B_BERT) { /* its own names (hf_bert.c) */
-        int vec = 0;
-        const int r = slm_hf_bert_name(hf, info, out, cap, &vec);
-        *kind = vec ? K_VEC : K_MAT;
+    if (fb == B_BERT || fb == B_MODERN_BERT || fb == B_JINA) { /* their own names (hf_bert.c, hf_modernbert.c, hf_jina.c) */
+        int k = 0;
+        const int r = fb == B_MODERN_BERT ? slm_hf_modernbert_name(hf, out, cap, &k)
+                      : fb == B_JINA      ? slm_hf_jina_name(hf, info, out, cap, &k)
+                                          : slm_hf_bert_name(hf, info, out, cap, &k);
+        *kind = k == SLM_HF_ENC_VEC ? K_VEC : k == SLM_HF_ENC_QKV ? K_QKV : k == SLM_HF_ENC_GATE_UP ? K_GATE_UP : K_MAT;
         return r;
     }
     char buf[160];
@@ -312,14 +315,9 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
             snprintf(out, cap, "%s", top[i].gg);
             return 1;
         }
-    const char *pre = "model.layers.";
-    if (strncmp(hf, pre, strlen(pre))) return 0;
-    const char *p = hf + strlen(pre);
     long n = 0;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 6; p++, digits++) n = n * 10 + (*p - '0');
-    if (!digits || *p != '.' || (digits > 1 && hf[strlen(pre)] == '0') || n > 65535) return 0;
-    p++;
+    const char *p = slm_hf_layer(hf, "model.layers.", &n);
+    if (!p) return 0;
     if (!strcmp(p, "self_attn.rotary_emb.inv_freq")) return 2; /* recomputed from the config */
     int vec = 0; /* gpt_oss, qwen35: their own layer names (hf_oss.c, hf_qwen35.c), then the shared ones below */
     const int q = fb & B_QWEN35 ? slm_hf_q35_name(p, n, n_experts > 0, reorder, out, cap, &vec) : 0;

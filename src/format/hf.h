@@ -28,6 +28,8 @@ typedef struct slm_hf_info {
                             and classifier.out_proj are its head) */
     int xlmr;            /* model_type xlm-roberta: "roberta." prefix, Unigram tokenizer */
     int pos_offset;      /* xlm-roberta: position rows never used (pad_token_id + 1), cut off at load */
+    int jina;            /* bert with position_embedding_type alibi (jina-bert-v2): 1 bert's FFN
+                            (feed_forward_type original), 2 GeGLU (geglu: the fused mlp.gated_layers) */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure
@@ -127,11 +129,39 @@ slm_status slm_hf_gemma4_finish(slm_model_file *m, const slm_hf_info *h, const c
  * the checks that need the loaded tensors. */
 slm_status slm_hf_bert_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
                               slm_err *err);
-/* The GGUF name of tensor hf: 1 (*vec: 1 a vector: a bias or a LayerNorm's),
- * 2 ignorable (the pooler, position_ids, the pre-training heads), 0 not a
+/* What an encoder's tensor is (the *kind of the name functions below):
+ * a matrix, a vector (a bias or a LayerNorm's, f32), a fused Q/K/V matrix
+ * (Q rows, K, V: the name given is attn_q's) or a fused gate/up matrix
+ * (gate rows first: the name given is ffn_gate's). */
+enum { SLM_HF_ENC_MAT = 0, SLM_HF_ENC_VEC = 1, SLM_HF_ENC_QKV = 2, SLM_HF_ENC_GATE_UP = 3 };
+/* The GGUF name of tensor hf: 1 (*vec: SLM_HF_ENC_MAT or _VEC), 2
+ * ignorable (the pooler, position_ids, the pre-training heads), 0 not a
  * bert name. h->classifier: a cross-encoder's head is cls and cls.output;
  * h->xlmr: the prefix is "roberta." instead of "bert.". */
 int slm_hf_bert_name(const char *hf, const slm_hf_info *h, char *out, size_t cap, int *vec);
+/* s is prefix, a layer number N (0..65535, no leading zero) and a dot:
+ * what follows the dot, N in *n; else NULL. */
+const char *slm_hf_layer(const char *s, const char *prefix, long *n);
+/* An activation key (absent or null: gelu): the GELU names (*gelu 1: run
+ * as GELU's tanh form), with silu also silu and swish (*gelu 0); anything
+ * else refused naming the key. */
+slm_status slm_hf_cfg_act(const struct cJSON *top, const char *file, const char *key, int silu, int *gelu, slm_err *err);
+
+/* ---- jina-bert-v2 (format/hf_jina.c) --------------------------------------------
+ * A bert folder with position_embedding_type alibi (jina-embeddings-v2):
+ * slm_hf_bert_config reads the keys BERT shares, then hands over. */
+slm_status slm_hf_jina_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
+                              slm_err *err);
+/* The GGUF name of tensor hf (*kind SLM_HF_ENC_*): 1, 2 ignorable, 0 not a jina-bert-v2 name. */
+int slm_hf_jina_name(const char *hf, const slm_hf_info *h, char *out, size_t cap, int *kind);
+
+/* ---- modern-bert (format/hf_modernbert.c) ---------------------------------------
+ * ModernBERT folders (model_type modernbert): the whole config.json, and
+ * the tensors' GGUF names (*kind SLM_HF_ENC_*: 1, 2 ignorable (the MLM
+ * head), 0 not a modern-bert name). */
+slm_status slm_hf_modernbert_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
+                                    slm_err *err);
+int slm_hf_modernbert_name(const char *hf, char *out, size_t cap, int *kind);
 /* xlm-roberta's position table (t, shown for messages): the rows kept
  * after the pos_offset unused ones, checked against the config. */
 slm_status slm_hf_bert_positions(const slm_hf_info *h, const slm_model_config *c, const slm_st_tensor *t,

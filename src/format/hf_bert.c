@@ -111,19 +111,12 @@ slm_status slm_hf_bert_config(const cJSON *top, const char *file, slm_model_conf
         return slm_errf(err, SLM_ERR_FORMAT, "%s: key 'num_attention_heads' = %d does not divide 'hidden_size' = %d",
                         file, c->n_heads, c->dim);
     const cJSON *pe = cJSON_GetObjectItemCaseSensitive(top, "position_embedding_type");
-    if (pe && !cJSON_IsNull(pe) && (!cJSON_IsString(pe) || strcmp(pe->valuestring, "absolute")))
+    h->jina = !h->xlmr && cJSON_IsString(pe) && !strcmp(pe->valuestring, "alibi"); /* jina-bert-v2: hf_jina.c */
+    if (pe && !cJSON_IsNull(pe) && !h->jina && (!cJSON_IsString(pe) || strcmp(pe->valuestring, "absolute")))
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'position_embedding_type': '%s' is not supported "
-                        "(absolute only)", file, cJSON_IsString(pe) ? pstr(pe->valuestring, b, sizeof b) : "?");
-    static const char *const acts[] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
-    const cJSON *act = cJSON_GetObjectItemCaseSensitive(top, "hidden_act");
-    if (act && !cJSON_IsNull(act)) {
-        size_t i = 0;
-        while (cJSON_IsString(act) && i < sizeof acts / sizeof acts[0] && strcmp(act->valuestring, acts[i])) i++;
-        if (!cJSON_IsString(act) || i == sizeof acts / sizeof acts[0])
-            return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'hidden_act': '%s' is not supported (gelu, gelu_new, "
-                            "gelu_pytorch_tanh, gelu_fast: run as GELU's tanh form)", file,
-                            cJSON_IsString(act) ? pstr(act->valuestring, b, sizeof b) : "?");
-    }
+                        "(absolute; alibi: jina-bert-v2)", file, cJSON_IsString(pe) ? pstr(pe->valuestring, b, sizeof b) : "?");
+    int gelu = 1;
+    if ((s = slm_hf_cfg_act(top, file, "hidden_act", 0, &gelu, err))) return s;
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(top, "architectures");
     const cJSON *a0 = cJSON_IsArray(arch) ? cJSON_GetArrayItem(arch, 0) : NULL;
     h->classifier = !cJSON_IsString(a0) ? 0 : !strcmp(a0->valuestring, "BertForSequenceClassification") ? 1
@@ -136,10 +129,36 @@ slm_status slm_hf_bert_config(const cJSON *top, const char *file, slm_model_conf
     c->rope_base = 10000.0f; /* unused (learned positions); what a bert GGUF without the key gives */
     c->rope_scale = 1.0f;
     h->type_vocab = types;
+    return h->jina ? slm_hf_jina_config(top, file, c, h, err) : SLM_OK;
+}
+
+slm_status slm_hf_cfg_act(const cJSON *top, const char *file, const char *key, int silu, int *gelu, slm_err *err) {
+    static const char *const acts[] = {"gelu", "gelu_new", "gelu_pytorch_tanh", "gelu_fast", "silu", "swish"};
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(top, key);
+    char b[64];
+    *gelu = 1;
+    if (!act || cJSON_IsNull(act)) return SLM_OK;
+    size_t i = 0, n = silu ? 6 : 4;
+    while (cJSON_IsString(act) && i < n && strcmp(act->valuestring, acts[i])) i++;
+    if (!cJSON_IsString(act) || i == n)
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key '%s': '%s' is not supported (gelu, gelu_new, gelu_pytorch_tanh, "
+                        "gelu_fast: run as GELU's tanh form%s)", file, key,
+                        cJSON_IsString(act) ? pstr(act->valuestring, b, sizeof b) : "?", silu ? "; silu, swish" : "");
+    *gelu = i < 4;
     return SLM_OK;
 }
 
 #endif
+
+const char *slm_hf_layer(const char *s, const char *prefix, long *n) {
+    const size_t k = strlen(prefix);
+    if (strncmp(s, prefix, k)) return NULL;
+    const char *p = s + k;
+    int digits = 0;
+    for (*n = 0; *p >= '0' && *p <= '9' && digits < 6; p++, digits++) *n = *n * 10 + (*p - '0');
+    if (!digits || *p != '.' || (digits > 1 && s[k] == '0') || *n > 65535) return NULL;
+    return p + 1;
+}
 
 /* s without its suffix old (".gamma") and with new (".weight") into buf. */
 static int swap_suffix(const char *s, const char *old, const char *new, char *buf, size_t cap) {
@@ -190,14 +209,9 @@ int slm_hf_bert_name(const char *hf, const slm_hf_info *h, char *out, size_t cap
             snprintf(out, cap, "%s", top[i].gg);
             return 1;
         }
-    const char *lp = "encoder.layer.", *p;
-    if (strncmp(hf, lp, strlen(lp))) return 0;
-    p = hf + strlen(lp);
     long n = 0;
-    int digits = 0;
-    for (; *p >= '0' && *p <= '9' && digits < 6; p++, digits++) n = n * 10 + (*p - '0');
-    if (!digits || *p != '.' || (digits > 1 && p[-digits] == '0') || n > 65535) return 0;
-    p++;
+    const char *p = slm_hf_layer(hf, "encoder.layer.", &n);
+    if (!p) return 0;
     for (size_t i = 0; i < sizeof layer / sizeof layer[0]; i++) {
         const size_t k = strlen(layer[i].hf);
         if (strncmp(p, layer[i].hf, k) || (strcmp(p + k, "weight") && strcmp(p + k, "bias"))) continue;

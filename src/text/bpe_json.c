@@ -13,7 +13,8 @@
  *    as llama.cpp assumes), Prepend("▁") and Replace(" " -> "▁") (the Llama 2
  *    SentencePiece-flavoured BPE), Sequence of those;
  *  - BOS/EOS: post_processor TemplateProcessing (a special token before or
- *    after $A), overridden by tokenizer_config.json beside the file
+ *    after $A) or RobertaProcessing (cls before, sep after), overridden
+ *    by tokenizer_config.json beside the file
  *    (bos_token, eos_token, add_bos_token, add_eos_token).
  * Anything else is refused with a message naming it. The parsed document
  * (cJSON, through slm_malloc: common/json.h) lives while loading only.
@@ -178,7 +179,8 @@ static const char *tok_content(const cJSON *v) {
 
 static int find_str(const slm_bpe *t, const char *s) { return s ? slm_bpe__lookup(t, s, strlen(s)) : -1; }
 
-/* TemplateProcessing: the special token before / after $A in "single". */
+/* TemplateProcessing: the special token before / after $A in "single";
+ * RobertaProcessing: its cls and sep. */
 static void template_specials(const slm_bpe *t, const cJSON *pp, int *bos, int *add_bos, int *eos, int *add_eos) {
     if (!pp) return;
     const char *ty = jstr(pp, "type");
@@ -187,6 +189,15 @@ static void template_specials(const slm_bpe *t, const cJSON *pp, int *bos, int *
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pp, "processors"))
             template_specials(t, e, bos, add_bos, eos, add_eos);
+        return;
+    }
+    if (!strcmp(ty, "RobertaProcessing")) { /* cls A sep: cls and sep each [token, id] */
+        const cJSON *cls = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pp, "cls"), 0),
+                    *sep = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(pp, "sep"), 0);
+        const int a = find_str(t, cJSON_IsString(cls) ? cls->valuestring : NULL),
+                  z = find_str(t, cJSON_IsString(sep) ? sep->valuestring : NULL);
+        if (a >= 0) *bos = a, *add_bos = 1;
+        if (z >= 0) *eos = z, *add_eos = 1;
         return;
     }
     if (strcmp(ty, "TemplateProcessing")) return;

@@ -598,6 +598,7 @@ slm_status slm_tok_load_hf_encoder(slm_tokenizer **out, const char *path, int n_
             (*out)->hf_pair = 1 + info.add_sep;
             return SLM_OK;
         }
+        if (info.bpe && !unigram) return slm_tok_load_hf_json(out, path, err); /* ModernBERT: byte-level BPE */
         if (!info.wordpiece) return st;
     }
     if (unigram)

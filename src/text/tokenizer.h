@@ -30,9 +30,11 @@ slm_status slm_tok_load_hf_json(slm_tokenizer **out, const char *path, slm_err *
  * vocab.txt; ids missing below n_vocab (config.json's vocab_size) are
  * unused tokens (text/wpm.h: slm_wpm_load_hf). */
 slm_status slm_tok_load_hf_wpm(slm_tokenizer **out, const char *path, int n_vocab, slm_err *err);
-/* An encoder folder's tokenizer (BERT, XLM-RoBERTa): tokenizer.json with a
- * Unigram model (text/ugm.h: slm_ugm_load_hf), else WordPiece as
- * slm_tok_load_hf_wpm reads it (tokenizer.json or vocab.txt).
+/* An encoder folder's tokenizer (BERT, XLM-RoBERTa, ModernBERT): tokenizer.json with a
+ * Unigram model (text/ugm.h: slm_ugm_load_hf), a BPE one as
+ * slm_tok_load_hf_json reads it (ModernBERT: byte-level, [CLS] and [SEP]
+ * from its TemplateProcessing), else WordPiece as slm_tok_load_hf_wpm
+ * reads it (tokenizer.json or vocab.txt).
  * unigram: the config names XLM-RoBERTa, whose tokenizer must be Unigram. */
 slm_status slm_tok_load_hf_encoder(slm_tokenizer **out, const char *path, int n_vocab, int unigram, slm_err *err);
 /* A Unigram tokenizer read from a tokenizer.json: its template's add_bos,

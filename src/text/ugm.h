@@ -78,11 +78,12 @@ void slm_ugm_free(slm_ugm *u);
  *    converter sets it (absent: 1 when the normalizer collapses spaces).
  * Ids below n_vocab (config.json's vocab_size; 0: none) that the model has
  * not are unused "[PAD<id>]" (score -10000). info (may be NULL) receives
- * add_sep, and wordpiece = 1 when model.type is "WordPiece" (refused here:
- * the caller may read it as such). */
+ * add_sep, and wordpiece = 1 when model.type is "WordPiece", bpe = 1 when
+ * it is "BPE" (refused here: the caller may read it as such). */
 typedef struct slm_ugm_hf {
     int add_sep;   /* the pair template separates A and B by two tokens (<s> A </s></s> B </s>) */
     int wordpiece; /* model.type is WordPiece */
+    int bpe;       /* model.type is BPE (refused here too) */
 } slm_ugm_hf;
 slm_status slm_ugm_load_hf_json_mem(slm_ugm **out, const char *json, size_t len, const char *config_json,
                                     size_t config_len, int n_vocab, const char *name, slm_ugm_hf *info, slm_err *err);

@@ -377,6 +377,7 @@ slm_status slm_ugm_load_hf_json_mem(slm_ugm **out, const char *json, size_t len,
         c.cfg = cfg;
     }
     info->wordpiece = jis(jget(jget(root, "model"), "type"), "WordPiece");
+    info->bpe = jis(jget(jget(root, "model"), "type"), "BPE");
     int unk = -1, collapse = 0, tmpl[3], flags[3];
     size_t cm_len = 0;
     slm_ugm_meta m = {-1, -1, -1, -1, -1, 0, 0, 0, 0};
