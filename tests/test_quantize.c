@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "t.h"
+#include "st_write.h"
 #include "rig.h"
 #include "ref_forward.h"
 #include "t_engine.h"
@@ -30,14 +31,11 @@
 
 #define M(f) T_SHARED("models/" f)
 
+#include <sys/stat.h>
+
 static char g_dir[64];
 
-static uint64_t g_rng;
-static double urand(void) {
-    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
-    return ((g_rng >> 11) + 0.5) / 9007199254740992.0;
-}
-static float nrand(void) { return (float)(sqrt(-2.0 * log(urand())) * cos(6.283185307179586 * urand())); }
+
 
 /* ---- the quantizers ------------------------------------------------------------ */
 
@@ -228,10 +226,9 @@ static void test_types(void) {
     }
 }
 
-/* The quantized model (repacked, compiled, run) against the reference forward pass over its weights. */
-static void test_forward(void) {
-    char p[128];
-    snprintf(p, sizeof p, "%s/f16.gguf", g_dir);
+/* The quantized model at p (repacked, compiled, run) against the reference
+ * forward pass over its weights, on every kernel set this CPU has. */
+static void forward_vs_ref(const char *p) {
     enum { N = 12, MPL = 8 };
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = (i * 37 + 5) % VOCAB;
@@ -273,6 +270,57 @@ static void test_forward(void) {
         rig_close(&r);
     }
     slm_kernels_select(NULL);
+}
+
+static void test_forward(void) {
+    char p[128];
+    snprintf(p, sizeof p, "%s/f16.gguf", g_dir);
+    forward_vs_ref(p);
+}
+
+/* A Hugging Face folder (llama, BF16, two shards: the loader's reserved
+ * range): the same types per tensor, and its logits against the reference. */
+static void test_hf_folder(void) {
+    char dir[128], path[200];
+    snprintf(dir, sizeof dir, "%s/hf", g_dir);
+    mkdir(dir, 0755);
+    enum { D = 256, F = 512 };
+    const int kvd = D / HEADS * KVH;
+    char buf[1024];
+    const int n = snprintf(buf, sizeof buf,
+                           "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
+                           "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
+                           "\"num_key_value_heads\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 64, "
+                           "\"rope_theta\": 10000.0, \"rms_norm_eps\": 1e-05, \"hidden_act\": \"silu\", "
+                           "\"torch_dtype\": \"bfloat16\", \"tie_word_embeddings\": false}\n",
+                           D, F, LAYERS, HEADS, KVH, VOCAB);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    CHECK(t_write_file(path, buf, (size_t)n));
+    static weights w;
+    g_rng = 31;
+    const float sd = 1.0f / sqrtf((float)D);
+    add_w(&w, "model.embed_tokens.weight", "BF16", VOCAB, D, 1.0f, 0.0f);
+    for (int l = 0; l < LAYERS; l++) {
+        char nm[96];
+#define W(x, dt, r, c, sc, b) (snprintf(nm, sizeof nm, "model.layers.%d." x, l), add_w(&w, nm, dt, r, c, sc, b))
+        W("input_layernorm.weight", "BF16", 0, D, 0.1f, 1.0f);
+        W("self_attn.q_proj.weight", "BF16", D, D, sd, 0.0f);
+        W("self_attn.k_proj.weight", "BF16", kvd, D, sd, 0.0f);
+        W("self_attn.v_proj.weight", "BF16", kvd, D, sd, 0.0f);
+        W("self_attn.o_proj.weight", "BF16", D, D, sd, 0.0f);
+        W("post_attention_layernorm.weight", "BF16", 0, D, 0.1f, 1.0f);
+        W("mlp.gate_proj.weight", "BF16", F, D, sd, 0.0f);
+        W("mlp.up_proj.weight", "BF16", F, D, sd, 0.0f);
+        W("mlp.down_proj.weight", "BF16", D, F, 1.0f / sqrtf((float)F), 0.0f);
+#undef W
+    }
+    add_w(&w, "model.norm.weight", "BF16", 0, D, 0.1f, 1.0f);
+    add_w(&w, "lm_head.weight", "BF16", VOCAB, D, 2.0f * sd, 0.0f);
+    CHECK(st_write_weights(dir, w.it, w.n, 2, 0));
+    free_weights(&w);
+    check_model(dir, D, F, 0, SLM_WEIGHTS_Q4_K_M);
+    forward_vs_ref(dir);
+    st_rm_dir(dir);
 }
 
 /* ---- the engine ------------------------------------------------------------------ */
@@ -368,6 +416,7 @@ int main(void) {
     T_RUN(test_fit_error);
     T_RUN(test_types);
     T_RUN(test_forward);
+    T_RUN(test_hf_folder);
     T_RUN(test_engine);
     T_RUN(test_refusals);
     char cmd[128];

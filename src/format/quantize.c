@@ -102,6 +102,13 @@ static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt
     return out == t->type ? 0 : out;
 }
 
+/* The layer of a blk.N.attn_v.weight, else -1. */
+static int attn_v_layer(const slm_tensor *t) {
+    int l = -1, at = 0;
+    if (sscanf(t->name, "blk.%d.%n", &l, &at) != 1 || at <= 0 || strcmp(t->name + at, "attn_v.weight")) return -1;
+    return l;
+}
+
 /* ---- the work ------------------------------------------------------------------ */
 
 enum { QROWS = 16 }; /* rows per claimed piece */
@@ -172,14 +179,20 @@ slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int prog
         s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", file);
         goto done;
     }
-    int n_av = 0, av = 0, n_q = 0;
-    for (int i = 0; i < n; i++) n_av += strstr(m->tensors[i].name, ".attn_v.weight") != NULL;
+    /* an attn_v's place among the attn_v tensors by layer (llama-quantize walks a converted file in layer
+     * order; a folder's table is in its own order) */
+    int n_av = 0, n_q = 0;
+    for (int i = 0; i < n; i++) n_av += attn_v_layer(&m->tensors[i]) >= 0;
     uint64_t total = 0, before = 0, after = 0;
     for (int i = 0; i < n; i++) {
         const slm_tensor *t = &m->tensors[i];
-        const int is_v = strstr(t->name, ".attn_v.weight") != NULL;
+        const int lv = attn_v_layer(t);
+        int av = 0;
+        for (int k = 0; lv >= 0 && k < n; k++) {
+            const int lk = attn_v_layer(&m->tensors[k]);
+            av += lk >= 0 && lk < lv;
+        }
         to[i] = target_type(m, t, wt, av, n_av);
-        av += is_v;
         if (to[i] && !is_float(t->type)) {
             /* a quantized matrix quantized again loses twice: refuse, as llama-quantize does unless told */
             s = slm_errf(err, SLM_ERR_ARG, "--weight-type %s: %s is already quantized (tensor '%s' is %s); give its "
