@@ -60,7 +60,7 @@ static void usage(FILE *f) {
             "and of the matrix engine (AMX) with prefill as a percent of each, the time to\n"
             "first token, and the decode step's time by task kind.\n"
             "\n"
-            "  -m, --model PATH          model file (.gguf or llama2.c .bin)\n"
+            "  -m, --model PATH          GGUF, llama2.c .bin, Hugging Face folder, or a blob\n"
             "  -z, --tokenizer PATH      llama2.c tokenizer.bin (llama2.c models only)\n"
             "  -p, --n-prompt P          prompt tokens for pp (default 512; 0 = skip; clamped to\n"
             "                            the model's context length)\n"

@@ -18,8 +18,8 @@
 /* ---- shared options ---------------------------------------------------------- */
 
 const char slm_cli_common_help[] =
-    "  -m, --model PATH          llama2.c .bin or .gguf (default: stories260K.bin from\n"
-    "                            ./models or ../shared/models)\n"
+    "  -m, --model PATH          GGUF, llama2.c .bin, Hugging Face folder, or a blob\n"
+    "                            (default: stories260K.bin from ./models or ../shared/models)\n"
     "  -z, --tokenizer PATH      llama2.c tokenizer.bin (default: the GGUF's own, or\n"
     "                            tokenizer.bin / tok512.bin beside MODEL)\n"
     "      --chat-template NAME|FILE  chatml, llama2, zephyr, llama3, or a Jinja file\n"
