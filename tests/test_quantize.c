@@ -323,6 +323,40 @@ static void test_hf_folder(void) {
     st_rm_dir(dir);
 }
 
+/* stories260K (llama2.c, f32, width 64, FFN 172, tied): llama-quantize's
+ * Q4_K_M of its GGUF has Q5_0 for the K-quants of width 64, Q8_0 for the
+ * tied embedding and layers 2 and 4's attn_v (Q6_K's fallback) and F16
+ * for ffn_down (172 fits no block): 28 Q5_0, 3 Q8_0, 5 F16, the same
+ * here; q8_0 likewise keeps ffn_down in F16. */
+static void test_fallbacks(void) {
+    for (int wt = SLM_WEIGHTS_Q8_0; wt <= SLM_WEIGHTS_Q4_K_M; wt += 2) {
+        slm_model_file m;
+        slm_err err = {0};
+        if (slm_model_open(&m, M("stories260K.bin"), &err)) {
+            CHECKF(0, "%s", err.msg);
+            return;
+        }
+        CHECKF(slm_model_quantize(&m, wt, 1, 0, &err) == SLM_OK, "%s", err.msg);
+        int wrong = 0, n = 0;
+        for (int i = 0; i < m.n_tensors; i++) {
+            const slm_tensor *t = &m.tensors[i];
+            const uint32_t want = t->n_dims < 2                        ? SLM_F32
+                                  : strstr(t->name, "ffn_down")        ? SLM_F16
+                                  : wt == SLM_WEIGHTS_Q8_0             ? SLM_Q8_0
+                                  : !strcmp(t->name, "token_embd.weight") ? SLM_Q8_0
+                                  : !strcmp(t->name, "blk.2.attn_v.weight") || !strcmp(t->name, "blk.4.attn_v.weight")
+                                      ? SLM_Q8_0 /* Q6_K in layers 2 and 4 of 5, its fallback */
+                                                                       : SLM_Q5_0;
+            n++;
+            if (t->type != want && wrong++ < 3)
+                fprintf(stderr, "  %s %s: %s, want %s\n", slm_weight_type_name(wt), t->name, slm_dtype_name(t->type),
+                        slm_dtype_name(want));
+        }
+        CHECKF(wrong == 0 && n > 20, "%s: %d of %d tensors of the wrong type", slm_weight_type_name(wt), wrong, n);
+        slm_model_close(&m);
+    }
+}
+
 /* ---- the engine ------------------------------------------------------------------ */
 
 static int logits_of(slm_engine *e, float *out, int V) {
@@ -417,6 +451,7 @@ int main(void) {
     T_RUN(test_types);
     T_RUN(test_forward);
     T_RUN(test_hf_folder);
+    T_RUN(test_fallbacks);
     T_RUN(test_engine);
     T_RUN(test_refusals);
     char cmd[128];

@@ -98,7 +98,8 @@ static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt
         if (base == SLM_Q4_K && !strcmp(k_roles[k].role, "attn_qkv")) out = k_fallback(SLM_Q5_K, width);
     }
     const slm_dtype_info *info = slm_dtype_get(out);
-    if (!info || width % info->block) return 0; /* rows that do not fit the block keep their type */
+    /* rows no block fits: F16 from F32 (as llama-quantize's last fallback), else the type they have */
+    if (!info || width % info->block) out = t->type == SLM_F32 ? SLM_F16 : 0;
     return out == t->type ? 0 : out;
 }
 
