@@ -167,14 +167,13 @@ void slm_quantize_row_q4_0(const float *x, void *vy, int64_t n) {
         float amax = 0.0f, max = 0.0f; /* the value of largest magnitude, with its sign */
         for (int j = 0; j < SLM_QK4_0; j++)
             if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
-        /* max maps to code 0 (-8 * d): the asymmetric range [-8, 7] covers it exactly */
-        const uint16_t dh = slm_f32_to_f16(max / -8.0f);
-        const float d = slm_f16_to_f32(dh);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
-        y[b].d = dh;
+        /* max maps to code 0 (-8 * d): the asymmetric range [-8, 7] covers it exactly. The codes from the
+         * unrounded d, a half added and cut (GGML's quantize_row_q4_0_ref: the same bytes as llama-quantize) */
+        const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = slm_f32_to_f16(d);
         for (int j = 0; j < SLM_QK4_0 / 2; j++) {
-            int q0 = clampi((int)lrintf(xb[j] * id) + 8, 0, 15);
-            int q1 = clampi((int)lrintf(xb[j + 16] * id) + 8, 0, 15);
+            int q0 = clampi((int)(xb[j] * id + 8.5f), 0, 15);
+            int q1 = clampi((int)(xb[j + 16] * id + 8.5f), 0, 15);
             y[b].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -189,14 +188,12 @@ void slm_quantize_row_q5_0(const float *x, void *vy, int64_t n) {
         float amax = 0.0f, max = 0.0f;
         for (int j = 0; j < SLM_QK5_0; j++)
             if (fabsf(xb[j]) > amax) { amax = fabsf(xb[j]); max = xb[j]; }
-        const uint16_t dh = slm_f32_to_f16(max / -16.0f);
-        const float d = slm_f16_to_f32(dh);
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float d = max / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f; /* as Q4_0: GGML's arithmetic */
         uint32_t qh = 0;
-        y[b].d = dh;
+        y[b].d = slm_f32_to_f16(d);
         for (int j = 0; j < SLM_QK5_0 / 2; j++) {
-            const int q0 = clampi((int)lrintf(xb[j] * id) + 16, 0, 31);
-            const int q1 = clampi((int)lrintf(xb[j + 16] * id) + 16, 0, 31);
+            const int q0 = clampi((int)(xb[j] * id + 16.5f), 0, 31);
+            const int q1 = clampi((int)(xb[j + 16] * id + 16.5f), 0, 31);
             y[b].qs[j] = (uint8_t)((q0 & 0xF) | (q1 & 0xF) << 4);
             qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
         }
