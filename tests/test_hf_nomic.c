@@ -202,14 +202,7 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     } else {
         write_wordpiece(dir);
     }
-    CHECK(put(dir, "modules.json", "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": "
-              "\"sentence_transformers.models.Transformer\"}, {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", "
-              "\"type\": \"sentence_transformers.models.Pooling\"}]"));
-    char sub[600];
-    snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
-    mkdir(sub, 0700);
-    CHECK(put(sub, "config.json", "{\"word_embedding_dimension\": 32, \"pooling_mode_cls_token\": false, "
-              "\"pooling_mode_mean_tokens\": true, \"pooling_mode_max_tokens\": false}"));
+    CHECK(st_write_pooling(dir, D, 0));
 }
 
 /* ---- the GGUF twin --------------------------------------------------------------- */
@@ -299,7 +292,9 @@ static void write_gguf(const weights *w, const opts *o, const char *path) {
         const size_t n = (size_t)(t->n_dims == 2 ? t->shape[0] * t->shape[1] : t->shape[0]);
         float *f = malloc(n * sizeof *f);
         memcpy(f, t->f, n * sizeof *f);
-        hf_twin_add(g, gn, t, f, keep, &nk);
+        st_item t32 = *t; /* the converter keeps token_types and the router in f32 */
+        t32.dtype = "F32";
+        hf_twin_add(g, gn, strstr(gn, "token_types") || strstr(gn, "ffn_gate_inp") ? &t32 : t, f, keep, &nk);
     }
     if (o->moe) hf_twin_experts(g, "BF16", ML, D, F, E, expert_of, &x, keep, &nk);
     hf_twin_write(g, path, keep, nk);

@@ -111,7 +111,7 @@ static int gguf_of(const char *hf, char *out, size_t cap) {
 static void write_folder(const char *name, const weights *w, const opts *o, char *dir, size_t cap) {
     snprintf(dir, cap, "%s/%s", root, name);
     mkdir(dir, 0700);
-    char cfg[2048], sub[600];
+    char cfg[2048];
     snprintf(cfg, sizeof cfg, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, "
              "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
              "\"max_position_embeddings\": %d, \"vocab_size\": %d, \"type_vocab_size\": 1, \"pad_token_id\": %d, "
@@ -132,14 +132,7 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     free(tj);
     CHECK(put(dir, "tokenizer_config.json", TOK_CONFIG));
     if (o->cross) return;
-    CHECK(put(dir, "modules.json", "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": "
-              "\"sentence_transformers.models.Transformer\"}, {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", "
-              "\"type\": \"sentence_transformers.models.Pooling\"}]"));
-    snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
-    mkdir(sub, 0700);
-    snprintf(cfg, sizeof cfg, "{\"word_embedding_dimension\": %d, \"pooling_mode_cls_token\": %s, "
-             "\"pooling_mode_mean_tokens\": %s}", DIM, o->bert ? "false" : "true", o->bert ? "true" : "false");
-    CHECK(put(sub, "config.json", cfg));
+    CHECK(st_write_pooling(dir, DIM, !o->bert));
 }
 
 /* The twin as llama.cpp's converter writes it: positions cut, the t5 vocabulary. */

@@ -156,9 +156,10 @@ slm_status slm_hf_bert_finish(slm_model_file *m, const slm_hf_info *h, const cha
 slm_status slm_hf_nomic_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
                                slm_err *err);
 /* The GGUF name of tensor hf (moe: arch nomic-bert-moe): 1 (*what: 0 a
- * matrix, 1 a vector, 2 the fused Q/K/V weight or bias, named attn_q's, 3
- * an expert stack for slm_hf_nomic_plan), 2 ignorable (the experts' bias),
- * 0 not a nomic_bert name. */
+ * matrix, 1 f32 (a vector; token_types and the router, as the converter
+ * writes them), 2 the fused Q/K/V weight or bias, named attn_q's, 3 an
+ * expert stack for slm_hf_nomic_plan), 2 ignorable (the experts' bias), 0
+ * not a nomic_bert name. */
 int slm_hf_nomic_name(const char *hf, int moe, char *out, size_t cap, int *what);
 /* Expert stack t (shard i, shown for messages; gn from slm_hf_nomic_name)
  * as each expert's ffn_up.E / ffn_down.E, its shape checked against the config. */

@@ -22,6 +22,8 @@
  *     norm2.*                                blk.N.layer_output_norm.*
  *
  * after an optional "bert." prefix; the experts may also come as [E, F, D].
+ * token_types and the router are kept in f32 (converted when the folder's
+ * are F16 / BF16), as the converter writes them.
  * mlp.experts.bias (added after the experts' weighted sum) is skipped, as
  * the converter drops it and llama.cpp's graph runs without it.
  *
@@ -206,19 +208,20 @@ int slm_hf_nomic_name(const char *hf, int moe, char *out, size_t cap, int *what)
         {"emb_ln.weight", "token_embd_norm.weight"},
         {"emb_ln.bias", "token_embd_norm.bias"},
     };
-    /* what: 0 a matrix (its bias a vector), 2 the fused Q/K/V; arch: 0 both, 1 nomic-bert only, 2 -moe only */
+    /* what: 0 a matrix (its bias a vector), 1 f32 (the router: as the converter keeps it), 2 the fused Q/K/V;
+     * arch: 0 both, 1 nomic-bert only, 2 -moe only */
     static const struct { const char *hf, *gg; int what, arch; } layer[] = {
         {"attn.Wqkv.", "attn_q.", 2, 0},       {"attn.out_proj.", "attn_output.", 0, 0},
         {"norm1.", "attn_output_norm.", 0, 0}, {"norm2.", "layer_output_norm.", 0, 0},
         {"mlp.fc11.", "ffn_up.", 0, 1},        {"mlp.fc12.", "ffn_gate.", 0, 1},
         {"mlp.fc1.", "ffn_up.", 0, 2},         {"mlp.fc2.", "ffn_down.", 0, 0},
-        {"mlp.router.layer.", "ffn_gate_inp.", 0, 2},
+        {"mlp.router.layer.", "ffn_gate_inp.", 1, 2},
     };
     *what = 0;
     if (!strncmp(hf, "bert.", 5)) hf += 5;
     for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
         if (!strcmp(hf, top[i].hf)) {
-            *what = i >= 2;
+            *what = i >= 1; /* token_types: f32, as the converter keeps it */
             snprintf(out, cap, "%s", top[i].gg);
             return 1;
         }
