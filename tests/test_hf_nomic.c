@@ -3,8 +3,8 @@
  * biases, RoPE base 1000, a BERT WordPiece tokenizer.json, F32) and a
  * v2-moe-shaped one (biases, GELU fc1 / fc2 on the even layers, a router and
  * 4 ungated experts, top 2, on the odd ones as megablocks stores them,
- * w1 / w2 [experts x n_inner, n_embd], XLM-R's Unigram tokenizer.json,
- * BF16), each against a GGUF twin written the way llama.cpp's converter
+ * w1 / w2 [experts x n_inner, n_embd], or [experts, n_inner, n_embd],
+ * XLM-R's Unigram tokenizer.json, BF16), each against a GGUF twin written the way llama.cpp's converter
  * writes one (this file's own table of its names, attn_qkv kept fused, the
  * experts as 3-D stacks with w2 transposed, the experts' bias dropped, the
  * context its rule gives): the same config and tensors, the same token ids,
@@ -46,7 +46,7 @@ typedef struct opts {
     const char *config; /* keys put first in config.json (cJSON reads the first of a name: they win) */
     const char *drop;   /* a tensor left out of the folder */
     const char *extra;  /* one more tensor [3 x D] */
-    int w2_wrong;       /* the experts' w2 as [E, D, F] */
+    int experts_shape;  /* 1: w1 and w2 as [E, F, D]; 2: w2 as [E, D, F] (refused) */
 } opts;
 
 static int put(const char *dir, const char *file, const char *text) {
@@ -186,8 +186,11 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     for (int i = 0; i < w->n; i++) {
         if (o->drop && !strcmp(w->it[i].name, o->drop)) continue;
         it[n] = w->it[i];
-        if (o->w2_wrong && strstr(it[n].name, "experts.mlp.w2")) /* [E, D, F]: already transposed */
-            it[n].n_dims = 3, it[n].shape[0] = E, it[n].shape[1] = D, it[n].shape[2] = F;
+        if ((o->experts_shape == 1 && strstr(it[n].name, "experts.mlp.w")) ||
+            (o->experts_shape == 2 && strstr(it[n].name, "experts.mlp.w2"))) { /* the same bytes as [E, F, D] / [E, D, F] */
+            it[n].n_dims = 3, it[n].shape[0] = E;
+            it[n].shape[1] = o->experts_shape == 1 ? F : D, it[n].shape[2] = o->experts_shape == 1 ? D : F;
+        }
         n++;
     }
     if (o->extra) {
@@ -384,7 +387,10 @@ static void check_variant(const char *name, const opts *o) {
 }
 
 static void test_v15(void) { check_variant("nomic15", &(opts){0}); }
-static void test_v2_moe(void) { check_variant("nomic2moe", &(opts){.moe = 1}); }
+static void test_v2_moe(void) {
+    check_variant("nomic2moe", &(opts){.moe = 1});
+    check_variant("nomic2moe3d", &(opts){.moe = 1, .experts_shape = 1}); /* the experts as [E, F, D] */
+}
 
 /* A folder of o refused by slm_model_open with want and a message holding w1 and w2. */
 static void refused(const char *name, const opts *o, slm_status want, const char *w1, const char *w2) {
@@ -421,7 +427,7 @@ static void test_refusals(void) {
     refused("r_shared", &(opts){.moe = 1, .config = "\"num_shared_experts\": 1, "}, U, "'num_shared_experts'", NULL);
     refused("r_eps", &(opts){.config = "\"layer_norm_epsilon\": \"x\", "}, FM, "'layer_norm_epsilon'", NULL);
     /* tensors */
-    refused("r_w2", &(opts){.moe = 1, .w2_wrong = 1}, FM, "'encoder.layers.1.mlp.experts.mlp.w2'", "num_experts x n_inner");
+    refused("r_w2", &(opts){.moe = 1, .experts_shape = 2}, FM, "'encoder.layers.1.mlp.experts.mlp.w2'", "num_experts x n_inner");
     refused("r_router", &(opts){.moe = 1, .drop = "encoder.layers.3.mlp.router.layer.weight"}, FM,
             "'encoder.layers.3.mlp.router.layer.weight' missing", "MoE layer");
     refused("r_norm2", &(opts){.drop = "encoder.layers.1.norm2.weight"}, FM, "blk.1.layer_output_norm.weight", NULL);
