@@ -71,13 +71,15 @@ typedef const float *(*hf_twin_expert_fn)(const void *ctx, int l, int j, int e);
 
 /* The experts as llama.cpp's converter writes them: blk.N.ffn_{gate,up,down}_exps.weight,
  * 3-D {in, out, E}, in dtype mat ("F32", "F16", else BF16); D the model's
- * width, F an expert's, L layers of E experts. */
+ * width, F an expert's, L layers of E experts. A stack whose expert 0 is
+ * NULL is not written (ungated experts' gate, a layer without experts). */
 static inline void hf_twin_experts(slm_gguf_writer *g, const char *mat, int L, int64_t D, int64_t F, int E, hf_twin_expert_fn get,
                                    const void *ctx, void **keep, int *nk) {
     static const char *const kind[3] = {"gate", "up", "down"};
     const uint32_t type = !strcmp(mat, "F32") ? SLM_F32 : !strcmp(mat, "F16") ? SLM_F16 : SLM_BF16;
     for (int l = 0; l < L; l++)
         for (int j = 0; j < 3; j++) {
+            if (!get(ctx, l, j, 0)) continue;
             const int64_t rows = j == 2 ? D : F, cols = j == 2 ? F : D;
             const uint64_t rb = slm_row_bytes(type, (uint64_t)cols), nb = rb * (uint64_t)rows * (uint64_t)E;
             uint8_t *d = calloc(1, (size_t)nb);

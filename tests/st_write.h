@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "common/dtype.h"
 
@@ -73,6 +74,24 @@ static void st_rm_dir(const char *dir) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) fprintf(stderr, "  could not remove %s\n", dir);
+}
+
+/* sentence-transformers' modules of an embedding model's folder: modules.json
+ * (Transformer, then Pooling) and 1_Pooling/config.json, CLS (cls) or mean
+ * pooling of dim-wide rows; 1 if written. */
+static inline int st_write_pooling(const char *dir, int dim, int cls) {
+    char path[600], cfg[256];
+    static const char *const modules = "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": "
+        "\"sentence_transformers.models.Transformer\"}, {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", "
+        "\"type\": \"sentence_transformers.models.Pooling\"}]";
+    snprintf(path, sizeof path, "%s/modules.json", dir);
+    if (!t_write_file(path, modules, strlen(modules))) return 0;
+    snprintf(path, sizeof path, "%s/1_Pooling", dir);
+    mkdir(path, 0700);
+    snprintf(path, sizeof path, "%s/1_Pooling/config.json", dir);
+    const int n = snprintf(cfg, sizeof cfg, "{\"word_embedding_dimension\": %d, \"pooling_mode_cls_token\": %s, "
+                           "\"pooling_mode_mean_tokens\": %s}", dim, cls ? "true" : "false", cls ? "false" : "true");
+    return t_write_file(path, cfg, (size_t)n);
 }
 
 /* The weights of a Hugging Face folder: dir/model.safetensors when shards

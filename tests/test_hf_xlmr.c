@@ -28,126 +28,11 @@
 #include "text/tokenizer.h"
 #include "text/ugm.h"
 #include "vocab_pairs.h"
+#include "t_xlmr_vocab.h"
 
-#define UGM_DIR SLM_TESTS_DIR "/corpus/ugm"
-enum { DIM = 32, HEADS = 2, FF = 48, LAYERS = 2, CTX = 64, OFF = 2, NV = 868, MASK = 867 };
+enum { DIM = 32, HEADS = 2, FF = 48, LAYERS = 2, CTX = 64, OFF = 2 };
 
 static char root[256];
-
-/* ---- the vocabulary of xlmr.gguf ------------------------------------------------ */
-
-static struct {
-    char *tok[NV];
-    uint64_t len[NV];
-    float score[NV];
-    int32_t type[NV];
-    uint8_t *cm;
-    uint64_t cm_len;
-} V;
-
-/* xlmr.gguf's pieces, scores and charsmap; id 867 ("[PAD866]" there) is
- * <mask> here, as XLM-R's tokenizer.json has it last. */
-static int load_vocab(void) {
-    slm_map m;
-    slm_gguf *g = NULL;
-    slm_err err = {0};
-    if (slm_map_file(&m, UGM_DIR "/xlmr.gguf", &err) || slm_gguf_open(&g, m.data, m.size, "xlmr.gguf", &err)) {
-        fprintf(stderr, "  %s\n", err.msg);
-        return 0;
-    }
-    slm_gguf_type et;
-    uint64_t n = 0, ns = 0, nt = 0;
-    const void *d, *sc = NULL, *ty = NULL, *cm = NULL;
-    int ok = slm_gguf_get_arr(g, "tokenizer.ggml.tokens", &et, &n, &d) && n == NV &&
-             slm_gguf_get_arr(g, "tokenizer.ggml.scores", &et, &ns, &sc) && ns == NV &&
-             slm_gguf_get_arr(g, "tokenizer.ggml.token_type", &et, &nt, &ty) && nt == NV &&
-             slm_gguf_get_arr(g, "tokenizer.ggml.precompiled_charsmap", &et, &V.cm_len, &cm);
-    for (int i = 0; ok && i < NV; i++) {
-        slm_gguf_str s;
-        ok = slm_gguf_arr_str(g, "tokenizer.ggml.tokens", (uint64_t)i, &s);
-        if (i == MASK) s.s = "<mask>", s.len = 6;
-        V.tok[i] = malloc(s.len + 1);
-        memcpy(V.tok[i], s.s, s.len);
-        V.tok[i][s.len] = 0;
-        V.len[i] = s.len;
-        memcpy(&V.score[i], (const uint8_t *)sc + 4 * i, 4);
-        memcpy(&V.type[i], (const uint8_t *)ty + 4 * i, 4);
-        if (i == MASK) V.score[i] = 0, V.type[i] = 3; /* control, as the converter makes a special added token */
-    }
-    if (ok) {
-        V.cm = malloc(V.cm_len);
-        memcpy(V.cm, cm, V.cm_len);
-    }
-    slm_gguf_close(g);
-    slm_unmap(&m);
-    return ok && V.type[0] == 3 && V.type[3] == 2 && !strcmp(V.tok[2], "</s>");
-}
-
-/* base64 (this file's own encoder) */
-static char *b64(const uint8_t *p, size_t n) {
-    static const char A[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    char *o = malloc(4 * (n / 3 + 1) + 1), *w = o;
-    for (size_t i = 0; i < n; i += 3) {
-        const uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0) | (i + 2 < n ? p[i + 2] : 0);
-        *w++ = A[v >> 18 & 63], *w++ = A[v >> 12 & 63];
-        *w++ = i + 1 < n ? A[v >> 6 & 63] : '=';
-        *w++ = i + 2 < n ? A[v & 63] : '=';
-    }
-    *w = 0;
-    return o;
-}
-
-/* s as a JSON string body */
-static size_t jesc(char *o, const char *s) {
-    size_t n = 0;
-    for (; *s; s++) {
-        const unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') o[n++] = '\\', o[n++] = (char)c;
-        else if (c < 0x20) n += (size_t)sprintf(o + n, "\\u%04x", c);
-        else o[n++] = (char)c;
-    }
-    return n;
-}
-
-/* XLM-R's tokenizer.json: Unigram, the Precompiled + Replace normalizer,
- * Metaspace, <s> $A </s> (pairs <s> A </s></s> B </s>). Caller frees. */
-static char *tokenizer_json(void) {
-    char *cm = b64(V.cm, V.cm_len);
-    char *j = malloc(strlen(cm) + 200000), *w = j;
-    static const int added[5] = {0, 1, 2, 3, MASK};
-    w += sprintf(w, "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null, \"added_tokens\": [");
-    for (int i = 0; i < 5; i++)
-        w += sprintf(w, "%s{\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": %s, \"rstrip\": false, "
-                     "\"normalized\": false, \"special\": true}", i ? ", " : "", added[i], V.tok[added[i]],
-                     i == 4 ? "true" : "false");
-    w += sprintf(w, "], \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Precompiled\", "
-                 "\"precompiled_charsmap\": \"%s\"}, {\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, "
-                 "\"content\": \" \"}]}, \"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\xe2\x96\x81\", "
-                 "\"add_prefix_space\": true, \"prepend_scheme\": \"always\"}, \"post_processor\": {\"type\": "
-                 "\"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, "
-                 "{\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"</s>\", \"type_id\": 0}}], "
-                 "\"pair\": [{\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", "
-                 "\"type_id\": 0}}, {\"SpecialToken\": {\"id\": \"</s>\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": "
-                 "\"</s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"B\", \"type_id\": 0}}, {\"SpecialToken\": {\"id\": "
-                 "\"</s>\", \"type_id\": 0}}], \"special_tokens\": {\"</s>\": {\"id\": \"</s>\", \"ids\": [2], \"tokens\": "
-                 "[\"</s>\"]}, \"<s>\": {\"id\": \"<s>\", \"ids\": [0], \"tokens\": [\"<s>\"]}}}, \"decoder\": {\"type\": "
-                 "\"Metaspace\", \"replacement\": \"\xe2\x96\x81\", \"add_prefix_space\": true, \"prepend_scheme\": "
-                 "\"always\"}, \"model\": {\"type\": \"Unigram\", \"unk_id\": 3, \"vocab\": [", cm);
-    for (int i = 0; i < NV; i++) {
-        w += sprintf(w, "%s[\"", i ? ", " : "");
-        w += jesc(w, V.tok[i]);
-        w += sprintf(w, "\", %.9g]", (double)V.score[i]);
-    }
-    w += sprintf(w, "], \"byte_fallback\": false}}\n");
-    free(cm);
-    return j;
-}
-
-static const char *const TOK_CONFIG =
-    "{\"bos_token\": \"<s>\", \"clean_up_tokenization_spaces\": true, \"cls_token\": \"<s>\", \"eos_token\": \"</s>\", "
-    "\"mask_token\": {\"__type\": \"AddedToken\", \"content\": \"<mask>\", \"lstrip\": true, \"normalized\": true, "
-    "\"rstrip\": false, \"single_word\": false}, \"model_max_length\": 8192, \"pad_token\": \"<pad>\", \"sep_token\": "
-    "\"</s>\", \"tokenizer_class\": \"XLMRobertaTokenizer\", \"unk_token\": \"<unk>\"}";
 
 /* ---- the folder and its twin ---------------------------------------------------- */
 
@@ -226,7 +111,7 @@ static int gguf_of(const char *hf, char *out, size_t cap) {
 static void write_folder(const char *name, const weights *w, const opts *o, char *dir, size_t cap) {
     snprintf(dir, cap, "%s/%s", root, name);
     mkdir(dir, 0700);
-    char cfg[2048], sub[600];
+    char cfg[2048];
     snprintf(cfg, sizeof cfg, "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, "
              "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
              "\"max_position_embeddings\": %d, \"vocab_size\": %d, \"type_vocab_size\": 1, \"pad_token_id\": %d, "
@@ -247,14 +132,7 @@ static void write_folder(const char *name, const weights *w, const opts *o, char
     free(tj);
     CHECK(put(dir, "tokenizer_config.json", TOK_CONFIG));
     if (o->cross) return;
-    CHECK(put(dir, "modules.json", "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": "
-              "\"sentence_transformers.models.Transformer\"}, {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", "
-              "\"type\": \"sentence_transformers.models.Pooling\"}]"));
-    snprintf(sub, sizeof sub, "%s/1_Pooling", dir);
-    mkdir(sub, 0700);
-    snprintf(cfg, sizeof cfg, "{\"word_embedding_dimension\": %d, \"pooling_mode_cls_token\": %s, "
-             "\"pooling_mode_mean_tokens\": %s}", DIM, o->bert ? "false" : "true", o->bert ? "true" : "false");
-    CHECK(put(sub, "config.json", cfg));
+    CHECK(st_write_pooling(dir, DIM, !o->bert));
 }
 
 /* The twin as llama.cpp's converter writes it: positions cut, the t5 vocabulary. */
@@ -269,27 +147,7 @@ static void write_gguf(const weights *w, const opts *o, const char *path) {
     slm_gguf_set_f32(g, "bert.attention.layer_norm_epsilon", 1e-5f);
     slm_gguf_set_bool(g, "bert.attention.causal", 0);
     slm_gguf_set_u32(g, "bert.pooling_type", o->cross ? 4 : o->bert ? 1 : 2);
-    slm_gguf_set_str(g, "tokenizer.ggml.model", "t5");
-    slm_gguf_set_str(g, "tokenizer.ggml.pre", "default");
-    const char *toks[NV];
-    for (int i = 0; i < NV; i++) toks[i] = V.tok[i];
-    slm_gguf_set_arr_str(g, "tokenizer.ggml.tokens", toks, V.len, NV);
-    slm_gguf_set_arr(g, "tokenizer.ggml.scores", SLM_GGUF_F32, V.score, NV);
-    slm_gguf_set_arr(g, "tokenizer.ggml.token_type", SLM_GGUF_I32, V.type, NV);
-    slm_gguf_set_bool(g, "tokenizer.ggml.add_space_prefix", 1);
-    slm_gguf_set_u32(g, "tokenizer.ggml.token_type_count", 1);
-    slm_gguf_set_bool(g, "tokenizer.ggml.remove_extra_whitespaces", 1);
-    slm_gguf_set_arr(g, "tokenizer.ggml.precompiled_charsmap", SLM_GGUF_U8, V.cm, V.cm_len);
-    slm_gguf_set_u32(g, "tokenizer.ggml.bos_token_id", 0);
-    slm_gguf_set_u32(g, "tokenizer.ggml.eos_token_id", 2);
-    slm_gguf_set_u32(g, "tokenizer.ggml.unknown_token_id", 3);
-    slm_gguf_set_u32(g, "tokenizer.ggml.seperator_token_id", 2);
-    slm_gguf_set_u32(g, "tokenizer.ggml.padding_token_id", 1);
-    slm_gguf_set_u32(g, "tokenizer.ggml.cls_token_id", 0);
-    slm_gguf_set_u32(g, "tokenizer.ggml.mask_token_id", MASK);
-    slm_gguf_set_bool(g, "tokenizer.ggml.add_bos_token", 1);
-    slm_gguf_set_bool(g, "tokenizer.ggml.add_sep_token", 1);
-    slm_gguf_set_bool(g, "tokenizer.ggml.add_eos_token", 1);
+    xlmr_gguf_vocab(g, NV);
     for (int i = 0; i < w->n; i++) {
         const st_item *t = &w->it[i];
         char gn[64];
@@ -608,7 +466,7 @@ static void test_refusals(void) {
 int main(void) {
     snprintf(root, sizeof root, "/tmp/slm_hf_xlmr_%d", (int)getpid());
     mkdir(root, 0700);
-    if (!load_vocab()) {
+    if (!xlmr_load_vocab()) {
         fprintf(stderr, "cannot read %s/xlmr.gguf\n", UGM_DIR);
         return 1;
     }
@@ -617,8 +475,7 @@ int main(void) {
     T_RUN(test_e5_bert);
     T_RUN(test_cross_encoder);
     T_RUN(test_refusals);
-    for (int i = 0; i < NV; i++) free(V.tok[i]);
-    free(V.cm);
+    xlmr_vocab_free();
     st_rm_dir(root);
     T_DONE();
 }

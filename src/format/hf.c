@@ -16,7 +16,9 @@
  * DeltaNet ones (-exp(A_log), f32 conv taps, value heads re-ordered grouped
  * -> tiled: hf_qwen35.c); their vision tower and MTP layer are skipped.
  * bert and xlm-roberta (encoders: sentence-transformers' embedding models,
- * cross-encoders) name their own tensors (hf_bert.c); their tokenizer is
+ * cross-encoders) name their own tensors (hf_bert.c), as do nomic_bert's
+ * nomic-bert and nomic-bert-moe (hf_nomic.c: Wqkv and its bias split as
+ * phi3's qkv_proj, the experts' w1 as row ranges, w2 transposed); their tokenizer is
  * tokenizer.json's WordPiece (text/wpm_hf.c) or Unigram (text/ugm_hf.c),
  * else vocab.txt. EmbeddingGemma (gemma3_text with use_bidirectional_attention:
  * arch gemma-embedding) takes gemma3's names, with or without "model.".
@@ -137,7 +139,7 @@ typedef struct shard {
 } shard;
 
 /* What an HF tensor is (K_OSS: gpt_oss's experts, made by hf_oss.c). */
-enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN, K_OSS, K_Q35 };
+enum { K_MAT, K_VEC, K_NORM, K_QKV, K_GATE_UP, K_EXPS_GATE_UP, K_EXPS_DOWN, K_OSS, K_Q35, K_NOMIC };
 /* The families (bits), by slm_model_config.arch. */
 enum {
     B_LLAMA = 1 << SLM_ARCH_LLAMA, B_MISTRAL = 1 << SLM_ARCH_MISTRAL, B_QWEN2 = 1 << SLM_ARCH_QWEN2,
@@ -148,6 +150,7 @@ enum {
     B_QWEN35 = 1 << SLM_ARCH_QWEN35 | 1 << SLM_ARCH_QWEN35MOE, /* hf_qwen35.c */
     B_BERT = 1 << SLM_ARCH_BERT, /* hf_bert.c */
     B_MODERN_BERT = 1 << SLM_ARCH_MODERN_BERT, B_JINA = 1 << SLM_ARCH_JINA_BERT_V2, /* hf_modernbert.c, hf_jina.c */
+    B_NOMIC = 1 << SLM_ARCH_NOMIC_BERT | 1 << SLM_ARCH_NOMIC_BERT_MOE, /* hf_nomic.c */
 };
 #define B_ALL ((1 << SLM_ARCH_COUNT) - 1)
 #define B_GEMMA (B_GEMMA2 | B_GEMMA3)
@@ -298,6 +301,12 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
         *kind = k == SLM_HF_ENC_VEC ? K_VEC : k == SLM_HF_ENC_QKV ? K_QKV : k == SLM_HF_ENC_GATE_UP ? K_GATE_UP : K_MAT;
         return r;
     }
+    if (fb & B_NOMIC) { /* its own names (hf_nomic.c) */
+        int w = 0;
+        const int r = slm_hf_nomic_name(hf, fb == 1 << SLM_ARCH_NOMIC_BERT_MOE, out, cap, &w);
+        *kind = w == 3 ? K_NOMIC : w == 2 ? K_QKV : w ? K_VEC : K_MAT;
+        return r;
+    }
     char buf[160];
     if ((fb & B_QWEN35) && slm_hf_q35_skip(hf)) return 2; /* qwen35's vision tower and MTP layer */
     if (multimodal && !(hf = strip_multimodal(hf, buf, sizeof buf))) return 2;
@@ -337,6 +346,8 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
 }
 
 static uint32_t elem_size(uint32_t t) { return t == SLM_F32 ? 4 : 2; }
+/* The elements of one row of t when taken by rows: its last dimension's (a vector: 1, its entries are the rows). */
+static uint64_t row_elems(const slm_st_tensor *t) { return t->n_dims > 1 ? (uint64_t)t->shape[t->n_dims - 1] : 1; }
 
 /* One tensor of the result, before placing: a whole safetensors tensor or
  * rows [row0, row0 + rows) of a fused one. */
@@ -538,7 +549,7 @@ static slm_status take_tensor(hf_load *L, int i, const slm_st_tensor *t, const c
     p->row0 = row0;
     p->rows = rows;
     uint64_t addr_off = sh[i].st.data_start + t->begin, nbytes = t->end - t->begin;
-    if (rows) nbytes = (uint64_t)t->shape[t->n_dims - 1] * elem_size(t->type) * (uint64_t)rows; /* rows of the last dim */
+    if (rows) nbytes = row_elems(t) * elem_size(t->type) * (uint64_t)rows; /* rows of the last dim */
     p->add_one = kind == K_NORM && L->info.norm_plus_one;
     if ((kind == K_VEC || kind == K_NORM) && (t->type != SLM_F32 || p->add_one))
         p->convert = 1, nbytes = t->type == SLM_F32 ? nbytes : nbytes / 2 * 4;
@@ -560,6 +571,11 @@ static const slm_st_tensor *find_any(void *ctx, const char *hf_name, const char 
     return NULL;
 }
 
+/* nomic_bert's planner (hf_nomic.c): rows of a tensor, no copy. */
+static slm_status take_rows(void *ctx, int i, const slm_st_tensor *t, const char *gn, int vec, int64_t row0, int64_t rows) {
+    return take_tensor(ctx, i, t, gn, vec ? K_VEC : K_MAT, row0, rows);
+}
+
 static slm_status take_made(void *ctx, int i, const char *gn, const slm_hf_made *mk) {
     hf_load *L = ctx;
     pending *p = NULL;
@@ -571,15 +587,17 @@ static slm_status take_made(void *ctx, int i, const char *gn, const slm_hf_made 
 }
 
 /* phi3's fused matrices as row ranges: qkv_proj -> attn_q, attn_k, attn_v
- * (Q rows, then K, then V); gate_up_proj -> ffn_gate, ffn_up (gate rows
- * first), as transformers' Phi3 splits them. gn is the first part's name. */
+ * (Q rows, then K, then V; nomic_bert's Wqkv and its bias the same);
+ * gate_up_proj -> ffn_gate, ffn_up (gate rows first), as transformers' Phi3
+ * splits them. gn is the first part's name. */
 static slm_status take_fused(hf_load *L, int i, const slm_st_tensor *t, const char *gn, int kind) {
     const slm_model_config *c = &L->m->cfg;
     const int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim,
                   F = c->hidden_dim;
     const int64_t want = kind == K_QKV ? qd + 2 * kvd : 2 * F;
     char b[64];
-    if (t->n_dims != 2 || t->shape[0] != want)
+    const int vec = kind == K_QKV && t->n_dims == 1; /* a fused bias */
+    if ((t->n_dims != 2 && !vec) || t->shape[0] != want)
         return slm_errf(L->err, SLM_ERR_FORMAT, "%s: tensor '%s': %lld rows, the config needs %lld (%s)",
                         L->sh[i].shown, pstr(t->name, b, sizeof b), (long long)(t->n_dims ? t->shape[0] : 0),
                         (long long)want, kind == K_QKV ? "q + k + v" : "2 x intermediate_size");
@@ -587,10 +605,12 @@ static slm_status take_fused(hf_load *L, int i, const slm_st_tensor *t, const ch
     int l = atoi(gn + 4); /* "blk.N." */
     slm_status s;
     if (kind == K_QKV) {
-        snprintf(name, sizeof name, "blk.%d.attn_k.weight", l);
-        if ((s = take_tensor(L, i, t, gn, K_MAT, 0, qd)) || (s = take_tensor(L, i, t, name, K_MAT, qd, kvd))) return s;
-        snprintf(name, sizeof name, "blk.%d.attn_v.weight", l);
-        return take_tensor(L, i, t, name, K_MAT, qd + kvd, kvd);
+        const int k = vec ? K_VEC : K_MAT;
+        const char *what = vec ? "bias" : "weight";
+        snprintf(name, sizeof name, "blk.%d.attn_k.%s", l, what);
+        if ((s = take_tensor(L, i, t, gn, k, 0, qd)) || (s = take_tensor(L, i, t, name, k, qd, kvd))) return s;
+        snprintf(name, sizeof name, "blk.%d.attn_v.%s", l, what);
+        return take_tensor(L, i, t, name, k, qd + kvd, kvd);
     }
     snprintf(name, sizeof name, "blk.%d.ffn_up.weight", l);
     if ((s = take_tensor(L, i, t, gn, K_MAT, 0, F))) return s;
@@ -665,7 +685,7 @@ static slm_status check_twice(hf_load *L) {
 static slm_status plan_tensors(hf_load *L) {
     slm_status s;
     const int fb = fam_bit(L->m->cfg.arch);
-    const slm_hf_oss_io io = {L, find_any, take_made};
+    const slm_hf_oss_io io = {L, find_any, take_made, take_rows};
     for (int i = 0; i < L->n_sh; i++)
         for (int j = 0; j < L->sh[i].st.n_tensors; j++) {
             const slm_st_tensor *t = &L->sh[i].st.tensors[j];
@@ -693,6 +713,7 @@ static slm_status plan_tensors(hf_load *L) {
             else if (kind == K_EXPS_GATE_UP || kind == K_EXPS_DOWN) s = take_experts(L, i, t, gn, kind);
             else if (kind == K_OSS) s = slm_hf_oss_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
             else if (kind == K_Q35) s = slm_hf_q35_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
+            else if (kind == K_NOMIC) s = slm_hf_nomic_plan(&io, i, L->sh[i].shown, t, gn, &L->m->cfg, L->err);
             else if (L->info.pos_offset && !strcmp(gn, "position_embd.weight")) { /* xlm-roberta: rows cut */
                 int64_t r0 = 0, rows = 0;
                 s = slm_hf_bert_positions(&L->info, &L->m->cfg, t, L->sh[i].shown, &r0, &rows, L->err);
@@ -767,11 +788,11 @@ static void fill_one(slm_tensor *o, const pending *p, uint8_t *ex) {
         slm_hf_make(mk, ex + p->extra_off);
         return;
     }
-    if (p->rows) { /* a part of a fused matrix: rows of its last dimension (3-D experts: over the first two) */
-        const uint64_t rb = (uint64_t)t->shape[t->n_dims - 1] * elem_size(t->type);
-        o->n_dims = 2;
-        o->ne[0] = t->shape[t->n_dims - 1];
-        o->ne[1] = p->rows;
+    if (p->rows) { /* a part of a fused matrix: rows of its last dimension (3-D experts: over the first two; a vector: entries) */
+        const uint64_t rb = row_elems(t) * elem_size(t->type);
+        o->n_dims = t->n_dims > 1 ? 2 : 1;
+        o->ne[0] = t->n_dims > 1 ? (int64_t)row_elems(t) : p->rows;
+        o->ne[1] = t->n_dims > 1 ? p->rows : 1;
         o->ne[2] = o->ne[3] = 1;
         o->data = (const uint8_t *)t->data + (uint64_t)p->row0 * rb;
         o->nbytes = (uint64_t)p->rows * rb;
@@ -866,6 +887,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
     if (L->info.vocab_from_embed && (s = vocab_from_embed(L))) goto out;
     if (!strcmp(m->cfg.arch, "gemma4") && (s = slm_hf_gemma4_finish(m, &L->info, L->dir, err))) goto out;
     if (slm_encoder_graph(&m->cfg) && (s = slm_hf_bert_finish(m, &L->info, L->dir, err))) goto out;
+    if ((fam_bit(m->cfg.arch) & B_NOMIC) && (s = slm_hf_nomic_finish(m, &L->info, L->dir, err))) goto out;
     if ((s = slm_hf_dense_finish(m, &L->mods, L->dir, err))) goto out;
 
     /* no lm_head: tied (an encoder has none: its bias tensors speak for themselves, as in its GGUF;

@@ -30,6 +30,7 @@ typedef struct slm_hf_info {
     int pos_offset;      /* xlm-roberta: position rows never used (pad_token_id + 1), cut off at load */
     int jina;            /* bert with position_embedding_type alibi (jina-bert-v2): 1 bert's FFN
                             (feed_forward_type original), 2 GeGLU (geglu: the fused mlp.gated_layers) */
+    int nomic_bias;      /* nomic_bert: bit 0 qkv_proj_bias, 1 mlp_fc1_bias, 2 mlp_fc2_bias */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure
@@ -83,6 +84,8 @@ typedef struct slm_hf_oss_io {
     void *L;
     const slm_st_tensor *(*find)(void *L, const char *hf_name, const char **shown);
     slm_status (*take)(void *L, int shard, const char *gn, const slm_hf_made *mk);
+    /* rows [row0, row0 + rows) of t's leading dimensions (a vector: its entries) as gn, no copy (vec: to f32) */
+    slm_status (*rows)(void *L, int shard, const slm_st_tensor *t, const char *gn, int vec, int64_t row0, int64_t rows);
 } slm_hf_oss_io;
 
 /* config.json's keys as hf_config.c reads them (null counts as absent):
@@ -106,6 +109,12 @@ int slm_hf_oss_name(const char *p, long n, char *out, size_t cap, int *vec);
  * name from slm_hf_oss_name), every shape checked against the config. */
 slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, const slm_st_tensor *t,
                            const char *gn, const slm_model_config *c, slm_err *err);
+
+/* Each expert's made tensors of mk (src, op, type, n_dims, ne0 set) for
+ * layer l: gu, the gate and up parts of a fused stack (else the down);
+ * bias, [rows] vectors (hf_oss.c). */
+slm_status slm_hf_take_parts(const slm_hf_oss_io *io, int i, const slm_model_config *c, int l, int gu, int bias,
+                             slm_hf_made mk, slm_err *err);
 
 /* ---- gemma4 (format/hf_gemma4.c) ----------------------------------------------
  * Gemma 4 folders: config.json (model_type gemma4 or gemma4_text: the
@@ -168,6 +177,27 @@ slm_status slm_hf_bert_positions(const slm_hf_info *h, const slm_model_config *c
                                  const char *shown, int64_t *row0, int64_t *rows, slm_err *err);
 /* After the tensors: token_types' rows are type_vocab_size, no layer beyond num_hidden_layers. */
 slm_status slm_hf_bert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
+
+/* ---- nomic_bert (format/hf_nomic.c) ----------------------------------------------
+ * nomic-embed-text folders (NomicBertModel: arch nomic-bert, or
+ * nomic-bert-moe with moe_every_n_layers): the whole config.json
+ * (hf_config.c hands it over), the tensors' GGUF names, the experts made
+ * (w1's rows, w2 transposed) and the checks that need the loaded tensors. */
+slm_status slm_hf_nomic_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
+                               slm_err *err);
+/* The GGUF name of tensor hf (moe: arch nomic-bert-moe): 1 (*what: 0 a
+ * matrix, 1 f32 (a vector; token_types and the router, as the converter
+ * writes them), 2 the fused Q/K/V weight or bias, named attn_q's, 3 an
+ * expert stack for slm_hf_nomic_plan), 2 ignorable (the experts' bias), 0
+ * not a nomic_bert name. */
+int slm_hf_nomic_name(const char *hf, int moe, char *out, size_t cap, int *what);
+/* Expert stack t (shard i, shown for messages; gn from slm_hf_nomic_name)
+ * as each expert's ffn_up.E / ffn_down.E, its shape checked against the config. */
+slm_status slm_hf_nomic_plan(const slm_hf_oss_io *io, int i, const char *shown, const slm_st_tensor *t, const char *gn,
+                             const slm_model_config *c, slm_err *err);
+/* After the tensors: the biases as qkv_proj_bias / mlp_fc1_bias /
+ * mlp_fc2_bias say, the router on the MoE layers only, no dense FFN there. */
+slm_status slm_hf_nomic_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
 
 /* An F32, F16 or BF16 element at p as f32 (hf_oss.c). */
 float slm_hf_elem_f32(uint32_t type, const uint8_t *p);

@@ -9,7 +9,8 @@
  * qwen35 / qwen35moe, text_config or the _text models; keys: hf_qwen35.c).
  * gemma4 / gemma4_text (arch gemma4) are handed whole to hf_gemma4.c, bert
  * (arch bert, an encoder; with ALiBi jina-bert-v2: hf_jina.c) to hf_bert.c,
- * modernbert (arch modern-bert) to hf_modernbert.c.
+ * modernbert (arch modern-bert) to hf_modernbert.c, nomic_bert (nomic-bert,
+ * nomic-bert-moe) to hf_nomic.c.
  *
  * Every size comes from the file. The few keys a family's checkpoints leave
  * out take the transformers config class's defaults (Gemma3TextConfig:
@@ -653,7 +654,7 @@ static slm_status pick_family(const cJSON *top, const char *file, slm_arch *F, c
         return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'model_type': '%s' is not supported (supported: llama, "
                         "mistral, qwen2, qwen3, gemma2, gemma3, gemma3_text, phi3, smollm3, olmo2, olmo3, granite, "
                         "exaone4, qwen3_moe, qwen2_moe, mixtral, olmoe, gpt_oss, gemma4, gemma4_text, qwen3_5, qwen3_5_text, "
-                        "qwen3_5_moe, qwen3_5_moe_text, bert, xlm-roberta, modernbert)",
+                        "qwen3_5_moe, qwen3_5_moe_text, bert, xlm-roberta, modernbert, nomic_bert)",
                         file, pstr(mt->valuestring, b, sizeof b));
     *F = types[i].f;
     *root = top;
@@ -889,6 +890,10 @@ slm_status slm_hf_config(slm_model_config *c, slm_hf_info *h, const char *json, 
     }
     if (mt && cJSON_IsString(mt) && mt->valuestring && !strcmp(mt->valuestring, "modernbert")) { /* hf_modernbert.c */
         s = slm_hf_modernbert_config(top, file, c, h, err);
+        goto done;
+    }
+    if (mt && cJSON_IsString(mt) && mt->valuestring && !strcmp(mt->valuestring, "nomic_bert")) { /* hf_nomic.c */
+        s = slm_hf_nomic_config(top, file, c, h, err);
         goto done;
     }
     if ((s = pick_family(top, file, &F, &root, h, err))) goto done;

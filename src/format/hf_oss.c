@@ -193,7 +193,7 @@ static slm_status bad_shape(const char *shown, const slm_st_tensor *t, const int
 
 /* For every expert e: gate (rows 2r) and up (rows 2r + 1) of a fused
  * gate_up stack, or down (every row), made by op with the given result. */
-static slm_status take_parts(const slm_hf_oss_io *io, int i, const slm_model_config *c, int l, int gu, int bias,
+slm_status slm_hf_take_parts(const slm_hf_oss_io *io, int i, const slm_model_config *c, int l, int gu, int bias,
                              slm_hf_made mk, slm_err *err) {
     const int64_t F = c->hidden_dim, D = c->dim;
     char name[64];
@@ -228,7 +228,7 @@ slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, co
             return bad_shape(shown, t, want, 2, gu ? "experts, 2 x intermediate_size" : "experts, hidden_size",
                              "F32/F16/BF16", err);
         mk.op = SLM_HF_MAKE_VEC, mk.type = SLM_F32, mk.n_dims = 1;
-        return take_parts(io, i, c, l, gu, 1, mk, err);
+        return slm_hf_take_parts(io, i, c, l, gu, 1, mk, err);
     }
     if (!ends_with(t->name, "_blocks")) { /* the dequantized variant: [E, in, out] */
         const int64_t want[3] = {E, in, R};
@@ -242,7 +242,7 @@ slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, co
                                                    : "experts, intermediate_size, hidden_size", "F32/F16/BF16", err);
         }
         mk.op = SLM_HF_MAKE_T, mk.type = t->type, mk.n_dims = 2, mk.ne0 = in;
-        return take_parts(io, i, c, l, gu, 0, mk, err);
+        return slm_hf_take_parts(io, i, c, l, gu, 0, mk, err);
     }
     /* MXFP4 blocks and their scales */
     if (in % 32)
@@ -264,7 +264,7 @@ slm_status slm_hf_oss_plan(const slm_hf_oss_io *io, int i, const char *shown, co
                                                  : "experts, hidden_size, intermediate_size / 32", "U8", err);
     mk.scales = sc;
     mk.op = SLM_HF_MAKE_MXFP4, mk.type = SLM_MXFP4, mk.n_dims = 2, mk.ne0 = in;
-    return take_parts(io, i, c, l, gu, 0, mk, err);
+    return slm_hf_take_parts(io, i, c, l, gu, 0, mk, err);
 }
 
 /* One HF MXFP4 block (16 bytes: element 2i in byte i's low nibble, 2i + 1
@@ -295,7 +295,7 @@ void slm_hf_make(const slm_hf_made *mk, void *dst) {
     const slm_st_tensor *t = mk->src;
     const uint8_t *src = t->data;
     uint8_t *out = dst;
-    const uint64_t R = (uint64_t)t->shape[mk->op == SLM_HF_MAKE_T ? 2 : 1], e = (uint64_t)mk->e;
+    const uint64_t R = (uint64_t)t->shape[mk->op == SLM_HF_MAKE_T ? t->n_dims - 1 : 1], e = (uint64_t)mk->e;
     if (mk->op == SLM_HF_MAKE_MXFP4) {
         const uint64_t nb = (uint64_t)mk->ne0 / 32;
         const uint8_t *sc = mk->scales->data;
@@ -313,7 +313,7 @@ void slm_hf_make(const slm_hf_made *mk, void *dst) {
             const float v = slm_hf_elem_f32(t->type, src + (e * R + (uint64_t)(mk->first + k * mk->step)) * es);
             memcpy(out + 4 * (uint64_t)k, &v, 4);
         }
-    } else { /* SLM_HF_MAKE_T: out[r][c] = src[e][c][first + r step] */
+    } else { /* SLM_HF_MAKE_T: out[r][c] = src[e][c][first + r step] (src [E, in, R], or [E x in, R]) */
         const uint64_t es = t->type == SLM_F32 ? 4 : 2, in = (uint64_t)mk->ne0;
         for (int64_t r = 0; r < mk->ne1; r++) {
             const uint64_t col = (uint64_t)(mk->first + r * mk->step);
