@@ -223,61 +223,63 @@ void slm_quantize_row_q4_1(const float *x, void *vy, int64_t n) {
 }
 
 /* Fitted scale and offset of 32 values for codes in [0, nmax]: x ~ sc * q
- * - mn, mn >= 0. Candidate step sizes around the range's (hi - lo) / nmax
- * each give codes by rounding; for those codes the scale and offset are
- * the weighted least-squares fit (weights: the block's rms plus |x|, so
- * large values count more), the offset held at mn >= 0; the pair with the
- * least weighted error is kept (the range's own step among them). */
-/* Round to nearest (ties to even) for |v| < 2^22, without a library call:
- * the search loops below stay vectorizable. */
+ * - mn, mn >= 0. Candidate steps (hi - mn) / (nmax + rmin + 0.1 k), k =
+ * 0..nstep, each give codes by rounding from the best offset mn so far;
+ * for those codes the scale and offset are the weighted least-squares fit
+ * (weights: the block's rms plus |x|, so large values count more), the
+ * offset held at mn >= 0; the pair with the least weighted error is kept
+ * (the range's own step among them). The scheme of GGML's
+ * make_qkx2_quants, as llama-quantize runs it for Q4_K (rmin -1, 20
+ * steps) and Q5_K (-0.5, 15) without an importance matrix, the sums in its
+ * order: the same bytes. L gets the best codes. */
+/* Round to nearest (ties to even) for |v| < 2^22, as GGML's nearest_int. */
 static inline float round_fast(float v) { return (v + 12582912.0f) - 12582912.0f; }
 
-static void fit_scale_min(const float *x, int nmax, float *sc_out, float *mn_out) {
-    float lo = x[0], hi = x[0], ss = 0.0f, w[32];
-    for (int j = 0; j < 32; j++) {
+static void fit_scale_min(const float *x, int nmax, float rmin, int nstep, float *sc_out, float *mn_out, uint8_t L[32]) {
+    float sumsq = 0.0f, w[32];
+    for (int j = 0; j < 32; j++) sumsq += x[j] * x[j];
+    const float av = sqrtf(sumsq / 32.0f);
+    for (int j = 0; j < 32; j++) w[j] = av + fabsf(x[j]);
+    /* the sums in one order, element by element: the bytes llama-quantize writes */
+    float lo = x[0], hi = x[0], sw = w[0], sx = w[0] * x[0];
+    for (int j = 1; j < 32; j++) {
         if (x[j] < lo) lo = x[j];
         if (x[j] > hi) hi = x[j];
-        ss += x[j] * x[j];
+        sw += w[j];
+        sx += w[j] * x[j];
     }
     if (lo > 0.0f) lo = 0.0f; /* the min is stored as a non-negative offset */
-    *sc_out = (hi - lo) / (float)nmax;
-    *mn_out = -lo;
-    if (hi <= lo) return;
-    const float av = sqrtf(ss / 32.0f);
-    for (int j = 0; j < 32; j++) w[j] = av + fabsf(x[j]);
-    float best = 0.0f;
+    if (hi == lo) {
+        memset(L, 0, 32);
+        *sc_out = 0.0f, *mn_out = -lo;
+        return;
+    }
+    float is = (float)nmax / (hi - lo), sc = 1.0f / is, mn = lo, best = 0.0f;
     for (int j = 0; j < 32; j++) { /* the range's own step */
-        const float id = 1.0f / *sc_out, r = *sc_out * (float)clampi((int)lrintf((x[j] - lo) * id), 0, nmax) + lo - x[j];
-        best += w[j] * r * r;
+        L[j] = (uint8_t)clampi((int)round_fast(is * (x[j] - lo)), 0, nmax);
+        const float r = sc * (float)L[j] + lo - x[j];
+        best += w[j] * (r * r);
     }
-    for (int k = -5; k <= 5; k++) { /* 11 steps: 21 at 0.1 apart gained under 0.2% of the error, at 1.7x the time */
-        const float is = ((float)nmax + 0.2f * (float)k) / (hi - lo);
-        float q[32], a_sw[8] = {0}, a_sq[8] = {0}, a_sqq[8] = {0}, a_sx[8] = {0}, a_sqx[8] = {0};
-        for (int j0 = 0; j0 < 32; j0 += 8) /* eight lanes of sums: the loop vectorizes */
-            for (int l = 0; l < 8; l++) {
-                const int j = j0 + l;
-                float v = round_fast((x[j] - lo) * is);
-                v = v < 0.0f ? 0.0f : v > (float)nmax ? (float)nmax : v;
-                q[j] = v;
-                a_sw[l] += w[j], a_sq[l] += w[j] * v, a_sqq[l] += w[j] * v * v, a_sx[l] += w[j] * x[j];
-                a_sqx[l] += w[j] * v * x[j];
-            }
-        float sw = 0, sq = 0, sqq = 0, sx = 0, sqx = 0;
-        for (int l = 0; l < 8; l++) sw += a_sw[l], sq += a_sq[l], sqq += a_sqq[l], sx += a_sx[l], sqx += a_sqx[l];
-        const float D = sw * sqq - sq * sq;
-        if (D <= 0.0f) continue;
-        float a = (sw * sqx - sq * sx) / D, b = (sqq * sx - sq * sqx) / D; /* x ~ a q + b */
-        if (b > 0.0f) b = 0.0f, a = sqq > 0.0f ? sqx / sqq : 0.0f;
-        if (!(a > 0.0f)) continue;
-        float e8[8] = {0}, err = 0.0f;
-        for (int j0 = 0; j0 < 32; j0 += 8)
-            for (int l = 0; l < 8; l++) {
-                const float r = a * q[j0 + l] + b - x[j0 + l];
-                e8[l] += w[j0 + l] * r * r;
-            }
-        for (int l = 0; l < 8; l++) err += e8[l];
-        if (err < best) best = err, *sc_out = a, *mn_out = -b;
+    for (int k = 0; k <= nstep; k++) {
+        is = (rmin + 0.1f * (float)k + (float)nmax) / (hi - mn);
+        float sl = 0, sll = 0, sxl = 0;
+        uint8_t q[32];
+        for (int j = 0; j < 32; j++) {
+            q[j] = (uint8_t)clampi((int)round_fast(is * (x[j] - mn)), 0, nmax);
+            sl += w[j] * q[j], sll += w[j] * q[j] * q[j], sxl += w[j] * q[j] * x[j];
+        }
+        const float D = sw * sll - sl * sl;
+        if (!(D > 0.0f)) continue;
+        float a = (sw * sxl - sx * sl) / D, b = (sll * sx - sl * sxl) / D; /* x ~ a q + b */
+        if (b > 0.0f) b = 0.0f, a = sxl / sll;
+        float err = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            const float r = a * q[j] + b - x[j];
+            err += w[j] * (r * r);
+        }
+        if (err < best) best = err, sc = a, mn = b, memcpy(L, q, 32);
     }
+    *sc_out = sc, *mn_out = -mn;
 }
 
 /* Q4_K / Q5_K: per sub-block of 32 a scale and a min (x ~ sc * q - mn,
@@ -287,9 +289,10 @@ static void fit_scale_min(const float *x, int nmax, float *sc_out, float *mn_out
 static void quantize_k_scales(const float *x, int nmax, int fit, uint8_t scales[SLM_K_SCALE_SIZE], uint16_t *dh,
                               uint16_t *dminh, uint8_t L[SLM_QK_K]) {
     float sc[8], mn[8], max_sc = 0.0f, max_mn = 0.0f;
+    memset(L, 0, SLM_QK_K);
     for (int s = 0; s < 8; s++) {
         const float *xs = x + 32 * s;
-        if (fit) fit_scale_min(xs, nmax, &sc[s], &mn[s]);
+        if (fit) fit_scale_min(xs, nmax, nmax == 15 ? -1.0f : -0.5f, nmax == 15 ? 20 : 15, &sc[s], &mn[s], L + 32 * s);
         else {
             float lo = xs[0], hi = xs[0];
             for (int j = 1; j < 32; j++) {
@@ -308,8 +311,9 @@ static void quantize_k_scales(const float *x, int nmax, int fit, uint8_t scales[
     const float d = slm_f16_to_f32(*dh), dmin = slm_f16_to_f32(*dminh);
     uint8_t isc[8], imn[8];
     for (int s = 0; s < 8; s++) {
-        isc[s] = (uint8_t)(d > 0.0f ? clampi((int)lrintf(sc[s] / d), 0, 63) : 0);
-        imn[s] = (uint8_t)(dmin > 0.0f ? clampi((int)lrintf(mn[s] / dmin), 0, 63) : 0);
+        /* 6-bit scales against the unrounded maxima, as GGML's quantize_row_q4_K_ref */
+        isc[s] = (uint8_t)(max_sc > 0.0f ? clampi((int)lrintf(63.0f / max_sc * sc[s]), 0, 63) : 0);
+        imn[s] = (uint8_t)(max_mn > 0.0f ? clampi((int)lrintf(63.0f / max_mn * mn[s]), 0, 63) : 0);
     }
     memset(scales, 0, SLM_K_SCALE_SIZE);
     for (int j = 0; j < 8; j++) {
@@ -326,8 +330,9 @@ static void quantize_k_scales(const float *x, int nmax, int fit, uint8_t scales[
         uint8_t a, m;
         slm_get_scale_min_k4(s, scales, &a, &m);
         const float ds = d * a, ms = dmin * m;
-        const float id = ds > 0.0f ? 1.0f / ds : 0.0f;
-        for (int j = 0; j < 32; j++) L[32 * s + j] = (uint8_t)clampi((int)lrintf((x[32 * s + j] + ms) * id), 0, nmax);
+        if (!(ds > 0.0f)) continue; /* a zero scale: the codes stay (the fit's, else 0) */
+        for (int j = 0; j < 32; j++) /* divided, as GGML does */
+            L[32 * s + j] = (uint8_t)clampi((int)lrintf((x[32 * s + j] + ms) / ds), 0, nmax);
     }
 }
 
@@ -356,61 +361,96 @@ static void q5_K_row(const float *x, void *vy, int64_t n, int fit) {
     }
 }
 
-/* Fitted signed scale of 16 values for codes in [-32, 31]: candidate
- * scales put the value of largest magnitude at -32 (the scale takes its
- * sign) or near +-31; for each one's codes the scale is the weighted
- * least-squares fit (weights x^2); the least weighted error is kept. */
-static float fit_scale_sym(const float *x) {
+/* Fitted signed scale of 16 values for codes in [-32, 31] (GGML's
+ * make_qx_quants with weights x^2, as llama-quantize runs it for Q6_K
+ * without an importance matrix, the sums in its order): the value of
+ * largest magnitude at -32 (the scale takes its sign), then steps 0.1 code
+ * apart from -(32 - 0.9) to -(32 + 0.9), each kept when its least-squares
+ * scale explains more of the weighted sum of squares. L gets the codes
+ * (+32); 0 and codes 0 for a zero row. */
+static float fit_scale_sym(const float *x, uint8_t L[16]) {
     float amax = 0.0f, vmax = 0.0f;
     for (int j = 0; j < 16; j++)
         if (fabsf(x[j]) > amax) amax = fabsf(x[j]), vmax = x[j];
-    if (amax == 0.0f) return 0.0f;
-    float best_s = amax / 31.0f, best = -1.0f;
-    for (int k = -6; k <= 5; k++) {
-        const float s0 = k == -6 ? -vmax / 32.0f : amax / (31.0f + 0.2f * (float)k), id = 1.0f / s0;
-        float q[16], a_xq[8] = {0}, a_qq[8] = {0}, sxq = 0, sqq = 0;
-        for (int j0 = 0; j0 < 16; j0 += 8) /* eight lanes of sums: the loop vectorizes */
-            for (int l = 0; l < 8; l++) {
-                const int j = j0 + l;
-                float v = round_fast(x[j] * id);
-                v = v < -32.0f ? -32.0f : v > 31.0f ? 31.0f : v;
-                q[j] = v;
-                a_xq[l] += x[j] * x[j] * x[j] * v, a_qq[l] += x[j] * x[j] * v * v;
-            }
-        for (int l = 0; l < 8; l++) sxq += a_xq[l], sqq += a_qq[l];
-        if (sqq <= 0.0f) continue;
-        const float sfit = sxq / sqq;
-        float e8[8] = {0}, err = 0.0f;
-        for (int j0 = 0; j0 < 16; j0 += 8)
-            for (int l = 0; l < 8; l++) {
-                const float r = sfit * q[j0 + l] - x[j0 + l];
-                e8[l] += x[j0 + l] * x[j0 + l] * r * r;
-            }
-        for (int l = 0; l < 8; l++) err += e8[l];
-        if (best < 0.0f || err < best) best = err, best_s = sfit;
+    if (amax < 1e-15f) {
+        memset(L, 0, 16);
+        return 0.0f;
     }
-    return best_s;
+    float is = -32.0f / vmax, sxl = 0.0f, sll = 0.0f;
+    for (int j = 0; j < 16; j++) {
+        const int l = clampi((int)round_fast(is * x[j]), -32, 31);
+        L[j] = (uint8_t)(l + 32);
+        const float w = x[j] * x[j];
+        sxl += w * x[j] * (float)l, sll += w * (float)l * (float)l;
+    }
+    float scale = sll != 0.0f ? sxl / sll : 0.0f, best = scale * sxl;
+    for (int k = -9; k <= 9; k++) {
+        if (!k) continue;
+        is = -(32.0f + 0.1f * (float)k) / vmax;
+        float a = 0.0f, b = 0.0f;
+        int8_t q[16];
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)clampi((int)round_fast(is * x[j]), -32, 31);
+            const float w = x[j] * x[j];
+            a += w * x[j] * (float)q[j], b += w * (float)q[j] * (float)q[j];
+        }
+        if (b > 0.0f && a * a > best * b) {
+            for (int j = 0; j < 16; j++) L[j] = (uint8_t)(q[j] + 32);
+            scale = a / b, best = scale * a;
+        }
+    }
+    return scale;
+}
+
+/* Q6_K with fitted scales: the sub-scales as int8 against the one of
+ * largest magnitude at -128, then codes by division (GGML's
+ * quantize_row_q6_K_ref); a zero sub-scale keeps the fit's codes. */
+static void q6_K_fit_block(const float *xb, slm_block_q6_K *y, uint8_t L[SLM_QK_K]) {
+    float sc[16], max_sc = 0.0f, amax_sc = 0.0f;
+    for (int s = 0; s < 16; s++) {
+        sc[s] = fit_scale_sym(xb + 16 * s, L + 16 * s);
+        if (fabsf(sc[s]) > amax_sc) amax_sc = fabsf(sc[s]), max_sc = sc[s];
+    }
+    if (amax_sc < 1e-15f) {
+        memset(y, 0, sizeof *y);
+        memset(L, 0, SLM_QK_K);
+        return;
+    }
+    const float is = -128.0f / max_sc;
+    y->d = slm_f32_to_f16(1.0f / is);
+    for (int s = 0; s < 16; s++) {
+        const int v = (int)round_fast(is * sc[s]);
+        y->scales[s] = (int8_t)(v > 127 ? 127 : v);
+    }
+    for (int s = 0; s < 16; s++) {
+        const float d = slm_f16_to_f32(y->d) * (float)y->scales[s];
+        if (d == 0.0f) continue;
+        for (int j = 0; j < 16; j++) L[16 * s + j] = (uint8_t)(clampi((int)round_fast(xb[16 * s + j] / d), -32, 31) + 32);
+    }
 }
 
 static void q6_K_row(const float *x, void *vy, int64_t n, int fit) {
     slm_block_q6_K *y = vy;
     for (int64_t b = 0; b < n / SLM_QK_K; b++) {
         const float *xb = x + b * SLM_QK_K;
-        float ssc[16], amax_sc = 0.0f;
-        for (int s = 0; s < 16; s++) {
-            float amax = 0.0f;
-            for (int j = 0; j < 16; j++) amax = fmaxf(amax, fabsf(xb[16 * s + j]));
-            ssc[s] = fit ? fit_scale_sym(xb + 16 * s) : amax / 31.0f;
-            if (fabsf(ssc[s]) > amax_sc) amax_sc = fabsf(ssc[s]);
-        }
-        y[b].d = slm_f32_to_f16(amax_sc / 127.0f);
-        const float d = slm_f16_to_f32(y[b].d);
         uint8_t L[SLM_QK_K];
-        for (int s = 0; s < 16; s++) {
-            int sc = d > 0.0f ? clampi((int)lrintf(ssc[s] / d), -127, 127) : 0;
-            y[b].scales[s] = (int8_t)sc;
-            const float ds = d * sc, id = ds != 0.0f ? 1.0f / ds : 0.0f;
-            for (int j = 0; j < 16; j++) L[16 * s + j] = (uint8_t)(clampi((int)lrintf(xb[16 * s + j] * id), -32, 31) + 32);
+        if (fit) q6_K_fit_block(xb, &y[b], L);
+        else {
+            float ssc[16], amax_sc = 0.0f;
+            for (int s = 0; s < 16; s++) {
+                float amax = 0.0f;
+                for (int j = 0; j < 16; j++) amax = fmaxf(amax, fabsf(xb[16 * s + j]));
+                ssc[s] = amax / 31.0f;
+                if (ssc[s] > amax_sc) amax_sc = ssc[s];
+            }
+            y[b].d = slm_f32_to_f16(amax_sc / 127.0f);
+            const float d = slm_f16_to_f32(y[b].d);
+            for (int s = 0; s < 16; s++) {
+                int sc = d > 0.0f ? clampi((int)lrintf(ssc[s] / d), 0, 127) : 0;
+                y[b].scales[s] = (int8_t)sc;
+                const float ds = d * sc, id = ds > 0.0f ? 1.0f / ds : 0.0f;
+                for (int j = 0; j < 16; j++) L[16 * s + j] = (uint8_t)(clampi((int)lrintf(xb[16 * s + j] * id), -32, 31) + 32);
+            }
         }
         for (int h = 0; h < 2; h++) {
             const uint8_t *Lh = L + 128 * h;
