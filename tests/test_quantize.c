@@ -87,6 +87,55 @@ static void test_fit_error(void) {
     free(x);
 }
 
+/* llama-quantize's bytes: matrices of values exact in f32 (a 24-bit integer
+ * over 2^27, every 97th times 8; seed 1000 + k), written as an F32 GGUF
+ * and quantized by llama.cpp's llama-quantize (Q4_K_M with --tensor-type
+ * overrides for Q5_K, Q8_0, Q4_0 and Q5_0; llama.cpp d32676d77, here): the
+ * FNV-1a hashes of its tensors. The fitted quantizers must give the same
+ * bytes. */
+static void lcg_fill(float *f, size_t n, uint64_t seed) {
+    uint64_t st = seed;
+    for (size_t i = 0; i < n; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        const int32_t v = (int32_t)(st >> 40) - (1 << 23);
+        f[i] = (float)v / 134217728.0f * (i % 97 == 0 ? 8.0f : 1.0f);
+    }
+}
+
+static uint64_t fnv1a(const void *p, size_t n) {
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++) h = (h ^ ((const unsigned char *)p)[i]) * 1099511628211ull;
+    return h;
+}
+
+static void test_llama_quantize_bytes(void) {
+    static const struct {
+        const char *name;
+        int cols, rows;
+        uint32_t type;
+        uint64_t hash;
+    } gold[] = {
+        {"token_embd", 256, 64, SLM_Q4_K, 0x3b984fac03797bc2ull},  {"attn_q", 256, 256, SLM_Q5_K, 0xbdbf99117cab81e4ull},
+        {"attn_k", 256, 128, SLM_Q4_K, 0xe5566fdbcb0bb8baull},     {"attn_v", 256, 128, SLM_Q6_K, 0x6c992ce7bc7819e3ull},
+        {"attn_output", 256, 256, SLM_Q8_0, 0x92c0f87bc1d2e58bull}, {"ffn_gate", 256, 512, SLM_Q4_0, 0xf2a68d1774026c2dull},
+        {"ffn_up", 256, 512, SLM_Q5_0, 0xc77ad24e8e4879b8ull},     {"ffn_down", 512, 256, SLM_Q6_K, 0xd5cd795345e209bdull},
+        {"output", 256, 64, SLM_Q6_K, 0x9bcffd7ef8e45480ull},
+    };
+    for (int k = 0; k < 9; k++) {
+        const size_t n = (size_t)gold[k].cols * (size_t)gold[k].rows;
+        const uint64_t rb = slm_row_bytes(gold[k].type, (uint64_t)gold[k].cols);
+        float *f = malloc(n * sizeof *f);
+        uint8_t *q = malloc((size_t)rb * (size_t)gold[k].rows);
+        lcg_fill(f, n, 1000 + (uint64_t)k);
+        for (int r = 0; r < gold[k].rows; r++)
+            CHECK(slm_quantize_row_fit(gold[k].type, f + (size_t)r * gold[k].cols, q + (size_t)r * rb, gold[k].cols));
+        const uint64_t h = fnv1a(q, (size_t)rb * (size_t)gold[k].rows);
+        CHECKF(h == gold[k].hash, "%s (%s): bytes hash %016llx, llama-quantize's %016llx", gold[k].name,
+               slm_dtype_name(gold[k].type), (unsigned long long)h, (unsigned long long)gold[k].hash);
+        free(f), free(q);
+    }
+}
+
 /* ---- a model to quantize ----------------------------------------------------- */
 
 enum { LAYERS = 8, HEADS = 4, KVH = 2, VOCAB = 64 };
@@ -448,6 +497,7 @@ int main(void) {
     snprintf(g_dir, sizeof g_dir, "/tmp/slm_quant_XXXXXX");
     if (!mkdtemp(g_dir)) return 1;
     T_RUN(test_fit_error);
+    T_RUN(test_llama_quantize_bytes);
     T_RUN(test_types);
     T_RUN(test_forward);
     T_RUN(test_hf_folder);
