@@ -255,7 +255,8 @@ slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int prog
     m->map.size = total ? total : 64;
     s = slm_model_validate(m, err); /* the new types in their roles, as any file's */
     if (progress)
-        fprintf(stderr, "\rquantize: %s, %d matrices, %.1f -> %.1f MiB in %.1f s\n", slm_weight_type_name(wt), n_q,
+        fprintf(stderr, "%squantize: %s, %d matrices, %.1f -> %.1f MiB in %.1f s\n", progress > 1 ? "\r" : "",
+                slm_weight_type_name(wt), n_q,
                 (double)before / 1048576.0, (double)after / 1048576.0, now_s() - t0);
 done:
     slm_xfree(to);
