@@ -23,6 +23,7 @@
 #include "format/gguf.h"
 #include "format/model.h"
 #include "t.h"
+#include "t_gguf_llama.h"
 #include "golden_iq.h"
 #include "quants_rtn.h"
 #include "ref_forward.h"
@@ -713,15 +714,7 @@ static int write_model_d(const char *path, const uint32_t types[9], uint64_t see
     g_rng = seed;
     slm_gguf_writer *w = slm_gguf_writer_new();
     bufs b = {.n = 0};
-    slm_gguf_set_str(w, "general.architecture", "llama");
-    slm_gguf_set_u32(w, "llama.embedding_length", DIM);
-    slm_gguf_set_u32(w, "llama.feed_forward_length", HID);
-    slm_gguf_set_u32(w, "llama.block_count", LAYERS);
-    slm_gguf_set_u32(w, "llama.attention.head_count", HEADS);
-    slm_gguf_set_u32(w, "llama.attention.head_count_kv", KVH);
-    slm_gguf_set_u32(w, "llama.context_length", 128);
-    slm_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
-    slm_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    t_gguf_llama_keys(w, DIM, HID, LAYERS, HEADS, KVH, 128);
     const int kvd = DIM / HEADS * KVH;
     const float sd = 1.0f / sqrtf((float)DIM), sh = 1.0f / sqrtf((float)HID);
     add_t(w, &b, "token_embd.weight", DIM, VOCAB, types[0], 1.0f, 0.0f);

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "t.h"
+#include "t_gguf_llama.h"
 #include "st_write.h"
 #include "rig.h"
 #include "ref_forward.h"
@@ -166,15 +167,7 @@ static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied
     g_rng = seed;
     slm_gguf_writer *w = slm_gguf_writer_new();
     keep k = {.n = 0};
-    slm_gguf_set_str(w, "general.architecture", "llama");
-    slm_gguf_set_u32(w, "llama.embedding_length", (uint32_t)dim);
-    slm_gguf_set_u32(w, "llama.feed_forward_length", (uint32_t)hid);
-    slm_gguf_set_u32(w, "llama.block_count", LAYERS);
-    slm_gguf_set_u32(w, "llama.attention.head_count", HEADS);
-    slm_gguf_set_u32(w, "llama.attention.head_count_kv", KVH);
-    slm_gguf_set_u32(w, "llama.context_length", 64);
-    slm_gguf_set_f32(w, "llama.rope.freq_base", 10000.0f);
-    slm_gguf_set_f32(w, "llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    t_gguf_llama_keys(w, dim, hid, LAYERS, HEADS, KVH, 64);
     const int kvd = dim / HEADS * KVH;
     const float sd = 1.0f / sqrtf((float)dim);
     put(w, &k, "token_embd.weight", dim, VOCAB, mt, 1.0f, 0.0f);
