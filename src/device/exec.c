@@ -285,7 +285,7 @@ static slm_status run_matmul(const slm_task *t, rows rr, const int32_t *cpos, co
     return SLM_OK;
 }
 
-static void rope_neox(float *x, int heads, int head_dim, int rot, const float *cs);
+static void rope_neox_rows(float *x, int heads, int head_dim, int rot, const float *cs);
 
 
 /* A fused RoPE on the columns [n0, n1) a matrix task just wrote (rows of
@@ -298,7 +298,7 @@ static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy) {
         float *x = y + (size_t)(r - rr.begin) * ldy;
         const float *cs = table + (size_t)pos[r] * pairs * 2;
         if (t->flags & SLM_TF_NEOX) {
-            rope_neox(x + t->n0, (t->n1 - t->n0) / hd, hd, rot, cs);
+            rope_neox_rows(x + t->n0, (t->n1 - t->n0) / hd, hd, rot, cs);
             continue;
         }
         for (int j = t->n0; j + 1 < t->n1; j += 2) {
@@ -313,7 +313,7 @@ static void rope_epilogue(const slm_task *t, rows rr, float *y, size_t ldy) {
 /* RoPE in the "neox" layout (Qwen2, GPT-NeoX): pair i is (i, i + rot/2)
  * over the first rot dimensions of each head (rot < head_dim: partial
  * rotary, the rest pass through). */
-static void rope_neox(float *x, int heads, int head_dim, int rot, const float *cs) {
+static void rope_neox_rows(float *x, int heads, int head_dim, int rot, const float *cs) {
     const int half = rot / 2;
     for (int h = 0; h < heads; h++) {
         float *v = x + (size_t)h * head_dim;
@@ -418,7 +418,7 @@ static slm_status exec_task(const slm_task *t, rows valid, const int32_t *cpos, 
             int dr = (t->flags & SLM_TF_DST_COMPACT) ? r - rr.begin : (t->flags & SLM_TF_DST_CPOS) ? cpos[r] : r;
             float *x = row_f(t->p[SLM_REF_DST], &t->ref[SLM_REF_DST], dr);
             if (t->flags & SLM_TF_NEOX)
-                rope_neox(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, rot, table + (size_t)pos[r] * pairs * 2);
+                rope_neox_rows(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, rot, table + (size_t)pos[r] * pairs * 2);
             else
                 slm_k_rope(x + (size_t)t->n0 * t->c, t->n1 - t->n0, t->c, table + (size_t)pos[r] * pairs * 2);
         }

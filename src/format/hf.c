@@ -572,7 +572,7 @@ static const slm_st_tensor *find_any(void *ctx, const char *hf_name, const char 
 }
 
 /* nomic_bert's planner (hf_nomic.c): rows of a tensor, no copy. */
-static slm_status take_rows(void *ctx, int i, const slm_st_tensor *t, const char *gn, int vec, int64_t row0, int64_t rows) {
+static slm_status take_row_range(void *ctx, int i, const slm_st_tensor *t, const char *gn, int vec, int64_t row0, int64_t rows) {
     return take_tensor(ctx, i, t, gn, vec ? K_VEC : K_MAT, row0, rows);
 }
 
@@ -685,7 +685,7 @@ static slm_status check_twice(hf_load *L) {
 static slm_status plan_tensors(hf_load *L) {
     slm_status s;
     const int fb = fam_bit(L->m->cfg.arch);
-    const slm_hf_oss_io io = {L, find_any, take_made, take_rows};
+    const slm_hf_oss_io io = {L, find_any, take_made, take_row_range};
     for (int i = 0; i < L->n_sh; i++)
         for (int j = 0; j < L->sh[i].st.n_tensors; j++) {
             const slm_st_tensor *t = &L->sh[i].st.tensors[j];

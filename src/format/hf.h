@@ -84,8 +84,8 @@ typedef struct slm_hf_oss_io {
     void *L;
     const slm_st_tensor *(*find)(void *L, const char *hf_name, const char **shown);
     slm_status (*take)(void *L, int shard, const char *gn, const slm_hf_made *mk);
-    /* rows [row0, row0 + rows) of t's leading dimensions (a vector: its entries) as gn, no copy (vec: to f32) */
-    slm_status (*rows)(void *L, int shard, const slm_st_tensor *t, const char *gn, int vec, int64_t row0, int64_t rows);
+    /* rows [row0, row0 + n_rows) of t's leading dimensions (a vector: its entries) as gn, no copy (vec: to f32) */
+    slm_status (*take_range)(void *L, int shard, const slm_st_tensor *t, const char *gn, int vec, int64_t row0, int64_t n_rows);
 } slm_hf_oss_io;
 
 /* config.json's keys as hf_config.c reads them (null counts as absent):

@@ -272,7 +272,7 @@ slm_status slm_hf_nomic_plan(const slm_hf_oss_io *io, int i, const char *shown, 
     if (up) { /* expert e's up: rows [eF, eF + F) as they are */
         for (int64_t e = 0; e < E; e++) {
             snprintf(name, sizeof name, "blk.%d.ffn_up.%lld.weight", l, (long long)e);
-            if ((s = io->rows(io->L, i, t, name, 0, e * F, F))) return s;
+            if ((s = io->take_range(io->L, i, t, name, 0, e * F, F))) return s;
         }
         return SLM_OK;
     }

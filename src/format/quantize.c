@@ -127,7 +127,7 @@ typedef struct qjob {
     double said;                /* when it last wrote */
 } qjob;
 
-static double now_s(void) {
+static double quant_clock_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -152,8 +152,8 @@ static void *qwork(qjob *j, int caller) {
             slm_quantize_row_fit(j->to[i], row, (uint8_t *)(uintptr_t)t->data + (uint64_t)r * db, w);
         }
         const int64_t d = atomic_fetch_add(&j->done, 1) + 1;
-        if (caller && j->progress > 1 && now_s() - j->said > 0.25) {
-            j->said = now_s();
+        if (caller && j->progress > 1 && quant_clock_s() - j->said > 0.25) {
+            j->said = quant_clock_s();
             fprintf(stderr, "\rquantize: %s, %d matrices: %3d%%", slm_weight_type_name(j->wt), j->n_q, (int)(100 * d / total));
         }
     }
@@ -163,7 +163,7 @@ static void *qwork(qjob *j, int caller) {
 
 static void *qworker(void *arg) { return qwork(arg, 0); }
 
-static int is_float(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
+static int is_float_type(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
 
 slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int progress, slm_err *err) {
     const char *file = slm_basename(m->path);
@@ -194,7 +194,7 @@ slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int prog
             av += lk >= 0 && lk < lv;
         }
         to[i] = target_type(m, t, wt, av, n_av);
-        if (to[i] && !is_float(t->type)) {
+        if (to[i] && !is_float_type(t->type)) {
             /* a quantized matrix quantized again loses twice: refuse, as llama-quantize does unless told */
             s = slm_errf(err, SLM_ERR_ARG, "--weight-type %s: %s is already quantized (tensor '%s' is %s); give its "
                          "F32, F16 or BF16 source", slm_weight_type_name(wt), file, t->name, slm_dtype_name(t->type));
@@ -227,7 +227,7 @@ slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int prog
         t->data = (uint8_t *)base + off[i];
         if (!to[i]) memcpy((void *)(uintptr_t)t->data, src[i], (size_t)t->nbytes);
     }
-    const double t0 = now_s();
+    const double t0 = quant_clock_s();
     j.progress = progress, j.n_q = n_q, j.wt = wt, j.said = t0;
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     int nt = n_threads > 0 ? n_threads : ncpu > 0 ? (int)ncpu : 1;
@@ -257,7 +257,7 @@ slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int prog
     if (progress)
         fprintf(stderr, "%squantize: %s, %d matrices, %.1f -> %.1f MiB in %.1f s\n", progress > 1 ? "\r" : "",
                 slm_weight_type_name(wt), n_q,
-                (double)before / 1048576.0, (double)after / 1048576.0, now_s() - t0);
+                (double)before / 1048576.0, (double)after / 1048576.0, quant_clock_s() - t0);
 done:
     slm_xfree(to);
     slm_xfree((void *)src);
