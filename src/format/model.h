@@ -407,7 +407,8 @@ const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
  * projections, experts included) rewritten as file type wt (an
  * slm_weight_type) with llama-quantize's choice of type per tensor; a
  * matrix already quantized is refused. n_threads 0: all cores; progress:
- * 1 a summary line on stderr, 2 also a live percentage (a terminal). On failure m is unchanged. */
+ * 1 a summary line on stderr, 2 also a live percentage (a terminal). On failure m
+ * is unchanged, but for the final validation of the new types (then the caller closes it). */
 slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int progress, slm_err *err);
 /* llama-quantize's types for a matrix of a layer (`more`: attn_v, ffn_down,
  * which Q4_K_M keeps in Q6_K in some layers) and for the output matrix (or

@@ -142,8 +142,13 @@ static void *qwork(qjob *j, int caller) {
     for (;;) {
         const int64_t p = atomic_fetch_add(&j->next, 1);
         if (p >= total || !row) break;
-        int i = 0;
-        while (j->piece0[i + 1] <= p) i++;
+        int lo = 0, hi = j->m->n_tensors; /* the tensor of piece p: piece0[i] <= p < piece0[i + 1] */
+        while (hi - lo > 1) {
+            const int mid = lo + (hi - lo) / 2;
+            if (j->piece0[mid] <= p) lo = mid;
+            else hi = mid;
+        }
+        const int i = lo;
         slm_tensor *t = &j->m->tensors[i];
         const int64_t w = t->ne[0], r0 = (p - j->piece0[i]) * QROWS, n = rows_of(t);
         const uint64_t sb = slm_row_bytes(t->type, (uint64_t)w), db = slm_row_bytes(j->to[i], (uint64_t)w);
