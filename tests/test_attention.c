@@ -18,16 +18,24 @@ static float frand(void) {
 }
 
 /* K and V: the f32 rows (ld floats apart) the cache was made from. */
+/* Head g's score of KV row j: q.K scaled, less ALiBi's slope * |qpos - j|
+ * where the args carry slopes. */
+static double ref_score(const slm_attn_args *a, const float *K, int g, int j) {
+    const float *q = a->q + (size_t)g * a->q_stride;
+    double s = 0;
+    for (int d = 0; d < a->head_dim; d++) s += (double)q[d] * K[(size_t)j * a->ld + d];
+    s *= a->scale;
+    if (a->alibi) s -= (double)a->alibi[g] * fabs((double)a->qpos - j);
+    return s;
+}
+
 static void reference(const slm_attn_args *a, const float *K, const float *V, double *out) {
     for (int g = 0; g < a->group; g++) {
-        const float *q = a->q + (size_t)g * a->q_stride;
         double mx = -INFINITY, sum = 0;
         int any = 0;
         for (int j = a->first; j <= a->last; j++) {
             if (!a->mask[j]) continue;
-            double s = 0;
-            for (int d = 0; d < a->head_dim; d++) s += (double)q[d] * K[(size_t)j * a->ld + d];
-            s *= a->scale;
+            const double s = ref_score(a, K, g, j);
             if (s > mx) mx = s;
             any = 1;
         }
@@ -35,9 +43,7 @@ static void reference(const slm_attn_args *a, const float *K, const float *V, do
         if (!any) continue;
         for (int j = a->first; j <= a->last; j++) {
             if (!a->mask[j]) continue;
-            double s = 0;
-            for (int d = 0; d < a->head_dim; d++) s += (double)q[d] * K[(size_t)j * a->ld + d];
-            double p = exp(s * a->scale - mx);
+            double p = exp(ref_score(a, K, g, j) - mx);
             sum += p;
             for (int d = 0; d < a->head_dim; d++) out[g * a->head_dim + d] += p * V[(size_t)j * a->ld + d];
         }
@@ -183,8 +189,9 @@ static void test_kv_store_matches_reference(void) {
  * with their own KV ranges (causal after some context, a window, rows that
  * see nothing), holes with NaN behind them, f32 / f16 / q8_0 caches, head
  * sizes the kernel keeps in registers and others; each row and head against
- * the double reference on the stored values. Blocks it declines leave the
- * output alone. */
+ * the double reference on the stored values; variant 3 adds ALiBi (jina-bert-v2's
+ * slopes, each row's position its own KV row) to the holes. Blocks it declines
+ * leave the output alone. */
 static void rows_match_reference(const char *set) {
     if (!slm_kernels_select(set)) {
         fprintf(stderr, "  %s skipped: not on this CPU\n", set);
@@ -206,7 +213,7 @@ static void rows_match_reference(const char *set) {
             for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
                 for (size_t ri = 0; ri < sizeof nrows / sizeof nrows[0]; ri++)
                     for (size_t ci = 0; ci < sizeof ctxs / sizeof ctxs[0]; ci++)
-                        for (int variant = 0; variant < 3; variant++) {
+                        for (int variant = 0; variant < 4; variant++) {
                             const int kt = types[ti], hd = hds[hi], G = groups[gi], R = nrows[ri], c0 = ctxs[ci];
                             if ((kt == SLM_Q8_0 && hd % 32) || hd % lanes) continue;
                             const int n = c0 + R; /* KV rows: the context, then the block's own */
@@ -224,8 +231,8 @@ static void rows_match_reference(const char *set) {
                             for (size_t i = 0; i < qld * R; i++) q[i] = frand();
                             for (size_t i = 0; i < qld * R; i++) out[i] = 7.0f;
                             for (int j = 0; j < n; j++) {
-                                /* variant 1: holes, a run of them too */
-                                mask[j] = variant != 1 || (j % 3 != 1 && !(j >= 20 && j < 60));
+                                /* variants 1 and 3: holes, a run of them too */
+                                mask[j] = (variant != 1 && variant != 3) || (j % 3 != 1 && !(j >= 20 && j < 60));
                                 if (kt == SLM_F32) {
                                     memcpy(Kt + (size_t)j * rb, K + (size_t)j * ld, rb);
                                     memcpy(Vt + (size_t)j * rb, V + (size_t)j * ld, rb);
@@ -240,7 +247,11 @@ static void rows_match_reference(const char *set) {
                                     memset(Vt + (size_t)j * rb, 0xff, rb);
                                 }
                             }
+                            int32_t qpos[SLM_ATTN_ROWS_MAX];
+                            float slope[8];
+                            for (int g = 0; g < G; g++) slope[g] = slm_alibi_slope(kvh * G / 2 + g, kvh * G, 8.0f);
                             for (int i = 0; i < R; i++) {
+                                qpos[i] = c0 + i;
                                 last[i] = c0 + i; /* causal */
                                 first[i] = variant == 2 ? (last[i] - 37 > 0 ? last[i] - 37 : 0) : 0; /* a window */
                                 if (variant == 2 && i % 5 == 3) first[i] = last[i] + 1; /* sees nothing */
@@ -250,13 +261,15 @@ static void rows_match_reference(const char *set) {
                                                       .head_dim = hd, .K = Kt + head1, .V = Vt + head1, .ld = ld,
                                                       .kv_type = kt, .mask = mask, .first = first, .last = last,
                                                       .scale = 1.0f / sqrtf((float)hd), .out = out, .out_ld = qld,
-                                                      .out_stride = (size_t)hd};
+                                                      .out_stride = (size_t)hd, .alibi = variant == 3 ? slope : NULL,
+                                                      .qpos = qpos};
                             CHECKF(ks->attention_rows(&ar) == 1, "declined hd %d", hd);
                             double worst = 0;
                             for (int i = 0; i < R; i++) {
                                 slm_attn_args a = {.q = q + (size_t)i * qld, .q_stride = (size_t)hd, .group = G,
                                                    .head_dim = hd, .ld = ld, .mask = mask, .first = first[i],
-                                                   .last = last[i], .scale = ar.scale};
+                                                   .last = last[i], .scale = ar.scale, .alibi = ar.alibi,
+                                                   .qpos = qpos[i]};
                                 reference(&a, Kd + hd, Vd + hd, ref);
                                 for (int e = 0; e < G * hd; e++) {
                                     const float y = out[(size_t)i * qld + e];
@@ -271,7 +284,7 @@ static void rows_match_reference(const char *set) {
                             free(K); free(V); free(Kd); free(Vd); free(Kt); free(Vt); free(q); free(out); free(mask);
                             free(ref);
                         }
-    CHECK(cases > 300);
+    CHECK(cases > 400);
     /* declined: head_dim not a multiple of the lanes, or past 256; nothing written */
     const int bad[] = {lanes / 2, lanes + 4, 256 + lanes};
     for (int b = 0; b < 3; b++) {

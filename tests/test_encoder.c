@@ -208,10 +208,10 @@ static void check_family(int kind) {
             }
             CHECKF(worst < 1e-4, "mean n %d: %g", n, worst);
         }
-        /* jina-bert-v2's ALiBi in each kernel set's attention (the per-row entries: scalar, AVX2, AVX-512,
-         * where the CPU has them) */
-        static const char *const sets[3] = {"scalar", "avx2", "avx512"};
-        for (int k = 0; k < 3 && m.jina; k++) {
+        /* jina-bert-v2's ALiBi in each kernel set's attention (scalar's per-row entry; the block entries of
+         * AVX2, AVX-512 and the amx sets, which hand ALiBi to AVX-512's, where the CPU has them) */
+        static const char *const sets[4] = {"scalar", "avx2", "avx512", "amx-emu"};
+        for (int k = 0; k < 4 && m.jina; k++) {
             if (!slm_kernels_select(sets[k])) continue;
             reference(&m, ids, 16, want);
             CHECK(slm_session_embed(s, ids, 16, SLM_POOLING_NONE, got, (size_t)16 * DIM) == SLM_OK);

@@ -345,7 +345,7 @@ AVX512 static inline __attribute__((always_inline)) void rows_chunk(const slm_at
                                                                      const float *vt, const int NQ, const int HD,
                                                                      const float *const *q, float *const *o,
                                                                      const uint32_t *rm, const int *st, float *m,
-                                                                     float *l) {
+                                                                     float *l, int j0) {
     const int hd = HD ? HD : a->head_dim;
     __m512 s[4][2];
     for (int h = 0; h < NQ; h++) s[h][0] = s[h][1] = _mm512_setzero_ps();
@@ -357,6 +357,17 @@ AVX512 static inline __attribute__((always_inline)) void rows_chunk(const slm_at
             s[h][1] = _mm512_fmadd_ps(b, k1, s[h][1]);
         }
     }
+    if (a->alibi) /* ALiBi: minus slope * |qpos - j| on the scaled score (here before the scale: over it) */
+        for (int h = 0; h < NQ; h++) {
+            const __m512 k = _mm512_set1_ps(-a->alibi[st[h] % a->group] / a->scale);
+            const __m512i qp = _mm512_set1_epi32(a->qpos[st[h] / a->group]);
+            const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            for (int c = 0; c < 2; c++) {
+                const __m512i j = _mm512_add_epi32(_mm512_set1_epi32(j0 + 16 * c), lane);
+                const __m512 dist = _mm512_cvtepi32_ps(_mm512_abs_epi32(_mm512_sub_epi32(qp, j)));
+                s[h][c] = _mm512_fmadd_ps(k, dist, s[h][c]);
+            }
+        }
     float p[4][RT] __attribute__((aligned(64)));
     float corr[4];
     uint32_t all = 0;
@@ -373,8 +384,7 @@ AVX512 static inline __attribute__((always_inline)) void rows_chunk(const slm_at
 AVX512 static void rows_chunk_any(const slm_attn_rows *a, const float *kt, const float *vt, int nq,
                                   const float *const *q, float *const *o, const uint32_t *rm, const int *st, float *m,
                                   float *l, int j0) {
-    (void)j0; /* no ALiBi here: the entry declines it */
-#define RC(NQ, HD) rows_chunk(a, kt, vt, NQ, HD, q, o, rm, st, m, l)
+#define RC(NQ, HD) rows_chunk(a, kt, vt, NQ, HD, q, o, rm, st, m, l, j0)
 #define RC_HD(HD)                                                                                                  \
     do {                                                                                                           \
         switch (nq) {                                                                                              \
@@ -399,6 +409,7 @@ AVX512 static inline __attribute__((always_inline)) void rows_normalize(float *o
 
 #define ROWS_NAME slm_attention_rows_avx512
 #define ROWS_NQ 4
+#define ROWS_ALIBI 1
 #include "device/attention_rows_body.h"
 
 AVX2 static inline float hsum8(__m256 v) {

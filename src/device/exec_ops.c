@@ -163,7 +163,7 @@ void slm_exec_attention(const slm_task *t, rows rr, const int32_t *cpos, const s
      * sequences (a batch program: one row each) take the per-row path, as each would alone in
      * the generate program: the blocked kernel of one row sums in another order */
     const int one_seq = rr.end - rr.begin >= 2 && (t->k <= 0 || cp[rr.begin] / t->k == cp[rr.begin + 1] / t->k);
-    /* ALiBi (f2 > 0) in blocks where the set's entry takes it (avx2), else per row */
+    /* ALiBi (f2 > 0) in blocks where the set's entry takes it (avx2, avx512), else per row */
     const int blocks = ks->attention_rows && t->f1 == 0.0f && !(t->flags & SLM_TF_SINKS) && one_seq;
     slm_attn_part_rows(t, cp, rr.begin, rr.end, &rr.begin, &rr.end); /* the task's row part, if any */
     for (int h = t->n0; h < t->n1;) {
