@@ -791,7 +791,7 @@ static void embed_check(const char *path, int dim, const char *text, const char 
     slm_free(e);
 }
 
-/* bert, nomic-bert and modern-bert: a custom shape's keys as asked, the converter's
+/* bert, nomic-bert, modern-bert and jina-bert-v2: a custom shape's keys as asked, the converter's
  * tensors and types, a WordPiece vocabulary (BERT's special ids, words and
  * continuations) that texts tokenize into; a real shape cut to one layer. */
 static void test_encoders(void) {
@@ -905,6 +905,26 @@ static void test_encoders(void) {
         close_gguf(&o);
     }
     embed_check(mb, 64, "Hello world, cat QX", w2, 6);
+
+    /* jina-bert-v2: bert's keys and tensors without learned positions or a RoPE base, GeGLU's fused up and
+     * its bias of twice the width; jina-embeddings-v2-base-en cut to 2 layers */
+    const char *jb = tmp_path("jina.gguf");
+    CHECK(synth_run_v("--shape jina-embeddings-v2-base-en --layers 2 --dim 64 --heads 4 --ffn 96 --n-vocab 600 "
+                      "--type q8_0", jb, NULL, 0) == 0);
+    if (open_gguf(&o, jb)) {
+        CHECK(u32(o.g, "jina-bert-v2.context_length") == 8192 && u32(o.g, "jina-bert-v2.pooling_type") == 1);
+        CHECK(f32key(o.g, "jina-bert-v2.attention.layer_norm_epsilon") == 1e-12f &&
+              slm_gguf_find(o.g, "jina-bert-v2.rope.freq_base") < 0);
+        CHECK(u32(o.g, "tokenizer.ggml.token_type_count") == 2 && tensor_type(o.g, "token_types.weight") == SLM_F32);
+        CHECK(tensor_type(o.g, "position_embd.weight") == -1 && tensor_type(o.g, "blk.1.ffn_gate.weight") == -1);
+        const slm_gguf_tensor *u = slm_gguf_find_tensor(o.g, "blk.1.ffn_up.weight"),
+                              *ub = slm_gguf_find_tensor(o.g, "blk.1.ffn_up.bias");
+        CHECK(u && u->type == SLM_Q8_0 && u->ne[0] == 64 && u->ne[1] == 192);
+        CHECK(ub && ub->type == SLM_F32 && ub->ne[0] == 192);
+        CHECK(tensor_type(o.g, "blk.0.attn_q.bias") == SLM_F32 && tensor_type(o.g, "blk.0.ffn_down.weight") == SLM_Q8_0);
+        close_gguf(&o);
+    }
+    embed_check(jb, 64, "Hello world, cat QX", w2, 6);
 
     /* an XLM-RoBERTa shape with a unigram vocabulary (--vocab-file t5): its tokens, normalizer and flags
      * copied, one token type, the context less the converter's 2 rows; a text embeds as <s> pieces </s> */

@@ -127,6 +127,9 @@ static const synth_shape k_shapes[] = {
      * 3, the others a window of 128; RoPE base 160000, the window layers' 10000) */
     {"modernbert-embed-base", "modern-bert", 768, 22, 12, 12, 1152, 50368, 8192, 160000.0f, 1e-5f, 0, 0,
      .window = 128, .type_vocab = 2, .pooling = 1},
+    /* jinaai/jina-embeddings-v2-base-en: bert without learned positions (ALiBi), GeGLU of 3072 */
+    {"jina-embeddings-v2-base-en", "jina-bert-v2", 768, 12, 12, 12, 3072, 30528, 8192, 1000.0f, 1e-12f, 0, 0,
+     .type_vocab = 2, .pooling = 1},
     /* a tiny default for tests; every field can be overridden */
     {"custom", "llama", 64, 2, 4, 2, 160, 512, 256, 10000.0f, 1e-5f, 0, 0, 0, 0, 0, 0, 0.0f, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
 };
@@ -467,12 +470,10 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
         if (!strcmp(k_shapes[i].name, a->shape_name)) base = &k_shapes[i];
     if (!base) {
-        fprintf(stderr, "staticlm synth: unknown shape '%s' (smollm2-135m, tinyllama-1.1b, llama-3.2-1b, "
-                        "qwen2.5-0.5b, qwen3-0.6b, gemma-2-2b, gemma-3-1b, phi-4-mini, smollm3-3b, granite-3.3-2b, olmo-3-7b, "
-                        "qwen3-30b-a3b, olmoe-1b-7b, gpt-oss-20b, mixtral-8x7b, qwen1.5-moe-a2.7b, glm-4.5-air, "
-                        "qwen3.5-0.8b, qwen3.5-35b-a3b, gemma-4-e2b, gemma-4-e4b, gemma-4-31b, gemma-4-26b-a4b, "
-                        "bge-small-en-v1.5, all-minilm-l6-v2, bge-base-en-v1.5, nomic-embed-text-v1.5, bge-m3, "
-                        "multilingual-e5-base, bge-reranker-v2-m3, custom)\n", a->shape_name);
+        fprintf(stderr, "staticlm synth: unknown shape '%s' (", a->shape_name); /* the table's names */
+        for (size_t i = 0; i < sizeof k_shapes / sizeof k_shapes[0]; i++)
+            fprintf(stderr, "%s%s", i ? ", " : "", k_shapes[i].name);
+        fprintf(stderr, ")\n");
         return 2;
     }
     *ty = NULL;
@@ -894,7 +895,7 @@ int slm_cli_synth(int argc, char **argv) {
     s.seed = a.seed;
     s.std = a.std;
     s.w = slm_gguf_writer_new();
-    int widest = 3 * sh.dim > sh.ffn ? 3 * sh.dim : sh.ffn; /* 3 x dim: nomic-bert-moe's Q/K/V bias */
+    int widest = 3 * sh.dim > 2 * sh.ffn ? 3 * sh.dim : 2 * sh.ffn; /* nomic-bert-moe's Q/K/V bias, jina's up bias */
     if (sh.expert_ffn > widest) widest = sh.expert_ffn;
     if (sh.shared_ffn > widest) widest = sh.shared_ffn;
     if (2 * head_dim_of(&sh) * sh.n_heads > widest) widest = 2 * head_dim_of(&sh) * sh.n_heads;

@@ -1,6 +1,7 @@
-/* staticlm synth --arch bert | nomic-bert | nomic-bert-moe | modern-bert:
+/* staticlm synth --arch bert | nomic-bert | nomic-bert-moe | modern-bert | jina-bert-v2:
  * encoder embedding models (the shapes of bge-small/base-en-v1.5,
- * all-MiniLM-L6-v2, nomic-embed-text-v1.5 and v2-moe, modernbert-embed-base) with the keys and tensors
+ * all-MiniLM-L6-v2, nomic-embed-text-v1.5 and v2-moe, modernbert-embed-base,
+ * jina-embeddings-v2-base-en) with the keys and tensors
  * llama.cpp's converter writes (conversion/bert.py, BertModel,
  * NomicBertModel and ModernBertModel) and its graphs read; format/encoder.c
  * is our reader of them.
@@ -25,6 +26,10 @@
  * expert_used_count, moe_every_n_layers;
  * with --pooling rank a cross-encoder's classifier head (cls.weight and
  * cls.bias: dense + tanh; cls.output.weight [dim, 1] and its bias: one score).
+ * jina-bert-v2 (jina-embeddings-v2-base-en): bert's keys and tensors
+ * without position_embd (its attention adds ALiBi, the slopes from 8 as
+ * llama.cpp's), with GeGLU: ffn_up [dim, 2 x ffn] and its bias, the gate's
+ * rows first (the converter's fused gated_layers), ffn_down as bert's.
  * modern-bert: rope.freq_base, rope.freq_base_swa (10000), the window
  * attention.sliding_window and its layer period
  * attention.sliding_window_pattern (3), no token types; tensors
@@ -56,7 +61,7 @@
 
 int synth_is_encoder(const char *arch) {
     return !strcmp(arch, "bert") || !strcmp(arch, "nomic-bert") || !strcmp(arch, "modern-bert") ||
-           !strcmp(arch, "nomic-bert-moe");
+           !strcmp(arch, "nomic-bert-moe") || !strcmp(arch, "jina-bert-v2");
 }
 
 int synth_encoder_shape(const synth_args *a, synth_shape *sh) {
@@ -93,7 +98,7 @@ void synth_encoder_metadata(slm_gguf_writer *w, const synth_shape *sh, const syn
     slm_gguf_set_u32(w, K("embedding_length"), (uint32_t)sh->dim);
     slm_gguf_set_u32(w, K("feed_forward_length"), (uint32_t)sh->ffn);
     slm_gguf_set_u32(w, K("attention.head_count"), (uint32_t)sh->n_heads);
-    if (strcmp(sh->arch, "bert")) slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
+    if (strcmp(sh->arch, "bert") && strcmp(sh->arch, "jina-bert-v2")) slm_gguf_set_f32(w, K("rope.freq_base"), sh->rope_base);
     if (!strcmp(sh->arch, "modern-bert")) { /* ModernBertModel's keys */
         slm_gguf_set_f32(w, K("rope.freq_base_swa"), 10000.0f);
         slm_gguf_set_u32(w, K("attention.sliding_window"), (uint32_t)sh->window);
@@ -161,6 +166,7 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
         return ok;
     }
     const int moe = !strcmp(sh->arch, "nomic-bert-moe"), nomic = moe || !strcmp(sh->arch, "nomic-bert");
+    const int jina = !strcmp(sh->arch, "jina-bert-v2"); /* GeGLU: the up of twice the width, gate first */
     const int bias = !nomic || moe, D = sh->dim, F = sh->ffn, L = sh->n_layers, E = sh->experts;
     const uint32_t mt = ty->matrix;
     float *g = slm_malloc((size_t)D * sizeof(float));
@@ -173,7 +179,7 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
     } while (0)
 #define NORM(name) (gains(g, D, k++), synth_add(s, name, SLM_F32, D, 1, 2, g))
     ADD("token_embd.weight", slm_quant_output_type(mt, D), D, sh->vocab, 0, NULL);
-    if (!nomic) ADD("position_embd.weight", SLM_F32, D, sh->ctx, 0, NULL);
+    if (!nomic && !jina) ADD("position_embd.weight", SLM_F32, D, sh->ctx, 0, NULL);
     ADD("token_types.weight", SLM_F32, D, sh->type_vocab, 0, NULL);
     if (!NORM("token_embd_norm.weight")) goto done;
     ADD("token_embd_norm.bias", SLM_F32, D, 1, 0, NULL);
@@ -198,7 +204,7 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
             if (!synth_add3(s, n, t_in, D, F, E)) goto done;
             snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", l);
             if (!synth_add3(s, n, t_down, F, D, E)) goto done;
-        } else if (!T("ffn_up.weight", t_in, D, F) || (bias && !T("ffn_up.bias", SLM_F32, F, 1)) ||
+        } else if (!T("ffn_up.weight", t_in, D, jina ? 2 * F : F) || (bias && !T("ffn_up.bias", SLM_F32, jina ? 2 * F : F, 1)) ||
                    (nomic && !moe && !T("ffn_gate.weight", t_in, D, F)) || !T("ffn_down.weight", t_down, F, D) ||
                    (bias && !T("ffn_down.bias", SLM_F32, D, 1))) {
             goto done;
