@@ -287,7 +287,11 @@ static void test_blob_tiles(void) {
 
 /* 37 tokens in 15-row chunks (one row tile: 1 x 3 steps; a last chunk of 7
  * rows; below the 16 rows where prefill attention goes to tiles, so the
- * matrix kernels alone differ) */
+ * matrix kernels alone differ: the same int8 products summed in another
+ * order, which an int8 activation rounding in the next layer can turn into
+ * a jump of ~0.5% of max |logit|, measured 0.46% on this file; test_amx's
+ * test_engine says more). Tolerance 1.5%: a broken tile layout moves the
+ * logits by 10-20%. */
 static void test_engine_chunks(void) {
     if (!slm_kernels_select("amx-emu")) {
         fprintf(stderr, "  skipped: no AVX-512 set on this CPU (the amx sets delegate decode to it)\n");
@@ -300,7 +304,7 @@ static void test_engine_chunks(void) {
         amx_prefill_logits(g_gguf, "amx-emu", 15, SLM_KV_F32, 37, b, vocab)) {
         double amax;
         const double d = amx_logit_diff(a, b, vocab, &amax);
-        CHECKF(d <= 2e-3, "logits differ by %.3g of max |logit| %.3g", d, amax);
+        CHECKF(d <= 1.5e-2, "logits differ by %.3g of max |logit| %.3g", d, amax);
         fprintf(stderr, "  15-row chunks: amx-emu vs avx512 logits: max diff %.2g of max |logit| %.3g\n", d, amax);
     }
     free(a), free(b);
