@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "blob/blob.h"
+#include "format/model.h"
 #include "blob_image.h"
 #include "t_blob_embed.h"
 #include "t_hf_twin.h"
@@ -53,6 +54,34 @@ static void test_setup(void) {
                      "2", "--ffn", "64", "--ctx", "24", "--n-vocab", "300", "--pooling", "rank", "--type", "q8_0", "-o",
                      gguf, NULL};
     CHECK(cli(synth, NULL) == 0);
+    /* compile's encoder test reads the architecture alone: a GGUF's key, a folder's config.json */
+    CHECK(slm_model_peek_encoder(gguf) == 1);
+    CHECK(slm_model_peek_encoder(T_SHARED("models/stories260K.bin")) == 0);
+    char folder[320], cfg[360];
+    snprintf(folder, sizeof folder, "%s/bert-folder", dir);
+    CHECK(mkdir(folder, 0700) == 0);
+    CHECK(slm_model_peek_encoder(folder) == 0); /* no config.json: not known here, the load says why */
+    snprintf(cfg, sizeof cfg, "%s/config.json", folder);
+    FILE *f = fopen(cfg, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"architectures\": [\"BertModel\"], \"model_type\": \"bert\", \"hidden_size\": 32, "
+              "\"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 2, "
+              "\"max_position_embeddings\": 24, \"vocab_size\": 300, \"type_vocab_size\": 2}\n", f);
+        fclose(f);
+    }
+    CHECK(slm_model_peek_encoder(folder) == 1);
+    f = fopen(cfg, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("{\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2, "
+              "\"num_attention_heads\": 2, \"vocab_size\": 300}\n", f);
+        fclose(f);
+    }
+    CHECK(slm_model_peek_encoder(folder) == 0);
+    unlink(cfg);
+    rmdir(folder);
+    CHECK(slm_model_peek_encoder(cfg) == 0 && slm_model_peek_encoder(NULL) == 0);
     char *par[] = {"staticlm", "compile", "-m", gguf, "--max-prompt-len", "24", "--parallel", "4", "-o", g_enc, NULL};
     CHECK(cli(par, NULL) == 2); /* an encoder has no decode to batch: refused, not ignored */
     CHECK(access(g_enc, F_OK) != 0);

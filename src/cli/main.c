@@ -391,18 +391,6 @@ static int cmd_run(int argc, char **argv) {
     return rc;
 }
 
-/* 1 when the model at path is an encoder (an embedding model: compile writes its embedding programs). */
-static int compile_encoder(const char *path) {
-    if (slm_blob_is_elf(path)) return 0;
-    slm_model_file m;
-    slm_err err = {0};
-    memset(&m, 0, sizeof m);
-    if (slm_model_open(&m, path, &err)) return 0; /* the load says why */
-    const int enc = m.cfg.encoder != 0;
-    slm_model_close(&m);
-    return enc;
-}
-
 static int cmd_compile(int argc, char **argv) {
     run_args a;
     memset(&a, 0, sizeof a);
@@ -410,7 +398,8 @@ static int cmd_compile(int argc, char **argv) {
     int r = parse_args(argc, argv, &a, 1);
     if (r == 2) { usage_compile(stdout); return 0; }
     if (!r) return 2;
-    const int encoder = a.model && compile_encoder(a.model);
+    /* an encoder (an embedding model): compile writes its embedding programs; a blob says nothing here */
+    const int encoder = a.model && !slm_blob_is_elf(a.model) && slm_model_peek_encoder(a.model);
     if (encoder && a.opt.n_seqs > 1) { /* accepted, it would be ignored: an encoder has no decode to batch */
         fprintf(stderr, "staticlm: --parallel %d: %s is an encoder (an embedding model): it has no decode steps to "
                         "batch; its texts share the embed batch programs without it\n", a.opt.n_seqs, a.model);

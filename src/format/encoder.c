@@ -46,6 +46,11 @@ static slm_status moe_params(const slm_gguf *g, const char *file, const char *A,
     return SLM_OK;
 }
 
+int slm_gguf_bert_family(const char *A) {
+    return !strcmp(A, "bert") || !strcmp(A, "nomic-bert") || !strcmp(A, "modern-bert") || !strcmp(A, "jina-bert-v2") ||
+           !strcmp(A, "nomic-bert-moe");
+}
+
 slm_status slm_gguf_encoder_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c,
                                    slm_err *err) {
     char key[96];

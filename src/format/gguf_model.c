@@ -900,9 +900,7 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     }
 
     if ((s = family_params(g, file, A, c, err))) return s;
-    if ((!strcmp(A, "bert") || !strcmp(A, "nomic-bert") || !strcmp(A, "modern-bert") || !strcmp(A, "jina-bert-v2") ||
-         !strcmp(A, "nomic-bert-moe")) &&
-        (s = slm_gguf_encoder_params(g, file, A, c, err)))
+    if (slm_gguf_bert_family(A) && (s = slm_gguf_encoder_params(g, file, A, c, err)))
         return s;
     if (is_gemma4 && (s = slm_gguf_gemma4_params(g, file, c, err))) return s;
     if ((s = moe_params(g, file, A, c, err))) return s;

@@ -398,6 +398,11 @@ typedef struct slm_model_file {
  * type, shape, bounds). On failure m is closed and err says why. */
 slm_status slm_model_open(slm_model_file *m, const char *path, slm_err *err);
 void slm_model_close(slm_model_file *m);
+/* 1 when the model at path is an encoder (an embedding model), read from
+ * as little as says so: a GGUF's architecture key, a folder's config.json;
+ * 0 for anything else, a file that does not parse included (its load says
+ * why). No tensor is read or converted. */
+int slm_model_peek_encoder(const char *path);
 /* A tensor by name: O(log n) once slm_model_validate has indexed the table,
  * a linear scan before (loaders, a table changed since). NULL when absent. */
 const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
@@ -458,10 +463,13 @@ slm_status slm_gguf_gemma4_params(const slm_gguf *g, const char *file, slm_model
  * a gain, query scale 1. */
 void slm_gemma4_fixed(slm_model_config *c);
 slm_status slm_gemma4_check_config(const slm_model_config *c, const char *file, slm_err *err);
-/* Encoders (format/encoder.c): slm_gguf_encoder_params reads a bert /
- * nomic-bert GGUF's keys after the common ones (the LayerNorm epsilon,
- * attention.causal false or absent); slm_encoder_check_tensors validates
- * every tensor the encoder graph reads, in place of the decoder's. */
+/* Encoders (format/encoder.c): slm_gguf_bert_family is 1 for the
+ * architectures slm_gguf_encoder_params reads (bert, nomic-bert,
+ * nomic-bert-moe, modern-bert, jina-bert-v2), which it does after the
+ * common keys (the LayerNorm epsilon, attention.causal false or absent);
+ * slm_encoder_check_tensors validates every tensor the encoder graph
+ * reads, in place of the decoder's. */
+int slm_gguf_bert_family(const char *arch);
 slm_status slm_gguf_encoder_params(const slm_gguf *g, const char *file, const char *A, slm_model_config *c,
                                    slm_err *err);
 slm_status slm_encoder_check_tensors(const slm_model_file *m, const char *file, slm_err *err);

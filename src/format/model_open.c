@@ -4,8 +4,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 
+#include "format/hf.h"
 #include "format/model.h"
 
 slm_status slm_model_open(slm_model_file *m, const char *path, slm_err *err) {
@@ -30,3 +32,39 @@ fail_close_model:
     return s;
 }
 
+
+int slm_model_peek_encoder(const char *path) {
+    struct stat st;
+    slm_err err = {0};
+    if (!path || stat(path, &st) != 0) return 0;
+    if (S_ISDIR(st.st_mode)) { /* the architecture as config.json gives it */
+        char cfg[4200], *json = NULL;
+        size_t len = 0;
+        if (snprintf(cfg, sizeof cfg, "%s/config.json", path) >= (int)sizeof cfg ||
+            slm_hf_read_small(cfg, "config.json", 1, &json, &len, &err) || !json)
+            return 0;
+        slm_model_config c;
+        float *freqs = NULL;
+        const int enc = slm_hf_parse_config(&c, &freqs, json, len, "config.json", &err) == SLM_OK && c.encoder != 0;
+        slm_xfree(freqs);
+        slm_xfree(json);
+        return enc;
+    }
+    slm_map map;
+    memset(&map, 0, sizeof map);
+    if (slm_map_file(&map, path, &err)) return 0;
+    int enc = 0;
+    slm_gguf *g = NULL;
+    if (map.size >= 4 && memcmp(map.data, "GGUF", 4) == 0 && slm_gguf_open(&g, map.data, map.size, slm_basename(path), &err) == SLM_OK) {
+        slm_gguf_str a;
+        char A[64];
+        if (slm_gguf_get_str(g, "general.architecture", &a) && a.len < sizeof A) {
+            memcpy(A, a.s, a.len);
+            A[a.len] = 0;
+            enc = slm_gguf_bert_family(A) || !strcmp(A, "gemma-embedding"); /* gguf_model.c's encoders */
+        }
+        slm_gguf_close(g);
+    }
+    slm_unmap(&map);
+    return enc;
+}
