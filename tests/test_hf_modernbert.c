@@ -503,7 +503,22 @@ static void check_reranker(const char *name, const char *dt, int labels, int bia
            ef ? slm_model_rank_outputs(ef) : -1, labels);
     CHECKF(exact, "%s: the scores differ from the GGUF's", dir);
     CHECKF(moved, "%s: every text scores the same", dir);
-    fprintf(stderr, "  %s: %d scores against the GGUF's: bit-exact\n", slm_basename(dir), labels);
+    /* a query and a document: the folder takes transformers' pair, [CLS] q [SEP] d [SEP] (ModernBERT's
+     * template); the twin llama-server's, from the converter's add_bos / add_eos / add_sep, [CLS] q [SEP]
+     * [SEP] d [SEP]: the folder's score is the twin's on the folder's ids */
+    float r[8] = {0}, q[8] = {0}, c[8] = {0};
+    int nr = 0, nq = 0;
+    CHECKF(sa && slm_session_rerank(sa, "the cat", "sat on the mat.", r, (size_t)labels, &nr) == SLM_OK, "%s: rerank: %s",
+           dir, sa ? slm_session_error(sa) : "");
+    CHECKF(sb && slm_session_rerank(sb, "the cat", "sat on the mat.", q, (size_t)labels, &nq) == SLM_OK, "%s: rerank: %s",
+           dir, sb ? slm_session_error(sb) : "");
+    const int32_t ids[11] = {B_CLS, 43, 36, B_SEP, 18, 34, 40, 33, 42, 27, B_SEP}; /* the, Gcat; s, at, Gon, Gthe, Gmat, . */
+    CHECK(sb && slm_session_embed(sb, ids, 11, SLM_POOLING_RANK, c, (size_t)labels) == SLM_OK);
+    CHECKF(nr == 11 && nq == 12 && !memcmp(r, c, sizeof r) && memcmp(r, q, sizeof r) && isfinite(r[0]),
+           "%s: rerank: %d tokens, %g; the GGUF's on the same ids %g, on its own %d tokens %g", dir, nr, (double)r[0],
+           (double)c[0], nq, (double)q[0]);
+    fprintf(stderr, "  %s: %d scores against the GGUF's: bit-exact; a pair of %d tokens: %g, the GGUF's on those ids "
+            "the same\n", slm_basename(dir), labels, nr, (double)r[0]);
     slm_session_free(sa);
     slm_session_free(sb);
     slm_free(ef);
