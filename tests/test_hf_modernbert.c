@@ -6,7 +6,9 @@
  * (name, type, shape, bytes), the same token ids (and ids worked out here by
  * hand), the same embeddings; ModernBERT with and without the "model."
  * prefix and MLM head, in F32 and BF16, with its window layers and with
- * none; jina-bert-v2 with the GeGLU FFN (WordPiece vocabulary), its code
+ * none, its config spelled as transformers 4 and 5 save it; a ModernBERT
+ * reranker (ModernBertForSequenceClassification) against its twin's
+ * classifier head, score for score; jina-bert-v2 with the GeGLU FFN (WordPiece vocabulary), its code
  * variant (Q/K LayerNorms, layer_norm_1/2, a byte-level BPE vocabulary with
  * RobertaProcessing) and BERT's FFN; and the refusals, each naming its key
  * or tensor. */
@@ -216,8 +218,9 @@ static void jina_model(model *m, int layers, int ffn) {
         }
 }
 
-/* The folder: config.json (cfg), the tensors (prefix before each name; the
- * MLM head's extra tensors when head), modules.json and mean pooling. */
+/* The folder: config.json (cfg), the tensors (prefix before each name but
+ * a task head's, head.* and classifier.*; the MLM head's extra tensors when
+ * head is 1 or 2), modules.json and mean pooling (head 3, a reranker: none). */
 static void write_folder(const char *name, const model *m, const char *cfg, const char *prefix, int head,
                          char *dir, size_t cap) {
     snprintf(dir, cap, "%s/%s", root, name);
@@ -228,7 +231,9 @@ static void write_folder(const char *name, const model *m, const char *cfg, cons
     int n = 0;
     for (int i = 0; i < m->w.n; i++) {
         it[n] = m->w.it[i];
-        snprintf(it[n].name, sizeof it[n].name, "%s%s", prefix, m->w.it[i].name);
+        const char *nm = m->w.it[i].name;
+        const int task = !strncmp(nm, "head.", 5) || !strncmp(nm, "classifier.", 11);
+        snprintf(it[n].name, sizeof it[n].name, "%s%s", task ? "" : prefix, nm);
         n++;
     }
     if (head == 1) { /* ModernBertForMaskedLM: head.dense, head.norm, decoder (unprefixed) */
@@ -240,6 +245,7 @@ static void write_folder(const char *name, const model *m, const char *cfg, cons
         it[n++] = (st_item){"bert.embeddings.position_ids", "I64", 2, {1, CTX}, headw};
     }
     CHECK(st_write_weights(dir, it, n, 0, 0));
+    if (head == 3) return;
     CHECK(put(dir, "modules.json", "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": "
               "\"sentence_transformers.models.Transformer\"}, {\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", "
               "\"type\": \"sentence_transformers.models.Pooling\"}]"));
@@ -315,8 +321,9 @@ static void same_outputs(const char *dir, const char *gguf, const int32_t (*want
 }
 
 /* A GGUF writer with the keys the converter writes for every encoder A:
- * the sizes, the LayerNorm epsilon, attention both ways, mean pooling. */
-static slm_gguf_writer *gguf_head(const char *A, int layers, float eps) {
+ * the sizes, the LayerNorm epsilon, attention both ways, the pooling (1
+ * mean, 4 rank). */
+static slm_gguf_writer *gguf_head(const char *A, int layers, float eps, uint32_t pooling) {
     slm_gguf_writer *g = slm_gguf_writer_new();
     char k[96];
 #define K(s) (snprintf(k, sizeof k, "%s." s, A), k)
@@ -328,29 +335,52 @@ static slm_gguf_writer *gguf_head(const char *A, int layers, float eps) {
     slm_gguf_set_u32(g, K("attention.head_count"), HEADS);
     slm_gguf_set_f32(g, K("attention.layer_norm_epsilon"), eps);
     slm_gguf_set_bool(g, K("attention.causal"), 0);
-    slm_gguf_set_u32(g, K("pooling_type"), 1);
+    slm_gguf_set_u32(g, K("pooling_type"), pooling);
 #undef K
     return g;
 }
 
-/* ModernBERT config.json; extra: more keys ("\"k\": v, "). */
+/* ModernBERT config.json; extra: more keys ("\"k\": v, "). spelling 0:
+ * global_attn_every_n_layers, global_rope_theta, local_rope_theta, as
+ * transformers 4 saves it; 1: layer_types and rope_parameters beside
+ * global_attn_every_n_layers, as transformers 5 saves it; 2: layer_types
+ * and rope_parameters alone, the window as sliding_window (half of
+ * local_attention). every 0 (spelling 2): every layer slides. */
 static void modern_config(char *cfg, size_t cap, const char *arch, int layers, int every, const char *act,
-                          const char *extra) {
+                          const char *extra, int spelling) {
+    char attn[1024];
+    size_t k = 0;
+    if (spelling == 0)
+        k += (size_t)snprintf(attn, sizeof attn, "\"global_attn_every_n_layers\": %d, \"local_attention\": 4, "
+                              "\"global_rope_theta\": 160000.0, \"local_rope_theta\": 10000.0, ", every);
+    else {
+        k += (size_t)snprintf(attn, sizeof attn, "\"layer_types\": [");
+        for (int l = 0; l < layers; l++)
+            k += (size_t)snprintf(attn + k, sizeof attn - k, "%s\"%s_attention\"", l ? ", " : "",
+                                  every && l % every == 0 ? "full" : "sliding");
+        k += (size_t)snprintf(attn + k, sizeof attn - k, "], \"rope_parameters\": {\"full_attention\": {\"rope_type\": "
+                              "\"default\", \"rope_theta\": 160000.0}, \"sliding_attention\": {\"rope_type\": "
+                              "\"default\", \"rope_theta\": 10000.0}}, ");
+        if (spelling == 1)
+            snprintf(attn + k, sizeof attn - k, "\"global_attn_every_n_layers\": %d, \"local_attention\": 4, ", every);
+        else
+            snprintf(attn + k, sizeof attn - k, "\"sliding_window\": 2, ");
+    }
     snprintf(cfg, cap, "{\"architectures\": [\"%s\"], \"model_type\": \"modernbert\", %s\"hidden_size\": %d, "
              "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
-             "\"max_position_embeddings\": %d, \"vocab_size\": %d, \"global_attn_every_n_layers\": %d, "
-             "\"local_attention\": 4, \"global_rope_theta\": 160000.0, \"local_rope_theta\": 10000.0, "
+             "\"max_position_embeddings\": %d, \"vocab_size\": %d, %s"
              "\"hidden_activation\": \"%s\", \"norm_eps\": 1e-05, \"layer_norm_eps\": 1e-05, \"norm_bias\": false, "
              "\"attention_bias\": false, \"mlp_bias\": false, \"classifier_pooling\": \"mean\", \"pad_token_id\": %d, "
              "\"bos_token_id\": %d, \"eos_token_id\": %d, \"cls_token_id\": %d, \"sep_token_id\": %d, "
              "\"position_embedding_type\": \"absolute\", \"torch_dtype\": \"float32\"}\n", arch, extra ? extra : "",
-             DIM, FF, layers, HEADS, CTX, NB, every, act, B_PAD, B_CLS, B_SEP, B_CLS, B_SEP);
+             DIM, FF, layers, HEADS, CTX, NB, attn, act, B_PAD, B_CLS, B_SEP, B_CLS, B_SEP);
 }
 
-/* The GGUF twin of a ModernBERT folder, as the converter writes it. */
-static void modern_gguf(const model *m, int layers, int every, const char *act, const char *path) {
+/* The GGUF twin of a ModernBERT folder, as the converter writes it (pooling
+ * 4: a reranker's, rank). */
+static void modern_gguf(const model *m, int layers, int every, const char *act, uint32_t pooling, const char *path) {
     const char *A = "modern-bert";
-    slm_gguf_writer *g = gguf_head(A, layers, 1e-5f);
+    slm_gguf_writer *g = gguf_head(A, layers, 1e-5f, pooling);
     char k[96];
 #define K(s) (snprintf(k, sizeof k, "%s." s, A), k)
     slm_gguf_set_f32(g, K("rope.freq_base"), 160000.0f);
@@ -366,15 +396,19 @@ static void modern_gguf(const model *m, int layers, int every, const char *act, 
     gguf_finish(g, m, path);
 }
 
-static void check_modern(const char *name, const char *dt, int layers, int every, const char *act, int masked) {
+/* A folder (its config spelled as modern_config's spelling) against its
+ * GGUF twin, which the converter writes the same whatever the spelling. */
+static void check_modern(const char *name, const char *dt, int layers, int every, const char *act, int masked,
+                         int spelling) {
     model m;
     modern_model(&m, layers, dt);
-    char cfg[2048], dir[300], gguf[400];
-    modern_config(cfg, sizeof cfg, masked ? "ModernBertForMaskedLM" : "ModernBertModel", layers, every, act, NULL);
+    char cfg[3072], dir[300], gguf[400];
+    modern_config(cfg, sizeof cfg, masked ? "ModernBertForMaskedLM" : "ModernBertModel", layers, every, act, NULL,
+                  spelling);
     write_folder(name, &m, cfg, masked ? "model." : "", masked, dir, sizeof dir);
     write_bpe_tokenizer(dir, 0);
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", root, name);
-    modern_gguf(&m, layers, every, act, gguf);
+    modern_gguf(&m, layers, every, act, 1, gguf);
     twin_same_model(dir, gguf);
     static const int32_t want[2][10] = {{B_CLS, 43, 36, 38, 40, 33, 42, 27, -1}, {B_CLS, 46, 28, 33, 36, 29, -1}};
     same_outputs(dir, gguf, want);
@@ -387,9 +421,135 @@ static void check_modern(const char *name, const char *dt, int layers, int every
  * window of 2 rows on either side), ModernBertModel in BF16 with no window
  * layer, and with SiLU (SwiGLU, as llama.cpp reads hidden_act silu). */
 static void test_modernbert(void) {
-    check_modern("mbert_mlm", "F32", 4, 3, "gelu", 1);
-    check_modern("mbert_bf16", "BF16", 3, 1, "gelu", 0);
-    check_modern("mbert_silu", "F32", 2, 2, "silu", 0);
+    check_modern("mbert_mlm", "F32", 4, 3, "gelu", 1, 0);
+    check_modern("mbert_bf16", "BF16", 3, 1, "gelu", 0, 0);
+    check_modern("mbert_silu", "F32", 2, 2, "silu", 0, 0);
+}
+
+/* transformers 5's spelling (layer_types, rope_parameters; with and
+ * without global_attn_every_n_layers beside them, the window as
+ * sliding_window) against the twin the older spelling gives: the same
+ * config, tensors and embeddings; and layer_types with every layer in the
+ * window (no older key can say it) against a twin whose
+ * sliding_window_pattern is 0. */
+static void test_v5_spelling(void) {
+    check_modern("mbert_v5", "F32", 4, 3, "gelu", 1, 1);
+    check_modern("mbert_v5_only", "F32", 5, 2, "gelu", 0, 2);
+    check_modern("mbert_v5_none_slide", "BF16", 3, 1, "gelu", 0, 2);
+    check_modern("mbert_v5_all_slide", "F32", 3, 0, "gelu", 0, 2);
+}
+
+/* A pattern layer_types gives that no period from layer 0 runs (layers 0,
+ * 2 and 3 global), in the v5-only spelling: refused naming the key and the
+ * layer. */
+static void test_v5_pattern_refused(void) {
+    model m;
+    char cfg[3072], dir[300];
+    modern_model(&m, 4, "F32");
+    modern_config(cfg, sizeof cfg, "ModernBertModel", 4, 2, "gelu", "\"layer_types\": [\"full_attention\", "
+                  "\"sliding_attention\", \"full_attention\", \"full_attention\"], ", 2);
+    write_folder("v5_pattern", &m, cfg, "", 0, dir, sizeof dir);
+    expect_folder(dir, SLM_ERR_UNSUPPORTED, "'layer_types': layer 3", "every 2");
+    st_rm_dir(dir);
+    free_weights(&m.w);
+}
+
+/* A ModernBertForSequenceClassification folder ("model."-prefixed encoder,
+ * the head unprefixed, no modules.json) against its GGUF twin (the head as
+ * cls, cls.norm, cls.output; pooling_type rank): the same config and
+ * tensors, its pooling rank with `labels` scores, and each text's scores
+ * bit for bit the twin's: the same tensors through the same programs and
+ * the same host head (engine/embed.c), so nothing may differ. */
+static void check_reranker(const char *name, const char *dt, int labels, int bias, const char *extra) {
+    model m;
+    modern_model(&m, 4, dt);
+    for (int i = 0; i < m.w.n; i++) /* the encoder under "model.", as the checkpoint has it */
+        if (strncmp(m.w.it[i].name, "model.", 6)) {
+            char t[sizeof m.w.it[i].name];
+            snprintf(t, sizeof t, "model.%s", m.w.it[i].name);
+            snprintf(m.w.it[i].name, sizeof m.w.it[i].name, "%s", t);
+        }
+    add_t(&m, "head.dense.weight", "cls.weight", dt, DIM, DIM, 0);
+    if (bias) add_t(&m, "head.dense.bias", "cls.bias", dt, 0, DIM, 0);
+    add_t(&m, "head.norm.weight", "cls.norm.weight", dt, 0, DIM, 1);
+    add_t(&m, "classifier.weight", "cls.output.weight", dt, labels, DIM, 0);
+    add_t(&m, "classifier.bias", "cls.output.bias", dt, 0, labels, 0);
+    char cfg[3072], dir[300], gguf[400];
+    modern_config(cfg, sizeof cfg, "ModernBertForSequenceClassification", 4, 3, "gelu", extra, 0);
+    write_folder(name, &m, cfg, "", 3, dir, sizeof dir);
+    write_bpe_tokenizer(dir, 0);
+    snprintf(gguf, sizeof gguf, "%s/%s.gguf", root, name);
+    modern_gguf(&m, 4, 3, "gelu", 4, gguf);
+    twin_same_model(dir, gguf);
+    slm_engine *ef = twin_load(dir, CTX, 4), *eg = twin_load(gguf, CTX, 4);
+    slm_session *sa = NULL, *sb = NULL;
+    CHECK(ef && eg && slm_session_new(ef, NULL, &sa) == SLM_OK && slm_session_new(eg, NULL, &sb) == SLM_OK);
+    int exact = 1, moved = 0;
+    float first[8] = {0};
+    for (size_t t = 0; sa && sb && t < sizeof texts / sizeof texts[0]; t++) {
+        float a[8] = {0}, b[8] = {0};
+        int na = 0, nb = 0;
+        CHECKF(slm_session_embed_text(sa, texts[t], SLM_POOLING_RANK, a, (size_t)labels, &na) == SLM_OK, "%s",
+               slm_session_error(sa));
+        CHECKF(slm_session_embed_text(sb, texts[t], SLM_POOLING_RANK, b, (size_t)labels, &nb) == SLM_OK, "%s",
+               slm_session_error(sb));
+        CHECKF(na == nb && na > 2, "%s: '%s': %d tokens, the GGUF %d", dir, texts[t], na, nb);
+        exact &= !memcmp(a, b, sizeof a) && isfinite(a[0]);
+        if (!t) memcpy(first, a, sizeof first);
+        else moved |= memcmp(first, a, sizeof a) != 0;
+    }
+    CHECKF(ef && slm_model_pooling(ef) == SLM_POOLING_RANK && slm_model_rank_outputs(ef) == labels,
+           "%s: pooling %d, %d scores (want rank, %d)", dir, ef ? slm_model_pooling(ef) : -1,
+           ef ? slm_model_rank_outputs(ef) : -1, labels);
+    CHECKF(exact, "%s: the scores differ from the GGUF's", dir);
+    CHECKF(moved, "%s: every text scores the same", dir);
+    /* a query and a document: the folder takes transformers' pair, [CLS] q [SEP] d [SEP] (ModernBERT's
+     * template); the twin llama-server's, from the converter's add_bos / add_eos / add_sep, [CLS] q [SEP]
+     * [SEP] d [SEP]: the folder's score is the twin's on the folder's ids */
+    float r[8] = {0}, q[8] = {0}, c[8] = {0};
+    int nr = 0, nq = 0;
+    CHECKF(sa && slm_session_rerank(sa, "the cat", "sat on the mat.", r, (size_t)labels, &nr) == SLM_OK, "%s: rerank: %s",
+           dir, sa ? slm_session_error(sa) : "");
+    CHECKF(sb && slm_session_rerank(sb, "the cat", "sat on the mat.", q, (size_t)labels, &nq) == SLM_OK, "%s: rerank: %s",
+           dir, sb ? slm_session_error(sb) : "");
+    const int32_t ids[11] = {B_CLS, 43, 36, B_SEP, 18, 34, 40, 33, 42, 27, B_SEP}; /* the, Gcat; s, at, Gon, Gthe, Gmat, . */
+    CHECK(sb && slm_session_embed(sb, ids, 11, SLM_POOLING_RANK, c, (size_t)labels) == SLM_OK);
+    CHECKF(nr == 11 && nq == 12 && !memcmp(r, c, sizeof r) && memcmp(r, q, sizeof r) && isfinite(r[0]),
+           "%s: rerank: %d tokens, %g; the GGUF's on the same ids %g, on its own %d tokens %g", dir, nr, (double)r[0],
+           (double)c[0], nq, (double)q[0]);
+    fprintf(stderr, "  %s: %d scores against the GGUF's: bit-exact; a pair of %d tokens: %g, the GGUF's on those ids "
+            "the same\n", slm_basename(dir), labels, nr, (double)r[0]);
+    slm_session_free(sa);
+    slm_session_free(sb);
+    slm_free(ef);
+    slm_free(eg);
+    unlink(gguf);
+    /* config.json against the head: the labels it gives must be classifier.weight's rows, head.dense.bias
+     * there exactly when classifier_bias is true */
+    char wrong[160];
+    snprintf(wrong, sizeof wrong, "\"%s\": %s, \"classifier_bias\": %s, ", labels == 1 ? "id2label" : "num_labels",
+             labels == 1 ? "{\"0\": \"a\", \"1\": \"b\"}" : "1", bias ? "true" : "false");
+    const struct { const char *extra, *w1, *w2; } bad[2] = {
+        {wrong, "classifier.weight", labels == 1 ? "id2label" : "num_labels"},
+        {bias ? "\"num_labels\": 3, " : "\"id2label\": {\"0\": \"a\"}, \"classifier_bias\": true, ", "head.dense.bias",
+         "classifier_bias"},
+    };
+    for (int i = 0; i < 2; i++) {
+        modern_config(cfg, sizeof cfg, "ModernBertForSequenceClassification", 4, 3, "gelu", bad[i].extra, 0);
+        CHECK(put(dir, "config.json", cfg));
+        expect_folder(dir, SLM_ERR_FORMAT, bad[i].w1, bad[i].w2);
+    }
+    st_rm_dir(dir);
+    free_weights(&m.w);
+}
+
+/* gte-reranker-modernbert-base's kind (one score, id2label of one label,
+ * no classifier_bias), and three labels by num_labels with classifier_bias
+ * (head.dense.bias as cls.bias) in BF16. */
+static void test_reranker(void) {
+    check_reranker("mbert_rerank", "F32", 1, 0, "\"id2label\": {\"0\": \"LABEL_0\"}, \"classifier_bias\": false, "
+                   "\"classifier_activation\": \"gelu\", ");
+    check_reranker("mbert_rerank3", "BF16", 3, 1, "\"num_labels\": 3, \"classifier_bias\": true, ");
 }
 
 /* jina-bert-v2 config.json. */
@@ -403,7 +563,7 @@ static void jina_config(char *cfg, size_t cap, int layers, const char *ffn, int 
 
 
 static void jina_gguf(const model *m, int layers, int bpe, const char *path) {
-    slm_gguf_writer *g = gguf_head("jina-bert-v2", layers, 1e-12f);
+    slm_gguf_writer *g = gguf_head("jina-bert-v2", layers, 1e-12f, 1);
     slm_gguf_set_u32(g, "tokenizer.ggml.token_type_count", 2);
     gguf_vocab(g, !bpe, bpe ? "jina-v2-code" : "jina-v2-en");
     gguf_finish(g, m, path);
@@ -445,8 +605,30 @@ static void test_refusals(void) {
         {NULL, "relu", NULL, NULL, 0, SLM_ERR_UNSUPPORTED, "hidden_activation", "relu"},
         {"\"local_attention\": 1, ", "gelu", NULL, NULL, 0, SLM_ERR_UNSUPPORTED, "local_attention", NULL},
         {"\"global_attn_every_n_layers\": 0, ", "gelu", NULL, NULL, 0, SLM_ERR_FORMAT, "global_attn_every_n_layers", NULL},
-        {"\"rope_parameters\": {}, ", "gelu", NULL, NULL, 0, SLM_ERR_UNSUPPORTED, "rope_parameters", NULL},
-        {NULL, "gelu", "ModernBertForSequenceClassification", NULL, 0, SLM_ERR_UNSUPPORTED, "architectures", NULL},
+        {"\"rope_parameters\": {\"rope_theta\": 160000.0}, ", "gelu", NULL, NULL, 0, SLM_ERR_UNSUPPORTED, "rope_parameters",
+         "rope_theta"},
+        {"\"rope_parameters\": {\"full_attention\": {\"rope_type\": \"linear\", \"factor\": 2.0}}, ", "gelu", NULL, NULL,
+         0, SLM_ERR_UNSUPPORTED, "rope_type", "linear"},
+        {"\"rope_parameters\": {\"sliding_attention\": {\"rope_type\": \"default\", \"rope_theta\": 20000.0}}, ", "gelu",
+         NULL, NULL, 0, SLM_ERR_FORMAT, "rope_parameters", "local_rope_theta"},
+        {"\"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0}, ", "gelu", NULL, NULL, 0, SLM_ERR_UNSUPPORTED,
+         "rope_scaling", NULL},
+        {"\"layer_types\": [\"sliding_attention\", \"full_attention\"], ", "gelu", NULL, NULL, 0, SLM_ERR_UNSUPPORTED,
+         "layer_types", "layer 1"},
+        {"\"layer_types\": [\"full_attention\", \"full_attention\"], ", "gelu", NULL, NULL, 0, SLM_ERR_FORMAT,
+         "'layer_types' and 'global_attn_every_n_layers'", "layer 1"},
+        {"\"layer_types\": [\"full_attention\", \"chunked_attention\"], ", "gelu", NULL, NULL, 0, SLM_ERR_UNSUPPORTED,
+         "layer_types", "element 1"},
+        {"\"layer_types\": [\"full_attention\"], ", "gelu", NULL, NULL, 0, SLM_ERR_FORMAT, "layer_types", "2 strings"},
+        {"\"sliding_window\": 3, ", "gelu", NULL, NULL, 0, SLM_ERR_FORMAT, "sliding_window", "local_attention"},
+        {NULL, "gelu", "ModernBertForTokenClassification", NULL, 0, SLM_ERR_UNSUPPORTED, "architectures", NULL},
+        {NULL, "gelu", "ModernBertForSequenceClassification", NULL, 0, SLM_ERR_FORMAT, "head.dense.weight", NULL},
+        {"\"classifier_pooling\": \"cls\", ", "gelu", "ModernBertForSequenceClassification", NULL, 0,
+         SLM_ERR_UNSUPPORTED, "classifier_pooling", "cls"},
+        {"\"classifier_activation\": \"relu\", ", "gelu", "ModernBertForSequenceClassification", NULL, 0,
+         SLM_ERR_UNSUPPORTED, "classifier_activation", "relu"},
+        {"\"id2label\": {}, ", "gelu", "ModernBertForSequenceClassification", NULL, 0, SLM_ERR_UNSUPPORTED, "id2label",
+         NULL},
         {NULL, "gelu", NULL, "layers.0.attn.Wqkv.bias", 0, SLM_ERR_UNSUPPORTED, "layers.0.attn.Wqkv.bias", NULL},
         {NULL, "gelu", NULL, "embeddings.norm.bias", 0, SLM_ERR_UNSUPPORTED, "embeddings.norm.bias", NULL},
         {NULL, "gelu", NULL, "layers.2.mlp.Wo.weight", 0, SLM_ERR_FORMAT, "num_hidden_layers", NULL},
@@ -457,14 +639,14 @@ static void test_refusals(void) {
     };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
         model m;
-        char cfg[2048], dir[300], name[32];
+        char cfg[3072], dir[300], name[32];
         snprintf(name, sizeof name, "refuse%zu", i);
         if (c[i].jina) {
             jina_model(&m, 2, 2);
             jina_config(cfg, sizeof cfg, 2, "geglu", NW, c[i].extra); /* a key given twice: the first counts (cJSON) */
         } else {
             modern_model(&m, 2, "F32");
-            modern_config(cfg, sizeof cfg, c[i].arch ? c[i].arch : "ModernBertModel", 2, 3, c[i].act, c[i].extra);
+            modern_config(cfg, sizeof cfg, c[i].arch ? c[i].arch : "ModernBertModel", 2, 3, c[i].act, c[i].extra, 0);
         }
         if (c[i].tensor) add_t(&m, c[i].tensor, "", "F32", c[i].tensor[strlen(c[i].tensor) - 1] == 't' ? DIM : 0, DIM, 0);
         write_folder(name, &m, cfg, "", 0, dir, sizeof dir);
@@ -478,6 +660,9 @@ int main(void) {
     snprintf(root, sizeof root, "/tmp/slm_hf_modernbert_%d", (int)getpid());
     mkdir(root, 0700);
     T_RUN(test_modernbert);
+    T_RUN(test_v5_spelling);
+    T_RUN(test_v5_pattern_refused);
+    T_RUN(test_reranker);
     T_RUN(test_jina);
     T_RUN(test_refusals);
     st_rm_dir(root);

@@ -273,6 +273,8 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
     special_flags(e, NULL);
     if (hf && slm_tok_is_wpm(e->tok)) e->sp.add_eos = 1, e->sp.add_sep = 0; /* transformers' pair: [CLS] a [SEP] b [SEP] */
     if (hf) slm_tok_hf_pair(e->tok, &e->sp.add_bos, &e->sp.add_eos, &e->sp.add_sep, &e->sp.sep); /* XLM-R: its template's */
+    if (hf && !strcmp(e->cfg.arch, "modern-bert")) /* ModernBERT's template pair: [CLS] a [SEP] b [SEP] */
+        e->sp.add_bos = e->sp.add_eos = 1, e->sp.add_sep = 0;
     slm_gguf_str arch;
     if (g && slm_gguf_get_str(g, "general.architecture", &arch) && arch.len <= 64) {
         char key[128];

@@ -295,7 +295,7 @@ static int gguf_name(const char *hf, int fb, const slm_hf_info *info, int n_expe
     }
     if (fb == B_BERT || fb == B_MODERN_BERT || fb == B_JINA) { /* their own names (hf_bert.c, hf_modernbert.c, hf_jina.c) */
         int k = 0;
-        const int r = fb == B_MODERN_BERT ? slm_hf_modernbert_name(hf, out, cap, &k)
+        const int r = fb == B_MODERN_BERT ? slm_hf_modernbert_name(hf, info, out, cap, &k)
                       : fb == B_JINA      ? slm_hf_jina_name(hf, info, out, cap, &k)
                                           : slm_hf_bert_name(hf, info, out, cap, &k);
         *kind = k == SLM_HF_ENC_VEC ? K_VEC : k == SLM_HF_ENC_QKV ? K_QKV : k == SLM_HF_ENC_GATE_UP ? K_GATE_UP : K_MAT;
@@ -888,6 +888,7 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
     if (!strcmp(m->cfg.arch, "gemma4") && (s = slm_hf_gemma4_finish(m, &L->info, L->dir, err))) goto out;
     if (slm_encoder_graph(&m->cfg) && (s = slm_hf_bert_finish(m, &L->info, L->dir, err))) goto out;
     if ((fam_bit(m->cfg.arch) & B_NOMIC) && (s = slm_hf_nomic_finish(m, &L->info, L->dir, err))) goto out;
+    if (!strcmp(m->cfg.arch, "modern-bert") && (s = slm_hf_modernbert_finish(m, &L->info, L->dir, err))) goto out;
     if ((s = slm_hf_dense_finish(m, &L->mods, L->dir, err))) goto out;
 
     /* no lm_head: tied (an encoder has none: its bias tensors speak for themselves, as in its GGUF;

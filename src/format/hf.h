@@ -31,6 +31,9 @@ typedef struct slm_hf_info {
     int jina;            /* bert with position_embedding_type alibi (jina-bert-v2): 1 bert's FFN
                             (feed_forward_type original), 2 GeGLU (geglu: the fused mlp.gated_layers) */
     int nomic_bias;      /* nomic_bert: bit 0 qkv_proj_bias, 1 mlp_fc1_bias, 2 mlp_fc2_bias */
+    int cls_bias;        /* modernbert ModernBertForSequenceClassification (classifier 1): classifier_bias
+                            (head.dense.bias) */
+    int n_labels;        /* modernbert's classifier: the scores (id2label's entries, else num_labels, else 2) */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure
@@ -165,12 +168,14 @@ slm_status slm_hf_jina_config(const struct cJSON *top, const char *file, slm_mod
 int slm_hf_jina_name(const char *hf, const slm_hf_info *h, char *out, size_t cap, int *kind);
 
 /* ---- modern-bert (format/hf_modernbert.c) ---------------------------------------
- * ModernBERT folders (model_type modernbert): the whole config.json, and
- * the tensors' GGUF names (*kind SLM_HF_ENC_*: 1, 2 ignorable (the MLM
- * head), 0 not a modern-bert name). */
+ * ModernBERT folders (model_type modernbert): the whole config.json, the
+ * tensors' GGUF names (*kind SLM_HF_ENC_*: 1, 2 ignorable (the MLM head), 0
+ * not a modern-bert name; h->classifier: the sequence-classification head
+ * as cls, cls.norm, cls.output), and the checks of that head once loaded. */
 slm_status slm_hf_modernbert_config(const struct cJSON *top, const char *file, slm_model_config *c, slm_hf_info *h,
                                     slm_err *err);
-int slm_hf_modernbert_name(const char *hf, char *out, size_t cap, int *kind);
+int slm_hf_modernbert_name(const char *hf, const slm_hf_info *h, char *out, size_t cap, int *kind);
+slm_status slm_hf_modernbert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err);
 /* xlm-roberta's position table (t, shown for messages): the rows kept
  * after the pos_offset unused ones, checked against the config. */
 slm_status slm_hf_bert_positions(const slm_hf_info *h, const slm_model_config *c, const slm_st_tensor *t,
