@@ -92,9 +92,10 @@ static void test_fit_error(void) {
 /* llama-quantize's bytes: matrices of values exact in f32 (a 24-bit integer
  * over 2^27, every 97th times 8; seed 1000 + k), written as an F32 GGUF
  * and quantized by llama.cpp's llama-quantize (Q4_K_M with --tensor-type
- * overrides for Q5_K, Q8_0, Q4_0 and Q5_0; llama.cpp d32676d77, here): the
+ * overrides for Q5_K, Q8_0, Q4_0, Q5_0 and Q5_1; llama.cpp d32676d77, here): the
  * FNV-1a hashes of its tensors. The fitted quantizers must give the same
- * bytes. */
+ * bytes. The last, Q5_1 (Q5_K's fallback), is ffn_up's shape with seed
+ * 1009. */
 static void lcg_fill(float *f, size_t n, uint64_t seed) {
     uint64_t st = seed;
     for (size_t i = 0; i < n; i++) {
@@ -121,9 +122,9 @@ static void test_llama_quantize_bytes(void) {
         {"attn_k", 256, 128, SLM_Q4_K, 0xe5566fdbcb0bb8baull},     {"attn_v", 256, 128, SLM_Q6_K, 0x6c992ce7bc7819e3ull},
         {"attn_output", 256, 256, SLM_Q8_0, 0x92c0f87bc1d2e58bull}, {"ffn_gate", 256, 512, SLM_Q4_0, 0xf2a68d1774026c2dull},
         {"ffn_up", 256, 512, SLM_Q5_0, 0xc77ad24e8e4879b8ull},     {"ffn_down", 512, 256, SLM_Q6_K, 0xd5cd795345e209bdull},
-        {"output", 256, 64, SLM_Q6_K, 0x9bcffd7ef8e45480ull},
+        {"output", 256, 64, SLM_Q6_K, 0x9bcffd7ef8e45480ull},     {"ffn_up", 256, 512, SLM_Q5_1, 0xf987fe6942128a37ull},
     };
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < (int)(sizeof gold / sizeof gold[0]); k++) {
         const size_t n = (size_t)gold[k].cols * (size_t)gold[k].rows;
         const uint64_t rb = slm_row_bytes(gold[k].type, (uint64_t)gold[k].cols);
         float *f = malloc(n * sizeof *f);

@@ -381,6 +381,9 @@ typedef struct slm_model_file {
      * folder has none (or the model is not a folder). */
     char tokenizer_json[1024];
     int tok_unigram;        /* hf: config.json says xlm-roberta: its tokenizer must be Unigram */
+    int qkv_fused;          /* 1: the file's Q/K/V matrices are one (attn_qkv, qkv_proj: phi3,
+                               nomic-bert, modern-bert), split at load into attn_q/k/v row ranges;
+                               slm_model_quantize gives the three attn_qkv's type */
     /* hf: sentence-transformers' Dense modules, in modules.json's order
      * after Pooling (format/hf_modules.c): module k's tensors are
      * name.weight [in -> out] and name.bias [out] (when it has one), act

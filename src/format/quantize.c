@@ -105,10 +105,11 @@ int slm_weight_type_parse(const char *name) {
 const char *slm_weight_type_name(int wt) { return wt > SLM_WEIGHTS_AS_IS && wt < SLM_WEIGHTS_COUNT ? k_wt_names[wt] : "as is"; }
 
 /* The matrices a file type quantizes (blk.N.<role>.weight): the attention
- * and feed-forward projections, experts and shared experts included, with
- * the role llama-quant.cpp's rules give them. Other tensors (norms, biases,
- * position and type embeddings, routers, recurrent layers' tensors) keep
- * their type. */
+ * and feed-forward projections, shared experts included, with the role
+ * llama-quant.cpp's rules give them; the experts' as the loaders name
+ * them (blk.N.ffn_{gate,up,down}.E.weight, from ffn_*_exps). Other tensors
+ * (norms, biases, position and type embeddings, routers, recurrent layers'
+ * tensors) keep their type. */
 static const struct {
     const char *name;
     int role;
@@ -120,12 +121,19 @@ static const struct {
     {"ffn_up_shexp", SLM_QROLE_OTHER},    {"ffn_down_shexp", SLM_QROLE_FFN_DOWN},
 };
 
-/* The role of blk.N.<role>.weight (N in *l), else -1. */
-static int role_of(const char *name, int *l) {
-    int at = 0;
+/* The role of blk.N.<role>.weight (N in *l), else -1. qkv_fused: attn_q,
+ * attn_k and attn_v are row ranges of one attn_qkv (the loaders split it),
+ * which takes attn_v's rules whole. */
+static int role_of(const char *name, int qkv_fused, int *l) {
+    int at = 0, e = -1, end = 0;
+    char kind[8];
     *l = -1;
     if (sscanf(name, "blk.%d.%n", l, &at) != 1 || at <= 0 || *l < 0) return -1;
     const char *rest = name + at;
+    if (sscanf(rest, "ffn_%7[a-z].%d.weight%n", kind, &e, &end) == 2 && end > 0 && !rest[end] && e >= 0)
+        return !strcmp(kind, "down") ? SLM_QROLE_FFN_DOWN : !strcmp(kind, "gate") || !strcmp(kind, "up") ? SLM_QROLE_OTHER : -1;
+    if (qkv_fused && (!strcmp(rest, "attn_q.weight") || !strcmp(rest, "attn_k.weight") || !strcmp(rest, "attn_v.weight")))
+        return SLM_QROLE_ATTN_V;
     const size_t rl = strlen(rest);
     if (rl < 8 || strcmp(rest + rl - 7, ".weight")) return -1;
     for (size_t i = 0; i < sizeof k_roles / sizeof k_roles[0]; i++)
@@ -134,8 +142,9 @@ static int role_of(const char *name, int *l) {
 }
 
 /* The type tensor t becomes under file type wt, or 0 when it stays. av /
- * n_av: this attn_v's (or attn_qkv's) place among the model's attn_v and
- * attn_qkv tensors and their count (hybrid models have some of each). */
+ * n_av: the place of this layer's attn_v (or attn_qkv) among the model's
+ * attn_v and attn_qkv tensors, and their count (hybrid models have some of
+ * each, gemma4 none on some layers). */
 static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt, int av, int n_av) {
     const slm_model_config *c = &m->cfg;
     const int64_t width = t->ne[0];
@@ -146,7 +155,7 @@ static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt
         out = c->tied_embeddings ? slm_quant_output_type(wt, width) : slm_quant_layer_type(wt, SLM_QROLE_OTHER, 0, 1, width, 0);
     else {
         int l;
-        const int role = role_of(t->name, &l);
+        const int role = role_of(t->name, m->qkv_fused, &l);
         if (role < 0) return 0;
         const unsigned fl = slm_quant_model_flags(c->arch, c->n_layers, c->n_heads, c->n_kv_heads, c->n_experts);
         out = role == SLM_QROLE_ATTN_V ? slm_quant_layer_type(wt, role, av, n_av, width, fl)
@@ -156,10 +165,13 @@ static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt
     return out == t->type ? 0 : out;
 }
 
-/* The layer of a blk.N.attn_v.weight or blk.N.attn_qkv.weight, else -1. */
+/* The layer of a blk.N.attn_v.weight or blk.N.attn_qkv.weight (as
+ * llama-quantize counts them; a split attn_qkv counts once, as its attn_v),
+ * else -1. */
 static int attn_v_layer(const slm_tensor *t) {
-    int l;
-    return role_of(t->name, &l) == SLM_QROLE_ATTN_V ? l : -1;
+    int l, at = 0;
+    if (sscanf(t->name, "blk.%d.%n", &l, &at) != 1 || at <= 0 || l < 0) return -1;
+    return !strcmp(t->name + at, "attn_v.weight") || !strcmp(t->name + at, "attn_qkv.weight") ? l : -1;
 }
 
 /* ---- the work ------------------------------------------------------------------ */
@@ -220,6 +232,8 @@ static void *qwork(qjob *j, int caller) {
 
 static void *qworker(void *arg) { return qwork(arg, 0); }
 
+static int int_cmp(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+
 static int is_float_type(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
 
 slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int progress, slm_err *err) {
@@ -232,25 +246,29 @@ slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int prog
     const uint8_t **src = slm_calloc((size_t)n + 1, sizeof *src);
     int64_t *piece0 = slm_calloc((size_t)n + 1, sizeof *piece0);
     uint64_t *off = slm_calloc((size_t)n + 1, sizeof *off);
+    int *lv = slm_calloc((size_t)n + 1, sizeof *lv);
     slm_status s = SLM_OK;
-    if (!to || !src || !piece0 || !off) {
+    if (!to || !src || !piece0 || !off || !lv) {
         s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", file);
         goto done;
     }
-    /* an attn_v's place among the attn_v tensors by layer (llama-quantize walks a converted file in layer
-     * order; a folder's table is in its own order) */
+    /* the attn_v tensors' layers, sorted: a layer's attn_v is the count below it among them (llama-quantize
+     * walks a converted file in layer order; a folder's table is in its own order) */
     int n_av = 0, n_q = 0;
-    for (int i = 0; i < n; i++) n_av += attn_v_layer(&m->tensors[i]) >= 0;
+    for (int i = 0; i < n; i++)
+        if ((lv[n_av] = attn_v_layer(&m->tensors[i])) >= 0) n_av++;
+    qsort(lv, (size_t)n_av, sizeof *lv, int_cmp);
     uint64_t total = 0, before = 0, after = 0;
     for (int i = 0; i < n; i++) {
         const slm_tensor *t = &m->tensors[i];
-        const int lv = attn_v_layer(t);
-        int av = 0;
-        for (int k = 0; lv >= 0 && k < n; k++) {
-            const int lk = attn_v_layer(&m->tensors[k]);
-            av += lk >= 0 && lk < lv;
+        int l = -1, lo = 0, hi = n_av;
+        if (sscanf(t->name, "blk.%d.", &l) != 1) l = -1;
+        while (lo < hi) { /* the first at or above l */
+            const int mid = lo + (hi - lo) / 2;
+            if (lv[mid] < l) lo = mid + 1;
+            else hi = mid;
         }
-        to[i] = target_type(m, t, wt, av, n_av);
+        to[i] = target_type(m, t, wt, lo, n_av);
         if (to[i] && !is_float_type(t->type)) {
             /* a quantized matrix quantized again loses twice: refuse, as llama-quantize does unless told */
             s = slm_errf(err, SLM_ERR_ARG, "--weight-type %s: %s is already quantized (tensor '%s' is %s); give its "
@@ -320,5 +338,6 @@ done:
     slm_xfree((void *)src);
     slm_xfree(piece0);
     slm_xfree(off);
+    slm_xfree(lv);
     return s;
 }
