@@ -148,28 +148,41 @@ typedef struct keep {
     int n;
 } keep;
 
-static void put(slm_gguf_writer *w, keep *k, const char *name, int64_t cols, int64_t rows, uint32_t type, float sd, float mean) {
+/* A tensor [cols, rows] (3-D [cols, rows, n3] when n3 > 1) of normal values. */
+static void put3(slm_gguf_writer *w, keep *k, const char *name, int64_t cols, int64_t rows, int64_t n3, uint32_t type,
+                 float sd, float mean) {
     const uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
-    uint8_t *data = malloc((size_t)(rb * (uint64_t)rows));
+    uint8_t *data = malloc((size_t)(rb * (uint64_t)(rows * n3)));
     float *row = malloc((size_t)cols * sizeof *row);
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows * n3; r++) {
         for (int64_t i = 0; i < cols; i++) row[i] = mean + sd * nrand();
         CHECK(slm_quantize_row(type, row, data + (uint64_t)r * rb, cols));
     }
     free(row);
     k->p[k->n++] = data;
-    const int64_t ne[2] = {cols, rows};
-    CHECK(slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows) == SLM_OK);
+    const int64_t ne[3] = {cols, rows, n3};
+    CHECK(slm_gguf_add_tensor(w, name, type, n3 > 1 ? 3 : rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)(rows * n3)) == SLM_OK);
 }
+
+static void put(slm_gguf_writer *w, keep *k, const char *name, int64_t cols, int64_t rows, uint32_t type, float sd, float mean) {
+    put3(w, k, name, cols, rows, 1, type, sd, mean);
+}
+
+enum { FUSED_QKV = 1, EXPERTS8 = 2 }; /* write_llama's variants */
 
 /* A llama model of LAYERS layers, width dim, FFN hid; its matrices in type
  * mt (F16, or a quantized type for the refusal), untied (output.weight)
- * unless tied. */
-static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied, uint64_t seed) {
+ * unless tied; FUSED_QKV: one attn_qkv per layer (as phi3's), EXPERTS8: 8
+ * experts of width hid (2 per token) for the FFN. */
+static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied, uint64_t seed, int variant) {
     g_rng = seed;
     slm_gguf_writer *w = slm_gguf_writer_new();
     keep k = {.n = 0};
     t_gguf_llama_keys(w, dim, hid, LAYERS, HEADS, KVH, 64);
+    if (variant & EXPERTS8) {
+        slm_gguf_set_u32(w, "llama.expert_count", 8);
+        slm_gguf_set_u32(w, "llama.expert_used_count", 2);
+    }
     const int kvd = dim / HEADS * KVH;
     const float sd = 1.0f / sqrtf((float)dim);
     put(w, &k, "token_embd.weight", dim, VOCAB, mt, 1.0f, 0.0f);
@@ -180,10 +193,18 @@ static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied
         put(w, &k, n, dim, 1, SLM_F32, 0.1f, 1.0f);
         snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
         put(w, &k, n, dim, 1, SLM_F32, 0.1f, 1.0f);
-        for (int i = 0; i < 7; i++) {
+        if (variant & FUSED_QKV) {
+            snprintf(n, sizeof n, "blk.%d.attn_qkv.weight", l);
+            put(w, &k, n, dim, dim + 2 * kvd, mt, sd, 0.0f);
+        }
+        if (variant & EXPERTS8) {
+            snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", l);
+            put(w, &k, n, dim, 8, SLM_F32, sd, 0.0f);
+        }
+        for (int i = (variant & FUSED_QKV) ? 3 : 0; i < 7; i++) {
             const int64_t cols = i == 6 ? hid : dim, rows = i == 1 || i == 2 ? kvd : i == 3 || i == 6 ? dim : i > 3 ? hid : dim;
-            snprintf(n, sizeof n, "blk.%d.%s.weight", l, mats[i]);
-            put(w, &k, n, cols, rows, mt, i == 6 ? 1.0f / sqrtf((float)hid) : sd, 0.0f);
+            snprintf(n, sizeof n, i > 3 && (variant & EXPERTS8) ? "blk.%d.%s_exps.weight" : "blk.%d.%s.weight", l, mats[i]);
+            put3(w, &k, n, cols, rows, i > 3 && (variant & EXPERTS8) ? 8 : 1, mt, i == 6 ? 1.0f / sqrtf((float)hid) : sd, 0.0f);
         }
     }
     put(w, &k, "output_norm.weight", dim, 1, SLM_F32, 0.1f, 1.0f);
@@ -206,19 +227,28 @@ static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied
  * - everything else the file type's own: Q8_0, Q4_0, Q5_0, Q4_K (q4_k_*),
  *   Q5_K (q5_k_*), Q6_K;
  * - a K-quant of a width not a multiple of 256 becomes Q5_0 (Q4_K), Q5_1
- *   (Q5_K) or Q8_0 (Q6_K). */
+ *   (Q5_K) or Q8_0 (Q6_K);
+ * - FUSED_QKV: the attn_qkv (split into attn_q/k/v at load) takes attn_v's
+ *   rules, all three parts alike;
+ * - EXPERTS8: attn_v and attn_k Q8_0, attn_output Q5_K under q4_k_s and
+ *   q4_k_m; the experts as the dense FFN (ffn_down by its layer); the router
+ *   stays F32. */
 static uint32_t fallback(uint32_t t, int64_t width) {
     if (width % 256 == 0) return t;
     return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
 }
 
-static uint32_t expected(int wt, const char *name, int64_t width, int tied) {
-    if (strstr(name, "_norm")) return SLM_F32;
+static uint32_t expected(int wt, const char *name, int64_t width, int tied, int variant) {
+    if (strstr(name, "_norm") || strstr(name, "ffn_gate_inp")) return SLM_F32;
     const int out = !strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"));
     if (out) return wt == SLM_WEIGHTS_Q8_0 ? SLM_Q8_0 : fallback(SLM_Q6_K, width);
     int l = -1;
     sscanf(name, "blk.%d.", &l);
-    const int v = strstr(name, "attn_v.") != NULL, down = strstr(name, "ffn_down.") != NULL;
+    const int fused = (variant & FUSED_QKV) && (strstr(name, "attn_q.") || strstr(name, "attn_k."));
+    const int v = fused || strstr(name, "attn_v.") != NULL, down = strstr(name, "ffn_down.") != NULL;
+    if ((variant & EXPERTS8) && (v || strstr(name, "attn_k."))) return SLM_Q8_0;
+    if ((variant & EXPERTS8) && strstr(name, "attn_output.") && (wt == SLM_WEIGHTS_Q4_K_S || wt == SLM_WEIGHTS_Q4_K_M))
+        return fallback(SLM_Q5_K, width);
     const int more = (v || down) && (l == 0 || l == 3 || l == 6 || l == 7);
     switch (wt) {
     case SLM_WEIGHTS_Q8_0: return SLM_Q8_0;
@@ -243,7 +273,7 @@ static double error_bound(int wt) {
     }
 }
 
-static void check_model(const char *path, int dim, int hid, int tied, int wt) {
+static void check_model(const char *path, int dim, int hid, int tied, int variant, int wt) {
     slm_model_file src, m;
     slm_err err = {0};
     if (slm_model_open(&src, path, &err) || slm_model_open(&m, path, &err)) {
@@ -256,7 +286,7 @@ static void check_model(const char *path, int dim, int hid, int tied, int wt) {
     float *a = malloc((size_t)hid * sizeof *a), *b = malloc((size_t)hid * sizeof *b);
     for (int i = 0; i < m.n_tensors; i++) {
         const slm_tensor *t = &m.tensors[i], *s = slm_model_tensor(&src, t->name);
-        const uint32_t want = expected(wt, t->name, t->ne[0], tied);
+        const uint32_t want = expected(wt, t->name, t->ne[0], tied, variant);
         if (t->type != want && wrong++ < 4)
             fprintf(stderr, "  %s %s (width %lld): %s, want %s\n", slm_weight_type_name(wt), t->name, (long long)t->ne[0],
                     slm_dtype_name(t->type), slm_dtype_name(want));
@@ -276,24 +306,30 @@ static void check_model(const char *path, int dim, int hid, int tied, int wt) {
     CHECKF(wrong == 0, "%s, width %d: %d tensors of the wrong type", slm_weight_type_name(wt), dim, wrong);
     const double bound = error_bound(wt);
     CHECKF(worst < bound, "%s: a tensor's relative rms error %.4f (bound %.2f)", slm_weight_type_name(wt), worst, bound);
-    fprintf(stderr, "  %s width %d%s: types as llama-quantize's, worst relative rms error %.4f\n", slm_weight_type_name(wt),
-            dim, tied ? " tied" : "", worst);
+    fprintf(stderr, "  %s width %d%s%s%s: types as llama-quantize's, worst relative rms error %.4f\n",
+            slm_weight_type_name(wt), dim, tied ? " tied" : "", variant & FUSED_QKV ? " attn_qkv" : "",
+            variant & EXPERTS8 ? " 8 experts" : "", worst);
     slm_model_close(&m);
     slm_model_close(&src);
 }
 
 static void test_types(void) {
-    char p[128], pt[128], po[128];
+    char p[128], pt[128], po[128], pf[128], pe[128];
     snprintf(p, sizeof p, "%s/f16.gguf", g_dir);
     snprintf(pt, sizeof pt, "%s/f16-tied.gguf", g_dir);
     snprintf(po, sizeof po, "%s/f16-288.gguf", g_dir);
-    if (!write_llama(p, 256, 512, SLM_F16, 0, 11) || !write_llama(pt, 256, 512, SLM_F16, 1, 12) ||
-        !write_llama(po, 288, 576, SLM_F16, 0, 13))
+    snprintf(pf, sizeof pf, "%s/f16-qkv.gguf", g_dir);
+    snprintf(pe, sizeof pe, "%s/f16-e8.gguf", g_dir);
+    if (!write_llama(p, 256, 512, SLM_F16, 0, 11, 0) || !write_llama(pt, 256, 512, SLM_F16, 1, 12, 0) ||
+        !write_llama(po, 288, 576, SLM_F16, 0, 13, 0) || !write_llama(pf, 256, 512, SLM_F16, 0, 14, FUSED_QKV) ||
+        !write_llama(pe, 256, 256, SLM_F16, 0, 15, EXPERTS8))
         return;
     for (int wt = SLM_WEIGHTS_Q8_0; wt < SLM_WEIGHTS_COUNT; wt++) {
-        check_model(p, 256, 512, 0, wt);
-        check_model(pt, 256, 512, 1, wt);
-        check_model(po, 288, 576, 0, wt);
+        check_model(p, 256, 512, 0, 0, wt);
+        check_model(pt, 256, 512, 1, 0, wt);
+        check_model(po, 288, 576, 0, 0, wt);
+        check_model(pf, 256, 512, 0, FUSED_QKV, wt);
+        check_model(pe, 256, 256, 0, EXPERTS8, wt);
     }
 }
 
@@ -358,8 +394,10 @@ static void test_forward(void) {
 }
 
 /* A Hugging Face folder (llama, BF16, two shards: the loader's reserved
- * range): the same types per tensor, and its logits against the reference. */
-static void test_hf_folder(void) {
+ * range): the same types per tensor, and its logits against the reference;
+ * phi3's (fused qkv_proj and gate_up_proj, split at load): its Q/K/V as
+ * one attn_qkv. */
+static void hf_folder(int phi3) {
     char dir[128], path[200];
     snprintf(dir, sizeof dir, "%s/hf", g_dir);
     mkdir(dir, 0755);
@@ -367,12 +405,13 @@ static void test_hf_folder(void) {
     const int kvd = D / HEADS * KVH;
     char buf[1024];
     const int n = snprintf(buf, sizeof buf,
-                           "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
+                           "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, "
                            "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
                            "\"num_key_value_heads\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 64, "
                            "\"rope_theta\": 10000.0, \"rms_norm_eps\": 1e-05, \"hidden_act\": \"silu\", "
                            "\"torch_dtype\": \"bfloat16\", \"tie_word_embeddings\": false}\n",
-                           D, F, LAYERS, HEADS, KVH, VOCAB);
+                           phi3 ? "Phi3ForCausalLM" : "LlamaForCausalLM", phi3 ? "phi3" : "llama", D, F, LAYERS, HEADS, KVH,
+                           VOCAB);
     snprintf(path, sizeof path, "%s/config.json", dir);
     CHECK(t_write_file(path, buf, (size_t)n));
     static weights w;
@@ -383,13 +422,19 @@ static void test_hf_folder(void) {
         char nm[96];
 #define W(x, dt, r, c, sc, b) (snprintf(nm, sizeof nm, "model.layers.%d." x, l), add_w(&w, nm, dt, r, c, sc, b))
         W("input_layernorm.weight", "BF16", 0, D, 0.1f, 1.0f);
-        W("self_attn.q_proj.weight", "BF16", D, D, sd, 0.0f);
-        W("self_attn.k_proj.weight", "BF16", kvd, D, sd, 0.0f);
-        W("self_attn.v_proj.weight", "BF16", kvd, D, sd, 0.0f);
+        if (phi3) W("self_attn.qkv_proj.weight", "BF16", D + 2 * kvd, D, sd, 0.0f);
+        else {
+            W("self_attn.q_proj.weight", "BF16", D, D, sd, 0.0f);
+            W("self_attn.k_proj.weight", "BF16", kvd, D, sd, 0.0f);
+            W("self_attn.v_proj.weight", "BF16", kvd, D, sd, 0.0f);
+        }
         W("self_attn.o_proj.weight", "BF16", D, D, sd, 0.0f);
         W("post_attention_layernorm.weight", "BF16", 0, D, 0.1f, 1.0f);
-        W("mlp.gate_proj.weight", "BF16", F, D, sd, 0.0f);
-        W("mlp.up_proj.weight", "BF16", F, D, sd, 0.0f);
+        if (phi3) W("mlp.gate_up_proj.weight", "BF16", 2 * F, D, sd, 0.0f);
+        else {
+            W("mlp.gate_proj.weight", "BF16", F, D, sd, 0.0f);
+            W("mlp.up_proj.weight", "BF16", F, D, sd, 0.0f);
+        }
         W("mlp.down_proj.weight", "BF16", D, F, 1.0f / sqrtf((float)F), 0.0f);
 #undef W
     }
@@ -397,10 +442,16 @@ static void test_hf_folder(void) {
     add_w(&w, "lm_head.weight", "BF16", VOCAB, D, 2.0f * sd, 0.0f);
     CHECK(st_write_weights(dir, w.it, w.n, 2, 0));
     free_weights(&w);
-    check_model(dir, D, F, 0, SLM_WEIGHTS_Q4_K_M);
+    for (int wt = SLM_WEIGHTS_Q4_K_M; wt <= SLM_WEIGHTS_Q4_K_S; wt++) check_model(dir, D, F, 0, phi3 ? FUSED_QKV : 0, wt);
     static const int wts[] = {SLM_WEIGHTS_Q8_0, SLM_WEIGHTS_Q4_0, SLM_WEIGHTS_Q4_K_M};
-    forward_vs_ref(dir, wts, 3);
+    if (phi3) forward_vs_ref(dir, wts + 2, 1);
+    else forward_vs_ref(dir, wts, 3);
     st_rm_dir(dir);
+}
+
+static void test_hf_folder(void) {
+    hf_folder(0);
+    hf_folder(1);
 }
 
 /* stories260K (llama2.c, f32, width 64, FFN 172, tied, 5 layers):
@@ -556,7 +607,7 @@ static void test_engine(void) {
 static void test_refusals(void) {
     char p[128];
     snprintf(p, sizeof p, "%s/q8.gguf", g_dir);
-    if (!write_llama(p, 256, 512, SLM_Q8_0, 0, 21)) return;
+    if (!write_llama(p, 256, 512, SLM_Q8_0, 0, 21, 0)) return;
     slm_model_file m;
     slm_err err = {0};
     CHECK(slm_model_open(&m, p, &err) == SLM_OK);
