@@ -105,11 +105,13 @@ int slm_weight_type_parse(const char *name) {
 const char *slm_weight_type_name(int wt) { return wt > SLM_WEIGHTS_AS_IS && wt < SLM_WEIGHTS_COUNT ? k_wt_names[wt] : "as is"; }
 
 /* The matrices a file type quantizes (blk.N.<role>.weight): the attention
- * and feed-forward projections, shared experts included, with the role
- * llama-quant.cpp's rules give them; the experts' as the loaders name
- * them (blk.N.ffn_{gate,up,down}.E.weight, from ffn_*_exps). Other tensors
- * (norms, biases, position and type embeddings, routers, recurrent layers'
- * tensors) keep their type. */
+ * and feed-forward projections, shared experts included, qwen35's Gated
+ * DeltaNet projections and gemma4's per-layer input gate and projection,
+ * with the role llama-quant.cpp's rules give them; the experts' as the
+ * loaders name them (blk.N.ffn_{gate,up,down}.E.weight, from ffn_*_exps).
+ * Other tensors (norms, biases, position and type embeddings, routers, the
+ * conv taps, per_layer_model_proj) keep their type, as llama-quantize
+ * leaves them. */
 static const struct {
     const char *name;
     int role;
@@ -118,7 +120,9 @@ static const struct {
     {"attn_output", SLM_QROLE_ATTN_OUTPUT}, {"attn_qkv", SLM_QROLE_ATTN_V},   {"ffn_gate", SLM_QROLE_OTHER},
     {"ffn_up", SLM_QROLE_OTHER},          {"ffn_down", SLM_QROLE_FFN_DOWN},   {"ffn_gate_exps", SLM_QROLE_OTHER},
     {"ffn_up_exps", SLM_QROLE_OTHER},     {"ffn_down_exps", SLM_QROLE_FFN_DOWN}, {"ffn_gate_shexp", SLM_QROLE_OTHER},
-    {"ffn_up_shexp", SLM_QROLE_OTHER},    {"ffn_down_shexp", SLM_QROLE_FFN_DOWN},
+    {"ffn_up_shexp", SLM_QROLE_OTHER},    {"ffn_down_shexp", SLM_QROLE_FFN_DOWN}, {"attn_gate", SLM_QROLE_OTHER},
+    {"ssm_alpha", SLM_QROLE_OTHER},       {"ssm_beta", SLM_QROLE_OTHER},      {"ssm_out", SLM_QROLE_OTHER},
+    {"inp_gate", SLM_QROLE_OTHER},        {"proj", SLM_QROLE_OTHER},
 };
 
 /* The role of blk.N.<role>.weight (N in *l), else -1. qkv_fused: attn_q,
@@ -151,8 +155,10 @@ static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt
     uint32_t out = 0;
     if (t->n_dims < 2) return 0;
     if (!strcmp(t->name, "output.weight")) out = slm_quant_output_type(wt, width);
-    else if (!strcmp(t->name, "token_embd.weight"))
-        out = c->tied_embeddings ? slm_quant_output_type(wt, width) : slm_quant_layer_type(wt, SLM_QROLE_OTHER, 0, 1, width, 0);
+    else if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "per_layer_token_embd.weight"))
+        /* the output's type when the file has no output.weight (llama-quant.cpp's "tied", encoders too) */
+        out = !slm_model_tensor(m, "output.weight") ? slm_quant_output_type(wt, width)
+                                                    : slm_quant_layer_type(wt, SLM_QROLE_OTHER, 0, 1, width, 0);
     else {
         int l;
         const int role = role_of(t->name, m->qkv_fused, &l);
