@@ -147,7 +147,8 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
         const int64_t PL = (int64_t)P * L;
         if (!synth_add(s, "per_layer_token_embd.weight",
                        sh->tied ? synth_otype(ty, PL) : synth_mtype(ty, sh, SLM_QROLE_OTHER, 0, 1, PL), PL, sh->vocab, 0, NULL) ||
-            !synth_add(s, "per_layer_model_proj.weight", synth_mtype(ty, sh, SLM_QROLE_OTHER, 0, 1, D), D, PL, 0, NULL) ||
+            /* llama-quantize leaves per_layer_model_proj as its source has it (F16 here) */
+            !synth_add(s, "per_layer_model_proj.weight", ty->wt ? SLM_F16 : ty->matrix, D, PL, 0, NULL) ||
             !synth_add(s, "per_layer_proj_norm.weight", SLM_F32, P, 1, 1, NULL))
             return 0;
     }
