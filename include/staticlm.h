@@ -130,7 +130,8 @@ typedef enum slm_weight_type {
     SLM_WEIGHTS_Q4_K_M = 3, /* Q4_K; Q6_K for the output and some layers' attn_v / ffn_down */
     SLM_WEIGHTS_Q5_K_M = 4, /* Q5_K; Q6_K for the output and some layers' attn_v / ffn_down */
     SLM_WEIGHTS_Q6_K = 5,   /* Q6_K */
-    SLM_WEIGHTS_Q4_K_S = 6, /* Q4_K; Q6_K for the output, Q5_K for the first attn_v and ffn_down */
+    SLM_WEIGHTS_Q4_K_S = 6, /* Q4_K; Q6_K for the output, Q5_K for the first four attn_v and
+                               the first eighth of the layers' ffn_down */
     SLM_WEIGHTS_Q5_K_S = 7, /* Q5_K; Q6_K for the output */
     SLM_WEIGHTS_Q5_0 = 8,   /* Q5_0; the output matrix Q6_K */
     SLM_WEIGHTS_COUNT       /* one past the last */

@@ -64,7 +64,7 @@ uint32_t slm_quant_layer_type(int wt, int role, int i, int n, int64_t width, uns
     case SLM_QROLE_ATTN_V: /* attn_v, attn_qkv: i of n such tensors */
         if (mix_m && use_more_bits(i, n)) t = SLM_Q6_K;
         else if (q4ks && i < 4) t = SLM_Q5_K;
-        if ((model & SLM_QMODEL_70B) && t == SLM_Q4_K) t = SLM_Q5_K; /* 8 heads share each V row */
+        if ((model & SLM_QMODEL_70B) && t == SLM_Q4_K) t = SLM_Q5_K; /* a V an eighth of Q's size: cheap */
         if (e8) t = SLM_Q8_0;
         break;
     case SLM_QROLE_ATTN_K:
