@@ -121,15 +121,24 @@ typedef struct slm_options {
 } slm_options;
 
 /* Weight quantization at load (slm_options.weight_type, --weight-type), the
- * types per tensor as llama-quantize's file types of those names. */
+ * types per tensor as llama-quantize's file types of those names (without
+ * an importance matrix). */
 typedef enum slm_weight_type {
-    SLM_WEIGHTS_AS_IS = 0, /* the file's own types */
+    SLM_WEIGHTS_AS_IS = 0,  /* the file's own types */
     SLM_WEIGHTS_Q8_0 = 1,
-    SLM_WEIGHTS_Q4_0 = 2,  /* the output matrix Q6_K */
-    SLM_WEIGHTS_Q4_K_M = 3 /* Q4_K; Q6_K for the output and some layers' attn_v / ffn_down */
+    SLM_WEIGHTS_Q4_0 = 2,   /* the output matrix Q6_K */
+    SLM_WEIGHTS_Q4_K_M = 3, /* Q4_K; Q6_K for the output and some layers' attn_v / ffn_down */
+    SLM_WEIGHTS_Q5_K_M = 4, /* Q5_K; Q6_K for the output and some layers' attn_v / ffn_down */
+    SLM_WEIGHTS_Q6_K = 5,   /* Q6_K */
+    SLM_WEIGHTS_Q4_K_S = 6, /* Q4_K; Q6_K for the output, Q5_K for the first four attn_v and
+                               the first eighth of the layers' ffn_down */
+    SLM_WEIGHTS_Q5_K_S = 7, /* Q5_K; Q6_K for the output */
+    SLM_WEIGHTS_Q5_0 = 8,   /* Q5_0; the output matrix Q6_K */
+    SLM_WEIGHTS_COUNT       /* one past the last */
 } slm_weight_type;
 
-/* "q8_0", "q4_0", "q4_k_m" -> an slm_weight_type; -1 for anything else. */
+/* "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_k_s", "q5_k_s", "q5_0"
+ * -> an slm_weight_type; -1 for anything else. */
 SLM_API int slm_weight_type_parse(const char *name);
 
 /* Weight prefetch of the decode programs (slm_options.prefetch): PREFETCH

@@ -3,15 +3,16 @@
  *   (their error must be lower) and on awkward rows (zero, constant, one
  *   sign, one outlier);
  * - the type of every tensor of an F16 model of 8 layers (and of one whose
- *   widths do not fit 256) under q8_0, q4_0 and q4_k_m, against this
- *   file's own table of llama-quantize's choices, and the values against
- *   the source;
+ *   widths do not fit 256) under every file type (q8_0, q4_0, q5_0, q4_k_s,
+ *   q4_k_m, q5_k_s, q5_k_m, q6_k), against this file's own restatement of
+ *   llama-quantize's choices, and the values against the source; the rules
+ *   for 8 experts and 70B models, and the fallbacks, one call at a time;
  * - the quantized model's logits against the double-precision reference
  *   forward pass over the same (dequantized) weights;
  * - the engine: stories260K quantized at load and from its blob give the
  *   same logits bit for bit, and differ from the f32 model's;
  * - refusals: an already quantized file, the option on a blob, a bad
- *   value. */
+ *   value or name. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,9 +92,10 @@ static void test_fit_error(void) {
 /* llama-quantize's bytes: matrices of values exact in f32 (a 24-bit integer
  * over 2^27, every 97th times 8; seed 1000 + k), written as an F32 GGUF
  * and quantized by llama.cpp's llama-quantize (Q4_K_M with --tensor-type
- * overrides for Q5_K, Q8_0, Q4_0 and Q5_0; llama.cpp d32676d77, here): the
+ * overrides for Q5_K, Q8_0, Q4_0, Q5_0 and Q5_1; llama.cpp d32676d77, here): the
  * FNV-1a hashes of its tensors. The fitted quantizers must give the same
- * bytes. */
+ * bytes. The last, Q5_1 (Q5_K's fallback), is ffn_up's shape with seed
+ * 1009. */
 static void lcg_fill(float *f, size_t n, uint64_t seed) {
     uint64_t st = seed;
     for (size_t i = 0; i < n; i++) {
@@ -120,9 +122,9 @@ static void test_llama_quantize_bytes(void) {
         {"attn_k", 256, 128, SLM_Q4_K, 0xe5566fdbcb0bb8baull},     {"attn_v", 256, 128, SLM_Q6_K, 0x6c992ce7bc7819e3ull},
         {"attn_output", 256, 256, SLM_Q8_0, 0x92c0f87bc1d2e58bull}, {"ffn_gate", 256, 512, SLM_Q4_0, 0xf2a68d1774026c2dull},
         {"ffn_up", 256, 512, SLM_Q5_0, 0xc77ad24e8e4879b8ull},     {"ffn_down", 512, 256, SLM_Q6_K, 0xd5cd795345e209bdull},
-        {"output", 256, 64, SLM_Q6_K, 0x9bcffd7ef8e45480ull},
+        {"output", 256, 64, SLM_Q6_K, 0x9bcffd7ef8e45480ull},     {"ffn_up", 256, 512, SLM_Q5_1, 0xf987fe6942128a37ull},
     };
-    for (int k = 0; k < 9; k++) {
+    for (int k = 0; k < (int)(sizeof gold / sizeof gold[0]); k++) {
         const size_t n = (size_t)gold[k].cols * (size_t)gold[k].rows;
         const uint64_t rb = slm_row_bytes(gold[k].type, (uint64_t)gold[k].cols);
         float *f = malloc(n * sizeof *f);
@@ -146,28 +148,41 @@ typedef struct keep {
     int n;
 } keep;
 
-static void put(slm_gguf_writer *w, keep *k, const char *name, int64_t cols, int64_t rows, uint32_t type, float sd, float mean) {
+/* A tensor [cols, rows] (3-D [cols, rows, n3] when n3 > 1) of normal values. */
+static void put3(slm_gguf_writer *w, keep *k, const char *name, int64_t cols, int64_t rows, int64_t n3, uint32_t type,
+                 float sd, float mean) {
     const uint64_t rb = slm_row_bytes(type, (uint64_t)cols);
-    uint8_t *data = malloc((size_t)(rb * (uint64_t)rows));
+    uint8_t *data = malloc((size_t)(rb * (uint64_t)(rows * n3)));
     float *row = malloc((size_t)cols * sizeof *row);
-    for (int64_t r = 0; r < rows; r++) {
+    for (int64_t r = 0; r < rows * n3; r++) {
         for (int64_t i = 0; i < cols; i++) row[i] = mean + sd * nrand();
         CHECK(slm_quantize_row(type, row, data + (uint64_t)r * rb, cols));
     }
     free(row);
     k->p[k->n++] = data;
-    const int64_t ne[2] = {cols, rows};
-    CHECK(slm_gguf_add_tensor(w, name, type, rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)rows) == SLM_OK);
+    const int64_t ne[3] = {cols, rows, n3};
+    CHECK(slm_gguf_add_tensor(w, name, type, n3 > 1 ? 3 : rows > 1 ? 2 : 1, ne, data, rb * (uint64_t)(rows * n3)) == SLM_OK);
 }
+
+static void put(slm_gguf_writer *w, keep *k, const char *name, int64_t cols, int64_t rows, uint32_t type, float sd, float mean) {
+    put3(w, k, name, cols, rows, 1, type, sd, mean);
+}
+
+enum { FUSED_QKV = 1, EXPERTS8 = 2 }; /* write_llama's variants */
 
 /* A llama model of LAYERS layers, width dim, FFN hid; its matrices in type
  * mt (F16, or a quantized type for the refusal), untied (output.weight)
- * unless tied. */
-static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied, uint64_t seed) {
+ * unless tied; FUSED_QKV: one attn_qkv per layer (as phi3's), EXPERTS8: 8
+ * experts of width hid (2 per token) for the FFN. */
+static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied, uint64_t seed, int variant) {
     g_rng = seed;
     slm_gguf_writer *w = slm_gguf_writer_new();
     keep k = {.n = 0};
     t_gguf_llama_keys(w, dim, hid, LAYERS, HEADS, KVH, 64);
+    if (variant & EXPERTS8) {
+        slm_gguf_set_u32(w, "llama.expert_count", 8);
+        slm_gguf_set_u32(w, "llama.expert_used_count", 2);
+    }
     const int kvd = dim / HEADS * KVH;
     const float sd = 1.0f / sqrtf((float)dim);
     put(w, &k, "token_embd.weight", dim, VOCAB, mt, 1.0f, 0.0f);
@@ -178,10 +193,18 @@ static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied
         put(w, &k, n, dim, 1, SLM_F32, 0.1f, 1.0f);
         snprintf(n, sizeof n, "blk.%d.ffn_norm.weight", l);
         put(w, &k, n, dim, 1, SLM_F32, 0.1f, 1.0f);
-        for (int i = 0; i < 7; i++) {
+        if (variant & FUSED_QKV) {
+            snprintf(n, sizeof n, "blk.%d.attn_qkv.weight", l);
+            put(w, &k, n, dim, dim + 2 * kvd, mt, sd, 0.0f);
+        }
+        if (variant & EXPERTS8) {
+            snprintf(n, sizeof n, "blk.%d.ffn_gate_inp.weight", l);
+            put(w, &k, n, dim, 8, SLM_F32, sd, 0.0f);
+        }
+        for (int i = (variant & FUSED_QKV) ? 3 : 0; i < 7; i++) {
             const int64_t cols = i == 6 ? hid : dim, rows = i == 1 || i == 2 ? kvd : i == 3 || i == 6 ? dim : i > 3 ? hid : dim;
-            snprintf(n, sizeof n, "blk.%d.%s.weight", l, mats[i]);
-            put(w, &k, n, cols, rows, mt, i == 6 ? 1.0f / sqrtf((float)hid) : sd, 0.0f);
+            snprintf(n, sizeof n, i > 3 && (variant & EXPERTS8) ? "blk.%d.%s_exps.weight" : "blk.%d.%s.weight", l, mats[i]);
+            put3(w, &k, n, cols, rows, i > 3 && (variant & EXPERTS8) ? 8 : 1, mt, i == 6 ? 1.0f / sqrtf((float)hid) : sd, 0.0f);
         }
     }
     put(w, &k, "output_norm.weight", dim, 1, SLM_F32, 0.1f, 1.0f);
@@ -194,27 +217,63 @@ static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied
     return st == SLM_OK;
 }
 
-/* llama-quantize's choice, restated here: Q4_K_M keeps attn_v and ffn_down
- * in Q6_K in layers 0, 3, 6 and 7 of 8 (the first and last eighth, every
- * third between), the output (or tied embedding) Q6_K for Q4_0 and
- * Q4_K_M; a K-quant of a width not a multiple of 256 becomes Q5_0 (Q4_K)
- * or Q8_0 (Q6_K). */
-static uint32_t expected(int wt, const char *name, int64_t width, int tied) {
-    const int fits = width % 256 == 0;
-    const uint32_t q6 = fits ? SLM_Q6_K : SLM_Q8_0, q4k = fits ? SLM_Q4_K : SLM_Q5_0;
-    if (strstr(name, "_norm")) return SLM_F32;
-    const int out = !strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"));
-    if (wt == SLM_WEIGHTS_Q8_0) return SLM_Q8_0;
-    if (wt == SLM_WEIGHTS_Q4_0) return out ? q6 : SLM_Q4_0;
-    if (out) return q6;
-    int l = -1;
-    if (sscanf(name, "blk.%d.", &l) == 1 && (strstr(name, "attn_v.") || strstr(name, "ffn_down.")) &&
-        (l == 0 || l == 3 || l == 6 || l == 7))
-        return q6;
-    return q4k;
+/* llama-quantize's choice (llama-quant.cpp), restated here for this llama
+ * model of 8 layers (8 attn_v tensors, no experts):
+ * - the output (or tied embedding): Q8_0 for q8_0, else Q6_K;
+ * - q4_k_m, q5_k_m: attn_v and ffn_down Q6_K in layers 0, 3, 6 and 7 (the
+ *   first and last eighth, every third between);
+ * - q4_k_s: attn_v Q5_K in layers 0 to 3 (the first four), ffn_down Q5_K
+ *   in layer 0 (the first eighth);
+ * - everything else the file type's own: Q8_0, Q4_0, Q5_0, Q4_K (q4_k_*),
+ *   Q5_K (q5_k_*), Q6_K;
+ * - a K-quant of a width not a multiple of 256 becomes Q5_0 (Q4_K), Q5_1
+ *   (Q5_K) or Q8_0 (Q6_K);
+ * - FUSED_QKV: the attn_qkv (split into attn_q/k/v at load) takes attn_v's
+ *   rules, all three parts alike;
+ * - EXPERTS8: attn_v and attn_k Q8_0, attn_output Q5_K under q4_k_s and
+ *   q4_k_m; the experts as the dense FFN (ffn_down by its layer); the router
+ *   stays F32. */
+static uint32_t fallback(uint32_t t, int64_t width) {
+    if (width % 256 == 0) return t;
+    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
 }
 
-static void check_model(const char *path, int dim, int hid, int tied, int wt) {
+static uint32_t expected(int wt, const char *name, int64_t width, int tied, int variant) {
+    if (strstr(name, "_norm") || strstr(name, "ffn_gate_inp")) return SLM_F32;
+    const int out = !strcmp(name, "output.weight") || (tied && !strcmp(name, "token_embd.weight"));
+    if (out) return wt == SLM_WEIGHTS_Q8_0 ? SLM_Q8_0 : fallback(SLM_Q6_K, width);
+    int l = -1;
+    sscanf(name, "blk.%d.", &l);
+    const int fused = (variant & FUSED_QKV) && (strstr(name, "attn_q.") || strstr(name, "attn_k."));
+    const int v = fused || strstr(name, "attn_v.") != NULL, down = strstr(name, "ffn_down.") != NULL;
+    if ((variant & EXPERTS8) && (v || strstr(name, "attn_k."))) return SLM_Q8_0;
+    if ((variant & EXPERTS8) && strstr(name, "attn_output.") && (wt == SLM_WEIGHTS_Q4_K_S || wt == SLM_WEIGHTS_Q4_K_M))
+        return fallback(SLM_Q5_K, width);
+    const int more = (v || down) && (l == 0 || l == 3 || l == 6 || l == 7);
+    switch (wt) {
+    case SLM_WEIGHTS_Q8_0: return SLM_Q8_0;
+    case SLM_WEIGHTS_Q4_0: return SLM_Q4_0;
+    case SLM_WEIGHTS_Q5_0: return SLM_Q5_0;
+    case SLM_WEIGHTS_Q6_K: return fallback(SLM_Q6_K, width);
+    case SLM_WEIGHTS_Q4_K_M: return fallback(more ? SLM_Q6_K : SLM_Q4_K, width);
+    case SLM_WEIGHTS_Q5_K_M: return fallback(more ? SLM_Q6_K : SLM_Q5_K, width);
+    case SLM_WEIGHTS_Q5_K_S: return fallback(SLM_Q5_K, width);
+    case SLM_WEIGHTS_Q4_K_S: return fallback((v && l < 4) || (down && l == 0) ? SLM_Q5_K : SLM_Q4_K, width);
+    default: return 0;
+    }
+}
+
+/* The relative rms error a type's codes leave on normal values, about. */
+static double error_bound(int wt) {
+    switch (wt) {
+    case SLM_WEIGHTS_Q8_0: return 0.01;
+    case SLM_WEIGHTS_Q6_K: return 0.04;
+    case SLM_WEIGHTS_Q5_0: case SLM_WEIGHTS_Q5_K_S: case SLM_WEIGHTS_Q5_K_M: return 0.08;
+    default: return 0.15; /* 4-bit codes: about 0.1 */
+    }
+}
+
+static void check_model(const char *path, int dim, int hid, int tied, int variant, int wt) {
     slm_model_file src, m;
     slm_err err = {0};
     if (slm_model_open(&src, path, &err) || slm_model_open(&m, path, &err)) {
@@ -227,7 +286,7 @@ static void check_model(const char *path, int dim, int hid, int tied, int wt) {
     float *a = malloc((size_t)hid * sizeof *a), *b = malloc((size_t)hid * sizeof *b);
     for (int i = 0; i < m.n_tensors; i++) {
         const slm_tensor *t = &m.tensors[i], *s = slm_model_tensor(&src, t->name);
-        const uint32_t want = expected(wt, t->name, t->ne[0], tied);
+        const uint32_t want = expected(wt, t->name, t->ne[0], tied, variant);
         if (t->type != want && wrong++ < 4)
             fprintf(stderr, "  %s %s (width %lld): %s, want %s\n", slm_weight_type_name(wt), t->name, (long long)t->ne[0],
                     slm_dtype_name(t->type), slm_dtype_name(want));
@@ -245,39 +304,46 @@ static void check_model(const char *path, int dim, int hid, int tied, int wt) {
     }
     free(a), free(b);
     CHECKF(wrong == 0, "%s, width %d: %d tensors of the wrong type", slm_weight_type_name(wt), dim, wrong);
-    const double bound = wt == SLM_WEIGHTS_Q8_0 ? 0.01 : 0.15; /* 4-bit codes: about 0.1 relative rms on normal values */
+    const double bound = error_bound(wt);
     CHECKF(worst < bound, "%s: a tensor's relative rms error %.4f (bound %.2f)", slm_weight_type_name(wt), worst, bound);
-    fprintf(stderr, "  %s width %d%s: types as llama-quantize's, worst relative rms error %.4f\n", slm_weight_type_name(wt),
-            dim, tied ? " tied" : "", worst);
+    fprintf(stderr, "  %s width %d%s%s%s: types as llama-quantize's, worst relative rms error %.4f\n",
+            slm_weight_type_name(wt), dim, tied ? " tied" : "", variant & FUSED_QKV ? " attn_qkv" : "",
+            variant & EXPERTS8 ? " 8 experts" : "", worst);
     slm_model_close(&m);
     slm_model_close(&src);
 }
 
 static void test_types(void) {
-    char p[128], pt[128], po[128];
+    char p[128], pt[128], po[128], pf[128], pe[128];
     snprintf(p, sizeof p, "%s/f16.gguf", g_dir);
     snprintf(pt, sizeof pt, "%s/f16-tied.gguf", g_dir);
     snprintf(po, sizeof po, "%s/f16-288.gguf", g_dir);
-    if (!write_llama(p, 256, 512, SLM_F16, 0, 11) || !write_llama(pt, 256, 512, SLM_F16, 1, 12) ||
-        !write_llama(po, 288, 576, SLM_F16, 0, 13))
+    snprintf(pf, sizeof pf, "%s/f16-qkv.gguf", g_dir);
+    snprintf(pe, sizeof pe, "%s/f16-e8.gguf", g_dir);
+    if (!write_llama(p, 256, 512, SLM_F16, 0, 11, 0) || !write_llama(pt, 256, 512, SLM_F16, 1, 12, 0) ||
+        !write_llama(po, 288, 576, SLM_F16, 0, 13, 0) || !write_llama(pf, 256, 512, SLM_F16, 0, 14, FUSED_QKV) ||
+        !write_llama(pe, 256, 256, SLM_F16, 0, 15, EXPERTS8))
         return;
-    for (int wt = SLM_WEIGHTS_Q8_0; wt <= SLM_WEIGHTS_Q4_K_M; wt++) {
-        check_model(p, 256, 512, 0, wt);
-        check_model(pt, 256, 512, 1, wt);
-        check_model(po, 288, 576, 0, wt);
+    for (int wt = SLM_WEIGHTS_Q8_0; wt < SLM_WEIGHTS_COUNT; wt++) {
+        check_model(p, 256, 512, 0, 0, wt);
+        check_model(pt, 256, 512, 1, 0, wt);
+        check_model(po, 288, 576, 0, 0, wt);
+        check_model(pf, 256, 512, 0, FUSED_QKV, wt);
+        check_model(pe, 256, 256, 0, EXPERTS8, wt);
     }
 }
 
-/* The quantized model at p (repacked, compiled, run) against the reference
- * forward pass over its weights, on every kernel set this CPU has. */
-static void forward_vs_ref(const char *p) {
+/* The model at p quantized as each of wts[0 .. n_wt) (repacked, compiled,
+ * run) against the reference forward pass over its weights, on every
+ * kernel set this CPU has. */
+static void forward_vs_ref(const char *p, const int *wts, int n_wt) {
     enum { N = 12, MPL = 8 };
     int32_t ids[N];
     for (int i = 0; i < N; i++) ids[i] = (i * 37 + 5) % VOCAB;
     static const char *const sets[] = {"scalar", "avx2", "avx512"};
-    for (int k = 0; k < 9; k++) {
-        const int wt = SLM_WEIGHTS_Q8_0 + k % 3;
-        if (!slm_kernels_select(sets[k / 3])) continue; /* not on this CPU */
+    for (int k = 0; k < 3 * n_wt; k++) {
+        const int wt = wts[k % n_wt];
+        if (!slm_kernels_select(sets[k / n_wt])) continue; /* not on this CPU */
         rig r;
         memset(&r, 0, sizeof r);
         slm_err err = {0};
@@ -304,25 +370,34 @@ static void forward_vs_ref(const char *p) {
             worst = fmax(worst, isnan(r.rt.logits[0]) ? INFINITY : d / s);
         }
         /* scalar: float dots, the summation order only; SIMD: int8 activations (as test_dtype_quants) */
-        const double tol = k < 3 ? 1e-4 : 5e-2;
-        fprintf(stderr, "  %-6s %-6s logits against the reference, worst relative error %.2e\n", sets[k / 3],
+        const double tol = k < n_wt ? 1e-4 : 5e-2;
+        fprintf(stderr, "  %-6s %-6s logits against the reference, worst relative error %.2e\n", sets[k / n_wt],
                 slm_weight_type_name(wt), worst);
-        CHECKF(worst < tol, "%s %s: logits off the reference by %.3e", sets[k / 3], slm_weight_type_name(wt), worst);
+        CHECKF(worst < tol, "%s %s: logits off the reference by %.3e", sets[k / n_wt], slm_weight_type_name(wt), worst);
         free(ref);
         rig_close(&r);
     }
     slm_kernels_select(NULL);
 }
 
+/* Every file type at width 256; at 288 (FFN 576) the K-quant types again,
+ * with their 32-block fallbacks (Q5_0, Q5_1, Q8_0) in the kernels. */
 static void test_forward(void) {
     char p[128];
+    int all[SLM_WEIGHTS_COUNT - 1];
+    for (int i = 0; i < SLM_WEIGHTS_COUNT - 1; i++) all[i] = SLM_WEIGHTS_AS_IS + 1 + i;
     snprintf(p, sizeof p, "%s/f16.gguf", g_dir);
-    forward_vs_ref(p);
+    forward_vs_ref(p, all, SLM_WEIGHTS_COUNT - 1);
+    static const int k_types[] = {SLM_WEIGHTS_Q4_K_S, SLM_WEIGHTS_Q5_K_M, SLM_WEIGHTS_Q6_K};
+    snprintf(p, sizeof p, "%s/f16-288.gguf", g_dir);
+    forward_vs_ref(p, k_types, 3);
 }
 
 /* A Hugging Face folder (llama, BF16, two shards: the loader's reserved
- * range): the same types per tensor, and its logits against the reference. */
-static void test_hf_folder(void) {
+ * range): the same types per tensor, and its logits against the reference;
+ * phi3's (fused qkv_proj and gate_up_proj, split at load): its Q/K/V as
+ * one attn_qkv. */
+static void hf_folder(int phi3) {
     char dir[128], path[200];
     snprintf(dir, sizeof dir, "%s/hf", g_dir);
     mkdir(dir, 0755);
@@ -330,12 +405,13 @@ static void test_hf_folder(void) {
     const int kvd = D / HEADS * KVH;
     char buf[1024];
     const int n = snprintf(buf, sizeof buf,
-                           "{\"architectures\": [\"LlamaForCausalLM\"], \"model_type\": \"llama\", \"hidden_size\": %d, "
+                           "{\"architectures\": [\"%s\"], \"model_type\": \"%s\", \"hidden_size\": %d, "
                            "\"intermediate_size\": %d, \"num_hidden_layers\": %d, \"num_attention_heads\": %d, "
                            "\"num_key_value_heads\": %d, \"vocab_size\": %d, \"max_position_embeddings\": 64, "
                            "\"rope_theta\": 10000.0, \"rms_norm_eps\": 1e-05, \"hidden_act\": \"silu\", "
                            "\"torch_dtype\": \"bfloat16\", \"tie_word_embeddings\": false}\n",
-                           D, F, LAYERS, HEADS, KVH, VOCAB);
+                           phi3 ? "Phi3ForCausalLM" : "LlamaForCausalLM", phi3 ? "phi3" : "llama", D, F, LAYERS, HEADS, KVH,
+                           VOCAB);
     snprintf(path, sizeof path, "%s/config.json", dir);
     CHECK(t_write_file(path, buf, (size_t)n));
     static weights w;
@@ -346,13 +422,19 @@ static void test_hf_folder(void) {
         char nm[96];
 #define W(x, dt, r, c, sc, b) (snprintf(nm, sizeof nm, "model.layers.%d." x, l), add_w(&w, nm, dt, r, c, sc, b))
         W("input_layernorm.weight", "BF16", 0, D, 0.1f, 1.0f);
-        W("self_attn.q_proj.weight", "BF16", D, D, sd, 0.0f);
-        W("self_attn.k_proj.weight", "BF16", kvd, D, sd, 0.0f);
-        W("self_attn.v_proj.weight", "BF16", kvd, D, sd, 0.0f);
+        if (phi3) W("self_attn.qkv_proj.weight", "BF16", D + 2 * kvd, D, sd, 0.0f);
+        else {
+            W("self_attn.q_proj.weight", "BF16", D, D, sd, 0.0f);
+            W("self_attn.k_proj.weight", "BF16", kvd, D, sd, 0.0f);
+            W("self_attn.v_proj.weight", "BF16", kvd, D, sd, 0.0f);
+        }
         W("self_attn.o_proj.weight", "BF16", D, D, sd, 0.0f);
         W("post_attention_layernorm.weight", "BF16", 0, D, 0.1f, 1.0f);
-        W("mlp.gate_proj.weight", "BF16", F, D, sd, 0.0f);
-        W("mlp.up_proj.weight", "BF16", F, D, sd, 0.0f);
+        if (phi3) W("mlp.gate_up_proj.weight", "BF16", 2 * F, D, sd, 0.0f);
+        else {
+            W("mlp.gate_proj.weight", "BF16", F, D, sd, 0.0f);
+            W("mlp.up_proj.weight", "BF16", F, D, sd, 0.0f);
+        }
         W("mlp.down_proj.weight", "BF16", D, F, 1.0f / sqrtf((float)F), 0.0f);
 #undef W
     }
@@ -360,18 +442,46 @@ static void test_hf_folder(void) {
     add_w(&w, "lm_head.weight", "BF16", VOCAB, D, 2.0f * sd, 0.0f);
     CHECK(st_write_weights(dir, w.it, w.n, 2, 0));
     free_weights(&w);
-    check_model(dir, D, F, 0, SLM_WEIGHTS_Q4_K_M);
-    forward_vs_ref(dir);
+    for (int wt = SLM_WEIGHTS_Q4_K_M; wt <= SLM_WEIGHTS_Q4_K_S; wt++) check_model(dir, D, F, 0, phi3 ? FUSED_QKV : 0, wt);
+    static const int wts[] = {SLM_WEIGHTS_Q8_0, SLM_WEIGHTS_Q4_0, SLM_WEIGHTS_Q4_K_M};
+    if (phi3) forward_vs_ref(dir, wts + 2, 1);
+    else forward_vs_ref(dir, wts, 3);
     st_rm_dir(dir);
 }
 
-/* stories260K (llama2.c, f32, width 64, FFN 172, tied): llama-quantize's
- * Q4_K_M of its GGUF has Q5_0 for the K-quants of width 64, Q8_0 for the
- * tied embedding and layers 2 and 4's attn_v (Q6_K's fallback) and F16
- * for ffn_down (172 fits no block): 28 Q5_0, 3 Q8_0, 5 F16, the same
- * here; q8_0 likewise keeps ffn_down in F16. */
+static void test_hf_folder(void) {
+    hf_folder(0);
+    hf_folder(1);
+}
+
+/* stories260K (llama2.c, f32, width 64, FFN 172, tied, 5 layers):
+ * llama-quantize's Q4_K_M of its GGUF has Q5_0 for the K-quants of width
+ * 64, Q8_0 for the tied embedding and layers 2 and 4's attn_v (Q6_K's
+ * fallback) and F16 for ffn_down (172 fits no block): 28 Q5_0, 3 Q8_0, 5
+ * F16, the same here. The other file types by the same rules: the
+ * embedding Q8_0 (Q6_K's fallback, or q8_0's own), ffn_down F16, attn_v as
+ * the layer rules pick (q4_k_s: Q5_K in layers 0 to 3), each K-quant its
+ * 32-block fallback. */
+static uint32_t stories_type(int wt, const char *name) {
+    if (strstr(name, "ffn_down")) return SLM_F16;
+    if (!strcmp(name, "token_embd.weight")) return SLM_Q8_0;
+    int l = -1;
+    sscanf(name, "blk.%d.", &l);
+    const int v = strstr(name, "attn_v.") != NULL, more = v && (l == 2 || l == 4);
+    switch (wt) {
+    case SLM_WEIGHTS_Q8_0: case SLM_WEIGHTS_Q6_K: return SLM_Q8_0;
+    case SLM_WEIGHTS_Q4_0: return SLM_Q4_0;
+    case SLM_WEIGHTS_Q5_0: return SLM_Q5_0;
+    case SLM_WEIGHTS_Q4_K_M: return more ? SLM_Q8_0 : SLM_Q5_0;
+    case SLM_WEIGHTS_Q5_K_M: return more ? SLM_Q8_0 : SLM_Q5_1;
+    case SLM_WEIGHTS_Q4_K_S: return v && l < 4 ? SLM_Q5_1 : SLM_Q5_0;
+    case SLM_WEIGHTS_Q5_K_S: return SLM_Q5_1;
+    default: return 0;
+    }
+}
+
 static void test_fallbacks(void) {
-    for (int wt = SLM_WEIGHTS_Q8_0; wt <= SLM_WEIGHTS_Q4_K_M; wt += 2) {
+    for (int wt = SLM_WEIGHTS_Q8_0; wt < SLM_WEIGHTS_COUNT; wt++) {
         slm_model_file m;
         slm_err err = {0};
         if (slm_model_open(&m, M("stories260K.bin"), &err)) {
@@ -382,13 +492,7 @@ static void test_fallbacks(void) {
         int wrong = 0, n = 0;
         for (int i = 0; i < m.n_tensors; i++) {
             const slm_tensor *t = &m.tensors[i];
-            const uint32_t want = t->n_dims < 2                        ? SLM_F32
-                                  : strstr(t->name, "ffn_down")        ? SLM_F16
-                                  : wt == SLM_WEIGHTS_Q8_0             ? SLM_Q8_0
-                                  : !strcmp(t->name, "token_embd.weight") ? SLM_Q8_0
-                                  : !strcmp(t->name, "blk.2.attn_v.weight") || !strcmp(t->name, "blk.4.attn_v.weight")
-                                      ? SLM_Q8_0 /* Q6_K in layers 2 and 4 of 5, its fallback */
-                                                                       : SLM_Q5_0;
+            const uint32_t want = t->n_dims < 2 ? SLM_F32 : stories_type(wt, t->name);
             n++;
             if (t->type != want && wrong++ < 3)
                 fprintf(stderr, "  %s %s: %s, want %s\n", slm_weight_type_name(wt), t->name, slm_dtype_name(t->type),
@@ -397,6 +501,44 @@ static void test_fallbacks(void) {
         CHECKF(wrong == 0 && n > 20, "%s: %d of %d tensors of the wrong type", slm_weight_type_name(wt), wrong, n);
         slm_model_close(&m);
     }
+}
+
+/* The rules one call at a time: 8 experts (attn_v / attn_qkv and attn_k
+ * Q8_0 under every file type, attn_output Q5_K under q4_k_s and q4_k_m),
+ * a 70B model (attn_v Q4_K -> Q5_K), the fallbacks, F16 where no block
+ * fits, and which models get which flags. */
+static void test_rules(void) {
+    const unsigned e8 = SLM_QMODEL_8_EXPERTS, big = SLM_QMODEL_70B;
+    for (int wt = SLM_WEIGHTS_Q8_0; wt < SLM_WEIGHTS_COUNT; wt++) {
+        const char *nm = slm_weight_type_name(wt);
+        const int q4k = wt == SLM_WEIGHTS_Q4_K_S || wt == SLM_WEIGHTS_Q4_K_M;
+        const uint32_t plain = slm_quant_layer_type(wt, SLM_QROLE_OTHER, 5, 32, 4096, 0);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_V, 5, 32, 4096, e8) == SLM_Q8_0, "%s: 8 experts' attn_v", nm);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_K, 5, 32, 4096, e8) == SLM_Q8_0, "%s: 8 experts' attn_k", nm);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_K, 5, 32, 4096, 0) == plain, "%s: attn_k", nm);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_OUTPUT, 5, 32, 4096, e8) == (q4k ? SLM_Q5_K : plain),
+               "%s: 8 experts' attn_output", nm);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_OTHER, 5, 32, 4096, e8 | big) == plain, "%s: attn_q", nm);
+        /* layer 5 of 32: not one use_more_bits picks (4 <= 5 < 28, (5 - 4) % 3 != 2) */
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_V, 5, 32, 4096, big) == (q4k ? SLM_Q5_K : plain), "%s: 70B attn_v", nm);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_OTHER, 0, 1, 172, 0) == SLM_F16, "%s: width 172", nm);
+    }
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_M, SLM_QROLE_ATTN_V, 6, 32, 4096, 0) == SLM_Q6_K); /* (6 - 4) % 3 == 2 */
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q5_K_M, SLM_QROLE_FFN_DOWN, 28, 32, 4096, 0) == SLM_Q6_K); /* the last eighth */
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q5_K_M, SLM_QROLE_FFN_DOWN, 5, 32, 4096, 0) == SLM_Q5_K);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q5_K_M, SLM_QROLE_FFN_DOWN, 28, 32, 4000, 0) == SLM_Q8_0);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q5_K_S, SLM_QROLE_OTHER, 0, 32, 4000, 0) == SLM_Q5_1);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_S, SLM_QROLE_ATTN_V, 3, 32, 4096, 0) == SLM_Q5_K);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_S, SLM_QROLE_ATTN_V, 4, 32, 4096, 0) == SLM_Q4_K);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_S, SLM_QROLE_FFN_DOWN, 3, 32, 4096, 0) == SLM_Q5_K);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_S, SLM_QROLE_FFN_DOWN, 4, 32, 4096, 0) == SLM_Q4_K);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_AS_IS, SLM_QROLE_OTHER, 0, 1, 4096, 0) == 0);
+    CHECK(slm_quant_output_type(SLM_WEIGHTS_Q8_0, 4096) == SLM_Q8_0 && slm_quant_output_type(SLM_WEIGHTS_Q5_0, 4096) == SLM_Q6_K &&
+          slm_quant_output_type(SLM_WEIGHTS_Q6_K, 4000) == SLM_Q8_0 && slm_quant_output_type(SLM_WEIGHTS_Q5_K_S, 4000) == SLM_Q8_0 &&
+          slm_quant_output_type(SLM_WEIGHTS_Q5_0, 100) == SLM_F16);
+    CHECK(slm_quant_model_flags("llama", 80, 64, 8, 0) == SLM_QMODEL_70B && slm_quant_model_flags("llama", 80, 64, 64, 0) == 0 &&
+          slm_quant_model_flags("qwen2", 80, 64, 8, 0) == SLM_QMODEL_70B && slm_quant_model_flags("llama", 32, 32, 8, 8) == e8 &&
+          slm_quant_model_flags("qwen3", 80, 64, 8, 0) == 0 && slm_quant_model_flags("llama", 32, 32, 8, 0) == 0);
 }
 
 /* ---- the engine ------------------------------------------------------------------ */
@@ -427,7 +569,7 @@ static void test_engine(void) {
     CHECK(logits_of(plain, a, V));
     const size_t plain_bytes = in.weight_bytes;
     slm_free(plain);
-    for (int wt = SLM_WEIGHTS_Q8_0; wt <= SLM_WEIGHTS_Q4_K_M; wt++) {
+    for (int wt = SLM_WEIGHTS_Q8_0; wt < SLM_WEIGHTS_COUNT; wt++) {
         o.weight_type = wt;
         slm_engine *e = t_load(M("stories260K.bin"), &o);
         if (!e) continue;
@@ -465,7 +607,7 @@ static void test_engine(void) {
 static void test_refusals(void) {
     char p[128];
     snprintf(p, sizeof p, "%s/q8.gguf", g_dir);
-    if (!write_llama(p, 256, 512, SLM_Q8_0, 0, 21)) return;
+    if (!write_llama(p, 256, 512, SLM_Q8_0, 0, 21, 0)) return;
     slm_model_file m;
     slm_err err = {0};
     CHECK(slm_model_open(&m, p, &err) == SLM_OK);
@@ -474,16 +616,25 @@ static void test_refusals(void) {
     CHECKF(strstr(err.msg, "already quantized") && strstr(err.msg, "q8.gguf") && strstr(err.msg, "token_embd.weight"),
            "%s", err.msg);
     CHECK(m.map.data == before && m.tensors[0].type == SLM_Q8_0); /* unchanged */
-    CHECK(slm_model_quantize(&m, 9, 1, 0, &err) == SLM_ERR_ARG && strstr(err.msg, "weight_type 9"));
+    CHECK(slm_model_quantize(&m, SLM_WEIGHTS_COUNT, 1, 0, &err) == SLM_ERR_ARG && strstr(err.msg, "weight_type 9") &&
+          strstr(err.msg, "q5_k_m"));
+    CHECK(slm_model_quantize(&m, -1, 1, 0, &err) == SLM_ERR_ARG && strstr(err.msg, "weight_type -1"));
     slm_model_close(&m);
     slm_options o = slm_default_options();
     o.tokenizer_path = M("tok512.bin");
-    o.weight_type = 4;
+    o.weight_type = 42;
     slm_engine *e = NULL;
-    CHECK(slm_load(&e, M("stories260K.bin"), &o) != SLM_OK && strstr(slm_last_error(e), "weight_type 4"));
+    CHECK(slm_load(&e, M("stories260K.bin"), &o) != SLM_OK && strstr(slm_last_error(e), "weight_type 42"));
     slm_free(e);
-    CHECK(slm_weight_type_parse("q4_k_m") == SLM_WEIGHTS_Q4_K_M && slm_weight_type_parse("q8_0") == SLM_WEIGHTS_Q8_0 &&
-          slm_weight_type_parse("q4_0") == SLM_WEIGHTS_Q4_0 && slm_weight_type_parse("q4_k") < 0 && slm_weight_type_parse(NULL) < 0);
+    /* every name gives its type and back; others (llama-quantize's names not taken, K-quants without a mix) are refused */
+    static const char *const names[] = {"q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_k_s", "q5_k_s", "q5_0"};
+    for (int k = 0; k < 8; k++) {
+        const int wt = slm_weight_type_parse(names[k]);
+        CHECKF(wt == SLM_WEIGHTS_Q8_0 + k && !strcmp(slm_weight_type_name(wt), names[k]), "%s: %d", names[k], wt);
+    }
+    static const char *const bad[] = {"q4_k", "q5_k", "q5_1", "q4_1", "q3_k_m", "Q4_K_M", "q6_k_m", "", "as is"};
+    for (int k = 0; k < 9; k++) CHECKF(slm_weight_type_parse(bad[k]) < 0, "'%s' taken", bad[k]);
+    CHECK(slm_weight_type_parse(NULL) < 0);
 }
 
 int main(void) {
@@ -495,6 +646,7 @@ int main(void) {
     T_RUN(test_forward);
     T_RUN(test_hf_folder);
     T_RUN(test_fallbacks);
+    T_RUN(test_rules);
     T_RUN(test_engine);
     T_RUN(test_refusals);
     char cmd[128];

@@ -846,7 +846,8 @@ static void test_encoders(void) {
     embed_check(nb, 64, "Hello world, cat QX", w2, 6);
 
     /* real shapes cut to a layer: bge-small's 384 (Q4_K_M: K-quant rows fall back, token_embd as the output
-     * matrix: Q8_0), nomic-embed's fused QKV in Q5_K at width 256 */
+     * matrix: Q8_0), nomic-embed's fused QKV by attn_v's rules (llama-quant.cpp since March 2026): Q6_K in
+     * its one layer (the last eighth), at width 256 */
     const char *bs = tmp_path("bge-small.gguf"), *ne = tmp_path("nomic-embed.gguf");
     CHECK(synth_run_v("--shape bge-small-en-v1.5 --layers 1 --type q4_k_m", bs, NULL, 0) == 0);
     if (open_gguf(&o, bs)) {
@@ -866,7 +867,7 @@ static void test_encoders(void) {
                       "--type q4_k_m", ne, NULL, 0) == 0);
     if (open_gguf(&o, ne)) {
         CHECK(u32(o.g, "nomic-bert.context_length") == 2048 && u32(o.g, "nomic-bert.pooling_type") == 1);
-        CHECK(tensor_type(o.g, "blk.0.attn_qkv.weight") == SLM_Q5_K && tensor_type(o.g, "token_embd.weight") == SLM_Q6_K);
+        CHECK(tensor_type(o.g, "blk.0.attn_qkv.weight") == SLM_Q6_K && tensor_type(o.g, "token_embd.weight") == SLM_Q6_K);
         CHECK(tensor_type(o.g, "blk.0.ffn_gate.weight") == SLM_Q4_K);
         close_gguf(&o);
     }

@@ -50,7 +50,8 @@ int slm_cli_parse_kv_type(const char *s, const char *opt, int *out) {
 int slm_cli_parse_weight_type(const char *s, const char *opt, int *out) {
     const int k = slm_weight_type_parse(s);
     if (k < 0) {
-        fprintf(stderr, "staticlm: %s expects q8_0, q4_0 or q4_k_m, got '%s'\n", opt, s ? s : "(nothing)");
+        fprintf(stderr, "staticlm: %s expects q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k, got '%s'\n", opt,
+                s ? s : "(nothing)");
         return 0;
     }
     *out = k;

@@ -18,12 +18,13 @@ int slm_cli_parse_kv_type(const char *s, const char *opt, int *out);
 #define SLM_CLI_KV_TYPE_HELP                                                              \
     "      --kv-type T           KV cache element type: f32 | f16 | q8_0 (default f16;\n" \
     "                            a blob keeps the type it was compiled with)\n"
-/* --weight-type q8_0|q4_0|q4_k_m into an slm_weight_type; 0 (and a message) otherwise. */
+/* --weight-type q8_0|q4_0|q5_0|q4_k_s|q4_k_m|q5_k_s|q5_k_m|q6_k into an slm_weight_type; 0 (and a message) otherwise. */
 int slm_cli_parse_weight_type(const char *s, const char *opt, int *out);
 #define SLM_CLI_WEIGHT_TYPE_HELP                                                            \
     "      --weight-type T       quantize a source model's F32/F16/BF16 matrices at load:\n" \
-    "                            q8_0 | q4_0 | q4_k_m (llama-quantize's types per tensor;\n" \
-    "                            compile -o stores them in the blob)\n"
+    "                            q8_0 | q4_0 | q5_0 | q4_k_s | q4_k_m | q5_k_s | q5_k_m | q6_k\n" \
+    "                            (llama-quantize's types per tensor; compile -o stores them\n" \
+    "                            in the blob)\n"
 /* --prefetch on|off into an slm_prefetch; 0 (and a message) otherwise. */
 int slm_cli_parse_prefetch(const char *s, const char *opt, int *out);
 #define SLM_CLI_PREFETCH_HELP                                                               \

@@ -20,15 +20,14 @@
  *   f32, f16, bf16: every matrix in that type (bf16: GGUF type 30, file type
  *             32, llama_ftype's MOSTLY_BF16, as convert_hf_to_gguf.py
  *             --outtype bf16 and llama-quantize ... BF16 write it);
- *   q8_0:     every matrix Q8_0;
- *   q4_0:     every matrix Q4_0, except the output matrix (output.weight, or
- *             the tied token_embd.weight) which is Q6_K, or Q8_0 when its
- *             width is not a multiple of 256 (llama-quant.cpp's rule);
- *   q4_k_m:   as llama.cpp's Q4_K_M: matrices Q4_K; the output matrix Q6_K;
- *             attn_v and ffn_down Q6_K in the layers use_more_bits picks (the
- *             first and last eighth, and every third between), else Q4_K; a
- *             K-quant whose width is not a multiple of 256 falls back as
- *             llama-quant.cpp's do (Q4_K -> Q5_0, Q6_K -> Q8_0);
+ *   q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k: as
+ *             llama-quantize's file types of those names, the type of each
+ *             tensor by llama-quant.cpp's rules (format/quantize.c,
+ *             synth_mtype): e.g. q4_k_m's matrices Q4_K, the output matrix
+ *             (output.weight, or the tied token_embd.weight) Q6_K, attn_v
+ *             and ffn_down Q6_K in the layers use_more_bits picks; a K-quant
+ *             whose width is not a multiple of 256 falls back as
+ *             llama-quant.cpp's do (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0);
  * norm vectors (and qwen2's biases, rope_freqs) stay F32. A matrix whose rows
  * do not fit the block size falls back to F16 (custom shapes only).
  */
@@ -274,12 +273,26 @@ static int add_n(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t
     return 1;
 }
 
+/* name, matrix type, llama_ftype, slm_weight_type */
 static const synth_type k_types[] = {
-    {"f32", SLM_F32, 0},  {"f16", SLM_F16, 1},  {"bf16", SLM_BF16, 32},
-    {"q8_0", SLM_Q8_0, 7}, {"q4_0", SLM_Q4_0, 2}, {"q4_k_m", SLM_Q4_K, 15},
+    {"f32", SLM_F32, 0, SLM_WEIGHTS_AS_IS},         {"f16", SLM_F16, 1, SLM_WEIGHTS_AS_IS},
+    {"bf16", SLM_BF16, 32, SLM_WEIGHTS_AS_IS},      {"q8_0", SLM_Q8_0, 7, SLM_WEIGHTS_Q8_0},
+    {"q4_0", SLM_Q4_0, 2, SLM_WEIGHTS_Q4_0},        {"q5_0", SLM_Q5_0, 8, SLM_WEIGHTS_Q5_0},
+    {"q4_k_s", SLM_Q4_K, 14, SLM_WEIGHTS_Q4_K_S},   {"q4_k_m", SLM_Q4_K, 15, SLM_WEIGHTS_Q4_K_M},
+    {"q5_k_s", SLM_Q5_K, 16, SLM_WEIGHTS_Q5_K_S},   {"q5_k_m", SLM_Q5_K, 17, SLM_WEIGHTS_Q5_K_M},
+    {"q6_k", SLM_Q6_K, 18, SLM_WEIGHTS_Q6_K},
 };
 
 /* The types per tensor: llama-quantize's rules (format/quantize.c). */
+uint32_t synth_mtype(const synth_type *ty, const synth_shape *sh, int role, int i, int n, int64_t width) {
+    if (ty->wt == SLM_WEIGHTS_AS_IS) return ty->matrix;
+    return slm_quant_layer_type(ty->wt, role, i, n, width,
+                                slm_quant_model_flags(sh->arch, sh->n_layers, sh->n_heads, sh->n_kv_heads, sh->experts));
+}
+
+uint32_t synth_otype(const synth_type *ty, int64_t width) {
+    return ty->wt == SLM_WEIGHTS_AS_IS ? ty->matrix : slm_quant_output_type(ty->wt, width);
+}
 
 /* Llama 3.1+ rope scaling factors, as convert_hf_to_gguf.py writes them. */
 static void llama3_rope_factors(float *f, int head_dim, float base) {
@@ -480,7 +493,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
         if (!strcmp(k_types[i].name, a->type_name)) *ty = &k_types[i];
     if (!*ty) {
-        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, bf16, q8_0, q4_0, q4_k_m)\n", a->type_name);
+        fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, bf16, %s)\n", a->type_name, SLM_WEIGHT_TYPE_NAMES);
         return 2;
     }
     *sh = *base;
@@ -706,7 +719,9 @@ static int put_select_bias(synth *s, int l, int E) {
  * -exp(A_log)), beta and alpha, the gated norm's gains (ones), ssm_out. */
 static int put_delta_layer(synth *s, const synth_shape *sh, const synth_type *ty, int l) {
     const int S = sh->ssm_state, cd = (2 * sh->ssm_k + sh->ssm_v) * S, vd = sh->ssm_v * S, hv = sh->ssm_v;
-    const uint32_t t_in = slm_quant_layer_type(ty->matrix, 0, l, sh->n_layers, sh->dim), t_out = slm_quant_layer_type(ty->matrix, 1, l, sh->n_layers, vd);
+    const int N = sh->n_layers + sh->nextn;
+    const uint32_t t_in = synth_mtype(ty, sh, SLM_QROLE_OTHER, l, N, sh->dim), t_out = synth_mtype(ty, sh, SLM_QROLE_OTHER, l, N, vd);
+    const uint32_t t_qkv = synth_mtype(ty, sh, SLM_QROLE_ATTN_V, l, N, sh->dim); /* llama-quantize's attn_v rules */
     char n[64];
     float *taps = synth_alloc(s, (size_t)cd * (size_t)sh->ssm_conv * sizeof(float)), av[4096];
     if (!taps || hv > 4096) return 0;
@@ -716,7 +731,7 @@ static int put_delta_layer(synth *s, const synth_shape *sh, const synth_type *ty
     for (int h = 0; h < hv; h++) av[h] = -(0.1f + 0.9f * (float)((h * 7 + l) % 10) / 9.0f);
 #define T(suffix, type, ne0, ne1, init, vals) \
     (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), add(s, n, type, ne0, ne1, init, vals))
-    return T("attn_qkv.weight", t_in, sh->dim, cd, 0, NULL) && T("attn_gate.weight", t_in, sh->dim, vd, 0, NULL) &&
+    return T("attn_qkv.weight", t_qkv, sh->dim, cd, 0, NULL) && T("attn_gate.weight", t_in, sh->dim, vd, 0, NULL) &&
            T("ssm_conv1d.weight", SLM_F32, sh->ssm_conv, cd, 2, taps) && T("ssm_dt.bias", SLM_F32, hv, 1, 0, NULL) &&
            T("ssm_a", SLM_F32, hv, 1, 2, av) && T("ssm_beta.weight", t_in, sh->dim, hv, 0, NULL) &&
            T("ssm_alpha.weight", t_in, sh->dim, hv, 0, NULL) && T("ssm_norm.weight", SLM_F32, S, 1, 1, NULL) &&
@@ -736,8 +751,8 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     const int qk_norm = is(sh, "qwen3") || is(sh, "gemma3") || is(sh, "qwen3moe") || is(sh, "olmoe") || post_only || sh->qk_norm,
               rope_dims = rope_dims_of(sh), whole_qk = olmo2 || is(sh, "olmoe");
     const int E = sh->experts, fe = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
-    const uint32_t mt = ty->matrix;
-    const uint32_t emb_t = sh->tied ? slm_quant_output_type(mt, sh->dim) : slm_quant_layer_type(mt, 0, 0, 1, sh->dim);
+    const int N = sh->n_layers + sh->nextn; /* llama.cpp's block count */
+    const uint32_t emb_t = sh->tied ? synth_otype(ty, sh->dim) : synth_mtype(ty, sh, SLM_QROLE_OTHER, 0, 1, sh->dim);
     if (!add(s, "token_embd.weight", emb_t, sh->dim, sh->vocab, 0, NULL)) return 0;
     if (sh->llama3_rope) {
         float f[512];
@@ -766,16 +781,17 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
     } while (0)
         if (!post_only) T("attn_norm.weight", SLM_F32, sh->dim, 1, 1);
         /* widths: dim for all but attn_output (q_dim) and ffn_down (ffn) */
-        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, sh->n_layers, sh->dim);
-        const uint32_t t_v = slm_quant_layer_type(mt, 1, l, sh->n_layers, sh->dim);
-        const uint32_t t_o = slm_quant_layer_type(mt, 0, l, sh->n_layers, q_dim);
-        const uint32_t t_down = slm_quant_layer_type(mt, 1, l, sh->n_layers, sh->ffn);
+        const uint32_t t_in = synth_mtype(ty, sh, SLM_QROLE_OTHER, l, N, sh->dim);
+        const uint32_t t_k = synth_mtype(ty, sh, SLM_QROLE_ATTN_K, l, N, sh->dim);
+        const uint32_t t_v = synth_mtype(ty, sh, SLM_QROLE_ATTN_V, l, N, sh->dim); /* every layer has attn_v or attn_qkv */
+        const uint32_t t_o = synth_mtype(ty, sh, SLM_QROLE_ATTN_OUTPUT, l, N, q_dim);
+        const uint32_t t_down = synth_mtype(ty, sh, SLM_QROLE_FFN_DOWN, l, N, sh->ffn);
         if (is(sh, "qwen35") || is(sh, "qwen35moe")) {
             if (l < sh->n_layers && (l + 1) % sh->interval != 0) { /* a Gated DeltaNet layer */
                 if (!put_delta_layer(s, sh, ty, l)) return 0;
             } else { /* full attention: the gated query (query and gate rows per head) */
                 T("attn_q.weight", t_in, sh->dim, 2 * q_dim, 0);
-                T("attn_k.weight", t_in, sh->dim, kv_dim, 0);
+                T("attn_k.weight", t_k, sh->dim, kv_dim, 0);
                 T("attn_v.weight", t_v, sh->dim, kv_dim, 0);
                 T("attn_k_norm.weight", SLM_F32, head_dim, 1, 1);
                 T("attn_q_norm.weight", SLM_F32, head_dim, 1, 1);
@@ -785,10 +801,10 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             goto after_attention;
         }
         if (phi3) { /* fused, as the phi3 GGUFs store them: Q, K, V rows */
-            T("attn_qkv.weight", t_in, sh->dim, q_dim + 2 * kv_dim, 0);
+            T("attn_qkv.weight", t_v, sh->dim, q_dim + 2 * kv_dim, 0);
         } else {
             T("attn_q.weight", t_in, sh->dim, q_dim, 0);
-            T("attn_k.weight", t_in, sh->dim, kv_dim, 0);
+            T("attn_k.weight", t_k, sh->dim, kv_dim, 0);
             T("attn_v.weight", t_v, sh->dim, kv_dim, 0);
         }
         if (qwen2) {
@@ -823,7 +839,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
                 T("ffn_up_exps.bias", SLM_F32, fe, E, 0);
                 T("ffn_down_exps.bias", SLM_F32, sh->dim, E, 0);
             }
-            const uint32_t t_de = slm_quant_layer_type(mt, 1, l, sh->n_layers, fe);
+            const uint32_t t_de = synth_mtype(ty, sh, SLM_QROLE_FFN_DOWN, l, N, fe);
 #define T3(suffix, type, ne0, ne1)                                                             \
     do {                                                                                       \
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
@@ -836,7 +852,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
             if (sh->shared_ffn) { /* qwen2moe's gate [dim] (f32, as llama-quantize leaves a vector), the shared expert */
                 if (is(sh, "qwen2moe") || is(sh, "qwen35moe")) T("ffn_gate_inp_shexp.weight", SLM_F32, sh->dim, 1, 0);
                 T("ffn_gate_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
-                T("ffn_down_shexp.weight", slm_quant_layer_type(mt, 1, l, sh->n_layers, sh->shared_ffn), sh->shared_ffn, sh->dim, 0);
+                T("ffn_down_shexp.weight", synth_mtype(ty, sh, SLM_QROLE_FFN_DOWN, l, N, sh->shared_ffn), sh->shared_ffn, sh->dim, 0);
                 T("ffn_up_shexp.weight", t_in, sh->dim, sh->shared_ffn, 0);
             }
             continue;
@@ -852,7 +868,7 @@ static int put_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
 #undef T
     }
     if (!add(s, "output_norm.weight", SLM_F32, sh->dim, 1, 1, NULL)) return 0;
-    if (!sh->tied && !add(s, "output.weight", slm_quant_output_type(mt, sh->dim), sh->dim, sh->vocab, 0, NULL)) return 0;
+    if (!sh->tied && !add(s, "output.weight", synth_otype(ty, sh->dim), sh->dim, sh->vocab, 0, NULL)) return 0;
     return 1;
 }
 

@@ -59,6 +59,7 @@ typedef struct synth {
 typedef struct synth_type {
     const char *name;
     uint32_t matrix, ftype;
+    int wt; /* the slm_weight_type of its per-tensor rules; SLM_WEIGHTS_AS_IS: every matrix `matrix` */
 } synth_type;
 
 /* The command line: the shape's name, type and overrides (-1: keep). */
@@ -82,7 +83,12 @@ typedef struct synth_args {
 int synth_add(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int init, const float *vals);
 /* A 3-D tensor [ne0, ne1, ne2] of normal weights (experts' matrices); 0 when it could not be made. */
 int synth_add3(synth *s, const char *name, uint32_t type, int64_t ne0, int64_t ne1, int64_t ne2);
-/* The types per tensor: slm_quant_layer_type, slm_quant_output_type (format/model.h). */
+/* The types per tensor: a layer's matrix of role SLM_QROLE_* (i of n as
+ * slm_quant_layer_type's) and the output matrix (or the tied embedding),
+ * by llama-quantize's rules (format/quantize.c); the float types as they
+ * are. */
+uint32_t synth_mtype(const synth_type *ty, const synth_shape *sh, int role, int i, int n, int64_t width);
+uint32_t synth_otype(const synth_type *ty, int64_t width);
 
 /* gemma4 (cli/synth_gemma4.c): the shape's defaults and overrides (0 or an
  * exit code), its metadata keys, its tensors (0 when one could not be

@@ -128,20 +128,20 @@ static void gains(float *g, int n, int k) {
 /* modern-bert's tensors (the file comment). */
 static int modern_tensors(synth *s, const synth_shape *sh, const synth_type *ty, float *g) {
     const int D = sh->dim, F = sh->ffn, L = sh->n_layers;
-    const uint32_t mt = ty->matrix;
+    const uint32_t mt = ty->matrix, t_cls = synth_mtype(ty, sh, SLM_QROLE_OTHER, 0, 1, D);
     char n[64];
     int k = 0;
 #define NORM(name) (gains(g, D, k++), synth_add(s, name, SLM_F32, D, 1, 2, g))
-    if (!synth_add(s, "token_embd.weight", slm_quant_output_type(mt, D), D, sh->vocab, 0, NULL) ||
+    if (!synth_add(s, "token_embd.weight", synth_otype(ty, D), D, sh->vocab, 0, NULL) ||
         !NORM("token_embd_norm.weight"))
         return 0;
     for (int l = 0; l < L; l++) {
 #define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), synth_add(s, n, type, ne0, ne1, 0, NULL))
 #define TN(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), NORM(n))
-        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, L, D), t_down = slm_quant_layer_type(mt, 1, l, L, F);
-        const uint32_t t_qkv = mt != SLM_Q4_K ? mt : D % SLM_QK_K ? SLM_Q5_1 : SLM_Q5_K;
+        const uint32_t t_in = synth_mtype(ty, sh, SLM_QROLE_OTHER, l, L, D), t_down = synth_mtype(ty, sh, SLM_QROLE_FFN_DOWN, l, L, F);
+        const uint32_t t_qkv = synth_mtype(ty, sh, SLM_QROLE_ATTN_V, l, L, D), t_o = synth_mtype(ty, sh, SLM_QROLE_ATTN_OUTPUT, l, L, D);
         if ((l > 0 && !TN("attn_norm.weight")) || !T("attn_qkv.weight", t_qkv, D, 3 * D) ||
-            !T("attn_output.weight", t_in, D, D) || !TN("ffn_norm.weight") || !T("ffn_up.weight", t_in, D, 2 * F) ||
+            !T("attn_output.weight", t_o, D, D) || !TN("ffn_norm.weight") || !T("ffn_up.weight", t_in, D, 2 * F) ||
             !T("ffn_down.weight", t_down, F, D))
             return 0;
 #undef TN
@@ -150,7 +150,7 @@ static int modern_tensors(synth *s, const synth_shape *sh, const synth_type *ty,
     if (!NORM("output_norm.weight")) return 0;
     /* a reranker (gte-reranker-modernbert-base): the head's dense layer without a bias, its norm (GELU
      * between them), one score */
-    if (sh->pooling == SLM_POOLING_RANK && (!synth_add(s, "cls.weight", mt, D, D, 0, NULL) || !NORM("cls.norm.weight") ||
+    if (sh->pooling == SLM_POOLING_RANK && (!synth_add(s, "cls.weight", t_cls, D, D, 0, NULL) || !NORM("cls.norm.weight") ||
                                             !synth_add(s, "cls.output.weight", mt, D, 1, 0, NULL) ||
                                             !synth_add(s, "cls.output.bias", SLM_F32, 1, 1, 0, NULL)))
         return 0;
@@ -168,7 +168,7 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
     const int moe = !strcmp(sh->arch, "nomic-bert-moe"), nomic = moe || !strcmp(sh->arch, "nomic-bert");
     const int jina = !strcmp(sh->arch, "jina-bert-v2"); /* GeGLU: the up of twice the width, gate first */
     const int bias = !nomic || moe, D = sh->dim, F = sh->ffn, L = sh->n_layers, E = sh->experts;
-    const uint32_t mt = ty->matrix;
+    const uint32_t mt = ty->matrix, t_cls = synth_mtype(ty, sh, SLM_QROLE_OTHER, 0, 1, D);
     float *g = slm_malloc((size_t)D * sizeof(float));
     char n[64];
     int ok = 0, k = 0;
@@ -178,7 +178,7 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
         if (!synth_add(s, name, type, ne0, ne1, init, vals)) goto done;                        \
     } while (0)
 #define NORM(name) (gains(g, D, k++), synth_add(s, name, SLM_F32, D, 1, 2, g))
-    ADD("token_embd.weight", slm_quant_output_type(mt, D), D, sh->vocab, 0, NULL);
+    ADD("token_embd.weight", synth_otype(ty, D), D, sh->vocab, 0, NULL);
     if (!nomic && !jina) ADD("position_embd.weight", SLM_F32, D, sh->ctx, 0, NULL);
     ADD("token_types.weight", SLM_F32, D, sh->type_vocab, 0, NULL);
     if (!NORM("token_embd_norm.weight")) goto done;
@@ -186,16 +186,17 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
     for (int l = 0; l < L; l++) {
 #define T(suffix, type, ne0, ne1) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), synth_add(s, n, type, ne0, ne1, 0, NULL))
 #define TN(suffix) (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), NORM(n))
-        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, L, D), t_v = slm_quant_layer_type(mt, 1, l, L, D);
-        const uint32_t t_down = slm_quant_layer_type(mt, 1, l, L, F);
-        if (nomic) { /* llama-quant: Q4_K_M's attn_qkv is Q5_K (Q5_1 when the row is not 256-multiple) */
-            const uint32_t t_qkv = mt != SLM_Q4_K ? mt : D % SLM_QK_K ? SLM_Q5_1 : SLM_Q5_K;
-            if (!T("attn_qkv.weight", t_qkv, D, 3 * D) || (moe && !T("attn_qkv.bias", SLM_F32, 3 * D, 1))) goto done;
+        /* every layer has attn_v or attn_qkv (llama-quant.cpp gives them the same rules) */
+        const uint32_t t_in = synth_mtype(ty, sh, SLM_QROLE_OTHER, l, L, D), t_v = synth_mtype(ty, sh, SLM_QROLE_ATTN_V, l, L, D);
+        const uint32_t t_k = synth_mtype(ty, sh, SLM_QROLE_ATTN_K, l, L, D), t_o = synth_mtype(ty, sh, SLM_QROLE_ATTN_OUTPUT, l, L, D);
+        const uint32_t t_down = synth_mtype(ty, sh, SLM_QROLE_FFN_DOWN, l, L, F);
+        if (nomic) {
+            if (!T("attn_qkv.weight", t_v, D, 3 * D) || (moe && !T("attn_qkv.bias", SLM_F32, 3 * D, 1))) goto done;
         } else if (!T("attn_q.weight", t_in, D, D) || !T("attn_q.bias", SLM_F32, D, 1) ||
-                   !T("attn_k.weight", t_in, D, D) || !T("attn_k.bias", SLM_F32, D, 1) ||
+                   !T("attn_k.weight", t_k, D, D) || !T("attn_k.bias", SLM_F32, D, 1) ||
                    !T("attn_v.weight", t_v, D, D) || !T("attn_v.bias", SLM_F32, D, 1))
             goto done;
-        if (!T("attn_output.weight", t_in, D, D) || (bias && !T("attn_output.bias", SLM_F32, D, 1)) ||
+        if (!T("attn_output.weight", t_o, D, D) || (bias && !T("attn_output.bias", SLM_F32, D, 1)) ||
             !TN("attn_output_norm.weight") || !T("attn_output_norm.bias", SLM_F32, D, 1))
             goto done;
         if (moe && l % SYNTH_MOE_EVERY == 1) { /* the router (f32, as llama-quantize leaves it), the experts 3-D */
@@ -214,7 +215,7 @@ int synth_encoder_tensors(synth *s, const synth_shape *sh, const synth_type *ty)
 #undef T
     }
     if (sh->pooling == SLM_POOLING_RANK) { /* a cross-encoder's head (bge-reranker, ms-marco-MiniLM): dense + tanh, one score */
-        ADD("cls.weight", mt, D, D, 0, NULL);
+        ADD("cls.weight", t_cls, D, D, 0, NULL);
         ADD("cls.bias", SLM_F32, D, 1, 0, NULL);
         ADD("cls.output.weight", mt, D, 1, 0, NULL);
         ADD("cls.output.bias", SLM_F32, 1, 1, 0, NULL);

@@ -100,7 +100,7 @@ static float out_scale(int l) { return 0.75f + 0.5f * (float)((l * 37) % 11) / 1
  * branch's post norm, the fused gate and up [dim, 2 x width, E] (each
  * expert's gate rows, then its up rows), the down [width, dim, E] and its
  * per-expert scales [E]. Gains and scales spread around 1. */
-static int experts(synth *s, const synth_shape *sh, uint32_t mt, int l) {
+static int experts(synth *s, const synth_shape *sh, const synth_type *ty, int l) {
     const int D = sh->dim, E = sh->experts, F = sh->expert_ffn ? sh->expert_ffn : sh->ffn;
     char n[64];
     float v[8192];
@@ -116,21 +116,22 @@ static int experts(synth *s, const synth_shape *sh, uint32_t mt, int l) {
         if (!synth_add(s, n, SLM_F32, D, 1, 1, NULL)) return 0;
     }
     snprintf(n, sizeof n, "blk.%d.ffn_gate_up_exps.weight", l);
-    if (!synth_add3(s, n, slm_quant_layer_type(mt, 0, l, sh->n_layers, D), D, 2 * (int64_t)F, E)) return 0;
+    if (!synth_add3(s, n, synth_mtype(ty, sh, SLM_QROLE_OTHER, l, sh->n_layers, D), D, 2 * (int64_t)F, E)) return 0;
     snprintf(n, sizeof n, "blk.%d.ffn_down_exps.weight", l);
-    if (!synth_add3(s, n, slm_quant_layer_type(mt, 1, l, sh->n_layers, F), F, D, E)) return 0;
+    if (!synth_add3(s, n, synth_mtype(ty, sh, SLM_QROLE_FFN_DOWN, l, sh->n_layers, F), F, D, E)) return 0;
     for (int e = 0; e < E; e++) v[e] = 0.75f + 0.5f * (float)((e * 13 + l) % 9) / 8.0f;
     snprintf(n, sizeof n, "blk.%d.ffn_down_exps.scale", l);
     return synth_add(s, n, SLM_F32, E, 1, 2, v);
 }
 
 int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) {
-    const uint32_t mt = ty->matrix;
     const int D = sh->dim, P = sh->ple, L = sh->n_layers;
     char n[64];
-    if (!synth_add(s, "token_embd.weight", sh->tied ? slm_quant_output_type(mt, D) : slm_quant_layer_type(mt, 0, 0, 1, D), D,
+    if (!synth_add(s, "token_embd.weight", sh->tied ? synth_otype(ty, D) : synth_mtype(ty, sh, SLM_QROLE_OTHER, 0, 1, D), D,
                    sh->vocab, 0, NULL))
         return 0;
+    int n_v = 0, i_v = 0; /* the attn_v tensors (none on the global layers when V = K) and this one's place */
+    for (int l = 0; l < L; l++) n_v += !(sh->k_eq_v && !swa(sh, l));
     int any_global = 0;
     for (int l = 0; l < L; l++) any_global |= !swa(sh, l);
     if (any_global) { /* the global layers' proportional RoPE: rot_quarters / 4 of the pairs rotate (llama.cpp
@@ -142,15 +143,19 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
         if (!synth_add(s, "rope_freqs.weight", SLM_F32, pairs, 1, 2, f)) return 0;
     }
     if (P) {
-        if (!synth_add(s, "per_layer_token_embd.weight", slm_quant_layer_type(mt, 0, 0, 1, (int64_t)P * L), (int64_t)P * L,
-                       sh->vocab, 0, NULL) ||
-            !synth_add(s, "per_layer_model_proj.weight", slm_quant_layer_type(mt, 0, 0, 1, D), D, (int64_t)P * L, 0, NULL) ||
+        /* llama-quant.cpp counts it a token embedding: the output's type when the embedding is tied */
+        const int64_t PL = (int64_t)P * L;
+        if (!synth_add(s, "per_layer_token_embd.weight",
+                       sh->tied ? synth_otype(ty, PL) : synth_mtype(ty, sh, SLM_QROLE_OTHER, 0, 1, PL), PL, sh->vocab, 0, NULL) ||
+            /* llama-quantize leaves per_layer_model_proj as its source has it (F16 here) */
+            !synth_add(s, "per_layer_model_proj.weight", ty->wt ? SLM_F16 : ty->matrix, D, PL, 0, NULL) ||
             !synth_add(s, "per_layer_proj_norm.weight", SLM_F32, P, 1, 1, NULL))
             return 0;
     }
     for (int l = 0; l < L; l++) {
         const int h = hd(sh, l), q = h * sh->n_heads, kv = h * kvh(sh, l), F = ffn(sh, l);
-        const uint32_t t_in = slm_quant_layer_type(mt, 0, l, L, D), t_v = slm_quant_layer_type(mt, 1, l, L, D);
+        const uint32_t t_in = synth_mtype(ty, sh, SLM_QROLE_OTHER, l, L, D), t_k = synth_mtype(ty, sh, SLM_QROLE_ATTN_K, l, L, D);
+        const uint32_t t_v = synth_mtype(ty, sh, SLM_QROLE_ATTN_V, i_v, n_v, D);
 #define T(suffix, type, ne0, ne1, init)                                                        \
     do {                                                                                       \
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                         \
@@ -158,8 +163,11 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
     } while (0)
         T("attn_norm.weight", SLM_F32, D, 1, 1);
         T("attn_q.weight", t_in, D, q, 0);
-        T("attn_k.weight", t_in, D, kv, 0); /* the shared layers keep theirs (not read) */
-        if (!(sh->k_eq_v && !swa(sh, l))) T("attn_v.weight", t_v, D, kv, 0);
+        T("attn_k.weight", t_k, D, kv, 0); /* the shared layers keep theirs (not read) */
+        if (!(sh->k_eq_v && !swa(sh, l))) {
+            T("attn_v.weight", t_v, D, kv, 0);
+            i_v++;
+        }
         T("attn_k_norm.weight", SLM_F32, h, 1, 1);
         { /* gains 1/sqrt(head size): Gemma 4 attends with query scale 1, so its learned gains carry the
            * usual scale (gains of 1 would make every softmax a near-argmax that any rounding flips) */
@@ -169,17 +177,17 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
             snprintf(n, sizeof n, "blk.%d.attn_q_norm.weight", l);
             if (!synth_add(s, n, SLM_F32, h, 1, 2, qg)) return 0;
         }
-        T("attn_output.weight", slm_quant_layer_type(mt, 0, l, L, q), q, D, 0);
+        T("attn_output.weight", synth_mtype(ty, sh, SLM_QROLE_ATTN_OUTPUT, l, L, q), q, D, 0);
         T("post_attention_norm.weight", SLM_F32, D, 1, 1);
         T("ffn_norm.weight", SLM_F32, D, 1, 1);
         T("ffn_gate.weight", t_in, D, F, 0);
         T("ffn_up.weight", t_in, D, F, 0);
-        T("ffn_down.weight", slm_quant_layer_type(mt, 1, l, L, F), F, D, 0);
+        T("ffn_down.weight", synth_mtype(ty, sh, SLM_QROLE_FFN_DOWN, l, L, F), F, D, 0);
         T("post_ffw_norm.weight", SLM_F32, D, 1, 1);
-        if (sh->experts && !experts(s, sh, mt, l)) return 0;
+        if (sh->experts && !experts(s, sh, ty, l)) return 0;
         if (P) {
             T("inp_gate.weight", t_in, D, P, 0);
-            T("proj.weight", slm_quant_layer_type(mt, 0, l, L, P), P, D, 0);
+            T("proj.weight", synth_mtype(ty, sh, SLM_QROLE_OTHER, l, L, P), P, D, 0);
             T("post_norm.weight", SLM_F32, D, 1, 1);
         }
         const float sc = out_scale(l);
@@ -188,6 +196,6 @@ int synth_gemma4_tensors(synth *s, const synth_shape *sh, const synth_type *ty) 
 #undef T
     }
     if (!synth_add(s, "output_norm.weight", SLM_F32, D, 1, 1, NULL)) return 0;
-    if (!sh->tied && !synth_add(s, "output.weight", slm_quant_output_type(mt, D), D, sh->vocab, 0, NULL)) return 0;
+    if (!sh->tied && !synth_add(s, "output.weight", synth_otype(ty, D), D, sh->vocab, 0, NULL)) return 0;
     return 1;
 }

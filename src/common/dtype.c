@@ -201,6 +201,33 @@ void slm_quantize_row_q5_0(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* Q5_1: codes from the block's minimum at step (max - min) / 31, the step
+ * unrounded and the codes cut after adding a half (GGML's
+ * quantize_row_q5_1_ref arithmetic: llama-quantize's bytes); fifth bits as
+ * Q5_0. */
+void slm_quantize_row_q5_1(const float *x, void *vy, int64_t n) {
+    slm_block_q5_1 *y = vy;
+    for (int64_t b = 0; b < n / SLM_QK5_1; b++) {
+        const float *xb = x + b * SLM_QK5_1;
+        float mn = xb[0], mx = xb[0];
+        for (int j = 1; j < SLM_QK5_1; j++) {
+            if (xb[j] < mn) mn = xb[j];
+            if (xb[j] > mx) mx = xb[j];
+        }
+        const float d = (mx - mn) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = slm_f32_to_f16(d);
+        y[b].m = slm_f32_to_f16(mn);
+        uint32_t qh = 0;
+        for (int j = 0; j < SLM_QK5_1 / 2; j++) {
+            const int q0 = clampi((int)((xb[j] - mn) * id + 0.5f), 0, 31);
+            const int q1 = clampi((int)((xb[j + 16] - mn) * id + 0.5f), 0, 31);
+            y[b].qs[j] = (uint8_t)((q0 & 0xF) | (q1 & 0xF) << 4);
+            qh |= (uint32_t)(q0 >> 4) << j | (uint32_t)(q1 >> 4) << (j + 16);
+        }
+        for (int i = 0; i < 4; i++) y[b].qh[i] = (uint8_t)(qh >> (8 * i));
+    }
+}
+
 void slm_quantize_row_q4_1(const float *x, void *vy, int64_t n) {
     slm_block_q4_1 *y = vy;
     for (int64_t b = 0; b < n / SLM_QK4_1; b++) {
@@ -509,6 +536,7 @@ int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
     case SLM_Q4_0: slm_quantize_row_q4_0(x, vy, n); return 1;
     case SLM_Q4_1: slm_quantize_row_q4_1(x, vy, n); return 1;
     case SLM_Q5_0: slm_quantize_row_q5_0(x, vy, n); return 1;
+    case SLM_Q5_1: slm_quantize_row_q5_1(x, vy, n); return 1;
     case SLM_Q4_K: slm_quantize_row_q4_K(x, vy, n); return 1;
     case SLM_Q5_K: slm_quantize_row_q5_K(x, vy, n); return 1;
     case SLM_Q6_K: slm_quantize_row_q6_K(x, vy, n); return 1;

@@ -305,6 +305,7 @@ void slm_quantize_row_q8_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_0(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_1(const float *x, void *y, int64_t n);
 void slm_quantize_row_q5_0(const float *x, void *y, int64_t n);
+void slm_quantize_row_q5_1(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);

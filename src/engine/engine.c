@@ -567,9 +567,9 @@ slm_status slm_load(slm_engine **out, const char *model_path, const slm_options 
         return slm_errf(&e->err, SLM_ERR_ARG, "prefetch %d: not an slm_prefetch (default, on, off)", e->opt.prefetch);
     if (e->opt.kv_type < SLM_KV_DEFAULT || e->opt.kv_type > SLM_KV_Q8_0)
         return slm_errf(&e->err, SLM_ERR_ARG, "kv_type %d: not an slm_kv_type (f32, f16, q8_0)", e->opt.kv_type);
-    if (e->opt.weight_type < SLM_WEIGHTS_AS_IS || e->opt.weight_type > SLM_WEIGHTS_Q4_K_M)
-        return slm_errf(&e->err, SLM_ERR_ARG, "weight_type %d: not an slm_weight_type (q8_0, q4_0, q4_k_m)",
-                        e->opt.weight_type);
+    if (e->opt.weight_type < SLM_WEIGHTS_AS_IS || e->opt.weight_type >= SLM_WEIGHTS_COUNT)
+        return slm_errf(&e->err, SLM_ERR_ARG, "weight_type %d: not an slm_weight_type (%s)", e->opt.weight_type,
+                        SLM_WEIGHT_TYPE_NAMES);
     if (e->opt.recur_checkpoints < 0 || e->opt.recur_checkpoints > SLM_RT_SNAPS_MAX)
         return slm_errf(&e->err, SLM_ERR_ARG, "--checkpoints %d: 1 to %d (0: the default %d)", e->opt.recur_checkpoints,
                         SLM_RT_SNAPS_MAX, SLM_RT_SNAPS_DEFAULT);

@@ -116,6 +116,7 @@ static slm_status split_fused(slm_model_file *m, const char *file, int cap, slm_
             snprintf(n2, sizeof n2, "blk.%d.attn_k.weight", l);
             snprintf(n3, sizeof n3, "blk.%d.attn_v.weight", l);
             const slm_tensor whole = *t;
+            m->qkv_fused = 1;
             part_of(t, &whole, n1, 0, qd);
             part_of(&m->tensors[m->n_tensors++], &whole, n2, qd, kvd);
             part_of(&m->tensors[m->n_tensors++], &whole, n3, qd + kvd, kvd);

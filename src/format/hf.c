@@ -607,6 +607,7 @@ static slm_status take_fused(hf_load *L, int i, const slm_st_tensor *t, const ch
     if (kind == K_QKV) {
         const int k = vec ? K_VEC : K_MAT;
         const char *what = vec ? "bias" : "weight";
+        if (!vec) L->m->qkv_fused = 1;
         snprintf(name, sizeof name, "blk.%d.attn_k.%s", l, what);
         if ((s = take_tensor(L, i, t, gn, k, 0, qd)) || (s = take_tensor(L, i, t, name, k, qd, kvd))) return s;
         snprintf(name, sizeof name, "blk.%d.attn_v.%s", l, what);

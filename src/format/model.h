@@ -381,6 +381,9 @@ typedef struct slm_model_file {
      * folder has none (or the model is not a folder). */
     char tokenizer_json[1024];
     int tok_unigram;        /* hf: config.json says xlm-roberta: its tokenizer must be Unigram */
+    int qkv_fused;          /* 1: the file's Q/K/V matrices are one (attn_qkv, qkv_proj: phi3,
+                               nomic-bert, modern-bert), split at load into attn_q/k/v row ranges;
+                               slm_model_quantize gives the three attn_qkv's type */
     /* hf: sentence-transformers' Dense modules, in modules.json's order
      * after Pooling (format/hf_modules.c): module k's tensors are
      * name.weight [in -> out] and name.bias [out] (when it has one), act
@@ -415,12 +418,29 @@ const slm_tensor *slm_model_tensor(const slm_model_file *m, const char *name);
  * 1 a summary line on stderr, 2 also a live percentage (a terminal). On failure m
  * is unchanged, but for the final validation of the new types (then the caller closes it). */
 slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int progress, slm_err *err);
-/* llama-quantize's types for a matrix of a layer (`more`: attn_v, ffn_down,
- * which Q4_K_M keeps in Q6_K in some layers) and for the output matrix (or
- * the tied embedding), given the file type's matrix type (Q8_0, Q4_0, or
- * Q4_K for Q4_K_M) and the row width (K-quants fall back to 32-blocks). */
-uint32_t slm_quant_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width);
-uint32_t slm_quant_output_type(uint32_t matrix, int64_t width);
+/* llama-quantize's type (llama-quant.cpp's rules) under file type wt for a
+ * layer's matrix of a role below, rows of `width`: i of n is an attn_v's
+ * (or attn_qkv's) place among the model's attn_v and attn_qkv tensors, an
+ * ffn_down's layer among all (MTP layers included); model: SLM_QMODEL_*
+ * (slm_quant_model_flags). The output matrix (or the tied embedding) takes
+ * slm_quant_output_type. K-quants of a width not a multiple of 256 fall
+ * back to 32-block types, what no block fits to F16. 0 for
+ * SLM_WEIGHTS_AS_IS. */
+enum {
+    SLM_QROLE_OTHER = 0,   /* attn_q, ffn_gate, ffn_up, the untied token_embd, ... */
+    SLM_QROLE_ATTN_V,      /* attn_v, attn_qkv */
+    SLM_QROLE_ATTN_K,
+    SLM_QROLE_ATTN_OUTPUT,
+    SLM_QROLE_FFN_DOWN     /* ffn_down, ffn_down_exps, ffn_down_shexp */
+};
+enum { SLM_QMODEL_8_EXPERTS = 1, SLM_QMODEL_70B = 2 };
+uint32_t slm_quant_layer_type(int wt, int role, int i, int n, int64_t width, unsigned model);
+uint32_t slm_quant_output_type(int wt, int64_t width);
+/* SLM_QMODEL_8_EXPERTS for 8 experts, SLM_QMODEL_70B for what llama.cpp
+ * calls a 70B model (llama with GQA, qwen2: 80 layers). */
+unsigned slm_quant_model_flags(const char *arch, int n_layers, int n_heads, int n_kv_heads, int n_experts);
+/* The --weight-type names, for messages. */
+#define SLM_WEIGHT_TYPE_NAMES "q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k"
 const char *slm_weight_type_name(int wt);
 
 /* Loaders (called by slm_model_open). */

@@ -1,7 +1,8 @@
 /* Weight quantization at load (slm_options.weight_type, compile
- * --weight-type): a model's F32 / F16 / BF16 matrices rewritten as Q8_0,
- * Q4_0 or a Q4_K_M mixture, the types chosen as llama.cpp's llama-quantize
- * chooses them for that file type (the rules below), the K-quants with
+ * --weight-type): a model's F32 / F16 / BF16 matrices rewritten as one of
+ * llama-quantize's file types (Q8_0, Q4_0, Q5_0, Q4_K_S/M, Q5_K_S/M, Q6_K),
+ * the types chosen as llama.cpp's llama-quantize chooses them for that file
+ * type (the rules below: llama-quant.cpp's llama_tensor_get_type), the K-quants with
  * fitted scales (slm_quantize_row_fit). The result lives in a new anonymous
  * mapping that becomes m->map (the compiler addresses weights within it);
  * the source mapping stays as m->src_map, as the GGUF metadata points into
@@ -17,97 +18,166 @@
 
 #include "format/model.h"
 
-/* ---- the types (llama-quant.cpp's rules for these file types) --------------- */
+/* ---- the types (llama-quant.cpp's llama_tensor_get_type for these file types) ---- */
 
-/* A K-quant matrix whose width is not a multiple of 256 falls back to a
- * 32-block type. */
-static uint32_t k_fallback(uint32_t t, int64_t width) {
-    if (width % SLM_QK_K == 0) return t;
-    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
+/* A file type's matrix type, 0 for none. */
+static uint32_t base_type(int wt) {
+    switch (wt) {
+    case SLM_WEIGHTS_Q8_0: return SLM_Q8_0;
+    case SLM_WEIGHTS_Q4_0: return SLM_Q4_0;
+    case SLM_WEIGHTS_Q5_0: return SLM_Q5_0;
+    case SLM_WEIGHTS_Q4_K_M: case SLM_WEIGHTS_Q4_K_S: return SLM_Q4_K;
+    case SLM_WEIGHTS_Q5_K_M: case SLM_WEIGHTS_Q5_K_S: return SLM_Q5_K;
+    case SLM_WEIGHTS_Q6_K: return SLM_Q6_K;
+    default: return 0;
+    }
 }
 
-uint32_t slm_quant_output_type(uint32_t matrix, int64_t width) {
-    if (matrix != SLM_Q4_0 && matrix != SLM_Q4_K) return matrix;
-    return k_fallback(SLM_Q6_K, width);
+/* Type t for rows of `width`: a K-quant whose 256-blocks do not fit falls
+ * back to a 32-block type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), and
+ * what still does not fit to F16 (llama-quantize's last fallback for the
+ * K-quants; it refuses the 32-block file types there). */
+static uint32_t fit(uint32_t t, int64_t width) {
+    if (width % SLM_QK_K && (t == SLM_Q4_K || t == SLM_Q5_K || t == SLM_Q6_K))
+        t = t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : SLM_Q8_0;
+    const slm_dtype_info *info = slm_dtype_get(t);
+    return info && width % info->block == 0 ? t : SLM_F16;
 }
 
-/* The layers whose attn_v / ffn_down a Q4_K_M file keeps in Q6_K: the first
- * and last eighth, and every third between. */
-static int use_more_bits(int l, int n) { return l < n / 8 || l >= 7 * n / 8 || (l - n / 8) % 3 == 2; }
-
-uint32_t slm_quant_layer_type(uint32_t matrix, int more, int l, int n_layers, int64_t width) {
-    if (matrix != SLM_Q4_K) return matrix;
-    return k_fallback(more && use_more_bits(l, n_layers) ? SLM_Q6_K : SLM_Q4_K, width);
+uint32_t slm_quant_output_type(int wt, int64_t width) {
+    const uint32_t b = base_type(wt);
+    if (!b) return 0;
+    /* Q8_0 when the file type's own blocks do not fit the rows or it is Q8_0, else Q6_K */
+    return fit(width % slm_dtype_get(b)->block || b == SLM_Q8_0 ? SLM_Q8_0 : SLM_Q6_K, width);
 }
+
+/* The layers whose attn_v / ffn_down the *_M file types keep in Q6_K: the
+ * first and last eighth, and every third between. */
+static int use_more_bits(int i, int n) { return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2; }
+
+uint32_t slm_quant_layer_type(int wt, int role, int i, int n, int64_t width, unsigned model) {
+    uint32_t t = base_type(wt);
+    if (!t) return 0;
+    const int mix_m = wt == SLM_WEIGHTS_Q4_K_M || wt == SLM_WEIGHTS_Q5_K_M, q4ks = wt == SLM_WEIGHTS_Q4_K_S;
+    const int e8 = (model & SLM_QMODEL_8_EXPERTS) != 0;
+    switch (role) {
+    case SLM_QROLE_ATTN_V: /* attn_v, attn_qkv: i of n such tensors */
+        if (mix_m && use_more_bits(i, n)) t = SLM_Q6_K;
+        else if (q4ks && i < 4) t = SLM_Q5_K;
+        if ((model & SLM_QMODEL_70B) && t == SLM_Q4_K) t = SLM_Q5_K; /* a V an eighth of Q's size: cheap */
+        if (e8) t = SLM_Q8_0;
+        break;
+    case SLM_QROLE_ATTN_K:
+        if (e8) t = SLM_Q8_0;
+        break;
+    case SLM_QROLE_ATTN_OUTPUT:
+        if (e8 && (wt == SLM_WEIGHTS_Q4_K_M || q4ks)) t = SLM_Q5_K;
+        break;
+    case SLM_QROLE_FFN_DOWN: /* ffn_down, its experts and shared expert: layer i of n */
+        if (mix_m && use_more_bits(i, n)) t = SLM_Q6_K;
+        else if (q4ks && i < n / 8) t = SLM_Q5_K;
+        break;
+    default: break;
+    }
+    return fit(t, width);
+}
+
+unsigned slm_quant_model_flags(const char *arch, int n_layers, int n_heads, int n_kv_heads, int n_experts) {
+    unsigned f = n_experts == 8 ? SLM_QMODEL_8_EXPERTS : 0;
+    /* llama.cpp's LLM_TYPE_70B: llama's 80 layers with GQA (not 8 experts), qwen2's 80 layers */
+    if (n_layers == 80 && ((!strcmp(arch, "llama") && n_heads != n_kv_heads && n_experts != 8) || !strcmp(arch, "qwen2")))
+        f |= SLM_QMODEL_70B;
+    return f;
+}
+
+static const char *const k_wt_names[SLM_WEIGHTS_COUNT] = {
+    [SLM_WEIGHTS_AS_IS] = "as is",   [SLM_WEIGHTS_Q8_0] = "q8_0",     [SLM_WEIGHTS_Q4_0] = "q4_0",
+    [SLM_WEIGHTS_Q4_K_M] = "q4_k_m", [SLM_WEIGHTS_Q5_K_M] = "q5_k_m", [SLM_WEIGHTS_Q6_K] = "q6_k",
+    [SLM_WEIGHTS_Q4_K_S] = "q4_k_s", [SLM_WEIGHTS_Q5_K_S] = "q5_k_s", [SLM_WEIGHTS_Q5_0] = "q5_0",
+};
 
 int slm_weight_type_parse(const char *name) {
-    if (!name) return -1;
-    if (!strcmp(name, "q8_0")) return SLM_WEIGHTS_Q8_0;
-    if (!strcmp(name, "q4_0")) return SLM_WEIGHTS_Q4_0;
-    if (!strcmp(name, "q4_k_m")) return SLM_WEIGHTS_Q4_K_M;
+    for (int k = SLM_WEIGHTS_AS_IS + 1; name && k < SLM_WEIGHTS_COUNT; k++)
+        if (!strcmp(name, k_wt_names[k])) return k;
     return -1;
 }
 
-const char *slm_weight_type_name(int wt) {
-    return wt == SLM_WEIGHTS_Q8_0 ? "q8_0" : wt == SLM_WEIGHTS_Q4_0 ? "q4_0" : wt == SLM_WEIGHTS_Q4_K_M ? "q4_k_m" : "as is";
-}
+const char *slm_weight_type_name(int wt) { return wt > SLM_WEIGHTS_AS_IS && wt < SLM_WEIGHTS_COUNT ? k_wt_names[wt] : "as is"; }
 
 /* The matrices a file type quantizes (blk.N.<role>.weight): the attention
- * and feed-forward projections, experts and shared experts included;
- * `more` marks the roles Q4_K_M may keep in Q6_K. Other tensors (norms,
- * biases, position and type embeddings, routers, recurrent layers' tensors)
- * keep their type. */
+ * and feed-forward projections, shared experts included, qwen35's Gated
+ * DeltaNet projections and gemma4's per-layer input gate and projection,
+ * with the role llama-quant.cpp's rules give them; the experts' as the
+ * loaders name them (blk.N.ffn_{gate,up,down}.E.weight, from ffn_*_exps).
+ * Other tensors (norms, biases, position and type embeddings, routers, the
+ * conv taps, per_layer_model_proj) keep their type, as llama-quantize
+ * leaves them. */
 static const struct {
-    const char *role;
-    int more;
+    const char *name;
+    int role;
 } k_roles[] = {
-    {"attn_q", 0},         {"attn_k", 0},          {"attn_v", 1},           {"attn_output", 0},
-    {"attn_qkv", 0},       {"ffn_gate", 0},        {"ffn_up", 0},           {"ffn_down", 1},
-    {"ffn_gate_exps", 0},  {"ffn_up_exps", 0},     {"ffn_down_exps", 1},    {"ffn_gate_shexp", 0},
-    {"ffn_up_shexp", 0},   {"ffn_down_shexp", 1},
+    {"attn_q", SLM_QROLE_OTHER},          {"attn_k", SLM_QROLE_ATTN_K},       {"attn_v", SLM_QROLE_ATTN_V},
+    {"attn_output", SLM_QROLE_ATTN_OUTPUT}, {"attn_qkv", SLM_QROLE_ATTN_V},   {"ffn_gate", SLM_QROLE_OTHER},
+    {"ffn_up", SLM_QROLE_OTHER},          {"ffn_down", SLM_QROLE_FFN_DOWN},   {"ffn_gate_exps", SLM_QROLE_OTHER},
+    {"ffn_up_exps", SLM_QROLE_OTHER},     {"ffn_down_exps", SLM_QROLE_FFN_DOWN}, {"ffn_gate_shexp", SLM_QROLE_OTHER},
+    {"ffn_up_shexp", SLM_QROLE_OTHER},    {"ffn_down_shexp", SLM_QROLE_FFN_DOWN}, {"attn_gate", SLM_QROLE_OTHER},
+    {"ssm_alpha", SLM_QROLE_OTHER},       {"ssm_beta", SLM_QROLE_OTHER},      {"ssm_out", SLM_QROLE_OTHER},
+    {"inp_gate", SLM_QROLE_OTHER},        {"proj", SLM_QROLE_OTHER},
 };
 
+/* The role of blk.N.<role>.weight (N in *l), else -1. qkv_fused: attn_q,
+ * attn_k and attn_v are row ranges of one attn_qkv (the loaders split it),
+ * which takes attn_v's rules whole. */
+static int role_of(const char *name, int qkv_fused, int *l) {
+    int at = 0, e = -1, end = 0;
+    char kind[8];
+    *l = -1;
+    if (sscanf(name, "blk.%d.%n", l, &at) != 1 || at <= 0 || *l < 0) return -1;
+    const char *rest = name + at;
+    if (sscanf(rest, "ffn_%7[a-z].%d.weight%n", kind, &e, &end) == 2 && end > 0 && !rest[end] && e >= 0)
+        return !strcmp(kind, "down") ? SLM_QROLE_FFN_DOWN : !strcmp(kind, "gate") || !strcmp(kind, "up") ? SLM_QROLE_OTHER : -1;
+    if (qkv_fused && (!strcmp(rest, "attn_q.weight") || !strcmp(rest, "attn_k.weight") || !strcmp(rest, "attn_v.weight")))
+        return SLM_QROLE_ATTN_V;
+    const size_t rl = strlen(rest);
+    if (rl < 8 || strcmp(rest + rl - 7, ".weight")) return -1;
+    for (size_t i = 0; i < sizeof k_roles / sizeof k_roles[0]; i++)
+        if (strlen(k_roles[i].name) == rl - 7 && !strncmp(rest, k_roles[i].name, rl - 7)) return k_roles[i].role;
+    return -1;
+}
+
 /* The type tensor t becomes under file type wt, or 0 when it stays. av /
- * n_av: this attn_v's place among the model's attn_v tensors and their
- * count (hybrid models have fewer than layers). */
+ * n_av: the place of this layer's attn_v (or attn_qkv) among the model's
+ * attn_v and attn_qkv tensors, and their count (hybrid models have some of
+ * each, gemma4 none on some layers). */
 static uint32_t target_type(const slm_model_file *m, const slm_tensor *t, int wt, int av, int n_av) {
-    const uint32_t base = wt == SLM_WEIGHTS_Q8_0 ? SLM_Q8_0 : wt == SLM_WEIGHTS_Q4_0 ? SLM_Q4_0 : SLM_Q4_K;
+    const slm_model_config *c = &m->cfg;
     const int64_t width = t->ne[0];
     uint32_t out = 0;
     if (t->n_dims < 2) return 0;
-    if (!strcmp(t->name, "output.weight")) out = slm_quant_output_type(base, width);
-    else if (!strcmp(t->name, "token_embd.weight"))
-        out = m->cfg.tied_embeddings ? slm_quant_output_type(base, width) : slm_quant_layer_type(base, 0, 0, 1, width);
+    if (!strcmp(t->name, "output.weight")) out = slm_quant_output_type(wt, width);
+    else if (!strcmp(t->name, "token_embd.weight") || !strcmp(t->name, "per_layer_token_embd.weight"))
+        /* the output's type when the file has no output.weight (llama-quant.cpp's "tied", encoders too) */
+        out = !slm_model_tensor(m, "output.weight") ? slm_quant_output_type(wt, width)
+                                                    : slm_quant_layer_type(wt, SLM_QROLE_OTHER, 0, 1, width, 0);
     else {
-        int l = -1, at = 0;
-        if (sscanf(t->name, "blk.%d.%n", &l, &at) != 1 || at <= 0 || l < 0) return 0;
-        const char *rest = t->name + at;
-        const size_t rl = strlen(rest);
-        if (rl < 8 || strcmp(rest + rl - 7, ".weight")) return 0;
-        int k = -1;
-        for (size_t i = 0; i < sizeof k_roles / sizeof k_roles[0]; i++)
-            if (strlen(k_roles[i].role) == rl - 7 && !strncmp(rest, k_roles[i].role, rl - 7)) k = (int)i;
-        if (k < 0) return 0;
-        const int v = !strcmp(k_roles[k].role, "attn_v");
-        out = v ? slm_quant_layer_type(base, 1, av, n_av, width)
-                : slm_quant_layer_type(base, k_roles[k].more, l, m->cfg.n_layers, width);
-        if (base == SLM_Q4_K && m->cfg.n_experts == 8) { /* llama-quant.cpp: 8 experts keep attention richer */
-            if (v) out = SLM_Q8_0;
-            else if (!strcmp(k_roles[k].role, "attn_output")) out = k_fallback(SLM_Q5_K, width);
-        }
-        if (base == SLM_Q4_K && !strcmp(k_roles[k].role, "attn_qkv")) out = k_fallback(SLM_Q5_K, width);
+        int l;
+        const int role = role_of(t->name, m->qkv_fused, &l);
+        if (role < 0) return 0;
+        const unsigned fl = slm_quant_model_flags(c->arch, c->n_layers, c->n_heads, c->n_kv_heads, c->n_experts);
+        out = role == SLM_QROLE_ATTN_V ? slm_quant_layer_type(wt, role, av, n_av, width, fl)
+                                       : slm_quant_layer_type(wt, role, l, c->n_layers + c->nextn_layers, width, fl);
     }
-    const slm_dtype_info *info = slm_dtype_get(out);
-    /* rows no block fits: F16 from F32 (as llama-quantize's last fallback), else the type they have */
-    if (!info || width % info->block) out = t->type == SLM_F32 ? SLM_F16 : 0;
+    /* F16 from F16 stays; BF16 rows no block fits become F16, as llama-quantize's fallback writes them */
     return out == t->type ? 0 : out;
 }
 
-/* The layer of a blk.N.attn_v.weight, else -1. */
+/* The layer of a blk.N.attn_v.weight or blk.N.attn_qkv.weight (as
+ * llama-quantize counts them; a split attn_qkv counts once, as its attn_v),
+ * else -1. */
 static int attn_v_layer(const slm_tensor *t) {
-    int l = -1, at = 0;
-    if (sscanf(t->name, "blk.%d.%n", &l, &at) != 1 || at <= 0 || strcmp(t->name + at, "attn_v.weight")) return -1;
-    return l;
+    int l, at = 0;
+    if (sscanf(t->name, "blk.%d.%n", &l, &at) != 1 || at <= 0 || l < 0) return -1;
+    return !strcmp(t->name + at, "attn_v.weight") || !strcmp(t->name + at, "attn_qkv.weight") ? l : -1;
 }
 
 /* ---- the work ------------------------------------------------------------------ */
@@ -168,37 +238,43 @@ static void *qwork(qjob *j, int caller) {
 
 static void *qworker(void *arg) { return qwork(arg, 0); }
 
+static int int_cmp(const void *a, const void *b) { return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b); }
+
 static int is_float_type(uint32_t t) { return t == SLM_F32 || t == SLM_F16 || t == SLM_BF16; }
 
 slm_status slm_model_quantize(slm_model_file *m, int wt, int n_threads, int progress, slm_err *err) {
     const char *file = slm_basename(m->path);
     if (wt == SLM_WEIGHTS_AS_IS) return SLM_OK;
-    if (wt < SLM_WEIGHTS_AS_IS || wt > SLM_WEIGHTS_Q4_K_M)
-        return slm_errf(err, SLM_ERR_ARG, "weight_type %d: not an slm_weight_type (q8_0, q4_0, q4_k_m)", wt);
+    if (wt < SLM_WEIGHTS_AS_IS || wt >= SLM_WEIGHTS_COUNT)
+        return slm_errf(err, SLM_ERR_ARG, "weight_type %d: not an slm_weight_type (%s)", wt, SLM_WEIGHT_TYPE_NAMES);
     const int n = m->n_tensors;
     uint32_t *to = slm_calloc((size_t)n + 1, sizeof *to);
     const uint8_t **src = slm_calloc((size_t)n + 1, sizeof *src);
     int64_t *piece0 = slm_calloc((size_t)n + 1, sizeof *piece0);
     uint64_t *off = slm_calloc((size_t)n + 1, sizeof *off);
+    int *lv = slm_calloc((size_t)n + 1, sizeof *lv);
     slm_status s = SLM_OK;
-    if (!to || !src || !piece0 || !off) {
+    if (!to || !src || !piece0 || !off || !lv) {
         s = slm_errf(err, SLM_ERR_NOMEM, "%s: out of memory", file);
         goto done;
     }
-    /* an attn_v's place among the attn_v tensors by layer (llama-quantize walks a converted file in layer
-     * order; a folder's table is in its own order) */
+    /* the attn_v tensors' layers, sorted: a layer's attn_v is the count below it among them (llama-quantize
+     * walks a converted file in layer order; a folder's table is in its own order) */
     int n_av = 0, n_q = 0;
-    for (int i = 0; i < n; i++) n_av += attn_v_layer(&m->tensors[i]) >= 0;
+    for (int i = 0; i < n; i++)
+        if ((lv[n_av] = attn_v_layer(&m->tensors[i])) >= 0) n_av++;
+    qsort(lv, (size_t)n_av, sizeof *lv, int_cmp);
     uint64_t total = 0, before = 0, after = 0;
     for (int i = 0; i < n; i++) {
         const slm_tensor *t = &m->tensors[i];
-        const int lv = attn_v_layer(t);
-        int av = 0;
-        for (int k = 0; lv >= 0 && k < n; k++) {
-            const int lk = attn_v_layer(&m->tensors[k]);
-            av += lk >= 0 && lk < lv;
+        int l = -1, lo = 0, hi = n_av;
+        if (sscanf(t->name, "blk.%d.", &l) != 1) l = -1;
+        while (lo < hi) { /* the first at or above l */
+            const int mid = lo + (hi - lo) / 2;
+            if (lv[mid] < l) lo = mid + 1;
+            else hi = mid;
         }
-        to[i] = target_type(m, t, wt, av, n_av);
+        to[i] = target_type(m, t, wt, lo, n_av);
         if (to[i] && !is_float_type(t->type)) {
             /* a quantized matrix quantized again loses twice: refuse, as llama-quantize does unless told */
             s = slm_errf(err, SLM_ERR_ARG, "--weight-type %s: %s is already quantized (tensor '%s' is %s); give its "
@@ -268,5 +344,6 @@ done:
     slm_xfree((void *)src);
     slm_xfree(piece0);
     slm_xfree(off);
+    slm_xfree(lv);
     return s;
 }
