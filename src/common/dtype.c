@@ -201,6 +201,15 @@ void slm_quantize_row_q5_0(const float *x, void *vy, int64_t n) {
     }
 }
 
+/* The least and greatest of a block's n values. */
+static void block_min_max(const float *x, int n, float *mn, float *mx) {
+    *mn = *mx = x[0];
+    for (int j = 1; j < n; j++) {
+        if (x[j] < *mn) *mn = x[j];
+        if (x[j] > *mx) *mx = x[j];
+    }
+}
+
 /* Q5_1: codes from the block's minimum at step (max - min) / 31, the step
  * unrounded and the codes cut after adding a half (GGML's
  * quantize_row_q5_1_ref arithmetic: llama-quantize's bytes); fifth bits as
@@ -209,11 +218,8 @@ void slm_quantize_row_q5_1(const float *x, void *vy, int64_t n) {
     slm_block_q5_1 *y = vy;
     for (int64_t b = 0; b < n / SLM_QK5_1; b++) {
         const float *xb = x + b * SLM_QK5_1;
-        float mn = xb[0], mx = xb[0];
-        for (int j = 1; j < SLM_QK5_1; j++) {
-            if (xb[j] < mn) mn = xb[j];
-            if (xb[j] > mx) mx = xb[j];
-        }
+        float mn, mx;
+        block_min_max(xb, SLM_QK5_1, &mn, &mx);
         const float d = (mx - mn) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
         y[b].d = slm_f32_to_f16(d);
         y[b].m = slm_f32_to_f16(mn);
@@ -232,11 +238,8 @@ void slm_quantize_row_q4_1(const float *x, void *vy, int64_t n) {
     slm_block_q4_1 *y = vy;
     for (int64_t b = 0; b < n / SLM_QK4_1; b++) {
         const float *xb = x + b * SLM_QK4_1;
-        float mn = xb[0], mx = xb[0];
-        for (int j = 1; j < SLM_QK4_1; j++) {
-            if (xb[j] < mn) mn = xb[j];
-            if (xb[j] > mx) mx = xb[j];
-        }
+        float mn, mx;
+        block_min_max(xb, SLM_QK4_1, &mn, &mx);
         y[b].d = slm_f32_to_f16((mx - mn) / 15.0f);
         y[b].m = slm_f32_to_f16(mn);
         const float d = slm_f16_to_f32(y[b].d), m = slm_f16_to_f32(y[b].m);
