@@ -14,6 +14,17 @@
  * are NaN through its scale either way). */
 static inline int32_t hsum_clamp(int h) { return h < -2048 ? -2048 : h > 2048 ? 2048 : h; }
 
+/* The sum of 16 int32 lanes in vector adds, which wrap (a NaN row's INT_MIN
+ * lanes; hsum_clamp holds the result): _mm512_reduce_add_epi32 adds in C
+ * ints, where such a sum is undefined behaviour. */
+AVX512 static inline int hsum512_epi32(__m512i v) {
+    const __m256i a = _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+    __m128i b = _mm_add_epi32(_mm256_castsi256_si128(a), _mm256_extracti128_si256(a, 1));
+    b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0x4e));
+    b = _mm_add_epi32(b, _mm_shuffle_epi32(b, 0xb1));
+    return _mm_cvtsi128_si32(b);
+}
+
 /* slm_quantize_act_ref, vectorized (same rounding, same results). */
 AVX512 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k, int offset, uint8_t *q, float *d,
                                     float *s, int32_t *hs) {
@@ -27,7 +38,7 @@ AVX512 void slm_x86_quant_act_avx512(const float *x, size_t ldx, int rows, int k
             const float id = amax > 0.0f ? 127.0f / amax : 0.0f;
             __m512 vid = _mm512_set1_ps(id);
             __m512i i0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid)), i1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-            const int32_t h0 = hsum_clamp(_mm512_reduce_add_epi32(i0)), h1 = hsum_clamp(_mm512_reduce_add_epi32(i1));
+            const int32_t h0 = hsum_clamp(hsum512_epi32(i0)), h1 = hsum_clamp(hsum512_epi32(i1));
             const int sum = h0 + h1;
             hs[(size_t)i * 2 * nb + 2 * b] = h0;
             hs[(size_t)i * 2 * nb + 2 * b + 1] = h1;
