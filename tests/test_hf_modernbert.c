@@ -377,8 +377,10 @@ static void modern_config(char *cfg, size_t cap, const char *arch, int layers, i
 }
 
 /* The GGUF twin of a ModernBERT folder, as the converter writes it (pooling
- * 4: a reranker's, rank). */
-static void modern_gguf(const model *m, int layers, int every, const char *act, uint32_t pooling, const char *path) {
+ * 4: a reranker's, rank; cls_pool > 0: modern-bert.classifier.pooling_type,
+ * the rows its classifier reads). */
+static void modern_gguf(const model *m, int layers, int every, const char *act, uint32_t pooling, uint32_t cls_pool,
+                        const char *path) {
     const char *A = "modern-bert";
     slm_gguf_writer *g = gguf_head(A, layers, 1e-5f, pooling);
     char k[96];
@@ -391,6 +393,7 @@ static void modern_gguf(const model *m, int layers, int every, const char *act, 
     slm_gguf_set_str(g, K("rope.scaling.type"), "none");
     slm_gguf_set_u32(g, K("vocab_size"), NB);
     slm_gguf_set_str(g, K("hidden_activation"), act);
+    if (cls_pool) slm_gguf_set_u32(g, K("classifier.pooling_type"), cls_pool);
 #undef K
     gguf_vocab(g, 0, "modern-bert");
     gguf_finish(g, m, path);
@@ -408,7 +411,7 @@ static void check_modern(const char *name, const char *dt, int layers, int every
     write_folder(name, &m, cfg, masked ? "model." : "", masked, dir, sizeof dir);
     write_bpe_tokenizer(dir, 0);
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", root, name);
-    modern_gguf(&m, layers, every, act, 1, gguf);
+    modern_gguf(&m, layers, every, act, 1, 0, gguf);
     twin_same_model(dir, gguf);
     static const int32_t want[2][10] = {{B_CLS, 43, 36, 38, 40, 33, 42, 27, -1}, {B_CLS, 46, 28, 33, 36, 29, -1}};
     same_outputs(dir, gguf, want);
@@ -454,13 +457,48 @@ static void test_v5_pattern_refused(void) {
     free_weights(&m.w);
 }
 
+/* The head of check_reranker's model m (F32) in double on a pooled row x:
+ * head.dense (+ bias), GELU (tanh form), LayerNorm without a bias, the
+ * classifier; written from transformers' ModernBertPredictionHead. */
+static void ref_head(const model *m, const float *x, int labels, double *out) {
+    const float *w1 = NULL, *b1 = NULL, *g = NULL, *w2 = NULL, *b2 = NULL;
+    for (int i = 0; i < m->w.n; i++) {
+        const char *n = m->w.it[i].name;
+        const float *f = m->w.it[i].f;
+        if (!strcmp(n, "head.dense.weight")) w1 = f;
+        else if (!strcmp(n, "head.dense.bias")) b1 = f;
+        else if (!strcmp(n, "head.norm.weight")) g = f;
+        else if (!strcmp(n, "classifier.weight")) w2 = f;
+        else if (!strcmp(n, "classifier.bias")) b2 = f;
+    }
+    CHECK(w1 && g && w2 && b2);
+    if (!w1 || !g || !w2 || !b2) return;
+    double h[DIM], mean = 0, var = 0;
+    for (int i = 0; i < DIM; i++) {
+        double a = b1 ? b1[i] : 0;
+        for (int j = 0; j < DIM; j++) a += (double)w1[i * DIM + j] * x[j];
+        h[i] = 0.5 * a * (1 + tanh(sqrt(2 / M_PI) * (a + 0.044715 * a * a * a)));
+        mean += h[i] / DIM;
+    }
+    for (int i = 0; i < DIM; i++) var += (h[i] - mean) * (h[i] - mean) / DIM;
+    for (int i = 0; i < DIM; i++) h[i] = (h[i] - mean) / sqrt(var + 1e-5) * g[i];
+    for (int r = 0; r < labels; r++) {
+        out[r] = b2[r];
+        for (int j = 0; j < DIM; j++) out[r] += (double)w2[r * DIM + j] * h[j];
+    }
+}
+
 /* A ModernBertForSequenceClassification folder ("model."-prefixed encoder,
  * the head unprefixed, no modules.json) against its GGUF twin (the head as
- * cls, cls.norm, cls.output; pooling_type rank): the same config and
+ * cls, cls.norm, cls.output; pooling_type rank; cls: classifier_pooling
+ * "cls" and modern-bert.classifier.pooling_type 2): the same config and
  * tensors, its pooling rank with `labels` scores, and each text's scores
  * bit for bit the twin's: the same tensors through the same programs and
- * the same host head (engine/embed.c), so nothing may differ. */
-static void check_reranker(const char *name, const char *dt, int labels, int bias, const char *extra) {
+ * the same host head (engine/embed.c), so nothing may differ. In F32 the
+ * scores against the head in double (ref_head) on the text's first row
+ * (cls) or mean (else), the embedding of that pooling; with cls, a blob of
+ * the folder (cache mode) scores bit for bit as the folder. */
+static void check_reranker(const char *name, const char *dt, int labels, int bias, int cls, const char *extra) {
     model m;
     modern_model(&m, 4, dt);
     for (int i = 0; i < m.w.n; i++) /* the encoder under "model.", as the checkpoint has it */
@@ -479,15 +517,25 @@ static void check_reranker(const char *name, const char *dt, int labels, int bia
     write_folder(name, &m, cfg, "", 3, dir, sizeof dir);
     write_bpe_tokenizer(dir, 0);
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", root, name);
-    modern_gguf(&m, 4, 3, "gelu", 4, gguf);
+    modern_gguf(&m, 4, 3, "gelu", 4, cls ? SLM_POOLING_CLS : 0, gguf);
     twin_same_model(dir, gguf);
-    slm_engine *ef = twin_load(dir, CTX, 4), *eg = twin_load(gguf, CTX, 4);
-    slm_session *sa = NULL, *sb = NULL;
+    slm_engine *ef = twin_load(dir, CTX, 4), *eg = twin_load(gguf, CTX, 4), *ec = NULL;
+    slm_session *sa = NULL, *sb = NULL, *sc = NULL;
     CHECK(ef && eg && slm_session_new(ef, NULL, &sa) == SLM_OK && slm_session_new(eg, NULL, &sb) == SLM_OK);
-    int exact = 1, moved = 0;
+    if (cls) { /* the folder through a blob: .slm.embed keeps the rows the head reads */
+        char cdir[400];
+        snprintf(cdir, sizeof cdir, "%s/cache_%s", root, name);
+        mkdir(cdir, 0700);
+        slm_options o = twin_opts(CTX, 4);
+        o.cache_dir = cdir;
+        ec = t_load(dir, &o);
+        CHECK(ec && slm_session_new(ec, NULL, &sc) == SLM_OK);
+    }
+    int exact = 1, moved = 0, blob_same = 1;
     float first[8] = {0};
+    double worst = 0;
     for (size_t t = 0; sa && sb && t < sizeof texts / sizeof texts[0]; t++) {
-        float a[8] = {0}, b[8] = {0};
+        float a[8] = {0}, b[8] = {0}, c[8] = {0}, x[DIM];
         int na = 0, nb = 0;
         CHECKF(slm_session_embed_text(sa, texts[t], SLM_POOLING_RANK, a, (size_t)labels, &na) == SLM_OK, "%s",
                slm_session_error(sa));
@@ -497,7 +545,20 @@ static void check_reranker(const char *name, const char *dt, int labels, int bia
         exact &= !memcmp(a, b, sizeof a) && isfinite(a[0]);
         if (!t) memcpy(first, a, sizeof first);
         else moved |= memcmp(first, a, sizeof a) != 0;
+        if (sc) {
+            CHECKF(slm_session_embed_text(sc, texts[t], SLM_POOLING_RANK, c, (size_t)labels, NULL) == SLM_OK, "%s",
+                   slm_session_error(sc));
+            blob_same &= !memcmp(a, c, sizeof a);
+        }
+        if (strcmp(dt, "F32")) continue;
+        double r[8];
+        CHECKF(slm_session_embed_text(sa, texts[t], cls ? SLM_POOLING_CLS : SLM_POOLING_MEAN, x, DIM, NULL) == SLM_OK,
+               "%s", slm_session_error(sa));
+        ref_head(&m, x, labels, r);
+        for (int k = 0; k < labels; k++) worst = fmax(worst, fabs(r[k] - a[k]) / fmax(1.0, fabs(r[k])));
     }
+    CHECKF(worst < 1e-6, "%s: the scores differ from the head on the %s row by %g", dir, cls ? "first" : "mean", worst);
+    CHECKF(!sc || blob_same, "%s: the blob's scores differ from the folder's", dir);
     CHECKF(ef && slm_model_pooling(ef) == SLM_POOLING_RANK && slm_model_rank_outputs(ef) == labels,
            "%s: pooling %d, %d scores (want rank, %d)", dir, ef ? slm_model_pooling(ef) : -1,
            ef ? slm_model_rank_outputs(ef) : -1, labels);
@@ -521,8 +582,19 @@ static void check_reranker(const char *name, const char *dt, int labels, int bia
             "the same\n", slm_basename(dir), labels, nr, (double)r[0]);
     slm_session_free(sa);
     slm_session_free(sb);
+    slm_session_free(sc);
     slm_free(ef);
     slm_free(eg);
+    slm_free(ec);
+    if (cls) { /* a classifier pooling no head reads: refused naming the key */
+        modern_gguf(&m, 4, 3, "gelu", 4, SLM_POOLING_RANK, gguf);
+        const slm_options o = twin_opts(CTX, 4);
+        slm_engine *e = NULL;
+        const slm_status st = slm_load(&e, gguf, &o);
+        CHECKF(st == SLM_ERR_UNSUPPORTED && strstr(slm_last_error(e), "modern-bert.classifier.pooling_type"),
+               "%s: classifier.pooling_type 4: status %d, '%s'", gguf, st, slm_last_error(e));
+        slm_free(e);
+    }
     unlink(gguf);
     /* config.json against the head: the labels it gives must be classifier.weight's rows, head.dense.bias
      * there exactly when classifier_bias is true */
@@ -544,12 +616,15 @@ static void check_reranker(const char *name, const char *dt, int labels, int bia
 }
 
 /* gte-reranker-modernbert-base's kind (one score, id2label of one label,
- * no classifier_bias), and three labels by num_labels with classifier_bias
- * (head.dense.bias as cls.bias) in BF16. */
+ * no classifier_bias, classifier_pooling mean), three labels by num_labels
+ * with classifier_bias (head.dense.bias as cls.bias) in BF16, and three
+ * labels on the first row (classifier_pooling cls, ModernBertConfig's
+ * default) with a bias. */
 static void test_reranker(void) {
-    check_reranker("mbert_rerank", "F32", 1, 0, "\"id2label\": {\"0\": \"LABEL_0\"}, \"classifier_bias\": false, "
+    check_reranker("mbert_rerank", "F32", 1, 0, 0, "\"id2label\": {\"0\": \"LABEL_0\"}, \"classifier_bias\": false, "
                    "\"classifier_activation\": \"gelu\", ");
-    check_reranker("mbert_rerank3", "BF16", 3, 1, "\"num_labels\": 3, \"classifier_bias\": true, ");
+    check_reranker("mbert_rerank3", "BF16", 3, 1, 0, "\"num_labels\": 3, \"classifier_bias\": true, ");
+    check_reranker("mbert_rerank_cls", "F32", 3, 1, 1, "\"classifier_pooling\": \"cls\", \"num_labels\": 3, \"classifier_bias\": true, ");
 }
 
 /* jina-bert-v2 config.json. */
@@ -623,8 +698,8 @@ static void test_refusals(void) {
         {"\"sliding_window\": 3, ", "gelu", NULL, NULL, 0, SLM_ERR_FORMAT, "sliding_window", "local_attention"},
         {NULL, "gelu", "ModernBertForTokenClassification", NULL, 0, SLM_ERR_UNSUPPORTED, "architectures", NULL},
         {NULL, "gelu", "ModernBertForSequenceClassification", NULL, 0, SLM_ERR_FORMAT, "head.dense.weight", NULL},
-        {"\"classifier_pooling\": \"cls\", ", "gelu", "ModernBertForSequenceClassification", NULL, 0,
-         SLM_ERR_UNSUPPORTED, "classifier_pooling", "cls"},
+        {"\"classifier_pooling\": \"max\", ", "gelu", "ModernBertForSequenceClassification", NULL, 0,
+         SLM_ERR_UNSUPPORTED, "classifier_pooling", "max"},
         {"\"classifier_activation\": \"relu\", ", "gelu", "ModernBertForSequenceClassification", NULL, 0,
          SLM_ERR_UNSUPPORTED, "classifier_activation", "relu"},
         {"\"id2label\": {}, ", "gelu", "ModernBertForSequenceClassification", NULL, 0, SLM_ERR_UNSUPPORTED, "id2label",

@@ -632,7 +632,9 @@ static void test_refusals(void) {
         const int wt = slm_weight_type_parse(names[k]);
         CHECKF(wt == SLM_WEIGHTS_Q8_0 + k && !strcmp(slm_weight_type_name(wt), names[k]), "%s: %d", names[k], wt);
     }
-    static const char *const bad[] = {"q4_k", "q5_k", "q5_1", "q4_1", "q3_k_m", "Q4_K_M", "q6_k_m", "", "as is"};
+    CHECK(slm_weight_type_parse("Q4_K_M") == SLM_WEIGHTS_Q4_K_M && slm_weight_type_parse("Q8_0") == SLM_WEIGHTS_Q8_0 &&
+          slm_weight_type_parse("q5_K_s") == SLM_WEIGHTS_Q5_K_S); /* llama-quantize's spelling too */
+    static const char *const bad[] = {"q4_k", "q5_k", "q5_1", "q4_1", "q3_k_m", "Q4_K", "q6_k_m", "", "as is"};
     for (int k = 0; k < 9; k++) CHECKF(slm_weight_type_parse(bad[k]) < 0, "'%s' taken", bad[k]);
     CHECK(slm_weight_type_parse(NULL) < 0);
 }

@@ -24,7 +24,7 @@
 
 /* Bump whenever the layout of any section, or what the compiler emits for
  * the same inputs, changes: blobs of another version are recompiled. */
-#define SLM_BLOB_FORMAT_VERSION 23u
+#define SLM_BLOB_FORMAT_VERSION 24u
 #define SLM_BLOB_PAGE 4096u
 
 /* ---- hashing ------------------------------------------------------------ */
@@ -107,6 +107,7 @@ typedef struct slm_blob_embed {
     int32_t n_dense;   /* Dense modules after pooling (0..SLM_MAX_DENSE), dense[0..n_dense) */
     uint32_t heads;    /* SLM_BLOB_EMBED_* : the optional classifier tensors present */
     int32_t moe_every, expert_ungated; /* slm_model_config's (nomic-bert-moe; else 0) */
+    int32_t cls_pool;  /* the rows the classifier reads: 0 the architecture's, 1 mean, 2 first, 3 last */
     slm_blob_embed_dense dense[SLM_MAX_DENSE];
 } slm_blob_embed;
 

@@ -10,7 +10,7 @@
 slm_status blob_read_embed(rctx *r, const uint8_t *p, uint64_t size) {
     if (size != BLOB_EMBED_SIZE) return rbad(r, "section .slm.embed: sh_size %llu, want %d", (unsigned long long)size, BLOB_EMBED_SIZE);
     if (rd32(p) != BLOB_EMBED_SIZE) return rbad(r, "section .slm.embed: record_size %u, want %d", rd32(p), BLOB_EMBED_SIZE);
-    for (int i = 56; i < BLOB_EMBED_DENSE_AT; i++)
+    for (int i = 60; i < BLOB_EMBED_DENSE_AT; i++)
         if (p[i]) return rbad(r, "section .slm.embed: reserved byte %d not zero", i);
     slm_blob_embed *e = &r->b->embed;
     blob_get_embed(p, e);
@@ -26,6 +26,7 @@ slm_status blob_read_embed(rctx *r, const uint8_t *p, uint64_t size) {
     ERANGE(e->n_dense, 0, SLM_MAX_DENSE, "n_dense");
     ERANGE(e->moe_every, 0, 255, "moe_every");
     ERANGE(e->expert_ungated, 0, 1, "expert_ungated");
+    ERANGE(e->cls_pool, 0, e->n_cls ? 3 : 0, "cls_pool (0..3 with a classifier, else 0)");
     for (int k = 0; k < e->n_dense; k++) {
         const slm_blob_embed_dense *d = &e->dense[k];
         char what[64];

@@ -54,13 +54,13 @@ _Static_assert(SLM_TF_POST_SOFTCAP == 0x200 && SLM_TF_KEY_PARTS == 0x800 && SLM_
 
 /* .slm.embed (present with embedding programs): u32 record size, i32
  * encoder, pooling, add_eos, pair_bos, pair_eos, pair_sep, sep, n_cls1,
- * n_cls, n_dense, u32 heads, i32 moe_every, expert_ungated, 8 bytes of
+ * n_cls, n_dense, u32 heads, i32 moe_every, expert_ungated, cls_pool, 4 bytes of
  * zeros; at 64 the Dense table: SLM_MAX_DENSE entries of 24 bytes (i32
  * module, in, out, act, bias, 0), those from n_dense on all zeros. */
 #define BLOB_EMBED_DENSE_AT 64
 #define BLOB_EMBED_DENSE_SIZE 24
 #define BLOB_EMBED_SIZE (BLOB_EMBED_DENSE_AT + SLM_MAX_DENSE * BLOB_EMBED_DENSE_SIZE)
-_Static_assert(sizeof(slm_blob_embed) == 13 * 4 + SLM_MAX_DENSE * 5 * 4 && SLM_MAX_DENSE == 8,
+_Static_assert(sizeof(slm_blob_embed) == 14 * 4 + SLM_MAX_DENSE * 5 * 4 && SLM_MAX_DENSE == 8,
                "update the blob embedding record");
 /* The classifier's head tensors a blob with embedding programs keeps (by
  * name); the Dense modules' are named by blob_dense_name. */
@@ -122,6 +122,7 @@ static inline void blob_put_embed(uint8_t *p, const slm_blob_embed *e) {
     wr32(p + 44, e->heads);
     wr32(p + 48, (uint32_t)e->moe_every);
     wr32(p + 52, (uint32_t)e->expert_ungated);
+    wr32(p + 56, (uint32_t)e->cls_pool);
     for (int k = 0; k < e->n_dense && k < SLM_MAX_DENSE; k++) {
         const slm_blob_embed_dense *d = &e->dense[k];
         const int32_t w[5] = {d->module, d->in, d->out, d->act, d->bias};
@@ -138,6 +139,7 @@ static inline void blob_get_embed(const uint8_t *p, slm_blob_embed *e) {
     e->heads = rd32(p + 44);
     e->moe_every = rdi32(p + 48);
     e->expert_ungated = rdi32(p + 52);
+    e->cls_pool = rdi32(p + 56);
     for (int k = 0; k < SLM_MAX_DENSE; k++) {
         int32_t w[5];
         memcpy(w, p + BLOB_EMBED_DENSE_AT + k * BLOB_EMBED_DENSE_SIZE, sizeof w);

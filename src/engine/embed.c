@@ -215,6 +215,7 @@ static slm_status embed_init_blob(slm_engine *e, const char *path) {
     e->sp.add_eos = r->pair_eos;
     e->sp.add_sep = r->pair_sep;
     e->sp.sep = r->sep;
+    e->cls_pool = r->cls_pool;
     if (!e->opt.embeddings) return SLM_OK;
     slm_status s = load_dense(e, path);
     if (!s) s = load_classifier(e, path);
@@ -247,6 +248,7 @@ void slm_engine_embed_record(const slm_engine *e, slm_blob_embed *r) {
     r->sep = e->sp.sep >= 0 ? e->sp.sep : -1;
     r->n_cls1 = e->n_cls1;
     r->n_cls = e->n_cls;
+    r->cls_pool = e->n_cls ? e->cls_pool : 0;
     r->heads = (e->cls1_b ? SLM_BLOB_EMBED_CLS1_B : 0) | (e->cls_norm ? SLM_BLOB_EMBED_CLS_NORM : 0) |
                (e->cls_w ? SLM_BLOB_EMBED_CLS_W : 0) | (e->cls_b ? SLM_BLOB_EMBED_CLS_B : 0);
     r->n_dense = e->n_dense;
@@ -259,6 +261,7 @@ void slm_engine_embed_record(const slm_engine *e, slm_blob_embed *r) {
 slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
     slm_engine_embed_free(e); /* a cache-mode load reads them again from the blob it wrote */
     e->pooling = SLM_POOLING_NONE;
+    e->cls_pool = 0;
     if (e->from_blob) return embed_init_blob(e, path);
     const int hf = !e->from_blob && e->model.kind == SLM_MODEL_HF;
     int hf_pool = -1;
@@ -270,6 +273,7 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
                             "weighted mean); the default is none: choose one (--pooling)\n", slm_basename(path));
     }
     const slm_gguf *g = e->from_blob ? NULL : e->model.gguf;
+    e->cls_pool = e->model.cls_pool; /* a folder's (ModernBERT's classifier_pooling) */
     special_flags(e, NULL);
     if (hf && slm_tok_is_wpm(e->tok)) e->sp.add_eos = 1, e->sp.add_sep = 0; /* transformers' pair: [CLS] a [SEP] b [SEP] */
     if (hf) slm_tok_hf_pair(e->tok, &e->sp.add_bos, &e->sp.add_eos, &e->sp.add_sep, &e->sp.sep); /* XLM-R: its template's */
@@ -282,6 +286,14 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
         int b;
         snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
         if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_RANK) e->pooling = (int)v;
+        snprintf(key, sizeof key, "%.*s.classifier.pooling_type", (int)arch.len, arch.s);
+        if (slm_gguf_find(g, key) >= 0) { /* the rows a classifier head reads (llama.cpp's pooling_type_cls) */
+            if (!slm_gguf_get_u32(g, key, &v) || v < SLM_POOLING_MEAN || v > SLM_POOLING_LAST)
+                return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s: %s (1 mean, 2 cls or 3 last: the rows the "
+                                "classifier head reads)", slm_basename(path), key,
+                                slm_gguf_get_u32(g, key, &v) ? "out of range" : "not a u32");
+            e->cls_pool = (int)v;
+        }
         if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
         special_flags(e, g);
         snprintf(key, sizeof key, "%.*s.attention.causal", (int)arch.len, arch.s);
@@ -433,11 +445,13 @@ static slm_status check_pooling(slm_engine *e, slm_err *err, int *pooling) {
     return SLM_OK;
 }
 
-/* The rows pooling gathers: the asked-for one; for rank the row the
- * classifier reads, the last (qwen3), the mean (modern-bert, as llama.cpp)
- * or the first. */
+/* The rows pooling gathers: the asked-for one; for rank the rows the
+ * classifier reads: those the model names (a GGUF's
+ * {arch}.classifier.pooling_type, ModernBERT's classifier_pooling), else
+ * the last (qwen3), the mean (modern-bert, as llama.cpp) or the first. */
 static int rows_pooling(const slm_engine *e, int pooling) {
     if (pooling != SLM_POOLING_RANK) return pooling;
+    if (e->cls_pool) return e->cls_pool;
     return !strcmp(e->cfg.arch, "qwen3") ? SLM_POOLING_LAST : !strcmp(e->cfg.arch, "modern-bert") ? SLM_POOLING_MEAN
                                                                                                  : SLM_POOLING_CLS;
 }

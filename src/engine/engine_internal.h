@@ -51,6 +51,7 @@ struct slm_engine {
     int n_cls1;             /* 0: none */
     float *cls_w, *cls_b;   /* its output layer [n_cls][n_cls1 or dim], bias [n_cls]; NULL: the dense layer's values */
     int n_cls;              /* scores (0: not a reranker) */
+    int cls_pool;           /* the rows the classifier reads (SLM_POOLING_MEAN, _CLS, _LAST); 0: the arch's */
     struct slm_dense_layer {   /* sentence-transformers' Dense modules after pooling, in order (embed.c): */
         float *w, *b;          /* [out][in], [out] (NULL: no bias) */
         int in, out, act;      /* widths; SLM_DENSE_IDENTITY or _TANH after w x + b */

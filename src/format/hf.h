@@ -34,6 +34,8 @@ typedef struct slm_hf_info {
     int cls_bias;        /* modernbert ModernBertForSequenceClassification (classifier 1): classifier_bias
                             (head.dense.bias) */
     int n_labels;        /* modernbert's classifier: the scores (id2label's entries, else num_labels, else 2) */
+    int cls_pool;        /* modernbert's classifier: the rows its head reads (classifier_pooling: mean
+                            SLM_POOLING_MEAN, cls SLM_POOLING_CLS) */
 } slm_hf_info;
 
 /* config.json (len bytes; `name` for messages) -> c and *info. On failure

@@ -31,10 +31,11 @@
  *   classifier.{weight,bias}           cls.output.{weight,bias} (the scores)
  *
  * run as the GGUF path runs a modern-bert classifier (engine/embed.c: rank
- * pooling over the mean of the rows, dense, GELU (tanh form), LayerNorm,
- * classifier): classifier_pooling must be "mean" (ModernBertConfig's
- * default "cls" is refused: the head reads the mean, as llama.cpp's),
- * classifier_activation a GELU name, the scores id2label's entries (else
+ * pooling over the rows classifier_pooling names, dense, GELU (tanh form),
+ * LayerNorm, classifier): classifier_pooling "mean" (the mean of the rows,
+ * the GGUF path's default, as llama.cpp's) or "cls" (the first row,
+ * ModernBertConfig's default; a GGUF says it by
+ * modern-bert.classifier.pooling_type 2), classifier_activation a GELU name, the scores id2label's entries (else
  * num_labels, else 2; 1..64), checked against classifier.weight's rows.
  *
  * The config: the sizes (required), max_position_embeddings (8192 when
@@ -210,17 +211,19 @@ static slm_status mb_window(const cJSON *top, const char *file, int *window, slm
 
 /* ModernBertForSequenceClassification's head as the GGUF path runs it
  * (engine/embed.c, llama.cpp's rank pooling): the mean of the rows
- * (classifier_pooling mean), head.dense (+ its bias with classifier_bias),
+ * (classifier_pooling mean) or the first row (cls), head.dense (+ its bias with classifier_bias),
  * GELU (tanh form), the LayerNorm head.norm, then classifier. */
 static slm_status mb_head(const cJSON *top, const char *file, slm_hf_info *h, slm_err *err) {
     slm_status s;
     char b[64];
     int gelu = 1;
     const cJSON *pool = mb_item(top, "classifier_pooling"), *labels = mb_item(top, "id2label");
-    if (!pool || !cJSON_IsString(pool) || strcmp(pool->valuestring, "mean"))
-        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'classifier_pooling': '%s' is not supported (mean: staticlm's "
-                        "modern-bert head reads the mean of the rows, as llama.cpp's)", file,
-                        !pool ? "cls (the default)" : cJSON_IsString(pool) ? pstr(pool->valuestring, b, sizeof b) : "?");
+    if (!pool) h->cls_pool = SLM_POOLING_CLS; /* ModernBertConfig's default */
+    else if (cJSON_IsString(pool) && !strcmp(pool->valuestring, "mean")) h->cls_pool = SLM_POOLING_MEAN;
+    else if (cJSON_IsString(pool) && !strcmp(pool->valuestring, "cls")) h->cls_pool = SLM_POOLING_CLS;
+    else
+        return slm_errf(err, SLM_ERR_UNSUPPORTED, "%s: key 'classifier_pooling': '%s' is not supported (mean or cls)",
+                        file, cJSON_IsString(pool) ? pstr(pool->valuestring, b, sizeof b) : "not a string");
     if ((s = slm_hf_cfg_act(top, file, "classifier_activation", 0, &gelu, err)) ||
         (s = slm_hf_cfg_bool(top, file, "classifier_bias", &h->cls_bias, err)))
         return s;
@@ -369,6 +372,7 @@ static slm_status head_tensor(const slm_model_file *m, const char *dir, const ch
 
 slm_status slm_hf_modernbert_finish(slm_model_file *m, const slm_hf_info *h, const char *dir, slm_err *err) {
     if (!h->classifier) return SLM_OK;
+    m->cls_pool = h->cls_pool;
     const int64_t D = m->cfg.dim, L = h->n_labels;
     slm_status s;
     if ((s = head_tensor(m, dir, "cls.weight", "head.dense.weight", D, D, "", err)) ||

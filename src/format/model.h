@@ -381,6 +381,9 @@ typedef struct slm_model_file {
      * folder has none (or the model is not a folder). */
     char tokenizer_json[1024];
     int tok_unigram;        /* hf: config.json says xlm-roberta: its tokenizer must be Unigram */
+    int cls_pool;           /* the rows a classifier head reads (SLM_POOLING_MEAN, _CLS, _LAST); 0: the
+                               architecture's (engine/embed.c). hf: ModernBERT's classifier_pooling;
+                               a GGUF's {arch}.classifier.pooling_type is read by engine/embed.c */
     int qkv_fused;          /* 1: the file's Q/K/V matrices are one (attn_qkv, qkv_proj: phi3,
                                nomic-bert, modern-bert), split at load into attn_q/k/v row ranges;
                                slm_model_quantize gives the three attn_qkv's type */

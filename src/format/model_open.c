@@ -32,7 +32,6 @@ fail_close_model:
     return s;
 }
 
-
 int slm_model_peek_encoder(const char *path) {
     struct stat st;
     slm_err err = {0};

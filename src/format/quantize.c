@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
@@ -96,9 +97,10 @@ static const char *const k_wt_names[SLM_WEIGHTS_COUNT] = {
     [SLM_WEIGHTS_Q4_K_S] = "q4_k_s", [SLM_WEIGHTS_Q5_K_S] = "q5_k_s", [SLM_WEIGHTS_Q5_0] = "q5_0",
 };
 
+/* Either case: llama-quantize lists its types as Q4_K_M. */
 int slm_weight_type_parse(const char *name) {
     for (int k = SLM_WEIGHTS_AS_IS + 1; name && k < SLM_WEIGHTS_COUNT; k++)
-        if (!strcmp(name, k_wt_names[k])) return k;
+        if (!strcasecmp(name, k_wt_names[k])) return k;
     return -1;
 }
 
