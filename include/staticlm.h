@@ -134,11 +134,14 @@ typedef enum slm_weight_type {
                                the first eighth of the layers' ffn_down */
     SLM_WEIGHTS_Q5_K_S = 7, /* Q5_K; Q6_K for the output */
     SLM_WEIGHTS_Q5_0 = 8,   /* Q5_0; the output matrix Q6_K */
+    SLM_WEIGHTS_IQ4_NL = 9, /* IQ4_NL; Q6_K for the output, Q5_K for attn_v with 4 or more query heads a
+                               KV head and for the first eighth of the layers' ffn_down */
+    SLM_WEIGHTS_IQ4_XS = 10,/* IQ4_XS; the same as IQ4_NL */
     SLM_WEIGHTS_COUNT       /* one past the last */
 } slm_weight_type;
 
-/* "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_k_s", "q5_k_s", "q5_0"
- * -> an slm_weight_type; -1 for anything else. */
+/* "q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_k_s", "q5_k_s", "q5_0",
+ * "iq4_nl", "iq4_xs" (either case) -> an slm_weight_type; -1 for anything else. */
 SLM_API int slm_weight_type_parse(const char *name);
 
 /* Weight prefetch of the decode programs (slm_options.prefetch): PREFETCH

@@ -4,7 +4,7 @@
  *   sign, one outlier);
  * - the type of every tensor of an F16 model of 8 layers (and of one whose
  *   widths do not fit 256) under every file type (q8_0, q4_0, q5_0, q4_k_s,
- *   q4_k_m, q5_k_s, q5_k_m, q6_k), against this file's own restatement of
+ *   q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs), against this file's own restatement of
  *   llama-quantize's choices, and the values against the source; the rules
  *   for 8 experts and 70B models, and the fallbacks, one call at a time;
  * - the quantized model's logits against the double-precision reference
@@ -230,12 +230,15 @@ static int write_llama(const char *path, int dim, int hid, uint32_t mt, int tied
  *   (Q5_K) or Q8_0 (Q6_K);
  * - FUSED_QKV: the attn_qkv (split into attn_q/k/v at load) takes attn_v's
  *   rules, all three parts alike;
- * - EXPERTS8: attn_v and attn_k Q8_0, attn_output Q5_K under q4_k_s and
- *   q4_k_m; the experts as the dense FFN (ffn_down by its layer); the router
- *   stays F32. */
+ * - iq4_nl, iq4_xs: ffn_down Q5_K in layer 0 (the first eighth; attn_v is
+ *   not raised: 2 query heads a KV head); IQ4_XS of a width not a multiple
+ *   of 256 becomes IQ4_NL;
+ * - EXPERTS8: attn_v and attn_k Q8_0, attn_output Q5_K under q4_k_s,
+ *   q4_k_m, iq4_nl and iq4_xs; the experts as the dense FFN (ffn_down by its
+ *   layer); the router stays F32. */
 static uint32_t fallback(uint32_t t, int64_t width) {
     if (width % 256 == 0) return t;
-    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t;
+    return t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : t == SLM_IQ4_XS ? SLM_IQ4_NL : t;
 }
 
 static uint32_t expected(int wt, const char *name, int64_t width, int tied, int variant) {
@@ -247,7 +250,8 @@ static uint32_t expected(int wt, const char *name, int64_t width, int tied, int 
     const int fused = (variant & FUSED_QKV) && (strstr(name, "attn_q.") || strstr(name, "attn_k."));
     const int v = fused || strstr(name, "attn_v.") != NULL, down = strstr(name, "ffn_down.") != NULL;
     if ((variant & EXPERTS8) && (v || strstr(name, "attn_k."))) return SLM_Q8_0;
-    if ((variant & EXPERTS8) && strstr(name, "attn_output.") && (wt == SLM_WEIGHTS_Q4_K_S || wt == SLM_WEIGHTS_Q4_K_M))
+    if ((variant & EXPERTS8) && strstr(name, "attn_output.") && (wt == SLM_WEIGHTS_Q4_K_S || wt == SLM_WEIGHTS_Q4_K_M ||
+                                                             wt == SLM_WEIGHTS_IQ4_NL || wt == SLM_WEIGHTS_IQ4_XS))
         return fallback(SLM_Q5_K, width);
     const int more = (v || down) && (l == 0 || l == 3 || l == 6 || l == 7);
     switch (wt) {
@@ -259,6 +263,8 @@ static uint32_t expected(int wt, const char *name, int64_t width, int tied, int 
     case SLM_WEIGHTS_Q5_K_M: return fallback(more ? SLM_Q6_K : SLM_Q5_K, width);
     case SLM_WEIGHTS_Q5_K_S: return fallback(SLM_Q5_K, width);
     case SLM_WEIGHTS_Q4_K_S: return fallback((v && l < 4) || (down && l == 0) ? SLM_Q5_K : SLM_Q4_K, width);
+    case SLM_WEIGHTS_IQ4_NL: return fallback(down && l == 0 ? SLM_Q5_K : SLM_IQ4_NL, width);
+    case SLM_WEIGHTS_IQ4_XS: return fallback(down && l == 0 ? SLM_Q5_K : SLM_IQ4_XS, width);
     default: return 0;
     }
 }
@@ -476,6 +482,7 @@ static uint32_t stories_type(int wt, const char *name) {
     case SLM_WEIGHTS_Q5_K_M: return more ? SLM_Q8_0 : SLM_Q5_1;
     case SLM_WEIGHTS_Q4_K_S: return v && l < 4 ? SLM_Q5_1 : SLM_Q5_0;
     case SLM_WEIGHTS_Q5_K_S: return SLM_Q5_1;
+    case SLM_WEIGHTS_IQ4_NL: case SLM_WEIGHTS_IQ4_XS: return SLM_IQ4_NL; /* IQ4_XS's fallback */
     default: return 0;
     }
 }
@@ -504,20 +511,24 @@ static void test_fallbacks(void) {
 }
 
 /* The rules one call at a time: 8 experts (attn_v / attn_qkv and attn_k
- * Q8_0 under every file type, attn_output Q5_K under q4_k_s and q4_k_m),
- * a 70B model (attn_v Q4_K -> Q5_K), the fallbacks, F16 where no block
+ * Q8_0 under every file type, attn_output Q5_K under q4_k_s, q4_k_m,
+ * iq4_nl and iq4_xs), a 70B model (attn_v Q4_K -> Q5_K), 4 or more query
+ * heads a KV head (iq4_*: attn_v Q5_K), the fallbacks, F16 where no block
  * fits, and which models get which flags. */
 static void test_rules(void) {
-    const unsigned e8 = SLM_QMODEL_8_EXPERTS, big = SLM_QMODEL_70B;
+    const unsigned e8 = SLM_QMODEL_8_EXPERTS, big = SLM_QMODEL_70B, g4 = SLM_QMODEL_GQA4;
     for (int wt = SLM_WEIGHTS_Q8_0; wt < SLM_WEIGHTS_COUNT; wt++) {
         const char *nm = slm_weight_type_name(wt);
+        const int iq4 = wt == SLM_WEIGHTS_IQ4_NL || wt == SLM_WEIGHTS_IQ4_XS;
         const int q4k = wt == SLM_WEIGHTS_Q4_K_S || wt == SLM_WEIGHTS_Q4_K_M;
         const uint32_t plain = slm_quant_layer_type(wt, SLM_QROLE_OTHER, 5, 32, 4096, 0);
         CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_V, 5, 32, 4096, e8) == SLM_Q8_0, "%s: 8 experts' attn_v", nm);
         CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_K, 5, 32, 4096, e8) == SLM_Q8_0, "%s: 8 experts' attn_k", nm);
         CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_K, 5, 32, 4096, 0) == plain, "%s: attn_k", nm);
-        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_OUTPUT, 5, 32, 4096, e8) == (q4k ? SLM_Q5_K : plain),
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_OUTPUT, 5, 32, 4096, e8) == (q4k || iq4 ? SLM_Q5_K : plain),
                "%s: 8 experts' attn_output", nm);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_V, 5, 32, 4096, g4) == (iq4 ? SLM_Q5_K : plain), "%s: GQA 4 attn_v", nm);
+        CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_V, 5, 32, 4096, g4 | e8) == SLM_Q8_0, "%s: 8 experts' GQA attn_v", nm);
         CHECKF(slm_quant_layer_type(wt, SLM_QROLE_OTHER, 5, 32, 4096, e8 | big) == plain, "%s: attn_q", nm);
         /* layer 5 of 32: not one use_more_bits picks (4 <= 5 < 28, (5 - 4) % 3 != 2) */
         CHECKF(slm_quant_layer_type(wt, SLM_QROLE_ATTN_V, 5, 32, 4096, big) == (q4k ? SLM_Q5_K : plain), "%s: 70B attn_v", nm);
@@ -532,13 +543,20 @@ static void test_rules(void) {
     CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_S, SLM_QROLE_ATTN_V, 4, 32, 4096, 0) == SLM_Q4_K);
     CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_S, SLM_QROLE_FFN_DOWN, 3, 32, 4096, 0) == SLM_Q5_K);
     CHECK(slm_quant_layer_type(SLM_WEIGHTS_Q4_K_S, SLM_QROLE_FFN_DOWN, 4, 32, 4096, 0) == SLM_Q4_K);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_IQ4_XS, SLM_QROLE_FFN_DOWN, 3, 32, 4096, 0) == SLM_Q5_K);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_IQ4_NL, SLM_QROLE_FFN_DOWN, 4, 32, 4096, 0) == SLM_IQ4_NL);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_IQ4_XS, SLM_QROLE_OTHER, 4, 32, 4000, 0) == SLM_IQ4_NL);
+    CHECK(slm_quant_layer_type(SLM_WEIGHTS_IQ4_XS, SLM_QROLE_ATTN_V, 0, 32, 4000, g4) == SLM_Q5_1);
+    CHECK(slm_quant_output_type(SLM_WEIGHTS_IQ4_XS, 4096) == SLM_Q6_K && slm_quant_output_type(SLM_WEIGHTS_IQ4_XS, 4000) ==
+          SLM_Q8_0 && slm_quant_output_type(SLM_WEIGHTS_IQ4_NL, 4000) == SLM_Q8_0);
     CHECK(slm_quant_layer_type(SLM_WEIGHTS_AS_IS, SLM_QROLE_OTHER, 0, 1, 4096, 0) == 0);
     CHECK(slm_quant_output_type(SLM_WEIGHTS_Q8_0, 4096) == SLM_Q8_0 && slm_quant_output_type(SLM_WEIGHTS_Q5_0, 4096) == SLM_Q6_K &&
           slm_quant_output_type(SLM_WEIGHTS_Q6_K, 4000) == SLM_Q8_0 && slm_quant_output_type(SLM_WEIGHTS_Q5_K_S, 4000) == SLM_Q8_0 &&
           slm_quant_output_type(SLM_WEIGHTS_Q5_0, 100) == SLM_F16);
-    CHECK(slm_quant_model_flags("llama", 80, 64, 8, 0) == SLM_QMODEL_70B && slm_quant_model_flags("llama", 80, 64, 64, 0) == 0 &&
-          slm_quant_model_flags("qwen2", 80, 64, 8, 0) == SLM_QMODEL_70B && slm_quant_model_flags("llama", 32, 32, 8, 8) == e8 &&
-          slm_quant_model_flags("qwen3", 80, 64, 8, 0) == 0 && slm_quant_model_flags("llama", 32, 32, 8, 0) == 0);
+    CHECK(slm_quant_model_flags("llama", 80, 64, 8, 0) == (big | g4) && slm_quant_model_flags("llama", 80, 64, 64, 0) == 0 &&
+          slm_quant_model_flags("qwen2", 80, 64, 8, 0) == (big | g4) && slm_quant_model_flags("llama", 32, 32, 8, 8) == (e8 | g4) &&
+          slm_quant_model_flags("qwen3", 80, 64, 8, 0) == g4 && slm_quant_model_flags("llama", 32, 32, 16, 0) == 0 &&
+          slm_quant_model_flags("llama", 32, 9, 3, 0) == 0 && slm_quant_model_flags("llama", 32, 8, 0, 0) == 0);
 }
 
 /* ---- the engine ------------------------------------------------------------------ */
@@ -616,8 +634,8 @@ static void test_refusals(void) {
     CHECKF(strstr(err.msg, "already quantized") && strstr(err.msg, "q8.gguf") && strstr(err.msg, "token_embd.weight"),
            "%s", err.msg);
     CHECK(m.map.data == before && m.tensors[0].type == SLM_Q8_0); /* unchanged */
-    CHECK(slm_model_quantize(&m, SLM_WEIGHTS_COUNT, 1, 0, &err) == SLM_ERR_ARG && strstr(err.msg, "weight_type 9") &&
-          strstr(err.msg, "q5_k_m"));
+    CHECK(slm_model_quantize(&m, SLM_WEIGHTS_COUNT, 1, 0, &err) == SLM_ERR_ARG && strstr(err.msg, "weight_type 11") &&
+          strstr(err.msg, "iq4_xs"));
     CHECK(slm_model_quantize(&m, -1, 1, 0, &err) == SLM_ERR_ARG && strstr(err.msg, "weight_type -1"));
     slm_model_close(&m);
     slm_options o = slm_default_options();
@@ -627,8 +645,9 @@ static void test_refusals(void) {
     CHECK(slm_load(&e, M("stories260K.bin"), &o) != SLM_OK && strstr(slm_last_error(e), "weight_type 42"));
     slm_free(e);
     /* every name gives its type and back; others (llama-quantize's names not taken, K-quants without a mix) are refused */
-    static const char *const names[] = {"q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_k_s", "q5_k_s", "q5_0"};
-    for (int k = 0; k < 8; k++) {
+    static const char *const names[] = {"q8_0", "q4_0", "q4_k_m", "q5_k_m", "q6_k", "q4_k_s", "q5_k_s", "q5_0", "iq4_nl",
+                                        "iq4_xs"};
+    for (int k = 0; k < 10; k++) {
         const int wt = slm_weight_type_parse(names[k]);
         CHECKF(wt == SLM_WEIGHTS_Q8_0 + k && !strcmp(slm_weight_type_name(wt), names[k]), "%s: %d", names[k], wt);
     }

@@ -10,6 +10,7 @@
 #include "common/cpu.h"
 #include "common/trace.h"
 #include "device/kernels.h"
+#include "format/model.h"
 
 int slm_cli_parse_int(const char *s, const char *opt, int lo, int hi, int *out) {
     char *end = NULL;
@@ -50,7 +51,7 @@ int slm_cli_parse_kv_type(const char *s, const char *opt, int *out) {
 int slm_cli_parse_weight_type(const char *s, const char *opt, int *out) {
     const int k = slm_weight_type_parse(s);
     if (k < 0) {
-        fprintf(stderr, "staticlm: %s expects q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m or q6_k, got '%s'\n", opt,
+        fprintf(stderr, "staticlm: %s expects one of %s (either case), got '%s'\n", opt, SLM_WEIGHT_TYPE_NAMES,
                 s ? s : "(nothing)");
         return 0;
     }

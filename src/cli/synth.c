@@ -20,7 +20,7 @@
  *   f32, f16, bf16: every matrix in that type (bf16: GGUF type 30, file type
  *             32, llama_ftype's MOSTLY_BF16, as convert_hf_to_gguf.py
  *             --outtype bf16 and llama-quantize ... BF16 write it);
- *   q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k: as
+ *   q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs: as
  *             llama-quantize's file types of those names, the type of each
  *             tensor by llama-quant.cpp's rules (format/quantize.c,
  *             synth_mtype): e.g. q4_k_m's matrices Q4_K, the output matrix
@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "cli/cli.h"
@@ -280,7 +281,8 @@ static const synth_type k_types[] = {
     {"q4_0", SLM_Q4_0, 2, SLM_WEIGHTS_Q4_0},        {"q5_0", SLM_Q5_0, 8, SLM_WEIGHTS_Q5_0},
     {"q4_k_s", SLM_Q4_K, 14, SLM_WEIGHTS_Q4_K_S},   {"q4_k_m", SLM_Q4_K, 15, SLM_WEIGHTS_Q4_K_M},
     {"q5_k_s", SLM_Q5_K, 16, SLM_WEIGHTS_Q5_K_S},   {"q5_k_m", SLM_Q5_K, 17, SLM_WEIGHTS_Q5_K_M},
-    {"q6_k", SLM_Q6_K, 18, SLM_WEIGHTS_Q6_K},
+    {"q6_k", SLM_Q6_K, 18, SLM_WEIGHTS_Q6_K},       {"iq4_nl", SLM_IQ4_NL, 25, SLM_WEIGHTS_IQ4_NL},
+    {"iq4_xs", SLM_IQ4_XS, 30, SLM_WEIGHTS_IQ4_XS},
 };
 
 /* The types per tensor: llama-quantize's rules (format/quantize.c). */
@@ -491,7 +493,7 @@ static int resolve_shape(const synth_args *a, synth_shape *sh, const synth_type 
     }
     *ty = NULL;
     for (size_t i = 0; i < sizeof k_types / sizeof k_types[0]; i++)
-        if (!strcmp(k_types[i].name, a->type_name)) *ty = &k_types[i];
+        if (!strcasecmp(k_types[i].name, a->type_name)) *ty = &k_types[i];
     if (!*ty) {
         fprintf(stderr, "staticlm synth: unknown type '%s' (f32, f16, bf16, %s)\n", a->type_name, SLM_WEIGHT_TYPE_NAMES);
         return 2;

@@ -544,6 +544,8 @@ int slm_quantize_row(uint32_t t, const float *x, void *vy, int64_t n) {
     case SLM_Q5_K: slm_quantize_row_q5_K(x, vy, n); return 1;
     case SLM_Q6_K: slm_quantize_row_q6_K(x, vy, n); return 1;
     case SLM_MXFP4: slm_quantize_row_mxfp4(x, vy, n); return 1;
+    case SLM_IQ4_NL: slm_quantize_row_iq4_nl(x, vy, n); return 1;
+    case SLM_IQ4_XS: slm_quantize_row_iq4_xs(x, vy, n); return 1;
     default: return 0;
     }
 }

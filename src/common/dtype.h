@@ -309,6 +309,10 @@ void slm_quantize_row_q5_1(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);
+/* IQ4_NL, IQ4_XS as llama-quantize writes them without an importance
+ * matrix (GGML's quantize_iq4_nl / quantize_iq4_xs, bit for bit; quant_iq4.c). */
+void slm_quantize_row_iq4_nl(const float *x, void *y, int64_t n);
+void slm_quantize_row_iq4_xs(const float *x, void *y, int64_t n);
 /* MXFP4 as GGML's quantize_row_mxfp4_ref (bit for bit): e from the block's
  * largest magnitude, floor(log2(amax)) - 2 + 127 (0 for a zero block, and
  * for amax < 2^-125, where GGML's conversion of a negative float is
@@ -321,7 +325,7 @@ int slm_quantize_row(uint32_t t, const float *x, void *y, int64_t n);
 /* As slm_quantize_row, with the K-quants' scales fitted (least squares over
  * candidate steps, the error weighted toward large values) rather than
  * taken from the range: what compile --weight-type writes. The 32-block
- * types are round-to-nearest either way. */
+ * types are round-to-nearest either way; IQ4_NL and IQ4_XS are fitted either way. */
 int slm_quantize_row_fit(uint32_t t, const float *x, void *y, int64_t n);
 /* Dequantize a row of any supported type to float; returns 0 if unsupported
  * (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K,

@@ -436,14 +436,15 @@ enum {
     SLM_QROLE_ATTN_OUTPUT,
     SLM_QROLE_FFN_DOWN     /* ffn_down, ffn_down_exps, ffn_down_shexp */
 };
-enum { SLM_QMODEL_8_EXPERTS = 1, SLM_QMODEL_70B = 2 };
+enum { SLM_QMODEL_8_EXPERTS = 1, SLM_QMODEL_70B = 2, SLM_QMODEL_GQA4 = 4 };
 uint32_t slm_quant_layer_type(int wt, int role, int i, int n, int64_t width, unsigned model);
 uint32_t slm_quant_output_type(int wt, int64_t width);
 /* SLM_QMODEL_8_EXPERTS for 8 experts, SLM_QMODEL_70B for what llama.cpp
- * calls a 70B model (llama with GQA, qwen2: 80 layers). */
+ * calls a 70B model (llama with GQA, qwen2: 80 layers), SLM_QMODEL_GQA4
+ * for 4 or more query heads a KV head. */
 unsigned slm_quant_model_flags(const char *arch, int n_layers, int n_heads, int n_kv_heads, int n_experts);
 /* The --weight-type names, for messages. */
-#define SLM_WEIGHT_TYPE_NAMES "q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k"
+#define SLM_WEIGHT_TYPE_NAMES "q8_0, q4_0, q5_0, q4_k_s, q4_k_m, q5_k_s, q5_k_m, q6_k, iq4_nl, iq4_xs"
 const char *slm_weight_type_name(int wt);
 
 /* Loaders (called by slm_model_open). */

@@ -30,17 +30,19 @@ static uint32_t base_type(int wt) {
     case SLM_WEIGHTS_Q4_K_M: case SLM_WEIGHTS_Q4_K_S: return SLM_Q4_K;
     case SLM_WEIGHTS_Q5_K_M: case SLM_WEIGHTS_Q5_K_S: return SLM_Q5_K;
     case SLM_WEIGHTS_Q6_K: return SLM_Q6_K;
+    case SLM_WEIGHTS_IQ4_NL: return SLM_IQ4_NL;
+    case SLM_WEIGHTS_IQ4_XS: return SLM_IQ4_XS;
     default: return 0;
     }
 }
 
-/* Type t for rows of `width`: a K-quant whose 256-blocks do not fit falls
- * back to a 32-block type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0), and
- * what still does not fit to F16 (llama-quantize's last fallback for the
- * K-quants; it refuses the 32-block file types there). */
+/* Type t for rows of `width`: a type whose 256-blocks do not fit falls
+ * back to a 32-block type (Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0,
+ * IQ4_XS -> IQ4_NL), and what still does not fit to F16 (llama-quantize's
+ * last fallback for the K-quants; it refuses the 32-block file types there). */
 static uint32_t fit(uint32_t t, int64_t width) {
-    if (width % SLM_QK_K && (t == SLM_Q4_K || t == SLM_Q5_K || t == SLM_Q6_K))
-        t = t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : SLM_Q8_0;
+    if (width % SLM_QK_K && (t == SLM_Q4_K || t == SLM_Q5_K || t == SLM_Q6_K || t == SLM_IQ4_XS))
+        t = t == SLM_Q4_K ? SLM_Q5_0 : t == SLM_Q5_K ? SLM_Q5_1 : t == SLM_Q6_K ? SLM_Q8_0 : SLM_IQ4_NL;
     const slm_dtype_info *info = slm_dtype_get(t);
     return info && width % info->block == 0 ? t : SLM_F16;
 }
@@ -60,10 +62,12 @@ uint32_t slm_quant_layer_type(int wt, int role, int i, int n, int64_t width, uns
     uint32_t t = base_type(wt);
     if (!t) return 0;
     const int mix_m = wt == SLM_WEIGHTS_Q4_K_M || wt == SLM_WEIGHTS_Q5_K_M, q4ks = wt == SLM_WEIGHTS_Q4_K_S;
+    const int iq4 = wt == SLM_WEIGHTS_IQ4_NL || wt == SLM_WEIGHTS_IQ4_XS;
     const int e8 = (model & SLM_QMODEL_8_EXPERTS) != 0;
     switch (role) {
     case SLM_QROLE_ATTN_V: /* attn_v, attn_qkv: i of n such tensors */
-        if (mix_m && use_more_bits(i, n)) t = SLM_Q6_K;
+        if (iq4 && (model & SLM_QMODEL_GQA4)) t = SLM_Q5_K;
+        else if (mix_m && use_more_bits(i, n)) t = SLM_Q6_K;
         else if (q4ks && i < 4) t = SLM_Q5_K;
         if ((model & SLM_QMODEL_70B) && t == SLM_Q4_K) t = SLM_Q5_K; /* a V an eighth of Q's size: cheap */
         if (e8) t = SLM_Q8_0;
@@ -72,10 +76,11 @@ uint32_t slm_quant_layer_type(int wt, int role, int i, int n, int64_t width, uns
         if (e8) t = SLM_Q8_0;
         break;
     case SLM_QROLE_ATTN_OUTPUT:
-        if (e8 && (wt == SLM_WEIGHTS_Q4_K_M || q4ks)) t = SLM_Q5_K;
+        if (e8 && (wt == SLM_WEIGHTS_Q4_K_M || q4ks || iq4)) t = SLM_Q5_K;
         break;
     case SLM_QROLE_FFN_DOWN: /* ffn_down, its experts and shared expert: layer i of n */
-        if (mix_m && use_more_bits(i, n)) t = SLM_Q6_K;
+        if (iq4 && i < n / 8) t = SLM_Q5_K; /* (llama-quantize: without an importance matrix) */
+        else if (mix_m && use_more_bits(i, n)) t = SLM_Q6_K;
         else if (q4ks && i < n / 8) t = SLM_Q5_K;
         break;
     default: break;
@@ -85,6 +90,7 @@ uint32_t slm_quant_layer_type(int wt, int role, int i, int n, int64_t width, uns
 
 unsigned slm_quant_model_flags(const char *arch, int n_layers, int n_heads, int n_kv_heads, int n_experts) {
     unsigned f = n_experts == 8 ? SLM_QMODEL_8_EXPERTS : 0;
+    if (n_kv_heads > 0 && n_heads / n_kv_heads >= 4) f |= SLM_QMODEL_GQA4; /* llama.cpp's n_gqa() >= 4 */
     /* llama.cpp's LLM_TYPE_70B: llama's 80 layers with GQA (not 8 experts), qwen2's 80 layers */
     if (n_layers == 80 && ((!strcmp(arch, "llama") && n_heads != n_kv_heads && n_experts != 8) || !strcmp(arch, "qwen2")))
         f |= SLM_QMODEL_70B;
@@ -95,6 +101,7 @@ static const char *const k_wt_names[SLM_WEIGHTS_COUNT] = {
     [SLM_WEIGHTS_AS_IS] = "as is",   [SLM_WEIGHTS_Q8_0] = "q8_0",     [SLM_WEIGHTS_Q4_0] = "q4_0",
     [SLM_WEIGHTS_Q4_K_M] = "q4_k_m", [SLM_WEIGHTS_Q5_K_M] = "q5_k_m", [SLM_WEIGHTS_Q6_K] = "q6_k",
     [SLM_WEIGHTS_Q4_K_S] = "q4_k_s", [SLM_WEIGHTS_Q5_K_S] = "q5_k_s", [SLM_WEIGHTS_Q5_0] = "q5_0",
+    [SLM_WEIGHTS_IQ4_NL] = "iq4_nl", [SLM_WEIGHTS_IQ4_XS] = "iq4_xs",
 };
 
 /* Either case: llama-quantize lists its types as Q4_K_M. */
