@@ -219,10 +219,13 @@ typedef struct slm_info {
 } slm_info;
 SLM_API void slm_get_info(const slm_engine *e, slm_info *info);
 
-/* A string metadata value of the model file (GGUF key, e.g.
- * "tokenizer.chat_template"), copied NUL-terminated into buf. Returns the
- * value's length (which may be >= cap: then truncated), or -1 when the key
- * is absent or not a string (llama2.c files have no metadata). */
+/* A metadata value of the model file (GGUF key, e.g.
+ * "tokenizer.chat_template"), copied NUL-terminated into buf: a string as
+ * it is, a number or bool as text (as llama_model_meta_val_str gives it:
+ * "0.6", "20", "true"). Returns the value's length (which may be >= cap:
+ * then truncated), or -1 when the key is absent or an array (llama2.c files
+ * have no metadata). A blob keeps the strings, general.file_type and the
+ * general.sampling.* numbers. */
 SLM_API long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap);
 
 /* ---- tokenizer -------------------------------------------------------- */

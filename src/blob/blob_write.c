@@ -237,20 +237,24 @@ static slm_status build_meta(const slm_model_file *m, uint8_t **out, uint64_t *s
             memcpy(p + 8 + k.len, v.s, (size_t)v.len);
             count++;
         }
-        /* llama_ftype (u32 in the GGUF), in decimal: bench names a blob's type by it */
-        uint32_t ft;
-        if (slm_gguf_get_u32(m->gguf, "general.file_type", &ft)) {
-            static const char key[] = "general.file_type";
-            char val[16];
-            const int vl = snprintf(val, sizeof val, "%u", (unsigned)ft);
-            uint8_t *p = sb_grow(&b, 8 + sizeof key - 1 + (size_t)vl);
-            if (p) {
-                wr32(p, (uint32_t)(sizeof key - 1));
-                memcpy(p + 4, key, sizeof key - 1);
-                wr32(p + 4 + sizeof key - 1, (uint32_t)vl);
-                memcpy(p + 8 + sizeof key - 1, val, (size_t)vl);
-                count++;
-            }
+        /* numbers as text (slm_model_meta's form): llama_ftype (bench names a blob's type by it) and the
+         * model's recommended sampling, general.sampling.* (the CLI's defaults) */
+        for (uint64_t i = 0; i < slm_gguf_n_kv(m->gguf); i++) {
+            slm_gguf_str k = slm_gguf_key(m->gguf, (int64_t)i);
+            char key[256], val[64];
+            if (k.len == 0 || k.len >= sizeof key) continue;
+            memcpy(key, k.s, (size_t)k.len);
+            key[k.len] = 0;
+            if (strcmp(key, "general.file_type") && strncmp(key, "general.sampling.", 17)) continue;
+            const int vl = slm_gguf_get_text(m->gguf, key, val, sizeof val);
+            if (vl < 0) continue;
+            uint8_t *p = sb_grow(&b, 8 + k.len + (size_t)vl);
+            if (!p) break;
+            wr32(p, (uint32_t)k.len);
+            memcpy(p + 4, key, (size_t)k.len);
+            wr32(p + 4 + k.len, (uint32_t)vl);
+            memcpy(p + 8 + k.len, val, (size_t)vl);
+            count++;
         }
     }
     if (b.oom) {

@@ -175,7 +175,7 @@ slm_engine *slm_cli_common_load(slm_cli_common *c) {
     if (c->no_think) c->kwargs[c->n_kwargs++] = "{\"enable_thinking\": false}";
     slm_engine *e = slm_cli_open(&c->model, &c->tok, c->kernels, &c->opt);
     if (!e) return NULL;
-    if (!slm_cli_sampling_check(&c->samp, e)) {
+    if (!slm_cli_sampling_check(&c->samp, e, c->verbose)) {
         slm_free(e);
         return NULL;
     }
@@ -498,7 +498,7 @@ int slm_cli_chat(int argc, char **argv) {
     const int choice = p.tool_choice < 0 ? SLM_TOOL_CHOICE_AUTO : p.tool_choice;
     if (p.tools_path && !slm_cli_tools_load(p.tools_path, choice, p.tool_name, &tools)) return 2;
     if (p.bench) { /* a short greedy first reply, unless told otherwise */
-        if (!p.temp_set) p.cc.samp.temperature = 0.0f;
+        if (!p.temp_set) p.cc.samp.temperature = 0.0f, slm_cli_sampling_mark("--temp");
         if (!p.n_set) p.n_predict = 64;
     }
     chat_run r = {0};

@@ -43,8 +43,15 @@ char *slm_cli_read_file(const char *path, size_t limit, size_t *len, const char 
  * text is compiled here and kept for the life of the process). Consumes the option at argv[*i] and its value (1), not one of
  * them (0), bad value (-1, message printed). */
 int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i);
-/* 0 (after a message) when a --logit-bias token is past e's vocabulary. */
-int slm_cli_sampling_check(const slm_sampling *s, slm_engine *e);
+/* After the model loads: the options not given take the model file's
+ * recommended values (general.sampling.temp, top_k, top_p, min_p,
+ * penalty_repeat, penalty_last_n, as llama.cpp takes them; verbose: a line
+ * says which); 0 (after a message) when a --logit-bias token is past e's
+ * vocabulary. */
+int slm_cli_sampling_check(slm_sampling *s, slm_engine *e, int verbose);
+/* Count option opt ("--temp", ...) as given: a command's own default for it
+ * then stands against the model's. */
+void slm_cli_sampling_mark(const char *opt);
 /* The defaults: temperature as given, top-p 0.9, the rest off (repeat-last-n 64). */
 void slm_cli_sampling_init(slm_sampling *s, float temperature);
 /* Their help lines after --temp's (which names each command's default). */
@@ -63,7 +70,9 @@ void slm_cli_sampling_init(slm_sampling *s, float temperature);
     "                            repeatable\n"                                                        \
     "      --grammar GBNF        the reply must match this grammar (llama.cpp's GBNF; rule root)\n"  \
     "      --grammar-file F      the same, read from file F\n"                                        \
-    "      --json-schema S       the reply must be JSON matching schema S (JSON text, or @FILE)\n"
+    "      --json-schema S       the reply must be JSON matching schema S (JSON text, or @FILE)\n"    \
+    "  A model file's recommended values (general.sampling.temp, top_k, top_p, min_p,\n"          \
+    "  penalty_repeat, penalty_last_n) replace these defaults for the options not given.\n"
 
 /* --trace FILE and --trace-mb N: consumes the option at argv[*i] (1), not
  * one of them (0), bad value (-1, message printed). slm_cli_trace_begin

@@ -273,7 +273,7 @@ static slm_engine *load_engine(run_args *a) {
     a->opt.n_threads = a->threads;
     slm_engine *e = slm_cli_open(&a->model, &a->tok, a->kernels, &a->opt);
     if (!e) return NULL;
-    if (!slm_cli_sampling_check(&a->samp, e)) {
+    if (!slm_cli_sampling_check(&a->samp, e, a->verbose)) {
         slm_free(e);
         return NULL;
     }

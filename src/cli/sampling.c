@@ -94,11 +94,20 @@ static int parse_bias(const char *v, slm_sampling *s) {
     return 1;
 }
 
+static const char *const known[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
+                                    "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--logit-bias",
+                                    "--grammar", "--grammar-file", "--json-schema"};
+enum { N_KNOWN = sizeof known / sizeof known[0] };
+/* Bit k: known[k] was given (the model's recommended value then gives way). */
+static unsigned given;
+
+void slm_cli_sampling_mark(const char *opt) {
+    for (unsigned k = 0; k < N_KNOWN; k++)
+        if (!strcmp(opt, known[k])) given |= 1u << k;
+}
+
 int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i) {
     const char *o = argv[*i];
-    static const char *const known[] = {"--temp", "--top-k", "--top-p", "--min-p", "--repeat-penalty",
-                                        "--repeat-last-n", "--presence-penalty", "--frequency-penalty", "--logit-bias",
-                                        "--grammar", "--grammar-file", "--json-schema"};
     size_t k = 0;
     while (k < sizeof known / sizeof known[0] && strcmp(o, known[k])) k++;
     if (k == sizeof known / sizeof known[0]) return 0;
@@ -120,7 +129,49 @@ int slm_cli_sampling_opt(slm_sampling *s, int argc, char **argv, int *i) {
     case 8: ok = parse_bias(v, s); break;
     default: ok = parse_grammar((int)k - 9, v, s); break;
     }
+    if (ok) given |= 1u << k;
     return ok ? 1 : -1;
+}
+
+/* The model file's recommended sampling (general.sampling.*: convert_hf_to_gguf.py writes them from
+ * generation_config.json) for the options not given, as llama.cpp's common_init_sampler_from_model:
+ * temp, top_k, top_p, min_p, penalty_repeat, penalty_last_n; a value that does not parse or is out of
+ * the option's range is ignored with a note. */
+static void from_model(slm_sampling *s, slm_engine *e, int verbose) {
+    static const struct { const char *key; int opt, integer; double lo, hi; } k_keys[] = {
+        {"general.sampling.temp", 0, 0, 0, 100},           {"general.sampling.top_k", 1, 1, 0, 1 << 24},
+        {"general.sampling.top_p", 2, 0, 0, 1},            {"general.sampling.min_p", 3, 0, 0, 1},
+        {"general.sampling.penalty_repeat", 4, 0, 0, 10},  {"general.sampling.penalty_last_n", 5, 1, -1, 1 << 24},
+    };
+    char line[256] = "", v[64];
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof k_keys / sizeof k_keys[0]; i++) {
+        if (given & (1u << k_keys[i].opt) || slm_model_meta(e, k_keys[i].key, v, sizeof v) < 0) continue;
+        char *end;
+        errno = 0;
+        const double x = strtod(v, &end);
+        if (end == v || *end || errno || !(x >= k_keys[i].lo && x <= k_keys[i].hi) || (k_keys[i].integer && x != (int)x)) {
+            fprintf(stderr, "staticlm: note: the model's %s '%s' is not a value %s takes; ignored\n", k_keys[i].key, v,
+                    known[k_keys[i].opt]);
+            continue;
+        }
+        switch (k_keys[i].opt) {
+        case 0: s->temperature = (float)x; break;
+        case 1: s->top_k = (int)x; break;
+        case 2: s->top_p = (float)x; break;
+        case 3: s->min_p = (float)x; break;
+        case 4: s->repeat_penalty = (float)x; break;
+        default: s->repeat_last_n = (int)x; break;
+        }
+        if (n < sizeof line) n += (size_t)snprintf(line + n, sizeof line - n, " %s %s", known[k_keys[i].opt], v);
+    }
+    if (verbose && n) fprintf(stderr, "sampling: the model file's recommended values (general.sampling.*):%s\n", line);
+    static const char *const other[] = {"general.sampling.mirostat", "general.sampling.xtc_probability",
+                                        "general.sampling.sequence"};
+    for (size_t i = 0; verbose && i < sizeof other / sizeof other[0]; i++)
+        if (slm_model_meta(e, other[i], v, sizeof v) >= 0)
+            fprintf(stderr, "sampling: the model file's %s '%s' is not applied (staticlm has no such sampler stage)\n",
+                    other[i], v);
 }
 
 void slm_cli_sampling_init(slm_sampling *s, float temperature) {
@@ -131,7 +182,8 @@ void slm_cli_sampling_init(slm_sampling *s, float temperature) {
     s->repeat_last_n = 64;
 }
 
-int slm_cli_sampling_check(const slm_sampling *s, slm_engine *e) {
+int slm_cli_sampling_check(slm_sampling *s, slm_engine *e, int verbose) {
+    from_model(s, e, verbose);
     slm_info in;
     slm_get_info(e, &in);
     for (int i = 0; i < s->n_logit_bias; i++)

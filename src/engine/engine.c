@@ -765,13 +765,15 @@ long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap)
     if (!e || !e->loaded || !key) return -1;
     const char *str;
     uint64_t len;
+    char num[64];
     if (e->from_blob) {
         if (!slm_blob_meta(&e->blob, key, &str, &len)) return -1;
     } else {
         slm_gguf_str v;
-        if (!e->model.gguf || !slm_gguf_get_str(e->model.gguf, key, &v)) return -1;
-        str = v.s;
-        len = v.len;
+        const int n = e->model.gguf ? slm_gguf_get_text(e->model.gguf, key, num, sizeof num) : -1;
+        if (n >= 0) str = num, len = (uint64_t)n; /* a number, as text */
+        else if (!e->model.gguf || !slm_gguf_get_str(e->model.gguf, key, &v)) return -1;
+        else str = v.s, len = v.len;
     }
     if (buf && cap) {
         size_t n = len < cap - 1 ? (size_t)len : cap - 1;

@@ -558,6 +558,19 @@ int slm_gguf_get_str(const slm_gguf *g, const char *key, slm_gguf_str *v) {
     return 1;
 }
 
+int slm_gguf_get_text(const slm_gguf *g, const char *key, char *buf, size_t cap) {
+    const gguf_kv *kv = find_kv(g, key);
+    if (!kv || kv->type == SLM_GGUF_STRING || kv->type == SLM_GGUF_ARRAY || !buf || !cap) return -1;
+    int64_t i;
+    float f;
+    int b, n = -1;
+    if (kv->type == SLM_GGUF_BOOL && slm_gguf_get_bool(g, key, &b)) n = snprintf(buf, cap, "%s", b ? "true" : "false");
+    else if ((kv->type == SLM_GGUF_F32 || kv->type == SLM_GGUF_F64) && slm_gguf_get_f32(g, key, &f))
+        n = snprintf(buf, cap, "%.9g", (double)f);
+    else if (slm_gguf_get_i64(g, key, &i)) n = snprintf(buf, cap, "%lld", (long long)i);
+    return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
 int slm_gguf_get_arr(const slm_gguf *g, const char *key, slm_gguf_type *elem_type, uint64_t *n,
                      const void **data) {
     const gguf_kv *kv = find_kv(g, key);
