@@ -51,6 +51,7 @@ typedef struct synth {
      * expert_weights_scale (0: not written) */
     int dense_lead, nextn, qk;
     float expert_scale;
+    int old_linear_key; /* linear scaling as rope.scale_linear alone (2023's converters), no type */
 } synth;
 
 static int is_arch(const synth *s, const char *a) { return !strcmp(s->arch, a); }
@@ -159,7 +160,9 @@ static int write_model(const char *path, const synth *s, uint32_t mtype, uint64_
         for (int l = 0; l < s->layers && l < 64; l++) pat[l] = (l + 1) % 4 != 0 && !(s->swa_list == 2 && l == 1);
         slm_gguf_set_arr(w, K("attention.sliding_window_pattern"), SLM_GGUF_BOOL, pat, (uint64_t)s->layers);
     }
-    if (s->rope_scale > 1.0f) {
+    if (s->rope_scale > 1.0f && s->old_linear_key) {
+        slm_gguf_set_f32(w, K("rope.scale_linear"), s->rope_scale);
+    } else if (s->rope_scale > 1.0f) {
         slm_gguf_set_str(w, K("rope.scaling.type"), s->yarn_orig ? "yarn" : "linear");
         slm_gguf_set_f32(w, K("rope.scaling.factor"), s->rope_scale);
     }
@@ -639,6 +642,7 @@ static const synth *find_yarn(const char *arch) {
 
 /* YaRN's keys: the defaults (betas 32 and 1, the whole ramp, magnitude
  * 1 + 0.1 ln(factor)) and the file's own; a factor of 1 is no scaling;
+ * linear scaling by the older key rope.scale_linear;
  * beside gemma3's local RoPE (kept plain); refused with Llama 3 factors. */
 static void test_yarn_config(void) {
     slm_model_file m;
@@ -660,6 +664,17 @@ static void test_yarn_config(void) {
     one.rope_scale = 1.0f; /* "yarn" with factor 1: no scaling at all */
     if (write_model("yarn_q3.gguf", &one, SLM_F32, 5) && open_ok(&m, "yarn_q3.gguf")) {
         CHECK(!m.cfg.rope_yarn && m.cfg.rope_scale == 1.0f && m.cfg.rope_attn_factor == 0.0f);
+        slm_model_close(&m);
+    }
+    synth lin = *find_synth("llama"); /* linear scaling by the older key, as llama.cpp reads it */
+    lin.rope_freqs = 0, lin.rope_scale = 4.0f, lin.old_linear_key = 1;
+    if (write_model("yarn_q3.gguf", &lin, SLM_F32, 5) && open_ok(&m, "yarn_q3.gguf")) {
+        CHECKF(!m.cfg.rope_yarn && m.cfg.rope_scale == 4.0f, "rope.scale_linear 4: scale %g", (double)m.cfg.rope_scale);
+        slm_model_close(&m);
+    }
+    lin.rope_scale = 1.0f; /* not written: none */
+    if (write_model("yarn_q3.gguf", &lin, SLM_F32, 5) && open_ok(&m, "yarn_q3.gguf")) {
+        CHECK(m.cfg.rope_scale == 1.0f);
         slm_model_close(&m);
     }
     synth g3 = *find_synth("gemma3"); /* the local layers keep plain RoPE, as llama.cpp runs them */

@@ -851,7 +851,12 @@ slm_status slm_gguf_model_load(slm_model_file *m, slm_err *err) {
     float mag = 1.0f; /* the cos/sin magnitude */
     if (!has_type || slm_gguf_str_eq(stype, "linear") || slm_gguf_str_eq(stype, "yarn")) {
         float f = 1.0f;
-        if ((s = get_float(g, file, KEY("rope.scaling.factor"), &f, err))) return s;
+        /* the 2023 converters' key for it: rope.scale_linear (llama.cpp reads it where the other is absent) */
+        const char *fk = slm_gguf_find(g, KEY("rope.scaling.factor")) < 0 && slm_gguf_find(g, KEY("rope.scale_linear")) >= 0
+                             ? "rope.scale_linear" : "rope.scaling.factor";
+        snprintf(key, sizeof key, "%s.%s", A, fk);
+        if ((s = get_float(g, file, key, &f, err))) return s;
+        if (f == 0.0f) f = 1.0f; /* llama.cpp: 0 is none */
         if (!(f >= 1.0f && f <= 1024.0f))
             return slm_errf(err, SLM_ERR_FORMAT, "%s: key '%s': %g is out of range (1..1024)", file, key, (double)f);
         c->rope_scale = f;
