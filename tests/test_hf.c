@@ -7,6 +7,7 @@
  * messages that name the file and the field. */
 #include <math.h>
 #include <sys/stat.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "common/dtype.h"
@@ -700,6 +701,45 @@ static void test_folder_end_to_end(void) {
         slm_free(e);
     }
     free(tj);
+    /* generation_config.json: the sampling values the converter copies as general.sampling.*, from the folder
+     * and from the blob cache mode writes of it; one of the wrong type refused naming the file and key */
+    const char *gen = "{\"do_sample\": true, \"temperature\": 0.6, \"top_k\": 20, \"top_p\": 0.95, "
+                      "\"repetition_penalty\": 1.1, \"bos_token_id\": 1}";
+    CHECK(t_write_file("hf_e2e/generation_config.json", gen, strlen(gen)));
+    mkdir("hf_e2e_cache", 0700);
+    for (int blob = 0; blob < 2; blob++) {
+        slm_options oc = opt;
+        oc.cache_dir = blob ? "hf_e2e_cache" : NULL;
+        e = NULL;
+        CHECKF(slm_load(&e, "hf_e2e", &oc) == SLM_OK, "load: %s", slm_last_error(e));
+        char v[64] = "", t[64] = "";
+        CHECKF(e && slm_model_meta(e, "general.sampling.temp", t, sizeof t) == 3 && !strcmp(t, "0.6") &&
+               slm_model_meta(e, "general.sampling.top_k", v, sizeof v) == 2 && !strcmp(v, "20"),
+               "%s: temp '%s', top_k '%s'", blob ? "blob" : "folder", t, v);
+        CHECKF(e && slm_model_meta(e, "general.sampling.top_p", v, sizeof v) > 0 && !strcmp(v, "0.95"),
+               "top_p '%s' (the f32 the converter writes, shortest)", v);
+        CHECK(e && slm_model_meta(e, "general.sampling.penalty_repeat", v, sizeof v) == -1); /* not the converter's name */
+        slm_free(e);
+    }
+    /* the blob opens by itself: its BPE vocabulary (264 tokens) is shorter than the embedding (300 rows),
+     * as the source's (the reader once wanted them equal, so cache mode recompiled every time) */
+    DIR *cd = opendir("hf_e2e_cache");
+    struct dirent *de;
+    char bp[600] = "";
+    while (cd && (de = readdir(cd)))
+        if (strstr(de->d_name, ".slmblob")) snprintf(bp, sizeof bp, "hf_e2e_cache/%s", de->d_name);
+    if (cd) closedir(cd);
+    e = NULL;
+    CHECKF(bp[0] && slm_load(&e, bp, &opt) == SLM_OK, "%s: %s", bp, slm_last_error(e));
+    slm_free(e);
+    st_rm_dir("hf_e2e_cache");
+    gen = "{\"temperature\": \"hot\"}";
+    CHECK(t_write_file("hf_e2e/generation_config.json", gen, strlen(gen)));
+    e = NULL;
+    CHECK(slm_load(&e, "hf_e2e", &opt) == SLM_ERR_FORMAT);
+    CHECKF(strstr(slm_last_error(e), "generation_config.json") && strstr(slm_last_error(e), "'temperature'"), "%s",
+           slm_last_error(e));
+    slm_free(e);
     free_weights(&w);
     st_rm_dir("hf_e2e");
 }

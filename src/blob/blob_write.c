@@ -257,6 +257,16 @@ static slm_status build_meta(const slm_model_file *m, uint8_t **out, uint64_t *s
             count++;
         }
     }
+    for (int k = 0; k < m->n_meta; k++) { /* a folder's, as its GGUF would hold them */
+        const size_t kl = strlen(m->meta[k].key), vl = strlen(m->meta[k].val);
+        uint8_t *p = sb_grow(&b, 8 + kl + vl);
+        if (!p) break;
+        wr32(p, (uint32_t)kl);
+        memcpy(p + 4, m->meta[k].key, kl);
+        wr32(p + 4 + kl, (uint32_t)vl);
+        memcpy(p + 8 + kl, m->meta[k].val, vl);
+        count++;
+    }
     if (b.oom) {
         slm_xfree(b.p);
         return SLM_ERR_NOMEM;

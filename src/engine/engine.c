@@ -771,7 +771,10 @@ long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap)
     } else {
         slm_gguf_str v;
         const int n = e->model.gguf ? slm_gguf_get_text(e->model.gguf, key, num, sizeof num) : -1;
-        if (n >= 0) str = num, len = (uint64_t)n; /* a number, as text */
+        int k = 0;
+        while (k < e->model.n_meta && strcmp(e->model.meta[k].key, key)) k++;
+        if (k < e->model.n_meta) str = e->model.meta[k].val, len = strlen(str); /* a folder's (generation_config.json) */
+        else if (n >= 0) str = num, len = (uint64_t)n; /* a number, as text */
         else if (!e->model.gguf || !slm_gguf_get_str(e->model.gguf, key, &v)) return -1;
         else str = v.s, len = v.len;
     }

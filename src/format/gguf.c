@@ -16,6 +16,7 @@
  * A string is u64 len + len bytes; an array is u32 elem type + u64 n + n elems.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "format/gguf.h"
@@ -558,6 +559,15 @@ int slm_gguf_get_str(const slm_gguf *g, const char *key, slm_gguf_str *v) {
     return 1;
 }
 
+int slm_gguf_f32_text(char *buf, size_t cap, float f) {
+    int n = 0;
+    for (int digits = 6; digits <= 9; digits++) {
+        n = snprintf(buf, cap, "%.*g", digits, (double)f);
+        if (n < 0 || (size_t)n >= cap || strtof(buf, NULL) == f) break;
+    }
+    return n;
+}
+
 int slm_gguf_get_text(const slm_gguf *g, const char *key, char *buf, size_t cap) {
     const gguf_kv *kv = find_kv(g, key);
     if (!kv || kv->type == SLM_GGUF_STRING || kv->type == SLM_GGUF_ARRAY || !buf || !cap) return -1;
@@ -566,7 +576,7 @@ int slm_gguf_get_text(const slm_gguf *g, const char *key, char *buf, size_t cap)
     int b, n = -1;
     if (kv->type == SLM_GGUF_BOOL && slm_gguf_get_bool(g, key, &b)) n = snprintf(buf, cap, "%s", b ? "true" : "false");
     else if ((kv->type == SLM_GGUF_F32 || kv->type == SLM_GGUF_F64) && slm_gguf_get_f32(g, key, &f))
-        n = snprintf(buf, cap, "%.9g", (double)f);
+        n = slm_gguf_f32_text(buf, cap, f);
     else if (slm_gguf_get_i64(g, key, &i)) n = snprintf(buf, cap, "%lld", (long long)i);
     return n < 0 || (size_t)n >= cap ? -1 : n;
 }

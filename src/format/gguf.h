@@ -60,10 +60,14 @@ int slm_gguf_get_i64(const slm_gguf *g, const char *key, int64_t *v);
 int slm_gguf_get_f32(const slm_gguf *g, const char *key, float *v);
 int slm_gguf_get_bool(const slm_gguf *g, const char *key, int *v);
 int slm_gguf_get_str(const slm_gguf *g, const char *key, slm_gguf_str *v);
-/* A number or bool key as text into buf (integers in decimal, floats as
- * %.9g, true / false: as llama_model_meta_val_str renders them, the floats
- * exactly): its length, or -1 (absent, a string or an array, or no room). */
+/* A number or bool key as text into buf (integers in decimal, floats by
+ * slm_gguf_f32_text, true / false: as llama_model_meta_val_str renders them,
+ * the floats exactly): its length, or -1 (absent, a string or an array, or
+ * no room). */
 int slm_gguf_get_text(const slm_gguf *g, const char *key, char *buf, size_t cap);
+/* f as the shortest decimal text that reads back as f ("0.6", not
+ * "0.600000024"); snprintf's result. */
+int slm_gguf_f32_text(char *buf, size_t cap, float f);
 
 /* Arrays. slm_gguf_get_arr returns 1 when key is an array, setting its
  * element type and length. Numeric arrays: *data points at n packed

@@ -891,6 +891,9 @@ slm_status slm_hf_model_load(slm_model_file *m, slm_err *err) {
     if ((fam_bit(m->cfg.arch) & B_NOMIC) && (s = slm_hf_nomic_finish(m, &L->info, L->dir, err))) goto out;
     if (!strcmp(m->cfg.arch, "modern-bert") && (s = slm_hf_modernbert_finish(m, &L->info, L->dir, err))) goto out;
     if ((s = slm_hf_dense_finish(m, &L->mods, L->dir, err))) goto out;
+    if ((s = folder_name(m, "generation_config.json", L->path, sizeof L->path, err)) ||
+        (s = slm_hf_generation_meta(m, L->path, L->dir, err)))
+        goto out;
 
     /* no lm_head: tied (an encoder has none: its bias tensors speak for themselves, as in its GGUF;
      * gemma-embedding's is the tied embedding, as in its GGUF, dropped by the embed programs) */

@@ -245,6 +245,13 @@ int slm_hf_dense_name(const slm_hf_dense *d, const char *hf, char *out, size_t c
  * config.json says, the chain from hidden_size back to hidden_size (the
  * width staticlm's embeddings have); then m->dense. */
 slm_status slm_hf_dense_finish(slm_model_file *m, const slm_hf_modules *mods, const char *dir, slm_err *err);
+/* generation_config.json beside config.json (optional): the sampling values
+ * llama.cpp's converter writes as general.sampling.* (gguf-py's metadata:
+ * temperature -> temp, top_k, top_p, min_p, sequence, xtc_probability,
+ * xtc_threshold, penalty_last_n, penalty_repeat, mirostat, mirostat_tau,
+ * mirostat_eta) into m->meta as text; an unreadable file or a value of the
+ * wrong type is refused naming the file and key (format/hf_generation.c). */
+slm_status slm_hf_generation_meta(slm_model_file *m, const char *path, const char *dir, slm_err *err);
 /* A whole small file (JSON) into *buf (slm_malloc'd, NUL-terminated): *buf
  * NULL and SLM_OK when it does not exist and !required (hf.c). */
 slm_status slm_hf_read_small(const char *path, const char *shown, int required, char **buf, size_t *len, slm_err *err);

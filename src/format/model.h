@@ -353,6 +353,7 @@ typedef struct slm_tensor {
     uint64_t nbytes;   /* bytes at data */
 } slm_tensor;
 
+#define SLM_MAX_FOLDER_META 12
 /* sentence-transformers' Dense modules a folder may hold, and what follows their linear map. */
 #define SLM_MAX_DENSE 8
 enum { SLM_DENSE_IDENTITY = 0, SLM_DENSE_TANH = 1 };
@@ -397,6 +398,14 @@ typedef struct slm_model_file {
         char name[16];      /* "dense_K", K the module's place in modules.json */
         int act;            /* SLM_DENSE_IDENTITY, SLM_DENSE_TANH */
     } dense[SLM_MAX_DENSE];
+    /* hf: metadata a GGUF of the folder would hold as these keys, as text
+     * (slm_model_meta's form): generation_config.json's sampling values as
+     * general.sampling.* (format/hf_generation.c) */
+    int n_meta;
+    struct {
+        char key[40];
+        char val[64];
+    } meta[SLM_MAX_FOLDER_META];
 } slm_model_file;
 
 /* Open a model by what path holds (a folder: Hugging Face; GGUF magic; else
