@@ -94,8 +94,10 @@ static void test_fit_error(void) {
  * and quantized by llama.cpp's llama-quantize (Q4_K_M with --tensor-type
  * overrides for Q5_K, Q8_0, Q4_0, Q5_0 and Q5_1; llama.cpp d32676d77, here): the
  * FNV-1a hashes of its tensors. The fitted quantizers must give the same
- * bytes. The last, Q5_1 (Q5_K's fallback), is ffn_up's shape with seed
- * 1009. */
+ * bytes. Q5_1 (Q5_K's fallback) is ffn_up's shape with seed 1009; the
+ * last three (seeds 1010..1012) were quantized the same way to IQ4_XS,
+ * IQ4_NL and IQ4_XS (--tensor-type attn_q=iq4_xs, ffn_gate=iq4_nl,
+ * ffn_up=iq4_xs on an F32 GGUF of those matrices). */
 static void lcg_fill(float *f, size_t n, uint64_t seed) {
     uint64_t st = seed;
     for (size_t i = 0; i < n; i++) {
@@ -123,6 +125,8 @@ static void test_llama_quantize_bytes(void) {
         {"attn_output", 256, 256, SLM_Q8_0, 0x92c0f87bc1d2e58bull}, {"ffn_gate", 256, 512, SLM_Q4_0, 0xf2a68d1774026c2dull},
         {"ffn_up", 256, 512, SLM_Q5_0, 0xc77ad24e8e4879b8ull},     {"ffn_down", 512, 256, SLM_Q6_K, 0xd5cd795345e209bdull},
         {"output", 256, 64, SLM_Q6_K, 0x9bcffd7ef8e45480ull},     {"ffn_up", 256, 512, SLM_Q5_1, 0xf987fe6942128a37ull},
+        {"attn_q", 256, 256, SLM_IQ4_XS, 0x53840f443e6a3be2ull},   {"ffn_gate", 256, 512, SLM_IQ4_NL, 0xb1b8ac7181d7c741ull},
+        {"ffn_up", 256, 512, SLM_IQ4_XS, 0x730534945a9367e6ull},
     };
     for (int k = 0; k < (int)(sizeof gold / sizeof gold[0]); k++) {
         const size_t n = (size_t)gold[k].cols * (size_t)gold[k].rows;
