@@ -10,7 +10,7 @@
 #  - a bounded load test: 3 rounds of 32 clients x 4 requests, mixed
 #    streaming; every request completes or gets a clean 503; RSS flat; the
 #    server exits cleanly on SIGTERM.
-# usage: test_serve.sh CLI SHARED_DIR NPM_DIR CLIENT_SRC_DIR [asan]
+# usage: test_serve.sh CLI SHARED_DIR NPM_DIR CLIENT_SRC_DIR [asan|tsan]
 set -u
 CLI=$1 SHARED=$2 NPMDIR=$3 CLIENT_SRC=$4 MODE=${5:-plain}
 # f32 KV: the disconnect check below relies on the f32 trajectory of seed 3 (not stopping early)

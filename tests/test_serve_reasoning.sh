@@ -117,5 +117,5 @@ check "serve: bad --chat-template-kwargs refused at start" '! "$CLI" serve "${MO
 for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
 for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
 PIDS=()
-check "no sanitizer report" '! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$TMP"/s*.log'
+check "no sanitizer report" '! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer" "$TMP"/s*.log'
 serve_done

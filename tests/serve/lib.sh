@@ -57,5 +57,5 @@ serve_stop() {
   kill -TERM "$2" 2>/dev/null
   local rc=0
   wait "$3" || rc=$?
-  [ "$rc" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$1"
+  [ "$rc" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|WARNING: ThreadSanitizer" "$1"
 }
