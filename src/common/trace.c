@@ -271,8 +271,10 @@ slm_status slm_trace_stop(uint64_t *events, uint64_t *dropped, slm_err *err) {
     if (!g.ev) return SLM_OK;
     atomic_store(&slm_trace_flag, 0);
     /* executor workers may still be writing the last records of the run
-     * their caller has returned from */
-    for (uint64_t t0 = slm_trace_clock_ns(); atomic_load_explicit(&g_inside, memory_order_acquire) > 0;) {
+     * their caller has returned from; one still inside after a second (a
+     * badly overloaded machine) keeps the buffer alive: it is left, not freed */
+    int inside = 0;
+    for (uint64_t t0 = slm_trace_clock_ns(); (inside = atomic_load_explicit(&g_inside, memory_order_acquire) > 0);) {
         if (slm_trace_clock_ns() - t0 > 1000000000u) break;
         sched_yield();
     }
@@ -313,7 +315,7 @@ slm_status slm_trace_stop(uint64_t *events, uint64_t *dropped, slm_err *err) {
 out:
     if (events) *events = n;
     if (dropped) *dropped = atomic_load(&g.dropped);
-    slm_aligned_free(g.ev);
+    if (!inside) slm_aligned_free(g.ev); /* else a late writer may still hold a chunk: leaked, never reused */
     g.ev = NULL;
     return st;
 }

@@ -252,6 +252,8 @@ slm_status slm_hf_dense_finish(slm_model_file *m, const slm_hf_modules *mods, co
  * mirostat_eta) into m->meta as text; an unreadable file or a value of the
  * wrong type is refused naming the file and key (format/hf_generation.c). */
 slm_status slm_hf_generation_meta(slm_model_file *m, const char *path, const char *dir, slm_err *err);
+/* The same from len bytes of JSON (`shown` names the file in messages). */
+slm_status slm_hf_generation_parse(slm_model_file *m, const char *json, size_t len, const char *shown, slm_err *err);
 /* A whole small file (JSON) into *buf (slm_malloc'd, NUL-terminated): *buf
  * NULL and SLM_OK when it does not exist and !required (hf.c). */
 slm_status slm_hf_read_small(const char *path, const char *shown, int required, char **buf, size_t *len, slm_err *err);

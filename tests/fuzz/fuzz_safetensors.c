@@ -1,5 +1,6 @@
 // libFuzzer target for the safetensors header reader and the Hugging Face
-// config.json parser (tests/fuzz/run.sh builds and runs it).
+// config.json and generation_config.json parsers (tests/fuzz/run.sh builds
+// and runs it).
 // Every input is either accepted or refused with a message that names the
 // file; the sanitizers catch crashes, overreads (libFuzzer passes an
 // exact-size heap copy), leaks and huge allocations. An accepted file's
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "common/common.h"
+#include "format/hf.h"
 #include "format/model.h"
 #include "format/safetensors.h"
 
@@ -39,6 +41,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (c.rope_freqs && !freqs) __builtin_trap();
         slm_xfree(freqs);
     } else if (strncmp(err.msg, "config.json: ", 13) != 0 || freqs) {
+        __builtin_trap();
+    }
+
+    /* And as generation_config.json: each kept value NUL-terminated text, none on a refusal. */
+    static slm_model_file m;
+    memset(&err, 0, sizeof err);
+    if (slm_hf_generation_parse(&m, (const char *)data, size, "generation_config.json", &err) == SLM_OK) {
+        if (m.n_meta < 0 || m.n_meta > SLM_MAX_FOLDER_META) __builtin_trap();
+        for (int i = 0; i < m.n_meta; i++)
+            if (!memchr(m.meta[i].val, 0, sizeof m.meta[i].val) || strncmp(m.meta[i].key, "general.sampling.", 17))
+                __builtin_trap();
+    } else if (strncmp(err.msg, "generation_config.json: ", 24) != 0 || m.n_meta) {
         __builtin_trap();
     }
     return 0;
