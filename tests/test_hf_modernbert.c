@@ -586,8 +586,8 @@ static void check_reranker(const char *name, const char *dt, int labels, int bia
     slm_free(ef);
     slm_free(eg);
     slm_free(ec);
-    if (cls) { /* a classifier pooling no head reads: refused naming the key */
-        modern_gguf(&m, 4, 3, "gelu", 4, SLM_POOLING_RANK, gguf);
+    if (cls) { /* a classifier pooling past rank: refused naming the key */
+        modern_gguf(&m, 4, 3, "gelu", 4, 7, gguf);
         const slm_options o = twin_opts(CTX, 4);
         slm_engine *e = NULL;
         const slm_status st = slm_load(&e, gguf, &o);

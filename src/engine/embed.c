@@ -287,12 +287,13 @@ slm_status slm_engine_embed_init(slm_engine *e, const char *path) {
         snprintf(key, sizeof key, "%.*s.pooling_type", (int)arch.len, arch.s);
         if (slm_gguf_get_u32(g, key, &v) && v <= SLM_POOLING_RANK) e->pooling = (int)v;
         snprintf(key, sizeof key, "%.*s.classifier.pooling_type", (int)arch.len, arch.s);
-        if (slm_gguf_find(g, key) >= 0) { /* the rows a classifier head reads (llama.cpp's pooling_type_cls) */
-            if (!slm_gguf_get_u32(g, key, &v) || v < SLM_POOLING_MEAN || v > SLM_POOLING_LAST)
+        if (e->opt.embeddings && slm_gguf_find(g, key) >= 0) { /* the rows a classifier head reads (llama.cpp's
+                                                                    pooling_type_cls; 0 none or 4 rank: the arch's) */
+            if (!slm_gguf_get_u32(g, key, &v) || v > SLM_POOLING_RANK)
                 return slm_errf(&e->err, SLM_ERR_UNSUPPORTED, "%s: %s: %s (1 mean, 2 cls or 3 last: the rows the "
                                 "classifier head reads)", slm_basename(path), key,
                                 slm_gguf_get_u32(g, key, &v) ? "out of range" : "not a u32");
-            e->cls_pool = (int)v;
+            if (v >= SLM_POOLING_MEAN && v <= SLM_POOLING_LAST) e->cls_pool = (int)v;
         }
         if (slm_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b)) e->add_eos = b;
         special_flags(e, g);
