@@ -726,8 +726,7 @@ static slm_status open_impl(rctx *r, unsigned flags, slm_tokenizer **tok) {
     char tname[160];
     snprintf(tname, sizeof tname, "%s: section .slm.tok", r->name);
     if ((s = slm_tok_load_mem(tok, sect_data(r, s_tok), (size_t)sh[s_tok].sh_size, tname, r->err))) goto out;
-    /* as the source's load: a BPE vocabulary may be shorter than an embedding padded beyond it (Qwen2.5's folders) */
-    if (slm_tok_vocab_size(*tok) > c->cfg.vocab_size || (!slm_tok_is_bpe(*tok) && slm_tok_vocab_size(*tok) != c->cfg.vocab_size)) {
+    if (!slm_tok_fits_vocab(*tok, c->cfg.vocab_size)) { /* the source's load's rule */
         s = rbad(r, "section .slm.tok: %d tokens, the model's vocabulary is %d%s", slm_tok_vocab_size(*tok), c->cfg.vocab_size,
                  slm_tok_is_bpe(*tok) ? "" : " (only a BPE vocabulary may be shorter)");
         goto out;

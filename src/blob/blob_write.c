@@ -215,58 +215,39 @@ static slm_status write_all(int fd, const void *p, uint64_t n, const char *path,
     return SLM_OK;
 }
 
+/* One .slm.meta entry: u32 key length, key, u32 value length, value. */
+static void put_meta(sbuf *b, uint32_t *count, const char *k, size_t kl, const char *v, size_t vl) {
+    uint8_t *p = sb_grow(b, 8 + kl + vl);
+    if (!p) return;
+    wr32(p, (uint32_t)kl);
+    memcpy(p + 4, k, kl);
+    wr32(p + 4 + kl, (uint32_t)vl);
+    memcpy(p + 8 + kl, v, vl);
+    (*count)++;
+}
+
 static slm_status build_meta(const slm_model_file *m, uint8_t **out, uint64_t *size) {
     sbuf b = {0};
     uint32_t count = 0;
     sb_grow(&b, 4);
-    if (m->gguf) {
-        for (uint64_t i = 0; i < slm_gguf_n_kv(m->gguf); i++) {
-            if (slm_gguf_kv_type(m->gguf, (int64_t)i) != SLM_GGUF_STRING) continue;
-            slm_gguf_str k = slm_gguf_key(m->gguf, (int64_t)i);
-            char key[256];
-            if (k.len == 0 || k.len >= sizeof key) continue;
-            memcpy(key, k.s, (size_t)k.len);
-            key[k.len] = 0;
-            slm_gguf_str v;
-            if (!slm_gguf_get_str(m->gguf, key, &v) || v.len > UINT32_MAX) continue;
-            uint8_t *p = sb_grow(&b, 8 + k.len + v.len);
-            if (!p) break;
-            wr32(p, (uint32_t)k.len);
-            memcpy(p + 4, k.s, (size_t)k.len);
-            wr32(p + 4 + k.len, (uint32_t)v.len);
-            memcpy(p + 8 + k.len, v.s, (size_t)v.len);
-            count++;
-        }
-        /* numbers as text (slm_model_meta's form): llama_ftype (bench names a blob's type by it) and the
-         * model's recommended sampling, general.sampling.* (the CLI's defaults) */
-        for (uint64_t i = 0; i < slm_gguf_n_kv(m->gguf); i++) {
-            slm_gguf_str k = slm_gguf_key(m->gguf, (int64_t)i);
-            char key[256], val[64];
-            if (k.len == 0 || k.len >= sizeof key) continue;
-            memcpy(key, k.s, (size_t)k.len);
-            key[k.len] = 0;
-            if (strcmp(key, "general.file_type") && strncmp(key, "general.sampling.", 17)) continue;
-            const int vl = slm_gguf_get_text(m->gguf, key, val, sizeof val);
-            if (vl < 0) continue;
-            uint8_t *p = sb_grow(&b, 8 + k.len + (size_t)vl);
-            if (!p) break;
-            wr32(p, (uint32_t)k.len);
-            memcpy(p + 4, key, (size_t)k.len);
-            wr32(p + 4 + k.len, (uint32_t)vl);
-            memcpy(p + 8 + k.len, val, (size_t)vl);
-            count++;
+    for (uint64_t i = 0; m->gguf && i < slm_gguf_n_kv(m->gguf); i++) {
+        slm_gguf_str k = slm_gguf_key(m->gguf, (int64_t)i), v;
+        char key[256], val[64];
+        if (k.len == 0 || k.len >= sizeof key) continue;
+        memcpy(key, k.s, (size_t)k.len);
+        key[k.len] = 0;
+        int vl;
+        if (slm_gguf_get_str(m->gguf, key, &v)) {
+            if (v.len <= UINT32_MAX) put_meta(&b, &count, key, (size_t)k.len, v.s, (size_t)v.len);
+        } else if ((!strcmp(key, "general.file_type") || !strncmp(key, "general.sampling.", 17)) &&
+                   (vl = slm_gguf_get_text(m->gguf, key, val, sizeof val)) >= 0) {
+            /* numbers as text (slm_model_meta's form): llama_ftype (bench names a blob's type by it) and the
+             * model's recommended sampling (the CLI's defaults) */
+            put_meta(&b, &count, key, (size_t)k.len, val, (size_t)vl);
         }
     }
-    for (int k = 0; k < m->n_meta; k++) { /* a folder's, as its GGUF would hold them */
-        const size_t kl = strlen(m->meta[k].key), vl = strlen(m->meta[k].val);
-        uint8_t *p = sb_grow(&b, 8 + kl + vl);
-        if (!p) break;
-        wr32(p, (uint32_t)kl);
-        memcpy(p + 4, m->meta[k].key, kl);
-        wr32(p + 4 + kl, (uint32_t)vl);
-        memcpy(p + 8 + kl, m->meta[k].val, vl);
-        count++;
-    }
+    for (int k = 0; k < m->n_meta; k++) /* a folder's, as its GGUF would hold them */
+        put_meta(&b, &count, m->meta[k].key, strlen(m->meta[k].key), m->meta[k].val, strlen(m->meta[k].val));
     if (b.oom) {
         slm_xfree(b.p);
         return SLM_ERR_NOMEM;

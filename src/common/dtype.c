@@ -262,8 +262,6 @@ void slm_quantize_row_q4_1(const float *x, void *vy, int64_t n) {
  * make_qkx2_quants, as llama-quantize runs it for Q4_K (rmin -1, 20
  * steps) and Q5_K (-0.5, 15) without an importance matrix, the sums in its
  * order: the same bytes. L gets the best codes. */
-/* Round to nearest (ties to even) for |v| < 2^22, as GGML's nearest_int. */
-static inline float round_fast(float v) { return (v + 12582912.0f) - 12582912.0f; }
 
 static void fit_scale_min(const float *x, int nmax, float rmin, int nstep, float *sc_out, float *mn_out, uint8_t L[32]) {
     float sumsq = 0.0f, w[32];
@@ -286,7 +284,7 @@ static void fit_scale_min(const float *x, int nmax, float rmin, int nstep, float
     }
     float is = (float)nmax / (hi - lo), sc = 1.0f / is, mn = lo, best = 0.0f;
     for (int j = 0; j < 32; j++) { /* the range's own step */
-        L[j] = (uint8_t)clampi((int)round_fast(is * (x[j] - lo)), 0, nmax);
+        L[j] = (uint8_t)clampi((int)slm_round_even(is * (x[j] - lo)), 0, nmax);
         const float r = sc * (float)L[j] + lo - x[j];
         best += w[j] * (r * r);
     }
@@ -295,7 +293,7 @@ static void fit_scale_min(const float *x, int nmax, float rmin, int nstep, float
         float sl = 0, sll = 0, sxl = 0;
         uint8_t q[32];
         for (int j = 0; j < 32; j++) {
-            q[j] = (uint8_t)clampi((int)round_fast(is * (x[j] - mn)), 0, nmax);
+            q[j] = (uint8_t)clampi((int)slm_round_even(is * (x[j] - mn)), 0, nmax);
             sl += w[j] * q[j], sll += w[j] * q[j] * q[j], sxl += w[j] * q[j] * x[j];
         }
         const float D = sw * sll - sl * sl;
@@ -408,7 +406,7 @@ static float fit_scale_sym(const float *x, uint8_t L[16]) {
     }
     float is = -32.0f / vmax, sxl = 0.0f, sll = 0.0f;
     for (int j = 0; j < 16; j++) {
-        const int l = clampi((int)round_fast(is * x[j]), -32, 31);
+        const int l = clampi((int)slm_round_even(is * x[j]), -32, 31);
         L[j] = (uint8_t)(l + 32);
         const float w = x[j] * x[j];
         sxl += w * x[j] * (float)l, sll += w * (float)l * (float)l;
@@ -420,7 +418,7 @@ static float fit_scale_sym(const float *x, uint8_t L[16]) {
         float a = 0.0f, b = 0.0f;
         int8_t q[16];
         for (int j = 0; j < 16; j++) {
-            q[j] = (int8_t)clampi((int)round_fast(is * x[j]), -32, 31);
+            q[j] = (int8_t)clampi((int)slm_round_even(is * x[j]), -32, 31);
             const float w = x[j] * x[j];
             a += w * x[j] * (float)q[j], b += w * (float)q[j] * (float)q[j];
         }
@@ -449,13 +447,13 @@ static void q6_K_fit_block(const float *xb, slm_block_q6_K *y, uint8_t L[SLM_QK_
     const float is = -128.0f / max_sc;
     y->d = slm_f32_to_f16(1.0f / is);
     for (int s = 0; s < 16; s++) {
-        const int v = (int)round_fast(is * sc[s]);
+        const int v = (int)slm_round_even(is * sc[s]);
         y->scales[s] = (int8_t)(v > 127 ? 127 : v);
     }
     for (int s = 0; s < 16; s++) {
         const float d = slm_f16_to_f32(y->d) * (float)y->scales[s];
         if (d == 0.0f) continue;
-        for (int j = 0; j < 16; j++) L[16 * s + j] = (uint8_t)(clampi((int)round_fast(xb[16 * s + j] / d), -32, 31) + 32);
+        for (int j = 0; j < 16; j++) L[16 * s + j] = (uint8_t)(clampi((int)slm_round_even(xb[16 * s + j] / d), -32, 31) + 32);
     }
 }
 

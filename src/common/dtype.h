@@ -309,6 +309,8 @@ void slm_quantize_row_q5_1(const float *x, void *y, int64_t n);
 void slm_quantize_row_q4_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q5_K(const float *x, void *y, int64_t n);
 void slm_quantize_row_q6_K(const float *x, void *y, int64_t n);
+/* Round to nearest (ties to even) for |v| < 2^22, as GGML's nearest_int. */
+static inline float slm_round_even(float v) { return (v + 12582912.0f) - 12582912.0f; }
 /* IQ4_NL, IQ4_XS as llama-quantize writes them without an importance
  * matrix (GGML's quantize_iq4_nl / quantize_iq4_xs, bit for bit; quant_iq4.c). */
 void slm_quantize_row_iq4_nl(const float *x, void *y, int64_t n);

@@ -28,14 +28,6 @@ static int nearest_level(float x) {
     return x - v[hi - 1] < v[hi] - x ? hi - 1 : hi;
 }
 
-/* Round half to even for |v| < 2^22. */
-static int round_even(float v) {
-    float f = v + 12582912.0f;
-    int32_t i;
-    memcpy(&i, &f, 4);
-    return (i & 0x007fffff) - 0x00400000;
-}
-
 enum { IQ4_TRIES = 7 };
 
 /* The scale of the 32 values x (codes into L), 0 when they are all ~0. */
@@ -103,7 +95,7 @@ void slm_quantize_row_iq4_xs(const float *x, void *vy, int64_t n) {
         y[b].scales_h = 0;
         memset(y[b].scales_l, 0, sizeof y[b].scales_l);
         for (int s = 0; s < SLM_QK_K / 32; s++) {
-            int l = round_even(id * sc[s]);
+            int l = (int)slm_round_even(id * sc[s]); /* |id * sc[s]| <= 32 */
             l = l < -32 ? -32 : l > 31 ? 31 : l;
             pack(x + 32 * s, d * (float)l, L, y[b].qs + 16 * s);
             l += 32;

@@ -134,9 +134,7 @@ static slm_status open_source(slm_engine *e, const char *model_path) {
         return s;
     if ((s = slm_model_repack(&e->model, &e->err))) return s;
     if ((s = load_tokenizer(e))) return s;
-    /* an embedding padded beyond the tokenizer (e.g. Qwen2.5) is fine; fewer rows is not */
-    if (slm_tok_vocab_size(e->tok) > e->model.cfg.vocab_size ||
-        (!slm_tok_is_bpe(e->tok) && slm_tok_vocab_size(e->tok) != e->model.cfg.vocab_size))
+    if (!slm_tok_fits_vocab(e->tok, e->model.cfg.vocab_size))
         return slm_errf(&e->err, SLM_ERR_FORMAT, "%s: tokenizer has %d tokens but the model's vocabulary is %d",
                         slm_basename(model_path), slm_tok_vocab_size(e->tok), e->model.cfg.vocab_size);
     slm_compile_options co;
@@ -770,13 +768,13 @@ long slm_model_meta(const slm_engine *e, const char *key, char *buf, size_t cap)
         if (!slm_blob_meta(&e->blob, key, &str, &len)) return -1;
     } else {
         slm_gguf_str v;
-        const int n = e->model.gguf ? slm_gguf_get_text(e->model.gguf, key, num, sizeof num) : -1;
-        int k = 0;
+        int k = 0, n;
         while (k < e->model.n_meta && strcmp(e->model.meta[k].key, key)) k++;
         if (k < e->model.n_meta) str = e->model.meta[k].val, len = strlen(str); /* a folder's (generation_config.json) */
-        else if (n >= 0) str = num, len = (uint64_t)n; /* a number, as text */
-        else if (!e->model.gguf || !slm_gguf_get_str(e->model.gguf, key, &v)) return -1;
-        else str = v.s, len = v.len;
+        else if (!e->model.gguf) return -1;
+        else if (slm_gguf_get_str(e->model.gguf, key, &v)) str = v.s, len = v.len;
+        else if ((n = slm_gguf_get_text(e->model.gguf, key, num, sizeof num)) >= 0) str = num, len = (uint64_t)n; /* a number */
+        else return -1;
     }
     if (buf && cap) {
         size_t n = len < cap - 1 ? (size_t)len : cap - 1;

@@ -452,6 +452,11 @@ int slm_tok_bos(const slm_tokenizer *t) { return t ? t->bos : -1; }
 int slm_tok_eos(const slm_tokenizer *t) { return t ? t->eos : -1; }
 int slm_tok_eot(const slm_tokenizer *t) { return t && t->bpe ? t->eot : -1; }
 int slm_tok_is_bpe(const slm_tokenizer *t) { return t && t->bpe; }
+
+int slm_tok_fits_vocab(const slm_tokenizer *t, int vocab_size) {
+    const int n = slm_tok_vocab_size(t);
+    return n == vocab_size || (slm_tok_is_bpe(t) && n < vocab_size);
+}
 int slm_tok_is_wpm(const slm_tokenizer *t) { return t && t->wpm; }
 int slm_tok_is_ugm(const slm_tokenizer *t) { return t && t->ugm; }
 int slm_tok_sep(const slm_tokenizer *t) { return t && t->wpm ? slm_wpm_sep(t->wpm) : -1; }

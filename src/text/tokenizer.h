@@ -49,6 +49,9 @@ slm_status slm_tok_from_bpe(slm_tokenizer **out, struct slm_bpe *b, slm_err *err
 /* End-of-turn id (<|eot_id|>, <|im_end|>...), -1 if none; 1 for BPE. */
 int slm_tok_eot(const slm_tokenizer *t);
 int slm_tok_is_bpe(const slm_tokenizer *t);
+/* 1 when t fits a model of vocab_size rows: as many tokens, or (BPE) fewer:
+ * an embedding padded beyond the tokenizer (Qwen2.5's folders) is fine. */
+int slm_tok_fits_vocab(const slm_tokenizer *t, int vocab_size);
 /* 1 for a WordPiece (BERT) vocabulary (tokenizer.ggml.model "bert", text/wpm.h):
  * there slm_tok_encode's add_bos adds [CLS] and add_eos [SEP] (llama.cpp's
  * add_special adds both), special-token text ([SEP], ...) matches its token,
